@@ -1,0 +1,92 @@
+/* rd_schema.c - validation and sizes of row schemas. */
+#include "rd_schema.h"
+
+#include <string.h>
+
+size_t rd_dtype_size(rd_dtype_t dtype) {
+  switch (dtype) {
+  case RD_DTYPE_FLOAT32: return 4;
+  case RD_DTYPE_INT32: return 4;
+  case RD_DTYPE_INT64: return 8;
+  case RD_DTYPE_UINT8: return 1;
+  case RD_DTYPE_BOOL: return 1;
+  default: return 0;
+  }
+}
+
+static const char *const dtype_names[] = {"invalid", "float32", "int32", "int64", "uint8", "bool"};
+
+const char *rd_dtype_name(rd_dtype_t dtype) {
+  if (dtype <= RD_DTYPE_INVALID || dtype > RD_DTYPE_BOOL) return dtype_names[0];
+  return dtype_names[dtype];
+}
+
+rd_dtype_t rd_dtype_parse(const char *name) {
+  for (int d = RD_DTYPE_FLOAT32; d <= RD_DTYPE_BOOL; d++)
+    if (name != NULL && strcmp(name, dtype_names[d]) == 0) return (rd_dtype_t)d;
+  return RD_DTYPE_INVALID;
+}
+
+static int valid_name_char(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+         c == '_' || c == '.' || c == '-';
+}
+
+int rd_schema_validate(const rd_schema_t *s, rd_error_t *err) {
+  if (s->n_fields == 0 || s->n_fields > RD_SCHEMA_MAX_FIELDS)
+    return rd_error_set(err, RD_EINVAL, "a schema needs 1 to %d fields, not %u",
+                        RD_SCHEMA_MAX_FIELDS, s->n_fields);
+  uint64_t row = 0;
+  for (uint32_t i = 0; i < s->n_fields; i++) {
+    const rd_field_t *f = &s->fields[i];
+    size_t len = strnlen(f->name, RD_FIELD_NAME_MAX);
+    if (len == 0) return rd_error_set(err, RD_EINVAL, "field %u has an empty name", i);
+    if (len == RD_FIELD_NAME_MAX)
+      return rd_error_set(err, RD_EINVAL, "field %u: name longer than %d characters", i,
+                          RD_FIELD_NAME_MAX - 1);
+    for (size_t c = 0; c < len; c++)
+      if (!valid_name_char(f->name[c]))
+        return rd_error_set(err, RD_EINVAL,
+                            "field %u: name \"%s\" may use only letters, digits, '_', '.', '-'",
+                            i, f->name);
+    for (uint32_t j = 0; j < i; j++)
+      if (strcmp(s->fields[j].name, f->name) == 0)
+        return rd_error_set(err, RD_EINVAL, "field name \"%s\" is used twice", f->name);
+    if (rd_dtype_size(f->dtype) == 0)
+      return rd_error_set(err, RD_EINVAL, "field \"%s\": unknown dtype %d", f->name,
+                          (int)f->dtype);
+    if (f->rank > RD_FIELD_MAX_RANK)
+      return rd_error_set(err, RD_EINVAL, "field \"%s\": rank %u exceeds %d", f->name, f->rank,
+                          RD_FIELD_MAX_RANK);
+    uint64_t bytes = rd_dtype_size(f->dtype);
+    for (uint32_t d = 0; d < f->rank; d++) {
+      if (f->shape[d] == 0)
+        return rd_error_set(err, RD_EINVAL, "field \"%s\": dimension %u is 0", f->name, d);
+      bytes *= f->shape[d];
+      if (bytes > RD_ROW_MAX_BYTES) break; /* stop before any overflow */
+    }
+    row += bytes;
+    if (row > RD_ROW_MAX_BYTES)
+      return rd_error_set(err, RD_EINVAL, "a row of this schema exceeds %u bytes (at field \"%s\")",
+                          RD_ROW_MAX_BYTES, f->name);
+  }
+  return RD_OK;
+}
+
+size_t rd_field_bytes(const rd_field_t *f) {
+  size_t bytes = rd_dtype_size(f->dtype);
+  for (uint32_t d = 0; d < f->rank; d++) bytes *= f->shape[d];
+  return bytes;
+}
+
+size_t rd_schema_row_bytes(const rd_schema_t *s) {
+  size_t row = 0;
+  for (uint32_t i = 0; i < s->n_fields; i++) row += rd_field_bytes(&s->fields[i]);
+  return row;
+}
+
+int rd_schema_find(const rd_schema_t *s, const char *name) {
+  for (uint32_t i = 0; i < s->n_fields && i < RD_SCHEMA_MAX_FIELDS; i++)
+    if (strncmp(s->fields[i].name, name, RD_FIELD_NAME_MAX) == 0) return (int)i;
+  return -1;
+}
