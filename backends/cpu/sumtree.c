@@ -1,0 +1,496 @@
+/* sumtree.c - exact, batched K-ary sum tree (see sumtree.h for the layout).
+ *
+ * Reading order: shape and allocation, the three kernels (sample, update,
+ * insert) written once as always-inline bodies specialised on the fanout K,
+ * the per-ISA instantiations and their dispatch, then the public entry
+ * points, which validate a whole batch before touching anything.
+ *
+ * Indexing. Level h = 0 is the root block, level height-1 holds the leaves.
+ * level[h] is an array of blocks of K entries; entry e of level h is the
+ * inclusive prefix sum, within its block, of the children 0..(e mod K) of
+ * block e/K. The child of entry e is block e of level h+1, so the entry of
+ * leaf p at level h is p >> (log2(K) * (height-1-h)).
+ */
+#include "sumtree.h"
+
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#define RD_ALWAYS_INLINE inline __attribute__((always_inline))
+
+/* How many descents one thread keeps in flight. Each level, a group issues
+ * the prefetches for the next level of all its members before it needs any
+ * of them, so the cache misses of the lower levels overlap instead of
+ * adding up (the software analogue of the FPGA pipeline of §IV-C4). */
+#define SAMPLE_GROUP 32
+/* Updates look this many items ahead to prefetch the two lowest blocks. */
+#define UPDATE_PREFETCH 8
+/* Below these batch sizes a second thread costs more than it saves. */
+#define SAMPLE_PAR_MIN 256
+#define UPDATE_PAR_MIN 1024
+#define INSERT_PAR_MIN 16384
+/* Insert propagates per-block deltas upward; it works in chunks of this
+ * many leaves so the delta scratch lives on the stack (no allocation). */
+#define INSERT_CHUNK 8192
+
+/* ------------------------------------------------------------------ */
+/* Shape                                                               */
+/* ------------------------------------------------------------------ */
+
+static bool valid_fanout(uint32_t k) {
+  return k >= RD_SUMTREE_MIN_FANOUT && k <= RD_SUMTREE_MAX_FANOUT && (k & (k - 1)) == 0;
+}
+
+static uint32_t log2u(uint32_t k) { return (uint32_t)__builtin_ctz(k); }
+
+/* Blocks per level for a shape; returns the height, 0 if invalid. */
+static uint32_t shape(uint32_t capacity, uint32_t fanout,
+                      uint64_t blocks[RD_SUMTREE_MAX_LEVELS]) {
+  if (capacity == 0 || capacity > RD_SUMTREE_MAX_CAPACITY || !valid_fanout(fanout))
+    return 0;
+  uint32_t lk = log2u(fanout);
+  uint32_t height = 1;
+  while (((uint64_t)1 << (lk * height)) < capacity) height++;
+  for (uint32_t h = 0; h < height; h++) {
+    uint32_t shift = lk * (height - h); /* leaves under one block of level h */
+    blocks[h] = ((uint64_t)capacity + ((uint64_t)1 << shift) - 1) >> shift;
+  }
+  return height;
+}
+
+static size_t level_bytes(uint64_t blocks, uint32_t fanout) {
+  size_t b = (size_t)blocks * fanout * sizeof(uint64_t);
+  return (b + 63) & ~(size_t)63; /* every level starts on a cache line */
+}
+
+size_t rd_sumtree_memsize(uint32_t capacity, uint32_t fanout) {
+  uint64_t blocks[RD_SUMTREE_MAX_LEVELS];
+  uint32_t height = shape(capacity, fanout, blocks);
+  size_t total = 0;
+  for (uint32_t h = 0; h < height; h++) total += level_bytes(blocks[h], fanout);
+  return total;
+}
+
+/* ------------------------------------------------------------------ */
+/* Kernels, specialised on K through always-inline bodies              */
+/* ------------------------------------------------------------------ */
+
+/* Number of entries of a block that are <= t: the index of the child the
+ * descent takes. Written without branches so the compiler turns it into
+ * K/lanes vector compares. */
+static RD_ALWAYS_INLINE uint32_t count_le(const uint64_t *blk, uint64_t t, const uint32_t K) {
+  uint32_t c = 0;
+  for (uint32_t i = 0; i < K; i++) c += blk[i] <= t;
+  return c;
+}
+
+static RD_ALWAYS_INLINE void prefetch_block(const uint64_t *blk, const uint32_t K) {
+  for (uint32_t off = 0; off < K; off += 8) __builtin_prefetch(blk + off, 0, 3);
+}
+
+/* Algorithm 1 of papers/001 for a group of descents at a time. */
+static RD_ALWAYS_INLINE void sample_body(const rd_sumtree_t *t, size_t n,
+                                         const uint64_t *targets, uint32_t *leaves,
+                                         const uint32_t K, const uint32_t LK) {
+  const uint32_t H = t->height;
+  for (size_t base = 0; base < n; base += SAMPLE_GROUP) {
+    size_t m = n - base < SAMPLE_GROUP ? n - base : SAMPLE_GROUP;
+    uint64_t tt[SAMPLE_GROUP];
+    uint64_t e[SAMPLE_GROUP];
+    for (size_t g = 0; g < m; g++) {
+      tt[g] = targets[base + g];
+      e[g] = 0;
+    }
+    for (uint32_t h = 0; h < H; h++) {
+      const uint64_t *L = t->level[h];
+      const uint64_t *next = h + 1 < H ? t->level[h + 1] : NULL;
+      for (size_t g = 0; g < m; g++) {
+        const uint64_t *blk = L + (e[g] << LK);
+        uint32_t j = count_le(blk, tt[g], K);
+        uint64_t prev = j ? blk[j - 1] : 0;
+        tt[g] -= prev;
+        e[g] = (e[g] << LK) + j;
+        if (next) prefetch_block(next + (e[g] << LK), K);
+      }
+    }
+    for (size_t g = 0; g < m; g++) leaves[base + g] = (uint32_t)e[g];
+  }
+}
+
+/* Add d (mod 2^64) to entries j..K-1 of a block: the suffix of prefix sums
+ * that include the changed child. Branch-free so it vectorizes. Modular
+ * arithmetic is exact here because every true result lies in [0, 2^63). */
+static RD_ALWAYS_INLINE void suffix_add(uint64_t *blk, uint32_t j, uint64_t d, const uint32_t K) {
+  for (uint32_t i = 0; i < K; i++) blk[i] += i >= j ? d : 0;
+}
+
+/* Algorithm 2 of papers/001 without atomics: one caller walks each leaf's
+ * path itself. Levels h >= stop are updated; when stop == 1 the root-level
+ * deltas are accumulated per root child into rdelta[] instead, and only
+ * leaves whose root child c is in [c_lo, c_hi) are handled, so threads that
+ * own disjoint root children never write the same block. */
+static RD_ALWAYS_INLINE void update_body(rd_sumtree_t *t, size_t n, const uint32_t *pos,
+                                         const uint64_t *val, uint32_t stop, uint64_t c_lo,
+                                         uint64_t c_hi, uint64_t *rdelta, const uint32_t K,
+                                         const uint32_t LK) {
+  const uint32_t H = t->height;
+  uint64_t *leaf = t->level[H - 1];
+  uint64_t *up = H >= 2 ? t->level[H - 2] : NULL;
+  const uint32_t root_shift = LK * (H - 1);
+  for (size_t i = 0; i < n; i++) {
+    if (i + UPDATE_PREFETCH < n) {
+      uint32_t q = pos[i + UPDATE_PREFETCH];
+      __builtin_prefetch(leaf + ((uint64_t)q & ~(uint64_t)(K - 1)), 1, 3);
+      if (up) __builtin_prefetch(up + (((uint64_t)q >> LK) & ~(uint64_t)(K - 1)), 1, 3);
+    }
+    uint64_t p = pos[i];
+    uint64_t c = p >> root_shift;
+    if (stop == 1 && (c < c_lo || c >= c_hi)) continue;
+    uint32_t j = (uint32_t)(p & (K - 1));
+    uint64_t old = leaf[p] - (j ? leaf[p - 1] : 0);
+    uint64_t d = val[i] - old;
+    if (d == 0) continue;
+    uint64_t e = p;
+    for (uint32_t h = H; h-- > stop;) {
+      suffix_add(t->level[h] + (e & ~(uint64_t)(K - 1)), (uint32_t)(e & (K - 1)), d, K);
+      e >>= LK;
+    }
+    if (stop == 1) rdelta[c] += d;
+  }
+}
+
+/* Insert: rebuild the leaf blocks of [first, first+n) from the new values,
+ * then push each rebuilt block's change of total up, level by level. */
+static RD_ALWAYS_INLINE void set_range_body(rd_sumtree_t *t, uint64_t first, size_t n,
+                                            const uint64_t *values, uint32_t threads,
+                                            const uint32_t K, const uint32_t LK) {
+  (void)threads;
+  const uint32_t H = t->height;
+  uint64_t delta[INSERT_CHUNK / 2 + 2]; /* K >= 2: at most n/2 + 2 blocks */
+  uint64_t *leaf = t->level[H - 1];
+  const uint64_t lo = first, hi = first + n;
+  const uint64_t blo = lo >> LK, bhi = (hi - 1) >> LK;
+
+#pragma omp parallel for num_threads(threads) schedule(static) if (threads > 1 && n >= INSERT_PAR_MIN)
+  for (uint64_t b = blo; b <= bhi; b++) {
+    uint64_t *blk = leaf + (b << LK);
+    uint64_t old_total = blk[K - 1];
+    uint64_t run = 0;
+    const uint64_t e0 = b << LK;
+    if (e0 >= lo && e0 + K <= hi) {
+      /* The common case: the whole block is new, a plain prefix sum. */
+      const uint64_t *src = values + (e0 - lo);
+      for (uint32_t j = 0; j < K; j++) {
+        run += src[j];
+        blk[j] = run;
+      }
+    } else {
+      /* An edge block keeps its leaves outside [lo, hi). */
+      uint64_t prev = 0;
+      for (uint32_t j = 0; j < K; j++) {
+        uint64_t e = e0 + j;
+        uint64_t v = blk[j] - prev; /* the old leaf value */
+        prev = blk[j];
+        if (e >= lo && e < hi) v = values[e - lo];
+        run += v;
+        blk[j] = run;
+      }
+    }
+    delta[b - blo] = run - old_total;
+  }
+
+  uint64_t clo = blo, chi = bhi; /* changed entries at the level above */
+  for (uint32_t h = H - 1; h-- > 0;) {
+    uint64_t *L = t->level[h];
+    uint64_t plo = clo >> LK, phi = chi >> LK;
+    for (uint64_t b = plo; b <= phi; b++) {
+      uint64_t *blk = L + (b << LK);
+      uint64_t run = 0;
+      for (uint32_t j = 0; j < K; j++) {
+        uint64_t e = (b << LK) + j;
+        if (e >= clo && e <= chi) run += delta[e - clo];
+        blk[j] += run;
+      }
+      delta[b - plo] = run; /* safe: b - plo <= e - clo for every e read */
+    }
+    clo = plo;
+    chi = phi;
+  }
+}
+
+/* ------------------------------------------------------------------ */
+/* Instantiation per fanout and instruction set, and dispatch          */
+/* ------------------------------------------------------------------ */
+
+typedef void (*update_fn)(rd_sumtree_t *, size_t, const uint32_t *, const uint64_t *, uint32_t,
+                          uint64_t, uint64_t, uint64_t *);
+typedef void (*set_range_fn)(rd_sumtree_t *, uint64_t, size_t, const uint64_t *, uint32_t);
+
+#define RD_KERNELS(K, LK, ISA, ATTR)                                                          \
+  ATTR static void sample_k##K##_##ISA(const rd_sumtree_t *t, size_t n, const uint64_t *tg,  \
+                                       uint32_t *lv) {                                       \
+    sample_body(t, n, tg, lv, K, LK);                                                        \
+  }                                                                                          \
+  ATTR static void update_k##K##_##ISA(rd_sumtree_t *t, size_t n, const uint32_t *p,         \
+                                       const uint64_t *v, uint32_t stop, uint64_t clo,       \
+                                       uint64_t chi, uint64_t *rd) {                         \
+    update_body(t, n, p, v, stop, clo, chi, rd, K, LK);                                      \
+  }
+#define RD_SET_RANGE(K, LK)                                                                   \
+  static void set_range_k##K(rd_sumtree_t *t, uint64_t f, size_t n, const uint64_t *v,      \
+                             uint32_t th) {                                                  \
+    set_range_body(t, f, n, v, th, K, LK);                                                   \
+  }
+
+#define RD_ALL_K(X, ISA, ATTR)                                                                \
+  X(2, 1, ISA, ATTR) X(4, 2, ISA, ATTR) X(8, 3, ISA, ATTR) X(16, 4, ISA, ATTR)               \
+  X(32, 5, ISA, ATTR) X(64, 6, ISA, ATTR)
+
+RD_ALL_K(RD_KERNELS, generic, )
+RD_SET_RANGE(2, 1) RD_SET_RANGE(4, 2) RD_SET_RANGE(8, 3) RD_SET_RANGE(16, 4)
+RD_SET_RANGE(32, 5) RD_SET_RANGE(64, 6)
+#if defined(__x86_64__)
+RD_ALL_K(RD_KERNELS, avx2, __attribute__((target("avx2,bmi2,popcnt"))))
+RD_ALL_K(RD_KERNELS, avx512,
+         __attribute__((target("avx512f,avx512vl,avx512bw,avx512dq,avx2,bmi2,popcnt"))))
+#endif
+
+#define RD_TABLE(ISA)                                                                         \
+  {sample_k2_##ISA, sample_k4_##ISA, sample_k8_##ISA,                                        \
+   sample_k16_##ISA, sample_k32_##ISA, sample_k64_##ISA},                                    \
+  {update_k2_##ISA, update_k4_##ISA, update_k8_##ISA,                                        \
+   update_k16_##ISA, update_k32_##ISA, update_k64_##ISA}
+
+typedef struct {
+  const char *name;
+  rd_sumtree_sample_fn sample[6];
+  update_fn update[6];
+} isa_kernels_t;
+
+static const isa_kernels_t kernels[] = {
+    {"generic", RD_TABLE(generic)},
+#if defined(__x86_64__)
+    {"avx2", RD_TABLE(avx2)},
+    {"avx512", RD_TABLE(avx512)},
+#endif
+};
+
+static const set_range_fn set_range_k[6] = {set_range_k2,  set_range_k4,  set_range_k8,
+                                            set_range_k16, set_range_k32, set_range_k64};
+
+/* The best instruction set this CPU has, unless RD_SUMTREE_ISA names one
+ * (tests run every variant against each other; benchmarks compare them). */
+static const isa_kernels_t *pick_isa(void) {
+  const char *force = getenv("RD_SUMTREE_ISA");
+  size_t nk = sizeof kernels / sizeof kernels[0];
+  bool ok[3] = {true, false, false};
+#if defined(__x86_64__)
+  __builtin_cpu_init();
+  ok[1] = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("bmi2");
+  ok[2] = ok[1] && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
+          __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq");
+#endif
+  /* A forced variant the CPU cannot run is ignored rather than trapping. */
+  if (force != NULL)
+    for (size_t i = 0; i < nk; i++)
+      if (strcmp(force, kernels[i].name) == 0 && ok[i]) return &kernels[i];
+  for (size_t i = nk; i-- > 0;)
+    if (ok[i]) return &kernels[i];
+  return &kernels[0];
+}
+
+/* ------------------------------------------------------------------ */
+/* Public entry points                                                 */
+/* ------------------------------------------------------------------ */
+
+int rd_sumtree_init(rd_sumtree_t *t, uint32_t capacity, uint32_t fanout, rd_error_t *err) {
+  memset(t, 0, sizeof *t);
+  if (!valid_fanout(fanout))
+    return rd_error_set(err, RD_EINVAL, "fanout %u is not a power of two in [%u, %u]", fanout,
+                        RD_SUMTREE_MIN_FANOUT, RD_SUMTREE_MAX_FANOUT);
+  if (capacity == 0 || capacity > RD_SUMTREE_MAX_CAPACITY)
+    return rd_error_set(err, RD_EINVAL, "capacity %u is outside [1, %u]", capacity,
+                        RD_SUMTREE_MAX_CAPACITY);
+  uint64_t blocks[RD_SUMTREE_MAX_LEVELS];
+  uint32_t height = shape(capacity, fanout, blocks);
+  size_t bytes = rd_sumtree_memsize(capacity, fanout);
+  void *mem = aligned_alloc(64, bytes);
+  if (mem == NULL)
+    return rd_error_set(err, RD_ENOMEM, "cannot allocate %zu bytes for a sum tree", bytes);
+  memset(mem, 0, bytes);
+
+  const isa_kernels_t *isa = pick_isa();
+  t->capacity = capacity;
+  t->fanout = fanout;
+  t->log2_fanout = log2u(fanout);
+  t->height = height;
+  t->threads = 1;
+  t->max_leaf = ((UINT64_C(1) << 63) - 1) / capacity;
+  t->mem = mem;
+  t->mem_bytes = bytes;
+  t->isa = isa->name;
+  t->sample_fn = isa->sample[t->log2_fanout - 1];
+  t->update_fn = isa->update[t->log2_fanout - 1];
+  t->set_range_fn = set_range_k[t->log2_fanout - 1];
+  char *p = mem;
+  for (uint32_t h = 0; h < height; h++) {
+    t->level[h] = (uint64_t *)p;
+    t->level_blocks[h] = blocks[h];
+    p += level_bytes(blocks[h], fanout);
+  }
+  return RD_OK;
+}
+
+void rd_sumtree_free(rd_sumtree_t *t) {
+  free(t->mem);
+  memset(t, 0, sizeof *t);
+}
+
+void rd_sumtree_set_threads(rd_sumtree_t *t, uint32_t threads) {
+  t->threads = threads == 0 ? 1 : threads;
+}
+
+int rd_sumtree_get_batch(const rd_sumtree_t *t, size_t n, const uint32_t *positions,
+                         uint64_t *out, rd_error_t *err) {
+  for (size_t i = 0; i < n; i++)
+    if (positions[i] >= t->capacity)
+      return rd_error_set(err, RD_ERANGE, "position %u at batch index %zu is >= capacity %u",
+                          positions[i], i, t->capacity);
+  for (size_t i = 0; i < n; i++) out[i] = rd_sumtree_get(t, positions[i]);
+  return RD_OK;
+}
+
+static int check_values(const rd_sumtree_t *t, size_t n, const uint64_t *values,
+                        rd_error_t *err) {
+  for (size_t i = 0; i < n; i++)
+    if (values[i] > t->max_leaf)
+      return rd_error_set(err, RD_ERANGE,
+                          "leaf value %llu at batch index %zu exceeds the maximum %llu "
+                          "(the total of %u leaves must stay below 2^63)",
+                          (unsigned long long)values[i], i, (unsigned long long)t->max_leaf,
+                          t->capacity);
+  return RD_OK;
+}
+
+int rd_sumtree_set_range(rd_sumtree_t *t, uint32_t first, size_t n, const uint64_t *values,
+                         rd_error_t *err) {
+  if (n == 0) return RD_OK;
+  if (first >= t->capacity || n > (size_t)(t->capacity - first))
+    return rd_error_set(err, RD_ERANGE, "range [%u, %u + %zu) is outside capacity %u", first,
+                        first, n, t->capacity);
+  int rc = check_values(t, n, values, err);
+  if (rc) return rc;
+  for (size_t done = 0; done < n; done += INSERT_CHUNK) {
+    size_t m = n - done < INSERT_CHUNK ? n - done : INSERT_CHUNK;
+    t->set_range_fn(t, (uint64_t)first + done, m, values + done, t->threads);
+  }
+  return RD_OK;
+}
+
+int rd_sumtree_update(rd_sumtree_t *t, size_t n, const uint32_t *positions,
+                      const uint64_t *values, rd_error_t *err) {
+  for (size_t i = 0; i < n; i++)
+    if (positions[i] >= t->capacity)
+      return rd_error_set(err, RD_ERANGE, "position %u at batch index %zu is >= capacity %u",
+                          positions[i], i, t->capacity);
+  int rc = check_values(t, n, values, err);
+  if (rc) return rc;
+
+  const uint32_t H = t->height;
+  uint32_t nthreads = t->threads;
+  uint64_t roots = H >= 2 ? t->level_blocks[1] : 1; /* root children in use */
+  if (nthreads > roots) nthreads = (uint32_t)roots;
+  if (nthreads <= 1 || n < UPDATE_PAR_MIN) {
+    t->update_fn(t, n, positions, values, 0, 0, 0, NULL);
+    return RD_OK;
+  }
+  /* Partition by subtree: thread i owns a contiguous range of the root's
+   * children and walks only leaves below them, so no two threads write the
+   * same block. The root block gets the summed deltas afterwards. Items of
+   * one leaf go to one thread in batch order, so the later value wins. */
+  uint64_t rdelta[RD_SUMTREE_MAX_FANOUT * 16];
+  uint32_t K = t->fanout;
+  if (nthreads > 16) nthreads = 16;
+  memset(rdelta, 0, sizeof rdelta);
+#pragma omp parallel num_threads(nthreads)
+  {
+#ifdef _OPENMP
+    uint32_t me = (uint32_t)omp_get_thread_num(), nt = (uint32_t)omp_get_num_threads();
+#else
+    uint32_t me = 0, nt = 1;
+#endif
+    uint64_t lo = roots * me / nt, hi = roots * (me + 1) / nt;
+    t->update_fn(t, n, positions, values, 1, lo, hi, rdelta + (size_t)me * K);
+  }
+  uint64_t *root = t->level[0];
+  for (uint32_t th = 0; th < nthreads; th++)
+    for (uint32_t c = 0; c < K; c++) {
+      uint64_t d = rdelta[(size_t)th * K + c];
+      if (d)
+        for (uint32_t i = c; i < K; i++) root[i] += d;
+    }
+  return RD_OK;
+}
+
+int rd_sumtree_sample(const rd_sumtree_t *t, size_t n, const uint64_t *targets,
+                      uint32_t *leaves, rd_error_t *err) {
+  uint64_t total = rd_sumtree_total(t);
+  if (n == 0) return RD_OK;
+  if (total == 0) return rd_error_set(err, RD_EEMPTY, "cannot sample: every priority is zero");
+  for (size_t i = 0; i < n; i++)
+    if (targets[i] >= total)
+      return rd_error_set(err, RD_ERANGE, "target %llu at batch index %zu is >= total %llu",
+                          (unsigned long long)targets[i], i, (unsigned long long)total);
+  uint32_t nthreads = t->threads;
+  if (nthreads <= 1 || n < SAMPLE_PAR_MIN) {
+    t->sample_fn(t, n, targets, leaves);
+    return RD_OK;
+  }
+  /* Sampling is read-only: split the batch into per-thread slices of whole
+   * groups (papers/001 §IV-C2). */
+  size_t groups = (n + SAMPLE_GROUP - 1) / SAMPLE_GROUP;
+#pragma omp parallel num_threads(nthreads)
+  {
+#ifdef _OPENMP
+    size_t me = (size_t)omp_get_thread_num(), nt = (size_t)omp_get_num_threads();
+#else
+    size_t me = 0, nt = 1;
+#endif
+    size_t g0 = groups * me / nt, g1 = groups * (me + 1) / nt;
+    size_t i0 = g0 * SAMPLE_GROUP, i1 = g1 * SAMPLE_GROUP < n ? g1 * SAMPLE_GROUP : n;
+    if (i1 > i0) t->sample_fn(t, i1 - i0, targets + i0, leaves + i0);
+  }
+  return RD_OK;
+}
+
+int rd_sumtree_check(const rd_sumtree_t *t, rd_error_t *err) {
+  const uint32_t K = t->fanout, H = t->height;
+  for (uint32_t h = 0; h < H; h++) {
+    const uint64_t *L = t->level[h];
+    for (uint64_t b = 0; b < t->level_blocks[h]; b++) {
+      uint64_t run = 0;
+      for (uint32_t j = 0; j < K; j++) {
+        uint64_t e = b * K + j, child;
+        if (h + 1 < H)
+          child = e < t->level_blocks[h + 1] ? t->level[h + 1][e * K + K - 1] : 0;
+        else
+          child = L[e] - (j ? L[e - 1] : 0);
+        if (h + 1 == H && e >= t->capacity && child != 0)
+          return rd_error_set(err, RD_ERANGE, "padding leaf %llu is %llu, not 0",
+                              (unsigned long long)e, (unsigned long long)child);
+        run += child;
+        if (L[e] != run)
+          return rd_error_set(err, RD_ERANGE,
+                              "level %u entry %llu is %llu but its children sum to %llu", h,
+                              (unsigned long long)e, (unsigned long long)L[e],
+                              (unsigned long long)run);
+      }
+    }
+  }
+  return RD_OK;
+}

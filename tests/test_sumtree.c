@@ -1,0 +1,415 @@
+/* test_sumtree.c - the exact K-ary sum tree against independent references.
+ *
+ * References: a Fenwick tree (a different exact integer structure, O(log N)
+ * search) for long runs, and a plain linear scan over the leaves for small
+ * trees and spot checks. Sampling semantics under test: target t selects the
+ * smallest leaf i with leaf[0] + ... + leaf[i] > t.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "sumtree.h"
+
+static const uint32_t fanouts[] = {2, 4, 8, 16, 32, 64};
+#define N_FANOUTS (sizeof fanouts / sizeof fanouts[0])
+
+/* splitmix64: the tests' own PRNG, independent of the code under test. */
+static uint64_t rng_next(uint64_t *s) {
+  uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+/* A leaf value with a wide dynamic range (zeros included), <= max. */
+static uint64_t wide_value(uint64_t *s, uint64_t max) {
+  uint64_t r = rng_next(s);
+  if ((r & 15) == 0) return 0;
+  uint64_t v = rng_next(s) >> (r >> 58); /* shift 0..63 */
+  return v % (max + 1);
+}
+
+typedef struct {
+  uint64_t n;
+  uint64_t *bit; /* 1-indexed */
+  uint64_t *val;
+  uint64_t top;  /* highest power of two <= n */
+  uint64_t sum;  /* running total, kept independently */
+} fenwick_t;
+
+static void fw_init(fenwick_t *f, uint64_t n) {
+  f->n = n;
+  f->bit = calloc(n + 1, sizeof(uint64_t));
+  f->val = calloc(n, sizeof(uint64_t));
+  f->top = 1;
+  f->sum = 0;
+  while (f->top * 2 <= n) f->top *= 2;
+}
+static void fw_free(fenwick_t *f) {
+  free(f->bit);
+  free(f->val);
+}
+static void fw_set(fenwick_t *f, uint64_t i, uint64_t v) {
+  uint64_t d = v - f->val[i];
+  f->val[i] = v;
+  f->sum += d;
+  for (uint64_t k = i + 1; k <= f->n; k += k & (~k + 1)) f->bit[k] += d;
+}
+static uint64_t fw_search(const fenwick_t *f, uint64_t t) {
+  uint64_t pos = 0;
+  for (uint64_t step = f->top; step > 0; step >>= 1)
+    if (pos + step <= f->n && f->bit[pos + step] <= t) {
+      pos += step;
+      t -= f->bit[pos];
+    }
+  return pos;
+}
+
+static uint64_t linear_search(const uint64_t *val, uint64_t n, uint64_t t) {
+  uint64_t run = 0;
+  for (uint64_t i = 0; i < n; i++) {
+    run += val[i];
+    if (run > t) return i;
+  }
+  return n; /* not reached for t < total */
+}
+
+static void test_init_errors(void **state) {
+  (void)state;
+  rd_sumtree_t t;
+  rd_error_t err;
+  uint32_t bad_k[] = {0, 1, 3, 6, 128, 256};
+  for (size_t i = 0; i < sizeof bad_k / sizeof bad_k[0]; i++) {
+    assert_int_equal(rd_sumtree_init(&t, 100, bad_k[i], &err), RD_EINVAL);
+    assert_true(err.msg[0] != '\0');
+    assert_int_equal(rd_sumtree_memsize(100, bad_k[i]), 0);
+  }
+  assert_int_equal(rd_sumtree_init(&t, 0, 16, &err), RD_EINVAL);
+  assert_int_equal(rd_sumtree_init(&t, RD_SUMTREE_MAX_CAPACITY + 1, 16, &err), RD_EINVAL);
+  /* The largest shape is described without being allocated. */
+  assert_true(rd_sumtree_memsize(RD_SUMTREE_MAX_CAPACITY, 16) >=
+              (size_t)RD_SUMTREE_MAX_CAPACITY * 8);
+}
+
+static void test_shapes_and_alignment(void **state) {
+  (void)state;
+  uint32_t caps[] = {1, 2, 3, 63, 64, 65, 1000, 4096, 4097};
+  for (size_t k = 0; k < N_FANOUTS; k++)
+    for (size_t c = 0; c < sizeof caps / sizeof caps[0]; c++) {
+      rd_sumtree_t t;
+      assert_int_equal(rd_sumtree_init(&t, caps[c], fanouts[k], NULL), RD_OK);
+      /* K^height >= capacity > K^(height-1) */
+      uint64_t span = 1;
+      for (uint32_t h = 0; h < t.height; h++) span *= fanouts[k];
+      assert_true(span >= caps[c]);
+      if (t.height > 1) assert_true(span / fanouts[k] < caps[c]);
+      for (uint32_t h = 0; h < t.height; h++) {
+        assert_int_equal((uintptr_t)t.level[h] % 64, 0);
+        assert_int_equal((uintptr_t)(t.level[h] + fanouts[k]) % (fanouts[k] * 8 < 64 ? fanouts[k] * 8 : 64), 0);
+      }
+      assert_int_equal(rd_sumtree_total(&t), 0);
+      rd_sumtree_free(&t);
+    }
+}
+
+/* Every target of small trees, with zeros between the leaves, against a
+ * linear scan: zero leaves must never be chosen. */
+static void test_exhaustive_small(void **state) {
+  (void)state;
+  uint32_t caps[] = {1, 5, 17, 64, 100};
+  uint64_t s = 1;
+  for (size_t k = 0; k < N_FANOUTS; k++)
+    for (size_t c = 0; c < sizeof caps / sizeof caps[0]; c++) {
+      rd_sumtree_t t;
+      uint32_t cap = caps[c];
+      assert_int_equal(rd_sumtree_init(&t, cap, fanouts[k], NULL), RD_OK);
+      uint64_t *v = calloc(cap, sizeof *v);
+      for (uint32_t i = 0; i < cap; i++) v[i] = (rng_next(&s) % 3 == 0) ? 0 : rng_next(&s) % 7;
+      v[cap - 1] = 3; /* never an all-zero tree */
+      assert_int_equal(rd_sumtree_set_range(&t, 0, cap, v, NULL), RD_OK);
+      assert_int_equal(rd_sumtree_check(&t, NULL), RD_OK);
+      uint64_t total = rd_sumtree_total(&t);
+      for (uint32_t i = 0; i < cap; i++) assert_int_equal(rd_sumtree_get(&t, i), v[i]);
+      uint64_t *targets = malloc(total * sizeof *targets);
+      uint32_t *leaves = malloc(total * sizeof *leaves);
+      for (uint64_t x = 0; x < total; x++) targets[x] = x;
+      assert_int_equal(rd_sumtree_sample(&t, total, targets, leaves, NULL), RD_OK);
+      for (uint64_t x = 0; x < total; x++) {
+        assert_int_equal(leaves[x], linear_search(v, cap, x));
+        assert_true(v[leaves[x]] > 0);
+      }
+      free(targets);
+      free(leaves);
+      free(v);
+      rd_sumtree_free(&t);
+    }
+}
+
+/* The issue's exactness requirement: 10^7 random updates (K = 16, the
+ * default), 10^6 for every other fanout, each batch followed by samples
+ * checked against the Fenwick reference, with full invariant checks and
+ * linear-scan spot checks along the way. Values span 0..2^40 so a float
+ * tree would misplace targets. */
+static void exactness_run(uint32_t fanout, uint64_t n_updates, uint32_t threads) {
+  const uint32_t cap = 100003, batch = 2000, n_samples = 64;
+  rd_sumtree_t t;
+  fenwick_t f;
+  uint64_t s = 42 + fanout;
+  assert_int_equal(rd_sumtree_init(&t, cap, fanout, NULL), RD_OK);
+  rd_sumtree_set_threads(&t, threads);
+  fw_init(&f, cap);
+  uint64_t maxv = (uint64_t)1 << 40;
+  uint32_t *pos = malloc(batch * sizeof *pos);
+  uint64_t *val = malloc(batch * sizeof *val);
+  uint64_t targets[64];
+  uint32_t leaves[64];
+  for (uint64_t done = 0, round = 0; done < n_updates; done += batch, round++) {
+    for (uint32_t i = 0; i < batch; i++) {
+      /* Some duplicate positions inside a batch: the later value wins. */
+      pos[i] = (i > 0 && (rng_next(&s) & 31) == 0) ? pos[i - 1] : (uint32_t)(rng_next(&s) % cap);
+      val[i] = wide_value(&s, maxv);
+    }
+    assert_int_equal(rd_sumtree_update(&t, batch, pos, val, NULL), RD_OK);
+    for (uint32_t i = 0; i < batch; i++) fw_set(&f, pos[i], val[i]);
+    uint64_t total = rd_sumtree_total(&t);
+    assert_int_equal(total, f.sum);
+    for (uint32_t i = 0; i < n_samples; i++) targets[i] = rng_next(&s) % total;
+    targets[0] = 0;
+    targets[1] = total - 1;
+    assert_int_equal(rd_sumtree_sample(&t, n_samples, targets, leaves, NULL), RD_OK);
+    for (uint32_t i = 0; i < n_samples; i++) assert_int_equal(leaves[i], fw_search(&f, targets[i]));
+    if (round % 500 == 0) {
+      uint64_t sum = 0;
+      for (uint32_t i = 0; i < cap; i++) sum += f.val[i];
+      assert_int_equal(total, sum);
+      assert_int_equal(rd_sumtree_check(&t, NULL), RD_OK);
+      assert_int_equal(leaves[5], linear_search(f.val, cap, targets[5]));
+    }
+  }
+  assert_int_equal(rd_sumtree_check(&t, NULL), RD_OK);
+  for (uint32_t i = 0; i < cap; i++) assert_int_equal(rd_sumtree_get(&t, i), f.val[i]);
+  free(pos);
+  free(val);
+  fw_free(&f);
+  rd_sumtree_free(&t);
+}
+
+static void test_exactness_1e7_updates_k16(void **state) {
+  (void)state;
+  exactness_run(16, 10000000, 1);
+}
+
+static void test_exactness_other_fanouts(void **state) {
+  (void)state;
+  for (size_t k = 0; k < N_FANOUTS; k++)
+    if (fanouts[k] != 16) exactness_run(fanouts[k], 1000000, 1);
+}
+
+static void test_exactness_two_threads(void **state) {
+  (void)state;
+  exactness_run(8, 1000000, 2);
+  exactness_run(64, 1000000, 2);
+}
+
+/* Two threads (subtree-partitioned update, parallel insert and sample) must
+ * leave the very same bytes as one thread, duplicates included. */
+static void test_threads_bitwise_equal(void **state) {
+  (void)state;
+  const uint32_t cap = 300000, batch = 8192;
+  for (size_t k = 0; k < N_FANOUTS; k++) {
+    rd_sumtree_t a, b;
+    assert_int_equal(rd_sumtree_init(&a, cap, fanouts[k], NULL), RD_OK);
+    assert_int_equal(rd_sumtree_init(&b, cap, fanouts[k], NULL), RD_OK);
+    rd_sumtree_set_threads(&b, 2);
+    uint64_t s = 7;
+    uint64_t *v = malloc(40000 * sizeof *v);
+    for (uint32_t i = 0; i < 40000; i++) v[i] = rng_next(&s) % 1000000;
+    assert_int_equal(rd_sumtree_set_range(&a, 1000, 40000, v, NULL), RD_OK);
+    assert_int_equal(rd_sumtree_set_range(&b, 1000, 40000, v, NULL), RD_OK);
+    assert_memory_equal(a.mem, b.mem, a.mem_bytes);
+    uint32_t *pos = malloc(batch * sizeof *pos);
+    uint64_t *val = malloc(batch * sizeof *val);
+    for (int r = 0; r < 10; r++) {
+      for (uint32_t i = 0; i < batch; i++) {
+        pos[i] = (i && (rng_next(&s) & 7) == 0) ? pos[i - 1] : (uint32_t)(rng_next(&s) % cap);
+        val[i] = rng_next(&s) % 1000000;
+      }
+      assert_int_equal(rd_sumtree_update(&a, batch, pos, val, NULL), RD_OK);
+      assert_int_equal(rd_sumtree_update(&b, batch, pos, val, NULL), RD_OK);
+      assert_memory_equal(a.mem, b.mem, a.mem_bytes);
+    }
+    uint64_t total = rd_sumtree_total(&a);
+    uint64_t *tg = malloc(batch * sizeof *tg);
+    uint32_t *la = malloc(batch * sizeof *la), *lb = malloc(batch * sizeof *lb);
+    for (uint32_t i = 0; i < batch; i++) tg[i] = rng_next(&s) % total;
+    assert_int_equal(rd_sumtree_sample(&a, batch, tg, la, NULL), RD_OK);
+    assert_int_equal(rd_sumtree_sample(&b, batch, tg, lb, NULL), RD_OK);
+    assert_memory_equal(la, lb, batch * sizeof *la);
+    assert_int_equal(rd_sumtree_check(&b, NULL), RD_OK);
+    free(tg);
+    free(la);
+    free(lb);
+    free(pos);
+    free(val);
+    free(v);
+    rd_sumtree_free(&a);
+    rd_sumtree_free(&b);
+  }
+}
+
+/* Every compiled kernel variant the CPU can run gives the same answers. */
+static void test_isa_variants_agree(void **state) {
+  (void)state;
+  const char *isas[] = {"generic", "avx2", "avx512"};
+  const uint32_t cap = 50000, batch = 3000;
+  for (size_t k = 0; k < N_FANOUTS; k++) {
+    rd_sumtree_t ref;
+    unsetenv("RD_SUMTREE_ISA");
+    setenv("RD_SUMTREE_ISA", "generic", 1);
+    assert_int_equal(rd_sumtree_init(&ref, cap, fanouts[k], NULL), RD_OK);
+    assert_string_equal(ref.isa, "generic");
+    for (size_t i = 1; i < 3; i++) {
+      rd_sumtree_t t;
+      setenv("RD_SUMTREE_ISA", isas[i], 1);
+      assert_int_equal(rd_sumtree_init(&t, cap, fanouts[k], NULL), RD_OK);
+      uint64_t s = 99;
+      uint32_t *pos = malloc(batch * sizeof *pos);
+      uint64_t *val = malloc(batch * sizeof *val);
+      for (uint32_t i2 = 0; i2 < batch; i2++) {
+        pos[i2] = (uint32_t)(rng_next(&s) % cap);
+        val[i2] = wide_value(&s, t.max_leaf);
+      }
+      rd_sumtree_t *trees[2] = {&ref, &t};
+      uint32_t *out[2];
+      for (int w = 0; w < 2; w++) {
+        memset(trees[w]->mem, 0, trees[w]->mem_bytes);
+        assert_int_equal(rd_sumtree_update(trees[w], batch, pos, val, NULL), RD_OK);
+      }
+      assert_memory_equal(ref.mem, t.mem, t.mem_bytes);
+      uint64_t total = rd_sumtree_total(&t);
+      uint64_t *tg = malloc(batch * sizeof *tg);
+      for (uint32_t i2 = 0; i2 < batch; i2++) tg[i2] = rng_next(&s) % total;
+      for (int w = 0; w < 2; w++) {
+        out[w] = malloc(batch * sizeof(uint32_t));
+        assert_int_equal(rd_sumtree_sample(trees[w], batch, tg, out[w], NULL), RD_OK);
+      }
+      assert_memory_equal(out[0], out[1], batch * sizeof(uint32_t));
+      free(out[0]);
+      free(out[1]);
+      free(tg);
+      free(pos);
+      free(val);
+      rd_sumtree_free(&t);
+    }
+    rd_sumtree_free(&ref);
+  }
+  unsetenv("RD_SUMTREE_ISA");
+}
+
+/* Insert ranges of every length and offset, including ones longer than the
+ * internal chunk, against a value array. */
+static void test_set_range(void **state) {
+  (void)state;
+  const uint32_t cap = 20011;
+  uint64_t s = 3;
+  for (size_t k = 0; k < N_FANOUTS; k++) {
+    rd_sumtree_t t;
+    assert_int_equal(rd_sumtree_init(&t, cap, fanouts[k], NULL), RD_OK);
+    uint64_t *ref = calloc(cap, sizeof *ref);
+    uint64_t *v = malloc(cap * sizeof *v);
+    for (int r = 0; r < 200; r++) {
+      uint32_t first = (uint32_t)(rng_next(&s) % cap);
+      uint32_t n = (uint32_t)(rng_next(&s) % (r % 10 == 0 ? cap - first : 70)) + 1;
+      if (n > cap - first) n = cap - first;
+      for (uint32_t i = 0; i < n; i++) v[i] = ref[first + i] = wide_value(&s, t.max_leaf / 2);
+      assert_int_equal(rd_sumtree_set_range(&t, first, n, v, NULL), RD_OK);
+    }
+    assert_int_equal(rd_sumtree_check(&t, NULL), RD_OK);
+    uint64_t sum = 0;
+    for (uint32_t i = 0; i < cap; i++) {
+      assert_int_equal(rd_sumtree_get(&t, i), ref[i]);
+      sum += ref[i];
+    }
+    assert_int_equal(rd_sumtree_total(&t), sum);
+    free(ref);
+    free(v);
+    rd_sumtree_free(&t);
+  }
+}
+
+/* Every error leaves the tree byte-for-byte unchanged. */
+static void test_errors_change_nothing(void **state) {
+  (void)state;
+  rd_sumtree_t t;
+  rd_error_t err;
+  const uint32_t cap = 1000;
+  assert_int_equal(rd_sumtree_init(&t, cap, 8, NULL), RD_OK);
+  uint64_t tg = 0;
+  uint32_t leaf = 12345;
+  assert_int_equal(rd_sumtree_sample(&t, 1, &tg, &leaf, &err), RD_EEMPTY);
+  assert_int_equal(leaf, 12345);
+
+  uint64_t v[4] = {1, 2, 3, 4};
+  assert_int_equal(rd_sumtree_set_range(&t, 10, 4, v, NULL), RD_OK);
+  void *snap = malloc(t.mem_bytes);
+  memcpy(snap, t.mem, t.mem_bytes);
+
+  uint32_t pos[3] = {1, 2, cap};
+  uint64_t val[3] = {5, 6, 7};
+  assert_int_equal(rd_sumtree_update(&t, 3, pos, val, &err), RD_ERANGE);
+  assert_non_null(strstr(err.msg, "capacity"));
+  pos[2] = 3;
+  val[2] = t.max_leaf + 1;
+  assert_int_equal(rd_sumtree_update(&t, 3, pos, val, &err), RD_ERANGE);
+  uint64_t big[2] = {1, t.max_leaf + 1};
+  assert_int_equal(rd_sumtree_set_range(&t, 0, 2, big, &err), RD_ERANGE);
+  assert_int_equal(rd_sumtree_set_range(&t, cap - 1, 2, v, &err), RD_ERANGE);
+  assert_int_equal(rd_sumtree_set_range(&t, cap, 1, v, &err), RD_ERANGE);
+  uint64_t tgs[2] = {0, rd_sumtree_total(&t)};
+  uint32_t out[2] = {77, 77};
+  assert_int_equal(rd_sumtree_sample(&t, 2, tgs, out, &err), RD_ERANGE);
+  assert_int_equal(out[0], 77);
+  uint32_t gp[2] = {0, cap};
+  uint64_t gv[2];
+  assert_int_equal(rd_sumtree_get_batch(&t, 2, gp, gv, &err), RD_ERANGE);
+  assert_memory_equal(snap, t.mem, t.mem_bytes);
+
+  /* max_leaf itself is accepted at every position without overflow. */
+  rd_sumtree_t full;
+  assert_int_equal(rd_sumtree_init(&full, 70000, 16, NULL), RD_OK);
+  uint64_t *mx = malloc(70000 * sizeof *mx);
+  for (uint32_t i = 0; i < 70000; i++) mx[i] = full.max_leaf;
+  assert_int_equal(rd_sumtree_set_range(&full, 0, 70000, mx, NULL), RD_OK);
+  assert_true(rd_sumtree_total(&full) < (UINT64_C(1) << 63));
+  assert_int_equal(rd_sumtree_total(&full), full.max_leaf * 70000);
+  assert_int_equal(rd_sumtree_check(&full, NULL), RD_OK);
+  uint64_t last = rd_sumtree_total(&full) - 1;
+  assert_int_equal(rd_sumtree_sample(&full, 1, &last, &leaf, NULL), RD_OK);
+  assert_int_equal(leaf, 69999);
+  free(mx);
+  rd_sumtree_free(&full);
+  free(snap);
+  rd_sumtree_free(&t);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_init_errors),
+      cmocka_unit_test(test_shapes_and_alignment),
+      cmocka_unit_test(test_exhaustive_small),
+      cmocka_unit_test(test_set_range),
+      cmocka_unit_test(test_errors_change_nothing),
+      cmocka_unit_test(test_threads_bitwise_equal),
+      cmocka_unit_test(test_isa_variants_agree),
+      cmocka_unit_test(test_exactness_two_threads),
+      cmocka_unit_test(test_exactness_other_fanouts),
+      cmocka_unit_test(test_exactness_1e7_updates_k16),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
