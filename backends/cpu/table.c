@@ -1,0 +1,306 @@
+/* table.c - prioritized replay table: ring storage + exact sum tree.
+ *
+ * Every public call first validates its whole batch, then applies it, so a
+ * call that returns an error has changed nothing (no partial inserts, no
+ * half-applied updates, no consumed random draws).
+ */
+#include "table.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rd_philox.h"
+
+void rd_table_config_default(rd_table_config_t *c) {
+  memset(c, 0, sizeof *c);
+  c->capacity = 1u << 20;
+  c->fanout = 32;
+  c->alpha = 0.6;
+  c->epsilon = 1e-6;
+  c->max_priority = 1048576.0; /* 2^20 */
+  c->seed = 0;
+  c->max_batch = 65536;
+  c->threads = 1;
+}
+
+static int validate_config(const rd_table_config_t *c, rd_error_t *err) {
+  int rc = rd_schema_validate(&c->schema, err);
+  if (rc) return rc;
+  if (c->capacity == 0 || c->capacity > RD_SUMTREE_MAX_CAPACITY)
+    return rd_error_set(err, RD_EINVAL, "capacity %u is outside [1, %u]", c->capacity,
+                        RD_SUMTREE_MAX_CAPACITY);
+  if (rd_sumtree_memsize(c->capacity, c->fanout) == 0)
+    return rd_error_set(err, RD_EINVAL, "fanout %u is not a power of two in [%u, %u]",
+                        c->fanout, RD_SUMTREE_MIN_FANOUT, RD_SUMTREE_MAX_FANOUT);
+  if (!isfinite(c->alpha) || c->alpha < 0)
+    return rd_error_set(err, RD_EINVAL, "alpha must be a finite number >= 0, not %g", c->alpha);
+  if (!isfinite(c->epsilon) || c->epsilon < 0)
+    return rd_error_set(err, RD_EINVAL, "epsilon must be a finite number >= 0, not %g",
+                        c->epsilon);
+  if (c->max_batch == 0 || c->max_batch > RD_TABLE_MAX_BATCH)
+    return rd_error_set(err, RD_EINVAL, "max_batch %u is outside [1, %u]", c->max_batch,
+                        RD_TABLE_MAX_BATCH);
+  return RD_OK;
+}
+
+int rd_table_init(rd_table_t *t, const rd_table_config_t *c, rd_error_t *err) {
+  memset(t, 0, sizeof *t);
+  int rc = validate_config(c, err);
+  if (rc) return rc;
+  rd_fixed_t fixed;
+  rc = rd_fixed_init(&fixed, c->max_priority, c->capacity, err);
+  if (rc) return rc;
+
+  t->config = *c;
+  t->fixed = fixed;
+  rc = rd_sumtree_init(&t->tree, c->capacity, c->fanout, err);
+  if (rc) return rc;
+  rd_sumtree_set_threads(&t->tree, c->threads);
+  for (uint32_t f = 0; f < c->schema.n_fields; f++) {
+    t->field_bytes[f] = rd_field_bytes(&c->schema.fields[f]);
+    /* Row bytes <= 64 MiB and capacity <= 2^28, so this cannot overflow. */
+    t->column[f] = malloc((size_t)c->capacity * t->field_bytes[f]);
+    if (t->column[f] == NULL) {
+      size_t want = (size_t)c->capacity * t->field_bytes[f];
+      rd_table_free(t);
+      return rd_error_set(err, RD_ENOMEM, "cannot allocate %zu bytes for field \"%s\"", want,
+                          c->schema.fields[f].name);
+    }
+  }
+  t->scratch_u64 = malloc((size_t)c->max_batch * sizeof(uint64_t));
+  t->scratch_u32 = malloc((size_t)c->max_batch * sizeof(uint32_t));
+  if (t->scratch_u64 == NULL || t->scratch_u32 == NULL) {
+    rd_table_free(t);
+    return rd_error_set(err, RD_ENOMEM, "cannot allocate scratch for %u items", c->max_batch);
+  }
+  t->max_p = 1.0 < c->max_priority ? 1.0 : c->max_priority;
+  return RD_OK;
+}
+
+void rd_table_free(rd_table_t *t) {
+  for (uint32_t f = 0; f < RD_SCHEMA_MAX_FIELDS; f++) free(t->column[f]);
+  free(t->scratch_u64);
+  free(t->scratch_u32);
+  if (t->tree.mem != NULL) rd_sumtree_free(&t->tree);
+  memset(t, 0, sizeof *t);
+}
+
+size_t rd_table_memsize(const rd_table_t *t) {
+  size_t bytes = t->tree.mem_bytes;
+  for (uint32_t f = 0; f < t->config.schema.n_fields; f++)
+    bytes += (size_t)t->config.capacity * t->field_bytes[f];
+  return bytes;
+}
+
+/* p = (x + epsilon)^alpha, with the common exponents special-cased because
+ * pow() dominates the cost of a small update. */
+static double transform(const rd_table_config_t *c, double x) {
+  double b = x + c->epsilon;
+  if (c->alpha == 1.0) return b;
+  if (c->alpha == 0.5) return sqrt(b);
+  if (c->alpha == 0.0) return 1.0;
+  return pow(b, c->alpha);
+}
+
+/* Transform and convert n raw priorities into fixed-point leaves, failing
+ * on the first bad one. *max_out receives the largest transformed value. */
+static int convert_priorities(const rd_table_t *t, size_t n, const double *raw, uint64_t *out,
+                              double *max_out, rd_error_t *err) {
+  double mx = 0;
+  for (size_t i = 0; i < n; i++) {
+    double x = raw[i];
+    if (isnan(x) || isinf(x) || x < 0)
+      return rd_error_set(err, RD_EINVAL,
+                          "priority at batch index %zu is %g; priorities must be finite and >= 0",
+                          i, x);
+    double p = transform(&t->config, x);
+    if (!(p <= t->fixed.max_priority))
+      return rd_error_set(err, RD_ERANGE,
+                          "priority at batch index %zu is %g after the transform, above this "
+                          "table's max_priority %g",
+                          i, p, t->fixed.max_priority);
+    out[i] = rd_fixed_from_priority(&t->fixed, p);
+    if (out[i] > t->tree.max_leaf) /* guaranteed by rd_fixed_init; checked anyway */
+      return rd_error_set(err, RD_ERANGE, "priority at batch index %zu (%g) does not fit the tree",
+                          i, p);
+    if (p > mx) mx = p;
+  }
+  *max_out = mx;
+  return RD_OK;
+}
+
+int rd_table_insert(rd_table_t *t, size_t n, const rd_cbuf_t *cols, const double *priorities,
+                    uint64_t *keys, rd_error_t *err) {
+  const rd_table_config_t *c = &t->config;
+  if (n == 0) return rd_error_set(err, RD_EINVAL, "insert of an empty batch");
+  if (n > c->capacity)
+    return rd_error_set(err, RD_ETOOBIG, "insert of %zu rows into a table of capacity %u", n,
+                        c->capacity);
+  if (n > c->max_batch)
+    return rd_error_set(err, RD_ETOOBIG, "insert of %zu rows exceeds max_batch %u", n,
+                        c->max_batch);
+  if (cols == NULL) return rd_error_set(err, RD_EINVAL, "insert without columns");
+  for (uint32_t f = 0; f < c->schema.n_fields; f++) {
+    size_t want = n * t->field_bytes[f];
+    if (cols[f].bytes != want || (want > 0 && cols[f].data == NULL))
+      return rd_error_set(err, RD_EINVAL,
+                          "field \"%s\" has %zu bytes for %zu rows; expected %zu (%zu per row)",
+                          c->schema.fields[f].name, cols[f].bytes, n, want, t->field_bytes[f]);
+  }
+  uint64_t *leaves = t->scratch_u64;
+  double batch_max = 0;
+  if (priorities != NULL) {
+    int rc = convert_priorities(t, n, priorities, leaves, &batch_max, err);
+    if (rc) return rc;
+  } else {
+    uint64_t v = rd_fixed_from_priority(&t->fixed, t->max_p);
+    for (size_t i = 0; i < n; i++) leaves[i] = v;
+  }
+
+  /* Apply: the ring range [cursor, cursor + n) may wrap once. */
+  uint32_t cursor = (uint32_t)(t->next_key % c->capacity);
+  size_t first = c->capacity - cursor < n ? c->capacity - cursor : n;
+  /* Both ranges are in bounds and every value <= max_leaf, so neither call
+   * can fail; the tree still goes first so rows never change on an error. */
+  int rc = rd_sumtree_set_range(&t->tree, cursor, first, leaves, err);
+  if (rc == RD_OK && n > first) rc = rd_sumtree_set_range(&t->tree, 0, n - first, leaves + first, err);
+  if (rc) return rc;
+  for (uint32_t f = 0; f < c->schema.n_fields; f++) {
+    size_t fb = t->field_bytes[f];
+    const uint8_t *src = cols[f].data;
+    memcpy(t->column[f] + (size_t)cursor * fb, src, first * fb);
+    if (n > first) memcpy(t->column[f], src + first * fb, (n - first) * fb);
+  }
+
+  if (keys != NULL)
+    for (size_t i = 0; i < n; i++) keys[i] = t->next_key + i;
+  t->next_key += n;
+  t->size = t->size + n < c->capacity ? t->size + n : c->capacity;
+  if (batch_max > t->max_p) t->max_p = batch_max;
+  t->stats.inserts += n;
+  return RD_OK;
+}
+
+/* The key currently stored in a live slot. */
+static uint64_t key_of_slot(const rd_table_t *t, uint32_t slot) {
+  uint64_t cap = t->config.capacity, last = t->next_key - 1;
+  return last - (last - slot) % cap;
+}
+
+int rd_table_sample(rd_table_t *t, size_t n, double beta, unsigned flags,
+                    const rd_sample_out_t *out, rd_error_t *err) {
+  const rd_table_config_t *c = &t->config;
+  if (n == 0) return rd_error_set(err, RD_EINVAL, "sample of an empty batch");
+  if (!(beta >= 0 && beta <= 1))
+    return rd_error_set(err, RD_EINVAL, "beta must be in [0, 1], not %g", beta);
+  if (t->size == 0) return rd_error_set(err, RD_EEMPTY, "cannot sample: the table is empty");
+  if (n > t->size)
+    return rd_error_set(err, RD_ETOOBIG, "sample of %zu items from a table holding %llu", n,
+                        (unsigned long long)t->size);
+  if (n > c->max_batch)
+    return rd_error_set(err, RD_ETOOBIG, "sample of %zu items exceeds max_batch %u", n,
+                        c->max_batch);
+  uint64_t total = rd_sumtree_total(&t->tree);
+  if (total == 0)
+    return rd_error_set(err, RD_EEMPTY, "cannot sample: every priority in the table is zero");
+  if (out == NULL || out->keys == NULL || out->probabilities == NULL || out->weights == NULL)
+    return rd_error_set(err, RD_EINVAL, "sample needs key, probability and weight buffers");
+  if (out->cols != NULL)
+    for (uint32_t f = 0; f < c->schema.n_fields; f++)
+      if (out->cols[f].bytes < n * t->field_bytes[f] || out->cols[f].data == NULL)
+        return rd_error_set(err, RD_EINVAL, "output buffer of field \"%s\" holds %zu bytes; "
+                            "%zu needed", c->schema.fields[f].name, out->cols[f].bytes,
+                            n * t->field_bytes[f]);
+
+  /* Targets from the table's Philox stream (contract in table.h). */
+  uint64_t *targets = t->scratch_u64;
+  uint32_t *slots = t->scratch_u32;
+  const uint64_t d0 = t->draws;
+  if (flags & RD_SAMPLE_STRATIFIED) {
+    for (size_t i = 0; i < n; i++) {
+      uint64_t r = rd_scale_u64(rd_philox_u64(c->seed, d0 + i), total);
+      targets[i] = (uint64_t)(((unsigned __int128)i * total + r) / n);
+    }
+  } else {
+    for (size_t i = 0; i < n; i++) targets[i] = rd_scale_u64(rd_philox_u64(c->seed, d0 + i), total);
+  }
+  int rc = rd_sumtree_sample(&t->tree, n, targets, slots, err);
+  if (rc) return rc; /* unreachable: every target is < total */
+
+  /* P(i) = leaf / total, w = (N P)^-beta, then divided by the batch max. */
+  double dtotal = (double)total, N = (double)t->size, wmax = 0;
+  for (size_t i = 0; i < n; i++) {
+    /* Exactly (double)leaf / (double)total, the expression every backend uses. */
+    double pr = (double)rd_sumtree_get(&t->tree, slots[i]) / dtotal;
+    double w = beta == 0 ? 1.0 : pow(N * pr, -beta);
+    out->keys[i] = key_of_slot(t, slots[i]);
+    out->probabilities[i] = pr;
+    out->weights[i] = w;
+    if (w > wmax) wmax = w;
+  }
+  if (!(flags & RD_SAMPLE_RAW_WEIGHTS) && wmax > 0)
+    for (size_t i = 0; i < n; i++) out->weights[i] /= wmax;
+
+  if (out->cols != NULL)
+    for (uint32_t f = 0; f < c->schema.n_fields; f++) {
+      size_t fb = t->field_bytes[f];
+      uint8_t *dst = out->cols[f].data;
+      const uint8_t *col = t->column[f];
+      for (size_t i = 0; i < n; i++) memcpy(dst + i * fb, col + (size_t)slots[i] * fb, fb);
+    }
+  t->draws = d0 + n;
+  t->stats.samples += n;
+  return RD_OK;
+}
+
+int rd_table_update(rd_table_t *t, size_t n, const uint64_t *keys, const double *priorities,
+                    size_t *n_stale, rd_error_t *err) {
+  if (n > t->config.max_batch)
+    return rd_error_set(err, RD_ETOOBIG, "update of %zu keys exceeds max_batch %u", n,
+                        t->config.max_batch);
+  for (size_t i = 0; i < n; i++)
+    if (keys[i] >= t->next_key)
+      return rd_error_set(err, RD_ENOTFOUND,
+                          "key %llu at batch index %zu was never issued by this table "
+                          "(next key is %llu)",
+                          (unsigned long long)keys[i], i, (unsigned long long)t->next_key);
+  uint64_t *values = t->scratch_u64;
+  double batch_max = 0;
+  int rc = convert_priorities(t, n, priorities, values, &batch_max, err);
+  if (rc) return rc;
+
+  /* Compact the live keys in place (index live <= i). Only applied
+   * priorities count toward the "largest seen" default of inserts. */
+  uint32_t *slots = t->scratch_u32;
+  const uint64_t oldest = t->next_key - t->size;
+  size_t live = 0;
+  batch_max = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (keys[i] < oldest) continue;
+    slots[live] = (uint32_t)(keys[i] % t->config.capacity);
+    values[live] = values[i];
+    double p = transform(&t->config, priorities[i]);
+    if (p > batch_max) batch_max = p;
+    live++;
+  }
+  rc = rd_sumtree_update(&t->tree, live, slots, values, err);
+  if (rc) return rc; /* unreachable: slots < capacity, values bounded */
+  if (batch_max > t->max_p) t->max_p = batch_max;
+  t->stats.updates += live;
+  t->stats.stale_updates += n - live;
+  if (n_stale != NULL) *n_stale = n - live;
+  return RD_OK;
+}
+
+int rd_table_get_priority(const rd_table_t *t, uint64_t key, double *p, rd_error_t *err) {
+  if (key >= t->next_key)
+    return rd_error_set(err, RD_ENOTFOUND, "key %llu was never issued by this table",
+                        (unsigned long long)key);
+  if (key < t->next_key - t->size)
+    return rd_error_set(err, RD_ERANGE, "key %llu is stale: its slot has been overwritten",
+                        (unsigned long long)key);
+  uint32_t slot = (uint32_t)(key % t->config.capacity);
+  *p = rd_fixed_to_priority(&t->fixed, rd_sumtree_get(&t->tree, slot));
+  return RD_OK;
+}

@@ -1,0 +1,154 @@
+/* table.h - a prioritized replay table on the CPU.
+ *
+ * Data storage (fixed-size rows of a schema, one column array per field) in
+ * ring order with FIFO eviction, and an exact K-ary sum tree over the
+ * priorities (sumtree.h). This is the "table" of papers/001 §II-A3 and of
+ * Reverb: insert, prioritized sample and priority update, batched.
+ *
+ * Priorities. Insert and update take raw priorities, normally |TD error|,
+ * and store p = (x + epsilon)^alpha (Schaul et al. 2016, proportional
+ * variant). An insert without priorities gives each new item
+ * max(1.0, every p this table has applied so far: inserted or updated, not
+ * stale updates), so new experience is sampled at least once soon (capped
+ * at max_priority). Ape-X actors send their own initial priorities.
+ *
+ * Keys. Every inserted item gets the key k = the number of items inserted
+ * before it. Its slot is k mod capacity and its generation k / capacity, so
+ * a key names one write of one slot. The live keys are exactly
+ * [next_key - size, next_key): an update for an older key is stale (its slot
+ * has been overwritten) and is skipped and counted, never applied; a key >=
+ * next_key was never issued and fails the whole call.
+ *
+ * Sampling. Draw d of the table's stream picks the target
+ * floor(u_d * total / 2^64) with u_d from Philox4x32-10 (rd_philox.h), or,
+ * stratified, item i of a batch of B picks
+ * floor((i * total + floor(u_d * total / 2^64)) / B), one draw per item,
+ * so stratum i is [i*total/B, (i+1)*total/B). P(i) = (double)leaf_i /
+ * (double)total, the distribution actually sampled.
+ * Importance weights w_i = (N * P(i))^-beta with N the table size, divided
+ * by the batch's largest weight (RD_SAMPLE_RAW_WEIGHTS skips that), so the
+ * largest weight in a batch is 1. We normalise by the batch maximum, as
+ * Acme/Reverb learners do, rather than the table's: the table maximum needs
+ * a min-priority tree that every update would pay for, and the batch
+ * maximum already bounds the step size, which is what the normalisation is
+ * for (Schaul et al. §3.4).
+ *
+ * Thread safety: none inside; the caller serializes calls on one table.
+ * Errors: every call validates the whole batch before it changes anything.
+ */
+#ifndef RD_TABLE_H
+#define RD_TABLE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "rd_error.h"
+#include "rd_fixed.h"
+#include "rd_schema.h"
+#include "sumtree.h"
+
+#define RD_TABLE_MAX_BATCH (1u << 24)
+
+typedef struct {
+  rd_schema_t schema;
+  uint32_t capacity;   /* items, 1..2^28 */
+  uint32_t fanout;     /* sum-tree K, power of two in [2, 64]; default 32 */
+  double alpha;        /* priority exponent >= 0; default 0.6 */
+  double epsilon;      /* added to |delta| >= 0; default 1e-6 */
+  double max_priority; /* largest p accepted after the transform; default 2^20 */
+  uint64_t seed;       /* Philox key of the sampling stream */
+  uint32_t max_batch;  /* largest insert/sample/update batch; default 65536 */
+  uint32_t threads;    /* OpenMP threads per call; default 1 */
+} rd_table_config_t;
+
+typedef struct {
+  uint64_t inserts;       /* items inserted */
+  uint64_t samples;       /* items sampled */
+  uint64_t updates;       /* priority updates applied */
+  uint64_t stale_updates; /* updates skipped because the slot was overwritten */
+} rd_table_stats_t;
+
+typedef struct {
+  const void *data;
+  size_t bytes;
+} rd_cbuf_t;
+
+typedef struct {
+  void *data;
+  size_t bytes;
+} rd_buf_t;
+
+/* Where rd_table_sample writes a batch of n. keys, probabilities and
+ * weights hold n entries each; cols, if not NULL, holds one buffer per
+ * schema field of at least n * field bytes (the gathered rows). */
+typedef struct {
+  uint64_t *keys;
+  double *probabilities;
+  double *weights;
+  rd_buf_t *cols;
+} rd_sample_out_t;
+
+enum {
+  RD_SAMPLE_STRATIFIED = 1u << 0, /* one target per equal stratum of the total */
+  RD_SAMPLE_RAW_WEIGHTS = 1u << 1 /* do not divide weights by the batch maximum */
+};
+
+typedef struct {
+  rd_table_config_t config;
+  rd_fixed_t fixed;
+  rd_sumtree_t tree;
+  uint8_t *column[RD_SCHEMA_MAX_FIELDS]; /* capacity * field bytes each */
+  size_t field_bytes[RD_SCHEMA_MAX_FIELDS];
+  uint64_t next_key;  /* key of the next insert */
+  uint64_t size;      /* live items, <= capacity */
+  uint64_t draws;     /* Philox draws consumed */
+  double max_p;       /* largest transformed priority seen */
+  rd_table_stats_t stats;
+  /* Scratch for one batch (max_batch entries each), allocated at init so no
+   * call allocates. */
+  uint64_t *scratch_u64;
+  uint32_t *scratch_u32;
+} rd_table_t;
+
+/* Fill c with the defaults above and an empty schema. */
+void rd_table_config_default(rd_table_config_t *c);
+
+/* Validate c and allocate the table. RD_EINVAL for a bad config, RD_ERANGE
+ * for an unrepresentable max_priority, RD_ENOMEM. */
+int rd_table_init(rd_table_t *t, const rd_table_config_t *c, rd_error_t *err);
+void rd_table_free(rd_table_t *t);
+
+/* Insert n rows. cols has one buffer per schema field, in schema order, of
+ * exactly n * field bytes. priorities (raw, e.g. |delta|) may be NULL. keys,
+ * if not NULL, receives the n new keys. Oldest items are evicted first.
+ * Errors: RD_EINVAL (n == 0, wrong column size, NaN/inf/negative priority),
+ * RD_ERANGE (priority above max_priority after the transform), RD_ETOOBIG
+ * (n > capacity or > max_batch). */
+int rd_table_insert(rd_table_t *t, size_t n, const rd_cbuf_t *cols, const double *priorities,
+                    uint64_t *keys, rd_error_t *err);
+
+/* Sample n items with probability proportional to priority (with
+ * replacement). beta in [0, 1]. Errors: RD_EEMPTY (empty table or all
+ * priorities zero), RD_ETOOBIG (n > size or > max_batch), RD_EINVAL (n == 0,
+ * bad beta, output column too small). */
+int rd_table_sample(rd_table_t *t, size_t n, double beta, unsigned flags,
+                    const rd_sample_out_t *out, rd_error_t *err);
+
+/* Set the priorities of n keys (raw values, transformed as on insert), in
+ * order. Stale keys are skipped; *n_stale (may be NULL) receives their count.
+ * Errors: RD_ENOTFOUND (a key never issued), RD_EINVAL (NaN/inf/negative),
+ * RD_ERANGE, RD_ETOOBIG (n > max_batch). */
+int rd_table_update(rd_table_t *t, size_t n, const uint64_t *keys, const double *priorities,
+                    size_t *n_stale, rd_error_t *err);
+
+/* Transformed priority currently stored for a live key (as the tree holds
+ * it, i.e. after fixed-point rounding). RD_ENOTFOUND / stale: RD_ERANGE. */
+int rd_table_get_priority(const rd_table_t *t, uint64_t key, double *p, rd_error_t *err);
+
+static inline uint64_t rd_table_size(const rd_table_t *t) { return t->size; }
+static inline uint64_t rd_table_next_key(const rd_table_t *t) { return t->next_key; }
+static inline rd_table_stats_t rd_table_stats(const rd_table_t *t) { return t->stats; }
+/* Bytes held by rows and tree. */
+size_t rd_table_memsize(const rd_table_t *t);
+
+#endif
