@@ -1,0 +1,814 @@
+/* bench_sumtree.c - ns per item of the K-ary sum tree's three operations.
+ *
+ * Measures rd_sumtree_sample, rd_sumtree_update and rd_sumtree_set_range
+ * (insert) for every combination of capacity, batch, fanout K and threads,
+ * and the textbook binary tree (baseline_bintree.h) for every capacity and
+ * batch, in the same run, so the "vs baseline" ratio compares like with
+ * like on one machine.
+ *
+ * Method. Every input (leaf values, targets, positions) comes from a
+ * splitmix64 stream with a fixed seed and is generated outside the timed
+ * region. Each operation cycles through a pool of at least 64 batches and at
+ * least 2^18 items of pre-generated input, so consecutive batches touch
+ * different paths and the tree is not simply cache-resident. One
+ * measurement: a warm-up that doubles the number of batches until it has run
+ * for the warm-up time (which also sizes the repetitions), then `reps`
+ * repetitions of that many batches, each lasting about the minimum time; the
+ * result is the median repetition in ns per item (CLOCK_MONOTONIC).
+ *
+ * Update values alternate between two pools on successive passes over the
+ * positions, so a repeated pass never writes a leaf's current value (which
+ * the tree skips). Insert writes `batch` contiguous leaves at a ring cursor
+ * that advances by `batch` and wraps (a wrapped range is two calls), like a
+ * table's ring.
+ *
+ * Before timing, an exactness check samples 4096 targets (including the
+ * edge targets 0, total-1 and exact prefix boundaries) from a 2^20-leaf tree
+ * with some zero leaves for each K and thread count, and verifies
+ * prefix(i-1) <= target < prefix(i) from rd_sumtree_get reads; the baseline
+ * is checked the same way (its sums are exact: integers below 2^53). After
+ * timing, each tree is verified with rd_sumtree_check. A failure prints a
+ * message and exits 1: a wrong tree is not worth timing.
+ *
+ * Output: an aligned table (default) or, with --json, one JSON object per
+ * line and nothing else on stdout. Run with --help for the options.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "baseline_bintree.h"
+#include "rd_error.h"
+#include "sumtree.h"
+
+/* ------------------------------------------------------------------ */
+/* Input generation                                                    */
+/* ------------------------------------------------------------------ */
+
+static uint64_t splitmix64(uint64_t *s) {
+  uint64_t z = (*s += UINT64_C(0x9E3779B97F4A7C15));
+  z = (z ^ (z >> 30)) * UINT64_C(0xBF58476D1CE4E5B9);
+  z = (z ^ (z >> 27)) * UINT64_C(0x94D049BB133111EB);
+  return z ^ (z >> 31);
+}
+
+/* Uniform in [0, n), n >= 1 (multiply-shift; the bias is below 2^-40 here). */
+static uint64_t below(uint64_t *s, uint64_t n) {
+  return (uint64_t)(((unsigned __int128)splitmix64(s) * n) >> 64);
+}
+
+#define LEAF_MAX (UINT64_C(1) << 20)
+/* A leaf value, uniform in [1, 2^20]. */
+static uint64_t leaf_value(uint64_t *s) { return 1 + (splitmix64(s) >> 44); }
+
+#define SEED UINT64_C(0x7265706c61796400) /* "replayd" */
+
+/* ------------------------------------------------------------------ */
+/* Small helpers                                                       */
+/* ------------------------------------------------------------------ */
+
+static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+static void die(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fputs("bench_sumtree: ", stderr);
+  vfprintf(stderr, fmt, ap);
+  fputc('\n', stderr);
+  va_end(ap);
+  exit(1);
+}
+
+static void *xmalloc(size_t bytes) {
+  void *p = malloc(bytes ? bytes : 1);
+  if (p == NULL) die("out of memory allocating %zu bytes", bytes);
+  return p;
+}
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+/* ------------------------------------------------------------------ */
+/* Options                                                             */
+/* ------------------------------------------------------------------ */
+
+#define MAX_LIST 16
+
+typedef struct {
+  uint32_t v[MAX_LIST];
+  size_t n;
+} list_t;
+
+typedef struct {
+  bool json, quick, baseline;
+  bool op[3];    /* sample, update, insert: which to measure */
+  list_t capacity, batch, fanout, threads;
+  double min_s, warm_s;
+  int reps;
+} opts_t;
+
+static void usage(FILE *f) {
+  fputs(
+      "usage: bench_sumtree [--json] [--quick] [--capacity N] [--batch B]\n"
+      "                     [--fanout K] [--threads T] [--op sample|update|insert]\n"
+      "                     [--no-baseline] [--time-ms MS]\n"
+      "\n"
+      "Nanoseconds per item of the K-ary sum tree's sample, update and insert\n"
+      "(rd_sumtree_set_range), against a textbook binary sum tree.\n"
+      "\n"
+      "  --json         one JSON object per line on stdout, nothing else\n"
+      "  --quick        capacity 2^20, batches 32,512, fanouts 8,16,64, threads 1,2,\n"
+      "                 15 ms per repetition, median of 3 (default: capacities\n"
+      "                 2^20,2^24, batches 32,512,4096, fanouts 2..64, threads 1,2,\n"
+      "                 100 ms per repetition, median of 5)\n"
+      "  --capacity N   only this capacity (a number or 2^E)\n"
+      "  --batch B      only this batch size\n"
+      "  --fanout K     only this fanout (2, 4, 8, 16, 32 or 64)\n"
+      "  --threads T    only this thread count (the baseline always uses 1)\n"
+      "  --op OP        only this operation: sample, update or insert\n"
+      "  --no-baseline  skip the binary-tree baseline (no ratio column then)\n"
+      "  --time-ms MS   minimum time of one repetition\n"
+      "\n"
+      "RD_SUMTREE_ISA=generic|avx2|avx512 forces a kernel variant.\n",
+      f);
+}
+
+static uint32_t parse_u32(const char *opt, const char *s, uint64_t lo, uint64_t hi) {
+  uint64_t v;
+  char *end;
+  errno = 0;
+  if (s[0] == '2' && s[1] == '^') {
+    unsigned long e = strtoul(s + 2, &end, 10);
+    if (*end != '\0' || e > 40) die("%s: cannot parse '%s'", opt, s);
+    v = UINT64_C(1) << e;
+  } else {
+    unsigned long long x = strtoull(s, &end, 10);
+    if (errno || end == s || *end != '\0' || s[0] == '-') die("%s: cannot parse '%s'", opt, s);
+    v = x;
+  }
+  if (v < lo || v > hi)
+    die("%s: %" PRIu64 " is outside [%" PRIu64 ", %" PRIu64 "]", opt, v, lo, hi);
+  return (uint32_t)v;
+}
+
+static void set_list(list_t *l, const uint32_t *v, size_t n) {
+  memcpy(l->v, v, n * sizeof *v);
+  l->n = n;
+}
+
+static void parse_opts(opts_t *o, int argc, char **argv) {
+  list_t cap = {{0}, 0}, bat = {{0}, 0}, fan = {{0}, 0}, thr = {{0}, 0};
+  double time_ms = 0;
+  memset(o, 0, sizeof *o);
+  o->baseline = true;
+  bool op_given = false;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    const char *val = i + 1 < argc ? argv[i + 1] : NULL;
+    if (strcmp(a, "--json") == 0) {
+      o->json = true;
+    } else if (strcmp(a, "--quick") == 0) {
+      o->quick = true;
+    } else if (strcmp(a, "--no-baseline") == 0) {
+      o->baseline = false;
+    } else if (strcmp(a, "--op") == 0) {
+      if (val == NULL) die("%s needs a value", a);
+      i++;
+      int k = strcmp(val, "sample") == 0 ? 0 : strcmp(val, "update") == 0 ? 1
+            : strcmp(val, "insert") == 0 ? 2 : -1;
+      if (k < 0) die("--op: '%s' is not sample, update or insert", val);
+      op_given = true;
+      o->op[k] = true;
+    } else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+      usage(stdout);
+      exit(0);
+    } else if (strcmp(a, "--capacity") == 0 || strcmp(a, "--batch") == 0 ||
+               strcmp(a, "--fanout") == 0 || strcmp(a, "--threads") == 0 ||
+               strcmp(a, "--time-ms") == 0) {
+      if (val == NULL) die("%s needs a value", a);
+      i++;
+      if (strcmp(a, "--capacity") == 0) {
+        cap.v[0] = parse_u32(a, val, 1, RD_SUMTREE_MAX_CAPACITY);
+        cap.n = 1;
+      } else if (strcmp(a, "--batch") == 0) {
+        bat.v[0] = parse_u32(a, val, 1, UINT64_C(1) << 20);
+        bat.n = 1;
+      } else if (strcmp(a, "--fanout") == 0) {
+        uint32_t k = parse_u32(a, val, RD_SUMTREE_MIN_FANOUT, RD_SUMTREE_MAX_FANOUT);
+        if (k & (k - 1)) die("--fanout: %u is not a power of two", k);
+        fan.v[0] = k;
+        fan.n = 1;
+      } else if (strcmp(a, "--threads") == 0) {
+        thr.v[0] = parse_u32(a, val, 1, 256);
+        thr.n = 1;
+      } else {
+        time_ms = parse_u32(a, val, 1, 60000);
+      }
+    } else {
+      usage(stderr);
+      die("unknown option '%s'", a);
+    }
+  }
+
+  static const uint32_t cap_full[] = {1u << 20, 1u << 24}, cap_quick[] = {1u << 20};
+  static const uint32_t bat_full[] = {32, 512, 4096}, bat_quick[] = {32, 512};
+  static const uint32_t fan_full[] = {2, 4, 8, 16, 32, 64}, fan_quick[] = {8, 16, 64};
+  static const uint32_t thr_all[] = {1, 2};
+#define PICK(dst, given, q, f)                                   \
+  do {                                                           \
+    if ((given).n)                                               \
+      (dst) = (given);                                           \
+    else if (o->quick)                                           \
+      set_list(&(dst), q, sizeof q / sizeof q[0]);               \
+    else                                                         \
+      set_list(&(dst), f, sizeof f / sizeof f[0]);               \
+  } while (0)
+  PICK(o->capacity, cap, cap_quick, cap_full);
+  PICK(o->batch, bat, bat_quick, bat_full);
+  PICK(o->fanout, fan, fan_quick, fan_full);
+  PICK(o->threads, thr, thr_all, thr_all);
+#undef PICK
+  o->min_s = time_ms > 0 ? time_ms * 1e-3 : (o->quick ? 0.015 : 0.100);
+  o->warm_s = o->quick ? 0.005 : 0.020;
+  if (o->warm_s > o->min_s) o->warm_s = o->min_s;
+  o->reps = o->quick ? 3 : 5;
+  if (!op_given) o->op[0] = o->op[1] = o->op[2] = true;
+}
+
+/* ------------------------------------------------------------------ */
+/* Results                                                             */
+/* ------------------------------------------------------------------ */
+
+enum { OP_SAMPLE, OP_UPDATE, OP_INSERT, N_OPS };
+static const char *const op_name[N_OPS] = {"sample", "update", "insert"};
+
+typedef struct {
+  int op;
+  bool baseline;
+  uint32_t capacity, batch, fanout, threads;
+  double ns;
+} result_t;
+
+static result_t *results;
+static size_t n_results, cap_results;
+
+static void add_result(int op, bool baseline, uint32_t capacity, uint32_t batch, uint32_t fanout,
+                       uint32_t threads, double ns) {
+  if (n_results == cap_results) {
+    cap_results = cap_results ? 2 * cap_results : 256;
+    results = realloc(results, cap_results * sizeof *results);
+    if (results == NULL) die("out of memory");
+  }
+  results[n_results++] = (result_t){op, baseline, capacity, batch, fanout, threads, ns};
+}
+
+static void result_name(const result_t *r, char *buf, size_t len) {
+  snprintf(buf, len, "%s.%s", r->baseline ? "baseline.binary_tree" : "sumtree", op_name[r->op]);
+}
+
+/* Table order: capacity, op, batch, then the baseline first, threads, K. */
+static int cmp_result(const void *a, const void *b) {
+  const result_t *x = a, *y = b;
+#define CMP(f)                                \
+  if (x->f != y->f) return x->f < y->f ? -1 : 1;
+  CMP(capacity)
+  CMP(op)
+  CMP(batch)
+  if (x->baseline != y->baseline) return x->baseline ? -1 : 1;
+  CMP(threads)
+  CMP(fanout)
+#undef CMP
+  return 0;
+}
+
+static const result_t *find_baseline(const result_t *r) {
+  for (size_t i = 0; i < n_results; i++) {
+    const result_t *b = &results[i];
+    if (b->baseline && b->op == r->op && b->capacity == r->capacity && b->batch == r->batch)
+      return b;
+  }
+  return NULL;
+}
+
+/* ------------------------------------------------------------------ */
+/* Measurement                                                         */
+/* ------------------------------------------------------------------ */
+
+/* One batch of an operation; `it` counts batches from 0 within a
+ * measurement and selects the input. */
+typedef void (*batch_fn)(void *ctx, uint64_t it);
+
+static const opts_t *g_opts;
+static bool g_progress;
+
+static double measure(batch_fn fn, void *ctx, uint32_t batch) {
+  const opts_t *o = g_opts;
+  uint64_t it = 0, n = 1;
+  double el;
+  for (;;) { /* warm-up; also finds how many batches fill min_s */
+    double t0 = now_s();
+    for (uint64_t i = 0; i < n; i++) fn(ctx, it++);
+    el = now_s() - t0;
+    if (el >= o->warm_s) break;
+    n *= 2;
+  }
+  double want = (double)n * o->min_s / el;
+  uint64_t iters = want < 1 ? 1 : (uint64_t)(want + 0.5);
+  double v[9];
+  for (int r = 0; r < o->reps; r++) {
+    double t0 = now_s();
+    for (uint64_t i = 0; i < iters; i++) fn(ctx, it++);
+    v[r] = (now_s() - t0) * 1e9 / ((double)iters * batch);
+  }
+  qsort(v, (size_t)o->reps, sizeof v[0], cmp_double);
+  return v[o->reps / 2];
+}
+
+/* Input pools, shared by the sum tree and the baseline. */
+typedef struct {
+  uint32_t capacity, batch;
+  size_t nb;          /* batches in the pool */
+  size_t items;       /* nb * batch */
+  uint64_t *targets;  /* sample targets, < total of the tree being measured */
+  double *dtargets;   /* the same targets for the baseline */
+  uint32_t *pos;      /* update positions */
+  uint64_t *val;      /* update values: two pools of `items` (alternate passes) */
+  double *dval;       /* the same as doubles */
+  uint64_t *ins;      /* insert values, `items` */
+  double *dins;
+  uint32_t *leaves;   /* sample output, one batch */
+  uint32_t cursor;    /* insert ring cursor */
+  rd_sumtree_t *t;
+  rd_bench_bintree_t *bt;
+} pool_t;
+
+#define POOL_MIN_BATCHES 64
+#define POOL_MIN_ITEMS (1u << 18)
+
+static void pool_init(pool_t *p, uint32_t capacity, uint32_t batch, uint64_t seed) {
+  memset(p, 0, sizeof *p);
+  p->capacity = capacity;
+  p->batch = batch;
+  p->nb = POOL_MIN_BATCHES;
+  if ((size_t)p->nb * batch < POOL_MIN_ITEMS) p->nb = (POOL_MIN_ITEMS + batch - 1) / batch;
+  p->items = p->nb * batch;
+  p->targets = xmalloc(p->items * sizeof *p->targets);
+  p->dtargets = xmalloc(p->items * sizeof *p->dtargets);
+  p->pos = xmalloc(p->items * sizeof *p->pos);
+  p->val = xmalloc(2 * p->items * sizeof *p->val);
+  p->dval = xmalloc(2 * p->items * sizeof *p->dval);
+  p->ins = xmalloc(p->items * sizeof *p->ins);
+  p->dins = xmalloc(p->items * sizeof *p->dins);
+  p->leaves = xmalloc(batch * sizeof *p->leaves);
+  uint64_t s = seed;
+  for (size_t i = 0; i < p->items; i++) {
+    p->pos[i] = (uint32_t)below(&s, capacity);
+    uint64_t a = leaf_value(&s), b = leaf_value(&s);
+    if (a == b) b = a == LEAF_MAX ? a - 1 : a + 1;
+    p->val[i] = a;
+    p->val[p->items + i] = b;
+    p->ins[i] = leaf_value(&s);
+  }
+  for (size_t i = 0; i < 2 * p->items; i++) p->dval[i] = (double)p->val[i];
+  for (size_t i = 0; i < p->items; i++) p->dins[i] = (double)p->ins[i];
+}
+
+static void pool_free(pool_t *p) {
+  free(p->targets);
+  free(p->dtargets);
+  free(p->pos);
+  free(p->val);
+  free(p->dval);
+  free(p->ins);
+  free(p->dins);
+  free(p->leaves);
+  memset(p, 0, sizeof *p);
+}
+
+/* Fresh targets, uniform in [0, total), for the tree's current total. */
+static void pool_targets(pool_t *p, uint64_t total, uint64_t seed) {
+  uint64_t s = seed;
+  for (size_t i = 0; i < p->items; i++) {
+    p->targets[i] = below(&s, total);
+    p->dtargets[i] = (double)p->targets[i];
+  }
+}
+
+static void fail_rc(const char *what, int rc, const rd_error_t *err) {
+  die("%s failed: %s: %s", what, rd_err_name(rc), err->msg);
+}
+
+static void st_sample(void *ctx, uint64_t it) {
+  pool_t *p = ctx;
+  size_t b = (size_t)(it % p->nb);
+  rd_error_t err;
+  int rc = rd_sumtree_sample(p->t, p->batch, p->targets + b * p->batch, p->leaves, &err);
+  if (rc) fail_rc("rd_sumtree_sample", rc, &err);
+}
+
+static void st_update(void *ctx, uint64_t it) {
+  pool_t *p = ctx;
+  size_t b = (size_t)(it % p->nb), pass = (size_t)((it / p->nb) & 1);
+  rd_error_t err;
+  int rc = rd_sumtree_update(p->t, p->batch, p->pos + b * p->batch,
+                             p->val + pass * p->items + b * p->batch, &err);
+  if (rc) fail_rc("rd_sumtree_update", rc, &err);
+}
+
+/* Ring insert: `batch` leaves from the cursor on, one call per contiguous
+ * piece (two when the range wraps; more only if batch > capacity). */
+static void st_insert(void *ctx, uint64_t it) {
+  pool_t *p = ctx;
+  const uint64_t *v = p->ins + (size_t)(it % p->nb) * p->batch;
+  size_t left = p->batch;
+  rd_error_t err;
+  while (left > 0) {
+    size_t room = (size_t)(p->capacity - p->cursor), n = left < room ? left : room;
+    int rc = rd_sumtree_set_range(p->t, p->cursor, n, v, &err);
+    if (rc) fail_rc("rd_sumtree_set_range", rc, &err);
+    v += n;
+    left -= n;
+    p->cursor = n == room ? 0 : p->cursor + (uint32_t)n;
+  }
+}
+
+static void bt_sample(void *ctx, uint64_t it) {
+  pool_t *p = ctx;
+  size_t b = (size_t)(it % p->nb);
+  rd_bench_bintree_sample_batch(p->bt, p->batch, p->dtargets + b * p->batch, p->leaves);
+}
+
+static void bt_update(void *ctx, uint64_t it) {
+  pool_t *p = ctx;
+  size_t b = (size_t)(it % p->nb), pass = (size_t)((it / p->nb) & 1);
+  rd_bench_bintree_update(p->bt, p->batch, p->pos + b * p->batch,
+                          p->dval + pass * p->items + b * p->batch);
+}
+
+static void bt_insert(void *ctx, uint64_t it) {
+  pool_t *p = ctx;
+  const double *v = p->dins + (size_t)(it % p->nb) * p->batch;
+  size_t left = p->batch;
+  while (left > 0) {
+    size_t room = (size_t)(p->capacity - p->cursor), n = left < room ? left : room;
+    rd_bench_bintree_set_range(p->bt, p->cursor, n, v);
+    v += n;
+    left -= n;
+    p->cursor = n == room ? 0 : p->cursor + (uint32_t)n;
+  }
+}
+
+/* ------------------------------------------------------------------ */
+/* Tree setup                                                          */
+/* ------------------------------------------------------------------ */
+
+#define FILL_CHUNK (1u << 16)
+
+/* Leaf i of the fill: uniform in [1, 2^20], or 0 for about 1 in 16 leaves
+ * (and the last leaf) when `zeros`. The stream depends only on the seed, so
+ * every K and the baseline get the same leaves. */
+static void fill_values(uint64_t *s, uint64_t *buf, size_t n, uint64_t first,
+                        uint32_t capacity, bool zeros) {
+  for (size_t i = 0; i < n; i++) {
+    uint64_t r = splitmix64(s);
+    uint64_t v = 1 + (r >> 44);
+    if (zeros && ((r & 15) == 0 || first + i == (uint64_t)capacity - 1)) v = 0;
+    buf[i] = v;
+  }
+}
+
+static void tree_fill(rd_sumtree_t *t, uint32_t capacity, uint64_t seed, bool zeros) {
+  uint64_t *buf = xmalloc(FILL_CHUNK * sizeof *buf);
+  uint64_t s = seed;
+  rd_error_t err;
+  for (uint64_t first = 0; first < capacity; first += FILL_CHUNK) {
+    size_t n = capacity - first < FILL_CHUNK ? (size_t)(capacity - first) : FILL_CHUNK;
+    fill_values(&s, buf, n, first, capacity, zeros);
+    int rc = rd_sumtree_set_range(t, (uint32_t)first, n, buf, &err);
+    if (rc) fail_rc("rd_sumtree_set_range (fill)", rc, &err);
+  }
+  free(buf);
+}
+
+static void bintree_fill(rd_bench_bintree_t *t, uint32_t capacity, uint64_t seed, bool zeros) {
+  uint64_t *buf = xmalloc(FILL_CHUNK * sizeof *buf);
+  uint64_t s = seed;
+  for (uint64_t first = 0; first < capacity; first += FILL_CHUNK) {
+    size_t n = capacity - first < FILL_CHUNK ? (size_t)(capacity - first) : FILL_CHUNK;
+    fill_values(&s, buf, n, first, capacity, zeros);
+    for (size_t i = 0; i < n; i++) t->value[t->cap + first + i] = (double)buf[i];
+  }
+  rd_bench_bintree_rebuild(t);
+  free(buf);
+}
+
+static void tree_init(rd_sumtree_t *t, uint32_t capacity, uint32_t fanout) {
+  rd_error_t err;
+  int rc = rd_sumtree_init(t, capacity, fanout, &err);
+  if (rc) fail_rc("rd_sumtree_init", rc, &err);
+  if (LEAF_MAX > t->max_leaf)
+    die("capacity %u: leaf values up to %" PRIu64 " exceed the tree's max_leaf %" PRIu64,
+        capacity, LEAF_MAX, t->max_leaf);
+}
+
+/* ------------------------------------------------------------------ */
+/* Exactness check                                                     */
+/* ------------------------------------------------------------------ */
+
+#define CHECK_CAPACITY (1u << 20)
+#define CHECK_TARGETS 4096
+
+/* Targets for the check: the edges, exact prefix boundaries, and uniform. */
+static void check_targets(const uint64_t *prefix, uint32_t capacity, uint64_t *tg, size_t n) {
+  uint64_t total = prefix[capacity - 1], s = SEED ^ 0xc4ec;
+  for (size_t i = 0; i < n; i++) {
+    uint64_t t;
+    if (i == 0)
+      t = 0;
+    else if (i == 1)
+      t = total - 1;
+    else if (i % 4 == 2 || i % 4 == 3) {
+      uint64_t q = prefix[below(&s, capacity)];
+      t = i % 4 == 2 ? q : q - 1; /* q == 0 only if leading zeros: t wraps, fixed below */
+      if (t >= total) t = below(&s, total);
+    } else {
+      t = below(&s, total);
+    }
+    tg[i] = t;
+  }
+}
+
+static void check_leaf(const char *who, uint32_t fanout, uint32_t threads, const uint64_t *prefix,
+                       uint32_t capacity, uint64_t target, uint32_t leaf) {
+  if (leaf >= capacity)
+    die("exactness check FAILED (%s, K=%u, threads=%u): target %" PRIu64
+        " -> leaf %u >= capacity %u",
+        who, fanout, threads, target, leaf, capacity);
+  uint64_t lo = leaf ? prefix[leaf - 1] : 0, hi = prefix[leaf];
+  if (!(lo <= target && target < hi))
+    die("exactness check FAILED (%s, K=%u, threads=%u): target %" PRIu64 " -> leaf %u, but "
+        "prefix(leaf-1) = %" PRIu64 " and prefix(leaf) = %" PRIu64,
+        who, fanout, threads, target, leaf, lo, hi);
+}
+
+static void exactness_check(const opts_t *o, FILE *info) {
+  const uint32_t cap = CHECK_CAPACITY;
+  uint64_t *prefix = xmalloc(cap * sizeof *prefix);
+  uint64_t *tg = xmalloc(CHECK_TARGETS * sizeof *tg);
+  uint32_t *lv = xmalloc(CHECK_TARGETS * sizeof *lv);
+  rd_error_t err;
+  bool have_prefix = false;
+  for (size_t k = 0; k < o->fanout.n; k++) {
+    uint32_t K = o->fanout.v[k];
+    rd_sumtree_t t;
+    tree_init(&t, cap, K);
+    tree_fill(&t, cap, SEED ^ 0xc4ec, true);
+    int rc = rd_sumtree_check(&t, &err);
+    if (rc) die("exactness check FAILED (K=%u): rd_sumtree_check: %s", K, err.msg);
+    /* The prefix sums from leaf reads; the same leaves for every K. */
+    uint64_t run = 0;
+    for (uint32_t i = 0; i < cap; i++) {
+      run += rd_sumtree_get(&t, i);
+      if (have_prefix && prefix[i] != run)
+        die("exactness check FAILED (K=%u): leaf %u reads differently than for K=%u", K, i,
+            o->fanout.v[0]);
+      prefix[i] = run;
+    }
+    if (rd_sumtree_total(&t) != run)
+      die("exactness check FAILED (K=%u): total %" PRIu64 " but the leaves sum to %" PRIu64, K,
+          rd_sumtree_total(&t), run);
+    if (!have_prefix) check_targets(prefix, cap, tg, CHECK_TARGETS);
+    have_prefix = true;
+    for (size_t h = 0; h < o->threads.n; h++) {
+      uint32_t T = o->threads.v[h];
+      rd_sumtree_set_threads(&t, T);
+      memset(lv, 0xff, CHECK_TARGETS * sizeof *lv);
+      rc = rd_sumtree_sample(&t, CHECK_TARGETS, tg, lv, &err);
+      if (rc) fail_rc("rd_sumtree_sample (check)", rc, &err);
+      for (size_t i = 0; i < CHECK_TARGETS; i++) check_leaf("sumtree", K, T, prefix, cap, tg[i], lv[i]);
+    }
+    rd_sumtree_free(&t);
+  }
+  if (o->baseline) {
+    rd_bench_bintree_t bt;
+    if (rd_bench_bintree_init(&bt, cap)) die("out of memory for the baseline tree");
+    bintree_fill(&bt, cap, SEED ^ 0xc4ec, true);
+    if (rd_bench_bintree_total(&bt) != (double)prefix[cap - 1])
+      die("exactness check FAILED (baseline): total differs");
+    for (size_t i = 0; i < CHECK_TARGETS; i++) {
+      uint32_t leaf = rd_bench_bintree_sample(&bt, (double)tg[i]);
+      check_leaf("baseline", 2, 1, prefix, cap, tg[i], leaf);
+    }
+    rd_bench_bintree_free(&bt);
+  }
+  fprintf(info, "# exactness check: capacity %u, %d targets, K =", cap, CHECK_TARGETS);
+  for (size_t k = 0; k < o->fanout.n; k++) fprintf(info, " %u", o->fanout.v[k]);
+  fprintf(info, ", threads =");
+  for (size_t h = 0; h < o->threads.n; h++) fprintf(info, " %u", o->threads.v[h]);
+  fprintf(info, "%s: OK\n", o->baseline ? ", and the baseline" : "");
+  free(prefix);
+  free(tg);
+  free(lv);
+}
+
+/* ------------------------------------------------------------------ */
+/* Driver                                                              */
+/* ------------------------------------------------------------------ */
+
+static void progress(const char *what, uint32_t capacity, uint32_t batch, uint32_t fanout,
+                     uint32_t threads, double ns) {
+  if (!g_progress) return;
+  fprintf(stderr, "\r\033[K  %-28s cap %-9u batch %-5u K %-3u threads %u: %8.2f ns/item", what,
+          capacity, batch, fanout, threads, ns);
+  fflush(stderr);
+}
+
+static void run_baseline(uint32_t capacity, const opts_t *o) {
+  rd_bench_bintree_t bt;
+  if (rd_bench_bintree_init(&bt, capacity)) die("out of memory for a baseline tree of %u", capacity);
+  bintree_fill(&bt, capacity, SEED ^ capacity, false);
+  for (size_t b = 0; b < o->batch.n; b++) {
+    uint32_t B = o->batch.v[b];
+    pool_t p;
+    pool_init(&p, capacity, B, SEED ^ ((uint64_t)capacity << 20) ^ B);
+    p.bt = &bt;
+    /* Targets are integers below 2^53, so the double tree sums them exactly. */
+    pool_targets(&p, (uint64_t)rd_bench_bintree_total(&bt), SEED ^ 0x7a ^ B);
+    static const batch_fn fns[N_OPS] = {bt_sample, bt_update, bt_insert};
+    for (int op = 0; op < N_OPS; op++) {
+      if (!o->op[op]) continue;
+      double ns = measure(fns[op], &p, B);
+      add_result(op, true, capacity, B, 0, 1, ns);
+      progress(op_name[op], capacity, B, 0, 1, ns);
+    }
+    pool_free(&p);
+  }
+  rd_bench_bintree_free(&bt);
+}
+
+static void run_sumtree(uint32_t capacity, uint32_t K, const opts_t *o) {
+  rd_sumtree_t t;
+  tree_init(&t, capacity, K);
+  tree_fill(&t, capacity, SEED ^ capacity, false);
+  static const batch_fn fns[N_OPS] = {st_sample, st_update, st_insert};
+  for (size_t h = 0; h < o->threads.n; h++) {
+    uint32_t T = o->threads.v[h];
+    rd_sumtree_set_threads(&t, T);
+    for (size_t b = 0; b < o->batch.n; b++) {
+      uint32_t B = o->batch.v[b];
+      pool_t p;
+      pool_init(&p, capacity, B, SEED ^ ((uint64_t)capacity << 20) ^ B);
+      p.t = &t;
+      /* Updates and inserts change the total: targets are drawn against the
+       * tree as it is now, just before sampling. */
+      pool_targets(&p, rd_sumtree_total(&t), SEED ^ 0x7a ^ B ^ ((uint64_t)T << 32));
+      for (int op = 0; op < N_OPS; op++) {
+        if (!o->op[op]) continue;
+        double ns = measure(fns[op], &p, B);
+        add_result(op, false, capacity, B, K, T, ns);
+        progress(op_name[op], capacity, B, K, T, ns);
+      }
+      pool_free(&p);
+    }
+  }
+  rd_error_t err;
+  if (rd_sumtree_check(&t, &err))
+    die("tree check FAILED after timing (capacity %u, K=%u): %s", capacity, K, err.msg);
+  rd_sumtree_free(&t);
+}
+
+static const char *kernel_isa(void) {
+  rd_sumtree_t t;
+  static char isa[32];
+  tree_init(&t, 64, 8);
+  snprintf(isa, sizeof isa, "%s", t.isa);
+  rd_sumtree_free(&t);
+  return isa;
+}
+
+static void cpu_model(char *buf, size_t len) {
+  snprintf(buf, len, "unknown CPU");
+  FILE *f = fopen("/proc/cpuinfo", "r");
+  if (f == NULL) return;
+  char line[512];
+  while (fgets(line, sizeof line, f)) {
+    if (strncmp(line, "model name", 10) == 0) {
+      char *c = strchr(line, ':');
+      if (c) {
+        c++;
+        while (*c == ' ' || *c == '\t') c++;
+        c[strcspn(c, "\n")] = '\0';
+        snprintf(buf, len, "%s", c);
+      }
+      break;
+    }
+  }
+  fclose(f);
+}
+
+static void print_json(void) {
+  char name[64];
+  for (size_t i = 0; i < n_results; i++) {
+    const result_t *r = &results[i];
+    result_name(r, name, sizeof name);
+    if (r->baseline)
+      printf("{\"name\": \"%s\", \"params\": {\"capacity\": %u, \"batch\": %u}, "
+             "\"value\": %.2f, \"unit\": \"ns/item\"}\n",
+             name, r->capacity, r->batch, r->ns);
+    else
+      printf("{\"name\": \"%s\", \"params\": {\"capacity\": %u, \"batch\": %u, \"fanout\": %u, "
+             "\"threads\": %u}, \"value\": %.2f, \"unit\": \"ns/item\"}\n",
+             name, r->capacity, r->batch, r->fanout, r->threads, r->ns);
+  }
+}
+
+static void print_table(void) {
+  char name[64];
+  printf("%-28s %10s %6s %6s %7s %10s %11s\n", "op", "capacity", "batch", "fanout", "threads",
+         "ns/item", "vs baseline");
+  for (size_t i = 0; i < n_results; i++) {
+    const result_t *r = &results[i];
+    if (i > 0) {
+      const result_t *q = &results[i - 1];
+      if (q->capacity != r->capacity || q->op != r->op || q->batch != r->batch) putchar('\n');
+    }
+    /* '*': the fastest K for this capacity, op, batch and thread count. */
+    bool best = false;
+    if (!r->baseline) {
+      best = true;
+      for (size_t j = 0; j < n_results; j++) {
+        const result_t *s = &results[j];
+        if (!s->baseline && s->op == r->op && s->capacity == r->capacity &&
+            s->batch == r->batch && s->threads == r->threads && s->ns < r->ns)
+          best = false;
+      }
+    }
+    char fan[16], ratio[32];
+    if (r->baseline)
+      snprintf(fan, sizeof fan, "-");
+    else
+      snprintf(fan, sizeof fan, "%u", r->fanout);
+    const result_t *b = r->baseline ? NULL : find_baseline(r);
+    if (b && r->ns > 0)
+      snprintf(ratio, sizeof ratio, "%.2fx", b->ns / r->ns);
+    else
+      snprintf(ratio, sizeof ratio, "-");
+    result_name(r, name, sizeof name);
+    printf("%-28s %10u %6u %6s %7u %10.2f %11s%s\n", name, r->capacity, r->batch, fan, r->threads,
+           r->ns, ratio, best ? " *" : "");
+  }
+  printf("\n# ratio = baseline ns / sumtree ns for the same capacity, batch and op;"
+         " * = fastest K for its capacity, op, batch and threads\n");
+}
+
+int main(int argc, char **argv) {
+  opts_t o;
+  parse_opts(&o, argc, argv);
+  g_opts = &o;
+  g_progress = isatty(STDERR_FILENO) && !o.json;
+  /* In JSON mode stdout carries only the JSON lines; the header goes to
+   * stderr. */
+  FILE *info = o.json ? stderr : stdout;
+
+  char date[64], cpu[256];
+  time_t now = time(NULL);
+  strftime(date, sizeof date, "%Y-%m-%d %H:%M:%S UTC", gmtime(&now));
+  cpu_model(cpu, sizeof cpu);
+  fprintf(info, "# bench_sumtree: kernel ISA %s, %s, %s, %ld CPUs, %.0f ms per repetition, "
+                "median of %d\n",
+          kernel_isa(), date, cpu, sysconf(_SC_NPROCESSORS_ONLN), o.min_s * 1e3, o.reps);
+  fflush(info);
+
+  exactness_check(&o, info);
+  fflush(info);
+
+  for (size_t c = 0; c < o.capacity.n; c++) {
+    uint32_t cap = o.capacity.v[c];
+    if (o.baseline) run_baseline(cap, &o);
+    for (size_t k = 0; k < o.fanout.n; k++) run_sumtree(cap, o.fanout.v[k], &o);
+  }
+  if (g_progress) fputs("\r\033[K", stderr);
+
+  qsort(results, n_results, sizeof *results, cmp_result);
+  if (o.json)
+    print_json();
+  else
+    print_table();
+  free(results);
+  return 0;
+}
