@@ -721,6 +721,17 @@ static void cpu_model(char *buf, size_t len) {
   fclose(f);
 }
 
+/* The 1-minute load average: threads=2 numbers on a small machine mean
+ * little when something else is running. */
+static void load_average(char *buf, size_t len) {
+  snprintf(buf, len, "?");
+  FILE *f = fopen("/proc/loadavg", "r");
+  if (f == NULL) return;
+  char first[32];
+  if (fscanf(f, "%31s", first) == 1) snprintf(buf, len, "%s", first);
+  fclose(f);
+}
+
 static void print_json(void) {
   char name[64];
   for (size_t i = 0; i < n_results; i++) {
@@ -785,13 +796,14 @@ int main(int argc, char **argv) {
    * stderr. */
   FILE *info = o.json ? stderr : stdout;
 
-  char date[64], cpu[256];
+  char date[64], cpu[256], load[32];
   time_t now = time(NULL);
   strftime(date, sizeof date, "%Y-%m-%d %H:%M:%S UTC", gmtime(&now));
   cpu_model(cpu, sizeof cpu);
-  fprintf(info, "# bench_sumtree: kernel ISA %s, %s, %s, %ld CPUs, %.0f ms per repetition, "
-                "median of %d\n",
-          kernel_isa(), date, cpu, sysconf(_SC_NPROCESSORS_ONLN), o.min_s * 1e3, o.reps);
+  load_average(load, sizeof load);
+  fprintf(info, "# bench_sumtree: kernel ISA %s, %s, %s, %ld CPUs (load %s), %.0f ms per "
+                "repetition, median of %d\n",
+          kernel_isa(), date, cpu, sysconf(_SC_NPROCESSORS_ONLN), load, o.min_s * 1e3, o.reps);
   fflush(info);
 
   exactness_check(&o, info);

@@ -33,7 +33,6 @@
 /* Below these batch sizes a second thread costs more than it saves. */
 #define SAMPLE_PAR_MIN 256
 #define UPDATE_PAR_MIN 1024
-#define INSERT_PAR_MIN 16384
 /* Insert propagates per-block deltas upward; it works in chunks of this
  * many leaves so the delta scratch lives on the stack (no allocation). */
 #define INSERT_CHUNK 8192
@@ -83,9 +82,17 @@ size_t rd_sumtree_memsize(uint32_t capacity, uint32_t fanout) {
 /* Number of entries of a block that are <= t: the index of the child the
  * descent takes. Written without branches so the compiler turns it into
  * K/lanes vector compares. */
+/* "GCC unroll 1" keeps GCC 12 from fully unrolling these small constant
+ * loops before its vectorizer sees them: unrolled first, K <= 16 came out
+ * as scalar compare chains and a jump tree on j (2-7x slower). */
 static RD_ALWAYS_INLINE uint32_t count_le(const uint64_t *blk, uint64_t t, const uint32_t K) {
   uint32_t c = 0;
-  for (uint32_t i = 0; i < K; i++) c += blk[i] <= t;
+  if (K == 8 || K == 16) { /* measured: only these gain (K = 2, 4: unrolled scalar wins) */
+    _Pragma("GCC unroll 1")
+    for (uint32_t i = 0; i < K; i++) c += blk[i] <= t;
+  } else {
+    for (uint32_t i = 0; i < K; i++) c += blk[i] <= t;
+  }
   return c;
 }
 
@@ -126,7 +133,12 @@ static RD_ALWAYS_INLINE void sample_body(const rd_sumtree_t *t, size_t n,
  * that include the changed child. Branch-free so it vectorizes. Modular
  * arithmetic is exact here because every true result lies in [0, 2^63). */
 static RD_ALWAYS_INLINE void suffix_add(uint64_t *blk, uint32_t j, uint64_t d, const uint32_t K) {
-  for (uint32_t i = 0; i < K; i++) blk[i] += i >= j ? d : 0;
+  if (K <= 16) {
+    _Pragma("GCC unroll 1")
+    for (uint32_t i = 0; i < K; i++) blk[i] += i >= j ? d : 0;
+  } else {
+    for (uint32_t i = 0; i < K; i++) blk[i] += i >= j ? d : 0;
+  }
 }
 
 /* Algorithm 2 of papers/001 without atomics: one caller walks each leaf's
@@ -144,9 +156,14 @@ static RD_ALWAYS_INLINE void update_body(rd_sumtree_t *t, size_t n, const uint32
   const uint32_t root_shift = LK * (H - 1);
   for (size_t i = 0; i < n; i++) {
     if (i + UPDATE_PREFETCH < n) {
-      uint32_t q = pos[i + UPDATE_PREFETCH];
-      __builtin_prefetch(leaf + ((uint64_t)q & ~(uint64_t)(K - 1)), 1, 3);
-      if (up) __builtin_prefetch(up + (((uint64_t)q >> LK) & ~(uint64_t)(K - 1)), 1, 3);
+      uint64_t q = pos[i + UPDATE_PREFETCH];
+      uint64_t qc = q >> root_shift;
+      /* Only this thread's items: prefetching the others' blocks would
+       * double the memory traffic of a partitioned update. */
+      if (stop == 0 || (qc >= c_lo && qc < c_hi)) {
+        __builtin_prefetch(leaf + (q & ~(uint64_t)(K - 1)), 1, 3);
+        if (up) __builtin_prefetch(up + ((q >> LK) & ~(uint64_t)(K - 1)), 1, 3);
+      }
     }
     uint64_t p = pos[i];
     uint64_t c = p >> root_shift;
@@ -166,6 +183,9 @@ static RD_ALWAYS_INLINE void update_body(rd_sumtree_t *t, size_t n, const uint32
 
 /* Insert: rebuild the leaf blocks of [first, first+n) from the new values,
  * then push each rebuilt block's change of total up, level by level. */
+/* Single-threaded on purpose: a contiguous rebuild is bound by memory
+ * bandwidth at ~1 ns/item, and entering an OpenMP region (even one whose
+ * if() clause is false) cost ~1.4 us per call, 40 ns/item at batch 32. */
 static RD_ALWAYS_INLINE void set_range_body(rd_sumtree_t *t, uint64_t first, size_t n,
                                             const uint64_t *values, uint32_t threads,
                                             const uint32_t K, const uint32_t LK) {
@@ -176,7 +196,6 @@ static RD_ALWAYS_INLINE void set_range_body(rd_sumtree_t *t, uint64_t first, siz
   const uint64_t lo = first, hi = first + n;
   const uint64_t blo = lo >> LK, bhi = (hi - 1) >> LK;
 
-#pragma omp parallel for num_threads(threads) schedule(static) if (threads > 1 && n >= INSERT_PAR_MIN)
   for (uint64_t b = blo; b <= bhi; b++) {
     uint64_t *blk = leaf + (b << LK);
     uint64_t old_total = blk[K - 1];
