@@ -255,7 +255,7 @@ static void test_config_defaults(void **state) {
   memset(&c, 0x5a, sizeof c);
   rd_table_config_default(&c);
   assert_int_equal(c.schema.n_fields, 0);
-  if (c.fanout != 32) fail_msg("default fanout %u; table.h documents 32", c.fanout);
+  if (c.fanout != 16) fail_msg("default fanout %u; table.h documents 16", c.fanout);
   assert_true(c.alpha == 0.6);
   assert_true(c.epsilon == 1e-6);
   assert_true(c.max_priority == 1048576.0);

@@ -15,7 +15,7 @@
 void rd_table_config_default(rd_table_config_t *c) {
   memset(c, 0, sizeof *c);
   c->capacity = 1u << 20;
-  c->fanout = 32;
+  c->fanout = 16;
   c->alpha = 0.6;
   c->epsilon = 1e-6;
   c->max_priority = 1048576.0; /* 2^20 */

@@ -52,7 +52,7 @@
 typedef struct {
   rd_schema_t schema;
   uint32_t capacity;   /* items, 1..2^28 */
-  uint32_t fanout;     /* sum-tree K, power of two in [2, 64]; default 32 */
+  uint32_t fanout;     /* sum-tree K, power of two in [2, 64]; default 16 */
   double alpha;        /* priority exponent >= 0; default 0.6 */
   double epsilon;      /* added to |delta| >= 0; default 1e-6 */
   double max_priority; /* largest p accepted after the transform; default 2^20 */
