@@ -398,6 +398,60 @@ static void test_errors_change_nothing(void **state) {
   rd_sumtree_free(&t);
 }
 
+/* The largest shape, 2^28 leaves, really allocated (2.1 GiB at K = 64):
+ * leaves at both ends and a few in the middle, every target class checked
+ * against a reference over the non-zero leaves. */
+static void test_max_capacity(void **state) {
+  (void)state;
+  rd_sumtree_t t;
+  const uint32_t cap = RD_SUMTREE_MAX_CAPACITY;
+  if (rd_sumtree_init(&t, cap, 64, NULL) != RD_OK) {
+    skip(); /* not enough memory on this machine: say so rather than pass */
+    return;
+  }
+  enum { NSET = 3000 };
+  uint32_t pos[NSET];
+  uint64_t val[NSET], s = 5;
+  for (uint32_t i = 0; i < NSET; i++) {
+    pos[i] = i < 1000 ? i : i < 2000 ? cap - 2000 + i : (uint32_t)(rng_next(&s) % cap);
+    val[i] = 1 + rng_next(&s) % t.max_leaf;
+  }
+  assert_int_equal(rd_sumtree_update(&t, NSET, pos, val, NULL), RD_OK);
+  /* Reference: the same writes on a sorted sparse list (later wins). */
+  uint32_t *rp = malloc(NSET * sizeof *rp);
+  uint64_t *rv = malloc(NSET * sizeof *rv);
+  uint32_t m = 0;
+  for (uint32_t i = 0; i < NSET; i++) {
+    uint32_t k = 0;
+    while (k < m && rp[k] != pos[i]) k++;
+    rp[k] = pos[i];
+    rv[k] = val[i];
+    if (k == m) m++;
+  }
+  for (uint32_t a = 0; a < m; a++) /* insertion sort by position */
+    for (uint32_t b = a; b > 0 && rp[b - 1] > rp[b]; b--) {
+      uint32_t tp = rp[b]; rp[b] = rp[b - 1]; rp[b - 1] = tp;
+      uint64_t tv = rv[b]; rv[b] = rv[b - 1]; rv[b - 1] = tv;
+    }
+  uint64_t total = 0;
+  for (uint32_t a = 0; a < m; a++) total += rv[a];
+  assert_int_equal(rd_sumtree_total(&t), total);
+  assert_true(total < (UINT64_C(1) << 63));
+  for (int r = 0; r < 2000; r++) {
+    uint64_t tg = r == 0 ? 0 : r == 1 ? total - 1 : rng_next(&s) % total;
+    uint32_t leaf;
+    assert_int_equal(rd_sumtree_sample(&t, 1, &tg, &leaf, NULL), RD_OK);
+    uint64_t run = 0;
+    uint32_t a = 0;
+    while (run + rv[a] <= tg) run += rv[a++];
+    assert_int_equal(leaf, rp[a]);
+  }
+  assert_int_equal(rd_sumtree_get(&t, cap - 1), rv[m - 1]);
+  free(rp);
+  free(rv);
+  rd_sumtree_free(&t);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_init_errors),
@@ -410,6 +464,7 @@ int main(void) {
       cmocka_unit_test(test_exactness_two_threads),
       cmocka_unit_test(test_exactness_other_fanouts),
       cmocka_unit_test(test_exactness_1e7_updates_k16),
+      cmocka_unit_test(test_max_capacity),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
