@@ -13,6 +13,7 @@ const char *rd_err_name(int code) {
   case RD_EEMPTY: return "RD_EEMPTY";
   case RD_ETOOBIG: return "RD_ETOOBIG";
   case RD_ENOTFOUND: return "RD_ENOTFOUND";
+  case RD_ESTORE: return "RD_ESTORE";
   default: return "RD_EUNKNOWN";
   }
 }

@@ -20,6 +20,7 @@ typedef enum {
   RD_EEMPTY = -4,    /* operation needs data the table does not have */
   RD_ETOOBIG = -5,   /* batch larger than the table or the configured limit */
   RD_ENOTFOUND = -6, /* key never issued by this table */
+  RD_ESTORE = -7,    /* the persistent store (SQLite, state files) failed */
 } rd_err_t;
 
 typedef struct {
