@@ -1,0 +1,485 @@
+/* config.c - the daemon's configuration: defaults, config file, flags.
+ *
+ * One table (`keys`) describes every setting: its name, what it accepts and
+ * where it lives in rd_config_t. The file parser and the flag parser both
+ * go through set_key(), so a key means the same in both places and has one
+ * error message. Every entry point works on a copy and writes the result
+ * back only when everything parsed, so an error changes nothing.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define KIB UINT64_C(1024)
+#define MIB (KIB * 1024)
+#define GIB (MIB * 1024)
+#define TIB (GIB * 1024)
+
+/* A config file line longer than this is a mistake, not a setting. */
+#define LINE_MAX_BYTES 4096
+
+typedef enum {
+  K_STRING, /* copied into a char array */
+  K_LEVEL,  /* debug|info|warn|error */
+  K_COUNT,  /* plain integer in [min, max] */
+  K_BYTES,  /* integer with an optional K/M/G/T suffix (powers of 1024) */
+} kind_t;
+
+typedef struct {
+  const char *name; /* flag without "--", and file key */
+  kind_t kind;
+  size_t offset;    /* into rd_config_t */
+  size_t size;      /* field size: array length for strings, 4 or 8 for numbers */
+  uint64_t min, max;
+  bool allow_empty; /* strings only */
+  const char *help;
+} cfg_key_t;
+
+#define FIELD(f) offsetof(rd_config_t, f), sizeof(((rd_config_t *)0)->f)
+
+static const cfg_key_t keys[] = {
+    {"listen", K_STRING, FIELD(listen), 0, 0, false, "address to serve on, host:port"},
+    {"state-dir", K_STRING, FIELD(state_dir), 0, 0, false,
+     "directory of the state database and admin token; defaults to\n"
+     "                             $STATE_DIRECTORY, $XDG_STATE_HOME/replayd or\n"
+     "                             $HOME/.local/state/replayd"},
+    {"log-file", K_STRING, FIELD(log_file), 0, 0, true,
+     "log to this file (reopened on SIGHUP); empty = stderr"},
+    {"log-level", K_LEVEL, FIELD(log_level), 0, 0, false, "debug, info, warn or error"},
+    {"threads", K_COUNT, FIELD(threads), 1, 64, false, "completion-queue threads"},
+    {"max-message-bytes", K_BYTES, FIELD(max_message_bytes), 4 * KIB, GIB, false,
+     "largest gRPC message, either way"},
+    {"max-batch", K_COUNT, FIELD(max_batch), 1, UINT64_C(1) << 24, false,
+     "rows per insert/sample/update call"},
+    {"max-capacity", K_COUNT, FIELD(max_capacity), 1, UINT64_C(1) << 28, false,
+     "items per workload"},
+    {"max-memory", K_BYTES, FIELD(max_memory_bytes), MIB, UINT64_C(1) << 60, false,
+     "rows + trees of all workloads together"},
+    {"max-workloads", K_COUNT, FIELD(max_workloads), 1, 4096, false, "workloads held at once"},
+};
+#define N_KEYS (sizeof keys / sizeof keys[0])
+
+static const char *const level_names[] = {"debug", "info", "warn", "error"};
+
+/* ------------------------------------------------------------------ */
+/* Defaults                                                            */
+/* ------------------------------------------------------------------ */
+
+/* Copy s into dst only if it fits whole: a truncated path would silently
+ * name some other directory. */
+static bool set_path(char *dst, size_t cap, const char *fmt, const char *a, const char *b) {
+  int n = snprintf(dst, cap, fmt, a, b);
+  return n > 0 && (size_t)n < cap;
+}
+
+static const char *env_nonempty(const char *name) {
+  const char *v = getenv(name);
+  return (v != NULL && v[0] != '\0') ? v : NULL;
+}
+
+void rd_config_defaults(rd_config_t *c) {
+  memset(c, 0, sizeof *c);
+  snprintf(c->listen, sizeof c->listen, "%s", "127.0.0.1:50051");
+  c->log_level = RD_LOG_INFO;
+  c->threads = 2;
+  c->max_message_bytes = 64u << 20;
+  c->max_batch = 65536;
+  c->max_capacity = 1u << 24;
+  c->max_memory_bytes = 8 * GIB;
+  c->max_workloads = 64;
+
+  /* systemd's StateDirectory= sets $STATE_DIRECTORY; with several
+   * directories it is a ':'-separated list and the first one is ours. */
+  const char *v;
+  if ((v = env_nonempty("STATE_DIRECTORY")) != NULL) {
+    size_t len = strcspn(v, ":");
+    if (len > 0 && len < sizeof c->state_dir) {
+      memcpy(c->state_dir, v, len);
+      c->state_dir[len] = '\0';
+      return;
+    }
+  }
+  /* The XDG base-directory spec says a relative $XDG_STATE_HOME is invalid
+   * and must be ignored. */
+  if ((v = env_nonempty("XDG_STATE_HOME")) != NULL && v[0] == '/' &&
+      set_path(c->state_dir, sizeof c->state_dir, "%s/%s", v, "replayd"))
+    return;
+  if ((v = env_nonempty("HOME")) != NULL &&
+      set_path(c->state_dir, sizeof c->state_dir, "%s/%s", v, ".local/state/replayd"))
+    return;
+  snprintf(c->state_dir, sizeof c->state_dir, "%s", "./replayd-state");
+}
+
+/* ------------------------------------------------------------------ */
+/* Values                                                              */
+/* ------------------------------------------------------------------ */
+
+/* Look a key up; '_' and '-' are the same so "max_batch" works in a file. */
+static const cfg_key_t *find_key(const char *name, size_t len) {
+  for (size_t k = 0; k < N_KEYS; k++) {
+    const char *kn = keys[k].name;
+    if (strlen(kn) != len) continue;
+    size_t i = 0;
+    for (; i < len; i++) {
+      char a = name[i] == '_' ? '-' : name[i];
+      if (a != kn[i]) break;
+    }
+    if (i == len) return &keys[k];
+  }
+  return NULL;
+}
+
+/* Strict unsigned decimal: digits only, no sign, no spaces, no overflow. */
+static bool parse_u64(const char *s, size_t len, uint64_t *out) {
+  if (len == 0) return false;
+  uint64_t v = 0;
+  for (size_t i = 0; i < len; i++) {
+    if (s[i] < '0' || s[i] > '9') return false;
+    unsigned d = (unsigned)(s[i] - '0');
+    if (v > (UINT64_MAX - d) / 10) return false;
+    v = v * 10 + d;
+  }
+  *out = v;
+  return true;
+}
+
+static bool parse_bytes(const char *s, uint64_t *out) {
+  size_t len = strlen(s);
+  uint64_t mult = 1;
+  if (len > 0) {
+    switch (s[len - 1]) {
+    case 'K': case 'k': mult = KIB; break;
+    case 'M': case 'm': mult = MIB; break;
+    case 'G': case 'g': mult = GIB; break;
+    case 'T': case 't': mult = TIB; break;
+    default: break;
+    }
+    if (mult != 1) len--;
+  }
+  uint64_t v;
+  if (!parse_u64(s, len, &v)) return false;
+  if (v > UINT64_MAX / mult) return false;
+  *out = v * mult;
+  return true;
+}
+
+/* "67108864 (64M)" style rendering of a byte bound for messages and help. */
+static void fmt_bytes(char *buf, size_t cap, uint64_t v) {
+  static const struct { uint64_t m; char s; } units[] = {{TIB, 'T'}, {GIB, 'G'}, {MIB, 'M'}, {KIB, 'K'}};
+  for (size_t i = 0; i < sizeof units / sizeof units[0]; i++)
+    if (v >= units[i].m && v % units[i].m == 0) {
+      snprintf(buf, cap, "%llu%c", (unsigned long long)(v / units[i].m), units[i].s);
+      return;
+    }
+  snprintf(buf, cap, "%llu", (unsigned long long)v);
+}
+
+/* What a key accepts, for error messages and --help. */
+static void describe_range(const cfg_key_t *k, char *buf, size_t cap) {
+  char lo[24], hi[24];
+  switch (k->kind) {
+  case K_STRING:
+    snprintf(buf, cap, "%s of at most %zu bytes", k->allow_empty ? "a string" : "a non-empty string",
+             k->size - 1);
+    break;
+  case K_LEVEL: snprintf(buf, cap, "one of debug, info, warn, error"); break;
+  case K_COUNT:
+    snprintf(buf, cap, "an integer in [%llu, %llu]", (unsigned long long)k->min,
+             (unsigned long long)k->max);
+    break;
+  case K_BYTES:
+    fmt_bytes(lo, sizeof lo, k->min);
+    fmt_bytes(hi, sizeof hi, k->max);
+    snprintf(buf, cap, "bytes in [%s, %s], suffix K/M/G/T allowed", lo, hi);
+    break;
+  }
+}
+
+/* Set one key from its text. On error writes a message (without the
+ * "where" prefix) to msg and changes nothing. */
+static int set_key(rd_config_t *c, const cfg_key_t *k, const char *value, char *msg, size_t cap) {
+  char *field = (char *)c + k->offset;
+  char range[128];
+  describe_range(k, range, sizeof range);
+  /* Client-visible text is bounded: show at most 40 bytes of a bad value. */
+  switch (k->kind) {
+  case K_STRING: {
+    size_t len = strlen(value);
+    bool bad = (len == 0 && !k->allow_empty) || len >= k->size;
+    for (size_t i = 0; !bad && i < len; i++)
+      if ((unsigned char)value[i] < 0x20 || value[i] == 0x7f) bad = true;
+    if (!bad && strcmp(k->name, "listen") == 0 && strchr(value, ':') == NULL) {
+      snprintf(msg, cap, "bad value '%.40s' for %s: expected host:port (or unix:PATH)", value,
+               k->name);
+      return RD_EINVAL;
+    }
+    if (bad) {
+      snprintf(msg, cap, "bad value '%.40s%s' for %s: expected %s without control characters",
+               value, len > 40 ? "..." : "", k->name, range);
+      return RD_EINVAL;
+    }
+    memcpy(field, value, len + 1);
+    return RD_OK;
+  }
+  case K_LEVEL:
+    for (int l = RD_LOG_DEBUG; l <= RD_LOG_ERROR; l++)
+      if (strcmp(value, level_names[l]) == 0) {
+        *(rd_log_level_t *)(void *)field = (rd_log_level_t)l;
+        return RD_OK;
+      }
+    snprintf(msg, cap, "bad value '%.40s' for %s: expected %s", value, k->name, range);
+    return RD_EINVAL;
+  case K_COUNT:
+  case K_BYTES: {
+    uint64_t v;
+    bool ok = k->kind == K_COUNT ? parse_u64(value, strlen(value), &v) : parse_bytes(value, &v);
+    if (!ok || v < k->min || v > k->max) {
+      snprintf(msg, cap, "bad value '%.40s' for %s: expected %s", value, k->name, range);
+      return RD_EINVAL;
+    }
+    if (k->size == sizeof(uint32_t))
+      *(uint32_t *)(void *)field = (uint32_t)v; /* max <= 2^30 for every 32-bit key */
+    else
+      *(uint64_t *)(void *)field = v;
+    return RD_OK;
+  }
+  }
+  snprintf(msg, cap, "internal: key %s has no kind", k->name);
+  return RD_EINVAL;
+}
+
+/* ------------------------------------------------------------------ */
+/* Config file                                                         */
+/* ------------------------------------------------------------------ */
+
+static bool is_space(char ch) { return ch == ' ' || ch == '\t' || ch == '\r' || ch == '\n'; }
+
+/* Parse one line in place. Returns RD_OK (also for blank/comment lines). */
+static int apply_line(rd_config_t *c, char *line, char *msg, size_t cap) {
+  /* A '#' at the start or after whitespace begins a comment, so
+   * "threads = 4  # more" works while "a#b" stays a value. */
+  for (char *p = line; *p; p++)
+    if (*p == '#' && (p == line || is_space(p[-1]))) {
+      *p = '\0';
+      break;
+    }
+  char *s = line;
+  while (is_space(*s)) s++;
+  char *end = s + strlen(s);
+  while (end > s && is_space(end[-1])) *--end = '\0';
+  if (*s == '\0') return RD_OK;
+
+  char *eq = strchr(s, '=');
+  if (eq == NULL) {
+    snprintf(msg, cap, "expected 'key = value', got '%.40s'", s);
+    return RD_EINVAL;
+  }
+  char *kend = eq;
+  while (kend > s && is_space(kend[-1])) kend--;
+  char *value = eq + 1;
+  while (is_space(*value)) value++;
+  size_t klen = (size_t)(kend - s);
+  if (klen == 0) {
+    snprintf(msg, cap, "missing key before '='");
+    return RD_EINVAL;
+  }
+  if (klen == 6 && strncmp(s, "config", 6) == 0) {
+    snprintf(msg, cap, "'config' cannot be set inside a config file");
+    return RD_EINVAL;
+  }
+  const cfg_key_t *k = find_key(s, klen);
+  if (k == NULL) {
+    snprintf(msg, cap, "unknown key '%.*s'", (int)(klen > 40 ? 40 : klen), s);
+    return RD_EINVAL;
+  }
+  return set_key(c, k, value, msg, cap);
+}
+
+int rd_config_load_file(rd_config_t *c, const char *path, rd_error_t *err) {
+  if (path == NULL || path[0] == '\0')
+    return rd_error_set(err, RD_EINVAL, "config file path is empty");
+  FILE *f = fopen(path, "re");
+  if (f == NULL)
+    return rd_error_set(err, RD_EINVAL, "%s: cannot open config file: %s", path, strerror(errno));
+
+  rd_config_t tmp = *c;
+  char *line = NULL;
+  size_t line_cap = 0;
+  char msg[RD_ERROR_MSG_MAX];
+  unsigned lineno = 0;
+  int rc = RD_OK;
+  ssize_t len;
+  errno = 0;
+  while ((len = getline(&line, &line_cap, f)) >= 0) {
+    lineno++;
+    if (len > LINE_MAX_BYTES) {
+      rc = rd_error_set(err, RD_EINVAL, "%s:%u: line longer than %d bytes", path, lineno,
+                        LINE_MAX_BYTES);
+      goto out;
+    }
+    if (memchr(line, '\0', (size_t)len) != NULL) {
+      rc = rd_error_set(err, RD_EINVAL, "%s:%u: line contains a NUL byte", path, lineno);
+      goto out;
+    }
+    if ((rc = apply_line(&tmp, line, msg, sizeof msg)) != RD_OK) {
+      rd_error_set(err, rc, "%s:%u: %s", path, lineno, msg);
+      goto out;
+    }
+  }
+  if (ferror(f)) {
+    rc = rd_error_set(err, RD_EINVAL, "%s: read error after line %u: %s", path, lineno,
+                      strerror(errno));
+    goto out;
+  }
+  *c = tmp;
+out:
+  free(line);
+  fclose(f);
+  return rc;
+}
+
+/* ------------------------------------------------------------------ */
+/* Flags                                                               */
+/* ------------------------------------------------------------------ */
+
+typedef struct {
+  const cfg_key_t *key; /* NULL for --config */
+  const char *value;
+} flag_t;
+
+/* Read the flag at argv[*i] (and its value, advancing *i past it). Both
+ * passes of rd_config_parse_args tokenize with this, so they agree. */
+static int next_flag(int argc, char **argv, int *i, flag_t *out, rd_error_t *err) {
+  const char *a = argv[*i];
+  if (strncmp(a, "--", 2) != 0 || a[2] == '\0')
+    return rd_error_set(err, RD_EINVAL, "unexpected argument '%.60s' (see --help)", a);
+  const char *name = a + 2;
+  const char *eq = strchr(name, '=');
+  size_t nlen = eq ? (size_t)(eq - name) : strlen(name);
+  out->key = NULL;
+  /* Flags have one spelling, with '-'; the '_' leniency is for files. */
+  if (!(nlen == 6 && strncmp(name, "config", 6) == 0)) {
+    out->key = memchr(name, '_', nlen) ? NULL : find_key(name, nlen);
+    if (out->key == NULL)
+      return rd_error_set(err, RD_EINVAL, "unknown flag '--%.*s' (see --help)",
+                          (int)(nlen > 40 ? 40 : nlen), name);
+  }
+  if (eq != NULL) {
+    out->value = eq + 1;
+    return RD_OK;
+  }
+  if (*i + 1 >= argc)
+    return rd_error_set(err, RD_EINVAL, "--%.*s needs a value", (int)nlen, name);
+  const char *next = argv[*i + 1];
+  /* "--log-file --threads 4" is far more likely a forgotten value than a
+   * file named "--threads"; "--log-file=--threads" still says the latter. */
+  if (strncmp(next, "--", 2) == 0)
+    return rd_error_set(err, RD_EINVAL,
+                        "--%.*s needs a value, not the flag '%.40s' (write --%.*s=VALUE to "
+                        "pass a value that starts with --)",
+                        (int)nlen, name, next, (int)nlen, name);
+  out->value = next;
+  ++*i;
+  return RD_OK;
+}
+
+int rd_config_parse_args(rd_config_t *c, int argc, char **argv, int *show_help,
+                         int *show_version, rd_error_t *err) {
+  if (show_help) *show_help = 0;
+  if (show_version) *show_version = 0;
+
+  /* --help and --version win over everything, even a broken config file. */
+  for (int i = 1; i < argc; i++) {
+    if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+      if (show_help) *show_help = 1;
+      return RD_OK;
+    }
+    if (strcmp(argv[i], "--version") == 0) {
+      if (show_version) *show_version = 1;
+      return RD_OK;
+    }
+  }
+
+  rd_config_t tmp = *c;
+  flag_t fl;
+  /* Pass 1: check every flag's syntax, and apply the --config files in
+   * order, so a file never overrides a flag wherever the two appear. */
+  for (int i = 1; i < argc; i++) {
+    int rc = next_flag(argc, argv, &i, &fl, err);
+    if (rc) return rc;
+    if (fl.key != NULL) continue;
+    if (fl.value[0] == '\0') return rd_error_set(err, RD_EINVAL, "--config needs a file path");
+    if ((rc = rd_config_load_file(&tmp, fl.value, err)) != RD_OK) return rc;
+  }
+  /* Pass 2: every other flag, left to right; a later one wins. */
+  char msg[RD_ERROR_MSG_MAX];
+  for (int i = 1; i < argc; i++) {
+    int rc = next_flag(argc, argv, &i, &fl, err);
+    if (rc) return rc; /* unreachable: pass 1 accepted the same argv */
+    if (fl.key == NULL) continue;
+    if ((rc = set_key(&tmp, fl.key, fl.value, msg, sizeof msg)) != RD_OK)
+      return rd_error_set(err, rc, "--%s: %s", fl.key->name, msg);
+  }
+  *c = tmp;
+  return RD_OK;
+}
+
+/* ------------------------------------------------------------------ */
+/* Usage                                                               */
+/* ------------------------------------------------------------------ */
+
+static char usage_buf[8192]; /* PATH_MAX-long defaults fit */
+static pthread_once_t usage_once = PTHREAD_ONCE_INIT;
+
+static void build_usage(void) {
+  rd_config_t d;
+  rd_config_defaults(&d);
+  size_t n = 0, cap = sizeof usage_buf;
+  n += (size_t)snprintf(usage_buf + n, cap - n,
+                        "Usage: replayd [--config PATH] [--KEY VALUE | --KEY=VALUE]...\n"
+                        "Serve prioritized experience replay over gRPC.\n\n"
+                        "  --config PATH              read \"key = value\" lines first "
+                        "(flags override them)\n");
+  for (size_t k = 0; k < N_KEYS && n < cap; k++) {
+    const cfg_key_t *key = &keys[k];
+    const char *field = (const char *)&d + key->offset;
+    char def[PATH_MAX + 8], range[128], flag[40];
+    switch (key->kind) {
+    case K_STRING: snprintf(def, sizeof def, "\"%s\"", field); break;
+    case K_LEVEL: snprintf(def, sizeof def, "%s", level_names[*(const rd_log_level_t *)(const void *)field]); break;
+    case K_COUNT:
+      snprintf(def, sizeof def, "%u", *(const uint32_t *)(const void *)field);
+      break;
+    case K_BYTES:
+      fmt_bytes(def, sizeof def,
+                key->size == 4 ? *(const uint32_t *)(const void *)field
+                               : *(const uint64_t *)(const void *)field);
+      break;
+    }
+    if (key->kind == K_COUNT || key->kind == K_BYTES)
+      describe_range(key, range, sizeof range);
+    else
+      range[0] = '\0'; /* the help text says what they accept */
+    snprintf(flag, sizeof flag, "--%s %s", key->name,
+             key->kind == K_STRING ? (strcmp(key->name, "listen") == 0 ? "ADDR" : "PATH")
+             : key->kind == K_LEVEL ? "LEVEL" : key->kind == K_BYTES ? "BYTES" : "N");
+    n += (size_t)snprintf(usage_buf + n, cap - n, "  %-26s %s\n  %-26s (%s%sdefault %s)\n", flag,
+                          key->help, "", range, range[0] ? "; " : "", def);
+  }
+  if (n < cap)
+    snprintf(usage_buf + n, cap - n,
+             "  --help                     show this text\n"
+             "  --version                  show the version\n\n"
+             "The config file takes the same keys without \"--\" (\"threads = 4\"; '_' may\n"
+             "replace '-'); '#' starts a comment. Precedence: defaults < config file < flags.\n");
+}
+
+const char *rd_config_usage(void) {
+  pthread_once(&usage_once, build_usage);
+  return usage_buf;
+}

@@ -1,0 +1,47 @@
+/* config.h - the daemon's configuration: defaults, file, flags.
+ *
+ * Precedence: embedded defaults < config file (--config PATH) < flags.
+ * The file is "key = value" lines ('#' comments), with the same keys as the
+ * long flags without "--" (e.g. "listen = 127.0.0.1:50051").
+ */
+#ifndef RD_CONFIG_H
+#define RD_CONFIG_H
+
+#include <limits.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "rd_error.h"
+
+typedef enum { RD_LOG_DEBUG = 0, RD_LOG_INFO, RD_LOG_WARN, RD_LOG_ERROR } rd_log_level_t;
+
+typedef struct {
+  char listen[256];           /* host:port; default 127.0.0.1:50051 */
+  char state_dir[PATH_MAX];   /* $STATE_DIRECTORY, else $XDG_STATE_HOME/replayd,
+                                 else $HOME/.local/state/replayd */
+  char log_file[PATH_MAX];    /* empty = stderr; reopened on SIGHUP */
+  rd_log_level_t log_level;   /* default info */
+  uint32_t threads;           /* completion-queue threads; default 2 */
+  uint32_t max_message_bytes; /* per gRPC message, both ways; default 64 MiB */
+  uint32_t max_batch;         /* rows per insert/sample/update call; default 65536 */
+  uint32_t max_capacity;      /* items per workload; default 2^24 */
+  uint64_t max_memory_bytes;  /* rows + trees of all workloads; default 8 GiB */
+  uint32_t max_workloads;     /* default 64 */
+} rd_config_t;
+
+/* Fill c with the embedded defaults (reads the environment for state_dir). */
+void rd_config_defaults(rd_config_t *c);
+
+/* Apply a config file. RD_EINVAL with "PATH:LINE: ..." on a bad line. */
+int rd_config_load_file(rd_config_t *c, const char *path, rd_error_t *err);
+
+/* Apply argv (flags "--key value" or "--key=value", plus --config PATH which
+ * is applied first wherever it appears). *show_help / *show_version are set
+ * for --help / --version. RD_EINVAL on an unknown flag or bad value. */
+int rd_config_parse_args(rd_config_t *c, int argc, char **argv, int *show_help,
+                         int *show_version, rd_error_t *err);
+
+/* The --help text. */
+const char *rd_config_usage(void);
+
+#endif

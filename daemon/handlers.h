@@ -1,0 +1,73 @@
+/* handlers.h - what each RPC does, independent of the call machinery.
+ *
+ * server.c owns calls and completion queues; it hands each decoded request
+ * (raw bytes + request metadata) to a handler here and sends back what the
+ * handler produced: a packed reply or a status with a message. Handlers
+ * run on completion-queue threads and must be short: they take the
+ * workload's lock only around the table call.
+ */
+#ifndef RD_HANDLERS_H
+#define RD_HANDLERS_H
+
+#include <grpc/grpc.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "config.h"
+#include "registry.h"
+
+typedef enum {
+  RD_M_REGISTER = 0,
+  RD_M_DESCRIBE,
+  RD_M_LIST,
+  RD_M_DELETE,
+  RD_M_INSERT, /* client stream */
+  RD_M_INSERT_BATCH,
+  RD_M_SAMPLE,
+  RD_M_UPDATE,
+  RD_M_TRAIN_STEP,
+  RD_M_GET_WEIGHTS,
+  RD_M_SERVER_INFO,
+  RD_M_COUNT
+} rd_method_t;
+
+/* "/replayd.v1.Replay/RegisterWorkload", ... */
+const char *rd_method_path(rd_method_t m);
+
+typedef struct {
+  rd_registry_t *registry;
+  const rd_config_t *config;
+  char admin_token[RD_WORKLOAD_TOKEN_LEN + 1];
+  double start_time; /* CLOCK_MONOTONIC seconds */
+  int64_t start_unix;
+} rd_handler_ctx_t;
+
+typedef struct {
+  grpc_status_code status;
+  char message[512];
+  grpc_byte_buffer *reply; /* set when status == GRPC_STATUS_OK */
+} rd_reply_t;
+
+/* A unary call: body is the request message. */
+void rd_handle_unary(rd_handler_ctx_t *ctx, rd_method_t m, const grpc_metadata_array *md,
+                     const uint8_t *body, size_t len, rd_reply_t *out);
+
+/* The Insert client stream: one state per call. Each message is applied as
+ * it arrives (each message is a batch, validated whole); the first error
+ * ends the call with that status and rows of earlier messages stay. */
+typedef struct {
+  rd_workload_t *workload; /* referenced after the first message */
+  uint64_t inserted;
+  uint64_t first_key;
+  uint64_t messages;
+} rd_insert_stream_t;
+
+/* Returns 0 to keep reading, or non-zero with out->status set to end. */
+int rd_handle_insert_message(rd_handler_ctx_t *ctx, rd_insert_stream_t *st,
+                             const grpc_metadata_array *md, const uint8_t *body, size_t len,
+                             rd_reply_t *out);
+/* Half-close: the final reply. */
+void rd_handle_insert_end(rd_handler_ctx_t *ctx, rd_insert_stream_t *st, rd_reply_t *out);
+void rd_insert_stream_release(rd_insert_stream_t *st);
+
+#endif

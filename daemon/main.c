@@ -1,0 +1,171 @@
+/* main.c - replayd: configuration, start-up, the libuv loop, shutdown.
+ *
+ * The libuv loop owns the process: signals (SIGTERM/SIGINT stop, SIGHUP
+ * reopens the log), a periodic timer for the status line, and readiness
+ * (sd_notify). gRPC calls are served by the server's own completion-queue
+ * threads (server.c); the loop never touches a call.
+ *
+ * Shutdown: stop accepting, let in-flight calls finish (up to 10 s), then
+ * free everything and exit 0.
+ */
+#include <grpc/grpc.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <systemd/sd-daemon.h>
+#include <time.h>
+#include <uv.h>
+
+#include "config.h"
+#include "devices.h"
+#include "handlers.h"
+#include "log.h"
+#include "registry.h"
+#include "server.h"
+#include "store.h"
+
+#ifndef RD_VERSION
+#define RD_VERSION "0.0.0"
+#endif
+
+#define SHUTDOWN_GRACE_S 10.0
+#define STATUS_PERIOD_MS 60000
+
+static struct {
+  rd_server_t *server;
+  rd_registry_t *registry;
+  const char *address;
+  int signal_seen;
+} app;
+
+static void on_stop_signal(uv_signal_t *h, int signum) {
+  app.signal_seen = signum;
+  rd_log_info("main", "%s received: draining calls and stopping",
+              signum == SIGTERM ? "SIGTERM" : "SIGINT");
+  uv_stop(h->loop);
+}
+
+static void on_hup(uv_signal_t *h, int signum) {
+  (void)h;
+  (void)signum;
+  if (rd_log_reopen() == 0) rd_log_info("main", "SIGHUP: log reopened");
+}
+
+static void on_status_timer(uv_timer_t *t) {
+  (void)t;
+  char status[160];
+  snprintf(status, sizeof status, "STATUS=serving %zu workloads on %s",
+           rd_registry_count(app.registry), app.address);
+  sd_notify(0, status);
+  rd_log_debug("main", "%s, %llu calls so far", status + 7,
+               (unsigned long long)rd_server_calls_started(app.server));
+}
+
+/* "host:port" with the port replaced by the one actually bound. */
+static void bound_address(const char *listen, int port, char *out, size_t len) {
+  const char *colon = strrchr(listen, ':');
+  int host_len = colon ? (int)(colon - listen) : (int)strlen(listen);
+  snprintf(out, len, "%.*s:%d", host_len, listen, port);
+}
+
+int main(int argc, char **argv) {
+  rd_config_t cfg;
+  rd_error_t err;
+  int show_help = 0, show_version = 0;
+  rd_error_clear(&err);
+  rd_config_defaults(&cfg);
+  if (rd_config_parse_args(&cfg, argc, argv, &show_help, &show_version, &err) != RD_OK) {
+    fprintf(stderr, "replayd: %s\n(see replayd --help)\n", err.msg);
+    return 2;
+  }
+  if (show_help) {
+    fputs(rd_config_usage(), stdout);
+    return 0;
+  }
+  if (show_version) {
+    printf("replayd %s\n", RD_VERSION);
+    return 0;
+  }
+  if (rd_log_open(cfg.log_file, cfg.log_level, &err) != RD_OK) {
+    fprintf(stderr, "replayd: %s\n", err.msg);
+    return 1;
+  }
+  signal(SIGPIPE, SIG_IGN);
+  rd_log_info("main", "replayd %s starting (state %s)", RD_VERSION, cfg.state_dir);
+
+  rd_store_t *store = NULL;
+  if (rd_store_open(&store, cfg.state_dir, &err) != RD_OK) {
+    rd_log_error("main", "%s", err.msg);
+    return 1;
+  }
+  static rd_handler_ctx_t ctx;
+  if (rd_store_admin_token(cfg.state_dir, ctx.admin_token, sizeof ctx.admin_token, &err) != RD_OK) {
+    rd_log_error("main", "%s", err.msg);
+    rd_store_close(store);
+    return 1;
+  }
+  if (rd_registry_create(&app.registry, &cfg, store, &err) != RD_OK) {
+    rd_log_error("main", "%s", err.msg);
+    rd_store_close(store);
+    return 1;
+  }
+  rd_registry_restore(app.registry); /* logs each workload and the count */
+
+  grpc_init();
+  rd_devices_init();
+  struct timespec now;
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  ctx.registry = app.registry;
+  ctx.config = &cfg;
+  ctx.start_time = (double)now.tv_sec + now.tv_nsec * 1e-9;
+  ctx.start_unix = (int64_t)time(NULL);
+
+  int port = 0;
+  if (rd_server_start(&app.server, &cfg, &ctx, &port, &err) != RD_OK) {
+    rd_log_error("main", "%s", err.msg);
+    rd_registry_destroy(app.registry);
+    rd_store_close(store);
+    grpc_shutdown();
+    return 1;
+  }
+  char address[300];
+  bound_address(cfg.listen, port, address, sizeof address);
+  app.address = address;
+  rd_log_info("main", "listening on %s with %u threads", address, cfg.threads);
+
+  uv_loop_t loop;
+  uv_loop_init(&loop);
+  uv_signal_t sig_term, sig_int, sig_hup;
+  uv_timer_t status_timer;
+  uv_signal_init(&loop, &sig_term);
+  uv_signal_init(&loop, &sig_int);
+  uv_signal_init(&loop, &sig_hup);
+  uv_signal_start(&sig_term, on_stop_signal, SIGTERM);
+  uv_signal_start(&sig_int, on_stop_signal, SIGINT);
+  uv_signal_start(&sig_hup, on_hup, SIGHUP);
+  uv_timer_init(&loop, &status_timer);
+  uv_timer_start(&status_timer, on_status_timer, STATUS_PERIOD_MS, STATUS_PERIOD_MS);
+
+  char ready[400];
+  snprintf(ready, sizeof ready, "READY=1\nSTATUS=listening on %s", address);
+  sd_notify(0, ready);
+
+  uv_run(&loop, UV_RUN_DEFAULT);
+
+  sd_notify(0, "STOPPING=1");
+  rd_server_stop(app.server, SHUTDOWN_GRACE_S);
+  uv_close((uv_handle_t *)&sig_term, NULL);
+  uv_close((uv_handle_t *)&sig_int, NULL);
+  uv_close((uv_handle_t *)&sig_hup, NULL);
+  uv_close((uv_handle_t *)&status_timer, NULL);
+  uv_run(&loop, UV_RUN_DEFAULT);
+  uv_loop_close(&loop);
+
+  rd_registry_destroy(app.registry);
+  rd_store_close(store);
+  grpc_shutdown();
+  rd_log_info("main", "stopped");
+  rd_log_close();
+  return 0;
+}

@@ -1,0 +1,77 @@
+/* registry.h - the workloads this server holds, by id.
+ *
+ * A workload is a registered spec plus its state: a prioritized table
+ * (backends/cpu/table.h), its lock, its secret token. The registry owns
+ * them; callers borrow one with rd_registry_get (a reference) and give it
+ * back with rd_workload_unref, so a workload deleted while a call is using
+ * it is freed only when that call is done.
+ */
+#ifndef RD_REGISTRY_H
+#define RD_REGISTRY_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "config.h"
+#include "rd_error.h"
+#include "replayd.pb-c.h"
+#include "store.h"
+#include "table.h"
+
+#define RD_WORKLOAD_ID_LEN 32    /* hex characters */
+#define RD_WORKLOAD_TOKEN_LEN 64 /* hex characters */
+
+typedef struct rd_workload {
+  char id[RD_WORKLOAD_ID_LEN + 1];
+  char token[RD_WORKLOAD_TOKEN_LEN + 1];
+  int64_t created_unix;
+  Replayd__V1__WorkloadSpec *spec; /* normalised (defaults filled); owned */
+  double default_beta;
+  rd_table_t table;
+  pthread_mutex_t lock;            /* serializes every table call */
+  atomic_int refs;
+  atomic_bool deleted;
+} rd_workload_t;
+
+typedef struct rd_registry rd_registry_t;
+
+int rd_registry_create(rd_registry_t **out, const rd_config_t *cfg, rd_store_t *store,
+                       rd_error_t *err);
+void rd_registry_destroy(rd_registry_t *r);
+
+/* Validate spec against the table rules and the server limits (capacity,
+ * max_batch, memory, workload count), fill defaults, create the table,
+ * persist it, and return it with one reference held. Errors: RD_EINVAL (bad
+ * spec, message names the field), RD_ETOOBIG (a server limit), RD_ENOMEM.
+ * Also RD_ESTORE (store.h): the store write failed and nothing was
+ * registered. out may be NULL (no reference is handed back then). */
+int rd_registry_register(rd_registry_t *r, const Replayd__V1__WorkloadSpec *spec,
+                         rd_workload_t **out, rd_error_t *err);
+
+/* Recreate every stored workload (empty). Logs and skips a stored spec that
+ * no longer validates. Returns how many came back. */
+size_t rd_registry_restore(rd_registry_t *r);
+
+/* A referenced workload, or NULL if there is none with this id. */
+rd_workload_t *rd_registry_get(rd_registry_t *r, const char *id);
+void rd_workload_unref(rd_workload_t *w);
+
+/* Remove from the registry and the store. RD_ENOTFOUND if absent; RD_ESTORE
+ * if the store could not delete it (it stays registered then). Callers still
+ * holding a reference keep a valid workload whose `deleted` is now true. */
+int rd_registry_delete(rd_registry_t *r, const char *id, rd_error_t *err);
+
+/* References to up to max workloads, in creation order; returns the count.
+ * Unref each. */
+size_t rd_registry_list(rd_registry_t *r, rd_workload_t **out, size_t max);
+size_t rd_registry_count(rd_registry_t *r);
+
+/* Constant-time token comparison. */
+int rd_workload_token_ok(const rd_workload_t *w, const char *token, size_t len);
+
+/* Fill a counters message from the table (caller holds no lock). */
+void rd_workload_counters(rd_workload_t *w, Replayd__V1__WorkloadCounters *out);
+
+#endif

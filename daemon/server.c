@@ -1,0 +1,360 @@
+/* server.c - gRPC core server: completion-queue threads and call states.
+ *
+ * Each of the N threads owns one completion queue and keeps, on it, one
+ * request posted for every registered method plus one catch-all request
+ * (grpc_server_request_call) so that a call to an unknown method is
+ * answered UNIMPLEMENTED at once instead of hanging until its deadline.
+ * When a request completes, the thread posts a fresh one for the same
+ * method first, then serves the call, so the server never stops accepting.
+ *
+ * A call is a small state machine whose tag is the call object itself:
+ *   unary:   NEW -> (handler) -> FINISHING -> freed
+ *   stream:  NEW -> READING <-> (handler per message) -> FINISHING -> freed
+ *   unknown: NEW -> FINISHING (UNIMPLEMENTED) -> freed
+ * Only one batch is outstanding per call at any time, so a call is touched
+ * by one thread at a time and needs no lock. A stream reads one message at
+ * a time: the receive window bounds what a client can queue.
+ */
+#include "server.h"
+
+#include <grpc/byte_buffer.h>
+#include <grpc/byte_buffer_reader.h>
+#include <grpc/grpc.h>
+#include <grpc/grpc_security.h>
+#include <grpc/support/alloc.h>
+#include <grpc/support/time.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+
+#define RD_MAX_THREADS 64
+
+typedef enum { ST_NEW, ST_READING, ST_FINISHING } call_state_t;
+
+struct rd_server;
+
+typedef struct call {
+  struct rd_server *srv;
+  struct worker *wk;
+  int method;                  /* rd_method_t, or -1 for the catch-all */
+  call_state_t state;
+  grpc_call *call;
+  gpr_timespec deadline;
+  grpc_metadata_array md;
+  grpc_call_details details;   /* catch-all only */
+  grpc_byte_buffer *payload;   /* unary request / stream message */
+  grpc_byte_buffer *reply;
+  grpc_slice status_details;
+  int cancelled;
+  rd_insert_stream_t stream;
+} call_t;
+
+typedef struct worker {
+  struct rd_server *srv;
+  grpc_completion_queue *cq;
+  pthread_t thread;
+} worker_t;
+
+struct rd_server {
+  grpc_server *server;
+  const rd_config_t *cfg;
+  rd_handler_ctx_t *ctx;
+  void *methods[RD_M_COUNT];
+  worker_t workers[RD_MAX_THREADS];
+  uint32_t n_workers;
+  atomic_bool shutting_down;
+  atomic_uint_fast64_t calls_started;
+  grpc_completion_queue *shutdown_cq;
+};
+
+/* ------------------------------------------------------------------ */
+/* Posting requests                                                    */
+/* ------------------------------------------------------------------ */
+
+static void post_request(worker_t *wk, int method) {
+  rd_server_t *s = wk->srv;
+  if (atomic_load(&s->shutting_down)) return;
+  call_t *c = calloc(1, sizeof *c);
+  if (c == NULL) {
+    rd_log_error("server", "out of memory posting a request; method %d loses a slot", method);
+    return;
+  }
+  c->srv = s;
+  c->wk = wk;
+  c->method = method;
+  c->state = ST_NEW;
+  grpc_metadata_array_init(&c->md);
+  grpc_call_error e;
+  if (method >= 0) {
+    e = grpc_server_request_registered_call(s->server, s->methods[method], &c->call, &c->deadline,
+                                            &c->md,
+                                            method == RD_M_INSERT ? NULL : &c->payload, wk->cq,
+                                            wk->cq, c);
+  } else {
+    grpc_call_details_init(&c->details);
+    e = grpc_server_request_call(s->server, &c->call, &c->details, &c->md, wk->cq, wk->cq, c);
+  }
+  if (e != GRPC_CALL_OK) {
+    rd_log_error("server", "request for method %d failed: %d", method, (int)e);
+    grpc_metadata_array_destroy(&c->md);
+    if (method < 0) grpc_call_details_destroy(&c->details);
+    free(c);
+  }
+}
+
+static void call_free(call_t *c) {
+  if (c->call) grpc_call_unref(c->call);
+  grpc_metadata_array_destroy(&c->md);
+  if (c->method < 0) grpc_call_details_destroy(&c->details);
+  if (c->payload) grpc_byte_buffer_destroy(c->payload);
+  if (c->reply) grpc_byte_buffer_destroy(c->reply);
+  if (c->state == ST_FINISHING) grpc_slice_unref(c->status_details);
+  if (c->method == RD_M_INSERT) rd_insert_stream_release(&c->stream);
+  free(c);
+}
+
+/* ------------------------------------------------------------------ */
+/* Finishing a call                                                    */
+/* ------------------------------------------------------------------ */
+
+/* Send initial metadata, the reply (if OK), the status, and wait for the
+ * client's close: the last batch of every call. Takes r->reply. */
+static void finish(call_t *c, rd_reply_t *r) {
+  grpc_op ops[4];
+  size_t n = 0;
+  memset(ops, 0, sizeof ops);
+  ops[n].op = GRPC_OP_SEND_INITIAL_METADATA;
+  ops[n].data.send_initial_metadata.count = 0;
+  n++;
+  if (r->status == GRPC_STATUS_OK && r->reply != NULL) {
+    c->reply = r->reply;
+    r->reply = NULL;
+    ops[n].op = GRPC_OP_SEND_MESSAGE;
+    ops[n].data.send_message.send_message = c->reply;
+    n++;
+  } else if (r->reply != NULL) {
+    grpc_byte_buffer_destroy(r->reply);
+    r->reply = NULL;
+  }
+  c->status_details = grpc_slice_from_copied_string(r->message);
+  ops[n].op = GRPC_OP_SEND_STATUS_FROM_SERVER;
+  ops[n].data.send_status_from_server.trailing_metadata_count = 0;
+  ops[n].data.send_status_from_server.status = r->status;
+  ops[n].data.send_status_from_server.status_details = &c->status_details;
+  n++;
+  ops[n].op = GRPC_OP_RECV_CLOSE_ON_SERVER;
+  ops[n].data.recv_close_on_server.cancelled = &c->cancelled;
+  n++;
+  c->state = ST_FINISHING;
+  grpc_call_error e = grpc_call_start_batch(c->call, ops, n, c, NULL);
+  if (e != GRPC_CALL_OK) {
+    rd_log_error("server", "finishing a call failed: %d", (int)e);
+    call_free(c);
+  }
+}
+
+static void start_read(call_t *c) {
+  grpc_op op;
+  memset(&op, 0, sizeof op);
+  op.op = GRPC_OP_RECV_MESSAGE;
+  op.data.recv_message.recv_message = &c->payload;
+  c->state = ST_READING;
+  grpc_call_error e = grpc_call_start_batch(c->call, &op, 1, c, NULL);
+  if (e != GRPC_CALL_OK) {
+    rd_log_error("server", "reading a stream failed: %d", (int)e);
+    call_free(c);
+  }
+}
+
+/* The request body as one contiguous slice (a copy only when gRPC split
+ * it). Returns an empty slice for a NULL buffer. */
+static grpc_slice body_slice(grpc_byte_buffer *bb) {
+  if (bb == NULL) return grpc_empty_slice();
+  grpc_byte_buffer_reader rd;
+  if (!grpc_byte_buffer_reader_init(&rd, bb)) return grpc_empty_slice();
+  grpc_slice s = grpc_byte_buffer_reader_readall(&rd);
+  grpc_byte_buffer_reader_destroy(&rd);
+  return s;
+}
+
+/* ------------------------------------------------------------------ */
+/* Serving events                                                      */
+/* ------------------------------------------------------------------ */
+
+static void on_event(call_t *c, bool ok) {
+  rd_server_t *s = c->srv;
+  rd_reply_t r;
+  memset(&r, 0, sizeof r);
+  switch (c->state) {
+  case ST_NEW:
+    if (!ok) { /* the server is shutting down: the request never matched */
+      call_free(c);
+      return;
+    }
+    atomic_fetch_add(&s->calls_started, 1);
+    post_request(c->wk, c->method); /* keep one request per method posted */
+    if (c->method < 0) {
+      r.status = GRPC_STATUS_UNIMPLEMENTED;
+      char *m = grpc_slice_to_c_string(c->details.method);
+      snprintf(r.message, sizeof r.message, "method %s is not served by replayd", m);
+      gpr_free(m);
+      finish(c, &r);
+    } else if (c->method == RD_M_INSERT) {
+      start_read(c);
+    } else {
+      grpc_slice body = body_slice(c->payload);
+      rd_handle_unary(s->ctx, (rd_method_t)c->method, &c->md, GRPC_SLICE_START_PTR(body),
+                      GRPC_SLICE_LENGTH(body), &r);
+      grpc_slice_unref(body);
+      finish(c, &r);
+    }
+    return;
+  case ST_READING: {
+    if (!ok) { /* the call broke (cancelled, deadline): finish to clean up */
+      r.status = GRPC_STATUS_CANCELLED;
+      snprintf(r.message, sizeof r.message, "stream ended abnormally");
+      finish(c, &r);
+      return;
+    }
+    if (c->payload == NULL) { /* the client half-closed */
+      rd_handle_insert_end(s->ctx, &c->stream, &r);
+      finish(c, &r);
+      return;
+    }
+    grpc_slice body = body_slice(c->payload);
+    grpc_byte_buffer_destroy(c->payload);
+    c->payload = NULL;
+    int stop = rd_handle_insert_message(s->ctx, &c->stream, &c->md, GRPC_SLICE_START_PTR(body),
+                                        GRPC_SLICE_LENGTH(body), &r);
+    grpc_slice_unref(body);
+    if (stop)
+      finish(c, &r);
+    else
+      start_read(c);
+    return;
+  }
+  case ST_FINISHING:
+    call_free(c);
+    return;
+  }
+}
+
+static void *worker_main(void *arg) {
+  worker_t *wk = arg;
+  for (;;) {
+    grpc_event ev = grpc_completion_queue_next(wk->cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
+    if (ev.type == GRPC_QUEUE_SHUTDOWN) break;
+    if (ev.type != GRPC_OP_COMPLETE) continue;
+    on_event(ev.tag, ev.success != 0);
+  }
+  return NULL;
+}
+
+/* ------------------------------------------------------------------ */
+/* Start and stop                                                      */
+/* ------------------------------------------------------------------ */
+
+int rd_server_start(rd_server_t **out, const rd_config_t *cfg, rd_handler_ctx_t *ctx, int *port,
+                    rd_error_t *err) {
+  rd_server_t *s = calloc(1, sizeof *s);
+  if (s == NULL) return rd_error_set(err, RD_ENOMEM, "out of memory");
+  s->cfg = cfg;
+  s->ctx = ctx;
+  s->n_workers = cfg->threads < 1 ? 1 : cfg->threads > RD_MAX_THREADS ? RD_MAX_THREADS : cfg->threads;
+
+  grpc_arg args[2];
+  args[0].type = GRPC_ARG_INTEGER;
+  args[0].key = GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH;
+  args[0].value.integer = (int)cfg->max_message_bytes;
+  args[1].type = GRPC_ARG_INTEGER;
+  args[1].key = GRPC_ARG_MAX_SEND_MESSAGE_LENGTH;
+  args[1].value.integer = (int)cfg->max_message_bytes;
+  grpc_channel_args chargs = {2, args};
+  s->server = grpc_server_create(&chargs, NULL);
+
+  for (int m = 0; m < RD_M_COUNT; m++)
+    s->methods[m] = grpc_server_register_method(
+        s->server, rd_method_path((rd_method_t)m), NULL,
+        m == RD_M_INSERT ? GRPC_SRM_PAYLOAD_NONE : GRPC_SRM_PAYLOAD_READ_INITIAL_BYTE_BUFFER, 0);
+  for (uint32_t i = 0; i < s->n_workers; i++) {
+    s->workers[i].srv = s;
+    s->workers[i].cq = grpc_completion_queue_create_for_next(NULL);
+    grpc_server_register_completion_queue(s->server, s->workers[i].cq, NULL);
+  }
+  s->shutdown_cq = grpc_completion_queue_create_for_next(NULL);
+  grpc_server_register_completion_queue(s->server, s->shutdown_cq, NULL);
+
+  grpc_server_credentials *creds = grpc_insecure_server_credentials_create();
+  int bound = grpc_server_add_http2_port(s->server, cfg->listen, creds);
+  grpc_server_credentials_release(creds);
+  if (bound == 0) {
+    for (uint32_t i = 0; i < s->n_workers; i++) {
+      grpc_completion_queue_shutdown(s->workers[i].cq);
+      grpc_completion_queue_destroy(s->workers[i].cq);
+    }
+    grpc_completion_queue_shutdown(s->shutdown_cq);
+    grpc_completion_queue_destroy(s->shutdown_cq);
+    grpc_server_destroy(s->server);
+    free(s);
+    return rd_error_set(err, RD_EINVAL,
+                        "cannot listen on %s (address in use, or not a host:port?)", cfg->listen);
+  }
+  *port = bound;
+  grpc_server_start(s->server);
+
+  for (uint32_t i = 0; i < s->n_workers; i++) {
+    for (int m = 0; m < RD_M_COUNT; m++) post_request(&s->workers[i], m);
+    post_request(&s->workers[i], -1);
+  }
+  for (uint32_t i = 0; i < s->n_workers; i++)
+    if (pthread_create(&s->workers[i].thread, NULL, worker_main, &s->workers[i]) != 0) {
+      /* Degrade rather than fail: the queues of missing threads are
+       * drained by stop. */
+      rd_log_error("server", "could not start completion-queue thread %u", i);
+      s->workers[i].thread = 0;
+    }
+  *out = s;
+  return RD_OK;
+}
+
+void rd_server_stop(rd_server_t *s, double grace_s) {
+  atomic_store(&s->shutting_down, true);
+  static int shutdown_tag;
+  grpc_server_shutdown_and_notify(s->server, s->shutdown_cq, &shutdown_tag);
+  gpr_timespec deadline = gpr_time_add(gpr_now(GPR_CLOCK_REALTIME),
+                                       gpr_time_from_millis((int64_t)(grace_s * 1000), GPR_TIMESPAN));
+  /* Only the shutdown notification is ever queued on shutdown_cq. */
+  grpc_event ev = grpc_completion_queue_next(s->shutdown_cq, deadline, NULL);
+  if (ev.type == GRPC_QUEUE_TIMEOUT) {
+    rd_log_warn("server", "calls still running after %.1f s: cancelling them", grace_s);
+    grpc_server_cancel_all_calls(s->server);
+    grpc_completion_queue_next(s->shutdown_cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
+  }
+  for (uint32_t i = 0; i < s->n_workers; i++) grpc_completion_queue_shutdown(s->workers[i].cq);
+  for (uint32_t i = 0; i < s->n_workers; i++) {
+    if (s->workers[i].thread) {
+      pthread_join(s->workers[i].thread, NULL);
+    } else { /* no thread ever served this queue: drain it here */
+      for (;;) {
+        grpc_event e = grpc_completion_queue_next(s->workers[i].cq,
+                                                  gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
+        if (e.type == GRPC_QUEUE_SHUTDOWN) break;
+        if (e.type == GRPC_OP_COMPLETE) on_event(e.tag, false);
+      }
+    }
+  }
+  grpc_server_destroy(s->server);
+  for (uint32_t i = 0; i < s->n_workers; i++) grpc_completion_queue_destroy(s->workers[i].cq);
+  grpc_completion_queue_shutdown(s->shutdown_cq);
+  grpc_completion_queue_destroy(s->shutdown_cq);
+  free(s);
+}
+
+uint64_t rd_server_calls_started(const rd_server_t *s) {
+  return atomic_load(&((rd_server_t *)s)->calls_started);
+}

@@ -1,0 +1,24 @@
+/* server.h - the gRPC core server: completion-queue threads and per-call
+ * state machines. */
+#ifndef RD_SERVER_H
+#define RD_SERVER_H
+
+#include "config.h"
+#include "handlers.h"
+#include "rd_error.h"
+
+typedef struct rd_server rd_server_t;
+
+/* Bind cfg->listen, start cfg->threads completion-queue threads. The bound
+ * port (useful with ":0") is stored in *port. */
+int rd_server_start(rd_server_t **out, const rd_config_t *cfg, rd_handler_ctx_t *ctx, int *port,
+                    rd_error_t *err);
+
+/* Stop accepting calls, let in-flight calls finish for up to grace_s
+ * seconds, cancel the rest, join the threads, free everything. */
+void rd_server_stop(rd_server_t *s, double grace_s);
+
+/* Calls started and running right now (for logs and tests). */
+uint64_t rd_server_calls_started(const rd_server_t *s);
+
+#endif

@@ -1,0 +1,495 @@
+/* store.c - the daemon's durable state in SQLite (state_dir/replayd.db).
+ *
+ * One connection, opened in WAL mode so a reader (e.g. an operator's
+ * sqlite3 shell) never blocks the daemon, with a busy timeout for the rare
+ * moment someone else holds the write lock. Every public call takes the
+ * store's mutex, so the connection and its prepared statements are used by
+ * one thread at a time (the connection is opened SQLITE_OPEN_NOMUTEX: the
+ * mutex here already serializes it).
+ *
+ * Migrations: migrations[v] takes the schema from version v to v + 1 and
+ * runs in one transaction together with the new PRAGMA user_version, so a
+ * crash mid-migration leaves the old version intact.
+ */
+#define _GNU_SOURCE /* mkostemp */
+#include "store.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <sqlite3.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define DB_FILE "replayd.db"
+#define TOKEN_FILE "admin.token"
+#define ADMIN_TOKEN_HEX 64
+#define BUSY_TIMEOUT_MS 5000
+
+struct rd_store {
+  sqlite3 *db;
+  pthread_mutex_t mu;
+  int version;
+  sqlite3_stmt *put, *del, *list;
+  char path[PATH_MAX];
+};
+
+static const char *const migrations[] = {
+    /* 0 -> 1: registered workloads. seq orders them by creation (ids are
+     * random, so they cannot). */
+    "CREATE TABLE workloads ("
+    "  id TEXT PRIMARY KEY,"
+    "  token TEXT NOT NULL,"
+    "  created_unix INTEGER NOT NULL,"
+    "  spec BLOB NOT NULL,"
+    "  seq INTEGER NOT NULL UNIQUE"
+    ");",
+};
+#define SCHEMA_VERSION ((int)(sizeof migrations / sizeof migrations[0]))
+
+/* ------------------------------------------------------------------ */
+/* Files and directories                                               */
+/* ------------------------------------------------------------------ */
+
+/* mkdir -p with mode 0700 for every directory it creates. Existing
+ * directories are left as they are (their owner chose their mode). */
+static int mkdir_p(const char *dir, rd_error_t *err) {
+  char p[PATH_MAX];
+  size_t len = strlen(dir);
+  if (len == 0) return rd_error_set(err, RD_EINVAL, "state directory path is empty");
+  if (len >= sizeof p)
+    return rd_error_set(err, RD_EINVAL, "state directory path is longer than %zu bytes",
+                        sizeof p - 1);
+  memcpy(p, dir, len + 1);
+  for (size_t i = 1; i <= len; i++) {
+    if (p[i] != '/' && p[i] != '\0') continue;
+    char saved = p[i];
+    p[i] = '\0';
+    if (mkdir(p, 0700) != 0 && errno != EEXIST)
+      return rd_error_set(err, RD_ESTORE, "cannot create directory %s: %s", p, strerror(errno));
+    p[i] = saved;
+  }
+  struct stat st;
+  if (stat(dir, &st) != 0)
+    return rd_error_set(err, RD_ESTORE, "cannot use state directory %s: %s", dir,
+                        strerror(errno));
+  if (!S_ISDIR(st.st_mode))
+    return rd_error_set(err, RD_ESTORE, "state directory %s is not a directory", dir);
+  return RD_OK;
+}
+
+static int join_path(char *out, size_t cap, const char *dir, const char *file, rd_error_t *err) {
+  int n = snprintf(out, cap, "%s/%s", dir, file);
+  if (n < 0 || (size_t)n >= cap)
+    return rd_error_set(err, RD_EINVAL, "path %s/%s is too long", dir, file);
+  return RD_OK;
+}
+
+/* ------------------------------------------------------------------ */
+/* Open, migrate, close                                                */
+/* ------------------------------------------------------------------ */
+
+static int db_error(rd_store_t *s, rd_error_t *err, const char *what) {
+  return rd_error_set(err, RD_ESTORE, "%s: %s: %s", s->path, what, sqlite3_errmsg(s->db));
+}
+
+static int exec_sql(rd_store_t *s, const char *sql, const char *what, rd_error_t *err) {
+  if (sqlite3_exec(s->db, sql, NULL, NULL, NULL) != SQLITE_OK) return db_error(s, err, what);
+  return RD_OK;
+}
+
+static int read_user_version(rd_store_t *s, int *v, rd_error_t *err) {
+  sqlite3_stmt *st;
+  if (sqlite3_prepare_v2(s->db, "PRAGMA user_version", -1, &st, NULL) != SQLITE_OK)
+    return db_error(s, err, "reading the schema version");
+  int rc = sqlite3_step(st);
+  if (rc == SQLITE_ROW) *v = sqlite3_column_int(st, 0);
+  sqlite3_finalize(st);
+  if (rc != SQLITE_ROW) return db_error(s, err, "reading the schema version");
+  return RD_OK;
+}
+
+static int migrate(rd_store_t *s, rd_error_t *err) {
+  /* BEGIN IMMEDIATE takes the write lock before reading the version, so two
+   * processes opening one new database cannot both run migration 0. */
+  int rc = exec_sql(s, "BEGIN IMMEDIATE", "starting the migration", err);
+  if (rc) return rc;
+  int v = 0;
+  if ((rc = read_user_version(s, &v, err)) != RD_OK) goto rollback;
+  if (v > SCHEMA_VERSION) {
+    rc = rd_error_set(err, RD_ESTORE,
+                      "%s: schema version %d is newer than this replayd understands (%d); "
+                      "use a newer replayd or another --state-dir",
+                      s->path, v, SCHEMA_VERSION);
+    goto rollback;
+  }
+  for (; v < SCHEMA_VERSION; v++) {
+    char what[64], pragma[64];
+    snprintf(what, sizeof what, "migrating the schema to version %d", v + 1);
+    if ((rc = exec_sql(s, migrations[v], what, err)) != RD_OK) goto rollback;
+    snprintf(pragma, sizeof pragma, "PRAGMA user_version = %d", v + 1);
+    if ((rc = exec_sql(s, pragma, what, err)) != RD_OK) goto rollback;
+  }
+  if ((rc = exec_sql(s, "COMMIT", "committing the migration", err)) != RD_OK) goto rollback;
+  s->version = v;
+  return RD_OK;
+rollback:
+  sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+  return rc;
+}
+
+static int prepare(rd_store_t *s, sqlite3_stmt **st, const char *sql, rd_error_t *err) {
+  if (sqlite3_prepare_v3(s->db, sql, -1, SQLITE_PREPARE_PERSISTENT, st, NULL) != SQLITE_OK)
+    return db_error(s, err, "preparing a statement");
+  return RD_OK;
+}
+
+void rd_store_close(rd_store_t *s) {
+  if (s == NULL) return;
+  sqlite3_finalize(s->put);
+  sqlite3_finalize(s->del);
+  sqlite3_finalize(s->list);
+  sqlite3_close(s->db); /* every statement is finalized, so this closes */
+  pthread_mutex_destroy(&s->mu);
+  free(s);
+}
+
+int rd_store_open(rd_store_t **out, const char *state_dir, rd_error_t *err) {
+  *out = NULL;
+  if (state_dir == NULL) return rd_error_set(err, RD_EINVAL, "no state directory given");
+  int rc = mkdir_p(state_dir, err);
+  if (rc) return rc;
+
+  rd_store_t *s = calloc(1, sizeof *s);
+  if (s == NULL) return rd_error_set(err, RD_ENOMEM, "out of memory opening the store");
+  if ((rc = join_path(s->path, sizeof s->path, state_dir, DB_FILE, err)) != RD_OK) {
+    free(s);
+    return rc;
+  }
+  pthread_mutex_init(&s->mu, NULL);
+
+  /* Create the file ourselves so it is 0600 from its first byte; SQLite
+   * gives its -wal and -shm files the database file's mode. */
+  int fd = open(s->path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    rc = rd_error_set(err, RD_ESTORE, "cannot open %s: %s", s->path, strerror(errno));
+    goto fail;
+  }
+  close(fd);
+
+  if (sqlite3_open_v2(s->path, &s->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, NULL) !=
+      SQLITE_OK) {
+    rc = s->db ? db_error(s, err, "opening the database")
+               : rd_error_set(err, RD_ENOMEM, "out of memory opening %s", s->path);
+    goto fail;
+  }
+  sqlite3_extended_result_codes(s->db, 1);
+  sqlite3_busy_timeout(s->db, BUSY_TIMEOUT_MS);
+  /* WAL: readers and the writer do not block each other. synchronous=FULL:
+   * a registration is rare and its reply promises the workload exists, so
+   * it must survive a power cut. */
+  if ((rc = exec_sql(s, "PRAGMA journal_mode = WAL", "switching to WAL mode", err)) ||
+      (rc = exec_sql(s, "PRAGMA synchronous = FULL", "setting synchronous mode", err)) ||
+      (rc = migrate(s, err)) ||
+      (rc = prepare(s, &s->put,
+                    "INSERT INTO workloads (id, token, created_unix, spec, seq) VALUES "
+                    "(?1, ?2, ?3, ?4, (SELECT COALESCE(MAX(seq), 0) + 1 FROM workloads))",
+                    err)) ||
+      (rc = prepare(s, &s->del, "DELETE FROM workloads WHERE id = ?1", err)) ||
+      (rc = prepare(s, &s->list,
+                    "SELECT id, token, created_unix, spec FROM workloads ORDER BY seq", err)))
+    goto fail;
+  *out = s;
+  return RD_OK;
+fail:
+  rd_store_close(s);
+  return rc;
+}
+
+int rd_store_schema_version(rd_store_t *s) {
+  pthread_mutex_lock(&s->mu);
+  int v = s->version;
+  pthread_mutex_unlock(&s->mu);
+  return v;
+}
+
+/* ------------------------------------------------------------------ */
+/* Workloads                                                           */
+/* ------------------------------------------------------------------ */
+
+static bool bounded_nonempty(const char *s, size_t cap) {
+  if (s == NULL) return false;
+  size_t n = strnlen(s, cap);
+  return n > 0 && n < cap;
+}
+
+int rd_store_put_workload(rd_store_t *s, const rd_stored_workload_t *w, rd_error_t *err) {
+  if (!bounded_nonempty(w->id, sizeof w->id))
+    return rd_error_set(err, RD_EINVAL, "a stored workload needs an id of 1 to %zu characters",
+                        sizeof w->id - 1);
+  if (!bounded_nonempty(w->token, sizeof w->token))
+    return rd_error_set(err, RD_EINVAL, "a stored workload needs a token of 1 to %zu characters",
+                        sizeof w->token - 1);
+  if (w->spec == NULL && w->spec_len > 0)
+    return rd_error_set(err, RD_EINVAL, "stored workload %s has no spec bytes", w->id);
+  if (w->spec_len > INT_MAX)
+    return rd_error_set(err, RD_EINVAL, "stored workload %s has a spec of %zu bytes", w->id,
+                        w->spec_len);
+
+  pthread_mutex_lock(&s->mu);
+  sqlite3_stmt *st = s->put;
+  int rc = RD_OK;
+  /* A zero-length spec (every field default) must bind as an empty blob,
+   * not NULL, which bind_blob makes of a NULL pointer. */
+  if (sqlite3_bind_text(st, 1, w->id, -1, SQLITE_STATIC) != SQLITE_OK ||
+      sqlite3_bind_text(st, 2, w->token, -1, SQLITE_STATIC) != SQLITE_OK ||
+      sqlite3_bind_int64(st, 3, w->created_unix) != SQLITE_OK ||
+      (w->spec_len ? sqlite3_bind_blob(st, 4, w->spec, (int)w->spec_len, SQLITE_STATIC)
+                   : sqlite3_bind_zeroblob(st, 4, 0)) != SQLITE_OK) {
+    rc = db_error(s, err, "binding a workload");
+  } else {
+    int step = sqlite3_step(st);
+    if (step == SQLITE_CONSTRAINT_PRIMARYKEY)
+      rc = rd_error_set(err, RD_EINVAL, "workload %s is already stored", w->id);
+    else if (step != SQLITE_DONE)
+      rc = db_error(s, err, "storing a workload");
+  }
+  sqlite3_reset(st);
+  sqlite3_clear_bindings(st);
+  pthread_mutex_unlock(&s->mu);
+  return rc;
+}
+
+int rd_store_delete_workload(rd_store_t *s, const char *id, rd_error_t *err) {
+  if (id == NULL || id[0] == '\0')
+    return rd_error_set(err, RD_EINVAL, "no workload id given");
+  pthread_mutex_lock(&s->mu);
+  sqlite3_stmt *st = s->del;
+  int rc = RD_OK;
+  if (sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC) != SQLITE_OK) {
+    rc = db_error(s, err, "binding a workload id");
+  } else if (sqlite3_step(st) != SQLITE_DONE) {
+    rc = db_error(s, err, "deleting a workload");
+  } else if (sqlite3_changes(s->db) == 0) {
+    rc = rd_error_set(err, RD_ENOTFOUND, "no stored workload has id %.64s", id);
+  }
+  sqlite3_reset(st);
+  sqlite3_clear_bindings(st);
+  pthread_mutex_unlock(&s->mu);
+  return rc;
+}
+
+void rd_store_free_workloads(rd_stored_workload_t *w, size_t n) {
+  if (w == NULL) return;
+  for (size_t i = 0; i < n; i++) free(w[i].spec);
+  free(w);
+}
+
+/* Copy one result row; RD_ESTORE if it does not fit the struct (the file
+ * was edited by hand, or by a future version). */
+static int read_row(rd_store_t *s, sqlite3_stmt *st, rd_stored_workload_t *w, rd_error_t *err) {
+  const unsigned char *id = sqlite3_column_text(st, 0);
+  int id_len = sqlite3_column_bytes(st, 0);
+  const unsigned char *token = sqlite3_column_text(st, 1);
+  int token_len = sqlite3_column_bytes(st, 1);
+  if (id == NULL || id_len <= 0 || (size_t)id_len >= sizeof w->id || token == NULL ||
+      token_len <= 0 || (size_t)token_len >= sizeof w->token)
+    return rd_error_set(err, RD_ESTORE, "%s: a stored workload has a malformed id or token",
+                        s->path);
+  memcpy(w->id, id, (size_t)id_len + 1);
+  memcpy(w->token, token, (size_t)token_len + 1);
+  w->created_unix = sqlite3_column_int64(st, 2);
+  const void *spec = sqlite3_column_blob(st, 3);
+  int spec_len = sqlite3_column_bytes(st, 3);
+  /* malloc(0) may return NULL; keep one byte so spec is never NULL. */
+  w->spec = malloc(spec_len > 0 ? (size_t)spec_len : 1);
+  if (w->spec == NULL) return rd_error_set(err, RD_ENOMEM, "out of memory reading workload specs");
+  if (spec_len > 0) memcpy(w->spec, spec, (size_t)spec_len);
+  w->spec_len = (size_t)spec_len;
+  return RD_OK;
+}
+
+int rd_store_list_workloads(rd_store_t *s, rd_stored_workload_t **out, size_t *n,
+                            rd_error_t *err) {
+  *out = NULL;
+  *n = 0;
+  rd_stored_workload_t *v = NULL;
+  size_t len = 0, cap = 0;
+  int rc = RD_OK;
+  pthread_mutex_lock(&s->mu);
+  sqlite3_stmt *st = s->list;
+  for (;;) {
+    int step = sqlite3_step(st);
+    if (step == SQLITE_DONE) break;
+    if (step != SQLITE_ROW) {
+      rc = db_error(s, err, "listing workloads");
+      break;
+    }
+    if (len == cap) {
+      size_t ncap = cap ? cap * 2 : 16;
+      rd_stored_workload_t *nv = realloc(v, ncap * sizeof *nv);
+      if (nv == NULL) {
+        rc = rd_error_set(err, RD_ENOMEM, "out of memory listing workloads");
+        break;
+      }
+      v = nv;
+      cap = ncap;
+    }
+    memset(&v[len], 0, sizeof v[len]);
+    if ((rc = read_row(s, st, &v[len], err)) != RD_OK) {
+      free(v[len].spec);
+      break;
+    }
+    len++;
+  }
+  sqlite3_reset(st);
+  pthread_mutex_unlock(&s->mu);
+  if (rc) {
+    rd_store_free_workloads(v, len);
+    return rc;
+  }
+  *out = v;
+  *n = len;
+  return RD_OK;
+}
+
+/* ------------------------------------------------------------------ */
+/* Admin token                                                         */
+/* ------------------------------------------------------------------ */
+
+static bool is_lower_hex(char ch) { return (ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'f'); }
+
+/* Read and check an existing token file. RD_ENOTFOUND if it does not exist. */
+static int read_token(const char *path, char *buf, rd_error_t *err) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) {
+    if (errno == ENOENT) return RD_ENOTFOUND;
+    return rd_error_set(err, RD_ESTORE, "cannot open %s: %s", path, strerror(errno));
+  }
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    close(fd);
+    return rd_error_set(err, RD_ESTORE, "%s is not a regular file", path);
+  }
+  /* The token lets its holder delete any workload: refuse one that others
+   * could read, rather than keep using a leaked secret. */
+  if (st.st_mode & 077) {
+    close(fd);
+    return rd_error_set(err, RD_ESTORE,
+                        "%s has mode %03o; it must be readable by its owner only (chmod 600)",
+                        path, (unsigned)(st.st_mode & 0777));
+  }
+  char tmp[ADMIN_TOKEN_HEX + 2];
+  size_t got = 0;
+  while (got < sizeof tmp) {
+    ssize_t r = read(fd, tmp + got, sizeof tmp - got);
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) {
+      int e = errno;
+      close(fd);
+      return rd_error_set(err, RD_ESTORE, "cannot read %s: %s", path, strerror(e));
+    }
+    if (r == 0) break;
+    got += (size_t)r;
+  }
+  close(fd);
+  /* Exactly 64 lowercase hex digits, optionally followed by one newline. */
+  bool ok = got == ADMIN_TOKEN_HEX || (got == ADMIN_TOKEN_HEX + 1 && tmp[ADMIN_TOKEN_HEX] == '\n');
+  for (size_t i = 0; ok && i < ADMIN_TOKEN_HEX; i++) ok = is_lower_hex(tmp[i]);
+  if (!ok)
+    return rd_error_set(err, RD_ESTORE,
+                        "%s does not hold a token (64 lowercase hex digits and a newline); "
+                        "fix it or delete it to have a new one made",
+                        path);
+  memcpy(buf, tmp, ADMIN_TOKEN_HEX);
+  buf[ADMIN_TOKEN_HEX] = '\0';
+  return RD_OK;
+}
+
+static int random_hex(char *out, size_t hex_len, rd_error_t *err) {
+  unsigned char raw[64];
+  size_t n = hex_len / 2, got = 0;
+  while (got < n) {
+    ssize_t r = getrandom(raw + got, n - got, 0);
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) return rd_error_set(err, RD_ESTORE, "getrandom failed: %s", strerror(errno));
+    got += (size_t)r;
+  }
+  static const char digits[] = "0123456789abcdef";
+  for (size_t i = 0; i < n; i++) {
+    out[2 * i] = digits[raw[i] >> 4];
+    out[2 * i + 1] = digits[raw[i] & 15];
+  }
+  out[hex_len] = '\0';
+  return RD_OK;
+}
+
+static int write_all(int fd, const char *p, size_t n) {
+  while (n > 0) {
+    ssize_t w = write(fd, p, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w < 0) return -1;
+    p += w;
+    n -= (size_t)w;
+  }
+  return 0;
+}
+
+/* Write a new token to a private temporary file, then link() it into
+ * place: link fails with EEXIST if another process won the race, and a
+ * reader never sees a half-written file (O_EXCL on the final name would
+ * expose one between create and write). */
+static int create_token(const char *dir, const char *path, rd_error_t *err) {
+  char tmp[PATH_MAX], token[ADMIN_TOKEN_HEX + 2];
+  int rc = join_path(tmp, sizeof tmp, dir, TOKEN_FILE ".XXXXXX", err);
+  if (rc) return rc;
+  if ((rc = random_hex(token, ADMIN_TOKEN_HEX, err)) != RD_OK) return rc;
+  token[ADMIN_TOKEN_HEX] = '\n';
+  int fd = mkostemp(tmp, O_CLOEXEC); /* O_EXCL, mode 0600 */
+  if (fd < 0)
+    return rd_error_set(err, RD_ESTORE, "cannot create a file in %s: %s", dir, strerror(errno));
+  if (fchmod(fd, 0600) != 0 || write_all(fd, token, ADMIN_TOKEN_HEX + 1) != 0 || fsync(fd) != 0) {
+    int e = errno;
+    close(fd);
+    unlink(tmp);
+    return rd_error_set(err, RD_ESTORE, "cannot write %s: %s", tmp, strerror(e));
+  }
+  close(fd);
+  int lrc = link(tmp, path);
+  int e = errno;
+  unlink(tmp);
+  if (lrc != 0 && e != EEXIST)
+    return rd_error_set(err, RD_ESTORE, "cannot create %s: %s", path, strerror(e));
+  /* Make the new name durable. */
+  int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    fsync(dfd);
+    close(dfd);
+  }
+  return RD_OK; /* created, or someone else's is there: the caller reads it */
+}
+
+int rd_store_admin_token(const char *state_dir, char *buf, size_t len, rd_error_t *err) {
+  if (buf == NULL || len < ADMIN_TOKEN_HEX + 1)
+    return rd_error_set(err, RD_EINVAL, "the admin token needs a buffer of %d bytes",
+                        ADMIN_TOKEN_HEX + 1);
+  if (state_dir == NULL) return rd_error_set(err, RD_EINVAL, "no state directory given");
+  int rc = mkdir_p(state_dir, err);
+  if (rc) return rc;
+  char path[PATH_MAX];
+  if ((rc = join_path(path, sizeof path, state_dir, TOKEN_FILE, err)) != RD_OK) return rc;
+
+  rc = read_token(path, buf, err);
+  if (rc != RD_ENOTFOUND) return rc;
+  if ((rc = create_token(state_dir, path, err)) != RD_OK) return rc;
+  rc = read_token(path, buf, err);
+  if (rc == RD_ENOTFOUND) /* deleted again between link and read */
+    return rd_error_set(err, RD_ESTORE, "%s disappeared while it was being created", path);
+  return rc;
+}

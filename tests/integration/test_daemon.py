@@ -1,0 +1,391 @@
+#!/usr/bin/python3
+"""Integration and interop tests: the real replayd on an ephemeral loopback
+port, driven by a Python client generated from api/replayd.proto with
+Debian's grpc tools.
+
+usage: test_daemon.py REPLAYD_EXE PROTO_DIR
+"""
+import math
+import os
+import re
+import signal
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import unittest
+
+import grpc
+
+REPLAYD = os.path.abspath(sys.argv[1])
+PROTO_DIR = os.path.abspath(sys.argv[2])
+del sys.argv[1:3]
+
+# Generate the Python stubs from the proto into a scratch directory.
+_gen = tempfile.mkdtemp(prefix="replayd-pb-")
+subprocess.run(
+    [sys.executable, "-m", "grpc_tools.protoc", "-I", PROTO_DIR, "--python_out", _gen,
+     "--grpc_python_out", _gen, os.path.join(PROTO_DIR, "replayd.proto")],
+    check=True)
+sys.path.insert(0, _gen)
+import replayd_pb2 as pb  # noqa: E402
+import replayd_pb2_grpc as pbg  # noqa: E402
+
+TOKEN_KEY = "x-replayd-token"
+OBS = 4
+
+
+class Daemon:
+    """One replayd process; stderr is collected by a thread."""
+
+    def __init__(self, state_dir, *extra):
+        self.lines = []
+        self.proc = subprocess.Popen(
+            [REPLAYD, "--listen", "127.0.0.1:0", "--state-dir", state_dir,
+             "--log-level", "debug", *extra],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        self.port = None
+        got = threading.Event()
+
+        def pump():
+            for line in self.proc.stderr:
+                self.lines.append(line)
+                m = re.search(r"listening on 127\.0\.0\.1:(\d+)", line)
+                if m and self.port is None:
+                    self.port = int(m.group(1))
+                    got.set()
+            got.set()
+
+        self.thread = threading.Thread(target=pump, daemon=True)
+        self.thread.start()
+        if not got.wait(30) or self.port is None:
+            self.proc.kill()
+            self.proc.wait()
+            raise RuntimeError("replayd did not start:\n" + "".join(self.lines))
+        self.channel = grpc.insecure_channel(
+            f"127.0.0.1:{self.port}",
+            options=[("grpc.max_receive_message_length", 256 << 20),
+                     ("grpc.max_send_message_length", 256 << 20)])
+        self.stub = pbg.ReplayStub(self.channel)
+
+    def alive(self):
+        return self.proc.poll() is None
+
+    def stop(self, sig=signal.SIGTERM, timeout=30):
+        self.channel.close()
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        rc = self.proc.wait(timeout)
+        self.thread.join(5)
+        self.proc.stderr.close()
+        return rc
+
+
+def cartpole_spec(capacity=1000, **kw):
+    fields = [
+        pb.Field(name="obs", dtype=pb.FLOAT32, shape=[OBS]),
+        pb.Field(name="action", dtype=pb.INT32),
+        pb.Field(name="reward", dtype=pb.FLOAT32),
+        pb.Field(name="next_obs", dtype=pb.FLOAT32, shape=[OBS]),
+        pb.Field(name="done", dtype=pb.BOOL),
+    ]
+    return pb.WorkloadSpec(name="cartpole", fields=fields, capacity=capacity, seed=7, **kw)
+
+
+def rows(n, start=0):
+    """n CartPole rows as packed columns; obs[0] carries the row number."""
+    obs = b"".join(struct.pack("<4f", start + i, 0.5, -0.5, 1.0) for i in range(n))
+    act = b"".join(struct.pack("<i", (start + i) % 2) for i in range(n))
+    rew = b"".join(struct.pack("<f", 1.0) for _ in range(n))
+    nxt = b"".join(struct.pack("<4f", start + i + 1, 0, 0, 0) for i in range(n))
+    done = bytes((start + i) % 7 == 0 for i in range(n))
+    return pb.RowBatch(count=n, columns=[obs, act, rew, nxt, done])
+
+
+class Base(unittest.TestCase):
+    extra = ()
+
+    def setUp(self):
+        self.state = tempfile.mkdtemp(prefix="replayd-state-")
+        self.d = Daemon(self.state, *self.extra)
+
+    def tearDown(self):
+        if self.d.alive():
+            self.assertEqual(self.d.stop(), 0, "replayd did not exit 0 on SIGTERM")
+
+    def register(self, **kw):
+        return self.d.stub.RegisterWorkload(cartpole_spec(**kw), timeout=10)
+
+    def md(self, w):
+        return ((TOKEN_KEY, w.token),)
+
+    def describe(self, w):
+        return self.d.stub.DescribeWorkload(pb.WorkloadRef(id=w.id), timeout=10)
+
+    def assert_code(self, code, fn, *a, **kw):
+        with self.assertRaises(grpc.RpcError) as cm:
+            fn(*a, **kw)
+        self.assertEqual(cm.exception.code(), code, cm.exception.details())
+        self.assertTrue(cm.exception.details(), "status without a message")
+        return cm.exception
+
+
+class TestLifecycle(Base):
+    def test_register_insert_sample_update_describe_delete(self):
+        w = self.register(capacity=100)
+        self.assertEqual(len(w.id), 32)
+        self.assertEqual(len(w.token), 64)
+        self.assertEqual(w.spec.fanout, 16, "normalised spec fills the default fanout")
+        r = self.d.stub.InsertBatch(pb.InsertRequest(workload_id=w.id, rows=rows(50)),
+                                    metadata=self.md(w), timeout=10)
+        self.assertEqual(list(r.keys), list(range(50)))
+        s = self.d.stub.Sample(pb.SampleRequest(workload_id=w.id, batch_size=32, beta=0.5),
+                               metadata=self.md(w), timeout=10)
+        self.assertEqual(len(s.keys), 32)
+        self.assertEqual(s.table_size, 50)
+        self.assertEqual(s.rows.count, 32)
+        obs = s.rows.columns[0]
+        for i, k in enumerate(s.keys):  # the rows are the inserted ones
+            self.assertEqual(struct.unpack_from("<f", obs, i * 16)[0], float(k))
+            self.assertAlmostEqual(s.probabilities[i], 1 / 50, places=9)
+        self.assertEqual(max(s.weights), 1.0)
+        u = self.d.stub.UpdatePriorities(
+            pb.UpdatePrioritiesRequest(workload_id=w.id, keys=list(s.keys),
+                                       priorities=[2.0] * len(s.keys)),
+            metadata=self.md(w), timeout=10)
+        self.assertEqual(u.applied + u.stale, len(s.keys))
+        self.assertEqual(u.stale, 0)
+        dsc = self.describe(w)
+        self.assertEqual(dsc.token, "", "describe must not reveal the token")
+        self.assertEqual(dsc.counters.inserts, 50)
+        self.assertEqual(dsc.counters.samples, 32)
+        self.assertEqual(dsc.counters.size, 50)
+        self.d.stub.DeleteWorkload(pb.WorkloadRef(id=w.id), metadata=self.md(w), timeout=10)
+        self.assert_code(grpc.StatusCode.NOT_FOUND, self.describe, w)
+
+    def test_insert_stream(self):
+        w = self.register(capacity=10000)
+
+        def gen():
+            for i in range(20):
+                yield pb.InsertRequest(workload_id=w.id, rows=rows(64, 64 * i))
+
+        r = self.d.stub.Insert(gen(), metadata=self.md(w), timeout=30)
+        self.assertEqual(r.inserted, 20 * 64)
+        self.assertEqual(r.first_key, 0)
+        self.assertEqual(self.describe(w).counters.size, 20 * 64)
+
+    def test_stale_updates_counted(self):
+        w = self.register(capacity=10)
+        self.d.stub.InsertBatch(pb.InsertRequest(workload_id=w.id, rows=rows(10)),
+                                metadata=self.md(w), timeout=10)
+        self.d.stub.InsertBatch(pb.InsertRequest(workload_id=w.id, rows=rows(10)),
+                                metadata=self.md(w), timeout=10)
+        u = self.d.stub.UpdatePriorities(
+            pb.UpdatePrioritiesRequest(workload_id=w.id, keys=[0, 1, 15],
+                                       priorities=[1.0, 1.0, 1.0]),
+            metadata=self.md(w), timeout=10)
+        self.assertEqual((u.applied, u.stale), (1, 2))
+        self.assertEqual(self.describe(w).counters.stale_updates, 2)
+
+    def test_list_and_server_info(self):
+        a, b = self.register(), self.register(capacity=50)
+        ids = {w.id for w in self.d.stub.ListWorkloads(pb.ListWorkloadsRequest(),
+                                                       timeout=10).workloads}
+        self.assertEqual(ids, {a.id, b.id})
+        info = self.d.stub.ServerInfo(pb.ServerInfoRequest(), timeout=10)
+        self.assertTrue(info.version)
+        self.assertGreaterEqual(info.uptime_seconds, 0)
+        self.assertEqual(info.devices[0].kind, "cpu")
+        self.assertTrue(info.devices[0].fingerprint.startswith("cpu-"))
+        self.assertEqual(len(info.workloads), 2)
+        self.assertTrue(all(w.token == "" for w in info.workloads))
+
+    def test_tenants_are_isolated(self):
+        a, b = self.register(), self.register()
+        self.assert_code(grpc.StatusCode.PERMISSION_DENIED, self.d.stub.InsertBatch,
+                         pb.InsertRequest(workload_id=a.id, rows=rows(1)),
+                         metadata=self.md(b), timeout=10)
+        self.assert_code(grpc.StatusCode.PERMISSION_DENIED, self.d.stub.DeleteWorkload,
+                         pb.WorkloadRef(id=a.id), metadata=self.md(b), timeout=10)
+        self.assertEqual(self.describe(a).counters.inserts, 0)
+
+    def test_admin_token_deletes(self):
+        w = self.register()
+        with open(os.path.join(self.state, "admin.token")) as f:
+            admin = f.read().strip()
+        self.d.stub.DeleteWorkload(pb.WorkloadRef(id=w.id), metadata=((TOKEN_KEY, admin),),
+                                   timeout=10)
+        self.assert_code(grpc.StatusCode.NOT_FOUND, self.describe, w)
+
+    def test_restart_specs_survive(self):
+        w = self.register(capacity=321, alpha=0.0)
+        self.d.stub.InsertBatch(pb.InsertRequest(workload_id=w.id, rows=rows(5)),
+                                metadata=self.md(w), timeout=10)
+        self.assertEqual(self.d.stop(), 0)
+        self.d = Daemon(self.state)
+        dsc = self.describe(w)
+        self.assertEqual(dsc.spec.capacity, 321)
+        self.assertEqual(dsc.spec.WhichOneof("alpha_opt"), "alpha")
+        self.assertEqual(dsc.spec.alpha, 0.0)
+        self.assertEqual(dsc.counters.size, 0, "data does not persist yet: restarts empty")
+        r = self.d.stub.InsertBatch(pb.InsertRequest(workload_id=w.id, rows=rows(3)),
+                                    metadata=self.md(w), timeout=10)  # the token still works
+        self.assertEqual(r.inserted, 3)
+
+    def test_graceful_shutdown_drains_a_stream(self):
+        w = self.register(capacity=10000)
+        go = threading.Event()
+
+        def gen():
+            yield pb.InsertRequest(workload_id=w.id, rows=rows(10))
+            go.wait(10)
+            time.sleep(0.3)
+            for i in range(5):
+                yield pb.InsertRequest(workload_id=w.id, rows=rows(10, 10 * (i + 1)))
+
+        result = {}
+
+        def call():
+            result["r"] = self.d.stub.Insert(gen(), metadata=self.md(w), timeout=30)
+
+        t = threading.Thread(target=call)
+        t.start()
+        time.sleep(0.5)
+        self.d.proc.send_signal(signal.SIGTERM)  # the call is in flight
+        go.set()
+        t.join(30)
+        self.assertEqual(result["r"].inserted, 60, "in-flight call must complete")
+        self.assertEqual(self.d.proc.wait(30), 0)
+        self.assertTrue(any("draining" in line for line in self.d.lines))
+
+
+class TestBadInput(Base):
+    """Each bad input gets the right status and changes nothing; the daemon
+    survives all of them."""
+    extra = ("--max-batch", "1000", "--max-message-bytes", "1048576")
+
+    def setUp(self):
+        super().setUp()
+        self.w = self.register(capacity=5000)
+        self.d.stub.InsertBatch(pb.InsertRequest(workload_id=self.w.id, rows=rows(100)),
+                                metadata=self.md(self.w), timeout=10)
+        self.before = self.describe(self.w).counters
+
+    def tearDown(self):
+        self.assertEqual(self.describe(self.w).counters, self.before, "state changed")
+        self.d.stub.ServerInfo(pb.ServerInfoRequest(), timeout=10)  # still serving
+        super().tearDown()
+
+    def raw(self, method):
+        return self.d.channel.unary_unary(f"/replayd.v1.Replay/{method}",
+                                          request_serializer=lambda b: b,
+                                          response_deserializer=lambda b: b)
+
+    def insert(self, batch, priorities=(), md=None):
+        return self.d.stub.InsertBatch(
+            pb.InsertRequest(workload_id=self.w.id, rows=batch, priorities=list(priorities)),
+            metadata=self.md(self.w) if md is None else md, timeout=10)
+
+    def test_undecodable_bytes(self):
+        for method in ("Sample", "InsertBatch", "UpdatePriorities", "RegisterWorkload"):
+            self.assert_code(grpc.StatusCode.INVALID_ARGUMENT, self.raw(method),
+                             b"\xff\xff\xff\xff\x0f\x01", metadata=self.md(self.w), timeout=10)
+
+    def test_wrong_row_size(self):
+        b = rows(10)
+        b.columns[1] = b.columns[1][:-1]  # action column one byte short
+        e = self.assert_code(grpc.StatusCode.INVALID_ARGUMENT, self.insert, b)
+        self.assertIn("action", e.details())
+
+    def test_shape_mismatch(self):
+        b = rows(10)
+        b.columns[0] = b"".join(struct.pack("<3f", 1, 2, 3) for _ in range(10))  # obs is [4]
+        e = self.assert_code(grpc.StatusCode.INVALID_ARGUMENT, self.insert, b)
+        self.assertIn("obs", e.details())
+
+    def test_missing_column(self):
+        b = rows(10)
+        del b.columns[4]
+        self.assert_code(grpc.StatusCode.INVALID_ARGUMENT, self.insert, b)
+
+    def test_nan_priority(self):
+        for bad in (math.nan, math.inf, -1.0):
+            self.assert_code(grpc.StatusCode.INVALID_ARGUMENT, self.insert, rows(3),
+                             [1.0, 1.0, bad])
+            self.assert_code(grpc.StatusCode.INVALID_ARGUMENT, self.d.stub.UpdatePriorities,
+                             pb.UpdatePrioritiesRequest(workload_id=self.w.id, keys=[0, 1],
+                                                        priorities=[1.0, bad]),
+                             metadata=self.md(self.w), timeout=10)
+
+    def test_batch_over_limit(self):
+        self.assert_code(grpc.StatusCode.RESOURCE_EXHAUSTED, self.insert, rows(1001))
+        self.assert_code(grpc.StatusCode.RESOURCE_EXHAUSTED, self.d.stub.Sample,
+                         pb.SampleRequest(workload_id=self.w.id, batch_size=1001),
+                         metadata=self.md(self.w), timeout=10)
+
+    def test_sample_more_than_held(self):
+        self.assert_code(grpc.StatusCode.INVALID_ARGUMENT, self.d.stub.Sample,
+                         pb.SampleRequest(workload_id=self.w.id, batch_size=101),
+                         metadata=self.md(self.w), timeout=10)
+
+    def test_message_over_size_limit(self):
+        big = pb.RowBatch(count=1, columns=[b"\0" * (2 << 20)])
+        self.assert_code(grpc.StatusCode.RESOURCE_EXHAUSTED, self.insert, big)
+
+    def test_unknown_workload(self):
+        self.assert_code(grpc.StatusCode.NOT_FOUND, self.d.stub.Sample,
+                         pb.SampleRequest(workload_id="0" * 32, batch_size=1),
+                         metadata=self.md(self.w), timeout=10)
+
+    def test_missing_and_wrong_token(self):
+        self.assert_code(grpc.StatusCode.UNAUTHENTICATED, self.insert, rows(1), md=())
+        self.assert_code(grpc.StatusCode.PERMISSION_DENIED, self.insert, rows(1),
+                         md=((TOKEN_KEY, "f" * 64),))
+        self.assert_code(grpc.StatusCode.PERMISSION_DENIED, self.insert, rows(1),
+                         md=((TOKEN_KEY, self.w.token[:-1]),))
+
+    def test_unknown_method(self):
+        t0 = time.monotonic()
+        call = self.d.channel.unary_unary("/replayd.v1.Replay/NoSuchMethod",
+                                          request_serializer=lambda b: b,
+                                          response_deserializer=lambda b: b)
+        self.assert_code(grpc.StatusCode.UNIMPLEMENTED, call, b"", timeout=20)
+        self.assertLess(time.monotonic() - t0, 5, "unknown method must not hang")
+        other = self.d.channel.unary_unary("/other.Service/Call",
+                                           request_serializer=lambda b: b,
+                                           response_deserializer=lambda b: b)
+        self.assert_code(grpc.StatusCode.UNIMPLEMENTED, other, b"", timeout=20)
+
+    def test_hosted_learning_not_yet(self):
+        self.assert_code(grpc.StatusCode.UNIMPLEMENTED, self.d.stub.TrainStep,
+                         pb.TrainStepRequest(workload_id=self.w.id, steps=1),
+                         metadata=self.md(self.w), timeout=10)
+        self.assert_code(grpc.StatusCode.UNIMPLEMENTED, self.d.stub.GetWeights,
+                         pb.GetWeightsRequest(workload_id=self.w.id),
+                         metadata=self.md(self.w), timeout=10)
+
+    def test_bad_specs(self):
+        n = len(self.d.stub.ListWorkloads(pb.ListWorkloadsRequest(), timeout=10).workloads)
+        for spec in (cartpole_spec(capacity=0), cartpole_spec(capacity=1 << 30),
+                     pb.WorkloadSpec(name="x", capacity=10),
+                     pb.WorkloadSpec(name="x", capacity=10, fields=[pb.Field(name="a")]),
+                     cartpole_spec(fanout=3), cartpole_spec(alpha=math.nan),
+                     cartpole_spec(beta=2.0)):
+            self.assert_code(grpc.StatusCode.INVALID_ARGUMENT, self.d.stub.RegisterWorkload,
+                             spec, timeout=10)
+        self.assertEqual(
+            len(self.d.stub.ListWorkloads(pb.ListWorkloadsRequest(), timeout=10).workloads), n)
+
+    def test_stream_with_a_bad_message(self):
+        def gen():
+            yield pb.InsertRequest(workload_id=self.w.id, rows=rows(0))
+
+        self.assert_code(grpc.StatusCode.INVALID_ARGUMENT, self.d.stub.Insert, gen(),
+                         metadata=self.md(self.w), timeout=10)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)

@@ -1,0 +1,586 @@
+/* test_store.c - the SQLite state store and the admin token file. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <dirent.h>
+#include <pthread.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "store.h"
+
+/* ------------------------------------------------------------------ */
+/* Helpers                                                             */
+/* ------------------------------------------------------------------ */
+
+static char root[64];
+
+static int setup_root(void **state) {
+  (void)state;
+  umask(022);
+  snprintf(root, sizeof root, "/tmp/rd_test_store.XXXXXX");
+  return mkdtemp(root) == NULL ? -1 : 0;
+}
+
+static int teardown_root(void **state) {
+  (void)state;
+  char cmd[256];
+  snprintf(cmd, sizeof cmd, "chmod -R u+rwx '%s'; rm -rf '%s'", root, root);
+  return system(cmd) == 0 ? 0 : -1;
+}
+
+/* A fresh directory name under root (not created). */
+static const char *fresh(const char *name) {
+  static char p[4][160];
+  static int which;
+  char *s = p[which++ & 3];
+  snprintf(s, 160, "%s/%s", root, name);
+  return s;
+}
+
+static unsigned mode_of(const char *path) {
+  struct stat st;
+  assert_int_equal(stat(path, &st), 0);
+  return (unsigned)(st.st_mode & 0777);
+}
+
+static rd_store_t *open_ok(const char *dir) {
+  rd_store_t *s = NULL;
+  rd_error_t err;
+  rd_error_clear(&err);
+  int rc = rd_store_open(&s, dir, &err);
+  if (rc) fail_msg("rd_store_open(%s): %s %s", dir, rd_err_name(rc), err.msg);
+  assert_non_null(s);
+  return s;
+}
+
+static rd_stored_workload_t make(const char *id, const char *token, int64_t created,
+                                 const char *spec) {
+  rd_stored_workload_t w;
+  memset(&w, 0, sizeof w);
+  snprintf(w.id, sizeof w.id, "%s", id);
+  snprintf(w.token, sizeof w.token, "%s", token);
+  w.created_unix = created;
+  w.spec = (uint8_t *)(uintptr_t)spec;
+  w.spec_len = spec ? strlen(spec) : 0;
+  return w;
+}
+
+static void put_ok(rd_store_t *s, const char *id, const char *token, int64_t created,
+                   const char *spec) {
+  rd_stored_workload_t w = make(id, token, created, spec);
+  rd_error_t err;
+  rd_error_clear(&err);
+  int rc = rd_store_put_workload(s, &w, &err);
+  if (rc) fail_msg("put %s: %s", id, err.msg);
+}
+
+/* The stored ids in order, joined with ','. */
+static void list_ids(rd_store_t *s, char *out, size_t cap) {
+  rd_stored_workload_t *v;
+  size_t n;
+  rd_error_t err;
+  rd_error_clear(&err);
+  int rc = rd_store_list_workloads(s, &v, &n, &err);
+  if (rc) fail_msg("list: %s", err.msg);
+  out[0] = '\0';
+  for (size_t i = 0; i < n; i++) {
+    strncat(out, v[i].id, cap - strlen(out) - 1);
+    if (i + 1 < n) strncat(out, ",", cap - strlen(out) - 1);
+  }
+  rd_store_free_workloads(v, n);
+}
+
+/* Run one SQL statement on a separate connection; returns the first
+ * column of the first row as an int (or -1). */
+static int side_sql_int(const char *db_path, const char *sql) {
+  sqlite3 *db;
+  assert_int_equal(sqlite3_open(db_path, &db), SQLITE_OK);
+  sqlite3_stmt *st;
+  int v = -1;
+  if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK) {
+    if (sqlite3_step(st) == SQLITE_ROW) v = sqlite3_column_int(st, 0);
+    sqlite3_finalize(st);
+  }
+  sqlite3_close(db);
+  return v;
+}
+
+static void write_text(const char *path, const char *content, mode_t mode) {
+  FILE *f = fopen(path, "w");
+  assert_non_null(f);
+  fputs(content, f);
+  fclose(f);
+  assert_int_equal(chmod(path, mode), 0);
+}
+
+/* ------------------------------------------------------------------ */
+/* Store                                                               */
+/* ------------------------------------------------------------------ */
+
+static void test_open_creates_private_files(void **state) {
+  (void)state;
+  const char *top = fresh("open");
+  char dir[192], db[256];
+  snprintf(dir, sizeof dir, "%s/a/b", top);
+  snprintf(db, sizeof db, "%s/replayd.db", dir);
+  rd_store_t *s = open_ok(dir);
+  assert_int_equal(rd_store_schema_version(s), 1);
+  /* Every directory it made is 0700 and the database 0600, whatever the umask. */
+  assert_int_equal(mode_of(top), 0700);
+  char mid[200];
+  snprintf(mid, sizeof mid, "%s/a", top);
+  assert_int_equal(mode_of(mid), 0700);
+  assert_int_equal(mode_of(dir), 0700);
+  assert_int_equal(mode_of(db), 0600);
+  put_ok(s, "w1", "t1", 1, "spec");
+  char wal[270];
+  snprintf(wal, sizeof wal, "%s-wal", db);
+  assert_int_equal(mode_of(wal), 0600); /* WAL mode, and the -wal file is private too */
+  rd_store_close(s);
+  assert_int_equal(side_sql_int(db, "PRAGMA user_version"), 1);
+  assert_int_equal(side_sql_int(db, "SELECT count(*) FROM workloads"), 1);
+
+  /* An existing directory keeps the mode its owner chose. */
+  const char *own = fresh("own");
+  assert_int_equal(mkdir(own, 0755), 0);
+  s = open_ok(own);
+  rd_store_close(s);
+  assert_int_equal(mode_of(own), 0755);
+  rd_store_close(NULL); /* allowed */
+}
+
+static void test_put_list_delete(void **state) {
+  (void)state;
+  rd_store_t *s = open_ok(fresh("pld"));
+  char ids[512];
+  list_ids(s, ids, sizeof ids);
+  assert_string_equal(ids, "");
+
+  /* Creation order, not id order. */
+  put_ok(s, "zz", "tok-z", 100, "spec-z");
+  put_ok(s, "aa", "tok-a", 200, NULL); /* an empty spec (all defaults) is a valid spec */
+  put_ok(s, "mm", "tok-m", 300, "spec\x01m");
+  list_ids(s, ids, sizeof ids);
+  assert_string_equal(ids, "zz,aa,mm");
+
+  rd_stored_workload_t *v;
+  size_t n;
+  rd_error_t err;
+  rd_error_clear(&err);
+  assert_int_equal(rd_store_list_workloads(s, &v, &n, &err), RD_OK);
+  assert_int_equal(n, 3);
+  assert_string_equal(v[0].token, "tok-z");
+  assert_int_equal(v[0].created_unix, 100);
+  assert_int_equal(v[0].spec_len, 6);
+  assert_memory_equal(v[0].spec, "spec-z", 6);
+  assert_int_equal(v[1].spec_len, 0);
+  assert_non_null(v[1].spec);
+  assert_int_equal(v[2].created_unix, 300);
+  assert_memory_equal(v[2].spec, "spec\x01m", 6);
+  rd_store_free_workloads(v, n);
+
+  /* A duplicate id is refused and changes nothing. */
+  rd_stored_workload_t dup = make("aa", "other", 5, "x");
+  assert_int_equal(rd_store_put_workload(s, &dup, &err), RD_EINVAL);
+  assert_non_null(strstr(err.msg, "workload aa is already stored"));
+  list_ids(s, ids, sizeof ids);
+  assert_string_equal(ids, "zz,aa,mm");
+
+  assert_int_equal(rd_store_delete_workload(s, "aa", &err), RD_OK);
+  list_ids(s, ids, sizeof ids);
+  assert_string_equal(ids, "zz,mm");
+  assert_int_equal(rd_store_delete_workload(s, "aa", &err), RD_ENOTFOUND);
+  assert_non_null(strstr(err.msg, "aa"));
+  assert_int_equal(rd_store_delete_workload(s, "", &err), RD_EINVAL);
+  assert_int_equal(rd_store_delete_workload(s, NULL, &err), RD_EINVAL);
+
+  /* After a delete, new workloads still come last. */
+  put_ok(s, "bb", "tok-b", 400, "b");
+  list_ids(s, ids, sizeof ids);
+  assert_string_equal(ids, "zz,mm,bb");
+  rd_store_close(s);
+}
+
+static void test_put_rejects_bad_input(void **state) {
+  (void)state;
+  rd_store_t *s = open_ok(fresh("bad"));
+  rd_error_t err;
+  rd_stored_workload_t w = make("", "tok", 1, "s");
+  assert_int_equal(rd_store_put_workload(s, &w, &err), RD_EINVAL);
+  assert_non_null(strstr(err.msg, "id"));
+  w = make("id", "", 1, "s");
+  assert_int_equal(rd_store_put_workload(s, &w, &err), RD_EINVAL);
+  assert_non_null(strstr(err.msg, "token"));
+  w = make("id", "tok", 1, "s");
+  memset(w.id, 'x', sizeof w.id); /* not terminated */
+  assert_int_equal(rd_store_put_workload(s, &w, &err), RD_EINVAL);
+  w = make("id", "tok", 1, NULL);
+  w.spec_len = 5; /* length without bytes */
+  assert_int_equal(rd_store_put_workload(s, &w, &err), RD_EINVAL);
+  char ids[64];
+  list_ids(s, ids, sizeof ids);
+  assert_string_equal(ids, "");
+  rd_store_close(s);
+}
+
+static void test_reopen_persists(void **state) {
+  (void)state;
+  const char *dir = fresh("reopen");
+  rd_store_t *s = open_ok(dir);
+  put_ok(s, "first", "t1", 1700000000, "one");
+  put_ok(s, "second", "t2", -5, "two");
+  put_ok(s, "third", "t3", 1700000002, "three");
+  rd_error_t err;
+  assert_int_equal(rd_store_delete_workload(s, "second", &err), RD_OK);
+  rd_store_close(s);
+
+  s = open_ok(dir);
+  assert_int_equal(rd_store_schema_version(s), 1);
+  rd_stored_workload_t *v;
+  size_t n;
+  assert_int_equal(rd_store_list_workloads(s, &v, &n, &err), RD_OK);
+  assert_int_equal(n, 2);
+  assert_string_equal(v[0].id, "first");
+  assert_string_equal(v[0].token, "t1");
+  assert_int_equal(v[0].created_unix, 1700000000);
+  assert_memory_equal(v[0].spec, "one", 3);
+  assert_string_equal(v[1].id, "third");
+  assert_int_equal(v[1].spec_len, 5);
+  rd_store_free_workloads(v, n);
+  put_ok(s, "fourth", "t4", 4, "four");
+  char ids[128];
+  list_ids(s, ids, sizeof ids);
+  assert_string_equal(ids, "first,third,fourth");
+  rd_store_close(s);
+}
+
+static void test_migrates_version_zero(void **state) {
+  (void)state;
+  /* A database that exists but predates every migration (user_version 0)
+   * is migrated in place; what else it holds is kept. */
+  const char *dir = fresh("v0");
+  assert_int_equal(mkdir(dir, 0700), 0);
+  char db[200];
+  snprintf(db, sizeof db, "%s/replayd.db", dir);
+  sqlite3 *h;
+  assert_int_equal(sqlite3_open(db, &h), SQLITE_OK);
+  assert_int_equal(sqlite3_exec(h, "CREATE TABLE notes(x); INSERT INTO notes VALUES (7);", NULL,
+                                NULL, NULL),
+                   SQLITE_OK);
+  sqlite3_close(h);
+  rd_store_t *s = open_ok(dir);
+  assert_int_equal(rd_store_schema_version(s), 1);
+  put_ok(s, "w", "t", 1, "s");
+  rd_store_close(s);
+  assert_int_equal(side_sql_int(db, "PRAGMA user_version"), 1);
+  assert_int_equal(side_sql_int(db, "SELECT x FROM notes"), 7);
+}
+
+static void test_refuses_newer_schema(void **state) {
+  (void)state;
+  const char *dir = fresh("v99");
+  rd_store_t *s = open_ok(dir);
+  put_ok(s, "keep", "t", 1, "s");
+  rd_store_close(s);
+  char db[200];
+  snprintf(db, sizeof db, "%s/replayd.db", dir);
+  sqlite3 *h;
+  assert_int_equal(sqlite3_open(db, &h), SQLITE_OK);
+  assert_int_equal(sqlite3_exec(h, "PRAGMA user_version = 99", NULL, NULL, NULL), SQLITE_OK);
+  sqlite3_close(h);
+
+  rd_error_t err;
+  rd_error_clear(&err);
+  s = (rd_store_t *)&err; /* must be reset to NULL on failure */
+  assert_int_equal(rd_store_open(&s, dir, &err), RD_ESTORE);
+  assert_null(s);
+  assert_non_null(strstr(err.msg, "schema version 99 is newer"));
+  assert_non_null(strstr(err.msg, db));
+  /* Nothing was changed. */
+  assert_int_equal(side_sql_int(db, "PRAGMA user_version"), 99);
+  assert_int_equal(side_sql_int(db, "SELECT count(*) FROM workloads"), 1);
+}
+
+static void test_corrupt_database(void **state) {
+  (void)state;
+  const char *dir = fresh("corrupt");
+  assert_int_equal(mkdir(dir, 0700), 0);
+  char db[200];
+  snprintf(db, sizeof db, "%s/replayd.db", dir);
+  char junk[4096];
+  memset(junk, 'J', sizeof junk);
+  junk[sizeof junk - 1] = '\0';
+  write_text(db, junk, 0600);
+  rd_store_t *s;
+  rd_error_t err;
+  rd_error_clear(&err);
+  assert_int_equal(rd_store_open(&s, dir, &err), RD_ESTORE);
+  assert_null(s);
+  assert_non_null(strstr(err.msg, "not a database"));
+  assert_non_null(strstr(err.msg, db));
+}
+
+static void test_unwritable_state_dir(void **state) {
+  (void)state;
+  rd_store_t *s;
+  rd_error_t err;
+  /* A path through a regular file: fails for every user, root included. */
+  const char *file = fresh("plainfile");
+  write_text(file, "x", 0600);
+  char dir[200];
+  snprintf(dir, sizeof dir, "%s/sub", file);
+  rd_error_clear(&err);
+  assert_int_equal(rd_store_open(&s, dir, &err), RD_ESTORE);
+  assert_null(s);
+  assert_non_null(strstr(err.msg, "cannot create directory"));
+  assert_non_null(strstr(err.msg, "Not a directory"));
+  /* The state dir itself is a file. */
+  assert_int_equal(rd_store_open(&s, file, &err), RD_ESTORE);
+  assert_non_null(strstr(err.msg, "is not a directory"));
+  char token[65];
+  assert_int_equal(rd_store_admin_token(dir, token, sizeof token, &err), RD_ESTORE);
+  assert_int_equal(rd_store_open(&s, "", &err), RD_EINVAL);
+
+  /* Permission bits do not stop root, so only check them for others. */
+  if (geteuid() != 0) {
+    const char *ro = fresh("readonly");
+    assert_int_equal(mkdir(ro, 0500), 0);
+    snprintf(dir, sizeof dir, "%s/state", ro);
+    assert_int_equal(rd_store_open(&s, dir, &err), RD_ESTORE);
+    assert_non_null(strstr(err.msg, "Permission denied"));
+    assert_int_equal(rd_store_open(&s, ro, &err), RD_ESTORE);
+    assert_non_null(strstr(err.msg, "Permission denied"));
+  }
+}
+
+typedef struct {
+  rd_store_t *s;
+  int base;
+} put_arg_t;
+
+static void *put_many(void *p) {
+  put_arg_t *a = p;
+  for (int i = 0; i < 25; i++) {
+    char id[32];
+    snprintf(id, sizeof id, "t%d-%d", a->base, i);
+    rd_stored_workload_t w = make(id, "tok", i, "spec");
+    if (rd_store_put_workload(a->s, &w, NULL) != RD_OK) return (void *)1;
+  }
+  return NULL;
+}
+
+static void test_concurrent_puts(void **state) {
+  (void)state;
+  rd_store_t *s = open_ok(fresh("threads"));
+  pthread_t th[4];
+  put_arg_t args[4];
+  for (int i = 0; i < 4; i++) {
+    args[i] = (put_arg_t){s, i};
+    assert_int_equal(pthread_create(&th[i], NULL, put_many, &args[i]), 0);
+  }
+  for (int i = 0; i < 4; i++) {
+    void *ret;
+    pthread_join(th[i], &ret);
+    assert_null(ret);
+  }
+  rd_stored_workload_t *v;
+  size_t n;
+  rd_error_t err;
+  assert_int_equal(rd_store_list_workloads(s, &v, &n, &err), RD_OK);
+  assert_int_equal(n, 100);
+  rd_store_free_workloads(v, n);
+  rd_store_close(s);
+}
+
+/* ------------------------------------------------------------------ */
+/* Admin token                                                         */
+/* ------------------------------------------------------------------ */
+
+static int is_token(const char *t) {
+  if (strlen(t) != 64) return 0;
+  for (int i = 0; i < 64; i++)
+    if (!((t[i] >= '0' && t[i] <= '9') || (t[i] >= 'a' && t[i] <= 'f'))) return 0;
+  return 1;
+}
+
+static void test_admin_token_create_and_reuse(void **state) {
+  (void)state;
+  const char *dir = fresh("tok");
+  char a[65], b[65], c[65];
+  rd_error_t err;
+  rd_error_clear(&err);
+  int rc = rd_store_admin_token(dir, a, sizeof a, &err);
+  if (rc) fail_msg("%s", err.msg);
+  assert_true(is_token(a));
+  char path[200];
+  snprintf(path, sizeof path, "%s/admin.token", dir);
+  assert_int_equal(mode_of(path), 0600);
+  assert_int_equal(mode_of(dir), 0700);
+  FILE *f = fopen(path, "r");
+  char content[80] = {0};
+  assert_non_null(f);
+  assert_int_equal(fread(content, 1, sizeof content - 1, f), 65);
+  fclose(f);
+  assert_memory_equal(content, a, 64);
+  assert_int_equal(content[64], '\n');
+
+  assert_int_equal(rd_store_admin_token(dir, b, sizeof b, &err), RD_OK);
+  assert_string_equal(a, b); /* reused, not regenerated */
+  assert_int_equal(rd_store_admin_token(fresh("tok2"), c, sizeof c, &err), RD_OK);
+  assert_string_not_equal(a, c); /* random per state directory */
+
+  /* A token written by an operator without the newline is fine too. */
+  const char *own = fresh("tok3");
+  assert_int_equal(mkdir(own, 0700), 0);
+  snprintf(path, sizeof path, "%s/admin.token", own);
+  write_text(path, "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef", 0600);
+  assert_int_equal(rd_store_admin_token(own, c, sizeof c, &err), RD_OK);
+  assert_string_equal(c, "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef");
+
+  /* A buffer that cannot hold 64 digits + NUL is refused. */
+  assert_int_equal(rd_store_admin_token(dir, c, 64, &err), RD_EINVAL);
+  assert_non_null(strstr(err.msg, "65 bytes"));
+}
+
+static void test_admin_token_bad_content(void **state) {
+  (void)state;
+  static const char *const bad[] = {
+      "",
+      "short\n",
+      "0123456789ABCDEF0123456789abcdef0123456789abcdef0123456789abcdef\n", /* uppercase */
+      "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef0\n", /* 65 digits */
+      "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef\n\n",
+      "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdeg\n",
+      "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef junk",
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    char name[32], path[200], tok[65];
+    snprintf(name, sizeof name, "badtok%zu", i);
+    const char *dir = fresh(name);
+    assert_int_equal(mkdir(dir, 0700), 0);
+    snprintf(path, sizeof path, "%s/admin.token", dir);
+    write_text(path, bad[i], 0600);
+    rd_error_t err;
+    rd_error_clear(&err);
+    int rc = rd_store_admin_token(dir, tok, sizeof tok, &err);
+    if (rc != RD_ESTORE || strstr(err.msg, "does not hold a token") == NULL)
+      fail_msg("content %zu: %s %s", i, rd_err_name(rc), err.msg);
+    assert_non_null(strstr(err.msg, path));
+    /* The bad file is left for the operator, not replaced. */
+    FILE *f = fopen(path, "r");
+    char back[128] = {0};
+    assert_non_null(f);
+    size_t got = fread(back, 1, sizeof back - 1, f);
+    fclose(f);
+    assert_int_equal(got, strlen(bad[i]));
+    assert_string_equal(back, bad[i]);
+  }
+}
+
+static void test_admin_token_permissions(void **state) {
+  (void)state;
+  const char *good = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef\n";
+  const char *dir = fresh("perm");
+  assert_int_equal(mkdir(dir, 0700), 0);
+  char path[200], tok[65];
+  snprintf(path, sizeof path, "%s/admin.token", dir);
+  write_text(path, good, 0644);
+  rd_error_t err;
+  rd_error_clear(&err);
+  assert_int_equal(rd_store_admin_token(dir, tok, sizeof tok, &err), RD_ESTORE);
+  assert_non_null(strstr(err.msg, "mode 644"));
+  assert_non_null(strstr(err.msg, "chmod 600"));
+  assert_int_equal(chmod(path, 0600), 0);
+  assert_int_equal(rd_store_admin_token(dir, tok, sizeof tok, &err), RD_OK);
+
+  /* A symlink is not followed (someone could point it at another secret). */
+  const char *dir2 = fresh("perm-link");
+  assert_int_equal(mkdir(dir2, 0700), 0);
+  char link_path[200];
+  snprintf(link_path, sizeof link_path, "%s/admin.token", dir2);
+  assert_int_equal(symlink(path, link_path), 0);
+  assert_int_equal(rd_store_admin_token(dir2, tok, sizeof tok, &err), RD_ESTORE);
+  assert_non_null(strstr(err.msg, link_path));
+
+  /* A directory in its place. */
+  const char *dir3 = fresh("perm-dir");
+  assert_int_equal(mkdir(dir3, 0700), 0);
+  snprintf(path, sizeof path, "%s/admin.token", dir3);
+  assert_int_equal(mkdir(path, 0700), 0);
+  assert_int_equal(rd_store_admin_token(dir3, tok, sizeof tok, &err), RD_ESTORE);
+  assert_non_null(strstr(err.msg, "not a regular file"));
+}
+
+typedef struct {
+  const char *dir;
+  char tok[65];
+  int rc;
+} tok_arg_t;
+
+static void *get_token(void *p) {
+  tok_arg_t *a = p;
+  a->rc = rd_store_admin_token(a->dir, a->tok, sizeof a->tok, NULL);
+  return NULL;
+}
+
+static void test_admin_token_race(void **state) {
+  (void)state;
+  /* Several creators at once: exactly one token wins, everyone sees it,
+   * and no temporary file is left behind. */
+  for (int round = 0; round < 5; round++) {
+    char name[32];
+    snprintf(name, sizeof name, "race%d", round);
+    const char *dir = fresh(name);
+    enum { N = 8 };
+    pthread_t th[N];
+    tok_arg_t args[N];
+    for (int i = 0; i < N; i++) {
+      args[i].dir = dir;
+      args[i].rc = -100;
+      assert_int_equal(pthread_create(&th[i], NULL, get_token, &args[i]), 0);
+    }
+    for (int i = 0; i < N; i++) pthread_join(th[i], NULL);
+    for (int i = 0; i < N; i++) {
+      assert_int_equal(args[i].rc, RD_OK);
+      assert_string_equal(args[i].tok, args[0].tok);
+    }
+    DIR *d = opendir(dir);
+    assert_non_null(d);
+    int files = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL)
+      if (e->d_name[0] != '.') {
+        assert_string_equal(e->d_name, "admin.token");
+        files++;
+      }
+    closedir(d);
+    assert_int_equal(files, 1);
+  }
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_open_creates_private_files),
+      cmocka_unit_test(test_put_list_delete),
+      cmocka_unit_test(test_put_rejects_bad_input),
+      cmocka_unit_test(test_reopen_persists),
+      cmocka_unit_test(test_migrates_version_zero),
+      cmocka_unit_test(test_refuses_newer_schema),
+      cmocka_unit_test(test_corrupt_database),
+      cmocka_unit_test(test_unwritable_state_dir),
+      cmocka_unit_test(test_concurrent_puts),
+      cmocka_unit_test(test_admin_token_create_and_reuse),
+      cmocka_unit_test(test_admin_token_bad_content),
+      cmocka_unit_test(test_admin_token_permissions),
+      cmocka_unit_test(test_admin_token_race),
+  };
+  return cmocka_run_group_tests(tests, setup_root, teardown_root);
+}
