@@ -1,0 +1,423 @@
+/* bench_grpc.c - replayd over loopback: inserted and sampled transitions/s
+ * and Sample latency, with client and daemon on the same machine.
+ *
+ * Starts the replayd given by --replayd on 127.0.0.1:0 (a fresh state
+ * directory), registers a CartPole-shaped workload (obs float32[4], action
+ * int32, reward float32, next_obs float32[4], done bool: 41 bytes a row),
+ * then:
+ *   grpc.insert  S threads, each with its own connection and Insert stream,
+ *                writing batches of B rows for the measuring time;
+ *   grpc.sample  S threads calling Sample(batch 512) with rows, in a loop;
+ *                every call's latency goes into the p50/p99.
+ * Baseline, measured in the same run: the same inserts and samples on an
+ * in-process rd_table (baseline.table.insert / .sample), i.e. what the
+ * data structure alone costs; the ratio is the price of the RPC path.
+ */
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "replayd_client.h"
+#include "table.h"
+
+#define OBS 4
+#define ROW_BYTES 41
+
+static double now_s(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + t.tv_nsec * 1e-9;
+}
+
+typedef struct {
+  int json;
+  double seconds;
+  uint32_t streams;
+  const char *replayd;
+} opts_t;
+
+static opts_t O = {0, 2.0, 4, NULL};
+static char target[64];
+static rdc_workload_t wl;
+
+/* ------------------------------------------------------------------ */
+/* Output                                                              */
+/* ------------------------------------------------------------------ */
+
+static void emit(const char *name, uint32_t batch, uint32_t streams, double value,
+                 const char *unit) {
+  if (O.json) {
+    if (streams)
+      printf("{\"name\": \"%s\", \"params\": {\"batch\": %u, \"streams\": %u}, \"value\": %.6g, "
+             "\"unit\": \"%s\"}\n", name, batch, streams, value, unit);
+    else
+      printf("{\"name\": \"%s\", \"params\": {\"batch\": %u}, \"value\": %.6g, \"unit\": \"%s\"}\n",
+             name, batch, value, unit);
+  } else {
+    printf("%-24s %6u %8u %16.1f %s\n", name, batch, streams, value, unit);
+  }
+  fflush(stdout);
+}
+
+/* ------------------------------------------------------------------ */
+/* The daemon                                                          */
+/* ------------------------------------------------------------------ */
+
+static pid_t daemon_pid;
+static char state_dir[] = "/tmp/replayd-bench-XXXXXX";
+
+static void stop_daemon(void) {
+  if (daemon_pid > 0) {
+    kill(daemon_pid, SIGTERM);
+    int st;
+    waitpid(daemon_pid, &st, 0);
+    daemon_pid = 0;
+  }
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", state_dir);
+  if (system(cmd) != 0) fprintf(stderr, "bench_grpc: could not remove %s\n", state_dir);
+}
+
+static int start_daemon(void) {
+  if (mkdtemp(state_dir) == NULL) return -1;
+  char log[256];
+  snprintf(log, sizeof log, "%s/replayd.log", state_dir);
+  daemon_pid = fork();
+  if (daemon_pid == 0) {
+    FILE *f = freopen(log, "w", stderr);
+    (void)f;
+    execl(O.replayd, O.replayd, "--listen", "127.0.0.1:0", "--state-dir", state_dir,
+          "--threads", "2", "--max-memory", "4G", (char *)NULL);
+    _exit(127);
+  }
+  for (int i = 0; i < 300; i++) { /* the port is in the log's "listening on" line */
+    usleep(20000);
+    FILE *f = fopen(log, "r");
+    if (f == NULL) continue;
+    char line[512];
+    while (fgets(line, sizeof line, f)) {
+      char *p = strstr(line, "listening on 127.0.0.1:");
+      if (p) {
+        snprintf(target, sizeof target, "127.0.0.1:%d", atoi(p + strlen("listening on 127.0.0.1:")));
+        fclose(f);
+        return 0;
+      }
+    }
+    fclose(f);
+  }
+  fprintf(stderr, "bench_grpc: %s did not start (see %s)\n", O.replayd, log);
+  return -1;
+}
+
+/* ------------------------------------------------------------------ */
+/* Rows                                                                */
+/* ------------------------------------------------------------------ */
+
+typedef struct {
+  float *obs, *reward, *next_obs;
+  int32_t *action;
+  uint8_t *done;
+  rdc_column_t cols[5];
+} rows_t;
+
+static void rows_make(rows_t *r, uint32_t n) {
+  r->obs = malloc(n * OBS * sizeof(float));
+  r->next_obs = malloc(n * OBS * sizeof(float));
+  r->reward = malloc(n * sizeof(float));
+  r->action = malloc(n * sizeof(int32_t));
+  r->done = malloc(n);
+  for (uint32_t i = 0; i < n; i++) {
+    for (int k = 0; k < OBS; k++) r->obs[i * OBS + k] = r->next_obs[i * OBS + k] = (float)(i + k);
+    r->reward[i] = 1.0f;
+    r->action[i] = (int32_t)(i & 1);
+    r->done[i] = (i % 200) == 199;
+  }
+  r->cols[0] = (rdc_column_t){r->obs, n * OBS * sizeof(float)};
+  r->cols[1] = (rdc_column_t){r->action, n * sizeof(int32_t)};
+  r->cols[2] = (rdc_column_t){r->reward, n * sizeof(float)};
+  r->cols[3] = (rdc_column_t){r->next_obs, n * OBS * sizeof(float)};
+  r->cols[4] = (rdc_column_t){r->done, n};
+}
+
+static void rows_free(rows_t *r) {
+  free(r->obs);
+  free(r->next_obs);
+  free(r->reward);
+  free(r->action);
+  free(r->done);
+}
+
+/* ------------------------------------------------------------------ */
+/* Workers                                                             */
+/* ------------------------------------------------------------------ */
+
+typedef struct {
+  uint32_t batch;
+  double t_end;
+  uint64_t items;
+  double *lat;   /* sample latencies (s) */
+  size_t n_lat, cap_lat;
+  int failed;
+} job_t;
+
+static void *insert_worker(void *arg) {
+  job_t *j = arg;
+  rdc_client_t *c;
+  rdc_error_t err;
+  rows_t r;
+  rows_make(&r, j->batch);
+  if (rdc_connect(target, 5, &c, &err)) {
+    fprintf(stderr, "bench_grpc: connect: %s\n", err.msg);
+    j->failed = 1;
+    rows_free(&r);
+    return NULL;
+  }
+  rdc_set_deadline(c, 60);
+  rdc_insert_stream_t *s;
+  if (rdc_insert_stream_open(c, wl.id, wl.token, &s, &err)) {
+    j->failed = 1;
+  } else {
+    uint64_t sent = 0;
+    while (now_s() < j->t_end) {
+      if (rdc_insert_stream_write(s, j->batch, r.cols, 5, NULL, &err)) {
+        fprintf(stderr, "bench_grpc: write: %s\n", err.msg);
+        j->failed = 1;
+        break;
+      }
+      sent += j->batch;
+    }
+    uint64_t inserted = 0;
+    if (rdc_insert_stream_close(s, &inserted, NULL, &err)) {
+      fprintf(stderr, "bench_grpc: close: %s\n", err.msg);
+      j->failed = 1;
+    }
+    j->items = inserted;
+    if (!j->failed && inserted != sent) j->failed = 1;
+  }
+  rdc_close(c);
+  rows_free(&r);
+  return NULL;
+}
+
+static void *sample_worker(void *arg) {
+  job_t *j = arg;
+  rdc_client_t *c;
+  rdc_error_t err;
+  if (rdc_connect(target, 5, &c, &err)) {
+    j->failed = 1;
+    return NULL;
+  }
+  rdc_set_deadline(c, 10);
+  uint32_t b = j->batch;
+  uint64_t *keys = malloc(b * sizeof *keys);
+  double *pr = malloc(b * sizeof *pr), *w = malloc(b * sizeof *w);
+  uint8_t *colmem = malloc((size_t)b * ROW_BYTES);
+  size_t widths[5] = {16, 4, 4, 16, 1};
+  rdc_buffer_t bufs[5];
+  uint8_t *p = colmem;
+  for (int f = 0; f < 5; f++) {
+    bufs[f] = (rdc_buffer_t){p, b * widths[f], 0};
+    p += b * widths[f];
+  }
+  while (now_s() < j->t_end) {
+    rdc_sample_t io = {keys, pr, w, bufs, 5, 0, 0};
+    double t0 = now_s();
+    if (rdc_sample(c, wl.id, wl.token, b, NAN, 0, &io, &err)) {
+      fprintf(stderr, "bench_grpc: sample: %s\n", err.msg);
+      j->failed = 1;
+      break;
+    }
+    double dt = now_s() - t0;
+    if (j->n_lat == j->cap_lat) {
+      j->cap_lat = j->cap_lat ? 2 * j->cap_lat : 4096;
+      j->lat = realloc(j->lat, j->cap_lat * sizeof *j->lat);
+    }
+    j->lat[j->n_lat++] = dt;
+    j->items += b;
+  }
+  free(keys);
+  free(pr);
+  free(w);
+  free(colmem);
+  rdc_close(c);
+  return NULL;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+/* Run S workers for O.seconds; returns items/s (negative on failure). */
+static double run(void *(*fn)(void *), uint32_t batch, uint32_t streams, double *p50,
+                  double *p99) {
+  job_t *jobs = calloc(streams, sizeof *jobs);
+  pthread_t *th = calloc(streams, sizeof *th);
+  double t0 = now_s();
+  for (uint32_t i = 0; i < streams; i++) {
+    jobs[i].batch = batch;
+    jobs[i].t_end = t0 + O.seconds;
+    pthread_create(&th[i], NULL, fn, &jobs[i]);
+  }
+  uint64_t items = 0;
+  size_t n_lat = 0;
+  int failed = 0;
+  for (uint32_t i = 0; i < streams; i++) {
+    pthread_join(th[i], NULL);
+    items += jobs[i].items;
+    n_lat += jobs[i].n_lat;
+    failed |= jobs[i].failed;
+  }
+  double elapsed = now_s() - t0;
+  if (p50 && n_lat) {
+    double *all = malloc(n_lat * sizeof *all);
+    size_t k = 0;
+    for (uint32_t i = 0; i < streams; i++) {
+      memcpy(all + k, jobs[i].lat, jobs[i].n_lat * sizeof *all);
+      k += jobs[i].n_lat;
+    }
+    qsort(all, n_lat, sizeof *all, cmp_double);
+    *p50 = all[n_lat / 2];
+    *p99 = all[(size_t)((double)n_lat * 0.99)];
+    free(all);
+  }
+  for (uint32_t i = 0; i < streams; i++) free(jobs[i].lat);
+  free(jobs);
+  free(th);
+  return failed ? -1 : (double)items / elapsed;
+}
+
+/* ------------------------------------------------------------------ */
+/* Baseline: the same operations on an in-process table               */
+/* ------------------------------------------------------------------ */
+
+static void baseline(uint32_t capacity) {
+  rd_table_config_t c;
+  rd_table_config_default(&c);
+  c.capacity = capacity;
+  c.schema.n_fields = 5;
+  const char *names[5] = {"obs", "action", "reward", "next_obs", "done"};
+  rd_dtype_t dt[5] = {RD_DTYPE_FLOAT32, RD_DTYPE_INT32, RD_DTYPE_FLOAT32, RD_DTYPE_FLOAT32,
+                      RD_DTYPE_BOOL};
+  for (int f = 0; f < 5; f++) {
+    snprintf(c.schema.fields[f].name, RD_FIELD_NAME_MAX, "%s", names[f]);
+    c.schema.fields[f].dtype = dt[f];
+    c.schema.fields[f].rank = (f == 0 || f == 3) ? 1 : 0;
+    c.schema.fields[f].shape[0] = OBS;
+  }
+  rd_table_t t;
+  if (rd_table_init(&t, &c, NULL)) return;
+  rows_t r;
+  rows_make(&r, 512);
+  rd_cbuf_t cols[5];
+  for (int f = 0; f < 5; f++) cols[f] = (rd_cbuf_t){r.cols[f].data, r.cols[f].bytes};
+  uint64_t n = 0;
+  double t0 = now_s();
+  while (now_s() - t0 < O.seconds / 2) {
+    rd_table_insert(&t, 512, cols, NULL, NULL, NULL);
+    n += 512;
+  }
+  emit("baseline.table.insert", 512, 0, (double)n / (now_s() - t0), "transitions/s");
+  uint64_t keys[512];
+  double pr[512], w[512];
+  uint8_t mem[512 * ROW_BYTES];
+  rd_buf_t out[5];
+  size_t widths[5] = {16, 4, 4, 16, 1};
+  uint8_t *p = mem;
+  for (int f = 0; f < 5; f++) {
+    out[f] = (rd_buf_t){p, 512 * widths[f]};
+    p += 512 * widths[f];
+  }
+  rd_sample_out_t so = {keys, pr, w, out};
+  n = 0;
+  t0 = now_s();
+  while (now_s() - t0 < O.seconds / 2) {
+    rd_table_sample(&t, 512, 0.4, 0, &so, NULL);
+    n += 512;
+  }
+  emit("baseline.table.sample", 512, 0, (double)n / (now_s() - t0), "transitions/s");
+  rows_free(&r);
+  rd_table_free(&t);
+}
+
+int main(int argc, char **argv) {
+  int quick = 0;
+  for (int i = 1; i < argc; i++) {
+    if (strcmp(argv[i], "--json") == 0) O.json = 1;
+    else if (strcmp(argv[i], "--quick") == 0) quick = 1;
+    else if (strcmp(argv[i], "--replayd") == 0 && i + 1 < argc) O.replayd = argv[++i];
+    else if (strcmp(argv[i], "--streams") == 0 && i + 1 < argc) O.streams = (uint32_t)atoi(argv[++i]);
+    else if (strcmp(argv[i], "--seconds") == 0 && i + 1 < argc) O.seconds = atof(argv[++i]);
+    else {
+      fprintf(stderr, "usage: bench_grpc --replayd PATH [--json] [--quick] [--streams S] "
+                      "[--seconds T]\n");
+      return 2;
+    }
+  }
+  if (O.replayd == NULL || O.streams == 0 || O.streams > 64) {
+    fprintf(stderr, "bench_grpc: --replayd PATH is required (streams 1..64)\n");
+    return 2;
+  }
+  if (quick) O.seconds = 0.5;
+  const uint32_t capacity = 1u << 20;
+  if (start_daemon()) return 1;
+
+  rdc_client_t *c;
+  rdc_error_t err;
+  if (rdc_connect(target, 5, &c, &err)) {
+    fprintf(stderr, "bench_grpc: %s\n", err.msg);
+    stop_daemon();
+    return 1;
+  }
+  rdc_spec_t spec;
+  rdc_spec_init(&spec);
+  snprintf(spec.name, sizeof spec.name, "bench-cartpole");
+  spec.capacity = capacity;
+  spec.n_fields = 5;
+  const char *names[5] = {"obs", "action", "reward", "next_obs", "done"};
+  rdc_dtype_t dt[5] = {RDC_DTYPE_FLOAT32, RDC_DTYPE_INT32, RDC_DTYPE_FLOAT32, RDC_DTYPE_FLOAT32, RDC_DTYPE_BOOL};
+  for (int f = 0; f < 5; f++) {
+    snprintf(spec.fields[f].name, sizeof spec.fields[f].name, "%s", names[f]);
+    spec.fields[f].dtype = dt[f];
+    spec.fields[f].rank = (f == 0 || f == 3) ? 1 : 0;
+    spec.fields[f].shape[0] = OBS;
+  }
+  if (rdc_register(c, &spec, &wl, &err)) {
+    fprintf(stderr, "bench_grpc: register: %s\n", err.msg);
+    rdc_close(c);
+    stop_daemon();
+    return 1;
+  }
+  rdc_close(c);
+
+  if (!O.json) {
+    time_t tt = time(NULL);
+    printf("# bench_grpc: replayd over loopback, %u streams, %.1f s per figure, %s", O.streams,
+           O.seconds, ctime(&tt));
+    printf("%-24s %6s %8s %16s\n", "name", "batch", "streams", "value");
+  }
+  baseline(capacity);
+  int rc = 0;
+  const uint32_t batches[3] = {1, 64, 512};
+  for (int b = 0; b < 3; b++) {
+    double v = run(insert_worker, batches[b], O.streams, NULL, NULL);
+    if (v < 0) rc = 1;
+    emit("grpc.insert", batches[b], O.streams, v, "transitions/s");
+  }
+  double p50 = 0, p99 = 0;
+  double v = run(sample_worker, 512, O.streams, &p50, &p99);
+  if (v < 0) rc = 1;
+  emit("grpc.sample", 512, O.streams, v, "transitions/s");
+  emit("grpc.sample_p50", 512, O.streams, p50 * 1e3, "ms");
+  emit("grpc.sample_p99", 512, O.streams, p99 * 1e3, "ms");
+  stop_daemon();
+  return rc;
+}

@@ -1,0 +1,242 @@
+/* remote_learner.c - replayd-remote-learner: the replay side of a learner
+ * that trains on its own machine (the Reverb-style use of replayd).
+ *
+ *   replayd-remote-learner --workload ID --token T [--batch B] [--iterations N]
+ *                          [--beta B] [--stratified] [--gamma G]
+ *
+ * Each iteration samples a batch of CartPole transitions, checks what came
+ * back (counts, column sizes, probabilities, importance weights), computes
+ * a new |delta| per item and writes it back with UpdatePriorities.
+ *
+ * PLACEHOLDER: there is no network yet (hosted learning comes later), so
+ * |delta| is the TD error of a fixed hand-made value function,
+ *   V(s) = (1 - |theta| / 12 deg) * (1 - |x| / 2.4) / (1 - gamma),
+ *   |delta| = |r + gamma * (1 - done) * V(s') - V(s)|,
+ * which is large near failures and small where the pole is safely up. It
+ * exercises the sample -> update loop with plausible priorities; it learns
+ * nothing. Replace it with the real learner's TD errors.
+ */
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cartpole.h"
+#include "cartpole_schema.h"
+#include "example_args.h"
+#include "replayd_client.h"
+
+static const char *prog = "replayd-remote-learner";
+
+static void usage(FILE *f) {
+  fprintf(f,
+          "usage: replayd-remote-learner [OPTIONS]\n"
+          "\n"
+          "Sample CartPole batches from a replayd workload and update their priorities.\n"
+          "\n"
+          "  --server HOST:PORT  server (default $REPLAYD_SERVER, else 127.0.0.1:50051)\n"
+          "  --workload ID       the workload (default $REPLAYD_WORKLOAD)\n"
+          "  --token T           its token (default $REPLAYD_TOKEN)\n"
+          "  --batch B           items per sample (default 256)\n"
+          "  --iterations N      sample/update rounds (default 1000)\n"
+          "  --beta B            importance-sampling exponent (default: the workload's)\n"
+          "  --stratified        stratified sampling (one draw per priority slice)\n"
+          "  --gamma G           discount of the stand-in TD error (default 0.99)\n"
+          "  --timeout S         connect timeout, per-call deadline, and how long to wait\n"
+          "                      for an empty table to fill (default 10)\n"
+          "  --wait              wait for the server: at start (until --timeout) and\n"
+          "                      whenever it restarts, instead of failing at once\n"
+          "  -h, --help          this text\n");
+}
+
+static int fail(const rdc_error_t *e) {
+  if (e->code > 0)
+    fprintf(stderr, "%s: %s: %s\n", prog, rdc_strerror(e->code), e->msg);
+  else
+    fprintf(stderr, "%s: %s\n", prog, e->msg);
+  return 1;
+}
+
+/* The placeholder value function (see the file comment). */
+static double stand_in_value(const float *obs, double gamma) {
+  double up = 1.0 - fabs(obs[2]) / CARTPOLE_THETA_LIMIT;
+  double centred = 1.0 - fabs(obs[0]) / CARTPOLE_X_LIMIT;
+  if (up < 0) up = 0;
+  if (centred < 0) centred = 0;
+  return up * centred / (1.0 - gamma);
+}
+
+int main(int argc, char **argv) {
+  const char *server = ex_env("REPLAYD_SERVER") ? ex_env("REPLAYD_SERVER") : "127.0.0.1:50051";
+  const char *workload = ex_env("REPLAYD_WORKLOAD");
+  const char *token = ex_env("REPLAYD_TOKEN");
+  uint64_t batch = 256, iterations = 1000;
+  double beta = NAN, gamma = 0.99, timeout = 10;
+  int stratified = 0, wait = 0;
+
+  for (int i = 1; i < argc; i++) {
+    const char *v;
+    if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
+      usage(stdout);
+      return 0;
+    } else if (strcmp(argv[i], "--stratified") == 0) {
+      stratified = 1;
+    } else if (strcmp(argv[i], "--wait") == 0) {
+      wait = 1;
+    } else if ((v = ex_opt(argc, argv, &i, "--server", prog))) {
+      server = v;
+    } else if ((v = ex_opt(argc, argv, &i, "--workload", prog))) {
+      workload = v;
+    } else if ((v = ex_opt(argc, argv, &i, "--token", prog))) {
+      token = v;
+    } else if ((v = ex_opt(argc, argv, &i, "--batch", prog))) {
+      batch = ex_u64(v, "--batch", 1, 1u << 20, prog);
+    } else if ((v = ex_opt(argc, argv, &i, "--iterations", prog))) {
+      iterations = ex_u64(v, "--iterations", 1, UINT64_MAX, prog);
+    } else if ((v = ex_opt(argc, argv, &i, "--beta", prog))) {
+      beta = ex_double(v, "--beta", 0, 1, prog);
+    } else if ((v = ex_opt(argc, argv, &i, "--gamma", prog))) {
+      gamma = ex_double(v, "--gamma", 0, 0.9999, prog);
+    } else if ((v = ex_opt(argc, argv, &i, "--timeout", prog))) {
+      timeout = ex_double(v, "--timeout", 1e-3, 1e6, prog);
+    } else {
+      fprintf(stderr, "%s: unknown argument %s\nTry '%s --help'.\n", prog, argv[i], prog);
+      return 2;
+    }
+  }
+  if (workload == NULL || token == NULL) {
+    fprintf(stderr, "%s: give --workload ID --token T (or $REPLAYD_WORKLOAD, $REPLAYD_TOKEN)\n"
+                    "Try '%s --help'.\n", prog, prog);
+    return 2;
+  }
+
+  rdc_connect_opts_t copts;
+  rdc_connect_opts_init(&copts);
+  copts.deadline_s = timeout;
+  copts.wait_for_ready = wait;
+  rdc_client_t *c;
+  rdc_error_t e;
+  if (rdc_connect_ex(server, timeout, &copts, &c, &e) != RDC_OK) return fail(&e);
+
+  rdc_workload_t *wl = malloc(sizeof *wl);
+  if (wl == NULL) return 1;
+  if (rdc_describe(c, workload, wl, &e) != RDC_OK) return fail(&e);
+  char msg[256];
+  if (cartpole_check_schema(&wl->spec, msg, sizeof msg) != 0) {
+    fprintf(stderr, "%s: workload %s is not a CartPole workload: %s\n", prog, workload, msg);
+    return 1;
+  }
+
+  /* Buffers sized from the described schema: one per field. */
+  size_t b = (size_t)batch;
+  rdc_buffer_t cols[CP_N_FIELDS];
+  size_t field_bytes[CP_N_FIELDS];
+  for (int i = 0; i < CP_N_FIELDS; i++) {
+    field_bytes[i] = rdc_field_bytes(&wl->spec.fields[i]);
+    cols[i].capacity = b * field_bytes[i];
+    cols[i].data = malloc(cols[i].capacity);
+    cols[i].bytes = 0;
+  }
+  uint64_t *keys = malloc(b * sizeof *keys);
+  double *probs = malloc(b * sizeof *probs);
+  double *weights = malloc(b * sizeof *weights);
+  double *delta = malloc(b * sizeof *delta);
+  int no_memory = !keys || !probs || !weights || !delta;
+  for (int i = 0; i < CP_N_FIELDS; i++) no_memory |= cols[i].data == NULL;
+  if (no_memory) {
+    fprintf(stderr, "%s: out of memory for a batch of %zu\n", prog, b);
+    return 1;
+  }
+
+  rdc_sample_t smp = {.keys = keys, .probabilities = probs, .weights = weights,
+                      .columns = cols, .n_columns = CP_N_FIELDS};
+  uint64_t applied_total = 0, stale_total = 0, samples_total = 0;
+  double delta_sum = 0, t_sample = 0, t_update = 0;
+  double t0 = ex_now(), wait_until = t0 + timeout;
+  int rc = 0;
+  for (uint64_t it = 0; it < iterations && rc == 0; it++) {
+    double ts = ex_now();
+    int r = rdc_sample(c, workload, token, (uint32_t)b, beta, stratified, &smp, &e);
+    if (r == RDC_FAILED_PRECONDITION && samples_total == 0 && ex_now() < wait_until) {
+      /* An empty table (the actor has not started yet): wait for data. */
+      usleep(100 * 1000);
+      it--;
+      continue;
+    }
+    if (r != RDC_OK) {
+      rc = fail(&e);
+      break;
+    }
+    t_sample += ex_now() - ts;
+
+    /* Check what came back. */
+    if (smp.count != b) {
+      fprintf(stderr, "%s: asked for %zu items, got %" PRIu32 "\n", prog, b, smp.count);
+      rc = 1;
+      break;
+    }
+    for (int i = 0; i < CP_N_FIELDS && rc == 0; i++)
+      if (cols[i].bytes != b * field_bytes[i]) {
+        fprintf(stderr, "%s: column %s has %zu bytes, expected %zu\n", prog,
+                wl->spec.fields[i].name, cols[i].bytes, b * field_bytes[i]);
+        rc = 1;
+      }
+    double wmax = 0;
+    for (size_t k = 0; k < b && rc == 0; k++) {
+      if (!(probs[k] > 0 && probs[k] <= 1) || !(weights[k] > 0 && weights[k] <= 1 + 1e-9)) {
+        fprintf(stderr, "%s: item %zu: probability %g, weight %g out of (0, 1]\n", prog, k,
+                probs[k], weights[k]);
+        rc = 1;
+      }
+      if (weights[k] > wmax) wmax = weights[k];
+    }
+    if (rc == 0 && fabs(wmax - 1) > 1e-6) {
+      fprintf(stderr, "%s: the largest IS weight is %g, not 1\n", prog, wmax);
+      rc = 1;
+    }
+    if (rc) break;
+
+    const float *obs = cols[CP_F_OBS].data, *next = cols[CP_F_NEXT_OBS].data;
+    const float *rew = cols[CP_F_REWARD].data;
+    const uint8_t *done = cols[CP_F_DONE].data;
+    for (size_t k = 0; k < b; k++) {
+      double v = stand_in_value(&obs[4 * k], gamma);
+      double v_next = done[k] ? 0.0 : stand_in_value(&next[4 * k], gamma);
+      delta[k] = fabs(rew[k] + gamma * v_next - v);
+      delta_sum += delta[k];
+    }
+
+    double tu = ex_now();
+    uint64_t applied = 0, stale = 0;
+    if (rdc_update_priorities(c, workload, token, b, keys, delta, &applied, &stale, &e) !=
+        RDC_OK) {
+      rc = fail(&e);
+      break;
+    }
+    t_update += ex_now() - tu;
+    applied_total += applied;
+    stale_total += stale;
+    samples_total += b;
+  }
+  double dt = ex_now() - t0;
+  if (rc == 0) {
+    printf("%" PRIu64 " batches of %zu in %.3f s: %.0f samples/s (sample %.1f%%, update "
+           "%.1f%% of the time)\n",
+           iterations, b, dt, dt > 0 ? (double)samples_total / dt : 0.0,
+           dt > 0 ? 100 * t_sample / dt : 0.0, dt > 0 ? 100 * t_update / dt : 0.0);
+    printf("priority updates: %" PRIu64 " applied, %" PRIu64 " stale (slot overwritten since "
+           "sampled); mean stand-in |delta| %.3f; table size %" PRIu64 "\n",
+           applied_total, stale_total, samples_total ? delta_sum / (double)samples_total : 0.0,
+           smp.table_size);
+  }
+  for (int i = 0; i < CP_N_FIELDS; i++) free(cols[i].data);
+  free(keys);
+  free(probs);
+  free(weights);
+  free(delta);
+  free(wl);
+  rdc_close(c);
+  return rc;
+}

@@ -1,0 +1,550 @@
+/* replayctl.c - inspect and operate a replayd server.
+ *
+ *   replayctl [--server HOST:PORT] [--json] [--timeout S] COMMAND [ARGS]
+ *
+ * Commands: status, ls, describe ID, devices, rm ID [--token T]. Human
+ * output is aligned tables; --json prints exactly one JSON document on
+ * stdout. Errors go to stderr as "replayctl: STATUS: message". Exit 0 ok, 1
+ * the server or the call failed, 2 usage error (see replayctl_cli.h).
+ */
+#include <inttypes.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "json_writer.h"
+#include "replayctl_cli.h"
+#include "replayd_client.h"
+
+#ifndef RDC_VERSION
+#define RDC_VERSION "unknown"
+#endif
+
+/* ------------------------------------------------------------------ */
+/* Aligned tables                                                      */
+/* ------------------------------------------------------------------ */
+
+#define TBL_MAX_COLS 8
+
+/* A table is collected whole, then printed with each column as wide as
+ * its widest cell. Cells are copied, so callers may format into stack
+ * buffers. */
+typedef struct {
+  int n_cols;
+  const char *head[TBL_MAX_COLS];
+  int right[TBL_MAX_COLS]; /* right-align (numbers) */
+  char **cells;            /* n_rows * n_cols */
+  size_t n_rows, cap_rows;
+} table_t;
+
+static void tbl_init(table_t *t, int n_cols, const char *const *head, const int *right) {
+  memset(t, 0, sizeof *t);
+  t->n_cols = n_cols;
+  for (int i = 0; i < n_cols; i++) {
+    t->head[i] = head[i];
+    t->right[i] = right ? right[i] : 0;
+  }
+}
+
+static void oom(void) {
+  fputs("replayctl: out of memory\n", stderr);
+  exit(RCTL_EXIT_CALL);
+}
+
+/* Control characters (a tab or newline in a workload name) would break
+ * the alignment or fake extra lines: show them as '?'. */
+static void sanitize(char *s) {
+  for (; *s; s++)
+    if ((unsigned char)*s < 0x20 || *s == 0x7f) *s = '?';
+}
+
+static void tbl_row(table_t *t, const char *const *cells) {
+  if (t->n_rows == t->cap_rows) {
+    size_t cap = t->cap_rows ? t->cap_rows * 2 : 16;
+    char **c = realloc(t->cells, cap * (size_t)t->n_cols * sizeof *c);
+    if (c == NULL) oom();
+    t->cells = c;
+    t->cap_rows = cap;
+  }
+  for (int i = 0; i < t->n_cols; i++) {
+    char *s = strdup(cells[i] ? cells[i] : "");
+    if (s == NULL) oom();
+    sanitize(s);
+    t->cells[t->n_rows * (size_t)t->n_cols + (size_t)i] = s;
+  }
+  t->n_rows++;
+}
+
+/* Display width: UTF-8 continuation bytes take no column. */
+static size_t width(const char *s) {
+  size_t w = 0;
+  for (; *s; s++)
+    if (((unsigned char)*s & 0xc0) != 0x80) w++;
+  return w;
+}
+
+static void put_cell(const char *s, size_t w, int right, int last) {
+  size_t pad = w - width(s);
+  if (right)
+    printf("%*s%s", (int)pad, "", s);
+  else if (last)
+    fputs(s, stdout); /* no trailing blanks */
+  else
+    printf("%s%*s", s, (int)pad, "");
+}
+
+static void tbl_print(table_t *t, const char *indent) {
+  size_t w[TBL_MAX_COLS];
+  for (int i = 0; i < t->n_cols; i++) {
+    w[i] = width(t->head[i]);
+    for (size_t r = 0; r < t->n_rows; r++) {
+      size_t cw = width(t->cells[r * (size_t)t->n_cols + (size_t)i]);
+      if (cw > w[i]) w[i] = cw;
+    }
+  }
+  for (size_t r = 0; r <= t->n_rows; r++) {
+    fputs(indent, stdout);
+    for (int i = 0; i < t->n_cols; i++) {
+      const char *s = r == 0 ? t->head[i] : t->cells[(r - 1) * (size_t)t->n_cols + (size_t)i];
+      if (i > 0) fputs("  ", stdout);
+      put_cell(s, w[i], t->right[i], i == t->n_cols - 1);
+    }
+    fputc('\n', stdout);
+  }
+  for (size_t k = 0; k < t->n_rows * (size_t)t->n_cols; k++) free(t->cells[k]);
+  free(t->cells);
+  t->cells = NULL;
+}
+
+/* Two-column "key  value" lines. */
+static void kv(const char *key, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void kv(const char *key, const char *fmt, ...) {
+  printf("%-14s", key);
+  va_list ap;
+  va_start(ap, fmt);
+  vprintf(fmt, ap);
+  va_end(ap);
+  fputc('\n', stdout);
+}
+
+/* ------------------------------------------------------------------ */
+/* Formatting                                                          */
+/* ------------------------------------------------------------------ */
+
+static void fmt_shape(char *buf, size_t cap, const rdc_field_t *f) {
+  size_t n = (size_t)snprintf(buf, cap, "[");
+  for (uint32_t d = 0; d < f->rank && n < cap; d++)
+    n += (size_t)snprintf(buf + n, cap - n, d ? ",%" PRIu32 : "%" PRIu32, f->shape[d]);
+  if (n < cap) snprintf(buf + n, cap - n, "]");
+}
+
+static void fmt_duration(char *buf, size_t cap, double s) {
+  if (!(s >= 0) || s > 1e12) {
+    snprintf(buf, cap, "?");
+    return;
+  }
+  uint64_t t = (uint64_t)s;
+  uint64_t d = t / 86400, h = t / 3600 % 24, m = t / 60 % 60, sec = t % 60;
+  if (d > 0)
+    snprintf(buf, cap, "%" PRIu64 "d %02" PRIu64 "h %02" PRIu64 "m %02" PRIu64 "s", d, h, m, sec);
+  else if (h > 0)
+    snprintf(buf, cap, "%" PRIu64 "h %02" PRIu64 "m %02" PRIu64 "s", h, m, sec);
+  else if (m > 0)
+    snprintf(buf, cap, "%" PRIu64 "m %02" PRIu64 "s", m, sec);
+  else
+    snprintf(buf, cap, "%.1fs", s);
+}
+
+static void fmt_bytes(char *buf, size_t cap, uint64_t b) {
+  static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = (double)b;
+  int u = 0;
+  while (v >= 1024 && u < 4) {
+    v /= 1024;
+    u++;
+  }
+  if (u == 0)
+    snprintf(buf, cap, "%" PRIu64 " B", b);
+  else
+    snprintf(buf, cap, "%.1f %s", v, units[u]);
+}
+
+static void fmt_time(char *buf, size_t cap, int64_t unix_s) {
+  time_t t = (time_t)unix_s;
+  struct tm tm;
+  if (unix_s <= 0 || gmtime_r(&t, &tm) == NULL || strftime(buf, cap, "%Y-%m-%d %H:%M:%S UTC", &tm) == 0)
+    snprintf(buf, cap, "unknown");
+}
+
+/* An optional scalar: the value, or "default" when the server left it
+ * unset (a normalised spec always sets it). */
+static void fmt_opt(char *buf, size_t cap, int has, double v) {
+  if (has)
+    snprintf(buf, cap, "%.10g", v);
+  else
+    snprintf(buf, cap, "default");
+}
+
+/* ------------------------------------------------------------------ */
+/* JSON                                                                */
+/* ------------------------------------------------------------------ */
+
+static void json_opt(jw_t *w, const char *key, int has, double v) {
+  jw_key(w, key);
+  if (has)
+    jw_double(w, v);
+  else
+    jw_null(w);
+}
+
+static void json_counters(jw_t *w, const rdc_counters_t *c) {
+  jw_object_begin(w);
+  jw_key(w, "size");
+  jw_u64(w, c->size);
+  jw_key(w, "inserts");
+  jw_u64(w, c->inserts);
+  jw_key(w, "samples");
+  jw_u64(w, c->samples);
+  jw_key(w, "updates");
+  jw_u64(w, c->updates);
+  jw_key(w, "stale_updates");
+  jw_u64(w, c->stale_updates);
+  jw_key(w, "bytes");
+  jw_u64(w, c->bytes);
+  jw_object_end(w);
+}
+
+static void json_workload(jw_t *w, const rdc_workload_t *wl) {
+  const rdc_spec_t *s = &wl->spec;
+  jw_object_begin(w);
+  jw_key(w, "id");
+  jw_string(w, wl->id);
+  jw_key(w, "name");
+  jw_string(w, s->name);
+  jw_key(w, "created_unix");
+  jw_i64(w, wl->created_unix);
+  jw_key(w, "capacity");
+  jw_u64(w, s->capacity);
+  jw_key(w, "fanout");
+  jw_u64(w, s->fanout);
+  json_opt(w, "alpha", s->has_alpha, s->alpha);
+  json_opt(w, "epsilon", s->has_epsilon, s->epsilon);
+  json_opt(w, "beta", s->has_beta, s->beta);
+  json_opt(w, "max_priority", s->has_max_priority, s->max_priority);
+  jw_key(w, "seed");
+  jw_u64(w, s->seed);
+  jw_key(w, "max_batch");
+  jw_u64(w, s->max_batch);
+  jw_key(w, "fields");
+  jw_array_begin(w);
+  for (uint32_t i = 0; i < s->n_fields; i++) {
+    const rdc_field_t *f = &s->fields[i];
+    jw_object_begin(w);
+    jw_key(w, "name");
+    jw_string(w, f->name);
+    jw_key(w, "dtype");
+    jw_string(w, rdc_dtype_name((int)f->dtype));
+    jw_key(w, "shape");
+    jw_array_begin(w);
+    for (uint32_t d = 0; d < f->rank; d++) jw_u64(w, f->shape[d]);
+    jw_array_end(w);
+    jw_key(w, "bytes_per_row");
+    jw_u64(w, rdc_field_bytes(f));
+    jw_object_end(w);
+  }
+  jw_array_end(w);
+  jw_key(w, "counters");
+  json_counters(w, &wl->counters);
+  jw_object_end(w);
+}
+
+static void json_device(jw_t *w, const rdc_device_t *d) {
+  jw_object_begin(w);
+  jw_key(w, "kind");
+  jw_string(w, d->kind);
+  jw_key(w, "name");
+  jw_string(w, d->name);
+  jw_key(w, "fingerprint");
+  jw_string(w, d->fingerprint);
+  jw_key(w, "status");
+  jw_string(w, d->status);
+  jw_object_end(w);
+}
+
+/* ------------------------------------------------------------------ */
+/* Commands                                                            */
+/* ------------------------------------------------------------------ */
+
+static int call_failed(const rdc_error_t *e) {
+  if (e->code > 0)
+    fprintf(stderr, "replayctl: %s: %s\n", rdc_strerror(e->code), e->msg);
+  else
+    fprintf(stderr, "replayctl: %s\n", e->msg[0] ? e->msg : rdc_strerror(e->code));
+  return RCTL_EXIT_CALL;
+}
+
+static void devices_table(const rdc_server_info_t *info, const char *indent) {
+  static const char *const head[] = {"KIND", "NAME", "FINGERPRINT", "STATUS"};
+  table_t t;
+  tbl_init(&t, 4, head, NULL);
+  for (size_t i = 0; i < info->n_devices; i++) {
+    const rdc_device_t *d = &info->devices[i];
+    const char *row[] = {d->kind, d->name, d->fingerprint, d->status};
+    tbl_row(&t, row);
+  }
+  tbl_print(&t, indent);
+}
+
+static int cmd_status(rdc_client_t *c, const rctl_opts_t *o) {
+  rdc_server_info_t *info;
+  rdc_error_t e;
+  if (rdc_server_info(c, &info, &e) != RDC_OK) return call_failed(&e);
+  if (o->json) {
+    jw_t w;
+    jw_init(&w, stdout);
+    jw_object_begin(&w);
+    jw_key(&w, "server");
+    jw_string(&w, o->server);
+    jw_key(&w, "version");
+    jw_string(&w, info->version);
+    jw_key(&w, "uptime_seconds");
+    jw_double(&w, info->uptime_s);
+    jw_key(&w, "workloads");
+    jw_u64(&w, info->n_workloads);
+    jw_key(&w, "devices");
+    jw_array_begin(&w);
+    for (size_t i = 0; i < info->n_devices; i++) json_device(&w, &info->devices[i]);
+    jw_array_end(&w);
+    jw_object_end(&w);
+    jw_finish(&w);
+  } else {
+    char up[64];
+    fmt_duration(up, sizeof up, info->uptime_s);
+    kv("server", "%s", o->server);
+    kv("version", "%s", info->version);
+    kv("uptime", "%s", up);
+    kv("workloads", "%zu", info->n_workloads);
+    kv("devices", "%zu", info->n_devices);
+    if (info->n_devices > 0) devices_table(info, "  ");
+  }
+  rdc_server_info_free(info);
+  return RCTL_EXIT_OK;
+}
+
+static int cmd_devices(rdc_client_t *c, const rctl_opts_t *o) {
+  rdc_server_info_t *info;
+  rdc_error_t e;
+  if (rdc_server_info(c, &info, &e) != RDC_OK) return call_failed(&e);
+  if (o->json) {
+    jw_t w;
+    jw_init(&w, stdout);
+    jw_object_begin(&w);
+    jw_key(&w, "devices");
+    jw_array_begin(&w);
+    for (size_t i = 0; i < info->n_devices; i++) json_device(&w, &info->devices[i]);
+    jw_array_end(&w);
+    jw_object_end(&w);
+    jw_finish(&w);
+  } else {
+    devices_table(info, "");
+  }
+  rdc_server_info_free(info);
+  return RCTL_EXIT_OK;
+}
+
+static int cmd_ls(rdc_client_t *c, const rctl_opts_t *o) {
+  rdc_workload_t *items;
+  size_t n;
+  rdc_error_t e;
+  if (rdc_list(c, &items, &n, &e) != RDC_OK) return call_failed(&e);
+  if (o->json) {
+    jw_t w;
+    jw_init(&w, stdout);
+    jw_object_begin(&w);
+    jw_key(&w, "workloads");
+    jw_array_begin(&w);
+    for (size_t i = 0; i < n; i++) json_workload(&w, &items[i]);
+    jw_array_end(&w);
+    jw_object_end(&w);
+    jw_finish(&w);
+  } else {
+    static const char *const head[] = {"ID",      "NAME",    "SIZE/CAPACITY", "INSERTS",
+                                       "SAMPLES", "UPDATES", "STALE"};
+    static const int right[] = {0, 0, 1, 1, 1, 1, 1};
+    table_t t;
+    tbl_init(&t, 7, head, right);
+    for (size_t i = 0; i < n; i++) {
+      const rdc_workload_t *wl = &items[i];
+      char size[48], ins[24], smp[24], upd[24], stale[24];
+      snprintf(size, sizeof size, "%" PRIu64 "/%" PRIu32, wl->counters.size, wl->spec.capacity);
+      snprintf(ins, sizeof ins, "%" PRIu64, wl->counters.inserts);
+      snprintf(smp, sizeof smp, "%" PRIu64, wl->counters.samples);
+      snprintf(upd, sizeof upd, "%" PRIu64, wl->counters.updates);
+      snprintf(stale, sizeof stale, "%" PRIu64, wl->counters.stale_updates);
+      const char *row[] = {wl->id, wl->spec.name, size, ins, smp, upd, stale};
+      tbl_row(&t, row);
+    }
+    tbl_print(&t, "");
+  }
+  rdc_list_free(items);
+  return RCTL_EXIT_OK;
+}
+
+static int cmd_describe(rdc_client_t *c, const rctl_opts_t *o) {
+  rdc_workload_t *wl = malloc(sizeof *wl); /* ~10 KiB: keep it off the stack */
+  if (wl == NULL) oom();
+  rdc_error_t e;
+  if (rdc_describe(c, o->args[0], wl, &e) != RDC_OK) {
+    free(wl);
+    return call_failed(&e);
+  }
+  const rdc_spec_t *s = &wl->spec;
+  if (o->json) {
+    jw_t w;
+    jw_init(&w, stdout);
+    json_workload(&w, wl);
+    jw_finish(&w);
+  } else {
+    char buf[64], alpha[32], eps[32], beta[32], maxp[32];
+    fmt_time(buf, sizeof buf, wl->created_unix);
+    fmt_opt(alpha, sizeof alpha, s->has_alpha, s->alpha);
+    fmt_opt(eps, sizeof eps, s->has_epsilon, s->epsilon);
+    fmt_opt(beta, sizeof beta, s->has_beta, s->beta);
+    fmt_opt(maxp, sizeof maxp, s->has_max_priority, s->max_priority);
+    char name[RDC_NAME_MAX];
+    snprintf(name, sizeof name, "%s", s->name);
+    sanitize(name);
+    kv("id", "%s", wl->id);
+    kv("name", "%s", name);
+    kv("created", "%s", buf);
+    kv("capacity", "%" PRIu32, s->capacity);
+    kv("fanout", "%" PRIu32, s->fanout);
+    kv("alpha", "%s", alpha);
+    kv("epsilon", "%s", eps);
+    kv("beta", "%s", beta);
+    kv("max priority", "%s", maxp);
+    kv("seed", "%" PRIu64, s->seed);
+    kv("max batch", "%" PRIu32, s->max_batch);
+
+    printf("\nschema\n");
+    static const char *const head[] = {"FIELD", "DTYPE", "SHAPE", "BYTES/ROW"};
+    static const int right[] = {0, 0, 0, 1};
+    table_t t;
+    tbl_init(&t, 4, head, right);
+    size_t row_bytes = 0;
+    for (uint32_t i = 0; i < s->n_fields; i++) {
+      const rdc_field_t *f = &s->fields[i];
+      char shape[RDC_MAX_RANK * 12 + 4], bytes[24];
+      fmt_shape(shape, sizeof shape, f);
+      snprintf(bytes, sizeof bytes, "%zu", rdc_field_bytes(f));
+      row_bytes += rdc_field_bytes(f);
+      const char *row[] = {f->name, rdc_dtype_name((int)f->dtype), shape, bytes};
+      tbl_row(&t, row);
+    }
+    tbl_print(&t, "  ");
+    printf("  %zu bytes per row\n", row_bytes);
+
+    const rdc_counters_t *k = &wl->counters;
+    fmt_bytes(buf, sizeof buf, k->bytes);
+    printf("\ncounters\n");
+    kv("  size", "%" PRIu64 "/%" PRIu32, k->size, s->capacity);
+    kv("  inserts", "%" PRIu64, k->inserts);
+    kv("  samples", "%" PRIu64, k->samples);
+    kv("  updates", "%" PRIu64, k->updates);
+    kv("  stale", "%" PRIu64, k->stale_updates);
+    kv("  memory", "%s", buf);
+  }
+  free(wl);
+  return RCTL_EXIT_OK;
+}
+
+static int cmd_rm(rdc_client_t *c, const rctl_opts_t *o, const char *token) {
+  rdc_error_t e;
+  if (rdc_delete(c, o->args[0], token, &e) != RDC_OK) return call_failed(&e);
+  if (o->json) {
+    jw_t w;
+    jw_init(&w, stdout);
+    jw_object_begin(&w);
+    jw_key(&w, "deleted");
+    jw_string(&w, o->args[0]);
+    jw_object_end(&w);
+    jw_finish(&w);
+  } else {
+    printf("deleted workload %s\n", o->args[0]);
+  }
+  return RCTL_EXIT_OK;
+}
+
+/* rm's token: --token, else the admin token file (given or default). A
+ * missing token is a usage error: nothing was asked of the server. */
+static int rm_token(const rctl_opts_t *o, char *token, size_t cap) {
+  if (o->token != NULL) {
+    snprintf(token, cap, "%s", o->token);
+    return 0;
+  }
+  char path[PATH_MAX];
+  if (o->admin_token_file != NULL) {
+    snprintf(path, sizeof path, "%s", o->admin_token_file);
+  } else {
+    char dir[PATH_MAX - 16];
+    if (rctl_state_dir(getenv("STATE_DIRECTORY"), getenv("XDG_STATE_HOME"), getenv("HOME"), dir,
+                       sizeof dir) != 0) {
+      fprintf(stderr, "replayctl: the state directory path is too long; use --token T or "
+                      "--admin-token-file PATH\n");
+      return -1;
+    }
+    snprintf(path, sizeof path, "%s/admin.token", dir);
+  }
+  char msg[PATH_MAX + 128];
+  if (rctl_read_token_file(path, token, cap, msg, sizeof msg) != 0) {
+    fprintf(stderr, "replayctl: %s\nreplayctl: rm needs --token T, or the server's admin token "
+                    "file (--admin-token-file PATH)\n", msg);
+    return -1;
+  }
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  rctl_opts_t o;
+  char msg[256];
+  if (rctl_parse_args(argc, argv, getenv("REPLAYD_SERVER"), &o, msg, sizeof msg) != 0) {
+    fprintf(stderr, "replayctl: %s\nTry 'replayctl --help'.\n", msg);
+    return RCTL_EXIT_USAGE;
+  }
+  if (o.help) {
+    fputs(rctl_usage(), stdout);
+    return RCTL_EXIT_OK;
+  }
+  if (o.version) {
+    printf("replayctl %s\n", RDC_VERSION);
+    return RCTL_EXIT_OK;
+  }
+  char token[RDC_TOKEN_MAX];
+  if (o.cmd == RCTL_CMD_RM && rm_token(&o, token, sizeof token) != 0) return RCTL_EXIT_USAGE;
+
+  rdc_connect_opts_t copts;
+  rdc_connect_opts_init(&copts);
+  copts.deadline_s = o.timeout_s;
+  rdc_client_t *c;
+  rdc_error_t e;
+  if (rdc_connect_ex(o.server, o.timeout_s, &copts, &c, &e) != RDC_OK) return call_failed(&e);
+  int rc = RCTL_EXIT_USAGE;
+  switch (o.cmd) {
+  case RCTL_CMD_STATUS: rc = cmd_status(c, &o); break;
+  case RCTL_CMD_LS: rc = cmd_ls(c, &o); break;
+  case RCTL_CMD_DESCRIBE: rc = cmd_describe(c, &o); break;
+  case RCTL_CMD_DEVICES: rc = cmd_devices(c, &o); break;
+  case RCTL_CMD_RM: rc = cmd_rm(c, &o, token); break;
+  case RCTL_CMD_NONE: break;
+  }
+  rdc_close(c);
+  if (fflush(stdout) != 0 || ferror(stdout)) {
+    fputs("replayctl: cannot write the output\n", stderr);
+    return RCTL_EXIT_CALL;
+  }
+  return rc;
+}

@@ -1,0 +1,60 @@
+/* replayctl_cli.h - replayctl's command line: arguments, defaults and the
+ * admin token file, kept apart from the commands so they can be tested
+ * without a server. Internal to replayctl. */
+#ifndef RDC_REPLAYCTL_CLI_H
+#define RDC_REPLAYCTL_CLI_H
+
+#include <stddef.h>
+
+#define RCTL_DEFAULT_SERVER "127.0.0.1:50051"
+#define RCTL_DEFAULT_TIMEOUT_S 5.0
+#define RCTL_MAX_ARGS 4
+
+/* Exit codes. */
+enum { RCTL_EXIT_OK = 0, RCTL_EXIT_CALL = 1, RCTL_EXIT_USAGE = 2 };
+
+typedef enum {
+  RCTL_CMD_NONE = 0,
+  RCTL_CMD_STATUS,
+  RCTL_CMD_LS,
+  RCTL_CMD_DESCRIBE,
+  RCTL_CMD_DEVICES,
+  RCTL_CMD_RM,
+} rctl_cmd_t;
+
+typedef struct {
+  const char *server;           /* --server, else $REPLAYD_SERVER, else the default */
+  int json;                     /* --json */
+  double timeout_s;             /* --timeout: connect and per-call deadline */
+  const char *token;            /* rm --token */
+  const char *admin_token_file; /* rm --admin-token-file; NULL = default path */
+  int help, version;            /* --help / --version */
+  rctl_cmd_t cmd;
+  const char *args[RCTL_MAX_ARGS]; /* the command's operands */
+  int n_args;
+} rctl_opts_t;
+
+/* Parse argv (options may come before or after the command; "--opt value"
+ * or "--opt=value"; "--" ends options). env_server is $REPLAYD_SERVER (may
+ * be NULL). Returns 0, or RCTL_EXIT_USAGE with a message in msg. */
+int rctl_parse_args(int argc, char **argv, const char *env_server, rctl_opts_t *o, char *msg,
+                    size_t cap);
+
+/* The daemon's state directory rule (daemon/config.c): $STATE_DIRECTORY
+ * (the first entry if systemd lists several, colon-separated), else
+ * $XDG_STATE_HOME/replayd if that is absolute, else
+ * $HOME/.local/state/replayd, else ./replayd-state. The environment is
+ * passed in (any may be NULL or empty). Returns 0, or -1 if the path does
+ * not fit in cap. */
+int rctl_state_dir(const char *state_directory, const char *xdg_state_home, const char *home,
+                   char *out, size_t cap);
+
+/* Read a token file: its first line without surrounding whitespace.
+ * Returns 0, or -1 with a message in msg (unreadable, empty, too long, or
+ * not printable ASCII). */
+int rctl_read_token_file(const char *path, char *token, size_t cap, char *msg, size_t msg_cap);
+
+/* The --help text. */
+const char *rctl_usage(void);
+
+#endif

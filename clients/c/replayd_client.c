@@ -1,0 +1,1101 @@
+/* replayd_client.c - the C client of replayd over gRPC core.
+ *
+ * Every unary call is one batch of the six client ops on the client's pluck
+ * completion queue, plucked by its tag: the call blocks the calling thread
+ * and nothing else runs in the background. Request bodies are packed by
+ * protobuf-c straight into one gRPC slice; replies are unpacked from one
+ * contiguous slice and converted into the caller's structs, so no protobuf
+ * or gRPC object outlives a call.
+ *
+ * A reply is never trusted: an undecodable body, counts that disagree with
+ * each other or with the request, or values beyond this library's fixed
+ * limits end the call with RDC_EPROTO / RDC_ETOOSMALL, never an abort.
+ */
+#include "replayd_client.h"
+
+#include <grpc/byte_buffer.h>
+#include <grpc/byte_buffer_reader.h>
+#include <grpc/grpc.h>
+#include <grpc/grpc_security.h>
+#include <grpc/support/alloc.h>
+#include <grpc/support/time.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "replayd.pb-c.h"
+
+#define RDC_TOKEN_KEY "x-replayd-token"
+#define RDC_DEFAULT_MAX_RECEIVE (64 << 20)
+#define RDC_DEFAULT_DEADLINE_S 30.0
+
+typedef enum {
+  M_REGISTER = 0,
+  M_DESCRIBE,
+  M_LIST,
+  M_DELETE,
+  M_INSERT,
+  M_INSERT_BATCH,
+  M_SAMPLE,
+  M_UPDATE,
+  M_SERVER_INFO,
+  M_COUNT
+} method_t;
+
+static const char *const method_names[M_COUNT] = {
+    "RegisterWorkload", "DescribeWorkload", "ListWorkloads",   "DeleteWorkload", "Insert",
+    "InsertBatch",      "Sample",           "UpdatePriorities", "ServerInfo",
+};
+
+struct rdc_client {
+  grpc_channel *channel;
+  grpc_completion_queue *cq; /* pluck queue of the unary calls */
+  void *methods[M_COUNT];    /* grpc_channel_register_call handles */
+  pthread_mutex_t lock;      /* one unary call at a time; guards deadline_s */
+  double deadline_s;
+  uint32_t md_flags;         /* GRPC_INITIAL_METADATA_WAIT_FOR_READY or 0 */
+  char target[256];
+};
+
+/* ------------------------------------------------------------------ */
+/* Errors                                                              */
+/* ------------------------------------------------------------------ */
+
+static const char *const status_names[] = {
+    "OK",        "CANCELLED",         "UNKNOWN",           "INVALID_ARGUMENT",
+    "DEADLINE_EXCEEDED", "NOT_FOUND", "ALREADY_EXISTS",    "PERMISSION_DENIED",
+    "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION", "ABORTED", "OUT_OF_RANGE",
+    "UNIMPLEMENTED", "INTERNAL",      "UNAVAILABLE",       "DATA_LOSS",
+    "UNAUTHENTICATED",
+};
+
+const char *rdc_strerror(int code) {
+  if (code >= 0 && code <= RDC_UNAUTHENTICATED) return status_names[code];
+  switch (code) {
+  case RDC_EINVAL: return "RDC_EINVAL";
+  case RDC_ENOMEM: return "RDC_ENOMEM";
+  case RDC_ECONNECT: return "RDC_ECONNECT";
+  case RDC_EPROTO: return "RDC_EPROTO";
+  case RDC_ETOOSMALL: return "RDC_ETOOSMALL";
+  case RDC_ECALL: return "RDC_ECALL";
+  default: return "RDC_EUNKNOWN";
+  }
+}
+
+__attribute__((format(printf, 3, 4))) static int set_error(rdc_error_t *err, int code,
+                                                           const char *fmt, ...) {
+  if (err != NULL) {
+    err->code = code;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+    va_end(ap);
+  }
+  return code;
+}
+
+static int ok(rdc_error_t *err) {
+  if (err != NULL) {
+    err->code = RDC_OK;
+    err->msg[0] = '\0';
+  }
+  return RDC_OK;
+}
+
+/* The error of a call that ended with a non-OK status: the server's status
+ * details verbatim, or, when it sent none, what is known. */
+static int status_error(rdc_error_t *err, const char *method, grpc_status_code status,
+                        grpc_slice details) {
+  size_t len = GRPC_SLICE_LENGTH(details);
+  if (len == 0)
+    return set_error(err, (int)status, "%s failed with status %s", method,
+                     rdc_strerror((int)status));
+  if (len > RDC_ERROR_MSG_MAX - 1) len = RDC_ERROR_MSG_MAX - 1;
+  const char *p = (const char *)GRPC_SLICE_START_PTR(details);
+  return set_error(err, (int)status, "%.*s", (int)len, p);
+}
+
+/* ------------------------------------------------------------------ */
+/* Small helpers                                                       */
+/* ------------------------------------------------------------------ */
+
+static gpr_timespec deadline_after(double s) {
+  /* Past about 30 years a deadline is "none"; this also keeps the
+   * microsecond count far from int64 overflow. */
+  if (!(s < 1e9)) return gpr_inf_future(GPR_CLOCK_MONOTONIC);
+  return gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC),
+                      gpr_time_from_micros((int64_t)(s * 1e6), GPR_TIMESPAN));
+}
+
+static grpc_byte_buffer *pack(const ProtobufCMessage *m) {
+  size_t n = protobuf_c_message_get_packed_size(m);
+  grpc_slice s = grpc_slice_malloc(n);
+  protobuf_c_message_pack(m, GRPC_SLICE_START_PTR(s));
+  grpc_byte_buffer *bb = grpc_raw_byte_buffer_create(&s, 1);
+  grpc_slice_unref(s);
+  return bb;
+}
+
+/* Unpack a reply; NULL if bb is NULL or undecodable. */
+static ProtobufCMessage *unpack(const ProtobufCMessageDescriptor *d, grpc_byte_buffer *bb) {
+  if (bb == NULL) return NULL;
+  grpc_byte_buffer_reader rd;
+  if (!grpc_byte_buffer_reader_init(&rd, bb)) return NULL;
+  grpc_slice s = grpc_byte_buffer_reader_readall(&rd);
+  grpc_byte_buffer_reader_destroy(&rd);
+  ProtobufCMessage *m =
+      protobuf_c_message_unpack(d, NULL, GRPC_SLICE_LENGTH(s), GRPC_SLICE_START_PTR(s));
+  grpc_slice_unref(s);
+  return m;
+}
+
+/* Metadata values must be printable ASCII; gRPC would refuse the whole
+ * batch otherwise, with an error that does not say why. */
+static int check_token(const char *token, rdc_error_t *err) {
+  if (token == NULL) return RDC_OK;
+  for (const char *p = token; *p; p++)
+    if (*p < 0x20 || *p > 0x7e)
+      return set_error(err, RDC_EINVAL,
+                       "the token contains a character not allowed in gRPC metadata "
+                       "(byte 0x%02x at offset %zu)",
+                       (unsigned char)*p, (size_t)(p - token));
+  return RDC_OK;
+}
+
+static int check_id(const char *id, rdc_error_t *err) {
+  if (id == NULL || id[0] == '\0') return set_error(err, RDC_EINVAL, "no workload id given");
+  return RDC_OK;
+}
+
+/* Copy a string from a reply into a fixed buffer; RDC_ETOOSMALL if it does
+ * not fit (unless cut_ok: labels are cut instead). */
+static int copy_str(char *dst, size_t cap, const char *src, int cut_ok, const char *what,
+                    rdc_error_t *err) {
+  if (src == NULL) src = "";
+  size_t len = strlen(src);
+  if (len >= cap) {
+    if (!cut_ok)
+      return set_error(err, RDC_ETOOSMALL, "the server sent a %s of %zu bytes; this client "
+                       "holds at most %zu", what, len, cap - 1);
+    len = cap - 1;
+  }
+  memcpy(dst, src, len);
+  dst[len] = '\0';
+  return RDC_OK;
+}
+
+/* ------------------------------------------------------------------ */
+/* Connection                                                          */
+/* ------------------------------------------------------------------ */
+
+void rdc_connect_opts_init(rdc_connect_opts_t *opts) {
+  opts->max_receive_bytes = RDC_DEFAULT_MAX_RECEIVE;
+  opts->wait_for_ready = 0;
+  opts->deadline_s = RDC_DEFAULT_DEADLINE_S;
+}
+
+int rdc_connect(const char *target, double timeout_s, rdc_client_t **out, rdc_error_t *err) {
+  return rdc_connect_ex(target, timeout_s, NULL, out, err);
+}
+
+static const char *state_name(grpc_connectivity_state s) {
+  switch (s) {
+  case GRPC_CHANNEL_IDLE: return "idle";
+  case GRPC_CHANNEL_CONNECTING: return "connecting";
+  case GRPC_CHANNEL_READY: return "ready";
+  case GRPC_CHANNEL_TRANSIENT_FAILURE: return "connection failed";
+  case GRPC_CHANNEL_SHUTDOWN: return "shut down";
+  default: return "unknown";
+  }
+}
+
+static void destroy_cq(grpc_completion_queue *cq) {
+  /* A pluck queue may be destroyed only once every event is consumed; the
+   * callers have plucked all their tags, so this returns at once. */
+  grpc_completion_queue_shutdown(cq);
+  while (grpc_completion_queue_pluck(cq, NULL, gpr_inf_future(GPR_CLOCK_REALTIME), NULL).type !=
+         GRPC_QUEUE_SHUTDOWN) {
+  }
+  grpc_completion_queue_destroy(cq);
+}
+
+/* Wait for READY. gRPC only tells us the state, not why a connection
+ * failed, so the message says what to check. */
+static int wait_ready(rdc_client_t *c, double timeout_s, int wait_for_ready, rdc_error_t *err) {
+  gpr_timespec deadline = deadline_after(timeout_s);
+  grpc_connectivity_state st = grpc_channel_check_connectivity_state(c->channel, 1);
+  while (st != GRPC_CHANNEL_READY) {
+    if (st == GRPC_CHANNEL_SHUTDOWN ||
+        (st == GRPC_CHANNEL_TRANSIENT_FAILURE && !wait_for_ready))
+      return set_error(err, RDC_ECONNECT,
+                       "cannot connect to %s: %s (is replayd running and listening there?)",
+                       c->target, state_name(st));
+    int tag;
+    grpc_channel_watch_connectivity_state(c->channel, st, deadline, c->cq, &tag);
+    grpc_event ev =
+        grpc_completion_queue_pluck(c->cq, &tag, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
+    if (ev.type != GRPC_OP_COMPLETE || !ev.success)
+      return set_error(err, RDC_ECONNECT,
+                       "cannot connect to %s within %g s (%s; is replayd running and "
+                       "listening there?)",
+                       c->target, timeout_s, state_name(st));
+    /* try_to_connect again: after a failure the channel may fall back to
+     * idle and would otherwise wait for a call to reconnect. */
+    st = grpc_channel_check_connectivity_state(c->channel, 1);
+  }
+  return RDC_OK;
+}
+
+int rdc_connect_ex(const char *target, double timeout_s, const rdc_connect_opts_t *opts,
+                   rdc_client_t **out, rdc_error_t *err) {
+  rdc_connect_opts_t o;
+  if (opts != NULL)
+    o = *opts;
+  else
+    rdc_connect_opts_init(&o);
+  if (out == NULL) return set_error(err, RDC_EINVAL, "rdc_connect: out is NULL");
+  *out = NULL;
+  if (target == NULL || target[0] == '\0')
+    return set_error(err, RDC_EINVAL, "no server address given (expected HOST:PORT)");
+  if (strlen(target) >= sizeof(((rdc_client_t *)0)->target))
+    return set_error(err, RDC_EINVAL, "server address longer than %zu bytes",
+                     sizeof(((rdc_client_t *)0)->target) - 1);
+  if (!(timeout_s > 0))
+    return set_error(err, RDC_EINVAL, "connect timeout must be > 0 seconds, not %g", timeout_s);
+  if (!(o.deadline_s > 0))
+    return set_error(err, RDC_EINVAL, "call deadline must be > 0 seconds, not %g", o.deadline_s);
+  if (o.max_receive_bytes <= 0)
+    return set_error(err, RDC_EINVAL, "max_receive_bytes must be > 0, not %d",
+                     o.max_receive_bytes);
+
+  rdc_client_t *c = calloc(1, sizeof *c);
+  if (c == NULL) return set_error(err, RDC_ENOMEM, "out of memory");
+  snprintf(c->target, sizeof c->target, "%s", target);
+  c->deadline_s = o.deadline_s;
+  /* Wait-for-ready calls queue while the channel reconnects, and the
+   * caller's pluck drives the reconnection; fail-fast calls return
+   * UNAVAILABLE at once and leave reconnecting to gRPC's backup poller
+   * (every 5 s), so after a daemon restart they recover only that late. */
+  c->md_flags = o.wait_for_ready ? GRPC_INITIAL_METADATA_WAIT_FOR_READY : 0;
+  pthread_mutex_init(&c->lock, NULL);
+
+  grpc_init();
+  /* Reconnect backoff: gRPC's default starts at 1 s and grows to 120 s;
+   * a client of a daemon that restarts (or starts after its actors) should
+   * try again within a few seconds. */
+  grpc_arg args[3];
+  args[0].type = GRPC_ARG_INTEGER;
+  args[0].key = GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH;
+  args[0].value.integer = o.max_receive_bytes;
+  args[1].type = GRPC_ARG_INTEGER;
+  args[1].key = GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS;
+  args[1].value.integer = 200;
+  args[2].type = GRPC_ARG_INTEGER;
+  args[2].key = GRPC_ARG_MAX_RECONNECT_BACKOFF_MS;
+  args[2].value.integer = 5000;
+  grpc_channel_args chargs = {3, args};
+  grpc_channel_credentials *creds = grpc_insecure_credentials_create();
+  c->channel = grpc_channel_create(target, creds, &chargs);
+  grpc_channel_credentials_release(creds);
+  c->cq = grpc_completion_queue_create_for_pluck(NULL);
+  for (int m = 0; m < M_COUNT; m++) {
+    char path[64];
+    snprintf(path, sizeof path, "/replayd.v1.Replay/%s", method_names[m]);
+    c->methods[m] = grpc_channel_register_call(c->channel, path, NULL, NULL);
+  }
+
+  int rc = wait_ready(c, timeout_s, o.wait_for_ready, err);
+  if (rc != RDC_OK) {
+    rdc_close(c);
+    return rc;
+  }
+  *out = c;
+  return ok(err);
+}
+
+void rdc_close(rdc_client_t *c) {
+  if (c == NULL) return;
+  grpc_channel_destroy(c->channel);
+  destroy_cq(c->cq);
+  pthread_mutex_destroy(&c->lock);
+  free(c);
+  grpc_shutdown();
+}
+
+int rdc_set_deadline(rdc_client_t *c, double seconds) {
+  if (c == NULL || !(seconds > 0)) return RDC_EINVAL;
+  pthread_mutex_lock(&c->lock);
+  c->deadline_s = seconds;
+  pthread_mutex_unlock(&c->lock);
+  return RDC_OK;
+}
+
+/* ------------------------------------------------------------------ */
+/* The unary call                                                      */
+/* ------------------------------------------------------------------ */
+
+/* Run method m with request req; on success *resp is the decoded reply
+ * (free with protobuf_c_message_free_unpacked). empty_ok: a reply without
+ * a message counts as an empty message (DeleteWorkload's is empty, and a
+ * server may send no body for it). */
+static int unary(rdc_client_t *c, method_t m, const char *token, const ProtobufCMessage *req,
+                 const ProtobufCMessageDescriptor *resp_desc, int empty_ok,
+                 ProtobufCMessage **resp, rdc_error_t *err) {
+  *resp = NULL;
+  if (c == NULL) return set_error(err, RDC_EINVAL, "no client (NULL)");
+  int rc = check_token(token, err);
+  if (rc != RDC_OK) return rc;
+
+  grpc_byte_buffer *send = pack(req);
+  grpc_metadata md;
+  memset(&md, 0, sizeof md);
+  size_t n_md = 0;
+  if (token != NULL && token[0] != '\0') {
+    /* Static slices: the key is a literal and the token outlives the call
+     * (the call is finished and unreferenced before we return). */
+    md.key = grpc_slice_from_static_string(RDC_TOKEN_KEY);
+    md.value = grpc_slice_from_static_buffer(token, strlen(token));
+    n_md = 1;
+  }
+  grpc_metadata_array initial_md, trailing_md;
+  grpc_metadata_array_init(&initial_md);
+  grpc_metadata_array_init(&trailing_md);
+  grpc_byte_buffer *recv = NULL;
+  grpc_status_code status = GRPC_STATUS_UNKNOWN;
+  grpc_slice details = grpc_empty_slice();
+  const char *error_string = NULL;
+
+  grpc_op ops[6];
+  memset(ops, 0, sizeof ops);
+  ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
+  ops[0].flags = c->md_flags;
+  ops[0].data.send_initial_metadata.count = n_md;
+  ops[0].data.send_initial_metadata.metadata = n_md ? &md : NULL;
+  ops[1].op = GRPC_OP_SEND_MESSAGE;
+  ops[1].data.send_message.send_message = send;
+  ops[2].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
+  ops[3].op = GRPC_OP_RECV_INITIAL_METADATA;
+  ops[3].data.recv_initial_metadata.recv_initial_metadata = &initial_md;
+  ops[4].op = GRPC_OP_RECV_MESSAGE;
+  ops[4].data.recv_message.recv_message = &recv;
+  ops[5].op = GRPC_OP_RECV_STATUS_ON_CLIENT;
+  ops[5].data.recv_status_on_client.trailing_metadata = &trailing_md;
+  ops[5].data.recv_status_on_client.status = &status;
+  ops[5].data.recv_status_on_client.status_details = &details;
+  ops[5].data.recv_status_on_client.error_string = &error_string;
+
+  pthread_mutex_lock(&c->lock);
+  grpc_call *call =
+      grpc_channel_create_registered_call(c->channel, NULL, GRPC_PROPAGATE_DEFAULTS, c->cq,
+                                          c->methods[m], deadline_after(c->deadline_s), NULL);
+  int tag;
+  grpc_call_error ce = grpc_call_start_batch(call, ops, 6, &tag, NULL);
+  if (ce != GRPC_CALL_OK) {
+    rc = set_error(err, RDC_ECALL, "%s: gRPC refused to start the call (error %d)",
+                   method_names[m], (int)ce);
+  } else {
+    grpc_event ev =
+        grpc_completion_queue_pluck(c->cq, &tag, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
+    if (ev.type != GRPC_OP_COMPLETE || !ev.success)
+      rc = set_error(err, RDC_ECALL, "%s: the call failed inside gRPC", method_names[m]);
+  }
+  grpc_call_unref(call);
+  pthread_mutex_unlock(&c->lock);
+
+  if (rc == RDC_OK && ce == GRPC_CALL_OK) {
+    if (status != GRPC_STATUS_OK) {
+      rc = status_error(err, method_names[m], status, details);
+    } else if (recv == NULL && !empty_ok) {
+      rc = set_error(err, RDC_EPROTO, "%s: the server ended the call OK without a reply",
+                     method_names[m]);
+    } else {
+      *resp = recv == NULL ? protobuf_c_message_unpack(resp_desc, NULL, 0, (const uint8_t *)"")
+                           : unpack(resp_desc, recv);
+      if (*resp == NULL)
+        rc = set_error(err, RDC_EPROTO, "%s: the server's reply could not be decoded",
+                       method_names[m]);
+    }
+  }
+  if (error_string != NULL) gpr_free((void *)error_string);
+  grpc_slice_unref(details);
+  grpc_metadata_array_destroy(&initial_md);
+  grpc_metadata_array_destroy(&trailing_md);
+  if (recv != NULL) grpc_byte_buffer_destroy(recv);
+  grpc_byte_buffer_destroy(send);
+  return rc == RDC_OK ? ok(err) : rc;
+}
+
+/* ------------------------------------------------------------------ */
+/* Specs and workloads                                                 */
+/* ------------------------------------------------------------------ */
+
+static const char *const dtype_names[] = {"invalid", "float32", "int32", "int64", "uint8", "bool"};
+
+const char *rdc_dtype_name(int dtype) {
+  if (dtype < RDC_DTYPE_FLOAT32 || dtype > RDC_DTYPE_BOOL) return dtype_names[0];
+  return dtype_names[dtype];
+}
+
+size_t rdc_dtype_size(int dtype) {
+  switch (dtype) {
+  case RDC_DTYPE_FLOAT32: return 4;
+  case RDC_DTYPE_INT32: return 4;
+  case RDC_DTYPE_INT64: return 8;
+  case RDC_DTYPE_UINT8: return 1;
+  case RDC_DTYPE_BOOL: return 1;
+  default: return 0;
+  }
+}
+
+size_t rdc_field_bytes(const rdc_field_t *f) {
+  if (f->rank > RDC_MAX_RANK) return 0;
+  size_t b = rdc_dtype_size((int)f->dtype);
+  for (uint32_t d = 0; d < f->rank; d++) b *= f->shape[d];
+  return b;
+}
+
+void rdc_spec_init(rdc_spec_t *spec) { memset(spec, 0, sizeof *spec); }
+
+static void counters_from_pb(rdc_counters_t *out, const Replayd__V1__WorkloadCounters *c) {
+  memset(out, 0, sizeof *out);
+  if (c == NULL) return;
+  out->inserts = c->inserts;
+  out->samples = c->samples;
+  out->updates = c->updates;
+  out->stale_updates = c->stale_updates;
+  out->size = c->size;
+  out->bytes = c->bytes;
+}
+
+static int spec_from_pb(rdc_spec_t *out, const Replayd__V1__WorkloadSpec *s, rdc_error_t *err) {
+  rdc_spec_init(out);
+  if (s == NULL) return RDC_OK;
+  copy_str(out->name, sizeof out->name, s->name, 1, "name", err);
+  if (s->n_fields > RDC_MAX_FIELDS)
+    return set_error(err, RDC_ETOOSMALL, "the server sent a schema of %zu fields; this client "
+                     "holds at most %d", s->n_fields, RDC_MAX_FIELDS);
+  out->n_fields = (uint32_t)s->n_fields;
+  for (size_t i = 0; i < s->n_fields; i++) {
+    const Replayd__V1__Field *f = s->fields[i];
+    rdc_field_t *o = &out->fields[i];
+    int rc = copy_str(o->name, sizeof o->name, f->name, 0, "field name", err);
+    if (rc != RDC_OK) return rc;
+    if (f->n_shape > RDC_MAX_RANK)
+      return set_error(err, RDC_ETOOSMALL, "the server sent field \"%s\" of rank %zu; this "
+                       "client holds at most %d", o->name, f->n_shape, RDC_MAX_RANK);
+    o->dtype = (rdc_dtype_t)f->dtype;
+    o->rank = (uint32_t)f->n_shape;
+    for (size_t d = 0; d < f->n_shape; d++) o->shape[d] = f->shape[d];
+  }
+  out->capacity = s->capacity;
+  out->fanout = s->fanout;
+  out->has_alpha = s->alpha_opt_case == REPLAYD__V1__WORKLOAD_SPEC__ALPHA_OPT_ALPHA;
+  out->alpha = out->has_alpha ? s->alpha : 0;
+  out->has_epsilon = s->epsilon_opt_case == REPLAYD__V1__WORKLOAD_SPEC__EPSILON_OPT_EPSILON;
+  out->epsilon = out->has_epsilon ? s->epsilon : 0;
+  out->has_beta = s->beta_opt_case == REPLAYD__V1__WORKLOAD_SPEC__BETA_OPT_BETA;
+  out->beta = out->has_beta ? s->beta : 0;
+  out->has_max_priority =
+      s->max_priority_opt_case == REPLAYD__V1__WORKLOAD_SPEC__MAX_PRIORITY_OPT_MAX_PRIORITY;
+  out->max_priority = out->has_max_priority ? s->max_priority : 0;
+  out->seed = s->seed;
+  out->max_batch = s->max_batch;
+  return RDC_OK;
+}
+
+static int workload_from_pb(rdc_workload_t *out, const Replayd__V1__Workload *w,
+                            rdc_error_t *err) {
+  memset(out, 0, sizeof *out);
+  int rc = copy_str(out->id, sizeof out->id, w->id, 0, "workload id", err);
+  if (rc == RDC_OK) rc = copy_str(out->token, sizeof out->token, w->token, 0, "token", err);
+  if (rc == RDC_OK) rc = spec_from_pb(&out->spec, w->spec, err);
+  counters_from_pb(&out->counters, w->counters);
+  out->created_unix = w->created_unix;
+  return rc;
+}
+
+int rdc_register(rdc_client_t *c, const rdc_spec_t *spec, rdc_workload_t *out,
+                 rdc_error_t *err) {
+  if (spec == NULL || out == NULL) return set_error(err, RDC_EINVAL, "spec or out is NULL");
+  if (spec->n_fields > RDC_MAX_FIELDS)
+    return set_error(err, RDC_EINVAL, "a schema has at most %d fields, not %u", RDC_MAX_FIELDS,
+                     spec->n_fields);
+  if (memchr(spec->name, '\0', sizeof spec->name) == NULL)
+    return set_error(err, RDC_EINVAL, "the workload name is not NUL-terminated");
+
+  /* The request borrows the caller's strings and shapes: nothing is
+   * allocated until the one packed slice. */
+  Replayd__V1__Field fields[RDC_MAX_FIELDS];
+  Replayd__V1__Field *fieldp[RDC_MAX_FIELDS];
+  for (uint32_t i = 0; i < spec->n_fields; i++) {
+    const rdc_field_t *f = &spec->fields[i];
+    if (memchr(f->name, '\0', sizeof f->name) == NULL)
+      return set_error(err, RDC_EINVAL, "field %u: name is not NUL-terminated within %d bytes",
+                       i, RDC_FIELD_NAME_MAX);
+    if (f->rank > RDC_MAX_RANK)
+      return set_error(err, RDC_EINVAL, "field \"%s\": rank %u exceeds %d", f->name, f->rank,
+                       RDC_MAX_RANK);
+    replayd__v1__field__init(&fields[i]);
+    fields[i].name = (char *)f->name;
+    fields[i].dtype = (Replayd__V1__DType)f->dtype;
+    fields[i].n_shape = f->rank;
+    fields[i].shape = f->rank ? (uint32_t *)f->shape : NULL;
+    fieldp[i] = &fields[i];
+  }
+  Replayd__V1__WorkloadSpec req = REPLAYD__V1__WORKLOAD_SPEC__INIT;
+  req.name = (char *)spec->name;
+  req.n_fields = spec->n_fields;
+  req.fields = spec->n_fields ? fieldp : NULL;
+  req.capacity = spec->capacity;
+  req.fanout = spec->fanout;
+  if (spec->has_alpha) {
+    req.alpha_opt_case = REPLAYD__V1__WORKLOAD_SPEC__ALPHA_OPT_ALPHA;
+    req.alpha = spec->alpha;
+  }
+  if (spec->has_epsilon) {
+    req.epsilon_opt_case = REPLAYD__V1__WORKLOAD_SPEC__EPSILON_OPT_EPSILON;
+    req.epsilon = spec->epsilon;
+  }
+  if (spec->has_beta) {
+    req.beta_opt_case = REPLAYD__V1__WORKLOAD_SPEC__BETA_OPT_BETA;
+    req.beta = spec->beta;
+  }
+  if (spec->has_max_priority) {
+    req.max_priority_opt_case = REPLAYD__V1__WORKLOAD_SPEC__MAX_PRIORITY_OPT_MAX_PRIORITY;
+    req.max_priority = spec->max_priority;
+  }
+  req.seed = spec->seed;
+  req.max_batch = spec->max_batch;
+
+  ProtobufCMessage *resp;
+  int rc = unary(c, M_REGISTER, NULL, &req.base, &replayd__v1__workload__descriptor, 0, &resp,
+                 err);
+  if (rc != RDC_OK) return rc;
+  const Replayd__V1__Workload *w = (const Replayd__V1__Workload *)resp;
+  rc = workload_from_pb(out, w, err);
+  if (rc == RDC_OK && out->id[0] == '\0')
+    rc = set_error(err, RDC_EPROTO, "RegisterWorkload: the reply has no workload id");
+  if (rc == RDC_OK && out->token[0] == '\0')
+    rc = set_error(err, RDC_EPROTO, "RegisterWorkload: the reply has no token");
+  protobuf_c_message_free_unpacked(resp, NULL);
+  return rc == RDC_OK ? ok(err) : rc;
+}
+
+int rdc_describe(rdc_client_t *c, const char *id, rdc_workload_t *out, rdc_error_t *err) {
+  int rc = check_id(id, err);
+  if (rc != RDC_OK) return rc;
+  if (out == NULL) return set_error(err, RDC_EINVAL, "out is NULL");
+  Replayd__V1__WorkloadRef req = REPLAYD__V1__WORKLOAD_REF__INIT;
+  req.id = (char *)id;
+  ProtobufCMessage *resp;
+  rc = unary(c, M_DESCRIBE, NULL, &req.base, &replayd__v1__workload__descriptor, 0, &resp, err);
+  if (rc != RDC_OK) return rc;
+  rc = workload_from_pb(out, (const Replayd__V1__Workload *)resp, err);
+  protobuf_c_message_free_unpacked(resp, NULL);
+  return rc == RDC_OK ? ok(err) : rc;
+}
+
+int rdc_list(rdc_client_t *c, rdc_workload_t **out, size_t *n, rdc_error_t *err) {
+  if (out == NULL || n == NULL) return set_error(err, RDC_EINVAL, "out or n is NULL");
+  *out = NULL;
+  *n = 0;
+  Replayd__V1__ListWorkloadsRequest req = REPLAYD__V1__LIST_WORKLOADS_REQUEST__INIT;
+  ProtobufCMessage *resp;
+  int rc = unary(c, M_LIST, NULL, &req.base, &replayd__v1__list_workloads_response__descriptor,
+                 0, &resp, err);
+  if (rc != RDC_OK) return rc;
+  const Replayd__V1__ListWorkloadsResponse *r = (const Replayd__V1__ListWorkloadsResponse *)resp;
+  rdc_workload_t *items = NULL;
+  if (r->n_workloads > 0) {
+    items = calloc(r->n_workloads, sizeof *items);
+    if (items == NULL) rc = set_error(err, RDC_ENOMEM, "out of memory");
+  }
+  for (size_t i = 0; rc == RDC_OK && i < r->n_workloads; i++)
+    rc = workload_from_pb(&items[i], r->workloads[i], err);
+  if (rc == RDC_OK) {
+    *out = items;
+    *n = r->n_workloads;
+  } else {
+    free(items);
+  }
+  protobuf_c_message_free_unpacked(resp, NULL);
+  return rc == RDC_OK ? ok(err) : rc;
+}
+
+void rdc_list_free(rdc_workload_t *items) { free(items); }
+
+int rdc_delete(rdc_client_t *c, const char *id, const char *token, rdc_error_t *err) {
+  int rc = check_id(id, err);
+  if (rc != RDC_OK) return rc;
+  Replayd__V1__WorkloadRef req = REPLAYD__V1__WORKLOAD_REF__INIT;
+  req.id = (char *)id;
+  ProtobufCMessage *resp;
+  rc = unary(c, M_DELETE, token, &req.base, &replayd__v1__delete_workload_response__descriptor, 1,
+             &resp, err);
+  if (rc != RDC_OK) return rc;
+  protobuf_c_message_free_unpacked(resp, NULL);
+  return ok(err);
+}
+
+/* ------------------------------------------------------------------ */
+/* Insert                                                              */
+/* ------------------------------------------------------------------ */
+
+/* Fill req (borrowing the caller's memory; bins has room for
+ * RDC_MAX_FIELDS) after checking the arguments. */
+static int insert_request(Replayd__V1__InsertRequest *req, Replayd__V1__RowBatch *rows,
+                          ProtobufCBinaryData *bins, const char *id, uint32_t n,
+                          const rdc_column_t *cols, size_t n_cols, const double *priorities,
+                          rdc_error_t *err) {
+  int rc = check_id(id, err);
+  if (rc != RDC_OK) return rc;
+  if (n_cols > RDC_MAX_FIELDS)
+    return set_error(err, RDC_EINVAL, "%zu columns given; a schema has at most %d fields",
+                     n_cols, RDC_MAX_FIELDS);
+  if (n_cols > 0 && cols == NULL) return set_error(err, RDC_EINVAL, "cols is NULL");
+  for (size_t i = 0; i < n_cols; i++) {
+    if (cols[i].data == NULL && cols[i].bytes > 0)
+      return set_error(err, RDC_EINVAL, "column %zu: data is NULL", i);
+    bins[i].data = (uint8_t *)cols[i].data;
+    bins[i].len = cols[i].bytes;
+  }
+  replayd__v1__row_batch__init(rows);
+  rows->count = n;
+  rows->n_columns = n_cols;
+  rows->columns = n_cols ? bins : NULL;
+  replayd__v1__insert_request__init(req);
+  req->workload_id = (char *)id;
+  req->rows = rows;
+  if (priorities != NULL) {
+    req->n_priorities = n;
+    req->priorities = (double *)priorities;
+  }
+  return RDC_OK;
+}
+
+int rdc_insert_batch(rdc_client_t *c, const char *id, const char *token, uint32_t n,
+                     const rdc_column_t *cols, size_t n_cols, const double *priorities,
+                     uint64_t *keys, rdc_error_t *err) {
+  Replayd__V1__InsertRequest req;
+  Replayd__V1__RowBatch rows;
+  ProtobufCBinaryData bins[RDC_MAX_FIELDS];
+  int rc = insert_request(&req, &rows, bins, id, n, cols, n_cols, priorities, err);
+  if (rc != RDC_OK) return rc;
+  ProtobufCMessage *resp;
+  rc = unary(c, M_INSERT_BATCH, token, &req.base, &replayd__v1__insert_response__descriptor, 0,
+             &resp, err);
+  if (rc != RDC_OK) return rc;
+  const Replayd__V1__InsertResponse *r = (const Replayd__V1__InsertResponse *)resp;
+  if (keys != NULL && r->n_keys != n)
+    rc = set_error(err, RDC_EPROTO, "InsertBatch: %u rows sent but %zu keys came back", n,
+                   r->n_keys);
+  else if (keys != NULL && n > 0)
+    memcpy(keys, r->keys, n * sizeof *keys);
+  protobuf_c_message_free_unpacked(resp, NULL);
+  return rc == RDC_OK ? ok(err) : rc;
+}
+
+/* The insert stream. Ops in flight on its call, each with its own tag:
+ * - the send slot (tag_send): the initial metadata, then one message at a
+ *   time, then the half-close. gRPC allows one send op of a kind at a time,
+ *   and waiting for it before the next is our flow control.
+ * - the end (tag_end): RECV_INITIAL_METADATA + RECV_MESSAGE +
+ *   RECV_STATUS_ON_CLIENT, started at open; it completes when the call
+ *   ends, so a stream the server ended early (bad token, bad batch) is
+ *   noticed by peeking at it before each write, without waiting. */
+struct rdc_insert_stream {
+  grpc_completion_queue *cq;
+  grpc_call *call;
+  double wait_s; /* longest wait for the server per write / close */
+  char id[RDC_ID_MAX];
+  char token[RDC_TOKEN_MAX];
+  grpc_metadata md;
+  int send_pending;
+  grpc_byte_buffer *sending;
+  int end_pending;
+  grpc_metadata_array initial_md, trailing_md;
+  grpc_byte_buffer *recv;
+  grpc_status_code status;
+  grpc_slice details;
+  const char *error_string;
+  int half_closed; /* SEND_CLOSE_FROM_CLIENT started */
+  int failed;      /* sticky: error holds the stream's error */
+  rdc_error_t error;
+  char tag_send, tag_end; /* their addresses are the tags */
+};
+
+static int stream_fail(rdc_insert_stream_t *s, rdc_error_t *err) {
+  if (err != NULL) *err = s->error;
+  return s->error.code;
+}
+
+/* The end op completed: record why the stream ended. */
+static void stream_ended(rdc_insert_stream_t *s) {
+  s->end_pending = 0;
+  if (s->failed) return;
+  if (s->status == GRPC_STATUS_OK && s->half_closed) return; /* the normal end */
+  s->failed = 1;
+  if (s->status != GRPC_STATUS_OK)
+    status_error(&s->error, "Insert", s->status, s->details);
+  else
+    set_error(&s->error, RDC_EPROTO, "Insert: the server ended the stream before it was closed");
+}
+
+/* Cancel the call and wait for every op in flight (they complete promptly
+ * once the call is cancelled). */
+static void stream_drain(rdc_insert_stream_t *s, grpc_status_code why, const char *msg) {
+  if (s->send_pending || s->end_pending)
+    grpc_call_cancel_with_status(s->call, why, msg, NULL);
+  if (s->send_pending) {
+    grpc_completion_queue_pluck(s->cq, &s->tag_send, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
+    s->send_pending = 0;
+  }
+  if (s->end_pending) {
+    grpc_completion_queue_pluck(s->cq, &s->tag_end, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
+    s->end_pending = 0;
+  }
+}
+
+static void stream_timeout(rdc_insert_stream_t *s, const char *what) {
+  char msg[128];
+  snprintf(msg, sizeof msg, "Insert: no answer from the server for %g s while %s", s->wait_s,
+           what);
+  stream_drain(s, GRPC_STATUS_DEADLINE_EXCEEDED, msg);
+  if (!s->failed) {
+    s->failed = 1;
+    set_error(&s->error, RDC_DEADLINE_EXCEEDED, "%s", msg);
+  }
+}
+
+/* Wait for the end op at most wait_s (or not at all with wait_s == 0). */
+static void stream_wait_end(rdc_insert_stream_t *s, double wait_s, const char *what) {
+  if (!s->end_pending) return;
+  gpr_timespec dl = wait_s > 0 ? deadline_after(wait_s) : gpr_inf_past(GPR_CLOCK_MONOTONIC);
+  grpc_event ev = grpc_completion_queue_pluck(s->cq, &s->tag_end, dl, NULL);
+  if (ev.type == GRPC_OP_COMPLETE)
+    stream_ended(s);
+  else if (wait_s > 0)
+    stream_timeout(s, what);
+}
+
+/* Wait for the send slot to be free. */
+static void stream_wait_send(rdc_insert_stream_t *s, const char *what) {
+  if (!s->send_pending) return;
+  grpc_event ev = grpc_completion_queue_pluck(s->cq, &s->tag_send, deadline_after(s->wait_s), NULL);
+  if (ev.type != GRPC_OP_COMPLETE) {
+    stream_timeout(s, what);
+    return;
+  }
+  s->send_pending = 0;
+  if (s->sending != NULL) {
+    grpc_byte_buffer_destroy(s->sending);
+    s->sending = NULL;
+  }
+  /* A send fails only when the call is over: the status tells why. */
+  if (!ev.success) stream_wait_end(s, s->wait_s, "waiting for the status of a failed send");
+}
+
+static int stream_start_send(rdc_insert_stream_t *s, grpc_op *op) {
+  grpc_call_error ce = grpc_call_start_batch(s->call, op, 1, &s->tag_send, NULL);
+  if (ce != GRPC_CALL_OK) {
+    s->failed = 1;
+    set_error(&s->error, RDC_ECALL, "Insert: gRPC refused a stream operation (error %d)",
+              (int)ce);
+    return RDC_ECALL;
+  }
+  s->send_pending = 1;
+  return RDC_OK;
+}
+
+static void stream_free(rdc_insert_stream_t *s) {
+  if (s->sending != NULL) grpc_byte_buffer_destroy(s->sending);
+  if (s->recv != NULL) grpc_byte_buffer_destroy(s->recv);
+  if (s->error_string != NULL) gpr_free((void *)s->error_string);
+  grpc_slice_unref(s->details);
+  grpc_metadata_array_destroy(&s->initial_md);
+  grpc_metadata_array_destroy(&s->trailing_md);
+  grpc_call_unref(s->call);
+  destroy_cq(s->cq);
+  free(s);
+}
+
+int rdc_insert_stream_open(rdc_client_t *c, const char *id, const char *token,
+                           rdc_insert_stream_t **out, rdc_error_t *err) {
+  if (c == NULL || out == NULL) return set_error(err, RDC_EINVAL, "client or out is NULL");
+  *out = NULL;
+  int rc = check_id(id, err);
+  if (rc == RDC_OK) rc = check_token(token, err);
+  if (rc != RDC_OK) return rc;
+  if (strlen(id) >= RDC_ID_MAX)
+    return set_error(err, RDC_EINVAL, "workload id longer than %d bytes", RDC_ID_MAX - 1);
+  if (token != NULL && strlen(token) >= RDC_TOKEN_MAX)
+    return set_error(err, RDC_EINVAL, "token longer than %d bytes", RDC_TOKEN_MAX - 1);
+
+  rdc_insert_stream_t *s = calloc(1, sizeof *s);
+  if (s == NULL) return set_error(err, RDC_ENOMEM, "out of memory");
+  snprintf(s->id, sizeof s->id, "%s", id);
+  if (token != NULL) snprintf(s->token, sizeof s->token, "%s", token);
+  pthread_mutex_lock(&c->lock);
+  s->wait_s = c->deadline_s;
+  pthread_mutex_unlock(&c->lock);
+  grpc_metadata_array_init(&s->initial_md);
+  grpc_metadata_array_init(&s->trailing_md);
+  s->details = grpc_empty_slice();
+  s->status = GRPC_STATUS_UNKNOWN;
+  s->cq = grpc_completion_queue_create_for_pluck(NULL);
+  /* No call deadline: a stream lives as long as its actor. */
+  s->call = grpc_channel_create_registered_call(c->channel, NULL, GRPC_PROPAGATE_DEFAULTS, s->cq,
+                                                c->methods[M_INSERT],
+                                                gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
+
+  grpc_op op;
+  memset(&op, 0, sizeof op);
+  op.op = GRPC_OP_SEND_INITIAL_METADATA;
+  op.flags = c->md_flags;
+  if (s->token[0] != '\0') {
+    s->md.key = grpc_slice_from_static_string(RDC_TOKEN_KEY);
+    s->md.value = grpc_slice_from_static_buffer(s->token, strlen(s->token));
+    op.data.send_initial_metadata.count = 1;
+    op.data.send_initial_metadata.metadata = &s->md;
+  }
+  if (stream_start_send(s, &op) != RDC_OK) {
+    rc = stream_fail(s, err);
+    stream_free(s);
+    return rc;
+  }
+
+  grpc_op end[3];
+  memset(end, 0, sizeof end);
+  end[0].op = GRPC_OP_RECV_INITIAL_METADATA;
+  end[0].data.recv_initial_metadata.recv_initial_metadata = &s->initial_md;
+  end[1].op = GRPC_OP_RECV_MESSAGE;
+  end[1].data.recv_message.recv_message = &s->recv;
+  end[2].op = GRPC_OP_RECV_STATUS_ON_CLIENT;
+  end[2].data.recv_status_on_client.trailing_metadata = &s->trailing_md;
+  end[2].data.recv_status_on_client.status = &s->status;
+  end[2].data.recv_status_on_client.status_details = &s->details;
+  end[2].data.recv_status_on_client.error_string = &s->error_string;
+  grpc_call_error ce = grpc_call_start_batch(s->call, end, 3, &s->tag_end, NULL);
+  if (ce != GRPC_CALL_OK) {
+    stream_drain(s, GRPC_STATUS_CANCELLED, "client could not start the stream");
+    stream_free(s);
+    return set_error(err, RDC_ECALL, "Insert: gRPC refused to start the stream (error %d)",
+                     (int)ce);
+  }
+  s->end_pending = 1;
+  *out = s;
+  return ok(err);
+}
+
+int rdc_insert_stream_write(rdc_insert_stream_t *s, uint32_t n, const rdc_column_t *cols,
+                            size_t n_cols, const double *priorities, rdc_error_t *err) {
+  if (s == NULL) return set_error(err, RDC_EINVAL, "stream is NULL");
+  if (s->failed) return stream_fail(s, err);
+  Replayd__V1__InsertRequest req;
+  Replayd__V1__RowBatch rows;
+  ProtobufCBinaryData bins[RDC_MAX_FIELDS];
+  /* An argument error fails this write only, not the stream. */
+  int rc = insert_request(&req, &rows, bins, s->id, n, cols, n_cols, priorities, err);
+  if (rc != RDC_OK) return rc;
+
+  stream_wait_end(s, 0, NULL); /* did the server end the stream already? */
+  if (!s->failed) stream_wait_send(s, "sending the previous batch");
+  if (s->failed) return stream_fail(s, err);
+
+  /* Pack after the wait: at most one packed message exists at a time. */
+  s->sending = pack(&req.base);
+  grpc_op op;
+  memset(&op, 0, sizeof op);
+  op.op = GRPC_OP_SEND_MESSAGE;
+  op.data.send_message.send_message = s->sending;
+  if (stream_start_send(s, &op) != RDC_OK) return stream_fail(s, err);
+  return ok(err);
+}
+
+int rdc_insert_stream_close(rdc_insert_stream_t *s, uint64_t *inserted, uint64_t *first_key,
+                            rdc_error_t *err) {
+  if (s == NULL) return set_error(err, RDC_EINVAL, "stream is NULL");
+  if (!s->failed) stream_wait_send(s, "sending the last batch");
+  if (!s->failed) {
+    grpc_op op;
+    memset(&op, 0, sizeof op);
+    op.op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
+    s->half_closed = 1;
+    if (stream_start_send(s, &op) == RDC_OK) stream_wait_send(s, "closing the stream");
+  }
+  /* The answer: the final reply, or the status that says why not. */
+  if (!s->failed) stream_wait_end(s, s->wait_s, "waiting for the stream's answer");
+  if (!s->failed) {
+    Replayd__V1__InsertResponse *r =
+        (Replayd__V1__InsertResponse *)unpack(&replayd__v1__insert_response__descriptor, s->recv);
+    if (r == NULL) {
+      s->failed = 1;
+      set_error(&s->error, RDC_EPROTO, "Insert: the server's reply could not be decoded");
+    } else {
+      if (inserted != NULL) *inserted = r->inserted;
+      if (first_key != NULL) *first_key = r->first_key;
+      protobuf_c_message_free_unpacked(&r->base, NULL);
+    }
+  }
+  stream_drain(s, GRPC_STATUS_CANCELLED, "client closed the stream after an error");
+  int rc = s->failed ? stream_fail(s, err) : ok(err);
+  stream_free(s);
+  return rc;
+}
+
+void rdc_insert_stream_cancel(rdc_insert_stream_t *s) {
+  if (s == NULL) return;
+  stream_drain(s, GRPC_STATUS_CANCELLED, "client cancelled the stream");
+  stream_free(s);
+}
+
+/* ------------------------------------------------------------------ */
+/* Sample and update                                                   */
+/* ------------------------------------------------------------------ */
+
+int rdc_sample(rdc_client_t *c, const char *id, const char *token, uint32_t batch_size,
+               double beta, int stratified, rdc_sample_t *io, rdc_error_t *err) {
+  int rc = check_id(id, err);
+  if (rc != RDC_OK) return rc;
+  if (io == NULL) return set_error(err, RDC_EINVAL, "io is NULL");
+  if (io->n_columns > 0 && io->columns == NULL)
+    return set_error(err, RDC_EINVAL, "n_columns is %zu but columns is NULL", io->n_columns);
+  io->count = 0;
+  io->table_size = 0;
+  Replayd__V1__SampleRequest req = REPLAYD__V1__SAMPLE_REQUEST__INIT;
+  req.workload_id = (char *)id;
+  req.batch_size = batch_size;
+  req.stratified = stratified != 0;
+  if (!isnan(beta)) {
+    req.beta_opt_case = REPLAYD__V1__SAMPLE_REQUEST__BETA_OPT_BETA;
+    req.beta = beta;
+  }
+  ProtobufCMessage *resp;
+  rc = unary(c, M_SAMPLE, token, &req.base, &replayd__v1__sample_response__descriptor, 0, &resp,
+             err);
+  if (rc != RDC_OK) return rc;
+  const Replayd__V1__SampleResponse *r = (const Replayd__V1__SampleResponse *)resp;
+  size_t k = r->n_keys;
+  size_t rows_count = r->rows != NULL ? r->rows->count : 0;
+  size_t n_cols = r->rows != NULL ? r->rows->n_columns : 0;
+  if (k > batch_size)
+    rc = set_error(err, RDC_EPROTO, "Sample: asked for %u items, the reply has %zu", batch_size,
+                   k);
+  else if (r->n_probabilities != k || r->n_weights != k || rows_count != k)
+    rc = set_error(err, RDC_EPROTO,
+                   "Sample: the reply is inconsistent: %zu keys, %zu probabilities, %zu "
+                   "weights, %zu rows",
+                   k, r->n_probabilities, r->n_weights, rows_count);
+  else if (io->columns != NULL && io->n_columns != n_cols)
+    rc = set_error(err, RDC_EINVAL,
+                   "Sample: the reply has %zu columns (one per schema field) but %zu buffers "
+                   "were given",
+                   n_cols, io->n_columns);
+  for (size_t i = 0; rc == RDC_OK && io->columns != NULL && i < n_cols; i++)
+    if (r->rows->columns[i].len > io->columns[i].capacity)
+      rc = set_error(err, RDC_ETOOSMALL,
+                     "Sample: column %zu needs %zu bytes, its buffer holds %zu", i,
+                     r->rows->columns[i].len, io->columns[i].capacity);
+  if (rc == RDC_OK) {
+    if (io->keys != NULL && k) memcpy(io->keys, r->keys, k * sizeof *io->keys);
+    if (io->probabilities != NULL && k)
+      memcpy(io->probabilities, r->probabilities, k * sizeof *io->probabilities);
+    if (io->weights != NULL && k) memcpy(io->weights, r->weights, k * sizeof *io->weights);
+    for (size_t i = 0; io->columns != NULL && i < n_cols; i++) {
+      size_t len = r->rows->columns[i].len;
+      if (len) memcpy(io->columns[i].data, r->rows->columns[i].data, len);
+      io->columns[i].bytes = len;
+    }
+    io->count = (uint32_t)k;
+    io->table_size = r->table_size;
+  }
+  protobuf_c_message_free_unpacked(resp, NULL);
+  return rc == RDC_OK ? ok(err) : rc;
+}
+
+int rdc_update_priorities(rdc_client_t *c, const char *id, const char *token, size_t n,
+                          const uint64_t *keys, const double *priorities, uint64_t *applied,
+                          uint64_t *stale, rdc_error_t *err) {
+  int rc = check_id(id, err);
+  if (rc != RDC_OK) return rc;
+  if (n > 0 && (keys == NULL || priorities == NULL))
+    return set_error(err, RDC_EINVAL, "keys or priorities is NULL");
+  Replayd__V1__UpdatePrioritiesRequest req = REPLAYD__V1__UPDATE_PRIORITIES_REQUEST__INIT;
+  req.workload_id = (char *)id;
+  req.n_keys = n;
+  req.keys = (uint64_t *)keys;
+  req.n_priorities = n;
+  req.priorities = (double *)priorities;
+  ProtobufCMessage *resp;
+  rc = unary(c, M_UPDATE, token, &req.base, &replayd__v1__update_priorities_response__descriptor,
+             0, &resp, err);
+  if (rc != RDC_OK) return rc;
+  const Replayd__V1__UpdatePrioritiesResponse *r =
+      (const Replayd__V1__UpdatePrioritiesResponse *)resp;
+  if (applied != NULL) *applied = r->applied;
+  if (stale != NULL) *stale = r->stale;
+  protobuf_c_message_free_unpacked(resp, NULL);
+  return ok(err);
+}
+
+/* ------------------------------------------------------------------ */
+/* Server info                                                         */
+/* ------------------------------------------------------------------ */
+
+int rdc_server_info(rdc_client_t *c, rdc_server_info_t **out, rdc_error_t *err) {
+  if (out == NULL) return set_error(err, RDC_EINVAL, "out is NULL");
+  *out = NULL;
+  Replayd__V1__ServerInfoRequest req = REPLAYD__V1__SERVER_INFO_REQUEST__INIT;
+  ProtobufCMessage *resp;
+  int rc = unary(c, M_SERVER_INFO, NULL, &req.base, &replayd__v1__server_info_response__descriptor,
+                 0, &resp, err);
+  if (rc != RDC_OK) return rc;
+  const Replayd__V1__ServerInfoResponse *r = (const Replayd__V1__ServerInfoResponse *)resp;
+  /* One block: the struct, then the devices, then the workloads (whose
+   * alignment, 8, the device array's size keeps: rdc_device_t is a
+   * multiple of 8 bytes). */
+  _Static_assert(sizeof(rdc_device_t) % _Alignof(rdc_workload_t) == 0, "layout");
+  _Static_assert(sizeof(rdc_server_info_t) % _Alignof(rdc_device_t) == 0, "layout");
+  size_t bytes = sizeof(rdc_server_info_t);
+  if (r->n_devices > SIZE_MAX / 2 / sizeof(rdc_device_t) ||
+      r->n_workloads > SIZE_MAX / 2 / sizeof(rdc_workload_t)) {
+    protobuf_c_message_free_unpacked(resp, NULL);
+    return set_error(err, RDC_EPROTO, "ServerInfo: absurd counts in the reply");
+  }
+  bytes += r->n_devices * sizeof(rdc_device_t) + r->n_workloads * sizeof(rdc_workload_t);
+  rdc_server_info_t *info = calloc(1, bytes);
+  if (info == NULL) {
+    protobuf_c_message_free_unpacked(resp, NULL);
+    return set_error(err, RDC_ENOMEM, "out of memory");
+  }
+  info->devices = r->n_devices ? (rdc_device_t *)(info + 1) : NULL;
+  info->workloads = r->n_workloads
+                        ? (rdc_workload_t *)((char *)(info + 1) + r->n_devices * sizeof(rdc_device_t))
+                        : NULL;
+  info->n_devices = r->n_devices;
+  info->n_workloads = r->n_workloads;
+  copy_str(info->version, sizeof info->version, r->version, 1, "version", err);
+  info->uptime_s = r->uptime_seconds;
+  for (size_t i = 0; i < r->n_devices; i++) {
+    const Replayd__V1__Device *d = r->devices[i];
+    rdc_device_t *o = &info->devices[i];
+    copy_str(o->kind, sizeof o->kind, d->kind, 1, "", err);
+    copy_str(o->name, sizeof o->name, d->name, 1, "", err);
+    copy_str(o->fingerprint, sizeof o->fingerprint, d->fingerprint, 1, "", err);
+    copy_str(o->status, sizeof o->status, d->status, 1, "", err);
+  }
+  for (size_t i = 0; rc == RDC_OK && i < r->n_workloads; i++)
+    rc = workload_from_pb(&info->workloads[i], r->workloads[i], err);
+  protobuf_c_message_free_unpacked(resp, NULL);
+  if (rc != RDC_OK) {
+    free(info);
+    return rc;
+  }
+  *out = info;
+  return ok(err);
+}
+
+void rdc_server_info_free(rdc_server_info_t *info) { free(info); }
