@@ -124,7 +124,9 @@ int rdc_connect_ex(const char *target, double timeout_s, const rdc_connect_opts_
 void rdc_close(rdc_client_t *c);
 
 /* Deadline of each following call, seconds from its start (> 0; INFINITY
- * for none). RDC_EINVAL otherwise. */
+ * for none), and the longest wait of each stream write and close of
+ * streams opened afterwards. RDC_EINVAL otherwise. Waits for a call that
+ * another thread has in flight on this client. */
 int rdc_set_deadline(rdc_client_t *c, double seconds);
 
 /* ------------------------------------------------------------------ */
