@@ -40,6 +40,7 @@ struct rd_server;
 
 typedef struct call {
   struct rd_server *srv;
+  bool active;                 /* counted in calls_active */
   struct worker *wk;
   int method;                  /* rd_method_t, or -1 for the catch-all */
   call_state_t state;
@@ -69,6 +70,7 @@ struct rd_server {
   uint32_t n_workers;
   atomic_bool shutting_down;
   atomic_uint_fast64_t calls_started;
+  atomic_int calls_active; /* matched calls not yet freed */
   grpc_completion_queue *shutdown_cq;
 };
 
@@ -108,6 +110,7 @@ static void post_request(worker_t *wk, int method) {
 }
 
 static void call_free(call_t *c) {
+  if (c->active) atomic_fetch_sub(&c->srv->calls_active, 1);
   if (c->call) grpc_call_unref(c->call);
   grpc_metadata_array_destroy(&c->md);
   if (c->method < 0) grpc_call_details_destroy(&c->details);
@@ -197,6 +200,8 @@ static void on_event(call_t *c, bool ok) {
       return;
     }
     atomic_fetch_add(&s->calls_started, 1);
+    atomic_fetch_add(&s->calls_active, 1);
+    c->active = true;
     post_request(c->wk, c->method); /* keep one request per method posted */
     if (c->method < 0) {
       r.status = GRPC_STATUS_UNIMPLEMENTED;
@@ -267,14 +272,20 @@ int rd_server_start(rd_server_t **out, const rd_config_t *cfg, rd_handler_ctx_t 
   s->ctx = ctx;
   s->n_workers = cfg->threads < 1 ? 1 : cfg->threads > RD_MAX_THREADS ? RD_MAX_THREADS : cfg->threads;
 
-  grpc_arg args[2];
+  /* SO_REUSEPORT is on by default in gRPC: a second replayd on the same
+   * port would start and silently split the clients (and their workloads)
+   * between the two processes. A taken port must be an error. */
+  grpc_arg args[3];
+  args[2].type = GRPC_ARG_INTEGER;
+  args[2].key = GRPC_ARG_ALLOW_REUSEPORT;
+  args[2].value.integer = 0;
   args[0].type = GRPC_ARG_INTEGER;
   args[0].key = GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH;
   args[0].value.integer = (int)cfg->max_message_bytes;
   args[1].type = GRPC_ARG_INTEGER;
   args[1].key = GRPC_ARG_MAX_SEND_MESSAGE_LENGTH;
   args[1].value.integer = (int)cfg->max_message_bytes;
-  grpc_channel_args chargs = {2, args};
+  grpc_channel_args chargs = {3, args};
   s->server = grpc_server_create(&chargs, NULL);
 
   for (int m = 0; m < RD_M_COUNT; m++)
@@ -322,18 +333,48 @@ int rd_server_start(rd_server_t **out, const rd_config_t *cfg, rd_handler_ctx_t 
   return RD_OK;
 }
 
-void rd_server_stop(rd_server_t *s, double grace_s) {
+/* Wait on shutdown_cq (only the shutdown notification is ever queued
+ * there) until it fires, until no call is in flight (when stop_when_idle),
+ * or until the deadline. Returns 1 once notified. */
+static int wait_shutdown(rd_server_t *s, gpr_timespec deadline, int stop_when_idle) {
+  for (;;) {
+    gpr_timespec tick = gpr_time_add(gpr_now(GPR_CLOCK_REALTIME),
+                                     gpr_time_from_millis(50, GPR_TIMESPAN));
+    if (gpr_time_cmp(tick, deadline) > 0) tick = deadline;
+    grpc_event ev = grpc_completion_queue_next(s->shutdown_cq, tick, NULL);
+    if (ev.type == GRPC_OP_COMPLETE) return 1;
+    if (stop_when_idle && atomic_load(&s->calls_active) == 0) return 0;
+    if (gpr_time_cmp(gpr_now(GPR_CLOCK_REALTIME), deadline) >= 0) return 0;
+  }
+}
+
+/* Shutdown in three bounded steps. gRPC's own notification also waits for
+ * every client connection to close after its GOAWAY, which an idle client
+ * may take seconds to do (or never do), so:
+ *  1. stop accepting; wait until in-flight calls are done (up to grace_s);
+ *  2. then cancel what is left: with no call in flight this only
+ *     force-disconnects idle connections;
+ *  3. wait for the notification, at most a few more seconds. */
+int rd_server_stop(rd_server_t *s, double grace_s) {
   atomic_store(&s->shutting_down, true);
   static int shutdown_tag;
   grpc_server_shutdown_and_notify(s->server, s->shutdown_cq, &shutdown_tag);
-  gpr_timespec deadline = gpr_time_add(gpr_now(GPR_CLOCK_REALTIME),
-                                       gpr_time_from_millis((int64_t)(grace_s * 1000), GPR_TIMESPAN));
-  /* Only the shutdown notification is ever queued on shutdown_cq. */
-  grpc_event ev = grpc_completion_queue_next(s->shutdown_cq, deadline, NULL);
-  if (ev.type == GRPC_QUEUE_TIMEOUT) {
-    rd_log_warn("server", "calls still running after %.1f s: cancelling them", grace_s);
+  gpr_timespec grace = gpr_time_add(gpr_now(GPR_CLOCK_REALTIME),
+                                    gpr_time_from_millis((int64_t)(grace_s * 1000), GPR_TIMESPAN));
+  int done = wait_shutdown(s, grace, 1);
+  if (!done) {
+    int left = atomic_load(&s->calls_active);
+    if (left > 0)
+      rd_log_warn("server", "%d calls still running after %.1f s: cancelling them", left, grace_s);
     grpc_server_cancel_all_calls(s->server);
-    grpc_completion_queue_next(s->shutdown_cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
+    done = wait_shutdown(s, gpr_time_add(gpr_now(GPR_CLOCK_REALTIME),
+                                         gpr_time_from_seconds(5, GPR_TIMESPAN)), 0);
+  }
+  if (!done) {
+    /* Something inside gRPC still holds the server: leave it to the
+     * process exit rather than hang or tear down under live threads. */
+    rd_log_error("server", "gRPC did not finish shutting down; abandoning the server");
+    return -1;
   }
   for (uint32_t i = 0; i < s->n_workers; i++) grpc_completion_queue_shutdown(s->workers[i].cq);
   for (uint32_t i = 0; i < s->n_workers; i++) {
@@ -353,6 +394,7 @@ void rd_server_stop(rd_server_t *s, double grace_s) {
   grpc_completion_queue_shutdown(s->shutdown_cq);
   grpc_completion_queue_destroy(s->shutdown_cq);
   free(s);
+  return 0;
 }
 
 uint64_t rd_server_calls_started(const rd_server_t *s) {

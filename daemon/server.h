@@ -15,8 +15,11 @@ int rd_server_start(rd_server_t **out, const rd_config_t *cfg, rd_handler_ctx_t 
                     rd_error_t *err);
 
 /* Stop accepting calls, let in-flight calls finish for up to grace_s
- * seconds, cancel the rest, join the threads, free everything. */
-void rd_server_stop(rd_server_t *s, double grace_s);
+ * seconds, cancel the rest (and idle connections), join the threads, free
+ * everything. Returns 0, or -1 if gRPC never confirmed the shutdown within
+ * a few more seconds: the server is then abandoned (threads still run) and
+ * the caller should just exit. */
+int rd_server_stop(rd_server_t *s, double grace_s);
 
 /* Calls started and running right now (for logs and tests). */
 uint64_t rd_server_calls_started(const rd_server_t *s);

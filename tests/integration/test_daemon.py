@@ -7,6 +7,7 @@ usage: test_daemon.py REPLAYD_EXE PROTO_DIR
 """
 import math
 import os
+import socket
 import re
 import signal
 import struct
@@ -40,12 +41,12 @@ OBS = 4
 class Daemon:
     """One replayd process; stderr is collected by a thread."""
 
-    def __init__(self, state_dir, *extra):
+    def __init__(self, state_dir, *extra, env=None):
         self.lines = []
         self.proc = subprocess.Popen(
             [REPLAYD, "--listen", "127.0.0.1:0", "--state-dir", state_dir,
              "--log-level", "debug", *extra],
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
         self.port = None
         got = threading.Event()
 
@@ -260,6 +261,75 @@ class TestLifecycle(Base):
         self.assertEqual(result["r"].inserted, 60, "in-flight call must complete")
         self.assertEqual(self.d.proc.wait(30), 0)
         self.assertTrue(any("draining" in line for line in self.d.lines))
+
+
+class TestProcess(unittest.TestCase):
+    """What an operator relies on: readiness, log reopening, prompt stop."""
+
+    def setUp(self):
+        self.state = tempfile.mkdtemp(prefix="replayd-state-")
+
+    def test_shutdown_with_idle_clients_is_prompt(self):
+        d = Daemon(self.state)
+        idle = [grpc.insecure_channel(f"127.0.0.1:{d.port}") for _ in range(4)]
+        for ch in idle:  # connected, then left idle
+            pbg.ReplayStub(ch).ServerInfo(pb.ServerInfoRequest(), timeout=10)
+        t0 = time.monotonic()
+        d.proc.send_signal(signal.SIGTERM)
+        self.assertEqual(d.proc.wait(30), 0)
+        self.assertLess(time.monotonic() - t0, 3.0, "idle connections must not delay stop")
+        for ch in idle:
+            ch.close()
+        d.thread.join(5)
+        d.proc.stderr.close()
+
+    def test_sd_notify_ready(self):
+        path = os.path.join(self.state, "notify.sock")
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        sock.bind(path)
+        sock.settimeout(30)
+        d = Daemon(self.state, env=dict(os.environ, NOTIFY_SOCKET=path))
+        msg = sock.recv(4096).decode()
+        self.assertIn("READY=1", msg)
+        self.assertIn(f"127.0.0.1:{d.port}", msg)
+        self.assertEqual(d.stop(), 0)
+        self.assertIn("STOPPING=1", sock.recv(4096).decode())
+        sock.close()
+
+    def test_sighup_reopens_log(self):
+        log = os.path.join(self.state, "replayd.log")
+        proc = subprocess.Popen([REPLAYD, "--listen", "127.0.0.1:0", "--state-dir", self.state,
+                                 "--log-file", log])
+        try:
+            for _ in range(300):
+                if os.path.exists(log) and "listening on" in open(log).read():
+                    break
+                time.sleep(0.05)
+            self.assertIn("listening on", open(log).read())
+            os.rename(log, log + ".1")  # what logrotate does
+            proc.send_signal(signal.SIGHUP)
+            for _ in range(100):
+                if os.path.exists(log) and "reopened" in open(log).read():
+                    break
+                time.sleep(0.05)
+            self.assertIn("reopened", open(log).read())
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            self.assertEqual(proc.wait(30), 0)
+
+    def test_bad_flag_is_a_clear_error(self):
+        r = subprocess.run([REPLAYD, "--threads", "0"], capture_output=True, text=True,
+                           timeout=30)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("threads", r.stderr)
+
+    def test_listen_address_in_use(self):
+        d = Daemon(self.state)
+        r = subprocess.run([REPLAYD, "--listen", f"127.0.0.1:{d.port}", "--state-dir",
+                            tempfile.mkdtemp()], capture_output=True, text=True, timeout=30)
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("cannot listen", r.stderr)
+        self.assertEqual(d.stop(), 0)
 
 
 class TestBadInput(Base):
