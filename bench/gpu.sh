@@ -5,7 +5,7 @@
 #
 # Needs only nvcc and gcc (no meson, no cmocka), so it runs on a bare CUDA
 # machine. Builds into $GPU_BUILD_DIR (default build-gpu/):
-#   - the CPU sum tree (backends/cpu/sumtree.c, common/rd_error.c; gcc -O3
+#   - the CPU sum tree (backends/cpu/sumtree.c, common/rd_error.c, rd_tree_check.c; gcc -O3
 #     -fopenmp), the reference for every cross-check;
 #   - the GPU sum tree (backends/gpu/sumtree_gpu.cu; nvcc, sm_80 + sm_90);
 #   - tests/gpu/check_gpu_sumtree (GPU vs CPU, bit for bit, every K; error
@@ -67,17 +67,18 @@ build() {
   set -e
   gcc "${cflags[@]}" -c backends/cpu/sumtree.c -o "$bdir/sumtree.o" &
   gcc "${cflags[@]}" -c common/rd_error.c -o "$bdir/rd_error.o" &
+  gcc "${cflags[@]}" -c common/rd_tree_check.c -o "$bdir/rd_tree_check.o" &
   "$nvcc" "${nvflags[@]}" -c backends/gpu/sumtree_gpu.cu -o "$bdir/sumtree_gpu.o" &
   "$nvcc" "${nvflags[@]}" -c tests/gpu/check_gpu_sumtree.cu -o "$bdir/check_gpu_sumtree.o" &
   "$nvcc" "${nvflags[@]}" -c bench/bench_gpu_sumtree.cu -o "$bdir/bench_gpu_sumtree.o" &
   for j in $(jobs -p); do wait "$j"; done
-  objs=("$bdir/sumtree_gpu.o" "$bdir/sumtree.o" "$bdir/rd_error.o")
+  objs=("$bdir/sumtree_gpu.o" "$bdir/sumtree.o" "$bdir/rd_error.o" "$bdir/rd_tree_check.o")
   "$nvcc" "${arch[@]}" "$bdir/check_gpu_sumtree.o" "${objs[@]}" -Xcompiler=-fopenmp \
     -o "$bdir/check_gpu_sumtree"
   "$nvcc" "${arch[@]}" "$bdir/bench_gpu_sumtree.o" "${objs[@]}" -Xcompiler=-fopenmp \
     -o "$bdir/bench_gpu_sumtree"
   if [ -f /usr/include/cmocka.h ]; then
-    gcc "${cflags[@]}" -UNDEBUG tests/gpu/test_sumtree_step.c "$bdir/sumtree.o" "$bdir/rd_error.o" \
+    gcc "${cflags[@]}" -UNDEBUG tests/gpu/test_sumtree_step.c "$bdir/sumtree.o" "$bdir/rd_error.o" "$bdir/rd_tree_check.o" \
       -lcmocka -o "$bdir/test_sumtree_step"
   fi
 }

@@ -13,6 +13,9 @@
  */
 #include "sumtree.h"
 
+#include "rd_tree_check.h"
+#include "rd_tree_step.h"
+
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,25 +44,15 @@
 /* Shape                                                               */
 /* ------------------------------------------------------------------ */
 
-static bool valid_fanout(uint32_t k) {
-  return k >= RD_SUMTREE_MIN_FANOUT && k <= RD_SUMTREE_MAX_FANOUT && (k & (k - 1)) == 0;
-}
+/* The layout (blocks per level) is defined once, in rd_tree_step.h, for
+ * every backend. */
+static bool valid_fanout(uint32_t k) { return rd_st_valid_fanout(k) != 0; }
 
 static uint32_t log2u(uint32_t k) { return (uint32_t)__builtin_ctz(k); }
 
-/* Blocks per level for a shape; returns the height, 0 if invalid. */
 static uint32_t shape(uint32_t capacity, uint32_t fanout,
                       uint64_t blocks[RD_SUMTREE_MAX_LEVELS]) {
-  if (capacity == 0 || capacity > RD_SUMTREE_MAX_CAPACITY || !valid_fanout(fanout))
-    return 0;
-  uint32_t lk = log2u(fanout);
-  uint32_t height = 1;
-  while (((uint64_t)1 << (lk * height)) < capacity) height++;
-  for (uint32_t h = 0; h < height; h++) {
-    uint32_t shift = lk * (height - h); /* leaves under one block of level h */
-    blocks[h] = ((uint64_t)capacity + ((uint64_t)1 << shift) - 1) >> shift;
-  }
-  return height;
+  return rd_st_shape(capacity, fanout, blocks);
 }
 
 static size_t level_bytes(uint64_t blocks, uint32_t fanout) {
@@ -349,7 +342,7 @@ int rd_sumtree_init(rd_sumtree_t *t, uint32_t capacity, uint32_t fanout, rd_erro
   t->log2_fanout = log2u(fanout);
   t->height = height;
   t->threads = 1;
-  t->max_leaf = ((UINT64_C(1) << 63) - 1) / capacity;
+  t->max_leaf = rd_st_max_leaf(capacity);
   t->mem = mem;
   t->mem_bytes = bytes;
   t->isa = isa->name;
@@ -376,33 +369,23 @@ void rd_sumtree_set_threads(rd_sumtree_t *t, uint32_t threads) {
 
 int rd_sumtree_get_batch(const rd_sumtree_t *t, size_t n, const uint32_t *positions,
                          uint64_t *out, rd_error_t *err) {
-  for (size_t i = 0; i < n; i++)
-    if (positions[i] >= t->capacity)
-      return rd_error_set(err, RD_ERANGE, "position %u at batch index %zu is >= capacity %u",
-                          positions[i], i, t->capacity);
+  int rc = rd_tree_check_positions(n, positions, t->capacity, err);
+  if (rc) return rc;
   for (size_t i = 0; i < n; i++) out[i] = rd_sumtree_get(t, positions[i]);
   return RD_OK;
 }
 
 static int check_values(const rd_sumtree_t *t, size_t n, const uint64_t *values,
                         rd_error_t *err) {
-  for (size_t i = 0; i < n; i++)
-    if (values[i] > t->max_leaf)
-      return rd_error_set(err, RD_ERANGE,
-                          "leaf value %llu at batch index %zu exceeds the maximum %llu "
-                          "(the total of %u leaves must stay below 2^63)",
-                          (unsigned long long)values[i], i, (unsigned long long)t->max_leaf,
-                          t->capacity);
-  return RD_OK;
+  return rd_tree_check_values(n, values, t->max_leaf, t->capacity, err);
 }
 
 int rd_sumtree_set_range(rd_sumtree_t *t, uint32_t first, size_t n, const uint64_t *values,
                          rd_error_t *err) {
   if (n == 0) return RD_OK;
-  if (first >= t->capacity || n > (size_t)(t->capacity - first))
-    return rd_error_set(err, RD_ERANGE, "range [%u, %u + %zu) is outside capacity %u", first,
-                        first, n, t->capacity);
-  int rc = check_values(t, n, values, err);
+  int rc = rd_tree_check_range(first, n, t->capacity, err);
+  if (rc) return rc;
+  rc = check_values(t, n, values, err);
   if (rc) return rc;
   for (size_t done = 0; done < n; done += INSERT_CHUNK) {
     size_t m = n - done < INSERT_CHUNK ? n - done : INSERT_CHUNK;
@@ -413,11 +396,9 @@ int rd_sumtree_set_range(rd_sumtree_t *t, uint32_t first, size_t n, const uint64
 
 int rd_sumtree_update(rd_sumtree_t *t, size_t n, const uint32_t *positions,
                       const uint64_t *values, rd_error_t *err) {
-  for (size_t i = 0; i < n; i++)
-    if (positions[i] >= t->capacity)
-      return rd_error_set(err, RD_ERANGE, "position %u at batch index %zu is >= capacity %u",
-                          positions[i], i, t->capacity);
-  int rc = check_values(t, n, values, err);
+  int rc = rd_tree_check_positions(n, positions, t->capacity, err);
+  if (rc) return rc;
+  rc = check_values(t, n, values, err);
   if (rc) return rc;
 
   const uint32_t H = t->height;
@@ -458,13 +439,9 @@ int rd_sumtree_update(rd_sumtree_t *t, size_t n, const uint32_t *positions,
 
 int rd_sumtree_sample(const rd_sumtree_t *t, size_t n, const uint64_t *targets,
                       uint32_t *leaves, rd_error_t *err) {
-  uint64_t total = rd_sumtree_total(t);
   if (n == 0) return RD_OK;
-  if (total == 0) return rd_error_set(err, RD_EEMPTY, "cannot sample: every priority is zero");
-  for (size_t i = 0; i < n; i++)
-    if (targets[i] >= total)
-      return rd_error_set(err, RD_ERANGE, "target %llu at batch index %zu is >= total %llu",
-                          (unsigned long long)targets[i], i, (unsigned long long)total);
+  int rc = rd_tree_check_targets(n, targets, rd_sumtree_total(t), err);
+  if (rc) return rc;
   uint32_t nthreads = t->threads;
   if (nthreads <= 1 || n < SAMPLE_PAR_MIN) {
     t->sample_fn(t, n, targets, leaves);

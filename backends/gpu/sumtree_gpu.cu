@@ -7,10 +7,11 @@
  * stage, run, wait), the device-pointer calls (enqueue only) and sync.
  *
  * All index arithmetic, the descent rule and the per-slot update sums come
- * from sumtree_step.h, which the host test replays against the CPU tree.
+ * from rd_tree_step.h, which the host test replays against the CPU tree.
  */
 #include "sumtree_gpu.h"
-#include "sumtree_step.h"
+#include "rd_tree_check.h"
+#include "rd_tree_step.h"
 
 #include <cuda_runtime.h>
 #include <cub/block/block_scan.cuh>
@@ -636,14 +637,7 @@ extern "C" int rd_gpu_sumtree_copy_to_host(const rd_gpu_sumtree_t *t, uint64_t *
 
 static int check_values(const rd_gpu_sumtree_t *t, size_t n, const uint64_t *values,
                         rd_error_t *err) {
-  for (size_t i = 0; i < n; i++)
-    if (values[i] > t->max_leaf)
-      return rd_error_set(err, RD_ERANGE,
-                          "leaf value %llu at batch index %zu exceeds the maximum %llu "
-                          "(the total of %u leaves must stay below 2^63)",
-                          (unsigned long long)values[i], i, (unsigned long long)t->max_leaf,
-                          t->capacity);
-  return RD_OK;
+  return rd_tree_check_values(n, values, t->max_leaf, t->capacity, err);
 }
 
 /* Run one staged chunk and fold its total change (the last prefix sum of
@@ -678,9 +672,8 @@ extern "C" int rd_gpu_sumtree_set_range(rd_gpu_sumtree_t *t, uint32_t first, siz
   int rc = settle(t, err);
   if (rc) return rc;
   if (n == 0) return RD_OK;
-  if (first >= t->capacity || n > (size_t)(t->capacity - first))
-    return rd_error_set(err, RD_ERANGE, "range [%u, %u + %zu) is outside capacity %u", first,
-                        first, n, t->capacity);
+  rc = rd_tree_check_range(first, n, t->capacity, err);
+  if (rc) return rc;
   rc = check_values(t, n, values, err);
   if (rc) return rc;
   struct rd_gpu_impl *m = t->impl;
@@ -697,10 +690,8 @@ extern "C" int rd_gpu_sumtree_update(rd_gpu_sumtree_t *t, size_t n, const uint32
                                      const uint64_t *values, rd_error_t *err) {
   int rc = settle(t, err);
   if (rc) return rc;
-  for (size_t i = 0; i < n; i++)
-    if (positions[i] >= t->capacity)
-      return rd_error_set(err, RD_ERANGE, "position %u at batch index %zu is >= capacity %u",
-                          positions[i], i, t->capacity);
+  rc = rd_tree_check_positions(n, positions, t->capacity, err);
+  if (rc) return rc;
   rc = check_values(t, n, values, err);
   if (rc) return rc;
   struct rd_gpu_impl *m = t->impl;
@@ -727,11 +718,8 @@ extern "C" int rd_gpu_sumtree_sample(const rd_gpu_sumtree_t *t, size_t n,
     if (rc) return rc;
   }
   if (n == 0) return RD_OK;
-  if (total == 0) return rd_error_set(err, RD_EEMPTY, "cannot sample: every priority is zero");
-  for (size_t i = 0; i < n; i++)
-    if (targets[i] >= total)
-      return rd_error_set(err, RD_ERANGE, "target %llu at batch index %zu is >= total %llu",
-                          (unsigned long long)targets[i], i, (unsigned long long)total);
+  rc = rd_tree_check_targets(n, targets, total, err);
+  if (rc) return rc;
   cudaStream_t s = m->stream;
   for (size_t done = 0; done < n; done += t->max_batch) {
     uint32_t c = (uint32_t)(n - done < t->max_batch ? n - done : t->max_batch);
@@ -764,9 +752,8 @@ extern "C" int rd_gpu_sumtree_set_range_dev(rd_gpu_sumtree_t *t, uint32_t first,
                                             const uint64_t *d_values, rd_error_t *err) {
   int rc = check_dev_batch(t, n, err);
   if (rc || n == 0) return rc;
-  if (first >= t->capacity || n > (size_t)(t->capacity - first))
-    return rd_error_set(err, RD_ERANGE, "range [%u, %u + %zu) is outside capacity %u", first,
-                        first, n, t->capacity);
+  rc = rd_tree_check_range(first, n, t->capacity, err);
+  if (rc) return rc;
   t->impl->dev_pending = true;
   t->impl->total_known = false;
   return enqueue_update(t, (uint32_t)n, NULL, first, d_values, err);

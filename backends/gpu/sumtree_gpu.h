@@ -2,7 +2,7 @@
  *
  * Same representation as backends/cpu/sumtree.h, bit for bit: uint64
  * fixed-point leaves, levels of blocks of K inclusive prefix sums, level 0
- * the root block, the same blocks per level (backends/gpu/sumtree_step.h).
+ * the root block, the same blocks per level (common/rd_tree_step.h).
  * Same rules: a target t in [0, total) selects the smallest leaf i with
  * leaf[0] + ... + leaf[i] > t, so CPU and GPU pick the same leaf for the same
  * target; leaves are bounded by max_leaf = (2^63 - 1) / capacity; an update
@@ -19,7 +19,7 @@
  *   position (CUB radix sort of (position, batch index), stable), the last
  *   item of each position keeps its value, leaf deltas are prefix-summed, and
  *   every touched block of every level is written once, by the first item
- *   below it, with the sums it reads off the prefix (sumtree_step.h). The
+ *   below it, with the sums it reads off the prefix (rd_tree_step.h). The
  *   root block gets K plain adds, at most. Batches of up to 1024 items do
  *   the sort, deltas and scan in one thread block (one launch, plus one for
  *   the block writes unless n * min(K, 32) <= 1024, when the same block does

@@ -1,7 +1,7 @@
 /* test_sumtree_step.c - the GPU sum tree's per-thread arithmetic, run on the
  * host over the memory of a real CPU tree.
  *
- * backends/gpu/sumtree_step.h holds every index computation, descent step
+ * common/rd_tree_step.h holds every index computation, descent step
  * and block update the CUDA kernels perform. Here whole descents and whole
  * batched updates are assembled from those functions, exactly in the way the
  * kernels assemble them (including the sort / last-write-wins / prefix-sum /
@@ -20,7 +20,7 @@
 #include <string.h>
 
 #include "sumtree.h"
-#include "sumtree_step.h"
+#include "rd_tree_step.h"
 
 static const uint32_t fanouts[] = {2, 4, 8, 16, 32, 64};
 #define N_FANOUTS (sizeof fanouts / sizeof fanouts[0])

@@ -1,10 +1,12 @@
-/* sumtree_step.h - the per-thread arithmetic of the exact K-ary sum tree,
- * shared by the CPU-side tests and the CUDA kernels (sumtree_gpu.cu).
+/* rd_tree_step.h - the arithmetic of the exact K-ary sum tree that every
+ * backend shares: its shape (backends/cpu/sumtree.c uses rd_st_shape), and
+ * the per-thread steps that the CUDA kernels (backends/gpu/sumtree_gpu.cu)
+ * run and the host tests replay against the CPU tree.
  *
  * The GPU tree has the representation of backends/cpu/sumtree.h exactly:
  * uint64 leaves, levels of blocks of K inclusive prefix sums, level 0 the
  * root block, the leaves the last level, the same number of blocks per level
- * (rd_st_shape is shape() of sumtree.c). Only where a level starts in memory
+ * (both compute it with rd_st_shape). Only where a level starts in memory
  * differs (the GPU aligns levels to 256 bytes, the CPU to 64). Because the
  * representation and the search rule are integer-exact, a target selects the
  * same leaf on both and an update leaves the same bits.
@@ -35,8 +37,8 @@
  * contention at the root. The true value of every entry lies in [0, 2^63),
  * so modular uint64 arithmetic gives the exact result whatever the order.
  */
-#ifndef RD_SUMTREE_STEP_H
-#define RD_SUMTREE_STEP_H
+#ifndef RD_TREE_STEP_H
+#define RD_TREE_STEP_H
 
 #include <stdint.h>
 
@@ -70,7 +72,7 @@ static inline RD_HD uint32_t rd_st_log2(uint32_t k) {
 }
 
 /* Blocks per level of a tree; returns the height, 0 if the shape is invalid.
- * Identical to shape() in backends/cpu/sumtree.c. */
+ * The one definition of the layout, used by the CPU and GPU trees. */
 static inline RD_HD uint32_t rd_st_shape(uint32_t capacity, uint32_t fanout,
                                          uint64_t blocks[RD_ST_MAX_LEVELS]) {
   if (capacity == 0 || capacity > RD_ST_MAX_CAPACITY || !rd_st_valid_fanout(fanout)) return 0;

@@ -1,0 +1,40 @@
+/* rd_tree_check.c - shared validation of sum-tree batches. */
+#include "rd_tree_check.h"
+
+int rd_tree_check_positions(size_t n, const uint32_t *positions, uint32_t capacity,
+                            rd_error_t *err) {
+  for (size_t i = 0; i < n; i++)
+    if (positions[i] >= capacity)
+      return rd_error_set(err, RD_ERANGE, "position %u at batch index %zu is >= capacity %u",
+                          positions[i], i, capacity);
+  return RD_OK;
+}
+
+int rd_tree_check_values(size_t n, const uint64_t *values, uint64_t max_leaf, uint32_t capacity,
+                         rd_error_t *err) {
+  for (size_t i = 0; i < n; i++)
+    if (values[i] > max_leaf)
+      return rd_error_set(err, RD_ERANGE,
+                          "leaf value %llu at batch index %zu exceeds the maximum %llu "
+                          "(the total of %u leaves must stay below 2^63)",
+                          (unsigned long long)values[i], i, (unsigned long long)max_leaf,
+                          capacity);
+  return RD_OK;
+}
+
+int rd_tree_check_range(uint32_t first, size_t n, uint32_t capacity, rd_error_t *err) {
+  if (first >= capacity || n > (size_t)(capacity - first))
+    return rd_error_set(err, RD_ERANGE, "range [%u, %u + %zu) is outside capacity %u", first,
+                        first, n, capacity);
+  return RD_OK;
+}
+
+int rd_tree_check_targets(size_t n, const uint64_t *targets, uint64_t total, rd_error_t *err) {
+  if (n == 0) return RD_OK;
+  if (total == 0) return rd_error_set(err, RD_EEMPTY, "cannot sample: every priority is zero");
+  for (size_t i = 0; i < n; i++)
+    if (targets[i] >= total)
+      return rd_error_set(err, RD_ERANGE, "target %llu at batch index %zu is >= total %llu",
+                          (unsigned long long)targets[i], i, (unsigned long long)total);
+  return RD_OK;
+}
