@@ -19,6 +19,7 @@
  * a workload when it is deleted finishes on valid memory.
  */
 #include "registry.h"
+#include "secrets.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -299,21 +300,7 @@ static int normalised_copy(const Replayd__V1__WorkloadSpec *spec, const rd_table
 /* ------------------------------------------------------------------ */
 
 static int random_hex(char *out, size_t hex_len, rd_error_t *err) {
-  unsigned char raw[RD_WORKLOAD_TOKEN_LEN / 2];
-  size_t n = hex_len / 2, got = 0;
-  while (got < n) {
-    ssize_t r = getrandom(raw + got, n - got, 0);
-    if (r < 0 && errno == EINTR) continue;
-    if (r < 0) return rd_error_set(err, RD_ENOMEM, "getrandom failed: %s", strerror(errno));
-    got += (size_t)r;
-  }
-  static const char digits[] = "0123456789abcdef";
-  for (size_t i = 0; i < n; i++) {
-    out[2 * i] = digits[raw[i] >> 4];
-    out[2 * i + 1] = digits[raw[i] & 15];
-  }
-  out[hex_len] = '\0';
-  return RD_OK;
+  return rd_random_hex(out, hex_len, RD_ENOMEM, err);
 }
 
 static bool is_hex_id(const char *s, size_t want) {

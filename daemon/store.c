@@ -13,6 +13,7 @@
  */
 #define _GNU_SOURCE /* mkostemp */
 #include "store.h"
+#include "secrets.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -413,21 +414,7 @@ static int read_token(const char *path, char *buf, rd_error_t *err) {
 }
 
 static int random_hex(char *out, size_t hex_len, rd_error_t *err) {
-  unsigned char raw[64];
-  size_t n = hex_len / 2, got = 0;
-  while (got < n) {
-    ssize_t r = getrandom(raw + got, n - got, 0);
-    if (r < 0 && errno == EINTR) continue;
-    if (r < 0) return rd_error_set(err, RD_ESTORE, "getrandom failed: %s", strerror(errno));
-    got += (size_t)r;
-  }
-  static const char digits[] = "0123456789abcdef";
-  for (size_t i = 0; i < n; i++) {
-    out[2 * i] = digits[raw[i] >> 4];
-    out[2 * i + 1] = digits[raw[i] & 15];
-  }
-  out[hex_len] = '\0';
-  return RD_OK;
+  return rd_random_hex(out, hex_len, RD_ESTORE, err);
 }
 
 static int write_all(int fd, const char *p, size_t n) {
