@@ -1,0 +1,170 @@
+/* nn.h - multilayer perceptrons on the CPU: forward, backward, losses, Adam,
+ * gradient clipping and target-network updates.
+ *
+ * The learner of a hosted workload (papers/001 §II-A2: forward, loss,
+ * backward, weight update per gradient step; §IV-B2: on the CPU the paper
+ * uses PyTorch, this replaces it). Shapes come from an rd_nn_spec_t
+ * (rd_nn_spec.h); the parameters live in one float array in the flat
+ * format's layout (per layer W [out x in] row-major, then b [out]), so
+ * serializing, Adam, clipping and Polyak averaging are single passes over
+ * one array.
+ *
+ * Batches are row-major [n x width]: sample i's features are contiguous.
+ * Dense work goes through CBLAS sgemm/sgemv (OpenBLAS); element-wise work is
+ * a plain vectorized loop, split over OpenMP threads only when it has at
+ * least RD_MLP_OMP_MIN elements and config.threads > 1, because for the
+ * small networks of RL a thread team costs more than the loop.
+ *
+ * Determinism. For a seed, init gives the same weights everywhere (Philox,
+ * below). Every reduction runs in a fixed order (sgemm/sgemv on one BLAS
+ * thread, the norm serially), and element-wise loops have no cross-element
+ * dependence, so a given build on a given CPU produces bit-identical
+ * weights and outputs for the same calls, whatever config.threads is. The
+ * first rd_mlp_init sets OpenBLAS to one thread for the whole process
+ * (openblas_set_num_threads(1)); OpenBLAS's own threading splits sgemm
+ * differently per thread count and oversubscribes the cores the daemon's
+ * other threads use. A BLAS without that call (not OpenBLAS) should be run
+ * with its thread variable at 1 (e.g. OMP_NUM_THREADS=1 for a BLIS/MKL).
+ *
+ * Allocation. rd_mlp_init allocates everything for batches up to
+ * max_batch: parameters, gradients, Adam moments, activations and backward
+ * scratch. No other call allocates.
+ *
+ * Thread safety: none inside; the caller serializes calls on one network.
+ * Distinct networks may be used from distinct threads.
+ */
+#ifndef RD_NN_H
+#define RD_NN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "rd_error.h"
+#include "rd_nn_spec.h"
+
+#define RD_MLP_MAX_BATCH (1u << 20)
+/* Element-wise loops shorter than this stay on the calling thread. */
+#define RD_MLP_OMP_MIN 32768u
+/* Init draws use Philox counters from 2^63 on, so a network and a table
+ * keyed by the same seed never share draws (a table uses counters from 0). */
+#define RD_MLP_INIT_DRAW0 (UINT64_C(1) << 63)
+
+typedef struct {
+  rd_nn_spec_t spec;
+  uint32_t max_batch;  /* largest forward batch, 1..RD_MLP_MAX_BATCH; default 256 */
+  uint64_t seed;       /* weight initialisation; default 0 */
+  uint32_t threads;    /* OpenMP threads for large element-wise loops; default 1 */
+  int inference_only;  /* no gradients or Adam state (target networks, actors) */
+} rd_mlp_config_t;
+
+/* Adam (Kingma & Ba 2015) exactly as torch.optim.Adam (no weight decay):
+ *   m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2;  t += 1
+ *   theta -= (lr / (1 - b1^t)) * m / (sqrt(v) / sqrt(1 - b2^t) + eps)
+ * so learning rates tuned against the PyTorch baseline carry over. */
+typedef struct {
+  double lr;    /* > 0; default 1e-3 */
+  double beta1; /* [0, 1); default 0.9 */
+  double beta2; /* [0, 1); default 0.999 */
+  double eps;   /* > 0; default 1e-8 */
+} rd_adam_config_t;
+
+typedef struct {
+  rd_nn_spec_t spec;
+  uint32_t max_batch, threads;
+  int trainable;
+  size_t n_params;
+  size_t w_off[RD_NN_MAX_LAYERS]; /* W_l at params + w_off[l], b_l right after */
+  size_t b_off[RD_NN_MAX_LAYERS];
+  float *params;  /* n_params, flat-format layout */
+  float *grads;   /* n_params, same layout; NULL if inference_only */
+  float *adam_m;  /* first moments; NULL if inference_only */
+  float *adam_v;  /* second moments; NULL if inference_only */
+  uint64_t adam_t; /* Adam steps taken */
+  float *input;   /* max_batch x sizes[0]: the last forward's input */
+  float *act[RD_NN_MAX_LAYERS]; /* max_batch x sizes[l+1]: layer outputs */
+  float *delta[2]; /* max_batch x max width: backward ping-pong; NULL if inference_only */
+  float *ones;    /* max_batch ones: bias gradients as one sgemv */
+  uint32_t fwd_batch; /* batch of the last forward if backward may use it, else 0 */
+} rd_mlp_t;
+
+void rd_mlp_config_default(rd_mlp_config_t *c);
+void rd_adam_config_default(rd_adam_config_t *c);
+
+/* Validate c, allocate, and initialise the weights from c->seed:
+ * W_l[k] = (2u - 1) * limit_l, u = (philox(seed, RD_MLP_INIT_DRAW0 + g) >> 40)
+ * * 2^-24 where g is the weight's index in the parameter block;
+ * limit_l = sqrt(6 / in) for relu layers (He et al. 2015, uniform) and
+ * sqrt(6 / (in + out)) for tanh and identity (Glorot & Bengio 2010);
+ * biases 0. Errors: RD_EINVAL (spec, max_batch), RD_ENOMEM. */
+int rd_mlp_init(rd_mlp_t *m, const rd_mlp_config_t *c, rd_error_t *err);
+void rd_mlp_free(rd_mlp_t *m);
+
+/* y = net(x) for n samples, x [n x sizes[0]] (copied in). The output stays
+ * in rd_mlp_output(m) until the next forward; y (may be NULL) also gets a
+ * copy [n x sizes[L]]. NaN inputs propagate; they are not checked here.
+ * Errors: RD_EINVAL (n == 0), RD_ETOOBIG (n > max_batch). */
+int rd_mlp_forward(rd_mlp_t *m, size_t n, const float *x, float *y, rd_error_t *err);
+
+/* Gradients of the last forward: given dy = dL/dy [n x sizes[L]], sets
+ * rd_mlp_grads(m) to dL/dtheta (overwriting) and, if dx is not NULL,
+ * writes dL/dx [n x sizes[0]] (DDPG's actor update needs dQ/da).
+ * Errors: RD_EINVAL if the network is inference-only or no forward is
+ * pending (none yet, or parameters changed since: step, copy, polyak, load). */
+int rd_mlp_backward(rd_mlp_t *m, const float *dy, float *dx, rd_error_t *err);
+
+/* One Adam step on the current gradients. RD_EINVAL for bad
+ * hyperparameters or an inference-only network; changes nothing then. */
+int rd_mlp_adam_step(rd_mlp_t *m, const rd_adam_config_t *c, rd_error_t *err);
+
+/* Global L2 norm of the gradients, accumulated in double. */
+double rd_mlp_grad_norm(const rd_mlp_t *m);
+
+/* Scale the gradients by max_norm / (norm + 1e-6) if their global L2 norm
+ * exceeds max_norm (as torch.nn.utils.clip_grad_norm_). *norm (may be NULL)
+ * receives the norm before clipping. Errors: RD_EINVAL (max_norm not a
+ * positive finite number, inference-only), RD_ERANGE (the norm is not
+ * finite: the gradients are left as they are, and the caller should skip
+ * the step). */
+int rd_mlp_clip_grad_norm(rd_mlp_t *m, double max_norm, double *norm, rd_error_t *err);
+
+/* Target networks. Hard: dst = src. Polyak: dst = tau src + (1 - tau) dst,
+ * tau in (0, 1]. Only parameters move (not Adam state). RD_EINVAL if the
+ * specs differ or tau is out of range. */
+int rd_mlp_copy_params(rd_mlp_t *dst, const rd_mlp_t *src, rd_error_t *err);
+int rd_mlp_polyak(rd_mlp_t *dst, const rd_mlp_t *src, double tau, rd_error_t *err);
+
+/* The parameters in the flat weight format (rd_nn_spec.h). Save: errors of
+ * rd_nn_flat_write. Load: the buffer's spec must equal m's (RD_EINVAL);
+ * Adam state is kept. */
+int rd_mlp_save(const rd_mlp_t *m, void *buf, size_t cap, size_t *written, rd_error_t *err);
+int rd_mlp_load(rd_mlp_t *m, const void *buf, size_t len, rd_error_t *err);
+
+/* Losses over n samples of dim outputs, with per-sample importance weights
+ * w (NULL: all 1), averaged over the n * dim elements as PyTorch's "mean"
+ * reduction does:  L = (1 / (n dim)) sum_i w_i sum_j l(y_ij - t_ij).
+ *   MSE:   l(e) = e^2                                   (torch MSELoss)
+ *   Huber: l(e) = e^2 / 2 if |e| <= delta, else delta (|e| - delta / 2)
+ *                                                       (torch HuberLoss)
+ * *loss (double, may be NULL) receives L and dy [n x dim] receives dL/dy.
+ * Errors: RD_EINVAL (n or dim 0, delta not positive and finite, a weight
+ * negative or not finite). */
+int rd_nn_mse(size_t n, size_t dim, const float *y, const float *target, const float *w,
+              float *dy, double *loss, rd_error_t *err);
+int rd_nn_huber(size_t n, size_t dim, const float *y, const float *target, const float *w,
+                double delta, float *dy, double *loss, rd_error_t *err);
+
+/* Parameters and gradients in the flat-format layout. A caller may write
+ * either (e.g. to load, or to scale gradients); after writing parameters,
+ * forward again before a backward, which reuses the last forward's state. */
+static inline float *rd_mlp_params(rd_mlp_t *m) { return m->params; }
+static inline float *rd_mlp_grads(rd_mlp_t *m) { return m->grads; }
+static inline size_t rd_mlp_n_params(const rd_mlp_t *m) { return m->n_params; }
+/* Output of layer l (0-based) of the last forward, [n x sizes[l+1]]. */
+static inline const float *rd_mlp_activation(const rd_mlp_t *m, uint32_t l) {
+  return m->act[l];
+}
+static inline const float *rd_mlp_output(const rd_mlp_t *m) {
+  return m->act[m->spec.n_layers - 1];
+}
+
+#endif

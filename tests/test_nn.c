@@ -1,0 +1,827 @@
+/* test_nn.c - the CPU MLP: init contract, forward against a double
+ * reference, finite-difference gradient checks of every activation, both
+ * losses and the input gradient, Adam by hand, clipping, target updates,
+ * determinism, a regression task, save/load and argument errors.
+ *
+ * Gradient checks. The network computes in float; the check perturbs one
+ * parameter (or input) by +-h, evaluates the library's loss (accumulated in
+ * double) and divides by the difference of the two perturbed floats as
+ * actually stored, so only float rounding of the forward pass and the
+ * O(h^2) truncation remain. With h = 5e-3 both are about 1e-5 relative for
+ * these sizes, so an analytic gradient passes when
+ *     |analytic - numeric| <= GC_RTOL * max(|analytic|, |numeric|) + GC_ATOL
+ * with GC_RTOL = 2e-3 and GC_ATOL = 2e-5 (gradients here are 1e-3..1; the
+ * worst coordinate measured uses about an eighth of that). A missing
+ * factor, a transpose or a wrong derivative is off by O(1), and
+ * test_gradcheck_catches_errors shows the harness flags a 1% error in one
+ * entry. ReLU: a perturbation that flips any unit's sign (a kink inside
+ * [-h, h]) makes the loss non-differentiable there, so that coordinate is
+ * skipped; at most 5% may be.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <cblas.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nn.h"
+#include "rd_philox.h"
+
+#define GC_H 5e-3f
+#define GC_RTOL 2e-3
+#define GC_ATOL 2e-5
+
+/* Uniform in [lo, hi) from draw d of a test stream. */
+static float unif(uint64_t seed, uint64_t d, float lo, float hi) {
+  double u = (double)(rd_philox_u64(seed, d) >> 11) * 0x1p-53;
+  return (float)(lo + (hi - lo) * u);
+}
+
+static void fill(float *a, size_t n, uint64_t seed, float lo, float hi) {
+  for (size_t i = 0; i < n; i++) a[i] = unif(seed, i, lo, hi);
+}
+
+static rd_nn_spec_t spec_of(uint32_t n_layers, const uint32_t *sizes, const rd_nn_act_t *act) {
+  rd_nn_spec_t s;
+  memset(&s, 0, sizeof s);
+  s.n_layers = n_layers;
+  for (uint32_t l = 0; l <= n_layers; l++) s.sizes[l] = sizes[l];
+  for (uint32_t l = 0; l < n_layers; l++) s.act[l] = act[l];
+  return s;
+}
+
+static void make_net(rd_mlp_t *m, const rd_nn_spec_t *s, uint32_t max_batch, uint64_t seed,
+                     uint32_t threads, int inference_only) {
+  rd_mlp_config_t c;
+  rd_mlp_config_default(&c);
+  c.spec = *s;
+  c.max_batch = max_batch;
+  c.seed = seed;
+  c.threads = threads;
+  c.inference_only = inference_only;
+  rd_error_t err;
+  int rc = rd_mlp_init(m, &c, &err);
+  if (rc != RD_OK) fail_msg("rd_mlp_init: %s", err.msg);
+}
+
+/* ---- init ---- */
+
+static void test_init_contract(void **state) {
+  (void)state;
+  const uint32_t sz[] = {3, 5, 4, 2};
+  const rd_nn_act_t act[] = {RD_NN_RELU, RD_NN_TANH, RD_NN_IDENTITY};
+  rd_nn_spec_t s = spec_of(3, sz, act);
+  rd_mlp_t a, b, c;
+  make_net(&a, &s, 8, 1234, 1, 0);
+  make_net(&b, &s, 8, 1234, 1, 1);
+  make_net(&c, &s, 8, 1235, 1, 0);
+  assert_int_equal(rd_mlp_n_params(&a), 5 * 4 + 4 * 6 + 2 * 5);
+  /* OpenBLAS was made single-threaded for the process. */
+  assert_int_equal(openblas_get_num_threads(), 1);
+  const float *p = rd_mlp_params(&a);
+  size_t g = 0;
+  for (uint32_t l = 0; l < 3; l++) {
+    double in = sz[l], out = sz[l + 1];
+    double limit = act[l] == RD_NN_RELU ? sqrt(6.0 / in) : sqrt(6.0 / (in + out));
+    for (size_t k = 0; k < sz[l] * sz[l + 1]; k++, g++) {
+      double u = (double)(rd_philox_u64(1234, RD_MLP_INIT_DRAW0 + g) >> 40) / 16777216.0;
+      float want = (float)((2.0 * u - 1.0) * limit);
+      assert_true(p[g] == want);
+      assert_true(fabsf(p[g]) <= (float)limit);
+    }
+    for (size_t k = 0; k < sz[l + 1]; k++, g++) assert_true(p[g] == 0.0f);
+  }
+  assert_int_equal(g, rd_mlp_n_params(&a));
+  /* The seed reproduces the weights; inference-only changes nothing in them. */
+  assert_memory_equal(a.params, b.params, a.n_params * sizeof(float));
+  assert_memory_not_equal(a.params, c.params, a.n_params * sizeof(float));
+  assert_null(rd_mlp_grads(&b));
+  rd_mlp_free(&a);
+  rd_mlp_free(&b);
+  rd_mlp_free(&c);
+}
+
+/* ---- forward against a double-precision reference ---- */
+
+static void ref_forward(const rd_nn_spec_t *s, const float *p, size_t n, const float *x,
+                        double *y) {
+  double a[64], z[64];
+  for (size_t i = 0; i < n; i++) {
+    for (uint32_t k = 0; k < s->sizes[0]; k++) a[k] = x[i * s->sizes[0] + k];
+    size_t off = 0;
+    for (uint32_t l = 0; l < s->n_layers; l++) {
+      uint32_t in = s->sizes[l], out = s->sizes[l + 1];
+      for (uint32_t o = 0; o < out; o++) {
+        double acc = p[off + (size_t)out * in + o];
+        for (uint32_t k = 0; k < in; k++) acc += (double)p[off + (size_t)o * in + k] * a[k];
+        z[o] = s->act[l] == RD_NN_RELU ? (acc > 0 ? acc : 0)
+               : s->act[l] == RD_NN_TANH ? tanh(acc)
+                                         : acc;
+      }
+      memcpy(a, z, out * sizeof(double));
+      off += (size_t)out * (in + 1);
+    }
+    for (uint32_t o = 0; o < s->sizes[s->n_layers]; o++) y[i * s->sizes[s->n_layers] + o] = a[o];
+  }
+}
+
+static void test_forward_matches_reference(void **state) {
+  (void)state;
+  const uint32_t sz[] = {6, 9, 7, 5, 3};
+  const rd_nn_act_t act[] = {RD_NN_RELU, RD_NN_TANH, RD_NN_IDENTITY, RD_NN_TANH};
+  rd_nn_spec_t s = spec_of(4, sz, act);
+  rd_mlp_t m;
+  make_net(&m, &s, 17, 7, 1, 0);
+  fill(m.params, m.n_params, 99, -0.8f, 0.8f); /* nonzero biases too */
+  float x[17 * 6], y[17 * 3];
+  double ref[17 * 3];
+  fill(x, 17 * 6, 5, -2.0f, 2.0f);
+  for (size_t n = 1; n <= 17; n += 16) {
+    assert_int_equal(rd_mlp_forward(&m, n, x, y, NULL), RD_OK);
+    ref_forward(&s, m.params, n, x, ref);
+    for (size_t i = 0; i < n * 3; i++) {
+      assert_true(fabs(y[i] - ref[i]) <= 1e-5 * (1 + fabs(ref[i])));
+      assert_true(y[i] == rd_mlp_output(&m)[i]);
+    }
+  }
+  /* Hidden activations are exposed per layer: layer 0 is relu, >= 0. */
+  for (size_t i = 0; i < 17 * 9; i++) assert_true(rd_mlp_activation(&m, 0)[i] >= 0.0f);
+  rd_error_t err;
+  assert_int_equal(rd_mlp_forward(&m, 0, x, y, &err), RD_EINVAL);
+  assert_int_equal(rd_mlp_forward(&m, 18, x, y, &err), RD_ETOOBIG);
+  rd_mlp_free(&m);
+}
+
+/* ---- losses ---- */
+
+static void test_loss_values_by_hand(void **state) {
+  (void)state;
+  const float y[] = {1.0f, 3.0f}, t[] = {0.0f, 0.0f}, w[] = {1.0f, 0.5f};
+  float dy[2];
+  double loss;
+  /* MSE: (1*1 + 0.5*9) / 2 = 2.75; dy = 2 w e / 2 = {1, 1.5}. */
+  assert_int_equal(rd_nn_mse(2, 1, y, t, w, dy, &loss, NULL), RD_OK);
+  assert_true(fabs(loss - 2.75) < 1e-12);
+  assert_true(dy[0] == 1.0f && dy[1] == 1.5f);
+  /* Huber delta 1: e=1 is quadratic (0.5), e=3 linear (1*(3-0.5) = 2.5);
+   * (1*0.5 + 0.5*2.5) / 2 = 0.875; dy = w g / 2 = {0.5, 0.25}. */
+  assert_int_equal(rd_nn_huber(2, 1, y, t, w, 1.0, dy, &loss, NULL), RD_OK);
+  assert_true(fabs(loss - 0.875) < 1e-12);
+  assert_true(dy[0] == 0.5f && dy[1] == 0.25f);
+  /* No weights = weights of 1; dim averages too: 2 samples x 1 = 2 elements. */
+  assert_int_equal(rd_nn_huber(1, 2, y, t, NULL, 2.0, dy, &loss, NULL), RD_OK);
+  assert_true(fabs(loss - (0.5 + 2.0 * (3 - 1.0)) / 2) < 1e-12);
+  assert_true(dy[0] == 0.5f && dy[1] == 1.0f);
+}
+
+static void test_loss_errors(void **state) {
+  (void)state;
+  const float y[] = {1.0f, 3.0f}, t[] = {0.0f, 0.0f};
+  float dy[2] = {7, 7}, w[] = {1.0f, -0.5f};
+  double loss = 7;
+  rd_error_t err;
+  assert_int_equal(rd_nn_mse(0, 1, y, t, NULL, dy, &loss, &err), RD_EINVAL);
+  assert_int_equal(rd_nn_mse(2, 0, y, t, NULL, dy, &loss, &err), RD_EINVAL);
+  assert_int_equal(rd_nn_mse(2, 1, y, t, w, dy, &loss, &err), RD_EINVAL);
+  w[1] = NAN;
+  assert_int_equal(rd_nn_huber(2, 1, y, t, w, 1.0, dy, &loss, &err), RD_EINVAL);
+  assert_true(strlen(err.msg) > 0);
+  assert_int_equal(rd_nn_huber(2, 1, y, t, NULL, 0.0, dy, &loss, &err), RD_EINVAL);
+  assert_int_equal(rd_nn_huber(2, 1, y, t, NULL, -1.0, dy, &loss, &err), RD_EINVAL);
+  assert_int_equal(rd_nn_huber(2, 1, y, t, NULL, NAN, dy, &loss, &err), RD_EINVAL);
+  assert_int_equal(rd_nn_huber(2, 1, y, t, NULL, INFINITY, dy, &loss, &err), RD_EINVAL);
+  assert_true(dy[0] == 7 && dy[1] == 7 && loss == 7);
+}
+
+/* Loss gradients straight against central differences in y, with
+ * non-uniform weights; Huber with residuals on both sides of delta. */
+static void check_loss_fd(int huber) {
+  enum { N = 6, D = 3 };
+  float y[N * D], t[N * D], w[N], dy[N * D], scratch[N * D];
+  fill(y, N * D, 11, -2.0f, 2.0f);
+  fill(t, N * D, 12, -2.0f, 2.0f);
+  for (int i = 0; i < N; i++) w[i] = 0.2f + 0.15f * (float)i;
+  const double delta = 0.75;
+  int quad = 0, lin = 0;
+  for (int k = 0; k < N * D; k++) {
+    double e = fabs((double)y[k] - t[k]);
+    /* Keep residuals off the seam by more than h so each FD stays in one piece. */
+    if (fabs(e - delta) < 2 * GC_H) y[k] += 0.1f;
+    if (fabs((double)y[k] - t[k]) <= delta) quad++;
+    else lin++;
+  }
+  if (huber) assert_true(quad > 2 && lin > 2);
+  double l0;
+  if (huber)
+    assert_int_equal(rd_nn_huber(N, D, y, t, w, delta, dy, &l0, NULL), RD_OK);
+  else
+    assert_int_equal(rd_nn_mse(N, D, y, t, w, dy, &l0, NULL), RD_OK);
+  for (int k = 0; k < N * D; k++) {
+    float orig = y[k], yp = orig + GC_H, ym = orig - GC_H;
+    double lp, lm;
+    y[k] = yp;
+    if (huber) rd_nn_huber(N, D, y, t, w, delta, scratch, &lp, NULL);
+    else rd_nn_mse(N, D, y, t, w, scratch, &lp, NULL);
+    y[k] = ym;
+    if (huber) rd_nn_huber(N, D, y, t, w, delta, scratch, &lm, NULL);
+    else rd_nn_mse(N, D, y, t, w, scratch, &lm, NULL);
+    y[k] = orig;
+    double num = (lp - lm) / ((double)yp - ym), a = dy[k];
+    if (fabs(a - num) > 1e-4 * fmax(fabs(a), fabs(num)) + 1e-7)
+      fail_msg("%s dL/dy[%d]: analytic %.8g numeric %.8g", huber ? "huber" : "mse", k, a, num);
+  }
+}
+
+static void test_loss_gradients_fd(void **state) {
+  (void)state;
+  check_loss_fd(0);
+  check_loss_fd(1);
+}
+
+/* ---- gradient checks through the network ---- */
+
+typedef struct {
+  const char *name;
+  rd_nn_spec_t spec;
+  int huber;
+  double delta;
+  float target_scale;
+} gc_case_t;
+
+typedef struct {
+  size_t checked, skipped, significant, failed;
+  double worst; /* largest |a - n| / (GC_RTOL max(|a|,|n|) + GC_ATOL); < 1 passes */
+} gc_result_t;
+
+enum { GC_N = 5 };
+
+static double gc_loss(rd_mlp_t *m, const gc_case_t *c, const float *x, const float *t,
+                      const float *w, float *dy) {
+  rd_error_t err;
+  if (rd_mlp_forward(m, GC_N, x, NULL, &err)) fail_msg("forward: %s", err.msg);
+  size_t out = c->spec.sizes[c->spec.n_layers];
+  double loss;
+  int rc = c->huber ? rd_nn_huber(GC_N, out, rd_mlp_output(m), t, w, c->delta, dy, &loss, &err)
+                    : rd_nn_mse(GC_N, out, rd_mlp_output(m), t, w, dy, &loss, &err);
+  if (rc) fail_msg("loss: %s", err.msg);
+  return loss;
+}
+
+/* Signs of every relu unit of the last forward, as bytes. */
+static size_t relu_pattern(const rd_mlp_t *m, uint8_t *pat) {
+  size_t k = 0;
+  for (uint32_t l = 0; l < m->spec.n_layers; l++) {
+    if (m->spec.act[l] != RD_NN_RELU) continue;
+    const float *a = rd_mlp_activation(m, l);
+    for (size_t i = 0; i < (size_t)GC_N * m->spec.sizes[l + 1]; i++) pat[k++] = a[i] > 0.0f;
+  }
+  return k;
+}
+
+static void gc_compare(gc_result_t *r, double a, double num, const char *what, size_t k,
+                       const char *name, int verbose) {
+  double bound = GC_RTOL * fmax(fabs(a), fabs(num)) + GC_ATOL;
+  double ratio = fabs(a - num) / bound;
+  r->checked++;
+  if (fmax(fabs(a), fabs(num)) > 10 * GC_ATOL) r->significant++;
+  if (ratio > r->worst) r->worst = ratio;
+  if (ratio > 1) {
+    r->failed++;
+    if (verbose)
+      print_message("%s: %s[%zu] analytic %.7g numeric %.7g\n", name, what, k, a, num);
+  }
+}
+
+/* One finite-difference check of `pert` (parameters or inputs) of length n,
+ * whose analytic gradient is `ana`. */
+static void gc_coords(rd_mlp_t *m, const gc_case_t *c, float *pert, size_t n, const float *ana,
+                      const float *x, const float *t, const float *w, float *dy,
+                      const uint8_t *base, uint8_t *pat, const char *what, gc_result_t *r,
+                      int verbose) {
+  for (size_t k = 0; k < n; k++) {
+    float orig = pert[k], vp = orig + GC_H, vm = orig - GC_H;
+    pert[k] = vp;
+    double lp = gc_loss(m, c, x, t, w, dy);
+    size_t np = relu_pattern(m, pat);
+    int flip = memcmp(pat, base, np) != 0;
+    pert[k] = vm;
+    double lm = gc_loss(m, c, x, t, w, dy);
+    relu_pattern(m, pat);
+    flip |= memcmp(pat, base, np) != 0;
+    pert[k] = orig;
+    if (flip) {
+      r->skipped++;
+      continue;
+    }
+    gc_compare(r, ana[k], (lp - lm) / ((double)vp - vm), what, k, c->name, verbose);
+  }
+}
+
+/* corrupt: factor applied to the largest analytic parameter gradient
+ * (1 = none), to show the harness notices. */
+static gc_result_t grad_check(const gc_case_t *c, float corrupt, int verbose) {
+  const rd_nn_spec_t *s = &c->spec;
+  size_t in = s->sizes[0], out = s->sizes[s->n_layers];
+  rd_mlp_t m;
+  make_net(&m, s, GC_N, 4242, 1, 0);
+  /* Nonzero biases, so bias gradients are not all at a symmetric point. */
+  for (uint32_t l = 0; l < s->n_layers; l++)
+    for (uint32_t o = 0; o < s->sizes[l + 1]; o++)
+      m.params[m.b_off[l] + o] = unif(77, m.b_off[l] + o, -0.3f, 0.3f);
+  float *x = malloc(GC_N * in * sizeof *x), *t = malloc(GC_N * out * sizeof *t);
+  float *dy = malloc(GC_N * out * sizeof *dy), *dx = malloc(GC_N * in * sizeof *dx);
+  float *gp = malloc(m.n_params * sizeof *gp);
+  float w[GC_N];
+  fill(x, GC_N * in, 31, -1.0f, 1.0f);
+  fill(t, GC_N * out, 32, -c->target_scale, c->target_scale);
+  for (int i = 0; i < GC_N; i++) w[i] = 0.3f + 0.35f * (float)i; /* 0.3 .. 1.7 */
+
+  gc_loss(&m, c, x, t, w, dy);
+  if (c->huber) { /* both Huber regions must be exercised */
+    int quad = 0, lin = 0;
+    for (size_t k = 0; k < GC_N * out; k++)
+      if (fabs((double)rd_mlp_output(&m)[k] - t[k]) <= c->delta) quad++;
+      else lin++;
+    if (!(quad > 0 && lin > 0)) fail_msg("%s: Huber regions %d / %d", c->name, quad, lin);
+  }
+  size_t units = 0;
+  for (uint32_t l = 0; l < s->n_layers; l++) units += (size_t)GC_N * s->sizes[l + 1];
+  uint8_t *base = malloc(units + 1), *pat = malloc(units + 1);
+  relu_pattern(&m, base);
+  assert_int_equal(rd_mlp_backward(&m, dy, dx, NULL), RD_OK);
+  memcpy(gp, m.grads, m.n_params * sizeof *gp);
+  size_t big = 0;
+  for (size_t k = 1; k < m.n_params; k++)
+    if (fabsf(gp[k]) > fabsf(gp[big])) big = k;
+  gp[big] *= corrupt;
+
+  gc_result_t r = {0};
+  gc_coords(&m, c, m.params, m.n_params, gp, x, t, w, dy, base, pat, "theta", &r, verbose);
+  gc_coords(&m, c, x, GC_N * in, dx, x, t, w, dy, base, pat, "x", &r, verbose);
+  free(x);
+  free(t);
+  free(dy);
+  free(dx);
+  free(gp);
+  free(base);
+  free(pat);
+  rd_mlp_free(&m);
+  return r;
+}
+
+static void expect_grad_ok(const gc_case_t *c) {
+  gc_result_t r = grad_check(c, 1.0f, 1);
+  if (r.failed || r.skipped * 20 > r.checked + r.skipped || r.significant * 2 < r.checked)
+    fail_msg("%s: %zu checked, %zu failed, %zu skipped at kinks, %zu significant, worst %.3g",
+             c->name, r.checked, r.failed, r.skipped, r.significant, r.worst);
+  print_message("%s: %zu coordinates, %zu skipped at kinks, worst error %.3g of tolerance\n",
+                c->name, r.checked, r.skipped, r.worst);
+}
+
+static void test_gradcheck_identity_mse(void **state) {
+  (void)state;
+  const uint32_t sz[] = {3, 4, 2};
+  const rd_nn_act_t act[] = {RD_NN_IDENTITY, RD_NN_IDENTITY};
+  gc_case_t c = {"identity/mse", spec_of(2, sz, act), 0, 0, 1.0f};
+  expect_grad_ok(&c);
+}
+
+static void test_gradcheck_tanh_mse(void **state) {
+  (void)state;
+  const uint32_t sz[] = {3, 5, 4, 2};
+  const rd_nn_act_t act[] = {RD_NN_TANH, RD_NN_TANH, RD_NN_IDENTITY};
+  gc_case_t c = {"tanh/mse", spec_of(3, sz, act), 0, 0, 1.0f};
+  expect_grad_ok(&c);
+}
+
+static void test_gradcheck_relu_mse(void **state) {
+  (void)state;
+  const uint32_t sz[] = {4, 6, 5, 2};
+  const rd_nn_act_t act[] = {RD_NN_RELU, RD_NN_RELU, RD_NN_IDENTITY};
+  gc_case_t c = {"relu/mse", spec_of(3, sz, act), 0, 0, 1.0f};
+  expect_grad_ok(&c);
+}
+
+static void test_gradcheck_tanh_output_huber(void **state) {
+  (void)state;
+  /* A tanh output layer (DDPG's bounded actor) under Huber. */
+  const uint32_t sz[] = {3, 6, 3};
+  const rd_nn_act_t act[] = {RD_NN_TANH, RD_NN_TANH};
+  gc_case_t c = {"tanh-out/huber", spec_of(2, sz, act), 1, 0.4, 1.2f};
+  expect_grad_ok(&c);
+}
+
+static void test_gradcheck_mixed_huber(void **state) {
+  (void)state;
+  const uint32_t sz[] = {4, 7, 5, 6, 2};
+  const rd_nn_act_t act[] = {RD_NN_RELU, RD_NN_TANH, RD_NN_RELU, RD_NN_IDENTITY};
+  gc_case_t c = {"mixed/huber", spec_of(4, sz, act), 1, 0.5, 2.0f};
+  expect_grad_ok(&c);
+}
+
+static void test_gradcheck_catches_errors(void **state) {
+  (void)state;
+  const uint32_t sz[] = {3, 5, 4, 2};
+  const rd_nn_act_t act[] = {RD_NN_TANH, RD_NN_TANH, RD_NN_IDENTITY};
+  gc_case_t c = {"tanh/mse corrupted", spec_of(3, sz, act), 0, 0, 1.0f};
+  gc_result_t r = grad_check(&c, 1.01f, 0);
+  assert_int_equal(r.failed, 1);
+}
+
+/* ---- optimizer ---- */
+
+static void test_adam_two_steps_by_hand(void **state) {
+  (void)state;
+  const uint32_t sz[] = {1, 1};
+  const rd_nn_act_t act[] = {RD_NN_IDENTITY};
+  rd_nn_spec_t s = spec_of(1, sz, act);
+  rd_mlp_t m;
+  make_net(&m, &s, 1, 0, 1, 0);
+  rd_adam_config_t c;
+  rd_adam_config_default(&c);
+  c.lr = 0.1;
+  float *p = rd_mlp_params(&m), *g = rd_mlp_grads(&m);
+  p[0] = 1.0f;
+  p[1] = -0.5f;
+  /* Step 1, g = (0.5, -2): m = 0.1 g, v = 0.001 g^2, m^ = g, v^ = g^2, so
+   * the step is lr * sign(g) * |g| / (|g| + eps) = 0.1 * sign(g) - ~2e-9:
+   * theta = (0.900000002, -0.4000000005). */
+  g[0] = 0.5f;
+  g[1] = -2.0f;
+  assert_int_equal(rd_mlp_adam_step(&m, &c, NULL), RD_OK);
+  assert_true(fabs(p[0] - 0.900000002) < 1e-7);
+  assert_true(fabs(p[1] - -0.4000000005) < 1e-7);
+  /* Step 2, g = (-1, 0):
+   *   m = 0.9*0.05 + 0.1*(-1) = -0.055, v = 0.999*0.00025 + 0.001*1 = 0.00124975
+   *   m^ = -0.055/0.19 = -0.28947368, v^ = 0.00124975/0.001999 = 0.62518759
+   *   theta0 = 0.900000002 + 0.1*0.28947368/0.79068804 = 0.93661035
+   *   m = 0.9*(-0.2) = -0.18, v = 0.999*0.004 = 0.003996
+   *   m^ = -0.94736842, v^ = 1.99899950, sqrt = 1.41385979
+   *   theta1 = -0.4000000005 + 0.1*0.94736842/1.41385979 = -0.33299418 */
+  g[0] = -1.0f;
+  g[1] = 0.0f;
+  assert_int_equal(rd_mlp_adam_step(&m, &c, NULL), RD_OK);
+  assert_true(fabs(p[0] - 0.9366103542) < 2e-7);
+  assert_true(fabs(p[1] - -0.3329941756) < 2e-7);
+  assert_int_equal(m.adam_t, 2);
+
+  /* Bad hyperparameters change nothing (not even the step count). */
+  float before[2] = {p[0], p[1]};
+  rd_error_t err;
+  rd_adam_config_t bad = c;
+  bad.lr = 0;
+  assert_int_equal(rd_mlp_adam_step(&m, &bad, &err), RD_EINVAL);
+  bad = c;
+  bad.beta1 = 1.0;
+  assert_int_equal(rd_mlp_adam_step(&m, &bad, &err), RD_EINVAL);
+  bad = c;
+  bad.beta2 = NAN;
+  assert_int_equal(rd_mlp_adam_step(&m, &bad, &err), RD_EINVAL);
+  bad = c;
+  bad.eps = 0;
+  assert_int_equal(rd_mlp_adam_step(&m, &bad, &err), RD_EINVAL);
+  assert_true(p[0] == before[0] && p[1] == before[1]);
+  assert_int_equal(m.adam_t, 2);
+  rd_mlp_free(&m);
+}
+
+static void test_clip_grad_norm(void **state) {
+  (void)state;
+  const uint32_t sz[] = {1, 1};
+  const rd_nn_act_t act[] = {RD_NN_IDENTITY};
+  rd_nn_spec_t s = spec_of(1, sz, act);
+  rd_mlp_t m;
+  make_net(&m, &s, 1, 0, 1, 0);
+  float *g = rd_mlp_grads(&m);
+  g[0] = 3.0f;
+  g[1] = -4.0f;
+  double norm = 0;
+  assert_true(rd_mlp_grad_norm(&m) == 5.0);
+  assert_int_equal(rd_mlp_clip_grad_norm(&m, 10.0, &norm, NULL), RD_OK); /* below: untouched */
+  assert_true(norm == 5.0 && g[0] == 3.0f && g[1] == -4.0f);
+  assert_int_equal(rd_mlp_clip_grad_norm(&m, 5.0, &norm, NULL), RD_OK); /* equal: untouched */
+  assert_true(g[0] == 3.0f);
+  assert_int_equal(rd_mlp_clip_grad_norm(&m, 1.0, &norm, NULL), RD_OK);
+  assert_true(norm == 5.0);
+  assert_true(fabs(g[0] - 0.6) < 1e-6 && fabs(g[1] + 0.8) < 1e-6);
+  assert_true(fabs(rd_mlp_grad_norm(&m) - 1.0) < 1e-6);
+  assert_true(rd_mlp_grad_norm(&m) <= 1.0);
+
+  rd_error_t err;
+  float keep0 = g[0];
+  g[1] = NAN;
+  assert_int_equal(rd_mlp_clip_grad_norm(&m, 1.0, &norm, &err), RD_ERANGE);
+  assert_true(g[0] == keep0 && isnan(g[1]));
+  g[1] = INFINITY;
+  assert_int_equal(rd_mlp_clip_grad_norm(&m, 1.0, NULL, &err), RD_ERANGE);
+  g[1] = 0;
+  assert_int_equal(rd_mlp_clip_grad_norm(&m, 0.0, NULL, &err), RD_EINVAL);
+  assert_int_equal(rd_mlp_clip_grad_norm(&m, -1.0, NULL, &err), RD_EINVAL);
+  assert_int_equal(rd_mlp_clip_grad_norm(&m, INFINITY, NULL, &err), RD_EINVAL);
+  assert_true(g[0] == keep0);
+
+  /* A larger net: the global norm spans all layers (not per tensor). */
+  const uint32_t sz2[] = {5, 8, 3};
+  const rd_nn_act_t act2[] = {RD_NN_RELU, RD_NN_IDENTITY};
+  rd_nn_spec_t s2 = spec_of(2, sz2, act2);
+  rd_mlp_t big;
+  make_net(&big, &s2, 1, 0, 1, 0);
+  fill(big.grads, big.n_params, 3, -1.0f, 1.0f);
+  double ss = 0;
+  for (size_t i = 0; i < big.n_params; i++) ss += (double)big.grads[i] * big.grads[i];
+  assert_true(fabs(rd_mlp_grad_norm(&big) - sqrt(ss)) < 1e-12);
+  assert_int_equal(rd_mlp_clip_grad_norm(&big, 0.5, &norm, NULL), RD_OK);
+  assert_true(fabs(rd_mlp_grad_norm(&big) - 0.5) < 1e-5);
+  rd_mlp_free(&big);
+  rd_mlp_free(&m);
+}
+
+/* ---- target networks ---- */
+
+static void test_target_updates(void **state) {
+  (void)state;
+  const uint32_t sz[] = {4, 6, 2};
+  const rd_nn_act_t act[] = {RD_NN_TANH, RD_NN_IDENTITY};
+  rd_nn_spec_t s = spec_of(2, sz, act);
+  rd_mlp_t src, dst;
+  make_net(&src, &s, 4, 1, 1, 0);
+  make_net(&dst, &s, 4, 2, 1, 1); /* targets need no gradients */
+  fill(src.params, src.n_params, 8, -1.0f, 1.0f);
+  size_t n = src.n_params;
+  float *old = malloc(n * sizeof *old);
+  memcpy(old, dst.params, n * sizeof *old);
+
+  assert_int_equal(rd_mlp_polyak(&dst, &src, 0.25, NULL), RD_OK);
+  for (size_t i = 0; i < n; i++) {
+    double want = 0.25 * src.params[i] + 0.75 * old[i];
+    assert_true(fabs(dst.params[i] - want) <= 1e-6);
+  }
+  /* Repeated averaging converges geometrically: after k more steps the gap
+   * is 0.75^k of what it was. */
+  for (int k = 0; k < 40; k++) assert_int_equal(rd_mlp_polyak(&dst, &src, 0.25, NULL), RD_OK);
+  for (size_t i = 0; i < n; i++)
+    assert_true(fabs(dst.params[i] - src.params[i]) <= 2.0 * pow(0.75, 41) + 1e-6);
+  /* tau = 1 is a hard copy. */
+  memcpy(dst.params, old, n * sizeof *old);
+  assert_int_equal(rd_mlp_polyak(&dst, &src, 1.0, NULL), RD_OK);
+  assert_memory_equal(dst.params, src.params, n * sizeof(float));
+
+  memcpy(dst.params, old, n * sizeof *old);
+  assert_int_equal(rd_mlp_copy_params(&dst, &src, NULL), RD_OK);
+  assert_memory_equal(dst.params, src.params, n * sizeof(float));
+  /* And the copy computes what the source computes. */
+  float x[4 * 4], ys[4 * 2], yd[4 * 2];
+  fill(x, 16, 9, -1, 1);
+  assert_int_equal(rd_mlp_forward(&src, 4, x, ys, NULL), RD_OK);
+  assert_int_equal(rd_mlp_forward(&dst, 4, x, yd, NULL), RD_OK);
+  assert_memory_equal(ys, yd, sizeof ys);
+
+  /* Errors change nothing. */
+  rd_error_t err;
+  memcpy(dst.params, old, n * sizeof *old);
+  assert_int_equal(rd_mlp_polyak(&dst, &src, 0.0, &err), RD_EINVAL);
+  assert_int_equal(rd_mlp_polyak(&dst, &src, 1.5, &err), RD_EINVAL);
+  assert_int_equal(rd_mlp_polyak(&dst, &src, NAN, &err), RD_EINVAL);
+  const uint32_t sz2[] = {4, 6, 3};
+  rd_nn_spec_t s2 = spec_of(2, sz2, act);
+  rd_mlp_t other;
+  make_net(&other, &s2, 4, 1, 1, 0);
+  assert_int_equal(rd_mlp_polyak(&dst, &other, 0.5, &err), RD_EINVAL);
+  assert_int_equal(rd_mlp_copy_params(&dst, &other, &err), RD_EINVAL);
+  assert_memory_equal(dst.params, old, n * sizeof(float));
+  rd_mlp_free(&other);
+  rd_mlp_free(&src);
+  rd_mlp_free(&dst);
+  free(old);
+}
+
+/* ---- determinism ---- */
+
+/* n steps of forward, Huber, backward, clip, Adam, Polyak on a fixed data
+ * stream; returns the final output on probe inputs in y. */
+static void train_steps(rd_mlp_t *m, rd_mlp_t *target, int steps, size_t batch, float *y) {
+  size_t in = m->spec.sizes[0], out = m->spec.sizes[m->spec.n_layers];
+  float *x = malloc(batch * in * sizeof *x), *t = malloc(batch * out * sizeof *t);
+  float *dy = malloc(batch * out * sizeof *dy), *w = malloc(batch * sizeof *w);
+  rd_adam_config_t ac;
+  rd_adam_config_default(&ac);
+  for (int k = 0; k < steps; k++) {
+    fill(x, batch * in, 1000 + (uint64_t)k, -1, 1);
+    assert_int_equal(rd_mlp_forward(target, batch, x, t, NULL), RD_OK);
+    for (size_t i = 0; i < batch * out; i++) t[i] = 0.5f * t[i] + sinf(x[i % (batch * in)]);
+    fill(w, batch, 2000 + (uint64_t)k, 0.1f, 1.0f);
+    assert_int_equal(rd_mlp_forward(m, batch, x, NULL, NULL), RD_OK);
+    assert_int_equal(rd_nn_huber(batch, out, rd_mlp_output(m), t, w, 1.0, dy, NULL, NULL), RD_OK);
+    assert_int_equal(rd_mlp_backward(m, dy, NULL, NULL), RD_OK);
+    assert_int_equal(rd_mlp_clip_grad_norm(m, 1.0, NULL, NULL), RD_OK);
+    assert_int_equal(rd_mlp_adam_step(m, &ac, NULL), RD_OK);
+    assert_int_equal(rd_mlp_polyak(target, m, 0.05, NULL), RD_OK);
+  }
+  fill(x, batch * in, 7, -1, 1);
+  assert_int_equal(rd_mlp_forward(m, batch, x, y, NULL), RD_OK);
+  free(x);
+  free(t);
+  free(dy);
+  free(w);
+}
+
+static void determinism_case(const rd_nn_spec_t *s, size_t batch, int steps, uint32_t threads_b) {
+  rd_mlp_t a, ta, b, tb;
+  make_net(&a, s, (uint32_t)batch, 77, 1, 0);
+  make_net(&ta, s, (uint32_t)batch, 78, 1, 1);
+  make_net(&b, s, (uint32_t)batch, 77, threads_b, 0);
+  make_net(&tb, s, (uint32_t)batch, 78, threads_b, 1);
+  size_t out = s->sizes[s->n_layers];
+  float *ya = malloc(batch * out * sizeof *ya), *yb = malloc(batch * out * sizeof *yb);
+  train_steps(&a, &ta, steps, batch, ya);
+  train_steps(&b, &tb, steps, batch, yb);
+  assert_memory_equal(a.params, b.params, a.n_params * sizeof(float));
+  assert_memory_equal(ta.params, tb.params, a.n_params * sizeof(float));
+  assert_memory_equal(a.adam_m, b.adam_m, a.n_params * sizeof(float));
+  assert_memory_equal(a.adam_v, b.adam_v, a.n_params * sizeof(float));
+  assert_memory_equal(ya, yb, batch * out * sizeof(float));
+  /* And training moved the weights (the comparison is not of two inits). */
+  rd_mlp_t fresh;
+  make_net(&fresh, s, 1, 77, 1, 1);
+  assert_memory_not_equal(fresh.params, a.params, a.n_params * sizeof(float));
+  rd_mlp_free(&fresh);
+  free(ya);
+  free(yb);
+  rd_mlp_free(&a);
+  rd_mlp_free(&ta);
+  rd_mlp_free(&b);
+  rd_mlp_free(&tb);
+}
+
+static void test_determinism_single_thread(void **state) {
+  (void)state;
+  const uint32_t sz[] = {4, 64, 64, 2};
+  const rd_nn_act_t act[] = {RD_NN_RELU, RD_NN_RELU, RD_NN_IDENTITY};
+  rd_nn_spec_t s = spec_of(3, sz, act);
+  determinism_case(&s, 64, 100, 1);
+}
+
+static void test_determinism_across_threads(void **state) {
+  (void)state;
+  /* Wide enough that activations (256 x 256) and Adam (69k parameters) take
+   * the OpenMP path with 2 threads; the bits must not change. */
+  const uint32_t sz[] = {8, 256, 256, 4};
+  const rd_nn_act_t act[] = {RD_NN_RELU, RD_NN_TANH, RD_NN_IDENTITY};
+  rd_nn_spec_t s = spec_of(3, sz, act);
+  assert_true((size_t)256 * 256 >= RD_MLP_OMP_MIN);
+  determinism_case(&s, 256, 5, 2);
+}
+
+/* ---- a task training solves ---- */
+
+static void test_fit_sine(void **state) {
+  (void)state;
+  /* y = sin(x) on [-pi, pi], 64 grid points, full batch. Stated budget:
+   * MSE below 5e-4 (the target's variance is 0.5) within 3000 Adam steps at
+   * lr 5e-3. */
+  enum { N = 64, STEPS = 3000 };
+  const uint32_t sz[] = {1, 32, 32, 1};
+  const rd_nn_act_t act[] = {RD_NN_TANH, RD_NN_TANH, RD_NN_IDENTITY};
+  rd_nn_spec_t s = spec_of(3, sz, act);
+  rd_mlp_t m;
+  make_net(&m, &s, N, 2024, 1, 0);
+  float x[N], t[N], dy[N];
+  for (int i = 0; i < N; i++) {
+    x[i] = (float)(-M_PI + 2 * M_PI * i / (N - 1));
+    t[i] = sinf(x[i]);
+  }
+  rd_adam_config_t ac;
+  rd_adam_config_default(&ac);
+  ac.lr = 5e-3;
+  double first = 0, loss = 0;
+  int step;
+  for (step = 0; step < STEPS; step++) {
+    assert_int_equal(rd_mlp_forward(&m, N, x, NULL, NULL), RD_OK);
+    assert_int_equal(rd_nn_mse(N, 1, rd_mlp_output(&m), t, NULL, dy, &loss, NULL), RD_OK);
+    if (step == 0) first = loss;
+    if (loss < 5e-4) break;
+    assert_int_equal(rd_mlp_backward(&m, dy, NULL, NULL), RD_OK);
+    assert_int_equal(rd_mlp_adam_step(&m, &ac, NULL), RD_OK);
+  }
+  if (loss >= 5e-4) fail_msg("sine fit: MSE %.3g after %d steps (start %.3g)", loss, step, first);
+  print_message("sine fit: MSE %.3g -> %.3g in %d steps\n", first, loss, step);
+  rd_mlp_free(&m);
+}
+
+/* ---- flat format, argument errors ---- */
+
+static void test_save_load(void **state) {
+  (void)state;
+  const uint32_t sz[] = {3, 5, 2};
+  const rd_nn_act_t act[] = {RD_NN_RELU, RD_NN_TANH};
+  rd_nn_spec_t s = spec_of(2, sz, act);
+  rd_mlp_t a, b;
+  make_net(&a, &s, 2, 1, 1, 0);
+  make_net(&b, &s, 2, 2, 1, 1);
+  size_t nb = rd_nn_flat_bytes(&s), written = 0;
+  uint8_t *buf = malloc(nb + 1);
+  assert_int_equal(rd_mlp_save(&a, buf, nb, &written, NULL), RD_OK);
+  assert_int_equal(written, nb);
+  assert_int_equal(rd_mlp_load(&b, buf, nb, NULL), RD_OK);
+  assert_memory_equal(a.params, b.params, a.n_params * sizeof(float));
+
+  /* A set for another network, or a damaged one, leaves b as it was. */
+  rd_error_t err;
+  const uint32_t sz2[] = {3, 6, 2};
+  rd_nn_spec_t s2 = spec_of(2, sz2, act);
+  rd_mlp_t c;
+  make_net(&c, &s2, 1, 3, 1, 1);
+  float *keep = malloc(b.n_params * sizeof *keep);
+  memcpy(keep, b.params, b.n_params * sizeof *keep);
+  size_t nb2 = rd_nn_flat_bytes(&s2);
+  uint8_t *buf2 = malloc(nb2);
+  assert_int_equal(rd_mlp_save(&c, buf2, nb2, NULL, NULL), RD_OK);
+  assert_int_equal(rd_mlp_load(&b, buf2, nb2, &err), RD_EINVAL);
+  assert_int_equal(rd_mlp_load(&b, buf, nb - 1, &err), RD_EINVAL);
+  const float nan = NAN;
+  memcpy(buf + nb - 4, &nan, 4);
+  assert_int_equal(rd_mlp_load(&b, buf, nb, &err), RD_EINVAL);
+  assert_memory_equal(keep, b.params, b.n_params * sizeof(float));
+  /* A diverged learner cannot ship its weights. */
+  a.params[0] = NAN;
+  assert_int_equal(rd_mlp_save(&a, buf, nb, NULL, &err), RD_EINVAL);
+  free(keep);
+  free(buf);
+  free(buf2);
+  rd_mlp_free(&a);
+  rd_mlp_free(&b);
+  rd_mlp_free(&c);
+}
+
+static void test_argument_errors(void **state) {
+  (void)state;
+  rd_mlp_config_t c;
+  rd_mlp_config_default(&c);
+  rd_mlp_t m;
+  rd_error_t err;
+  assert_int_equal(rd_mlp_init(&m, &c, &err), RD_EINVAL); /* empty spec */
+  const uint32_t sz[] = {2, 3, 1};
+  const rd_nn_act_t act[] = {RD_NN_RELU, RD_NN_IDENTITY};
+  c.spec = spec_of(2, sz, act);
+  c.max_batch = 0;
+  assert_int_equal(rd_mlp_init(&m, &c, &err), RD_EINVAL);
+  c.max_batch = RD_MLP_MAX_BATCH + 1;
+  assert_int_equal(rd_mlp_init(&m, &c, &err), RD_EINVAL);
+  c.max_batch = 4;
+  assert_int_equal(rd_mlp_init(&m, &c, &err), RD_OK);
+
+  float x[8] = {0.1f, 0.2f, 0.3f, 0.4f, 0.5f, 0.6f, 0.7f, 0.8f}, dy[4] = {1, 1, 1, 1}, dx[8];
+  /* Backward needs a forward on the current parameters. */
+  assert_int_equal(rd_mlp_backward(&m, dy, dx, &err), RD_EINVAL);
+  assert_true(strlen(err.msg) > 0);
+  assert_int_equal(rd_mlp_forward(&m, 4, x, NULL, NULL), RD_OK);
+  assert_int_equal(rd_mlp_backward(&m, dy, dx, NULL), RD_OK);
+  rd_adam_config_t ac;
+  rd_adam_config_default(&ac);
+  assert_int_equal(rd_mlp_adam_step(&m, &ac, NULL), RD_OK);
+  assert_int_equal(rd_mlp_backward(&m, dy, dx, &err), RD_EINVAL);
+  assert_int_equal(rd_mlp_forward(&m, 4, x, NULL, NULL), RD_OK);
+  assert_int_equal(rd_mlp_backward(&m, dy, NULL, NULL), RD_OK); /* dx is optional */
+  rd_mlp_free(&m);
+
+  /* An inference-only network forwards but does not train. */
+  c.inference_only = 1;
+  assert_int_equal(rd_mlp_init(&m, &c, &err), RD_OK);
+  assert_int_equal(rd_mlp_forward(&m, 2, x, NULL, NULL), RD_OK);
+  assert_int_equal(rd_mlp_backward(&m, dy, dx, &err), RD_EINVAL);
+  assert_int_equal(rd_mlp_adam_step(&m, &ac, &err), RD_EINVAL);
+  assert_int_equal(rd_mlp_clip_grad_norm(&m, 1.0, NULL, &err), RD_EINVAL);
+  assert_true(rd_mlp_grad_norm(&m) == 0.0);
+  rd_mlp_free(&m);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_init_contract),
+      cmocka_unit_test(test_forward_matches_reference),
+      cmocka_unit_test(test_loss_values_by_hand),
+      cmocka_unit_test(test_loss_errors),
+      cmocka_unit_test(test_loss_gradients_fd),
+      cmocka_unit_test(test_gradcheck_identity_mse),
+      cmocka_unit_test(test_gradcheck_tanh_mse),
+      cmocka_unit_test(test_gradcheck_relu_mse),
+      cmocka_unit_test(test_gradcheck_tanh_output_huber),
+      cmocka_unit_test(test_gradcheck_mixed_huber),
+      cmocka_unit_test(test_gradcheck_catches_errors),
+      cmocka_unit_test(test_adam_two_steps_by_hand),
+      cmocka_unit_test(test_clip_grad_norm),
+      cmocka_unit_test(test_target_updates),
+      cmocka_unit_test(test_determinism_single_thread),
+      cmocka_unit_test(test_determinism_across_threads),
+      cmocka_unit_test(test_fit_sine),
+      cmocka_unit_test(test_save_load),
+      cmocka_unit_test(test_argument_errors),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
