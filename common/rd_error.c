@@ -14,6 +14,10 @@ const char *rd_err_name(int code) {
   case RD_ETOOBIG: return "RD_ETOOBIG";
   case RD_ENOTFOUND: return "RD_ENOTFOUND";
   case RD_ESTORE: return "RD_ESTORE";
+  case RD_EBUSY: return "RD_EBUSY";
+  case RD_ETIMEDOUT: return "RD_ETIMEDOUT";
+  case RD_ECANCELED: return "RD_ECANCELED";
+  case RD_EINTERNAL: return "RD_EINTERNAL";
   default: return "RD_EUNKNOWN";
   }
 }

@@ -21,6 +21,10 @@ typedef enum {
   RD_ETOOBIG = -5,   /* batch larger than the table or the configured limit */
   RD_ENOTFOUND = -6, /* key never issued by this table */
   RD_ESTORE = -7,    /* the persistent store (SQLite, state files) failed */
+  RD_EBUSY = -8,     /* a conflicting operation is running (one TrainStep at a time) */
+  RD_ETIMEDOUT = -9, /* a deadline passed before the operation finished */
+  RD_ECANCELED = -10, /* stopped: the object is shutting down */
+  RD_EINTERNAL = -11, /* a system resource failed (thread creation, ...) */
 } rd_err_t;
 
 typedef struct {

@@ -24,7 +24,6 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
-#include <cblas.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -82,8 +81,10 @@ static void test_init_contract(void **state) {
   make_net(&b, &s, 8, 1234, 1, 1);
   make_net(&c, &s, 8, 1235, 1, 0);
   assert_int_equal(rd_mlp_n_params(&a), 5 * 4 + 4 * 6 + 2 * 5);
-  /* OpenBLAS was made single-threaded for the process. */
-  assert_int_equal(openblas_get_num_threads(), 1);
+  /* A GEMM variant was picked. */
+  const char *isa = rd_mlp_isa(&a);
+  assert_true(strcmp(isa, "generic") == 0 || strcmp(isa, "avx2") == 0 ||
+              strcmp(isa, "avx512") == 0);
   const float *p = rd_mlp_params(&a);
   size_t g = 0;
   for (uint32_t l = 0; l < 3; l++) {
@@ -156,6 +157,177 @@ static void test_forward_matches_reference(void **state) {
   assert_int_equal(rd_mlp_forward(&m, 0, x, y, &err), RD_EINVAL);
   assert_int_equal(rd_mlp_forward(&m, 18, x, y, &err), RD_ETOOBIG);
   rd_mlp_free(&m);
+}
+
+/* ---- the GEMM at block edges, every instruction set, any thread count ---- */
+
+/* Outputs y (n x out) and the gradients of L = sum_i dy_i . y_i by
+ * backpropagation in double, one sample at a time (any widths, unlike
+ * ref_forward): grad (n_params) accumulates, dx is n x in. */
+static void ref_backward(const rd_nn_spec_t *s, const float *p, size_t n, const float *x,
+                         const float *dy, double *y, double *grad, double *dx) {
+  uint32_t L = s->n_layers, wmax = 0;
+  for (uint32_t l = 0; l <= L; l++) wmax = s->sizes[l] > wmax ? s->sizes[l] : wmax;
+  double *a = calloc((size_t)(L + 1) * wmax, sizeof *a), *da = calloc(wmax, sizeof *da),
+         *dz = calloc(wmax, sizeof *dz);
+  size_t np = rd_nn_spec_params(s);
+  memset(grad, 0, np * sizeof *grad);
+  for (size_t i = 0; i < n; i++) {
+    for (uint32_t k = 0; k < s->sizes[0]; k++) a[k] = x[i * s->sizes[0] + k];
+    for (uint32_t l = 0; l < L; l++) {
+      uint32_t in = s->sizes[l], out = s->sizes[l + 1];
+      size_t off = rd_nn_spec_offset(s, l);
+      for (uint32_t o = 0; o < out; o++) {
+        double acc = p[off + (size_t)out * in + o];
+        for (uint32_t k = 0; k < in; k++)
+          acc += (double)p[off + (size_t)o * in + k] * a[l * wmax + k];
+        a[(l + 1) * wmax + o] = s->act[l] == RD_NN_RELU ? (acc > 0 ? acc : 0)
+                                : s->act[l] == RD_NN_TANH ? tanh(acc) : acc;
+      }
+    }
+    for (uint32_t o = 0; o < s->sizes[L]; o++) {
+      y[i * s->sizes[L] + o] = a[L * wmax + o];
+      da[o] = dy[i * s->sizes[L] + o];
+    }
+    for (uint32_t l = L; l-- > 0;) {
+      uint32_t in = s->sizes[l], out = s->sizes[l + 1];
+      size_t off = rd_nn_spec_offset(s, l);
+      for (uint32_t o = 0; o < out; o++) {
+        double y = a[(l + 1) * wmax + o];
+        dz[o] = s->act[l] == RD_NN_RELU ? (y > 0 ? da[o] : 0)
+                : s->act[l] == RD_NN_TANH ? da[o] * (1 - y * y) : da[o];
+        for (uint32_t k = 0; k < in; k++) grad[off + (size_t)o * in + k] += dz[o] * a[l * wmax + k];
+        grad[off + (size_t)out * in + o] += dz[o];
+      }
+      for (uint32_t k = 0; k < in; k++) {
+        double acc = 0;
+        for (uint32_t o = 0; o < out; o++) acc += (double)p[off + (size_t)o * in + k] * dz[o];
+        da[k] = acc;
+      }
+    }
+    for (uint32_t k = 0; k < s->sizes[0]; k++) dx[i * s->sizes[0] + k] = da[k];
+  }
+  free(a);
+  free(da);
+  free(dz);
+}
+
+/* |got - want| <= tol * (largest |want| of the array): float sums of a few
+ * hundred terms against double. */
+static void expect_close(const char *what, const char *isa, const float *got, const double *want,
+                         size_t n, double tol) {
+  double scale = 0;
+  for (size_t i = 0; i < n; i++) scale = fmax(scale, fabs(want[i]));
+  assert_true(scale > 0);
+  for (size_t i = 0; i < n; i++)
+    if (fabs(got[i] - want[i]) > tol * scale)
+      fail_msg("%s (%s)[%zu]: %.8g, reference %.8g (scale %.3g)", what, isa, i, got[i], want[i],
+               scale);
+}
+
+typedef struct {
+  float *y, *grads, *dx;
+} gemm_run_t;
+
+static gemm_run_t gemm_run(const rd_nn_spec_t *s, size_t n, uint32_t threads, const float *x,
+                           const float *dy, const float *params, const char *isa) {
+  rd_mlp_t m;
+  make_net(&m, s, (uint32_t)n, 5, threads, 0);
+  if (isa != NULL) assert_string_equal(rd_mlp_isa(&m), isa);
+  memcpy(m.params, params, m.n_params * sizeof(float));
+  size_t out = s->sizes[s->n_layers], in = s->sizes[0];
+  gemm_run_t r = {malloc(n * out * sizeof(float)), malloc(m.n_params * sizeof(float)),
+                  malloc(n * in * sizeof(float))};
+  assert_int_equal(rd_mlp_forward(&m, n, x, r.y, NULL), RD_OK);
+  /* backward_input: the same dx as backward, gradients untouched. */
+  for (size_t k = 0; k < m.n_params; k++) m.grads[k] = 7.0f;
+  assert_int_equal(rd_mlp_backward_input(&m, dy, r.dx, NULL), RD_OK);
+  for (size_t k = 0; k < m.n_params; k++) assert_true(m.grads[k] == 7.0f);
+  float *dx2 = malloc(n * in * sizeof(float));
+  assert_int_equal(rd_mlp_backward(&m, dy, dx2, NULL), RD_OK);
+  assert_memory_equal(dx2, r.dx, n * in * sizeof(float));
+  memcpy(r.grads, m.grads, m.n_params * sizeof(float));
+  free(dx2);
+  rd_mlp_free(&m);
+  return r;
+}
+
+static void gemm_case(const rd_nn_spec_t *s, size_t n) {
+  size_t in = s->sizes[0], out = s->sizes[s->n_layers], np = rd_nn_spec_params(s);
+  float *x = malloc(n * in * sizeof *x), *dy = malloc(n * out * sizeof *dy);
+  float *params = malloc(np * sizeof *params);
+  fill(x, n * in, 61, -1.0f, 1.0f);
+  fill(dy, n * out, 62, -1.0f, 1.0f);
+  {
+    rd_mlp_t m;
+    make_net(&m, s, 1, 99, 1, 1);
+    memcpy(params, m.params, np * sizeof *params);
+    for (uint32_t l = 0; l < s->n_layers; l++) /* nonzero biases */
+      for (uint32_t o = 0; o < s->sizes[l + 1]; o++)
+        params[m.b_off[l] + o] = unif(63, m.b_off[l] + o, -0.2f, 0.2f);
+    rd_mlp_free(&m);
+  }
+  double *yref = malloc(n * out * sizeof *yref), *gref = malloc(np * sizeof *gref);
+  double *dxref = malloc(n * in * sizeof *dxref);
+  ref_backward(s, params, n, x, dy, yref, gref, dxref);
+  static const char *const isas[] = {"generic", "avx2", "avx512"};
+  __builtin_cpu_init();
+  const int have[] = {1, __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"),
+                      __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
+                          __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq")};
+  for (int v = 0; v < 3; v++) {
+    if (!have[v]) continue;
+    setenv("RD_NN_ISA", isas[v], 1);
+    gemm_run_t a = gemm_run(s, n, 1, x, dy, params, isas[v]);
+    expect_close("forward", isas[v], a.y, yref, n * out, 1e-5);
+    expect_close("gradients", isas[v], a.grads, gref, np, 1e-5);
+    expect_close("dx", isas[v], a.dx, dxref, n * in, 1e-5);
+    /* Threads split products by rows or columns only: the same bits. */
+    for (uint32_t t = 2; t <= 5; t += 3) {
+      gemm_run_t b = gemm_run(s, n, t, x, dy, params, isas[v]);
+      assert_memory_equal(a.y, b.y, n * out * sizeof(float));
+      assert_memory_equal(a.grads, b.grads, np * sizeof(float));
+      assert_memory_equal(a.dx, b.dx, n * in * sizeof(float));
+      free(b.y), free(b.grads), free(b.dx);
+    }
+    free(a.y), free(a.grads), free(a.dx);
+  }
+  unsetenv("RD_NN_ISA");
+  free(x), free(dy), free(params), free(yref), free(gref), free(dxref);
+}
+
+static void test_gemm_block_edges(void **state) {
+  (void)state;
+  /* 300 inputs and a batch of 300 cross the inner block (KC = 256) in the
+   * forward and weight-gradient products, the batch crosses the row block
+   * (MC = 144), 260 outputs cross the column block (NC = 256); 37, 5 and 1
+   * leave partial register tiles everywhere; 11 -> 64 takes the transposed
+   * weight gradient; outputs of at most 16 units take the narrow kernel, of
+ * at most 4 the dot-product kernel. */
+  const uint32_t sz1[] = {300, 260, 37, 5};
+  const rd_nn_act_t act1[] = {RD_NN_RELU, RD_NN_TANH, RD_NN_IDENTITY};
+  rd_nn_spec_t s1 = spec_of(3, sz1, act1);
+  gemm_case(&s1, 300);
+  const uint32_t sz2[] = {11, 64, 1};
+  const rd_nn_act_t act2[] = {RD_NN_RELU, RD_NN_IDENTITY};
+  rd_nn_spec_t s2 = spec_of(2, sz2, act2);
+  gemm_case(&s2, 7);
+  gemm_case(&s2, 1);
+  gemm_case(&s2, 3001); /* large enough for the threaded paths of every product */
+  const uint32_t sz3[] = {1, 1};
+  const rd_nn_act_t act3[] = {RD_NN_TANH};
+  rd_nn_spec_t s3 = spec_of(1, sz3, act3);
+  gemm_case(&s3, 3);
+  /* 3 outputs from 37 units: the dot-product kernel with a partial vector. */
+  const uint32_t sz4[] = {5, 37, 3};
+  const rd_nn_act_t act4[] = {RD_NN_RELU, RD_NN_IDENTITY};
+  rd_nn_spec_t s4 = spec_of(2, sz4, act4);
+  gemm_case(&s4, 9);
+  gemm_case(&s4, 3001);
+  /* A relu layer of 3 units: the dot-product kernel's relu. */
+  const uint32_t sz5[] = {6, 3, 2};
+  rd_nn_spec_t s5 = spec_of(2, sz5, act4);
+  gemm_case(&s5, 50);
 }
 
 /* ---- losses ---- */
@@ -805,6 +977,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_init_contract),
       cmocka_unit_test(test_forward_matches_reference),
+      cmocka_unit_test(test_gemm_block_edges),
       cmocka_unit_test(test_loss_values_by_hand),
       cmocka_unit_test(test_loss_errors),
       cmocka_unit_test(test_loss_gradients_fd),

@@ -1627,6 +1627,55 @@ static void test_get_priority_errors(void **state) {
   rd_table_free(&t);
 }
 
+/* Gather: the rows of live keys, fields skippable, stale and unissued keys
+ * refused with nothing written. */
+static void test_gather(void **state) {
+  (void)state;
+  rd_table_config_t c;
+  make_config(&c, 8, 4, 0.6, 1e-6, 7);
+  rd_table_t t;
+  init_ok(&t, &c);
+  insert_ok(&t, 8, NULL);
+  insert_ok(&t, 3, NULL); /* keys 3..10 live; 0..2 overwritten */
+  sout_t s;
+  sout_alloc(&s, 4, true);
+  uint64_t keys[4] = {10, 3, 7, 3};
+  rd_error_t err;
+  rd_error_clear(&err);
+  assert_int_equal(rd_table_gather(&t, 4, keys, s.cols, &err), RD_OK);
+  for (size_t i = 0; i < 4; i++) check_row(s.cols, i, keys[i]);
+
+  /* A skipped field is left untouched. */
+  memset(s.cols[F_OBS].data, 0xAB, s.cols[F_OBS].bytes);
+  rd_buf_t partial[NF];
+  memcpy(partial, s.cols, sizeof partial);
+  partial[F_OBS].data = NULL;
+  partial[F_OBS].bytes = 0;
+  uint64_t k2[2] = {5, 6};
+  assert_int_equal(rd_table_gather(&t, 2, k2, partial, &err), RD_OK);
+  assert_int_equal(((uint8_t *)s.cols[F_OBS].data)[0], 0xAB);
+  float r5;
+  memcpy(&r5, s.cols[F_REWARD].data, 4);
+  assert_true(r5 == (float)5 * 0.5f + 0.125f);
+
+  /* Errors write nothing. */
+  memset(s.cols[F_ACTION].data, 0xCD, s.cols[F_ACTION].bytes);
+  uint64_t stale[2] = {4, 2};
+  assert_int_equal(rd_table_gather(&t, 2, stale, s.cols, &err), RD_ERANGE);
+  assert_non_null(strstr(err.msg, "stale"));
+  uint64_t unissued[2] = {4, 11};
+  assert_int_equal(rd_table_gather(&t, 2, unissued, s.cols, &err), RD_ENOTFOUND);
+  rd_buf_t small[NF];
+  memcpy(small, s.cols, sizeof small);
+  small[F_NEXT].bytes = 16;
+  assert_int_equal(rd_table_gather(&t, 2, k2, small, &err), RD_EINVAL);
+  assert_non_null(strstr(err.msg, "next_obs"));
+  for (size_t b = 0; b < s.cols[F_ACTION].bytes; b++)
+    assert_int_equal(((uint8_t *)s.cols[F_ACTION].data)[b], 0xCD);
+  sout_free(&s);
+  rd_table_free(&t);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_config_defaults),
@@ -1645,6 +1694,7 @@ int main(void) {
       cmocka_unit_test(test_errors_sample),
       cmocka_unit_test(test_errors_config),
       cmocka_unit_test(test_get_priority_errors),
+      cmocka_unit_test(test_gather),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,45 +1,778 @@
-/* nn.c - MLP forward/backward through CBLAS, losses, Adam, target updates.
+/* nn.c - MLP forward/backward on a packed GEMM, losses, Adam, target updates.
  *
  * Layer l maps a_l [n x in] to a_{l+1} [n x out]:
- *   Z = 1 b^T + a_l W^T        (rows pre-filled with b, then sgemm beta = 1)
- *   a_{l+1} = act(Z)           (in place)
+ *   a_{l+1} = act(a_l W^T + 1 b^T)      (one GEMM; bias and relu in its epilogue)
  * Backward keeps only the outputs: relu' = [a > 0], tanh' = 1 - a^2, so no
  * pre-activation buffer is needed. With dZ = dA * act'(a_{l+1}):
- *   dW = dZ^T a_l   (sgemm)    db = dZ^T 1   (sgemv)    dA_l = dZ W   (sgemm)
+ *   dW = dZ^T a_l (GEMM)   db = column sums of dZ   dZ_{l-1} = (dZ W) * act'(a_l)
+ * where the last product's factor act'(a_l) is the GEMM's epilogue, so the
+ * backward pass makes no separate element-wise pass over hidden layers.
+ *
+ * The GEMM. Each product is C = A B with general strides (BLIS style:
+ * element (i, j) of a matrix is at i * rs + j * cs), so the three layouts the
+ * passes need - A W^T, dZ^T A, dZ W on row-major batches - are one routine.
+ * It is the GotoBLAS/BLIS blocking (Goto & van de Geijn, "Anatomy of
+ * high-performance matrix multiplication", TOMS 2008): blocks of KC of the
+ * inner dimension, B packed into NR-column panels (in L2), A packed into
+ * MR-row panels per MC rows, and a register-blocked MR x NR micro-kernel
+ * that keeps the whole C tile in vector registers for the KC updates. The
+ * micro-kernel is one body written with GCC vector extensions and compiled
+ * for each instruction set (generic SSE2, AVX2+FMA, AVX-512), picked once
+ * from the CPU like the sum tree's kernels (RD_NN_ISA forces one).
+ *
+ * Why not a BLAS. The step is almost all GEMM, so its speed is the GEMM's,
+ * and a BLAS makes it depend on the environment: this machine's environment
+ * sets OPENBLAS_CORETYPE=Haswell, which holds OpenBLAS 0.3.21 to its AVX2
+ * kernels (70-95 GFLOP/s per core against 160-195 for its AVX-512 ones), and
+ * OpenBLAS's own threads split the inner dimension differently per thread
+ * count, which changes the bits. Its per-call overhead also dominates the
+ * 8-unit layers of CartPole. This GEMM reaches 150-200 GFLOP/s per core on
+ * the shapes of papers/001 Table III, fuses the element-wise work into the
+ * products, and with threads splits only rows or columns of C (below).
+ *
+ * Products of at most 16 columns (output layers, CartPole's 8-unit layers)
+ * take a narrow AVX-512 kernel instead: one masked vector per row of C, no
+ * padding to 32 columns and no packing of A.
+ *
+ * Determinism. Every element of C is one sequential sum over the inner
+ * dimension (blocks of KC in order, FMA per step within a block), whatever
+ * tile, thread or orientation (C or C^T) computes it: partial tiles run the
+ * same kernel on a zero-padded copy, and a*b == b*a exactly. Which kernel
+ * and orientation a product takes depends on its shape, never on the
+ * thread count. Threads split C by rows or by columns only, and element-wise
+ * loops (Adam included) at multiples of the vector width. So for a given
+ * build and instruction set the results are bit-identical for every
+ * config.threads.
  */
 #include "nn.h"
 
-#include <cblas.h>
 #include <math.h>
-#include <pthread.h>
+#include <omp.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "rd_philox.h"
 
+/* ---- thread teams ---- */
+
+static uint64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Slow teams (nn.h): whether the cores are free is a property of the
+ * machine, not of a network, so the backoff is shared by every network of
+ * the process. Relaxed atomics: a race between two networks' updates only
+ * shifts when teams are tried again, never what is computed. */
+#define TEAM_BACKOFF_MIN_NS UINT64_C(10000000)   /* 10 ms */
+#define TEAM_BACKOFF_MAX_NS UINT64_C(1000000000) /* 1 s */
+static _Atomic uint64_t team_backoff_ns; /* 0: teams are prompt */
+static _Atomic uint64_t team_until_ns;   /* run serially until then */
+
+/* Threads for a parallel job of m now: config.threads, or 1 while backing
+ * off from slow teams. */
+static int team_size(const rd_mlp_t *m) {
+  if (m->threads <= 1) return 1;
+  uint64_t until = atomic_load_explicit(&team_until_ns, memory_order_relaxed);
+  if (until != 0 && now_ns() < until) return 1;
+  return (int)m->threads;
+}
+
+/* After a parallel region that started at t0 and whose calling thread
+ * finished its own part at t_own: a region much longer than that part
+ * doubles the backoff and starts it; a prompt one halves it. */
+static void team_done(uint64_t t0, uint64_t t_own) {
+  uint64_t t = now_ns(), region = t - t0, own = t_own > t0 ? t_own - t0 : 0;
+  uint64_t b = atomic_load_explicit(&team_backoff_ns, memory_order_relaxed);
+  if (region > 2 * own + 200000u) {
+    b = b ? 2 * b : TEAM_BACKOFF_MIN_NS;
+    if (b > TEAM_BACKOFF_MAX_NS) b = TEAM_BACKOFF_MAX_NS;
+    atomic_store_explicit(&team_until_ns, t + b, memory_order_relaxed);
+  } else {
+    b = b / 2 < TEAM_BACKOFF_MIN_NS ? 0 : b / 2;
+  }
+  atomic_store_explicit(&team_backoff_ns, b, memory_order_relaxed);
+}
+
 /* Run `for (size_t i = 0; i < n; i++) body` on the calling thread below
  * RD_MLP_OMP_MIN elements (a thread team costs microseconds, more than the
- * loop of a small net), else split statically over threads. Element-wise
- * bodies only: no reductions, so the result never depends on the split. */
+ * loop of a small net), else split over the team at multiples of 16.
+ * Element-wise bodies only: no reductions, so the result never depends on
+ * the split. */
 #define RD_MLP_FOR(m_, n_, ...)                                                       \
   do {                                                                                \
     size_t rd_n_ = (n_);                                                              \
-    int rd_nt_ = (int)(m_)->threads;                                                  \
-    if (rd_n_ >= RD_MLP_OMP_MIN && rd_nt_ > 1) {                                      \
-      _Pragma("omp parallel for simd num_threads(rd_nt_) schedule(static)") for (     \
-          size_t i = 0; i < rd_n_; i++) __VA_ARGS__                                   \
+    int rd_nt_ = rd_n_ >= RD_MLP_OMP_MIN ? team_size(m_) : 1;                         \
+    if (rd_nt_ > 1) {                                                                 \
+      uint64_t rd_t0_ = now_ns(), rd_own_ = 0;                                        \
+      _Pragma("omp parallel num_threads(rd_nt_)") {                                   \
+        size_t rd_me_ = (size_t)omp_get_thread_num(), rd_T_ = (size_t)omp_get_num_threads(); \
+        size_t rd_b_ = (rd_n_ + 15) / 16;                                             \
+        size_t rd_lo_ = rd_b_ * rd_me_ / rd_T_ * 16, rd_hi_ = rd_b_ * (rd_me_ + 1) / rd_T_ * 16; \
+        if (rd_hi_ > rd_n_) rd_hi_ = rd_n_;                                           \
+        _Pragma("omp simd") for (size_t i = rd_lo_; i < rd_hi_; i++) __VA_ARGS__      \
+        if (rd_me_ == 0) rd_own_ = now_ns();                                          \
+      }                                                                               \
+      team_done(rd_t0_, rd_own_);                                               \
     } else {                                                                          \
       _Pragma("omp simd") for (size_t i = 0; i < rd_n_; i++) __VA_ARGS__              \
     }                                                                                 \
   } while (0)
 
-static pthread_once_t blas_once = PTHREAD_ONCE_INIT;
+/* ------------------------------------------------------------------ */
+/* GEMM                                                                */
+/* ------------------------------------------------------------------ */
 
-static void blas_single_thread(void) {
-#if defined(OPENBLAS_VERSION)
-  openblas_set_num_threads(1);
+/* Blocking. KC x NC floats of packed B (256 KiB) sit in the 1 MiB L2 next
+ * to MC x KC of packed A (144 KiB); one B panel (KC x NR, 32 KiB at NR 32)
+ * stays in L1 while the MC / MR A panels stream past it. MC is a multiple
+ * of every MR and NC of every NR. */
+#define GEMM_KC 256u
+#define GEMM_MC 144u
+#define GEMM_NC 256u
+#define GEMM_MAX_MR 12u
+#define GEMM_MAX_NR 32u
+/* Products below this many multiply-adds stay on the calling thread: a
+ * parallel region costs a few microseconds, about what 2^18 MACs take. */
+#define GEMM_MT_MIN (1u << 18)
+
+/* C = A B (or C += A B), C m x n, inner dimension k, with an epilogue:
+ *   C = [C +] A B [+ 1 bias^T];  then relu, or C *= act'(gate)
+ * A[i][p] = a[i rsa + p csa], B[p][j] = b[p rsb + j csb], C[i][j] = c[i rsc + j csc],
+ * gate[i][j] = gate[i rsg + j] (the layout of a row-major C). */
+struct gemm {
+  size_t m, n, k;
+  const float *a;
+  ptrdiff_t rsa, csa;
+  const float *b;
+  ptrdiff_t rsb, csb;
+  float *c;
+  ptrdiff_t rsc, csc;
+  int accumulate;
+  const float *bias; /* n floats, or NULL */
+  int relu;
+  const float *gate; /* NULL: none */
+  ptrdiff_t rsg;
+  rd_nn_act_t gate_act;
+  int may_transpose; /* pure product: may compute C^T = B^T A^T if that pads less */
+};
+
+/* What the micro-kernel does with one MR x NR tile after its KC updates.
+ * first: the tile's first K block (C is read only if accumulating; bias is
+ * added); last: the last K block (relu / gate apply). */
+typedef struct {
+  int first, last, accumulate, relu;
+  const float *bias; /* the tile's NR columns of bias, or NULL */
+  const float *gate; /* the tile's gate, row stride rsg, or NULL */
+  ptrdiff_t rsg;
+  rd_nn_act_t gate_act;
+} tile_epi_t;
+
+typedef void (*kern_fn)(size_t kc, const float *ap, const float *bp, float *c, ptrdiff_t rsc,
+                        const tile_epi_t *e);
+
+/* Adam's per-parameter constants (rd_mlp_adam_step). */
+typedef struct {
+  float b1, b2, g1, g2, step, inv_sqrt_bc2, eps;
+} adam_coef_t;
+
+typedef void (*adam_fn)(size_t n, float *p, const float *g, float *m, float *v,
+                        const adam_coef_t *c);
+typedef struct gemm gemm_t;
+typedef void (*narrow_fn)(const gemm_t *g, const float *bp);
+typedef void (*dot_fn)(const gemm_t *g);
+/* dst[q ds + r] = src[r ss + q] for q < 16 and r < rows (0 for rows <= r <
+ * 16), writing the first cols floats of each dst row: a 16 x 16 transpose. */
+typedef void (*tr16_fn)(const float *src, ptrdiff_t ss, size_t rows, float *dst, ptrdiff_t ds,
+                        size_t cols);
+
+struct rd_mlp_kernel {
+  const char *name;
+  size_t mr, nr;
+  kern_fn kern;
+  narrow_fn narrow; /* products of at most 16 columns, or NULL */
+  dot_fn dot;       /* forward products of at most 4 columns, or NULL */
+  adam_fn adam;
+  tr16_fn tr16; /* vector transposes for packing, or NULL (scalar copies) */
+};
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#define RD_AVX512 __attribute__((target("avx512f,avx512vl,avx512bw,avx512dq,avx2,fma")))
 #endif
+
+typedef float rd_v4 __attribute__((vector_size(16)));
+typedef float rd_v8 __attribute__((vector_size(32)));
+typedef float rd_v16 __attribute__((vector_size(64)));
+
+/* The micro-kernel: an MR x (2 W) tile of C in 2 MR vectors of W floats.
+ * ap: MR floats per p (packed A panel); bp: 2 W floats per p (packed B
+ * panel, 64-byte aligned). C rows are written whole (the caller hands
+ * partial tiles in as a padded copy). Unaligned C accesses go through
+ * memcpy, which compiles to unaligned vector moves. */
+#define RD_GEMM_KERNEL(ISA, ATTR, V, W, MR)                                                \
+  ATTR static void kern_##ISA(size_t kc, const float *restrict ap, const float *restrict bp, \
+                              float *restrict c, ptrdiff_t rsc, const tile_epi_t *e) {      \
+    V lo[MR], hi[MR];                                                                       \
+    _Pragma("GCC unroll 16") for (int r = 0; r < MR; r++) lo[r] = hi[r] = (V){0};          \
+    for (size_t p = 0; p < kc; p++) {                                                       \
+      const V b0 = *(const V *)(bp + p * 2 * (W)), b1 = *(const V *)(bp + p * 2 * (W) + (W)); \
+      _Pragma("GCC unroll 16") for (int r = 0; r < MR; r++) {                              \
+        const float av = ap[p * (MR) + r];                                                  \
+        lo[r] += av * b0;                                                                   \
+        hi[r] += av * b1;                                                                   \
+      }                                                                                     \
+    }                                                                                       \
+    const V zero = {0};                                                                     \
+    V bias0 = zero, bias1 = zero;                                                           \
+    const int add_bias = e->first && e->bias != NULL;                                       \
+    const int read_c = !e->first || e->accumulate;                                          \
+    if (add_bias) {                                                                         \
+      memcpy(&bias0, e->bias, sizeof(V));                                                   \
+      memcpy(&bias1, e->bias + (W), sizeof(V));                                             \
+    }                                                                                       \
+    _Pragma("GCC unroll 16") for (int r = 0; r < MR; r++) {                                \
+      float *cr = c + r * rsc;                                                              \
+      V v0 = lo[r], v1 = hi[r], t0, t1;                                                     \
+      if (read_c) {                                                                         \
+        memcpy(&t0, cr, sizeof(V));                                                         \
+        memcpy(&t1, cr + (W), sizeof(V));                                                   \
+        v0 = t0 + v0;                                                                       \
+        v1 = t1 + v1;                                                                       \
+      }                                                                                     \
+      if (add_bias) {                                                                       \
+        v0 = v0 + bias0;                                                                    \
+        v1 = v1 + bias1;                                                                    \
+      }                                                                                     \
+      if (e->last && e->relu) {                                                             \
+        v0 = (V)((__typeof__(v0 > zero))v0 & (v0 > zero));                                  \
+        v1 = (V)((__typeof__(v1 > zero))v1 & (v1 > zero));                                  \
+      }                                                                                     \
+      if (e->last && e->gate != NULL) {                                                     \
+        memcpy(&t0, e->gate + r * e->rsg, sizeof(V));                                       \
+        memcpy(&t1, e->gate + r * e->rsg + (W), sizeof(V));                                 \
+        if (e->gate_act == RD_NN_RELU) {                                                    \
+          v0 = (V)((__typeof__(t0 > zero))v0 & (t0 > zero));                                \
+          v1 = (V)((__typeof__(t1 > zero))v1 & (t1 > zero));                                \
+        } else if (e->gate_act == RD_NN_TANH) {                                             \
+          const V d0 = 1.0f - t0 * t0, d1 = 1.0f - t1 * t1;                                 \
+          v0 = v0 * d0;                                                                     \
+          v1 = v1 * d1;                                                                     \
+        }                                                                                   \
+      }                                                                                     \
+      memcpy(cr, &v0, sizeof(V));                                                           \
+      memcpy(cr + (W), &v1, sizeof(V));                                                     \
+    }                                                                                       \
+  }
+
+/* Register budgets: AVX-512 has 32 vector registers: 24 accumulators
+ * (12 x 32), 2 B vectors and the broadcast; AVX2 and SSE have 16: 12
+ * accumulators (6 x 16, 6 x 8). */
+RD_GEMM_KERNEL(generic, , rd_v4, 4, 6)
+#if defined(__x86_64__)
+RD_GEMM_KERNEL(avx2, __attribute__((target("avx2,fma"))), rd_v8, 8, 6)
+RD_GEMM_KERNEL(avx512, RD_AVX512, rd_v16, 16, 12)
+#endif
+
+/* Adam on n parameters (rd_mlp_adam_step has the formula). Whole vectors in
+ * place; the last partial vector on a zero-padded copy through the same
+ * code, so every parameter gets the same instructions wherever a thread's
+ * range starts. Written per instruction set because GCC will not vectorize
+ * sqrtf while it may set errno. */
+#define RD_ADAM_KERNEL(ISA, ATTR, V, W, SQRT)                                               \
+  ATTR static void adam_##ISA(size_t n, float *p, const float *g, float *m, float *v,        \
+                              const adam_coef_t *c) {                                       \
+    float tp[W], tg[W], tm[W], tv[W];                                                       \
+    for (size_t i = 0; i < n; i += (W)) {                                                   \
+      const int whole = i + (W) <= n;                                                       \
+      float *pp = p + i, *mp = m + i, *vp = v + i;                                          \
+      const float *gp = g + i;                                                              \
+      if (!whole) {                                                                         \
+        memset(tp, 0, sizeof tp), memset(tg, 0, sizeof tg);                                 \
+        memset(tm, 0, sizeof tm), memset(tv, 0, sizeof tv);                                 \
+        memcpy(tp, pp, (n - i) * sizeof(float)), memcpy(tg, gp, (n - i) * sizeof(float));   \
+        memcpy(tm, mp, (n - i) * sizeof(float)), memcpy(tv, vp, (n - i) * sizeof(float));   \
+        pp = tp, gp = tg, mp = tm, vp = tv;                                                 \
+      }                                                                                     \
+      V gi, mi, vi, pi;                                                                     \
+      memcpy(&gi, gp, sizeof gi), memcpy(&mi, mp, sizeof mi);                               \
+      memcpy(&vi, vp, sizeof vi), memcpy(&pi, pp, sizeof pi);                               \
+      mi = c->b1 * mi + c->g1 * gi;                                                         \
+      vi = c->b2 * vi + c->g2 * gi * gi;                                                    \
+      pi = pi - c->step * mi / (SQRT(vi) * c->inv_sqrt_bc2 + c->eps);                       \
+      memcpy(mp, &mi, sizeof mi), memcpy(vp, &vi, sizeof vi), memcpy(pp, &pi, sizeof pi);   \
+      if (!whole) {                                                                         \
+        memcpy(p + i, tp, (n - i) * sizeof(float)), memcpy(m + i, tm, (n - i) * sizeof(float)); \
+        memcpy(v + i, tv, (n - i) * sizeof(float));                                         \
+      }                                                                                     \
+    }                                                                                       \
+  }
+
+#if defined(__x86_64__)
+RD_ADAM_KERNEL(generic, , rd_v4, 4, _mm_sqrt_ps)
+RD_ADAM_KERNEL(avx2, __attribute__((target("avx2,fma"))), rd_v8, 8, _mm256_sqrt_ps)
+RD_ADAM_KERNEL(avx512, RD_AVX512, rd_v16, 16, _mm512_sqrt_ps)
+#else
+static void adam_generic(size_t n, float *p, const float *g, float *m, float *v,
+                         const adam_coef_t *c) {
+  for (size_t i = 0; i < n; i++) {
+    float mi = c->b1 * m[i] + c->g1 * g[i], vi = c->b2 * v[i] + c->g2 * g[i] * g[i];
+    m[i] = mi;
+    v[i] = vi;
+    p[i] -= c->step * mi / (sqrtf(vi) * c->inv_sqrt_bc2 + c->eps);
+  }
 }
+#endif
+
+#if defined(__x86_64__)
+/* Products with at most 16 columns (output layers of 1-3 units, CartPole's
+ * 8-unit layers, the critic's input gradient): one masked 16-lane vector per
+ * row of C, 8 rows at a time, A read in place (no packing: K is small or
+ * the rows are contiguous), B read in place when its rows are contiguous,
+ * else from bp (B packed to 16 columns). The general kernel would compute
+ * 32 columns for 1 to 16 and take its padded-copy path on every tile.
+ * Rows past m re-read row m - 1 and are not stored. Each element is one
+ * sequential FMA sum over p, whatever rows a thread gets. */
+RD_AVX512 static void narrow_avx512(const gemm_t *g, const float *bp) {
+  const __mmask16 mask = (__mmask16)((1u << g->n) - 1);
+  const float *b = bp != NULL ? bp : g->b;
+  const ptrdiff_t rsb = bp != NULL ? 16 : g->rsb;
+  const __m512 zero = _mm512_setzero_ps(), one = _mm512_set1_ps(1.0f);
+  const __m512 bias = g->bias != NULL ? _mm512_maskz_loadu_ps(mask, g->bias) : zero;
+  for (size_t i0 = 0; i0 < g->m; i0 += 8) {
+    const float *ar[8];
+    for (size_t r = 0; r < 8; r++)
+      ar[r] = g->a + (ptrdiff_t)(i0 + r < g->m ? i0 + r : g->m - 1) * g->rsa;
+    __m512 acc[8];
+#pragma GCC unroll 8
+    for (int r = 0; r < 8; r++) acc[r] = zero;
+    for (size_t p = 0; p < g->k; p++) {
+      const __m512 bv = _mm512_maskz_loadu_ps(mask, b + (ptrdiff_t)p * rsb);
+      const ptrdiff_t ap = (ptrdiff_t)p * g->csa;
+#pragma GCC unroll 8
+      for (int r = 0; r < 8; r++) acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(ar[r][ap]), bv, acc[r]);
+    }
+    size_t rows = g->m - i0 < 8 ? g->m - i0 : 8;
+    for (size_t r = 0; r < rows; r++) {
+      float *c = g->c + (ptrdiff_t)(i0 + r) * g->rsc;
+      __m512 v = acc[r];
+      if (g->accumulate) v = _mm512_add_ps(_mm512_maskz_loadu_ps(mask, c), v);
+      if (g->bias != NULL) v = _mm512_add_ps(v, bias);
+      if (g->relu) v = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(v, zero, _CMP_GT_OQ), v);
+      if (g->gate != NULL) {
+        const __m512 gv = _mm512_maskz_loadu_ps(mask, g->gate + (ptrdiff_t)(i0 + r) * g->rsg);
+        if (g->gate_act == RD_NN_RELU)
+          v = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(gv, zero, _CMP_GT_OQ), v);
+        else if (g->gate_act == RD_NN_TANH)
+          v = _mm512_mul_ps(v, _mm512_fnmadd_ps(gv, gv, one));
+      }
+      _mm512_mask_storeu_ps(c, mask, v);
+    }
+  }
+}
+#endif
+
+#if defined(__x86_64__)
+/* Output layers of 1 to 4 units (Q values, the critic's Q, the actor's
+ * actions): C[i][j] = sum_p A[i][p] B[p][j] with A's rows and B's columns
+ * contiguous (a_l and the rows of W) as dot products: 16 lanes along p, 4
+ * rows at a time, then one horizontal sum per element (a fixed order).
+ * The narrow kernel would spend a 16-lane FMA per multiply-add here. Rows
+ * past m re-read row m - 1 and are not stored. */
+RD_AVX512 static void dot_avx512(const gemm_t *g) {
+  const size_t K = g->k, N = g->n, K16 = K / 16 * 16;
+  const __mmask16 tail = (__mmask16)((1u << (K - K16)) - 1);
+  for (size_t i0 = 0; i0 < g->m; i0 += 4) {
+    const float *ar[4];
+    for (size_t r = 0; r < 4; r++) ar[r] = g->a + (ptrdiff_t)(i0 + r < g->m ? i0 + r : g->m - 1) * g->rsa;
+    __m512 acc[4][4];
+#pragma GCC unroll 4
+    for (int r = 0; r < 4; r++)
+#pragma GCC unroll 4
+      for (int j = 0; j < 4; j++) acc[r][j] = _mm512_setzero_ps();
+    for (size_t p = 0; p < K; p += 16) {
+      const __mmask16 mk = p < K16 ? (__mmask16)0xffff : tail;
+      __m512 bv[4];
+#pragma GCC unroll 4
+      for (int j = 0; j < 4; j++)
+        bv[j] = (size_t)j < N ? _mm512_maskz_loadu_ps(mk, g->b + (ptrdiff_t)j * g->csb + (ptrdiff_t)p)
+                              : _mm512_setzero_ps();
+#pragma GCC unroll 4
+      for (int r = 0; r < 4; r++) {
+        const __m512 av = _mm512_maskz_loadu_ps(mk, ar[r] + p);
+#pragma GCC unroll 4
+        for (int j = 0; j < 4; j++)
+          if ((size_t)j < N) acc[r][j] = _mm512_fmadd_ps(av, bv[j], acc[r][j]);
+      }
+    }
+    size_t rows = g->m - i0 < 4 ? g->m - i0 : 4;
+    for (size_t r = 0; r < rows; r++)
+      for (size_t j = 0; j < N; j++) {
+        float *c = g->c + (ptrdiff_t)(i0 + r) * g->rsc + (ptrdiff_t)j * g->csc;
+        float v = _mm512_reduce_add_ps(acc[r][j]);
+        if (g->accumulate) v = *c + v;
+        if (g->bias != NULL) v = v + g->bias[j];
+        if (g->relu) v = v > 0.0f ? v : 0.0f;
+        *c = v;
+      }
+  }
+}
+
+/* Four rounds of two-source permutes: round b pairs rows i and i + b and
+ * interleaves their b-element blocks; after b = 8, 4, 2, 1 row q holds
+ * column q. */
+RD_AVX512 static void tr16_avx512(const float *src, ptrdiff_t ss, size_t rows, float *dst,
+                                  ptrdiff_t ds, size_t cols) {
+  static const int32_t idx[4][2][16] = {
+      {{0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23},
+       {8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31}},
+      {{0, 1, 2, 3, 16, 17, 18, 19, 8, 9, 10, 11, 24, 25, 26, 27},
+       {4, 5, 6, 7, 20, 21, 22, 23, 12, 13, 14, 15, 28, 29, 30, 31}},
+      {{0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13, 28, 29},
+       {2, 3, 18, 19, 6, 7, 22, 23, 10, 11, 26, 27, 14, 15, 30, 31}},
+      {{0, 16, 2, 18, 4, 20, 6, 22, 8, 24, 10, 26, 12, 28, 14, 30},
+       {1, 17, 3, 19, 5, 21, 7, 23, 9, 25, 11, 27, 13, 29, 15, 31}},
+  };
+  __m512 r[16];
+#pragma GCC unroll 16
+  for (int i = 0; i < 16; i++)
+    r[i] = (size_t)i < rows ? _mm512_loadu_ps(src + (ptrdiff_t)i * ss) : _mm512_setzero_ps();
+#pragma GCC unroll 4
+  for (int s = 0; s < 4; s++) {
+    const int b = 8 >> s;
+    const __m512i lo = _mm512_loadu_si512(idx[s][0]), hi = _mm512_loadu_si512(idx[s][1]);
+#pragma GCC unroll 16
+    for (int i = 0; i < 16; i++) {
+      if (i & b) continue;
+      const __m512 x = r[i], y = r[i + b];
+      r[i] = _mm512_permutex2var_ps(x, lo, y);
+      r[i + b] = _mm512_permutex2var_ps(x, hi, y);
+    }
+  }
+  const __mmask16 mask = (__mmask16)((1u << cols) - 1);
+#pragma GCC unroll 16
+  for (int q = 0; q < 16; q++) _mm512_mask_storeu_ps(dst + (ptrdiff_t)q * ds, mask, r[q]);
+}
+#endif
+
+static const rd_mlp_kernel_t kernels[] = {
+    {"generic", 6, 8, kern_generic, NULL, NULL, adam_generic, NULL},
+#if defined(__x86_64__)
+    {"avx2", 6, 16, kern_avx2, NULL, NULL, adam_avx2, NULL},
+    {"avx512", 12, 32, kern_avx512, narrow_avx512, dot_avx512, adam_avx512, tr16_avx512},
+#endif
+};
+
+/* The best instruction set this CPU has, unless RD_NN_ISA names one (a
+ * variant the CPU cannot run is ignored rather than trapping). */
+static const rd_mlp_kernel_t *pick_kernel(void) {
+  size_t nk = sizeof kernels / sizeof kernels[0];
+  int ok[3] = {1, 0, 0};
+#if defined(__x86_64__)
+  __builtin_cpu_init();
+  ok[1] = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  ok[2] = ok[1] && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
+          __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq");
+#endif
+  const char *force = getenv("RD_NN_ISA");
+  if (force != NULL)
+    for (size_t i = 0; i < nk; i++)
+      if (strcmp(force, kernels[i].name) == 0 && ok[i]) return &kernels[i];
+  for (size_t i = nk; i-- > 0;)
+    if (ok[i]) return &kernels[i];
+  return &kernels[0];
+}
+
+#define RD_INLINE inline __attribute__((always_inline))
+
+/* Pack mc x kc of A into MR-row panels: panel q holds, for each p, the MR
+ * values A[q MR + r][p] (zero past mc). MR is a constant in each
+ * instantiation, so the copies of MR values compile to vector moves. */
+static RD_INLINE void pack_a_body(size_t mc, size_t kc, const size_t MR, const float *a,
+                                  ptrdiff_t rs, ptrdiff_t cs, float *restrict out, tr16_fn tr) {
+  for (size_t i0 = 0; i0 < mc; i0 += MR) {
+    size_t rows = mc - i0 < MR ? mc - i0 : MR;
+    float *dst = out + i0 * kc;
+    if (rows == MR && cs == 1) { /* rows contiguous: a transpose of MR x kc */
+      const float *src = a + (ptrdiff_t)i0 * rs;
+      size_t p = 0;
+      if (tr != NULL)
+        for (; p + 16 <= kc; p += 16) tr(src + p, rs, MR, dst + p * MR, (ptrdiff_t)MR, MR);
+      for (; p < kc; p++)
+        for (size_t r = 0; r < MR; r++) dst[p * MR + r] = src[(ptrdiff_t)r * rs + (ptrdiff_t)p];
+    } else if (rows == MR && rs == 1) { /* columns contiguous: MR values per p */
+      for (size_t p = 0; p < kc; p++)
+        memcpy(dst + p * MR, a + (ptrdiff_t)i0 + (ptrdiff_t)p * cs, MR * sizeof(float));
+    } else {
+      for (size_t p = 0; p < kc; p++) {
+        for (size_t r = 0; r < rows; r++)
+          dst[p * MR + r] = a[(ptrdiff_t)(i0 + r) * rs + (ptrdiff_t)p * cs];
+        for (size_t r = rows; r < MR; r++) dst[p * MR + r] = 0.0f;
+      }
+    }
+  }
+}
+
+/* Pack kc x nc of B into NR-column panels: panel q holds, for each p, the
+ * NR values B[p][q NR + j] (zero past nc). */
+static RD_INLINE void pack_b_body(size_t kc, size_t nc, const size_t NR, const float *b,
+                                  ptrdiff_t rs, ptrdiff_t cs, float *restrict out, tr16_fn tr) {
+  for (size_t j0 = 0; j0 < nc; j0 += NR) {
+    size_t cols = nc - j0 < NR ? nc - j0 : NR;
+    float *dst = out + j0 * kc;
+    if (cols == NR && cs == 1) {
+      for (size_t p = 0; p < kc; p++)
+        memcpy(dst + p * NR, b + (ptrdiff_t)p * rs + (ptrdiff_t)j0, NR * sizeof(float));
+    } else if (cols == NR && rs == 1 && NR % 16 == 0 && tr != NULL) {
+      /* B^T row-major (W^T of the forward pass): 16 x 16 transposes */
+      size_t p = 0;
+      for (; p + 16 <= kc; p += 16)
+        for (size_t jb = 0; jb < NR; jb += 16)
+          tr(b + (ptrdiff_t)(j0 + jb) * cs + (ptrdiff_t)p, cs, 16, dst + p * NR + jb,
+             (ptrdiff_t)NR, 16);
+      for (; p < kc; p++)
+        for (size_t j = 0; j < NR; j++)
+          dst[p * NR + j] = b[(ptrdiff_t)(j0 + j) * cs + (ptrdiff_t)p];
+    } else if (rs == 1) { /* B^T row-major (e.g. W^T): read each column contiguously */
+      for (size_t j = 0; j < cols; j++) {
+        const float *src = b + (ptrdiff_t)(j0 + j) * cs;
+        for (size_t p = 0; p < kc; p++) dst[p * NR + j] = src[p];
+      }
+      for (size_t p = 0; p < kc; p++)
+        for (size_t j = cols; j < NR; j++) dst[p * NR + j] = 0.0f;
+    } else {
+      for (size_t p = 0; p < kc; p++) {
+        for (size_t j = 0; j < cols; j++)
+          dst[p * NR + j] = b[(ptrdiff_t)p * rs + (ptrdiff_t)(j0 + j) * cs];
+        for (size_t j = cols; j < NR; j++) dst[p * NR + j] = 0.0f;
+      }
+    }
+  }
+}
+
+static void pack_a(size_t mc, size_t kc, size_t MR, const float *a, ptrdiff_t rs, ptrdiff_t cs,
+                   float *restrict out, tr16_fn tr) {
+  if (MR == 12)
+    pack_a_body(mc, kc, 12, a, rs, cs, out, tr);
+  else
+    pack_a_body(mc, kc, 6, a, rs, cs, out, tr);
+}
+
+static void pack_b(size_t kc, size_t nc, size_t NR, const float *b, ptrdiff_t rs, ptrdiff_t cs,
+                   float *restrict out, tr16_fn tr) {
+  switch (NR) {
+  case 32: pack_b_body(kc, nc, 32, b, rs, cs, out, tr); break;
+  case 16: pack_b_body(kc, nc, 16, b, rs, cs, out, tr); break;
+  default: pack_b_body(kc, nc, 8, b, rs, cs, out, tr); break;
+  }
+}
+
+/* One tile: whole tiles of a row-major C go straight to the kernel; partial
+ * tiles (and any tile of a C with csc != 1) run the same kernel on a padded
+ * copy, so every element is computed by the same instructions. */
+static void gemm_tile(const rd_mlp_kernel_t *kr, const gemm_t *g, size_t kc, const float *ap,
+                      const float *bp, size_t i0, size_t j0, size_t mr, size_t nr, int first,
+                      int last) {
+  const size_t MR = kr->mr, NR = kr->nr;
+  float *c = g->c + (ptrdiff_t)i0 * g->rsc + (ptrdiff_t)j0 * g->csc;
+  tile_epi_t e = {first, last, g->accumulate, g->relu, g->bias ? g->bias + j0 : NULL,
+                  g->gate ? g->gate + (ptrdiff_t)i0 * g->rsg + (ptrdiff_t)j0 : NULL, g->rsg,
+                  g->gate_act};
+  if (mr == MR && nr == NR && g->csc == 1) {
+    kr->kern(kc, ap, bp, c, g->rsc, &e);
+    return;
+  }
+  float tile[GEMM_MAX_MR * GEMM_MAX_NR] __attribute__((aligned(64)));
+  float gt[GEMM_MAX_MR * GEMM_MAX_NR] __attribute__((aligned(64)));
+  float bt[GEMM_MAX_NR] __attribute__((aligned(64)));
+  if (!first || g->accumulate) { /* the kernel reads the tile only then */
+    memset(tile, 0, MR * NR * sizeof(float));
+    for (size_t r = 0; r < mr; r++)
+      for (size_t j = 0; j < nr; j++)
+        tile[r * NR + j] = c[(ptrdiff_t)r * g->rsc + (ptrdiff_t)j * g->csc];
+  }
+  if (e.bias != NULL) {
+    memset(bt, 0, sizeof bt);
+    memcpy(bt, e.bias, nr * sizeof(float));
+    e.bias = bt;
+  }
+  if (e.gate != NULL && last) {
+    memset(gt, 0, MR * NR * sizeof(float));
+    for (size_t r = 0; r < mr; r++)
+      memcpy(gt + r * NR, e.gate + (ptrdiff_t)r * g->rsg, nr * sizeof(float));
+    e.gate = gt;
+    e.rsg = (ptrdiff_t)NR;
+  }
+  kr->kern(kc, ap, bp, tile, (ptrdiff_t)NR, &e);
+  for (size_t r = 0; r < mr; r++)
+    for (size_t j = 0; j < nr; j++)
+      c[(ptrdiff_t)r * g->rsc + (ptrdiff_t)j * g->csc] = tile[r * NR + j];
+}
+
+/* The blocked loops on one thread, with that thread's packing buffers
+ * (size_packing; both 64-byte aligned). */
+static void gemm_serial(const rd_mlp_kernel_t *kr, const gemm_t *g, float *apack, float *bpack) {
+  const size_t MR = kr->mr, NR = kr->nr;
+  for (size_t jc = 0; jc < g->n; jc += GEMM_NC) {
+    size_t nc = g->n - jc < GEMM_NC ? g->n - jc : GEMM_NC;
+    for (size_t pc = 0; pc < g->k; pc += GEMM_KC) {
+      size_t kc = g->k - pc < GEMM_KC ? g->k - pc : GEMM_KC;
+      int first = pc == 0, last = pc + kc == g->k;
+      pack_b(kc, nc, NR, g->b + (ptrdiff_t)pc * g->rsb + (ptrdiff_t)jc * g->csb, g->rsb, g->csb,
+             bpack, kr->tr16);
+      for (size_t ic = 0; ic < g->m; ic += GEMM_MC) {
+        size_t mc = g->m - ic < GEMM_MC ? g->m - ic : GEMM_MC;
+        pack_a(mc, kc, MR, g->a + (ptrdiff_t)ic * g->rsa + (ptrdiff_t)pc * g->csa, g->rsa,
+               g->csa, apack, kr->tr16);
+        for (size_t jr = 0; jr < nc; jr += NR) {
+          size_t nr = nc - jr < NR ? nc - jr : NR;
+          for (size_t ir = 0; ir < mc; ir += MR) {
+            size_t mr = mc - ir < MR ? mc - ir : MR;
+            gemm_tile(kr, g, kc, apack + ir * kc, bpack + jr * kc, ic + ir, jc + jr, mr, nr,
+                      first, last);
+          }
+        }
+      }
+    }
+  }
+}
+
+static size_t round_up(size_t x, size_t q) { return (x + q - 1) / q * q; }
+
+/* Packing scratch of one thread for a network: packed A for at most
+ * min(MC, M) rows and packed B for at most min(NC, N) columns, where every
+ * product's M is at most max(batch, width), N at most the widest layer and
+ * the inner dimension is cut at KC. Sets m->pack_b_off and m->pack_floats. */
+static void size_packing(rd_mlp_t *m, size_t batch, size_t width) {
+  const rd_mlp_kernel_t *kr = m->kernel;
+  size_t dim = batch > width ? batch : width;
+  size_t kc = dim < GEMM_KC ? dim : GEMM_KC;
+  size_t mc = round_up(dim < GEMM_MC ? dim : GEMM_MC, kr->mr);
+  size_t nc = round_up(width < GEMM_NC ? width : GEMM_NC, kr->nr);
+  m->pack_b_off = round_up(mc * kc, 16); /* keep packed B 64-byte aligned */
+  m->pack_floats = m->pack_b_off + round_up(kc * nc, 16);
+}
+
+/* The narrow kernel on m's threads: rows in chunks of 8, B packed to 16
+ * columns first when its rows are not contiguous (each thread packs its own
+ * copy; B is at most 16 columns). Falls back to the general kernel if that
+ * copy would not fit the packing buffer. */
+static void gemm_narrow(rd_mlp_t *m, const gemm_t *g) {
+  const rd_mlp_kernel_t *kr = m->kernel;
+  /* At most 4 columns, A's rows and B's columns contiguous: dot products. */
+  const int dot = kr->dot != NULL && g->n <= 4 && g->csa == 1 && g->rsb == 1 && g->gate == NULL;
+  const int packed = !dot && g->csb != 1;
+  if (packed && g->k * 16 > m->pack_floats - m->pack_b_off) {
+    gemm_serial(kr, g, m->pack, m->pack + m->pack_b_off);
+    return;
+  }
+  size_t chunks = (g->m + 7) / 8;
+  double work = (double)g->m * (double)(dot ? g->n : 16) * (double)g->k;
+  int nt = work >= GEMM_MT_MIN && chunks >= 2 ? team_size(m) : 1;
+  if (nt <= 1) {
+    float *bp = m->pack + m->pack_b_off;
+    if (dot) {
+      kr->dot(g);
+      return;
+    }
+    if (packed) pack_b(g->k, g->n, 16, g->b, g->rsb, g->csb, bp, kr->tr16);
+    kr->narrow(g, packed ? bp : NULL);
+    return;
+  }
+  uint64_t t0 = now_ns(), own = 0;
+#pragma omp parallel num_threads(nt)
+  {
+    size_t me = (size_t)omp_get_thread_num(), T = (size_t)omp_get_num_threads();
+    size_t lo = chunks * me / T * 8, hi = chunks * (me + 1) / T * 8;
+    if (hi > g->m) hi = g->m;
+    if (hi > lo) {
+      gemm_t s = *g;
+      s.m = hi - lo;
+      s.a += (ptrdiff_t)lo * g->rsa;
+      s.c += (ptrdiff_t)lo * g->rsc;
+      if (s.gate) s.gate += (ptrdiff_t)lo * g->rsg;
+      float *bp = m->pack + me * m->pack_floats + m->pack_b_off;
+      if (dot) {
+        kr->dot(&s);
+      } else {
+        if (packed) pack_b(g->k, g->n, 16, g->b, g->rsb, g->csb, bp, kr->tr16);
+        kr->narrow(&s, packed ? bp : NULL);
+      }
+    }
+    if (me == 0) own = now_ns();
+  }
+  team_done(t0, own);
+}
+
+static void gemm(rd_mlp_t *m, const gemm_t *g0) {
+  const rd_mlp_kernel_t *kr = m->kernel;
+  gemm_t g = *g0;
+  if (g.m == 0 || g.n == 0) return;
+  /* C^T = B^T A^T computes the same sums; take the orientation whose tiles
+   * waste less (e.g. dW of a layer with 11 inputs and 256 outputs). */
+  if (g.may_transpose && g.bias == NULL && g.gate == NULL && !g.relu &&
+      round_up(g.n, kr->mr) * round_up(g.m, kr->nr) <
+                             round_up(g.m, kr->mr) * round_up(g.n, kr->nr)) {
+    gemm_t t = g;
+    t.m = g.n, t.n = g.m;
+    t.a = g.b, t.rsa = g.csb, t.csa = g.rsb;
+    t.b = g.a, t.rsb = g.csa, t.csb = g.rsa;
+    t.rsc = g.csc, t.csc = g.rsc;
+    g = t;
+  }
+  if (kr->narrow != NULL && g.n <= 16 && (g.csc == 1 || g.n == 1)) {
+    gemm_narrow(m, &g);
+    return;
+  }
+  size_t tiles_m = (g.m + kr->mr - 1) / kr->mr, tiles_n = (g.n + kr->nr - 1) / kr->nr;
+  int nt = (double)g.m * (double)g.n * (double)g.k >= GEMM_MT_MIN &&
+                   (tiles_m >= 2 || tiles_n >= 2)
+               ? team_size(m)
+               : 1;
+  if (nt <= 1) {
+    gemm_serial(kr, &g, m->pack, m->pack + m->pack_b_off);
+    return;
+  }
+  /* Split C by whole tiles of rows (or of columns if it has more of those):
+   * never the inner dimension, so each element's sum is the same for any
+   * thread count. */
+  const int by_rows = tiles_m >= tiles_n;
+  uint64_t t0 = now_ns(), own = 0;
+#pragma omp parallel num_threads(nt)
+  {
+    size_t me = (size_t)omp_get_thread_num(), T = (size_t)omp_get_num_threads();
+    size_t tiles = by_rows ? tiles_m : tiles_n, q = by_rows ? kr->mr : kr->nr;
+    size_t lo = tiles * me / T * q, hi = tiles * (me + 1) / T * q;
+    size_t len = by_rows ? g.m : g.n;
+    if (hi > len) hi = len;
+    if (hi > lo) {
+      gemm_t s = g;
+      if (by_rows) {
+        s.m = hi - lo;
+        s.a += (ptrdiff_t)lo * g.rsa;
+        s.c += (ptrdiff_t)lo * g.rsc;
+        if (s.gate) s.gate += (ptrdiff_t)lo * g.rsg;
+      } else {
+        s.n = hi - lo;
+        s.b += (ptrdiff_t)lo * g.csb;
+        s.c += (ptrdiff_t)lo * g.csc;
+        if (s.bias) s.bias += lo;
+        if (s.gate) s.gate += lo;
+      }
+      float *pk = m->pack + me * m->pack_floats;
+      gemm_serial(kr, &s, pk, pk + m->pack_b_off);
+    }
+    if (me == 0) own = now_ns();
+  }
+  team_done(t0, own);
+}
+
+/* ------------------------------------------------------------------ */
+/* Networks                                                            */
+/* ------------------------------------------------------------------ */
 
 void rd_mlp_config_default(rd_mlp_config_t *c) {
   memset(c, 0, sizeof *c);
@@ -55,7 +788,7 @@ void rd_adam_config_default(rd_adam_config_t *c) {
   c->eps = 1e-8;
 }
 
-/* 64-byte aligned so sgemm's packing and the simd loops start on a line. */
+/* 64-byte aligned so packing and the simd loops start on a line. */
 static float *alloc_floats(size_t n) {
   void *p = NULL;
   if (posix_memalign(&p, 64, (n ? n : 1) * sizeof(float)) != 0) return NULL;
@@ -71,7 +804,7 @@ void rd_mlp_free(rd_mlp_t *m) {
   for (int l = 0; l < RD_NN_MAX_LAYERS; l++) free(m->act[l]);
   free(m->delta[0]);
   free(m->delta[1]);
-  free(m->ones);
+  free(m->pack);
   memset(m, 0, sizeof *m);
 }
 
@@ -98,21 +831,26 @@ int rd_mlp_init(rd_mlp_t *m, const rd_mlp_config_t *c, rd_error_t *err) {
   if (c->max_batch == 0 || c->max_batch > RD_MLP_MAX_BATCH)
     return rd_error_set(err, RD_EINVAL, "max_batch %u is outside [1, %u]", c->max_batch,
                         RD_MLP_MAX_BATCH);
-  pthread_once(&blas_once, blas_single_thread);
+  if (c->threads > RD_MLP_MAX_THREADS)
+    return rd_error_set(err, RD_EINVAL, "threads %u is above %u", c->threads,
+                        RD_MLP_MAX_THREADS);
 
   const rd_nn_spec_t *s = &c->spec;
   m->spec = *s;
   m->max_batch = c->max_batch;
   m->threads = c->threads ? c->threads : 1;
   m->trainable = !c->inference_only;
+  m->kernel = pick_kernel();
   m->n_params = rd_nn_spec_params(s);
   for (uint32_t l = 0; l < s->n_layers; l++) {
     m->w_off[l] = rd_nn_spec_offset(s, l);
     m->b_off[l] = m->w_off[l] + (size_t)s->sizes[l + 1] * s->sizes[l];
   }
   size_t B = c->max_batch, width = rd_nn_spec_max_width(s);
+  size_packing(m, B, width);
   int ok = (m->params = alloc_floats(m->n_params)) != NULL;
   ok = ok && (m->input = alloc_floats(B * s->sizes[0])) != NULL;
+  ok = ok && (m->pack = alloc_floats(m->pack_floats * m->threads)) != NULL;
   for (uint32_t l = 0; ok && l < s->n_layers; l++)
     ok = (m->act[l] = alloc_floats(B * s->sizes[l + 1])) != NULL;
   if (ok && m->trainable) {
@@ -120,8 +858,7 @@ int rd_mlp_init(rd_mlp_t *m, const rd_mlp_config_t *c, rd_error_t *err) {
          (m->adam_m = alloc_floats(m->n_params)) != NULL &&
          (m->adam_v = alloc_floats(m->n_params)) != NULL &&
          (m->delta[0] = alloc_floats(B * width)) != NULL &&
-         (m->delta[1] = alloc_floats(B * width)) != NULL &&
-         (m->ones = alloc_floats(B)) != NULL;
+         (m->delta[1] = alloc_floats(B * width)) != NULL;
   }
   if (!ok) {
     rd_mlp_free(m);
@@ -133,21 +870,14 @@ int rd_mlp_init(rd_mlp_t *m, const rd_mlp_config_t *c, rd_error_t *err) {
     memset(m->grads, 0, m->n_params * sizeof(float));
     memset(m->adam_m, 0, m->n_params * sizeof(float));
     memset(m->adam_v, 0, m->n_params * sizeof(float));
-    for (size_t i = 0; i < B; i++) m->ones[i] = 1.0f;
   }
   init_weights(m, c->seed);
   return RD_OK;
 }
 
-/* ---- forward ---- */
+const char *rd_mlp_isa(const rd_mlp_t *m) { return m->kernel->name; }
 
-static void activate(rd_mlp_t *m, rd_nn_act_t act, float *a, size_t n) {
-  switch (act) {
-  case RD_NN_RELU: RD_MLP_FOR(m, n, { a[i] = a[i] > 0.0f ? a[i] : 0.0f; }); break;
-  case RD_NN_TANH: RD_MLP_FOR(m, n, { a[i] = tanhf(a[i]); }); break;
-  case RD_NN_IDENTITY: break;
-  }
-}
+/* ---- forward ---- */
 
 int rd_mlp_forward(rd_mlp_t *m, size_t n, const float *x, float *y, rd_error_t *err) {
   if (n == 0) return rd_error_set(err, RD_EINVAL, "forward batch is empty");
@@ -158,13 +888,16 @@ int rd_mlp_forward(rd_mlp_t *m, size_t n, const float *x, float *y, rd_error_t *
   memcpy(m->input, x, n * s->sizes[0] * sizeof(float));
   const float *a = m->input;
   for (uint32_t l = 0; l < s->n_layers; l++) {
-    int in = (int)s->sizes[l], out = (int)s->sizes[l + 1];
+    size_t in = s->sizes[l], out = s->sizes[l + 1];
     float *z = m->act[l];
-    const float *b = m->params + m->b_off[l];
-    for (size_t i = 0; i < n; i++) memcpy(z + i * (size_t)out, b, (size_t)out * sizeof(float));
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)n, out, in, 1.0f, a, in,
-                m->params + m->w_off[l], in, 1.0f, z, out);
-    activate(m, s->act[l], z, n * (size_t)out);
+    /* Z = a W^T + 1 b^T: B[p][j] = W[j][p]. */
+    gemm_t g = {.m = n, .n = out, .k = in,
+                .a = a, .rsa = (ptrdiff_t)in, .csa = 1,
+                .b = m->params + m->w_off[l], .rsb = 1, .csb = (ptrdiff_t)in,
+                .c = z, .rsc = (ptrdiff_t)out, .csc = 1,
+                .bias = m->params + m->b_off[l], .relu = s->act[l] == RD_NN_RELU};
+    gemm(m, &g);
+    if (s->act[l] == RD_NN_TANH) RD_MLP_FOR(m, n * out, { z[i] = tanhf(z[i]); });
     a = z;
   }
   if (y != NULL) memcpy(y, a, n * s->sizes[s->n_layers] * sizeof(float));
@@ -186,33 +919,92 @@ static void act_grad(rd_mlp_t *m, rd_nn_act_t act, const float *a, const float *
   }
 }
 
-int rd_mlp_backward(rd_mlp_t *m, const float *dy, float *dx, rd_error_t *err) {
+/* db[j] = sum_i dz[i][j] over n rows, in row order (vectorized across j),
+ * split over columns when large: each column's sum has one fixed order. */
+static void col_sums(rd_mlp_t *m, size_t n, size_t cols, const float *dz, float *db) {
+  int nt = n * cols >= RD_MLP_OMP_MIN && cols >= 32 ? team_size(m) : 1;
+  if (nt > 1) {
+    uint64_t t0 = now_ns(), own = 0;
+#pragma omp parallel num_threads(nt)
+    {
+      size_t me = (size_t)omp_get_thread_num(), T = (size_t)omp_get_num_threads();
+      size_t blocks = (cols + 15) / 16;
+      size_t j0 = blocks * me / T * 16, j1 = blocks * (me + 1) / T * 16;
+      if (j1 > cols) j1 = cols;
+      if (j1 > j0) {
+        memset(db + j0, 0, (j1 - j0) * sizeof(float));
+        for (size_t i = 0; i < n; i++) {
+          const float *row = dz + i * cols;
+#pragma omp simd
+          for (size_t j = j0; j < j1; j++) db[j] += row[j];
+        }
+      }
+      if (me == 0) own = now_ns();
+    }
+    team_done(t0, own);
+    return;
+  }
+  memset(db, 0, cols * sizeof(float));
+  for (size_t i = 0; i < n; i++) {
+    const float *row = dz + i * cols;
+#pragma omp simd
+    for (size_t j = 0; j < cols; j++) db[j] += row[j];
+  }
+}
+
+static int backward(rd_mlp_t *m, const float *dy, float *dx, int want_grads, rd_error_t *err) {
   if (!m->trainable)
     return rd_error_set(err, RD_EINVAL, "backward on an inference-only network");
   if (m->fwd_batch == 0)
     return rd_error_set(err, RD_EINVAL,
                         "backward needs a forward on the current parameters first");
   const rd_nn_spec_t *s = &m->spec;
-  int n = (int)m->fwd_batch;
-  const float *da = dy;
-  int cur = 0;
-  for (uint32_t l = s->n_layers; l-- > 0;) {
-    int in = (int)s->sizes[l], out = (int)s->sizes[l + 1];
-    float *dz = m->delta[cur];
-    act_grad(m, s->act[l], m->act[l], da, dz, (size_t)n * (size_t)out);
+  const size_t n = m->fwd_batch;
+  const uint32_t L = s->n_layers;
+  /* dZ of the output layer; an identity output uses dy as it is. */
+  const float *dz = dy;
+  if (s->act[L - 1] != RD_NN_IDENTITY) {
+    act_grad(m, s->act[L - 1], m->act[L - 1], dy, m->delta[0], n * s->sizes[L]);
+    dz = m->delta[0];
+  }
+  for (uint32_t l = L; l-- > 0;) {
+    size_t in = s->sizes[l], out = s->sizes[l + 1];
     const float *a_in = l > 0 ? m->act[l - 1] : m->input;
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, out, in, n, 1.0f, dz, out, a_in, in,
-                0.0f, m->grads + m->w_off[l], in);
-    cblas_sgemv(CblasRowMajor, CblasTrans, n, out, 1.0f, dz, out, m->ones, 1, 0.0f,
-                m->grads + m->b_off[l], 1);
-    float *dst = l > 0 ? m->delta[cur ^ 1] : dx;
-    if (dst != NULL)
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, in, out, 1.0f, dz, out,
-                  m->params + m->w_off[l], in, 0.0f, dst, in);
-    da = dst;
-    cur ^= 1;
+    if (want_grads) {
+      /* dW = dZ^T a_in: A[o][p] = dZ[p][o], B = a_in. */
+      gemm_t gw = {.m = out, .n = in, .k = n,
+                   .a = dz, .rsa = 1, .csa = (ptrdiff_t)out,
+                   .b = a_in, .rsb = (ptrdiff_t)in, .csb = 1,
+                   .c = m->grads + m->w_off[l], .rsc = (ptrdiff_t)in, .csc = 1,
+                   .may_transpose = 1};
+      gemm(m, &gw);
+      col_sums(m, n, out, dz, m->grads + m->b_off[l]);
+    }
+    float *dst = l > 0 ? (dz == m->delta[0] ? m->delta[1] : m->delta[0]) : dx;
+    if (dst == NULL) break;
+    /* dA = dZ W, times act'(a_in) of the layer below: that layer's dZ. */
+    gemm_t ga = {.m = n, .n = in, .k = out,
+                 .a = dz, .rsa = (ptrdiff_t)out, .csa = 1,
+                 .b = m->params + m->w_off[l], .rsb = (ptrdiff_t)in, .csb = 1,
+                 .c = dst, .rsc = (ptrdiff_t)in, .csc = 1};
+    if (l > 0 && s->act[l - 1] != RD_NN_IDENTITY) {
+      ga.gate = a_in;
+      ga.rsg = (ptrdiff_t)in;
+      ga.gate_act = s->act[l - 1];
+    }
+    gemm(m, &ga);
+    dz = dst;
   }
   return RD_OK;
+}
+
+int rd_mlp_backward(rd_mlp_t *m, const float *dy, float *dx, rd_error_t *err) {
+  return backward(m, dy, dx, 1, err);
+}
+
+int rd_mlp_backward_input(rd_mlp_t *m, const float *dy, float *dx, rd_error_t *err) {
+  if (dx == NULL) return rd_error_set(err, RD_EINVAL, "backward_input needs a dx buffer");
+  return backward(m, dy, dx, 0, err);
 }
 
 /* ---- optimizer ---- */
@@ -229,31 +1021,50 @@ int rd_mlp_adam_step(rd_mlp_t *m, const rd_adam_config_t *c, rd_error_t *err) {
   uint64_t t = ++m->adam_t;
   /* Bias corrections in double: 1 - b^t underflows float precision early. */
   double bc1 = 1.0 - pow(c->beta1, (double)t), bc2 = 1.0 - pow(c->beta2, (double)t);
-  const float b1 = (float)c->beta1, b2 = (float)c->beta2;
-  const float g1 = (float)(1.0 - c->beta1), g2 = (float)(1.0 - c->beta2);
-  const float step = (float)(c->lr / bc1), inv_sqrt_bc2 = (float)(1.0 / sqrt(bc2));
-  const float eps = (float)c->eps;
-  float *restrict p = m->params, *restrict g = m->grads;
-  float *restrict mm = m->adam_m, *restrict vv = m->adam_v;
-  RD_MLP_FOR(m, m->n_params, {
-    float gi = g[i];
-    float mi = b1 * mm[i] + g1 * gi;
-    float vi = b2 * vv[i] + g2 * gi * gi;
-    mm[i] = mi;
-    vv[i] = vi;
-    p[i] -= step * mi / (sqrtf(vi) * inv_sqrt_bc2 + eps);
-  });
+  const adam_coef_t k = {(float)c->beta1,         (float)c->beta2,
+                         (float)(1.0 - c->beta1), (float)(1.0 - c->beta2),
+                         (float)(c->lr / bc1),    (float)(1.0 / sqrt(bc2)),
+                         (float)c->eps};
+  const adam_fn adam = m->kernel->adam;
+  const size_t n = m->n_params;
+  int nt = n >= RD_MLP_OMP_MIN ? team_size(m) : 1;
+  if (nt <= 1) {
+    adam(n, m->params, m->grads, m->adam_m, m->adam_v, &k);
+  } else {
+    uint64_t t0 = now_ns(), own = 0;
+    /* Ranges start at multiples of 64, so every parameter sees the same
+     * vector code for any thread count. */
+#pragma omp parallel num_threads(nt)
+    {
+      size_t me = (size_t)omp_get_thread_num(), T = (size_t)omp_get_num_threads();
+      size_t blocks = (n + 63) / 64, lo = blocks * me / T * 64, hi = blocks * (me + 1) / T * 64;
+      if (hi > n) hi = n;
+      if (hi > lo)
+        adam(hi - lo, m->params + lo, m->grads + lo, m->adam_m + lo, m->adam_v + lo, &k);
+      if (me == 0) own = now_ns();
+    }
+    team_done(t0, own);
+  }
   m->fwd_batch = 0;
   return RD_OK;
 }
 
 double rd_mlp_grad_norm(const rd_mlp_t *m) {
   if (!m->trainable) return 0.0;
-  /* Serial, in double: a fixed order keeps it bit-reproducible and double
-   * keeps a 10^6-parameter sum accurate; it is one pass over the grads. */
-  double s = 0.0;
-  for (size_t i = 0; i < m->n_params; i++) s += (double)m->grads[i] * m->grads[i];
-  return sqrt(s);
+  /* In double, in a fixed order: 16 interleaved partial sums (so the loop
+   * vectorizes instead of waiting on one add chain) combined pairwise; a
+   * fixed order keeps it bit-reproducible and double keeps a 10^6-parameter
+   * sum accurate. */
+  double part[16] = {0};
+  const float *g = m->grads;
+  size_t n = m->n_params, i = 0;
+  for (; i + 16 <= n; i += 16)
+#pragma omp simd
+    for (size_t j = 0; j < 16; j++) part[j] += (double)g[i + j] * g[i + j];
+  for (size_t j = 0; i < n; i++, j++) part[j] += (double)g[i] * g[i];
+  for (size_t w = 8; w > 0; w /= 2)
+    for (size_t j = 0; j < w; j++) part[j] += part[j + w];
+  return sqrt(part[0]);
 }
 
 int rd_mlp_clip_grad_norm(rd_mlp_t *m, double max_norm, double *norm, rd_error_t *err) {

@@ -10,25 +10,43 @@
  * one array.
  *
  * Batches are row-major [n x width]: sample i's features are contiguous.
- * Dense work goes through CBLAS sgemm/sgemv (OpenBLAS); element-wise work is
- * a plain vectorized loop, split over OpenMP threads only when it has at
- * least RD_MLP_OMP_MIN elements and config.threads > 1, because for the
- * small networks of RL a thread team costs more than the loop.
+ * Dense work is a packed, register-blocked GEMM of nn.c's own (GotoBLAS
+ * blocking, one micro-kernel body compiled for SSE2, AVX2+FMA and AVX-512
+ * and picked once from the CPU; RD_NN_ISA=generic|avx2|avx512 forces one,
+ * rd_mlp_isa names it). Bias and relu are fused into the forward product,
+ * act' into the backward one. With config.threads > 1 a product of at
+ * least 2^18 multiply-adds is split over OpenMP threads by whole tiles of
+ * its output rows or columns; other element-wise loops are split only when
+ * they have at least RD_MLP_OMP_MIN elements, because for the small
+ * networks of RL a thread team costs more than the loop.
+ *
+ * config.threads is a maximum. A parallel region that takes much longer
+ * than the calling thread's own share (more than twice it, plus 0.2 ms)
+ * means the team was slow to assemble: another process holds the cores, and
+ * on this project's VMs a sleeping OpenMP thread is then woken only at the
+ * next 4 ms scheduler tick. Every network of the process then runs on its
+ * calling thread for a backoff time (10 ms, doubled by each slow region up
+ * to 1 s, halved by each prompt one) before it tries a team again. This
+ * changes speed only, never results (below). On those VMs run a process
+ * that uses threads > 1 with OMP_WAIT_POLICY=passive: a libgomp thread left
+ * spinning between regions (its default) stalls the calling thread itself
+ * for whole ticks while another process is busy (measured: a 0.1 ms
+ * CartPole DQN step took 40 ms with 2 threads).
  *
  * Determinism. For a seed, init gives the same weights everywhere (Philox,
- * below). Every reduction runs in a fixed order (sgemm/sgemv on one BLAS
- * thread, the norm serially), and element-wise loops have no cross-element
- * dependence, so a given build on a given CPU produces bit-identical
- * weights and outputs for the same calls, whatever config.threads is. The
- * first rd_mlp_init sets OpenBLAS to one thread for the whole process
- * (openblas_set_num_threads(1)); OpenBLAS's own threading splits sgemm
- * differently per thread count and oversubscribes the cores the daemon's
- * other threads use. A BLAS without that call (not OpenBLAS) should be run
- * with its thread variable at 1 (e.g. OMP_NUM_THREADS=1 for a BLIS/MKL).
+ * below). Every reduction runs in a fixed order that does not depend on the
+ * thread count: a product's element is one fixed sequence of FMAs over the
+ * inner dimension whichever thread computes it (threads split outputs,
+ * never the sum; which kernel runs depends on the shape only), bias
+ * gradients are column sums in row order, the norm sums 16 fixed lanes.
+ * So a given build on a given CPU (instruction-set variant) produces
+ * bit-identical weights and outputs for the same calls, whatever
+ * config.threads is. Different variants round differently (FMA or not).
+ * No BLAS is called, so no BLAS thread pool competes with the caller's.
  *
  * Allocation. rd_mlp_init allocates everything for batches up to
- * max_batch: parameters, gradients, Adam moments, activations and backward
- * scratch. No other call allocates.
+ * max_batch: parameters, gradients, Adam moments, activations, backward
+ * scratch and per-thread GEMM packing buffers. No other call allocates.
  *
  * Thread safety: none inside; the caller serializes calls on one network.
  * Distinct networks may be used from distinct threads.
@@ -43,6 +61,7 @@
 #include "rd_nn_spec.h"
 
 #define RD_MLP_MAX_BATCH (1u << 20)
+#define RD_MLP_MAX_THREADS 64u
 /* Element-wise loops shorter than this stay on the calling thread. */
 #define RD_MLP_OMP_MIN 32768u
 /* Init draws use Philox counters from 2^63 on, so a network and a table
@@ -53,7 +72,8 @@ typedef struct {
   rd_nn_spec_t spec;
   uint32_t max_batch;  /* largest forward batch, 1..RD_MLP_MAX_BATCH; default 256 */
   uint64_t seed;       /* weight initialisation; default 0 */
-  uint32_t threads;    /* OpenMP threads for large element-wise loops; default 1 */
+  uint32_t threads;    /* OpenMP threads for large products and loops, 0..RD_MLP_MAX_THREADS
+                        * (0 = 1); default 1 */
   int inference_only;  /* no gradients or Adam state (target networks, actors) */
 } rd_mlp_config_t;
 
@@ -68,9 +88,12 @@ typedef struct {
   double eps;   /* > 0; default 1e-8 */
 } rd_adam_config_t;
 
+typedef struct rd_mlp_kernel rd_mlp_kernel_t; /* nn.c: one instruction set's GEMM kernel */
+
 typedef struct {
   rd_nn_spec_t spec;
   uint32_t max_batch, threads;
+  const rd_mlp_kernel_t *kernel;
   int trainable;
   size_t n_params;
   size_t w_off[RD_NN_MAX_LAYERS]; /* W_l at params + w_off[l], b_l right after */
@@ -83,7 +106,8 @@ typedef struct {
   float *input;   /* max_batch x sizes[0]: the last forward's input */
   float *act[RD_NN_MAX_LAYERS]; /* max_batch x sizes[l+1]: layer outputs */
   float *delta[2]; /* max_batch x max width: backward ping-pong; NULL if inference_only */
-  float *ones;    /* max_batch ones: bias gradients as one sgemv */
+  float *pack;    /* threads x pack_floats: GEMM packing buffers, one set per thread */
+  size_t pack_floats, pack_b_off;
   uint32_t fwd_batch; /* batch of the last forward if backward may use it, else 0 */
 } rd_mlp_t;
 
@@ -95,9 +119,12 @@ void rd_adam_config_default(rd_adam_config_t *c);
  * * 2^-24 where g is the weight's index in the parameter block;
  * limit_l = sqrt(6 / in) for relu layers (He et al. 2015, uniform) and
  * sqrt(6 / (in + out)) for tanh and identity (Glorot & Bengio 2010);
- * biases 0. Errors: RD_EINVAL (spec, max_batch), RD_ENOMEM. */
+ * biases 0. Errors: RD_EINVAL (spec, max_batch, threads), RD_ENOMEM. */
 int rd_mlp_init(rd_mlp_t *m, const rd_mlp_config_t *c, rd_error_t *err);
 void rd_mlp_free(rd_mlp_t *m);
+
+/* The GEMM variant in use: "generic", "avx2" or "avx512". */
+const char *rd_mlp_isa(const rd_mlp_t *m);
 
 /* y = net(x) for n samples, x [n x sizes[0]] (copied in). The output stays
  * in rd_mlp_output(m) until the next forward; y (may be NULL) also gets a
@@ -112,11 +139,18 @@ int rd_mlp_forward(rd_mlp_t *m, size_t n, const float *x, float *y, rd_error_t *
  * pending (none yet, or parameters changed since: step, copy, polyak, load). */
 int rd_mlp_backward(rd_mlp_t *m, const float *dy, float *dx, rd_error_t *err);
 
+/* Only dL/dx of the last forward: like rd_mlp_backward but the gradients
+ * (rd_mlp_grads) are left as they are and no weight-gradient product is
+ * computed, about a third of a backward's work less. DDPG's actor step
+ * takes dQ/da from the critic this way without disturbing the critic's own
+ * gradients. dx must not be NULL. Errors as rd_mlp_backward. */
+int rd_mlp_backward_input(rd_mlp_t *m, const float *dy, float *dx, rd_error_t *err);
+
 /* One Adam step on the current gradients. RD_EINVAL for bad
  * hyperparameters or an inference-only network; changes nothing then. */
 int rd_mlp_adam_step(rd_mlp_t *m, const rd_adam_config_t *c, rd_error_t *err);
 
-/* Global L2 norm of the gradients, accumulated in double. */
+/* Global L2 norm of the gradients, accumulated in double in a fixed order. */
 double rd_mlp_grad_norm(const rd_mlp_t *m);
 
 /* Scale the gradients by max_norm / (norm + 1e-6) if their global L2 norm

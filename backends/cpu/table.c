@@ -293,6 +293,41 @@ int rd_table_update(rd_table_t *t, size_t n, const uint64_t *keys, const double 
   return RD_OK;
 }
 
+int rd_table_gather(const rd_table_t *t, size_t n, const uint64_t *keys, const rd_buf_t *cols,
+                    rd_error_t *err) {
+  const rd_table_config_t *c = &t->config;
+  if (n > c->max_batch)
+    return rd_error_set(err, RD_ETOOBIG, "gather of %zu keys exceeds max_batch %u", n,
+                        c->max_batch);
+  if (n > 0 && (keys == NULL || cols == NULL))
+    return rd_error_set(err, RD_EINVAL, "gather needs keys and column buffers");
+  for (uint32_t f = 0; f < c->schema.n_fields && n > 0; f++) {
+    if (cols[f].data == NULL && cols[f].bytes == 0) continue;
+    if (cols[f].data == NULL || cols[f].bytes < n * t->field_bytes[f])
+      return rd_error_set(err, RD_EINVAL, "output buffer of field \"%s\" holds %zu bytes; "
+                          "%zu needed", c->schema.fields[f].name, cols[f].bytes,
+                          n * t->field_bytes[f]);
+  }
+  const uint64_t oldest = t->next_key - t->size;
+  for (size_t i = 0; i < n; i++) {
+    if (keys[i] >= t->next_key)
+      return rd_error_set(err, RD_ENOTFOUND, "key %llu at batch index %zu was never issued by "
+                          "this table", (unsigned long long)keys[i], i);
+    if (keys[i] < oldest)
+      return rd_error_set(err, RD_ERANGE, "key %llu at batch index %zu is stale: its slot has "
+                          "been overwritten", (unsigned long long)keys[i], i);
+  }
+  for (uint32_t f = 0; f < c->schema.n_fields && n > 0; f++) {
+    if (cols[f].data == NULL) continue;
+    size_t fb = t->field_bytes[f];
+    uint8_t *dst = cols[f].data;
+    const uint8_t *col = t->column[f];
+    for (size_t i = 0; i < n; i++)
+      memcpy(dst + i * fb, col + (size_t)(keys[i] % c->capacity) * fb, fb);
+  }
+  return RD_OK;
+}
+
 int rd_table_get_priority(const rd_table_t *t, uint64_t key, double *p, rd_error_t *err) {
   if (key >= t->next_key)
     return rd_error_set(err, RD_ENOTFOUND, "key %llu was never issued by this table",

@@ -141,6 +141,16 @@ int rd_table_sample(rd_table_t *t, size_t n, double beta, unsigned flags,
 int rd_table_update(rd_table_t *t, size_t n, const uint64_t *keys, const double *priorities,
                     size_t *n_stale, rd_error_t *err);
 
+/* Copy the rows of n live keys into cols (one buffer per schema field, in
+ * schema order, of at least n * field bytes; a buffer with data NULL and
+ * bytes 0 skips its field). The storage unit of a hosted learner gathers a
+ * sampled batch with this (papers/001 §V-B). Changes nothing in the table.
+ * Errors: RD_ENOTFOUND (a key never issued), RD_ERANGE (a stale key: its
+ * slot has been overwritten), RD_EINVAL (buffer too small), RD_ETOOBIG
+ * (n > max_batch). Nothing is written on error. */
+int rd_table_gather(const rd_table_t *t, size_t n, const uint64_t *keys, const rd_buf_t *cols,
+                    rd_error_t *err);
+
 /* Transformed priority currently stored for a live key (as the tree holds
  * it, i.e. after fixed-point rounding). RD_ENOTFOUND / stale: RD_ERANGE. */
 int rd_table_get_priority(const rd_table_t *t, uint64_t key, double *p, rd_error_t *err);

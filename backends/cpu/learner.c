@@ -1,0 +1,546 @@
+/* learner.c - the hosted learner's gradient step on the CPU: DQN and DDPG.
+ *
+ * One call of rd_learner_step is the training loop's steps iii-v of
+ * papers/001 §II-A2 (forward propagation and loss, backward propagation,
+ * weight update) on a batch the sampler drew, plus the new priorities that
+ * its step vi writes back. The rows are Ape-X transitions (papers/003,
+ * "N-step returns" and the learner of Algorithm 2): reward is the n-step
+ * return and discount the bootstrap factor gamma^n (0 at termination), so
+ *   G = R + discount * Q_target(s', a').
+ * Every product goes through nn.h (forward, backward, Adam, clipping,
+ * Polyak); this file only wires the two algorithms' data flow.
+ *
+ * DQN (Mnih et al. 2015) with double-DQN targets (van Hasselt et al. 2016):
+ *   a* = argmax_a Q(s', a)          online network picks (plain DQN: the target's max)
+ *   y  = R + discount * Q'(s', a*)  target network values it
+ *   L  = (1/n) sum_i w_i huber(Q(s_i, a_i) - y_i)     (torch HuberLoss, IS weights w)
+ * The loss gradient reaches only the taken action's output.
+ *
+ * DDPG (Lillicrap et al. 2016), as OpenAI Baselines' DDPG computes it: both
+ * gradients from the parameters at the start of the step, then both Adam
+ * steps. With mu(s) = low + (tanh(.) + 1)/2 (high - low):
+ *   critic: y = R + discount * Q'(s', mu'(s')),  L_Q = (1/n) sum w_i (Q(s_i, a_i) - y_i)^2
+ *   actor:  L_mu = -(1/n) sum Q(s_i, mu(s_i)),
+ *           dL_mu/dtheta = sum_i dL/dQ_i * dQ/da (rd_mlp_backward_input of the critic,
+ *                          the action columns of dx) * (high - low)/2 * tanh' (in the actor)
+ * The deterministic policy gradient of papers/003 ("Gradient for actor
+ * update": grad_theta pi(x) grad_a Q(x, a) at a = pi(x)). Computing both
+ * gradients before either update is what makes a failed step atomic: a
+ * non-finite loss or gradient anywhere is found before any weight moves.
+ *
+ * Scratch is allocated once for max_batch rows; nothing else allocates.
+ */
+#include "learner.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rd_philox.h"
+
+/* Buffers of one learner, for max_batch rows (see rd_learner_t.scratch). */
+typedef struct {
+  float *y;       /* n targets */
+  float *q;       /* n: Q(s, a) */
+  float *dq;      /* n: dL/dQ(s, a) */
+  float *td;      /* n: |delta| when the caller passes no td_abs */
+  float *dy;      /* DQN: n x num_actions, dL/dQ(s, .) */
+  float *x;       /* DDPG: n x (obs + act): critic input [s, a], then [s, mu(s)] */
+  float *dx;      /* DDPG: n x (obs + act): dL_mu/d[s, a] */
+  float *dmu;     /* DDPG: n x act: dL_mu/d(actor output) */
+  float *dq_pi;   /* DDPG: n: dL_mu/dQ(s, mu(s)) = -1/n */
+} scratch_t;
+
+enum { NET_Q = 0, NET_Q_TARGET = 1 };
+enum { NET_ACTOR = 0, NET_ACTOR_TARGET = 1, NET_CRITIC = 2, NET_CRITIC_TARGET = 3 };
+
+void rd_learner_config_default(rd_learner_config_t *c) {
+  memset(c, 0, sizeof *c);
+  c->algo = RD_ALGO_DQN;
+  c->hidden_act = RD_NN_RELU;
+  c->lr = 1e-3;
+  c->critic_lr = 1e-3;
+  c->target_period = 0;
+  c->tau = 0.005;
+  c->grad_clip = 10.0;
+  c->huber_delta = 1.0;
+  c->double_dqn = 1;
+  c->action_low = -1.0f;
+  c->action_high = 1.0f;
+  c->max_batch = 256;
+  c->seed = 0;
+  c->threads = 1;
+}
+
+/* ---- configuration ---- */
+
+static int positive_finite(double x) { return isfinite(x) && x > 0; }
+
+static int check_widths(const char *what, uint32_t n, const uint32_t *v, rd_error_t *err) {
+  if (n > RD_LEARNER_MAX_HIDDEN)
+    return rd_error_set(err, RD_EINVAL, "%s has %u hidden layers; at most %d", what, n,
+                        RD_LEARNER_MAX_HIDDEN);
+  for (uint32_t i = 0; i < n; i++)
+    if (v[i] == 0 || v[i] > RD_NN_MAX_UNITS)
+      return rd_error_set(err, RD_EINVAL, "%s[%u] is %u; widths are 1..%u", what, i, v[i],
+                          RD_NN_MAX_UNITS);
+  return RD_OK;
+}
+
+/* in -> hidden... -> out with the hidden activation, then out_act. */
+static void build_spec(rd_nn_spec_t *s, uint32_t in, uint32_t n_hidden, const uint32_t *hidden,
+                       rd_nn_act_t hidden_act, uint32_t out, rd_nn_act_t out_act) {
+  memset(s, 0, sizeof *s);
+  s->n_layers = n_hidden + 1;
+  s->sizes[0] = in;
+  for (uint32_t i = 0; i < n_hidden; i++) {
+    s->sizes[i + 1] = hidden[i];
+    s->act[i] = hidden_act;
+  }
+  s->sizes[n_hidden + 1] = out;
+  s->act[n_hidden] = out_act;
+}
+
+int rd_learner_config_validate(const rd_learner_config_t *c, rd_error_t *err) {
+  if (c->algo != RD_ALGO_DQN && c->algo != RD_ALGO_DDPG)
+    return rd_error_set(err, RD_EINVAL, "algo %d is neither DQN (%d) nor DDPG (%d)", (int)c->algo,
+                        RD_ALGO_DQN, RD_ALGO_DDPG);
+  const int dqn = c->algo == RD_ALGO_DQN;
+  if (c->obs_dim == 0 || c->obs_dim > RD_NN_MAX_UNITS)
+    return rd_error_set(err, RD_EINVAL, "obs_dim is %u; it must be in 1..%u", c->obs_dim,
+                        RD_NN_MAX_UNITS);
+  if (dqn && (c->num_actions < 2 || c->num_actions > RD_NN_MAX_UNITS))
+    return rd_error_set(err, RD_EINVAL, "num_actions is %u; DQN needs 2..%u", c->num_actions,
+                        RD_NN_MAX_UNITS);
+  if (!dqn) {
+    if (c->action_dim == 0 || c->action_dim > RD_NN_MAX_UNITS)
+      return rd_error_set(err, RD_EINVAL, "action_dim is %u; DDPG needs 1..%u", c->action_dim,
+                          RD_NN_MAX_UNITS);
+    if ((uint64_t)c->obs_dim + c->action_dim > RD_NN_MAX_UNITS)
+      return rd_error_set(err, RD_EINVAL,
+                          "obs_dim + action_dim is %llu; the critic takes at most %u inputs",
+                          (unsigned long long)c->obs_dim + c->action_dim, RD_NN_MAX_UNITS);
+    if (!(isfinite(c->action_low) && isfinite(c->action_high) && c->action_low < c->action_high))
+      return rd_error_set(err, RD_EINVAL,
+                          "action range [%g, %g] must be finite with action_low < action_high",
+                          (double)c->action_low, (double)c->action_high);
+  }
+  int rc = check_widths("hidden", c->n_hidden, c->hidden, err);
+  if (rc) return rc;
+  if (!dqn) {
+    rc = check_widths("critic_hidden", c->n_critic_hidden, c->critic_hidden, err);
+    if (rc) return rc;
+  }
+  if (c->hidden_act != RD_NN_RELU && c->hidden_act != RD_NN_TANH)
+    return rd_error_set(err, RD_EINVAL, "hidden_act %d is neither relu nor tanh",
+                        (int)c->hidden_act);
+  if (!positive_finite(c->lr))
+    return rd_error_set(err, RD_EINVAL, "lr must be positive and finite, not %g", c->lr);
+  if (!dqn && !positive_finite(c->critic_lr))
+    return rd_error_set(err, RD_EINVAL, "critic_lr must be positive and finite, not %g",
+                        c->critic_lr);
+  if (!(c->tau > 0 && c->tau <= 1))
+    return rd_error_set(err, RD_EINVAL, "tau must be in (0, 1], not %g", c->tau);
+  if (!(isfinite(c->grad_clip) && c->grad_clip >= 0))
+    return rd_error_set(err, RD_EINVAL, "grad_clip must be >= 0 and finite (0 = off), not %g",
+                        c->grad_clip);
+  if (dqn && !positive_finite(c->huber_delta))
+    return rd_error_set(err, RD_EINVAL, "huber_delta must be positive and finite, not %g",
+                        c->huber_delta);
+  if (c->double_dqn != 0 && c->double_dqn != 1)
+    return rd_error_set(err, RD_EINVAL, "double_dqn is %d; use 1 (double DQN) or 0 (plain max)",
+                        c->double_dqn);
+  if (c->max_batch == 0 || c->max_batch > RD_MLP_MAX_BATCH)
+    return rd_error_set(err, RD_EINVAL, "max_batch %u is outside [1, %u]", c->max_batch,
+                        RD_MLP_MAX_BATCH);
+  if (c->threads > RD_MLP_MAX_THREADS)
+    return rd_error_set(err, RD_EINVAL, "threads %u is above %u", c->threads,
+                        RD_MLP_MAX_THREADS);
+  /* The networks themselves (layer count, parameter budget). */
+  rd_nn_spec_t s;
+  rc = rd_learner_policy_spec(c, &s, err);
+  if (rc == RD_OK && !dqn) rc = rd_learner_critic_spec(c, &s, err);
+  return rc;
+}
+
+int rd_learner_policy_spec(const rd_learner_config_t *c, rd_nn_spec_t *out, rd_error_t *err) {
+  int rc = check_widths("hidden", c->n_hidden, c->hidden, err);
+  if (rc) return rc;
+  rd_nn_spec_t s;
+  if (c->algo == RD_ALGO_DQN)
+    build_spec(&s, c->obs_dim, c->n_hidden, c->hidden, c->hidden_act, c->num_actions,
+               RD_NN_IDENTITY);
+  else if (c->algo == RD_ALGO_DDPG)
+    build_spec(&s, c->obs_dim, c->n_hidden, c->hidden, c->hidden_act, c->action_dim, RD_NN_TANH);
+  else
+    return rd_error_set(err, RD_EINVAL, "algo %d is neither DQN nor DDPG", (int)c->algo);
+  rc = rd_nn_spec_validate(&s, err);
+  if (rc) return rc;
+  *out = s;
+  return RD_OK;
+}
+
+int rd_learner_critic_spec(const rd_learner_config_t *c, rd_nn_spec_t *out, rd_error_t *err) {
+  if (c->algo != RD_ALGO_DDPG)
+    return rd_error_set(err, RD_EINVAL, "only DDPG has a critic network");
+  int rc = check_widths("critic_hidden", c->n_critic_hidden, c->critic_hidden, err);
+  if (rc) return rc;
+  rd_nn_spec_t s;
+  build_spec(&s, c->obs_dim + c->action_dim, c->n_critic_hidden, c->critic_hidden, c->hidden_act,
+             1, RD_NN_IDENTITY);
+  rc = rd_nn_spec_validate(&s, err);
+  if (rc) return rc;
+  *out = s;
+  return RD_OK;
+}
+
+/* ---- life cycle ---- */
+
+static float *alloc_floats(size_t n) {
+  void *p = NULL;
+  if (posix_memalign(&p, 64, (n ? n : 1) * sizeof(float)) != 0) return NULL;
+  return p;
+}
+
+static void scratch_free(scratch_t *s) {
+  if (s == NULL) return;
+  free(s->y);
+  free(s->q);
+  free(s->dq);
+  free(s->td);
+  free(s->dy);
+  free(s->x);
+  free(s->dx);
+  free(s->dmu);
+  free(s->dq_pi);
+  free(s);
+}
+
+void rd_learner_free(rd_learner_t *l) {
+  for (int i = 0; i < l->n_nets; i++) rd_mlp_free(&l->net[i]);
+  scratch_free(l->scratch);
+  memset(l, 0, sizeof *l);
+}
+
+/* One online network and its target (a copy, inference only). Online
+ * networks get distinct init streams: seed k of learner seed s is Philox
+ * draw 2^63 - 1 - k of s, a counter no table reaches and below the range
+ * the networks' own init draws use (nn.h). */
+static int make_pair(rd_learner_t *l, int online, const rd_nn_spec_t *spec, uint64_t k,
+                     rd_error_t *err) {
+  const rd_learner_config_t *c = &l->config;
+  rd_mlp_config_t mc;
+  rd_mlp_config_default(&mc);
+  mc.spec = *spec;
+  mc.max_batch = c->max_batch;
+  mc.threads = c->threads ? c->threads : 1;
+  mc.seed = rd_philox_u64(c->seed, RD_MLP_INIT_DRAW0 - 1 - k);
+  int rc = rd_mlp_init(&l->net[online], &mc, err);
+  if (rc) return rc;
+  l->n_nets = online + 1;
+  mc.inference_only = 1;
+  rc = rd_mlp_init(&l->net[online + 1], &mc, err);
+  if (rc) return rc;
+  l->n_nets = online + 2;
+  return rd_mlp_copy_params(&l->net[online + 1], &l->net[online], err);
+}
+
+int rd_learner_init(rd_learner_t *l, const rd_learner_config_t *c, rd_error_t *err) {
+  memset(l, 0, sizeof *l);
+  int rc = rd_learner_config_validate(c, err);
+  if (rc) return rc;
+  l->config = *c;
+  if (l->config.threads == 0) l->config.threads = 1;
+  const int dqn = c->algo == RD_ALGO_DQN;
+  const size_t B = c->max_batch;
+
+  rd_nn_spec_t policy, critic;
+  rd_learner_policy_spec(c, &policy, NULL);
+  rc = make_pair(l, dqn ? NET_Q : NET_ACTOR, &policy, 0, err);
+  if (rc == RD_OK && !dqn) {
+    rd_learner_critic_spec(c, &critic, NULL);
+    rc = make_pair(l, NET_CRITIC, &critic, 1, err);
+  }
+  if (rc) {
+    rd_learner_free(l);
+    return rc;
+  }
+
+  scratch_t *s = calloc(1, sizeof *s);
+  int ok = s != NULL;
+  if (ok) {
+    l->scratch = s;
+    ok = (s->y = alloc_floats(B)) && (s->q = alloc_floats(B)) && (s->dq = alloc_floats(B)) &&
+         (s->td = alloc_floats(B));
+    if (ok && dqn) ok = (s->dy = alloc_floats(B * c->num_actions)) != NULL;
+    if (ok && !dqn) {
+      size_t X = (size_t)c->obs_dim + c->action_dim;
+      ok = (s->x = alloc_floats(B * X)) && (s->dx = alloc_floats(B * X)) &&
+           (s->dmu = alloc_floats(B * c->action_dim)) && (s->dq_pi = alloc_floats(B));
+    }
+  }
+  if (!ok) {
+    rd_learner_free(l);
+    return rd_error_set(err, RD_ENOMEM, "cannot allocate the learner's buffers for batches of %zu",
+                        B);
+  }
+  return RD_OK;
+}
+
+const rd_mlp_t *rd_learner_policy(const rd_learner_t *l) { return &l->net[0]; }
+
+size_t rd_learner_policy_bytes(const rd_learner_t *l) { return rd_nn_flat_bytes(&l->net[0].spec); }
+
+int rd_learner_policy_save(const rd_learner_t *l, void *buf, size_t cap, size_t *written,
+                           rd_error_t *err) {
+  return rd_mlp_save(&l->net[0], buf, cap, written, err);
+}
+
+/* ---- batch validation ---- */
+
+/* Index of the first non-finite value of v[0..n), or n. The fast pass adds
+ * x * 0 (NaN for NaN and +-inf, else 0) so it vectorizes; only a batch with
+ * a bad value pays for the search. */
+static size_t first_nonfinite(const float *v, size_t n) {
+  float acc = 0.0f;
+#pragma omp simd reduction(+ : acc)
+  for (size_t i = 0; i < n; i++) acc += v[i] * 0.0f;
+  if (acc == 0.0f) return n;
+  for (size_t i = 0; i < n; i++)
+    if (!isfinite(v[i])) return i;
+  return n;
+}
+
+static int check_matrix(const char *name, const float *v, size_t n, size_t dim, rd_error_t *err) {
+  if (v == NULL) return rd_error_set(err, RD_EINVAL, "batch has no %s", name);
+  size_t k = first_nonfinite(v, n * dim);
+  if (k < n * dim)
+    return rd_error_set(err, RD_EINVAL, "%s[%zu][%zu] is %g", name, k / dim, k % dim,
+                        (double)v[k]);
+  return RD_OK;
+}
+
+static int check_batch(const rd_learner_t *l, const rd_batch_t *b, rd_error_t *err) {
+  const rd_learner_config_t *c = &l->config;
+  if (b == NULL) return rd_error_set(err, RD_EINVAL, "no batch");
+  const size_t n = b->n;
+  if (n == 0) return rd_error_set(err, RD_EINVAL, "batch is empty");
+  if (n > c->max_batch)
+    return rd_error_set(err, RD_ETOOBIG, "batch of %zu exceeds max_batch %u", n, c->max_batch);
+  int rc = check_matrix("obs", b->obs, n, c->obs_dim, err);
+  if (rc == RD_OK) rc = check_matrix("next_obs", b->next_obs, n, c->obs_dim, err);
+  if (rc == RD_OK) rc = check_matrix("reward", b->reward, n, 1, err);
+  if (rc == RD_OK) rc = check_matrix("discount", b->discount, n, 1, err);
+  if (rc) return rc;
+  for (size_t i = 0; i < n; i++)
+    if (!(b->discount[i] >= 0.0f && b->discount[i] <= 1.0f))
+      return rd_error_set(err, RD_EINVAL, "discount[%zu] is %g; it must be in [0, 1]", i,
+                          (double)b->discount[i]);
+  if (b->weights != NULL)
+    for (size_t i = 0; i < n; i++)
+      if (!(isfinite(b->weights[i]) && b->weights[i] >= 0.0f))
+        return rd_error_set(err, RD_EINVAL, "weights[%zu] is %g; IS weights are finite and >= 0",
+                            i, (double)b->weights[i]);
+  if (c->algo == RD_ALGO_DQN) {
+    if (b->action_i == NULL) return rd_error_set(err, RD_EINVAL, "batch has no action_i (DQN)");
+    for (size_t i = 0; i < n; i++)
+      if (b->action_i[i] < 0 || (uint32_t)b->action_i[i] >= c->num_actions)
+        return rd_error_set(err, RD_EINVAL, "action_i[%zu] is %d; actions are 0..%u", i,
+                            (int)b->action_i[i], c->num_actions - 1);
+  } else {
+    rc = check_matrix("action_f", b->action_f, n, c->action_dim, err);
+    if (rc) return rc;
+    const float lo = c->action_low, hi = c->action_high;
+    for (size_t k = 0; k < n * c->action_dim; k++)
+      if (!(b->action_f[k] >= lo && b->action_f[k] <= hi))
+        return rd_error_set(err, RD_EINVAL, "action_f[%zu][%zu] is %g, outside [%g, %g]",
+                            k / c->action_dim, k % c->action_dim, (double)b->action_f[k],
+                            (double)lo, (double)hi);
+  }
+  return RD_OK;
+}
+
+/* ---- shared pieces of a step ---- */
+
+/* td[i] = |q_i - y_i|; the mean and max into st. */
+static void td_stats(size_t n, const float *q, const float *y, float *td, rd_step_stats_t *st) {
+  double sum = 0.0, mx = 0.0;
+  for (size_t i = 0; i < n; i++) {
+    float d = fabsf(q[i] - y[i]);
+    td[i] = d;
+    sum += d;
+    if (d > mx || isnan(d)) mx = d;
+  }
+  st->td_abs_mean = sum / (double)n;
+  st->td_abs_max = mx;
+}
+
+/* The norm check (and clip) of one network's gradients before any update:
+ * RD_ERANGE if the norm is not finite. *norm receives it (before clipping). */
+static int check_and_clip(rd_mlp_t *m, double clip, const char *who, double *norm,
+                          rd_error_t *err) {
+  if (clip > 0) {
+    int rc = rd_mlp_clip_grad_norm(m, clip, norm, err);
+    if (rc == RD_ERANGE)
+      return rd_error_set(err, RD_ERANGE, "%s gradient norm is not finite; step skipped", who);
+    return rc;
+  }
+  *norm = rd_mlp_grad_norm(m);
+  if (!isfinite(*norm))
+    return rd_error_set(err, RD_ERANGE, "%s gradient norm is %g; step skipped", who, *norm);
+  return RD_OK;
+}
+
+/* Hard copy every target_period successful steps, else Polyak with tau.
+ * step is the number of this step (1-based). */
+static int update_target(const rd_learner_config_t *c, rd_mlp_t *target, const rd_mlp_t *online,
+                         uint64_t step, rd_error_t *err) {
+  if (c->target_period > 0)
+    return step % c->target_period == 0 ? rd_mlp_copy_params(target, online, err) : RD_OK;
+  return rd_mlp_polyak(target, online, c->tau, err);
+}
+
+static rd_adam_config_t adam_with_lr(double lr) {
+  rd_adam_config_t a;
+  rd_adam_config_default(&a);
+  a.lr = lr;
+  return a;
+}
+
+/* ---- DQN ---- */
+
+static int dqn_step(rd_learner_t *l, const rd_batch_t *b, float *td, rd_step_stats_t *st,
+                    rd_error_t *err) {
+  const rd_learner_config_t *c = &l->config;
+  scratch_t *s = l->scratch;
+  rd_mlp_t *q = &l->net[NET_Q], *qt = &l->net[NET_Q_TARGET];
+  const size_t n = b->n, A = c->num_actions;
+  int rc;
+
+  /* Targets: y = R + discount * Q'(s', a*). */
+  if ((rc = rd_mlp_forward(qt, n, b->next_obs, NULL, err))) return rc;
+  const float *qn_t = rd_mlp_output(qt);
+  if (c->double_dqn) {
+    if ((rc = rd_mlp_forward(q, n, b->next_obs, NULL, err))) return rc;
+    const float *qn = rd_mlp_output(q);
+    for (size_t i = 0; i < n; i++) {
+      const float *row = qn + i * A;
+      size_t best = 0; /* the first of equal maxima, as torch.argmax */
+      for (size_t a = 1; a < A; a++)
+        if (row[a] > row[best]) best = a;
+      s->y[i] = b->reward[i] + b->discount[i] * qn_t[i * A + best];
+    }
+  } else {
+    for (size_t i = 0; i < n; i++) {
+      const float *row = qn_t + i * A;
+      float best = row[0];
+      for (size_t a = 1; a < A; a++)
+        if (row[a] > best) best = row[a];
+      s->y[i] = b->reward[i] + b->discount[i] * best;
+    }
+  }
+
+  /* Q(s, a), the Huber loss and its gradient on the taken action only. */
+  if ((rc = rd_mlp_forward(q, n, b->obs, NULL, err))) return rc;
+  const float *qs = rd_mlp_output(q);
+  for (size_t i = 0; i < n; i++) s->q[i] = qs[i * A + (size_t)b->action_i[i]];
+  if ((rc = rd_nn_huber(n, 1, s->q, s->y, b->weights, c->huber_delta, s->dq, &st->loss, err)))
+    return rc;
+  td_stats(n, s->q, s->y, td, st);
+  if (!isfinite(st->loss))
+    return rd_error_set(err, RD_ERANGE, "DQN loss is %g; step skipped", st->loss);
+  memset(s->dy, 0, n * A * sizeof(float));
+  for (size_t i = 0; i < n; i++) s->dy[i * A + (size_t)b->action_i[i]] = s->dq[i];
+  if ((rc = rd_mlp_backward(q, s->dy, NULL, err))) return rc;
+  if ((rc = check_and_clip(q, c->grad_clip, "Q network", &st->grad_norm, err))) return rc;
+
+  /* Nothing has changed yet; from here the step cannot fail. */
+  rd_adam_config_t adam = adam_with_lr(c->lr);
+  if ((rc = rd_mlp_adam_step(q, &adam, err))) return rc;
+  return update_target(c, qt, q, l->steps + 1, err);
+}
+
+/* ---- DDPG ---- */
+
+/* x[i] = [obs_i, low + (y_i + 1)/2 (high - low)]: the critic input for the
+ * actor's tanh outputs y (the mapping rd_learner_policy documents). */
+static void critic_input_from_policy(const rd_learner_config_t *c, size_t n, const float *obs,
+                                     const float *y, float *x) {
+  const size_t O = c->obs_dim, D = c->action_dim, X = O + D;
+  const float lo = c->action_low, range = c->action_high - c->action_low;
+  for (size_t i = 0; i < n; i++) {
+    memcpy(x + i * X, obs + i * O, O * sizeof(float));
+    for (size_t j = 0; j < D; j++) x[i * X + O + j] = lo + (y[i * D + j] + 1.0f) * 0.5f * range;
+  }
+}
+
+static int ddpg_step(rd_learner_t *l, const rd_batch_t *b, float *td, rd_step_stats_t *st,
+                     rd_error_t *err) {
+  const rd_learner_config_t *c = &l->config;
+  scratch_t *s = l->scratch;
+  rd_mlp_t *actor = &l->net[NET_ACTOR], *actor_t = &l->net[NET_ACTOR_TARGET];
+  rd_mlp_t *critic = &l->net[NET_CRITIC], *critic_t = &l->net[NET_CRITIC_TARGET];
+  const size_t n = b->n, O = c->obs_dim, D = c->action_dim, X = O + D;
+  int rc;
+
+  /* Critic targets: y = R + discount * Q'(s', mu'(s')). */
+  if ((rc = rd_mlp_forward(actor_t, n, b->next_obs, NULL, err))) return rc;
+  critic_input_from_policy(c, n, b->next_obs, rd_mlp_output(actor_t), s->x);
+  if ((rc = rd_mlp_forward(critic_t, n, s->x, NULL, err))) return rc;
+  const float *qn = rd_mlp_output(critic_t);
+  for (size_t i = 0; i < n; i++) s->y[i] = b->reward[i] + b->discount[i] * qn[i];
+
+  /* Critic: IS-weighted MSE of Q(s, a), its gradients. */
+  for (size_t i = 0; i < n; i++) {
+    memcpy(s->x + i * X, b->obs + i * O, O * sizeof(float));
+    memcpy(s->x + i * X + O, b->action_f + i * D, D * sizeof(float));
+  }
+  if ((rc = rd_mlp_forward(critic, n, s->x, s->q, err))) return rc;
+  if ((rc = rd_nn_mse(n, 1, s->q, s->y, b->weights, s->dq, &st->loss, err))) return rc;
+  td_stats(n, s->q, s->y, td, st);
+  if (!isfinite(st->loss))
+    return rd_error_set(err, RD_ERANGE, "DDPG critic loss is %g; step skipped", st->loss);
+  if ((rc = rd_mlp_backward(critic, s->dq, NULL, err))) return rc;
+
+  /* Actor: L = -mean Q(s, mu(s)) through the (not yet updated) critic. */
+  if ((rc = rd_mlp_forward(actor, n, b->obs, NULL, err))) return rc;
+  critic_input_from_policy(c, n, b->obs, rd_mlp_output(actor), s->x);
+  if ((rc = rd_mlp_forward(critic, n, s->x, s->q, err))) return rc;
+  double qsum = 0.0;
+  for (size_t i = 0; i < n; i++) qsum += s->q[i];
+  st->actor_loss = -qsum / (double)n;
+  if (!isfinite(st->actor_loss))
+    return rd_error_set(err, RD_ERANGE, "DDPG actor loss is %g; step skipped", st->actor_loss);
+  const float g = (float)(-1.0 / (double)n);
+  for (size_t i = 0; i < n; i++) s->dq_pi[i] = g;
+  if ((rc = rd_mlp_backward_input(critic, s->dq_pi, s->dx, err))) return rc;
+  /* dL/dy = dL/da * da/dy with a = low + (y + 1)/2 (high - low). */
+  const float half_range = 0.5f * (c->action_high - c->action_low);
+  for (size_t i = 0; i < n; i++)
+    for (size_t j = 0; j < D; j++) s->dmu[i * D + j] = s->dx[i * X + O + j] * half_range;
+  if ((rc = rd_mlp_backward(actor, s->dmu, NULL, err))) return rc;
+
+  double actor_norm;
+  if ((rc = check_and_clip(critic, c->grad_clip, "critic", &st->grad_norm, err))) return rc;
+  if ((rc = check_and_clip(actor, c->grad_clip, "actor", &actor_norm, err))) return rc;
+
+  /* Nothing has changed yet; from here the step cannot fail. */
+  rd_adam_config_t adam_c = adam_with_lr(c->critic_lr), adam_a = adam_with_lr(c->lr);
+  if ((rc = rd_mlp_adam_step(critic, &adam_c, err))) return rc;
+  if ((rc = rd_mlp_adam_step(actor, &adam_a, err))) return rc;
+  if ((rc = update_target(c, critic_t, critic, l->steps + 1, err))) return rc;
+  return update_target(c, actor_t, actor, l->steps + 1, err);
+}
+
+int rd_learner_step(rd_learner_t *l, const rd_batch_t *b, float *td_abs, rd_step_stats_t *st,
+                    rd_error_t *err) {
+  int rc = check_batch(l, b, err);
+  if (rc) return rc;
+  rd_step_stats_t local;
+  if (st == NULL) st = &local;
+  memset(st, 0, sizeof *st);
+  float *td = td_abs != NULL ? td_abs : ((scratch_t *)l->scratch)->td;
+  rc = l->config.algo == RD_ALGO_DQN ? dqn_step(l, b, td, st, err) : ddpg_step(l, b, td, st, err);
+  if (rc == RD_OK) l->steps++;
+  return rc;
+}

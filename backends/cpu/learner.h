@@ -1,0 +1,158 @@
+/* learner.h - the hosted learner's gradient step on the CPU: DQN and DDPG.
+ *
+ * One train-step (papers/001 §II-A2): given a sampled batch of transitions
+ * and their importance weights, compute the targets, the loss, the
+ * gradients and the weight update, and return |TD error| per item so the
+ * caller can write the priorities back (|delta| + epsilon is applied by the
+ * table). Transitions come as Ape-X actors build them (papers/003): the
+ * reward is the n-step return R = sum_{k<n} gamma^k r_k and the discount is
+ * the bootstrap factor gamma^n, or 0 if the episode terminated within the n
+ * steps. So the target is  y = R + discount * Q_target(s', a').
+ *
+ * DQN (Mnih et al. 2015; double DQN, van Hasselt et al. 2016): Q network
+ * obs -> hidden... -> num_actions, identity output; a' = argmax_a Q(s', a)
+ * (double: chosen by the online network, valued by the target network;
+ * plain: max of the target network), Huber loss weighted by the IS
+ * weights, priorities |y - Q(s, a)|.
+ *
+ * DDPG (Lillicrap et al. 2016): actor obs -> hidden... -> action_dim with
+ * tanh output, scaled to [action_low, action_high]; critic
+ * [obs, action] -> critic_hidden... -> 1, identity output. Critic: IS-
+ * weighted MSE to y = R + discount * Q'(s', mu'(s')); actor: ascend
+ * Q(s, mu(s)) (mean over the batch, not IS-weighted, as in the papers'
+ * DDPG with prioritized replay); both targets by Polyak tau (or hard copy
+ * every target_period steps). Priorities |y - Q(s, a)| from the critic
+ * before its update. Both gradients are taken at the parameters the step
+ * starts from (the actor's through the critic before its Adam step, as
+ * OpenAI Baselines' DDPG does), then both Adam steps are applied.
+ *
+ * Order inside one step (both algorithms): forward targets, forward online,
+ * loss, backward, clip the global gradient norm (if grad_clip > 0; each
+ * network separately), Adam, then the target update. A step whose loss or
+ * gradient norm is not finite changes no weights and returns RD_ERANGE (the
+ * caller counts it and goes on; the priorities it returns are then
+ * unusable). Every check comes before the first weight moves.
+ *
+ * Determinism: for a seed, the same batches give bit-identical weights,
+ * priorities and stats for any config.threads, on a given build and CPU
+ * (nn.h: threads split outputs, never sums). threads > 1 pays only at
+ * batches of a few hundred rows and more, and only if that many cores are
+ * free: each large product forks an OpenMP team, which waits for a
+ * descheduled thread (nn.h: slow teams, OMP_WAIT_POLICY).
+ *
+ * Allocation: rd_learner_init allocates everything for batches up to
+ * max_batch; no other call allocates. Not thread-safe: the caller
+ * serializes calls on one learner.
+ */
+#ifndef RD_LEARNER_H
+#define RD_LEARNER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "nn.h"
+#include "rd_error.h"
+#include "rd_nn_spec.h"
+
+typedef enum {
+  RD_ALGO_DQN = 1,
+  RD_ALGO_DDPG = 2,
+} rd_algo_t;
+
+#define RD_LEARNER_MAX_HIDDEN (RD_NN_MAX_LAYERS - 1)
+
+typedef struct {
+  rd_algo_t algo;
+  uint32_t obs_dim;        /* 1..RD_NN_MAX_UNITS */
+  uint32_t num_actions;    /* DQN: 2..RD_NN_MAX_UNITS (actions are int32 in [0, n)) */
+  uint32_t action_dim;     /* DDPG: 1..RD_NN_MAX_UNITS */
+  uint32_t n_hidden;       /* DQN's Q network, DDPG's actor: 0..RD_LEARNER_MAX_HIDDEN */
+  uint32_t hidden[RD_LEARNER_MAX_HIDDEN];
+  uint32_t n_critic_hidden; /* DDPG's critic */
+  uint32_t critic_hidden[RD_LEARNER_MAX_HIDDEN];
+  rd_nn_act_t hidden_act;  /* RD_NN_RELU (default) or RD_NN_TANH */
+  double lr;               /* DQN, DDPG actor: Adam learning rate > 0 */
+  double critic_lr;        /* DDPG critic */
+  uint32_t target_period;  /* > 0: hard copy every this many steps; 0: Polyak with tau */
+  double tau;              /* (0, 1] */
+  double grad_clip;        /* global-norm clip per network; 0 = none */
+  double huber_delta;      /* DQN Huber threshold > 0 */
+  int double_dqn;          /* DQN: 1 double-DQN targets (default), 0 plain max */
+  float action_low, action_high; /* DDPG: action range, low < high */
+  uint32_t max_batch;      /* largest batch, 1..RD_MLP_MAX_BATCH */
+  uint64_t seed;           /* weight initialisation */
+  uint32_t threads;        /* OpenMP threads for large products and loops, 0..RD_MLP_MAX_THREADS */
+} rd_learner_config_t;
+
+/* One batch of n transitions, row-major. Pointers are borrowed. */
+typedef struct {
+  size_t n;
+  const float *obs;        /* n x obs_dim */
+  const int32_t *action_i; /* DQN: n actions in [0, num_actions) */
+  const float *action_f;   /* DDPG: n x action_dim, in [action_low, action_high] */
+  const float *reward;     /* n: the n-step return */
+  const float *discount;   /* n: bootstrap factor (gamma^n, or 0 at termination) */
+  const float *next_obs;   /* n x obs_dim */
+  const float *weights;    /* n IS weights >= 0, or NULL for all 1 */
+} rd_batch_t;
+
+typedef struct {
+  double loss;        /* DQN: Huber loss; DDPG: critic loss (both IS-weighted) */
+  double actor_loss;  /* DDPG: -mean Q(s, mu(s)); DQN: 0 */
+  double td_abs_mean; /* mean |delta| over the batch */
+  double td_abs_max;
+  double grad_norm;   /* before clipping (DDPG: the critic's) */
+} rd_step_stats_t;
+
+typedef struct rd_learner {
+  rd_learner_config_t config;
+  uint64_t steps;     /* successful steps */
+  /* DQN: q, q_target. DDPG: actor, actor_target, critic, critic_target. */
+  rd_mlp_t net[4];
+  int n_nets;
+  void *scratch;      /* implementation-private buffers for max_batch */
+} rd_learner_t;
+
+/* Defaults: DQN, relu, lr 1e-3, critic_lr 1e-3, target_period 0, tau 0.005,
+ * grad_clip 10, huber_delta 1, double_dqn 1, action range [-1, 1],
+ * max_batch 256, seed 0, threads 1; dims and hidden sizes 0 (must be set). */
+void rd_learner_config_default(rd_learner_config_t *c);
+
+/* RD_EINVAL with a message naming the bad setting. */
+int rd_learner_config_validate(const rd_learner_config_t *c, rd_error_t *err);
+
+/* Validate, allocate, initialise online networks from seed (distinct
+ * streams per network: the Q network or actor from Philox draw 2^63 - 1 of
+ * the seed, the critic from draw 2^63 - 2, as rd_mlp_init's seed) and copy
+ * them into the targets. RD_EINVAL, RD_ENOMEM; l is zeroed on failure (and
+ * rd_learner_free on it is safe). */
+int rd_learner_init(rd_learner_t *l, const rd_learner_config_t *c, rd_error_t *err);
+void rd_learner_free(rd_learner_t *l);
+
+/* One gradient step on b. td_abs (n floats, may be NULL) receives |delta|;
+ * st (may be NULL) the step's figures.
+ * Errors: RD_EINVAL (n == 0, a missing array, an action out of range, a
+ * NaN/inf input, a discount outside [0, 1], a negative weight: nothing
+ * changes, td_abs and st included; the message names the array, row and
+ * column), RD_ETOOBIG (n > max_batch), RD_ERANGE (non-finite loss or
+ * gradients: no weight, Adam moment or step count changed; td_abs and st
+ * hold what was computed). */
+int rd_learner_step(rd_learner_t *l, const rd_batch_t *b, float *td_abs, rd_step_stats_t *st,
+                    rd_error_t *err);
+
+/* The policy network actors run: DQN's online Q network (greedy action =
+ * argmax), DDPG's online actor (tanh output in [-1, 1]; the actor maps it
+ * to [action_low, action_high] as low + (y + 1) / 2 * (high - low)). */
+const rd_mlp_t *rd_learner_policy(const rd_learner_t *l);
+
+/* Bytes of the policy in the flat format (rd_nn_spec.h), and the writer. */
+size_t rd_learner_policy_bytes(const rd_learner_t *l);
+int rd_learner_policy_save(const rd_learner_t *l, void *buf, size_t cap, size_t *written,
+                           rd_error_t *err);
+
+/* The network shapes a config implies (for the mapper, benchmarks and the
+ * FPGA model): the policy and, for DDPG, the critic. */
+int rd_learner_policy_spec(const rd_learner_config_t *c, rd_nn_spec_t *out, rd_error_t *err);
+int rd_learner_critic_spec(const rd_learner_config_t *c, rd_nn_spec_t *out, rd_error_t *err);
+
+#endif
