@@ -61,6 +61,8 @@ static const cfg_key_t keys[] = {
     {"max-memory", K_BYTES, FIELD(max_memory_bytes), MIB, UINT64_C(1) << 60, false,
      "rows + trees of all workloads together"},
     {"max-workloads", K_COUNT, FIELD(max_workloads), 1, 4096, false, "workloads held at once"},
+    {"learner-threads", K_COUNT, FIELD(learner_threads), 1, 256, false,
+     "threads of each hosted learner's train-step"},
 };
 #define N_KEYS (sizeof keys / sizeof keys[0])
 
@@ -92,6 +94,7 @@ void rd_config_defaults(rd_config_t *c) {
   c->max_capacity = 1u << 24;
   c->max_memory_bytes = 8 * GIB;
   c->max_workloads = 64;
+  c->learner_threads = 1;
 
   /* systemd's StateDirectory= sets $STATE_DIRECTORY; with several
    * directories it is a ':'-separated list and the first one is ours. */

@@ -25,8 +25,9 @@ typedef struct {
   uint32_t max_message_bytes; /* per gRPC message, both ways; default 64 MiB */
   uint32_t max_batch;         /* rows per insert/sample/update call; default 65536 */
   uint32_t max_capacity;      /* items per workload; default 2^24 */
-  uint64_t max_memory_bytes;  /* rows + trees of all workloads; default 8 GiB */
+  uint64_t max_memory_bytes;  /* rows + trees + learners of all workloads; default 8 GiB */
   uint32_t max_workloads;     /* default 64 */
+  uint32_t learner_threads;   /* OpenMP threads per hosted learner step; default 1 */
 } rd_config_t;
 
 /* Fill c with the embedded defaults (reads the environment for state_dir). */

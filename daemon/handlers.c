@@ -144,6 +144,7 @@ static rd_workload_t *authorize(rd_handler_ctx_t *ctx, const grpc_metadata_array
 typedef struct {
   Replayd__V1__Workload msg;
   Replayd__V1__WorkloadCounters counters;
+  Replayd__V1__LearnerCounters learner;
 } workload_reply_t;
 
 static void workload_reply(rd_workload_t *w, int with_token, workload_reply_t *o) {
@@ -155,6 +156,18 @@ static void workload_reply(rd_workload_t *w, int with_token, workload_reply_t *o
   o->msg.spec = w->spec;
   o->msg.counters = &o->counters;
   o->msg.created_unix = w->created_unix;
+  if (w->pipeline != NULL) {
+    rd_pipeline_stats_t st;
+    rd_pipeline_stats(w->pipeline, &st);
+    replayd__v1__learner_counters__init(&o->learner);
+    o->learner.steps = st.steps;
+    o->learner.weight_version = st.weight_version;
+    o->learner.loss = st.loss;
+    o->learner.steps_per_second = st.steps_per_second;
+    o->learner.skipped_steps = st.skipped_steps;
+    o->learner.late_updates = st.late_updates;
+    o->msg.learner = &o->learner;
+  }
 }
 
 static void do_register(rd_handler_ctx_t *ctx, const uint8_t *b, size_t n, rd_reply_t *r) {
@@ -335,10 +348,15 @@ static int insert_rows(rd_handler_ctx_t *ctx, rd_workload_t *w,
   rd_error_clear(&err);
   pthread_mutex_lock(&w->lock);
   uint64_t first = rd_table_next_key(&w->table);
-  int rc = atomic_load(&w->deleted)
-               ? RD_ENOTFOUND
-               : rd_table_insert(&w->table, rows->count, cols,
-                                 q->n_priorities ? q->priorities : NULL, keys, &err);
+  int rc = RD_ENOTFOUND;
+  if (!atomic_load(&w->deleted)) {
+    /* A sampled batch whose rows this insert would overwrite is gathered
+     * first (pipeline.h: collision-free inserts). */
+    if (w->pipeline) rd_pipeline_before_insert(w->pipeline, rows->count);
+    rc = rd_table_insert(&w->table, rows->count, cols, q->n_priorities ? q->priorities : NULL,
+                         keys, &err);
+    if (rc == RD_OK && w->pipeline) rd_pipeline_after_insert(w->pipeline, rows->count);
+  }
   pthread_mutex_unlock(&w->lock);
   if (rc == RD_ENOTFOUND && atomic_load(&w->deleted)) {
     fail(r, GRPC_STATUS_NOT_FOUND, "workload %s was deleted", w->id);
@@ -555,6 +573,146 @@ out:
   replayd__v1__update_priorities_request__free_unpacked(q, NULL);
 }
 
+/* ------------------------------------------------------------------ */
+/* Hosted learning                                                     */
+/* ------------------------------------------------------------------ */
+
+static rd_workload_t *learner_workload(rd_handler_ctx_t *ctx, const grpc_metadata_array *md,
+                                       const char *id, rd_reply_t *r) {
+  rd_workload_t *w = authorize(ctx, md, id, 0, r);
+  if (w != NULL && w->pipeline == NULL) {
+    fail(r, GRPC_STATUS_FAILED_PRECONDITION, "workload %s has no learner: register it with a "
+         "learner spec to train in the server", w->id);
+    rd_workload_unref(w);
+    return NULL;
+  }
+  return w;
+}
+
+typedef struct {
+  rd_workload_t *w;
+  rd_async_done_fn done;
+  void *call;
+  uint32_t steps;
+} train_call_t;
+
+/* The pipeline ended the request (from one of its threads, or from the
+ * thread that stopped it): reply, then let the workload go. */
+static void train_done(void *arg, const rd_train_result_t *res) {
+  train_call_t *tc = arg;
+  rd_reply_t r;
+  memset(&r, 0, sizeof r);
+  switch (res->status) {
+  case RD_OK: {
+    Replayd__V1__TrainStepResponse m = REPLAYD__V1__TRAIN_STEP_RESPONSE__INIT;
+    m.steps_done = res->steps_done;
+    m.loss_mean = res->loss_mean;
+    m.td_abs_mean = res->td_abs_mean;
+    m.td_abs_max = res->td_abs_max;
+    m.weight_version = res->weight_version;
+    m.steps_per_second = res->steps_per_second;
+    m.skipped_steps = res->skipped_steps;
+    pack(&r, &m.base);
+    break;
+  }
+  case RD_ETIMEDOUT:
+    fail(&r, GRPC_STATUS_DEADLINE_EXCEEDED, "the deadline passed after %u of %u steps (weight "
+         "version %llu); the steps done stay done", res->steps_done, tc->steps,
+         (unsigned long long)res->weight_version);
+    break;
+  case RD_ECANCELED:
+    fail(&r, GRPC_STATUS_UNAVAILABLE, "%s; %u of %u steps were done", res->message,
+         res->steps_done, tc->steps);
+    break;
+  default:
+    fail(&r, GRPC_STATUS_FAILED_PRECONDITION, "%s; %u of %u steps were done", res->message,
+         res->steps_done, tc->steps);
+  }
+  tc->done(tc->call, &r);
+  rd_workload_unref(tc->w);
+  free(tc);
+}
+
+int rd_handle_train_step(rd_handler_ctx_t *ctx, const grpc_metadata_array *md, const uint8_t *b,
+                         size_t n, double deadline_mono, rd_async_done_fn done, void *call,
+                         rd_reply_t *r) {
+  static const uint8_t empty[1];
+  if (b == NULL) b = empty;
+  Replayd__V1__TrainStepRequest *q = replayd__v1__train_step_request__unpack(NULL, n, b);
+  if (q == NULL) {
+    fail(r, GRPC_STATUS_INVALID_ARGUMENT, "request is not a decodable replayd.v1.TrainStepRequest");
+    return 0;
+  }
+  uint32_t steps = q->steps;
+  rd_workload_t *w = learner_workload(ctx, md, q->workload_id, r);
+  replayd__v1__train_step_request__free_unpacked(q, NULL);
+  if (w == NULL) return 0;
+  train_call_t *tc = malloc(sizeof *tc);
+  if (tc == NULL) {
+    fail(r, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
+    rd_workload_unref(w);
+    return 0;
+  }
+  tc->w = w;
+  tc->done = done;
+  tc->call = call;
+  tc->steps = steps;
+  rd_error_t err;
+  rd_error_clear(&err);
+  int rc = rd_pipeline_train(w->pipeline, steps, deadline_mono, train_done, tc, &err);
+  if (rc == RD_OK) return 1; /* train_done replies */
+  free(tc);
+  /* Continuous mode is a property of the workload (FAILED_PRECONDITION);
+   * a concurrent request is a conflict worth retrying (ABORTED). */
+  grpc_status_code st = rc == RD_EINVAL      ? GRPC_STATUS_INVALID_ARGUMENT
+                        : rc == RD_EBUSY     ? (rd_pipeline_continuous(w->pipeline)
+                                                    ? GRPC_STATUS_FAILED_PRECONDITION
+                                                    : GRPC_STATUS_ABORTED)
+                        : rc == RD_EEMPTY    ? GRPC_STATUS_FAILED_PRECONDITION
+                        : rc == RD_ECANCELED ? GRPC_STATUS_UNAVAILABLE
+                                             : GRPC_STATUS_INTERNAL;
+  fail(r, st, "%s", err.msg);
+  rd_workload_unref(w);
+  return 0;
+}
+
+static void do_get_weights(rd_handler_ctx_t *ctx, const grpc_metadata_array *md,
+                           const uint8_t *b, size_t n, rd_reply_t *r) {
+  Replayd__V1__GetWeightsRequest *q = replayd__v1__get_weights_request__unpack(NULL, n, b);
+  if (q == NULL) {
+    fail(r, GRPC_STATUS_INVALID_ARGUMENT, "request is not a decodable replayd.v1.GetWeightsRequest");
+    return;
+  }
+  uint64_t have = q->have_version;
+  rd_workload_t *w = learner_workload(ctx, md, q->workload_id, r);
+  replayd__v1__get_weights_request__free_unpacked(q, NULL);
+  if (w == NULL) return;
+  /* Bounded: registration refused policies above --max-message-bytes. */
+  size_t cap = rd_pipeline_weights_bytes(w->pipeline);
+  uint8_t *buf = malloc(cap ? cap : 1);
+  if (buf == NULL) {
+    fail(r, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory for %zu bytes of weights", cap);
+    rd_workload_unref(w);
+    return;
+  }
+  uint64_t version = 0;
+  size_t len = 0;
+  rd_error_t err;
+  rd_error_clear(&err);
+  int rc = rd_pipeline_weights(w->pipeline, have, buf, cap, &version, &len, &err);
+  if (rc) {
+    fail(r, GRPC_STATUS_INTERNAL, "%s", err.msg);
+  } else {
+    Replayd__V1__GetWeightsResponse m = REPLAYD__V1__GET_WEIGHTS_RESPONSE__INIT;
+    m.version = version;
+    m.weights.data = buf;
+    m.weights.len = len;
+    pack(r, &m.base);
+  }
+  free(buf);
+  rd_workload_unref(w);
+}
+
 void rd_handle_unary(rd_handler_ctx_t *ctx, rd_method_t m, const grpc_metadata_array *md,
                      const uint8_t *body, size_t len, rd_reply_t *out) {
   static const uint8_t empty[1];
@@ -568,12 +726,7 @@ void rd_handle_unary(rd_handler_ctx_t *ctx, rd_method_t m, const grpc_metadata_a
   case RD_M_INSERT_BATCH: do_insert_batch(ctx, md, body, len, out); break;
   case RD_M_SAMPLE: do_sample(ctx, md, body, len, out); break;
   case RD_M_UPDATE: do_update(ctx, md, body, len, out); break;
-  case RD_M_TRAIN_STEP:
-  case RD_M_GET_WEIGHTS:
-    fail(out, GRPC_STATUS_UNIMPLEMENTED,
-         "hosted learning (TrainStep, GetWeights) is not implemented in replayd %s yet",
-         RD_VERSION);
-    break;
+  case RD_M_GET_WEIGHTS: do_get_weights(ctx, md, body, len, out); break;
   default:
     fail(out, GRPC_STATUS_UNIMPLEMENTED, "method %d is not served", (int)m);
   }

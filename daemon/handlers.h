@@ -52,6 +52,17 @@ typedef struct {
 void rd_handle_unary(rd_handler_ctx_t *ctx, rd_method_t m, const grpc_metadata_array *md,
                      const uint8_t *body, size_t len, rd_reply_t *out);
 
+/* TrainStep is asynchronous: training takes as long as it takes, and a
+ * completion-queue thread must not wait for it. Returns 1 when the reply
+ * will come later, through done(call, reply) on another thread (a pipeline
+ * thread, or the thread that stops the workload); 0 when out holds the
+ * reply now (an error). deadline_mono: CLOCK_MONOTONIC seconds, <= 0 for
+ * none. */
+typedef void (*rd_async_done_fn)(void *call, rd_reply_t *reply);
+int rd_handle_train_step(rd_handler_ctx_t *ctx, const grpc_metadata_array *md,
+                         const uint8_t *body, size_t len, double deadline_mono,
+                         rd_async_done_fn done, void *call, rd_reply_t *out);
+
 /* The Insert client stream: one state per call. Each message is applied as
  * it arrives (each message is a batch, validated whole); the first error
  * ends the call with that status and rows of earlier messages stay. */

@@ -155,6 +155,9 @@ int main(int argc, char **argv) {
   uv_run(&loop, UV_RUN_DEFAULT);
 
   sd_notify(0, "STOPPING=1");
+  /* Hosted learners first: a TrainStep in progress ends (UNAVAILABLE) at
+   * its current step instead of holding the server's drain. */
+  rd_registry_stop_learners(app.registry);
   if (rd_server_stop(app.server, SHUTDOWN_GRACE_S) != 0) {
     rd_log_close();
     _exit(0); /* calls were drained or cancelled; only gRPC's teardown hung */

@@ -31,6 +31,7 @@
 #include <sys/random.h>
 #include <time.h>
 
+#include "learner_spec.h"
 #include "log.h"
 
 #define DEFAULT_FANOUT 16u
@@ -41,6 +42,15 @@
 #define NAME_MAX_BYTES 256             /* the spec's label, returned to every lister */
 /* Per item of max_batch, the table's scratch: one uint64_t and one uint32_t. */
 #define SCRATCH_PER_ITEM (sizeof(uint64_t) + sizeof(uint32_t))
+
+/* What a spec turns into: the table's config, the default IS exponent and,
+ * for a hosted learner, the pipeline's config. */
+typedef struct {
+  rd_table_config_t tc;
+  double beta;
+  int has_learner;
+  rd_pipeline_config_t pc;
+} wl_config_t;
 
 struct rd_registry {
   rd_config_t cfg;
@@ -170,14 +180,13 @@ static int validate_fields(const Replayd__V1__WorkloadSpec *spec, rd_schema_t *s
 /* Turn a spec into a table config, applying defaults and server limits.
  * RD_EINVAL names the offending field; RD_ETOOBIG names the server limit. */
 static int spec_to_config(const rd_config_t *cfg, const Replayd__V1__WorkloadSpec *spec,
-                          rd_table_config_t *tc, double *beta, rd_error_t *err) {
+                          wl_config_t *wc, rd_error_t *err) {
+  memset(wc, 0, sizeof *wc);
+  rd_table_config_t *tc = &wc->tc;
+  double *beta = &wc->beta;
   if (spec == NULL) return rd_error_set(err, RD_EINVAL, "no workload spec given");
   if (spec->base.descriptor != &replayd__v1__workload_spec__descriptor)
     return rd_error_set(err, RD_EINVAL, "the spec is not a replayd.v1.WorkloadSpec");
-  if (spec->learner != NULL)
-    return rd_error_set(err, RD_EINVAL,
-                        "learner: hosted learning is not available yet; leave learner unset and "
-                        "train in your own process");
   const char *name = spec->name ? spec->name : "";
   size_t name_len = strlen(name);
   if (name_len > NAME_MAX_BYTES)
@@ -241,21 +250,35 @@ static int spec_to_config(const rd_config_t *cfg, const Replayd__V1__WorkloadSpe
                         "--max-batch)", spec->max_batch, batch_limit);
   tc->seed = spec->seed;
   tc->threads = 1; /* calls run on gRPC threads; one table call = one thread */
+  if (spec->learner != NULL) {
+    wc->has_learner = 1;
+    int rc = rd_learner_spec_parse(spec->learner, tc, *beta, cfg->learner_threads, &wc->pc, err);
+    if (rc) return rc;
+    uint64_t wbytes = 0;
+    rd_nn_spec_t ps;
+    if (rd_learner_policy_spec(&wc->pc.learner, &ps, NULL) == RD_OK) wbytes = rd_nn_flat_bytes(&ps);
+    if (wbytes + 1024 > cfg->max_message_bytes)
+      return rd_error_set(err, RD_ETOOBIG, "the policy's weights are %llu bytes, more than this "
+                          "server's --max-message-bytes %llu: actors could not fetch them",
+                          (unsigned long long)wbytes, (unsigned long long)cfg->max_message_bytes);
+  }
   return RD_OK;
 }
 
-/* Memory a workload of this config holds: tree + rows + per-call scratch. */
-static uint64_t config_charge(const rd_table_config_t *tc, uint64_t *tree, uint64_t *rows,
-                              uint64_t *scratch) {
+/* Memory a workload of this config holds: tree + rows + per-call scratch
+ * + the hosted learner (batch slots, networks). */
+static uint64_t config_charge(const wl_config_t *wc, uint64_t *tree, uint64_t *rows,
+                              uint64_t *scratch, uint64_t *learner) {
+  const rd_table_config_t *tc = &wc->tc;
   *tree = rd_sumtree_memsize(tc->capacity, tc->fanout);
   *rows = (uint64_t)tc->capacity * rd_schema_row_bytes(&tc->schema);
   *scratch = (uint64_t)tc->max_batch * SCRATCH_PER_ITEM;
-  return *tree + *rows + *scratch;
+  *learner = wc->has_learner ? rd_pipeline_memsize(&wc->pc, tc) : 0;
+  return *tree + *rows + *scratch + *learner;
 }
 
 static uint64_t workload_charge(const rd_workload_t *w) {
-  uint64_t a, b, c;
-  return config_charge(&w->table.config, &a, &b, &c);
+  return w->charge;
 }
 
 /* Drop what protobuf-c kept of fields this build does not know, so they
@@ -268,8 +291,10 @@ static void drop_unknown_fields(ProtobufCMessage *m) {
 }
 
 /* A deep copy of spec with every default written out (oneof cases set). */
-static int normalised_copy(const Replayd__V1__WorkloadSpec *spec, const rd_table_config_t *tc,
-                           double beta, Replayd__V1__WorkloadSpec **out, rd_error_t *err) {
+static int normalised_copy(const Replayd__V1__WorkloadSpec *spec, const wl_config_t *wc,
+                           Replayd__V1__WorkloadSpec **out, rd_error_t *err) {
+  const rd_table_config_t *tc = &wc->tc;
+  double beta = wc->beta;
   size_t len = replayd__v1__workload_spec__get_packed_size(spec);
   uint8_t *buf = malloc(len ? len : 1);
   if (buf == NULL) return rd_error_set(err, RD_ENOMEM, "out of memory copying the spec");
@@ -291,6 +316,14 @@ static int normalised_copy(const Replayd__V1__WorkloadSpec *spec, const rd_table
   c->max_priority = tc->max_priority;
   c->max_batch = tc->max_batch;
   c->seed = tc->seed;
+  if (c->learner != NULL) {
+    drop_unknown_fields(&c->learner->base);
+    int rc = rd_learner_spec_normalise(c->learner, &wc->pc, err);
+    if (rc) {
+      replayd__v1__workload_spec__free_unpacked(c, NULL);
+      return rc;
+    }
+  }
   *out = c;
   return RD_OK;
 }
@@ -311,6 +344,7 @@ static bool is_hex_id(const char *s, size_t want) {
 }
 
 static void workload_free(rd_workload_t *w) {
+  rd_pipeline_destroy(w->pipeline); /* its threads use the table: first */
   rd_table_free(&w->table);
   if (w->spec) replayd__v1__workload_spec__free_unpacked(w->spec, NULL);
   pthread_mutex_destroy(&w->lock);
@@ -318,9 +352,10 @@ static void workload_free(rd_workload_t *w) {
 }
 
 /* A new workload holding one reference (the registry's). Takes spec. */
-static int workload_new(const rd_table_config_t *tc, Replayd__V1__WorkloadSpec *spec,
-                        double beta, const char *id, const char *token, int64_t created,
+static int workload_new(const wl_config_t *wc, Replayd__V1__WorkloadSpec *spec,
+                        const char *id, const char *token, int64_t created,
                         rd_workload_t **out, rd_error_t *err) {
+  const rd_table_config_t *tc = &wc->tc;
   rd_workload_t *w = calloc(1, sizeof *w);
   if (w == NULL) {
     replayd__v1__workload_spec__free_unpacked(spec, NULL);
@@ -333,11 +368,23 @@ static int workload_new(const rd_table_config_t *tc, Replayd__V1__WorkloadSpec *
     return rc;
   }
   pthread_mutex_init(&w->lock, NULL);
+  if (wc->has_learner) {
+    rc = rd_pipeline_create(&w->pipeline, &wc->pc, &w->table, &w->lock, err);
+    if (rc) {
+      pthread_mutex_destroy(&w->lock);
+      rd_table_free(&w->table);
+      replayd__v1__workload_spec__free_unpacked(spec, NULL);
+      free(w);
+      return rc;
+    }
+  }
+  uint64_t a, b, c, d;
+  w->charge = config_charge(wc, &a, &b, &c, &d);
   memcpy(w->id, id, RD_WORKLOAD_ID_LEN + 1);
   memcpy(w->token, token, RD_WORKLOAD_TOKEN_LEN + 1);
   w->created_unix = created;
   w->spec = spec;
-  w->default_beta = beta;
+  w->default_beta = wc->beta;
   atomic_init(&w->refs, 1);
   atomic_init(&w->deleted, false);
   *out = w;
@@ -425,22 +472,22 @@ static void unpublish(rd_registry_t *r, rd_workload_t *w) {
 
 /* The server limits a new workload must fit. Caller holds mutate_mu (all
  * writers of n and bytes do, so they can be read without map_lock). */
-static int check_limits(const rd_registry_t *r, const rd_table_config_t *tc, rd_error_t *err) {
+static int check_limits(const rd_registry_t *r, const wl_config_t *wc, rd_error_t *err) {
   if (r->n >= r->cfg.max_workloads)
     return rd_error_set(err, RD_ETOOBIG,
                         "this server already holds %zu workloads, its --max-workloads limit; "
                         "delete one first",
                         r->n);
-  uint64_t tree, rows, scratch;
-  uint64_t need = config_charge(tc, &tree, &rows, &scratch);
+  uint64_t tree, rows, scratch, learner;
+  uint64_t need = config_charge(wc, &tree, &rows, &scratch, &learner);
   uint64_t max = r->cfg.max_memory_bytes;
   uint64_t free_bytes = r->bytes < max ? max - r->bytes : 0;
   if (need > free_bytes)
     return rd_error_set(err, RD_ETOOBIG,
                         "this workload needs %" PRIu64 " bytes (tree %" PRIu64 ", rows %" PRIu64
-                        ", scratch %" PRIu64 ") but only %" PRIu64 " of this server's "
-                        "--max-memory %" PRIu64 " are free",
-                        need, tree, rows, scratch, free_bytes, max);
+                        ", scratch %" PRIu64 ", learner %" PRIu64 ") but only %" PRIu64
+                        " of this server's --max-memory %" PRIu64 " are free",
+                        need, tree, rows, scratch, learner, free_bytes, max);
   return RD_OK;
 }
 
@@ -503,13 +550,12 @@ static int persist(rd_registry_t *r, const rd_workload_t *w, rd_error_t *err) {
 int rd_registry_register(rd_registry_t *r, const Replayd__V1__WorkloadSpec *spec,
                          rd_workload_t **out, rd_error_t *err) {
   if (out) *out = NULL;
-  rd_table_config_t tc;
-  double beta;
-  int rc = spec_to_config(&r->cfg, spec, &tc, &beta, err);
+  wl_config_t wc;
+  int rc = spec_to_config(&r->cfg, spec, &wc, err);
   if (rc) return rc;
 
   pthread_mutex_lock(&r->mutate_mu);
-  if ((rc = check_limits(r, &tc, err)) != RD_OK) goto out;
+  if ((rc = check_limits(r, &wc, err)) != RD_OK) goto out;
 
   char id[RD_WORKLOAD_ID_LEN + 1], token[RD_WORKLOAD_TOKEN_LEN + 1];
   /* 128 random bits: a collision is never expected, but costs one lookup. */
@@ -519,9 +565,9 @@ int rd_registry_register(rd_registry_t *r, const Replayd__V1__WorkloadSpec *spec
   if ((rc = random_hex(token, RD_WORKLOAD_TOKEN_LEN, err)) != RD_OK) goto out;
 
   Replayd__V1__WorkloadSpec *norm;
-  if ((rc = normalised_copy(spec, &tc, beta, &norm, err)) != RD_OK) goto out;
+  if ((rc = normalised_copy(spec, &wc, &norm, err)) != RD_OK) goto out;
   rd_workload_t *w;
-  if ((rc = workload_new(&tc, norm, beta, id, token, (int64_t)time(NULL), &w, err)) != RD_OK)
+  if ((rc = workload_new(&wc, norm, id, token, (int64_t)time(NULL), &w, err)) != RD_OK)
     goto out;
   /* Durable before visible: a client never holds an id that a restart
    * would forget, and a failed write leaves nothing registered. */
@@ -556,22 +602,21 @@ static bool restore_one(rd_registry_t *r, const rd_stored_workload_t *sw) {
     rd_log_warn("registry", "skipping stored workload %s: its spec does not decode", sw->id);
     return false;
   }
-  rd_table_config_t tc;
-  double beta;
+  wl_config_t wc;
   Replayd__V1__WorkloadSpec *norm = NULL;
-  int rc = spec_to_config(&r->cfg, spec, &tc, &beta, &err);
-  if (rc == RD_OK) rc = check_limits(r, &tc, &err);
-  if (rc == RD_OK) rc = normalised_copy(spec, &tc, beta, &norm, &err);
+  int rc = spec_to_config(&r->cfg, spec, &wc, &err);
+  if (rc == RD_OK) rc = check_limits(r, &wc, &err);
+  if (rc == RD_OK) rc = normalised_copy(spec, &wc, &norm, &err);
   replayd__v1__workload_spec__free_unpacked(spec, NULL);
   rd_workload_t *w = NULL;
-  if (rc == RD_OK) rc = workload_new(&tc, norm, beta, sw->id, sw->token, sw->created_unix, &w, &err);
+  if (rc == RD_OK) rc = workload_new(&wc, norm, sw->id, sw->token, sw->created_unix, &w, &err);
   if (rc != RD_OK) {
     rd_log_warn("registry", "skipping stored workload %s: %s (it stays stored)", sw->id, err.msg);
     return false;
   }
   publish(r, w);
   rd_log_info("registry", "restored workload %s \"%s\" (empty): %u fields, capacity %u", w->id,
-              w->spec->name, tc.schema.n_fields, tc.capacity);
+              w->spec->name, wc.tc.schema.n_fields, wc.tc.capacity);
   return true;
 }
 
@@ -638,6 +683,9 @@ int rd_registry_delete(rd_registry_t *r, const char *id, rd_error_t *err) {
   unpublish(r, w);
   atomic_store(&w->deleted, true);
   pthread_mutex_unlock(&r->mutate_mu);
+  /* Stop training now (a pending TrainStep ends CANCELLED); the memory
+   * goes with the last reference. */
+  if (w->pipeline) rd_pipeline_stop(w->pipeline);
   rd_workload_unref(w); /* the registry's reference */
   return RD_OK;
 }
@@ -651,6 +699,27 @@ size_t rd_registry_list(rd_registry_t *r, rd_workload_t **out, size_t max) {
   }
   pthread_rwlock_unlock(&r->map_lock);
   return n;
+}
+
+void rd_registry_stop_learners(rd_registry_t *r) {
+  rd_workload_t *ws[64];
+  size_t from = 0;
+  for (;;) { /* in chunks: no allocation on the way down */
+    pthread_rwlock_rdlock(&r->map_lock);
+    size_t n = 0;
+    for (size_t i = from; i < r->n && n < 64; i++) {
+      ws[n] = r->order[i];
+      atomic_fetch_add_explicit(&ws[n]->refs, 1, memory_order_relaxed);
+      n++;
+    }
+    pthread_rwlock_unlock(&r->map_lock);
+    if (n == 0) return;
+    for (size_t i = 0; i < n; i++) {
+      if (ws[i]->pipeline) rd_pipeline_stop(ws[i]->pipeline);
+      rd_workload_unref(ws[i]);
+    }
+    from += n;
+  }
 }
 
 size_t rd_registry_count(rd_registry_t *r) {

@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "config.h"
+#include "pipeline.h"
 #include "rd_error.h"
 #include "replayd.pb-c.h"
 #include "store.h"
@@ -31,6 +32,8 @@ typedef struct rd_workload {
   double default_beta;
   rd_table_t table;
   pthread_mutex_t lock;            /* serializes every table call */
+  rd_pipeline_t *pipeline;         /* hosted learner, or NULL */
+  uint64_t charge;                 /* bytes counted against --max-memory */
   atomic_int refs;
   atomic_bool deleted;
 } rd_workload_t;
@@ -67,6 +70,10 @@ int rd_registry_delete(rd_registry_t *r, const char *id, rd_error_t *err);
  * Unref each. */
 size_t rd_registry_list(rd_registry_t *r, rd_workload_t **out, size_t max);
 size_t rd_registry_count(rd_registry_t *r);
+
+/* Stop every workload's hosted learner (shutdown: before the server stops,
+ * so pending TrainStep calls end instead of holding the drain). */
+void rd_registry_stop_learners(rd_registry_t *r);
 
 /* Constant-time token comparison. */
 int rd_workload_token_ok(const rd_workload_t *w, const char *token, size_t len);

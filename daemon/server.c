@@ -9,6 +9,8 @@
  *
  * A call is a small state machine whose tag is the call object itself:
  *   unary:   NEW -> (handler) -> FINISHING -> freed
+ *   train:   NEW -> (handler starts the request; no batch outstanding, no
+ *            thread touches the call) -> (a pipeline thread) FINISHING -> freed
  *   stream:  NEW -> READING <-> (handler per message) -> FINISHING -> freed
  *   unknown: NEW -> FINISHING (UNIMPLEMENTED) -> freed
  * Only one batch is outstanding per call at any time, so a call is touched
@@ -29,6 +31,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "log.h"
 
@@ -185,6 +188,20 @@ static grpc_slice body_slice(grpc_byte_buffer *bb) {
   return s;
 }
 
+/* A call deadline as CLOCK_MONOTONIC seconds; 0 for none. */
+static double deadline_mono(gpr_timespec deadline) {
+  gpr_timespec now = gpr_now(deadline.clock_type);
+  if (gpr_time_cmp(deadline, gpr_inf_future(deadline.clock_type)) == 0) return 0;
+  double left = gpr_timespec_to_micros(gpr_time_sub(deadline, now)) * 1e-6;
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  double t = (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9 + left;
+  return t > 0 ? t : 1e-9; /* already past: still a deadline, not "none" */
+}
+
+/* A TrainStep's reply, from the thread that ended the request. */
+static void train_done(void *call, rd_reply_t *r) { finish((call_t *)call, r); }
+
 /* ------------------------------------------------------------------ */
 /* Serving events                                                      */
 /* ------------------------------------------------------------------ */
@@ -211,6 +228,14 @@ static void on_event(call_t *c, bool ok) {
       finish(c, &r);
     } else if (c->method == RD_M_INSERT) {
       start_read(c);
+    } else if (c->method == RD_M_TRAIN_STEP) {
+      grpc_slice body = body_slice(c->payload);
+      int later = rd_handle_train_step(s->ctx, &c->md, GRPC_SLICE_START_PTR(body),
+                                       GRPC_SLICE_LENGTH(body), deadline_mono(c->deadline),
+                                       train_done, c, &r);
+      grpc_slice_unref(body);
+      if (!later) finish(c, &r);
+      /* else: the call waits, touched by no thread, until train_done */
     } else {
       grpc_slice body = body_slice(c->payload);
       rd_handle_unary(s->ctx, (rd_method_t)c->method, &c->md, GRPC_SLICE_START_PTR(body),

@@ -385,7 +385,7 @@ static void test_spec_errors(void **state) {
     mutate_fn fn;
     const char *want;
   } cases[] = {
-      {m_learner, "hosted learning is not available yet"},
+      {m_learner, "learner.algorithm is \"\"; use \"dqn\" or \"ddpg\""},
       {m_no_fields, "fields is empty"},
       {m_33_fields, "fields has 33 entries; at most 32"},
       {m_empty_name, "fields[1].name is empty"},
@@ -562,7 +562,8 @@ static void test_limit_memory(void **state) {
   rd_error_clear(&err);
   assert_int_equal(rd_registry_register(r, &s.spec, NULL, &err), RD_ETOOBIG);
   char want[160];
-  snprintf(want, sizeof want, "needs %llu bytes (tree %llu, rows 600000, scratch 12288) but only %llu",
+  snprintf(want, sizeof want,
+           "needs %llu bytes (tree %llu, rows 600000, scratch 12288, learner 0) but only %llu",
            (unsigned long long)need, (unsigned long long)tree,
            (unsigned long long)((1u << 20) - need));
   if (strstr(err.msg, want) == NULL) fail_msg("\"%s\" lacks \"%s\"", err.msg, want);
@@ -579,6 +580,310 @@ static void test_limit_memory(void **state) {
   rd_workload_unref(a);
   rd_workload_unref(b);
   rd_workload_unref(c);
+  rd_registry_destroy(r);
+}
+
+/* ------------------------------------------------------------------ */
+/* Hosted learners (learner_spec.c, pipeline.h)                        */
+/* ------------------------------------------------------------------ */
+
+/* CartPole DQN: obs float32[4], action int32, reward float32,
+ * next_obs float32[4], done bool, with a learner spec. */
+static void learner_spec(spec_t *s) {
+  basic_spec(s);
+  static const uint32_t obs[] = {4};
+  add_field(s, "next_obs", REPLAYD__V1__DTYPE__FLOAT32, 1, obs);
+  add_field(s, "done", REPLAYD__V1__DTYPE__BOOL, 0, NULL);
+  Replayd__V1__LearnerSpec init = REPLAYD__V1__LEARNER_SPEC__INIT;
+  s->learner = init;
+  s->learner.algorithm = "dqn";
+  static uint32_t hidden[] = {64, 64};
+  s->learner.n_hidden = 2;
+  s->learner.hidden = hidden;
+  s->learner.batch_size = 32;
+  s->learner.num_actions = 2;
+  s->spec.learner = &s->learner;
+}
+
+/* A DDPG variant: action float32[2] in [-2, 2], discount instead of done. */
+static void ddpg_spec(spec_t *s) {
+  learner_spec(s);
+  static const uint32_t act[] = {2};
+  s->field[1].dtype = REPLAYD__V1__DTYPE__FLOAT32;
+  s->field[1].n_shape = 1;
+  s->field[1].shape = (uint32_t *)act;
+  snprintf(s->name[4], sizeof s->name[4], "discount");
+  s->field[4].dtype = REPLAYD__V1__DTYPE__FLOAT32;
+  s->learner.algorithm = "ddpg";
+  s->learner.num_actions = 0;
+  s->learner.action_low_opt_case = REPLAYD__V1__LEARNER_SPEC__ACTION_LOW_OPT_ACTION_LOW;
+  s->learner.action_low = -2;
+  s->learner.action_high_opt_case = REPLAYD__V1__LEARNER_SPEC__ACTION_HIGH_OPT_ACTION_HIGH;
+  s->learner.action_high = 2;
+}
+
+static void test_learner_register(void **state) {
+  (void)state;
+  const char *dir = fresh("learner");
+  rd_config_t cfg = test_config();
+  rd_store_t *st = open_store(dir);
+  rd_registry_t *r = make_registry(&cfg, st);
+  spec_t s;
+  learner_spec(&s);
+  rd_workload_t *a = register_ok(r, &s);
+  assert_non_null(a->pipeline);
+  /* Every default is written out, so describe says what runs. */
+  const Replayd__V1__LearnerSpec *n = a->spec->learner;
+  assert_non_null(n);
+  assert_ptr_not_equal(n, &s.learner);
+  assert_string_equal(n->algorithm, "dqn");
+  assert_string_equal(n->activation, "relu");
+  assert_int_equal(n->lr_opt_case, REPLAYD__V1__LEARNER_SPEC__LR_OPT_LR);
+  assert_true(fabs(n->lr - 1e-3) < 1e-12);
+  assert_true(n->gamma == 0.99);
+  assert_int_equal(n->double_dqn_opt_case, REPLAYD__V1__LEARNER_SPEC__DOUBLE_DQN_OPT_DOUBLE_DQN);
+  assert_true(n->double_dqn);
+  assert_int_equal(n->min_size, 32);
+  assert_int_equal(n->n_hidden, 2);
+  /* The charge counts the learner on top of the table. */
+  assert_true(a->charge > rd_table_memsize(&a->table) + 4096 * 12);
+  /* Weights version 1 (the initial ones) are there before any step. */
+  uint64_t ver = 0;
+  size_t len = 0;
+  size_t cap = rd_pipeline_weights_bytes(a->pipeline);
+  void *buf = malloc(cap);
+  assert_int_equal(rd_pipeline_weights(a->pipeline, 0, buf, cap, &ver, &len, NULL), RD_OK);
+  assert_int_equal(ver, 1);
+  assert_int_equal(len, cap);
+
+  ddpg_spec(&s);
+  rd_workload_t *b = register_ok(r, &s);
+  assert_non_null(b->pipeline);
+  assert_string_equal(b->spec->learner->algorithm, "ddpg");
+  assert_int_equal(b->spec->learner->n_critic_hidden, 2); /* defaults to hidden */
+  assert_int_equal(b->spec->learner->critic_hidden[1], 64);
+  assert_true(b->spec->learner->action_low == -2);
+
+  /* A restart brings the learners back from the stored specs. */
+  size_t la, lb;
+  uint8_t *pa = pack_spec(a->spec, &la), *pb = pack_spec(b->spec, &lb);
+  char ida[33];
+  snprintf(ida, sizeof ida, "%s", a->id);
+  rd_workload_unref(a);
+  rd_workload_unref(b);
+  rd_registry_stop_learners(r);
+  rd_registry_destroy(r);
+  rd_store_close(st);
+  st = open_store(dir);
+  r = make_registry(&cfg, st);
+  assert_int_equal(rd_registry_restore(r), 2);
+  rd_workload_t *l[2];
+  assert_int_equal(rd_registry_list(r, l, 2), 2);
+  assert_string_equal(l[0]->id, ida);
+  for (int i = 0; i < 2; i++) {
+    assert_non_null(l[i]->pipeline);
+    size_t len2;
+    uint8_t *got = pack_spec(l[i]->spec, &len2);
+    assert_int_equal(len2, i ? lb : la);
+    assert_memory_equal(got, i ? pb : pa, len2);
+    free(got);
+  }
+  /* Same seed, same initial weights. */
+  void *buf2 = malloc(cap);
+  assert_int_equal(rd_pipeline_weights(l[0]->pipeline, 0, buf2, cap, &ver, &len, NULL), RD_OK);
+  assert_int_equal(len, cap);
+  assert_memory_equal(buf, buf2, cap);
+  /* Delete stops the learner; a holder of a reference still reads it. */
+  rd_error_t err;
+  assert_int_equal(rd_registry_delete(r, l[0]->id, &err), RD_OK);
+  assert_int_equal(rd_pipeline_train(l[0]->pipeline, 1, 0, NULL, NULL, &err), RD_ECANCELED);
+  assert_int_equal(rd_pipeline_weights(l[0]->pipeline, 0, buf2, cap, &ver, &len, NULL), RD_OK);
+  rd_workload_unref(l[0]);
+  rd_workload_unref(l[1]);
+  free(buf);
+  free(buf2);
+  free(pa);
+  free(pb);
+  rd_registry_destroy(r);
+  rd_store_close(st);
+}
+
+typedef void (*lmutate_fn)(spec_t *s);
+static void lm_algo(spec_t *s) { s->learner.algorithm = "ppo"; }
+static void lm_batch0(spec_t *s) { s->learner.batch_size = 0; }
+static void lm_batch_big(spec_t *s) { s->learner.batch_size = 5000; }
+static void lm_batch_cap(spec_t *s) {
+  s->spec.capacity = 16;
+}
+static void lm_lr_neg(spec_t *s) {
+  s->learner.lr_opt_case = REPLAYD__V1__LEARNER_SPEC__LR_OPT_LR;
+  s->learner.lr = -1;
+}
+static void lm_lr_nan(spec_t *s) {
+  s->learner.lr_opt_case = REPLAYD__V1__LEARNER_SPEC__LR_OPT_LR;
+  s->learner.lr = NAN;
+}
+static void lm_gamma(spec_t *s) {
+  s->learner.gamma_opt_case = REPLAYD__V1__LEARNER_SPEC__GAMMA_OPT_GAMMA;
+  s->learner.gamma = 1.5;
+}
+static void lm_tau_and_period(spec_t *s) {
+  s->learner.tau_opt_case = REPLAYD__V1__LEARNER_SPEC__TAU_OPT_TAU;
+  s->learner.tau = 0.01;
+  s->learner.target_update_period = 100;
+}
+static void lm_tau0(spec_t *s) {
+  s->learner.tau_opt_case = REPLAYD__V1__LEARNER_SPEC__TAU_OPT_TAU;
+  s->learner.tau = 0;
+}
+static void lm_actions1(spec_t *s) { s->learner.num_actions = 1; }
+static void lm_critic_dqn(spec_t *s) {
+  static uint32_t c[] = {8};
+  s->learner.n_critic_hidden = 1;
+  s->learner.critic_hidden = c;
+}
+static void lm_width0(spec_t *s) { s->learner.hidden[1] = 0; }
+static void lm_width_huge(spec_t *s) {
+  static uint32_t h[] = {64, 5000};
+  s->learner.hidden = h;
+}
+static void lm_deep(spec_t *s) {
+  static uint32_t h[64];
+  for (int i = 0; i < 64; i++) h[i] = 8;
+  s->learner.hidden = h;
+  s->learner.n_hidden = 64;
+}
+static void lm_act(spec_t *s) { s->learner.activation = "sigmoid"; }
+static void lm_depth(spec_t *s) { s->learner.relaxation_depth = 257; }
+static void lm_spi(spec_t *s) { s->learner.samples_per_insert = -1; }
+static void lm_spi_nan(spec_t *s) { s->learner.samples_per_insert = NAN; }
+static void lm_min_size(spec_t *s) { s->learner.min_size = 8; }
+static void lm_min_size_big(spec_t *s) { s->learner.min_size = 5000; }
+static void lm_no_next(spec_t *s) { snprintf(s->name[3], sizeof s->name[3], "nxt"); }
+static void lm_float_action(spec_t *s) { s->field[1].dtype = REPLAYD__V1__DTYPE__FLOAT32; }
+static void lm_next_shape(spec_t *s) {
+  static const uint32_t five[] = {5};
+  s->field[3].shape = (uint32_t *)five;
+}
+static void lm_no_done(spec_t *s) { snprintf(s->name[4], sizeof s->name[4], "finished"); }
+static void lm_grad_clip(spec_t *s) {
+  s->learner.grad_clip_opt_case = REPLAYD__V1__LEARNER_SPEC__GRAD_CLIP_OPT_GRAD_CLIP;
+  s->learner.grad_clip = -1;
+}
+static void lm_huber(spec_t *s) {
+  s->learner.huber_delta_opt_case = REPLAYD__V1__LEARNER_SPEC__HUBER_DELTA_OPT_HUBER_DELTA;
+  s->learner.huber_delta = 0;
+}
+static void lm_dqn_bounds(spec_t *s) {
+  s->learner.action_low_opt_case = REPLAYD__V1__LEARNER_SPEC__ACTION_LOW_OPT_ACTION_LOW;
+  s->learner.action_low = -1;
+}
+static void lm_dqn_critic_lr(spec_t *s) {
+  s->learner.critic_lr_opt_case = REPLAYD__V1__LEARNER_SPEC__CRITIC_LR_OPT_CRITIC_LR;
+  s->learner.critic_lr = 0.1;
+}
+static void lm_ddpg_actions(spec_t *s) {
+  ddpg_spec(s);
+  s->learner.num_actions = 3;
+}
+static void lm_ddpg_bounds(spec_t *s) {
+  ddpg_spec(s);
+  s->learner.action_low = 2;
+}
+static void lm_ddpg_int_action(spec_t *s) {
+  ddpg_spec(s);
+  s->field[1].dtype = REPLAYD__V1__DTYPE__INT32;
+  s->field[1].n_shape = 0;
+}
+static void lm_ddpg_no_discount(spec_t *s) {
+  ddpg_spec(s);
+  snprintf(s->name[4], sizeof s->name[4], "disc");
+}
+
+static void test_learner_spec_errors(void **state) {
+  (void)state;
+  static const struct {
+    lmutate_fn fn;
+    const char *want;
+  } cases[] = {
+      {lm_algo, "learner.algorithm is \"ppo\""},
+      {lm_batch0, "learner.batch_size is required"},
+      {lm_batch_big, "learner.batch_size 5000 is above the workload's max_batch 4096"},
+      {lm_batch_cap, "learner.batch_size 32 is above the capacity 16"},
+      {lm_lr_neg, "learner.lr must be in (0, 1], not -1"},
+      {lm_lr_nan, "learner.lr must be in (0, 1], not nan"},
+      {lm_gamma, "learner.gamma must be in [0, 1], not 1.5"},
+      {lm_tau_and_period, "not both"},
+      {lm_tau0, "learner.tau must be in (0, 1], not 0"},
+      {lm_actions1, "learner.num_actions is 1; dqn needs 2..4096"},
+      {lm_critic_dqn, "learner.critic_hidden is for ddpg"},
+      {lm_width0, "learner.hidden[1] is 0"},
+      {lm_width_huge, "learner.hidden[1] is 5000"},
+      {lm_deep, "learner.hidden has 64 layers"},
+      {lm_act, "learner.activation is \"sigmoid\""},
+      {lm_depth, "learner.relaxation_depth 257 is above 256"},
+      {lm_spi, "learner.samples_per_insert must be in [0, 1e6], not -1"},
+      {lm_spi_nan, "learner.samples_per_insert must be in [0, 1e6], not nan"},
+      {lm_min_size, "learner.min_size 8 is outside [batch_size 32, capacity 1024]"},
+      {lm_min_size_big, "learner.min_size 5000 is outside"},
+      {lm_no_next, "the schema has no field \"next_obs\""},
+      {lm_float_action, "field \"action\""},
+      {lm_next_shape, "next_obs must have the shape of obs"},
+      {lm_no_done, "\"discount\""},
+      {lm_grad_clip, "learner.grad_clip must be >= 0"},
+      {lm_huber, "learner.huber_delta must be > 0, not 0"},
+      {lm_dqn_bounds, "learner.action_low/high are for ddpg"},
+      {lm_dqn_critic_lr, "learner.critic_lr is for ddpg"},
+      {lm_ddpg_actions, "learner.num_actions is for dqn"},
+      {lm_ddpg_bounds, "learner.action_low 2 and action_high 2"},
+      {lm_ddpg_int_action, "field \"action\""},
+      {lm_ddpg_no_discount, "\"discount\""},
+  };
+  rd_config_t cfg = test_config();
+  rd_store_t *st = open_store(fresh("learner-errors"));
+  rd_registry_t *r = make_registry(&cfg, st);
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    spec_t s;
+    learner_spec(&s);
+    static uint32_t hidden[2];
+    hidden[0] = hidden[1] = 64;
+    s.learner.hidden = hidden;
+    cases[i].fn(&s);
+    rd_workload_t *w = (rd_workload_t *)&s;
+    rd_error_t err;
+    rd_error_clear(&err);
+    int rc = rd_registry_register(r, &s.spec, &w, &err);
+    if (rc != RD_EINVAL || strstr(err.msg, cases[i].want) == NULL)
+      fail_msg("case %zu: got %s \"%s\", want RD_EINVAL with \"%s\"", i, rd_err_name(rc),
+               err.msg, cases[i].want);
+    assert_null(w);
+  }
+  assert_int_equal(rd_registry_count(r), 0);
+  assert_int_equal(stored_count(st), 0);
+  /* The unmutated spec is fine, so each case failed for its own reason. */
+  spec_t s;
+  learner_spec(&s);
+  rd_workload_t *w = register_ok(r, &s);
+  rd_workload_unref(w);
+  rd_registry_destroy(r);
+  rd_store_close(st);
+}
+
+/* A learner too large for --max-memory is refused, naming its share. */
+static void test_learner_memory(void **state) {
+  (void)state;
+  rd_config_t cfg = test_config();
+  cfg.max_memory_bytes = 4u << 20;
+  rd_registry_t *r = make_registry(&cfg, NULL);
+  spec_t s;
+  learner_spec(&s);
+  static uint32_t wide[] = {1024, 1024}; /* 1.05M parameters, 4 MiB a copy */
+  s.learner.hidden = wide;
+  rd_error_t err;
+  rd_error_clear(&err);
+  assert_int_equal(rd_registry_register(r, &s.spec, NULL, &err), RD_ETOOBIG);
+  if (strstr(err.msg, ", learner ") == NULL) fail_msg("%s", err.msg);
+  assert_int_equal(rd_registry_count(r), 0);
   rd_registry_destroy(r);
 }
 
@@ -1070,6 +1375,9 @@ int main(void) {
       cmocka_unit_test(test_limit_workload_count),
       cmocka_unit_test(test_limit_capacity_and_batch),
       cmocka_unit_test(test_limit_memory),
+      cmocka_unit_test(test_learner_register),
+      cmocka_unit_test(test_learner_spec_errors),
+      cmocka_unit_test(test_learner_memory),
       cmocka_unit_test(test_get_list_delete),
       cmocka_unit_test(test_unref_after_delete),
       cmocka_unit_test(test_token_ok),

@@ -10,6 +10,7 @@ import os
 import random
 import socket
 import re
+import shutil
 import signal
 import struct
 import subprocess
@@ -116,6 +117,7 @@ class Base(unittest.TestCase):
     def tearDown(self):
         if self.d.alive():
             self.assertEqual(self.d.stop(), 0, "replayd did not exit 0 on SIGTERM")
+        shutil.rmtree(self.state, ignore_errors=True)
 
     def register(self, **kw):
         return self.d.stub.RegisterWorkload(cartpole_spec(**kw), timeout=10)
@@ -430,13 +432,14 @@ class TestBadInput(Base):
                                            response_deserializer=lambda b: b)
         self.assert_code(grpc.StatusCode.UNIMPLEMENTED, other, b"", timeout=20)
 
-    def test_hosted_learning_not_yet(self):
-        self.assert_code(grpc.StatusCode.UNIMPLEMENTED, self.d.stub.TrainStep,
-                         pb.TrainStepRequest(workload_id=self.w.id, steps=1),
-                         metadata=self.md(self.w), timeout=10)
-        self.assert_code(grpc.StatusCode.UNIMPLEMENTED, self.d.stub.GetWeights,
-                         pb.GetWeightsRequest(workload_id=self.w.id),
-                         metadata=self.md(self.w), timeout=10)
+    def test_no_learner(self):
+        """A workload registered without a learner spec cannot train."""
+        for fn, req in ((self.d.stub.TrainStep,
+                         pb.TrainStepRequest(workload_id=self.w.id, steps=1)),
+                        (self.d.stub.GetWeights, pb.GetWeightsRequest(workload_id=self.w.id))):
+            e = self.assert_code(grpc.StatusCode.FAILED_PRECONDITION, fn, req,
+                                 metadata=self.md(self.w), timeout=10)
+            self.assertIn("has no learner", e.details())
 
     def test_bad_specs(self):
         n = len(self.d.stub.ListWorkloads(pb.ListWorkloadsRequest(), timeout=10).workloads)
@@ -456,6 +459,157 @@ class TestBadInput(Base):
 
         self.assert_code(grpc.StatusCode.INVALID_ARGUMENT, self.d.stub.Insert, gen(),
                          metadata=self.md(self.w), timeout=10)
+
+
+
+def dqn_learner(**kw):
+    args = dict(algorithm="dqn", hidden=[16, 16], batch_size=32, num_actions=2)
+    args.update(kw)
+    return pb.LearnerSpec(**args)
+
+
+class TestLearner(Base):
+    """TrainStep and GetWeights on a hosted DQN learner."""
+
+    def register_learner(self, **kw):
+        return self.register(capacity=1000, learner=dqn_learner(**kw))
+
+    def insert(self, w, n, start=0):
+        self.d.stub.InsertBatch(pb.InsertRequest(workload_id=w.id, rows=rows(n, start)),
+                                metadata=self.md(w), timeout=10)
+
+    def train(self, w, steps, **kw):
+        return self.d.stub.TrainStep(pb.TrainStepRequest(workload_id=w.id, steps=steps),
+                                     metadata=self.md(w), **kw)
+
+    def weights(self, w, have=0):
+        return self.d.stub.GetWeights(pb.GetWeightsRequest(workload_id=w.id, have_version=have),
+                                      metadata=self.md(w), timeout=10)
+
+    def test_train_and_fetch_weights(self):
+        w = self.register_learner()
+        self.assertEqual(w.spec.learner.algorithm, "dqn")
+        self.assertAlmostEqual(w.spec.learner.lr, 1e-3)  # defaults written out
+        self.assertEqual(w.spec.learner.min_size, 32)
+        g = self.weights(w)
+        self.assertEqual(g.version, 1)
+        self.assertEqual(g.weights[:4], b"RDNN")
+        self.assertEqual(self.weights(w, 1).weights, b"")  # not newer: nothing sent
+
+        # Not enough data yet, and a zero or huge step count, are clear errors.
+        self.insert(w, 10)
+        e = self.assert_code(grpc.StatusCode.FAILED_PRECONDITION, self.train, w, 1, timeout=10)
+        self.assertIn("min_size 32", e.details())
+        self.insert(w, 200, 10)
+        self.assert_code(grpc.StatusCode.INVALID_ARGUMENT, self.train, w, 0, timeout=10)
+        self.assert_code(grpc.StatusCode.INVALID_ARGUMENT, self.train, w, 1 << 20, timeout=10)
+
+        r = self.train(w, 50, timeout=30)
+        self.assertEqual(r.steps_done, 50)
+        self.assertEqual(r.skipped_steps, 0)
+        self.assertTrue(math.isfinite(r.loss_mean) and r.loss_mean >= 0)
+        self.assertGreater(r.td_abs_max, 0)
+        self.assertGreaterEqual(r.td_abs_max, r.td_abs_mean)
+        self.assertGreater(r.steps_per_second, 0)
+        self.assertGreater(r.weight_version, 1)
+        g2 = self.weights(w, 1)
+        self.assertEqual(g2.version, r.weight_version)
+        self.assertEqual(len(g2.weights), len(g.weights))
+        self.assertNotEqual(g2.weights, g.weights)
+        d = self.describe(w)
+        self.assertEqual(d.learner.steps, 50)
+        self.assertEqual(d.learner.weight_version, r.weight_version)
+        # The priorities were written back: sampling sees them in the tree.
+        self.assertGreater(d.counters.updates, 0)
+
+    def test_one_request_at_a_time_and_deadline(self):
+        w = self.register_learner(hidden=[256, 256], batch_size=256)
+        self.insert(w, 1000)
+        fut = self.d.stub.TrainStep.future(pb.TrainStepRequest(workload_id=w.id, steps=60000),
+                                           metadata=self.md(w), timeout=1.5)
+        time.sleep(0.3)
+        e = self.assert_code(grpc.StatusCode.ABORTED, self.train, w, 1, timeout=10)
+        self.assertIn("already running", e.details())
+        with self.assertRaises(grpc.RpcError) as cm:
+            fut.result()
+        self.assertEqual(cm.exception.code(), grpc.StatusCode.DEADLINE_EXCEEDED)
+        # The server stops at the deadline, so the workload trains again soon.
+        t0 = time.monotonic()
+        while True:
+            try:
+                r = self.train(w, 2, timeout=10)
+                break
+            except grpc.RpcError as e:
+                self.assertEqual(e.code(), grpc.StatusCode.ABORTED, e.details())
+                self.assertLess(time.monotonic() - t0, 5, "the deadline did not stop training")
+                time.sleep(0.05)
+        self.assertEqual(r.steps_done, 2)
+        self.assertTrue(self.d.alive())
+
+    def test_continuous_mode(self):
+        w = self.register_learner(samples_per_insert=8.0)
+        self.insert(w, 200)
+        e = self.assert_code(grpc.StatusCode.FAILED_PRECONDITION, self.train, w, 1, timeout=10)
+        self.assertIn("continuously", e.details())
+        # 200 items held at min_size, * 8 / batch 32 = 50 steps, trained in the background.
+        t0 = time.monotonic()
+        while self.describe(w).learner.steps < 40 and time.monotonic() - t0 < 20:
+            time.sleep(0.05)
+        steps = self.describe(w).learner.steps
+        self.assertGreaterEqual(steps, 40)
+        self.assertLessEqual(steps, 50)  # the ratio bounds it
+        time.sleep(0.3)
+        self.assertEqual(self.describe(w).learner.steps, steps)  # no data, no steps
+
+    def test_bad_learner_specs(self):
+        for kw in (dict(algorithm="ppo"), dict(batch_size=0), dict(batch_size=5000),
+                   dict(num_actions=1), dict(hidden=[0]), dict(lr=-1.0), dict(gamma=2.0),
+                   dict(relaxation_depth=1000), dict(samples_per_insert=math.nan),
+                   dict(activation="sigmoid")):
+            e = self.assert_code(grpc.StatusCode.INVALID_ARGUMENT, self.d.stub.RegisterWorkload,
+                                 cartpole_spec(learner=dqn_learner(**kw)), timeout=10)
+            self.assertIn("learner", e.details())
+        # A schema without the learner's fields.
+        spec = pb.WorkloadSpec(name="x", capacity=100, learner=dqn_learner(), fields=[
+            pb.Field(name="obs", dtype=pb.FLOAT32, shape=[4])])
+        e = self.assert_code(grpc.StatusCode.INVALID_ARGUMENT, self.d.stub.RegisterWorkload,
+                             spec, timeout=10)
+        self.assertIn("the schema has no field", e.details())
+        self.assertEqual(
+            len(self.d.stub.ListWorkloads(pb.ListWorkloadsRequest(), timeout=10).workloads), 0)
+
+    def test_delete_and_shutdown_end_a_pending_step(self):
+        w = self.register_learner(hidden=[256, 256], batch_size=256)
+        self.insert(w, 1000)
+        fut = self.d.stub.TrainStep.future(pb.TrainStepRequest(workload_id=w.id, steps=60000),
+                                           metadata=self.md(w), timeout=60)
+        time.sleep(0.3)
+        self.d.stub.DeleteWorkload(pb.WorkloadRef(id=w.id), metadata=self.md(w), timeout=10)
+        with self.assertRaises(grpc.RpcError) as cm:
+            fut.result(timeout=10)
+        self.assertEqual(cm.exception.code(), grpc.StatusCode.UNAVAILABLE)
+        # Shutdown while a step runs is prompt and clean.
+        w = self.register_learner(hidden=[256, 256], batch_size=256)
+        self.insert(w, 1000)
+        fut = self.d.stub.TrainStep.future(pb.TrainStepRequest(workload_id=w.id, steps=60000),
+                                           metadata=self.md(w), timeout=60)
+        time.sleep(0.3)
+        t0 = time.monotonic()
+        self.assertEqual(self.d.stop(), 0)
+        self.assertLess(time.monotonic() - t0, 10)
+
+    def test_restart_keeps_the_learner(self):
+        w = self.register_learner()
+        self.insert(w, 100)
+        self.train(w, 5, timeout=10)
+        self.assertEqual(self.d.stop(), 0)
+        self.d = Daemon(self.state)
+        d = self.describe(w)
+        self.assertEqual(d.spec.learner.algorithm, "dqn")
+        self.assertEqual(d.learner.steps, 0)  # weights and data are not kept yet
+        self.assertEqual(self.weights(w).version, 1)
+        self.insert(w, 100)
+        self.assertEqual(self.train(w, 3, timeout=10).steps_done, 3)
 
 
 class TestFuzz(Base):

@@ -1,0 +1,867 @@
+/* pipeline.c - sampler, storage and learner units of one hosted workload.
+ *
+ * The contract (batch slots, relaxation depth D, collision-free inserts,
+ * double-buffered weights, lock order) is in pipeline.h; this file is the
+ * three thread loops and the bookkeeping between them. Every counter that
+ * more than one thread touches is under p->mu; the table, the pin list and
+ * each slot's `gathered` flag are under the table lock.
+ */
+#include "pipeline.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "log.h"
+
+typedef struct {
+  uint64_t *keys;
+  double *prob;
+  double *w64;      /* IS weights as the table returns them */
+  float *w;         /* the same, for the learner */
+  float *td;        /* |delta| from the learner */
+  double *prio;     /* td as raw priorities for the table */
+  float *discount;  /* computed from done (f_done), else NULL */
+  rd_buf_t cols[RD_SCHEMA_MAX_FIELDS]; /* only the learner's fields have memory */
+  uint64_t seq;     /* sampling order, from 1 */
+  uint64_t min_key; /* the oldest key in the batch: what an insert can overwrite first */
+  int gathered;     /* table lock */
+  int trained;      /* 1: priorities to write; 0: dropped (skipped step, deadline) */
+  rd_step_stats_t st;
+} slot_t;
+
+/* A bounded FIFO of slot indices; capacity = number of slots, so a push
+ * never fails (every slot is in exactly one place). */
+typedef struct {
+  uint32_t *v;
+  uint32_t cap, head, len;
+} slotq_t;
+
+struct rd_pipeline {
+  rd_pipeline_config_t cfg;
+  rd_table_t *table;
+  pthread_mutex_t *table_lock;
+  rd_learner_t learner;
+  uint32_t n_slots;
+  slot_t *slots;
+
+  /* Under the table lock: sampled batches whose rows are not gathered. */
+  uint32_t *pinned;
+  uint32_t n_pinned;
+
+  pthread_mutex_t mu;
+  pthread_cond_t cv_sampler, cv_storage, cv_learner, cv_idle;
+  slotq_t q_free, q_gather, q_train, q_update;
+  int stopping;
+  uint64_t target;     /* steps to sample in total (requests or continuous budget) */
+  uint64_t sampled;    /* batches sampled */
+  uint64_t in_flight;  /* sampled, not yet updated or dropped */
+  uint64_t seq;        /* last sample's sequence number */
+  /* Continuous mode. */
+  int ready;           /* the table has held min_size items */
+  uint64_t inserted_since_ready;
+  int sample_failing;  /* logged once until an insert */
+  /* The TrainStep request. */
+  int req_active, req_stop;
+  uint32_t req_steps, req_done, req_skipped;
+  double req_loss, req_td_sum, req_td_max, req_items, req_start, req_deadline;
+  int req_status;
+  char req_msg[200];
+  rd_train_done_cb req_cb;
+  void *req_arg;
+  /* Counters. */
+  rd_pipeline_stats_t stats;
+  double window_start;  /* continuous mode's steps/s window */
+  uint64_t window_steps; /* stats.steps at window_start */
+
+  /* Weights: two flat buffers; readers copy the front under rdlock. */
+  pthread_rwlock_t wlock;
+  uint8_t *wbuf[2];
+  size_t wbytes;
+  int front;
+  uint64_t version;    /* under wlock */
+  double last_publish; /* learner thread only */
+
+  pthread_t th_sampler, th_storage, th_learner;
+  int started;         /* threads started */
+};
+
+static double now_mono(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void q_push(slotq_t *q, uint32_t s) {
+  q->v[(q->head + q->len) % q->cap] = s;
+  q->len++;
+}
+
+static uint32_t q_pop(slotq_t *q) {
+  uint32_t s = q->v[q->head];
+  q->head = (q->head + 1) % q->cap;
+  q->len--;
+  return s;
+}
+
+/* ------------------------------------------------------------------ */
+/* Configuration                                                       */
+/* ------------------------------------------------------------------ */
+
+static size_t field_elems(const rd_field_t *f) {
+  size_t e = 1;
+  for (uint32_t d = 0; d < f->rank; d++) e *= f->shape[d];
+  return e;
+}
+
+static int want_field(const rd_schema_t *s, const char *name, rd_dtype_t dtype, int scalar,
+                      int *idx, size_t *elems, rd_error_t *err) {
+  int i = rd_schema_find(s, name);
+  if (i < 0)
+    return rd_error_set(err, RD_EINVAL, "learner: the schema has no field \"%s\" (%s%s)", name,
+                        rd_dtype_name(dtype), scalar ? " scalar" : "");
+  const rd_field_t *f = &s->fields[i];
+  if (f->dtype != dtype || (scalar && f->rank != 0))
+    return rd_error_set(err, RD_EINVAL, "learner: field \"%s\" is %s of rank %u; the learner "
+                        "needs %s%s", name, rd_dtype_name(f->dtype), f->rank,
+                        rd_dtype_name(dtype), scalar ? " scalar" : "");
+  *idx = i;
+  if (elems) *elems = field_elems(f);
+  return RD_OK;
+}
+
+int rd_pipeline_bind_schema(rd_pipeline_config_t *c, const rd_schema_t *s, rd_error_t *err) {
+  size_t obs = 0, next = 0, act = 0;
+  int rc;
+  if ((rc = want_field(s, "obs", RD_DTYPE_FLOAT32, 0, &c->f_obs, &obs, err))) return rc;
+  if ((rc = want_field(s, "next_obs", RD_DTYPE_FLOAT32, 0, &c->f_next_obs, &next, err)))
+    return rc;
+  if (next != obs || s->fields[c->f_obs].rank != s->fields[c->f_next_obs].rank)
+    return rd_error_set(err, RD_EINVAL, "learner: next_obs must have the shape of obs");
+  if (obs > RD_NN_MAX_UNITS)
+    return rd_error_set(err, RD_EINVAL, "learner: obs has %zu elements; at most %u", obs,
+                        RD_NN_MAX_UNITS);
+  if ((rc = want_field(s, "reward", RD_DTYPE_FLOAT32, 1, &c->f_reward, NULL, err))) return rc;
+  if (c->learner.algo == RD_ALGO_DQN) {
+    if ((rc = want_field(s, "action", RD_DTYPE_INT32, 1, &c->f_action, NULL, err))) return rc;
+  } else {
+    if ((rc = want_field(s, "action", RD_DTYPE_FLOAT32, 0, &c->f_action, &act, err))) return rc;
+    if (act > RD_NN_MAX_UNITS)
+      return rd_error_set(err, RD_EINVAL, "learner: action has %zu elements; at most %u", act,
+                          RD_NN_MAX_UNITS);
+    c->learner.action_dim = (uint32_t)act;
+  }
+  c->f_discount = rd_schema_find(s, "discount");
+  c->f_done = rd_schema_find(s, "done");
+  if (c->f_discount >= 0) {
+    if ((rc = want_field(s, "discount", RD_DTYPE_FLOAT32, 1, &c->f_discount, NULL, err)))
+      return rc;
+    c->f_done = -1; /* discount wins: it already carries gamma^n */
+  } else if (c->f_done >= 0) {
+    if ((rc = want_field(s, "done", RD_DTYPE_BOOL, 1, &c->f_done, NULL, err))) return rc;
+  } else {
+    return rd_error_set(err, RD_EINVAL, "learner: the schema needs a \"discount\" field "
+                        "(float32 scalar, gamma^n or 0) or a \"done\" field (bool scalar)");
+  }
+  c->learner.obs_dim = (uint32_t)obs;
+  return RD_OK;
+}
+
+static int is_learner_field(const rd_pipeline_config_t *c, int f) {
+  return f == c->f_obs || f == c->f_action || f == c->f_reward || f == c->f_next_obs ||
+         f == c->f_discount || f == c->f_done;
+}
+
+static int validate(const rd_pipeline_config_t *c, const rd_table_config_t *tc, rd_error_t *err) {
+  int rc = rd_learner_config_validate(&c->learner, err);
+  if (rc) return rc;
+  if (c->batch == 0 || c->batch > c->learner.max_batch)
+    return rd_error_set(err, RD_EINVAL, "batch_size %u is outside [1, %u]", c->batch,
+                        c->learner.max_batch);
+  if (c->batch > tc->max_batch)
+    return rd_error_set(err, RD_EINVAL, "batch_size %u exceeds the workload's max_batch %u",
+                        c->batch, tc->max_batch);
+  if (c->batch > tc->capacity)
+    return rd_error_set(err, RD_EINVAL, "batch_size %u exceeds the capacity %u", c->batch,
+                        tc->capacity);
+  if (c->depth > RD_PIPELINE_MAX_DEPTH)
+    return rd_error_set(err, RD_EINVAL, "relaxation_depth %u is above %u", c->depth,
+                        RD_PIPELINE_MAX_DEPTH);
+  if (!(c->beta >= 0 && c->beta <= 1))
+    return rd_error_set(err, RD_EINVAL, "beta must be in [0, 1], not %g", c->beta);
+  if (c->min_size < c->batch || c->min_size > tc->capacity)
+    return rd_error_set(err, RD_EINVAL, "min_size %u is outside [batch_size %u, capacity %u]",
+                        c->min_size, c->batch, tc->capacity);
+  if (!isfinite(c->samples_per_insert) || c->samples_per_insert < 0 ||
+      c->samples_per_insert > 1e6)
+    return rd_error_set(err, RD_EINVAL, "samples_per_insert must be in [0, 1e6], not %g",
+                        c->samples_per_insert);
+  if (c->f_done >= 0 && !(c->gamma >= 0 && c->gamma <= 1))
+    return rd_error_set(err, RD_EINVAL, "gamma must be in [0, 1], not %g", (double)c->gamma);
+  const int fs[5] = {c->f_obs, c->f_action, c->f_reward, c->f_next_obs,
+                     c->f_discount >= 0 ? c->f_discount : c->f_done};
+  for (int i = 0; i < 5; i++)
+    if (fs[i] < 0 || (uint32_t)fs[i] >= tc->schema.n_fields)
+      return rd_error_set(err, RD_EINVAL, "learner fields are not bound to the schema");
+  return RD_OK;
+}
+
+/* Bytes of one batch slot per item. */
+static size_t slot_item_bytes(const rd_pipeline_config_t *c, const rd_table_config_t *tc) {
+  size_t b = sizeof(uint64_t) + 3 * sizeof(double) + 3 * sizeof(float);
+  for (uint32_t f = 0; f < tc->schema.n_fields; f++)
+    if (is_learner_field(c, (int)f)) b += rd_field_bytes(&tc->schema.fields[f]);
+  return b;
+}
+
+/* An estimate of the learner's memory: every network's parameters (x4 for
+ * trainable ones: params, gradients, two Adam moments) and its activation
+ * and backward buffers for max_batch. */
+static uint64_t learner_bytes(const rd_learner_config_t *lc) {
+  rd_nn_spec_t specs[2];
+  int n = 0;
+  if (rd_learner_policy_spec(lc, &specs[n], NULL) == RD_OK) n++;
+  if (lc->algo == RD_ALGO_DDPG && rd_learner_critic_spec(lc, &specs[n], NULL) == RD_OK) n++;
+  uint64_t b = 0;
+  for (int i = 0; i < n; i++) {
+    uint64_t units = 0;
+    for (uint32_t l = 0; l <= specs[i].n_layers; l++) units += specs[i].sizes[l];
+    b += (uint64_t)rd_nn_spec_params(&specs[i]) * 5 * sizeof(float);     /* online x4 + target */
+    b += (uint64_t)lc->max_batch * units * 2 * 3 * sizeof(float);        /* both nets' buffers */
+  }
+  return b;
+}
+
+uint64_t rd_pipeline_memsize(const rd_pipeline_config_t *c, const rd_table_config_t *tc) {
+  if (validate(c, tc, NULL) != RD_OK) return 0;
+  uint64_t slots = (uint64_t)(c->depth + 2) * c->batch * slot_item_bytes(c, tc);
+  rd_nn_spec_t ps;
+  if (rd_learner_policy_spec(&c->learner, &ps, NULL) != RD_OK) return 0;
+  return slots + learner_bytes(&c->learner) + 2 * (uint64_t)rd_nn_flat_bytes(&ps);
+}
+
+/* ------------------------------------------------------------------ */
+/* Weights                                                             */
+/* ------------------------------------------------------------------ */
+
+static void publish(rd_pipeline_t *p) {
+  int back = 1 - p->front; /* only this thread (or create) writes back buffers */
+  rd_error_t err;
+  size_t w = 0;
+  if (rd_learner_policy_save(&p->learner, p->wbuf[back], p->wbytes, &w, &err) != RD_OK) {
+    /* Non-finite weights: keep serving the last good set. */
+    rd_log_warn("pipeline", "weights not published: %s", err.msg);
+    return;
+  }
+  pthread_rwlock_wrlock(&p->wlock);
+  p->front = back;
+  p->version++;
+  uint64_t v = p->version;
+  pthread_rwlock_unlock(&p->wlock);
+  pthread_mutex_lock(&p->mu);
+  p->stats.weight_version = v;
+  pthread_mutex_unlock(&p->mu);
+  p->last_publish = now_mono();
+}
+
+size_t rd_pipeline_weights_bytes(const rd_pipeline_t *p) { return p->wbytes; }
+
+int rd_pipeline_weights(rd_pipeline_t *p, uint64_t have_version, void *buf, size_t cap,
+                        uint64_t *version, size_t *len, rd_error_t *err) {
+  pthread_rwlock_rdlock(&p->wlock);
+  uint64_t v = p->version;
+  *version = v;
+  *len = 0;
+  int rc = RD_OK;
+  if (v > have_version) {
+    if (cap < p->wbytes) {
+      *len = p->wbytes;
+      rc = rd_error_set(err, RD_ETOOBIG, "the weights are %zu bytes; the buffer holds %zu",
+                        p->wbytes, cap);
+    } else {
+      memcpy(buf, p->wbuf[p->front], p->wbytes);
+      *len = p->wbytes;
+    }
+  }
+  pthread_rwlock_unlock(&p->wlock);
+  return rc;
+}
+
+/* ------------------------------------------------------------------ */
+/* Requests                                                            */
+/* ------------------------------------------------------------------ */
+
+/* Under p->mu. If the request is over (all steps done, or stopped with
+ * nothing in flight), fill *res and return its callback (the caller
+ * runs it after unlocking). */
+static rd_train_done_cb request_take_done(rd_pipeline_t *p, rd_train_result_t *res, void **arg) {
+  if (!p->req_active || p->in_flight != 0) return NULL;
+  if (!p->req_stop && p->req_done + p->req_skipped < p->req_steps) return NULL;
+  memset(res, 0, sizeof *res);
+  res->steps_done = p->req_done;
+  res->skipped_steps = p->req_skipped;
+  res->loss_mean = p->req_done ? p->req_loss / p->req_done : 0;
+  res->td_abs_mean = p->req_items > 0 ? p->req_td_sum / p->req_items : 0;
+  res->td_abs_max = p->req_td_max;
+  res->weight_version = p->stats.weight_version;
+  double dt = now_mono() - p->req_start;
+  res->steps_per_second = dt > 0 ? (double)p->req_done / dt : 0;
+  res->status = p->req_status;
+  snprintf(res->message, sizeof res->message, "%s", p->req_msg);
+  p->stats.steps_per_second = res->steps_per_second;
+  p->req_active = 0;
+  *arg = p->req_arg;
+  rd_train_done_cb cb = p->req_cb;
+  p->req_cb = NULL;
+  pthread_cond_broadcast(&p->cv_idle);
+  return cb;
+}
+
+/* Under p->mu: stop sampling for the request (deadline, error). */
+static void request_stop(rd_pipeline_t *p, int status, const char *msg) {
+  if (!p->req_active || p->req_stop) return;
+  p->req_stop = 1;
+  p->req_status = status;
+  snprintf(p->req_msg, sizeof p->req_msg, "%s", msg);
+  p->target = p->sampled;
+}
+
+int rd_pipeline_train(rd_pipeline_t *p, uint32_t steps, double deadline_mono, rd_train_done_cb cb,
+                      void *arg, rd_error_t *err) {
+  if (steps == 0 || steps > RD_PIPELINE_MAX_STEPS)
+    return rd_error_set(err, RD_EINVAL, "steps %u is outside [1, %u]", steps,
+                        RD_PIPELINE_MAX_STEPS);
+  if (p->cfg.samples_per_insert > 0)
+    return rd_error_set(err, RD_EBUSY, "this workload trains continuously (samples_per_insert "
+                        "%g); TrainStep is for workloads without it", p->cfg.samples_per_insert);
+  /* A stopped pipeline says so first: nothing else about it matters. */
+  pthread_mutex_lock(&p->mu);
+  int stopping = p->stopping;
+  pthread_mutex_unlock(&p->mu);
+  if (stopping) return rd_error_set(err, RD_ECANCELED, "the workload is shutting down");
+  pthread_mutex_lock(p->table_lock);
+  uint64_t size = rd_table_size(p->table);
+  pthread_mutex_unlock(p->table_lock);
+  if (size < p->cfg.min_size)
+    return rd_error_set(err, RD_EEMPTY, "the workload holds %llu items; training starts at "
+                        "min_size %u", (unsigned long long)size, p->cfg.min_size);
+  pthread_mutex_lock(&p->mu);
+  int rc = RD_OK;
+  if (p->stopping) {
+    rc = rd_error_set(err, RD_ECANCELED, "the workload is shutting down");
+  } else if (p->req_active) {
+    rc = rd_error_set(err, RD_EBUSY, "a TrainStep is already running on this workload");
+  } else {
+    p->req_active = 1;
+    p->req_stop = 0;
+    p->req_steps = steps;
+    p->req_done = p->req_skipped = 0;
+    p->req_loss = p->req_td_sum = p->req_td_max = p->req_items = 0;
+    p->req_start = now_mono();
+    p->req_deadline = deadline_mono;
+    p->req_status = RD_OK;
+    p->req_msg[0] = '\0';
+    p->req_cb = cb;
+    p->req_arg = arg;
+    p->target = p->sampled + steps;
+    pthread_cond_signal(&p->cv_sampler);
+  }
+  pthread_mutex_unlock(&p->mu);
+  return rc;
+}
+
+/* ------------------------------------------------------------------ */
+/* Inserts                                                             */
+/* ------------------------------------------------------------------ */
+
+static int gather(rd_pipeline_t *p, slot_t *s, rd_error_t *err) {
+  return rd_table_gather(p->table, p->cfg.batch, s->keys, s->cols, err);
+}
+
+/* Table lock held. Remove slot index si from the pin list. */
+static void unpin(rd_pipeline_t *p, uint32_t si) {
+  for (uint32_t i = 0; i < p->n_pinned; i++)
+    if (p->pinned[i] == si) {
+      p->pinned[i] = p->pinned[--p->n_pinned];
+      return;
+    }
+}
+
+void rd_pipeline_before_insert(rd_pipeline_t *p, size_t n) {
+  /* Inserting keys [next, next + n) overwrites the slots of keys
+   * [next + n - capacity, ...) and older: a pinned batch whose oldest key
+   * is below next + n - capacity would lose a row before its gather. */
+  uint64_t next = rd_table_next_key(p->table), cap = p->table->config.capacity;
+  if (next + n < cap) return;
+  uint64_t first_lost = next + n - cap; /* keys < this are gone after the insert */
+  for (uint32_t i = 0; i < p->n_pinned;) {
+    uint32_t si = p->pinned[i];
+    slot_t *s = &p->slots[si];
+    if (s->min_key < first_lost) {
+      rd_error_t err;
+      if (gather(p, s, &err) != RD_OK) /* cannot happen: the keys are pinned, hence live */
+        rd_log_error("pipeline", "early gather failed: %s", err.msg);
+      s->gathered = 1;
+      p->pinned[i] = p->pinned[--p->n_pinned];
+    } else {
+      i++;
+    }
+  }
+}
+
+void rd_pipeline_after_insert(rd_pipeline_t *p, size_t n) {
+  uint64_t size = rd_table_size(p->table);
+  pthread_mutex_lock(&p->mu);
+  p->sample_failing = 0;
+  if (p->cfg.samples_per_insert > 0) {
+    if (!p->ready && size >= p->cfg.min_size) {
+      p->ready = 1;
+      /* Every item held when it became ready counts, as in Reverb's rate
+       * limiter (inserts counted from the start, sampling gated by
+       * min_size): an insert of 200 that crosses min_size 32 earns 200. */
+      n = (size_t)size;
+    }
+    if (p->ready) {
+      p->inserted_since_ready += n;
+      uint64_t t = (uint64_t)(p->cfg.samples_per_insert * (double)p->inserted_since_ready /
+                              (double)p->cfg.batch);
+      if (t > p->target) {
+        p->target = t;
+        pthread_cond_signal(&p->cv_sampler);
+      }
+    }
+  }
+  pthread_mutex_unlock(&p->mu);
+}
+
+/* ------------------------------------------------------------------ */
+/* The sampler unit: samples batches, writes priorities back            */
+/* ------------------------------------------------------------------ */
+
+static void apply_update(rd_pipeline_t *p, uint32_t si) {
+  slot_t *s = &p->slots[si];
+  size_t stale = 0;
+  int rc = RD_OK;
+  rd_error_t err;
+  if (s->trained) {
+    for (uint32_t i = 0; i < p->cfg.batch; i++) s->prio[i] = s->td[i];
+    pthread_mutex_lock(p->table_lock);
+    rc = rd_table_update(p->table, p->cfg.batch, s->keys, s->prio, &stale, &err);
+    pthread_mutex_unlock(p->table_lock);
+    if (rc != RD_OK) rd_log_warn("pipeline", "priority update refused: %s", err.msg);
+  }
+  rd_train_result_t res;
+  void *arg = NULL;
+  pthread_mutex_lock(&p->mu);
+  if (s->trained && rc == RD_OK) {
+    p->stats.stale_updates += stale;
+    if (p->seq > s->seq) p->stats.late_updates++;
+  }
+  p->in_flight--;
+  q_push(&p->q_free, si);
+  rd_train_done_cb cb = request_take_done(p, &res, &arg);
+  if (p->in_flight == 0) pthread_cond_broadcast(&p->cv_idle);
+  pthread_mutex_unlock(&p->mu);
+  if (cb) cb(arg, &res);
+}
+
+static void *sampler_main(void *arg) {
+  rd_pipeline_t *p = arg;
+  pthread_mutex_lock(&p->mu);
+  while (!p->stopping) {
+    if (p->q_update.len > 0) {
+      uint32_t si = q_pop(&p->q_update);
+      pthread_mutex_unlock(&p->mu);
+      apply_update(p, si);
+      pthread_mutex_lock(&p->mu);
+      continue;
+    }
+    if (p->sampled < p->target && p->in_flight < (uint64_t)p->cfg.depth + 1 &&
+        p->q_free.len > 0 && !p->sample_failing) {
+      uint32_t si = q_pop(&p->q_free);
+      slot_t *s = &p->slots[si];
+      s->seq = ++p->seq;
+      p->sampled++;
+      p->in_flight++;
+      pthread_mutex_unlock(&p->mu);
+
+      rd_error_t err;
+      rd_sample_out_t out = {s->keys, s->prob, s->w64, NULL};
+      pthread_mutex_lock(p->table_lock);
+      int rc = rd_table_sample(p->table, p->cfg.batch, p->cfg.beta, 0, &out, &err);
+      if (rc == RD_OK) {
+        uint64_t mk = s->keys[0];
+        for (uint32_t i = 1; i < p->cfg.batch; i++)
+          if (s->keys[i] < mk) mk = s->keys[i];
+        s->min_key = mk;
+        s->gathered = 0;
+        p->pinned[p->n_pinned++] = si;
+      }
+      pthread_mutex_unlock(p->table_lock);
+
+      pthread_mutex_lock(&p->mu);
+      if (rc == RD_OK) {
+        q_push(&p->q_gather, si);
+        pthread_cond_signal(&p->cv_storage);
+      } else {
+        /* E.g. every priority is zero: nothing to train on until the data
+         * changes. End a request; pause continuous mode until an insert. */
+        p->sampled--;
+        p->in_flight--;
+        q_push(&p->q_free, si);
+        if (p->req_active) {
+          char m[sizeof p->req_msg];
+          snprintf(m, sizeof m, "sampling failed: %.150s", err.msg);
+          request_stop(p, rc, m);
+          rd_train_result_t res;
+          void *cbarg = NULL;
+          rd_train_done_cb cb = request_take_done(p, &res, &cbarg);
+          if (cb) {
+            pthread_mutex_unlock(&p->mu);
+            cb(cbarg, &res);
+            pthread_mutex_lock(&p->mu);
+          }
+        } else {
+          p->sample_failing = 1;
+          rd_log_warn("pipeline", "continuous training paused: %s", err.msg);
+        }
+        if (p->in_flight == 0) pthread_cond_broadcast(&p->cv_idle);
+      }
+      continue;
+    }
+    pthread_cond_wait(&p->cv_sampler, &p->mu);
+  }
+  pthread_mutex_unlock(&p->mu);
+  return NULL;
+}
+
+/* ------------------------------------------------------------------ */
+/* The storage unit: gathers sampled rows into the batch                */
+/* ------------------------------------------------------------------ */
+
+static void *storage_main(void *arg) {
+  rd_pipeline_t *p = arg;
+  const rd_pipeline_config_t *c = &p->cfg;
+  pthread_mutex_lock(&p->mu);
+  for (;;) {
+    while (!p->stopping && p->q_gather.len == 0) pthread_cond_wait(&p->cv_storage, &p->mu);
+    if (p->stopping) break;
+    uint32_t si = q_pop(&p->q_gather);
+    pthread_mutex_unlock(&p->mu);
+
+    slot_t *s = &p->slots[si];
+    rd_error_t err;
+    int rc = RD_OK;
+    pthread_mutex_lock(p->table_lock);
+    if (!s->gathered) {
+      rc = gather(p, s, &err);
+      s->gathered = 1;
+      unpin(p, si);
+    }
+    pthread_mutex_unlock(p->table_lock);
+    if (rc != RD_OK) rd_log_error("pipeline", "gather failed: %s", err.msg);
+
+    for (uint32_t i = 0; i < c->batch; i++) s->w[i] = (float)s->w64[i];
+    if (c->f_done >= 0) {
+      const uint8_t *done = s->cols[c->f_done].data;
+      for (uint32_t i = 0; i < c->batch; i++) s->discount[i] = done[i] ? 0.0f : c->gamma;
+    }
+    s->trained = 0;
+
+    pthread_mutex_lock(&p->mu);
+    if (rc == RD_OK) {
+      q_push(&p->q_train, si);
+      pthread_cond_signal(&p->cv_learner);
+    } else { /* dropped: no priorities to write */
+      q_push(&p->q_update, si);
+      pthread_cond_signal(&p->cv_sampler);
+    }
+  }
+  pthread_mutex_unlock(&p->mu);
+  return NULL;
+}
+
+/* ------------------------------------------------------------------ */
+/* The learner unit: one train-step per batch                           */
+/* ------------------------------------------------------------------ */
+
+static void *learner_main(void *arg) {
+  rd_pipeline_t *p = arg;
+  const rd_pipeline_config_t *c = &p->cfg;
+  int dirty = 0; /* steps trained since the last publication */
+  pthread_mutex_lock(&p->mu);
+  for (;;) {
+    while (!p->stopping && p->q_train.len == 0) {
+      if (dirty) { /* idle: let actors see the newest weights */
+        dirty = 0;
+        pthread_mutex_unlock(&p->mu);
+        publish(p);
+        pthread_mutex_lock(&p->mu);
+        continue;
+      }
+      pthread_cond_wait(&p->cv_learner, &p->mu);
+    }
+    if (p->stopping) break;
+    uint32_t si = q_pop(&p->q_train);
+    slot_t *s = &p->slots[si];
+    int drop = 0;
+    if (p->req_active) {
+      if (p->req_stop) {
+        drop = 1;
+      } else if (p->req_deadline > 0 && now_mono() >= p->req_deadline) {
+        request_stop(p, RD_ETIMEDOUT, "the deadline passed");
+        drop = 1;
+      }
+    }
+    int last_of_request = p->req_active && !drop &&
+                          p->req_done + p->req_skipped + 1 == p->req_steps;
+    pthread_mutex_unlock(&p->mu);
+
+    int rc = RD_OK;
+    rd_error_t err;
+    if (!drop) {
+      rd_batch_t b;
+      memset(&b, 0, sizeof b);
+      b.n = c->batch;
+      b.obs = s->cols[c->f_obs].data;
+      b.next_obs = s->cols[c->f_next_obs].data;
+      b.reward = s->cols[c->f_reward].data;
+      b.discount = c->f_done >= 0 ? s->discount : s->cols[c->f_discount].data;
+      if (c->learner.algo == RD_ALGO_DQN)
+        b.action_i = s->cols[c->f_action].data;
+      else
+        b.action_f = s->cols[c->f_action].data;
+      b.weights = s->w;
+      if (c->batch_hook) c->batch_hook(c->hook_arg, s->keys, &b);
+      rc = rd_learner_step(&p->learner, &b, s->td, &s->st, &err);
+      s->trained = rc == RD_OK;
+      if (rc != RD_OK && rc != RD_ERANGE)
+        rd_log_warn("pipeline", "train step refused its batch: %s", err.msg);
+      if (s->trained) {
+        dirty = 1;
+        if (last_of_request || now_mono() - p->last_publish >= RD_PIPELINE_PUBLISH_MS * 1e-3) {
+          publish(p);
+          dirty = 0;
+        }
+      }
+    }
+
+    pthread_mutex_lock(&p->mu);
+    if (!drop) {
+      if (s->trained) {
+        p->stats.steps++;
+        p->stats.loss = s->st.loss;
+        if (p->req_active) {
+          p->req_done++;
+          p->req_loss += s->st.loss;
+          p->req_td_sum += s->st.td_abs_mean * c->batch;
+          p->req_items += c->batch;
+          if (s->st.td_abs_max > p->req_td_max) p->req_td_max = s->st.td_abs_max;
+        }
+      } else {
+        p->stats.skipped_steps++;
+        if (p->req_active) p->req_skipped++;
+      }
+      /* Continuous mode: steps per second over windows of >= 1 s. */
+      double t = now_mono();
+      if (!p->req_active && t - p->window_start >= 1.0) {
+        p->stats.steps_per_second =
+            (double)(p->stats.steps - p->window_steps) / (t - p->window_start);
+        p->window_start = t;
+        p->window_steps = p->stats.steps;
+      }
+    }
+    q_push(&p->q_update, si);
+    pthread_cond_signal(&p->cv_sampler);
+  }
+  pthread_mutex_unlock(&p->mu);
+  return NULL;
+}
+
+/* ------------------------------------------------------------------ */
+/* Life cycle                                                          */
+/* ------------------------------------------------------------------ */
+
+static void free_all(rd_pipeline_t *p) {
+  if (p->slots) {
+    for (uint32_t i = 0; i < p->n_slots; i++) {
+      slot_t *s = &p->slots[i];
+      free(s->keys);
+      free(s->prob);
+      free(s->w64);
+      free(s->w);
+      free(s->td);
+      free(s->prio);
+      free(s->discount);
+      for (uint32_t f = 0; f < RD_SCHEMA_MAX_FIELDS; f++) free(s->cols[f].data);
+    }
+    free(p->slots);
+  }
+  free(p->pinned);
+  free(p->q_free.v);
+  free(p->q_gather.v);
+  free(p->q_train.v);
+  free(p->q_update.v);
+  free(p->wbuf[0]);
+  free(p->wbuf[1]);
+  rd_learner_free(&p->learner);
+  free(p);
+}
+
+int rd_pipeline_create(rd_pipeline_t **out, const rd_pipeline_config_t *c, rd_table_t *table,
+                       pthread_mutex_t *table_lock, rd_error_t *err) {
+  int rc = validate(c, &table->config, err);
+  if (rc) return rc;
+  rd_pipeline_t *p = calloc(1, sizeof *p);
+  if (p == NULL) return rd_error_set(err, RD_ENOMEM, "out of memory for the pipeline");
+  p->cfg = *c;
+  p->table = table;
+  p->table_lock = table_lock;
+  rc = rd_learner_init(&p->learner, &c->learner, err);
+  if (rc) {
+    free(p);
+    return rc;
+  }
+  p->n_slots = c->depth + 2;
+  size_t B = c->batch;
+  int ok = (p->slots = calloc(p->n_slots, sizeof *p->slots)) != NULL;
+  for (uint32_t i = 0; ok && i < p->n_slots; i++) {
+    slot_t *s = &p->slots[i];
+    ok = (s->keys = malloc(B * sizeof *s->keys)) && (s->prob = malloc(B * sizeof *s->prob)) &&
+         (s->w64 = malloc(B * sizeof *s->w64)) && (s->w = malloc(B * sizeof *s->w)) &&
+         (s->td = malloc(B * sizeof *s->td)) && (s->prio = malloc(B * sizeof *s->prio));
+    if (ok && c->f_done >= 0) ok = (s->discount = malloc(B * sizeof *s->discount)) != NULL;
+    for (uint32_t f = 0; ok && f < table->config.schema.n_fields; f++) {
+      if (!is_learner_field(c, (int)f)) continue;
+      s->cols[f].bytes = B * rd_field_bytes(&table->config.schema.fields[f]);
+      ok = (s->cols[f].data = malloc(s->cols[f].bytes)) != NULL;
+    }
+  }
+  slotq_t *qs[4] = {&p->q_free, &p->q_gather, &p->q_train, &p->q_update};
+  for (int i = 0; ok && i < 4; i++) {
+    qs[i]->cap = p->n_slots;
+    ok = (qs[i]->v = malloc(p->n_slots * sizeof(uint32_t))) != NULL;
+  }
+  ok = ok && (p->pinned = malloc(p->n_slots * sizeof *p->pinned)) != NULL;
+  p->wbytes = rd_learner_policy_bytes(&p->learner);
+  ok = ok && (p->wbuf[0] = malloc(p->wbytes)) && (p->wbuf[1] = malloc(p->wbytes));
+  if (!ok) {
+    free_all(p);
+    return rd_error_set(err, RD_ENOMEM, "out of memory for %u batch slots of %u items",
+                        c->depth + 2, c->batch);
+  }
+  for (uint32_t i = 0; i < p->n_slots; i++) q_push(&p->q_free, i);
+  pthread_mutex_init(&p->mu, NULL);
+  pthread_cond_init(&p->cv_sampler, NULL);
+  pthread_cond_init(&p->cv_storage, NULL);
+  pthread_cond_init(&p->cv_learner, NULL);
+  pthread_cond_init(&p->cv_idle, NULL);
+  pthread_rwlock_init(&p->wlock, NULL);
+  p->front = 1;
+  p->window_start = now_mono();
+  publish(p); /* version 1: the initial weights */
+  if (p->version != 1) {
+    free_all(p);
+    return rd_error_set(err, RD_EINTERNAL, "the initial weights could not be serialized");
+  }
+  if (pthread_create(&p->th_sampler, NULL, sampler_main, p) != 0) goto threads_failed;
+  p->started = 1;
+  if (pthread_create(&p->th_storage, NULL, storage_main, p) != 0) goto threads_failed;
+  p->started = 2;
+  if (pthread_create(&p->th_learner, NULL, learner_main, p) != 0) goto threads_failed;
+  p->started = 3;
+  *out = p;
+  return RD_OK;
+
+threads_failed:
+  rd_pipeline_destroy(p);
+  return rd_error_set(err, RD_EINTERNAL, "could not start the pipeline's threads");
+}
+
+void rd_pipeline_stop(rd_pipeline_t *p) {
+  pthread_mutex_lock(&p->mu);
+  int was = p->stopping;
+  p->stopping = 1;
+  pthread_cond_broadcast(&p->cv_sampler);
+  pthread_cond_broadcast(&p->cv_storage);
+  pthread_cond_broadcast(&p->cv_learner);
+  pthread_cond_broadcast(&p->cv_idle);
+  pthread_mutex_unlock(&p->mu);
+  if (was) return;
+  if (p->started >= 1) pthread_join(p->th_sampler, NULL);
+  if (p->started >= 2) pthread_join(p->th_storage, NULL);
+  if (p->started >= 3) pthread_join(p->th_learner, NULL);
+  p->started = 0;
+  /* Batches left in flight are dropped; their pins go with them. */
+  pthread_mutex_lock(p->table_lock);
+  p->n_pinned = 0;
+  pthread_mutex_unlock(p->table_lock);
+  pthread_mutex_lock(&p->mu);
+  rd_train_done_cb cb = NULL;
+  void *arg = NULL;
+  rd_train_result_t res;
+  if (p->req_active) {
+    memset(&res, 0, sizeof res);
+    res.steps_done = p->req_done;
+    res.skipped_steps = p->req_skipped;
+    res.loss_mean = p->req_done ? p->req_loss / p->req_done : 0;
+    res.weight_version = p->stats.weight_version;
+    res.status = RD_ECANCELED;
+    snprintf(res.message, sizeof res.message, "the workload stopped training (deleted, or the "
+             "server is shutting down)");
+    p->req_active = 0;
+    cb = p->req_cb;
+    arg = p->req_arg;
+    p->req_cb = NULL;
+  }
+  pthread_mutex_unlock(&p->mu);
+  if (cb) cb(arg, &res);
+}
+
+void rd_pipeline_destroy(rd_pipeline_t *p) {
+  if (p == NULL) return;
+  rd_pipeline_stop(p);
+  pthread_cond_destroy(&p->cv_sampler);
+  pthread_cond_destroy(&p->cv_storage);
+  pthread_cond_destroy(&p->cv_learner);
+  pthread_cond_destroy(&p->cv_idle);
+  pthread_mutex_destroy(&p->mu);
+  pthread_rwlock_destroy(&p->wlock);
+  free_all(p);
+}
+
+void rd_pipeline_stats(rd_pipeline_t *p, rd_pipeline_stats_t *out) {
+  pthread_mutex_lock(&p->mu);
+  *out = p->stats;
+  pthread_mutex_unlock(&p->mu);
+}
+
+int rd_pipeline_continuous(const rd_pipeline_t *p) { return p->cfg.samples_per_insert > 0; }
+
+int rd_pipeline_wait_idle(rd_pipeline_t *p, double timeout_s) {
+  double end = now_mono() + timeout_s;
+  pthread_mutex_lock(&p->mu);
+  int idle;
+  for (;;) {
+    idle = p->in_flight == 0 && !p->req_active && (p->sampled >= p->target || p->sample_failing);
+    if (idle || p->stopping) break;
+    if (timeout_s > 0) {
+      double left = end - now_mono();
+      if (left <= 0) break;
+      struct timespec ts;
+      clock_gettime(CLOCK_REALTIME, &ts);
+      double t = (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9 + (left < 0.05 ? left : 0.05);
+      ts.tv_sec = (time_t)t;
+      ts.tv_nsec = (long)((t - (double)ts.tv_sec) * 1e9);
+      pthread_cond_timedwait(&p->cv_idle, &p->mu, &ts);
+    } else {
+      pthread_cond_wait(&p->cv_idle, &p->mu);
+    }
+  }
+  pthread_mutex_unlock(&p->mu);
+  return idle;
+}

@@ -1,0 +1,158 @@
+/* pipeline.h - the hosted learner of one workload: sampler, storage and
+ * learner units on their own threads, joined by bounded queues.
+ *
+ * papers/001 §V (Fig. 7, Table II): the sampler unit owns the sum tree (it
+ * samples index batches and applies priority updates), the storage unit
+ * gathers the sampled rows, the learner unit runs the train-step
+ * (backends/cpu/learner.h). A batch travels through a fixed pool of batch
+ * slots:
+ *
+ *   free -> [sampler: sample] -> sampled -> [storage: gather] -> gathered
+ *        -> [learner: train]  -> trained -> [sampler: update priorities] -> free
+ *
+ * Relaxed dependency (§V-A). At most D + 1 batches are between sampling and
+ * their priority update. D = 0 is the strict loop: the next batch is
+ * sampled only after the previous batch's priorities are written. With
+ * D > 0 the sampler runs up to D batches ahead of the learner and their
+ * updates land late (the paper found D = 50 harmless; late_updates counts
+ * updates that landed after a newer batch had been sampled).
+ *
+ * Inserts during a step (thesis 004 §4.2.2, "replay-collision-free"). A
+ * sampled batch is pinned until its rows are gathered. An insert that
+ * would overwrite a pinned slot (ring eviction) first gathers the pinned
+ * batch itself, under the table lock it already holds, so a batch always
+ * holds the rows its keys named when they were sampled; the storage unit
+ * then skips it. An insert never waits for training. A priority update for
+ * a key whose slot has since been overwritten is dropped as stale by the
+ * key's generation (table.h), never applied to the new row.
+ *
+ * Work comes from TrainStep requests (one at a time) or, in continuous
+ * mode, from inserts: the pipeline keeps steps * batch <= samples_per_insert
+ * * (items inserted since the table first held min_size items).
+ *
+ * Weights (thesis 004 §4.2.3, double buffering). The learner publishes the
+ * policy into the back buffer and flips it under a lock that readers hold
+ * while they copy the front, so a reader never sees a half-written set.
+ * Version 1 is the initial weights; each publication adds one. The learner
+ * publishes at the end of every TrainStep request and, while training, at
+ * most every RD_PIPELINE_PUBLISH_MS.
+ *
+ * Locks: the caller's table lock (the workload's mutex) guards the table
+ * and the pin list; the pipeline's own mutex guards its queues and
+ * counters. Order: table lock, then pipeline mutex. No callback runs under
+ * either.
+ */
+#ifndef RD_PIPELINE_H
+#define RD_PIPELINE_H
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "learner.h"
+#include "rd_error.h"
+#include "table.h"
+
+#define RD_PIPELINE_MAX_DEPTH 256
+#define RD_PIPELINE_PUBLISH_MS 10
+#define RD_PIPELINE_MAX_STEPS 65536u /* per TrainStep request */
+
+typedef struct {
+  rd_learner_config_t learner;
+  uint32_t batch;             /* items per step, 1..learner.max_batch */
+  uint32_t depth;             /* D, 0..RD_PIPELINE_MAX_DEPTH */
+  double beta;                /* IS exponent */
+  uint32_t min_size;          /* items before training, >= batch */
+  double samples_per_insert;  /* > 0: continuous mode */
+  /* Schema field indices the learner reads (-1: absent). */
+  int f_obs, f_action, f_reward, f_next_obs, f_discount, f_done;
+  float gamma;                /* with f_done: discount = gamma * (1 - done) */
+  /* Tests: called on the learner thread with each batch before its step. */
+  void (*batch_hook)(void *arg, const uint64_t *keys, const rd_batch_t *b);
+  void *hook_arg;
+} rd_pipeline_config_t;
+
+typedef struct {
+  uint32_t steps_done;
+  uint32_t skipped_steps;
+  double loss_mean;
+  double td_abs_mean, td_abs_max;
+  uint64_t weight_version;
+  double steps_per_second;
+  int status;        /* RD_OK, RD_ETIMEDOUT (deadline), RD_ECANCELED (stopped) */
+  char message[200]; /* why, when status != RD_OK */
+} rd_train_result_t;
+
+typedef struct {
+  uint64_t steps, skipped_steps, late_updates, weight_version;
+  double loss, steps_per_second;
+  uint64_t stale_updates; /* priority updates dropped: slot overwritten */
+} rd_pipeline_stats_t;
+
+/* Called from a pipeline thread when a TrainStep request ends (done,
+ * deadline, or stop). No pipeline or table lock is held. */
+typedef void (*rd_train_done_cb)(void *arg, const rd_train_result_t *res);
+
+typedef struct rd_pipeline rd_pipeline_t;
+
+/* Find the learner's fields (obs, action, reward, next_obs, discount or
+ * done) in schema by name, check their types and shapes against c's
+ * algorithm, and set c's field indices, learner.obs_dim and, for DDPG,
+ * learner.action_dim. RD_EINVAL names the field and what it should be. */
+int rd_pipeline_bind_schema(rd_pipeline_config_t *c, const rd_schema_t *schema, rd_error_t *err);
+
+/* Bytes the pipeline holds for this config (batch slots, learner), for the
+ * server's memory limit; 0 if the config is invalid. */
+uint64_t rd_pipeline_memsize(const rd_pipeline_config_t *c, const rd_table_config_t *tc);
+
+/* Validate c against the table's schema, allocate everything, build the
+ * learner, publish weights version 1 and start the three threads. The
+ * table and its lock must outlive the pipeline. RD_EINVAL, RD_ENOMEM,
+ * RD_EINTERNAL (a thread could not start). */
+int rd_pipeline_create(rd_pipeline_t **out, const rd_pipeline_config_t *c, rd_table_t *table,
+                       pthread_mutex_t *table_lock, rd_error_t *err);
+
+/* Stop training: join the threads and end a pending TrainStep (its
+ * callback gets RD_ECANCELED). Idempotent. Afterwards rd_pipeline_train
+ * fails with RD_ECANCELED; weights, stats and the insert hooks still work,
+ * so callers that hold the workload may keep using it until it is freed. */
+void rd_pipeline_stop(rd_pipeline_t *p);
+
+/* Stop, then free everything. */
+void rd_pipeline_destroy(rd_pipeline_t *p);
+
+/* Start `steps` gradient steps; cb(arg, result) runs when they are done or
+ * deadline_mono (CLOCK_MONOTONIC seconds; <= 0 for none) passes, after the
+ * step in progress. Errors (cb not called): RD_EINVAL (steps 0 or above
+ * RD_PIPELINE_MAX_STEPS), RD_EBUSY (a request is running, or continuous
+ * mode), RD_EEMPTY (fewer than min_size items), RD_ECANCELED (stopping).
+ * Takes the table lock briefly: do not call with it held. */
+int rd_pipeline_train(rd_pipeline_t *p, uint32_t steps, double deadline_mono, rd_train_done_cb cb,
+                      void *arg, rd_error_t *err);
+
+/* Call with the table lock held, before inserting n rows into the table:
+ * gathers any pinned batch the insert would overwrite. */
+void rd_pipeline_before_insert(rd_pipeline_t *p, size_t n);
+
+/* Call with the table lock still held, after inserting n rows: continuous
+ * mode schedules steps from it. */
+void rd_pipeline_after_insert(rd_pipeline_t *p, size_t n);
+
+/* The current policy weights (flat format) if newer than have_version.
+ * *version receives the current version; *len the bytes written, 0 when
+ * not newer. RD_ETOOBIG if cap is too small (*len = bytes needed). */
+int rd_pipeline_weights(rd_pipeline_t *p, uint64_t have_version, void *buf, size_t cap,
+                        uint64_t *version, size_t *len, rd_error_t *err);
+size_t rd_pipeline_weights_bytes(const rd_pipeline_t *p);
+
+void rd_pipeline_stats(rd_pipeline_t *p, rd_pipeline_stats_t *out);
+
+/* 1 if the workload trains continuously (samples_per_insert > 0). */
+int rd_pipeline_continuous(const rd_pipeline_t *p);
+
+/* Block until no batch is in flight and no work is scheduled (tests and
+ * benchmarks: wait for continuous mode to catch up). timeout_s <= 0 waits
+ * forever. Returns 1 when idle, 0 on timeout. */
+int rd_pipeline_wait_idle(rd_pipeline_t *p, double timeout_s);
+
+#endif

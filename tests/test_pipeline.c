@@ -1,0 +1,617 @@
+/* test_pipeline.c - the hosted learner's sampler/storage/learner units
+ * (daemon/pipeline.h): strict and relaxed dependency, collision-free
+ * inserts under concurrent writers, TrainStep requests (done, deadline,
+ * busy, not enough data, stop), continuous mode, and double-buffered
+ * weights read while the learner publishes. Runs under TSan in CI.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "pipeline.h"
+#include "rd_nn_spec.h"
+
+/* ------------------------------------------------------------------ */
+/* A workload: table + lock, rows that name their own key               */
+/* ------------------------------------------------------------------ */
+
+#define OBS 4
+enum { F_OBS, F_ACTION, F_REWARD, F_NEXT, F_DISCOUNT, NF };
+
+typedef struct {
+  rd_table_t table;
+  pthread_mutex_t lock;
+} wl_t;
+
+static void set_field(rd_field_t *f, const char *name, rd_dtype_t dtype, uint32_t dim) {
+  memset(f, 0, sizeof *f);
+  snprintf(f->name, sizeof f->name, "%s", name);
+  f->dtype = dtype;
+  f->rank = dim ? 1 : 0;
+  f->shape[0] = dim;
+}
+
+static void wl_init(wl_t *w, uint32_t capacity, int with_done) {
+  rd_table_config_t tc;
+  rd_table_config_default(&tc);
+  set_field(&tc.schema.fields[F_OBS], "obs", RD_DTYPE_FLOAT32, OBS);
+  set_field(&tc.schema.fields[F_ACTION], "action", RD_DTYPE_INT32, 0);
+  set_field(&tc.schema.fields[F_REWARD], "reward", RD_DTYPE_FLOAT32, 0);
+  set_field(&tc.schema.fields[F_NEXT], "next_obs", RD_DTYPE_FLOAT32, OBS);
+  if (with_done)
+    set_field(&tc.schema.fields[F_DISCOUNT], "done", RD_DTYPE_BOOL, 0);
+  else
+    set_field(&tc.schema.fields[F_DISCOUNT], "discount", RD_DTYPE_FLOAT32, 0);
+  tc.schema.n_fields = NF;
+  tc.capacity = capacity;
+  tc.seed = 11;
+  rd_error_t err;
+  if (rd_table_init(&w->table, &tc, &err) != RD_OK) fail_msg("table: %s", err.msg);
+  pthread_mutex_init(&w->lock, NULL);
+}
+
+static void wl_free(wl_t *w) {
+  rd_table_free(&w->table);
+  pthread_mutex_destroy(&w->lock);
+}
+
+/* Row of key k: obs[0] = k (exact in float below 2^24), the rest small. */
+static void make_rows(uint64_t first, size_t n, int with_done, float *obs, int32_t *act,
+                      float *rew, float *next, uint8_t *disc_bytes) {
+  for (size_t i = 0; i < n; i++) {
+    uint64_t k = first + i;
+    obs[i * OBS] = (float)k;
+    next[i * OBS] = (float)k + 0.5f;
+    for (int j = 1; j < OBS; j++) {
+      obs[i * OBS + j] = 0.01f * (float)((k * 7 + (uint64_t)j) % 13);
+      next[i * OBS + j] = 0.01f * (float)((k * 5 + (uint64_t)j) % 11);
+    }
+    act[i] = (int32_t)(k % 2);
+    rew[i] = (k % 3 == 0) ? 1.0f : 0.0f;
+    if (with_done) {
+      disc_bytes[i] = (uint8_t)(k % 5 == 0);
+    } else {
+      float d = (k % 5 == 0) ? 0.0f : 0.97f;
+      memcpy(disc_bytes + i * 4, &d, 4);
+    }
+  }
+}
+
+/* Insert n rows as the daemon's handlers do: pipeline hooks around the
+ * table call, all under the workload lock. */
+static void insert(wl_t *w, rd_pipeline_t *p, size_t n, int with_done) {
+  float *obs = malloc(n * OBS * 4), *next = malloc(n * OBS * 4), *rew = malloc(n * 4);
+  int32_t *act = malloc(n * 4);
+  uint8_t *disc = malloc(n * 4);
+  assert_true(obs && next && rew && act && disc);
+  pthread_mutex_lock(&w->lock);
+  uint64_t first = rd_table_next_key(&w->table);
+  make_rows(first, n, with_done, obs, act, rew, next, disc);
+  rd_cbuf_t cols[NF] = {{obs, n * OBS * 4}, {act, n * 4}, {rew, n * 4}, {next, n * OBS * 4},
+                        {disc, n * (with_done ? 1 : 4)}};
+  if (p) rd_pipeline_before_insert(p, n);
+  rd_error_t err;
+  int rc = rd_table_insert(&w->table, n, cols, NULL, NULL, &err);
+  if (rc == RD_OK && p) rd_pipeline_after_insert(p, n);
+  pthread_mutex_unlock(&w->lock);
+  if (rc) fail_msg("insert: %s", err.msg);
+  free(obs);
+  free(next);
+  free(rew);
+  free(act);
+  free(disc);
+}
+
+/* ------------------------------------------------------------------ */
+/* Checking every batch the learner sees                                */
+/* ------------------------------------------------------------------ */
+
+typedef struct {
+  atomic_ulong batches, bad_rows, bad_discount;
+  int with_done;
+  float gamma;
+} hook_t;
+
+static void check_batch(void *arg, const uint64_t *keys, const rd_batch_t *b) {
+  hook_t *h = arg;
+  atomic_fetch_add(&h->batches, 1);
+  for (size_t i = 0; i < b->n; i++) {
+    uint64_t k = keys[i];
+    /* The row must be the one its key named when it was sampled. */
+    if (b->obs[i * OBS] != (float)k || b->next_obs[i * OBS] != (float)k + 0.5f ||
+        b->action_i[i] != (int32_t)(k % 2) || b->reward[i] != ((k % 3 == 0) ? 1.0f : 0.0f))
+      atomic_fetch_add(&h->bad_rows, 1);
+    float want = (k % 5 == 0) ? 0.0f : (h->with_done ? h->gamma : 0.97f);
+    if (b->discount[i] != want) atomic_fetch_add(&h->bad_discount, 1);
+    if (!(b->weights[i] > 0 && b->weights[i] <= 1)) atomic_fetch_add(&h->bad_rows, 1);
+  }
+}
+
+static void pcfg(rd_pipeline_config_t *c, const wl_t *w, uint32_t batch, uint32_t depth,
+                 hook_t *h) {
+  memset(c, 0, sizeof *c);
+  rd_learner_config_default(&c->learner);
+  c->learner.algo = RD_ALGO_DQN;
+  c->learner.num_actions = 2;
+  c->learner.n_hidden = 1;
+  c->learner.hidden[0] = 16;
+  c->learner.max_batch = batch;
+  c->learner.seed = 5;
+  c->batch = batch;
+  c->depth = depth;
+  c->beta = 0.4;
+  c->min_size = batch;
+  c->gamma = 0.9f;
+  rd_error_t err;
+  if (rd_pipeline_bind_schema(c, &w->table.config.schema, &err) != RD_OK)
+    fail_msg("bind: %s", err.msg);
+  if (h) {
+    c->batch_hook = check_batch;
+    c->hook_arg = h;
+    h->gamma = c->gamma;
+  }
+}
+
+static rd_pipeline_t *create_ok(const rd_pipeline_config_t *c, wl_t *w) {
+  rd_pipeline_t *p = NULL;
+  rd_error_t err;
+  rd_error_clear(&err);
+  int rc = rd_pipeline_create(&p, c, &w->table, &w->lock, &err);
+  if (rc) fail_msg("create: %s %s", rd_err_name(rc), err.msg);
+  return p;
+}
+
+/* A TrainStep request waited on synchronously. */
+typedef struct {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  int done;
+  rd_train_result_t res;
+} waiter_t;
+
+static void waiter_init(waiter_t *wt) {
+  memset(wt, 0, sizeof *wt);
+  pthread_mutex_init(&wt->mu, NULL);
+  pthread_cond_init(&wt->cv, NULL);
+}
+
+static void on_done(void *arg, const rd_train_result_t *res) {
+  waiter_t *wt = arg;
+  pthread_mutex_lock(&wt->mu);
+  wt->res = *res;
+  wt->done++;
+  pthread_cond_broadcast(&wt->cv);
+  pthread_mutex_unlock(&wt->mu);
+}
+
+static void waiter_wait(waiter_t *wt) {
+  pthread_mutex_lock(&wt->mu);
+  while (!wt->done) pthread_cond_wait(&wt->cv, &wt->mu);
+  pthread_mutex_unlock(&wt->mu);
+}
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static rd_train_result_t train_ok(rd_pipeline_t *p, uint32_t steps) {
+  waiter_t wt;
+  waiter_init(&wt);
+  rd_error_t err;
+  rd_error_clear(&err);
+  int rc = rd_pipeline_train(p, steps, 0, on_done, &wt, &err);
+  if (rc) fail_msg("train: %s %s", rd_err_name(rc), err.msg);
+  waiter_wait(&wt);
+  assert_int_equal(wt.done, 1);
+  return wt.res;
+}
+
+/* ------------------------------------------------------------------ */
+/* Tests                                                               */
+/* ------------------------------------------------------------------ */
+
+static void test_bind_schema(void **state) {
+  (void)state;
+  wl_t w;
+  wl_init(&w, 64, 0);
+  rd_pipeline_config_t c;
+  pcfg(&c, &w, 8, 0, NULL);
+  assert_int_equal(c.f_obs, F_OBS);
+  assert_int_equal(c.f_discount, F_DISCOUNT);
+  assert_int_equal(c.f_done, -1);
+  assert_int_equal(c.learner.obs_dim, OBS);
+
+  rd_schema_t s = w.table.config.schema;
+  rd_error_t err;
+  /* No next_obs. */
+  rd_schema_t s1 = s;
+  snprintf(s1.fields[F_NEXT].name, sizeof s1.fields[F_NEXT].name, "nxt");
+  assert_int_equal(rd_pipeline_bind_schema(&c, &s1, &err), RD_EINVAL);
+  assert_non_null(strstr(err.msg, "no field \"next_obs\""));
+  /* next_obs of another shape. */
+  rd_schema_t s2 = s;
+  s2.fields[F_NEXT].shape[0] = 3;
+  assert_int_equal(rd_pipeline_bind_schema(&c, &s2, &err), RD_EINVAL);
+  assert_non_null(strstr(err.msg, "shape of obs"));
+  /* DQN action must be an int32 scalar. */
+  rd_schema_t s3 = s;
+  s3.fields[F_ACTION].dtype = RD_DTYPE_FLOAT32;
+  assert_int_equal(rd_pipeline_bind_schema(&c, &s3, &err), RD_EINVAL);
+  assert_non_null(strstr(err.msg, "\"action\" is float32"));
+  /* Neither discount nor done. */
+  rd_schema_t s4 = s;
+  snprintf(s4.fields[F_DISCOUNT].name, sizeof s4.fields[F_DISCOUNT].name, "other");
+  assert_int_equal(rd_pipeline_bind_schema(&c, &s4, &err), RD_EINVAL);
+  assert_non_null(strstr(err.msg, "\"discount\" field"));
+  /* A discount of the wrong type. */
+  rd_schema_t s5 = s;
+  s5.fields[F_DISCOUNT].dtype = RD_DTYPE_BOOL;
+  assert_int_equal(rd_pipeline_bind_schema(&c, &s5, &err), RD_EINVAL);
+  assert_non_null(strstr(err.msg, "\"discount\" is bool"));
+  /* DDPG takes its action size from a float action field. */
+  rd_schema_t s6 = s;
+  s6.fields[F_ACTION].dtype = RD_DTYPE_FLOAT32;
+  s6.fields[F_ACTION].rank = 1;
+  s6.fields[F_ACTION].shape[0] = 3;
+  c.learner.algo = RD_ALGO_DDPG;
+  assert_int_equal(rd_pipeline_bind_schema(&c, &s6, &err), RD_OK);
+  assert_int_equal(c.learner.action_dim, 3);
+  wl_free(&w);
+}
+
+/* D = 0: every batch's priorities are written before the next is sampled,
+ * so no update is late; D = 8: the sampler runs ahead and some are. Both
+ * apply every update, and every batch holds the rows its keys name. */
+static void run_depth(uint32_t depth, int with_done) {
+  wl_t w;
+  wl_init(&w, 4096, with_done);
+  hook_t h;
+  memset(&h, 0, sizeof h);
+  h.with_done = with_done;
+  rd_pipeline_config_t c;
+  pcfg(&c, &w, 32, depth, &h);
+  rd_pipeline_t *p = create_ok(&c, &w);
+  insert(&w, p, 1000, with_done);
+  rd_train_result_t r = train_ok(p, 200);
+  assert_int_equal(r.status, RD_OK);
+  assert_int_equal(r.steps_done + r.skipped_steps, 200);
+  assert_true(r.steps_done >= 195);
+  assert_true(r.steps_per_second > 0);
+  assert_true(isfinite(r.loss_mean) && r.loss_mean >= 0);
+  assert_true(r.td_abs_mean > 0 && r.td_abs_max >= r.td_abs_mean);
+  assert_int_equal(atomic_load(&h.batches), 200);
+  assert_int_equal(atomic_load(&h.bad_rows), 0);
+  assert_int_equal(atomic_load(&h.bad_discount), 0);
+  rd_pipeline_stats_t st;
+  rd_pipeline_stats(p, &st);
+  assert_int_equal(st.steps, r.steps_done);
+  if (depth == 0)
+    assert_int_equal(st.late_updates, 0);
+  else
+    assert_true(st.late_updates > 0);
+  rd_table_stats_t ts = rd_table_stats(&w.table);
+  assert_int_equal(ts.samples, 200 * 32);
+  assert_int_equal(ts.updates + ts.stale_updates, (uint64_t)r.steps_done * 32);
+  /* Weights: version 1 at creation, and at least the final publication. */
+  assert_true(r.weight_version >= 2);
+  assert_int_equal(st.weight_version, r.weight_version);
+  rd_pipeline_destroy(p);
+  wl_free(&w);
+}
+
+static void test_strict_and_relaxed(void **state) {
+  (void)state;
+  run_depth(0, 0);
+  run_depth(8, 0);
+  run_depth(0, 1); /* done field: discount = gamma (1 - done) */
+}
+
+/* Two writers insert as fast as they can into a small ring while the
+ * learner trains with batches sampled ahead (D = 6): rows get overwritten
+ * between sampling and gathering all the time, and every batch must still
+ * hold the rows its keys named at sampling (pipeline.h's insert rule). */
+typedef struct {
+  wl_t *w;
+  rd_pipeline_t *p;
+  atomic_int *stop;
+  unsigned long rounds;
+} writer_t;
+
+static void *writer_main(void *arg) {
+  writer_t *wr = arg;
+  while (!atomic_load(wr->stop)) {
+    insert(wr->w, wr->p, 7, 0);
+    wr->rounds++;
+  }
+  return NULL;
+}
+
+static void test_inserts_during_steps(void **state) {
+  (void)state;
+  wl_t w;
+  wl_init(&w, 96, 0); /* the ring turns over every few batches */
+  hook_t h;
+  memset(&h, 0, sizeof h);
+  rd_pipeline_config_t c;
+  pcfg(&c, &w, 48, 6, &h);
+  c.learner.n_hidden = 0; /* a linear Q: the test is about data, not FLOPs */
+  rd_pipeline_t *p = create_ok(&c, &w);
+  insert(&w, p, 96, 0);
+  atomic_int stop = 0;
+  writer_t wr[2] = {{&w, p, &stop, 0}, {&w, p, &stop, 0}};
+  pthread_t th[2];
+  for (int i = 0; i < 2; i++) assert_int_equal(pthread_create(&th[i], NULL, writer_main, &wr[i]), 0);
+  rd_train_result_t r = train_ok(p, 400);
+  atomic_store(&stop, 1);
+  for (int i = 0; i < 2; i++) pthread_join(th[i], NULL);
+  assert_int_equal(r.status, RD_OK);
+  assert_int_equal(atomic_load(&h.batches), 400);
+  assert_int_equal(atomic_load(&h.bad_rows), 0);
+  assert_int_equal(atomic_load(&h.bad_discount), 0);
+  assert_true(wr[0].rounds + wr[1].rounds > 50);
+  /* Overwritten rows lost their late updates as stale, never applied. */
+  rd_pipeline_stats_t st;
+  rd_pipeline_stats(p, &st);
+  rd_table_stats_t ts = rd_table_stats(&w.table);
+  assert_int_equal(st.stale_updates, ts.stale_updates);
+  assert_true(ts.stale_updates > 0);
+  rd_pipeline_destroy(p);
+  wl_free(&w);
+}
+
+static void test_request_errors(void **state) {
+  (void)state;
+  wl_t w;
+  wl_init(&w, 1024, 0);
+  rd_pipeline_config_t c;
+  pcfg(&c, &w, 16, 2, NULL);
+  c.min_size = 100;
+  rd_pipeline_t *p = create_ok(&c, &w);
+  rd_error_t err;
+  waiter_t wt;
+  waiter_init(&wt);
+  assert_int_equal(rd_pipeline_train(p, 0, 0, on_done, &wt, &err), RD_EINVAL);
+  assert_int_equal(rd_pipeline_train(p, RD_PIPELINE_MAX_STEPS + 1, 0, on_done, &wt, &err),
+                   RD_EINVAL);
+  insert(&w, p, 99, 0);
+  assert_int_equal(rd_pipeline_train(p, 5, 0, on_done, &wt, &err), RD_EEMPTY);
+  assert_non_null(strstr(err.msg, "min_size 100"));
+  insert(&w, p, 1, 0);
+  /* A long request; a second one is refused while it runs. */
+  assert_int_equal(rd_pipeline_train(p, 60000, 0, on_done, &wt, &err), RD_OK);
+  waiter_t wt2;
+  waiter_init(&wt2);
+  assert_int_equal(rd_pipeline_train(p, 5, 0, on_done, &wt2, &err), RD_EBUSY);
+  /* Stopping ends it with RD_ECANCELED, once. */
+  rd_pipeline_stop(p);
+  assert_int_equal(wt.done, 1);
+  assert_int_equal(wt.res.status, RD_ECANCELED);
+  assert_true(wt.res.steps_done < 60000);
+  assert_int_equal(rd_pipeline_train(p, 5, 0, on_done, &wt2, &err), RD_ECANCELED);
+  rd_pipeline_stop(p); /* idempotent */
+  assert_int_equal(wt.done, 1);
+  assert_int_equal(wt2.done, 0);
+  /* Inserts and weight reads still work on a stopped pipeline. */
+  insert(&w, p, 10, 0);
+  uint64_t v;
+  size_t len;
+  uint8_t *buf = malloc(rd_pipeline_weights_bytes(p));
+  assert_int_equal(rd_pipeline_weights(p, 0, buf, rd_pipeline_weights_bytes(p), &v, &len, &err),
+                   RD_OK);
+  assert_true(v >= 1 && len == rd_pipeline_weights_bytes(p));
+  free(buf);
+  rd_pipeline_destroy(p);
+  wl_free(&w);
+}
+
+static void test_deadline(void **state) {
+  (void)state;
+  wl_t w;
+  wl_init(&w, 1024, 0);
+  rd_pipeline_config_t c;
+  pcfg(&c, &w, 64, 4, NULL);
+  rd_pipeline_t *p = create_ok(&c, &w);
+  insert(&w, p, 500, 0);
+  waiter_t wt;
+  waiter_init(&wt);
+  rd_error_t err;
+  double t0 = now_s();
+  assert_int_equal(rd_pipeline_train(p, 65536, t0 + 0.3, on_done, &wt, &err), RD_OK);
+  waiter_wait(&wt);
+  double dt = now_s() - t0;
+  assert_int_equal(wt.res.status, RD_ETIMEDOUT);
+  assert_true(wt.res.steps_done > 0 && wt.res.steps_done < 65536);
+  assert_true(dt >= 0.3 && dt < 5.0);
+  /* Every batch in flight was dropped or written back: the pipeline is
+   * idle and takes the next request. */
+  assert_int_equal(rd_pipeline_wait_idle(p, 5), 1);
+  rd_train_result_t r = train_ok(p, 3);
+  assert_int_equal(r.status, RD_OK);
+  assert_int_equal(r.steps_done + r.skipped_steps, 3);
+  rd_pipeline_destroy(p);
+  wl_free(&w);
+}
+
+/* Continuous mode: steps * batch follows samples_per_insert * inserts
+ * (counted from when the table first held min_size items). */
+static void test_continuous(void **state) {
+  (void)state;
+  wl_t w;
+  wl_init(&w, 4096, 0);
+  hook_t h;
+  memset(&h, 0, sizeof h);
+  rd_pipeline_config_t c;
+  pcfg(&c, &w, 8, 3, &h);
+  c.samples_per_insert = 4;
+  c.min_size = 100;
+  rd_pipeline_t *p = create_ok(&c, &w);
+  insert(&w, p, 60, 0);
+  assert_int_equal(rd_pipeline_wait_idle(p, 5), 1);
+  assert_int_equal(atomic_load(&h.batches), 0); /* below min_size: nothing */
+  insert(&w, p, 40, 0);                           /* 100: ready, all 100 count */
+  insert(&w, p, 700, 0);                          /* 800 counted */
+  assert_int_equal(rd_pipeline_wait_idle(p, 30), 1);
+  assert_int_equal(atomic_load(&h.batches), 4 * 800 / 8);
+  assert_int_equal(atomic_load(&h.bad_rows), 0);
+  waiter_t wt;
+  waiter_init(&wt);
+  rd_error_t err;
+  assert_int_equal(rd_pipeline_train(p, 5, 0, on_done, &wt, &err), RD_EBUSY);
+  assert_int_equal(rd_pipeline_continuous(p), 1);
+  rd_pipeline_stats_t st;
+  rd_pipeline_stats(p, &st);
+  assert_int_equal(st.steps + st.skipped_steps, 400);
+  rd_pipeline_destroy(p);
+  wl_free(&w);
+}
+
+/* Readers copy weights while the learner publishes: every copy parses as a
+ * complete, finite set, and versions never go back. */
+typedef struct {
+  rd_pipeline_t *p;
+  atomic_int *stop;
+  unsigned long reads, torn;
+  uint64_t last;
+} reader_t;
+
+static void *reader_main(void *arg) {
+  reader_t *rd = arg;
+  size_t cap = rd_pipeline_weights_bytes(rd->p);
+  uint8_t *buf = malloc(cap);
+  float *params = malloc(cap);
+  while (!atomic_load(rd->stop)) {
+    uint64_t v;
+    size_t len;
+    rd_error_t err;
+    if (rd_pipeline_weights(rd->p, rd->last, buf, cap, &v, &len, &err) != RD_OK) {
+      rd->torn++;
+      continue;
+    }
+    if (v < rd->last) rd->torn++;
+    if (len > 0) {
+      rd_nn_spec_t spec;
+      if (rd_nn_flat_parse(buf, len, &spec, params, cap / 4, &err) != RD_OK) rd->torn++;
+      rd->last = v;
+      rd->reads++;
+    }
+  }
+  free(buf);
+  free(params);
+  return NULL;
+}
+
+static void test_weights(void **state) {
+  (void)state;
+  wl_t w;
+  wl_init(&w, 1024, 0);
+  rd_pipeline_config_t c;
+  pcfg(&c, &w, 32, 2, NULL);
+  rd_pipeline_t *p = create_ok(&c, &w);
+  size_t cap = rd_pipeline_weights_bytes(p);
+  rd_nn_spec_t ps;
+  assert_int_equal(rd_learner_policy_spec(&c.learner, &ps, NULL), RD_OK);
+  assert_int_equal(cap, rd_nn_flat_bytes(&ps));
+  uint8_t *buf = malloc(cap);
+  uint64_t v;
+  size_t len;
+  rd_error_t err;
+  /* Version 1 before any step; nothing when the caller has it. */
+  assert_int_equal(rd_pipeline_weights(p, 0, buf, cap, &v, &len, &err), RD_OK);
+  assert_int_equal(v, 1);
+  assert_int_equal(len, cap);
+  assert_int_equal(rd_pipeline_weights(p, 1, buf, cap, &v, &len, &err), RD_OK);
+  assert_int_equal(len, 0);
+  assert_int_equal(rd_pipeline_weights(p, 0, buf, cap - 1, &v, &len, &err), RD_ETOOBIG);
+  assert_int_equal(len, cap);
+
+  insert(&w, p, 500, 0);
+  atomic_int stop = 0;
+  reader_t rd[2] = {{p, &stop, 0, 0, 0}, {p, &stop, 0, 0, 0}};
+  pthread_t th[2];
+  for (int i = 0; i < 2; i++) assert_int_equal(pthread_create(&th[i], NULL, reader_main, &rd[i]), 0);
+  rd_train_result_t r = train_ok(p, 300);
+  atomic_store(&stop, 1);
+  for (int i = 0; i < 2; i++) pthread_join(th[i], NULL);
+  assert_int_equal(r.status, RD_OK);
+  assert_int_equal(rd[0].torn + rd[1].torn, 0);
+  assert_true(rd[0].reads > 0 && rd[1].reads > 0);
+  /* The final set is the learner's policy after the last step. */
+  assert_int_equal(rd_pipeline_weights(p, 0, buf, cap, &v, &len, &err), RD_OK);
+  assert_int_equal(v, r.weight_version);
+  rd_pipeline_destroy(p);
+  free(buf);
+  wl_free(&w);
+}
+
+static void test_config_errors(void **state) {
+  (void)state;
+  wl_t w;
+  wl_init(&w, 64, 0);
+  rd_pipeline_config_t c;
+  rd_pipeline_t *p = (rd_pipeline_t *)&c;
+  rd_error_t err;
+  struct {
+    int field;
+    const char *want;
+  } cases[] = {{0, "batch_size 0"}, {1, "exceeds the capacity"}, {2, "relaxation_depth"},
+               {3, "min_size"},     {4, "samples_per_insert"},  {5, "beta"}};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    pcfg(&c, &w, 16, 0, NULL);
+    switch (cases[i].field) {
+    case 0: c.batch = 0; break;
+    case 1: c.batch = c.learner.max_batch = 65; break;
+    case 2: c.depth = RD_PIPELINE_MAX_DEPTH + 1; break;
+    case 3: c.min_size = 8; break;
+    case 4: c.samples_per_insert = NAN; break;
+    case 5: c.beta = 2; break;
+    }
+    p = (rd_pipeline_t *)&c;
+    int rc = rd_pipeline_create(&p, &c, &w.table, &w.lock, &err);
+    if (rc != RD_EINVAL || strstr(err.msg, cases[i].want) == NULL)
+      fail_msg("case %zu: %s \"%s\", want \"%s\"", i, rd_err_name(rc), err.msg, cases[i].want);
+    assert_ptr_equal(p, &c); /* untouched */
+    assert_int_equal(rd_pipeline_memsize(&c, &w.table.config), 0);
+  }
+  pcfg(&c, &w, 16, 4, NULL);
+  assert_true(rd_pipeline_memsize(&c, &w.table.config) > 6u * 16 * (OBS * 8 + 12));
+  wl_free(&w);
+}
+
+static int setup(void **state) {
+  (void)state;
+  return rd_log_open(NULL, RD_LOG_ERROR, NULL);
+}
+
+static int teardown(void **state) {
+  (void)state;
+  rd_log_close();
+  return 0;
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_bind_schema),
+      cmocka_unit_test(test_config_errors),
+      cmocka_unit_test(test_strict_and_relaxed),
+      cmocka_unit_test(test_inserts_during_steps),
+      cmocka_unit_test(test_request_errors),
+      cmocka_unit_test(test_deadline),
+      cmocka_unit_test(test_continuous),
+      cmocka_unit_test(test_weights),
+  };
+  return cmocka_run_group_tests(tests, setup, teardown);
+}
