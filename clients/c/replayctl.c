@@ -142,6 +142,14 @@ static void fmt_shape(char *buf, size_t cap, const rdc_field_t *f) {
   if (n < cap) snprintf(buf + n, cap - n, "]");
 }
 
+/* "[64,64]": a learner's layer widths. */
+static void fmt_widths(char *buf, size_t cap, uint32_t n, const uint32_t *v) {
+  size_t k = (size_t)snprintf(buf, cap, "[");
+  for (uint32_t i = 0; i < n && k < cap; i++)
+    k += (size_t)snprintf(buf + k, cap - k, i ? ",%" PRIu32 : "%" PRIu32, v[i]);
+  if (k < cap) snprintf(buf + k, cap - k, "]");
+}
+
 static void fmt_duration(char *buf, size_t cap, double s) {
   if (!(s >= 0) || s > 1e12) {
     snprintf(buf, cap, "?");
@@ -218,6 +226,68 @@ static void json_counters(jw_t *w, const rdc_counters_t *c) {
   jw_object_end(w);
 }
 
+static void json_widths(jw_t *w, const char *key, uint32_t n, const uint32_t *v) {
+  jw_key(w, key);
+  jw_array_begin(w);
+  for (uint32_t i = 0; i < n; i++) jw_u64(w, v[i]);
+  jw_array_end(w);
+}
+
+/* The learner section as the server normalised it; unset optional values
+ * (those that do not apply to the algorithm) are null. */
+static void json_learner(jw_t *w, const rdc_learner_spec_t *l) {
+  jw_object_begin(w);
+  jw_key(w, "algorithm");
+  jw_string(w, l->algorithm);
+  json_widths(w, "hidden", l->n_hidden, l->hidden);
+  json_widths(w, "critic_hidden", l->n_critic_hidden, l->critic_hidden);
+  jw_key(w, "activation");
+  jw_string(w, l->activation);
+  jw_key(w, "batch_size");
+  jw_u64(w, l->batch_size);
+  json_opt(w, "lr", l->has_lr, l->lr);
+  json_opt(w, "critic_lr", l->has_critic_lr, l->critic_lr);
+  json_opt(w, "gamma", l->has_gamma, l->gamma);
+  jw_key(w, "target_update_period");
+  jw_u64(w, l->target_update_period);
+  json_opt(w, "tau", l->has_tau, l->tau);
+  jw_key(w, "relaxation_depth");
+  jw_u64(w, l->relaxation_depth);
+  json_opt(w, "grad_clip", l->has_grad_clip, l->grad_clip);
+  json_opt(w, "huber_delta", l->has_huber_delta, l->huber_delta);
+  jw_key(w, "double_dqn");
+  if (l->has_double_dqn)
+    jw_bool(w, l->double_dqn);
+  else
+    jw_null(w);
+  jw_key(w, "num_actions");
+  jw_u64(w, l->num_actions);
+  json_opt(w, "action_low", l->has_action_low, l->action_low);
+  json_opt(w, "action_high", l->has_action_high, l->action_high);
+  jw_key(w, "samples_per_insert");
+  jw_double(w, l->samples_per_insert);
+  jw_key(w, "min_size");
+  jw_u64(w, l->min_size);
+  jw_object_end(w);
+}
+
+static void json_learner_counters(jw_t *w, const rdc_learner_counters_t *c) {
+  jw_object_begin(w);
+  jw_key(w, "steps");
+  jw_u64(w, c->steps);
+  jw_key(w, "weight_version");
+  jw_u64(w, c->weight_version);
+  jw_key(w, "loss");
+  jw_double(w, c->loss);
+  jw_key(w, "steps_per_second");
+  jw_double(w, c->steps_per_second);
+  jw_key(w, "skipped_steps");
+  jw_u64(w, c->skipped_steps);
+  jw_key(w, "late_updates");
+  jw_u64(w, c->late_updates);
+  jw_object_end(w);
+}
+
 static void json_workload(jw_t *w, const rdc_workload_t *wl) {
   const rdc_spec_t *s = &wl->spec;
   jw_object_begin(w);
@@ -259,6 +329,17 @@ static void json_workload(jw_t *w, const rdc_workload_t *wl) {
   jw_array_end(w);
   jw_key(w, "counters");
   json_counters(w, &wl->counters);
+  /* null for plain replay workloads, so every document has the keys. */
+  jw_key(w, "learner");
+  if (s->has_learner)
+    json_learner(w, &s->learner);
+  else
+    jw_null(w);
+  jw_key(w, "learner_counters");
+  if (wl->has_learner_counters)
+    json_learner_counters(w, &wl->learner);
+  else
+    jw_null(w);
   jw_object_end(w);
 }
 
@@ -394,8 +475,65 @@ static int cmd_ls(rdc_client_t *c, const rctl_opts_t *o) {
   return RCTL_EXIT_OK;
 }
 
+/* The learner section of describe: what runs, with the normalised
+ * values; settings that do not apply to the algorithm are left out. */
+static void describe_learner(const rdc_learner_spec_t *l) {
+  char buf[RDC_MAX_HIDDEN * 12 + 16], v[64];
+  int ddpg = strcmp(l->algorithm, "ddpg") == 0;
+  printf("\nlearner\n");
+  char algo[RDC_LEARNER_STR_MAX], act[RDC_LEARNER_STR_MAX];
+  snprintf(algo, sizeof algo, "%s", l->algorithm);
+  snprintf(act, sizeof act, "%s", l->activation[0] ? l->activation : "relu");
+  sanitize(algo);
+  sanitize(act);
+  kv("  algorithm", "%s", algo);
+  fmt_widths(buf, sizeof buf, l->n_hidden, l->hidden);
+  kv(ddpg ? "  actor" : "  hidden", "%s %s", buf, act);
+  if (ddpg) {
+    if (l->n_critic_hidden > 0)
+      fmt_widths(buf, sizeof buf, l->n_critic_hidden, l->critic_hidden);
+    else
+      fmt_widths(buf, sizeof buf, l->n_hidden, l->hidden);
+    kv("  critic", "%s %s", buf, act);
+  }
+  kv("  batch size", "%" PRIu32, l->batch_size);
+  fmt_opt(v, sizeof v, l->has_lr, l->lr);
+  kv(ddpg ? "  actor lr" : "  lr", "%s", v);
+  if (ddpg) {
+    fmt_opt(v, sizeof v, l->has_critic_lr, l->critic_lr);
+    kv("  critic lr", "%s", v);
+  }
+  fmt_opt(v, sizeof v, l->has_gamma, l->gamma);
+  kv("  gamma", "%s", v);
+  if (l->target_update_period > 0) {
+    kv("  target", "hard copy every %" PRIu32 " steps", l->target_update_period);
+  } else {
+    fmt_opt(v, sizeof v, l->has_tau, l->tau);
+    kv("  target", "Polyak, tau %s", v);
+  }
+  fmt_opt(v, sizeof v, l->has_grad_clip, l->grad_clip);
+  kv("  grad clip", "%s", v);
+  if (ddpg) {
+    char lo[32], hi[32];
+    fmt_opt(lo, sizeof lo, l->has_action_low, l->action_low);
+    fmt_opt(hi, sizeof hi, l->has_action_high, l->action_high);
+    kv("  actions", "[%s, %s]", lo, hi);
+  } else {
+    fmt_opt(v, sizeof v, l->has_huber_delta, l->huber_delta);
+    kv("  huber delta", "%s", v);
+    kv("  double dqn", "%s", !l->has_double_dqn ? "default" : l->double_dqn ? "yes" : "no");
+    kv("  actions", "%" PRIu32, l->num_actions);
+  }
+  kv("  depth D", "%" PRIu32, l->relaxation_depth);
+  if (l->samples_per_insert > 0)
+    kv("  training", "continuous, %.10g samples per insert", l->samples_per_insert);
+  else
+    kv("  training", "on TrainStep calls");
+  kv("  min size", "%" PRIu32, l->min_size);
+}
+
 static int cmd_describe(rdc_client_t *c, const rctl_opts_t *o) {
-  rdc_workload_t *wl = malloc(sizeof *wl); /* ~10 KiB: keep it off the stack */
+  rdc_workload_t *wl = malloc(sizeof *wl); /* ~13 KiB: keep it off the stack */
   if (wl == NULL) oom();
   rdc_error_t e;
   if (rdc_describe(c, o->args[0], wl, &e) != RDC_OK) {
@@ -457,6 +595,17 @@ static int cmd_describe(rdc_client_t *c, const rctl_opts_t *o) {
     kv("  updates", "%" PRIu64, k->updates);
     kv("  stale", "%" PRIu64, k->stale_updates);
     kv("  memory", "%s", buf);
+    if (s->has_learner) describe_learner(&s->learner);
+    if (wl->has_learner_counters) {
+      const rdc_learner_counters_t *lc = &wl->learner;
+      printf("\nlearner counters\n");
+      kv("  steps", "%" PRIu64, lc->steps);
+      kv("  weights", "version %" PRIu64, lc->weight_version);
+      kv("  loss", "%.6g", lc->loss);
+      kv("  steps/s", "%.1f", lc->steps_per_second);
+      kv("  skipped", "%" PRIu64, lc->skipped_steps);
+      kv("  late", "%" PRIu64 " priority updates", lc->late_updates);
+    }
   }
   free(wl);
   return RCTL_EXIT_OK;

@@ -42,12 +42,15 @@ typedef enum {
   M_SAMPLE,
   M_UPDATE,
   M_SERVER_INFO,
+  M_TRAIN_STEP,
+  M_GET_WEIGHTS,
   M_COUNT
 } method_t;
 
 static const char *const method_names[M_COUNT] = {
-    "RegisterWorkload", "DescribeWorkload", "ListWorkloads",   "DeleteWorkload", "Insert",
-    "InsertBatch",      "Sample",           "UpdatePriorities", "ServerInfo",
+    "RegisterWorkload", "DescribeWorkload", "ListWorkloads",    "DeleteWorkload",
+    "Insert",           "InsertBatch",      "Sample",           "UpdatePriorities",
+    "ServerInfo",       "TrainStep",        "GetWeights",
 };
 
 struct rdc_client {
@@ -470,6 +473,102 @@ static void counters_from_pb(rdc_counters_t *out, const Replayd__V1__WorkloadCou
   out->bytes = c->bytes;
 }
 
+/* The proto's optional scalars: a oneof case and a value per field. The
+ * macros keep the 11 of them in one place each way. */
+#define LS_OPT_CASE(upper, lower) REPLAYD__V1__LEARNER_SPEC__##upper##_OPT_##upper
+#define LS_GET(out, l, upper, lower)                                                           \
+  do {                                                                                         \
+    (out)->has_##lower = (l)->lower##_opt_case == LS_OPT_CASE(upper, lower);                   \
+    (out)->lower = (out)->has_##lower ? (l)->lower : 0;                                        \
+  } while (0)
+#define LS_PUT(req, in, upper, lower)                                                          \
+  do {                                                                                         \
+    if ((in)->has_##lower) {                                                                   \
+      (req)->lower##_opt_case = LS_OPT_CASE(upper, lower);                                     \
+      (req)->lower = (in)->lower;                                                              \
+    }                                                                                          \
+  } while (0)
+
+static int hidden_from_pb(uint32_t *n_out, uint32_t *out, size_t n, const uint32_t *v,
+                          const char *what, rdc_error_t *err) {
+  if (n > RDC_MAX_HIDDEN)
+    return set_error(err, RDC_ETOOSMALL, "the server sent a learner.%s of %zu layers; this "
+                     "client holds at most %d", what, n, RDC_MAX_HIDDEN);
+  *n_out = (uint32_t)n;
+  for (size_t i = 0; i < n; i++) out[i] = v[i];
+  return RDC_OK;
+}
+
+static int learner_from_pb(rdc_learner_spec_t *o, const Replayd__V1__LearnerSpec *l,
+                           rdc_error_t *err) {
+  memset(o, 0, sizeof *o);
+  int rc = copy_str(o->algorithm, sizeof o->algorithm, l->algorithm, 0, "learner.algorithm", err);
+  if (rc == RDC_OK)
+    rc = copy_str(o->activation, sizeof o->activation, l->activation, 0, "learner.activation",
+                  err);
+  if (rc == RDC_OK) rc = hidden_from_pb(&o->n_hidden, o->hidden, l->n_hidden, l->hidden, "hidden", err);
+  if (rc == RDC_OK)
+    rc = hidden_from_pb(&o->n_critic_hidden, o->critic_hidden, l->n_critic_hidden,
+                        l->critic_hidden, "critic_hidden", err);
+  if (rc != RDC_OK) return rc;
+  o->batch_size = l->batch_size;
+  LS_GET(o, l, LR, lr);
+  LS_GET(o, l, CRITIC_LR, critic_lr);
+  LS_GET(o, l, GAMMA, gamma);
+  o->target_update_period = l->target_update_period;
+  LS_GET(o, l, TAU, tau);
+  o->relaxation_depth = l->relaxation_depth;
+  LS_GET(o, l, GRAD_CLIP, grad_clip);
+  LS_GET(o, l, HUBER_DELTA, huber_delta);
+  o->has_double_dqn = l->double_dqn_opt_case == LS_OPT_CASE(DOUBLE_DQN, double_dqn);
+  o->double_dqn = o->has_double_dqn && l->double_dqn;
+  o->num_actions = l->num_actions;
+  LS_GET(o, l, ACTION_LOW, action_low);
+  LS_GET(o, l, ACTION_HIGH, action_high);
+  o->samples_per_insert = l->samples_per_insert;
+  o->min_size = l->min_size;
+  return RDC_OK;
+}
+
+/* Fill req from the caller's learner section, borrowing its strings and
+ * lists (they outlive the call). */
+static int learner_to_pb(Replayd__V1__LearnerSpec *req, const rdc_learner_spec_t *l,
+                         rdc_error_t *err) {
+  if (memchr(l->algorithm, '\0', sizeof l->algorithm) == NULL ||
+      memchr(l->activation, '\0', sizeof l->activation) == NULL)
+    return set_error(err, RDC_EINVAL, "learner: algorithm or activation is not NUL-terminated "
+                     "within %d bytes", RDC_LEARNER_STR_MAX);
+  if (l->n_hidden > RDC_MAX_HIDDEN || l->n_critic_hidden > RDC_MAX_HIDDEN)
+    return set_error(err, RDC_EINVAL, "learner: %u hidden / %u critic_hidden layers; at most %d",
+                     l->n_hidden, l->n_critic_hidden, RDC_MAX_HIDDEN);
+  replayd__v1__learner_spec__init(req);
+  req->algorithm = (char *)l->algorithm;
+  req->n_hidden = l->n_hidden;
+  req->hidden = l->n_hidden ? (uint32_t *)l->hidden : NULL;
+  req->batch_size = l->batch_size;
+  req->n_critic_hidden = l->n_critic_hidden;
+  req->critic_hidden = l->n_critic_hidden ? (uint32_t *)l->critic_hidden : NULL;
+  req->activation = (char *)l->activation;
+  LS_PUT(req, l, LR, lr);
+  LS_PUT(req, l, CRITIC_LR, critic_lr);
+  LS_PUT(req, l, GAMMA, gamma);
+  req->target_update_period = l->target_update_period;
+  LS_PUT(req, l, TAU, tau);
+  req->relaxation_depth = l->relaxation_depth;
+  LS_PUT(req, l, GRAD_CLIP, grad_clip);
+  LS_PUT(req, l, HUBER_DELTA, huber_delta);
+  if (l->has_double_dqn) {
+    req->double_dqn_opt_case = LS_OPT_CASE(DOUBLE_DQN, double_dqn);
+    req->double_dqn = l->double_dqn != 0;
+  }
+  req->num_actions = l->num_actions;
+  LS_PUT(req, l, ACTION_LOW, action_low);
+  LS_PUT(req, l, ACTION_HIGH, action_high);
+  req->samples_per_insert = l->samples_per_insert;
+  req->min_size = l->min_size;
+  return RDC_OK;
+}
+
 static int spec_from_pb(rdc_spec_t *out, const Replayd__V1__WorkloadSpec *s, rdc_error_t *err) {
   rdc_spec_init(out);
   if (s == NULL) return RDC_OK;
@@ -503,6 +602,10 @@ static int spec_from_pb(rdc_spec_t *out, const Replayd__V1__WorkloadSpec *s, rdc
   out->max_priority = out->has_max_priority ? s->max_priority : 0;
   out->seed = s->seed;
   out->max_batch = s->max_batch;
+  if (s->learner != NULL) {
+    out->has_learner = 1;
+    return learner_from_pb(&out->learner, s->learner, err);
+  }
   return RDC_OK;
 }
 
@@ -514,6 +617,16 @@ static int workload_from_pb(rdc_workload_t *out, const Replayd__V1__Workload *w,
   if (rc == RDC_OK) rc = spec_from_pb(&out->spec, w->spec, err);
   counters_from_pb(&out->counters, w->counters);
   out->created_unix = w->created_unix;
+  if (w->learner != NULL) {
+    const Replayd__V1__LearnerCounters *l = w->learner;
+    out->has_learner_counters = 1;
+    out->learner.steps = l->steps;
+    out->learner.weight_version = l->weight_version;
+    out->learner.loss = l->loss;
+    out->learner.steps_per_second = l->steps_per_second;
+    out->learner.skipped_steps = l->skipped_steps;
+    out->learner.late_updates = l->late_updates;
+  }
   return rc;
 }
 
@@ -569,6 +682,12 @@ int rdc_register(rdc_client_t *c, const rdc_spec_t *spec, rdc_workload_t *out,
   }
   req.seed = spec->seed;
   req.max_batch = spec->max_batch;
+  Replayd__V1__LearnerSpec learner;
+  if (spec->has_learner) {
+    int rc = learner_to_pb(&learner, &spec->learner, err);
+    if (rc != RDC_OK) return rc;
+    req.learner = &learner;
+  }
 
   ProtobufCMessage *resp;
   int rc = unary(c, M_REGISTER, NULL, &req.base, &replayd__v1__workload__descriptor, 0, &resp,
@@ -1039,6 +1158,86 @@ int rdc_update_priorities(rdc_client_t *c, const char *id, const char *token, si
   if (stale != NULL) *stale = r->stale;
   protobuf_c_message_free_unpacked(resp, NULL);
   return ok(err);
+}
+
+/* ------------------------------------------------------------------ */
+/* Hosted learning                                                     */
+/* ------------------------------------------------------------------ */
+
+#define RDC_MAX_TRAIN_STEPS 65536u /* per TrainStep request (the proto's bound) */
+
+int rdc_train_step(rdc_client_t *c, const char *id, const char *token, uint32_t steps,
+                   rdc_train_result_t *out, rdc_error_t *err) {
+  int rc = check_id(id, err);
+  if (rc != RDC_OK) return rc;
+  if (out == NULL) return set_error(err, RDC_EINVAL, "out is NULL");
+  memset(out, 0, sizeof *out);
+  if (steps == 0 || steps > RDC_MAX_TRAIN_STEPS)
+    return set_error(err, RDC_EINVAL, "TrainStep: steps must be in [1, %u], not %u",
+                     RDC_MAX_TRAIN_STEPS, steps);
+  Replayd__V1__TrainStepRequest req = REPLAYD__V1__TRAIN_STEP_REQUEST__INIT;
+  req.workload_id = (char *)id;
+  req.steps = steps;
+  ProtobufCMessage *resp;
+  rc = unary(c, M_TRAIN_STEP, token, &req.base, &replayd__v1__train_step_response__descriptor, 0,
+             &resp, err);
+  if (rc != RDC_OK) return rc;
+  const Replayd__V1__TrainStepResponse *r = (const Replayd__V1__TrainStepResponse *)resp;
+  if (r->steps_done > steps || r->skipped_steps > r->steps_done) {
+    rc = set_error(err, RDC_EPROTO, "TrainStep: asked for %u steps, the reply says %u done "
+                   "(%u skipped)", steps, r->steps_done, r->skipped_steps);
+  } else {
+    out->steps_done = r->steps_done;
+    out->loss_mean = r->loss_mean;
+    out->td_abs_mean = r->td_abs_mean;
+    out->td_abs_max = r->td_abs_max;
+    out->weight_version = r->weight_version;
+    out->steps_per_second = r->steps_per_second;
+    out->skipped_steps = r->skipped_steps;
+  }
+  protobuf_c_message_free_unpacked(resp, NULL);
+  return rc == RDC_OK ? ok(err) : rc;
+}
+
+int rdc_get_weights(rdc_client_t *c, const char *id, const char *token, uint64_t have_version,
+                    uint64_t *version, void *buf, size_t cap, size_t *len, rdc_error_t *err) {
+  int rc = check_id(id, err);
+  if (rc != RDC_OK) return rc;
+  if (version == NULL || len == NULL) return set_error(err, RDC_EINVAL, "version or len is NULL");
+  if (buf == NULL && cap > 0) return set_error(err, RDC_EINVAL, "buf is NULL but cap is %zu", cap);
+  *version = 0;
+  *len = 0;
+  Replayd__V1__GetWeightsRequest req = REPLAYD__V1__GET_WEIGHTS_REQUEST__INIT;
+  req.workload_id = (char *)id;
+  req.have_version = have_version;
+  ProtobufCMessage *resp;
+  rc = unary(c, M_GET_WEIGHTS, token, &req.base, &replayd__v1__get_weights_response__descriptor,
+             0, &resp, err);
+  if (rc != RDC_OK) return rc;
+  const Replayd__V1__GetWeightsResponse *r = (const Replayd__V1__GetWeightsResponse *)resp;
+  size_t n = r->weights.len;
+  /* The contract: weights exactly when the version is newer. Anything else
+   * would leave an actor with a version it has no weights for. */
+  if (r->version > have_version && n == 0)
+    rc = set_error(err, RDC_EPROTO, "GetWeights: version %llu is newer than %llu but came "
+                   "without weights", (unsigned long long)r->version,
+                   (unsigned long long)have_version);
+  else if (r->version <= have_version && n > 0)
+    rc = set_error(err, RDC_EPROTO, "GetWeights: %zu bytes of weights for version %llu, which "
+                   "is not newer than %llu", n, (unsigned long long)r->version,
+                   (unsigned long long)have_version);
+  else if (n > cap) {
+    *version = r->version;
+    *len = n;
+    rc = set_error(err, RDC_ETOOSMALL, "GetWeights: the weights of version %llu are %zu bytes; "
+                   "the buffer holds %zu", (unsigned long long)r->version, n, cap);
+  } else {
+    if (n > 0) memcpy(buf, r->weights.data, n);
+    *version = r->version;
+    *len = n;
+  }
+  protobuf_c_message_free_unpacked(resp, NULL);
+  return rc == RDC_OK ? ok(err) : rc;
 }
 
 /* ------------------------------------------------------------------ */

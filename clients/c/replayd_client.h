@@ -13,10 +13,12 @@
  *   sent ("no workload abc"), so a program can show them verbatim.
  * - Outputs go into caller-provided structs and buffers. The only calls that
  *   allocate for the caller are rdc_list and rdc_server_info (variable-size
- *   answers), each with its own free function. Internally a call allocates
- *   what gRPC needs and one buffer for the packed request.
- * - Every data call (insert, sample, update) and delete carries the
- *   workload's token in the call metadata "x-replayd-token".
+ *   answers) and rdc_policy_load (the network), each with its own free
+ *   function. Internally a call allocates what gRPC needs and one buffer
+ *   for the packed request.
+ * - Every data call (insert, sample, update, train step, get weights) and
+ *   delete carries the workload's token in the call metadata
+ *   "x-replayd-token".
  *
  * Threads: an rdc_client_t may be shared by threads; its unary calls are
  * serialized by a mutex (one call in flight per client). For parallel calls
@@ -166,6 +168,58 @@ typedef struct {
 /* Bytes of one row of the field (0 if dtype or rank is invalid). */
 size_t rdc_field_bytes(const rdc_field_t *f);
 
+#define RDC_MAX_HIDDEN 15    /* hidden layers of a learner network (the server's limit) */
+#define RDC_LEARNER_STR_MAX 16 /* algorithm / activation names, bytes with the NUL */
+
+/* The hosted learner of a workload (the proto's LearnerSpec): the server
+ * trains a network on the workload's rows and serves its weights. The row
+ * schema must then have the fields the learner reads by name:
+ *   obs       float32[obs_dim]
+ *   action    DQN: int32 scalar in [0, num_actions); DDPG: float32[action_dim]
+ *   reward    float32 scalar, the n-step return sum_{k<n} gamma^k r_k
+ *   next_obs  float32, the shape of obs: the observation n steps later
+ *   discount  float32 scalar, gamma^n, 0 if the episode ended within the n
+ *             steps (or, for 1-step rows, "done" bool instead of discount)
+ * Optional scalars are sent only when their has_* flag is set (otherwise
+ * the server's default, in the comments); zero integers and empty strings
+ * and lists also mean "default". A spec that comes back from the server is
+ * normalised: the defaults that apply to its algorithm are filled in. */
+typedef struct {
+  char algorithm[RDC_LEARNER_STR_MAX];  /* "dqn" or "ddpg" */
+  uint32_t n_hidden;                    /* hidden widths of the Q network / DDPG actor */
+  uint32_t hidden[RDC_MAX_HIDDEN];
+  uint32_t batch_size;                  /* items per gradient step (required) */
+  uint32_t n_critic_hidden;             /* DDPG critic; 0 = as hidden */
+  uint32_t critic_hidden[RDC_MAX_HIDDEN];
+  char activation[RDC_LEARNER_STR_MAX]; /* hidden layers: "relu" ("" = default) or "tanh" */
+  int has_lr;
+  double lr;                /* Adam; default 1e-3 (DDPG actor 1e-4) */
+  int has_critic_lr;
+  double critic_lr;         /* DDPG critic; default 1e-3 */
+  int has_gamma;
+  double gamma;             /* used with a "done" field; default 0.99 */
+  uint32_t target_update_period; /* hard target copy every N steps; 0 = Polyak (tau) */
+  int has_tau;
+  double tau;               /* Polyak rate; default 0.005 */
+  uint32_t relaxation_depth; /* batches sampled ahead of the learner; 0 = strict */
+  int has_grad_clip;
+  double grad_clip;         /* global-norm clip; default 10; 0 = none */
+  int has_huber_delta;
+  double huber_delta;       /* DQN; default 1 */
+  int has_double_dqn;
+  int double_dqn;           /* DQN; default 1 */
+  uint32_t num_actions;     /* DQN: discrete actions (>= 2) */
+  int has_action_low;
+  double action_low;        /* DDPG; default -1 */
+  int has_action_high;
+  double action_high;       /* DDPG; default 1 */
+  /* > 0: continuous mode, the server trains by itself while data arrives,
+   * keeping (steps * batch_size) / inserts near this ratio; 0: it trains
+   * only on rdc_train_step calls. */
+  double samples_per_insert;
+  uint32_t min_size;        /* items before training starts; 0 = batch_size */
+} rdc_learner_spec_t;
+
 /* A workload's description. Optional scalars are used only when their
  * has_* flag is set; otherwise the server applies its default. Specs that
  * come back from the server are normalised: every has_* flag set. */
@@ -185,9 +239,11 @@ typedef struct {
   double max_priority;       /* cap on raw priorities, default 2^20 */
   uint64_t seed;             /* sampling stream key */
   uint32_t max_batch;        /* rows per call; 0 = server default */
+  int has_learner;           /* 1: the server hosts a learner for this workload */
+  rdc_learner_spec_t learner;
 } rdc_spec_t;
 
-/* Zero the spec (no fields, every optional scalar unset). */
+/* Zero the spec (no fields, every optional scalar unset, no learner). */
 void rdc_spec_init(rdc_spec_t *spec);
 
 typedef struct {
@@ -199,17 +255,31 @@ typedef struct {
   uint64_t bytes; /* memory held by rows and tree */
 } rdc_counters_t;
 
+/* State of a hosted learner (the proto's LearnerCounters). */
+typedef struct {
+  uint64_t steps;          /* gradient steps taken */
+  uint64_t weight_version; /* bumps at every published weight set; 1 = initial weights */
+  double loss;             /* loss of the last step */
+  double steps_per_second; /* over the last TrainStep call or continuous window */
+  uint64_t skipped_steps;  /* steps whose loss or gradients were not finite */
+  uint64_t late_updates;   /* priority updates that landed after newer samples (D > 0) */
+} rdc_learner_counters_t;
+
 typedef struct {
   char id[RDC_ID_MAX];
   char token[RDC_TOKEN_MAX]; /* filled by rdc_register only; keep it secret */
   rdc_spec_t spec;           /* normalised by the server */
   rdc_counters_t counters;
   int64_t created_unix;
+  int has_learner_counters;  /* 1 when the server sent them (workloads with a learner) */
+  rdc_learner_counters_t learner;
 } rdc_workload_t;
 
 /* Register a workload. out receives its id, its token (returned only here:
  * every data call and delete needs it) and the normalised spec. Errors:
- * RDC_EINVAL (n_fields or a rank out of range, a name not NUL-terminated),
+ * RDC_EINVAL (n_fields or a rank out of range, a name not NUL-terminated,
+ * with has_learner: a hidden list longer than RDC_MAX_HIDDEN or a learner
+ * string not NUL-terminated),
  * RDC_INVALID_ARGUMENT (the server's validation, message names the field),
  * RDC_RESOURCE_EXHAUSTED (a server limit: memory, workload count). */
 int rdc_register(rdc_client_t *c, const rdc_spec_t *spec, rdc_workload_t *out,
@@ -314,6 +384,104 @@ int rdc_sample(rdc_client_t *c, const char *id, const char *token, uint32_t batc
 int rdc_update_priorities(rdc_client_t *c, const char *id, const char *token, size_t n,
                           const uint64_t *keys, const double *priorities, uint64_t *applied,
                           uint64_t *stale, rdc_error_t *err);
+
+/* ------------------------------------------------------------------ */
+/* Hosted learning: train steps and weights                            */
+/* ------------------------------------------------------------------ */
+
+/* What one rdc_train_step call did (the proto's TrainStepResponse). */
+typedef struct {
+  uint32_t steps_done;
+  double loss_mean;        /* mean over the steps of the IS-weighted loss */
+  double td_abs_mean;      /* mean |delta| over every sampled item */
+  double td_abs_max;
+  uint64_t weight_version; /* version after the last step */
+  double steps_per_second; /* measured over this call */
+  uint32_t skipped_steps;  /* non-finite loss or gradients: weights unchanged */
+} rdc_train_result_t;
+
+/* Run `steps` (1..65536) gradient steps of the workload's hosted learner
+ * on the server: sample, train, write priorities back. The client's
+ * deadline bounds the call; the server stops at a step boundary when it
+ * runs out and answers RDC_DEADLINE_EXCEEDED (steps done stay done).
+ * Errors: RDC_EINVAL (steps 0 or above 65536, out NULL), RDC_FAILED_PRECONDITION
+ * (no learner, fewer than min_size items, or continuous mode), RDC_ABORTED
+ * (another TrainStep is running on the workload), RDC_EPROTO (the reply
+ * claims more steps than asked). out is zeroed first. */
+int rdc_train_step(rdc_client_t *c, const char *id, const char *token, uint32_t steps,
+                   rdc_train_result_t *out, rdc_error_t *err);
+
+/* Fetch the policy weights (DQN: the Q network, DDPG: the actor) in the
+ * flat "RDNN" format (rdc_policy_load reads it) if the server's version is
+ * newer than have_version. *version receives the server's version (0: the
+ * workload has no weights yet). *len receives the weights' size: 0 when the
+ * server's version is not newer (buf untouched), else the bytes copied to
+ * buf. If they do not fit in cap bytes the call returns RDC_ETOOSMALL with
+ * the needed size in *len and the version in *version (grow buf and call
+ * again). buf may be NULL when cap is 0. Errors also: RDC_EINVAL (NULL
+ * version or len), RDC_FAILED_PRECONDITION (the workload has no learner),
+ * RDC_EPROTO (a newer version without weights, or weights for a version
+ * not newer than have_version). */
+int rdc_get_weights(rdc_client_t *c, const char *id, const char *token, uint64_t have_version,
+                    uint64_t *version, void *buf, size_t cap, size_t *len, rdc_error_t *err);
+
+/* ------------------------------------------------------------------ */
+/* Policy forward pass (for actors)                                    */
+/* ------------------------------------------------------------------ */
+
+#define RDC_POLICY_MAX_LAYERS 16        /* as the RDNN format */
+#define RDC_POLICY_MAX_UNITS 65536u     /* per layer */
+#define RDC_POLICY_MAX_PARAMS (1u << 26) /* floats over all layers (256 MiB) */
+
+typedef enum {
+  RDC_ACT_IDENTITY = 0,
+  RDC_ACT_RELU = 1,
+  RDC_ACT_TANH = 2,
+} rdc_act_t;
+
+/* A multilayer perceptron loaded from the flat "RDNN" weight format
+ * (common/rd_nn_spec.h; GetWeights serves it): layer l computes
+ * a_{l+1} = act[l](W_l a_l + b_l), W_l [sizes[l+1] x sizes[l]] row-major.
+ * The forward pass is plain C loops (no BLAS: actor networks are small)
+ * accumulating in double, one observation at a time.
+ *
+ * Allocation: a load allocates one block (parameters plus two activation
+ * vectors of the widest layer), freed by rdc_policy_free. A load into a
+ * policy of the same shape reuses the block, so an actor that pulls new
+ * weights every few hundred steps does not allocate. The fields are
+ * read-only for callers. Not thread-safe: the forward pass writes the
+ * scratch vectors, so give each thread its own policy. */
+typedef struct {
+  uint32_t n_layers;                      /* 0 until loaded */
+  uint32_t sizes[RDC_POLICY_MAX_LAYERS + 1]; /* sizes[0] inputs ... sizes[n_layers] outputs */
+  rdc_act_t act[RDC_POLICY_MAX_LAYERS];
+  size_t n_params;
+  float *params;    /* per layer: W_l, then b_l (the format's layout) */
+  float *scratch;   /* 2 x max width */
+  size_t capacity;  /* floats in the block (params + scratch) */
+} rdc_policy_t;
+
+/* Zero p (unloaded). A zeroed struct ({0}) is the same. */
+void rdc_policy_init(rdc_policy_t *p);
+
+/* Parse and validate len bytes of the flat format (exactly: trailing bytes
+ * are an error) into p, replacing what p held. Errors (p unchanged):
+ * RDC_EINVAL with a message for every malformed buffer (short or
+ * truncated, bad magic or version, layer count, sizes, activation codes,
+ * parameter count, trailing bytes, a non-finite weight: the message names
+ * the layer), RDC_ENOMEM. */
+int rdc_policy_load(rdc_policy_t *p, const void *buf, size_t len, rdc_error_t *err);
+
+/* y[0..outputs) = net(x[0..inputs)) for one observation. x and y may not
+ * overlap the policy. RDC_EINVAL if p is not loaded (y untouched). */
+int rdc_policy_forward(rdc_policy_t *p, const float *x, float *y);
+
+/* Inputs and outputs of a loaded policy (0 if not loaded). */
+uint32_t rdc_policy_inputs(const rdc_policy_t *p);
+uint32_t rdc_policy_outputs(const rdc_policy_t *p);
+
+/* Free the block and zero p (NULL or unloaded: no-op). */
+void rdc_policy_free(rdc_policy_t *p);
 
 /* ------------------------------------------------------------------ */
 /* Server                                                              */
