@@ -1,26 +1,78 @@
 /* devices.h - the devices this daemon found at start.
  *
- * Today only the CPU: this build has no GPU or FPGA backend, and says so
- * once in the log. Each device has a stable fingerprint (a hash of what
- * identifies its performance: model, cores, memory) that later keys its
- * profiles. */
+ * Discovery runs once, at start (rd_devices_init):
+ *  - the CPU, always: model, logical cores, L1d/L2/L3 sizes, memory and
+ *    the widest vector ISA the CPU kernels can use (from /proc/cpuinfo,
+ *    /proc/meminfo and /sys/devices/system/cpu, with sysconf as fallback
+ *    where /sys has no cache directories, as in some VMs);
+ *  - GPUs through the CUDA runtime, when built with CUDA (meson option
+ *    `cuda`) and one is present (devices_cuda.c; devices_nocuda.c otherwise);
+ *  - FPGAs through XRT: not in this build (devices_fpga.c is the hook).
+ * An absent device kind is simply not listed; why it is absent is logged
+ * once.
+ *
+ * Fingerprints. Each device has a stable fingerprint, kind + "-" + 16 hex
+ * digits of a 64-bit FNV-1a hash of what determines its performance, and
+ * nothing else: for a CPU the model string, logical cores, cache sizes,
+ * memory rounded to GiB and the ISA level (a VM may hide AVX-512 of the
+ * same model); for a GPU its name, SM count, memory (MiB) and compute
+ * capability. Not the hostname, a PCI address or a driver version, so
+ * identical machines share profiles (papers/001 §VI: the performance table
+ * is a property of the hardware), a restart finds its profiles again, and
+ * a plan for a GPU box can be made elsewhere from its exported profiles.
+ */
 #ifndef RD_DEVICES_H
 #define RD_DEVICES_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #define RD_MAX_DEVICES 16
+#define RD_DEVICE_FP_MAX 24 /* "cpu-" + 16 hex digits + NUL fits with room */
 
 typedef struct {
   char kind[8];         /* "cpu", "gpu", "fpga" */
-  char name[160];
-  char fingerprint[24]; /* "cpu-" + 16 hex digits */
-  char status[96];
+  char name[160];       /* for people: model and the figures below */
+  char fingerprint[RD_DEVICE_FP_MAX]; /* e.g. "cpu-" + 16 hex digits */
+  char status[96];      /* "ok", or why it is unusable */
+  /* What the fingerprint is made of, and what a mapper needs. */
+  char model[128];      /* CPU model name, GPU name */
+  uint32_t index;       /* among devices of its kind (a GPU's CUDA ordinal) */
+  uint32_t cores;       /* CPU: logical CPUs online; GPU: multiprocessors */
+  uint64_t memory_bytes; /* CPU: MemTotal; GPU: global memory */
+  uint64_t l1d_bytes, l2_bytes, l3_bytes; /* per core/cluster as reported; 0 = unknown */
+  char isa[16];         /* CPU: "avx512", "avx2" or "baseline"; GPU: "sm_XY" */
+  char capabilities[64]; /* what this daemon's backends run here, e.g. "sumtree,table,learner" */
 } rd_device_t;
 
-/* Discover once (thread-safe, idempotent) and log absences. */
+/* Discover once (thread-safe, idempotent) and log each device found and
+ * each kind absent. */
 void rd_devices_init(void);
-/* Copy up to max devices into out; returns the count. */
+/* Copy up to max devices into out (the CPU first); returns the count. */
 size_t rd_devices_get(rd_device_t *out, size_t max);
+/* The CPU device (every daemon has one). */
+void rd_devices_cpu(rd_device_t *out);
+
+/* ---- Probes, one per device kind; rd_devices_init calls each once ---- */
+
+/* Read the CPU from files under root: root + "/proc/cpuinfo",
+ * "/proc/meminfo", "/sys/devices/system/cpu/online" and
+ * "/sys/devices/system/cpu/cpu0/cache/index*". root NULL or "" is this
+ * machine, where sysconf fills what the files lack; another root (tests)
+ * uses the files only. Always fills *out (unknown parts 0 or "unknown")
+ * and its fingerprint. */
+void rd_devices_probe_cpu(const char *root, rd_device_t *out);
+
+/* GPUs through the CUDA runtime (devices_cuda.c), or none when built
+ * without CUDA (devices_nocuda.c). Fills up to max devices and returns the
+ * count; when it returns 0, why (len bytes) says why, for the log. */
+size_t rd_devices_probe_gpus(rd_device_t *out, size_t max, char *why, size_t len);
+
+/* FPGAs through XRT (devices_fpga.c): this build has no XRT dependency, so
+ * it returns 0 with why = "built without XRT: no FPGA discovery". */
+size_t rd_devices_probe_fpgas(rd_device_t *out, size_t max, char *why, size_t len);
+
+/* Set d->fingerprint from d's kind and identifying fields (see above). */
+void rd_device_fingerprint(rd_device_t *d);
 
 #endif

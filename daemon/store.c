@@ -13,6 +13,7 @@
  */
 #define _GNU_SOURCE /* mkostemp */
 #include "store.h"
+#include "profile_jsonl.h"
 #include "secrets.h"
 
 #include <errno.h>
@@ -32,12 +33,15 @@
 #define TOKEN_FILE "admin.token"
 #define ADMIN_TOKEN_HEX 64
 #define BUSY_TIMEOUT_MS 5000
+#define RD_XSTR(x) #x
+#define RD_STR(x) RD_XSTR(x)
 
 struct rd_store {
   sqlite3 *db;
   pthread_mutex_t mu;
   int version;
   sqlite3_stmt *put, *del, *list;
+  sqlite3_stmt *prof_put, *prof_get, *prof_list, *prof_clear;
   char path[PATH_MAX];
 };
 
@@ -51,8 +55,37 @@ static const char *const migrations[] = {
     "  spec BLOB NOT NULL,"
     "  seq INTEGER NOT NULL UNIQUE"
     ");",
+    /* 1 -> 2: profiles (profile.h), keyed by everything that makes a
+     * latency reusable. WITHOUT ROWID: the key is the table's order, so
+     * get-for-shape and the ordered list are index walks. */
+    "CREATE TABLE profiles ("
+    "  device_fp TEXT NOT NULL,"
+    "  primitive TEXT NOT NULL,"
+    "  threads INTEGER NOT NULL,"
+    "  batch INTEGER NOT NULL,"
+    "  capacity INTEGER NOT NULL,"
+    "  fanout INTEGER NOT NULL,"
+    "  algorithm TEXT NOT NULL,"
+    "  network TEXT NOT NULL,"
+    "  build TEXT NOT NULL,"
+    "  latency_s REAL NOT NULL,"
+    "  reps INTEGER NOT NULL,"
+    "  items INTEGER NOT NULL,"
+    "  source TEXT NOT NULL,"
+    "  measured_unix INTEGER NOT NULL,"
+    "  PRIMARY KEY (device_fp, algorithm, network, batch, capacity, fanout, build, primitive,"
+    "               threads)"
+    ") WITHOUT ROWID;",
 };
 #define SCHEMA_VERSION ((int)(sizeof migrations / sizeof migrations[0]))
+_Static_assert(SCHEMA_VERSION == RD_STORE_SCHEMA_VERSION,
+               "store.h's RD_STORE_SCHEMA_VERSION must count the migrations");
+
+#define PROFILE_COLUMNS                                                                      \
+  "device_fp, primitive, threads, batch, capacity, fanout, algorithm, network, build, "     \
+  "latency_s, reps, items, source, measured_unix"
+#define PROFILE_ORDER \
+  " ORDER BY device_fp, algorithm, network, batch, capacity, fanout, build, primitive, threads"
 
 /* ------------------------------------------------------------------ */
 /* Files and directories                                               */
@@ -156,6 +189,10 @@ void rd_store_close(rd_store_t *s) {
   sqlite3_finalize(s->put);
   sqlite3_finalize(s->del);
   sqlite3_finalize(s->list);
+  sqlite3_finalize(s->prof_put);
+  sqlite3_finalize(s->prof_get);
+  sqlite3_finalize(s->prof_list);
+  sqlite3_finalize(s->prof_clear);
   sqlite3_close(s->db); /* every statement is finalized, so this closes */
   pthread_mutex_destroy(&s->mu);
   free(s);
@@ -204,7 +241,19 @@ int rd_store_open(rd_store_t **out, const char *state_dir, rd_error_t *err) {
                     err)) ||
       (rc = prepare(s, &s->del, "DELETE FROM workloads WHERE id = ?1", err)) ||
       (rc = prepare(s, &s->list,
-                    "SELECT id, token, created_unix, spec FROM workloads ORDER BY seq", err)))
+                    "SELECT id, token, created_unix, spec FROM workloads ORDER BY seq", err)) ||
+      (rc = prepare(s, &s->prof_put,
+                    "INSERT OR REPLACE INTO profiles (" PROFILE_COLUMNS ") VALUES "
+                    "(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
+                    err)) ||
+      (rc = prepare(s, &s->prof_get,
+                    "SELECT " PROFILE_COLUMNS " FROM profiles WHERE device_fp = ?1 AND "
+                    "algorithm = ?2 AND network = ?3 AND batch = ?4 AND capacity = ?5 AND "
+                    "fanout = ?6 AND build = ?7" PROFILE_ORDER,
+                    err)) ||
+      (rc = prepare(s, &s->prof_list, "SELECT " PROFILE_COLUMNS " FROM profiles" PROFILE_ORDER,
+                    err)) ||
+      (rc = prepare(s, &s->prof_clear, "DELETE FROM profiles", err)))
     goto fail;
   *out = s;
   return RD_OK;
@@ -358,6 +407,290 @@ int rd_store_list_workloads(rd_store_t *s, rd_stored_workload_t **out, size_t *n
   *out = v;
   *n = len;
   return RD_OK;
+}
+
+/* ------------------------------------------------------------------ */
+/* Profiles                                                            */
+/* ------------------------------------------------------------------ */
+
+static int bind_profile(sqlite3_stmt *st, const rd_profile_t *p) {
+  int ok = SQLITE_OK;
+  ok |= sqlite3_bind_text(st, 1, p->device_fp, -1, SQLITE_STATIC);
+  ok |= sqlite3_bind_text(st, 2, rd_primitive_name(p->primitive), -1, SQLITE_STATIC);
+  ok |= sqlite3_bind_int64(st, 3, p->threads);
+  ok |= sqlite3_bind_int64(st, 4, p->shape.batch);
+  ok |= sqlite3_bind_int64(st, 5, p->shape.capacity);
+  ok |= sqlite3_bind_int64(st, 6, p->shape.fanout);
+  ok |= sqlite3_bind_text(st, 7, p->shape.algorithm, -1, SQLITE_STATIC);
+  ok |= sqlite3_bind_text(st, 8, p->shape.network, -1, SQLITE_STATIC);
+  ok |= sqlite3_bind_text(st, 9, p->build, -1, SQLITE_STATIC);
+  ok |= sqlite3_bind_double(st, 10, p->latency_s);
+  ok |= sqlite3_bind_int64(st, 11, p->reps);
+  ok |= sqlite3_bind_int64(st, 12, (sqlite3_int64)p->items);
+  ok |= sqlite3_bind_text(st, 13, rd_profile_source_name(p->source), -1, SQLITE_STATIC);
+  ok |= sqlite3_bind_int64(st, 14, p->measured_unix);
+  return ok;
+}
+
+/* Upsert one validated profile; the caller holds the mutex. */
+static int put_profile_locked(rd_store_t *s, const rd_profile_t *p, rd_error_t *err) {
+  sqlite3_stmt *st = s->prof_put;
+  int rc = RD_OK;
+  if (bind_profile(st, p) != SQLITE_OK) rc = db_error(s, err, "binding a profile");
+  else if (sqlite3_step(st) != SQLITE_DONE) rc = db_error(s, err, "storing a profile");
+  sqlite3_reset(st);
+  sqlite3_clear_bindings(st);
+  return rc;
+}
+
+static int put_profiles_locked(rd_store_t *s, const rd_profile_t *p, size_t n, rd_error_t *err) {
+  int rc = exec_sql(s, "BEGIN IMMEDIATE", "starting to store profiles", err);
+  if (rc) return rc;
+  for (size_t i = 0; i < n && rc == RD_OK; i++) rc = put_profile_locked(s, &p[i], err);
+  if (rc == RD_OK) rc = exec_sql(s, "COMMIT", "committing profiles", err);
+  if (rc) sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+  return rc;
+}
+
+int rd_store_put_profiles(rd_store_t *s, const rd_profile_t *p, size_t n, rd_error_t *err) {
+  for (size_t i = 0; i < n; i++) {
+    int rc = rd_profile_validate(&p[i], err);
+    if (rc) return rc;
+  }
+  if (n == 0) return RD_OK;
+  pthread_mutex_lock(&s->mu);
+  int rc = put_profiles_locked(s, p, n, err);
+  pthread_mutex_unlock(&s->mu);
+  return rc;
+}
+
+int rd_store_put_profile(rd_store_t *s, const rd_profile_t *p, rd_error_t *err) {
+  return rd_store_put_profiles(s, p, 1, err);
+}
+
+/* Copy a text column into a fixed field; false if NULL or too long. */
+static bool column_text(sqlite3_stmt *st, int col, char *out, size_t cap) {
+  const unsigned char *t = sqlite3_column_text(st, col);
+  int len = sqlite3_column_bytes(st, col);
+  if (t == NULL || len < 0 || (size_t)len >= cap) return false;
+  memcpy(out, t, (size_t)len + 1);
+  return true;
+}
+
+static bool column_u32(sqlite3_stmt *st, int col, uint32_t *out) {
+  sqlite3_int64 v = sqlite3_column_int64(st, col);
+  if (sqlite3_column_type(st, col) != SQLITE_INTEGER || v < 0 || v > UINT32_MAX) return false;
+  *out = (uint32_t)v;
+  return true;
+}
+
+/* One result row of PROFILE_COLUMNS, validated. */
+static int read_profile(rd_store_t *s, sqlite3_stmt *st, rd_profile_t *p, rd_error_t *err) {
+  memset(p, 0, sizeof *p);
+  char prim[16], src[16];
+  rd_error_t why;
+  rd_error_clear(&why);
+  bool ok = column_text(st, 0, p->device_fp, sizeof p->device_fp) &&
+            column_text(st, 1, prim, sizeof prim) && column_u32(st, 2, &p->threads) &&
+            column_u32(st, 3, &p->shape.batch) && column_u32(st, 4, &p->shape.capacity) &&
+            column_u32(st, 5, &p->shape.fanout) &&
+            column_text(st, 6, p->shape.algorithm, sizeof p->shape.algorithm) &&
+            column_text(st, 7, p->shape.network, sizeof p->shape.network) &&
+            column_text(st, 8, p->build, sizeof p->build) && column_u32(st, 10, &p->reps) &&
+            column_text(st, 12, src, sizeof src) && sqlite3_column_int64(st, 11) >= 0;
+  if (ok) {
+    p->latency_s = sqlite3_column_double(st, 9);
+    p->items = (uint64_t)sqlite3_column_int64(st, 11);
+    p->measured_unix = sqlite3_column_int64(st, 13);
+    ok = rd_primitive_parse(prim, &p->primitive, &why) == RD_OK &&
+         rd_profile_source_parse(src, &p->source, &why) == RD_OK &&
+         rd_profile_validate(p, &why) == RD_OK;
+  }
+  if (!ok)
+    return rd_error_set(err, RD_ESTORE, "%s: a stored profile is malformed%s%.120s", s->path,
+                        why.msg[0] ? ": " : "", why.msg);
+  return RD_OK;
+}
+
+/* Run a prepared SELECT of PROFILE_COLUMNS into a malloc'd array; the
+ * caller holds the mutex and has bound the parameters. */
+static int collect_profiles(rd_store_t *s, sqlite3_stmt *st, rd_profile_t **out, size_t *n,
+                            rd_error_t *err) {
+  rd_profile_t *v = NULL;
+  size_t len = 0, cap = 0;
+  int rc = RD_OK;
+  for (;;) {
+    int step = sqlite3_step(st);
+    if (step == SQLITE_DONE) break;
+    if (step != SQLITE_ROW) {
+      rc = db_error(s, err, "reading profiles");
+      break;
+    }
+    if (len == cap) {
+      size_t ncap = cap ? cap * 2 : 16;
+      rd_profile_t *nv = realloc(v, ncap * sizeof *nv);
+      if (nv == NULL) {
+        rc = rd_error_set(err, RD_ENOMEM, "out of memory reading profiles");
+        break;
+      }
+      v = nv;
+      cap = ncap;
+    }
+    if ((rc = read_profile(s, st, &v[len], err)) != RD_OK) break;
+    len++;
+  }
+  sqlite3_reset(st);
+  sqlite3_clear_bindings(st);
+  if (rc || len == 0) {
+    free(v);
+    v = NULL;
+    len = 0;
+  }
+  *out = v;
+  *n = len;
+  return rc;
+}
+
+int rd_store_get_profiles(rd_store_t *s, const char *device_fp, const rd_profile_key_t *shape,
+                          const char *build, rd_profile_t **out, size_t *n, rd_error_t *err) {
+  *out = NULL;
+  *n = 0;
+  if (device_fp == NULL || shape == NULL || build == NULL)
+    return rd_error_set(err, RD_EINVAL, "a profile lookup needs a device, a shape and a build");
+  pthread_mutex_lock(&s->mu);
+  sqlite3_stmt *st = s->prof_get;
+  int rc;
+  if (sqlite3_bind_text(st, 1, device_fp, -1, SQLITE_STATIC) != SQLITE_OK ||
+      sqlite3_bind_text(st, 2, shape->algorithm, -1, SQLITE_STATIC) != SQLITE_OK ||
+      sqlite3_bind_text(st, 3, shape->network, -1, SQLITE_STATIC) != SQLITE_OK ||
+      sqlite3_bind_int64(st, 4, shape->batch) != SQLITE_OK ||
+      sqlite3_bind_int64(st, 5, shape->capacity) != SQLITE_OK ||
+      sqlite3_bind_int64(st, 6, shape->fanout) != SQLITE_OK ||
+      sqlite3_bind_text(st, 7, build, -1, SQLITE_STATIC) != SQLITE_OK) {
+    rc = db_error(s, err, "binding a profile lookup");
+    sqlite3_reset(st);
+    sqlite3_clear_bindings(st);
+  } else {
+    rc = collect_profiles(s, st, out, n, err);
+  }
+  pthread_mutex_unlock(&s->mu);
+  return rc;
+}
+
+int rd_store_list_profiles(rd_store_t *s, rd_profile_t **out, size_t *n, rd_error_t *err) {
+  pthread_mutex_lock(&s->mu);
+  int rc = collect_profiles(s, s->prof_list, out, n, err);
+  pthread_mutex_unlock(&s->mu);
+  return rc;
+}
+
+void rd_store_free_profiles(rd_profile_t *p) { free(p); }
+
+int rd_store_clear_profiles(rd_store_t *s, size_t *removed, rd_error_t *err) {
+  pthread_mutex_lock(&s->mu);
+  int rc = RD_OK;
+  if (sqlite3_step(s->prof_clear) != SQLITE_DONE) rc = db_error(s, err, "clearing profiles");
+  else if (removed) *removed = (size_t)sqlite3_changes(s->db);
+  sqlite3_reset(s->prof_clear);
+  pthread_mutex_unlock(&s->mu);
+  return rc;
+}
+
+int rd_store_export_profiles(rd_store_t *s, FILE *f, size_t *n, rd_error_t *err) {
+  if (f == NULL) return rd_error_set(err, RD_EINVAL, "no file to export profiles to");
+  pthread_mutex_lock(&s->mu);
+  sqlite3_stmt *st = s->prof_list;
+  size_t count = 0;
+  int rc = RD_OK;
+  char line[RD_PROFILE_JSONL_MAX];
+  for (;;) {
+    int step = sqlite3_step(st);
+    if (step == SQLITE_DONE) break;
+    if (step != SQLITE_ROW) {
+      rc = db_error(s, err, "reading profiles");
+      break;
+    }
+    rd_profile_t p;
+    size_t len;
+    if ((rc = read_profile(s, st, &p, err)) != RD_OK ||
+        (rc = rd_profile_jsonl_format(&p, line, sizeof line, &len, err)) != RD_OK)
+      break;
+    if (fwrite(line, 1, len, f) != len) {
+      rc = rd_error_set(err, RD_ESTORE, "cannot write profiles: %s", strerror(errno));
+      break;
+    }
+    count++;
+  }
+  sqlite3_reset(st);
+  pthread_mutex_unlock(&s->mu);
+  if (rc == RD_OK && fflush(f) != 0)
+    rc = rd_error_set(err, RD_ESTORE, "cannot write profiles: %s", strerror(errno));
+  if (rc == RD_OK && n) *n = count;
+  return rc;
+}
+
+/* Read one line of at most cap - 1 bytes into buf (newline dropped).
+ * Returns its length, -1 at end of input, -2 if too long, -3 if it holds a
+ * NUL byte, -4 on a read error. */
+static long read_line(FILE *f, char *buf, size_t cap) {
+  size_t n = 0;
+  int ch;
+  bool any = false, nul = false;
+  while ((ch = getc(f)) != EOF) {
+    any = true;
+    if (ch == '\n') break;
+    if (ch == '\0') nul = true;
+    if (n + 1 >= cap) {
+      while ((ch = getc(f)) != EOF && ch != '\n') {
+      }
+      return -2;
+    }
+    buf[n++] = (char)ch;
+  }
+  if (ferror(f)) return -4;
+  if (!any) return -1;
+  buf[n] = '\0';
+  return nul ? -3 : (long)n;
+}
+
+int rd_store_import_profiles(rd_store_t *s, FILE *f, size_t *n, rd_error_t *err) {
+  if (f == NULL) return rd_error_set(err, RD_EINVAL, "no file to import profiles from");
+  pthread_mutex_lock(&s->mu);
+  int rc = exec_sql(s, "BEGIN IMMEDIATE", "starting a profile import", err);
+  size_t count = 0;
+  char line[RD_PROFILE_JSONL_MAX + 1];
+  for (size_t lineno = 1; rc == RD_OK; lineno++) {
+    long len = read_line(f, line, sizeof line);
+    if (len == -1) break;
+    if (len == -4) {
+      rc = rd_error_set(err, RD_ESTORE, "cannot read profiles at line %zu: %s", lineno,
+                        strerror(errno));
+      break;
+    }
+    if (len == -2 || len == -3) {
+      rc = rd_error_set(err, RD_EINVAL, "line %zu: %s", lineno,
+                        len == -2 ? "longer than " RD_STR(RD_PROFILE_JSONL_MAX) " bytes"
+                                  : "holds a NUL byte");
+      break;
+    }
+    size_t blank = 0;
+    while (blank < (size_t)len && strchr(" \t\r", line[blank]) != NULL) blank++;
+    if (blank == (size_t)len) continue;
+    rd_profile_t p;
+    rd_error_t why;
+    rd_error_clear(&why);
+    if (rd_profile_jsonl_parse(line, (size_t)len, &p, &why) != RD_OK) {
+      rc = rd_error_set(err, RD_EINVAL, "line %zu: %.200s", lineno, why.msg);
+      break;
+    }
+    p.source = RD_PROFILE_IMPORTED;
+    if ((rc = put_profile_locked(s, &p, err)) == RD_OK) count++;
+  }
+  if (rc == RD_OK) rc = exec_sql(s, "COMMIT", "committing a profile import", err);
+  if (rc) sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+  pthread_mutex_unlock(&s->mu);
+  if (rc == RD_OK && n) *n = count;
+  return rc;
 }
 
 /* ------------------------------------------------------------------ */

@@ -1,18 +1,24 @@
 /* store.h - what must survive a restart, in SQLite (state_dir/replayd.db).
  *
  * Today: registered workload specs (id, token, created time, the spec as
- * serialized replayd.v1.WorkloadSpec bytes). Their data (rows, priorities)
- * does not persist yet: a restart brings each workload back empty.
- * Schema changes are versioned migrations recorded in PRAGMA user_version.
- * One connection, serialized by an internal mutex.
+ * serialized replayd.v1.WorkloadSpec bytes), and profiles: measured or
+ * imported latencies of primitives (profile.h). Workload data (rows,
+ * priorities) does not persist yet: a restart brings each workload back
+ * empty. Schema changes are versioned migrations recorded in PRAGMA
+ * user_version. One connection, serialized by an internal mutex.
  */
 #ifndef RD_STORE_H
 #define RD_STORE_H
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
+#include "profile.h"
 #include "rd_error.h"
+
+/* The schema version this build migrates to (1: workloads, 2: profiles). */
+#define RD_STORE_SCHEMA_VERSION 2
 
 /* Failures of the state database or a state file (I/O, full disk,
  * corruption, permissions, a schema from a newer replayd) are RD_ESTORE
@@ -40,6 +46,44 @@ int rd_store_delete_workload(rd_store_t *s, const char *id, rd_error_t *err);
 int rd_store_list_workloads(rd_store_t *s, rd_stored_workload_t **out, size_t *n,
                             rd_error_t *err);
 void rd_store_free_workloads(rd_stored_workload_t *w, size_t n);
+
+/* ---- Profiles ----
+ *
+ * One row per (device fingerprint, primitive, threads, shape: batch,
+ * capacity, fanout, algorithm, network; build): latency, reps, items,
+ * source, measured_unix. A profile is reused only by the build that
+ * measured it (profile.h: rd_profile_build), on a device of the same
+ * fingerprint, for the same shape. Rows read back are validated
+ * (rd_profile_validate); one that fails (edited by hand) is RD_ESTORE.
+ * Lists are in key order (device, algorithm, network, batch, capacity,
+ * fanout, build, primitive, threads), so exports are stable. */
+
+/* Insert or replace (same key: the newer row wins). RD_EINVAL if p is
+ * invalid. */
+int rd_store_put_profile(rd_store_t *s, const rd_profile_t *p, rd_error_t *err);
+/* Insert or replace n profiles in one transaction: all or none. */
+int rd_store_put_profiles(rd_store_t *s, const rd_profile_t *p, size_t n, rd_error_t *err);
+/* Every profile of device_fp for this shape and build (any primitive and
+ * thread count); *out is NULL and *n 0 when there are none (a miss). Free
+ * with rd_store_free_profiles. */
+int rd_store_get_profiles(rd_store_t *s, const char *device_fp, const rd_profile_key_t *shape,
+                          const char *build, rd_profile_t **out, size_t *n, rd_error_t *err);
+/* Every stored profile. */
+int rd_store_list_profiles(rd_store_t *s, rd_profile_t **out, size_t *n, rd_error_t *err);
+void rd_store_free_profiles(rd_profile_t *p);
+/* Forget every profile; *removed (may be NULL) receives how many. */
+int rd_store_clear_profiles(rd_store_t *s, size_t *removed, rd_error_t *err);
+
+/* Write every profile to f as JSON lines (profile_jsonl.h), in list
+ * order; *n (may be NULL) receives the count. f stays open (a file, or
+ * open_memstream for a reply). RD_ESTORE if writing fails. */
+int rd_store_export_profiles(rd_store_t *s, FILE *f, size_t *n, rd_error_t *err);
+/* Read JSON lines from f (a file, or fmemopen over a request's bytes) and
+ * store them with source "imported", in one transaction: every line is
+ * validated, and on the first bad one (RD_EINVAL, "line N: ...") nothing is
+ * imported. Blank lines are skipped. Rows with the key of a stored row
+ * replace it. *n (may be NULL) receives the count imported. */
+int rd_store_import_profiles(rd_store_t *s, FILE *f, size_t *n, rd_error_t *err);
 
 /* The operator's admin token: read from state_dir/admin.token, created
  * (random, mode 0600) if absent. buf must hold 65 bytes. */

@@ -1,4 +1,5 @@
-/* test_store.c - the SQLite state store and the admin token file. */
+/* test_store.c - the SQLite state store (workloads, profiles and their
+ * JSON-lines import/export, migrations) and the admin token file. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -6,6 +7,7 @@
 #include <cmocka.h>
 
 #include <dirent.h>
+#include <math.h>
 #include <pthread.h>
 #include <sqlite3.h>
 #include <stdio.h>
@@ -14,6 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "profile_jsonl.h"
 #include "store.h"
 
 /* ------------------------------------------------------------------ */
@@ -132,7 +135,7 @@ static void test_open_creates_private_files(void **state) {
   snprintf(dir, sizeof dir, "%s/a/b", top);
   snprintf(db, sizeof db, "%s/replayd.db", dir);
   rd_store_t *s = open_ok(dir);
-  assert_int_equal(rd_store_schema_version(s), 1);
+  assert_int_equal(rd_store_schema_version(s), RD_STORE_SCHEMA_VERSION);
   /* Every directory it made is 0700 and the database 0600, whatever the umask. */
   assert_int_equal(mode_of(top), 0700);
   char mid[200];
@@ -145,7 +148,7 @@ static void test_open_creates_private_files(void **state) {
   snprintf(wal, sizeof wal, "%s-wal", db);
   assert_int_equal(mode_of(wal), 0600); /* WAL mode, and the -wal file is private too */
   rd_store_close(s);
-  assert_int_equal(side_sql_int(db, "PRAGMA user_version"), 1);
+  assert_int_equal(side_sql_int(db, "PRAGMA user_version"), RD_STORE_SCHEMA_VERSION);
   assert_int_equal(side_sql_int(db, "SELECT count(*) FROM workloads"), 1);
 
   /* An existing directory keeps the mode its owner chose. */
@@ -243,7 +246,7 @@ static void test_reopen_persists(void **state) {
   rd_store_close(s);
 
   s = open_ok(dir);
-  assert_int_equal(rd_store_schema_version(s), 1);
+  assert_int_equal(rd_store_schema_version(s), RD_STORE_SCHEMA_VERSION);
   rd_stored_workload_t *v;
   size_t n;
   assert_int_equal(rd_store_list_workloads(s, &v, &n, &err), RD_OK);
@@ -277,10 +280,10 @@ static void test_migrates_version_zero(void **state) {
                    SQLITE_OK);
   sqlite3_close(h);
   rd_store_t *s = open_ok(dir);
-  assert_int_equal(rd_store_schema_version(s), 1);
+  assert_int_equal(rd_store_schema_version(s), RD_STORE_SCHEMA_VERSION);
   put_ok(s, "w", "t", 1, "s");
   rd_store_close(s);
-  assert_int_equal(side_sql_int(db, "PRAGMA user_version"), 1);
+  assert_int_equal(side_sql_int(db, "PRAGMA user_version"), RD_STORE_SCHEMA_VERSION);
   assert_int_equal(side_sql_int(db, "SELECT x FROM notes"), 7);
 }
 
@@ -566,6 +569,461 @@ static void test_admin_token_race(void **state) {
   }
 }
 
+/* ------------------------------------------------------------------ */
+/* Profiles                                                            */
+/* ------------------------------------------------------------------ */
+
+static rd_profile_t make_profile(const char *fp, rd_primitive_t prim, uint32_t threads,
+                                 uint32_t batch, const char *algo, const char *net,
+                                 double latency) {
+  rd_profile_t p;
+  memset(&p, 0, sizeof p);
+  snprintf(p.device_fp, sizeof p.device_fp, "%s", fp);
+  p.primitive = prim;
+  p.threads = threads;
+  p.shape.batch = batch;
+  p.shape.capacity = 100000;
+  p.shape.fanout = 16;
+  snprintf(p.shape.algorithm, sizeof p.shape.algorithm, "%s", algo);
+  snprintf(p.shape.network, sizeof p.shape.network, "%s", net);
+  snprintf(p.build, sizeof p.build, "0.1.0 abc1234 gcc-12.2.0 release");
+  p.latency_s = latency;
+  p.reps = 7;
+  p.items = prim == RD_PRIM_TRAIN ? 0 : 100000;
+  p.source = RD_PROFILE_MEASURED;
+  p.measured_unix = 1700000000;
+  return p;
+}
+
+#define FP_A "cpu-00112233445566aa"
+#define FP_B "gpu-00112233445566bb"
+
+/* Nine profiles: two devices, two shapes, three primitives, two thread counts. */
+static size_t sample_profiles(rd_profile_t *p) {
+  size_t n = 0;
+  for (uint32_t t = 1; t <= 2; t++)
+    for (int prim = 0; prim < RD_PRIM_COUNT; prim++)
+      p[n++] = make_profile(FP_A, (rd_primitive_t)prim, t, 32, "dqn", "dqn:4-64-64-2",
+                            1e-6 * (1 + prim) / t);
+  p[n++] = make_profile(FP_A, RD_PRIM_SAMPLE, 1, 256, "dqn", "dqn:4-64-64-2", 1.25e-5);
+  p[n++] = make_profile(FP_B, RD_PRIM_SAMPLE, 1, 32, "dqn", "dqn:4-64-64-2", 3.5e-6);
+  p[n++] = make_profile(FP_A, RD_PRIM_UPDATE, 1, 64, "none", "", 0.1 / 3);
+  return n;
+}
+
+static int cmp_profile(const rd_profile_t *a, const rd_profile_t *b) {
+  return strcmp(a->device_fp, b->device_fp) || a->primitive != b->primitive ||
+         a->threads != b->threads || !rd_profile_key_equal(&a->shape, &b->shape) ||
+         strcmp(a->build, b->build) || a->latency_s != b->latency_s || a->reps != b->reps ||
+         a->items != b->items || a->source != b->source || a->measured_unix != b->measured_unix;
+}
+
+/* Whether set holds a profile equal to p (ignoring source if any_source). */
+static int holds(const rd_profile_t *set, size_t n, const rd_profile_t *p, int any_source) {
+  for (size_t i = 0; i < n; i++) {
+    rd_profile_t q = set[i];
+    if (any_source) q.source = p->source;
+    if (cmp_profile(&q, p) == 0) return 1;
+  }
+  return 0;
+}
+
+static size_t count_profiles(rd_store_t *s) {
+  rd_profile_t *v;
+  size_t n;
+  rd_error_t err;
+  if (rd_store_list_profiles(s, &v, &n, &err) != RD_OK) fail_msg("list profiles: %s", err.msg);
+  rd_store_free_profiles(v);
+  return n;
+}
+
+static void put_profiles_ok(rd_store_t *s, const rd_profile_t *p, size_t n) {
+  rd_error_t err;
+  rd_error_clear(&err);
+  if (rd_store_put_profiles(s, p, n, &err) != RD_OK) fail_msg("put profiles: %s", err.msg);
+}
+
+static void test_migrates_version_one(void **state) {
+  (void)state;
+  /* A database made by the previous migration set (version 1: workloads
+   * only), with a workload in it, gains the profiles table and keeps the
+   * workload. */
+  const char *dir = fresh("v1");
+  assert_int_equal(mkdir(dir, 0700), 0);
+  char db[200];
+  snprintf(db, sizeof db, "%s/replayd.db", dir);
+  sqlite3 *h;
+  assert_int_equal(sqlite3_open(db, &h), SQLITE_OK);
+  assert_int_equal(sqlite3_exec(h,
+                                "CREATE TABLE workloads ("
+                                "  id TEXT PRIMARY KEY,"
+                                "  token TEXT NOT NULL,"
+                                "  created_unix INTEGER NOT NULL,"
+                                "  spec BLOB NOT NULL,"
+                                "  seq INTEGER NOT NULL UNIQUE"
+                                ");"
+                                "INSERT INTO workloads VALUES ('old', 'tok', 42, x'0102', 1);"
+                                "PRAGMA user_version = 1;",
+                                NULL, NULL, NULL),
+                   SQLITE_OK);
+  sqlite3_close(h);
+
+  rd_store_t *s = open_ok(dir);
+  assert_int_equal(rd_store_schema_version(s), 2);
+  char ids[64];
+  list_ids(s, ids, sizeof ids);
+  assert_string_equal(ids, "old");
+  assert_int_equal(count_profiles(s), 0);
+  rd_profile_t p = make_profile(FP_A, RD_PRIM_TRAIN, 1, 32, "dqn", "dqn:4-64-64-2", 1.5e-5);
+  put_profiles_ok(s, &p, 1);
+  put_ok(s, "new", "t", 43, "s");
+  list_ids(s, ids, sizeof ids);
+  assert_string_equal(ids, "old,new");
+  rd_store_close(s);
+  assert_int_equal(side_sql_int(db, "PRAGMA user_version"), 2);
+  assert_int_equal(side_sql_int(db, "SELECT count(*) FROM profiles"), 1);
+}
+
+static void test_profiles_put_get_list_clear(void **state) {
+  (void)state;
+  rd_store_t *s = open_ok(fresh("prof"));
+  rd_profile_t p[16];
+  size_t n = sample_profiles(p);
+  put_profiles_ok(s, p, n);
+
+  /* Get: device + shape + build, every primitive and thread count. */
+  rd_profile_t *v;
+  size_t k;
+  rd_error_t err;
+  assert_int_equal(rd_store_get_profiles(s, FP_A, &p[0].shape, p[0].build, &v, &k, &err), RD_OK);
+  assert_int_equal(k, 6);
+  for (size_t i = 0; i < 6; i++) assert_true(holds(v, k, &p[i], 0));
+  rd_store_free_profiles(v);
+  /* Another device, shape or build: a miss. */
+  assert_int_equal(rd_store_get_profiles(s, FP_B, &p[6].shape, p[0].build, &v, &k, &err), RD_OK);
+  assert_int_equal(k, 0); /* FP_B has batch 32 only */
+  assert_int_equal(rd_store_get_profiles(s, FP_B, &p[0].shape, p[0].build, &v, &k, &err), RD_OK);
+  assert_int_equal(k, 1);
+  rd_store_free_profiles(v);
+  assert_int_equal(rd_store_get_profiles(s, FP_A, &p[0].shape, "0.2.0 other", &v, &k, &err), RD_OK);
+  assert_int_equal(k, 0);
+  assert_null(v);
+  rd_profile_key_t other = p[0].shape;
+  other.capacity = 100001;
+  assert_int_equal(rd_store_get_profiles(s, FP_A, &other, p[0].build, &v, &k, &err), RD_OK);
+  assert_int_equal(k, 0);
+  assert_int_equal(rd_store_get_profiles(s, FP_A, &p[8].shape, p[8].build, &v, &k, &err), RD_OK);
+  assert_int_equal(k, 1); /* replay only: algorithm "none" */
+  assert_int_equal(v[0].primitive, RD_PRIM_UPDATE);
+  rd_store_free_profiles(v);
+
+  /* List: everything, in key order. */
+  assert_int_equal(rd_store_list_profiles(s, &v, &k, &err), RD_OK);
+  assert_int_equal(k, n);
+  for (size_t i = 0; i < n; i++) assert_true(holds(v, k, &p[i], 0));
+  assert_string_equal(v[k - 1].device_fp, FP_B);
+  rd_store_free_profiles(v);
+
+  /* Upsert: the same key again replaces the row. */
+  rd_profile_t again = p[0];
+  again.latency_s = 9e-6;
+  again.reps = 3;
+  put_profiles_ok(s, &again, 1);
+  assert_int_equal(count_profiles(s), n);
+  assert_int_equal(rd_store_get_profiles(s, FP_A, &p[0].shape, p[0].build, &v, &k, &err), RD_OK);
+  assert_true(holds(v, k, &again, 0));
+  assert_false(holds(v, k, &p[0], 0));
+  rd_store_free_profiles(v);
+
+  size_t removed = 0;
+  assert_int_equal(rd_store_clear_profiles(s, &removed, &err), RD_OK);
+  assert_int_equal(removed, n);
+  assert_int_equal(count_profiles(s), 0);
+  assert_int_equal(rd_store_clear_profiles(s, &removed, &err), RD_OK);
+  assert_int_equal(removed, 0);
+  rd_store_close(s);
+}
+
+static void test_profiles_put_rejects_bad(void **state) {
+  (void)state;
+  rd_store_t *s = open_ok(fresh("profbad"));
+  rd_profile_t good = make_profile(FP_A, RD_PRIM_SAMPLE, 1, 32, "dqn", "dqn:4-64-64-2", 1e-6);
+  rd_profile_t bad[8];
+  for (int i = 0; i < 8; i++) bad[i] = good;
+  snprintf(bad[0].device_fp, sizeof bad[0].device_fp, "cpu-xyz");
+  bad[1].latency_s = NAN;
+  bad[2].latency_s = 0;
+  bad[3].reps = 0;
+  bad[4].build[0] = '\0';
+  bad[5].shape.fanout = 3;
+  snprintf(bad[6].shape.network, sizeof bad[6].shape.network, "dqn:4");
+  bad[7].primitive = (rd_primitive_t)9;
+  rd_error_t err;
+  for (int i = 0; i < 8; i++) {
+    rd_profile_t two[2] = {good, bad[i]};
+    /* One bad profile in a batch stores none of it. */
+    if (rd_store_put_profiles(s, two, 2, &err) != RD_EINVAL) fail_msg("bad profile %d accepted", i);
+  }
+  assert_int_equal(count_profiles(s), 0);
+  rd_profile_t *v;
+  size_t k;
+  assert_int_equal(rd_store_get_profiles(s, NULL, &good.shape, good.build, &v, &k, &err),
+                   RD_EINVAL);
+  rd_store_close(s);
+}
+
+static void test_profiles_survive_restart(void **state) {
+  (void)state;
+  const char *dir = fresh("profre");
+  rd_store_t *s = open_ok(dir);
+  rd_profile_t p[16];
+  size_t n = sample_profiles(p);
+  put_profiles_ok(s, p, n);
+  rd_store_close(s);
+  s = open_ok(dir);
+  rd_profile_t *v;
+  size_t k;
+  rd_error_t err;
+  assert_int_equal(rd_store_list_profiles(s, &v, &k, &err), RD_OK);
+  assert_int_equal(k, n);
+  for (size_t i = 0; i < n; i++) assert_true(holds(v, k, &p[i], 0));
+  rd_store_free_profiles(v);
+  rd_store_close(s);
+}
+
+/* Export s into a malloc'd string. (noinline: GCC 12 takes the result of
+ * open_memstream's buffer for a pointer to the local and warns.) */
+__attribute__((noinline)) static char *export_text(rd_store_t *s, size_t *n) {
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  assert_non_null(f);
+  rd_error_t err;
+  rd_error_clear(&err);
+  if (rd_store_export_profiles(s, f, n, &err) != RD_OK) fail_msg("export: %s", err.msg);
+  fclose(f);
+  return buf;
+}
+
+static int import_text(rd_store_t *s, const char *text, size_t *n, rd_error_t *err) {
+  FILE *f = fmemopen((void *)(uintptr_t)text, strlen(text), "r");
+  assert_non_null(f);
+  int rc = rd_store_import_profiles(s, f, n, err);
+  fclose(f);
+  return rc;
+}
+
+static void test_profiles_export_import(void **state) {
+  (void)state;
+  rd_store_t *a = open_ok(fresh("exp_a"));
+  rd_profile_t p[16];
+  size_t n = sample_profiles(p);
+  p[1].source = RD_PROFILE_IMPORTED; /* exported as it is, imported as imported */
+  snprintf(p[2].build, sizeof p[2].build, "0.1.0 \"quoted\" \\ build");
+  put_profiles_ok(a, p, n);
+
+  /* Through a file: one JSON object per line. */
+  char path[200];
+  snprintf(path, sizeof path, "%s/profiles.jsonl", fresh("exp_file"));
+  assert_int_equal(mkdir(fresh("exp_file"), 0700), 0);
+  FILE *f = fopen(path, "w");
+  assert_non_null(f);
+  size_t written = 0;
+  rd_error_t err;
+  assert_int_equal(rd_store_export_profiles(a, f, &written, &err), RD_OK);
+  fclose(f);
+  assert_int_equal(written, n);
+
+  rd_store_t *b = open_ok(fresh("exp_b"));
+  f = fopen(path, "r");
+  assert_non_null(f);
+  size_t imported = 0;
+  assert_int_equal(rd_store_import_profiles(b, f, &imported, &err), RD_OK);
+  fclose(f);
+  assert_int_equal(imported, n);
+
+  /* Every field survives, latency bit for bit; the source is "imported". */
+  rd_profile_t *v;
+  size_t k;
+  assert_int_equal(rd_store_list_profiles(b, &v, &k, &err), RD_OK);
+  assert_int_equal(k, n);
+  for (size_t i = 0; i < n; i++) {
+    rd_profile_t want = p[i];
+    want.source = RD_PROFILE_IMPORTED;
+    assert_true(holds(v, k, &want, 0));
+  }
+  rd_store_free_profiles(v);
+  /* The importing machine finds them as it would its own measurements. */
+  assert_int_equal(rd_store_get_profiles(b, FP_B, &p[7].shape, p[7].build, &v, &k, &err), RD_OK);
+  assert_int_equal(k, 1);
+  rd_store_free_profiles(v);
+
+  /* Exports are stable: b's export is a's with every source "imported". */
+  size_t na, nb;
+  char *ea = export_text(a, &na), *eb = export_text(b, &nb);
+  assert_int_equal(na, nb);
+  for (char *q; (q = strstr(ea, "\"measured\"")) != NULL;) memcpy(q, "\"imported\"", 10);
+  assert_string_equal(ea, eb);
+  free(ea);
+  free(eb);
+
+  /* Blank lines and CRLF are fine; importing again replaces, not adds. */
+  char *text = export_text(a, &na);
+  size_t tl = strlen(text);
+  char *crlf = malloc(2 * tl + 8);
+  size_t j = 0;
+  crlf[j++] = '\n';
+  for (size_t i = 0; i < tl; i++) {
+    if (text[i] == '\n') crlf[j++] = '\r';
+    crlf[j++] = text[i];
+  }
+  memcpy(crlf + j, "  \n", 4);
+  assert_int_equal(import_text(b, crlf, &imported, &err), RD_OK);
+  assert_int_equal(imported, n);
+  assert_int_equal(count_profiles(b), n);
+  free(crlf);
+  free(text);
+
+  /* An empty file imports nothing, successfully. */
+  assert_int_equal(import_text(b, "", &imported, &err), RD_OK);
+  assert_int_equal(imported, 0);
+  rd_store_close(a);
+  rd_store_close(b);
+}
+
+static void test_profiles_import_malformed(void **state) {
+  (void)state;
+  rd_store_t *s = open_ok(fresh("imp_bad"));
+  rd_profile_t keep = make_profile(FP_A, RD_PRIM_TRAIN, 2, 32, "dqn", "dqn:4-64-64-2", 2e-5);
+  put_profiles_ok(s, &keep, 1);
+
+  rd_profile_t p = make_profile(FP_B, RD_PRIM_SAMPLE, 1, 32, "dqn", "dqn:4-64-64-2", 1e-6);
+  char good[RD_PROFILE_JSONL_MAX];
+  rd_error_t err;
+  assert_int_equal(rd_profile_jsonl_format(&p, good, sizeof good, NULL, &err), RD_OK);
+  good[strlen(good) - 1] = '\0'; /* without its newline, to splice below */
+
+  /* Each bad line comes third, after two good ones (which must not stay). */
+  static char longline[RD_PROFILE_JSONL_MAX + 64];
+  memset(longline, ' ', sizeof longline - 1);
+  longline[sizeof longline - 1] = '\0';
+  const struct {
+    const char *line, *msg;
+  } bad[] = {
+      {"not json", "expected '{'"},
+      {"{}", "empty object"},
+      {"{\"device\":\"cpu-00112233445566aa\"}", "is missing"},
+      {"{\"device\":\"cpu-00112233445566aa\",\"device\":\"x\"}", "given twice"},
+      {"{\"colour\":1}", "unknown member \"colour\""},
+      {"{\"device\":\"cpu-00112233445566aa\"", "expected ',' or '}'"},
+      {"[1,2]", "expected '{'"},
+      {"{\"device\":\"caf\\u00e9\"}", "non-ASCII"},
+      {"{\"threads\":1.5}", "expected an integer"},
+      {"{\"threads\":-1}", "non-negative"},
+      {"{\"threads\":4294967296}", "out of range"},
+      {"{\"latency_s\":1e999}", "out of range"},
+      {"{\"latency_s\":.5}", "expected a number"},
+      {"{\"latency_s\":01}", "expected ',' or '}'"},
+      {"{\"build\":\"a\tb\"}", "control character"},
+      {longline, "longer than"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    char text[3 * RD_PROFILE_JSONL_MAX + 256];
+    snprintf(text, sizeof text, "%s\n%s\n%s\n", good, good, bad[i].line);
+    rd_error_clear(&err);
+    size_t n = 77;
+    int rc = import_text(s, text, &n, &err);
+    if (rc != RD_EINVAL) fail_msg("bad line %zu (%s) accepted", i, bad[i].line);
+    assert_int_equal(n, 77); /* untouched on error */
+    if (strstr(err.msg, "line 3: ") != err.msg || strstr(err.msg, bad[i].msg) == NULL)
+      fail_msg("bad line %zu: message \"%s\" lacks \"line 3: ... %s\"", i, err.msg, bad[i].msg);
+  }
+
+  /* Well-formed JSON whose values are wrong: named, and nothing stays. */
+  const char *fields[][2] = {
+      {"\"device\":\"gpu-00112233445566bb\"", "\"device\":\"laptop\""},
+      {"\"primitive\":\"sample\"", "\"primitive\":\"gather\""},
+      {"\"fanout\":16", "\"fanout\":24"},
+      {"\"network\":\"dqn:4-64-64-2\"", "\"network\":\"dqn:4\""},
+      {"\"latency_s\":9.9999999999999995e-07", "\"latency_s\":-1"},
+      {"\"reps\":7", "\"reps\":0"},
+      {"\"source\":\"measured\"", "\"source\":\"guessed\""},
+      {"\"batch\":32", "\"batch\":200000"},
+  };
+  for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
+    char line[RD_PROFILE_JSONL_MAX], text[3 * RD_PROFILE_JSONL_MAX];
+    char *at = strstr(good, fields[i][0]);
+    if (at == NULL) fail_msg("%s not in %s", fields[i][0], good);
+    snprintf(line, sizeof line, "%.*s%s%s", (int)(at - good), good, fields[i][1],
+             at + strlen(fields[i][0]));
+    snprintf(text, sizeof text, "%s\n%s\n", good, line);
+    rd_error_clear(&err);
+    if (import_text(s, text, NULL, &err) != RD_EINVAL) fail_msg("accepted %s", line);
+    if (strstr(err.msg, "line 2: ") != err.msg) fail_msg("message: %s", err.msg);
+  }
+
+  /* A NUL byte inside a line. */
+  {
+    char text[2 * RD_PROFILE_JSONL_MAX];
+    size_t gl = strlen(good);
+    memcpy(text, good, gl);
+    text[gl] = '\0';
+    memcpy(text + gl + 1, "junk\n", 5);
+    FILE *f = fmemopen(text, gl + 6, "r");
+    assert_non_null(f);
+    assert_int_equal(rd_store_import_profiles(s, f, NULL, &err), RD_EINVAL);
+    fclose(f);
+    assert_non_null(strstr(err.msg, "NUL"));
+  }
+
+  /* Only the profile from before is there. */
+  rd_profile_t *v;
+  size_t k;
+  assert_int_equal(rd_store_list_profiles(s, &v, &k, &err), RD_OK);
+  assert_int_equal(k, 1);
+  assert_int_equal(cmp_profile(&v[0], &keep), 0);
+  rd_store_free_profiles(v);
+  rd_store_close(s);
+}
+
+static void test_profile_jsonl_codec(void **state) {
+  (void)state;
+  rd_profile_t p = make_profile(FP_A, RD_PRIM_UPDATE, 4, 256, "ddpg",
+                                "ddpg:11-256-256-3/14-256-256-1", 1.0 / 3.0);
+  p.items = 1048577;
+  char line[RD_PROFILE_JSONL_MAX];
+  size_t len;
+  rd_error_t err;
+  assert_int_equal(rd_profile_jsonl_format(&p, line, sizeof line, &len, &err), RD_OK);
+  assert_int_equal(len, strlen(line));
+  assert_string_equal(
+      line,
+      "{\"device\":\"cpu-00112233445566aa\",\"primitive\":\"update\",\"threads\":4,\"batch\":256,"
+      "\"capacity\":100000,\"fanout\":16,\"algorithm\":\"ddpg\","
+      "\"network\":\"ddpg:11-256-256-3/14-256-256-1\","
+      "\"build\":\"0.1.0 abc1234 gcc-12.2.0 release\",\"latency_s\":0.33333333333333331,"
+      "\"reps\":7,\"items\":1048577,\"source\":\"measured\",\"measured_unix\":1700000000}\n");
+  rd_profile_t q;
+  assert_int_equal(rd_profile_jsonl_parse(line, len, &q, &err), RD_OK);
+  assert_int_equal(cmp_profile(&p, &q), 0);
+
+  /* Members in another order, whitespace, escapes: the same profile. */
+  const char *other =
+      " { \"measured_unix\" : 1700000000 , \"source\":\"measured\",\"items\":1048577,"
+      "\"reps\":7,\"latency_s\":3.3333333333333331E-1,\"build\":\"0.1.0 abc1234 gcc-12.2.0 "
+      "release\",\"network\":\"ddpg:11-256-256-3\\/14-256-256-1\",\"algorithm\":\"dd\\u0070g\","
+      "\"fanout\":16,\"capacity\":100000,\"batch\":256,\"threads\":4,\"primitive\":\"update\","
+      "\"device\":\"cpu-00112233445566aa\"}\t";
+  memset(&q, 0, sizeof q);
+  if (rd_profile_jsonl_parse(other, strlen(other), &q, &err) != RD_OK) fail_msg("%s", err.msg);
+  assert_int_equal(cmp_profile(&p, &q), 0);
+
+  /* Too small a buffer, an invalid profile. */
+  assert_int_equal(rd_profile_jsonl_format(&p, line, 40, &len, &err), RD_ETOOBIG);
+  p.reps = 0;
+  assert_int_equal(rd_profile_jsonl_format(&p, line, sizeof line, &len, &err), RD_EINVAL);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_open_creates_private_files),
@@ -581,6 +1039,13 @@ int main(void) {
       cmocka_unit_test(test_admin_token_bad_content),
       cmocka_unit_test(test_admin_token_permissions),
       cmocka_unit_test(test_admin_token_race),
+      cmocka_unit_test(test_migrates_version_one),
+      cmocka_unit_test(test_profiles_put_get_list_clear),
+      cmocka_unit_test(test_profiles_put_rejects_bad),
+      cmocka_unit_test(test_profiles_survive_restart),
+      cmocka_unit_test(test_profiles_export_import),
+      cmocka_unit_test(test_profiles_import_malformed),
+      cmocka_unit_test(test_profile_jsonl_codec),
   };
   return cmocka_run_group_tests(tests, setup_root, teardown_root);
 }

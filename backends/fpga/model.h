@@ -1,0 +1,335 @@
+/* model.h - analytical performance model of the FPGA backend (issue 5,
+ * "design-space exploration"): for a described FPGA part and a workload,
+ * the hardware parameters the FPGA design would be built with and the
+ * latencies it would reach. Pure C; no XRT, no device needed. The mapper
+ * puts these figures in its primitive-platform table next to the CPU and
+ * GPU measurements (papers/001 §VI-A3).
+ *
+ * Parts are data, not code: one `key = value` file per part (parts/NAME.part,
+ * installed to RD_FPGA_PARTS_DEFAULT_DIR) with the device totals of AMD's
+ * data sheets. Each SLR gets total / slrs of every resource, and a design
+ * may use usable_pct percent of it (platform shell, routing: UG1393 says to
+ * keep about 10% for infrastructure).
+ *
+ * Replay management module (RMM, the sum tree; papers/001 §IV-C4, §VI-A2;
+ * thesis 004 §4.4.1.2). Confined to one SLR (papers/001 §VI-A2: no cross-SLR
+ * routing, so a fast clock). The tree has H levels below the root, K^H >= N.
+ * S pipelines ("bank parallelism"), each with one sampler and one updater
+ * stage per level, every level in its own SRAM bank per pipeline:
+ *   sample_cycles = ceil(B/S) * K + (H - 1) * K
+ *   update_cycles = ceil(B/S)     + (H - 1)
+ * The first terms are papers/001's "B/S x F" and "B/S"; the second is the
+ * pipeline's fill, which thesis 004 Eqs 4.2-4.3 add (their factor 2 is not
+ * explained there and is left out). S is a power of two: 1 if B <= H, else
+ * the largest power of two <= B / H (papers/001: "to fully utilize the
+ * parallelism provided by H stages, if B <= H, we use only a single
+ * pipeline"; S proportional to B), at most N and RD_FPGA_MAX_S, halved
+ * until the pipelines fit the SLR.
+ * Why not more: a pipeline owns a contiguous range of subtrees and the
+ * batch's targets land in them at random, so B/S is the mean load, close
+ * to the busiest pipeline's only when every pipeline gets many items.
+ * Because S jumps with B, the RMM latency is a sawtooth in B (it drops
+ * where S doubles: a bigger design); for one design (a fixed
+ * workload.rmm_s) it never falls as B grows.
+ * Pipeline p owns the subtrees below the first level with K^h >= S (nodes
+ * ceil(nodes_h / S) per bank); the levels above it are replicated into
+ * every pipeline (papers/001: "broadcast to all the pipelines"). S need
+ * not be a power of K (the paper's log_K S levels), so that S can grow
+ * smoothly for K = 16.
+ * Fixed point (papers/001 §IV-C4): W_b = W_parent - log2 K, so the root
+ * holds leaf_bits + H log2 K bits. The root's bound is that of a full tree
+ * of K^H leaves: with the per-level rule a tighter root (log2 N) would let
+ * a lower level overflow when N < K^H. leaf_bits defaults to the width of
+ * the CPU tree's largest leaf for this capacity (common/rd_fixed.h), so the
+ * FPGA tree would hold the same integers and pick the same leaves as the
+ * CPU and GPU trees; for N = K^H the root is then 63 bits, the CPU bound.
+ * Exactness costs SRAM: 2^20 leaves at K = 2 (43- to 62-bit nodes, ~89 Mb)
+ * do not fit one U200 SLR, where K = 16 does; papers/001's Table VI tree
+ * (4.5 MB for 2^20 leaves) implies ~16-bit leaves (workload.leaf_bits).
+ *
+ * Learner (papers/001 §IV-B3, §VI-A2; thesis 004 §4.3.2 Eq 4.1, §4.4.2.2).
+ * DP pipelines each process PI = ceil(B/DP) samples. A pipeline is a chain
+ * of n = 3L Tensor Units (TUs): FW through the L layers, LOSS, BW through
+ * L-1 layers, WA (weight-gradient accumulation) for the L tensors; for DDPG
+ * L is the actor's plus the critic's layers (the actor's update runs FW
+ * actor, FW critic, -Q, BW critic to its input, BW actor). The other passes
+ * our learner computes per sample (backends/cpu/learner.c) are TUs beside
+ * the chain that feed it without making it deeper: DQN's target network
+ * and, with double DQN, the online network on s'; DDPG's target actor and
+ * critic on s' and the critic's TD path (FW on (s, a), its loss, its BW).
+ * They cost resources like any TU. A TU for layer l does in*out
+ * multiply-adds per sample (FW, BW, WA); LOSS does sizes[L] (DQN) or 1.
+ * DSPs go to each TU in proportion to its multiply-adds (papers/001
+ * "pipeline local optimization"): for a stage time T (cycles per sample)
+ * TU i gets units_i = ceil(macs_i / T) MAC units, so
+ *   T_i = ceil(macs_i / units_i) <= T,   T_max = max_i T_i,
+ *   T_pipeline = (PI + n - 1) * T_max,
+ *   T_WU = sum_j ceil((DP - 1 + U) * size(W_j) / wu_units),
+ * where size(W_j) counts weights and biases of each trained tensor,
+ * wu_units is the number of weight banks of one copy (the MAC units of the
+ * chain's FW TUs: papers/001 sets r_WU to the number of weight SRAM banks),
+ * DP - 1 adds reduce the DP gradients and U multiply-adds update a weight
+ * (U = 1, SGD, is papers/001's DP x size(W_j)). The paper's factor f is the
+ * smallest GEMM TU's unit count, ceil(min macs / T): units_i = r_i * f with
+ * r_i normalised to that TU. Searching T instead of f lets a layer with
+ * few multiply-adds share a unit (the paper's integer f >= 1 cannot go
+ * below one unit per min-stage, which for Hopper-sized networks already
+ * exceeds a U200). Global optimization: for every DP from 1 up (while one
+ * pipeline per DP still fits at T = max macs), the smallest T whose DSPs,
+ * LUTs, FFs and SRAM fit the learner's SLRs (the paper's "increment f until
+ * a resource limit"), then the (DP, T) with the fewest cycles; ties go to
+ * fewer pipelines, then to the largest T with the same cycles (fewest
+ * resources for that latency).
+ *
+ * Resources per TU, per pipeline: weight copies in FW and BW TUs (each MAC
+ * unit reads its own bank), a gradient accumulator per WA TU, the
+ * activations a trained network's FW TU keeps for its BW and WA (its input
+ * vector for every sample still in the pipeline behind it), small FIFOs for
+ * the rest; one WU module with the optimizer's state. SRAM banks (shared
+ * with the RMM): <= 64 words go to LUTRAM (2 LUTs per bit); larger ones to
+ * BRAM18 halves (UG573 aspect ratios, a wide word split into 36-bit slices
+ * plus the narrowest slice that holds the rest) or, when a bank would take
+ * >= 8 BRAM18 and UltraRAM is left, to URAM (4K rows of 72 bits, as many
+ * whole words per row as fit), largest banks first; a bank that finds no
+ * block RAM spills to URAM.
+ *
+ * Constants the papers do not state (chosen here; each named below):
+ * - DSPs per multiply-add (RD_FPGA_FX16/FX32/FP32): 1, 4 and 5. One DSP48E2
+ *   multiplies 27x18 bits and accumulates 48 (UG579); a 32x32 product takes
+ *   2x2 of them; papers/001 Table IV's 0.68 TOPS INT32 peak for the U200 is
+ *   exactly 6840 / 4 MACs x 2 ops x 200 MHz. fp32: a full-DSP multiplier (3)
+ *   plus adder (2) of the Floating-Point Operator (PG060).
+ * - LUTs and FFs of the learner per DSP (143, 231): papers/001 Table VI's
+ *   DSP-bound DQN learner, 615K LUT and 994K REG for 4315 DSPs. (Its DDPG
+ *   learner spent 282 LUTs per DSP; this model will find DDPG designs
+ *   DSP-bound where the paper's was LUT-bound.)
+ * - RMM logic per stage (142 LUT, 206 FF) and DSPs (one adder per sampler
+ *   or updater stage, ceil(W / dsp_alu_bits) DSP48s when the level is wider
+ *   than a DSP's 48-bit ALU): Table VI's RMM at S = 32, K = 2, H = 20:
+ *   1280 DSP = 32 x 2 x 20, 181K LUT and 263K REG over those 1280 stages.
+ * - U and optimizer state words per weight: SGD 1 and 0 (papers/001);
+ *   Adam with a Polyak target (our learner) 6 and 2: two multiply-adds each
+ *   for m and v, one for the step (its square root and divide are
+ *   pipelined beside it), one for the target mix; m and v are kept.
+ * - Word widths: fx16 16 bits, fx32 32, fp32 32; gradient accumulators of
+ *   fixed-point formats keep the full 2P-bit products (exact reduction).
+ *
+ * Allocation: none. The part loader reads files with fixed buffers (about
+ * 40 KB of stack for a directory); the learner search works on the
+ * caller's structures and about 50 KB of stack. Thread-safe: no state.
+ */
+#ifndef RD_FPGA_MODEL_H
+#define RD_FPGA_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "rd_error.h"
+#include "rd_nn_spec.h"
+
+/* Where the installed part files are; meson passes the install location
+ * (get_option('datadir')/replayd/fpga-parts). rd_fpga_parts_default_dir()
+ * returns the value the library itself was built with. */
+#ifndef RD_FPGA_PARTS_DEFAULT_DIR
+#define RD_FPGA_PARTS_DEFAULT_DIR "/usr/local/share/replayd/fpga-parts"
+#endif
+
+#define RD_FPGA_NAME_MAX 32     /* part name, with its NUL */
+#define RD_FPGA_DEVICE_MAX 64   /* device string, with its NUL */
+#define RD_FPGA_MAX_SLRS 8
+#define RD_FPGA_MAX_PARTS 64    /* part files in one directory */
+#define RD_FPGA_MAX_LEVELS 32   /* tree levels below the root */
+#define RD_FPGA_MAX_TUS 160     /* DDPG with 16 + 16 layers: 4*16 + 6*16 */
+#define RD_FPGA_MAX_BATCH 65536u
+#define RD_FPGA_MAX_CAPACITY (1u << 30)
+#define RD_FPGA_MAX_S 4096u     /* RMM pipelines considered */
+
+/* Constants chosen by this model (see the header comment for why). */
+#define RD_FPGA_RMM_LUT_PER_STAGE 142u
+#define RD_FPGA_RMM_FF_PER_STAGE 206u
+#define RD_FPGA_LEARNER_LUT_PER_DSP 143u
+#define RD_FPGA_LEARNER_FF_PER_DSP 231u
+#define RD_FPGA_LUTRAM_MAX_WORDS 64u   /* a bank this shallow is distributed RAM */
+#define RD_FPGA_URAM_MIN_BRAM18 8u     /* a bank this large goes to URAM first */
+
+/* Resource counts: DSP48 slices, 6-input LUTs, flip-flops, 36 Kb block RAMs
+ * (two 18 Kb halves each), 288 Kb UltraRAMs. */
+typedef struct {
+  uint64_t dsp, lut, ff, bram36, uram;
+} rd_fpga_res_t;
+
+/* One FPGA part, as a part file describes it. */
+typedef struct {
+  char name[RD_FPGA_NAME_MAX];     /* "u200"; equals the file's stem */
+  char device[RD_FPGA_DEVICE_MAX]; /* "xcu200-fsgd2104-2-e" (informational) */
+  uint32_t slrs;                   /* super logic regions, 1..RD_FPGA_MAX_SLRS */
+  rd_fpga_res_t per_slr;           /* device totals / slrs */
+  uint32_t usable_pct;             /* percent of each SLR a design may use, 1..100 */
+  uint32_t clock_mhz;              /* default kernel clock */
+  uint32_t dsp_alu_bits;           /* width of one DSP's adder (48 for DSP48E2) */
+  uint32_t ddr_banks, ddr_gb;      /* off-chip DDR: channels, GiB */
+  uint32_t hbm_gb, hbm_channels;   /* in-package HBM (0 if none) */
+  uint32_t mem_bw_gbps;            /* peak off-chip bandwidth, GB/s */
+} rd_fpga_part_t;
+
+/* The library's built-in parts directory (RD_FPGA_PARTS_DEFAULT_DIR as
+ * this library was compiled). Never NULL. */
+const char *rd_fpga_parts_default_dir(void);
+
+/* Load one part file, or every "*.part" file of a directory (sorted by file
+ * name), into out[0..*n). Format: one `key = value` per line; '#' starts a
+ * comment; blank lines are ignored. Keys: name, slrs, dsp, bram36, uram,
+ * lut, ff (device totals, each divisible by slrs), clock_mhz (required);
+ * device, usable_pct (100), dsp_alu_bits (48), ddr_banks, ddr_gb, hbm_gb,
+ * hbm_channels, mem_bw_gbps (0) optional. A file named X.part must say
+ * name = X. Errors: RD_EINVAL "file:line: what" for a malformed line, an
+ * unknown or repeated key, a value that is not a whole number or is out
+ * of range; "file: ..." for a missing key, an uneven split over SLRs, a
+ * name that does not match the file, a name two files share, a directory
+ * without part files, a file that cannot be read; RD_ETOOBIG if there are
+ * more than cap (or RD_FPGA_MAX_PARTS) parts. Nothing is written on error. */
+int rd_fpga_parts_load(const char *dir_or_file, rd_fpga_part_t *out, size_t cap, size_t *n,
+                       rd_error_t *err);
+
+/* Load the part called name from dir (NULL: rd_fpga_parts_default_dir()):
+ * the file dir/name.part. RD_ENOTFOUND naming the parts dir does have if
+ * there is no such file; RD_EINVAL for a malformed name or file. */
+int rd_fpga_part_find(const char *name, const char *dir, rd_fpga_part_t *out, rd_error_t *err);
+
+/* RD_EINVAL naming the bad field (for parts built in code). */
+int rd_fpga_part_validate(const rd_fpga_part_t *p, rd_error_t *err);
+
+typedef enum {
+  RD_FPGA_NO_LEARNER = 0, /* replay only: no learner on the FPGA */
+  RD_FPGA_DQN = 1,        /* same values as rd_algo_t (backends/cpu/learner.h) */
+  RD_FPGA_DDPG = 2,
+} rd_fpga_algo_t;
+
+typedef enum {
+  RD_FPGA_FP32 = 0, /* what our learners compute in (default) */
+  RD_FPGA_FX32 = 1, /* 32-bit fixed point (papers/001's INT32 learner) */
+  RD_FPGA_FX16 = 2,
+} rd_fpga_precision_t;
+
+typedef enum {
+  RD_FPGA_ADAM = 0, /* Adam and a Polyak target, as our learner (default) */
+  RD_FPGA_SGD = 1,  /* plain SGD: papers/001's T_WU */
+} rd_fpga_optimizer_t;
+
+typedef struct {
+  uint32_t batch;         /* B, 1..RD_FPGA_MAX_BATCH */
+  uint32_t capacity;      /* N, 2..RD_FPGA_MAX_CAPACITY */
+  uint32_t fanout;        /* K, a power of two in [2, 64] (as the CPU tree) */
+  uint32_t leaf_bits;     /* fixed-point leaf width; 0: the CPU tree's for N */
+  uint32_t rmm_s;         /* 0: choose S; else this S (a power of two) */
+  rd_fpga_algo_t algo;
+  rd_nn_spec_t net[2];    /* DQN: net[0] the Q network. DDPG: net[0] the actor,
+                             net[1] the critic ([obs, action] -> 1) */
+  int double_dqn;         /* DQN: also run the online network on s' (default 1) */
+  rd_fpga_precision_t precision;
+  rd_fpga_optimizer_t optimizer;
+  uint32_t clock_mhz;     /* 0: the part's */
+  uint32_t learner_slrs;  /* 0: all SLRs but the RMM's; else 1..slrs */
+} rd_fpga_workload_t;
+
+/* B 32, N 2^20, K 16, leaf_bits 0, rmm_s 0, no learner, double_dqn 1,
+ * fp32, Adam, clock_mhz 0, learner_slrs 0; networks zeroed. */
+void rd_fpga_workload_default(rd_fpga_workload_t *w);
+
+/* RD_EINVAL naming the bad field (networks: rd_nn_spec_validate's message,
+ * DDPG's critic input must be obs + action and its output 1). */
+int rd_fpga_workload_validate(const rd_fpga_workload_t *w, rd_error_t *err);
+
+typedef struct {
+  uint32_t levels;                         /* H: levels below the root = pipeline stages */
+  uint32_t width[RD_FPGA_MAX_LEVELS + 1];  /* bits; [0] root ... [H] leaves */
+  uint64_t nodes[RD_FPGA_MAX_LEVELS + 1];  /* nodes per level; [0] = 1 */
+  uint32_t leaf_bits;
+  uint32_t s;              /* bank parallelism S */
+  uint32_t s_batch;        /* S the batch asks for (B/H rule, <= N) */
+  uint32_t shared_levels;  /* levels 1..shared_levels are replicated per pipeline */
+  const char *limit;       /* what bounds S: "batch", "capacity", "max" (RD_FPGA_MAX_S),
+                              "fixed" (workload.rmm_s), "dsp", "lut", "ff", "sram" */
+  uint64_t sample_cycles;  /* fill included */
+  uint64_t sample_fill_cycles;
+  uint64_t update_cycles;
+  uint64_t update_fill_cycles;
+  uint32_t clock_mhz;
+  double sample_s, update_s;
+  rd_fpga_res_t used;      /* in the RMM's SLR */
+  rd_fpga_res_t avail;     /* that SLR's usable resources */
+} rd_fpga_rmm_est_t;
+
+typedef enum {
+  RD_FPGA_TU_FW = 0,
+  RD_FPGA_TU_LOSS = 1,
+  RD_FPGA_TU_BW = 2,
+  RD_FPGA_TU_WA = 3,
+} rd_fpga_tu_kind_t;
+
+typedef struct {
+  char label[16];          /* "FW0", "BW2", "WA1", "LOSS"; side TUs "t:" target,
+                              "d:" double DQN, "c:" DDPG critic TD path;
+                              DDPG chain: "aFW0" actor, "cFW0" critic, ... */
+  rd_fpga_tu_kind_t kind;
+  uint32_t net;            /* index into workload.net */
+  uint32_t layer;
+  uint32_t chain;          /* 1: one of the n chain stages; 0: beside the chain */
+  uint32_t depth;          /* 1..n: position in the pipeline */
+  uint64_t macs;           /* multiply-adds per sample */
+  uint64_t units;          /* MAC units per pipeline: ceil(macs / T) */
+  uint64_t dsp;            /* units * DSPs per multiply-add */
+  uint64_t cycles;         /* per sample: ceil(macs / units) */
+} rd_fpga_tu_t;
+
+typedef struct {
+  uint32_t dp;             /* data-parallel pipelines */
+  uint32_t pi;             /* samples per pipeline, ceil(B / DP) */
+  uint64_t f;              /* papers/001's f: MAC units of the smallest GEMM TU */
+  uint64_t t_target;       /* T, the stage time the units were sized for */
+  uint32_t n;              /* pipeline depth (3L) */
+  uint32_t n_tus;          /* TUs per pipeline, chain and side */
+  rd_fpga_tu_t tu[RD_FPGA_MAX_TUS];
+  uint64_t pipeline_units; /* MAC units of one pipeline */
+  uint64_t wu_units;       /* MAC units of the weight-update module */
+  uint64_t wu_dsp;
+  uint64_t t_max, t_pipeline, t_wu, cycles;
+  uint32_t clock_mhz;
+  double step_s;           /* cycles at the clock */
+  const char *limit;       /* what stops a smaller T at this DP: "stage" (every
+                              stage already takes one cycle), "dsp", "lut", "ff", "sram" */
+  rd_fpga_res_t used;
+  rd_fpga_res_t avail;     /* usable resources of the learner's SLRs */
+  uint32_t slrs;           /* SLRs the learner may use */
+} rd_fpga_learner_est_t;
+
+typedef struct {
+  rd_fpga_rmm_est_t rmm;
+  int has_learner;         /* 0 when workload.algo is RD_FPGA_NO_LEARNER */
+  rd_fpga_learner_est_t learner;
+} rd_fpga_estimate_t;
+
+/* The RMM alone. RD_EINVAL for a bad part or workload; RD_ERANGE, with
+ * what it needs and what one SLR has, when the tree does not fit one SLR
+ * even with S = 1 (or with the fixed workload.rmm_s). Nothing is written
+ * on error. */
+int rd_fpga_model_rmm(const rd_fpga_part_t *p, const rd_fpga_workload_t *w,
+                      rd_fpga_rmm_est_t *out, rd_error_t *err);
+
+/* The learner alone. RD_EINVAL as above, also for RD_FPGA_NO_LEARNER or
+ * learner_slrs > slrs; RD_ERANGE, naming the resource, its need and what
+ * the learner's SLRs have, when even one pipeline with one MAC unit per
+ * TU (DP = 1, f = 1) does not fit (e.g. weights beyond on-chip SRAM).
+ * Nothing is written on error. */
+int rd_fpga_model_learner(const rd_fpga_part_t *p, const rd_fpga_workload_t *w,
+                          rd_fpga_learner_est_t *out, rd_error_t *err);
+
+/* Both, with papers/001's split: the RMM in one SLR, the learner in
+ * learner_slrs (default: the rest). Fails as either does. */
+int rd_fpga_model_estimate(const rd_fpga_part_t *p, const rd_fpga_workload_t *w,
+                           rd_fpga_estimate_t *out, rd_error_t *err);
+
+/* "fp32", "fx32", "fx16" ("invalid" otherwise). */
+const char *rd_fpga_precision_name(rd_fpga_precision_t p);
+
+#endif

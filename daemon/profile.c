@@ -1,0 +1,738 @@
+/* profile.c - measuring a workload's primitives on the CPU (profile.h has
+ * the method and the time bound). */
+#include "profile.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+
+#include "log.h"
+#include "nn.h"
+#include "rd_build_info.h"
+#include "rd_tree_step.h"
+
+#define REP_TARGET_S 1e-3          /* one repetition: about this long */
+#define MAX_CALLS_PER_REP 100000u
+#define FILL_CHUNK 65536u          /* items per insert while filling */
+#define TREE_FILL_BPS 128e6        /* tree bytes initialised and filled per second, at least */
+#define TRAIN_FLOPS_PER_S 2e9      /* the calibration step's estimate: a slow CPU's rate */
+#define CALIB_ROWS 64u             /* rows of the calibration step */
+#define CALL_NS_PER_ITEM 200e-9    /* a sample/update's first-call estimate per item */
+#define MAX_BATCH_BYTES (64u << 20) /* synthetic train batches; larger: train not measured */
+#define COLD_SAFETY 1.5            /* on the first-touch estimate of a learner's first step */
+#define GEN_S_PER_FLOAT 10e-9      /* generating synthetic batch data */
+#define DATA_SEED UINT64_C(0x70726f66696c65) /* "profile" */
+
+/* ------------------------------------------------------------------ */
+/* Names                                                               */
+/* ------------------------------------------------------------------ */
+
+static const char *const prim_names[RD_PRIM_COUNT] = {"sample", "update", "train"};
+static const char *const source_names[] = {"measured", "imported"};
+
+const char *rd_primitive_name(rd_primitive_t p) {
+  return (unsigned)p < RD_PRIM_COUNT ? prim_names[p] : "invalid";
+}
+
+int rd_primitive_parse(const char *s, rd_primitive_t *out, rd_error_t *err) {
+  for (int i = 0; i < RD_PRIM_COUNT; i++)
+    if (s != NULL && strcmp(s, prim_names[i]) == 0) {
+      *out = (rd_primitive_t)i;
+      return RD_OK;
+    }
+  return rd_error_set(err, RD_EINVAL, "primitive \"%.32s\" is not sample, update or train",
+                      s ? s : "");
+}
+
+const char *rd_profile_source_name(rd_profile_source_t s) {
+  return (unsigned)s < 2 ? source_names[s] : "invalid";
+}
+
+int rd_profile_source_parse(const char *s, rd_profile_source_t *out, rd_error_t *err) {
+  for (int i = 0; i < 2; i++)
+    if (s != NULL && strcmp(s, source_names[i]) == 0) {
+      *out = (rd_profile_source_t)i;
+      return RD_OK;
+    }
+  return rd_error_set(err, RD_EINVAL, "source \"%.32s\" is not measured or imported", s ? s : "");
+}
+
+const char *rd_profile_build(void) { return RD_BUILD_VERSION " " RD_BUILD_ID; }
+
+size_t rd_profile_default_threads(uint32_t cores, uint32_t *out, size_t cap) {
+  size_t n = 0;
+  if (cores == 0) cores = 1;
+  if (cores > RD_MLP_MAX_THREADS) cores = RD_MLP_MAX_THREADS;
+  for (uint32_t t = 1; t < cores && n < cap; t *= 2) out[n++] = t;
+  if (n < cap) out[n++] = cores;
+  return n;
+}
+
+/* ------------------------------------------------------------------ */
+/* Shapes and keys                                                     */
+/* ------------------------------------------------------------------ */
+
+static bool power_of_two(uint32_t x) { return x != 0 && (x & (x - 1)) == 0; }
+
+/* Append "a-b-c" (the spec's sizes) to buf at *pos. */
+static void append_sizes(char *buf, size_t cap, size_t *pos, const rd_nn_spec_t *s) {
+  for (uint32_t l = 0; l <= s->n_layers && *pos < cap; l++) {
+    int w = snprintf(buf + *pos, cap - *pos, l ? "-%u" : "%u", s->sizes[l]);
+    *pos = w < 0 ? cap : *pos + (size_t)w;
+  }
+}
+
+int rd_profile_shape_init(rd_profile_shape_t *out, const rd_table_config_t *tc,
+                          const rd_pipeline_config_t *pc, uint32_t batch, rd_error_t *err) {
+  rd_profile_shape_t s;
+  memset(&s, 0, sizeof s);
+  if (tc == NULL) return rd_error_set(err, RD_EINVAL, "a profile shape needs a table config");
+  if (batch == 0 && pc != NULL) batch = pc->batch;
+  s.key.batch = batch;
+  s.key.capacity = tc->capacity;
+  s.key.fanout = tc->fanout;
+  s.row_bytes = (uint32_t)rd_schema_row_bytes(&tc->schema);
+  s.alpha = tc->alpha;
+  if (pc == NULL) {
+    snprintf(s.key.algorithm, sizeof s.key.algorithm, "none");
+  } else {
+    s.has_learner = 1;
+    s.learner = pc->learner;
+    s.learner.threads = 1; /* set per measured thread count */
+    if (s.learner.max_batch < batch) s.learner.max_batch = batch;
+    int rc = rd_learner_config_validate(&s.learner, err);
+    if (rc) return rc;
+    rd_nn_spec_t policy, critic;
+    rd_learner_policy_spec(&s.learner, &policy, NULL);
+    bool dqn = s.learner.algo == RD_ALGO_DQN;
+    snprintf(s.key.algorithm, sizeof s.key.algorithm, "%s", dqn ? "dqn" : "ddpg");
+    size_t pos = (size_t)snprintf(s.key.network, sizeof s.key.network, "%s:", s.key.algorithm);
+    append_sizes(s.key.network, sizeof s.key.network, &pos, &policy);
+    if (!dqn) {
+      rd_learner_critic_spec(&s.learner, &critic, NULL);
+      if (pos < sizeof s.key.network) s.key.network[pos++] = '/';
+      s.key.network[pos < sizeof s.key.network ? pos : sizeof s.key.network - 1] = '\0';
+      append_sizes(s.key.network, sizeof s.key.network, &pos, &critic);
+    }
+    if (pos >= sizeof s.key.network)
+      return rd_error_set(err, RD_EINVAL,
+                          "the network has too many layers to name in a profile (%zu characters)",
+                          sizeof s.key.network - 1);
+  }
+  int rc = rd_profile_key_validate(&s.key, err);
+  if (rc) return rc;
+  *out = s;
+  return RD_OK;
+}
+
+/* "a-b-c" of 2..RD_NN_MAX_LAYERS+1 positive sizes; *end is where it stops. */
+static bool valid_sizes(const char *p, const char **end) {
+  int n = 0;
+  for (;;) {
+    if (*p < '1' || *p > '9') return false;
+    unsigned long v = 0;
+    while (*p >= '0' && *p <= '9' && v <= RD_NN_MAX_UNITS) v = v * 10 + (unsigned long)(*p++ - '0');
+    if (v > RD_NN_MAX_UNITS) return false;
+    n++;
+    if (*p != '-') break;
+    p++;
+  }
+  *end = p;
+  return n >= 2 && n <= RD_NN_MAX_LAYERS + 1;
+}
+
+int rd_profile_key_validate(const rd_profile_key_t *k, rd_error_t *err) {
+  if (k->batch == 0 || k->batch > RD_TABLE_MAX_BATCH)
+    return rd_error_set(err, RD_EINVAL, "profile batch %u is outside [1, %u]", k->batch,
+                        RD_TABLE_MAX_BATCH);
+  if (k->capacity == 0 || k->capacity > RD_SUMTREE_MAX_CAPACITY)
+    return rd_error_set(err, RD_EINVAL, "profile capacity %u is outside [1, %u]", k->capacity,
+                        RD_SUMTREE_MAX_CAPACITY);
+  if (k->batch > k->capacity)
+    return rd_error_set(err, RD_EINVAL, "profile batch %u is above the capacity %u", k->batch,
+                        k->capacity);
+  if (!power_of_two(k->fanout) || k->fanout < RD_SUMTREE_MIN_FANOUT ||
+      k->fanout > RD_SUMTREE_MAX_FANOUT)
+    return rd_error_set(err, RD_EINVAL, "profile fanout %u is not a power of two in [%u, %u]",
+                        k->fanout, RD_SUMTREE_MIN_FANOUT, RD_SUMTREE_MAX_FANOUT);
+  size_t al = strnlen(k->algorithm, sizeof k->algorithm);
+  size_t nl = strnlen(k->network, sizeof k->network);
+  if (al == sizeof k->algorithm || nl == sizeof k->network)
+    return rd_error_set(err, RD_EINVAL, "profile algorithm or network is not terminated");
+  bool dqn = strcmp(k->algorithm, "dqn") == 0, ddpg = strcmp(k->algorithm, "ddpg") == 0;
+  if (strcmp(k->algorithm, "none") == 0) {
+    if (nl != 0)
+      return rd_error_set(err, RD_EINVAL,
+                          "profile algorithm \"none\" has no network, not \"%.40s\"", k->network);
+    return RD_OK;
+  }
+  if (!dqn && !ddpg)
+    return rd_error_set(err, RD_EINVAL, "profile algorithm \"%.8s\" is not dqn, ddpg or none",
+                        k->algorithm);
+  /* dqn:SIZES or ddpg:SIZES/SIZES */
+  const char *p = k->network;
+  bool ok = strncmp(p, k->algorithm, al) == 0 && p[al] == ':';
+  if (ok) ok = valid_sizes(p + al + 1, &p);
+  if (ok && ddpg) ok = *p == '/' && valid_sizes(p + 1, &p);
+  if (!ok || *p != '\0')
+    return rd_error_set(err, RD_EINVAL,
+                        "profile network \"%.60s\" is not \"%s:%s\" with layer sizes 1..%u",
+                        k->network, k->algorithm, dqn ? "A-B-..." : "A-B-.../C-D-...",
+                        RD_NN_MAX_UNITS);
+  return RD_OK;
+}
+
+int rd_profile_key_equal(const rd_profile_key_t *a, const rd_profile_key_t *b) {
+  return a->batch == b->batch && a->capacity == b->capacity && a->fanout == b->fanout &&
+         strncmp(a->algorithm, b->algorithm, sizeof a->algorithm) == 0 &&
+         strncmp(a->network, b->network, sizeof a->network) == 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* Timing                                                              */
+/* ------------------------------------------------------------------ */
+
+static double now_s(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+typedef int (*call_fn)(void *ctx, rd_error_t *err);
+
+typedef struct {
+  double latency_s; /* median seconds per call */
+  uint32_t reps;    /* 0: not measured (no time) */
+} timing_t;
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+/* One warm-up call, then up to RD_PROFILE_REPS repetitions of k calls.
+ * est_first is the warm-up's estimate: it starts only if that fits before
+ * the deadline. est_call (0: the warm-up's time) is a warm call's estimate,
+ * for a warm-up known to be slower than the calls after it (a learner's
+ * first step touches its buffers for the first time). A repetition starts
+ * only if it ends, at the slowest per-call time seen, by slice_end (the
+ * first one: by the deadline). The warm-up is never reported: a primitive
+ * with no repetition gets reps = 0. */
+static int time_calls(call_fn fn, void *ctx, double est_first, double est_call,
+                      double slice_end, double deadline, timing_t *out, rd_error_t *err) {
+  out->reps = 0;
+  double t0 = now_s();
+  if (t0 + est_first > deadline) return RD_OK;
+  int rc = fn(ctx, err);
+  if (rc) return rc;
+  double warm = now_s() - t0;
+  double slowest = est_call > 0 && est_call < warm ? est_call : warm;
+  if (slowest < 1e-9) slowest = 1e-9;
+  double quota = slice_end - (t0 + warm);
+  double target = quota / RD_PROFILE_REPS < REP_TARGET_S ? quota / RD_PROFILE_REPS : REP_TARGET_S;
+  double kf = target / slowest;
+  uint32_t k = kf < 1 ? 1 : kf > MAX_CALLS_PER_REP ? MAX_CALLS_PER_REP : (uint32_t)kf;
+  double per_call[RD_PROFILE_REPS];
+  uint32_t reps = 0;
+  while (reps < RD_PROFILE_REPS) {
+    double start = now_s();
+    double end = reps == 0 ? deadline : (slice_end < deadline ? slice_end : deadline);
+    if (start + k * slowest > end) break;
+    for (uint32_t i = 0; i < k; i++)
+      if ((rc = fn(ctx, err)) != RD_OK) return rc;
+    double t = (now_s() - start) / k;
+    per_call[reps++] = t;
+    if (t > slowest) slowest = t;
+  }
+  if (reps == 0) return RD_OK;
+  qsort(per_call, reps, sizeof per_call[0], cmp_double);
+  out->latency_s =
+      reps % 2 ? per_call[reps / 2] : 0.5 * (per_call[reps / 2 - 1] + per_call[reps / 2]);
+  if (!(out->latency_s > 0)) out->latency_s = 1e-9; /* a clock too coarse for the call */
+  out->reps = reps;
+  return RD_OK;
+}
+
+/* First touches of fresh memory (page faults), bytes per second, measured
+ * once per process on an 8 MiB anonymous mapping: the cost of a new
+ * learner's first step is mostly this (5-10x a warm step on this
+ * project's VMs, about 0.7 GB/s here), and varies 10x between machines. */
+static double touch_rate;
+static pthread_once_t touch_once = PTHREAD_ONCE_INIT;
+
+static void measure_touch(void) {
+  const size_t bytes = 8u << 20;
+  touch_rate = 0.5e9; /* if the mapping fails: a slow machine's rate */
+  void *m = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (m == MAP_FAILED) return;
+  double t0 = now_s();
+  memset(m, 1, bytes);
+  double t = now_s() - t0;
+  munmap(m, bytes);
+  if (t > 0) touch_rate = (double)bytes / t;
+  if (touch_rate < 0.05e9) touch_rate = 0.05e9;
+  if (touch_rate > 50e9) touch_rate = 50e9;
+}
+
+static double touch_bps(void) {
+  pthread_once(&touch_once, measure_touch);
+  return touch_rate;
+}
+
+/* ------------------------------------------------------------------ */
+/* The measuring table                                                 */
+/* ------------------------------------------------------------------ */
+
+static uint64_t splitmix(uint64_t *s) {
+  uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+/* Uniform in [lo, hi). */
+static float unif(uint64_t *s, float lo, float hi) {
+  return lo + (hi - lo) * (float)((double)(splitmix(s) >> 40) * 0x1p-24);
+}
+
+/* The measuring table's capacity (profile.h): the workload's if its tree
+ * fits limit bytes, else the smallest capacity with the same height, else
+ * the largest that fits (never below batch). */
+static uint32_t table_capacity(const rd_profile_key_t *k, double limit) {
+  uint32_t cap = k->capacity;
+  if ((double)rd_sumtree_memsize(cap, k->fanout) <= limit) return cap;
+  uint64_t blocks[RD_ST_MAX_LEVELS];
+  uint32_t h = rd_st_shape(cap, k->fanout, blocks);
+  uint32_t lk = rd_st_log2(k->fanout);
+  if (h >= 2) {
+    uint64_t same = ((uint64_t)1 << (lk * (h - 1))) + 1;
+    if (same <= cap && (double)rd_sumtree_memsize((uint32_t)same, k->fanout) <= limit)
+      return (uint32_t)same;
+  }
+  uint32_t lo = k->batch, hi = cap; /* largest fitting capacity in [batch, cap] */
+  while (lo < hi) {
+    uint32_t mid = lo + (hi - lo + 1) / 2;
+    if ((double)rd_sumtree_memsize(mid, k->fanout) <= limit) lo = mid;
+    else hi = mid - 1;
+  }
+  return lo;
+}
+
+typedef struct {
+  rd_table_t t;
+  uint32_t batch;
+  rd_sample_out_t out;
+  uint64_t *keys, *pool_keys; /* sample output; update key batches */
+  double *probs, *weights, *prio[2];
+  uint32_t n_pool, next;
+} table_ctx_t;
+
+static void table_ctx_free(table_ctx_t *c) {
+  if (c->t.tree.mem != NULL) rd_table_free(&c->t);
+  free(c->keys);
+  free(c->pool_keys);
+  free(c->probs);
+  free(c->weights);
+  free(c->prio[0]);
+  free(c->prio[1]);
+  memset(c, 0, sizeof *c);
+}
+
+static int sample_call(void *p, rd_error_t *err) {
+  table_ctx_t *c = p;
+  return rd_table_sample(&c->t, c->batch, 0.4, 0, &c->out, err);
+}
+
+static int update_call(void *p, rd_error_t *err) {
+  table_ctx_t *c = p;
+  uint32_t j = c->next++;
+  return rd_table_update(&c->t, c->batch, c->pool_keys + (size_t)(j % c->n_pool) * c->batch,
+                         c->prio[j & 1], NULL, err);
+}
+
+/* Build and fill the measuring table; stop filling at fill_end (keeping at
+ * least one batch). */
+static int table_setup(table_ctx_t *c, const rd_profile_shape_t *s, double tree_limit,
+                       double fill_end, rd_error_t *err) {
+  memset(c, 0, sizeof *c);
+  const rd_profile_key_t *k = &s->key;
+  rd_table_config_t tc;
+  rd_table_config_default(&tc);
+  tc.schema.n_fields = 1; /* a 1-byte row: sample and update never read rows */
+  snprintf(tc.schema.fields[0].name, sizeof tc.schema.fields[0].name, "x");
+  tc.schema.fields[0].dtype = RD_DTYPE_UINT8;
+  tc.capacity = table_capacity(k, tree_limit);
+  tc.fanout = k->fanout;
+  /* The priority transform costs what its class costs (table.c: alpha 0,
+   * 1/2 and 1 are special cases, anything else is a pow()); epsilon and
+   * max_priority (the fixed-point scale) cost nothing, and the defaults
+   * keep the synthetic priorities representable for any alpha. */
+  tc.alpha = s->alpha == 0.0 || s->alpha == 0.5 || s->alpha == 1.0 ? s->alpha : 0.6;
+  tc.seed = DATA_SEED;
+  uint32_t chunk = tc.capacity < FILL_CHUNK ? tc.capacity : FILL_CHUNK;
+  tc.max_batch = k->batch > chunk ? k->batch : chunk;
+  int rc = rd_table_init(&c->t, &tc, err);
+  if (rc) return rc;
+  c->batch = k->batch;
+  c->n_pool = k->batch <= 65536 ? 4 : 1;
+  size_t b = k->batch;
+  uint8_t *row = calloc(chunk, 1);
+  double *raw = malloc((size_t)chunk * sizeof *raw);
+  c->keys = malloc(b * sizeof *c->keys);
+  c->probs = malloc(b * sizeof *c->probs);
+  c->weights = malloc(b * sizeof *c->weights);
+  c->pool_keys = malloc(c->n_pool * b * sizeof *c->pool_keys);
+  c->prio[0] = malloc(b * sizeof(double));
+  c->prio[1] = malloc(b * sizeof(double));
+  if (row == NULL || raw == NULL || c->keys == NULL || c->probs == NULL || c->weights == NULL ||
+      c->pool_keys == NULL || c->prio[0] == NULL || c->prio[1] == NULL) {
+    rc = rd_error_set(err, RD_ENOMEM, "out of memory for a measuring table of %u items",
+                      tc.capacity);
+    goto out;
+  }
+  /* Raw priorities (|TD error|-like) between 0.01 and 2, so the leaves
+   * differ and descents take varied paths. */
+  uint64_t seed = DATA_SEED;
+  for (uint32_t i = 0; i < chunk; i++) raw[i] = 0.01 + 2.0 * (double)unif(&seed, 0, 1);
+  for (size_t i = 0; i < b; i++) {
+    c->prio[0][i] = 0.01 + 2.0 * (double)unif(&seed, 0, 1);
+    c->prio[1][i] = 0.01 + 2.0 * (double)unif(&seed, 0, 1);
+  }
+  uint64_t filled = 0;
+  while (filled < tc.capacity) {
+    uint32_t n = tc.capacity - filled < chunk ? (uint32_t)(tc.capacity - filled) : chunk;
+    rd_cbuf_t col = {row, n};
+    if ((rc = rd_table_insert(&c->t, n, &col, raw, NULL, err)) != RD_OK) goto out;
+    filled += n;
+    if (filled >= k->batch && now_s() > fill_end) break;
+  }
+  c->out = (rd_sample_out_t){c->keys, c->probs, c->weights, NULL};
+  for (uint32_t j = 0; j < c->n_pool; j++) {
+    rd_sample_out_t o = {c->pool_keys + (size_t)j * b, c->probs, c->weights, NULL};
+    if ((rc = rd_table_sample(&c->t, b, 0.4, 0, &o, err)) != RD_OK) goto out;
+  }
+out:
+  free(row);
+  free(raw);
+  if (rc) table_ctx_free(c);
+  return rc;
+}
+
+/* ------------------------------------------------------------------ */
+/* The train-step                                                      */
+/* ------------------------------------------------------------------ */
+
+typedef struct {
+  rd_learner_t l;
+  bool live;
+  rd_batch_t b[2];
+  uint32_t n_b, next;
+  float *mem, *td;
+  int32_t *ai;
+} train_ctx_t;
+
+static void train_data_free(train_ctx_t *c) {
+  if (c->live) rd_learner_free(&c->l);
+  free(c->mem);
+  free(c->td);
+  free(c->ai);
+  memset(c, 0, sizeof *c);
+}
+
+static int train_call(void *p, rd_error_t *err) {
+  train_ctx_t *c = p;
+  uint32_t j = c->next++;
+  int rc = rd_learner_step(&c->l, &c->b[j % c->n_b], c->td, NULL, err);
+  /* A non-finite step did the work and changed nothing: still a step. */
+  return rc == RD_ERANGE ? RD_OK : rc;
+}
+
+/* Floats one synthetic batch needs, or 0 if it would exceed MAX_BATCH_BYTES. */
+static size_t batch_floats(const rd_learner_config_t *lc, uint32_t batch) {
+  size_t per_row = 2 * (size_t)lc->obs_dim + 3 + (lc->algo == RD_ALGO_DDPG ? lc->action_dim : 0);
+  size_t n = per_row * batch;
+  return n * sizeof(float) > MAX_BATCH_BYTES ? 0 : n;
+}
+
+/* Synthetic batches as bench/bench_learner.c makes them: observations in
+ * [-1, 1), rewards in [-1, 1), IS weights in [0.2, 1), discount 0.99 with
+ * every fifth row terminal, valid actions. */
+static int train_data(train_ctx_t *c, const rd_learner_config_t *lc, uint32_t batch,
+                      rd_error_t *err) {
+  memset(c, 0, sizeof *c);
+  size_t per = batch_floats(lc, batch);
+  c->n_b = per * sizeof(float) * 2 <= (32u << 20) ? 2 : 1;
+  size_t O = lc->obs_dim, A = lc->algo == RD_ALGO_DDPG ? lc->action_dim : 0;
+  c->mem = malloc(per * c->n_b * sizeof(float));
+  c->td = malloc((size_t)batch * sizeof(float));
+  if (lc->algo == RD_ALGO_DQN) c->ai = malloc((size_t)batch * c->n_b * sizeof(int32_t));
+  if (c->mem == NULL || c->td == NULL || (lc->algo == RD_ALGO_DQN && c->ai == NULL)) {
+    train_data_free(c);
+    return rd_error_set(err, RD_ENOMEM, "out of memory for train-step batches of %u rows", batch);
+  }
+  uint64_t seed = DATA_SEED ^ batch;
+  float *p = c->mem;
+  for (uint32_t k = 0; k < c->n_b; k++) {
+    float *obs = p, *next = obs + batch * O, *rew = next + batch * O, *disc = rew + batch,
+          *w = disc + batch, *af = w + batch;
+    p = af + batch * A;
+    for (size_t i = 0; i < batch * O; i++) {
+      obs[i] = unif(&seed, -1, 1);
+      next[i] = unif(&seed, -1, 1);
+    }
+    for (size_t i = 0; i < batch; i++) {
+      rew[i] = unif(&seed, -1, 1);
+      w[i] = unif(&seed, 0.2f, 1.0f);
+      disc[i] = i % 5 == 4 ? 0.0f : 0.99f;
+    }
+    int32_t *ai = NULL;
+    if (lc->algo == RD_ALGO_DQN) {
+      ai = c->ai + (size_t)k * batch;
+      for (size_t i = 0; i < batch; i++) ai[i] = (int32_t)(splitmix(&seed) % lc->num_actions);
+    } else {
+      for (size_t i = 0; i < batch * A; i++) af[i] = unif(&seed, lc->action_low, lc->action_high);
+    }
+    c->b[k] = (rd_batch_t){batch, obs, ai, A ? af : NULL, rew, disc, next, w};
+  }
+  return RD_OK;
+}
+
+/* A conservative estimate of one train-step of `batch` rows: about 10 B P
+ * flops for DQN (online forward on s and s', target forward, backward),
+ * 8 B P_actor + 14 B P_critic for DDPG, at TRAIN_FLOPS_PER_S. Only the
+ * calibration step is guarded by it: real rates differ by 100x between
+ * CPUs (this project's VM runs the Hopper step at about 190 GFLOP/s). */
+static double train_estimate(const rd_learner_config_t *lc, uint32_t batch) {
+  rd_nn_spec_t s;
+  if (rd_learner_policy_spec(lc, &s, NULL) != RD_OK) return 0;
+  double flops, pa = (double)rd_nn_spec_params(&s);
+  if (lc->algo == RD_ALGO_DQN) {
+    flops = 10.0 * batch * pa;
+  } else {
+    if (rd_learner_critic_spec(lc, &s, NULL) != RD_OK) return 0;
+    flops = 8.0 * batch * pa + 14.0 * batch * (double)rd_nn_spec_params(&s);
+  }
+  return flops / TRAIN_FLOPS_PER_S;
+}
+
+/* Bytes a learner's first step touches for the first time: activation and
+ * backward buffers for `batch` rows, estimated as rd_pipeline_memsize does
+ * (every layer's units x 2 networks x 3 buffers per network). */
+static double learner_buffer_bytes(const rd_learner_config_t *lc, uint32_t batch) {
+  rd_nn_spec_t specs[2];
+  int n = 0;
+  if (rd_learner_policy_spec(lc, &specs[n], NULL) == RD_OK) n++;
+  if (lc->algo == RD_ALGO_DDPG && rd_learner_critic_spec(lc, &specs[n], NULL) == RD_OK) n++;
+  double units = 0;
+  for (int i = 0; i < n; i++)
+    for (uint32_t l = 0; l <= specs[i].n_layers; l++) units += specs[i].sizes[l];
+  return (double)batch * units * 2 * 3 * sizeof(float);
+}
+
+/* Bytes of a new learner's parameters: online x4 (weights, gradients, two
+ * Adam moments) and the target, as rd_pipeline_memsize counts them. */
+static double learner_param_bytes(const rd_learner_config_t *lc) {
+  rd_nn_spec_t s;
+  double params = 0;
+  if (rd_learner_policy_spec(lc, &s, NULL) == RD_OK) params += (double)rd_nn_spec_params(&s);
+  if (lc->algo == RD_ALGO_DDPG && rd_learner_critic_spec(lc, &s, NULL) == RD_OK)
+    params += (double)rd_nn_spec_params(&s);
+  return params * 5 * sizeof(float);
+}
+
+/* ------------------------------------------------------------------ */
+/* Measuring                                                           */
+/* ------------------------------------------------------------------ */
+
+int rd_profile_check(const rd_profile_shape_t *s, const uint32_t *threads, size_t n,
+                     double budget_s, size_t cap, rd_error_t *err) {
+  if (s == NULL) return rd_error_set(err, RD_EINVAL, "no profile shape given");
+  int rc = rd_profile_key_validate(&s->key, err);
+  if (rc) return rc;
+  bool none = strcmp(s->key.algorithm, "none") == 0;
+  if (none == (s->has_learner != 0))
+    return rd_error_set(err, RD_EINVAL, "profile algorithm \"%s\" and the learner config disagree",
+                        s->key.algorithm);
+  if (s->has_learner) {
+    if ((rc = rd_learner_config_validate(&s->learner, err)) != RD_OK) return rc;
+    if (s->learner.max_batch < s->key.batch)
+      return rd_error_set(err, RD_EINVAL, "the learner's max_batch %u is below the batch %u",
+                          s->learner.max_batch, s->key.batch);
+  }
+  if (!(s->alpha >= 0) || isinf(s->alpha))
+    return rd_error_set(err, RD_EINVAL, "profile alpha must be a finite number >= 0, not %g",
+                        s->alpha);
+  if (!(budget_s > 0 && budget_s <= RD_PROFILE_MAX_BUDGET_S))
+    return rd_error_set(err, RD_EINVAL, "profile budget %g s is outside (0, %g]", budget_s,
+                        RD_PROFILE_MAX_BUDGET_S);
+  if (threads == NULL || n == 0 || n > RD_PROFILE_MAX_THREAD_COUNTS)
+    return rd_error_set(err, RD_EINVAL, "profiles need 1 to %d thread counts, not %zu",
+                        RD_PROFILE_MAX_THREAD_COUNTS, threads ? n : 0);
+  for (size_t i = 0; i < n; i++) {
+    if (threads[i] == 0 || threads[i] > RD_MLP_MAX_THREADS)
+      return rd_error_set(err, RD_EINVAL, "thread count %u is outside [1, %u]", threads[i],
+                          RD_MLP_MAX_THREADS);
+    for (size_t j = 0; j < i; j++)
+      if (threads[j] == threads[i])
+        return rd_error_set(err, RD_EINVAL, "thread count %u is given twice", threads[i]);
+  }
+  size_t need = n * (s->has_learner ? 3 : 2);
+  if (cap < need)
+    return rd_error_set(err, RD_EINVAL, "room for %zu profiles is needed, not %zu", need, cap);
+  return RD_OK;
+}
+
+int rd_profile_measure_cpu(const rd_profile_shape_t *shape, const uint32_t *thread_counts,
+                           size_t n, double budget_s, rd_profile_t *out, size_t cap,
+                           size_t *n_out, rd_error_t *err) {
+  double start = now_s();
+  *n_out = 0;
+  int rc = rd_profile_check(shape, thread_counts, n, budget_s, cap, err);
+  if (rc) return rc;
+  const rd_profile_key_t *k = &shape->key;
+  double deadline = start + budget_s;
+  double setup_s = budget_s * RD_PROFILE_SETUP_SHARE;
+  double tree_limit = setup_s * TREE_FILL_BPS;
+  if (tree_limit > RD_PROFILE_TREE_BYTES) tree_limit = RD_PROFILE_TREE_BYTES;
+
+  rd_device_t cpu;
+  rd_devices_cpu(&cpu);
+
+  table_ctx_t tab;
+  if ((rc = table_setup(&tab, shape, tree_limit, start + setup_s, err)) != RD_OK) return rc;
+  uint64_t items = rd_table_size(&tab.t);
+  double setup_done = now_s();
+
+  /* The train-step's synthetic batches, if they are not too large to make
+   * in the time left (generation and first touches). */
+  train_ctx_t tr;
+  memset(&tr, 0, sizeof tr);
+  bool train = false;
+  if (shape->has_learner) {
+    size_t floats = batch_floats(&shape->learner, k->batch);
+    double gen =
+        2 * (floats * GEN_S_PER_FLOAT + COLD_SAFETY * floats * sizeof(float) / touch_bps());
+    if (floats == 0)
+      rd_log_warn("profile", "%s batch %u: a synthetic batch would exceed %u MiB; train-step not "
+                  "measured", k->network, k->batch, MAX_BATCH_BYTES >> 20);
+    else if (now_s() + gen > deadline)
+      rd_log_warn("profile", "%s batch %u: no time left to make train-step batches", k->network,
+                  k->batch);
+    else
+      train = true;
+  }
+  if (train && (rc = train_data(&tr, &shape->learner, k->batch, err)) != RD_OK) {
+    table_ctx_free(&tab);
+    return rc;
+  }
+  uint32_t calib_rows = k->batch < CALIB_ROWS ? k->batch : CALIB_ROWS;
+  double calib_est = train ? train_estimate(&shape->learner, calib_rows) : 0;
+
+  size_t m = 0, n_prims = train ? 3 : 2, slices = n * n_prims;
+  for (size_t ti = 0; ti < n && rc == RD_OK; ti++) {
+    uint32_t th = thread_counts[ti];
+    tab.t.config.threads = th; /* the table passes it to the sum tree's kernels */
+    rd_sumtree_set_threads(&tab.t.tree, th);
+    for (size_t pi = 0; pi < n_prims && rc == RD_OK; pi++, slices--) {
+      rd_primitive_t prim = (rd_primitive_t)pi;
+      double now = now_s();
+      double slice_end = now + (deadline - now) / (double)slices;
+      timing_t tm = {0, 0};
+      if (prim == RD_PRIM_TRAIN) {
+        /* The full step's estimate comes from a calibration step on the
+         * batch's first CALIB_ROWS rows, scaled linearly (an overestimate:
+         * larger products run at a higher rate), which is itself started
+         * only if the FLOP estimate (or the last thread count's step,
+         * scaled down) fits. */
+        /* Init and two calibration steps: the first touches the
+         * parameters and a few rows' buffers for the first time. */
+        double calib_bytes = learner_param_bytes(&shape->learner) +
+                             learner_buffer_bytes(&shape->learner, calib_rows);
+        double calib_guard = 2 * calib_est + COLD_SAFETY * calib_bytes / touch_bps();
+        if (now + calib_guard > deadline) {
+          rd_log_warn("profile", "%s batch %u: no time left for a train-step at %u threads",
+                      k->network, k->batch, th);
+          continue;
+        }
+        rd_learner_config_t lc = shape->learner;
+        lc.threads = th;
+        if ((rc = rd_learner_init(&tr.l, &lc, err)) != RD_OK) break;
+        tr.live = true;
+        rd_batch_t cb = tr.b[0];
+        cb.n = calib_rows;
+        /* Twice: the first step of a new learner pays for first touches
+         * of its buffers and the OpenMP team's start (3-10x a step). */
+        double calib = 0;
+        for (int rep = 0; rep < 2 && (rc == RD_OK || rc == RD_ERANGE); rep++) {
+          double c0 = now_s();
+          rc = rd_learner_step(&tr.l, &cb, tr.td, NULL, err);
+          calib = now_s() - c0;
+        }
+        /* A warm step: the calibration scaled linearly (an overestimate:
+         * larger products run at a higher rate); the first full step also
+         * touches the buffers for the full batch for the first time. */
+        double warm_est = calib * k->batch / calib_rows;
+        double first_est =
+            warm_est + COLD_SAFETY * learner_buffer_bytes(&lc, k->batch) / touch_bps();
+        if (rc == RD_OK || rc == RD_ERANGE)
+          rc = time_calls(train_call, &tr, first_est, warm_est, slice_end, deadline, &tm, err);
+        rd_learner_free(&tr.l);
+        tr.live = false;
+        if (tm.reps > 0) calib_est = tm.latency_s * calib_rows / k->batch;
+        else if (rc == RD_OK)
+          rd_log_warn("profile", "%s batch %u: no time left for a train-step at %u threads "
+                      "(estimated %.0f ms, the first %.0f ms)", k->network, k->batch, th,
+                      warm_est * 1e3, first_est * 1e3);
+        if (rc) break;
+        if (tm.reps == 0) continue;
+      } else {
+        double est = 10e-6 + CALL_NS_PER_ITEM * k->batch;
+        rc = time_calls(prim == RD_PRIM_SAMPLE ? sample_call : update_call, &tab, est, 0,
+                        slice_end, deadline, &tm, err);
+      }
+      if (rc) break;
+      if (tm.reps == 0) {
+        rd_log_warn("profile", "%s batch %u: no time left to measure %s at %u threads",
+                    k->network[0] ? k->network : "replay", k->batch, rd_primitive_name(prim), th);
+        continue;
+      }
+      rd_profile_t *r = &out[m++];
+      memset(r, 0, sizeof *r);
+      snprintf(r->device_fp, sizeof r->device_fp, "%s", cpu.fingerprint);
+      r->primitive = prim;
+      r->threads = th;
+      r->shape = *k;
+      snprintf(r->build, sizeof r->build, "%s", rd_profile_build());
+      r->latency_s = tm.latency_s;
+      r->reps = tm.reps;
+      r->items = prim == RD_PRIM_TRAIN ? 0 : items;
+      r->source = RD_PROFILE_MEASURED;
+    }
+  }
+  train_data_free(&tr);
+  table_ctx_free(&tab);
+  if (rc) {
+    /* A valid shape never makes a primitive fail; report it as ours. */
+    if (rc != RD_ENOMEM) {
+      char why[RD_ERROR_MSG_MAX];
+      snprintf(why, sizeof why, "%s", err ? err->msg : rd_err_name(rc));
+      rc = rd_error_set(err, RD_EINTERNAL, "profiling failed: %.200s", why);
+    }
+    return rc;
+  }
+  int64_t when = (int64_t)time(NULL);
+  for (size_t i = 0; i < m; i++) out[i].measured_unix = when;
+  double end = now_s();
+  rd_log_info("profile", "%s: %s batch %u capacity %u K %u: %zu of %zu latencies in %.0f ms "
+              "(budget %.0f ms; table of %llu items set up in %.0f ms)",
+              cpu.fingerprint, k->network[0] ? k->network : "replay", k->batch, k->capacity,
+              k->fanout, m, n * n_prims, (end - start) * 1e3, budget_s * 1e3,
+              (unsigned long long)items, (setup_done - start) * 1e3);
+  *n_out = m;
+  return RD_OK;
+}

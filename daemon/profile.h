@@ -1,0 +1,183 @@
+/* profile.h - measured latencies of a workload's primitives on a device.
+ *
+ * papers/001 §VI builds a primitive-platform performance table before it
+ * maps a workload: for each device, the latency of each primitive at the
+ * workload's shape. This file measures the CPU's entries: the batched
+ * sample, the batched priority update and one train-step, at each of a
+ * list of thread counts, within a time budget. Storing and reusing them is
+ * the store's business (store.h: profiles), not this file's.
+ *
+ * Shape. What a profile is keyed by besides device, primitive, threads and
+ * build (rd_profile_key_t): batch, capacity, fanout, algorithm and the
+ * network ("dqn:4-64-64-2", "ddpg:11-256-256-3/14-256-256-1": layer sizes,
+ * the DDPG critic after the '/'). Settings outside the key (activation,
+ * alpha, learning rates) change latencies little and are measured as the
+ * workload has them (alpha by its cost class, below); a later workload
+ * differing only there reuses them.
+ *
+ * Method (rd_profile_measure_cpu). Everything runs on the calling thread,
+ * within budget_s of wall time counted from the call, setup included:
+ *
+ *  - Table. sample and update never touch rows (the sample primitive is
+ *    the sum tree's descent plus keys, probabilities and IS weights; rows
+ *    are the gather primitive's), and a sum tree of `capacity` leaves is
+ *    small (8.5 bytes an item at K = 16) while rows are not (filling 10^6
+ *    Hopper rows of 108 bytes took 0.4 s here, 18x a 1-byte row). So the
+ *    measuring table is a real rd_table_t with the workload's capacity,
+ *    fanout and priority exponent class but a 1-byte row, filled with the
+ *    table's own insert and varied priorities: every descent walks the
+ *    real number of levels over a working set of the real size. Where the
+ *    tree would exceed RD_PROFILE_TREE_BYTES (64 MiB, about 7.8M items at
+ *    K = 16), or the budget's setup share allows less, the table gets the
+ *    smallest capacity with the same tree height (K^(h-1) + 1: same depth,
+ *    a smaller working set, so latencies are a little optimistic there),
+ *    and only if even that does not fit, less. Filling stops when the
+ *    setup share (RD_PROFILE_SETUP_SHARE of the budget) is spent, keeping
+ *    at least one batch. Each result records the items the table held.
+ *  - Train. rd_learner_step (backends/cpu/learner.h) on synthetic batches
+ *    of the workload's shape (fixed seed), a fresh learner per thread count
+ *    (its OpenMP team size is fixed at init).
+ *  - Timing. Per primitive: one warm-up call, then up to RD_PROFILE_REPS
+ *    repetitions of k calls each (k sized so a repetition takes about
+ *    1 ms); the latency is the median per-call time of the repetitions
+ *    (the warm-up is never reported). The remaining budget is shared
+ *    among the primitives still to measure.
+ *  - The bound. Nothing starts that is estimated to end past the
+ *    deadline: a repetition by the slowest call seen; a sample/update
+ *    warm-up by 200 ns an item; a train-step by a calibration: two steps
+ *    on the batch's first 64 rows (themselves started only if a slow
+ *    CPU's FLOP rate, 2 GFLOP/s, or the previous thread count's step says
+ *    they fit), scaled linearly to the batch, plus, for the first full
+ *    step, the first touches of the learner's buffers at this machine's
+ *    page-fault rate (measured once per process on 8 MiB; a new learner's
+ *    first step costs 5-10x a warm one on this project's VMs). A primitive
+ *    with no repetition in the budget is left out of the results and
+ *    logged. So the bound holds up to an estimate's error; the tests check
+ *    wall time <= budget + slack. Measured here (2-core VM): the three
+ *    benchmark shapes at batch 32-2048, capacity 10^6, two thread counts
+ *    take 30-560 ms of the default 1.5 s; Hopper DDPG at batch 16384
+ *    (a 0.16 s step whose first call takes 0.8 s) gets no train-step
+ *    within 1.5 s.
+ *
+ * Allocation: the measuring table (at most RD_PROFILE_TREE_BYTES of tree,
+ * 1 byte a row), a learner and its batches; all freed before returning.
+ * Thread safety: calls are independent; each uses its own objects.
+ */
+#ifndef RD_PROFILE_H
+#define RD_PROFILE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "devices.h"
+#include "learner.h"
+#include "pipeline.h"
+#include "rd_error.h"
+#include "table.h"
+
+#define RD_PROFILE_DEFAULT_BUDGET_S 1.5 /* per device per registration */
+#define RD_PROFILE_MAX_BUDGET_S 60.0
+#define RD_PROFILE_SETUP_SHARE 0.4      /* of the budget, for the table's init and fill */
+#define RD_PROFILE_TREE_BYTES (64u << 20)
+#define RD_PROFILE_REPS 7               /* repetitions per primitive, at most */
+#define RD_PROFILE_MAX_THREAD_COUNTS 16
+
+#define RD_PROFILE_ALGO_MAX 8
+#define RD_PROFILE_NETWORK_MAX 160
+#define RD_PROFILE_BUILD_MAX 160
+
+typedef enum {
+  RD_PRIM_SAMPLE = 0, /* batched prioritized sample: keys, probabilities, IS weights */
+  RD_PRIM_UPDATE = 1, /* batched priority update */
+  RD_PRIM_TRAIN = 2,  /* one train-step of the hosted learner */
+} rd_primitive_t;
+#define RD_PRIM_COUNT 3
+
+typedef enum {
+  RD_PROFILE_MEASURED = 0, /* measured by this daemon */
+  RD_PROFILE_IMPORTED = 1, /* came from a file (rd_store_import_profiles) */
+} rd_profile_source_t;
+
+/* "sample", "update", "train"; "invalid" otherwise. */
+const char *rd_primitive_name(rd_primitive_t p);
+/* RD_EINVAL if s names no primitive. */
+int rd_primitive_parse(const char *s, rd_primitive_t *out, rd_error_t *err);
+/* "measured", "imported"; "invalid" otherwise. */
+const char *rd_profile_source_name(rd_profile_source_t s);
+int rd_profile_source_parse(const char *s, rd_profile_source_t *out, rd_error_t *err);
+
+/* The workload shape a profile is keyed by. */
+typedef struct {
+  uint32_t batch;    /* items per sample, update and train-step */
+  uint32_t capacity; /* table items */
+  uint32_t fanout;   /* sum-tree K */
+  char algorithm[RD_PROFILE_ALGO_MAX];  /* "dqn", "ddpg", or "none" (no hosted learner) */
+  char network[RD_PROFILE_NETWORK_MAX]; /* "dqn:4-64-64-2", "ddpg:A/C"; "" for "none" */
+} rd_profile_key_t;
+
+/* What measuring needs beyond the key. */
+typedef struct {
+  rd_profile_key_t key;
+  uint32_t row_bytes;           /* the workload's row (not measured yet: gather's) */
+  double alpha;                 /* the table's priority exponent (its cost class) */
+  int has_learner;
+  rd_learner_config_t learner;  /* when has_learner; max_batch >= key.batch */
+} rd_profile_shape_t;
+
+/* One measured (or imported) latency. */
+typedef struct {
+  char device_fp[RD_DEVICE_FP_MAX];
+  rd_primitive_t primitive;
+  uint32_t threads;
+  rd_profile_key_t shape;
+  char build[RD_PROFILE_BUILD_MAX]; /* rd_profile_build() of the daemon that measured it */
+  double latency_s;      /* median seconds per call, > 0 */
+  uint32_t reps;         /* repetitions the median is of, >= 1 */
+  uint64_t items;        /* sample/update: items the measuring table held; train: 0 */
+  rd_profile_source_t source;
+  int64_t measured_unix; /* when it was measured (kept on import) */
+} rd_profile_t;
+
+/* The shape of a workload: its table config and, if it has a hosted
+ * learner, its pipeline config (NULL for none). batch 0 takes pc->batch;
+ * a replay-only workload passes the batch its clients sample. RD_EINVAL
+ * names what is wrong. */
+int rd_profile_shape_init(rd_profile_shape_t *out, const rd_table_config_t *tc,
+                          const rd_pipeline_config_t *pc, uint32_t batch, rd_error_t *err);
+
+/* Check a key's fields (ranges, algorithm, network syntax). RD_EINVAL. */
+int rd_profile_key_validate(const rd_profile_key_t *k, rd_error_t *err);
+
+/* 1 if the two keys are the same shape. */
+int rd_profile_key_equal(const rd_profile_key_t *a, const rd_profile_key_t *b);
+
+/* This build: "<meson version> <git describe> <compiler>-<version> <buildtype>"
+ * (plus " sanitize=..." in sanitizer builds). Static storage. */
+const char *rd_profile_build(void);
+
+/* The thread counts worth measuring on a CPU of `cores` logical cores:
+ * 1, 2, 4, ... up to and including cores. Returns the count (<= cap). */
+size_t rd_profile_default_threads(uint32_t cores, uint32_t *out, size_t cap);
+
+/* Measure sample, update and (with a learner) train at each of the n
+ * thread counts (distinct, 1..RD_MLP_MAX_THREADS, n <= RD_PROFILE_MAX_THREAD_COUNTS)
+ * on this machine's CPU, within budget_s seconds (0 < budget_s <=
+ * RD_PROFILE_MAX_BUDGET_S; see above for what the bound covers). Writes
+ * the results, per thread count in the given order sample, update, train,
+ * to out (cap must hold 2 or 3 per thread count) and their number to
+ * *n_out, which is smaller when the budget ran out. Each result carries
+ * the CPU's fingerprint, rd_profile_build(), source RD_PROFILE_MEASURED
+ * and the time. Errors: RD_EINVAL (bad shape, thread counts, budget or
+ * cap), RD_ENOMEM; a failing primitive call (which a valid shape does not
+ * cause) is RD_EINTERNAL. On error *n_out is 0 (out may have been
+ * written). */
+int rd_profile_measure_cpu(const rd_profile_shape_t *shape, const uint32_t *thread_counts,
+                           size_t n, double budget_s, rd_profile_t *out, size_t cap,
+                           size_t *n_out, rd_error_t *err);
+
+/* The checks rd_profile_measure_cpu makes of its arguments (RD_EINVAL),
+ * for callers that may answer from stored profiles instead. */
+int rd_profile_check(const rd_profile_shape_t *shape, const uint32_t *thread_counts, size_t n,
+                     double budget_s, size_t cap, rd_error_t *err);
+
+#endif

@@ -1,0 +1,464 @@
+/* test_profile.c - measuring a workload's primitives on the CPU: shapes and
+ * their keys, results for every primitive and thread count, the time
+ * bound, and bad requests; and rd_profile_cpu_cached, which reuses stored
+ * profiles (the store itself: test_store.c). Workloads here are small: a
+ * test machine may be busy with something else. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "log.h"
+#include "profile.h"
+#include "profile_cache.h"
+#include "store.h"
+
+/* Wall-time slack over the budget: the bound holds up to one call's
+ * misestimate and the scheduler; these shapes' calls take well under a
+ * millisecond, so this is generous for a loaded machine. */
+#define SLACK_S 0.25
+
+static int setup(void **state) {
+  (void)state;
+  return rd_log_open(NULL, RD_LOG_ERROR, NULL);
+}
+
+static int teardown(void **state) {
+  (void)state;
+  rd_log_close();
+  return 0;
+}
+
+static double now_s(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+static void table_config(rd_table_config_t *tc, uint32_t capacity, uint32_t obs) {
+  rd_table_config_default(tc);
+  tc->capacity = capacity;
+  rd_schema_t *s = &tc->schema;
+  s->n_fields = 2;
+  snprintf(s->fields[0].name, sizeof s->fields[0].name, "obs");
+  s->fields[0].dtype = RD_DTYPE_FLOAT32;
+  s->fields[0].rank = 1;
+  s->fields[0].shape[0] = obs;
+  snprintf(s->fields[1].name, sizeof s->fields[1].name, "reward");
+  s->fields[1].dtype = RD_DTYPE_FLOAT32;
+}
+
+/* A learner of the benchmark shapes' kind: obs - h - h - out. */
+static void pipeline_config(rd_pipeline_config_t *pc, rd_algo_t algo, uint32_t obs,
+                            uint32_t out, uint32_t hidden, uint32_t critic_hidden,
+                            uint32_t batch) {
+  memset(pc, 0, sizeof *pc);
+  rd_learner_config_t *c = &pc->learner;
+  rd_learner_config_default(c);
+  c->algo = algo;
+  c->obs_dim = obs;
+  c->n_hidden = 2;
+  c->hidden[0] = c->hidden[1] = hidden;
+  if (algo == RD_ALGO_DQN) {
+    c->num_actions = out;
+  } else {
+    c->action_dim = out;
+    c->n_critic_hidden = 2;
+    c->critic_hidden[0] = c->critic_hidden[1] = critic_hidden;
+  }
+  c->max_batch = batch;
+  pc->batch = batch;
+}
+
+static void shape_ok(rd_profile_shape_t *s, const rd_table_config_t *tc,
+                     const rd_pipeline_config_t *pc, uint32_t batch) {
+  rd_error_t err;
+  rd_error_clear(&err);
+  int rc = rd_profile_shape_init(s, tc, pc, batch, &err);
+  if (rc) fail_msg("rd_profile_shape_init: %s %s", rd_err_name(rc), err.msg);
+}
+
+/* ------------------------------------------------------------------ */
+/* Shapes and names                                                    */
+/* ------------------------------------------------------------------ */
+
+static void test_shape_keys(void **state) {
+  (void)state;
+  rd_table_config_t tc;
+  rd_pipeline_config_t pc;
+  rd_profile_shape_t s;
+
+  table_config(&tc, 100000, 4);
+  pipeline_config(&pc, RD_ALGO_DQN, 4, 2, 64, 0, 32);
+  shape_ok(&s, &tc, &pc, 0);
+  assert_int_equal(s.key.batch, 32);
+  assert_int_equal(s.key.capacity, 100000);
+  assert_int_equal(s.key.fanout, 16);
+  assert_string_equal(s.key.algorithm, "dqn");
+  assert_string_equal(s.key.network, "dqn:4-64-64-2");
+  assert_int_equal(s.row_bytes, 20);
+  assert_true(s.has_learner);
+
+  table_config(&tc, 1000000, 11);
+  tc.fanout = 32;
+  pipeline_config(&pc, RD_ALGO_DDPG, 11, 3, 256, 256, 256);
+  shape_ok(&s, &tc, &pc, 0);
+  assert_string_equal(s.key.algorithm, "ddpg");
+  assert_string_equal(s.key.network, "ddpg:11-256-256-3/14-256-256-1");
+  assert_int_equal(s.key.fanout, 32);
+
+  /* An explicit batch wins over the pipeline's (the learner's max_batch
+   * grows to it). */
+  shape_ok(&s, &tc, &pc, 1024);
+  assert_int_equal(s.key.batch, 1024);
+  assert_true(s.learner.max_batch >= 1024);
+
+  /* Replay only: the batch the clients sample. */
+  shape_ok(&s, &tc, NULL, 512);
+  assert_string_equal(s.key.algorithm, "none");
+  assert_string_equal(s.key.network, "");
+  assert_false(s.has_learner);
+
+  rd_profile_key_t a = s.key, b = s.key;
+  assert_true(rd_profile_key_equal(&a, &b));
+  b.capacity++;
+  assert_false(rd_profile_key_equal(&a, &b));
+}
+
+static void test_bad_shapes(void **state) {
+  (void)state;
+  rd_table_config_t tc;
+  rd_pipeline_config_t pc;
+  rd_profile_shape_t s;
+  rd_error_t err;
+  table_config(&tc, 1000, 4);
+  assert_int_equal(rd_profile_shape_init(&s, &tc, NULL, 0, &err), RD_EINVAL); /* no batch */
+  assert_int_equal(rd_profile_shape_init(&s, &tc, NULL, 1001, &err), RD_EINVAL);
+  assert_non_null(strstr(err.msg, "above the capacity"));
+  tc.fanout = 12;
+  assert_int_equal(rd_profile_shape_init(&s, &tc, NULL, 32, &err), RD_EINVAL);
+  assert_non_null(strstr(err.msg, "fanout 12"));
+  table_config(&tc, 1000, 4);
+  pipeline_config(&pc, RD_ALGO_DQN, 4, 2, 64, 0, 32);
+  pc.learner.num_actions = 0;
+  assert_int_equal(rd_profile_shape_init(&s, &tc, &pc, 0, &err), RD_EINVAL);
+  assert_int_equal(rd_profile_shape_init(&s, NULL, &pc, 0, &err), RD_EINVAL);
+
+  /* Keys as an import would bring them. */
+  rd_profile_key_t k = {32, 1000, 16, "dqn", "dqn:4-64-64-2"};
+  assert_int_equal(rd_profile_key_validate(&k, &err), RD_OK);
+  const char *bad_net[] = {"dqn:4", "dqn:4-0-2", "dqn:4--2", "ddpg:4-8-1", "dqn:4-8-2/5-8-1",
+                           "dqn:4-8-2x", "dqn4-8-2", "dqn:04-8-2", "dqn:4-99999999-2"};
+  for (size_t i = 0; i < sizeof bad_net / sizeof bad_net[0]; i++) {
+    rd_profile_key_t b = k;
+    snprintf(b.network, sizeof b.network, "%s", bad_net[i]);
+    if (rd_profile_key_validate(&b, &err) != RD_EINVAL) fail_msg("accepted network %s", bad_net[i]);
+  }
+  rd_profile_key_t b = k;
+  snprintf(b.algorithm, sizeof b.algorithm, "ddpg");
+  snprintf(b.network, sizeof b.network, "ddpg:11-256-256-3/14-256-256-1");
+  assert_int_equal(rd_profile_key_validate(&b, &err), RD_OK);
+  snprintf(b.algorithm, sizeof b.algorithm, "none");
+  assert_int_equal(rd_profile_key_validate(&b, &err), RD_EINVAL); /* none has no network */
+  b.network[0] = '\0';
+  assert_int_equal(rd_profile_key_validate(&b, &err), RD_OK);
+  snprintf(b.algorithm, sizeof b.algorithm, "sac");
+  assert_int_equal(rd_profile_key_validate(&b, &err), RD_EINVAL);
+  b = k;
+  b.batch = 0;
+  assert_int_equal(rd_profile_key_validate(&b, &err), RD_EINVAL);
+  b = k;
+  b.capacity = (1u << 28) + 1;
+  assert_int_equal(rd_profile_key_validate(&b, &err), RD_EINVAL);
+}
+
+static void test_names_and_threads(void **state) {
+  (void)state;
+  rd_primitive_t p;
+  rd_profile_source_t s;
+  rd_error_t err;
+  for (int i = 0; i < RD_PRIM_COUNT; i++) {
+    assert_int_equal(rd_primitive_parse(rd_primitive_name((rd_primitive_t)i), &p, &err), RD_OK);
+    assert_int_equal(p, i);
+  }
+  assert_int_equal(rd_primitive_parse("gather", &p, &err), RD_EINVAL);
+  assert_string_equal(rd_primitive_name((rd_primitive_t)7), "invalid");
+  assert_int_equal(rd_profile_source_parse("imported", &s, &err), RD_OK);
+  assert_int_equal(s, RD_PROFILE_IMPORTED);
+  assert_int_equal(rd_profile_source_parse("modelled", &s, &err), RD_EINVAL);
+
+  uint32_t t[8];
+  assert_int_equal(rd_profile_default_threads(1, t, 8), 1);
+  assert_int_equal(t[0], 1);
+  assert_int_equal(rd_profile_default_threads(2, t, 8), 2);
+  assert_int_equal(t[1], 2);
+  assert_int_equal(rd_profile_default_threads(6, t, 8), 4);
+  assert_int_equal(t[2], 4);
+  assert_int_equal(t[3], 6);
+  assert_int_equal(rd_profile_default_threads(8, t, 8), 4);
+  assert_int_equal(t[3], 8);
+  assert_int_equal(rd_profile_default_threads(64, t, 3), 3);
+
+  const char *b = rd_profile_build();
+  assert_int_equal(strncmp(b, "0.", 2), 0); /* the meson project version first */
+  assert_true(strlen(b) < RD_PROFILE_BUILD_MAX);
+}
+
+/* ------------------------------------------------------------------ */
+/* Measuring                                                           */
+/* ------------------------------------------------------------------ */
+
+static void check_results(const rd_profile_t *r, size_t n, const rd_profile_shape_t *s) {
+  rd_device_t cpu;
+  rd_devices_cpu(&cpu);
+  for (size_t i = 0; i < n; i++) {
+    assert_true(isfinite(r[i].latency_s) && r[i].latency_s > 0);
+    assert_true(r[i].latency_s < 1.0);
+    assert_true(r[i].reps >= 1 && r[i].reps <= RD_PROFILE_REPS);
+    assert_string_equal(r[i].device_fp, cpu.fingerprint);
+    assert_string_equal(r[i].build, rd_profile_build());
+    assert_true(rd_profile_key_equal(&r[i].shape, &s->key));
+    assert_int_equal(r[i].source, RD_PROFILE_MEASURED);
+    assert_true(r[i].measured_unix > 1600000000);
+  }
+}
+
+static void test_measure_tiny(void **state) {
+  (void)state;
+  rd_table_config_t tc;
+  rd_pipeline_config_t pc;
+  rd_profile_shape_t s;
+  table_config(&tc, 4096, 4);
+  pipeline_config(&pc, RD_ALGO_DQN, 4, 2, 16, 0, 32);
+  shape_ok(&s, &tc, &pc, 0);
+
+  const uint32_t threads[] = {1, 2};
+  const double budget = 1.0;
+  rd_profile_t r[6];
+  size_t n = 99;
+  rd_error_t err;
+  rd_error_clear(&err);
+  double t0 = now_s();
+  int rc = rd_profile_measure_cpu(&s, threads, 2, budget, r, 6, &n, &err);
+  double wall = now_s() - t0;
+  if (rc) fail_msg("measure: %s %s", rd_err_name(rc), err.msg);
+  /* A bound check, not a performance assertion: measuring stays within
+   * its budget (plus scheduling slack) however fast the machine is. */
+  assert_true(wall <= budget + SLACK_S);
+  /* A tiny shape gets every primitive at every thread count, in order. */
+  assert_int_equal(n, 6);
+  check_results(r, n, &s);
+  for (size_t i = 0; i < 6; i++) {
+    assert_int_equal(r[i].threads, threads[i / 3]);
+    assert_int_equal(r[i].primitive, (rd_primitive_t)(i % 3));
+    /* The tree fits, so the table held every item; train has no table. */
+    assert_int_equal(r[i].items, r[i].primitive == RD_PRIM_TRAIN ? 0 : 4096);
+  }
+}
+
+static void test_measure_ddpg_replay_only(void **state) {
+  (void)state;
+  rd_table_config_t tc;
+  rd_pipeline_config_t pc;
+  rd_profile_shape_t s;
+  rd_profile_t r[3];
+  size_t n;
+  rd_error_t err;
+  rd_error_clear(&err);
+  const uint32_t one = 1;
+
+  table_config(&tc, 2048, 3);
+  pipeline_config(&pc, RD_ALGO_DDPG, 3, 1, 8, 8, 16);
+  shape_ok(&s, &tc, &pc, 0);
+  int rc = rd_profile_measure_cpu(&s, &one, 1, 0.5, r, 3, &n, &err);
+  if (rc) fail_msg("measure ddpg: %s", err.msg);
+  assert_int_equal(n, 3);
+  check_results(r, n, &s);
+
+  /* Without a learner: sample and update only. */
+  shape_ok(&s, &tc, NULL, 64);
+  rc = rd_profile_measure_cpu(&s, &one, 1, 0.3, r, 2, &n, &err);
+  if (rc) fail_msg("measure replay: %s", err.msg);
+  assert_int_equal(n, 2);
+  check_results(r, n, &s);
+  assert_int_equal(r[0].primitive, RD_PRIM_SAMPLE);
+  assert_int_equal(r[1].primitive, RD_PRIM_UPDATE);
+}
+
+static void test_measure_large_capacity_bounded(void **state) {
+  (void)state;
+  /* 2^24 items: the tree would be 143 MiB. With 0.3 s, the setup share
+   * allows about 15 MB, so the table gets the same height (16^5 + 1 items
+   * at K = 16) and the whole call stays within the budget. */
+  rd_table_config_t tc;
+  rd_profile_shape_t s;
+  table_config(&tc, 1u << 24, 4);
+  shape_ok(&s, &tc, NULL, 256);
+  rd_profile_t r[2];
+  size_t n;
+  rd_error_t err;
+  rd_error_clear(&err);
+  const uint32_t one = 1;
+  const double budget = 0.3;
+  double t0 = now_s();
+  int rc = rd_profile_measure_cpu(&s, &one, 1, budget, r, 2, &n, &err);
+  double wall = now_s() - t0;
+  if (rc) fail_msg("measure: %s", err.msg);
+  assert_true(wall <= budget + SLACK_S); /* bound check, as above */
+  assert_int_equal(n, 2);
+  check_results(r, n, &s);
+  assert_true(r[0].items >= 256 && r[0].items <= (1u << 20) + 1);
+  assert_int_equal(r[0].shape.capacity, 1u << 24); /* keyed by the workload's shape */
+}
+
+static void test_measure_budget_runs_out(void **state) {
+  (void)state;
+  /* A budget too small for everything: fewer results, never a late
+   * return. Hopper-sized networks at batch 256 take milliseconds a step. */
+  rd_table_config_t tc;
+  rd_pipeline_config_t pc;
+  rd_profile_shape_t s;
+  table_config(&tc, 65536, 11);
+  pipeline_config(&pc, RD_ALGO_DDPG, 11, 3, 256, 256, 256);
+  shape_ok(&s, &tc, &pc, 0);
+  const uint32_t threads[] = {1, 2, 3, 4};
+  rd_profile_t r[12];
+  size_t n;
+  rd_error_t err;
+  rd_error_clear(&err);
+  const double budget = 0.02;
+  double t0 = now_s();
+  int rc = rd_profile_measure_cpu(&s, threads, 4, budget, r, 12, &n, &err);
+  double wall = now_s() - t0;
+  if (rc) fail_msg("measure: %s", err.msg);
+  assert_true(wall <= budget + SLACK_S); /* bound check, as above */
+  assert_true(n <= 12);
+  check_results(r, n, &s);
+}
+
+static void test_measure_bad_requests(void **state) {
+  (void)state;
+  rd_table_config_t tc;
+  rd_pipeline_config_t pc;
+  rd_profile_shape_t s;
+  table_config(&tc, 1024, 4);
+  pipeline_config(&pc, RD_ALGO_DQN, 4, 2, 8, 0, 16);
+  shape_ok(&s, &tc, &pc, 0);
+  rd_profile_t r[8];
+  size_t n = 5;
+  rd_error_t err;
+  const uint32_t one = 1, zero = 0, many = 65, dup[] = {2, 2};
+
+  assert_int_equal(rd_profile_measure_cpu(&s, &one, 1, 0, r, 8, &n, &err), RD_EINVAL);
+  assert_int_equal(n, 0);
+  assert_int_equal(rd_profile_measure_cpu(&s, &one, 1, NAN, r, 8, &n, &err), RD_EINVAL);
+  assert_int_equal(rd_profile_measure_cpu(&s, &one, 1, 61, r, 8, &n, &err), RD_EINVAL);
+  assert_int_equal(rd_profile_measure_cpu(&s, &zero, 1, 0.1, r, 8, &n, &err), RD_EINVAL);
+  assert_int_equal(rd_profile_measure_cpu(&s, &many, 1, 0.1, r, 8, &n, &err), RD_EINVAL);
+  assert_int_equal(rd_profile_measure_cpu(&s, dup, 2, 0.1, r, 8, &n, &err), RD_EINVAL);
+  assert_non_null(strstr(err.msg, "twice"));
+  assert_int_equal(rd_profile_measure_cpu(&s, &one, 0, 0.1, r, 8, &n, &err), RD_EINVAL);
+  assert_int_equal(rd_profile_measure_cpu(&s, &one, 1, 0.1, r, 2, &n, &err), RD_EINVAL);
+  assert_non_null(strstr(err.msg, "room for 3"));
+  assert_int_equal(rd_profile_measure_cpu(NULL, &one, 1, 0.1, r, 8, &n, &err), RD_EINVAL);
+
+  /* A shape that was never initialised, or edited into nonsense. */
+  rd_profile_shape_t bad = s;
+  bad.key.batch = 2048; /* above the capacity */
+  assert_int_equal(rd_profile_measure_cpu(&bad, &one, 1, 0.1, r, 8, &n, &err), RD_EINVAL);
+  bad = s;
+  bad.has_learner = 0; /* "dqn" without a learner */
+  assert_int_equal(rd_profile_measure_cpu(&bad, &one, 1, 0.1, r, 8, &n, &err), RD_EINVAL);
+  bad = s;
+  bad.learner.max_batch = 8; /* below the batch */
+  assert_int_equal(rd_profile_measure_cpu(&bad, &one, 1, 0.1, r, 8, &n, &err), RD_EINVAL);
+  bad = s;
+  bad.alpha = -1;
+  assert_int_equal(rd_profile_measure_cpu(&bad, &one, 1, 0.1, r, 8, &n, &err), RD_EINVAL);
+}
+
+static void test_cached(void **state) {
+  (void)state;
+  char dir[64];
+  snprintf(dir, sizeof dir, "/tmp/rd_test_profile.XXXXXX");
+  assert_non_null(mkdtemp(dir));
+  rd_store_t *st;
+  rd_error_t err;
+  rd_error_clear(&err);
+  assert_int_equal(rd_store_open(&st, dir, &err), RD_OK);
+
+  rd_table_config_t tc;
+  rd_pipeline_config_t pc;
+  rd_profile_shape_t s;
+  table_config(&tc, 4096, 4);
+  pipeline_config(&pc, RD_ALGO_DQN, 4, 2, 16, 0, 32);
+  shape_ok(&s, &tc, &pc, 0);
+  const uint32_t threads[] = {1, 2}, two = 2;
+  rd_profile_t a[6], b[6];
+  size_t na, nb;
+  int hit = 7;
+
+  /* Miss: measured and stored. */
+  assert_int_equal(rd_profile_cpu_cached(st, &s, threads, 2, 1.0, a, 6, &na, &hit, &err), RD_OK);
+  assert_int_equal(hit, 0);
+  assert_int_equal(na, 6);
+  /* Hit: the same rows, nothing measured. */
+  assert_int_equal(rd_profile_cpu_cached(st, &s, threads, 2, 1.0, b, 6, &nb, &hit, &err), RD_OK);
+  assert_int_equal(hit, 1);
+  assert_int_equal(nb, 6);
+  for (size_t i = 0; i < 6; i++) {
+    assert_int_equal(b[i].primitive, a[i].primitive);
+    assert_int_equal(b[i].threads, a[i].threads);
+    assert_true(b[i].latency_s == a[i].latency_s);
+  }
+  /* A subset of the thread counts: a hit with those rows only. */
+  assert_int_equal(rd_profile_cpu_cached(st, &s, &two, 1, 1.0, b, 3, &nb, &hit, &err), RD_OK);
+  assert_int_equal(hit, 1);
+  assert_int_equal(nb, 3);
+  assert_int_equal(b[0].threads, 2);
+  assert_true(b[2].latency_s == a[5].latency_s);
+  /* Bad requests fail alike on a hit. */
+  assert_int_equal(rd_profile_cpu_cached(st, &s, threads, 2, 1.0, b, 5, &nb, &hit, &err),
+                   RD_EINVAL);
+  /* Another shape misses; so does this one once the store forgets. */
+  rd_profile_shape_t s2 = s;
+  s2.key.capacity = 8192;
+  assert_int_equal(rd_profile_cpu_cached(st, &s2, threads, 1, 0.5, b, 3, &nb, &hit, &err), RD_OK);
+  assert_int_equal(hit, 0);
+  size_t removed;
+  assert_int_equal(rd_store_clear_profiles(st, &removed, &err), RD_OK);
+  assert_int_equal(removed, 9);
+  assert_int_equal(rd_profile_cpu_cached(st, &s, threads, 2, 1.0, b, 6, &nb, &hit, &err), RD_OK);
+  assert_int_equal(hit, 0);
+  /* Without a store: always measured. */
+  assert_int_equal(rd_profile_cpu_cached(NULL, &s, threads, 1, 0.5, b, 3, &nb, &hit, &err), RD_OK);
+  assert_int_equal(hit, 0);
+  assert_int_equal(nb, 3);
+
+  rd_store_close(st);
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  assert_int_equal(system(cmd), 0);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_shape_keys),
+      cmocka_unit_test(test_bad_shapes),
+      cmocka_unit_test(test_names_and_threads),
+      cmocka_unit_test(test_measure_tiny),
+      cmocka_unit_test(test_measure_ddpg_replay_only),
+      cmocka_unit_test(test_measure_large_capacity_bounded),
+      cmocka_unit_test(test_measure_budget_runs_out),
+      cmocka_unit_test(test_measure_bad_requests),
+      cmocka_unit_test(test_cached),
+  };
+  return cmocka_run_group_tests(tests, setup, teardown);
+}
