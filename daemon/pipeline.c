@@ -2,9 +2,10 @@
  *
  * The contract (batch slots, relaxation depth D, collision-free inserts,
  * double-buffered weights, lock order) is in pipeline.h; this file is the
- * three thread loops and the bookkeeping between them. Every counter that
- * more than one thread touches is under p->mu; the table, the pin list and
- * each slot's `gathered` flag are under the table lock.
+ * two thread loops (the sampler and storage units share one thread, the
+ * learner has the other) and the bookkeeping between them. Every counter
+ * that more than one thread touches is under p->mu; the table, the pin list
+ * and each slot's `gathered` flag are under the table lock.
  */
 #include "pipeline.h"
 
@@ -54,8 +55,10 @@ struct rd_pipeline {
   uint32_t n_pinned;
 
   pthread_mutex_t mu;
-  pthread_cond_t cv_sampler, cv_storage, cv_learner, cv_idle;
-  slotq_t q_free, q_gather, q_train, q_update;
+  pthread_cond_t cv_sampler, cv_learner, cv_idle;
+  slotq_t q_free, q_train, q_update;
+  uint32_t sampling;   /* batches the sampler thread is sampling and gathering */
+  double step_s;       /* the learner's recent seconds per train-step (moving average) */
   int stopping;
   uint64_t target;     /* steps to sample in total (requests or continuous budget) */
   uint64_t sampled;    /* batches sampled */
@@ -86,7 +89,12 @@ struct rd_pipeline {
   uint64_t version;    /* under wlock */
   double last_publish; /* learner thread only */
 
-  pthread_t th_sampler, th_storage, th_learner;
+  /* The sampler thread's bursts: slot indices and results per batch. */
+  uint32_t *burst_idx;
+  size_t *burst_stale;
+  int *burst_rc;
+
+  pthread_t th_sampler, th_learner;
   int started;         /* threads started */
 };
 
@@ -439,146 +447,264 @@ void rd_pipeline_after_insert(rd_pipeline_t *p, size_t n) {
 }
 
 /* ------------------------------------------------------------------ */
+/* Bursts and wake-ups                                                  */
+/* ------------------------------------------------------------------ */
+
+/* Threads. The sampler and storage units run on one thread, the learner
+ * on another. On the CPU, sampling, gathering and a priority update of a
+ * small batch each take 1-3 us, less than waking a thread: a storage unit
+ * of its own (measured on 2 vCPUs) added a wake-up per batch and, with
+ * three runnable threads on two cores, preempted the learner, while it
+ * never had enough work to gain from a core of its own.
+ *
+ * Bursts. The sampler thread handles batches in bursts: several priority
+ * updates, or several samples and then their gathers, under one hold of
+ * the table lock and one of p->mu. A burst holds at most
+ * RD_PIPELINE_BURST_ITEMS items (at least one batch), so an insert never
+ * waits long for the table lock; and while the learner is short of batches
+ * a burst is no larger than what it has left (at least 1), so bursts grow
+ * 1, 1, 2, 4, ... from an empty pipeline and the first batch reaches the
+ * learner without waiting for the rest.
+ *
+ * Wake-ups. Waking a sleeping thread is a futex call and, on a VM, an
+ * interrupt to the other vCPU: microseconds, as long as a small network's
+ * whole train-step. So:
+ *  - the sampler wakes the learner only when a push makes its queue
+ *    non-empty (the learner sleeps only on an empty queue);
+ *  - at D < RD_PIPELINE_POLL_DEPTH the learner wakes the sampler after
+ *    every step;
+ *  - at larger D, while batches are in flight, the sampler does not wait to
+ *    be woken: it sleeps for about D/4 of the learner's recent step times,
+ *    then writes the priorities of the batches trained meanwhile and
+ *    samples and gathers as many ahead again, in one go, while the learner
+ *    trains on the rest. Its timer fires on its own core, so the learner
+ *    pays nothing: on a VM a futex wake cost the waking learner about 30 us
+ *    (measured on 2 vCPUs), and the woken thread was often queued on the
+ *    waker's core, preempting the learner. The learner wakes it only if
+ *    the pipeline runs low anyway (at most D/2 batches left untrained).
+ * This changes when updates land, never how many batches are in flight
+ * (<= D + 1). */
+#define RD_PIPELINE_BURST_ITEMS 4096u
+#define RD_PIPELINE_POLL_DEPTH 4u
+
+/* Under p->mu. Batches sampled but not yet trained. */
+static uint32_t untrained(const rd_pipeline_t *p) { return p->sampling + p->q_train.len; }
+
+static uint32_t burst_max(const rd_pipeline_t *p) {
+  uint32_t b = RD_PIPELINE_BURST_ITEMS / p->cfg.batch;
+  return b > 0 ? b : 1;
+}
+
+/* Under p->mu: the learner wakes the sampler (see above). */
+static int sampler_wanted(const rd_pipeline_t *p) {
+  return p->cfg.depth < RD_PIPELINE_POLL_DEPTH || untrained(p) <= p->cfg.depth / 2;
+}
+
+/* Under p->mu, the sampler has nothing to do: sleep until woken, or, while
+ * batches are in flight at D >= RD_PIPELINE_POLL_DEPTH, at most for the
+ * time the learner takes for D/4 steps (clamped to [50 us, 1 s]). */
+static void sampler_sleep(rd_pipeline_t *p) {
+  if (p->cfg.depth < RD_PIPELINE_POLL_DEPTH || p->in_flight == 0 || p->step_s <= 0) {
+    pthread_cond_wait(&p->cv_sampler, &p->mu);
+    return;
+  }
+  double dt = p->step_s * (double)(p->cfg.depth / 4);
+  dt = dt < 50e-6 ? 50e-6 : dt > 1.0 ? 1.0 : dt;
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  long ns = ts.tv_nsec + (long)(dt * 1e9);
+  ts.tv_sec += ns / 1000000000L;
+  ts.tv_nsec = ns % 1000000000L;
+  pthread_cond_timedwait(&p->cv_sampler, &p->mu, &ts);
+}
+
+/* ------------------------------------------------------------------ */
 /* The sampler unit: samples batches, writes priorities back            */
 /* ------------------------------------------------------------------ */
 
-static void apply_update(rd_pipeline_t *p, uint32_t si) {
-  slot_t *s = &p->slots[si];
-  size_t stale = 0;
-  int rc = RD_OK;
+/* Write the priorities of n trained (or dropped) batches and free their
+ * slots. Called without either lock. */
+static void apply_updates(rd_pipeline_t *p, const uint32_t *idx, uint32_t n) {
+  size_t *stale = p->burst_stale;
+  int *rcs = p->burst_rc, any = 0, bad = 0;
   rd_error_t err;
-  if (s->trained) {
+  for (uint32_t k = 0; k < n; k++) {
+    slot_t *s = &p->slots[idx[k]];
+    stale[k] = 0;
+    rcs[k] = RD_OK;
+    if (!s->trained) continue;
     for (uint32_t i = 0; i < p->cfg.batch; i++) s->prio[i] = s->td[i];
+    any = 1;
+  }
+  if (any) {
     pthread_mutex_lock(p->table_lock);
-    rc = rd_table_update(p->table, p->cfg.batch, s->keys, s->prio, &stale, &err);
+    for (uint32_t k = 0; k < n; k++) {
+      slot_t *s = &p->slots[idx[k]];
+      if (!s->trained) continue;
+      rcs[k] = rd_table_update(p->table, p->cfg.batch, s->keys, s->prio, &stale[k],
+                               bad ? NULL : &err);
+      if (rcs[k] != RD_OK) bad = 1;
+    }
     pthread_mutex_unlock(p->table_lock);
-    if (rc != RD_OK) rd_log_warn("pipeline", "priority update refused: %s", err.msg);
+    if (bad) rd_log_warn("pipeline", "priority update refused: %s", err.msg);
   }
   rd_train_result_t res;
   void *arg = NULL;
   pthread_mutex_lock(&p->mu);
-  if (s->trained && rc == RD_OK) {
-    p->stats.stale_updates += stale;
-    if (p->seq > s->seq) p->stats.late_updates++;
+  for (uint32_t k = 0; k < n; k++) {
+    slot_t *s = &p->slots[idx[k]];
+    if (s->trained && rcs[k] == RD_OK) {
+      p->stats.stale_updates += stale[k];
+      if (p->seq > s->seq) p->stats.late_updates++;
+    }
+    p->in_flight--;
+    q_push(&p->q_free, idx[k]);
   }
-  p->in_flight--;
-  q_push(&p->q_free, si);
   rd_train_done_cb cb = request_take_done(p, &res, &arg);
   if (p->in_flight == 0) pthread_cond_broadcast(&p->cv_idle);
   pthread_mutex_unlock(&p->mu);
   if (cb) cb(arg, &res);
 }
 
-static void *sampler_main(void *arg) {
-  rd_pipeline_t *p = arg;
-  pthread_mutex_lock(&p->mu);
-  while (!p->stopping) {
-    if (p->q_update.len > 0) {
-      uint32_t si = q_pop(&p->q_update);
-      pthread_mutex_unlock(&p->mu);
-      apply_update(p, si);
-      pthread_mutex_lock(&p->mu);
-      continue;
-    }
-    if (p->sampled < p->target && p->in_flight < (uint64_t)p->cfg.depth + 1 &&
-        p->q_free.len > 0 && !p->sample_failing) {
-      uint32_t si = q_pop(&p->q_free);
-      slot_t *s = &p->slots[si];
-      s->seq = ++p->seq;
-      p->sampled++;
-      p->in_flight++;
-      pthread_mutex_unlock(&p->mu);
+/* Under p->mu: how many batches the sampler may sample now. */
+static uint32_t sample_room(const rd_pipeline_t *p) {
+  if (p->sample_failing || p->sampled >= p->target || p->in_flight >= (uint64_t)p->cfg.depth + 1)
+    return 0;
+  uint64_t n = p->target - p->sampled, r = (uint64_t)p->cfg.depth + 1 - p->in_flight;
+  if (r < n) n = r;
+  if (p->q_free.len < n) n = p->q_free.len;
+  uint32_t m = burst_max(p), u = untrained(p);
+  if (u < m) m = u > 0 ? u : 1;
+  return n < m ? (uint32_t)n : m;
+}
 
-      rd_error_t err;
-      rd_sample_out_t out = {s->keys, s->prob, s->w64, NULL};
-      pthread_mutex_lock(p->table_lock);
-      int rc = rd_table_sample(p->table, p->cfg.batch, p->cfg.beta, 0, &out, &err);
-      if (rc == RD_OK) {
-        uint64_t mk = s->keys[0];
-        for (uint32_t i = 1; i < p->cfg.batch; i++)
-          if (s->keys[i] < mk) mk = s->keys[i];
-        s->min_key = mk;
-        s->gathered = 0;
-        p->pinned[p->n_pinned++] = si;
-      }
-      pthread_mutex_unlock(p->table_lock);
-
-      pthread_mutex_lock(&p->mu);
-      if (rc == RD_OK) {
-        q_push(&p->q_gather, si);
-        pthread_cond_signal(&p->cv_storage);
-      } else {
-        /* E.g. every priority is zero: nothing to train on until the data
-         * changes. End a request; pause continuous mode until an insert. */
-        p->sampled--;
-        p->in_flight--;
-        q_push(&p->q_free, si);
-        if (p->req_active) {
-          char m[sizeof p->req_msg];
-          snprintf(m, sizeof m, "sampling failed: %.150s", err.msg);
-          request_stop(p, rc, m);
-          rd_train_result_t res;
-          void *cbarg = NULL;
-          rd_train_done_cb cb = request_take_done(p, &res, &cbarg);
-          if (cb) {
-            pthread_mutex_unlock(&p->mu);
-            cb(cbarg, &res);
-            pthread_mutex_lock(&p->mu);
-          }
-        } else {
-          p->sample_failing = 1;
-          rd_log_warn("pipeline", "continuous training paused: %s", err.msg);
-        }
-        if (p->in_flight == 0) pthread_cond_broadcast(&p->cv_idle);
-      }
-      continue;
-    }
-    pthread_cond_wait(&p->cv_sampler, &p->mu);
+/* Sample batches into the slots idx[0, n) and pin them. Returns how many
+ * were sampled (the first failure stops the burst: rc, err). */
+static uint32_t sample_burst(rd_pipeline_t *p, const uint32_t *idx, uint32_t n, int *rc,
+                             rd_error_t *err) {
+  uint32_t ok = 0;
+  *rc = RD_OK;
+  pthread_mutex_lock(p->table_lock);
+  for (; ok < n; ok++) {
+    slot_t *s = &p->slots[idx[ok]];
+    rd_sample_out_t out = {s->keys, s->prob, s->w64, NULL};
+    *rc = rd_table_sample(p->table, p->cfg.batch, p->cfg.beta, 0, &out, err);
+    if (*rc != RD_OK) break;
+    uint64_t mk = s->keys[0];
+    for (uint32_t i = 1; i < p->cfg.batch; i++)
+      if (s->keys[i] < mk) mk = s->keys[i];
+    s->min_key = mk;
+    s->gathered = 0;
+    p->pinned[p->n_pinned++] = idx[ok];
   }
-  pthread_mutex_unlock(&p->mu);
-  return NULL;
+  pthread_mutex_unlock(p->table_lock);
+  return ok;
 }
 
 /* ------------------------------------------------------------------ */
 /* The storage unit: gathers sampled rows into the batch                */
 /* ------------------------------------------------------------------ */
 
-static void *storage_main(void *arg) {
-  rd_pipeline_t *p = arg;
+/* Gather the rows of the sampled batches idx[0, n) (unless an insert
+ * gathered them first) and prepare the learner's inputs; rcs[k] is each
+ * batch's result. On the sampler's thread, in a table-lock hold of its own,
+ * so inserts can come between sampling and gathering. */
+static void gather_burst(rd_pipeline_t *p, const uint32_t *idx, uint32_t n, int *rcs) {
   const rd_pipeline_config_t *c = &p->cfg;
-  pthread_mutex_lock(&p->mu);
-  for (;;) {
-    while (!p->stopping && p->q_gather.len == 0) pthread_cond_wait(&p->cv_storage, &p->mu);
-    if (p->stopping) break;
-    uint32_t si = q_pop(&p->q_gather);
-    pthread_mutex_unlock(&p->mu);
+  rd_error_t err;
+  int bad = 0;
+  pthread_mutex_lock(p->table_lock);
+  for (uint32_t k = 0; k < n; k++) {
+    slot_t *s = &p->slots[idx[k]];
+    rcs[k] = RD_OK;
+    if (s->gathered) continue; /* an insert gathered it first */
+    rcs[k] = gather(p, s, bad ? NULL : &err);
+    if (rcs[k] != RD_OK) bad = 1;
+    s->gathered = 1;
+    unpin(p, idx[k]);
+  }
+  pthread_mutex_unlock(p->table_lock);
+  if (bad) rd_log_error("pipeline", "gather failed: %s", err.msg);
 
-    slot_t *s = &p->slots[si];
-    rd_error_t err;
-    int rc = RD_OK;
-    pthread_mutex_lock(p->table_lock);
-    if (!s->gathered) {
-      rc = gather(p, s, &err);
-      s->gathered = 1;
-      unpin(p, si);
-    }
-    pthread_mutex_unlock(p->table_lock);
-    if (rc != RD_OK) rd_log_error("pipeline", "gather failed: %s", err.msg);
-
+  for (uint32_t k = 0; k < n; k++) {
+    slot_t *s = &p->slots[idx[k]];
     for (uint32_t i = 0; i < c->batch; i++) s->w[i] = (float)s->w64[i];
     if (c->f_done >= 0) {
       const uint8_t *done = s->cols[c->f_done].data;
       for (uint32_t i = 0; i < c->batch; i++) s->discount[i] = done[i] ? 0.0f : c->gamma;
     }
     s->trained = 0;
+  }
+}
+
+/* ------------------------------------------------------------------ */
+/* The sampler thread: updates, samples, gathers                        */
+/* ------------------------------------------------------------------ */
+
+static void *sampler_main(void *arg) {
+  rd_pipeline_t *p = arg;
+  uint32_t *idx = p->burst_idx;
+  int *rcs = p->burst_rc;
+  pthread_mutex_lock(&p->mu);
+  while (!p->stopping) {
+    if (p->q_update.len > 0) {
+      uint32_t n = 0, m = burst_max(p);
+      while (n < m && p->q_update.len > 0) idx[n++] = q_pop(&p->q_update);
+      pthread_mutex_unlock(&p->mu);
+      apply_updates(p, idx, n);
+      pthread_mutex_lock(&p->mu);
+      continue;
+    }
+    uint32_t n = sample_room(p);
+    if (n == 0) {
+      sampler_sleep(p);
+      continue;
+    }
+    for (uint32_t k = 0; k < n; k++) {
+      idx[k] = q_pop(&p->q_free);
+      p->slots[idx[k]].seq = ++p->seq;
+    }
+    p->sampled += n;
+    p->in_flight += n;
+    p->sampling = n;
+    pthread_mutex_unlock(&p->mu);
+
+    rd_error_t err;
+    int rc;
+    uint32_t ok = sample_burst(p, idx, n, &rc, &err); /* sampled: idx[0, ok) */
+    if (ok > 0) gather_burst(p, idx, ok, rcs);
 
     pthread_mutex_lock(&p->mu);
-    if (rc == RD_OK) {
-      q_push(&p->q_train, si);
-      pthread_cond_signal(&p->cv_learner);
-    } else { /* dropped: no priorities to write */
-      q_push(&p->q_update, si);
-      pthread_cond_signal(&p->cv_sampler);
+    p->sampling = 0;
+    if (ok > 0 && p->q_train.len == 0) pthread_cond_signal(&p->cv_learner);
+    for (uint32_t k = 0; k < ok; k++)
+      q_push(rcs[k] == RD_OK ? &p->q_train : &p->q_update, idx[k]); /* else dropped */
+    if (ok < n) {
+      /* E.g. every priority is zero: nothing to train on until the data
+       * changes. End a request; pause continuous mode until an insert. The
+       * batches not sampled go back. */
+      uint32_t back = n - ok;
+      p->sampled -= back;
+      p->in_flight -= back;
+      p->seq -= back;
+      for (uint32_t k = ok; k < n; k++) q_push(&p->q_free, idx[k]);
+      if (p->req_active) {
+        char m[sizeof p->req_msg];
+        snprintf(m, sizeof m, "sampling failed: %.150s", err.msg);
+        request_stop(p, rc, m);
+        rd_train_result_t res;
+        void *cbarg = NULL;
+        rd_train_done_cb cb = request_take_done(p, &res, &cbarg);
+        if (cb) {
+          pthread_mutex_unlock(&p->mu);
+          cb(cbarg, &res);
+          pthread_mutex_lock(&p->mu);
+        }
+      } else {
+        p->sample_failing = 1;
+        rd_log_warn("pipeline", "continuous training paused: %s", err.msg);
+      }
+      if (p->in_flight == 0) pthread_cond_broadcast(&p->cv_idle);
     }
   }
   pthread_mutex_unlock(&p->mu);
@@ -588,6 +714,34 @@ static void *storage_main(void *arg) {
 /* ------------------------------------------------------------------ */
 /* The learner unit: one train-step per batch                           */
 /* ------------------------------------------------------------------ */
+
+/* Touch every cache line of the learner's inputs in slot s (a hint only:
+ * prefetches never fault and change nothing). At most 256 KiB, so a huge
+ * batch does not flush what the current step is using. */
+static void prefetch_slot(const rd_pipeline_t *p, const slot_t *s) {
+  const rd_pipeline_config_t *c = &p->cfg;
+  const void *bufs[6];
+  size_t sizes[6], n = 0, budget = 256u << 10;
+  int fields[4] = {c->f_obs, c->f_next_obs, c->f_reward, c->f_action};
+  for (int k = 0; k < 4; k++) {
+    if (fields[k] < 0) continue;
+    bufs[n] = s->cols[fields[k]].data;
+    sizes[n++] = s->cols[fields[k]].bytes;
+  }
+  bufs[n] = c->f_done >= 0 ? (const void *)s->discount : s->cols[c->f_discount].data;
+  sizes[n++] = c->batch * sizeof(float);
+  bufs[n] = s->w;
+  sizes[n++] = c->batch * sizeof(float);
+  for (size_t k = 0; k < n && budget > 0; k++) {
+    size_t len = sizes[k] < budget ? sizes[k] : budget;
+    for (size_t off = 0; off < len; off += 64) __builtin_prefetch((const char *)bufs[k] + off);
+    budget -= len;
+  }
+  /* The outputs: the sampler read them last (the previous use of this slot). */
+  size_t len = c->batch * sizeof(float) < budget ? c->batch * sizeof(float) : budget;
+  for (size_t off = 0; off < len; off += 64) __builtin_prefetch((const char *)s->td + off, 1);
+  __builtin_prefetch(&s->st, 1);
+}
 
 static void *learner_main(void *arg) {
   rd_pipeline_t *p = arg;
@@ -608,6 +762,7 @@ static void *learner_main(void *arg) {
     if (p->stopping) break;
     uint32_t si = q_pop(&p->q_train);
     slot_t *s = &p->slots[si];
+    slot_t *next = p->q_train.len > 0 ? &p->slots[p->q_train.v[p->q_train.head]] : NULL;
     int drop = 0;
     if (p->req_active) {
       if (p->req_stop) {
@@ -623,6 +778,7 @@ static void *learner_main(void *arg) {
 
     int rc = RD_OK;
     rd_error_t err;
+    double t_step = 0;
     if (!drop) {
       rd_batch_t b;
       memset(&b, 0, sizeof b);
@@ -637,7 +793,15 @@ static void *learner_main(void *arg) {
         b.action_f = s->cols[c->f_action].data;
       b.weights = s->w;
       if (c->batch_hook) c->batch_hook(c->hook_arg, s->keys, &b);
+      /* The next batch was gathered on the sampler's core: start pulling
+       * it into this core's cache now, while this step runs. Measured with
+       * bench_loop (CartPole DDPG, batch 32, D = 50, learner pinned): the
+       * step took 6.25 us on a batch already in this core's cache, 7.2 us
+       * on one fresh from the sampler, 6.95 us with this prefetch. */
+      if (next != NULL) prefetch_slot(p, next);
+      t_step = now_mono();
       rc = rd_learner_step(&p->learner, &b, s->td, &s->st, &err);
+      t_step = now_mono() - t_step;
       s->trained = rc == RD_OK;
       if (rc != RD_OK && rc != RD_ERANGE)
         rd_log_warn("pipeline", "train step refused its batch: %s", err.msg);
@@ -655,6 +819,7 @@ static void *learner_main(void *arg) {
       if (s->trained) {
         p->stats.steps++;
         p->stats.loss = s->st.loss;
+        p->step_s = p->step_s > 0 ? 0.875 * p->step_s + 0.125 * t_step : t_step;
         if (p->req_active) {
           p->req_done++;
           p->req_loss += s->st.loss;
@@ -676,7 +841,7 @@ static void *learner_main(void *arg) {
       }
     }
     q_push(&p->q_update, si);
-    pthread_cond_signal(&p->cv_sampler);
+    if (sampler_wanted(p)) pthread_cond_signal(&p->cv_sampler);
   }
   pthread_mutex_unlock(&p->mu);
   return NULL;
@@ -702,8 +867,10 @@ static void free_all(rd_pipeline_t *p) {
     free(p->slots);
   }
   free(p->pinned);
+  free(p->burst_idx);
+  free(p->burst_stale);
+  free(p->burst_rc);
   free(p->q_free.v);
-  free(p->q_gather.v);
   free(p->q_train.v);
   free(p->q_update.v);
   free(p->wbuf[0]);
@@ -741,12 +908,15 @@ int rd_pipeline_create(rd_pipeline_t **out, const rd_pipeline_config_t *c, rd_ta
       ok = (s->cols[f].data = malloc(s->cols[f].bytes)) != NULL;
     }
   }
-  slotq_t *qs[4] = {&p->q_free, &p->q_gather, &p->q_train, &p->q_update};
-  for (int i = 0; ok && i < 4; i++) {
+  slotq_t *qs[3] = {&p->q_free, &p->q_train, &p->q_update};
+  for (int i = 0; ok && i < 3; i++) {
     qs[i]->cap = p->n_slots;
     ok = (qs[i]->v = malloc(p->n_slots * sizeof(uint32_t))) != NULL;
   }
   ok = ok && (p->pinned = malloc(p->n_slots * sizeof *p->pinned)) != NULL;
+  ok = ok && (p->burst_idx = malloc(p->n_slots * sizeof *p->burst_idx)) != NULL;
+  ok = ok && (p->burst_stale = malloc(p->n_slots * sizeof *p->burst_stale)) != NULL;
+  ok = ok && (p->burst_rc = malloc(p->n_slots * sizeof *p->burst_rc)) != NULL;
   p->wbytes = rd_learner_policy_bytes(&p->learner);
   ok = ok && (p->wbuf[0] = malloc(p->wbytes)) && (p->wbuf[1] = malloc(p->wbytes));
   if (!ok) {
@@ -756,8 +926,11 @@ int rd_pipeline_create(rd_pipeline_t **out, const rd_pipeline_config_t *c, rd_ta
   }
   for (uint32_t i = 0; i < p->n_slots; i++) q_push(&p->q_free, i);
   pthread_mutex_init(&p->mu, NULL);
-  pthread_cond_init(&p->cv_sampler, NULL);
-  pthread_cond_init(&p->cv_storage, NULL);
+  pthread_condattr_t ca;
+  pthread_condattr_init(&ca);
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+  pthread_cond_init(&p->cv_sampler, &ca);
+  pthread_condattr_destroy(&ca);
   pthread_cond_init(&p->cv_learner, NULL);
   pthread_cond_init(&p->cv_idle, NULL);
   pthread_rwlock_init(&p->wlock, NULL);
@@ -770,10 +943,8 @@ int rd_pipeline_create(rd_pipeline_t **out, const rd_pipeline_config_t *c, rd_ta
   }
   if (pthread_create(&p->th_sampler, NULL, sampler_main, p) != 0) goto threads_failed;
   p->started = 1;
-  if (pthread_create(&p->th_storage, NULL, storage_main, p) != 0) goto threads_failed;
-  p->started = 2;
   if (pthread_create(&p->th_learner, NULL, learner_main, p) != 0) goto threads_failed;
-  p->started = 3;
+  p->started = 2;
   *out = p;
   return RD_OK;
 
@@ -787,14 +958,12 @@ void rd_pipeline_stop(rd_pipeline_t *p) {
   int was = p->stopping;
   p->stopping = 1;
   pthread_cond_broadcast(&p->cv_sampler);
-  pthread_cond_broadcast(&p->cv_storage);
   pthread_cond_broadcast(&p->cv_learner);
   pthread_cond_broadcast(&p->cv_idle);
   pthread_mutex_unlock(&p->mu);
   if (was) return;
   if (p->started >= 1) pthread_join(p->th_sampler, NULL);
-  if (p->started >= 2) pthread_join(p->th_storage, NULL);
-  if (p->started >= 3) pthread_join(p->th_learner, NULL);
+  if (p->started >= 2) pthread_join(p->th_learner, NULL);
   p->started = 0;
   /* Batches left in flight are dropped; their pins go with them. */
   pthread_mutex_lock(p->table_lock);
@@ -826,7 +995,6 @@ void rd_pipeline_destroy(rd_pipeline_t *p) {
   if (p == NULL) return;
   rd_pipeline_stop(p);
   pthread_cond_destroy(&p->cv_sampler);
-  pthread_cond_destroy(&p->cv_storage);
   pthread_cond_destroy(&p->cv_learner);
   pthread_cond_destroy(&p->cv_idle);
   pthread_mutex_destroy(&p->mu);

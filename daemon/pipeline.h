@@ -1,11 +1,14 @@
 /* pipeline.h - the hosted learner of one workload: sampler, storage and
- * learner units on their own threads, joined by bounded queues.
+ * learner units on two threads (sampler and storage share one, the
+ * learner has the other), joined by bounded queues.
  *
  * papers/001 §V (Fig. 7, Table II): the sampler unit owns the sum tree (it
  * samples index batches and applies priority updates), the storage unit
  * gathers the sampled rows, the learner unit runs the train-step
- * (backends/cpu/learner.h). A batch travels through a fixed pool of batch
- * slots:
+ * (backends/cpu/learner.h). On the CPU the sampler and storage units work
+ * in bursts of several batches on one thread, which costs fewer wake-ups
+ * than a thread each (pipeline.c says why). A batch travels through a
+ * fixed pool of batch slots:
  *
  *   free -> [sampler: sample] -> sampled -> [storage: gather] -> gathered
  *        -> [learner: train]  -> trained -> [sampler: update priorities] -> free
@@ -15,7 +18,9 @@
  * sampled only after the previous batch's priorities are written. With
  * D > 0 the sampler runs up to D batches ahead of the learner and their
  * updates land late (the paper found D = 50 harmless; late_updates counts
- * updates that landed after a newer batch had been sampled).
+ * updates that landed after a newer batch had been sampled). From D = 4 on,
+ * the sampler writes the updates and samples ahead in bursts of about D/4
+ * batches, so the learner need not wake it after every step.
  *
  * Inserts during a step (thesis 004 §4.2.2, "replay-collision-free"). A
  * sampled batch is pinned until its rows are gathered. An insert that
@@ -106,7 +111,7 @@ int rd_pipeline_bind_schema(rd_pipeline_config_t *c, const rd_schema_t *schema, 
 uint64_t rd_pipeline_memsize(const rd_pipeline_config_t *c, const rd_table_config_t *tc);
 
 /* Validate c against the table's schema, allocate everything, build the
- * learner, publish weights version 1 and start the three threads. The
+ * learner, publish weights version 1 and start the two threads. The
  * table and its lock must outlive the pipeline. RD_EINVAL, RD_ENOMEM,
  * RD_EINTERNAL (a thread could not start). */
 int rd_pipeline_create(rd_pipeline_t **out, const rd_pipeline_config_t *c, rd_table_t *table,

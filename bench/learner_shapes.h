@@ -1,0 +1,61 @@
+/* learner_shapes.h - the network shapes the learner benchmarks time
+ * (bench_learner.c, bench_loop.c), and the learner config they use.
+ *
+ * Shapes (papers/001 Table III; bench/pytorch_learner.py has the same):
+ *   cartpole_ddpg  actor 4-8-8-1 (tanh out), critic 5-8-8-1
+ *   cartpole_dqn   Q network 4-64-64-2, double DQN
+ *   hopper_ddpg    actor 11-256-256-3 (tanh out), critic 14-256-256-1
+ * relu hidden layers and the learner's defaults otherwise (learner.h: Adam
+ * lr 1e-3, grad-norm clip 10, Polyak tau 0.005, action range [-1, 1]).
+ *
+ * Header-only (static definitions): each benchmark is one translation unit.
+ */
+#ifndef RD_BENCH_LEARNER_SHAPES_H
+#define RD_BENCH_LEARNER_SHAPES_H
+
+#include <stdint.h>
+
+#include "learner.h"
+#include "rd_philox.h"
+
+#define SEED UINT64_C(0x7265706c61796400) /* "replayd" */
+
+typedef struct {
+  const char *name;
+  rd_algo_t algo;
+  uint32_t obs, actions, hidden, critic_hidden; /* actions: DQN's count, DDPG's dimension */
+} shape_t;
+
+static const shape_t shapes[] = {
+    {"cartpole_ddpg", RD_ALGO_DDPG, 4, 1, 8, 8},
+    {"cartpole_dqn", RD_ALGO_DQN, 4, 2, 64, 0},
+    {"hopper_ddpg", RD_ALGO_DDPG, 11, 3, 256, 256},
+};
+#define N_SHAPES (sizeof shapes / sizeof shapes[0])
+
+/* The learner config of shape s for batches up to `batch`, seed SEED. */
+static inline void make_config(const shape_t *s, uint32_t batch, uint32_t threads,
+                               rd_learner_config_t *c) {
+  rd_learner_config_default(c);
+  c->algo = s->algo;
+  c->obs_dim = s->obs;
+  c->n_hidden = 2;
+  c->hidden[0] = c->hidden[1] = s->hidden;
+  if (s->algo == RD_ALGO_DQN) {
+    c->num_actions = s->actions;
+  } else {
+    c->action_dim = s->actions;
+    c->n_critic_hidden = 2;
+    c->critic_hidden[0] = c->critic_hidden[1] = s->critic_hidden;
+  }
+  c->max_batch = batch;
+  c->threads = threads;
+  c->seed = SEED;
+}
+
+/* Uniform in [lo, hi) from draw d of Philox stream s. */
+static inline float unif(uint64_t s, uint64_t d, float lo, float hi) {
+  return lo + (hi - lo) * (float)((double)(rd_philox_u64(s, d) >> 40) * 0x1p-24);
+}
+
+#endif

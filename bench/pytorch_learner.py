@@ -1,0 +1,356 @@
+#!/usr/bin/python3
+"""pytorch_learner.py - the hosted learner's train step in PyTorch: the baseline.
+
+The same DQN and DDPG gradient step as backends/cpu/learner.c, on the same
+shapes (papers/001 Table III) and synthetic batches, timed in gradient steps
+per second. papers/001 §IV-B2 trains on the CPU with PyTorch; this is that
+baseline, written the way an expert would: nn.Sequential MLPs, torch.optim.Adam
+(foreach kernels), fused Polyak updates (torch._foreach_*), no Python loops
+over samples.
+
+  DQN:  double-DQN targets (online argmax, target value) under no_grad,
+        IS-weighted Huber (delta 1), clip_grad_norm_(10), Adam, Polyak 0.005.
+  DDPG: actor tanh output scaled to [low, high]; critic Q([obs, action]);
+        y = R + discount Q'(s', mu'(s')); IS-weighted MSE; actor loss
+        -mean Q(s, mu(s)) backpropagated into the actor only
+        (backward(inputs=actor params): no critic weight gradients, as the C
+        learner); both gradients from the parameters at the start of the step,
+        then clip (10) and Adam on both, Polyak 0.005 on both targets.
+
+Settings. PyTorch's speed depends on its thread count and on the OpenMP and
+OpenBLAS environment, which must be set before the process starts, so the
+parent runs one worker process per setting:
+    torch threads {1, 2} x OMP_WAIT_POLICY {passive, unset}
+    x OPENBLAS_NUM_THREADS {1, 2} x OPENBLAS_CORETYPE {inherited, unset}
+(the last: this machine's environment sets OPENBLAS_CORETYPE=Haswell, which
+keeps OpenBLAS off its AVX-512 kernels; unset, OpenBLAS picks them itself).
+Each worker times every shape and batch (median of several repetitions); the
+parent reports, per point, the best setting's median. --quick runs 4 of the
+16 settings (passive waiting, OPENBLAS_NUM_THREADS equal to torch threads).
+
+With --serve the script keeps one worker per setting alive and times the
+points its caller names on stdin, one at a time (bench_learner --pytorch does
+this, timing its own learner on each point right after PyTorch's, so that both
+see the same load on a shared machine).
+
+Output: one JSON object per line,
+  {"name": "baseline.pytorch.gps", "params": {"shape": ..., "batch": ...,
+   "threads": <torch threads of the best setting>, "setting": "..."},
+   "value": <steps/s>, "unit": "steps/s"}
+and with --all-settings also every setting's median as
+"baseline.pytorch.gps.setting". Progress goes to stderr.
+
+usage: /usr/bin/python3 bench/pytorch_learner.py [--quick] [--shape S]... [--batch B]... [--serve]
+"""
+import argparse
+import itertools
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+SHAPES = {
+    # papers/001 Table III: CartPole DDPG, 3-layer MLPs of hidden size 8.
+    "cartpole_ddpg": dict(algo="ddpg", obs=4, act=1, hidden=[8, 8], critic=[8, 8]),
+    # The DQN CartPole shape the project benchmarks (4-64-64-2).
+    "cartpole_dqn": dict(algo="dqn", obs=4, actions=2, hidden=[64, 64]),
+    # papers/001 Table III: Hopper DDPG, 3-layer MLPs of hidden size 256.
+    "hopper_ddpg": dict(algo="ddpg", obs=11, act=3, hidden=[256, 256], critic=[256, 256]),
+}
+SHAPE_ORDER = ["cartpole_ddpg", "cartpole_dqn", "hopper_ddpg"]
+BATCHES = [32, 256, 2048, 16384]
+QUICK_BATCHES = [32, 2048]
+
+GAMMA, TAU, CLIP, LR = 0.99, 0.005, 10.0, 1e-3
+LOW, HIGH = -1.0, 1.0
+POOL = 4  # distinct batches cycled through
+
+
+def log(*a):
+    print("pytorch_learner:", *a, file=sys.stderr, flush=True)
+
+
+# ---------------------------------------------------------------------------
+# Worker: one setting, every point
+# ---------------------------------------------------------------------------
+
+def worker(args):
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+    torch.set_num_threads(args.torch_threads)
+    torch.manual_seed(0)
+
+    def mlp(sizes, out_act=None):
+        layers = []
+        for i in range(len(sizes) - 1):
+            layers.append(nn.Linear(sizes[i], sizes[i + 1]))
+            if i < len(sizes) - 2:
+                layers.append(nn.ReLU())
+        if out_act is not None:
+            layers.append(out_act)
+        return nn.Sequential(*layers)
+
+    def polyak(target, online):
+        tp, op = list(target.parameters()), list(online.parameters())
+        torch._foreach_mul_(tp, 1.0 - TAU)
+        torch._foreach_add_(tp, op, alpha=TAU)
+
+    def make_batches(sh, n):
+        g = torch.Generator().manual_seed(n)
+        out = []
+        for _ in range(POOL):
+            obs = torch.rand(n, sh["obs"], generator=g) * 2 - 1
+            nxt = torch.rand(n, sh["obs"], generator=g) * 2 - 1
+            rew = torch.rand(n, generator=g) * 2 - 1
+            disc = torch.full((n,), GAMMA)
+            disc[4::5] = 0.0
+            w = torch.rand(n, generator=g) * 0.8 + 0.2
+            if sh["algo"] == "dqn":
+                act = torch.randint(0, sh["actions"], (n,), generator=g)
+            else:
+                act = torch.rand(n, sh["act"], generator=g) * (HIGH - LOW) + LOW
+            out.append((obs, act, rew, disc, nxt, w))
+        return out
+
+    def dqn(sh):
+        q = mlp([sh["obs"]] + sh["hidden"] + [sh["actions"]])
+        qt = mlp([sh["obs"]] + sh["hidden"] + [sh["actions"]])
+        qt.load_state_dict(q.state_dict())
+        for p in qt.parameters():
+            p.requires_grad_(False)
+        opt = torch.optim.Adam(q.parameters(), lr=LR, foreach=True)
+        params = list(q.parameters())
+
+        def step(b):
+            obs, act, rew, disc, nxt, w = b
+            with torch.no_grad():
+                a_star = q(nxt).argmax(1, keepdim=True)
+                y = rew + disc * qt(nxt).gather(1, a_star).squeeze(1)
+            q_sa = q(obs).gather(1, act.unsqueeze(1)).squeeze(1)
+            td = (q_sa.detach() - y).abs()  # the priorities
+            loss = (w * F.huber_loss(q_sa, y, reduction="none", delta=1.0)).mean()
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            nn.utils.clip_grad_norm_(params, CLIP)
+            opt.step()
+            with torch.no_grad():
+                polyak(qt, q)
+            return td
+
+        return step
+
+    def ddpg(sh):
+        actor = mlp([sh["obs"]] + sh["hidden"] + [sh["act"]], nn.Tanh())
+        critic = mlp([sh["obs"] + sh["act"]] + sh["critic"] + [1])
+        actor_t = mlp([sh["obs"]] + sh["hidden"] + [sh["act"]], nn.Tanh())
+        critic_t = mlp([sh["obs"] + sh["act"]] + sh["critic"] + [1])
+        actor_t.load_state_dict(actor.state_dict())
+        critic_t.load_state_dict(critic.state_dict())
+        for p in itertools.chain(actor_t.parameters(), critic_t.parameters()):
+            p.requires_grad_(False)
+        a_opt = torch.optim.Adam(actor.parameters(), lr=LR, foreach=True)
+        c_opt = torch.optim.Adam(critic.parameters(), lr=LR, foreach=True)
+        a_params, c_params = list(actor.parameters()), list(critic.parameters())
+        scale, shift = (HIGH - LOW) / 2, LOW
+
+        def step(b):
+            obs, act, rew, disc, nxt, w = b
+            with torch.no_grad():
+                a_next = shift + (actor_t(nxt) + 1) * scale
+                y = rew + disc * critic_t(torch.cat([nxt, a_next], 1)).squeeze(1)
+            q = critic(torch.cat([obs, act], 1)).squeeze(1)
+            td = (q.detach() - y).abs()
+            critic_loss = (w * (q - y) ** 2).mean()
+            mu = shift + (actor(obs) + 1) * scale
+            actor_loss = -critic(torch.cat([obs, mu], 1)).mean()
+            a_opt.zero_grad(set_to_none=True)
+            c_opt.zero_grad(set_to_none=True)
+            critic_loss.backward()
+            actor_loss.backward(inputs=a_params)
+            nn.utils.clip_grad_norm_(c_params, CLIP)
+            nn.utils.clip_grad_norm_(a_params, CLIP)
+            c_opt.step()
+            a_opt.step()
+            with torch.no_grad():
+                polyak(critic_t, critic)
+                polyak(actor_t, actor)
+            return td
+
+        return step
+
+    def time_point(name, n):
+        sh = SHAPES[name]
+        step = dqn(sh) if sh["algo"] == "dqn" else ddpg(sh)
+        batches = make_batches(sh, n)
+        it = 0
+        # Warm-up: also sizes a repetition to about min_s.
+        k, t0 = 0, time.perf_counter()
+        while True:
+            step(batches[it % POOL])
+            it += 1
+            k += 1
+            el = time.perf_counter() - t0
+            if el >= args.warm_s and k >= 2:
+                break
+        per = el / k
+        steps = max(1, int(round(args.min_s / per)))
+        runs = []
+        for _ in range(args.reps):
+            t0 = time.perf_counter()
+            for _ in range(steps):
+                step(batches[it % POOL])
+                it += 1
+            runs.append(steps / (time.perf_counter() - t0))
+        print(json.dumps({"shape": name, "batch": n, "value": statistics.median(runs),
+                          "runs": runs}), flush=True)
+
+    if args.serve:  # one "shape batch" line in, one result line out
+        for line in sys.stdin:
+            name, n = line.split()
+            time_point(name, int(n))
+        return
+    for name in args.shape:
+        for n in args.batch:
+            time_point(name, n)
+
+
+# ---------------------------------------------------------------------------
+# Parent: one worker per setting, best per point
+# ---------------------------------------------------------------------------
+
+def settings(quick):
+    """Every combination; --quick keeps the 4 that won most points in full
+    runs here (OMP_WAIT_POLICY=passive, OPENBLAS_NUM_THREADS = torch threads)."""
+    out = []
+    for tt, wait, obt, core in itertools.product([1, 2], ["passive", None], [1, 2],
+                                                 ["inherited", "unset"]):
+        if quick and (wait is None or obt != tt):
+            continue
+        env = dict(os.environ)
+        if wait is None:
+            env.pop("OMP_WAIT_POLICY", None)
+        else:
+            env["OMP_WAIT_POLICY"] = wait
+        env["OPENBLAS_NUM_THREADS"] = str(obt)
+        inherited = os.environ.get("OPENBLAS_CORETYPE")
+        if core == "unset":
+            if inherited is None:
+                continue  # the same as "inherited"
+            env.pop("OPENBLAS_CORETYPE", None)
+        env.pop("OMP_NUM_THREADS", None)
+        desc = "torch_threads=%d,OMP_WAIT_POLICY=%s,OPENBLAS_NUM_THREADS=%d,OPENBLAS_CORETYPE=%s" % (
+            tt, wait or "unset", obt, (inherited or "unset") if core == "inherited" else "unset")
+        out.append((tt, desc, env))
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help="batches 32,2048, short repetitions")
+    ap.add_argument("--shape", action="append", choices=SHAPE_ORDER)
+    ap.add_argument("--batch", action="append", type=int)
+    ap.add_argument("--all-settings", action="store_true",
+                    help="also print every setting's median")
+    ap.add_argument("--serve", action="store_true",
+                    help='read "shape batch" lines on stdin, answer each with its best line')
+    ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--torch-threads", type=int, default=1, help=argparse.SUPPRESS)
+    ap.add_argument("--min-s", type=float, default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--warm-s", type=float, default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--reps", type=int, default=None, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    args.shape = args.shape or SHAPE_ORDER
+    args.batch = args.batch or (QUICK_BATCHES if args.quick else BATCHES)
+    if args.min_s is None:
+        args.min_s = 0.04 if args.quick else 0.25
+    if args.warm_s is None:
+        args.warm_s = 0.02 if args.quick else 0.1
+    if args.reps is None:
+        args.reps = 3 if args.quick else 5
+    if args.worker:
+        worker(args)
+        return
+
+    todo = settings(args.quick)
+    base = [sys.executable, os.path.abspath(__file__), "--worker", "--min-s", str(args.min_s),
+            "--warm-s", str(args.warm_s), "--reps", str(args.reps)]
+    if args.serve:
+        serve(args, todo, base)
+        return
+    best = {}
+    all_rows = []
+    for i, (tt, desc, env) in enumerate(todo):
+        log("setting %d/%d: %s" % (i + 1, len(todo), desc))
+        cmd = base + ["--torch-threads", str(tt)]
+        for s in args.shape:
+            cmd += ["--shape", s]
+        for b in args.batch:
+            cmd += ["--batch", str(b)]
+        res = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, text=True)
+        if res.returncode != 0:
+            log("worker failed (%s)" % desc)
+            sys.exit(1)
+        for line in res.stdout.splitlines():
+            r = json.loads(line)
+            key = (r["shape"], r["batch"])
+            all_rows.append((key, tt, desc, r["value"]))
+            if key not in best or r["value"] > best[key][2]:
+                best[key] = (tt, desc, r["value"])
+    if args.all_settings:
+        for (shape, batch), tt, desc, v in all_rows:
+            emit("baseline.pytorch.gps.setting", shape, batch, tt, desc, v)
+    for shape in args.shape:
+        for batch in args.batch:
+            tt, desc, v = best[(shape, batch)]
+            emit("baseline.pytorch.gps", shape, batch, tt, desc, v)
+
+
+def emit(name, shape, batch, tt, desc, v):
+    print(json.dumps({"name": name,
+                      "params": {"shape": shape, "batch": batch, "threads": tt, "setting": desc},
+                      "value": round(v, 2), "unit": "steps/s"}), flush=True)
+
+
+def serve(args, todo, base):
+    """--serve: start one worker per setting (torch imported once each), then
+    for every "shape batch" line on stdin time that point in every setting, one
+    after the other, and print the best as one JSON line. The caller can then
+    time its own learner on the same point right away, so both sides see the
+    same machine load."""
+    workers = []
+    for tt, desc, env in todo:
+        p = subprocess.Popen(base + ["--torch-threads", str(tt), "--serve"], env=env,
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        workers.append((tt, desc, p))
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        shape, batch = line.split()
+        if shape not in SHAPES:
+            log("unknown shape %s" % shape)
+            sys.exit(2)
+        best = None
+        for tt, desc, p in workers:
+            p.stdin.write("%s %s\n" % (shape, batch))
+            p.stdin.flush()
+            out = p.stdout.readline()
+            if not out:
+                log("worker failed (%s)" % desc)
+                sys.exit(1)
+            r = json.loads(out)
+            if args.all_settings:
+                emit("baseline.pytorch.gps.setting", shape, int(batch), tt, desc, r["value"])
+            if best is None or r["value"] > best[2]:
+                best = (tt, desc, r["value"])
+        emit("baseline.pytorch.gps", shape, int(batch), best[0], best[1], best[2])
+    for _, _, p in workers:
+        p.stdin.close()
+        p.wait()
+
+
+if __name__ == "__main__":
+    main()
