@@ -63,6 +63,9 @@ static const cfg_key_t keys[] = {
     {"max-workloads", K_COUNT, FIELD(max_workloads), 1, 4096, false, "workloads held at once"},
     {"learner-threads", K_COUNT, FIELD(learner_threads), 1, 256, false,
      "threads of each hosted learner's train-step"},
+    {"fpga-parts-dir", K_STRING, FIELD(fpga_parts_dir), 0, 0, true,
+     "FPGA part files (*.part) for the mapper's FPGA model; empty = the\n"
+     "                             installed ones"},
 };
 #define N_KEYS (sizeof keys / sizeof keys[0])
 

@@ -28,6 +28,7 @@ typedef struct {
   uint64_t max_memory_bytes;  /* rows + trees + learners of all workloads; default 8 GiB */
   uint32_t max_workloads;     /* default 64 */
   uint32_t learner_threads;   /* OpenMP threads per hosted learner step; default 1 */
+  char fpga_parts_dir[PATH_MAX]; /* FPGA part files for the model; empty = the installed ones */
 } rd_config_t;
 
 /* Fill c with the embedded defaults (reads the environment for state_dir). */

@@ -11,6 +11,7 @@
 #include <grpc/byte_buffer.h>
 #include <grpc/slice.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +20,9 @@
 
 #include "devices.h"
 #include "log.h"
+#include "model.h"
+#include "placement.h"
+#include "profile_jsonl.h"
 
 #ifndef RD_VERSION
 #define RD_VERSION "0.0.0"
@@ -38,6 +42,12 @@ static const char *const method_paths[RD_M_COUNT] = {
     [RD_M_TRAIN_STEP] = "/replayd.v1.Replay/TrainStep",
     [RD_M_GET_WEIGHTS] = "/replayd.v1.Replay/GetWeights",
     [RD_M_SERVER_INFO] = "/replayd.v1.Replay/ServerInfo",
+    [RD_M_LIST_DEVICES] = "/replayd.v1.Replay/ListDevices",
+    [RD_M_PLAN] = "/replayd.v1.Replay/Plan",
+    [RD_M_LIST_PROFILES] = "/replayd.v1.Replay/ListProfiles",
+    [RD_M_CLEAR_PROFILES] = "/replayd.v1.Replay/ClearProfiles",
+    [RD_M_IMPORT_PROFILES] = "/replayd.v1.Replay/ImportProfiles",
+    [RD_M_EXPORT_PROFILES] = "/replayd.v1.Replay/ExportProfiles",
 };
 
 const char *rd_method_path(rd_method_t m) { return method_paths[m]; }
@@ -141,10 +151,56 @@ static rd_workload_t *authorize(rd_handler_ctx_t *ctx, const grpc_metadata_array
 /* Workload messages                                                   */
 /* ------------------------------------------------------------------ */
 
+/* A Placement message over an rd_placement_t (borrowed strings). */
+typedef struct {
+  Replayd__V1__Placement msg;
+  Replayd__V1__PlatformRow rows[RD_DEV_COUNT];
+  Replayd__V1__PlatformRow *rowp[RD_DEV_COUNT];
+  char code_running[RD_MAPPING_CODE_MAX];
+} placement_msg_t;
+
+static void placement_msg(const rd_placement_t *p, double measured_gps, placement_msg_t *o) {
+  replayd__v1__placement__init(&o->msg);
+  o->msg.mapping = (char *)p->code;
+  if (p->mapped) {
+    o->msg.learner_device = (char *)rd_devkind_name(p->mapping.learner);
+    o->msg.rmm_device = (char *)rd_devkind_name(p->mapping.rmm);
+    o->msg.storage_device = (char *)rd_devkind_name(p->mapping.storage);
+    o->msg.predicted_gps = p->mapping.gps;
+    o->msg.explain = (char *)p->mapping.explain;
+    o->msg.bottleneck = (char *)rd_bottleneck_name(p->mapping.bottleneck);
+  }
+  for (int d = 0; d < RD_DEV_COUNT; d++) {
+    const rd_pdevice_t *pd = &p->table.dev[d];
+    Replayd__V1__PlatformRow *r = &o->rows[d];
+    replayd__v1__platform_row__init(r);
+    r->device = (char *)rd_devkind_name((rd_devkind_t)d);
+    r->present = pd->present != 0;
+    r->learner_source = (char *)rd_pt_source_name(pd->present ? pd->src_learner : RD_PT_NONE);
+    r->rmm_source = (char *)rd_pt_source_name(pd->present ? pd->src_rmm : RD_PT_NONE);
+    if (pd->present && pd->src_learner != RD_PT_NONE) r->learner_seconds = pd->t_learner;
+    if (pd->present && pd->src_rmm != RD_PT_NONE) r->rmm_seconds = pd->t_rmm;
+    r->fingerprint = (char *)p->fingerprint[d];
+    r->detail = (char *)p->detail[d];
+    o->rowp[d] = r;
+  }
+  o->msg.n_table = RD_DEV_COUNT;
+  o->msg.table = o->rowp;
+  o->msg.measured_gps = measured_gps;
+  o->msg.profile_cache_hit = p->cache_hit != 0;
+  o->msg.register_ms = p->register_ms;
+  o->msg.running = (char *)p->running;
+  o->msg.note = (char *)p->note;
+  o->msg.batch = p->table.batch;
+  o->msg.profiles_measured = p->profiles_measured;
+  o->msg.learner_threads = p->learner_threads;
+}
+
 typedef struct {
   Replayd__V1__Workload msg;
   Replayd__V1__WorkloadCounters counters;
   Replayd__V1__LearnerCounters learner;
+  placement_msg_t placement;
 } workload_reply_t;
 
 static void workload_reply(rd_workload_t *w, int with_token, workload_reply_t *o) {
@@ -167,7 +223,52 @@ static void workload_reply(rd_workload_t *w, int with_token, workload_reply_t *o
     o->learner.skipped_steps = st.skipped_steps;
     o->learner.late_updates = st.late_updates;
     o->msg.learner = &o->learner;
+    if (w->placement != NULL) {
+      /* Measured GPS: the pipeline's rate over its last training window. */
+      placement_msg(w->placement, st.steps > 0 ? st.steps_per_second : 0, &o->placement);
+      o->msg.placement = &o->placement.msg;
+    }
   }
+}
+
+/* One placement at a time: two measuring at once would each measure the
+ * other (the CPU's cores are the thing measured). */
+static pthread_mutex_t place_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static const char *parts_dir(const rd_handler_ctx_t *ctx) {
+  return ctx->config->fpga_parts_dir[0] ? ctx->config->fpga_parts_dir : NULL;
+}
+
+static int place(rd_handler_ctx_t *ctx, const rd_table_config_t *tc,
+                 const rd_pipeline_config_t *pc, const rd_placement_assume_t *as,
+                 rd_placement_t *out, rd_error_t *err) {
+  pthread_mutex_lock(&place_mu);
+  int rc = rd_placement_compute(ctx->store, tc, pc, ctx->config->learner_threads,
+                                RD_PROFILE_DEFAULT_BUDGET_S, parts_dir(ctx), as, out, err);
+  pthread_mutex_unlock(&place_mu);
+  return rc;
+}
+
+int rd_handler_restore_placer(void *arg, const rd_table_config_t *tc,
+                              const rd_pipeline_config_t *pc, rd_placement_t *out) {
+  rd_handler_ctx_t *ctx = arg;
+  rd_placement_assume_t as = {NULL, 0, NULL, 0, 1};
+  rd_error_t err;
+  rd_error_clear(&err);
+  return place(ctx, tc, pc, &as, out, &err);
+}
+
+static void device_msg(const rd_device_t *d, Replayd__V1__Device *m) {
+  replayd__v1__device__init(m);
+  m->kind = (char *)d->kind;
+  m->name = (char *)d->name;
+  m->fingerprint = (char *)d->fingerprint;
+  m->status = (char *)d->status;
+  m->capabilities = (char *)d->capabilities;
+  m->model = (char *)d->model;
+  m->cores = d->cores;
+  m->memory_bytes = d->memory_bytes;
+  m->isa = (char *)d->isa;
 }
 
 static void do_register(rd_handler_ctx_t *ctx, const uint8_t *b, size_t n, rd_reply_t *r) {
@@ -179,9 +280,30 @@ static void do_register(rd_handler_ctx_t *ctx, const uint8_t *b, size_t n, rd_re
   rd_workload_t *w;
   rd_error_t err;
   rd_error_clear(&err);
-  int rc = rd_registry_register(ctx->registry, spec, &w, &err);
+  /* Validate first (nothing is profiled for a bad spec), then profile and
+   * map (placement.h: at most RD_PROFILE_DEFAULT_BUDGET_S of measuring),
+   * then register with the placement. */
+  rd_table_config_t tc;
+  rd_pipeline_config_t pc;
+  int has_learner = 0;
+  int rc = rd_registry_spec_config(ctx->registry, spec, &tc, &pc, &has_learner, &err);
+  rd_placement_t *pl = NULL;
+  if (rc == RD_OK && has_learner) {
+    pl = malloc(sizeof *pl);
+    if (pl == NULL) {
+      rc = rd_error_set(&err, RD_ENOMEM, "out of memory for the placement");
+    } else {
+      rc = place(ctx, &tc, &pc, NULL, pl, &err);
+      if (rc != RD_OK) {
+        free(pl);
+        pl = NULL;
+      }
+    }
+  }
+  if (rc == RD_OK) rc = rd_registry_register_placed(ctx->registry, spec, pl, &w, &err);
   replayd__v1__workload_spec__free_unpacked(spec, NULL);
   if (rc) {
+    free(pl);
     fail(r, registry_status(rc), "%s", err.msg);
     return;
   }
@@ -190,6 +312,11 @@ static void do_register(rd_handler_ctx_t *ctx, const uint8_t *b, size_t n, rd_re
   pack(r, &o.msg.base);
   rd_log_info("registry", "registered workload %s (\"%s\", capacity %u, %zu fields)", w->id,
               w->spec->name, w->spec->capacity, w->spec->n_fields);
+  if (pl != NULL)
+    rd_log_info("mapper", "workload %s: %s; profile cache %s (%u measured), %.0f ms; "
+                "predicted %.4g GPS", w->id, pl->note, pl->cache_hit ? "hit" : "miss",
+                pl->profiles_measured, pl->register_ms, pl->mapped ? pl->mapping.gps : 0.0);
+  free(pl);
   rd_workload_unref(w);
 }
 
@@ -254,11 +381,7 @@ static void do_list(rd_handler_ctx_t *ctx, const uint8_t *b, size_t n, rd_reply_
     Replayd__V1__Device dm[RD_MAX_DEVICES], *dp[RD_MAX_DEVICES];
     size_t nd = rd_devices_get(devs, RD_MAX_DEVICES);
     for (size_t i = 0; i < nd; i++) {
-      replayd__v1__device__init(&dm[i]);
-      dm[i].kind = devs[i].kind;
-      dm[i].name = devs[i].name;
-      dm[i].fingerprint = devs[i].fingerprint;
-      dm[i].status = devs[i].status;
+      device_msg(&devs[i], &dm[i]);
       dp[i] = &dm[i];
     }
     struct timespec now;
@@ -713,6 +836,345 @@ static void do_get_weights(rd_handler_ctx_t *ctx, const grpc_metadata_array *md,
   rd_workload_unref(w);
 }
 
+/* ------------------------------------------------------------------ */
+/* Devices, plans and profiles                                         */
+/* ------------------------------------------------------------------ */
+
+static void do_list_devices(const uint8_t *b, size_t n, rd_reply_t *r) {
+  Replayd__V1__ListDevicesRequest *q = replayd__v1__list_devices_request__unpack(NULL, n, b);
+  if (q == NULL) {
+    fail(r, GRPC_STATUS_INVALID_ARGUMENT, "request is not a decodable ListDevicesRequest");
+    return;
+  }
+  replayd__v1__list_devices_request__free_unpacked(q, NULL);
+  rd_device_t devs[RD_MAX_DEVICES];
+  Replayd__V1__Device dm[RD_MAX_DEVICES], *dp[RD_MAX_DEVICES];
+  size_t nd = rd_devices_get(devs, RD_MAX_DEVICES);
+  for (size_t i = 0; i < nd; i++) {
+    device_msg(&devs[i], &dm[i]);
+    dp[i] = &dm[i];
+  }
+  Replayd__V1__ListDevicesResponse m = REPLAYD__V1__LIST_DEVICES_RESPONSE__INIT;
+  m.n_devices = nd;
+  m.devices = dp;
+  pack(r, &m.base);
+}
+
+/* The admin calls: the server's admin token in x-replayd-token, as
+ * DeleteWorkload accepts it. 1 if allowed; r is set otherwise. */
+static int admin_only(rd_handler_ctx_t *ctx, const grpc_metadata_array *md, const char *what,
+                      rd_reply_t *r) {
+  const char *tok;
+  size_t len;
+  if (!find_token(md, &tok, &len)) {
+    fail(r, GRPC_STATUS_UNAUTHENTICATED,
+         "%s needs the server's admin token in metadata \"" TOKEN_KEY "\" (the file "
+         "admin.token in its state directory)", what);
+    return 0;
+  }
+  if (!admin_token_ok(ctx, tok, len)) {
+    fail(r, GRPC_STATUS_PERMISSION_DENIED, "%s needs the server's admin token; this token is "
+         "not it", what);
+    return 0;
+  }
+  if (ctx->store == NULL) {
+    fail(r, GRPC_STATUS_FAILED_PRECONDITION, "this server keeps no profile store");
+    return 0;
+  }
+  return 1;
+}
+
+static grpc_status_code store_status(int code) {
+  switch (code) {
+  case RD_EINVAL: return GRPC_STATUS_INVALID_ARGUMENT;
+  case RD_ENOMEM: return GRPC_STATUS_RESOURCE_EXHAUSTED;
+  case RD_ETOOBIG: return GRPC_STATUS_RESOURCE_EXHAUSTED;
+  default: return GRPC_STATUS_INTERNAL;
+  }
+}
+
+static void do_list_profiles(rd_handler_ctx_t *ctx, const grpc_metadata_array *md,
+                             const uint8_t *b, size_t n, rd_reply_t *r) {
+  Replayd__V1__ListProfilesRequest *q = replayd__v1__list_profiles_request__unpack(NULL, n, b);
+  if (q == NULL) {
+    fail(r, GRPC_STATUS_INVALID_ARGUMENT, "request is not a decodable ListProfilesRequest");
+    return;
+  }
+  replayd__v1__list_profiles_request__free_unpacked(q, NULL);
+  if (!admin_only(ctx, md, "ListProfiles", r)) return;
+  rd_profile_t *rows = NULL;
+  size_t nr = 0;
+  rd_error_t err;
+  rd_error_clear(&err);
+  int rc = rd_store_list_profiles(ctx->store, &rows, &nr, &err);
+  if (rc) {
+    fail(r, store_status(rc), "%s", err.msg);
+    return;
+  }
+  Replayd__V1__Profile *pm = calloc(nr ? nr : 1, sizeof *pm);
+  Replayd__V1__Profile **pp = calloc(nr ? nr : 1, sizeof *pp);
+  if (pm == NULL || pp == NULL) {
+    fail(r, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory listing %zu profiles", nr);
+  } else {
+    for (size_t i = 0; i < nr; i++) {
+      const rd_profile_t *p = &rows[i];
+      Replayd__V1__Profile *m = &pm[i];
+      replayd__v1__profile__init(m);
+      m->device = (char *)p->device_fp;
+      m->primitive = (char *)rd_primitive_name(p->primitive);
+      m->threads = p->threads;
+      m->batch = p->shape.batch;
+      m->capacity = p->shape.capacity;
+      m->fanout = p->shape.fanout;
+      m->algorithm = (char *)p->shape.algorithm;
+      m->network = (char *)p->shape.network;
+      m->build = (char *)p->build;
+      m->latency_s = p->latency_s;
+      m->reps = p->reps;
+      m->items = p->items;
+      m->source = (char *)rd_profile_source_name(p->source);
+      m->measured_unix = p->measured_unix;
+      pp[i] = m;
+    }
+    Replayd__V1__ListProfilesResponse m = REPLAYD__V1__LIST_PROFILES_RESPONSE__INIT;
+    m.n_profiles = nr;
+    m.profiles = pp;
+    size_t bytes = replayd__v1__list_profiles_response__get_packed_size(&m);
+    if (bytes > ctx->config->max_message_bytes)
+      fail(r, GRPC_STATUS_RESOURCE_EXHAUSTED, "%zu profiles are %zu bytes, more than the "
+           "message limit %u: use ExportProfiles", nr, bytes, ctx->config->max_message_bytes);
+    else
+      pack(r, &m.base);
+  }
+  free(pm);
+  free(pp);
+  rd_store_free_profiles(rows);
+}
+
+static void do_clear_profiles(rd_handler_ctx_t *ctx, const grpc_metadata_array *md,
+                              const uint8_t *b, size_t n, rd_reply_t *r) {
+  Replayd__V1__ClearProfilesRequest *q = replayd__v1__clear_profiles_request__unpack(NULL, n, b);
+  if (q == NULL) {
+    fail(r, GRPC_STATUS_INVALID_ARGUMENT, "request is not a decodable ClearProfilesRequest");
+    return;
+  }
+  replayd__v1__clear_profiles_request__free_unpacked(q, NULL);
+  if (!admin_only(ctx, md, "ClearProfiles", r)) return;
+  size_t removed = 0;
+  rd_error_t err;
+  rd_error_clear(&err);
+  int rc = rd_store_clear_profiles(ctx->store, &removed, &err);
+  if (rc) {
+    fail(r, store_status(rc), "%s", err.msg);
+    return;
+  }
+  rd_log_info("profile", "cleared %zu stored profiles", removed);
+  Replayd__V1__ClearProfilesResponse m = REPLAYD__V1__CLEAR_PROFILES_RESPONSE__INIT;
+  m.removed = removed;
+  pack(r, &m.base);
+}
+
+static void do_import_profiles(rd_handler_ctx_t *ctx, const grpc_metadata_array *md,
+                               const uint8_t *b, size_t n, rd_reply_t *r) {
+  Replayd__V1__ImportProfilesRequest *q =
+      replayd__v1__import_profiles_request__unpack(NULL, n, b);
+  if (q == NULL) {
+    fail(r, GRPC_STATUS_INVALID_ARGUMENT, "request is not a decodable ImportProfilesRequest");
+    return;
+  }
+  if (!admin_only(ctx, md, "ImportProfiles", r)) goto out;
+  if (q->jsonl.len > RD_IMPORT_MAX_BYTES) {
+    fail(r, GRPC_STATUS_RESOURCE_EXHAUSTED, "an import of %zu bytes exceeds the limit of %u "
+         "bytes: split the file", q->jsonl.len, RD_IMPORT_MAX_BYTES);
+    goto out;
+  }
+  size_t imported = 0;
+  if (q->jsonl.len > 0) {
+    FILE *f = fmemopen(q->jsonl.data, q->jsonl.len, "r");
+    if (f == NULL) {
+      fail(r, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory reading the import");
+      goto out;
+    }
+    rd_error_t err;
+    rd_error_clear(&err);
+    int rc = rd_store_import_profiles(ctx->store, f, &imported, &err);
+    fclose(f);
+    if (rc) {
+      fail(r, store_status(rc), "%s; nothing was imported", err.msg);
+      goto out;
+    }
+  }
+  rd_log_info("profile", "imported %zu profiles", imported);
+  Replayd__V1__ImportProfilesResponse m = REPLAYD__V1__IMPORT_PROFILES_RESPONSE__INIT;
+  m.imported = imported;
+  pack(r, &m.base);
+out:
+  replayd__v1__import_profiles_request__free_unpacked(q, NULL);
+}
+
+static void do_export_profiles(rd_handler_ctx_t *ctx, const grpc_metadata_array *md,
+                               const uint8_t *b, size_t n, rd_reply_t *r) {
+  Replayd__V1__ExportProfilesRequest *q =
+      replayd__v1__export_profiles_request__unpack(NULL, n, b);
+  if (q == NULL) {
+    fail(r, GRPC_STATUS_INVALID_ARGUMENT, "request is not a decodable ExportProfilesRequest");
+    return;
+  }
+  replayd__v1__export_profiles_request__free_unpacked(q, NULL);
+  if (!admin_only(ctx, md, "ExportProfiles", r)) return;
+  char *buf = NULL;
+  size_t len = 0, count = 0;
+  FILE *f = open_memstream(&buf, &len);
+  if (f == NULL) {
+    fail(r, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory exporting profiles");
+    return;
+  }
+  rd_error_t err;
+  rd_error_clear(&err);
+  int rc = rd_store_export_profiles(ctx->store, f, &count, &err);
+  if (fclose(f) != 0 && rc == RD_OK)
+    rc = rd_error_set(&err, RD_ENOMEM, "out of memory exporting profiles");
+  if (rc) {
+    fail(r, store_status(rc), "%s", err.msg);
+  } else if (len + 64 > ctx->config->max_message_bytes) {
+    fail(r, GRPC_STATUS_RESOURCE_EXHAUSTED, "the export is %zu bytes, more than the message "
+         "limit %u", len, ctx->config->max_message_bytes);
+  } else {
+    Replayd__V1__ExportProfilesResponse m = REPLAYD__V1__EXPORT_PROFILES_RESPONSE__INIT;
+    m.jsonl.data = (uint8_t *)buf;
+    m.jsonl.len = len;
+    m.count = count;
+    pack(r, &m.base);
+  }
+  free(buf);
+}
+
+/* Parse a plan's assumed GPU profiles: JSON lines, bounded. */
+static int parse_gpu_rows(const ProtobufCBinaryData *d, rd_profile_t **out, size_t *n,
+                          rd_reply_t *r) {
+  *out = NULL;
+  *n = 0;
+  if (d->len == 0) return 0;
+  if (d->len > RD_PLAN_GPU_MAX_BYTES) {
+    fail(r, GRPC_STATUS_RESOURCE_EXHAUSTED, "gpu_profiles is %zu bytes; at most %u",
+         d->len, RD_PLAN_GPU_MAX_BYTES);
+    return -1;
+  }
+  rd_profile_t *rows = calloc(RD_PLACEMENT_MAX_GPU_ROWS, sizeof *rows);
+  if (rows == NULL) {
+    fail(r, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory for the GPU profiles");
+    return -1;
+  }
+  const char *p = (const char *)d->data, *end = p + d->len;
+  size_t line = 0, k = 0;
+  while (p < end) {
+    const char *nl = memchr(p, '\n', (size_t)(end - p));
+    size_t len = nl ? (size_t)(nl - p) : (size_t)(end - p);
+    line++;
+    int blank = 1;
+    for (size_t i = 0; i < len; i++)
+      if (p[i] != ' ' && p[i] != '\t' && p[i] != '\r') blank = 0;
+    if (!blank) {
+      rd_error_t err;
+      rd_error_clear(&err);
+      if (k == RD_PLACEMENT_MAX_GPU_ROWS) {
+        fail(r, GRPC_STATUS_RESOURCE_EXHAUSTED, "gpu_profiles has more than %d lines",
+             RD_PLACEMENT_MAX_GPU_ROWS);
+        free(rows);
+        return -1;
+      }
+      if (rd_profile_jsonl_parse(p, len, &rows[k], &err) != RD_OK) {
+        fail(r, GRPC_STATUS_INVALID_ARGUMENT, "gpu_profiles line %zu: %s", line, err.msg);
+        free(rows);
+        return -1;
+      }
+      if (strncmp(rows[k].device_fp, "gpu-", 4) != 0) {
+        fail(r, GRPC_STATUS_INVALID_ARGUMENT, "gpu_profiles line %zu: device \"%s\" is not a "
+             "GPU (\"gpu-...\")", line, rows[k].device_fp);
+        free(rows);
+        return -1;
+      }
+      k++;
+    }
+    p += len + (nl ? 1 : 0);
+  }
+  if (k == 0) {
+    free(rows);
+    fail(r, GRPC_STATUS_INVALID_ARGUMENT, "gpu_profiles has no profile lines");
+    return -1;
+  }
+  *out = rows;
+  *n = k;
+  return 0;
+}
+
+static void do_plan(rd_handler_ctx_t *ctx, const uint8_t *b, size_t n, rd_reply_t *r) {
+  Replayd__V1__PlanRequest *q = replayd__v1__plan_request__unpack(NULL, n, b);
+  if (q == NULL) {
+    fail(r, GRPC_STATUS_INVALID_ARGUMENT, "request is not a decodable replayd.v1.PlanRequest");
+    return;
+  }
+  rd_profile_t *gpu = NULL;
+  size_t n_gpu = 0;
+  rd_fpga_part_t part;
+  rd_placement_t *pl = NULL;
+  rd_error_t err;
+  rd_error_clear(&err);
+  if (q->spec == NULL) {
+    fail(r, GRPC_STATUS_INVALID_ARGUMENT, "a plan needs a spec");
+    goto out;
+  }
+  rd_table_config_t tc;
+  rd_pipeline_config_t pc;
+  int has_learner = 0;
+  int rc = rd_registry_spec_config(ctx->registry, q->spec, &tc, &pc, &has_learner, &err);
+  if (rc) {
+    fail(r, registry_status(rc), "%s", err.msg);
+    goto out;
+  }
+  if (!has_learner) {
+    fail(r, GRPC_STATUS_INVALID_ARGUMENT, "a plan maps a hosted learner: the spec needs a "
+         "learner section");
+    goto out;
+  }
+  if (q->fpga_part[0] != '\0') {
+    if (strlen(q->fpga_part) >= RD_FPGA_NAME_MAX) {
+      fail(r, GRPC_STATUS_INVALID_ARGUMENT, "fpga_part is longer than %d bytes",
+           RD_FPGA_NAME_MAX - 1);
+      goto out;
+    }
+    rc = rd_fpga_part_find(q->fpga_part, parts_dir(ctx), &part, &err);
+    if (rc) {
+      fail(r, GRPC_STATUS_INVALID_ARGUMENT, "fpga_part: %s", err.msg);
+      goto out;
+    }
+  }
+  if (parse_gpu_rows(&q->gpu_profiles, &gpu, &n_gpu, r) != 0) goto out;
+  pl = malloc(sizeof *pl);
+  if (pl == NULL) {
+    fail(r, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory for the plan");
+    goto out;
+  }
+  rd_placement_assume_t as = {gpu, n_gpu, q->fpga_part[0] ? &part : NULL, q->ignore_present, 0};
+  rc = place(ctx, &tc, &pc, &as, pl, &err);
+  if (rc) {
+    fail(r, registry_status(rc), "%s", err.msg);
+    goto out;
+  }
+  placement_msg_t pm;
+  placement_msg(pl, 0, &pm);
+  Replayd__V1__PlanResponse m = REPLAYD__V1__PLAN_RESPONSE__INIT;
+  m.placement = &pm.msg;
+  pack(r, &m.base);
+  rd_log_info("mapper", "plan: %s (gpu %s, fpga %s); profile cache %s, %.0f ms", pl->note,
+              n_gpu ? "assumed" : "as present", q->fpga_part[0] ? q->fpga_part : "as present",
+              pl->cache_hit ? "hit" : "miss", pl->register_ms);
+out:
+  free(pl);
+  free(gpu);
+  replayd__v1__plan_request__free_unpacked(q, NULL);
+}
+
 void rd_handle_unary(rd_handler_ctx_t *ctx, rd_method_t m, const grpc_metadata_array *md,
                      const uint8_t *body, size_t len, rd_reply_t *out) {
   static const uint8_t empty[1];
@@ -727,6 +1189,12 @@ void rd_handle_unary(rd_handler_ctx_t *ctx, rd_method_t m, const grpc_metadata_a
   case RD_M_SAMPLE: do_sample(ctx, md, body, len, out); break;
   case RD_M_UPDATE: do_update(ctx, md, body, len, out); break;
   case RD_M_GET_WEIGHTS: do_get_weights(ctx, md, body, len, out); break;
+  case RD_M_LIST_DEVICES: do_list_devices(body, len, out); break;
+  case RD_M_PLAN: do_plan(ctx, body, len, out); break;
+  case RD_M_LIST_PROFILES: do_list_profiles(ctx, md, body, len, out); break;
+  case RD_M_CLEAR_PROFILES: do_clear_profiles(ctx, md, body, len, out); break;
+  case RD_M_IMPORT_PROFILES: do_import_profiles(ctx, md, body, len, out); break;
+  case RD_M_EXPORT_PROFILES: do_export_profiles(ctx, md, body, len, out); break;
   default:
     fail(out, GRPC_STATUS_UNIMPLEMENTED, "method %d is not served", (int)m);
   }

@@ -28,14 +28,27 @@ typedef enum {
   RD_M_TRAIN_STEP,
   RD_M_GET_WEIGHTS,
   RD_M_SERVER_INFO,
+  RD_M_LIST_DEVICES,
+  RD_M_PLAN,
+  RD_M_LIST_PROFILES,   /* admin */
+  RD_M_CLEAR_PROFILES,  /* admin */
+  RD_M_IMPORT_PROFILES, /* admin */
+  RD_M_EXPORT_PROFILES, /* admin */
   RD_M_COUNT
 } rd_method_t;
 
 /* "/replayd.v1.Replay/RegisterWorkload", ... */
 const char *rd_method_path(rd_method_t m);
 
+/* Bounds on what a client can make the server hold for the profile RPCs
+ * (besides --max-message-bytes): an import's JSON lines, a plan's assumed
+ * GPU profile lines. */
+#define RD_IMPORT_MAX_BYTES (16u << 20)
+#define RD_PLAN_GPU_MAX_BYTES (1u << 20)
+
 typedef struct {
   rd_registry_t *registry;
+  rd_store_t *store;        /* profiles; NULL: nothing is stored (tests) */
   const rd_config_t *config;
   char admin_token[RD_WORKLOAD_TOKEN_LEN + 1];
   double start_time; /* CLOCK_MONOTONIC seconds */
@@ -47,6 +60,11 @@ typedef struct {
   char message[512];
   grpc_byte_buffer *reply; /* set when status == GRPC_STATUS_OK */
 } rd_reply_t;
+
+/* rd_registry_set_restore_placer's hook (arg: the handler context): a
+ * restored workload's placement from stored profiles only, never measured. */
+int rd_handler_restore_placer(void *arg, const rd_table_config_t *tc,
+                              const rd_pipeline_config_t *pc, rd_placement_t *out);
 
 /* A unary call: body is the request message. */
 void rd_handle_unary(rd_handler_ctx_t *ctx, rd_method_t m, const grpc_metadata_array *md,

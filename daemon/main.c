@@ -111,14 +111,18 @@ int main(int argc, char **argv) {
     rd_store_close(store);
     return 1;
   }
+  rd_devices_init();
+  ctx.registry = app.registry;
+  ctx.store = store;
+  ctx.config = &cfg;
+  /* Restored workloads get their placement back from stored profiles
+   * (nothing is measured at start). */
+  rd_registry_set_restore_placer(app.registry, rd_handler_restore_placer, &ctx);
   rd_registry_restore(app.registry); /* logs each workload and the count */
 
   grpc_init();
-  rd_devices_init();
   struct timespec now;
   clock_gettime(CLOCK_MONOTONIC, &now);
-  ctx.registry = app.registry;
-  ctx.config = &cfg;
   ctx.start_time = (double)now.tv_sec + now.tv_nsec * 1e-9;
   ctx.start_unix = (int64_t)time(NULL);
 

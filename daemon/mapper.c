@@ -128,6 +128,7 @@ typedef struct {
   double traffic_on[RD_DEV_COUNT]; /* -1: not a candidate */
   double transfer_s;
   int shares_gpu;
+  int cpu_shared; /* learner and RMM time-share the CPU's cores */
   uint32_t n_devices;
 } cand_t;
 
@@ -167,6 +168,16 @@ static void predict(const rd_ptable_t *t, cand_t *c) {
     c->gps = 1.0 / (tl + tr); /* §VI-B: B/T_L becomes B/(T_L + T_RMM) */
   } else {
     c->gps = 1.0 / fmax(tl, tr); /* eq. (3): min(TP_L, TP_RMM) / B */
+    if (c->l == RD_DEV_CPU && c->r == RD_DEV_CPU && t->cpu_cores > 0) {
+      /* mapper.h "CPU sharing": the RMM's thread has no core of its own
+       * when the learner's threads take them all (§V-B, §VI-B). */
+      double lt = t->cpu_learner_threads ? (double)t->cpu_learner_threads : 1.0;
+      if (lt + 1 > (double)t->cpu_cores) {
+        double shared = (lt * tl + tr) / (double)t->cpu_cores;
+        c->gps = 1.0 / fmax(fmax(tl, tr), shared);
+        c->cpu_shared = 1;
+      }
+    }
   }
   uint32_t used = 1u << RD_DEV_CPU; /* the actors */
   used |= 1u << c->l;
@@ -331,6 +342,10 @@ static void explain(const rd_ptable_t *t, const cand_t *cands, size_t n, const c
     sb_printf(&sb, "(strict loop, D=0: 1/(T_learner+T_rmm+transfer %.3g s))", win->transfer_s);
   else if (win->shares_gpu)
     sb_printf(&sb, "(both share the gpu: 1/(T_learner+T_rmm), D=%u)", t->depth);
+  else if (win->cpu_shared)
+    sb_printf(&sb, "(both share the cpu's %u cores, learner on %u threads: "
+              "1/max(T_learner, T_rmm, (threads*T_learner+T_rmm)/cores), D=%u)",
+              t->cpu_cores, t->cpu_learner_threads ? t->cpu_learner_threads : 1, t->depth);
   else
     sb_printf(&sb, "(relaxed pipeline, D=%u: min(TP_learner, TP_rmm)/B)", t->depth);
 

@@ -47,6 +47,18 @@
  *       leave transfers out, as the paper does (they overlap through the
  *       queues; §VII-D measured within 5% of this prediction).
  *
+ * CPU sharing. §VI-B's "1 thread on CPU" for the RMM keeps it off the
+ * learner's cores only while the CPU has a core for it: §V-B gives the
+ * learner and the RMM a host thread each, and the learner's train-step was
+ * profiled with cpu_learner_threads threads on an otherwise idle CPU. When
+ * L == R == CPU, D > 0 and cpu_learner_threads + 1 > cpu_cores, the two
+ * time-share the cores, and the relaxed prediction becomes
+ *   1 / max(T_L, T_R, (threads_L * T_L + T_R) / cores)
+ * (the core-seconds one step needs, spread over the cores), which is
+ * 1/max(T_L, T_R) again as soon as a core is free for the RMM, and tends
+ * to §VI-B's GPU-sharing penalty 1/(T_L + T_R) on a single core. With
+ * cpu_cores 0 the rule is off (the paper's machine: 1/max).
+ *
  * Step 3 (lines 9-16, storage). Per gradient step the storage exchanges
  * C_RMM = B words (indices) with the RMM, C_Learner = B*E (sampled items)
  * with the learner and C_Actor = N_actor*E (inserted items) with the
@@ -120,6 +132,9 @@ typedef struct {
   double n_actor;
   uint32_t depth;      /* D: batches sampled ahead; 0 = strict loop */
   double link_bytes_per_s; /* host-accelerator link (PCIe) for the strict loop; 0 = not modelled */
+  /* The CPU's share rule (see "CPU sharing" above); 0 = not modelled. */
+  uint32_t cpu_cores;           /* logical cores the pipeline's threads run on */
+  uint32_t cpu_learner_threads; /* threads of the CPU learner's train-step (its profile's) */
 } rd_ptable_t;
 
 typedef struct {

@@ -61,6 +61,8 @@ struct rd_registry {
   rd_workload_t **order;      /* creation order; cfg.max_workloads slots */
   size_t n;
   uint64_t bytes;             /* memory charged for the workloads held */
+  rd_placer_fn placer;        /* restore: placements from stored profiles */
+  void *placer_arg;
 };
 
 /* ------------------------------------------------------------------ */
@@ -347,6 +349,7 @@ static void workload_free(rd_workload_t *w) {
   rd_pipeline_destroy(w->pipeline); /* its threads use the table: first */
   rd_table_free(&w->table);
   if (w->spec) replayd__v1__workload_spec__free_unpacked(w->spec, NULL);
+  free(w->placement);
   pthread_mutex_destroy(&w->lock);
   free(w);
 }
@@ -547,12 +550,43 @@ static int persist(rd_registry_t *r, const rd_workload_t *w, rd_error_t *err) {
   return rc;
 }
 
+int rd_registry_spec_config(rd_registry_t *r, const Replayd__V1__WorkloadSpec *spec,
+                            rd_table_config_t *tc, rd_pipeline_config_t *pc, int *has_learner,
+                            rd_error_t *err) {
+  wl_config_t wc;
+  int rc = spec_to_config(&r->cfg, spec, &wc, err);
+  if (rc) return rc;
+  *tc = wc.tc;
+  *pc = wc.pc;
+  *has_learner = wc.has_learner;
+  return RD_OK;
+}
+
+void rd_registry_set_restore_placer(rd_registry_t *r, rd_placer_fn fn, void *arg) {
+  pthread_mutex_lock(&r->mutate_mu);
+  r->placer = fn;
+  r->placer_arg = arg;
+  pthread_mutex_unlock(&r->mutate_mu);
+}
+
 int rd_registry_register(rd_registry_t *r, const Replayd__V1__WorkloadSpec *spec,
                          rd_workload_t **out, rd_error_t *err) {
+  return rd_registry_register_placed(r, spec, NULL, out, err);
+}
+
+int rd_registry_register_placed(rd_registry_t *r, const Replayd__V1__WorkloadSpec *spec,
+                                const rd_placement_t *placement, rd_workload_t **out,
+                                rd_error_t *err) {
   if (out) *out = NULL;
   wl_config_t wc;
   int rc = spec_to_config(&r->cfg, spec, &wc, err);
   if (rc) return rc;
+  rd_placement_t *pl = NULL;
+  if (placement != NULL) {
+    pl = malloc(sizeof *pl);
+    if (pl == NULL) return rd_error_set(err, RD_ENOMEM, "out of memory for the placement");
+    *pl = *placement;
+  }
 
   pthread_mutex_lock(&r->mutate_mu);
   if ((rc = check_limits(r, &wc, err)) != RD_OK) goto out;
@@ -569,6 +603,8 @@ int rd_registry_register(rd_registry_t *r, const Replayd__V1__WorkloadSpec *spec
   rd_workload_t *w;
   if ((rc = workload_new(&wc, norm, id, token, (int64_t)time(NULL), &w, err)) != RD_OK)
     goto out;
+  w->placement = pl;
+  pl = NULL;
   /* Durable before visible: a client never holds an id that a restart
    * would forget, and a failed write leaves nothing registered. */
   if ((rc = persist(r, w, err)) != RD_OK) {
@@ -582,6 +618,7 @@ int rd_registry_register(rd_registry_t *r, const Replayd__V1__WorkloadSpec *spec
    * call; the registry logs only what no call does (restore). */
 out:
   pthread_mutex_unlock(&r->mutate_mu);
+  free(pl);
   return rc;
 }
 
@@ -613,6 +650,16 @@ static bool restore_one(rd_registry_t *r, const rd_stored_workload_t *sw) {
   if (rc != RD_OK) {
     rd_log_warn("registry", "skipping stored workload %s: %s (it stays stored)", sw->id, err.msg);
     return false;
+  }
+  if (wc.has_learner && r->placer != NULL) {
+    rd_placement_t *pl = malloc(sizeof *pl);
+    if (pl != NULL && r->placer(r->placer_arg, &wc.tc, &wc.pc, pl) == RD_OK) {
+      w->placement = pl;
+    } else {
+      free(pl);
+      rd_log_info("registry", "workload %s restored without a placement (no stored profiles "
+                  "for its shape)", sw->id);
+    }
   }
   publish(r, w);
   rd_log_info("registry", "restored workload %s \"%s\" (empty): %u fields, capacity %u", w->id,

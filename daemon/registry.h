@@ -16,6 +16,7 @@
 
 #include "config.h"
 #include "pipeline.h"
+#include "placement.h"
 #include "rd_error.h"
 #include "replayd.pb-c.h"
 #include "store.h"
@@ -34,6 +35,8 @@ typedef struct rd_workload {
   pthread_mutex_t lock;            /* serializes every table call */
   rd_pipeline_t *pipeline;         /* hosted learner, or NULL */
   uint64_t charge;                 /* bytes counted against --max-memory */
+  rd_placement_t *placement;       /* a hosted learner's mapping (placement.h), or NULL;
+                                      set before the workload is published, then constant */
   atomic_int refs;
   atomic_bool deleted;
 } rd_workload_t;
@@ -52,6 +55,25 @@ void rd_registry_destroy(rd_registry_t *r);
  * registered. out may be NULL (no reference is handed back then). */
 int rd_registry_register(rd_registry_t *r, const Replayd__V1__WorkloadSpec *spec,
                          rd_workload_t **out, rd_error_t *err);
+
+/* The same with the workload's placement (copied; NULL for none). */
+int rd_registry_register_placed(rd_registry_t *r, const Replayd__V1__WorkloadSpec *spec,
+                                const rd_placement_t *placement, rd_workload_t **out,
+                                rd_error_t *err);
+
+/* Validate a spec as rd_registry_register does (without the limits that
+ * depend on what is registered) and return its table config and, when it
+ * has a learner (*has_learner = 1), its pipeline config. */
+int rd_registry_spec_config(rd_registry_t *r, const Replayd__V1__WorkloadSpec *spec,
+                            rd_table_config_t *tc, rd_pipeline_config_t *pc, int *has_learner,
+                            rd_error_t *err);
+
+/* Called by rd_registry_restore for each stored workload with a learner:
+ * fill *out and return RD_OK to restore it with a placement (the daemon
+ * recomputes it from stored profiles only), or an error for none. */
+typedef int (*rd_placer_fn)(void *arg, const rd_table_config_t *tc,
+                            const rd_pipeline_config_t *pc, rd_placement_t *out);
+void rd_registry_set_restore_placer(rd_registry_t *r, rd_placer_fn fn, void *arg);
 
 /* Recreate every stored workload (empty). Logs and skips a stored spec that
  * no longer validates. Returns how many came back. */

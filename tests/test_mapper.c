@@ -742,6 +742,33 @@ static void test_explain(void **state) {
                              "devices vs 1");
 }
 
+/* mapper.h "CPU sharing": learner and RMM both on the CPU time-share the
+ * cores only when the learner's threads leave none for the RMM. */
+static void test_cpu_sharing(void **state) {
+  (void)state;
+  rd_ptable_t t = table(64, 11, 16);
+  t.dev[G].present = 0;
+  t.dev[F].present = 0;
+  set(&t, C, 1e-3, 0.5e-3);
+  rd_mapping_t m = map_ok(&t); /* rule off (cpu_cores 0): 1/max */
+  assert_true(fabs(m.gps - 1000.0) < 1e-6);
+  t.cpu_cores = 2;
+  t.cpu_learner_threads = 1; /* a core is free for the RMM */
+  m = map_ok(&t);
+  assert_true(fabs(m.gps - 1000.0) < 1e-6);
+  t.cpu_learner_threads = 2; /* (2 * 1 + 0.5) / 2 = 1.25 ms per step */
+  m = map_ok(&t);
+  assert_true(fabs(m.gps - 800.0) < 1e-6);
+  assert_non_null(strstr(m.explain, "share the cpu"));
+  t.cpu_cores = 1;
+  t.cpu_learner_threads = 1; /* one core: 1/(T_L + T_R), the GPU-sharing form */
+  m = map_ok(&t);
+  assert_true(fabs(m.gps - 1.0 / 1.5e-3) < 1e-6);
+  t.depth = 0; /* the strict loop already sums them */
+  m = map_ok(&t);
+  assert_true(fabs(m.gps - 1.0 / 1.5e-3) < 1e-6);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_table5_cartpole_fff),
@@ -759,6 +786,7 @@ int main(void) {
       cmocka_unit_test(test_names),
       cmocka_unit_test(test_format),
       cmocka_unit_test(test_explain),
+      cmocka_unit_test(test_cpu_sharing),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -2,11 +2,13 @@
  *
  *   replayctl [--server HOST:PORT] [--json] [--timeout S] COMMAND [ARGS]
  *
- * Commands: status, ls, describe ID, devices, rm ID [--token T]. Human
+ * Commands: status, ls, describe ID, devices, rm ID [--token T], profiles
+ * [--clear | import FILE | export], plan SPEC [--assume gpu=FILE|fpga=PART]. Human
  * output is aligned tables; --json prints exactly one JSON document on
  * stdout. Errors go to stderr as "replayctl: STATUS: message". Exit 0 ok, 1
  * the server or the call failed, 2 usage error (see replayctl_cli.h).
  */
+#include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <math.h>
@@ -28,7 +30,7 @@
 /* Aligned tables                                                      */
 /* ------------------------------------------------------------------ */
 
-#define TBL_MAX_COLS 8
+#define TBL_MAX_COLS 10
 
 /* A table is collected whole, then printed with each column as wide as
  * its widest cell. Cells are copied, so callers may format into stack
@@ -288,6 +290,8 @@ static void json_learner_counters(jw_t *w, const rdc_learner_counters_t *c) {
   jw_object_end(w);
 }
 
+static void json_placement(jw_t *w, const rdc_placement_t *p);
+
 static void json_workload(jw_t *w, const rdc_workload_t *wl) {
   const rdc_spec_t *s = &wl->spec;
   jw_object_begin(w);
@@ -340,6 +344,11 @@ static void json_workload(jw_t *w, const rdc_workload_t *wl) {
     json_learner_counters(w, &wl->learner);
   else
     jw_null(w);
+  jw_key(w, "placement");
+  if (wl->has_placement)
+    json_placement(w, &wl->placement);
+  else
+    jw_null(w);
   jw_object_end(w);
 }
 
@@ -353,6 +362,78 @@ static void json_device(jw_t *w, const rdc_device_t *d) {
   jw_string(w, d->fingerprint);
   jw_key(w, "status");
   jw_string(w, d->status);
+  jw_key(w, "capabilities");
+  jw_string(w, d->capabilities);
+  jw_key(w, "model");
+  jw_string(w, d->model);
+  jw_key(w, "cores");
+  jw_u64(w, d->cores);
+  jw_key(w, "memory_bytes");
+  jw_u64(w, d->memory_bytes);
+  jw_key(w, "isa");
+  jw_string(w, d->isa);
+  jw_object_end(w);
+}
+
+static void json_placement(jw_t *w, const rdc_placement_t *p) {
+  jw_object_begin(w);
+  jw_key(w, "mapping");
+  jw_string(w, p->mapping);
+  jw_key(w, "running");
+  jw_string(w, p->running);
+  jw_key(w, "learner_device");
+  jw_string(w, p->learner_device);
+  jw_key(w, "rmm_device");
+  jw_string(w, p->rmm_device);
+  jw_key(w, "storage_device");
+  jw_string(w, p->storage_device);
+  jw_key(w, "predicted_gps");
+  jw_double(w, p->predicted_gps);
+  jw_key(w, "measured_gps");
+  if (p->measured_gps > 0)
+    jw_double(w, p->measured_gps);
+  else
+    jw_null(w);
+  jw_key(w, "bottleneck");
+  jw_string(w, p->bottleneck);
+  jw_key(w, "batch");
+  jw_u64(w, p->batch);
+  jw_key(w, "learner_threads");
+  jw_u64(w, p->learner_threads);
+  jw_key(w, "profile_cache_hit");
+  jw_bool(w, p->profile_cache_hit);
+  jw_key(w, "profiles_measured");
+  jw_u64(w, p->profiles_measured);
+  jw_key(w, "register_ms");
+  jw_double(w, p->register_ms);
+  jw_key(w, "note");
+  jw_string(w, p->note);
+  jw_key(w, "explain");
+  jw_string(w, p->explain);
+  jw_key(w, "table");
+  jw_array_begin(w);
+  for (size_t i = 0; i < p->n_rows; i++) {
+    const rdc_platform_row_t *r = &p->rows[i];
+    jw_object_begin(w);
+    jw_key(w, "device");
+    jw_string(w, r->device);
+    jw_key(w, "present");
+    jw_bool(w, r->present);
+    jw_key(w, "learner_seconds");
+    if (r->learner_s > 0) jw_double(w, r->learner_s); else jw_null(w);
+    jw_key(w, "learner_source");
+    jw_string(w, r->learner_source);
+    jw_key(w, "rmm_seconds");
+    if (r->rmm_s > 0) jw_double(w, r->rmm_s); else jw_null(w);
+    jw_key(w, "rmm_source");
+    jw_string(w, r->rmm_source);
+    jw_key(w, "fingerprint");
+    jw_string(w, r->fingerprint);
+    jw_key(w, "detail");
+    jw_string(w, r->detail);
+    jw_object_end(w);
+  }
+  jw_array_end(w);
   jw_object_end(w);
 }
 
@@ -378,6 +459,86 @@ static void devices_table(const rdc_server_info_t *info, const char *indent) {
     tbl_row(&t, row);
   }
   tbl_print(&t, indent);
+}
+
+/* The placement section of describe and the answer of plan. */
+static void print_placement(const rdc_placement_t *p, const char *indent) {
+  static const char *const head[] = {"DEVICE", "LEARNER S", "FROM", "RMM S", "FROM",
+                                     "FINGERPRINT"};
+  static const int right[] = {0, 1, 0, 1, 0, 0};
+  table_t t;
+  tbl_init(&t, 6, head, right);
+  for (size_t i = 0; i < p->n_rows; i++) {
+    const rdc_platform_row_t *r = &p->rows[i];
+    char ls[32], rs[32];
+    if (!r->present) {
+      const char *row[] = {r->device, "(absent)", "", "", "", ""};
+      tbl_row(&t, row);
+      continue;
+    }
+    if (r->learner_s > 0) snprintf(ls, sizeof ls, "%.3e", r->learner_s); else snprintf(ls, sizeof ls, "-");
+    if (r->rmm_s > 0) snprintf(rs, sizeof rs, "%.3e", r->rmm_s); else snprintf(rs, sizeof rs, "-");
+    const char *row[] = {r->device, ls, r->learner_source, rs, r->rmm_source, r->fingerprint};
+    tbl_row(&t, row);
+  }
+  tbl_print(&t, indent);
+  for (size_t i = 0; i < p->n_rows; i++)
+    if (p->rows[i].present && p->rows[i].detail[0]) {
+      char d[300];
+      snprintf(d, sizeof d, "%s", p->rows[i].detail);
+      sanitize(d);
+      printf("%s%s: %s\n", indent, p->rows[i].device, d);
+    }
+  char k[64];
+  snprintf(k, sizeof k, "%smapping", indent);
+  if (p->mapping[0])
+    kv(k, "%s (learner %s, rmm %s, storage %s)", p->mapping, p->learner_device, p->rmm_device,
+       p->storage_device);
+  else
+    kv(k, "none");
+  snprintf(k, sizeof k, "%srunning", indent);
+  kv(k, "%s", p->running);
+  snprintf(k, sizeof k, "%snote", indent);
+  kv(k, "%s", p->note);
+  snprintf(k, sizeof k, "%spredicted", indent);
+  kv(k, "%.1f steps/s (batch %" PRIu32 ", %s-bound, learner on %" PRIu32 " thread%s)",
+     p->predicted_gps, p->batch, p->bottleneck[0] ? p->bottleneck : "?", p->learner_threads,
+     p->learner_threads == 1 ? "" : "s");
+  snprintf(k, sizeof k, "%smeasured", indent);
+  if (p->measured_gps > 0) {
+    double e = p->predicted_gps > 0 ? fabs(p->predicted_gps - p->measured_gps) / p->measured_gps
+                                    : 0;
+    kv(k, "%.1f steps/s (prediction off by %.1f%%)", p->measured_gps, e * 100);
+  } else {
+    kv(k, "- (no training yet)");
+  }
+  snprintf(k, sizeof k, "%sprofiles", indent);
+  kv(k, "%s, %" PRIu32 " measured, %.0f ms", p->profile_cache_hit ? "cache hit" : "cache miss",
+     p->profiles_measured, p->register_ms);
+  if (p->explain[0]) {
+    char ex[RDC_EXPLAIN_MAX];
+    snprintf(ex, sizeof ex, "%s", p->explain);
+    sanitize(ex);
+    snprintf(k, sizeof k, "%swhy", indent);
+    kv(k, "%s", ex);
+  }
+}
+
+static void devices_list_table(const rdc_device_t *d, size_t n) {
+  static const char *const head[] = {"KIND",   "NAME",  "FINGERPRINT", "CORES",
+                                     "MEMORY", "ISA",   "RUNS",        "STATUS"};
+  static const int right[] = {0, 0, 0, 1, 1, 0, 0, 0};
+  table_t t;
+  tbl_init(&t, 8, head, right);
+  for (size_t i = 0; i < n; i++) {
+    char cores[16], mem[32];
+    snprintf(cores, sizeof cores, "%" PRIu32, d[i].cores);
+    fmt_bytes(mem, sizeof mem, d[i].memory_bytes);
+    const char *row[] = {d[i].kind, d[i].model[0] ? d[i].model : d[i].name, d[i].fingerprint,
+                         cores, mem, d[i].isa, d[i].capabilities, d[i].status};
+    tbl_row(&t, row);
+  }
+  tbl_print(&t, "");
 }
 
 static int cmd_status(rdc_client_t *c, const rctl_opts_t *o) {
@@ -417,24 +578,218 @@ static int cmd_status(rdc_client_t *c, const rctl_opts_t *o) {
 }
 
 static int cmd_devices(rdc_client_t *c, const rctl_opts_t *o) {
-  rdc_server_info_t *info;
+  rdc_device_t *devs;
+  size_t n;
   rdc_error_t e;
-  if (rdc_server_info(c, &info, &e) != RDC_OK) return call_failed(&e);
+  if (rdc_list_devices(c, &devs, &n, &e) != RDC_OK) return call_failed(&e);
   if (o->json) {
     jw_t w;
     jw_init(&w, stdout);
     jw_object_begin(&w);
     jw_key(&w, "devices");
     jw_array_begin(&w);
-    for (size_t i = 0; i < info->n_devices; i++) json_device(&w, &info->devices[i]);
+    for (size_t i = 0; i < n; i++) json_device(&w, &devs[i]);
     jw_array_end(&w);
     jw_object_end(&w);
     jw_finish(&w);
   } else {
-    devices_table(info, "");
+    devices_list_table(devs, n);
   }
-  rdc_server_info_free(info);
+  rdc_devices_free(devs);
   return RCTL_EXIT_OK;
+}
+
+/* Read a whole file of at most max bytes (NUL-terminated). */
+static char *read_file(const char *path, size_t max, size_t *len) {
+  FILE *f = fopen(path, "rb");
+  if (f == NULL) {
+    fprintf(stderr, "replayctl: cannot read %s: %s\n", path, strerror(errno));
+    return NULL;
+  }
+  char *buf = malloc(max + 2);
+  if (buf == NULL) oom();
+  size_t n = fread(buf, 1, max + 1, f);
+  int bad = ferror(f);
+  fclose(f);
+  if (bad) {
+    fprintf(stderr, "replayctl: cannot read %s\n", path);
+    free(buf);
+    return NULL;
+  }
+  if (n > max) {
+    fprintf(stderr, "replayctl: %s is larger than %zu bytes\n", path, max);
+    free(buf);
+    return NULL;
+  }
+  buf[n] = '\0';
+  *len = n;
+  return buf;
+}
+
+#define IMPORT_MAX (16u << 20) /* the server's limit (RD_IMPORT_MAX_BYTES) */
+#define GPU_FILE_MAX (1u << 20) /* the server's RD_PLAN_GPU_MAX_BYTES */
+
+static int cmd_profiles(rdc_client_t *c, const rctl_opts_t *o, const char *token) {
+  rdc_error_t e;
+  if (o->clear) {
+    uint64_t removed = 0;
+    if (rdc_clear_profiles(c, token, &removed, &e) != RDC_OK) return call_failed(&e);
+    if (o->json) {
+      jw_t w;
+      jw_init(&w, stdout);
+      jw_object_begin(&w);
+      jw_key(&w, "removed");
+      jw_u64(&w, removed);
+      jw_object_end(&w);
+      jw_finish(&w);
+    } else {
+      printf("cleared %" PRIu64 " profiles\n", removed);
+    }
+    return RCTL_EXIT_OK;
+  }
+  if (o->n_args > 0 && strcmp(o->args[0], "export") == 0) {
+    char *buf;
+    size_t len;
+    if (rdc_export_profiles(c, token, &buf, &len, NULL, &e) != RDC_OK) return call_failed(&e);
+    fwrite(buf, 1, len, stdout); /* JSON lines either way */
+    free(buf);
+    return RCTL_EXIT_OK;
+  }
+  if (o->n_args > 0) { /* import FILE */
+    size_t len;
+    char *buf = read_file(o->args[1], IMPORT_MAX, &len);
+    if (buf == NULL) return RCTL_EXIT_CALL;
+    uint64_t imported = 0;
+    int rc = rdc_import_profiles(c, token, buf, len, &imported, &e);
+    free(buf);
+    if (rc != RDC_OK) return call_failed(&e);
+    if (o->json) {
+      jw_t w;
+      jw_init(&w, stdout);
+      jw_object_begin(&w);
+      jw_key(&w, "imported");
+      jw_u64(&w, imported);
+      jw_object_end(&w);
+      jw_finish(&w);
+    } else {
+      printf("imported %" PRIu64 " profiles\n", imported);
+    }
+    return RCTL_EXIT_OK;
+  }
+  rdc_profile_t *p;
+  size_t n;
+  if (rdc_list_profiles(c, token, &p, &n, &e) != RDC_OK) return call_failed(&e);
+  if (o->json) {
+    jw_t w;
+    jw_init(&w, stdout);
+    jw_object_begin(&w);
+    jw_key(&w, "profiles");
+    jw_array_begin(&w);
+    for (size_t i = 0; i < n; i++) {
+      jw_object_begin(&w);
+      jw_key(&w, "device");
+      jw_string(&w, p[i].device);
+      jw_key(&w, "primitive");
+      jw_string(&w, p[i].primitive);
+      jw_key(&w, "threads");
+      jw_u64(&w, p[i].threads);
+      jw_key(&w, "batch");
+      jw_u64(&w, p[i].batch);
+      jw_key(&w, "capacity");
+      jw_u64(&w, p[i].capacity);
+      jw_key(&w, "fanout");
+      jw_u64(&w, p[i].fanout);
+      jw_key(&w, "algorithm");
+      jw_string(&w, p[i].algorithm);
+      jw_key(&w, "network");
+      jw_string(&w, p[i].network);
+      jw_key(&w, "build");
+      jw_string(&w, p[i].build);
+      jw_key(&w, "latency_s");
+      jw_double(&w, p[i].latency_s);
+      jw_key(&w, "reps");
+      jw_u64(&w, p[i].reps);
+      jw_key(&w, "items");
+      jw_u64(&w, p[i].items);
+      jw_key(&w, "source");
+      jw_string(&w, p[i].source);
+      jw_key(&w, "measured_unix");
+      jw_i64(&w, p[i].measured_unix);
+      jw_object_end(&w);
+    }
+    jw_array_end(&w);
+    jw_object_end(&w);
+    jw_finish(&w);
+  } else {
+    static const char *const head[] = {"DEVICE", "PRIMITIVE", "THREADS", "NETWORK", "BATCH",
+                                       "CAPACITY", "K", "LATENCY S", "SOURCE"};
+    static const int right[] = {0, 0, 1, 0, 1, 1, 1, 1, 0};
+    table_t t;
+    tbl_init(&t, 9, head, right);
+    for (size_t i = 0; i < n; i++) {
+      char th[16], b[16], cap[16], k[16], lat[32];
+      snprintf(th, sizeof th, "%" PRIu32, p[i].threads);
+      snprintf(b, sizeof b, "%" PRIu32, p[i].batch);
+      snprintf(cap, sizeof cap, "%" PRIu32, p[i].capacity);
+      snprintf(k, sizeof k, "%" PRIu32, p[i].fanout);
+      snprintf(lat, sizeof lat, "%.3e", p[i].latency_s);
+      const char *row[] = {p[i].device, p[i].primitive, th, p[i].network[0] ? p[i].network : "-",
+                           b, cap, k, lat, p[i].source};
+      tbl_row(&t, row);
+    }
+    tbl_print(&t, "");
+  }
+  rdc_profiles_free(p);
+  return RCTL_EXIT_OK;
+}
+
+static int cmd_plan(rdc_client_t *c, const rctl_opts_t *o) {
+  rdc_spec_t *spec = malloc(sizeof *spec);
+  rdc_placement_t *pl = malloc(sizeof *pl);
+  if (spec == NULL || pl == NULL) oom();
+  char msg[256];
+  int rc = RCTL_EXIT_OK;
+  char *gpu = NULL;
+  size_t gpu_len = 0;
+  const char *fpga = NULL;
+  if (rctl_parse_plan_spec(o->args[0], spec, msg, sizeof msg) != 0) {
+    fprintf(stderr, "replayctl: %s\n", msg);
+    rc = RCTL_EXIT_USAGE;
+    goto out;
+  }
+  for (int i = 0; i < o->n_assume; i++) {
+    char kind;
+    const char *v;
+    rctl_parse_assume(o->assume[i], &kind, &v, msg, sizeof msg); /* checked when parsed */
+    if (kind == 'f') {
+      fpga = v;
+    } else {
+      free(gpu);
+      gpu = read_file(v, GPU_FILE_MAX, &gpu_len);
+      if (gpu == NULL) {
+        rc = RCTL_EXIT_CALL;
+        goto out;
+      }
+    }
+  }
+  rdc_error_t e;
+  if (rdc_plan(c, spec, gpu, gpu_len, fpga, 0, pl, &e) != RDC_OK) {
+    rc = call_failed(&e);
+    goto out;
+  }
+  if (o->json) {
+    jw_t w;
+    jw_init(&w, stdout);
+    json_placement(&w, pl);
+    jw_finish(&w);
+  } else {
+    print_placement(pl, "");
+  }
+out:
+  free(gpu);
+  free(spec);
+  free(pl);
+  return rc;
 }
 
 static int cmd_ls(rdc_client_t *c, const rctl_opts_t *o) {
@@ -606,6 +961,10 @@ static int cmd_describe(rdc_client_t *c, const rctl_opts_t *o) {
       kv("  skipped", "%" PRIu64, lc->skipped_steps);
       kv("  late", "%" PRIu64 " priority updates", lc->late_updates);
     }
+    if (wl->has_placement) {
+      printf("\nplacement\n");
+      print_placement(&wl->placement, "  ");
+    }
   }
   free(wl);
   return RCTL_EXIT_OK;
@@ -628,8 +987,9 @@ static int cmd_rm(rdc_client_t *c, const rctl_opts_t *o, const char *token) {
   return RCTL_EXIT_OK;
 }
 
-/* rm's token: --token, else the admin token file (given or default). A
- * missing token is a usage error: nothing was asked of the server. */
+/* rm's and profiles' token: --token, else the admin token file (given or
+ * default). A missing token is a usage error: nothing was asked of the
+ * server. */
 static int rm_token(const rctl_opts_t *o, char *token, size_t cap) {
   if (o->token != NULL) {
     snprintf(token, cap, "%s", o->token);
@@ -650,8 +1010,9 @@ static int rm_token(const rctl_opts_t *o, char *token, size_t cap) {
   }
   char msg[PATH_MAX + 128];
   if (rctl_read_token_file(path, token, cap, msg, sizeof msg) != 0) {
-    fprintf(stderr, "replayctl: %s\nreplayctl: rm needs --token T, or the server's admin token "
-                    "file (--admin-token-file PATH)\n", msg);
+    fprintf(stderr, "replayctl: %s\nreplayctl: %s needs --token T, or the server's admin "
+                    "token file (--admin-token-file PATH)\n", msg,
+            o->cmd == RCTL_CMD_RM ? "rm" : "profiles");
     return -1;
   }
   return 0;
@@ -673,7 +1034,8 @@ int main(int argc, char **argv) {
     return RCTL_EXIT_OK;
   }
   char token[RDC_TOKEN_MAX];
-  if (o.cmd == RCTL_CMD_RM && rm_token(&o, token, sizeof token) != 0) return RCTL_EXIT_USAGE;
+  if ((o.cmd == RCTL_CMD_RM || o.cmd == RCTL_CMD_PROFILES) && rm_token(&o, token, sizeof token) != 0)
+    return RCTL_EXIT_USAGE;
 
   rdc_connect_opts_t copts;
   rdc_connect_opts_init(&copts);
@@ -688,6 +1050,8 @@ int main(int argc, char **argv) {
   case RCTL_CMD_DESCRIBE: rc = cmd_describe(c, &o); break;
   case RCTL_CMD_DEVICES: rc = cmd_devices(c, &o); break;
   case RCTL_CMD_RM: rc = cmd_rm(c, &o, token); break;
+  case RCTL_CMD_PROFILES: rc = cmd_profiles(c, &o, token); break;
+  case RCTL_CMD_PLAN: rc = cmd_plan(c, &o); break;
   case RCTL_CMD_NONE: break;
   }
   rdc_close(c);

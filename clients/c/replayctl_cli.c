@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "replayd_client.h"
+
 static const char usage_text[] =
     "usage: replayctl [OPTIONS] COMMAND [ARGS]\n"
     "\n"
@@ -17,15 +19,28 @@ static const char usage_text[] =
     "  status        version, uptime, workload count, devices\n"
     "  ls            workloads: id, name, size/capacity, counters\n"
     "  describe ID   one workload: its spec, schema and counters\n"
-    "  devices       the devices the server found\n"
+    "                with a learner, also its placement: the primitive-platform\n"
+    "                table, the mapping, predicted and measured gradient steps/s\n"
+    "  devices       the devices the server found and what each backend runs there\n"
     "  rm ID         delete a workload (needs its token or the admin token)\n"
+    "  profiles      stored profiles (admin token); --clear forgets them all;\n"
+    "  profiles import FILE | export\n"
+    "                move profiles between servers as JSON lines (export: stdout)\n"
+    "  plan SPEC     what the server would map a workload to, registering nothing;\n"
+    "                SPEC: cartpole_dqn | cartpole_ddpg | hopper_ddpg | dqn:4-64-64-2 |\n"
+    "                ddpg:11-256-256-3, then ,batch=N ,capacity=N ,fanout=K ,depth=D\n"
+    "                ,spi=R ,critic=H-H (e.g. hopper_ddpg,batch=256)\n"
     "\n"
     "Options:\n"
     "  --server HOST:PORT       server address (default $REPLAYD_SERVER, else " RCTL_DEFAULT_SERVER ")\n"
     "  --json                   print one JSON document instead of tables\n"
     "  --timeout S              connect timeout and per-call deadline, seconds (default 5)\n"
-    "  --token T                rm: the workload's token\n"
-    "  --admin-token-file PATH  rm: file with the server's admin token (default\n"
+    "  --token T                rm: the workload's token; profiles: the admin token\n"
+    "  --clear                  profiles: forget every stored profile\n"
+    "  --assume gpu=FILE        plan: a GPU with these profiles (JSON lines, as\n"
+    "                           'profiles export' writes them); repeatable with\n"
+    "  --assume fpga=PART       plan: an FPGA part (u200, u250, u280) by its model\n"
+    "  --admin-token-file PATH  rm, profiles: file with the server's admin token (default\n"
     "                           admin.token in the daemon's state directory:\n"
     "                           $STATE_DIRECTORY, else $XDG_STATE_HOME/replayd,\n"
     "                           else ~/.local/state/replayd)\n"
@@ -48,14 +63,16 @@ __attribute__((format(printf, 3, 4))) static int usage_error(char *msg, size_t c
 static const struct {
   const char *name;
   rctl_cmd_t cmd;
-  int n_args;
+  int n_args; /* -1: profiles, checked below */
 } commands[] = {
     {"status", RCTL_CMD_STATUS, 0}, {"ls", RCTL_CMD_LS, 0},       {"describe", RCTL_CMD_DESCRIBE, 1},
-    {"devices", RCTL_CMD_DEVICES, 0}, {"rm", RCTL_CMD_RM, 1},
+    {"devices", RCTL_CMD_DEVICES, 0}, {"rm", RCTL_CMD_RM, 1},     {"profiles", RCTL_CMD_PROFILES, -1},
+    {"plan", RCTL_CMD_PLAN, 1},
 };
 
 /* Options that take a value. */
-static const char *const valued[] = {"--server", "--timeout", "--token", "--admin-token-file"};
+static const char *const valued[] = {"--server", "--timeout", "--token", "--admin-token-file",
+                                     "--assume"};
 
 int rctl_parse_args(int argc, char **argv, const char *env_server, rctl_opts_t *o, char *msg,
                     size_t cap) {
@@ -89,6 +106,10 @@ int rctl_parse_args(int argc, char **argv, const char *env_server, rctl_opts_t *
       o->json = 1;
       continue;
     }
+    if (strcmp(a, "--clear") == 0) {
+      o->clear = 1;
+      continue;
+    }
     /* --name value / --name=value */
     const char *eq = strchr(a, '=');
     size_t name_len = eq ? (size_t)(eq - a) : strlen(a);
@@ -117,6 +138,13 @@ int rctl_parse_args(int argc, char **argv, const char *env_server, rctl_opts_t *
       if (end == val || *end != '\0' || errno != 0 || !isfinite(t) || t <= 0)
         return usage_error(msg, cap, "--timeout needs a number of seconds > 0, not \"%s\"", val);
       o->timeout_s = t;
+    } else if (strcmp(name, "--assume") == 0) {
+      char kind;
+      const char *v;
+      if (rctl_parse_assume(val, &kind, &v, msg, cap) != 0) return RCTL_EXIT_USAGE;
+      if (o->n_assume == RCTL_MAX_ASSUME)
+        return usage_error(msg, cap, "--assume is given more than %d times", RCTL_MAX_ASSUME);
+      o->assume[o->n_assume++] = val;
     } else if (strcmp(name, "--token") == 0) {
       if (val[0] == '\0') return usage_error(msg, cap, "--token is empty");
       o->token = val;
@@ -130,21 +158,45 @@ int rctl_parse_args(int argc, char **argv, const char *env_server, rctl_opts_t *
 
   const char *cmd = operands[0];
   int want = -1;
+  o->cmd = RCTL_CMD_NONE;
   for (size_t k = 0; k < sizeof commands / sizeof commands[0]; k++)
     if (strcmp(cmd, commands[k].name) == 0) {
       o->cmd = commands[k].cmd;
       want = commands[k].n_args;
     }
-  if (want < 0) return usage_error(msg, cap, "unknown command \"%s\"", cmd);
+  if (want == -1 && o->cmd == 0) return usage_error(msg, cap, "unknown command \"%s\"", cmd);
+  if (o->cmd == RCTL_CMD_PROFILES) {
+    int n = n_total - 1;
+    const char *sub = n > 0 ? operands[1] : NULL;
+    if (o->clear && n != 0) return usage_error(msg, cap, "profiles --clear takes no arguments");
+    if (n > 0 && strcmp(sub, "import") != 0 && strcmp(sub, "export") != 0)
+      return usage_error(msg, cap, "profiles takes --clear, import FILE or export, not \"%s\"",
+                         sub);
+    if (n > 0 && strcmp(sub, "import") == 0 && n != 2)
+      return usage_error(msg, cap, "profiles import needs exactly one FILE");
+    if (n > 0 && strcmp(sub, "export") == 0 && n != 1)
+      return usage_error(msg, cap, "profiles export takes no arguments");
+    if (n == 2 && operands[2][0] == '\0')
+      return usage_error(msg, cap, "profiles import: the FILE name is empty");
+    for (int k = 1; k < n_operands; k++) o->args[o->n_args++] = operands[k];
+    if (o->n_assume > 0) return usage_error(msg, cap, "--assume applies only to plan");
+    return 0;
+  }
+  if (o->clear) return usage_error(msg, cap, "--clear applies only to profiles");
+  if (o->n_assume > 0 && o->cmd != RCTL_CMD_PLAN)
+    return usage_error(msg, cap, "--assume applies only to plan");
   if (n_total - 1 != want) {
+    if (o->cmd == RCTL_CMD_PLAN) return usage_error(msg, cap, "plan needs exactly one SPEC");
     if (want == 0) return usage_error(msg, cap, "%s takes no arguments", cmd);
     return usage_error(msg, cap, "%s needs exactly one workload ID", cmd);
   }
   for (int k = 1; k < n_operands; k++) o->args[o->n_args++] = operands[k];
   if (o->cmd == RCTL_CMD_DESCRIBE || o->cmd == RCTL_CMD_RM)
     if (o->args[0][0] == '\0') return usage_error(msg, cap, "the workload ID is empty");
+  if (o->cmd == RCTL_CMD_PLAN && o->args[0][0] == '\0')
+    return usage_error(msg, cap, "the plan SPEC is empty");
   if (o->cmd != RCTL_CMD_RM && (o->token != NULL || o->admin_token_file != NULL))
-    return usage_error(msg, cap, "--token and --admin-token-file apply only to rm");
+    return usage_error(msg, cap, "--token and --admin-token-file apply only to rm and profiles");
   return 0;
 }
 
@@ -204,5 +256,193 @@ int rctl_read_token_file(const char *path, char *token, size_t cap, char *msg, s
     }
   memcpy(token, p, len);
   token[len] = '\0';
+  return 0;
+}
+
+int rctl_parse_assume(const char *s, char *kind, const char **value, char *msg, size_t cap) {
+  if (strncmp(s, "gpu=", 4) == 0 && s[4] != '\0') {
+    *kind = 'g';
+    *value = s + 4;
+    return 0;
+  }
+  if (strncmp(s, "fpga=", 5) == 0 && s[5] != '\0') {
+    *kind = 'f';
+    *value = s + 5;
+    return 0;
+  }
+  snprintf(msg, cap, "--assume needs gpu=FILE or fpga=PART, not \"%.64s\"", s);
+  return -1;
+}
+
+/* "4-64-64-2" into v (at least 2 sizes, each 1..65536). */
+static int parse_sizes(const char *s, size_t len, uint32_t *v, uint32_t max, uint32_t *n) {
+  *n = 0;
+  size_t i = 0;
+  while (i < len) {
+    if (s[i] < '0' || s[i] > '9' || *n == max) return -1;
+    unsigned long x = 0;
+    while (i < len && s[i] >= '0' && s[i] <= '9') {
+      x = x * 10 + (unsigned long)(s[i++] - '0');
+      if (x > 65536) return -1;
+    }
+    if (x == 0) return -1;
+    v[(*n)++] = (uint32_t)x;
+    if (i < len) {
+      if (s[i] != '-' || i + 1 == len) return -1;
+      i++;
+    }
+  }
+  return *n >= 2 ? 0 : -1;
+}
+
+static int parse_u32(const char *s, size_t len, uint32_t *out) {
+  if (len == 0 || len > 10) return -1;
+  uint64_t x = 0;
+  for (size_t i = 0; i < len; i++) {
+    if (s[i] < '0' || s[i] > '9') return -1;
+    x = x * 10 + (uint64_t)(s[i] - '0');
+  }
+  if (x > UINT32_MAX) return -1;
+  *out = (uint32_t)x;
+  return 0;
+}
+
+static void add_field(rdc_spec_t *sp, const char *name, rdc_dtype_t dt, uint32_t dim) {
+  rdc_field_t *f = &sp->fields[sp->n_fields++];
+  snprintf(f->name, sizeof f->name, "%s", name);
+  f->dtype = dt;
+  f->rank = dim ? 1 : 0;
+  f->shape[0] = dim;
+}
+
+int rctl_parse_plan_spec(const char *text, void *spec_out, char *msg, size_t cap) {
+  rdc_spec_t *sp = spec_out;
+  memset(sp, 0, sizeof *sp);
+  rdc_learner_spec_t *l = &sp->learner;
+  const char *comma = strchr(text, ',');
+  size_t head = comma ? (size_t)(comma - text) : strlen(text);
+  uint32_t sizes[RDC_MAX_HIDDEN + 2], n = 0, critic[RDC_MAX_HIDDEN], nc = 0;
+  int ddpg = 0, have_critic = 0;
+  static const struct {
+    const char *name, *sizes, *critic;
+    int ddpg;
+  } named[] = {
+      {"cartpole_dqn", "4-64-64-2", NULL, 0},
+      {"cartpole_ddpg", "4-8-8-1", "8-8", 1},
+      {"hopper_ddpg", "11-256-256-3", "256-256", 1},
+  };
+  const char *sz = NULL;
+  size_t sz_len = 0;
+  for (size_t k = 0; k < sizeof named / sizeof named[0]; k++)
+    if (strlen(named[k].name) == head && strncmp(text, named[k].name, head) == 0) {
+      sz = named[k].sizes;
+      sz_len = strlen(sz);
+      ddpg = named[k].ddpg;
+      snprintf(sp->name, sizeof sp->name, "%s", named[k].name);
+      if (named[k].critic &&
+          parse_sizes(named[k].critic, strlen(named[k].critic), critic, RDC_MAX_HIDDEN, &nc) == 0)
+        have_critic = 1;
+    }
+  if (sz == NULL) {
+    if (head > 4 && strncmp(text, "dqn:", 4) == 0) {
+      sz = text + 4;
+      sz_len = head - 4;
+    } else if (head > 5 && strncmp(text, "ddpg:", 5) == 0) {
+      sz = text + 5;
+      sz_len = head - 5;
+      ddpg = 1;
+    } else {
+      snprintf(msg, cap, "SPEC \"%.*s\" is not cartpole_dqn, cartpole_ddpg, hopper_ddpg, "
+               "dqn:OBS-H-...-ACTIONS or ddpg:OBS-H-...-ACTION_DIM", (int)(head > 64 ? 64 : head),
+               text);
+      return -1;
+    }
+    snprintf(sp->name, sizeof sp->name, "plan");
+  }
+  if (parse_sizes(sz, sz_len, sizes, RDC_MAX_HIDDEN + 2, &n) != 0) {
+    snprintf(msg, cap, "SPEC: layer sizes \"%.*s\" are not OBS-H-...-OUT (2 to %d numbers in "
+             "1..65536)", (int)(sz_len > 64 ? 64 : sz_len), sz, RDC_MAX_HIDDEN + 2);
+    return -1;
+  }
+  uint32_t batch = 64, capacity = 100000, fanout = 16, depth = 0;
+  double spi = 0;
+  const char *p = comma;
+  while (p != NULL && *p == ',') {
+    p++;
+    const char *next = strchr(p, ',');
+    size_t len = next ? (size_t)(next - p) : strlen(p);
+    const char *eq = memchr(p, '=', len);
+    if (eq == NULL) {
+      snprintf(msg, cap, "SPEC: \"%.*s\" is not key=value", (int)(len > 64 ? 64 : len), p);
+      return -1;
+    }
+    size_t kl = (size_t)(eq - p), vl = len - kl - 1;
+    const char *v = eq + 1;
+    int bad = 0;
+    if (kl == 5 && strncmp(p, "batch", 5) == 0) bad = parse_u32(v, vl, &batch);
+    else if (kl == 8 && strncmp(p, "capacity", 8) == 0) bad = parse_u32(v, vl, &capacity);
+    else if (kl == 6 && strncmp(p, "fanout", 6) == 0) bad = parse_u32(v, vl, &fanout);
+    else if (kl == 5 && strncmp(p, "depth", 5) == 0) bad = parse_u32(v, vl, &depth);
+    else if (kl == 3 && strncmp(p, "spi", 3) == 0) {
+      char tmp[32];
+      char *end;
+      if (vl == 0 || vl >= sizeof tmp) {
+        bad = 1;
+      } else {
+        memcpy(tmp, v, vl);
+        tmp[vl] = '\0';
+        spi = strtod(tmp, &end);
+        bad = *end != '\0' || !(spi >= 0) || !isfinite(spi);
+      }
+    } else if (kl == 6 && strncmp(p, "critic", 6) == 0) {
+      /* Hidden sizes only: "256-256" (one size is allowed here). */
+      char tmp[256];
+      if (vl + 3 >= sizeof tmp) {
+        bad = 1;
+      } else {
+        snprintf(tmp, sizeof tmp, "1-%.*s", (int)vl, v);
+        uint32_t all[RDC_MAX_HIDDEN + 1], na = 0;
+        bad = parse_sizes(tmp, strlen(tmp), all, RDC_MAX_HIDDEN + 1, &na) != 0;
+        if (!bad) {
+          nc = na - 1;
+          memcpy(critic, all + 1, nc * sizeof *critic);
+          have_critic = 1;
+        }
+      }
+    } else {
+      snprintf(msg, cap, "SPEC: unknown key \"%.*s\" (batch, capacity, fanout, depth, spi, "
+               "critic)", (int)(kl > 32 ? 32 : kl), p);
+      return -1;
+    }
+    if (bad) {
+      snprintf(msg, cap, "SPEC: bad value for %.*s: \"%.*s\"", (int)kl, p,
+               (int)(vl > 32 ? 32 : vl), v);
+      return -1;
+    }
+    p = next;
+  }
+  uint32_t obs = sizes[0], out = sizes[n - 1];
+  sp->capacity = capacity;
+  sp->fanout = fanout;
+  sp->seed = 1;
+  sp->has_learner = 1;
+  snprintf(l->algorithm, sizeof l->algorithm, "%s", ddpg ? "ddpg" : "dqn");
+  l->n_hidden = n - 2;
+  for (uint32_t i = 0; i + 2 < n + 0 && i < RDC_MAX_HIDDEN; i++) l->hidden[i] = sizes[i + 1];
+  l->batch_size = batch;
+  l->relaxation_depth = depth;
+  l->samples_per_insert = spi;
+  add_field(sp, "obs", RDC_DTYPE_FLOAT32, obs);
+  if (ddpg) {
+    l->n_critic_hidden = have_critic ? nc : 0;
+    for (uint32_t i = 0; i < l->n_critic_hidden; i++) l->critic_hidden[i] = critic[i];
+    add_field(sp, "action", RDC_DTYPE_FLOAT32, out);
+  } else {
+    l->num_actions = out;
+    add_field(sp, "action", RDC_DTYPE_INT32, 0);
+  }
+  add_field(sp, "reward", RDC_DTYPE_FLOAT32, 0);
+  add_field(sp, "next_obs", RDC_DTYPE_FLOAT32, obs);
+  add_field(sp, "discount", RDC_DTYPE_FLOAT32, 0);
   return 0;
 }

@@ -9,6 +9,7 @@
 #define RCTL_DEFAULT_SERVER "127.0.0.1:50051"
 #define RCTL_DEFAULT_TIMEOUT_S 5.0
 #define RCTL_MAX_ARGS 4
+#define RCTL_MAX_ASSUME 4
 
 /* Exit codes. */
 enum { RCTL_EXIT_OK = 0, RCTL_EXIT_CALL = 1, RCTL_EXIT_USAGE = 2 };
@@ -20,6 +21,8 @@ typedef enum {
   RCTL_CMD_DESCRIBE,
   RCTL_CMD_DEVICES,
   RCTL_CMD_RM,
+  RCTL_CMD_PROFILES, /* [--clear | import FILE | export] */
+  RCTL_CMD_PLAN,     /* SPEC [--assume gpu=FILE|fpga=PART ...] */
 } rctl_cmd_t;
 
 typedef struct {
@@ -27,7 +30,10 @@ typedef struct {
   int json;                     /* --json */
   double timeout_s;             /* --timeout: connect and per-call deadline */
   const char *token;            /* rm --token */
-  const char *admin_token_file; /* rm --admin-token-file; NULL = default path */
+  const char *admin_token_file; /* rm, profiles: --admin-token-file; NULL = default path */
+  int clear;                    /* profiles --clear */
+  const char *assume[RCTL_MAX_ASSUME]; /* plan --assume KIND=VALUE, in order */
+  int n_assume;
   int help, version;            /* --help / --version */
   rctl_cmd_t cmd;
   const char *args[RCTL_MAX_ARGS]; /* the command's operands */
@@ -39,6 +45,25 @@ typedef struct {
  * be NULL). Returns 0, or RCTL_EXIT_USAGE with a message in msg. */
 int rctl_parse_args(int argc, char **argv, const char *env_server, rctl_opts_t *o, char *msg,
                     size_t cap);
+
+/* A plan's workload, written on the command line:
+ *
+ *   SHAPE[,key=value...]
+ *
+ * SHAPE is a benchmark shape (cartpole_dqn: 4-64-64-2 double DQN;
+ * cartpole_ddpg: actor 4-8-8-1, critic hidden 8-8; hopper_ddpg: actor
+ * 11-256-256-3, critic hidden 256-256; papers/001 Table III) or
+ * ALGO:OBS-H1-...-OUT with ALGO dqn (OUT = actions) or ddpg (OUT = action
+ * dimension; the critic's hidden layers are the actor's unless
+ * critic=H1-H2 is given). Keys: batch (default 64), capacity (100000),
+ * fanout (16), depth (the learner's D, 0), spi (samples per insert, 0),
+ * critic. The schema is the learner's: obs, action, reward, next_obs,
+ * discount. Returns 0, or -1 with a message. */
+int rctl_parse_plan_spec(const char *text, void *spec /* rdc_spec_t */, char *msg, size_t cap);
+
+/* A plan's --assume value: "gpu=FILE" (*kind 'g') or "fpga=PART" ('f');
+ * *value points into s. Returns 0, or -1 with a message. */
+int rctl_parse_assume(const char *s, char *kind, const char **value, char *msg, size_t cap);
 
 /* The daemon's state directory rule (daemon/config.c): $STATE_DIRECTORY
  * (the first entry if systemd lists several, colon-separated), else

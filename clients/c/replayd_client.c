@@ -44,13 +44,21 @@ typedef enum {
   M_SERVER_INFO,
   M_TRAIN_STEP,
   M_GET_WEIGHTS,
+  M_LIST_DEVICES,
+  M_PLAN,
+  M_LIST_PROFILES,
+  M_CLEAR_PROFILES,
+  M_IMPORT_PROFILES,
+  M_EXPORT_PROFILES,
   M_COUNT
 } method_t;
 
 static const char *const method_names[M_COUNT] = {
     "RegisterWorkload", "DescribeWorkload", "ListWorkloads",    "DeleteWorkload",
     "Insert",           "InsertBatch",      "Sample",           "UpdatePriorities",
-    "ServerInfo",       "TrainStep",        "GetWeights",
+    "ServerInfo",       "TrainStep",        "GetWeights",       "ListDevices",
+    "Plan",             "ListProfiles",     "ClearProfiles",    "ImportProfiles",
+    "ExportProfiles",
 };
 
 struct rdc_client {
@@ -609,6 +617,40 @@ static int spec_from_pb(rdc_spec_t *out, const Replayd__V1__WorkloadSpec *s, rdc
   return RDC_OK;
 }
 
+/* Strings of a placement are for display: cut rather than fail. */
+static void placement_from_pb(rdc_placement_t *o, const Replayd__V1__Placement *p) {
+  memset(o, 0, sizeof *o);
+  copy_str(o->mapping, sizeof o->mapping, p->mapping, 1, "", NULL);
+  copy_str(o->learner_device, sizeof o->learner_device, p->learner_device, 1, "", NULL);
+  copy_str(o->rmm_device, sizeof o->rmm_device, p->rmm_device, 1, "", NULL);
+  copy_str(o->storage_device, sizeof o->storage_device, p->storage_device, 1, "", NULL);
+  size_t n = p->n_table < 3 ? p->n_table : 3;
+  o->n_rows = n;
+  for (size_t i = 0; i < n; i++) {
+    const Replayd__V1__PlatformRow *r = p->table[i];
+    rdc_platform_row_t *d = &o->rows[i];
+    copy_str(d->device, sizeof d->device, r->device, 1, "", NULL);
+    d->present = r->present;
+    d->learner_s = r->learner_seconds;
+    copy_str(d->learner_source, sizeof d->learner_source, r->learner_source, 1, "", NULL);
+    d->rmm_s = r->rmm_seconds;
+    copy_str(d->rmm_source, sizeof d->rmm_source, r->rmm_source, 1, "", NULL);
+    copy_str(d->fingerprint, sizeof d->fingerprint, r->fingerprint, 1, "", NULL);
+    copy_str(d->detail, sizeof d->detail, r->detail, 1, "", NULL);
+  }
+  o->predicted_gps = p->predicted_gps;
+  o->measured_gps = p->measured_gps;
+  o->profile_cache_hit = p->profile_cache_hit;
+  o->register_ms = p->register_ms;
+  copy_str(o->running, sizeof o->running, p->running, 1, "", NULL);
+  copy_str(o->note, sizeof o->note, p->note, 1, "", NULL);
+  copy_str(o->explain, sizeof o->explain, p->explain, 1, "", NULL);
+  copy_str(o->bottleneck, sizeof o->bottleneck, p->bottleneck, 1, "", NULL);
+  o->batch = p->batch;
+  o->profiles_measured = p->profiles_measured;
+  o->learner_threads = p->learner_threads;
+}
+
 static int workload_from_pb(rdc_workload_t *out, const Replayd__V1__Workload *w,
                             rdc_error_t *err) {
   memset(out, 0, sizeof *out);
@@ -627,12 +669,22 @@ static int workload_from_pb(rdc_workload_t *out, const Replayd__V1__Workload *w,
     out->learner.skipped_steps = l->skipped_steps;
     out->learner.late_updates = l->late_updates;
   }
+  if (w->placement != NULL) {
+    out->has_placement = 1;
+    placement_from_pb(&out->placement, w->placement);
+  }
   return rc;
 }
 
-int rdc_register(rdc_client_t *c, const rdc_spec_t *spec, rdc_workload_t *out,
-                 rdc_error_t *err) {
-  if (spec == NULL || out == NULL) return set_error(err, RDC_EINVAL, "spec or out is NULL");
+/* A WorkloadSpec message borrowing the caller's spec. */
+typedef struct {
+  Replayd__V1__WorkloadSpec req;
+  Replayd__V1__Field fields[RDC_MAX_FIELDS];
+  Replayd__V1__Field *fieldp[RDC_MAX_FIELDS];
+  Replayd__V1__LearnerSpec learner;
+} spec_pb_t;
+
+static int spec_to_pb(const rdc_spec_t *spec, spec_pb_t *o, rdc_error_t *err) {
   if (spec->n_fields > RDC_MAX_FIELDS)
     return set_error(err, RDC_EINVAL, "a schema has at most %d fields, not %u", RDC_MAX_FIELDS,
                      spec->n_fields);
@@ -641,8 +693,8 @@ int rdc_register(rdc_client_t *c, const rdc_spec_t *spec, rdc_workload_t *out,
 
   /* The request borrows the caller's strings and shapes: nothing is
    * allocated until the one packed slice. */
-  Replayd__V1__Field fields[RDC_MAX_FIELDS];
-  Replayd__V1__Field *fieldp[RDC_MAX_FIELDS];
+  Replayd__V1__Field *fields = o->fields;
+  Replayd__V1__Field **fieldp = o->fieldp;
   for (uint32_t i = 0; i < spec->n_fields; i++) {
     const rdc_field_t *f = &spec->fields[i];
     if (memchr(f->name, '\0', sizeof f->name) == NULL)
@@ -658,40 +710,53 @@ int rdc_register(rdc_client_t *c, const rdc_spec_t *spec, rdc_workload_t *out,
     fields[i].shape = f->rank ? (uint32_t *)f->shape : NULL;
     fieldp[i] = &fields[i];
   }
-  Replayd__V1__WorkloadSpec req = REPLAYD__V1__WORKLOAD_SPEC__INIT;
-  req.name = (char *)spec->name;
-  req.n_fields = spec->n_fields;
-  req.fields = spec->n_fields ? fieldp : NULL;
-  req.capacity = spec->capacity;
-  req.fanout = spec->fanout;
+  Replayd__V1__WorkloadSpec *rq = &o->req;
+  replayd__v1__workload_spec__init(rq);
+  rq->name = (char *)spec->name;
+  rq->n_fields = spec->n_fields;
+  rq->fields = spec->n_fields ? fieldp : NULL;
+  rq->capacity = spec->capacity;
+  rq->fanout = spec->fanout;
   if (spec->has_alpha) {
-    req.alpha_opt_case = REPLAYD__V1__WORKLOAD_SPEC__ALPHA_OPT_ALPHA;
-    req.alpha = spec->alpha;
+    rq->alpha_opt_case = REPLAYD__V1__WORKLOAD_SPEC__ALPHA_OPT_ALPHA;
+    rq->alpha = spec->alpha;
   }
   if (spec->has_epsilon) {
-    req.epsilon_opt_case = REPLAYD__V1__WORKLOAD_SPEC__EPSILON_OPT_EPSILON;
-    req.epsilon = spec->epsilon;
+    rq->epsilon_opt_case = REPLAYD__V1__WORKLOAD_SPEC__EPSILON_OPT_EPSILON;
+    rq->epsilon = spec->epsilon;
   }
   if (spec->has_beta) {
-    req.beta_opt_case = REPLAYD__V1__WORKLOAD_SPEC__BETA_OPT_BETA;
-    req.beta = spec->beta;
+    rq->beta_opt_case = REPLAYD__V1__WORKLOAD_SPEC__BETA_OPT_BETA;
+    rq->beta = spec->beta;
   }
   if (spec->has_max_priority) {
-    req.max_priority_opt_case = REPLAYD__V1__WORKLOAD_SPEC__MAX_PRIORITY_OPT_MAX_PRIORITY;
-    req.max_priority = spec->max_priority;
+    rq->max_priority_opt_case = REPLAYD__V1__WORKLOAD_SPEC__MAX_PRIORITY_OPT_MAX_PRIORITY;
+    rq->max_priority = spec->max_priority;
   }
-  req.seed = spec->seed;
-  req.max_batch = spec->max_batch;
-  Replayd__V1__LearnerSpec learner;
+  rq->seed = spec->seed;
+  rq->max_batch = spec->max_batch;
   if (spec->has_learner) {
-    int rc = learner_to_pb(&learner, &spec->learner, err);
+    int rc = learner_to_pb(&o->learner, &spec->learner, err);
     if (rc != RDC_OK) return rc;
-    req.learner = &learner;
+    rq->learner = &o->learner;
   }
+  return RDC_OK;
+}
 
+int rdc_register(rdc_client_t *c, const rdc_spec_t *spec, rdc_workload_t *out,
+                 rdc_error_t *err) {
+  if (spec == NULL || out == NULL) return set_error(err, RDC_EINVAL, "spec or out is NULL");
+  spec_pb_t *sp = malloc(sizeof *sp);
+  if (sp == NULL) return set_error(err, RDC_ENOMEM, "out of memory");
+  int rc = spec_to_pb(spec, sp, err);
+  if (rc != RDC_OK) {
+    free(sp);
+    return rc;
+  }
   ProtobufCMessage *resp;
-  int rc = unary(c, M_REGISTER, NULL, &req.base, &replayd__v1__workload__descriptor, 0, &resp,
-                 err);
+  rc = unary(c, M_REGISTER, NULL, &sp->req.base, &replayd__v1__workload__descriptor, 0, &resp,
+             err);
+  free(sp);
   if (rc != RDC_OK) return rc;
   const Replayd__V1__Workload *w = (const Replayd__V1__Workload *)resp;
   rc = workload_from_pb(out, w, err);
@@ -1244,6 +1309,14 @@ int rdc_get_weights(rdc_client_t *c, const char *id, const char *token, uint64_t
 /* Server info                                                         */
 /* ------------------------------------------------------------------ */
 
+static void device_extra_from_pb(rdc_device_t *o, const Replayd__V1__Device *d) {
+  copy_str(o->capabilities, sizeof o->capabilities, d->capabilities, 1, "", NULL);
+  copy_str(o->model, sizeof o->model, d->model, 1, "", NULL);
+  o->cores = d->cores;
+  o->memory_bytes = d->memory_bytes;
+  copy_str(o->isa, sizeof o->isa, d->isa, 1, "", NULL);
+}
+
 int rdc_server_info(rdc_client_t *c, rdc_server_info_t **out, rdc_error_t *err) {
   if (out == NULL) return set_error(err, RDC_EINVAL, "out is NULL");
   *out = NULL;
@@ -1285,6 +1358,7 @@ int rdc_server_info(rdc_client_t *c, rdc_server_info_t **out, rdc_error_t *err) 
     copy_str(o->name, sizeof o->name, d->name, 1, "", err);
     copy_str(o->fingerprint, sizeof o->fingerprint, d->fingerprint, 1, "", err);
     copy_str(o->status, sizeof o->status, d->status, 1, "", err);
+    device_extra_from_pb(o, d);
   }
   for (size_t i = 0; rc == RDC_OK && i < r->n_workloads; i++)
     rc = workload_from_pb(&info->workloads[i], r->workloads[i], err);
@@ -1298,3 +1372,178 @@ int rdc_server_info(rdc_client_t *c, rdc_server_info_t **out, rdc_error_t *err) 
 }
 
 void rdc_server_info_free(rdc_server_info_t *info) { free(info); }
+
+/* ------------------------------------------------------------------ */
+/* Devices, plans and profiles                                         */
+/* ------------------------------------------------------------------ */
+
+#define RDC_MAX_LIST 1000000 /* entries of a list reply this client accepts */
+
+int rdc_list_devices(rdc_client_t *c, rdc_device_t **out, size_t *n, rdc_error_t *err) {
+  if (out == NULL || n == NULL) return set_error(err, RDC_EINVAL, "out or n is NULL");
+  *out = NULL;
+  *n = 0;
+  Replayd__V1__ListDevicesRequest req = REPLAYD__V1__LIST_DEVICES_REQUEST__INIT;
+  ProtobufCMessage *resp;
+  int rc = unary(c, M_LIST_DEVICES, NULL, &req.base,
+                 &replayd__v1__list_devices_response__descriptor, 0, &resp, err);
+  if (rc != RDC_OK) return rc;
+  const Replayd__V1__ListDevicesResponse *r = (const Replayd__V1__ListDevicesResponse *)resp;
+  rdc_device_t *d = NULL;
+  if (r->n_devices > RDC_MAX_LIST) {
+    rc = set_error(err, RDC_EPROTO, "ListDevices: %zu devices", r->n_devices);
+  } else if (r->n_devices > 0) {
+    d = calloc(r->n_devices, sizeof *d);
+    if (d == NULL) rc = set_error(err, RDC_ENOMEM, "out of memory");
+  }
+  for (size_t i = 0; rc == RDC_OK && i < r->n_devices; i++) {
+    const Replayd__V1__Device *m = r->devices[i];
+    copy_str(d[i].kind, sizeof d[i].kind, m->kind, 1, "", NULL);
+    copy_str(d[i].name, sizeof d[i].name, m->name, 1, "", NULL);
+    copy_str(d[i].fingerprint, sizeof d[i].fingerprint, m->fingerprint, 1, "", NULL);
+    copy_str(d[i].status, sizeof d[i].status, m->status, 1, "", NULL);
+    device_extra_from_pb(&d[i], m);
+  }
+  if (rc == RDC_OK) {
+    *out = d;
+    *n = r->n_devices;
+  } else {
+    free(d);
+  }
+  protobuf_c_message_free_unpacked(resp, NULL);
+  return rc == RDC_OK ? ok(err) : rc;
+}
+
+void rdc_devices_free(rdc_device_t *devices) { free(devices); }
+
+int rdc_plan(rdc_client_t *c, const rdc_spec_t *spec, const void *gpu_profiles, size_t len,
+             const char *fpga_part, int ignore_present, rdc_placement_t *out, rdc_error_t *err) {
+  if (spec == NULL || out == NULL) return set_error(err, RDC_EINVAL, "spec or out is NULL");
+  if (len > 0 && gpu_profiles == NULL)
+    return set_error(err, RDC_EINVAL, "gpu_profiles is NULL with len %zu", len);
+  spec_pb_t *sp = malloc(sizeof *sp);
+  if (sp == NULL) return set_error(err, RDC_ENOMEM, "out of memory");
+  int rc = spec_to_pb(spec, sp, err);
+  if (rc != RDC_OK) {
+    free(sp);
+    return rc;
+  }
+  Replayd__V1__PlanRequest req = REPLAYD__V1__PLAN_REQUEST__INIT;
+  req.spec = &sp->req;
+  req.gpu_profiles.data = (uint8_t *)gpu_profiles;
+  req.gpu_profiles.len = len;
+  req.fpga_part = (char *)(fpga_part ? fpga_part : "");
+  req.ignore_present = ignore_present != 0;
+  ProtobufCMessage *resp;
+  rc = unary(c, M_PLAN, NULL, &req.base, &replayd__v1__plan_response__descriptor, 0, &resp, err);
+  free(sp);
+  if (rc != RDC_OK) return rc;
+  const Replayd__V1__PlanResponse *r = (const Replayd__V1__PlanResponse *)resp;
+  if (r->placement == NULL) {
+    rc = set_error(err, RDC_EPROTO, "Plan: the reply has no placement");
+  } else {
+    placement_from_pb(out, r->placement);
+  }
+  protobuf_c_message_free_unpacked(resp, NULL);
+  return rc == RDC_OK ? ok(err) : rc;
+}
+
+int rdc_list_profiles(rdc_client_t *c, const char *admin_token, rdc_profile_t **out, size_t *n,
+                      rdc_error_t *err) {
+  if (out == NULL || n == NULL) return set_error(err, RDC_EINVAL, "out or n is NULL");
+  *out = NULL;
+  *n = 0;
+  Replayd__V1__ListProfilesRequest req = REPLAYD__V1__LIST_PROFILES_REQUEST__INIT;
+  ProtobufCMessage *resp;
+  int rc = unary(c, M_LIST_PROFILES, admin_token, &req.base,
+                 &replayd__v1__list_profiles_response__descriptor, 0, &resp, err);
+  if (rc != RDC_OK) return rc;
+  const Replayd__V1__ListProfilesResponse *r = (const Replayd__V1__ListProfilesResponse *)resp;
+  rdc_profile_t *p = NULL;
+  if (r->n_profiles > RDC_MAX_LIST) {
+    rc = set_error(err, RDC_EPROTO, "ListProfiles: %zu profiles", r->n_profiles);
+  } else if (r->n_profiles > 0) {
+    p = calloc(r->n_profiles, sizeof *p);
+    if (p == NULL) rc = set_error(err, RDC_ENOMEM, "out of memory");
+  }
+  for (size_t i = 0; rc == RDC_OK && i < r->n_profiles; i++) {
+    const Replayd__V1__Profile *m = r->profiles[i];
+    rdc_profile_t *o = &p[i];
+    copy_str(o->device, sizeof o->device, m->device, 1, "", NULL);
+    copy_str(o->primitive, sizeof o->primitive, m->primitive, 1, "", NULL);
+    o->threads = m->threads;
+    o->batch = m->batch;
+    o->capacity = m->capacity;
+    o->fanout = m->fanout;
+    copy_str(o->algorithm, sizeof o->algorithm, m->algorithm, 1, "", NULL);
+    copy_str(o->network, sizeof o->network, m->network, 1, "", NULL);
+    copy_str(o->build, sizeof o->build, m->build, 1, "", NULL);
+    o->latency_s = m->latency_s;
+    o->reps = m->reps;
+    o->items = m->items;
+    copy_str(o->source, sizeof o->source, m->source, 1, "", NULL);
+    o->measured_unix = m->measured_unix;
+  }
+  if (rc == RDC_OK) {
+    *out = p;
+    *n = r->n_profiles;
+  } else {
+    free(p);
+  }
+  protobuf_c_message_free_unpacked(resp, NULL);
+  return rc == RDC_OK ? ok(err) : rc;
+}
+
+void rdc_profiles_free(rdc_profile_t *profiles) { free(profiles); }
+
+int rdc_clear_profiles(rdc_client_t *c, const char *admin_token, uint64_t *removed,
+                       rdc_error_t *err) {
+  Replayd__V1__ClearProfilesRequest req = REPLAYD__V1__CLEAR_PROFILES_REQUEST__INIT;
+  ProtobufCMessage *resp;
+  int rc = unary(c, M_CLEAR_PROFILES, admin_token, &req.base,
+                 &replayd__v1__clear_profiles_response__descriptor, 1, &resp, err);
+  if (rc != RDC_OK) return rc;
+  if (removed) *removed = ((const Replayd__V1__ClearProfilesResponse *)resp)->removed;
+  protobuf_c_message_free_unpacked(resp, NULL);
+  return ok(err);
+}
+
+int rdc_export_profiles(rdc_client_t *c, const char *admin_token, char **out, size_t *len,
+                        uint64_t *count, rdc_error_t *err) {
+  if (out == NULL || len == NULL) return set_error(err, RDC_EINVAL, "out or len is NULL");
+  *out = NULL;
+  *len = 0;
+  Replayd__V1__ExportProfilesRequest req = REPLAYD__V1__EXPORT_PROFILES_REQUEST__INIT;
+  ProtobufCMessage *resp;
+  int rc = unary(c, M_EXPORT_PROFILES, admin_token, &req.base,
+                 &replayd__v1__export_profiles_response__descriptor, 1, &resp, err);
+  if (rc != RDC_OK) return rc;
+  const Replayd__V1__ExportProfilesResponse *r = (const Replayd__V1__ExportProfilesResponse *)resp;
+  char *buf = malloc(r->jsonl.len + 1);
+  if (buf == NULL) {
+    protobuf_c_message_free_unpacked(resp, NULL);
+    return set_error(err, RDC_ENOMEM, "out of memory");
+  }
+  if (r->jsonl.len) memcpy(buf, r->jsonl.data, r->jsonl.len);
+  buf[r->jsonl.len] = '\0';
+  *out = buf;
+  *len = r->jsonl.len;
+  if (count) *count = r->count;
+  protobuf_c_message_free_unpacked(resp, NULL);
+  return ok(err);
+}
+
+int rdc_import_profiles(rdc_client_t *c, const char *admin_token, const void *jsonl, size_t len,
+                        uint64_t *imported, rdc_error_t *err) {
+  if (len > 0 && jsonl == NULL) return set_error(err, RDC_EINVAL, "jsonl is NULL");
+  Replayd__V1__ImportProfilesRequest req = REPLAYD__V1__IMPORT_PROFILES_REQUEST__INIT;
+  req.jsonl.data = (uint8_t *)jsonl;
+  req.jsonl.len = len;
+  ProtobufCMessage *resp;
+  int rc = unary(c, M_IMPORT_PROFILES, admin_token, &req.base,
+                 &replayd__v1__import_profiles_response__descriptor, 1, &resp, err);
+  if (rc != RDC_OK) return rc;
+  if (imported) *imported = ((const Replayd__V1__ImportProfilesResponse *)resp)->imported;
+  protobuf_c_message_free_unpacked(resp, NULL);
+  return ok(err);
+}

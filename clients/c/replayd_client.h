@@ -265,6 +265,40 @@ typedef struct {
   uint64_t late_updates;   /* priority updates that landed after newer samples (D > 0) */
 } rdc_learner_counters_t;
 
+/* One device's row of the primitive-platform table (papers/001 §VI-A3). */
+typedef struct {
+  char device[8];           /* "cpu", "gpu", "fpga" */
+  int present;
+  double learner_s;         /* one train-step; 0 when the learner cannot run there */
+  char learner_source[16];  /* "measured", "cached", "model", "assumed", "-" */
+  double rmm_s;             /* sample + priority update of one batch; 0 when absent */
+  char rmm_source[16];
+  char fingerprint[64];
+  char detail[256];         /* the FPGA model's parameters, or why a row is empty */
+} rdc_platform_row_t;
+
+#define RDC_EXPLAIN_MAX 1024
+
+/* Where a workload's learner, replay management (RMM) and storage were
+ * mapped (papers/001 Algorithm 3), with the table it was chosen from. */
+typedef struct {
+  char mapping[8];          /* learner-RMM-storage, "G-C-G"; "" when not mapped */
+  char learner_device[8], rmm_device[8], storage_device[8];
+  size_t n_rows;
+  rdc_platform_row_t rows[3];
+  double predicted_gps;     /* gradient steps per second the mapping predicts */
+  double measured_gps;      /* over the last training window; 0 before training */
+  int profile_cache_hit;    /* the CPU's figures came from the profile store */
+  double register_ms;       /* profiling and mapping time */
+  char running[8];          /* what the server instantiated: "C-C-C" */
+  char note[256];           /* e.g. "mapped G-C-G; running C-C-C: GPU backend not available" */
+  char explain[RDC_EXPLAIN_MAX];
+  char bottleneck[16];      /* "learner" or "rmm" */
+  uint32_t batch;
+  uint32_t profiles_measured;
+  uint32_t learner_threads;
+} rdc_placement_t;
+
 typedef struct {
   char id[RDC_ID_MAX];
   char token[RDC_TOKEN_MAX]; /* filled by rdc_register only; keep it secret */
@@ -273,6 +307,8 @@ typedef struct {
   int64_t created_unix;
   int has_learner_counters;  /* 1 when the server sent them (workloads with a learner) */
   rdc_learner_counters_t learner;
+  int has_placement;         /* 1 when the server sent one (workloads with a learner) */
+  rdc_placement_t placement;
 } rdc_workload_t;
 
 /* Register a workload. out receives its id, its token (returned only here:
@@ -492,6 +528,11 @@ typedef struct {
   char name[128];
   char fingerprint[128];
   char status[256]; /* "ok", or why the device is unusable */
+  char capabilities[64]; /* what the server's backends run there, e.g. "sumtree,table,learner" */
+  char model[128];
+  uint32_t cores;  /* CPU: logical CPUs; GPU: multiprocessors */
+  uint64_t memory_bytes;
+  char isa[16];
 } rdc_device_t;
 
 typedef struct {
@@ -507,6 +548,67 @@ typedef struct {
  * one allocation, freed with rdc_server_info_free. */
 int rdc_server_info(rdc_client_t *c, rdc_server_info_t **out, rdc_error_t *err);
 void rdc_server_info_free(rdc_server_info_t *info);
+
+/* The devices the server found, with what each backend runs there: *out
+ * is an array of *n (NULL when 0), freed with rdc_devices_free. */
+int rdc_list_devices(rdc_client_t *c, rdc_device_t **out, size_t *n, rdc_error_t *err);
+void rdc_devices_free(rdc_device_t *devices);
+
+/* ------------------------------------------------------------------ */
+/* Plans and profiles                                                  */
+/* ------------------------------------------------------------------ */
+
+/* What the server would map spec (which needs a learner) to, registering
+ * nothing. gpu_profiles: NULL, or len bytes of JSON lines (as
+ * rdc_export_profiles writes them) of an assumed GPU with rows for the
+ * spec's shape; fpga_part: NULL or "" for none, else an assumed FPGA part
+ * ("u200", "u250", "u280"); ignore_present: leave out the server's own
+ * GPUs and FPGAs. The CPU's figures are the server's (measured within its
+ * profiling bound, or from its profile store). Errors:
+ * RDC_INVALID_ARGUMENT (a bad spec, unknown part, malformed profile line,
+ * no row for the shape), RDC_RESOURCE_EXHAUSTED (gpu_profiles too long). */
+int rdc_plan(rdc_client_t *c, const rdc_spec_t *spec, const void *gpu_profiles, size_t len,
+             const char *fpga_part, int ignore_present, rdc_placement_t *out, rdc_error_t *err);
+
+/* One stored profile (the proto's Profile). */
+typedef struct {
+  char device[32];      /* fingerprint */
+  char primitive[16];   /* "sample", "update", "train" */
+  uint32_t threads;
+  uint32_t batch, capacity, fanout;
+  char algorithm[16];
+  char network[192];
+  char build[192];
+  double latency_s;
+  uint32_t reps;
+  uint64_t items;
+  char source[16];      /* "measured", "imported" */
+  int64_t measured_unix;
+} rdc_profile_t;
+
+/* The profile calls need the server's admin token (its state directory's
+ * admin.token): RDC_UNAUTHENTICATED without one, RDC_PERMISSION_DENIED
+ * for another. */
+
+/* Every stored profile: *out an array of *n (NULL when 0), freed with
+ * rdc_profiles_free. */
+int rdc_list_profiles(rdc_client_t *c, const char *admin_token, rdc_profile_t **out, size_t *n,
+                      rdc_error_t *err);
+void rdc_profiles_free(rdc_profile_t *profiles);
+
+/* Forget every profile; *removed (may be NULL) gets how many. */
+int rdc_clear_profiles(rdc_client_t *c, const char *admin_token, uint64_t *removed,
+                       rdc_error_t *err);
+
+/* Every profile as JSON lines: *out (malloc'd, NUL-terminated, freed with
+ * free) of *len bytes; *count (may be NULL) profiles. */
+int rdc_export_profiles(rdc_client_t *c, const char *admin_token, char **out, size_t *len,
+                        uint64_t *count, rdc_error_t *err);
+
+/* Import JSON lines (len bytes): all or nothing; the first bad line is
+ * RDC_INVALID_ARGUMENT naming it. *imported (may be NULL) gets the count. */
+int rdc_import_profiles(rdc_client_t *c, const char *admin_token, const void *jsonl, size_t len,
+                        uint64_t *imported, rdc_error_t *err);
 
 #ifdef __cplusplus
 }

@@ -15,6 +15,7 @@
 
 #include "json_writer.h"
 #include "replayctl_cli.h"
+#include "replayd_client.h"
 
 static void esc(const char *in, const char *want) {
   char buf[256];
@@ -240,6 +241,74 @@ static void test_args_usage_errors(void **state) {
   usage_err("--token is empty", "rm", "x", "--token", "", NULL);
 }
 
+static void test_args_profiles_and_plan(void **state) {
+  (void)state;
+  rctl_opts_t o;
+  char msg[256];
+  assert_int_equal(parse(&o, msg, NULL, "profiles", NULL), 0);
+  assert_int_equal(o.cmd, RCTL_CMD_PROFILES);
+  assert_int_equal(o.n_args, 0);
+  assert_int_equal(parse(&o, msg, NULL, "profiles", "--clear", "--token", "A", NULL), 0);
+  assert_true(o.clear);
+  assert_string_equal(o.token, "A");
+  assert_int_equal(parse(&o, msg, NULL, "profiles", "import", "f.jsonl", NULL), 0);
+  assert_int_equal(o.n_args, 2);
+  assert_string_equal(o.args[1], "f.jsonl");
+  assert_int_equal(parse(&o, msg, NULL, "profiles", "export", "--admin-token-file", "/t", NULL),
+                   0);
+  assert_string_equal(o.args[0], "export");
+  assert_int_equal(parse(&o, msg, NULL, "plan", "hopper_ddpg,batch=256", "--assume", "fpga=u200",
+                         "--assume=gpu=/x.jsonl", NULL), 0);
+  assert_int_equal(o.cmd, RCTL_CMD_PLAN);
+  assert_int_equal(o.n_assume, 2);
+  assert_string_equal(o.assume[1], "gpu=/x.jsonl");
+  usage_err("--clear takes no arguments", "profiles", "--clear", "export", NULL);
+  usage_err("import FILE or export", "profiles", "frob", NULL);
+  usage_err("exactly one FILE", "profiles", "import", NULL);
+  usage_err("export takes no arguments", "profiles", "export", "x", NULL);
+  usage_err("--clear applies only to profiles", "ls", "--clear", NULL);
+  usage_err("--assume applies only to plan", "ls", "--assume", "fpga=u200", NULL);
+  usage_err("gpu=FILE or fpga=PART", "plan", "x", "--assume", "tpu=1", NULL);
+  usage_err("gpu=FILE or fpga=PART", "plan", "x", "--assume", "fpga=", NULL);
+  usage_err("plan needs exactly one SPEC", "plan", NULL);
+  usage_err("the plan SPEC is empty", "plan", "", NULL);
+}
+
+static void test_plan_spec(void **state) {
+  (void)state;
+  rdc_spec_t s;
+  char msg[256];
+  assert_int_equal(rctl_parse_plan_spec("hopper_ddpg,batch=256,depth=50", &s, msg, sizeof msg), 0);
+  assert_string_equal(s.learner.algorithm, "ddpg");
+  assert_int_equal(s.learner.batch_size, 256);
+  assert_int_equal(s.learner.relaxation_depth, 50);
+  assert_int_equal(s.learner.n_hidden, 2);
+  assert_int_equal(s.learner.hidden[1], 256);
+  assert_int_equal(s.learner.n_critic_hidden, 2);
+  assert_int_equal(s.n_fields, 5);
+  assert_int_equal(s.fields[0].shape[0], 11);
+  assert_int_equal(s.fields[1].shape[0], 3);
+  assert_int_equal(s.capacity, 100000);
+  assert_int_equal(rctl_parse_plan_spec("dqn:8-32-4,capacity=500,fanout=4,spi=0.5", &s, msg,
+                                        sizeof msg), 0);
+  assert_int_equal(s.learner.num_actions, 4);
+  assert_int_equal(s.learner.n_hidden, 1);
+  assert_int_equal(s.fanout, 4);
+  assert_true(s.learner.samples_per_insert == 0.5);
+  assert_int_equal(rctl_parse_plan_spec("ddpg:3-16-16-1,critic=32", &s, msg, sizeof msg), 0);
+  assert_int_equal(s.learner.n_critic_hidden, 1);
+  assert_int_equal(s.learner.critic_hidden[0], 32);
+  assert_int_equal(rctl_parse_plan_spec("bogus", &s, msg, sizeof msg), -1);
+  assert_non_null(strstr(msg, "cartpole_dqn"));
+  assert_int_equal(rctl_parse_plan_spec("dqn:4", &s, msg, sizeof msg), -1);
+  assert_int_equal(rctl_parse_plan_spec("dqn:4-0-2", &s, msg, sizeof msg), -1);
+  assert_int_equal(rctl_parse_plan_spec("dqn:4-2,batch=x", &s, msg, sizeof msg), -1);
+  assert_non_null(strstr(msg, "batch"));
+  assert_int_equal(rctl_parse_plan_spec("dqn:4-2,frob=1", &s, msg, sizeof msg), -1);
+  assert_non_null(strstr(msg, "unknown key"));
+  assert_int_equal(rctl_parse_plan_spec("dqn:4-2,batch", &s, msg, sizeof msg), -1);
+}
+
 static void test_state_dir(void **state) {
   (void)state;
   char d[256];
@@ -307,6 +376,8 @@ int main(void) {
       cmocka_unit_test(test_writer_long_string),
       cmocka_unit_test(test_args_ok),
       cmocka_unit_test(test_args_usage_errors),
+      cmocka_unit_test(test_args_profiles_and_plan),
+      cmocka_unit_test(test_plan_spec),
       cmocka_unit_test(test_state_dir),
       cmocka_unit_test(test_token_file),
   };

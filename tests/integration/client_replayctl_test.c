@@ -225,6 +225,28 @@ static void script_info(void) {
   mock_reply_msg(&r.base);
 }
 
+/* ListDevices (replayctl devices): the devices with what runs there. */
+static void script_devices(void) {
+  Replayd__V1__Device d1 = REPLAYD__V1__DEVICE__INIT, d2 = REPLAYD__V1__DEVICE__INIT;
+  d1.kind = "cpu";
+  d1.name = "Test CPU \"16 cores\"";
+  d1.fingerprint = "cpu-abc";
+  d1.status = "ok";
+  d1.capabilities = "sumtree,table,learner";
+  d1.cores = 16;
+  d1.memory_bytes = 64ull << 30;
+  d1.isa = "avx2";
+  d2.kind = "gpu";
+  d2.name = "Test GPU";
+  d2.fingerprint = "gpu-def";
+  d2.status = "no driver";
+  Replayd__V1__Device *dp[] = {&d1, &d2};
+  Replayd__V1__ListDevicesResponse r = REPLAYD__V1__LIST_DEVICES_RESPONSE__INIT;
+  r.n_devices = 2;
+  r.devices = dp;
+  mock_reply_msg(&r.base);
+}
+
 static void test_status(void **state) {
   (void)state;
   script_info();
@@ -254,7 +276,7 @@ static void test_status(void **state) {
 
 static void test_server_from_env(void **state) {
   (void)state;
-  script_info();
+  script_devices();
   char env[80];
   snprintf(env, sizeof env, "REPLAYD_SERVER=%s", server);
   const char *const extra[] = {env, NULL};
@@ -262,12 +284,17 @@ static void test_server_from_env(void **state) {
   run(&r, extra, "devices", NULL);
   assert_int_equal(r.rc, 0);
   assert_non_null(strstr(r.out, "KIND  NAME"));
-  assert_non_null(strstr(r.out, "cpu   Test CPU \"16 cores\"  cpu-abc      ok\n"));
-  script_info();
+  assert_non_null(strstr(r.out, "cpu   Test CPU \"16 cores\"  cpu-abc      "));
+  assert_non_null(strstr(r.out, "64.0 GiB  avx2  sumtree,table,learner  ok\n"));
+  mock_seen_t seen;
+  mock_seen(&seen);
+  assert_string_equal(seen.method, "/replayd.v1.Replay/ListDevices");
+  script_devices();
   run(&r, extra, "devices", "--json", NULL);
   assert_int_equal(r.rc, 0);
   assert_json(r.out);
   assert_non_null(strstr(r.out, "{\"devices\":[{\"kind\":\"cpu\""));
+  assert_non_null(strstr(r.out, "\"capabilities\":\"sumtree,table,learner\""));
 }
 
 static void script_list(void) {

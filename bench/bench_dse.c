@@ -1,0 +1,264 @@
+/* bench_dse.c - design-space exploration on registration (issue 5), on a
+ * real replayd over loopback.
+ *
+ * Starts the replayd given by --replayd on 127.0.0.1:0 with a fresh state
+ * directory (an empty profile store), then for each benchmark shape of
+ * bench/learner_shapes.h (cartpole_ddpg, cartpole_dqn, hopper_ddpg; the
+ * learner's defaults, capacity 10^5):
+ *   dse.register_ms  the RegisterWorkload call as the client sees it, the
+ *                    first time the shape is seen (cache=cold: the daemon
+ *                    profiles the CPU within its 1.5 s bound and stores
+ *                    the profiles) and the second time (cache=warm: the
+ *                    profiles come from SQLite, nothing is measured);
+ *   dse.gps_error    |predicted - measured| / measured gradient steps per
+ *                    second for the resulting CPU mapping: the prediction
+ *                    is the reply's placement.predicted_gps, the
+ *                    measurement TrainStep's steps_per_second (the median
+ *                    of 3 calls of N steps after a warm-up call) on a
+ *                    table filled with random rows; at D = 0 (the strict
+ *                    loop, the learner spec's default) and D = 50 (papers/001
+ *                    §VII's relaxed pipeline).
+ * Table output by default; --json one JSON object per line; --quick fewer
+ * steps.
+ */
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "replayctl_cli.h"
+#include "replayd_client.h"
+
+static struct {
+  int json, quick;
+  const char *replayd;
+  uint32_t batch;
+} O = {0, 0, NULL, 64};
+
+static char target[64];
+static pid_t daemon_pid;
+static char state_dir[] = "/tmp/replayd-bench-dse-XXXXXX";
+
+static double now_s(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + t.tv_nsec * 1e-9;
+}
+
+static void stop_daemon(void) {
+  if (daemon_pid > 0) {
+    kill(daemon_pid, SIGTERM);
+    int st;
+    waitpid(daemon_pid, &st, 0);
+    daemon_pid = 0;
+  }
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", state_dir);
+  if (system(cmd) != 0) fprintf(stderr, "bench_dse: could not remove %s\n", state_dir);
+}
+
+static int start_daemon(void) {
+  if (mkdtemp(state_dir) == NULL) return -1;
+  char log[256];
+  snprintf(log, sizeof log, "%s/replayd.log", state_dir);
+  daemon_pid = fork();
+  if (daemon_pid == 0) {
+    FILE *f = freopen(log, "w", stderr);
+    (void)f;
+    execl(O.replayd, O.replayd, "--listen", "127.0.0.1:0", "--state-dir", state_dir,
+          "--threads", "2", (char *)NULL);
+    _exit(127);
+  }
+  for (int i = 0; i < 300; i++) {
+    usleep(20000);
+    FILE *f = fopen(log, "r");
+    if (f == NULL) continue;
+    char line[512];
+    while (fgets(line, sizeof line, f)) {
+      char *p = strstr(line, "listening on 127.0.0.1:");
+      if (p) {
+        snprintf(target, sizeof target, "127.0.0.1:%d",
+                 atoi(p + strlen("listening on 127.0.0.1:")));
+        fclose(f);
+        return 0;
+      }
+    }
+    fclose(f);
+  }
+  fprintf(stderr, "bench_dse: %s did not start (see %s)\n", O.replayd, log);
+  return -1;
+}
+
+static void emit(const char *name, const char *shape, const char *k2, const char *v2, double value,
+                 const char *unit) {
+  if (O.json)
+    printf("{\"name\": \"%s\", \"params\": {\"shape\": \"%s\", \"%s\": %s}, \"value\": %.6g, "
+           "\"unit\": \"%s\"}\n", name, shape, k2, v2, value, unit);
+  else
+    printf("%-16s %-14s %-12s=%-6s %12.4f %s\n", name, shape, k2, v2, value, unit);
+  fflush(stdout);
+}
+
+/* Random rows for the spec's fields (obs, action, reward, next_obs, discount). */
+static int fill(rdc_client_t *c, const rdc_workload_t *w, uint32_t n) {
+  const rdc_spec_t *s = &w->spec;
+  void *bufs[RDC_MAX_FIELDS];
+  rdc_column_t cols[RDC_MAX_FIELDS];
+  int ddpg = strcmp(s->learner.algorithm, "ddpg") == 0;
+  uint64_t x = 88172645463325252ull;
+  for (uint32_t f = 0; f < s->n_fields; f++) {
+    size_t b = rdc_field_bytes(&s->fields[f]);
+    bufs[f] = malloc((size_t)n * b);
+    if (bufs[f] == NULL) return -1;
+    cols[f].data = bufs[f];
+    cols[f].bytes = (size_t)n * b;
+    size_t k = (size_t)n * b / 4;
+    for (size_t i = 0; i < k; i++) {
+      x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+      float u = (float)((x >> 40) * 0x1p-24) * 2 - 1;
+      const char *name = s->fields[f].name;
+      if (strcmp(name, "action") == 0 && !ddpg)
+        ((int32_t *)bufs[f])[i] = (int32_t)((x >> 33) % s->learner.num_actions);
+      else if (strcmp(name, "discount") == 0)
+        ((float *)bufs[f])[i] = i % 10 == 9 ? 0.0f : 0.99f;
+      else
+        ((float *)bufs[f])[i] = u;
+    }
+  }
+  rdc_error_t e;
+  int rc = rdc_insert_batch(c, w->id, w->token, n, cols, s->n_fields, NULL, NULL, &e);
+  if (rc != RDC_OK) fprintf(stderr, "bench_dse: insert: %s\n", e.msg);
+  for (uint32_t f = 0; f < s->n_fields; f++) free(bufs[f]);
+  return rc == RDC_OK ? 0 : -1;
+}
+
+static int cmp_d(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+/* Measured steps/s: median of 3 TrainStep calls after a warm-up. */
+static double measure_gps(rdc_client_t *c, const rdc_workload_t *w, uint32_t steps) {
+  rdc_train_result_t r;
+  rdc_error_t e;
+  if (rdc_train_step(c, w->id, w->token, steps / 4 + 1, &r, &e) != RDC_OK) {
+    fprintf(stderr, "bench_dse: train: %s\n", e.msg);
+    return -1;
+  }
+  double v[3];
+  for (int i = 0; i < 3; i++) {
+    if (rdc_train_step(c, w->id, w->token, steps, &r, &e) != RDC_OK) {
+      fprintf(stderr, "bench_dse: train: %s\n", e.msg);
+      return -1;
+    }
+    v[i] = r.steps_per_second;
+  }
+  qsort(v, 3, sizeof v[0], cmp_d);
+  return v[1];
+}
+
+int main(int argc, char **argv) {
+  for (int i = 1; i < argc; i++) {
+    if (strcmp(argv[i], "--json") == 0) O.json = 1;
+    else if (strcmp(argv[i], "--quick") == 0) O.quick = 1;
+    else if (strcmp(argv[i], "--replayd") == 0 && i + 1 < argc) O.replayd = argv[++i];
+    else if (strcmp(argv[i], "--batch") == 0 && i + 1 < argc) O.batch = (uint32_t)atoi(argv[++i]);
+    else {
+      fprintf(stderr, "usage: bench_dse --replayd PATH [--json] [--quick] [--batch B]\n");
+      return 2;
+    }
+  }
+  if (O.replayd == NULL || O.batch == 0 || O.batch > 65536) {
+    fprintf(stderr, "bench_dse: --replayd PATH is required (batch 1..65536)\n");
+    return 2;
+  }
+  if (start_daemon() != 0) return 1;
+  rdc_client_t *c;
+  rdc_error_t e;
+  rdc_connect_opts_t co;
+  rdc_connect_opts_init(&co);
+  co.deadline_s = 120;
+  if (rdc_connect_ex(target, 10, &co, &c, &e) != RDC_OK) {
+    fprintf(stderr, "bench_dse: %s\n", e.msg);
+    stop_daemon();
+    return 1;
+  }
+  if (!O.json)
+    printf("# bench_dse: registration with a cold and a warm profile cache, and predicted vs "
+           "measured GPS of the CPU mapping (batch %u)\n%-16s %-14s %-19s %12s %s\n", O.batch,
+           "name", "shape", "param", "value", "unit");
+  static const char *const shapes[] = {"cartpole_ddpg", "cartpole_dqn", "hopper_ddpg"};
+  static const uint32_t depths[] = {0, 50};
+  uint32_t steps = O.quick ? 200 : 1000;
+  int status = 0;
+  rdc_spec_t *spec = malloc(sizeof *spec);
+  rdc_workload_t *w = malloc(sizeof *w);
+  if (spec == NULL || w == NULL) return 1;
+  for (size_t s = 0; s < 3 && status == 0; s++) {
+    for (int pass = 0; pass < 2 && status == 0; pass++) { /* cold, then warm */
+      char text[128], msg[256];
+      snprintf(text, sizeof text, "%s,batch=%u,capacity=100000", shapes[s], O.batch);
+      if (rctl_parse_plan_spec(text, spec, msg, sizeof msg) != 0) {
+        fprintf(stderr, "bench_dse: %s\n", msg);
+        status = 1;
+        break;
+      }
+      double t0 = now_s();
+      if (rdc_register(c, spec, w, &e) != RDC_OK) {
+        fprintf(stderr, "bench_dse: register %s: %s\n", shapes[s], e.msg);
+        status = 1;
+        break;
+      }
+      double ms = (now_s() - t0) * 1e3;
+      if (!w->has_placement || w->placement.profile_cache_hit != pass) {
+        fprintf(stderr, "bench_dse: %s: expected a cache %s\n", shapes[s], pass ? "hit" : "miss");
+        status = 1;
+      }
+      emit("dse.register_ms", shapes[s], "cache", pass ? "\"warm\"" : "\"cold\"", ms, "ms");
+      rdc_delete(c, w->id, w->token, NULL);
+    }
+    for (size_t di = 0; di < 2 && status == 0; di++) {
+      char text[128], msg[256];
+      snprintf(text, sizeof text, "%s,batch=%u,capacity=100000,depth=%u", shapes[s], O.batch,
+               depths[di]);
+      if (rctl_parse_plan_spec(text, spec, msg, sizeof msg) != 0 ||
+          rdc_register(c, spec, w, &e) != RDC_OK) {
+        fprintf(stderr, "bench_dse: register %s: %s\n", shapes[s], e.msg);
+        status = 1;
+        break;
+      }
+      double pred = w->placement.predicted_gps;
+      if (fill(c, w, 8192) != 0) {
+        status = 1;
+        break;
+      }
+      double meas = measure_gps(c, w, steps);
+      if (meas <= 0) {
+        status = 1;
+        break;
+      }
+      char b[160];
+      snprintf(b, sizeof b, "%u, \"depth\": %u, \"predicted_gps\": %.6g, \"measured_gps\": %.6g",
+               O.batch, depths[di], pred, meas);
+      if (O.json) {
+        emit("dse.gps_error", shapes[s], "batch", b, fabs(pred - meas) / meas, "fraction");
+      } else {
+        printf("%-16s %-14s batch=%-4u D=%-3u %12.4f fraction (predicted %.0f, measured %.0f "
+               "steps/s; %s)\n", "dse.gps_error", shapes[s], O.batch, depths[di],
+               fabs(pred - meas) / meas, pred, meas, w->placement.mapping);
+        fflush(stdout);
+      }
+      rdc_delete(c, w->id, w->token, NULL);
+    }
+  }
+  free(spec);
+  free(w);
+  rdc_close(c);
+  stop_daemon();
+  return status;
+}

@@ -1,0 +1,93 @@
+/* placement.h - a workload's design-space exploration (papers/001 §VI,
+ * Fig. 8): profile each device, build the primitive-platform table, map.
+ *
+ * One call, rd_placement_compute, for a registration and for a plan:
+ *
+ *  - CPU (always): sample and update at 1 thread (a table call runs on one
+ *    thread) and a train-step at each of rd_profile_default_threads(cores)
+ *    plus the hosted learner's own thread count, through the profile cache
+ *    (profile_cache.h): stored rows of this CPU, shape and build are reused
+ *    ("cached"), otherwise measured within the budget and stored
+ *    ("measured"). The table's CPU row: T_rmm = sample + update at 1 thread,
+ *    T_learner = train at the learner's thread count.
+ *  - GPU: present GPUs have no profiler in this build (the GPU backend is
+ *    not wired into the daemon); their rows come from the store when
+ *    profiles of that fingerprint and shape were imported ("cached"), and
+ *    are absent otherwise. A plan may assume a GPU: its profile rows (JSON
+ *    lines as ExportProfiles writes them) for this shape ("assumed", the
+ *    fastest thread count of each primitive, any build).
+ *  - FPGA: the analytical model (backends/fpga/model.h) for a present FPGA
+ *    or an assumed part ("model"); a design that does not fit leaves the
+ *    row empty with the reason.
+ *
+ * The time bound: only the CPU is measured, within budget_s (the default
+ * RD_PROFILE_DEFAULT_BUDGET_S, 1.5 s; profile.h says what it covers); a
+ * cache hit measures nothing. The GPU rows are lookups and the FPGA model
+ * is arithmetic (well under a millisecond).
+ *
+ * The mapping is papers/001 Algorithm 3 (mapper.h) with N_actor = 16 items
+ * per step (the paper's 16 actors, §VII-A) for TrainStep-driven workloads,
+ * B / samples_per_insert in continuous mode; E = ceil(row bytes / 4); the
+ * pipeline's D; and the CPU-sharing rule with this CPU's cores. Only the
+ * CPU backend can run a workload today, so `running` is always "C-C-C" and
+ * `note` says so when the mapping picked another device.
+ */
+#ifndef RD_PLACEMENT_H
+#define RD_PLACEMENT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "mapper.h"
+#include "model.h"
+#include "pipeline.h"
+#include "profile.h"
+#include "rd_error.h"
+#include "store.h"
+#include "table.h"
+
+#define RD_PLACEMENT_DETAIL_MAX 200
+#define RD_PLACEMENT_NOTE_MAX 200
+#define RD_PLACEMENT_MAX_GPU_ROWS 4096 /* assumed GPU profile lines, at most */
+
+/* Devices a plan assumes instead of (or besides) this server's. */
+typedef struct {
+  const rd_profile_t *gpu_rows; /* assumed GPU profiles (any shapes), or NULL */
+  size_t n_gpu_rows;
+  const rd_fpga_part_t *fpga;   /* an assumed FPGA part, or NULL */
+  int ignore_present;           /* leave out this server's own GPUs and FPGAs */
+  int cache_only;               /* never measure: RD_ENOTFOUND if the store lacks the CPU's */
+} rd_placement_assume_t;
+
+typedef struct {
+  int mapped;                    /* 0: no table could be mapped (see note) */
+  rd_ptable_t table;
+  rd_mapping_t mapping;          /* when mapped */
+  char fingerprint[RD_DEV_COUNT][RD_FPGA_NAME_MAX + 8];
+  char detail[RD_DEV_COUNT][RD_PLACEMENT_DETAIL_MAX];
+  int cache_hit;                 /* the CPU's figures came from the store */
+  uint32_t profiles_measured;
+  double register_ms;            /* profiling and mapping */
+  char code[RD_MAPPING_CODE_MAX];    /* the mapping, "G-C-G"; "" if not mapped */
+  char running[RD_MAPPING_CODE_MAX]; /* what is instantiated: "C-C-C" */
+  char note[RD_PLACEMENT_NOTE_MAX];
+  uint32_t learner_threads;
+} rd_placement_t;
+
+/* The placement of a hosted-learner workload (tc, pc as the registry
+ * validated them). store may be NULL (measure, store nothing); assume may
+ * be NULL. Errors: RD_EINVAL (a bad shape, or assumed GPU rows without a
+ * row for this shape: nothing is measured then), RD_ENOMEM, RD_EINTERNAL
+ * (profiling failed), RD_ENOTFOUND (cache_only and nothing stored). A table that cannot be mapped (no learner figure
+ * within the budget) is not an error: mapped = 0 and note says why. */
+int rd_placement_compute(rd_store_t *store, const rd_table_config_t *tc,
+                         const rd_pipeline_config_t *pc, uint32_t learner_threads,
+                         double budget_s, const char *fpga_parts_dir,
+                         const rd_placement_assume_t *assume, rd_placement_t *out,
+                         rd_error_t *err);
+
+/* The FPGA model's view of a workload (for tests and tools). */
+int rd_placement_fpga_workload(const rd_table_config_t *tc, const rd_pipeline_config_t *pc,
+                               rd_fpga_workload_t *out, rd_error_t *err);
+
+#endif
