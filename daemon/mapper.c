@@ -97,6 +97,12 @@ int rd_ptable_validate(const rd_ptable_t *t, rd_error_t *err) {
   if (!isfinite(t->link_bytes_per_s) || t->link_bytes_per_s < 0)
     return rd_error_set(err, RD_EINVAL, "link_bytes_per_s %g: must be finite and >= 0 (0: off)",
                         t->link_bytes_per_s);
+  const double extra[3] = {t->cpu_gather_s, t->cpu_handoff_s, t->cpu_pass_s};
+  const char *extra_name[3] = {"cpu_gather_s", "cpu_handoff_s", "cpu_pass_s"};
+  for (int i = 0; i < 3; i++)
+    if (!isfinite(extra[i]) || extra[i] < 0)
+      return rd_error_set(err, RD_EINVAL, "%s %g: must be finite and >= 0 (0: not modelled)",
+                          extra_name[i], extra[i]);
   /* The actors' items arrive through the CPU (Step 3), so it always exists;
    * whether it may run the learner or the RMM is its entries' business. */
   if (!t->dev[RD_DEV_CPU].present)
@@ -155,7 +161,17 @@ static void place_storage(const rd_ptable_t *t, cand_t *c) {
 }
 
 static void predict(const rd_ptable_t *t, cand_t *c) {
-  const double tl = t->dev[c->l].t_learner, tr = t->dev[c->r].t_rmm;
+  double tl = t->dev[c->l].t_learner, tr = t->dev[c->r].t_rmm;
+  double strict_extra = 0;
+  if (c->l == RD_DEV_CPU && c->r == RD_DEV_CPU && c->s == RD_DEV_CPU) {
+    /* mapper.h "Pipeline costs". */
+    if (t->depth == 0) {
+      strict_extra = t->cpu_gather_s + t->cpu_handoff_s;
+    } else {
+      tl += t->cpu_pass_s;
+      tr += t->cpu_gather_s;
+    }
+  }
   c->shares_gpu = c->l == RD_DEV_GPU && c->r == RD_DEV_GPU;
   c->transfer_s = 0;
   if (t->depth == 0) {
@@ -163,7 +179,7 @@ static void predict(const rd_ptable_t *t, cand_t *c) {
      * overlaps; the storage traffic crosses the link in the step too. */
     if (t->link_bytes_per_s > 0)
       c->transfer_s = c->traffic * RD_MAPPER_WORD_BYTES / t->link_bytes_per_s;
-    c->gps = 1.0 / (tl + tr + c->transfer_s);
+    c->gps = 1.0 / (tl + tr + c->transfer_s + strict_extra);
   } else if (c->shares_gpu) {
     c->gps = 1.0 / (tl + tr); /* §VI-B: B/T_L becomes B/(T_L + T_RMM) */
   } else {
@@ -348,6 +364,15 @@ static void explain(const rd_ptable_t *t, const cand_t *cands, size_t n, const c
               t->cpu_cores, t->cpu_learner_threads ? t->cpu_learner_threads : 1, t->depth);
   else
     sb_printf(&sb, "(relaxed pipeline, D=%u: min(TP_learner, TP_rmm)/B)", t->depth);
+  if (win->l == RD_DEV_CPU && win->r == RD_DEV_CPU && win->s == RD_DEV_CPU &&
+      (t->cpu_gather_s > 0 || t->cpu_handoff_s > 0 || t->cpu_pass_s > 0)) {
+    if (t->depth == 0)
+      sb_printf(&sb, ", plus the cpu pipeline's gather %.3g s and hand-off %.3g s per step",
+                t->cpu_gather_s, t->cpu_handoff_s);
+    else
+      sb_printf(&sb, ", with the cpu pipeline's gather %.3g s on the rmm's side and pass "
+                "%.3g s on the learner's", t->cpu_gather_s, t->cpu_pass_s);
+  }
 
   if (sb.len >= cap && cap >= 4) memcpy(out + cap - 4, "...", 4); /* show it was cut */
 }
@@ -477,6 +502,9 @@ int rd_ptable_format(const rd_ptable_t *t, char *buf, size_t cap, size_t *len) {
     sb_printf(&sb, "%.3g B/s\n", t->link_bytes_per_s);
   else
     sb_printf(&sb, "off\n");
+  if (t->cpu_gather_s > 0 || t->cpu_handoff_s > 0 || t->cpu_pass_s > 0)
+    sb_printf(&sb, "cpu pipeline per step: gather %.3e s, handoff %.3e s, pass %.3e s\n",
+              t->cpu_gather_s, t->cpu_handoff_s, t->cpu_pass_s);
   if (len != NULL) *len = sb.len;
   return sb.len < cap ? RD_OK : RD_ETOOBIG;
 }

@@ -59,6 +59,23 @@
  * to §VI-B's GPU-sharing penalty 1/(T_L + T_R) on a single core. With
  * cpu_cores 0 the rule is off (the paper's machine: 1/max).
  *
+ * Pipeline costs. The paper's model counts the primitives only. The
+ * pipeline the daemon runs (daemon/pipeline.c: learner, RMM and storage
+ * all on the CPU, the storage's gather on the sampler's thread) also pays
+ * for the gather (T_G) and for handing batches between its two threads:
+ * T_H per step in the strict loop (a wake-up each way and the batch
+ * crossing cores), T_P per step on the learner's side when batches wait
+ * in the queue (queue operations and reading a batch another core wrote).
+ * Measured on 2 vCPUs, these were 10-40% of a CartPole step and made the
+ * primitive-only prediction up to 3x too high. So when L == R == S == CPU:
+ *   D == 0:  1 / (T_L + T_R + T_G + T_H)
+ *   D > 0:   1 / max(T_L + T_P, T_R + T_G)   (and CPU sharing with
+ *            T_L + T_P and T_R + T_G in place of T_L and T_R).
+ * Other mappings keep the paper's formulas: their hand-off costs are
+ * not measured here, and for the CPU pair they are the same for every
+ * candidate sharing them, so they never change which mapping wins
+ * between two all-CPU candidates (there is one).
+ *
  * Step 3 (lines 9-16, storage). Per gradient step the storage exchanges
  * C_RMM = B words (indices) with the RMM, C_Learner = B*E (sampled items)
  * with the learner and C_Actor = N_actor*E (inserted items) with the
@@ -135,6 +152,9 @@ typedef struct {
   /* The CPU's share rule (see "CPU sharing" above); 0 = not modelled. */
   uint32_t cpu_cores;           /* logical cores the pipeline's threads run on */
   uint32_t cpu_learner_threads; /* threads of the CPU learner's train-step (its profile's) */
+  /* The CPU pipeline's own costs per step (see "Pipeline costs" above;
+   * profile.h: gather, handoff, pass), >= 0; 0 = not modelled. */
+  double cpu_gather_s, cpu_handoff_s, cpu_pass_s;
 } rd_ptable_t;
 
 typedef struct {

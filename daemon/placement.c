@@ -7,8 +7,10 @@
 #include <time.h>
 
 #include "devices.h"
+#include "learner_backend.h"
 #include "log.h"
 #include "profile_cache.h"
+#include "profile_gpu.h"
 
 #define DEFAULT_N_ACTOR 16.0 /* papers/001 §VII-A: 16 actors, one item each per step */
 
@@ -106,6 +108,29 @@ static int gpu_row(const rd_profile_t *rows, size_t n, const rd_profile_key_t *k
   return d->src_rmm != RD_PT_NONE || d->src_learner != RD_PT_NONE;
 }
 
+/* Measure (or find stored) GPU profiles for the GPU row (profile_gpu.h).
+ * 1 if the row got figures, 0 if not, -1 on a device fault, which marks the
+ * GPU unusable and takes it out of the table; why says what happened. */
+static int gpu_measure(rd_store_t *store, const rd_profile_shape_t *shape, const rd_device_t *gpu,
+                       double budget_s, rd_placement_t *o, char *why, size_t len) {
+  rd_profile_t rows[3];
+  size_t n = 0;
+  int hit = 0, fault = 0;
+  rd_error_t err;
+  rd_error_clear(&err);
+  if (rd_profile_gpu_cached(store, shape, gpu, budget_s, rows, 3, &n, &hit, &fault, &err) !=
+      RD_OK) {
+    rd_log_warn("profile", "gpu%u: %s", gpu->index, err.msg);
+    if (fault) {
+      rd_devices_mark_unusable("gpu", gpu->index, err.msg);
+      o->table.dev[RD_DEV_GPU].present = 0;
+    }
+    snprintf(why, len, "GPU profile failed%s: %.200s", fault ? " (now unusable)" : "", err.msg);
+    return fault ? -1 : 0;
+  }
+  return gpu_row(rows, n, &shape->key, hit ? RD_PT_CACHED : RD_PT_MEASURED, o);
+}
+
 int rd_placement_compute(rd_store_t *store, const rd_table_config_t *tc,
                          const rd_pipeline_config_t *pc, uint32_t learner_threads,
                          double budget_s, const char *fpga_parts_dir,
@@ -173,6 +198,10 @@ int rd_placement_compute(rd_store_t *store, const rd_table_config_t *tc,
     if (prof[i].threads == 1 && prof[i].primitive == RD_PRIM_UPDATE) tu = prof[i].latency_s;
     if (prof[i].threads == learner_threads && prof[i].primitive == RD_PRIM_TRAIN)
       tt = prof[i].latency_s;
+    /* The pipeline's own costs (mapper.h "Pipeline costs"). */
+    if (prof[i].primitive == RD_PRIM_GATHER) o.table.cpu_gather_s = prof[i].latency_s;
+    if (prof[i].primitive == RD_PRIM_HANDOFF) o.table.cpu_handoff_s = prof[i].latency_s;
+    if (prof[i].primitive == RD_PRIM_PASS) o.table.cpu_pass_s = prof[i].latency_s;
   }
   if (ts > 0 && tu > 0) {
     c->t_rmm = ts + tu;
@@ -190,6 +219,7 @@ int rd_placement_compute(rd_store_t *store, const rd_table_config_t *tc,
   /* GPU and FPGA: assumed, or this server's own. */
   rd_device_t devs[RD_MAX_DEVICES];
   size_t nd = rd_devices_get(devs, RD_MAX_DEVICES);
+  int gpu_index = -1; /* the present, usable GPU of the GPU row */
   if (assume->gpu_rows != NULL && assume->n_gpu_rows > 0) {
     o.table.dev[RD_DEV_GPU].present = 1;
     gpu_row(assume->gpu_rows, assume->n_gpu_rows, &shape.key, RD_PT_ASSUMED, &o);
@@ -198,7 +228,13 @@ int rd_placement_compute(rd_store_t *store, const rd_table_config_t *tc,
   } else if (!assume->ignore_present) {
     for (size_t i = 0; i < nd; i++) {
       if (strcmp(devs[i].kind, "gpu") != 0) continue;
+      if (!rd_device_usable(&devs[i])) { /* given up after a failure: not a candidate */
+        snprintf(o.detail[RD_DEV_GPU], sizeof o.detail[RD_DEV_GPU], "gpu%u %.180s",
+                 devs[i].index, devs[i].status);
+        continue;
+      }
       o.table.dev[RD_DEV_GPU].present = 1;
+      gpu_index = (int)devs[i].index;
       snprintf(o.fingerprint[RD_DEV_GPU], sizeof o.fingerprint[RD_DEV_GPU], "%s",
                devs[i].fingerprint);
       rd_profile_t *rows = NULL;
@@ -212,11 +248,21 @@ int rd_placement_compute(rd_store_t *store, const rd_table_config_t *tc,
         got = gpu_row(rows, nr, &shape.key, RD_PT_CACHED, &o);
         rd_store_free_profiles(rows);
       }
-      snprintf(o.detail[RD_DEV_GPU], sizeof o.detail[RD_DEV_GPU], "%s",
-               got ? "imported profiles from the store"
+      const char *how = got ? "profiles from the store" : NULL;
+      char gerr[RD_ERROR_MSG_MAX + 64] = "";
+      if (!got && !assume->cache_only && rd_profile_gpu_built()) {
+        int m = gpu_measure(store, &shape, &devs[i], budget_s, &o, gerr, sizeof gerr);
+        if (m > 0) how = "measured on this GPU (or stored by this build)";
+        if (m < 0) gpu_index = -1;
+      }
+      snprintf(o.detail[RD_DEV_GPU], sizeof o.detail[RD_DEV_GPU], "%.199s",
+               how ? how
+               : gerr[0] ? gerr
+               : rd_profile_gpu_built()
+                   ? "no stored profiles for this shape (restore: never measured at start)"
                    : "no GPU profiler in this build and no stored profiles for this shape "
                      "(import them: replayctl profiles import)");
-      break; /* one GPU row: the first GPU */
+      break; /* one GPU row: the first usable GPU */
     }
   }
   if (assume->fpga != NULL) {
@@ -247,13 +293,26 @@ int rd_placement_compute(rd_store_t *store, const rd_table_config_t *tc,
   o.table.cpu_learner_threads = learner_threads;
 
   snprintf(o.running, sizeof o.running, "C-C-C");
+  o.learner_kind = RD_LEARNER_ON_CPU;
   rd_error_t merr;
   rd_error_clear(&merr);
   if (rd_map(&o.table, &o.mapping, &merr) == RD_OK) {
     o.mapped = 1;
     rd_mapping_format(&o.mapping, o.code, sizeof o.code);
+    /* The learner runs where it was mapped when that is a usable GPU and
+     * the GPU learner is built; the sum tree and storage stay on the CPU. */
+    if (o.mapping.learner == RD_DEV_GPU && gpu_index >= 0 && rd_learner_gpu_built()) {
+      o.learner_kind = RD_LEARNER_ON_GPU;
+      o.learner_device = (uint32_t)gpu_index;
+      snprintf(o.running, sizeof o.running, "G-C-C");
+    }
     if (strcmp(o.code, o.running) == 0) {
       snprintf(o.note, sizeof o.note, "mapped %s; running %s", o.code, o.running);
+    } else if (o.learner_kind == RD_LEARNER_ON_GPU) {
+      snprintf(o.note, sizeof o.note, "mapped %s; running %s: the GPU sum tree and storage are "
+               "not used by the pipeline%s", o.code, o.running,
+               o.mapping.rmm == RD_DEV_FPGA || o.mapping.storage == RD_DEV_FPGA
+                   ? "; FPGA backend not available" : "");
     } else {
       int gpu = 0, fpga = 0;
       const rd_devkind_t used[3] = {o.mapping.learner, o.mapping.rmm, o.mapping.storage};
@@ -262,8 +321,10 @@ int rd_placement_compute(rd_store_t *store, const rd_table_config_t *tc,
         fpga |= used[i] == RD_DEV_FPGA;
       }
       const char *missing = gpu && fpga ? "GPU and FPGA" : gpu ? "GPU" : "FPGA";
-      snprintf(o.note, sizeof o.note, "mapped %s; running %s: %s backend not available",
-               o.code, o.running, missing);
+      snprintf(o.note, sizeof o.note, "mapped %s; running %s: %s backend not available%s",
+               o.code, o.running, missing,
+               o.mapping.learner != RD_DEV_GPU || gpu_index < 0 ? ""
+               : rd_learner_gpu_built() ? "" : " (built without CUDA)");
     }
   } else {
     snprintf(o.note, sizeof o.note, "not mapped (%.120s); running %s", merr.msg, o.running);

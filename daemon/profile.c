@@ -27,12 +27,16 @@
 #define COLD_SAFETY 1.5            /* on the first-touch estimate of a learner's first step */
 #define GEN_S_PER_FLOAT 10e-9      /* generating synthetic batch data */
 #define DATA_SEED UINT64_C(0x70726f66696c65) /* "profile" */
+#define GATHER_MAX_BYTES (32u << 20) /* gather's source rows */
+#define GATHER_INDEX_SETS 4u
+#define PASS_SLOTS 8u              /* batches in flight for "pass" */
 
 /* ------------------------------------------------------------------ */
 /* Names                                                               */
 /* ------------------------------------------------------------------ */
 
-static const char *const prim_names[RD_PRIM_COUNT] = {"sample", "update", "train"};
+static const char *const prim_names[RD_PRIM_COUNT] = {"sample", "update", "train",
+                                                      "gather", "handoff", "pass"};
 static const char *const source_names[] = {"measured", "imported"};
 
 const char *rd_primitive_name(rd_primitive_t p) {
@@ -546,6 +550,283 @@ static double learner_param_bytes(const rd_learner_config_t *lc) {
 }
 
 /* ------------------------------------------------------------------ */
+/* The pipeline's own costs: gather, handoff, pass                     */
+/* ------------------------------------------------------------------ */
+
+typedef struct {
+  uint8_t *src, *dst;
+  uint32_t *idx; /* GATHER_INDEX_SETS sets of batch indices into src */
+  uint32_t batch, row, next;
+} gather_ctx_t;
+
+static void gather_free(gather_ctx_t *g) {
+  free(g->src);
+  free(g->dst);
+  free(g->idx);
+  memset(g, 0, sizeof *g);
+}
+
+static int gather_setup(gather_ctx_t *g, const rd_profile_shape_t *s, rd_error_t *err) {
+  memset(g, 0, sizeof *g);
+  g->batch = s->key.batch;
+  g->row = s->row_bytes > 0 ? s->row_bytes : 1;
+  uint64_t rows = s->key.capacity, fit = GATHER_MAX_BYTES / g->row;
+  if (rows > fit) rows = fit;
+  if (rows < 1) rows = 1;
+  g->src = malloc(rows * g->row);
+  g->dst = malloc((size_t)g->batch * g->row);
+  g->idx = malloc((size_t)g->batch * GATHER_INDEX_SETS * sizeof *g->idx);
+  if (g->src == NULL || g->dst == NULL || g->idx == NULL) {
+    gather_free(g);
+    return rd_error_set(err, RD_ENOMEM, "out of memory for the gather profile");
+  }
+  memset(g->src, 0x3c, rows * g->row);
+  uint64_t seed = DATA_SEED ^ 0x6761746865ull;
+  for (size_t i = 0; i < (size_t)g->batch * GATHER_INDEX_SETS; i++)
+    g->idx[i] = (uint32_t)(splitmix(&seed) % rows);
+  return RD_OK;
+}
+
+static int gather_call(void *p, rd_error_t *err) {
+  (void)err;
+  gather_ctx_t *g = p;
+  const uint32_t *idx = g->idx + (size_t)(g->next++ % GATHER_INDEX_SETS) * g->batch;
+  for (uint32_t i = 0; i < g->batch; i++)
+    memcpy(g->dst + (size_t)i * g->row, g->src + (size_t)idx[i] * g->row, g->row);
+  return RD_OK;
+}
+
+/* Two threads joined by two bounded queues of batch slots under one mutex,
+ * as daemon/pipeline.c's sampler and learner: the producer fills a free
+ * slot's batch (B rows), the consumer reads it and writes B |delta|, the
+ * producer reads those before it fills the slot again. Each side signals
+ * the other only when it may be asleep on an empty queue. The calling
+ * thread runs one side per call (handoff: the producer, which waits for
+ * each batch to come back; pass: the consumer, with PASS_SLOTS slots so the
+ * producer keeps ahead); a helper thread runs the other side until stop. */
+typedef struct {
+  pthread_mutex_t mu;
+  pthread_cond_t cv_prod, cv_cons;
+  uint32_t n_slots, full_len, full_head, free_len, free_head;
+  uint32_t wake_at; /* the consumer wakes a waiting producer at this many free slots */
+  uint32_t full[PASS_SLOTS], free_q[PASS_SLOTS];
+  int prod_waiting, cons_waiting, stop;
+  float *data; /* n_slots x floats */
+  float *td;   /* n_slots x batch */
+  size_t floats;
+  uint32_t batch;
+  volatile float sink;
+  float fill;
+  call_fn work;   /* handoff: the consumer's train-step per batch, or NULL */
+  void *work_ctx;
+  int work_rc;    /* the first failure of work */
+  pthread_t th;
+  bool started;
+} handoff_ctx_t;
+
+static uint32_t hq_pop(uint32_t *q, uint32_t *head, uint32_t *len, uint32_t cap) {
+  uint32_t v = q[*head];
+  *head = (*head + 1) % cap;
+  (*len)--;
+  return v;
+}
+
+static void hq_push(uint32_t *q, uint32_t head, uint32_t *len, uint32_t cap, uint32_t v) {
+  q[(head + *len) % cap] = v;
+  (*len)++;
+}
+
+/* Producer: take a free slot (reading the |delta| the consumer left), fill
+ * it, queue it. Returns 0 when stopped. */
+static int produce_one(handoff_ctx_t *h) {
+  pthread_mutex_lock(&h->mu);
+  while (!h->stop && h->free_len == 0) {
+    h->prod_waiting = 1;
+    pthread_cond_wait(&h->cv_prod, &h->mu);
+    h->prod_waiting = 0;
+  }
+  if (h->stop) {
+    pthread_mutex_unlock(&h->mu);
+    return 0;
+  }
+  uint32_t si = hq_pop(h->free_q, &h->free_head, &h->free_len, h->n_slots);
+  pthread_mutex_unlock(&h->mu);
+  float acc = 0, *td = h->td + (size_t)si * h->batch, *d = h->data + (size_t)si * h->floats;
+  for (uint32_t i = 0; i < h->batch; i++) acc += td[i];
+  h->fill += 1.0f;
+  for (size_t i = 0; i < h->floats; i++) d[i] = h->fill;
+  h->sink = acc;
+  pthread_mutex_lock(&h->mu);
+  hq_push(h->full, h->full_head, &h->full_len, h->n_slots, si);
+  if (h->cons_waiting) pthread_cond_signal(&h->cv_cons);
+  pthread_mutex_unlock(&h->mu);
+  return 1;
+}
+
+/* Consumer: take a full slot, read its batch, write |delta|, free it. */
+static int consume_one(handoff_ctx_t *h) {
+  pthread_mutex_lock(&h->mu);
+  while (!h->stop && h->full_len == 0) {
+    h->cons_waiting = 1;
+    pthread_cond_wait(&h->cv_cons, &h->mu);
+    h->cons_waiting = 0;
+  }
+  if (h->stop) {
+    pthread_mutex_unlock(&h->mu);
+    return 0;
+  }
+  uint32_t si = hq_pop(h->full, &h->full_head, &h->full_len, h->n_slots);
+  pthread_mutex_unlock(&h->mu);
+  float acc = 0, *td = h->td + (size_t)si * h->batch;
+  const float *d = h->data + (size_t)si * h->floats;
+  for (size_t i = 0; i < h->floats; i++) acc += d[i];
+  for (uint32_t i = 0; i < h->batch; i++) td[i] = acc * (float)i;
+  if (h->work != NULL) {
+    int rc = h->work(h->work_ctx, NULL);
+    if (rc != RD_OK && h->work_rc == RD_OK) h->work_rc = rc;
+  }
+  pthread_mutex_lock(&h->mu);
+  hq_push(h->free_q, h->free_head, &h->free_len, h->n_slots, si);
+  if (h->prod_waiting && h->free_len >= h->wake_at) pthread_cond_signal(&h->cv_prod);
+  pthread_mutex_unlock(&h->mu);
+  return 1;
+}
+
+static void *producer_main(void *p) {
+  while (produce_one(p)) {
+  }
+  return NULL;
+}
+
+static void *consumer_main(void *p) {
+  while (consume_one(p)) {
+  }
+  return NULL;
+}
+
+/* handoff: the caller produces and waits for the batch's return. */
+static int handoff_call(void *p, rd_error_t *err) {
+  (void)err;
+  handoff_ctx_t *h = p;
+  produce_one(h);
+  /* Wait until the consumer has freed it: the strict loop's round trip. */
+  pthread_mutex_lock(&h->mu);
+  while (h->free_len == 0) {
+    h->prod_waiting = 1;
+    pthread_cond_wait(&h->cv_prod, &h->mu);
+    h->prod_waiting = 0;
+  }
+  pthread_mutex_unlock(&h->mu);
+  return RD_OK;
+}
+
+/* pass: the caller consumes while the helper produces ahead. */
+static int pass_call(void *p, rd_error_t *err) {
+  (void)err;
+  consume_one(p);
+  return RD_OK;
+}
+
+static void handoff_stop(handoff_ctx_t *h) {
+  if (h->started) {
+    pthread_mutex_lock(&h->mu);
+    h->stop = 1;
+    pthread_cond_broadcast(&h->cv_prod);
+    pthread_cond_broadcast(&h->cv_cons);
+    pthread_mutex_unlock(&h->mu);
+    pthread_join(h->th, NULL);
+    h->started = false;
+  }
+  pthread_cond_destroy(&h->cv_prod);
+  pthread_cond_destroy(&h->cv_cons);
+  pthread_mutex_destroy(&h->mu);
+  free(h->data);
+  free(h->td);
+  h->data = h->td = NULL;
+}
+
+/* consumer_side: the helper thread consumes (handoff); else it produces (pass). */
+static int handoff_start(handoff_ctx_t *h, const rd_profile_shape_t *s, uint32_t slots,
+                         int helper_consumes, rd_error_t *err) {
+  memset(h, 0, sizeof *h);
+  h->batch = s->key.batch;
+  uint32_t row = s->row_bytes > 0 ? s->row_bytes : 4;
+  h->floats = ((size_t)h->batch * row + sizeof(float) - 1) / sizeof(float);
+  while (slots > 1 && (double)slots * (h->floats + h->batch) * sizeof(float) > MAX_BATCH_BYTES)
+    slots /= 2;
+  h->n_slots = slots;
+  /* As the pipeline: in the strict loop the learner wakes the sampler
+   * after every step; with batches in flight only when half are used up. */
+  h->wake_at = slots > 1 ? slots / 2 : 1;
+  pthread_mutex_init(&h->mu, NULL);
+  pthread_cond_init(&h->cv_prod, NULL);
+  pthread_cond_init(&h->cv_cons, NULL);
+  h->data = calloc((size_t)slots * h->floats, sizeof(float));
+  h->td = calloc((size_t)slots * h->batch, sizeof(float));
+  if (h->data == NULL || h->td == NULL) {
+    handoff_stop(h);
+    return rd_error_set(err, RD_ENOMEM, "out of memory for the hand-off profile");
+  }
+  for (uint32_t i = 0; i < slots; i++) h->free_q[i] = i;
+  h->free_len = slots;
+  if (pthread_create(&h->th, NULL, helper_consumes ? consumer_main : producer_main, h) != 0) {
+    handoff_stop(h);
+    return rd_error_set(err, RD_EINTERNAL, "cannot start the hand-off profile's thread");
+  }
+  h->started = true;
+  return RD_OK;
+}
+
+/* Measure one of the pipeline primitives into *tm within [now, slice_end].
+ * For handoff, tr (if not NULL) holds the train-step's batches and
+ * t_train its warm latency at lc's thread count (profile.h: the helper
+ * thread then trains on each batch, and t_train is taken off). */
+static int measure_pipeline(rd_primitive_t prim, const rd_profile_shape_t *s, train_ctx_t *tr,
+                            const rd_learner_config_t *lc, double t_train, double slice_end,
+                            double deadline, timing_t *tm, rd_error_t *err) {
+  int rc;
+  double est = 20e-6 + 2e-9 * (double)s->key.batch * (s->row_bytes > 0 ? s->row_bytes : 1);
+  if (prim == RD_PRIM_GATHER) {
+    gather_ctx_t g;
+    if ((rc = gather_setup(&g, s, err)) != RD_OK) return rc;
+    rc = time_calls(gather_call, &g, est, 0, slice_end, deadline, tm, err);
+    gather_free(&g);
+    return rc;
+  }
+  handoff_ctx_t h;
+  int handoff = prim == RD_PRIM_HANDOFF;
+  bool train = handoff && tr != NULL && t_train > 0;
+  double est_first = est + 100e-6, est_call = 0;
+  if (train) {
+    /* A fresh learner: its first step touches its buffers (the warm-up). */
+    if ((rc = rd_learner_init(&tr->l, lc, err)) != RD_OK) return rc;
+    tr->live = true;
+    est_call = est + 100e-6 + t_train;
+    est_first = est_call + 10 * t_train;
+  }
+  if ((rc = handoff_start(&h, s, handoff ? 1 : PASS_SLOTS, handoff, err)) != RD_OK) goto out;
+  if (train) {
+    h.work = train_call;
+    h.work_ctx = tr;
+  }
+  rc = time_calls(handoff ? handoff_call : pass_call, &h, est_first, est_call, slice_end,
+                  deadline, tm, err);
+  handoff_stop(&h);
+  if (rc == RD_OK && h.work_rc != RD_OK)
+    rc = rd_error_set(err, h.work_rc, "the hand-off profile's train-step failed");
+  if (rc == RD_OK && train && tm->reps > 0) {
+    tm->latency_s -= t_train;
+    if (!(tm->latency_s > 1e-9)) tm->latency_s = 1e-9;
+  }
+out:
+  if (train) {
+    rd_learner_free(&tr->l);
+    tr->live = false;
+  }
+  return rc;
+}
+
+/* ------------------------------------------------------------------ */
 /* Measuring                                                           */
 /* ------------------------------------------------------------------ */
 
@@ -581,7 +862,7 @@ int rd_profile_check(const rd_profile_shape_t *s, const uint32_t *threads, size_
       if (threads[j] == threads[i])
         return rd_error_set(err, RD_EINVAL, "thread count %u is given twice", threads[i]);
   }
-  size_t need = n * (s->has_learner ? 3 : 2);
+  size_t need = s->has_learner ? n * 3 + RD_PRIM_PIPELINE_COUNT : n * 2;
   if (cap < need)
     return rd_error_set(err, RD_EINVAL, "room for %zu profiles is needed, not %zu", need, cap);
   return RD_OK;
@@ -633,7 +914,9 @@ int rd_profile_measure_cpu(const rd_profile_shape_t *shape, const uint32_t *thre
   uint32_t calib_rows = k->batch < CALIB_ROWS ? k->batch : CALIB_ROWS;
   double calib_est = train ? train_estimate(&shape->learner, calib_rows) : 0;
 
-  size_t m = 0, n_prims = train ? 3 : 2, slices = n * n_prims;
+  size_t m = 0, n_prims = train ? 3 : 2, n_pipe = shape->has_learner ? RD_PRIM_PIPELINE_COUNT : 0;
+  size_t slices = n * n_prims + n_pipe;
+  double t_train0 = 0; /* the warm train-step at thread_counts[0], if measured */
   for (size_t ti = 0; ti < n && rc == RD_OK; ti++) {
     uint32_t th = thread_counts[ti];
     tab.t.config.threads = th; /* the table passes it to the sum tree's kernels */
@@ -701,6 +984,7 @@ int rd_profile_measure_cpu(const rd_profile_shape_t *shape, const uint32_t *thre
                     k->network[0] ? k->network : "replay", k->batch, rd_primitive_name(prim), th);
         continue;
       }
+      if (prim == RD_PRIM_TRAIN && ti == 0) t_train0 = tm.latency_s;
       rd_profile_t *r = &out[m++];
       memset(r, 0, sizeof *r);
       snprintf(r->device_fp, sizeof r->device_fp, "%s", cpu.fingerprint);
@@ -713,6 +997,34 @@ int rd_profile_measure_cpu(const rd_profile_shape_t *shape, const uint32_t *thre
       r->items = prim == RD_PRIM_TRAIN ? 0 : items;
       r->source = RD_PROFILE_MEASURED;
     }
+  }
+  /* The pipeline's own costs, once (profile.h). */
+  for (size_t pi = 0; pi < n_pipe && rc == RD_OK; pi++, slices--) {
+    rd_primitive_t prim = (rd_primitive_t)(RD_PRIM_GATHER + pi);
+    double now = now_s();
+    double slice_end = now + (deadline - now) / (double)slices;
+    timing_t tm = {0, 0};
+    rd_learner_config_t lc = shape->learner;
+    lc.threads = thread_counts[0];
+    if ((rc = measure_pipeline(prim, shape, train ? &tr : NULL, &lc, t_train0, slice_end, deadline,
+                               &tm, err)) != RD_OK)
+      break;
+    if (tm.reps == 0) {
+      rd_log_warn("profile", "%s batch %u: no time left to measure %s", k->network, k->batch,
+                  rd_primitive_name(prim));
+      continue;
+    }
+    rd_profile_t *r = &out[m++];
+    memset(r, 0, sizeof *r);
+    snprintf(r->device_fp, sizeof r->device_fp, "%s", cpu.fingerprint);
+    r->primitive = prim;
+    r->threads = thread_counts[0];
+    r->shape = *k;
+    snprintf(r->build, sizeof r->build, "%s", rd_profile_build());
+    r->latency_s = tm.latency_s;
+    r->reps = tm.reps;
+    r->items = 0;
+    r->source = RD_PROFILE_MEASURED;
   }
   train_data_free(&tr);
   table_ctx_free(&tab);
@@ -731,7 +1043,7 @@ int rd_profile_measure_cpu(const rd_profile_shape_t *shape, const uint32_t *thre
   rd_log_info("profile", "%s: %s batch %u capacity %u K %u: %zu of %zu latencies in %.0f ms "
               "(budget %.0f ms; table of %llu items set up in %.0f ms)",
               cpu.fingerprint, k->network[0] ? k->network : "replay", k->batch, k->capacity,
-              k->fanout, m, n * n_prims, (end - start) * 1e3, budget_s * 1e3,
+              k->fanout, m, n * n_prims + n_pipe, (end - start) * 1e3, budget_s * 1e3,
               (unsigned long long)items, (setup_done - start) * 1e3);
   *n_out = m;
   return RD_OK;

@@ -37,6 +37,25 @@
  *  - Train. rd_learner_step (backends/cpu/learner.h) on synthetic batches
  *    of the workload's shape (fixed seed), a fresh learner per thread count
  *    (its OpenMP team size is fixed at init).
+ *  - Pipeline costs (hosted learners; papers/001 §V-B: the units are
+ *    joined by queues, and what crosses them is not free). gather: B rows
+ *    of row_bytes copied from a buffer of min(capacity, 32 MiB / row)
+ *    rows at random indices, as the storage unit does. handoff: the
+ *    calling thread hands a batch of B rows (row_bytes each) to a second
+ *    thread through a mutex and condition variables, as the pipeline's
+ *    threads do, and waits for its B |delta| back; the second thread runs
+ *    a real train-step on each batch (a fresh learner at the first thread
+ *    count), and the warm train-step's latency is taken off the round
+ *    trip. So handoff is what a strict loop (D = 0) adds per step to the
+ *    primitives: two wake-ups, the batch crossing cores, and the learner's
+ *    state going cold while its thread sleeps (on 2 vCPUs the strict
+ *    loop's step ran 17-24% slower than the warm train-step, more than
+ *    the wake-ups alone). Without a train-step measurement, handoff is the
+ *    bare round trip. pass: the same with 8
+ *    batches in flight and the roles swapped, so the calling thread (the
+ *    learner's role) rarely waits: what the learner pays per step in the
+ *    relaxed loop (queue operations and reading a batch another core
+ *    wrote). Both threads are unpinned, as the pipeline's.
  *  - Timing. Per primitive: one warm-up call, then up to RD_PROFILE_REPS
  *    repetitions of k calls each (k sized so a repetition takes about
  *    1 ms); the latency is the median per-call time of the repetitions
@@ -59,7 +78,8 @@
  *    (a 0.16 s step whose first call takes 0.8 s) gets no train-step
  *    within 1.5 s.
  *
- * Allocation: the measuring table (at most RD_PROFILE_TREE_BYTES of tree,
+ * Allocation: gather's rows (at most 32 MiB) and the hand-off's batches
+ * (at most MAX_BATCH_BYTES), the measuring table (at most RD_PROFILE_TREE_BYTES of tree,
  * 1 byte a row), a learner and its batches; all freed before returning.
  * Thread safety: calls are independent; each uses its own objects.
  */
@@ -90,8 +110,14 @@ typedef enum {
   RD_PRIM_SAMPLE = 0, /* batched prioritized sample: keys, probabilities, IS weights */
   RD_PRIM_UPDATE = 1, /* batched priority update */
   RD_PRIM_TRAIN = 2,  /* one train-step of the hosted learner */
+  /* The CPU pipeline's own costs (daemon/pipeline.c), hosted learners only;
+   * measured once, at the first thread count: */
+  RD_PRIM_GATHER = 3,  /* gather B rows of the workload's row size */
+  RD_PRIM_HANDOFF = 4, /* a batch to the learner's thread and its |delta| back, strict loop */
+  RD_PRIM_PASS = 5,    /* the learner's cost per batch handed over when batches wait */
 } rd_primitive_t;
-#define RD_PRIM_COUNT 3
+#define RD_PRIM_COUNT 6
+#define RD_PRIM_PIPELINE_COUNT 3 /* gather, handoff, pass */
 
 typedef enum {
   RD_PROFILE_MEASURED = 0, /* measured by this daemon */
@@ -160,11 +186,12 @@ const char *rd_profile_build(void);
 size_t rd_profile_default_threads(uint32_t cores, uint32_t *out, size_t cap);
 
 /* Measure sample, update and (with a learner) train at each of the n
- * thread counts (distinct, 1..RD_MLP_MAX_THREADS, n <= RD_PROFILE_MAX_THREAD_COUNTS)
+ * thread counts, and (with a learner) gather, handoff and pass once (distinct, 1..RD_MLP_MAX_THREADS, n <= RD_PROFILE_MAX_THREAD_COUNTS)
  * on this machine's CPU, within budget_s seconds (0 < budget_s <=
  * RD_PROFILE_MAX_BUDGET_S; see above for what the bound covers). Writes
  * the results, per thread count in the given order sample, update, train,
- * to out (cap must hold 2 or 3 per thread count) and their number to
+ * then gather, handoff and pass (at the first thread count), to out (cap
+ * must hold 2, or 3 per thread count and 3 more) and their number to
  * *n_out, which is smaller when the budget ran out. Each result carries
  * the CPU's fingerprint, rd_profile_build(), source RD_PROFILE_MEASURED
  * and the time. Errors: RD_EINVAL (bad shape, thread counts, budget or

@@ -16,10 +16,15 @@ static size_t pick(const rd_profile_t *rows, size_t n_rows, const uint32_t *thre
                    rd_profile_t *out, size_t cap) {
   size_t m = 0;
   for (size_t t = 0; t < n; t++)
-    for (int prim = 0; prim < RD_PRIM_COUNT; prim++)
+    for (int prim = 0; prim < RD_PRIM_GATHER; prim++)
       for (size_t i = 0; i < n_rows && m < cap; i++)
         if (rows[i].threads == threads[t] && rows[i].primitive == (rd_primitive_t)prim)
           out[m++] = rows[i];
+  /* The pipeline's costs are measured once, at the first thread count. */
+  for (int prim = RD_PRIM_GATHER; prim < RD_PRIM_COUNT; prim++)
+    for (size_t i = 0; i < n_rows && m < cap; i++)
+      if (rows[i].threads == threads[0] && rows[i].primitive == (rd_primitive_t)prim)
+        out[m++] = rows[i];
   return m;
 }
 

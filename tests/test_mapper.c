@@ -769,8 +769,45 @@ static void test_cpu_sharing(void **state) {
   assert_true(fabs(m.gps - 1.0 / 1.5e-3) < 1e-6);
 }
 
+/* mapper.h "Pipeline costs": counted for the all-CPU pipeline only. */
+static void test_pipeline_costs(void **state) {
+  (void)state;
+  rd_ptable_t t = table(64, 11, 16);
+  t.dev[F].present = 0;
+  set(&t, C, 1e-3, 0.5e-3);
+  set(&t, G, 10e-3, 10e-3); /* slower everywhere: the mapping stays C-C-C */
+  t.cpu_gather_s = 0.1e-3;
+  t.cpu_handoff_s = 0.2e-3;
+  t.cpu_pass_s = 0.05e-3;
+  rd_mapping_t m = map_ok(&t); /* D = 16: 1 / max(1 + 0.05, 0.5 + 0.1) ms */
+  assert_int_equal(m.learner, C);
+  assert_int_equal(m.storage, C);
+  assert_true(fabs(m.gps - 1.0 / 1.05e-3) < 1e-6);
+  t.cpu_gather_s = 0.7e-3; /* now the sampler's side is the slower one */
+  m = map_ok(&t);
+  assert_true(fabs(m.gps - 1.0 / 1.2e-3) < 1e-6);
+  t.depth = 0; /* strict: everything adds up */
+  m = map_ok(&t);
+  assert_true(fabs(m.gps - 1.0 / (1e-3 + 0.5e-3 + 0.7e-3 + 0.2e-3)) < 1e-6);
+  /* A mapping that is not all-CPU keeps the paper's formula. */
+  set(&t, G, 0.1e-3, 10e-3);
+  t.depth = 16;
+  t.n_actor = 0; /* storage follows the learner to the GPU */
+  m = map_ok(&t);
+  assert_int_equal(m.learner, G);
+  assert_true(fabs(m.gps - 1.0 / 0.5e-3) < 1e-6);
+  /* Bad values are refused. */
+  t.cpu_pass_s = -1;
+  rd_error_t err;
+  assert_int_equal(rd_map(&t, &m, &err), RD_EINVAL);
+  assert_non_null(strstr(err.msg, "cpu_pass_s"));
+  t.cpu_pass_s = NAN;
+  assert_int_equal(rd_map(&t, &m, &err), RD_EINVAL);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_pipeline_costs),
       cmocka_unit_test(test_table5_cartpole_fff),
       cmocka_unit_test(test_table5_hopper),
       cmocka_unit_test(test_table5_pong),

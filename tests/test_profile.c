@@ -188,7 +188,7 @@ static void test_names_and_threads(void **state) {
     assert_int_equal(rd_primitive_parse(rd_primitive_name((rd_primitive_t)i), &p, &err), RD_OK);
     assert_int_equal(p, i);
   }
-  assert_int_equal(rd_primitive_parse("gather", &p, &err), RD_EINVAL);
+  assert_int_equal(rd_primitive_parse("scatter", &p, &err), RD_EINVAL);
   assert_string_equal(rd_primitive_name((rd_primitive_t)7), "invalid");
   assert_int_equal(rd_profile_source_parse("imported", &s, &err), RD_OK);
   assert_int_equal(s, RD_PROFILE_IMPORTED);
@@ -241,19 +241,22 @@ static void test_measure_tiny(void **state) {
 
   const uint32_t threads[] = {1, 2};
   const double budget = 1.0;
-  rd_profile_t r[6];
+  rd_profile_t r[9];
   size_t n = 99;
   rd_error_t err;
   rd_error_clear(&err);
+  /* Room for every primitive is required up front. */
+  assert_int_equal(rd_profile_measure_cpu(&s, threads, 2, budget, r, 8, &n, &err), RD_EINVAL);
   double t0 = now_s();
-  int rc = rd_profile_measure_cpu(&s, threads, 2, budget, r, 6, &n, &err);
+  int rc = rd_profile_measure_cpu(&s, threads, 2, budget, r, 9, &n, &err);
   double wall = now_s() - t0;
   if (rc) fail_msg("measure: %s %s", rd_err_name(rc), err.msg);
   /* A bound check, not a performance assertion: measuring stays within
    * its budget (plus scheduling slack) however fast the machine is. */
   assert_true(wall <= budget + SLACK_S);
-  /* A tiny shape gets every primitive at every thread count, in order. */
-  assert_int_equal(n, 6);
+  /* A tiny shape gets every primitive at every thread count, in order,
+   * then the pipeline's costs once, at the first thread count. */
+  assert_int_equal(n, 9);
   check_results(r, n, &s);
   for (size_t i = 0; i < 6; i++) {
     assert_int_equal(r[i].threads, threads[i / 3]);
@@ -261,6 +264,14 @@ static void test_measure_tiny(void **state) {
     /* The tree fits, so the table held every item; train has no table. */
     assert_int_equal(r[i].items, r[i].primitive == RD_PRIM_TRAIN ? 0 : 4096);
   }
+  for (size_t i = 6; i < 9; i++) {
+    assert_int_equal(r[i].threads, threads[0]);
+    assert_int_equal(r[i].primitive, (rd_primitive_t)(RD_PRIM_GATHER + (i - 6)));
+    assert_int_equal(r[i].items, 0);
+  }
+  /* A round trip between two threads costs more than copying 16 small
+   * rows (a wake-up is microseconds, the copy well under one). */
+  assert_true(r[7].latency_s > r[6].latency_s);
 }
 
 static void test_measure_ddpg_replay_only(void **state) {
@@ -268,7 +279,7 @@ static void test_measure_ddpg_replay_only(void **state) {
   rd_table_config_t tc;
   rd_pipeline_config_t pc;
   rd_profile_shape_t s;
-  rd_profile_t r[3];
+  rd_profile_t r[6];
   size_t n;
   rd_error_t err;
   rd_error_clear(&err);
@@ -277,9 +288,9 @@ static void test_measure_ddpg_replay_only(void **state) {
   table_config(&tc, 2048, 3);
   pipeline_config(&pc, RD_ALGO_DDPG, 3, 1, 8, 8, 16);
   shape_ok(&s, &tc, &pc, 0);
-  int rc = rd_profile_measure_cpu(&s, &one, 1, 0.5, r, 3, &n, &err);
+  int rc = rd_profile_measure_cpu(&s, &one, 1, 0.5, r, 6, &n, &err);
   if (rc) fail_msg("measure ddpg: %s", err.msg);
-  assert_int_equal(n, 3);
+  assert_int_equal(n, 6);
   check_results(r, n, &s);
 
   /* Without a learner: sample and update only. */
@@ -329,17 +340,17 @@ static void test_measure_budget_runs_out(void **state) {
   pipeline_config(&pc, RD_ALGO_DDPG, 11, 3, 256, 256, 256);
   shape_ok(&s, &tc, &pc, 0);
   const uint32_t threads[] = {1, 2, 3, 4};
-  rd_profile_t r[12];
+  rd_profile_t r[15];
   size_t n;
   rd_error_t err;
   rd_error_clear(&err);
   const double budget = 0.02;
   double t0 = now_s();
-  int rc = rd_profile_measure_cpu(&s, threads, 4, budget, r, 12, &n, &err);
+  int rc = rd_profile_measure_cpu(&s, threads, 4, budget, r, 15, &n, &err);
   double wall = now_s() - t0;
   if (rc) fail_msg("measure: %s", err.msg);
   assert_true(wall <= budget + SLACK_S); /* bound check, as above */
-  assert_true(n <= 12);
+  assert_true(n <= 15);
   check_results(r, n, &s);
 }
 
@@ -366,7 +377,7 @@ static void test_measure_bad_requests(void **state) {
   assert_non_null(strstr(err.msg, "twice"));
   assert_int_equal(rd_profile_measure_cpu(&s, &one, 0, 0.1, r, 8, &n, &err), RD_EINVAL);
   assert_int_equal(rd_profile_measure_cpu(&s, &one, 1, 0.1, r, 2, &n, &err), RD_EINVAL);
-  assert_non_null(strstr(err.msg, "room for 3"));
+  assert_non_null(strstr(err.msg, "room for 6"));
   assert_int_equal(rd_profile_measure_cpu(NULL, &one, 1, 0.1, r, 8, &n, &err), RD_EINVAL);
 
   /* A shape that was never initialised, or edited into nonsense. */
@@ -401,25 +412,25 @@ static void test_cached(void **state) {
   pipeline_config(&pc, RD_ALGO_DQN, 4, 2, 16, 0, 32);
   shape_ok(&s, &tc, &pc, 0);
   const uint32_t threads[] = {1, 2}, two = 2;
-  rd_profile_t a[6], b[6];
+  rd_profile_t a[9], b[9];
   size_t na, nb;
   int hit = 7;
 
   /* Miss: measured and stored. */
-  assert_int_equal(rd_profile_cpu_cached(st, &s, threads, 2, 1.0, a, 6, &na, &hit, &err), RD_OK);
+  assert_int_equal(rd_profile_cpu_cached(st, &s, threads, 2, 1.0, a, 9, &na, &hit, &err), RD_OK);
   assert_int_equal(hit, 0);
-  assert_int_equal(na, 6);
+  assert_int_equal(na, 9);
   /* Hit: the same rows, nothing measured. */
-  assert_int_equal(rd_profile_cpu_cached(st, &s, threads, 2, 1.0, b, 6, &nb, &hit, &err), RD_OK);
+  assert_int_equal(rd_profile_cpu_cached(st, &s, threads, 2, 1.0, b, 9, &nb, &hit, &err), RD_OK);
   assert_int_equal(hit, 1);
-  assert_int_equal(nb, 6);
-  for (size_t i = 0; i < 6; i++) {
+  assert_int_equal(nb, 9);
+  for (size_t i = 0; i < 9; i++) {
     assert_int_equal(b[i].primitive, a[i].primitive);
     assert_int_equal(b[i].threads, a[i].threads);
     assert_true(b[i].latency_s == a[i].latency_s);
   }
   /* A subset of the thread counts: a hit with those rows only. */
-  assert_int_equal(rd_profile_cpu_cached(st, &s, &two, 1, 1.0, b, 3, &nb, &hit, &err), RD_OK);
+  assert_int_equal(rd_profile_cpu_cached(st, &s, &two, 1, 1.0, b, 6, &nb, &hit, &err), RD_OK);
   assert_int_equal(hit, 1);
   assert_int_equal(nb, 3);
   assert_int_equal(b[0].threads, 2);
@@ -430,17 +441,17 @@ static void test_cached(void **state) {
   /* Another shape misses; so does this one once the store forgets. */
   rd_profile_shape_t s2 = s;
   s2.key.capacity = 8192;
-  assert_int_equal(rd_profile_cpu_cached(st, &s2, threads, 1, 0.5, b, 3, &nb, &hit, &err), RD_OK);
+  assert_int_equal(rd_profile_cpu_cached(st, &s2, threads, 1, 0.5, b, 6, &nb, &hit, &err), RD_OK);
   assert_int_equal(hit, 0);
   size_t removed;
   assert_int_equal(rd_store_clear_profiles(st, &removed, &err), RD_OK);
-  assert_int_equal(removed, 9);
-  assert_int_equal(rd_profile_cpu_cached(st, &s, threads, 2, 1.0, b, 6, &nb, &hit, &err), RD_OK);
+  assert_int_equal(removed, 15);
+  assert_int_equal(rd_profile_cpu_cached(st, &s, threads, 2, 1.0, b, 9, &nb, &hit, &err), RD_OK);
   assert_int_equal(hit, 0);
   /* Without a store: always measured. */
-  assert_int_equal(rd_profile_cpu_cached(NULL, &s, threads, 1, 0.5, b, 3, &nb, &hit, &err), RD_OK);
+  assert_int_equal(rd_profile_cpu_cached(NULL, &s, threads, 1, 0.5, b, 6, &nb, &hit, &err), RD_OK);
   assert_int_equal(hit, 0);
-  assert_int_equal(nb, 3);
+  assert_int_equal(nb, 6);
 
   rd_store_close(st);
   char cmd[128];

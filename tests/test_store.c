@@ -602,7 +602,7 @@ static rd_profile_t make_profile(const char *fp, rd_primitive_t prim, uint32_t t
 static size_t sample_profiles(rd_profile_t *p) {
   size_t n = 0;
   for (uint32_t t = 1; t <= 2; t++)
-    for (int prim = 0; prim < RD_PRIM_COUNT; prim++)
+    for (int prim = 0; prim < RD_PRIM_GATHER; prim++)
       p[n++] = make_profile(FP_A, (rd_primitive_t)prim, t, 32, "dqn", "dqn:4-64-64-2",
                             1e-6 * (1 + prim) / t);
   p[n++] = make_profile(FP_A, RD_PRIM_SAMPLE, 1, 256, "dqn", "dqn:4-64-64-2", 1.25e-5);
@@ -942,7 +942,7 @@ static void test_profiles_import_malformed(void **state) {
   /* Well-formed JSON whose values are wrong: named, and nothing stays. */
   const char *fields[][2] = {
       {"\"device\":\"gpu-00112233445566bb\"", "\"device\":\"laptop\""},
-      {"\"primitive\":\"sample\"", "\"primitive\":\"gather\""},
+      {"\"primitive\":\"sample\"", "\"primitive\":\"scatter\""},
       {"\"fanout\":16", "\"fanout\":24"},
       {"\"network\":\"dqn:4-64-64-2\"", "\"network\":\"dqn:4\""},
       {"\"latency_s\":9.9999999999999995e-07", "\"latency_s\":-1"},
