@@ -16,6 +16,8 @@
 static rd_device_t devices[RD_MAX_DEVICES];
 static size_t n_devices;
 static pthread_once_t once = PTHREAD_ONCE_INIT;
+/* Guards the list after discovery: statuses change (rd_devices_mark_unusable). */
+static pthread_mutex_t list_mu = PTHREAD_MUTEX_INITIALIZER;
 
 /* ------------------------------------------------------------------ */
 /* Fingerprints                                                        */
@@ -265,12 +267,46 @@ void rd_devices_init(void) { pthread_once(&once, discover); }
 
 size_t rd_devices_get(rd_device_t *out, size_t max) {
   rd_devices_init();
+  pthread_mutex_lock(&list_mu);
   size_t n = n_devices < max ? n_devices : max;
   memcpy(out, devices, n * sizeof *out);
+  pthread_mutex_unlock(&list_mu);
   return n;
 }
 
 void rd_devices_cpu(rd_device_t *out) {
   rd_devices_init();
+  pthread_mutex_lock(&list_mu);
   *out = devices[0];
+  pthread_mutex_unlock(&list_mu);
+}
+
+int rd_device_usable(const rd_device_t *d) { return strncmp(d->status, "ok", 2) == 0; }
+
+int rd_devices_mark_unusable(const char *kind, uint32_t index, const char *why) {
+  rd_devices_init();
+  int found = 0, logged = 0;
+  char status[sizeof devices[0].status];
+  pthread_mutex_lock(&list_mu);
+  for (size_t i = 0; i < n_devices; i++) {
+    rd_device_t *d = &devices[i];
+    if (strcmp(d->kind, kind) != 0 || d->index != index) continue;
+    found = 1;
+    if (rd_device_usable(d)) {
+      snprintf(d->status, sizeof d->status, "unusable: %.200s", why);
+      memcpy(status, d->status, sizeof status);
+      logged = 1;
+    }
+    break;
+  }
+  pthread_mutex_unlock(&list_mu);
+  if (logged) rd_log_error("devices", "%s%u marked %s", kind, index, status);
+  return found;
+}
+
+void rd_devices_inject(const rd_device_t *d) {
+  rd_devices_init();
+  pthread_mutex_lock(&list_mu);
+  if (n_devices < RD_MAX_DEVICES) devices[n_devices++] = *d;
+  pthread_mutex_unlock(&list_mu);
 }

@@ -34,7 +34,9 @@ typedef struct {
   char kind[8];         /* "cpu", "gpu", "fpga" */
   char name[160];       /* for people: model and the figures below */
   char fingerprint[RD_DEVICE_FP_MAX]; /* e.g. "cpu-" + 16 hex digits */
-  char status[96];      /* "ok", or why it is unusable */
+  char status[256];     /* "ok ..." while usable, else "unusable: " + why
+                           (rd_devices_mark_unusable); a GPU's also says
+                           which of its backends ever ran on a GPU */
   /* What the fingerprint is made of, and what a mapper needs. */
   char model[128];      /* CPU model name, GPU name */
   uint32_t index;       /* among devices of its kind (a GPU's CUDA ordinal) */
@@ -52,6 +54,21 @@ void rd_devices_init(void);
 size_t rd_devices_get(rd_device_t *out, size_t max);
 /* The CPU device (every daemon has one). */
 void rd_devices_cpu(rd_device_t *out);
+
+/* 1 if d can take work: its status starts with "ok". */
+int rd_device_usable(const rd_device_t *d);
+
+/* Give up a device after a failure the daemon saw on it (a GPU learner's
+ * init or step failed with no device, out of memory, a driver or cuBLAS
+ * error: learner_backend.h). Its status becomes "unusable: " + why, which
+ * ListDevices and later placements see (placement.c leaves it out). Logged
+ * once; later calls for the same device keep the first reason. Returns 1
+ * if a device of that kind and index is listed, else 0. Thread-safe. */
+int rd_devices_mark_unusable(const char *kind, uint32_t index, const char *why);
+
+/* Tests only: append d to the list as if a probe had found it (after
+ * discovery; ignored when the list is full). */
+void rd_devices_inject(const rd_device_t *d);
 
 /* ---- Probes, one per device kind; rd_devices_init calls each once ---- */
 

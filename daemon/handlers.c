@@ -157,7 +157,27 @@ typedef struct {
   Replayd__V1__PlatformRow rows[RD_DEV_COUNT];
   Replayd__V1__PlatformRow *rowp[RD_DEV_COUNT];
   char code_running[RD_MAPPING_CODE_MAX];
+  char note[RD_PLACEMENT_NOTE_MAX + RD_ERROR_MSG_MAX];
 } placement_msg_t;
+
+/* What the pipeline actually runs, over what the placement asked for: a
+ * GPU learner that failed (pipeline.h) is running on the CPU now. */
+static void placement_actual(const rd_placement_t *p, rd_pipeline_t *pipe, placement_msg_t *o) {
+  rd_pipeline_learner_info_t li;
+  rd_pipeline_learner_info(pipe, &li);
+  if (!li.fell_back && !li.dead) return;
+  snprintf(o->code_running, sizeof o->code_running, "%s", p->running);
+  o->code_running[0] = li.dead ? '-' : 'C';
+  snprintf(o->note, sizeof o->note, "mapped %s; running %s: the %s learner on %s%u failed%s "
+           "(%.200s)%s", p->code[0] ? p->code : "-", o->code_running,
+           rd_learner_kind_name(li.requested), rd_learner_kind_name(li.requested),
+           p->learner_device, li.at_init ? " at start" : " while training", li.reason,
+           li.dead ? "; no learner could be built: not training"
+                   : li.at_init ? "; the CPU learner runs"
+                                : "; the CPU learner runs from the last published weights");
+  o->msg.running = o->code_running;
+  o->msg.note = o->note;
+}
 
 static void placement_msg(const rd_placement_t *p, double measured_gps, placement_msg_t *o) {
   replayd__v1__placement__init(&o->msg);
@@ -226,6 +246,7 @@ static void workload_reply(rd_workload_t *w, int with_token, workload_reply_t *o
     if (w->placement != NULL) {
       /* Measured GPS: the pipeline's rate over its last training window. */
       placement_msg(w->placement, st.steps > 0 ? st.steps_per_second : 0, &o->placement);
+      placement_actual(w->placement, w->pipeline, &o->placement);
       o->msg.placement = &o->placement.msg;
     }
   }
@@ -314,8 +335,9 @@ static void do_register(rd_handler_ctx_t *ctx, const uint8_t *b, size_t n, rd_re
               w->spec->name, w->spec->capacity, w->spec->n_fields);
   if (pl != NULL)
     rd_log_info("mapper", "workload %s: %s; profile cache %s (%u measured), %.0f ms; "
-                "predicted %.4g GPS", w->id, pl->note, pl->cache_hit ? "hit" : "miss",
-                pl->profiles_measured, pl->register_ms, pl->mapped ? pl->mapping.gps : 0.0);
+                "predicted %.4g GPS", w->id, o.msg.placement ? o.msg.placement->note : pl->note,
+                pl->cache_hit ? "hit" : "miss", pl->profiles_measured, pl->register_ms,
+                pl->mapped ? pl->mapping.gps : 0.0);
   free(pl);
   rd_workload_unref(w);
 }

@@ -17,6 +17,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "devices.h"
 #include "log.h"
 
 typedef struct {
@@ -46,7 +47,8 @@ struct rd_pipeline {
   rd_pipeline_config_t cfg;
   rd_table_t *table;
   pthread_mutex_t *table_lock;
-  rd_learner_t learner;
+  rd_learner_backend_t learner; /* learner thread only (create before it starts) */
+  rd_pipeline_learner_info_t linfo; /* under mu */
   uint32_t n_slots;
   slot_t *slots;
 
@@ -256,11 +258,63 @@ uint64_t rd_pipeline_memsize(const rd_pipeline_config_t *c, const rd_table_confi
 /* Weights                                                             */
 /* ------------------------------------------------------------------ */
 
+/* The learner's device failed (learner_backend.h: a fault): log, give the
+ * device up, and go on with the CPU learner, which loads the last
+ * published policy if there is one (pipeline.h, "Learner backends"). Only
+ * the thread that owns p->learner calls this (create, then the learner
+ * thread). RD_OK if the CPU learner runs now. */
+static int fall_back(rd_pipeline_t *p, const char *why, int at_init, rd_error_t *err) {
+  const rd_learner_ops_t *failed = p->learner.ops;
+  rd_learner_kind_t kind = failed ? failed->kind : p->cfg.learner_kind;
+  uint32_t dev = p->learner.ops ? p->learner.device : p->cfg.learner_device;
+  rd_log_error("pipeline", "%s learner on %s%u failed %s: %s; continuing on the CPU learner",
+               failed ? failed->name : rd_learner_kind_name(kind), rd_learner_kind_name(kind),
+               dev, at_init ? "at init" : "while training", why);
+  if (kind != RD_LEARNER_ON_CPU) rd_devices_mark_unusable(rd_learner_kind_name(kind), dev, why);
+  rd_learner_backend_destroy(&p->learner);
+  rd_error_t lerr;
+  rd_error_clear(&lerr);
+  int rc = rd_learner_backend_init(&p->learner, &rd_learner_ops_cpu, &p->cfg.learner, 0, &lerr);
+  if (rc == RD_OK && p->version > 0) {
+    /* The last published policy, from the front buffer: only this thread
+     * flips it, so it does not move under us. */
+    rc = rd_learner_ops_cpu.policy_load(&p->learner, p->wbuf[p->front], p->wbytes, &lerr);
+    if (rc) rd_learner_backend_destroy(&p->learner);
+  }
+  pthread_mutex_lock(&p->mu);
+  p->linfo.fell_back = 1;
+  p->linfo.at_init = at_init;
+  snprintf(p->linfo.reason, sizeof p->linfo.reason, "%s", why);
+  if (rc == RD_OK) {
+    p->linfo.kind = RD_LEARNER_ON_CPU;
+    p->linfo.device = 0;
+    snprintf(p->linfo.backend, sizeof p->linfo.backend, "%s", rd_learner_ops_cpu.name);
+  } else {
+    p->linfo.dead = 1;
+  }
+  pthread_mutex_unlock(&p->mu);
+  if (rc == RD_OK) {
+    rd_log_info("pipeline", "the CPU learner took over%s", p->version > 0 ? " from the last "
+                "published weights" : " with the same initial weights");
+    return RD_OK;
+  }
+  rd_log_error("pipeline", "no learner: the CPU fallback failed too: %s", lerr.msg);
+  return rd_error_set(err, rc, "%s; the CPU learner could not be built either: %s", why,
+                      lerr.msg);
+}
+
 static void publish(rd_pipeline_t *p) {
   int back = 1 - p->front; /* only this thread (or create) writes back buffers */
   rd_error_t err;
   size_t w = 0;
-  if (rd_learner_policy_save(&p->learner, p->wbuf[back], p->wbytes, &w, &err) != RD_OK) {
+  if (p->learner.impl == NULL) return; /* no learner (pipeline.h) */
+  int rc = p->learner.ops->policy_save(&p->learner, p->wbuf[back], p->wbytes, &w, &err);
+  if (rc != RD_OK && p->learner.fault) {
+    rd_error_t ferr;
+    if (fall_back(p, err.msg, p->version == 0, &ferr) != RD_OK) return;
+    rc = p->learner.ops->policy_save(&p->learner, p->wbuf[back], p->wbytes, &w, &err);
+  }
+  if (rc != RD_OK) {
     /* Non-finite weights: keep serving the last good set. */
     rd_log_warn("pipeline", "weights not published: %s", err.msg);
     return;
@@ -800,11 +854,33 @@ static void *learner_main(void *arg) {
        * on one fresh from the sampler, 6.95 us with this prefetch. */
       if (next != NULL) prefetch_slot(p, next);
       t_step = now_mono();
-      rc = rd_learner_step(&p->learner, &b, s->td, &s->st, &err);
+      if (p->learner.impl != NULL) {
+        rc = p->learner.ops->step(&p->learner, &b, s->td, &s->st, &err);
+      } else {
+        rc = rd_error_set(&err, RD_EINTERNAL, "this workload has no learner: %.200s",
+                          p->linfo.reason);
+      }
       t_step = now_mono() - t_step;
       s->trained = rc == RD_OK;
-      if (rc != RD_OK && rc != RD_ERANGE)
+      if (rc != RD_OK && p->learner.impl != NULL && p->learner.fault) {
+        /* The device failed: the batch is skipped, the CPU takes over. */
+        rd_error_t ferr;
+        if (fall_back(p, err.msg, 0, &ferr) != RD_OK) {
+          char m[sizeof p->req_msg];
+          snprintf(m, sizeof m, "%.190s", ferr.msg);
+          pthread_mutex_lock(&p->mu);
+          request_stop(p, RD_EINTERNAL, m);
+          pthread_mutex_unlock(&p->mu);
+        }
+      } else if (rc != RD_OK && rc != RD_ERANGE && p->learner.impl != NULL) {
         rd_log_warn("pipeline", "train step refused its batch: %s", err.msg);
+      } else if (p->learner.impl == NULL) {
+        char m[sizeof p->req_msg];
+        snprintf(m, sizeof m, "%.190s", err.msg);
+        pthread_mutex_lock(&p->mu);
+        request_stop(p, RD_EINTERNAL, m);
+        pthread_mutex_unlock(&p->mu);
+      }
       if (s->trained) {
         dirty = 1;
         if (last_of_request || now_mono() - p->last_publish >= RD_PIPELINE_PUBLISH_MS * 1e-3) {
@@ -875,7 +951,7 @@ static void free_all(rd_pipeline_t *p) {
   free(p->q_update.v);
   free(p->wbuf[0]);
   free(p->wbuf[1]);
-  rd_learner_free(&p->learner);
+  rd_learner_backend_destroy(&p->learner);
   free(p);
 }
 
@@ -888,8 +964,23 @@ int rd_pipeline_create(rd_pipeline_t **out, const rd_pipeline_config_t *c, rd_ta
   p->cfg = *c;
   p->table = table;
   p->table_lock = table_lock;
-  rc = rd_learner_init(&p->learner, &c->learner, err);
+  pthread_mutex_init(&p->mu, NULL); /* fall_back takes it */
+  /* The learner's backend; a device fault falls back to the CPU. */
+  const rd_learner_ops_t *ops = c->learner_ops ? c->learner_ops : rd_learner_ops_for(c->learner_kind);
+  p->linfo.requested = ops->kind;
+  p->linfo.kind = ops->kind;
+  p->linfo.device = ops->kind == RD_LEARNER_ON_CPU ? 0 : c->learner_device;
+  snprintf(p->linfo.backend, sizeof p->linfo.backend, "%s", ops->name);
+  rc = rd_learner_backend_init(&p->learner, ops, &c->learner, p->linfo.device, err);
+  if (rc && p->learner.fault && ops != &rd_learner_ops_cpu) {
+    char why[RD_ERROR_MSG_MAX];
+    snprintf(why, sizeof why, "%s", err ? err->msg : rd_err_name(rc));
+    p->learner.ops = ops; /* for fall_back's log: the backend that failed */
+    p->learner.device = p->linfo.device;
+    rc = fall_back(p, why, 1, err);
+  }
   if (rc) {
+    pthread_mutex_destroy(&p->mu);
     free(p);
     return rc;
   }
@@ -917,7 +1008,7 @@ int rd_pipeline_create(rd_pipeline_t **out, const rd_pipeline_config_t *c, rd_ta
   ok = ok && (p->burst_idx = malloc(p->n_slots * sizeof *p->burst_idx)) != NULL;
   ok = ok && (p->burst_stale = malloc(p->n_slots * sizeof *p->burst_stale)) != NULL;
   ok = ok && (p->burst_rc = malloc(p->n_slots * sizeof *p->burst_rc)) != NULL;
-  p->wbytes = rd_learner_policy_bytes(&p->learner);
+  p->wbytes = p->learner.ops->policy_bytes(&p->learner);
   ok = ok && (p->wbuf[0] = malloc(p->wbytes)) && (p->wbuf[1] = malloc(p->wbytes));
   if (!ok) {
     free_all(p);
@@ -925,7 +1016,6 @@ int rd_pipeline_create(rd_pipeline_t **out, const rd_pipeline_config_t *c, rd_ta
                         c->depth + 2, c->batch);
   }
   for (uint32_t i = 0; i < p->n_slots; i++) q_push(&p->q_free, i);
-  pthread_mutex_init(&p->mu, NULL);
   pthread_condattr_t ca;
   pthread_condattr_init(&ca);
   pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -1005,6 +1095,12 @@ void rd_pipeline_destroy(rd_pipeline_t *p) {
 void rd_pipeline_stats(rd_pipeline_t *p, rd_pipeline_stats_t *out) {
   pthread_mutex_lock(&p->mu);
   *out = p->stats;
+  pthread_mutex_unlock(&p->mu);
+}
+
+void rd_pipeline_learner_info(rd_pipeline_t *p, rd_pipeline_learner_info_t *out) {
+  pthread_mutex_lock(&p->mu);
+  *out = p->linfo;
   pthread_mutex_unlock(&p->mu);
 }
 

@@ -42,6 +42,26 @@
  * publishes at the end of every TrainStep request and, while training, at
  * most every RD_PIPELINE_PUBLISH_MS.
  *
+ * Learner backends (learner_backend.h). The learner unit trains through
+ * the backend config.learner_kind names (the CPU by default). When the GPU
+ * backend fails with a device fault (no device or driver, out of memory,
+ * cuBLAS or a launch; not a bad config or batch):
+ *  - at create: the error is logged, the GPU is marked unusable in the
+ *    device list (rd_devices_mark_unusable), and the CPU learner is built
+ *    from the same config and seed, so it starts from the same initial
+ *    weights; create succeeds;
+ *  - during a step or a weight publication: the same, and the CPU learner
+ *    then loads the last published policy (weights version v) into its
+ *    policy network and that network's target. What the GPU had changed
+ *    since version v, the target networks' own values, DDPG's critic (which
+ *    is never published: it restarts from its seed initialisation) and the
+ *    Adam moments are lost. The failed step's batch counts as skipped and
+ *    its priorities are not written; training goes on from the next batch.
+ *    If the CPU learner cannot be built either (out of memory), the
+ *    pipeline stops training: batches are dropped and a TrainStep request
+ *    ends RD_EINTERNAL; weights stay at the last published version.
+ * rd_pipeline_learner_info says what runs and why.
+ *
  * Locks: the caller's table lock (the workload's mutex) guards the table
  * and the pin list; the pipeline's own mutex guards its queues and
  * counters. Order: table lock, then pipeline mutex. No callback runs under
@@ -55,6 +75,7 @@
 #include <stdint.h>
 
 #include "learner.h"
+#include "learner_backend.h"
 #include "rd_error.h"
 #include "table.h"
 
@@ -72,6 +93,13 @@ typedef struct {
   /* Schema field indices the learner reads (-1: absent). */
   int f_obs, f_action, f_reward, f_next_obs, f_discount, f_done;
   float gamma;                /* with f_done: discount = gamma * (1 - done) */
+  /* Where the learner runs (learner_backend.h): RD_LEARNER_ON_CPU (what a
+   * zeroed config says) or RD_LEARNER_ON_GPU on CUDA ordinal learner_device.
+   * See "Learner backends" above for what happens when the GPU fails. */
+  rd_learner_kind_t learner_kind;
+  uint32_t learner_device;
+  /* Tests: this backend instead of learner_kind's (NULL: learner_kind's). */
+  const rd_learner_ops_t *learner_ops;
   /* Tests: called on the learner thread with each batch before its step. */
   void (*batch_hook)(void *arg, const uint64_t *keys, const rd_batch_t *b);
   void *hook_arg;
@@ -93,6 +121,18 @@ typedef struct {
   double loss, steps_per_second;
   uint64_t stale_updates; /* priority updates dropped: slot overwritten */
 } rd_pipeline_stats_t;
+
+/* The learner backend a pipeline runs on now. */
+typedef struct {
+  rd_learner_kind_t requested; /* what the config asked for */
+  rd_learner_kind_t kind;      /* what runs now */
+  uint32_t device;             /* its ordinal among its kind */
+  char backend[16];            /* the backend's name: "cpu", "gpu" */
+  int fell_back;               /* 1: the requested device failed; the CPU learner runs */
+  int at_init;                 /* fell back at create (1) or while training (0) */
+  int dead;                    /* even the CPU learner could not be built: no training */
+  char reason[RD_ERROR_MSG_MAX]; /* the device's error, when fell_back */
+} rd_pipeline_learner_info_t;
 
 /* Called from a pipeline thread when a TrainStep request ends (done,
  * deadline, or stop). No pipeline or table lock is held. */
@@ -151,6 +191,9 @@ int rd_pipeline_weights(rd_pipeline_t *p, uint64_t have_version, void *buf, size
 size_t rd_pipeline_weights_bytes(const rd_pipeline_t *p);
 
 void rd_pipeline_stats(rd_pipeline_t *p, rd_pipeline_stats_t *out);
+
+/* Which learner backend runs, and whether it fell back (thread-safe). */
+void rd_pipeline_learner_info(rd_pipeline_t *p, rd_pipeline_learner_info_t *out);
 
 /* 1 if the workload trains continuously (samples_per_insert > 0). */
 int rd_pipeline_continuous(const rd_pipeline_t *p);

@@ -323,8 +323,9 @@ int rd_placement_compute(rd_store_t *store, const rd_table_config_t *tc,
       const char *missing = gpu && fpga ? "GPU and FPGA" : gpu ? "GPU" : "FPGA";
       snprintf(o.note, sizeof o.note, "mapped %s; running %s: %s backend not available%s",
                o.code, o.running, missing,
-               o.mapping.learner != RD_DEV_GPU || gpu_index < 0 ? ""
-               : rd_learner_gpu_built() ? "" : " (built without CUDA)");
+               o.mapping.learner != RD_DEV_GPU ? ""
+               : !rd_learner_gpu_built() ? " (built without CUDA)"
+               : gpu_index < 0 ? " (no usable GPU on this server)" : "");
     }
   } else {
     snprintf(o.note, sizeof o.note, "not mapped (%.120s); running %s", merr.msg, o.running);

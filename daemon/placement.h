@@ -10,27 +10,33 @@
  *    ("cached"), otherwise measured within the budget and stored
  *    ("measured"). The table's CPU row: T_rmm = sample + update at 1 thread,
  *    T_learner = train at the learner's thread count.
- *  - GPU: present GPUs have no profiler in this build (the GPU backend is
- *    not wired into the daemon); their rows come from the store when
- *    profiles of that fingerprint and shape were imported ("cached"), and
- *    are absent otherwise. A plan may assume a GPU: its profile rows (JSON
- *    lines as ExportProfiles writes them) for this shape ("assumed", the
- *    fastest thread count of each primitive, any build).
+ *  - GPU: the first present, usable GPU (devices.h; one marked unusable
+ *    after a failure is left out). Its rows come from the store when
+ *    profiles of that fingerprint and shape are there, imported or measured
+ *    before ("cached"); otherwise, in a build with the GPU backend, they are
+ *    measured (profile_gpu.h, the same per-device budget as the CPU;
+ *    "measured") and stored; without it they are absent. A device fault
+ *    while measuring marks the GPU unusable. A plan may assume a GPU: its
+ *    profile rows (JSON lines as ExportProfiles writes them) for this shape
+ *    ("assumed", the fastest thread count of each primitive, any build).
  *  - FPGA: the analytical model (backends/fpga/model.h) for a present FPGA
  *    or an assumed part ("model"); a design that does not fit leaves the
  *    row empty with the reason.
  *
- * The time bound: only the CPU is measured, within budget_s (the default
- * RD_PROFILE_DEFAULT_BUDGET_S, 1.5 s; profile.h says what it covers); a
- * cache hit measures nothing. The GPU rows are lookups and the FPGA model
- * is arithmetic (well under a millisecond).
+ * The time bound: the CPU and (with the GPU backend) a GPU are measured,
+ * each within budget_s (the default RD_PROFILE_DEFAULT_BUDGET_S, 1.5 s;
+ * profile.h and profile_gpu.h say what it covers); a cache hit measures
+ * nothing. The FPGA model is arithmetic (well under a millisecond).
  *
  * The mapping is papers/001 Algorithm 3 (mapper.h) with N_actor = 16 items
  * per step (the paper's 16 actors, §VII-A) for TrainStep-driven workloads,
  * B / samples_per_insert in continuous mode; E = ceil(row bytes / 4); the
- * pipeline's D; and the CPU-sharing rule with this CPU's cores. Only the
- * CPU backend can run a workload today, so `running` is always "C-C-C" and
- * `note` says so when the mapping picked another device.
+ * pipeline's D; and the CPU-sharing rule with this CPU's cores. What runs:
+ * the learner on the GPU when the mapping chose it and the GPU learner can
+ * run there (learner_kind below), else on the CPU; the sum tree and the
+ * storage always on the CPU (the GPU ones are not wired into the pipeline;
+ * there is no FPGA backend). So `running` is "G-C-C" or "C-C-C", and
+ * `note` says why it differs from the mapping.
  */
 #ifndef RD_PLACEMENT_H
 #define RD_PLACEMENT_H
@@ -72,6 +78,13 @@ typedef struct {
   char running[RD_MAPPING_CODE_MAX]; /* what is instantiated: "C-C-C" */
   char note[RD_PLACEMENT_NOTE_MAX];
   uint32_t learner_threads;
+  /* The learner's device for the pipeline (pipeline.h learner_kind): the
+   * GPU when the mapping put the learner there, the GPU learner is built
+   * (learner_backend.h) and the GPU is present and usable; else the CPU.
+   * running's first letter says the same. What actually runs after a
+   * fallback is the pipeline's (rd_pipeline_learner_info). */
+  rd_learner_kind_t learner_kind;
+  uint32_t learner_device;
 } rd_placement_t;
 
 /* The placement of a hosted-learner workload (tc, pc as the registry

@@ -586,6 +586,10 @@ int rd_registry_register_placed(rd_registry_t *r, const Replayd__V1__WorkloadSpe
     pl = malloc(sizeof *pl);
     if (pl == NULL) return rd_error_set(err, RD_ENOMEM, "out of memory for the placement");
     *pl = *placement;
+    /* The learner's device as placed (a failing GPU falls back inside the
+     * pipeline: pipeline.h). */
+    wc.pc.learner_kind = pl->learner_kind;
+    wc.pc.learner_device = pl->learner_device;
   }
 
   pthread_mutex_lock(&r->mutate_mu);
@@ -645,22 +649,28 @@ static bool restore_one(rd_registry_t *r, const rd_stored_workload_t *sw) {
   if (rc == RD_OK) rc = check_limits(r, &wc, &err);
   if (rc == RD_OK) rc = normalised_copy(spec, &wc, &norm, &err);
   replayd__v1__workload_spec__free_unpacked(spec, NULL);
-  rd_workload_t *w = NULL;
-  if (rc == RD_OK) rc = workload_new(&wc, norm, sw->id, sw->token, sw->created_unix, &w, &err);
-  if (rc != RD_OK) {
-    rd_log_warn("registry", "skipping stored workload %s: %s (it stays stored)", sw->id, err.msg);
-    return false;
-  }
-  if (wc.has_learner && r->placer != NULL) {
-    rd_placement_t *pl = malloc(sizeof *pl);
+  /* The placement first: it says where the learner runs. */
+  rd_placement_t *pl = NULL;
+  if (rc == RD_OK && wc.has_learner && r->placer != NULL) {
+    pl = malloc(sizeof *pl);
     if (pl != NULL && r->placer(r->placer_arg, &wc.tc, &wc.pc, pl) == RD_OK) {
-      w->placement = pl;
+      wc.pc.learner_kind = pl->learner_kind;
+      wc.pc.learner_device = pl->learner_device;
     } else {
       free(pl);
+      pl = NULL;
       rd_log_info("registry", "workload %s restored without a placement (no stored profiles "
                   "for its shape)", sw->id);
     }
   }
+  rd_workload_t *w = NULL;
+  if (rc == RD_OK) rc = workload_new(&wc, norm, sw->id, sw->token, sw->created_unix, &w, &err);
+  if (rc != RD_OK) {
+    free(pl);
+    rd_log_warn("registry", "skipping stored workload %s: %s (it stays stored)", sw->id, err.msg);
+    return false;
+  }
+  w->placement = pl;
   publish(r, w);
   rd_log_info("registry", "restored workload %s \"%s\" (empty): %u fields, capacity %u", w->id,
               w->spec->name, wc.tc.schema.n_fields, wc.tc.capacity);

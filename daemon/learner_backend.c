@@ -1,0 +1,96 @@
+/* learner_backend.c - the learner backend interface (learner_backend.h) and
+ * its CPU implementation over backends/cpu/learner.h. The GPU one is in
+ * learner_backend_gpu.c (or the stub learner_backend_nogpu.c). */
+#include "learner_backend.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "nn.h"
+
+static int cpu_init(rd_learner_backend_t *b, const rd_learner_config_t *c, uint32_t device,
+                    rd_error_t *err) {
+  (void)device;
+  rd_learner_t *l = calloc(1, sizeof *l);
+  if (l == NULL) return rd_error_set(err, RD_ENOMEM, "out of memory for the learner");
+  int rc = rd_learner_init(l, c, err);
+  if (rc) {
+    free(l);
+    return rc;
+  }
+  b->impl = l;
+  return RD_OK;
+}
+
+static int cpu_step(rd_learner_backend_t *b, const rd_batch_t *batch, float *td_abs,
+                    rd_step_stats_t *st, rd_error_t *err) {
+  return rd_learner_step(b->impl, batch, td_abs, st, err);
+}
+
+static size_t cpu_policy_bytes(const rd_learner_backend_t *b) {
+  return rd_learner_policy_bytes(b->impl);
+}
+
+static int cpu_policy_save(rd_learner_backend_t *b, void *buf, size_t cap, size_t *written,
+                           rd_error_t *err) {
+  return rd_learner_policy_save(b->impl, buf, cap, written, err);
+}
+
+/* net[0] is the policy (DQN's Q network, DDPG's actor), net[1] its target. */
+static int cpu_policy_load(rd_learner_backend_t *b, const void *buf, size_t len,
+                           rd_error_t *err) {
+  rd_learner_t *l = b->impl;
+  int rc = rd_mlp_load(&l->net[0], buf, len, err);
+  if (rc) return rc;
+  return rd_mlp_copy_params(&l->net[1], &l->net[0], err);
+}
+
+static void cpu_destroy(rd_learner_backend_t *b) {
+  if (b->impl == NULL) return;
+  rd_learner_free(b->impl);
+  free(b->impl);
+  b->impl = NULL;
+}
+
+const rd_learner_ops_t rd_learner_ops_cpu = {
+    .name = "cpu",
+    .kind = RD_LEARNER_ON_CPU,
+    .init = cpu_init,
+    .step = cpu_step,
+    .policy_bytes = cpu_policy_bytes,
+    .policy_save = cpu_policy_save,
+    .policy_load = cpu_policy_load,
+    .destroy = cpu_destroy,
+};
+
+const rd_learner_ops_t *rd_learner_ops_for(rd_learner_kind_t kind) {
+  return kind == RD_LEARNER_ON_GPU ? &rd_learner_ops_gpu : &rd_learner_ops_cpu;
+}
+
+const char *rd_learner_kind_name(rd_learner_kind_t kind) {
+  switch (kind) {
+  case RD_LEARNER_ON_CPU: return "cpu";
+  case RD_LEARNER_ON_GPU: return "gpu";
+  default: return "?";
+  }
+}
+
+int rd_learner_backend_init(rd_learner_backend_t *b, const rd_learner_ops_t *ops,
+                            const rd_learner_config_t *c, uint32_t device, rd_error_t *err) {
+  memset(b, 0, sizeof *b);
+  b->ops = ops;
+  b->device = device;
+  int rc = ops->init(b, c, device, err);
+  if (rc) {
+    int fault = b->fault;
+    if (b->impl != NULL) ops->destroy(b);
+    memset(b, 0, sizeof *b);
+    b->fault = fault;
+  }
+  return rc;
+}
+
+void rd_learner_backend_destroy(rd_learner_backend_t *b) {
+  if (b->ops != NULL && b->impl != NULL) b->ops->destroy(b);
+  b->impl = NULL;
+}

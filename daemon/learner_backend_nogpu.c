@@ -1,0 +1,52 @@
+/* learner_backend_nogpu.c - the "gpu" learner backend in a build without
+ * the GPU backend (meson option cuda disabled, or nvcc, libcudart or
+ * libcublas not found): every init fails, clearly, as a device fault, so a
+ * caller that asked for it falls back to the CPU (learner_backend.h).
+ * learner_backend_gpu.c replaces this file when the GPU backend is built. */
+#include "learner_backend.h"
+
+int rd_learner_gpu_built(void) { return 0; }
+
+static int nogpu_init(rd_learner_backend_t *b, const rd_learner_config_t *c, uint32_t device,
+                      rd_error_t *err) {
+  (void)c;
+  b->fault = 1;
+  return rd_error_set(err, RD_EINVAL, "built without CUDA: this replayd has no GPU learner "
+                      "(meson option cuda, nvcc and libcublas; GPU %u not used)", device);
+}
+
+static int nogpu_step(rd_learner_backend_t *b, const rd_batch_t *batch, float *td_abs,
+                      rd_step_stats_t *st, rd_error_t *err) {
+  (void)batch;
+  (void)td_abs;
+  (void)st;
+  b->fault = 1;
+  return rd_error_set(err, RD_EINVAL, "built without CUDA: this replayd has no GPU learner");
+}
+
+static size_t nogpu_policy_bytes(const rd_learner_backend_t *b) {
+  (void)b;
+  return 0;
+}
+
+static int nogpu_policy_save(rd_learner_backend_t *b, void *buf, size_t cap, size_t *written,
+                             rd_error_t *err) {
+  (void)buf;
+  (void)cap;
+  if (written) *written = 0;
+  b->fault = 1;
+  return rd_error_set(err, RD_EINVAL, "built without CUDA: this replayd has no GPU learner");
+}
+
+static void nogpu_destroy(rd_learner_backend_t *b) { b->impl = NULL; }
+
+const rd_learner_ops_t rd_learner_ops_gpu = {
+    .name = "gpu",
+    .kind = RD_LEARNER_ON_GPU,
+    .init = nogpu_init,
+    .step = nogpu_step,
+    .policy_bytes = nogpu_policy_bytes,
+    .policy_save = nogpu_policy_save,
+    .policy_load = NULL,
+    .destroy = nogpu_destroy,
+};

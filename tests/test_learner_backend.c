@@ -1,0 +1,518 @@
+/* test_learner_backend.c - the learner backend interface
+ * (daemon/learner_backend.h) and what the pipeline does when a backend's
+ * device fails (pipeline.h, "Learner backends"): a fake GPU backend fails
+ * at init or in a step; the device is marked unusable and the workload goes
+ * on with the CPU learner (from the last published weights mid-training).
+ * Also the "gpu" backend of this build: the no-CUDA stub's error, or, in a
+ * CUDA build on a machine without a GPU, a real init failure that falls
+ * back the same way. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "devices.h"
+#include "learner_backend.h"
+#include "log.h"
+#include "pipeline.h"
+#include "profile_gpu.h"
+
+#define OBS 4
+#define BATCH 8
+enum { F_OBS, F_ACTION, F_REWARD, F_NEXT, F_DISCOUNT, NF };
+
+typedef struct {
+  rd_table_t table;
+  pthread_mutex_t lock;
+} wl_t;
+
+static void set_field(rd_field_t *f, const char *name, rd_dtype_t dtype, uint32_t dim) {
+  memset(f, 0, sizeof *f);
+  snprintf(f->name, sizeof f->name, "%s", name);
+  f->dtype = dtype;
+  f->rank = dim ? 1 : 0;
+  f->shape[0] = dim;
+}
+
+static void wl_init(wl_t *w, uint32_t capacity) {
+  rd_table_config_t tc;
+  rd_table_config_default(&tc);
+  set_field(&tc.schema.fields[F_OBS], "obs", RD_DTYPE_FLOAT32, OBS);
+  set_field(&tc.schema.fields[F_ACTION], "action", RD_DTYPE_INT32, 0);
+  set_field(&tc.schema.fields[F_REWARD], "reward", RD_DTYPE_FLOAT32, 0);
+  set_field(&tc.schema.fields[F_NEXT], "next_obs", RD_DTYPE_FLOAT32, OBS);
+  set_field(&tc.schema.fields[F_DISCOUNT], "discount", RD_DTYPE_FLOAT32, 0);
+  tc.schema.n_fields = NF;
+  tc.capacity = capacity;
+  tc.seed = 11;
+  rd_error_t err;
+  if (rd_table_init(&w->table, &tc, &err) != RD_OK) fail_msg("table: %s", err.msg);
+  pthread_mutex_init(&w->lock, NULL);
+}
+
+static void wl_free(wl_t *w) {
+  rd_table_free(&w->table);
+  pthread_mutex_destroy(&w->lock);
+}
+
+static void fill(wl_t *w, size_t n) {
+  float obs[64 * OBS], next[64 * OBS], rew[64], disc[64];
+  int32_t act[64];
+  assert_true(n <= 64);
+  for (size_t i = 0; i < n; i++) {
+    for (int j = 0; j < OBS; j++) {
+      obs[i * OBS + j] = 0.1f * (float)((i * 7 + (size_t)j) % 13) - 0.5f;
+      next[i * OBS + j] = 0.1f * (float)((i * 5 + (size_t)j) % 11) - 0.5f;
+    }
+    act[i] = (int32_t)(i % 2);
+    rew[i] = (i % 3 == 0) ? 1.0f : 0.0f;
+    disc[i] = (i % 5 == 0) ? 0.0f : 0.97f;
+  }
+  rd_cbuf_t cols[NF] = {{obs, n * OBS * 4}, {act, n * 4}, {rew, n * 4}, {next, n * OBS * 4},
+                        {disc, n * 4}};
+  rd_error_t err;
+  pthread_mutex_lock(&w->lock);
+  int rc = rd_table_insert(&w->table, n, cols, NULL, NULL, &err);
+  pthread_mutex_unlock(&w->lock);
+  if (rc) fail_msg("insert: %s", err.msg);
+}
+
+static void pcfg(rd_pipeline_config_t *c, const wl_t *w) {
+  memset(c, 0, sizeof *c);
+  rd_learner_config_default(&c->learner);
+  c->learner.algo = RD_ALGO_DQN;
+  c->learner.num_actions = 2;
+  c->learner.n_hidden = 1;
+  c->learner.hidden[0] = 16;
+  c->learner.max_batch = BATCH;
+  c->learner.seed = 5;
+  c->batch = BATCH;
+  c->depth = 0;
+  c->beta = 0.4;
+  c->min_size = BATCH;
+  rd_error_t err;
+  if (rd_pipeline_bind_schema(c, &w->table.config.schema, &err) != RD_OK)
+    fail_msg("bind: %s", err.msg);
+}
+
+/* ---- a TrainStep request waited on ---- */
+
+typedef struct {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  int done;
+  rd_train_result_t res;
+} waiter_t;
+
+static void on_done(void *arg, const rd_train_result_t *res) {
+  waiter_t *wt = arg;
+  pthread_mutex_lock(&wt->mu);
+  wt->res = *res;
+  wt->done = 1;
+  pthread_cond_broadcast(&wt->cv);
+  pthread_mutex_unlock(&wt->mu);
+}
+
+static rd_train_result_t train(rd_pipeline_t *p, uint32_t steps) {
+  waiter_t wt;
+  memset(&wt, 0, sizeof wt);
+  pthread_mutex_init(&wt.mu, NULL);
+  pthread_cond_init(&wt.cv, NULL);
+  rd_error_t err;
+  int rc = rd_pipeline_train(p, steps, 0, on_done, &wt, &err);
+  if (rc) fail_msg("train: %s %s", rd_err_name(rc), err.msg);
+  pthread_mutex_lock(&wt.mu);
+  while (!wt.done) pthread_cond_wait(&wt.cv, &wt.mu);
+  pthread_mutex_unlock(&wt.mu);
+  return wt.res;
+}
+
+static size_t weights(rd_pipeline_t *p, uint8_t *buf, size_t cap, uint64_t *version) {
+  size_t len = 0;
+  rd_error_t err;
+  if (rd_pipeline_weights(p, 0, buf, cap, version, &len, &err) != RD_OK)
+    fail_msg("weights: %s", err.msg);
+  return len;
+}
+
+/* ---- the device list ---- */
+
+static void inject_gpu(uint32_t index) {
+  rd_device_t d;
+  memset(&d, 0, sizeof d);
+  snprintf(d.kind, sizeof d.kind, "gpu");
+  snprintf(d.model, sizeof d.model, "Test GPU %u", index);
+  snprintf(d.name, sizeof d.name, "Test GPU %u", index);
+  snprintf(d.status, sizeof d.status, "ok (injected by a test)");
+  d.index = index;
+  rd_device_fingerprint(&d);
+  rd_devices_inject(&d);
+}
+
+static int find_gpu(uint32_t index, rd_device_t *out) {
+  rd_device_t d[RD_MAX_DEVICES];
+  size_t n = rd_devices_get(d, RD_MAX_DEVICES);
+  for (size_t i = 0; i < n; i++)
+    if (strcmp(d[i].kind, "gpu") == 0 && d[i].index == index) {
+      *out = d[i];
+      return 1;
+    }
+  return 0;
+}
+
+static int real_gpus(void) {
+  rd_device_t d[RD_MAX_DEVICES];
+  size_t n = rd_devices_get(d, RD_MAX_DEVICES);
+  int k = 0;
+  for (size_t i = 0; i < n; i++)
+    k += strcmp(d[i].kind, "gpu") == 0 && strstr(d[i].status, "injected") == NULL &&
+         strncmp(d[i].name, "Test GPU", 8) != 0;
+  return k;
+}
+
+/* ---- fake GPU backends ---- */
+
+/* init fails as a device would (out of device memory). */
+static int fake_init_oom(rd_learner_backend_t *b, const rd_learner_config_t *c, uint32_t dev,
+                         rd_error_t *err) {
+  (void)c;
+  b->fault = 1;
+  return rd_error_set(err, RD_ENOMEM, "fake GPU %u: out of device memory", dev);
+}
+
+/* init fails on the config: the caller's error, no fallback. */
+static int fake_init_config(rd_learner_backend_t *b, const rd_learner_config_t *c, uint32_t dev,
+                            rd_error_t *err) {
+  (void)c;
+  (void)dev;
+  b->fault = 0;
+  return rd_error_set(err, RD_EINVAL, "fake: bad learner config");
+}
+
+/* A working "GPU" learner: the CPU learner with seed + 1 (so its weights
+ * differ from what the CPU fallback would start from), whose steps fail as
+ * a device would once fail_at steps have run. */
+static int fake_fail_at = 0;
+static int fake_steps = 0;
+
+static int fake_init_ok(rd_learner_backend_t *b, const rd_learner_config_t *c, uint32_t dev,
+                        rd_error_t *err) {
+  rd_learner_config_t c2 = *c;
+  c2.seed = c->seed + 1;
+  fake_steps = 0;
+  return rd_learner_ops_cpu.init(b, &c2, dev, err);
+}
+
+static int fake_step(rd_learner_backend_t *b, const rd_batch_t *batch, float *td,
+                     rd_step_stats_t *st, rd_error_t *err) {
+  if (fake_steps++ >= fake_fail_at) {
+    b->fault = 1;
+    return rd_error_set(err, RD_EINTERNAL, "fake cuBLAS sgemm failed: CUBLAS_STATUS_EXECUTION_FAILED");
+  }
+  return rd_learner_ops_cpu.step(b, batch, td, st, err);
+}
+
+static size_t fake_bytes(const rd_learner_backend_t *b) { return rd_learner_ops_cpu.policy_bytes(b); }
+static int fake_save(rd_learner_backend_t *b, void *buf, size_t cap, size_t *w, rd_error_t *err) {
+  return rd_learner_ops_cpu.policy_save(b, buf, cap, w, err);
+}
+static void fake_destroy(rd_learner_backend_t *b) { rd_learner_ops_cpu.destroy(b); }
+
+static const rd_learner_ops_t fake_oom = {"fake-gpu", RD_LEARNER_ON_GPU, fake_init_oom, fake_step,
+                                          fake_bytes, fake_save, NULL, fake_destroy};
+static const rd_learner_ops_t fake_config = {"fake-gpu", RD_LEARNER_ON_GPU, fake_init_config,
+                                             fake_step, fake_bytes, fake_save, NULL, fake_destroy};
+static const rd_learner_ops_t fake_midway = {"fake-gpu", RD_LEARNER_ON_GPU, fake_init_ok, fake_step,
+                                             fake_bytes, fake_save, NULL, fake_destroy};
+
+/* ---- tests ---- */
+
+/* Init fails with a device fault: create succeeds on the CPU learner with
+ * the same initial weights as a CPU workload, the device is unusable. */
+static void test_init_fault_falls_back(void **state) {
+  (void)state;
+  inject_gpu(7);
+  wl_t w;
+  wl_init(&w, 64);
+  fill(&w, 64);
+  rd_pipeline_config_t c;
+  pcfg(&c, &w);
+  c.learner_kind = RD_LEARNER_ON_GPU;
+  c.learner_device = 7;
+  c.learner_ops = &fake_oom;
+  rd_pipeline_t *p = NULL;
+  rd_error_t err;
+  rd_error_clear(&err);
+  int rc = rd_pipeline_create(&p, &c, &w.table, &w.lock, &err);
+  if (rc) fail_msg("create: %s", err.msg);
+
+  rd_pipeline_learner_info_t li;
+  rd_pipeline_learner_info(p, &li);
+  assert_int_equal(li.requested, RD_LEARNER_ON_GPU);
+  assert_int_equal(li.kind, RD_LEARNER_ON_CPU);
+  assert_string_equal(li.backend, "cpu");
+  assert_int_equal(li.fell_back, 1);
+  assert_int_equal(li.at_init, 1);
+  assert_int_equal(li.dead, 0);
+  assert_non_null(strstr(li.reason, "out of device memory"));
+
+  rd_device_t d;
+  assert_true(find_gpu(7, &d));
+  assert_false(rd_device_usable(&d));
+  assert_non_null(strstr(d.status, "unusable: "));
+  assert_non_null(strstr(d.status, "out of device memory"));
+
+  /* The same initial weights as a CPU pipeline of the same config. */
+  rd_pipeline_config_t c0;
+  pcfg(&c0, &w);
+  rd_pipeline_t *q = NULL;
+  assert_int_equal(rd_pipeline_create(&q, &c0, &w.table, &w.lock, &err), RD_OK);
+  uint8_t a[8192], b[8192];
+  uint64_t va, vb;
+  size_t la = weights(p, a, sizeof a, &va), lb = weights(q, b, sizeof b, &vb);
+  assert_int_equal(va, 1);
+  assert_int_equal(vb, 1);
+  assert_int_equal(la, lb);
+  assert_memory_equal(a, b, la);
+  rd_pipeline_learner_info(q, &li);
+  assert_int_equal(li.fell_back, 0);
+  assert_int_equal(li.kind, RD_LEARNER_ON_CPU);
+  rd_pipeline_destroy(q);
+
+  /* And it trains. */
+  rd_train_result_t r = train(p, 5);
+  assert_int_equal(r.status, RD_OK);
+  assert_int_equal(r.steps_done, 5);
+  rd_pipeline_destroy(p);
+  wl_free(&w);
+}
+
+/* A config error from the backend is the caller's: create fails, the
+ * device stays usable. */
+static void test_init_config_error_no_fallback(void **state) {
+  (void)state;
+  inject_gpu(8);
+  wl_t w;
+  wl_init(&w, 64);
+  rd_pipeline_config_t c;
+  pcfg(&c, &w);
+  c.learner_kind = RD_LEARNER_ON_GPU;
+  c.learner_device = 8;
+  c.learner_ops = &fake_config;
+  rd_pipeline_t *p = NULL;
+  rd_error_t err;
+  assert_int_equal(rd_pipeline_create(&p, &c, &w.table, &w.lock, &err), RD_EINVAL);
+  assert_non_null(strstr(err.msg, "bad learner config"));
+  rd_device_t d;
+  assert_true(find_gpu(8, &d));
+  assert_true(rd_device_usable(&d));
+  wl_free(&w);
+}
+
+/* Batches the learner saw, in order (D = 0: one at a time). */
+typedef struct {
+  int n;
+  float obs[4][BATCH * OBS], next[4][BATCH * OBS], rew[4][BATCH], disc[4][BATCH], w[4][BATCH];
+  int32_t act[4][BATCH];
+} seen_t;
+
+static void keep_batch(void *arg, const uint64_t *keys, const rd_batch_t *b) {
+  (void)keys;
+  seen_t *s = arg;
+  if (s->n >= 4) return;
+  int i = s->n++;
+  memcpy(s->obs[i], b->obs, sizeof s->obs[i]);
+  memcpy(s->next[i], b->next_obs, sizeof s->next[i]);
+  memcpy(s->rew[i], b->reward, sizeof s->rew[i]);
+  memcpy(s->disc[i], b->discount, sizeof s->disc[i]);
+  memcpy(s->w[i], b->weights, sizeof s->w[i]);
+  memcpy(s->act[i], b->action_i, sizeof s->act[i]);
+}
+
+/* A step fails with a device fault mid-training: the batch is skipped, the
+ * device unusable, and the CPU learner continues from the last published
+ * weights: its next step equals a reference learner's that starts from
+ * those weights (the fake's seed + 1) and trains on the same batch. */
+static void test_step_fault_resumes_on_cpu(void **state) {
+  (void)state;
+  inject_gpu(9);
+  wl_t w;
+  wl_init(&w, 64);
+  fill(&w, 64);
+  rd_pipeline_config_t c;
+  pcfg(&c, &w);
+  static seen_t seen;
+  memset(&seen, 0, sizeof seen);
+  c.batch_hook = keep_batch;
+  c.hook_arg = &seen;
+  c.learner_kind = RD_LEARNER_ON_GPU;
+  c.learner_device = 9;
+  c.learner_ops = &fake_midway;
+  fake_fail_at = 0; /* the first step fails */
+  rd_pipeline_t *p = NULL;
+  rd_error_t err;
+  assert_int_equal(rd_pipeline_create(&p, &c, &w.table, &w.lock, &err), RD_OK);
+  rd_pipeline_learner_info_t li;
+  rd_pipeline_learner_info(p, &li);
+  assert_int_equal(li.fell_back, 0);
+  assert_int_equal(li.kind, RD_LEARNER_ON_GPU);
+  assert_string_equal(li.backend, "fake-gpu");
+  uint8_t v1[8192];
+  uint64_t ver;
+  size_t len1 = weights(p, v1, sizeof v1, &ver);
+  assert_int_equal(ver, 1);
+
+  rd_train_result_t r = train(p, 2);
+  assert_int_equal(r.status, RD_OK);
+  assert_int_equal(r.skipped_steps, 1);
+  assert_int_equal(r.steps_done, 1);
+  assert_int_equal(seen.n, 2);
+
+  rd_pipeline_learner_info(p, &li);
+  assert_int_equal(li.fell_back, 1);
+  assert_int_equal(li.at_init, 0);
+  assert_int_equal(li.kind, RD_LEARNER_ON_CPU);
+  assert_string_equal(li.backend, "cpu");
+  assert_non_null(strstr(li.reason, "CUBLAS_STATUS_EXECUTION_FAILED"));
+  rd_device_t d;
+  assert_true(find_gpu(9, &d));
+  assert_false(rd_device_usable(&d));
+
+  /* Reference: the fake's initial weights (seed + 1), one CPU step on the
+   * second batch. */
+  rd_learner_t ref;
+  rd_learner_config_t rc2 = c.learner;
+  rc2.seed = c.learner.seed + 1;
+  assert_int_equal(rd_learner_init(&ref, &rc2, &err), RD_OK);
+  uint8_t r0[8192];
+  size_t lr0 = 0;
+  assert_int_equal(rd_learner_policy_save(&ref, r0, sizeof r0, &lr0, &err), RD_OK);
+  assert_int_equal(lr0, len1);
+  assert_memory_equal(r0, v1, len1); /* version 1 was the fake's */
+  rd_batch_t b = {BATCH, seen.obs[1], seen.act[1], NULL, seen.rew[1], seen.disc[1], seen.next[1],
+                  seen.w[1]};
+  assert_int_equal(rd_learner_step(&ref, &b, NULL, NULL, &err), RD_OK);
+  uint8_t r1[8192], got[8192];
+  size_t lr1 = 0;
+  assert_int_equal(rd_learner_policy_save(&ref, r1, sizeof r1, &lr1, &err), RD_OK);
+  size_t lg = weights(p, got, sizeof got, &ver);
+  assert_true(ver >= 2);
+  assert_int_equal(lg, lr1);
+  assert_memory_equal(got, r1, lg);
+  rd_learner_free(&ref);
+
+  /* Training goes on. */
+  r = train(p, 3);
+  assert_int_equal(r.steps_done, 3);
+  rd_pipeline_destroy(p);
+  wl_free(&w);
+}
+
+/* This build's "gpu" backend: the stub's clear error without CUDA; with
+ * CUDA on a machine without a GPU, a real init failure that falls back. */
+static void test_gpu_backend_of_this_build(void **state) {
+  (void)state;
+  rd_learner_config_t lc;
+  rd_learner_config_default(&lc);
+  lc.obs_dim = OBS;
+  lc.num_actions = 2;
+  lc.n_hidden = 1;
+  lc.hidden[0] = 16;
+  lc.max_batch = BATCH;
+  rd_learner_backend_t b;
+  rd_error_t err;
+  rd_error_clear(&err);
+  int gpus = real_gpus();
+  if (!rd_learner_gpu_built()) {
+    assert_int_equal(rd_learner_backend_init(&b, &rd_learner_ops_gpu, &lc, 0, &err), RD_EINVAL);
+    assert_int_equal(b.fault, 1);
+    assert_null(b.impl);
+    assert_non_null(strstr(err.msg, "built without CUDA"));
+    assert_int_equal(rd_profile_gpu_built(), 0);
+    rd_profile_shape_t shape;
+    memset(&shape, 0, sizeof shape);
+    rd_device_t g;
+    memset(&g, 0, sizeof g);
+    snprintf(g.kind, sizeof g.kind, "gpu");
+    rd_profile_t out[3];
+    size_t n = 9;
+    int fault = 7;
+    assert_int_equal(rd_profile_measure_gpu(&shape, &g, 1.0, out, 3, &n, &fault, &err), RD_EINVAL);
+    assert_int_equal(n, 0);
+    assert_int_equal(fault, 0);
+    assert_non_null(strstr(err.msg, "built without CUDA"));
+  } else if (gpus == 0) {
+    int rc = rd_learner_backend_init(&b, &rd_learner_ops_gpu, &lc, 0, &err);
+    assert_int_not_equal(rc, RD_OK);
+    assert_int_equal(b.fault, 1);
+    assert_non_null(strstr(err.msg, "CUDA"));
+    /* A bad config is not the device's fault. */
+    rd_learner_config_t bad = lc;
+    bad.obs_dim = 0;
+    assert_int_equal(rd_learner_backend_init(&b, &rd_learner_ops_gpu, &bad, 0, &err), RD_EINVAL);
+    assert_int_equal(b.fault, 0);
+  } else {
+    /* A real GPU: init must work (then this is no failure test). */
+    int rc = rd_learner_backend_init(&b, &rd_learner_ops_gpu, &lc, 0, &err);
+    if (rc) fail_msg("GPU learner init on a present GPU: %s", err.msg);
+    assert_true(b.ops->policy_bytes(&b) > 0);
+    rd_learner_backend_destroy(&b);
+    return;
+  }
+
+  /* The pipeline asked for GPU 0 of this build falls back to the CPU. */
+  inject_gpu(0);
+  wl_t w;
+  wl_init(&w, 64);
+  fill(&w, 64);
+  rd_pipeline_config_t c;
+  pcfg(&c, &w);
+  c.learner_kind = RD_LEARNER_ON_GPU;
+  c.learner_device = 0;
+  rd_pipeline_t *p = NULL;
+  int rc = rd_pipeline_create(&p, &c, &w.table, &w.lock, &err);
+  if (rc) fail_msg("create: %s", err.msg);
+  rd_pipeline_learner_info_t li;
+  rd_pipeline_learner_info(p, &li);
+  assert_int_equal(li.fell_back, 1);
+  assert_int_equal(li.kind, RD_LEARNER_ON_CPU);
+  assert_non_null(strstr(li.reason, rd_learner_gpu_built() ? "CUDA" : "built without CUDA"));
+  rd_device_t d;
+  assert_true(find_gpu(0, &d));
+  assert_false(rd_device_usable(&d));
+  rd_train_result_t r = train(p, 2);
+  assert_int_equal(r.steps_done, 2);
+  rd_pipeline_destroy(p);
+  wl_free(&w);
+}
+
+static void test_mark_unknown(void **state) {
+  (void)state;
+  assert_int_equal(rd_devices_mark_unusable("gpu", 99, "nothing"), 0);
+  rd_device_t cpu;
+  rd_devices_cpu(&cpu);
+  assert_true(rd_device_usable(&cpu));
+  assert_string_equal(rd_learner_kind_name(RD_LEARNER_ON_GPU), "gpu");
+  assert_ptr_equal(rd_learner_ops_for(RD_LEARNER_ON_CPU), &rd_learner_ops_cpu);
+  assert_ptr_equal(rd_learner_ops_for(RD_LEARNER_ON_GPU), &rd_learner_ops_gpu);
+}
+
+int main(void) {
+  rd_log_open(NULL, RD_LOG_ERROR, NULL); /* the fallbacks' error lines show */
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_mark_unknown),
+      cmocka_unit_test(test_init_fault_falls_back),
+      cmocka_unit_test(test_init_config_error_no_fallback),
+      cmocka_unit_test(test_step_fault_resumes_on_cpu),
+      cmocka_unit_test(test_gpu_backend_of_this_build),
+  };
+  int rc = cmocka_run_group_tests(tests, NULL, NULL);
+  rd_log_close();
+  return rc;
+}
