@@ -409,7 +409,14 @@ static void test_rmm_cycles(void **state) {
   assert_int_equal(e.used.dsp, 64);
   assert_int_equal(e.used.lut, 5680 + 472 + 440);
   assert_int_equal(e.used.ff, 4 * 2 * 5 * RD_FPGA_RMM_FF_PER_STAGE);
-  assert_int_equal(e.shared_levels, 0); /* K^1 = 16 >= S: every level is split */
+  /* J = 1 (K^1 = 16 >= S = 4): level 1 is replicated (the root's choice
+   * among its 16 children needs all of them in every pipeline; replicated
+   * or split, its <= 64-word banks cost the same LUTRAM), levels 2..5 are
+   * split: 16 / 4 = 4 level-1 nodes per pipeline, 64 words of level 2. */
+  assert_int_equal(e.shared_levels, 1);
+  assert_int_equal(e.bank_words[1], 16);
+  assert_int_equal(e.bank_words[2], 64);
+  assert_int_equal(e.bank_words[5], (1u << 20) / 4);
   /* The one SLR's usable share: 90% of 2280 DSPs. */
   assert_int_equal(e.avail.dsp, 2052);
   assert_int_equal(e.avail.bram36, 648);
@@ -473,15 +480,16 @@ static void test_rmm_s_growth(void **state) {
     assert_true(e.s >= last_s);
     last_s = e.s;
   }
-  /* Above the subtrees' roots every pipeline keeps a copy: S = 32 = 2^5,
-   * levels 1..4 are replicated. */
-  assert_int_equal(e.shared_levels, 4);
+  /* The subtrees' roots and the levels above them are in every pipeline:
+   * S = 32 = 2^5, levels 1..5 are replicated (papers/001 §IV-C4, the first
+   * log_K S levels). */
+  assert_int_equal(e.shared_levels, 5);
 
   /* The U250's and U280's SLRs have the DSPs for S = 64 (90% of 3072 is
    * 2764, of 3008 is 2707; 64 x 40 = 2560) but not the LUTs: 64 x 40
    * stages x 142 = 363,520 of logic plus 45,312 of LUTRAM for the banks
-   * of <= 64 words (levels 1..5 replicated, 2..32 nodes of 35..31 bits;
-   * levels 6..12 split, 1..64 nodes per pipeline of 30..24 bits; 2 LUTs
+   * of <= 64 words (levels 1..6 replicated, 2..64 nodes of 35..30 bits;
+   * levels 7..12 split, 2..64 nodes per pipeline of 29..24 bits; 2 LUTs
    * per bit and bank: 64 x 2 x (165 + 189)) = 408,832 > 388,800 (U250)
    * and 391,104 (U280). */
   static const char *BIGGER[] = {"u250", "u280"};

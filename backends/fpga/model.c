@@ -601,26 +601,40 @@ typedef struct {
   uint32_t alu_bits;
 } tree_t;
 
-/* Resources of S pipelines; returns the exceeded resource or NULL. */
+/* Resources of S pipelines; returns the exceeded resource or NULL. The
+ * banks are those of backends/fpga/kernels/rmm.h: levels 1..J, J the first
+ * level with K^J >= S, are replicated in every pipeline (papers/001 §IV-C4:
+ * the first log_K S levels are broadcast; picking a child at level J needs
+ * all K siblings), each copy holding whole sibling blocks (nodes_{h-1} K
+ * words); below J pipeline q owns C = ceil(nodes_J / S) level-J nodes and
+ * everything under them, min(C K^(h-J), nodes_{h-1} K) words per bank.
+ * bank_words[h] gets each level's words per pipeline. */
 static const char *rmm_fit(const tree_t *t, uint64_t S, const rd_fpga_res_t *avail,
-                           rd_fpga_res_t *used, uint32_t *shared) {
+                           rd_fpga_res_t *used, uint32_t *shared, uint64_t *bank_words) {
   memset(used, 0, sizeof *used);
   banks_t b;
   b.n = 0;
   uint64_t dsp_per_pipe = 0;
-  *shared = 0;
-  uint64_t full = 1; /* K^h: nodes of level h in a full tree */
+  uint32_t J = 0;
+  uint64_t full = 1; /* K^J */
+  while (full < S) full *= t->K, J++;
+  *shared = J;
+  const uint64_t C = ceil_div(t->nodes[J], S);
+  uint64_t span = C; /* C K^(h-J) while h > J */
+  bank_words[0] = 1;
   for (uint32_t h = 1; h <= t->H; h++) {
-    full *= t->K;
     /* One sampler and one updater stage per level, one DSP48 adder each
      * (two or more when the level is wider than the DSP's ALU). */
     dsp_per_pipe += 2 * ceil_div(t->width[h], t->alu_bits);
-    if (full < S) { /* above the subtrees: every pipeline keeps a copy */
-      banks_add(&b, S, t->nodes[h], t->width[h]);
-      *shared = h;
+    const uint64_t blocked = t->nodes[h - 1] * t->K;
+    if (h <= J) {
+      bank_words[h] = blocked;
     } else {
-      banks_add(&b, S, ceil_div(t->nodes[h], S), t->width[h]);
+      span *= t->K;
+      if (span > blocked) span = blocked; /* stays capped below: blocked grows by <= K */
+      bank_words[h] = span;
     }
+    banks_add(&b, S, bank_words[h], t->width[h]);
   }
   used->dsp = S * dsp_per_pipe;
   used->lut = S * 2 * t->H * RD_FPGA_RMM_LUT_PER_STAGE;
@@ -668,8 +682,9 @@ int rd_fpga_model_rmm(const rd_fpga_part_t *p, const rd_fpga_workload_t *w,
   if (w->rmm_s) limit = "fixed";
   rd_fpga_res_t used;
   uint32_t shared = 0;
+  uint64_t bank_words[RD_FPGA_MAX_LEVELS + 1] = {0};
   const char *why;
-  while ((why = rmm_fit(&t, S, &avail, &used, &shared)) != NULL) {
+  while ((why = rmm_fit(&t, S, &avail, &used, &shared, bank_words)) != NULL) {
     if (S == 1 || w->rmm_s) {
       char need[160];
       need_msg(why, &used, &avail, need, sizeof need);
@@ -690,6 +705,7 @@ int rd_fpga_model_rmm(const rd_fpga_part_t *p, const rd_fpga_workload_t *w,
   e.s = (uint32_t)S;
   e.s_batch = (uint32_t)s_batch;
   e.shared_levels = shared;
+  memcpy(e.bank_words, bank_words, sizeof e.bank_words);
   e.limit = limit;
   const uint64_t per_pipe = ceil_div(w->batch, S);
   e.sample_fill_cycles = (uint64_t)(t.H - 1) * t.K;

@@ -31,11 +31,13 @@
  * Because S jumps with B, the RMM latency is a sawtooth in B (it drops
  * where S doubles: a bigger design); for one design (a fixed
  * workload.rmm_s) it never falls as B grows.
- * Pipeline p owns the subtrees below the first level with K^h >= S (nodes
- * ceil(nodes_h / S) per bank); the levels above it are replicated into
- * every pipeline (papers/001: "broadcast to all the pipelines"). S need
- * not be a power of K (the paper's log_K S levels), so that S can grow
- * smoothly for K = 16.
+ * The banks are those of the kernel (kernels/rmm.h): levels 1..J, J the
+ * first level with K^J >= S, are replicated into every pipeline (papers/001:
+ * the first log_K S levels are "broadcast to all the pipelines"; choosing a
+ * child at level J needs all K siblings), each copy in whole sibling blocks
+ * (nodes_{h-1} K words); pipeline p owns C = ceil(nodes_J / S) level-J nodes
+ * and all below them (min(C K^(h-J), nodes_{h-1} K) words per bank). S need
+ * not be a power of K, so that S can grow smoothly for K = 16.
  * Fixed point (papers/001 §IV-C4): W_b = W_parent - log2 K, so the root
  * holds leaf_bits + H log2 K bits. The root's bound is that of a full tree
  * of K^H leaves: with the per-level rule a tighter root (log2 N) would let
@@ -247,7 +249,10 @@ typedef struct {
   uint32_t leaf_bits;
   uint32_t s;              /* bank parallelism S */
   uint32_t s_batch;        /* S the batch asks for (B/H rule, <= N) */
-  uint32_t shared_levels;  /* levels 1..shared_levels are replicated per pipeline */
+  uint32_t shared_levels;  /* levels 1..shared_levels are replicated per pipeline
+                              (J: the first level with K^J >= S) */
+  uint64_t bank_words[RD_FPGA_MAX_LEVELS + 1]; /* words of level h in one pipeline's bank
+                                                  (kernels/rmm.h RMM_DEPTH); [0] = 1 */
   const char *limit;       /* what bounds S: "batch", "capacity", "max" (RD_FPGA_MAX_S),
                               "fixed" (workload.rmm_s), "dsp", "lut", "ff", "sram" */
   uint64_t sample_cycles;  /* fill included */

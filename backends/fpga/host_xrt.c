@@ -1,0 +1,154 @@
+/* host_xrt.c - the replay kernel's host path over XRT's C API (see
+ * host_xrt.h; only ever run against XRT's no-op shim). */
+#include "host_xrt.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include <xrt/xrt_bo.h>
+#include <xrt/xrt_device.h>
+#include <xrt/xrt_kernel.h>
+
+#define RMM_KERNEL_NAME "rmm_kernel"
+#define MAX_BATCH_LIMIT (1u << 24)
+
+/* Kernel argument id of each buffer. */
+static const int BO_ARG[RD_XRT_N_BO] = {3, 4, 5, 6};
+
+void rd_fpga_xrt_rmm_close(rd_fpga_xrt_rmm_t *x) {
+  if (!x) return;
+  if (x->run) xrtRunClose(x->run);
+  for (int i = 0; i < RD_XRT_N_BO; i++)
+    if (x->bo[i]) xrtBOFree(x->bo[i]);
+  if (x->kernel) xrtKernelClose(x->kernel);
+  if (x->device) xrtDeviceClose(x->device);
+  memset(x, 0, sizeof *x);
+}
+
+int rd_fpga_xrt_rmm_open(rd_fpga_xrt_rmm_t *x, unsigned index, const char *xclbin,
+                         uint32_t max_batch, rd_error_t *err) {
+  if (!x || !xclbin) return rd_error_set(err, RD_EINVAL, "xrt: handle and xclbin path needed");
+  memset(x, 0, sizeof *x);
+  if (max_batch == 0 || max_batch > MAX_BATCH_LIMIT)
+    return rd_error_set(err, RD_EINVAL, "xrt: max_batch %u outside [1, %u]", max_batch,
+                        MAX_BATCH_LIMIT);
+  /* Without XILINX_XRT, xrtDeviceOpen aborts the process (an uncaught C++
+   * exception, shared/stack-notes.md): refuse instead. */
+  const char *root = getenv("XILINX_XRT");
+  if (!root || !*root)
+    return rd_error_set(err, RD_ENOTFOUND,
+                        "xrt: XILINX_XRT is not set (point it at a folder whose lib is XRT's "
+                        "library directory); not opening FPGA devices");
+  struct stat st;
+  if (stat(xclbin, &st) != 0)
+    return rd_error_set(err, RD_ENOTFOUND, "xrt: xclbin %s: %s", xclbin, strerror(errno));
+
+  int rc;
+  x->device = xrtDeviceOpen(index);
+  if (!x->device) {
+    rc = rd_error_set(err, RD_ENOTFOUND, "xrt: no FPGA device %u (%s)", index, strerror(errno));
+    goto fail;
+  }
+  if (xrtDeviceLoadXclbinFile(x->device, xclbin) != 0) {
+    rc = rd_error_set(err, RD_EINVAL, "xrt: the device refused xclbin %s (%s)", xclbin,
+                      strerror(errno));
+    goto fail;
+  }
+  xuid_t uuid;
+  if (xrtDeviceGetXclbinUUID(x->device, uuid) != 0) {
+    rc = rd_error_set(err, RD_EINVAL, "xrt: no xclbin UUID after loading %s", xclbin);
+    goto fail;
+  }
+  x->kernel = xrtPLKernelOpen(x->device, uuid, RMM_KERNEL_NAME);
+  if (!x->kernel) {
+    rc = rd_error_set(err, RD_ENOTFOUND, "xrt: xclbin %s has no kernel " RMM_KERNEL_NAME " (%s)",
+                      xclbin, strerror(errno));
+    goto fail;
+  }
+  const size_t bytes[RD_XRT_N_BO] = {(size_t)max_batch * 8, (size_t)max_batch * 4,
+                                     (size_t)max_batch * 4, 3 * 8};
+  for (int i = 0; i < RD_XRT_N_BO; i++) {
+    int grp = xrtKernelArgGroupId(x->kernel, BO_ARG[i]);
+    if (grp < 0) {
+      rc = rd_error_set(err, RD_EINVAL, "xrt: kernel argument %d has no memory bank", BO_ARG[i]);
+      goto fail;
+    }
+    x->bo[i] = xrtBOAlloc(x->device, bytes[i], XCL_BO_FLAGS_NONE, (xrtMemoryGroup)grp);
+    x->map[i] = x->bo[i] ? xrtBOMap(x->bo[i]) : NULL;
+    if (!x->map[i]) {
+      rc = rd_error_set(err, RD_ENOMEM, "xrt: cannot allocate a %zu-byte buffer in bank %d",
+                        bytes[i], grp);
+      goto fail;
+    }
+    memset(x->map[i], 0, bytes[i]);
+    x->bo_bytes[i] = bytes[i];
+  }
+  x->run = xrtRunOpen(x->kernel);
+  if (!x->run) {
+    rc = rd_error_set(err, RD_EINTERNAL, "xrt: cannot open a run of " RMM_KERNEL_NAME);
+    goto fail;
+  }
+  x->max_batch = max_batch;
+  x->timeout_ms = 5000;
+  return RD_OK;
+fail:
+  rd_fpga_xrt_rmm_close(x);
+  return rc;
+}
+
+static int sync_bo(rd_fpga_xrt_rmm_t *x, int i, enum xclBOSyncDirection dir, size_t n,
+                   rd_error_t *err) {
+  if (n == 0) return RD_OK;
+  if (xrtBOSync(x->bo[i], dir, n, 0) != 0)
+    return rd_error_set(err, RD_EINTERNAL, "xrt: buffer sync failed (%s)", strerror(errno));
+  return RD_OK;
+}
+
+int rd_fpga_xrt_rmm_call(rd_fpga_xrt_rmm_t *x, uint32_t op, uint32_t n, uint32_t first,
+                         const uint64_t *u64_in, const uint32_t *pos_in, uint32_t *leaf_out,
+                         uint64_t info[3], rd_error_t *err) {
+  if (!x || !x->run) return rd_error_set(err, RD_EINVAL, "xrt: the device is not open");
+  if (n > x->max_batch)
+    return rd_error_set(err, RD_ETOOBIG, "xrt: %u items, buffers hold %u", n, x->max_batch);
+  int rc;
+  /* Host -> device: the request's inputs. */
+  if (u64_in) memcpy(x->map[RD_XRT_BO_U64_IN], u64_in, (size_t)n * 8);
+  if (pos_in) memcpy(x->map[RD_XRT_BO_POS_IN], pos_in, (size_t)n * 4);
+  memset(x->map[RD_XRT_BO_INFO_OUT], 0, 3 * 8);
+  if ((rc = sync_bo(x, RD_XRT_BO_U64_IN, XCL_BO_SYNC_BO_TO_DEVICE, u64_in ? (size_t)n * 8 : 0,
+                    err)) != RD_OK ||
+      (rc = sync_bo(x, RD_XRT_BO_POS_IN, XCL_BO_SYNC_BO_TO_DEVICE, pos_in ? (size_t)n * 4 : 0,
+                    err)) != RD_OK ||
+      (rc = sync_bo(x, RD_XRT_BO_INFO_OUT, XCL_BO_SYNC_BO_TO_DEVICE, 3 * 8, err)) != RD_OK)
+    return rc;
+  /* Arguments, in rmm_kernel's order; start; wait. */
+  if (xrtRunSetArg(x->run, 0, op) != 0 || xrtRunSetArg(x->run, 1, n) != 0 ||
+      xrtRunSetArg(x->run, 2, first) != 0 ||
+      xrtRunSetArg(x->run, 3, x->bo[RD_XRT_BO_U64_IN]) != 0 ||
+      xrtRunSetArg(x->run, 4, x->bo[RD_XRT_BO_POS_IN]) != 0 ||
+      xrtRunSetArg(x->run, 5, x->bo[RD_XRT_BO_LEAF_OUT]) != 0 ||
+      xrtRunSetArg(x->run, 6, x->bo[RD_XRT_BO_INFO_OUT]) != 0)
+    return rd_error_set(err, RD_EINTERNAL, "xrt: setting the kernel's arguments failed (%s)",
+                        strerror(errno));
+  if (xrtRunStart(x->run) != 0)
+    return rd_error_set(err, RD_EINTERNAL, "xrt: starting the kernel failed (%s)",
+                        strerror(errno));
+  enum ert_cmd_state s = xrtRunWaitFor(x->run, x->timeout_ms);
+  if (s != ERT_CMD_STATE_COMPLETED) {
+    if (s == ERT_CMD_STATE_TIMEOUT || s == ERT_CMD_STATE_NEW || s == ERT_CMD_STATE_QUEUED ||
+        s == ERT_CMD_STATE_RUNNING)
+      return rd_error_set(err, RD_ETIMEDOUT, "xrt: the kernel did not complete in %u ms",
+                          x->timeout_ms);
+    return rd_error_set(err, RD_EINTERNAL, "xrt: the kernel run ended in state %d", (int)s);
+  }
+  /* Device -> host: the outputs. */
+  if ((rc = sync_bo(x, RD_XRT_BO_LEAF_OUT, XCL_BO_SYNC_BO_FROM_DEVICE,
+                    leaf_out ? (size_t)n * 4 : 0, err)) != RD_OK ||
+      (rc = sync_bo(x, RD_XRT_BO_INFO_OUT, XCL_BO_SYNC_BO_FROM_DEVICE, 3 * 8, err)) != RD_OK)
+    return rc;
+  if (leaf_out) memcpy(leaf_out, x->map[RD_XRT_BO_LEAF_OUT], (size_t)n * 4);
+  memcpy(info, x->map[RD_XRT_BO_INFO_OUT], 3 * 8);
+  return RD_OK;
+}
