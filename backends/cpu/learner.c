@@ -320,8 +320,7 @@ static int check_matrix(const char *name, const float *v, size_t n, size_t dim, 
   return RD_OK;
 }
 
-static int check_batch(const rd_learner_t *l, const rd_batch_t *b, rd_error_t *err) {
-  const rd_learner_config_t *c = &l->config;
+int rd_learner_batch_validate(const rd_learner_config_t *c, const rd_batch_t *b, rd_error_t *err) {
   if (b == NULL) return rd_error_set(err, RD_EINVAL, "no batch");
   const size_t n = b->n;
   if (n == 0) return rd_error_set(err, RD_EINVAL, "batch is empty");
@@ -534,7 +533,7 @@ static int ddpg_step(rd_learner_t *l, const rd_batch_t *b, float *td, rd_step_st
 
 int rd_learner_step(rd_learner_t *l, const rd_batch_t *b, float *td_abs, rd_step_stats_t *st,
                     rd_error_t *err) {
-  int rc = check_batch(l, b, err);
+  int rc = rd_learner_batch_validate(&l->config, b, err);
   if (rc) return rc;
   rd_step_stats_t local;
   if (st == NULL) st = &local;

@@ -121,6 +121,13 @@ void rd_learner_config_default(rd_learner_config_t *c);
 /* RD_EINVAL with a message naming the bad setting. */
 int rd_learner_config_validate(const rd_learner_config_t *c, rd_error_t *err);
 
+/* The checks rd_learner_step makes of a batch for a learner of config c
+ * (every backend's learner makes the same ones, with the same messages):
+ * RD_EINVAL naming the bad field and row (missing array, non-finite value,
+ * discount outside [0, 1], negative IS weight, action out of range), or
+ * RD_ETOOBIG above max_batch. */
+int rd_learner_batch_validate(const rd_learner_config_t *c, const rd_batch_t *b, rd_error_t *err);
+
 /* Validate, allocate, initialise online networks from seed (distinct
  * streams per network: the Q network or actor from Philox draw 2^63 - 1 of
  * the seed, the critic from draw 2^63 - 2, as rd_mlp_init's seed) and copy

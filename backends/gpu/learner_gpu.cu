@@ -593,57 +593,6 @@ static int enqueue_step(rd_gpu_learner_t *l, size_t n, rd_error_t *err) {
   return RD_OK;
 }
 
-/* ---- batch validation: rd_learner_step's checks and messages ---- */
-
-static int check_matrix(const char *name, const float *v, size_t n, size_t dim, rd_error_t *err) {
-  if (v == NULL) return rd_error_set(err, RD_EINVAL, "batch has no %s", name);
-  for (size_t k = 0; k < n * dim; k++)
-    if (!isfinite(v[k]))
-      return rd_error_set(err, RD_EINVAL, "%s[%zu][%zu] is %g", name, k / dim, k % dim,
-                          (double)v[k]);
-  return RD_OK;
-}
-
-static int check_batch(const rd_gpu_learner_t *l, const rd_batch_t *b, rd_error_t *err) {
-  const rd_learner_config_t *c = &l->config;
-  if (b == NULL) return rd_error_set(err, RD_EINVAL, "no batch");
-  const size_t n = b->n;
-  if (n == 0) return rd_error_set(err, RD_EINVAL, "batch is empty");
-  if (n > c->max_batch)
-    return rd_error_set(err, RD_ETOOBIG, "batch of %zu exceeds max_batch %u", n, c->max_batch);
-  int rc = check_matrix("obs", b->obs, n, c->obs_dim, err);
-  if (rc == RD_OK) rc = check_matrix("next_obs", b->next_obs, n, c->obs_dim, err);
-  if (rc == RD_OK) rc = check_matrix("reward", b->reward, n, 1, err);
-  if (rc == RD_OK) rc = check_matrix("discount", b->discount, n, 1, err);
-  if (rc) return rc;
-  for (size_t i = 0; i < n; i++)
-    if (!(b->discount[i] >= 0.0f && b->discount[i] <= 1.0f))
-      return rd_error_set(err, RD_EINVAL, "discount[%zu] is %g; it must be in [0, 1]", i,
-                          (double)b->discount[i]);
-  if (b->weights != NULL)
-    for (size_t i = 0; i < n; i++)
-      if (!(isfinite(b->weights[i]) && b->weights[i] >= 0.0f))
-        return rd_error_set(err, RD_EINVAL, "weights[%zu] is %g; IS weights are finite and >= 0",
-                            i, (double)b->weights[i]);
-  if (c->algo == RD_ALGO_DQN) {
-    if (b->action_i == NULL) return rd_error_set(err, RD_EINVAL, "batch has no action_i (DQN)");
-    for (size_t i = 0; i < n; i++)
-      if (b->action_i[i] < 0 || (uint32_t)b->action_i[i] >= c->num_actions)
-        return rd_error_set(err, RD_EINVAL, "action_i[%zu] is %d; actions are 0..%u", i,
-                            (int)b->action_i[i], c->num_actions - 1);
-  } else {
-    rc = check_matrix("action_f", b->action_f, n, c->action_dim, err);
-    if (rc) return rc;
-    const float lo = c->action_low, hi = c->action_high;
-    for (size_t k = 0; k < n * c->action_dim; k++)
-      if (!(b->action_f[k] >= lo && b->action_f[k] <= hi))
-        return rd_error_set(err, RD_EINVAL, "action_f[%zu][%zu] is %g, outside [%g, %g]",
-                            k / c->action_dim, k % c->action_dim, (double)b->action_f[k],
-                            (double)lo, (double)hi);
-  }
-  return RD_OK;
-}
-
 /* ---- life cycle ---- */
 
 static int device_ready(int device, rd_error_t *err) {
@@ -848,7 +797,8 @@ static int capture(rd_gpu_learner_t *l, size_t n, rd_error_t *err) {
 extern "C" int rd_gpu_learner_step(rd_gpu_learner_t *l, const rd_batch_t *b, float *td_abs,
                                    rd_step_stats_t *st, rd_error_t *err) {
   if (l->impl == NULL) return rd_error_set(err, RD_EINVAL, "GPU learner is not initialised");
-  int rc = check_batch(l, b, err);
+  /* The CPU learner's checks and messages (learner.h). */
+  int rc = rd_learner_batch_validate(&l->config, b, err);
   if (rc) return rc;
   rd_gpu_learner_impl *im = l->impl;
   const rd_learner_config_t *c = &l->config;
