@@ -55,6 +55,7 @@
 
 #include "learner.h"
 #include "learner_shapes.h"
+#include "bench_util.h"
 #include "rd_error.h"
 #include "rd_philox.h"
 
@@ -65,29 +66,6 @@
 /* ------------------------------------------------------------------ */
 /* Helpers                                                             */
 /* ------------------------------------------------------------------ */
-
-static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
-static void die(const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  fputs("bench_learner: ", stderr);
-  vfprintf(stderr, fmt, ap);
-  fputc('\n', stderr);
-  va_end(ap);
-  exit(1);
-}
-
-static void *xmalloc(size_t bytes) {
-  void *p = malloc(bytes ? bytes : 1);
-  if (p == NULL) die("out of memory allocating %zu bytes", bytes);
-  return p;
-}
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static int cmp_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
@@ -506,35 +484,6 @@ static void run_point(const shape_t *s, uint32_t batch, const opts_t *o, bool pr
 /* ------------------------------------------------------------------ */
 /* Report                                                              */
 /* ------------------------------------------------------------------ */
-
-static void cpu_model(char *buf, size_t len) {
-  snprintf(buf, len, "unknown CPU");
-  FILE *f = fopen("/proc/cpuinfo", "r");
-  if (f == NULL) return;
-  char line[512];
-  while (fgets(line, sizeof line, f)) {
-    if (strncmp(line, "model name", 10) == 0) {
-      char *c = strchr(line, ':');
-      if (c) {
-        c++;
-        while (*c == ' ' || *c == '\t') c++;
-        c[strcspn(c, "\n")] = '\0';
-        snprintf(buf, len, "%s", c);
-      }
-      break;
-    }
-  }
-  fclose(f);
-}
-
-static void load_average(char *buf, size_t len) {
-  snprintf(buf, len, "?");
-  FILE *f = fopen("/proc/loadavg", "r");
-  if (f == NULL) return;
-  char first[32];
-  if (fscanf(f, "%31s", first) == 1) snprintf(buf, len, "%s", first);
-  fclose(f);
-}
 
 static const char *gemm_isa(void) {
   rd_learner_config_t c;

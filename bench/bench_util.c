@@ -1,0 +1,61 @@
+/* bench_util.c - see bench_util.h. */
+#define _GNU_SOURCE
+#include "bench_util.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+void die(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fprintf(stderr, "%s: ", program_invocation_short_name);
+  vfprintf(stderr, fmt, ap);
+  fputc('\n', stderr);
+  va_end(ap);
+  exit(1);
+}
+
+void *xmalloc(size_t bytes) {
+  void *p = malloc(bytes ? bytes : 1);
+  if (p == NULL) die("out of memory allocating %zu bytes", bytes);
+  return p;
+}
+
+double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+void cpu_model(char *buf, size_t len) {
+  snprintf(buf, len, "unknown CPU");
+  FILE *f = fopen("/proc/cpuinfo", "r");
+  if (f == NULL) return;
+  char line[512];
+  while (fgets(line, sizeof line, f)) {
+    if (strncmp(line, "model name", 10) == 0) {
+      char *c = strchr(line, ':');
+      if (c) {
+        c++;
+        while (*c == ' ' || *c == '\t') c++;
+        c[strcspn(c, "\n")] = '\0';
+        snprintf(buf, len, "%s", c);
+      }
+      break;
+    }
+  }
+  fclose(f);
+}
+
+void load_average(char *buf, size_t len) {
+  snprintf(buf, len, "?");
+  FILE *f = fopen("/proc/loadavg", "r");
+  if (f == NULL) return;
+  char first[32];
+  if (fscanf(f, "%31s", first) == 1) snprintf(buf, len, "%s", first);
+  fclose(f);
+}
