@@ -786,6 +786,15 @@ static int measure_pipeline(rd_primitive_t prim, const rd_profile_shape_t *s, tr
                             double deadline, timing_t *tm, rd_error_t *err) {
   int rc;
   double est = 20e-6 + 2e-9 * (double)s->key.batch * (s->row_bytes > 0 ? s->row_bytes : 1);
+  /* A client chooses batch and row size: one batch of rows is bounded as
+   * the train-step's synthetic batches are. */
+  if ((double)s->key.batch * (s->row_bytes > 0 ? s->row_bytes : 4) > MAX_BATCH_BYTES) {
+    rd_log_warn("profile", "%s batch %u: a batch of %u-byte rows would exceed %u MiB; %s not "
+                "measured", s->key.network, s->key.batch, s->row_bytes, MAX_BATCH_BYTES >> 20,
+                rd_primitive_name(prim));
+    tm->latency_s = -1; /* not measured, and not for lack of time */
+    return RD_OK;
+  }
   if (prim == RD_PRIM_GATHER) {
     gather_ctx_t g;
     if ((rc = gather_setup(&g, s, err)) != RD_OK) return rc;
@@ -1010,8 +1019,9 @@ int rd_profile_measure_cpu(const rd_profile_shape_t *shape, const uint32_t *thre
                                &tm, err)) != RD_OK)
       break;
     if (tm.reps == 0) {
-      rd_log_warn("profile", "%s batch %u: no time left to measure %s", k->network, k->batch,
-                  rd_primitive_name(prim));
+      if (tm.latency_s == 0)
+        rd_log_warn("profile", "%s batch %u: no time left to measure %s", k->network, k->batch,
+                    rd_primitive_name(prim));
       continue;
     }
     rd_profile_t *r = &out[m++];
