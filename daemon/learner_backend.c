@@ -64,13 +64,18 @@ const rd_learner_ops_t rd_learner_ops_cpu = {
 };
 
 const rd_learner_ops_t *rd_learner_ops_for(rd_learner_kind_t kind) {
-  return kind == RD_LEARNER_ON_GPU ? &rd_learner_ops_gpu : &rd_learner_ops_cpu;
+  switch (kind) {
+  case RD_LEARNER_ON_GPU: return &rd_learner_ops_gpu;
+  case RD_LEARNER_ON_FPGA: return &rd_learner_ops_fpga;
+  default: return &rd_learner_ops_cpu;
+  }
 }
 
 const char *rd_learner_kind_name(rd_learner_kind_t kind) {
   switch (kind) {
   case RD_LEARNER_ON_CPU: return "cpu";
   case RD_LEARNER_ON_GPU: return "gpu";
+  case RD_LEARNER_ON_FPGA: return "fpga";
   default: return "?";
   }
 }

@@ -39,6 +39,7 @@
 typedef enum {
   RD_LEARNER_ON_CPU = 0, /* the default (a zeroed config) */
   RD_LEARNER_ON_GPU = 1,
+  RD_LEARNER_ON_FPGA = 2, /* learner_backend_fpga.c: the FPGA learner kernel */
 } rd_learner_kind_t;
 
 typedef struct rd_learner_backend rd_learner_backend_t;
@@ -78,14 +79,16 @@ struct rd_learner_backend {
  * CUDA: ..." and fault = 1. */
 extern const rd_learner_ops_t rd_learner_ops_cpu;
 extern const rd_learner_ops_t rd_learner_ops_gpu;
+extern const rd_learner_ops_t rd_learner_ops_fpga;
 
 /* 1 if this build has the GPU learner (rd_gpu_enabled), else 0. */
 int rd_learner_gpu_built(void);
 
-/* The ops for a kind (RD_LEARNER_ON_CPU -> cpu, RD_LEARNER_ON_GPU -> gpu). */
+/* The ops for a kind (RD_LEARNER_ON_CPU -> cpu, RD_LEARNER_ON_GPU -> gpu,
+ * RD_LEARNER_ON_FPGA -> fpga). */
 const rd_learner_ops_t *rd_learner_ops_for(rd_learner_kind_t kind);
 
-/* "cpu" / "gpu" for a kind; "?" otherwise. */
+/* "cpu" / "gpu" / "fpga" for a kind; "?" otherwise. */
 const char *rd_learner_kind_name(rd_learner_kind_t kind);
 
 /* Convenience wrappers (b->ops must be set; init sets b->ops = ops). */
