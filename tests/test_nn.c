@@ -564,6 +564,30 @@ static void test_gradcheck_identity_mse(void **state) {
   expect_grad_ok(&c);
 }
 
+/* rd_nn_tanh against double tanh over every 97th positive float and its
+ * negation: within 3 ulp, odd, and the special values. */
+static void test_tanh_accuracy(void **state) {
+  (void)state;
+  double worst = 0;
+  float worst_x = 0;
+  for (uint32_t u = 0; u < 0x7f800000u; u += 97) {
+    float x;
+    memcpy(&x, &u, sizeof x);
+    float v = rd_nn_tanh(x);
+    float r = (float)tanh((double)x);
+    double ulp = (double)nextafterf(fabsf(r), INFINITY) - fabsf(r);
+    double e = fabs((double)v - tanh((double)x)) / ulp;
+    if (e > worst) worst = e, worst_x = x;
+    if (rd_nn_tanh(-x) != -v) fail_msg("tanh(-%a) != -tanh(%a)", x, x);
+  }
+  printf("rd_nn_tanh: worst %.2f ulp at %g\n", worst, worst_x);
+  assert_true(worst <= 3.0);
+  assert_true(rd_nn_tanh(INFINITY) == 1.0f && rd_nn_tanh(-INFINITY) == -1.0f);
+  assert_true(isnan(rd_nn_tanh(NAN)));
+  assert_true(signbit(rd_nn_tanh(-0.0f)) && rd_nn_tanh(-0.0f) == 0.0f);
+  assert_true(rd_nn_tanh(20.0f) == 1.0f && rd_nn_tanh(1e-30f) == 1e-30f);
+}
+
 static void test_gradcheck_tanh_mse(void **state) {
   (void)state;
   const uint32_t sz[] = {3, 5, 4, 2};
@@ -982,6 +1006,7 @@ int main(void) {
       cmocka_unit_test(test_loss_errors),
       cmocka_unit_test(test_loss_gradients_fd),
       cmocka_unit_test(test_gradcheck_identity_mse),
+      cmocka_unit_test(test_tanh_accuracy),
       cmocka_unit_test(test_gradcheck_tanh_mse),
       cmocka_unit_test(test_gradcheck_relu_mse),
       cmocka_unit_test(test_gradcheck_tanh_output_huber),

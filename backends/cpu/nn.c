@@ -54,6 +54,7 @@
 #include <time.h>
 
 #include "rd_philox.h"
+#include "rd_tanh.h"
 
 /* ---- thread teams ---- */
 
@@ -879,6 +880,9 @@ const char *rd_mlp_isa(const rd_mlp_t *m) { return m->kernel->name; }
 
 /* ---- forward ---- */
 
+float rd_nn_tanh(float x) { return rd_tanh(x); }
+
+
 int rd_mlp_forward(rd_mlp_t *m, size_t n, const float *x, float *y, rd_error_t *err) {
   if (n == 0) return rd_error_set(err, RD_EINVAL, "forward batch is empty");
   if (n > m->max_batch)
@@ -897,7 +901,7 @@ int rd_mlp_forward(rd_mlp_t *m, size_t n, const float *x, float *y, rd_error_t *
                 .c = z, .rsc = (ptrdiff_t)out, .csc = 1,
                 .bias = m->params + m->b_off[l], .relu = s->act[l] == RD_NN_RELU};
     gemm(m, &g);
-    if (s->act[l] == RD_NN_TANH) RD_MLP_FOR(m, n * out, { z[i] = tanhf(z[i]); });
+    if (s->act[l] == RD_NN_TANH) RD_MLP_FOR(m, n * out, { z[i] = rd_tanh(z[i]); });
     a = z;
   }
   if (y != NULL) memcpy(y, a, n * s->sizes[s->n_layers] * sizeof(float));

@@ -173,6 +173,10 @@ int rd_mlp_polyak(rd_mlp_t *dst, const rd_mlp_t *src, double tau, rd_error_t *er
 int rd_mlp_save(const rd_mlp_t *m, void *buf, size_t cap, size_t *written, rd_error_t *err);
 int rd_mlp_load(rd_mlp_t *m, const void *buf, size_t len, rd_error_t *err);
 
+/* The tanh activation the networks apply: rd_tanh (common/rd_tanh.h), a
+ * vectorizable form within 3 ulp of the exact value, shared with the GPU. */
+float rd_nn_tanh(float x);
+
 /* Losses over n samples of dim outputs, with per-sample importance weights
  * w (NULL: all 1), averaged over the n * dim elements as PyTorch's "mean"
  * reduction does:  L = (1 / (n dim)) sum_i w_i sum_j l(y_ij - t_ij).

@@ -21,9 +21,8 @@
  *    the last bit (tests/gpu/test_gpu_elem.c pins RD_NN_ISA=generic).
  *  - the host build of this header must not be compiled with FMA enabled
  *    (-mfma, -march=haswell or later) either, for the same reason.
- *  - tanh is the exception: the device calls CUDA's tanhf, the host glibc's;
- *    neither is correctly rounded, so they may differ by a few ulp.
- *    tests/gpu/check_gpu_learner.cu measures the distance on a GPU.
+ *  - tanh is common/rd_tanh.h's, written with the same intrinsics, so it
+ *    too is the CPU's bits (glibc's and CUDA's tanhf differ by a few ulp).
  *
  * tests/gpu/test_gpu_elem.c (host only, no GPU) checks each function bit
  * for bit against the CPU backend's own functions; check_gpu_learner.cu
@@ -36,6 +35,8 @@
 
 #include <math.h>
 #include <stdint.h>
+
+#include "rd_tanh.h"
 
 #if defined(__CUDACC__)
 #define RD_GE static inline __host__ __device__
@@ -106,11 +107,11 @@ RD_GE double rd_ge_dsub(double a, double b) {
 
 /* Layer output from the pre-activation product z and the bias b:
  * nn.c's forward adds the bias to the finished product (v = v + bias), then
- * relu as v > 0 ? v : 0 (so NaN -> 0) or tanhf. */
+ * relu as v > 0 ? v : 0 (so NaN -> 0) or rd_tanh. */
 RD_GE float rd_ge_bias_act(float z, float b, int act) {
   float v = rd_ge_fadd(z, b);
   if (act == 1) return v > 0.0f ? v : 0.0f;
-  if (act == 2) return tanhf(v);
+  if (act == 2) return rd_tanh(v);
   return v;
 }
 
