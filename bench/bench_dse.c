@@ -14,7 +14,7 @@
  *                    second for the resulting CPU mapping: the prediction
  *                    is the reply's placement.predicted_gps, the
  *                    measurement TrainStep's steps_per_second (the median
- *                    of 3 calls of N steps after a warm-up call) on a
+ *                    of 5 calls of about 0.3 s each, after a warm-up) on a
  *                    table filled with random rows; at D = 0 (the strict
  *                    loop, the learner spec's default) and D = 50 (papers/001
  *                    §VII's relaxed pipeline).
@@ -142,24 +142,31 @@ static int cmp_d(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
-/* Measured steps/s: median of 3 TrainStep calls after a warm-up. */
-static double measure_gps(rdc_client_t *c, const rdc_workload_t *w, uint32_t steps) {
+/* Measured steps/s: median of MEASURE_CALLS TrainStep calls after a
+ * warm-up, each of `steps` steps or about MEASURE_CALL_S at the predicted
+ * rate, whichever is more (1000 CartPole steps took 60 ms: a few ticks). */
+#define MEASURE_CALLS 5
+#define MEASURE_CALL_S 0.3
+static double measure_gps(rdc_client_t *c, const rdc_workload_t *w, uint32_t steps,
+                          double predicted) {
+  if (predicted * MEASURE_CALL_S > steps) steps = (uint32_t)(predicted * MEASURE_CALL_S);
+  if (steps > 65536) steps = 65536; /* RD_PIPELINE_MAX_STEPS */
   rdc_train_result_t r;
   rdc_error_t e;
   if (rdc_train_step(c, w->id, w->token, steps / 4 + 1, &r, &e) != RDC_OK) {
     fprintf(stderr, "bench_dse: train: %s\n", e.msg);
     return -1;
   }
-  double v[3];
-  for (int i = 0; i < 3; i++) {
+  double v[MEASURE_CALLS];
+  for (int i = 0; i < MEASURE_CALLS; i++) {
     if (rdc_train_step(c, w->id, w->token, steps, &r, &e) != RDC_OK) {
       fprintf(stderr, "bench_dse: train: %s\n", e.msg);
       return -1;
     }
     v[i] = r.steps_per_second;
   }
-  qsort(v, 3, sizeof v[0], cmp_d);
-  return v[1];
+  qsort(v, MEASURE_CALLS, sizeof v[0], cmp_d);
+  return v[MEASURE_CALLS / 2];
 }
 
 int main(int argc, char **argv) {
@@ -237,7 +244,7 @@ int main(int argc, char **argv) {
         status = 1;
         break;
       }
-      double meas = measure_gps(c, w, steps);
+      double meas = measure_gps(c, w, steps, pred);
       if (meas <= 0) {
         status = 1;
         break;

@@ -58,7 +58,7 @@
  *    wrote). Both threads are unpinned, as the pipeline's.
  *  - Timing. Per primitive: one warm-up call, then up to RD_PROFILE_REPS
  *    repetitions of k calls each (k sized so a repetition takes about
- *    1 ms); the latency is the median per-call time of the repetitions
+ *    8 ms, longer than a scheduler tick); the latency is the median per-call time of the repetitions
  *    (the warm-up is never reported). The remaining budget is shared
  *    among the primitives still to measure.
  *  - The bound. Nothing starts that is estimated to end past the
