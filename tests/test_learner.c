@@ -737,6 +737,56 @@ static void test_determinism(void **state) {
   determinism_case(&c, 64, 5);
 }
 
+/* Thread tuning (learner.h): a 2-thread learner runs a trial with its team,
+ * one alone, then holds the faster mode; weights stay bit-identical to a
+ * 1-thread learner through every switch, and a new batch size restarts the
+ * trial. */
+static void test_thread_tuning(void **state) {
+  (void)state;
+  const uint32_t q[] = {64, 64};
+  rd_learner_config_t c;
+  dqn_config(&c, 4, 2, 2, q);
+  c.max_batch = 512;
+  rd_learner_t one, two;
+  c.threads = 1;
+  make(&one, &c);
+  c.threads = 2;
+  make(&two, &c);
+  assert_int_equal(two.tune.threads, 2);
+  float td1[512], td2[512];
+  const int trial = 2 * RD_LEARNER_TUNE_STEPS;
+  for (int k = 0; k < trial + 5; k++) {
+    size_t n = k < trial + 2 ? 256 : 512; /* the last steps change the batch */
+    batch_buf_t bb;
+    batch_make(&bb, &c, n, 77 + (uint64_t)k);
+    assert_int_equal(rd_learner_step(&one, &bb.b, td1, NULL, NULL), RD_OK);
+    assert_int_equal(rd_learner_step(&two, &bb.b, td2, NULL, NULL), RD_OK);
+    assert_memory_equal(td1, td2, n * sizeof td1[0]);
+    batch_free(&bb);
+    if (k == RD_LEARNER_TUNE_STEPS - 2) assert_int_equal(two.tune.threads, 2); /* team trial */
+    if (k == RD_LEARNER_TUNE_STEPS) assert_int_equal(two.tune.threads, 1);     /* alone */
+    if (k == trial - 1) {
+      assert_int_equal(two.tune.phase, 2); /* holding the faster mode */
+      assert_true(two.tune.threads == 1 || two.tune.threads == 2);
+      assert_true(two.tune.t_team > 0 && two.tune.t_alone > 0);
+    }
+    if (k == trial + 3) { /* batch 512 since trial + 2: a new trial */
+      assert_int_equal(two.tune.phase, 0);
+      assert_int_equal(two.tune.batch, 512);
+      assert_int_equal(two.tune.threads, 2);
+    }
+  }
+  snap_t a = snapshot(&one), b = snapshot(&two);
+  assert_int_equal(a.len, b.len);
+  assert_memory_equal(a.bytes, b.bytes, a.len);
+  assert_int_equal(one.tune.phase, 0); /* a 1-thread learner never tunes */
+  assert_int_equal(one.tune.count, 0);
+  free(a.bytes);
+  free(b.bytes);
+  rd_learner_free(&one);
+  rd_learner_free(&two);
+}
+
 /* ------------------------------------------------------------------ */
 /* Errors                                                              */
 /* ------------------------------------------------------------------ */
@@ -1040,6 +1090,7 @@ int main(void) {
       cmocka_unit_test(test_dqn_learns_chain),
       cmocka_unit_test(test_ddpg_learns_bandit),
       cmocka_unit_test(test_determinism),
+      cmocka_unit_test(test_thread_tuning),
       cmocka_unit_test(test_config_errors),
       cmocka_unit_test(test_batch_errors),
       cmocka_unit_test(test_nonfinite_steps),

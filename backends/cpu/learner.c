@@ -35,6 +35,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "rd_philox.h"
 
@@ -251,6 +252,7 @@ int rd_learner_init(rd_learner_t *l, const rd_learner_config_t *c, rd_error_t *e
   if (rc) return rc;
   l->config = *c;
   if (l->config.threads == 0) l->config.threads = 1;
+  l->tune.threads = l->config.threads;
   const int dqn = c->algo == RD_ALGO_DQN;
   const size_t B = c->max_batch;
 
@@ -531,6 +533,52 @@ static int ddpg_step(rd_learner_t *l, const rd_batch_t *b, float *td, rd_step_st
   return update_target(c, actor_t, actor, l->steps + 1, err);
 }
 
+/* ---- thread tuning (learner.h) ---- */
+
+static double mono_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void tune_set_threads(rd_learner_t *l, uint32_t threads) {
+  l->tune.threads = threads;
+  for (int i = 0; i < l->n_nets; i++) l->net[i].threads = threads;
+}
+
+/* Before a step of n rows: the mode this step runs in. */
+static void tune_before(rd_learner_t *l, size_t n) {
+  if (l->config.threads <= 1) return;
+  if (l->tune.phase == 2 && (n != l->tune.batch || mono_s() >= l->tune.hold_until)) {
+    l->tune.phase = 0;
+    l->tune.count = 0;
+    l->tune.t_team = l->tune.t_alone = 0;
+  }
+  if (l->tune.phase == 0) l->tune.batch = n;
+  if (l->tune.phase < 2) tune_set_threads(l, l->tune.phase == 0 ? l->config.threads : 1);
+}
+
+/* After a step that took dt seconds. */
+static void tune_after(rd_learner_t *l, size_t n, double dt) {
+  if (l->config.threads <= 1 || l->tune.phase == 2) return;
+  if (n != l->tune.batch) { /* a trial measures one batch size: start again */
+    l->tune.phase = 2;
+    l->tune.hold_until = 0;
+    return;
+  }
+  if (l->tune.phase == 0) l->tune.t_team += dt;
+  else l->tune.t_alone += dt;
+  if (++l->tune.count < RD_LEARNER_TUNE_STEPS) return;
+  l->tune.count = 0;
+  if (l->tune.phase == 0) {
+    l->tune.phase = 1;
+    return;
+  }
+  tune_set_threads(l, l->tune.t_alone <= l->tune.t_team ? 1 : l->config.threads);
+  l->tune.phase = 2;
+  l->tune.hold_until = mono_s() + RD_LEARNER_TUNE_HOLD_S;
+}
+
 int rd_learner_step(rd_learner_t *l, const rd_batch_t *b, float *td_abs, rd_step_stats_t *st,
                     rd_error_t *err) {
   int rc = rd_learner_batch_validate(&l->config, b, err);
@@ -539,7 +587,10 @@ int rd_learner_step(rd_learner_t *l, const rd_batch_t *b, float *td_abs, rd_step
   if (st == NULL) st = &local;
   memset(st, 0, sizeof *st);
   float *td = td_abs != NULL ? td_abs : ((scratch_t *)l->scratch)->td;
+  tune_before(l, b->n);
+  double t0 = l->config.threads > 1 ? mono_s() : 0;
   rc = l->config.algo == RD_ALGO_DQN ? dqn_step(l, b, td, st, err) : ddpg_step(l, b, td, st, err);
+  if (l->config.threads > 1) tune_after(l, b->n, mono_s() - t0);
   if (rc == RD_OK) l->steps++;
   return rc;
 }
