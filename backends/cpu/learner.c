@@ -38,6 +38,7 @@
 #include <time.h>
 
 #include "rd_philox.h"
+#include "team.h"
 
 /* Buffers of one learner, for max_batch rows (see rd_learner_t.scratch). */
 typedef struct {
@@ -50,6 +51,11 @@ typedef struct {
   float *dx;      /* DDPG: n x (obs + act): dL_mu/d[s, a] */
   float *dmu;     /* DDPG: n x act: dL_mu/d(actor output) */
   float *dq_pi;   /* DDPG: n: dL_mu/dQ(s, mu(s)) = -1/n */
+  /* The data-parallel step (learner.h: shards): views of the networks per
+   * shard (view[k][i] of net[i]), and the team that runs the shards. */
+  rd_mlp_t view[RD_LEARNER_MAX_SHARDS][4];
+  uint32_t n_views; /* shards with views: 0 if max_batch < 2 shard rows */
+  rd_team_t *team;  /* NULL at config.threads 1 */
 } scratch_t;
 
 enum { NET_Q = 0, NET_Q_TARGET = 1 };
@@ -205,6 +211,9 @@ static float *alloc_floats(size_t n) {
 
 static void scratch_free(scratch_t *s) {
   if (s == NULL) return;
+  rd_team_destroy(s->team);
+  for (uint32_t k = 0; k < RD_LEARNER_MAX_SHARDS; k++)
+    for (int i = 0; i < 4; i++) rd_mlp_free(&s->view[k][i]);
   free(s->y);
   free(s->q);
   free(s->dq);
@@ -218,8 +227,8 @@ static void scratch_free(scratch_t *s) {
 }
 
 void rd_learner_free(rd_learner_t *l) {
+  scratch_free(l->scratch); /* views first: they borrow the networks' parameters */
   for (int i = 0; i < l->n_nets; i++) rd_mlp_free(&l->net[i]);
-  scratch_free(l->scratch);
   memset(l, 0, sizeof *l);
 }
 
@@ -286,7 +295,33 @@ int rd_learner_init(rd_learner_t *l, const rd_learner_config_t *c, rd_error_t *e
     return rd_error_set(err, RD_ENOMEM, "cannot allocate the learner's buffers for batches of %zu",
                         B);
   }
+  /* Shard views for every batch size up to max_batch that is sharded:
+   * ceil(n / shards(n)) rows is below 2 shard rows up to 8 shards, and
+   * ceil(B / 8) from there. */
+  s->n_views = rd_learner_shards(B);
+  if (s->n_views > 1) {
+    size_t rows = (B + RD_LEARNER_MAX_SHARDS - 1) / RD_LEARNER_MAX_SHARDS;
+    if (rows < 2 * RD_LEARNER_SHARD_ROWS) rows = 2 * RD_LEARNER_SHARD_ROWS;
+    if (rows > B) rows = B;
+    for (uint32_t k = 0; k < s->n_views && rc == RD_OK; k++)
+      for (int i = 0; i < l->n_nets && rc == RD_OK; i++)
+        rc = rd_mlp_init_view(&s->view[k][i], &l->net[i], (uint32_t)rows, l->net[i].trainable,
+                              err);
+    if (rc == RD_OK && l->config.threads > 1) {
+      uint32_t t = l->config.threads < s->n_views ? l->config.threads : s->n_views;
+      if (t > 1) rc = rd_team_create(&s->team, t, err);
+    }
+    if (rc) {
+      rd_learner_free(l);
+      return rc;
+    }
+  }
   return RD_OK;
+}
+
+uint32_t rd_learner_shards(size_t n) {
+  size_t k = n / RD_LEARNER_SHARD_ROWS;
+  return k < 2 ? 1 : k > RD_LEARNER_MAX_SHARDS ? RD_LEARNER_MAX_SHARDS : (uint32_t)k;
 }
 
 const rd_mlp_t *rd_learner_policy(const rd_learner_t *l) { return &l->net[0]; }
@@ -533,6 +568,241 @@ static int ddpg_step(rd_learner_t *l, const rd_batch_t *b, float *td, rd_step_st
   return update_target(c, actor_t, actor, l->steps + 1, err);
 }
 
+/* ---- the data-parallel step (learner.h: shards) ---- */
+
+/* One sharded step's shared state. Shard k has rows [lo(k), lo(k + 1)). */
+typedef struct {
+  rd_learner_t *l;
+  const rd_batch_t *b;
+  size_t n;
+  uint32_t shards;
+  int phase;                            /* which part of the step the tasks run */
+  int rc[RD_LEARNER_MAX_SHARDS];
+  rd_error_t err[RD_LEARNER_MAX_SHARDS];
+  /* Gradient reduction: tasks are (network, block of RED_BLOCK params). */
+  int red_net[2];
+  uint32_t red_blocks[2];
+} sharded_t;
+
+#define RED_BLOCK 4096u
+
+enum { PH_TARGETS_AND_Q, PH_BACKWARD, PH_REDUCE };
+
+static size_t shard_lo(const sharded_t *j, uint32_t k) { return j->n * k / j->shards; }
+
+/* The rows [lo, lo + m) of b, as a batch of its own. */
+static rd_batch_t sub_batch(const rd_learner_config_t *c, const rd_batch_t *b, size_t lo,
+                            size_t m) {
+  rd_batch_t r = *b;
+  r.n = m;
+  r.obs = b->obs + lo * c->obs_dim;
+  r.next_obs = b->next_obs + lo * c->obs_dim;
+  r.reward = b->reward + lo;
+  r.discount = b->discount + lo;
+  if (b->action_i) r.action_i = b->action_i + lo;
+  if (b->action_f) r.action_f = b->action_f + lo * c->action_dim;
+  if (b->weights) r.weights = b->weights + lo;
+  return r;
+}
+
+/* DQN, shard k: targets and Q(s, a) (PH_TARGETS_AND_Q), or the backward of
+ * dL/dQ(s, .) into the shard view's gradients (PH_BACKWARD); the same
+ * arithmetic as dqn_step on the shard's rows. */
+static int dqn_shard(sharded_t *j, uint32_t k, rd_error_t *err) {
+  rd_learner_t *l = j->l;
+  const rd_learner_config_t *c = &l->config;
+  scratch_t *s = l->scratch;
+  rd_mlp_t *q = &s->view[k][NET_Q], *qt = &s->view[k][NET_Q_TARGET];
+  const size_t lo = shard_lo(j, k), m = shard_lo(j, k + 1) - lo, A = c->num_actions;
+  const rd_batch_t b = sub_batch(c, j->b, lo, m);
+  int rc;
+  if (j->phase == PH_BACKWARD) return rd_mlp_backward(q, s->dy + lo * A, NULL, err);
+  if ((rc = rd_mlp_forward(qt, m, b.next_obs, NULL, err))) return rc;
+  const float *qn_t = rd_mlp_output(qt);
+  float *y = s->y + lo;
+  if (c->double_dqn) {
+    if ((rc = rd_mlp_forward(q, m, b.next_obs, NULL, err))) return rc;
+    const float *qn = rd_mlp_output(q);
+    for (size_t i = 0; i < m; i++) {
+      const float *row = qn + i * A;
+      size_t best = 0;
+      for (size_t a = 1; a < A; a++)
+        if (row[a] > row[best]) best = a;
+      y[i] = b.reward[i] + b.discount[i] * qn_t[i * A + best];
+    }
+  } else {
+    for (size_t i = 0; i < m; i++) {
+      const float *row = qn_t + i * A;
+      float best = row[0];
+      for (size_t a = 1; a < A; a++)
+        if (row[a] > best) best = row[a];
+      y[i] = b.reward[i] + b.discount[i] * best;
+    }
+  }
+  if ((rc = rd_mlp_forward(q, m, b.obs, NULL, err))) return rc;
+  const float *qs = rd_mlp_output(q);
+  for (size_t i = 0; i < m; i++) s->q[lo + i] = qs[i * A + (size_t)b.action_i[i]];
+  return RD_OK;
+}
+
+/* DDPG, shard k: critic targets and Q(s, a) (PH_TARGETS_AND_Q), or the
+ * critic's backward, the actor's forward through the critic and the
+ * actor's backward (PH_BACKWARD), as ddpg_step on the shard's rows. */
+static int ddpg_shard(sharded_t *j, uint32_t k, rd_error_t *err) {
+  rd_learner_t *l = j->l;
+  const rd_learner_config_t *c = &l->config;
+  scratch_t *s = l->scratch;
+  rd_mlp_t *actor = &s->view[k][NET_ACTOR], *actor_t = &s->view[k][NET_ACTOR_TARGET];
+  rd_mlp_t *critic = &s->view[k][NET_CRITIC], *critic_t = &s->view[k][NET_CRITIC_TARGET];
+  const size_t lo = shard_lo(j, k), m = shard_lo(j, k + 1) - lo;
+  const size_t O = c->obs_dim, D = c->action_dim, X = O + D;
+  const rd_batch_t b = sub_batch(c, j->b, lo, m);
+  float *x = s->x + lo * X, *q = s->q + lo;
+  int rc;
+  if (j->phase == PH_TARGETS_AND_Q) {
+    if ((rc = rd_mlp_forward(actor_t, m, b.next_obs, NULL, err))) return rc;
+    critic_input_from_policy(c, m, b.next_obs, rd_mlp_output(actor_t), x);
+    if ((rc = rd_mlp_forward(critic_t, m, x, NULL, err))) return rc;
+    const float *qn = rd_mlp_output(critic_t);
+    for (size_t i = 0; i < m; i++) s->y[lo + i] = b.reward[i] + b.discount[i] * qn[i];
+    for (size_t i = 0; i < m; i++) {
+      memcpy(x + i * X, b.obs + i * O, O * sizeof(float));
+      memcpy(x + i * X + O, b.action_f + i * D, D * sizeof(float));
+    }
+    return rd_mlp_forward(critic, m, x, q, err);
+  }
+  if ((rc = rd_mlp_backward(critic, s->dq + lo, NULL, err))) return rc;
+  if ((rc = rd_mlp_forward(actor, m, b.obs, NULL, err))) return rc;
+  critic_input_from_policy(c, m, b.obs, rd_mlp_output(actor), x);
+  if ((rc = rd_mlp_forward(critic, m, x, q, err))) return rc; /* q: Q(s, mu(s)) now */
+  const float g = (float)(-1.0 / (double)j->n);
+  for (size_t i = 0; i < m; i++) s->dq_pi[lo + i] = g;
+  if ((rc = rd_mlp_backward_input(critic, s->dq_pi + lo, s->dx + lo * X, err))) return rc;
+  const float half_range = 0.5f * (c->action_high - c->action_low);
+  for (size_t i = 0; i < m; i++)
+    for (size_t d = 0; d < D; d++) s->dmu[(lo + i) * D + d] = s->dx[(lo + i) * X + O + d] * half_range;
+  return rd_mlp_backward(actor, s->dmu + lo * D, NULL, err);
+}
+
+/* A reduction task: a block of one trainable network's gradients, summed
+ * over the shard views in shard order (so the sum does not depend on which
+ * thread adds it). */
+static void reduce_block(sharded_t *j, uint32_t task) {
+  scratch_t *s = j->l->scratch;
+  int w = task < j->red_blocks[0] ? 0 : 1;
+  uint32_t blk = w ? task - j->red_blocks[0] : task;
+  const int net = j->red_net[w];
+  rd_mlp_t *owner = &j->l->net[net];
+  size_t lo = (size_t)blk * RED_BLOCK, hi = lo + RED_BLOCK;
+  if (hi > owner->n_params) hi = owner->n_params;
+  float *g = owner->grads;
+  memcpy(g + lo, s->view[0][net].grads + lo, (hi - lo) * sizeof(float));
+  for (uint32_t k = 1; k < j->shards; k++) {
+    const float *v = s->view[k][net].grads;
+#pragma omp simd
+    for (size_t i = lo; i < hi; i++) g[i] += v[i];
+  }
+}
+
+static void shard_task(void *arg, uint32_t task) {
+  sharded_t *j = arg;
+  if (j->phase == PH_REDUCE) {
+    reduce_block(j, task);
+    return;
+  }
+  j->rc[task] = j->l->config.algo == RD_ALGO_DQN ? dqn_shard(j, task, &j->err[task])
+                                                 : ddpg_shard(j, task, &j->err[task]);
+}
+
+/* Run one phase over the shards; the first shard's error, if any. */
+static int run_shards(sharded_t *j, int phase, int solo, rd_error_t *err) {
+  scratch_t *s = j->l->scratch;
+  j->phase = phase;
+  for (uint32_t k = 0; k < j->shards; k++) {
+    j->rc[k] = RD_OK;
+    rd_error_clear(&j->err[k]);
+  }
+  rd_team_run(s->team, solo, j->shards, shard_task, j);
+  for (uint32_t k = 0; k < j->shards; k++)
+    if (j->rc[k] != RD_OK) {
+      if (err) *err = j->err[k];
+      return j->rc[k];
+    }
+  return RD_OK;
+}
+
+static void reduce_grads(sharded_t *j, int solo) {
+  scratch_t *s = j->l->scratch;
+  const int dqn = j->l->config.algo == RD_ALGO_DQN;
+  j->red_net[0] = dqn ? NET_Q : NET_CRITIC;
+  j->red_net[1] = dqn ? -1 : NET_ACTOR;
+  for (int w = 0; w < 2; w++)
+    j->red_blocks[w] = j->red_net[w] < 0 ? 0
+                       : (uint32_t)((j->l->net[j->red_net[w]].n_params + RED_BLOCK - 1) / RED_BLOCK);
+  j->phase = PH_REDUCE;
+  rd_team_run(s->team, solo, j->red_blocks[0] + j->red_blocks[1], shard_task, j);
+}
+
+/* dqn_step / ddpg_step for a batch of shards(n) > 1 shards: forward passes
+ * per shard, the loss over the whole batch, backward per shard, gradients
+ * summed over shards in order, then the same checks and updates. */
+static int sharded_step(rd_learner_t *l, const rd_batch_t *b, float *td, rd_step_stats_t *st,
+                        int solo, rd_error_t *err) {
+  const rd_learner_config_t *c = &l->config;
+  scratch_t *s = l->scratch;
+  const int dqn = c->algo == RD_ALGO_DQN;
+  const size_t n = b->n;
+  sharded_t j;
+  j.l = l;
+  j.b = b;
+  j.n = n;
+  j.shards = rd_learner_shards(n);
+  int rc = run_shards(&j, PH_TARGETS_AND_Q, solo, err);
+  if (rc) return rc;
+  if (dqn) {
+    const size_t A = c->num_actions;
+    if ((rc = rd_nn_huber(n, 1, s->q, s->y, b->weights, c->huber_delta, s->dq, &st->loss, err)))
+      return rc;
+    td_stats(n, s->q, s->y, td, st);
+    if (!isfinite(st->loss))
+      return rd_error_set(err, RD_ERANGE, "DQN loss is %g; step skipped", st->loss);
+    memset(s->dy, 0, n * A * sizeof(float));
+    for (size_t i = 0; i < n; i++) s->dy[i * A + (size_t)b->action_i[i]] = s->dq[i];
+  } else {
+    if ((rc = rd_nn_mse(n, 1, s->q, s->y, b->weights, s->dq, &st->loss, err))) return rc;
+    td_stats(n, s->q, s->y, td, st);
+    if (!isfinite(st->loss))
+      return rd_error_set(err, RD_ERANGE, "DDPG critic loss is %g; step skipped", st->loss);
+  }
+  if ((rc = run_shards(&j, PH_BACKWARD, solo, err))) return rc;
+  if (!dqn) {
+    double qsum = 0.0;
+    for (size_t i = 0; i < n; i++) qsum += s->q[i];
+    st->actor_loss = -qsum / (double)n;
+    if (!isfinite(st->actor_loss))
+      return rd_error_set(err, RD_ERANGE, "DDPG actor loss is %g; step skipped", st->actor_loss);
+  }
+  reduce_grads(&j, solo);
+
+  if (dqn) {
+    rd_mlp_t *q = &l->net[NET_Q], *qt = &l->net[NET_Q_TARGET];
+    if ((rc = check_and_clip(q, c->grad_clip, "Q network", &st->grad_norm, err))) return rc;
+    rd_adam_config_t adam = adam_with_lr(c->lr);
+    if ((rc = rd_mlp_adam_step(q, &adam, err))) return rc;
+    return update_target(c, qt, q, l->steps + 1, err);
+  }
+  rd_mlp_t *actor = &l->net[NET_ACTOR], *actor_t = &l->net[NET_ACTOR_TARGET];
+  rd_mlp_t *critic = &l->net[NET_CRITIC], *critic_t = &l->net[NET_CRITIC_TARGET];
+  double actor_norm;
+  if ((rc = check_and_clip(critic, c->grad_clip, "critic", &st->grad_norm, err))) return rc;
+  if ((rc = check_and_clip(actor, c->grad_clip, "actor", &actor_norm, err))) return rc;
+  rd_adam_config_t adam_c = adam_with_lr(c->critic_lr), adam_a = adam_with_lr(c->lr);
+  if ((rc = rd_mlp_adam_step(critic, &adam_c, err))) return rc;
+  if ((rc = rd_mlp_adam_step(actor, &adam_a, err))) return rc;
+  if ((rc = update_target(c, critic_t, critic, l->steps + 1, err))) return rc;
+  return update_target(c, actor_t, actor, l->steps + 1, err);
+}
+
 /* ---- thread tuning (learner.h) ---- */
 
 static double mono_s(void) {
@@ -552,13 +822,25 @@ static void tune_before(rd_learner_t *l, size_t n) {
   if (l->tune.phase == 2 && (n != l->tune.batch || mono_s() >= l->tune.hold_until)) {
     l->tune.phase = 0;
     l->tune.count = 0;
-    l->tune.t_team = l->tune.t_alone = 0;
   }
   if (l->tune.phase == 0) l->tune.batch = n;
   if (l->tune.phase < 2) tune_set_threads(l, l->tune.phase == 0 ? l->config.threads : 1);
 }
 
-/* After a step that took dt seconds. */
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+/* Median of the n step times in t (sorted in place). */
+static double median(double *t, uint32_t n) {
+  qsort(t, n, sizeof t[0], cmp_double);
+  return n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
+}
+
+/* After a step that took dt seconds. Modes are compared by their median
+ * step: the first team step after a pause may wait for a sleeping thread
+ * (a scheduler tick here), which says nothing about the steps after it. */
 static void tune_after(rd_learner_t *l, size_t n, double dt) {
   if (l->config.threads <= 1 || l->tune.phase == 2) return;
   if (n != l->tune.batch) { /* a trial measures one batch size: start again */
@@ -566,14 +848,16 @@ static void tune_after(rd_learner_t *l, size_t n, double dt) {
     l->tune.hold_until = 0;
     return;
   }
-  if (l->tune.phase == 0) l->tune.t_team += dt;
-  else l->tune.t_alone += dt;
+  double *t = l->tune.phase == 0 ? l->tune.dt_team : l->tune.dt_alone;
+  t[l->tune.count] = dt;
   if (++l->tune.count < RD_LEARNER_TUNE_STEPS) return;
   l->tune.count = 0;
   if (l->tune.phase == 0) {
+    l->tune.t_team = median(l->tune.dt_team, RD_LEARNER_TUNE_STEPS);
     l->tune.phase = 1;
     return;
   }
+  l->tune.t_alone = median(l->tune.dt_alone, RD_LEARNER_TUNE_STEPS);
   tune_set_threads(l, l->tune.t_alone <= l->tune.t_team ? 1 : l->config.threads);
   l->tune.phase = 2;
   l->tune.hold_until = mono_s() + RD_LEARNER_TUNE_HOLD_S;
@@ -589,7 +873,17 @@ int rd_learner_step(rd_learner_t *l, const rd_batch_t *b, float *td_abs, rd_step
   float *td = td_abs != NULL ? td_abs : ((scratch_t *)l->scratch)->td;
   tune_before(l, b->n);
   double t0 = l->config.threads > 1 ? mono_s() : 0;
-  rc = l->config.algo == RD_ALGO_DQN ? dqn_step(l, b, td, st, err) : ddpg_step(l, b, td, st, err);
+  if (rd_learner_shards(b->n) > 1) {
+    /* The team runs the shards; the networks' own products stay on this
+     * thread (a product team inside a shard would fight the shard team). */
+    const uint32_t th = l->tune.threads;
+    for (int i = 0; i < l->n_nets; i++) l->net[i].threads = 1;
+    rc = sharded_step(l, b, td, st, th <= 1, err);
+    for (int i = 0; i < l->n_nets; i++) l->net[i].threads = th;
+  } else {
+    rc = l->config.algo == RD_ALGO_DQN ? dqn_step(l, b, td, st, err)
+                                       : ddpg_step(l, b, td, st, err);
+  }
   if (l->config.threads > 1) tune_after(l, b->n, mono_s() - t0);
   if (rc == RD_OK) l->steps++;
   return rc;

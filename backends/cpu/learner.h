@@ -40,10 +40,26 @@
  * free: each large product forks an OpenMP team, which waits for a
  * descheduled thread (nn.h: slow teams, OMP_WAIT_POLICY).
  *
+ * Shards (the data-parallel step). A batch of n >= 2 RD_LEARNER_SHARD_ROWS
+ * rows is cut into rd_learner_shards(n) shards of consecutive rows, a number
+ * that depends on n only. Each shard runs the forward passes and then the
+ * backward passes on its rows in views of the networks (nn.h: own
+ * activations and gradients, the networks' parameters); the loss, |delta|
+ * and the actor loss are computed over the whole batch in between, exactly
+ * as for an unsharded batch; the shards' weight gradients are summed in
+ * shard order; then clipping, Adam and the targets as usual. With
+ * config.threads > 1 the shards run on a thread team (team.h), else one
+ * after another: the same arithmetic either way, so the determinism above
+ * holds. Why: splitting each product's outputs over threads sends every
+ * layer's activations across cores (440 ns a cache line round trip on this
+ * project's VMs) and synchronises once per product; a shard keeps its rows
+ * on one core and the step synchronises three times. Smaller batches keep
+ * the unsharded step, whose products may still use OpenMP threads.
+ *
  * Thread tuning. So that threads > 1 never makes a learner slower than one
  * thread, a learner with config.threads > 1 times its steps both ways: a
  * trial of RD_LEARNER_TUNE_STEPS steps with the team, then as many on the
- * calling thread alone, keeps the faster mode, and repeats the trial after
+ * calling thread alone, keeps the mode with the faster median step, and repeats the trial after
  * about RD_LEARNER_TUNE_HOLD_S (or when the batch size changes). Measured
  * here (2 vCPUs): CartPole DDPG at batch 2048 took 0.46 ms a step on one
  * thread and 0.94 ms with a team of 2 in the same run. Results do not
@@ -58,6 +74,8 @@
 #define RD_LEARNER_H
 
 #define RD_LEARNER_TUNE_STEPS 16
+#define RD_LEARNER_SHARD_ROWS 128u
+#define RD_LEARNER_MAX_SHARDS 8u
 #define RD_LEARNER_TUNE_HOLD_S 1.0
 
 #include <stddef.h>
@@ -129,7 +147,8 @@ typedef struct rd_learner {
     uint32_t phase;   /* 0: trial with the team, 1: trial alone, 2: holding */
     uint32_t count;   /* steps in this phase */
     size_t batch;     /* the batch size the trial measured */
-    double t_team, t_alone; /* seconds of the trials' steps */
+    double t_team, t_alone; /* the trials' median step, seconds */
+    double dt_team[RD_LEARNER_TUNE_STEPS], dt_alone[RD_LEARNER_TUNE_STEPS];
     double hold_until; /* CLOCK_MONOTONIC seconds: the next trial */
   } tune;
 } rd_learner_t;
@@ -172,6 +191,10 @@ int rd_learner_step(rd_learner_t *l, const rd_batch_t *b, float *td_abs, rd_step
  * argmax), DDPG's online actor (tanh output in [-1, 1]; the actor maps it
  * to [action_low, action_high] as low + (y + 1) / 2 * (high - low)). */
 const rd_mlp_t *rd_learner_policy(const rd_learner_t *l);
+
+/* Shards of a step of n rows (above): 1 below 2 RD_LEARNER_SHARD_ROWS,
+ * else n / RD_LEARNER_SHARD_ROWS up to RD_LEARNER_MAX_SHARDS. */
+uint32_t rd_learner_shards(size_t n);
 
 /* Bytes of the policy in the flat format (rd_nn_spec.h), and the writer. */
 size_t rd_learner_policy_bytes(const rd_learner_t *l);

@@ -797,7 +797,7 @@ static float *alloc_floats(size_t n) {
 }
 
 void rd_mlp_free(rd_mlp_t *m) {
-  free(m->params);
+  if (!m->view) free(m->params);
   free(m->grads);
   free(m->adam_m);
   free(m->adam_v);
@@ -873,6 +873,43 @@ int rd_mlp_init(rd_mlp_t *m, const rd_mlp_config_t *c, rd_error_t *err) {
     memset(m->adam_v, 0, m->n_params * sizeof(float));
   }
   init_weights(m, c->seed);
+  return RD_OK;
+}
+
+int rd_mlp_init_view(rd_mlp_t *v, const rd_mlp_t *owner, uint32_t max_rows, int with_grads,
+                     rd_error_t *err) {
+  memset(v, 0, sizeof *v);
+  if (owner->params == NULL || owner->view)
+    return rd_error_set(err, RD_EINVAL, "a view needs an initialised network that is not a view");
+  if (max_rows == 0 || max_rows > RD_MLP_MAX_BATCH)
+    return rd_error_set(err, RD_EINVAL, "view rows %u are outside [1, %u]", max_rows,
+                        RD_MLP_MAX_BATCH);
+  const rd_nn_spec_t *s = &owner->spec;
+  v->spec = *s;
+  v->max_batch = max_rows;
+  v->threads = 1;
+  v->trainable = with_grads != 0;
+  v->kernel = owner->kernel;
+  v->n_params = owner->n_params;
+  memcpy(v->w_off, owner->w_off, sizeof v->w_off);
+  memcpy(v->b_off, owner->b_off, sizeof v->b_off);
+  v->view = 1;
+  v->params = owner->params;
+  size_t B = max_rows, width = rd_nn_spec_max_width(s);
+  size_packing(v, B, width);
+  int ok = (v->input = alloc_floats(B * s->sizes[0])) != NULL;
+  ok = ok && (v->pack = alloc_floats(v->pack_floats)) != NULL;
+  for (uint32_t l = 0; ok && l < s->n_layers; l++)
+    ok = (v->act[l] = alloc_floats(B * s->sizes[l + 1])) != NULL;
+  if (ok && v->trainable)
+    ok = (v->grads = alloc_floats(v->n_params)) != NULL &&
+         (v->delta[0] = alloc_floats(B * width)) != NULL &&
+         (v->delta[1] = alloc_floats(B * width)) != NULL;
+  if (!ok) {
+    rd_mlp_free(v);
+    return rd_error_set(err, RD_ENOMEM, "cannot allocate a network view for %zu rows", B);
+  }
+  if (v->trainable) memset(v->grads, 0, v->n_params * sizeof(float));
   return RD_OK;
 }
 
@@ -1014,7 +1051,8 @@ int rd_mlp_backward_input(rd_mlp_t *m, const float *dy, float *dx, rd_error_t *e
 /* ---- optimizer ---- */
 
 int rd_mlp_adam_step(rd_mlp_t *m, const rd_adam_config_t *c, rd_error_t *err) {
-  if (!m->trainable) return rd_error_set(err, RD_EINVAL, "Adam step on an inference-only network");
+  if (!m->trainable || m->view)
+    return rd_error_set(err, RD_EINVAL, "Adam step on an inference-only network or a view");
   if (!(isfinite(c->lr) && c->lr > 0))
     return rd_error_set(err, RD_EINVAL, "Adam lr must be positive and finite, not %g", c->lr);
   if (!(c->beta1 >= 0 && c->beta1 < 1) || !(c->beta2 >= 0 && c->beta2 < 1))
@@ -1072,7 +1110,8 @@ double rd_mlp_grad_norm(const rd_mlp_t *m) {
 }
 
 int rd_mlp_clip_grad_norm(rd_mlp_t *m, double max_norm, double *norm, rd_error_t *err) {
-  if (!m->trainable) return rd_error_set(err, RD_EINVAL, "clipping an inference-only network");
+  if (!m->trainable || m->view)
+    return rd_error_set(err, RD_EINVAL, "clipping an inference-only network or a view");
   if (!(isfinite(max_norm) && max_norm > 0))
     return rd_error_set(err, RD_EINVAL, "max gradient norm must be positive and finite, not %g",
                         max_norm);
@@ -1091,6 +1130,7 @@ int rd_mlp_clip_grad_norm(rd_mlp_t *m, double max_norm, double *norm, rd_error_t
 /* ---- target networks ---- */
 
 static int same_spec(const rd_mlp_t *dst, const rd_mlp_t *src, rd_error_t *err) {
+  if (dst->view) return rd_error_set(err, RD_EINVAL, "a view's parameters are its owner's");
   if (!rd_nn_spec_equal(&dst->spec, &src->spec))
     return rd_error_set(err, RD_EINVAL, "target and source networks have different specs");
   return RD_OK;
@@ -1124,6 +1164,7 @@ int rd_mlp_save(const rd_mlp_t *m, void *buf, size_t cap, size_t *written, rd_er
 }
 
 int rd_mlp_load(rd_mlp_t *m, const void *buf, size_t len, rd_error_t *err) {
+  if (m->view) return rd_error_set(err, RD_EINVAL, "a view's parameters are its owner's");
   rd_nn_spec_t s;
   /* Parse the header alone first, so a mismatched network writes nothing. */
   int rc = rd_nn_flat_parse(buf, len, &s, NULL, 0, err);

@@ -109,6 +109,7 @@ typedef struct {
   float *pack;    /* threads x pack_floats: GEMM packing buffers, one set per thread */
   size_t pack_floats, pack_b_off;
   uint32_t fwd_batch; /* batch of the last forward if backward may use it, else 0 */
+  int view;           /* a shard view: params borrowed from its owner (rd_mlp_init_view) */
 } rd_mlp_t;
 
 void rd_mlp_config_default(rd_mlp_config_t *c);
@@ -122,6 +123,17 @@ void rd_adam_config_default(rd_adam_config_t *c);
  * biases 0. Errors: RD_EINVAL (spec, max_batch, threads), RD_ENOMEM. */
 int rd_mlp_init(rd_mlp_t *m, const rd_mlp_config_t *c, rd_error_t *err);
 void rd_mlp_free(rd_mlp_t *m);
+
+/* A shard view of owner, for the learner's data-parallel step (learner.h:
+ * shards): its own input, activations and backward buffers for up to
+ * max_rows rows, its own gradients if with_grads, one thread, no Adam
+ * state, and the owner's parameters, borrowed: forward, backward and
+ * backward_input on the view compute with the owner's current weights.
+ * Adam, clipping, Polyak and copies into it, and loads refuse a view
+ * (RD_EINVAL). rd_mlp_free frees what the view owns, never the owner's
+ * parameters; free views before their owner. RD_EINVAL, RD_ENOMEM. */
+int rd_mlp_init_view(rd_mlp_t *v, const rd_mlp_t *owner, uint32_t max_rows, int with_grads,
+                     rd_error_t *err);
 
 /* The GEMM variant in use: "generic", "avx2" or "avx512". */
 const char *rd_mlp_isa(const rd_mlp_t *m);

@@ -1,0 +1,100 @@
+/* test_team.c - the learner's thread team (backends/cpu/team.h): every task
+ * of every job runs exactly once, whoever claims it; jobs back to back and
+ * after the workers fell asleep; solo runs; bad sizes. Run under TSan in CI
+ * (scripts/test TSAN_TESTS). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <time.h>
+
+#include "team.h"
+
+#define MAX_TASKS 64
+
+typedef struct {
+  _Atomic uint32_t runs[MAX_TASKS];
+  uint32_t job;           /* written by the caller before each run */
+  _Atomic uint32_t wrong; /* tasks that saw another job's number */
+  uint32_t seen_job[MAX_TASKS];
+} count_t;
+
+static void count_task(void *arg, uint32_t task) {
+  count_t *c = arg;
+  atomic_fetch_add(&c->runs[task], 1);
+  c->seen_job[task] = c->job; /* plain write: one writer per task and job */
+  /* A little work, so workers get a chance to claim some tasks. */
+  volatile double x = 0;
+  for (int i = 0; i < 2000; i++) x += i * 0.5;
+}
+
+static void check_once(count_t *c, uint32_t n) {
+  for (uint32_t i = 0; i < MAX_TASKS; i++) {
+    uint32_t want = i < n ? 1u : 0u;
+    if (atomic_load(&c->runs[i]) != want)
+      fail_msg("job %u task %u ran %u times", c->job, i, atomic_load(&c->runs[i]));
+    if (i < n && c->seen_job[i] != c->job) fail_msg("task %u ran for another job", i);
+    atomic_store(&c->runs[i], 0);
+  }
+}
+
+static void test_every_task_once(void **state) {
+  (void)state;
+  for (uint32_t threads = 2; threads <= 4; threads++) {
+    rd_team_t *t = NULL;
+    assert_int_equal(rd_team_create(&t, threads, NULL), RD_OK);
+    count_t c;
+    memset(&c, 0, sizeof c);
+    for (uint32_t j = 0; j < 3000; j++) {
+      uint32_t n = 1 + (j * 7) % MAX_TASKS;
+      c.job = j;
+      rd_team_run(t, 0, n, count_task, &c);
+      check_once(&c, n);
+      if (j % 1000 == 999) { /* let the workers fall asleep, then wake them */
+        struct timespec ts = {0, 2 * (long)RD_TEAM_SPIN_US * 1000};
+        nanosleep(&ts, NULL);
+      }
+    }
+    rd_team_destroy(t);
+  }
+}
+
+static void test_solo_and_null(void **state) {
+  (void)state;
+  count_t c;
+  memset(&c, 0, sizeof c);
+  rd_team_run(NULL, 0, 9, count_task, &c); /* no team: the caller runs all */
+  check_once(&c, 9);
+  rd_team_t *t = NULL;
+  assert_int_equal(rd_team_create(&t, 2, NULL), RD_OK);
+  rd_team_run(t, 1, 17, count_task, &c); /* solo */
+  check_once(&c, 17);
+  rd_team_run(t, 0, 0, count_task, &c); /* nothing to do */
+  check_once(&c, 0);
+  rd_team_destroy(t);
+  rd_team_destroy(NULL);
+}
+
+static void test_bad_sizes(void **state) {
+  (void)state;
+  rd_team_t *t = (rd_team_t *)&t;
+  rd_error_t err;
+  rd_error_clear(&err);
+  assert_int_equal(rd_team_create(&t, 1, &err), RD_EINVAL);
+  assert_null(t);
+  assert_non_null(strstr(err.msg, "2.."));
+  assert_int_equal(rd_team_create(&t, RD_TEAM_MAX_THREADS + 1, &err), RD_EINVAL);
+  assert_null(t);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_every_task_once),
+      cmocka_unit_test(test_solo_and_null),
+      cmocka_unit_test(test_bad_sizes),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
