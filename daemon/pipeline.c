@@ -230,18 +230,25 @@ static size_t slot_item_bytes(const rd_pipeline_config_t *c, const rd_table_conf
 
 /* An estimate of the learner's memory: every network's parameters (x4 for
  * trainable ones: params, gradients, two Adam moments) and its activation
- * and backward buffers for max_batch. */
+ * and backward buffers for max_batch; from two shards on (learner.h), the
+ * shard views' buffers (at most twice max_batch rows in all) and their
+ * gradients. */
 static uint64_t learner_bytes(const rd_learner_config_t *lc) {
   rd_nn_spec_t specs[2];
   int n = 0;
   if (rd_learner_policy_spec(lc, &specs[n], NULL) == RD_OK) n++;
   if (lc->algo == RD_ALGO_DDPG && rd_learner_critic_spec(lc, &specs[n], NULL) == RD_OK) n++;
+  const uint64_t shards = rd_learner_shards(lc->max_batch);
   uint64_t b = 0;
   for (int i = 0; i < n; i++) {
     uint64_t units = 0;
     for (uint32_t l = 0; l <= specs[i].n_layers; l++) units += specs[i].sizes[l];
-    b += (uint64_t)rd_nn_spec_params(&specs[i]) * 5 * sizeof(float);     /* online x4 + target */
-    b += (uint64_t)lc->max_batch * units * 2 * 3 * sizeof(float);        /* both nets' buffers */
+    uint64_t params = rd_nn_spec_params(&specs[i]);
+    b += params * 5 * sizeof(float);                                /* online x4 + target */
+    b += (uint64_t)lc->max_batch * units * 2 * 3 * sizeof(float);  /* both nets' buffers */
+    if (shards > 1)
+      b += 2 * (uint64_t)lc->max_batch * units * 2 * 3 * sizeof(float) +
+           shards * params * sizeof(float);
   }
   return b;
 }
