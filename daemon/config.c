@@ -66,6 +66,10 @@ static const cfg_key_t keys[] = {
     {"fpga-parts-dir", K_STRING, FIELD(fpga_parts_dir), 0, 0, true,
      "FPGA part files (*.part) for the mapper's FPGA model; empty = the\n"
      "                             installed ones"},
+    {"fpga-csim", K_STRING, FIELD(fpga_csim), 0, 0, true,
+     "list one FPGA run as C-simulation (no board: the kernels' C code in\n"
+     "                             this process), modelled as this part of\n"
+     "                             --fpga-parts-dir (e.g. u250); empty = none"},
 };
 #define N_KEYS (sizeof keys / sizeof keys[0])
 
@@ -472,7 +476,9 @@ static void build_usage(void) {
     else
       range[0] = '\0'; /* the help text says what they accept */
     snprintf(flag, sizeof flag, "--%s %s", key->name,
-             key->kind == K_STRING ? (strcmp(key->name, "listen") == 0 ? "ADDR" : "PATH")
+             key->kind == K_STRING ? (strcmp(key->name, "listen") == 0      ? "ADDR"
+                                      : strcmp(key->name, "fpga-csim") == 0 ? "PART"
+                                                                            : "PATH")
              : key->kind == K_LEVEL ? "LEVEL" : key->kind == K_BYTES ? "BYTES" : "N");
     n += (size_t)snprintf(usage_buf + n, cap - n, "  %-26s %s\n  %-26s (%s%sdefault %s)\n", flag,
                           key->help, "", range, range[0] ? "; " : "", def);

@@ -29,6 +29,8 @@ typedef struct {
   uint32_t max_workloads;     /* default 64 */
   uint32_t learner_threads;   /* OpenMP threads per hosted learner step; default 1 */
   char fpga_parts_dir[PATH_MAX]; /* FPGA part files for the model; empty = the installed ones */
+  char fpga_csim[64];         /* a part name ("u250"): list one FPGA run as C-simulation (no
+                                 board), modelled as that part; empty (default) = none */
 } rd_config_t;
 
 /* Fill c with the embedded defaults (reads the environment for state_dir). */

@@ -223,6 +223,7 @@ void rd_devices_probe_cpu(const char *root, rd_device_t *d) {
   else
     snprintf(d->isa, sizeof d->isa, "%s", here ? isa_from_cpu() : "baseline");
 
+  snprintf(d->backend, sizeof d->backend, "cpu");
   snprintf(d->capabilities, sizeof d->capabilities, "sumtree,table,learner");
   snprintf(d->status, sizeof d->status, "ok");
   snprintf(d->name, sizeof d->name, "%.100s, %u cores, %.1f GiB, %s", d->model, d->cores,
@@ -302,6 +303,29 @@ int rd_devices_mark_unusable(const char *kind, uint32_t index, const char *why) 
   pthread_mutex_unlock(&list_mu);
   if (logged) rd_log_error("devices", "%s%u marked %s", kind, index, status);
   return found;
+}
+
+int rd_devices_add_fpga_csim(const char *part, const char *parts_dir, rd_error_t *err) {
+  rd_devices_init();
+  rd_device_t d;
+  pthread_mutex_lock(&list_mu);
+  uint32_t fpgas = 0;
+  int rc = RD_OK;
+  for (size_t i = 0; i < n_devices; i++) {
+    if (strcmp(devices[i].kind, "fpga") != 0) continue;
+    fpgas++;
+    if (strcmp(devices[i].backend, "csim") == 0)
+      rc = rd_error_set(err, RD_EINVAL, "fpga-csim: a C-simulation FPGA (%s) is already listed",
+                        devices[i].model);
+  }
+  if (rc == RD_OK && n_devices >= RD_MAX_DEVICES)
+    rc = rd_error_set(err, RD_ETOOBIG, "fpga-csim: the device list is full (%d devices)",
+                      RD_MAX_DEVICES);
+  if (rc == RD_OK) rc = rd_devices_fpga_csim(part, parts_dir, fpgas, &d, err);
+  if (rc == RD_OK) devices[n_devices++] = d;
+  pthread_mutex_unlock(&list_mu);
+  if (rc == RD_OK) log_device(&d);
+  return rc;
 }
 
 void rd_devices_inject(const rd_device_t *d) {

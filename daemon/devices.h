@@ -7,7 +7,13 @@
  *    where /sys has no cache directories, as in some VMs);
  *  - GPUs through the CUDA runtime, when built with CUDA (meson option
  *    `cuda`) and one is present (devices_cuda.c; devices_nocuda.c otherwise);
- *  - FPGAs through XRT: not in this build (devices_fpga.c is the hook).
+ *  - FPGA boards through XRT, when built with XRT (meson option `xrt`;
+ *    devices_xrt.c) and XILINX_XRT is set: each board xrtDeviceOpen opens
+ *    (backend "xrt"), or XRT's no-op shim under XCL_EMULATION_MODE=noop
+ *    (backend "xrt-noop": listed, never used: no kernel executes there);
+ *  - and, when configured (`fpga-csim = PART`, rd_devices_add_fpga_csim),
+ *    one FPGA run as C-simulation (backend "csim", devices_fpga.c): the
+ *    kernels' own C code in this process, modelled as that part. No board.
  * An absent device kind is simply not listed; why it is absent is logged
  * once.
  *
@@ -16,7 +22,10 @@
  * nothing else: for a CPU the model string, logical cores, cache sizes,
  * memory rounded to GiB and the ISA level (a VM may hide AVX-512 of the
  * same model); for a GPU its name, SM count, memory (MiB) and compute
- * capability. Not the hostname, a PCI address or a driver version, so
+ * capability; for an FPGA its model (the board's name, or the part of a
+ * C-simulation), SLRs, memory (MiB) and backend ("csim", "xrt",
+ * "xrt-noop"), so a C-simulated u250 never shares profiles with a board.
+ * Not the hostname, a PCI address or a driver version, so
  * identical machines share profiles (papers/001 §VI: the performance table
  * is a property of the hardware), a restart finds its profiles again, and
  * a plan for a GPU box can be made elsewhere from its exported profiles.
@@ -26,6 +35,8 @@
 
 #include <stddef.h>
 #include <stdint.h>
+
+#include "rd_error.h"
 
 #define RD_MAX_DEVICES 16
 #define RD_DEVICE_FP_MAX 24 /* "cpu-" + 16 hex digits + NUL fits with room */
@@ -38,12 +49,18 @@ typedef struct {
                            (rd_devices_mark_unusable); a GPU's also says
                            which of its backends ever ran on a GPU */
   /* What the fingerprint is made of, and what a mapper needs. */
-  char model[128];      /* CPU model name, GPU name */
+  char model[128];      /* CPU model name, GPU name; FPGA: the board's name (XRT) or the
+                           part file's name of a C-simulation ("u250") */
   uint32_t index;       /* among devices of its kind (a GPU's CUDA ordinal) */
-  uint32_t cores;       /* CPU: logical CPUs online; GPU: multiprocessors */
-  uint64_t memory_bytes; /* CPU: MemTotal; GPU: global memory */
+  uint32_t cores;       /* CPU: logical CPUs online; GPU: multiprocessors; FPGA: SLRs
+                           (0 = unknown) */
+  uint64_t memory_bytes; /* CPU: MemTotal; GPU: global memory; FPGA: board memory (a
+                            C-simulation has none: its storage is host memory) */
   uint64_t l1d_bytes, l2_bytes, l3_bytes; /* per core/cluster as reported; 0 = unknown */
-  char isa[16];         /* CPU: "avx512", "avx2" or "baseline"; GPU: "sm_XY" */
+  char isa[16];         /* CPU: "avx512", "avx2" or "baseline"; GPU: "sm_XY";
+                           FPGA: its backend, as below */
+  char backend[16];     /* what drives it: "cpu", "cuda"; FPGA: "csim" (C-simulation, no
+                           board), "xrt" (a board), "xrt-noop" (XRT's no-op shim) */
   char capabilities[64]; /* what this daemon's backends run here, e.g. "sumtree,table,learner" */
 } rd_device_t;
 
@@ -85,9 +102,30 @@ void rd_devices_probe_cpu(const char *root, rd_device_t *out);
  * count; when it returns 0, why (len bytes) says why, for the log. */
 size_t rd_devices_probe_gpus(rd_device_t *out, size_t max, char *why, size_t len);
 
-/* FPGAs through XRT (devices_fpga.c): this build has no XRT dependency, so
- * it returns 0 with why = "built without XRT: no FPGA discovery". */
+/* FPGA boards through XRT (devices_fpga.c, devices_xrt.c). Without XRT in
+ * the build it returns 0 with why = "built without XRT: no FPGA discovery".
+ * With it: 0 and why when XILINX_XRT is unset (XRT would abort the process
+ * on a device open), when XCL_EMULATION_MODE names an emulation this
+ * machine cannot run (sw_emu, hw_emu: they need Vitis), or when XRT opens
+ * no board (it prints its own error banner then); otherwise each board XRT
+ * opens by index, named from the shim's device info, or the one device of
+ * XRT's no-op shim (status "unusable: ...": no kernel executes there).
+ * Indices 0, 1, ... in XRT's order. */
 size_t rd_devices_probe_fpgas(rd_device_t *out, size_t max, char *why, size_t len);
+
+/* The C-simulation FPGA (devices_fpga.c) modelled as the part called part
+ * (a part file in parts_dir; NULL: the installed parts): kind "fpga",
+ * backend "csim", model = the part's name, index after the FPGAs XRT
+ * found, status "ok: C-simulation (no board) ...". Fills *out only. */
+int rd_devices_fpga_csim(const char *part, const char *parts_dir, uint32_t index,
+                         rd_device_t *out, rd_error_t *err);
+
+/* Add the C-simulation FPGA to the list (after discovery; main.c calls it
+ * for the `fpga-csim` setting) and log it. RD_ENOTFOUND or RD_EINVAL for a
+ * part that is not there (the message names what the parts dir has),
+ * RD_EINVAL if one is already listed, RD_ETOOBIG if the list is full.
+ * Nothing is added on error. Thread-safe. */
+int rd_devices_add_fpga_csim(const char *part, const char *parts_dir, rd_error_t *err);
 
 /* Set d->fingerprint from d's kind and identifying fields (see above). */
 void rd_device_fingerprint(rd_device_t *d);

@@ -38,6 +38,7 @@ size_t rd_devices_probe_gpus(rd_device_t *out, size_t max, char *why, size_t len
     rd_device_t *d = &out[n];
     memset(d, 0, sizeof *d);
     snprintf(d->kind, sizeof d->kind, "gpu");
+    snprintf(d->backend, sizeof d->backend, "cuda");
     snprintf(d->model, sizeof d->model, "%.100s", p.name);
     d->index = (uint32_t)i;
     d->cores = (uint32_t)p.multiProcessorCount;

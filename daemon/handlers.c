@@ -175,6 +175,11 @@ static void placement_actual(const rd_placement_t *p, rd_pipeline_t *pipe, place
            li.dead ? "; no learner could be built: not training"
                    : li.at_init ? "; the CPU learner runs"
                                 : "; the CPU learner runs from the last published weights");
+  if (p->fpga_csim && strchr(o->code_running + 1, 'F') != NULL) {
+    size_t n = strlen(o->note);
+    snprintf(o->note + n, sizeof o->note - n, "; FPGA: C-simulation of %s, no board; its "
+             "storage is host memory", p->fpga_part);
+  }
   o->msg.running = o->code_running;
   o->msg.note = o->note;
 }
@@ -331,8 +336,9 @@ static void do_register(rd_handler_ctx_t *ctx, const uint8_t *b, size_t n, rd_re
   workload_reply_t o;
   workload_reply(w, 1, &o);
   pack(r, &o.msg.base);
-  rd_log_info("registry", "registered workload %s (\"%s\", capacity %u, %zu fields)", w->id,
-              w->spec->name, w->spec->capacity, w->spec->n_fields);
+  rd_log_info("registry", "registered workload %s (\"%s\", capacity %u, %zu fields, replay "
+              "module %s)", w->id, w->spec->name, w->spec->capacity, w->spec->n_fields,
+              rd_table_rmm_name(&w->table));
   if (pl != NULL)
     rd_log_info("mapper", "workload %s: %s; profile cache %s (%u measured), %.0f ms; "
                 "predicted %.4g GPS", w->id, o.msg.placement ? o.msg.placement->note : pl->note,

@@ -2,7 +2,7 @@
  * device runs it.
  *
  * The pipeline (pipeline.h) trains through an rd_learner_backend_t: an ops
- * table plus the backend's own state. Two backends exist:
+ * table plus the backend's own state. Three backends exist:
  *
  *  - "cpu": backends/cpu/learner.h (rd_learner_*), always built;
  *  - "gpu": backends/gpu/learner_gpu.h (rd_gpu_learner_*), built only when
@@ -10,18 +10,38 @@
  *    libcublas found, option cuda not disabled; learner_backend_gpu.c).
  *    Otherwise learner_backend_nogpu.c stands in: asking for it fails with
  *    RD_EINVAL "built without CUDA: ...".
+ *  - "fpga": the FPGA learner kernel (backends/fpga/kernels/learner.h,
+ *    lrn_train_step) run in C-simulation in this process, the "C-sim
+ *    device" (learner_backend_fpga.c), always built. Its buffers (weights,
+ *    targets, Adam moments, the kernel's workspace) are per instance, so
+ *    any number of FPGA learners run at once. The device ordinal names the
+ *    board the C-simulation stands in for; no board is opened.
  *
- * Nothing here or in its callers knows about CUDA: the GPU backend's C
- * header has no CUDA types, and its errors arrive as rd_error.h codes.
+ * Nothing here or in its callers knows about CUDA or XRT: the GPU backend's
+ * C header has no CUDA types, and its errors arrive as rd_error.h codes.
  *
- * Device faults. init and step set b->fault = 1 (and fill err) when an
- * error is the device's, not the input's: no device or driver, a driver
- * older than the runtime, device or pinned memory exhausted, a cuBLAS or
- * kernel-launch failure. The pipeline then gives the device up (marks it
- * unusable in the device list, devices.h) and goes on with the CPU backend
+ * Device faults. init and step set b->fault (and fill err) when an error
+ * is not the input's, and the pipeline then goes on with the CPU backend
  * (pipeline.h says when and with which weights). An error with fault = 0
  * is the caller's (a bad config or batch) and is handled as on the CPU.
- * The CPU backend never sets fault.
+ * The CPU backend never sets fault. Two kinds:
+ *  - RD_LEARNER_FAULT_DEVICE (1): the device failed: no device or driver, a
+ *    driver older than the runtime, device or pinned memory exhausted, a
+ *    cuBLAS or kernel-launch failure, a kernel that refused a step the host
+ *    had checked. The pipeline gives the device up (marks it unusable in
+ *    the device list, devices.h).
+ *  - RD_LEARNER_FAULT_UNSUPPORTED (2): the config is valid (the CPU learner
+ *    takes it) but beyond what this device's build can run: the FPGA
+ *    kernel's build limits (layers, width, batch; rd_learner_fpga_supports
+ *    names the limit in an RD_EINVAL message). Neither the caller's error
+ *    (fault 0 would fail the registration of a config the daemon can
+ *    train) nor the device's: the workload falls back to the CPU learner
+ *    with that message as the logged reason. The device itself is fine
+ *    and should stay usable for other workloads; pipeline.c's fall_back
+ *    still marks it unusable for any non-zero fault (it predates this
+ *    kind; skipping rd_devices_mark_unusable for it is a one-line change
+ *    there). The mapper should not place such a learner on the FPGA in the
+ *    first place: rd_learner_fpga_supports lets it check beforehand.
  *
  * Not thread-safe: one thread (the pipeline's learner thread, or create)
  * uses a backend at a time.
@@ -42,10 +62,17 @@ typedef enum {
   RD_LEARNER_ON_FPGA = 2, /* learner_backend_fpga.c: the FPGA learner kernel */
 } rd_learner_kind_t;
 
+/* Values of rd_learner_backend_t.fault (see "Device faults" above). */
+enum {
+  RD_LEARNER_FAULT_NONE = 0,
+  RD_LEARNER_FAULT_DEVICE = 1,
+  RD_LEARNER_FAULT_UNSUPPORTED = 2,
+};
+
 typedef struct rd_learner_backend rd_learner_backend_t;
 
 typedef struct {
-  const char *name; /* "cpu", "gpu", or a test's own */
+  const char *name; /* "cpu", "gpu", "fpga", or a test's own */
   rd_learner_kind_t kind;
   /* Validate c and build the learner on device `device` (the ordinal among
    * devices of the kind; the CPU backend ignores it). Initial weights are
@@ -70,7 +97,7 @@ typedef struct {
 struct rd_learner_backend {
   const rd_learner_ops_t *ops;
   uint32_t device; /* ordinal among its kind */
-  int fault;       /* the last failed init/step was a device fault (see above) */
+  int fault;       /* RD_LEARNER_FAULT_*: why the last failed init/step is not the caller's */
   void *impl;      /* the backend's learner */
 };
 
@@ -83,6 +110,12 @@ extern const rd_learner_ops_t rd_learner_ops_fpga;
 
 /* 1 if this build has the GPU learner (rd_gpu_enabled), else 0. */
 int rd_learner_gpu_built(void);
+
+/* 1 if the FPGA learner kernel of this build can train a learner of config
+ * c (already valid: rd_learner_config_validate); else 0 and err (RD_EINVAL)
+ * names the build limit it breaks, e.g. "the critic's width 512 (sizes[1])
+ * exceeds this FPGA learner build's limit of 256 (LRN_MAX_WIDTH)". */
+int rd_learner_fpga_supports(const rd_learner_config_t *c, rd_error_t *err);
 
 /* The ops for a kind (RD_LEARNER_ON_CPU -> cpu, RD_LEARNER_ON_GPU -> gpu,
  * RD_LEARNER_ON_FPGA -> fpga). */

@@ -112,6 +112,16 @@ int main(int argc, char **argv) {
     return 1;
   }
   rd_devices_init();
+  /* The C-simulation FPGA (devices.h) before any placement, restored
+   * workloads' included. A part that is not there stops the start. */
+  if (cfg.fpga_csim[0] != '\0' &&
+      rd_devices_add_fpga_csim(cfg.fpga_csim, cfg.fpga_parts_dir[0] ? cfg.fpga_parts_dir : NULL,
+                               &err) != RD_OK) {
+    rd_log_error("main", "fpga-csim = %s: %s", cfg.fpga_csim, err.msg);
+    rd_registry_destroy(app.registry);
+    rd_store_close(store);
+    return 2;
+  }
   ctx.registry = app.registry;
   ctx.store = store;
   ctx.config = &cfg;

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "csim_rmm.h"
 #include "devices.h"
 #include "learner_backend.h"
 #include "log.h"
@@ -129,6 +130,69 @@ static int gpu_measure(rd_store_t *store, const rd_profile_shape_t *shape, const
     return fault ? -1 : 0;
   }
   return gpu_row(rows, n, &shape->key, hit ? RD_PT_CACHED : RD_PT_MEASURED, o);
+}
+
+/* What runs of o's mapping (placement.h): the learner on a usable GPU
+ * (gpu_index >= 0) with the GPU learner built, or on the C-simulation FPGA
+ * (csim); the replay module and the storage on the C-simulation FPGA when
+ * mapped to it (its storage is the table's host memory); everything else
+ * on the CPU. Sets learner_kind/device, rmm_ops, running and the note. */
+static void run_mapping(rd_placement_t *o, int gpu_index, int csim,
+                        const rd_learner_config_t *lc) {
+  const rd_mapping_t *m = &o->mapping;
+  /* The FPGA learner kernel has build limits (layers, width, batch): a
+   * learner beyond them stays on the CPU, and the note says why. */
+  char lwhy[RD_ERROR_MSG_MAX] = "";
+  rd_error_t lerr;
+  rd_error_clear(&lerr);
+  if (m->learner == RD_DEV_FPGA && csim && rd_learner_fpga_supports(lc, &lerr) != RD_OK)
+    snprintf(lwhy, sizeof lwhy, "%s", lerr.msg);
+  if (m->learner == RD_DEV_GPU && gpu_index >= 0 && rd_learner_gpu_built()) {
+    o->learner_kind = RD_LEARNER_ON_GPU;
+    o->learner_device = (uint32_t)gpu_index;
+  } else if (m->learner == RD_DEV_FPGA && csim && lwhy[0] == '\0') {
+    o->learner_kind = RD_LEARNER_ON_FPGA;
+    o->learner_device = o->fpga_device;
+  }
+  if (m->rmm == RD_DEV_FPGA && csim) o->rmm_ops = &rd_fpga_csim_rmm_ops;
+  const char run[3] = {
+      o->learner_kind == RD_LEARNER_ON_GPU ? 'G' : o->learner_kind == RD_LEARNER_ON_FPGA ? 'F'
+                                                                                      : 'C',
+      o->rmm_ops != NULL ? 'F' : 'C', m->storage == RD_DEV_FPGA && csim ? 'F' : 'C'};
+  snprintf(o->running, sizeof o->running, "%c-%c-%c", run[0], run[1], run[2]);
+  o->fpga_csim = run[0] == 'F' || run[1] == 'F' || run[2] == 'F';
+  size_t n = (size_t)snprintf(o->note, sizeof o->note, "mapped %s; running %s", o->code,
+                              o->running);
+  if (o->fpga_csim && n < sizeof o->note)
+    n += (size_t)snprintf(o->note + n, sizeof o->note - n,
+                          " (FPGA: C-simulation of %s, no board; its storage is host memory)",
+                          o->fpga_part);
+  if (strcmp(o->code, o->running) == 0 || n >= sizeof o->note) return;
+  /* Why each device the mapping chose is not running its part. */
+  const rd_devkind_t want[3] = {m->learner, m->rmm, m->storage};
+  int gpu_missing = 0, fpga_missing = 0;
+  for (int i = 0; i < 3; i++) {
+    gpu_missing |= want[i] == RD_DEV_GPU && run[i] != 'G';
+    fpga_missing |= want[i] == RD_DEV_FPGA && run[i] != 'F';
+  }
+  const char *sep = ": ";
+  if (gpu_missing && o->learner_kind == RD_LEARNER_ON_GPU) {
+    n += (size_t)snprintf(o->note + n, sizeof o->note - n,
+                          "%sthe GPU sum tree and storage are not used by the pipeline", sep);
+    sep = "; ";
+  } else if (gpu_missing && n < sizeof o->note) {
+    n += (size_t)snprintf(o->note + n, sizeof o->note - n, "%sGPU backend not available%s", sep,
+                          m->learner != RD_DEV_GPU ? ""
+                          : !rd_learner_gpu_built() ? " (built without CUDA)"
+                          : gpu_index < 0 ? " (no usable GPU on this server)" : "");
+    sep = "; ";
+  }
+  if (fpga_missing && n < sizeof o->note && lwhy[0] != '\0')
+    snprintf(o->note + n, sizeof o->note - n, "%sthe learner stays on the CPU: %.150s", sep,
+             lwhy);
+  else if (fpga_missing && n < sizeof o->note)
+    snprintf(o->note + n, sizeof o->note - n, "%sFPGA backend not available%s", sep,
+             csim ? "" : " (FPGA kernels run only in C-simulation: the fpga-csim setting)");
 }
 
 int rd_placement_compute(rd_store_t *store, const rd_table_config_t *tc,
@@ -265,19 +329,51 @@ int rd_placement_compute(rd_store_t *store, const rd_table_config_t *tc,
       break; /* one GPU row: the first usable GPU */
     }
   }
+  /* The FPGA row: an assumed part, or this server's FPGA with a part file
+   * (by its model: a C-simulation's is its part's name), the usable
+   * C-simulation first, since it is the only FPGA anything runs on. */
+  const rd_device_t *fpga = NULL; /* the present FPGA of the FPGA row */
   if (assume->fpga != NULL) {
     fpga_row(assume->fpga, tc, pc, "assumed", &o);
   } else if (!assume->ignore_present) {
-    for (size_t i = 0; i < nd; i++) {
-      if (strcmp(devs[i].kind, "fpga") != 0) continue;
-      /* A present board's part would come from XRT; this build has none. */
-      rd_fpga_part_t part;
-      rd_error_t perr;
-      rd_error_clear(&perr);
-      if (rd_fpga_part_find(devs[i].model, fpga_parts_dir, &part, &perr) == RD_OK)
-        fpga_row(&part, tc, pc, "present", &o);
-      break;
-    }
+    for (int pass = 0; pass < 2 && fpga == NULL; pass++)
+      for (size_t i = 0; i < nd && fpga == NULL; i++) {
+        const rd_device_t *d = &devs[i];
+        if (strcmp(d->kind, "fpga") != 0 || (strcmp(d->backend, "csim") == 0) != (pass == 0))
+          continue;
+        rd_fpga_part_t part;
+        rd_error_t perr;
+        rd_error_clear(&perr);
+        if (!rd_device_usable(d)) /* given up after a failure, or XRT's no-op shim */
+          snprintf(o.detail[RD_DEV_FPGA], sizeof o.detail[RD_DEV_FPGA], "fpga%u %.180s",
+                   d->index, d->status);
+        else if (rd_fpga_part_find(d->model, fpga_parts_dir, &part, &perr) != RD_OK)
+          snprintf(o.detail[RD_DEV_FPGA], sizeof o.detail[RD_DEV_FPGA],
+                   "fpga%u (%.40s): no model figures: %.130s", d->index, d->model, perr.msg);
+        else
+          fpga = d;
+        if (fpga == NULL) continue;
+        int csim = strcmp(d->backend, "csim") == 0;
+        fpga_row(&part, tc, pc, csim ? "C-simulated" : "present", &o);
+        snprintf(o.fingerprint[RD_DEV_FPGA], sizeof o.fingerprint[RD_DEV_FPGA], "%s",
+                 d->fingerprint);
+        char why[160];
+        if (csim && o.table.dev[RD_DEV_FPGA].src_rmm != RD_PT_NONE &&
+            !rd_fpga_csim_rmm_fits(tc->capacity, tc->fanout, why, sizeof why)) {
+          /* The model would fit it on a board; the built kernels do not. */
+          o.table.dev[RD_DEV_FPGA].src_rmm = RD_PT_NONE;
+          o.table.dev[RD_DEV_FPGA].t_rmm = 0;
+          size_t at = strlen(o.detail[RD_DEV_FPGA]);
+          snprintf(o.detail[RD_DEV_FPGA] + at, sizeof o.detail[RD_DEV_FPGA] - at,
+                   "; no rmm: %s", why);
+        }
+      }
+  }
+  const int csim = fpga != NULL && strcmp(fpga->backend, "csim") == 0;
+  if (csim) {
+    o.fpga_device = fpga->index;
+    snprintf(o.fpga_part, sizeof o.fpga_part, "%.*s", (int)(sizeof o.fpga_part - 1),
+             fpga->model);
   }
 
   /* The table's workload figures (placement.h). */
@@ -299,34 +395,7 @@ int rd_placement_compute(rd_store_t *store, const rd_table_config_t *tc,
   if (rd_map(&o.table, &o.mapping, &merr) == RD_OK) {
     o.mapped = 1;
     rd_mapping_format(&o.mapping, o.code, sizeof o.code);
-    /* The learner runs where it was mapped when that is a usable GPU and
-     * the GPU learner is built; the sum tree and storage stay on the CPU. */
-    if (o.mapping.learner == RD_DEV_GPU && gpu_index >= 0 && rd_learner_gpu_built()) {
-      o.learner_kind = RD_LEARNER_ON_GPU;
-      o.learner_device = (uint32_t)gpu_index;
-      snprintf(o.running, sizeof o.running, "G-C-C");
-    }
-    if (strcmp(o.code, o.running) == 0) {
-      snprintf(o.note, sizeof o.note, "mapped %s; running %s", o.code, o.running);
-    } else if (o.learner_kind == RD_LEARNER_ON_GPU) {
-      snprintf(o.note, sizeof o.note, "mapped %s; running %s: the GPU sum tree and storage are "
-               "not used by the pipeline%s", o.code, o.running,
-               o.mapping.rmm == RD_DEV_FPGA || o.mapping.storage == RD_DEV_FPGA
-                   ? "; FPGA backend not available" : "");
-    } else {
-      int gpu = 0, fpga = 0;
-      const rd_devkind_t used[3] = {o.mapping.learner, o.mapping.rmm, o.mapping.storage};
-      for (int i = 0; i < 3; i++) {
-        gpu |= used[i] == RD_DEV_GPU;
-        fpga |= used[i] == RD_DEV_FPGA;
-      }
-      const char *missing = gpu && fpga ? "GPU and FPGA" : gpu ? "GPU" : "FPGA";
-      snprintf(o.note, sizeof o.note, "mapped %s; running %s: %s backend not available%s",
-               o.code, o.running, missing,
-               o.mapping.learner != RD_DEV_GPU ? ""
-               : !rd_learner_gpu_built() ? " (built without CUDA)"
-               : gpu_index < 0 ? " (no usable GPU on this server)" : "");
-    }
+    run_mapping(&o, gpu_index, csim, &pc->learner);
   } else {
     snprintf(o.note, sizeof o.note, "not mapped (%.120s); running %s", merr.msg, o.running);
   }

@@ -19,9 +19,14 @@
  *    while measuring marks the GPU unusable. A plan may assume a GPU: its
  *    profile rows (JSON lines as ExportProfiles writes them) for this shape
  *    ("assumed", the fastest thread count of each primitive, any build).
- *  - FPGA: the analytical model (backends/fpga/model.h) for a present FPGA
- *    or an assumed part ("model"); a design that does not fit leaves the
- *    row empty with the reason.
+ *  - FPGA: the analytical model (backends/fpga/model.h) for an assumed part
+ *    or this server's FPGA with a part file ("model"): the usable
+ *    C-simulation FPGA (devices.h, `fpga-csim`; its model is its part's
+ *    name) first, else a usable board whose model names a part; a design
+ *    that does not fit leaves the row empty with the reason. On the
+ *    C-simulation FPGA the RMM entry is also left empty when no built
+ *    kernel holds the table (csim_rmm.h: capacity above 2^20), so the
+ *    mapper keeps the RMM off it.
  *
  * The time bound: the CPU and (with the GPU backend) a GPU are measured,
  * each within budget_s (the default RD_PROFILE_DEFAULT_BUDGET_S, 1.5 s;
@@ -31,12 +36,24 @@
  * The mapping is papers/001 Algorithm 3 (mapper.h) with N_actor = 16 items
  * per step (the paper's 16 actors, §VII-A) for TrainStep-driven workloads,
  * B / samples_per_insert in continuous mode; E = ceil(row bytes / 4); the
- * pipeline's D; and the CPU-sharing rule with this CPU's cores. What runs:
- * the learner on the GPU when the mapping chose it and the GPU learner can
- * run there (learner_kind below), else on the CPU; the sum tree and the
- * storage always on the CPU (the GPU ones are not wired into the pipeline;
- * there is no FPGA backend). So `running` is "G-C-C" or "C-C-C", and
- * `note` says why it differs from the mapping.
+ * pipeline's D; and the CPU-sharing rule with this CPU's cores. What runs
+ * (run_mapping in placement.c):
+ *  - the learner on the GPU when the mapping chose it and the GPU learner
+ *    can run there, on the C-simulation FPGA when the mapping chose the
+ *    FPGA and that device is the usable C-simulation (learner_kind below;
+ *    a learner backend that fails falls back to the CPU, pipeline.h), else
+ *    on the CPU;
+ *  - the sum tree on the C-simulation FPGA when mapped there: the table's
+ *    replay module is the kernel's C code (rmm_ops = csim_rmm.h's), else
+ *    the CPU's (the GPU sum tree is not wired into the pipeline);
+ *  - the storage: the table's ring in host memory always; the running code
+ *    says F when it was mapped to the C-simulation FPGA, whose storage is
+ *    host memory (the note says so).
+ * So `running` is e.g. "F-F-F", "G-C-C" or "C-C-C"; `note` says what runs
+ * ("mapped F-F-F; running F-F-F (FPGA: C-simulation of u250, no board;
+ * its storage is host memory)") and why it differs from the mapping. No
+ * FPGA board runs anything: a mapping to a board or an assumed part runs
+ * on the CPU. A plan computes the same, for the devices it assumes.
  */
 #ifndef RD_PLACEMENT_H
 #define RD_PLACEMENT_H
@@ -80,11 +97,19 @@ typedef struct {
   uint32_t learner_threads;
   /* The learner's device for the pipeline (pipeline.h learner_kind): the
    * GPU when the mapping put the learner there, the GPU learner is built
-   * (learner_backend.h) and the GPU is present and usable; else the CPU.
-   * running's first letter says the same. What actually runs after a
+   * (learner_backend.h) and the GPU is present and usable; the FPGA (its
+   * index among FPGAs) when the mapping put it on the usable C-simulation
+   * FPGA; else the CPU. running's first letter says the same. What actually runs after a
    * fallback is the pipeline's (rd_pipeline_learner_info). */
   rd_learner_kind_t learner_kind;
   uint32_t learner_device;
+  /* The table's replay module (table.h config.rmm): NULL for the CPU sum
+   * tree, or &rd_fpga_csim_rmm_ops when the RMM runs on the C-simulation
+   * FPGA. */
+  const rd_rmm_ops_t *rmm_ops;
+  int fpga_csim;                     /* 1: running has an F, all of it C-simulation */
+  uint32_t fpga_device;              /* the C-simulation FPGA's index (when it is the row's) */
+  char fpga_part[RD_FPGA_NAME_MAX];  /* its part, e.g. "u250" */
 } rd_placement_t;
 
 /* The placement of a hosted-learner workload (tc, pc as the registry

@@ -272,11 +272,20 @@ static int spec_to_config(const rd_config_t *cfg, const Replayd__V1__WorkloadSpe
 static uint64_t config_charge(const wl_config_t *wc, uint64_t *tree, uint64_t *rows,
                               uint64_t *scratch, uint64_t *learner) {
   const rd_table_config_t *tc = &wc->tc;
-  *tree = rd_sumtree_memsize(tc->capacity, tc->fanout);
+  *tree = rd_table_tree_memsize(tc); /* the CPU tree or the placement's replay module */
   *rows = (uint64_t)tc->capacity * rd_schema_row_bytes(&tc->schema);
   *scratch = (uint64_t)tc->max_batch * SCRATCH_PER_ITEM;
   *learner = wc->has_learner ? rd_pipeline_memsize(&wc->pc, tc) : 0;
   return *tree + *rows + *scratch + *learner;
+}
+
+/* Where a placed workload runs: the learner's device (a failing GPU or
+ * FPGA learner falls back inside the pipeline: pipeline.h) and the table's
+ * replay module (the FPGA C-simulation's when the RMM was placed there). */
+static void apply_placement(wl_config_t *wc, const rd_placement_t *pl) {
+  wc->pc.learner_kind = pl->learner_kind;
+  wc->pc.learner_device = pl->learner_device;
+  wc->tc.rmm = pl->rmm_ops;
 }
 
 static uint64_t workload_charge(const rd_workload_t *w) {
@@ -586,10 +595,7 @@ int rd_registry_register_placed(rd_registry_t *r, const Replayd__V1__WorkloadSpe
     pl = malloc(sizeof *pl);
     if (pl == NULL) return rd_error_set(err, RD_ENOMEM, "out of memory for the placement");
     *pl = *placement;
-    /* The learner's device as placed (a failing GPU falls back inside the
-     * pipeline: pipeline.h). */
-    wc.pc.learner_kind = pl->learner_kind;
-    wc.pc.learner_device = pl->learner_device;
+    apply_placement(&wc, pl);
   }
 
   pthread_mutex_lock(&r->mutate_mu);
@@ -654,14 +660,18 @@ static bool restore_one(rd_registry_t *r, const rd_stored_workload_t *sw) {
   if (rc == RD_OK && wc.has_learner && r->placer != NULL) {
     pl = malloc(sizeof *pl);
     if (pl != NULL && r->placer(r->placer_arg, &wc.tc, &wc.pc, pl) == RD_OK) {
-      wc.pc.learner_kind = pl->learner_kind;
-      wc.pc.learner_device = pl->learner_device;
+      apply_placement(&wc, pl);
     } else {
       free(pl);
       pl = NULL;
       rd_log_info("registry", "workload %s restored without a placement (no stored profiles "
                   "for its shape)", sw->id);
     }
+  }
+  /* A replay module placed off the CPU holds its own tree: charge that. */
+  if (rc == RD_OK && pl != NULL && (rc = check_limits(r, &wc, &err)) != RD_OK) {
+    replayd__v1__workload_spec__free_unpacked(norm, NULL);
+    norm = NULL;
   }
   rd_workload_t *w = NULL;
   if (rc == RD_OK) rc = workload_new(&wc, norm, sw->id, sw->token, sw->created_unix, &w, &err);

@@ -141,6 +141,7 @@ static void test_defaults(void **state) {
   assert_int_equal(c.max_capacity, 1u << 24);
   assert_true(c.max_memory_bytes == (8ull << 30));
   assert_int_equal(c.max_workloads, 64);
+  assert_string_equal(c.fpga_csim, ""); /* no C-simulation FPGA unless asked */
 }
 
 static void test_defaults_state_dir_env(void **state) {
@@ -205,6 +206,7 @@ static void test_file_all_keys(void **state) {
                                 "max-memory = 2G\n"
                                 "max-workloads = 10\n"
                                 "   # indented comment\n"
+                                "fpga_csim = u250\n"
                                 "log-file = /var/log/replayd#2.log\n" /* '#' inside a value */
                                 "threads = 9"); /* no final newline; later line wins */
   rd_config_t c;
@@ -223,6 +225,7 @@ static void test_file_all_keys(void **state) {
   assert_int_equal(c.max_capacity, 1000000);
   assert_true(c.max_memory_bytes == (2ull << 30));
   assert_int_equal(c.max_workloads, 10);
+  assert_string_equal(c.fpga_csim, "u250");
 
   /* An empty log-file means stderr again. */
   path = write_file("empty.conf", "log-file =\n");
@@ -300,6 +303,19 @@ static void test_flags_both_forms(void **state) {
   assert_int_equal(c.threads, 4);
   assert_string_equal(c.log_file, "");
   assert_int_equal(c.log_level, RD_LOG_ERROR);
+
+  /* fpga-csim names a part (checked against the part files at start,
+   * main.c); too long a name is refused here. */
+  rc = PARSE(&c, &err, "--fpga-csim", "u280");
+  assert_int_equal(rc, RD_OK);
+  assert_string_equal(c.fpga_csim, "u280");
+  char long_part[80];
+  memset(long_part, 'u', sizeof long_part - 1);
+  long_part[sizeof long_part - 1] = '\0';
+  rc = PARSE(&c, &err, "--fpga-csim", long_part);
+  assert_int_equal(rc, RD_EINVAL);
+  assert_non_null(strstr(err.msg, "fpga-csim"));
+  assert_string_equal(c.fpga_csim, "u280");
 
   /* No flags: nothing changes. */
   rd_config_t before = c;
@@ -482,7 +498,8 @@ static void test_usage(void **state) {
   static const char *const want[] = {
       "--config PATH", "--listen ADDR", "--state-dir PATH", "--log-file PATH",
       "--log-level LEVEL", "--threads N", "--max-message-bytes BYTES", "--max-batch N",
-      "--max-capacity N", "--max-memory BYTES", "--max-workloads N", "--help", "--version",
+      "--max-capacity N", "--max-memory BYTES", "--max-workloads N", "--fpga-csim PART",
+      "C-simulation (no board", "--help", "--version",
       /* defaults */
       "default \"127.0.0.1:50051\"", "default \"\"", "default info", "default 2)",
       "default 64M", "default 65536", "default 16777216", "default 8G", "default 64)",

@@ -90,8 +90,13 @@ static void test_absent_kinds(void **state) {
   rd_device_t d[RD_MAX_DEVICES];
   char why[160] = "";
   size_t n = rd_devices_probe_fpgas(d, RD_MAX_DEVICES, why, sizeof why);
-  assert_int_equal(n, 0);
-  assert_string_equal(why, "built without XRT: no FPGA discovery");
+  /* Built without XRT, or with it and XILINX_XRT unset (as in this
+   * suite): no board is looked for (test_fpga_devices covers XRT). */
+  if (getenv("XILINX_XRT") == NULL) {
+    assert_int_equal(n, 0);
+    assert_true(strcmp(why, "built without XRT: no FPGA discovery") == 0 ||
+                strstr(why, "XILINX_XRT is not set") != NULL);
+  }
   why[0] = '\0';
   n = rd_devices_probe_gpus(d, RD_MAX_DEVICES, why, sizeof why);
   if (n == 0) {

@@ -5,19 +5,25 @@
  * on with the CPU learner (from the last published weights mid-training).
  * Also the "gpu" backend of this build: the no-CUDA stub's error, or, in a
  * CUDA build on a machine without a GPU, a real init failure that falls
- * back the same way. */
+ * back the same way. And the "fpga" backend (the learner kernel's
+ * C-simulation): it trains through the ops table like the CPU learner
+ * (same initial weights, steps within learner.h's tolerance, the same
+ * policy layout, the same errors), runs a pipeline, and a config beyond the
+ * kernel's build limits falls back to the CPU naming the limit. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "devices.h"
+#include "kernels/learner.h" /* the FPGA kernel's build limits */
 #include "learner_backend.h"
 #include "log.h"
 #include "pipeline.h"
@@ -501,6 +507,349 @@ static void test_mark_unknown(void **state) {
   assert_string_equal(rd_learner_kind_name(RD_LEARNER_ON_GPU), "gpu");
   assert_ptr_equal(rd_learner_ops_for(RD_LEARNER_ON_CPU), &rd_learner_ops_cpu);
   assert_ptr_equal(rd_learner_ops_for(RD_LEARNER_ON_GPU), &rd_learner_ops_gpu);
+  assert_ptr_equal(rd_learner_ops_for(RD_LEARNER_ON_FPGA), &rd_learner_ops_fpga);
+  assert_string_equal(rd_learner_kind_name(RD_LEARNER_ON_FPGA), "fpga");
+  assert_string_equal(rd_learner_ops_fpga.name, "fpga");
+  assert_int_equal(rd_learner_ops_fpga.kind, RD_LEARNER_ON_FPGA);
+}
+
+/* ---- the "fpga" backend ---- */
+
+/* learner.h's tolerance for whole train-steps (per tensor, relative to
+ * max(1, max |cpu|)). */
+#define FPGA_TOL 1e-3
+
+static double rel_err(const float *a, const float *b, size_t n) {
+  double diff = 0, scale = 1;
+  for (size_t i = 0; i < n; i++) {
+    double d = fabs((double)a[i] - b[i]);
+    if (isnan(d)) return INFINITY;
+    if (d > diff) diff = d;
+    if (fabs(b[i]) > scale) scale = fabs(b[i]);
+  }
+  return diff / scale;
+}
+
+/* A batch of n 3-step rows with IS weights, deterministic in seed. */
+typedef struct {
+  float obs[64 * 8], next[64 * 8], rew[64], disc[64], w[64], af[64 * 2];
+  int32_t ai[64];
+  rd_batch_t b;
+} rows_t;
+
+static void rows(rows_t *r, const rd_learner_config_t *c, size_t n, uint32_t seed) {
+  const size_t O = c->obs_dim, D = c->action_dim ? c->action_dim : 1;
+  assert_true(n <= 64 && O <= 8 && D <= 2);
+  uint32_t x = seed * 2654435761u + 1;
+  for (size_t i = 0; i < n; i++) {
+    for (size_t j = 0; j < O; j++) {
+      x = x * 1664525u + 1013904223u;
+      r->obs[i * O + j] = (float)((x >> 8) % 2001) / 1000.0f - 1.0f;
+      r->next[i * O + j] = r->obs[i * O + j] * 0.9f + 0.05f;
+    }
+    x = x * 1664525u + 1013904223u;
+    r->rew[i] = (float)((x >> 8) % 301) / 100.0f - 1.5f;
+    r->disc[i] = (x >> 20) % 6 == 0 ? 0.0f : 0.970299f; /* 0.99^3 or the end */
+    r->w[i] = 0.25f + (float)((x >> 12) % 76) / 100.0f;
+    r->ai[i] = (int32_t)((x >> 4) % (c->num_actions ? c->num_actions : 1));
+    for (size_t j = 0; j < D; j++)
+      r->af[i * D + j] = c->action_low + (c->action_high - c->action_low) *
+                                             (float)((x >> (6 + j)) % 101) / 100.0f;
+  }
+  rd_batch_t b = {n, r->obs, c->algo == RD_ALGO_DQN ? r->ai : NULL,
+                  c->algo == RD_ALGO_DDPG ? r->af : NULL, r->rew, r->disc, r->next, r->w};
+  r->b = b;
+}
+
+static void fpga_init_ok(rd_learner_backend_t *b, const rd_learner_ops_t *ops,
+                         const rd_learner_config_t *c) {
+  rd_error_t err;
+  rd_error_clear(&err);
+  int rc = rd_learner_backend_init(b, ops, c, 0, &err);
+  if (rc) fail_msg("%s init: %s", ops->name, err.msg);
+  assert_int_equal(b->fault, 0);
+}
+
+/* The policy of b, saved. */
+static size_t save(rd_learner_backend_t *b, uint8_t *buf, size_t cap) {
+  size_t w = 0;
+  rd_error_t err;
+  if (b->ops->policy_save(b, buf, cap, &w, &err) != RD_OK) fail_msg("save: %s", err.msg);
+  assert_int_equal(w, b->ops->policy_bytes(b));
+  return w;
+}
+
+/* The "fpga" and "cpu" backends of one config: the same initial policy,
+ * byte for byte; steps whose |delta| and losses agree; a policy of the
+ * same layout (header byte for byte, weights within the tolerance). */
+static void fpga_against_cpu(const rd_learner_config_t *c, uint32_t steps, size_t n) {
+  rd_learner_backend_t f, k;
+  fpga_init_ok(&f, &rd_learner_ops_fpga, c);
+  fpga_init_ok(&k, &rd_learner_ops_cpu, c);
+  static uint8_t bf[1 << 16], bc[1 << 16], b0[1 << 16];
+  size_t lf = save(&f, bf, sizeof bf), lc = save(&k, bc, sizeof bc);
+  assert_int_equal(lf, lc);
+  assert_memory_equal(bf, bc, lf); /* the CPU learner's initial weights for the seed */
+  memcpy(b0, bf, lf);
+  rd_error_t err;
+  for (uint32_t s = 0; s < steps; s++) {
+    rows_t r;
+    rows(&r, c, n, s + 1);
+    float tf[64], tc[64];
+    rd_step_stats_t sf, sc;
+    int rf = f.ops->step(&f, &r.b, tf, &sf, &err);
+    if (rf) fail_msg("fpga step %u: %s", s, err.msg);
+    assert_int_equal(k.ops->step(&k, &r.b, tc, &sc, &err), RD_OK);
+    assert_true(rel_err(tf, tc, n) <= FPGA_TOL);
+    assert_true(fabs(sf.loss - sc.loss) <= FPGA_TOL * fmax(1.0, fabs(sc.loss)));
+    assert_true(fabs(sf.actor_loss - sc.actor_loss) <= FPGA_TOL * fmax(1.0, fabs(sc.actor_loss)));
+    assert_true(fabs(sf.td_abs_mean - sc.td_abs_mean) <= FPGA_TOL * fmax(1.0, sc.td_abs_mean));
+    assert_true(fabs(sf.grad_norm - sc.grad_norm) <= FPGA_TOL * fmax(1.0, sc.grad_norm));
+  }
+  lf = save(&f, bf, sizeof bf);
+  lc = save(&k, bc, sizeof bc);
+  assert_int_equal(lf, lc);
+  rd_nn_spec_t sf, sc;
+  static float pf[1 << 14], pc[1 << 14];
+  assert_int_equal(rd_nn_flat_parse(bf, lf, &sf, pf, 1 << 14, &err), RD_OK);
+  assert_int_equal(rd_nn_flat_parse(bc, lc, &sc, pc, 1 << 14, &err), RD_OK);
+  assert_true(rd_nn_spec_equal(&sf, &sc));
+  const size_t np = rd_nn_spec_params(&sf), header = lf - np * sizeof(float);
+  assert_memory_equal(bf, bc, header);
+  for (uint32_t l = 0; l < sf.n_layers; l++) {
+    size_t off = rd_nn_spec_offset(&sf, l), nw = (size_t)sf.sizes[l + 1] * sf.sizes[l];
+    assert_true(rel_err(pf + off, pc + off, nw) <= FPGA_TOL);
+    assert_true(rel_err(pf + off + nw, pc + off + nw, sf.sizes[l + 1]) <= FPGA_TOL);
+  }
+  assert_memory_not_equal(bf, b0, lf); /* it trained */
+
+  /* policy_load: the CPU's policy in, the same bytes out; loaded into
+   * both, it is also both targets (as a fallback loads it), so the next
+   * step agrees again. */
+  assert_non_null(f.ops->policy_load);
+  assert_int_equal(f.ops->policy_load(&f, bc, lc, &err), RD_OK);
+  assert_int_equal(save(&f, bf, sizeof bf), lc);
+  assert_memory_equal(bf, bc, lc);
+  assert_int_equal(k.ops->policy_load(&k, bc, lc, &err), RD_OK);
+  rows_t r;
+  rows(&r, c, n, 99);
+  float tf[64], tc[64];
+  assert_int_equal(f.ops->step(&f, &r.b, tf, NULL, &err), RD_OK);
+  assert_int_equal(k.ops->step(&k, &r.b, tc, NULL, &err), RD_OK);
+  assert_true(rel_err(tf, tc, n) <= FPGA_TOL);
+  rd_learner_backend_destroy(&f);
+  rd_learner_backend_destroy(&k);
+}
+
+static void dqn_cfg(rd_learner_config_t *c) {
+  rd_learner_config_default(c);
+  c->obs_dim = OBS;
+  c->num_actions = 2;
+  c->n_hidden = 2;
+  c->hidden[0] = c->hidden[1] = 64;
+  c->max_batch = 32;
+  c->seed = 5;
+  c->target_period = 3;
+}
+
+/* The "fpga" backend trains through the ops table like the CPU learner,
+ * DQN and DDPG, and fails as it does. */
+static void test_fpga_backend_trains(void **state) {
+  (void)state;
+  rd_learner_config_t c;
+  dqn_cfg(&c);
+  fpga_against_cpu(&c, 10, 32);
+  c.double_dqn = 0;
+  c.target_period = 0;
+  c.tau = 0.02;
+  fpga_against_cpu(&c, 6, 19);
+
+  rd_learner_config_t d;
+  rd_learner_config_default(&d);
+  d.algo = RD_ALGO_DDPG;
+  d.obs_dim = 3;
+  d.action_dim = 2;
+  d.n_hidden = 2;
+  d.hidden[0] = d.hidden[1] = 32;
+  d.n_critic_hidden = 2;
+  d.critic_hidden[0] = d.critic_hidden[1] = 32;
+  d.action_low = -2.0f;
+  d.action_high = 2.0f;
+  d.max_batch = 24;
+  d.seed = 8;
+  fpga_against_cpu(&d, 8, 24);
+
+  /* The errors of a step, as the CPU backend's (fault 0: the caller's). */
+  rd_learner_backend_t f, k;
+  fpga_init_ok(&f, &rd_learner_ops_fpga, &c);
+  fpga_init_ok(&k, &rd_learner_ops_cpu, &c);
+  static uint8_t before[1 << 16], after[1 << 16];
+  size_t lb = save(&f, before, sizeof before);
+  rows_t r;
+  rows(&r, &c, 33, 3);
+  rd_error_t ef, ec;
+  assert_int_equal(f.ops->step(&f, &r.b, NULL, NULL, &ef), RD_ETOOBIG); /* 33 > max_batch */
+  assert_int_equal(f.fault, 0);
+  assert_non_null(strstr(ef.msg, "max_batch 32"));
+  rows(&r, &c, 8, 3);
+  r.obs[5] = NAN;
+  assert_int_equal(f.ops->step(&f, &r.b, NULL, NULL, &ef), RD_EINVAL);
+  assert_int_equal(k.ops->step(&k, &r.b, NULL, NULL, &ec), RD_EINVAL);
+  assert_string_equal(ef.msg, ec.msg);
+  assert_int_equal(f.fault, 0);
+  /* A non-finite step (inputs that overflow the first layer): RD_ERANGE
+   * with the CPU learner's message, fault 0, no weight moved. */
+  rows(&r, &c, 8, 3);
+  for (size_t i = 0; i < 8 * OBS; i++) r.obs[i] = 3e38f;
+  assert_int_equal(f.ops->step(&f, &r.b, NULL, NULL, &ef), RD_ERANGE);
+  assert_int_equal(k.ops->step(&k, &r.b, NULL, NULL, &ec), RD_ERANGE);
+  assert_string_equal(ef.msg, ec.msg);
+  assert_int_equal(f.fault, 0);
+  assert_int_equal(save(&f, after, sizeof after), lb);
+  assert_memory_equal(before, after, lb);
+  /* policy_load of another network changes nothing. */
+  rd_learner_backend_t g;
+  fpga_init_ok(&g, &rd_learner_ops_fpga, &d);
+  static uint8_t other[1 << 16];
+  size_t lo = save(&g, other, sizeof other);
+  assert_int_equal(f.ops->policy_load(&f, other, lo, &ef), RD_EINVAL);
+  assert_non_null(strstr(ef.msg, "different network"));
+  assert_int_equal(save(&f, after, sizeof after), lb);
+  assert_memory_equal(before, after, lb);
+  rd_learner_backend_destroy(&g);
+  rd_learner_backend_destroy(&f);
+  rd_learner_backend_destroy(&k);
+}
+
+/* A config beyond the kernel's build limits: RD_EINVAL naming the limit,
+ * RD_LEARNER_FAULT_UNSUPPORTED (not the caller's error, not a broken
+ * device); an invalid config is the caller's (fault 0). */
+static void test_fpga_backend_limits(void **state) {
+  (void)state;
+  rd_learner_config_t c;
+  dqn_cfg(&c);
+  rd_error_t err;
+  assert_int_equal(rd_learner_fpga_supports(&c, &err), 1);
+  rd_learner_backend_t b;
+  c.hidden[1] = 2 * LRN_MAX_WIDTH;
+  assert_int_equal(rd_learner_fpga_supports(&c, &err), 0);
+  assert_non_null(strstr(err.msg, "LRN_MAX_WIDTH"));
+  assert_int_equal(rd_learner_backend_init(&b, &rd_learner_ops_fpga, &c, 0, &err), RD_EINVAL);
+  assert_int_equal(b.fault, RD_LEARNER_FAULT_UNSUPPORTED);
+  assert_null(b.impl);
+  assert_non_null(strstr(err.msg, "LRN_MAX_WIDTH"));
+  assert_non_null(strstr(err.msg, "Q network"));
+  dqn_cfg(&c);
+  c.max_batch = LRN_MAX_BATCH + 1;
+  assert_int_equal(rd_learner_backend_init(&b, &rd_learner_ops_fpga, &c, 0, &err), RD_EINVAL);
+  assert_int_equal(b.fault, RD_LEARNER_FAULT_UNSUPPORTED);
+  assert_non_null(strstr(err.msg, "LRN_MAX_BATCH"));
+  dqn_cfg(&c);
+  c.n_hidden = LRN_MAX_LAYERS; /* LRN_MAX_LAYERS + 1 layers */
+  for (uint32_t i = 0; i < c.n_hidden; i++) c.hidden[i] = 8;
+  assert_int_equal(rd_learner_backend_init(&b, &rd_learner_ops_fpga, &c, 0, &err), RD_EINVAL);
+  assert_int_equal(b.fault, RD_LEARNER_FAULT_UNSUPPORTED);
+  assert_non_null(strstr(err.msg, "LRN_MAX_LAYERS"));
+  /* DDPG: the critic's width. */
+  rd_learner_config_t d;
+  rd_learner_config_default(&d);
+  d.algo = RD_ALGO_DDPG;
+  d.obs_dim = 3;
+  d.action_dim = 1;
+  d.n_hidden = 1;
+  d.hidden[0] = 16;
+  d.n_critic_hidden = 1;
+  d.critic_hidden[0] = LRN_MAX_WIDTH + 1;
+  assert_int_equal(rd_learner_backend_init(&b, &rd_learner_ops_fpga, &d, 0, &err), RD_EINVAL);
+  assert_int_equal(b.fault, RD_LEARNER_FAULT_UNSUPPORTED);
+  assert_non_null(strstr(err.msg, "critic"));
+  /* Invalid for every learner: the caller's. */
+  dqn_cfg(&c);
+  c.obs_dim = 0;
+  assert_int_equal(rd_learner_backend_init(&b, &rd_learner_ops_fpga, &c, 0, &err), RD_EINVAL);
+  assert_int_equal(b.fault, 0);
+  assert_non_null(strstr(err.msg, "obs_dim"));
+}
+
+/* A pipeline on the "fpga" backend: it runs there, starts from the CPU
+ * pipeline's initial weights and trains. One beyond the kernel's limits
+ * runs on the CPU instead, the limit named as the reason. */
+static void test_fpga_backend_pipeline(void **state) {
+  (void)state;
+  wl_t w;
+  wl_init(&w, 64);
+  fill(&w, 64);
+  rd_pipeline_config_t c, c0;
+  pcfg(&c, &w);
+  pcfg(&c0, &w);
+  c.learner_kind = RD_LEARNER_ON_FPGA;
+  c.learner_device = 0;
+  rd_pipeline_t *p = NULL, *q = NULL;
+  rd_error_t err;
+  int rc = rd_pipeline_create(&p, &c, &w.table, &w.lock, &err);
+  if (rc) fail_msg("create: %s", err.msg);
+  rd_pipeline_learner_info_t li;
+  rd_pipeline_learner_info(p, &li);
+  assert_int_equal(li.requested, RD_LEARNER_ON_FPGA);
+  assert_int_equal(li.kind, RD_LEARNER_ON_FPGA);
+  assert_string_equal(li.backend, "fpga");
+  assert_int_equal(li.fell_back, 0);
+  assert_int_equal(rd_pipeline_create(&q, &c0, &w.table, &w.lock, &err), RD_OK);
+  uint8_t a[8192], b[8192];
+  uint64_t va, vb;
+  size_t la = weights(p, a, sizeof a, &va), lb = weights(q, b, sizeof b, &vb);
+  assert_int_equal(va, 1);
+  assert_int_equal(la, lb);
+  assert_memory_equal(a, b, la);
+  rd_train_result_t r = train(p, 5);
+  assert_int_equal(r.status, RD_OK);
+  assert_int_equal(r.steps_done, 5);
+  la = weights(p, a, sizeof a, &va);
+  assert_true(va >= 2);
+  assert_int_equal(la, lb);
+  assert_memory_not_equal(a, b, la);
+  rd_pipeline_learner_info(p, &li);
+  assert_int_equal(li.kind, RD_LEARNER_ON_FPGA);
+  rd_pipeline_destroy(p);
+  rd_pipeline_destroy(q);
+
+  /* Too wide for the kernel: the CPU learner, with the same initial weights,
+   * and the FPGA stays usable for other workloads (a config beyond the
+   * kernel's limits is no fault of the device). */
+  rd_device_t fd;
+  rd_error_t derr;
+  assert_int_equal(rd_devices_fpga_csim("u250", RD_FPGA_PARTS_DIR, 0, &fd, &derr), RD_OK);
+  rd_devices_inject(&fd);
+  c.learner.hidden[0] = 2 * LRN_MAX_WIDTH;
+  c0.learner.hidden[0] = 2 * LRN_MAX_WIDTH;
+  rc = rd_pipeline_create(&p, &c, &w.table, &w.lock, &err);
+  if (rc) fail_msg("create: %s", err.msg);
+  rd_pipeline_learner_info(p, &li);
+  assert_int_equal(li.requested, RD_LEARNER_ON_FPGA);
+  assert_int_equal(li.kind, RD_LEARNER_ON_CPU);
+  assert_string_equal(li.backend, "cpu");
+  assert_int_equal(li.fell_back, 1);
+  assert_int_equal(li.at_init, 1);
+  assert_non_null(strstr(li.reason, "LRN_MAX_WIDTH"));
+  rd_device_t all[16];
+  size_t nd = rd_devices_get(all, 16), seen = 0;
+  for (size_t i = 0; i < nd; i++)
+    if (strcmp(all[i].kind, "fpga") == 0 && strcmp(all[i].backend, "csim") == 0) {
+      seen++;
+      if (!rd_device_usable(&all[i])) fail_msg("the FPGA was given up: %s", all[i].status);
+    }
+  assert_int_equal(seen, 1);
+  assert_int_equal(rd_pipeline_create(&q, &c0, &w.table, &w.lock, &err), RD_OK);
+  static uint8_t wa[1 << 16], wb[1 << 16];
+  la = weights(p, wa, sizeof wa, &va);
+  lb = weights(q, wb, sizeof wb, &vb);
+  assert_int_equal(la, lb);
+  assert_memory_equal(wa, wb, la);
+  r = train(p, 2);
+  assert_int_equal(r.steps_done, 2);
+  rd_pipeline_destroy(p);
+  rd_pipeline_destroy(q);
+  wl_free(&w);
 }
 
 int main(void) {
@@ -511,6 +860,9 @@ int main(void) {
       cmocka_unit_test(test_init_config_error_no_fallback),
       cmocka_unit_test(test_step_fault_resumes_on_cpu),
       cmocka_unit_test(test_gpu_backend_of_this_build),
+      cmocka_unit_test(test_fpga_backend_trains),
+      cmocka_unit_test(test_fpga_backend_limits),
+      cmocka_unit_test(test_fpga_backend_pipeline),
   };
   int rc = cmocka_run_group_tests(tests, NULL, NULL);
   rd_log_close();

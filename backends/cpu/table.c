@@ -3,6 +3,10 @@
  * Every public call first validates its whole batch, then applies it, so a
  * call that returns an error has changed nothing (no partial inserts, no
  * half-applied updates, no consumed random draws).
+ *
+ * The sum tree is reached only through the rmm_* helpers below: the
+ * table's own CPU tree, inline, or the replay module of config.rmm
+ * (table.h).
  */
 #include "table.h"
 
@@ -11,6 +15,50 @@
 #include <string.h>
 
 #include "rd_philox.h"
+#include "rd_tree_step.h"
+
+/* ------------------------------------------------------------------ */
+/* The replay module: the CPU tree or config.rmm's                     */
+/* ------------------------------------------------------------------ */
+
+static inline uint64_t rmm_total(const rd_table_t *t) {
+  return t->config.rmm ? t->config.rmm->total(t->rmm) : rd_sumtree_total(&t->tree);
+}
+
+static inline uint64_t rmm_leaf(const rd_table_t *t, uint32_t slot) {
+  return t->config.rmm ? t->config.rmm->leaf(t->rmm, slot) : rd_sumtree_get(&t->tree, slot);
+}
+
+static int rmm_set_range(rd_table_t *t, uint32_t first, size_t n, const uint64_t *leaves,
+                         rd_error_t *err) {
+  return t->config.rmm ? t->config.rmm->set_range(t->rmm, first, n, leaves, err)
+                       : rd_sumtree_set_range(&t->tree, first, n, leaves, err);
+}
+
+static int rmm_sample(rd_table_t *t, size_t n, const uint64_t *targets, uint32_t *slots,
+                      rd_error_t *err) {
+  return t->config.rmm ? t->config.rmm->sample(t->rmm, n, targets, slots, err)
+                       : rd_sumtree_sample(&t->tree, n, targets, slots, err);
+}
+
+static int rmm_update(rd_table_t *t, size_t n, const uint32_t *slots, const uint64_t *values,
+                      rd_error_t *err) {
+  return t->config.rmm ? t->config.rmm->update(t->rmm, n, slots, values, err)
+                       : rd_sumtree_update(&t->tree, n, slots, values, err);
+}
+
+const char *rd_table_rmm_name(const rd_table_t *t) {
+  return t->config.rmm ? t->config.rmm->name : "cpu";
+}
+
+size_t rd_table_tree_memsize(const rd_table_config_t *c) {
+  return c->rmm ? c->rmm->memsize(c->capacity, c->fanout)
+                : rd_sumtree_memsize(c->capacity, c->fanout);
+}
+
+/* ------------------------------------------------------------------ */
+/* Configuration                                                       */
+/* ------------------------------------------------------------------ */
 
 void rd_table_config_default(rd_table_config_t *c) {
   memset(c, 0, sizeof *c);
@@ -54,9 +102,18 @@ int rd_table_init(rd_table_t *t, const rd_table_config_t *c, rd_error_t *err) {
 
   t->config = *c;
   t->fixed = fixed;
-  rc = rd_sumtree_init(&t->tree, c->capacity, c->fanout, err);
-  if (rc) return rc;
-  rd_sumtree_set_threads(&t->tree, c->threads);
+  t->max_leaf = rd_st_max_leaf(c->capacity);
+  if (c->rmm != NULL) {
+    rc = c->rmm->create(&t->rmm, c->capacity, c->fanout, t->max_leaf, err);
+    if (rc) {
+      memset(t, 0, sizeof *t);
+      return rc;
+    }
+  } else {
+    rc = rd_sumtree_init(&t->tree, c->capacity, c->fanout, err);
+    if (rc) return rc;
+    rd_sumtree_set_threads(&t->tree, c->threads);
+  }
   for (uint32_t f = 0; f < c->schema.n_fields; f++) {
     t->field_bytes[f] = rd_field_bytes(&c->schema.fields[f]);
     /* Row bytes <= 64 MiB and capacity <= 2^28, so this cannot overflow. */
@@ -83,11 +140,13 @@ void rd_table_free(rd_table_t *t) {
   free(t->scratch_u64);
   free(t->scratch_u32);
   if (t->tree.mem != NULL) rd_sumtree_free(&t->tree);
+  if (t->rmm != NULL) t->config.rmm->destroy(t->rmm);
   memset(t, 0, sizeof *t);
 }
 
 size_t rd_table_memsize(const rd_table_t *t) {
-  size_t bytes = t->tree.mem_bytes;
+  size_t bytes = t->config.rmm ? t->config.rmm->memsize(t->config.capacity, t->config.fanout)
+                               : t->tree.mem_bytes;
   for (uint32_t f = 0; f < t->config.schema.n_fields; f++)
     bytes += (size_t)t->config.capacity * t->field_bytes[f];
   return bytes;
@@ -121,7 +180,7 @@ static int convert_priorities(const rd_table_t *t, size_t n, const double *raw, 
                           "table's max_priority %g",
                           i, p, t->fixed.max_priority);
     out[i] = rd_fixed_from_priority(&t->fixed, p);
-    if (out[i] > t->tree.max_leaf) /* guaranteed by rd_fixed_init; checked anyway */
+    if (out[i] > t->max_leaf) /* guaranteed by rd_fixed_init; checked anyway */
       return rd_error_set(err, RD_ERANGE, "priority at batch index %zu (%g) does not fit the tree",
                           i, p);
     if (p > mx) mx = p;
@@ -163,8 +222,8 @@ int rd_table_insert(rd_table_t *t, size_t n, const rd_cbuf_t *cols, const double
   size_t first = c->capacity - cursor < n ? c->capacity - cursor : n;
   /* Both ranges are in bounds and every value <= max_leaf, so neither call
    * can fail; the tree still goes first so rows never change on an error. */
-  int rc = rd_sumtree_set_range(&t->tree, cursor, first, leaves, err);
-  if (rc == RD_OK && n > first) rc = rd_sumtree_set_range(&t->tree, 0, n - first, leaves + first, err);
+  int rc = rmm_set_range(t, cursor, first, leaves, err);
+  if (rc == RD_OK && n > first) rc = rmm_set_range(t, 0, n - first, leaves + first, err);
   if (rc) return rc;
   for (uint32_t f = 0; f < c->schema.n_fields; f++) {
     size_t fb = t->field_bytes[f];
@@ -201,7 +260,7 @@ int rd_table_sample(rd_table_t *t, size_t n, double beta, unsigned flags,
   if (n > c->max_batch)
     return rd_error_set(err, RD_ETOOBIG, "sample of %zu items exceeds max_batch %u", n,
                         c->max_batch);
-  uint64_t total = rd_sumtree_total(&t->tree);
+  uint64_t total = rmm_total(t);
   if (total == 0)
     return rd_error_set(err, RD_EEMPTY, "cannot sample: every priority in the table is zero");
   if (out == NULL || out->keys == NULL || out->probabilities == NULL || out->weights == NULL)
@@ -225,14 +284,14 @@ int rd_table_sample(rd_table_t *t, size_t n, double beta, unsigned flags,
   } else {
     for (size_t i = 0; i < n; i++) targets[i] = rd_scale_u64(rd_philox_u64(c->seed, d0 + i), total);
   }
-  int rc = rd_sumtree_sample(&t->tree, n, targets, slots, err);
+  int rc = rmm_sample(t, n, targets, slots, err);
   if (rc) return rc; /* unreachable: every target is < total */
 
   /* P(i) = leaf / total, w = (N P)^-beta, then divided by the batch max. */
   double dtotal = (double)total, N = (double)t->size, wmax = 0;
   for (size_t i = 0; i < n; i++) {
     /* Exactly (double)leaf / (double)total, the expression every backend uses. */
-    double pr = (double)rd_sumtree_get(&t->tree, slots[i]) / dtotal;
+    double pr = (double)rmm_leaf(t, slots[i]) / dtotal;
     double w = beta == 0 ? 1.0 : pow(N * pr, -beta);
     out->keys[i] = key_of_slot(t, slots[i]);
     out->probabilities[i] = pr;
@@ -284,7 +343,7 @@ int rd_table_update(rd_table_t *t, size_t n, const uint64_t *keys, const double 
     if (p > batch_max) batch_max = p;
     live++;
   }
-  rc = rd_sumtree_update(&t->tree, live, slots, values, err);
+  rc = rmm_update(t, live, slots, values, err);
   if (rc) return rc; /* unreachable: slots < capacity, values bounded */
   if (batch_max > t->max_p) t->max_p = batch_max;
   t->stats.updates += live;
@@ -336,6 +395,6 @@ int rd_table_get_priority(const rd_table_t *t, uint64_t key, double *p, rd_error
     return rd_error_set(err, RD_ERANGE, "key %llu is stale: its slot has been overwritten",
                         (unsigned long long)key);
   uint32_t slot = (uint32_t)(key % t->config.capacity);
-  *p = rd_fixed_to_priority(&t->fixed, rd_sumtree_get(&t->tree, slot));
+  *p = rd_fixed_to_priority(&t->fixed, rmm_leaf(t, slot));
   return RD_OK;
 }

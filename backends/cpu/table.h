@@ -49,6 +49,46 @@
 
 #define RD_TABLE_MAX_BATCH (1u << 24)
 
+/* The replay module (papers/001's RMM): the sum tree over the priorities
+ * that a table samples from and writes to. By default it is the table's own
+ * CPU sum tree (sumtree.h, `tree` below). A backend that runs the sum tree
+ * elsewhere passes its ops in the config (config.rmm); the table then keeps
+ * its ring storage, keys, priority transform and sampling stream as they
+ * are and hands the module every leaf write (insert, update), every descent
+ * (sample) and every read (total, one leaf). The contract is the CPU
+ * tree's, integer for integer:
+ *  - leaves are the table's rd_fixed.h integers, each <= max_leaf (the CPU
+ *    tree's bound for the table's capacity, so the total stays below 2^63);
+ *  - a target t < total selects the smallest leaf i with
+ *    leaf[0] + ... + leaf[i] > t;
+ *  - update sets leaves in batch order (the later of two writes wins);
+ *  - a call validates its batch before it changes anything.
+ * A module that keeps it samples exactly what the CPU tree would from the
+ * same stream: same keys, probabilities and weights (the FPGA replay
+ * kernel's C-simulation does, backends/fpga/csim_rmm.h;
+ * tests/test_fpga_csim.c checks it against this table's default).
+ * Calls are serialized by the table's caller, as every table call is. */
+typedef struct rd_rmm_ops {
+  const char *name; /* for logs, e.g. "fpga-csim" */
+  /* Bytes create would hold for this shape; 0 if the module cannot hold it
+   * (then create fails and says why). */
+  size_t (*memsize)(uint32_t capacity, uint32_t fanout);
+  /* A module of `capacity` zero leaves with fanout K that accepts leaves up
+   * to max_leaf. RD_EINVAL (a shape it cannot hold, saying why), RD_ENOMEM. */
+  int (*create)(void **rmm, uint32_t capacity, uint32_t fanout, uint64_t max_leaf,
+                rd_error_t *err);
+  void (*destroy)(void *rmm);
+  uint64_t (*total)(const void *rmm);
+  uint64_t (*leaf)(const void *rmm, uint32_t pos); /* pos < capacity */
+  /* Leaves [first, first + n) = leaves (one ring range, no wrap). */
+  int (*set_range)(void *rmm, uint32_t first, size_t n, const uint64_t *leaves, rd_error_t *err);
+  /* leaves[i] = the leaf targets[i] selects; every target < total. */
+  int (*sample)(void *rmm, size_t n, const uint64_t *targets, uint32_t *leaves, rd_error_t *err);
+  /* Leaf pos[i] = values[i], in order. */
+  int (*update)(void *rmm, size_t n, const uint32_t *pos, const uint64_t *values,
+                rd_error_t *err);
+} rd_rmm_ops_t;
+
 typedef struct {
   rd_schema_t schema;
   uint32_t capacity;   /* items, 1..2^28 */
@@ -59,6 +99,7 @@ typedef struct {
   uint64_t seed;       /* Philox key of the sampling stream */
   uint32_t max_batch;  /* largest insert/sample/update batch; default 65536 */
   uint32_t threads;    /* OpenMP threads per call; default 1 */
+  const rd_rmm_ops_t *rmm; /* the replay module (above); NULL (default): the CPU sum tree */
 } rd_table_config_t;
 
 typedef struct {
@@ -96,7 +137,9 @@ enum {
 typedef struct {
   rd_table_config_t config;
   rd_fixed_t fixed;
-  rd_sumtree_t tree;
+  uint64_t max_leaf;     /* largest leaf integer: the CPU tree's bound for capacity */
+  rd_sumtree_t tree;     /* the CPU sum tree, when config.rmm is NULL */
+  void *rmm;             /* config.rmm's module otherwise */
   uint8_t *column[RD_SCHEMA_MAX_FIELDS]; /* capacity * field bytes each */
   size_t field_bytes[RD_SCHEMA_MAX_FIELDS];
   uint64_t next_key;  /* key of the next insert */
@@ -160,5 +203,10 @@ static inline uint64_t rd_table_next_key(const rd_table_t *t) { return t->next_k
 static inline rd_table_stats_t rd_table_stats(const rd_table_t *t) { return t->stats; }
 /* Bytes held by rows and tree. */
 size_t rd_table_memsize(const rd_table_t *t);
+/* Bytes the sum tree (or config.rmm's module) of a table of config c
+ * holds; 0 if that shape is invalid or the module cannot hold it. */
+size_t rd_table_tree_memsize(const rd_table_config_t *c);
+/* The replay module's name: "cpu" for the CPU sum tree. */
+const char *rd_table_rmm_name(const rd_table_t *t);
 
 #endif

@@ -33,6 +33,8 @@ RMM_STATIC_ASSERT(RMM_S >= 1 && RMM_S <= 4096 && (RMM_S & (RMM_S - 1)) == 0 && R
                   "RMM_S must be a power of two in [1, min(4096, N)]");
 RMM_STATIC_ASSERT(RMM_J <= RMM_H, "more replicated levels than levels");
 RMM_STATIC_ASSERT(RMM_LEAF_BITS >= 1 && RMM_LEAF_BITS <= 63, "RMM_LEAF_BITS outside [1, 63]");
+RMM_STATIC_ASSERT(RMM_MAX_LEAF >= 1 && RMM_MAX_LEAF <= UINT64_C(0x7fffffffffffffff),
+                  "RMM_MAX_LEAF outside [1, 2^63 - 1]");
 RMM_STATIC_ASSERT(RMM_MAX_LEAF < (UINT64_C(1) << RMM_LEAF_BITS), "leaves wider than RMM_LEAF_BITS");
 RMM_STATIC_ASSERT(RMM_MAX_BATCH >= 1, "RMM_MAX_BATCH must be positive");
 
@@ -415,6 +417,8 @@ int rmm_check(const rmm_tree_t *t, char *msg, size_t cap) {
 /* Kernel top                                                          */
 /* ------------------------------------------------------------------ */
 
+#ifndef RMM_NO_KERNEL_TOP
+
 #define RMM_STR(x) #x
 #define RMM_PRAGMA(x) _Pragma(RMM_STR(x))
 /* One memory per level and bank (papers/001 §IV-C4: "nodes on different
@@ -465,3 +469,4 @@ void rmm_kernel(uint32_t op, uint32_t n, uint32_t first, const uint64_t *u64_in,
   info_out[1] = rmm_total(&rmm_state);
   info_out[2] = st.cycles;
 }
+#endif /* RMM_NO_KERNEL_TOP */

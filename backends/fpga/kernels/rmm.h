@@ -18,9 +18,18 @@
  *   RMM_K          fanout K, a power of two in [2, 64]
  *   RMM_CAPACITY   leaves N, 2 .. 2^30
  *   RMM_S          bank parallelism S, a power of two <= N
- *   RMM_LEAF_BITS  leaf width (default: the CPU tree's largest leaf for N,
- *                  so this tree holds the CPU's integers, common/rd_fixed.h)
+ *   RMM_MAX_LEAF   largest leaf accepted (default: the CPU tree's for N
+ *                  leaves, (2^63 - 1) / N, so a full tree's total stays
+ *                  below 2^63). A build that serves tables of fewer leaves
+ *                  than N may raise it to the CPU tree's bound for its
+ *                  smallest table; then the caller keeps the total below
+ *                  2^63, as a table does by its own capacity (the daemon's
+ *                  C-simulation build, backends/fpga/csim_rmm.c, does this)
+ *   RMM_LEAF_BITS  leaf width (default: the width of RMM_MAX_LEAF, so this
+ *                  tree holds the CPU's integers, common/rd_fixed.h)
  *   RMM_MAX_BATCH  largest sample/update batch (memo and FIFO depth)
+ *   RMM_NO_KERNEL_TOP  defined: leave out rmm_kernel and its static tree
+ *                  (a host program that keeps its own trees)
  * Everything else (levels H, widths, banks) is derived below, by the same
  * rules as model.c; tests/test_fpga_rmm.c checks the two agree.
  *
@@ -110,8 +119,11 @@
 #define RMM_LOG2S (RMM_BL16(RMM_S) - 1)
 
 /* Largest leaf the CPU tree accepts for N leaves (rd_st_max_leaf): the
- * total of N of them stays below 2^63. The kernel accepts the same. */
+ * total of N of them stays below 2^63. The kernel accepts the same, unless
+ * the build raises it (see above). */
+#ifndef RMM_MAX_LEAF
 #define RMM_MAX_LEAF ((UINT64_C(0x7fffffffffffffff)) / (uint64_t)RMM_CAPACITY)
+#endif
 #ifndef RMM_LEAF_BITS
 #define RMM_LEAF_BITS RMM_BL64(RMM_MAX_LEAF)
 #endif
