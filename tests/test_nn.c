@@ -564,6 +564,56 @@ static void test_gradcheck_identity_mse(void **state) {
   expect_grad_ok(&c);
 }
 
+/* Shard views (rd_mlp_init_view) compute with the owner's weights and keep
+ * their own gradients; they refuse updates and outlive nothing. */
+static void test_views(void **state) {
+  (void)state;
+  const uint32_t sz[] = {5, 32, 32, 3};
+  const rd_nn_act_t act[] = {RD_NN_RELU, RD_NN_TANH, RD_NN_IDENTITY};
+  rd_nn_spec_t sp = spec_of(3, sz, act);
+  enum { N = 40 };
+  rd_mlp_t m, v;
+  make_net(&m, &sp, N, 7, 1, 0);
+  rd_error_t err;
+  assert_int_equal(rd_mlp_init_view(&v, &m, N, 1, &err), RD_OK);
+  assert_ptr_equal(v.params, m.params);
+  float x[N * 5], dy[N * 3], ym[N * 3], yv[N * 3];
+  uint64_t st = 99;
+  for (size_t i = 0; i < N * 5; i++) x[i] = (float)((st = st * 6364136223846793005u + 1) >> 40) * 0x1p-24f - 0.5f;
+  for (size_t i = 0; i < N * 3; i++) dy[i] = 0.01f * (float)(i % 7) - 0.03f;
+  /* The owner on x alone. */
+  assert_int_equal(rd_mlp_forward(&m, N, x, ym, &err), RD_OK);
+  assert_int_equal(rd_mlp_backward(&m, dy, NULL, &err), RD_OK);
+  /* The view on the same rows: the same outputs and gradients, bit for bit. */
+  assert_int_equal(rd_mlp_forward(&v, N, x, yv, &err), RD_OK);
+  assert_int_equal(rd_mlp_forward(&v, N + 1, x, yv, &err), RD_ETOOBIG);
+  assert_int_equal(rd_mlp_forward(&v, N, x, yv, &err), RD_OK);
+  assert_int_equal(rd_mlp_backward(&v, dy, NULL, &err), RD_OK);
+  double worst = 0, big = 0;
+  for (size_t i = 0; i < N * 3; i++) worst = fmax(worst, fabs((double)ym[i] - yv[i]));
+  assert_true(worst == 0);
+  worst = 0;
+  for (size_t i = 0; i < m.n_params; i++) {
+    worst = fmax(worst, fabs((double)m.grads[i] - v.grads[i]));
+    big = fmax(big, fabs((double)m.grads[i]));
+  }
+  assert_true(big > 0 && worst == 0);
+  assert_ptr_not_equal(v.grads, m.grads);
+  /* Views never write the owner's weights. */
+  rd_adam_config_t a;
+  rd_adam_config_default(&a);
+  assert_int_equal(rd_mlp_adam_step(&v, &a, &err), RD_EINVAL);
+  assert_int_equal(rd_mlp_clip_grad_norm(&v, 1.0, NULL, &err), RD_EINVAL);
+  assert_int_equal(rd_mlp_polyak(&v, &m, 0.5, &err), RD_EINVAL);
+  assert_int_equal(rd_mlp_copy_params(&v, &m, &err), RD_EINVAL);
+  rd_mlp_t w;
+  assert_int_equal(rd_mlp_init_view(&w, &v, N, 0, &err), RD_EINVAL); /* no view of a view */
+  rd_mlp_free(&v);
+  assert_non_null(m.params); /* the owner's weights survive the view */
+  assert_int_equal(rd_mlp_forward(&m, N, x, ym, &err), RD_OK);
+  rd_mlp_free(&m);
+}
+
 /* rd_nn_tanh against double tanh over every 97th positive float and its
  * negation: within 3 ulp, odd, and the special values. */
 static void test_tanh_accuracy(void **state) {
@@ -1007,6 +1057,7 @@ int main(void) {
       cmocka_unit_test(test_loss_gradients_fd),
       cmocka_unit_test(test_gradcheck_identity_mse),
       cmocka_unit_test(test_tanh_accuracy),
+      cmocka_unit_test(test_views),
       cmocka_unit_test(test_gradcheck_tanh_mse),
       cmocka_unit_test(test_gradcheck_relu_mse),
       cmocka_unit_test(test_gradcheck_tanh_output_huber),
