@@ -753,29 +753,34 @@ static void test_thread_tuning(void **state) {
   c.threads = 2;
   make(&two, &c);
   assert_int_equal(two.tune.threads, 2);
-  float td1[512], td2[512];
-  const int trial = 2 * RD_LEARNER_TUNE_STEPS;
-  for (int k = 0; k < trial + 5; k++) {
-    size_t n = k < trial + 2 ? 256 : 512; /* the last steps change the batch */
-    batch_buf_t bb;
-    batch_make(&bb, &c, n, 77 + (uint64_t)k);
+  static float td1[512], td2[512];
+  int team_steps = 0, alone_steps = 0, k = 0, held_at = -1;
+  batch_buf_t bb;
+  batch_make(&bb, &c, 256, 77);
+  /* Trials take at least RD_LEARNER_TUNE_TRIAL_S each: bounded by time. */
+  for (; k < 200000 && held_at < 0; k++) {
     assert_int_equal(rd_learner_step(&one, &bb.b, td1, NULL, NULL), RD_OK);
     assert_int_equal(rd_learner_step(&two, &bb.b, td2, NULL, NULL), RD_OK);
-    assert_memory_equal(td1, td2, n * sizeof td1[0]);
-    batch_free(&bb);
-    if (k == RD_LEARNER_TUNE_STEPS - 2) assert_int_equal(two.tune.threads, 2); /* team trial */
-    if (k == RD_LEARNER_TUNE_STEPS) assert_int_equal(two.tune.threads, 1);     /* alone */
-    if (k == trial - 1) {
-      assert_int_equal(two.tune.phase, 2); /* holding the faster mode */
-      assert_true(two.tune.threads == 1 || two.tune.threads == 2);
-      assert_true(two.tune.t_team > 0 && two.tune.t_alone > 0);
-    }
-    if (k == trial + 3) { /* batch 512 since trial + 2: a new trial */
-      assert_int_equal(two.tune.phase, 0);
-      assert_int_equal(two.tune.batch, 512);
-      assert_int_equal(two.tune.threads, 2);
-    }
+    if (k % 64 == 0) assert_memory_equal(td1, td2, 256 * sizeof td1[0]);
+    if (two.tune.phase == 0) team_steps += two.tune.threads == 2;
+    if (two.tune.phase == 1) alone_steps += two.tune.threads == 1;
+    if (two.tune.phase == 2) held_at = k;
   }
+  batch_free(&bb);
+  assert_true(held_at > 0);
+  assert_true(team_steps >= RD_LEARNER_TUNE_STEPS);
+  assert_true(alone_steps >= RD_LEARNER_TUNE_STEPS);
+  assert_true(two.tune.threads == 1 || two.tune.threads == 2);
+  assert_true(two.tune.t_team > 0 && two.tune.t_alone > 0);
+  /* A new batch size: a new trial, with the team first. */
+  batch_make(&bb, &c, 512, 78);
+  assert_int_equal(rd_learner_step(&one, &bb.b, td1, NULL, NULL), RD_OK);
+  assert_int_equal(rd_learner_step(&two, &bb.b, td2, NULL, NULL), RD_OK);
+  assert_memory_equal(td1, td2, 512 * sizeof td1[0]);
+  batch_free(&bb);
+  assert_int_equal(two.tune.phase, 0);
+  assert_int_equal(two.tune.batch, 512);
+  assert_int_equal(two.tune.threads, 2);
   snap_t a = snapshot(&one), b = snapshot(&two);
   assert_int_equal(a.len, b.len);
   assert_memory_equal(a.bytes, b.bytes, a.len);
