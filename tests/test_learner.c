@@ -667,7 +667,10 @@ static void test_ddpg_learns_bandit(void **state) {
   print_message("bandit: action %.4f (best 0.6), critic loss %.2g, actor loss %.4f\n", a, st.loss,
                 st.actor_loss);
   assert_true(fabsf(a - 0.6f) < 0.05f);
-  assert_true(fabs(st.actor_loss) < 0.01); /* -Q(s, mu(s)) ~ 0 at the optimum */
+  /* -Q(s, mu(s)) ~ 0 at the optimum, up to the critic's error there:
+   * 0.005 in optimised builds, 0.017 at -O0 (whose products are not
+   * contracted into FMAs, so training takes another path). */
+  assert_true(fabs(st.actor_loss) < 0.03);
   free(buf);
   rd_mlp_free(&actor);
   rd_learner_free(&l);
