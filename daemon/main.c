@@ -147,7 +147,6 @@ int main(int argc, char **argv) {
   char address[300];
   bound_address(cfg.listen, port, address, sizeof address);
   app.address = address;
-  rd_log_info("main", "listening on %s with %u threads", address, cfg.threads);
 
   uv_loop_t loop;
   uv_loop_init(&loop);
@@ -162,6 +161,10 @@ int main(int argc, char **argv) {
   uv_timer_init(&loop, &status_timer);
   uv_timer_start(&status_timer, on_status_timer, STATUS_PERIOD_MS, STATUS_PERIOD_MS);
 
+  /* Only now: whoever reads this line (a test, an operator's script) may
+   * signal at once, and before uv_signal_start a SIGHUP or SIGTERM took the
+   * default action and killed the daemon (seen under ASan in CI). */
+  rd_log_info("main", "listening on %s with %u threads", address, cfg.threads);
   char ready[400];
   snprintf(ready, sizeof ready, "READY=1\nSTATUS=listening on %s", address);
   sd_notify(0, ready);
