@@ -26,6 +26,7 @@
 #include <xclbin.h>
 
 #include "host_xrt.h"
+#include "kernels/learner.h"
 #include "xclbin_gen.h"
 
 #ifndef RD_XRT_LIBDIR
@@ -33,12 +34,12 @@
 #endif
 
 static char dir[64];
-static char rmm_path[128], other_path[128], garbage_path[128];
+static char rmm_path[128], other_path[128], garbage_path[128], both_path[128];
 
 static const rd_fpga_karg_t VADD_ARGS[] = {
-    {"a", 1, "float*", "M_AXI_GMEM0"},
-    {"b", 1, "float*", "M_AXI_GMEM0"},
-    {"n", 0, "uint", NULL},
+    {"a", 1, "float*", "M_AXI_GMEM0", 0},
+    {"b", 1, "float*", "M_AXI_GMEM0", 0},
+    {"n", 0, "uint", NULL, 0},
 };
 static const rd_fpga_kernel_desc_t VADD = {"vadd", 3, VADD_ARGS};
 
@@ -55,6 +56,7 @@ static int group_setup(void **state) {
   snprintf(rmm_path, sizeof rmm_path, "%s/rmm.xclbin", dir);
   snprintf(other_path, sizeof other_path, "%s/vadd.xclbin", dir);
   snprintf(garbage_path, sizeof garbage_path, "%s/garbage.xclbin", dir);
+  snprintf(both_path, sizeof both_path, "%s/both.xclbin", dir);
   rd_error_t err;
   const rd_fpga_kernel_desc_t *rmm[1] = {&rd_fpga_rmm_kernel_desc};
   const rd_fpga_kernel_desc_t *vadd[1] = {&VADD};
@@ -70,7 +72,8 @@ static int group_setup(void **state) {
 static int group_teardown(void **state) {
   (void)state;
   char p[160];
-  const char *names[] = {"rmm.xclbin", "vadd.xclbin", "garbage.xclbin", "again.xclbin", "xrt/lib"};
+  const char *names[] = {"rmm.xclbin", "vadd.xclbin", "garbage.xclbin", "again.xclbin",
+                         "both.xclbin", "xrt/lib"};
   for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
     snprintf(p, sizeof p, "%s/%s", dir, names[i]);
     unlink(p);
@@ -180,12 +183,69 @@ static void test_xclbin_errors(void **state) {
   rd_error_t err;
   const rd_fpga_kernel_desc_t *rmm[1] = {&rd_fpga_rmm_kernel_desc};
   assert_int_equal(rd_fpga_xclbin_write(rmm_path, rmm, 0, &err), RD_EINVAL);
-  static const rd_fpga_karg_t BAD_ARGS[] = {{"bad name", 0, "uint", NULL}};
+  static const rd_fpga_karg_t BAD_ARGS[] = {{"bad name", 0, "uint", NULL, 0}};
   const rd_fpga_kernel_desc_t bad = {"k", 1, BAD_ARGS};
   const rd_fpga_kernel_desc_t *badk[1] = {&bad};
   assert_int_equal(rd_fpga_xclbin_write("/tmp/unused.xclbin", badk, 1, &err), RD_EINVAL);
   assert_non_null(strstr(err.msg, "argument 0"));
   assert_int_equal(rd_fpga_xclbin_write("/nonexistent-dir/x.xclbin", rmm, 1, &err), RD_ESTORE);
+}
+
+/* The learner top's description is lrn_train_step's signature: the
+ * assignment below fails to compile if the kernel's parameters change in
+ * number or type, and the names and order are checked against it here; the
+ * 64-bit scalar step takes a pointer's 12 bytes of registers. Both kernels
+ * in one xclbin load in the no-op shim, and the replay kernel opens there. */
+static void test_learner_kernel_xclbin(void **state) {
+  (void)state;
+  int (*top)(const uint32_t *, const double *, uint64_t, uint32_t, float *, float *, float *,
+             float *, float *, const float *, const int32_t *, const float *, const float *,
+             const float *, const float *, const float *, float *, double *) = lrn_train_step;
+  assert_non_null(top);
+  static const char *const want[] = {"desc", "hp", "step", "n", "params", "target", "adam_m",
+                                     "adam_v", "ws", "obs", "action_i", "action_f", "reward",
+                                     "discount", "next_obs", "weights", "td_abs", "stats"};
+  const rd_fpga_kernel_desc_t *k = &rd_fpga_learner_kernel_desc;
+  assert_string_equal(k->name, "lrn_train_step");
+  assert_int_equal(k->n_args, sizeof want / sizeof want[0]);
+  for (uint32_t i = 0; i < k->n_args; i++) {
+    assert_string_equal(k->args[i].name, want[i]);
+    assert_int_equal(k->args[i].pointer, i != 2 && i != 3); /* step and n are scalars */
+  }
+  assert_int_equal(rd_fpga_karg_offset(k, 2), 0x28); /* desc 0x10, hp 0x1c, step */
+  assert_int_equal(rd_fpga_karg_offset(k, 3), 0x34); /* after the 64-bit step */
+  assert_int_equal(rd_fpga_karg_offset(k, 4), 0x3c);
+  const rd_fpga_kernel_desc_t *both[2] = {&rd_fpga_rmm_kernel_desc, k};
+  rd_error_t err;
+  assert_int_equal(rd_fpga_xclbin_write(both_path, both, 2, &err), RD_OK);
+  size_t n;
+  char *b = slurp(both_path, &n);
+  const struct axlf *ax = (const struct axlf *)b;
+  int found = 0;
+  for (uint32_t sct = 0; sct < ax->m_header.m_numSections; sct++) {
+    const struct axlf_section_header *h = &ax->m_sections[sct];
+    if (h->m_sectionKind == IP_LAYOUT) {
+      const struct ip_layout *l = (const void *)(b + h->m_sectionOffset);
+      assert_int_equal(l->m_count, 2);
+      assert_string_equal((const char *)l->m_ip_data[1].m_name, "lrn_train_step:lrn_train_step_1");
+      found |= 1;
+    } else if (h->m_sectionKind == EMBEDDED_METADATA) {
+      char *xml = strndup(b + h->m_sectionOffset, h->m_sectionSize);
+      assert_non_null(strstr(xml, "<arg name=\"step\" addressQualifier=\"0\" id=\"2\" "
+                                  "port=\"S_AXI_CONTROL\" size=\"0x8\" offset=\"0x28\""));
+      assert_non_null(strstr(xml, "<arg name=\"stats\" addressQualifier=\"1\" id=\"17\" "
+                                  "port=\"M_AXI_GMEM0\" size=\"0x8\""));
+      assert_non_null(strstr(xml, "<port name=\"M_AXI_GMEM4\" mode=\"master\""));
+      free(xml);
+      found |= 2;
+    }
+  }
+  assert_int_equal(found, 3);
+  free(b);
+  rd_fpga_xrt_rmm_t x;
+  int rc = rd_fpga_xrt_rmm_open(&x, 0, both_path, 64, &err);
+  if (rc != RD_OK) fail_msg("open the two-kernel xclbin: %s", err.msg);
+  rd_fpga_xrt_rmm_close(&x);
 }
 
 /* The whole path through the no-op shim. */
@@ -248,6 +308,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_xclbin_layout),
       cmocka_unit_test(test_xclbin_errors),
+      cmocka_unit_test(test_learner_kernel_xclbin),
       cmocka_unit_test(test_host_path_noop),
       cmocka_unit_test(test_host_errors),
   };

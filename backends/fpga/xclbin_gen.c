@@ -13,20 +13,45 @@
 #include <xclbin.h>
 
 static const rd_fpga_karg_t RMM_ARGS[] = {
-    {"op", 0, "uint", NULL},
-    {"n", 0, "uint", NULL},
-    {"first", 0, "uint", NULL},
-    {"u64_in", 1, "ulong*", "M_AXI_GMEM0"},
-    {"pos_in", 1, "uint*", "M_AXI_GMEM1"},
-    {"leaf_out", 1, "uint*", "M_AXI_GMEM1"},
-    {"info_out", 1, "ulong*", "M_AXI_GMEM0"},
+    {"op", 0, "uint", NULL, 0},
+    {"n", 0, "uint", NULL, 0},
+    {"first", 0, "uint", NULL, 0},
+    {"u64_in", 1, "ulong*", "M_AXI_GMEM0", 0},
+    {"pos_in", 1, "uint*", "M_AXI_GMEM1", 0},
+    {"leaf_out", 1, "uint*", "M_AXI_GMEM1", 0},
+    {"info_out", 1, "ulong*", "M_AXI_GMEM0", 0},
 };
 
 const rd_fpga_kernel_desc_t rd_fpga_rmm_kernel_desc = {"rmm_kernel", 7, RMM_ARGS};
 
+static const rd_fpga_karg_t LRN_ARGS[] = {
+    {"desc", 1, "uint*", "M_AXI_GMEM0", 0},
+    {"hp", 1, "double*", "M_AXI_GMEM0", 0},
+    {"step", 0, "ulong", NULL, 1},
+    {"n", 0, "uint", NULL, 0},
+    {"params", 1, "float*", "M_AXI_GMEM1", 0},
+    {"target", 1, "float*", "M_AXI_GMEM1", 0},
+    {"adam_m", 1, "float*", "M_AXI_GMEM2", 0},
+    {"adam_v", 1, "float*", "M_AXI_GMEM2", 0},
+    {"ws", 1, "float*", "M_AXI_GMEM3", 0},
+    {"obs", 1, "float*", "M_AXI_GMEM4", 0},
+    {"action_i", 1, "int*", "M_AXI_GMEM4", 0},
+    {"action_f", 1, "float*", "M_AXI_GMEM4", 0},
+    {"reward", 1, "float*", "M_AXI_GMEM4", 0},
+    {"discount", 1, "float*", "M_AXI_GMEM4", 0},
+    {"next_obs", 1, "float*", "M_AXI_GMEM4", 0},
+    {"weights", 1, "float*", "M_AXI_GMEM4", 0},
+    {"td_abs", 1, "float*", "M_AXI_GMEM0", 0},
+    {"stats", 1, "double*", "M_AXI_GMEM0", 0},
+};
+
+const rd_fpga_kernel_desc_t rd_fpga_learner_kernel_desc = {
+    "lrn_train_step", sizeof LRN_ARGS / sizeof LRN_ARGS[0], LRN_ARGS};
+
 uint32_t rd_fpga_karg_offset(const rd_fpga_kernel_desc_t *k, uint32_t i) {
   uint32_t off = 0x10;
-  for (uint32_t j = 0; j < i && j < k->n_args; j++) off += k->args[j].pointer ? 12 : 8;
+  for (uint32_t j = 0; j < i && j < k->n_args; j++)
+    off += k->args[j].pointer || k->args[j].wide ? 12 : 8;
   return off;
 }
 
@@ -123,8 +148,8 @@ static void metadata_xml(buf_t *x, const rd_fpga_kernel_desc_t *const *k, size_t
       putf(x, "          <arg name=\"%s\" addressQualifier=\"%d\" id=\"%u\" port=\"%s\" "
               "size=\"0x%x\" offset=\"0x%x\" hostOffset=\"0x0\" hostSize=\"0x%x\" "
               "type=\"%s\"/>\n", g->name, g->pointer ? 1 : 0, a,
-           g->pointer ? g->port : "S_AXI_CONTROL", g->pointer ? 8u : 4u,
-           rd_fpga_karg_offset(k[i], a), g->pointer ? 8u : 4u, g->type);
+           g->pointer ? g->port : "S_AXI_CONTROL", g->pointer || g->wide ? 8u : 4u,
+           rd_fpga_karg_offset(k[i], a), g->pointer || g->wide ? 8u : 4u, g->type);
     }
     putf(x, "          <instance name=\"%s_1\">\n            <addrRemap base=\"0x%llx\" "
             "range=\"0x%llx\" port=\"S_AXI_CONTROL\"/>\n          </instance>\n"

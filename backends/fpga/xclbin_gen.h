@@ -12,8 +12,8 @@
  * xclbin comes from v++ instead (kernels/build_xclbin.sh).
  *
  * Argument registers follow Vitis HLS's s_axilite layout: control at 0x00,
- * arguments from 0x10, a 32-bit scalar every 8 bytes, a 64-bit pointer
- * every 12 (0x10, 0x18, ..., 0x28, 0x34, ...).
+ * arguments from 0x10, a 32-bit scalar every 8 bytes, a 64-bit pointer or
+ * scalar every 12 (0x10, 0x18, ..., 0x28, 0x34, ...).
  *
  * Built only with XRT (it needs XRT's <xclbin.h>).
  */
@@ -27,9 +27,10 @@
 
 typedef struct {
   const char *name;
-  int pointer;       /* 1: a global memory pointer (m_axi); 0: a 32-bit scalar */
+  int pointer;       /* 1: a global memory pointer (m_axi); 0: a scalar */
   const char *type;  /* C type, informational ("uint", "ulong*") */
   const char *port;  /* m_axi bundle of a pointer ("M_AXI_GMEM0") */
+  int wide;          /* a scalar: 1 for 64 bits (laid out as a pointer), 0 for 32 */
 } rd_fpga_karg_t;
 
 typedef struct {
@@ -41,6 +42,10 @@ typedef struct {
 /* rmm_kernel (kernels/rmm.h): op, n, first, u64_in, pos_in, leaf_out,
  * info_out, in that order (argument ids 0..6). */
 extern const rd_fpga_kernel_desc_t rd_fpga_rmm_kernel_desc;
+
+/* lrn_train_step (kernels/learner.h), its 18 arguments in order, the
+ * bundles of its m_axi pragmas (gmem0..gmem4), step a 64-bit scalar. */
+extern const rd_fpga_kernel_desc_t rd_fpga_learner_kernel_desc;
 
 /* Register offset of argument i under the layout above. */
 uint32_t rd_fpga_karg_offset(const rd_fpga_kernel_desc_t *k, uint32_t i);

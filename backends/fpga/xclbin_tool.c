@@ -1,5 +1,5 @@
-/* replayd-fpga-xclbin - write the metadata-only xclbin of the replay
- * kernel (xclbin_gen.h) for XRT's no-op shim:
+/* replayd-fpga-xclbin - write the metadata-only xclbin of the replay and
+ * learner kernels (xclbin_gen.h) for XRT's no-op shim:
  *   replayd-fpga-xclbin OUT.xclbin
  * Not a hardware image: it has no bitstream (see kernels/build_xclbin.sh). */
 #include <stdio.h>
@@ -11,9 +11,9 @@ int main(int argc, char **argv) {
     fprintf(stderr, "usage: %s OUT.xclbin\n", argv[0]);
     return 2;
   }
-  const rd_fpga_kernel_desc_t *k[1] = {&rd_fpga_rmm_kernel_desc};
+  const rd_fpga_kernel_desc_t *k[2] = {&rd_fpga_rmm_kernel_desc, &rd_fpga_learner_kernel_desc};
   rd_error_t err;
-  if (rd_fpga_xclbin_write(argv[1], k, 1, &err) != RD_OK) {
+  if (rd_fpga_xclbin_write(argv[1], k, 2, &err) != RD_OK) {
     fprintf(stderr, "%s\n", err.msg);
     return 1;
   }

@@ -12,9 +12,12 @@
 #   RD_FPGA_TARGET     hw, hw_emu or sw_emu (default hw)
 #   RMM_K, RMM_CAPACITY, RMM_S, RMM_MAX_BATCH   see kernels/rmm.h
 #   RD_FPGA_CLOCK_MHZ  kernel clock (default 300)
+#   LRN_DEFS           -D flags for the learner kernel's build limits
 # This path has never been run: there is no Vitis installation where it
 # was written. Vitis HLS takes arbitrary-precision types only in C++, so the
-# kernel is compiled through rmm_hls.cpp (which includes rmm.c).
+# replay kernel is compiled through rmm_hls.cpp (which includes rmm.c); the
+# learner kernel (lrn_train_step, learner.c) is plain C with floats. Its
+# build limits are learner.h's LRN_MAX_* (override with -D in LRN_DEFS).
 set -eu
 src=${1:?kernel source directory}
 out=${2:?output directory}
@@ -36,6 +39,10 @@ mkdir -p "$out"
 v++ -c -t "$target" --platform "$platform" -k rmm_kernel \
   --hls.clock "${clock}000000:rmm_kernel" -I "$src" $defs \
   -o "$out/rmm.xo" "$src/rmm_hls.cpp"
+# shellcheck disable=SC2086 # LRN_DEFS is a list of flags
+v++ -c -t "$target" --platform "$platform" -k lrn_train_step \
+  --hls.clock "${clock}000000:lrn_train_step" -I "$src" -I "$src/../../../common" \
+  ${LRN_DEFS:-} -o "$out/learner.xo" "$src/learner.c"
 v++ -l -t "$target" --platform "$platform" --kernel_frequency "$clock" \
-  -o "$out/replayd.xclbin" "$out/rmm.xo"
+  -o "$out/replayd.xclbin" "$out/rmm.xo" "$out/learner.xo"
 echo "xclbin: $out/replayd.xclbin" >&2
