@@ -443,60 +443,7 @@ static rd_adam_config_t adam_with_lr(double lr) {
   return a;
 }
 
-/* ---- DQN ---- */
-
-static int dqn_step(rd_learner_t *l, const rd_batch_t *b, float *td, rd_step_stats_t *st,
-                    rd_error_t *err) {
-  const rd_learner_config_t *c = &l->config;
-  scratch_t *s = l->scratch;
-  rd_mlp_t *q = &l->net[NET_Q], *qt = &l->net[NET_Q_TARGET];
-  const size_t n = b->n, A = c->num_actions;
-  int rc;
-
-  /* Targets: y = R + discount * Q'(s', a*). */
-  if ((rc = rd_mlp_forward(qt, n, b->next_obs, NULL, err))) return rc;
-  const float *qn_t = rd_mlp_output(qt);
-  if (c->double_dqn) {
-    if ((rc = rd_mlp_forward(q, n, b->next_obs, NULL, err))) return rc;
-    const float *qn = rd_mlp_output(q);
-    for (size_t i = 0; i < n; i++) {
-      const float *row = qn + i * A;
-      size_t best = 0; /* the first of equal maxima, as torch.argmax */
-      for (size_t a = 1; a < A; a++)
-        if (row[a] > row[best]) best = a;
-      s->y[i] = b->reward[i] + b->discount[i] * qn_t[i * A + best];
-    }
-  } else {
-    for (size_t i = 0; i < n; i++) {
-      const float *row = qn_t + i * A;
-      float best = row[0];
-      for (size_t a = 1; a < A; a++)
-        if (row[a] > best) best = row[a];
-      s->y[i] = b->reward[i] + b->discount[i] * best;
-    }
-  }
-
-  /* Q(s, a), the Huber loss and its gradient on the taken action only. */
-  if ((rc = rd_mlp_forward(q, n, b->obs, NULL, err))) return rc;
-  const float *qs = rd_mlp_output(q);
-  for (size_t i = 0; i < n; i++) s->q[i] = qs[i * A + (size_t)b->action_i[i]];
-  if ((rc = rd_nn_huber(n, 1, s->q, s->y, b->weights, c->huber_delta, s->dq, &st->loss, err)))
-    return rc;
-  td_stats(n, s->q, s->y, td, st);
-  if (!isfinite(st->loss))
-    return rd_error_set(err, RD_ERANGE, "DQN loss is %g; step skipped", st->loss);
-  memset(s->dy, 0, n * A * sizeof(float));
-  for (size_t i = 0; i < n; i++) s->dy[i * A + (size_t)b->action_i[i]] = s->dq[i];
-  if ((rc = rd_mlp_backward(q, s->dy, NULL, err))) return rc;
-  if ((rc = check_and_clip(q, c->grad_clip, "Q network", &st->grad_norm, err))) return rc;
-
-  /* Nothing has changed yet; from here the step cannot fail. */
-  rd_adam_config_t adam = adam_with_lr(c->lr);
-  if ((rc = rd_mlp_adam_step(q, &adam, err))) return rc;
-  return update_target(c, qt, q, l->steps + 1, err);
-}
-
-/* ---- DDPG ---- */
+/* ---- DDPG's critic input ---- */
 
 /* x[i] = [obs_i, low + (y_i + 1)/2 (high - low)]: the critic input for the
  * actor's tanh outputs y (the mapping rd_learner_policy documents). */
@@ -508,64 +455,6 @@ static void critic_input_from_policy(const rd_learner_config_t *c, size_t n, con
     memcpy(x + i * X, obs + i * O, O * sizeof(float));
     for (size_t j = 0; j < D; j++) x[i * X + O + j] = lo + (y[i * D + j] + 1.0f) * 0.5f * range;
   }
-}
-
-static int ddpg_step(rd_learner_t *l, const rd_batch_t *b, float *td, rd_step_stats_t *st,
-                     rd_error_t *err) {
-  const rd_learner_config_t *c = &l->config;
-  scratch_t *s = l->scratch;
-  rd_mlp_t *actor = &l->net[NET_ACTOR], *actor_t = &l->net[NET_ACTOR_TARGET];
-  rd_mlp_t *critic = &l->net[NET_CRITIC], *critic_t = &l->net[NET_CRITIC_TARGET];
-  const size_t n = b->n, O = c->obs_dim, D = c->action_dim, X = O + D;
-  int rc;
-
-  /* Critic targets: y = R + discount * Q'(s', mu'(s')). */
-  if ((rc = rd_mlp_forward(actor_t, n, b->next_obs, NULL, err))) return rc;
-  critic_input_from_policy(c, n, b->next_obs, rd_mlp_output(actor_t), s->x);
-  if ((rc = rd_mlp_forward(critic_t, n, s->x, NULL, err))) return rc;
-  const float *qn = rd_mlp_output(critic_t);
-  for (size_t i = 0; i < n; i++) s->y[i] = b->reward[i] + b->discount[i] * qn[i];
-
-  /* Critic: IS-weighted MSE of Q(s, a), its gradients. */
-  for (size_t i = 0; i < n; i++) {
-    memcpy(s->x + i * X, b->obs + i * O, O * sizeof(float));
-    memcpy(s->x + i * X + O, b->action_f + i * D, D * sizeof(float));
-  }
-  if ((rc = rd_mlp_forward(critic, n, s->x, s->q, err))) return rc;
-  if ((rc = rd_nn_mse(n, 1, s->q, s->y, b->weights, s->dq, &st->loss, err))) return rc;
-  td_stats(n, s->q, s->y, td, st);
-  if (!isfinite(st->loss))
-    return rd_error_set(err, RD_ERANGE, "DDPG critic loss is %g; step skipped", st->loss);
-  if ((rc = rd_mlp_backward(critic, s->dq, NULL, err))) return rc;
-
-  /* Actor: L = -mean Q(s, mu(s)) through the (not yet updated) critic. */
-  if ((rc = rd_mlp_forward(actor, n, b->obs, NULL, err))) return rc;
-  critic_input_from_policy(c, n, b->obs, rd_mlp_output(actor), s->x);
-  if ((rc = rd_mlp_forward(critic, n, s->x, s->q, err))) return rc;
-  double qsum = 0.0;
-  for (size_t i = 0; i < n; i++) qsum += s->q[i];
-  st->actor_loss = -qsum / (double)n;
-  if (!isfinite(st->actor_loss))
-    return rd_error_set(err, RD_ERANGE, "DDPG actor loss is %g; step skipped", st->actor_loss);
-  const float g = (float)(-1.0 / (double)n);
-  for (size_t i = 0; i < n; i++) s->dq_pi[i] = g;
-  if ((rc = rd_mlp_backward_input(critic, s->dq_pi, s->dx, err))) return rc;
-  /* dL/dy = dL/da * da/dy with a = low + (y + 1)/2 (high - low). */
-  const float half_range = 0.5f * (c->action_high - c->action_low);
-  for (size_t i = 0; i < n; i++)
-    for (size_t j = 0; j < D; j++) s->dmu[i * D + j] = s->dx[i * X + O + j] * half_range;
-  if ((rc = rd_mlp_backward(actor, s->dmu, NULL, err))) return rc;
-
-  double actor_norm;
-  if ((rc = check_and_clip(critic, c->grad_clip, "critic", &st->grad_norm, err))) return rc;
-  if ((rc = check_and_clip(actor, c->grad_clip, "actor", &actor_norm, err))) return rc;
-
-  /* Nothing has changed yet; from here the step cannot fail. */
-  rd_adam_config_t adam_c = adam_with_lr(c->critic_lr), adam_a = adam_with_lr(c->lr);
-  if ((rc = rd_mlp_adam_step(critic, &adam_c, err))) return rc;
-  if ((rc = rd_mlp_adam_step(actor, &adam_a, err))) return rc;
-  if ((rc = update_target(c, critic_t, critic, l->steps + 1, err))) return rc;
-  return update_target(c, actor_t, actor, l->steps + 1, err);
 }
 
 /* ---- the data-parallel step (learner.h: shards) ---- */
@@ -590,6 +479,14 @@ enum { PH_TARGETS_AND_Q, PH_BACKWARD, PH_REDUCE };
 
 static size_t shard_lo(const sharded_t *j, uint32_t k) { return j->n * k / j->shards; }
 
+/* Network i as shard k computes with it: the learner's own when the batch
+ * is one shard (its gradients are then the step's, with no reduction),
+ * else shard k's view. */
+static rd_mlp_t *shard_net(const sharded_t *j, uint32_t k, int i) {
+  scratch_t *s = j->l->scratch;
+  return j->shards == 1 ? &j->l->net[i] : &s->view[k][i];
+}
+
 /* The rows [lo, lo + m) of b, as a batch of its own. */
 static rd_batch_t sub_batch(const rd_learner_config_t *c, const rd_batch_t *b, size_t lo,
                             size_t m) {
@@ -605,14 +502,15 @@ static rd_batch_t sub_batch(const rd_learner_config_t *c, const rd_batch_t *b, s
   return r;
 }
 
-/* DQN, shard k: targets and Q(s, a) (PH_TARGETS_AND_Q), or the backward of
- * dL/dQ(s, .) into the shard view's gradients (PH_BACKWARD); the same
- * arithmetic as dqn_step on the shard's rows. */
+/* DQN, shard k: the targets y = R + discount * Q'(s', a*) (double DQN: a*
+ * by the online network, the first of equal maxima as torch.argmax) and
+ * Q(s, a) (PH_TARGETS_AND_Q), or the backward of dL/dQ(s, .) into the
+ * shard's gradients (PH_BACKWARD). */
 static int dqn_shard(sharded_t *j, uint32_t k, rd_error_t *err) {
   rd_learner_t *l = j->l;
   const rd_learner_config_t *c = &l->config;
   scratch_t *s = l->scratch;
-  rd_mlp_t *q = &s->view[k][NET_Q], *qt = &s->view[k][NET_Q_TARGET];
+  rd_mlp_t *q = shard_net(j, k, NET_Q), *qt = shard_net(j, k, NET_Q_TARGET);
   const size_t lo = shard_lo(j, k), m = shard_lo(j, k + 1) - lo, A = c->num_actions;
   const rd_batch_t b = sub_batch(c, j->b, lo, m);
   int rc;
@@ -645,15 +543,17 @@ static int dqn_shard(sharded_t *j, uint32_t k, rd_error_t *err) {
   return RD_OK;
 }
 
-/* DDPG, shard k: critic targets and Q(s, a) (PH_TARGETS_AND_Q), or the
- * critic's backward, the actor's forward through the critic and the
- * actor's backward (PH_BACKWARD), as ddpg_step on the shard's rows. */
+/* DDPG, shard k: critic targets y = R + discount * Q'(s', mu'(s')) and
+ * Q(s, a) (PH_TARGETS_AND_Q), or the critic's backward, then the actor's
+ * loss -mean Q(s, mu(s)) through the (not yet updated) critic and the
+ * actor's backward, dL/dy = dL/da * da/dy with a = low + (y + 1)/2 (high -
+ * low) (PH_BACKWARD). */
 static int ddpg_shard(sharded_t *j, uint32_t k, rd_error_t *err) {
   rd_learner_t *l = j->l;
   const rd_learner_config_t *c = &l->config;
   scratch_t *s = l->scratch;
-  rd_mlp_t *actor = &s->view[k][NET_ACTOR], *actor_t = &s->view[k][NET_ACTOR_TARGET];
-  rd_mlp_t *critic = &s->view[k][NET_CRITIC], *critic_t = &s->view[k][NET_CRITIC_TARGET];
+  rd_mlp_t *actor = shard_net(j, k, NET_ACTOR), *actor_t = shard_net(j, k, NET_ACTOR_TARGET);
+  rd_mlp_t *critic = shard_net(j, k, NET_CRITIC), *critic_t = shard_net(j, k, NET_CRITIC_TARGET);
   const size_t lo = shard_lo(j, k), m = shard_lo(j, k + 1) - lo;
   const size_t O = c->obs_dim, D = c->action_dim, X = O + D;
   const rd_batch_t b = sub_batch(c, j->b, lo, m);
@@ -743,10 +643,11 @@ static void reduce_grads(sharded_t *j, int solo) {
   rd_team_run(s->team, solo, j->red_blocks[0] + j->red_blocks[1], shard_task, j);
 }
 
-/* dqn_step / ddpg_step for a batch of shards(n) > 1 shards: forward passes
- * per shard, the loss over the whole batch, backward per shard, gradients
- * summed over shards in order, then the same checks and updates. */
-static int sharded_step(rd_learner_t *l, const rd_batch_t *b, float *td, rd_step_stats_t *st,
+/* One gradient step (learner.h): forward passes per shard, the loss over
+ * the whole batch, backward passes per shard, the shards' gradients summed
+ * in order (none to sum for one shard), then the norm checks (and clip),
+ * Adam and the targets. Every check comes before the first weight moves. */
+static int train_step(rd_learner_t *l, const rd_batch_t *b, float *td, rd_step_stats_t *st,
                         int solo, rd_error_t *err) {
   const rd_learner_config_t *c = &l->config;
   scratch_t *s = l->scratch;
@@ -782,7 +683,7 @@ static int sharded_step(rd_learner_t *l, const rd_batch_t *b, float *td, rd_step
     if (!isfinite(st->actor_loss))
       return rd_error_set(err, RD_ERANGE, "DDPG actor loss is %g; step skipped", st->actor_loss);
   }
-  reduce_grads(&j, solo);
+  if (j.shards > 1) reduce_grads(&j, solo);
 
   if (dqn) {
     rd_mlp_t *q = &l->net[NET_Q], *qt = &l->net[NET_Q_TARGET];
@@ -875,11 +776,10 @@ int rd_learner_step(rd_learner_t *l, const rd_batch_t *b, float *td_abs, rd_step
      * thread (a product team inside a shard would fight the shard team). */
     const uint32_t th = l->tune.threads;
     for (int i = 0; i < l->n_nets; i++) l->net[i].threads = 1;
-    rc = sharded_step(l, b, td, st, th <= 1, err);
+    rc = train_step(l, b, td, st, th <= 1, err);
     for (int i = 0; i < l->n_nets; i++) l->net[i].threads = th;
   } else {
-    rc = l->config.algo == RD_ALGO_DQN ? dqn_step(l, b, td, st, err)
-                                       : ddpg_step(l, b, td, st, err);
+    rc = train_step(l, b, td, st, 1, err); /* one shard: the products may use threads */
   }
   if (rc == RD_OK) l->steps++;
   return rc;
