@@ -14,7 +14,6 @@
 #define _GNU_SOURCE
 #include "team.h"
 
-#include <errno.h>
 #include <limits.h>
 #include <linux/futex.h>
 #include <pthread.h>
@@ -67,9 +66,8 @@ static uint64_t now_ns(void) {
 }
 
 /* Claim and run tasks of the job the ticket names now, until none is
- * left. Returns the number run. */
-static uint32_t work(rd_team_t *t) {
-  uint32_t ran = 0;
+ * left. */
+static void work(rd_team_t *t) {
   uint64_t tk = atomic_load_explicit(&t->ticket, memory_order_acquire);
   const uint32_t job = (uint32_t)(tk >> 32);
   const job_t *j = &t->slot[job & 1];
@@ -84,10 +82,8 @@ static uint32_t work(rd_team_t *t) {
       continue;
     fn(arg, (uint32_t)tk);
     atomic_fetch_add_explicit(&t->done, 1, memory_order_release);
-    ran++;
     tk = atomic_load_explicit(&t->ticket, memory_order_acquire);
   }
-  return ran;
 }
 
 static void *worker_main(void *p) {
@@ -178,8 +174,7 @@ void rd_team_run(rd_team_t *t, int solo, uint32_t n, rd_team_fn fn, void *arg) {
   if (atomic_load_explicit(&t->sleepers, memory_order_seq_cst) > 0 &&
       !atomic_exchange_explicit(&t->wake_pending, 1, memory_order_relaxed))
     futex_wake_all(&t->gen);
-  uint32_t ran = work(t);
-  (void)ran;
+  work(t);
   /* Wait for tasks the workers started: short (one task at most each). */
   while (atomic_load_explicit(&t->done, memory_order_acquire) < n) cpu_relax();
 }

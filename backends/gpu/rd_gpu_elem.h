@@ -215,7 +215,7 @@ RD_GE float rd_ge_target(float reward, float discount, float qnext) {
   return rd_ge_fadd(reward, rd_ge_fmul(discount, qnext));
 }
 
-/* Index of the first maximum of row[0..A) (torch.argmax; dqn_step). */
+/* Index of the first maximum of row[0..A) (torch.argmax; learner.c dqn_shard). */
 RD_GE uint32_t rd_ge_argmax(const float *row, uint32_t A) {
   uint32_t best = 0;
   for (uint32_t a = 1; a < A; a++)
@@ -237,7 +237,7 @@ RD_GE float rd_ge_action_from_tanh(float y, float lo, float range) {
   return rd_ge_fadd(lo, rd_ge_fmul(rd_ge_fmul(rd_ge_fadd(y, 1.0f), 0.5f), range));
 }
 
-/* dL/dy of the actor output from dL/da: dx * half_range (ddpg_step). */
+/* dL/dy of the actor output from dL/da: dx * half_range (learner.c ddpg_shard). */
 RD_GE float rd_ge_dmu(float dx, float half_range) { return rd_ge_fmul(dx, half_range); }
 
 #endif

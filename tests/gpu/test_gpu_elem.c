@@ -23,7 +23,7 @@
  *   targets      rd_ge_target, rd_ge_argmax, rd_ge_action_from_tanh,
  *                rd_ge_td_abs: learner.c computes these inline in static
  *                functions, so they are checked against its expressions as
- *                documented there (dqn_step, critic_input_from_policy,
+ *                documented there (dqn_shard, critic_input_from_policy,
  *                td_stats), written out in this file.
  * A planted error (one Adam constant one ulp off) must be caught, so the
  * comparison itself is shown able to fail.
@@ -262,21 +262,21 @@ static void test_activations(void **state) {
   check_activation(RD_NN_IDENTITY);
 }
 
-/* learner.c's inline expressions (dqn_step, critic_input_from_policy,
- * td_stats, ddpg_step), written out as that file has them. */
+/* learner.c's inline expressions (dqn_shard, critic_input_from_policy,
+ * td_stats, ddpg_shard), written out as that file has them. */
 static void test_targets(void **state) {
   (void)state;
   uint64_t s = 17;
   for (int i = 0; i < 100000; i++) {
     float r = wide(&s) * 100.0f, d = unit(&s), q = wide(&s) * 1e3f;
-    float want = r + d * q; /* dqn_step: b->reward[i] + b->discount[i] * qn_t[...] */
+    float want = r + d * q; /* dqn_shard: b.reward[i] + b.discount[i] * qn_t[...] */
     assert_true(fbits(rd_ge_target(r, d, q)) == fbits(want));
     float lo = -unit(&s) * 3.0f, hi = unit(&s) * 3.0f + 0.1f, yv = unit(&s) * 2.0f - 1.0f;
     float range = hi - lo;
     float a = lo + (yv + 1.0f) * 0.5f * range; /* critic_input_from_policy */
     assert_true(fbits(rd_ge_action_from_tanh(yv, lo, range)) == fbits(a));
     float dx = wide(&s), half = 0.5f * (hi - lo);
-    assert_true(fbits(rd_ge_dmu(dx, half)) == fbits(dx * half)); /* ddpg_step */
+    assert_true(fbits(rd_ge_dmu(dx, half)) == fbits(dx * half)); /* ddpg_shard */
     assert_true(fbits(rd_ge_td_abs(q, r)) == fbits(fabsf(q - r))); /* td_stats */
   }
   const float row[] = {1.0f, 3.0f, -2.0f, 3.0f, 0.5f};
