@@ -29,6 +29,7 @@
 #include <string.h>
 
 #include "kernels/learner.h"
+#include "learner_host.h"
 #include "learner_backend.h"
 #include "nn.h"
 
@@ -47,40 +48,9 @@ typedef struct {
   float *td;   /* max_batch |delta| when the caller passes no td_abs */
 } fpga_learner_t;
 
-static void spec_to_shape(const rd_nn_spec_t *s, lrn_shape_t *k) {
-  memset(k, 0, sizeof *k);
-  /* A spec deeper than the build is kept deep (lrn_config_check refuses
-   * it by its layer count); only what fits the arrays is copied. */
-  k->n_layers = s->n_layers;
-  const uint32_t L = s->n_layers < LRN_MAX_LAYERS ? s->n_layers : LRN_MAX_LAYERS;
-  for (uint32_t l = 0; l <= L; l++) k->sizes[l] = s->sizes[l];
-  for (uint32_t l = 0; l < L; l++) k->act[l] = (uint32_t)s->act[l];
-}
-
-/* The kernel's description of a valid config c. */
+/* The kernel's description of c, at this backend's DP (above). */
 static void kernel_config(const rd_learner_config_t *c, lrn_config_t *k) {
-  memset(k, 0, sizeof *k);
-  rd_nn_spec_t s;
-  k->algo = c->algo == RD_ALGO_DQN ? LRN_ALGO_DQN : LRN_ALGO_DDPG;
-  k->batch = c->max_batch;
-  k->dp = c->max_batch < LRN_MAX_DP ? c->max_batch : LRN_MAX_DP;
-  k->double_dqn = (uint32_t)c->double_dqn;
-  k->target_period = c->target_period;
-  if (rd_learner_policy_spec(c, &s, NULL) == RD_OK) spec_to_shape(&s, &k->net[0]);
-  if (c->algo == RD_ALGO_DDPG && rd_learner_critic_spec(c, &s, NULL) == RD_OK)
-    spec_to_shape(&s, &k->net[1]);
-  rd_adam_config_t adam;
-  rd_adam_config_default(&adam); /* the CPU learner's Adam: only lr differs */
-  k->lr = c->lr;
-  k->critic_lr = c->critic_lr;
-  k->tau = c->tau;
-  k->grad_clip = c->grad_clip;
-  k->huber_delta = c->huber_delta;
-  k->beta1 = adam.beta1;
-  k->beta2 = adam.beta2;
-  k->eps = adam.eps;
-  k->action_low = c->action_low;
-  k->action_high = c->action_high;
+  rd_fpga_learner_config(c, c->max_batch < LRN_MAX_DP ? c->max_batch : LRN_MAX_DP, k);
 }
 
 int rd_learner_fpga_supports(const rd_learner_config_t *c, rd_error_t *err) {

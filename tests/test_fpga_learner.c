@@ -36,6 +36,7 @@
 
 #include "kernels/learner.h"
 #include "learner.h"
+#include "learner_host.h"
 #include "model.h"
 #include "nn.h"
 
@@ -250,13 +251,6 @@ static void test_stage_errors(void **state) {
 /* The worst relative errors over every train-step case (learner.h quotes them). */
 static double worst_param, worst_td, worst_loss;
 
-static void shape_of(const rd_nn_spec_t *s, lrn_shape_t *k) {
-  memset(k, 0, sizeof *k);
-  k->n_layers = s->n_layers;
-  for (uint32_t l = 0; l <= s->n_layers; l++) k->sizes[l] = s->sizes[l];
-  for (uint32_t l = 0; l < s->n_layers; l++) k->act[l] = (uint32_t)s->act[l];
-}
-
 /* The kernel's learner as a host holds it: descriptor, hyper-parameters
  * and the board's buffers. */
 typedef struct {
@@ -267,35 +261,11 @@ typedef struct {
   float *params, *target, *m, *v, *ws;
 } kl_t;
 
-static void kl_config(lrn_config_t *k, const rd_learner_t *cpu, uint32_t dp) {
-  const rd_learner_config_t *c = &cpu->config;
-  memset(k, 0, sizeof *k);
-  k->algo = c->algo == RD_ALGO_DQN ? LRN_ALGO_DQN : LRN_ALGO_DDPG;
-  k->dp = dp;
-  k->batch = c->max_batch;
-  k->double_dqn = (uint32_t)c->double_dqn;
-  k->target_period = c->target_period;
-  shape_of(&cpu->net[0].spec, &k->net[0]);
-  if (c->algo == RD_ALGO_DDPG) shape_of(&cpu->net[2].spec, &k->net[1]);
-  rd_adam_config_t adam;
-  rd_adam_config_default(&adam);
-  k->lr = c->lr;
-  k->critic_lr = c->critic_lr;
-  k->tau = c->tau;
-  k->grad_clip = c->grad_clip;
-  k->huber_delta = c->huber_delta;
-  k->beta1 = adam.beta1;
-  k->beta2 = adam.beta2;
-  k->eps = adam.eps;
-  k->action_low = c->action_low;
-  k->action_high = c->action_high;
-}
-
 /* From the CPU learner's freshly initialised networks, as a host DMAs the
  * initial weights to the board. The workspace starts as NaN, so a stage
  * that reads scratch no stage wrote poisons the results. */
 static void kl_init(kl_t *k, const rd_learner_t *cpu, uint32_t dp) {
-  kl_config(&k->kc, cpu, dp);
+  rd_fpga_learner_config(&cpu->config, dp, &k->kc); /* as the daemon's backend does */
   lrn_why_t why;
   if (lrn_config_check(&k->kc, &why) != LRN_OK) {
     char msg[256];
