@@ -19,6 +19,7 @@
 
 #include "devices.h"
 #include "log.h"
+#include "rd_spin.h"
 
 typedef struct {
   uint64_t *keys;
@@ -61,6 +62,10 @@ struct rd_pipeline {
   slotq_t q_free, q_train, q_update;
   uint32_t sampling;   /* batches the sampler thread is sampling and gathering */
   double step_s;       /* the learner's recent seconds per train-step (moving average) */
+  double produce_s;    /* the sampler's recent seconds per batch: update, sample, gather */
+  /* Bumped (under mu) with every wake-up of each thread, so a thread that
+   * expects its partner soon can spin on it before it sleeps (rd_spin.h). */
+  _Atomic uint64_t ev_sampler, ev_learner;
   int stopping;
   uint64_t target;     /* steps to sample in total (requests or continuous budget) */
   uint64_t sampled;    /* batches sampled */
@@ -117,6 +122,20 @@ static uint32_t q_pop(slotq_t *q) {
   q->len--;
   return s;
 }
+
+/* Under p->mu, after the state change the thread is to see. */
+static void wake_sampler(rd_pipeline_t *p) {
+  rd_spin_bump(&p->ev_sampler);
+  pthread_cond_signal(&p->cv_sampler);
+}
+
+static void wake_learner(rd_pipeline_t *p) {
+  rd_spin_bump(&p->ev_learner);
+  pthread_cond_signal(&p->cv_learner);
+}
+
+/* A moving average of seconds: each new value weighs 1/8. */
+static void ewma(double *avg, double x) { *avg = *avg > 0 ? 0.875 * *avg + 0.125 * x : x; }
 
 /* ------------------------------------------------------------------ */
 /* Configuration                                                       */
@@ -440,7 +459,7 @@ int rd_pipeline_train(rd_pipeline_t *p, uint32_t steps, double deadline_mono, rd
     p->req_cb = cb;
     p->req_arg = arg;
     p->target = p->sampled + steps;
-    pthread_cond_signal(&p->cv_sampler);
+    wake_sampler(p);
   }
   pthread_mutex_unlock(&p->mu);
   return rc;
@@ -503,7 +522,7 @@ void rd_pipeline_after_insert(rd_pipeline_t *p, size_t n) {
                               (double)p->cfg.batch);
       if (t > p->target) {
         p->target = t;
-        pthread_cond_signal(&p->cv_sampler);
+        wake_sampler(p);
       }
     }
   }
@@ -566,8 +585,20 @@ static int sampler_wanted(const rd_pipeline_t *p) {
 
 /* Under p->mu, the sampler has nothing to do: sleep until woken, or, while
  * batches are in flight at D >= RD_PIPELINE_POLL_DEPTH, at most for the
- * time the learner takes for D/4 steps (clamped to [50 us, 1 s]). */
-static void sampler_sleep(rd_pipeline_t *p) {
+ * time the learner takes for D/4 steps (clamped to [50 us, 1 s]).
+ * Below that depth, with a batch at the learner, the sampler first spins
+ * (once per idle spell: *spun) for about the step's time (rd_spin.h): in the
+ * strict loop the learner's wake-up is on every step's path. */
+static void sampler_sleep(rd_pipeline_t *p, int *spun) {
+  double budget = rd_spin_budget(p->step_s);
+  if (p->cfg.depth < RD_PIPELINE_POLL_DEPTH && !*spun && p->in_flight > 0 && budget > 0) {
+    *spun = 1;
+    uint64_t seen = atomic_load_explicit(&p->ev_sampler, memory_order_relaxed);
+    pthread_mutex_unlock(&p->mu);
+    rd_spin_until_changed(&p->ev_sampler, seen, budget);
+    pthread_mutex_lock(&p->mu);
+    return; /* the caller looks again before sleeping */
+  }
   if (p->cfg.depth < RD_PIPELINE_POLL_DEPTH || p->in_flight == 0 || p->step_s <= 0) {
     pthread_cond_wait(&p->cv_sampler, &p->mu);
     return;
@@ -709,21 +740,27 @@ static void *sampler_main(void *arg) {
   rd_pipeline_t *p = arg;
   uint32_t *idx = p->burst_idx;
   int *rcs = p->burst_rc;
+  int spun = 0;        /* spun since the last work (sampler_sleep) */
+  double t_update = 0; /* seconds per batch of the last priority update */
   pthread_mutex_lock(&p->mu);
   while (!p->stopping) {
     if (p->q_update.len > 0) {
       uint32_t n = 0, m = burst_max(p);
       while (n < m && p->q_update.len > 0) idx[n++] = q_pop(&p->q_update);
       pthread_mutex_unlock(&p->mu);
+      double t0 = now_mono();
       apply_updates(p, idx, n);
+      t_update = (now_mono() - t0) / n;
+      spun = 0;
       pthread_mutex_lock(&p->mu);
       continue;
     }
     uint32_t n = sample_room(p);
     if (n == 0) {
-      sampler_sleep(p);
+      sampler_sleep(p, &spun);
       continue;
     }
+    spun = 0;
     for (uint32_t k = 0; k < n; k++) {
       idx[k] = q_pop(&p->q_free);
       p->slots[idx[k]].seq = ++p->seq;
@@ -733,6 +770,7 @@ static void *sampler_main(void *arg) {
     p->sampling = n;
     pthread_mutex_unlock(&p->mu);
 
+    double t0 = now_mono();
     rd_error_t err;
     int rc;
     uint32_t ok = sample_burst(p, idx, n, &rc, &err); /* sampled: idx[0, ok) */
@@ -740,9 +778,13 @@ static void *sampler_main(void *arg) {
 
     pthread_mutex_lock(&p->mu);
     p->sampling = 0;
-    if (ok > 0 && p->q_train.len == 0) pthread_cond_signal(&p->cv_learner);
+    int was_empty = p->q_train.len == 0;
     for (uint32_t k = 0; k < ok; k++)
       q_push(rcs[k] == RD_OK ? &p->q_train : &p->q_update, idx[k]); /* else dropped */
+    if (ok > 0) {
+      if (was_empty) wake_learner(p);
+      ewma(&p->produce_s, (now_mono() - t0) / ok + t_update);
+    }
     if (ok < n) {
       /* E.g. every priority is zero: nothing to train on until the data
        * changes. End a request; pause continuous mode until an insert. The
@@ -811,6 +853,7 @@ static void *learner_main(void *arg) {
   rd_pipeline_t *p = arg;
   const rd_pipeline_config_t *c = &p->cfg;
   int dirty = 0; /* steps trained since the last publication */
+  int spun = 0;  /* spun since the last batch */
   pthread_mutex_lock(&p->mu);
   for (;;) {
     while (!p->stopping && p->q_train.len == 0) {
@@ -821,9 +864,22 @@ static void *learner_main(void *arg) {
         pthread_mutex_lock(&p->mu);
         continue;
       }
+      /* A batch is on its way (being sampled, or the sampler is writing
+       * the last step's priorities and will sample next): in the strict
+       * loop, spin for about the sampler's time first (rd_spin.h). */
+      double budget = rd_spin_budget(p->produce_s);
+      if (!spun && budget > 0 && (p->sampling > 0 || p->sampled < p->target)) {
+        spun = 1;
+        uint64_t seen = atomic_load_explicit(&p->ev_learner, memory_order_relaxed);
+        pthread_mutex_unlock(&p->mu);
+        rd_spin_until_changed(&p->ev_learner, seen, budget);
+        pthread_mutex_lock(&p->mu);
+        continue;
+      }
       pthread_cond_wait(&p->cv_learner, &p->mu);
     }
     if (p->stopping) break;
+    spun = 0;
     uint32_t si = q_pop(&p->q_train);
     slot_t *s = &p->slots[si];
     slot_t *next = p->q_train.len > 0 ? &p->slots[p->q_train.v[p->q_train.head]] : NULL;
@@ -905,7 +961,7 @@ static void *learner_main(void *arg) {
       if (s->trained) {
         p->stats.steps++;
         p->stats.loss = s->st.loss;
-        p->step_s = p->step_s > 0 ? 0.875 * p->step_s + 0.125 * t_step : t_step;
+        ewma(&p->step_s, t_step);
         if (p->req_active) {
           p->req_done++;
           p->req_loss += s->st.loss;
@@ -927,7 +983,7 @@ static void *learner_main(void *arg) {
       }
     }
     q_push(&p->q_update, si);
-    if (sampler_wanted(p)) pthread_cond_signal(&p->cv_sampler);
+    if (sampler_wanted(p)) wake_sampler(p);
   }
   pthread_mutex_unlock(&p->mu);
   return NULL;
@@ -1057,6 +1113,8 @@ void rd_pipeline_stop(rd_pipeline_t *p) {
   pthread_mutex_lock(&p->mu);
   int was = p->stopping;
   p->stopping = 1;
+  rd_spin_bump(&p->ev_sampler);
+  rd_spin_bump(&p->ev_learner);
   pthread_cond_broadcast(&p->cv_sampler);
   pthread_cond_broadcast(&p->cv_learner);
   pthread_cond_broadcast(&p->cv_idle);

@@ -1,0 +1,132 @@
+/* test_spin.c - the bounded spin before a hand-off's sleep (common/rd_spin.h):
+ * the budget rule, a spin that sees its partner's bump, a spin that gives
+ * up at its budget, and a ping-pong of two threads that only spin and
+ * sleep as the pipeline does (a lost wake-up would hang it). Run under
+ * TSan in CI (scripts/test TSAN_TESTS). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <pthread.h>
+
+#include "rd_spin.h"
+
+static void test_budget(void **state) {
+  (void)state;
+  assert_true(rd_spin_budget(0) == 0);
+  assert_true(rd_spin_budget(-1) == 0);
+  assert_true(rd_spin_budget(0.0 / 0.0) == 0); /* NaN: unknown */
+  assert_true(rd_spin_budget(RD_SPIN_MAX_S * 1.01) == 0); /* a long wait: sleep at once */
+  /* Twice the expected wait plus the slack, at most the maximum. */
+  assert_float_equal(rd_spin_budget(10e-6), 25e-6, 1e-12);
+  assert_float_equal(rd_spin_budget(40e-6), 85e-6, 1e-12);
+  assert_float_equal(rd_spin_budget(50e-6), RD_SPIN_MAX_S, 1e-12);
+  assert_float_equal(rd_spin_budget(RD_SPIN_MAX_S), RD_SPIN_MAX_S, 1e-12);
+}
+
+static void test_gives_up(void **state) {
+  (void)state;
+  _Atomic uint64_t ev = 7;
+  assert_int_equal(rd_spin_until_changed(&ev, 7, 0), 0); /* no budget: no spin */
+  double t0 = rd_spin_now();
+  assert_int_equal(rd_spin_until_changed(&ev, 7, 2e-3), 0);
+  double dt = rd_spin_now() - t0;
+  assert_true(dt >= 2e-3);
+  assert_true(dt < 0.5); /* generous: a busy machine may deschedule us */
+  /* Already changed: returns at once with 1. */
+  assert_int_equal(rd_spin_until_changed(&ev, 6, 1.0), 1);
+}
+
+/* A partner thread bumps the counter after a moment; the spinner, given a
+ * budget far longer than that, must see it and return 1 well before the
+ * budget. */
+static void *bump_later(void *arg) {
+  _Atomic uint64_t *ev = arg;
+  double t0 = rd_spin_now();
+  while (rd_spin_now() - t0 < 1e-3) {
+  }
+  rd_spin_bump(ev);
+  return NULL;
+}
+
+static void test_sees_bump(void **state) {
+  (void)state;
+  _Atomic uint64_t ev = 0;
+  pthread_t th;
+  double t0 = rd_spin_now();
+  assert_int_equal(pthread_create(&th, NULL, bump_later, &ev), 0);
+  assert_int_equal(rd_spin_until_changed(&ev, 0, 10.0), 1);
+  assert_true(rd_spin_now() - t0 < 5.0);
+  pthread_join(th, NULL);
+  assert_int_equal(atomic_load(&ev), 1);
+}
+
+/* Two threads pass a token back and forth ROUNDS times, each waiting as the
+ * pipeline's threads do: under the mutex, spin once (bounded) on the
+ * partner's counter, look again, then sleep on the condition variable.
+ * The partner changes the state, bumps and signals under the mutex. The
+ * budgets alternate between spinning and not, so both paths run. */
+#define ROUNDS 20000
+typedef struct {
+  pthread_mutex_t mu;
+  pthread_cond_t cv[2];
+  _Atomic uint64_t ev[2];
+  int turn; /* whose turn: 0 or 1 */
+  uint64_t passes;
+} pp_t;
+
+static pp_t pp;
+
+static void *player(void *arg) {
+  int me = (int)(intptr_t)arg;
+  for (int r = 0; r < ROUNDS; r++) {
+    pthread_mutex_lock(&pp.mu);
+    int spun = 0;
+    while (pp.turn != me) {
+      double budget = r % 3 == 0 ? 0 : rd_spin_budget(20e-6);
+      if (!spun && budget > 0) {
+        spun = 1;
+        uint64_t seen = atomic_load_explicit(&pp.ev[me], memory_order_relaxed);
+        pthread_mutex_unlock(&pp.mu);
+        rd_spin_until_changed(&pp.ev[me], seen, budget);
+        pthread_mutex_lock(&pp.mu);
+        continue;
+      }
+      pthread_cond_wait(&pp.cv[me], &pp.mu);
+    }
+    pp.passes++;
+    pp.turn = !me;
+    rd_spin_bump(&pp.ev[!me]);
+    pthread_cond_signal(&pp.cv[!me]);
+    pthread_mutex_unlock(&pp.mu);
+  }
+  return NULL;
+}
+
+static void test_ping_pong(void **state) {
+  (void)state;
+  pthread_mutex_init(&pp.mu, NULL);
+  pthread_cond_init(&pp.cv[0], NULL);
+  pthread_cond_init(&pp.cv[1], NULL);
+  pthread_t a, b;
+  assert_int_equal(pthread_create(&a, NULL, player, (void *)(intptr_t)0), 0);
+  assert_int_equal(pthread_create(&b, NULL, player, (void *)(intptr_t)1), 0);
+  pthread_join(a, NULL);
+  pthread_join(b, NULL);
+  assert_int_equal(pp.passes, 2 * ROUNDS);
+  assert_int_equal(atomic_load(&pp.ev[0]) + atomic_load(&pp.ev[1]), 2 * ROUNDS);
+  pthread_cond_destroy(&pp.cv[0]);
+  pthread_cond_destroy(&pp.cv[1]);
+  pthread_mutex_destroy(&pp.mu);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_budget),
+      cmocka_unit_test(test_gives_up),
+      cmocka_unit_test(test_sees_bump),
+      cmocka_unit_test(test_ping_pong),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
