@@ -14,6 +14,7 @@
 #include "log.h"
 #include "nn.h"
 #include "rd_build_info.h"
+#include "rd_spin.h"
 #include "rd_tree_step.h"
 
 /* One repetition: about this long. 1 ms made a cold registration take
@@ -32,7 +33,7 @@
 #define GEN_S_PER_FLOAT 10e-9      /* generating synthetic batch data */
 #define DATA_SEED UINT64_C(0x70726f66696c65) /* "profile" */
 #define GATHER_MAX_BYTES (32u << 20) /* gather's source rows */
-#define GATHER_INDEX_SETS 4u
+#define GATHER_POOL_MIN (1u << 18) /* random row indices, at least */
 #define PASS_SLOTS 8u              /* batches in flight for "pass" */
 
 /* ------------------------------------------------------------------ */
@@ -111,6 +112,14 @@ int rd_profile_shape_init(rd_profile_shape_t *out, const rd_table_config_t *tc,
   } else {
     s.has_learner = 1;
     s.learner = pc->learner;
+    /* The fields the storage unit gathers (pipeline.c's gather), once the
+     * config is bound to the schema (obs and next_obs are two fields);
+     * unbound, gather takes the row as one column. */
+    const int fields[] = {pc->f_obs, pc->f_action, pc->f_reward, pc->f_next_obs,
+                          pc->f_done >= 0 ? pc->f_done : pc->f_discount};
+    for (size_t i = 0; pc->f_obs != pc->f_next_obs && i < sizeof fields / sizeof fields[0]; i++)
+      if (fields[i] >= 0 && (uint32_t)fields[i] < tc->schema.n_fields)
+        s.col_bytes[s.n_cols++] = (uint32_t)rd_field_bytes(&tc->schema.fields[fields[i]]);
     s.learner.threads = 1; /* set per measured thread count */
     if (s.learner.max_batch < batch) s.learner.max_batch = batch;
     int rc = rd_learner_config_validate(&s.learner, err);
@@ -557,15 +566,23 @@ static double learner_param_bytes(const rd_learner_config_t *lc) {
 /* The pipeline's own costs: gather, handoff, pass                     */
 /* ------------------------------------------------------------------ */
 
+/* Columns as the table keeps them (one array per field), the batch's
+ * column buffers, and a pool of random row indices read in windows of B
+ * that move on every call (GATHER_POOL_MIN indices at least: batches do not
+ * repeat within a cache's lifetime, as in the running loop). */
 typedef struct {
-  uint8_t *src, *dst;
-  uint32_t *idx; /* GATHER_INDEX_SETS sets of batch indices into src */
-  uint32_t batch, row, next;
+  uint8_t *col[RD_PROFILE_MAX_COLS], *dst[RD_PROFILE_MAX_COLS];
+  size_t fb[RD_PROFILE_MAX_COLS];
+  uint32_t n_cols;
+  uint32_t *idx, n_idx; /* the pool */
+  uint32_t batch, next;
 } gather_ctx_t;
 
 static void gather_free(gather_ctx_t *g) {
-  free(g->src);
-  free(g->dst);
+  for (uint32_t c = 0; c < RD_PROFILE_MAX_COLS; c++) {
+    free(g->col[c]);
+    free(g->dst[c]);
+  }
   free(g->idx);
   memset(g, 0, sizeof *g);
 }
@@ -573,30 +590,49 @@ static void gather_free(gather_ctx_t *g) {
 static int gather_setup(gather_ctx_t *g, const rd_profile_shape_t *s, rd_error_t *err) {
   memset(g, 0, sizeof *g);
   g->batch = s->key.batch;
-  g->row = s->row_bytes > 0 ? s->row_bytes : 1;
-  uint64_t rows = s->key.capacity, fit = GATHER_MAX_BYTES / g->row;
+  uint64_t row = 0;
+  if (s->n_cols == 0) { /* no learner fields known: the whole row as one */
+    g->n_cols = 1;
+    g->fb[0] = s->row_bytes > 0 ? s->row_bytes : 1;
+  } else {
+    g->n_cols = s->n_cols < RD_PROFILE_MAX_COLS ? s->n_cols : RD_PROFILE_MAX_COLS;
+    for (uint32_t c = 0; c < g->n_cols; c++) g->fb[c] = s->col_bytes[c] > 0 ? s->col_bytes[c] : 1;
+  }
+  for (uint32_t c = 0; c < g->n_cols; c++) row += g->fb[c];
+  uint64_t rows = s->key.capacity, fit = GATHER_MAX_BYTES / row;
   if (rows > fit) rows = fit;
   if (rows < 1) rows = 1;
-  g->src = malloc(rows * g->row);
-  g->dst = malloc((size_t)g->batch * g->row);
-  g->idx = malloc((size_t)g->batch * GATHER_INDEX_SETS * sizeof *g->idx);
-  if (g->src == NULL || g->dst == NULL || g->idx == NULL) {
+  uint64_t n_idx = (uint64_t)g->batch * 4 > GATHER_POOL_MIN ? (uint64_t)g->batch * 4
+                                                             : GATHER_POOL_MIN;
+  g->n_idx = (uint32_t)n_idx;
+  g->idx = malloc(n_idx * sizeof *g->idx);
+  int ok = g->idx != NULL;
+  for (uint32_t c = 0; ok && c < g->n_cols; c++) {
+    g->col[c] = malloc(rows * g->fb[c]);
+    g->dst[c] = malloc((size_t)g->batch * g->fb[c]);
+    ok = g->col[c] != NULL && g->dst[c] != NULL;
+    if (ok) memset(g->col[c], 0x3c, rows * g->fb[c]);
+  }
+  if (!ok) {
     gather_free(g);
     return rd_error_set(err, RD_ENOMEM, "out of memory for the gather profile");
   }
-  memset(g->src, 0x3c, rows * g->row);
   uint64_t seed = DATA_SEED ^ 0x6761746865ull;
-  for (size_t i = 0; i < (size_t)g->batch * GATHER_INDEX_SETS; i++)
-    g->idx[i] = (uint32_t)(splitmix(&seed) % rows);
+  for (uint64_t i = 0; i < n_idx; i++) g->idx[i] = (uint32_t)(splitmix(&seed) % rows);
   return RD_OK;
 }
 
+/* rd_table_gather's copy loop (backends/cpu/table.c) on the next window. */
 static int gather_call(void *p, rd_error_t *err) {
   (void)err;
   gather_ctx_t *g = p;
-  const uint32_t *idx = g->idx + (size_t)(g->next++ % GATHER_INDEX_SETS) * g->batch;
-  for (uint32_t i = 0; i < g->batch; i++)
-    memcpy(g->dst + (size_t)i * g->row, g->src + (size_t)idx[i] * g->row, g->row);
+  uint32_t first = g->next;
+  g->next = (g->next + g->batch) % (g->n_idx - g->batch + 1);
+  const uint32_t *idx = g->idx + first;
+  for (uint32_t c = 0; c < g->n_cols; c++) {
+    size_t fb = g->fb[c];
+    for (uint32_t i = 0; i < g->batch; i++) memcpy(g->dst[c] + i * fb, g->col[c] + idx[i] * fb, fb);
+  }
   return RD_OK;
 }
 
@@ -615,6 +651,13 @@ typedef struct {
   uint32_t wake_at; /* the consumer wakes a waiting producer at this many free slots */
   uint32_t full[PASS_SLOTS], free_q[PASS_SLOTS];
   int prod_waiting, cons_waiting, stop;
+  /* Spinning before a wait, as the pipeline's threads (rd_spin.h): each
+   * side's recent seconds per batch, and a counter per side bumped when
+   * the other makes it work. The producer spins only in handoff (the
+   * pipeline's sampler spins only below RD_PIPELINE_POLL_DEPTH). */
+  _Atomic uint64_t ev_prod, ev_cons;
+  double prod_s, cons_s;
+  int prod_spins;
   float *data; /* n_slots x floats */
   float *td;   /* n_slots x batch */
   size_t floats;
@@ -640,28 +683,51 @@ static void hq_push(uint32_t *q, uint32_t head, uint32_t *len, uint32_t cap, uin
   (*len)++;
 }
 
+static void avg_in(double *avg, double x) { *avg = *avg > 0 ? 0.875 * *avg + 0.125 * x : x; }
+
+/* Under h->mu: one wait for cv, or first (once per wait: *spun) a spin of
+ * the pipeline's budget for the partner's expected time. The caller looks
+ * at its condition again either way. */
+static void hwait(handoff_ctx_t *h, pthread_cond_t *cv, _Atomic uint64_t *ev, double expected,
+                  int *spun, int *waiting) {
+  double budget = rd_spin_budget(expected);
+  if (!*spun && budget > 0) {
+    *spun = 1;
+    uint64_t seen = atomic_load_explicit(ev, memory_order_relaxed);
+    pthread_mutex_unlock(&h->mu);
+    rd_spin_until_changed(ev, seen, budget);
+    pthread_mutex_lock(&h->mu);
+    return;
+  }
+  *waiting = 1;
+  pthread_cond_wait(cv, &h->mu);
+  *waiting = 0;
+}
+
 /* Producer: take a free slot (reading the |delta| the consumer left), fill
  * it, queue it. Returns 0 when stopped. */
 static int produce_one(handoff_ctx_t *h) {
   pthread_mutex_lock(&h->mu);
-  while (!h->stop && h->free_len == 0) {
-    h->prod_waiting = 1;
-    pthread_cond_wait(&h->cv_prod, &h->mu);
-    h->prod_waiting = 0;
-  }
+  int spun = !h->prod_spins;
+  while (!h->stop && h->free_len == 0)
+    hwait(h, &h->cv_prod, &h->ev_prod, h->cons_s, &spun, &h->prod_waiting);
   if (h->stop) {
     pthread_mutex_unlock(&h->mu);
     return 0;
   }
   uint32_t si = hq_pop(h->free_q, &h->free_head, &h->free_len, h->n_slots);
   pthread_mutex_unlock(&h->mu);
+  double t0 = now_s();
   float acc = 0, *td = h->td + (size_t)si * h->batch, *d = h->data + (size_t)si * h->floats;
   for (uint32_t i = 0; i < h->batch; i++) acc += td[i];
   h->fill += 1.0f;
   for (size_t i = 0; i < h->floats; i++) d[i] = h->fill;
   h->sink = acc;
+  double t = now_s() - t0;
   pthread_mutex_lock(&h->mu);
+  avg_in(&h->prod_s, t);
   hq_push(h->full, h->full_head, &h->full_len, h->n_slots, si);
+  rd_spin_bump(&h->ev_cons);
   if (h->cons_waiting) pthread_cond_signal(&h->cv_cons);
   pthread_mutex_unlock(&h->mu);
   return 1;
@@ -670,17 +736,16 @@ static int produce_one(handoff_ctx_t *h) {
 /* Consumer: take a full slot, read its batch, write |delta|, free it. */
 static int consume_one(handoff_ctx_t *h) {
   pthread_mutex_lock(&h->mu);
-  while (!h->stop && h->full_len == 0) {
-    h->cons_waiting = 1;
-    pthread_cond_wait(&h->cv_cons, &h->mu);
-    h->cons_waiting = 0;
-  }
+  int spun = 0;
+  while (!h->stop && h->full_len == 0)
+    hwait(h, &h->cv_cons, &h->ev_cons, h->prod_s, &spun, &h->cons_waiting);
   if (h->stop) {
     pthread_mutex_unlock(&h->mu);
     return 0;
   }
   uint32_t si = hq_pop(h->full, &h->full_head, &h->full_len, h->n_slots);
   pthread_mutex_unlock(&h->mu);
+  double t0 = now_s();
   float acc = 0, *td = h->td + (size_t)si * h->batch;
   const float *d = h->data + (size_t)si * h->floats;
   for (size_t i = 0; i < h->floats; i++) acc += d[i];
@@ -689,8 +754,11 @@ static int consume_one(handoff_ctx_t *h) {
     int rc = h->work(h->work_ctx, NULL);
     if (rc != RD_OK && h->work_rc == RD_OK) h->work_rc = rc;
   }
+  double t = now_s() - t0;
   pthread_mutex_lock(&h->mu);
+  avg_in(&h->cons_s, t);
   hq_push(h->free_q, h->free_head, &h->free_len, h->n_slots, si);
+  rd_spin_bump(&h->ev_prod);
   if (h->prod_waiting && h->free_len >= h->wake_at) pthread_cond_signal(&h->cv_prod);
   pthread_mutex_unlock(&h->mu);
   return 1;
@@ -715,11 +783,9 @@ static int handoff_call(void *p, rd_error_t *err) {
   produce_one(h);
   /* Wait until the consumer has freed it: the strict loop's round trip. */
   pthread_mutex_lock(&h->mu);
-  while (h->free_len == 0) {
-    h->prod_waiting = 1;
-    pthread_cond_wait(&h->cv_prod, &h->mu);
-    h->prod_waiting = 0;
-  }
+  int spun = 0;
+  while (h->free_len == 0)
+    hwait(h, &h->cv_prod, &h->ev_prod, h->cons_s, &spun, &h->prod_waiting);
   pthread_mutex_unlock(&h->mu);
   return RD_OK;
 }
@@ -735,6 +801,8 @@ static void handoff_stop(handoff_ctx_t *h) {
   if (h->started) {
     pthread_mutex_lock(&h->mu);
     h->stop = 1;
+    rd_spin_bump(&h->ev_prod);
+    rd_spin_bump(&h->ev_cons);
     pthread_cond_broadcast(&h->cv_prod);
     pthread_cond_broadcast(&h->cv_cons);
     pthread_mutex_unlock(&h->mu);
@@ -762,6 +830,7 @@ static int handoff_start(handoff_ctx_t *h, const rd_profile_shape_t *s, uint32_t
   /* As the pipeline: in the strict loop the learner wakes the sampler
    * after every step; with batches in flight only when half are used up. */
   h->wake_at = slots > 1 ? slots / 2 : 1;
+  h->prod_spins = helper_consumes;
   pthread_mutex_init(&h->mu, NULL);
   pthread_cond_init(&h->cv_prod, NULL);
   pthread_cond_init(&h->cv_cons, NULL);

@@ -39,23 +39,26 @@
  *    (its OpenMP team size is fixed at init).
  *  - Pipeline costs (hosted learners; papers/001 §V-B: the units are
  *    joined by queues, and what crosses them is not free). gather: B rows
- *    of row_bytes copied from a buffer of min(capacity, 32 MiB / row)
- *    rows at random indices, as the storage unit does. handoff: the
- *    calling thread hands a batch of B rows (row_bytes each) to a second
- *    thread through a mutex and condition variables, as the pipeline's
- *    threads do, and waits for its B |delta| back; the second thread runs
- *    a real train-step on each batch (a fresh learner at the first thread
- *    count), and the warm train-step's latency is taken off the round
- *    trip. So handoff is what a strict loop (D = 0) adds per step to the
- *    primitives: two wake-ups, the batch crossing cores, and the learner's
- *    state going cold while its thread sleeps (on 2 vCPUs the strict
- *    loop's step ran 17-24% slower than the warm train-step, more than
- *    the wake-ups alone). Without a train-step measurement, handoff is the
- *    bare round trip. pass: the same with 8
- *    batches in flight and the roles swapped, so the calling thread (the
- *    learner's role) rarely waits: what the learner pays per step in the
- *    relaxed loop (queue operations and reading a batch another core
- *    wrote). Both threads are unpinned, as the pipeline's.
+ *    copied at random indices from columns of min(capacity, 32 MiB / row)
+ *    rows, one copy per learner field per row as the table stores and
+ *    rd_table_gather copies them (col_bytes), with fresh indices every
+ *    call: in the running loop every batch's rows are new to the cache.
+ *    handoff: the calling thread hands a batch of B rows (row_bytes each)
+ *    to a second thread through a mutex and condition variables, as the
+ *    pipeline's threads do (each side spins first by rd_spin.h's rule, as
+ *    the pipeline's do), and waits for its B |delta| back; the second
+ *    thread runs a real train-step on each batch (a fresh learner at the
+ *    first thread count), and the warm train-step's latency is taken off
+ *    the round trip. So handoff is what a strict loop (D = 0) adds per
+ *    step to the primitives: the hand-over both ways, the batch crossing
+ *    cores, and the learner's state going cold while it waits (a step
+ *    longer than RD_SPIN_MAX_S is handed over by sleeping and waking: on
+ *    this project's VMs 100-250 us a step for Hopper DDPG). Without a
+ *    train-step measurement, handoff is the bare round trip. pass: the
+ *    same with 8 batches in flight and the roles swapped, so the calling
+ *    thread (the learner's role) rarely waits: what the learner pays per
+ *    step in the relaxed loop (queue operations and reading a batch
+ *    another core wrote). Both threads are unpinned, as the pipeline's.
  *  - Timing. Per primitive: one warm-up call, then up to RD_PROFILE_REPS
  *    repetitions of k calls each (k sized so a repetition takes about
  *    8 ms, longer than a scheduler tick); the latency is the median per-call time of the repetitions
@@ -101,6 +104,7 @@
 #define RD_PROFILE_TREE_BYTES (64u << 20)
 #define RD_PROFILE_REPS 7               /* repetitions per primitive, at most */
 #define RD_PROFILE_MAX_THREAD_COUNTS 16
+#define RD_PROFILE_MAX_COLS 6 /* obs, action, reward, next_obs, discount or done */
 
 #define RD_PROFILE_ALGO_MAX 8
 #define RD_PROFILE_NETWORK_MAX 160
@@ -145,6 +149,11 @@ typedef struct {
 typedef struct {
   rd_profile_key_t key;
   uint32_t row_bytes;           /* the workload's row (not measured yet: gather's) */
+  /* The fields the pipeline gathers for the learner (its storage unit
+   * copies each field of each sampled row from its column): bytes per row
+   * of each; n_cols 0 without a learner. */
+  uint32_t n_cols;
+  uint32_t col_bytes[RD_PROFILE_MAX_COLS];
   double alpha;                 /* the table's priority exponent (its cost class) */
   int has_learner;
   rd_learner_config_t learner;  /* when has_learner; max_batch >= key.batch */

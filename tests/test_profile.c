@@ -132,6 +132,41 @@ static void test_shape_keys(void **state) {
   assert_false(rd_profile_key_equal(&a, &b));
 }
 
+/* The columns gather copies are the learner's fields as the pipeline binds
+ * them, in the table's sizes; other fields and an unbound config are not. */
+static void test_shape_columns(void **state) {
+  (void)state;
+  rd_table_config_t tc;
+  rd_pipeline_config_t pc;
+  rd_profile_shape_t s;
+  rd_error_t err;
+  rd_table_config_default(&tc);
+  tc.capacity = 4096;
+  rd_schema_t *sc = &tc.schema;
+  const struct { const char *name; rd_dtype_t t; uint32_t n; } f[] = {
+      {"obs", RD_DTYPE_FLOAT32, 11}, {"info", RD_DTYPE_FLOAT32, 100},
+      {"action", RD_DTYPE_FLOAT32, 3}, {"reward", RD_DTYPE_FLOAT32, 0},
+      {"next_obs", RD_DTYPE_FLOAT32, 11}, {"done", RD_DTYPE_BOOL, 0}};
+  sc->n_fields = 6;
+  for (uint32_t i = 0; i < 6; i++) {
+    snprintf(sc->fields[i].name, sizeof sc->fields[i].name, "%s", f[i].name);
+    sc->fields[i].dtype = f[i].t;
+    sc->fields[i].rank = f[i].n ? 1 : 0;
+    sc->fields[i].shape[0] = f[i].n;
+  }
+  pipeline_config(&pc, RD_ALGO_DDPG, 11, 3, 64, 64, 64);
+  shape_ok(&s, &tc, &pc, 0);
+  assert_int_equal(s.n_cols, 0); /* not bound yet */
+  assert_int_equal(rd_pipeline_bind_schema(&pc, sc, &err), RD_OK);
+  shape_ok(&s, &tc, &pc, 0);
+  assert_int_equal(s.row_bytes, 44 + 400 + 12 + 4 + 44 + 1);
+  assert_int_equal(s.n_cols, 5);
+  const uint32_t want[5] = {44, 12, 4, 44, 1}; /* obs, action, reward, next_obs, done */
+  for (int i = 0; i < 5; i++) assert_int_equal(s.col_bytes[i], want[i]);
+  shape_ok(&s, &tc, NULL, 64); /* replay only: no pipeline */
+  assert_int_equal(s.n_cols, 0);
+}
+
 static void test_bad_shapes(void **state) {
   (void)state;
   rd_table_config_t tc;
@@ -462,6 +497,7 @@ static void test_cached(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_shape_keys),
+      cmocka_unit_test(test_shape_columns),
       cmocka_unit_test(test_bad_shapes),
       cmocka_unit_test(test_names_and_threads),
       cmocka_unit_test(test_measure_tiny),
