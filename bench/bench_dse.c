@@ -38,7 +38,8 @@ static struct {
   int json, quick;
   const char *replayd;
   uint32_t batch;
-} O = {0, 0, NULL, 64};
+  const char *shape; /* --shape: only this one; NULL: all three */
+} O = {0, 0, NULL, 64, NULL};
 
 static char target[64];
 static pid_t daemon_pid;
@@ -175,10 +176,17 @@ int main(int argc, char **argv) {
     else if (strcmp(argv[i], "--quick") == 0) O.quick = 1;
     else if (strcmp(argv[i], "--replayd") == 0 && i + 1 < argc) O.replayd = argv[++i];
     else if (strcmp(argv[i], "--batch") == 0 && i + 1 < argc) O.batch = (uint32_t)atoi(argv[++i]);
+    else if (strcmp(argv[i], "--shape") == 0 && i + 1 < argc) O.shape = argv[++i];
     else {
-      fprintf(stderr, "usage: bench_dse --replayd PATH [--json] [--quick] [--batch B]\n");
+      fprintf(stderr, "usage: bench_dse --replayd PATH [--json] [--quick] [--batch B] "
+                      "[--shape cartpole_ddpg|cartpole_dqn|hopper_ddpg]\n");
       return 2;
     }
+  }
+  if (O.shape != NULL && strcmp(O.shape, "cartpole_ddpg") != 0 &&
+      strcmp(O.shape, "cartpole_dqn") != 0 && strcmp(O.shape, "hopper_ddpg") != 0) {
+    fprintf(stderr, "bench_dse: unknown --shape %s\n", O.shape);
+    return 2;
   }
   if (O.replayd == NULL || O.batch == 0 || O.batch > 65536) {
     fprintf(stderr, "bench_dse: --replayd PATH is required (batch 1..65536)\n");
@@ -207,6 +215,7 @@ int main(int argc, char **argv) {
   rdc_workload_t *w = malloc(sizeof *w);
   if (spec == NULL || w == NULL) return 1;
   for (size_t s = 0; s < 3 && status == 0; s++) {
+    if (O.shape != NULL && strcmp(O.shape, shapes[s]) != 0) continue;
     for (int pass = 0; pass < 2 && status == 0; pass++) { /* cold, then warm */
       char text[128], msg[256];
       snprintf(text, sizeof text, "%s,batch=%u,capacity=100000", shapes[s], O.batch);
