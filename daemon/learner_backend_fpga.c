@@ -31,6 +31,7 @@
 #include "kernels/learner.h"
 #include "learner_host.h"
 #include "learner_backend.h"
+#include "learner_backend_fpga.h"
 #include "nn.h"
 
 typedef struct {
@@ -49,13 +50,13 @@ typedef struct {
 } fpga_learner_t;
 
 /* The kernel's description of c, at this backend's DP (above). */
-static void kernel_config(const rd_learner_config_t *c, lrn_config_t *k) {
+void rd_learner_fpga_kernel_config(const rd_learner_config_t *c, lrn_config_t *k) {
   rd_fpga_learner_config(c, c->max_batch < LRN_MAX_DP ? c->max_batch : LRN_MAX_DP, k);
 }
 
 int rd_learner_fpga_supports(const rd_learner_config_t *c, rd_error_t *err) {
   lrn_config_t k;
-  kernel_config(c, &k);
+  rd_learner_fpga_kernel_config(c, &k);
   lrn_why_t why;
   if (lrn_config_check(&k, &why) == LRN_OK) return 1;
   char msg[RD_ERROR_MSG_MAX];
@@ -84,8 +85,9 @@ static void fpga_free(fpga_learner_t *l) {
 /* The initial weights of rd_learner_init for c's seed (the CPU learner's
  * init, at batch 1: the weights depend on the seed alone), copied into the
  * online and target buffers as a host copies weights to the board. */
-static int initial_weights(fpga_learner_t *l, rd_error_t *err) {
-  rd_learner_config_t c = l->config;
+int rd_learner_fpga_initial_weights(const rd_learner_config_t *config, float *params,
+                                    float *target, size_t n_params, rd_error_t *err) {
+  rd_learner_config_t c = *config;
   c.max_batch = 1;
   c.threads = 1;
   rd_learner_t cpu;
@@ -95,15 +97,17 @@ static int initial_weights(fpga_learner_t *l, rd_error_t *err) {
   size_t off = 0;
   for (int k = 0; k < cpu.n_nets; k += 2) {
     const size_t np = rd_mlp_n_params(&cpu.net[k]);
-    memcpy(l->params + off, cpu.net[k].params, np * sizeof(float));
-    memcpy(l->target + off, cpu.net[k + 1].params, np * sizeof(float));
+    if (off + np <= n_params) {
+      memcpy(params + off, cpu.net[k].params, np * sizeof(float));
+      memcpy(target + off, cpu.net[k + 1].params, np * sizeof(float));
+    }
     off += np;
   }
   rd_learner_free(&cpu);
-  return off == l->n_params ? RD_OK
-                            : rd_error_set(err, RD_EINTERNAL,
-                                           "FPGA learner: %zu initial parameters for a kernel "
-                                           "block of %zu", off, l->n_params);
+  return off == n_params ? RD_OK
+                         : rd_error_set(err, RD_EINTERNAL,
+                                        "FPGA learner: %zu initial parameters for a kernel "
+                                        "block of %zu", off, n_params);
 }
 
 static int fpga_init(rd_learner_backend_t *b, const rd_learner_config_t *c, uint32_t device,
@@ -117,7 +121,7 @@ static int fpga_init(rd_learner_backend_t *b, const rd_learner_config_t *c, uint
   fpga_learner_t *l = (fpga_learner_t *)calloc(1, sizeof *l);
   if (l == NULL) return rd_error_set(err, RD_ENOMEM, "out of memory for the FPGA learner");
   l->config = *c;
-  kernel_config(c, &l->kc);
+  rd_learner_fpga_kernel_config(c, &l->kc);
   lrn_config_pack(&l->kc, l->desc, l->hp);
   rd_learner_policy_spec(c, &l->policy, NULL);
   l->n_params = lrn_params_floats(&l->kc);
@@ -138,7 +142,7 @@ static int fpga_init(rd_learner_backend_t *b, const rd_learner_config_t *c, uint
   memset(l->adam_m, 0, l->n_params * sizeof(float));
   memset(l->adam_v, 0, l->n_params * sizeof(float));
   for (size_t i = 0; i < B; i++) l->ones[i] = 1.0f;
-  rc = initial_weights(l, err);
+  rc = rd_learner_fpga_initial_weights(&l->config, l->params, l->target, l->n_params, err);
   if (rc) {
     fpga_free(l);
     return rc;
@@ -148,9 +152,10 @@ static int fpga_init(rd_learner_backend_t *b, const rd_learner_config_t *c, uint
 }
 
 /* RD_ERANGE with the CPU learner's message for what the kernel found. */
-static int range_error(const fpga_learner_t *l, const double *stats, rd_error_t *err) {
-  const int dqn = l->config.algo == RD_ALGO_DQN;
-  const int clip = l->config.grad_clip > 0;
+int rd_learner_fpga_range_error(const rd_learner_config_t *c, const double *stats,
+                                rd_error_t *err) {
+  const int dqn = c->algo == RD_ALGO_DQN;
+  const int clip = c->grad_clip > 0;
   switch ((int)stats[LRN_ST_FAILED]) {
   case LRN_FAIL_LOSS:
     return rd_error_set(err, RD_ERANGE, "%s loss is %g; step skipped",
@@ -173,6 +178,15 @@ static int range_error(const fpga_learner_t *l, const double *stats, rd_error_t 
   }
 }
 
+void rd_learner_fpga_step_stats(const double *stats, rd_step_stats_t *st) {
+  memset(st, 0, sizeof *st);
+  st->loss = stats[LRN_ST_LOSS];
+  st->actor_loss = stats[LRN_ST_ACTOR_LOSS];
+  st->td_abs_mean = stats[LRN_ST_TD_MEAN];
+  st->td_abs_max = stats[LRN_ST_TD_MAX];
+  st->grad_norm = stats[LRN_ST_GRAD_NORM];
+}
+
 static int fpga_step(rd_learner_backend_t *b, const rd_batch_t *batch, float *td_abs,
                      rd_step_stats_t *st, rd_error_t *err) {
   fpga_learner_t *l = (fpga_learner_t *)b->impl;
@@ -192,15 +206,8 @@ static int fpga_step(rd_learner_backend_t *b, const rd_batch_t *batch, float *td
                         "checked (LRN_EINVAL)",
                         batch->n);
   }
-  if (st != NULL) {
-    memset(st, 0, sizeof *st);
-    st->loss = stats[LRN_ST_LOSS];
-    st->actor_loss = stats[LRN_ST_ACTOR_LOSS];
-    st->td_abs_mean = stats[LRN_ST_TD_MEAN];
-    st->td_abs_max = stats[LRN_ST_TD_MAX];
-    st->grad_norm = stats[LRN_ST_GRAD_NORM];
-  }
-  if (k == LRN_ERANGE) return range_error(l, stats, err);
+  if (st != NULL) rd_learner_fpga_step_stats(stats, st);
+  if (k == LRN_ERANGE) return rd_learner_fpga_range_error(&l->config, stats, err);
   l->steps++;
   return RD_OK;
 }

@@ -259,12 +259,15 @@ static void test_host_path_noop(void **state) {
   uint32_t pos[64], leaves[64];
   for (int i = 0; i < 64; i++) in[i] = (uint64_t)i * 3, pos[i] = (uint32_t)i, leaves[i] = 99;
   static const uint32_t OPS[] = {0, 4, 1, 2, 3, 5};
+  assert_int_equal(x.noop, 1);
   for (size_t i = 0; i < sizeof OPS / sizeof OPS[0]; i++) {
     rc = rd_fpga_xrt_rmm_call(&x, OPS[i], 64, 0, in, pos, leaves, info, &err);
     if (rc != RD_OK) fail_msg("op %u: %s", OPS[i], err.msg);
-    /* noop: no kernel ran; the buffers came back as the host left them. */
-    assert_int_equal(info[0], 0);
+    /* noop: no kernel ran; the buffers came back as the host left them,
+     * the status word still the host's "unwritten" sentinel. */
+    assert_true(info[0] == RD_XRT_RMM_UNWRITTEN);
     assert_int_equal(info[1], 0);
+    assert_int_equal(info[2], 0);
   }
   assert_int_equal(leaves[0], 0);
   /* More than the buffers hold: refused before XRT is asked. */
@@ -299,6 +302,13 @@ static void test_host_errors(void **state) {
   assert_non_null(strstr(err.msg, "XILINX_XRT"));
   setenv("XILINX_XRT", root, 1);
   free(root);
+  /* An emulation mode that needs Vitis (it would hang): refused before any
+   * XRT call. */
+  setenv("XCL_EMULATION_MODE", "sw_emu", 1);
+  assert_int_equal(rd_fpga_xrt_rmm_open(&x, 0, rmm_path, 8, &err), RD_EINVAL);
+  assert_non_null(strstr(err.msg, "sw_emu"));
+  assert_null(x.device);
+  setenv("XCL_EMULATION_MODE", "noop", 1);
   /* After all that, the path still works. */
   assert_int_equal(rd_fpga_xrt_rmm_open(&x, 0, rmm_path, 8, &err), RD_OK);
   rd_fpga_xrt_rmm_close(&x);

@@ -1,5 +1,6 @@
-/* host_xrt.c - the replay kernel's host path over XRT's C API (see
- * host_xrt.h; only ever run against XRT's no-op shim). */
+/* host_xrt.c - the replay kernel's host path over XRT's C API, and the
+ * environment check and kernel open both handles share (see host_xrt.h;
+ * only ever run against XRT's no-op shim). */
 #include "host_xrt.h"
 
 #include <errno.h>
@@ -27,13 +28,8 @@ void rd_fpga_xrt_rmm_close(rd_fpga_xrt_rmm_t *x) {
   memset(x, 0, sizeof *x);
 }
 
-int rd_fpga_xrt_rmm_open(rd_fpga_xrt_rmm_t *x, unsigned index, const char *xclbin,
-                         uint32_t max_batch, rd_error_t *err) {
-  if (!x || !xclbin) return rd_error_set(err, RD_EINVAL, "xrt: handle and xclbin path needed");
-  memset(x, 0, sizeof *x);
-  if (max_batch == 0 || max_batch > MAX_BATCH_LIMIT)
-    return rd_error_set(err, RD_EINVAL, "xrt: max_batch %u outside [1, %u]", max_batch,
-                        MAX_BATCH_LIMIT);
+int rd_fpga_xrt_env(int *noop, rd_error_t *err) {
+  *noop = 0;
   /* Without XILINX_XRT, xrtDeviceOpen aborts the process (an uncaught C++
    * exception, shared/stack-notes.md): refuse instead. */
   const char *root = getenv("XILINX_XRT");
@@ -41,32 +37,64 @@ int rd_fpga_xrt_rmm_open(rd_fpga_xrt_rmm_t *x, unsigned index, const char *xclbi
     return rd_error_set(err, RD_ENOTFOUND,
                         "xrt: XILINX_XRT is not set (point it at a folder whose lib is XRT's "
                         "library directory); not opening FPGA devices");
+  const char *emu = getenv("XCL_EMULATION_MODE");
+  if (emu && *emu) {
+    if (strcmp(emu, "noop") != 0)
+      return rd_error_set(err, RD_EINVAL,
+                          "xrt: XCL_EMULATION_MODE=%.20s needs a Vitis installation (it hangs "
+                          "without one); only noop or a board are supported", emu);
+    *noop = 1;
+  }
+  return RD_OK;
+}
+
+int rd_fpga_xrt_open_kernel(unsigned index, const char *xclbin, const char *name, void **device,
+                            void **kernel, int *noop, rd_error_t *err) {
+  *device = *kernel = NULL;
+  int rc = rd_fpga_xrt_env(noop, err);
+  if (rc) return rc;
   struct stat st;
   if (stat(xclbin, &st) != 0)
     return rd_error_set(err, RD_ENOTFOUND, "xrt: xclbin %s: %s", xclbin, strerror(errno));
-
-  int rc;
-  x->device = xrtDeviceOpen(index);
-  if (!x->device) {
-    rc = rd_error_set(err, RD_ENOTFOUND, "xrt: no FPGA device %u (%s)", index, strerror(errno));
-    goto fail;
-  }
-  if (xrtDeviceLoadXclbinFile(x->device, xclbin) != 0) {
+  errno = 0;
+  xrtDeviceHandle dev = xrtDeviceOpen(index);
+  if (!dev)
+    return rd_error_set(err, RD_ENOTFOUND, "xrt: no FPGA device %u (%s)", index,
+                        strerror(errno ? errno : ENOENT));
+  if (xrtDeviceLoadXclbinFile(dev, xclbin) != 0) {
     rc = rd_error_set(err, RD_EINVAL, "xrt: the device refused xclbin %s (%s)", xclbin,
                       strerror(errno));
     goto fail;
   }
   xuid_t uuid;
-  if (xrtDeviceGetXclbinUUID(x->device, uuid) != 0) {
+  if (xrtDeviceGetXclbinUUID(dev, uuid) != 0) {
     rc = rd_error_set(err, RD_EINVAL, "xrt: no xclbin UUID after loading %s", xclbin);
     goto fail;
   }
-  x->kernel = xrtPLKernelOpen(x->device, uuid, RMM_KERNEL_NAME);
-  if (!x->kernel) {
-    rc = rd_error_set(err, RD_ENOTFOUND, "xrt: xclbin %s has no kernel " RMM_KERNEL_NAME " (%s)",
-                      xclbin, strerror(errno));
+  xrtKernelHandle k = xrtPLKernelOpen(dev, uuid, name);
+  if (!k) {
+    rc = rd_error_set(err, RD_ENOTFOUND, "xrt: xclbin %s has no kernel %s (%s)", xclbin, name,
+                      strerror(errno));
     goto fail;
   }
+  *device = dev;
+  *kernel = k;
+  return RD_OK;
+fail:
+  xrtDeviceClose(dev);
+  return rc;
+}
+
+int rd_fpga_xrt_rmm_open(rd_fpga_xrt_rmm_t *x, unsigned index, const char *xclbin,
+                         uint32_t max_batch, rd_error_t *err) {
+  if (!x || !xclbin) return rd_error_set(err, RD_EINVAL, "xrt: handle and xclbin path needed");
+  memset(x, 0, sizeof *x);
+  if (max_batch == 0 || max_batch > MAX_BATCH_LIMIT)
+    return rd_error_set(err, RD_EINVAL, "xrt: max_batch %u outside [1, %u]", max_batch,
+                        MAX_BATCH_LIMIT);
+  int rc = rd_fpga_xrt_open_kernel(index, xclbin, RMM_KERNEL_NAME, &x->device, &x->kernel,
+                                   &x->noop, err);
+  if (rc) return rc;
   const size_t bytes[RD_XRT_N_BO] = {(size_t)max_batch * 8, (size_t)max_batch * 4,
                                      (size_t)max_batch * 4, 3 * 8};
   for (int i = 0; i < RD_XRT_N_BO; i++) {
@@ -116,7 +144,10 @@ int rd_fpga_xrt_rmm_call(rd_fpga_xrt_rmm_t *x, uint32_t op, uint32_t n, uint32_t
   /* Host -> device: the request's inputs. */
   if (u64_in) memcpy(x->map[RD_XRT_BO_U64_IN], u64_in, (size_t)n * 8);
   if (pos_in) memcpy(x->map[RD_XRT_BO_POS_IN], pos_in, (size_t)n * 4);
-  memset(x->map[RD_XRT_BO_INFO_OUT], 0, 3 * 8);
+  /* The status word no kernel writes: still there after the run means no
+   * kernel ran (host_xrt.h). */
+  const uint64_t unwritten[3] = {RD_XRT_RMM_UNWRITTEN, 0, 0};
+  memcpy(x->map[RD_XRT_BO_INFO_OUT], unwritten, sizeof unwritten);
   if ((rc = sync_bo(x, RD_XRT_BO_U64_IN, XCL_BO_SYNC_BO_TO_DEVICE, u64_in ? (size_t)n * 8 : 0,
                     err)) != RD_OK ||
       (rc = sync_bo(x, RD_XRT_BO_POS_IN, XCL_BO_SYNC_BO_TO_DEVICE, pos_in ? (size_t)n * 4 : 0,

@@ -1,0 +1,35 @@
+/* learner_backend_fpga.h - what the FPGA learner backends share (internal
+ * to daemon/): the C-simulation one (learner_backend_fpga.c, which defines
+ * these) and the XRT one (learner_backend_xrt.c). Both run the same kernel
+ * top, lrn_train_step, with the same host-side rules: the kernel's config
+ * for a learner config, the initial weights, and the kernel's stats read
+ * back as the CPU learner reports them. */
+#ifndef RD_LEARNER_BACKEND_FPGA_H
+#define RD_LEARNER_BACKEND_FPGA_H
+
+#include <stddef.h>
+
+#include "kernels/learner.h"
+#include "learner.h" /* backends/cpu: rd_learner_config_t, rd_step_stats_t */
+#include "rd_error.h"
+
+/* The kernel's description of c at the FPGA backends' DP (min(LRN_MAX_DP,
+ * max_batch)). */
+void rd_learner_fpga_kernel_config(const rd_learner_config_t *c, lrn_config_t *k);
+
+/* The initial online and target weights of rd_learner_init for c's seed,
+ * in the kernel's flat layout (all networks concatenated), n_params floats
+ * each. RD_EINTERNAL if the CPU learner's networks do not add up to
+ * n_params (nothing is written then past n_params). */
+int rd_learner_fpga_initial_weights(const rd_learner_config_t *c, float *params, float *target,
+                                    size_t n_params, rd_error_t *err);
+
+/* RD_ERANGE with the CPU learner's message for a step the kernel found
+ * non-finite (stats[LRN_ST_FAILED]). */
+int rd_learner_fpga_range_error(const rd_learner_config_t *c, const double *stats,
+                                rd_error_t *err);
+
+/* st from the kernel's stats (LRN_ST_COUNT doubles). */
+void rd_learner_fpga_step_stats(const double *stats, rd_step_stats_t *st);
+
+#endif
