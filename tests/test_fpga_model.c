@@ -4,7 +4,8 @@
  * fixed-point widths, bank parallelism S and cycles, the learner's
  * proportional DSP allocation and DP/PI search, resource limits on every
  * shipped part, monotonicity in the batch, the errors, and where the model
- * lands against papers/001 Table VI.
+ * lands against papers/001 Table VI; the update ports of the replicated
+ * tree levels (registers, banked SRAM, or one port and a serial update).
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -404,11 +405,25 @@ static void test_rmm_cycles(void **state) {
    * level, widths 59, 55, 51 need two DSP48s (> 48 bits), 47 and 43 one:
    * 2 x (2 + 2 + 2 + 1 + 1) = 16 DSPs, x 4 pipelines = 64. LUTs: 4 x 2 x 5
    * stages x 142 = 5680 logic, plus LUTRAM for the banks of <= 64 words:
-   * level 1 (16 nodes, 4 per pipeline, 59 bits) 4 x 2 x 59 = 472 and
-   * level 2 (256 nodes, 64 per pipeline, 55 bits) 4 x 2 x 55 = 440. */
+   * level 2 (256 nodes, 64 per pipeline, 55 bits) 4 x 2 x 55 = 440, and
+   * level 1 (16 words, 59 bits), replicated, with its update ports (it
+   * takes 4 deltas a cycle). With one port per replica it would be 4 x 2 x
+   * 59 = 472 LUTs of LUTRAM. Registers: 4 x 16 x 59 = 3776 FFs, LUTs (2 x
+   * 4 - 1) x 16 x 59 = 6608 adders + 4 x 16 decoders (4 address bits, one
+   * LUT each) + 4 lanes x 59 bits x ceil(15 / 3) = 1180 mux = 7852. Banked:
+   * 4 x 4 = 16 sub-banks x 2 x 59 = 1888 LUTs of LUTRAM, and each lane's 3
+   * adders, 4 x 3 x 59 = 708 LUTs and 708 FFs. Banked costs less of both:
+   * 5680 + 440 + 1888 + 708 LUTs, 4 x 2 x 5 x 206 + 708 FFs. */
   assert_int_equal(e.used.dsp, 64);
-  assert_int_equal(e.used.lut, 5680 + 472 + 440);
-  assert_int_equal(e.used.ff, 4 * 2 * 5 * RD_FPGA_RMM_FF_PER_STAGE);
+  assert_int_equal(e.used.lut, 5680 + 440 + 1888 + 708);
+  assert_int_equal(e.used.ff, 4 * 2 * 5 * RD_FPGA_RMM_FF_PER_STAGE + 708);
+  assert_int_equal(e.port[1], RD_FPGA_PORT_BANKED);
+  assert_int_equal(e.port[2], RD_FPGA_PORT_NONE);
+  assert_int_equal(e.update_serial, 0);
+  assert_null(e.port_limit);
+  assert_int_equal(e.used_one_port.lut, 5680 + 440 + 472);
+  assert_int_equal(e.used_one_port.ff, 4 * 2 * 5 * RD_FPGA_RMM_FF_PER_STAGE);
+  assert_int_equal(e.used_one_port.dsp, 64);
   /* J = 1 (K^1 = 16 >= S = 4): level 1 is replicated (the root's choice
    * among its 16 children needs all of them in every pipeline; replicated
    * or split, its <= 64-word banks cost the same LUTRAM), levels 2..5 are
@@ -482,8 +497,23 @@ static void test_rmm_s_growth(void **state) {
   }
   /* The subtrees' roots and the levels above them are in every pipeline:
    * S = 32 = 2^5, levels 1..5 are replicated (papers/001 §IV-C4, the first
-   * log_K S levels). */
+   * log_K S levels). Their update ports are registers: level h has
+   * w = 2^h words of W = 36 - h bits; per level 32 w W FFs and (2 x 32 -
+   * 1) w W + 32 w + 32 W ceil((w - 1) / 3) LUTs (adders, decoders, read
+   * muxes): 5594, 9784, 20056, 37888, 74432 = 147,754 LUTs and 32 x (70 +
+   * 136 + 264 + 512 + 992) = 63,168 FFs. (Banked, level 1 alone would take
+   * 1024 sub-banks x 2 x 35 LUTs of LUTRAM.) The rest: 181,760 LUTs of
+   * stage logic and 10,560 of LUTRAM for the private levels 6..11 (2..64
+   * words of 30..25 bits: 32 x 2 x 165); 263,680 FFs. 340,074 of the
+   * 354,672 usable LUTs: S = 32 keeps its ports, just. */
   assert_int_equal(e.shared_levels, 5);
+  for (uint32_t h = 1; h <= 5; h++) assert_int_equal(e.port[h], RD_FPGA_PORT_REGS);
+  assert_int_equal(e.port[6], RD_FPGA_PORT_NONE);
+  assert_int_equal(e.used.lut, 181760 + 10560 + 147754);
+  assert_int_equal(e.used.ff, 263680 + 63168);
+  assert_int_equal(e.used_one_port.lut, 181760 + 10560 + 10560); /* replicas in LUTRAM */
+  assert_int_equal(e.update_serial, 0);
+  assert_int_equal(e.update_cycles, 65536 / 32 + 19);
 
   /* The U250's and U280's SLRs have the DSPs for S = 64 (90% of 3072 is
    * 2764, of 3008 is 2707; 64 x 40 = 2560) but not the LUTs: 64 x 40
@@ -503,6 +533,205 @@ static void test_rmm_s_growth(void **state) {
     assert_string_equal(e.limit, "lut");
     assert_true(res_within(&e.used, &e.avail));
   }
+}
+
+/* A one-SLR part with the given DSPs, LUTs, FFs and BRAM36, no URAM, all
+ * of it usable. */
+static void rmm_part(rd_fpga_part_t *p, uint64_t dsp, uint64_t lut, uint64_t ff, uint64_t bram36) {
+  memset(p, 0, sizeof *p);
+  snprintf(p->name, sizeof p->name, "ports");
+  p->slrs = 1;
+  p->per_slr.dsp = dsp;
+  p->per_slr.lut = lut;
+  p->per_slr.ff = ff;
+  p->per_slr.bram36 = bram36;
+  p->usable_pct = 100;
+  p->clock_mhz = 100;
+  p->dsp_alu_bits = 48;
+}
+
+/* The replicated levels take S deltas a cycle: registers or banked SRAM,
+ * the cheaper that fits; one port per replica (B update cycles, not
+ * ceil(B/S)) when neither does (model.h, "Update ports of the replicated
+ * levels"). Every figure by hand. */
+static void test_rmm_update_ports(void **state) {
+  (void)state;
+  rd_fpga_part_t p;
+  rd_fpga_workload_t w;
+  rd_fpga_rmm_est_t e;
+
+  /* A small tree where registers fit. K = 2, N = 16, 8-bit leaves: H = 4,
+   * widths 12 (root), 11, 10, 9, 8. S = 4 (fixed), B = 64: J = 2, levels 1
+   * and 2 replicated (2 and 4 words); C = ceil(4 / 4) = 1, so levels 3 and
+   * 4 have 2 and 4 words per bank. Stage logic: 32 DSPs, 4 x 8 x 142 =
+   * 4544 LUTs, 4 x 8 x 206 = 6592 FFs; the private levels' LUTRAM 4 x 2 x
+   * (9 + 8) = 136.
+   * Level 1 (w 2, W 11): registers 4 x 2 x 11 = 88 FFs, 7 x 2 x 11 = 154
+   * adders + 4 x 2 decoders + 4 x 11 x ceil(1/3) muxes = 206 LUTs; banked
+   * 16 x 2 x 11 = 352 LUTRAM + 4 x 3 x 11 = 132 LUTs, 132 FFs.
+   * Level 2 (w 4, W 10): registers 160 FFs, 280 + 16 + 40 = 336 LUTs;
+   * banked 320 + 120 = 440 LUTs, 120 FFs.
+   * Registers on both: 4544 + 136 + 206 + 336 = 5222 LUTs, 6592 + 88 + 160
+   * = 6840 FFs; banked level 2 would save 40 FFs for 104 more LUTs, worth
+   * it only where FFs are scarcer than LUTs, and here FFs are twice LUTs.
+   * With one port per replica: LUTRAM 4 x 2 x 11 = 88 and 4 x 2 x 10 = 80,
+   * 4848 LUTs, 6592 FFs. Update ceil(64 / 4) + 3 = 19 cycles, sample 16 x
+   * 2 + 3 x 2 = 38. */
+  rd_fpga_workload_default(&w);
+  w.fanout = 2;
+  w.capacity = 16;
+  w.leaf_bits = 8;
+  w.batch = 64;
+  w.rmm_s = 4;
+  rmm_part(&p, 10000, 100000, 200000, 100);
+  rmm_ok(&p, &w, &e);
+  assert_int_equal(e.levels, 4);
+  assert_int_equal(e.shared_levels, 2);
+  assert_int_equal(e.bank_words[1], 2);
+  assert_int_equal(e.bank_words[2], 4);
+  assert_int_equal(e.bank_words[3], 2);
+  assert_int_equal(e.bank_words[4], 4);
+  assert_int_equal(e.port[0], RD_FPGA_PORT_NONE);
+  assert_int_equal(e.port[1], RD_FPGA_PORT_REGS);
+  assert_int_equal(e.port[2], RD_FPGA_PORT_REGS);
+  assert_int_equal(e.port[3], RD_FPGA_PORT_NONE);
+  assert_int_equal(e.port[4], RD_FPGA_PORT_NONE);
+  assert_int_equal(e.update_serial, 0);
+  assert_null(e.port_limit);
+  assert_int_equal(e.update_cycles, 19);
+  assert_int_equal(e.update_fill_cycles, 3);
+  assert_int_equal(e.sample_cycles, 38);
+  assert_int_equal(e.used.dsp, 32);
+  assert_int_equal(e.used.lut, 5222);
+  assert_int_equal(e.used.ff, 6840);
+  assert_int_equal(e.used.bram36, 0);
+  assert_int_equal(e.used_one_port.lut, 4848);
+  assert_int_equal(e.used_one_port.ff, 6592);
+  assert_string_equal(rd_fpga_port_name(e.port[1]), "registers");
+
+  /* The same with 5000 LUTs: 4848 with one port fits, 5222 does not (nor
+   * any mix of registers and banks). The fixed S keeps one port per
+   * replica, and the batch crosses levels 1 and 2 one delta per cycle:
+   * 64 + 3 = 67 update cycles; sampling is unchanged. */
+  rmm_part(&p, 10000, 5000, 200000, 100);
+  rmm_ok(&p, &w, &e);
+  assert_int_equal(e.s, 4);
+  assert_string_equal(e.limit, "fixed");
+  assert_int_equal(e.update_serial, 1);
+  assert_non_null(e.port_limit);
+  assert_string_equal(e.port_limit, "lut");
+  assert_int_equal(e.port[1], RD_FPGA_PORT_ONE);
+  assert_int_equal(e.port[2], RD_FPGA_PORT_ONE);
+  assert_int_equal(e.port[3], RD_FPGA_PORT_NONE);
+  assert_string_equal(rd_fpga_port_name(e.port[1]), "one port");
+  assert_int_equal(e.update_cycles, 67);
+  assert_int_equal(e.sample_cycles, 38);
+  assert_int_equal(e.used.lut, 4848);
+  assert_int_equal(e.used.ff, 6592);
+  assert_memory_equal(&e.used, &e.used_one_port, sizeof e.used);
+
+  /* S chosen, 11,000 LUTs: the batch asks for pow2floor(64 / 4) = 16.
+   * S = 16 and 8 pipelines take 16 x 8 x 142 = 18,176 and 9088 LUTs of
+   * stage logic. S = 8 (J = 3) fits with one port per replica (9088 + 8 x
+   * 2 x (11 + 10 + 9 + 8) = 9696 LUTs) but not with ports: registers, the
+   * cheaper on every level, take 434, 712 and 1360 LUTs for levels 1..3,
+   * 9088 + 8 x 2 x 8 (level 4's LUTRAM) + 2506 = 11,722. S = 4 fits with
+   * them. S = 8 serial would sample in 8 x 2 + 6 = 22 and update in 64 + 3
+   * = 67 cycles, 89; S = 4 with ports in 38 + 19 = 57: S = 4, stopped by
+   * the ports' LUTs. */
+  w.rmm_s = 0;
+  rmm_part(&p, 10000, 11000, 200000, 100);
+  rmm_ok(&p, &w, &e);
+  assert_int_equal(e.s_batch, 16);
+  assert_int_equal(e.s, 4);
+  assert_string_equal(e.limit, "lut");
+  assert_non_null(e.port_limit);
+  assert_string_equal(e.port_limit, "lut");
+  assert_int_equal(e.update_serial, 0);
+  assert_int_equal(e.port[1], RD_FPGA_PORT_REGS);
+  assert_int_equal(e.port[2], RD_FPGA_PORT_REGS);
+  assert_int_equal(e.update_cycles, 19);
+  assert_int_equal(e.used.lut, 5222);
+  /* Ties go to the ports. 5000 LUTs: S = 4 fits only with one port (see
+   * above), 38 + 67 = 105 cycles. S = 2 (J = 1; C = 1, private banks of 2,
+   * 4, 8 words) with level 1 in registers: 2 x 2 x 11 = 44 FFs and 3 x 2 x
+   * 11 + 2 x 2 + 2 x 11 = 92 LUTs (banked: 4 x 2 x 11 + 2 x 11 = 110 LUTs,
+   * 22 FFs, dearer in LUTs, the scarce ones); 2272 + 2 x 2 x (10 + 9 + 8)
+   * + 92 = 2472 LUTs, 3296 + 44 = 3340 FFs. It samples in 32 x 2 + 6 = 70
+   * and updates in 32 + 3 = 35 cycles: 105 as well. */
+  rmm_part(&p, 10000, 5000, 200000, 100);
+  rmm_ok(&p, &w, &e);
+  assert_int_equal(e.s, 2);
+  assert_string_equal(e.limit, "lut");
+  assert_string_equal(e.port_limit, "lut");
+  assert_int_equal(e.update_serial, 0);
+  assert_int_equal(e.port[1], RD_FPGA_PORT_REGS);
+  assert_int_equal(e.sample_cycles + e.update_cycles, 105);
+  assert_int_equal(e.update_cycles, 35);
+  assert_int_equal(e.used.lut, 2472);
+  assert_int_equal(e.used.ff, 3340);
+
+  /* Levels too large for registers. K = 64, N = 4096, 16-bit leaves: H =
+   * 2, widths 22 and 16. 64 DSPs, 4 per pipeline: S <= 16. At S = 16,
+   * J = 1: level 1 (64 words, 22 bits) is replicated; C = 4, so level 2
+   * has 256 words per bank (one BRAM18 each, 16 = 8 BRAM36). One port per
+   * replica: 16 x 4 x 142 = 9088 + 16 x 2 x 22 = 704 LUTRAM = 9792 LUTs,
+   * 16 x 4 x 206 = 13,184 FFs. Registers: 16 x 64 x 22 = 22,528 FFs and 31
+   * x 64 x 22 + 16 x 64 + 16 x 22 x 21 = 52,064 LUTs; banked: 256
+   * sub-banks x 2 x 22 = 11,264 LUTRAM + 16 x 15 x 22 = 5280 LUTs: 25,632
+   * LUTs, more than 20,000 either way. At S = 8 banked fits (4544 + 2816 +
+   * 1232 = 8592 LUTs), registers do not (4544 + 25,328). B = 1024: S = 16
+   * with a serial update samples in 64 x 64 + 64 = 4160 cycles and updates
+   * in 1024 + 1, 5185 in all; S = 8 banked in 128 x 64 + 64 = 8256 and
+   * 128 + 1, 8385: the serial design wins (with K = 64 sampling is the
+   * cost). */
+  rd_fpga_workload_default(&w);
+  w.fanout = 64;
+  w.capacity = 4096;
+  w.leaf_bits = 16;
+  w.batch = 1024;
+  rmm_part(&p, 64, 20000, 200000, 100);
+  rmm_ok(&p, &w, &e);
+  assert_int_equal(e.s, 16);
+  assert_string_equal(e.limit, "dsp");
+  assert_int_equal(e.shared_levels, 1);
+  assert_int_equal(e.bank_words[1], 64);
+  assert_int_equal(e.bank_words[2], 256);
+  assert_int_equal(e.update_serial, 1);
+  assert_non_null(e.port_limit);
+  assert_string_equal(e.port_limit, "lut");
+  assert_int_equal(e.port[1], RD_FPGA_PORT_ONE);
+  assert_int_equal(e.sample_cycles, 4160);
+  assert_int_equal(e.update_cycles, 1025);
+  assert_int_equal(e.used.dsp, 64);
+  assert_int_equal(e.used.lut, 9792);
+  assert_int_equal(e.used.ff, 13184);
+  assert_int_equal(e.used.bram36, 8);
+  /* The banked design, S = 8 fixed: C = 8, 512-word level-2 banks (one
+   * BRAM18 each: 4 BRAM36); 64 sub-banks of level 1 in LUTRAM. Update
+   * 128 + 1 = 129 cycles. */
+  w.rmm_s = 8;
+  rmm_ok(&p, &w, &e);
+  assert_int_equal(e.port[1], RD_FPGA_PORT_BANKED);
+  assert_string_equal(rd_fpga_port_name(e.port[1]), "banked");
+  assert_int_equal(e.update_serial, 0);
+  assert_null(e.port_limit);
+  assert_int_equal(e.update_cycles, 129);
+  assert_int_equal(e.sample_cycles, 8256);
+  assert_int_equal(e.used.dsp, 32);
+  assert_int_equal(e.used.lut, 4544 + 2816 + 1232);
+  assert_int_equal(e.used.ff, 8 * 4 * RD_FPGA_RMM_FF_PER_STAGE + 1232);
+  assert_int_equal(e.used.bram36, 4);
+  assert_int_equal(e.used_one_port.lut, 4544 + 8 * 2 * 22);
+
+  /* S = 1 replicates nothing. */
+  w.rmm_s = 1;
+  rmm_ok(&p, &w, &e);
+  assert_int_equal(e.shared_levels, 0);
+  assert_int_equal(e.port[1], RD_FPGA_PORT_NONE);
+  assert_int_equal(e.update_serial, 0);
+  assert_memory_equal(&e.used, &e.used_one_port, sizeof e.used);
+  assert_string_equal(rd_fpga_port_name((rd_fpga_port_t)9), "invalid");
 }
 
 /* ------------------------------------------------------------------ */
@@ -1082,6 +1311,7 @@ int main(void) {
       cmocka_unit_test(test_rmm_widths),
       cmocka_unit_test(test_rmm_cycles),
       cmocka_unit_test(test_rmm_s_growth),
+      cmocka_unit_test(test_rmm_update_ports),
       cmocka_unit_test(test_learner_structure),
       cmocka_unit_test(test_learner_proportional),
       cmocka_unit_test(test_learner_dp_search),

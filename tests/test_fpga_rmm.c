@@ -8,8 +8,10 @@
  * RMM_S, RMM_MAX_BATCH; see tests/meson.build). Each program checks that:
  * - the kernel's structure (levels, widths, nodes, S, replicated levels,
  *   bank depths, stage II, fill) is what model.c assumes for the same
- *   workload, and its structural cycle count equals the model's when the
- *   batch spreads evenly over the banks;
+ *   workload, the model gives every replicated level S-delta update ports
+ *   (the kernel's update count assumes them), and the kernel's structural
+ *   cycle count equals the model's when the batch spreads evenly over the
+ *   banks;
  * - for the same leaf integers, sample picks the same leaves as the CPU
  *   tree for random and boundary targets (papers/001 §IV-C4 "does not
  *   affect the sampling outcome": here exact, not approximately);
@@ -224,6 +226,19 @@ static void test_structure_matches_model(void **state) {
   const uint64_t per_pipe = (RMM_TEST_BATCH + RMM_S - 1) / RMM_S;
   assert_int_equal(e.sample_cycles, per_pipe * RMM_SAMPLE_ITEM_II + RMM_SAMPLE_FILL);
   assert_int_equal(e.update_cycles, per_pipe * RMM_UPDATE_ITEM_II + RMM_UPDATE_FILL);
+  /* That update count assumes what the kernel's comment says the model
+   * assumes: every replicated level (RMM_REPLICATED) takes S deltas a
+   * cycle, in registers or banked SRAM, none serialises; the private
+   * levels are one pipeline's. */
+  assert_int_equal(e.update_serial, 0);
+  assert_null(e.port_limit);
+  assert_int_equal(e.port[0], RD_FPGA_PORT_NONE);
+  for (uint32_t h = 1; h <= e.levels; h++) {
+    if (RMM_REPLICATED(h))
+      assert_true(e.port[h] == RD_FPGA_PORT_REGS || e.port[h] == RD_FPGA_PORT_BANKED);
+    else
+      assert_int_equal(e.port[h], RD_FPGA_PORT_NONE);
+  }
   /* Widths shrink by log2 K per level (papers/001 §IV-C4). */
   for (uint32_t h = 1; h <= e.levels; h++) assert_int_equal(e.width[h - 1] - e.width[h], RMM_LOG2K);
 }

@@ -371,6 +371,11 @@ const char *rd_fpga_precision_name(rd_fpga_precision_t p) {
   return ((unsigned)p <= RD_FPGA_FX16) ? PRECISIONS[p].name : "invalid";
 }
 
+const char *rd_fpga_port_name(rd_fpga_port_t p) {
+  static const char *NAMES[] = {"none", "one port", "registers", "banked"};
+  return ((unsigned)p <= RD_FPGA_PORT_BANKED) ? NAMES[p] : "invalid";
+}
+
 void rd_fpga_workload_default(rd_fpga_workload_t *w) {
   memset(w, 0, sizeof *w);
   w->batch = 32;
@@ -601,31 +606,21 @@ typedef struct {
   uint32_t alu_bits;
 } tree_t;
 
-/* Resources of S pipelines; returns the exceeded resource or NULL. The
- * banks are those of backends/fpga/kernels/rmm.h: levels 1..J, J the first
- * level with K^J >= S, are replicated in every pipeline (papers/001 §IV-C4:
- * the first log_K S levels are broadcast; picking a child at level J needs
- * all K siblings), each copy holding whole sibling blocks (nodes_{h-1} K
- * words); below J pipeline q owns C = ceil(nodes_J / S) level-J nodes and
- * everything under them, min(C K^(h-J), nodes_{h-1} K) words per bank.
- * bank_words[h] gets each level's words per pipeline. */
-static const char *rmm_fit(const tree_t *t, uint64_t S, const rd_fpga_res_t *avail,
-                           rd_fpga_res_t *used, uint32_t *shared, uint64_t *bank_words) {
-  memset(used, 0, sizeof *used);
-  banks_t b;
-  b.n = 0;
-  uint64_t dsp_per_pipe = 0;
+/* The banks of S pipelines, those of backends/fpga/kernels/rmm.h: levels
+ * 1..J, J the first level with K^J >= S, are replicated in every pipeline
+ * (papers/001 §IV-C4: the first log_K S levels are broadcast; picking a
+ * child at level J needs all K siblings), each copy holding whole sibling
+ * blocks (nodes_{h-1} K words); below J pipeline q owns C = ceil(nodes_J /
+ * S) level-J nodes and everything under them, min(C K^(h-J), nodes_{h-1} K)
+ * words per bank. Fills bank_words[0..H]; returns J (<= H, as S <= N). */
+static uint32_t rmm_layout(const tree_t *t, uint64_t S, uint64_t *bank_words) {
   uint32_t J = 0;
   uint64_t full = 1; /* K^J */
   while (full < S) full *= t->K, J++;
-  *shared = J;
   const uint64_t C = ceil_div(t->nodes[J], S);
   uint64_t span = C; /* C K^(h-J) while h > J */
   bank_words[0] = 1;
   for (uint32_t h = 1; h <= t->H; h++) {
-    /* One sampler and one updater stage per level, one DSP48 adder each
-     * (two or more when the level is wider than the DSP's ALU). */
-    dsp_per_pipe += 2 * ceil_div(t->width[h], t->alu_bits);
     const uint64_t blocked = t->nodes[h - 1] * t->K;
     if (h <= J) {
       bank_words[h] = blocked;
@@ -634,13 +629,143 @@ static const char *rmm_fit(const tree_t *t, uint64_t S, const rd_fpga_res_t *ava
       if (span > blocked) span = blocked; /* stays capped below: blocked grows by <= K */
       bank_words[h] = span;
     }
-    banks_add(&b, S, bank_words[h], t->width[h]);
+  }
+  return J;
+}
+
+static uint32_t bit_length(uint64_t x) { return x ? 64 - (uint32_t)__builtin_clzll(x) : 0; }
+
+/* LUT6s of an AND of n inputs: one takes 6, each further one 5 more. */
+static uint64_t and_luts(uint32_t n) { return n <= 6 ? 1 : 1 + ceil_div(n - 6, 5); }
+
+/* Resources of S pipelines whose replicated levels 1..J take their deltas
+ * as port[h] says (model.h, "Update ports of the replicated levels");
+ * returns the exceeded resource or NULL. */
+static const char *rmm_design(const tree_t *t, uint64_t S, uint32_t J,
+                              const uint64_t *bank_words, const rd_fpga_port_t *port,
+                              const rd_fpga_res_t *avail, rd_fpga_res_t *used) {
+  memset(used, 0, sizeof *used);
+  banks_t b;
+  b.n = 0;
+  uint64_t dsp_per_pipe = 0;
+  for (uint32_t h = 1; h <= t->H; h++) {
+    /* One sampler and one updater stage per level, one DSP48 adder each
+     * (two or more when the level is wider than the DSP's ALU). */
+    dsp_per_pipe += 2 * ceil_div(t->width[h], t->alu_bits);
+    const uint64_t words = bank_words[h], W = t->width[h];
+    switch (h <= J ? port[h] : RD_FPGA_PORT_NONE) {
+    case RD_FPGA_PORT_REGS:
+      /* Flip-flops instead of the replicas' banks; per word S - 1 shared
+       * adders combine the cycle's deltas and S (one per replica) add
+       * them; S address decoders; S lanes' w:1 read muxes. */
+      used->ff += S * words * W;
+      used->lut += (2 * S - 1) * words * W + S * words * and_luts(bit_length(words - 1)) +
+                   S * W * ceil_div(words - 1, 3);
+      break;
+    case RD_FPGA_PORT_BANKED:
+      /* S sub-banks per replica, and each lane's S - 1 adders (with
+       * their pipeline registers) summing them on a read. */
+      banks_add(&b, S * S, words, (uint32_t)W);
+      used->lut += S * (S - 1) * W;
+      used->ff += S * (S - 1) * W;
+      break;
+    default: /* a private level, or a replica with one port */
+      banks_add(&b, S, words, (uint32_t)W);
+      break;
+    }
   }
   used->dsp = S * dsp_per_pipe;
-  used->lut = S * 2 * t->H * RD_FPGA_RMM_LUT_PER_STAGE;
-  used->ff = S * 2 * t->H * RD_FPGA_RMM_FF_PER_STAGE;
+  used->lut += S * 2 * t->H * RD_FPGA_RMM_LUT_PER_STAGE;
+  used->ff += S * 2 * t->H * RD_FPGA_RMM_FF_PER_STAGE;
   int sram_ok = place_banks(&b, avail, used);
   return over(used, avail, sram_ok);
+}
+
+/* A design's share of its SLR: the sum over resources of used / usable
+ * (a resource the SLR lacks is left out; a design needing it does not
+ * fit anyway). */
+static double rmm_cost(const rd_fpga_res_t *u, const rd_fpga_res_t *a) {
+  double c = 0;
+  if (a->dsp) c += (double)u->dsp / (double)a->dsp;
+  if (a->lut) c += (double)u->lut / (double)a->lut;
+  if (a->ff) c += (double)u->ff / (double)a->ff;
+  if (a->bram36) c += (double)u->bram36 / (double)a->bram36;
+  if (a->uram) c += (double)u->uram / (double)a->uram;
+  return c;
+}
+
+/* Cycles of a batch of B at S (model.h): sample ceil(B/S) K + (H - 1) K,
+ * update ceil(B/S) + (H - 1). With one port per replica (serial) every
+ * delta of the batch crosses each replicated level's updater one per
+ * cycle: B cycles where the ports take ceil(B/S). */
+static void rmm_cycles_of(const tree_t *t, uint64_t B, uint64_t S, int serial, uint64_t *sample,
+                          uint64_t *sample_fill, uint64_t *update, uint64_t *update_fill) {
+  const uint64_t per_pipe = ceil_div(B, S);
+  *sample_fill = (uint64_t)(t->H - 1) * t->K;
+  *sample = per_pipe * t->K + *sample_fill;
+  *update_fill = t->H - 1;
+  *update = (serial ? B : per_pipe) + *update_fill;
+}
+
+/* Sample + update cycles. */
+static uint64_t rmm_cycles(const tree_t *t, uint64_t B, uint64_t S, int serial) {
+  uint64_t s, sf, u, uf;
+  rmm_cycles_of(t, B, S, serial, &s, &sf, &u, &uf);
+  return s + u;
+}
+
+enum { FIT_NONE, FIT_ONE_PORT, FIT_PORTS };
+
+/* The RMM at one S, as rmm_fit found it. */
+typedef struct {
+  uint32_t J;
+  uint64_t bank_words[RD_FPGA_MAX_LEVELS + 1];
+  rd_fpga_port_t port[RD_FPGA_MAX_LEVELS + 1];
+  rd_fpga_res_t used;          /* the design: with its ports, or (FIT_ONE_PORT) without */
+  rd_fpga_res_t used_one_port; /* one port per replica */
+  const char *why;             /* FIT_NONE: what one port per replica exceeds; FIT_ONE_PORT:
+                                  what the cheapest design with ports exceeds */
+} rmm_fit_t;
+
+/* The RMM at S: FIT_PORTS when a design with S-delta ports on every
+ * replicated level fits (the cheapest that does, over all 2^J choices of
+ * registers or banked SRAM per level: the levels share one placement, so
+ * they are chosen together; J <= 12 as S <= 4096 and K >= 2, and a design
+ * that does not fit with one port per replica is not searched);
+ * FIT_ONE_PORT when only one port per replica fits; FIT_NONE when not
+ * even that does. */
+_Static_assert(RD_FPGA_MAX_S <= 4096u, "rmm_fit enumerates 2^J port choices, J <= log2 S");
+
+static int rmm_fit(const tree_t *t, uint64_t S, const rd_fpga_res_t *avail, rmm_fit_t *f) {
+  memset(f, 0, sizeof *f); /* RD_FPGA_PORT_NONE */
+  f->J = rmm_layout(t, S, f->bank_words);
+  for (uint32_t h = 1; h <= f->J; h++) f->port[h] = RD_FPGA_PORT_ONE;
+  f->why = rmm_design(t, S, f->J, f->bank_words, f->port, avail, &f->used_one_port);
+  f->used = f->used_one_port;
+  if (f->why != NULL) return FIT_NONE;
+  if (f->J == 0) return FIT_PORTS; /* S = 1: nothing is replicated */
+
+  rd_fpga_port_t port[RD_FPGA_MAX_LEVELS + 1];
+  memcpy(port, f->port, sizeof port);
+  double best = 0, cheapest = 0;
+  int have_best = 0, have_cheapest = 0;
+  const char *cheapest_why = NULL;
+  for (uint32_t mask = 0; mask < (1u << f->J); mask++) {
+    for (uint32_t h = 1; h <= f->J; h++)
+      port[h] = (mask >> (h - 1)) & 1 ? RD_FPGA_PORT_BANKED : RD_FPGA_PORT_REGS;
+    rd_fpga_res_t u;
+    const char *why = rmm_design(t, S, f->J, f->bank_words, port, avail, &u);
+    const double c = rmm_cost(&u, avail);
+    if (why == NULL && (!have_best || c < best)) { /* ties: the first, more registers */
+      best = c, have_best = 1;
+      f->used = u;
+      memcpy(f->port, port, sizeof port);
+    }
+    if (!have_cheapest || c < cheapest) cheapest = c, have_cheapest = 1, cheapest_why = why;
+  }
+  if (have_best) return FIT_PORTS;
+  f->why = cheapest_why; /* not NULL: no design with ports fits */
+  return FIT_ONE_PORT;
 }
 
 int rd_fpga_model_rmm(const rd_fpga_part_t *p, const rd_fpga_workload_t *w,
@@ -680,20 +805,43 @@ int rd_fpga_model_rmm(const rd_fpga_part_t *p, const rd_fpga_workload_t *w,
   if (s_batch > RD_FPGA_MAX_S) s_batch = RD_FPGA_MAX_S, limit = "max";
   uint64_t S = w->rmm_s ? w->rmm_s : s_batch;
   if (w->rmm_s) limit = "fixed";
-  rd_fpga_res_t used;
-  uint32_t shared = 0;
-  uint64_t bank_words[RD_FPGA_MAX_LEVELS + 1] = {0};
-  const char *why;
-  while ((why = rmm_fit(&t, S, &avail, &used, &shared, bank_words)) != NULL) {
-    if (S == 1 || w->rmm_s) {
+  /* S halves until it fits with its update ports. On the way down, the
+   * first S that fits only with one port per replica is kept as well: it
+   * samples faster than the smaller S with ports but updates the batch
+   * serially, and the design with the fewer sample + update cycles (the
+   * RMM's time in papers/001 §VI-A3's table) wins, ties to the ports. A
+   * fixed S is kept with one port per replica if that is all that fits. */
+  rmm_fit_t f, serial;
+  memset(&serial, 0, sizeof serial);
+  const char *port_limit = NULL, *serial_limit = NULL;
+  uint64_t serial_s = 0;
+  int fit;
+  while ((fit = rmm_fit(&t, S, &avail, &f)) != FIT_PORTS) {
+    if (fit == FIT_ONE_PORT && serial_s == 0) {
+      serial = f;
+      serial_s = S;
+      serial_limit = limit;
+      if (w->rmm_s) break;
+    }
+    if (S == 1 || w->rmm_s) { /* S = 1 replicates nothing: FIT_NONE */
+      if (serial_s != 0) break;
       char need[160];
-      need_msg(why, &used, &avail, need, sizeof need);
+      need_msg(f.why, &f.used, &avail, need, sizeof need);
       return rd_error_set(err, RD_ERANGE,
                           "the sum tree (%u leaves, K=%u, %u levels) does not fit one SLR of %s "
                           "with S=%" PRIu64 ": needs %s", w->capacity, t.K, t.H, p->name, S, need);
     }
     S /= 2;
-    limit = why;
+    limit = f.why;
+    port_limit = fit == FIT_ONE_PORT ? f.why : NULL;
+  }
+  if (serial_s != 0 && (fit != FIT_PORTS || rmm_cycles(&t, w->batch, serial_s, 1) <
+                                                 rmm_cycles(&t, w->batch, S, 0))) {
+    f = serial;
+    S = serial_s;
+    limit = serial_limit;
+    port_limit = serial.why;
+    fit = FIT_ONE_PORT;
   }
 
   rd_fpga_rmm_est_t e;
@@ -704,18 +852,19 @@ int rd_fpga_model_rmm(const rd_fpga_part_t *p, const rd_fpga_workload_t *w,
   e.leaf_bits = leaf_bits;
   e.s = (uint32_t)S;
   e.s_batch = (uint32_t)s_batch;
-  e.shared_levels = shared;
-  memcpy(e.bank_words, bank_words, sizeof e.bank_words);
+  e.shared_levels = f.J;
+  memcpy(e.bank_words, f.bank_words, sizeof e.bank_words);
   e.limit = limit;
-  const uint64_t per_pipe = ceil_div(w->batch, S);
-  e.sample_fill_cycles = (uint64_t)(t.H - 1) * t.K;
-  e.sample_cycles = per_pipe * t.K + e.sample_fill_cycles;
-  e.update_fill_cycles = t.H - 1;
-  e.update_cycles = per_pipe + e.update_fill_cycles;
+  memcpy(e.port, f.port, sizeof e.port);
+  e.update_serial = fit == FIT_ONE_PORT;
+  e.port_limit = port_limit;
+  e.used_one_port = f.used_one_port;
+  rmm_cycles_of(&t, w->batch, S, e.update_serial, &e.sample_cycles, &e.sample_fill_cycles,
+                &e.update_cycles, &e.update_fill_cycles);
   e.clock_mhz = clock_of(p, w);
   e.sample_s = (double)e.sample_cycles / (e.clock_mhz * 1e6);
   e.update_s = (double)e.update_cycles / (e.clock_mhz * 1e6);
-  e.used = used;
+  e.used = f.used;
   e.avail = avail;
   *out = e;
   return RD_OK;

@@ -17,7 +17,8 @@
  * S pipelines ("bank parallelism"), each with one sampler and one updater
  * stage per level, every level in its own SRAM bank per pipeline:
  *   sample_cycles = ceil(B/S) * K + (H - 1) * K
- *   update_cycles = ceil(B/S)     + (H - 1)
+ *   update_cycles = ceil(B/S)     + (H - 1)   (B + (H - 1) with one port
+ *                                              per replica, see below)
  * The first terms are papers/001's "B/S x F" and "B/S"; the second is the
  * pipeline's fill, which thesis 004 Eqs 4.2-4.3 add (their factor 2 is not
  * explained there and is left out). S is a power of two: 1 if B <= H, else
@@ -48,6 +49,59 @@
  * Exactness costs SRAM: 2^20 leaves at K = 2 (43- to 62-bit nodes, ~89 Mb)
  * do not fit one U200 SLR, where K = 16 does; papers/001's Table VI tree
  * (4.5 MB for 2^20 leaves) implies ~16-bit leaves (workload.leaf_bits).
+ *
+ * Update ports of the replicated levels. update_cycles' ceil(B/S) needs
+ * every replica of levels 1..J to take up to S deltas per cycle, one from
+ * each pipeline, possibly all on one node: every update path crosses these
+ * levels, and each pipeline's updater (papers/001 §IV-D4) adds its delta
+ * to every copy (§IV-C4 broadcasts the levels but does not say how the
+ * copies absorb the pipelines' updates). A bank with one read and one
+ * write port (a BRAM's two ports, LUTRAM's RAM64X1D) does one
+ * read-modify-write per cycle, so each replicated level is built one of
+ * two ways, its w = bank_words[h] words of W = width[h] bits:
+ * - registers (RD_FPGA_PORT_REGS): the replicas complete-partitioned into
+ *   flip-flops, S w W FFs. A W-bit adder takes W LUTs (carry chain; the
+ *   address match that masks a delta fits the same LUT). Per word, S - 1
+ *   adders sum the cycle's deltas addressed to it, once for all replicas
+ *   (they receive the same deltas), and each replica's word adds that sum:
+ *   (2S - 1) w W LUTs. Plus S one-hot address decoders (w outputs of one
+ *   LUT6 per 6 address bits, one more per 5 beyond) and every lane's read
+ *   mux, a w:1 mux of W bits from 4:1 LUT6 muxes, S W ceil((w - 1) / 3).
+ *   No SRAM: the replicas' banks are gone.
+ * - write-banked SRAM (RD_FPGA_PORT_BANKED): each replica is S sub-banks,
+ *   sub-bank p written only by pipeline p and holding the sum of p's
+ *   deltas modulo 2^W (so the sub-banks' sum modulo 2^W is the node's
+ *   value, exactly, as the kernel's wrapping words). Pipeline p reads
+ *   sub-bank p of its own replica, adds its delta with its updater stage's
+ *   adder and writes the sum to sub-bank p of every replica: one read and
+ *   one write port per bank, as every bank here. A sampler lane sums the S
+ *   sub-banks it reads: S - 1 adders per lane, S (S - 1) W LUTs and as
+ *   many FFs for their pipeline registers. S^2 banks of w words, placed as
+ *   every bank (LUTRAM, BRAM or URAM).
+ * (The leaf level, replicated when J = H, is costed alike: its words take
+ * values rather than sums, through the same network.) Multi-pumping (the
+ * banks at m times the kernel clock, 2m port cycles per kernel cycle) is
+ * not an option here: the read-modify-write would have to close timing at
+ * m times the kernel clock, m = 2 serves only S <= 2, and the part files
+ * do not carry the block RAMs' clock limits. The choice is joint over the
+ * J levels (the banks share one placement): of the 2^J combinations (J <=
+ * 12), the one that fits with the smallest sum over resources of used /
+ * usable, a resource's share of the SLR being what it takes from the rest
+ * of the design. A design whose ports fit neither way keeps one port per
+ * replica, as the kernel's arrays are, and says so (update_serial,
+ * port_limit naming the resource): the replicated levels then take the
+ * batch's B deltas one per cycle, update_cycles = B + (H - 1). In the
+ * halving of S a design fits only with its ports, so S stops where they
+ * fit; but the first S on the way down that fits only with one port is
+ * kept too, and the one of the two with the fewer sample + update cycles
+ * wins (the RMM's time in papers/001 §VI-A3's table; ties to the ports):
+ * with a large K a bigger S samples so much faster that a serial update is
+ * the better design. A fixed S (workload.rmm_s) is kept with one port per
+ * replica if its ports do not fit. Not counted: the DSP adders of
+ * replicated updater stages stay charged though registers do not use
+ * them; the adder trees' latency (log2 S cycles per replicated level, not
+ * in the fills, as the crossbar's is not); synthesis merging the equal
+ * register replicas (the register figures are then an upper bound).
  *
  * Learner (papers/001 §IV-B3, §VI-A2; thesis 004 §4.3.2 Eq 4.1, §4.4.2.2).
  * DP pipelines each process PI = ceil(B/DP) samples. A pipeline is a chain
@@ -242,6 +296,17 @@ void rd_fpga_workload_default(rd_fpga_workload_t *w);
  * DDPG's critic input must be obs + action and its output 1). */
 int rd_fpga_workload_validate(const rd_fpga_workload_t *w, rd_error_t *err);
 
+/* How a level of the RMM takes the S deltas of an update cycle (see the
+ * header comment, "Update ports of the replicated levels"). */
+typedef enum {
+  RD_FPGA_PORT_NONE = 0,   /* not replicated (the root, a private level): one delta per
+                              cycle per bank is all the pipeline sends it */
+  RD_FPGA_PORT_ONE = 1,    /* replicated, one read-modify-write per cycle: the batch
+                              serialises (update_serial) */
+  RD_FPGA_PORT_REGS = 2,   /* replicated in flip-flops (complete partition) */
+  RD_FPGA_PORT_BANKED = 3, /* replicated, each replica S write-banked SRAM sub-banks */
+} rd_fpga_port_t;
+
 typedef struct {
   uint32_t levels;                         /* H: levels below the root = pipeline stages */
   uint32_t width[RD_FPGA_MAX_LEVELS + 1];  /* bits; [0] root ... [H] leaves */
@@ -255,6 +320,15 @@ typedef struct {
                                                   (kernels/rmm.h RMM_DEPTH); [0] = 1 */
   const char *limit;       /* what bounds S: "batch", "capacity", "max" (RD_FPGA_MAX_S),
                               "fixed" (workload.rmm_s), "dsp", "lut", "ff", "sram" */
+  rd_fpga_port_t port[RD_FPGA_MAX_LEVELS + 1]; /* levels 1..shared_levels: REGS or BANKED,
+                                                  ONE when update_serial; NONE elsewhere */
+  int update_serial;       /* 1: the ports fit neither way at this S; the replicated
+                              levels serialise the batch, update_cycles = B + (H - 1) */
+  const char *port_limit;  /* NULL, or the resource the cheapest design with ports
+                              exceeds: at this S when update_serial, else at 2S, where
+                              one port per replica fitted (S was halved for the ports) */
+  rd_fpga_res_t used_one_port; /* this S with one port per replica (the design before
+                                  the ports; against used, what they cost) */
   uint64_t sample_cycles;  /* fill included */
   uint64_t sample_fill_cycles;
   uint64_t update_cycles;
@@ -336,5 +410,8 @@ int rd_fpga_model_estimate(const rd_fpga_part_t *p, const rd_fpga_workload_t *w,
 
 /* "fp32", "fx32", "fx16" ("invalid" otherwise). */
 const char *rd_fpga_precision_name(rd_fpga_precision_t p);
+
+/* "none", "one port", "registers", "banked" ("invalid" otherwise). */
+const char *rd_fpga_port_name(rd_fpga_port_t p);
 
 #endif

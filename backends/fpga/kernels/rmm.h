@@ -71,10 +71,17 @@
  * it, one item per cycle (II = 1; a forwarding register covers back-to-back
  * items on one node); every replica of the replicated levels adds every
  * pipeline's deltas, so the copies stay equal. Cycles: ceil(B/S) + (H - 1),
- * which assumes a replica takes up to S deltas per cycle, possibly on
- * different nodes: the replicated levels in registers (complete partition)
- * or with S write ports. OPEN: neither is in model.c's resources; with one
- * port per replica the replicated levels serialise the batch (B cycles).
+ * which needs every replica to take up to S deltas per cycle, possibly on
+ * one node. model.c charges for that (model.h, "Update ports of the
+ * replicated levels"): per replicated level the cheaper that fits of
+ * registers (complete partition, an adder network per word) and S
+ * write-banked sub-banks per replica (sub-bank p sums pipeline p's deltas;
+ * a read adds the S sub-banks); where neither fits it keeps one port per
+ * replica and charges B + (H - 1) update cycles (update_serial). Here the
+ * arrays are the replicas' values with one port each: the partition
+ * pragmas or the sub-bank split that give them S ports are not written
+ * (rmm.c partitions dimension 1, the banks, only), and rmm_stats_t counts
+ * the S-port case.
  * Items of one leaf meet in one bank in batch order: the later value wins,
  * as on the CPU. Insert is an update of consecutive positions.
  *
