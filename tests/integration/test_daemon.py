@@ -73,6 +73,18 @@ class Daemon:
                      ("grpc.max_send_message_length", 256 << 20)])
         self.stub = pbg.ReplayStub(self.channel)
 
+    def log_after(self, *texts, timeout=10):
+        """The log so far, once every text is in it or timeout seconds have
+        passed (then the caller's assertIn shows what was there): a line
+        is written by the daemon and read by the pump thread after the
+        reply that it follows may have arrived."""
+        deadline = time.monotonic() + timeout
+        while True:
+            log = "".join(self.lines)
+            if all(t in log for t in texts) or time.monotonic() > deadline:
+                return log
+            time.sleep(0.02)
+
     def alive(self):
         return self.proc.poll() is None
 
@@ -263,7 +275,7 @@ class TestLifecycle(Base):
         t.join(30)
         self.assertEqual(result["r"].inserted, 60, "in-flight call must complete")
         self.assertEqual(self.d.proc.wait(30), 0)
-        self.assertTrue(any("draining" in line for line in self.d.lines))
+        self.assertIn("draining", self.d.log_after("draining"))
 
 
 class TestProcess(unittest.TestCase):

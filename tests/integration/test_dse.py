@@ -99,7 +99,7 @@ class TestRegistration(DseBase):
         self.assertEqual(q.profiles_measured, 0)
         self.assertEqual(q.table[0].learner_source, "cached")
         self.assertEqual(q.table[0].learner_seconds, cpu.learner_seconds)
-        log = "".join(self.d.lines)
+        log = self.d.log_after("(hit;", "profile cache miss", "profile cache hit")
         self.assertIn("(hit;", log)
         self.assertIn("profile cache miss", log)
         self.assertIn("profile cache hit", log)

@@ -102,7 +102,7 @@ class TestCsimDevice(FpgaCsimBase):
         self.assertEqual(jf[0]["isa"], "csim")
         self.assertIn("C-simulation", jf[0]["status"])
         self.assertIn("C-simulation (no board)", self.ctl("status"))
-        log = "".join(self.d.lines)
+        log = self.d.log_after("u250 C-simulation (no board)")
         self.assertIn("u250 C-simulation (no board)", log)
 
 
@@ -127,9 +127,9 @@ class TestCsimWorkload(FpgaCsimBase):
         self.assertIn(p.running, ("F-F-F", "C-F-F"))
         self.assertIn("C-simulation of u250, no board", p.note)
         self.assertIn("storage is host memory", p.note)
-        log = "".join(self.d.lines)
-        self.assertIn(f"registered workload {w.id} (\"dqn-csim\", capacity 10000, 5 fields, "
-                      "replay module fpga-csim)", log)
+        want = (f"registered workload {w.id} (\"dqn-csim\", capacity 10000, 5 fields, "
+                "replay module fpga-csim)")
+        self.assertIn(want, self.d.log_after(want))
         if p.running == "C-F-F":
             self.assertIn("the fpga learner on fpga0 failed at start", p.note)
             self.assertIn("the CPU learner runs", p.note)
@@ -145,7 +145,7 @@ class TestCsimWorkload(FpgaCsimBase):
         try:
             wc = cpu.stub.RegisterWorkload(dqn_spec(), timeout=60)
             self.assertEqual(wc.placement.running, "C-C-C")
-            self.assertIn("replay module cpu)", "".join(cpu.lines))
+            self.assertIn("replay module cpu)", cpu.log_after("replay module cpu)"))
             mdc = ((TOKEN_KEY, wc.token),)
             for start in (0, 700):
                 for stub, wid, m in ((self.d.stub, w.id, md), (cpu.stub, wc.id, mdc)):
