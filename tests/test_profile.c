@@ -304,9 +304,10 @@ static void test_measure_tiny(void **state) {
     assert_int_equal(r[i].primitive, (rd_primitive_t)(RD_PRIM_GATHER + (i - 6)));
     assert_int_equal(r[i].items, 0);
   }
-  /* A round trip between two threads costs more than copying 16 small
-   * rows (a wake-up is microseconds, the copy well under one). */
-  assert_true(r[7].latency_s > r[6].latency_s);
+  /* No ordering between handoff and gather is asserted: with the
+   * pipeline's spin (rd_spin.h) a hand-off need not sleep, and the train
+   * step it carries is taken off, so it can be below a gather of fresh
+   * rows (it was, under ASan). check_results holds every latency > 0. */
 }
 
 static void test_measure_ddpg_replay_only(void **state) {
