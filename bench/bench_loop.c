@@ -456,6 +456,7 @@ typedef struct {
 } unit_t;
 
 static void learner_steps(unit_t *u, uint64_t n) {
+  rd_learner_tune_pause(&u->learner); /* the loop's repetition ran since our last step */
   for (uint64_t i = 0; i < n; i++) {
     rd_error_t err;
     int rc = rd_learner_step(&u->learner, &u->pool->b[u->it++ % POOL], u->pool->td, NULL, &err);

@@ -27,6 +27,8 @@ static int cpu_step(rd_learner_backend_t *b, const rd_batch_t *batch, float *td_
   return rd_learner_step(b->impl, batch, td_abs, st, err);
 }
 
+static void cpu_pause(rd_learner_backend_t *b) { rd_learner_tune_pause(b->impl); }
+
 static size_t cpu_policy_bytes(const rd_learner_backend_t *b) {
   return rd_learner_policy_bytes(b->impl);
 }
@@ -61,6 +63,7 @@ const rd_learner_ops_t rd_learner_ops_cpu = {
     .policy_save = cpu_policy_save,
     .policy_load = cpu_policy_load,
     .destroy = cpu_destroy,
+    .pause = cpu_pause,
 };
 
 const rd_learner_ops_t *rd_learner_ops_for(rd_learner_kind_t kind) {

@@ -92,6 +92,9 @@ typedef struct {
    * backend cannot (the GPU backend: a fallback never loads into it). */
   int (*policy_load)(rd_learner_backend_t *b, const void *buf, size_t len, rd_error_t *err);
   void (*destroy)(rd_learner_backend_t *b);
+  /* Optional (NULL: nothing to do): the caller had no work for the
+   * learner since its last step, as rd_learner_tune_pause. */
+  void (*pause)(rd_learner_backend_t *b);
 } rd_learner_ops_t;
 
 struct rd_learner_backend {

@@ -63,6 +63,7 @@ struct rd_pipeline {
   uint32_t sampling;   /* batches the sampler thread is sampling and gathering */
   double step_s;       /* the learner's recent seconds per train-step (moving average) */
   double produce_s;    /* the sampler's recent seconds per batch: update, sample, gather */
+  int idle_gap;        /* work arrived after the pipeline idled (learner_main) */
   /* Bumped (under mu) with every wake-up of each thread, so a thread that
    * expects its partner soon can spin on it before it sleeps (rd_spin.h). */
   _Atomic uint64_t ev_sampler, ev_learner;
@@ -458,6 +459,7 @@ int rd_pipeline_train(rd_pipeline_t *p, uint32_t steps, double deadline_mono, rd
     p->req_msg[0] = '\0';
     p->req_cb = cb;
     p->req_arg = arg;
+    if (p->in_flight == 0 && p->sampled >= p->target) p->idle_gap = 1;
     p->target = p->sampled + steps;
     wake_sampler(p);
   }
@@ -521,6 +523,7 @@ void rd_pipeline_after_insert(rd_pipeline_t *p, size_t n) {
       uint64_t t = (uint64_t)(p->cfg.samples_per_insert * (double)p->inserted_since_ready /
                               (double)p->cfg.batch);
       if (t > p->target) {
+        if (p->in_flight == 0 && p->sampled >= p->target) p->idle_gap = 1;
         p->target = t;
         wake_sampler(p);
       }
@@ -880,6 +883,13 @@ static void *learner_main(void *arg) {
     }
     if (p->stopping) break;
     spun = 0;
+    if (p->idle_gap) {
+      /* The pipeline idled since the last step: that wait is not the
+       * learner's time (its thread tuning leaves it out). */
+      p->idle_gap = 0;
+      if (p->learner.impl != NULL && p->learner.ops->pause != NULL)
+        p->learner.ops->pause(&p->learner);
+    }
     uint32_t si = q_pop(&p->q_train);
     slot_t *s = &p->slots[si];
     slot_t *next = p->q_train.len > 0 ? &p->slots[p->q_train.v[p->q_train.head]] : NULL;

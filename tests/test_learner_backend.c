@@ -231,11 +231,11 @@ static int fake_save(rd_learner_backend_t *b, void *buf, size_t cap, size_t *w, 
 static void fake_destroy(rd_learner_backend_t *b) { rd_learner_ops_cpu.destroy(b); }
 
 static const rd_learner_ops_t fake_oom = {"fake-gpu", RD_LEARNER_ON_GPU, fake_init_oom, fake_step,
-                                          fake_bytes, fake_save, NULL, fake_destroy};
+                                          fake_bytes, fake_save, NULL, fake_destroy, NULL};
 static const rd_learner_ops_t fake_config = {"fake-gpu", RD_LEARNER_ON_GPU, fake_init_config,
-                                             fake_step, fake_bytes, fake_save, NULL, fake_destroy};
+                                             fake_step, fake_bytes, fake_save, NULL, fake_destroy, NULL};
 static const rd_learner_ops_t fake_midway = {"fake-gpu", RD_LEARNER_ON_GPU, fake_init_ok, fake_step,
-                                             fake_bytes, fake_save, NULL, fake_destroy};
+                                             fake_bytes, fake_save, NULL, fake_destroy, NULL};
 
 /* ---- tests ---- */
 

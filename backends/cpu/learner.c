@@ -740,7 +740,16 @@ static void tune_before(rd_learner_t *l, size_t n, double t0) {
     l->tune.batch = n;
     l->tune.trial_start = t0;
   } else if (l->tune.phase < 2 && prev == (l->tune.phase == 0 ? 1 : 2)) {
-    if (l->tune.count++ > 0) l->tune.sum += period; /* the first may have waited */
+    if (l->tune.count++ > 0) { /* the first may have waited */
+      /* A period far above the trial's mean so far spans a pause in the
+       * work that no caller announced (rd_learner_tune_pause), not this
+       * mode's speed. */
+      uint32_t have = l->tune.count - 2; /* periods already in sum */
+      if (have > 0 && period > RD_LEARNER_TUNE_GAP * (l->tune.sum / have))
+        l->tune.count--;
+      else
+        l->tune.sum += period;
+    }
     if (l->tune.count > RD_LEARNER_TUNE_STEPS && t0 - l->tune.trial_start >= RD_LEARNER_TUNE_TRIAL_S) {
       const double mean = l->tune.sum / (double)(l->tune.count - 1);
       l->tune.count = 0;
@@ -760,6 +769,10 @@ static void tune_before(rd_learner_t *l, size_t n, double t0) {
   if (l->tune.phase < 2) tune_set_threads(l, l->tune.phase == 0 ? l->config.threads : 1);
   l->tune.prev_mode = l->tune.phase == 0 ? 1 : l->tune.phase == 1 ? 2 : 0;
   l->tune.prev_t0 = t0;
+}
+
+void rd_learner_tune_pause(rd_learner_t *l) {
+  l->tune.prev_mode = 0; /* tune_before counts a period only after a trial step */
 }
 
 int rd_learner_step(rd_learner_t *l, const rd_batch_t *b, float *td_abs, rd_step_stats_t *st,

@@ -62,9 +62,10 @@
  * with the team, then one on the calling thread alone, keeps the mode with
  * the shorter mean period from one step's start to the next (so the
  * caller's time between steps counts: in the pipeline, a team that starves
- * the sampler of a core loses once the batches sampled ahead run out), and
- * repeats the trials after RD_LEARNER_TUNE_HOLD_S (or when the batch size
- * changes). Measured
+ * the sampler of a core loses once the batches sampled ahead run out;
+ * a period above RD_LEARNER_TUNE_GAP times the trial's mean so far is a
+ * pause in the work, not counted), and repeats the trials after
+ * RD_LEARNER_TUNE_HOLD_S (or when the batch size changes). Measured
  * here (2 vCPUs): CartPole DDPG at batch 2048 took 0.46 ms a step on one
  * thread and 0.94 ms with a team of 2 in the same run. Results do not
  * depend on the mode (above), so switching changes speed only.
@@ -82,6 +83,7 @@
 #define RD_LEARNER_MAX_SHARDS 8u
 #define RD_LEARNER_TUNE_HOLD_S 2.0
 #define RD_LEARNER_TUNE_TRIAL_S 0.1
+#define RD_LEARNER_TUNE_GAP 8.0 /* a period above 8x the trial's mean is a pause, not counted */
 
 #include <stddef.h>
 #include <stdint.h>
@@ -182,6 +184,12 @@ int rd_learner_batch_validate(const rd_learner_config_t *c, const rd_batch_t *b,
  * rd_learner_free on it is safe). */
 int rd_learner_init(rd_learner_t *l, const rd_learner_config_t *c, rd_error_t *err);
 void rd_learner_free(rd_learner_t *l);
+
+/* The caller had no work for the learner since its last step (an idle
+ * pipeline, a pause between requests or benchmark repetitions): the time
+ * until the next step is nobody's speed, so the thread tuning (above) does
+ * not count it. Cheap; learner thread only. */
+void rd_learner_tune_pause(rd_learner_t *l);
 
 /* One gradient step on b. td_abs (n floats, may be NULL) receives |delta|;
  * st (may be NULL) the step's figures.
