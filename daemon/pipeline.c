@@ -589,18 +589,29 @@ static int sampler_wanted(const rd_pipeline_t *p) {
 /* Under p->mu, the sampler has nothing to do: sleep until woken, or, while
  * batches are in flight at D >= RD_PIPELINE_POLL_DEPTH, at most for the
  * time the learner takes for D/4 steps (clamped to [50 us, 1 s]).
- * Below that depth, with a batch at the learner, the sampler first spins
- * (once per idle spell: *spun) for about the step's time (rd_spin.h): in the
- * strict loop the learner's wake-up is on every step's path. */
-static void sampler_sleep(rd_pipeline_t *p, int *spun) {
-  double budget = rd_spin_budget(p->step_s);
-  if (p->cfg.depth < RD_PIPELINE_POLL_DEPTH && !*spun && p->in_flight > 0 && budget > 0) {
-    *spun = 1;
-    uint64_t seen = atomic_load_explicit(&p->ev_sampler, memory_order_relaxed);
-    pthread_mutex_unlock(&p->mu);
-    rd_spin_until_changed(&p->ev_sampler, seen, budget);
-    pthread_mutex_lock(&p->mu);
-    return; /* the caller looks again before sleeping */
+ * Below that depth, with a batch at the learner, the sampler first waits
+ * by rd_spin_plan for the step's time (a timed sleep, then a spin; once per
+ * idle spell: *stage 0 -> 1 slept -> 2 spun): in the strict loop the
+ * learner's wake-up is on every step's path. The caller looks again
+ * after each stage. */
+static void sampler_sleep(rd_pipeline_t *p, int *stage) {
+  if (p->cfg.depth < RD_PIPELINE_POLL_DEPTH && p->in_flight > 0 && *stage < 2) {
+    double sleep_s, spin_s;
+    rd_spin_plan(p->step_s, &sleep_s, &spin_s);
+    if (*stage == 0 && sleep_s > 0) {
+      *stage = 1;
+      struct timespec ts = rd_spin_deadline(sleep_s);
+      pthread_cond_timedwait(&p->cv_sampler, &p->mu, &ts);
+      return;
+    }
+    *stage = 2;
+    if (spin_s > 0) {
+      uint64_t seen = atomic_load_explicit(&p->ev_sampler, memory_order_relaxed);
+      pthread_mutex_unlock(&p->mu);
+      rd_spin_until_changed(&p->ev_sampler, seen, spin_s);
+      pthread_mutex_lock(&p->mu);
+      return;
+    }
   }
   if (p->cfg.depth < RD_PIPELINE_POLL_DEPTH || p->in_flight == 0 || p->step_s <= 0) {
     pthread_cond_wait(&p->cv_sampler, &p->mu);
@@ -608,11 +619,7 @@ static void sampler_sleep(rd_pipeline_t *p, int *spun) {
   }
   double dt = p->step_s * (double)(p->cfg.depth / 4);
   dt = dt < 50e-6 ? 50e-6 : dt > 1.0 ? 1.0 : dt;
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  long ns = ts.tv_nsec + (long)(dt * 1e9);
-  ts.tv_sec += ns / 1000000000L;
-  ts.tv_nsec = ns % 1000000000L;
+  struct timespec ts = rd_spin_deadline(dt);
   pthread_cond_timedwait(&p->cv_sampler, &p->mu, &ts);
 }
 
@@ -743,7 +750,7 @@ static void *sampler_main(void *arg) {
   rd_pipeline_t *p = arg;
   uint32_t *idx = p->burst_idx;
   int *rcs = p->burst_rc;
-  int spun = 0;        /* spun since the last work (sampler_sleep) */
+  int spun = 0;        /* sampler_sleep's stage since the last work */
   double t_update = 0; /* seconds per batch of the last priority update */
   pthread_mutex_lock(&p->mu);
   while (!p->stopping) {
@@ -856,7 +863,7 @@ static void *learner_main(void *arg) {
   rd_pipeline_t *p = arg;
   const rd_pipeline_config_t *c = &p->cfg;
   int dirty = 0; /* steps trained since the last publication */
-  int spun = 0;  /* spun since the last batch */
+  int spun = 0;  /* the wait stage (sampler_sleep) since the last batch */
   pthread_mutex_lock(&p->mu);
   for (;;) {
     while (!p->stopping && p->q_train.len == 0) {
@@ -869,15 +876,25 @@ static void *learner_main(void *arg) {
       }
       /* A batch is on its way (being sampled, or the sampler is writing
        * the last step's priorities and will sample next): in the strict
-       * loop, spin for about the sampler's time first (rd_spin.h). */
-      double budget = rd_spin_budget(p->produce_s);
-      if (!spun && budget > 0 && (p->sampling > 0 || p->sampled < p->target)) {
-        spun = 1;
-        uint64_t seen = atomic_load_explicit(&p->ev_learner, memory_order_relaxed);
-        pthread_mutex_unlock(&p->mu);
-        rd_spin_until_changed(&p->ev_learner, seen, budget);
-        pthread_mutex_lock(&p->mu);
-        continue;
+       * loop, wait for about the sampler's time first by rd_spin_plan
+       * (stages as the sampler's, sampler_sleep). */
+      if (spun < 2 && (p->sampling > 0 || p->sampled < p->target)) {
+        double sleep_s, spin_s;
+        rd_spin_plan(p->produce_s, &sleep_s, &spin_s);
+        if (spun == 0 && sleep_s > 0) {
+          spun = 1;
+          struct timespec ts = rd_spin_deadline(sleep_s);
+          pthread_cond_timedwait(&p->cv_learner, &p->mu, &ts);
+          continue;
+        }
+        spun = 2;
+        if (spin_s > 0) {
+          uint64_t seen = atomic_load_explicit(&p->ev_learner, memory_order_relaxed);
+          pthread_mutex_unlock(&p->mu);
+          rd_spin_until_changed(&p->ev_learner, seen, spin_s);
+          pthread_mutex_lock(&p->mu);
+          continue;
+        }
       }
       pthread_cond_wait(&p->cv_learner, &p->mu);
     }
@@ -1096,8 +1113,8 @@ int rd_pipeline_create(rd_pipeline_t **out, const rd_pipeline_config_t *c, rd_ta
   pthread_condattr_init(&ca);
   pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
   pthread_cond_init(&p->cv_sampler, &ca);
+  pthread_cond_init(&p->cv_learner, &ca); /* timed waits: rd_spin_deadline */
   pthread_condattr_destroy(&ca);
-  pthread_cond_init(&p->cv_learner, NULL);
   pthread_cond_init(&p->cv_idle, NULL);
   pthread_rwlock_init(&p->wlock, NULL);
   p->front = 1;

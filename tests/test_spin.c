@@ -25,6 +25,29 @@ static void test_budget(void **state) {
   assert_float_equal(rd_spin_budget(RD_SPIN_MAX_S), RD_SPIN_MAX_S, 1e-12);
 }
 
+/* Short waits spin, long ones sleep until the lead and then spin, very
+ * long or unknown ones block. */
+static void test_plan(void **state) {
+  (void)state;
+  double sl, sp;
+  rd_spin_plan(10e-6, &sl, &sp);
+  assert_true(sl == 0);
+  assert_float_equal(sp, 25e-6, 1e-12);
+  rd_spin_plan(750e-6, &sl, &sp); /* a Hopper step */
+  assert_float_equal(sl, 750e-6 - RD_SPIN_LEAD_S, 1e-12);
+  assert_float_equal(sp, 2 * RD_SPIN_LEAD_S, 1e-12);
+  rd_spin_plan(RD_SPIN_SLEEP_MAX_S * 1.5, &sl, &sp);
+  assert_true(sl == 0 && sp == 0);
+  rd_spin_plan(0, &sl, &sp);
+  assert_true(sl == 0 && sp == 0);
+  /* A deadline is in the future, normalised. */
+  struct timespec now, d = rd_spin_deadline(1.5e-3);
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  assert_true(d.tv_nsec >= 0 && d.tv_nsec < 1000000000L);
+  double dt = (double)(d.tv_sec - now.tv_sec) + 1e-9 * (double)(d.tv_nsec - now.tv_nsec);
+  assert_true(dt > 0 && dt <= 1.5e-3);
+}
+
 static void test_gives_up(void **state) {
   (void)state;
   _Atomic uint64_t ev = 7;
@@ -124,6 +147,7 @@ static void test_ping_pong(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_budget),
+      cmocka_unit_test(test_plan),
       cmocka_unit_test(test_gives_up),
       cmocka_unit_test(test_sees_bump),
       cmocka_unit_test(test_ping_pong),
