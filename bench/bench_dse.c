@@ -249,7 +249,10 @@ int main(int argc, char **argv) {
         break;
       }
       double pred = w->placement.predicted_gps;
-      if (fill(c, w, 8192) != 0) {
+      int filled = 0; /* the whole capacity, as a running workload's table */
+      for (uint32_t at = 0; at < 100000 && filled == 0; at += 8192)
+        filled = fill(c, w, 100000 - at < 8192 ? 100000 - at : 8192);
+      if (filled != 0) {
         status = 1;
         break;
       }

@@ -34,6 +34,7 @@
 #define DATA_SEED UINT64_C(0x70726f66696c65) /* "profile" */
 #define GATHER_MAX_BYTES (32u << 20) /* gather's source rows */
 #define GATHER_POOL_MIN (1u << 18) /* random row indices, at least */
+#define UPDATE_POOL_KEYS (1u << 18) /* sampled keys for update batches (then at least 4 batches) */
 #define PASS_SLOTS 8u              /* batches in flight for "pass" */
 
 /* ------------------------------------------------------------------ */
@@ -396,7 +397,13 @@ static int table_setup(table_ctx_t *c, const rd_profile_shape_t *s, double tree_
   int rc = rd_table_init(&c->t, &tc, err);
   if (rc) return rc;
   c->batch = k->batch;
-  c->n_pool = k->batch <= 65536 ? 4 : 1;
+  /* Update batches of sampled keys: enough of them (UPDATE_POOL_KEYS keys)
+   * that the paths they update are not all in cache, as in the running
+   * loop, where every update writes a freshly sampled batch's leaves (a
+   * pool of 4 batches of 64 updated in 1.6 us; inside bench_loop's loop the
+   * update took 3.9 us). */
+  c->n_pool = k->batch <= 65536 ? UPDATE_POOL_KEYS / k->batch : 1;
+  if (c->n_pool < 4 && k->batch <= 65536) c->n_pool = 4;
   size_t b = k->batch;
   uint8_t *row = calloc(chunk, 1);
   double *raw = malloc((size_t)chunk * sizeof *raw);
@@ -432,6 +439,10 @@ static int table_setup(table_ctx_t *c, const rd_profile_shape_t *s, double tree_
   for (uint32_t j = 0; j < c->n_pool; j++) {
     rd_sample_out_t o = {c->pool_keys + (size_t)j * b, c->probs, c->weights, NULL};
     if ((rc = rd_table_sample(&c->t, b, 0.4, 0, &o, err)) != RD_OK) goto out;
+    if (j >= 3 && now_s() > fill_end) { /* the setup share is spent: fewer batches */
+      c->n_pool = j + 1;
+      break;
+    }
   }
 out:
   free(row);
@@ -666,6 +677,8 @@ typedef struct {
   float fill;
   call_fn work;   /* handoff: the consumer's train-step per batch, or NULL */
   void *work_ctx;
+  call_fn pwork;  /* handoff: the producer's sample, gather and update per batch, or NULL */
+  void *pwork_ctx;
   int work_rc;    /* the first failure of work */
   pthread_t th;
   bool started;
@@ -685,19 +698,31 @@ static void hq_push(uint32_t *q, uint32_t head, uint32_t *len, uint32_t cap, uin
 
 static void avg_in(double *avg, double x) { *avg = *avg > 0 ? 0.875 * *avg + 0.125 * x : x; }
 
-/* Under h->mu: one wait for cv, or first (once per wait: *spun) a spin of
- * the pipeline's budget for the partner's expected time. The caller looks
- * at its condition again either way. */
+/* Under h->mu: one wait for cv, staged as the pipeline's waits
+ * (rd_spin_plan for the partner's expected time: a timed sleep, then a
+ * spin, then blocking; *stage 0, 1, 2). The caller looks at its condition
+ * again after each. */
 static void hwait(handoff_ctx_t *h, pthread_cond_t *cv, _Atomic uint64_t *ev, double expected,
-                  int *spun, int *waiting) {
-  double budget = rd_spin_budget(expected);
-  if (!*spun && budget > 0) {
-    *spun = 1;
-    uint64_t seen = atomic_load_explicit(ev, memory_order_relaxed);
-    pthread_mutex_unlock(&h->mu);
-    rd_spin_until_changed(ev, seen, budget);
-    pthread_mutex_lock(&h->mu);
-    return;
+                  int *stage, int *waiting) {
+  if (*stage < 2) {
+    double sleep_s, spin_s;
+    rd_spin_plan(expected, &sleep_s, &spin_s);
+    if (*stage == 0 && sleep_s > 0) {
+      *stage = 1;
+      struct timespec ts = rd_spin_deadline(sleep_s);
+      *waiting = 1;
+      pthread_cond_timedwait(cv, &h->mu, &ts);
+      *waiting = 0;
+      return;
+    }
+    *stage = 2;
+    if (spin_s > 0) {
+      uint64_t seen = atomic_load_explicit(ev, memory_order_relaxed);
+      pthread_mutex_unlock(&h->mu);
+      rd_spin_until_changed(ev, seen, spin_s);
+      pthread_mutex_lock(&h->mu);
+      return;
+    }
   }
   *waiting = 1;
   pthread_cond_wait(cv, &h->mu);
@@ -708,7 +733,7 @@ static void hwait(handoff_ctx_t *h, pthread_cond_t *cv, _Atomic uint64_t *ev, do
  * it, queue it. Returns 0 when stopped. */
 static int produce_one(handoff_ctx_t *h) {
   pthread_mutex_lock(&h->mu);
-  int spun = !h->prod_spins;
+  int spun = h->prod_spins ? 0 : 2;
   while (!h->stop && h->free_len == 0)
     hwait(h, &h->cv_prod, &h->ev_prod, h->cons_s, &spun, &h->prod_waiting);
   if (h->stop) {
@@ -723,6 +748,10 @@ static int produce_one(handoff_ctx_t *h) {
   h->fill += 1.0f;
   for (size_t i = 0; i < h->floats; i++) d[i] = h->fill;
   h->sink = acc;
+  if (h->pwork != NULL) {
+    int rc = h->pwork(h->pwork_ctx, NULL);
+    if (rc != RD_OK && h->work_rc == RD_OK) h->work_rc = rc;
+  }
   double t = now_s() - t0;
   pthread_mutex_lock(&h->mu);
   avg_in(&h->prod_s, t);
@@ -762,6 +791,21 @@ static int consume_one(handoff_ctx_t *h) {
   if (h->prod_waiting && h->free_len >= h->wake_at) pthread_cond_signal(&h->cv_prod);
   pthread_mutex_unlock(&h->mu);
   return 1;
+}
+
+/* The sampler's part of one strict-loop step, on the measuring tables:
+ * the last batch's priority update, a sample, a gather of its rows. */
+typedef struct {
+  table_ctx_t *tab;
+  gather_ctx_t *g;
+} sampler_work_t;
+
+static int sampler_work(void *p, rd_error_t *err) {
+  sampler_work_t *w = p;
+  int rc = update_call(w->tab, err);
+  if (rc == RD_OK) rc = sample_call(w->tab, err);
+  if (rc == RD_OK) rc = gather_call(w->g, err);
+  return rc;
 }
 
 static void *producer_main(void *p) {
@@ -832,8 +876,12 @@ static int handoff_start(handoff_ctx_t *h, const rd_profile_shape_t *s, uint32_t
   h->wake_at = slots > 1 ? slots / 2 : 1;
   h->prod_spins = helper_consumes;
   pthread_mutex_init(&h->mu, NULL);
-  pthread_cond_init(&h->cv_prod, NULL);
-  pthread_cond_init(&h->cv_cons, NULL);
+  pthread_condattr_t ca; /* timed waits: rd_spin_deadline */
+  pthread_condattr_init(&ca);
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+  pthread_cond_init(&h->cv_prod, &ca);
+  pthread_cond_init(&h->cv_cons, &ca);
+  pthread_condattr_destroy(&ca);
   h->data = calloc((size_t)slots * h->floats, sizeof(float));
   h->td = calloc((size_t)slots * h->batch, sizeof(float));
   if (h->data == NULL || h->td == NULL) {
@@ -855,8 +903,9 @@ static int handoff_start(handoff_ctx_t *h, const rd_profile_shape_t *s, uint32_t
  * t_train its warm latency at lc's thread count (profile.h: the helper
  * thread then trains on each batch, and t_train is taken off). */
 static int measure_pipeline(rd_primitive_t prim, const rd_profile_shape_t *s, train_ctx_t *tr,
-                            const rd_learner_config_t *lc, double t_train, double slice_end,
-                            double deadline, timing_t *tm, rd_error_t *err) {
+                            const rd_learner_config_t *lc, double t_train, table_ctx_t *tab,
+                            double t_sampler, double slice_end, double deadline, timing_t *tm,
+                            rd_error_t *err) {
   int rc;
   double est = 20e-6 + 2e-9 * (double)s->key.batch * (s->row_bytes > 0 ? s->row_bytes : 1);
   /* A client chooses batch and row size: one batch of rows is bounded as
@@ -876,14 +925,24 @@ static int measure_pipeline(rd_primitive_t prim, const rd_profile_shape_t *s, tr
     return rc;
   }
   handoff_ctx_t h;
+  gather_ctx_t g;
+  sampler_work_t sw = {tab, &g};
   int handoff = prim == RD_PRIM_HANDOFF;
   bool train = handoff && tr != NULL && t_train > 0;
+  /* With the sampler's work too (its isolated time known), the round trip
+   * is a whole strict-loop step on the measuring tables. */
+  bool sampler = train && tab != NULL && t_sampler > 0;
   double est_first = est + 100e-6, est_call = 0;
+  memset(&g, 0, sizeof g);
+  if (sampler && (rc = gather_setup(&g, s, err)) != RD_OK) return rc;
   if (train) {
     /* A fresh learner: its first step touches its buffers (the warm-up). */
-    if ((rc = rd_learner_init(&tr->l, lc, err)) != RD_OK) return rc;
+    if ((rc = rd_learner_init(&tr->l, lc, err)) != RD_OK) {
+      gather_free(&g);
+      return rc;
+    }
     tr->live = true;
-    est_call = est + 100e-6 + t_train;
+    est_call = est + 100e-6 + t_train + (sampler ? 2 * t_sampler : 0);
     est_first = est_call + 10 * t_train;
   }
   if ((rc = handoff_start(&h, s, handoff ? 1 : PASS_SLOTS, handoff, err)) != RD_OK) goto out;
@@ -891,16 +950,21 @@ static int measure_pipeline(rd_primitive_t prim, const rd_profile_shape_t *s, tr
     h.work = train_call;
     h.work_ctx = tr;
   }
+  if (sampler) {
+    h.pwork = sampler_work;
+    h.pwork_ctx = &sw;
+  }
   rc = time_calls(handoff ? handoff_call : pass_call, &h, est_first, est_call, slice_end,
                   deadline, tm, err);
   handoff_stop(&h);
   if (rc == RD_OK && h.work_rc != RD_OK)
-    rc = rd_error_set(err, h.work_rc, "the hand-off profile's train-step failed");
+    rc = rd_error_set(err, h.work_rc, "the hand-off profile's train-step or sampling failed");
   if (rc == RD_OK && train && tm->reps > 0) {
-    tm->latency_s -= t_train;
+    tm->latency_s -= t_train + (sampler ? t_sampler : 0);
     if (!(tm->latency_s > 1e-9)) tm->latency_s = 1e-9;
   }
 out:
+  gather_free(&g);
   if (train) {
     rd_learner_free(&tr->l);
     tr->live = false;
@@ -999,6 +1063,8 @@ int rd_profile_measure_cpu(const rd_profile_shape_t *shape, const uint32_t *thre
   size_t m = 0, n_prims = train ? 3 : 2, n_pipe = shape->has_learner ? RD_PRIM_PIPELINE_COUNT : 0;
   size_t slices = n * n_prims + n_pipe;
   double t_train0 = 0; /* the warm train-step at thread_counts[0], if measured */
+  double t_rmm0 = 0;   /* sample + update at thread_counts[0], if both measured */
+  int rmm0_parts = 0;
   for (size_t ti = 0; ti < n && rc == RD_OK; ti++) {
     uint32_t th = thread_counts[ti];
     tab.t.config.threads = th; /* the table passes it to the sum tree's kernels */
@@ -1067,6 +1133,10 @@ int rd_profile_measure_cpu(const rd_profile_shape_t *shape, const uint32_t *thre
         continue;
       }
       if (prim == RD_PRIM_TRAIN && ti == 0) t_train0 = tm.latency_s;
+      if (prim != RD_PRIM_TRAIN && ti == 0) {
+        t_rmm0 += tm.latency_s;
+        rmm0_parts++;
+      }
       rd_profile_t *r = &out[m++];
       memset(r, 0, sizeof *r);
       snprintf(r->device_fp, sizeof r->device_fp, "%s", cpu.fingerprint);
@@ -1080,7 +1150,10 @@ int rd_profile_measure_cpu(const rd_profile_shape_t *shape, const uint32_t *thre
       r->source = RD_PROFILE_MEASURED;
     }
   }
-  /* The pipeline's own costs, once (profile.h). */
+  /* The pipeline's own costs, once (profile.h), at the first thread count. */
+  double t_gather = 0;
+  tab.t.config.threads = thread_counts[0];
+  rd_sumtree_set_threads(&tab.t.tree, thread_counts[0]);
   for (size_t pi = 0; pi < n_pipe && rc == RD_OK; pi++, slices--) {
     rd_primitive_t prim = (rd_primitive_t)(RD_PRIM_GATHER + pi);
     double now = now_s();
@@ -1088,9 +1161,11 @@ int rd_profile_measure_cpu(const rd_profile_shape_t *shape, const uint32_t *thre
     timing_t tm = {0, 0};
     rd_learner_config_t lc = shape->learner;
     lc.threads = thread_counts[0];
-    if ((rc = measure_pipeline(prim, shape, train ? &tr : NULL, &lc, t_train0, slice_end, deadline,
-                               &tm, err)) != RD_OK)
+    double t_sampler = rmm0_parts == 2 && t_gather > 0 ? t_rmm0 + t_gather : 0;
+    if ((rc = measure_pipeline(prim, shape, train ? &tr : NULL, &lc, t_train0, &tab, t_sampler,
+                               slice_end, deadline, &tm, err)) != RD_OK)
       break;
+    if (prim == RD_PRIM_GATHER && tm.reps > 0) t_gather = tm.latency_s;
     if (tm.reps == 0) {
       if (tm.latency_s == 0)
         rd_log_warn("profile", "%s batch %u: no time left to measure %s", k->network, k->batch,

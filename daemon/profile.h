@@ -34,6 +34,9 @@
  *    and only if even that does not fit, less. Filling stops when the
  *    setup share (RD_PROFILE_SETUP_SHARE of the budget) is spent, keeping
  *    at least one batch. Each result records the items the table held.
+ *    update writes batches of keys sampled from it beforehand, 2^18 keys
+ *    in all (at least 4 batches, fewer if the setup share runs out), so
+ *    its paths are not all in cache, as in the running loop.
  *  - Train. rd_learner_step (backends/cpu/learner.h) on synthetic batches
  *    of the workload's shape (fixed seed), a fresh learner per thread count
  *    (its OpenMP team size is fixed at init).
@@ -43,17 +46,21 @@
  *    rows, one copy per learner field per row as the table stores and
  *    rd_table_gather copies them (col_bytes), with fresh indices every
  *    call: in the running loop every batch's rows are new to the cache.
- *    handoff: the calling thread hands a batch of B rows (row_bytes each)
- *    to a second thread through a mutex and condition variables, as the
- *    pipeline's threads do (each side spins first by rd_spin.h's rule, as
- *    the pipeline's do), and waits for its B |delta| back; the second
- *    thread runs a real train-step on each batch (a fresh learner at the
- *    first thread count), and the warm train-step's latency is taken off
- *    the round trip. So handoff is what a strict loop (D = 0) adds per
- *    step to the primitives: the hand-over both ways, the batch crossing
- *    cores, and the learner's state going cold while it waits (a step
- *    longer than RD_SPIN_MAX_S is handed over by sleeping and waking: on
- *    this project's VMs 100-250 us a step for Hopper DDPG). Without a
+ *    handoff: one strict-loop step (D = 0) run on two threads as the
+ *    pipeline runs it: the calling thread, as the sampler, writes the last
+ *    batch's priorities, samples and gathers (update, sample and gather on
+ *    the measuring tables) and hands a batch of B rows (row_bytes each) to
+ *    a second thread through a mutex and condition variables, and waits
+ *    for its B |delta| back; the second thread runs a real train-step on
+ *    each batch (a fresh learner at the first thread count). Both wait
+ *    as the pipeline's threads do (rd_spin.h: a timed sleep, a spin,
+ *    blocking). The isolated train-step, sample, update and gather
+ *    latencies are taken off the round trip, so handoff is what the strict
+ *    loop adds per step to the primitives: the hand-over both ways, each
+ *    batch crossing cores, and each side running colder than in a loop of
+ *    its own (inside the loop CartPole's sample, gather and update took
+ *    about 1.3x their isolated times). Without a sample/update/gather
+ *    measurement the sampler's side is only the hand-over; without a
  *    train-step measurement, handoff is the bare round trip. pass: the
  *    same with 8 batches in flight and the roles swapped, so the calling
  *    thread (the learner's role) rarely waits: what the learner pays per
