@@ -28,6 +28,7 @@ typedef enum {
   K_LEVEL,  /* debug|info|warn|error */
   K_COUNT,  /* plain integer in [min, max] */
   K_BYTES,  /* integer with an optional K/M/G/T suffix (powers of 1024) */
+  K_SHAPE,  /* K,N,BATCH[,MIN_TABLE]: a replay kernel build (rd_fpga_xclbin_shape_t) */
 } kind_t;
 
 typedef struct {
@@ -70,10 +71,33 @@ static const cfg_key_t keys[] = {
      "list one FPGA run as C-simulation (no board: the kernels' C code in\n"
      "                             this process), modelled as this part of\n"
      "                             --fpga-parts-dir (e.g. u250); empty = none"},
+    {"fpga-xclbin", K_STRING, FIELD(fpga_xclbin), 0, 0, true,
+     "an xclbin (rmm_kernel, lrn_train_step) for XRT FPGA boards: the\n"
+     "                             replay module and learner mapped to a board\n"
+     "                             run its kernels (never run on a board yet);\n"
+     "                             needs an XRT build; empty = none"},
+    {"fpga-xclbin-shape", K_SHAPE, FIELD(fpga_xclbin_shape), 0, 0, false,
+     "the xclbin's replay kernel build, K,N,BATCH[,MIN]: RMM_K,\n"
+     "                             RMM_CAPACITY, RMM_MAX_BATCH and the smallest table\n"
+     "                             it serves (RMM_MAX_LEAF = (2^63-1)/MIN; MIN\n"
+     "                             defaults to N, as build_xclbin.sh builds it:\n"
+     "                             then only tables of exactly N items fit)"},
 };
 #define N_KEYS (sizeof keys / sizeof keys[0])
 
 static const char *const level_names[] = {"debug", "info", "warn", "error"};
+
+/* rmm.h's default build, which kernels/build_xclbin.sh makes by default. */
+#define XCLBIN_DEFAULT_K 16
+#define XCLBIN_DEFAULT_N 65536
+#define XCLBIN_DEFAULT_BATCH 1024
+/* rmm.h: N in [2, 2^30]; rmm_xrt.h: at most 2^24 items per request. */
+#define XCLBIN_MAX_N (UINT32_C(1) << 30)
+#define XCLBIN_MAX_BATCH (UINT32_C(1) << 24)
+
+uint64_t rd_fpga_xclbin_max_leaf(const rd_fpga_xclbin_shape_t *s) {
+  return s->min_table ? UINT64_C(0x7fffffffffffffff) / s->min_table : 0;
+}
 
 /* ------------------------------------------------------------------ */
 /* Defaults                                                            */
@@ -102,6 +126,10 @@ void rd_config_defaults(rd_config_t *c) {
   c->max_memory_bytes = 8 * GIB;
   c->max_workloads = 64;
   c->learner_threads = 1;
+  c->fpga_xclbin_shape.k = XCLBIN_DEFAULT_K;
+  c->fpga_xclbin_shape.n = XCLBIN_DEFAULT_N;
+  c->fpga_xclbin_shape.batch = XCLBIN_DEFAULT_BATCH;
+  c->fpga_xclbin_shape.min_table = XCLBIN_DEFAULT_N;
 
   /* systemd's StateDirectory= sets $STATE_DIRECTORY; with several
    * directories it is a ':'-separated list and the first one is ours. */
@@ -207,7 +235,51 @@ static void describe_range(const cfg_key_t *k, char *buf, size_t cap) {
     fmt_bytes(hi, sizeof hi, k->max);
     snprintf(buf, cap, "bytes in [%s, %s], suffix K/M/G/T allowed", lo, hi);
     break;
+  case K_SHAPE: snprintf(buf, cap, "K,N,BATCH[,MIN_TABLE]"); break;
   }
+}
+
+/* "K,N,BATCH[,MIN_TABLE]" -> *out (MIN_TABLE defaults to N). On error
+ * writes what is wrong to why and leaves *out alone. The bounds are the
+ * kernel's (rmm.h) and the XRT module's (rmm_xrt.h), so a shape accepted
+ * here is one rd_fpga_xrt_rmm_configure accepts. */
+static bool parse_shape(const char *s, rd_fpga_xclbin_shape_t *out, char *why, size_t cap) {
+  uint64_t v[4];
+  size_t n = 0;
+  const char *p = s;
+  for (;;) {
+    size_t len = strcspn(p, ",");
+    if (n == 4 || !parse_u64(p, len, &v[n])) {
+      snprintf(why, cap, "expected 3 or 4 comma-separated integers");
+      return false;
+    }
+    n++;
+    if (p[len] == '\0') break;
+    p += len + 1;
+  }
+  if (n < 3) {
+    snprintf(why, cap, "expected 3 or 4 comma-separated integers");
+    return false;
+  }
+  if (n == 3) v[3] = v[1];
+  if (v[0] < 2 || v[0] > 64 || (v[0] & (v[0] - 1)) != 0)
+    snprintf(why, cap, "K %llu is not a power of two in [2, 64]", (unsigned long long)v[0]);
+  else if (v[1] < 2 || v[1] > XCLBIN_MAX_N)
+    snprintf(why, cap, "N %llu is outside [2, %u]", (unsigned long long)v[1], XCLBIN_MAX_N);
+  else if (v[2] < 1 || v[2] > XCLBIN_MAX_BATCH)
+    snprintf(why, cap, "BATCH %llu is outside [1, %u]", (unsigned long long)v[2],
+             XCLBIN_MAX_BATCH);
+  else if (v[3] < 1 || v[3] > v[1])
+    snprintf(why, cap, "MIN_TABLE %llu is outside [1, N = %llu]", (unsigned long long)v[3],
+             (unsigned long long)v[1]);
+  else {
+    out->k = (uint32_t)v[0];
+    out->n = (uint32_t)v[1];
+    out->batch = (uint32_t)v[2];
+    out->min_table = (uint32_t)v[3];
+    return true;
+  }
+  return false;
 }
 
 /* Set one key from its text. On error writes a message (without the
@@ -256,6 +328,15 @@ static int set_key(rd_config_t *c, const cfg_key_t *k, const char *value, char *
       *(uint32_t *)(void *)field = (uint32_t)v; /* max <= 2^30 for every 32-bit key */
     else
       *(uint64_t *)(void *)field = v;
+    return RD_OK;
+  }
+  case K_SHAPE: {
+    char why[64];
+    if (!parse_shape(value, (rd_fpga_xclbin_shape_t *)(void *)field, why, sizeof why)) {
+      snprintf(msg, cap, "bad value '%.40s' for %s: expected K,N,BATCH[,MIN_TABLE] (the "
+               "replay kernel's build): %s", value, k->name, why);
+      return RD_EINVAL;
+    }
     return RD_OK;
   }
   }
@@ -470,6 +551,13 @@ static void build_usage(void) {
                 key->size == 4 ? *(const uint32_t *)(const void *)field
                                : *(const uint64_t *)(const void *)field);
       break;
+    case K_SHAPE: {
+      const rd_fpga_xclbin_shape_t *sh = (const void *)field;
+      int w = snprintf(def, sizeof def, "%u,%u,%u", sh->k, sh->n, sh->batch);
+      if (sh->min_table != sh->n && w > 0 && (size_t)w < sizeof def)
+        snprintf(def + w, sizeof def - (size_t)w, ",%u", sh->min_table);
+      break;
+    }
     }
     if (key->kind == K_COUNT || key->kind == K_BYTES)
       describe_range(key, range, sizeof range);
@@ -479,7 +567,8 @@ static void build_usage(void) {
              key->kind == K_STRING ? (strcmp(key->name, "listen") == 0      ? "ADDR"
                                       : strcmp(key->name, "fpga-csim") == 0 ? "PART"
                                                                             : "PATH")
-             : key->kind == K_LEVEL ? "LEVEL" : key->kind == K_BYTES ? "BYTES" : "N");
+             : key->kind == K_LEVEL ? "LEVEL" : key->kind == K_BYTES ? "BYTES"
+             : key->kind == K_SHAPE ? "K,N,B" : "N");
     n += (size_t)snprintf(usage_buf + n, cap - n, "  %-26s %s\n  %-26s (%s%sdefault %s)\n", flag,
                           key->help, "", range, range[0] ? "; " : "", def);
   }

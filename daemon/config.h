@@ -15,6 +15,20 @@
 
 typedef enum { RD_LOG_DEBUG = 0, RD_LOG_INFO, RD_LOG_WARN, RD_LOG_ERROR } rd_log_level_t;
 
+/* The replay kernel build inside an xclbin (backends/fpga/kernels/rmm.h):
+ * the xclbin does not record it, so the operator states it with the path
+ * (`fpga-xclbin-shape = K,N,BATCH[,MIN_TABLE]`). k = RMM_K, n =
+ * RMM_CAPACITY, batch = RMM_MAX_BATCH; min_table is the smallest table its
+ * leaf bound serves: RMM_MAX_LEAF = (2^63 - 1) / min_table, as
+ * csim_rmm_shape.c raises it. min_table = n is rmm.h's default bound, the
+ * one kernels/build_xclbin.sh builds (it serves tables of exactly n items). */
+typedef struct {
+  uint32_t k, n, batch, min_table;
+} rd_fpga_xclbin_shape_t;
+
+/* The build's RMM_MAX_LEAF: (2^63 - 1) / min_table. */
+uint64_t rd_fpga_xclbin_max_leaf(const rd_fpga_xclbin_shape_t *s);
+
 typedef struct {
   char listen[256];           /* host:port; default 127.0.0.1:50051 */
   char state_dir[PATH_MAX];   /* $STATE_DIRECTORY, else $XDG_STATE_HOME/replayd,
@@ -31,6 +45,11 @@ typedef struct {
   char fpga_parts_dir[PATH_MAX]; /* FPGA part files for the model; empty = the installed ones */
   char fpga_csim[64];         /* a part name ("u250"): list one FPGA run as C-simulation (no
                                  board), modelled as that part; empty (default) = none */
+  char fpga_xclbin[PATH_MAX]; /* an xclbin with rmm_kernel and lrn_train_step that XRT boards
+                                 run (placement.h); empty (default) = none. A build without
+                                 XRT refuses a non-empty one at start (main.c) */
+  rd_fpga_xclbin_shape_t fpga_xclbin_shape; /* its replay kernel's build; default rmm.h's
+                                               16,65536,1024 */
 } rd_config_t;
 
 /* Fill c with the embedded defaults (reads the environment for state_dir). */

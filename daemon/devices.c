@@ -18,6 +18,17 @@ static size_t n_devices;
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 /* Guards the list after discovery: statuses change (rd_devices_mark_unusable). */
 static pthread_mutex_t list_mu = PTHREAD_MUTEX_INITIALIZER;
+/* The fpga-xclbin setting, as XRT boards' status text says it (under list_mu). */
+static int fpga_xclbin;
+
+/* For devices_xrt.c's discovery (which runs before the list is published). */
+int rd_devices_fpga_xclbin(void);
+int rd_devices_fpga_xclbin(void) {
+  pthread_mutex_lock(&list_mu);
+  int v = fpga_xclbin;
+  pthread_mutex_unlock(&list_mu);
+  return v;
+}
 
 /* ------------------------------------------------------------------ */
 /* Fingerprints                                                        */
@@ -266,6 +277,21 @@ static void discover(void) {
 
 void rd_devices_init(void) { pthread_once(&once, discover); }
 
+void rd_devices_set_fpga_xclbin(int configured) {
+  pthread_mutex_lock(&list_mu);
+  fpga_xclbin = configured != 0;
+  pthread_mutex_unlock(&list_mu);
+  rd_devices_init();
+  pthread_mutex_lock(&list_mu);
+  for (size_t i = 0; i < n_devices; i++) {
+    rd_device_t *d = &devices[i];
+    /* A board given up after a failure keeps saying why. */
+    if (strcmp(d->kind, "fpga") == 0 && strcmp(d->backend, "xrt") == 0 && rd_device_usable(d))
+      rd_devices_xrt_board_text(configured, d);
+  }
+  pthread_mutex_unlock(&list_mu);
+}
+
 size_t rd_devices_get(rd_device_t *out, size_t max) {
   rd_devices_init();
   pthread_mutex_lock(&list_mu);
@@ -309,11 +335,11 @@ int rd_devices_add_fpga_csim(const char *part, const char *parts_dir, rd_error_t
   rd_devices_init();
   rd_device_t d;
   pthread_mutex_lock(&list_mu);
-  uint32_t fpgas = 0;
+  uint32_t fpgas = 0; /* above every FPGA listed: XRT boards keep XRT's indices */
   int rc = RD_OK;
   for (size_t i = 0; i < n_devices; i++) {
     if (strcmp(devices[i].kind, "fpga") != 0) continue;
-    fpgas++;
+    if (devices[i].index >= fpgas) fpgas = devices[i].index + 1;
     if (strcmp(devices[i].backend, "csim") == 0)
       rc = rd_error_set(err, RD_EINVAL, "fpga-csim: a C-simulation FPGA (%s) is already listed",
                         devices[i].model);

@@ -110,13 +110,16 @@ size_t rd_devices_probe_gpus(rd_device_t *out, size_t max, char *why, size_t len
  * no board (it prints its own error banner then); otherwise each board XRT
  * opens by index, named from the shim's device info, or the one device of
  * XRT's no-op shim (status "unusable: ...": no kernel executes there).
- * Indices 0, 1, ... in XRT's order. */
+ * A board's index is its XRT device index (the one xrtDeviceOpen, the
+ * XRT replay module and the XRT learner take), so indices may skip one XRT
+ * could not open. */
 size_t rd_devices_probe_fpgas(rd_device_t *out, size_t max, char *why, size_t len);
 
 /* The C-simulation FPGA (devices_fpga.c) modelled as the part called part
  * (a part file in parts_dir; NULL: the installed parts): kind "fpga",
  * backend "csim", model = the part's name, index after the FPGAs XRT
- * found, status "ok: C-simulation (no board) ...". Fills *out only. */
+ * found (above the highest FPGA index listed), status "ok: C-simulation (no
+ * board) ...". Fills *out only. */
 int rd_devices_fpga_csim(const char *part, const char *parts_dir, uint32_t index,
                          rd_device_t *out, rd_error_t *err);
 
@@ -126,6 +129,19 @@ int rd_devices_fpga_csim(const char *part, const char *parts_dir, uint32_t index
  * RD_EINVAL if one is already listed, RD_ETOOBIG if the list is full.
  * Nothing is added on error. Thread-safe. */
 int rd_devices_add_fpga_csim(const char *part, const char *parts_dir, rd_error_t *err);
+
+/* Whether an xclbin is configured for XRT boards (the `fpga-xclbin`
+ * setting; placement.c's rd_placement_setup_xrt calls this): an XRT
+ * board's status and capabilities say whether anything runs on it (see
+ * rd_devices_xrt_board_text). Rewrites the usable boards already listed and
+ * sets what later discovery writes. Thread-safe. */
+void rd_devices_set_fpga_xclbin(int configured);
+
+/* An XRT board's status and capabilities (devices_fpga.c): with an xclbin
+ * configured, "ok (XRT board): runs the kernels of the fpga-xclbin ..."
+ * (placement.h says when); without one, "ok (XRT board); no xclbin
+ * configured ...". Both say replayd has never run on a board. */
+void rd_devices_xrt_board_text(int xclbin, rd_device_t *d);
 
 /* Set d->fingerprint from d's kind and identifying fields (see above). */
 void rd_device_fingerprint(rd_device_t *d);

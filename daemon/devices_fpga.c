@@ -31,6 +31,24 @@ size_t rd_devices_probe_fpgas(rd_device_t *out, size_t max, char *why, size_t le
 #endif
 }
 
+/* What an XRT board runs, and how far that is verified; keep it true.
+ * With an xclbin, placement runs the replay module and the learner mapped
+ * to the board through its kernels (placement.h); nothing of replayd has
+ * run on a board, so the status says so either way. */
+void rd_devices_xrt_board_text(int xclbin, rd_device_t *d) {
+  if (xclbin) {
+    snprintf(d->capabilities, sizeof d->capabilities, "rmm,learner: XRT (fpga-xclbin)");
+    snprintf(d->status, sizeof d->status,
+             "ok (XRT board): the replay module and learner mapped here run the kernels of "
+             "the fpga-xclbin setting; replayd has never run on a board");
+  } else {
+    snprintf(d->capabilities, sizeof d->capabilities, "none (no xclbin: model only)");
+    snprintf(d->status, sizeof d->status,
+             "ok (XRT board); no xclbin configured (the fpga-xclbin setting), so nothing runs "
+             "on it; replayd has never run on a board");
+  }
+}
+
 /* What a C-simulation runs and how far it is verified; keep it true. */
 #define RD_CSIM_CAPABILITIES "rmm,storage(host memory),learner: C-simulation"
 

@@ -34,6 +34,7 @@ typedef unsigned (*probe_fn)(void);
 typedef int (*info_fn)(xclDeviceHandle, struct xclDeviceInfo2 *);
 
 size_t rd_devices_probe_xrt(rd_device_t *out, size_t max, char *why, size_t len);
+int rd_devices_fpga_xclbin(void); /* devices.c: the fpga-xclbin setting */
 
 static void fill_noop(rd_device_t *d) {
   snprintf(d->backend, sizeof d->backend, "xrt-noop");
@@ -62,13 +63,11 @@ static void fill_board(rd_device_t *d, info_fn info, xrtDeviceHandle h) {
   }
   snprintf(d->name, sizeof d->name, "%.100s, %.1f GiB", d->model,
            (double)d->memory_bytes / (double)(1ull << 30));
-  /* Found, and nothing of replayd has ever run on it: the daemon deploys
-   * no xclbin, so a workload mapped to it runs on the CPU (placement.c)
-   * and the mapper's figures for it are the model's. */
-  snprintf(d->capabilities, sizeof d->capabilities, "none yet (model only)");
-  snprintf(d->status, sizeof d->status,
-           "ok (XRT board); replayd deploys no xclbin yet, so nothing runs on it; never "
-           "run on a board");
+  /* Found, and nothing of replayd has ever run on a board: with an
+   * xclbin configured (fpga-xclbin) what is mapped here runs its kernels
+   * (placement.c), else the CPU runs it; the mapper's figures for it are
+   * the model's either way. */
+  rd_devices_xrt_board_text(rd_devices_fpga_xclbin(), d);
 }
 
 size_t rd_devices_probe_xrt(rd_device_t *out, size_t max, char *why, size_t len) {
@@ -107,7 +106,9 @@ size_t rd_devices_probe_xrt(rd_device_t *out, size_t max, char *why, size_t len)
     rd_device_t *d = &out[n];
     memset(d, 0, sizeof *d);
     snprintf(d->kind, sizeof d->kind, "fpga");
-    d->index = (uint32_t)n;
+    /* XRT's own index: what xrtDeviceOpen, the XRT replay module and the
+     * XRT learner open for this entry (placement.c passes it on). */
+    d->index = (uint32_t)i;
     if (noop)
       fill_noop(d);
     else

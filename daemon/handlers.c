@@ -179,6 +179,10 @@ static void placement_actual(const rd_placement_t *p, rd_pipeline_t *pipe, place
     size_t n = strlen(o->note);
     snprintf(o->note + n, sizeof o->note - n, "; FPGA: C-simulation of %s, no board; its "
              "storage is host memory", p->fpga_part);
+  } else if (p->fpga_xrt && strchr(o->code_running + 1, 'F') != NULL) {
+    size_t n = strlen(o->note);
+    snprintf(o->note + n, sizeof o->note - n, "; FPGA: XRT board fpga%u, the fpga-xclbin "
+             "kernels; replayd has never run on a board", p->fpga_device);
   }
   o->msg.running = o->code_running;
   o->msg.note = o->note;

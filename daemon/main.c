@@ -22,6 +22,7 @@
 #include "devices.h"
 #include "handlers.h"
 #include "log.h"
+#include "placement.h"
 #include "registry.h"
 #include "server.h"
 #include "store.h"
@@ -118,6 +119,14 @@ int main(int argc, char **argv) {
       rd_devices_add_fpga_csim(cfg.fpga_csim, cfg.fpga_parts_dir[0] ? cfg.fpga_parts_dir : NULL,
                                &err) != RD_OK) {
     rd_log_error("main", "fpga-csim = %s: %s", cfg.fpga_csim, err.msg);
+    rd_registry_destroy(app.registry);
+    rd_store_close(store);
+    return 2;
+  }
+  /* The XRT kernels (fpga-xclbin) before any placement too: a build
+   * without XRT, or a path that is not an xclbin, stops the start. */
+  if (rd_placement_setup_xrt(&cfg, &err) != RD_OK) {
+    rd_log_error("main", "%s", err.msg);
     rd_registry_destroy(app.registry);
     rd_store_close(store);
     return 2;

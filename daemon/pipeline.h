@@ -98,7 +98,9 @@ typedef struct {
    * See "Learner backends" above for what happens when the GPU fails. */
   rd_learner_kind_t learner_kind;
   uint32_t learner_device;
-  /* Tests: this backend instead of learner_kind's (NULL: learner_kind's). */
+  /* This backend instead of learner_kind's (NULL: learner_kind's): the
+   * placement's (the XRT learner on an FPGA board, placement.h), or a
+   * test's. */
   const rd_learner_ops_t *learner_ops;
   /* Tests: called on the learner thread with each batch before its step. */
   void (*batch_hook)(void *arg, const uint64_t *keys, const rd_batch_t *b);

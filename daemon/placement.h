@@ -22,11 +22,13 @@
  *  - FPGA: the analytical model (backends/fpga/model.h) for an assumed part
  *    or this server's FPGA with a part file ("model"): the usable
  *    C-simulation FPGA (devices.h, `fpga-csim`; its model is its part's
- *    name) first, else a usable board whose model names a part; a design
- *    that does not fit leaves the row empty with the reason. On the
- *    C-simulation FPGA the RMM entry is also left empty when no built
- *    kernel holds the table (csim_rmm.h: capacity above 2^20), so the
- *    mapper keeps the RMM off it.
+ *    name) first, else a usable XRT board whose model names a part (its
+ *    name, or an Alveo shell name's "uNNN" token: "xilinx_u250_gen3x16_..."
+ *    is u250); with an xclbin configured (rd_placement_setup_xrt) the board
+ *    comes first. A design that does not fit leaves the row empty with the
+ *    reason. On the C-simulation FPGA the RMM entry is also left empty when
+ *    no built kernel holds the table (csim_rmm.h: capacity above 2^20), so
+ *    the mapper keeps the RMM off it.
  *
  * The time bound: the CPU and (with the GPU backend) a GPU are measured,
  * each within budget_s (the default RD_PROFILE_DEFAULT_BUDGET_S, 1.5 s;
@@ -39,21 +41,26 @@
  * pipeline's D; and the CPU-sharing rule with this CPU's cores. What runs
  * (run_mapping in placement.c):
  *  - the learner on the GPU when the mapping chose it and the GPU learner
- *    can run there, on the C-simulation FPGA when the mapping chose the
- *    FPGA and that device is the usable C-simulation (learner_kind below;
- *    a learner backend that fails falls back to the CPU, pipeline.h), else
+ *    can run there; on the FPGA when the mapping chose it and
+ *    rd_placement_fpga_run says a kernel runs it there (learner_kind below;
+ *    a learner backend that fails falls back to the CPU, pipeline.h); else
  *    on the CPU;
- *  - the sum tree on the C-simulation FPGA when mapped there: the table's
- *    replay module is the kernel's C code (rmm_ops = csim_rmm.h's), else
- *    the CPU's (the GPU sum tree is not wired into the pipeline);
+ *  - the sum tree on the FPGA when mapped there and rd_placement_fpga_run
+ *    says so: the table's replay module is the kernel's C code on the
+ *    C-simulation FPGA (rmm_ops = csim_rmm.h's) or the kernel on an XRT
+ *    board (rmm_xrt.h's); else the CPU's (the GPU sum tree is not wired
+ *    into the pipeline);
  *  - the storage: the table's ring in host memory always; the running code
  *    says F when it was mapped to the C-simulation FPGA, whose storage is
- *    host memory (the note says so).
+ *    host memory (the note says so), C on a board (its memory is not used).
  * So `running` is e.g. "F-F-F", "G-C-C" or "C-C-C"; `note` says what runs
  * ("mapped F-F-F; running F-F-F (FPGA: C-simulation of u250, no board;
- * its storage is host memory)") and why it differs from the mapping. No
- * FPGA board runs anything: a mapping to a board or an assumed part runs
- * on the CPU. A plan computes the same, for the devices it assumes.
+ * its storage is host memory)") and why it differs from the mapping
+ * ("...: FPGA backend not available: fpga0 is an XRT board but no xclbin
+ * is configured ..."). An XRT board runs the kernels of the `fpga-xclbin`
+ * setting only; none has ever run here (only XRT's no-op shim, which is
+ * never used for workloads). An assumed part runs nothing. A plan computes
+ * the same, for the devices it assumes.
  */
 #ifndef RD_PLACEMENT_H
 #define RD_PLACEMENT_H
@@ -61,6 +68,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "config.h"
+#include "devices.h"
+#include "learner_backend.h"
 #include "mapper.h"
 #include "model.h"
 #include "pipeline.h"
@@ -70,7 +80,7 @@
 #include "table.h"
 
 #define RD_PLACEMENT_DETAIL_MAX 200
-#define RD_PLACEMENT_NOTE_MAX 200
+#define RD_PLACEMENT_NOTE_MAX 512
 #define RD_PLACEMENT_MAX_GPU_ROWS 4096 /* assumed GPU profile lines, at most */
 
 /* Devices a plan assumes instead of (or besides) this server's. */
@@ -103,13 +113,21 @@ typedef struct {
    * fallback is the pipeline's (rd_pipeline_learner_info). */
   rd_learner_kind_t learner_kind;
   uint32_t learner_device;
+  /* The learner's backend when it is not learner_kind's default
+   * (rd_learner_ops_for): &rd_learner_ops_fpga_xrt on an XRT board; NULL
+   * otherwise. The pipeline's config.learner_ops. */
+  const rd_learner_ops_t *learner_ops;
   /* The table's replay module (table.h config.rmm): NULL for the CPU sum
-   * tree, or &rd_fpga_csim_rmm_ops when the RMM runs on the C-simulation
-   * FPGA. */
+   * tree, &rd_fpga_csim_rmm_ops when the RMM runs on the C-simulation
+   * FPGA, &rd_fpga_xrt_rmm_ops on an XRT board. */
   const rd_rmm_ops_t *rmm_ops;
   int fpga_csim;                     /* 1: running has an F, all of it C-simulation */
-  uint32_t fpga_device;              /* the C-simulation FPGA's index (when it is the row's) */
+  int fpga_xrt;                      /* 1: running has an F, all of it an XRT board's kernels */
+  uint32_t fpga_device;              /* the FPGA row's device index (C-simulation or board) */
   char fpga_part[RD_FPGA_NAME_MAX];  /* its part, e.g. "u250" */
+  /* Why running differs from the mapping (the note's tail; "" if it does
+   * not), kept so rd_placement_rmm_on_cpu can rewrite the note. */
+  char why[RD_PLACEMENT_NOTE_MAX];
 } rd_placement_t;
 
 /* The placement of a hosted-learner workload (tc, pc as the registry
@@ -123,6 +141,59 @@ int rd_placement_compute(rd_store_t *store, const rd_table_config_t *tc,
                          double budget_s, const char *fpga_parts_dir,
                          const rd_placement_assume_t *assume, rd_placement_t *out,
                          rd_error_t *err);
+
+/* ---- What runs a part mapped to an FPGA ---- */
+
+typedef enum {
+  RD_FPGA_RUN_CPU = 0, /* no kernel runs it there: the CPU does (why says so) */
+  RD_FPGA_RUN_CSIM,    /* the kernel's C-simulation in this process (backend "csim") */
+  RD_FPGA_RUN_XRT,     /* the kernel on an XRT board, from the fpga-xclbin setting */
+} rd_fpga_run_t;
+
+/* Who runs a part (the replay module or the learner) that the mapping put
+ * on FPGA device d. Pure: it reads only its arguments.
+ *   d        the FPGA's entry (kind, backend, index, status); NULL: an
+ *            assumed part (a plan), which runs nothing
+ *   xrt      this build has XRT (the XRT replay module and learner exist)
+ *   xclbin   an xclbin is configured (fpga-xclbin)
+ *   fits     the part fits the kernel build that would run it on d (the
+ *            caller asks that kernel's module); fit_why says why not
+ * A usable C-simulation FPGA: RD_FPGA_RUN_CSIM if it fits. A usable XRT
+ * board (backend "xrt"): RD_FPGA_RUN_XRT if built with XRT, an xclbin is
+ * configured and it fits. Anything else, XRT's no-op shim ("xrt-noop": no
+ * kernel executes there) whatever its status says: RD_FPGA_RUN_CPU, with
+ * why (len bytes) saying why; why is "" otherwise. */
+rd_fpga_run_t rd_placement_fpga_run(const rd_device_t *d, int xrt, int xclbin, int fits,
+                                    const char *fit_why, char *why, size_t len);
+
+/* What runs of o's mapping (rd_placement_compute's last step, exposed for
+ * tests): reads o->mapping, o->code, o->fpga_device and o->fpga_part; the
+ * GPU (gpu_index, -1: none) and the FPGA row's device (fpga, NULL: an
+ * assumed part or none), the table (the replay module's fit) and the
+ * learner (the learner kernel's limits). Sets learner_kind, learner_device,
+ * learner_ops, rmm_ops, running, fpga_csim, fpga_xrt, why and note. */
+void rd_placement_run_mapping(rd_placement_t *o, int gpu_index, const rd_device_t *fpga,
+                              const rd_table_config_t *tc, const rd_learner_config_t *lc);
+
+/* The XRT kernels at start (main.c): with c->fpga_xclbin set, check it is
+ * an xclbin file ("xclbin2" magic), configure the XRT replay module
+ * (rd_fpga_xrt_rmm_configure: the first usable XRT board's index, the
+ * path, c->fpga_xclbin_shape with its derived leaf bound) and the XRT
+ * learner (rd_learner_fpga_xrt_configure), tell the device list
+ * (rd_devices_set_fpga_xclbin), and let placements use them. With it empty,
+ * clear all of that. Errors name fpga-xclbin: RD_EINVAL for a non-empty
+ * path in a build without XRT ("built without XRT"), a file that cannot be
+ * read or is not an xclbin, or a configuration the modules refuse; nothing
+ * is configured then. No usable XRT board is not an error (logged: nothing
+ * runs on an FPGA board then). Call after device discovery, before any
+ * placement; not concurrently with placements. */
+int rd_placement_setup_xrt(const rd_config_t *c, rd_error_t *err);
+
+/* A table could not create the placement's off-CPU replay module (the
+ * registry falls back to the CPU tree: e.g. RD_EBUSY, another workload's
+ * tree is on that board's kernel, rmm_xrt.h): rmm_ops becomes NULL,
+ * running's replay letter C, and the note says why. */
+void rd_placement_rmm_on_cpu(rd_placement_t *p, const char *why);
 
 /* The FPGA model's view of a workload (for tests and tools). */
 int rd_placement_fpga_workload(const rd_table_config_t *tc, const rd_pipeline_config_t *pc,

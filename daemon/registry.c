@@ -279,12 +279,15 @@ static uint64_t config_charge(const wl_config_t *wc, uint64_t *tree, uint64_t *r
   return *tree + *rows + *scratch + *learner;
 }
 
-/* Where a placed workload runs: the learner's device (a failing GPU or
- * FPGA learner falls back inside the pipeline: pipeline.h) and the table's
- * replay module (the FPGA C-simulation's when the RMM was placed there). */
+/* Where a placed workload runs: the learner's device and backend (a
+ * failing GPU or FPGA learner falls back inside the pipeline: pipeline.h)
+ * and the table's replay module (the FPGA C-simulation's or an XRT
+ * board's when the RMM was placed there; workload_new falls back to the
+ * CPU tree if it cannot be created). */
 static void apply_placement(wl_config_t *wc, const rd_placement_t *pl) {
   wc->pc.learner_kind = pl->learner_kind;
   wc->pc.learner_device = pl->learner_device;
+  wc->pc.learner_ops = pl->learner_ops;
   wc->tc.rmm = pl->rmm_ops;
 }
 
@@ -363,8 +366,13 @@ static void workload_free(rd_workload_t *w) {
   free(w);
 }
 
-/* A new workload holding one reference (the registry's). Takes spec. */
-static int workload_new(const wl_config_t *wc, Replayd__V1__WorkloadSpec *spec,
+/* A new workload holding one reference (the registry's). Takes spec.
+ * When the placement's replay module is busy (RD_EBUSY: an XRT board's
+ * replay kernel holds one tree, and another workload's is there,
+ * rmm_xrt.h), the table gets the CPU tree instead: wc->tc.rmm becomes NULL
+ * (the caller re-checks the memory charge) and pl's running and note say
+ * so. */
+static int workload_new(wl_config_t *wc, rd_placement_t *pl, Replayd__V1__WorkloadSpec *spec,
                         const char *id, const char *token, int64_t created,
                         rd_workload_t **out, rd_error_t *err) {
   const rd_table_config_t *tc = &wc->tc;
@@ -373,7 +381,18 @@ static int workload_new(const wl_config_t *wc, Replayd__V1__WorkloadSpec *spec,
     replayd__v1__workload_spec__free_unpacked(spec, NULL);
     return rd_error_set(err, RD_ENOMEM, "out of memory creating a workload");
   }
-  int rc = rd_table_init(&w->table, tc, err);
+  rd_error_t rerr;
+  rd_error_clear(&rerr);
+  int rc = rd_table_init(&w->table, tc, tc->rmm != NULL ? &rerr : err);
+  if (rc == RD_EBUSY && tc->rmm != NULL) {
+    rd_log_warn("registry", "workload %s: replay module %s is taken (%s); its table runs on "
+                "the CPU tree", id, tc->rmm->name, rerr.msg);
+    if (pl != NULL) rd_placement_rmm_on_cpu(pl, rerr.msg);
+    wc->tc.rmm = NULL;
+    rc = rd_table_init(&w->table, tc, err);
+  } else if (rc && tc->rmm != NULL) {
+    rd_error_set(err, rc, "%s", rerr.msg);
+  }
   if (rc) {
     replayd__v1__workload_spec__free_unpacked(spec, NULL);
     free(w);
@@ -611,8 +630,14 @@ int rd_registry_register_placed(rd_registry_t *r, const Replayd__V1__WorkloadSpe
   Replayd__V1__WorkloadSpec *norm;
   if ((rc = normalised_copy(spec, &wc, &norm, err)) != RD_OK) goto out;
   rd_workload_t *w;
-  if ((rc = workload_new(&wc, norm, id, token, (int64_t)time(NULL), &w, err)) != RD_OK)
+  const rd_rmm_ops_t *placed_rmm = wc.tc.rmm;
+  if ((rc = workload_new(&wc, pl, norm, id, token, (int64_t)time(NULL), &w, err)) != RD_OK)
     goto out;
+  /* The CPU tree instead of a busy module: charge what it holds. */
+  if (wc.tc.rmm != placed_rmm && (rc = check_limits(r, &wc, err)) != RD_OK) {
+    workload_free(w);
+    goto out;
+  }
   w->placement = pl;
   pl = NULL;
   /* Durable before visible: a client never holds an id that a restart
@@ -674,7 +699,14 @@ static bool restore_one(rd_registry_t *r, const rd_stored_workload_t *sw) {
     norm = NULL;
   }
   rd_workload_t *w = NULL;
-  if (rc == RD_OK) rc = workload_new(&wc, norm, sw->id, sw->token, sw->created_unix, &w, &err);
+  const rd_rmm_ops_t *placed_rmm = wc.tc.rmm;
+  if (rc == RD_OK)
+    rc = workload_new(&wc, pl, norm, sw->id, sw->token, sw->created_unix, &w, &err);
+  /* The CPU tree instead of a busy module: charge what it holds. */
+  if (rc == RD_OK && wc.tc.rmm != placed_rmm && (rc = check_limits(r, &wc, &err)) != RD_OK) {
+    workload_free(w);
+    w = NULL;
+  }
   if (rc != RD_OK) {
     free(pl);
     rd_log_warn("registry", "skipping stored workload %s: %s (it stays stored)", sw->id, err.msg);
@@ -682,8 +714,9 @@ static bool restore_one(rd_registry_t *r, const rd_stored_workload_t *sw) {
   }
   w->placement = pl;
   publish(r, w);
-  rd_log_info("registry", "restored workload %s \"%s\" (empty): %u fields, capacity %u", w->id,
-              w->spec->name, wc.tc.schema.n_fields, wc.tc.capacity);
+  rd_log_info("registry", "restored workload %s \"%s\" (empty): %u fields, capacity %u%s%s",
+              w->id, w->spec->name, wc.tc.schema.n_fields, wc.tc.capacity,
+              pl != NULL ? "; " : "", pl != NULL ? pl->note : "");
   return true;
 }
 

@@ -142,6 +142,13 @@ static void test_defaults(void **state) {
   assert_true(c.max_memory_bytes == (8ull << 30));
   assert_int_equal(c.max_workloads, 64);
   assert_string_equal(c.fpga_csim, ""); /* no C-simulation FPGA unless asked */
+  assert_string_equal(c.fpga_xclbin, ""); /* no xclbin unless asked */
+  /* rmm.h's default build, as kernels/build_xclbin.sh makes it. */
+  assert_int_equal(c.fpga_xclbin_shape.k, 16);
+  assert_int_equal(c.fpga_xclbin_shape.n, 65536);
+  assert_int_equal(c.fpga_xclbin_shape.batch, 1024);
+  assert_int_equal(c.fpga_xclbin_shape.min_table, 65536);
+  assert_true(rd_fpga_xclbin_max_leaf(&c.fpga_xclbin_shape) == UINT64_C(140737488355327));
 }
 
 static void test_defaults_state_dir_env(void **state) {
@@ -207,6 +214,8 @@ static void test_file_all_keys(void **state) {
                                 "max-workloads = 10\n"
                                 "   # indented comment\n"
                                 "fpga_csim = u250\n"
+                                "fpga-xclbin = /opt/replayd/k.xclbin\n"
+                                "fpga_xclbin_shape = 8,4096,256,1000\n"
                                 "log-file = /var/log/replayd#2.log\n" /* '#' inside a value */
                                 "threads = 9"); /* no final newline; later line wins */
   rd_config_t c;
@@ -226,6 +235,13 @@ static void test_file_all_keys(void **state) {
   assert_true(c.max_memory_bytes == (2ull << 30));
   assert_int_equal(c.max_workloads, 10);
   assert_string_equal(c.fpga_csim, "u250");
+  assert_string_equal(c.fpga_xclbin, "/opt/replayd/k.xclbin");
+  assert_int_equal(c.fpga_xclbin_shape.k, 8);
+  assert_int_equal(c.fpga_xclbin_shape.n, 4096);
+  assert_int_equal(c.fpga_xclbin_shape.batch, 256);
+  assert_int_equal(c.fpga_xclbin_shape.min_table, 1000);
+  /* The build's leaf bound is the CPU tree's for its smallest table. */
+  assert_true(rd_fpga_xclbin_max_leaf(&c.fpga_xclbin_shape) == UINT64_C(9223372036854775));
 
   /* An empty log-file means stderr again. */
   path = write_file("empty.conf", "log-file =\n");
@@ -248,6 +264,8 @@ static void test_file_errors(void **state) {
   FILE_ERR("max-memory = 1K\n", 1, "bytes in [1M, 1048576T]");
   FILE_ERR("threads = 4\nmax-batch = 1\0 2\n", 2, "NUL byte");
   FILE_ERR("threads\t= 3 3\n", 1, "bad value '3 3'");
+  FILE_ERR("fpga-csim = u250\nfpga-xclbin-shape = 16\n", 2,
+           "bad value '16' for fpga-xclbin-shape: expected K,N,BATCH[,MIN_TABLE]");
 
   static char longline[5000];
   memset(longline, ' ', sizeof longline);
@@ -275,6 +293,66 @@ static void test_file_missing(void **state) {
 /* ------------------------------------------------------------------ */
 /* Flags                                                               */
 /* ------------------------------------------------------------------ */
+
+/* fpga-xclbin names a file (checked at start, placement.c, where a build
+ * without XRT refuses it); fpga-xclbin-shape is the replay kernel build
+ * inside it, K,N,BATCH[,MIN_TABLE], each bound the kernel's. */
+static void test_fpga_xclbin_keys(void **state) {
+  (void)state;
+  rd_config_t c;
+  rd_config_defaults(&c);
+  rd_error_t err;
+  int rc = PARSE(&c, &err, "--fpga-xclbin=/srv/fpga/replayd.xclbin", "--fpga-xclbin-shape",
+                 "32,1048576,512");
+  if (rc) fail_msg("%s", err.msg);
+  assert_string_equal(c.fpga_xclbin, "/srv/fpga/replayd.xclbin");
+  assert_int_equal(c.fpga_xclbin_shape.k, 32);
+  assert_int_equal(c.fpga_xclbin_shape.n, 1048576);
+  assert_int_equal(c.fpga_xclbin_shape.batch, 512);
+  assert_int_equal(c.fpga_xclbin_shape.min_table, 1048576); /* N: rmm.h's default bound */
+  assert_true(rd_fpga_xclbin_max_leaf(&c.fpga_xclbin_shape) ==
+              UINT64_C(0x7fffffffffffffff) / 1048576);
+  /* The bounds themselves are accepted. */
+  rc = PARSE(&c, &err, "--fpga-xclbin-shape", "2,2,1,1");
+  if (rc) fail_msg("%s", err.msg);
+  assert_int_equal(c.fpga_xclbin_shape.k, 2);
+  assert_int_equal(c.fpga_xclbin_shape.min_table, 1);
+  rc = PARSE(&c, &err, "--fpga-xclbin-shape", "64,1073741824,16777216,1073741824");
+  if (rc) fail_msg("%s", err.msg);
+  assert_int_equal(c.fpga_xclbin_shape.n, 1u << 30);
+  assert_int_equal(c.fpga_xclbin_shape.batch, 1u << 24);
+  /* Empty: no xclbin again. */
+  assert_int_equal(PARSE(&c, &err, "--fpga-xclbin="), RD_OK);
+  assert_string_equal(c.fpga_xclbin, "");
+
+  /* Each bad value names the key, the form and what is wrong; nothing
+   * changes. */
+  expect_flag_error("--fpga-xclbin-shape: bad value '3,4096,256' for fpga-xclbin-shape: "
+                    "expected K,N,BATCH[,MIN_TABLE] (the replay kernel's build): K 3 is not a "
+                    "power of two in [2, 64]", "--fpga-xclbin-shape", "3,4096,256", NULL);
+  expect_flag_error("K 128 is not a power of two", "--fpga-xclbin-shape", "128,4096,256", NULL);
+  expect_flag_error("K 0 is not", "--fpga-xclbin-shape", "0,4096,256", NULL);
+  expect_flag_error("N 1 is outside [2, 1073741824]", "--fpga-xclbin-shape", "16,1,256", NULL);
+  expect_flag_error("N 1073741825 is outside", "--fpga-xclbin-shape", "16,1073741825,256",
+                    NULL);
+  expect_flag_error("BATCH 0 is outside [1, 16777216]", "--fpga-xclbin-shape", "16,4096,0",
+                    NULL);
+  expect_flag_error("BATCH 16777217 is outside", "--fpga-xclbin-shape", "16,4096,16777217",
+                    NULL);
+  expect_flag_error("MIN_TABLE 4097 is outside [1, N = 4096]", "--fpga-xclbin-shape",
+                    "16,4096,256,4097", NULL);
+  expect_flag_error("MIN_TABLE 0 is outside", "--fpga-xclbin-shape", "16,4096,256,0", NULL);
+  static const char *const malformed[] = {"16,4096",   "16,4096,256,1,2", "16,,256",
+                                          "a,b,c",     " 16,4096,256",    "16,4096,256,",
+                                          "16;4096;256", "",              "-16,4096,256",
+                                          "16,4096,99999999999999999999"};
+  for (size_t i = 0; i < sizeof malformed / sizeof malformed[0]; i++) {
+    char flag[80];
+    snprintf(flag, sizeof flag, "--fpga-xclbin-shape=%s", malformed[i]);
+    expect_flag_error("expected 3 or 4 comma-separated integers", flag, NULL);
+  }
+  expect_flag_error("control characters", "--fpga-xclbin", "/tmp/a\nb.xclbin", NULL);
+}
 
 static void test_flags_both_forms(void **state) {
   (void)state;
@@ -499,10 +577,12 @@ static void test_usage(void **state) {
       "--config PATH", "--listen ADDR", "--state-dir PATH", "--log-file PATH",
       "--log-level LEVEL", "--threads N", "--max-message-bytes BYTES", "--max-batch N",
       "--max-capacity N", "--max-memory BYTES", "--max-workloads N", "--fpga-csim PART",
-      "C-simulation (no board", "--help", "--version",
+      "C-simulation (no board", "--fpga-xclbin PATH", "needs an XRT build",
+      "--fpga-xclbin-shape K,N,B", "RMM_MAX_LEAF = (2^63-1)/MIN", "--help", "--version",
       /* defaults */
       "default \"127.0.0.1:50051\"", "default \"\"", "default info", "default 2)",
       "default 64M", "default 65536", "default 16777216", "default 8G", "default 64)",
+      "default 16,65536,1024)",
       /* ranges */
       "[1, 64]", "[4K, 1G]", "[1, 4096]"};
   for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
@@ -717,6 +797,7 @@ int main(void) {
       cmocka_unit_test(test_file_errors),
       cmocka_unit_test(test_file_missing),
       cmocka_unit_test(test_flags_both_forms),
+      cmocka_unit_test(test_fpga_xclbin_keys),
       cmocka_unit_test(test_precedence),
       cmocka_unit_test(test_flag_errors),
       cmocka_unit_test(test_byte_suffixes),

@@ -1,0 +1,890 @@
+/* test_placement.c - what runs a mapping to an FPGA (daemon/placement.c):
+ * the decision rd_placement_fpga_run over fake device entries (an XRT
+ * board, XRT's no-op shim, the C-simulation FPGA, an assumed part), the
+ * ops a mapping gets from it (rd_placement_run_mapping), the fpga-xclbin
+ * setting at start (rd_placement_setup_xrt) and what the device list says
+ * then, a placement computed with a fake board listed, and the registry's
+ * fall-back to the CPU tree when a placed replay module is busy.
+ *
+ * No FPGA board exists here: "boards" are rd_device_t entries this program
+ * injects; nothing opens them. In an XRT build (RD_XRT_BUILT) the XRT ops
+ * are the ones selected; without XRT, a configured xclbin is refused.
+ *
+ * Run as "plain" (XILINX_XRT unset: no XRT call anywhere) in every build,
+ * and as "noop" in XRT builds without sanitizers (XRT 2.13 aborts under
+ * ASan, tests/meson.build): XRT's no-op shim is listed and never used, and
+ * two tables placed on one board's replay kernel (rmm_xrt.c, whose create
+ * runs the whole host path in the shim) share it as the kernel allows: the
+ * second runs on the CPU tree. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "csim_rmm.h"
+#include "devices.h"
+#include "log.h"
+#include "placement.h"
+#include "registry.h"
+
+#ifndef RD_FPGA_PARTS_DIR
+#error "RD_FPGA_PARTS_DIR: the part files' directory"
+#endif
+#ifndef RD_XRT_BUILT
+#define RD_XRT_BUILT 0
+#endif
+#ifndef RD_XRT_LIBDIR
+#define RD_XRT_LIBDIR "/usr/lib/x86_64-linux-gnu"
+#endif
+#if RD_XRT_BUILT
+#include "learner_backend_xrt.h"
+#include "rmm_xrt.h"
+#include "xclbin_gen.h"
+#endif
+
+#define BOARD_INDEX 5 /* the injected board's XRT index */
+#define BOARD_MODEL "xilinx_u250_gen3x16_xdma_shell_4_1"
+
+static const char *mode = "plain";
+static char dir[64];
+static char xclbin_path[128]; /* "xclbin2" magic (plain) or a real metadata xclbin (noop) */
+static char junk_path[128];
+
+static void assert_contains(const char *s, const char *want) {
+  if (strstr(s, want) == NULL) fail_msg("\"%s\" lacks \"%s\"", s, want);
+}
+
+/* ------------------------------------------------------------------ */
+/* Fixtures                                                             */
+/* ------------------------------------------------------------------ */
+
+static rd_device_t board_entry(uint32_t index, int xclbin) {
+  rd_device_t d;
+  memset(&d, 0, sizeof d);
+  snprintf(d.kind, sizeof d.kind, "fpga");
+  snprintf(d.backend, sizeof d.backend, "xrt");
+  snprintf(d.isa, sizeof d.isa, "xrt");
+  snprintf(d.model, sizeof d.model, BOARD_MODEL);
+  snprintf(d.name, sizeof d.name, "%s, 64.0 GiB", BOARD_MODEL);
+  d.index = index;
+  d.memory_bytes = 64ull << 30;
+  rd_devices_xrt_board_text(xclbin, &d);
+  rd_device_fingerprint(&d);
+  return d;
+}
+
+static rd_device_t noop_entry(const char *status) {
+  rd_device_t d = board_entry(0, 1);
+  snprintf(d.backend, sizeof d.backend, "xrt-noop");
+  snprintf(d.model, sizeof d.model, "XRT no-op shim");
+  snprintf(d.status, sizeof d.status, "%s", status);
+  return d;
+}
+
+static rd_device_t csim_entry(uint32_t index) {
+  rd_device_t d;
+  rd_error_t err;
+  rd_error_clear(&err);
+  if (rd_devices_fpga_csim("u250", RD_FPGA_PARTS_DIR, index, &d, &err) != RD_OK)
+    fail_msg("csim: %s", err.msg);
+  return d;
+}
+
+/* A spec built on the stack: CartPole rows, optionally a DQN learner. */
+typedef struct {
+  Replayd__V1__WorkloadSpec spec;
+  Replayd__V1__Field field[5];
+  Replayd__V1__Field *fp[5];
+  Replayd__V1__LearnerSpec learner;
+  uint32_t hidden[2];
+} spec_t;
+
+static void make_spec(spec_t *s, uint32_t capacity, int with_learner) {
+  memset(s, 0, sizeof *s);
+  Replayd__V1__WorkloadSpec init = REPLAYD__V1__WORKLOAD_SPEC__INIT;
+  s->spec = init;
+  s->spec.name = "placement";
+  static uint32_t four[] = {4};
+  static const char *names[] = {"obs", "action", "reward", "next_obs", "done"};
+  static const Replayd__V1__DType types[] = {
+      REPLAYD__V1__DTYPE__FLOAT32, REPLAYD__V1__DTYPE__INT32, REPLAYD__V1__DTYPE__FLOAT32,
+      REPLAYD__V1__DTYPE__FLOAT32, REPLAYD__V1__DTYPE__BOOL};
+  size_t n = with_learner ? 5 : 3;
+  for (size_t i = 0; i < n; i++) {
+    Replayd__V1__Field f = REPLAYD__V1__FIELD__INIT;
+    s->field[i] = f;
+    s->field[i].name = (char *)names[i];
+    s->field[i].dtype = types[i];
+    if (i == 0 || i == 3) {
+      s->field[i].n_shape = 1;
+      s->field[i].shape = four;
+    }
+    s->fp[i] = &s->field[i];
+  }
+  s->spec.fields = s->fp;
+  s->spec.n_fields = n;
+  s->spec.capacity = capacity;
+  if (with_learner) {
+    Replayd__V1__LearnerSpec l = REPLAYD__V1__LEARNER_SPEC__INIT;
+    s->learner = l;
+    s->learner.algorithm = "dqn";
+    s->hidden[0] = s->hidden[1] = 64;
+    s->learner.n_hidden = 2;
+    s->learner.hidden = s->hidden;
+    s->learner.batch_size = 32;
+    s->learner.num_actions = 2;
+    s->spec.learner = &s->learner;
+  }
+}
+
+static rd_registry_t *make_registry(void) {
+  rd_config_t c;
+  rd_config_defaults(&c);
+  rd_registry_t *r = NULL;
+  rd_error_t err;
+  rd_error_clear(&err);
+  if (rd_registry_create(&r, &c, NULL, &err) != RD_OK) fail_msg("registry: %s", err.msg);
+  return r;
+}
+
+/* The table and pipeline configs of a DQN workload of this capacity. */
+static void workload_configs(uint32_t capacity, rd_table_config_t *tc, rd_pipeline_config_t *pc) {
+  rd_registry_t *r = make_registry();
+  spec_t s;
+  make_spec(&s, capacity, 1);
+  int has_learner = 0;
+  rd_error_t err;
+  rd_error_clear(&err);
+  if (rd_registry_spec_config(r, &s.spec, tc, pc, &has_learner, &err) != RD_OK)
+    fail_msg("spec: %s", err.msg);
+  assert_true(has_learner);
+  rd_registry_destroy(r);
+}
+
+/* The fpga-xclbin setting: path ("" clears it) and a replay kernel build. */
+static int setup_xrt(const char *path, uint32_t k, uint32_t n, uint32_t batch, rd_error_t *err) {
+  rd_config_t c;
+  rd_config_defaults(&c);
+  snprintf(c.fpga_xclbin, sizeof c.fpga_xclbin, "%s", path);
+  c.fpga_xclbin_shape.k = k;
+  c.fpga_xclbin_shape.n = n;
+  c.fpga_xclbin_shape.batch = batch;
+  c.fpga_xclbin_shape.min_table = n;
+  rd_error_clear(err);
+  return rd_placement_setup_xrt(&c, err);
+}
+
+/* A placement mapped (learner, rmm, storage) with the FPGA row's device
+ * fpga, as rd_placement_compute leaves it before its last step. */
+static void run(rd_placement_t *o, rd_devkind_t l, rd_devkind_t rmm, rd_devkind_t st,
+                const rd_device_t *fpga, const rd_table_config_t *tc,
+                const rd_learner_config_t *lc) {
+  memset(o, 0, sizeof *o);
+  o->mapped = 1;
+  o->mapping.learner = l;
+  o->mapping.rmm = rmm;
+  o->mapping.storage = st;
+  rd_mapping_format(&o->mapping, o->code, sizeof o->code);
+  o->learner_kind = RD_LEARNER_ON_CPU;
+  if (fpga != NULL) {
+    o->fpga_device = fpga->index;
+    snprintf(o->fpga_part, sizeof o->fpga_part, "u250");
+  }
+  rd_placement_run_mapping(o, -1, fpga, tc, lc);
+}
+
+/* ------------------------------------------------------------------ */
+/* The decision                                                         */
+/* ------------------------------------------------------------------ */
+
+static void test_fpga_run_decision(void **state) {
+  (void)state;
+  char why[RD_ERROR_MSG_MAX];
+  rd_device_t board = board_entry(3, 1);
+
+  /* A board with an xclbin, in an XRT build, where the part fits: XRT. */
+  assert_int_equal(rd_placement_fpga_run(&board, 1, 1, 1, "", why, sizeof why), RD_FPGA_RUN_XRT);
+  assert_string_equal(why, "");
+  /* No xclbin: the CPU, saying which setting is missing. */
+  assert_int_equal(rd_placement_fpga_run(&board, 1, 0, 1, "", why, sizeof why), RD_FPGA_RUN_CPU);
+  assert_string_equal(why, "fpga3 is an XRT board but no xclbin is configured (the "
+                           "fpga-xclbin setting)");
+  /* A build without XRT cannot drive it, xclbin or not. */
+  assert_int_equal(rd_placement_fpga_run(&board, 0, 1, 1, "", why, sizeof why), RD_FPGA_RUN_CPU);
+  assert_string_equal(why, "fpga3 is an XRT board but replayd was built without XRT");
+  /* Not fitting the kernel build: the caller's reason. */
+  assert_int_equal(rd_placement_fpga_run(&board, 1, 1, 0, "capacity 9 is not 8", why, sizeof why),
+                   RD_FPGA_RUN_CPU);
+  assert_string_equal(why, "capacity 9 is not 8");
+  assert_int_equal(rd_placement_fpga_run(&board, 1, 1, 0, NULL, why, sizeof why),
+                   RD_FPGA_RUN_CPU);
+  assert_contains(why, "does not fit");
+  /* A board given up after a failure: its status is the reason. */
+  rd_device_t broken = board;
+  snprintf(broken.status, sizeof broken.status, "unusable: XRT run timed out");
+  assert_int_equal(rd_placement_fpga_run(&broken, 1, 1, 1, "", why, sizeof why),
+                   RD_FPGA_RUN_CPU);
+  assert_string_equal(why, "fpga3 unusable: XRT run timed out");
+
+  /* XRT's no-op shim never runs a workload: as listed (unusable), and even
+   * with a status that claims otherwise. */
+  rd_device_t shim = noop_entry("unusable: XRT no-op shim (no board)");
+  rd_device_t forged = noop_entry("ok");
+  for (int i = 0; i < 2; i++) {
+    const rd_device_t *d = i ? &forged : &shim;
+    for (int xclbin = 0; xclbin < 2; xclbin++) {
+      assert_int_equal(rd_placement_fpga_run(d, 1, xclbin, 1, "", why, sizeof why),
+                       RD_FPGA_RUN_CPU);
+      assert_string_equal(why, "fpga0 is XRT's no-op shim: no kernel executes there");
+    }
+  }
+
+  /* The C-simulation: as before, the xclbin setting changes nothing. */
+  rd_device_t csim = csim_entry(1);
+  for (int xclbin = 0; xclbin < 2; xclbin++) {
+    assert_int_equal(rd_placement_fpga_run(&csim, 1, xclbin, 1, "", why, sizeof why),
+                     RD_FPGA_RUN_CSIM);
+    assert_int_equal(rd_placement_fpga_run(&csim, 0, xclbin, 1, "", why, sizeof why),
+                     RD_FPGA_RUN_CSIM);
+  }
+  assert_int_equal(rd_placement_fpga_run(&csim, 1, 1, 0, "too big", why, sizeof why),
+                   RD_FPGA_RUN_CPU);
+  assert_string_equal(why, "too big");
+
+  /* An assumed part (a plan) and a device of another kind run nothing. */
+  assert_int_equal(rd_placement_fpga_run(NULL, 1, 1, 1, "", why, sizeof why), RD_FPGA_RUN_CPU);
+  assert_contains(why, "an assumed FPGA runs nothing");
+  rd_device_t cpu;
+  rd_devices_cpu(&cpu);
+  assert_int_equal(rd_placement_fpga_run(&cpu, 1, 1, 1, "", why, sizeof why), RD_FPGA_RUN_CPU);
+  assert_string_equal(why, "cpu0 is not an FPGA");
+  rd_device_t other = board;
+  snprintf(other.backend, sizeof other.backend, "opencl");
+  assert_int_equal(rd_placement_fpga_run(&other, 1, 1, 1, "", why, sizeof why), RD_FPGA_RUN_CPU);
+  assert_string_equal(why, "fpga3's backend \"opencl\" runs no kernels");
+}
+
+/* An XRT board's entry says whether anything runs on it. */
+static void test_board_text(void **state) {
+  (void)state;
+  rd_device_t d = board_entry(0, 0);
+  assert_true(rd_device_usable(&d));
+  assert_contains(d.status, "no xclbin configured (the fpga-xclbin setting), so nothing runs");
+  assert_contains(d.status, "replayd has never run on a board");
+  assert_string_equal(d.capabilities, "none (no xclbin: model only)");
+  rd_devices_xrt_board_text(1, &d);
+  assert_true(rd_device_usable(&d));
+  assert_contains(d.status, "run the kernels of the fpga-xclbin setting");
+  assert_contains(d.status, "replayd has never run on a board");
+  assert_string_equal(d.capabilities, "rmm,learner: XRT (fpga-xclbin)");
+}
+
+/* ------------------------------------------------------------------ */
+/* The fpga-xclbin setting                                              */
+/* ------------------------------------------------------------------ */
+
+static const rd_device_t *listed_board(rd_device_t *all, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    if (strcmp(all[i].backend, "xrt") == 0 && all[i].index == BOARD_INDEX) return &all[i];
+  return NULL;
+}
+
+static void test_setup_xrt(void **state) {
+  (void)state;
+  rd_error_t err;
+  rd_device_t all[RD_MAX_DEVICES];
+  /* Empty: nothing configured, the board says so. */
+  assert_int_equal(setup_xrt("", 16, 65536, 1024, &err), RD_OK);
+  size_t n = rd_devices_get(all, RD_MAX_DEVICES);
+  const rd_device_t *b = listed_board(all, n);
+  assert_non_null(b);
+  assert_contains(b->status, "no xclbin configured");
+
+#if RD_XRT_BUILT
+  /* A path that is not there, or not an xclbin: start-up errors naming
+   * the setting; nothing is configured. */
+  char missing[160];
+  snprintf(missing, sizeof missing, "%s/none.xclbin", dir);
+  assert_int_equal(setup_xrt(missing, 16, 65536, 1024, &err), RD_EINVAL);
+  assert_contains(err.msg, "fpga-xclbin = ");
+  assert_contains(err.msg, "cannot open: No such file");
+  assert_int_equal(setup_xrt(junk_path, 16, 65536, 1024, &err), RD_EINVAL);
+  assert_contains(err.msg, "not an xclbin");
+  n = rd_devices_get(all, RD_MAX_DEVICES);
+  assert_contains(listed_board(all, n)->status, "no xclbin configured");
+  assert_null(rd_fpga_xrt_rmm_ops.memsize(65536, 16) ? "configured" : NULL);
+  /* A shape the XRT module refuses is refused at start too. */
+  assert_int_equal(setup_xrt(xclbin_path, 16, 65536, 0, &err), RD_EINVAL);
+  assert_contains(err.msg, "fpga-xclbin");
+  assert_contains(err.msg, "max_batch 0");
+
+  /* An xclbin: both modules configured for the first usable board (the
+   * injected one: no XRT board is opened here), the board's entry says
+   * what runs on it. */
+  assert_int_equal(setup_xrt(xclbin_path, 16, 65536, 1024, &err), RD_OK);
+  n = rd_devices_get(all, RD_MAX_DEVICES);
+  b = listed_board(all, n);
+  assert_contains(b->status, "run the kernels of the fpga-xclbin setting");
+  assert_string_equal(b->capabilities, "rmm,learner: XRT (fpga-xclbin)");
+  /* The replay module now holds tables of the build's shape only: a table
+   * of N = 65536 items at fanout 16 (the build's leaf bound is N's). */
+  assert_true(rd_fpga_xrt_rmm_ops.memsize(65536, 16) > 0);
+  assert_int_equal(rd_fpga_xrt_rmm_ops.memsize(65536, 8), 0);
+  assert_int_equal(rd_fpga_xrt_rmm_ops.memsize(1000, 16), 0);
+  /* Cleared again. */
+  assert_int_equal(setup_xrt("", 16, 65536, 1024, &err), RD_OK);
+  assert_int_equal(rd_fpga_xrt_rmm_ops.memsize(65536, 16), 0);
+  n = rd_devices_get(all, RD_MAX_DEVICES);
+  assert_contains(listed_board(all, n)->status, "no xclbin configured");
+#else
+  /* Without XRT, any xclbin is a start-up error, even a real one. */
+  assert_int_equal(setup_xrt(xclbin_path, 16, 65536, 1024, &err), RD_EINVAL);
+  assert_contains(err.msg, "fpga-xclbin = ");
+  assert_contains(err.msg, "built without XRT");
+  n = rd_devices_get(all, RD_MAX_DEVICES);
+  assert_contains(listed_board(all, n)->status, "no xclbin configured");
+#endif
+}
+
+/* ------------------------------------------------------------------ */
+/* What a mapping runs                                                   */
+/* ------------------------------------------------------------------ */
+
+static void test_board_with_xclbin(void **state) {
+  (void)state;
+  rd_table_config_t tc;
+  rd_pipeline_config_t pc;
+  workload_configs(65536, &tc, &pc);
+  rd_error_t err;
+  int rc = setup_xrt(xclbin_path, 16, 65536, 1024, &err);
+  rd_device_t board = board_entry(BOARD_INDEX, 1);
+  rd_placement_t o;
+  run(&o, RD_DEV_FPGA, RD_DEV_FPGA, RD_DEV_FPGA, &board, &tc, &pc.learner);
+#if RD_XRT_BUILT
+  if (rc) fail_msg("setup: %s", err.msg);
+  assert_string_equal(o.running, "F-F-C");
+  assert_int_equal(o.learner_kind, RD_LEARNER_ON_FPGA);
+  assert_int_equal(o.learner_device, BOARD_INDEX);
+  assert_ptr_equal(o.learner_ops, &rd_learner_ops_fpga_xrt);
+  assert_ptr_equal(o.rmm_ops, &rd_fpga_xrt_rmm_ops);
+  assert_true(o.fpga_xrt);
+  assert_false(o.fpga_csim);
+  assert_string_equal(o.note, "mapped F-F-F; running F-F-C (FPGA: XRT board fpga5, u250 model, "
+                              "fpga-xclbin kernels; replayd has never run on a board): the "
+                              "storage stays in host memory (the board's memory is not used)");
+  /* The pipeline and the table get exactly these (registry.c). */
+  rd_placement_t only_rmm;
+  run(&only_rmm, RD_DEV_CPU, RD_DEV_FPGA, RD_DEV_CPU, &board, &tc, &pc.learner);
+  assert_string_equal(only_rmm.running, "C-F-C");
+  assert_null(only_rmm.learner_ops);
+  assert_int_equal(only_rmm.learner_kind, RD_LEARNER_ON_CPU);
+  assert_string_equal(only_rmm.note, "mapped C-F-C; running C-F-C (FPGA: XRT board fpga5, "
+                                     "u250 model, fpga-xclbin kernels; replayd has never run on "
+                                     "a board)");
+  assert_int_equal(setup_xrt("", 16, 65536, 1024, &err), RD_OK);
+#else
+  assert_int_equal(rc, RD_EINVAL);
+  assert_string_equal(o.running, "C-C-C");
+  assert_null(o.rmm_ops);
+  assert_null(o.learner_ops);
+  assert_contains(o.note, "FPGA backend not available: fpga5 is an XRT board but replayd was "
+                          "built without XRT");
+#endif
+}
+
+static void test_board_without_xclbin(void **state) {
+  (void)state;
+  rd_table_config_t tc;
+  rd_pipeline_config_t pc;
+  workload_configs(65536, &tc, &pc);
+  rd_error_t err;
+  assert_int_equal(setup_xrt("", 16, 65536, 1024, &err), RD_OK);
+  rd_device_t board = board_entry(BOARD_INDEX, 0);
+  rd_placement_t o;
+  run(&o, RD_DEV_FPGA, RD_DEV_FPGA, RD_DEV_FPGA, &board, &tc, &pc.learner);
+  assert_string_equal(o.running, "C-C-C");
+  assert_int_equal(o.learner_kind, RD_LEARNER_ON_CPU);
+  assert_null(o.learner_ops);
+  assert_null(o.rmm_ops);
+  assert_false(o.fpga_xrt);
+  const char *want = RD_XRT_BUILT
+                         ? "mapped F-F-F; running C-C-C: FPGA backend not available: fpga5 is an "
+                           "XRT board but no xclbin is configured (the fpga-xclbin setting)"
+                         : "mapped F-F-F; running C-C-C: FPGA backend not available: fpga5 is an "
+                           "XRT board but replayd was built without XRT";
+  assert_string_equal(o.note, want);
+}
+
+/* XRT's no-op shim and an assumed part: never the XRT ops, xclbin or not. */
+static void test_noop_and_assumed_never_xrt(void **state) {
+  (void)state;
+  rd_table_config_t tc;
+  rd_pipeline_config_t pc;
+  workload_configs(65536, &tc, &pc);
+  rd_error_t err;
+  int configured = setup_xrt(xclbin_path, 16, 65536, 1024, &err) == RD_OK;
+  assert_int_equal(configured, RD_XRT_BUILT);
+  rd_device_t shim = noop_entry("unusable: XRT no-op shim (no board)");
+  rd_device_t forged = noop_entry("ok");
+  const rd_device_t *devs[3] = {&shim, &forged, NULL};
+  for (int i = 0; i < 3; i++) {
+    rd_placement_t o;
+    run(&o, RD_DEV_FPGA, RD_DEV_FPGA, RD_DEV_FPGA, devs[i], &tc, &pc.learner);
+    assert_string_equal(o.running, "C-C-C");
+    assert_null(o.rmm_ops);
+    assert_null(o.learner_ops);
+    assert_int_equal(o.learner_kind, RD_LEARNER_ON_CPU);
+    assert_contains(o.note, "mapped F-F-F; running C-C-C: FPGA backend not available: ");
+    assert_contains(o.note, i < 2 ? "fpga0 is XRT's no-op shim: no kernel executes there"
+                                  : "an assumed FPGA runs nothing");
+  }
+  assert_int_equal(setup_xrt("", 16, 65536, 1024, &err), RD_OK);
+}
+
+/* The C-simulation FPGA runs what it ran before, with or without an
+ * xclbin configured. */
+static void test_csim_unchanged(void **state) {
+  (void)state;
+  rd_table_config_t tc;
+  rd_pipeline_config_t pc;
+  workload_configs(65536, &tc, &pc);
+  rd_device_t csim = csim_entry(2);
+  rd_error_t err;
+  for (int xclbin = 0; xclbin < 2; xclbin++) {
+    setup_xrt(xclbin ? xclbin_path : "", 16, 65536, 1024, &err);
+    rd_placement_t o;
+    run(&o, RD_DEV_FPGA, RD_DEV_FPGA, RD_DEV_FPGA, &csim, &tc, &pc.learner);
+    assert_string_equal(o.running, "F-F-F");
+    assert_int_equal(o.learner_kind, RD_LEARNER_ON_FPGA);
+    assert_int_equal(o.learner_device, 2);
+    assert_null(o.learner_ops); /* learner_kind's: the C-simulation backend */
+    assert_ptr_equal(o.rmm_ops, &rd_fpga_csim_rmm_ops);
+    assert_true(o.fpga_csim);
+    assert_false(o.fpga_xrt);
+    assert_string_equal(o.note, "mapped F-F-F; running F-F-F (FPGA: C-simulation of u250, no "
+                                "board; its storage is host memory)");
+  }
+  setup_xrt("", 16, 65536, 1024, &err);
+  /* Above the built trees (2^20): the replay module stays on the CPU. */
+  rd_table_config_t big = tc;
+  big.capacity = (1u << 20) + 1;
+  rd_placement_t o;
+  run(&o, RD_DEV_FPGA, RD_DEV_FPGA, RD_DEV_FPGA, &csim, &big, &pc.learner);
+  assert_string_equal(o.running, "F-C-F");
+  assert_null(o.rmm_ops);
+  assert_contains(o.note, ": the replay module stays on the CPU: capacity 1048577");
+}
+
+/* A learner beyond the learner kernel's build limits stays on the CPU,
+ * on the C-simulation and on a board alike, with the limit in the note. */
+static void test_learner_not_fitting(void **state) {
+  (void)state;
+  rd_table_config_t tc;
+  rd_pipeline_config_t pc;
+  workload_configs(65536, &tc, &pc);
+  pc.learner.hidden[0] = 512; /* LRN_MAX_WIDTH is 256 */
+  rd_error_t err;
+  setup_xrt(xclbin_path, 16, 65536, 1024, &err);
+  rd_device_t csim = csim_entry(2);
+  rd_device_t board = board_entry(BOARD_INDEX, 1);
+  rd_placement_t o;
+  run(&o, RD_DEV_FPGA, RD_DEV_FPGA, RD_DEV_FPGA, &csim, &tc, &pc.learner);
+  assert_string_equal(o.running, "C-F-F");
+  assert_int_equal(o.learner_kind, RD_LEARNER_ON_CPU);
+  assert_contains(o.note, ": the learner stays on the CPU: the FPGA learner kernel cannot train "
+                          "this learner");
+  assert_contains(o.note, "256");
+  run(&o, RD_DEV_FPGA, RD_DEV_FPGA, RD_DEV_CPU, &board, &tc, &pc.learner);
+  assert_int_equal(o.learner_kind, RD_LEARNER_ON_CPU);
+  assert_null(o.learner_ops);
+#if RD_XRT_BUILT
+  assert_string_equal(o.running, "C-F-C");
+  assert_contains(o.note, ": the learner stays on the CPU: the FPGA learner kernel cannot train");
+#else
+  assert_string_equal(o.running, "C-C-C");
+#endif
+  setup_xrt("", 16, 65536, 1024, &err);
+}
+
+/* A table the xclbin's replay kernel cannot hold stays on the CPU tree,
+ * with the build's and the table's shapes in the note; the learner still
+ * goes to the board. */
+static void test_shape_not_fitting(void **state) {
+  (void)state;
+#if RD_XRT_BUILT
+  rd_error_t err;
+  if (setup_xrt(xclbin_path, 16, 65536, 1024, &err) != RD_OK) fail_msg("%s", err.msg);
+  rd_device_t board = board_entry(BOARD_INDEX, 1);
+  static const struct {
+    uint32_t capacity, fanout;
+    const char *want;
+  } cases[] = {
+      /* Fewer items than N: the table's leaves may exceed the build's bound. */
+      {1000, 16, "(fpga-xclbin-shape: K 16, N 65536, leaves <= 140737488355327) cannot hold "
+                 "this table (fanout 16, 1000 items, leaves <= 9223372036854775)"},
+      {65536, 8, "cannot hold this table (fanout 8, 65536 items, leaves <= 140737488355327)"},
+      {70000, 16, "cannot hold this table (fanout 16, 70000 items"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    rd_table_config_t tc;
+    rd_pipeline_config_t pc;
+    workload_configs(cases[i].capacity, &tc, &pc);
+    tc.fanout = cases[i].fanout;
+    rd_placement_t o;
+    run(&o, RD_DEV_FPGA, RD_DEV_FPGA, RD_DEV_CPU, &board, &tc, &pc.learner);
+    assert_string_equal(o.running, "F-C-C");
+    assert_null(o.rmm_ops);
+    assert_ptr_equal(o.learner_ops, &rd_learner_ops_fpga_xrt);
+    assert_contains(o.note, ": the replay module stays on the CPU: the xclbin's replay kernel");
+    assert_contains(o.note, cases[i].want);
+  }
+  /* A board other than the one the replay module was configured for (the
+   * first usable one at start): its learner may run there, its RMM not. */
+  rd_table_config_t tc;
+  rd_pipeline_config_t pc;
+  workload_configs(65536, &tc, &pc);
+  rd_device_t second = board_entry(BOARD_INDEX + 1, 1);
+  rd_placement_t o;
+  run(&o, RD_DEV_FPGA, RD_DEV_FPGA, RD_DEV_CPU, &second, &tc, &pc.learner);
+  assert_string_equal(o.running, "F-C-C");
+  assert_int_equal(o.learner_device, BOARD_INDEX + 1);
+  assert_contains(o.note, "the replay module stays on the CPU: the XRT replay module runs on "
+                          "fpga5 (the first usable board at start), not fpga6");
+  /* A build raised to serve smaller tables (MIN_TABLE): 1000 fits. */
+  rd_config_t c;
+  rd_config_defaults(&c);
+  snprintf(c.fpga_xclbin, sizeof c.fpga_xclbin, "%s", xclbin_path);
+  c.fpga_xclbin_shape.k = 16;
+  c.fpga_xclbin_shape.n = 65536;
+  c.fpga_xclbin_shape.batch = 1024;
+  c.fpga_xclbin_shape.min_table = 1000;
+  assert_int_equal(rd_placement_setup_xrt(&c, &err), RD_OK);
+  workload_configs(1000, &tc, &pc);
+  run(&o, RD_DEV_FPGA, RD_DEV_FPGA, RD_DEV_CPU, &board, &tc, &pc.learner);
+  assert_string_equal(o.running, "F-F-C");
+  assert_ptr_equal(o.rmm_ops, &rd_fpga_xrt_rmm_ops);
+  setup_xrt("", 16, 65536, 1024, &err);
+#else
+  skip();
+#endif
+}
+
+/* The registry's fall-back rewrites running and the note. */
+static void test_rmm_on_cpu(void **state) {
+  (void)state;
+  rd_table_config_t tc;
+  rd_pipeline_config_t pc;
+  workload_configs(65536, &tc, &pc);
+  rd_device_t csim = csim_entry(2);
+  rd_placement_t o;
+  run(&o, RD_DEV_FPGA, RD_DEV_FPGA, RD_DEV_FPGA, &csim, &tc, &pc.learner);
+  assert_string_equal(o.running, "F-F-F");
+  rd_placement_rmm_on_cpu(&o, "the kernel is busy");
+  assert_string_equal(o.running, "F-C-F");
+  assert_null(o.rmm_ops);
+  assert_true(o.fpga_csim); /* the learner and storage still are */
+  assert_string_equal(o.note, "mapped F-F-F; running F-C-F (FPGA: C-simulation of u250, no "
+                              "board; its storage is host memory): the replay module stays on "
+                              "the CPU: the kernel is busy");
+  /* Nothing left on the FPGA: no FPGA text; earlier reasons kept. */
+  run(&o, RD_DEV_CPU, RD_DEV_FPGA, RD_DEV_GPU, &csim, &tc, &pc.learner);
+  assert_string_equal(o.running, "C-F-C");
+  rd_placement_rmm_on_cpu(&o, "busy");
+  assert_string_equal(o.running, "C-C-C");
+  assert_false(o.fpga_csim);
+  assert_string_equal(o.note, "mapped C-F-G; running C-C-C: the replay module stays on the CPU: "
+                              "busy; GPU backend not available");
+}
+
+/* ------------------------------------------------------------------ */
+/* A whole placement with a fake board listed                           */
+/* ------------------------------------------------------------------ */
+
+static void test_compute_with_board(void **state) {
+  (void)state;
+  rd_table_config_t tc;
+  rd_pipeline_config_t pc;
+  workload_configs(65536, &tc, &pc);
+  rd_error_t err;
+  int configured = setup_xrt(xclbin_path, 16, 65536, 1024, &err) == RD_OK;
+  rd_placement_t o;
+  rd_error_clear(&err);
+  int rc = rd_placement_compute(NULL, &tc, &pc, 1, 0.3, RD_FPGA_PARTS_DIR, NULL, &o, &err);
+  if (rc) fail_msg("compute: %s", err.msg);
+  /* The board's shell name models it as a u250 (board_part), so it has a
+   * row, with the board's own fingerprint. */
+  rd_device_t board = board_entry(BOARD_INDEX, configured);
+  const rd_pdevice_t *f = &o.table.dev[RD_DEV_FPGA];
+  assert_true(f->present);
+  assert_int_equal(f->src_learner, RD_PT_MODEL);
+  assert_contains(o.detail[RD_DEV_FPGA], "present u250 model");
+  assert_string_equal(o.fingerprint[RD_DEV_FPGA], board.fingerprint);
+  assert_int_equal(o.fpga_device, BOARD_INDEX);
+  assert_string_equal(o.fpga_part, "u250");
+  assert_true(o.mapped);
+  /* What runs follows the mapping the profiles gave (the CPU's figures
+   * are this machine's): each FPGA part on the board's kernels with an
+   * xclbin, else on the CPU. */
+  assert_int_equal(o.running[0] == 'F', configured && o.mapping.learner == RD_DEV_FPGA);
+  assert_int_equal(o.running[2] == 'F', configured && o.mapping.rmm == RD_DEV_FPGA);
+  assert_int_equal(o.running[4], 'C');
+#if RD_XRT_BUILT
+  assert_ptr_equal(o.rmm_ops, o.mapping.rmm == RD_DEV_FPGA ? &rd_fpga_xrt_rmm_ops : NULL);
+  assert_ptr_equal(o.learner_ops,
+                   o.mapping.learner == RD_DEV_FPGA ? &rd_learner_ops_fpga_xrt : NULL);
+#else
+  assert_null(o.rmm_ops);
+  assert_null(o.learner_ops);
+#endif
+  print_message("      mapped %s: %s\n", o.code, o.note);
+  setup_xrt("", 16, 65536, 1024, &err);
+}
+
+/* ------------------------------------------------------------------ */
+/* The registry: a busy replay module falls back to the CPU tree        */
+/* ------------------------------------------------------------------ */
+
+static int busy_creates;
+static size_t fake_memsize(uint32_t capacity, uint32_t fanout) {
+  (void)fanout;
+  return (size_t)capacity * 8;
+}
+static int busy_create(void **rmm, uint32_t capacity, uint32_t fanout, uint64_t max_leaf,
+                       rd_error_t *err) {
+  (void)rmm;
+  (void)capacity;
+  (void)fanout;
+  (void)max_leaf;
+  busy_creates++;
+  return rd_error_set(err, RD_EBUSY, "fake: the board's kernel holds another table's tree");
+}
+static int broken_create(void **rmm, uint32_t capacity, uint32_t fanout, uint64_t max_leaf,
+                         rd_error_t *err) {
+  (void)rmm;
+  (void)capacity;
+  (void)fanout;
+  (void)max_leaf;
+  return rd_error_set(err, RD_EINTERNAL, "fake: the board is gone");
+}
+static const rd_rmm_ops_t busy_ops = {"fake-busy", fake_memsize, busy_create, NULL, NULL, NULL,
+                                      NULL, NULL, NULL};
+static const rd_rmm_ops_t broken_ops = {"fake-broken", fake_memsize, broken_create, NULL, NULL,
+                                        NULL, NULL, NULL, NULL};
+
+static void test_registry_busy_falls_back(void **state) {
+  (void)state;
+  rd_registry_t *r = make_registry();
+  spec_t s;
+  make_spec(&s, 1024, 0);
+  rd_table_config_t tc;
+  rd_pipeline_config_t pc;
+  workload_configs(1024, &tc, &pc);
+  rd_device_t csim = csim_entry(2);
+  rd_placement_t pl;
+  run(&pl, RD_DEV_CPU, RD_DEV_FPGA, RD_DEV_CPU, &csim, &tc, &pc.learner);
+  assert_string_equal(pl.running, "C-F-C");
+  pl.rmm_ops = &busy_ops;
+  rd_workload_t *w = NULL;
+  rd_error_t err;
+  rd_error_clear(&err);
+  busy_creates = 0;
+  int rc = rd_registry_register_placed(r, &s.spec, &pl, &w, &err);
+  if (rc) fail_msg("register: %s", err.msg);
+  assert_int_equal(busy_creates, 1);
+  assert_string_equal(rd_table_rmm_name(&w->table), "cpu");
+  assert_non_null(w->placement);
+  assert_null(w->placement->rmm_ops);
+  assert_string_equal(w->placement->running, "C-C-C");
+  assert_string_equal(w->placement->note, "mapped C-F-C; running C-C-C: the replay module stays "
+                                          "on the CPU: fake: the board's kernel holds another "
+                                          "table's tree");
+  /* It works as any table: the CPU tree holds the inserted leaves. */
+  float obs[4] = {1, 2, 3, 4};
+  int32_t act = 1;
+  float rew = 0.5f;
+  rd_cbuf_t cols[3] = {{obs, sizeof obs}, {&act, sizeof act}, {&rew, sizeof rew}};
+  pthread_mutex_lock(&w->lock);
+  rc = rd_table_insert(&w->table, 1, cols, NULL, NULL, &err);
+  pthread_mutex_unlock(&w->lock);
+  if (rc) fail_msg("insert: %s", err.msg);
+  assert_true(rd_sumtree_total(&w->table.tree) > 0);
+  /* The charge is the CPU tree's. */
+  assert_true(w->charge >= rd_table_memsize(&w->table));
+  rd_workload_unref(w);
+
+  /* Any other failure of the module is the registration's. */
+  run(&pl, RD_DEV_CPU, RD_DEV_FPGA, RD_DEV_CPU, &csim, &tc, &pc.learner);
+  pl.rmm_ops = &broken_ops;
+  rd_error_clear(&err);
+  assert_int_equal(rd_registry_register_placed(r, &s.spec, &pl, NULL, &err), RD_EINTERNAL);
+  assert_string_equal(err.msg, "fake: the board is gone");
+  assert_int_equal(rd_registry_count(r), 1);
+  rd_registry_destroy(r);
+}
+
+/* ------------------------------------------------------------------ */
+/* XRT's no-op shim (mode "noop", XRT builds)                            */
+/* ------------------------------------------------------------------ */
+
+#if RD_XRT_BUILT
+/* The shim is listed, stays unusable with an xclbin configured, and a
+ * whole placement never puts anything on it. */
+static void test_noop_listed_never_used(void **state) {
+  (void)state;
+  rd_error_t err;
+  if (setup_xrt(xclbin_path, 16, 1024, 64, &err) != RD_OK) fail_msg("%s", err.msg);
+  rd_device_t all[RD_MAX_DEVICES];
+  size_t n = rd_devices_get(all, RD_MAX_DEVICES);
+  const rd_device_t *shim = NULL;
+  for (size_t i = 0; i < n; i++)
+    if (strcmp(all[i].backend, "xrt-noop") == 0) shim = &all[i];
+  assert_non_null(shim);
+  assert_false(rd_device_usable(shim));
+  assert_contains(shim->status, "no-op shim (no board)");
+  rd_table_config_t tc;
+  rd_pipeline_config_t pc;
+  workload_configs(1024, &tc, &pc);
+  rd_placement_t o;
+  int rc = rd_placement_compute(NULL, &tc, &pc, 1, 0.3, RD_FPGA_PARTS_DIR, NULL, &o, &err);
+  if (rc) fail_msg("compute: %s", err.msg);
+  assert_false(o.table.dev[RD_DEV_FPGA].present);
+  assert_contains(o.detail[RD_DEV_FPGA], "no-op shim");
+  assert_null(strchr(o.running, 'F'));
+  assert_null(o.rmm_ops);
+  assert_null(o.learner_ops);
+  setup_xrt("", 16, 1024, 64, &err);
+}
+
+/* Two tables placed on one board's replay kernel: the first holds it (its
+ * create runs the whole XRT path in the shim), the second falls back to
+ * the CPU tree with rmm_xrt.c's RD_EBUSY in its note; once the first is
+ * deleted, the kernel is free again. */
+static void test_noop_second_table_busy(void **state) {
+  (void)state;
+  rd_error_t err;
+  if (setup_xrt(xclbin_path, 16, 1024, 64, &err) != RD_OK) fail_msg("%s", err.msg);
+  rd_registry_t *r = make_registry();
+  spec_t s;
+  make_spec(&s, 1024, 0);
+  rd_table_config_t tc;
+  rd_pipeline_config_t pc;
+  workload_configs(1024, &tc, &pc);
+  rd_device_t board = board_entry(0, 1); /* the module's device: no usable board, so 0 */
+  rd_placement_t pl;
+  run(&pl, RD_DEV_CPU, RD_DEV_FPGA, RD_DEV_CPU, &board, &tc, &pc.learner);
+  assert_string_equal(pl.running, "C-F-C");
+  assert_ptr_equal(pl.rmm_ops, &rd_fpga_xrt_rmm_ops);
+  rd_workload_t *a = NULL, *b = NULL, *c = NULL;
+  rd_error_clear(&err);
+  if (rd_registry_register_placed(r, &s.spec, &pl, &a, &err)) fail_msg("a: %s", err.msg);
+  assert_string_equal(rd_table_rmm_name(&a->table), "fpga-xrt");
+  assert_string_equal(a->placement->running, "C-F-C");
+  if (rd_registry_register_placed(r, &s.spec, &pl, &b, &err)) fail_msg("b: %s", err.msg);
+  assert_string_equal(rd_table_rmm_name(&b->table), "cpu");
+  assert_string_equal(b->placement->running, "C-C-C");
+  assert_contains(b->placement->note, "mapped C-F-C; running C-C-C: the replay module stays on "
+                                      "the CPU: fpga xrt: device 0's replay kernel already holds "
+                                      "another table's tree");
+  /* Deleting the holder frees the kernel (the last reference destroys its
+   * table). */
+  char id[RD_WORKLOAD_ID_LEN + 1];
+  snprintf(id, sizeof id, "%s", a->id);
+  rd_workload_unref(a);
+  assert_int_equal(rd_registry_delete(r, id, &err), RD_OK);
+  if (rd_registry_register_placed(r, &s.spec, &pl, &c, &err)) fail_msg("c: %s", err.msg);
+  assert_string_equal(rd_table_rmm_name(&c->table), "fpga-xrt");
+  rd_workload_unref(b);
+  rd_workload_unref(c);
+  rd_registry_destroy(r);
+  setup_xrt("", 16, 1024, 64, &err);
+}
+#endif
+
+/* ------------------------------------------------------------------ */
+
+static void rm_tree(void) {
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
+}
+
+int main(int argc, char **argv) {
+  if (argc > 1) mode = argv[1];
+  const int noop = strcmp(mode, "noop") == 0;
+  if (!noop && strcmp(mode, "plain") != 0) {
+    fprintf(stderr, "usage: %s [plain|noop]\n", argv[0]);
+    return 2;
+  }
+  rd_log_open(NULL, RD_LOG_ERROR, NULL);
+  unsetenv("XILINX_XRT");
+  unsetenv("XCL_EMULATION_MODE");
+  snprintf(dir, sizeof dir, "/tmp/rd_placement_XXXXXX");
+  if (!mkdtemp(dir)) return 1;
+  snprintf(xclbin_path, sizeof xclbin_path, "%s/k.xclbin", dir);
+  snprintf(junk_path, sizeof junk_path, "%s/junk.xclbin", dir);
+  FILE *f = fopen(junk_path, "wb");
+  if (!f) return 1;
+  fputs("not an xclbin at all", f);
+  fclose(f);
+  int rc;
+  if (!noop) {
+    /* Only the magic: nothing opens it here. */
+    f = fopen(xclbin_path, "wb");
+    if (!f) return 1;
+    fwrite("xclbin2\0", 1, 8, f);
+    fclose(f);
+    rd_device_t board = board_entry(BOARD_INDEX, 0);
+    rd_devices_inject(&board);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_fpga_run_decision),
+        cmocka_unit_test(test_board_text),
+        cmocka_unit_test(test_setup_xrt),
+        cmocka_unit_test(test_board_with_xclbin),
+        cmocka_unit_test(test_board_without_xclbin),
+        cmocka_unit_test(test_noop_and_assumed_never_xrt),
+        cmocka_unit_test(test_csim_unchanged),
+        cmocka_unit_test(test_learner_not_fitting),
+        cmocka_unit_test(test_shape_not_fitting),
+        cmocka_unit_test(test_rmm_on_cpu),
+        cmocka_unit_test(test_compute_with_board),
+        cmocka_unit_test(test_registry_busy_falls_back),
+    };
+    rc = cmocka_run_group_tests(tests, NULL, NULL);
+  } else {
+#if RD_XRT_BUILT
+    /* XRT loads its shims from $XILINX_XRT/lib, which Debian does not
+     * provide: a folder whose lib links to the multiarch directory. */
+    char root[96], lib[112];
+    snprintf(root, sizeof root, "%s/xrt", dir);
+    snprintf(lib, sizeof lib, "%s/lib", root);
+    if (mkdir(root, 0700) != 0 || symlink(RD_XRT_LIBDIR, lib) != 0) return 1;
+    setenv("XILINX_XRT", root, 1);
+    setenv("XCL_EMULATION_MODE", "noop", 1);
+    const rd_fpga_kernel_desc_t *both[2] = {&rd_fpga_rmm_kernel_desc,
+                                            &rd_fpga_learner_kernel_desc};
+    rd_error_t err;
+    if (rd_fpga_xclbin_write(xclbin_path, both, 2, &err) != RD_OK) {
+      fprintf(stderr, "xclbin: %s\n", err.msg);
+      return 1;
+    }
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_noop_listed_never_used),
+        cmocka_unit_test(test_noop_second_table_busy),
+    };
+    rc = cmocka_run_group_tests(tests, NULL, NULL);
+#else
+    fprintf(stderr, "noop mode needs an XRT build\n");
+    rc = 2;
+#endif
+  }
+  rm_tree();
+  rd_log_close();
+  return rc;
+}
