@@ -54,6 +54,7 @@
 #include <unistd.h>
 
 #include "learner.h"
+#include "learner_pool.h"
 #include "learner_shapes.h"
 #include "bench_util.h"
 #include "rd_error.h"
@@ -66,11 +67,6 @@
 /* ------------------------------------------------------------------ */
 /* Helpers                                                             */
 /* ------------------------------------------------------------------ */
-
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
 
 /* ------------------------------------------------------------------ */
 /* Targets                                                             */
@@ -343,61 +339,6 @@ static void pytorch_stop(baseline_proc_t *bp) {
 /* Measurement                                                         */
 /* ------------------------------------------------------------------ */
 
-#define POOL 4
-
-typedef struct {
-  float *obs, *next, *reward, *discount, *w, *af, *td;
-  int32_t *ai;
-  rd_batch_t b[POOL];
-} pool_t;
-
-static void pool_init(pool_t *p, const rd_learner_config_t *c, uint32_t batch) {
-  memset(p, 0, sizeof *p);
-  size_t n = (size_t)batch * POOL, O = c->obs_dim;
-  p->obs = xmalloc(n * O * sizeof(float));
-  p->next = xmalloc(n * O * sizeof(float));
-  p->reward = xmalloc(n * sizeof(float));
-  p->discount = xmalloc(n * sizeof(float));
-  p->w = xmalloc(n * sizeof(float));
-  p->td = xmalloc(batch * sizeof(float));
-  uint64_t s = SEED ^ batch;
-  for (size_t i = 0; i < n * O; i++) {
-    p->obs[i] = unif(s, 2 * i, -1, 1);
-    p->next[i] = unif(s, 2 * i + 1, -1, 1);
-  }
-  for (size_t i = 0; i < n; i++) {
-    p->reward[i] = unif(s + 1, i, -1, 1);
-    p->w[i] = unif(s + 2, i, 0.2f, 1.0f);
-    p->discount[i] = i % 5 == 4 ? 0.0f : 0.99f;
-  }
-  if (c->algo == RD_ALGO_DQN) {
-    p->ai = xmalloc(n * sizeof(int32_t));
-    for (size_t i = 0; i < n; i++) p->ai[i] = (int32_t)(rd_philox_u64(s + 3, i) % c->num_actions);
-  } else {
-    p->af = xmalloc(n * c->action_dim * sizeof(float));
-    for (size_t i = 0; i < n * c->action_dim; i++)
-      p->af[i] = unif(s + 4, i, c->action_low, c->action_high);
-  }
-  for (size_t k = 0; k < POOL; k++) {
-    size_t r = k * batch;
-    p->b[k] = (rd_batch_t){batch,           p->obs + r * O,
-                           p->ai ? p->ai + r : NULL,
-                           p->af ? p->af + r * c->action_dim : NULL,
-                           p->reward + r,   p->discount + r,
-                           p->next + r * O, p->w + r};
-  }
-}
-
-static void pool_free(pool_t *p) {
-  free(p->obs);
-  free(p->next);
-  free(p->reward);
-  free(p->discount);
-  free(p->w);
-  free(p->af);
-  free(p->ai);
-  free(p->td);
-}
 
 static void step_or_die(rd_learner_t *l, const rd_batch_t *b, float *td) {
   rd_error_t err;
@@ -413,7 +354,7 @@ static void learner_or_die(rd_learner_t *l, const rd_learner_config_t *c) {
 
 /* Before timing: one step succeeds with finite |delta|, and T threads give
  * the bits of one thread. */
-static void check_point(const shape_t *s, uint32_t batch, const opts_t *o, const pool_t *p) {
+static void check_point(const shape_t *s, uint32_t batch, const opts_t *o, const learner_pool_t *p) {
   rd_learner_config_t c;
   make_config(s, batch, 1, &c);
   rd_learner_t ref;
@@ -437,11 +378,11 @@ static void check_point(const shape_t *s, uint32_t batch, const opts_t *o, const
   rd_learner_free(&ref);
 }
 
-static double measure(rd_learner_t *l, const pool_t *p, const opts_t *o) {
+static double measure(rd_learner_t *l, const learner_pool_t *p, const opts_t *o) {
   uint64_t it = 0, k = 0;
   double t0 = now_s(), el;
   for (;;) { /* warm-up; also sizes a repetition */
-    step_or_die(l, &p->b[it++ % POOL], p->td);
+    step_or_die(l, &p->b[it++ % LEARNER_POOL], p->td);
     k++;
     el = now_s() - t0;
     if (el >= o->warm_s && k >= 2) break;
@@ -451,7 +392,7 @@ static double measure(rd_learner_t *l, const pool_t *p, const opts_t *o) {
   double v[16];
   for (int r = 0; r < o->reps; r++) {
     double s0 = now_s();
-    for (uint64_t i = 0; i < steps; i++) step_or_die(l, &p->b[it++ % POOL], p->td);
+    for (uint64_t i = 0; i < steps; i++) step_or_die(l, &p->b[it++ % LEARNER_POOL], p->td);
     v[r] = (double)steps / (now_s() - s0);
   }
   qsort(v, (size_t)o->reps, sizeof v[0], cmp_double);
@@ -461,8 +402,8 @@ static double measure(rd_learner_t *l, const pool_t *p, const opts_t *o) {
 static void run_point(const shape_t *s, uint32_t batch, const opts_t *o, bool progress) {
   rd_learner_config_t c;
   make_config(s, batch, 1, &c);
-  pool_t p;
-  pool_init(&p, &c, batch);
+  learner_pool_t p;
+  learner_pool_init(&p, &c, batch);
   check_point(s, batch, o, &p);
   for (size_t h = 0; h < o->threads.n; h++) {
     uint32_t T = o->threads.v[h];
@@ -478,7 +419,7 @@ static void run_point(const shape_t *s, uint32_t batch, const opts_t *o, bool pr
       fflush(stderr);
     }
   }
-  pool_free(&p);
+  learner_pool_free(&p);
 }
 
 /* ------------------------------------------------------------------ */

@@ -91,11 +91,6 @@
 /* Helpers                                                             */
 /* ------------------------------------------------------------------ */
 
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
 #define TARGET_DEPTH 50
 #define TARGET_RATIO 0.95
 #define DEFAULT_THREADS 2

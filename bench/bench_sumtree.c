@@ -54,18 +54,6 @@
 /* Input generation                                                    */
 /* ------------------------------------------------------------------ */
 
-static uint64_t splitmix64(uint64_t *s) {
-  uint64_t z = (*s += UINT64_C(0x9E3779B97F4A7C15));
-  z = (z ^ (z >> 30)) * UINT64_C(0xBF58476D1CE4E5B9);
-  z = (z ^ (z >> 27)) * UINT64_C(0x94D049BB133111EB);
-  return z ^ (z >> 31);
-}
-
-/* Uniform in [0, n), n >= 1 (multiply-shift; the bias is below 2^-40 here). */
-static uint64_t below(uint64_t *s, uint64_t n) {
-  return (uint64_t)(((unsigned __int128)splitmix64(s) * n) >> 64);
-}
-
 #define LEAF_MAX (UINT64_C(1) << 20)
 /* A leaf value, uniform in [1, 2^20]. */
 static uint64_t leaf_value(uint64_t *s) { return 1 + (splitmix64(s) >> 44); }
@@ -75,11 +63,6 @@ static uint64_t leaf_value(uint64_t *s) { return 1 + (splitmix64(s) >> 44); }
 /* ------------------------------------------------------------------ */
 /* Small helpers                                                       */
 /* ------------------------------------------------------------------ */
-
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
 
 /* ------------------------------------------------------------------ */
 /* Options                                                             */

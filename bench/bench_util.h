@@ -5,12 +5,23 @@
 #define RD_BENCH_UTIL_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 /* "<program>: <message>" on stderr, exit status 1. */
 void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 
 /* malloc that dies on failure (0 bytes allocates 1). */
 void *xmalloc(size_t bytes);
+
+/* qsort comparator for doubles, ascending (medians of repetitions). */
+int cmp_double(const void *a, const void *b);
+
+/* splitmix64: the benchmarks' fixed-seed stream for keys, leaves and
+ * targets (generated outside the timed regions). */
+uint64_t splitmix64(uint64_t *s);
+
+/* Uniform in [0, n), n >= 1 (multiply-shift; the bias is below 2^-40). */
+uint64_t below(uint64_t *s, uint64_t n);
 
 /* CLOCK_MONOTONIC in seconds. */
 double now_s(void);
