@@ -586,6 +586,7 @@ typedef struct {
   size_t fb[RD_PROFILE_MAX_COLS];
   uint32_t n_cols;
   uint32_t *idx, n_idx; /* the pool */
+  uint64_t rows;        /* rows per column (a divisor, as the table's capacity) */
   uint32_t batch, next;
 } gather_ctx_t;
 
@@ -613,6 +614,7 @@ static int gather_setup(gather_ctx_t *g, const rd_profile_shape_t *s, rd_error_t
   uint64_t rows = s->key.capacity, fit = GATHER_MAX_BYTES / row;
   if (rows > fit) rows = fit;
   if (rows < 1) rows = 1;
+  g->rows = rows;
   uint64_t n_idx = (uint64_t)g->batch * 4 > GATHER_POOL_MIN ? (uint64_t)g->batch * 4
                                                              : GATHER_POOL_MIN;
   g->n_idx = (uint32_t)n_idx;
@@ -633,16 +635,30 @@ static int gather_setup(gather_ctx_t *g, const rd_profile_shape_t *s, rd_error_t
   return RD_OK;
 }
 
-/* rd_table_gather's copy loop (backends/cpu/table.c) on the next window. */
+/* rd_table_gather's copy loop (backends/cpu/table.c) on the next window:
+ * row by row, each row's slot by one division (the table's key % capacity;
+ * here index % rows), the rows GATHER_AHEAD on prefetched. */
+#define GATHER_AHEAD 8
 static int gather_call(void *p, rd_error_t *err) {
   (void)err;
   gather_ctx_t *g = p;
   uint32_t first = g->next;
   g->next = (g->next + g->batch) % (g->n_idx - g->batch + 1);
   const uint32_t *idx = g->idx + first;
-  for (uint32_t c = 0; c < g->n_cols; c++) {
-    size_t fb = g->fb[c];
-    for (uint32_t i = 0; i < g->batch; i++) memcpy(g->dst[c] + i * fb, g->col[c] + idx[i] * fb, fb);
+  size_t ahead[GATHER_AHEAD];
+  for (uint32_t i = 0; i < g->batch && i < GATHER_AHEAD; i++) {
+    ahead[i] = idx[i] % g->rows;
+    for (uint32_t c = 0; c < g->n_cols; c++) __builtin_prefetch(g->col[c] + ahead[i] * g->fb[c]);
+  }
+  for (uint32_t i = 0; i < g->batch; i++) {
+    size_t slot = ahead[i % GATHER_AHEAD];
+    if (i + GATHER_AHEAD < g->batch) {
+      size_t next = idx[i + GATHER_AHEAD] % g->rows;
+      ahead[i % GATHER_AHEAD] = next;
+      for (uint32_t c = 0; c < g->n_cols; c++) __builtin_prefetch(g->col[c] + next * g->fb[c]);
+    }
+    for (uint32_t c = 0; c < g->n_cols; c++)
+      memcpy(g->dst[c] + i * g->fb[c], g->col[c] + slot * g->fb[c], g->fb[c]);
   }
   return RD_OK;
 }

@@ -1645,6 +1645,16 @@ static void test_gather(void **state) {
   assert_int_equal(rd_table_gather(&t, 4, keys, s.cols, &err), RD_OK);
   for (size_t i = 0; i < 4; i++) check_row(s.cols, i, keys[i]);
 
+  /* More keys than the rows it prefetches ahead (table.c GATHER_AHEAD),
+   * live keys in any order and repeated, slots wrapping the ring. */
+  sout_t many;
+  sout_alloc(&many, 37, true);
+  uint64_t mk[37];
+  for (size_t i = 0; i < 37; i++) mk[i] = 3 + (i * 5 + i / 8) % 8;
+  assert_int_equal(rd_table_gather(&t, 37, mk, many.cols, &err), RD_OK);
+  for (size_t i = 0; i < 37; i++) check_row(many.cols, i, mk[i]);
+  sout_free(&many);
+
   /* A skipped field is left untouched. */
   memset(s.cols[F_OBS].data, 0xAB, s.cols[F_OBS].bytes);
   rd_buf_t partial[NF];
