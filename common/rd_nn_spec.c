@@ -219,3 +219,13 @@ int rd_nn_flat_parse(const void *buf, size_t len, rd_nn_spec_t *spec, float *par
   *spec = s;
   return RD_OK;
 }
+
+int rd_nn_flat_load(const void *buf, size_t len, const rd_nn_spec_t *want, float *params,
+                    size_t max_params, rd_error_t *err) {
+  rd_nn_spec_t s;
+  int rc = rd_nn_flat_parse(buf, len, &s, NULL, 0, err); /* the header alone first */
+  if (rc) return rc;
+  if (!rd_nn_spec_equal(&s, want))
+    return rd_error_set(err, RD_EINVAL, "flat weights describe a different network");
+  return rd_nn_flat_parse(buf, len, &s, params, max_params, err);
+}

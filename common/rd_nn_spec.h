@@ -95,4 +95,12 @@ int rd_nn_flat_write(const rd_nn_spec_t *s, const float *params, void *buf, size
 int rd_nn_flat_parse(const void *buf, size_t len, rd_nn_spec_t *spec, float *params,
                      size_t max_params, rd_error_t *err);
 
+/* Load a flat buffer into params only if it describes the network want:
+ * rd_nn_flat_parse's errors, or RD_EINVAL "flat weights describe a
+ * different network"; the header is checked before any parameter is
+ * copied, so nothing is written on error. What every learner backend's
+ * policy load does first. */
+int rd_nn_flat_load(const void *buf, size_t len, const rd_nn_spec_t *want, float *params,
+                    size_t max_params, rd_error_t *err);
+
 #endif

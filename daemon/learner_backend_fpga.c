@@ -231,13 +231,7 @@ static int fpga_policy_save(rd_learner_backend_t *b, void *buf, size_t cap, size
 static int fpga_policy_load(rd_learner_backend_t *b, const void *buf, size_t len,
                             rd_error_t *err) {
   fpga_learner_t *l = (fpga_learner_t *)b->impl;
-  rd_nn_spec_t s;
-  /* The header alone first, so a mismatched network writes nothing. */
-  int rc = rd_nn_flat_parse(buf, len, &s, NULL, 0, err);
-  if (rc) return rc;
-  if (!rd_nn_spec_equal(&s, &l->policy))
-    return rd_error_set(err, RD_EINVAL, "flat weights describe a different network");
-  rc = rd_nn_flat_parse(buf, len, &s, l->params, l->n_policy, err);
+  int rc = rd_nn_flat_load(buf, len, &l->policy, l->params, l->n_policy, err);
   if (rc) return rc;
   memcpy(l->target, l->params, l->n_policy * sizeof(float));
   return RD_OK;

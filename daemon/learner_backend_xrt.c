@@ -151,13 +151,7 @@ static int xrt_policy_load(rd_learner_backend_t *b, const void *buf, size_t len,
                            rd_error_t *err) {
   xrt_learner_t *l = b->impl;
   b->fault = RD_LEARNER_FAULT_NONE;
-  rd_nn_spec_t s;
-  /* The header alone first, so a mismatched network writes nothing. */
-  int rc = rd_nn_flat_parse(buf, len, &s, NULL, 0, err);
-  if (rc) return rc;
-  if (!rd_nn_spec_equal(&s, &l->policy))
-    return rd_error_set(err, RD_EINVAL, "flat weights describe a different network");
-  rc = rd_nn_flat_parse(buf, len, &s, l->host, l->n_policy, err);
+  int rc = rd_nn_flat_load(buf, len, &l->policy, l->host, l->n_policy, err);
   if (rc) return rc;
   rc = rd_fpga_xrt_learner_write(&l->x, RD_XRT_L_PARAMS, l->host, 0, l->n_policy, err);
   if (rc == RD_OK)

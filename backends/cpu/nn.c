@@ -1165,13 +1165,7 @@ int rd_mlp_save(const rd_mlp_t *m, void *buf, size_t cap, size_t *written, rd_er
 
 int rd_mlp_load(rd_mlp_t *m, const void *buf, size_t len, rd_error_t *err) {
   if (m->view) return rd_error_set(err, RD_EINVAL, "a view's parameters are its owner's");
-  rd_nn_spec_t s;
-  /* Parse the header alone first, so a mismatched network writes nothing. */
-  int rc = rd_nn_flat_parse(buf, len, &s, NULL, 0, err);
-  if (rc) return rc;
-  if (!rd_nn_spec_equal(&s, &m->spec))
-    return rd_error_set(err, RD_EINVAL, "flat weights describe a different network");
-  rc = rd_nn_flat_parse(buf, len, &s, m->params, m->n_params, err);
+  int rc = rd_nn_flat_load(buf, len, &m->spec, m->params, m->n_params, err);
   if (rc) return rc;
   m->fwd_batch = 0;
   return RD_OK;
