@@ -33,6 +33,7 @@
 #ifndef RD_SPIN_H
 #define RD_SPIN_H
 
+#include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -104,6 +105,36 @@ static inline int rd_spin_until_changed(_Atomic uint64_t *ev, uint64_t seen, dou
 /* The partner's side: under the lock, after changing the state. */
 static inline void rd_spin_bump(_Atomic uint64_t *ev) {
   atomic_fetch_add_explicit(ev, 1, memory_order_release);
+}
+
+/* One stage of a wait by the rule above, under mu (cv on CLOCK_MONOTONIC):
+ * at *stage 0 a timed sleep on cv if the plan has one, then at stage 1 a
+ * spin on ev; each returns 1 and the caller looks at its condition again
+ * (a signal or a bump may have ended it). At stage 2 it returns 0: the
+ * caller blocks as it does (a cond_wait, a timed poll). The caller resets
+ * *stage to 0 when it has worked. waiting (may be NULL) is set during the
+ * timed sleep, for partners that signal only a waiting thread. */
+static inline int rd_spin_wait_stage(pthread_cond_t *cv, pthread_mutex_t *mu,
+                                     _Atomic uint64_t *ev, double expected_s, int *stage,
+                                     int *waiting) {
+  if (*stage >= 2) return 0;
+  double sleep_s, spin_s;
+  rd_spin_plan(expected_s, &sleep_s, &spin_s);
+  if (*stage == 0 && sleep_s > 0) {
+    *stage = 1;
+    struct timespec ts = rd_spin_deadline(sleep_s);
+    if (waiting) *waiting = 1;
+    pthread_cond_timedwait(cv, mu, &ts);
+    if (waiting) *waiting = 0;
+    return 1;
+  }
+  *stage = 2;
+  if (!(spin_s > 0)) return 0;
+  uint64_t seen = atomic_load_explicit(ev, memory_order_relaxed);
+  pthread_mutex_unlock(mu);
+  rd_spin_until_changed(ev, seen, spin_s);
+  pthread_mutex_lock(mu);
+  return 1;
 }
 
 #endif

@@ -590,29 +590,14 @@ static int sampler_wanted(const rd_pipeline_t *p) {
  * batches are in flight at D >= RD_PIPELINE_POLL_DEPTH, at most for the
  * time the learner takes for D/4 steps (clamped to [50 us, 1 s]).
  * Below that depth, with a batch at the learner, the sampler first waits
- * by rd_spin_plan for the step's time (a timed sleep, then a spin; once per
+ * by rd_spin_wait_stage for the step's time (a timed sleep, then a spin; once per
  * idle spell: *stage 0 -> 1 slept -> 2 spun): in the strict loop the
  * learner's wake-up is on every step's path. The caller looks again
  * after each stage. */
 static void sampler_sleep(rd_pipeline_t *p, int *stage) {
-  if (p->cfg.depth < RD_PIPELINE_POLL_DEPTH && p->in_flight > 0 && *stage < 2) {
-    double sleep_s, spin_s;
-    rd_spin_plan(p->step_s, &sleep_s, &spin_s);
-    if (*stage == 0 && sleep_s > 0) {
-      *stage = 1;
-      struct timespec ts = rd_spin_deadline(sleep_s);
-      pthread_cond_timedwait(&p->cv_sampler, &p->mu, &ts);
-      return;
-    }
-    *stage = 2;
-    if (spin_s > 0) {
-      uint64_t seen = atomic_load_explicit(&p->ev_sampler, memory_order_relaxed);
-      pthread_mutex_unlock(&p->mu);
-      rd_spin_until_changed(&p->ev_sampler, seen, spin_s);
-      pthread_mutex_lock(&p->mu);
-      return;
-    }
-  }
+  if (p->cfg.depth < RD_PIPELINE_POLL_DEPTH && p->in_flight > 0 &&
+      rd_spin_wait_stage(&p->cv_sampler, &p->mu, &p->ev_sampler, p->step_s, stage, NULL))
+    return;
   if (p->cfg.depth < RD_PIPELINE_POLL_DEPTH || p->in_flight == 0 || p->step_s <= 0) {
     pthread_cond_wait(&p->cv_sampler, &p->mu);
     return;
@@ -876,26 +861,11 @@ static void *learner_main(void *arg) {
       }
       /* A batch is on its way (being sampled, or the sampler is writing
        * the last step's priorities and will sample next): in the strict
-       * loop, wait for about the sampler's time first by rd_spin_plan
+       * loop, wait for about the sampler's time first by rd_spin_wait_stage
        * (stages as the sampler's, sampler_sleep). */
-      if (spun < 2 && (p->sampling > 0 || p->sampled < p->target)) {
-        double sleep_s, spin_s;
-        rd_spin_plan(p->produce_s, &sleep_s, &spin_s);
-        if (spun == 0 && sleep_s > 0) {
-          spun = 1;
-          struct timespec ts = rd_spin_deadline(sleep_s);
-          pthread_cond_timedwait(&p->cv_learner, &p->mu, &ts);
-          continue;
-        }
-        spun = 2;
-        if (spin_s > 0) {
-          uint64_t seen = atomic_load_explicit(&p->ev_learner, memory_order_relaxed);
-          pthread_mutex_unlock(&p->mu);
-          rd_spin_until_changed(&p->ev_learner, seen, spin_s);
-          pthread_mutex_lock(&p->mu);
-          continue;
-        }
-      }
+      if ((p->sampling > 0 || p->sampled < p->target) &&
+          rd_spin_wait_stage(&p->cv_learner, &p->mu, &p->ev_learner, p->produce_s, &spun, NULL))
+        continue;
       pthread_cond_wait(&p->cv_learner, &p->mu);
     }
     if (p->stopping) break;

@@ -720,26 +720,7 @@ static void avg_in(double *avg, double x) { *avg = *avg > 0 ? 0.875 * *avg + 0.1
  * again after each. */
 static void hwait(handoff_ctx_t *h, pthread_cond_t *cv, _Atomic uint64_t *ev, double expected,
                   int *stage, int *waiting) {
-  if (*stage < 2) {
-    double sleep_s, spin_s;
-    rd_spin_plan(expected, &sleep_s, &spin_s);
-    if (*stage == 0 && sleep_s > 0) {
-      *stage = 1;
-      struct timespec ts = rd_spin_deadline(sleep_s);
-      *waiting = 1;
-      pthread_cond_timedwait(cv, &h->mu, &ts);
-      *waiting = 0;
-      return;
-    }
-    *stage = 2;
-    if (spin_s > 0) {
-      uint64_t seen = atomic_load_explicit(ev, memory_order_relaxed);
-      pthread_mutex_unlock(&h->mu);
-      rd_spin_until_changed(ev, seen, spin_s);
-      pthread_mutex_lock(&h->mu);
-      return;
-    }
-  }
+  if (rd_spin_wait_stage(cv, &h->mu, ev, expected, stage, waiting)) return;
   *waiting = 1;
   pthread_cond_wait(cv, &h->mu);
   *waiting = 0;

@@ -86,10 +86,11 @@ static void test_sees_bump(void **state) {
 }
 
 /* Two threads pass a token back and forth ROUNDS times, each waiting as the
- * pipeline's threads do: under the mutex, spin once (bounded) on the
- * partner's counter, look again, then sleep on the condition variable.
- * The partner changes the state, bumps and signals under the mutex. The
- * budgets alternate between spinning and not, so both paths run. */
+ * pipeline's threads do (rd_spin_wait_stage under the mutex, looking again
+ * after each stage, then sleeping on the condition variable). The partner
+ * changes the state, bumps and signals under the mutex. The expected
+ * waits rotate between unknown (block at once), short (spin) and long
+ * (timed sleep, then spin), so every path runs. */
 #define ROUNDS 20000
 typedef struct {
   pthread_mutex_t mu;
@@ -105,17 +106,10 @@ static void *player(void *arg) {
   int me = (int)(intptr_t)arg;
   for (int r = 0; r < ROUNDS; r++) {
     pthread_mutex_lock(&pp.mu);
-    int spun = 0;
+    int stage = 0;
+    const double expected = r % 3 == 0 ? 0 : r % 3 == 1 ? 20e-6 : 300e-6;
     while (pp.turn != me) {
-      double budget = r % 3 == 0 ? 0 : rd_spin_budget(20e-6);
-      if (!spun && budget > 0) {
-        spun = 1;
-        uint64_t seen = atomic_load_explicit(&pp.ev[me], memory_order_relaxed);
-        pthread_mutex_unlock(&pp.mu);
-        rd_spin_until_changed(&pp.ev[me], seen, budget);
-        pthread_mutex_lock(&pp.mu);
-        continue;
-      }
+      if (rd_spin_wait_stage(&pp.cv[me], &pp.mu, &pp.ev[me], expected, &stage, NULL)) continue;
       pthread_cond_wait(&pp.cv[me], &pp.mu);
     }
     pp.passes++;
@@ -130,8 +124,12 @@ static void *player(void *arg) {
 static void test_ping_pong(void **state) {
   (void)state;
   pthread_mutex_init(&pp.mu, NULL);
-  pthread_cond_init(&pp.cv[0], NULL);
-  pthread_cond_init(&pp.cv[1], NULL);
+  pthread_condattr_t ca; /* rd_spin_wait_stage's timed sleep */
+  pthread_condattr_init(&ca);
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+  pthread_cond_init(&pp.cv[0], &ca);
+  pthread_cond_init(&pp.cv[1], &ca);
+  pthread_condattr_destroy(&ca);
   pthread_t a, b;
   assert_int_equal(pthread_create(&a, NULL, player, (void *)(intptr_t)0), 0);
   assert_int_equal(pthread_create(&b, NULL, player, (void *)(intptr_t)1), 0);
