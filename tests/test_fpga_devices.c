@@ -30,9 +30,7 @@
 #ifndef RD_XRT_BUILT
 #define RD_XRT_BUILT 0
 #endif
-#ifndef RD_XRT_LIBDIR
-#define RD_XRT_LIBDIR "/usr/lib/x86_64-linux-gnu"
-#endif
+#include "xrt_env.h"
 
 static const char *mode = "unset";
 static char dir[64];
@@ -194,17 +192,10 @@ int main(int argc, char **argv) {
   unsetenv("XILINX_XRT");
   unsetenv("XCL_EMULATION_MODE");
   if (strcmp(mode, "unset") != 0) {
-    /* XRT loads its shims from $XILINX_XRT/lib, which Debian does not
-     * provide: a folder whose lib links to the multiarch directory. */
     snprintf(dir, sizeof dir, "/tmp/rd_fpga_devices_XXXXXX");
-    char root[96], lib[112];
     if (!mkdtemp(dir)) return 1;
-    snprintf(root, sizeof root, "%s/xrt", dir);
-    snprintf(lib, sizeof lib, "%s/lib", root);
-    if (mkdir(root, 0700) != 0 || symlink(RD_XRT_LIBDIR, lib) != 0) return 1;
-    setenv("XILINX_XRT", root, 1);
-    if (strcmp(mode, "noop") == 0) setenv("XCL_EMULATION_MODE", "noop", 1);
-    if (strcmp(mode, "sw_emu") == 0) setenv("XCL_EMULATION_MODE", "sw_emu", 1);
+    const char *emu = strcmp(mode, "noop") == 0 || strcmp(mode, "sw_emu") == 0 ? mode : NULL;
+    if (xrt_env_setup(dir, emu) != 0) return 1;
   }
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_xrt_probe),

@@ -29,9 +29,7 @@
 #include "kernels/learner.h"
 #include "xclbin_gen.h"
 
-#ifndef RD_XRT_LIBDIR
-#define RD_XRT_LIBDIR "/usr/lib/x86_64-linux-gnu"
-#endif
+#include "xrt_env.h"
 
 static char dir[64];
 static char rmm_path[128], other_path[128], garbage_path[128], both_path[128];
@@ -47,12 +45,7 @@ static int group_setup(void **state) {
   (void)state;
   snprintf(dir, sizeof dir, "/tmp/rd_xrt_test_XXXXXX");
   if (!mkdtemp(dir)) return -1;
-  char root[96], lib[112];
-  snprintf(root, sizeof root, "%s/xrt", dir);
-  snprintf(lib, sizeof lib, "%s/lib", root);
-  if (mkdir(root, 0700) != 0 || symlink(RD_XRT_LIBDIR, lib) != 0) return -1;
-  setenv("XILINX_XRT", root, 1);
-  setenv("XCL_EMULATION_MODE", "noop", 1);
+  if (xrt_env_setup(dir, "noop") != 0) return -1;
   snprintf(rmm_path, sizeof rmm_path, "%s/rmm.xclbin", dir);
   snprintf(other_path, sizeof other_path, "%s/vadd.xclbin", dir);
   snprintf(garbage_path, sizeof garbage_path, "%s/garbage.xclbin", dir);

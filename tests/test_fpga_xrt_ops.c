@@ -44,10 +44,9 @@
 #include "rmm_xrt.h"
 #include "table.h"
 #include "xclbin_gen.h"
+#include "learner_rows.h"
 
-#ifndef RD_XRT_LIBDIR
-#define RD_XRT_LIBDIR "/usr/lib/x86_64-linux-gnu"
-#endif
+#include "xrt_env.h"
 
 static char dir[64];
 static char both_path[128], rmm_only[128], lrn_only[128], garbage_path[128];
@@ -56,12 +55,7 @@ static int group_setup(void **state) {
   (void)state;
   snprintf(dir, sizeof dir, "/tmp/rd_xrt_ops_XXXXXX");
   if (!mkdtemp(dir)) return -1;
-  char root[96], lib[112];
-  snprintf(root, sizeof root, "%s/xrt", dir);
-  snprintf(lib, sizeof lib, "%s/lib", root);
-  if (mkdir(root, 0700) != 0 || symlink(RD_XRT_LIBDIR, lib) != 0) return -1;
-  setenv("XILINX_XRT", root, 1);
-  setenv("XCL_EMULATION_MODE", "noop", 1);
+  if (xrt_env_setup(dir, "noop") != 0) return -1;
   snprintf(both_path, sizeof both_path, "%s/both.xclbin", dir);
   snprintf(rmm_only, sizeof rmm_only, "%s/rmm.xclbin", dir);
   snprintf(lrn_only, sizeof lrn_only, "%s/lrn.xclbin", dir);
@@ -543,37 +537,6 @@ static void ddpg_cfg(rd_learner_config_t *d) {
   d->critic_hidden[0] = 24;
   d->max_batch = 16;
   d->seed = 11;
-}
-
-/* A batch of n rows, deterministic in seed. */
-typedef struct {
-  float obs[64 * 8], next[64 * 8], rew[64], disc[64], w[64], af[64 * 2];
-  int32_t ai[64];
-  rd_batch_t b;
-} rows_t;
-
-static void rows(rows_t *r, const rd_learner_config_t *c, size_t n, uint32_t seed) {
-  const size_t O = c->obs_dim, D = c->action_dim ? c->action_dim : 1;
-  assert_true(n <= 64 && O <= 8 && D <= 2);
-  uint32_t x = seed * 2654435761u + 1;
-  for (size_t i = 0; i < n; i++) {
-    for (size_t j = 0; j < O; j++) {
-      x = x * 1664525u + 1013904223u;
-      r->obs[i * O + j] = (float)((x >> 8) % 2001) / 1000.0f - 1.0f;
-      r->next[i * O + j] = r->obs[i * O + j] * 0.9f + 0.05f;
-    }
-    x = x * 1664525u + 1013904223u;
-    r->rew[i] = (float)((x >> 8) % 301) / 100.0f - 1.5f;
-    r->disc[i] = (x >> 20) % 6 == 0 ? 0.0f : 0.970299f;
-    r->w[i] = 0.25f + (float)((x >> 12) % 76) / 100.0f;
-    r->ai[i] = (int32_t)((x >> 4) % (c->num_actions ? c->num_actions : 1));
-    for (size_t j = 0; j < D; j++)
-      r->af[i * D + j] = c->action_low + (c->action_high - c->action_low) *
-                                             (float)((x >> (6 + j)) % 101) / 100.0f;
-  }
-  rd_batch_t b = {n, r->obs, c->algo == RD_ALGO_DQN ? r->ai : NULL,
-                  c->algo == RD_ALGO_DDPG ? r->af : NULL, r->rew, r->disc, r->next, r->w};
-  r->b = b;
 }
 
 static void init_ok(rd_learner_backend_t *b, const rd_learner_ops_t *ops,

@@ -28,6 +28,7 @@
 #include "log.h"
 #include "pipeline.h"
 #include "profile_gpu.h"
+#include "learner_rows.h"
 
 #define OBS 4
 #define BATCH 8
@@ -528,37 +529,6 @@ static double rel_err(const float *a, const float *b, size_t n) {
     if (fabs(b[i]) > scale) scale = fabs(b[i]);
   }
   return diff / scale;
-}
-
-/* A batch of n 3-step rows with IS weights, deterministic in seed. */
-typedef struct {
-  float obs[64 * 8], next[64 * 8], rew[64], disc[64], w[64], af[64 * 2];
-  int32_t ai[64];
-  rd_batch_t b;
-} rows_t;
-
-static void rows(rows_t *r, const rd_learner_config_t *c, size_t n, uint32_t seed) {
-  const size_t O = c->obs_dim, D = c->action_dim ? c->action_dim : 1;
-  assert_true(n <= 64 && O <= 8 && D <= 2);
-  uint32_t x = seed * 2654435761u + 1;
-  for (size_t i = 0; i < n; i++) {
-    for (size_t j = 0; j < O; j++) {
-      x = x * 1664525u + 1013904223u;
-      r->obs[i * O + j] = (float)((x >> 8) % 2001) / 1000.0f - 1.0f;
-      r->next[i * O + j] = r->obs[i * O + j] * 0.9f + 0.05f;
-    }
-    x = x * 1664525u + 1013904223u;
-    r->rew[i] = (float)((x >> 8) % 301) / 100.0f - 1.5f;
-    r->disc[i] = (x >> 20) % 6 == 0 ? 0.0f : 0.970299f; /* 0.99^3 or the end */
-    r->w[i] = 0.25f + (float)((x >> 12) % 76) / 100.0f;
-    r->ai[i] = (int32_t)((x >> 4) % (c->num_actions ? c->num_actions : 1));
-    for (size_t j = 0; j < D; j++)
-      r->af[i * D + j] = c->action_low + (c->action_high - c->action_low) *
-                                             (float)((x >> (6 + j)) % 101) / 100.0f;
-  }
-  rd_batch_t b = {n, r->obs, c->algo == RD_ALGO_DQN ? r->ai : NULL,
-                  c->algo == RD_ALGO_DDPG ? r->af : NULL, r->rew, r->disc, r->next, r->w};
-  r->b = b;
 }
 
 static void fpga_init_ok(rd_learner_backend_t *b, const rd_learner_ops_t *ops,

@@ -40,9 +40,7 @@
 #ifndef RD_XRT_BUILT
 #define RD_XRT_BUILT 0
 #endif
-#ifndef RD_XRT_LIBDIR
-#define RD_XRT_LIBDIR "/usr/lib/x86_64-linux-gnu"
-#endif
+#include "xrt_env.h"
 #if RD_XRT_BUILT
 #include "learner_backend_xrt.h"
 #include "rmm_xrt.h"
@@ -859,14 +857,7 @@ int main(int argc, char **argv) {
     rc = cmocka_run_group_tests(tests, NULL, NULL);
   } else {
 #if RD_XRT_BUILT
-    /* XRT loads its shims from $XILINX_XRT/lib, which Debian does not
-     * provide: a folder whose lib links to the multiarch directory. */
-    char root[96], lib[112];
-    snprintf(root, sizeof root, "%s/xrt", dir);
-    snprintf(lib, sizeof lib, "%s/lib", root);
-    if (mkdir(root, 0700) != 0 || symlink(RD_XRT_LIBDIR, lib) != 0) return 1;
-    setenv("XILINX_XRT", root, 1);
-    setenv("XCL_EMULATION_MODE", "noop", 1);
+    if (xrt_env_setup(dir, "noop") != 0) return 1;
     const rd_fpga_kernel_desc_t *both[2] = {&rd_fpga_rmm_kernel_desc,
                                             &rd_fpga_learner_kernel_desc};
     rd_error_t err;

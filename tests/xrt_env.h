@@ -1,0 +1,33 @@
+/* xrt_env.h - XRT as the tests run it here (shared/stack-notes.md): XRT
+ * loads its shims from $XILINX_XRT/lib, which Debian does not provide, so
+ * a test makes DIR/xrt whose lib links to the multiarch directory and
+ * points XILINX_XRT at it. Header-only, for the tests that call XRT. */
+#ifndef RD_TEST_XRT_ENV_H
+#define RD_TEST_XRT_ENV_H
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#ifndef RD_XRT_LIBDIR
+#define RD_XRT_LIBDIR "/usr/lib/x86_64-linux-gnu"
+#endif
+
+/* XILINX_XRT = dir/xrt (made, with lib -> RD_XRT_LIBDIR), and
+ * XCL_EMULATION_MODE = mode (NULL: unset). 0, or -1 if the folder or the
+ * link cannot be made. */
+static inline int xrt_env_setup(const char *dir, const char *mode) {
+  char root[256], lib[272];
+  snprintf(root, sizeof root, "%s/xrt", dir);
+  snprintf(lib, sizeof lib, "%s/lib", root);
+  if (mkdir(root, 0700) != 0 || symlink(RD_XRT_LIBDIR, lib) != 0) return -1;
+  setenv("XILINX_XRT", root, 1);
+  if (mode != NULL)
+    setenv("XCL_EMULATION_MODE", mode, 1);
+  else
+    unsetenv("XCL_EMULATION_MODE");
+  return 0;
+}
+
+#endif
