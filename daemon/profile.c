@@ -401,9 +401,9 @@ static int table_setup(table_ctx_t *c, const rd_profile_shape_t *s, double tree_
    * that the paths they update are not all in cache, as in the running
    * loop, where every update writes a freshly sampled batch's leaves (a
    * pool of 4 batches of 64 updated in 1.6 us; inside bench_loop's loop the
-   * update took 3.9 us). */
+   * update took 3.9 us). 2^18 / 65536 = 4: at least 4 batches up to
+   * 65536 items, then one. */
   c->n_pool = k->batch <= 65536 ? UPDATE_POOL_KEYS / k->batch : 1;
-  if (c->n_pool < 4 && k->batch <= 65536) c->n_pool = 4;
   size_t b = k->batch;
   uint8_t *row = calloc(chunk, 1);
   double *raw = malloc((size_t)chunk * sizeof *raw);
