@@ -63,14 +63,22 @@ int rd_fpga_csim_rmm_fits(uint32_t capacity, uint32_t fanout, char *why, size_t 
   return 0;
 }
 
-int rd_fpga_csim_rmm_shape(uint32_t capacity, uint32_t fanout, rd_fpga_csim_shape_info_t *out,
-                           rd_error_t *err) {
+/* The built shape for a table, or NULL with RD_EINVAL saying why. */
+static const rd_fpga_csim_shape_t *shape_for(uint32_t capacity, uint32_t fanout,
+                                             rd_error_t *err) {
   const rd_fpga_csim_shape_t *s = find_shape(capacity, fanout);
   if (s == NULL) {
     char why[160];
     rd_fpga_csim_rmm_fits(capacity, fanout, why, sizeof why);
-    return rd_error_set(err, RD_EINVAL, "fpga C-simulation: %s", why);
+    rd_error_set(err, RD_EINVAL, "fpga C-simulation: %s", why);
   }
+  return s;
+}
+
+int rd_fpga_csim_rmm_shape(uint32_t capacity, uint32_t fanout, rd_fpga_csim_shape_info_t *out,
+                           rd_error_t *err) {
+  const rd_fpga_csim_shape_t *s = shape_for(capacity, fanout, err);
+  if (s == NULL) return RD_EINVAL;
   out->k = s->k;
   out->capacity = s->capacity;
   out->s = s->s;
@@ -94,12 +102,8 @@ static size_t csim_memsize(uint32_t capacity, uint32_t fanout) {
 static int csim_create(void **out, uint32_t capacity, uint32_t fanout, uint64_t max_leaf,
                        rd_error_t *err) {
   *out = NULL;
-  const rd_fpga_csim_shape_t *s = find_shape(capacity, fanout);
-  if (s == NULL) {
-    char why[160];
-    rd_fpga_csim_rmm_fits(capacity, fanout, why, sizeof why);
-    return rd_error_set(err, RD_EINVAL, "fpga C-simulation: %s", why);
-  }
+  const rd_fpga_csim_shape_t *s = shape_for(capacity, fanout, err);
+  if (s == NULL) return RD_EINVAL;
   if (max_leaf > s->max_leaf) /* cannot happen for a table's bound (min_table <= capacity) */
     return rd_error_set(err, RD_EINVAL, "fpga C-simulation: leaves up to %llu do not fit the "
                         "K=%u N=%u build (%u-bit leaves, at most %llu)",
