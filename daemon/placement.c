@@ -96,9 +96,14 @@ static void fpga_row(const rd_fpga_part_t *p, const rd_table_config_t *tc,
     if (rd_fpga_model_estimate(p, &w, &e, &lerr) == RD_OK && e.has_learner) {
       d->t_learner = e.learner.step_s;
       d->src_learner = RD_PT_MODEL;
+      /* The replay kernel's build parameters (kernels/rmm.h) beside S. */
+      uint32_t regs, banked;
+      rd_fpga_rmm_port_masks(&e.rmm, &regs, &banked);
       snprintf(o->detail[RD_DEV_FPGA], sizeof o->detail[RD_DEV_FPGA],
-               "%s %s model: rmm S=%u (%s), learner DP=%u PI=%u T_max=%llu cycles, %u MHz",
-               how, p->name, e.rmm.s, e.rmm.limit, e.learner.dp, e.learner.pi,
+               "%s %s model: rmm S=%u (%s) ports regs 0x%x banked 0x%x%s, learner DP=%u "
+               "PI=%u T_max=%llu cycles, %u MHz",
+               how, p->name, e.rmm.s, e.rmm.limit, regs, banked,
+               e.rmm.update_serial ? " (serial update)" : "", e.learner.dp, e.learner.pi,
                (unsigned long long)e.learner.t_max, e.learner.clock_mhz);
       return;
     }

@@ -734,6 +734,114 @@ static void test_rmm_update_ports(void **state) {
   assert_string_equal(rd_fpga_port_name((rd_fpga_port_t)9), "invalid");
 }
 
+/* A design a kernel build names (workload.rmm_ports_fixed; kernels/rmm.h
+ * RMM_PORT_REGS, RMM_PORT_BANKED) is costed as given. The tree of
+ * test_rmm_update_ports: K = 2, N = 16, 8-bit leaves, B = 64, S = 4, J = 2,
+ * and its hand-computed figures. */
+static void test_rmm_fixed_ports(void **state) {
+  (void)state;
+  rd_fpga_part_t p;
+  rd_fpga_workload_t w;
+  rd_fpga_rmm_est_t e;
+  rd_error_t err;
+  uint32_t regs, banked;
+  rd_fpga_workload_default(&w);
+  w.fanout = 2;
+  w.capacity = 16;
+  w.leaf_bits = 8;
+  w.batch = 64;
+  w.rmm_s = 4;
+  rmm_part(&p, 10000, 100000, 200000, 100);
+
+  /* Chosen: registers on both levels, masks 0x3 and 0. */
+  rmm_ok(&p, &w, &e);
+  rd_fpga_rmm_port_masks(&e, &regs, &banked);
+  assert_int_equal(regs, 0x3);
+  assert_int_equal(banked, 0);
+  assert_int_equal(e.banks[1], 0);
+  assert_int_equal(e.banks[2], 0);
+  assert_int_equal(e.banks[3], 4);
+  assert_int_equal(e.banks[4], 4);
+
+  /* Level 1 in registers (206 LUTs, 88 FFs), level 2 banked (16 sub-banks
+   * of 4 words: 320 LUTRAM + 120 adder LUTs, 120 FFs): 4544 + 136 + 206 +
+   * 440 = 5326 LUTs, 6592 + 88 + 120 = 6800 FFs; 19 update cycles. */
+  w.rmm_ports_fixed = 1;
+  w.rmm_port_regs = 0x1;
+  w.rmm_port_banked = 0x2;
+  rmm_ok(&p, &w, &e);
+  assert_string_equal(e.limit, "fixed");
+  assert_int_equal(e.port[1], RD_FPGA_PORT_REGS);
+  assert_int_equal(e.port[2], RD_FPGA_PORT_BANKED);
+  assert_int_equal(e.port[3], RD_FPGA_PORT_NONE);
+  assert_int_equal(e.banks[1], 0);
+  assert_int_equal(e.banks[2], 16);
+  assert_int_equal(e.banks[3], 4);
+  assert_int_equal(e.update_serial, 0);
+  assert_int_equal(e.update_cycles, 19);
+  assert_int_equal(e.sample_cycles, 38);
+  assert_int_equal(e.used.lut, 5326);
+  assert_int_equal(e.used.ff, 6800);
+  assert_int_equal(e.used_one_port.lut, 4848);
+  rd_fpga_rmm_port_masks(&e, &regs, &banked);
+  assert_int_equal(regs, 0x1);
+  assert_int_equal(banked, 0x2);
+
+  /* Both masks 0: one port per replica, the batch crosses levels 1 and 2
+   * one delta per cycle, 64 + 3 = 67 cycles, though ports would fit. */
+  w.rmm_port_regs = 0;
+  w.rmm_port_banked = 0;
+  rmm_ok(&p, &w, &e);
+  assert_int_equal(e.update_serial, 1);
+  assert_null(e.port_limit);
+  assert_int_equal(e.port[1], RD_FPGA_PORT_ONE);
+  assert_int_equal(e.port[2], RD_FPGA_PORT_ONE);
+  assert_int_equal(e.banks[1], 4);
+  assert_int_equal(e.banks[2], 4);
+  assert_int_equal(e.update_cycles, 67);
+  assert_int_equal(e.used.lut, 4848);
+  assert_memory_equal(&e.used, &e.used_one_port, sizeof e.used);
+  rd_fpga_rmm_port_masks(&e, &regs, &banked);
+  assert_int_equal(regs | banked, 0);
+
+  /* 5000 LUTs: registers on both (5222) do not fit, and a fixed design is
+   * not changed into one that does. */
+  rmm_part(&p, 10000, 5000, 200000, 100);
+  w.rmm_port_regs = 0x3;
+  assert_int_equal(rd_fpga_model_rmm(&p, &w, &e, &err), RD_ERANGE);
+  assert_non_null(strstr(err.msg, "ports given"));
+  assert_non_null(strstr(err.msg, "5222 LUTs, has 5000"));
+
+  /* Masks that do not name each replicated level once. */
+  static const uint32_t BAD[][2] = {{0x1, 0}, {0x4, 0x3}, {0x3, 0x1}, {0, 0x7}};
+  for (size_t i = 0; i < sizeof BAD / sizeof BAD[0]; i++) {
+    w.rmm_port_regs = BAD[i][0];
+    w.rmm_port_banked = BAD[i][1];
+    assert_int_equal(rd_fpga_workload_validate(&w, &err), RD_EINVAL);
+    assert_non_null(strstr(err.msg, "levels are 1..2"));
+    assert_int_equal(rd_fpga_model_rmm(&p, &w, &e, &err), RD_EINVAL);
+  }
+  /* Fixed ports need a fixed S; masks need rmm_ports_fixed. */
+  w.rmm_port_regs = 0x3;
+  w.rmm_port_banked = 0;
+  w.rmm_s = 0;
+  assert_int_equal(rd_fpga_workload_validate(&w, &err), RD_EINVAL);
+  assert_non_null(strstr(err.msg, "needs a fixed rmm_s"));
+  w.rmm_s = 4;
+  w.rmm_ports_fixed = 0;
+  assert_int_equal(rd_fpga_workload_validate(&w, &err), RD_EINVAL);
+  assert_non_null(strstr(err.msg, "rmm_ports_fixed is 0"));
+  /* S = 1 replicates nothing: only 0, 0 is valid, and it is not serial. */
+  w.rmm_ports_fixed = 1;
+  w.rmm_s = 1;
+  assert_int_equal(rd_fpga_workload_validate(&w, &err), RD_EINVAL);
+  w.rmm_port_regs = 0;
+  rmm_ok(&p, &w, &e);
+  assert_int_equal(e.shared_levels, 0);
+  assert_int_equal(e.update_serial, 0);
+  assert_int_equal(e.banks[1], 1);
+}
+
 /* ------------------------------------------------------------------ */
 /* Learner                                                              */
 /* ------------------------------------------------------------------ */
@@ -1312,6 +1420,7 @@ int main(void) {
       cmocka_unit_test(test_rmm_cycles),
       cmocka_unit_test(test_rmm_s_growth),
       cmocka_unit_test(test_rmm_update_ports),
+      cmocka_unit_test(test_rmm_fixed_ports),
       cmocka_unit_test(test_learner_structure),
       cmocka_unit_test(test_learner_proportional),
       cmocka_unit_test(test_learner_dp_search),

@@ -371,6 +371,14 @@ const char *rd_fpga_precision_name(rd_fpga_precision_t p) {
   return ((unsigned)p <= RD_FPGA_FX16) ? PRECISIONS[p].name : "invalid";
 }
 
+void rd_fpga_rmm_port_masks(const rd_fpga_rmm_est_t *e, uint32_t *regs, uint32_t *banked) {
+  *regs = *banked = 0;
+  for (uint32_t h = 1; h <= e->shared_levels && h <= 32; h++) {
+    if (e->port[h] == RD_FPGA_PORT_REGS) *regs |= 1u << (h - 1);
+    if (e->port[h] == RD_FPGA_PORT_BANKED) *banked |= 1u << (h - 1);
+  }
+}
+
 const char *rd_fpga_port_name(rd_fpga_port_t p) {
   static const char *NAMES[] = {"none", "one port", "registers", "banked"};
   return ((unsigned)p <= RD_FPGA_PORT_BANKED) ? NAMES[p] : "invalid";
@@ -418,6 +426,21 @@ int rd_fpga_workload_validate(const rd_fpga_workload_t *w, rd_error_t *err) {
   if (w->rmm_s != 0 && (!is_pow2(w->rmm_s) || w->rmm_s > RD_FPGA_MAX_S || w->rmm_s > w->capacity))
     return rd_error_set(err, RD_EINVAL, "rmm_s %u is not a power of two in [1, min(%u, capacity)]",
                         w->rmm_s, RD_FPGA_MAX_S);
+  if (w->rmm_ports_fixed) {
+    if (w->rmm_s == 0)
+      return rd_error_set(err, RD_EINVAL, "rmm_ports_fixed needs a fixed rmm_s");
+    uint32_t J = 0; /* the first level with K^J >= S, as the layout's */
+    for (uint64_t full = 1; full < w->rmm_s; full *= w->fanout) J++;
+    const uint32_t all = J ? (uint32_t)((UINT64_C(1) << J) - 1) : 0;
+    const uint32_t r = w->rmm_port_regs, b = w->rmm_port_banked;
+    if ((r & b) != 0 || ((r | b) & ~all) != 0 || ((r | b) != 0 && (r | b) != all))
+      return rd_error_set(err, RD_EINVAL,
+                          "rmm ports regs 0x%x banked 0x%x: with S=%u, K=%u the replicated "
+                          "levels are 1..%u; the masks must name each once (0x%x together) "
+                          "or both be 0", r, b, w->rmm_s, w->fanout, J, all);
+  } else if (w->rmm_port_regs || w->rmm_port_banked) {
+    return rd_error_set(err, RD_EINVAL, "rmm port masks are set but rmm_ports_fixed is 0");
+  }
   if ((unsigned)w->precision > RD_FPGA_FX16)
     return rd_error_set(err, RD_EINVAL, "precision %d is not fp32, fx32 or fx16", (int)w->precision);
   if ((unsigned)w->optimizer > RD_FPGA_SGD)
@@ -768,6 +791,26 @@ static int rmm_fit(const tree_t *t, uint64_t S, const rd_fpga_res_t *avail, rmm_
   return FIT_ONE_PORT;
 }
 
+/* The design a kernel build names (workload.rmm_ports_fixed) at S: 1 if
+ * its update is serial (one port per replica), 0 if it has ports, -1 if
+ * it does not fit (f->why, f->used say why). */
+static int fixed_design(const tree_t *t, uint64_t S, const rd_fpga_workload_t *w,
+                        const rd_fpga_res_t *avail, rmm_fit_t *f) {
+  memset(f, 0, sizeof *f);
+  f->J = rmm_layout(t, S, f->bank_words);
+  const int serial = f->J > 0 && (w->rmm_port_regs | w->rmm_port_banked) == 0;
+  for (uint32_t h = 1; h <= f->J; h++)
+    f->port[h] = serial                                ? RD_FPGA_PORT_ONE
+                 : (w->rmm_port_banked >> (h - 1)) & 1 ? RD_FPGA_PORT_BANKED
+                                                       : RD_FPGA_PORT_REGS;
+  rd_fpga_port_t one[RD_FPGA_MAX_LEVELS + 1];
+  memset(one, 0, sizeof one);
+  for (uint32_t h = 1; h <= f->J; h++) one[h] = RD_FPGA_PORT_ONE;
+  rmm_design(t, S, f->J, f->bank_words, one, avail, &f->used_one_port);
+  f->why = rmm_design(t, S, f->J, f->bank_words, f->port, avail, &f->used);
+  return f->why != NULL ? -1 : serial;
+}
+
 int rd_fpga_model_rmm(const rd_fpga_part_t *p, const rd_fpga_workload_t *w,
                       rd_fpga_rmm_est_t *out, rd_error_t *err) {
   int rc;
@@ -815,8 +858,8 @@ int rd_fpga_model_rmm(const rd_fpga_part_t *p, const rd_fpga_workload_t *w,
   memset(&serial, 0, sizeof serial);
   const char *port_limit = NULL, *serial_limit = NULL;
   uint64_t serial_s = 0;
-  int fit;
-  while ((fit = rmm_fit(&t, S, &avail, &f)) != FIT_PORTS) {
+  int fit = FIT_PORTS;
+  while (!w->rmm_ports_fixed && (fit = rmm_fit(&t, S, &avail, &f)) != FIT_PORTS) {
     if (fit == FIT_ONE_PORT && serial_s == 0) {
       serial = f;
       serial_s = S;
@@ -844,6 +887,21 @@ int rd_fpga_model_rmm(const rd_fpga_part_t *p, const rd_fpga_workload_t *w,
     fit = FIT_ONE_PORT;
   }
 
+  if (w->rmm_ports_fixed) { /* S is fixed as well (validated) */
+    const int serial = fixed_design(&t, S, w, &avail, &f);
+    if (serial < 0) {
+      char need[160];
+      need_msg(f.why, &f.used, &avail, need, sizeof need);
+      return rd_error_set(err, RD_ERANGE,
+                          "the sum tree (%u leaves, K=%u, %u levels) with S=%" PRIu64
+                          " and the ports given does not fit one SLR of %s: needs %s",
+                          w->capacity, t.K, t.H, S, p->name, need);
+    }
+    fit = serial ? FIT_ONE_PORT : FIT_PORTS;
+    limit = "fixed";
+    port_limit = NULL;
+  }
+
   rd_fpga_rmm_est_t e;
   memset(&e, 0, sizeof e);
   e.levels = t.H;
@@ -856,6 +914,10 @@ int rd_fpga_model_rmm(const rd_fpga_part_t *p, const rd_fpga_workload_t *w,
   memcpy(e.bank_words, f.bank_words, sizeof e.bank_words);
   e.limit = limit;
   memcpy(e.port, f.port, sizeof e.port);
+  for (uint32_t h = 1; h <= t.H; h++)
+    e.banks[h] = e.port[h] == RD_FPGA_PORT_REGS     ? 0
+                 : e.port[h] == RD_FPGA_PORT_BANKED ? S * S
+                                                    : S;
   e.update_serial = fit == FIT_ONE_PORT;
   e.port_limit = port_limit;
   e.used_one_port = f.used_one_port;

@@ -88,7 +88,7 @@
  * 12), the one that fits with the smallest sum over resources of used /
  * usable, a resource's share of the SLR being what it takes from the rest
  * of the design. A design whose ports fit neither way keeps one port per
- * replica, as the kernel's arrays are, and says so (update_serial,
+ * replica (a kernel build with both port masks 0), and says so (update_serial,
  * port_limit naming the resource): the replicated levels then take the
  * batch's B deltas one per cycle, update_cycles = B + (H - 1). In the
  * halving of S a design fits only with its ports, so S stops where they
@@ -97,7 +97,9 @@
  * wins (the RMM's time in papers/001 §VI-A3's table; ties to the ports):
  * with a large K a bigger S samples so much faster that a serial update is
  * the better design. A fixed S (workload.rmm_s) is kept with one port per
- * replica if its ports do not fit. Not counted: the DSP adders of
+ * replica if its ports do not fit. A fixed design (workload.rmm_ports_fixed:
+ * S and the ports a kernel build names) is costed as it is, and fails with
+ * RD_ERANGE if it does not fit. Not counted: the DSP adders of
  * replicated updater stages stay charged though registers do not use
  * them; the adder trees' latency (log2 S cycles per replicated level, not
  * in the fills, as the crossbar's is not); synthesis merging the equal
@@ -278,6 +280,13 @@ typedef struct {
   uint32_t fanout;        /* K, a power of two in [2, 64] (as the CPU tree) */
   uint32_t leaf_bits;     /* fixed-point leaf width; 0: the CPU tree's for N */
   uint32_t rmm_s;         /* 0: choose S; else this S (a power of two) */
+  int rmm_ports_fixed;    /* 0: choose the update ports; 1 (needs rmm_s): the design
+                             of the two masks below, as a kernel build names it
+                             (kernels/rmm.h RMM_PORT_REGS, RMM_PORT_BANKED) */
+  uint32_t rmm_port_regs;   /* bit h-1: replicated level h in registers */
+  uint32_t rmm_port_banked; /* bit h-1: replicated level h write-banked; both 0: one
+                               port per replica (update_serial). Else together they
+                               name each of levels 1..J once, no other bit */
   rd_fpga_algo_t algo;
   rd_nn_spec_t net[2];    /* DQN: net[0] the Q network. DDPG: net[0] the actor,
                              net[1] the critic ([obs, action] -> 1) */
@@ -322,6 +331,11 @@ typedef struct {
                               "fixed" (workload.rmm_s), "dsp", "lut", "ff", "sram" */
   rd_fpga_port_t port[RD_FPGA_MAX_LEVELS + 1]; /* levels 1..shared_levels: REGS or BANKED,
                                                   ONE when update_serial; NONE elsewhere */
+  uint64_t banks[RD_FPGA_MAX_LEVELS + 1];      /* SRAM banks of level h, each bank_words[h]
+                                                  deep: S (private, or one port per
+                                                  replica), S^2 (banked), 0 (registers:
+                                                  S bank_words[h] words of flip-flops);
+                                                  [0] = 0, the root is a register */
   int update_serial;       /* 1: the ports fit neither way at this S; the replicated
                               levels serialise the batch, update_cycles = B + (H - 1) */
   const char *port_limit;  /* NULL, or the resource the cheapest design with ports
@@ -413,5 +427,10 @@ const char *rd_fpga_precision_name(rd_fpga_precision_t p);
 
 /* "none", "one port", "registers", "banked" ("invalid" otherwise). */
 const char *rd_fpga_port_name(rd_fpga_port_t p);
+
+/* The replay kernel's build parameters for this design (kernels/rmm.h):
+ * RMM_PORT_REGS and RMM_PORT_BANKED, bit h-1 for replicated level h; both
+ * 0 when nothing is replicated or the update is serial. */
+void rd_fpga_rmm_port_masks(const rd_fpga_rmm_est_t *e, uint32_t *regs, uint32_t *banked);
 
 #endif
