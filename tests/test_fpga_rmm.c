@@ -5,13 +5,15 @@
  *
  * The kernel's shape is fixed at compile time, as a hardware build's is, so
  * meson compiles this file once per configuration (RMM_K, RMM_CAPACITY,
- * RMM_S, RMM_MAX_BATCH; see tests/meson.build). Each program checks that:
+ * RMM_S, RMM_MAX_BATCH, RMM_PORT_REGS, RMM_PORT_BANKED; see
+ * tests/meson.build). Each program checks that:
  * - the kernel's structure (levels, widths, nodes, S, replicated levels,
- *   bank depths, stage II, fill) is what model.c assumes for the same
- *   workload, the model gives every replicated level S-delta update ports
- *   (the kernel's update count assumes them), and the kernel's structural
- *   cycle count equals the model's when the batch spreads evenly over the
- *   banks;
+ *   bank depths, update ports and the banks they take, stage II, fill) is
+ *   what model.c costs for the same design (workload.rmm_ports_fixed), and
+ *   the kernel's structural cycle count equals the model's when the batch
+ *   spreads evenly over the banks (serially through one-port replicas);
+ * - a write-banked level spreads a node over its sub-banks (each written
+ *   by one pipeline) and its replicas stay equal;
  * - for the same leaf integers, sample picks the same leaves as the CPU
  *   tree for random and boundary targets (papers/001 §IV-C4 "does not
  *   affect the sampling outcome": here exact, not approximately);
@@ -99,6 +101,29 @@ static void check_same_leaves(trees_t *t) {
   }
 }
 
+/* The kernel's update count for n items whose busiest pipeline has
+ * max_bank of them (rmm.h, UPDATE PORTS), for n <= RMM_MAX_BATCH. */
+static uint64_t update_cycles(uint32_t n, uint32_t max_bank) {
+  if (n == 0) return 0;
+  return (uint64_t)(RMM_SERIAL ? n : max_bank) * RMM_UPDATE_ITEM_II + RMM_UPDATE_FILL;
+}
+
+/* The loads an update of n items can have: at least the mean, at most all
+ * (of one request: an insert goes in parts of RMM_MAX_BATCH). */
+static void check_update_stats(uint32_t n, const rmm_stats_t *st) {
+  const uint32_t part = n < RMM_MAX_BATCH ? n : RMM_MAX_BATCH;
+  assert_int_equal(st->max_lane, 0);
+  assert_true(st->max_bank >= (part + RMM_S - 1) / RMM_S);
+  assert_true(st->max_bank <= part);
+  if (n <= RMM_MAX_BATCH) {
+    assert_int_equal(st->cycles, update_cycles(n, st->max_bank));
+  } else { /* an insert, in parts of RMM_MAX_BATCH, each with its fill */
+    const uint64_t parts = (n + RMM_MAX_BATCH - 1) / RMM_MAX_BATCH;
+    assert_true(st->cycles >= (RMM_SERIAL ? n : (n + RMM_S - 1) / RMM_S) + parts * RMM_UPDATE_FILL);
+    assert_true(st->cycles <= (uint64_t)n + parts * RMM_UPDATE_FILL);
+  }
+}
+
 /* Fill both trees with the same leaves, in ring-order chunks. */
 static void fill(trees_t *t, uint64_t *seed, int all_max) {
   static uint64_t v[RMM_CAPACITY];
@@ -110,8 +135,7 @@ static void fill(trees_t *t, uint64_t *seed, int all_max) {
     if (n > N - first) n = N - first;
     rmm_stats_t st;
     assert_int_equal(rmm_insert(t->fpga, first, n, v + first, &st), RMM_OK);
-    assert_int_equal(st.cycles, (uint64_t)st.max_bank * RMM_UPDATE_ITEM_II + RMM_UPDATE_FILL +
-                                    (RMM_J == RMM_H ? (uint64_t)st.max_lane : 0));
+    check_update_stats(n, &st);
     assert_int_equal(rd_sumtree_set_range(&t->cpu, first, n, v + first, &err), RD_OK);
     first += n;
   }
@@ -192,6 +216,9 @@ static void test_structure_matches_model(void **state) {
   w.capacity = N;
   w.fanout = RMM_K;
   w.rmm_s = RMM_S;
+  w.rmm_ports_fixed = 1; /* this build's design, as it names it */
+  w.rmm_port_regs = RMM_PORT_REGS;
+  w.rmm_port_banked = RMM_PORT_BANKED;
   rd_fpga_rmm_est_t e;
   rd_error_t err;
   int rc = rd_fpga_model_rmm(&part, &w, &e, &err);
@@ -210,8 +237,16 @@ static void test_structure_matches_model(void **state) {
     assert_int_equal(e.width[hh], RMM_W(hh));                                     \
     assert_int_equal(e.nodes[hh], RMM_NODES(hh));                                 \
     assert_int_equal(e.bank_words[hh], RMM_DEPTH(hh));                            \
+    /* The banks the model costs are the kernel's memories: S per level,  \
+     * S^2 sub-banks on a write-banked level, none (S bank_words words of \
+     * registers) on a level in registers. */                             \
+    assert_int_equal(e.port[hh], !RMM_REPLICATED(hh) ? RD_FPGA_PORT_NONE           \
+                                 : RMM_IS_REGS(hh)   ? RD_FPGA_PORT_REGS           \
+                                 : RMM_IS_BANKED(hh) ? RD_FPGA_PORT_BANKED         \
+                                                     : RD_FPGA_PORT_ONE);          \
     assert_int_equal(sizeof ((rmm_tree_t *)0)->l##hh,                              \
-                     (size_t)RMM_S * RMM_DEPTH(hh) * sizeof(rmm_l##hh##_t));      \
+                     (size_t)RMM_S * RMM_SUB(hh) * RMM_DEPTH(hh) * sizeof(rmm_l##hh##_t)); \
+    assert_int_equal(e.banks[hh], RMM_IS_REGS(hh) ? 0 : (uint64_t)RMM_S * RMM_SUB(hh)); \
     levels_seen++;                                                                \
   } while (0);
   RMM_FOR_LEVELS(CHECK_LEVEL)
@@ -219,26 +254,22 @@ static void test_structure_matches_model(void **state) {
   assert_int_equal(levels_seen, e.levels);
   /* The kernel's stages (one per level, K cycles per item in a sampler,
    * one in an updater) are the model's: same fill, and for an even spread
-   * the same cycles, ceil(B/S) K + (H-1) K and ceil(B/S) + (H-1). */
+   * the same cycles, ceil(B/S) K + (H-1) K and ceil(B/S) + (H-1), or
+   * B + (H-1) through one-port replicas. */
   assert_int_equal(RMM_STAGES, e.levels);
   assert_int_equal(e.sample_fill_cycles, RMM_SAMPLE_FILL);
   assert_int_equal(e.update_fill_cycles, RMM_UPDATE_FILL);
   const uint64_t per_pipe = (RMM_TEST_BATCH + RMM_S - 1) / RMM_S;
   assert_int_equal(e.sample_cycles, per_pipe * RMM_SAMPLE_ITEM_II + RMM_SAMPLE_FILL);
-  assert_int_equal(e.update_cycles, per_pipe * RMM_UPDATE_ITEM_II + RMM_UPDATE_FILL);
-  /* That update count assumes what the kernel's comment says the model
-   * assumes: every replicated level (RMM_REPLICATED) takes S deltas a
-   * cycle, in registers or banked SRAM, none serialises; the private
-   * levels are one pipeline's. */
-  assert_int_equal(e.update_serial, 0);
+  assert_int_equal(e.update_serial, RMM_SERIAL);
+  assert_int_equal(e.update_cycles,
+                   (RMM_SERIAL ? RMM_TEST_BATCH : per_pipe) * RMM_UPDATE_ITEM_II + RMM_UPDATE_FILL);
   assert_null(e.port_limit);
   assert_int_equal(e.port[0], RD_FPGA_PORT_NONE);
-  for (uint32_t h = 1; h <= e.levels; h++) {
-    if (RMM_REPLICATED(h))
-      assert_true(e.port[h] == RD_FPGA_PORT_REGS || e.port[h] == RD_FPGA_PORT_BANKED);
-    else
-      assert_int_equal(e.port[h], RD_FPGA_PORT_NONE);
-  }
+  uint32_t regs, banked;
+  rd_fpga_rmm_port_masks(&e, &regs, &banked);
+  assert_int_equal(regs, RMM_PORT_REGS);
+  assert_int_equal(banked, RMM_PORT_BANKED);
   /* Widths shrink by log2 K per level (papers/001 §IV-C4). */
   for (uint32_t h = 1; h <= e.levels; h++) assert_int_equal(e.width[h - 1] - e.width[h], RMM_LOG2K);
 }
@@ -251,7 +282,9 @@ static void test_structure_matches_model(void **state) {
 static void test_cycles_balanced(void **state) {
   trees_t *t = *state;
   const uint64_t leaves_per_bank = (uint64_t)RMM_C << ((RMM_H - RMM_J) * RMM_LOG2K);
-  const int even = RMM_S == 1 || RMM_J == RMM_H || leaves_per_bank * RMM_S == N;
+  /* Sampling deals round-robin above J; updates go to the leaf's owner. */
+  const int even_update = RMM_S == 1 || leaves_per_bank * RMM_S == N;
+  const int even = even_update || RMM_J == RMM_H;
   static uint64_t ones[RMM_CAPACITY];
   for (uint32_t p = 0; p < N; p++) ones[p] = 1;
   assert_int_equal(rmm_insert(t->fpga, 0, N, ones, NULL), RMM_OK);
@@ -265,14 +298,14 @@ static void test_cycles_balanced(void **state) {
   for (uint32_t i = 0; i < B; i++) assert_int_equal(lf[i], tg[i]); /* all leaves 1 */
   const uint64_t per_pipe = (B + RMM_S - 1) / RMM_S;
   const uint64_t model_sample = per_pipe * RMM_K + (RMM_H - 1) * RMM_K;
-  const uint64_t model_update = per_pipe + (RMM_H - 1);
+  const uint64_t model_update = (RMM_SERIAL ? B : per_pipe) + (RMM_H - 1);
   if (even)
     assert_int_equal(st.cycles, model_sample);
   else
     assert_true(st.cycles >= model_sample);
   for (uint32_t i = 0; i < B; i++) pos[i] = (uint32_t)tg[i];
   assert_int_equal(rmm_update(t->fpga, B, pos, tg, &st), RMM_OK);
-  if (even)
+  if (even_update)
     assert_int_equal(st.cycles, model_update);
   else
     assert_true(st.cycles >= model_update);
@@ -307,7 +340,7 @@ static void test_update_matches_cpu(void **state) {
     rmm_stats_t st;
     assert_int_equal(rmm_update(t->fpga, n, pos, val, &st), RMM_OK);
     assert_int_equal(rd_sumtree_update(&t->cpu, n, pos, val, &err), RD_OK);
-    assert_true(st.cycles >= (n + RMM_S - 1) / RMM_S + RMM_UPDATE_FILL);
+    check_update_stats(n, &st);
     if (r % 8 == 7) {
       check_same_leaves(t);
       check_consistent(t->fpga);
@@ -381,6 +414,50 @@ static void test_max_leaves_fit_widths(void **state) {
   check_consistent(t->fpga);
 }
 
+/* The write-banked levels hold each node as S sub-banks, sub-bank p the
+ * sum of pipeline p's deltas: after updates from every pipeline, some
+ * node of each such level above J is spread over several sub-banks (else
+ * the banking would be a name only; such a node is on the paths of K^(J-h)
+ * level-J nodes, more than the C < K that one pipeline owns), and the
+ * values are still the CPU's. A level-J node (a leaf when J = H) is on its
+ * owner's paths only: one sub-bank holds it, and the sub-banks are there
+ * for the S writes a replica takes per cycle on different nodes. */
+static void test_banked_levels_spread(void **state) {
+  trees_t *t = *state;
+  uint64_t seed = 0x5eed0008 + RMM_K * 131 + N;
+  fill(t, &seed, 0);
+  static uint32_t pos[RMM_MAX_BATCH];
+  static uint64_t val[RMM_MAX_BATCH];
+  rd_error_t err;
+  for (int r = 0; r < 8; r++) {
+    for (uint32_t i = 0; i < RMM_MAX_BATCH; i++)
+      pos[i] = (uint32_t)(rng_next(&seed) % N), val[i] = wide_value(&seed);
+    assert_int_equal(rmm_update(t->fpga, RMM_MAX_BATCH, pos, val, NULL), RMM_OK);
+    assert_int_equal(rd_sumtree_update(&t->cpu, RMM_MAX_BATCH, pos, val, &err), RD_OK);
+  }
+  check_same_leaves(t);
+  check_consistent(t->fpga);
+  uint32_t banked_levels = 0;
+#define SPREAD(hh)                                                              \
+  if (RMM_IS_BANKED(hh)) {                                                      \
+    banked_levels++;                                                            \
+    uint32_t widest = 0; /* most non-zero sub-banks of one node */               \
+    for (uint64_t i = 0; i < (uint64_t)RMM_DEPTH(hh); i++) {                    \
+      uint32_t nz = 0;                                                          \
+      for (uint32_t sb = 0; sb < (uint32_t)RMM_SUB(hh); sb++)                   \
+        nz += t->fpga->l##hh[0][sb][i] != 0;                                    \
+      if (nz > widest) widest = nz;                                             \
+    }                                                                           \
+    if (hh < RMM_J)                                                             \
+      assert_true(widest >= 2);                                                 \
+    else                                                                        \
+      assert_int_equal(widest, 1);                                              \
+  }
+  RMM_FOR_LEVELS(SPREAD)
+#undef SPREAD
+  assert_int_equal(banked_levels, __builtin_popcount(RMM_PORT_BANKED));
+}
+
 /* ------------------------------------------------------------------ */
 /* Errors change nothing                                               */
 /* ------------------------------------------------------------------ */
@@ -404,6 +481,8 @@ static void test_errors(void **state) {
   static uint32_t many_lf[RMM_MAX_BATCH + 1];
   assert_int_equal(rmm_sample(t->fpga, RMM_MAX_BATCH + 1, many, many_lf, NULL), RMM_ETOOBIG);
 
+  static uint32_t many_pos[RMM_MAX_BATCH + 1];
+  assert_int_equal(rmm_update(t->fpga, RMM_MAX_BATCH + 1, many_pos, many, NULL), RMM_ETOOBIG);
   pos[1] = N; /* out of range, after a valid item */
   assert_int_equal(rmm_update(t->fpga, 2, pos, val, NULL), RMM_ERANGE);
   pos[1] = 1;
@@ -430,8 +509,10 @@ static void test_check_detects_corruption(void **state) {
     b = (uint32_t)(((uint64_t)(N - 1) >> ((RMM_H - RMM_J) * RMM_LOG2K)) / RMM_C);
     loc = (N - 1) - b * ((uint64_t)RMM_C << ((RMM_H - RMM_J) * RMM_LOG2K));
   }
+  /* A write-banked leaf level (J = H) keeps a leaf in its owner's sub-bank. */
+  const uint32_t sb = RMM_IS_BANKED(RMM_H) ? (uint32_t)((N - 1) / RMM_C) : 0;
 #define BREAK_LEAF(hh) \
-  if (hh == RMM_H) t->fpga->l##hh[b][loc] -= 1;
+  if (hh == RMM_H) t->fpga->l##hh[b][sb][loc] -= 1;
   RMM_FOR_LEVELS(BREAK_LEAF)
 #undef BREAK_LEAF
   assert_int_equal(rmm_check(t->fpga, msg, sizeof msg), -1);
@@ -504,8 +585,10 @@ static void test_kernel_top(void **state) {
 }
 
 int main(void) {
-  printf("rmm C-simulation: K=%d N=%d S=%d H=%d J=%d leaf bits %d, max batch %d\n", RMM_K,
-         RMM_CAPACITY, RMM_S, (int)RMM_H, (int)RMM_J, (int)RMM_LEAF_BITS, RMM_MAX_BATCH);
+  printf("rmm C-simulation: K=%d N=%d S=%d H=%d J=%d leaf bits %d, max batch %d, ports regs "
+         "0x%x banked 0x%x%s\n", RMM_K, RMM_CAPACITY, RMM_S, (int)RMM_H, (int)RMM_J,
+         (int)RMM_LEAF_BITS, RMM_MAX_BATCH, (unsigned)RMM_PORT_REGS, (unsigned)RMM_PORT_BANKED,
+         RMM_SERIAL ? " (serial update)" : "");
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_structure_matches_model),
       cmocka_unit_test_setup_teardown(test_cycles_balanced, setup, teardown),
@@ -513,6 +596,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_update_matches_cpu, setup, teardown),
       cmocka_unit_test_setup_teardown(test_update_sampled_memo, setup, teardown),
       cmocka_unit_test_setup_teardown(test_max_leaves_fit_widths, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_banked_levels_spread, setup, teardown),
       cmocka_unit_test_setup_teardown(test_errors, setup, teardown),
       cmocka_unit_test_setup_teardown(test_check_detects_corruption, setup, teardown),
       cmocka_unit_test_setup_teardown(test_kernel_top, setup, teardown),

@@ -5,7 +5,7 @@
  * The shape: K = RD_CSIM_K, N = RD_CSIM_N leaves, S = 1 (C-simulation picks
  * the same leaves at every S, tests/test_fpga_rmm.c; S changes only the
  * cycle counts and the banks), and a leaf bound raised to the CPU tree's for
- * the smallest table it serves (rmm.h, RMM_MAX_LEAF): a table of c <= N
+ * the smallest table it serves (rmm.h, RMM_MIN_TABLE): a table of c <= N
  * items holds leaves up to (2^63 - 1) / c, which this tree must accept,
  * and keeps its own total below 2^63, so no node's true value ever needs
  * more than 63 bits. */
@@ -22,7 +22,7 @@
 #define RMM_CAPACITY RD_CSIM_N
 #define RMM_S 1
 #define RMM_MAX_BATCH RD_CSIM_MAX_BATCH
-#define RMM_MAX_LEAF (UINT64_C(0x7fffffffffffffff) / (uint64_t)RD_CSIM_MIN_TABLE)
+#define RMM_MIN_TABLE RD_CSIM_MIN_TABLE /* RMM_MAX_LEAF: the CPU tree's bound for it */
 #define RMM_NO_KERNEL_TOP 1
 
 /* rd_csim_k<K>_n<N>_<name>: the kernel's public names, per shape. */

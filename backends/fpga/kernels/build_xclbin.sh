@@ -11,6 +11,12 @@
 #   RD_FPGA_PLATFORM   Vitis platform (default xilinx_u200_gen3x16_xdma_2_202110_1)
 #   RD_FPGA_TARGET     hw, hw_emu or sw_emu (default hw)
 #   RMM_K, RMM_CAPACITY, RMM_S, RMM_MAX_BATCH   see kernels/rmm.h
+#   RMM_PORT_REGS, RMM_PORT_BANKED   the replicated levels' update ports
+#                      (kernels/rmm.h; the plan's "ports regs 0x.. banked
+#                      0x.."; default 0 0: one port per replica, serial)
+#   RMM_MIN_TABLE      the smallest table the build serves (default N); it
+#                      sets the leaf bound, and the daemon's
+#                      fpga-xclbin-shape must name the same (K,N,BATCH,MIN)
 #   RD_FPGA_CLOCK_MHZ  kernel clock (default 300)
 #   LRN_DEFS           -D flags for the learner kernel's build limits
 # This path has never been run: there is no Vitis installation where it
@@ -33,6 +39,8 @@ target=${RD_FPGA_TARGET:-hw}
 clock=${RD_FPGA_CLOCK_MHZ:-300}
 defs="-DRMM_K=${RMM_K:-16} -DRMM_CAPACITY=${RMM_CAPACITY:-65536} -DRMM_S=${RMM_S:-1}"
 defs="$defs -DRMM_MAX_BATCH=${RMM_MAX_BATCH:-1024}"
+defs="$defs -DRMM_PORT_REGS=${RMM_PORT_REGS:-0} -DRMM_PORT_BANKED=${RMM_PORT_BANKED:-0}"
+defs="$defs -DRMM_MIN_TABLE=${RMM_MIN_TABLE:-${RMM_CAPACITY:-65536}}"
 
 mkdir -p "$out"
 # shellcheck disable=SC2086 # defs is a list of flags

@@ -37,20 +37,38 @@ RMM_STATIC_ASSERT(RMM_MAX_LEAF >= 1 && RMM_MAX_LEAF <= UINT64_C(0x7fffffffffffff
                   "RMM_MAX_LEAF outside [1, 2^63 - 1]");
 RMM_STATIC_ASSERT(RMM_MAX_LEAF < (UINT64_C(1) << RMM_LEAF_BITS), "leaves wider than RMM_LEAF_BITS");
 RMM_STATIC_ASSERT(RMM_MAX_BATCH >= 1, "RMM_MAX_BATCH must be positive");
+RMM_STATIC_ASSERT(RMM_MIN_TABLE >= 1 && RMM_MIN_TABLE <= RMM_CAPACITY,
+                  "RMM_MIN_TABLE outside [1, RMM_CAPACITY]");
+RMM_STATIC_ASSERT((RMM_PORT_REGS & RMM_PORT_BANKED) == 0,
+                  "a level is both in RMM_PORT_REGS and RMM_PORT_BANKED");
+RMM_STATIC_ASSERT(((RMM_PORT_REGS | RMM_PORT_BANKED) & ~RMM_J_MASK) == 0,
+                  "RMM_PORT_REGS / RMM_PORT_BANKED name a level that is not replicated (1..J)");
+RMM_STATIC_ASSERT((RMM_PORT_REGS | RMM_PORT_BANKED) == 0 ||
+                      (RMM_PORT_REGS | RMM_PORT_BANKED) == RMM_J_MASK,
+                  "RMM_PORT_REGS | RMM_PORT_BANKED must name every replicated level, or none");
 
 /* ------------------------------------------------------------------ */
 /* Level access                                                        */
 /* ------------------------------------------------------------------ */
 
-/* Read entry i of bank (or replica) b of level h. In hardware every call
- * site has a constant h after the stage loops are unrolled per level, and
- * the switch selects that level's memory. */
+/* The value of entry i of level h in bank (or replica) b: its word, or on
+ * a write-banked level the sum of its S sub-banks modulo 2^W_h (the
+ * reading lane's S - 1 adders). In hardware every call site has a
+ * constant h after the stage loops are unrolled per level, and the switch
+ * selects that level's memory. */
 static uint64_t rmm_get(const rmm_tree_t *t, uint32_t h, uint32_t b, uint64_t i) {
 #pragma HLS INLINE
   switch (h) {
-#define RMM_GET_CASE(hh) \
-  case hh:               \
-    return (uint64_t)t->l##hh[b][i];
+#define RMM_GET_CASE(hh)                                      \
+  case hh: {                                                  \
+    if (RMM_SUB(hh) == 1) return (uint64_t)t->l##hh[b][0][i]; \
+    uint64_t v = 0;                                           \
+    for (uint32_t sb = 0; sb < (uint32_t)RMM_SUB(hh); sb++) { \
+      _Pragma("HLS UNROLL")                                   \
+      v += (uint64_t)t->l##hh[b][sb][i];                      \
+    }                                                         \
+    return v & RMM_MASK(hh);                                  \
+  }
     RMM_FOR_LEVELS(RMM_GET_CASE)
 #undef RMM_GET_CASE
   default:
@@ -58,17 +76,37 @@ static uint64_t rmm_get(const rmm_tree_t *t, uint32_t h, uint32_t b, uint64_t i)
   }
 }
 
-/* Write v into a W_h-bit word: the C build masks exactly as the hardware
- * word truncates. */
-static void rmm_put(rmm_tree_t *t, uint32_t h, uint32_t b, uint64_t i, uint64_t v) {
+/* Pipeline p's updater adds d to node i of level h: in its own bank on a
+ * private level (b = p), in every replica on a replicated one (registers
+ * or one port: each replica's word; write-banked: sub-bank p of every
+ * replica gets replica p's sub-bank p plus d). Words wrap at W_h bits, as
+ * the hardware words do. */
+static void rmm_add(rmm_tree_t *t, uint32_t h, uint32_t p, uint64_t i, uint64_t d) {
 #pragma HLS INLINE
   switch (h) {
-#define RMM_PUT_CASE(hh)                                     \
-  case hh:                                                   \
-    t->l##hh[b][i] = (rmm_l##hh##_t)(v & RMM_MASK(hh));      \
+#define RMM_ADD_CASE(hh)                                                          \
+  case hh:                                                                        \
+    if (!RMM_REPLICATED(hh)) {                                                    \
+      t->l##hh[p][0][i] = (rmm_l##hh##_t)(((uint64_t)t->l##hh[p][0][i] + d) &     \
+                                          RMM_MASK(hh));                          \
+    } else if (RMM_IS_BANKED(hh)) {                                               \
+      const uint32_t sb = RMM_SUB(hh) > 1 ? p : 0;                                \
+      const rmm_l##hh##_t v =                                                     \
+          (rmm_l##hh##_t)(((uint64_t)t->l##hh[p][sb][i] + d) & RMM_MASK(hh));     \
+      for (uint32_t r = 0; r < RMM_S; r++) {                                      \
+        _Pragma("HLS UNROLL")                                                     \
+        t->l##hh[r][sb][i] = v;                                                   \
+      }                                                                           \
+    } else {                                                                      \
+      for (uint32_t r = 0; r < RMM_S; r++) {                                      \
+        _Pragma("HLS UNROLL")                                                     \
+        t->l##hh[r][0][i] = (rmm_l##hh##_t)(((uint64_t)t->l##hh[r][0][i] + d) &   \
+                                            RMM_MASK(hh));                        \
+      }                                                                           \
+    }                                                                             \
     return;
-    RMM_FOR_LEVELS(RMM_PUT_CASE)
-#undef RMM_PUT_CASE
+    RMM_FOR_LEVELS(RMM_ADD_CASE)
+#undef RMM_ADD_CASE
   default:
     return;
   }
@@ -95,18 +133,56 @@ static void rmm_home(uint32_t h, uint64_t e, uint32_t *b, uint64_t *loc) {
   }
 }
 
+/* The crossbar (and an update's dealer): items [0, n), whose pipelines
+ * are t->owner[i], grouped by pipeline in batch order into t->order, with
+ * t->first[q] and t->load[q]; returns the busiest pipeline's load. In
+ * hardware, S FIFOs that each pipeline drains in arrival order. With one
+ * pipeline there is no crossbar: it takes the batch in order (rmm_item). */
+static uint32_t rmm_route(rmm_tree_t *t, uint32_t n) {
+  if (RMM_S == 1) {
+    t->first[0] = 0;
+    t->load[0] = n;
+    return n;
+  }
+  for (uint32_t q = 0; q < RMM_S; q++) t->load[q] = 0;
+  for (uint32_t i = 0; i < n; i++) {
+#pragma HLS PIPELINE II=1
+    t->load[t->owner[i]]++;
+  }
+  uint32_t at = 0, busiest = 0;
+  for (uint32_t q = 0; q < RMM_S; q++) {
+    t->first[q] = at;
+    at += t->load[q];
+    if (t->load[q] > busiest) busiest = t->load[q];
+    t->load[q] = 0; /* refilled below, so each pipeline keeps batch order */
+  }
+  for (uint32_t i = 0; i < n; i++) {
+#pragma HLS PIPELINE II=1
+    const uint32_t q = t->owner[i];
+    t->order[t->first[q] + t->load[q]++] = i;
+  }
+  return busiest;
+}
+
+/* The k-th item pipeline q takes after rmm_route. */
+static uint32_t rmm_item(const rmm_tree_t *t, uint32_t q, uint32_t k) {
+#pragma HLS INLINE
+  return RMM_S == 1 ? k : t->order[t->first[q] + k];
+}
+
 /* ------------------------------------------------------------------ */
 /* Reset, read                                                         */
 /* ------------------------------------------------------------------ */
 
 void rmm_reset(rmm_tree_t *t) {
   t->total = 0;
-#define RMM_RESET_LEVEL(hh)                                  \
-  for (uint32_t b = 0; b < RMM_S; b++)                       \
-    for (uint64_t i = 0; i < (uint64_t)RMM_DEPTH(hh); i++) { \
-      _Pragma("HLS PIPELINE II=1")                           \
-      t->l##hh[b][i] = 0;                                    \
-    }
+#define RMM_RESET_LEVEL(hh)                                    \
+  for (uint32_t b = 0; b < RMM_S; b++)                         \
+    for (uint32_t sb = 0; sb < (uint32_t)RMM_SUB(hh); sb++)    \
+      for (uint64_t i = 0; i < (uint64_t)RMM_DEPTH(hh); i++) { \
+        _Pragma("HLS PIPELINE II=1")                           \
+        t->l##hh[b][sb][i] = 0;                                \
+      }
   RMM_FOR_LEVELS(RMM_RESET_LEVEL)
 #undef RMM_RESET_LEVEL
   t->memo_n = 0;
@@ -125,6 +201,34 @@ uint64_t rmm_leaf(const rmm_tree_t *t, uint32_t pos) {
 /* ------------------------------------------------------------------ */
 /* Sample (papers/001 §IV-C4: one sampler stage per level)             */
 /* ------------------------------------------------------------------ */
+
+/* One sampler stage's work on item i at level h, reading bank (or
+ * replica) b whose first child of the item's parent is at base: scan the K
+ * children with a running sum (Algorithm 1, lines 9-13) for the first
+ * whose inclusive prefix exceeds the residual target. One child per cycle;
+ * the fixed-point add is single-cycle, so the running sum carries no II
+ * penalty (papers/001 §IV-C4). 0, or -1 if no child qualifies (the
+ * residual is at least the node's sum: an inconsistent tree). */
+static int rmm_descend(rmm_tree_t *t, uint32_t h, uint32_t b, uint64_t base, uint32_t i) {
+#pragma HLS INLINE
+  const uint64_t r = t->resid[i];
+  uint64_t acc = 0;
+  uint32_t sel = RMM_K;
+  for (uint32_t c = 0; c < RMM_K; c++) {
+#pragma HLS PIPELINE II=1
+    const uint64_t v = rmm_get(t, h, b, base + c);
+    if (sel == RMM_K) {
+      if (acc + v > r)
+        sel = c;
+      else
+        acc += v;
+    }
+  }
+  if (sel == RMM_K) return -1;
+  t->resid[i] = r - acc;
+  t->memo[h][i] = (uint32_t)((uint64_t)t->memo[h - 1][i] * RMM_K + sel);
+  return 0;
+}
 
 int rmm_sample(rmm_tree_t *t, uint32_t n, const uint64_t *targets, uint32_t *leaves,
                rmm_stats_t *st) {
@@ -146,66 +250,55 @@ int rmm_sample(rmm_tree_t *t, uint32_t n, const uint64_t *targets, uint32_t *lea
     t->memo[0][i] = 0;
   }
 
-  /* One stage per level (a DATAFLOW process each in hardware). Replicated
-   * levels: lane i mod S reads its own copy. Private levels: after level J
-   * the crossbar has routed the item to bank memo[J][i] / C. */
-  for (uint32_t h = 1; h <= (uint32_t)RMM_H; h++) {
+  /* Replicated levels, one stage each (a DATAFLOW process in hardware):
+   * the S lanes in lockstep, lane q on items q, q + S, ... in its copy. */
+  const uint32_t lane_rounds = (n + RMM_S - 1) / RMM_S;
+  for (uint32_t h = 1; h <= (uint32_t)RMM_J; h++) {
 #pragma HLS UNROLL
-    for (uint32_t i = 0; i < n; i++) {
-      const uint64_t parent = t->memo[h - 1][i];
-      uint32_t b;
-      uint64_t base;
-      if (h <= RMM_J) {
-        b = i % RMM_S;
-        base = parent * RMM_K;
-      } else {
-        b = (uint32_t)(t->memo[RMM_J][i] / RMM_C);
-        base = parent * RMM_K - b * rmm_span(h);
+    for (uint32_t k = 0; k < lane_rounds; k++) {
+      for (uint32_t q = 0; q < RMM_S; q++) {
+#pragma HLS UNROLL
+        const uint32_t i = k * RMM_S + q;
+        if (i < n && rmm_descend(t, h, q, (uint64_t)t->memo[h - 1][i] * RMM_K, i) != 0)
+          return RMM_ECORRUPT;
       }
-      /* Scan the K children with a running sum (Algorithm 1, lines 9-13):
-       * the first child whose inclusive prefix exceeds the target. One
-       * child per cycle; the fixed-point add is single-cycle, so the
-       * running sum carries no II penalty (papers/001 §IV-C4). */
-      const uint64_t r = t->resid[i];
-      uint64_t acc = 0;
-      uint32_t sel = RMM_K;
-      for (uint32_t c = 0; c < RMM_K; c++) {
+    }
+  }
+
+  /* Crossbar: each item to the bank that owns its level-J node; the
+   * private stages, the S banks in lockstep, each on its own items. */
+  for (uint32_t i = 0; i < n; i++) {
 #pragma HLS PIPELINE II=1
-        const uint64_t v = rmm_get(t, h, b, base + c);
-        if (sel == RMM_K) {
-          if (acc + v > r)
-            sel = c;
-          else
-            acc += v;
-        }
+    t->owner[i] = (uint32_t)(t->memo[RMM_J][i] / RMM_C);
+  }
+  const uint32_t bank_rounds = rmm_route(t, n);
+  for (uint32_t h = RMM_J + 1; h <= (uint32_t)RMM_H; h++) {
+#pragma HLS UNROLL
+    for (uint32_t k = 0; k < bank_rounds; k++) {
+      for (uint32_t q = 0; q < RMM_S; q++) {
+#pragma HLS UNROLL
+        if (k >= t->load[q]) continue;
+        const uint32_t i = rmm_item(t, q, k);
+        const uint64_t base = (uint64_t)t->memo[h - 1][i] * RMM_K - q * rmm_span(h);
+        if (rmm_descend(t, h, q, base, i) != 0) return RMM_ECORRUPT;
       }
-      if (sel == RMM_K) return RMM_ECORRUPT; /* r >= the node's sum: inconsistent tree */
-      t->resid[i] = r - acc;
-      t->memo[h][i] = (uint32_t)(parent * RMM_K + sel);
     }
   }
 
   /* Collector: leaves in batch order; the memo now holds every path. */
-  uint32_t bank_load[RMM_S];
-  for (uint32_t q = 0; q < RMM_S; q++) bank_load[q] = 0;
   for (uint32_t i = 0; i < n; i++) {
 #pragma HLS PIPELINE II=1
     leaves[i] = t->memo[RMM_H][i];
-    bank_load[t->memo[RMM_J][i] / RMM_C]++;
   }
   t->memo_n = n;
 
   if (st) {
-    uint32_t max_bank = 0;
-    for (uint32_t q = 0; q < RMM_S; q++)
-      if (bank_load[q] > max_bank) max_bank = bank_load[q];
-    const uint32_t max_lane = (n + RMM_S - 1) / RMM_S;
     /* The slowest stage sets the rate: lanes above J, banks below it. */
-    uint32_t busiest = 0;
-    if (RMM_J > 0 && max_lane > busiest) busiest = max_lane;
-    if (RMM_J < RMM_H && max_bank > busiest) busiest = max_bank;
-    st->max_lane = RMM_J > 0 ? max_lane : 0;
-    st->max_bank = RMM_J < RMM_H ? max_bank : 0;
+    const uint32_t max_lane = RMM_J > 0 ? lane_rounds : 0;
+    const uint32_t max_bank = RMM_J < RMM_H ? bank_rounds : 0;
+    const uint32_t busiest = max_lane > max_bank ? max_lane : max_bank;
+    st->max_lane = max_lane;
+    st->max_bank = max_bank;
     st->cycles = n ? (uint64_t)busiest * RMM_SAMPLE_ITEM_II + RMM_SAMPLE_FILL : 0;
   }
   return RMM_OK;
@@ -215,83 +308,109 @@ int rmm_sample(rmm_tree_t *t, uint32_t n, const uint64_t *targets, uint32_t *lea
 /* Update (papers/001 §IV-D4: one updater stage per level, memo)         */
 /* ------------------------------------------------------------------ */
 
-/* Apply one item whose path is e[0..H] (e[0] = 0, e[H] the leaf). */
-static void rmm_apply(rmm_tree_t *t, const uint64_t *e, uint64_t v) {
+/* Where an update batch's paths come from. */
+enum { RMM_PATH_POS, RMM_PATH_MEMO, RMM_PATH_RANGE };
+
+/* Item i's path e[0..H] (e[0] = 0, e[H] the leaf): from the memo
+ * (papers/001 §IV-D4: the sampler stages wrote item i's node at every
+ * level, no index is recomputed), or from its position by shifts,
+ * e[h] = p >> ((H - h) log2 K). */
+static void rmm_path(const rmm_tree_t *t, int src, const uint32_t *pos, uint32_t first,
+                     uint32_t i, uint64_t *e) {
 #pragma HLS INLINE
-  const uint32_t q = RMM_J < RMM_H ? (uint32_t)(e[RMM_J] / RMM_C) : 0;
-  uint64_t old;
-  /* Leaf stage: read the old value, write the new one, emit the delta. */
-  if (RMM_H > RMM_J) {
-    const uint64_t loc = e[RMM_H] - q * rmm_span(RMM_H);
-    old = rmm_get(t, RMM_H, q, loc);
-    rmm_put(t, RMM_H, q, loc, v);
-  } else {
-    old = rmm_get(t, RMM_H, 0, e[RMM_H]);
-    for (uint32_t r = 0; r < RMM_S; r++) {
+  const uint64_t p = src == RMM_PATH_POS ? pos[i] : (uint64_t)first + i;
+  for (uint32_t h = 0; h <= (uint32_t)RMM_H; h++) {
 #pragma HLS UNROLL
-      rmm_put(t, RMM_H, r, e[RMM_H], v);
-    }
+    e[h] = src == RMM_PATH_MEMO ? t->memo[h][i] : p >> ((RMM_H - h) * RMM_LOG2K);
   }
+}
+
+/* Pipeline p applies one item whose path is e: the leaf stage reads the
+ * old value from p's bank (or replica) and sends new - old up; every
+ * stage above adds it (rmm_add: p's bank, or every replica). */
+static void rmm_apply(rmm_tree_t *t, uint32_t p, const uint64_t *e, uint64_t v) {
+#pragma HLS INLINE
+  const uint64_t off = RMM_J < RMM_H ? (uint64_t)p * rmm_span(RMM_H) : 0;
+  const uint64_t old = rmm_get(t, RMM_H, p, e[RMM_H] - off);
   /* The delta modulo 2^64; each level keeps it modulo 2^W_h, which is
    * exact because every true node value fits its W_h bits. */
   const uint64_t d = v - old;
-  /* Updater stages, leaf's parent to level 1. Private levels: the owner
-   * bank. Replicated levels: every copy (broadcast, papers/001 §IV-C4). */
-  for (uint32_t h = RMM_H - 1; h >= 1; h--) {
+  for (uint32_t h = RMM_H; h >= 1; h--) {
 #pragma HLS UNROLL
-    if (h > RMM_J) {
-      const uint64_t loc = e[h] - q * rmm_span(h);
-      rmm_put(t, h, q, loc, rmm_get(t, h, q, loc) + d);
-    } else {
-      for (uint32_t r = 0; r < RMM_S; r++) {
-#pragma HLS UNROLL
-        rmm_put(t, h, r, e[h], rmm_get(t, h, r, e[h]) + d);
-      }
-    }
+    rmm_add(t, h, p, h > RMM_J ? e[h] - (uint64_t)p * rmm_span(h) : e[h], d);
   }
   t->total = (rmm_root_t)(((uint64_t)t->total + d) & RMM_MASK(0));
 }
 
-/* Pipeline loads and cycles of an update batch. */
-static void rmm_update_stats(const uint32_t *bank_load, uint32_t n, rmm_stats_t *st) {
-  if (!st) return;
-  uint32_t max_bank = 0;
-  for (uint32_t q = 0; q < RMM_S; q++)
-    if (bank_load[q] > max_bank) max_bank = bank_load[q];
-  /* All levels replicated (J = H): items are dealt round-robin. */
-  const uint32_t max_lane = (n + RMM_S - 1) / RMM_S;
-  const uint32_t busiest = RMM_J < RMM_H ? max_bank : max_lane;
-  st->max_lane = RMM_J > 0 ? max_lane : 0;
-  st->max_bank = RMM_J < RMM_H ? max_bank : 0;
-  st->cycles = n ? (uint64_t)busiest * RMM_UPDATE_ITEM_II + RMM_UPDATE_FILL : 0;
+#ifndef __SYNTHESIS__
+/* C-simulation speed only, no hardware meaning: touch the leaf word an
+ * item some rounds ahead will read, so that the CPU overlaps the cache
+ * misses of a batch's random leaves (through the dealer's indirection it
+ * otherwise waits for each in turn: 2x slower at 2^20 leaves). */
+static void rmm_prefetch_leaf(const rmm_tree_t *t, uint32_t p, uint64_t leaf) {
+  const uint64_t loc = leaf - (RMM_J < RMM_H ? (uint64_t)p * rmm_span(RMM_H) : 0);
+  switch (RMM_H) {
+#define RMM_PREFETCH_CASE(hh)                  \
+  case hh:                                     \
+    __builtin_prefetch(&t->l##hh[p][0][loc], 1); \
+    return;
+    RMM_FOR_LEVELS(RMM_PREFETCH_CASE)
+#undef RMM_PREFETCH_CASE
+  default:
+    return;
+  }
 }
+#define RMM_PREFETCH_AHEAD 8
+#endif
 
-/* Path of leaf p by shifts (no memo): e[h] = p >> ((H - h) log2 K). */
-static void rmm_path_of(uint64_t p, uint64_t *e) {
-#pragma HLS INLINE
-  for (uint32_t h = 0; h <= (uint32_t)RMM_H; h++) {
+/* Apply a validated batch: the dealer sends item i to the pipeline that
+ * owns its level-J node (rmm.h, PIPELINES), then the S pipelines run in
+ * lockstep, one item each per cycle. */
+static void rmm_apply_batch(rmm_tree_t *t, uint32_t n, int src, const uint32_t *pos,
+                            uint32_t first, const uint64_t *values, rmm_stats_t *st) {
+  for (uint32_t i = 0; i < n; i++) {
+#pragma HLS PIPELINE II=1
+    uint64_t e[RMM_H + 1];
+    rmm_path(t, src, pos, first, i, e);
+    t->owner[i] = (uint32_t)(e[RMM_J] / RMM_C);
+  }
+  const uint32_t rounds = rmm_route(t, n);
+  for (uint32_t k = 0; k < rounds; k++) {
+#pragma HLS PIPELINE II=1
+#pragma HLS DEPENDENCE variable=t inter false
+    for (uint32_t p = 0; p < RMM_S; p++) {
 #pragma HLS UNROLL
-    e[h] = p >> ((RMM_H - h) * RMM_LOG2K);
+      if (k >= t->load[p]) continue;
+      const uint32_t i = rmm_item(t, p, k);
+      uint64_t e[RMM_H + 1];
+#ifndef __SYNTHESIS__
+      if (k + RMM_PREFETCH_AHEAD < t->load[p]) {
+        rmm_path(t, src, pos, first, rmm_item(t, p, k + RMM_PREFETCH_AHEAD), e);
+        rmm_prefetch_leaf(t, p, e[RMM_H]);
+      }
+#endif
+      rmm_path(t, src, pos, first, i, e);
+      rmm_apply(t, p, e, values[i]);
+    }
+  }
+  if (st) {
+    /* One port per replica: the replicated levels take the batch's deltas
+     * one per cycle (UPDATE PORTS), whatever the pipelines' loads. */
+    st->max_lane = 0;
+    st->max_bank = rounds;
+    const uint64_t busiest = RMM_SERIAL ? n : rounds;
+    st->cycles = n ? busiest * RMM_UPDATE_ITEM_II + RMM_UPDATE_FILL : 0;
   }
 }
 
 int rmm_update(rmm_tree_t *t, uint32_t n, const uint32_t *pos, const uint64_t *values,
                rmm_stats_t *st) {
+  if (n > RMM_MAX_BATCH) return RMM_ETOOBIG;
   for (uint32_t i = 0; i < n; i++) {
 #pragma HLS PIPELINE II=1
     if (pos[i] >= (uint32_t)RMM_CAPACITY || values[i] > RMM_MAX_LEAF) return RMM_ERANGE;
   }
-  uint32_t bank_load[RMM_S];
-  for (uint32_t q = 0; q < RMM_S; q++) bank_load[q] = 0;
-  for (uint32_t i = 0; i < n; i++) {
-#pragma HLS PIPELINE II=1
-#pragma HLS DEPENDENCE variable=t inter false
-    uint64_t e[RMM_H + 1];
-    rmm_path_of(pos[i], e);
-    bank_load[RMM_J < RMM_H ? e[RMM_J] / RMM_C : 0]++;
-    rmm_apply(t, e, values[i]);
-  }
-  rmm_update_stats(bank_load, n, st);
+  rmm_apply_batch(t, n, RMM_PATH_POS, pos, 0, values, st);
   return RMM_OK;
 }
 
@@ -301,22 +420,7 @@ int rmm_update_sampled(rmm_tree_t *t, uint32_t n, const uint64_t *values, rmm_st
 #pragma HLS PIPELINE II=1
     if (values[i] > RMM_MAX_LEAF) return RMM_ERANGE;
   }
-  uint32_t bank_load[RMM_S];
-  for (uint32_t q = 0; q < RMM_S; q++) bank_load[q] = 0;
-  for (uint32_t i = 0; i < n; i++) {
-#pragma HLS PIPELINE II=1
-#pragma HLS DEPENDENCE variable=t inter false
-    /* The memo (papers/001 §IV-D4): the sampler stages wrote item i's
-     * node at every level; no index is recomputed. */
-    uint64_t e[RMM_H + 1];
-    for (uint32_t h = 0; h <= (uint32_t)RMM_H; h++) {
-#pragma HLS UNROLL
-      e[h] = t->memo[h][i];
-    }
-    bank_load[RMM_J < RMM_H ? e[RMM_J] / RMM_C : 0]++;
-    rmm_apply(t, e, values[i]);
-  }
-  rmm_update_stats(bank_load, n, st);
+  rmm_apply_batch(t, n, RMM_PATH_MEMO, NULL, 0, values, st);
   return RMM_OK;
 }
 
@@ -327,17 +431,23 @@ int rmm_insert(rmm_tree_t *t, uint32_t first, uint32_t n, const uint64_t *values
 #pragma HLS PIPELINE II=1
     if (values[i] > RMM_MAX_LEAF) return RMM_ERANGE;
   }
-  uint32_t bank_load[RMM_S];
-  for (uint32_t q = 0; q < RMM_S; q++) bank_load[q] = 0;
-  for (uint32_t i = 0; i < n; i++) {
-#pragma HLS PIPELINE II=1
-#pragma HLS DEPENDENCE variable=t inter false
-    uint64_t e[RMM_H + 1];
-    rmm_path_of((uint64_t)first + i, e);
-    bank_load[RMM_J < RMM_H ? e[RMM_J] / RMM_C : 0]++;
-    rmm_apply(t, e, values[i]);
+  /* Any n: the dealer's buffers hold RMM_MAX_BATCH items, so a longer
+   * insert goes through in parts (each a batch, its own fill). */
+  uint64_t cycles = 0;
+  uint32_t busiest = 0;
+  for (uint32_t done = 0; done < n;) {
+    const uint32_t m = n - done < (uint32_t)RMM_MAX_BATCH ? n - done : (uint32_t)RMM_MAX_BATCH;
+    rmm_stats_t part = {0, 0, 0};
+    rmm_apply_batch(t, m, RMM_PATH_RANGE, NULL, first + done, values + done, &part);
+    cycles += part.cycles;
+    if (part.max_bank > busiest) busiest = part.max_bank;
+    done += m;
   }
-  rmm_update_stats(bank_load, n, st);
+  if (st) {
+    st->cycles = cycles;
+    st->max_lane = 0;
+    st->max_bank = busiest;
+  }
   return RMM_OK;
 }
 
@@ -348,14 +458,29 @@ int rmm_insert(rmm_tree_t *t, uint32_t first, uint32_t n, const uint64_t *values
 #ifndef __SYNTHESIS__
 #define RMM_FAIL(...) (snprintf(msg, cap, __VA_ARGS__), -1)
 
+/* One stored word: sub-bank sb of bank (or replica) b of level h. */
+static uint64_t rmm_raw(const rmm_tree_t *t, uint32_t h, uint32_t b, uint32_t sb, uint64_t i) {
+  switch (h) {
+#define RMM_RAW_CASE(hh) \
+  case hh:               \
+    return (uint64_t)t->l##hh[b][sb < (uint32_t)RMM_SUB(hh) ? sb : 0][i];
+    RMM_FOR_LEVELS(RMM_RAW_CASE)
+#undef RMM_RAW_CASE
+  default:
+    return 0;
+  }
+}
+
 int rmm_check(const rmm_tree_t *t, char *msg, size_t cap) {
   if (cap) msg[0] = '\0';
   for (uint32_t h = 1; h <= (uint32_t)RMM_H; h++) {
-    uint64_t d = 0; /* bank depth of level h */
+    uint64_t d = 0;  /* bank depth of level h */
+    uint32_t nsub = 1; /* sub-banks per replica */
     switch (h) {
-#define RMM_DEPTH_CASE(hh) \
-  case hh:                 \
-    d = RMM_DEPTH(hh);     \
+#define RMM_DEPTH_CASE(hh)   \
+  case hh:                   \
+    d = RMM_DEPTH(hh);       \
+    nsub = RMM_SUB(hh);      \
     break;
       RMM_FOR_LEVELS(RMM_DEPTH_CASE)
 #undef RMM_DEPTH_CASE
@@ -367,22 +492,28 @@ int rmm_check(const rmm_tree_t *t, char *msg, size_t cap) {
       for (uint64_t i = 0; i < d; i++) {
         const uint64_t v = rmm_get(t, h, b, i);
         if (h <= RMM_J) {
-          /* Replicas equal; entries past the level's nodes are padding. */
-          if (v != rmm_get(t, h, 0, i))
-            return RMM_FAIL("level %u replica %u entry %llu differs from replica 0", h, b,
-                            (unsigned long long)i);
-          if (i >= nodes_h && v != 0)
-            return RMM_FAIL("level %u padding entry %llu is %llu", h, (unsigned long long)i,
-                            (unsigned long long)v);
+          /* Replicas equal, sub-bank by sub-bank; entries past the
+           * level's nodes are padding, zero in every sub-bank. */
+          for (uint32_t sb = 0; sb < nsub; sb++) {
+            const uint64_t w = rmm_raw(t, h, b, sb, i);
+            if (w != rmm_raw(t, h, 0, sb, i))
+              return RMM_FAIL("level %u replica %u sub-bank %u entry %llu differs from "
+                              "replica 0", h, b, sb, (unsigned long long)i);
+            if (i >= nodes_h && w != 0)
+              return RMM_FAIL("level %u padding entry %llu (sub-bank %u) is %llu", h,
+                              (unsigned long long)i, sb, (unsigned long long)w);
+          }
         } else {
           const uint64_t e = b * rmm_span(h) + i;
           if (e >= nodes_h && v != 0)
             return RMM_FAIL("level %u bank %u padding entry %llu is %llu", h, b,
                             (unsigned long long)i, (unsigned long long)v);
         }
-        if (v > (RMM_W(h) >= 64 ? ~UINT64_C(0) : (UINT64_C(1) << RMM_W(h)) - 1))
-          return RMM_FAIL("level %u entry %llu wider than %u bits", h, (unsigned long long)i,
-                          (unsigned)RMM_W(h));
+        for (uint32_t sb = 0; sb < nsub; sb++)
+          if (rmm_raw(t, h, b, sb, i) >
+              (RMM_W(h) >= 64 ? ~UINT64_C(0) : (UINT64_C(1) << RMM_W(h)) - 1))
+            return RMM_FAIL("level %u entry %llu wider than %u bits", h, (unsigned long long)i,
+                            (unsigned)RMM_W(h));
       }
     }
     /* Every node of level h - 1 is the sum of its K children. */
@@ -422,8 +553,20 @@ int rmm_check(const rmm_tree_t *t, char *msg, size_t cap) {
 #define RMM_STR(x) #x
 #define RMM_PRAGMA(x) _Pragma(RMM_STR(x))
 /* One memory per level and bank (papers/001 §IV-C4: "nodes on different
- * tree levels are stored in separate SRAM banks"). */
-#define RMM_PARTITION(hh) RMM_PRAGMA(HLS ARRAY_PARTITION variable=rmm_state.l##hh dim=1 complete)
+ * tree levels are stored in separate SRAM banks"): dimension 1, the banks
+ * or replicas; a write-banked level also dimension 2, its sub-banks; a
+ * level in registers every dimension (rmm.h, UPDATE PORTS; rmm_levels.h
+ * RMM_PKIND_h says which). */
+#define RMM_PART_BANKS(hh) \
+  RMM_PRAGMA(HLS ARRAY_PARTITION variable=rmm_state.l##hh dim=1 complete)
+#define RMM_PART_SUBBANKS(hh)                                               \
+  RMM_PRAGMA(HLS ARRAY_PARTITION variable=rmm_state.l##hh dim=1 complete)   \
+  RMM_PRAGMA(HLS ARRAY_PARTITION variable=rmm_state.l##hh dim=2 complete)
+#define RMM_PART_REGS(hh) \
+  RMM_PRAGMA(HLS ARRAY_PARTITION variable=rmm_state.l##hh dim=0 complete)
+#define RMM_PART_CAT(kind, hh) RMM_PART_##kind(hh)
+#define RMM_PART_XCAT(kind, hh) RMM_PART_CAT(kind, hh)
+#define RMM_PARTITION(hh) RMM_PART_XCAT(RMM_PKIND_##hh, hh)
 
 static rmm_tree_t rmm_state;
 

@@ -18,16 +18,25 @@
  *   RMM_K          fanout K, a power of two in [2, 64]
  *   RMM_CAPACITY   leaves N, 2 .. 2^30
  *   RMM_S          bank parallelism S, a power of two <= N
- *   RMM_MAX_LEAF   largest leaf accepted (default: the CPU tree's for N
- *                  leaves, (2^63 - 1) / N, so a full tree's total stays
- *                  below 2^63). A build that serves tables of fewer leaves
- *                  than N may raise it to the CPU tree's bound for its
- *                  smallest table; then the caller keeps the total below
- *                  2^63, as a table does by its own capacity (the daemon's
- *                  C-simulation build, backends/fpga/csim_rmm.c, does this)
+ *   RMM_MIN_TABLE  the fewest leaves of a table this build serves, 1..N
+ *                  (default N). Sets the default RMM_MAX_LEAF
+ *   RMM_MAX_LEAF   largest leaf accepted (default: the CPU tree's for
+ *                  RMM_MIN_TABLE leaves, (2^63 - 1) / RMM_MIN_TABLE; with
+ *                  the default, a full tree's total stays below 2^63). A
+ *                  build that serves tables of fewer leaves than N raises
+ *                  it through RMM_MIN_TABLE; then the caller keeps the total
+ *                  below 2^63, as a table does by its own capacity (the
+ *                  daemon's C-simulation build, backends/fpga/csim_rmm.c,
+ *                  and the XRT build's fpga-xclbin-shape do this)
  *   RMM_LEAF_BITS  leaf width (default: the width of RMM_MAX_LEAF, so this
  *                  tree holds the CPU's integers, common/rd_fixed.h)
  *   RMM_MAX_BATCH  largest sample/update batch (memo and FIFO depth)
+ *   RMM_PORT_REGS, RMM_PORT_BANKED  how each replicated level takes the S
+ *                  deltas of an update cycle (see UPDATE PORTS): bit h-1 of
+ *                  one of them for each level h in 1..J; both 0 (default):
+ *                  one port per replica, the update serialises. model.c
+ *                  chooses them (rd_fpga_rmm_port_masks; `replayctl plan`
+ *                  shows them)
  *   RMM_NO_KERNEL_TOP  defined: leave out rmm_kernel and its static tree
  *                  (a host program that keeps its own trees)
  * Everything else (levels H, widths, banks) is derived below, by the same
@@ -65,25 +74,36 @@
  * a collector writes leaves and the path memo in batch order. Cycles (the
  * model's, papers/001 §VI-A2 "B/S x F" plus thesis 004's fill):
  *   ceil(B/S) K + (H - 1) K   when the items spread evenly over banks.
- * Update: each item goes to the bank of its leaf with its path (from the
- * memo, papers/001 §IV-D4, or from the position by shifts); the leaf stage
- * computes the delta (new - old, modulo 2^W_H) and every stage above adds
- * it, one item per cycle (II = 1; a forwarding register covers back-to-back
- * items on one node); every replica of the replicated levels adds every
- * pipeline's deltas, so the copies stay equal. Cycles: ceil(B/S) + (H - 1),
- * which needs every replica to take up to S deltas per cycle, possibly on
- * one node. model.c charges for that (model.h, "Update ports of the
- * replicated levels"): per replicated level the cheaper that fits of
- * registers (complete partition, an adder network per word) and S
- * write-banked sub-banks per replica (sub-bank p sums pipeline p's deltas;
- * a read adds the S sub-banks); where neither fits it keeps one port per
- * replica and charges B + (H - 1) update cycles (update_serial). Here the
- * arrays are the replicas' values with one port each: the partition
- * pragmas or the sub-bank split that give them S ports are not written
- * (rmm.c partitions dimension 1, the banks, only), and rmm_stats_t counts
- * the S-port case.
- * Items of one leaf meet in one bank in batch order: the later value wins,
- * as on the CPU. Insert is an update of consecutive positions.
+ * Update: a dealer sends each item, with its path (from the memo,
+ * papers/001 §IV-D4, or from the position by shifts), to the pipeline that
+ * owns its level-J node (its leaf when J = H; pipeline 0 when S = 1), so
+ * the items of one leaf meet in one pipeline in batch order and the later
+ * value wins, as on the CPU. The S pipelines run in lockstep, one item
+ * each per cycle: the leaf stage computes the delta (new - old, modulo
+ * 2^W_H) and every stage above adds it (II = 1; a forwarding register
+ * covers back-to-back items on one node); the private levels are the
+ * pipeline's own banks, and every replica of the replicated levels adds
+ * every pipeline's deltas, so the copies stay equal. Insert is an update
+ * of consecutive positions. Cycles: (items of the busiest pipeline) +
+ * (H - 1), ceil(B/S) + (H - 1) for an even spread, which needs every
+ * replica to take up to S deltas per cycle, possibly on one node.
+ *
+ * UPDATE PORTS (model.h, "Update ports of the replicated levels"; the
+ * build chooses per replicated level, RMM_PORT_REGS / RMM_PORT_BANKED):
+ * - registers: the level's replicas are complete-partitioned (every word a
+ *   register, RMM_PKIND_h REGS); the S adds to a word in one cycle form an
+ *   adder chain, and a lane's read is a mux;
+ * - write-banked: each replica is S sub-banks (lh[replica][sub-bank][i]);
+ *   pipeline p reads sub-bank p of its own replica, adds its delta and
+ *   writes the sum to sub-bank p of every replica, so every sub-bank has one
+ *   writer; a node's value is the sum of its S sub-banks modulo 2^W_h,
+ *   which a sampler lane adds up (S - 1 adders) when it reads;
+ * - neither (both masks 0): each replica is one memory with one port, the
+ *   S pipelines' deltas queue for it, and the update takes B + (H - 1)
+ *   cycles (the model's update_serial).
+ * A level's words are the same integers either way: the C-simulation picks
+ * the same leaves for every choice, and tests/test_fpga_rmm.c builds all
+ * three. The structural count (rmm_stats_t) follows the choice.
  *
  * What the C-simulation reports as cycles (rmm_stats_t) is this structural
  * count from the real per-lane and per-bank loads of the batch, not a
@@ -128,8 +148,17 @@
 /* Largest leaf the CPU tree accepts for N leaves (rd_st_max_leaf): the
  * total of N of them stays below 2^63. The kernel accepts the same, unless
  * the build raises it (see above). */
+#ifndef RMM_MIN_TABLE
+#define RMM_MIN_TABLE RMM_CAPACITY
+#endif
 #ifndef RMM_MAX_LEAF
-#define RMM_MAX_LEAF ((UINT64_C(0x7fffffffffffffff)) / (uint64_t)RMM_CAPACITY)
+#define RMM_MAX_LEAF ((UINT64_C(0x7fffffffffffffff)) / (uint64_t)RMM_MIN_TABLE)
+#endif
+#ifndef RMM_PORT_REGS
+#define RMM_PORT_REGS 0
+#endif
+#ifndef RMM_PORT_BANKED
+#define RMM_PORT_BANKED 0
 #endif
 #ifndef RMM_LEAF_BITS
 #define RMM_LEAF_BITS RMM_BL64(RMM_MAX_LEAF)
@@ -147,6 +176,13 @@
 /* Level-J nodes per bank. */
 #define RMM_C ((RMM_NODES(RMM_J) + RMM_S - 1) / RMM_S)
 #define RMM_REPLICATED(h) ((h) <= RMM_J)
+/* Update ports (UPDATE PORTS above): the bits of levels 1..J, whether the
+ * update serialises, and the sub-banks per replica of level h. */
+#define RMM_J_MASK ((1 << RMM_J) - 1)
+#define RMM_SERIAL (RMM_J > 0 && (RMM_PORT_REGS | RMM_PORT_BANKED) == 0)
+#define RMM_IS_BANKED(h) (RMM_REPLICATED(h) && ((RMM_PORT_BANKED >> ((h) - 1)) & 1))
+#define RMM_IS_REGS(h) (RMM_REPLICATED(h) && ((RMM_PORT_REGS >> ((h) - 1)) & 1))
+#define RMM_SUB(h) (RMM_IS_BANKED(h) ? RMM_S : 1)
 /* Private level h: C K^(h-J) nodes per bank, at most the whole level. */
 #define RMM_PRIV_SPAN(h) (RMM_C << (((h) > RMM_J ? (h) - RMM_J : 0) * RMM_LOG2K))
 #define RMM_DEPTH(h)                                                              \
@@ -190,19 +226,26 @@ typedef RMM_UINT(RMM_W(0)) rmm_root_t;
 /* State                                                               */
 /* ------------------------------------------------------------------ */
 
-#define RMM_LEVEL_ARRAY(h) rmm_l##h##_t l##h[RMM_S][RMM_DEPTH(h)];
+#define RMM_LEVEL_ARRAY(h) rmm_l##h##_t l##h[RMM_S][RMM_SUB(h)][RMM_DEPTH(h)];
 
-/* The on-chip state: one array per level and bank (lN[bank][i]), the
- * root's total, and the memo of the last sample's paths (memo[h][i]: the
- * node of level h on item i's path; [H] is its leaf). resid[i] is item i's
- * residual target between sampler stages: what the FIFOs between the
- * stages carry in hardware (in C, whole-batch buffers). */
+/* The on-chip state: one array per level, lN[bank or replica][sub-bank][i]
+ * (one sub-bank except on a write-banked level), the root's total, and the
+ * memo of the last sample's paths (memo[h][i]: the node of level h on item
+ * i's path; [H] is its leaf). What the FIFOs between stages carry in
+ * hardware is here as whole-batch buffers: resid[i], item i's residual
+ * target between sampler stages; owner[i], the pipeline the crossbar (or
+ * an update's dealer) sends it to; order, the items grouped by pipeline in
+ * batch order (pipeline q's are order[first[q] .. first[q] + load[q])). */
 typedef struct {
   rmm_root_t total;
   RMM_FOR_LEVELS(RMM_LEVEL_ARRAY)
   uint32_t memo[RMM_H + 1][RMM_MAX_BATCH];
   uint32_t memo_n;
   uint64_t resid[RMM_MAX_BATCH];
+  uint32_t owner[RMM_MAX_BATCH];
+  uint32_t order[RMM_MAX_BATCH];
+  uint32_t first[RMM_S];
+  uint32_t load[RMM_S];
 } rmm_tree_t;
 
 /* Status codes (the kernel's status word). */
@@ -218,8 +261,10 @@ enum {
 /* Structural cycle count of one call (see the header comment). */
 typedef struct {
   uint64_t cycles;
-  uint32_t max_lane;  /* items in the busiest replicated-level lane */
-  uint32_t max_bank;  /* items in the busiest private bank */
+  uint32_t max_lane;  /* sample: items in the busiest replicated-level lane (0 when J = 0);
+                         update: 0 */
+  uint32_t max_bank;  /* sample: items in the busiest private bank (0 when J = H);
+                         update: items of the busiest pipeline */
 } rmm_stats_t;
 
 /* Operation codes of the kernel's request (thesis 004 §4.4.1.2). */
