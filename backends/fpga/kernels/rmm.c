@@ -202,31 +202,50 @@ uint64_t rmm_leaf(const rmm_tree_t *t, uint32_t pos) {
 /* Sample (papers/001 §IV-C4: one sampler stage per level)             */
 /* ------------------------------------------------------------------ */
 
-/* One sampler stage's work on item i at level h, reading bank (or
- * replica) b whose first child of the item's parent is at base: scan the K
+/* One round of the sampler stage of level h: lane q (every q < S at once)
+ * descends item[q] if live[q], reading its own bank (or replica) q, whose
+ * first child of the item's parent is at base[q]. A lane scans the K
  * children with a running sum (Algorithm 1, lines 9-13) for the first
- * whose inclusive prefix exceeds the residual target. One child per cycle;
- * the fixed-point add is single-cycle, so the running sum carries no II
- * penalty (papers/001 §IV-C4). 0, or -1 if no child qualifies (the
- * residual is at least the node's sum: an inconsistent tree). */
-static int rmm_descend(rmm_tree_t *t, uint32_t h, uint32_t b, uint64_t base, uint32_t i) {
-#pragma HLS INLINE
-  const uint64_t r = t->resid[i];
-  uint64_t acc = 0;
-  uint32_t sel = RMM_K;
+ * whose inclusive prefix exceeds the residual target: one child per cycle
+ * in every lane (the child loop is the pipeline, II = 1, the lanes are
+ * unrolled inside it); the fixed-point add is single-cycle, so the running
+ * sum carries no II penalty (papers/001 §IV-C4). 0, or -1 if a lane finds
+ * no child (its residual is at least the node's sum: an inconsistent
+ * tree). The arrays are the lanes' registers. */
+static int rmm_stage_round(rmm_tree_t *t, uint32_t h, const uint32_t *item, const int *live,
+                           const uint64_t *base) {
+  uint64_t acc[RMM_S], r[RMM_S];
+  uint32_t sel[RMM_S];
+#pragma HLS ARRAY_PARTITION variable=acc complete
+#pragma HLS ARRAY_PARTITION variable=r complete
+#pragma HLS ARRAY_PARTITION variable=sel complete
+  for (uint32_t q = 0; q < RMM_S; q++) {
+#pragma HLS UNROLL
+    acc[q] = 0;
+    sel[q] = RMM_K;
+    r[q] = live[q] ? t->resid[item[q]] : 0;
+    if (!live[q]) sel[q] = 0; /* closed: an idle lane selects nothing */
+  }
   for (uint32_t c = 0; c < RMM_K; c++) {
 #pragma HLS PIPELINE II=1
-    const uint64_t v = rmm_get(t, h, b, base + c);
-    if (sel == RMM_K) {
-      if (acc + v > r)
-        sel = c;
-      else
-        acc += v;
+    for (uint32_t q = 0; q < RMM_S; q++) {
+#pragma HLS UNROLL
+      /* An idle lane reads child c of entry 0 (every bank holds K words)
+       * and never selects: its r and acc are 0. */
+      const uint64_t v = rmm_get(t, h, q, base[q] + c);
+      const int open = sel[q] == RMM_K, take = open && acc[q] + v > r[q];
+      sel[q] = take ? c : sel[q];
+      acc[q] += open && !take ? v : 0;
     }
   }
-  if (sel == RMM_K) return -1;
-  t->resid[i] = r - acc;
-  t->memo[h][i] = (uint32_t)((uint64_t)t->memo[h - 1][i] * RMM_K + sel);
+  for (uint32_t q = 0; q < RMM_S; q++) {
+#pragma HLS UNROLL
+    if (!live[q]) continue;
+    if (sel[q] == RMM_K) return -1;
+    const uint32_t i = item[q];
+    t->resid[i] = r[q] - acc[q];
+    t->memo[h][i] = (uint32_t)((uint64_t)t->memo[h - 1][i] * RMM_K + sel[q]);
+  }
   return 0;
 }
 
@@ -253,15 +272,22 @@ int rmm_sample(rmm_tree_t *t, uint32_t n, const uint64_t *targets, uint32_t *lea
   /* Replicated levels, one stage each (a DATAFLOW process in hardware):
    * the S lanes in lockstep, lane q on items q, q + S, ... in its copy. */
   const uint32_t lane_rounds = (n + RMM_S - 1) / RMM_S;
+  uint32_t item[RMM_S];
+  int live[RMM_S];
+  uint64_t base[RMM_S];
+#pragma HLS ARRAY_PARTITION variable=item complete
+#pragma HLS ARRAY_PARTITION variable=live complete
+#pragma HLS ARRAY_PARTITION variable=base complete
   for (uint32_t h = 1; h <= (uint32_t)RMM_J; h++) {
 #pragma HLS UNROLL
     for (uint32_t k = 0; k < lane_rounds; k++) {
       for (uint32_t q = 0; q < RMM_S; q++) {
 #pragma HLS UNROLL
-        const uint32_t i = k * RMM_S + q;
-        if (i < n && rmm_descend(t, h, q, (uint64_t)t->memo[h - 1][i] * RMM_K, i) != 0)
-          return RMM_ECORRUPT;
+        item[q] = k * RMM_S + q;
+        live[q] = item[q] < n;
+        base[q] = live[q] ? (uint64_t)t->memo[h - 1][item[q]] * RMM_K : 0;
       }
+      if (rmm_stage_round(t, h, item, live, base) != 0) return RMM_ECORRUPT;
     }
   }
 
@@ -277,11 +303,11 @@ int rmm_sample(rmm_tree_t *t, uint32_t n, const uint64_t *targets, uint32_t *lea
     for (uint32_t k = 0; k < bank_rounds; k++) {
       for (uint32_t q = 0; q < RMM_S; q++) {
 #pragma HLS UNROLL
-        if (k >= t->load[q]) continue;
-        const uint32_t i = rmm_item(t, q, k);
-        const uint64_t base = (uint64_t)t->memo[h - 1][i] * RMM_K - q * rmm_span(h);
-        if (rmm_descend(t, h, q, base, i) != 0) return RMM_ECORRUPT;
+        live[q] = k < t->load[q];
+        item[q] = live[q] ? rmm_item(t, q, k) : 0;
+        base[q] = live[q] ? (uint64_t)t->memo[h - 1][item[q]] * RMM_K - q * rmm_span(h) : 0;
       }
+      if (rmm_stage_round(t, h, item, live, base) != 0) return RMM_ECORRUPT;
     }
   }
 
