@@ -599,6 +599,47 @@ static void gather_free(gather_ctx_t *g) {
   memset(g, 0, sizeof *g);
 }
 
+/* The gather's five columns are the learner's fields (rd_profile_shape_init's
+ * order: obs, action, reward, next_obs, done or discount), as a learner
+ * reads them: then the strict-loop profile trains on what it gathers. */
+static bool learner_columns(const rd_profile_shape_t *s) {
+  if (!s->has_learner || s->n_cols != 5) return false;
+  const rd_learner_config_t *lc = &s->learner;
+  const size_t obs = (size_t)lc->obs_dim * sizeof(float);
+  const size_t act = lc->algo == RD_ALGO_DQN ? sizeof(int32_t) : lc->action_dim * sizeof(float);
+  return s->col_bytes[0] == obs && s->col_bytes[1] == act && s->col_bytes[2] == sizeof(float) &&
+         s->col_bytes[3] == obs && (s->col_bytes[4] == 1 || s->col_bytes[4] == sizeof(float));
+}
+
+/* Rows a learner accepts (a pattern, cheap to write): observations and
+ * rewards in [-0.5, 0.5), valid actions, every fifth row terminal. */
+static void fill_learner_rows(gather_ctx_t *g, const rd_learner_config_t *lc) {
+  const uint32_t O = lc->obs_dim, A = lc->algo == RD_ALGO_DQN ? 1 : lc->action_dim;
+  float *obs = (float *)g->col[0], *rew = (float *)g->col[2], *next = (float *)g->col[3];
+  for (uint64_t r = 0; r < g->rows; r++) {
+    for (uint32_t j = 0; j < O; j++) {
+      obs[r * O + j] = (float)((r * 7 + j * 3) % 16) / 16.0f - 0.5f;
+      next[r * O + j] = (float)((r * 5 + j * 11) % 16) / 16.0f - 0.5f;
+    }
+    rew[r] = (float)(r % 8) / 8.0f - 0.5f;
+    if (lc->algo == RD_ALGO_DQN) {
+      ((int32_t *)g->col[1])[r] = (int32_t)(r % lc->num_actions);
+    } else {
+      for (uint32_t j = 0; j < A; j++)
+        ((float *)g->col[1])[r * A + j] =
+            lc->action_low + (lc->action_high - lc->action_low) * (float)((r + j) % 8) / 8.0f;
+    }
+    if (g->fb[4] == 1)
+      g->col[4][r] = r % 5 == 4;
+    else
+      ((float *)g->col[4])[r] = r % 5 == 4 ? 0.0f : 0.99f;
+  }
+}
+
+int rd_profile_shape_trains_on_gather(const rd_profile_shape_t *s) {
+  return s != NULL && learner_columns(s) && s->key.batch <= s->learner.max_batch;
+}
+
 static int gather_setup(gather_ctx_t *g, const rd_profile_shape_t *s, rd_error_t *err) {
   memset(g, 0, sizeof *g);
   g->batch = s->key.batch;
@@ -626,6 +667,7 @@ static int gather_setup(gather_ctx_t *g, const rd_profile_shape_t *s, rd_error_t
     ok = g->col[c] != NULL && g->dst[c] != NULL;
     if (ok) memset(g->col[c], 0x3c, rows * g->fb[c]);
   }
+  if (ok && learner_columns(s)) fill_learner_rows(g, &s->learner);
   if (!ok) {
     gather_free(g);
     return rd_error_set(err, RD_ENOMEM, "out of memory for the gather profile");
@@ -791,10 +833,19 @@ static int consume_one(handoff_ctx_t *h) {
 }
 
 /* The sampler's part of one strict-loop step, on the measuring tables:
- * the last batch's priority update, a sample, a gather of its rows. */
+ * the last batch's priority update, a sample, a gather of its rows. With
+ * the learner's columns (learner_columns), as pipeline.c's storage unit:
+ * the gathered columns are the batch the learner trains on next (slot),
+ * and the sampled IS weights and the discounts (from done) are written
+ * beside them; so the batch crosses between the two threads' cores as in
+ * the running loop (the learner's core reads what this one wrote, and
+ * this one writes what the learner's core last read). */
 typedef struct {
   table_ctx_t *tab;
   gather_ctx_t *g;
+  rd_batch_t slot; /* n 0: no slot, the learner trains on its own batches */
+  float *w, *disc; /* the slot's weights and (from done) discounts */
+  float gamma;
 } sampler_work_t;
 
 static int sampler_work(void *p, rd_error_t *err) {
@@ -802,7 +853,60 @@ static int sampler_work(void *p, rd_error_t *err) {
   int rc = update_call(w->tab, err);
   if (rc == RD_OK) rc = sample_call(w->tab, err);
   if (rc == RD_OK) rc = gather_call(w->g, err);
+  if (rc == RD_OK && w->slot.n > 0) {
+    const double *wt = w->tab->out.weights;
+    for (uint32_t i = 0; i < w->slot.n; i++) w->w[i] = (float)wt[i];
+    if (w->disc != NULL) {
+      const uint8_t *done = w->g->dst[4];
+      for (uint32_t i = 0; i < w->slot.n; i++) w->disc[i] = done[i] ? 0.0f : w->gamma;
+    }
+  }
   return rc;
+}
+
+/* The learner's step on the sampler's slot (sampler_work_t.slot). */
+typedef struct {
+  train_ctx_t *tr;
+  const rd_batch_t *slot;
+} slot_train_t;
+
+static int slot_train_call(void *p, rd_error_t *err) {
+  slot_train_t *st = p;
+  int rc = rd_learner_step(&st->tr->l, st->slot, st->tr->td, NULL, err);
+  return rc == RD_ERANGE ? RD_OK : rc; /* as train_call */
+}
+
+/* Point w->slot at the gather's columns (learner_columns) with weights
+ * and discounts of its own; 0 slot.n when the columns are not the
+ * learner's (the learner then trains on the train-step's batches). */
+static int slot_setup(sampler_work_t *w, const rd_profile_shape_t *s, gather_ctx_t *g,
+                      rd_error_t *err) {
+  memset(&w->slot, 0, sizeof w->slot);
+  w->w = w->disc = NULL;
+  if (!rd_profile_shape_trains_on_gather(s)) return RD_OK;
+  const uint32_t B = g->batch;
+  w->w = malloc((size_t)B * sizeof(float));
+  if (g->fb[4] == 1) w->disc = malloc((size_t)B * sizeof(float));
+  if (w->w == NULL || (g->fb[4] == 1 && w->disc == NULL)) {
+    free(w->w);
+    free(w->disc);
+    w->w = w->disc = NULL;
+    return rd_error_set(err, RD_ENOMEM, "out of memory for the hand-off profile's batch");
+  }
+  w->gamma = 0.99f; /* the pipeline's gamma: any value costs the same */
+  const int dqn = s->learner.algo == RD_ALGO_DQN;
+  w->slot = (rd_batch_t){B,
+                         (const float *)g->dst[0],
+                         dqn ? (const int32_t *)g->dst[1] : NULL,
+                         dqn ? NULL : (const float *)g->dst[1],
+                         (const float *)g->dst[2],
+                         w->disc != NULL ? w->disc : (const float *)g->dst[4],
+                         (const float *)g->dst[3],
+                         w->w};
+  for (uint32_t i = 0; i < B; i++) w->w[i] = 1.0f; /* until the first sample */
+  if (w->disc != NULL)
+    for (uint32_t i = 0; i < B; i++) w->disc[i] = w->gamma;
+  return RD_OK;
 }
 
 static void *producer_main(void *p) {
@@ -923,7 +1027,11 @@ static int measure_pipeline(rd_primitive_t prim, const rd_profile_shape_t *s, tr
   }
   handoff_ctx_t h;
   gather_ctx_t g;
-  sampler_work_t sw = {tab, &g};
+  sampler_work_t sw;
+  memset(&sw, 0, sizeof sw);
+  sw.tab = tab;
+  sw.g = &g;
+  slot_train_t stc = {tr, &sw.slot};
   int handoff = prim == RD_PRIM_HANDOFF;
   bool train = handoff && tr != NULL && t_train > 0;
   /* With the sampler's work too (its isolated time known), the round trip
@@ -932,10 +1040,16 @@ static int measure_pipeline(rd_primitive_t prim, const rd_profile_shape_t *s, tr
   double est_first = est + 100e-6, est_call = 0;
   memset(&g, 0, sizeof g);
   if (sampler && (rc = gather_setup(&g, s, err)) != RD_OK) return rc;
+  if (sampler && (rc = slot_setup(&sw, s, &g, err)) != RD_OK) {
+    gather_free(&g);
+    return rc;
+  }
   if (train) {
     /* A fresh learner: its first step touches its buffers (the warm-up). */
     if ((rc = rd_learner_init(&tr->l, lc, err)) != RD_OK) {
       gather_free(&g);
+      free(sw.w);
+      free(sw.disc);
       return rc;
     }
     tr->live = true;
@@ -944,8 +1058,8 @@ static int measure_pipeline(rd_primitive_t prim, const rd_profile_shape_t *s, tr
   }
   if ((rc = handoff_start(&h, s, handoff ? 1 : PASS_SLOTS, handoff, err)) != RD_OK) goto out;
   if (train) {
-    h.work = train_call;
-    h.work_ctx = tr;
+    h.work = sw.slot.n > 0 ? slot_train_call : train_call;
+    h.work_ctx = sw.slot.n > 0 ? (void *)&stc : (void *)tr;
   }
   if (sampler) {
     h.pwork = sampler_work;
@@ -962,6 +1076,8 @@ static int measure_pipeline(rd_primitive_t prim, const rd_profile_shape_t *s, tr
   }
 out:
   gather_free(&g);
+  free(sw.w);
+  free(sw.disc);
   if (train) {
     rd_learner_free(&tr->l);
     tr->live = false;

@@ -187,6 +187,12 @@ typedef struct {
 int rd_profile_shape_init(rd_profile_shape_t *out, const rd_table_config_t *tc,
                           const rd_pipeline_config_t *pc, uint32_t batch, rd_error_t *err);
 
+/* 1 if the strict-loop profile (handoff) of this shape trains on the rows
+ * it gathers, as the pipeline's learner does (its gather columns are the
+ * learner's bound fields, rd_pipeline_bind_schema); 0 if it trains on
+ * synthetic batches (an unbound config). */
+int rd_profile_shape_trains_on_gather(const rd_profile_shape_t *s);
+
 /* Check a key's fields (ranges, algorithm, network syntax). RD_EINVAL. */
 int rd_profile_key_validate(const rd_profile_key_t *k, rd_error_t *err);
 

@@ -339,6 +339,51 @@ static void test_measure_ddpg_replay_only(void **state) {
   assert_int_equal(r[1].primitive, RD_PRIM_UPDATE);
 }
 
+/* A schema the pipeline binds: the strict-loop profile then trains on the
+ * rows it gathers (the learner's columns), which must be a batch the
+ * learner accepts (it fails the measurement otherwise): DQN with a done
+ * flag, DDPG with a discount field. An unbound config trains on synthetic
+ * batches. */
+static void test_measure_trains_on_gathered_rows(void **state) {
+  (void)state;
+  for (int ddpg = 0; ddpg < 2; ddpg++) {
+    rd_table_config_t tc;
+    rd_pipeline_config_t pc;
+    rd_profile_shape_t s;
+    rd_error_t err;
+    rd_error_clear(&err);
+    rd_table_config_default(&tc);
+    tc.capacity = 4096;
+    rd_schema_t *sc = &tc.schema;
+    const struct { const char *name; rd_dtype_t t; uint32_t n; } f[] = {
+        {"obs", RD_DTYPE_FLOAT32, 4},
+        {"action", ddpg ? RD_DTYPE_FLOAT32 : RD_DTYPE_INT32, ddpg ? 1 : 0},
+        {"reward", RD_DTYPE_FLOAT32, 0}, {"next_obs", RD_DTYPE_FLOAT32, 4},
+        {ddpg ? "discount" : "done", ddpg ? RD_DTYPE_FLOAT32 : RD_DTYPE_BOOL, 0}};
+    sc->n_fields = 5;
+    for (uint32_t i = 0; i < 5; i++) {
+      snprintf(sc->fields[i].name, sizeof sc->fields[i].name, "%s", f[i].name);
+      sc->fields[i].dtype = f[i].t;
+      sc->fields[i].rank = f[i].n ? 1 : 0;
+      sc->fields[i].shape[0] = f[i].n;
+    }
+    pipeline_config(&pc, ddpg ? RD_ALGO_DDPG : RD_ALGO_DQN, 4, ddpg ? 1 : 2, 16, 16, 32);
+    shape_ok(&s, &tc, &pc, 0);
+    assert_false(rd_profile_shape_trains_on_gather(&s)); /* not bound yet */
+    assert_int_equal(rd_pipeline_bind_schema(&pc, sc, &err), RD_OK);
+    shape_ok(&s, &tc, &pc, 0);
+    assert_true(rd_profile_shape_trains_on_gather(&s));
+    const uint32_t one = 1;
+    rd_profile_t r[6];
+    size_t n = 0;
+    int rc = rd_profile_measure_cpu(&s, &one, 1, 0.5, r, 6, &n, &err);
+    if (rc) fail_msg("measure %s: %s %s", ddpg ? "ddpg" : "dqn", rd_err_name(rc), err.msg);
+    assert_int_equal(n, 6);
+    check_results(r, n, &s);
+    assert_int_equal(r[4].primitive, RD_PRIM_HANDOFF);
+  }
+}
+
 static void test_measure_large_capacity_bounded(void **state) {
   (void)state;
   /* 2^24 items: the tree would be 143 MiB. With 0.3 s, the setup share
@@ -503,6 +548,7 @@ int main(void) {
       cmocka_unit_test(test_names_and_threads),
       cmocka_unit_test(test_measure_tiny),
       cmocka_unit_test(test_measure_ddpg_replay_only),
+      cmocka_unit_test(test_measure_trains_on_gathered_rows),
       cmocka_unit_test(test_measure_large_capacity_bounded),
       cmocka_unit_test(test_measure_budget_runs_out),
       cmocka_unit_test(test_measure_bad_requests),
