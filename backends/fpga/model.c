@@ -371,6 +371,40 @@ const char *rd_fpga_precision_name(rd_fpga_precision_t p) {
   return ((unsigned)p <= RD_FPGA_FX16) ? PRECISIONS[p].name : "invalid";
 }
 
+int rd_fpga_learner_unit_defs(const rd_fpga_learner_est_t *e, char *buf, size_t cap,
+                              rd_error_t *err) {
+  enum { NETS = 2, LAYERS = 8 }; /* kernels/learner.h: LRN_UNIT_LAYERS */
+  uint64_t units[NETS][LAYERS];
+  memset(units, 0, sizeof units);
+  if (cap > 0) buf[0] = '\0';
+  for (uint32_t i = 0; i < e->n_tus; i++) {
+    const rd_fpga_tu_t *t = &e->tu[i];
+    if (t->kind == RD_FPGA_TU_LOSS) continue;
+    if (t->net >= NETS || t->layer >= LAYERS)
+      return rd_error_set(err, RD_ERANGE, "TU %s: the learner kernel has its own units for "
+                          "%d networks of %d layers", t->label, NETS, LAYERS);
+    uint64_t *u = &units[t->net][t->layer];
+    if (*u != 0 && *u != t->units) /* not by construction: units = ceil(macs / T) */
+      return rd_error_set(err, RD_EINTERNAL, "TU %s: %" PRIu64 " units, another TU of its "
+                          "layer %" PRIu64, t->label, t->units, *u);
+    *u = t->units;
+  }
+  size_t pos = 0;
+  for (uint32_t n = 0; n < NETS; n++)
+    for (uint32_t l = 0; l < LAYERS; l++) {
+      if (units[n][l] == 0) continue;
+      int w = snprintf(buf + pos, cap > pos ? cap - pos : 0, "%s-DLRN_UNITS_N%u_L%u=%" PRIu64,
+                       pos ? " " : "", n, l, units[n][l]);
+      if (w < 0 || pos + (size_t)w >= cap) {
+        if (cap > 0) buf[0] = '\0';
+        return rd_error_set(err, RD_ETOOBIG, "the learner's unit flags need more than %zu "
+                            "bytes", cap);
+      }
+      pos += (size_t)w;
+    }
+  return RD_OK;
+}
+
 void rd_fpga_rmm_port_masks(const rd_fpga_rmm_est_t *e, uint32_t *regs, uint32_t *banked) {
   *regs = *banked = 0;
   for (uint32_t h = 1; h <= e->shared_levels && h <= 32; h++) {

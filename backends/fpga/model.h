@@ -428,6 +428,16 @@ const char *rd_fpga_precision_name(rd_fpga_precision_t p);
 /* "none", "one port", "registers", "banked" ("invalid" otherwise). */
 const char *rd_fpga_port_name(rd_fpga_port_t p);
 
+/* The learner kernel's build parameters for this design (kernels/learner.h):
+ * "-DLRN_UNITS_N<net>_L<l>=<units>" for every layer of every network, in
+ * network then layer order, space-separated, into buf (cap bytes). The
+ * FW, BW and WA TUs of one layer get the same units (they do the same
+ * multiply-adds). RD_ERANGE if a network is deeper than the kernel's
+ * LRN_UNIT_LAYERS (8) or has more than 2 networks, RD_ETOOBIG if cap is too
+ * small; buf is then "". */
+int rd_fpga_learner_unit_defs(const rd_fpga_learner_est_t *e, char *buf, size_t cap,
+                              rd_error_t *err);
+
 /* The replay kernel's build parameters for this design (kernels/rmm.h):
  * RMM_PORT_REGS and RMM_PORT_BANKED, bit h-1 for replicated level h; both
  * 0 when nothing is replicated or the update is serial. */

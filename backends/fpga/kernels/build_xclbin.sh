@@ -18,7 +18,10 @@
 #                      sets the leaf bound, and the daemon's
 #                      fpga-xclbin-shape must name the same (K,N,BATCH,MIN)
 #   RD_FPGA_CLOCK_MHZ  kernel clock (default 300)
-#   LRN_DEFS           -D flags for the learner kernel's build limits
+#   LRN_DEFS           -D flags for the learner kernel: its build limits
+#                      (learner.h LRN_MAX_*) and its per-layer MAC units,
+#                      -DLRN_UNITS_N<net>_L<l>=U as the model allocates them
+#                      (rd_fpga_learner_unit_defs writes them for a design)
 # This path has never been run: there is no Vitis installation where it
 # was written. Vitis HLS takes arbitrary-precision types only in C++, so the
 # replay kernel is compiled through rmm_hls.cpp (which includes rmm.c); the

@@ -8,8 +8,9 @@
  * in hardware different samples occupy different stages at once; in C each
  * stage runs over its samples in turn (as C-simulation runs a DATAFLOW
  * region), which computes the same values. Each FW/BW/WA TU is an array of
- * LRN_UNITS multiply-accumulate units (the unrolled loops; thesis 004
- * §4.4.2.2's unroll factor). A train-step chains several networks' TUs in
+ * multiply-accumulate units (the unrolled loops; thesis 004 §4.4.2.2's
+ * unroll factor), LRN_UNITS_N<net>_L<l> of them for layer l of network net
+ * (learner.h). A train-step chains several networks' TUs in
  * one pipeline (the targets' FW, the online FW, LOSS, BW and WA); the
  * whole-batch stages (reduction, loss statistics, clipping, WU, target
  * update) follow the pipelines.
@@ -107,33 +108,138 @@ static float *acts_output(const lrn_shape_t *s, uint32_t n, float *acts) {
 /* FW                                                                  */
 /* ------------------------------------------------------------------ */
 
-/* FW TU of layer l for samples [lo, hi): a_out = act(W a_in + b). */
-static void fw_tu(const lrn_shape_t *s, const float *params, uint32_t l, uint32_t lo, uint32_t hi,
-                  const float *a_in, float *a_out) {
-  const uint32_t in = s->sizes[l], out = s->sizes[l + 1];
-  const float *W = params + w_offset(s, l);
-  const float *b = W + (size_t)out * in;
-  for (uint32_t j = lo; j < hi; j++) {
-    for (uint32_t o = 0; o < out; o++) {
-#pragma HLS UNROLL factor = LRN_UNITS
-      float acc = 0.0f;
-      for (uint32_t i = 0; i < in; i++) {
-#pragma HLS PIPELINE II = 1
-        acc += W[(size_t)o * in + i] * a_in[(size_t)j * in + i];
-      }
-      a_out[(size_t)j * out + o] = act_apply(s->act[l], acc + b[o]);
-    }
+/* The tensor units of one layer of one network, with that layer's own
+ * MAC units (learner.h, LRN_UNITS_N<net>_L<l>): a pragma's factor must be a
+ * constant, so each (network, layer) gets its own copy of the three TUs,
+ * and fw_tu, wa_tu and bw_tu pick the copy of the layer they run. In C the
+ * copies compute the same; in hardware each is its own unit array.
+ * FW (samples [lo, hi)): a_out = act(W a_in + b).
+ * WA (one sample): dW += delta a_in^T, db += delta.
+ * BW (one sample): prev = W^T delta, then act' of the layer below. */
+#define LRN_STR(x) #x
+#define LRN_PRAGMA(x) _Pragma(LRN_STR(x))
+#define LRN_FOR_UNIT_LAYERS(X)                                                          \
+  X(0, 0) X(0, 1) X(0, 2) X(0, 3) X(0, 4) X(0, 5) X(0, 6) X(0, 7) X(1, 0) X(1, 1) X(1, 2) \
+  X(1, 3) X(1, 4) X(1, 5) X(1, 6) X(1, 7)
+
+#define LRN_DEFINE_TUS(nn, ll)                                                            \
+  static void fw_tu_n##nn##_l##ll(const lrn_shape_t *s, const float *params, uint32_t lo,  \
+                                  uint32_t hi, const float *a_in, float *a_out) {          \
+    const uint32_t in = s->sizes[ll], out = s->sizes[ll + 1];                              \
+    const float *W = params + w_offset(s, ll);                                             \
+    const float *b = W + (size_t)out * in;                                                 \
+    for (uint32_t j = lo; j < hi; j++) {                                                   \
+      for (uint32_t o = 0; o < out; o++) {                                                 \
+        LRN_PRAGMA(HLS UNROLL factor = LRN_UNITS_N##nn##_L##ll)                            \
+        float acc = 0.0f;                                                                  \
+        for (uint32_t i = 0; i < in; i++) {                                                \
+          LRN_PRAGMA(HLS PIPELINE II = 1)                                                  \
+          acc += W[(size_t)o * in + i] * a_in[(size_t)j * in + i];                         \
+        }                                                                                  \
+        a_out[(size_t)j * out + o] = act_apply(s->act[ll], acc + b[o]);                    \
+      }                                                                                    \
+    }                                                                                      \
+  }                                                                                        \
+  static void wa_tu_n##nn##_l##ll(const lrn_shape_t *s, float *acc, const float *delta,    \
+                                  const float *a_in) {                                     \
+    const uint32_t in = s->sizes[ll], out = s->sizes[ll + 1];                              \
+    float *gW = acc + w_offset(s, ll), *gb = gW + (size_t)out * in;                        \
+    for (uint32_t o = 0; o < out; o++) {                                                   \
+      LRN_PRAGMA(HLS UNROLL factor = LRN_UNITS_N##nn##_L##ll)                              \
+      for (uint32_t i = 0; i < in; i++) {                                                  \
+        LRN_PRAGMA(HLS PIPELINE II = 1)                                                    \
+        gW[(size_t)o * in + i] += delta[o] * a_in[i];                                      \
+      }                                                                                    \
+      gb[o] += delta[o];                                                                   \
+    }                                                                                      \
+  }                                                                                        \
+  static void bw_tu_n##nn##_l##ll(const lrn_shape_t *s, const float *params,               \
+                                  const float *delta, const float *a_in, float *prev) {    \
+    const uint32_t in = s->sizes[ll], out = s->sizes[ll + 1];                              \
+    const float *W = params + w_offset(s, ll);                                             \
+    for (uint32_t i = 0; i < in; i++) {                                                    \
+      LRN_PRAGMA(HLS UNROLL factor = LRN_UNITS_N##nn##_L##ll)                              \
+      float sum = 0.0f;                                                                    \
+      for (uint32_t o = 0; o < out; o++) {                                                 \
+        LRN_PRAGMA(HLS PIPELINE II = 1)                                                    \
+        sum += W[(size_t)o * in + i] * delta[o];                                           \
+      }                                                                                    \
+      prev[i] = ll > 0 ? sum * act_grad(s->act[ll > 0 ? ll - 1 : 0], a_in[i]) : sum;       \
+    }                                                                                      \
+  }
+LRN_FOR_UNIT_LAYERS(LRN_DEFINE_TUS)
+#undef LRN_DEFINE_TUS
+
+#if LRN_MAX_LAYERS > LRN_UNIT_LAYERS
+#error "LRN_MAX_LAYERS above the layers with their own TU code (learner.h, LRN_UNIT_LAYERS)"
+#endif
+
+uint32_t lrn_units(uint32_t net, uint32_t l) {
+  if (net > 1 || l >= LRN_UNIT_LAYERS) return 0;
+  switch (net * LRN_UNIT_LAYERS + l) {
+#define LRN_UNITS_CASE(nn, ll) \
+  case nn * LRN_UNIT_LAYERS + ll: \
+    return LRN_UNITS_N##nn##_L##ll;
+    LRN_FOR_UNIT_LAYERS(LRN_UNITS_CASE)
+#undef LRN_UNITS_CASE
+  default:
+    return 0;
+  }
+}
+
+/* Layer l's FW TU of network net for samples [lo, hi). */
+static void fw_tu(const lrn_shape_t *s, uint32_t net, const float *params, uint32_t l,
+                  uint32_t lo, uint32_t hi, const float *a_in, float *a_out) {
+  switch (net * LRN_UNIT_LAYERS + l) {
+#define LRN_FW_CASE(nn, ll)                                  \
+  case nn * LRN_UNIT_LAYERS + ll:                            \
+    fw_tu_n##nn##_l##ll(s, params, lo, hi, a_in, a_out);     \
+    return;
+    LRN_FOR_UNIT_LAYERS(LRN_FW_CASE)
+#undef LRN_FW_CASE
+  default:
+    return;
+  }
+}
+
+/* Layer l's WA TU of network net, one sample. */
+static void wa_tu(const lrn_shape_t *s, uint32_t net, uint32_t l, float *acc, const float *delta,
+                  const float *a_in) {
+  switch (net * LRN_UNIT_LAYERS + l) {
+#define LRN_WA_CASE(nn, ll)                        \
+  case nn * LRN_UNIT_LAYERS + ll:                  \
+    wa_tu_n##nn##_l##ll(s, acc, delta, a_in);      \
+    return;
+    LRN_FOR_UNIT_LAYERS(LRN_WA_CASE)
+#undef LRN_WA_CASE
+  default:
+    return;
+  }
+}
+
+/* Layer l's BW TU of network net, one sample. */
+static void bw_tu(const lrn_shape_t *s, uint32_t net, const float *params, uint32_t l,
+                  const float *delta, const float *a_in, float *prev) {
+  switch (net * LRN_UNIT_LAYERS + l) {
+#define LRN_BW_CASE(nn, ll)                               \
+  case nn * LRN_UNIT_LAYERS + ll:                         \
+    bw_tu_n##nn##_l##ll(s, params, delta, a_in, prev);    \
+    return;
+    LRN_FOR_UNIT_LAYERS(LRN_BW_CASE)
+#undef LRN_BW_CASE
+  default:
+    return;
   }
 }
 
 /* The FW TUs of one pipeline over samples [lo, hi) of an n-sample batch:
  * the first keeps its input rows, each the layer's output. */
-static void fw_range(const lrn_shape_t *s, const float *params, uint32_t lo, uint32_t hi,
-                     uint32_t n, const float *x, float *acts) {
+static void fw_range(const lrn_shape_t *s, uint32_t net, const float *params, uint32_t lo,
+                     uint32_t hi, uint32_t n, const float *x, float *acts) {
   const uint32_t in = s->sizes[0];
   memcpy(acts + (size_t)lo * in, x + (size_t)lo * in, (size_t)(hi - lo) * in * sizeof(float));
   for (uint32_t l = 0; l < s->n_layers; l++)
-    fw_tu(s, params, l, lo, hi, acts + acts_off(s, n, l), acts + acts_off(s, n, l + 1));
+    fw_tu(s, net, params, l, lo, hi, acts + acts_off(s, n, l), acts + acts_off(s, n, l + 1));
 }
 
 static int batch_ok(const lrn_shape_t *s, uint32_t dp, uint32_t n) {
@@ -149,7 +255,7 @@ int lrn_forward(const lrn_shape_t *s, const float *params, uint32_t dp, uint32_t
 #pragma HLS UNROLL
     const uint32_t lo = p * pi, hi = lo + pi < n ? lo + pi : n;
     if (p >= dp || lo >= hi) continue;
-    fw_range(s, params, lo, hi, n, x, acts);
+    fw_range(s, 0, params, lo, hi, n, x, acts);
   }
   if (y) memcpy(y, lrn_acts_output(s, n, acts), (size_t)n * s->sizes[s->n_layers] * sizeof(float));
   return LRN_OK;
@@ -162,44 +268,27 @@ int lrn_forward(const lrn_shape_t *s, const float *params, uint32_t dp, uint32_t
 /* The BW (and, with acc, WA) TUs of one pipeline over samples [lo, hi):
  * acc += dL/dtheta of each sample (acc NULL: no WA), dx rows = dL/dx (dx
  * NULL: BW stops at layer 1). dy is dL/dy of the network's output. */
-static void bw_range(const lrn_shape_t *s, const float *params, uint32_t lo, uint32_t hi,
-                     uint32_t n, const float *acts, const float *dy, float *acc, float *dx) {
+static void bw_range(const lrn_shape_t *s, uint32_t net, const float *params, uint32_t lo,
+                     uint32_t hi, uint32_t n, const float *acts, const float *dy, float *acc,
+                     float *dx) {
   const uint32_t L = s->n_layers, out_L = s->sizes[L];
   const float *y = acts + acts_off(s, n, L);
   for (uint32_t j = lo; j < hi; j++) {
     float delta[LRN_MAX_WIDTH], prev[LRN_MAX_WIDTH];
+    /* Partitioned by the default units: a layer with more reads them in
+     * fewer cycles only if its factor divides this one (not checked by a
+     * tool here). */
 #pragma HLS ARRAY_PARTITION variable = delta cyclic factor = LRN_UNITS
 #pragma HLS ARRAY_PARTITION variable = prev cyclic factor = LRN_UNITS
     /* LOSS -> dL/dz of the output layer. */
     for (uint32_t o = 0; o < out_L; o++)
       delta[o] = dy[(size_t)j * out_L + o] * act_grad(s->act[L - 1], y[(size_t)j * out_L + o]);
     for (uint32_t l = L; l-- > 0;) {
-      const uint32_t in = s->sizes[l], out = s->sizes[l + 1];
+      const uint32_t in = s->sizes[l];
       const float *a_in = acts + acts_off(s, n, l) + (size_t)j * in;
-      const float *W = params + w_offset(s, l);
-      if (acc != NULL) {
-        float *gW = acc + w_offset(s, l), *gb = gW + (size_t)out * in;
-        /* WA l: dW += delta a_in^T, db += delta. */
-        for (uint32_t o = 0; o < out; o++) {
-#pragma HLS UNROLL factor = LRN_UNITS
-          for (uint32_t i = 0; i < in; i++) {
-#pragma HLS PIPELINE II = 1
-            gW[(size_t)o * in + i] += delta[o] * a_in[i];
-          }
-          gb[o] += delta[o];
-        }
-      }
+      if (acc != NULL) wa_tu(s, net, l, acc, delta, a_in); /* WA l */
       if (l == 0 && dx == NULL) break;
-      /* BW l: dL/da_in = W^T delta, then act' of the layer below. */
-      for (uint32_t i = 0; i < in; i++) {
-#pragma HLS UNROLL factor = LRN_UNITS
-        float sum = 0.0f;
-        for (uint32_t o = 0; o < out; o++) {
-#pragma HLS PIPELINE II = 1
-          sum += W[(size_t)o * in + i] * delta[o];
-        }
-        prev[i] = l > 0 ? sum * act_grad(s->act[l - 1], a_in[i]) : sum;
-      }
+      bw_tu(s, net, params, l, delta, a_in, prev); /* BW l: dL/da_in */
       if (l == 0)
         memcpy(dx + (size_t)j * in, prev, in * sizeof(float));
       else
@@ -230,7 +319,7 @@ int lrn_backward(const lrn_shape_t *s, const float *params, uint32_t dp, uint32_
 #pragma HLS UNROLL
     const uint32_t lo = p * pi, hi = lo + pi < n ? lo + pi : n;
     if (p >= dp || lo >= hi) continue;
-    bw_range(s, params, lo, hi, n, acts, dy, grads != NULL ? acc + (size_t)p * np : NULL, dx);
+    bw_range(s, 0, params, lo, hi, n, acts, dy, grads != NULL ? acc + (size_t)p * np : NULL, dx);
   }
   if (grads != NULL) reduce(np, dp, acc, grads);
   return LRN_OK;
@@ -625,12 +714,12 @@ static void dqn_pipeline(const lrn_config_t *c, const ws_plan_t *w, float *ws, u
 #pragma HLS DATAFLOW
   const lrn_shape_t *s = &c->net[0];
   float *acts_t = ws + w->acts_t, *acts_n = ws + w->acts_n, *acts_q = ws + w->acts_q;
-  fw_range(s, target, lo, hi, n, b->next_obs, acts_t);
-  if (c->double_dqn) fw_range(s, params, lo, hi, n, b->next_obs, acts_n);
+  fw_range(s, 0, target, lo, hi, n, b->next_obs, acts_t);
+  if (c->double_dqn) fw_range(s, 0, params, lo, hi, n, b->next_obs, acts_n);
   dqn_targets(c, lo, hi, acts_output(s, n, acts_t), acts_output(s, n, acts_n), b, ws + w->y);
-  fw_range(s, params, lo, hi, n, b->obs, acts_q);
+  fw_range(s, 0, params, lo, hi, n, b->obs, acts_q);
   dqn_loss(c, lo, hi, n, acts_output(s, n, acts_q), b, ws + w->y, ws + w->q, ws + w->dy, td);
-  bw_range(s, params, lo, hi, n, acts_q, ws + w->dy, acc, NULL);
+  bw_range(s, 0, params, lo, hi, n, acts_q, ws + w->dy, acc, NULL);
 }
 
 /* |delta| mean and max in sample order (the CPU learner's td_stats). */
@@ -771,23 +860,23 @@ static void ddpg_pipeline(const lrn_config_t *c, const ws_plan_t *w, float *ws, 
   float *acts_at = ws + w->acts_at, *acts_ct = ws + w->acts_ct, *acts_c = ws + w->acts_c;
   float *acts_a = ws + w->acts_a, *acts_c2 = ws + w->acts_c2;
   /* Critic targets. */
-  fw_range(sa, ta, lo, hi, n, b->next_obs, acts_at);
+  fw_range(sa, 0, ta, lo, hi, n, b->next_obs, acts_at);
   critic_input(c, lo, hi, b->next_obs, acts_output(sa, n, acts_at), ws + w->x_t);
-  fw_range(sc, tc, lo, hi, n, ws + w->x_t, acts_ct);
+  fw_range(sc, 1, tc, lo, hi, n, ws + w->x_t, acts_ct);
   ddpg_targets(lo, hi, acts_output(sc, n, acts_ct), b, ws + w->y);
   /* Critic: Q(s, a), LOSS, BW + WA. */
   critic_input_batch(c, lo, hi, b, ws + w->x_c);
-  fw_range(sc, pc, lo, hi, n, ws + w->x_c, acts_c);
+  fw_range(sc, 1, pc, lo, hi, n, ws + w->x_c, acts_c);
   ddpg_critic_loss(lo, hi, n, acts_output(sc, n, acts_c), b, ws + w->y, ws + w->q, ws + w->dq, td);
-  bw_range(sc, pc, lo, hi, n, acts_c, ws + w->dq, acc_c, NULL);
+  bw_range(sc, 1, pc, lo, hi, n, acts_c, ws + w->dq, acc_c, NULL);
   /* Actor: mu(s), Q(s, mu(s)), dQ/da through the critic, BW + WA. */
-  fw_range(sa, pa, lo, hi, n, b->obs, acts_a);
+  fw_range(sa, 0, pa, lo, hi, n, b->obs, acts_a);
   critic_input(c, lo, hi, b->obs, acts_output(sa, n, acts_a), ws + w->x_pi);
-  fw_range(sc, pc, lo, hi, n, ws + w->x_pi, acts_c2);
+  fw_range(sc, 1, pc, lo, hi, n, ws + w->x_pi, acts_c2);
   ddpg_actor_loss(lo, hi, n, ws + w->dq_pi);
-  bw_range(sc, pc, lo, hi, n, acts_c2, ws + w->dq_pi, NULL, ws + w->dx);
+  bw_range(sc, 1, pc, lo, hi, n, acts_c2, ws + w->dq_pi, NULL, ws + w->dx);
   ddpg_dmu(c, lo, hi, ws + w->dx, ws + w->dmu);
-  bw_range(sa, pa, lo, hi, n, acts_a, ws + w->dmu, acc_a, NULL);
+  bw_range(sa, 0, pa, lo, hi, n, acts_a, ws + w->dmu, acc_a, NULL);
 }
 
 static int ddpg_step(const lrn_config_t *c, const ws_plan_t *w, float *ws, uint64_t step,

@@ -121,10 +121,75 @@ extern "C" {
 #define LRN_MAX_BATCH 512
 #endif
 /* MAC units per tensor unit (thesis 004's unroll factor UF): the output
- * loop of FW, the input loop of BW and WA are unrolled by it. */
+ * loop of FW and WA, the input loop of BW are unrolled by it.
+ *
+ * Per layer: LRN_UNITS_N<net>_L<l> is the MAC units of the FW, BW and WA
+ * TUs of layer l of network net (0: the Q network or the actor, 1: the
+ * critic), every pass of that layer (online, target) alike. This is the
+ * model's allocation (backends/fpga/model.h, papers/001's pipeline local
+ * optimization: TU i gets ceil(macs_i / T) units; the FW, BW and WA TUs of
+ * one layer do in x out multiply-adds each, so they get the same), which
+ * rd_fpga_learner_unit_defs writes as -D flags for a build of a plan. Each
+ * (network, layer) has its own code (learner.c), so each can have its own
+ * factor although the layer loop takes the shape at run time. Default:
+ * LRN_UNITS for all. A FW or WA TU unrolls its output loop by U and
+ * pipelines its input loop, ceil(out / U) x in cycles per sample; a BW TU
+ * the other way round, ceil(in / U) x out: the model's ceil(in x out / U)
+ * when U divides the unrolled loop's length, a little more otherwise
+ * (tests/test_fpga_learner_units.c checks the units, not the cycles). */
 #ifndef LRN_UNITS
 #define LRN_UNITS 8
 #endif
+#ifndef LRN_UNITS_N0_L0
+#define LRN_UNITS_N0_L0 LRN_UNITS
+#endif
+#ifndef LRN_UNITS_N0_L1
+#define LRN_UNITS_N0_L1 LRN_UNITS
+#endif
+#ifndef LRN_UNITS_N0_L2
+#define LRN_UNITS_N0_L2 LRN_UNITS
+#endif
+#ifndef LRN_UNITS_N0_L3
+#define LRN_UNITS_N0_L3 LRN_UNITS
+#endif
+#ifndef LRN_UNITS_N0_L4
+#define LRN_UNITS_N0_L4 LRN_UNITS
+#endif
+#ifndef LRN_UNITS_N0_L5
+#define LRN_UNITS_N0_L5 LRN_UNITS
+#endif
+#ifndef LRN_UNITS_N0_L6
+#define LRN_UNITS_N0_L6 LRN_UNITS
+#endif
+#ifndef LRN_UNITS_N0_L7
+#define LRN_UNITS_N0_L7 LRN_UNITS
+#endif
+#ifndef LRN_UNITS_N1_L0
+#define LRN_UNITS_N1_L0 LRN_UNITS
+#endif
+#ifndef LRN_UNITS_N1_L1
+#define LRN_UNITS_N1_L1 LRN_UNITS
+#endif
+#ifndef LRN_UNITS_N1_L2
+#define LRN_UNITS_N1_L2 LRN_UNITS
+#endif
+#ifndef LRN_UNITS_N1_L3
+#define LRN_UNITS_N1_L3 LRN_UNITS
+#endif
+#ifndef LRN_UNITS_N1_L4
+#define LRN_UNITS_N1_L4 LRN_UNITS
+#endif
+#ifndef LRN_UNITS_N1_L5
+#define LRN_UNITS_N1_L5 LRN_UNITS
+#endif
+#ifndef LRN_UNITS_N1_L6
+#define LRN_UNITS_N1_L6 LRN_UNITS
+#endif
+#ifndef LRN_UNITS_N1_L7
+#define LRN_UNITS_N1_L7 LRN_UNITS
+#endif
+/* The (network, layer) pairs with their own units: 2 networks x 8 layers. */
+#define LRN_UNIT_LAYERS 8
 /* Largest parameter block: LRN_MAX_LAYERS layers of LRN_MAX_WIDTH^2 + bias. */
 #define LRN_MAX_PARAMS ((size_t)LRN_MAX_LAYERS * LRN_MAX_WIDTH * (LRN_MAX_WIDTH + 1))
 
@@ -153,6 +218,10 @@ size_t lrn_n_params(const lrn_shape_t *s);
 /* Label of chain stage i (0..3L-1) of an L-layer network, as model.c names
  * its TUs: FW0..FW(L-1), LOSS, BW(L-1)..BW1, WA0..WA(L-1). */
 void lrn_stage_label(uint32_t L, uint32_t i, char *buf, size_t cap);
+
+/* The build's MAC units of layer l of network net (LRN_UNITS_N<net>_L<l>);
+ * 0 outside net < 2, l < LRN_UNIT_LAYERS. */
+uint32_t lrn_units(uint32_t net, uint32_t l);
 
 /* Samples per pipeline: ceil(B / DP). */
 static inline uint32_t lrn_pi(uint32_t batch, uint32_t dp) { return (batch + dp - 1) / dp; }
