@@ -279,7 +279,7 @@ static void model_params(char *buf, size_t len, const rd_fpga_part_t *p, const s
 }
 
 static void model_point(const opts_t *o, const rd_fpga_part_t *p, const shape_t *s,
-                        uint32_t batch, FILE *res_table) {
+                        uint32_t batch, FILE *res_table, FILE *build_table) {
   rd_fpga_workload_t w;
   model_workload(s, batch, &w);
   rd_error_t rerr, lerr;
@@ -388,6 +388,19 @@ static void model_point(const opts_t *o, const rd_fpga_part_t *p, const shape_t 
     fprintf(res_table, " %u SLR%s, %u DSP", e.learner.slrs, e.learner.slrs == 1 ? "" : "s",
             (unsigned)e.learner.used.dsp);
   fprintf(res_table, "\n");
+
+  /* The kernels' build parameters for this design (build_xclbin.sh). */
+  fprintf(build_table, "%-5s %-14s %6u ", p->name, s->name, batch);
+  if (rmm_ok) {
+    uint32_t regs, banked;
+    rd_fpga_rmm_port_masks(&r, &regs, &banked);
+    fprintf(build_table, " RMM_S=%u RMM_PORT_REGS=0x%x RMM_PORT_BANKED=0x%x", r.s, regs, banked);
+  }
+  char defs[512];
+  rd_error_t derr;
+  if (est_ok && rd_fpga_learner_unit_defs(&e.learner, defs, sizeof defs, &derr) == RD_OK)
+    fprintf(build_table, " LRN_DEFS=\"%s\"", defs);
+  fprintf(build_table, "\n");
 }
 
 static void run_model(const opts_t *o, FILE *info) {
@@ -406,10 +419,11 @@ static void run_model(const opts_t *o, FILE *info) {
   fflush(info);
 
   /* The resource table is written after the latency table: collect it. */
-  char *res_buf = NULL;
-  size_t res_len = 0;
+  char *res_buf = NULL, *build_buf = NULL;
+  size_t res_len = 0, build_len = 0;
   FILE *res = o->json ? NULL : open_memstream(&res_buf, &res_len);
-  if (!o->json && res == NULL) die("open_memstream: %s", strerror(errno));
+  FILE *build = o->json ? NULL : open_memstream(&build_buf, &build_len);
+  if (!o->json && (res == NULL || build == NULL)) die("open_memstream: %s", strerror(errno));
   if (!o->json)
     printf("# model: latency per batch (us) and predicted steps/s of F-F-F (learner, RMM and\n"
            "# storage on the FPGA); relaxed = 1/max(T_learner, T_rmm) (pipeline D > 0),\n"
@@ -423,7 +437,7 @@ static void run_model(const opts_t *o, FILE *info) {
     if (!o->json && i > 0) putchar('\n');
     for (size_t k = 0; k < N_SHAPES; k++)
       for (size_t b = 0; b < N_MODEL_BATCHES; b++)
-        model_point(o, &parts[i], &shapes[k], model_batches[b], res);
+        model_point(o, &parts[i], &shapes[k], model_batches[b], res, build);
   }
   if (!o->json) {
     fclose(res);
@@ -437,6 +451,12 @@ static void run_model(const opts_t *o, FILE *info) {
     printf("%28s%-30s  |%s\n", "", "  RMM (its 1 SLR)", "  learner (its SLRs)");
     fwrite(res_buf, 1, res_len, stdout);
     free(res_buf);
+    fclose(build);
+    printf("\n# model: the kernels' build parameters of each design (backends/fpga/kernels/"
+           "build_xclbin.sh;\n# the replay kernel's S and update ports, the learner kernel's "
+           "MAC units per layer)\n");
+    fwrite(build_buf, 1, build_len, stdout);
+    free(build_buf);
   }
   fflush(stdout);
 }

@@ -113,9 +113,15 @@ static float *acts_output(const lrn_shape_t *s, uint32_t n, float *acts) {
  * constant, so each (network, layer) gets its own copy of the three TUs,
  * and fw_tu, wa_tu and bw_tu pick the copy of the layer they run. In C the
  * copies compute the same; in hardware each is its own unit array.
- * FW (samples [lo, hi)): a_out = act(W a_in + b).
+ * Each TU is one loop over its in x out multiply-adds, unrolled by its U
+ * units: ceil(in x out / U) cycles per sample, the model's T_i, whatever U
+ * is against in or out. The loop index is the flattened (row, column) of
+ * W, kept as two counters (no division), and every sum still runs in
+ * input order, as the CPU learner's reference does.
+ * FW (samples [lo, hi)): a_out = act(W a_in + b), row o of W after row o-1.
  * WA (one sample): dW += delta a_in^T, db += delta.
- * BW (one sample): prev = W^T delta, then act' of the layer below. */
+ * BW (one sample): prev = W^T delta (column i of W, rows in order), then
+ * act' of the layer below. */
 #define LRN_STR(x) #x
 #define LRN_PRAGMA(x) _Pragma(LRN_STR(x))
 #define LRN_FOR_UNIT_LAYERS(X)                                                          \
@@ -128,15 +134,20 @@ static float *acts_output(const lrn_shape_t *s, uint32_t n, float *acts) {
     const uint32_t in = s->sizes[ll], out = s->sizes[ll + 1];                              \
     const float *W = params + w_offset(s, ll);                                             \
     const float *b = W + (size_t)out * in;                                                 \
+    const size_t macs = (size_t)out * in;                                                  \
     for (uint32_t j = lo; j < hi; j++) {                                                   \
-      for (uint32_t o = 0; o < out; o++) {                                                 \
+      const float *a = a_in + (size_t)j * in;                                              \
+      float acc = 0.0f;                                                                    \
+      uint32_t o = 0, i = 0;                                                               \
+      for (size_t k = 0; k < macs; k++) { /* k = o * in + i */                             \
         LRN_PRAGMA(HLS UNROLL factor = LRN_UNITS_N##nn##_L##ll)                            \
-        float acc = 0.0f;                                                                  \
-        for (uint32_t i = 0; i < in; i++) {                                                \
-          LRN_PRAGMA(HLS PIPELINE II = 1)                                                  \
-          acc += W[(size_t)o * in + i] * a_in[(size_t)j * in + i];                         \
+        acc += W[k] * a[i];                                                                \
+        if (++i == in) {                                                                   \
+          a_out[(size_t)j * out + o] = act_apply(s->act[ll], acc + b[o]);                  \
+          acc = 0.0f;                                                                      \
+          i = 0;                                                                           \
+          o++;                                                                             \
         }                                                                                  \
-        a_out[(size_t)j * out + o] = act_apply(s->act[ll], acc + b[o]);                    \
       }                                                                                    \
     }                                                                                      \
   }                                                                                        \
@@ -144,27 +155,34 @@ static float *acts_output(const lrn_shape_t *s, uint32_t n, float *acts) {
                                   const float *a_in) {                                     \
     const uint32_t in = s->sizes[ll], out = s->sizes[ll + 1];                              \
     float *gW = acc + w_offset(s, ll), *gb = gW + (size_t)out * in;                        \
-    for (uint32_t o = 0; o < out; o++) {                                                   \
+    const size_t macs = (size_t)out * in;                                                  \
+    uint32_t o = 0, i = 0;                                                                 \
+    for (size_t k = 0; k < macs; k++) { /* k = o * in + i */                               \
       LRN_PRAGMA(HLS UNROLL factor = LRN_UNITS_N##nn##_L##ll)                              \
-      for (uint32_t i = 0; i < in; i++) {                                                  \
-        LRN_PRAGMA(HLS PIPELINE II = 1)                                                    \
-        gW[(size_t)o * in + i] += delta[o] * a_in[i];                                      \
+      gW[k] += delta[o] * a_in[i];                                                         \
+      if (++i == in) {                                                                     \
+        gb[o] += delta[o];                                                                 \
+        i = 0;                                                                             \
+        o++;                                                                               \
       }                                                                                    \
-      gb[o] += delta[o];                                                                   \
     }                                                                                      \
   }                                                                                        \
   static void bw_tu_n##nn##_l##ll(const lrn_shape_t *s, const float *params,               \
                                   const float *delta, const float *a_in, float *prev) {    \
     const uint32_t in = s->sizes[ll], out = s->sizes[ll + 1];                              \
     const float *W = params + w_offset(s, ll);                                             \
-    for (uint32_t i = 0; i < in; i++) {                                                    \
+    const size_t macs = (size_t)out * in;                                                  \
+    float sum = 0.0f;                                                                      \
+    uint32_t o = 0, i = 0;                                                                 \
+    for (size_t k = 0; k < macs; k++) { /* k = i * out + o */                              \
       LRN_PRAGMA(HLS UNROLL factor = LRN_UNITS_N##nn##_L##ll)                              \
-      float sum = 0.0f;                                                                    \
-      for (uint32_t o = 0; o < out; o++) {                                                 \
-        LRN_PRAGMA(HLS PIPELINE II = 1)                                                    \
-        sum += W[(size_t)o * in + i] * delta[o];                                           \
+      sum += W[(size_t)o * in + i] * delta[o];                                             \
+      if (++o == out) {                                                                    \
+        prev[i] = ll > 0 ? sum * act_grad(s->act[ll > 0 ? ll - 1 : 0], a_in[i]) : sum;     \
+        sum = 0.0f;                                                                        \
+        o = 0;                                                                             \
+        i++;                                                                               \
       }                                                                                    \
-      prev[i] = ll > 0 ? sum * act_grad(s->act[ll > 0 ? ll - 1 : 0], a_in[i]) : sum;       \
     }                                                                                      \
   }
 LRN_FOR_UNIT_LAYERS(LRN_DEFINE_TUS)

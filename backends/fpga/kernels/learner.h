@@ -132,11 +132,10 @@ extern "C" {
  * rd_fpga_learner_unit_defs writes as -D flags for a build of a plan. Each
  * (network, layer) has its own code (learner.c), so each can have its own
  * factor although the layer loop takes the shape at run time. Default:
- * LRN_UNITS for all. A FW or WA TU unrolls its output loop by U and
- * pipelines its input loop, ceil(out / U) x in cycles per sample; a BW TU
- * the other way round, ceil(in / U) x out: the model's ceil(in x out / U)
- * when U divides the unrolled loop's length, a little more otherwise
- * (tests/test_fpga_learner_units.c checks the units, not the cycles). */
+ * LRN_UNITS for all. A TU is one loop over its in x out multiply-adds
+ * unrolled by U (learner.c), ceil(in x out / U) cycles per sample: the
+ * model's T_i for any U (tests/test_fpga_learner_units.c checks the units
+ * against the model's, TU by TU). */
 #ifndef LRN_UNITS
 #define LRN_UNITS 8
 #endif
