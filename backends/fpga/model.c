@@ -445,6 +445,14 @@ static uint64_t pow2floor(uint64_t x) { /* x >= 1 */
 
 static uint64_t ceil_div(uint64_t a, uint64_t b) { return a / b + (a % b != 0); }
 
+/* J, the replicated levels of S pipelines at fanout K: the first level
+ * with K^J >= S (kernels/rmm.h RMM_J). */
+static uint32_t replicated_levels(uint64_t K, uint64_t S) {
+  uint32_t J = 0;
+  for (uint64_t full = 1; full < S; full *= K) J++;
+  return J;
+}
+
 int rd_fpga_workload_validate(const rd_fpga_workload_t *w, rd_error_t *err) {
   if (w == NULL) return rd_error_set(err, RD_EINVAL, "workload is NULL");
   if (w->batch < 1 || w->batch > RD_FPGA_MAX_BATCH)
@@ -463,8 +471,7 @@ int rd_fpga_workload_validate(const rd_fpga_workload_t *w, rd_error_t *err) {
   if (w->rmm_ports_fixed) {
     if (w->rmm_s == 0)
       return rd_error_set(err, RD_EINVAL, "rmm_ports_fixed needs a fixed rmm_s");
-    uint32_t J = 0; /* the first level with K^J >= S, as the layout's */
-    for (uint64_t full = 1; full < w->rmm_s; full *= w->fanout) J++;
+    const uint32_t J = replicated_levels(w->fanout, w->rmm_s);
     const uint32_t all = J ? (uint32_t)((UINT64_C(1) << J) - 1) : 0;
     const uint32_t r = w->rmm_port_regs, b = w->rmm_port_banked;
     if ((r & b) != 0 || ((r | b) & ~all) != 0 || ((r | b) != 0 && (r | b) != all))
@@ -671,9 +678,7 @@ typedef struct {
  * S) level-J nodes and everything under them, min(C K^(h-J), nodes_{h-1} K)
  * words per bank. Fills bank_words[0..H]; returns J (<= H, as S <= N). */
 static uint32_t rmm_layout(const tree_t *t, uint64_t S, uint64_t *bank_words) {
-  uint32_t J = 0;
-  uint64_t full = 1; /* K^J */
-  while (full < S) full *= t->K, J++;
+  const uint32_t J = replicated_levels(t->K, S);
   const uint64_t C = ceil_div(t->nodes[J], S);
   uint64_t span = C; /* C K^(h-J) while h > J */
   bank_words[0] = 1;

@@ -337,17 +337,25 @@ int rmm_sample(rmm_tree_t *t, uint32_t n, const uint64_t *targets, uint32_t *lea
 /* Where an update batch's paths come from. */
 enum { RMM_PATH_POS, RMM_PATH_MEMO, RMM_PATH_RANGE };
 
-/* Item i's path e[0..H] (e[0] = 0, e[H] the leaf): from the memo
+/* The node of level h on item i's path (h = H: its leaf): from the memo
  * (papers/001 §IV-D4: the sampler stages wrote item i's node at every
- * level, no index is recomputed), or from its position by shifts,
- * e[h] = p >> ((H - h) log2 K). */
+ * level, no index is recomputed), or from its position by a shift,
+ * p >> ((H - h) log2 K). */
+static uint64_t rmm_node(const rmm_tree_t *t, int src, const uint32_t *pos, uint32_t first,
+                         uint32_t i, uint32_t h) {
+#pragma HLS INLINE
+  if (src == RMM_PATH_MEMO) return t->memo[h][i];
+  const uint64_t p = src == RMM_PATH_POS ? pos[i] : (uint64_t)first + i;
+  return p >> ((RMM_H - h) * RMM_LOG2K);
+}
+
+/* Item i's whole path e[0..H] (e[0] = 0, e[H] the leaf). */
 static void rmm_path(const rmm_tree_t *t, int src, const uint32_t *pos, uint32_t first,
                      uint32_t i, uint64_t *e) {
 #pragma HLS INLINE
-  const uint64_t p = src == RMM_PATH_POS ? pos[i] : (uint64_t)first + i;
   for (uint32_t h = 0; h <= (uint32_t)RMM_H; h++) {
 #pragma HLS UNROLL
-    e[h] = src == RMM_PATH_MEMO ? t->memo[h][i] : p >> ((RMM_H - h) * RMM_LOG2K);
+    e[h] = rmm_node(t, src, pos, first, i, h);
   }
 }
 
@@ -396,9 +404,7 @@ static void rmm_apply_batch(rmm_tree_t *t, uint32_t n, int src, const uint32_t *
                             uint32_t first, const uint64_t *values, rmm_stats_t *st) {
   for (uint32_t i = 0; i < n; i++) {
 #pragma HLS PIPELINE II=1
-    uint64_t e[RMM_H + 1];
-    rmm_path(t, src, pos, first, i, e);
-    t->owner[i] = (uint32_t)(e[RMM_J] / RMM_C);
+    t->owner[i] = (uint32_t)(rmm_node(t, src, pos, first, i, RMM_J) / RMM_C);
   }
   const uint32_t rounds = rmm_route(t, n);
   for (uint32_t k = 0; k < rounds; k++) {
@@ -410,10 +416,9 @@ static void rmm_apply_batch(rmm_tree_t *t, uint32_t n, int src, const uint32_t *
       const uint32_t i = rmm_item(t, p, k);
       uint64_t e[RMM_H + 1];
 #ifndef __SYNTHESIS__
-      if (k + RMM_PREFETCH_AHEAD < t->load[p]) {
-        rmm_path(t, src, pos, first, rmm_item(t, p, k + RMM_PREFETCH_AHEAD), e);
-        rmm_prefetch_leaf(t, p, e[RMM_H]);
-      }
+      if (k + RMM_PREFETCH_AHEAD < t->load[p])
+        rmm_prefetch_leaf(t, p, rmm_node(t, src, pos, first,
+                                         rmm_item(t, p, k + RMM_PREFETCH_AHEAD), RMM_H));
 #endif
       rmm_path(t, src, pos, first, i, e);
       rmm_apply(t, p, e, values[i]);
