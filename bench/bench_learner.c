@@ -503,8 +503,7 @@ int main(int argc, char **argv) {
   FILE *info = o.json ? stderr : stdout;
 
   char date[64], cpu[256], load[32];
-  time_t now = time(NULL);
-  strftime(date, sizeof date, "%Y-%m-%d %H:%M:%S UTC", gmtime(&now));
+  utc_now(date, sizeof date);
   cpu_model(cpu, sizeof cpu);
   load_average(load, sizeof load);
   fprintf(info, "# bench_learner: GEMM %s, %s, %s, %ld CPUs (load %s), OMP_WAIT_POLICY=%s, "

@@ -763,8 +763,7 @@ int main(int argc, char **argv) {
 
   char date[64], cpu[256], load[32], pinned[64] = "learners unpinned";
   if (o.pin >= 0) snprintf(pinned, sizeof pinned, "learners pinned to CPU %d", o.pin);
-  time_t now = time(NULL);
-  strftime(date, sizeof date, "%Y-%m-%d %H:%M:%S UTC", gmtime(&now));
+  utc_now(date, sizeof date);
   cpu_model(cpu, sizeof cpu);
   load_average(load, sizeof load);
   fprintf(info, "# bench_loop: %s, %s, %ld CPUs (load %s), OMP_WAIT_POLICY=%s, %.0f ms per "

@@ -727,8 +727,7 @@ int main(int argc, char **argv) {
   FILE *info = o.json ? stderr : stdout;
 
   char date[64], cpu[256], load[32];
-  time_t now = time(NULL);
-  strftime(date, sizeof date, "%Y-%m-%d %H:%M:%S UTC", gmtime(&now));
+  utc_now(date, sizeof date);
   cpu_model(cpu, sizeof cpu);
   load_average(load, sizeof load);
   fprintf(info, "# bench_sumtree: kernel ISA %s, %s, %s, %ld CPUs (load %s), %.0f ms per "

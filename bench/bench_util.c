@@ -75,3 +75,10 @@ void load_average(char *buf, size_t len) {
   if (fscanf(f, "%31s", first) == 1) snprintf(buf, len, "%s", first);
   fclose(f);
 }
+
+void utc_now(char *buf, size_t len) {
+  time_t now = time(NULL);
+  struct tm tm;
+  if (gmtime_r(&now, &tm) == NULL || strftime(buf, len, "%Y-%m-%d %H:%M:%S UTC", &tm) == 0)
+    snprintf(buf, len, "?");
+}

@@ -33,4 +33,8 @@ void cpu_model(char *buf, size_t len);
  * small machine mean little when something else is running. */
 void load_average(char *buf, size_t len);
 
+/* Now as "YYYY-MM-DD HH:MM:SS UTC", for a bench header: a figure is worth
+ * little without when it was taken. */
+void utc_now(char *buf, size_t len);
+
 #endif
