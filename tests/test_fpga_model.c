@@ -550,6 +550,17 @@ static void rmm_part(rd_fpga_part_t *p, uint64_t dsp, uint64_t lut, uint64_t ff,
   p->dsp_alu_bits = 48;
 }
 
+/* The tree of the update-port tests: K = 2, N = 16, 8-bit leaves, B = 64,
+ * S = 4 fixed (H = 4, J = 2). */
+static void small_tree(rd_fpga_workload_t *w) {
+  rd_fpga_workload_default(w);
+  w->fanout = 2;
+  w->capacity = 16;
+  w->leaf_bits = 8;
+  w->batch = 64;
+  w->rmm_s = 4;
+}
+
 /* The replicated levels take S deltas a cycle: registers or banked SRAM,
  * the cheaper that fits; one port per replica (B update cycles, not
  * ceil(B/S)) when neither does (model.h, "Update ports of the replicated
@@ -577,12 +588,7 @@ static void test_rmm_update_ports(void **state) {
    * With one port per replica: LUTRAM 4 x 2 x 11 = 88 and 4 x 2 x 10 = 80,
    * 4848 LUTs, 6592 FFs. Update ceil(64 / 4) + 3 = 19 cycles, sample 16 x
    * 2 + 3 x 2 = 38. */
-  rd_fpga_workload_default(&w);
-  w.fanout = 2;
-  w.capacity = 16;
-  w.leaf_bits = 8;
-  w.batch = 64;
-  w.rmm_s = 4;
+  small_tree(&w);
   rmm_part(&p, 10000, 100000, 200000, 100);
   rmm_ok(&p, &w, &e);
   assert_int_equal(e.levels, 4);
@@ -745,12 +751,7 @@ static void test_rmm_fixed_ports(void **state) {
   rd_fpga_rmm_est_t e;
   rd_error_t err;
   uint32_t regs, banked;
-  rd_fpga_workload_default(&w);
-  w.fanout = 2;
-  w.capacity = 16;
-  w.leaf_bits = 8;
-  w.batch = 64;
-  w.rmm_s = 4;
+  small_tree(&w);
   rmm_part(&p, 10000, 100000, 200000, 100);
 
   /* Chosen: registers on both levels, masks 0x3 and 0. */

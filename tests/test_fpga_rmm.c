@@ -322,6 +322,36 @@ static void test_sample_matches_cpu(void **state) {
   sample_compare(t, &seed, 100);
 }
 
+/* The write-banked levels hold each node as S sub-banks, sub-bank p the
+ * sum of pipeline p's deltas: after updates from every pipeline, some node
+ * of each such level above J is spread over several sub-banks (else the
+ * banking would be a name only; such a node is on the paths of K^(J-h)
+ * level-J nodes, more than the C < K that one pipeline owns). A level-J
+ * node (a leaf when J = H) is on its owner's paths only: one sub-bank
+ * holds it, and the sub-banks are there for the S writes a replica takes
+ * per cycle on different nodes. */
+static void check_banked_spread(const rmm_tree_t *f) {
+  uint32_t banked_levels = 0;
+#define SPREAD(hh)                                                              \
+  if (RMM_IS_BANKED(hh)) {                                                      \
+    banked_levels++;                                                            \
+    uint32_t widest = 0; /* most non-zero sub-banks of one node */               \
+    for (uint64_t i = 0; i < (uint64_t)RMM_DEPTH(hh); i++) {                    \
+      uint32_t nz = 0;                                                          \
+      for (uint32_t sb = 0; sb < (uint32_t)RMM_SUB(hh); sb++)                   \
+        nz += f->l##hh[0][sb][i] != 0;                                          \
+      if (nz > widest) widest = nz;                                             \
+    }                                                                           \
+    if (hh < RMM_J)                                                             \
+      assert_true(widest >= 2);                                                 \
+    else                                                                        \
+      assert_int_equal(widest, 1);                                              \
+  }
+  RMM_FOR_LEVELS(SPREAD)
+#undef SPREAD
+  assert_int_equal(banked_levels, __builtin_popcount(RMM_PORT_BANKED));
+}
+
 static void test_update_matches_cpu(void **state) {
   trees_t *t = *state;
   uint64_t seed = 0x5eed0002 + RMM_K * 131 + N;
@@ -349,6 +379,7 @@ static void test_update_matches_cpu(void **state) {
   }
   check_same_leaves(t);
   check_consistent(t->fpga);
+  check_banked_spread(t->fpga);
 }
 
 /* papers/001 §IV-D4: the update of a sampled batch follows the memoised
@@ -412,50 +443,6 @@ static void test_max_leaves_fit_widths(void **state) {
   assert_int_equal(lf[0], N - 1);
   assert_int_equal(lf[1], N - 1);
   check_consistent(t->fpga);
-}
-
-/* The write-banked levels hold each node as S sub-banks, sub-bank p the
- * sum of pipeline p's deltas: after updates from every pipeline, some
- * node of each such level above J is spread over several sub-banks (else
- * the banking would be a name only; such a node is on the paths of K^(J-h)
- * level-J nodes, more than the C < K that one pipeline owns), and the
- * values are still the CPU's. A level-J node (a leaf when J = H) is on its
- * owner's paths only: one sub-bank holds it, and the sub-banks are there
- * for the S writes a replica takes per cycle on different nodes. */
-static void test_banked_levels_spread(void **state) {
-  trees_t *t = *state;
-  uint64_t seed = 0x5eed0008 + RMM_K * 131 + N;
-  fill(t, &seed, 0);
-  static uint32_t pos[RMM_MAX_BATCH];
-  static uint64_t val[RMM_MAX_BATCH];
-  rd_error_t err;
-  for (int r = 0; r < 8; r++) {
-    for (uint32_t i = 0; i < RMM_MAX_BATCH; i++)
-      pos[i] = (uint32_t)(rng_next(&seed) % N), val[i] = wide_value(&seed);
-    assert_int_equal(rmm_update(t->fpga, RMM_MAX_BATCH, pos, val, NULL), RMM_OK);
-    assert_int_equal(rd_sumtree_update(&t->cpu, RMM_MAX_BATCH, pos, val, &err), RD_OK);
-  }
-  check_same_leaves(t);
-  check_consistent(t->fpga);
-  uint32_t banked_levels = 0;
-#define SPREAD(hh)                                                              \
-  if (RMM_IS_BANKED(hh)) {                                                      \
-    banked_levels++;                                                            \
-    uint32_t widest = 0; /* most non-zero sub-banks of one node */               \
-    for (uint64_t i = 0; i < (uint64_t)RMM_DEPTH(hh); i++) {                    \
-      uint32_t nz = 0;                                                          \
-      for (uint32_t sb = 0; sb < (uint32_t)RMM_SUB(hh); sb++)                   \
-        nz += t->fpga->l##hh[0][sb][i] != 0;                                    \
-      if (nz > widest) widest = nz;                                             \
-    }                                                                           \
-    if (hh < RMM_J)                                                             \
-      assert_true(widest >= 2);                                                 \
-    else                                                                        \
-      assert_int_equal(widest, 1);                                              \
-  }
-  RMM_FOR_LEVELS(SPREAD)
-#undef SPREAD
-  assert_int_equal(banked_levels, __builtin_popcount(RMM_PORT_BANKED));
 }
 
 /* ------------------------------------------------------------------ */
@@ -596,7 +583,6 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_update_matches_cpu, setup, teardown),
       cmocka_unit_test_setup_teardown(test_update_sampled_memo, setup, teardown),
       cmocka_unit_test_setup_teardown(test_max_leaves_fit_widths, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_banked_levels_spread, setup, teardown),
       cmocka_unit_test_setup_teardown(test_errors, setup, teardown),
       cmocka_unit_test_setup_teardown(test_check_detects_corruption, setup, teardown),
       cmocka_unit_test_setup_teardown(test_kernel_top, setup, teardown),

@@ -55,11 +55,7 @@ static int group_setup(void **state) {
   const rd_fpga_kernel_desc_t *vadd[1] = {&VADD};
   if (rd_fpga_xclbin_write(rmm_path, rmm, 1, &err) != RD_OK) return -1;
   if (rd_fpga_xclbin_write(other_path, vadd, 1, &err) != RD_OK) return -1;
-  FILE *f = fopen(garbage_path, "wb");
-  if (!f) return -1;
-  for (int i = 0; i < 4096; i++) fputc((i * 7919) & 0xff, f);
-  fclose(f);
-  return 0;
+  return xrt_env_garbage_file(garbage_path);
 }
 
 static int group_teardown(void **state) {

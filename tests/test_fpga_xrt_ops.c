@@ -65,11 +65,7 @@ static int group_setup(void **state) {
   if (rd_fpga_xclbin_write(both_path, both, 2, &err) != RD_OK) return -1;
   if (rd_fpga_xclbin_write(rmm_only, both, 1, &err) != RD_OK) return -1;
   if (rd_fpga_xclbin_write(lrn_only, both + 1, 1, &err) != RD_OK) return -1;
-  FILE *f = fopen(garbage_path, "wb");
-  if (!f) return -1;
-  for (int i = 0; i < 4096; i++) fputc((i * 7919) & 0xff, f);
-  fclose(f);
-  return 0;
+  return xrt_env_garbage_file(garbage_path);
 }
 
 static int group_teardown(void **state) {
@@ -539,21 +535,7 @@ static void ddpg_cfg(rd_learner_config_t *d) {
   d->seed = 11;
 }
 
-static void init_ok(rd_learner_backend_t *b, const rd_learner_ops_t *ops,
-                    const rd_learner_config_t *c) {
-  rd_error_t err;
-  int rc = rd_learner_backend_init(b, ops, c, 0, &err);
-  if (rc) fail_msg("%s init: %s", ops->name, err.msg);
-  assert_int_equal(b->fault, 0);
-}
 
-static size_t save(rd_learner_backend_t *b, uint8_t *buf, size_t cap) {
-  size_t w = 0;
-  rd_error_t err;
-  if (b->ops->policy_save(b, buf, cap, &w, &err) != RD_OK) fail_msg("save: %s", err.msg);
-  assert_int_equal(w, b->ops->policy_bytes(b));
-  return w;
-}
 
 /* What init put on the device: descriptor, hyper-parameters, the initial
  * weights of rd_learner_init for the seed, zero moments. */
@@ -609,8 +591,8 @@ static void test_learner_dqn_path(void **state) {
   rd_learner_config_t c;
   dqn_cfg(&c);
   rd_learner_backend_t b, cpu;
-  init_ok(&b, &rd_learner_ops_fpga_xrt, &c);
-  init_ok(&cpu, &rd_learner_ops_cpu, &c);
+  backend_init_ok(&b, &rd_learner_ops_fpga_xrt, &c);
+  backend_init_ok(&cpu, &rd_learner_ops_cpu, &c);
   assert_string_equal(b.ops->name, "fpga-xrt");
   assert_int_equal(b.ops->kind, RD_LEARNER_ON_FPGA);
   const rd_fpga_xrt_learner_t *h = rd_learner_fpga_xrt_host(&b);
@@ -622,7 +604,7 @@ static void test_learner_dqn_path(void **state) {
   /* The policy read back from the device is the CPU learner's, byte for
    * byte (the weights came from rd_learner_init for the seed). */
   static uint8_t bx[1 << 16], bc[1 << 16];
-  size_t lx = save(&b, bx, sizeof bx), lc = save(&cpu, bc, sizeof bc);
+  size_t lx = backend_save(&b, bx, sizeof bx), lc = backend_save(&cpu, bc, sizeof bc);
   assert_int_equal(lx, lc);
   assert_memory_equal(bx, bc, lx);
 
@@ -657,12 +639,12 @@ static void test_learner_dqn_path(void **state) {
   rd_learner_backend_t other;
   rd_learner_config_t c2 = c;
   c2.seed = 99;
-  init_ok(&other, &rd_learner_ops_cpu, &c2);
+  backend_init_ok(&other, &rd_learner_ops_cpu, &c2);
   static uint8_t bo[1 << 16];
-  size_t lo = save(&other, bo, sizeof bo);
+  size_t lo = backend_save(&other, bo, sizeof bo);
   assert_memory_not_equal(bo, bx, lo);
   assert_int_equal(b.ops->policy_load(&b, bo, lo, &err), RD_OK);
-  size_t l2 = save(&b, bx, sizeof bx);
+  size_t l2 = backend_save(&b, bx, sizeof bx);
   assert_int_equal(l2, lo);
   assert_memory_equal(bx, bo, lo);
   assert_memory_equal(h->map[RD_XRT_L_PARAMS], h->map[RD_XRT_L_TARGET],
@@ -670,11 +652,11 @@ static void test_learner_dqn_path(void **state) {
   rd_learner_config_t c3 = c;
   c3.hidden[1] = 8;
   rd_learner_backend_t wrong;
-  init_ok(&wrong, &rd_learner_ops_cpu, &c3);
-  size_t lw = save(&wrong, bc, sizeof bc);
+  backend_init_ok(&wrong, &rd_learner_ops_cpu, &c3);
+  size_t lw = backend_save(&wrong, bc, sizeof bc);
   assert_int_equal(b.ops->policy_load(&b, bc, lw, &err), RD_EINVAL);
   assert_int_equal(b.fault, 0);
-  assert_int_equal(save(&b, bx, sizeof bx), lo);
+  assert_int_equal(backend_save(&b, bx, sizeof bx), lo);
   assert_memory_equal(bx, bo, lo); /* unchanged */
   /* A buffer too small: refused before the device is asked. */
   size_t wn = 0;
@@ -695,7 +677,7 @@ static void test_learner_ddpg_path(void **state) {
   rd_learner_config_t d;
   ddpg_cfg(&d);
   rd_learner_backend_t b;
-  init_ok(&b, &rd_learner_ops_fpga_xrt, &d);
+  backend_init_ok(&b, &rd_learner_ops_fpga_xrt, &d);
   const rd_fpga_xrt_learner_t *h = rd_learner_fpga_xrt_host(&b);
   assert_device_init(h, &d);
   rows_t r;
@@ -712,11 +694,11 @@ static void test_learner_ddpg_path(void **state) {
   rd_learner_backend_t other;
   rd_learner_config_t d2 = d;
   d2.seed = 12;
-  init_ok(&other, &rd_learner_ops_cpu, &d2);
+  backend_init_ok(&other, &rd_learner_ops_cpu, &d2);
   static uint8_t bo[1 << 16], bx[1 << 16];
-  size_t lo = save(&other, bo, sizeof bo);
+  size_t lo = backend_save(&other, bo, sizeof bo);
   assert_int_equal(b.ops->policy_load(&b, bo, lo, &err), RD_OK);
-  assert_int_equal(save(&b, bx, sizeof bx), lo);
+  assert_int_equal(backend_save(&b, bx, sizeof bx), lo);
   assert_memory_equal(bx, bo, lo);
   assert_memory_equal((const float *)h->map[RD_XRT_L_PARAMS] + na, critic,
                       (h->n_params - na) * sizeof(float));
@@ -768,7 +750,7 @@ static void test_learner_errors(void **state) {
   assert_int_equal(b.fault, 0);
   /* The xclbin with only the learner kernel works. */
   dqn_cfg(&c);
-  init_ok(&b, &rd_learner_ops_fpga_xrt, &c);
+  backend_init_ok(&b, &rd_learner_ops_fpga_xrt, &c);
   rd_learner_backend_destroy(&b);
 }
 

@@ -531,33 +531,17 @@ static double rel_err(const float *a, const float *b, size_t n) {
   return diff / scale;
 }
 
-static void fpga_init_ok(rd_learner_backend_t *b, const rd_learner_ops_t *ops,
-                         const rd_learner_config_t *c) {
-  rd_error_t err;
-  rd_error_clear(&err);
-  int rc = rd_learner_backend_init(b, ops, c, 0, &err);
-  if (rc) fail_msg("%s init: %s", ops->name, err.msg);
-  assert_int_equal(b->fault, 0);
-}
 
-/* The policy of b, saved. */
-static size_t save(rd_learner_backend_t *b, uint8_t *buf, size_t cap) {
-  size_t w = 0;
-  rd_error_t err;
-  if (b->ops->policy_save(b, buf, cap, &w, &err) != RD_OK) fail_msg("save: %s", err.msg);
-  assert_int_equal(w, b->ops->policy_bytes(b));
-  return w;
-}
 
 /* The "fpga" and "cpu" backends of one config: the same initial policy,
  * byte for byte; steps whose |delta| and losses agree; a policy of the
  * same layout (header byte for byte, weights within the tolerance). */
 static void fpga_against_cpu(const rd_learner_config_t *c, uint32_t steps, size_t n) {
   rd_learner_backend_t f, k;
-  fpga_init_ok(&f, &rd_learner_ops_fpga, c);
-  fpga_init_ok(&k, &rd_learner_ops_cpu, c);
+  backend_init_ok(&f, &rd_learner_ops_fpga, c);
+  backend_init_ok(&k, &rd_learner_ops_cpu, c);
   static uint8_t bf[1 << 16], bc[1 << 16], b0[1 << 16];
-  size_t lf = save(&f, bf, sizeof bf), lc = save(&k, bc, sizeof bc);
+  size_t lf = backend_save(&f, bf, sizeof bf), lc = backend_save(&k, bc, sizeof bc);
   assert_int_equal(lf, lc);
   assert_memory_equal(bf, bc, lf); /* the CPU learner's initial weights for the seed */
   memcpy(b0, bf, lf);
@@ -576,8 +560,8 @@ static void fpga_against_cpu(const rd_learner_config_t *c, uint32_t steps, size_
     assert_true(fabs(sf.td_abs_mean - sc.td_abs_mean) <= FPGA_TOL * fmax(1.0, sc.td_abs_mean));
     assert_true(fabs(sf.grad_norm - sc.grad_norm) <= FPGA_TOL * fmax(1.0, sc.grad_norm));
   }
-  lf = save(&f, bf, sizeof bf);
-  lc = save(&k, bc, sizeof bc);
+  lf = backend_save(&f, bf, sizeof bf);
+  lc = backend_save(&k, bc, sizeof bc);
   assert_int_equal(lf, lc);
   rd_nn_spec_t sf, sc;
   static float pf[1 << 14], pc[1 << 14];
@@ -598,7 +582,7 @@ static void fpga_against_cpu(const rd_learner_config_t *c, uint32_t steps, size_
    * step agrees again. */
   assert_non_null(f.ops->policy_load);
   assert_int_equal(f.ops->policy_load(&f, bc, lc, &err), RD_OK);
-  assert_int_equal(save(&f, bf, sizeof bf), lc);
+  assert_int_equal(backend_save(&f, bf, sizeof bf), lc);
   assert_memory_equal(bf, bc, lc);
   assert_int_equal(k.ops->policy_load(&k, bc, lc, &err), RD_OK);
   rows_t r;
@@ -651,10 +635,10 @@ static void test_fpga_backend_trains(void **state) {
 
   /* The errors of a step, as the CPU backend's (fault 0: the caller's). */
   rd_learner_backend_t f, k;
-  fpga_init_ok(&f, &rd_learner_ops_fpga, &c);
-  fpga_init_ok(&k, &rd_learner_ops_cpu, &c);
+  backend_init_ok(&f, &rd_learner_ops_fpga, &c);
+  backend_init_ok(&k, &rd_learner_ops_cpu, &c);
   static uint8_t before[1 << 16], after[1 << 16];
-  size_t lb = save(&f, before, sizeof before);
+  size_t lb = backend_save(&f, before, sizeof before);
   rows_t r;
   rows(&r, &c, 33, 3);
   rd_error_t ef, ec;
@@ -675,16 +659,16 @@ static void test_fpga_backend_trains(void **state) {
   assert_int_equal(k.ops->step(&k, &r.b, NULL, NULL, &ec), RD_ERANGE);
   assert_string_equal(ef.msg, ec.msg);
   assert_int_equal(f.fault, 0);
-  assert_int_equal(save(&f, after, sizeof after), lb);
+  assert_int_equal(backend_save(&f, after, sizeof after), lb);
   assert_memory_equal(before, after, lb);
   /* policy_load of another network changes nothing. */
   rd_learner_backend_t g;
-  fpga_init_ok(&g, &rd_learner_ops_fpga, &d);
+  backend_init_ok(&g, &rd_learner_ops_fpga, &d);
   static uint8_t other[1 << 16];
-  size_t lo = save(&g, other, sizeof other);
+  size_t lo = backend_save(&g, other, sizeof other);
   assert_int_equal(f.ops->policy_load(&f, other, lo, &ef), RD_EINVAL);
   assert_non_null(strstr(ef.msg, "different network"));
-  assert_int_equal(save(&f, after, sizeof after), lb);
+  assert_int_equal(backend_save(&f, after, sizeof after), lb);
   assert_memory_equal(before, after, lb);
   rd_learner_backend_destroy(&g);
   rd_learner_backend_destroy(&f);

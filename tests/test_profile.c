@@ -77,6 +77,27 @@ static void pipeline_config(rd_pipeline_config_t *pc, rd_algo_t algo, uint32_t o
   pc->batch = batch;
 }
 
+/* A table of 4096 items whose schema has these fields (rank 1 of n
+ * elements, or a scalar for n = 0). */
+typedef struct {
+  const char *name;
+  rd_dtype_t t;
+  uint32_t n;
+} field_t;
+
+static void table_with_fields(rd_table_config_t *tc, const field_t *f, uint32_t n_fields) {
+  rd_table_config_default(tc);
+  tc->capacity = 4096;
+  rd_schema_t *sc = &tc->schema;
+  sc->n_fields = n_fields;
+  for (uint32_t i = 0; i < n_fields; i++) {
+    snprintf(sc->fields[i].name, sizeof sc->fields[i].name, "%s", f[i].name);
+    sc->fields[i].dtype = f[i].t;
+    sc->fields[i].rank = f[i].n ? 1 : 0;
+    sc->fields[i].shape[0] = f[i].n;
+  }
+}
+
 static void shape_ok(rd_profile_shape_t *s, const rd_table_config_t *tc,
                      const rd_pipeline_config_t *pc, uint32_t batch) {
   rd_error_t err;
@@ -140,20 +161,11 @@ static void test_shape_columns(void **state) {
   rd_pipeline_config_t pc;
   rd_profile_shape_t s;
   rd_error_t err;
-  rd_table_config_default(&tc);
-  tc.capacity = 4096;
+  const field_t f[] = {{"obs", RD_DTYPE_FLOAT32, 11},  {"info", RD_DTYPE_FLOAT32, 100},
+                       {"action", RD_DTYPE_FLOAT32, 3}, {"reward", RD_DTYPE_FLOAT32, 0},
+                       {"next_obs", RD_DTYPE_FLOAT32, 11}, {"done", RD_DTYPE_BOOL, 0}};
+  table_with_fields(&tc, f, 6);
   rd_schema_t *sc = &tc.schema;
-  const struct { const char *name; rd_dtype_t t; uint32_t n; } f[] = {
-      {"obs", RD_DTYPE_FLOAT32, 11}, {"info", RD_DTYPE_FLOAT32, 100},
-      {"action", RD_DTYPE_FLOAT32, 3}, {"reward", RD_DTYPE_FLOAT32, 0},
-      {"next_obs", RD_DTYPE_FLOAT32, 11}, {"done", RD_DTYPE_BOOL, 0}};
-  sc->n_fields = 6;
-  for (uint32_t i = 0; i < 6; i++) {
-    snprintf(sc->fields[i].name, sizeof sc->fields[i].name, "%s", f[i].name);
-    sc->fields[i].dtype = f[i].t;
-    sc->fields[i].rank = f[i].n ? 1 : 0;
-    sc->fields[i].shape[0] = f[i].n;
-  }
   pipeline_config(&pc, RD_ALGO_DDPG, 11, 3, 64, 64, 64);
   shape_ok(&s, &tc, &pc, 0);
   assert_int_equal(s.n_cols, 0); /* not bound yet */
@@ -352,21 +364,13 @@ static void test_measure_trains_on_gathered_rows(void **state) {
     rd_profile_shape_t s;
     rd_error_t err;
     rd_error_clear(&err);
-    rd_table_config_default(&tc);
-    tc.capacity = 4096;
-    rd_schema_t *sc = &tc.schema;
-    const struct { const char *name; rd_dtype_t t; uint32_t n; } f[] = {
+    const field_t f[] = {
         {"obs", RD_DTYPE_FLOAT32, 4},
         {"action", ddpg ? RD_DTYPE_FLOAT32 : RD_DTYPE_INT32, ddpg ? 1 : 0},
         {"reward", RD_DTYPE_FLOAT32, 0}, {"next_obs", RD_DTYPE_FLOAT32, 4},
         {ddpg ? "discount" : "done", ddpg ? RD_DTYPE_FLOAT32 : RD_DTYPE_BOOL, 0}};
-    sc->n_fields = 5;
-    for (uint32_t i = 0; i < 5; i++) {
-      snprintf(sc->fields[i].name, sizeof sc->fields[i].name, "%s", f[i].name);
-      sc->fields[i].dtype = f[i].t;
-      sc->fields[i].rank = f[i].n ? 1 : 0;
-      sc->fields[i].shape[0] = f[i].n;
-    }
+    table_with_fields(&tc, f, 5);
+    rd_schema_t *sc = &tc.schema;
     pipeline_config(&pc, ddpg ? RD_ALGO_DDPG : RD_ALGO_DQN, 4, ddpg ? 1 : 2, 16, 16, 32);
     shape_ok(&s, &tc, &pc, 0);
     assert_false(rd_profile_shape_trains_on_gather(&s)); /* not bound yet */

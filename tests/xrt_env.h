@@ -1,7 +1,8 @@
 /* xrt_env.h - XRT as the tests run it here (shared/stack-notes.md): XRT
  * loads its shims from $XILINX_XRT/lib, which Debian does not provide, so
  * a test makes DIR/xrt whose lib links to the multiarch directory and
- * points XILINX_XRT at it. Header-only, for the tests that call XRT. */
+ * points XILINX_XRT at it; and a file XRT must refuse. Header-only, for
+ * the tests that call XRT. */
 #ifndef RD_TEST_XRT_ENV_H
 #define RD_TEST_XRT_ENV_H
 
@@ -28,6 +29,15 @@ static inline int xrt_env_setup(const char *dir, const char *mode) {
   else
     unsetenv("XCL_EMULATION_MODE");
   return 0;
+}
+
+/* A 4 KiB file that is no xclbin (no "xclbin2" magic), for the refusals.
+ * 0, or -1 if it cannot be written. */
+static inline int xrt_env_garbage_file(const char *path) {
+  FILE *f = fopen(path, "wb");
+  if (!f) return -1;
+  for (int i = 0; i < 4096; i++) fputc((i * 7919) & 0xff, f);
+  return fclose(f) == 0 ? 0 : -1;
 }
 
 #endif
