@@ -15,7 +15,8 @@
  * workload has them (alpha by its cost class, below); a later workload
  * differing only there reuses them.
  *
- * Method (rd_profile_measure_cpu). Everything runs on the calling thread,
+ * Method (rd_profile_measure_cpu). Everything runs on the calling thread
+ * (the pipeline costs also on a helper thread, or on a pipeline's two),
  * within budget_s of wall time counted from the call, setup included:
  *
  *  - Table. sample and update never touch rows (the sample primitive is
@@ -46,31 +47,39 @@
  *    rows, one copy per learner field per row as the table stores and
  *    rd_table_gather copies them (col_bytes), with fresh indices every
  *    call: in the running loop every batch's rows are new to the cache.
- *    handoff: one strict-loop step (D = 0) run on two threads as the
- *    pipeline runs it: the calling thread, as the sampler, writes the last
- *    batch's priorities, samples and gathers (update, sample and gather on
- *    the measuring tables) and hands a batch of B rows (row_bytes each) to
- *    a second thread through a mutex and condition variables, and waits
- *    for its B |delta| back; the second thread runs a real train-step on
- *    each batch (a fresh learner at the first thread count). Both wait
- *    as the pipeline's threads do (rd_spin.h: a timed sleep, a spin,
- *    blocking). The isolated train-step, sample, update and gather
- *    latencies are taken off the round trip, so handoff is what the strict
- *    loop adds per step to the primitives: the hand-over both ways, each
- *    batch crossing cores, and each side running colder than in a loop of
- *    its own (inside the loop CartPole's sample, gather and update took
- *    about 1.3x their isolated times). Without a sample/update/gather
- *    measurement the sampler's side is only the hand-over; without a
- *    train-step measurement, handoff is the bare round trip. pass: the
- *    same with 8 batches in flight and the roles swapped, so the calling
- *    thread (the learner's role) rarely waits: what the learner pays per
- *    step in the relaxed loop (queue operations and reading a batch
- *    another core wrote). Both threads are unpinned, as the pipeline's.
+ *    handoff: one strict-loop step (D = 0), less the isolated train-step,
+ *    sample, update and gather latencies: what the strict loop adds per
+ *    step to the primitives (the hand-over both ways, each batch crossing
+ *    cores, each side running colder than in a loop of its own). For a
+ *    bound shape (rd_profile_shape_trains_on_gather: every registered
+ *    learner) the step is the daemon's own pipeline (pipeline.c, D = 0, a
+ *    fresh learner at the first thread count) on a table of the five
+ *    learner fields (the measuring table's capacity, at most 32 MiB of
+ *    rows) filled with rows a learner accepts, timed over TrainStep-like
+ *    requests of about a repetition's length each; every step must train.
+ *    An emulation of that loop (two threads handing synthetic batches over
+ *    a mutex) ran the step about 10% faster than the pipeline it copied.
+ *    For an unbound shape (no pipeline can run it) the emulation remains:
+ *    the calling thread, as the sampler, updates, samples and gathers on
+ *    the measuring tables and hands B rows (row_bytes each) to a second
+ *    thread that runs a train-step on synthetic batches, and waits for its
+ *    B |delta|. pass: the emulation with 8 batches in flight and the roles
+ *    swapped, so the calling thread (the learner's role) rarely waits: what
+ *    the learner pays per step in the relaxed loop (queue operations and
+ *    reading a batch another core wrote). The pipeline's and the strict
+ *    emulation's threads are unpinned, as the daemon's; pass pins its two
+ *    threads to two CPUs (when the caller may use two), as the relaxed
+ *    loop's busy threads sit on two cores (unpinned, the scheduler often
+ *    put its idle producer on the consumer's CPU).
  *  - Timing. Per primitive: one warm-up call, then up to RD_PROFILE_REPS
- *    repetitions of k calls each (k sized so a repetition takes about
- *    8 ms, longer than a scheduler tick); the latency is the median per-call time of the repetitions
- *    (the warm-up is never reported). The remaining budget is shared
- *    among the primitives still to measure.
+ *    (15) repetitions of k calls each (k sized so a repetition takes
+ *    about 8 ms, longer than a scheduler tick); the latency is the median
+ *    per-call time of the repetitions (the warm-up is never reported).
+ *    With 7 repetitions the Hopper DDPG train-step's median moved by up
+ *    to 20% between registrations on this project's VMs (predictions of
+ *    1156-1532 steps/s against 1401-1454 measured); with 15 by about 5%.
+ *    The remaining budget is shared among the primitives still to
+ *    measure.
  *  - The bound. Nothing starts that is estimated to end past the
  *    deadline: a repetition by the slowest call seen; a sample/update
  *    warm-up by 200 ns an item; a train-step by a calibration: two steps
@@ -82,15 +91,19 @@
  *    first step costs 5-10x a warm one on this project's VMs). A primitive
  *    with no repetition in the budget is left out of the results and
  *    logged. So the bound holds up to an estimate's error; the tests check
- *    wall time <= budget + slack. Measured here (2-core VM): the three
- *    benchmark shapes at batch 32-2048, capacity 10^6, two thread counts
- *    take 30-560 ms of the default 1.5 s; Hopper DDPG at batch 16384
- *    (a 0.16 s step whose first call takes 0.8 s) gets no train-step
- *    within 1.5 s.
+ *    wall time <= budget + slack. Measured here (2-core VM, bench_dse):
+ *    a cold registration of each of the three benchmark shapes at batch
+ *    64, capacity 10^5, two thread counts, takes 660-920 ms of the
+ *    default 1.5 s (290-450 ms with 7 repetitions); Hopper DDPG at batch
+ *    16384 (a 0.16 s step whose first call takes 0.8 s) gets no
+ *    train-step within 1.5 s.
  *
  * Allocation: gather's rows (at most 32 MiB) and the hand-off's batches
- * (at most MAX_BATCH_BYTES), the measuring table (at most RD_PROFILE_TREE_BYTES of tree,
- * 1 byte a row), a learner and its batches; all freed before returning.
+ * (at most MAX_BATCH_BYTES), the measuring table (at most
+ * RD_PROFILE_TREE_BYTES of tree, 1 byte a row), a learner and its
+ * batches, and for handoff a table of the learner's fields (at most
+ * 32 MiB of rows, a tree no larger than the measuring table's) and its
+ * pipeline; all freed before returning.
  * Thread safety: calls are independent; each uses its own objects.
  */
 #ifndef RD_PROFILE_H
@@ -109,7 +122,7 @@
 #define RD_PROFILE_MAX_BUDGET_S 60.0
 #define RD_PROFILE_SETUP_SHARE 0.4      /* of the budget, for the table's init and fill */
 #define RD_PROFILE_TREE_BYTES (64u << 20)
-#define RD_PROFILE_REPS 7               /* repetitions per primitive, at most */
+#define RD_PROFILE_REPS 15              /* repetitions per primitive, at most */
 #define RD_PROFILE_MAX_THREAD_COUNTS 16
 #define RD_PROFILE_MAX_COLS 6 /* obs, action, reward, next_obs, discount or done */
 
@@ -187,10 +200,10 @@ typedef struct {
 int rd_profile_shape_init(rd_profile_shape_t *out, const rd_table_config_t *tc,
                           const rd_pipeline_config_t *pc, uint32_t batch, rd_error_t *err);
 
-/* 1 if the strict-loop profile (handoff) of this shape trains on the rows
- * it gathers, as the pipeline's learner does (its gather columns are the
- * learner's bound fields, rd_pipeline_bind_schema); 0 if it trains on
- * synthetic batches (an unbound config). */
+/* 1 if the strict-loop profile (handoff) of this shape runs the daemon's
+ * pipeline, whose learner trains on the rows it gathers (the gather
+ * columns are the learner's bound fields, rd_pipeline_bind_schema); 0 if
+ * an emulation on synthetic batches stands in (an unbound config). */
 int rd_profile_shape_trains_on_gather(const rd_profile_shape_t *s);
 
 /* Check a key's fields (ranges, algorithm, network syntax). RD_EINVAL. */

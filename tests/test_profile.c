@@ -351,11 +351,11 @@ static void test_measure_ddpg_replay_only(void **state) {
   assert_int_equal(r[1].primitive, RD_PRIM_UPDATE);
 }
 
-/* A schema the pipeline binds: the strict-loop profile then trains on the
- * rows it gathers (the learner's columns), which must be a batch the
- * learner accepts (it fails the measurement otherwise): DQN with a done
- * flag, DDPG with a discount field. An unbound config trains on synthetic
- * batches. */
+/* A schema the pipeline binds: the strict-loop profile then runs the
+ * daemon's pipeline on a table of the learner's fields, whose every batch
+ * the learner must accept (a refused one fails the measurement): DQN with
+ * a done flag, DDPG with a discount field. An unbound config (no pipeline
+ * can run it) gets the emulation on synthetic batches. */
 static void test_measure_trains_on_gathered_rows(void **state) {
   (void)state;
   for (int ddpg = 0; ddpg < 2; ddpg++) {
