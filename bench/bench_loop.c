@@ -28,6 +28,13 @@
  *            of those n steps on the pipeline's threads, plus filling the
  *            pipeline at the request's start and draining it at its end.
  *            loop.gps; loop.gps_ratio = loop.gps / baseline.learner.gps.
+ *   bound    with T > 1 learner threads, two more units: the learner at 1
+ *            thread on the same pool (W_1), and the pipeline sampler's
+ *            work per batch on one thread (S: rd_table_update of the last
+ *            keys, rd_table_sample, rd_table_gather of the learner's
+ *            fields). loop.gps_ratio_bound = min(1, CPUs x W_T / (W_1 + S)):
+ *            the most the ratio can be on this machine's online CPUs from
+ *            work alone (ratio_bound says why).
  *
  * Method. Before timing, per point: one learner step succeeds with finite
  * |delta|; each pipeline runs a request of 2 steps that must report both
@@ -430,15 +437,22 @@ static void on_done(void *arg, const rd_train_result_t *res) {
   pthread_mutex_unlock(&wt->mu);
 }
 
-/* One measured unit: the learner alone, or a pipeline of depth D. */
+/* One measured unit: the learner alone (at the point's threads, or at 1
+ * for the bound), the sampler's work alone (the bound), or a pipeline of
+ * depth D. */
 typedef struct {
   const shape_t *shape;
   uint32_t batch, depth;
-  bool is_loop;
+  bool is_loop, is_sampler;
   /* learner only */
   rd_learner_t learner;
   const pool_t *pool;
   uint64_t it;
+  /* sampler only: the pipeline sampler's work per batch, on one thread */
+  workload_t *sw;
+  uint64_t *keys;
+  double *prob, *w64, *prio;
+  rd_buf_t cols[NF];
   /* loop */
   rd_pipeline_t *p;
   workload_t *w;
@@ -492,9 +506,60 @@ static void loop_steps(unit_t *u, uint64_t n) {
   }
 }
 
+/* What the pipeline's sampler thread does per batch (pipeline.c): write
+ * the last batch's priorities, sample, gather the learner's fields. */
+static void sampler_steps(unit_t *u, uint64_t n) {
+  workload_t *w = u->sw;
+  for (uint64_t i = 0; i < n; i++) {
+    rd_error_t err;
+    pthread_mutex_lock(&w->lock);
+    int rc = rd_table_update(&w->table, u->batch, u->keys, u->prio, NULL, &err);
+    rd_sample_out_t out = {u->keys, u->prob, u->w64, NULL};
+    if (rc == RD_OK) rc = rd_table_sample(&w->table, u->batch, BETA, 0, &out, &err);
+    if (rc == RD_OK) rc = rd_table_gather(&w->table, u->batch, u->keys, u->cols, &err);
+    pthread_mutex_unlock(&w->lock);
+    if (rc) die("the sampler's work failed (%s, batch %u): %s: %s", u->shape->name, u->batch,
+                rd_err_name(rc), err.msg);
+  }
+}
+
+static void sampler_init(unit_t *u, workload_t *w, const shape_t *s, uint32_t batch) {
+  memset(u, 0, sizeof *u);
+  u->shape = s;
+  u->batch = batch;
+  u->is_sampler = true;
+  u->sw = w;
+  u->keys = xmalloc(batch * sizeof *u->keys);
+  u->prob = xmalloc(batch * sizeof *u->prob);
+  u->w64 = xmalloc(batch * sizeof *u->w64);
+  u->prio = xmalloc(batch * sizeof *u->prio);
+  for (int f = 0; f < NF; f++) {
+    u->cols[f].bytes = (size_t)batch * rd_field_bytes(&w->table.config.schema.fields[f]);
+    u->cols[f].data = xmalloc(u->cols[f].bytes);
+  }
+  /* |delta|-like priorities, and a first batch of keys to write them to. */
+  for (uint32_t i = 0; i < batch; i++) u->prio[i] = 0.05 + 0.9 * (double)((i * 37u) % 101u) / 101.0;
+  rd_sample_out_t out = {u->keys, u->prob, u->w64, NULL};
+  rd_error_t err;
+  pthread_mutex_lock(&w->lock);
+  int rc = rd_table_sample(&w->table, batch, BETA, 0, &out, &err);
+  pthread_mutex_unlock(&w->lock);
+  if (rc) die("rd_table_sample failed: %s: %s", rd_err_name(rc), err.msg);
+}
+
+static void sampler_free(unit_t *u) {
+  free(u->keys);
+  free(u->prob);
+  free(u->w64);
+  free(u->prio);
+  for (int f = 0; f < NF; f++) free(u->cols[f].data);
+}
+
 static void unit_steps(unit_t *u, uint64_t n) {
   if (u->is_loop)
     loop_steps(u, n);
+  else if (u->is_sampler)
+    sampler_steps(u, n);
   else
     learner_steps(u, n);
 }
@@ -627,7 +692,21 @@ typedef struct {
   const shape_t *shape;
   uint32_t batch, threads, depth;
   double learner_gps, loop_gps;
+  double learner1_gps, sampler_bps; /* the bound's inputs (0: not measured) */
 } result_t;
+
+/* The most the loop's ratio can be on `cores` cores, from work alone: the
+ * loop runs the learner's work (at least its one-thread time W1: more
+ * threads share it, they do not shrink it) and the sampler's (S a batch)
+ * on those cores, and never faster than the learner alone (WT), so a step
+ * takes at least max(WT, (W1 + S) / cores) and the ratio is at most
+ * min(1, cores WT / (W1 + S)). 0 if not measured. */
+static double ratio_bound(const result_t *r, long cores) {
+  if (!(r->learner1_gps > 0 && r->sampler_bps > 0) || cores < 1) return 0;
+  double wt = 1 / r->learner_gps, w1 = 1 / r->learner1_gps, sb = 1 / r->sampler_bps;
+  double b = (double)cores * wt / (w1 + sb);
+  return b < 1 ? b : 1;
+}
 
 static result_t *results;
 static size_t n_results, cap_results;
@@ -649,7 +728,10 @@ static void run_point(const shape_t *s, uint32_t batch, uint32_t threads, const 
   pool_t pool;
   pool_init(&pool, &w, s, batch);
 
-  size_t n_units = 1 + o->depth.n;
+  /* With more than one learner thread: the 1-thread learner and the
+   * sampler's work too, for the bound (ratio_bound). */
+  const bool bound = threads > 1;
+  size_t n_units = 1 + o->depth.n + (bound ? 2 : 0);
   unit_t *units = xmalloc(n_units * sizeof *units);
   unit_t *lu = &units[0];
   memset(lu, 0, sizeof *lu);
@@ -665,6 +747,18 @@ static void run_point(const shape_t *s, uint32_t batch, uint32_t threads, const 
     loop_init(&units[1 + d], &w, s, batch, threads, o->depth.v[d], &pin);
     check_loop(&units[1 + d]);
   }
+  unit_t *l1 = bound ? &units[1 + o->depth.n] : NULL, *su = bound ? l1 + 1 : NULL;
+  if (bound) {
+    memset(l1, 0, sizeof *l1);
+    l1->shape = s;
+    l1->batch = batch;
+    l1->pool = &pool;
+    rd_learner_config_t c1;
+    make_config(s, batch, 1, &c1);
+    learner_or_die(&l1->learner, &c1);
+    check_learner(l1);
+    sampler_init(su, &w, s, batch);
+  }
 
   for (size_t k = 0; k < n_units; k++) unit_warm(&units[k], o);
   for (int r = 0; r < o->reps; r++)
@@ -672,7 +766,9 @@ static void run_point(const shape_t *s, uint32_t batch, uint32_t threads, const 
       unit_rep(&units[k], r);
       if (progress) {
         fprintf(stderr, "\r\033[K  %-14s batch %-6u threads %u: rep %d/%d, %s: %10.1f steps/s",
-                s->name, batch, threads, r + 1, o->reps, k == 0 ? "learner" : "loop",
+                s->name, batch, threads, r + 1, o->reps,
+                k == 0 ? "learner" : units[k].is_loop ? "loop" : units[k].is_sampler ? "sampler"
+                                                                                     : "learner-1",
                 units[k].v[r]);
         fflush(stderr);
       }
@@ -680,9 +776,14 @@ static void run_point(const shape_t *s, uint32_t batch, uint32_t threads, const 
   for (size_t k = 0; k < n_units; k++) unit_median(&units[k], o->reps);
 
   for (size_t d = 0; d < o->depth.n; d++) {
-    result_t r = {s, batch, threads, o->depth.v[d], lu->gps, units[1 + d].gps};
+    result_t r = {s, batch, threads, o->depth.v[d], lu->gps, units[1 + d].gps,
+                  bound ? l1->gps : 0, bound ? su->gps : 0};
     add_result(&r);
     loop_free(&units[1 + d]);
+  }
+  if (bound) {
+    rd_learner_free(&l1->learner);
+    sampler_free(su);
   }
   rd_learner_free(&lu->learner);
   free(units);
@@ -711,12 +812,19 @@ static void print_json(void) {
     printf("{\"name\": \"loop.gps_ratio\", \"params\": {\"shape\": \"%s\", \"batch\": %u, "
            "\"D\": %u%s}, \"value\": %.4f, \"unit\": \"fraction\"}\n",
            r->shape->name, r->batch, r->depth, thr, r->loop_gps / r->learner_gps);
+    double b = ratio_bound(r, sysconf(_SC_NPROCESSORS_ONLN));
+    if (b > 0)
+      printf("{\"name\": \"loop.gps_ratio_bound\", \"params\": {\"shape\": \"%s\", "
+             "\"batch\": %u, \"D\": %u%s, \"cpus\": %ld}, \"value\": %.4f, \"unit\": "
+             "\"fraction\"}\n",
+             r->shape->name, r->batch, r->depth, thr, sysconf(_SC_NPROCESSORS_ONLN), b);
   }
 }
 
 static void print_table(void) {
-  printf("%-14s %6s %7s %4s %12s %12s %10s %7s  %s\n", "shape", "batch", "threads", "D",
-         "learner/s", "loop/s", "loop ms", "ratio", "target");
+  const long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  printf("%-14s %6s %7s %4s %12s %12s %10s %7s %7s  %s\n", "shape", "batch", "threads", "D",
+         "learner/s", "loop/s", "loop ms", "ratio", "bound", "target");
   int met = 0, missed = 0;
   for (size_t i = 0; i < n_results; i++) {
     const result_t *r = &results[i];
@@ -730,11 +838,17 @@ static void print_table(void) {
       snprintf(tgt, sizeof tgt, ">=%.2f %s", TARGET_RATIO, ok ? "met" : "MISSED");
       ok ? met++ : missed++;
     }
-    printf("%-14s %6u %7u %4u %12.1f %12.1f %10.3f %7.3f  %s\n", r->shape->name, r->batch,
-           r->threads, r->depth, r->learner_gps, r->loop_gps, 1e3 / r->loop_gps, ratio, tgt);
+    char bnd[16] = "-";
+    if (ratio_bound(r, cores) > 0) snprintf(bnd, sizeof bnd, "%.3f", ratio_bound(r, cores));
+    printf("%-14s %6u %7u %4u %12.1f %12.1f %10.3f %7.3f %7s  %s\n", r->shape->name, r->batch,
+           r->threads, r->depth, r->learner_gps, r->loop_gps, 1e3 / r->loop_gps, ratio, bnd, tgt);
   }
   printf("\n# ratio = loop steps/s (sample + gather + train + update, pipeline of depth D) /"
-         "\n#         learner-only steps/s, same shape, batch, threads and table, same run\n");
+         "\n#         learner-only steps/s, same shape, batch, threads and table, same run"
+         "\n# bound = the most the ratio can be on these %ld CPUs from work alone (threads > 1):"
+         "\n#         min(1, CPUs x W_T / (W_1 + S)), W_T and W_1 the learner's step at the"
+         "\n#         point's threads and at 1, S the sampler's update + sample + gather of a"
+         "\n#         batch on one thread, all measured in this run\n", cores);
   if (met + missed > 0)
     printf("# target (D = %d, ratio >= %.2f): %d met, %d missed\n", TARGET_DEPTH, TARGET_RATIO,
            met, missed);
