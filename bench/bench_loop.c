@@ -421,22 +421,6 @@ static void pin_hook(void *arg, const uint64_t *keys, const rd_batch_t *b) {
 /* The loop: a pipeline, one TrainStep request at a time                */
 /* ------------------------------------------------------------------ */
 
-typedef struct {
-  pthread_mutex_t mu;
-  pthread_cond_t cv;
-  int done;
-  rd_train_result_t res;
-} waiter_t;
-
-static void on_done(void *arg, const rd_train_result_t *res) {
-  waiter_t *wt = arg;
-  pthread_mutex_lock(&wt->mu);
-  wt->res = *res;
-  wt->done = 1;
-  pthread_cond_signal(&wt->cv);
-  pthread_mutex_unlock(&wt->mu);
-}
-
 /* One measured unit: the learner alone (at the point's threads, or at 1
  * for the bound), the sampler's work alone (the bound), or a pipeline of
  * depth D. */
@@ -448,15 +432,14 @@ typedef struct {
   rd_learner_t learner;
   const pool_t *pool;
   uint64_t it;
-  /* sampler only: the pipeline sampler's work per batch, on one thread */
-  workload_t *sw;
+  /* sampler only: the pipeline sampler's work per batch, on one thread (on w) */
   uint64_t *keys;
   double *prob, *w64, *prio;
   rd_buf_t cols[NF];
+  /* loop and sampler */
+  workload_t *w;
   /* loop */
   rd_pipeline_t *p;
-  workload_t *w;
-  waiter_t wt;
   uint64_t requested; /* steps requested so far */
   /* measurement */
   uint64_t steps_per_rep;
@@ -477,16 +460,9 @@ static void learner_steps(unit_t *u, uint64_t n) {
 /* One TrainStep request of n steps, waited on; all of them must train. */
 static void loop_request(unit_t *u, uint32_t n, rd_train_result_t *res) {
   rd_error_t err;
-  pthread_mutex_lock(&u->wt.mu);
-  u->wt.done = 0;
-  pthread_mutex_unlock(&u->wt.mu);
-  int rc = rd_pipeline_train(u->p, n, 0, on_done, &u->wt, &err);
+  int rc = rd_pipeline_train_wait(u->p, n, 0, res, &err);
   if (rc) die("rd_pipeline_train failed (%s, batch %u, D %u): %s: %s", u->shape->name, u->batch,
               u->depth, rd_err_name(rc), err.msg);
-  pthread_mutex_lock(&u->wt.mu);
-  while (!u->wt.done) pthread_cond_wait(&u->wt.cv, &u->wt.mu);
-  *res = u->wt.res;
-  pthread_mutex_unlock(&u->wt.mu);
   u->requested += n;
   if (res->status != RD_OK || res->steps_done != n || res->skipped_steps != 0 ||
       !isfinite(res->loss_mean) || !isfinite(res->td_abs_mean))
@@ -509,7 +485,7 @@ static void loop_steps(unit_t *u, uint64_t n) {
 /* What the pipeline's sampler thread does per batch (pipeline.c): write
  * the last batch's priorities, sample, gather the learner's fields. */
 static void sampler_steps(unit_t *u, uint64_t n) {
-  workload_t *w = u->sw;
+  workload_t *w = u->w;
   for (uint64_t i = 0; i < n; i++) {
     rd_error_t err;
     pthread_mutex_lock(&w->lock);
@@ -528,7 +504,7 @@ static void sampler_init(unit_t *u, workload_t *w, const shape_t *s, uint32_t ba
   u->shape = s;
   u->batch = batch;
   u->is_sampler = true;
-  u->sw = w;
+  u->w = w;
   u->keys = xmalloc(batch * sizeof *u->keys);
   u->prob = xmalloc(batch * sizeof *u->prob);
   u->w64 = xmalloc(batch * sizeof *u->w64);
@@ -647,8 +623,6 @@ static void loop_init(unit_t *u, workload_t *w, const shape_t *s, uint32_t batch
   u->depth = depth;
   u->is_loop = true;
   u->w = w;
-  pthread_mutex_init(&u->wt.mu, NULL);
-  pthread_cond_init(&u->wt.cv, NULL);
   rd_pipeline_config_t c;
   memset(&c, 0, sizeof c);
   make_config(s, batch, threads, &c.learner);
@@ -680,8 +654,6 @@ static void loop_free(unit_t *u) {
         "%" PRIu64 " (%" PRIu64 " skipped)",
         u->shape->name, u->batch, u->depth, u->requested, st.steps, st.skipped_steps);
   rd_pipeline_destroy(u->p);
-  pthread_cond_destroy(&u->wt.cv);
-  pthread_mutex_destroy(&u->wt.mu);
 }
 
 /* ------------------------------------------------------------------ */

@@ -467,6 +467,39 @@ int rd_pipeline_train(rd_pipeline_t *p, uint32_t steps, double deadline_mono, rd
   return rc;
 }
 
+/* rd_pipeline_train_wait's waiter, on the caller's stack. */
+typedef struct {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  int done;
+  rd_train_result_t *res;
+} train_waiter_t;
+
+static void train_waiter_done(void *arg, const rd_train_result_t *res) {
+  train_waiter_t *w = arg;
+  pthread_mutex_lock(&w->mu);
+  *w->res = *res;
+  w->done = 1;
+  pthread_cond_signal(&w->cv);
+  pthread_mutex_unlock(&w->mu);
+}
+
+int rd_pipeline_train_wait(rd_pipeline_t *p, uint32_t steps, double deadline_mono,
+                           rd_train_result_t *res, rd_error_t *err) {
+  train_waiter_t w = {.done = 0, .res = res};
+  pthread_mutex_init(&w.mu, NULL);
+  pthread_cond_init(&w.cv, NULL);
+  int rc = rd_pipeline_train(p, steps, deadline_mono, train_waiter_done, &w, err);
+  if (rc == RD_OK) {
+    pthread_mutex_lock(&w.mu);
+    while (!w.done) pthread_cond_wait(&w.cv, &w.mu);
+    pthread_mutex_unlock(&w.mu);
+  }
+  pthread_cond_destroy(&w.cv);
+  pthread_mutex_destroy(&w.mu);
+  return rc;
+}
+
 /* ------------------------------------------------------------------ */
 /* Inserts                                                             */
 /* ------------------------------------------------------------------ */

@@ -177,6 +177,13 @@ void rd_pipeline_destroy(rd_pipeline_t *p);
 int rd_pipeline_train(rd_pipeline_t *p, uint32_t steps, double deadline_mono, rd_train_done_cb cb,
                       void *arg, rd_error_t *err);
 
+/* rd_pipeline_train, then wait for the request's end and copy its result
+ * to *res: for callers with a thread of their own to block (the profile,
+ * benchmarks, tests). The same errors, and then *res is untouched. Never
+ * call it from a train-done callback or with the table lock held. */
+int rd_pipeline_train_wait(rd_pipeline_t *p, uint32_t steps, double deadline_mono,
+                           rd_train_result_t *res, rd_error_t *err);
+
 /* Call with the table lock held, before inserting n rows into the table:
  * gathers any pinned batch the insert would overwrite. */
 void rd_pipeline_before_insert(rd_pipeline_t *p, size_t n);

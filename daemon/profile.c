@@ -869,21 +869,13 @@ typedef struct {
   pthread_mutex_t lock; /* the workload's table lock, as the registry's */
   rd_pipeline_t *p;
   uint32_t steps; /* per call */
-  pthread_mutex_t mu;
-  pthread_cond_t cv;
-  int done;
-  rd_train_result_t res;
-  bool table_live, locks_live;
+  bool table_live, lock_live;
 } strict_ctx_t;
 
 static void strict_free(strict_ctx_t *c) {
   if (c->p != NULL) rd_pipeline_destroy(c->p);
   if (c->table_live) rd_table_free(&c->t);
-  if (c->locks_live) {
-    pthread_mutex_destroy(&c->lock);
-    pthread_mutex_destroy(&c->mu);
-    pthread_cond_destroy(&c->cv);
-  }
+  if (c->lock_live) pthread_mutex_destroy(&c->lock);
   memset(c, 0, sizeof *c);
 }
 
@@ -912,9 +904,7 @@ static int strict_setup(strict_ctx_t *c, const rd_profile_shape_t *s,
                         rd_error_t *err) {
   memset(c, 0, sizeof *c);
   pthread_mutex_init(&c->lock, NULL);
-  pthread_mutex_init(&c->mu, NULL);
-  pthread_cond_init(&c->cv, NULL);
-  c->locks_live = true;
+  c->lock_live = true;
   const uint32_t B = s->key.batch;
   rd_table_config_t tc;
   rd_table_config_default(&tc);
@@ -976,32 +966,18 @@ out:
   return rc;
 }
 
-static void strict_done(void *arg, const rd_train_result_t *res) {
-  strict_ctx_t *c = arg;
-  pthread_mutex_lock(&c->mu);
-  c->res = *res;
-  c->done = 1;
-  pthread_cond_signal(&c->cv);
-  pthread_mutex_unlock(&c->mu);
-}
-
 /* One request of c->steps steps, awaited. Every step must train: a batch
  * the learner refuses is a failure of the profile, not a fast step. */
 static int strict_call(void *p, rd_error_t *err) {
   strict_ctx_t *c = p;
-  c->done = 0;
-  int rc = rd_pipeline_train(c->p, c->steps, 0, strict_done, c, err);
+  rd_train_result_t res;
+  int rc = rd_pipeline_train_wait(c->p, c->steps, 0, &res, err);
   if (rc) return rc;
-  pthread_mutex_lock(&c->mu);
-  while (!c->done) pthread_cond_wait(&c->cv, &c->mu);
-  pthread_mutex_unlock(&c->mu);
-  if (c->res.status != RD_OK)
-    return rd_error_set(err, c->res.status, "the strict-loop profile's request: %s",
-                        c->res.message);
-  if (c->res.steps_done != c->steps)
+  if (res.status != RD_OK)
+    return rd_error_set(err, res.status, "the strict-loop profile's request: %s", res.message);
+  if (res.steps_done != c->steps)
     return rd_error_set(err, RD_EINTERNAL, "the strict-loop profile trained %u of %u steps "
-                        "(%u batches refused)", c->res.steps_done, c->steps,
-                        c->res.skipped_steps);
+                        "(%u batches refused)", res.steps_done, c->steps, res.skipped_steps);
   return RD_OK;
 }
 

@@ -110,34 +110,12 @@ static void pcfg(rd_pipeline_config_t *c, const wl_t *w) {
 
 /* ---- a TrainStep request waited on ---- */
 
-typedef struct {
-  pthread_mutex_t mu;
-  pthread_cond_t cv;
-  int done;
-  rd_train_result_t res;
-} waiter_t;
-
-static void on_done(void *arg, const rd_train_result_t *res) {
-  waiter_t *wt = arg;
-  pthread_mutex_lock(&wt->mu);
-  wt->res = *res;
-  wt->done = 1;
-  pthread_cond_broadcast(&wt->cv);
-  pthread_mutex_unlock(&wt->mu);
-}
-
 static rd_train_result_t train(rd_pipeline_t *p, uint32_t steps) {
-  waiter_t wt;
-  memset(&wt, 0, sizeof wt);
-  pthread_mutex_init(&wt.mu, NULL);
-  pthread_cond_init(&wt.cv, NULL);
+  rd_train_result_t res;
   rd_error_t err;
-  int rc = rd_pipeline_train(p, steps, 0, on_done, &wt, &err);
+  int rc = rd_pipeline_train_wait(p, steps, 0, &res, &err);
   if (rc) fail_msg("train: %s %s", rd_err_name(rc), err.msg);
-  pthread_mutex_lock(&wt.mu);
-  while (!wt.done) pthread_cond_wait(&wt.cv, &wt.mu);
-  pthread_mutex_unlock(&wt.mu);
-  return wt.res;
+  return res;
 }
 
 static size_t weights(rd_pipeline_t *p, uint8_t *buf, size_t cap, uint64_t *version) {

@@ -390,7 +390,18 @@ static void test_request_errors(void **state) {
   insert(&w, p, 99, 0);
   assert_int_equal(rd_pipeline_train(p, 5, 0, on_done, &wt, &err), RD_EEMPTY);
   assert_non_null(strstr(err.msg, "min_size 100"));
+  /* The waiting form: the same errors, and its result left as it was. */
+  rd_train_result_t res;
+  memset(&res, 0x5a, sizeof res);
+  rd_train_result_t untouched = res;
+  assert_int_equal(rd_pipeline_train_wait(p, 0, 0, &res, &err), RD_EINVAL);
+  assert_int_equal(rd_pipeline_train_wait(p, 5, 0, &res, &err), RD_EEMPTY);
+  assert_memory_equal(&res, &untouched, sizeof res);
   insert(&w, p, 1, 0);
+  /* It returns when the request has ended, with the request's result. */
+  assert_int_equal(rd_pipeline_train_wait(p, 3, 0, &res, &err), RD_OK);
+  assert_int_equal(res.status, RD_OK);
+  assert_int_equal(res.steps_done, 3);
   /* A long request; a second one is refused while it runs. */
   assert_int_equal(rd_pipeline_train(p, 60000, 0, on_done, &wt, &err), RD_OK);
   waiter_t wt2;
