@@ -7,10 +7,12 @@
  * that more than one thread touches is under p->mu; the table, the pin list
  * and each slot's `gathered` flag are under the table lock.
  */
+#define _GNU_SOURCE /* sched_getcpu */
 #include "pipeline.h"
 
 #include <errno.h>
 #include <math.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -104,6 +106,11 @@ struct rd_pipeline {
 
   pthread_t th_sampler, th_learner;
   int started;         /* threads started */
+  /* Where they run (rd_pipeline_cpus): pins as applied (set before the
+   * threads start, then read-only), last CPUs seen (each by its thread). */
+  rd_pin_t pin_learner, pin_sampler;
+  int pin_learner_refused, pin_sampler_refused;
+  _Atomic int cpu_learner, cpu_sampler;
 };
 
 static double now_mono(void) {
@@ -232,6 +239,9 @@ static int validate(const rd_pipeline_config_t *c, const rd_table_config_t *tc, 
                         c->samples_per_insert);
   if (c->f_done >= 0 && !(c->gamma >= 0 && c->gamma <= 1))
     return rd_error_set(err, RD_EINVAL, "gamma must be in [0, 1], not %g", (double)c->gamma);
+  if ((rc = rd_pin_check(&c->learner_pin, err)) != RD_OK ||
+      (rc = rd_pin_check(&c->sampler_pin, err)) != RD_OK)
+    return rc;
   const int fs[5] = {c->f_obs, c->f_action, c->f_reward, c->f_next_obs,
                      c->f_discount >= 0 ? c->f_discount : c->f_done};
   for (int i = 0; i < 5; i++)
@@ -803,6 +813,7 @@ static void *sampler_main(void *arg) {
     int rc;
     uint32_t ok = sample_burst(p, idx, n, &rc, &err); /* sampled: idx[0, ok) */
     if (ok > 0) gather_burst(p, idx, ok, rcs);
+    atomic_store_explicit(&p->cpu_sampler, sched_getcpu(), memory_order_relaxed);
 
     pthread_mutex_lock(&p->mu);
     p->sampling = 0;
@@ -957,6 +968,7 @@ static void *learner_main(void *arg) {
                           p->linfo.reason);
       }
       t_step = now_mono() - t_step;
+      atomic_store_explicit(&p->cpu_learner, sched_getcpu(), memory_order_relaxed);
       s->trained = rc == RD_OK;
       if (rc != RD_OK && p->learner.impl != NULL && p->learner.fault) {
         /* The device failed: the batch is skipped, the CPU takes over. */
@@ -1051,6 +1063,31 @@ static void free_all(rd_pipeline_t *p) {
   free(p);
 }
 
+/* Start a thread on the CPUs of *pin (cores.h); if the kernel refuses
+ * them, unpinned, and *pin is cleared and *refused set (logged). */
+static int start_thread(pthread_t *th, void *(*fn)(void *), void *arg, rd_pin_t *pin,
+                        int *refused, const char *who) {
+  if (pin->n > 0) {
+    pthread_attr_t attr;
+    rd_error_t err;
+    rd_error_clear(&err);
+    int rc = pthread_attr_init(&attr) == 0 ? RD_OK : RD_EINTERNAL;
+    if (rc == RD_OK) {
+      rc = rd_pin_attr(&attr, pin, &err);
+      if (rc == RD_OK && pthread_create(th, &attr, fn, arg) != 0) rc = RD_EINTERNAL;
+      pthread_attr_destroy(&attr);
+    }
+    if (rc == RD_OK) return 0;
+    char cpus[64];
+    rd_pin_format(pin, cpus, sizeof cpus);
+    rd_log_warn("pipeline", "the %s thread cannot run pinned to CPUs %s (%s); it runs unpinned",
+                who, cpus, err.msg[0] ? err.msg : "the kernel refused the CPU set");
+    memset(pin, 0, sizeof *pin);
+    *refused = 1;
+  }
+  return pthread_create(th, NULL, fn, arg);
+}
+
 int rd_pipeline_create(rd_pipeline_t **out, const rd_pipeline_config_t *c, rd_table_t *table,
                        pthread_mutex_t *table_lock, rd_error_t *err) {
   int rc = validate(c, &table->config, err);
@@ -1127,9 +1164,17 @@ int rd_pipeline_create(rd_pipeline_t **out, const rd_pipeline_config_t *c, rd_ta
     free_all(p);
     return rd_error_set(err, RD_EINTERNAL, "the initial weights could not be serialized");
   }
-  if (pthread_create(&p->th_sampler, NULL, sampler_main, p) != 0) goto threads_failed;
+  atomic_init(&p->cpu_learner, -1);
+  atomic_init(&p->cpu_sampler, -1);
+  p->pin_sampler = c->sampler_pin;
+  p->pin_learner = c->learner_pin;
+  if (start_thread(&p->th_sampler, sampler_main, p, &p->pin_sampler, &p->pin_sampler_refused,
+                   "sampler") != 0)
+    goto threads_failed;
   p->started = 1;
-  if (pthread_create(&p->th_learner, NULL, learner_main, p) != 0) goto threads_failed;
+  if (start_thread(&p->th_learner, learner_main, p, &p->pin_learner, &p->pin_learner_refused,
+                   "learner") != 0)
+    goto threads_failed;
   p->started = 2;
   *out = p;
   return RD_OK;
@@ -1200,6 +1245,16 @@ void rd_pipeline_learner_info(rd_pipeline_t *p, rd_pipeline_learner_info_t *out)
   pthread_mutex_lock(&p->mu);
   *out = p->linfo;
   pthread_mutex_unlock(&p->mu);
+}
+
+void rd_pipeline_cpus(rd_pipeline_t *p, rd_pipeline_cpus_t *out) {
+  memset(out, 0, sizeof *out);
+  out->learner_pin = p->pin_learner;
+  out->sampler_pin = p->pin_sampler;
+  out->learner_pin_refused = p->pin_learner_refused;
+  out->sampler_pin_refused = p->pin_sampler_refused;
+  out->learner_cpu = atomic_load_explicit(&p->cpu_learner, memory_order_relaxed);
+  out->sampler_cpu = atomic_load_explicit(&p->cpu_sampler, memory_order_relaxed);
 }
 
 int rd_pipeline_continuous(const rd_pipeline_t *p) { return p->cfg.samples_per_insert > 0; }

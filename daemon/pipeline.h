@@ -74,6 +74,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cores.h"
 #include "learner.h"
 #include "learner_backend.h"
 #include "rd_error.h"
@@ -102,6 +103,12 @@ typedef struct {
    * placement's (the XRT learner on an FPGA board, placement.h), or a
    * test's. */
   const rd_learner_ops_t *learner_ops;
+  /* The CPUs each thread runs on (cores.h; zeroed: unpinned). The
+   * learner's OpenMP team forms on its thread, so it inherits
+   * learner_pin. A pin the kernel refuses (a CPU gone offline) is logged
+   * and that thread runs unpinned: pinning is for speed and for the
+   * prediction, never a reason not to train. */
+  rd_pin_t learner_pin, sampler_pin;
   /* Tests: called on the learner thread with each batch before its step. */
   void (*batch_hook)(void *arg, const uint64_t *keys, const rd_batch_t *b);
   void *hook_arg;
@@ -135,6 +142,15 @@ typedef struct {
   int dead;                    /* even the CPU learner could not be built: no training */
   char reason[RD_ERROR_MSG_MAX]; /* the device's error, when fell_back */
 } rd_pipeline_learner_info_t;
+
+/* Where a pipeline's threads run: their pins as configured and as
+ * applied, and the CPU each was last seen on (sched_getcpu after each
+ * step, or each sampled burst; -1 before the first). */
+typedef struct {
+  rd_pin_t learner_pin, sampler_pin; /* as applied: zeroed where refused */
+  int learner_pin_refused, sampler_pin_refused;
+  int learner_cpu, sampler_cpu;
+} rd_pipeline_cpus_t;
 
 /* Called from a pipeline thread when a TrainStep request ends (done,
  * deadline, or stop). No pipeline or table lock is held. */
@@ -203,6 +219,9 @@ void rd_pipeline_stats(rd_pipeline_t *p, rd_pipeline_stats_t *out);
 
 /* Which learner backend runs, and whether it fell back (thread-safe). */
 void rd_pipeline_learner_info(rd_pipeline_t *p, rd_pipeline_learner_info_t *out);
+
+/* Where its threads run (rd_pipeline_cpus_t). Thread-safe. */
+void rd_pipeline_cpus(rd_pipeline_t *p, rd_pipeline_cpus_t *out);
 
 /* 1 if the workload trains continuously (samples_per_insert > 0). */
 int rd_pipeline_continuous(const rd_pipeline_t *p);

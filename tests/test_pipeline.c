@@ -579,7 +579,8 @@ static void test_config_errors(void **state) {
     int field;
     const char *want;
   } cases[] = {{0, "batch_size 0"}, {1, "exceeds the capacity"}, {2, "relaxation_depth"},
-               {3, "min_size"},     {4, "samples_per_insert"},  {5, "beta"}};
+               {3, "min_size"},     {4, "samples_per_insert"},  {5, "beta"},
+               {6, "CPU -1 is out of range"}, {7, "a pin of 65 CPUs"}};
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     pcfg(&c, &w, 16, 0, NULL);
     switch (cases[i].field) {
@@ -589,6 +590,8 @@ static void test_config_errors(void **state) {
     case 3: c.min_size = 8; break;
     case 4: c.samples_per_insert = NAN; break;
     case 5: c.beta = 2; break;
+    case 6: c.sampler_pin.n = 1; c.sampler_pin.cpu[0] = -1; break;
+    case 7: c.learner_pin.n = RD_PIN_MAX + 1; break;
     }
     p = (rd_pipeline_t *)&c;
     int rc = rd_pipeline_create(&p, &c, &w.table, &w.lock, &err);
@@ -599,6 +602,63 @@ static void test_config_errors(void **state) {
   }
   pcfg(&c, &w, 16, 4, NULL);
   assert_true(rd_pipeline_memsize(&c, &w.table.config) > 6u * 16 * (OBS * 8 + 12));
+  wl_free(&w);
+}
+
+/* cores.h: the threads run where the config pins them; a pin the kernel
+ * refuses (a CPU this machine does not have) runs unpinned, and training
+ * goes on. */
+static void test_pinned_threads(void **state) {
+  (void)state;
+  int cpus[RD_CORES_MAX];
+  size_t n = rd_cores_allowed(cpus, RD_CORES_MAX);
+  assert_true(n >= 1);
+  int lcpu = cpus[0], scpu = cpus[n - 1]; /* the same CPU on a 1-CPU machine */
+  wl_t w;
+  wl_init(&w, 1024, 0);
+  rd_pipeline_config_t c;
+  pcfg(&c, &w, 16, 2, NULL);
+  c.learner_pin.n = 1;
+  c.learner_pin.cpu[0] = lcpu;
+  c.sampler_pin.n = 1;
+  c.sampler_pin.cpu[0] = scpu;
+  rd_pipeline_t *p = create_ok(&c, &w);
+  rd_pipeline_cpus_t pc;
+  rd_pipeline_cpus(p, &pc);
+  assert_int_equal(pc.learner_cpu, -1); /* not run yet */
+  assert_int_equal(pc.sampler_cpu, -1);
+  insert(&w, p, 200, 0);
+  rd_train_result_t r = train_ok(p, 50);
+  assert_int_equal(r.steps_done, 50);
+  rd_pipeline_cpus(p, &pc);
+  assert_int_equal(pc.learner_pin.n, 1);
+  assert_int_equal(pc.learner_pin.cpu[0], lcpu);
+  assert_int_equal(pc.sampler_pin.cpu[0], scpu);
+  assert_int_equal(pc.learner_pin_refused, 0);
+  assert_int_equal(pc.sampler_pin_refused, 0);
+  assert_int_equal(pc.learner_cpu, lcpu); /* where each last ran */
+  assert_int_equal(pc.sampler_cpu, scpu);
+  rd_pipeline_destroy(p);
+  wl_free(&w);
+
+  /* A CPU in range but not on this machine: unpinned, still training. */
+  int absent = RD_CORES_MAX - 1;
+  if (absent == cpus[n - 1]) return; /* a machine with every CPU: nothing to refuse */
+  wl_init(&w, 1024, 0);
+  pcfg(&c, &w, 16, 0, NULL);
+  c.learner_pin.n = 1;
+  c.learner_pin.cpu[0] = absent;
+  p = create_ok(&c, &w);
+  insert(&w, p, 200, 0);
+  r = train_ok(p, 20);
+  assert_int_equal(r.steps_done, 20);
+  rd_pipeline_cpus(p, &pc);
+  assert_int_equal(pc.learner_pin_refused, 1);
+  assert_int_equal(pc.learner_pin.n, 0);
+  assert_int_equal(pc.sampler_pin.n, 0); /* never pinned */
+  assert_int_equal(pc.sampler_pin_refused, 0);
+  assert_true(pc.learner_cpu >= 0);
+  rd_pipeline_destroy(p);
   wl_free(&w);
 }
 
@@ -623,6 +683,7 @@ int main(void) {
       cmocka_unit_test(test_deadline),
       cmocka_unit_test(test_continuous),
       cmocka_unit_test(test_weights),
+      cmocka_unit_test(test_pinned_threads),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
