@@ -158,11 +158,17 @@ typedef struct {
   Replayd__V1__PlatformRow *rowp[RD_DEV_COUNT];
   char code_running[RD_MAPPING_CODE_MAX];
   char note[RD_PLACEMENT_NOTE_MAX + RD_ERROR_MSG_MAX];
+  char learner_cpus[RD_PIN_TEXT_MAX], sampler_cpus[RD_PIN_TEXT_MAX];
 } placement_msg_t;
 
 /* What the pipeline actually runs, over what the placement asked for: a
  * GPU learner that failed (pipeline.h) is running on the CPU now. */
 static void placement_actual(const rd_placement_t *p, rd_pipeline_t *pipe, placement_msg_t *o) {
+  /* The pins as applied: a pin the kernel refused runs unpinned. */
+  rd_pipeline_cpus_t pc;
+  rd_pipeline_cpus(pipe, &pc);
+  rd_pin_format(&pc.learner_pin, o->learner_cpus, sizeof o->learner_cpus);
+  rd_pin_format(&pc.sampler_pin, o->sampler_cpus, sizeof o->sampler_cpus);
   rd_pipeline_learner_info_t li;
   rd_pipeline_learner_info(pipe, &li);
   if (!li.fell_back && !li.dead) return;
@@ -223,6 +229,10 @@ static void placement_msg(const rd_placement_t *p, double measured_gps, placemen
   o->msg.batch = p->table.batch;
   o->msg.profiles_measured = p->profiles_measured;
   o->msg.learner_threads = p->learner_threads;
+  rd_pin_format(&p->learner_pin, o->learner_cpus, sizeof o->learner_cpus);
+  rd_pin_format(&p->sampler_pin, o->sampler_cpus, sizeof o->sampler_cpus);
+  o->msg.learner_cpus = o->learner_cpus;
+  o->msg.sampler_cpus = o->sampler_cpus;
 }
 
 typedef struct {
@@ -269,11 +279,33 @@ static const char *parts_dir(const rd_handler_ctx_t *ctx) {
   return ctx->config->fpga_parts_dir[0] ? ctx->config->fpga_parts_dir : NULL;
 }
 
+/* The CPUs the pipeline's threads get (cores.h): the daemon's least used
+ * by the live workloads' pins. Unpinned if the mask cannot be read. */
+static void assign_cpus(rd_handler_ctx_t *ctx, rd_pipeline_config_t *pc) {
+  static int cpus[RD_CORES_MAX]; /* under place_mu */
+  static uint32_t load[RD_CORES_MAX];
+  size_t n = rd_cores_allowed(cpus, RD_CORES_MAX);
+  rd_error_t err;
+  rd_error_clear(&err);
+  if (n > 0) rd_registry_cpu_load(ctx->registry, cpus, n, load);
+  uint32_t threads = ctx->config->learner_threads ? ctx->config->learner_threads : 1;
+  if (n == 0 ||
+      rd_cores_assign(cpus, load, n, threads, &pc->learner_pin, &pc->sampler_pin, &err) != RD_OK) {
+    rd_log_warn("placement", "the pipeline's threads run unpinned: %s",
+                n == 0 ? "this process's CPU mask cannot be read" : err.msg);
+    memset(&pc->learner_pin, 0, sizeof pc->learner_pin);
+    memset(&pc->sampler_pin, 0, sizeof pc->sampler_pin);
+  }
+}
+
+/* Profile and map, on the CPUs the pipeline will be pinned to. */
 static int place(rd_handler_ctx_t *ctx, const rd_table_config_t *tc,
                  const rd_pipeline_config_t *pc, const rd_placement_assume_t *as,
                  rd_placement_t *out, rd_error_t *err) {
   pthread_mutex_lock(&place_mu);
-  int rc = rd_placement_compute(ctx->store, tc, pc, ctx->config->learner_threads,
+  rd_pipeline_config_t pinned = *pc;
+  assign_cpus(ctx, &pinned);
+  int rc = rd_placement_compute(ctx->store, tc, &pinned, ctx->config->learner_threads,
                                 RD_PROFILE_DEFAULT_BUDGET_S, parts_dir(ctx), as, out, err);
   pthread_mutex_unlock(&place_mu);
   return rc;

@@ -492,6 +492,10 @@ int rd_placement_compute(rd_store_t *store, const rd_table_config_t *tc,
   rd_placement_t o;
   memset(&o, 0, sizeof o);
   o.learner_threads = learner_threads;
+  if (pc != NULL) {
+    o.learner_pin = pc->learner_pin;
+    o.sampler_pin = pc->sampler_pin;
+  }
 
   rd_profile_shape_t shape;
   int rc = rd_profile_shape_init(&shape, tc, pc, 0, err);

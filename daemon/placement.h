@@ -105,6 +105,10 @@ typedef struct {
   char running[RD_MAPPING_CODE_MAX]; /* what is instantiated: "C-C-C" */
   char note[RD_PLACEMENT_NOTE_MAX];
   uint32_t learner_threads;
+  /* Where the pipeline's threads run (cores.h), as the pipeline config
+   * passed in said: the CPU profile was measured there, and the
+   * registered pipeline is pinned there. Zeroed: unpinned. */
+  rd_pin_t learner_pin, sampler_pin;
   /* The learner's device for the pipeline (pipeline.h learner_kind): the
    * GPU when the mapping put the learner there, the GPU learner is built
    * (learner_backend.h) and the GPU is present and usable; the FPGA (its

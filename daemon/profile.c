@@ -115,6 +115,8 @@ int rd_profile_shape_init(rd_profile_shape_t *out, const rd_table_config_t *tc,
   } else {
     s.has_learner = 1;
     s.learner = pc->learner;
+    s.learner_pin = pc->learner_pin;
+    s.sampler_pin = pc->sampler_pin;
     /* The fields the storage unit gathers (pipeline.c's gather), once the
      * config is bound to the schema (obs and next_obs are two fields);
      * unbound, gather takes the row as one column. */
@@ -957,6 +959,8 @@ static int strict_setup(strict_ctx_t *c, const rd_profile_shape_t *s,
   pc.min_size = B;
   pc.gamma = 0.99f;
   pc.learner_kind = RD_LEARNER_ON_CPU;
+  rd_cores_for_threads(&s->learner_pin, &s->sampler_pin, lc->threads, &pc.learner_pin);
+  pc.sampler_pin = s->sampler_pin;
   if ((rc = rd_pipeline_bind_schema(&pc, &tc.schema, err)) != RD_OK) goto out;
   rc = rd_pipeline_create(&c->p, &pc, &c->t, &c->lock, err);
 out:
@@ -1055,7 +1059,7 @@ static int pass_call(void *p, rd_error_t *err) {
  * sides' work and the switches between them, 2.3-3.7 us against 0.9-1.3
  * us a batch (CartPole DDPG, batch 64; the daemon's relaxed loop ran
  * 1.7 us above its train-step). Returns 1 if attr carries a CPU. */
-static int handoff_pin(handoff_ctx_t *h, pthread_attr_t *attr) {
+static int handoff_pin(handoff_ctx_t *h, const rd_profile_shape_t *s, pthread_attr_t *attr) {
   cpu_set_t mine, other;
   if (pthread_getaffinity_np(pthread_self(), sizeof mine, &mine) != 0 || CPU_COUNT(&mine) < 2)
     return 0;
@@ -1063,6 +1067,13 @@ static int handoff_pin(handoff_ctx_t *h, pthread_attr_t *attr) {
   if (here < 0 || !CPU_ISSET(here, &mine)) return 0;
   for (int c = 0; c < CPU_SETSIZE && there < 0; c++)
     if (c != here && CPU_ISSET(c, &mine)) there = c;
+  /* A pinned workload: the learner's first CPU and the sampler's. */
+  if (s->learner_pin.n > 0 && s->sampler_pin.n > 0 && s->learner_pin.cpu[0] < CPU_SETSIZE &&
+      s->sampler_pin.cpu[0] < CPU_SETSIZE && s->learner_pin.cpu[0] != s->sampler_pin.cpu[0] &&
+      CPU_ISSET(s->learner_pin.cpu[0], &mine) && CPU_ISSET(s->sampler_pin.cpu[0], &mine)) {
+    here = s->learner_pin.cpu[0];
+    there = s->sampler_pin.cpu[0];
+  }
   cpu_set_t one;
   CPU_ZERO(&one);
   CPU_SET(here, &one);
@@ -1127,7 +1138,7 @@ static int handoff_start(handoff_ctx_t *h, const rd_profile_shape_t *s, uint32_t
   h->free_len = slots;
   pthread_attr_t attr;
   pthread_attr_init(&attr);
-  if (!helper_consumes) handoff_pin(h, &attr);
+  if (!helper_consumes) handoff_pin(h, s, &attr);
   int prc = pthread_create(&h->th, &attr, helper_consumes ? consumer_main : producer_main, h);
   pthread_attr_destroy(&attr);
   if (prc != 0) {
@@ -1142,6 +1153,63 @@ static int handoff_start(handoff_ctx_t *h, const rd_profile_shape_t *s, uint32_t
  * For handoff, tr (if not NULL) holds the train-step's batches and
  * t_train its warm latency at lc's thread count (profile.h: the helper
  * thread then trains on each batch, and t_train is taken off). */
+/* Run fn(arg) where a pipeline thread of the workload will run (profile.h,
+ * "Pinning"): on a new thread created on pin's CPUs, since an OpenMP team
+ * keeps the mask its threads were created with and the calling thread's
+ * team may be older. Unpinned: on the calling thread. If the kernel
+ * refuses the CPUs (or no thread can start), on the calling thread,
+ * logged: the figure is still the CPU's, only not that core's. */
+typedef struct {
+  call_fn fn;
+  void *arg;
+  rd_error_t *err;
+  int rc;
+} pinned_job_t;
+
+static void *pinned_main(void *a) {
+  pinned_job_t *j = a;
+  j->rc = j->fn(j->arg, j->err);
+  return NULL;
+}
+
+static int run_pinned(const rd_pin_t *pin, call_fn fn, void *arg, rd_error_t *err) {
+  if (pin->n == 0) return fn(arg, err);
+  pthread_attr_t attr;
+  if (pthread_attr_init(&attr) != 0) return fn(arg, err);
+  rd_error_t perr;
+  rd_error_clear(&perr);
+  pinned_job_t j = {fn, arg, err, RD_OK};
+  pthread_t th;
+  int rc = rd_pin_attr(&attr, pin, &perr);
+  if (rc == RD_OK && pthread_create(&th, &attr, pinned_main, &j) != 0)
+    rc = rd_error_set(&perr, RD_EINTERNAL, "no thread could start on them");
+  pthread_attr_destroy(&attr);
+  if (rc == RD_OK) {
+    pthread_join(th, NULL);
+    return j.rc;
+  }
+  char cpus[64];
+  rd_pin_format(pin, cpus, sizeof cpus);
+  rd_log_warn("profile", "cannot measure on CPUs %s (%s); measuring unpinned", cpus, perr.msg);
+  return fn(arg, err);
+}
+
+typedef struct {
+  const rd_profile_shape_t *s;
+  double est, slice_end, deadline;
+  timing_t *tm;
+} gather_job_t;
+
+static int gather_job(void *arg, rd_error_t *err) {
+  gather_job_t *j = arg;
+  gather_ctx_t g;
+  int rc = gather_setup(&g, j->s, err);
+  if (rc) return rc;
+  rc = time_calls(gather_call, &g, j->est, 0, j->slice_end, j->deadline, j->tm, err);
+  gather_free(&g);
+  return rc;
+}
+
 static int measure_pipeline(rd_primitive_t prim, const rd_profile_shape_t *s, train_ctx_t *tr,
                             const rd_learner_config_t *lc, double t_train, table_ctx_t *tab,
                             double t_sampler, double slice_end, double deadline, timing_t *tm,
@@ -1158,11 +1226,9 @@ static int measure_pipeline(rd_primitive_t prim, const rd_profile_shape_t *s, tr
     return RD_OK;
   }
   if (prim == RD_PRIM_GATHER) {
-    gather_ctx_t g;
-    if ((rc = gather_setup(&g, s, err)) != RD_OK) return rc;
-    rc = time_calls(gather_call, &g, est, 0, slice_end, deadline, tm, err);
-    gather_free(&g);
-    return rc;
+    /* On the sampler's CPU, whose thread gathers in the pipeline. */
+    gather_job_t j = {s, est, slice_end, deadline, tm};
+    return run_pinned(&s->sampler_pin, gather_job, &j, err);
   }
   int handoff = prim == RD_PRIM_HANDOFF;
   bool train = handoff && tr != NULL && t_train > 0;
@@ -1220,6 +1286,84 @@ out:
 /* Measuring                                                           */
 /* ------------------------------------------------------------------ */
 
+/* One primitive at one thread count: rd_profile_measure_cpu's loop body,
+ * run by run_pinned. */
+typedef struct {
+  const rd_profile_shape_t *shape;
+  train_ctx_t *tr;
+  table_ctx_t *tab;
+  uint32_t th;
+  rd_primitive_t prim;
+  double *calib_est; /* train: the calibration estimate, in and out */
+  double slice_end, deadline;
+  timing_t tm;       /* out; reps 0: no time */
+  bool warned;       /* out: "no time" was logged already */
+} slice_t;
+
+static int measure_slice(void *arg, rd_error_t *err) {
+  slice_t *sl = arg;
+  const rd_profile_shape_t *shape = sl->shape;
+  const rd_profile_key_t *k = &shape->key;
+  train_ctx_t *tr = sl->tr;
+  uint32_t th = sl->th;
+  double now = now_s(), slice_end = sl->slice_end, deadline = sl->deadline;
+  uint32_t calib_rows = k->batch < CALIB_ROWS ? k->batch : CALIB_ROWS;
+  timing_t tm = {0, 0};
+  int rc = RD_OK;
+  if (sl->prim != RD_PRIM_TRAIN) {
+    double est = 10e-6 + CALL_NS_PER_ITEM * k->batch;
+    rc = time_calls(sl->prim == RD_PRIM_SAMPLE ? sample_call : update_call, sl->tab, est, 0,
+                    slice_end, deadline, &sl->tm, err);
+    return rc;
+  }
+  /* The full step's estimate comes from a calibration step on the
+   * batch's first CALIB_ROWS rows, scaled linearly (an overestimate:
+   * larger products run at a higher rate), which is itself started only
+   * if the FLOP estimate (or the last thread count's step, scaled down)
+   * fits. Init and two calibration steps: the first touches the
+   * parameters and a few rows' buffers for the first time. */
+  double calib_bytes = learner_param_bytes(&shape->learner) +
+                       learner_buffer_bytes(&shape->learner, calib_rows);
+  double calib_guard = 2 * *sl->calib_est + COLD_SAFETY * calib_bytes / touch_bps();
+  if (now + calib_guard > deadline) {
+    rd_log_warn("profile", "%s batch %u: no time left for a train-step at %u threads",
+                k->network, k->batch, th);
+    sl->warned = true;
+    return RD_OK;
+  }
+  rd_learner_config_t lc = shape->learner;
+  lc.threads = th;
+  if ((rc = rd_learner_init(&tr->l, &lc, err)) != RD_OK) return rc;
+  tr->live = true;
+  rd_batch_t cb = tr->b[0];
+  cb.n = calib_rows;
+  /* Twice: the first step of a new learner pays for first touches
+   * of its buffers and the OpenMP team's start (3-10x a step). */
+  double calib = 0;
+  for (int rep = 0; rep < 2 && (rc == RD_OK || rc == RD_ERANGE); rep++) {
+    double c0 = now_s();
+    rc = rd_learner_step(&tr->l, &cb, tr->td, NULL, err);
+    calib = now_s() - c0;
+  }
+  /* A warm step: the calibration scaled linearly (an overestimate:
+   * larger products run at a higher rate); the first full step also
+   * touches the buffers for the full batch for the first time. */
+  double warm_est = calib * k->batch / calib_rows;
+  double first_est = warm_est + COLD_SAFETY * learner_buffer_bytes(&lc, k->batch) / touch_bps();
+  if (rc == RD_OK || rc == RD_ERANGE)
+    rc = time_calls(train_call, tr, first_est, warm_est, slice_end, deadline, &tm, err);
+  rd_learner_free(&tr->l);
+  tr->live = false;
+  if (tm.reps > 0) *sl->calib_est = tm.latency_s * calib_rows / k->batch;
+  else if (rc == RD_OK)
+    rd_log_warn("profile", "%s batch %u: no time left for a train-step at %u threads "
+                "(estimated %.0f ms, the first %.0f ms)", k->network, k->batch, th,
+                warm_est * 1e3, first_est * 1e3);
+  if (rc == RD_OK && tm.reps == 0) sl->warned = true;
+  sl->tm = tm;
+  return rc;
+}
+
 int rd_profile_check(const rd_profile_shape_t *s, const uint32_t *threads, size_t n,
                      double budget_s, size_t cap, rd_error_t *err) {
   if (s == NULL) return rd_error_set(err, RD_EINVAL, "no profile shape given");
@@ -1231,6 +1375,9 @@ int rd_profile_check(const rd_profile_shape_t *s, const uint32_t *threads, size_
                         s->key.algorithm);
   if (s->has_learner) {
     if ((rc = rd_learner_config_validate(&s->learner, err)) != RD_OK) return rc;
+    if ((rc = rd_pin_check(&s->learner_pin, err)) != RD_OK ||
+        (rc = rd_pin_check(&s->sampler_pin, err)) != RD_OK)
+      return rc;
     if (s->learner.max_batch < s->key.batch)
       return rd_error_set(err, RD_EINVAL, "the learner's max_batch %u is below the batch %u",
                           s->learner.max_batch, s->key.batch);
@@ -1316,64 +1463,20 @@ int rd_profile_measure_cpu(const rd_profile_shape_t *shape, const uint32_t *thre
     for (size_t pi = 0; pi < n_prims && rc == RD_OK; pi++, slices--) {
       rd_primitive_t prim = (rd_primitive_t)pi;
       double now = now_s();
-      double slice_end = now + (deadline - now) / (double)slices;
-      timing_t tm = {0, 0};
-      if (prim == RD_PRIM_TRAIN) {
-        /* The full step's estimate comes from a calibration step on the
-         * batch's first CALIB_ROWS rows, scaled linearly (an overestimate:
-         * larger products run at a higher rate), which is itself started
-         * only if the FLOP estimate (or the last thread count's step,
-         * scaled down) fits. */
-        /* Init and two calibration steps: the first touches the
-         * parameters and a few rows' buffers for the first time. */
-        double calib_bytes = learner_param_bytes(&shape->learner) +
-                             learner_buffer_bytes(&shape->learner, calib_rows);
-        double calib_guard = 2 * calib_est + COLD_SAFETY * calib_bytes / touch_bps();
-        if (now + calib_guard > deadline) {
-          rd_log_warn("profile", "%s batch %u: no time left for a train-step at %u threads",
-                      k->network, k->batch, th);
-          continue;
-        }
-        rd_learner_config_t lc = shape->learner;
-        lc.threads = th;
-        if ((rc = rd_learner_init(&tr.l, &lc, err)) != RD_OK) break;
-        tr.live = true;
-        rd_batch_t cb = tr.b[0];
-        cb.n = calib_rows;
-        /* Twice: the first step of a new learner pays for first touches
-         * of its buffers and the OpenMP team's start (3-10x a step). */
-        double calib = 0;
-        for (int rep = 0; rep < 2 && (rc == RD_OK || rc == RD_ERANGE); rep++) {
-          double c0 = now_s();
-          rc = rd_learner_step(&tr.l, &cb, tr.td, NULL, err);
-          calib = now_s() - c0;
-        }
-        /* A warm step: the calibration scaled linearly (an overestimate:
-         * larger products run at a higher rate); the first full step also
-         * touches the buffers for the full batch for the first time. */
-        double warm_est = calib * k->batch / calib_rows;
-        double first_est =
-            warm_est + COLD_SAFETY * learner_buffer_bytes(&lc, k->batch) / touch_bps();
-        if (rc == RD_OK || rc == RD_ERANGE)
-          rc = time_calls(train_call, &tr, first_est, warm_est, slice_end, deadline, &tm, err);
-        rd_learner_free(&tr.l);
-        tr.live = false;
-        if (tm.reps > 0) calib_est = tm.latency_s * calib_rows / k->batch;
-        else if (rc == RD_OK)
-          rd_log_warn("profile", "%s batch %u: no time left for a train-step at %u threads "
-                      "(estimated %.0f ms, the first %.0f ms)", k->network, k->batch, th,
-                      warm_est * 1e3, first_est * 1e3);
-        if (rc) break;
-        if (tm.reps == 0) continue;
-      } else {
-        double est = 10e-6 + CALL_NS_PER_ITEM * k->batch;
-        rc = time_calls(prim == RD_PRIM_SAMPLE ? sample_call : update_call, &tab, est, 0,
-                        slice_end, deadline, &tm, err);
-      }
-      if (rc) break;
+      slice_t sl = {shape, &tr, &tab, th, prim, &calib_est, now + (deadline - now) / (double)slices,
+                    deadline, {0, 0}, false};
+      rd_pin_t pin;
+      if (prim == RD_PRIM_TRAIN)
+        rd_cores_for_threads(&shape->learner_pin, &shape->sampler_pin, th, &pin);
+      else
+        rd_cores_for_threads(&shape->sampler_pin, &shape->learner_pin, th, &pin);
+      if ((rc = run_pinned(&pin, measure_slice, &sl, err)) != RD_OK) break;
+      timing_t tm = sl.tm;
       if (tm.reps == 0) {
-        rd_log_warn("profile", "%s batch %u: no time left to measure %s at %u threads",
-                    k->network[0] ? k->network : "replay", k->batch, rd_primitive_name(prim), th);
+        if (!sl.warned)
+          rd_log_warn("profile", "%s batch %u: no time left to measure %s at %u threads",
+                      k->network[0] ? k->network : "replay", k->batch, rd_primitive_name(prim),
+                      th);
         continue;
       }
       if (prim == RD_PRIM_TRAIN && ti == 0) t_train0 = tm.latency_s;

@@ -66,11 +66,27 @@
  *    B |delta|. pass: the emulation with 8 batches in flight and the roles
  *    swapped, so the calling thread (the learner's role) rarely waits: what
  *    the learner pays per step in the relaxed loop (queue operations and
- *    reading a batch another core wrote). The pipeline's and the strict
- *    emulation's threads are unpinned, as the daemon's; pass pins its two
- *    threads to two CPUs (when the caller may use two), as the relaxed
- *    loop's busy threads sit on two cores (unpinned, the scheduler often
- *    put its idle producer on the consumer's CPU).
+ *    reading a batch another core wrote). The pipeline's threads are
+ *    pinned as the workload's will be (below); the strict emulation's are
+ *    unpinned; pass pins its two threads to two CPUs (the shape's, else
+ *    two the caller may use), as the relaxed loop's busy threads sit on
+ *    two cores (unpinned, the scheduler often put its idle producer on
+ *    the consumer's CPU).
+ *  - Pinning (cores.h). A registered workload's learner and sampler
+ *    threads are pinned, and the shape says where (learner_pin,
+ *    sampler_pin). The train-step at t threads runs on
+ *    rd_cores_for_threads(learner_pin, sampler_pin, t); sample and update
+ *    at t threads, and gather, on rd_cores_for_threads(sampler_pin,
+ *    learner_pin, t) (the sampler thread runs them in the pipeline); each
+ *    on a thread of its own created with that mask, since an OpenMP team
+ *    keeps the mask its threads were created with. handoff's pipeline
+ *    gets the same pins as the workload's; pass's consumer (the learner's
+ *    role) runs on the learner's first CPU and its producer on the
+ *    sampler's. Why: on this project's 2-vCPU VMs the two vCPUs ran the
+ *    same train-step up to 25% apart, so a profile taken on one CPU
+ *    predicted a learner on the other that far off. An unpinned shape (a
+ *    replay-only workload, or a pin the kernel refuses: logged) is
+ *    measured unpinned, as before.
  *  - Timing. Per primitive: one warm-up call, then up to RD_PROFILE_REPS
  *    (15) repetitions of k calls each (k sized so a repetition takes
  *    about 8 ms, longer than a scheduler tick); the latency is the median
@@ -112,6 +128,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cores.h"
 #include "devices.h"
 #include "learner.h"
 #include "pipeline.h"
@@ -177,6 +194,10 @@ typedef struct {
   double alpha;                 /* the table's priority exponent (its cost class) */
   int has_learner;
   rd_learner_config_t learner;  /* when has_learner; max_batch >= key.batch */
+  /* The CPUs the workload's pipeline threads will run on (cores.h;
+   * zeroed: unpinned), from its pipeline config. Each primitive is
+   * measured where its thread will run ("Pinning" above). */
+  rd_pin_t learner_pin, sampler_pin;
 } rd_profile_shape_t;
 
 /* One measured (or imported) latency. */

@@ -288,6 +288,8 @@ static void apply_placement(wl_config_t *wc, const rd_placement_t *pl) {
   wc->pc.learner_kind = pl->learner_kind;
   wc->pc.learner_device = pl->learner_device;
   wc->pc.learner_ops = pl->learner_ops;
+  wc->pc.learner_pin = pl->learner_pin;
+  wc->pc.sampler_pin = pl->sampler_pin;
   wc->tc.rmm = pl->rmm_ops;
 }
 
@@ -820,6 +822,22 @@ void rd_registry_stop_learners(rd_registry_t *r) {
     }
     from += n;
   }
+}
+
+void rd_registry_cpu_load(rd_registry_t *r, const int *cpus, size_t n, uint32_t *load) {
+  memset(load, 0, n * sizeof *load);
+  pthread_rwlock_rdlock(&r->map_lock);
+  for (size_t i = 0; i < r->n; i++) {
+    rd_pipeline_t *p = r->order[i]->pipeline;
+    if (p == NULL) continue;
+    rd_pipeline_cpus_t c;
+    rd_pipeline_cpus(p, &c);
+    for (size_t k = 0; k < n; k++) {
+      for (uint32_t j = 0; j < c.learner_pin.n; j++) load[k] += c.learner_pin.cpu[j] == cpus[k];
+      for (uint32_t j = 0; j < c.sampler_pin.n; j++) load[k] += c.sampler_pin.cpu[j] == cpus[k];
+    }
+  }
+  pthread_rwlock_unlock(&r->map_lock);
 }
 
 size_t rd_registry_count(rd_registry_t *r) {

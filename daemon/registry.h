@@ -93,6 +93,11 @@ int rd_registry_delete(rd_registry_t *r, const char *id, rd_error_t *err);
 size_t rd_registry_list(rd_registry_t *r, rd_workload_t **out, size_t max);
 size_t rd_registry_count(rd_registry_t *r);
 
+/* load[i] = the pipeline threads of live workloads pinned to cpus[i]
+ * (cores.h: a learner pin counts once per CPU it names, as does a sampler
+ * pin), for rd_cores_assign. Thread-safe. */
+void rd_registry_cpu_load(rd_registry_t *r, const int *cpus, size_t n, uint32_t *load);
+
 /* Stop every workload's hosted learner (shutdown: before the server stops,
  * so pending TrainStep calls end instead of holding the drain). */
 void rd_registry_stop_learners(rd_registry_t *r);

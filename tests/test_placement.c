@@ -727,6 +727,53 @@ static void test_registry_busy_falls_back(void **state) {
   rd_registry_destroy(r);
 }
 
+/* The placement's pins (cores.h) reach the registered pipeline, and the
+ * registry counts them as the CPUs' load for the next assignment. */
+static void test_registry_pins(void **state) {
+  (void)state;
+  int cpus[RD_CORES_MAX];
+  size_t n = rd_cores_allowed(cpus, RD_CORES_MAX);
+  assert_true(n >= 1);
+  rd_registry_t *r = make_registry();
+  spec_t s;
+  make_spec(&s, 1024, 1);
+  rd_table_config_t tc;
+  rd_pipeline_config_t pc;
+  workload_configs(1024, &tc, &pc);
+  rd_placement_t pl;
+  run(&pl, RD_DEV_CPU, RD_DEV_CPU, RD_DEV_CPU, NULL, &tc, &pc.learner);
+  pl.learner_pin.n = 1;
+  pl.learner_pin.cpu[0] = cpus[n - 1];
+  pl.sampler_pin.n = 1;
+  pl.sampler_pin.cpu[0] = cpus[0];
+  rd_workload_t *w = NULL;
+  rd_error_t err;
+  rd_error_clear(&err);
+  if (rd_registry_register_placed(r, &s.spec, &pl, &w, &err)) fail_msg("register: %s", err.msg);
+  assert_non_null(w->pipeline);
+  rd_pipeline_cpus_t c;
+  rd_pipeline_cpus(w->pipeline, &c);
+  assert_int_equal(c.learner_pin.n, 1);
+  assert_int_equal(c.learner_pin.cpu[0], cpus[n - 1]);
+  assert_int_equal(c.sampler_pin.n, 1);
+  assert_int_equal(c.sampler_pin.cpu[0], cpus[0]);
+  uint32_t load[RD_CORES_MAX];
+  rd_registry_cpu_load(r, cpus, n, load);
+  if (n == 1) {
+    assert_int_equal(load[0], 2);
+  } else {
+    assert_int_equal(load[0], 1);
+    assert_int_equal(load[n - 1], 1);
+    for (size_t i = 1; i + 1 < n; i++) assert_int_equal(load[i], 0);
+  }
+  /* Deleted: its CPUs are free again. */
+  assert_int_equal(rd_registry_delete(r, w->id, &err), RD_OK);
+  rd_workload_unref(w);
+  rd_registry_cpu_load(r, cpus, n, load);
+  for (size_t i = 0; i < n; i++) assert_int_equal(load[i], 0);
+  rd_registry_destroy(r);
+}
+
 /* ------------------------------------------------------------------ */
 /* XRT's no-op shim (mode "noop", XRT builds)                            */
 /* ------------------------------------------------------------------ */
@@ -853,6 +900,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_rmm_on_cpu),
         cmocka_unit_test(test_compute_with_board),
         cmocka_unit_test(test_registry_busy_falls_back),
+        cmocka_unit_test(test_registry_pins),
     };
     rc = cmocka_run_group_tests(tests, NULL, NULL);
   } else {

@@ -375,7 +375,19 @@ static void test_measure_trains_on_gathered_rows(void **state) {
     shape_ok(&s, &tc, &pc, 0);
     assert_false(rd_profile_shape_trains_on_gather(&s)); /* not bound yet */
     assert_int_equal(rd_pipeline_bind_schema(&pc, sc, &err), RD_OK);
+    /* Pinned as the daemon pins a workload (cores.h): the DDPG case on
+     * this machine's first and last CPUs, the DQN one on a CPU it lacks,
+     * which the kernel refuses, so every primitive falls back to
+     * unpinned, logged, and is still measured. */
+    int cpus[RD_CORES_MAX];
+    size_t nc = rd_cores_allowed(cpus, RD_CORES_MAX);
+    assert_true(nc >= 1);
+    pc.learner_pin.n = pc.sampler_pin.n = 1;
+    pc.learner_pin.cpu[0] = ddpg ? cpus[0] : RD_CORES_MAX - 1;
+    pc.sampler_pin.cpu[0] = ddpg ? cpus[nc - 1] : RD_CORES_MAX - 1;
     shape_ok(&s, &tc, &pc, 0);
+    assert_int_equal(s.learner_pin.cpu[0], pc.learner_pin.cpu[0]);
+    assert_int_equal(s.sampler_pin.cpu[0], pc.sampler_pin.cpu[0]);
     assert_true(rd_profile_shape_trains_on_gather(&s));
     const uint32_t one = 1;
     rd_profile_t r[6];
@@ -478,6 +490,11 @@ static void test_measure_bad_requests(void **state) {
   bad = s;
   bad.alpha = -1;
   assert_int_equal(rd_profile_measure_cpu(&bad, &one, 1, 0.1, r, 8, &n, &err), RD_EINVAL);
+  bad = s;
+  bad.sampler_pin.n = 1;
+  bad.sampler_pin.cpu[0] = -1; /* no such CPU number */
+  assert_int_equal(rd_profile_measure_cpu(&bad, &one, 1, 0.1, r, 8, &n, &err), RD_EINVAL);
+  assert_non_null(strstr(err.msg, "CPU -1"));
 }
 
 static void test_cached(void **state) {

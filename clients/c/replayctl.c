@@ -400,6 +400,10 @@ static void json_placement(jw_t *w, const rdc_placement_t *p) {
   jw_u64(w, p->batch);
   jw_key(w, "learner_threads");
   jw_u64(w, p->learner_threads);
+  jw_key(w, "learner_cpus");
+  jw_string(w, p->learner_cpus);
+  jw_key(w, "sampler_cpus");
+  jw_string(w, p->sampler_cpus);
   jw_key(w, "profile_cache_hit");
   jw_bool(w, p->profile_cache_hit);
   jw_key(w, "profiles_measured");
@@ -504,6 +508,9 @@ static void print_placement(const rdc_placement_t *p, const char *indent) {
   kv(k, "%.1f steps/s (batch %" PRIu32 ", %s-bound, learner on %" PRIu32 " thread%s)",
      p->predicted_gps, p->batch, p->bottleneck[0] ? p->bottleneck : "?", p->learner_threads,
      p->learner_threads == 1 ? "" : "s");
+  snprintf(k, sizeof k, "%scpus", indent);
+  kv(k, "learner %s, sampler %s", p->learner_cpus[0] ? p->learner_cpus : "unpinned",
+     p->sampler_cpus[0] ? p->sampler_cpus : "unpinned");
   snprintf(k, sizeof k, "%smeasured", indent);
   if (p->measured_gps > 0) {
     double e = p->predicted_gps > 0 ? fabs(p->predicted_gps - p->measured_gps) / p->measured_gps

@@ -649,6 +649,8 @@ static void placement_from_pb(rdc_placement_t *o, const Replayd__V1__Placement *
   o->batch = p->batch;
   o->profiles_measured = p->profiles_measured;
   o->learner_threads = p->learner_threads;
+  copy_str(o->learner_cpus, sizeof o->learner_cpus, p->learner_cpus, 1, "", NULL);
+  copy_str(o->sampler_cpus, sizeof o->sampler_cpus, p->sampler_cpus, 1, "", NULL);
 }
 
 static int workload_from_pb(rdc_workload_t *out, const Replayd__V1__Workload *w,

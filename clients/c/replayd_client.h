@@ -297,6 +297,9 @@ typedef struct {
   uint32_t batch;
   uint32_t profiles_measured;
   uint32_t learner_threads;
+  /* The CPUs the pipeline's threads are pinned to: "0", "2-3"; "" when
+   * unpinned (a plan: where a registration now would pin them). */
+  char learner_cpus[320], sampler_cpus[320];
 } rdc_placement_t;
 
 typedef struct {

@@ -112,6 +112,68 @@ class TestRegistration(DseBase):
         w3 = self.d.stub.RegisterWorkload(plain, timeout=10)
         self.assertFalse(w3.HasField("placement"))
 
+    def test_pipeline_threads_pinned(self):
+        """daemon/cores.h: each learner workload's learner and sampler threads
+        are pinned to the daemon's least-used CPUs, the placement says where,
+        and the threads really run there."""
+        allowed = sorted(os.sched_getaffinity(self.d.proc.pid))
+        load = {c: 0 for c in allowed}
+
+        def expect():  # the rule: least loaded, then lowest; learner 1 thread
+            order = sorted(allowed, key=lambda c: (load[c], c))
+            return str(order[0]), str(order[1]) if len(order) > 1 else ""
+
+        def thread_masks():
+            masks = []
+            task = f"/proc/{self.d.proc.pid}/task"
+            for t in os.listdir(task):
+                with open(f"{task}/{t}/status") as f:
+                    for line in f:
+                        if line.startswith("Cpus_allowed_list:"):
+                            masks.append(line.split()[1])
+            return masks
+
+        ws = []
+        for i in range(2):
+            want = expect()
+            w = self.d.stub.RegisterWorkload(learner_spec(name=f"pin{i}"), timeout=30)
+            got = (w.placement.learner_cpus, w.placement.sampler_cpus)
+            self.assertEqual(got, want)
+            dsc = self.d.stub.DescribeWorkload(pb.WorkloadRef(id=w.id), timeout=10)
+            self.assertEqual((dsc.placement.learner_cpus, dsc.placement.sampler_cpus), want)
+            for c in want:
+                if c:
+                    load[int(c)] += 1
+            ws.append(w)
+        # Two pipelines: two threads on each of their pins.
+        masks = thread_masks()
+        for w in ws:
+            self.assertIn(w.placement.learner_cpus, masks)
+            if w.placement.sampler_cpus:
+                self.assertIn(w.placement.sampler_cpus, masks)
+        want = (ws[0].placement.learner_cpus, ws[0].placement.sampler_cpus)
+        self.assertEqual(self.ctl("plan", "cartpole_dqn").returncode, 0)
+        r = self.ctl("describe", ws[0].id)
+        self.assertIn(f"learner {want[0]}, sampler {want[1] or 'unpinned'}", r.stdout)
+        j = json.loads(self.ctl("--json", "describe", ws[0].id).stdout)
+        self.assertEqual((j["placement"]["learner_cpus"], j["placement"]["sampler_cpus"]), want)
+        # Deleting a workload frees its CPUs for the next.
+        self.d.stub.DeleteWorkload(pb.WorkloadRef(id=ws[0].id),
+                                   metadata=((TOKEN_KEY, ws[0].token),), timeout=10)
+        for c in want:
+            if c:
+                load[int(c)] -= 1
+        nxt = expect()
+        w = self.d.stub.RegisterWorkload(learner_spec(name="pin2"), timeout=30)
+        self.assertEqual((w.placement.learner_cpus, w.placement.sampler_cpus), nxt)
+        # A plan says where a registration now would pin, and pins nothing.
+        plan = json.loads(self.ctl("--json", "plan", "cartpole_dqn").stdout)
+        load[int(nxt[0])] += 1
+        if nxt[1]:
+            load[int(nxt[1])] += 1
+        self.assertEqual((plan["learner_cpus"], plan["sampler_cpus"]),
+                         expect())
+
     def test_measured_gps_after_training(self):
         w = self.d.stub.RegisterWorkload(learner_spec(batch=32), timeout=30)
         md = ((TOKEN_KEY, w.token),)
