@@ -55,6 +55,7 @@
 
 #include "rd_philox.h"
 #include "rd_tanh.h"
+#include "rd_tsan.h"
 
 /* ---- thread teams ---- */
 
@@ -684,7 +685,7 @@ static void gemm_narrow(rd_mlp_t *m, const gemm_t *g) {
     return;
   }
   uint64_t t0 = now_ns(), own = 0;
-#pragma omp parallel num_threads(nt)
+#pragma omp parallel num_threads(RD_OMP_TEAM(nt))
   {
     size_t me = (size_t)omp_get_thread_num(), T = (size_t)omp_get_num_threads();
     size_t lo = chunks * me / T * 8, hi = chunks * (me + 1) / T * 8;
@@ -742,7 +743,7 @@ static void gemm(rd_mlp_t *m, const gemm_t *g0) {
    * thread count. */
   const int by_rows = tiles_m >= tiles_n;
   uint64_t t0 = now_ns(), own = 0;
-#pragma omp parallel num_threads(nt)
+#pragma omp parallel num_threads(RD_OMP_TEAM(nt))
   {
     size_t me = (size_t)omp_get_thread_num(), T = (size_t)omp_get_num_threads();
     size_t tiles = by_rows ? tiles_m : tiles_n, q = by_rows ? kr->mr : kr->nr;
@@ -966,7 +967,7 @@ static void col_sums(rd_mlp_t *m, size_t n, size_t cols, const float *dz, float 
   int nt = n * cols >= RD_MLP_OMP_MIN && cols >= 32 ? team_size(m) : 1;
   if (nt > 1) {
     uint64_t t0 = now_ns(), own = 0;
-#pragma omp parallel num_threads(nt)
+#pragma omp parallel num_threads(RD_OMP_TEAM(nt))
     {
       size_t me = (size_t)omp_get_thread_num(), T = (size_t)omp_get_num_threads();
       size_t blocks = (cols + 15) / 16;
@@ -1076,7 +1077,7 @@ int rd_mlp_adam_step(rd_mlp_t *m, const rd_adam_config_t *c, rd_error_t *err) {
     uint64_t t0 = now_ns(), own = 0;
     /* Ranges start at multiples of 64, so every parameter sees the same
      * vector code for any thread count. */
-#pragma omp parallel num_threads(nt)
+#pragma omp parallel num_threads(RD_OMP_TEAM(nt))
     {
       size_t me = (size_t)omp_get_thread_num(), T = (size_t)omp_get_num_threads();
       size_t blocks = (n + 63) / 64, lo = blocks * me / T * 64, hi = blocks * (me + 1) / T * 64;

@@ -15,6 +15,7 @@
 
 #include "rd_tree_check.h"
 #include "rd_tree_step.h"
+#include "rd_tsan.h"
 
 #include <stdbool.h>
 #include <stdlib.h>
@@ -417,7 +418,7 @@ int rd_sumtree_update(rd_sumtree_t *t, size_t n, const uint32_t *positions,
   uint32_t K = t->fanout;
   if (nthreads > 16) nthreads = 16;
   memset(rdelta, 0, sizeof rdelta);
-#pragma omp parallel num_threads(nthreads)
+#pragma omp parallel num_threads(RD_OMP_TEAM(nthreads))
   {
 #ifdef _OPENMP
     uint32_t me = (uint32_t)omp_get_thread_num(), nt = (uint32_t)omp_get_num_threads();
@@ -450,7 +451,7 @@ int rd_sumtree_sample(const rd_sumtree_t *t, size_t n, const uint64_t *targets,
   /* Sampling is read-only: split the batch into per-thread slices of whole
    * groups (papers/001 §IV-C2). */
   size_t groups = (n + SAMPLE_GROUP - 1) / SAMPLE_GROUP;
-#pragma omp parallel num_threads(nthreads)
+#pragma omp parallel num_threads(RD_OMP_TEAM(nthreads))
   {
 #ifdef _OPENMP
     size_t me = (size_t)omp_get_thread_num(), nt = (size_t)omp_get_num_threads();
