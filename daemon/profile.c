@@ -37,7 +37,8 @@
 #define GATHER_MAX_BYTES (32u << 20) /* gather's source rows */
 #define GATHER_POOL_MIN (1u << 18) /* random row indices, at least */
 #define UPDATE_POOL_KEYS (1u << 18) /* sampled keys for update batches (then at least 4 batches) */
-#define PASS_SLOTS 8u              /* batches in flight for "pass" */
+#define PASS_SLOTS 8u              /* batches in flight for the emulated "pass" */
+#define PASS_DEPTH 50u             /* the pipeline's D for "pass" (pipeline_step) */
 
 /* ------------------------------------------------------------------ */
 /* Names                                                               */
@@ -843,7 +844,7 @@ static int consume_one(handoff_ctx_t *h) {
 }
 
 /* The sampler's part of one emulated strict-loop step (an unbound shape,
- * strict_pipeline below has the bound one), on the measuring tables: the
+ * pipeline_step below has the bound one), on the measuring tables: the
  * last batch's priority update, a sample, a gather of rows. */
 typedef struct {
   table_ctx_t *tab;
@@ -858,9 +859,9 @@ static int sampler_work(void *p, rd_error_t *err) {
   return rc;
 }
 
-/* The strict loop's step on the daemon's own pipeline (pipeline.c, D = 0),
- * for a shape whose learner fields are bound (rd_profile_shape_trains_on_
- * gather): a table of those five fields filled with rows a learner
+/* A step on the daemon's own pipeline (pipeline.c; D = 0 for handoff,
+ * PASS_DEPTH for pass), for a shape whose learner fields are bound
+ * (rd_profile_shape_trains_on_gather): a table of those five fields filled with rows a learner
  * accepts, and rd_pipeline_train requests of `steps` steps, each awaited.
  * An emulation of the loop (two threads handing synthetic batches over,
  * as below for unbound shapes) ran the step about 10% faster than the
@@ -902,8 +903,8 @@ static void strict_schema(const rd_profile_shape_t *s, rd_schema_t *sc) {
  * never below batch), filled until fill_end (at least one batch), and the
  * pipeline on it. */
 static int strict_setup(strict_ctx_t *c, const rd_profile_shape_t *s,
-                        const rd_learner_config_t *lc, uint32_t capacity, double fill_end,
-                        rd_error_t *err) {
+                        const rd_learner_config_t *lc, uint32_t capacity, uint32_t depth,
+                        double fill_end, rd_error_t *err) {
   memset(c, 0, sizeof *c);
   pthread_mutex_init(&c->lock, NULL);
   c->lock_live = true;
@@ -937,7 +938,7 @@ static int strict_setup(strict_ctx_t *c, const rd_profile_shape_t *s,
     ok = ok && col[f] != NULL;
   }
   if (!ok) {
-    rc = rd_error_set(err, RD_ENOMEM, "out of memory for the strict-loop profile's rows");
+    rc = rd_error_set(err, RD_ENOMEM, "out of memory for the pipeline profile's rows");
     goto out;
   }
   uint64_t seed = DATA_SEED ^ 0x737472696374ull; /* "strict" */
@@ -954,7 +955,7 @@ static int strict_setup(strict_ctx_t *c, const rd_profile_shape_t *s,
   memset(&pc, 0, sizeof pc);
   pc.learner = *lc;
   pc.batch = B;
-  pc.depth = 0;
+  pc.depth = depth;
   pc.beta = 0.4;
   pc.min_size = B;
   pc.gamma = 0.99f;
@@ -978,27 +979,43 @@ static int strict_call(void *p, rd_error_t *err) {
   int rc = rd_pipeline_train_wait(c->p, c->steps, 0, &res, err);
   if (rc) return rc;
   if (res.status != RD_OK)
-    return rd_error_set(err, res.status, "the strict-loop profile's request: %s", res.message);
+    return rd_error_set(err, res.status, "the pipeline profile's request: %s", res.message);
   if (res.steps_done != c->steps)
-    return rd_error_set(err, RD_EINTERNAL, "the strict-loop profile trained %u of %u steps "
+    return rd_error_set(err, RD_EINTERNAL, "the pipeline profile trained %u of %u steps "
                         "(%u batches refused)", res.steps_done, c->steps, res.skipped_steps);
   return RD_OK;
 }
 
-/* handoff for a bound shape: the pipeline's strict step less t_train and
- * t_sampler (their isolated latencies), into *tm. */
-static int strict_pipeline(const rd_profile_shape_t *s, const rd_learner_config_t *lc,
-                           double t_train, double t_sampler, uint32_t capacity,
-                           double slice_end, double deadline, timing_t *tm, rd_error_t *err) {
+/* For a bound shape, the daemon's pipeline itself, into *tm:
+ *   handoff (depth 0): the strict step less t_train and t_sampler (their
+ *     isolated latencies);
+ *   pass (depth PASS_DEPTH, papers/001 §VII's D = 50): the relaxed step
+ *     less t_train: what the learner's thread pays per step beyond its
+ *     train-step while the sampler keeps batches ahead. The emulation
+ *     below (a consumer reading synthetic batches) measured 1.4-2.3 us a
+ *     batch for CartPole DDPG, batch 64, where the daemon's relaxed loop
+ *     ran about 0.8 us above its train-step (2026-11-25), so D = 50 was
+ *     predicted 7-30% slow in 9 of 9 runs. The key has no depth, so one
+ *     pass serves every D > 0: the loop's rate at D = 8..200 stayed within
+ *     6% of D = 50's (bench_loop, CartPole DDPG, batch 64, 1 thread), but
+ *     D = 4 ran 22% below it (the learner wakes the sampler often there).
+ *     When the sampler's side is the slower (T_R + T_G above the
+ *     learner's), the relaxed step is the sampler's and so is this pass:
+ *     the prediction 1/max(T_L + T_P, T_R + T_G) is then that step. */
+static int pipeline_step(const rd_profile_shape_t *s, const rd_learner_config_t *lc,
+                         uint32_t depth, double t_train, double t_sampler, uint32_t capacity,
+                         double slice_end, double deadline, timing_t *tm, rd_error_t *err) {
   double now = now_s();
   strict_ctx_t c;
   /* A quarter of the slice for the table; the rest for the requests. */
-  int rc = strict_setup(&c, s, lc, capacity, now + 0.25 * (slice_end - now), err);
+  int rc = strict_setup(&c, s, lc, capacity, depth, now + 0.25 * (slice_end - now), err);
   if (rc) return rc;
   /* Steps per request: a repetition's length (REP_TARGET_S, or less in a
    * short slice) at the isolated parts' pace; a request's start (waking
-   * the two threads) is then a small part of it. */
-  double est_step = t_train + t_sampler, quota = slice_end - now_s();
+   * the two threads, and at depth > 0 the sampler filling the queue) is
+   * then a small part of it. */
+  double est_step = depth == 0 ? t_train + t_sampler : fmax(t_train, t_sampler);
+  double quota = slice_end - now_s();
   double target = quota / (RD_PROFILE_REPS + 2) < REP_TARGET_S ? quota / (RD_PROFILE_REPS + 2)
                                                                  : REP_TARGET_S;
   double m = target / est_step;
@@ -1007,12 +1024,12 @@ static int strict_pipeline(const rd_profile_shape_t *s, const rd_learner_config_
    * first request also starts a fresh learner (its first step touches its
    * buffers: up to 10 steps). */
   double est_call = 1.5 * c.steps * est_step + 100e-6;
-  double est_first = est_call + 10 * t_train;
+  double est_first = est_call + 10 * t_train + depth * t_sampler;
   const uint32_t steps = c.steps;
   rc = time_calls(strict_call, &c, est_first, est_call, slice_end, deadline, tm, err);
   strict_free(&c);
   if (rc == RD_OK && tm->reps > 0) {
-    tm->latency_s = tm->latency_s / steps - t_train - t_sampler;
+    tm->latency_s = tm->latency_s / steps - t_train - (depth == 0 ? t_sampler : 0);
     if (!(tm->latency_s > 1e-9)) tm->latency_s = 1e-9;
   }
   return rc;
@@ -1231,14 +1248,17 @@ static int measure_pipeline(rd_primitive_t prim, const rd_profile_shape_t *s, tr
     return run_pinned(&s->sampler_pin, gather_job, &j, err);
   }
   int handoff = prim == RD_PRIM_HANDOFF;
+  /* A bound shape whose train-step and sampler side were measured: the
+   * daemon's pipeline itself, strict for handoff, relaxed for pass. */
+  if (tr != NULL && t_train > 0 && tab != NULL && t_sampler > 0 &&
+      rd_profile_shape_trains_on_gather(s))
+    return pipeline_step(s, lc, handoff ? 0 : PASS_DEPTH, t_train, t_sampler,
+                         tab->t.config.capacity, slice_end, deadline, tm, err);
+  /* Otherwise emulated. With the sampler's work too (its isolated time
+   * known), handoff's round trip is a whole strict-loop step on the
+   * measuring tables. */
   bool train = handoff && tr != NULL && t_train > 0;
-  /* With the sampler's work too (its isolated time known), the round trip
-   * is a whole strict-loop step: on the daemon's pipeline itself for a
-   * bound shape, else emulated on the measuring tables. */
   bool sampler = train && tab != NULL && t_sampler > 0;
-  if (sampler && rd_profile_shape_trains_on_gather(s))
-    return strict_pipeline(s, lc, t_train, t_sampler, tab->t.config.capacity, slice_end,
-                           deadline, tm, err);
   handoff_ctx_t h;
   gather_ctx_t g;
   sampler_work_t sw = {tab, &g};

@@ -63,12 +63,17 @@
  *    the calling thread, as the sampler, updates, samples and gathers on
  *    the measuring tables and hands B rows (row_bytes each) to a second
  *    thread that runs a train-step on synthetic batches, and waits for its
- *    B |delta|. pass: the emulation with 8 batches in flight and the roles
- *    swapped, so the calling thread (the learner's role) rarely waits: what
- *    the learner pays per step in the relaxed loop (queue operations and
- *    reading a batch another core wrote). The pipeline's threads are
- *    pinned as the workload's will be (below); the strict emulation's are
- *    unpinned; pass pins its two threads to two CPUs (the shape's, else
+ *    B |delta|. pass: what the learner pays per step in the relaxed loop
+ *    beyond its train-step (queue operations, reading a batch another core
+ *    wrote, the sampler's bursts). For a bound shape, the daemon's
+ *    pipeline at D = 50 (papers/001 §VII's depth; the key has no depth, so
+ *    it serves every D > 0) as for handoff, its step less the isolated
+ *    train-step. Else the emulation with 8 batches in flight and the roles
+ *    swapped, so the calling thread (the learner's role) rarely waits; it
+ *    measured 1.4-2.3 us a step where the daemon's loop paid about 0.8 us
+ *    (CartPole DDPG, batch 64). The pipeline's threads are pinned as the
+ *    workload's will be (below); the strict emulation's are unpinned; the
+ *    pass emulation pins its two threads to two CPUs (the shape's, else
  *    two the caller may use), as the relaxed loop's busy threads sit on
  *    two cores (unpinned, the scheduler often put its idle producer on
  *    the consumer's CPU).
