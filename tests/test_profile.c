@@ -351,9 +351,10 @@ static void test_measure_ddpg_replay_only(void **state) {
   assert_int_equal(r[1].primitive, RD_PRIM_UPDATE);
 }
 
-/* A schema the pipeline binds: the strict-loop profile then runs the
- * daemon's pipeline on a table of the learner's fields, whose every batch
- * the learner must accept (a refused one fails the measurement): DQN with
+/* A schema the pipeline binds: handoff and pass then run the daemon's
+ * pipeline (D = 0 and D = 50) on a table of the learner's fields, whose
+ * every batch the learner must accept (a refused one fails the
+ * measurement; both are reported only when every step trained): DQN with
  * a done flag, DDPG with a discount field. An unbound config (no pipeline
  * can run it) gets the emulation on synthetic batches. */
 static void test_measure_trains_on_gathered_rows(void **state) {
@@ -397,6 +398,7 @@ static void test_measure_trains_on_gathered_rows(void **state) {
     assert_int_equal(n, 6);
     check_results(r, n, &s);
     assert_int_equal(r[4].primitive, RD_PRIM_HANDOFF);
+    assert_int_equal(r[5].primitive, RD_PRIM_PASS);
   }
 }
 
