@@ -600,10 +600,12 @@ void rd_pipeline_after_insert(rd_pipeline_t *p, size_t n) {
  * whole train-step. So:
  *  - the sampler wakes the learner only when a push makes its queue
  *    non-empty (the learner sleeps only on an empty queue);
- *  - at D < RD_PIPELINE_POLL_DEPTH the learner wakes the sampler after
- *    every step;
- *  - at larger D, while batches are in flight, the sampler does not wait to
- *    be woken: it sleeps for about D/4 of the learner's recent step times,
+ *  - at D < RD_PIPELINE_POLL_DEPTH, or while D/4 of the learner's recent
+ *    steps take less than RD_PIPELINE_MIN_POLL_S, the learner wakes the
+ *    sampler after every step (the sampler spins briefly first, so that
+ *    wake is mostly a counter bump);
+ *  - otherwise (polling), while batches are in flight, the sampler does
+ *    not wait to be woken: it sleeps for about D/4 of those step times,
  *    then writes the priorities of the batches trained meanwhile and
  *    samples and gathers as many ahead again, in one go, while the learner
  *    trains on the rest. Its timer fires on its own core, so the learner
@@ -611,10 +613,16 @@ void rd_pipeline_after_insert(rd_pipeline_t *p, size_t n) {
  *    (measured on 2 vCPUs), and the woken thread was often queued on the
  *    waker's core, preempting the learner. The learner wakes it only if
  *    the pipeline runs low anyway (at most D/2 batches left untrained).
+ *    A timed sleep much under 50 us is not kept on a VM, so polling needs
+ *    D/4 steps of at least that: with shorter steps the sleep outlasted
+ *    D/2 steps and the learner ran low and paid the futex wake after all
+ *    (CartPole DDPG, batch 64, ~9 us steps: the loop at D = 4 ran 22% and
+ *    at D = 8 5% below D = 50, and below D = 1's).
  * This changes when updates land, never how many batches are in flight
  * (<= D + 1). */
 #define RD_PIPELINE_BURST_ITEMS 4096u
 #define RD_PIPELINE_POLL_DEPTH 4u
+#define RD_PIPELINE_MIN_POLL_S 50e-6
 
 /* Under p->mu. Batches sampled but not yet trained. */
 static uint32_t untrained(const rd_pipeline_t *p) { return p->sampling + p->q_train.len; }
@@ -624,29 +632,35 @@ static uint32_t burst_max(const rd_pipeline_t *p) {
   return b > 0 ? b : 1;
 }
 
+/* Under p->mu: the sampler polls on a timer (see above). */
+static int polling(const rd_pipeline_t *p) {
+  return p->cfg.depth >= RD_PIPELINE_POLL_DEPTH &&
+         p->step_s * (double)(p->cfg.depth / 4) >= RD_PIPELINE_MIN_POLL_S;
+}
+
 /* Under p->mu: the learner wakes the sampler (see above). */
 static int sampler_wanted(const rd_pipeline_t *p) {
-  return p->cfg.depth < RD_PIPELINE_POLL_DEPTH || untrained(p) <= p->cfg.depth / 2;
+  return !polling(p) || untrained(p) <= p->cfg.depth / 2;
 }
 
 /* Under p->mu, the sampler has nothing to do: sleep until woken, or, while
- * batches are in flight at D >= RD_PIPELINE_POLL_DEPTH, at most for the
- * time the learner takes for D/4 steps (clamped to [50 us, 1 s]).
- * Below that depth, with a batch at the learner, the sampler first waits
- * by rd_spin_wait_stage for the step's time (a timed sleep, then a spin; once per
- * idle spell: *stage 0 -> 1 slept -> 2 spun): in the strict loop the
- * learner's wake-up is on every step's path. The caller looks again
- * after each stage. */
+ * polling with batches in flight, at most for the time the learner takes
+ * for D/4 steps (at most 1 s). Otherwise, with a batch at the learner,
+ * the sampler first waits by rd_spin_wait_stage for the step's time (a
+ * timed sleep, then a spin; once per idle spell: *stage 0 -> 1 slept -> 2
+ * spun): in the strict loop the learner's wake-up is on every step's
+ * path. The caller looks again after each stage. */
 static void sampler_sleep(rd_pipeline_t *p, int *stage) {
-  if (p->cfg.depth < RD_PIPELINE_POLL_DEPTH && p->in_flight > 0 &&
+  const int poll = polling(p);
+  if (!poll && p->in_flight > 0 &&
       rd_spin_wait_stage(&p->cv_sampler, &p->mu, &p->ev_sampler, p->step_s, stage, NULL))
     return;
-  if (p->cfg.depth < RD_PIPELINE_POLL_DEPTH || p->in_flight == 0 || p->step_s <= 0) {
+  if (!poll || p->in_flight == 0) {
     pthread_cond_wait(&p->cv_sampler, &p->mu);
     return;
   }
   double dt = p->step_s * (double)(p->cfg.depth / 4);
-  dt = dt < 50e-6 ? 50e-6 : dt > 1.0 ? 1.0 : dt;
+  dt = dt > 1.0 ? 1.0 : dt;
   struct timespec ts = rd_spin_deadline(dt);
   pthread_cond_timedwait(&p->cv_sampler, &p->mu, &ts);
 }

@@ -274,9 +274,12 @@ static void test_bind_schema(void **state) {
 }
 
 /* D = 0: every batch's priorities are written before the next is sampled,
- * so no update is late; D = 8: the sampler runs ahead and some are. Both
- * apply every update, and every batch holds the rows its keys name. */
-static void run_depth(uint32_t depth, int with_done) {
+ * so no update is late; D > 0: the sampler runs ahead and some are. All
+ * apply every update, and every batch holds the rows its keys name.
+ * hidden: the learner's layer width (two layers when above 16), which
+ * sets its step time and so, at D >= 4, whether the sampler polls
+ * (pipeline.c "Wake-ups"). */
+static void run_depth(uint32_t depth, int with_done, uint32_t hidden) {
   wl_t w;
   wl_init(&w, 4096, with_done);
   hook_t h;
@@ -284,6 +287,8 @@ static void run_depth(uint32_t depth, int with_done) {
   h.with_done = with_done;
   rd_pipeline_config_t c;
   pcfg(&c, &w, 32, depth, &h);
+  c.learner.n_hidden = hidden > 16 ? 2 : 1;
+  c.learner.hidden[0] = c.learner.hidden[1] = hidden;
   rd_pipeline_t *p = create_ok(&c, &w);
   insert(&w, p, 1000, with_done);
   rd_train_result_t r = train_ok(p, 200);
@@ -315,9 +320,14 @@ static void run_depth(uint32_t depth, int with_done) {
 
 static void test_strict_and_relaxed(void **state) {
   (void)state;
-  run_depth(0, 0);
-  run_depth(8, 0);
-  run_depth(0, 1); /* done field: discount = gamma (1 - done) */
+  run_depth(0, 0, 16);
+  /* Steps of a few us: 2 steps are under the 50 us a polling sampler
+   * needs, so the learner wakes it after every step. */
+  run_depth(8, 0, 16);
+  /* Steps of tens of us or more (32 x 256 x 256 multiply-adds each way):
+   * 16 steps are well above 50 us, so the sampler polls on its timer. */
+  run_depth(64, 0, 256);
+  run_depth(0, 1, 16); /* done field: discount = gamma (1 - done) */
 }
 
 /* Two writers insert as fast as they can into a small ring while the
