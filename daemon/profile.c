@@ -996,9 +996,9 @@ static int strict_call(void *p, rd_error_t *err) {
  *     batch for CartPole DDPG, batch 64, where the daemon's relaxed loop
  *     ran about 0.8 us above its train-step (2026-11-25), so D = 50 was
  *     predicted 7-30% slow in 9 of 9 runs. The key has no depth, so one
- *     pass serves every D > 0: the loop's rate at D = 8..200 stayed within
- *     6% of D = 50's (bench_loop, CartPole DDPG, batch 64, 1 thread), but
- *     D = 4 ran 22% below it (the learner wakes the sampler often there).
+ *     pass serves every D > 0: the loop's rate at D = 1, 4, 8, 16, 200
+ *     stayed within 2% of D = 50's (bench_loop, CartPole DDPG, batch 64,
+ *     1 thread, after pipeline.c's polling rule of 2026-11-25).
  *     When the sampler's side is the slower (T_R + T_G above the
  *     learner's), the relaxed step is the sampler's and so is this pass:
  *     the prediction 1/max(T_L + T_P, T_R + T_G) is then that step. */
