@@ -39,6 +39,8 @@
 #define UPDATE_POOL_KEYS (1u << 18) /* sampled keys for update batches (then at least 4 batches) */
 #define PASS_SLOTS 8u              /* batches in flight for the emulated "pass" */
 #define PASS_DEPTH 50u             /* the pipeline's D for "pass" (pipeline_step) */
+#define PASS_MIN_DEPTH 8u          /* below this, pass is emulated (pass_depth) */
+#define PASS_MAX_BYTES (256u << 20) /* pass's pipeline slots, all D + 2 of them */
 
 /* ------------------------------------------------------------------ */
 /* Names                                                               */
@@ -989,7 +991,8 @@ static int strict_call(void *p, rd_error_t *err) {
 /* For a bound shape, the daemon's pipeline itself, into *tm:
  *   handoff (depth 0): the strict step less t_train and t_sampler (their
  *     isolated latencies);
- *   pass (depth PASS_DEPTH, papers/001 §VII's D = 50): the relaxed step
+ *   pass (depth PASS_DEPTH, papers/001 §VII's D = 50, or less for large
+ *     batches: pass_depth): the relaxed step
  *     less t_train: what the learner's thread pays per step beyond its
  *     train-step while the sampler keeps batches ahead. The emulation
  *     below (a consumer reading synthetic batches) measured 1.4-2.3 us a
@@ -1227,6 +1230,21 @@ static int gather_job(void *arg, rd_error_t *err) {
   return rc;
 }
 
+/* pass's pipeline depth for a shape: PASS_DEPTH, or less where its D + 2
+ * batch slots (keys, probabilities, weights, |delta|, priorities,
+ * discounts: 40 bytes an item, plus the learner's columns) would take
+ * more than PASS_MAX_BYTES: a client picks batch and row size, and a
+ * D = 0 workload should not make its profile allocate 52 batches. 0 if
+ * even PASS_MIN_DEPTH does not fit (the emulation, bounded by
+ * MAX_BATCH_BYTES, measures pass then). */
+static uint32_t pass_depth(const rd_profile_shape_t *s) {
+  uint64_t item = 40;
+  for (uint32_t c = 0; c < s->n_cols; c++) item += s->col_bytes[c];
+  uint64_t slots = PASS_MAX_BYTES / (item * s->key.batch);
+  if (slots < PASS_MIN_DEPTH + 2) return 0;
+  return slots - 2 < PASS_DEPTH ? (uint32_t)(slots - 2) : PASS_DEPTH;
+}
+
 static int measure_pipeline(rd_primitive_t prim, const rd_profile_shape_t *s, train_ctx_t *tr,
                             const rd_learner_config_t *lc, double t_train, table_ctx_t *tab,
                             double t_sampler, double slice_end, double deadline, timing_t *tm,
@@ -1250,10 +1268,11 @@ static int measure_pipeline(rd_primitive_t prim, const rd_profile_shape_t *s, tr
   int handoff = prim == RD_PRIM_HANDOFF;
   /* A bound shape whose train-step and sampler side were measured: the
    * daemon's pipeline itself, strict for handoff, relaxed for pass. */
+  uint32_t depth = handoff ? 0 : pass_depth(s);
   if (tr != NULL && t_train > 0 && tab != NULL && t_sampler > 0 &&
-      rd_profile_shape_trains_on_gather(s))
-    return pipeline_step(s, lc, handoff ? 0 : PASS_DEPTH, t_train, t_sampler,
-                         tab->t.config.capacity, slice_end, deadline, tm, err);
+      rd_profile_shape_trains_on_gather(s) && (handoff || depth > 0))
+    return pipeline_step(s, lc, depth, t_train, t_sampler, tab->t.config.capacity, slice_end,
+                         deadline, tm, err);
   /* Otherwise emulated. With the sampler's work too (its isolated time
    * known), handoff's round trip is a whole strict-loop step on the
    * measuring tables. */

@@ -67,8 +67,9 @@
  *    beyond its train-step (queue operations, reading a batch another core
  *    wrote, the sampler's bursts). For a bound shape, the daemon's
  *    pipeline at D = 50 (papers/001 §VII's depth; the key has no depth, so
- *    it serves every D > 0) as for handoff, its step less the isolated
- *    train-step. Else the emulation with 8 batches in flight and the roles
+ *    it serves every D > 0; less where D + 2 batch slots would exceed
+ *    256 MiB, the emulation below 8) as for handoff, its step less the
+ *    isolated train-step. Else the emulation with 8 batches in flight and the roles
  *    swapped, so the calling thread (the learner's role) rarely waits; it
  *    measured 1.4-2.3 us a step where the daemon's loop paid about 0.8 us
  *    (CartPole DDPG, batch 64). The pipeline's threads are pinned as the
