@@ -862,9 +862,10 @@ static int sampler_work(void *p, rd_error_t *err) {
 }
 
 /* A step on the daemon's own pipeline (pipeline.c; D = 0 for handoff,
- * PASS_DEPTH for pass), for a shape whose learner fields are bound
- * (rd_profile_shape_trains_on_gather): a table of those five fields filled with rows a learner
- * accepts, and rd_pipeline_train requests of `steps` steps, each awaited.
+ * pass_depth for pass), for a shape whose learner fields are bound
+ * (rd_profile_shape_trains_on_gather): a table of those five fields
+ * filled with rows a learner accepts, and rd_pipeline_train requests of
+ * `steps` steps, each awaited.
  * An emulation of the loop (two threads handing synthetic batches over,
  * as below for unbound shapes) ran the step about 10% faster than the
  * pipeline it copied (CartPole DDPG, batch 64: 25-27 us against 28-30 us
@@ -875,9 +876,9 @@ typedef struct {
   rd_pipeline_t *p;
   uint32_t steps; /* per call */
   bool table_live, lock_live;
-} strict_ctx_t;
+} pipe_ctx_t;
 
-static void strict_free(strict_ctx_t *c) {
+static void pipe_free(pipe_ctx_t *c) {
   if (c->p != NULL) rd_pipeline_destroy(c->p);
   if (c->table_live) rd_table_free(&c->t);
   if (c->lock_live) pthread_mutex_destroy(&c->lock);
@@ -886,7 +887,7 @@ static void strict_free(strict_ctx_t *c) {
 
 /* The five learner fields, named as rd_pipeline_bind_schema finds them,
  * with the shape's column sizes (learner_columns checked them). */
-static void strict_schema(const rd_profile_shape_t *s, rd_schema_t *sc) {
+static void pipe_schema(const rd_profile_shape_t *s, rd_schema_t *sc) {
   const rd_learner_config_t *lc = &s->learner;
   const bool dqn = lc->algo == RD_ALGO_DQN, done = s->col_bytes[4] == 1;
   memset(sc, 0, sizeof *sc);
@@ -904,7 +905,7 @@ static void strict_schema(const rd_profile_shape_t *s, rd_schema_t *sc) {
 /* The table (the measuring table's capacity, rows at most GATHER_MAX_BYTES,
  * never below batch), filled until fill_end (at least one batch), and the
  * pipeline on it. */
-static int strict_setup(strict_ctx_t *c, const rd_profile_shape_t *s,
+static int pipe_setup(pipe_ctx_t *c, const rd_profile_shape_t *s,
                         const rd_learner_config_t *lc, uint32_t capacity, uint32_t depth,
                         double fill_end, rd_error_t *err) {
   memset(c, 0, sizeof *c);
@@ -913,7 +914,7 @@ static int strict_setup(strict_ctx_t *c, const rd_profile_shape_t *s,
   const uint32_t B = s->key.batch;
   rd_table_config_t tc;
   rd_table_config_default(&tc);
-  strict_schema(s, &tc.schema);
+  pipe_schema(s, &tc.schema);
   size_t row = rd_schema_row_bytes(&tc.schema);
   if ((uint64_t)capacity * row > GATHER_MAX_BYTES) capacity = (uint32_t)(GATHER_MAX_BYTES / row);
   if (capacity < B) capacity = B;
@@ -925,7 +926,7 @@ static int strict_setup(strict_ctx_t *c, const rd_profile_shape_t *s,
   tc.max_batch = B > chunk ? B : chunk;
   int rc = rd_table_init(&c->t, &tc, err);
   if (rc) {
-    strict_free(c);
+    pipe_free(c);
     return rc;
   }
   c->table_live = true;
@@ -969,14 +970,14 @@ static int strict_setup(strict_ctx_t *c, const rd_profile_shape_t *s,
 out:
   free(raw);
   for (int f = 0; f < 5; f++) free(col[f]);
-  if (rc) strict_free(c);
+  if (rc) pipe_free(c);
   return rc;
 }
 
 /* One request of c->steps steps, awaited. Every step must train: a batch
  * the learner refuses is a failure of the profile, not a fast step. */
-static int strict_call(void *p, rd_error_t *err) {
-  strict_ctx_t *c = p;
+static int pipe_call(void *p, rd_error_t *err) {
+  pipe_ctx_t *c = p;
   rd_train_result_t res;
   int rc = rd_pipeline_train_wait(c->p, c->steps, 0, &res, err);
   if (rc) return rc;
@@ -992,26 +993,26 @@ static int strict_call(void *p, rd_error_t *err) {
  *   handoff (depth 0): the strict step less t_train and t_sampler (their
  *     isolated latencies);
  *   pass (depth PASS_DEPTH, papers/001 §VII's D = 50, or less for large
- *     batches: pass_depth): the relaxed step
- *     less t_train: what the learner's thread pays per step beyond its
- *     train-step while the sampler keeps batches ahead. The emulation
- *     below (a consumer reading synthetic batches) measured 1.4-2.3 us a
- *     batch for CartPole DDPG, batch 64, where the daemon's relaxed loop
- *     ran about 0.8 us above its train-step (2026-11-25), so D = 50 was
- *     predicted 7-30% slow in 9 of 9 runs. The key has no depth, so one
- *     pass serves every D > 0: the loop's rate at D = 1, 4, 8, 16, 200
- *     stayed within 2% of D = 50's (bench_loop, CartPole DDPG, batch 64,
- *     1 thread, after pipeline.c's polling rule of 2026-11-25).
- *     When the sampler's side is the slower (T_R + T_G above the
- *     learner's), the relaxed step is the sampler's and so is this pass:
- *     the prediction 1/max(T_L + T_P, T_R + T_G) is then that step. */
+ *     batches: pass_depth): the relaxed step less t_train: what the
+ *     learner's thread pays per step beyond its train-step while the
+ *     sampler keeps batches ahead. The emulation below (a consumer
+ *     reading synthetic batches) measured 1.4-2.3 us a batch for CartPole
+ *     DDPG, batch 64, where the daemon's relaxed loop ran about 0.8 us
+ *     above its train-step (2026-11-25), so D = 50 was predicted 7-30%
+ *     slow in 9 of 9 runs. The key has no depth, so one pass serves every
+ *     D > 0: the loop's rate at D = 1, 4, 8, 16, 200 stayed within 2% of
+ *     D = 50's (bench_loop, CartPole DDPG, batch 64, 1 thread, after
+ *     pipeline.c's polling rule of 2026-11-25). When the sampler's side is
+ *     the slower (T_R + T_G above the learner's), the relaxed step is the
+ *     sampler's and so is this pass: the prediction
+ *     1/max(T_L + T_P, T_R + T_G) is then that step. */
 static int pipeline_step(const rd_profile_shape_t *s, const rd_learner_config_t *lc,
                          uint32_t depth, double t_train, double t_sampler, uint32_t capacity,
                          double slice_end, double deadline, timing_t *tm, rd_error_t *err) {
   double now = now_s();
-  strict_ctx_t c;
+  pipe_ctx_t c;
   /* A quarter of the slice for the table; the rest for the requests. */
-  int rc = strict_setup(&c, s, lc, capacity, depth, now + 0.25 * (slice_end - now), err);
+  int rc = pipe_setup(&c, s, lc, capacity, depth, now + 0.25 * (slice_end - now), err);
   if (rc) return rc;
   /* Steps per request: a repetition's length (REP_TARGET_S, or less in a
    * short slice) at the isolated parts' pace; a request's start (waking
@@ -1029,8 +1030,8 @@ static int pipeline_step(const rd_profile_shape_t *s, const rd_learner_config_t 
   double est_call = 1.5 * c.steps * est_step + 100e-6;
   double est_first = est_call + 10 * t_train + depth * t_sampler;
   const uint32_t steps = c.steps;
-  rc = time_calls(strict_call, &c, est_first, est_call, slice_end, deadline, tm, err);
-  strict_free(&c);
+  rc = time_calls(pipe_call, &c, est_first, est_call, slice_end, deadline, tm, err);
+  pipe_free(&c);
   if (rc == RD_OK && tm->reps > 0) {
     tm->latency_s = tm->latency_s / steps - t_train - (depth == 0 ? t_sampler : 0);
     if (!(tm->latency_s > 1e-9)) tm->latency_s = 1e-9;
