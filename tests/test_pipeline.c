@@ -122,6 +122,7 @@ typedef struct {
   atomic_ulong batches, bad_rows, bad_discount;
   int with_done;
   float gamma;
+  unsigned delay_us; /* the learner lingers this long on every 8th batch */
 } hook_t;
 
 static void check_batch(void *arg, const uint64_t *keys, const rd_batch_t *b) {
@@ -137,6 +138,7 @@ static void check_batch(void *arg, const uint64_t *keys, const rd_batch_t *b) {
     if (b->discount[i] != want) atomic_fetch_add(&h->bad_discount, 1);
     if (!(b->weights[i] > 0 && b->weights[i] <= 1)) atomic_fetch_add(&h->bad_rows, 1);
   }
+  if (h->delay_us && atomic_load(&h->batches) % 8 == 0) usleep(h->delay_us);
 }
 
 static void pcfg(rd_pipeline_config_t *c, const wl_t *w, uint32_t batch, uint32_t depth,
@@ -357,6 +359,12 @@ static void test_inserts_during_steps(void **state) {
   hook_t h;
   memset(&h, 0, sizeof h);
   rd_pipeline_config_t c;
+  /* Every 8th batch lingers at the learner, so the writers overwrite rows
+   * of the batches behind it between their gather and their priority
+   * update: a fast loop's window (a few us) was often missed (stale 0 in 8
+   * of 20 runs once the sampler stopped sleeping between bursts at this
+   * depth). */
+  h.delay_us = 20;
   pcfg(&c, &w, 48, 6, &h);
   c.learner.n_hidden = 0; /* a linear Q: the test is about data, not FLOPs */
   rd_pipeline_t *p = create_ok(&c, &w);
