@@ -180,6 +180,33 @@ static double measure_gps(rdc_client_t *c, const rdc_workload_t *w, uint32_t ste
   return v[MEASURE_CALLS / 2];
 }
 
+/* One dse.gps_error line, or with registered > 0 (the registration's
+ * prediction, which pred was re-profiled against) its control
+ * dse.gps_error_reprofiled with params.drift. mapping: the table's note
+ * for the main figure. */
+static void emit_gps_error(const char *shape, uint32_t depth, double pred, double meas,
+                           double registered, const char *mapping) {
+  const double err = fabs(pred - meas) / meas;
+  if (O.json) {
+    char b[192];
+    int n = snprintf(b, sizeof b, "%u, \"depth\": %u, \"predicted_gps\": %.6g, \"measured_gps\": "
+                     "%.6g", O.batch, depth, pred, meas);
+    if (registered > 0 && n > 0 && (size_t)n < sizeof b)
+      snprintf(b + n, sizeof b - (size_t)n, ", \"drift\": %.4f", pred / registered - 1);
+    emit(registered > 0 ? "dse.gps_error_reprofiled" : "dse.gps_error", shape, "batch", b, err,
+         "fraction");
+    return;
+  }
+  if (registered > 0)
+    printf("%-16s %-14s batch=%-4u D=%-3u %12.4f fraction (control: reprofiled %.0f, drift "
+           "%+.1f%%)\n", "  reprofiled", shape, O.batch, depth, err, pred,
+           (pred / registered - 1) * 100);
+  else
+    printf("%-16s %-14s batch=%-4u D=%-3u %12.4f fraction (predicted %.0f, measured %.0f "
+           "steps/s; %s)\n", "dse.gps_error", shape, O.batch, depth, err, pred, meas, mapping);
+  fflush(stdout);
+}
+
 /* The CPU mapping's predicted GPS from profiles measured now: forget the
  * stored profiles (admin token from the state directory), then Plan the
  * spec, which profiles the CPU again and stores the result. */
@@ -296,17 +323,7 @@ int main(int argc, char **argv) {
         status = 1;
         break;
       }
-      char b[160];
-      snprintf(b, sizeof b, "%u, \"depth\": %u, \"predicted_gps\": %.6g, \"measured_gps\": %.6g",
-               O.batch, depths[di], pred, meas);
-      if (O.json) {
-        emit("dse.gps_error", shapes[s], "batch", b, fabs(pred - meas) / meas, "fraction");
-      } else {
-        printf("%-16s %-14s batch=%-4u D=%-3u %12.4f fraction (predicted %.0f, measured %.0f "
-               "steps/s; %s)\n", "dse.gps_error", shapes[s], O.batch, depths[di],
-               fabs(pred - meas) / meas, pred, meas, w->placement.mapping);
-        fflush(stdout);
-      }
+      emit_gps_error(shapes[s], depths[di], pred, meas, 0, w->placement.mapping);
       rdc_delete(c, w->id, w->token, NULL);
       /* The control: profile again now (after the delete, so that the
        * plan pins the same CPUs the workload had) and predict again. */
@@ -315,17 +332,7 @@ int main(int argc, char **argv) {
         status = 1;
         break;
       }
-      snprintf(b, sizeof b, "%u, \"depth\": %u, \"predicted_gps\": %.6g, \"measured_gps\": "
-               "%.6g, \"drift\": %.4f", O.batch, depths[di], fresh, meas, fresh / pred - 1);
-      if (O.json) {
-        emit("dse.gps_error_reprofiled", shapes[s], "batch", b, fabs(fresh - meas) / meas,
-             "fraction");
-      } else {
-        printf("%-16s %-14s batch=%-4u D=%-3u %12.4f fraction (control: reprofiled %.0f, drift "
-               "%+.1f%%)\n", "  reprofiled", shapes[s], O.batch, depths[di],
-               fabs(fresh - meas) / meas, fresh, (fresh / pred - 1) * 100);
-        fflush(stdout);
-      }
+      emit_gps_error(shapes[s], depths[di], fresh, meas, pred, NULL);
     }
   }
   free(spec);
