@@ -1,5 +1,11 @@
 /* store.c - the daemon's durable state in SQLite (state_dir/replayd.db).
  *
+ * The state directory belongs to one store at a time: open takes an
+ * exclusive flock on state_dir/replayd.lock before it touches anything
+ * else there, and holds it until close (see lock_state_dir). At open the
+ * whole file is checked (PRAGMA quick_check, see check_database), so a
+ * damaged database stops the start instead of failing reads later.
+ *
  * One connection, opened in WAL mode so a reader (e.g. an operator's
  * sqlite3 shell) never blocks the daemon, with a busy timeout for the rare
  * moment someone else holds the write lock. Every public call takes the
@@ -25,12 +31,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #define DB_FILE "replayd.db"
 #define TOKEN_FILE "admin.token"
+#define LOCK_FILE "replayd.lock"
+#define CHECK_PROBLEMS 3 /* quick_check stops after this many */
 #define ADMIN_TOKEN_HEX 64
 #define BUSY_TIMEOUT_MS 5000
 #define RD_XSTR(x) #x
@@ -38,6 +47,7 @@
 
 struct rd_store {
   sqlite3 *db;
+  int lock_fd; /* state_dir/LOCK_FILE, flock'd; -1 when not held */
   pthread_mutex_t mu;
   int version;
   sqlite3_stmt *put, *del, *list;
@@ -126,6 +136,81 @@ static int join_path(char *out, size_t cap, const char *dir, const char *file, r
 }
 
 /* ------------------------------------------------------------------ */
+/* The state directory's lock                                          */
+/* ------------------------------------------------------------------ */
+
+/* The pid written in a held lock file, or 0 if it cannot be read. The
+ * holder writes it just after taking the lock, so an empty file may only
+ * mean we looked in between: look again for a moment. */
+static long holder_pid(int fd) {
+  for (int tries = 0; tries < 50; tries++) {
+    char buf[24];
+    ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
+    if (n > 0) {
+      buf[n] = '\0';
+      char *end;
+      errno = 0;
+      long pid = strtol(buf, &end, 10);
+      if (errno == 0 && end != buf && *end == '\n' && pid > 0) return pid;
+    }
+    usleep(2000);
+  }
+  return 0;
+}
+
+/* Take state_dir/LOCK_FILE with flock(LOCK_EX | LOCK_NB) for the store's
+ * life and write this process's pid into it, so a second daemon on the
+ * same directory stops at start (RD_EBUSY, naming the holder's pid)
+ * instead of sharing the database and the token with the first.
+ *
+ * The kernel drops a flock when the last descriptor of its open file
+ * goes: on close and on any exit, kill -9 included. So the file left
+ * behind by a dead daemon is not a lock and is never removed (unlinking a
+ * flock'd file lets a third process lock a new file of the same name while
+ * the second still holds the old one). O_CLOEXEC: a program the daemon
+ * starts must not keep the directory locked after the daemon is gone. */
+static int lock_state_dir(rd_store_t *s, const char *state_dir, rd_error_t *err) {
+  char path[PATH_MAX];
+  int rc = join_path(path, sizeof path, state_dir, LOCK_FILE, err);
+  if (rc) return rc;
+  int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd < 0)
+    return rd_error_set(err, RD_ESTORE, "cannot open %s: %s", path, strerror(errno));
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    close(fd);
+    return rd_error_set(err, RD_ESTORE, "%s is not a regular file", path);
+  }
+  if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    int e = errno;
+    if (e == EWOULDBLOCK) {
+      long pid = holder_pid(fd);
+      close(fd);
+      if (pid > 0)
+        return rd_error_set(err, RD_EBUSY,
+                            "state directory %s is in use by replayd pid %ld; stop it, or "
+                            "give this one another --state-dir",
+                            state_dir, pid);
+      return rd_error_set(err, RD_EBUSY,
+                          "state directory %s is in use by another replayd (it holds %s); "
+                          "stop it, or give this one another --state-dir",
+                          state_dir, path);
+    }
+    close(fd);
+    return rd_error_set(err, RD_ESTORE, "cannot lock %s: %s", path, strerror(e));
+  }
+  char line[24];
+  int len = snprintf(line, sizeof line, "%ld\n", (long)getpid());
+  if (ftruncate(fd, 0) != 0 || pwrite(fd, line, (size_t)len, 0) != len) {
+    int e = errno;
+    close(fd);
+    return rd_error_set(err, RD_ESTORE, "cannot write %s: %s", path, strerror(e));
+  }
+  s->lock_fd = fd;
+  return RD_OK;
+}
+
+/* ------------------------------------------------------------------ */
 /* Open, migrate, close                                                */
 /* ------------------------------------------------------------------ */
 
@@ -147,6 +232,60 @@ static int read_user_version(rd_store_t *s, int *v, rd_error_t *err) {
   sqlite3_finalize(st);
   if (rc != SQLITE_ROW) return db_error(s, err, "reading the schema version");
   return RD_OK;
+}
+
+/* Stop on a damaged database (malformed pages under an intact header):
+ * SQLite opens such a file and fails only the reads that reach a bad
+ * page, so without this the daemon would start, restore nothing and
+ * answer every registration with an error.
+ *
+ * quick_check rather than integrity_check: both read every page and check
+ * each b-tree's structure, cells, free list and NOT NULL, which is what a
+ * torn or overwritten page breaks; integrity_check also cross-checks each
+ * index against its table (O(N log N) instead of O(N)), and the only
+ * indexes here are the small workloads table's (profiles is WITHOUT ROWID,
+ * its key is the table). The cost is a read of the whole file at start
+ * (docs/benchmarks.md has figures). */
+static int check_database(rd_store_t *s, rd_error_t *err) {
+  sqlite3_stmt *st;
+  if (sqlite3_prepare_v2(s->db, "PRAGMA quick_check(" RD_STR(CHECK_PROBLEMS) ")", -1, &st,
+                         NULL) != SQLITE_OK)
+    return db_error(s, err, "checking the database");
+  char problems[160] = "";
+  size_t used = 0;
+  bool ok = false;
+  int step;
+  while ((step = sqlite3_step(st)) == SQLITE_ROW) {
+    const char *row = (const char *)sqlite3_column_text(st, 0);
+    if (row == NULL) continue;
+    if (strcmp(row, "ok") == 0) {
+      ok = true;
+      continue;
+    }
+    /* The first problem comes after a "*** in database main ***" line. */
+    if (strncmp(row, "*** in database", 15) == 0) {
+      const char *nl = strchr(row, '\n');
+      if (nl == NULL) continue;
+      row = nl + 1;
+    }
+    if (used < sizeof problems)
+      used += (size_t)snprintf(problems + used, sizeof problems - used, "%s%s",
+                               used ? "; " : "", row);
+  }
+  /* A page bad enough can also end the check itself with an error. */
+  if (step != SQLITE_DONE && used < sizeof problems)
+    used += (size_t)snprintf(problems + used, sizeof problems - used, "%s%s",
+                             used ? "; " : "", sqlite3_errmsg(s->db));
+  sqlite3_finalize(st);
+  if (ok && used == 0) return RD_OK;
+  for (char *c = problems; *c; c++)
+    if (*c == '\n') *c = ' ';
+  /* The advice first: a long path truncates the detail, not what to do. */
+  return rd_error_set(err, RD_ESTORE,
+                      "%s is damaged; move it and its -wal and -shm files aside to start with "
+                      "an empty state (its workloads are lost), or restore a backup "
+                      "(quick_check: %s)",
+                      s->path, problems[0] ? problems : "no result");
 }
 
 static int migrate(rd_store_t *s, rd_error_t *err) {
@@ -194,6 +333,13 @@ void rd_store_close(rd_store_t *s) {
   sqlite3_finalize(s->prof_list);
   sqlite3_finalize(s->prof_clear);
   sqlite3_close(s->db); /* every statement is finalized, so this closes */
+  if (s->lock_fd >= 0) {
+    /* Empty the pid first: a daemon that fails to take the lock later
+     * must not name this process. Closing releases the lock. */
+    int unused = ftruncate(s->lock_fd, 0); /* the lock goes with close either way */
+    (void)unused;
+    close(s->lock_fd);
+  }
   pthread_mutex_destroy(&s->mu);
   free(s);
 }
@@ -206,11 +352,14 @@ int rd_store_open(rd_store_t **out, const char *state_dir, rd_error_t *err) {
 
   rd_store_t *s = calloc(1, sizeof *s);
   if (s == NULL) return rd_error_set(err, RD_ENOMEM, "out of memory opening the store");
+  s->lock_fd = -1;
   if ((rc = join_path(s->path, sizeof s->path, state_dir, DB_FILE, err)) != RD_OK) {
     free(s);
     return rc;
   }
   pthread_mutex_init(&s->mu, NULL);
+  /* Before the database or anything else in the directory is touched. */
+  if ((rc = lock_state_dir(s, state_dir, err)) != RD_OK) goto fail;
 
   /* Create the file ourselves so it is 0600 from its first byte; SQLite
    * gives its -wal and -shm files the database file's mode. */
@@ -234,7 +383,7 @@ int rd_store_open(rd_store_t **out, const char *state_dir, rd_error_t *err) {
    * it must survive a power cut. */
   if ((rc = exec_sql(s, "PRAGMA journal_mode = WAL", "switching to WAL mode", err)) ||
       (rc = exec_sql(s, "PRAGMA synchronous = FULL", "setting synchronous mode", err)) ||
-      (rc = migrate(s, err)) ||
+      (rc = check_database(s, err)) || (rc = migrate(s, err)) ||
       (rc = prepare(s, &s->put,
                     "INSERT INTO workloads (id, token, created_unix, spec, seq) VALUES "
                     "(?1, ?2, ?3, ?4, (SELECT COALESCE(MAX(seq), 0) + 1 FROM workloads))",
