@@ -7,13 +7,18 @@
 #include <cmocka.h>
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <math.h>
 #include <pthread.h>
+#include <signal.h>
+#include <spawn.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "profile_jsonl.h"
@@ -362,6 +367,214 @@ static void test_unwritable_state_dir(void **state) {
     assert_int_equal(rd_store_open(&s, ro, &err), RD_ESTORE);
     assert_non_null(strstr(err.msg, "Permission denied"));
   }
+}
+
+/* ------------------------------------------------------------------ */
+/* The state directory's lock and the check at open                    */
+/* ------------------------------------------------------------------ */
+
+static void read_file(const char *path, char *out, size_t cap) {
+  FILE *f = fopen(path, "r");
+  assert_non_null(f);
+  size_t got = fread(out, 1, cap - 1, f);
+  out[got] = '\0';
+  fclose(f);
+}
+
+static int exists(const char *path) {
+  struct stat st;
+  return stat(path, &st) == 0;
+}
+
+/* A second open of a held directory is refused, naming the holder's pid;
+ * the lock file is private and holds the pid while the store is open. */
+static void test_lock_second_open_refused(void **state) {
+  (void)state;
+  const char *dir = fresh("lock");
+  rd_store_t *a = open_ok(dir);
+  char lock[200], content[64], want[300];
+  snprintf(lock, sizeof lock, "%s/replayd.lock", dir);
+  assert_int_equal(mode_of(lock), 0600);
+  read_file(lock, content, sizeof content);
+  char pid_line[32];
+  snprintf(pid_line, sizeof pid_line, "%ld\n", (long)getpid());
+  assert_string_equal(content, pid_line);
+
+  rd_store_t *b = (rd_store_t *)&content; /* must be reset to NULL */
+  rd_error_t err;
+  rd_error_clear(&err);
+  assert_int_equal(rd_store_open(&b, dir, &err), RD_EBUSY);
+  assert_null(b);
+  snprintf(want, sizeof want, "state directory %s is in use by replayd pid %ld", dir,
+           (long)getpid());
+  if (strstr(err.msg, want) == NULL) fail_msg("\"%s\" lacks \"%s\"", err.msg, want);
+  put_ok(a, "still", "mine", 1, "s"); /* the holder is unaffected */
+
+  /* Closing releases it (and forgets the pid); the file stays. */
+  rd_store_close(a);
+  read_file(lock, content, sizeof content);
+  assert_string_equal(content, "");
+  b = open_ok(dir);
+  char ids[64];
+  list_ids(b, ids, sizeof ids);
+  assert_string_equal(ids, "still");
+  rd_store_close(b);
+}
+
+/* The lock is taken before the database is touched: with the directory
+ * held, open creates no database file. */
+static void test_lock_before_database(void **state) {
+  (void)state;
+  const char *dir = fresh("lock-first");
+  assert_int_equal(mkdir(dir, 0700), 0);
+  char lock[200], db[200];
+  snprintf(lock, sizeof lock, "%s/replayd.lock", dir);
+  snprintf(db, sizeof db, "%s/replayd.db", dir);
+  int fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  assert_true(fd >= 0);
+  assert_int_equal(flock(fd, LOCK_EX | LOCK_NB), 0);
+  assert_int_equal(write(fd, "4242\n", 5), 5);
+  rd_store_t *s;
+  rd_error_t err;
+  rd_error_clear(&err);
+  assert_int_equal(rd_store_open(&s, dir, &err), RD_EBUSY);
+  assert_non_null(strstr(err.msg, "in use by replayd pid 4242"));
+  assert_false(exists(db));
+  /* A holder that has not written its pid (yet) is still a holder. */
+  assert_int_equal(ftruncate(fd, 0), 0);
+  assert_int_equal(rd_store_open(&s, dir, &err), RD_EBUSY);
+  assert_non_null(strstr(err.msg, "in use by another replayd"));
+  assert_false(exists(db));
+  close(fd);
+  s = open_ok(dir);
+  rd_store_close(s);
+  assert_true(exists(db));
+
+  /* Something other than a file in the lock's place. */
+  const char *odd = fresh("lock-dir");
+  assert_int_equal(mkdir(odd, 0700), 0);
+  snprintf(lock, sizeof lock, "%s/replayd.lock", odd);
+  assert_int_equal(mkdir(lock, 0700), 0);
+  assert_int_equal(rd_store_open(&s, odd, &err), RD_ESTORE);
+  assert_non_null(strstr(err.msg, lock));
+}
+
+/* Another process holds the directory: refused with its pid; once it is
+ * killed (SIGKILL, no clean-up), the kernel has released the lock and the
+ * stale file with its pid does not stop the next open. */
+static void test_lock_released_on_kill(void **state) {
+  (void)state;
+  const char *dir = fresh("lock-kill");
+  int ready[2];
+  assert_int_equal(pipe(ready), 0);
+  pid_t child = fork();
+  assert_true(child >= 0);
+  if (child == 0) {
+    rd_store_t *s = NULL;
+    char ok = rd_store_open(&s, dir, NULL) == RD_OK ? 'y' : 'n';
+    if (write(ready[1], &ok, 1) != 1) _exit(1);
+    for (;;) pause();
+  }
+  char ok = 0;
+  assert_int_equal(read(ready[0], &ok, 1), 1);
+  assert_int_equal(ok, 'y');
+  rd_store_t *s;
+  rd_error_t err;
+  rd_error_clear(&err);
+  assert_int_equal(rd_store_open(&s, dir, &err), RD_EBUSY);
+  char want[64];
+  snprintf(want, sizeof want, "in use by replayd pid %ld;", (long)child);
+  if (strstr(err.msg, want) == NULL) fail_msg("\"%s\" lacks \"%s\"", err.msg, want);
+  assert_int_equal(kill(child, SIGKILL), 0);
+  int status;
+  assert_int_equal(waitpid(child, &status, 0), child);
+  assert_true(WIFSIGNALED(status));
+  close(ready[0]);
+  close(ready[1]);
+  s = open_ok(dir);
+  rd_store_close(s);
+}
+
+/* A program started while the store is open does not inherit the lock
+ * (O_CLOEXEC): once the store is closed, the directory opens again even
+ * though that program still runs. */
+static void test_lock_not_inherited(void **state) {
+  (void)state;
+  const char *dir = fresh("lock-exec");
+  rd_store_t *s = open_ok(dir);
+  pid_t child;
+  char *argv[] = {"sleep", "30", NULL};
+  extern char **environ;
+  assert_int_equal(posix_spawn(&child, "/bin/sleep", NULL, NULL, argv, environ), 0);
+  rd_store_close(s);
+  rd_store_t *again = NULL;
+  rd_error_t err;
+  rd_error_clear(&err);
+  int rc = rd_store_open(&again, dir, &err);
+  kill(child, SIGKILL);
+  waitpid(child, NULL, 0);
+  if (rc) fail_msg("reopen while a spawned program runs: %s", err.msg);
+  rd_store_close(again);
+}
+
+/* Overwrite every page after the first of dir/replayd.db with garbage:
+ * the 100-byte header and the schema (page 1) stay intact, so SQLite opens
+ * the file and only reads that reach the b-trees fail. */
+static void damage_pages(const char *db) {
+  FILE *f = fopen(db, "r+b");
+  assert_non_null(f);
+  unsigned char hdr[100];
+  assert_int_equal(fread(hdr, 1, sizeof hdr, f), sizeof hdr);
+  long page = (hdr[16] << 8) | hdr[17];
+  if (page == 1) page = 65536;
+  assert_int_equal(fseek(f, 0, SEEK_END), 0);
+  long size = ftell(f);
+  assert_true(size >= 2 * page);
+  assert_int_equal(fseek(f, page, SEEK_SET), 0);
+  for (long off = page; off < size; off++) fputc((int)((off * 37 + 11) & 0xff), f);
+  assert_int_equal(fclose(f), 0);
+}
+
+static void test_damaged_database_refused(void **state) {
+  (void)state;
+  const char *dir = fresh("damaged");
+  rd_store_t *s = open_ok(dir);
+  put_ok(s, "w1", "t1", 1, "spec one");
+  put_ok(s, "w2", "t2", 2, "spec two");
+  rd_store_close(s); /* checkpoints the WAL into the file */
+  char db[200], wal[210];
+  snprintf(db, sizeof db, "%s/replayd.db", dir);
+  snprintf(wal, sizeof wal, "%s-wal", db);
+  assert_false(exists(wal));
+  damage_pages(db);
+  /* The header still reads: the schema version is there. */
+  assert_int_equal(side_sql_int(db, "PRAGMA user_version"), RD_STORE_SCHEMA_VERSION);
+
+  struct stat before, after;
+  assert_int_equal(stat(db, &before), 0);
+  rd_error_t err;
+  rd_error_clear(&err);
+  s = (rd_store_t *)&err;
+  assert_int_equal(rd_store_open(&s, dir, &err), RD_ESTORE);
+  assert_null(s);
+  assert_non_null(strstr(err.msg, db));
+  assert_non_null(strstr(err.msg, "is damaged; move it and its -wal and -shm files aside"));
+  assert_non_null(strstr(err.msg, "quick_check: "));
+  assert_null(strstr(err.msg, "*** in database")); /* the problems, not SQLite's heading */
+  assert_null(strchr(err.msg, '\n'));
+  /* Left as it was, for the operator. */
+  assert_int_equal(stat(db, &after), 0);
+  assert_int_equal(after.st_size, before.st_size);
+  assert_int_equal(after.st_mtime, before.st_mtime);
+  /* The refused open let go of the directory. */
+  char lock[200], content[32];
+  snprintf(lock, sizeof lock, "%s/replayd.lock", dir);
+  int fd = open(lock, O_RDWR | O_CLOEXEC);
+  assert_true(fd >= 0);
+  assert_int_equal(flock(fd, LOCK_EX | LOCK_NB), 0);
+  close(fd);
+  read_file(lock, content, sizeof content);
+  assert_string_equal(content, "");
 }
 
 typedef struct {
@@ -1035,6 +1248,11 @@ int main(void) {
       cmocka_unit_test(test_corrupt_database),
       cmocka_unit_test(test_unwritable_state_dir),
       cmocka_unit_test(test_concurrent_puts),
+      cmocka_unit_test(test_lock_second_open_refused),
+      cmocka_unit_test(test_lock_before_database),
+      cmocka_unit_test(test_lock_released_on_kill),
+      cmocka_unit_test(test_lock_not_inherited),
+      cmocka_unit_test(test_damaged_database_refused),
       cmocka_unit_test(test_admin_token_create_and_reuse),
       cmocka_unit_test(test_admin_token_bad_content),
       cmocka_unit_test(test_admin_token_permissions),
