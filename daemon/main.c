@@ -137,7 +137,13 @@ int main(int argc, char **argv) {
   /* Restored workloads get their placement back from stored profiles
    * (nothing is measured at start). */
   rd_registry_set_restore_placer(app.registry, rd_handler_restore_placer, &ctx);
-  rd_registry_restore(app.registry); /* logs each workload and the count */
+  /* Logs each workload and the count; a store it cannot read stops the start. */
+  if (rd_registry_restore(app.registry, NULL, &err) != RD_OK) {
+    rd_log_error("main", "%s", err.msg);
+    rd_registry_destroy(app.registry);
+    rd_store_close(store);
+    return 1;
+  }
 
   grpc_init();
   struct timespec now;

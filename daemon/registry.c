@@ -722,16 +722,18 @@ static bool restore_one(rd_registry_t *r, const rd_stored_workload_t *sw) {
   return true;
 }
 
-size_t rd_registry_restore(rd_registry_t *r) {
-  if (r->store == NULL) return 0;
+int rd_registry_restore(rd_registry_t *r, size_t *restored_out, rd_error_t *err) {
+  if (restored_out) *restored_out = 0;
+  if (r->store == NULL) return RD_OK;
   rd_stored_workload_t *v;
   size_t n;
-  rd_error_t err;
-  rd_error_clear(&err);
-  if (rd_store_list_workloads(r->store, &v, &n, &err) != RD_OK) {
-    rd_log_error("registry", "cannot list stored workloads: %s", err.msg);
-    return 0;
-  }
+  rd_error_t serr;
+  rd_error_clear(&serr);
+  /* Nothing is restored unless every row reads: serving some of the
+   * stored workloads would look like a working daemon that lost others. */
+  int rc = rd_store_list_workloads(r->store, &v, &n, &serr);
+  if (rc != RD_OK)
+    return rd_error_set(err, rc, "cannot read the stored workloads: %s", serr.msg);
   size_t restored = 0;
   pthread_mutex_lock(&r->mutate_mu);
   for (size_t i = 0; i < n; i++) restored += restore_one(r, &v[i]);
@@ -739,7 +741,8 @@ size_t rd_registry_restore(rd_registry_t *r) {
   rd_store_free_workloads(v, n);
   if (n > 0)
     rd_log_info("registry", "restored %zu of %zu stored workloads", restored, n);
-  return restored;
+  if (restored_out) *restored_out = restored;
+  return RD_OK;
 }
 
 rd_workload_t *rd_registry_get(rd_registry_t *r, const char *id) {

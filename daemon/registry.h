@@ -75,9 +75,12 @@ typedef int (*rd_placer_fn)(void *arg, const rd_table_config_t *tc,
                             const rd_pipeline_config_t *pc, rd_placement_t *out);
 void rd_registry_set_restore_placer(rd_registry_t *r, rd_placer_fn fn, void *arg);
 
-/* Recreate every stored workload (empty). Logs and skips a stored spec that
- * no longer validates. Returns how many came back. */
-size_t rd_registry_restore(rd_registry_t *r);
+/* Recreate every stored workload (empty); *restored (may be NULL) receives
+ * how many came back. Logs and skips a stored spec that no longer
+ * validates (it stays stored: fixing the config brings it back). A store
+ * that cannot be read (RD_ESTORE, ...) restores nothing and is returned:
+ * the daemon stops rather than serve fewer workloads than it stored. */
+int rd_registry_restore(rd_registry_t *r, size_t *restored, rd_error_t *err);
 
 /* A referenced workload, or NULL if there is none with this id. */
 rd_workload_t *rd_registry_get(rd_registry_t *r, const char *id);

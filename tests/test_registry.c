@@ -122,6 +122,15 @@ static rd_store_t *open_store(const char *dir) {
   return st;
 }
 
+static size_t restore_ok(rd_registry_t *r) {
+  size_t n = 99;
+  rd_error_t err;
+  rd_error_clear(&err);
+  int rc = rd_registry_restore(r, &n, &err);
+  if (rc) fail_msg("restore: %s %s", rd_err_name(rc), err.msg);
+  return n;
+}
+
 static size_t stored_count(rd_store_t *st) {
   rd_stored_workload_t *v;
   size_t n;
@@ -676,7 +685,7 @@ static void test_learner_register(void **state) {
   rd_store_close(st);
   st = open_store(dir);
   r = make_registry(&cfg, st);
-  assert_int_equal(rd_registry_restore(r), 2);
+  assert_int_equal(restore_ok(r), 2);
   rd_workload_t *l[2];
   assert_int_equal(rd_registry_list(r, l, 2), 2);
   assert_string_equal(l[0]->id, ida);
@@ -1104,7 +1113,7 @@ static void test_restore_after_reopen(void **state) {
   /* A restart. */
   st = open_store(dir);
   r = make_registry(&cfg, st);
-  assert_int_equal(rd_registry_restore(r), 2);
+  assert_int_equal(restore_ok(r), 2);
   assert_int_equal(rd_registry_count(r), 2);
   rd_workload_t *l[4];
   assert_int_equal(rd_registry_list(r, l, 4), 2);
@@ -1135,7 +1144,7 @@ static void test_restore_after_reopen(void **state) {
   rd_workload_unref(l[1]);
 
   /* Restoring twice brings nothing new back. */
-  assert_int_equal(rd_registry_restore(r), 0);
+  assert_int_equal(restore_ok(r), 0);
   assert_int_equal(rd_registry_count(r), 2);
   /* New registrations after a restore are stored after the old ones. */
   basic_spec(&s);
@@ -1187,7 +1196,7 @@ static void test_restore_skips_invalid(void **state) {
   assert_int_equal(rd_log_open(log_path, RD_LOG_INFO, NULL), RD_OK);
   cfg.max_capacity = 1000;
   r = make_registry(&cfg, st);
-  assert_int_equal(rd_registry_restore(r), 1);
+  assert_int_equal(restore_ok(r), 1);
   rd_log_open(NULL, RD_LOG_ERROR, NULL);
   rd_workload_t *g = rd_registry_get(r, small_id);
   assert_non_null(g);
@@ -1211,6 +1220,54 @@ static void test_restore_skips_invalid(void **state) {
   assert_non_null(strstr(logtext, "0123456789abcdef0123456789abcdef: its spec does not decode"));
   assert_non_null(strstr(logtext, "malformed id or token"));
   assert_non_null(strstr(logtext, "restored 1 of 4 stored workloads"));
+  rd_registry_destroy(r);
+  rd_store_close(st);
+}
+
+/* One stored row the store cannot read (an empty id, as a hand edit could
+ * leave): the restore fails as a whole and brings nothing back, so the
+ * daemon stops instead of serving the other workloads as if they were all. */
+static void test_restore_unreadable_store_fails(void **state) {
+  (void)state;
+  const char *dir = fresh("restore-unreadable");
+  rd_config_t cfg = test_config();
+  rd_store_t *st = open_store(dir);
+  rd_registry_t *r = make_registry(&cfg, st);
+  spec_t s;
+  basic_spec(&s);
+  rd_workload_unref(register_ok(r, &s));
+  rd_workload_unref(register_ok(r, &s));
+  rd_registry_destroy(r);
+
+  char db[200];
+  snprintf(db, sizeof db, "%s/replayd.db", dir);
+  sqlite3 *h;
+  assert_int_equal(sqlite3_open(db, &h), SQLITE_OK);
+  assert_int_equal(sqlite3_exec(h, "INSERT INTO workloads (id, token, created_unix, spec, seq) "
+                                   "VALUES ('', 'tok', 1, x'', 1000)",
+                                NULL, NULL, NULL),
+                   SQLITE_OK);
+  sqlite3_close(h);
+
+  r = make_registry(&cfg, st);
+  size_t n = 99;
+  rd_error_t err;
+  rd_error_clear(&err);
+  assert_int_equal(rd_registry_restore(r, &n, &err), RD_ESTORE);
+  assert_int_equal(n, 0);
+  assert_int_equal(rd_registry_count(r), 0);
+  assert_non_null(strstr(err.msg, "cannot read the stored workloads"));
+  assert_non_null(strstr(err.msg, "malformed id or token"));
+  assert_non_null(strstr(err.msg, db));
+  /* Nothing was removed: the operator can still fix the row. */
+  assert_int_equal(sqlite3_open(db, &h), SQLITE_OK);
+  sqlite3_stmt *q;
+  assert_int_equal(sqlite3_prepare_v2(h, "SELECT count(*) FROM workloads", -1, &q, NULL),
+                   SQLITE_OK);
+  assert_int_equal(sqlite3_step(q), SQLITE_ROW);
+  assert_int_equal(sqlite3_column_int(q, 0), 3);
+  sqlite3_finalize(q);
+  sqlite3_close(h);
   rd_registry_destroy(r);
   rd_store_close(st);
 }
@@ -1384,6 +1441,7 @@ int main(void) {
       cmocka_unit_test(test_counters),
       cmocka_unit_test(test_restore_after_reopen),
       cmocka_unit_test(test_restore_skips_invalid),
+      cmocka_unit_test(test_restore_unreadable_store_fails),
       cmocka_unit_test(test_store_failure_changes_nothing),
       cmocka_unit_test(test_concurrent_use_and_delete),
   };
