@@ -66,7 +66,8 @@ static const cfg_key_t keys[] = {
      "threads of each hosted learner's train-step"},
     {"fpga-parts-dir", K_STRING, FIELD(fpga_parts_dir), 0, 0, true,
      "FPGA part files (*.part) for the mapper's FPGA model; empty = the\n"
-     "                             installed ones"},
+     "                             installed ones (run from the build tree:\n"
+     "                             then the source tree's)"},
     {"fpga-csim", K_STRING, FIELD(fpga_csim), 0, 0, true,
      "list one FPGA run as C-simulation (no board: the kernels' C code in\n"
      "                             this process), modelled as this part of\n"

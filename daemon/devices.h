@@ -36,6 +36,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "model.h"
 #include "rd_error.h"
 
 #define RD_MAX_DEVICES 16
@@ -115,8 +116,23 @@ size_t rd_devices_probe_gpus(rd_device_t *out, size_t max, char *why, size_t len
  * could not open. */
 size_t rd_devices_probe_fpgas(rd_device_t *out, size_t max, char *why, size_t len);
 
+/* The FPGA part called name, as every lookup of the daemon makes it (the
+ * C-simulation device, placement, Plan): from parts_dir, the fpga-parts-dir
+ * setting, when it is given; with parts_dir NULL from the installed parts
+ * (rd_fpga_parts_default_dir) and then, for a replayd that runs from its
+ * build directory (not installed), from the source tree's
+ * backends/fpga/parts. An installed replayd never reads the source tree.
+ * RD_ENOTFOUND names every directory searched, what each holds and the
+ * --fpga-parts-dir flag; RD_EINVAL for a malformed name or part file. */
+int rd_devices_fpga_part(const char *name, const char *parts_dir, rd_fpga_part_t *out,
+                         rd_error_t *err);
+
+/* The directories rd_devices_fpga_part searches for parts_dir, in order,
+ * into dirs[0..n) (n is 1 or 2); the strings live as long as the process. */
+size_t rd_devices_fpga_parts_dirs(const char *parts_dir, const char *dirs[2]);
+
 /* The C-simulation FPGA (devices_fpga.c) modelled as the part called part
- * (a part file in parts_dir; NULL: the installed parts): kind "fpga",
+ * (rd_devices_fpga_part: parts_dir or, NULL, the default search): kind "fpga",
  * backend "csim", model = the part's name, index after the FPGAs XRT
  * found (above the highest FPGA index listed), status "ok: C-simulation (no
  * board) ...". Fills *out only. */

@@ -1207,7 +1207,7 @@ static void do_plan(rd_handler_ctx_t *ctx, const uint8_t *b, size_t n, rd_reply_
            RD_FPGA_NAME_MAX - 1);
       goto out;
     }
-    rc = rd_fpga_part_find(q->fpga_part, parts_dir(ctx), &part, &err);
+    rc = rd_devices_fpga_part(q->fpga_part, parts_dir(ctx), &part, &err);
     if (rc) {
       fail(r, GRPC_STATUS_INVALID_ARGUMENT, "fpga_part: %s", err.msg);
       goto out;

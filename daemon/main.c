@@ -113,6 +113,10 @@ int main(int argc, char **argv) {
     return 1;
   }
   rd_devices_init();
+  const char *parts_dirs[2];
+  if (rd_devices_fpga_parts_dirs(cfg.fpga_parts_dir, parts_dirs) == 2)
+    rd_log_info("main", "run from the build directory: FPGA parts from %s, then %s",
+                parts_dirs[0], parts_dirs[1]);
   /* The C-simulation FPGA (devices.h) before any placement, restored
    * workloads' included. A part that is not there stops the start. */
   if (cfg.fpga_csim[0] != '\0' &&

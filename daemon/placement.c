@@ -389,7 +389,7 @@ void rd_placement_rmm_on_cpu(rd_placement_t *p, const char *why) {
  * name's error. */
 static int board_part(const rd_device_t *d, const char *dir, rd_fpga_part_t *part,
                       rd_error_t *err) {
-  int rc = rd_fpga_part_find(d->model, dir, part, err);
+  int rc = rd_devices_fpga_part(d->model, dir, part, err);
   if (rc == RD_OK || strcmp(d->backend, "xrt") != 0) return rc;
   for (const char *p = d->model; *p;) {
     size_t len = strcspn(p, "_-. ");
@@ -399,7 +399,7 @@ static int board_part(const rd_device_t *d, const char *dir, rd_fpga_part_t *par
       tok[len] = '\0';
       rd_error_t terr;
       rd_error_clear(&terr);
-      if (rd_fpga_part_find(tok, dir, part, &terr) == RD_OK) return RD_OK;
+      if (rd_devices_fpga_part(tok, dir, part, &terr) == RD_OK) return RD_OK;
     }
     p += len;
     if (*p) p++;

@@ -88,6 +88,44 @@ static void test_csim_bad_parts(void **state) {
   assert_int_equal(rd_devices_fpga_csim("u250", "/nonexistent-parts", 0, &d, &err), RD_ENOTFOUND);
 }
 
+/* Where parts are looked up: the setting's directory alone when given;
+ * otherwise the installed directory, and the source tree only for a
+ * replayd run from its build directory, which this test program is not
+ * (it stands for an installed daemon: the source tree is never read).
+ * A miss names every directory searched and the flag. */
+static void test_parts_search(void **state) {
+  (void)state;
+  const char *dirs[2] = {NULL, NULL};
+  assert_int_equal(rd_devices_fpga_parts_dirs(RD_FPGA_PARTS_DIR, dirs), 1);
+  assert_string_equal(dirs[0], RD_FPGA_PARTS_DIR);
+  assert_int_equal(rd_devices_fpga_parts_dirs(NULL, dirs), 1);
+  assert_string_equal(dirs[0], rd_fpga_parts_default_dir());
+  assert_int_equal(rd_devices_fpga_parts_dirs("", dirs), 1);
+  assert_string_equal(dirs[0], rd_fpga_parts_default_dir());
+
+  rd_fpga_part_t p;
+  rd_error_t err;
+  rd_error_clear(&err);
+  assert_int_equal(rd_devices_fpga_part("u280", RD_FPGA_PARTS_DIR, &p, &err), RD_OK);
+  assert_string_equal(p.name, "u280");
+  assert_int_equal(rd_devices_fpga_part("u999", RD_FPGA_PARTS_DIR, &p, &err), RD_ENOTFOUND);
+  char want[300];
+  snprintf(want, sizeof want, "no FPGA part 'u999' in %s (known: u200, u250, u280), the "
+           "--fpga-parts-dir directory", RD_FPGA_PARTS_DIR);
+  if (strcmp(err.msg, want) != 0) fail_msg("\"%s\" is not \"%s\"", err.msg, want);
+  assert_int_equal(rd_devices_fpga_part("u250", "/nonexistent-parts", &p, &err), RD_ENOTFOUND);
+  assert_non_null(strstr(err.msg, "/nonexistent-parts (no such directory)"));
+  assert_non_null(strstr(err.msg, "--fpga-parts-dir"));
+  assert_int_equal(rd_devices_fpga_part("u9/x", NULL, &p, &err), RD_EINVAL);
+
+  /* No setting: the installed directory only, and the flag to name one. */
+  assert_int_equal(rd_devices_fpga_part("u999", NULL, &p, &err), RD_ENOTFOUND);
+  snprintf(want, sizeof want, "no FPGA part 'u999' in %s (", rd_fpga_parts_default_dir());
+  assert_non_null(strstr(err.msg, want));
+  assert_null(strstr(err.msg, RD_FPGA_PARTS_DIR));
+  assert_non_null(strstr(err.msg, "; give the directory of part files with --fpga-parts-dir"));
+}
+
 /* Added once, after the FPGAs XRT found; a second one, or a bad part,
  * changes nothing. */
 static void test_csim_added_once(void **state) {
@@ -202,6 +240,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_discovered_list),
       cmocka_unit_test(test_csim_device),
       cmocka_unit_test(test_csim_bad_parts),
+      cmocka_unit_test(test_parts_search),
       cmocka_unit_test(test_csim_added_once),
   };
   int rc = cmocka_run_group_tests(tests, NULL, NULL);
