@@ -246,46 +246,42 @@ static int read_user_version(rd_store_t *s, int *v, rd_error_t *err) {
  * indexes here are the small workloads table's (profiles is WITHOUT ROWID,
  * its key is the table). The cost is a read of the whole file at start
  * (docs/benchmarks.md has figures). */
+/* Append each line of text to buf ("; " between), leaving out SQLite's
+ * "*** in database main ***" heading. */
+static void add_problems(char *buf, size_t cap, size_t *used, const char *text) {
+  while (*text != '\0' && *used < cap) {
+    size_t len = strcspn(text, "\n");
+    if (strncmp(text, "*** in database", 15) != 0 && len > 0)
+      *used += (size_t)snprintf(buf + *used, cap - *used, "%s%.*s", *used ? "; " : "",
+                                (int)len, text);
+    text += len;
+    if (*text == '\n') text++;
+  }
+}
+
 static int check_database(rd_store_t *s, rd_error_t *err) {
   sqlite3_stmt *st;
   if (sqlite3_prepare_v2(s->db, "PRAGMA quick_check(" RD_STR(CHECK_PROBLEMS) ")", -1, &st,
                          NULL) != SQLITE_OK)
     return db_error(s, err, "checking the database");
-  char problems[160] = "";
+  char problems[RD_ERROR_MSG_MAX] = "";
   size_t used = 0;
   bool ok = false;
   int step;
   while ((step = sqlite3_step(st)) == SQLITE_ROW) {
     const char *row = (const char *)sqlite3_column_text(st, 0);
-    if (row == NULL) continue;
-    if (strcmp(row, "ok") == 0) {
-      ok = true;
-      continue;
-    }
-    /* The first problem comes after a "*** in database main ***" line. */
-    if (strncmp(row, "*** in database", 15) == 0) {
-      const char *nl = strchr(row, '\n');
-      if (nl == NULL) continue;
-      row = nl + 1;
-    }
-    if (used < sizeof problems)
-      used += (size_t)snprintf(problems + used, sizeof problems - used, "%s%s",
-                               used ? "; " : "", row);
+    if (row != NULL && strcmp(row, "ok") == 0) ok = true;
+    else if (row != NULL) add_problems(problems, sizeof problems, &used, row);
   }
   /* A page bad enough can also end the check itself with an error. */
-  if (step != SQLITE_DONE && used < sizeof problems)
-    used += (size_t)snprintf(problems + used, sizeof problems - used, "%s%s",
-                             used ? "; " : "", sqlite3_errmsg(s->db));
+  if (step != SQLITE_DONE) add_problems(problems, sizeof problems, &used, sqlite3_errmsg(s->db));
   sqlite3_finalize(st);
   if (ok && used == 0) return RD_OK;
-  for (char *c = problems; *c; c++)
-    if (*c == '\n') *c = ' ';
-  /* The advice first: a long path truncates the detail, not what to do. */
+  /* What to do first: a long path truncates the detail, not the advice. */
   return rd_error_set(err, RD_ESTORE,
-                      "%s is damaged; move it and its -wal and -shm files aside to start with "
-                      "an empty state (its workloads are lost), or restore a backup "
-                      "(quick_check: %s)",
-                      s->path, problems[0] ? problems : "no result");
+                      "%s is damaged: move it and its -wal and -shm files aside to start empty "
+                      "(its workloads are lost), or restore a backup; quick_check: %s",
+                      s->path, used ? problems : "no result");
 }
 
 static int migrate(rd_store_t *s, rd_error_t *err) {
