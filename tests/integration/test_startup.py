@@ -14,7 +14,7 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
+import types
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -25,10 +25,22 @@ SOURCE_PARTS = os.path.realpath(os.path.join(os.path.dirname(os.path.abspath(__f
                                              "..", "..", "backends", "fpga", "parts"))
 
 
-def run_replayd(state, *args):
-    """replayd run to its end (it is expected to refuse to start)."""
-    return subprocess.run([REPLAYD, "--listen", "127.0.0.1:0", "--state-dir", state, *args],
-                          capture_output=True, text=True, timeout=60)
+def run_replayd(state, *args, exe=REPLAYD):
+    """A replayd expected to refuse to start: its exit code and stderr. One
+    that starts serving instead is killed at once and reported with
+    returncode None, so a test fails without waiting for a timeout."""
+    p = subprocess.Popen([exe, "--listen", "127.0.0.1:0", "--state-dir", state, *args],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    lines, served = [], False
+    for line in p.stderr:
+        lines.append(line)
+        if "listening on" in line:
+            served = True
+            p.kill()
+            break
+    p.stderr.close()
+    rc = p.wait(60)
+    return types.SimpleNamespace(returncode=None if served else rc, stderr="".join(lines))
 
 
 def read(path):
@@ -178,9 +190,7 @@ class TestFpgaCsimFromBuildTree(StateDirCase):
         copy = os.path.join(self.state, "bin", "replayd")
         os.makedirs(os.path.dirname(copy))
         shutil.copy2(REPLAYD, copy)
-        r = subprocess.run([copy, "--listen", "127.0.0.1:0", "--state-dir",
-                            os.path.join(self.state, "s"), "--fpga-csim", "u999"],
-                           capture_output=True, text=True, timeout=60)
+        r = run_replayd(os.path.join(self.state, "s"), "--fpga-csim", "u999", exe=copy)
         self.assertEqual(r.returncode, 2, r.stderr)
         self.assertIn("no FPGA part 'u999' in ", r.stderr)
         self.assertNotIn(SOURCE_PARTS, r.stderr)
