@@ -3,7 +3,8 @@
 directory another replayd holds, naming that daemon's pid, while the first
 keeps serving, and starts again once the holder is killed with SIGKILL; it
 refuses a database whose pages are damaged under an intact header, saying
-what to do, instead of serving nothing; and `replayd --fpga-csim u250`, the
+what to do, or one with a row it cannot read, instead of serving fewer
+workloads than it stored; and `replayd --fpga-csim u250`, the
 README's command, works from the build tree without --fpga-parts-dir.
 
 usage: test_startup.py REPLAYD_EXE PROTO_DIR
@@ -11,6 +12,7 @@ usage: test_startup.py REPLAYD_EXE PROTO_DIR
 import os
 import shutil
 import signal
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -158,6 +160,23 @@ class TestDamagedDatabase(StateDirCase):
         d = self.start()
         self.assertEqual(self.workload_ids(d), set())
         self.assertEqual(len(ids), 3)
+
+    def test_unreadable_row_refused(self):
+        # Pages intact, one row the store cannot read back (an empty id, as
+        # a hand edit could leave): the daemon stops instead of serving the
+        # other workloads as if they were all there is.
+        d = self.start()
+        d.stub.RegisterWorkload(cartpole_spec(), timeout=10)
+        self.assertEqual(d.stop(), 0)
+        db = os.path.join(self.state, "replayd.db")
+        with sqlite3.connect(db) as h:
+            h.execute("INSERT INTO workloads (id, token, created_unix, spec, seq) "
+                      "VALUES ('', 'tok', 1, x'', 1000)")
+        h.close()
+        r = run_replayd(self.state)
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn(f"cannot read the stored workloads: {db}: a stored workload has a "
+                      "malformed id or token", r.stderr)
 
 
 class TestFpgaCsimFromBuildTree(StateDirCase):
