@@ -35,7 +35,14 @@ typedef struct {
   size_t spec_len;
 } rd_stored_workload_t;
 
-/* Open (creating the directory and file, mode 0700/0600) and migrate. */
+/* Open (creating the directory and file, mode 0700/0600), check and
+ * migrate. First takes an exclusive flock on state_dir/replayd.lock (the
+ * pid written in) for the store's life, so one store, in one process, owns
+ * a state directory: RD_EBUSY "state directory X is in use by replayd pid
+ * N" if another holds it, before the database is touched. The kernel
+ * releases it on any exit; close releases it too. Then PRAGMA quick_check:
+ * a damaged database is RD_ESTORE naming the file, what to do and the
+ * first problems. */
 int rd_store_open(rd_store_t **out, const char *state_dir, rd_error_t *err);
 void rd_store_close(rd_store_t *s);
 int rd_store_schema_version(rd_store_t *s);
