@@ -52,6 +52,20 @@ static const char *const method_paths[RD_M_COUNT] = {
 
 const char *rd_method_path(rd_method_t m) { return method_paths[m]; }
 
+rd_run_t rd_method_run(rd_method_t m) {
+  switch (m) {
+  case RD_M_TRAIN_STEP: return RD_RUN_TRAIN;
+  case RD_M_REGISTER:
+  case RD_M_PLAN: return RD_RUN_PLACEMENT;
+  case RD_M_DELETE:
+  case RD_M_LIST_PROFILES:
+  case RD_M_CLEAR_PROFILES:
+  case RD_M_IMPORT_PROFILES:
+  case RD_M_EXPORT_PROFILES: return RD_RUN_CONTROL;
+  default: return RD_RUN_INLINE;
+  }
+}
+
 /* ------------------------------------------------------------------ */
 /* Replies                                                             */
 /* ------------------------------------------------------------------ */
@@ -926,8 +940,8 @@ static void do_list_devices(const uint8_t *b, size_t n, rd_reply_t *r) {
 
 /* The admin calls: the server's admin token in x-replayd-token, as
  * DeleteWorkload accepts it. 1 if allowed; r is set otherwise. */
-static int admin_only(rd_handler_ctx_t *ctx, const grpc_metadata_array *md, const char *what,
-                      rd_reply_t *r) {
+static int admin_token_required(rd_handler_ctx_t *ctx, const grpc_metadata_array *md,
+                                const char *what, rd_reply_t *r) {
   const char *tok;
   size_t len;
   if (!find_token(md, &tok, &len)) {
@@ -941,6 +955,13 @@ static int admin_only(rd_handler_ctx_t *ctx, const grpc_metadata_array *md, cons
          "not it", what);
     return 0;
   }
+  return 1;
+}
+
+/* The profile RPCs: the admin token, and a store to work on. */
+static int admin_only(rd_handler_ctx_t *ctx, const grpc_metadata_array *md, const char *what,
+                      rd_reply_t *r) {
+  if (!admin_token_required(ctx, md, what, r)) return 0;
   if (ctx->store == NULL) {
     fail(r, GRPC_STATUS_FAILED_PRECONDITION, "this server keeps no profile store");
     return 0;
@@ -1172,10 +1193,18 @@ static int parse_gpu_rows(const ProtobufCBinaryData *d, rd_profile_t **out, size
   return 0;
 }
 
-static void do_plan(rd_handler_ctx_t *ctx, const uint8_t *b, size_t n, rd_reply_t *r) {
+/* Plan profiles the devices for a spec and stores what it measured, so it
+ * is an operator's call (admin token), like the profile RPCs: otherwise
+ * any client could make the server measure and store without bound. */
+static void do_plan(rd_handler_ctx_t *ctx, const grpc_metadata_array *md, const uint8_t *b,
+                    size_t n, rd_reply_t *r) {
   Replayd__V1__PlanRequest *q = replayd__v1__plan_request__unpack(NULL, n, b);
   if (q == NULL) {
     fail(r, GRPC_STATUS_INVALID_ARGUMENT, "request is not a decodable replayd.v1.PlanRequest");
+    return;
+  }
+  if (!admin_token_required(ctx, md, "Plan", r)) {
+    replayd__v1__plan_request__free_unpacked(q, NULL);
     return;
   }
   rd_profile_t *gpu = NULL;
@@ -1254,7 +1283,7 @@ void rd_handle_unary(rd_handler_ctx_t *ctx, rd_method_t m, const grpc_metadata_a
   case RD_M_UPDATE: do_update(ctx, md, body, len, out); break;
   case RD_M_GET_WEIGHTS: do_get_weights(ctx, md, body, len, out); break;
   case RD_M_LIST_DEVICES: do_list_devices(body, len, out); break;
-  case RD_M_PLAN: do_plan(ctx, body, len, out); break;
+  case RD_M_PLAN: do_plan(ctx, md, body, len, out); break;
   case RD_M_LIST_PROFILES: do_list_profiles(ctx, md, body, len, out); break;
   case RD_M_CLEAR_PROFILES: do_clear_profiles(ctx, md, body, len, out); break;
   case RD_M_IMPORT_PROFILES: do_import_profiles(ctx, md, body, len, out); break;

@@ -1418,8 +1418,9 @@ int rdc_list_devices(rdc_client_t *c, rdc_device_t **out, size_t *n, rdc_error_t
 
 void rdc_devices_free(rdc_device_t *devices) { free(devices); }
 
-int rdc_plan(rdc_client_t *c, const rdc_spec_t *spec, const void *gpu_profiles, size_t len,
-             const char *fpga_part, int ignore_present, rdc_placement_t *out, rdc_error_t *err) {
+int rdc_plan(rdc_client_t *c, const char *admin_token, const rdc_spec_t *spec,
+             const void *gpu_profiles, size_t len, const char *fpga_part, int ignore_present,
+             rdc_placement_t *out, rdc_error_t *err) {
   if (spec == NULL || out == NULL) return set_error(err, RDC_EINVAL, "spec or out is NULL");
   if (len > 0 && gpu_profiles == NULL)
     return set_error(err, RDC_EINVAL, "gpu_profiles is NULL with len %zu", len);
@@ -1437,7 +1438,8 @@ int rdc_plan(rdc_client_t *c, const rdc_spec_t *spec, const void *gpu_profiles, 
   req.fpga_part = (char *)(fpga_part ? fpga_part : "");
   req.ignore_present = ignore_present != 0;
   ProtobufCMessage *resp;
-  rc = unary(c, M_PLAN, NULL, &req.base, &replayd__v1__plan_response__descriptor, 0, &resp, err);
+  rc = unary(c, M_PLAN, admin_token, &req.base, &replayd__v1__plan_response__descriptor, 0, &resp,
+             err);
   free(sp);
   if (rc != RDC_OK) return rc;
   const Replayd__V1__PlanResponse *r = (const Replayd__V1__PlanResponse *)resp;

@@ -567,11 +567,15 @@ void rdc_devices_free(rdc_device_t *devices);
  * spec's shape; fpga_part: NULL or "" for none, else an assumed FPGA part
  * ("u200", "u250", "u280"); ignore_present: leave out the server's own
  * GPUs and FPGAs. The CPU's figures are the server's (measured within its
- * profiling bound, or from its profile store). Errors:
+ * profiling bound, or from its profile store, where they are kept): so a
+ * plan needs the server's admin token, as the profile calls do. Errors:
+ * RDC_UNAUTHENTICATED / RDC_PERMISSION_DENIED (no or another token),
  * RDC_INVALID_ARGUMENT (a bad spec, unknown part, malformed profile line,
- * no row for the shape), RDC_RESOURCE_EXHAUSTED (gpu_profiles too long). */
-int rdc_plan(rdc_client_t *c, const rdc_spec_t *spec, const void *gpu_profiles, size_t len,
-             const char *fpga_part, int ignore_present, rdc_placement_t *out, rdc_error_t *err);
+ * no row for the shape), RDC_RESOURCE_EXHAUSTED (gpu_profiles too long, or
+ * too many plans and registrations waiting). */
+int rdc_plan(rdc_client_t *c, const char *admin_token, const rdc_spec_t *spec,
+             const void *gpu_profiles, size_t len, const char *fpga_part, int ignore_present,
+             rdc_placement_t *out, rdc_error_t *err);
 
 /* One stored profile (the proto's Profile). */
 typedef struct {
