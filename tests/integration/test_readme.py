@@ -1,19 +1,24 @@
 #!/usr/bin/python3
-"""The README's commands, run as the README writes them. The commands are
-read from README.md itself, so the test fails when the README and the
-programs drift apart:
+"""The READMEs' commands, run as they are written. The commands are read
+from README.md and clients/c/README.md themselves, so the test fails when
+a README and the programs drift apart:
 
-- Quickstart: every command of the block under "## Quickstart", in order,
-  in a shell, against a real replayd started as `scripts/run` starts it
-  (build/daemon/replayd with the embedded defaults) but on a free loopback
-  port (REPLAYD_SERVER tells the tools; HOME is a scratch directory, so the
-  daemon's state and admin token are where `replayctl rm` looks for them).
-  The `export ...=...` line takes the line the actor printed. Each command's
-  exit status and key output are checked; a command this file has no
-  check for fails the test.
-- Hosted learning: each `learn.sh` command of the block after "Hosted
-  learning:", as written (it starts its own daemon), must exit 0 and write
-  a learning curve whose last evaluation meets the target the README states.
+- Quickstart: every command of the block, in order, in bash, in a scratch
+  directory whose build/ is this build, against a real replayd started as
+  the README starts it (README.md: `scripts/run` when this is the source
+  tree's build/, else this build's daemon as scripts/run's last line
+  starts it; clients/c/README.md: build/daemon/replayd), with the embedded
+  defaults but a free loopback port (REPLAYD_SERVER tells the tools; HOME
+  is a scratch directory, so the daemon's state and admin token are where
+  `replayctl rm` looks for them). The `export ...=...` line takes the line
+  the actor printed. Each command's exit status and key output are
+  checked; a command this file has no check for fails the test.
+- Hosted learning: each `learn.sh` command (it starts its own daemon) must
+  exit 0 with a learning curve whose last evaluation meets its target, and
+  README.md's CartPole command must train to what README.md promises (475
+  over 100 evaluation episodes).
+The READMEs' build commands (meson setup, ninja) are not run: this build
+stands for them.
 
 usage: test_readme.py SOURCE_ROOT BUILD_ROOT [unittest arguments]
 """
@@ -31,27 +36,27 @@ import unittest
 SRC = os.path.abspath(sys.argv[1])
 BUILD = os.path.abspath(sys.argv[2])
 del sys.argv[1:3]
-README = os.path.join(SRC, "README.md")
 
 
-def readme_section(title):
-    """The text of README.md from the line `title` starts to the next
-    heading."""
-    with open(README) as f:
+def readme_section(readme, title):
+    """The text of a README (a path under the source root) from the line
+    `title` starts to the next heading."""
+    with open(os.path.join(SRC, readme)) as f:
         text = f.read()
     m = re.search(r"^" + re.escape(title) + r".*?(?=^#|\Z)", text, re.M | re.S)
     if m is None:
-        raise AssertionError(f"README.md has no section starting {title!r}")
+        raise AssertionError(f"{readme} has no section starting {title!r}")
     return m.group(0)
 
 
 def code_block(text, after=""):
-    """The commands of the first indented (4-space) block of text after the
-    line containing `after`, without their trailing comments."""
+    """(command, comment) of each line of the first indented (4-space)
+    block of text after the line containing `after`; comment-only lines
+    (sample output) are left out."""
     if after:
         i = text.find(after)
         if i < 0:
-            raise AssertionError(f"README.md: no {after!r}")
+            raise AssertionError(f"no {after!r} in the README")
         text = text[i:]
     block, started = [], False
     for line in text.splitlines():
@@ -61,9 +66,11 @@ def code_block(text, after=""):
         elif started and line.strip():
             break
     if not block:
-        raise AssertionError(f"README.md: no command block after {after!r}")
+        raise AssertionError(f"no command block after {after!r} in the README")
     cmds = []
     for line in block:
+        if line.lstrip().startswith("#"):
+            continue
         cmd = re.sub(r"\s+#.*$", "", line).strip()
         comment = line[len(line.split("#")[0]):] if "#" in line else ""
         cmds.append((cmd, comment))
@@ -100,16 +107,25 @@ class ReadmeBase(unittest.TestCase):
 
 
 class TestQuickstart(ReadmeBase):
-    def start_daemon(self):
-        """build/daemon/replayd as scripts/run starts it (its last line),
-        with its defaults except the port."""
-        with open(os.path.join(SRC, "scripts/run")) as f:
+    def start_daemon(self, via_run):
+        """The daemon as the README starts it, with its defaults but a free
+        port: `scripts/run` (via_run) or build/daemon/replayd. scripts/run
+        builds and runs the source tree's build/; when this test runs from
+        another build (ASan), that build's daemon is started the way
+        scripts/run's last line starts it."""
+        run = os.path.join(SRC, "scripts/run")
+        with open(run) as f:
             last = [ln.strip() for ln in f if ln.strip() and not ln.startswith("#")][-1]
         self.assertEqual(last, 'exec build/daemon/replayd "$@"',
                          "scripts/run no longer starts the daemon as this test does")
-        self.daemon = subprocess.Popen(
-            ["build/daemon/replayd", "--listen", "127.0.0.1:0"], cwd=self.root, env=self.env,
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        if via_run and os.path.realpath(BUILD) == os.path.realpath(os.path.join(SRC, "build")):
+            cmd = [run, "--listen", "127.0.0.1:0"]
+        else:
+            cmd = ["build/daemon/replayd", "--listen", "127.0.0.1:0"]
+        print(f"\n  the daemon: {' '.join(cmd)}", file=sys.stderr)
+        self.daemon = subprocess.Popen(cmd, cwd=self.root, env=self.env,
+                                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                       text=True)
         self.log, got = [], threading.Event()
 
         def pump():
@@ -143,8 +159,20 @@ class TestQuickstart(ReadmeBase):
         super().tearDown()
 
     def test_quickstart_as_written(self):
-        cmds = code_block(readme_section("## Quickstart"))
-        self.start_daemon()
+        sec = readme_section("README.md", "## Quickstart")
+        self.assertIn("With `scripts/run` running", sec)
+        self.quickstart(code_block(sec), via_run=True)
+
+    def test_client_readme_quickstart_as_written(self):
+        """clients/c/README.md's Quickstart: the build (this build stands
+        for it), the daemon in terminal 1, the commands of terminal 2."""
+        sec = readme_section("clients/c/README.md", "## Quickstart")
+        self.assertEqual(code_block(sec), [("meson setup build && ninja -C build", "")])
+        self.assertEqual(code_block(sec, after="Terminal 1"), [("build/daemon/replayd", "")])
+        self.quickstart(code_block(sec, after="Terminal 2"), via_run=False)
+
+    def quickstart(self, cmds, via_run):
+        self.start_daemon(via_run)
         self.ran = []
         last = None
         for cmd, comment in cmds:
@@ -196,7 +224,6 @@ class TestQuickstart(ReadmeBase):
             self.assertRegex(out, r"(?m)^workloads\s+0$")
             self.assertRegex(out, r"(?m)^\s+cpu\s+.*\s+ok$")
         elif prog == "replayd-actor" and "--register" in words:
-            self.assertIn("id and a token", comment)
             m = re.search(r"(?m)^registered workload ([0-9a-f]{32}) \(cartpole, capacity \d+\)$", out)
             self.assertIsNotNone(m, out)
             self.assertRegex(out, rf"(?m)^\s+--workload {m.group(1)} --token [0-9a-f]{{64}}$")
@@ -230,8 +257,7 @@ class TestQuickstart(ReadmeBase):
             self.assertRegex(out, rf"(?m)^\s+inserts\s+{self.steps}$")
             self.assertRegex(out, rf"(?m)^\s+samples\s+{self.samples}$")
         elif prog == "replayctl" and sub == "rm":
-            self.assertIn("admin token", comment)
-            self.assertNotIn("--token", cmd)  # the admin token file, as the comment says
+            self.assertNotIn("--token", cmd)  # the admin token file from the default state dir
             self.assertRegex(out, rf"(?m)^deleted workload {wid}$")
         else:
             self.fail(f"README Quickstart command without a check in {__file__}: {cmd}")
@@ -249,15 +275,30 @@ class TestHostedLearning(ReadmeBase):
                                              pendulum=float(targets.group(2)))
 
     def test_learn_sh_as_written(self):
-        sec = readme_section("## Quickstart")
+        """README.md's learn.sh commands, held to the target it promises."""
+        sec = readme_section("README.md", "## Quickstart")
         prose = sec[sec.find("Hosted learning"):]
-        cmds = code_block(prose, after="Hosted learning")
         m = re.search(r"mean\s+return\s+over\s+(\d+)\s+evaluation\s+episodes\s+reaches\s+(\d+)",
                       prose)
         self.assertIsNotNone(m, "the README no longer states the CartPole target")
         promised = (int(m.group(1)), float(m.group(2)))  # (100, 475)
-        episodes_default, targets = self.learn_sh_defaults()
+        cmds = code_block(prose, after="Hosted learning")
         self.assertTrue(any("--env cartpole" in c for c, _ in cmds))
+        self.learn(cmds, promised)
+
+    def test_client_readme_learn_sh_as_written(self):
+        """clients/c/README.md's: after its `ninja -C build` (this build
+        stands for it), the commands README.md does not run already."""
+        sec = readme_section("clients/c/README.md", "## Hosted learning")
+        cmds = code_block(sec)
+        self.assertEqual(cmds[0], ("ninja -C build", ""))
+        top = readme_section("README.md", "## Quickstart")
+        done = {c for c, _ in code_block(top[top.find("Hosted learning"):],
+                                         after="Hosted learning")}
+        self.learn([c for c in cmds[1:] if c[0] not in done], None)
+
+    def learn(self, cmds, promised):
+        episodes_default, targets = self.learn_sh_defaults()
         for cmd, _ in cmds:
             with self.subTest(command=cmd):
                 self.assertTrue(cmd.startswith("clients/c/examples/learn.sh build "), cmd)
@@ -266,7 +307,7 @@ class TestHostedLearning(ReadmeBase):
                 episodes = int(m.group(1)) if m else episodes_default
                 m = re.search(r"--target (\S+)", cmd)
                 target = float(m.group(1)) if m else targets[env]
-                if env == "cartpole":
+                if env == "cartpole" and promised is not None:
                     self.assertEqual((episodes, target), promised,
                                      "the CartPole command does not train to what the README says")
                 r = self.sh(cmd, timeout=600)
