@@ -86,6 +86,10 @@ class TestAuthzMatrix(unittest.TestCase):
 
     def tearDown(self):
         self.assertTrue(self.d.alive(), "replayd died")
+        # The daemon holds at most --max-workloads (64 by default) at once.
+        for w in self.d.stub.ListWorkloads(pb.ListWorkloadsRequest(), timeout=10).workloads:
+            self.d.stub.DeleteWorkload(pb.WorkloadRef(id=w.id), metadata=self.md(self.admin),
+                                       timeout=10)
 
     # ---- helpers --------------------------------------------------------
 
