@@ -96,10 +96,14 @@ int rd_schema_find(const rd_schema_t *s, const char *name) {
 static size_t first_non_bool(const uint8_t *p, size_t len) {
   const uint64_t high7 = 0xFEFEFEFEFEFEFEFEull; /* any bit but the lowest of a byte */
   size_t i = 0;
-  for (; i + 32 <= len; i += 32) {
-    uint64_t w[4];
-    memcpy(w, p + i, sizeof w);
-    if (((w[0] | w[1] | w[2] | w[3]) & high7) != 0) break;
+  for (; i + 256 <= len; i += 256) { /* a branch per 256 bytes; the OR vectorizes */
+    uint64_t acc = 0;
+    for (size_t k = 0; k < 256; k += 8) {
+      uint64_t w;
+      memcpy(&w, p + i + k, sizeof w);
+      acc |= w;
+    }
+    if ((acc & high7) != 0) break;
   }
   for (; i + 8 <= len; i += 8) {
     uint64_t w;

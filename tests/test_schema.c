@@ -301,7 +301,7 @@ static void test_schema_find(void **state) {
 
 /* A bool column holds 0 or 1 only; the error names the field and the
  * first bad row (and element, for a shaped field), at every offset of the
- * word-at-a-time scan: the 32-byte blocks, the 8-byte words, the tail. */
+ * word-at-a-time scan: the 256-byte blocks, the 8-byte words, the tail. */
 static void test_bool_column(void **state) {
   (void)state;
   rd_field_t scalar, shaped, other;
@@ -309,7 +309,7 @@ static void test_bool_column(void **state) {
   set_field(&scalar, "done", RD_DTYPE_BOOL, 0, NULL);
   set_field(&shaped, "mask", RD_DTYPE_BOOL, 1, three);
   set_field(&other, "pix", RD_DTYPE_UINT8, 0, NULL);
-  uint8_t col[300]; /* 9 blocks of 32, a word of 8, a tail of 4 */
+  uint8_t col[300]; /* a block of 256, 5 words of 8, a tail of 4 */
   for (size_t i = 0; i < sizeof col; i++) col[i] = (uint8_t)(i % 3 == 0);
   rd_error_t err;
   rd_error_clear(&err);
