@@ -1,10 +1,11 @@
 /* handlers.c - the RPCs of replayd.v1.Replay.
  *
- * Each handler: decode (undecodable bytes are INVALID_ARGUMENT), find the
- * workload and check its token, validate against the server's limits,
- * call the table under the workload's lock, pack the reply. Memory a call
- * allocates is bounded by max_batch rows, itself bounded by the gRPC
- * message size limit.
+ * Each handler: check the request's strings on the wire (pb_check.h, for
+ * every method in one place), decode (undecodable bytes are
+ * INVALID_ARGUMENT), find the workload and check its token, validate
+ * against the server's limits, call the table under the workload's lock,
+ * pack the reply. Memory a call allocates is bounded by max_batch rows,
+ * itself bounded by the gRPC message size limit.
  */
 #include "handlers.h"
 
@@ -21,6 +22,7 @@
 #include "devices.h"
 #include "log.h"
 #include "model.h"
+#include "pb_check.h"
 #include "placement.h"
 #include "profile_jsonl.h"
 
@@ -66,6 +68,28 @@ rd_run_t rd_method_run(rd_method_t m) {
   }
 }
 
+/* Each method's request type: every request's strings are checked on the
+ * wire (pb_check.h) before it is unpacked, here for all methods at once. */
+static const ProtobufCMessageDescriptor *const method_requests[RD_M_COUNT] = {
+    [RD_M_REGISTER] = &replayd__v1__workload_spec__descriptor,
+    [RD_M_DESCRIBE] = &replayd__v1__workload_ref__descriptor,
+    [RD_M_LIST] = &replayd__v1__list_workloads_request__descriptor,
+    [RD_M_DELETE] = &replayd__v1__workload_ref__descriptor,
+    [RD_M_INSERT] = &replayd__v1__insert_request__descriptor,
+    [RD_M_INSERT_BATCH] = &replayd__v1__insert_request__descriptor,
+    [RD_M_SAMPLE] = &replayd__v1__sample_request__descriptor,
+    [RD_M_UPDATE] = &replayd__v1__update_priorities_request__descriptor,
+    [RD_M_TRAIN_STEP] = &replayd__v1__train_step_request__descriptor,
+    [RD_M_GET_WEIGHTS] = &replayd__v1__get_weights_request__descriptor,
+    [RD_M_SERVER_INFO] = &replayd__v1__server_info_request__descriptor,
+    [RD_M_LIST_DEVICES] = &replayd__v1__list_devices_request__descriptor,
+    [RD_M_PLAN] = &replayd__v1__plan_request__descriptor,
+    [RD_M_LIST_PROFILES] = &replayd__v1__list_profiles_request__descriptor,
+    [RD_M_CLEAR_PROFILES] = &replayd__v1__clear_profiles_request__descriptor,
+    [RD_M_IMPORT_PROFILES] = &replayd__v1__import_profiles_request__descriptor,
+    [RD_M_EXPORT_PROFILES] = &replayd__v1__export_profiles_request__descriptor,
+};
+
 /* ------------------------------------------------------------------ */
 /* Replies                                                             */
 /* ------------------------------------------------------------------ */
@@ -88,6 +112,16 @@ static void pack(rd_reply_t *r, const ProtobufCMessage *m) {
   grpc_slice_unref(s);
   r->status = GRPC_STATUS_OK;
   r->message[0] = '\0';
+}
+
+/* 1 if the strings of method m's request body are whole (pb_check.h);
+ * otherwise 0 with r set to INVALID_ARGUMENT naming the field. */
+static int request_strings_ok(rd_method_t m, const uint8_t *b, size_t n, rd_reply_t *r) {
+  rd_error_t err;
+  rd_error_clear(&err);
+  if (rd_pb_check(method_requests[m], b, n, &err) == RD_OK) return 1;
+  fail(r, GRPC_STATUS_INVALID_ARGUMENT, "%s", err.msg);
+  return 0;
 }
 
 /* Status for a table error (bad batch contents). */
@@ -604,6 +638,7 @@ static void do_insert_batch(rd_handler_ctx_t *ctx, const grpc_metadata_array *md
 int rd_handle_insert_message(rd_handler_ctx_t *ctx, rd_insert_stream_t *st,
                              const grpc_metadata_array *md, const uint8_t *b, size_t n,
                              rd_reply_t *r) {
+  if (!request_strings_ok(RD_M_INSERT, b, n, r)) return 1;
   Replayd__V1__InsertRequest *q = replayd__v1__insert_request__unpack(NULL, n, b);
   if (q == NULL) {
     fail(r, GRPC_STATUS_INVALID_ARGUMENT,
@@ -839,6 +874,7 @@ int rd_handle_train_step(rd_handler_ctx_t *ctx, const grpc_metadata_array *md, c
                          rd_reply_t *r) {
   static const uint8_t empty[1];
   if (b == NULL) b = empty;
+  if (!request_strings_ok(RD_M_TRAIN_STEP, b, n, r)) return 0;
   Replayd__V1__TrainStepRequest *q = replayd__v1__train_step_request__unpack(NULL, n, b);
   if (q == NULL) {
     fail(r, GRPC_STATUS_INVALID_ARGUMENT, "request is not a decodable replayd.v1.TrainStepRequest");
@@ -1272,6 +1308,7 @@ void rd_handle_unary(rd_handler_ctx_t *ctx, rd_method_t m, const grpc_metadata_a
                      const uint8_t *body, size_t len, rd_reply_t *out) {
   static const uint8_t empty[1];
   if (body == NULL) body = empty; /* an empty message is valid protobuf */
+  if ((unsigned)m < RD_M_COUNT && !request_strings_ok(m, body, len, out)) return;
   switch (m) {
   case RD_M_REGISTER: do_register(ctx, body, len, out); break;
   case RD_M_DESCRIBE: do_describe(ctx, body, len, out); break;
