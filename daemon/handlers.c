@@ -630,6 +630,18 @@ static void do_insert_batch(rd_handler_ctx_t *ctx, const grpc_metadata_array *md
     return;
   }
   rd_workload_t *w = authorize(ctx, md, q->workload_id, 0, r);
+  /* The reply lists every new key (up to 10 bytes each): a batch whose
+   * keys could not be sent back is refused before anything is inserted. */
+  if (w != NULL && q->rows != NULL &&
+      (uint64_t)q->rows->count * 10 + RD_REPLY_HEADROOM > ctx->config->max_message_bytes) {
+    fail(r, GRPC_STATUS_RESOURCE_EXHAUSTED, "an InsertBatch of %u rows answers %u keys, which "
+         "could exceed this server's message limit of %u bytes: send at most %u rows per call, "
+         "or use the Insert stream", q->rows->count, q->rows->count,
+         ctx->config->max_message_bytes,
+         (ctx->config->max_message_bytes - RD_REPLY_HEADROOM) / 10);
+    rd_workload_unref(w);
+    w = NULL;
+  }
   if (w != NULL) {
     uint32_t count = q->rows ? q->rows->count : 0;
     uint64_t *keys = NULL;
