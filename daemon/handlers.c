@@ -1393,4 +1393,16 @@ void rd_handle_unary(rd_handler_ctx_t *ctx, rd_method_t m, const grpc_metadata_a
   default:
     fail(out, GRPC_STATUS_UNIMPLEMENTED, "method %d is not served", (int)m);
   }
+  /* Every reply within the message limit: one that a handler's own bound
+   * let through is this clear error rather than gRPC's "Sent message
+   * larger than max". */
+  if (out->status == GRPC_STATUS_OK && out->reply != NULL &&
+      grpc_byte_buffer_length(out->reply) > ctx->config->max_message_bytes) {
+    size_t len = grpc_byte_buffer_length(out->reply);
+    grpc_byte_buffer_destroy(out->reply);
+    out->reply = NULL;
+    fail(out, GRPC_STATUS_RESOURCE_EXHAUSTED, "the reply to %s is %zu bytes, more than this "
+         "server's message limit of %u bytes (--max-message-bytes)", method_paths[m], len,
+         ctx->config->max_message_bytes);
+  }
 }
