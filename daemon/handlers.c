@@ -1398,11 +1398,11 @@ void rd_handle_unary(rd_handler_ctx_t *ctx, rd_method_t m, const grpc_metadata_a
    * larger than max". */
   if (out->status == GRPC_STATUS_OK && out->reply != NULL &&
       grpc_byte_buffer_length(out->reply) > ctx->config->max_message_bytes) {
-    size_t len = grpc_byte_buffer_length(out->reply);
+    size_t bytes = grpc_byte_buffer_length(out->reply);
     grpc_byte_buffer_destroy(out->reply);
     out->reply = NULL;
     fail(out, GRPC_STATUS_RESOURCE_EXHAUSTED, "the reply to %s is %zu bytes, more than this "
-         "server's message limit of %u bytes (--max-message-bytes)", method_paths[m], len,
+         "server's message limit of %u bytes (--max-message-bytes)", method_paths[m], bytes,
          ctx->config->max_message_bytes);
   }
 }
