@@ -563,7 +563,7 @@ static int cmd_status(rdc_client_t *c, const rctl_opts_t *o) {
     jw_key(&w, "uptime_seconds");
     jw_double(&w, info->uptime_s);
     jw_key(&w, "workloads");
-    jw_u64(&w, info->n_workloads);
+    jw_u64(&w, info->workload_count);
     jw_key(&w, "devices");
     jw_array_begin(&w);
     for (size_t i = 0; i < info->n_devices; i++) json_device(&w, &info->devices[i]);
@@ -576,7 +576,7 @@ static int cmd_status(rdc_client_t *c, const rctl_opts_t *o) {
     kv("server", "%s", o->server);
     kv("version", "%s", info->version);
     kv("uptime", "%s", up);
-    kv("workloads", "%zu", info->n_workloads);
+    kv("workloads", "%zu", info->workload_count);
     kv("devices", "%zu", info->n_devices);
     if (info->n_devices > 0) devices_table(info, "  ");
   }
