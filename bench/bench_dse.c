@@ -222,7 +222,7 @@ static double reprofiled_prediction(rdc_client_t *c, const rdc_spec_t *spec) {
   if (pl == NULL) return -1;
   double gps = -1;
   if (rdc_clear_profiles(c, token, NULL, &e) != RDC_OK ||
-      rdc_plan(c, spec, NULL, 0, NULL, 1, pl, &e) != RDC_OK)
+      rdc_plan(c, token, spec, NULL, 0, NULL, 1, pl, &e) != RDC_OK)
     fprintf(stderr, "bench_dse: reprofile: %s\n", e.msg);
   else if (pl->profile_cache_hit)
     fprintf(stderr, "bench_dse: reprofile: the plan did not measure\n");

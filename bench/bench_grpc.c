@@ -9,6 +9,11 @@
  *                writing batches of B rows for the measuring time;
  *   grpc.sample  S threads calling Sample(batch 512) with rows, in a loop;
  *                every call's latency goes into the p50/p99.
+ *   grpc.sample_p99_under_insert_load
+ *                one thread calling Sample(batch 256) while L Insert streams
+ *                (batch 64 each, one connection each) write as fast as the
+ *                server takes them: the tail a sampler sees when hundreds of
+ *                actors feed the same server (L = 0 is the quiet reference).
  * Baseline, measured in the same run: the same inserts and samples on an
  * in-process rd_table (baseline.table.insert / .sample), i.e. what the
  * data structure alone costs; the ratio is the price of the RPC path.
@@ -42,9 +47,11 @@ typedef struct {
   double seconds;
   uint32_t streams;
   const char *replayd;
+  uint32_t load_streams[4]; /* grpc.sample_p99_under_insert_load's L values */
+  uint32_t n_load;
 } opts_t;
 
-static opts_t O = {0, 2.0, 4, NULL};
+static opts_t O = {0, 2.0, 4, NULL, {0, 64}, 2};
 static char target[64];
 static rdc_workload_t wl;
 
@@ -256,12 +263,22 @@ static int cmp_double(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
-/* Run S workers for O.seconds; returns items/s (negative on failure). */
-static double run(void *(*fn)(void *), uint32_t batch, uint32_t streams, double *p50,
-                  double *p99) {
-  job_t *jobs = calloc(streams, sizeof *jobs);
-  pthread_t *th = calloc(streams, sizeof *th);
+/* Run S workers of fn (and `load` insert workers of batch load_batch
+ * beside them, whose items are not counted) for O.seconds; returns fn's
+ * items/s (negative on failure). */
+static double run_loaded(void *(*fn)(void *), uint32_t batch, uint32_t streams, uint32_t load,
+                         uint32_t load_batch, double *p50, double *p99) {
+  job_t *jobs = calloc(streams + load, sizeof *jobs);
+  pthread_t *th = calloc(streams + load, sizeof *th);
   double t0 = now_s();
+  /* The load first, so that the measured workers start under it. */
+  for (uint32_t i = streams; i < streams + load; i++) {
+    jobs[i].batch = load_batch;
+    jobs[i].t_end = t0 + O.seconds + 0.3;
+    pthread_create(&th[i], NULL, insert_worker, &jobs[i]);
+  }
+  if (load) usleep(300000);
+  t0 = now_s();
   for (uint32_t i = 0; i < streams; i++) {
     jobs[i].batch = batch;
     jobs[i].t_end = t0 + O.seconds;
@@ -277,6 +294,10 @@ static double run(void *(*fn)(void *), uint32_t batch, uint32_t streams, double 
     failed |= jobs[i].failed;
   }
   double elapsed = now_s() - t0;
+  for (uint32_t i = streams; i < streams + load; i++) {
+    pthread_join(th[i], NULL);
+    failed |= jobs[i].failed;
+  }
   if (p50 && n_lat) {
     double *all = malloc(n_lat * sizeof *all);
     size_t k = 0;
@@ -293,6 +314,11 @@ static double run(void *(*fn)(void *), uint32_t batch, uint32_t streams, double 
   free(jobs);
   free(th);
   return failed ? -1 : (double)items / elapsed;
+}
+
+static double run(void *(*fn)(void *), uint32_t batch, uint32_t streams, double *p50,
+                  double *p99) {
+  return run_loaded(fn, batch, streams, 0, 0, p50, p99);
 }
 
 /* ------------------------------------------------------------------ */
@@ -356,12 +382,22 @@ int main(int argc, char **argv) {
     else if (strcmp(argv[i], "--replayd") == 0 && i + 1 < argc) O.replayd = argv[++i];
     else if (strcmp(argv[i], "--streams") == 0 && i + 1 < argc) O.streams = (uint32_t)atoi(argv[++i]);
     else if (strcmp(argv[i], "--seconds") == 0 && i + 1 < argc) O.seconds = atof(argv[++i]);
-    else {
+    else if (strcmp(argv[i], "--load-streams") == 0 && i + 1 < argc) {
+      /* a comma-separated list of L, each 0..512 */
+      O.n_load = 0;
+      for (char *t = strtok(argv[++i], ","); t && O.n_load < 4; t = strtok(NULL, ","))
+        O.load_streams[O.n_load++] = (uint32_t)atoi(t);
+    } else {
       fprintf(stderr, "usage: bench_grpc --replayd PATH [--json] [--quick] [--streams S] "
-                      "[--seconds T]\n");
+                      "[--seconds T] [--load-streams L[,L...]]\n");
       return 2;
     }
   }
+  for (uint32_t k = 0; k < O.n_load; k++)
+    if (O.load_streams[k] > 512) {
+      fprintf(stderr, "bench_grpc: --load-streams values are 0..512\n");
+      return 2;
+    }
   if (O.replayd == NULL || O.streams == 0 || O.streams > 64) {
     fprintf(stderr, "bench_grpc: --replayd PATH is required (streams 1..64)\n");
     return 2;
@@ -422,6 +458,15 @@ int main(int argc, char **argv) {
     emit("grpc.sample", 512, sample_streams[k], v, "transitions/s");
     emit("grpc.sample_p50", 512, sample_streams[k], p50 * 1e3, "ms");
     emit("grpc.sample_p99", 512, sample_streams[k], p99 * 1e3, "ms");
+  }
+  /* One sampler under L insert streams. Its own latency, not throughput:
+   * the streams take the rest of the machine. */
+  for (uint32_t k = 0; k < O.n_load; k++) {
+    double p50 = 0, p99 = 0;
+    double v = run_loaded(sample_worker, 256, 1, O.load_streams[k], 64, &p50, &p99);
+    if (v < 0) rc = 1;
+    emit("grpc.sample_p50_under_insert_load", 256, O.load_streams[k], p50 * 1e3, "ms");
+    emit("grpc.sample_p99_under_insert_load", 256, O.load_streams[k], p99 * 1e3, "ms");
   }
   stop_daemon();
   return rc;

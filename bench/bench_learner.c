@@ -212,6 +212,7 @@ typedef struct {
   char shape[32];
   uint32_t batch, threads;
   char setting[192];
+  char blas[160], blas_core[48]; /* the BLAS the best setting's PyTorch ran on */
   double gps;
 } baseline_t;
 
@@ -270,6 +271,7 @@ static bool json_num(const char *line, const char *key, double *out) {
 typedef struct {
   pid_t pid;
   FILE *to, *from;
+  char blas[160]; /* the script's first line: the BLAS its PyTorch runs on */
 } baseline_proc_t;
 
 static void pytorch_start(const opts_t *o, baseline_proc_t *bp) {
@@ -296,6 +298,18 @@ static void pytorch_start(const opts_t *o, baseline_proc_t *bp) {
   if (bp->to == NULL || bp->from == NULL) die("fdopen: %s", strerror(errno));
   fprintf(stderr, "bench_learner: baseline: /usr/bin/python3 %s --serve%s\n", o->script,
           o->quick ? " --quick" : "");
+  /* Its first line names the BLAS; it exits 3 instead when that is the
+   * reference BLAS, which would make every ratio against it meaningless. */
+  char line[1024];
+  if (fgets(line, sizeof line, bp->from) == NULL || !json_str(line, "name", bp->blas,
+                                                               sizeof bp->blas)) {
+    int st;
+    waitpid(bp->pid, &st, 0);
+    if (WIFEXITED(st) && WEXITSTATUS(st) == 3)
+      die("the PyTorch baseline refused to run on the reference BLAS (see above): install "
+          "an optimized one (scripts/install-deps bench)");
+    die("the baseline script did not say which BLAS it runs on");
+  }
 }
 
 static void pytorch_point(baseline_proc_t *bp, const shape_t *s, uint32_t batch) {
@@ -309,6 +323,8 @@ static void pytorch_point(baseline_proc_t *bp, const shape_t *s, uint32_t batch)
     double bt, threads;
     if (!json_str(line, "shape", b.shape, sizeof b.shape) ||
         !json_str(line, "setting", b.setting, sizeof b.setting) ||
+        !json_str(line, "blas", b.blas, sizeof b.blas) ||
+        !json_str(line, "blas_core", b.blas_core, sizeof b.blas_core) ||
         !json_num(line, "batch", &bt) || !json_num(line, "threads", &threads) ||
         !json_num(line, "value", &b.gps))
       die("cannot parse the baseline's line: %s", line);
@@ -441,8 +457,9 @@ static void print_json(void) {
   for (size_t i = 0; i < n_baselines; i++) {
     const baseline_t *b = &baselines[i];
     printf("{\"name\": \"baseline.pytorch.gps\", \"params\": {\"shape\": \"%s\", \"batch\": %u, "
-           "\"threads\": %u, \"setting\": \"%s\"}, \"value\": %.2f, \"unit\": \"steps/s\"}\n",
-           b->shape, b->batch, b->threads, b->setting, b->gps);
+           "\"threads\": %u, \"setting\": \"%s\", \"blas\": \"%s\", \"blas_core\": \"%s\"}, "
+           "\"value\": %.2f, \"unit\": \"steps/s\"}\n",
+           b->shape, b->batch, b->threads, b->setting, b->blas, b->blas_core, b->gps);
   }
   for (size_t i = 0; i < n_results; i++) {
     const result_t *r = &results[i];
@@ -482,10 +499,11 @@ static void print_table(void) {
   }
   if (base) {
     printf("\n# ratio = our steps/s / the best PyTorch setting's steps/s, same shape and batch;"
-           "\n# PyTorch's best settings:\n");
+           "\n# PyTorch's BLAS: %s\n# PyTorch's best settings (and OpenBLAS core):\n",
+           baselines[0].blas);
     for (size_t i = 0; i < n_baselines; i++)
-      printf("#   %-14s batch %-6u %s\n", baselines[i].shape, baselines[i].batch,
-             baselines[i].setting);
+      printf("#   %-14s batch %-6u %s (%s)\n", baselines[i].shape, baselines[i].batch,
+             baselines[i].setting, baselines[i].blas_core);
     printf("# targets at %u threads: %d met, %d missed\n", tmax, met, missed);
   }
 }
@@ -512,8 +530,12 @@ int main(int argc, char **argv) {
           getenv("OMP_WAIT_POLICY") ? getenv("OMP_WAIT_POLICY") : "unset", o.min_s * 1e3, o.reps);
   fflush(info);
 
-  baseline_proc_t bp = {0, NULL, NULL};
-  if (o.pytorch) pytorch_start(&o, &bp);
+  baseline_proc_t bp = {0, NULL, NULL, ""};
+  if (o.pytorch) {
+    pytorch_start(&o, &bp);
+    fprintf(info, "# PyTorch baseline's BLAS: %s\n", bp.blas);
+    fflush(info);
+  }
   for (size_t k = 0; k < N_SHAPES; k++) {
     if (!o.shape_on[k]) continue;
     for (size_t b = 0; b < o.batch.n; b++) {

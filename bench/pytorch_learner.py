@@ -33,9 +33,18 @@ points its caller names on stdin, one at a time (bench_learner --pytorch does
 this, timing its own learner on each point right after PyTorch's, so that both
 see the same load on a shared machine).
 
+BLAS. Debian's python3-torch calls whatever libblas.so.3 the alternatives
+system points at; on a fresh machine that is the netlib reference BLAS, on
+which PyTorch's products run about 15 times slower than on OpenBLAS. Every
+worker names the BLAS its process actually mapped (and OpenBLAS's core
+type, which OPENBLAS_CORETYPE changes); the script refuses, exit status 3,
+to time anything on the reference BLAS: such a "baseline" would inflate
+every ratio against it. scripts/install-deps bench installs OpenBLAS.
+
 Output: one JSON object per line,
   {"name": "baseline.pytorch.gps", "params": {"shape": ..., "batch": ...,
-   "threads": <torch threads of the best setting>, "setting": "..."},
+   "threads": <torch threads of the best setting>, "setting": "...",
+   "blas": "OpenBLAS 0.3.21 ...", "blas_core": "SkylakeX"},
    "value": <steps/s>, "unit": "steps/s"}
 and with --all-settings also every setting's median as
 "baseline.pytorch.gps.setting". Progress goes to stderr.
@@ -72,6 +81,55 @@ def log(*a):
     print("pytorch_learner:", *a, file=sys.stderr, flush=True)
 
 
+def blas_in_use(torch):
+    """The BLAS library this process's PyTorch runs its products on: the
+    one that a matrix product made the process map, named by what it is,
+    with OpenBLAS's own build string and core type when it is OpenBLAS."""
+    import ctypes
+    a = torch.ones(64, 64)
+    (a @ a).sum().item()
+    paths = []
+    with open("/proc/self/maps") as f:
+        for line in f:
+            parts = line.split()
+            if len(parts) >= 6 and parts[5].startswith("/"):
+                base = os.path.basename(parts[5]).lower()
+                if ("blas" in base or "mkl" in base or "blis" in base) and parts[5] not in paths:
+                    paths.append(parts[5])
+    info = {"path": ", ".join(paths) or "none found", "kind": "unknown", "name": "unknown",
+            "core": ""}
+    for path in paths:
+        real = os.path.realpath(path)
+        if "openblas" in real.lower():
+            lib = ctypes.CDLL(real)
+            lib.openblas_get_config.restype = ctypes.c_char_p
+            lib.openblas_get_corename.restype = ctypes.c_char_p
+            info.update(kind="openblas", path=real,
+                        name=lib.openblas_get_config().decode(),
+                        core=lib.openblas_get_corename().decode())
+            return info
+        if "mkl" in real.lower():
+            info.update(kind="mkl", path=real, name="MKL")
+            return info
+        if "blis" in real.lower():
+            info.update(kind="blis", path=real, name="BLIS")
+            return info
+        if "/blas/libblas.so" in real or "atlas" in real.lower():
+            kind = "atlas" if "atlas" in real.lower() else "reference"
+            info.update(kind=kind, path=real,
+                        name="ATLAS" if kind == "atlas" else "netlib reference BLAS")
+    return info
+
+
+def refuse_reference(info):
+    if info["kind"] in ("reference", "unknown"):
+        log("PyTorch runs its products on %s (%s): a baseline timed on it would be about 15x "
+            "too slow and inflate every ratio. Install an optimized BLAS "
+            "(scripts/install-deps bench installs libopenblas0-pthread) and run again."
+            % (info["name"], info["path"]))
+        sys.exit(3)
+
+
 # ---------------------------------------------------------------------------
 # Worker: one setting, every point
 # ---------------------------------------------------------------------------
@@ -83,6 +141,10 @@ def worker(args):
 
     torch.set_num_threads(args.torch_threads)
     torch.manual_seed(0)
+    blas = blas_in_use(torch)
+    refuse_reference(blas)
+    # The first line says what this worker's products run on.
+    print(json.dumps({"blas": blas}), flush=True)
 
     def mlp(sizes, out_act=None):
         layers = []
@@ -293,25 +355,28 @@ def main():
         res = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, text=True)
         if res.returncode != 0:
             log("worker failed (%s)" % desc)
-            sys.exit(1)
-        for line in res.stdout.splitlines():
+            sys.exit(res.returncode if res.returncode == 3 else 1)
+        lines = res.stdout.splitlines()
+        blas = json.loads(lines[0])["blas"]
+        for line in lines[1:]:
             r = json.loads(line)
             key = (r["shape"], r["batch"])
-            all_rows.append((key, tt, desc, r["value"]))
-            if key not in best or r["value"] > best[key][2]:
-                best[key] = (tt, desc, r["value"])
+            all_rows.append((key, tt, desc, blas, r["value"]))
+            if key not in best or r["value"] > best[key][3]:
+                best[key] = (tt, desc, blas, r["value"])
     if args.all_settings:
-        for (shape, batch), tt, desc, v in all_rows:
-            emit("baseline.pytorch.gps.setting", shape, batch, tt, desc, v)
+        for (shape, batch), tt, desc, blas, v in all_rows:
+            emit("baseline.pytorch.gps.setting", shape, batch, tt, desc, blas, v)
     for shape in args.shape:
         for batch in args.batch:
-            tt, desc, v = best[(shape, batch)]
-            emit("baseline.pytorch.gps", shape, batch, tt, desc, v)
+            tt, desc, blas, v = best[(shape, batch)]
+            emit("baseline.pytorch.gps", shape, batch, tt, desc, blas, v)
 
 
-def emit(name, shape, batch, tt, desc, v):
+def emit(name, shape, batch, tt, desc, blas, v):
     print(json.dumps({"name": name,
-                      "params": {"shape": shape, "batch": batch, "threads": tt, "setting": desc},
+                      "params": {"shape": shape, "batch": batch, "threads": tt, "setting": desc,
+                                 "blas": blas["name"], "blas_core": blas["core"]},
                       "value": round(v, 2), "unit": "steps/s"}), flush=True)
 
 
@@ -325,7 +390,14 @@ def serve(args, todo, base):
     for tt, desc, env in todo:
         p = subprocess.Popen(base + ["--torch-threads", str(tt), "--serve"], env=env,
                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-        workers.append((tt, desc, p))
+        first = p.stdout.readline()
+        if not first:
+            code = p.wait()
+            log("worker failed (%s)" % desc)
+            sys.exit(code if code == 3 else 1)
+        workers.append((tt, desc, json.loads(first)["blas"], p))
+    # What the caller shows in its header: the first worker's library.
+    print(json.dumps({"blas": workers[0][2]}), flush=True)
     for line in sys.stdin:
         if not line.strip():
             continue
@@ -334,7 +406,7 @@ def serve(args, todo, base):
             log("unknown shape %s" % shape)
             sys.exit(2)
         best = None
-        for tt, desc, p in workers:
+        for tt, desc, blas, p in workers:
             p.stdin.write("%s %s\n" % (shape, batch))
             p.stdin.flush()
             out = p.stdout.readline()
@@ -343,11 +415,12 @@ def serve(args, todo, base):
                 sys.exit(1)
             r = json.loads(out)
             if args.all_settings:
-                emit("baseline.pytorch.gps.setting", shape, int(batch), tt, desc, r["value"])
-            if best is None or r["value"] > best[2]:
-                best = (tt, desc, r["value"])
-        emit("baseline.pytorch.gps", shape, int(batch), best[0], best[1], best[2])
-    for _, _, p in workers:
+                emit("baseline.pytorch.gps.setting", shape, int(batch), tt, desc, blas,
+                     r["value"])
+            if best is None or r["value"] > best[3]:
+                best = (tt, desc, blas, r["value"])
+        emit("baseline.pytorch.gps", shape, int(batch), *best)
+    for _, _, _, p in workers:
         p.stdin.close()
         p.wait()
 

@@ -1,6 +1,7 @@
 /* rd_schema.c - validation and sizes of row schemas. */
 #include "rd_schema.h"
 
+#include <stdint.h>
 #include <string.h>
 
 size_t rd_dtype_size(rd_dtype_t dtype) {
@@ -89,4 +90,42 @@ int rd_schema_find(const rd_schema_t *s, const char *name) {
   for (uint32_t i = 0; i < s->n_fields && i < RD_SCHEMA_MAX_FIELDS; i++)
     if (strncmp(s->fields[i].name, name, RD_FIELD_NAME_MAX) == 0) return (int)i;
   return -1;
+}
+
+/* Offset of the first byte of p[0, len) that is neither 0 nor 1, or len. */
+static size_t first_non_bool(const uint8_t *p, size_t len) {
+  const uint64_t high7 = 0xFEFEFEFEFEFEFEFEull; /* any bit but the lowest of a byte */
+  size_t i = 0;
+  for (; i + 256 <= len; i += 256) { /* a branch per 256 bytes; the OR vectorizes */
+    uint64_t acc = 0;
+    for (size_t k = 0; k < 256; k += 8) {
+      uint64_t w;
+      memcpy(&w, p + i + k, sizeof w);
+      acc |= w;
+    }
+    if ((acc & high7) != 0) break;
+  }
+  for (; i + 8 <= len; i += 8) {
+    uint64_t w;
+    memcpy(&w, p + i, sizeof w);
+    if ((w & high7) != 0) break;
+  }
+  for (; i < len; i++)
+    if (p[i] > 1) return i;
+  return len;
+}
+
+int rd_field_check_column(const rd_field_t *f, const void *data, size_t n, rd_error_t *err) {
+  if (f->dtype != RD_DTYPE_BOOL || n == 0) return RD_OK;
+  size_t per_row = rd_field_bytes(f), len = n * per_row;
+  const uint8_t *p = data;
+  size_t at = first_non_bool(p, len);
+  if (at == len) return RD_OK;
+  if (per_row == 1)
+    return rd_error_set(err, RD_EINVAL,
+                        "field \"%s\" (bool): row %zu holds 0x%02x; a bool is 0 or 1", f->name,
+                        at, (unsigned)p[at]);
+  return rd_error_set(err, RD_EINVAL,
+                      "field \"%s\" (bool): row %zu, element %zu holds 0x%02x; a bool is 0 or 1",
+                      f->name, at / per_row, at % per_row, (unsigned)p[at]);
 }

@@ -58,4 +58,12 @@ size_t rd_schema_row_bytes(const rd_schema_t *s);
 /* Index of the field called name, or -1. */
 int rd_schema_find(const rd_schema_t *s, const char *name);
 
+/* Check that a packed column of n rows of field f holds only values of its
+ * dtype. A BOOL element is one byte, 0 or 1: any other byte is RD_EINVAL
+ * naming the field and the first bad row (a learner reads `done` as a bool,
+ * and a sampled 0x02 would be a value no client wrote as one). Every bit
+ * pattern is a value of the other dtypes. data holds n * rd_field_bytes(f)
+ * bytes. A word at a time: this runs on every insert. */
+int rd_field_check_column(const rd_field_t *f, const void *data, size_t n, rd_error_t *err);
+
 #endif

@@ -53,6 +53,9 @@ static const cfg_key_t keys[] = {
      "log to this file (reopened on SIGHUP); empty = stderr"},
     {"log-level", K_LEVEL, FIELD(log_level), 0, 0, false, "debug, info, warn or error"},
     {"threads", K_COUNT, FIELD(threads), 1, 64, false, "completion-queue threads"},
+    {"shutdown-grace-ms", K_COUNT, FIELD(shutdown_grace_ms), 0, 600000, false,
+     "on SIGTERM, how long calls in flight may finish before the rest\n"
+     "                             are cancelled (milliseconds)"},
     {"max-message-bytes", K_BYTES, FIELD(max_message_bytes), 4 * KIB, GIB, false,
      "largest gRPC message, either way"},
     {"max-batch", K_COUNT, FIELD(max_batch), 1, UINT64_C(1) << 24, false,
@@ -121,6 +124,7 @@ void rd_config_defaults(rd_config_t *c) {
   snprintf(c->listen, sizeof c->listen, "%s", "127.0.0.1:50051");
   c->log_level = RD_LOG_INFO;
   c->threads = 2;
+  c->shutdown_grace_ms = 10000;
   c->max_message_bytes = 64u << 20;
   c->max_batch = 65536;
   c->max_capacity = 1u << 24;

@@ -1,10 +1,11 @@
 /* handlers.c - the RPCs of replayd.v1.Replay.
  *
- * Each handler: decode (undecodable bytes are INVALID_ARGUMENT), find the
- * workload and check its token, validate against the server's limits,
- * call the table under the workload's lock, pack the reply. Memory a call
- * allocates is bounded by max_batch rows, itself bounded by the gRPC
- * message size limit.
+ * Each handler: check the request's strings on the wire (pb_check.h, for
+ * every method in one place), decode (undecodable bytes are
+ * INVALID_ARGUMENT), find the workload and check its token, validate
+ * against the server's limits, call the table under the workload's lock,
+ * pack the reply. Memory a call allocates is bounded by max_batch rows,
+ * itself bounded by the gRPC message size limit.
  */
 #include "handlers.h"
 
@@ -21,6 +22,8 @@
 #include "devices.h"
 #include "log.h"
 #include "model.h"
+#include "pb_check.h"
+#include "paging.h"
 #include "placement.h"
 #include "profile_jsonl.h"
 
@@ -52,6 +55,42 @@ static const char *const method_paths[RD_M_COUNT] = {
 
 const char *rd_method_path(rd_method_t m) { return method_paths[m]; }
 
+rd_run_t rd_method_run(rd_method_t m) {
+  switch (m) {
+  case RD_M_TRAIN_STEP: return RD_RUN_TRAIN;
+  case RD_M_REGISTER:
+  case RD_M_PLAN: return RD_RUN_PLACEMENT;
+  case RD_M_DELETE:
+  case RD_M_LIST_PROFILES:
+  case RD_M_CLEAR_PROFILES:
+  case RD_M_IMPORT_PROFILES:
+  case RD_M_EXPORT_PROFILES: return RD_RUN_CONTROL;
+  default: return RD_RUN_INLINE;
+  }
+}
+
+/* Each method's request type: every request's strings are checked on the
+ * wire (pb_check.h) before it is unpacked, here for all methods at once. */
+static const ProtobufCMessageDescriptor *const method_requests[RD_M_COUNT] = {
+    [RD_M_REGISTER] = &replayd__v1__workload_spec__descriptor,
+    [RD_M_DESCRIBE] = &replayd__v1__workload_ref__descriptor,
+    [RD_M_LIST] = &replayd__v1__list_workloads_request__descriptor,
+    [RD_M_DELETE] = &replayd__v1__workload_ref__descriptor,
+    [RD_M_INSERT] = &replayd__v1__insert_request__descriptor,
+    [RD_M_INSERT_BATCH] = &replayd__v1__insert_request__descriptor,
+    [RD_M_SAMPLE] = &replayd__v1__sample_request__descriptor,
+    [RD_M_UPDATE] = &replayd__v1__update_priorities_request__descriptor,
+    [RD_M_TRAIN_STEP] = &replayd__v1__train_step_request__descriptor,
+    [RD_M_GET_WEIGHTS] = &replayd__v1__get_weights_request__descriptor,
+    [RD_M_SERVER_INFO] = &replayd__v1__server_info_request__descriptor,
+    [RD_M_LIST_DEVICES] = &replayd__v1__list_devices_request__descriptor,
+    [RD_M_PLAN] = &replayd__v1__plan_request__descriptor,
+    [RD_M_LIST_PROFILES] = &replayd__v1__list_profiles_request__descriptor,
+    [RD_M_CLEAR_PROFILES] = &replayd__v1__clear_profiles_request__descriptor,
+    [RD_M_IMPORT_PROFILES] = &replayd__v1__import_profiles_request__descriptor,
+    [RD_M_EXPORT_PROFILES] = &replayd__v1__export_profiles_request__descriptor,
+};
+
 /* ------------------------------------------------------------------ */
 /* Replies                                                             */
 /* ------------------------------------------------------------------ */
@@ -74,6 +113,16 @@ static void pack(rd_reply_t *r, const ProtobufCMessage *m) {
   grpc_slice_unref(s);
   r->status = GRPC_STATUS_OK;
   r->message[0] = '\0';
+}
+
+/* 1 if the strings of method m's request body are whole (pb_check.h);
+ * otherwise 0 with r set to INVALID_ARGUMENT naming the field. */
+static int request_strings_ok(rd_method_t m, const uint8_t *b, size_t n, rd_reply_t *r) {
+  rd_error_t err;
+  rd_error_clear(&err);
+  if (rd_pb_check(method_requests[m], b, n, &err) == RD_OK) return 1;
+  fail(r, GRPC_STATUS_INVALID_ARGUMENT, "%s", err.msg);
+  return 0;
 }
 
 /* Status for a table error (bad batch contents). */
@@ -402,12 +451,14 @@ static void do_describe(rd_handler_ctx_t *ctx, const uint8_t *b, size_t n, rd_re
   replayd__v1__workload_ref__free_unpacked(ref, NULL);
 }
 
-/* The reply lists at most this many workloads (the registry's own limit is
- * lower unless an operator raised it). */
-#define LIST_MAX 4096
-
+/* ListWorkloads: one page (paging.h: keyset by id, page_size, and never
+ * more than fit the message limit). ServerInfo: the server's figures, the
+ * devices and the first page of workloads at the default size, each cut
+ * to what fits and flagged, so ServerInfo never fails for size. */
 static void do_list(rd_handler_ctx_t *ctx, const uint8_t *b, size_t n, rd_reply_t *r,
                     int server_info) {
+  uint32_t page = RD_PAGE_WORKLOADS_DEFAULT;
+  char after[RD_WORKLOAD_ID_LEN + 1] = "";
   if (server_info) {
     Replayd__V1__ServerInfoRequest *q = replayd__v1__server_info_request__unpack(NULL, n, b);
     if (q == NULL) {
@@ -421,10 +472,21 @@ static void do_list(rd_handler_ctx_t *ctx, const uint8_t *b, size_t n, rd_reply_
       fail(r, GRPC_STATUS_INVALID_ARGUMENT, "request is not a decodable ListWorkloadsRequest");
       return;
     }
+    page = rd_page_size(q->page_size, RD_PAGE_WORKLOADS_DEFAULT, RD_PAGE_WORKLOADS_MAX);
+    rd_error_t err;
+    rd_error_clear(&err);
+    int rc = rd_page_token_parse_workload(q->page_token, after, &err);
     replayd__v1__list_workloads_request__free_unpacked(q, NULL);
+    if (rc) {
+      fail(r, GRPC_STATUS_INVALID_ARGUMENT, "%s", err.msg);
+      return;
+    }
   }
-  size_t cap = rd_registry_count(ctx->registry) + 16;
-  if (cap > LIST_MAX) cap = LIST_MAX;
+  /* Room for the page and one more (is there a next page?), or for what
+   * is registered now and one more: if that fills, the page says there may
+   * be more, as workloads registered meanwhile could sort anywhere. */
+  size_t count = rd_registry_count(ctx->registry);
+  size_t cap = (page < count ? page : count) + 1;
   rd_workload_t **ws = calloc(cap, sizeof *ws);
   workload_reply_t *os = calloc(cap, sizeof *os);
   Replayd__V1__Workload **ptrs = calloc(cap, sizeof *ptrs);
@@ -435,35 +497,72 @@ static void do_list(rd_handler_ctx_t *ctx, const uint8_t *b, size_t n, rd_reply_
     fail(r, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory listing workloads");
     return;
   }
-  size_t k = rd_registry_list(ctx->registry, ws, cap);
-  for (size_t i = 0; i < k; i++) {
-    workload_reply(ws[i], 0, &os[i]);
-    ptrs[i] = &os[i].msg;
-  }
+  size_t k = rd_registry_list_after(ctx->registry, after, ws, cap);
+  rd_page_fill_t fill = {rd_page_budget(ctx->config->max_message_bytes), 0, 0};
+
+  /* ServerInfo's own fields, sized with both flags set (their largest). */
+  rd_device_t devs[RD_MAX_DEVICES];
+  Replayd__V1__Device dm[RD_MAX_DEVICES], *dp[RD_MAX_DEVICES];
+  Replayd__V1__ServerInfoResponse si = REPLAYD__V1__SERVER_INFO_RESPONSE__INIT;
   if (server_info) {
-    rd_device_t devs[RD_MAX_DEVICES];
-    Replayd__V1__Device dm[RD_MAX_DEVICES], *dp[RD_MAX_DEVICES];
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    si.version = RD_VERSION;
+    si.uptime_seconds = (double)now.tv_sec + now.tv_nsec * 1e-9 - ctx->start_time;
+    si.workload_count = count > k ? count : k;
+    si.workloads_truncated = 1;
+    si.devices_truncated = 1;
+    rd_page_fill_t dfill = {fill.budget, replayd__v1__server_info_response__get_packed_size(&si),
+                            0};
     size_t nd = rd_devices_get(devs, RD_MAX_DEVICES);
     for (size_t i = 0; i < nd; i++) {
       device_msg(&devs[i], &dm[i]);
       dp[i] = &dm[i];
+      if (rd_page_take(&dfill, rd_pb_field_bytes(replayd__v1__device__get_packed_size(&dm[i])),
+                       0) != RD_OK)
+        break;
     }
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    Replayd__V1__ServerInfoResponse m = REPLAYD__V1__SERVER_INFO_RESPONSE__INIT;
-    m.version = RD_VERSION;
-    m.uptime_seconds = (double)now.tv_sec + now.tv_nsec * 1e-9 - ctx->start_time;
-    m.n_devices = nd;
-    m.devices = dp;
-    m.n_workloads = k;
-    m.workloads = ptrs;
-    pack(r, &m.base);
+    si.n_devices = dfill.items;
+    si.devices = dp;
+    si.devices_truncated = si.n_devices < nd;
+    fill.used = dfill.used;
+  }
+  char token[RD_PAGE_TOKEN_MAX + 1];
+  for (size_t i = 0; i < k && i < page; i++) {
+    workload_reply(ws[i], 0, &os[i]);
+    ptrs[i] = &os[i].msg;
+    size_t item = rd_pb_field_bytes(replayd__v1__workload__get_packed_size(&os[i].msg));
+    /* A ListWorkloads page that ends here carries this item's token. */
+    rd_page_token_workload(ws[i]->id, token);
+    if (rd_page_take(&fill, item, server_info ? 0 : rd_pb_field_bytes(strlen(token))) != RD_OK) {
+      if (fill.items == 0 && !server_info) {
+        fail(r, GRPC_STATUS_RESOURCE_EXHAUSTED, "workload %s alone takes %zu bytes of a "
+             "ListWorkloads reply, more than this server's message limit of %u bytes "
+             "(--max-message-bytes); DescribeWorkload shows it", ws[i]->id, item,
+             ctx->config->max_message_bytes);
+        goto out;
+      }
+      break;
+    }
+  }
+  size_t listed = fill.items;
+  int more = listed < k || k == cap;
+  if (server_info) {
+    si.n_workloads = listed;
+    si.workloads = ptrs;
+    si.workloads_truncated = more || count > listed;
+    pack(r, &si.base);
   } else {
     Replayd__V1__ListWorkloadsResponse m = REPLAYD__V1__LIST_WORKLOADS_RESPONSE__INIT;
-    m.n_workloads = k;
+    m.n_workloads = listed;
     m.workloads = ptrs;
+    if (more) {
+      rd_page_token_workload(ws[listed - 1]->id, token);
+      m.next_page_token = token;
+    }
     pack(r, &m.base);
   }
+out:
   for (size_t i = 0; i < k; i++) rd_workload_unref(ws[i]);
   free(ws);
   free(os);
@@ -565,6 +664,18 @@ static void do_insert_batch(rd_handler_ctx_t *ctx, const grpc_metadata_array *md
     return;
   }
   rd_workload_t *w = authorize(ctx, md, q->workload_id, 0, r);
+  /* The reply lists every new key (up to 10 bytes each): a batch whose
+   * keys could not be sent back is refused before anything is inserted. */
+  if (w != NULL && q->rows != NULL &&
+      (uint64_t)q->rows->count * 10 + RD_REPLY_HEADROOM > ctx->config->max_message_bytes) {
+    fail(r, GRPC_STATUS_RESOURCE_EXHAUSTED, "an InsertBatch of %u rows answers %u keys, which "
+         "could exceed this server's message limit of %u bytes: send at most %u rows per call, "
+         "or use the Insert stream", q->rows->count, q->rows->count,
+         ctx->config->max_message_bytes,
+         (ctx->config->max_message_bytes - RD_REPLY_HEADROOM) / 10);
+    rd_workload_unref(w);
+    w = NULL;
+  }
   if (w != NULL) {
     uint32_t count = q->rows ? q->rows->count : 0;
     uint64_t *keys = NULL;
@@ -590,6 +701,7 @@ static void do_insert_batch(rd_handler_ctx_t *ctx, const grpc_metadata_array *md
 int rd_handle_insert_message(rd_handler_ctx_t *ctx, rd_insert_stream_t *st,
                              const grpc_metadata_array *md, const uint8_t *b, size_t n,
                              rd_reply_t *r) {
+  if (!request_strings_ok(RD_M_INSERT, b, n, r)) return 1;
   Replayd__V1__InsertRequest *q = replayd__v1__insert_request__unpack(NULL, n, b);
   if (q == NULL) {
     fail(r, GRPC_STATUS_INVALID_ARGUMENT,
@@ -825,6 +937,7 @@ int rd_handle_train_step(rd_handler_ctx_t *ctx, const grpc_metadata_array *md, c
                          rd_reply_t *r) {
   static const uint8_t empty[1];
   if (b == NULL) b = empty;
+  if (!request_strings_ok(RD_M_TRAIN_STEP, b, n, r)) return 0;
   Replayd__V1__TrainStepRequest *q = replayd__v1__train_step_request__unpack(NULL, n, b);
   if (q == NULL) {
     fail(r, GRPC_STATUS_INVALID_ARGUMENT, "request is not a decodable replayd.v1.TrainStepRequest");
@@ -926,8 +1039,8 @@ static void do_list_devices(const uint8_t *b, size_t n, rd_reply_t *r) {
 
 /* The admin calls: the server's admin token in x-replayd-token, as
  * DeleteWorkload accepts it. 1 if allowed; r is set otherwise. */
-static int admin_only(rd_handler_ctx_t *ctx, const grpc_metadata_array *md, const char *what,
-                      rd_reply_t *r) {
+static int admin_token_required(rd_handler_ctx_t *ctx, const grpc_metadata_array *md,
+                                const char *what, rd_reply_t *r) {
   const char *tok;
   size_t len;
   if (!find_token(md, &tok, &len)) {
@@ -941,6 +1054,13 @@ static int admin_only(rd_handler_ctx_t *ctx, const grpc_metadata_array *md, cons
          "not it", what);
     return 0;
   }
+  return 1;
+}
+
+/* The profile RPCs: the admin token, and a store to work on. */
+static int admin_only(rd_handler_ctx_t *ctx, const grpc_metadata_array *md, const char *what,
+                      rd_reply_t *r) {
+  if (!admin_token_required(ctx, md, what, r)) return 0;
   if (ctx->store == NULL) {
     fail(r, GRPC_STATUS_FAILED_PRECONDITION, "this server keeps no profile store");
     return 0;
@@ -957,6 +1077,8 @@ static grpc_status_code store_status(int code) {
   }
 }
 
+/* One page of the stored profiles (paging.h: keyset by the store's key,
+ * page_size, and never more than fit the message limit). */
 static void do_list_profiles(rd_handler_ctx_t *ctx, const grpc_metadata_array *md,
                              const uint8_t *b, size_t n, rd_reply_t *r) {
   Replayd__V1__ListProfilesRequest *q = replayd__v1__list_profiles_request__unpack(NULL, n, b);
@@ -964,52 +1086,89 @@ static void do_list_profiles(rd_handler_ctx_t *ctx, const grpc_metadata_array *m
     fail(r, GRPC_STATUS_INVALID_ARGUMENT, "request is not a decodable ListProfilesRequest");
     return;
   }
-  replayd__v1__list_profiles_request__free_unpacked(q, NULL);
-  if (!admin_only(ctx, md, "ListProfiles", r)) return;
-  rd_profile_t *rows = NULL;
-  size_t nr = 0;
+  if (!admin_only(ctx, md, "ListProfiles", r)) {
+    replayd__v1__list_profiles_request__free_unpacked(q, NULL);
+    return;
+  }
+  uint32_t page = rd_page_size(q->page_size, RD_PAGE_PROFILES_DEFAULT, RD_PAGE_PROFILES_MAX);
+  rd_profile_t after;
+  int has_after = 0;
   rd_error_t err;
   rd_error_clear(&err);
-  int rc = rd_store_list_profiles(ctx->store, &rows, &nr, &err);
+  int rc = rd_page_token_parse_profile(q->page_token, &after, &has_after, &err);
+  replayd__v1__list_profiles_request__free_unpacked(q, NULL);
+  if (rc) {
+    fail(r, GRPC_STATUS_INVALID_ARGUMENT, "%s", err.msg);
+    return;
+  }
+  rd_profile_t *rows = NULL;
+  size_t nr = 0;
+  /* One more than the page: is there a next one? */
+  rc = rd_store_list_profiles_after(ctx->store, has_after ? &after : NULL, (size_t)page + 1,
+                                    &rows, &nr, &err);
   if (rc) {
     fail(r, store_status(rc), "%s", err.msg);
     return;
   }
   Replayd__V1__Profile *pm = calloc(nr ? nr : 1, sizeof *pm);
   Replayd__V1__Profile **pp = calloc(nr ? nr : 1, sizeof *pp);
+  char token[RD_PAGE_TOKEN_MAX + 1];
   if (pm == NULL || pp == NULL) {
     fail(r, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory listing %zu profiles", nr);
-  } else {
-    for (size_t i = 0; i < nr; i++) {
-      const rd_profile_t *p = &rows[i];
-      Replayd__V1__Profile *m = &pm[i];
-      replayd__v1__profile__init(m);
-      m->device = (char *)p->device_fp;
-      m->primitive = (char *)rd_primitive_name(p->primitive);
-      m->threads = p->threads;
-      m->batch = p->shape.batch;
-      m->capacity = p->shape.capacity;
-      m->fanout = p->shape.fanout;
-      m->algorithm = (char *)p->shape.algorithm;
-      m->network = (char *)p->shape.network;
-      m->build = (char *)p->build;
-      m->latency_s = p->latency_s;
-      m->reps = p->reps;
-      m->items = p->items;
-      m->source = (char *)rd_profile_source_name(p->source);
-      m->measured_unix = p->measured_unix;
-      pp[i] = m;
-    }
-    Replayd__V1__ListProfilesResponse m = REPLAYD__V1__LIST_PROFILES_RESPONSE__INIT;
-    m.n_profiles = nr;
-    m.profiles = pp;
-    size_t bytes = replayd__v1__list_profiles_response__get_packed_size(&m);
-    if (bytes > ctx->config->max_message_bytes)
-      fail(r, GRPC_STATUS_RESOURCE_EXHAUSTED, "%zu profiles are %zu bytes, more than the "
-           "message limit %u: use ExportProfiles", nr, bytes, ctx->config->max_message_bytes);
-    else
-      pack(r, &m.base);
+    goto out;
   }
+  rd_page_fill_t fill = {rd_page_budget(ctx->config->max_message_bytes), 0, 0};
+  for (size_t i = 0; i < nr && i < page; i++) {
+    const rd_profile_t *p = &rows[i];
+    Replayd__V1__Profile *m = &pm[i];
+    replayd__v1__profile__init(m);
+    m->device = (char *)p->device_fp;
+    m->primitive = (char *)rd_primitive_name(p->primitive);
+    m->threads = p->threads;
+    m->batch = p->shape.batch;
+    m->capacity = p->shape.capacity;
+    m->fanout = p->shape.fanout;
+    m->algorithm = (char *)p->shape.algorithm;
+    m->network = (char *)p->shape.network;
+    m->build = (char *)p->build;
+    m->latency_s = p->latency_s;
+    m->reps = p->reps;
+    m->items = p->items;
+    m->source = (char *)rd_profile_source_name(p->source);
+    m->measured_unix = p->measured_unix;
+    /* The page may end here: count this item's token too. */
+    if (rd_page_token_profile(p, token, &err) != RD_OK) {
+      fail(r, GRPC_STATUS_INTERNAL, "profile %s/%s: %s", p->device_fp,
+           rd_primitive_name(p->primitive), err.msg);
+      goto out;
+    }
+    pp[i] = m;
+    size_t item = rd_pb_field_bytes(replayd__v1__profile__get_packed_size(m));
+    if (rd_page_take(&fill, item, rd_pb_field_bytes(strlen(token))) != RD_OK) {
+      if (fill.items == 0) {
+        fail(r, GRPC_STATUS_RESOURCE_EXHAUSTED, "profile (%s, %s, %u threads, %s, batch %u) "
+             "alone takes %zu bytes of a ListProfiles reply, more than this server's message "
+             "limit of %u bytes (--max-message-bytes)", p->device_fp,
+             rd_primitive_name(p->primitive), p->threads, p->shape.network, p->shape.batch,
+             item, ctx->config->max_message_bytes);
+        goto out;
+      }
+      break;
+    }
+  }
+  size_t listed = fill.items;
+  Replayd__V1__ListProfilesResponse m = REPLAYD__V1__LIST_PROFILES_RESPONSE__INIT;
+  m.n_profiles = listed;
+  m.profiles = pp;
+  if (listed < nr) {
+    if (rd_page_token_profile(&rows[listed - 1], token, &err) != RD_OK) {
+      fail(r, GRPC_STATUS_INTERNAL, "%s", err.msg);
+      goto out;
+    }
+    m.next_page_token = token;
+  }
+  pack(r, &m.base);
+out:
   free(pm);
   free(pp);
   rd_store_free_profiles(rows);
@@ -1172,10 +1331,18 @@ static int parse_gpu_rows(const ProtobufCBinaryData *d, rd_profile_t **out, size
   return 0;
 }
 
-static void do_plan(rd_handler_ctx_t *ctx, const uint8_t *b, size_t n, rd_reply_t *r) {
+/* Plan profiles the devices for a spec and stores what it measured, so it
+ * is an operator's call (admin token), like the profile RPCs: otherwise
+ * any client could make the server measure and store without bound. */
+static void do_plan(rd_handler_ctx_t *ctx, const grpc_metadata_array *md, const uint8_t *b,
+                    size_t n, rd_reply_t *r) {
   Replayd__V1__PlanRequest *q = replayd__v1__plan_request__unpack(NULL, n, b);
   if (q == NULL) {
     fail(r, GRPC_STATUS_INVALID_ARGUMENT, "request is not a decodable replayd.v1.PlanRequest");
+    return;
+  }
+  if (!admin_token_required(ctx, md, "Plan", r)) {
+    replayd__v1__plan_request__free_unpacked(q, NULL);
     return;
   }
   rd_profile_t *gpu = NULL;
@@ -1243,6 +1410,7 @@ void rd_handle_unary(rd_handler_ctx_t *ctx, rd_method_t m, const grpc_metadata_a
                      const uint8_t *body, size_t len, rd_reply_t *out) {
   static const uint8_t empty[1];
   if (body == NULL) body = empty; /* an empty message is valid protobuf */
+  if ((unsigned)m < RD_M_COUNT && !request_strings_ok(m, body, len, out)) return;
   switch (m) {
   case RD_M_REGISTER: do_register(ctx, body, len, out); break;
   case RD_M_DESCRIBE: do_describe(ctx, body, len, out); break;
@@ -1254,12 +1422,24 @@ void rd_handle_unary(rd_handler_ctx_t *ctx, rd_method_t m, const grpc_metadata_a
   case RD_M_UPDATE: do_update(ctx, md, body, len, out); break;
   case RD_M_GET_WEIGHTS: do_get_weights(ctx, md, body, len, out); break;
   case RD_M_LIST_DEVICES: do_list_devices(body, len, out); break;
-  case RD_M_PLAN: do_plan(ctx, body, len, out); break;
+  case RD_M_PLAN: do_plan(ctx, md, body, len, out); break;
   case RD_M_LIST_PROFILES: do_list_profiles(ctx, md, body, len, out); break;
   case RD_M_CLEAR_PROFILES: do_clear_profiles(ctx, md, body, len, out); break;
   case RD_M_IMPORT_PROFILES: do_import_profiles(ctx, md, body, len, out); break;
   case RD_M_EXPORT_PROFILES: do_export_profiles(ctx, md, body, len, out); break;
   default:
     fail(out, GRPC_STATUS_UNIMPLEMENTED, "method %d is not served", (int)m);
+  }
+  /* Every reply within the message limit: one that a handler's own bound
+   * let through is this clear error rather than gRPC's "Sent message
+   * larger than max". */
+  if (out->status == GRPC_STATUS_OK && out->reply != NULL &&
+      grpc_byte_buffer_length(out->reply) > ctx->config->max_message_bytes) {
+    size_t bytes = grpc_byte_buffer_length(out->reply);
+    grpc_byte_buffer_destroy(out->reply);
+    out->reply = NULL;
+    fail(out, GRPC_STATUS_RESOURCE_EXHAUSTED, "the reply to %s is %zu bytes, more than this "
+         "server's message limit of %u bytes (--max-message-bytes)", method_paths[m], bytes,
+         ctx->config->max_message_bytes);
   }
 }

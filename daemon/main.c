@@ -5,8 +5,9 @@
  * (sd_notify). gRPC calls are served by the server's own completion-queue
  * threads (server.c); the loop never touches a call.
  *
- * Shutdown: stop accepting, let in-flight calls finish (up to 10 s), then
- * free everything and exit 0.
+ * Shutdown: stop accepting, let in-flight calls finish (up to
+ * shutdown-grace-ms, 10 s by default), cancel the rest, then free
+ * everything and exit 0.
  */
 #include <grpc/grpc.h>
 #include <signal.h>
@@ -31,7 +32,6 @@
 #define RD_VERSION "0.0.0"
 #endif
 
-#define SHUTDOWN_GRACE_S 10.0
 #define STATUS_PERIOD_MS 60000
 
 static struct {
@@ -194,7 +194,7 @@ int main(int argc, char **argv) {
   /* Hosted learners first: a TrainStep in progress ends (UNAVAILABLE) at
    * its current step instead of holding the server's drain. */
   rd_registry_stop_learners(app.registry);
-  if (rd_server_stop(app.server, SHUTDOWN_GRACE_S) != 0) {
+  if (rd_server_stop(app.server, cfg.shutdown_grace_ms / 1000.0) != 0) {
     rd_log_close();
     _exit(0); /* calls were drained or cancelled; only gRPC's teardown hung */
   }

@@ -202,6 +202,33 @@ static void predict(const rd_ptable_t *t, cand_t *c) {
   c->n_devices = (uint32_t)__builtin_popcount(used);
 }
 
+/* Every figure the mapping and its explanation carry is a finite number
+ * (mapper.h): each entry's throughput B / T, each candidate's GPS (> 0)
+ * and traffic. A table of finite times can still overflow: B / 5e-324,
+ * 1 / (1e308 + 1e308), a traffic of 1e300 items per step. */
+static int figures_finite(const rd_ptable_t *t, const cand_t *cands, size_t n, rd_error_t *err) {
+  const double B = (double)t->batch;
+  for (int d = 0; d < RD_DEV_COUNT; d++) {
+    if (has_learner(t, d) && !isfinite(B / t->dev[d].t_learner))
+      return rd_error_set(err, RD_ERANGE, "%s learner: B / T = %u / %g s is not a finite "
+                          "throughput", rd_devkind_name(d), t->batch, t->dev[d].t_learner);
+    if (has_rmm(t, d) && !isfinite(B / t->dev[d].t_rmm))
+      return rd_error_set(err, RD_ERANGE, "%s rmm: B / T = %u / %g s is not a finite "
+                          "throughput", rd_devkind_name(d), t->batch, t->dev[d].t_rmm);
+  }
+  for (size_t i = 0; i < n; i++) {
+    const cand_t *c = &cands[i];
+    int bad = !(isfinite(c->gps) && c->gps > 0) || !isfinite(c->traffic) ||
+              !isfinite(c->transfer_s);
+    for (int d = 0; d < RD_DEV_COUNT; d++) bad |= !isfinite(c->traffic_on[d]);
+    if (bad)
+      return rd_error_set(err, RD_ERANGE, "learner %s, rmm %s: %g GPS with %g words/step of "
+                          "traffic is not a finite prediction (times or N_actor out of range)",
+                          rd_devkind_name(c->l), rd_devkind_name(c->r), c->gps, c->traffic);
+  }
+  return RD_OK;
+}
+
 static int eligible(const cand_t *c, double best_gps) {
   return c->gps >= best_gps * (1.0 - RD_MAPPER_TIE_REL);
 }
@@ -423,6 +450,9 @@ int rd_map(const rd_ptable_t *t, rd_mapping_t *out, rd_error_t *err) {
       predict(t, c);
     }
   }
+
+  rc = figures_finite(t, cands, n, err);
+  if (rc != RD_OK) return rc;
 
   /* Whole mappings: the best GPS, then the tie rules (mapper.h). */
   double best_gps = 0;

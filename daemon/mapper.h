@@ -191,8 +191,11 @@ const char *rd_bottleneck_name(rd_bottleneck_t b);
  * ..."). */
 int rd_ptable_validate(const rd_ptable_t *t, rd_error_t *err);
 
-/* Algorithm 3 on t (see above). Writes *out only on success. RD_EINVAL
- * as rd_ptable_validate. */
+/* Algorithm 3 on t (see above). Writes *out only on success, and then
+ * every double of *out is a finite number (gps > 0). RD_EINVAL as
+ * rd_ptable_validate; RD_ERANGE when finite figures still give one that
+ * is not (B / T for a T near 0, a sum of times or the traffic of a huge
+ * N_actor overflowing), naming it. */
 int rd_map(const rd_ptable_t *t, rd_mapping_t *out, rd_error_t *err);
 
 /* The Learner-RMM-Storage code of papers/001 Table V, e.g. "G-C-G".

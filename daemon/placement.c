@@ -383,6 +383,35 @@ void rd_placement_rmm_on_cpu(rd_placement_t *p, const char *why) {
   compose_note(p);
 }
 
+/* Every time of the table (a reply's PlatformRow seconds) is a finite
+ * number > 0, and the CPU pipeline's costs finite and >= 0: RD_EINVAL
+ * naming the entry when it is the client's (an assumed GPU's profiles),
+ * RD_EINTERNAL when it is this server's (a measurement, a stored profile,
+ * the FPGA model of an operator's part file). Profiles hold latencies in
+ * [RD_PROFILE_LATENCY_MIN_S, _MAX_S] and the model's inputs are bounded,
+ * so this fails only where something upstream let a figure through. */
+static int table_finite(const rd_ptable_t *t, rd_error_t *err) {
+  for (int d = 0; d < RD_DEV_COUNT; d++) {
+    const rd_pdevice_t *p = &t->dev[d];
+    if (!p->present) continue;
+    const double v[2] = {p->t_learner, p->t_rmm};
+    const rd_pt_source_t src[2] = {p->src_learner, p->src_rmm};
+    for (int k = 0; k < 2; k++) {
+      if (src[k] == RD_PT_NONE || (isfinite(v[k]) && v[k] > 0)) continue;
+      return rd_error_set(err, src[k] == RD_PT_ASSUMED ? RD_EINVAL : RD_EINTERNAL,
+                          "the %s %s time (%s) is %g s, not a finite number > 0",
+                          rd_devkind_name((rd_devkind_t)d), k ? "rmm" : "learner",
+                          rd_pt_source_name(src[k]), v[k]);
+    }
+  }
+  const double extra[3] = {t->cpu_gather_s, t->cpu_handoff_s, t->cpu_pass_s};
+  for (int i = 0; i < 3; i++)
+    if (!(isfinite(extra[i]) && extra[i] >= 0))
+      return rd_error_set(err, RD_EINTERNAL, "the cpu pipeline's %s cost is %g s",
+                          i == 0 ? "gather" : i == 1 ? "handoff" : "pass", extra[i]);
+  return RD_OK;
+}
+
 /* The part file for FPGA d: its model's name, or for an XRT board the
  * "u<digits>" token of an Alveo shell name ("xilinx_u250_gen3x16_xdma_
  * shell_4_1" is u250: XRT names a board by its shell). RD_OK or the exact
@@ -684,14 +713,21 @@ int rd_placement_compute(rd_store_t *store, const rd_table_config_t *tc,
   o.table.cpu_cores = cpu.cores;
   o.table.cpu_learner_threads = learner_threads;
 
+  if ((rc = table_finite(&o.table, err)) != RD_OK) return rc;
+
   snprintf(o.running, sizeof o.running, "C-C-C");
   o.learner_kind = RD_LEARNER_ON_CPU;
   rd_error_t merr;
   rd_error_clear(&merr);
-  if (rd_map(&o.table, &o.mapping, &merr) == RD_OK) {
+  rc = rd_map(&o.table, &o.mapping, &merr);
+  if (rc == RD_OK) {
     o.mapped = 1;
     rd_mapping_format(&o.mapping, o.code, sizeof o.code);
     rd_placement_run_mapping(&o, gpu_index, fpga, tc, &pc->learner);
+  } else if (rc == RD_ERANGE) {
+    /* Finite times whose prediction is not (mapper.h): every time is
+     * bounded, so the workload's own figures put it out of range. */
+    return rd_error_set(err, RD_EINVAL, "the mapping cannot be predicted: %.200s", merr.msg);
   } else {
     snprintf(o.note, sizeof o.note, "not mapped (%.120s); running %s", merr.msg, o.running);
   }

@@ -278,7 +278,7 @@ static int time_calls(call_fn fn, void *ctx, double est_first, double est_call,
   qsort(per_call, reps, sizeof per_call[0], cmp_double);
   out->latency_s =
       reps % 2 ? per_call[reps / 2] : 0.5 * (per_call[reps / 2 - 1] + per_call[reps / 2]);
-  if (!(out->latency_s > 0)) out->latency_s = 1e-9; /* a clock too coarse for the call */
+  if (!(out->latency_s > 0)) out->latency_s = RD_PROFILE_LATENCY_MIN_S; /* a coarse clock */
   out->reps = reps;
   return RD_OK;
 }
@@ -1034,7 +1034,7 @@ static int pipeline_step(const rd_profile_shape_t *s, const rd_learner_config_t 
   pipe_free(&c);
   if (rc == RD_OK && tm->reps > 0) {
     tm->latency_s = tm->latency_s / steps - t_train - (depth == 0 ? t_sampler : 0);
-    if (!(tm->latency_s > 1e-9)) tm->latency_s = 1e-9;
+    if (!(tm->latency_s > RD_PROFILE_LATENCY_MIN_S)) tm->latency_s = RD_PROFILE_LATENCY_MIN_S;
   }
   return rc;
 }
@@ -1311,7 +1311,7 @@ static int measure_pipeline(rd_primitive_t prim, const rd_profile_shape_t *s, tr
     rc = rd_error_set(err, h.work_rc, "the hand-off profile's train-step or sampling failed");
   if (rc == RD_OK && train && tm->reps > 0) {
     tm->latency_s -= t_train + (sampler ? t_sampler : 0);
-    if (!(tm->latency_s > 1e-9)) tm->latency_s = 1e-9;
+    if (!(tm->latency_s > RD_PROFILE_LATENCY_MIN_S)) tm->latency_s = RD_PROFILE_LATENCY_MIN_S;
   }
 out:
   gather_free(&g);

@@ -206,6 +206,15 @@ typedef struct {
   rd_pin_t learner_pin, sampler_pin;
 } rd_profile_shape_t;
 
+/* The latencies a profile may hold (rd_profile_validate): from a
+ * nanosecond, the floor a measurement is clamped to (a clock too coarse
+ * for the call), to an hour, far above one primitive call of any workload
+ * the daemon accepts. A figure outside is a typo or an attack, not a
+ * device, and the mapper's arithmetic on it (B / T, 1 / (T_L + T_R))
+ * would leave the finite doubles. */
+#define RD_PROFILE_LATENCY_MIN_S 1e-9
+#define RD_PROFILE_LATENCY_MAX_S 3600.0
+
 /* One measured (or imported) latency. */
 typedef struct {
   char device_fp[RD_DEVICE_FP_MAX];
@@ -213,7 +222,7 @@ typedef struct {
   uint32_t threads;
   rd_profile_key_t shape;
   char build[RD_PROFILE_BUILD_MAX]; /* rd_profile_build() of the daemon that measured it */
-  double latency_s;      /* median seconds per call, > 0 */
+  double latency_s;      /* median seconds per call, in [RD_PROFILE_LATENCY_MIN_S, _MAX_S] */
   uint32_t reps;         /* repetitions the median is of, >= 1 */
   uint64_t items;        /* sample/update: items the measuring table held; train: 0 */
   rd_profile_source_t source;

@@ -80,7 +80,7 @@ static int time_calls(call_fn fn, void *ctx, int warmups, double slice_end, doub
   if (reps == 0) return RD_OK;
   qsort(per_call, reps, sizeof per_call[0], cmp_double);
   *latency = reps % 2 ? per_call[reps / 2] : 0.5 * (per_call[reps / 2 - 1] + per_call[reps / 2]);
-  if (!(*latency > 0)) *latency = 1e-9;
+  if (!(*latency > 0)) *latency = RD_PROFILE_LATENCY_MIN_S;
   *reps_out = reps;
   return RD_OK;
 }

@@ -51,9 +51,9 @@ int rd_profile_validate(const rd_profile_t *p, rd_error_t *err) {
     if (p->build[i] < 0x20 || p->build[i] > 0x7e)
       return rd_error_set(err, RD_EINVAL, "build holds a byte 0x%02x that is not printable ASCII",
                           (unsigned)(uint8_t)p->build[i]);
-  if (!(p->latency_s > 0) || isinf(p->latency_s))
-    return rd_error_set(err, RD_EINVAL, "latency_s %g is not a positive finite number",
-                        p->latency_s);
+  if (!(p->latency_s >= RD_PROFILE_LATENCY_MIN_S && p->latency_s <= RD_PROFILE_LATENCY_MAX_S))
+    return rd_error_set(err, RD_EINVAL, "latency_s %g is outside [%g, %g] seconds", p->latency_s,
+                        RD_PROFILE_LATENCY_MIN_S, RD_PROFILE_LATENCY_MAX_S);
   if (p->reps == 0) return rd_error_set(err, RD_EINVAL, "reps must be at least 1");
   if ((unsigned)p->source > RD_PROFILE_IMPORTED)
     return rd_error_set(err, RD_EINVAL, "source %d is not measured or imported", (int)p->source);

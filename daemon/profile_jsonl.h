@@ -38,7 +38,8 @@ int rd_profile_jsonl_parse(const char *line, size_t len, rd_profile_t *out, rd_e
 
 /* Check every field of a profile: the key (rd_profile_key_validate), a
  * fingerprint "kind-" + 16 hex digits, primitive, threads, a build of
- * printable ASCII, latency finite and > 0, reps >= 1, source. RD_EINVAL. */
+ * printable ASCII, latency in [RD_PROFILE_LATENCY_MIN_S, RD_PROFILE_LATENCY_MAX_S]
+ * (profile.h), reps >= 1, source. RD_EINVAL. */
 int rd_profile_validate(const rd_profile_t *p, rd_error_t *err);
 
 #endif

@@ -806,6 +806,24 @@ size_t rd_registry_list(rd_registry_t *r, rd_workload_t **out, size_t max) {
   return n;
 }
 
+size_t rd_registry_list_after(rd_registry_t *r, const char *after, rd_workload_t **out,
+                              size_t max) {
+  pthread_rwlock_rdlock(&r->map_lock);
+  size_t from = 0;
+  if (after != NULL && after[0] != '\0') {
+    ptrdiff_t at = find_index(r, after);
+    from = at >= 0 ? (size_t)at + 1 : (size_t)(-at - 1);
+  }
+  size_t n = 0;
+  for (size_t i = from; i < r->n && n < max; i++) {
+    out[n] = r->by_id[i];
+    atomic_fetch_add_explicit(&out[n]->refs, 1, memory_order_relaxed);
+    n++;
+  }
+  pthread_rwlock_unlock(&r->map_lock);
+  return n;
+}
+
 void rd_registry_stop_learners(rd_registry_t *r) {
   rd_workload_t *ws[64];
   size_t from = 0;

@@ -94,6 +94,13 @@ int rd_registry_delete(rd_registry_t *r, const char *id, rd_error_t *err);
 /* References to up to max workloads, in creation order; returns the count.
  * Unref each. */
 size_t rd_registry_list(rd_registry_t *r, rd_workload_t **out, size_t max);
+/* References to up to max workloads whose id sorts after `after` (strcmp;
+ * NULL or "" = from the first), in id order; returns the count. Unref
+ * each. A page of a keyset listing (paging.h): the next page starts after
+ * the last id returned, so workloads registered or deleted between pages
+ * never make one that stays registered appear twice or not at all. */
+size_t rd_registry_list_after(rd_registry_t *r, const char *after, rd_workload_t **out,
+                              size_t max);
 size_t rd_registry_count(rd_registry_t *r);
 
 /* load[i] = the pipeline threads of live workloads pinned to cpus[i]

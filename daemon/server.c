@@ -33,9 +33,21 @@
 #include <string.h>
 #include <time.h>
 
+#include "jobs.h"
 #include "log.h"
+#include "rd_clock.h"
+#include "rpc_body.h"
 
 #define RD_MAX_THREADS 64
+
+/* The job queues behind rd_method_run's queued classes: placements one at
+ * a time (two would measure each other), control-plane writes two at a
+ * time; each bounded in waiting calls and, together, in request bytes. */
+#define PLACEMENT_THREADS 1
+#define PLACEMENT_WAITING 16
+#define CONTROL_THREADS 2
+#define CONTROL_WAITING 32
+#define QUEUED_BYTES_FACTOR 2
 
 typedef enum { ST_NEW, ST_READING, ST_FINISHING } call_state_t;
 
@@ -66,14 +78,22 @@ typedef struct worker {
 
 struct rd_server {
   grpc_server *server;
+  rd_jobs_t *jobs[RD_RUN_QUEUES]; /* the queues of rd_method_run's queued classes */
   const rd_config_t *cfg;
   rd_handler_ctx_t *ctx;
   void *methods[RD_M_COUNT];
   worker_t workers[RD_MAX_THREADS];
   uint32_t n_workers;
   atomic_bool shutting_down;
+  /* Set before grpc_server_cancel_all_calls: from then on no call gets a
+   * new batch. A call whose batch completes is freed instead, so nothing
+   * can reach a completion queue that stop is about to shut down. */
+  atomic_bool cancelling;
   atomic_uint_fast64_t calls_started;
   atomic_int calls_active; /* matched calls not yet freed */
+  /* Request bytes held by calls waiting on a job queue: at most
+   * QUEUED_BYTES_FACTOR messages' worth, whatever the queues' lengths. */
+  atomic_size_t queued_bytes;
   grpc_completion_queue *shutdown_cq;
 };
 
@@ -131,6 +151,12 @@ static void call_free(call_t *c) {
 /* Send initial metadata, the reply (if OK), the status, and wait for the
  * client's close: the last batch of every call. Takes r->reply. */
 static void finish(call_t *c, rd_reply_t *r) {
+  if (atomic_load(&c->srv->cancelling)) { /* the client already got CANCELLED */
+    if (r->reply != NULL) grpc_byte_buffer_destroy(r->reply);
+    r->reply = NULL;
+    call_free(c);
+    return;
+  }
   grpc_op ops[4];
   size_t n = 0;
   memset(ops, 0, sizeof ops);
@@ -165,6 +191,10 @@ static void finish(call_t *c, rd_reply_t *r) {
 }
 
 static void start_read(call_t *c) {
+  if (atomic_load(&c->srv->cancelling)) {
+    call_free(c);
+    return;
+  }
   grpc_op op;
   memset(&op, 0, sizeof op);
   op.op = GRPC_OP_RECV_MESSAGE;
@@ -177,15 +207,17 @@ static void start_read(call_t *c) {
   }
 }
 
-/* The request body as one contiguous slice (a copy only when gRPC split
- * it). Returns an empty slice for a NULL buffer. */
-static grpc_slice body_slice(grpc_byte_buffer *bb) {
-  if (bb == NULL) return grpc_empty_slice();
-  grpc_byte_buffer_reader rd;
-  if (!grpc_byte_buffer_reader_init(&rd, bb)) return grpc_empty_slice();
-  grpc_slice s = grpc_byte_buffer_reader_readall(&rd);
-  grpc_byte_buffer_reader_destroy(&rd);
-  return s;
+/* The request's bytes (rpc_body.h); on a bad or oversized body, r holds
+ * the status to finish with and 0 is returned. */
+static int read_body(call_t *c, grpc_byte_buffer *bb, grpc_slice *body, rd_reply_t *r) {
+  rd_error_t err;
+  rd_error_clear(&err);
+  int rc = rd_rpc_body(bb, c->srv->cfg->max_message_bytes, body, &err);
+  if (rc == RD_OK) return 1;
+  r->status = rc == RD_ETOOBIG || rc == RD_ENOMEM ? GRPC_STATUS_RESOURCE_EXHAUSTED
+                                                   : GRPC_STATUS_INVALID_ARGUMENT;
+  snprintf(r->message, sizeof r->message, "%s", err.msg);
+  return 0;
 }
 
 /* A call deadline as CLOCK_MONOTONIC seconds; 0 for none. */
@@ -193,14 +225,70 @@ static double deadline_mono(gpr_timespec deadline) {
   gpr_timespec now = gpr_now(deadline.clock_type);
   if (gpr_time_cmp(deadline, gpr_inf_future(deadline.clock_type)) == 0) return 0;
   double left = gpr_timespec_to_micros(gpr_time_sub(deadline, now)) * 1e-6;
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  double t = (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9 + left;
+  double t = rd_clock_now() + left;
   return t > 0 ? t : 1e-9; /* already past: still a deadline, not "none" */
 }
 
 /* A TrainStep's reply, from the thread that ended the request. */
 static void train_done(void *call, rd_reply_t *r) { finish((call_t *)call, r); }
+
+/* A call served on a job queue (rd_method_run): its body travels with it;
+ * no thread touches the call until the job finishes it. */
+typedef struct {
+  call_t *call;
+  grpc_slice body;
+} queued_t;
+
+static void run_queued(void *arg, int cancelled) {
+  queued_t *q = arg;
+  call_t *c = q->call;
+  atomic_fetch_sub(&c->srv->queued_bytes, GRPC_SLICE_LENGTH(q->body));
+  rd_reply_t r;
+  memset(&r, 0, sizeof r);
+  double deadline = deadline_mono(c->deadline);
+  if (cancelled) {
+    r.status = GRPC_STATUS_UNAVAILABLE;
+    snprintf(r.message, sizeof r.message, "the server is shutting down");
+  } else if (deadline > 0 && rd_clock_now() >= deadline) {
+    r.status = GRPC_STATUS_DEADLINE_EXCEEDED;
+    snprintf(r.message, sizeof r.message, "the deadline passed while the call waited for a "
+             "worker");
+  } else {
+    rd_handle_unary(c->srv->ctx, (rd_method_t)c->method, &c->md, GRPC_SLICE_START_PTR(q->body),
+                    GRPC_SLICE_LENGTH(q->body), &r);
+  }
+  grpc_slice_unref(q->body);
+  free(q);
+  finish(c, &r);
+}
+
+/* Hand the call to its queue; on refusal r holds the status and 0 is
+ * returned (the body is released either way by whoever owns it). */
+static int enqueue(call_t *c, rd_jobs_t *jobs, grpc_slice body, rd_reply_t *r) {
+  rd_server_t *s = c->srv;
+  size_t len = GRPC_SLICE_LENGTH(body);
+  size_t budget = (size_t)s->cfg->max_message_bytes * QUEUED_BYTES_FACTOR;
+  rd_error_t err;
+  rd_error_clear(&err);
+  int rc = RD_OK;
+  queued_t *q = NULL;
+  if (atomic_fetch_add(&s->queued_bytes, len) + len > budget)
+    rc = rd_error_set(&err, RD_EBUSY, "calls waiting for a worker already hold %zu bytes of "
+                      "requests; retry later", budget);
+  else if ((q = malloc(sizeof *q)) == NULL)
+    rc = rd_error_set(&err, RD_ENOMEM, "out of memory queueing the call");
+  if (rc == RD_OK) {
+    q->call = c;
+    q->body = body;
+    rc = rd_jobs_submit(jobs, run_queued, q, &err);
+  }
+  if (rc == RD_OK) return 1;
+  atomic_fetch_sub(&s->queued_bytes, len);
+  free(q);
+  r->status = rc == RD_ECANCELED ? GRPC_STATUS_UNAVAILABLE : GRPC_STATUS_RESOURCE_EXHAUSTED;
+  snprintf(r->message, sizeof r->message, "%s", err.msg);
+  return 0;
+}
 
 /* ------------------------------------------------------------------ */
 /* Serving events                                                      */
@@ -228,20 +316,32 @@ static void on_event(call_t *c, bool ok) {
       finish(c, &r);
     } else if (c->method == RD_M_INSERT) {
       start_read(c);
-    } else if (c->method == RD_M_TRAIN_STEP) {
-      grpc_slice body = body_slice(c->payload);
-      int later = rd_handle_train_step(s->ctx, &c->md, GRPC_SLICE_START_PTR(body),
-                                       GRPC_SLICE_LENGTH(body), deadline_mono(c->deadline),
-                                       train_done, c, &r);
-      grpc_slice_unref(body);
-      if (!later) finish(c, &r);
-      /* else: the call waits, touched by no thread, until train_done */
     } else {
-      grpc_slice body = body_slice(c->payload);
-      rd_handle_unary(s->ctx, (rd_method_t)c->method, &c->md, GRPC_SLICE_START_PTR(body),
-                      GRPC_SLICE_LENGTH(body), &r);
-      grpc_slice_unref(body);
-      finish(c, &r);
+      grpc_slice body;
+      if (!read_body(c, c->payload, &body, &r)) {
+        finish(c, &r);
+        return;
+      }
+      rd_run_t run = rd_method_run((rd_method_t)c->method);
+      if (run == RD_RUN_TRAIN) {
+        int later = rd_handle_train_step(s->ctx, &c->md, GRPC_SLICE_START_PTR(body),
+                                         GRPC_SLICE_LENGTH(body), deadline_mono(c->deadline),
+                                         train_done, c, &r);
+        grpc_slice_unref(body);
+        if (!later) finish(c, &r);
+        /* else: the call waits, touched by no thread, until train_done */
+      } else if (run != RD_RUN_INLINE) {
+        if (!enqueue(c, s->jobs[run - RD_RUN_QUEUE_FIRST], body, &r)) {
+          grpc_slice_unref(body);
+          finish(c, &r);
+        }
+        /* else: the call waits, touched by no thread, until run_queued */
+      } else {
+        rd_handle_unary(s->ctx, (rd_method_t)c->method, &c->md, GRPC_SLICE_START_PTR(body),
+                        GRPC_SLICE_LENGTH(body), &r);
+        grpc_slice_unref(body);
+        finish(c, &r);
+      }
     }
     return;
   case ST_READING: {
@@ -256,9 +356,14 @@ static void on_event(call_t *c, bool ok) {
       finish(c, &r);
       return;
     }
-    grpc_slice body = body_slice(c->payload);
+    grpc_slice body;
+    int readable = read_body(c, c->payload, &body, &r);
     grpc_byte_buffer_destroy(c->payload);
     c->payload = NULL;
+    if (!readable) {
+      finish(c, &r);
+      return;
+    }
     int stop = rd_handle_insert_message(s->ctx, &c->stream, &c->md, GRPC_SLICE_START_PTR(body),
                                         GRPC_SLICE_LENGTH(body), &r);
     grpc_slice_unref(body);
@@ -300,17 +405,33 @@ int rd_server_start(rd_server_t **out, const rd_config_t *cfg, rd_handler_ctx_t 
   /* SO_REUSEPORT is on by default in gRPC: a second replayd on the same
    * port would start and silently split the clients (and their workloads)
    * between the two processes. A taken port must be an error. */
-  grpc_arg args[3];
+  grpc_arg args[4];
   args[2].type = GRPC_ARG_INTEGER;
   args[2].key = GRPC_ARG_ALLOW_REUSEPORT;
   args[2].value.integer = 0;
+  /* gRPC would inflate a compressed message whole before checking its size
+   * (rpc_body.h): we inflate, within the limit, ourselves. */
+  args[3].type = GRPC_ARG_INTEGER;
+  args[3].key = GRPC_ARG_ENABLE_PER_MESSAGE_DECOMPRESSION;
+  args[3].value.integer = 0;
   args[0].type = GRPC_ARG_INTEGER;
   args[0].key = GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH;
   args[0].value.integer = (int)cfg->max_message_bytes;
   args[1].type = GRPC_ARG_INTEGER;
   args[1].key = GRPC_ARG_MAX_SEND_MESSAGE_LENGTH;
   args[1].value.integer = (int)cfg->max_message_bytes;
-  grpc_channel_args chargs = {3, args};
+  grpc_channel_args chargs = {4, args};
+  int rc = rd_jobs_create(&s->jobs[RD_RUN_PLACEMENT - RD_RUN_QUEUE_FIRST], "placement",
+                          PLACEMENT_THREADS, PLACEMENT_WAITING, err);
+  if (rc == RD_OK)
+    rc = rd_jobs_create(&s->jobs[RD_RUN_CONTROL - RD_RUN_QUEUE_FIRST], "control",
+                        CONTROL_THREADS, CONTROL_WAITING, err);
+  if (rc != RD_OK) {
+    for (int q = 0; q < RD_RUN_QUEUES; q++)
+      if (s->jobs[q]) rd_jobs_stop(s->jobs[q]);
+    free(s);
+    return rc;
+  }
   s->server = grpc_server_create(&chargs, NULL);
 
   for (int m = 0; m < RD_M_COUNT; m++)
@@ -336,6 +457,7 @@ int rd_server_start(rd_server_t **out, const rd_config_t *cfg, rd_handler_ctx_t 
     grpc_completion_queue_shutdown(s->shutdown_cq);
     grpc_completion_queue_destroy(s->shutdown_cq);
     grpc_server_destroy(s->server);
+    for (int q = 0; q < RD_RUN_QUEUES; q++) rd_jobs_stop(s->jobs[q]);
     free(s);
     return rd_error_set(err, RD_EINVAL,
                         "cannot listen on %s (address in use, or not a host:port?)", cfg->listen);
@@ -373,13 +495,30 @@ static int wait_shutdown(rd_server_t *s, gpr_timespec deadline, int stop_when_id
   }
 }
 
-/* Shutdown in three bounded steps. gRPC's own notification also waits for
- * every client connection to close after its GOAWAY, which an idle client
- * may take seconds to do (or never do), so:
+/* Wait until every matched call has been freed, at most until deadline.
+ * Returns 1 when none is left. */
+static int wait_calls_freed(rd_server_t *s, gpr_timespec deadline) {
+  while (atomic_load(&s->calls_active) > 0) {
+    if (gpr_time_cmp(gpr_now(GPR_CLOCK_REALTIME), deadline) >= 0) return 0;
+    gpr_sleep_until(gpr_time_add(gpr_now(GPR_CLOCK_REALTIME),
+                                 gpr_time_from_millis(5, GPR_TIMESPAN)));
+  }
+  return 1;
+}
+
+/* Shutdown in bounded steps. gRPC's own notification also waits for every
+ * client connection to close after its GOAWAY, which an idle client may
+ * take seconds to do (or never do), so:
  *  1. stop accepting; wait until in-flight calls are done (up to grace_s);
- *  2. then cancel what is left: with no call in flight this only
- *     force-disconnects idle connections;
- *  3. wait for the notification, at most a few more seconds. */
+ *  2. then stop giving calls new batches and cancel what is left: with no
+ *     call in flight this only force-disconnects idle connections;
+ *  3. stop the job queues: calls still waiting there end (UNAVAILABLE),
+ *     running jobs finish;
+ *  4. wait for the notification and for every call to be freed, at most a
+ *     few more seconds;
+ *  5. only then shut the completion queues down: a call still alive could
+ *     otherwise start a batch on a queue that is shut down, which gRPC
+ *     answers with an assertion failure and abort. */
 int rd_server_stop(rd_server_t *s, double grace_s) {
   atomic_store(&s->shutting_down, true);
   static int shutdown_tag;
@@ -391,14 +530,23 @@ int rd_server_stop(rd_server_t *s, double grace_s) {
     int left = atomic_load(&s->calls_active);
     if (left > 0)
       rd_log_warn("server", "%d calls still running after %.1f s: cancelling them", left, grace_s);
+    atomic_store(&s->cancelling, true);
     grpc_server_cancel_all_calls(s->server);
-    done = wait_shutdown(s, gpr_time_add(gpr_now(GPR_CLOCK_REALTIME),
-                                         gpr_time_from_seconds(5, GPR_TIMESPAN)), 0);
   }
+  for (int q = 0; q < RD_RUN_QUEUES; q++) {
+    rd_jobs_stop(s->jobs[q]);
+    s->jobs[q] = NULL;
+  }
+  gpr_timespec last = gpr_time_add(gpr_now(GPR_CLOCK_REALTIME),
+                                   gpr_time_from_seconds(5, GPR_TIMESPAN));
+  if (!done) done = wait_shutdown(s, last, 0);
+  if (done) done = wait_calls_freed(s, last);
   if (!done) {
-    /* Something inside gRPC still holds the server: leave it to the
-     * process exit rather than hang or tear down under live threads. */
-    rd_log_error("server", "gRPC did not finish shutting down; abandoning the server");
+    /* Something still holds the server or a call (a TrainStep whose
+     * learner never answered): leave it to the process exit rather than
+     * hang or tear down under live threads. */
+    rd_log_error("server", "gRPC did not finish shutting down (%d calls alive); abandoning the "
+                 "server", atomic_load(&s->calls_active));
     return -1;
   }
   for (uint32_t i = 0; i < s->n_workers; i++) grpc_completion_queue_shutdown(s->workers[i].cq);

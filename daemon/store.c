@@ -52,6 +52,7 @@ struct rd_store {
   int version;
   sqlite3_stmt *put, *del, *list;
   sqlite3_stmt *prof_put, *prof_get, *prof_list, *prof_clear;
+  sqlite3_stmt *prof_page_first, *prof_page_after;
   char path[PATH_MAX];
 };
 
@@ -94,8 +95,8 @@ _Static_assert(SCHEMA_VERSION == RD_STORE_SCHEMA_VERSION,
 #define PROFILE_COLUMNS                                                                      \
   "device_fp, primitive, threads, batch, capacity, fanout, algorithm, network, build, "     \
   "latency_s, reps, items, source, measured_unix"
-#define PROFILE_ORDER \
-  " ORDER BY device_fp, algorithm, network, batch, capacity, fanout, build, primitive, threads"
+#define PROFILE_KEY "device_fp, algorithm, network, batch, capacity, fanout, build, primitive, threads"
+#define PROFILE_ORDER " ORDER BY " PROFILE_KEY
 
 /* ------------------------------------------------------------------ */
 /* Files and directories                                               */
@@ -328,6 +329,8 @@ void rd_store_close(rd_store_t *s) {
   sqlite3_finalize(s->prof_get);
   sqlite3_finalize(s->prof_list);
   sqlite3_finalize(s->prof_clear);
+  sqlite3_finalize(s->prof_page_first);
+  sqlite3_finalize(s->prof_page_after);
   sqlite3_close(s->db); /* every statement is finalized, so this closes */
   if (s->lock_fd >= 0) {
     /* Empty the pid first: a daemon that fails to take the lock later
@@ -398,7 +401,15 @@ int rd_store_open(rd_store_t **out, const char *state_dir, rd_error_t *err) {
                     err)) ||
       (rc = prepare(s, &s->prof_list, "SELECT " PROFILE_COLUMNS " FROM profiles" PROFILE_ORDER,
                     err)) ||
-      (rc = prepare(s, &s->prof_clear, "DELETE FROM profiles", err)))
+      (rc = prepare(s, &s->prof_clear, "DELETE FROM profiles", err)) ||
+      /* Pages: a row-value comparison on the primary key (the list's order)
+       * is a range of the table's own b-tree. */
+      (rc = prepare(s, &s->prof_page_first,
+                    "SELECT " PROFILE_COLUMNS " FROM profiles" PROFILE_ORDER " LIMIT ?1", err)) ||
+      (rc = prepare(s, &s->prof_page_after,
+                    "SELECT " PROFILE_COLUMNS " FROM profiles WHERE (" PROFILE_KEY ") > "
+                    "(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)" PROFILE_ORDER " LIMIT ?10",
+                    err)))
     goto fail;
   *out = s;
   return RD_OK;
@@ -725,6 +736,44 @@ int rd_store_get_profiles(rd_store_t *s, const char *device_fp, const rd_profile
 int rd_store_list_profiles(rd_store_t *s, rd_profile_t **out, size_t *n, rd_error_t *err) {
   pthread_mutex_lock(&s->mu);
   int rc = collect_profiles(s, s->prof_list, out, n, err);
+  pthread_mutex_unlock(&s->mu);
+  return rc;
+}
+
+int rd_store_list_profiles_after(rd_store_t *s, const rd_profile_t *after, size_t max,
+                                 rd_profile_t **out, size_t *n, rd_error_t *err) {
+  *out = NULL;
+  *n = 0;
+  if (max == 0 || max > RD_STORE_PAGE_MAX)
+    return rd_error_set(err, RD_EINVAL, "a page of %zu profiles is outside [1, %u]", max,
+                        RD_STORE_PAGE_MAX);
+  pthread_mutex_lock(&s->mu);
+  sqlite3_stmt *st = after ? s->prof_page_after : s->prof_page_first;
+  int bad;
+  if (after == NULL) {
+    bad = sqlite3_bind_int64(st, 1, (sqlite3_int64)max) != SQLITE_OK;
+  } else {
+    const rd_profile_key_t *k = &after->shape;
+    bad = sqlite3_bind_text(st, 1, after->device_fp, -1, SQLITE_STATIC) != SQLITE_OK ||
+          sqlite3_bind_text(st, 2, k->algorithm, -1, SQLITE_STATIC) != SQLITE_OK ||
+          sqlite3_bind_text(st, 3, k->network, -1, SQLITE_STATIC) != SQLITE_OK ||
+          sqlite3_bind_int64(st, 4, k->batch) != SQLITE_OK ||
+          sqlite3_bind_int64(st, 5, k->capacity) != SQLITE_OK ||
+          sqlite3_bind_int64(st, 6, k->fanout) != SQLITE_OK ||
+          sqlite3_bind_text(st, 7, after->build, -1, SQLITE_STATIC) != SQLITE_OK ||
+          sqlite3_bind_text(st, 8, rd_primitive_name(after->primitive), -1, SQLITE_STATIC) !=
+              SQLITE_OK ||
+          sqlite3_bind_int64(st, 9, after->threads) != SQLITE_OK ||
+          sqlite3_bind_int64(st, 10, (sqlite3_int64)max) != SQLITE_OK;
+  }
+  int rc;
+  if (bad) {
+    rc = db_error(s, err, "binding a profile page");
+    sqlite3_reset(st);
+    sqlite3_clear_bindings(st);
+  } else {
+    rc = collect_profiles(s, st, out, n, err);
+  }
   pthread_mutex_unlock(&s->mu);
   return rc;
 }

@@ -77,6 +77,15 @@ int rd_store_get_profiles(rd_store_t *s, const char *device_fp, const rd_profile
                           const char *build, rd_profile_t **out, size_t *n, rd_error_t *err);
 /* Every stored profile. */
 int rd_store_list_profiles(rd_store_t *s, rd_profile_t **out, size_t *n, rd_error_t *err);
+/* A page of that list: up to max profiles (1..RD_STORE_PAGE_MAX) whose key
+ * comes after after's key (its key fields: device_fp, primitive, threads,
+ * shape, build; NULL = from the first), in list order. One indexed range
+ * read: a listing that resumes after its last key (keyset paging) never
+ * skips or repeats a row stored throughout, whatever is stored or cleared
+ * between pages. *out is NULL and *n 0 past the end. */
+#define RD_STORE_PAGE_MAX 100000u
+int rd_store_list_profiles_after(rd_store_t *s, const rd_profile_t *after, size_t max,
+                                 rd_profile_t **out, size_t *n, rd_error_t *err);
 void rd_store_free_profiles(rd_profile_t *p);
 /* Forget every profile; *removed (may be NULL) receives how many. */
 int rd_store_clear_profiles(rd_store_t *s, size_t *removed, rd_error_t *err);

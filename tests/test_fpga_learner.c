@@ -14,14 +14,18 @@
  * non-finite losses and norms (nothing changes).
  *
  * Tolerances (learner.h): per tensor, max |fpga - cpu| <= TOL * max(1,
- * max |cpu|): TOL = 1e-5 for one forward or backward, TOL_STEP = 1e-3 for
- * whole train-steps (parameters, targets, Adam moments, td_abs, losses).
- * Both compute in fp32 from the same parameters, in different summation
- * orders (and the CPU may fuse multiply-adds); over steps, Adam turns a
- * rounding-level difference in a gradient near zero (|g| ~ its eps, 1e-8),
- * or a relu, Huber or argmax decision at a near-tie, into a difference of
- * a fraction of lr (here 1e-3..2e-3) in a weight, which is what bounds
- * TOL_STEP (learner.h has the measured figures).
+ * max |cpu|): TOL = 1e-5 for one forward or backward; over 20 train-steps
+ * TOL_STEP = 2e-4 for the parameters, targets and Adam moments at the end
+ * and TOL_STEP_VALUES = 2e-5 for each step's td_abs, losses, |delta|
+ * figures and gradient norm. Both compute in fp32 from the same
+ * parameters, in different summation orders (and the CPU may fuse
+ * multiply-adds); over steps, Adam turns a rounding-level difference in a
+ * gradient near zero (|g| ~ its eps, 1e-8), or a relu, Huber or argmax
+ * decision at a near-tie, into a difference of a fraction of lr in a
+ * weight. The bounds are about 3.5 and 3 times the worst these cases give
+ * on every CPU GEMM kernel (docs/benchmarks.md has the figures), and a
+ * fifth of one Adam step (lr 1e-3..2e-3): a weight that misses a single
+ * update fails.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -244,7 +248,10 @@ static void test_stage_errors(void **state) {
 /* ------------------------------------------------------------------ */
 
 #ifndef TOL_STEP
-#define TOL_STEP 1e-3
+#define TOL_STEP 2e-4
+#endif
+#ifndef TOL_STEP_VALUES
+#define TOL_STEP_VALUES 2e-5
 #endif
 #define N_STEPS 20
 
@@ -365,7 +372,7 @@ static double rel1(double a, double b) { return fabs(a - b) / fmax(1.0, fabs(b))
 /* N_STEPS steps of the kernel and of the CPU learner from config c at DP
  * dp, on the same batches (every third a partial one); td_abs, losses,
  * |delta| figures and gradient norms per step, and at the end every
- * online, target and Adam tensor, within TOL_STEP. */
+ * online, target and Adam tensor, within TOL_STEP_VALUES and TOL_STEP. */
 static void run_against_cpu(const rd_learner_config_t *c, uint32_t dp, const char *name) {
   rd_learner_t cpu;
   rd_error_t err;
@@ -402,7 +409,8 @@ static void run_against_cpu(const rd_learner_config_t *c, uint32_t dp, const cha
     double em = fmax(rel1(stats[LRN_ST_TD_MEAN], st.td_abs_mean),
                      rel1(stats[LRN_ST_TD_MAX], st.td_abs_max));
     double eg = rel1(stats[LRN_ST_GRAD_NORM], st.grad_norm);
-    if (et > TOL_STEP || el > TOL_STEP || em > TOL_STEP || eg > TOL_STEP)
+    if (et > TOL_STEP_VALUES || el > TOL_STEP_VALUES || em > TOL_STEP_VALUES ||
+        eg > TOL_STEP_VALUES)
       fail_msg("%s dp %u step %u: td_abs error %.3g, loss %.3g, td mean/max %.3g, grad norm %.3g",
                name, dp, step, et, el, em, eg);
     e_td = fmax(e_td, et);
@@ -525,9 +533,10 @@ static void test_train_ddpg(void **state) {
 static void test_train_report(void **state) {
   (void)state;
   printf("  worst over all train-step cases: params %.2e, td_abs %.2e, losses %.2e "
-         "(tolerance %.0e)\n",
-         worst_param, worst_td, worst_loss, TOL_STEP);
-  assert_true(worst_param <= TOL_STEP && worst_td <= TOL_STEP && worst_loss <= TOL_STEP);
+         "(tolerances %.0e, %.0e)\n",
+         worst_param, worst_td, worst_loss, TOL_STEP, TOL_STEP_VALUES);
+  assert_true(worst_param <= TOL_STEP && worst_td <= TOL_STEP_VALUES &&
+              worst_loss <= TOL_STEP_VALUES);
 }
 
 /* ------------------------------------------------------------------ */

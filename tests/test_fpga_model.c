@@ -14,6 +14,7 @@
 #include <cmocka.h>
 
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1117,6 +1118,59 @@ static void test_resource_limits(void **state) {
   }
 }
 
+/* A part file is operator input: at the ends of every range the loader
+ * accepts (one DSP at 1 MHz and 1% usable; 2^32 of everything at 2 GHz)
+ * the model either refuses the workload or gives finite times > 0, which
+ * the mapper's table then holds (placement.c checks them again). */
+static void test_extreme_parts_finite(void **state) {
+  (void)state;
+  make_tmpdir();
+  const char *names[] = {"least.part", "most.part"};
+  write_file(names[0], "name = least\nslrs = 2\ndsp = 2\nlut = 2\nff = 2\nbram36 = 2\n"
+                       "uram = 0\nclock_mhz = 1\nusable_pct = 1\ndsp_alu_bits = 8\n");
+  write_file(names[1], "name = most\nslrs = 8\ndsp = 4294967296\nlut = 4294967296\n"
+                       "ff = 4294967296\nbram36 = 4294967296\nuram = 4294967296\n"
+                       "clock_mhz = 2000\nusable_pct = 100\ndsp_alu_bits = 128\n");
+  rd_fpga_part_t parts[2];
+  size_t n = 0;
+  rd_error_t err;
+  rd_error_clear(&err);
+  if (rd_fpga_parts_load(tmpdir, parts, 2, &n, &err) != RD_OK) fail_msg("load: %s", err.msg);
+  assert_int_equal(n, 2);
+  static const uint32_t Q[] = {4, 64, 64, 2}, QB[] = {512, 1024, 1024, 18};
+  static const uint32_t A[] = {11, 256, 256, 3}, C[] = {14, 256, 256, 1};
+  static const uint32_t batches[] = {1, 256, 65536};
+  size_t ok = 0;
+  for (size_t pi = 0; pi < n; pi++)
+    for (int net = 0; net < 3; net++)
+      for (size_t bi = 0; bi < sizeof batches / sizeof batches[0]; bi++) {
+        rd_fpga_workload_t w;
+        rd_fpga_workload_default(&w);
+        w.batch = batches[bi];
+        w.capacity = 1u << 28;
+        w.fanout = bi == 0 ? 2 : 64;
+        w.algo = net < 2 ? RD_FPGA_DQN : RD_FPGA_DDPG;
+        mlp(&w.net[0], 4, net == 0 ? Q : net == 1 ? QB : A);
+        if (net == 2) mlp(&w.net[1], 4, C);
+        rd_fpga_rmm_est_t r;
+        rd_error_clear(&err);
+        if (rd_fpga_model_rmm(&parts[pi], &w, &r, &err) == RD_OK) {
+          double t = r.sample_s + r.update_s;
+          if (!(isfinite(t) && t > 0)) fail_msg("%s rmm: %g s", parts[pi].name, t);
+          ok++;
+        }
+        rd_fpga_estimate_t e;
+        rd_error_clear(&err);
+        if (rd_fpga_model_estimate(&parts[pi], &w, &e, &err) == RD_OK && e.has_learner) {
+          if (!(isfinite(e.learner.step_s) && e.learner.step_s > 0))
+            fail_msg("%s learner: %g s", parts[pi].name, e.learner.step_s);
+          ok++;
+        }
+      }
+  assert_true(ok > 0); /* the large part fits some of them */
+  rm_tmpdir(names, 2);
+}
+
 /* A larger batch never lowers the learner's latency (more samples through
  * the same or a smaller design), nor a fixed RMM design's. The RMM with S
  * chosen by the batch is a sawtooth: where S doubles, a bigger design
@@ -1426,6 +1480,7 @@ int main(void) {
       cmocka_unit_test(test_learner_proportional),
       cmocka_unit_test(test_learner_dp_search),
       cmocka_unit_test(test_resource_limits),
+      cmocka_unit_test(test_extreme_parts_finite),
       cmocka_unit_test(test_monotonic_in_batch),
       cmocka_unit_test(test_workload_errors),
       cmocka_unit_test(test_fit_errors),

@@ -79,6 +79,19 @@ static void assert_contains(const char *s, const char *part) {
   if (strstr(s, part) == NULL) fail_msg("\"%s\" lacks \"%s\"", s, part);
 }
 
+static void assert_fails(const rd_ptable_t *t, int code, const char *part) {
+  rd_mapping_t m, before;
+  memset(&m, 0xAB, sizeof m);
+  before = m;
+  rd_error_t err;
+  rd_error_clear(&err);
+  int rc = rd_map(t, &m, &err);
+  if (rc != code) fail_msg("rd_map: %s, want %s (%s)", rd_err_name(rc), rd_err_name(code), part);
+  assert_int_equal(err.code, code);
+  assert_contains(err.msg, part);
+  assert_memory_equal(&m, &before, sizeof m); /* a failing call changes nothing */
+}
+
 static void assert_einval(const rd_ptable_t *t, const char *part) {
   rd_mapping_t m, before;
   memset(&m, 0xAB, sizeof m);
@@ -615,6 +628,42 @@ static void test_bad_inputs(void **state) {
   assert_int_equal(rd_ptable_validate(&good, NULL), RD_OK);
 }
 
+/* Finite times whose figures are not finite: refused, never a mapping
+ * with inf or 0 GPS. */
+static void test_non_finite_predictions(void **state) {
+  (void)state;
+  rd_ptable_t good = table(256, 27, 16);
+  set(&good, C, 3e-3, 5e-4);
+  set(&good, G, 9e-4, 1.5e-4);
+  set(&good, F, 1.2e-3, 4e-5);
+  /* B / T overflows: the 5e-324 s. */
+  rd_ptable_t t = good;
+  t.dev[G].t_learner = 5e-324;
+  assert_fails(&t, RD_ERANGE, "gpu learner: B / T = 256 / 4.94066e-324 s");
+  t = good;
+  t.dev[F].t_rmm = 5e-324;
+  assert_fails(&t, RD_ERANGE, "fpga rmm: B / T");
+  /* 1 / (T_L + T_R) with the sum overflowing: 0 GPS. */
+  t = table(256, 27, 16);
+  set(&t, C, 0, 0);
+  set(&t, G, 1e308, 1e308);
+  t.dev[F].present = 0;
+  assert_fails(&t, RD_ERANGE, "learner gpu, rmm gpu: 0 GPS");
+  t.depth = 0; /* the strict loop's sum */
+  assert_fails(&t, RD_ERANGE, "learner gpu, rmm gpu: 0 GPS");
+  /* The traffic of a huge N_actor. */
+  t = good;
+  t.n_actor = 1e307;
+  assert_fails(&t, RD_ERANGE, "words/step of traffic is not a finite prediction");
+  /* Large but finite figures map, every figure finite. */
+  t = good;
+  t.n_actor = 1e300;
+  t.dev[G].t_learner = 1e-9;
+  rd_mapping_t m = map_ok(&t);
+  assert_true(isfinite(m.gps) && m.gps > 0 && isfinite(m.tp_learner) && isfinite(m.tp_rmm) &&
+              isfinite(m.traffic_words) && isfinite(m.transfer_s));
+}
+
 /* ------------------------------------------------------------------ */
 /* Names and text                                                       */
 /* ------------------------------------------------------------------ */
@@ -820,6 +869,7 @@ int main(void) {
       cmocka_unit_test(test_strict_loop),
       cmocka_unit_test(test_absent),
       cmocka_unit_test(test_bad_inputs),
+      cmocka_unit_test(test_non_finite_predictions),
       cmocka_unit_test(test_names),
       cmocka_unit_test(test_format),
       cmocka_unit_test(test_explain),

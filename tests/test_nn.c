@@ -330,6 +330,58 @@ static void test_gemm_block_edges(void **state) {
   gemm_case(&s5, 50);
 }
 
+/* rd_mlp_layer_gemm's three products against a double reference, on shapes
+ * that take the packed, narrow and transposed paths. */
+static void test_layer_gemm_products(void **state) {
+  (void)state;
+  const uint32_t sz[] = {11, 256, 3};
+  const rd_nn_act_t act[] = {RD_NN_RELU, RD_NN_IDENTITY};
+  rd_nn_spec_t s = spec_of(2, sz, act);
+  const size_t n = 300;
+  rd_mlp_t m;
+  make_net(&m, &s, (uint32_t)n, 5, 1, 0);
+  for (uint32_t l = 0; l < 2; l++) {
+    size_t in = sz[l], out = sz[l + 1];
+    float *x = malloc(n * in * sizeof *x), *w = malloc(out * in * sizeof *w);
+    float *dz = malloc(n * out * sizeof *dz), *c = malloc((n + out) * (in + out) * sizeof *c);
+    fill(x, n * in, 10 + l, -1, 1);
+    fill(w, out * in, 20 + l, -1, 1);
+    fill(dz, n * out, 30 + l, -1, 1);
+    /* forward: c[i][j] = sum_p x[i][p] w[j][p] */
+    assert_int_equal(rd_mlp_layer_gemm(&m, l, RD_MLP_GEMM_FORWARD, n, x, w, c, NULL), RD_OK);
+    for (size_t i = 0; i < n; i++)
+      for (size_t j = 0; j < out; j++) {
+        double r = 0;
+        for (size_t p = 0; p < in; p++) r += (double)x[i * in + p] * w[j * in + p];
+        assert_true(fabs(c[i * out + j] - r) <= 1e-4 * (1 + fabs(r)));
+      }
+    /* grad W: c[j][p] = sum_i dz[i][j] x[i][p] */
+    assert_int_equal(rd_mlp_layer_gemm(&m, l, RD_MLP_GEMM_GRAD_W, n, dz, x, c, NULL), RD_OK);
+    for (size_t j = 0; j < out; j++)
+      for (size_t p = 0; p < in; p++) {
+        double r = 0;
+        for (size_t i = 0; i < n; i++) r += (double)dz[i * out + j] * x[i * in + p];
+        assert_true(fabs(c[j * in + p] - r) <= 1e-4 * (1 + fabs(r)));
+      }
+    /* grad X: c[i][p] = sum_j dz[i][j] w[j][p] */
+    assert_int_equal(rd_mlp_layer_gemm(&m, l, RD_MLP_GEMM_GRAD_X, n, dz, w, c, NULL), RD_OK);
+    for (size_t i = 0; i < n; i++)
+      for (size_t p = 0; p < in; p++) {
+        double r = 0;
+        for (size_t j = 0; j < out; j++) r += (double)dz[i * out + j] * w[j * in + p];
+        assert_true(fabs(c[i * in + p] - r) <= 1e-4 * (1 + fabs(r)));
+      }
+    free(x), free(w), free(dz), free(c);
+  }
+  rd_error_t err;
+  float one = 1;
+  assert_int_equal(rd_mlp_layer_gemm(&m, 2, RD_MLP_GEMM_FORWARD, 1, &one, &one, &one, &err),
+                   RD_EINVAL);
+  assert_int_equal(rd_mlp_layer_gemm(&m, 0, RD_MLP_GEMM_FORWARD, n + 1, &one, &one, &one, &err),
+                   RD_ETOOBIG);
+  rd_mlp_free(&m);
+}
+
 /* ---- losses ---- */
 
 static void test_loss_values_by_hand(void **state) {
@@ -1052,6 +1104,7 @@ int main(void) {
       cmocka_unit_test(test_init_contract),
       cmocka_unit_test(test_forward_matches_reference),
       cmocka_unit_test(test_gemm_block_edges),
+      cmocka_unit_test(test_layer_gemm_products),
       cmocka_unit_test(test_loss_values_by_hand),
       cmocka_unit_test(test_loss_errors),
       cmocka_unit_test(test_loss_gradients_fd),

@@ -22,6 +22,7 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -646,6 +647,64 @@ static void test_compute_with_board(void **state) {
 }
 
 /* ------------------------------------------------------------------ */
+/* Figures that are not finite numbers                                  */
+/* ------------------------------------------------------------------ */
+
+/* Assumed GPU profiles (a plan's) whose latencies are finite but extreme
+ * (the JSON-lines parser refuses them first; rd_placement_compute does
+ * not rely on that): refused as the client's (RD_EINVAL), never a
+ * placement with an infinite time or prediction. */
+static void test_assumed_figures_finite(void **state) {
+  (void)state;
+  rd_table_config_t tc;
+  rd_pipeline_config_t pc;
+  workload_configs(10000, &tc, &pc);
+  rd_profile_shape_t shape;
+  rd_error_t err;
+  rd_error_clear(&err);
+  if (rd_profile_shape_init(&shape, &tc, &pc, 0, &err) != RD_OK) fail_msg("shape: %s", err.msg);
+  static const struct {
+    double rmm_each, train;
+    int code;
+    const char *what;
+  } cases[] = {
+      {1e-4, 5e-324, RD_EINVAL, "the mapping cannot be predicted: gpu learner: B / T"},
+      {5e-324, 1e-3, RD_EINVAL, "gpu rmm: B / T"},
+      {1.7e308, 1e-3, RD_EINVAL, "the gpu rmm time (assumed) is inf s"},
+      {1e-4, 1e-3, RD_OK, ""},
+  };
+  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+    rd_profile_t rows[3];
+    const rd_primitive_t prim[3] = {RD_PRIM_SAMPLE, RD_PRIM_UPDATE, RD_PRIM_TRAIN};
+    for (int i = 0; i < 3; i++) {
+      memset(&rows[i], 0, sizeof rows[i]);
+      snprintf(rows[i].device_fp, sizeof rows[i].device_fp, "gpu-0123456789abcdef");
+      rows[i].primitive = prim[i];
+      rows[i].threads = 1;
+      rows[i].shape = shape.key;
+      snprintf(rows[i].build, sizeof rows[i].build, "assumed");
+      rows[i].latency_s = prim[i] == RD_PRIM_TRAIN ? cases[c].train : cases[c].rmm_each;
+      rows[i].reps = 1;
+    }
+    rd_placement_assume_t as = {rows, 3, NULL, 1, 0};
+    rd_placement_t o;
+    rd_error_clear(&err);
+    int rc = rd_placement_compute(NULL, &tc, &pc, 1, 0.3, RD_FPGA_PARTS_DIR, &as, &o, &err);
+    if (rc != cases[c].code)
+      fail_msg("case %zu: %s (%s), want %s", c, rd_err_name(rc), err.msg,
+               rd_err_name(cases[c].code));
+    if (rc != RD_OK) {
+      assert_contains(err.msg, cases[c].what);
+      continue;
+    }
+    assert_true(o.mapped);
+    assert_true(isfinite(o.mapping.gps) && o.mapping.gps > 0);
+    for (int d = 0; d < RD_DEV_COUNT; d++)
+      assert_true(isfinite(o.table.dev[d].t_learner) && isfinite(o.table.dev[d].t_rmm));
+  }
+}
+
+/* ------------------------------------------------------------------ */
 /* The registry: a busy replay module falls back to the CPU tree        */
 /* ------------------------------------------------------------------ */
 
@@ -899,6 +958,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_shape_not_fitting),
         cmocka_unit_test(test_rmm_on_cpu),
         cmocka_unit_test(test_compute_with_board),
+        cmocka_unit_test(test_assumed_figures_finite),
         cmocka_unit_test(test_registry_busy_falls_back),
         cmocka_unit_test(test_registry_pins),
     };

@@ -299,6 +299,52 @@ static void test_schema_find(void **state) {
   assert_int_equal(rd_schema_find(&s, "obs"), -1);
 }
 
+/* A bool column holds 0 or 1 only; the error names the field and the
+ * first bad row (and element, for a shaped field), at every offset of the
+ * word-at-a-time scan: the 256-byte blocks, the 8-byte words, the tail. */
+static void test_bool_column(void **state) {
+  (void)state;
+  rd_field_t scalar, shaped, other;
+  static const uint32_t three[] = {3};
+  set_field(&scalar, "done", RD_DTYPE_BOOL, 0, NULL);
+  set_field(&shaped, "mask", RD_DTYPE_BOOL, 1, three);
+  set_field(&other, "pix", RD_DTYPE_UINT8, 0, NULL);
+  uint8_t col[300]; /* a block of 256, 5 words of 8, a tail of 4 */
+  for (size_t i = 0; i < sizeof col; i++) col[i] = (uint8_t)(i % 3 == 0);
+  rd_error_t err;
+  rd_error_clear(&err);
+  assert_int_equal(rd_field_check_column(&scalar, col, sizeof col, &err), RD_OK);
+  assert_int_equal(rd_field_check_column(&shaped, col, sizeof col / 3, &err), RD_OK);
+  assert_int_equal(rd_field_check_column(&scalar, col, 0, &err), RD_OK);
+  static const uint8_t bad_bytes[] = {2, 0x80, 0xFF, 0x10};
+  for (size_t at = 0; at < sizeof col; at++) {
+    for (size_t b = 0; b < sizeof bad_bytes; b++) {
+      uint8_t keep = col[at];
+      col[at] = bad_bytes[b];
+      /* A second bad byte later: the first one is named. */
+      uint8_t keep_last = col[sizeof col - 1];
+      if (at + 1 < sizeof col) col[sizeof col - 1] = 3;
+      rd_error_clear(&err);
+      assert_int_equal(rd_field_check_column(&scalar, col, sizeof col, &err), RD_EINVAL);
+      char want[128];
+      snprintf(want, sizeof want, "field \"done\" (bool): row %zu holds 0x%02x", at,
+               bad_bytes[b]);
+      if (strstr(err.msg, want) == NULL) fail_msg("at %zu: \"%s\" lacks \"%s\"", at, err.msg, want);
+      rd_error_clear(&err);
+      assert_int_equal(rd_field_check_column(&shaped, col, sizeof col / 3, &err), RD_EINVAL);
+      snprintf(want, sizeof want, "row %zu, element %zu holds", at / 3, at % 3);
+      if (strstr(err.msg, want) == NULL) fail_msg("at %zu: \"%s\" lacks \"%s\"", at, err.msg, want);
+      /* Every byte is a uint8. */
+      assert_int_equal(rd_field_check_column(&other, col, sizeof col, NULL), RD_OK);
+      col[sizeof col - 1] = keep_last;
+      col[at] = keep;
+    }
+  }
+  /* A NULL error pointer gives the same code. */
+  col[7] = 9;
+  assert_int_equal(rd_field_check_column(&scalar, col, sizeof col, NULL), RD_EINVAL);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_valid_schema_sizes),
@@ -308,6 +354,7 @@ int main(void) {
       cmocka_unit_test(test_row_size_limit),
       cmocka_unit_test(test_dtype_names),
       cmocka_unit_test(test_schema_find),
+      cmocka_unit_test(test_bool_column),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -966,8 +966,8 @@ static void test_profiles_put_rejects_bad(void **state) {
   (void)state;
   rd_store_t *s = open_ok(fresh("profbad"));
   rd_profile_t good = make_profile(FP_A, RD_PRIM_SAMPLE, 1, 32, "dqn", "dqn:4-64-64-2", 1e-6);
-  rd_profile_t bad[8];
-  for (int i = 0; i < 8; i++) bad[i] = good;
+  rd_profile_t bad[13];
+  for (int i = 0; i < 13; i++) bad[i] = good;
   snprintf(bad[0].device_fp, sizeof bad[0].device_fp, "cpu-xyz");
   bad[1].latency_s = NAN;
   bad[2].latency_s = 0;
@@ -976,13 +976,27 @@ static void test_profiles_put_rejects_bad(void **state) {
   bad[5].shape.fanout = 3;
   snprintf(bad[6].shape.network, sizeof bad[6].shape.network, "dqn:4");
   bad[7].primitive = (rd_primitive_t)9;
+  /* Latencies outside [RD_PROFILE_LATENCY_MIN_S, _MAX_S] (profile.h). */
+  bad[8].latency_s = 5e-324;
+  bad[9].latency_s = 0.99e-9;
+  bad[10].latency_s = 3600.5;
+  bad[11].latency_s = 1.7e308;
+  bad[12].latency_s = INFINITY;
   rd_error_t err;
-  for (int i = 0; i < 8; i++) {
+  for (int i = 0; i < 13; i++) {
     rd_profile_t two[2] = {good, bad[i]};
     /* One bad profile in a batch stores none of it. */
     if (rd_store_put_profiles(s, two, 2, &err) != RD_EINVAL) fail_msg("bad profile %d accepted", i);
+    if (i >= 8 && strstr(err.msg, "latency_s") == NULL) fail_msg("bad profile %d: %s", i, err.msg);
   }
   assert_int_equal(count_profiles(s), 0);
+  /* The bounds themselves are latencies. */
+  rd_profile_t edges[2] = {good, good};
+  edges[0].latency_s = RD_PROFILE_LATENCY_MIN_S;
+  edges[1].latency_s = RD_PROFILE_LATENCY_MAX_S;
+  edges[1].threads = 2;
+  put_profiles_ok(s, edges, 2);
+  assert_int_equal(count_profiles(s), 2);
   rd_profile_t *v;
   size_t k;
   assert_int_equal(rd_store_get_profiles(s, NULL, &good.shape, good.build, &v, &k, &err),
@@ -1007,6 +1021,38 @@ static void test_profiles_survive_restart(void **state) {
   for (size_t i = 0; i < n; i++) assert_true(holds(v, k, &p[i], 0));
   rd_store_free_profiles(v);
   rd_store_close(s);
+}
+
+/* A stored latency outside the bounds (written behind the store's back,
+ * or imported by a build without them) is refused where it is read, as
+ * every malformed stored profile: no figure outside them reaches a
+ * mapping. */
+static void test_profiles_read_rejects_bad_latency(void **state) {
+  (void)state;
+  const char *dir = fresh("proflat");
+  rd_store_t *s = open_ok(dir);
+  rd_profile_t p = make_profile(FP_A, RD_PRIM_TRAIN, 1, 32, "dqn", "dqn:4-64-64-2", 1.5e-5);
+  put_profiles_ok(s, &p, 1);
+  rd_store_close(s);
+  char db[200];
+  snprintf(db, sizeof db, "%s/replayd.db", dir);
+  static const char *const updates[] = {"UPDATE profiles SET latency_s = 5e-324",
+                                        "UPDATE profiles SET latency_s = 1.7e308",
+                                        "UPDATE profiles SET latency_s = -1"};
+  for (size_t i = 0; i < sizeof updates / sizeof updates[0]; i++) {
+    side_sql_int(db, updates[i]);
+    s = open_ok(dir);
+    rd_profile_t *v = NULL;
+    size_t k = 0;
+    rd_error_t err;
+    rd_error_clear(&err);
+    assert_int_equal(rd_store_list_profiles(s, &v, &k, &err), RD_ESTORE);
+    if (strstr(err.msg, "latency_s") == NULL) fail_msg("%s: %s", updates[i], err.msg);
+    assert_null(v);
+    rd_error_clear(&err);
+    assert_int_equal(rd_store_get_profiles(s, FP_A, &p.shape, p.build, &v, &k, &err), RD_ESTORE);
+    rd_store_close(s);
+  }
 }
 
 /* Export s into a malloc'd string. (noinline: GCC 12 takes the result of
@@ -1164,6 +1210,9 @@ static void test_profiles_import_malformed(void **state) {
       {"\"fanout\":16", "\"fanout\":24"},
       {"\"network\":\"dqn:4-64-64-2\"", "\"network\":\"dqn:4\""},
       {"\"latency_s\":9.9999999999999995e-07", "\"latency_s\":-1"},
+      {"\"latency_s\":9.9999999999999995e-07", "\"latency_s\":5e-324"},
+      {"\"latency_s\":9.9999999999999995e-07", "\"latency_s\":1.7e308"},
+      {"\"latency_s\":9.9999999999999995e-07", "\"latency_s\":3601"},
       {"\"reps\":7", "\"reps\":0"},
       {"\"source\":\"measured\"", "\"source\":\"guessed\""},
       {"\"batch\":32", "\"batch\":200000"},
@@ -1266,6 +1315,7 @@ int main(void) {
       cmocka_unit_test(test_profiles_put_get_list_clear),
       cmocka_unit_test(test_profiles_put_rejects_bad),
       cmocka_unit_test(test_profiles_survive_restart),
+      cmocka_unit_test(test_profiles_read_rejects_bad_latency),
       cmocka_unit_test(test_profiles_export_import),
       cmocka_unit_test(test_profiles_import_malformed),
       cmocka_unit_test(test_profile_jsonl_codec),

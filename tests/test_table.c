@@ -1404,6 +1404,27 @@ static void test_errors_insert_update(void **state) {
     bad_update(&t, 4, keys, q, bad[i].code, what);
   }
 
+  /* A bool byte other than 0 or 1, in the first, a middle or the last row:
+   * refused before anything changes. */
+  for (size_t row = 0; row < 4; row += 1) {
+    static const uint8_t bad_bool[] = {2, 0xFF};
+    for (size_t b = 0; b < 2; b++) {
+      uint8_t *done = r4.mem[F_DONE];
+      uint8_t keep = done[row];
+      done[row] = bad_bool[b];
+      char what[128];
+      snprintf(what, sizeof what, "insert with done = 0x%02x in row %zu", bad_bool[b], row);
+      bad_insert(&t, 4, r4.cols, NULL, RD_EINVAL, what);
+      rd_error_t err;
+      rd_error_clear(&err);
+      rd_table_insert(&t, 4, r4.cols, NULL, NULL, &err);
+      char want[64];
+      snprintf(want, sizeof want, "\"done\" (bool): row %zu", row);
+      if (strstr(err.msg, want) == NULL) fail_msg("%s: \"%s\" lacks \"%s\"", what, err.msg, want);
+      done[row] = keep;
+    }
+  }
+
   /* Keys never issued: next_key, far beyond, and the largest key. */
   uint64_t nk = rd_table_next_key(&t);
   const uint64_t unissued[] = {nk, nk + 1, nk + 1000, UINT64_MAX};

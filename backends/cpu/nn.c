@@ -916,6 +916,35 @@ int rd_mlp_init_view(rd_mlp_t *v, const rd_mlp_t *owner, uint32_t max_rows, int 
 
 const char *rd_mlp_isa(const rd_mlp_t *m) { return m->kernel->name; }
 
+int rd_mlp_layer_gemm(rd_mlp_t *m, uint32_t l, rd_mlp_gemm_t which, size_t n, const float *a,
+                      const float *b, float *c, rd_error_t *err) {
+  const rd_nn_spec_t *s = &m->spec;
+  if (l >= s->n_layers)
+    return rd_error_set(err, RD_EINVAL, "layer %u of a %u-layer network", l, s->n_layers);
+  if (n == 0 || n > m->max_batch)
+    return rd_error_set(err, RD_ETOOBIG, "%zu rows; the network takes 1..%u", n, m->max_batch);
+  size_t in = s->sizes[l], out = s->sizes[l + 1];
+  gemm_t g;
+  switch (which) { /* the same descriptions rd_mlp_forward and backward build */
+  case RD_MLP_GEMM_FORWARD:
+    g = (gemm_t){.m = n, .n = out, .k = in, .a = a, .rsa = (ptrdiff_t)in, .csa = 1,
+                 .b = b, .rsb = 1, .csb = (ptrdiff_t)in, .c = c, .rsc = (ptrdiff_t)out, .csc = 1};
+    break;
+  case RD_MLP_GEMM_GRAD_W:
+    g = (gemm_t){.m = out, .n = in, .k = n, .a = a, .rsa = 1, .csa = (ptrdiff_t)out,
+                 .b = b, .rsb = (ptrdiff_t)in, .csb = 1, .c = c, .rsc = (ptrdiff_t)in, .csc = 1,
+                 .may_transpose = 1};
+    break;
+  case RD_MLP_GEMM_GRAD_X:
+    g = (gemm_t){.m = n, .n = in, .k = out, .a = a, .rsa = (ptrdiff_t)out, .csa = 1,
+                 .b = b, .rsb = (ptrdiff_t)in, .csb = 1, .c = c, .rsc = (ptrdiff_t)in, .csc = 1};
+    break;
+  default: return rd_error_set(err, RD_EINVAL, "unknown product %d", (int)which);
+  }
+  gemm(m, &g);
+  return RD_OK;
+}
+
 /* ---- forward ---- */
 
 float rd_nn_tanh(float x) { return rd_tanh(x); }

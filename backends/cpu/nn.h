@@ -138,6 +138,19 @@ int rd_mlp_init_view(rd_mlp_t *v, const rd_mlp_t *owner, uint32_t max_rows, int 
 /* The GEMM variant in use: "generic", "avx2" or "avx512". */
 const char *rd_mlp_isa(const rd_mlp_t *m);
 
+/* The plain products of layer l (in -> out) that forward and backward run,
+ * for n <= max_batch rows, all matrices row-major:
+ *   RD_MLP_GEMM_FORWARD  c[n x out] = a[n x in] b^T, b = W [out x in]
+ *   RD_MLP_GEMM_GRAD_W   c[out x in] = a^T b, a = dZ [n x out], b = X [n x in]
+ *   RD_MLP_GEMM_GRAD_X   c[n x in] = a b, a = dZ [n x out], b = W [out x in]
+ * with the network's kernel, packing buffers and threads (no bias,
+ * activation or gate: what a BLAS sgemm computes). For benchmarks: nn.c
+ * keeps its own GEMM instead of a BLAS, and bench_gemm shows on the
+ * machine at hand what that costs or gains on the learner's shapes. */
+typedef enum { RD_MLP_GEMM_FORWARD, RD_MLP_GEMM_GRAD_W, RD_MLP_GEMM_GRAD_X } rd_mlp_gemm_t;
+int rd_mlp_layer_gemm(rd_mlp_t *m, uint32_t l, rd_mlp_gemm_t which, size_t n, const float *a,
+                      const float *b, float *c, rd_error_t *err);
+
 /* y = net(x) for n samples, x [n x sizes[0]] (copied in). The output stays
  * in rd_mlp_output(m) until the next forward; y (may be NULL) also gets a
  * copy [n x sizes[L]]. NaN inputs propagate; they are not checked here.

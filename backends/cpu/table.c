@@ -209,6 +209,10 @@ int rd_table_insert(rd_table_t *t, size_t n, const rd_cbuf_t *cols, const double
                           "field \"%s\" has %zu bytes for %zu rows; expected %zu (%zu per row)",
                           c->schema.fields[f].name, cols[f].bytes, n, want, t->field_bytes[f]);
   }
+  for (uint32_t f = 0; f < c->schema.n_fields; f++) {
+    int rc = rd_field_check_column(&c->schema.fields[f], cols[f].data, n, err);
+    if (rc) return rc;
+  }
   uint64_t *leaves = t->scratch_u64;
   double batch_max = 0;
   if (priorities != NULL) {

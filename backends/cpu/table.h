@@ -164,7 +164,8 @@ void rd_table_free(rd_table_t *t);
 /* Insert n rows. cols has one buffer per schema field, in schema order, of
  * exactly n * field bytes. priorities (raw, e.g. |delta|) may be NULL. keys,
  * if not NULL, receives the n new keys. Oldest items are evicted first.
- * Errors: RD_EINVAL (n == 0, wrong column size, NaN/inf/negative priority),
+ * Errors: RD_EINVAL (n == 0, wrong column size, a bool byte other than 0 or 1
+ * (rd_field_check_column), NaN/inf/negative priority),
  * RD_ERANGE (priority above max_priority after the transform), RD_ETOOBIG
  * (n > capacity or > max_batch). */
 int rd_table_insert(rd_table_t *t, size_t n, const rd_cbuf_t *cols, const double *priorities,

@@ -563,7 +563,7 @@ static int cmd_status(rdc_client_t *c, const rctl_opts_t *o) {
     jw_key(&w, "uptime_seconds");
     jw_double(&w, info->uptime_s);
     jw_key(&w, "workloads");
-    jw_u64(&w, info->n_workloads);
+    jw_u64(&w, info->workload_count);
     jw_key(&w, "devices");
     jw_array_begin(&w);
     for (size_t i = 0; i < info->n_devices; i++) json_device(&w, &info->devices[i]);
@@ -576,7 +576,7 @@ static int cmd_status(rdc_client_t *c, const rctl_opts_t *o) {
     kv("server", "%s", o->server);
     kv("version", "%s", info->version);
     kv("uptime", "%s", up);
-    kv("workloads", "%zu", info->n_workloads);
+    kv("workloads", "%zu", info->workload_count);
     kv("devices", "%zu", info->n_devices);
     if (info->n_devices > 0) devices_table(info, "  ");
   }
@@ -750,7 +750,7 @@ static int cmd_profiles(rdc_client_t *c, const rctl_opts_t *o, const char *token
   return RCTL_EXIT_OK;
 }
 
-static int cmd_plan(rdc_client_t *c, const rctl_opts_t *o) {
+static int cmd_plan(rdc_client_t *c, const rctl_opts_t *o, const char *token) {
   rdc_spec_t *spec = malloc(sizeof *spec);
   rdc_placement_t *pl = malloc(sizeof *pl);
   if (spec == NULL || pl == NULL) oom();
@@ -780,7 +780,7 @@ static int cmd_plan(rdc_client_t *c, const rctl_opts_t *o) {
     }
   }
   rdc_error_t e;
-  if (rdc_plan(c, spec, gpu, gpu_len, fpga, 0, pl, &e) != RDC_OK) {
+  if (rdc_plan(c, token, spec, gpu, gpu_len, fpga, 0, pl, &e) != RDC_OK) {
     rc = call_failed(&e);
     goto out;
   }
@@ -1019,7 +1019,7 @@ static int rm_token(const rctl_opts_t *o, char *token, size_t cap) {
   if (rctl_read_token_file(path, token, cap, msg, sizeof msg) != 0) {
     fprintf(stderr, "replayctl: %s\nreplayctl: %s needs --token T, or the server's admin "
                     "token file (--admin-token-file PATH)\n", msg,
-            o->cmd == RCTL_CMD_RM ? "rm" : "profiles");
+            o->cmd == RCTL_CMD_RM ? "rm" : o->cmd == RCTL_CMD_PLAN ? "plan" : "profiles");
     return -1;
   }
   return 0;
@@ -1041,7 +1041,8 @@ int main(int argc, char **argv) {
     return RCTL_EXIT_OK;
   }
   char token[RDC_TOKEN_MAX];
-  if ((o.cmd == RCTL_CMD_RM || o.cmd == RCTL_CMD_PROFILES) && rm_token(&o, token, sizeof token) != 0)
+  if ((o.cmd == RCTL_CMD_RM || o.cmd == RCTL_CMD_PROFILES || o.cmd == RCTL_CMD_PLAN) &&
+      rm_token(&o, token, sizeof token) != 0)
     return RCTL_EXIT_USAGE;
 
   rdc_connect_opts_t copts;
@@ -1058,7 +1059,7 @@ int main(int argc, char **argv) {
   case RCTL_CMD_DEVICES: rc = cmd_devices(c, &o); break;
   case RCTL_CMD_RM: rc = cmd_rm(c, &o, token); break;
   case RCTL_CMD_PROFILES: rc = cmd_profiles(c, &o, token); break;
-  case RCTL_CMD_PLAN: rc = cmd_plan(c, &o); break;
+  case RCTL_CMD_PLAN: rc = cmd_plan(c, &o, token); break;
   case RCTL_CMD_NONE: break;
   }
   rdc_close(c);

@@ -26,7 +26,8 @@ static const char usage_text[] =
     "  profiles      stored profiles (admin token); --clear forgets them all;\n"
     "  profiles import FILE | export\n"
     "                move profiles between servers as JSON lines (export: stdout)\n"
-    "  plan SPEC     what the server would map a workload to, registering nothing;\n"
+    "  plan SPEC     what the server would map a workload to, registering nothing\n"
+    "                (admin token: it measures and stores profiles);\n"
     "                SPEC: cartpole_dqn | cartpole_ddpg | hopper_ddpg | dqn:4-64-64-2 |\n"
     "                ddpg:11-256-256-3, then ,batch=N ,capacity=N ,fanout=K ,depth=D\n"
     "                ,spi=R ,critic=H-H (e.g. hopper_ddpg,batch=256)\n"
@@ -35,12 +36,12 @@ static const char usage_text[] =
     "  --server HOST:PORT       server address (default $REPLAYD_SERVER, else " RCTL_DEFAULT_SERVER ")\n"
     "  --json                   print one JSON document instead of tables\n"
     "  --timeout S              connect timeout and per-call deadline, seconds (default 5)\n"
-    "  --token T                rm: the workload's token; profiles: the admin token\n"
+    "  --token T                rm: the workload's token; profiles, plan: the admin token\n"
     "  --clear                  profiles: forget every stored profile\n"
     "  --assume gpu=FILE        plan: a GPU with these profiles (JSON lines, as\n"
     "                           'profiles export' writes them); repeatable with\n"
     "  --assume fpga=PART       plan: an FPGA part (u200, u250, u280) by its model\n"
-    "  --admin-token-file PATH  rm, profiles: file with the server's admin token (default\n"
+    "  --admin-token-file PATH  rm, profiles, plan: file with the server's admin token (default\n"
     "                           admin.token in the daemon's state directory:\n"
     "                           $STATE_DIRECTORY, else $XDG_STATE_HOME/replayd,\n"
     "                           else ~/.local/state/replayd)\n"
@@ -195,8 +196,10 @@ int rctl_parse_args(int argc, char **argv, const char *env_server, rctl_opts_t *
     if (o->args[0][0] == '\0') return usage_error(msg, cap, "the workload ID is empty");
   if (o->cmd == RCTL_CMD_PLAN && o->args[0][0] == '\0')
     return usage_error(msg, cap, "the plan SPEC is empty");
-  if (o->cmd != RCTL_CMD_RM && (o->token != NULL || o->admin_token_file != NULL))
-    return usage_error(msg, cap, "--token and --admin-token-file apply only to rm and profiles");
+  if (o->cmd != RCTL_CMD_RM && o->cmd != RCTL_CMD_PLAN &&
+      (o->token != NULL || o->admin_token_file != NULL))
+    return usage_error(msg, cap, "--token and --admin-token-file apply only to rm, profiles and "
+                       "plan");
   return 0;
 }
 

@@ -784,23 +784,104 @@ int rdc_describe(rdc_client_t *c, const char *id, rdc_workload_t *out, rdc_error
   return rc == RDC_OK ? ok(err) : rc;
 }
 
-int rdc_list(rdc_client_t *c, rdc_workload_t **out, size_t *n, rdc_error_t *err) {
-  if (out == NULL || n == NULL) return set_error(err, RDC_EINVAL, "out or n is NULL");
+/* ------------------------------------------------------------------ */
+/* Paging                                                              */
+/* ------------------------------------------------------------------ */
+
+#define RDC_MAX_LIST 1000000 /* entries of a list (all its pages) this client accepts */
+/* page_size of the calls that fetch every page: the server caps it. */
+#define RDC_PAGE_LARGEST UINT32_MAX
+
+/* Copy a reply's next_page_token into next (RDC_PAGE_TOKEN_MAX bytes). */
+static int take_token(char *next, const char *tok, const char *method, rdc_error_t *err) {
+  if (tok == NULL) tok = "";
+  size_t len = strlen(tok);
+  if (len >= RDC_PAGE_TOKEN_MAX)
+    return set_error(err, RDC_ETOOSMALL, "%s: the server sent a page token of %zu bytes; this "
+                     "client holds at most %d", method, len, RDC_PAGE_TOKEN_MAX - 1);
+  memcpy(next, tok, len + 1);
+  return RDC_OK;
+}
+
+/* Every page of a listing: fetch(page_token) gives a page's items (an
+ * array of k of `size` bytes each, malloc'd) and the next token; they are
+ * appended to *all. A page must advance: an empty page that is not the
+ * last, or a token the server gave before, would repeat forever. */
+typedef int (*page_fn)(void *ctx, const char *page_token, void **items, size_t *k, char *next,
+                       rdc_error_t *err);
+
+static int fetch_all(page_fn fetch, void *ctx, size_t size, const char *method, void **all,
+                     size_t *n, rdc_error_t *err) {
+  char token[RDC_PAGE_TOKEN_MAX] = "", next[RDC_PAGE_TOKEN_MAX];
+  char *v = NULL;
+  size_t len = 0;
+  int rc;
+  for (;;) {
+    void *items;
+    size_t k;
+    rc = fetch(ctx, token, &items, &k, next, err);
+    if (rc != RDC_OK) break;
+    if (k > RDC_MAX_LIST - len) {
+      free(items);
+      rc = set_error(err, RDC_EPROTO, "%s: more than %d items", method, RDC_MAX_LIST);
+      break;
+    }
+    if (k > 0) {
+      char *nv = realloc(v, (len + k) * size);
+      if (nv == NULL) {
+        free(items);
+        rc = set_error(err, RDC_ENOMEM, "out of memory");
+        break;
+      }
+      v = nv;
+      memcpy(v + len * size, items, k * size);
+      len += k;
+    }
+    free(items);
+    if (next[0] == '\0') break;
+    if (k == 0 || strcmp(next, token) == 0) {
+      rc = set_error(err, RDC_EPROTO, "%s: the server's pages do not advance (%s)", method,
+                     k == 0 ? "an empty page that is not the last" : "the same page token again");
+      break;
+    }
+    memcpy(token, next, sizeof token);
+  }
+  if (rc != RDC_OK) {
+    free(v);
+    return rc;
+  }
+  *all = v;
+  *n = len;
+  return RDC_OK;
+}
+
+/* ------------------------------------------------------------------ */
+
+int rdc_list_page(rdc_client_t *c, uint32_t page_size, const char *page_token,
+                  rdc_workload_t **out, size_t *n, char *next_token, rdc_error_t *err) {
+  if (out == NULL || n == NULL || next_token == NULL)
+    return set_error(err, RDC_EINVAL, "out, n or next_token is NULL");
   *out = NULL;
   *n = 0;
+  next_token[0] = '\0';
   Replayd__V1__ListWorkloadsRequest req = REPLAYD__V1__LIST_WORKLOADS_REQUEST__INIT;
+  req.page_size = page_size;
+  req.page_token = (char *)(page_token ? page_token : "");
   ProtobufCMessage *resp;
   int rc = unary(c, M_LIST, NULL, &req.base, &replayd__v1__list_workloads_response__descriptor,
                  0, &resp, err);
   if (rc != RDC_OK) return rc;
   const Replayd__V1__ListWorkloadsResponse *r = (const Replayd__V1__ListWorkloadsResponse *)resp;
   rdc_workload_t *items = NULL;
-  if (r->n_workloads > 0) {
+  if (r->n_workloads > RDC_MAX_LIST) {
+    rc = set_error(err, RDC_EPROTO, "ListWorkloads: %zu workloads", r->n_workloads);
+  } else if (r->n_workloads > 0) {
     items = calloc(r->n_workloads, sizeof *items);
     if (items == NULL) rc = set_error(err, RDC_ENOMEM, "out of memory");
   }
   for (size_t i = 0; rc == RDC_OK && i < r->n_workloads; i++)
     rc = workload_from_pb(&items[i], r->workloads[i], err);
+  if (rc == RDC_OK) rc = take_token(next_token, r->next_page_token, "ListWorkloads", err);
   if (rc == RDC_OK) {
     *out = items;
     *n = r->n_workloads;
@@ -809,6 +890,24 @@ int rdc_list(rdc_client_t *c, rdc_workload_t **out, size_t *n, rdc_error_t *err)
   }
   protobuf_c_message_free_unpacked(resp, NULL);
   return rc == RDC_OK ? ok(err) : rc;
+}
+
+static int list_page_fn(void *ctx, const char *page_token, void **items, size_t *k, char *next,
+                        rdc_error_t *err) {
+  return rdc_list_page(ctx, RDC_PAGE_LARGEST, page_token, (rdc_workload_t **)items, k, next,
+                       err);
+}
+
+int rdc_list(rdc_client_t *c, rdc_workload_t **out, size_t *n, rdc_error_t *err) {
+  if (out == NULL || n == NULL) return set_error(err, RDC_EINVAL, "out or n is NULL");
+  *out = NULL;
+  *n = 0;
+  if (c == NULL) return set_error(err, RDC_EINVAL, "no client (NULL)");
+  void *all;
+  int rc = fetch_all(list_page_fn, c, sizeof(rdc_workload_t), "ListWorkloads", &all, n, err);
+  if (rc != RDC_OK) return rc;
+  *out = all;
+  return ok(err);
 }
 
 void rdc_list_free(rdc_workload_t *items) { free(items); }
@@ -1351,6 +1450,10 @@ int rdc_server_info(rdc_client_t *c, rdc_server_info_t **out, rdc_error_t *err) 
                         : NULL;
   info->n_devices = r->n_devices;
   info->n_workloads = r->n_workloads;
+  /* A server before paging sends no count: it listed every workload. */
+  info->workload_count = r->workload_count > r->n_workloads ? r->workload_count : r->n_workloads;
+  info->workloads_truncated = r->workloads_truncated;
+  info->devices_truncated = r->devices_truncated;
   copy_str(info->version, sizeof info->version, r->version, 1, "version", err);
   info->uptime_s = r->uptime_seconds;
   for (size_t i = 0; i < r->n_devices; i++) {
@@ -1378,8 +1481,6 @@ void rdc_server_info_free(rdc_server_info_t *info) { free(info); }
 /* ------------------------------------------------------------------ */
 /* Devices, plans and profiles                                         */
 /* ------------------------------------------------------------------ */
-
-#define RDC_MAX_LIST 1000000 /* entries of a list reply this client accepts */
 
 int rdc_list_devices(rdc_client_t *c, rdc_device_t **out, size_t *n, rdc_error_t *err) {
   if (out == NULL || n == NULL) return set_error(err, RDC_EINVAL, "out or n is NULL");
@@ -1418,8 +1519,9 @@ int rdc_list_devices(rdc_client_t *c, rdc_device_t **out, size_t *n, rdc_error_t
 
 void rdc_devices_free(rdc_device_t *devices) { free(devices); }
 
-int rdc_plan(rdc_client_t *c, const rdc_spec_t *spec, const void *gpu_profiles, size_t len,
-             const char *fpga_part, int ignore_present, rdc_placement_t *out, rdc_error_t *err) {
+int rdc_plan(rdc_client_t *c, const char *admin_token, const rdc_spec_t *spec,
+             const void *gpu_profiles, size_t len, const char *fpga_part, int ignore_present,
+             rdc_placement_t *out, rdc_error_t *err) {
   if (spec == NULL || out == NULL) return set_error(err, RDC_EINVAL, "spec or out is NULL");
   if (len > 0 && gpu_profiles == NULL)
     return set_error(err, RDC_EINVAL, "gpu_profiles is NULL with len %zu", len);
@@ -1437,7 +1539,8 @@ int rdc_plan(rdc_client_t *c, const rdc_spec_t *spec, const void *gpu_profiles, 
   req.fpga_part = (char *)(fpga_part ? fpga_part : "");
   req.ignore_present = ignore_present != 0;
   ProtobufCMessage *resp;
-  rc = unary(c, M_PLAN, NULL, &req.base, &replayd__v1__plan_response__descriptor, 0, &resp, err);
+  rc = unary(c, M_PLAN, admin_token, &req.base, &replayd__v1__plan_response__descriptor, 0, &resp,
+             err);
   free(sp);
   if (rc != RDC_OK) return rc;
   const Replayd__V1__PlanResponse *r = (const Replayd__V1__PlanResponse *)resp;
@@ -1450,12 +1553,17 @@ int rdc_plan(rdc_client_t *c, const rdc_spec_t *spec, const void *gpu_profiles, 
   return rc == RDC_OK ? ok(err) : rc;
 }
 
-int rdc_list_profiles(rdc_client_t *c, const char *admin_token, rdc_profile_t **out, size_t *n,
-                      rdc_error_t *err) {
-  if (out == NULL || n == NULL) return set_error(err, RDC_EINVAL, "out or n is NULL");
+int rdc_list_profiles_page(rdc_client_t *c, const char *admin_token, uint32_t page_size,
+                           const char *page_token, rdc_profile_t **out, size_t *n,
+                           char *next_token, rdc_error_t *err) {
+  if (out == NULL || n == NULL || next_token == NULL)
+    return set_error(err, RDC_EINVAL, "out, n or next_token is NULL");
   *out = NULL;
   *n = 0;
+  next_token[0] = '\0';
   Replayd__V1__ListProfilesRequest req = REPLAYD__V1__LIST_PROFILES_REQUEST__INIT;
+  req.page_size = page_size;
+  req.page_token = (char *)(page_token ? page_token : "");
   ProtobufCMessage *resp;
   int rc = unary(c, M_LIST_PROFILES, admin_token, &req.base,
                  &replayd__v1__list_profiles_response__descriptor, 0, &resp, err);
@@ -1486,6 +1594,7 @@ int rdc_list_profiles(rdc_client_t *c, const char *admin_token, rdc_profile_t **
     copy_str(o->source, sizeof o->source, m->source, 1, "", NULL);
     o->measured_unix = m->measured_unix;
   }
+  if (rc == RDC_OK) rc = take_token(next_token, r->next_page_token, "ListProfiles", err);
   if (rc == RDC_OK) {
     *out = p;
     *n = r->n_profiles;
@@ -1494,6 +1603,33 @@ int rdc_list_profiles(rdc_client_t *c, const char *admin_token, rdc_profile_t **
   }
   protobuf_c_message_free_unpacked(resp, NULL);
   return rc == RDC_OK ? ok(err) : rc;
+}
+
+typedef struct {
+  rdc_client_t *c;
+  const char *admin_token;
+} profiles_ctx_t;
+
+static int profiles_page_fn(void *ctx, const char *page_token, void **items, size_t *k,
+                            char *next, rdc_error_t *err) {
+  profiles_ctx_t *p = ctx;
+  return rdc_list_profiles_page(p->c, p->admin_token, RDC_PAGE_LARGEST, page_token,
+                                (rdc_profile_t **)items, k, next, err);
+}
+
+int rdc_list_profiles(rdc_client_t *c, const char *admin_token, rdc_profile_t **out, size_t *n,
+                      rdc_error_t *err) {
+  if (out == NULL || n == NULL) return set_error(err, RDC_EINVAL, "out or n is NULL");
+  *out = NULL;
+  *n = 0;
+  if (c == NULL) return set_error(err, RDC_EINVAL, "no client (NULL)");
+  profiles_ctx_t ctx = {c, admin_token};
+  void *all;
+  int rc = fetch_all(profiles_page_fn, &ctx, sizeof(rdc_profile_t), "ListProfiles", &all, n,
+                     err);
+  if (rc != RDC_OK) return rc;
+  *out = all;
+  return ok(err);
 }
 
 void rdc_profiles_free(rdc_profile_t *profiles) { free(profiles); }

@@ -12,8 +12,8 @@
  *   code and a sentence: for a server error, the status details the server
  *   sent ("no workload abc"), so a program can show them verbatim.
  * - Outputs go into caller-provided structs and buffers. The only calls that
- *   allocate for the caller are rdc_list and rdc_server_info (variable-size
- *   answers) and rdc_policy_load (the network), each with its own free
+ *   allocate for the caller are the list calls (rdc_list*) and
+ *   rdc_server_info (variable-size answers) and rdc_policy_load (the network), each with its own free
  *   function. Internally a call allocates what gRPC needs and one buffer
  *   for the packed request.
  * - Every data call (insert, sample, update, train step, get weights) and
@@ -327,10 +327,26 @@ int rdc_register(rdc_client_t *c, const rdc_spec_t *spec, rdc_workload_t *out,
 /* One workload (no token). RDC_NOT_FOUND if there is none with this id. */
 int rdc_describe(rdc_client_t *c, const char *id, rdc_workload_t *out, rdc_error_t *err);
 
-/* All workloads (no tokens), in creation order: *out is an array of *n
- * items (NULL when *n is 0), to be freed with rdc_list_free. */
+/* All workloads (no tokens), in id order: *out is an array of *n items
+ * (NULL when *n is 0), to be freed with rdc_list_free. The server answers
+ * in pages (rdc_list_page); this fetches every page. A workload that stays
+ * registered during the call is listed exactly once; one registered or
+ * deleted meanwhile may or may not be. Errors also: RDC_EPROTO (a server
+ * whose pages do not advance, or more than a million items). */
 int rdc_list(rdc_client_t *c, rdc_workload_t **out, size_t *n, rdc_error_t *err);
 void rdc_list_free(rdc_workload_t *items);
+
+/* Paging (the proto's "Paging"): a page holds at most page_size items (0 =
+ * the server's default; the server caps it, and ends a page early rather
+ * than exceed its message limit) after page_token (NULL or "" = from the
+ * first). next_token, RDC_PAGE_TOKEN_MAX bytes, receives the token of the
+ * next page, or "" after the last. Tokens are opaque; one the server does
+ * not recognise is RDC_INVALID_ARGUMENT. */
+#define RDC_PAGE_TOKEN_MAX 1025 /* bytes with the NUL */
+
+/* One page of workloads, in id order; *out as rdc_list's (rdc_list_free). */
+int rdc_list_page(rdc_client_t *c, uint32_t page_size, const char *page_token,
+                  rdc_workload_t **out, size_t *n, char *next_token, rdc_error_t *err);
 
 /* Delete a workload with its token or the server's admin token. */
 int rdc_delete(rdc_client_t *c, const char *id, const char *token, rdc_error_t *err);
@@ -545,10 +561,15 @@ typedef struct {
   rdc_device_t *devices;
   size_t n_workloads;
   rdc_workload_t *workloads; /* no tokens */
+  size_t workload_count;     /* workloads the server holds (>= n_workloads) */
+  int workloads_truncated;   /* 1: workloads lists only the first (rdc_list has all) */
+  int devices_truncated;     /* 1: not every device fit the server's message limit */
 } rdc_server_info_t;
 
-/* Version, uptime, devices and every workload with its counters. *out is
- * one allocation, freed with rdc_server_info_free. */
+/* Version, uptime, devices, how many workloads there are and the first of
+ * them (by id; as many as the server's default page and its message limit
+ * allow) with their counters. *out is one allocation, freed with
+ * rdc_server_info_free. */
 int rdc_server_info(rdc_client_t *c, rdc_server_info_t **out, rdc_error_t *err);
 void rdc_server_info_free(rdc_server_info_t *info);
 
@@ -567,11 +588,15 @@ void rdc_devices_free(rdc_device_t *devices);
  * spec's shape; fpga_part: NULL or "" for none, else an assumed FPGA part
  * ("u200", "u250", "u280"); ignore_present: leave out the server's own
  * GPUs and FPGAs. The CPU's figures are the server's (measured within its
- * profiling bound, or from its profile store). Errors:
+ * profiling bound, or from its profile store, where they are kept): so a
+ * plan needs the server's admin token, as the profile calls do. Errors:
+ * RDC_UNAUTHENTICATED / RDC_PERMISSION_DENIED (no or another token),
  * RDC_INVALID_ARGUMENT (a bad spec, unknown part, malformed profile line,
- * no row for the shape), RDC_RESOURCE_EXHAUSTED (gpu_profiles too long). */
-int rdc_plan(rdc_client_t *c, const rdc_spec_t *spec, const void *gpu_profiles, size_t len,
-             const char *fpga_part, int ignore_present, rdc_placement_t *out, rdc_error_t *err);
+ * no row for the shape), RDC_RESOURCE_EXHAUSTED (gpu_profiles too long, or
+ * too many plans and registrations waiting). */
+int rdc_plan(rdc_client_t *c, const char *admin_token, const rdc_spec_t *spec,
+             const void *gpu_profiles, size_t len, const char *fpga_part, int ignore_present,
+             rdc_placement_t *out, rdc_error_t *err);
 
 /* One stored profile (the proto's Profile). */
 typedef struct {
@@ -593,11 +618,18 @@ typedef struct {
  * admin.token): RDC_UNAUTHENTICATED without one, RDC_PERMISSION_DENIED
  * for another. */
 
-/* Every stored profile: *out an array of *n (NULL when 0), freed with
- * rdc_profiles_free. */
+/* Every stored profile, in key order (device, algorithm, network, batch,
+ * capacity, fanout, build, primitive, threads): *out an array of *n (NULL
+ * when 0), freed with rdc_profiles_free. Fetches every page, as rdc_list. */
 int rdc_list_profiles(rdc_client_t *c, const char *admin_token, rdc_profile_t **out, size_t *n,
                       rdc_error_t *err);
 void rdc_profiles_free(rdc_profile_t *profiles);
+
+/* One page of them (paging: as rdc_list_page); *out freed with
+ * rdc_profiles_free. */
+int rdc_list_profiles_page(rdc_client_t *c, const char *admin_token, uint32_t page_size,
+                           const char *page_token, rdc_profile_t **out, size_t *n,
+                           char *next_token, rdc_error_t *err);
 
 /* Forget every profile; *removed (may be NULL) gets how many. */
 int rdc_clear_profiles(rdc_client_t *c, const char *admin_token, uint64_t *removed,

@@ -193,6 +193,94 @@ static void test_describe_and_list(void **state) {
   rdc_list_free(items);
 }
 
+static void read_admin_token(char *tok, size_t cap) {
+  char path[256];
+  snprintf(path, sizeof path, "%s/admin.token", state_dir);
+  FILE *f = fopen(path, "r");
+  assert_non_null(f);
+  assert_non_null(fgets(tok, (int)cap, f));
+  fclose(f);
+  tok[strcspn(tok, "\r\n")] = '\0';
+}
+
+/* Lists one page at a time (rdc_list_page, rdc_list_profiles_page) and
+ * whole (rdc_list, rdc_list_profiles): the same items, in order, once. */
+static void test_list_pages(void **state) {
+  (void)state;
+  char admin[RDC_TOKEN_MAX] = {0};
+  read_admin_token(admin, sizeof admin);
+  rdc_spec_t s;
+  spec(&s);
+  rdc_error_t e;
+  rdc_workload_t extra[5];
+  for (int i = 0; i < 5; i++) assert_int_equal(rdc_register(cli, &s, &extra[i], &e), RDC_OK);
+
+  rdc_workload_t *all, *page;
+  size_t n_all, n, seen = 0, pages = 0;
+  assert_int_equal(rdc_list(cli, &all, &n_all, &e), RDC_OK);
+  assert_int_equal(n_all, 6);
+  for (size_t i = 1; i < n_all; i++) assert_true(strcmp(all[i - 1].id, all[i].id) < 0);
+  char token[RDC_PAGE_TOKEN_MAX] = "", next[RDC_PAGE_TOKEN_MAX];
+  do {
+    assert_int_equal(rdc_list_page(cli, 2, token, &page, &n, next, &e), RDC_OK);
+    assert_true(n <= 2);
+    for (size_t i = 0; i < n; i++) assert_string_equal(page[i].id, all[seen + i].id);
+    seen += n;
+    pages++;
+    rdc_list_free(page);
+    memcpy(token, next, sizeof token);
+  } while (token[0] != '\0');
+  assert_int_equal(seen, 6);
+  assert_int_equal(pages, 3);
+  assert_int_equal(rdc_list_page(cli, 0, "not a token", &page, &n, next, &e),
+                   RDC_INVALID_ARGUMENT);
+  assert_non_null(strstr(e.msg, "page_token"));
+  assert_int_equal(rdc_list_page(cli, 0, NULL, &page, &n, NULL, &e), RDC_EINVAL);
+  rdc_list_free(all);
+  for (int i = 0; i < 5; i++) assert_int_equal(rdc_delete(cli, extra[i].id, admin, &e), RDC_OK);
+
+  /* Profiles: 12 imported, in pages of 5. */
+  char jsonl[12 * 400] = "";
+  for (int i = 0; i < 12; i++) {
+    size_t len = strlen(jsonl);
+    snprintf(jsonl + len, sizeof jsonl - len,
+             "{\"device\":\"cpu-00000000000000%02x\",\"primitive\":\"sample\",\"threads\":1,"
+             "\"batch\":%d,\"capacity\":1000,\"fanout\":16,\"algorithm\":\"none\","
+             "\"network\":\"\",\"build\":\"client test\",\"latency_s\":1e-06,\"reps\":3,"
+             "\"items\":1000,\"source\":\"measured\",\"measured_unix\":1700000000}\n",
+             i % 3, 1 + i);
+  }
+  uint64_t imported = 0;
+  assert_int_equal(rdc_import_profiles(cli, admin, jsonl, strlen(jsonl), &imported, &e), RDC_OK);
+  assert_int_equal(imported, 12);
+  rdc_profile_t *pall, *pp;
+  assert_int_equal(rdc_list_profiles(cli, admin, &pall, &n_all, &e), RDC_OK);
+  assert_int_equal(n_all, 12);
+  token[0] = '\0';
+  seen = pages = 0;
+  do {
+    assert_int_equal(rdc_list_profiles_page(cli, admin, 5, token, &pp, &n, next, &e), RDC_OK);
+    for (size_t i = 0; i < n; i++) {
+      assert_string_equal(pp[i].device, pall[seen + i].device);
+      assert_int_equal(pp[i].batch, pall[seen + i].batch);
+    }
+    seen += n;
+    pages++;
+    rdc_profiles_free(pp);
+    memcpy(token, next, sizeof token);
+  } while (token[0] != '\0');
+  assert_int_equal(seen, 12);
+  assert_int_equal(pages, 3);
+  /* Key order: device first, then batch. */
+  assert_string_equal(pall[0].device, "cpu-0000000000000000");
+  assert_int_equal(pall[0].batch, 1);
+  assert_int_equal(pall[1].batch, 4);
+  rdc_profiles_free(pall);
+  assert_int_equal(rdc_list_profiles_page(cli, NULL, 5, NULL, &pp, &n, next, &e),
+                   RDC_UNAUTHENTICATED);
+  assert_int_equal(rdc_clear_profiles(cli, admin, NULL, &e), RDC_OK);
+}
+
 static void test_tokens(void **state) {
   (void)state;
   rdc_error_t e;
@@ -388,6 +476,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_server_info),
       cmocka_unit_test(test_register),
       cmocka_unit_test(test_describe_and_list),
+      cmocka_unit_test(test_list_pages),
       cmocka_unit_test(test_tokens),
       cmocka_unit_test(test_insert_and_sample),
       cmocka_unit_test(test_update_and_stale),

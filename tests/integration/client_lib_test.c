@@ -362,6 +362,100 @@ static void test_list(void **state) {
   assert_null(items);
 }
 
+/* One page: the request carries page_size and page_token, the reply's
+ * next_page_token comes back. */
+static void test_list_page(void **state) {
+  (void)state;
+  Replayd__V1__Workload w1 = REPLAYD__V1__WORKLOAD__INIT;
+  w1.id = "id1";
+  Replayd__V1__Workload *wp[] = {&w1};
+  Replayd__V1__ListWorkloadsResponse r = REPLAYD__V1__LIST_WORKLOADS_RESPONSE__INIT;
+  r.n_workloads = 1;
+  r.workloads = wp;
+  r.next_page_token = "tok-2";
+  mock_reply_msg(&r.base);
+  rdc_workload_t *items;
+  size_t n;
+  rdc_error_t e;
+  char next[RDC_PAGE_TOKEN_MAX];
+  assert_int_equal(rdc_list_page(cli, 7, "tok-1", &items, &n, next, &e), RDC_OK);
+  assert_int_equal(n, 1);
+  assert_string_equal(items[0].id, "id1");
+  assert_string_equal(next, "tok-2");
+  rdc_list_free(items);
+  mock_seen_t seen;
+  mock_seen(&seen);
+  assert_string_equal(seen.method, "/replayd.v1.Replay/ListWorkloads");
+  Replayd__V1__ListWorkloadsRequest *q =
+      replayd__v1__list_workloads_request__unpack(NULL, seen.body_len, seen.body);
+  assert_non_null(q);
+  assert_int_equal(q->page_size, 7);
+  assert_string_equal(q->page_token, "tok-1");
+  replayd__v1__list_workloads_request__free_unpacked(q, NULL);
+
+  /* A token longer than the client holds. */
+  char longtok[RDC_PAGE_TOKEN_MAX + 1];
+  memset(longtok, 't', sizeof longtok - 1);
+  longtok[sizeof longtok - 1] = '\0';
+  r.next_page_token = longtok;
+  mock_reply_msg(&r.base);
+  assert_int_equal(rdc_list_page(cli, 0, NULL, &items, &n, next, &e), RDC_ETOOSMALL);
+  assert_null(items);
+  assert_int_equal(rdc_list_page(cli, 0, NULL, &items, &n, NULL, &e), RDC_EINVAL);
+}
+
+/* rdc_list fetches pages until the token is empty, and gives up on a
+ * server whose pages do not advance instead of asking forever. */
+static void test_list_pages_must_advance(void **state) {
+  (void)state;
+  Replayd__V1__Workload w1 = REPLAYD__V1__WORKLOAD__INIT;
+  w1.id = "id1";
+  Replayd__V1__Workload *wp[] = {&w1};
+  Replayd__V1__ListWorkloadsResponse r = REPLAYD__V1__LIST_WORKLOADS_RESPONSE__INIT;
+  r.n_workloads = 1;
+  r.workloads = wp;
+  r.next_page_token = "same";
+  mock_reply_msg(&r.base);
+  mock_seen_t before, after;
+  mock_seen(&before);
+  rdc_workload_t *items = (rdc_workload_t *)1;
+  size_t n = 5;
+  rdc_error_t e;
+  assert_int_equal(rdc_list(cli, &items, &n, &e), RDC_EPROTO);
+  assert_non_null(strstr(e.msg, "do not advance"));
+  assert_null(items);
+  assert_int_equal(n, 0);
+  mock_seen(&after);
+  assert_int_equal(after.calls - before.calls, 2); /* "" then "same", which came back */
+  Replayd__V1__ListWorkloadsRequest *q =
+      replayd__v1__list_workloads_request__unpack(NULL, after.body_len, after.body);
+  assert_non_null(q);
+  assert_string_equal(q->page_token, "same"); /* the second call resumed from the first */
+  replayd__v1__list_workloads_request__free_unpacked(q, NULL);
+
+  /* An empty page that is not the last. */
+  r.n_workloads = 0;
+  r.next_page_token = "more";
+  mock_reply_msg(&r.base);
+  assert_int_equal(rdc_list(cli, &items, &n, &e), RDC_EPROTO);
+  assert_non_null(strstr(e.msg, "empty page"));
+
+  /* The same for profiles. */
+  Replayd__V1__Profile p = REPLAYD__V1__PROFILE__INIT, *pp = &p;
+  p.device = "cpu-0011223344556677";
+  Replayd__V1__ListProfilesResponse pr = REPLAYD__V1__LIST_PROFILES_RESPONSE__INIT;
+  pr.n_profiles = 1;
+  pr.profiles = &pp;
+  pr.next_page_token = "same";
+  mock_reply_msg(&pr.base);
+  rdc_profile_t *profiles;
+  assert_int_equal(rdc_list_profiles(cli, "admin", &profiles, &n, &e), RDC_EPROTO);
+  assert_null(profiles);
+  mock_seen(&after);
+  assert_true(after.had_token);
+  assert_string_equal(after.token, "admin");
+}
+
 static void test_delete_sends_token(void **state) {
   (void)state;
   Replayd__V1__DeleteWorkloadResponse r = REPLAYD__V1__DELETE_WORKLOAD_RESPONSE__INIT;
@@ -662,6 +756,19 @@ static void test_server_info(void **state) {
   assert_string_equal(info->devices[1].status, "no driver");
   assert_int_equal(info->n_workloads, 1);
   assert_string_equal(info->workloads[0].id, "w1");
+  /* A server without the count: the list is every workload. */
+  assert_int_equal(info->workload_count, 1);
+  assert_false(info->workloads_truncated);
+  rdc_server_info_free(info);
+  r.workload_count = 40;
+  r.workloads_truncated = 1;
+  r.devices_truncated = 1;
+  mock_reply_msg(&r.base);
+  assert_int_equal(rdc_server_info(cli, &info, &e), RDC_OK);
+  assert_int_equal(info->n_workloads, 1);
+  assert_int_equal(info->workload_count, 40);
+  assert_true(info->workloads_truncated);
+  assert_true(info->devices_truncated);
   rdc_server_info_free(info);
   mock_seen_t seen;
   mock_seen(&seen);
@@ -882,6 +989,8 @@ int main(void) {
       cmocka_unit_test_setup(test_server_status_details, reset),
       cmocka_unit_test_setup(test_undecodable_reply, reset),
       cmocka_unit_test_setup(test_list, reset),
+      cmocka_unit_test_setup(test_list_page, reset),
+      cmocka_unit_test_setup(test_list_pages_must_advance, reset),
       cmocka_unit_test_setup(test_delete_sends_token, reset),
       cmocka_unit_test_setup(test_insert_batch, reset),
       cmocka_unit_test_setup(test_big_messages, reset),

@@ -60,6 +60,10 @@ class DseBase(unittest.TestCase):
         self.assertTrue(cm.exception.details())
         return cm.exception
 
+    def plan(self, req, **kw):
+        """Plan with the admin token (Plan measures and stores profiles)."""
+        return self.d.stub.Plan(req, metadata=self.admin(), **kw)
+
     def profiles(self):
         return list(self.d.stub.ListProfiles(pb.ListProfilesRequest(), metadata=self.admin(),
                                              timeout=10).profiles)
@@ -304,9 +308,24 @@ class TestProfiles(DseBase):
 
 
 class TestPlan(DseBase):
+    def test_plan_needs_the_admin_token(self):
+        """Plan measures and stores: without the admin token it is refused
+        before anything is profiled, and nothing is stored."""
+        spec = learner_spec(batch=64, hidden=(48, 48))
+        w = self.d.stub.RegisterWorkload(learner_spec(batch=32), timeout=30)
+        before = len(self.profiles())
+        self.assert_code(grpc.StatusCode.UNAUTHENTICATED, self.d.stub.Plan,
+                         pb.PlanRequest(spec=spec), timeout=30)
+        self.assert_code(grpc.StatusCode.PERMISSION_DENIED, self.d.stub.Plan,
+                         pb.PlanRequest(spec=spec), metadata=((TOKEN_KEY, w.token),),
+                         timeout=30)
+        self.assertEqual(len(self.profiles()), before, "a refused plan stored profiles")
+        self.assertTrue(self.plan(pb.PlanRequest(spec=spec), timeout=30).placement.mapping)
+        self.assertGreater(len(self.profiles()), before)
+
     def test_plan_fpga_and_gpu(self):
         spec = learner_spec(batch=64)
-        r = self.d.stub.Plan(pb.PlanRequest(spec=spec, fpga_part="u200"), timeout=30)
+        r = self.plan(pb.PlanRequest(spec=spec, fpga_part="u200"), timeout=30)
         p = r.placement
         self.assertEqual(p.table[2].device, "fpga")
         self.assertEqual(p.table[2].learner_source, "model")
@@ -323,11 +342,11 @@ class TestPlan(DseBase):
             if o["network"] != "dqn:4-64-64-2" or o["batch"] != 64:
                 continue
             o["device"] = "gpu-0123456789abcdef"
-            o["latency_s"] /= 100
+            o["latency_s"] = max(o["latency_s"] / 100, 1e-9)  # profile.h's floor
             rows.append(json.dumps(o))
         self.assertTrue(rows)
         gpu = ("\n".join(rows) + "\n").encode()
-        r = self.d.stub.Plan(pb.PlanRequest(spec=spec, gpu_profiles=gpu), timeout=30)
+        r = self.plan(pb.PlanRequest(spec=spec, gpu_profiles=gpu), timeout=30)
         p = r.placement
         self.assertTrue(p.mapping.startswith("G-"), p.mapping)
         self.assertEqual(p.table[1].learner_source, "assumed")
@@ -350,31 +369,31 @@ class TestPlan(DseBase):
     def test_bad_plans_change_nothing(self):
         spec = learner_spec()
         n = len(self.profiles())
-        e = self.assert_code(grpc.StatusCode.INVALID_ARGUMENT, self.d.stub.Plan,
+        e = self.assert_code(grpc.StatusCode.INVALID_ARGUMENT, self.plan,
                              pb.PlanRequest(spec=spec, fpga_part="u999"), timeout=10)
         self.assertIn("u999", e.details())
-        e = self.assert_code(grpc.StatusCode.INVALID_ARGUMENT, self.d.stub.Plan,
+        e = self.assert_code(grpc.StatusCode.INVALID_ARGUMENT, self.plan,
                              pb.PlanRequest(spec=spec, fpga_part="../etc/passwd"), timeout=10)
-        self.assert_code(grpc.StatusCode.INVALID_ARGUMENT, self.d.stub.Plan,
+        self.assert_code(grpc.StatusCode.INVALID_ARGUMENT, self.plan,
                          pb.PlanRequest(spec=spec, gpu_profiles=b"{oops\n"), timeout=10)
         other = ('{"device":"gpu-0123456789abcdef","primitive":"train","threads":1,"batch":8,'
                  '"capacity":100,"fanout":16,"algorithm":"dqn","network":"dqn:4-8-2",'
                  '"build":"x","latency_s":1e-05,"reps":1,"items":0,"source":"measured",'
                  '"measured_unix":1}\n').encode()
-        e = self.assert_code(grpc.StatusCode.INVALID_ARGUMENT, self.d.stub.Plan,
+        e = self.assert_code(grpc.StatusCode.INVALID_ARGUMENT, self.plan,
                              pb.PlanRequest(spec=spec, gpu_profiles=other), timeout=10)
         self.assertIn("no row for this workload's shape", e.details())
         cpu = other.replace(b'"gpu-', b'"cpu-')
-        e = self.assert_code(grpc.StatusCode.INVALID_ARGUMENT, self.d.stub.Plan,
+        e = self.assert_code(grpc.StatusCode.INVALID_ARGUMENT, self.plan,
                              pb.PlanRequest(spec=spec, gpu_profiles=cpu), timeout=10)
         self.assertIn("not a GPU", e.details())
-        self.assert_code(grpc.StatusCode.RESOURCE_EXHAUSTED, self.d.stub.Plan,
+        self.assert_code(grpc.StatusCode.RESOURCE_EXHAUSTED, self.plan,
                          pb.PlanRequest(spec=spec, gpu_profiles=b" " * (2 << 20)), timeout=10)
         plain = learner_spec()
         plain.ClearField("learner")
-        self.assert_code(grpc.StatusCode.INVALID_ARGUMENT, self.d.stub.Plan,
+        self.assert_code(grpc.StatusCode.INVALID_ARGUMENT, self.plan,
                          pb.PlanRequest(spec=plain), timeout=10)
-        self.assert_code(grpc.StatusCode.INVALID_ARGUMENT, self.d.stub.Plan,
+        self.assert_code(grpc.StatusCode.INVALID_ARGUMENT, self.plan,
                          pb.PlanRequest(), timeout=10)
         # Nothing was measured, stored or registered by any of them.
         self.assertEqual(len(self.profiles()), n)

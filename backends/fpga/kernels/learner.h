@@ -74,15 +74,13 @@
  * per tensor, max |fpga - cpu| <= TOL * max(1, max |cpu|):
  *  - one FW or BW (outputs, weight and input gradients): TOL = 1e-5;
  *    measured below 5e-7 (five networks up to 256 wide, DP 1..4);
- *  - 20 train-steps from the same seed and batches (every online, target
- *    and Adam tensor at the end; td_abs, losses, |delta| figures and the
- *    gradient norm at every step): TOL = 1e-3 (half the tests' lr).
- *    Measured on the suite's cases (DQN 4-64-64-2 and 4-64-64-3, DDPG
- *    3-32-32-2 / 5-32-32-1 and 3-32-32-1 / 4-48-1; hard and Polyak
- *    targets; clipped or not; DP 1..4; lr 1e-3..2e-3): parameters 5.7e-5,
- *    td_abs 6.7e-6, losses 2.5e-6. Over 100 seeds of the same cases at DP
- *    1..4 (against the CPU's AVX-512 GEMM; its SSE2 one alike): parameters
- *    mostly below 1.3e-4, worst 3.2e-4; td_abs worst 3.8e-4.
+ *  - 20 train-steps from the same seed and batches: every online, target
+ *    and Adam tensor at the end within TOL = 2e-4 (a fifth of one Adam
+ *    step at the tests' lr 1e-3..2e-3, so a weight that misses one update
+ *    fails); td_abs, losses, |delta| figures and the gradient norm at
+ *    every step within 2e-5. Both hold for the suite's seeds on every CPU
+ *    GEMM kernel with a margin of about 3; other seeds can drift further
+ *    (docs/benchmarks.md has the figures).
  * Why whole steps drift further than one pass. Adam divides by
  * sqrt(v) + eps: where a gradient element sums to nearly zero (|g| near
  * eps = 1e-8; e.g. 7e-10 on one side, 5e-10 on the other, both rounding
