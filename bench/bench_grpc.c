@@ -11,14 +11,18 @@
  *                every call's latency goes into the p50/p99.
  *   grpc.sample_p99_under_insert_load
  *                one thread calling Sample(batch 256) while L Insert streams
- *                (batch 64 each, one connection each) write as fast as the
- *                server takes them: the tail a sampler sees when hundreds of
- *                actors feed the same server (L = 0 is the quiet reference).
+ *                (batch 64 each, one connection each, in a process and
+ *                session of their own, as actors are) write as fast as the
+ *                server takes them: the tail a remote learner sees while
+ *                many actors feed the same server (L = 0: the quiet
+ *                reference). The daemon runs in a session of its own too,
+ *                as under systemd or in another terminal.
  * Baseline, measured in the same run: the same inserts and samples on an
  * in-process rd_table (baseline.table.insert / .sample), i.e. what the
  * data structure alone costs; the ratio is the price of the RPC path.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <math.h>
 #include <pthread.h>
 #include <signal.h>
@@ -49,9 +53,12 @@ typedef struct {
   const char *replayd;
   uint32_t load_streams[4]; /* grpc.sample_p99_under_insert_load's L values */
   uint32_t n_load;
+  int load_only; /* only the figures under insert load */
+  const char *daemon_args[8]; /* --daemon-arg: more flags for replayd */
+  int n_daemon_args;
 } opts_t;
 
-static opts_t O = {0, 2.0, 4, NULL, {0, 64}, 2};
+static opts_t O = {0, 2.0, 4, NULL, {0, 64}, 2, 0, {NULL}, 0};
 static char target[64];
 static rdc_workload_t wl;
 
@@ -99,10 +106,19 @@ static int start_daemon(void) {
   snprintf(log, sizeof log, "%s/replayd.log", state_dir);
   daemon_pid = fork();
   if (daemon_pid == 0) {
+    /* A session of its own, as a daemon has under systemd or in another
+     * terminal (the README's set-up): the scheduler then shares the CPUs
+     * between the daemon and this load generator's many threads by group,
+     * not thread by thread. */
+    setsid();
     FILE *f = freopen(log, "w", stderr);
     (void)f;
-    execl(O.replayd, O.replayd, "--listen", "127.0.0.1:0", "--state-dir", state_dir,
-          "--threads", "2", "--max-memory", "4G", (char *)NULL);
+    const char *args[32] = {O.replayd, "--listen", "127.0.0.1:0", "--state-dir", state_dir,
+                            "--threads", "2", "--max-memory", "4G"};
+    int n = 9;
+    for (int i = 0; i < O.n_daemon_args; i++) args[n++] = O.daemon_args[i];
+    args[n] = NULL;
+    execv(O.replayd, (char *const *)args);
     _exit(127);
   }
   for (int i = 0; i < 300; i++) { /* the port is in the log's "listening on" line */
@@ -263,22 +279,12 @@ static int cmp_double(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
-/* Run S workers of fn (and `load` insert workers of batch load_batch
- * beside them, whose items are not counted) for O.seconds; returns fn's
- * items/s (negative on failure). */
-static double run_loaded(void *(*fn)(void *), uint32_t batch, uint32_t streams, uint32_t load,
-                         uint32_t load_batch, double *p50, double *p99) {
-  job_t *jobs = calloc(streams + load, sizeof *jobs);
-  pthread_t *th = calloc(streams + load, sizeof *th);
+/* Run S workers for O.seconds; returns items/s (negative on failure). */
+static double run(void *(*fn)(void *), uint32_t batch, uint32_t streams, double *p50,
+                  double *p99) {
+  job_t *jobs = calloc(streams, sizeof *jobs);
+  pthread_t *th = calloc(streams, sizeof *th);
   double t0 = now_s();
-  /* The load first, so that the measured workers start under it. */
-  for (uint32_t i = streams; i < streams + load; i++) {
-    jobs[i].batch = load_batch;
-    jobs[i].t_end = t0 + O.seconds + 0.3;
-    pthread_create(&th[i], NULL, insert_worker, &jobs[i]);
-  }
-  if (load) usleep(300000);
-  t0 = now_s();
   for (uint32_t i = 0; i < streams; i++) {
     jobs[i].batch = batch;
     jobs[i].t_end = t0 + O.seconds;
@@ -294,10 +300,6 @@ static double run_loaded(void *(*fn)(void *), uint32_t batch, uint32_t streams, 
     failed |= jobs[i].failed;
   }
   double elapsed = now_s() - t0;
-  for (uint32_t i = streams; i < streams + load; i++) {
-    pthread_join(th[i], NULL);
-    failed |= jobs[i].failed;
-  }
   if (p50 && n_lat) {
     double *all = malloc(n_lat * sizeof *all);
     size_t k = 0;
@@ -316,9 +318,92 @@ static double run_loaded(void *(*fn)(void *), uint32_t batch, uint32_t streams, 
   return failed ? -1 : (double)items / elapsed;
 }
 
-static double run(void *(*fn)(void *), uint32_t batch, uint32_t streams, double *p50,
-                  double *p99) {
-  return run_loaded(fn, batch, streams, 0, 0, p50, p99);
+/* The insert load, in a process of its own: hundreds of actors are other
+ * processes (other machines, usually), and a sampler thread that shared a
+ * process with 64 busy insert threads would measure its own scheduling
+ * behind them, not the server. The child runs `--insert-load` below. */
+static pid_t start_load(const char *self, uint32_t streams, uint32_t batch, double seconds,
+                        int report_fd) {
+  char s_streams[16], s_batch[16], s_seconds[32], s_fd[16];
+  snprintf(s_fd, sizeof s_fd, "%d", report_fd);
+  snprintf(s_streams, sizeof s_streams, "%u", streams);
+  snprintf(s_batch, sizeof s_batch, "%u", batch);
+  snprintf(s_seconds, sizeof s_seconds, "%.3f", seconds);
+  fflush(NULL);
+  pid_t pid = fork();
+  if (pid == 0) {
+    setsid(); /* its own session, as actors started elsewhere have */
+    execl("/proc/self/exe", self, "--insert-load", target, wl.id, wl.token, s_streams, s_batch,
+          s_seconds, s_fd, (char *)NULL);
+    _exit(127);
+  }
+  return pid;
+}
+
+/* --insert-load TARGET ID TOKEN STREAMS BATCH SECONDS FD: the child's side;
+ * writes "ROWS SECONDS" (what the streams inserted) to FD at the end. */
+static int insert_load_main(char **a) {
+  snprintf(target, sizeof target, "%s", a[0]);
+  snprintf(wl.id, sizeof wl.id, "%s", a[1]);
+  snprintf(wl.token, sizeof wl.token, "%s", a[2]);
+  uint32_t streams = (uint32_t)atoi(a[3]), batch = (uint32_t)atoi(a[4]);
+  double seconds = atof(a[5]);
+  if (streams == 0 || streams > 512 || batch == 0 || seconds <= 0) return 2;
+  int fd = atoi(a[6]);
+  job_t *jobs = calloc(streams, sizeof *jobs);
+  pthread_t *th = calloc(streams, sizeof *th);
+  double t0 = now_s(), t_end = t0 + seconds;
+  for (uint32_t i = 0; i < streams; i++) {
+    jobs[i].batch = batch;
+    jobs[i].t_end = t_end;
+    pthread_create(&th[i], NULL, insert_worker, &jobs[i]);
+  }
+  int failed = 0;
+  uint64_t rows = 0;
+  for (uint32_t i = 0; i < streams; i++) {
+    pthread_join(th[i], NULL);
+    failed |= jobs[i].failed;
+    rows += jobs[i].items;
+  }
+  char msg[64];
+  int n = snprintf(msg, sizeof msg, "%" PRIu64 " %.6f\n", rows, now_s() - t0);
+  if (write(fd, msg, (size_t)n) != n) failed = 1;
+  free(jobs);
+  free(th);
+  return failed;
+}
+
+/* One sampler (batch 256) for O.seconds while `load` Insert streams of
+ * batch 64 write as fast as the server takes them; *insert_rate: what
+ * they inserted, transitions/s (0 without load). */
+static int sample_under_load(const char *self, uint32_t load, double *p50, double *p99,
+                             double *insert_rate) {
+  pid_t child = 0;
+  int fds[2] = {-1, -1};
+  *insert_rate = 0;
+  if (load) {
+    if (pipe(fds) != 0) return -1;
+    child = start_load(self, load, 64, O.seconds + 0.6, fds[1]);
+    close(fds[1]);
+    usleep(300000); /* the streams are open and writing before we sample */
+  }
+  double v = run(sample_worker, 256, 1, p50, p99);
+  if (child > 0) {
+    char buf[64] = "";
+    FILE *f = fdopen(fds[0], "r");
+    unsigned long long rows = 0;
+    double secs = 0;
+    if (f != NULL && fgets(buf, sizeof buf, f) != NULL && sscanf(buf, "%llu %lf", &rows, &secs) == 2
+        && secs > 0)
+      *insert_rate = (double)rows / secs;
+    if (f != NULL) fclose(f);
+    int st = 0;
+    if (waitpid(child, &st, 0) < 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+      fprintf(stderr, "bench_grpc: the insert load failed\n");
+      return -1;
+    }
+  }
+  return v < 0 ? -1 : 0;
 }
 
 /* ------------------------------------------------------------------ */
@@ -375,6 +460,7 @@ static void baseline(uint32_t capacity) {
 }
 
 int main(int argc, char **argv) {
+  if (argc == 9 && strcmp(argv[1], "--insert-load") == 0) return insert_load_main(argv + 2);
   int quick = 0;
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--json") == 0) O.json = 1;
@@ -382,6 +468,9 @@ int main(int argc, char **argv) {
     else if (strcmp(argv[i], "--replayd") == 0 && i + 1 < argc) O.replayd = argv[++i];
     else if (strcmp(argv[i], "--streams") == 0 && i + 1 < argc) O.streams = (uint32_t)atoi(argv[++i]);
     else if (strcmp(argv[i], "--seconds") == 0 && i + 1 < argc) O.seconds = atof(argv[++i]);
+    else if (strcmp(argv[i], "--load-only") == 0) O.load_only = 1;
+    else if (strcmp(argv[i], "--daemon-arg") == 0 && i + 1 < argc && O.n_daemon_args < 8)
+      O.daemon_args[O.n_daemon_args++] = argv[++i];
     else if (strcmp(argv[i], "--load-streams") == 0 && i + 1 < argc) {
       /* a comma-separated list of L, each 0..512 */
       O.n_load = 0;
@@ -389,7 +478,8 @@ int main(int argc, char **argv) {
         O.load_streams[O.n_load++] = (uint32_t)atoi(t);
     } else {
       fprintf(stderr, "usage: bench_grpc --replayd PATH [--json] [--quick] [--streams S] "
-                      "[--seconds T] [--load-streams L[,L...]]\n");
+                      "[--seconds T] [--load-streams L[,L...]] [--load-only] "
+                      "[--daemon-arg FLAG]...\n");
       return 2;
     }
   }
@@ -440,10 +530,16 @@ int main(int argc, char **argv) {
            O.seconds, ctime(&tt));
     printf("%-24s %6s %8s %16s\n", "name", "batch", "streams", "value");
   }
-  baseline(capacity);
   int rc = 0;
+  if (!O.load_only) baseline(capacity);
+  else { /* rows to sample from: half a second of one stream */
+    double secs = O.seconds;
+    O.seconds = 0.5;
+    if (run(insert_worker, 512, 1, NULL, NULL) < 0) rc = 1;
+    O.seconds = secs;
+  }
   const uint32_t batches[3] = {1, 64, 512};
-  for (int b = 0; b < 3; b++) {
+  for (int b = 0; b < (O.load_only ? 0 : 3); b++) {
     double v = run(insert_worker, batches[b], O.streams, NULL, NULL);
     if (v < 0) rc = 1;
     emit("grpc.insert", batches[b], O.streams, v, "transitions/s");
@@ -451,7 +547,7 @@ int main(int argc, char **argv) {
   /* Sample at 2 streams (one per core) and at --streams: on a small
    * machine the tail latency shows oversubscription, not service time. */
   uint32_t sample_streams[2] = {2, O.streams};
-  for (int k = 0; k < (O.streams == 2 ? 1 : 2); k++) {
+  for (int k = 0; k < (O.load_only ? 0 : O.streams == 2 ? 1 : 2); k++) {
     double p50 = 0, p99 = 0;
     double v = run(sample_worker, 512, sample_streams[k], &p50, &p99);
     if (v < 0) rc = 1;
@@ -462,11 +558,14 @@ int main(int argc, char **argv) {
   /* One sampler under L insert streams. Its own latency, not throughput:
    * the streams take the rest of the machine. */
   for (uint32_t k = 0; k < O.n_load; k++) {
-    double p50 = 0, p99 = 0;
-    double v = run_loaded(sample_worker, 256, 1, O.load_streams[k], 64, &p50, &p99);
-    if (v < 0) rc = 1;
+    double p50 = 0, p99 = 0, inserted = 0;
+    if (sample_under_load(argv[0], O.load_streams[k], &p50, &p99, &inserted) != 0) rc = 1;
     emit("grpc.sample_p50_under_insert_load", 256, O.load_streams[k], p50 * 1e3, "ms");
     emit("grpc.sample_p99_under_insert_load", 256, O.load_streams[k], p99 * 1e3, "ms");
+    /* What the streams got through meanwhile: latency is not bought by
+     * starving the actors. */
+    if (O.load_streams[k]) emit("grpc.insert_under_sample_load", 64, O.load_streams[k], inserted,
+                                "transitions/s");
   }
   stop_daemon();
   return rc;

@@ -53,6 +53,9 @@ static const cfg_key_t keys[] = {
      "log to this file (reopened on SIGHUP); empty = stderr"},
     {"log-level", K_LEVEL, FIELD(log_level), 0, 0, false, "debug, info, warn or error"},
     {"threads", K_COUNT, FIELD(threads), 1, 64, false, "completion-queue threads"},
+    {"ingest-threads", K_COUNT, FIELD(ingest_threads), 0, 64, false,
+     "threads that apply inserts, at a lower priority than every other\n"
+     "                             call; 0 = the completion-queue threads do"},
     {"shutdown-grace-ms", K_COUNT, FIELD(shutdown_grace_ms), 0, 600000, false,
      "on SIGTERM, how long calls in flight may finish before the rest\n"
      "                             are cancelled (milliseconds)"},
@@ -124,6 +127,7 @@ void rd_config_defaults(rd_config_t *c) {
   snprintf(c->listen, sizeof c->listen, "%s", "127.0.0.1:50051");
   c->log_level = RD_LOG_INFO;
   c->threads = 2;
+  c->ingest_threads = 2;
   c->shutdown_grace_ms = 10000;
   c->max_message_bytes = 64u << 20;
   c->max_batch = 65536;

@@ -58,6 +58,8 @@ const char *rd_method_path(rd_method_t m) { return method_paths[m]; }
 rd_run_t rd_method_run(rd_method_t m) {
   switch (m) {
   case RD_M_TRAIN_STEP: return RD_RUN_TRAIN;
+  case RD_M_INSERT:
+  case RD_M_INSERT_BATCH: return RD_RUN_INGEST;
   case RD_M_REGISTER:
   case RD_M_PLAN: return RD_RUN_PLACEMENT;
   case RD_M_DELETE:

@@ -44,13 +44,14 @@ const char *rd_method_path(rd_method_t m);
  * queue threads; whatever can take long goes to a bounded job queue
  * (jobs.h), so that no call can stall the others. */
 typedef enum {
-  RD_RUN_INLINE = 0, /* data calls and reads: on the completion-queue thread */
+  RD_RUN_INLINE = 0, /* samples, updates, reads: on the completion-queue thread */
   RD_RUN_TRAIN,      /* TrainStep: the handler starts it, a pipeline thread answers */
   RD_RUN_PLACEMENT,  /* profiles and maps (Register, Plan): one at a time */
   RD_RUN_CONTROL,    /* control-plane writes that fsync or stop threads (Delete, profiles) */
+  RD_RUN_INGEST,     /* inserts (and each Insert stream message): at a lower priority */
 } rd_run_t;
 #define RD_RUN_QUEUE_FIRST RD_RUN_PLACEMENT
-#define RD_RUN_QUEUES 2
+#define RD_RUN_QUEUES 3
 rd_run_t rd_method_run(rd_method_t m);
 
 /* Bounds on what a client can make the server hold for the profile RPCs

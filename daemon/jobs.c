@@ -10,6 +10,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "log.h"
 
@@ -26,12 +29,17 @@ struct rd_jobs {
   uint32_t cap, head, count; /* waiting jobs: ring[head .. head + count) mod cap */
   uint32_t running;
   bool stopping;
+  int nice;
   uint32_t n_threads;
   pthread_t *threads;
 };
 
 static void *runner(void *arg) {
   rd_jobs_t *q = arg;
+  /* Raising one's own nice needs no privilege, and on Linux it applies to
+   * this thread alone. Without it the work only competes evenly. */
+  if (q->nice > 0 && setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), q->nice) != 0)
+    rd_log_warn("jobs", "%s: could not lower a runner's priority; it competes evenly", q->name);
   pthread_mutex_lock(&q->mu);
   for (;;) {
     while (q->count == 0 && !q->stopping) pthread_cond_wait(&q->cv, &q->mu);
@@ -50,13 +58,14 @@ static void *runner(void *arg) {
 }
 
 int rd_jobs_create(rd_jobs_t **out, const char *name, uint32_t threads, uint32_t max_waiting,
-                   rd_error_t *err) {
+                   int nice, rd_error_t *err) {
   if (threads == 0 || max_waiting == 0)
     return rd_error_set(err, RD_EINVAL, "a job queue needs at least one thread and one slot");
   rd_jobs_t *q = calloc(1, sizeof *q);
   if (q == NULL) return rd_error_set(err, RD_ENOMEM, "out of memory for job queue %s", name);
   snprintf(q->name, sizeof q->name, "%s", name);
   q->cap = max_waiting;
+  q->nice = nice;
   q->ring = calloc(max_waiting, sizeof *q->ring);
   q->threads = calloc(threads, sizeof *q->threads);
   if (q->ring == NULL || q->threads == NULL) {

@@ -22,9 +22,11 @@ typedef struct rd_jobs rd_jobs_t;
 typedef void (*rd_job_fn)(void *arg, int cancelled);
 
 /* threads >= 1 runners; at most max_waiting jobs queued beyond the ones
- * running. name appears in log lines and errors. */
+ * running. name appears in log lines and errors. nice > 0 lowers the
+ * runners' scheduling priority by that much (per thread; 0 leaves it), so
+ * that their work yields the CPU to the daemon's other threads. */
 int rd_jobs_create(rd_jobs_t **out, const char *name, uint32_t threads, uint32_t max_waiting,
-                   rd_error_t *err);
+                   int nice, rd_error_t *err);
 
 /* Queue fn(arg). RD_EBUSY when max_waiting jobs already wait, RD_ECANCELED
  * once the queue is stopping; the job is not taken then (the caller still

@@ -25,6 +25,7 @@
 #include <grpc/grpc_security.h>
 #include <grpc/support/alloc.h>
 #include <grpc/support/time.h>
+#include <inttypes.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -48,6 +49,19 @@
 #define CONTROL_THREADS 2
 #define CONTROL_WAITING 32
 #define QUEUED_BYTES_FACTOR 2
+
+/* Inserts (InsertBatch, and each message of an Insert stream) are decoded
+ * and applied on --ingest-threads runners at this much lower a priority
+ * (nice, per thread): the completion-queue threads only move bytes and
+ * dispatch, so a flood of actors' inserts takes what CPU is left after
+ * samples, updates and train-steps instead of queueing them behind itself.
+ * CFS weight 110 against 1024: inserts still get about a tenth of a
+ * contended CPU, never nothing. A stream has at most one message waiting,
+ * so INGEST_WAITING bounds the queue by the streams; past it (or past the
+ * queued-bytes budget) a message is applied on the completion-queue thread
+ * as before, never refused. */
+#define INGEST_NICE 10
+#define INGEST_WAITING 8192
 
 typedef enum { ST_NEW, ST_READING, ST_FINISHING } call_state_t;
 
@@ -91,7 +105,7 @@ struct rd_server {
   atomic_bool cancelling;
   atomic_uint_fast64_t calls_started;
   atomic_int calls_active; /* matched calls not yet freed */
-  /* Request bytes held by calls waiting on a job queue: at most
+  /* Request bytes held by unary calls waiting on a job queue: at most
    * QUEUED_BYTES_FACTOR messages' worth, whatever the queues' lengths. */
   atomic_size_t queued_bytes;
   grpc_completion_queue *shutdown_cq;
@@ -294,6 +308,9 @@ static int enqueue(call_t *c, rd_jobs_t *jobs, grpc_slice body, rd_reply_t *r) {
 /* Serving events                                                      */
 /* ------------------------------------------------------------------ */
 
+static void stream_message(call_t *c);
+static void stream_message_job(void *arg, int cancelled);
+
 static void on_event(call_t *c, bool ok) {
   rd_server_t *s = c->srv;
   rd_reply_t r;
@@ -330,13 +347,14 @@ static void on_event(call_t *c, bool ok) {
         grpc_slice_unref(body);
         if (!later) finish(c, &r);
         /* else: the call waits, touched by no thread, until train_done */
-      } else if (run != RD_RUN_INLINE) {
-        if (!enqueue(c, s->jobs[run - RD_RUN_QUEUE_FIRST], body, &r)) {
-          grpc_slice_unref(body);
-          finish(c, &r);
-        }
-        /* else: the call waits, touched by no thread, until run_queued */
-      } else {
+      } else if (run != RD_RUN_INLINE && s->jobs[run - RD_RUN_QUEUE_FIRST] != NULL &&
+                 enqueue(c, s->jobs[run - RD_RUN_QUEUE_FIRST], body, &r)) {
+        /* the call waits, touched by no thread, until run_queued */
+      } else if (run != RD_RUN_INLINE && run != RD_RUN_INGEST) { /* refused: r says why */
+        grpc_slice_unref(body);
+        finish(c, &r);
+      } else { /* inline, or an insert its full queue left here */
+        memset(&r, 0, sizeof r);
         rd_handle_unary(s->ctx, (rd_method_t)c->method, &c->md, GRPC_SLICE_START_PTR(body),
                         GRPC_SLICE_LENGTH(body), &r);
         grpc_slice_unref(body);
@@ -356,27 +374,51 @@ static void on_event(call_t *c, bool ok) {
       finish(c, &r);
       return;
     }
-    grpc_slice body;
-    int readable = read_body(c, c->payload, &body, &r);
-    grpc_byte_buffer_destroy(c->payload);
-    c->payload = NULL;
-    if (!readable) {
-      finish(c, &r);
-      return;
-    }
-    int stop = rd_handle_insert_message(s->ctx, &c->stream, &c->md, GRPC_SLICE_START_PTR(body),
-                                        GRPC_SLICE_LENGTH(body), &r);
-    grpc_slice_unref(body);
-    if (stop)
-      finish(c, &r);
-    else
-      start_read(c);
+    rd_jobs_t *ingest = s->jobs[RD_RUN_INGEST - RD_RUN_QUEUE_FIRST];
+    if (ingest == NULL || rd_jobs_submit(ingest, stream_message_job, c, NULL) != RD_OK)
+      stream_message(c); /* no ingest threads, or their queue is full */
     return;
   }
   case ST_FINISHING:
     call_free(c);
     return;
   }
+}
+
+/* One message of an Insert stream (c->payload): applied, then the next one
+ * is read, or the call finishes with the handler's status. */
+static void stream_message(call_t *c) {
+  rd_reply_t r;
+  memset(&r, 0, sizeof r);
+  grpc_slice body;
+  int readable = read_body(c, c->payload, &body, &r);
+  grpc_byte_buffer_destroy(c->payload);
+  c->payload = NULL;
+  if (!readable) {
+    finish(c, &r);
+    return;
+  }
+  int stop = rd_handle_insert_message(c->srv->ctx, &c->stream, &c->md,
+                                      GRPC_SLICE_START_PTR(body), GRPC_SLICE_LENGTH(body), &r);
+  grpc_slice_unref(body);
+  if (stop)
+    finish(c, &r);
+  else
+    start_read(c);
+}
+
+static void stream_message_job(void *arg, int cancelled) {
+  call_t *c = arg;
+  if (!cancelled) {
+    stream_message(c);
+    return;
+  }
+  rd_reply_t r;
+  memset(&r, 0, sizeof r);
+  r.status = GRPC_STATUS_UNAVAILABLE;
+  snprintf(r.message, sizeof r.message, "the server is shutting down; %" PRIu64 " rows of this "
+           "stream were inserted", c->stream.inserted);
+  finish(c, &r);
 }
 
 static void *worker_main(void *arg) {
@@ -422,10 +464,13 @@ int rd_server_start(rd_server_t **out, const rd_config_t *cfg, rd_handler_ctx_t 
   args[1].value.integer = (int)cfg->max_message_bytes;
   grpc_channel_args chargs = {4, args};
   int rc = rd_jobs_create(&s->jobs[RD_RUN_PLACEMENT - RD_RUN_QUEUE_FIRST], "placement",
-                          PLACEMENT_THREADS, PLACEMENT_WAITING, err);
+                          PLACEMENT_THREADS, PLACEMENT_WAITING, 0, err);
   if (rc == RD_OK)
     rc = rd_jobs_create(&s->jobs[RD_RUN_CONTROL - RD_RUN_QUEUE_FIRST], "control",
-                        CONTROL_THREADS, CONTROL_WAITING, err);
+                        CONTROL_THREADS, CONTROL_WAITING, 0, err);
+  if (rc == RD_OK && cfg->ingest_threads > 0)
+    rc = rd_jobs_create(&s->jobs[RD_RUN_INGEST - RD_RUN_QUEUE_FIRST], "ingest",
+                        cfg->ingest_threads, INGEST_WAITING, INGEST_NICE, err);
   if (rc != RD_OK) {
     for (int q = 0; q < RD_RUN_QUEUES; q++)
       if (s->jobs[q]) rd_jobs_stop(s->jobs[q]);
@@ -457,7 +502,8 @@ int rd_server_start(rd_server_t **out, const rd_config_t *cfg, rd_handler_ctx_t 
     grpc_completion_queue_shutdown(s->shutdown_cq);
     grpc_completion_queue_destroy(s->shutdown_cq);
     grpc_server_destroy(s->server);
-    for (int q = 0; q < RD_RUN_QUEUES; q++) rd_jobs_stop(s->jobs[q]);
+    for (int q = 0; q < RD_RUN_QUEUES; q++)
+      if (s->jobs[q]) rd_jobs_stop(s->jobs[q]);
     free(s);
     return rd_error_set(err, RD_EINVAL,
                         "cannot listen on %s (address in use, or not a host:port?)", cfg->listen);
@@ -534,7 +580,7 @@ int rd_server_stop(rd_server_t *s, double grace_s) {
     grpc_server_cancel_all_calls(s->server);
   }
   for (int q = 0; q < RD_RUN_QUEUES; q++) {
-    rd_jobs_stop(s->jobs[q]);
+    if (s->jobs[q]) rd_jobs_stop(s->jobs[q]);
     s->jobs[q] = NULL;
   }
   gpr_timespec last = gpr_time_add(gpr_now(GPR_CLOCK_REALTIME),

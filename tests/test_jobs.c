@@ -62,7 +62,7 @@ static void test_bounds_and_threads(void **state) {
   gate_init(&g);
   rd_jobs_t *q;
   rd_error_t err;
-  assert_int_equal(rd_jobs_create(&q, "test", 2, 3, &err), RD_OK);
+  assert_int_equal(rd_jobs_create(&q, "test", 2, 3, 0, &err), RD_OK);
   /* Two run at once (two threads), three wait, the sixth is refused. */
   for (int i = 0; i < 2; i++) assert_int_equal(rd_jobs_submit(q, gated_job, &g, &err), RD_OK);
   wait_running(&g, 2);
@@ -95,7 +95,7 @@ static void test_stop_cancels_waiting_and_waits_for_running(void **state) {
   gate_t g;
   gate_init(&g);
   rd_jobs_t *q;
-  assert_int_equal(rd_jobs_create(&q, "test", 1, 4, NULL), RD_OK);
+  assert_int_equal(rd_jobs_create(&q, "test", 1, 4, 0, NULL), RD_OK);
   assert_int_equal(rd_jobs_submit(q, gated_job, &g, NULL), RD_OK);
   wait_running(&g, 1);
   for (int i = 0; i < 4; i++) assert_int_equal(rd_jobs_submit(q, gated_job, &g, NULL), RD_OK);
@@ -115,8 +115,8 @@ static void test_bad_arguments(void **state) {
   (void)state;
   rd_jobs_t *q;
   rd_error_t err;
-  assert_int_equal(rd_jobs_create(&q, "x", 0, 1, &err), RD_EINVAL);
-  assert_int_equal(rd_jobs_create(&q, "x", 1, 0, &err), RD_EINVAL);
+  assert_int_equal(rd_jobs_create(&q, "x", 0, 1, 0, &err), RD_EINVAL);
+  assert_int_equal(rd_jobs_create(&q, "x", 1, 0, 0, &err), RD_EINVAL);
 }
 
 int main(void) {
