@@ -28,7 +28,7 @@
  *      formula for the same shape at S = 1;
  *    - the learner kernel's train-step (lrn_train_step, with the host
  *      mapping of backends/fpga/learner_host.h and the per-step checks of
- *      daemon/learner_backend_fpga.c, whose "C-sim device" this is),
+ *      daemon/learn/learner_backend_fpga.c, whose "C-sim device" this is),
  *      against the CPU learner (rd_learner_step, one thread) on the same
  *      batches in the same run (baseline.cpu.learner_step_us).
  *    These are CPU timings of C code written for an FPGA. They say how fast
@@ -243,7 +243,7 @@ static uint64_t res_get(const rd_fpga_res_t *r, int i) {
 }
 
 /* The model's workload for a shape: the networks as the daemon's mapper
- * builds them (daemon/placement.c rd_placement_fpga_workload: the learner
+ * builds them (daemon/dse/placement.c rd_placement_fpga_workload: the learner
  * config's policy and critic specs), everything else the model's default
  * (fp32, Adam, the part's clock, the RMM in one SLR and the learner in the
  * rest). */
@@ -286,7 +286,7 @@ static void model_point(const opts_t *o, const rd_fpga_part_t *p, const shape_t 
   rd_error_clear(&rerr);
   rd_error_clear(&lerr);
   /* The RMM alone first: an RMM that fits keeps its figures when the
-   * learner does not (as the mapper's table, daemon/placement.c). */
+   * learner does not (as the mapper's table, daemon/dse/placement.c). */
   rd_fpga_rmm_est_t r;
   const bool rmm_ok = rd_fpga_model_rmm(p, &w, &r, &rerr) == RD_OK;
   rd_fpga_estimate_t e;
@@ -296,7 +296,7 @@ static void model_point(const opts_t *o, const rd_fpga_part_t *p, const shape_t 
         s->name, batch, r.s, e.rmm.s);
   const double t_rmm = rmm_ok ? r.sample_s + r.update_s : 0;
   const double t_l = est_ok ? e.learner.step_s : 0;
-  /* F-F-F as the mapper predicts it (daemon/mapper.h): relaxed pipeline
+  /* F-F-F as the mapper predicts it (daemon/dse/mapper.h): relaxed pipeline
    * (D > 0), learner and RMM on their own SLRs, 1 / max(T_L, T_RMM);
    * strict loop (D = 0), 1 / (T_L + T_RMM), transfers left out. */
   const double gps = t_l > t_rmm ? 1 / t_l : 1 / t_rmm;
@@ -798,7 +798,7 @@ static void run_csim_rmm(const opts_t *o, FILE *info) {
 /* ------------------------------------------------------------------ */
 
 
-/* The learner kernel's buffers, as daemon/learner_backend_fpga.c keeps
+/* The learner kernel's buffers, as daemon/learn/learner_backend_fpga.c keeps
  * them (its "board buffers": host memory in C-simulation). */
 typedef struct {
   rd_learner_config_t c;

@@ -1,5 +1,5 @@
 /* bench_loop.c - gradient steps per second of the whole hosted-learner loop
- * (daemon/pipeline.h: sample, gather, train, priority update) as a fraction
+ * (daemon/learn/pipeline.h: sample, gather, train, priority update) as a fraction
  * of the learner's own.
  *
  * Issue 4 (papers/001 §V, §VII-A/B): the pipeline's sampler, storage and
@@ -129,7 +129,7 @@ static void usage(FILE *f) {
       "usage: bench_loop [--json] [--quick] [--shape NAME] [--batch B] [--threads T]\n"
       "                  [--depth D] [--pin CPU] [--time-ms MS]\n"
       "\n"
-      "Gradient steps per second of the hosted learner's whole loop (daemon/pipeline.h:\n"
+      "Gradient steps per second of the hosted learner's whole loop (daemon/learn/pipeline.h:\n"
       "sample + gather + train + priority update) against the learner alone, on the\n"
       "shapes of papers/001 Table III. Target: loop >= 0.95 x learner-only at D = 50.\n"
       "\n"

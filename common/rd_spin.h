@@ -9,8 +9,8 @@
  * microseconds therefore watches a counter for a while before it sleeps;
  * a partner that takes longer finds it asleep, as before.
  *
- * The rule (rd_spin_plan), shared by the pipeline (daemon/pipeline.c) and
- * its profile (daemon/profile.c, so that the model predicts the loop that
+ * The rule (rd_spin_plan), shared by the pipeline (daemon/learn/pipeline.c) and
+ * its profile (daemon/dse/profile.c, so that the model predicts the loop that
  * runs): a wait expected to take at most RD_SPIN_MAX_S is spun for at
  * most twice that plus RD_SPIN_SLACK_S. A longer one, up to
  * RD_SPIN_SLEEP_MAX_S, is slept (timed) until RD_SPIN_LEAD_S before its

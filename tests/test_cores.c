@@ -1,5 +1,5 @@
 /* test_cores.c - which CPUs a workload's pipeline threads run on
- * (daemon/cores.h): the assignment rule by hand-made loads, the CPUs a
+ * (daemon/learn/cores.h): the assignment rule by hand-made loads, the CPUs a
  * profile measures each thread count on, the pin's text, and pinning the
  * calling thread for real. */
 #define _GNU_SOURCE /* sched_getcpu, pthread_getaffinity_np */

@@ -1,4 +1,4 @@
-/* test_jobs.c - the bounded job queues (daemon/jobs.h). */
+/* test_jobs.c - the bounded job queues (daemon/core/jobs.h). */
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>

@@ -1,5 +1,5 @@
 /* test_learner_backend.c - the learner backend interface
- * (daemon/learner_backend.h) and what the pipeline does when a backend's
+ * (daemon/learn/learner_backend.h) and what the pipeline does when a backend's
  * device fails (pipeline.h, "Learner backends"): a fake GPU backend fails
  * at init or in a step; the device is marked unusable and the workload goes
  * on with the CPU learner (from the last published weights mid-training).

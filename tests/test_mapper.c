@@ -1,4 +1,4 @@
-/* test_mapper.c - papers/001 Algorithm 3 (daemon/mapper.h) against the
+/* test_mapper.c - papers/001 Algorithm 3 (daemon/dse/mapper.h) against the
  * mappings of the paper's Table V, the GPU-sharing prune, the storage
  * placement rule, the tie rules, absent devices and bad tables.
  *

@@ -1,4 +1,4 @@
-/* test_paging.c - pages of the list RPCs (daemon/paging.h): page sizes,
+/* test_paging.c - pages of the list RPCs (daemon/rpc/paging.h): page sizes,
  * the byte budget of a page, page tokens, and the keyset listings behind
  * them (rd_registry_list_after, rd_store_list_profiles_after) under
  * registrations, deletes and imports between pages. */

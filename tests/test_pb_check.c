@@ -1,5 +1,5 @@
 /* test_pb_check.c - the wire walk that checks a request's strings before
- * protobuf-c unpacks it (daemon/pb_check.h): hand-built wire bytes for
+ * protobuf-c unpacks it (daemon/rpc/pb_check.h): hand-built wire bytes for
  * each rule and each way the bytes can be wrong, agreement with
  * protobuf-c's unpack where the two could differ, and random bytes and
  * mutations of valid requests (every buffer exactly its length, so the

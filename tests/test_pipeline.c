@@ -1,5 +1,5 @@
 /* test_pipeline.c - the hosted learner's sampler/storage/learner units
- * (daemon/pipeline.h): strict and relaxed dependency, collision-free
+ * (daemon/learn/pipeline.h): strict and relaxed dependency, collision-free
  * inserts under concurrent writers, TrainStep requests (done, deadline,
  * busy, not enough data, stop), continuous mode, and double-buffered
  * weights read while the learner publishes. Runs under TSan in CI.

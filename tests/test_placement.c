@@ -1,4 +1,4 @@
-/* test_placement.c - what runs a mapping to an FPGA (daemon/placement.c):
+/* test_placement.c - what runs a mapping to an FPGA (daemon/dse/placement.c):
  * the decision rd_placement_fpga_run over fake device entries (an XRT
  * board, XRT's no-op shim, the C-simulation FPGA, an assumed part), the
  * ops a mapping gets from it (rd_placement_run_mapping), the fpga-xclbin

@@ -1,5 +1,5 @@
 /* test_rpc_body.c - request bodies inflated within the message limit
- * (daemon/rpc_body.h): the compression-bomb guard. */
+ * (daemon/rpc/rpc_body.h): the compression-bomb guard. */
 #include <grpc/byte_buffer.h>
 #include <grpc/grpc.h>
 #include <grpc/slice.h>

@@ -117,7 +117,7 @@ class TestRegistration(DseBase):
         self.assertFalse(w3.HasField("placement"))
 
     def test_pipeline_threads_pinned(self):
-        """daemon/cores.h: each learner workload's learner and sampler threads
+        """daemon/learn/cores.h: each learner workload's learner and sampler threads
         are pinned to the daemon's least-used CPUs, the placement says where,
         and the threads really run there."""
         allowed = sorted(os.sched_getaffinity(self.d.proc.pid))

@@ -717,7 +717,7 @@ static int gather_call(void *p, rd_error_t *err) {
 }
 
 /* Two threads joined by two bounded queues of batch slots under one mutex,
- * as daemon/pipeline.c's sampler and learner: the producer fills a free
+ * as daemon/learn/pipeline.c's sampler and learner: the producer fills a free
  * slot's batch (B rows), the consumer reads it and writes B |delta|, the
  * producer reads those before it fills the slot again. Each side signals
  * the other only when it may be asleep on an empty queue. The calling

@@ -60,7 +60,7 @@
  * cpu_cores 0 the rule is off (the paper's machine: 1/max).
  *
  * Pipeline costs. The paper's model counts the primitives only. The
- * pipeline the daemon runs (daemon/pipeline.c: learner, RMM and storage
+ * pipeline the daemon runs (daemon/learn/pipeline.c: learner, RMM and storage
  * all on the CPU, the storage's gather on the sampler's thread) also pays
  * for the gather (T_G) and for handing batches between its two threads:
  * T_H per step in the strict loop (a wake-up each way and the batch

@@ -157,7 +157,7 @@ typedef enum {
   RD_PRIM_SAMPLE = 0, /* batched prioritized sample: keys, probabilities, IS weights */
   RD_PRIM_UPDATE = 1, /* batched priority update */
   RD_PRIM_TRAIN = 2,  /* one train-step of the hosted learner */
-  /* The CPU pipeline's own costs (daemon/pipeline.c), hosted learners only;
+  /* The CPU pipeline's own costs (daemon/learn/pipeline.c), hosted learners only;
    * measured once, at the first thread count: */
   RD_PRIM_GATHER = 3,  /* gather B rows of the workload's row size */
   RD_PRIM_HANDOFF = 4, /* a batch to the learner's thread and its |delta| back, strict loop */
