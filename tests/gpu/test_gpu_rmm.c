@@ -144,15 +144,29 @@ static void test_same_as_cpu(void **state) {
 /* A storage shares its table's tree stream when both are this GPU's, on
  * the same device and device calls. */
 typedef struct {
-  void *tree_seen;
-  int calls;
+  void *tree_seen;   /* the tree the last rows were given */
+  void *tree_freed;  /* the last tree freed */
+  int rows_alive;
 } share_t;
 static share_t g_share;
 static int spy_rows_init(void **out, int device, void *tree, uint32_t nrows, uint32_t row_bytes,
                          uint32_t max_batch, rd_error_t *err) {
   g_share.tree_seen = tree;
-  g_share.calls++;
-  return rmm_check_host_dev.rows_init(out, device, tree, nrows, row_bytes, max_batch, err);
+  int rc = rmm_check_host_dev.rows_init(out, device, tree, nrows, row_bytes, max_batch, err);
+  g_share.rows_alive += rc == RD_OK;
+  return rc;
+}
+static void spy_rows_free(void *rows) {
+  g_share.rows_alive--;
+  rmm_check_host_dev.rows_free(rows);
+}
+/* Rows that share a tree's stream go first: the tree must not be freed
+ * while they live. */
+static void spy_tree_free(void *tree) {
+  if (g_share.rows_alive > 0 && tree == g_share.tree_seen)
+    fail_msg("a tree freed before the rows on its stream");
+  g_share.tree_freed = tree;
+  rmm_check_host_dev.tree_free(tree);
 }
 
 static void table_config(rd_table_config_t *c, uint32_t capacity) {
@@ -172,7 +186,10 @@ static void test_one_stream_per_table(void **state) {
   (void)state;
   rd_gpu_dev_ops_t spy = rmm_check_host_dev, other = rmm_check_host_dev;
   spy.rows_init = spy_rows_init;
+  spy.rows_free = spy_rows_free;
+  spy.tree_free = spy_tree_free;
   other.rows_init = spy_rows_init;
+  other.rows_free = spy_rows_free;
   const rd_rmm_ops_t *rmm;
   const rd_storage_ops_t *st;
   rd_table_config_t c;
@@ -191,6 +208,14 @@ static void test_one_stream_per_table(void **state) {
   assert_true(info.shares_stream);
   assert_string_equal(rd_table_storage_name(&t), "gpu0");
   assert_string_equal(rd_table_rmm_name(&t), "gpu0");
+  rd_table_free(&t);
+  assert_ptr_equal(g_share.tree_freed, g_share.tree_seen);
+  assert_int_equal(g_share.rows_alive, 0);
+  /* And when a failure moves the table to the CPU. */
+  assert_int_equal(rd_table_init(&t, &c, &err), RD_OK);
+  t.module_failed = 1;
+  assert_int_equal(rd_table_to_cpu(&t, NULL, &err), RD_OK);
+  assert_int_equal(g_share.rows_alive, 0);
   rd_table_free(&t);
   c.rmm = NULL;
   assert_int_equal(rd_table_init(&t, &c, &err), RD_OK);
