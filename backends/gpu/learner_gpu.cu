@@ -791,8 +791,9 @@ static int capture(rd_gpu_learner_t *l, size_t n, rd_error_t *err) {
   e = cudaStreamEndCapture(im->stream, &graph);
   if (rc != RD_OK || e != cudaSuccess) {
     if (graph) cudaGraphDestroy(graph);
-    graphs_off(l, e != cudaSuccess ? e : cudaErrorStreamCaptureInvalidated,
-               rc != RD_OK ? "enqueueing the step under capture" : "cudaStreamEndCapture");
+    graphs_off(l, e, "cudaStreamEndCapture");
+    if (rc != RD_OK) /* the first thing that failed under capture */
+      snprintf(l->graph_error, sizeof l->graph_error, "under capture: %.80s", cap_err.msg);
     return enqueue_step(l, n, err);
   }
   e = cudaGraphInstantiate(&im->gexec, graph, 0);
