@@ -128,7 +128,7 @@ targets=(tests/gpu/check_gpu_rmm tests/gpu/check_gpu_learner tests/gpu/check_gpu
   tests/gpu/bench_gpu_table tests/gpu/bench_gpu_learner tests/gpu/bench_gpu_sumtree)
 echo "== build (meson -Dcuda=enabled -Ddaemon=false, ninja ${#targets[@]} programs)"
 t0=$(date +%s)
-{
+(
   if [ ! -f "$bdir/build.ninja" ]; then
     "${meson_cmd[@]}" setup "$bdir" -Dcuda=enabled -Ddaemon=false -Dxrt=disabled \
       --buildtype=release || exit 1
@@ -141,7 +141,7 @@ t0=$(date +%s)
   done
   echo "targets: ${targets[*]} ${extra[*]}"
   timeout 300 "$NINJA" -C "$bdir" -j "$(nproc)" "${targets[@]}" "${extra[@]}"
-} >"$out/build.log" 2>&1
+) >"$out/build.log" 2>&1
 brc=$?
 if [ "$brc" != 0 ]; then
   tail -40 "$out/build.log"
