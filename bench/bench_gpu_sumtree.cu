@@ -25,7 +25,7 @@
  *                     [--fanouts 8,16,32,64] [--capacities 1048576,16777216]
  *                     [--batches 32,...]
  * --json prints JSON lines instead of the table; --json-file writes them to
- * PATH as well as printing the table.
+ * PATH as well as printing the table. Exit 77 without a usable GPU.
  */
 #include "sumtree_gpu.h"
 
@@ -189,7 +189,10 @@ int main(int argc, char **argv) {
 
   rd_error_t err;
   int count = 0;
-  if (rd_gpu_device_count(&count, &err)) die("no GPU", err.msg);
+  if (rd_gpu_device_count(&count, &err)) {
+    printf("SKIP %s\n", err.msg);
+    return 77;
+  }
   char name[256];
   ckr(rd_gpu_device_name(0, name, sizeof name, &err), err, "rd_gpu_device_name");
   g_device = name;

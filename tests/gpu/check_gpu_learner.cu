@@ -4,13 +4,20 @@
  * 1. Per-element functions (rd_gpu_elem.h): a kernel applies each to the
  *    same random inputs as the host build does; results must be bit
  *    identical (Adam over 3 steps, Huber, MSE, Polyak, clip scale, bias +
- *    relu / identity, activation gradients, targets, action mapping, |TD|).
- *    tanh is CUDA's tanhf versus glibc's: the largest distance in ulp is
- *    printed and must be <= 4 (each is within 2 ulp of the exact value).
+ *    relu / identity, tanh (common/rd_tanh.h, the CPU's, never CUDA's tanhf),
+ *    activation gradients, targets, action mapping, |TD|): the kernel and
+ *    the host run one function (elem_case) on the same inputs.
  * 2. Learner, three shapes (bench/learner_shapes.h: cartpole_ddpg,
  *    cartpole_dqn, hopper_ddpg), batch 256, --steps steps (default 20; two
  *    of them with 100 rows, to cross the graph / stream paths), the same
- *    batches for rd_learner_step (CPU, 1 thread) and rd_gpu_learner_step.
+ *    batches for rd_learner_step (CPU, 1 thread) and rd_gpu_learner_step;
+ *    then the same for what the defaults leave out: plain DQN targets, hard
+ *    target copies (every 4 steps: after a copy step each target must equal
+ *    its network, bit for bit, on both), grad_clip 0, tanh hidden layers,
+ *    batches of 1024 (the CPU learner's sharded step) and all of them at
+ *    once at batch 1000. And a graph capture made to fail
+ *    (rd_gpu_learner_fail_next_capture): every step still runs, on the
+ *    stream, with the weights of a learner without graphs, bit for bit.
  *    Tolerances (cuBLAS sums products in another order than nn.c, and Adam
  *    turns small gradient differences into sign-sized steps for gradients
  *    near zero, so after many steps agreement is statistical, not per
@@ -102,46 +109,38 @@ struct elem_out {
   float target[EN], amap[EN], td[EN], clip[EN];
 };
 
+/* Element i of every case, the same code on the device and the host. The
+ * tanh activation is rd_tanh (through rd_ge_bias_act), and its gradient and
+ * the action mapping take that tanh, as the learner's kernels do: so every
+ * result must be the same bits on both. */
+__host__ __device__ static void elem_case(const elem_in *in, elem_out *o, int i) {
+  float p = in->a[i], m = 0.0f, v = 0.0f;
+  for (int t = 0; t < 3; t++) rd_ge_adam(&p, &m, &v, in->g[t][i], &in->k[t]);
+  o->p[i] = p, o->m[i] = m, o->v[i] = v;
+  o->huber[i] = rd_ge_huber(in->a[i], in->b[i], fabsf(in->c[i]), 1.0 / 4099.0, 0.75,
+                            &o->huber_dy[i]);
+  o->mse[i] = rd_ge_mse(in->a[i], in->b[i], fabsf(in->c[i]), 1.0 / 4099.0, &o->mse_dy[i]);
+  o->polyak[i] = rd_ge_polyak(in->a[i], in->b[i], 0.005f, (float)(1.0 - 0.005));
+  o->relu[i] = rd_ge_bias_act(in->a[i], in->b[i], 1);
+  o->ident[i] = rd_ge_bias_act(in->a[i], in->b[i], 0);
+  const float th = rd_ge_bias_act(in->a[i], 0.0f, 2);
+  o->tanh_[i] = th;
+  for (int act = 0; act < 3; act++)
+    o->grad[act][i] = rd_ge_act_grad(act == 2 ? th : in->a[i], in->c[i], act);
+  o->target[i] = rd_ge_target(in->a[i], fabsf(in->c[i]) > 1.0f ? 0.99f : fabsf(in->c[i]),
+                              in->b[i]);
+  o->amap[i] = rd_ge_action_from_tanh(th, -2.0f, 4.0f);
+  o->td[i] = rd_ge_td_abs(in->a[i], in->b[i]);
+  o->clip[i] = rd_ge_clip_scale(10.0, 10.0 + fabs((double)in->c[i]) * 1e3);
+}
+
 __global__ void k_elem(const elem_in *in, elem_out *o) {
-  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < EN; i += gridDim.x * blockDim.x) {
-    float p = in->a[i], m = 0.0f, v = 0.0f;
-    for (int t = 0; t < 3; t++) rd_ge_adam(&p, &m, &v, in->g[t][i], &in->k[t]);
-    o->p[i] = p, o->m[i] = m, o->v[i] = v;
-    o->huber[i] = rd_ge_huber(in->a[i], in->b[i], fabsf(in->c[i]), 1.0 / 4099.0, 0.75,
-                              &o->huber_dy[i]);
-    o->mse[i] = rd_ge_mse(in->a[i], in->b[i], fabsf(in->c[i]), 1.0 / 4099.0, &o->mse_dy[i]);
-    o->polyak[i] = rd_ge_polyak(in->a[i], in->b[i], 0.005f, (float)(1.0 - 0.005));
-    o->relu[i] = rd_ge_bias_act(in->a[i], in->b[i], 1);
-    o->ident[i] = rd_ge_bias_act(in->a[i], in->b[i], 0);
-    o->tanh_[i] = rd_ge_bias_act(in->a[i], 0.0f, 2);
-    for (int act = 0; act < 3; act++)
-      o->grad[act][i] = rd_ge_act_grad(act == 2 ? tanhf(in->a[i]) : in->a[i], in->c[i], act);
-    o->target[i] = rd_ge_target(in->a[i], fabsf(in->c[i]) > 1.0f ? 0.99f : fabsf(in->c[i]),
-                                in->b[i]);
-    o->amap[i] = rd_ge_action_from_tanh(tanhf(in->a[i]), -2.0f, 4.0f);
-    o->td[i] = rd_ge_td_abs(in->a[i], in->b[i]);
-    o->clip[i] = rd_ge_clip_scale(10.0, 10.0 + fabs((double)in->c[i]) * 1e3);
-  }
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < EN; i += gridDim.x * blockDim.x)
+    elem_case(in, o, i);
 }
 
 static void host_elem(const elem_in *in, elem_out *o) {
-  for (int i = 0; i < EN; i++) {
-    float p = in->a[i], m = 0.0f, v = 0.0f;
-    for (int t = 0; t < 3; t++) rd_ge_adam(&p, &m, &v, in->g[t][i], &in->k[t]);
-    o->p[i] = p, o->m[i] = m, o->v[i] = v;
-    o->huber[i] = rd_ge_huber(in->a[i], in->b[i], fabsf(in->c[i]), 1.0 / 4099.0, 0.75,
-                              &o->huber_dy[i]);
-    o->mse[i] = rd_ge_mse(in->a[i], in->b[i], fabsf(in->c[i]), 1.0 / 4099.0, &o->mse_dy[i]);
-    o->polyak[i] = rd_ge_polyak(in->a[i], in->b[i], 0.005f, (float)(1.0 - 0.005));
-    o->relu[i] = rd_ge_bias_act(in->a[i], in->b[i], 1);
-    o->ident[i] = rd_ge_bias_act(in->a[i], in->b[i], 0);
-    o->tanh_[i] = rd_ge_bias_act(in->a[i], 0.0f, 2);
-    /* The tanh gradient is fed the device's tanh below, so only act_grad is compared. */
-    o->target[i] = rd_ge_target(in->a[i], fabsf(in->c[i]) > 1.0f ? 0.99f : fabsf(in->c[i]),
-                                in->b[i]);
-    o->td[i] = rd_ge_td_abs(in->a[i], in->b[i]);
-    o->clip[i] = rd_ge_clip_scale(10.0, 10.0 + fabs((double)in->c[i]) * 1e3);
-  }
+  for (int i = 0; i < EN; i++) elem_case(in, o, i);
 }
 
 static long ulp_dist(float a, float b) {
@@ -189,13 +188,6 @@ static void check_elem(void) {
     return;
   }
   host_elem(in, h);
-  /* The act grads and the action map used the device's tanh: recompute on
-   * the host from the device's own tanh values. */
-  for (int i = 0; i < EN; i++) {
-    for (int act = 0; act < 3; act++)
-      h->grad[act][i] = rd_ge_act_grad(act == 2 ? d->tanh_[i] : in->a[i], in->c[i], act);
-    h->amap[i] = rd_ge_action_from_tanh(d->tanh_[i], -2.0f, 4.0f);
-  }
   report(diff_f(h->p, d->p, EN) + diff_f(h->m, d->m, EN) + diff_f(h->v, d->v, EN) == 0,
          "elem adam (3 steps): %zu / %d parameters differ", diff_f(h->p, d->p, EN), EN);
   report(diff_f(h->huber_dy, d->huber_dy, EN) + diff_d(h->huber, d->huber, EN) == 0,
@@ -219,13 +211,13 @@ static void check_elem(void) {
          diff_f(h->target, d->target, EN), diff_f(h->amap, d->amap, EN),
          diff_f(h->td, d->td, EN), diff_f(h->clip, d->clip, EN));
   long mx = 0;
-  size_t nd = 0;
   for (int i = 0; i < EN; i++) {
     long u = ulp_dist(h->tanh_[i], d->tanh_[i]);
-    nd += u != 0;
     if (u > mx) mx = u;
   }
-  report(mx <= 4, "elem tanh: CUDA tanhf vs glibc tanhf: %zu / %d differ, max %ld ulp", nd, EN, mx);
+  report(diff_f(h->tanh_, d->tanh_, EN) == 0,
+         "elem tanh (rd_tanh, the CPU's): device vs host: %zu / %d differ, max %ld ulp",
+         diff_f(h->tanh_, d->tanh_, EN), EN, mx);
   cudaFree(din), cudaFree(dout);
   free(in), free(h), free(d);
 }
@@ -283,10 +275,30 @@ static double rel_l2(const float *a, const float *b, const float *base, size_t n
   return den > 0 ? sqrt(num / den) : sqrt(num);
 }
 
-static void check_learner(const shape_t *sh, int steps) {
-  const uint32_t B = 256;
+/* A learner config beside the shapes' defaults (double DQN, Polyak
+ * targets, clip 10, relu, batch 256). */
+typedef struct {
+  const char *name;   /* "" for the defaults */
+  int plain_dqn;      /* DQN targets from the target network's max */
+  uint32_t period;    /* > 0: hard target copies every `period` steps */
+  int no_clip;        /* grad_clip 0 */
+  int tanh_hidden;    /* tanh hidden layers */
+  uint32_t batch;     /* > 256: the CPU learner's sharded step */
+} variant_t;
+
+static void check_learner(const shape_t *shape, int steps, const variant_t *v) {
+  const uint32_t B = v->batch;
   rd_learner_config_t c;
-  make_config(sh, B, 1, &c);
+  make_config(shape, B, 1, &c);
+  if (v->plain_dqn) c.double_dqn = 0;
+  c.target_period = v->period;
+  if (v->no_clip) c.grad_clip = 0;
+  if (v->tanh_hidden) c.hidden_act = RD_NN_TANH;
+  char label[96];
+  snprintf(label, sizeof label, "%s%s%s", shape->name, v->name[0] ? "/" : "", v->name);
+  struct {
+    const char *name;
+  } named = {label}, *sh = &named;
   rd_error_t err;
   rd_learner_t cpu;
   rd_gpu_learner_t gpu, gpu2;
@@ -314,12 +326,13 @@ static void check_learner(const shape_t *sh, int steps) {
     report(memcmp(wg[k], w0[k], P * 4) == 0, "%s: net %d initial weights equal the CPU's (%zu)",
            sh->name, k, P);
   }
-  float td_c[256], td_g[256], td_g2[256];
+  float *td_c = (float *)malloc(B * 4), *td_g = (float *)malloc(B * 4),
+        *td_g2 = (float *)malloc(B * 4);
   bool all_ok = true;
   for (int t = 1; t <= steps; t++) {
     size_t n = (t == 5 || t == 6) ? 100 : B;
     hbatch_t hb;
-    make_batch(sh, n, 1000 + (uint64_t)t, &hb);
+    make_batch(shape, n, 1000 + (uint64_t)t, &hb);
     rd_batch_t b = view(&hb);
     rd_step_stats_t sc, sg, sg2;
     int rc = rd_learner_step(&cpu, &b, td_c, &sc, &err);
@@ -370,6 +383,15 @@ static void check_learner(const shape_t *sh, int steps) {
              "%s: net %d graph vs stream path: %s (max |diff| %.3g)", sh->name, k,
              memcmp(wg[k], wg2[k], P * 4) == 0 ? "bit-identical" : "differ", mx2);
     }
+    /* Hard copies: after a copy step every target equals its network. */
+    if (c.target_period > 0 && steps % c.target_period == 0)
+      for (int k = 0; k + 1 < nets; k += 2) {
+        size_t P = cpu.net[k].n_params;
+        report(memcmp(wg[k], wg[k + 1], P * 4) == 0 &&
+                   memcmp(cpu.net[k].params, cpu.net[k + 1].params, P * 4) == 0,
+               "%s: after step %d (a copy step) target %d equals network %d, GPU and CPU",
+               sh->name, steps, k + 1, k);
+      }
     report(gpu.graph_launches > 0 && gpu2.graph_launches == 0,
            "%s: graphs: %llu captures, %llu replays of %d steps (%s on the stream path)",
            sh->name, (unsigned long long)gpu.graph_captures,
@@ -390,7 +412,7 @@ static void check_learner(const shape_t *sh, int steps) {
   /* Bad batches: the CPU's code and message. */
   {
     hbatch_t hb;
-    make_batch(sh, 8, 77, &hb);
+    make_batch(shape, 8, 77, &hb);
     hb.obs[5] = NAN;
     rd_batch_t b = view(&hb);
     rd_error_t ec, eg;
@@ -406,7 +428,7 @@ static void check_learner(const shape_t *sh, int steps) {
   /* An overflowing batch: the CPU's code; RD_ERANGE leaves weights alone. */
   {
     hbatch_t hb;
-    make_batch(sh, B, 78, &hb);
+    make_batch(shape, B, 78, &hb);
     for (size_t i = 0; i < B; i++) hb.reward[i] = 3e38f, hb.discount[i] = 1.0f;
     rd_batch_t b = view(&hb);
     rd_error_t ec, eg;
@@ -429,9 +451,53 @@ static void check_learner(const shape_t *sh, int steps) {
     free_batch(&hb);
   }
   for (int k = 0; k < nets; k++) free(w0[k]), free(wg[k]), free(wg2[k]);
+  free(td_c), free(td_g), free(td_g2);
   rd_gpu_learner_destroy(&gpu);
   rd_gpu_learner_destroy(&gpu2);
   rd_learner_free(&cpu);
+}
+
+/* A graph that cannot be captured is not a fault: the step runs on the
+ * stream, graphs stay off, and the weights are those of a learner that
+ * never used graphs, bit for bit. */
+static void check_capture_failure(const shape_t *shape) {
+  rd_learner_config_t c;
+  make_config(shape, 64, 1, &c);
+  rd_gpu_learner_t a, b;
+  rd_error_t err;
+  if (rd_gpu_learner_init(&a, &c, 0, &err) || rd_gpu_learner_init(&b, &c, 0, &err)) {
+    report(false, "%s: capture failure: GPU init: %s", shape->name, err.msg);
+    return;
+  }
+  rd_gpu_learner_set_graphs(&b, 0);
+  rd_gpu_learner_fail_next_capture(&a);
+  bool ok = true;
+  for (int t = 1; t <= 5 && ok; t++) {
+    hbatch_t hb;
+    make_batch(shape, 64, 500 + (uint64_t)t, &hb);
+    rd_batch_t bt = view(&hb);
+    int ra = rd_gpu_learner_step(&a, &bt, NULL, NULL, &err);
+    int rb = ra ? ra : rd_gpu_learner_step(&b, &bt, NULL, NULL, &err);
+    if (ra || rb) {
+      report(false, "%s: capture failure: step %d: %s", shape->name, t, err.msg);
+      ok = false;
+    }
+    free_batch(&hb);
+  }
+  if (ok) {
+    size_t P = rd_nn_spec_params(&a.spec[0]);
+    float *wa = (float *)malloc(P * 4), *wb = (float *)malloc(P * 4);
+    rd_gpu_learner_get_params(&a, 0, wa, P, NULL, &err);
+    rd_gpu_learner_get_params(&b, 0, wb, P, NULL, &err);
+    report(a.graph_failures == 1 && a.graph_captures == 0 && a.graph_launches == 0 &&
+               a.steps == 5 && memcmp(wa, wb, P * 4) == 0,
+           "%s: a failed graph capture: 5 steps ran (%llu failure: %s), no graph, weights as "
+           "without graphs: %s", shape->name, (unsigned long long)a.graph_failures,
+           a.graph_error, memcmp(wa, wb, P * 4) == 0 ? "identical" : "DIFFERENT");
+    free(wa), free(wb);
+  }
+  rd_gpu_learner_destroy(&a);
+  rd_gpu_learner_destroy(&b);
 }
 
 /* ---- 3. storage ---- */
@@ -526,7 +592,28 @@ int main(int argc, char **argv) {
   cudaGetDeviceProperties(&p, 0);
   printf("# device 0: %s, sm_%d%d\n", p.name, p.major, p.minor);
   check_elem();
-  for (size_t k = 0; k < N_SHAPES; k++) check_learner(&shapes[k], steps);
+  const variant_t defaults = {"", 0, 0, 0, 0, 256};
+  for (size_t k = 0; k < N_SHAPES; k++) check_learner(&shapes[k], steps, &defaults);
+  /* What the defaults leave out: shapes[0] cartpole_ddpg, [1] cartpole_dqn,
+   * [2] hopper_ddpg. */
+  const variant_t plain = {"plain_dqn", 1, 0, 0, 0, 256};
+  const variant_t copies = {"hard_copy_every_4", 0, 4, 0, 0, 256};
+  const variant_t no_clip = {"grad_clip_0", 0, 0, 1, 0, 256};
+  const variant_t tanh_h = {"tanh_hidden", 0, 0, 0, 1, 256};
+  const variant_t big = {"batch_1024", 0, 0, 0, 0, 1024};
+  const variant_t mixed = {"plain_tanh_copy5_noclip_batch_1000", 1, 5, 1, 1, 1000};
+  check_learner(&shapes[1], steps, &plain);
+  check_learner(&shapes[1], steps, &copies);
+  check_learner(&shapes[0], steps, &copies);
+  check_learner(&shapes[0], steps, &no_clip);
+  check_learner(&shapes[1], steps, &no_clip);
+  check_learner(&shapes[0], steps, &tanh_h);
+  check_learner(&shapes[1], steps, &tanh_h);
+  check_learner(&shapes[1], steps, &big);
+  check_learner(&shapes[2], steps, &big);
+  check_learner(&shapes[1], steps, &mixed);
+  check_capture_failure(&shapes[0]);
+  check_capture_failure(&shapes[1]);
   check_storage();
   printf("%s\n", g_fail ? "FAILED" : "PASSED");
   return g_fail;

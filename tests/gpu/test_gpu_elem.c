@@ -42,6 +42,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "learner.h"
 #include "nn.h"
 #include "rd_gpu_elem.h"
 
@@ -286,11 +287,198 @@ static void test_targets(void **state) {
   assert_int_equal(rd_ge_argmax(neg, 2), 1);
 }
 
+
+/* ---- what a step composes from these, against the CPU learner ---- */
+
+/* k_stats's sums (rd_ge_stats_fold) against learner.c's, which add in
+ * sample order: the same to rounding, the same max and NaN, at batches
+ * below, at and above the block's 512 threads (and the CPU's shards). */
+static void test_step_stats(void **state) {
+  (void)state;
+  const size_t ns[] = {1, 7, 256, 257, 512, 513, 1024, 4099};
+  uint64_t s = 23;
+  for (size_t k = 0; k < sizeof ns / sizeof ns[0]; k++)
+    for (int with_nan = 0; with_nan < 2; with_nan++) {
+      const size_t n = ns[k];
+      double *elem = malloc(n * sizeof *elem);
+      float *td = malloc(n * sizeof *td), *q = malloc(n * sizeof *q);
+      double l = 0, a = 0, qs = 0, mx = 0;
+      for (size_t i = 0; i < n; i++) {
+        elem[i] = (double)wide(&s) * wide(&s);
+        td[i] = fabsf(wide(&s)) * 100.0f;
+        q[i] = wide(&s);
+        if (with_nan && i == n / 2) td[i] = NAN;
+      }
+      for (size_t i = 0; i < n; i++) { /* learner.c: td_stats, the loss and Q sums */
+        l += elem[i], a += td[i], qs += q[i];
+        if (td[i] > mx || isnan(td[i])) mx = td[i];
+      }
+      rd_ge_stats_t st = rd_ge_stats_fold(n, elem, td, q);
+      const double gmax = st.nan ? (double)NAN : st.max;
+      assert_true(fabs(st.loss - l) <= 1e-12 * fabs(l) + 1e-300);
+      assert_true(fabs(st.q - qs) <= 1e-12 * fabs(qs) + 1e-300);
+      if (with_nan) {
+        assert_true(isnan(gmax) && isnan(mx) && isnan(st.td));
+      } else {
+        assert_true(fabs(st.td - a) <= 1e-12 * a);
+        assert_true(dbits(gmax) == dbits(mx)); /* the max does not depend on the order */
+      }
+      free(elem), free(td), free(q);
+    }
+}
+
+/* rd_ge_finalize (k_finalize) against the CPU's clip (learner.c
+ * check_and_clip): grad_clip 0 never clips and never scales; a norm above
+ * a positive clip scales the gradients to the CPU's bits; non-finite
+ * figures stop the step. */
+static void test_finalize_and_clip(void **state) {
+  (void)state;
+  rd_mlp_t m;
+  make_net(&m, 29, 31, RD_NN_IDENTITY, 1);
+  const size_t n = rd_mlp_n_params(&m);
+  float *g = malloc(n * sizeof *g);
+  uint64_t s = 31;
+  for (size_t i = 0; i < n; i++) g[i] = m.grads[i] = wide(&s) * 40.0f;
+  const double nrm = rd_mlp_grad_norm(&m), sumsq[2] = {nrm * nrm, 4.0};
+  double norm[2];
+  int clipped[2];
+  float scale[2];
+  /* grad_clip 0: the CPU only takes the norm. */
+  assert_int_equal(rd_ge_finalize(1.5, 0.0, 0, 1, sumsq, 0.0, norm, clipped, scale), 1);
+  assert_int_equal(clipped[0], 0);
+  assert_true(scale[0] == 1.0f);
+  assert_true(fabs(norm[0] - nrm) <= 1e-12 * nrm);
+  /* A clip below the norm: the CPU's factor, applied as k_adam does. */
+  rd_error_t err;
+  const double clip = nrm / 4.0;
+  assert_int_equal(rd_ge_finalize(1.5, 2.0, 1, 2, sumsq, clip, norm, clipped, scale), 1);
+  assert_int_equal(clipped[0], 1);
+  assert_int_equal(clipped[1], 0); /* norm 2 < clip */
+  double got;
+  assert_int_equal(rd_mlp_clip_grad_norm(&m, clip, &got, &err), RD_OK);
+  for (size_t i = 0; i < n; i++) g[i] = rd_ge_fmul(g[i], scale[0]);
+  assert_int_equal(first_diff(g, m.grads, n), n);
+  /* A clip above the norm: nothing. */
+  assert_int_equal(rd_ge_finalize(1.5, 0.0, 0, 1, sumsq, nrm * 2, norm, clipped, scale), 1);
+  assert_int_equal(clipped[0], 0);
+  /* Non-finite: the loss, DDPG's Q sum (DQN ignores it), a norm. */
+  const double bad[1] = {INFINITY};
+  assert_int_equal(rd_ge_finalize(NAN, 0.0, 0, 1, sumsq, 0.0, norm, clipped, scale), 0);
+  assert_int_equal(rd_ge_finalize(1.0, INFINITY, 1, 1, sumsq, 0.0, norm, clipped, scale), 0);
+  assert_int_equal(rd_ge_finalize(1.0, INFINITY, 0, 1, sumsq, 0.0, norm, clipped, scale), 1);
+  assert_int_equal(rd_ge_finalize(1.0, 0.0, 0, 1, bad, 10.0, norm, clipped, scale), 0);
+  rd_mlp_free(&m);
+  free(g);
+}
+
+/* A DQN learner on the CPU with hard target copies: its target equals its
+ * network exactly after the steps rd_ge_copies_target names, never
+ * between (Adam moves the network every step), and never with Polyak. */
+static void test_hard_copy_schedule(void **state) {
+  (void)state;
+  for (uint32_t period = 0; period <= 3; period += 3) {
+    rd_learner_config_t c;
+    rd_learner_config_default(&c);
+    c.obs_dim = 3, c.num_actions = 2, c.n_hidden = 1, c.hidden[0] = 8;
+    c.hidden_act = RD_NN_TANH, c.grad_clip = 0, c.double_dqn = 0;
+    c.target_period = period, c.max_batch = 16, c.seed = 5;
+    rd_learner_t l;
+    rd_error_t err;
+    assert_int_equal(rd_learner_init(&l, &c, &err), RD_OK);
+    float obs[16 * 3], next[16 * 3], r[16], d[16];
+    int32_t a[16];
+    uint64_t s = 41;
+    for (uint64_t t = 1; t <= 7; t++) {
+      for (int i = 0; i < 48; i++) obs[i] = wide(&s) * 1e4f, next[i] = wide(&s) * 1e4f;
+      for (int i = 0; i < 16; i++) r[i] = unit(&s), d[i] = 0.99f, a[i] = (int32_t)(i % 2);
+      rd_batch_t b = {.n = 16, .obs = obs, .action_i = a, .reward = r, .discount = d,
+                      .next_obs = next};
+      assert_int_equal(rd_learner_step(&l, &b, NULL, NULL, &err), RD_OK);
+      const size_t n = l.net[0].n_params;
+      int same = memcmp(l.net[0].params, l.net[1].params, n * sizeof(float)) == 0;
+      if (same != rd_ge_copies_target(period, t))
+        fail_msg("period %u step %llu: target %s the network", period, (unsigned long long)t,
+                 same ? "equals" : "differs from");
+    }
+    rd_learner_free(&l);
+  }
+}
+
+/* Plain DQN's target (rd_ge_rowmax) against learner.c dqn_shard's plain
+ * branch, and double DQN's choice (rd_ge_argmax) against its double
+ * branch, written out as that file has them, on rows with ties, zeros of
+ * both signs and infinities. */
+static void test_dqn_targets(void **state) {
+  (void)state;
+  uint64_t s = 43;
+  float row[9];
+  for (int it = 0; it < 20000; it++) {
+    const uint32_t A = 2 + (uint32_t)(rng_next(&s) % 8);
+    for (uint32_t k = 0; k < A; k++) {
+      uint64_t u = rng_next(&s) % 16;
+      row[k] = u == 0 ? 0.0f : u == 1 ? -0.0f : u == 2 ? -INFINITY : u < 6 ? 1.5f : wide(&s);
+    }
+    float best = row[0];
+    size_t arg = 0;
+    for (uint32_t k = 1; k < A; k++) {
+      if (row[k] > best) best = row[k];
+      if (row[k] > row[arg]) arg = k;
+    }
+    assert_true(fbits(rd_ge_rowmax(row, A)) == fbits(best));
+    assert_int_equal(rd_ge_argmax(row, A), arg);
+  }
+}
+
+/* A tanh hidden layer: a 1 -> 1 -> 1 network (tanh, identity) whose
+ * products are exact (input 1, second weight 1), so the CPU's forward and
+ * the hidden bias gradient of its backward must be rd_ge_bias_act and
+ * rd_ge_act_grad composed as the GPU's kernels compose them. The CPU
+ * applies a hidden layer's activation gradient inside its product (the
+ * gated GEMM), which the AVX2 / AVX-512 variants compile with FMA: the
+ * generic variant is the reference, as for Adam. */
+static void test_tanh_hidden_layer(void **state) {
+  (void)state;
+  assert_true(generic_isa());
+  rd_mlp_config_t c;
+  rd_mlp_config_default(&c);
+  c.spec.n_layers = 2;
+  c.spec.sizes[0] = 1, c.spec.sizes[1] = 1, c.spec.sizes[2] = 1;
+  c.spec.act[0] = RD_NN_TANH, c.spec.act[1] = RD_NN_IDENTITY;
+  c.max_batch = 1;
+  rd_mlp_t m;
+  rd_error_t err;
+  assert_int_equal(rd_mlp_init(&m, &c, &err), RD_OK);
+  /* flat layout: W1, b1, W2, b2 */
+  uint64_t s = 47;
+  const float x = 1.0f;
+  for (int it = 0; it < 20000; it++) {
+    const float w1 = wide(&s) * 1e4f, b1 = wide(&s), b2 = wide(&s), dy = wide(&s);
+    m.params[0] = w1, m.params[1] = b1, m.params[2] = 1.0f, m.params[3] = b2;
+    float y;
+    assert_int_equal(rd_mlp_forward(&m, 1, &x, &y, &err), RD_OK);
+    const float h = rd_ge_bias_act(w1, b1, RD_NN_TANH); /* k_bias_act, layer 1 */
+    const float want = rd_ge_bias_act(h, b2, RD_NN_IDENTITY);
+    if (fbits(want) != fbits(y)) fail_msg("forward: %a, CPU %a", (double)want, (double)y);
+    assert_int_equal(rd_mlp_backward(&m, &dy, NULL, &err), RD_OK);
+    /* dA1 = W2^T dz2 = dz2 (exact); dz1 = k_act_grad(h, dA1); db1 = dz1. */
+    const float dz1 = 0.0f + rd_ge_act_grad(h, dy, RD_NN_TANH);
+    if (fbits(dz1) != fbits(m.grads[1]))
+      fail_msg("hidden tanh gradient: h %a dy %a: %a, CPU %a", (double)h, (double)dy,
+               (double)dz1, (double)m.grads[1]);
+  }
+  assert_string_equal(rd_mlp_isa(&m), "generic");
+  rd_mlp_free(&m);
+  unsetenv("RD_NN_ISA");
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_adam),        cmocka_unit_test(test_losses),
       cmocka_unit_test(test_clip),        cmocka_unit_test(test_polyak),
       cmocka_unit_test(test_activations), cmocka_unit_test(test_targets),
+      cmocka_unit_test(test_step_stats),  cmocka_unit_test(test_finalize_and_clip),
+      cmocka_unit_test(test_hard_copy_schedule), cmocka_unit_test(test_dqn_targets),
+      cmocka_unit_test(test_tanh_hidden_layer),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
