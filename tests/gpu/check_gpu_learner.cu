@@ -562,6 +562,7 @@ static void check_storage(void) {
     cudaMalloc(&dpos, 8), cudaMalloc(&dout, 2 * W);
     pos[0] = 3, pos[1] = R + 5;
     cudaMemcpy(dpos, pos, 8, cudaMemcpyHostToDevice);
+    cudaDeviceSynchronize(); /* the storage's stream does not wait for the legacy one */
     rc = rd_gpu_storage_gather_dev(&s, 2, dpos, dout, &err);
     if (rc == 0) rc = rd_gpu_storage_sync(&s, &err);
     report(rc == RD_ERANGE, "storage %u: device gather of a bad position: %s", W, err.msg);

@@ -126,11 +126,18 @@ static void check_bytes(pair_t *p, const char *what) {
         p->cpu.capacity, what, why);
 }
 
-/* Device buffers for the _dev calls. */
+/* Device buffers for the _dev calls. A cudaMemcpy from pageable memory can
+ * return before its DMA lands, and the tree's kernels run on its own
+ * non-blocking stream, which does not wait for the legacy stream: the
+ * device must be synchronised before a _dev call may read the buffer (the
+ * caller's side of the _dev contract in sumtree_gpu.h). */
+static void ready_for_dev_calls(void) { cuda_ok(cudaDeviceSynchronize(), "cudaDeviceSynchronize"); }
+
 template <typename T> static T *to_device(const T *h, size_t n) {
   T *d = NULL;
   cuda_ok(cudaMalloc((void **)&d, (n ? n : 1) * sizeof(T)), "cudaMalloc");
   if (n) cuda_ok(cudaMemcpy(d, h, n * sizeof(T), cudaMemcpyHostToDevice), "cudaMemcpy");
+  ready_for_dev_calls();
   return d;
 }
 
@@ -400,6 +407,7 @@ static void check_errors(void) {
   uint64_t okval[3] = {1, 2, 3};
   cuda_ok(cudaMemcpy(d_pos, badpos, sizeof badpos, cudaMemcpyHostToDevice), "cudaMemcpy");
   cuda_ok(cudaMemcpy(d_val, okval, sizeof okval, cudaMemcpyHostToDevice), "cudaMemcpy");
+  ready_for_dev_calls();
   rc = rd_gpu_sumtree_update_dev(&p.gpu, 3, d_pos, d_val, &err);
   /* A pending device error is returned by the next host call, which does nothing else. */
   uint32_t gp = 9;
