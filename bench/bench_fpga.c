@@ -243,7 +243,7 @@ static uint64_t res_get(const rd_fpga_res_t *r, int i) {
 }
 
 /* The model's workload for a shape: the networks as the daemon's mapper
- * builds them (daemon/dse/placement.c rd_placement_fpga_workload: the learner
+ * builds them (daemon/dse/placement.c rd_fpga_provider_workload: the learner
  * config's policy and critic specs), everything else the model's default
  * (fp32, Adam, the part's clock, the RMM in one SLR and the learner in the
  * rest). */

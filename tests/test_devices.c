@@ -15,6 +15,9 @@
 
 #include "devices.h"
 #include "log.h"
+#include "provider_cpu.h"
+#include "provider_fpga.h"
+#include "provider_gpu.h"
 
 static char root[64];
 
@@ -78,7 +81,7 @@ static void test_fingerprint_stable(void **state) {
   rd_devices_cpu(&cpu);
   assert_string_equal(cpu.fingerprint, a[0].fingerprint);
   /* A second discovery (as after a restart) finds the same fingerprint. */
-  rd_devices_probe_cpu(NULL, &probed);
+  rd_cpu_provider_probe(NULL, &probed);
   assert_string_equal(probed.fingerprint, cpu.fingerprint);
   /* A short buffer gets a prefix of the list. */
   assert_int_equal(rd_devices_get(b, 1), 1);
@@ -89,7 +92,7 @@ static void test_absent_kinds(void **state) {
   (void)state;
   rd_device_t d[RD_MAX_DEVICES];
   char why[160] = "";
-  size_t n = rd_devices_probe_fpgas(d, RD_MAX_DEVICES, why, sizeof why);
+  size_t n = rd_fpga_provider_discover(d, RD_MAX_DEVICES, why, sizeof why);
   /* Built without XRT, or with it and XILINX_XRT unset (as in this
    * suite): no board is looked for (test_fpga_devices covers XRT). */
   if (getenv("XILINX_XRT") == NULL) {
@@ -98,7 +101,7 @@ static void test_absent_kinds(void **state) {
                 strstr(why, "XILINX_XRT is not set") != NULL);
   }
   why[0] = '\0';
-  n = rd_devices_probe_gpus(d, RD_MAX_DEVICES, why, sizeof why);
+  n = rd_gpu_provider_discover(d, RD_MAX_DEVICES, why, sizeof why);
   if (n == 0) {
     /* Built without CUDA, or with it but no driver or device here. */
     assert_true(strlen(why) > 0);
@@ -169,7 +172,7 @@ static void fake_probe(const char *name, const fake_t *f, rd_device_t *d) {
     snprintf(rel, sizeof rel, "%s/index%d/size", cache, i);
     write_file(dir, rel, idx[i][2] ? idx[i][2] : f->l2);
   }
-  rd_devices_probe_cpu(dir, d);
+  rd_cpu_provider_probe(dir, d);
 }
 
 static void test_fake_cpu_fields(void **state) {
@@ -202,7 +205,7 @@ static void test_fake_cpu_missing_files(void **state) {
   snprintf(dir, sizeof dir, "%s/empty", root);
   assert_int_equal(mkdir(dir, 0700), 0);
   rd_device_t d;
-  rd_devices_probe_cpu(dir, &d);
+  rd_cpu_provider_probe(dir, &d);
   assert_string_equal(d.kind, "cpu");
   assert_string_equal(d.model, "unknown CPU");
   assert_int_equal(d.cores, 0);

@@ -1,8 +1,8 @@
 /* test_placement.c - what runs a mapping to an FPGA (daemon/dse/placement.c):
- * the decision rd_placement_fpga_run over fake device entries (an XRT
+ * the decision rd_fpga_provider_run over fake device entries (an XRT
  * board, XRT's no-op shim, the C-simulation FPGA, an assumed part), the
- * ops a mapping gets from it (rd_placement_run_mapping), the fpga-xclbin
- * setting at start (rd_placement_setup_xrt) and what the device list says
+ * ops a mapping gets from it (rd_placement_bind), the fpga-xclbin
+ * setting at start (rd_fpga_provider_setup_xrt) and what the device list says
  * then, a placement computed with a fake board listed, and the registry's
  * fall-back to the CPU tree when a placed replay module is busy.
  *
@@ -33,6 +33,7 @@
 #include "devices.h"
 #include "log.h"
 #include "placement.h"
+#include "provider_fpga.h"
 #include "registry.h"
 
 #ifndef RD_FPGA_PARTS_DIR
@@ -74,7 +75,7 @@ static rd_device_t board_entry(uint32_t index, int xclbin) {
   snprintf(d.name, sizeof d.name, "%s, 64.0 GiB", BOARD_MODEL);
   d.index = index;
   d.memory_bytes = 64ull << 30;
-  rd_devices_xrt_board_text(xclbin, &d);
+  rd_fpga_provider_board_text(xclbin, &d);
   rd_device_fingerprint(&d);
   return d;
 }
@@ -91,7 +92,7 @@ static rd_device_t csim_entry(uint32_t index) {
   rd_device_t d;
   rd_error_t err;
   rd_error_clear(&err);
-  if (rd_devices_fpga_csim("u250", RD_FPGA_PARTS_DIR, index, &d, &err) != RD_OK)
+  if (rd_fpga_provider_csim("u250", RD_FPGA_PARTS_DIR, index, &d, &err) != RD_OK)
     fail_msg("csim: %s", err.msg);
   return d;
 }
@@ -177,7 +178,7 @@ static int setup_xrt(const char *path, uint32_t k, uint32_t n, uint32_t batch, r
   c.fpga_xclbin_shape.batch = batch;
   c.fpga_xclbin_shape.min_table = n;
   rd_error_clear(err);
-  return rd_placement_setup_xrt(&c, err);
+  return rd_fpga_provider_setup_xrt(&c, err);
 }
 
 /* A placement mapped (learner, rmm, storage) with the FPGA row's device
@@ -193,10 +194,12 @@ static void run(rd_placement_t *o, rd_devkind_t l, rd_devkind_t rmm, rd_devkind_
   rd_mapping_format(&o->mapping, o->code, sizeof o->code);
   o->learner_kind = RD_LEARNER_ON_CPU;
   if (fpga != NULL) {
+    o->device[RD_DEV_FPGA] = *fpga;
+    o->has_device[RD_DEV_FPGA] = 1;
     o->fpga_device = fpga->index;
     snprintf(o->fpga_part, sizeof o->fpga_part, "u250");
   }
-  rd_placement_run_mapping(o, -1, fpga, tc, lc);
+  rd_placement_bind(o, tc, lc);
 }
 
 /* ------------------------------------------------------------------ */
@@ -209,26 +212,26 @@ static void test_fpga_run_decision(void **state) {
   rd_device_t board = board_entry(3, 1);
 
   /* A board with an xclbin, in an XRT build, where the part fits: XRT. */
-  assert_int_equal(rd_placement_fpga_run(&board, 1, 1, 1, "", why, sizeof why), RD_FPGA_RUN_XRT);
+  assert_int_equal(rd_fpga_provider_run(&board, 1, 1, 1, "", why, sizeof why), RD_FPGA_RUN_XRT);
   assert_string_equal(why, "");
   /* No xclbin: the CPU, saying which setting is missing. */
-  assert_int_equal(rd_placement_fpga_run(&board, 1, 0, 1, "", why, sizeof why), RD_FPGA_RUN_CPU);
+  assert_int_equal(rd_fpga_provider_run(&board, 1, 0, 1, "", why, sizeof why), RD_FPGA_RUN_CPU);
   assert_string_equal(why, "fpga3 is an XRT board but no xclbin is configured (the "
                            "fpga-xclbin setting)");
   /* A build without XRT cannot drive it, xclbin or not. */
-  assert_int_equal(rd_placement_fpga_run(&board, 0, 1, 1, "", why, sizeof why), RD_FPGA_RUN_CPU);
+  assert_int_equal(rd_fpga_provider_run(&board, 0, 1, 1, "", why, sizeof why), RD_FPGA_RUN_CPU);
   assert_string_equal(why, "fpga3 is an XRT board but replayd was built without XRT");
   /* Not fitting the kernel build: the caller's reason. */
-  assert_int_equal(rd_placement_fpga_run(&board, 1, 1, 0, "capacity 9 is not 8", why, sizeof why),
+  assert_int_equal(rd_fpga_provider_run(&board, 1, 1, 0, "capacity 9 is not 8", why, sizeof why),
                    RD_FPGA_RUN_CPU);
   assert_string_equal(why, "capacity 9 is not 8");
-  assert_int_equal(rd_placement_fpga_run(&board, 1, 1, 0, NULL, why, sizeof why),
+  assert_int_equal(rd_fpga_provider_run(&board, 1, 1, 0, NULL, why, sizeof why),
                    RD_FPGA_RUN_CPU);
   assert_contains(why, "does not fit");
   /* A board given up after a failure: its status is the reason. */
   rd_device_t broken = board;
   snprintf(broken.status, sizeof broken.status, "unusable: XRT run timed out");
-  assert_int_equal(rd_placement_fpga_run(&broken, 1, 1, 1, "", why, sizeof why),
+  assert_int_equal(rd_fpga_provider_run(&broken, 1, 1, 1, "", why, sizeof why),
                    RD_FPGA_RUN_CPU);
   assert_string_equal(why, "fpga3 unusable: XRT run timed out");
 
@@ -239,7 +242,7 @@ static void test_fpga_run_decision(void **state) {
   for (int i = 0; i < 2; i++) {
     const rd_device_t *d = i ? &forged : &shim;
     for (int xclbin = 0; xclbin < 2; xclbin++) {
-      assert_int_equal(rd_placement_fpga_run(d, 1, xclbin, 1, "", why, sizeof why),
+      assert_int_equal(rd_fpga_provider_run(d, 1, xclbin, 1, "", why, sizeof why),
                        RD_FPGA_RUN_CPU);
       assert_string_equal(why, "fpga0 is XRT's no-op shim: no kernel executes there");
     }
@@ -248,25 +251,25 @@ static void test_fpga_run_decision(void **state) {
   /* The C-simulation: as before, the xclbin setting changes nothing. */
   rd_device_t csim = csim_entry(1);
   for (int xclbin = 0; xclbin < 2; xclbin++) {
-    assert_int_equal(rd_placement_fpga_run(&csim, 1, xclbin, 1, "", why, sizeof why),
+    assert_int_equal(rd_fpga_provider_run(&csim, 1, xclbin, 1, "", why, sizeof why),
                      RD_FPGA_RUN_CSIM);
-    assert_int_equal(rd_placement_fpga_run(&csim, 0, xclbin, 1, "", why, sizeof why),
+    assert_int_equal(rd_fpga_provider_run(&csim, 0, xclbin, 1, "", why, sizeof why),
                      RD_FPGA_RUN_CSIM);
   }
-  assert_int_equal(rd_placement_fpga_run(&csim, 1, 1, 0, "too big", why, sizeof why),
+  assert_int_equal(rd_fpga_provider_run(&csim, 1, 1, 0, "too big", why, sizeof why),
                    RD_FPGA_RUN_CPU);
   assert_string_equal(why, "too big");
 
   /* An assumed part (a plan) and a device of another kind run nothing. */
-  assert_int_equal(rd_placement_fpga_run(NULL, 1, 1, 1, "", why, sizeof why), RD_FPGA_RUN_CPU);
+  assert_int_equal(rd_fpga_provider_run(NULL, 1, 1, 1, "", why, sizeof why), RD_FPGA_RUN_CPU);
   assert_contains(why, "an assumed FPGA runs nothing");
   rd_device_t cpu;
   rd_devices_cpu(&cpu);
-  assert_int_equal(rd_placement_fpga_run(&cpu, 1, 1, 1, "", why, sizeof why), RD_FPGA_RUN_CPU);
+  assert_int_equal(rd_fpga_provider_run(&cpu, 1, 1, 1, "", why, sizeof why), RD_FPGA_RUN_CPU);
   assert_string_equal(why, "cpu0 is not an FPGA");
   rd_device_t other = board;
   snprintf(other.backend, sizeof other.backend, "opencl");
-  assert_int_equal(rd_placement_fpga_run(&other, 1, 1, 1, "", why, sizeof why), RD_FPGA_RUN_CPU);
+  assert_int_equal(rd_fpga_provider_run(&other, 1, 1, 1, "", why, sizeof why), RD_FPGA_RUN_CPU);
   assert_string_equal(why, "fpga3's backend \"opencl\" runs no kernels");
 }
 
@@ -278,7 +281,7 @@ static void test_board_text(void **state) {
   assert_contains(d.status, "no xclbin configured (the fpga-xclbin setting), so nothing runs");
   assert_contains(d.status, "replayd has never run on a board");
   assert_string_equal(d.capabilities, "none (no xclbin: model only)");
-  rd_devices_xrt_board_text(1, &d);
+  rd_fpga_provider_board_text(1, &d);
   assert_true(rd_device_usable(&d));
   assert_contains(d.status, "run the kernels of the fpga-xclbin setting");
   assert_contains(d.status, "replayd has never run on a board");
@@ -564,7 +567,7 @@ static void test_shape_not_fitting(void **state) {
   c.fpga_xclbin_shape.n = 65536;
   c.fpga_xclbin_shape.batch = 1024;
   c.fpga_xclbin_shape.min_table = 1000;
-  assert_int_equal(rd_placement_setup_xrt(&c, &err), RD_OK);
+  assert_int_equal(rd_fpga_provider_setup_xrt(&c, &err), RD_OK);
   workload_configs(1000, &tc, &pc);
   run(&o, RD_DEV_FPGA, RD_DEV_FPGA, RD_DEV_CPU, &board, &tc, &pc.learner);
   assert_string_equal(o.running, "F-F-C");

@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "log.h"
+#include "profile_cache.h"
 #include "profile_pipeline.h"
 #include "profile_setup.h"
 #include "profile_timer.h"
@@ -37,7 +38,7 @@ static int measure_slice(void *arg, rd_error_t *err) {
   const rd_profile_key_t *k = &shape->key;
   rd_profile_train_t *tr = sl->tr;
   uint32_t th = sl->th;
-  double now = rd_profile_now(), slice_end = sl->slice_end, deadline = sl->deadline;
+  double now = rd_clock_now(), slice_end = sl->slice_end, deadline = sl->deadline;
   uint32_t calib_rows = k->batch < CALIB_ROWS ? k->batch : CALIB_ROWS;
   rd_profile_timing_t tm = {0, 0};
   int rc = RD_OK;
@@ -73,9 +74,9 @@ static int measure_slice(void *arg, rd_error_t *err) {
    * of its buffers and the OpenMP team's start (3-10x a step). */
   double calib = 0;
   for (int rep = 0; rep < 2 && (rc == RD_OK || rc == RD_ERANGE); rep++) {
-    double c0 = rd_profile_now();
+    double c0 = rd_clock_now();
     rc = rd_learner_step(&tr->l, &cb, tr->td, NULL, err);
-    calib = rd_profile_now() - c0;
+    calib = rd_clock_now() - c0;
   }
   /* A warm step: the calibration scaled linearly (an overestimate:
    * larger products run at a higher rate); the first full step also
@@ -142,7 +143,7 @@ int rd_profile_check(const rd_profile_shape_t *s, const uint32_t *threads, size_
 int rd_profile_measure_cpu(const rd_profile_shape_t *shape, const uint32_t *thread_counts,
                            size_t n, double budget_s, rd_profile_t *out, size_t cap,
                            size_t *n_out, rd_error_t *err) {
-  double start = rd_profile_now();
+  double start = rd_clock_now();
   *n_out = 0;
   int rc = rd_profile_check(shape, thread_counts, n, budget_s, cap, err);
   if (rc) return rc;
@@ -159,7 +160,7 @@ int rd_profile_measure_cpu(const rd_profile_shape_t *shape, const uint32_t *thre
   if ((rc = rd_profile_table_setup(&tab, shape, tree_limit, start + setup_s, err)) != RD_OK)
     return rc;
   uint64_t items = rd_table_size(&tab.t);
-  double setup_done = rd_profile_now();
+  double setup_done = rd_clock_now();
 
   /* The train-step's synthetic batches, if they are not too large to make
    * in the time left (generation and first touches). */
@@ -173,7 +174,7 @@ int rd_profile_measure_cpu(const rd_profile_shape_t *shape, const uint32_t *thre
     if (floats == 0)
       rd_log_warn("profile", "%s batch %u: a synthetic batch would exceed %u MiB; train-step not "
                   "measured", k->network, k->batch, MAX_BATCH_BYTES >> 20);
-    else if (rd_profile_now() + gen > deadline)
+    else if (rd_clock_now() + gen > deadline)
       rd_log_warn("profile", "%s batch %u: no time left to make train-step batches", k->network,
                   k->batch);
     else
@@ -197,7 +198,7 @@ int rd_profile_measure_cpu(const rd_profile_shape_t *shape, const uint32_t *thre
     rd_sumtree_set_threads(&tab.t.tree, th);
     for (size_t pi = 0; pi < n_prims && rc == RD_OK; pi++, slices--) {
       rd_primitive_t prim = (rd_primitive_t)pi;
-      double now = rd_profile_now();
+      double now = rd_clock_now();
       slice_t sl = {shape, &tr, &tab, th, prim, &calib_est, now + (deadline - now) / (double)slices,
                     deadline, {0, 0}, false};
       rd_pin_t pin;
@@ -238,7 +239,7 @@ int rd_profile_measure_cpu(const rd_profile_shape_t *shape, const uint32_t *thre
   rd_sumtree_set_threads(&tab.t.tree, thread_counts[0]);
   for (size_t pi = 0; pi < n_pipe && rc == RD_OK; pi++, slices--) {
     rd_primitive_t prim = (rd_primitive_t)(RD_PRIM_GATHER + pi);
-    double now = rd_profile_now();
+    double now = rd_clock_now();
     double slice_end = now + (deadline - now) / (double)slices;
     rd_profile_timing_t tm = {0, 0};
     rd_learner_config_t lc = shape->learner;
@@ -279,7 +280,7 @@ int rd_profile_measure_cpu(const rd_profile_shape_t *shape, const uint32_t *thre
   }
   int64_t when = (int64_t)time(NULL);
   for (size_t i = 0; i < m; i++) out[i].measured_unix = when;
-  double end = rd_profile_now();
+  double end = rd_clock_now();
   rd_log_info("profile", "%s: %s batch %u capacity %u K %u: %zu of %zu latencies in %.0f ms "
               "(budget %.0f ms; table of %llu items set up in %.0f ms)",
               cpu.fingerprint, k->network[0] ? k->network : "replay", k->batch, k->capacity,
@@ -288,3 +289,12 @@ int rd_profile_measure_cpu(const rd_profile_shape_t *shape, const uint32_t *thre
   *n_out = m;
   return RD_OK;
 }
+static int measure_cpu(const rd_profile_shape_t *shape, const rd_device_t *dev,
+                       const uint32_t *threads, size_t n, double budget_s, rd_profile_t *out,
+                       size_t cap, size_t *n_out, int *fault, rd_error_t *err) {
+  (void)dev; /* this machine's CPU: rd_profile_measure_cpu takes the listed one */
+  *fault = 0;
+  return rd_profile_measure_cpu(shape, threads, n, budget_s, out, cap, n_out, err);
+}
+
+const rd_profiler_t rd_profiler_cpu = {rd_profile_check, measure_cpu};

@@ -99,7 +99,7 @@ static int produce_one(handoff_ctx_t *h) {
   }
   uint32_t si = hq_pop(h->free_q, &h->free_head, &h->free_len, h->n_slots);
   pthread_mutex_unlock(&h->mu);
-  double t0 = rd_profile_now();
+  double t0 = rd_clock_now();
   float acc = 0, *td = h->td + (size_t)si * h->batch, *d = h->data + (size_t)si * h->floats;
   for (uint32_t i = 0; i < h->batch; i++) acc += td[i];
   h->fill += 1.0f;
@@ -109,7 +109,7 @@ static int produce_one(handoff_ctx_t *h) {
     int rc = h->pwork(h->pwork_ctx, NULL);
     if (rc != RD_OK && h->work_rc == RD_OK) h->work_rc = rc;
   }
-  double t = rd_profile_now() - t0;
+  double t = rd_clock_now() - t0;
   pthread_mutex_lock(&h->mu);
   avg_in(&h->prod_s, t);
   hq_push(h->full, h->full_head, &h->full_len, h->n_slots, si);
@@ -131,7 +131,7 @@ static int consume_one(handoff_ctx_t *h) {
   }
   uint32_t si = hq_pop(h->full, &h->full_head, &h->full_len, h->n_slots);
   pthread_mutex_unlock(&h->mu);
-  double t0 = rd_profile_now();
+  double t0 = rd_clock_now();
   float acc = 0, *td = h->td + (size_t)si * h->batch;
   const float *d = h->data + (size_t)si * h->floats;
   for (size_t i = 0; i < h->floats; i++) acc += d[i];
@@ -140,7 +140,7 @@ static int consume_one(handoff_ctx_t *h) {
     int rc = h->work(h->work_ctx, NULL);
     if (rc != RD_OK && h->work_rc == RD_OK) h->work_rc = rc;
   }
-  double t = rd_profile_now() - t0;
+  double t = rd_clock_now() - t0;
   pthread_mutex_lock(&h->mu);
   avg_in(&h->cons_s, t);
   hq_push(h->free_q, h->free_head, &h->free_len, h->n_slots, si);
@@ -257,7 +257,7 @@ static int pipe_setup(pipe_ctx_t *c, const rd_profile_shape_t *s,
     for (int f = 0; f < 5; f++) cols[f] = (rd_cbuf_t){col[f], (size_t)n * fb[f]};
     if ((rc = rd_table_insert(&c->t, n, cols, raw, NULL, err)) != RD_OK) goto out;
     filled += n;
-    if (filled >= B && rd_profile_now() > fill_end) break;
+    if (filled >= B && rd_clock_now() > fill_end) break;
   }
   rd_pipeline_config_t pc;
   memset(&pc, 0, sizeof pc);
@@ -314,7 +314,7 @@ static int pipe_call(void *p, rd_error_t *err) {
 static int pipeline_step(const rd_profile_shape_t *s, const rd_learner_config_t *lc, uint32_t depth,
                          double t_train, double t_sampler, uint32_t capacity, double slice_end,
                          double deadline, rd_profile_timing_t *tm, rd_error_t *err) {
-  double now = rd_profile_now();
+  double now = rd_clock_now();
   pipe_ctx_t c;
   /* A quarter of the slice for the table; the rest for the requests. */
   int rc = pipe_setup(&c, s, lc, capacity, depth, now + 0.25 * (slice_end - now), err);
@@ -324,7 +324,7 @@ static int pipeline_step(const rd_profile_shape_t *s, const rd_learner_config_t 
    * the two threads, and at depth > 0 the sampler filling the queue) is
    * then a small part of it. */
   double est_step = depth == 0 ? t_train + t_sampler : fmax(t_train, t_sampler);
-  double quota = slice_end - rd_profile_now();
+  double quota = slice_end - rd_clock_now();
   double target = quota / (RD_PROFILE_REPS + 2) < REP_TARGET_S ? quota / (RD_PROFILE_REPS + 2)
                                                                  : REP_TARGET_S;
   double m = target / est_step;

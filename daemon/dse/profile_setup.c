@@ -120,13 +120,13 @@ int rd_profile_table_setup(rd_profile_table_t *c, const rd_profile_shape_t *s, d
     rd_cbuf_t col = {row, n};
     if ((rc = rd_table_insert(&c->t, n, &col, raw, NULL, err)) != RD_OK) goto out;
     filled += n;
-    if (filled >= k->batch && rd_profile_now() > fill_end) break;
+    if (filled >= k->batch && rd_clock_now() > fill_end) break;
   }
   c->out = (rd_sample_out_t){c->keys, c->probs, c->weights, NULL};
   for (uint32_t j = 0; j < c->n_pool; j++) {
     rd_sample_out_t o = {c->pool_keys + (size_t)j * b, c->probs, c->weights, NULL};
     if ((rc = rd_table_sample(&c->t, b, 0.4, 0, &o, err)) != RD_OK) goto out;
-    if (j >= 3 && rd_profile_now() > fill_end) { /* the setup share is spent: fewer batches */
+    if (j >= 3 && rd_clock_now() > fill_end) { /* the setup share is spent: fewer batches */
       c->n_pool = j + 1;
       break;
     }

@@ -19,11 +19,11 @@ int rd_profile_time_calls(rd_profile_call_fn fn, void *ctx, double est_first, do
                           double slice_end, double deadline, rd_profile_timing_t *out,
                           rd_error_t *err) {
   out->reps = 0;
-  double t0 = rd_profile_now();
+  double t0 = rd_clock_now();
   if (t0 + est_first > deadline) return RD_OK;
   int rc = fn(ctx, err);
   if (rc) return rc;
-  double warm = rd_profile_now() - t0;
+  double warm = rd_clock_now() - t0;
   double slowest = est_call > 0 && est_call < warm ? est_call : warm;
   if (slowest < 1e-9) slowest = 1e-9;
   double quota = slice_end - (t0 + warm);
@@ -33,12 +33,12 @@ int rd_profile_time_calls(rd_profile_call_fn fn, void *ctx, double est_first, do
   double per_call[RD_PROFILE_REPS];
   uint32_t reps = 0;
   while (reps < RD_PROFILE_REPS) {
-    double start = rd_profile_now();
+    double start = rd_clock_now();
     double end = reps == 0 ? deadline : (slice_end < deadline ? slice_end : deadline);
     if (start + k * slowest > end) break;
     for (uint32_t i = 0; i < k; i++)
       if ((rc = fn(ctx, err)) != RD_OK) return rc;
-    double t = (rd_profile_now() - start) / k;
+    double t = (rd_clock_now() - start) / k;
     per_call[reps++] = t;
     if (t > slowest) slowest = t;
   }
@@ -63,9 +63,9 @@ static void measure_touch(void) {
   touch_rate = 0.5e9; /* if the mapping fails: a slow machine's rate */
   void *m = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (m == MAP_FAILED) return;
-  double t0 = rd_profile_now();
+  double t0 = rd_clock_now();
   memset(m, 1, bytes);
-  double t = rd_profile_now() - t0;
+  double t = rd_clock_now() - t0;
   munmap(m, bytes);
   if (t > 0) touch_rate = (double)bytes / t;
   if (touch_rate < 0.05e9) touch_rate = 0.05e9;

@@ -10,9 +10,9 @@
 #define RD_PROFILE_TIMER_H
 
 #include <stdint.h>
-#include <time.h>
 
 #include "cores.h"
+#include "rd_clock.h" /* rd_clock_now: the profiler's clock */
 #include "rd_error.h"
 
 /* One repetition: about this long. 1 ms made a cold registration take
@@ -21,12 +21,6 @@
  * moved 10-25% between registrations. 8 ms repetitions span ticks. */
 #define REP_TARGET_S 8e-3
 #define MAX_CALLS_PER_REP 100000u
-
-static inline double rd_profile_now(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
 
 /* One call of a primitive on its context. */
 typedef int (*rd_profile_call_fn)(void *ctx, rd_error_t *err);
