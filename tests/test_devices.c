@@ -15,6 +15,7 @@
 
 #include "devices.h"
 #include "log.h"
+#include "provider.h"
 #include "provider_cpu.h"
 #include "provider_fpga.h"
 #include "provider_gpu.h"
@@ -267,8 +268,82 @@ static void test_fingerprint_gpu(void **state) {
   assert_string_not_equal(a.fingerprint, b.fingerprint);
 }
 
+/* The fingerprints' values: stored profiles are keyed by them, so a
+ * daemon must compute the same ones as the build that stored them (the
+ * FNV-1a of each kind's key, devices.h). */
+static void test_fingerprint_values(void **state) {
+  (void)state;
+  rd_device_t d;
+  memset(&d, 0, sizeof d);
+  snprintf(d.kind, sizeof d.kind, "cpu");
+  snprintf(d.model, sizeof d.model, "Test CPU");
+  d.cores = 4;
+  d.l1d_bytes = 32768;
+  d.l2_bytes = 1048576;
+  d.memory_bytes = (8ull << 30) - (3ull << 20); /* 8 GiB to the nearest GiB */
+  snprintf(d.isa, sizeof d.isa, "avx2");
+  rd_device_fingerprint(&d);
+  assert_string_equal(d.fingerprint, "cpu-7894baa5eec28db3");
+  memset(&d, 0, sizeof d);
+  snprintf(d.kind, sizeof d.kind, "gpu");
+  snprintf(d.model, sizeof d.model, "NVIDIA H100");
+  d.cores = 132;
+  d.memory_bytes = 81559ull << 20;
+  snprintf(d.isa, sizeof d.isa, "sm_90");
+  rd_device_fingerprint(&d);
+  assert_string_equal(d.fingerprint, "gpu-0524c0b8a8aa624b");
+  memset(&d, 0, sizeof d);
+  snprintf(d.kind, sizeof d.kind, "fpga");
+  snprintf(d.model, sizeof d.model, "u250");
+  d.cores = 4;
+  snprintf(d.isa, sizeof d.isa, "csim");
+  rd_device_fingerprint(&d);
+  assert_string_equal(d.fingerprint, "fpga-76e8a3aef4bbf853");
+}
+
+/* One provider per row of the mapper's table, in table order, found by
+ * its device kind; the device list is theirs, the CPU's first. */
+static void test_providers(void **state) {
+  (void)state;
+  const rd_device_provider_t *const *p = rd_providers();
+  const char *kinds[RD_DEV_COUNT] = {"cpu", "gpu", "fpga"};
+  for (int r = 0; r < RD_DEV_COUNT; r++) {
+    assert_int_equal(p[r]->row, r);
+    assert_string_equal(p[r]->kind, kinds[r]);
+    assert_ptr_equal(rd_provider_for(kinds[r]), p[r]);
+    assert_non_null(p[r]->discover);
+    assert_non_null(p[r]->figures);
+    assert_non_null(p[r]->can_run);
+  }
+  assert_null(rd_provider_for("tpu"));
+  assert_null(rd_provider_for(NULL));
+  /* The CPU and the GPU are measured through the profile cache; the FPGA
+   * is a model. */
+  assert_non_null(p[RD_DEV_CPU]->profiler);
+  assert_non_null(p[RD_DEV_GPU]->profiler);
+  assert_null(p[RD_DEV_FPGA]->profiler);
+  rd_device_t d[RD_MAX_DEVICES];
+  size_t n = rd_devices_get(d, RD_MAX_DEVICES);
+  assert_true(n >= 1);
+  assert_string_equal(d[0].kind, "cpu");
+  for (size_t i = 1; i < n; i++) assert_non_null(rd_provider_for(d[i].kind));
+  /* The CPU runs every part, with its own learner and the table's tree. */
+  rd_dse_runner_t run;
+  char why[RD_ERROR_MSG_MAX];
+  for (int part = 0; part < RD_PART_COUNT; part++) {
+    memset(&run, 0xff, sizeof run);
+    assert_int_equal(p[RD_DEV_CPU]->can_run(&d[0], (rd_part_t)part, NULL, NULL, &run, why,
+                                            sizeof why), 1);
+    assert_int_equal(run.learner_kind, RD_LEARNER_ON_CPU);
+    assert_null(run.learner_ops);
+    assert_null(run.rmm_ops);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_fingerprint_values),
+      cmocka_unit_test(test_providers),
       cmocka_unit_test(test_this_cpu),
       cmocka_unit_test(test_fingerprint_stable),
       cmocka_unit_test(test_absent_kinds),

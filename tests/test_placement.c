@@ -33,7 +33,9 @@
 #include "devices.h"
 #include "log.h"
 #include "placement.h"
+#include "provider.h"
 #include "provider_fpga.h"
+#include "rmm_gpu.h"
 #include "registry.h"
 
 #ifndef RD_FPGA_PARTS_DIR
@@ -578,6 +580,95 @@ static void test_shape_not_fitting(void **state) {
 #endif
 }
 
+/* A placement mapped (learner, rmm, storage) with GPU gpu (NULL: none) in
+ * the GPU row. */
+static void run_gpu(rd_placement_t *o, rd_devkind_t l, rd_devkind_t rmm, rd_devkind_t st,
+                    const rd_device_t *gpu, const rd_table_config_t *tc,
+                    const rd_learner_config_t *lc) {
+  memset(o, 0, sizeof *o);
+  o->mapped = 1;
+  o->mapping.learner = l;
+  o->mapping.rmm = rmm;
+  o->mapping.storage = st;
+  rd_mapping_format(&o->mapping, o->code, sizeof o->code);
+  if (gpu != NULL) {
+    o->device[RD_DEV_GPU] = *gpu;
+    o->has_device[RD_DEV_GPU] = 1;
+  }
+  rd_placement_bind(o, tc, lc);
+}
+
+/* What of a mapping runs on a present GPU (provider_gpu.c): the learner
+ * where the GPU learner is built; the sum tree and storage only through a
+ * GPU replay module (rmm_gpu.h), which this build refuses, saying why. */
+static void test_gpu_bind(void **state) {
+  (void)state;
+  rd_table_config_t tc;
+  rd_pipeline_config_t pc;
+  workload_configs(1000, &tc, &pc);
+  rd_device_t gpu;
+  memset(&gpu, 0, sizeof gpu);
+  snprintf(gpu.kind, sizeof gpu.kind, "gpu");
+  snprintf(gpu.model, sizeof gpu.model, "NVIDIA H100");
+  snprintf(gpu.status, sizeof gpu.status, "ok (injected by a test)");
+  gpu.index = 5;
+  gpu.memory_bytes = 80ull << 30;
+  const int built = rd_learner_gpu_built();
+  rd_placement_t o;
+  run_gpu(&o, RD_DEV_GPU, RD_DEV_GPU, RD_DEV_GPU, &gpu, &tc, &pc.learner);
+  assert_null(o.rmm_ops);
+  assert_null(o.learner_ops);
+  if (built) {
+    assert_string_equal(o.running, "G-C-C");
+    assert_int_equal(o.learner_kind, RD_LEARNER_ON_GPU);
+    assert_int_equal(o.learner_device, 5);
+    assert_string_equal(o.note, "mapped G-G-G; running G-C-C: the GPU sum tree and storage "
+                                "are not used by the pipeline");
+  } else {
+    assert_string_equal(o.running, "C-C-C");
+    assert_int_equal(o.learner_kind, RD_LEARNER_ON_CPU);
+    assert_string_equal(o.note, "mapped G-G-G; running C-C-C: GPU backend not available (built "
+                                "without CUDA)");
+  }
+  /* No usable GPU in the row. */
+  run_gpu(&o, RD_DEV_GPU, RD_DEV_CPU, RD_DEV_CPU, NULL, &tc, &pc.learner);
+  assert_string_equal(o.running, "C-C-C");
+  assert_string_equal(o.note, built ? "mapped G-C-C; running C-C-C: GPU backend not available "
+                                      "(no usable GPU on this server)"
+                                    : "mapped G-C-C; running C-C-C: GPU backend not available "
+                                      "(built without CUDA)");
+  /* The sum tree mapped there without the learner: nothing runs there. */
+  run_gpu(&o, RD_DEV_CPU, RD_DEV_GPU, RD_DEV_CPU, &gpu, &tc, &pc.learner);
+  assert_string_equal(o.running, "C-C-C");
+  assert_null(o.rmm_ops);
+  assert_string_equal(o.note, "mapped C-G-C; running C-C-C: GPU backend not available");
+
+  /* Each part asked on its own (can_run), with why. */
+  const rd_device_provider_t *p = rd_provider_for("gpu");
+  rd_dse_runner_t r;
+  char why[RD_ERROR_MSG_MAX];
+  assert_int_equal(p->can_run(NULL, RD_PART_LEARNER, &tc, &pc.learner, &r, why, sizeof why), 0);
+  assert_string_equal(why, "no usable GPU on this server");
+  rd_device_t broken = gpu;
+  snprintf(broken.status, sizeof broken.status, "unusable: cuBLAS failed");
+  assert_int_equal(p->can_run(&broken, RD_PART_LEARNER, &tc, &pc.learner, &r, why, sizeof why),
+                   0);
+  assert_string_equal(why, "gpu5 unusable: cuBLAS failed");
+  assert_int_equal(p->can_run(&gpu, RD_PART_LEARNER, &tc, &pc.learner, &r, why, sizeof why),
+                   built);
+  for (int part = RD_PART_RMM; part <= RD_PART_STORAGE; part++) {
+    assert_int_equal(p->can_run(&gpu, (rd_part_t)part, &tc, &pc.learner, &r, why, sizeof why),
+                     0);
+    assert_contains(why, built ? "not used by the pipeline" : "built without CUDA");
+  }
+  rd_gpu_rmm_t m;
+  rd_error_t err;
+  rd_error_clear(&err);
+  assert_int_equal(rd_gpu_rmm_get(5, &m, &err), RD_EINVAL);
+  assert_null(m.ops);
+  assert_int_equal(rd_gpu_rmm_memsize(&tc), 0);
+}
+
 /* The registry's fall-back rewrites running and the note. */
 static void test_rmm_on_cpu(void **state) {
   (void)state;
@@ -960,6 +1051,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_learner_not_fitting),
         cmocka_unit_test(test_shape_not_fitting),
         cmocka_unit_test(test_rmm_on_cpu),
+        cmocka_unit_test(test_gpu_bind),
         cmocka_unit_test(test_compute_with_board),
         cmocka_unit_test(test_assumed_figures_finite),
         cmocka_unit_test(test_registry_busy_falls_back),
