@@ -1,4 +1,4 @@
-/* test_fpga_devices.c - FPGA devices (daemon/dse/devices_fpga.c, devices_xrt.c):
+/* test_fpga_devices.c - FPGA devices (backends/fpga/provider_fpga.c, provider_fpga_xrt.c):
  * the C-simulation device of the `fpga-csim` setting, and, in a build with
  * XRT, board discovery through XRT in the situations this machine can
  * make: XILINX_XRT unset (no XRT call: XRT would abort the process),

@@ -1,4 +1,5 @@
-/* test_placement.c - what runs a mapping to an FPGA (daemon/dse/placement.c):
+/* test_placement.c - what runs a mapping (the providers' bind; the FPGA's
+ * in backends/fpga/provider_fpga.c):
  * the decision rd_fpga_provider_run over fake device entries (an XRT
  * board, XRT's no-op shim, the C-simulation FPGA, an assumed part), the
  * ops a mapping gets from it (rd_placement_bind), the fpga-xclbin
