@@ -184,11 +184,11 @@ static int setup_xrt(const char *path, uint32_t k, uint32_t n, uint32_t batch, r
   return rd_fpga_provider_setup_xrt(&c, err);
 }
 
-/* A placement mapped (learner, rmm, storage) with the FPGA row's device
- * fpga, as rd_placement_compute leaves it before its last step. */
-static void run(rd_placement_t *o, rd_devkind_t l, rd_devkind_t rmm, rd_devkind_t st,
-                const rd_device_t *fpga, const rd_table_config_t *tc,
-                const rd_learner_config_t *lc) {
+/* A placement mapped (learner, rmm, storage) with device dev (NULL: none)
+ * behind row, as rd_placement_compute leaves it before its last step. */
+static void run_on(rd_placement_t *o, rd_devkind_t l, rd_devkind_t rmm, rd_devkind_t st,
+                   rd_devkind_t row, const rd_device_t *dev, const rd_table_config_t *tc,
+                   const rd_learner_config_t *lc) {
   memset(o, 0, sizeof *o);
   o->mapped = 1;
   o->mapping.learner = l;
@@ -196,13 +196,22 @@ static void run(rd_placement_t *o, rd_devkind_t l, rd_devkind_t rmm, rd_devkind_
   o->mapping.storage = st;
   rd_mapping_format(&o->mapping, o->code, sizeof o->code);
   o->learner_kind = RD_LEARNER_ON_CPU;
-  if (fpga != NULL) {
-    o->device[RD_DEV_FPGA] = *fpga;
-    o->has_device[RD_DEV_FPGA] = 1;
-    o->fpga_device = fpga->index;
+  if (dev != NULL) {
+    o->device[row] = *dev;
+    o->has_device[row] = 1;
+  }
+  if (dev != NULL && row == RD_DEV_FPGA) {
+    o->fpga_device = dev->index;
     snprintf(o->fpga_part, sizeof o->fpga_part, "u250");
   }
   rd_placement_bind(o, tc, lc);
+}
+
+/* The same with the FPGA row's device fpga. */
+static void run(rd_placement_t *o, rd_devkind_t l, rd_devkind_t rmm, rd_devkind_t st,
+                const rd_device_t *fpga, const rd_table_config_t *tc,
+                const rd_learner_config_t *lc) {
+  run_on(o, l, rmm, st, RD_DEV_FPGA, fpga, tc, lc);
 }
 
 /* ------------------------------------------------------------------ */
@@ -581,24 +590,6 @@ static void test_shape_not_fitting(void **state) {
 #endif
 }
 
-/* A placement mapped (learner, rmm, storage) with GPU gpu (NULL: none) in
- * the GPU row. */
-static void run_gpu(rd_placement_t *o, rd_devkind_t l, rd_devkind_t rmm, rd_devkind_t st,
-                    const rd_device_t *gpu, const rd_table_config_t *tc,
-                    const rd_learner_config_t *lc) {
-  memset(o, 0, sizeof *o);
-  o->mapped = 1;
-  o->mapping.learner = l;
-  o->mapping.rmm = rmm;
-  o->mapping.storage = st;
-  rd_mapping_format(&o->mapping, o->code, sizeof o->code);
-  if (gpu != NULL) {
-    o->device[RD_DEV_GPU] = *gpu;
-    o->has_device[RD_DEV_GPU] = 1;
-  }
-  rd_placement_bind(o, tc, lc);
-}
-
 /* What of a mapping runs on a present GPU (provider_gpu.c): the learner
  * where the GPU learner is built; the sum tree and storage only through a
  * GPU replay module (rmm_gpu.h), which this build refuses, saying why. */
@@ -616,7 +607,7 @@ static void test_gpu_bind(void **state) {
   gpu.memory_bytes = 80ull << 30;
   const int built = rd_learner_gpu_built();
   rd_placement_t o;
-  run_gpu(&o, RD_DEV_GPU, RD_DEV_GPU, RD_DEV_GPU, &gpu, &tc, &pc.learner);
+  run_on(&o, RD_DEV_GPU, RD_DEV_GPU, RD_DEV_GPU, RD_DEV_GPU, &gpu, &tc, &pc.learner);
   assert_null(o.rmm_ops);
   assert_null(o.learner_ops);
   if (built) {
@@ -632,14 +623,14 @@ static void test_gpu_bind(void **state) {
                                 "without CUDA)");
   }
   /* No usable GPU in the row. */
-  run_gpu(&o, RD_DEV_GPU, RD_DEV_CPU, RD_DEV_CPU, NULL, &tc, &pc.learner);
+  run_on(&o, RD_DEV_GPU, RD_DEV_CPU, RD_DEV_CPU, RD_DEV_GPU, NULL, &tc, &pc.learner);
   assert_string_equal(o.running, "C-C-C");
   assert_string_equal(o.note, built ? "mapped G-C-C; running C-C-C: GPU backend not available "
                                       "(no usable GPU on this server)"
                                     : "mapped G-C-C; running C-C-C: GPU backend not available "
                                       "(built without CUDA)");
   /* The sum tree mapped there without the learner: nothing runs there. */
-  run_gpu(&o, RD_DEV_CPU, RD_DEV_GPU, RD_DEV_CPU, &gpu, &tc, &pc.learner);
+  run_on(&o, RD_DEV_CPU, RD_DEV_GPU, RD_DEV_CPU, RD_DEV_GPU, &gpu, &tc, &pc.learner);
   assert_string_equal(o.running, "C-C-C");
   assert_null(o.rmm_ops);
   assert_string_equal(o.note, "mapped C-G-C; running C-C-C: GPU backend not available");
