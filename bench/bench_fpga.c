@@ -28,7 +28,7 @@
  *      formula for the same shape at S = 1;
  *    - the learner kernel's train-step (lrn_train_step, with the host
  *      mapping of backends/fpga/learner_host.h and the per-step checks of
- *      daemon/learn/learner_backend_fpga.c, whose "C-sim device" this is),
+ *      backends/fpga/learner_backend_fpga.c, whose "C-sim device" this is),
  *      against the CPU learner (rd_learner_step, one thread) on the same
  *      batches in the same run (baseline.cpu.learner_step_us).
  *    These are CPU timings of C code written for an FPGA. They say how fast
@@ -243,7 +243,7 @@ static uint64_t res_get(const rd_fpga_res_t *r, int i) {
 }
 
 /* The model's workload for a shape: the networks as the daemon's mapper
- * builds them (daemon/dse/placement.c rd_placement_fpga_workload: the learner
+ * builds them (daemon/dse/placement.c rd_fpga_provider_workload: the learner
  * config's policy and critic specs), everything else the model's default
  * (fp32, Adam, the part's clock, the RMM in one SLR and the learner in the
  * rest). */
@@ -798,7 +798,7 @@ static void run_csim_rmm(const opts_t *o, FILE *info) {
 /* ------------------------------------------------------------------ */
 
 
-/* The learner kernel's buffers, as daemon/learn/learner_backend_fpga.c keeps
+/* The learner kernel's buffers, as backends/fpga/learner_backend_fpga.c keeps
  * them (its "board buffers": host memory in C-simulation). */
 typedef struct {
   rd_learner_config_t c;

@@ -24,6 +24,7 @@
 #include "handlers.h"
 #include "log.h"
 #include "placement.h"
+#include "provider_fpga.h"
 #include "registry.h"
 #include "server.h"
 #include "store.h"
@@ -114,14 +115,14 @@ int main(int argc, char **argv) {
   }
   rd_devices_init();
   const char *parts_dirs[2];
-  if (rd_devices_fpga_parts_dirs(cfg.fpga_parts_dir, parts_dirs) == 2)
+  if (rd_fpga_provider_parts_dirs(cfg.fpga_parts_dir, parts_dirs) == 2)
     rd_log_info("main", "run from the build directory: FPGA parts from %s, then %s",
                 parts_dirs[0], parts_dirs[1]);
   /* The C-simulation FPGA (devices.h) before any placement, restored
    * workloads' included. A part that is not there stops the start. */
   if (cfg.fpga_csim[0] != '\0' &&
-      rd_devices_add_fpga_csim(cfg.fpga_csim, cfg.fpga_parts_dir[0] ? cfg.fpga_parts_dir : NULL,
-                               &err) != RD_OK) {
+      rd_fpga_provider_add_csim(cfg.fpga_csim, cfg.fpga_parts_dir[0] ? cfg.fpga_parts_dir : NULL,
+                                &err) != RD_OK) {
     rd_log_error("main", "fpga-csim = %s: %s", cfg.fpga_csim, err.msg);
     rd_registry_destroy(app.registry);
     rd_store_close(store);
@@ -129,7 +130,7 @@ int main(int argc, char **argv) {
   }
   /* The XRT kernels (fpga-xclbin) before any placement too: a build
    * without XRT, or a path that is not an xclbin, stops the start. */
-  if (rd_placement_setup_xrt(&cfg, &err) != RD_OK) {
+  if (rd_fpga_provider_setup_xrt(&cfg, &err) != RD_OK) {
     rd_log_error("main", "%s", err.msg);
     rd_registry_destroy(app.registry);
     rd_store_close(store);

@@ -15,6 +15,10 @@
 
 #include "devices.h"
 #include "log.h"
+#include "provider.h"
+#include "provider_cpu.h"
+#include "provider_fpga.h"
+#include "provider_gpu.h"
 
 static char root[64];
 
@@ -78,7 +82,7 @@ static void test_fingerprint_stable(void **state) {
   rd_devices_cpu(&cpu);
   assert_string_equal(cpu.fingerprint, a[0].fingerprint);
   /* A second discovery (as after a restart) finds the same fingerprint. */
-  rd_devices_probe_cpu(NULL, &probed);
+  rd_cpu_provider_probe(NULL, &probed);
   assert_string_equal(probed.fingerprint, cpu.fingerprint);
   /* A short buffer gets a prefix of the list. */
   assert_int_equal(rd_devices_get(b, 1), 1);
@@ -89,7 +93,7 @@ static void test_absent_kinds(void **state) {
   (void)state;
   rd_device_t d[RD_MAX_DEVICES];
   char why[160] = "";
-  size_t n = rd_devices_probe_fpgas(d, RD_MAX_DEVICES, why, sizeof why);
+  size_t n = rd_fpga_provider_discover(d, RD_MAX_DEVICES, why, sizeof why);
   /* Built without XRT, or with it and XILINX_XRT unset (as in this
    * suite): no board is looked for (test_fpga_devices covers XRT). */
   if (getenv("XILINX_XRT") == NULL) {
@@ -98,7 +102,7 @@ static void test_absent_kinds(void **state) {
                 strstr(why, "XILINX_XRT is not set") != NULL);
   }
   why[0] = '\0';
-  n = rd_devices_probe_gpus(d, RD_MAX_DEVICES, why, sizeof why);
+  n = rd_gpu_provider_discover(d, RD_MAX_DEVICES, why, sizeof why);
   if (n == 0) {
     /* Built without CUDA, or with it but no driver or device here. */
     assert_true(strlen(why) > 0);
@@ -169,7 +173,7 @@ static void fake_probe(const char *name, const fake_t *f, rd_device_t *d) {
     snprintf(rel, sizeof rel, "%s/index%d/size", cache, i);
     write_file(dir, rel, idx[i][2] ? idx[i][2] : f->l2);
   }
-  rd_devices_probe_cpu(dir, d);
+  rd_cpu_provider_probe(dir, d);
 }
 
 static void test_fake_cpu_fields(void **state) {
@@ -202,7 +206,7 @@ static void test_fake_cpu_missing_files(void **state) {
   snprintf(dir, sizeof dir, "%s/empty", root);
   assert_int_equal(mkdir(dir, 0700), 0);
   rd_device_t d;
-  rd_devices_probe_cpu(dir, &d);
+  rd_cpu_provider_probe(dir, &d);
   assert_string_equal(d.kind, "cpu");
   assert_string_equal(d.model, "unknown CPU");
   assert_int_equal(d.cores, 0);
@@ -264,8 +268,82 @@ static void test_fingerprint_gpu(void **state) {
   assert_string_not_equal(a.fingerprint, b.fingerprint);
 }
 
+/* The fingerprints' values: stored profiles are keyed by them, so a
+ * daemon must compute the same ones as the build that stored them (the
+ * FNV-1a of each kind's key, devices.h). */
+static void test_fingerprint_values(void **state) {
+  (void)state;
+  rd_device_t d;
+  memset(&d, 0, sizeof d);
+  snprintf(d.kind, sizeof d.kind, "cpu");
+  snprintf(d.model, sizeof d.model, "Test CPU");
+  d.cores = 4;
+  d.l1d_bytes = 32768;
+  d.l2_bytes = 1048576;
+  d.memory_bytes = (8ull << 30) - (3ull << 20); /* 8 GiB to the nearest GiB */
+  snprintf(d.isa, sizeof d.isa, "avx2");
+  rd_device_fingerprint(&d);
+  assert_string_equal(d.fingerprint, "cpu-7894baa5eec28db3");
+  memset(&d, 0, sizeof d);
+  snprintf(d.kind, sizeof d.kind, "gpu");
+  snprintf(d.model, sizeof d.model, "NVIDIA H100");
+  d.cores = 132;
+  d.memory_bytes = 81559ull << 20;
+  snprintf(d.isa, sizeof d.isa, "sm_90");
+  rd_device_fingerprint(&d);
+  assert_string_equal(d.fingerprint, "gpu-0524c0b8a8aa624b");
+  memset(&d, 0, sizeof d);
+  snprintf(d.kind, sizeof d.kind, "fpga");
+  snprintf(d.model, sizeof d.model, "u250");
+  d.cores = 4;
+  snprintf(d.isa, sizeof d.isa, "csim");
+  rd_device_fingerprint(&d);
+  assert_string_equal(d.fingerprint, "fpga-76e8a3aef4bbf853");
+}
+
+/* One provider per row of the mapper's table, in table order, found by
+ * its device kind; the device list is theirs, the CPU's first. */
+static void test_providers(void **state) {
+  (void)state;
+  const rd_device_provider_t *const *p = rd_providers();
+  const char *kinds[RD_DEV_COUNT] = {"cpu", "gpu", "fpga"};
+  for (int r = 0; r < RD_DEV_COUNT; r++) {
+    assert_int_equal(p[r]->row, r);
+    assert_string_equal(p[r]->kind, kinds[r]);
+    assert_ptr_equal(rd_provider_for(kinds[r]), p[r]);
+    assert_non_null(p[r]->discover);
+    assert_non_null(p[r]->figures);
+    assert_non_null(p[r]->can_run);
+  }
+  assert_null(rd_provider_for("tpu"));
+  assert_null(rd_provider_for(NULL));
+  /* The CPU and the GPU are measured through the profile cache; the FPGA
+   * is a model. */
+  assert_non_null(p[RD_DEV_CPU]->profiler);
+  assert_non_null(p[RD_DEV_GPU]->profiler);
+  assert_null(p[RD_DEV_FPGA]->profiler);
+  rd_device_t d[RD_MAX_DEVICES];
+  size_t n = rd_devices_get(d, RD_MAX_DEVICES);
+  assert_true(n >= 1);
+  assert_string_equal(d[0].kind, "cpu");
+  for (size_t i = 1; i < n; i++) assert_non_null(rd_provider_for(d[i].kind));
+  /* The CPU runs every part, with its own learner and the table's tree. */
+  rd_dse_runner_t run;
+  char why[RD_ERROR_MSG_MAX];
+  for (int part = 0; part < RD_PART_COUNT; part++) {
+    memset(&run, 0xff, sizeof run);
+    assert_int_equal(p[RD_DEV_CPU]->can_run(&d[0], (rd_part_t)part, NULL, NULL, &run, why,
+                                            sizeof why), 1);
+    assert_int_equal(run.learner_kind, RD_LEARNER_ON_CPU);
+    assert_null(run.learner_ops);
+    assert_null(run.rmm_ops);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_fingerprint_values),
+      cmocka_unit_test(test_providers),
       cmocka_unit_test(test_this_cpu),
       cmocka_unit_test(test_fingerprint_stable),
       cmocka_unit_test(test_absent_kinds),

@@ -28,6 +28,7 @@
 #include "log.h"
 #include "pipeline.h"
 #include "profile_gpu.h"
+#include "provider_fpga.h"
 #include "learner_rows.h"
 
 #define OBS 4
@@ -750,7 +751,7 @@ static void test_fpga_backend_pipeline(void **state) {
    * kernel's limits is no fault of the device). */
   rd_device_t fd;
   rd_error_t derr;
-  assert_int_equal(rd_devices_fpga_csim("u250", RD_FPGA_PARTS_DIR, 0, &fd, &derr), RD_OK);
+  assert_int_equal(rd_fpga_provider_csim("u250", RD_FPGA_PARTS_DIR, 0, &fd, &derr), RD_OK);
   rd_devices_inject(&fd);
   c.learner.hidden[0] = 2 * LRN_MAX_WIDTH;
   c0.learner.hidden[0] = 2 * LRN_MAX_WIDTH;

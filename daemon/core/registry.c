@@ -273,7 +273,7 @@ static uint64_t config_charge(const wl_config_t *wc, uint64_t *tree, uint64_t *r
                               uint64_t *scratch, uint64_t *learner) {
   const rd_table_config_t *tc = &wc->tc;
   *tree = rd_table_tree_memsize(tc); /* the CPU tree or the placement's replay module */
-  *rows = (uint64_t)tc->capacity * rd_schema_row_bytes(&tc->schema);
+  *rows = rd_table_rows_memsize(tc); /* host rows, or the storage's host memory */
   *scratch = (uint64_t)tc->max_batch * SCRATCH_PER_ITEM;
   *learner = wc->has_learner ? rd_pipeline_memsize(&wc->pc, tc) : 0;
   return *tree + *rows + *scratch + *learner;
@@ -291,6 +291,7 @@ static void apply_placement(wl_config_t *wc, const rd_placement_t *pl) {
   wc->pc.learner_pin = pl->learner_pin;
   wc->pc.sampler_pin = pl->sampler_pin;
   wc->tc.rmm = pl->rmm_ops;
+  wc->tc.storage = pl->storage_ops;
 }
 
 static uint64_t workload_charge(const rd_workload_t *w) {
@@ -369,11 +370,11 @@ static void workload_free(rd_workload_t *w) {
 }
 
 /* A new workload holding one reference (the registry's). Takes spec.
- * When the placement's replay module is busy (RD_EBUSY: an XRT board's
- * replay kernel holds one tree, and another workload's is there,
- * rmm_xrt.h), the table gets the CPU tree instead: wc->tc.rmm becomes NULL
- * (the caller re-checks the memory charge) and pl's running and note say
- * so. */
+ * When the placement's replay module or storage cannot be created (busy:
+ * an XRT board's replay kernel holds one tree, rmm_xrt.h; a GPU out of
+ * memory or failing, rmm_gpu.h), the table gets the CPU tree and host
+ * rows instead: wc->tc.rmm and .storage become NULL (the caller re-checks
+ * the memory charge) and pl's running and note say so. */
 static int workload_new(wl_config_t *wc, rd_placement_t *pl, Replayd__V1__WorkloadSpec *spec,
                         const char *id, const char *token, int64_t created,
                         rd_workload_t **out, rd_error_t *err) {
@@ -385,15 +386,17 @@ static int workload_new(wl_config_t *wc, rd_placement_t *pl, Replayd__V1__Worklo
   }
   rd_error_t rerr;
   rd_error_clear(&rerr);
-  int rc = rd_table_init(&w->table, tc, tc->rmm != NULL ? &rerr : err);
-  if (rc == RD_EBUSY && tc->rmm != NULL) {
-    rd_log_warn("registry", "workload %s: replay module %s is taken (%s); its table runs on "
-                "the CPU tree", id, tc->rmm->name, rerr.msg);
+  const int off_cpu = tc->rmm != NULL || tc->storage != NULL;
+  int rc = rd_table_init(&w->table, tc, off_cpu ? &rerr : err);
+  if (rc && off_cpu) {
+    rd_log_warn("registry", "workload %s: its replay module %s / storage %s cannot be created "
+                "(%s); its table runs on the CPU tree with its rows in host memory", id,
+                tc->rmm ? tc->rmm->name : "cpu", tc->storage ? tc->storage->name : "host",
+                rerr.msg);
     if (pl != NULL) rd_placement_rmm_on_cpu(pl, rerr.msg);
     wc->tc.rmm = NULL;
+    wc->tc.storage = NULL;
     rc = rd_table_init(&w->table, tc, err);
-  } else if (rc && tc->rmm != NULL) {
-    rd_error_set(err, rc, "%s", rerr.msg);
   }
   if (rc) {
     replayd__v1__workload_spec__free_unpacked(spec, NULL);
@@ -633,10 +636,12 @@ int rd_registry_register_placed(rd_registry_t *r, const Replayd__V1__WorkloadSpe
   if ((rc = normalised_copy(spec, &wc, &norm, err)) != RD_OK) goto out;
   rd_workload_t *w;
   const rd_rmm_ops_t *placed_rmm = wc.tc.rmm;
+  const rd_storage_ops_t *placed_storage = wc.tc.storage;
   if ((rc = workload_new(&wc, pl, norm, id, token, (int64_t)time(NULL), &w, err)) != RD_OK)
     goto out;
-  /* The CPU tree instead of a busy module: charge what it holds. */
-  if (wc.tc.rmm != placed_rmm && (rc = check_limits(r, &wc, err)) != RD_OK) {
+  /* The CPU tree instead of a module it could not create: charge what it holds. */
+  if ((wc.tc.rmm != placed_rmm || wc.tc.storage != placed_storage) &&
+      (rc = check_limits(r, &wc, err)) != RD_OK) {
     workload_free(w);
     goto out;
   }
@@ -702,10 +707,12 @@ static bool restore_one(rd_registry_t *r, const rd_stored_workload_t *sw) {
   }
   rd_workload_t *w = NULL;
   const rd_rmm_ops_t *placed_rmm = wc.tc.rmm;
+  const rd_storage_ops_t *placed_storage = wc.tc.storage;
   if (rc == RD_OK)
     rc = workload_new(&wc, pl, norm, sw->id, sw->token, sw->created_unix, &w, &err);
-  /* The CPU tree instead of a busy module: charge what it holds. */
-  if (rc == RD_OK && wc.tc.rmm != placed_rmm && (rc = check_limits(r, &wc, &err)) != RD_OK) {
+  /* The CPU tree instead of a module it could not create: charge what it holds. */
+  if (rc == RD_OK && (wc.tc.rmm != placed_rmm || wc.tc.storage != placed_storage) &&
+      (rc = check_limits(r, &wc, &err)) != RD_OK) {
     workload_free(w);
     w = NULL;
   }

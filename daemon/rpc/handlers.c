@@ -26,6 +26,7 @@
 #include "paging.h"
 #include "placement.h"
 #include "profile_jsonl.h"
+#include "provider_fpga.h"
 
 #ifndef RD_VERSION
 #define RD_VERSION "0.0.0"
@@ -1376,7 +1377,7 @@ static void do_plan(rd_handler_ctx_t *ctx, const grpc_metadata_array *md, const 
            RD_FPGA_NAME_MAX - 1);
       goto out;
     }
-    rc = rd_devices_fpga_part(q->fpga_part, parts_dir(ctx), &part, &err);
+    rc = rd_fpga_provider_part(q->fpga_part, parts_dir(ctx), &part, &err);
     if (rc) {
       fail(r, GRPC_STATUS_INVALID_ARGUMENT, "fpga_part: %s", err.msg);
       goto out;

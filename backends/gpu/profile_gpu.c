@@ -1,7 +1,6 @@
-/* profile_gpu.c - GPU profiles for the mapper (profile_gpu.h). The
- * measuring part is built only with the GPU backend (RD_GPU_BACKEND, set
- * by daemon/meson.build when rd_gpu_enabled); without it a stub says so.
- * The store wrapper is the same in both builds. */
+/* profile_gpu.c - the GPU profiler (profile_gpu.h). Compiled only with the
+ * GPU backend (daemon/meson.build: rd_gpu_enabled); provider_gpu_nocuda.c
+ * stands in otherwise. */
 #include "profile_gpu.h"
 
 #include <stdint.h>
@@ -9,10 +8,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "log.h"
-
-#if RD_GPU_BACKEND
 #include "learner_gpu.h"
+#include "log.h"
+#include "rd_clock.h"
 #include "sumtree_gpu.h"
 
 int rd_profile_gpu_built(void) { return 1; }
@@ -20,12 +18,6 @@ int rd_profile_gpu_built(void) { return 1; }
 #define REP_TARGET_S 1e-3      /* a repetition: about 1 ms of calls */
 #define MAX_CALLS_PER_REP 4096
 #define FILL_CHUNK (1u << 16)  /* leaves uploaded per set_range while filling */
-
-static double now_s(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
 
 static uint64_t splitmix(uint64_t *s) {
   uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
@@ -55,11 +47,11 @@ static int time_calls(call_fn fn, void *ctx, int warmups, double slice_end, doub
   *reps_out = 0;
   double slowest = 0;
   for (int w = 0; w < warmups; w++) {
-    double t0 = now_s();
+    double t0 = rd_clock_now();
     if (t0 + slowest > slice_end) return RD_OK;
     int rc = fn(ctx, err);
     if (rc) return rc;
-    slowest = now_s() - t0;
+    slowest = rd_clock_now() - t0;
   }
   if (slowest < 1e-9) slowest = 1e-9;
   double kf = REP_TARGET_S / slowest;
@@ -67,13 +59,13 @@ static int time_calls(call_fn fn, void *ctx, int warmups, double slice_end, doub
   double per_call[RD_PROFILE_REPS];
   uint32_t reps = 0;
   while (reps < RD_PROFILE_REPS) {
-    double start = now_s();
+    double start = rd_clock_now();
     if (start + k * slowest > slice_end) break;
     for (uint32_t i = 0; i < k; i++) {
       int rc = fn(ctx, err);
       if (rc) return rc;
     }
-    double t = (now_s() - start) / k;
+    double t = (rd_clock_now() - start) / k;
     per_call[reps++] = t;
     if (reps == 1 || t > slowest) slowest = t;
   }
@@ -136,7 +128,7 @@ static int tree_setup(tree_ctx_t *c, const rd_profile_key_t *k, int ordinal, dou
   }
   /* Fill in chunks until the setup share is spent, at least one batch. */
   uint32_t filled = 0;
-  while (filled < cap && (filled < k->batch || now_s() < setup_end)) {
+  while (filled < cap && (filled < k->batch || rd_clock_now() < setup_end)) {
     size_t n = cap - filled < fill ? cap - filled : fill;
     for (size_t i = 0; i < n; i++) c->values[i] = 1 + (splitmix(&c->rng) >> 44); /* <= 2^20 */
     if ((rc = rd_gpu_sumtree_set_range(&c->tree, filled, n, c->values, err))) {
@@ -239,7 +231,7 @@ int rd_profile_measure_gpu(const rd_profile_shape_t *s, const rd_device_t *gpu, 
   if (fault == NULL) fault = &f;
   *fault = 0;
   *n_out = 0;
-  double t0 = now_s();
+  double t0 = rd_clock_now();
   if (gpu == NULL || strcmp(gpu->kind, "gpu") != 0)
     return rd_error_set(err, RD_EINVAL, "GPU profile: not a GPU device");
   if (!(budget_s > 0 && budget_s <= RD_PROFILE_MAX_BUDGET_S))
@@ -261,7 +253,7 @@ int rd_profile_measure_gpu(const rd_profile_shape_t *s, const rd_device_t *gpu, 
     int left = s->has_learner ? 3 : 2;
     call_fn fns[2] = {sample_call, update_call};
     for (int prim = 0; prim < 2 && rc == RD_OK; prim++, left--) {
-      double slice_end = now_s() + (deadline - now_s()) / left;
+      double slice_end = rd_clock_now() + (deadline - rd_clock_now()) / left;
       double lat = 0;
       uint32_t reps = 0;
       rc = time_calls(fns[prim], &tc, 1, slice_end, &lat, &reps, err);
@@ -272,7 +264,7 @@ int rd_profile_measure_gpu(const rd_profile_shape_t *s, const rd_device_t *gpu, 
     }
   }
   tree_free(&tc);
-  if (rc == RD_OK && s->has_learner && now_s() < deadline) {
+  if (rc == RD_OK && s->has_learner && rd_clock_now() < deadline) {
     train_ctx_t lc;
     rc = train_setup(&lc, &s->learner, s->key.batch, ordinal, fault, err);
     double lat = 0;
@@ -288,72 +280,5 @@ int rd_profile_measure_gpu(const rd_profile_shape_t *s, const rd_device_t *gpu, 
   }
   if (rc) return rc;
   *n_out = n;
-  return RD_OK;
-}
-
-#else /* !RD_GPU_BACKEND */
-
-int rd_profile_gpu_built(void) { return 0; }
-
-int rd_profile_measure_gpu(const rd_profile_shape_t *shape, const rd_device_t *gpu,
-                           double budget_s, rd_profile_t *out, size_t cap, size_t *n_out,
-                           int *fault, rd_error_t *err) {
-  (void)shape;
-  (void)gpu;
-  (void)budget_s;
-  (void)out;
-  (void)cap;
-  if (fault) *fault = 0;
-  *n_out = 0;
-  return rd_error_set(err, RD_EINVAL, "built without CUDA: no GPU profiler in this build");
-}
-
-#endif
-
-int rd_profile_gpu_cached(rd_store_t *store, const rd_profile_shape_t *shape,
-                          const rd_device_t *gpu, double budget_s, rd_profile_t *out, size_t cap,
-                          size_t *n_out, int *hit, int *fault, rd_error_t *err) {
-  *n_out = 0;
-  *hit = 0;
-  if (fault) *fault = 0;
-  const rd_profile_key_t *k = &shape->key;
-  if (store != NULL) {
-    rd_profile_t *rows = NULL;
-    size_t nr = 0;
-    rd_error_t serr;
-    rd_error_clear(&serr);
-    if (rd_store_get_profiles(store, gpu->fingerprint, k, rd_profile_build(), &rows, &nr,
-                              &serr) != RD_OK) {
-      rd_log_warn("profile", "cannot read stored profiles (measuring instead): %s", serr.msg);
-    } else {
-      size_t m = 0;
-      for (int prim = RD_PRIM_SAMPLE; prim <= RD_PRIM_TRAIN; prim++)
-        for (size_t i = 0; i < nr && m < cap; i++)
-          if (rows[i].primitive == (rd_primitive_t)prim) {
-            out[m++] = rows[i];
-            break;
-          }
-      rd_store_free_profiles(rows);
-      if (m > 0) {
-        rd_log_info("profile", "%s: batch %u capacity %u K %u: %zu GPU profiles from the store "
-                    "(hit), nothing measured", gpu->fingerprint, k->batch, k->capacity,
-                    k->fanout, m);
-        *n_out = m;
-        *hit = 1;
-        return RD_OK;
-      }
-    }
-  }
-  int rc = rd_profile_measure_gpu(shape, gpu, budget_s, out, cap, n_out, fault, err);
-  if (rc) return rc;
-  if (store != NULL && *n_out > 0) {
-    rd_error_t serr;
-    rd_error_clear(&serr);
-    if (rd_store_put_profiles(store, out, *n_out, &serr) != RD_OK)
-      rd_log_warn("profile", "measured GPU profiles not stored: %s", serr.msg);
-    else
-      rd_log_info("profile", "%s: batch %u capacity %u K %u: %zu GPU profiles measured (miss) "
-                  "and stored", gpu->fingerprint, k->batch, k->capacity, k->fanout, *n_out);
-  }
   return RD_OK;
 }

@@ -1,6 +1,7 @@
 /* learner_backend_gpu.c - the "gpu" learner backend over
- * backends/gpu/learner_gpu.h. Compiled only in a build with the GPU backend
- * (daemon/meson.build: rd_gpu_enabled); learner_backend_nogpu.c otherwise.
+ * learner_gpu.h, the GPU provider's learner (provider_gpu.h). Compiled
+ * only in a build with the GPU backend (daemon/meson.build:
+ * rd_gpu_enabled); provider_gpu_nocuda.c stands in otherwise.
  *
  * Fault classification (learner_backend.h). init: the config is validated
  * here first, so a bad config is the caller's (fault 0); every later

@@ -1,5 +1,7 @@
-/* profile_gpu.h - the GPU's entries of the primitive-platform table,
- * measured on a present GPU (papers/001 §VI-A1), for the mapper.
+/* profile_gpu.h - the GPU's profiler: its entries of the
+ * primitive-platform table, measured on a present GPU (papers/001
+ * §VI-A1), for the mapper. The GPU provider (provider_gpu.c) reaches it
+ * through the profile cache (daemon/dse/profile_cache.h: rd_profiler_gpu).
  *
  * What is measured, for a workload shape (profile.h: rd_profile_shape_t),
  * on one GPU of the device list, at "threads" 1 (a GPU call has no thread
@@ -28,9 +30,10 @@
  * single call that hangs.
  *
  * Build: measuring needs the GPU backend (daemon/meson.build:
- * rd_gpu_enabled). Without it rd_profile_gpu_built() is 0 and
- * rd_profile_measure_gpu fails with RD_EINVAL "built without CUDA: no GPU
- * profiler in this build" and *fault = 0 (the device is not to blame).
+ * rd_gpu_enabled; profile_gpu.c). Without it provider_gpu_nocuda.c stands
+ * in: rd_profile_gpu_built() is 0 and rd_profile_measure_gpu fails with
+ * RD_EINVAL "built without CUDA: no GPU profiler in this build" and
+ * *fault = 0 (the device is not to blame).
  *
  * Faults: after the shape is checked, any failing CUDA call (no device or
  * driver, out of memory, cuBLAS, a launch) sets *fault = 1: the caller
@@ -46,8 +49,8 @@
 
 #include "devices.h"
 #include "profile.h"
+#include "profile_cache.h"
 #include "rd_error.h"
-#include "store.h"
 
 /* 1 in a build with the GPU backend, else 0. */
 int rd_profile_gpu_built(void);
@@ -63,13 +66,8 @@ int rd_profile_measure_gpu(const rd_profile_shape_t *shape, const rd_device_t *g
                            double budget_s, rd_profile_t *out, size_t cap, size_t *n_out,
                            int *fault, rd_error_t *err);
 
-/* The same through the profile store, as rd_profile_cpu_cached does for the
- * CPU (profile_cache.h): stored rows of this fingerprint, shape and build
- * (measured here before or imported) are returned (*hit = 1); otherwise
- * measure and store (*hit = 0). A store that fails is logged and treated
- * as a miss / not stored. */
-int rd_profile_gpu_cached(rd_store_t *store, const rd_profile_shape_t *shape,
-                          const rd_device_t *gpu, double budget_s, rd_profile_t *out, size_t cap,
-                          size_t *n_out, int *hit, int *fault, rd_error_t *err);
+/* The GPU profiler as the profile cache calls it (provider_gpu.c): one
+ * row per primitive at "threads" 1, whatever thread counts are asked. */
+extern const rd_profiler_t rd_profiler_gpu;
 
 #endif

@@ -1,7 +1,9 @@
-/* devices_xrt.c - FPGA board discovery through XRT's C API. Compiled only
- * when the build has XRT (daemon/meson.build, rd_fpga_xrt_enabled); the
- * only daemon file that includes an XRT header (devices.h says what it
- * finds).
+/* provider_fpga_xrt.c - the FPGA provider's XRT half (provider_fpga_xrt.h):
+ * board discovery through XRT's C API, and the XRT replay module
+ * (rmm_xrt.h) and learner (learner_backend_xrt.h) it configures. Compiled
+ * only when the build has XRT (daemon/meson.build, rd_fpga_xrt_enabled);
+ * provider_fpga_noxrt.c otherwise. provider_fpga.h says what discovery
+ * finds.
  *
  * XRT traps (shared/stack-notes.md), each handled before it bites:
  *  - with XILINX_XRT unset, xrtDeviceOpen aborts the process (an uncaught
@@ -28,13 +30,13 @@
 #include <xrt.h>
 #include <xrt/xrt_device.h>
 
-#include "devices.h"
+#include "learner_backend_xrt.h"
+#include "provider_fpga.h"
+#include "provider_fpga_xrt.h"
+#include "rmm_xrt.h"
 
 typedef unsigned (*probe_fn)(void);
 typedef int (*info_fn)(xclDeviceHandle, struct xclDeviceInfo2 *);
-
-size_t rd_devices_probe_xrt(rd_device_t *out, size_t max, char *why, size_t len);
-int rd_devices_fpga_xclbin(void); /* devices.c: the fpga-xclbin setting */
 
 static void fill_noop(rd_device_t *d) {
   snprintf(d->backend, sizeof d->backend, "xrt-noop");
@@ -65,12 +67,12 @@ static void fill_board(rd_device_t *d, info_fn info, xrtDeviceHandle h) {
            (double)d->memory_bytes / (double)(1ull << 30));
   /* Found, and nothing of replayd has ever run on a board: with an
    * xclbin configured (fpga-xclbin) what is mapped here runs its kernels
-   * (placement.c), else the CPU runs it; the mapper's figures for it are
-   * the model's either way. */
-  rd_devices_xrt_board_text(rd_devices_fpga_xclbin(), d);
+   * (provider_fpga.c), else the CPU runs it; the mapper's figures for it
+   * are the model's either way. */
+  rd_fpga_provider_board_text(rd_fpga_provider_xclbin(), d);
 }
 
-size_t rd_devices_probe_xrt(rd_device_t *out, size_t max, char *why, size_t len) {
+size_t rd_fpga_provider_discover(rd_device_t *out, size_t max, char *why, size_t len) {
   const char *root = getenv("XILINX_XRT");
   if (root == NULL || root[0] == '\0') {
     snprintf(why, len, "XILINX_XRT is not set (XRT would abort the process on a device "
@@ -107,7 +109,7 @@ size_t rd_devices_probe_xrt(rd_device_t *out, size_t max, char *why, size_t len)
     memset(d, 0, sizeof *d);
     snprintf(d->kind, sizeof d->kind, "fpga");
     /* XRT's own index: what xrtDeviceOpen, the XRT replay module and the
-     * XRT learner open for this entry (placement.c passes it on). */
+     * XRT learner open for this entry (provider_fpga.c passes it on). */
     d->index = (uint32_t)i;
     if (noop)
       fill_noop(d);
@@ -120,3 +122,42 @@ size_t rd_devices_probe_xrt(rd_device_t *out, size_t max, char *why, size_t len)
   if (n == 0) snprintf(why, len, "XRT lists %zu FPGA boards but opens none", count);
   return n;
 }
+
+/* ---- The XRT replay module and learner ---- */
+
+int rd_fpga_provider_xrt_built(void) { return 1; }
+
+int rd_fpga_provider_xrt_configure(const char *path, uint32_t device,
+                                   const rd_fpga_xclbin_shape_t *shape, rd_error_t *err) {
+  if (path == NULL) {
+    rd_fpga_xrt_rmm_configure(NULL, NULL);
+    rd_learner_fpga_xrt_configure(NULL, NULL);
+    return RD_OK;
+  }
+  rd_fpga_xrt_rmm_params_t p;
+  rd_fpga_xrt_rmm_params_default(&p);
+  if (strlen(path) >= sizeof p.xclbin)
+    return rd_error_set(err, RD_EINVAL, "fpga-xclbin: the path is longer than %zu bytes",
+                        sizeof p.xclbin - 1);
+  snprintf(p.xclbin, sizeof p.xclbin, "%s", path);
+  p.device = device;
+  p.k = shape->k;
+  p.capacity = shape->n;
+  p.max_batch = shape->batch;
+  p.max_leaf = rd_fpga_xclbin_max_leaf(shape);
+  rd_error_t e;
+  rd_error_clear(&e);
+  int rc = rd_fpga_xrt_rmm_configure(&p, &e);
+  if (rc == RD_OK && (rc = rd_learner_fpga_xrt_configure(path, &e)) != RD_OK)
+    rd_fpga_xrt_rmm_configure(NULL, NULL);
+  if (rc) return rd_error_set(err, rc, "fpga-xclbin-shape/fpga-xclbin: %s", e.msg);
+  return RD_OK;
+}
+
+size_t rd_fpga_provider_xrt_rmm_memsize(uint32_t capacity, uint32_t fanout) {
+  return rd_fpga_xrt_rmm_ops.memsize(capacity, fanout);
+}
+
+const rd_rmm_ops_t *rd_fpga_provider_xrt_rmm_ops(void) { return &rd_fpga_xrt_rmm_ops; }
+
+const rd_learner_ops_t *rd_fpga_provider_xrt_learner_ops(void) { return &rd_learner_ops_fpga_xrt; }

@@ -1,5 +1,6 @@
-/* devices_cuda.c - GPU discovery through the CUDA runtime. Compiled only
- * when the build has CUDA (daemon/meson.build); devices_nocuda.c otherwise.
+/* provider_gpu_cuda.c - GPU discovery through the CUDA runtime, for the GPU
+ * provider (provider_gpu.h). Compiled only when the build has CUDA
+ * (daemon/meson.build); provider_gpu_nocuda.c stands in otherwise.
  *
  * Only the runtime's query calls: cudaGetDeviceCount and
  * cudaGetDeviceProperties initialise the driver but create no context, so
@@ -10,14 +11,14 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "devices.h"
+#include "provider_gpu.h"
 
 #define RD_GPU_CAPABILITIES "learner(never run on a GPU),sumtree(profiling)"
 #define RD_GPU_VERIFIED                                                                    \
   "GPU learner and storage compiled and host-tested, never run on a GPU; GPU sum tree "    \
   "run on an H100 (docs/benchmarks.md)"
 
-size_t rd_devices_probe_gpus(rd_device_t *out, size_t max, char *why, size_t len) {
+size_t rd_gpu_provider_discover(rd_device_t *out, size_t max, char *why, size_t len) {
   int count = 0;
   cudaError_t e = cudaGetDeviceCount(&count);
   if (e != cudaSuccess) {
@@ -47,7 +48,8 @@ size_t rd_devices_probe_gpus(rd_device_t *out, size_t max, char *why, size_t len
     snprintf(d->isa, sizeof d->isa, "sm_%d%d", p.major % 100, p.minor % 100);
     /* What the daemon runs here, each with how far it is verified. The
      * learner (learner_backend_gpu.c) trains workloads mapped to the GPU;
-     * the sum tree is run only by the GPU profiler (profile_gpu.c).
+     * the sum tree is run by the GPU profiler (profile_gpu.c) and, where
+     * the build has it, the GPU replay module (rmm_gpu.h).
      * RD_GPU_VERIFIED says where each was ever run: keep it true. */
     snprintf(d->capabilities, sizeof d->capabilities, "%s", RD_GPU_CAPABILITIES);
     snprintf(d->status, sizeof d->status, "ok (driver %d.%d, runtime %d.%d); %s",
