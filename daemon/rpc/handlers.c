@@ -23,6 +23,7 @@
 #include "pb_check.h"
 #include "placer.h"
 #include "plan.h"
+#include "sample_reply.h"
 #include "spec_pb.h"
 
 /* A decoded request, as a handler gets it. */
@@ -363,56 +364,7 @@ void rd_insert_stream_release(rd_insert_stream_t *st) {
   st->workload = NULL;
 }
 
-/* A sample's memory: one allocation for everything its reply carries,
- * packed by protobuf-c once the table has filled it. */
-typedef struct {
-  uint8_t *mem;
-  uint64_t *keys;
-  double *probs, *weights;
-  uint32_t n, nf;
-  rd_buf_t cols[RD_SCHEMA_MAX_FIELDS];
-} sample_mem_t;
-
-static int sample_alloc(void *arg, const rd_table_t *t, uint32_t n, rd_sample_out_t *out,
-                        rd_error_t *err) {
-  sample_mem_t *s = arg;
-  s->n = n;
-  s->nf = t->config.schema.n_fields;
-  s->mem = malloc((size_t)n * (3 * sizeof(double) + rd_schema_row_bytes(&t->config.schema)));
-  if (s->mem == NULL) return rd_error_set(err, RD_ENOMEM, "out of memory");
-  s->keys = (uint64_t *)(void *)s->mem;
-  s->probs = (double *)(s->keys + n);
-  s->weights = s->probs + n;
-  uint8_t *p = (uint8_t *)(s->weights + n);
-  for (uint32_t f = 0; f < s->nf; f++) {
-    s->cols[f].data = p;
-    s->cols[f].bytes = (size_t)n * t->field_bytes[f];
-    p += s->cols[f].bytes;
-  }
-  *out = (rd_sample_out_t){s->keys, s->probs, s->weights, s->cols};
-  return RD_OK;
-}
-
-static void sample_pack(const sample_mem_t *s, uint64_t size, rd_reply_t *r) {
-  ProtobufCBinaryData pcols[RD_SCHEMA_MAX_FIELDS];
-  for (uint32_t f = 0; f < s->nf; f++) {
-    pcols[f].data = s->cols[f].data;
-    pcols[f].len = s->cols[f].bytes;
-  }
-  Replayd__V1__RowBatch rb = REPLAYD__V1__ROW_BATCH__INIT;
-  rb.count = s->n;
-  rb.n_columns = s->nf;
-  rb.columns = pcols;
-  Replayd__V1__SampleResponse m = REPLAYD__V1__SAMPLE_RESPONSE__INIT;
-  m.n_keys = m.n_probabilities = m.n_weights = s->n;
-  m.keys = s->keys;
-  m.probabilities = s->probs;
-  m.weights = s->weights;
-  m.table_size = size;
-  m.rows = &rb;
-  rd_reply_pack(r, &m.base);
-}
-
+/* The rows go from the table straight into the reply (sample_reply.h). */
 HANDLER(h_sample) {
   const Replayd__V1__SampleRequest *m = q->msg;
   rd_workload_t *w = rd_auth_workload(q->ctx, q->ci->md, m->workload_id, 0, r);
@@ -420,17 +372,17 @@ HANDLER(h_sample) {
   rd_sample_request_t sq = {m->batch_size,
                             m->beta_opt_case == REPLAYD__V1__SAMPLE_REQUEST__BETA_OPT_BETA,
                             m->beta, m->stratified ? RD_SAMPLE_STRATIFIED : 0};
-  sample_mem_t mem;
-  memset(&mem, 0, sizeof mem);
+  rd_sample_reply_t reply;
+  memset(&reply, 0, sizeof reply);
   uint64_t size = 0;
   rd_error_t err;
   rd_error_clear(&err);
-  int rc = rd_workload_sample(w, &sq, sample_alloc, &mem, &size, &err);
+  int rc = rd_workload_sample(w, &sq, rd_sample_reply_alloc, &reply, &size, &err);
   if (rc == RD_OK)
-    sample_pack(&mem, size, r);
+    rd_reply_buffer(r, rd_sample_reply_finish(&reply, size));
   else
     rd_reply_error(r, rc, "%s", err.msg);
-  free(mem.mem);
+  rd_sample_reply_free(&reply);
   rd_workload_unref(w);
   return RD_REPLY_NOW;
 }
