@@ -1266,6 +1266,77 @@ static void test_restore_skips_invalid(void **state) {
   rd_store_close(st);
 }
 
+/* Specs as the daemon before the rpc/core split stored them (its
+ * workloads table, verbatim): a CartPole replay table with alpha 0 and
+ * capacity 500, and a DQN learner's with capacity 2000. They must restore
+ * to the same bytes and configuration: state directories outlive builds. */
+static const uint8_t stored_replay[] =
+    "\x0a\x08\x63\x61\x72\x74\x70\x6f\x6c\x65\x12\x0a\x0a\x03\x6f\x62"
+    "\x73\x10\x01\x1a\x01\x04\x12\x0a\x0a\x06\x61\x63\x74\x69\x6f\x6e"
+    "\x10\x02\x12\x0a\x0a\x06\x72\x65\x77\x61\x72\x64\x10\x01\x12\x0f"
+    "\x0a\x08\x6e\x65\x78\x74\x5f\x6f\x62\x73\x10\x01\x1a\x01\x04\x12"
+    "\x08\x0a\x04\x64\x6f\x6e\x65\x10\x05\x18\xf4\x03\x20\x10\x29\x00"
+    "\x00\x00\x00\x00\x00\x00\x00\x31\x8d\xed\xb5\xa0\xf7\xc6\xb0\x3e"
+    "\x39\x9a\x99\x99\x99\x99\x99\xd9\x3f\x40\x07\x49\x00\x00\x00\x00"
+    "\x00\x00\x30\x41\x50\x80\x80\x04";
+static const uint8_t stored_dqn[] =
+    "\x0a\x08\x63\x61\x72\x74\x70\x6f\x6c\x65\x12\x0a\x0a\x03\x6f\x62"
+    "\x73\x10\x01\x1a\x01\x04\x12\x0a\x0a\x06\x61\x63\x74\x69\x6f\x6e"
+    "\x10\x02\x12\x0a\x0a\x06\x72\x65\x77\x61\x72\x64\x10\x01\x12\x0f"
+    "\x0a\x08\x6e\x65\x78\x74\x5f\x6f\x62\x73\x10\x01\x1a\x01\x04\x12"
+    "\x08\x0a\x04\x64\x6f\x6e\x65\x10\x05\x18\xd0\x0f\x20\x10\x29\x33"
+    "\x33\x33\x33\x33\x33\xe3\x3f\x31\x8d\xed\xb5\xa0\xf7\xc6\xb0\x3e"
+    "\x39\x9a\x99\x99\x99\x99\x99\xd9\x3f\x40\x07\x49\x00\x00\x00\x00"
+    "\x00\x00\x30\x41\x50\x80\x80\x04\xa2\x01\x45\x0a\x03\x64\x71\x6e"
+    "\x12\x02\x10\x10\x18\x20\x2a\x04\x72\x65\x6c\x75\x31\xfc\xa9\xf1"
+    "\xd2\x4d\x62\x50\x3f\x41\xae\x47\xe1\x7a\x14\xae\xef\x3f\x51\x7b"
+    "\x14\xae\x47\xe1\x7a\x74\x3f\x61\x00\x00\x00\x00\x00\x00\x24\x40"
+    "\x69\x00\x00\x00\x00\x00\x00\xf0\x3f\x70\x01\x78\x02\x98\x01\x20";
+
+static void test_restore_stored_format(void **state) {
+  (void)state;
+  const char *dir = fresh("restore-format");
+  rd_config_t cfg = test_config();
+  cfg.max_batch = 65536; /* the default they were stored under */
+  rd_store_t *st = open_store(dir);
+  static const struct {
+    const char *id;
+    const uint8_t *spec;
+    size_t len;
+  } rows[] = {{"9e3787b780d749fd66247c3e03bf1cbe", stored_replay, sizeof stored_replay - 1},
+              {"cdf336db5c384823cdbe30cd350accff", stored_dqn, sizeof stored_dqn - 1}};
+  for (int i = 0; i < 2; i++) {
+    rd_stored_workload_t sw;
+    memset(&sw, 0, sizeof sw);
+    snprintf(sw.id, sizeof sw.id, "%s", rows[i].id);
+    snprintf(sw.token, sizeof sw.token, "%064d", i);
+    sw.created_unix = 1795655322 + i;
+    sw.spec = (uint8_t *)rows[i].spec;
+    sw.spec_len = rows[i].len;
+    assert_int_equal(rd_store_put_workload(st, &sw, NULL), RD_OK);
+  }
+  rd_registry_t *r = make_registry(&cfg, st);
+  assert_int_equal(restore_ok(r), 2);
+  for (int i = 0; i < 2; i++) {
+    rd_workload_t *w = rd_registry_get(r, rows[i].id);
+    assert_non_null(w);
+    assert_int_equal(w->spec_len, rows[i].len);
+    assert_memory_equal(w->spec, rows[i].spec, rows[i].len);
+    assert_string_equal(w->name, "cartpole");
+    assert_int_equal(w->table.config.schema.n_fields, 5);
+    assert_int_equal(rd_schema_row_bytes(&w->table.config.schema), 41);
+    assert_int_equal(w->table.config.schema.fields[4].dtype, RD_DTYPE_BOOL);
+    assert_int_equal(w->table.config.capacity, i ? 2000 : 500);
+    assert_true(w->table.config.alpha == (i ? 0.6 : 0.0));
+    assert_true(w->table.config.seed == 7);
+    assert_int_equal(w->pipeline != NULL, i);
+    rd_workload_unref(w);
+  }
+  rd_registry_stop_learners(r);
+  rd_registry_destroy(r);
+  rd_store_close(st);
+}
+
 /* One stored row the store cannot read (an empty id, as a hand edit could
  * leave): the restore fails as a whole and brings nothing back, so the
  * daemon stops instead of serving the other workloads as if they were all. */
@@ -1484,6 +1555,7 @@ int main(void) {
       cmocka_unit_test(test_counters),
       cmocka_unit_test(test_restore_after_reopen),
       cmocka_unit_test(test_restore_skips_invalid),
+      cmocka_unit_test(test_restore_stored_format),
       cmocka_unit_test(test_restore_unreadable_store_fails),
       cmocka_unit_test(test_store_failure_changes_nothing),
       cmocka_unit_test(test_concurrent_use_and_delete),
