@@ -148,24 +148,6 @@ void rd_list_workloads(const rd_handler_ctx_t *ctx, const char *after, uint32_t 
 
 /* ---- Profiles ---- */
 
-static void profile_msg(Replayd__V1__Profile *m, const rd_profile_t *p) {
-  replayd__v1__profile__init(m);
-  m->device = (char *)p->device_fp;
-  m->primitive = (char *)rd_primitive_name(p->primitive);
-  m->threads = p->threads;
-  m->batch = p->shape.batch;
-  m->capacity = p->shape.capacity;
-  m->fanout = p->shape.fanout;
-  m->algorithm = (char *)p->shape.algorithm;
-  m->network = (char *)p->shape.network;
-  m->build = (char *)p->build;
-  m->latency_s = p->latency_s;
-  m->reps = p->reps;
-  m->items = p->items;
-  m->source = (char *)rd_profile_source_name(p->source);
-  m->measured_unix = p->measured_unix;
-}
-
 /* Take profiles into the page while they fit; the number listed, or -1
  * with r failed. */
 static ptrdiff_t profile_page_fill(const rd_handler_ctx_t *ctx, const rd_profile_t *rows,
@@ -177,7 +159,7 @@ static ptrdiff_t profile_page_fill(const rd_handler_ctx_t *ctx, const rd_profile
   rd_error_clear(&err);
   for (size_t i = 0; i < nr && i < page; i++) {
     const rd_profile_t *p = &rows[i];
-    profile_msg(&pm[i], p);
+    rd_profile_msg(&pm[i], p);
     pp[i] = &pm[i];
     /* The page may end here: count this item's token too. */
     if (rd_page_token_profile(p, token, &err) != RD_OK) {

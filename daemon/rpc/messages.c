@@ -147,3 +147,21 @@ void rd_device_msg(Replayd__V1__Device *m, const rd_device_t *d) {
   m->memory_bytes = d->memory_bytes;
   m->isa = (char *)d->isa;
 }
+
+void rd_profile_msg(Replayd__V1__Profile *m, const rd_profile_t *p) {
+  replayd__v1__profile__init(m);
+  m->device = (char *)p->device_fp;
+  m->primitive = (char *)rd_primitive_name(p->primitive);
+  m->threads = p->threads;
+  m->batch = p->shape.batch;
+  m->capacity = p->shape.capacity;
+  m->fanout = p->shape.fanout;
+  m->algorithm = (char *)p->shape.algorithm;
+  m->network = (char *)p->shape.network;
+  m->build = (char *)p->build;
+  m->latency_s = p->latency_s;
+  m->reps = p->reps;
+  m->items = p->items;
+  m->source = (char *)rd_profile_source_name(p->source);
+  m->measured_unix = p->measured_unix;
+}

@@ -8,6 +8,7 @@
 
 #include "devices.h"
 #include "placement.h"
+#include "profile.h"
 #include "replayd.pb-c.h"
 #include "workload.h"
 
@@ -41,5 +42,6 @@ void rd_workload_msg_free(rd_workload_msg_t *o);
 
 void rd_counters_msg(Replayd__V1__WorkloadCounters *m, const rd_workload_counters_t *c);
 void rd_device_msg(Replayd__V1__Device *m, const rd_device_t *d);
+void rd_profile_msg(Replayd__V1__Profile *m, const rd_profile_t *p);
 
 #endif

@@ -1,11 +1,10 @@
 /* sample_reply.c - SampleResponse's wire format, by hand.
  *
- * protobuf's encoding: a field is a tag (field number << 3 | wire type)
- * then its value; varints carry 7 bits a byte, low first, the high bit
- * set on every byte but the last. Packed repeated scalars and bytes are
- * length-delimited (wire type 2): the length as a varint, then the bytes.
- * Doubles are 8 bytes little-endian. The message, as protobuf-c would
- * write it except for the order of its fields:
+ * A field is a tag (field number << 3 | wire type) then its value
+ * (pb_wire.h: varints; packed repeated scalars and bytes are
+ * length-delimited, wire type 2). Doubles are 8 bytes little-endian. The
+ * message, as protobuf-c would write it except for the order of its
+ * fields:
  *   2 probabilities  packed double   (omitted when n = 0)
  *   3 weights        packed double   (omitted when n = 0)
  *   5 rows           RowBatch { 1 count uint32 (omitted when 0),
@@ -20,39 +19,20 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "pb_wire.h"
+
 _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
                "doubles are copied as protobuf's little-endian fixed64");
 
 #define WIRE_VARINT 0
 #define WIRE_LEN 2
 #define TAG(field, wire) ((uint8_t)((field) << 3 | (wire))) /* one byte: fields 1..15 */
-#define VARINT_MAX 10
-
-static size_t varint_len(uint64_t v) {
-  size_t n = 1;
-  while (v >= 0x80) {
-    v >>= 7;
-    n++;
-  }
-  return n;
-}
-
-static uint8_t *put_varint(uint8_t *p, uint64_t v) {
-  while (v >= 0x80) {
-    *p++ = (uint8_t)(v | 0x80);
-    v >>= 7;
-  }
-  *p++ = (uint8_t)v;
-  return p;
-}
 
 /* A length-delimited field's tag and length; returns where its data go. */
 static uint8_t *put_len(uint8_t *p, uint8_t field, uint64_t len) {
   *p++ = TAG(field, WIRE_LEN);
-  return put_varint(p, len);
+  return rd_pb_put_varint(p, len);
 }
-
-static size_t len_field(uint64_t len) { return 1 + varint_len(len) + len; }
 
 /* The reply's layout for n rows: the RowBatch's bytes (rows), the
  * message's before the keys (head) and in all with the scratch (cap). */
@@ -66,16 +46,16 @@ static int layout(uint32_t n, const size_t *field_bytes, uint32_t n_fields, layo
   if (n_fields > RD_SCHEMA_MAX_FIELDS)
     return rd_error_set(err, RD_EINVAL, "a sample reply of %u fields; at most %d", n_fields,
                         RD_SCHEMA_MAX_FIELDS);
-  l->rows = n ? 1 + varint_len(n) : 0;
+  l->rows = n ? 1 + rd_pb_varint_bytes(n) : 0;
   for (uint32_t f = 0; f < n_fields; f++) {
     if (__builtin_mul_overflow(field_bytes[f], (size_t)n, &l->col[f]) || l->col[f] > SIZE_MAX / 4)
       return rd_error_set(err, RD_ETOOBIG, "a sample reply's column %u is too large", f);
-    l->rows += len_field(l->col[f]);
+    l->rows += rd_pb_len_field_bytes(l->col[f]);
   }
-  size_t doubles = n ? 2 * len_field((uint64_t)n * 8) : 0;
-  l->head = doubles + len_field(l->rows);
+  size_t doubles = n ? 2 * rd_pb_len_field_bytes((uint64_t)n * 8) : 0;
+  l->head = doubles + rd_pb_len_field_bytes(l->rows);
   /* At most what the keys and table_size take after it. */
-  size_t tail = (n ? len_field((uint64_t)n * VARINT_MAX) : 0) + 1 + VARINT_MAX;
+  size_t tail = (n ? rd_pb_len_field_bytes((uint64_t)n * RD_PB_VARINT_MAX) : 0) + 1 + RD_PB_VARINT_MAX;
   l->scratch = (l->head + tail + 7) & ~(size_t)7; /* 8-aligned, as malloc's buffer is */
   l->cap = l->scratch + (size_t)n * (sizeof(uint64_t) + 2 * sizeof(double));
   if (l->head > SIZE_MAX / 4 || l->cap < l->scratch)
@@ -107,7 +87,7 @@ int rd_sample_reply_init(rd_sample_reply_t *s, uint32_t n, const size_t *field_b
   p = put_len(p, 5, l.rows);
   if (n) {
     *p++ = TAG(1, WIRE_VARINT);
-    p = put_varint(p, n);
+    p = rd_pb_put_varint(p, n);
   }
   for (uint32_t f = 0; f < n_fields; f++) {
     s->cols[f].data = p = put_len(p, 2, l.col[f]);
@@ -137,13 +117,13 @@ grpc_byte_buffer *rd_sample_reply_finish(rd_sample_reply_t *s, uint64_t table_si
     memcpy(s->probabilities_at, s->probabilities, (size_t)n * 8);
     memcpy(s->weights_at, s->weights, (size_t)n * 8);
     uint64_t keys = 0;
-    for (uint32_t i = 0; i < n; i++) keys += varint_len(s->keys[i]);
+    for (uint32_t i = 0; i < n; i++) keys += rd_pb_varint_bytes(s->keys[i]);
     p = put_len(p, 1, keys);
-    for (uint32_t i = 0; i < n; i++) p = put_varint(p, s->keys[i]);
+    for (uint32_t i = 0; i < n; i++) p = rd_pb_put_varint(p, s->keys[i]);
   }
   if (table_size) {
     *p++ = TAG(4, WIRE_VARINT);
-    p = put_varint(p, table_size);
+    p = rd_pb_put_varint(p, table_size);
   }
   grpc_slice slice = grpc_slice_new(s->buf, (size_t)(p - s->buf), free_buf);
   grpc_byte_buffer *bb = grpc_raw_byte_buffer_create(&slice, 1);
