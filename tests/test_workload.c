@@ -89,6 +89,16 @@ static int expect(int rc, int want, const rd_error_t *err, const char *text) {
   return rc;
 }
 
+/* A registry holding one workload, in which rows (10 of them) are. */
+static rd_workload_t *workload_of_10_rows(rd_registry_t **r, rows_t *rows) {
+  rd_config_t cfg = test_config();
+  *r = make_registry(&cfg);
+  rd_workload_t *w = make_workload(*r);
+  make_rows(rows, 10);
+  assert_int_equal(rd_workload_insert(w, &rows->b, NULL, NULL, NULL), RD_OK);
+  return w;
+}
+
 /* ---- The spec in C ---- */
 
 static void test_c_spec_registers_and_stores_bytes(void **state) {
@@ -277,13 +287,10 @@ static void test_sample_limits_then_memory_then_table(void **state) {
 
 static void test_update_limits_and_errors(void **state) {
   (void)state;
-  rd_config_t cfg = test_config();
-  rd_registry_t *r = make_registry(&cfg);
-  rd_workload_t *w = make_workload(r);
+  rd_registry_t *r;
   rows_t rows;
-  make_rows(&rows, 10);
+  rd_workload_t *w = workload_of_10_rows(&r, &rows);
   rd_error_t err;
-  assert_int_equal(rd_workload_insert(w, &rows.b, NULL, NULL, &err), RD_OK);
   uint64_t keys[65] = {0};
   double pr[65] = {0};
   expect(rd_workload_update(w, 2, keys, 1, pr, NULL, &err), RD_EINVAL, &err,
@@ -312,13 +319,10 @@ static void test_update_limits_and_errors(void **state) {
 
 static void test_deleted_workload_refuses_data_calls(void **state) {
   (void)state;
-  rd_config_t cfg = test_config();
-  rd_registry_t *r = make_registry(&cfg);
-  rd_workload_t *w = make_workload(r);
+  rd_registry_t *r;
   rows_t rows;
-  make_rows(&rows, 10);
+  rd_workload_t *w = workload_of_10_rows(&r, &rows);
   rd_error_t err;
-  assert_int_equal(rd_workload_insert(w, &rows.b, NULL, NULL, &err), RD_OK);
   assert_int_equal(rd_registry_delete(r, w->id, &err), RD_OK);
   char want[80];
   snprintf(want, sizeof want, "workload %s was deleted", w->id);
