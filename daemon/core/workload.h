@@ -20,7 +20,7 @@
  *   RD_ESTATE     the workload cannot do this (no learner; it trains
  *                 continuously);
  *   RD_EBUSY, RD_ECANCELED, RD_ENOMEM as rd_error.h says.
- * A failing call changes nothing. No protobuf type appears below rpc/.
+ * A failing call changes nothing. No protobuf type appears in core.
  */
 #ifndef RD_WORKLOAD_H
 #define RD_WORKLOAD_H
