@@ -24,9 +24,11 @@
 #include "handlers.h"
 #include "log.h"
 #include "placement.h"
+#include "placer.h"
 #include "provider_fpga.h"
 #include "registry.h"
 #include "server.h"
+#include "spec_pb.h"
 #include "store.h"
 
 #ifndef RD_VERSION
@@ -141,9 +143,13 @@ int main(int argc, char **argv) {
   ctx.config = &cfg;
   /* Restored workloads get their placement back from stored profiles
    * (nothing is measured at start). */
-  rd_registry_set_restore_placer(app.registry, rd_handler_restore_placer, &ctx);
-  /* Logs each workload and the count; a store it cannot read stops the start. */
-  if (rd_registry_restore(app.registry, NULL, &err) != RD_OK) {
+  static rd_placer_t placer;
+  placer = (rd_placer_t){app.registry, store, &cfg};
+  rd_registry_set_restore_placer(app.registry, rd_place_restored, &placer);
+  /* Logs each workload and the count; a store it cannot read stops the
+   * start. The stored specs are the wire's WorkloadSpec (spec_pb.h). */
+  rd_spec_decoder_t decoder = rd_spec_pb_decoder(&cfg);
+  if (rd_registry_restore(app.registry, &decoder, NULL, &err) != RD_OK) {
     rd_log_error("main", "%s", err.msg);
     rd_registry_destroy(app.registry);
     rd_store_close(store);

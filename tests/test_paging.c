@@ -15,6 +15,7 @@
 #include "log.h"
 #include "paging.h"
 #include "registry.h"
+#include "spec_pb.h"
 #include "store.h"
 
 static char root[64];
@@ -289,7 +290,7 @@ static void register_one(rd_registry_t *r, char *id_out) {
   rd_workload_t *w = NULL;
   rd_error_t err;
   rd_error_clear(&err);
-  if (rd_registry_register(r, &s.spec, &w, &err) != RD_OK) fail_msg("register: %s", err.msg);
+  if (rd_spec_pb_register(r, &s.spec, NULL, &w, &err) != RD_OK) fail_msg("register: %s", err.msg);
   strcpy(id_out, w->id);
   rd_workload_unref(w);
 }

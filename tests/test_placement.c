@@ -38,6 +38,7 @@
 #include "provider_fpga.h"
 #include "rmm_gpu.h"
 #include "registry.h"
+#include "spec_pb.h"
 
 #ifndef RD_FPGA_PARTS_DIR
 #error "RD_FPGA_PARTS_DIR: the part files' directory"
@@ -165,7 +166,7 @@ static void workload_configs(uint32_t capacity, rd_table_config_t *tc, rd_pipeli
   int has_learner = 0;
   rd_error_t err;
   rd_error_clear(&err);
-  if (rd_registry_spec_config(r, &s.spec, tc, pc, &has_learner, &err) != RD_OK)
+  if (rd_spec_pb_config(r, &s.spec, tc, pc, &has_learner, &err) != RD_OK)
     fail_msg("spec: %s", err.msg);
   assert_true(has_learner);
   rd_registry_destroy(r);
@@ -847,7 +848,7 @@ static void test_registry_busy_falls_back(void **state) {
   rd_error_t err;
   rd_error_clear(&err);
   busy_creates = 0;
-  int rc = rd_registry_register_placed(r, &s.spec, &pl, &w, &err);
+  int rc = rd_spec_pb_register(r, &s.spec, &pl, &w, &err);
   if (rc) fail_msg("register: %s", err.msg);
   assert_int_equal(busy_creates, 1);
   assert_string_equal(rd_table_rmm_name(&w->table), "cpu");
@@ -878,7 +879,7 @@ static void test_registry_busy_falls_back(void **state) {
   pl.rmm_ops = &broken_ops;
   rd_error_clear(&err);
   w = NULL;
-  assert_int_equal(rd_registry_register_placed(r, &s.spec, &pl, &w, &err), RD_OK);
+  assert_int_equal(rd_spec_pb_register(r, &s.spec, &pl, &w, &err), RD_OK);
   assert_string_equal(rd_table_rmm_name(&w->table), "cpu");
   assert_string_equal(w->placement->note, "mapped C-F-C; running C-C-C: the replay module stays "
                                           "on the CPU: fake: the board is gone");
@@ -909,7 +910,7 @@ static void test_registry_pins(void **state) {
   rd_workload_t *w = NULL;
   rd_error_t err;
   rd_error_clear(&err);
-  if (rd_registry_register_placed(r, &s.spec, &pl, &w, &err)) fail_msg("register: %s", err.msg);
+  if (rd_spec_pb_register(r, &s.spec, &pl, &w, &err)) fail_msg("register: %s", err.msg);
   assert_non_null(w->pipeline);
   rd_pipeline_cpus_t c;
   rd_pipeline_cpus(w->pipeline, &c);
@@ -988,10 +989,10 @@ static void test_noop_second_table_busy(void **state) {
   assert_ptr_equal(pl.rmm_ops, &rd_fpga_xrt_rmm_ops);
   rd_workload_t *a = NULL, *b = NULL, *c = NULL;
   rd_error_clear(&err);
-  if (rd_registry_register_placed(r, &s.spec, &pl, &a, &err)) fail_msg("a: %s", err.msg);
+  if (rd_spec_pb_register(r, &s.spec, &pl, &a, &err)) fail_msg("a: %s", err.msg);
   assert_string_equal(rd_table_rmm_name(&a->table), "fpga-xrt");
   assert_string_equal(a->placement->running, "C-F-C");
-  if (rd_registry_register_placed(r, &s.spec, &pl, &b, &err)) fail_msg("b: %s", err.msg);
+  if (rd_spec_pb_register(r, &s.spec, &pl, &b, &err)) fail_msg("b: %s", err.msg);
   assert_string_equal(rd_table_rmm_name(&b->table), "cpu");
   assert_string_equal(b->placement->running, "C-C-C");
   assert_contains(b->placement->note, "mapped C-F-C; running C-C-C: the replay module stays on "
@@ -1003,7 +1004,7 @@ static void test_noop_second_table_busy(void **state) {
   snprintf(id, sizeof id, "%s", a->id);
   rd_workload_unref(a);
   assert_int_equal(rd_registry_delete(r, id, &err), RD_OK);
-  if (rd_registry_register_placed(r, &s.spec, &pl, &c, &err)) fail_msg("c: %s", err.msg);
+  if (rd_spec_pb_register(r, &s.spec, &pl, &c, &err)) fail_msg("c: %s", err.msg);
   assert_string_equal(rd_table_rmm_name(&c->table), "fpga-xrt");
   rd_workload_unref(b);
   rd_workload_unref(c);
