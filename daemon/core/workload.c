@@ -19,13 +19,38 @@
  * issued (RD_ENOTFOUND) or more rows than the table holds (RD_ETOOBIG)
  * is a bad argument, not a missing workload or a server limit. */
 static int table_error(int rc, rd_error_t *err) {
-  if (rc == RD_EEMPTY || rc == RD_ENOMEM) return rc;
+  if (rc == RD_EEMPTY || rc == RD_ENOMEM || rc == RD_EINTERNAL) return rc; /* INTERNAL: a device */
   if (err) err->code = RD_EINVAL;
   return RD_EINVAL;
 }
 
 static int deleted_error(const rd_workload_t *w, rd_error_t *err) {
   return rd_error_set(err, RD_ENOTFOUND, "workload %s was deleted", w->id);
+}
+
+/* A table call failed with RD_EINTERNAL: the device under its replay module
+ * or storage failed (table.h). Under the lock: move the table to the CPU
+ * (what cannot come back is dropped as the ring drops old items), give the
+ * device up and say so in the placement, so that the caller can make the
+ * call again on the CPU. 1 if the table moved. */
+static int table_fault(rd_workload_t *w, const rd_error_t *why) {
+  if (!w->table.module_failed) return 0; /* not a module's failure */
+  char mod[64];
+  snprintf(mod, sizeof mod, "%s / %s", rd_table_rmm_name(&w->table),
+           rd_table_storage_name(&w->table));
+  uint64_t lost = 0;
+  rd_error_t e;
+  rd_error_clear(&e);
+  if (rd_table_to_cpu(&w->table, &lost, &e) != RD_OK) {
+    rd_log_error("workload", "workload %s: its replay module %s failed (%s) and the table "
+                 "could not move to the CPU: %s", w->id, mod, why->msg, e.msg);
+    return 0;
+  }
+  rd_log_error("workload", "workload %s: its replay module %s failed (%s); the table runs on "
+               "the CPU from now on, %llu items lost%s%s", w->id, mod, why->msg,
+               (unsigned long long)lost, e.msg[0] ? ": " : "", e.msg);
+  if (w->placement) rd_placement_table_failed(w->placement, why->msg);
+  return 1;
 }
 
 /* ------------------------------------------------------------------ */
@@ -55,6 +80,11 @@ int rd_workload_insert(rd_workload_t *w, const rd_insert_batch_t *b, uint64_t *k
     if (w->pipeline) rd_pipeline_before_insert(w->pipeline, b->count);
     rc = rd_table_insert(&w->table, b->count, b->cols, b->n_priorities ? b->priorities : NULL,
                          keys, err);
+    if (rc == RD_EINTERNAL && table_fault(w, err)) { /* again, on the CPU */
+      first = rd_table_next_key(&w->table);
+      rc = rd_table_insert(&w->table, b->count, b->cols,
+                           b->n_priorities ? b->priorities : NULL, keys, err);
+    }
     if (rc == RD_OK && w->pipeline) rd_pipeline_after_insert(w->pipeline, b->count);
     if (rc) rc = table_error(rc, err);
   }
@@ -86,6 +116,8 @@ int rd_workload_sample(rd_workload_t *w, const rd_sample_request_t *q, rd_sample
     rc = deleted_error(w, err);
   } else {
     rc = rd_table_sample(&w->table, n, beta, q->flags, &out, err);
+    if (rc == RD_EINTERNAL && table_fault(w, err))
+      rc = rd_table_sample(&w->table, n, beta, q->flags, &out, err);
     if (rc) rc = table_error(rc, err);
     if (table_size) *table_size = rd_table_size(&w->table);
   }
@@ -107,6 +139,8 @@ int rd_workload_update(rd_workload_t *w, size_t n, const uint64_t *keys, size_t 
     rc = deleted_error(w, err);
   } else {
     rc = rd_table_update(&w->table, n, keys, priorities, &skipped, err);
+    if (rc == RD_EINTERNAL && table_fault(w, err))
+      rc = rd_table_update(&w->table, n, keys, priorities, &skipped, err);
     if (rc) rc = table_error(rc, err);
   }
   pthread_mutex_unlock(&w->lock);

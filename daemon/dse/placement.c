@@ -121,6 +121,19 @@ void rd_placement_rmm_on_cpu(rd_placement_t *p, const char *why) {
   compose_note(p);
 }
 
+void rd_placement_table_failed(rd_placement_t *p, const char *why) {
+  /* The devices the sum tree and the rows ran on: running's letters 2, 4. */
+  for (int pos = 2; pos <= 4; pos += 2) {
+    if (strlen(p->running) != 5 || p->running[pos] == 'C') continue;
+    for (int d = 0; d < RD_DEV_COUNT; d++)
+      if (rd_devkind_letter((rd_devkind_t)d) == p->running[pos] && p->has_device[d])
+        rd_devices_mark_unusable(p->device[d].kind, p->device[d].index, why);
+  }
+  char text[RD_ERROR_MSG_MAX + 64];
+  snprintf(text, sizeof text, "failed while serving, moved to the CPU: %.200s", why);
+  rd_placement_rmm_on_cpu(p, text);
+}
+
 /* The mapping of o's table and what of it runs; RD_EINVAL when the
  * workload's own figures cannot be predicted (mapper.h RD_ERANGE). */
 static int map_and_bind(rd_placement_t *o, const rd_table_config_t *tc,

@@ -179,4 +179,11 @@ void rd_placement_bind(rd_placement_t *o, const rd_table_config_t *tc,
  * the rows), and the note says why. */
 void rd_placement_rmm_on_cpu(rd_placement_t *p, const char *why);
 
+/* The table's replay module or storage failed while serving (a device
+ * fault: rmm_gpu.h, rmm_xrt.h) and the table was moved to the CPU
+ * (rd_table_to_cpu): the device behind it is given up in the device list
+ * (devices.h rd_devices_mark_unusable), and running and the note say what
+ * runs now and why, as rd_placement_rmm_on_cpu does at creation. */
+void rd_placement_table_failed(rd_placement_t *p, const char *why);
+
 #endif
