@@ -334,8 +334,9 @@ static void test_strict_and_relaxed(void **state) {
 
 /* Two writers insert as fast as they can into a small ring while the
  * learner trains with batches sampled ahead (D = 6): rows get overwritten
- * between sampling and gathering all the time, and every batch must still
- * hold the rows its keys named at sampling (pipeline.h's insert rule). */
+ * between every two sampler bursts, and every batch must still hold the
+ * rows its keys named at sampling (pipeline.h's insert rule: a batch is
+ * gathered in the table-lock hold that sampled it). */
 typedef struct {
   wl_t *w;
   rd_pipeline_t *p;

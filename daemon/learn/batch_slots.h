@@ -8,8 +8,8 @@
  * Only the fields the learner reads (learner_bind.h) get column memory.
  *
  * Why D + 2: at most D + 1 batches are between sampling and their update
- * (pipeline.h), and one more lets the sampler sample the next batch while
- * the oldest one's priorities are still to be written.
+ * (pipeline.h), and one more lets the sampler sample the next batch in the
+ * same table-lock hold that writes the oldest one's priorities.
  */
 #ifndef RD_BATCH_SLOTS_H
 #define RD_BATCH_SLOTS_H
@@ -31,8 +31,6 @@ typedef struct {
   float *discount; /* computed from done (f_done), else NULL */
   rd_buf_t cols[RD_SCHEMA_MAX_FIELDS]; /* only the learner's fields have memory */
   uint64_t seq;    /* sampling order, from 1 */
-  uint64_t min_key; /* the oldest key in the batch: what an insert can overwrite first */
-  int gathered;    /* table lock */
   int trained;     /* 1: priorities to write; 0: dropped (skipped step, deadline) */
   rd_step_stats_t st;
 } rd_batch_slot_t;

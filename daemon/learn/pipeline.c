@@ -96,10 +96,11 @@ uint64_t rd_pipeline_memsize(const rd_pipeline_config_t *c, const rd_table_confi
 /* Everything create allocated (safe on a partly built pipeline). */
 static void free_all(rd_pipeline_t *p) {
   rd_batch_slots_free(p->slots, p->n_slots);
-  free(p->pinned);
   free(p->burst_upd);
+  free(p->burst_smp);
   free(p->burst_stale);
   free(p->burst_rc);
+  free(p->burst_flags);
   rd_ring_free(&p->q_free);
   rd_ring_free(&p->q_train);
   rd_ring_free(&p->q_update);
@@ -115,10 +116,11 @@ static int alloc_all(rd_pipeline_t *p) {
   int ok = (p->slots = rd_batch_slots_alloc(n, &p->cfg, &p->table->config.schema)) != NULL;
   ok = ok && rd_ring_init(&p->q_free, n) == RD_OK && rd_ring_init(&p->q_train, n) == RD_OK &&
        rd_ring_init(&p->q_update, n) == RD_OK;
-  ok = ok && (p->pinned = malloc(n * sizeof *p->pinned)) != NULL;
   ok = ok && (p->burst_upd = malloc(n * sizeof *p->burst_upd)) != NULL;
+  ok = ok && (p->burst_smp = malloc(n * sizeof *p->burst_smp)) != NULL;
   ok = ok && (p->burst_stale = malloc(n * sizeof *p->burst_stale)) != NULL;
-  ok = ok && (p->burst_rc = malloc(n * sizeof *p->burst_rc)) != NULL;
+  ok = ok && (p->burst_rc = malloc(2 * n * sizeof *p->burst_rc)) != NULL; /* updates, gathers */
+  ok = ok && (p->burst_flags = malloc(n * sizeof *p->burst_flags)) != NULL;
   ok = ok && rd_weights_buf_init(&p->weights, p->learner.ops->policy_bytes(&p->learner)) == RD_OK;
   if (!ok) return RD_ENOMEM;
   for (uint32_t i = 0; i < n; i++) rd_pl_push(&p->q_free, i);
@@ -219,10 +221,7 @@ void rd_pipeline_stop(rd_pipeline_t *p) {
   if (p->started >= 1) pthread_join(p->th_sampler, NULL);
   if (p->started >= 2) pthread_join(p->th_learner, NULL);
   p->started = 0;
-  /* Batches left in flight are dropped; their pins go with them. */
-  pthread_mutex_lock(p->table_lock);
-  p->n_pinned = 0;
-  pthread_mutex_unlock(p->table_lock);
+  /* Batches left in flight are dropped. */
   pthread_mutex_lock(&p->mu);
   rd_train_done_cb cb = NULL;
   void *arg = NULL;
@@ -247,25 +246,10 @@ void rd_pipeline_destroy(rd_pipeline_t *p) {
 /* ------------------------------------------------------------------ */
 
 void rd_pipeline_before_insert(rd_pipeline_t *p, size_t n) {
-  /* Inserting keys [next, next + n) overwrites the slots of keys
-   * [next + n - capacity, ...) and older: a pinned batch whose oldest key
-   * is below next + n - capacity would lose a row before its gather. */
-  uint64_t next = rd_table_next_key(p->table), cap = p->table->config.capacity;
-  if (next + n < cap) return;
-  uint64_t first_lost = next + n - cap; /* keys < this are gone after the insert */
-  for (uint32_t i = 0; i < p->n_pinned;) {
-    uint32_t si = p->pinned[i];
-    rd_batch_slot_t *s = &p->slots[si];
-    if (s->min_key < first_lost) {
-      rd_error_t err;
-      if (rd_table_gather(p->table, p->cfg.batch, s->keys, s->cols, &err) != RD_OK)
-        rd_log_error("pipeline", "early gather failed: %s", err.msg); /* keys pinned, so live */
-      s->gathered = 1;
-      p->pinned[i] = p->pinned[--p->n_pinned];
-    } else {
-      i++;
-    }
-  }
+  /* Nothing to do: the sampler gathers every batch in the table-lock hold
+   * that sampled it (sampler_unit.h), so no insert comes between. */
+  (void)p;
+  (void)n;
 }
 
 void rd_pipeline_after_insert(rd_pipeline_t *p, size_t n) {

@@ -2,8 +2,7 @@
  * callers outside daemon/learn (they use pipeline.h).
  *
  * Who owns what:
- *  - the table lock (the caller's workload mutex): the table, the pin
- *    list and each slot's `gathered` flag;
+ *  - the table lock (the caller's workload mutex): the table;
  *  - mu: the queues, the work counters, the request, stats and linfo;
  *    every change another thread must see is made under it, and the
  *    partner is woken with wake_sampler / wake_learner;
@@ -38,9 +37,6 @@ struct rd_pipeline {
   pthread_mutex_t *table_lock;
   uint32_t n_slots;
   rd_batch_slot_t *slots;
-  /* Under the table lock: sampled batches whose rows are not gathered. */
-  uint32_t *pinned;
-  uint32_t n_pinned;
 
   pthread_mutex_t mu;
   pthread_cond_t cv_sampler, cv_learner, cv_idle;
@@ -72,9 +68,10 @@ struct rd_pipeline {
   double produce_s; /* the sampler's recent seconds per batch: update, sample, gather */
 
   /* The sampler thread's burst arrays, n_slots each (sampler_unit.c). */
-  uint32_t *burst_upd;
+  uint32_t *burst_upd, *burst_smp;
   size_t *burst_stale;
   int *burst_rc;
+  uint8_t *burst_flags;
 
   /* The learner. */
   rd_learner_backend_t learner;     /* learner thread only (create before it starts) */
@@ -115,15 +112,6 @@ static inline uint32_t rd_pl_pop(rd_ring_t *q) {
 /* A moving average of seconds: each new value weighs 1/8. */
 static inline void rd_pl_ewma(double *avg, double x) {
   *avg = *avg > 0 ? 0.875 * *avg + 0.125 * x : x;
-}
-
-/* Table lock held. Remove slot index si from the pin list. */
-static inline void rd_pl_unpin(rd_pipeline_t *p, uint32_t si) {
-  for (uint32_t i = 0; i < p->n_pinned; i++)
-    if (p->pinned[i] == si) {
-      p->pinned[i] = p->pinned[--p->n_pinned];
-      return;
-    }
 }
 
 /* train_request.c, under mu: stop sampling for the request (deadline,

@@ -18,7 +18,7 @@
  *  - otherwise (polling), while batches are in flight, the sampler does
  *    not wait to be woken: it sleeps for about D/4 of those step times,
  *    then writes the priorities of the batches trained meanwhile and
- *    samples and gathers as many ahead again, in one go, while the
+ *    samples and gathers as many ahead again, in one burst, while the
  *    learner trains on the rest. Its timer fires on its own core, so the
  *    learner pays nothing, and a woken thread is not queued on the
  *    learner's core. The learner wakes it only if the pipeline runs low
@@ -42,6 +42,10 @@
 
 #define RD_PIPELINE_POLL_DEPTH 4u
 #define RD_PIPELINE_MIN_POLL_S 50e-6
+
+/* burst_flags bits: what an updated slot was before the burst reused it. */
+#define UPD_TRAINED 1u /* its priorities are to be written */
+#define UPD_LATE 2u    /* a newer batch had been sampled before its update */
 
 /* Under mu. Batches sampled but not yet trained. */
 static uint32_t untrained(const rd_pipeline_t *p) {
@@ -85,190 +89,199 @@ static void sampler_sleep(rd_pipeline_t *p, int *stage) {
   pthread_cond_timedwait(&p->cv_sampler, &p->mu, &ts);
 }
 
-/* Write the priorities of n trained (or dropped) batches and free their
- * slots. Called without either lock. */
-static void apply_updates(rd_pipeline_t *p, const uint32_t *idx, uint32_t n) {
-  size_t *stale = p->burst_stale;
-  int *rcs = p->burst_rc, any = 0, bad = 0;
-  rd_error_t err;
-  for (uint32_t k = 0; k < n; k++) {
-    rd_batch_slot_t *s = &p->slots[idx[k]];
-    stale[k] = 0;
-    rcs[k] = RD_OK;
-    if (!s->trained) continue;
-    for (uint32_t i = 0; i < p->cfg.batch; i++) s->prio[i] = s->td[i];
-    any = 1;
-  }
-  if (any) {
-    pthread_mutex_lock(p->table_lock);
-    for (uint32_t k = 0; k < n; k++) {
-      rd_batch_slot_t *s = &p->slots[idx[k]];
-      if (!s->trained) continue;
-      rcs[k] = rd_table_update(p->table, p->cfg.batch, s->keys, s->prio, &stale[k],
-                               bad ? NULL : &err);
-      if (rcs[k] != RD_OK) bad = 1;
-    }
-    pthread_mutex_unlock(p->table_lock);
-    if (bad) rd_log_warn("pipeline", "priority update refused: %s", err.msg);
-  }
-  rd_train_result_t res;
-  void *arg = NULL;
-  pthread_mutex_lock(&p->mu);
-  for (uint32_t k = 0; k < n; k++) {
-    rd_batch_slot_t *s = &p->slots[idx[k]];
-    if (s->trained && rcs[k] == RD_OK) {
-      p->stats.stale_updates += stale[k];
-      if (p->seq > s->seq) p->stats.late_updates++;
-    }
-    p->in_flight--;
-    rd_pl_push(&p->q_free, idx[k]);
-  }
-  rd_train_done_cb cb = rd_pl_request_take_done(p, &res, &arg);
-  if (p->in_flight == 0) pthread_cond_broadcast(&p->cv_idle);
-  pthread_mutex_unlock(&p->mu);
-  if (cb) cb(arg, &res);
-}
-
-/* Under mu: how many batches the sampler may sample now. */
-static uint32_t sample_room(const rd_pipeline_t *p) {
-  if (p->sample_failing || p->sampled >= p->target || p->in_flight >= (uint64_t)p->cfg.depth + 1)
-    return 0;
-  uint64_t n = p->target - p->sampled, r = (uint64_t)p->cfg.depth + 1 - p->in_flight;
+/* Under mu: how many batches the burst may sample, counting the nu
+ * batches whose updates it writes first as already written back. */
+static uint32_t sample_room(const rd_pipeline_t *p, uint32_t nu) {
+  const uint64_t in_flight = p->in_flight - nu, limit = (uint64_t)p->cfg.depth + 1;
+  if (p->sample_failing || p->sampled >= p->target || in_flight >= limit) return 0;
+  uint64_t n = p->target - p->sampled, r = limit - in_flight, slots = rd_ring_len(&p->q_free) + nu;
   if (r < n) n = r;
-  if (rd_ring_len(&p->q_free) < n) n = rd_ring_len(&p->q_free);
+  if (slots < n) n = slots;
   uint32_t m = burst_max(p), u = untrained(p);
   if (u < m) m = u > 0 ? u : 1;
   return n < m ? (uint32_t)n : m;
 }
 
-/* Sample batches into the slots idx[0, n) and pin them. Returns how many
- * were sampled (the first failure stops the burst: rc, err). */
-static uint32_t sample_burst(rd_pipeline_t *p, const uint32_t *idx, uint32_t n, int *rc,
-                             rd_error_t *err) {
-  uint32_t ok = 0;
-  *rc = RD_OK;
-  pthread_mutex_lock(p->table_lock);
-  for (; ok < n; ok++) {
-    rd_batch_slot_t *s = &p->slots[idx[ok]];
-    rd_sample_out_t out = {s->keys, s->prob, s->w64, NULL};
-    *rc = rd_table_sample(p->table, p->cfg.batch, p->cfg.beta, 0, &out, err);
-    if (*rc != RD_OK) break;
-    uint64_t mk = s->keys[0];
-    for (uint32_t i = 1; i < p->cfg.batch; i++)
-      if (s->keys[i] < mk) mk = s->keys[i];
-    s->min_key = mk;
-    s->gathered = 0;
-    p->pinned[p->n_pinned++] = idx[ok];
+/* A burst: the slots whose priorities it writes (upd[0, nu)) and the slots
+ * it samples into (smp[0, ns)), and what came of it. */
+typedef struct {
+  uint32_t *upd, *smp;
+  uint32_t nu, ns;
+  uint32_t reused; /* smp's last `reused` slots are upd's last ones */
+  uint32_t ok;     /* batches sampled: smp[0, ok) */
+  int sample_rc;   /* why sampling stopped at ok < ns */
+  rd_error_t sample_err;
+  int *upd_rc, *gather_rc;
+  size_t *stale;
+  uint8_t *flags;
+  double t_update; /* seconds per batch of the updates (when nu > 0) */
+  double t_sample; /* seconds per batch of sampling and gathering (when ok > 0) */
+} burst_t;
+
+/* Under mu: take the burst's work and its slots. */
+static void burst_plan(rd_pipeline_t *p, burst_t *b) {
+  b->nu = 0;
+  const uint32_t m = burst_max(p);
+  while (b->nu < m && rd_ring_len(&p->q_update) > 0) b->upd[b->nu++] = rd_pl_pop(&p->q_update);
+  b->ns = sample_room(p, b->nu);
+  /* Late: a newer batch was sampled before this update lands (against the
+   * last sample before this burst: its updates are written first). */
+  for (uint32_t k = 0; k < b->nu; k++) {
+    const rd_batch_slot_t *s = &p->slots[b->upd[k]];
+    b->flags[k] = (uint8_t)((s->trained ? UPD_TRAINED : 0) | (p->seq > s->seq ? UPD_LATE : 0));
   }
-  pthread_mutex_unlock(p->table_lock);
-  return ok;
+  b->reused = 0;
+  for (uint32_t k = 0; k < b->ns; k++) {
+    uint32_t si;
+    if (rd_ring_pop(&p->q_free, &si) != RD_OK) si = b->upd[b->nu - 1 - b->reused++];
+    b->smp[k] = si;
+    p->slots[si].seq = ++p->seq;
+  }
+  p->sampled += b->ns;
+  p->in_flight += b->ns;
+  p->sampling = b->ns;
 }
 
-/* Gather the rows of the sampled batches idx[0, n) (unless an insert
- * gathered them first) and prepare the learner's inputs; rcs[k] is each
- * batch's result. In a table-lock hold of its own, so inserts can come
- * between sampling and gathering. */
-static void gather_burst(rd_pipeline_t *p, const uint32_t *idx, uint32_t n, int *rcs) {
+/* No lock held: the burst's work, in one hold of the table lock. */
+static void burst_run(rd_pipeline_t *p, burst_t *b) {
   const rd_pipeline_config_t *c = &p->cfg;
-  rd_error_t err;
-  int bad = 0;
+  rd_error_t uerr, gerr;
+  int ubad = 0, gbad = 0, table_work = b->ns > 0;
+  for (uint32_t k = 0; k < b->nu; k++) {
+    rd_batch_slot_t *s = &p->slots[b->upd[k]];
+    b->stale[k] = 0;
+    b->upd_rc[k] = RD_OK;
+    if (!(b->flags[k] & UPD_TRAINED)) continue; /* dropped: only freed */
+    for (uint32_t i = 0; i < c->batch; i++) s->prio[i] = s->td[i];
+    table_work = 1;
+  }
+  double t0 = rd_clock_now();
+  b->ok = 0;
+  if (!table_work) {
+    b->t_update = (rd_clock_now() - t0) / b->nu;
+    return;
+  }
+
   pthread_mutex_lock(p->table_lock);
-  for (uint32_t k = 0; k < n; k++) {
-    rd_batch_slot_t *s = &p->slots[idx[k]];
-    rcs[k] = RD_OK;
-    if (s->gathered) continue; /* an insert gathered it first */
-    rcs[k] = rd_table_gather(p->table, c->batch, s->keys, s->cols, bad ? NULL : &err);
-    if (rcs[k] != RD_OK) bad = 1;
-    s->gathered = 1;
-    rd_pl_unpin(p, idx[k]);
+  for (uint32_t k = 0; k < b->nu; k++) {
+    if (!(b->flags[k] & UPD_TRAINED)) continue;
+    rd_batch_slot_t *s = &p->slots[b->upd[k]];
+    b->upd_rc[k] = rd_table_update(p->table, c->batch, s->keys, s->prio, &b->stale[k],
+                                   ubad ? NULL : &uerr);
+    if (b->upd_rc[k] != RD_OK) ubad = 1;
+  }
+  double t1 = rd_clock_now();
+  b->sample_rc = RD_OK;
+  for (b->ok = 0; b->ok < b->ns; b->ok++) {
+    rd_batch_slot_t *s = &p->slots[b->smp[b->ok]];
+    rd_sample_out_t out = {s->keys, s->prob, s->w64, NULL};
+    b->sample_rc = rd_table_sample(p->table, c->batch, c->beta, 0, &out, &b->sample_err);
+    if (b->sample_rc != RD_OK) break;
+  }
+  for (uint32_t k = 0; k < b->ok; k++) {
+    rd_batch_slot_t *s = &p->slots[b->smp[k]];
+    b->gather_rc[k] = rd_table_gather(p->table, c->batch, s->keys, s->cols, gbad ? NULL : &gerr);
+    if (b->gather_rc[k] != RD_OK) gbad = 1;
   }
   pthread_mutex_unlock(p->table_lock);
-  if (bad) rd_log_error("pipeline", "gather failed: %s", err.msg);
 
-  for (uint32_t k = 0; k < n; k++) {
-    rd_batch_slot_t *s = &p->slots[idx[k]];
+  if (ubad) rd_log_warn("pipeline", "priority update refused: %s", uerr.msg);
+  if (gbad) rd_log_error("pipeline", "gather failed: %s", gerr.msg);
+  /* The learner's inputs: float IS weights, discount from done. */
+  for (uint32_t k = 0; k < b->ok; k++) {
+    rd_batch_slot_t *s = &p->slots[b->smp[k]];
     for (uint32_t i = 0; i < c->batch; i++) s->w[i] = (float)s->w64[i];
     rd_learner_bind_discount(c, c->batch, s->cols, s->discount);
     s->trained = 0;
   }
+  if (b->nu > 0) b->t_update = (t1 - t0) / b->nu;
+  if (b->ok > 0) b->t_sample = (rd_clock_now() - t1) / b->ok;
+  if (b->ns > 0) atomic_store_explicit(&p->cpu_sampler, sched_getcpu(), memory_order_relaxed);
+}
+
+/* Under mu: hand the burst's results on. Returns a request's done
+ * callback to run after unlocking (NULL: none). */
+static rd_train_done_cb burst_finish(rd_pipeline_t *p, burst_t *b, double t_update,
+                                     rd_train_result_t *res, void **cbarg) {
+  for (uint32_t k = 0; k < b->nu; k++) {
+    if ((b->flags[k] & UPD_TRAINED) && b->upd_rc[k] == RD_OK) {
+      p->stats.stale_updates += b->stale[k];
+      if (b->flags[k] & UPD_LATE) p->stats.late_updates++;
+    }
+  }
+  p->in_flight -= b->nu;
+  for (uint32_t k = 0; k < b->nu - b->reused; k++) rd_pl_push(&p->q_free, b->upd[k]);
+
+  p->sampling = 0;
+  const int was_empty = rd_ring_len(&p->q_train) == 0;
+  for (uint32_t k = 0; k < b->ok; k++) {
+    if (b->gather_rc[k] == RD_OK) {
+      rd_pl_push(&p->q_train, b->smp[k]);
+      continue;
+    }
+    /* Not gathered (the table refused: cannot happen for keys sampled in
+     * this hold): a skipped step, freed without an update, so a request
+     * still counts every batch it sampled. */
+    p->stats.skipped_steps++;
+    if (p->req.active) rd_train_req_skipped(&p->req);
+    rd_pl_push(&p->q_update, b->smp[k]);
+  }
+  if (b->ok > 0) {
+    if (was_empty) rd_pl_wake_learner(p);
+    rd_pl_ewma(&p->produce_s, b->t_sample + t_update);
+  }
+  if (b->ok < b->ns) {
+    /* E.g. every priority is zero: nothing to train on until the data
+     * changes. End a request; pause continuous mode until an insert. The
+     * batches not sampled go back. */
+    const uint32_t back = b->ns - b->ok;
+    p->sampled -= back;
+    p->in_flight -= back;
+    p->seq -= back;
+    for (uint32_t k = b->ok; k < b->ns; k++) rd_pl_push(&p->q_free, b->smp[k]);
+    if (p->req.active) {
+      char m[sizeof p->req.msg];
+      snprintf(m, sizeof m, "sampling failed: %.150s", b->sample_err.msg);
+      rd_pl_request_stop(p, b->sample_rc, m);
+    } else {
+      p->sample_failing = 1;
+      rd_log_warn("pipeline", "continuous training paused: %s", b->sample_err.msg);
+    }
+  }
+  rd_train_done_cb cb = rd_pl_request_take_done(p, res, cbarg);
+  if (p->in_flight == 0) pthread_cond_broadcast(&p->cv_idle);
+  return cb;
 }
 
 void *rd_sampler_unit_main(void *arg) {
   rd_pipeline_t *p = arg;
-  uint32_t *idx = p->burst_upd;
-  int *rcs = p->burst_rc;
+  burst_t b = {.upd = p->burst_upd,
+               .smp = p->burst_smp,
+               .upd_rc = p->burst_rc,
+               .gather_rc = p->burst_rc + p->n_slots,
+               .stale = p->burst_stale,
+               .flags = p->burst_flags};
   int spun = 0;        /* sampler_sleep's stage since the last work */
   double t_update = 0; /* seconds per batch of the last priority update */
   pthread_mutex_lock(&p->mu);
   while (!p->stopping) {
-    if (rd_ring_len(&p->q_update) > 0) {
-      uint32_t n = 0, m = burst_max(p);
-      while (n < m && rd_ring_len(&p->q_update) > 0) idx[n++] = rd_pl_pop(&p->q_update);
-      pthread_mutex_unlock(&p->mu);
-      double t0 = rd_clock_now();
-      apply_updates(p, idx, n);
-      t_update = (rd_clock_now() - t0) / n;
-      spun = 0;
-      pthread_mutex_lock(&p->mu);
-      continue;
-    }
-    uint32_t n = sample_room(p);
-    if (n == 0) {
+    burst_plan(p, &b);
+    if (b.nu == 0 && b.ns == 0) {
       sampler_sleep(p, &spun);
       continue;
     }
     spun = 0;
-    for (uint32_t k = 0; k < n; k++) {
-      idx[k] = rd_pl_pop(&p->q_free);
-      p->slots[idx[k]].seq = ++p->seq;
-    }
-    p->sampled += n;
-    p->in_flight += n;
-    p->sampling = n;
     pthread_mutex_unlock(&p->mu);
-
-    double t0 = rd_clock_now();
-    rd_error_t err;
-    int rc;
-    uint32_t ok = sample_burst(p, idx, n, &rc, &err); /* sampled: idx[0, ok) */
-    if (ok > 0) gather_burst(p, idx, ok, rcs);
-    atomic_store_explicit(&p->cpu_sampler, sched_getcpu(), memory_order_relaxed);
-
+    burst_run(p, &b);
+    if (b.nu > 0) t_update = b.t_update;
     pthread_mutex_lock(&p->mu);
-    p->sampling = 0;
-    int was_empty = rd_ring_len(&p->q_train) == 0;
-    for (uint32_t k = 0; k < ok; k++)
-      rd_pl_push(rcs[k] == RD_OK ? &p->q_train : &p->q_update, idx[k]); /* else dropped */
-    if (ok > 0) {
-      if (was_empty) rd_pl_wake_learner(p);
-      rd_pl_ewma(&p->produce_s, (rd_clock_now() - t0) / ok + t_update);
-    }
-    if (ok < n) {
-      /* E.g. every priority is zero: nothing to train on until the data
-       * changes. End a request; pause continuous mode until an insert. The
-       * batches not sampled go back. */
-      uint32_t back = n - ok;
-      p->sampled -= back;
-      p->in_flight -= back;
-      p->seq -= back;
-      for (uint32_t k = ok; k < n; k++) rd_pl_push(&p->q_free, idx[k]);
-      if (p->req.active) {
-        char m[sizeof p->req.msg];
-        snprintf(m, sizeof m, "sampling failed: %.150s", err.msg);
-        rd_pl_request_stop(p, rc, m);
-        rd_train_result_t res;
-        void *cbarg = NULL;
-        rd_train_done_cb cb = rd_pl_request_take_done(p, &res, &cbarg);
-        if (cb) {
-          pthread_mutex_unlock(&p->mu);
-          cb(cbarg, &res);
-          pthread_mutex_lock(&p->mu);
-        }
-      } else {
-        p->sample_failing = 1;
-        rd_log_warn("pipeline", "continuous training paused: %s", err.msg);
-      }
-      if (p->in_flight == 0) pthread_cond_broadcast(&p->cv_idle);
+    rd_train_result_t res;
+    void *cbarg = NULL;
+    rd_train_done_cb cb = burst_finish(p, &b, t_update, &res, &cbarg);
+    if (cb) {
+      pthread_mutex_unlock(&p->mu);
+      cb(cbarg, &res);
+      pthread_mutex_lock(&p->mu);
     }
   }
   pthread_mutex_unlock(&p->mu);
