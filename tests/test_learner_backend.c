@@ -2,7 +2,9 @@
  * (daemon/learn/learner_backend.h) and what the pipeline does when a backend's
  * device fails (pipeline.h, "Learner backends"): a fake GPU backend fails
  * at init or in a step; the device is marked unusable and the workload goes
- * on with the CPU learner (from the last published weights mid-training).
+ * on with the CPU learner (from the last published weights mid-training);
+ * a config beyond the device's build (unsupported) falls back the same way
+ * but leaves the device usable.
  * Also the "gpu" backend of this build: the no-CUDA stub's error, or, in a
  * CUDA build on a machine without a GPU, a real init failure that falls
  * back the same way. And the "fpga" backend (the learner kernel's
@@ -209,12 +211,40 @@ static int fake_save(rd_learner_backend_t *b, void *buf, size_t cap, size_t *w, 
 }
 static void fake_destroy(rd_learner_backend_t *b) { rd_learner_ops_cpu.destroy(b); }
 
+/* A step beyond what the device's build can run (as the FPGA kernel's
+ * limits): RD_LEARNER_FAULT_UNSUPPORTED, the device itself is fine. */
+static int fake_step_unsupported(rd_learner_backend_t *b, const rd_batch_t *batch, float *td,
+                                 rd_step_stats_t *st, rd_error_t *err) {
+  if (fake_steps++ >= fake_fail_at) {
+    b->fault = RD_LEARNER_FAULT_UNSUPPORTED;
+    return rd_error_set(err, RD_EINVAL, "fake GPU: batch beyond this build's limit (FAKE_MAX)");
+  }
+  return rd_learner_ops_cpu.step(b, batch, td, st, err);
+}
+
+/* init refuses the config as beyond the build (the device is fine). */
+static int fake_init_unsupported(rd_learner_backend_t *b, const rd_learner_config_t *c,
+                                 uint32_t dev, rd_error_t *err) {
+  (void)c;
+  b->fault = RD_LEARNER_FAULT_UNSUPPORTED;
+  return rd_error_set(err, RD_EINVAL, "fake GPU %u: width beyond this build's limit (FAKE_MAX)",
+                      dev);
+}
+
 static const rd_learner_ops_t fake_oom = {"fake-gpu", RD_LEARNER_ON_GPU, fake_init_oom, fake_step,
                                           fake_bytes, fake_save, NULL, fake_destroy, NULL};
 static const rd_learner_ops_t fake_config = {"fake-gpu", RD_LEARNER_ON_GPU, fake_init_config,
                                              fake_step, fake_bytes, fake_save, NULL, fake_destroy, NULL};
 static const rd_learner_ops_t fake_midway = {"fake-gpu", RD_LEARNER_ON_GPU, fake_init_ok, fake_step,
                                              fake_bytes, fake_save, NULL, fake_destroy, NULL};
+static const rd_learner_ops_t fake_unsupported_step = {"fake-gpu", RD_LEARNER_ON_GPU,
+                                                       fake_init_ok, fake_step_unsupported,
+                                                       fake_bytes, fake_save, NULL,
+                                                       fake_destroy, NULL};
+static const rd_learner_ops_t fake_unsupported_init = {"fake-gpu", RD_LEARNER_ON_GPU,
+                                                       fake_init_unsupported, fake_step,
+                                                       fake_bytes, fake_save, NULL,
+                                                       fake_destroy, NULL};
 
 /* ---- tests ---- */
 
@@ -395,6 +425,71 @@ static void test_step_fault_resumes_on_cpu(void **state) {
   /* Training goes on. */
   r = train(p, 3);
   assert_int_equal(r.steps_done, 3);
+  rd_pipeline_destroy(p);
+  wl_free(&w);
+}
+
+/* An unsupported config is no fault of the device (learner_backend.h):
+ * at init or mid-training the workload goes on with the CPU learner, and
+ * the device stays usable for other workloads; a device fault gives it up. */
+static void test_unsupported_keeps_device(void **state) {
+  (void)state;
+  assert_int_equal(rd_learner_fault_gives_up_device(RD_LEARNER_FAULT_NONE), 0);
+  assert_int_equal(rd_learner_fault_gives_up_device(RD_LEARNER_FAULT_DEVICE), 1);
+  assert_int_equal(rd_learner_fault_gives_up_device(RD_LEARNER_FAULT_UNSUPPORTED), 0);
+
+  inject_gpu(10);
+  wl_t w;
+  wl_init(&w, 64);
+  fill(&w, 64);
+  rd_pipeline_config_t c;
+  pcfg(&c, &w);
+  c.learner_kind = RD_LEARNER_ON_GPU;
+  c.learner_device = 10;
+  rd_pipeline_t *p = NULL;
+  rd_error_t err;
+  rd_pipeline_learner_info_t li;
+  rd_device_t d;
+
+  /* At init. */
+  c.learner_ops = &fake_unsupported_init;
+  assert_int_equal(rd_pipeline_create(&p, &c, &w.table, &w.lock, &err), RD_OK);
+  rd_pipeline_learner_info(p, &li);
+  assert_int_equal(li.fell_back, 1);
+  assert_int_equal(li.at_init, 1);
+  assert_int_equal(li.kind, RD_LEARNER_ON_CPU);
+  assert_non_null(strstr(li.reason, "FAKE_MAX"));
+  assert_true(find_gpu(10, &d));
+  if (!rd_device_usable(&d)) fail_msg("an unsupported config gave the GPU up: %s", d.status);
+  rd_train_result_t r = train(p, 2);
+  assert_int_equal(r.steps_done, 2);
+  rd_pipeline_destroy(p);
+
+  /* Mid-training: the second step is refused as unsupported. */
+  c.learner_ops = &fake_unsupported_step;
+  fake_fail_at = 1;
+  assert_int_equal(rd_pipeline_create(&p, &c, &w.table, &w.lock, &err), RD_OK);
+  r = train(p, 3);
+  assert_int_equal(r.status, RD_OK);
+  assert_int_equal(r.steps_done, 2);
+  assert_int_equal(r.skipped_steps, 1);
+  rd_pipeline_learner_info(p, &li);
+  assert_int_equal(li.fell_back, 1);
+  assert_int_equal(li.at_init, 0);
+  assert_int_equal(li.kind, RD_LEARNER_ON_CPU);
+  assert_non_null(strstr(li.reason, "FAKE_MAX"));
+  assert_true(find_gpu(10, &d));
+  if (!rd_device_usable(&d)) fail_msg("an unsupported step gave the GPU up: %s", d.status);
+  rd_pipeline_destroy(p);
+
+  /* The same step failing as a device fault gives the GPU up. */
+  c.learner_ops = &fake_midway;
+  fake_fail_at = 1;
+  assert_int_equal(rd_pipeline_create(&p, &c, &w.table, &w.lock, &err), RD_OK);
+  r = train(p, 3);
+  assert_int_equal(r.skipped_steps, 1);
+  assert_true(find_gpu(10, &d));
+  assert_false(rd_device_usable(&d));
   rd_pipeline_destroy(p);
   wl_free(&w);
 }
@@ -791,6 +886,7 @@ int main(void) {
       cmocka_unit_test(test_init_fault_falls_back),
       cmocka_unit_test(test_init_config_error_no_fallback),
       cmocka_unit_test(test_step_fault_resumes_on_cpu),
+      cmocka_unit_test(test_unsupported_keeps_device),
       cmocka_unit_test(test_gpu_backend_of_this_build),
       cmocka_unit_test(test_fpga_backend_trains),
       cmocka_unit_test(test_fpga_backend_limits),

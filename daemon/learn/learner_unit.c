@@ -25,7 +25,7 @@ static int fall_back(rd_pipeline_t *p, const char *why, int at_init, rd_error_t 
   rd_log_error("pipeline", "%s learner on %s%u failed %s: %s; continuing on the CPU learner",
                failed ? failed->name : rd_learner_kind_name(kind), rd_learner_kind_name(kind),
                dev, at_init ? "at init" : "while training", why);
-  if (kind != RD_LEARNER_ON_CPU && p->learner.fault != RD_LEARNER_FAULT_UNSUPPORTED)
+  if (kind != RD_LEARNER_ON_CPU && rd_learner_fault_gives_up_device(p->learner.fault))
     rd_devices_mark_unusable(rd_learner_kind_name(kind), dev, why);
   rd_learner_backend_destroy(&p->learner);
   rd_error_t lerr;

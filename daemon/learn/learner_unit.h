@@ -12,9 +12,10 @@
  * after create.
  *
  * Device failures (pipeline.h, "Learner backends"): a backend error flagged
- * as a fault makes the unit go on with the CPU learner. A config beyond a
- * device's build limits (RD_LEARNER_FAULT_UNSUPPORTED) leaves the device
- * usable for other workloads; any other fault gives it up.
+ * as a fault makes the unit go on with the CPU learner. Only a device fault
+ * gives the device up (rd_learner_fault_gives_up_device); a config beyond a
+ * device's build limits (RD_LEARNER_FAULT_UNSUPPORTED) leaves it usable for
+ * other workloads.
  */
 #ifndef RD_LEARNER_UNIT_H
 #define RD_LEARNER_UNIT_H
