@@ -280,7 +280,7 @@ static void test_bind_schema(void **state) {
  * apply every update, and every batch holds the rows its keys name.
  * hidden: the learner's layer width (two layers when above 16), which
  * sets its step time and so, at D >= 4, whether the sampler polls
- * (pipeline.c "Wake-ups"). */
+ * (sampler_unit.c, "Wake-ups"). */
 static void run_depth(uint32_t depth, int with_done, uint32_t hidden) {
   wl_t w;
   wl_init(&w, 4096, with_done);
