@@ -163,6 +163,17 @@ static int real_gpus(void) {
   return k;
 }
 
+/* A full workload whose pipeline config asks for GPU `dev` (injected
+ * into the device list as usable). */
+static void gpu_workload(wl_t *w, rd_pipeline_config_t *c, uint32_t dev) {
+  inject_gpu(dev);
+  wl_init(w, 64);
+  fill(w, 64);
+  pcfg(c, w);
+  c->learner_kind = RD_LEARNER_ON_GPU;
+  c->learner_device = dev;
+}
+
 /* ---- fake GPU backends ---- */
 
 /* init fails as a device would (out of device memory). */
@@ -252,14 +263,9 @@ static const rd_learner_ops_t fake_unsupported_init = {"fake-gpu", RD_LEARNER_ON
  * the same initial weights as a CPU workload, the device is unusable. */
 static void test_init_fault_falls_back(void **state) {
   (void)state;
-  inject_gpu(7);
   wl_t w;
-  wl_init(&w, 64);
-  fill(&w, 64);
   rd_pipeline_config_t c;
-  pcfg(&c, &w);
-  c.learner_kind = RD_LEARNER_ON_GPU;
-  c.learner_device = 7;
+  gpu_workload(&w, &c, 7);
   c.learner_ops = &fake_oom;
   rd_pipeline_t *p = NULL;
   rd_error_t err;
@@ -356,18 +362,13 @@ static void keep_batch(void *arg, const uint64_t *keys, const rd_batch_t *b) {
  * those weights (the fake's seed + 1) and trains on the same batch. */
 static void test_step_fault_resumes_on_cpu(void **state) {
   (void)state;
-  inject_gpu(9);
   wl_t w;
-  wl_init(&w, 64);
-  fill(&w, 64);
   rd_pipeline_config_t c;
-  pcfg(&c, &w);
+  gpu_workload(&w, &c, 9);
   static seen_t seen;
   memset(&seen, 0, sizeof seen);
   c.batch_hook = keep_batch;
   c.hook_arg = &seen;
-  c.learner_kind = RD_LEARNER_ON_GPU;
-  c.learner_device = 9;
   c.learner_ops = &fake_midway;
   fake_fail_at = 0; /* the first step fails */
   rd_pipeline_t *p = NULL;
@@ -429,6 +430,20 @@ static void test_step_fault_resumes_on_cpu(void **state) {
   wl_free(&w);
 }
 
+/* p fell back to the CPU learner (at init or not), for a reason naming
+ * `why`, and GPU `dev` is still usable. */
+static void fell_back_gpu_usable(rd_pipeline_t *p, int at_init, const char *why, uint32_t dev) {
+  rd_pipeline_learner_info_t li;
+  rd_pipeline_learner_info(p, &li);
+  assert_int_equal(li.fell_back, 1);
+  assert_int_equal(li.at_init, at_init);
+  assert_int_equal(li.kind, RD_LEARNER_ON_CPU);
+  assert_non_null(strstr(li.reason, why));
+  rd_device_t d;
+  assert_true(find_gpu(dev, &d));
+  if (!rd_device_usable(&d)) fail_msg("an unsupported config gave the GPU up: %s", d.status);
+}
+
 /* An unsupported config is no fault of the device (learner_backend.h):
  * at init or mid-training the workload goes on with the CPU learner, and
  * the device stays usable for other workloads; a device fault gives it up. */
@@ -438,29 +453,16 @@ static void test_unsupported_keeps_device(void **state) {
   assert_int_equal(rd_learner_fault_gives_up_device(RD_LEARNER_FAULT_DEVICE), 1);
   assert_int_equal(rd_learner_fault_gives_up_device(RD_LEARNER_FAULT_UNSUPPORTED), 0);
 
-  inject_gpu(10);
   wl_t w;
-  wl_init(&w, 64);
-  fill(&w, 64);
   rd_pipeline_config_t c;
-  pcfg(&c, &w);
-  c.learner_kind = RD_LEARNER_ON_GPU;
-  c.learner_device = 10;
+  gpu_workload(&w, &c, 10);
   rd_pipeline_t *p = NULL;
   rd_error_t err;
-  rd_pipeline_learner_info_t li;
-  rd_device_t d;
 
   /* At init. */
   c.learner_ops = &fake_unsupported_init;
   assert_int_equal(rd_pipeline_create(&p, &c, &w.table, &w.lock, &err), RD_OK);
-  rd_pipeline_learner_info(p, &li);
-  assert_int_equal(li.fell_back, 1);
-  assert_int_equal(li.at_init, 1);
-  assert_int_equal(li.kind, RD_LEARNER_ON_CPU);
-  assert_non_null(strstr(li.reason, "FAKE_MAX"));
-  assert_true(find_gpu(10, &d));
-  if (!rd_device_usable(&d)) fail_msg("an unsupported config gave the GPU up: %s", d.status);
+  fell_back_gpu_usable(p, 1, "FAKE_MAX", 10);
   rd_train_result_t r = train(p, 2);
   assert_int_equal(r.steps_done, 2);
   rd_pipeline_destroy(p);
@@ -473,13 +475,7 @@ static void test_unsupported_keeps_device(void **state) {
   assert_int_equal(r.status, RD_OK);
   assert_int_equal(r.steps_done, 2);
   assert_int_equal(r.skipped_steps, 1);
-  rd_pipeline_learner_info(p, &li);
-  assert_int_equal(li.fell_back, 1);
-  assert_int_equal(li.at_init, 0);
-  assert_int_equal(li.kind, RD_LEARNER_ON_CPU);
-  assert_non_null(strstr(li.reason, "FAKE_MAX"));
-  assert_true(find_gpu(10, &d));
-  if (!rd_device_usable(&d)) fail_msg("an unsupported step gave the GPU up: %s", d.status);
+  fell_back_gpu_usable(p, 0, "FAKE_MAX", 10);
   rd_pipeline_destroy(p);
 
   /* The same step failing as a device fault gives the GPU up. */
@@ -488,6 +484,7 @@ static void test_unsupported_keeps_device(void **state) {
   assert_int_equal(rd_pipeline_create(&p, &c, &w.table, &w.lock, &err), RD_OK);
   r = train(p, 3);
   assert_int_equal(r.skipped_steps, 1);
+  rd_device_t d;
   assert_true(find_gpu(10, &d));
   assert_false(rd_device_usable(&d));
   rd_pipeline_destroy(p);
@@ -547,14 +544,9 @@ static void test_gpu_backend_of_this_build(void **state) {
   }
 
   /* The pipeline asked for GPU 0 of this build falls back to the CPU. */
-  inject_gpu(0);
   wl_t w;
-  wl_init(&w, 64);
-  fill(&w, 64);
   rd_pipeline_config_t c;
-  pcfg(&c, &w);
-  c.learner_kind = RD_LEARNER_ON_GPU;
-  c.learner_device = 0;
+  gpu_workload(&w, &c, 0);
   rd_pipeline_t *p = NULL;
   int rc = rd_pipeline_create(&p, &c, &w.table, &w.lock, &err);
   if (rc) fail_msg("create: %s", err.msg);
