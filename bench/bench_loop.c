@@ -482,7 +482,7 @@ static void loop_steps(unit_t *u, uint64_t n) {
   }
 }
 
-/* What the pipeline's sampler thread does per batch (pipeline.c): write
+/* What the pipeline's sampler thread does per batch (sampler_unit.c): write
  * the last batch's priorities, sample, gather the learner's fields. */
 static void sampler_steps(unit_t *u, uint64_t n) {
   workload_t *w = u->w;

@@ -123,7 +123,26 @@ typedef struct {
   int with_done;
   float gamma;
   unsigned delay_us; /* the learner lingers this long on every 8th batch */
+  /* Set to count, at each batch, the batches sampled whose priorities are
+   * not written yet (from the table's counters, under its lock): at most
+   * depth + 1 (pipeline.h). */
+  wl_t *w;
+  rd_pipeline_t *p;
+  uint32_t batch, depth;
+  atomic_ulong max_in_flight;
 } hook_t;
+
+/* Batches sampled and not yet updated or skipped, as the table and the
+ * pipeline's stats count them (the learner thread, before a step: every
+ * earlier step is counted). */
+static uint64_t in_flight_now(hook_t *h) {
+  pthread_mutex_lock(&h->w->lock);
+  rd_table_stats_t ts = rd_table_stats(&h->w->table);
+  pthread_mutex_unlock(&h->w->lock);
+  rd_pipeline_stats_t st;
+  rd_pipeline_stats(h->p, &st);
+  return ts.samples / h->batch - (ts.updates + ts.stale_updates) / h->batch - st.skipped_steps;
+}
 
 static void check_batch(void *arg, const uint64_t *keys, const rd_batch_t *b) {
   hook_t *h = arg;
@@ -139,6 +158,10 @@ static void check_batch(void *arg, const uint64_t *keys, const rd_batch_t *b) {
     if (!(b->weights[i] > 0 && b->weights[i] <= 1)) atomic_fetch_add(&h->bad_rows, 1);
   }
   if (h->delay_us && atomic_load(&h->batches) % 8 == 0) usleep(h->delay_us);
+  if (h->p != NULL) {
+    uint64_t n = in_flight_now(h);
+    if (n > atomic_load(&h->max_in_flight)) atomic_store(&h->max_in_flight, n);
+  }
 }
 
 static void pcfg(rd_pipeline_config_t *c, const wl_t *w, uint32_t batch, uint32_t depth,
@@ -280,7 +303,7 @@ static void test_bind_schema(void **state) {
  * apply every update, and every batch holds the rows its keys name.
  * hidden: the learner's layer width (two layers when above 16), which
  * sets its step time and so, at D >= 4, whether the sampler polls
- * (pipeline.c "Wake-ups"). */
+ * (sampler_unit.c, "Wake-ups"). */
 static void run_depth(uint32_t depth, int with_done, uint32_t hidden) {
   wl_t w;
   wl_init(&w, 4096, with_done);
@@ -292,6 +315,10 @@ static void run_depth(uint32_t depth, int with_done, uint32_t hidden) {
   c.learner.n_hidden = hidden > 16 ? 2 : 1;
   c.learner.hidden[0] = c.learner.hidden[1] = hidden;
   rd_pipeline_t *p = create_ok(&c, &w);
+  h.w = &w;
+  h.batch = c.batch;
+  h.depth = depth;
+  h.p = p;
   insert(&w, p, 1000, with_done);
   rd_train_result_t r = train_ok(p, 200);
   assert_int_equal(r.status, RD_OK);
@@ -310,6 +337,9 @@ static void run_depth(uint32_t depth, int with_done, uint32_t hidden) {
     assert_int_equal(st.late_updates, 0);
   else
     assert_true(st.late_updates > 0);
+  /* The relaxation bound, and the sampler running ahead up to it. */
+  assert_true(atomic_load(&h.max_in_flight) <= (uint64_t)depth + 1);
+  assert_true(atomic_load(&h.max_in_flight) >= (depth > 0 ? 2u : 1u));
   rd_table_stats_t ts = rd_table_stats(&w.table);
   assert_int_equal(ts.samples, 200 * 32);
   assert_int_equal(ts.updates + ts.stale_updates, (uint64_t)r.steps_done * 32);
@@ -334,8 +364,9 @@ static void test_strict_and_relaxed(void **state) {
 
 /* Two writers insert as fast as they can into a small ring while the
  * learner trains with batches sampled ahead (D = 6): rows get overwritten
- * between sampling and gathering all the time, and every batch must still
- * hold the rows its keys named at sampling (pipeline.h's insert rule). */
+ * between every two sampler bursts, and every batch must still hold the
+ * rows its keys named at sampling (pipeline.h's insert rule: a batch is
+ * gathered in the table-lock hold that sampled it). */
 typedef struct {
   wl_t *w;
   rd_pipeline_t *p;
