@@ -53,6 +53,11 @@ static int table_fault(rd_workload_t *w, const rd_error_t *why) {
   return 1;
 }
 
+/* The same for the pipeline's calls on the table (pipeline.h table_fault). */
+static int pipeline_table_fault(void *arg, const rd_error_t *why) {
+  return table_fault(arg, why);
+}
+
 /* ------------------------------------------------------------------ */
 /* Data calls                                                          */
 /* ------------------------------------------------------------------ */
@@ -256,6 +261,8 @@ int rd_workload_new(rd_workload_config_t *wc, rd_placement_t *pl, const char *na
   }
   pthread_mutex_init(&w->lock, NULL);
   if (wc->has_learner) {
+    wc->learner.table_fault = pipeline_table_fault; /* the pipeline's table calls too */
+    wc->learner.table_fault_arg = w;
     rc = rd_pipeline_create(&w->pipeline, &wc->learner, &w->table, &w->lock, err);
     if (rc) {
       pthread_mutex_destroy(&w->lock);

@@ -107,6 +107,12 @@ typedef struct {
   /* Tests: called on the learner thread with each batch before its step. */
   void (*batch_hook)(void *arg, const uint64_t *keys, const rd_batch_t *b);
   void *hook_arg;
+  /* Called with the table's lock held when a table call fails with
+   * RD_EINTERNAL (the device under its replay module or storage failed,
+   * table.h): returns 1 when the table runs on the CPU now and the call may
+   * be made again. NULL: the failure stands (the batch is skipped). */
+  int (*table_fault)(void *arg, const rd_error_t *why);
+  void *table_fault_arg;
 } rd_pipeline_config_t;
 
 typedef struct {

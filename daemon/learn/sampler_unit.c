@@ -48,6 +48,12 @@
 #define UPD_LATE 2u    /* a newer batch had been sampled before its update */
 
 /* Under mu. Batches sampled but not yet trained. */
+/* Under the table lock: a table call failed with RD_EINTERNAL; 1 if the
+ * owner moved the table to the CPU and the call may be made again. */
+static int table_fault(const rd_pipeline_config_t *c, const rd_error_t *why) {
+  return c->table_fault != NULL && c->table_fault(c->table_fault_arg, why);
+}
+
 static uint32_t untrained(const rd_pipeline_t *p) {
   return p->sampling + rd_ring_len(&p->q_train);
 }
@@ -168,6 +174,8 @@ static void burst_run(rd_pipeline_t *p, burst_t *b) {
     rd_batch_slot_t *s = &p->slots[b->upd[k]];
     b->upd_rc[k] = rd_table_update(p->table, c->batch, s->keys, s->prio, &b->stale[k],
                                    ubad ? NULL : &uerr);
+    if (b->upd_rc[k] == RD_EINTERNAL && table_fault(c, &uerr))
+      b->upd_rc[k] = rd_table_update(p->table, c->batch, s->keys, s->prio, &b->stale[k], &uerr);
     if (b->upd_rc[k] != RD_OK) ubad = 1;
   }
   double t1 = rd_clock_now();
@@ -176,11 +184,15 @@ static void burst_run(rd_pipeline_t *p, burst_t *b) {
     rd_batch_slot_t *s = &p->slots[b->smp[b->ok]];
     rd_sample_out_t out = {s->keys, s->prob, s->w64, NULL};
     b->sample_rc = rd_table_sample(p->table, c->batch, c->beta, 0, &out, &b->sample_err);
+    if (b->sample_rc == RD_EINTERNAL && table_fault(c, &b->sample_err))
+      b->sample_rc = rd_table_sample(p->table, c->batch, c->beta, 0, &out, &b->sample_err);
     if (b->sample_rc != RD_OK) break;
   }
   for (uint32_t k = 0; k < b->ok; k++) {
     rd_batch_slot_t *s = &p->slots[b->smp[k]];
     b->gather_rc[k] = rd_table_gather(p->table, c->batch, s->keys, s->cols, gbad ? NULL : &gerr);
+    if (b->gather_rc[k] == RD_EINTERNAL && table_fault(c, &gerr))
+      b->gather_rc[k] = rd_table_gather(p->table, c->batch, s->keys, s->cols, &gerr);
     if (b->gather_rc[k] != RD_OK) gbad = 1;
   }
   pthread_mutex_unlock(p->table_lock);

@@ -17,6 +17,7 @@
 
 #include "devices.h"
 #include "log.h"
+#include "pipeline.h"
 #include "placement.h"
 #include "registry.h"
 #include "rmm_check.h"
@@ -202,6 +203,94 @@ static void test_insert_fault_moves_to_cpu(void **state) {
   rd_registry_destroy(r);
 }
 
+/* The hosted learner's sampler meets the fault: its table call is made
+ * again once the owner has moved the table (pipeline.h table_fault), so a
+ * TrainStep does all its steps. Here the owner is the test. */
+typedef struct {
+  rd_table_t table;
+  pthread_mutex_t lock;
+  int moved;
+} owner_t;
+
+static int move_table(void *arg, const rd_error_t *why) {
+  owner_t *o = arg;
+  (void)why;
+  if (!o->table.module_failed) return 0;
+  o->moved++;
+  return rd_table_to_cpu(&o->table, NULL, NULL) == RD_OK;
+}
+
+static void test_pipeline_goes_on_after_a_fault(void **state) {
+  (void)state;
+  static const uint32_t obs4[] = {4};
+  rd_table_config_t tc;
+  rd_table_config_default(&tc);
+  const char *names[5] = {"obs", "action", "reward", "next_obs", "discount"};
+  const rd_dtype_t dt[5] = {RD_DTYPE_FLOAT32, RD_DTYPE_INT32, RD_DTYPE_FLOAT32,
+                            RD_DTYPE_FLOAT32, RD_DTYPE_FLOAT32};
+  tc.schema.n_fields = 5;
+  for (int f = 0; f < 5; f++) {
+    snprintf(tc.schema.fields[f].name, RD_FIELD_NAME_MAX, "%s", names[f]);
+    tc.schema.fields[f].dtype = dt[f];
+    tc.schema.fields[f].rank = (f == 0 || f == 3) ? 1 : 0;
+    tc.schema.fields[f].shape[0] = obs4[0];
+  }
+  tc.capacity = CAP;
+  tc.max_batch = BATCH;
+  rmm_check_fault_base(&rmm_check_host_dev);
+  rmm_check_arm(0, 0, 0);
+  rmm_check_ops(&rmm_check_fault_dev, 0, &tc.rmm, &tc.storage);
+  owner_t o;
+  memset(&o, 0, sizeof o);
+  rd_error_t err;
+  rd_error_clear(&err);
+  if (rd_table_init(&o.table, &tc, &err) != RD_OK) fail_msg("table: %s", err.msg);
+  pthread_mutex_init(&o.lock, NULL);
+  static float obs[BATCH * 4], rew[BATCH], nxt[BATCH * 4], disc[BATCH];
+  static int32_t act[BATCH];
+  for (uint32_t i = 0; i < BATCH; i++) {
+    for (int j = 0; j < 4; j++) obs[i * 4 + j] = nxt[i * 4 + j] = (float)(i % 7) / 7.0f - 0.5f;
+    act[i] = (int32_t)(i % 2);
+    rew[i] = (float)(i % 3) - 1.0f;
+    disc[i] = i % 5 ? 0.99f : 0.0f;
+  }
+  rd_cbuf_t cols[5] = {{obs, sizeof obs}, {act, sizeof act}, {rew, sizeof rew},
+                       {nxt, sizeof nxt}, {disc, sizeof disc}};
+  for (int k = 0; k < 4; k++)
+    if (rd_table_insert(&o.table, BATCH, cols, NULL, NULL, &err) != RD_OK)
+      fail_msg("insert: %s", err.msg);
+  rd_pipeline_config_t c;
+  memset(&c, 0, sizeof c);
+  rd_learner_config_default(&c.learner);
+  c.learner.algo = RD_ALGO_DQN;
+  c.learner.num_actions = 2;
+  c.learner.n_hidden = 1;
+  c.learner.hidden[0] = 16;
+  c.learner.max_batch = 32;
+  c.batch = 32;
+  c.beta = 0.4;
+  c.min_size = 32;
+  c.gamma = 0.99f;
+  c.table_fault = move_table;
+  c.table_fault_arg = &o;
+  if (rd_pipeline_bind_schema(&c, &o.table.config.schema, &err) != RD_OK)
+    fail_msg("bind: %s", err.msg);
+  rd_pipeline_t *p = NULL;
+  if (rd_pipeline_create(&p, &c, &o.table, &o.lock, &err) != RD_OK)
+    fail_msg("pipeline: %s", err.msg);
+  rmm_check_arm(RMM_FAIL_TREE, 1, 0); /* the first sample on the device fails */
+  rd_train_result_t res;
+  assert_int_equal(rd_pipeline_train_wait(p, 20, 0, &res, &err), RD_OK);
+  assert_int_equal(res.steps_done + res.skipped_steps, 20);
+  assert_int_equal(res.skipped_steps, 0);
+  assert_int_equal(o.moved, 1);
+  assert_string_equal(rd_table_rmm_name(&o.table), "cpu");
+  rmm_check_arm(0, 0, 0);
+  rd_pipeline_destroy(p);
+  pthread_mutex_destroy(&o.lock);
+  rd_table_free(&o.table);
+}
+
 int main(void) {
   rd_log_open("", RD_LOG_ERROR, NULL);
   rd_devices_init();
@@ -209,6 +298,7 @@ int main(void) {
       cmocka_unit_test(test_sample_fault_moves_to_cpu),
       cmocka_unit_test(test_insert_fault_moves_to_cpu),
       cmocka_unit_test(test_dead_device_loses_rows_loudly),
+      cmocka_unit_test(test_pipeline_goes_on_after_a_fault),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
