@@ -28,6 +28,7 @@
 #include "rmm_gpu.h"
 #include "sumtree_gpu.h"
 #include "table.h"
+#include "rd_rng.h"
 
 #define CAPACITY (1u << 20)
 #define MAX_BATCH 65536u
@@ -40,13 +41,6 @@ static double now_s(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static uint64_t splitmix(uint64_t *s) {
-  uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
 }
 
 static void die(const char *what, const rd_error_t *err) {
@@ -158,7 +152,7 @@ int main(int argc, char **argv) {
     B.in[f] = xmalloc(MAX_BATCH * fb[f]);
     B.out[f] = xmalloc(MAX_BATCH * fb[f]);
     for (size_t k = 0; k < MAX_BATCH * fb[f]; k++)
-      B.in[f][k] = f == NF - 1 ? (uint8_t)(k & 1) : (uint8_t)splitmix(&s);
+      B.in[f][k] = f == NF - 1 ? (uint8_t)(k & 1) : (uint8_t)rd_splitmix64(&s);
     B.in_cols[f] = (rd_cbuf_t){B.in[f], MAX_BATCH * fb[f]};
     B.out_cols[f] = (rd_buf_t){B.out[f], MAX_BATCH * fb[f]};
   }
@@ -166,7 +160,7 @@ int main(int argc, char **argv) {
   B.prob = xmalloc(MAX_BATCH * sizeof(double));
   B.w = xmalloc(MAX_BATCH * sizeof(double));
   B.keys = xmalloc(MAX_BATCH * sizeof(uint64_t));
-  for (uint32_t i = 0; i < MAX_BATCH; i++) B.prio[i] = (double)(splitmix(&s) >> 40) * 0x1p-20;
+  for (uint32_t i = 0; i < MAX_BATCH; i++) B.prio[i] = (double)(rd_splitmix64(&s) >> 40) * 0x1p-20;
 
   const struct {
     const char *name;

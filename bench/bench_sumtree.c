@@ -55,6 +55,7 @@
 #include "baseline_bintree.h"
 #include "baseline_karyfloat.h"
 #include "bench_util.h"
+#include "rd_rng.h"
 #include "rd_error.h"
 #include "sumtree.h"
 
@@ -64,7 +65,7 @@
 
 #define LEAF_MAX (UINT64_C(1) << 20)
 /* A leaf value, uniform in [1, 2^20]. */
-static uint64_t leaf_value(uint64_t *s) { return 1 + (splitmix64(s) >> 44); }
+static uint64_t leaf_value(uint64_t *s) { return 1 + (rd_splitmix64(s) >> 44); }
 
 #define SEED UINT64_C(0x7265706c61796400) /* "replayd" */
 
@@ -363,7 +364,7 @@ static void pool_init(pool_t *p, uint32_t capacity, uint32_t batch, uint64_t see
   p->leaves = xmalloc(batch * sizeof *p->leaves);
   uint64_t s = seed;
   for (size_t i = 0; i < p->items; i++) {
-    p->pos[i] = (uint32_t)below(&s, capacity);
+    p->pos[i] = (uint32_t)rd_rng_below(&s, capacity);
     uint64_t a = leaf_value(&s), b = leaf_value(&s);
     if (a == b) b = a == LEAF_MAX ? a - 1 : a + 1;
     p->val[i] = a;
@@ -396,7 +397,7 @@ static void pool_free(pool_t *p) {
 static void pool_targets(pool_t *p, uint64_t total, uint64_t seed) {
   uint64_t s = seed;
   for (size_t i = 0; i < p->items; i++) {
-    unsigned __int128 k = (unsigned __int128)(i % p->batch) * total + below(&s, total);
+    unsigned __int128 k = (unsigned __int128)(i % p->batch) * total + rd_rng_below(&s, total);
     p->targets[i] = (uint64_t)(k / p->batch);
     p->dtargets[i] = (double)p->targets[i];
   }
@@ -519,7 +520,7 @@ static void kt_insert(void *ctx, uint64_t it) {
 static void fill_values(uint64_t *s, uint64_t *buf, size_t n, uint64_t first,
                         uint32_t capacity, bool zeros) {
   for (size_t i = 0; i < n; i++) {
-    uint64_t r = splitmix64(s);
+    uint64_t r = rd_splitmix64(s);
     uint64_t v = 1 + (r >> 44);
     if (zeros && ((r & 15) == 0 || first + i == (uint64_t)capacity - 1)) v = 0;
     buf[i] = v;
@@ -597,11 +598,11 @@ static void check_targets(const uint64_t *prefix, uint32_t capacity, uint64_t *t
     else if (i == 1)
       t = total - 1;
     else if (i % 4 == 2 || i % 4 == 3) {
-      uint64_t q = prefix[below(&s, capacity)];
+      uint64_t q = prefix[rd_rng_below(&s, capacity)];
       t = i % 4 == 2 ? q : q - 1; /* q == 0 only if leading zeros: t wraps, fixed below */
-      if (t >= total) t = below(&s, total);
+      if (t >= total) t = rd_rng_below(&s, total);
     } else {
-      t = below(&s, total);
+      t = rd_rng_below(&s, total);
     }
     tg[i] = t;
   }

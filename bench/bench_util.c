@@ -30,17 +30,6 @@ int cmp_double(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
-uint64_t splitmix64(uint64_t *s) {
-  uint64_t z = (*s += UINT64_C(0x9E3779B97F4A7C15));
-  z = (z ^ (z >> 30)) * UINT64_C(0xBF58476D1CE4E5B9);
-  z = (z ^ (z >> 27)) * UINT64_C(0x94D049BB133111EB);
-  return z ^ (z >> 31);
-}
-
-uint64_t below(uint64_t *s, uint64_t n) {
-  return (uint64_t)(((unsigned __int128)splitmix64(s) * n) >> 64);
-}
-
 double now_s(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);

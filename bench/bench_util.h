@@ -16,13 +16,6 @@ void *xmalloc(size_t bytes);
 /* qsort comparator for doubles, ascending (medians of repetitions). */
 int cmp_double(const void *a, const void *b);
 
-/* splitmix64: the benchmarks' fixed-seed stream for keys, leaves and
- * targets (generated outside the timed regions). */
-uint64_t splitmix64(uint64_t *s);
-
-/* Uniform in [0, n), n >= 1 (multiply-shift; the bias is below 2^-40). */
-uint64_t below(uint64_t *s, uint64_t n);
-
 /* CLOCK_MONOTONIC in seconds. */
 double now_s(void);
 

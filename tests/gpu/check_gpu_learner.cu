@@ -53,6 +53,7 @@
 
 #include "../../bench/learner_shapes.h"
 #include "rd_gpu_elem.h"
+#include "rd_rng.h"
 
 static int g_fail = 0;
 
@@ -68,20 +69,14 @@ static void report(bool ok, const char *fmt, ...) {
   fflush(stdout);
 }
 
-static uint64_t rng_next(uint64_t *s) {
-  uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
 static float wide(uint64_t *s) {
-  uint64_t r = rng_next(s);
+  uint64_t r = rd_splitmix64(s);
   if ((r & 31) == 0) return 0.0f;
   double u = (double)(r >> 11) * 0x1p-53;
-  double e = ldexp(1.0, (int)(rng_next(s) % 35) - 30);
+  double e = ldexp(1.0, (int)(rd_splitmix64(s) % 35) - 30);
   return (float)((u * 2.0 - 1.0) * e);
 }
-static float unit01(uint64_t *s) { return (float)((double)(rng_next(s) >> 11) * 0x1p-53); }
+static float unit01(uint64_t *s) { return (float)rd_rng_unit(s); }
 
 static uint32_t fb(float x) {
   uint32_t u;
@@ -523,14 +518,14 @@ static void check_storage(void) {
     uint32_t *perm = (uint32_t *)malloc(R * 4);
     for (uint32_t i = 0; i < R; i++) perm[i] = i;
     for (uint32_t i = R - 1; i > 0; i--) {
-      uint32_t j = (uint32_t)(rng_next(&r) % (i + 1)), t = perm[i];
+      uint32_t j = (uint32_t)(rd_splitmix64(&r) % (i + 1)), t = perm[i];
       perm[i] = perm[j], perm[j] = t;
     }
     for (uint32_t off = 0; off < R + 3 * MB && ok; off += MB) {
       uint32_t n = MB;
       for (uint32_t i = 0; i < n; i++) pos[i] = perm[(off + i) % R];
       if (off + MB > R && off < R) n = R - off; /* no repeats within one call */
-      for (size_t k = 0; k < (size_t)n * W; k++) buf[k] = (unsigned char)rng_next(&r);
+      for (size_t k = 0; k < (size_t)n * W; k++) buf[k] = (unsigned char)rd_splitmix64(&r);
       for (uint32_t i = 0; i < n; i++) memcpy(host + (size_t)pos[i] * W, buf + (size_t)i * W, W);
       if (rd_gpu_storage_scatter(&s, n, pos, buf, &err)) {
         report(false, "storage %u scatter: %s", W, err.msg);
@@ -540,7 +535,7 @@ static void check_storage(void) {
     size_t bad = 0;
     for (int round = 0; round < 8 && ok; round++) {
       uint32_t n = round == 0 ? 1 : round == 1 ? 33 : MB;
-      for (uint32_t i = 0; i < n; i++) pos[i] = (uint32_t)(rng_next(&r) % R);
+      for (uint32_t i = 0; i < n; i++) pos[i] = (uint32_t)(rd_splitmix64(&r) % R);
       if (rd_gpu_storage_gather(&s, n, pos, got, &err)) {
         report(false, "storage %u gather: %s", W, err.msg);
         ok = false;

@@ -23,6 +23,7 @@ extern "C" {
 #include <stdlib.h>
 #include <string.h>
 #include <vector>
+#include "rd_rng.h"
 
 static int n_checks = 0, n_failed = 0;
 
@@ -51,20 +52,12 @@ static void cuda_ok(cudaError_t e, const char *what) {
   }
 }
 
-/* splitmix64 */
-static uint64_t rng_next(uint64_t *s) {
-  uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
 /* Wide dynamic range, about 1 in 8 zero, sometimes the maximum. */
 static uint64_t wide_value(uint64_t *s, uint64_t max) {
-  uint64_t r = rng_next(s);
+  uint64_t r = rd_splitmix64(s);
   if ((r & 7) == 0) return 0;
   if ((r & 63) == 8) return max;
-  uint64_t v = rng_next(s) >> (r >> 58);
+  uint64_t v = rd_splitmix64(s) >> (r >> 58);
   return v % (max + 1);
 }
 
@@ -157,7 +150,7 @@ static std::vector<uint64_t> make_targets(const rd_sumtree_t *t, uint64_t *seed,
     }
   }
   for (size_t r = 0; r < n_random; r++)
-    tg.push_back((uint64_t)(((unsigned __int128)rng_next(seed) * total) >> 64));
+    tg.push_back((uint64_t)(((unsigned __int128)rd_splitmix64(seed) * total) >> 64));
   return tg;
 }
 
@@ -200,7 +193,7 @@ static void make_batch(const rd_sumtree_t *t, uint64_t *seed, size_t n, int shap
   uint32_t span = shape == 1 ? (t->capacity < 7 ? t->capacity : 7) : t->capacity;
   for (size_t i = 0; i < n; i++) {
     pos[i] = shape == 2 ? t->capacity - 1 - (uint32_t)(i % t->capacity)
-                        : (uint32_t)(rng_next(seed) % span);
+                        : (uint32_t)(rd_splitmix64(seed) % span);
     val[i] = wide_value(seed, t->max_leaf);
   }
 }
@@ -244,8 +237,8 @@ static void check_set_ranges(pair_t *p, uint64_t *seed, int rounds) {
   std::vector<uint64_t> val;
   for (int r = 0; r < rounds; r++) {
     uint32_t cap = p->cpu.capacity;
-    uint32_t first = (uint32_t)(rng_next(seed) % cap);
-    size_t n = 1 + rng_next(seed) % (cap - first);
+    uint32_t first = (uint32_t)(rd_splitmix64(seed) % cap);
+    size_t n = 1 + rd_splitmix64(seed) % (cap - first);
     if (r % 3 == 0 && n > 3 * (size_t)p->gpu.max_batch / 2) n = 3 * (size_t)p->gpu.max_batch / 2;
     /* small ranges too: the one-block path */
     static const size_t small[] = {1, 5, 32, 100, 1024};
@@ -368,7 +361,7 @@ static void check_errors(void) {
         "sample an empty tree -> RD_EEMPTY (%s)", err.msg);
   uint64_t seed = 99;
   std::vector<uint64_t> v(cap);
-  for (auto &x : v) x = 1 + rng_next(&seed) % 1000;
+  for (auto &x : v) x = 1 + rd_splitmix64(&seed) % 1000;
   rd_sumtree_set_range(&p.cpu, 0, cap, v.data(), &err);
   rd_gpu_sumtree_set_range(&p.gpu, 0, cap, v.data(), &err);
   check_bytes(&p, "errors: fill");

@@ -45,24 +45,18 @@
 #include "learner.h"
 #include "nn.h"
 #include "rd_gpu_elem.h"
-
-static uint64_t rng_next(uint64_t *s) {
-  uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
+#include "rd_rng.h"
 
 /* A float with a wide spread: signed, exponents 2^-30..2^4, some zeros. */
 static float wide(uint64_t *s) {
-  uint64_t r = rng_next(s);
+  uint64_t r = rd_splitmix64(s);
   if ((r & 31) == 0) return 0.0f;
   double u = (double)(r >> 11) * 0x1p-53;
-  double e = ldexp(1.0, (int)(rng_next(s) % 35) - 30);
+  double e = ldexp(1.0, (int)(rd_splitmix64(s) % 35) - 30);
   return (float)((u * 2.0 - 1.0) * e);
 }
 
-static float unit(uint64_t *s) { return (float)((double)(rng_next(s) >> 11) * 0x1p-53); }
+static float unit(uint64_t *s) { return (float)rd_rng_unit(s); }
 
 static uint32_t fbits(float x) {
   uint32_t u;
@@ -413,9 +407,9 @@ static void test_dqn_targets(void **state) {
   uint64_t s = 43;
   float row[9];
   for (int it = 0; it < 20000; it++) {
-    const uint32_t A = 2 + (uint32_t)(rng_next(&s) % 8);
+    const uint32_t A = 2 + (uint32_t)(rd_splitmix64(&s) % 8);
     for (uint32_t k = 0; k < A; k++) {
-      uint64_t u = rng_next(&s) % 16;
+      uint64_t u = rd_splitmix64(&s) % 16;
       row[k] = u == 0 ? 0.0f : u == 1 ? -0.0f : u == 2 ? -INFINITY : u < 6 ? 1.5f : wide(&s);
     }
     float best = row[0];

@@ -18,21 +18,15 @@
 
 #include "sumtree.h"
 #include "sumtree_gpu.h"
+#include "rd_rng.h"
 
 static const uint32_t fanouts[] = {2, 4, 8, 16, 32, 64};
 #define N_FANOUTS (sizeof fanouts / sizeof fanouts[0])
 
-static uint64_t rng_next(uint64_t *s) {
-  uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
 static uint64_t wide_value(uint64_t *s, uint64_t max) {
-  uint64_t r = rng_next(s);
+  uint64_t r = rd_splitmix64(s);
   if ((r & 7) == 0) return 0;
-  uint64_t v = rng_next(s) >> (r >> 58);
+  uint64_t v = rd_splitmix64(s) >> (r >> 58);
   return v % (max + 1);
 }
 
@@ -136,7 +130,7 @@ static void test_matches_cpu(void **state) {
       assert_true(pos && val && tg && a && b);
       for (int round = 0; round < 3; round++) {
         for (size_t i = 0; i < n; i++) {
-          pos[i] = (uint32_t)(rng_next(&seed) % (round == 1 ? (cap < 9 ? cap : 9) : cap));
+          pos[i] = (uint32_t)(rd_splitmix64(&seed) % (round == 1 ? (cap < 9 ? cap : 9) : cap));
           val[i] = wide_value(&seed, c.max_leaf);
         }
         assert_int_equal(rd_sumtree_update(&c, n, pos, val, &err), RD_OK);
@@ -144,7 +138,7 @@ static void test_matches_cpu(void **state) {
         assert_same_levels(&g, &c, &mirror);
         uint64_t total = rd_sumtree_total(&c);
         if (total == 0) continue;
-        for (size_t i = 0; i < n; i++) tg[i] = rng_next(&seed) % total;
+        for (size_t i = 0; i < n; i++) tg[i] = rd_splitmix64(&seed) % total;
         tg[0] = 0;
         tg[1] = total - 1;
         assert_int_equal(rd_sumtree_sample(&c, n, tg, a, &err), RD_OK);
