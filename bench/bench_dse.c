@@ -43,6 +43,7 @@
 
 #include "replayctl_cli.h"
 #include "replayd_client.h"
+#include "rd_clock.h"
 
 static struct {
   int json, quick;
@@ -54,12 +55,6 @@ static struct {
 static char target[64];
 static pid_t daemon_pid;
 static char state_dir[] = "/tmp/replayd-bench-dse-XXXXXX";
-
-static double now_s(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + t.tv_nsec * 1e-9;
-}
 
 static void stop_daemon(void) {
   if (daemon_pid > 0) {
@@ -286,13 +281,13 @@ int main(int argc, char **argv) {
         status = 1;
         break;
       }
-      double t0 = now_s();
+      double t0 = rd_clock_now();
       if (rdc_register(c, spec, w, &e) != RDC_OK) {
         fprintf(stderr, "bench_dse: register %s: %s\n", shapes[s], e.msg);
         status = 1;
         break;
       }
-      double ms = (now_s() - t0) * 1e3;
+      double ms = (rd_clock_now() - t0) * 1e3;
       if (!w->has_placement || w->placement.profile_cache_hit != pass) {
         fprintf(stderr, "bench_dse: %s: expected a cache %s\n", shapes[s], pass ? "hit" : "miss");
         status = 1;

@@ -70,6 +70,7 @@
 #include <unistd.h>
 
 #include "bench_util.h"
+#include "rd_clock.h"
 #include "rd_rng.h"
 #include "csim_rmm.h"
 #include "kernels/learner.h"
@@ -188,11 +189,11 @@ typedef void (*work_fn)(void *ctx, uint64_t it);
  * after a warm-up of at least o->warm_s and 2 units that sizes them. */
 static double measure(work_fn fn, void *ctx, const opts_t *o) {
   uint64_t it = 0, n = 1, done = 0;
-  double t0 = now_s(), el;
+  double t0 = rd_clock_now(), el;
   for (;;) {
     for (uint64_t i = 0; i < n; i++) fn(ctx, it++);
     done += n;
-    el = now_s() - t0;
+    el = rd_clock_now() - t0;
     if (el >= o->warm_s && done >= 2) break;
     n *= 2;
   }
@@ -200,9 +201,9 @@ static double measure(work_fn fn, void *ctx, const opts_t *o) {
   uint64_t units = want < 1 ? 1 : (uint64_t)(want + 0.5);
   double v[16];
   for (int r = 0; r < o->reps; r++) {
-    double s0 = now_s();
+    double s0 = rd_clock_now();
     for (uint64_t i = 0; i < units; i++) fn(ctx, it++);
-    v[r] = (now_s() - s0) / (double)units;
+    v[r] = (rd_clock_now() - s0) / (double)units;
   }
   qsort(v, (size_t)o->reps, sizeof v[0], cmp_double);
   return v[o->reps / 2];

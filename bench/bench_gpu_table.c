@@ -29,6 +29,7 @@
 #include "sumtree_gpu.h"
 #include "table.h"
 #include "rd_rng.h"
+#include "rd_clock.h"
 
 #define CAPACITY (1u << 20)
 #define MAX_BATCH 65536u
@@ -36,12 +37,6 @@
 #define NF 5
 
 static const size_t fb[NF] = {16, 4, 4, 16, 1};
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 static void die(const char *what, const rd_error_t *err) {
   fprintf(stderr, "bench_gpu_table: %s: %s\n", what, err ? err->msg : "");
@@ -102,7 +97,7 @@ static double measure(rd_table_t *t, bufs_t *B, int op, uint32_t b) {
   rd_sample_out_t so = {B->keys, B->prob, B->w, B->out_cols};
   for (int rep = 0; rep < REPS; rep++) {
     uint64_t calls = 0;
-    double t0 = now_s(), t1;
+    double t0 = rd_clock_now(), t1;
     do {
       int rc = 0;
       for (uint32_t f = 0; f < NF; f++) B->in_cols[f].bytes = b * fb[f];
@@ -114,7 +109,7 @@ static double measure(rd_table_t *t, bufs_t *B, int op, uint32_t b) {
       }
       if (rc) die("a table call", &err);
       calls++;
-      t1 = now_s();
+      t1 = rd_clock_now();
     } while (t1 - t0 < 0.2 || calls < 3);
     r[rep] = (t1 - t0) / (double)(calls * b) * 1e9;
   }

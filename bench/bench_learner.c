@@ -57,6 +57,7 @@
 #include "learner_pool.h"
 #include "learner_shapes.h"
 #include "bench_util.h"
+#include "rd_clock.h"
 #include "rd_error.h"
 #include "rd_philox.h"
 
@@ -396,20 +397,20 @@ static void check_point(const shape_t *s, uint32_t batch, const opts_t *o, const
 
 static double measure(rd_learner_t *l, const learner_pool_t *p, const opts_t *o) {
   uint64_t it = 0, k = 0;
-  double t0 = now_s(), el;
+  double t0 = rd_clock_now(), el;
   for (;;) { /* warm-up; also sizes a repetition */
     step_or_die(l, &p->b[it++ % LEARNER_POOL], p->td);
     k++;
-    el = now_s() - t0;
+    el = rd_clock_now() - t0;
     if (el >= o->warm_s && k >= 2) break;
   }
   double want = (double)k * o->min_s / el;
   uint64_t steps = want < 1 ? 1 : (uint64_t)(want + 0.5);
   double v[16];
   for (int r = 0; r < o->reps; r++) {
-    double s0 = now_s();
+    double s0 = rd_clock_now();
     for (uint64_t i = 0; i < steps; i++) step_or_die(l, &p->b[it++ % LEARNER_POOL], p->td);
-    v[r] = (double)steps / (now_s() - s0);
+    v[r] = (double)steps / (rd_clock_now() - s0);
   }
   qsort(v, (size_t)o->reps, sizeof v[0], cmp_double);
   return v[o->reps / 2];

@@ -90,6 +90,7 @@
 #include "learner_shapes.h"
 #include "pipeline.h"
 #include "bench_util.h"
+#include "rd_clock.h"
 #include "rd_error.h"
 #include "rd_philox.h"
 #include "table.h"
@@ -544,11 +545,11 @@ static void unit_steps(unit_t *u, uint64_t n) {
  * that rate sizes a repetition of min_s. */
 static void unit_warm(unit_t *u, const opts_t *o) {
   uint64_t n = 1, k = 0;
-  double t0 = now_s(), el;
+  double t0 = rd_clock_now(), el;
   for (;;) {
     unit_steps(u, n);
     k += n;
-    el = now_s() - t0;
+    el = rd_clock_now() - t0;
     if (el >= o->warm_s && k >= 2) break;
     n *= 2;
   }
@@ -557,9 +558,9 @@ static void unit_warm(unit_t *u, const opts_t *o) {
 }
 
 static void unit_rep(unit_t *u, int r) {
-  double t0 = now_s();
+  double t0 = rd_clock_now();
   unit_steps(u, u->steps_per_rep);
-  u->v[r] = (double)u->steps_per_rep / (now_s() - t0);
+  u->v[r] = (double)u->steps_per_rep / (rd_clock_now() - t0);
 }
 
 static void unit_median(unit_t *u, int reps) {

@@ -55,6 +55,7 @@
 #include "baseline_bintree.h"
 #include "baseline_karyfloat.h"
 #include "bench_util.h"
+#include "rd_clock.h"
 #include "rd_rng.h"
 #include "rd_error.h"
 #include "sumtree.h"
@@ -300,9 +301,9 @@ static double measure(batch_fn fn, void *ctx, uint32_t batch) {
   uint64_t it = 0, n = 1;
   double el;
   for (;;) { /* warm-up; also finds how many batches fill min_s */
-    double t0 = now_s();
+    double t0 = rd_clock_now();
     for (uint64_t i = 0; i < n; i++) fn(ctx, it++);
-    el = now_s() - t0;
+    el = rd_clock_now() - t0;
     if (el >= o->warm_s) break;
     n *= 2;
   }
@@ -310,9 +311,9 @@ static double measure(batch_fn fn, void *ctx, uint32_t batch) {
   uint64_t iters = want < 1 ? 1 : (uint64_t)(want + 0.5);
   double v[9];
   for (int r = 0; r < o->reps; r++) {
-    double t0 = now_s();
+    double t0 = rd_clock_now();
     for (uint64_t i = 0; i < iters; i++) fn(ctx, it++);
-    v[r] = (now_s() - t0) * 1e9 / ((double)iters * batch);
+    v[r] = (rd_clock_now() - t0) * 1e9 / ((double)iters * batch);
   }
   qsort(v, (size_t)o->reps, sizeof v[0], cmp_double);
   return v[o->reps / 2];

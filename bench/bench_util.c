@@ -30,12 +30,6 @@ int cmp_double(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
-double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 void cpu_model(char *buf, size_t len) {
   snprintf(buf, len, "unknown CPU");
   FILE *f = fopen("/proc/cpuinfo", "r");

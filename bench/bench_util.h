@@ -16,9 +16,6 @@ void *xmalloc(size_t bytes);
 /* qsort comparator for doubles, ascending (medians of repetitions). */
 int cmp_double(const void *a, const void *b);
 
-/* CLOCK_MONOTONIC in seconds. */
-double now_s(void);
-
 /* The CPU's model name from /proc/cpuinfo, or "unknown CPU". */
 void cpu_model(char *buf, size_t len);
 

@@ -38,6 +38,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 #include <time.h>
+#include "rd_clock.h"
 
 #define RD_SPIN_MAX_S 100e-6
 #define RD_SPIN_SLACK_S 5e-6
@@ -76,17 +77,11 @@ static inline struct timespec rd_spin_deadline(double s) {
   return ts;
 }
 
-static inline double rd_spin_now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 /* Spins while *ev == seen, for at most budget_s. 1: it changed; 0: the
  * budget ran out (or was 0). */
 static inline int rd_spin_until_changed(_Atomic uint64_t *ev, uint64_t seen, double budget_s) {
   if (!(budget_s > 0)) return 0;
-  double t0 = rd_spin_now(), end = t0 + budget_s, eager_end = t0 + RD_SPIN_EAGER_S;
+  double t0 = rd_clock_now(), end = t0 + budget_s, eager_end = t0 + RD_SPIN_EAGER_S;
   int polite = 0;
   for (uint32_t i = 1;; i++) {
     if (atomic_load_explicit(ev, memory_order_acquire) != seen) return 1;
@@ -95,7 +90,7 @@ static inline int rd_spin_until_changed(_Atomic uint64_t *ev, uint64_t seen, dou
     else __builtin_ia32_pause();
 #endif
     if ((i & 31) == 0) {
-      double t = rd_spin_now();
+      double t = rd_clock_now();
       if (t > end) return 0;
       polite = t > eager_end;
     }

@@ -22,6 +22,7 @@
 #include "log.h"
 #include "pipeline.h"
 #include "rd_nn_spec.h"
+#include "rd_clock.h"
 
 /* ------------------------------------------------------------------ */
 /* A workload: table + lock, rows that name their own key               */
@@ -225,12 +226,6 @@ static void waiter_wait(waiter_t *wt) {
   pthread_mutex_lock(&wt->mu);
   while (!wt->done) pthread_cond_wait(&wt->cv, &wt->mu);
   pthread_mutex_unlock(&wt->mu);
-}
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
 static rd_train_result_t train_ok(rd_pipeline_t *p, uint32_t steps) {
@@ -489,10 +484,10 @@ static void test_deadline(void **state) {
   waiter_t wt;
   waiter_init(&wt);
   rd_error_t err;
-  double t0 = now_s();
+  double t0 = rd_clock_now();
   assert_int_equal(rd_pipeline_train(p, 65536, t0 + 0.3, on_done, &wt, &err), RD_OK);
   waiter_wait(&wt);
-  double dt = now_s() - t0;
+  double dt = rd_clock_now() - t0;
   assert_int_equal(wt.res.status, RD_ETIMEDOUT);
   assert_true(wt.res.steps_done > 0 && wt.res.steps_done < 65536);
   assert_true(dt >= 0.3 && dt < 5.0);

@@ -17,6 +17,7 @@ extern "C" {
 #include "rmm_check.h"
 }
 #include "rd_tree_step.h"
+#include "rd_clock.h"
 
 #include <cuda_runtime.h>
 
@@ -37,12 +38,6 @@ static void report(bool ok, const char *fmt, ...) {
   va_end(ap);
   fflush(stdout);
   if (!ok) n_failed++;
-}
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
 static const rmm_case_t cases[] = {
@@ -67,10 +62,10 @@ static void same(const rmm_case_t *c) {
                {"tree+rows", rd_gpu_rmm_ops(0), rd_gpu_storage_ops(0)}};
   for (size_t p = 0; p < 3; p++) {
     char msg[512];
-    double t0 = now_s();
+    double t0 = rd_clock_now();
     int rc = rmm_check_same(c, place[p].rmm, place[p].st, msg, sizeof msg);
     report(rc == 0, "same as the CPU: %s, %s on gpu0 (%.2f s)%s%s", c->name, place[p].what,
-           now_s() - t0, rc ? ": " : "", rc ? msg : "");
+           rd_clock_now() - t0, rc ? ": " : "", rc ? msg : "");
   }
 }
 
@@ -184,9 +179,9 @@ static void own_stream(void) {
   /* ~0.5 s of spinning on the legacy stream (the clock rate is in kHz). */
   long long cycles = (long long)khz * 500;
   k_spin<<<1, 1>>>(cycles);
-  double t0 = now_s();
+  double t0 = rd_clock_now();
   int rc = rd_table_insert(&t, 64, &col, NULL, NULL, &err);
-  double dt = now_s() - t0;
+  double dt = rd_clock_now() - t0;
   cudaDeviceSynchronize();
   report(rc == RD_OK && dt < 0.25,
          "own stream: an insert took %.3f s while the legacy stream was busy for ~0.5 s", dt);
@@ -210,13 +205,13 @@ int main(int argc, char **argv) {
   cudaDeviceProp p;
   cudaGetDeviceProperties(&p, 0);
   printf("# device 0: %s, sm_%d%d\n", p.name, p.major, p.minor);
-  double t0 = now_s();
+  double t0 = rd_clock_now();
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) same(&cases[i]);
   if (!quick) same(&big);
   faults();
   memory(1u << 20, 16, 41);
   if (!quick) memory(1u << 24, 32, 16);
   own_stream();
-  printf("# %.1f s\n%s\n", now_s() - t0, n_failed ? "FAILED" : "PASSED");
+  printf("# %.1f s\n%s\n", rd_clock_now() - t0, n_failed ? "FAILED" : "PASSED");
   return n_failed ? 1 : 0;
 }

@@ -26,16 +26,11 @@
 #include "client_mock_server.h"
 #include "replayd.pb-c.h"
 #include "replayd_client.h"
+#include "rd_clock.h"
 
 static int port;
 static char target[64];
 static rdc_client_t *cli;
-
-static double now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static int group_setup(void **state) {
   (void)state;
@@ -109,9 +104,9 @@ static void test_connect_refused_fails_fast(void **state) {
   snprintf(t, sizeof t, "127.0.0.1:%d", dead_port());
   rdc_client_t *c = (rdc_client_t *)0x1;
   rdc_error_t e;
-  double t0 = now();
+  double t0 = rd_clock_now();
   int rc = rdc_connect(t, 10.0, &c, &e);
-  double dt = now() - t0;
+  double dt = rd_clock_now() - t0;
   assert_int_equal(rc, RDC_ECONNECT);
   assert_int_equal(e.code, RDC_ECONNECT);
   assert_null(c);
@@ -128,9 +123,9 @@ static void test_connect_wait_times_out(void **state) {
   o.wait_for_ready = 1;
   rdc_client_t *c;
   rdc_error_t e;
-  double t0 = now();
+  double t0 = rd_clock_now();
   assert_int_equal(rdc_connect_ex(t, 0.5, &o, &c, &e), RDC_ECONNECT);
-  double dt = now() - t0;
+  double dt = rd_clock_now() - t0;
   assert_true(dt >= 0.45 && dt < 3.0);
   assert_non_null(strstr(e.msg, "within"));
 }
@@ -783,9 +778,9 @@ static void test_deadline(void **state) {
   assert_int_equal(rdc_set_deadline(cli, 0.3), RDC_OK);
   rdc_server_info_t *info;
   rdc_error_t e;
-  double t0 = now();
+  double t0 = rd_clock_now();
   assert_int_equal(rdc_server_info(cli, &info, &e), RDC_DEADLINE_EXCEEDED);
-  assert_true(now() - t0 < 1.4);
+  assert_true(rd_clock_now() - t0 < 1.4);
   /* Let the mock finish that call before the next test. */
   mock_set_delay_ms(0);
   rdc_set_deadline(cli, 10);
