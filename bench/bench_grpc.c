@@ -37,6 +37,7 @@
 #include "replayd_client.h"
 #include "table.h"
 #include "rd_clock.h"
+#include "rdt_daemon.h"
 
 #define OBS 4
 #define ROW_BYTES 41
@@ -80,59 +81,26 @@ static void emit(const char *name, uint32_t batch, uint32_t streams, double valu
 /* The daemon                                                          */
 /* ------------------------------------------------------------------ */
 
-static pid_t daemon_pid;
-static char state_dir[] = "/tmp/replayd-bench-XXXXXX";
+static rdt_daemon_t daemon_;
 
 static void stop_daemon(void) {
-  if (daemon_pid > 0) {
-    kill(daemon_pid, SIGTERM);
-    int st;
-    waitpid(daemon_pid, &st, 0);
-    daemon_pid = 0;
-  }
-  char cmd[128];
-  snprintf(cmd, sizeof cmd, "rm -rf %s", state_dir);
-  if (system(cmd) != 0) fprintf(stderr, "bench_grpc: could not remove %s\n", state_dir);
+  rdt_daemon_stop(&daemon_);
+  if (rdt_daemon_remove(&daemon_) != 0) fprintf(stderr, "bench_grpc: could not remove its state\n");
 }
 
 static int start_daemon(void) {
-  if (mkdtemp(state_dir) == NULL) return -1;
-  char log[256];
-  snprintf(log, sizeof log, "%s/replayd.log", state_dir);
-  daemon_pid = fork();
-  if (daemon_pid == 0) {
-    /* A session of its own, as a daemon has under systemd or in another
-     * terminal (the README's set-up): the scheduler then shares the CPUs
-     * between the daemon and this load generator's many threads by group,
-     * not thread by thread. */
-    setsid();
-    FILE *f = freopen(log, "w", stderr);
-    (void)f;
-    const char *args[32] = {O.replayd, "--listen", "127.0.0.1:0", "--state-dir", state_dir,
-                            "--threads", "2", "--max-memory", "4G"};
-    int n = 9;
-    for (int i = 0; i < O.n_daemon_args; i++) args[n++] = O.daemon_args[i];
-    args[n] = NULL;
-    execv(O.replayd, (char *const *)args);
-    _exit(127);
-  }
-  for (int i = 0; i < 300; i++) { /* the port is in the log's "listening on" line */
-    usleep(20000);
-    FILE *f = fopen(log, "r");
-    if (f == NULL) continue;
-    char line[512];
-    while (fgets(line, sizeof line, f)) {
-      char *p = strstr(line, "listening on 127.0.0.1:");
-      if (p) {
-        snprintf(target, sizeof target, "127.0.0.1:%d", atoi(p + strlen("listening on 127.0.0.1:")));
-        fclose(f);
-        return 0;
-      }
-    }
-    fclose(f);
-  }
-  fprintf(stderr, "bench_grpc: %s did not start (see %s)\n", O.replayd, log);
-  return -1;
+  const char *args[16] = {"--threads", "2", "--max-memory", "4G"};
+  int n = 4;
+  for (int i = 0; i < O.n_daemon_args; i++) args[n++] = O.daemon_args[i];
+  args[n] = NULL;
+  /* A session of its own, as a daemon has under systemd or in another
+   * terminal (the README's set-up): the scheduler then shares the CPUs
+   * between the daemon and this load generator's many threads by group,
+   * not thread by thread. */
+  rdt_daemon_opts_t o = {.args = args, .tag = "bench_grpc", .new_session = 1, .timeout_s = 6};
+  if (rdt_daemon_start(&daemon_, O.replayd, &o) != 0) return -1;
+  snprintf(target, sizeof target, "%s", daemon_.target);
+  return 0;
 }
 
 /* ------------------------------------------------------------------ */

@@ -27,6 +27,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "rdt_check.h"
+#include "rdt_client.h"
+#include "rdt_daemon.h"
 #include "replayd_client.h"
 
 #define OBS 11
@@ -34,84 +37,29 @@
 #define BATCH 16384
 #define CAPACITY (1u << 20)
 
-static int n_ok, n_fail;
-
-static void check(int ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void check(int ok, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  printf("%s ", ok ? "ok  " : "FAIL");
-  vprintf(fmt, ap);
-  printf("\n");
-  va_end(ap);
-  fflush(stdout);
-  ok ? n_ok++ : n_fail++;
+/* One daemon that sees the GPUs, or (gpu 0) one that does not. */
+static int start(rdt_daemon_t *d, const char *replayd, int gpu) {
+  static const char *const args[] = {"--max-memory", "16G", "--learner-threads", "4", NULL};
+  rdt_daemon_opts_t o = {.args = args, .tag = "gpucheck", .hide_gpus = !gpu};
+  return rdt_daemon_start(d, replayd, &o);
 }
 
-typedef struct {
-  pid_t pid;
-  char dir[64];
-  char target[64];
-} daemon_t;
-
-static int start(daemon_t *d, const char *replayd, int gpu) {
-  snprintf(d->dir, sizeof d->dir, "/tmp/replayd-gpucheck-XXXXXX");
-  if (mkdtemp(d->dir) == NULL) return -1;
-  char log[128];
-  snprintf(log, sizeof log, "%s/replayd.log", d->dir);
-  d->pid = fork();
-  if (d->pid == 0) {
-    if (!gpu) setenv("CUDA_VISIBLE_DEVICES", "", 1);
-    if (freopen(log, "w", stderr) == NULL) _exit(127);
-    execl(replayd, replayd, "--listen", "127.0.0.1:0", "--state-dir", d->dir, "--max-memory",
-          "16G", "--learner-threads", "4", (char *)NULL);
-    _exit(127);
-  }
-  for (int i = 0; i < 600; i++) {
-    usleep(50000);
-    FILE *f = fopen(log, "r");
-    if (f == NULL) continue;
-    char line[1024];
-    while (fgets(line, sizeof line, f)) {
-      char *p = strstr(line, "listening on 127.0.0.1:");
-      if (p) {
-        snprintf(d->target, sizeof d->target, "127.0.0.1:%d",
-                 atoi(p + strlen("listening on 127.0.0.1:")));
-        fclose(f);
-        return 0;
-      }
-    }
-    fclose(f);
-  }
-  return -1;
-}
-
-static void stop(daemon_t *d) {
+static void stop(rdt_daemon_t *d) {
   if (d->pid <= 0) return;
-  kill(d->pid, SIGTERM);
-  int st;
-  waitpid(d->pid, &st, 0);
-  check(WIFEXITED(st) && WEXITSTATUS(st) == 0, "daemon %s stopped cleanly", d->target);
-  d->pid = 0;
-}
-
-static void field(rdc_field_t *f, const char *name, rdc_dtype_t dt, uint32_t dim) {
-  memset(f, 0, sizeof *f);
-  snprintf(f->name, sizeof f->name, "%s", name);
-  f->dtype = dt;
-  f->rank = dim > 1 ? 1 : 0;
-  f->shape[0] = dim;
+  char target[sizeof d->target];
+  snprintf(target, sizeof target, "%s", d->target);
+  rdt_check(rdt_daemon_stop(d) == 0, "daemon %s stopped cleanly", target);
 }
 
 static void make_spec(rdc_spec_t *s) {
   rdc_spec_init(s);
   snprintf(s->name, sizeof s->name, "gpu-check");
   s->n_fields = 5;
-  field(&s->fields[0], "obs", RDC_DTYPE_FLOAT32, OBS);
-  field(&s->fields[1], "action", RDC_DTYPE_FLOAT32, ACT);
-  field(&s->fields[2], "reward", RDC_DTYPE_FLOAT32, 1);
-  field(&s->fields[3], "next_obs", RDC_DTYPE_FLOAT32, OBS);
-  field(&s->fields[4], "discount", RDC_DTYPE_FLOAT32, 1);
+  rdt_client_field(&s->fields[0], "obs", RDC_DTYPE_FLOAT32, OBS);
+  rdt_client_field(&s->fields[1], "action", RDC_DTYPE_FLOAT32, ACT);
+  rdt_client_field(&s->fields[2], "reward", RDC_DTYPE_FLOAT32, 0);
+  rdt_client_field(&s->fields[3], "next_obs", RDC_DTYPE_FLOAT32, OBS);
+  rdt_client_field(&s->fields[4], "discount", RDC_DTYPE_FLOAT32, 0);
   s->capacity = CAPACITY;
   s->seed = 20261126;
   s->max_batch = BATCH;
@@ -167,9 +115,9 @@ int main(int argc, char **argv) {
   }
   uint64_t rows = argc > 2 ? strtoull(argv[2], NULL, 10) : 3u * BATCH * 8;
   int rmm_on_gpu = 0, rows_on_gpu = 0;
-  daemon_t gd = {0}, cd = {0};
+  rdt_daemon_t gd = {0}, cd = {0};
   if (start(&gd, argv[1], 1) || start(&cd, argv[1], 0)) {
-    fprintf(stderr, "check_gpu_daemon: a daemon did not start (logs in /tmp/replayd-gpucheck-*)\n");
+    fprintf(stderr, "check_gpu_daemon: a daemon did not start (logs in /tmp/rdt_gpucheck.*)\n");
     return 1;
   }
   rdc_client_t *g, *c;
@@ -201,10 +149,10 @@ int main(int argc, char **argv) {
   make_spec(&spec);
   rdc_workload_t *wg = calloc(1, sizeof *wg), *wc = calloc(1, sizeof *wc);
   int rc = rdc_register(g, &spec, wg, &e);
-  check(rc == RDC_OK, "register on the GPU daemon%s%s", rc ? ": " : "", rc ? e.msg : "");
+  rdt_check(rc == RDC_OK, "register on the GPU daemon%s%s", rc ? ": " : "", rc ? e.msg : "");
   rc = rdc_register(c, &spec, wc, &e);
-  check(rc == RDC_OK, "register on the CPU daemon%s%s", rc ? ": " : "", rc ? e.msg : "");
-  if (n_fail) goto out;
+  rdt_check(rc == RDC_OK, "register on the CPU daemon%s%s", rc ? ": " : "", rc ? e.msg : "");
+  if (rdt_check_failed()) goto out;
   printf("# GPU daemon: mapping %s, running %s, predicted %.4g GPS; note: %s\n",
          wg->placement.mapping, wg->placement.running, wg->placement.predicted_gps,
          wg->placement.note);
@@ -219,7 +167,7 @@ int main(int argc, char **argv) {
   if (!rmm_on_gpu && !rows_on_gpu)
     printf("# the mapper kept the replay module and rows off the GPU: the comparison below is "
            "CPU against CPU\n");
-  check(strcmp(wc->placement.running, "C-C-C") == 0, "the CPU daemon runs C-C-C (%s)",
+  rdt_check(strcmp(wc->placement.running, "C-C-C") == 0, "the CPU daemon runs C-C-C (%s)",
         wc->placement.running);
 
   /* The same rows into both. */
@@ -232,7 +180,7 @@ int main(int argc, char **argv) {
         rdc_insert_batch(c, wc->id, wc->token, BATCH, cols, 5, NULL, NULL, &e))
       break;
   }
-  check(done >= rows, "inserted %llu rows into both (%s)", (unsigned long long)done,
+  rdt_check(done >= rows, "inserted %llu rows into both (%s)", (unsigned long long)done,
         done >= rows ? "ok" : e.msg);
 
   sample_buf_t a, b;
@@ -251,7 +199,7 @@ int main(int argc, char **argv) {
     for (int f = 0; same && f < 5; f++)
       same = a.bufs[f].bytes == b.bufs[f].bytes &&
              memcmp(a.bufs[f].data, b.bufs[f].data, a.bufs[f].bytes) == 0;
-    check(same, "sample %d (%s, batch %d): keys, probabilities, weights and rows identical%s%s",
+    rdt_check(same, "sample %d (%s, batch %d): keys, probabilities, weights and rows identical%s%s",
           r, strat ? "stratified" : "independent", BATCH, ra || rb ? ": " : "",
           ra || rb ? e.msg : "");
     for (uint32_t i = 0; i < BATCH; i++) {
@@ -261,24 +209,24 @@ int main(int argc, char **argv) {
     uint64_t app_a = 0, app_b = 0, st_a = 0, st_b = 0;
     ra = rdc_update_priorities(g, wg->id, wg->token, BATCH, a.keys, a.pri, &app_a, &st_a, &e);
     rb = rdc_update_priorities(c, wc->id, wc->token, BATCH, b.keys, a.pri, &app_b, &st_b, &e);
-    check(ra == RDC_OK && rb == RDC_OK && app_a == app_b && st_a == st_b,
+    rdt_check(ra == RDC_OK && rb == RDC_OK && app_a == app_b && st_a == st_b,
           "update %d: applied %llu / %llu, stale %llu / %llu", r, (unsigned long long)app_a,
           (unsigned long long)app_b, (unsigned long long)st_a, (unsigned long long)st_b);
   }
 
   rdc_train_result_t tg, tc;
   int rg = rdc_train_step(g, wg->id, wg->token, 20, &tg, &e);
-  check(rg == RDC_OK && tg.steps_done == 20 && isfinite(tg.loss_mean),
+  rdt_check(rg == RDC_OK && tg.steps_done == 20 && isfinite(tg.loss_mean),
         "20 train steps on the GPU daemon: loss %.4g, %.1f steps/s%s%s", tg.loss_mean,
         tg.steps_per_second, rg ? ": " : "", rg ? e.msg : "");
   int rcpu = rdc_train_step(c, wc->id, wc->token, 20, &tc, &e);
-  check(rcpu == RDC_OK && tc.steps_done == 20, "20 train steps on the CPU daemon: %.1f steps/s",
+  rdt_check(rcpu == RDC_OK && tc.steps_done == 20, "20 train steps on the CPU daemon: %.1f steps/s",
         tc.steps_per_second);
   rc = rdc_describe(g, wg->id, wg, &e);
-  check(rc == RDC_OK, "describe after training");
+  rdt_check(rc == RDC_OK, "describe after training");
   printf("# GPU daemon after training: running %s, measured %.4g GPS; note: %s\n",
          wg->placement.running, wg->placement.measured_gps, wg->placement.note);
-  check((wg->placement.running[2] == 'G') == rmm_on_gpu &&
+  rdt_check((wg->placement.running[2] == 'G') == rmm_on_gpu &&
             (wg->placement.running[4] == 'G') == rows_on_gpu,
         "still running where it was placed (%s)", wg->placement.running);
 out:
@@ -286,8 +234,9 @@ out:
   rdc_close(c);
   stop(&gd);
   stop(&cd);
-  printf("check_gpu_daemon: %d ok, %d FAIL (replay module %s the GPU, rows %s)\n", n_ok, n_fail,
+  printf("check_gpu_daemon: %d ok, %d FAIL (replay module %s the GPU, rows %s)\n",
+         rdt_check_passed(), rdt_check_failed(),
          rmm_on_gpu ? "on" : "off", rows_on_gpu ? "on" : "off");
-  if (n_fail) return 1;
+  if (rdt_check_failed()) return 1;
   return rmm_on_gpu || rows_on_gpu ? 0 : 77;
 }
