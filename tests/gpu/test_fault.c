@@ -1,4 +1,4 @@
-/* test_gpu_fault.c - a workload whose table runs on a GPU's replay module
+/* test_fault.c - a workload whose table runs on a GPU's replay module
  * and storage survives the device failing mid-call: the call is answered
  * from the CPU, the table stays on the CPU afterwards, the GPU is given up
  * in the device list, and the placement's running code and note say so.

@@ -1,4 +1,4 @@
-/* test_client_learn_pendulum.c - Pendulum-v1 (clients/c/examples/pendulum.c)
+/* test_learn_pendulum.c - Pendulum-v1 (clients/c/examples/pendulum.c)
  * against steps worked out by hand from Gym's equations:
  *
  *   u' = clip(u, -2, 2); r = -(norm(th)^2 + 0.1 thdot^2 + 0.001 u'^2)

@@ -1,4 +1,4 @@
-/* client_lib_test.c - libreplayd-client against a scripted gRPC server.
+/* test_lib.c - libreplayd-client against a scripted gRPC server.
  *
  * Each test scripts the mock's reply, makes one client call, and checks
  * both sides: what the client returned and what reached the server (method
@@ -23,52 +23,13 @@
 
 #include <cmocka.h>
 
-#include "client_mock_server.h"
+#include "mock_server.h"
 #include "replayd.pb-c.h"
+#include "rdt_daemon.h"
 #include "replayd_client.h"
 #include "rd_clock.h"
 
-static int port;
-static char target[64];
-static rdc_client_t *cli;
-
-static int group_setup(void **state) {
-  (void)state;
-  port = mock_start();
-  snprintf(target, sizeof target, "127.0.0.1:%d", port);
-  rdc_error_t e;
-  if (rdc_connect(target, 5.0, &cli, &e) != RDC_OK) {
-    fprintf(stderr, "connect: %s\n", e.msg);
-    return -1;
-  }
-  return 0;
-}
-
-static int group_teardown(void **state) {
-  (void)state;
-  rdc_close(cli);
-  mock_stop();
-  return 0;
-}
-
-static int reset(void **state) {
-  (void)state;
-  mock_reset();
-  rdc_set_deadline(cli, 10);
-  return 0;
-}
-
 /* A port nothing listens on: bind an ephemeral one and close it. */
-static int dead_port(void) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-  bind(fd, (struct sockaddr *)&a, sizeof a);
-  socklen_t len = sizeof a;
-  getsockname(fd, (struct sockaddr *)&a, &len);
-  close(fd);
-  return ntohs(a.sin_port);
-}
-
 static void cartpole_spec(rdc_spec_t *s) {
   rdc_spec_init(s);
   snprintf(s->name, sizeof s->name, "cartpole");
@@ -101,7 +62,7 @@ static void test_strerror(void **state) {
 static void test_connect_refused_fails_fast(void **state) {
   (void)state;
   char t[64];
-  snprintf(t, sizeof t, "127.0.0.1:%d", dead_port());
+  snprintf(t, sizeof t, "127.0.0.1:%d", rdt_free_port());
   rdc_client_t *c = (rdc_client_t *)0x1;
   rdc_error_t e;
   double t0 = rd_clock_now();
@@ -117,7 +78,7 @@ static void test_connect_refused_fails_fast(void **state) {
 static void test_connect_wait_times_out(void **state) {
   (void)state;
   char t[64];
-  snprintf(t, sizeof t, "127.0.0.1:%d", dead_port());
+  snprintf(t, sizeof t, "127.0.0.1:%d", rdt_free_port());
   rdc_connect_opts_t o;
   rdc_connect_opts_init(&o);
   o.wait_for_ready = 1;
@@ -136,12 +97,12 @@ static void test_connect_bad_args(void **state) {
   rdc_error_t e;
   assert_int_equal(rdc_connect(NULL, 1, &c, &e), RDC_EINVAL);
   assert_int_equal(rdc_connect("", 1, &c, &e), RDC_EINVAL);
-  assert_int_equal(rdc_connect(target, 0, &c, &e), RDC_EINVAL);
-  assert_int_equal(rdc_connect(target, NAN, &c, &e), RDC_EINVAL);
-  assert_int_equal(rdc_connect(target, 1, NULL, &e), RDC_EINVAL);
-  assert_int_equal(rdc_set_deadline(cli, 0), RDC_EINVAL);
-  assert_int_equal(rdc_set_deadline(cli, -1), RDC_EINVAL);
-  assert_int_equal(rdc_set_deadline(cli, INFINITY), RDC_OK);
+  assert_int_equal(rdc_connect(mock_target, 0, &c, &e), RDC_EINVAL);
+  assert_int_equal(rdc_connect(mock_target, NAN, &c, &e), RDC_EINVAL);
+  assert_int_equal(rdc_connect(mock_target, 1, NULL, &e), RDC_EINVAL);
+  assert_int_equal(rdc_set_deadline(mock_cli, 0), RDC_EINVAL);
+  assert_int_equal(rdc_set_deadline(mock_cli, -1), RDC_EINVAL);
+  assert_int_equal(rdc_set_deadline(mock_cli, INFINITY), RDC_OK);
 }
 
 static void test_register(void **state) {
@@ -185,7 +146,7 @@ static void test_register(void **state) {
   s.seed = 42;
   rdc_workload_t out;
   rdc_error_t e;
-  assert_int_equal(rdc_register(cli, &s, &out, &e), RDC_OK);
+  assert_int_equal(rdc_register(mock_cli, &s, &out, &e), RDC_OK);
   assert_int_equal(e.code, 0);
   assert_string_equal(out.id, w.id);
   assert_string_equal(out.token, w.token);
@@ -238,10 +199,10 @@ static void test_register_bad_spec_is_local(void **state) {
   rdc_error_t e;
   mock_seen_t before, after;
   mock_seen(&before);
-  assert_int_equal(rdc_register(cli, &s, &out, &e), RDC_EINVAL);
+  assert_int_equal(rdc_register(mock_cli, &s, &out, &e), RDC_EINVAL);
   cartpole_spec(&s);
   s.fields[0].rank = RDC_MAX_RANK + 1;
-  assert_int_equal(rdc_register(cli, &s, &out, &e), RDC_EINVAL);
+  assert_int_equal(rdc_register(mock_cli, &s, &out, &e), RDC_EINVAL);
   assert_non_null(strstr(e.msg, "obs"));
   mock_seen(&after);
   assert_int_equal(before.calls, after.calls); /* nothing was sent */
@@ -256,7 +217,7 @@ static void test_register_reply_without_token(void **state) {
   cartpole_spec(&s);
   rdc_workload_t out;
   rdc_error_t e;
-  assert_int_equal(rdc_register(cli, &s, &out, &e), RDC_EPROTO);
+  assert_int_equal(rdc_register(mock_cli, &s, &out, &e), RDC_EPROTO);
 }
 
 static void test_server_status_details(void **state) {
@@ -264,7 +225,7 @@ static void test_server_status_details(void **state) {
   mock_reply_status(5, "no workload abc");
   rdc_workload_t out;
   rdc_error_t e;
-  assert_int_equal(rdc_describe(cli, "abc", &out, &e), RDC_NOT_FOUND);
+  assert_int_equal(rdc_describe(mock_cli, "abc", &out, &e), RDC_NOT_FOUND);
   assert_int_equal(e.code, RDC_NOT_FOUND);
   assert_string_equal(e.msg, "no workload abc");
   mock_seen_t seen;
@@ -277,10 +238,10 @@ static void test_server_status_details(void **state) {
 
   /* No details: the message still says what failed. */
   mock_reply_status(9, "");
-  assert_int_equal(rdc_describe(cli, "abc", &out, &e), RDC_FAILED_PRECONDITION);
+  assert_int_equal(rdc_describe(mock_cli, "abc", &out, &e), RDC_FAILED_PRECONDITION);
   assert_non_null(strstr(e.msg, "FAILED_PRECONDITION"));
-  assert_int_equal(rdc_describe(cli, "", &out, &e), RDC_EINVAL);
-  assert_int_equal(rdc_describe(cli, NULL, &out, &e), RDC_EINVAL);
+  assert_int_equal(rdc_describe(mock_cli, "", &out, &e), RDC_EINVAL);
+  assert_int_equal(rdc_describe(mock_cli, NULL, &out, &e), RDC_EINVAL);
 }
 
 static void test_undecodable_reply(void **state) {
@@ -289,13 +250,13 @@ static void test_undecodable_reply(void **state) {
   rdc_error_t e;
   static const uint8_t garbage[] = {0xff, 0xff, 0xff, 0xff, 0x0f, 0x0a};
   mock_reply_bytes(garbage, sizeof garbage);
-  assert_int_equal(rdc_describe(cli, "abc", &out, &e), RDC_EPROTO);
+  assert_int_equal(rdc_describe(mock_cli, "abc", &out, &e), RDC_EPROTO);
   assert_non_null(strstr(e.msg, "could not be decoded"));
   /* OK without a message is a broken server too... */
   mock_reply_no_message();
-  assert_int_equal(rdc_describe(cli, "abc", &out, &e), RDC_EPROTO);
+  assert_int_equal(rdc_describe(mock_cli, "abc", &out, &e), RDC_EPROTO);
   /* ...except for DeleteWorkload, whose reply is empty anyway. */
-  assert_int_equal(rdc_delete(cli, "abc", "tok", &e), RDC_OK);
+  assert_int_equal(rdc_delete(mock_cli, "abc", "tok", &e), RDC_OK);
   /* A field name longer than the client holds. */
   char longname[100];
   memset(longname, 'n', sizeof longname - 1);
@@ -310,7 +271,7 @@ static void test_undecodable_reply(void **state) {
   w.id = "abc";
   w.spec = &spec;
   mock_reply_msg(&w.base);
-  assert_int_equal(rdc_describe(cli, "abc", &out, &e), RDC_ETOOSMALL);
+  assert_int_equal(rdc_describe(mock_cli, "abc", &out, &e), RDC_ETOOSMALL);
 }
 
 static void test_list(void **state) {
@@ -338,7 +299,7 @@ static void test_list(void **state) {
   rdc_workload_t *items;
   size_t n;
   rdc_error_t e;
-  assert_int_equal(rdc_list(cli, &items, &n, &e), RDC_OK);
+  assert_int_equal(rdc_list(mock_cli, &items, &n, &e), RDC_OK);
   assert_int_equal(n, 2);
   assert_string_equal(items[0].id, "id1");
   assert_string_equal(items[0].spec.name, "a");
@@ -352,7 +313,7 @@ static void test_list(void **state) {
 
   Replayd__V1__ListWorkloadsResponse empty = REPLAYD__V1__LIST_WORKLOADS_RESPONSE__INIT;
   mock_reply_msg(&empty.base);
-  assert_int_equal(rdc_list(cli, &items, &n, &e), RDC_OK);
+  assert_int_equal(rdc_list(mock_cli, &items, &n, &e), RDC_OK);
   assert_int_equal(n, 0);
   assert_null(items);
 }
@@ -373,7 +334,7 @@ static void test_list_page(void **state) {
   size_t n;
   rdc_error_t e;
   char next[RDC_PAGE_TOKEN_MAX];
-  assert_int_equal(rdc_list_page(cli, 7, "tok-1", &items, &n, next, &e), RDC_OK);
+  assert_int_equal(rdc_list_page(mock_cli, 7, "tok-1", &items, &n, next, &e), RDC_OK);
   assert_int_equal(n, 1);
   assert_string_equal(items[0].id, "id1");
   assert_string_equal(next, "tok-2");
@@ -394,9 +355,9 @@ static void test_list_page(void **state) {
   longtok[sizeof longtok - 1] = '\0';
   r.next_page_token = longtok;
   mock_reply_msg(&r.base);
-  assert_int_equal(rdc_list_page(cli, 0, NULL, &items, &n, next, &e), RDC_ETOOSMALL);
+  assert_int_equal(rdc_list_page(mock_cli, 0, NULL, &items, &n, next, &e), RDC_ETOOSMALL);
   assert_null(items);
-  assert_int_equal(rdc_list_page(cli, 0, NULL, &items, &n, NULL, &e), RDC_EINVAL);
+  assert_int_equal(rdc_list_page(mock_cli, 0, NULL, &items, &n, NULL, &e), RDC_EINVAL);
 }
 
 /* rdc_list fetches pages until the token is empty, and gives up on a
@@ -416,7 +377,7 @@ static void test_list_pages_must_advance(void **state) {
   rdc_workload_t *items = (rdc_workload_t *)1;
   size_t n = 5;
   rdc_error_t e;
-  assert_int_equal(rdc_list(cli, &items, &n, &e), RDC_EPROTO);
+  assert_int_equal(rdc_list(mock_cli, &items, &n, &e), RDC_EPROTO);
   assert_non_null(strstr(e.msg, "do not advance"));
   assert_null(items);
   assert_int_equal(n, 0);
@@ -432,7 +393,7 @@ static void test_list_pages_must_advance(void **state) {
   r.n_workloads = 0;
   r.next_page_token = "more";
   mock_reply_msg(&r.base);
-  assert_int_equal(rdc_list(cli, &items, &n, &e), RDC_EPROTO);
+  assert_int_equal(rdc_list(mock_cli, &items, &n, &e), RDC_EPROTO);
   assert_non_null(strstr(e.msg, "empty page"));
 
   /* The same for profiles. */
@@ -444,7 +405,7 @@ static void test_list_pages_must_advance(void **state) {
   pr.next_page_token = "same";
   mock_reply_msg(&pr.base);
   rdc_profile_t *profiles;
-  assert_int_equal(rdc_list_profiles(cli, "admin", &profiles, &n, &e), RDC_EPROTO);
+  assert_int_equal(rdc_list_profiles(mock_cli, "admin", &profiles, &n, &e), RDC_EPROTO);
   assert_null(profiles);
   mock_seen(&after);
   assert_true(after.had_token);
@@ -456,7 +417,7 @@ static void test_delete_sends_token(void **state) {
   Replayd__V1__DeleteWorkloadResponse r = REPLAYD__V1__DELETE_WORKLOAD_RESPONSE__INIT;
   mock_reply_msg(&r.base);
   rdc_error_t e;
-  assert_int_equal(rdc_delete(cli, "w1", "s3cret-token", &e), RDC_OK);
+  assert_int_equal(rdc_delete(mock_cli, "w1", "s3cret-token", &e), RDC_OK);
   mock_seen_t seen;
   mock_seen(&seen);
   assert_string_equal(seen.method, "/replayd.v1.Replay/DeleteWorkload");
@@ -464,12 +425,12 @@ static void test_delete_sends_token(void **state) {
   assert_string_equal(seen.token, "s3cret-token");
   /* No token: no metadata at all (the server answers UNAUTHENTICATED). */
   mock_reply_status(16, "DeleteWorkload needs the x-replayd-token metadata");
-  assert_int_equal(rdc_delete(cli, "w1", NULL, &e), RDC_UNAUTHENTICATED);
+  assert_int_equal(rdc_delete(mock_cli, "w1", NULL, &e), RDC_UNAUTHENTICATED);
   mock_seen(&seen);
   assert_false(seen.had_token);
   /* A token gRPC metadata cannot carry fails here, before any call. */
   int calls = seen.calls;
-  assert_int_equal(rdc_delete(cli, "w1", "bad\ntoken", &e), RDC_EINVAL);
+  assert_int_equal(rdc_delete(mock_cli, "w1", "bad\ntoken", &e), RDC_EINVAL);
   mock_seen(&seen);
   assert_int_equal(seen.calls, calls);
 }
@@ -489,7 +450,7 @@ static void test_insert_batch(void **state) {
   double prio[] = {0.5, 1.5, 2.5};
   uint64_t keys[3] = {0};
   rdc_error_t e;
-  assert_int_equal(rdc_insert_batch(cli, "w1", "tok", 3, cols, 2, prio, keys, &e), RDC_OK);
+  assert_int_equal(rdc_insert_batch(mock_cli, "w1", "tok", 3, cols, 2, prio, keys, &e), RDC_OK);
   assert_int_equal(keys[0], 10);
   assert_int_equal(keys[2], 12);
   mock_seen_t seen;
@@ -511,7 +472,7 @@ static void test_insert_batch(void **state) {
 
   /* Without priorities the field stays empty ("max seen"). */
   mock_reply_msg(&r.base);
-  assert_int_equal(rdc_insert_batch(cli, "w1", "tok", 3, cols, 2, NULL, NULL, &e), RDC_OK);
+  assert_int_equal(rdc_insert_batch(mock_cli, "w1", "tok", 3, cols, 2, NULL, NULL, &e), RDC_OK);
   mock_seen(&seen);
   req = replayd__v1__insert_request__unpack(NULL, seen.body_len, seen.body);
   assert_int_equal(req->n_priorities, 0);
@@ -520,11 +481,11 @@ static void test_insert_batch(void **state) {
   /* A reply with the wrong number of keys is caught. */
   r.n_keys = 2;
   mock_reply_msg(&r.base);
-  assert_int_equal(rdc_insert_batch(cli, "w1", "tok", 3, cols, 2, NULL, keys, &e), RDC_EPROTO);
+  assert_int_equal(rdc_insert_batch(mock_cli, "w1", "tok", 3, cols, 2, NULL, keys, &e), RDC_EPROTO);
   /* Local argument errors. */
-  assert_int_equal(rdc_insert_batch(cli, "w1", "tok", 3, NULL, 2, NULL, NULL, &e), RDC_EINVAL);
+  assert_int_equal(rdc_insert_batch(mock_cli, "w1", "tok", 3, NULL, 2, NULL, NULL, &e), RDC_EINVAL);
   rdc_column_t nulls[] = {{NULL, 8}};
-  assert_int_equal(rdc_insert_batch(cli, "w1", "tok", 1, nulls, 1, NULL, NULL, &e), RDC_EINVAL);
+  assert_int_equal(rdc_insert_batch(mock_cli, "w1", "tok", 1, nulls, 1, NULL, NULL, &e), RDC_EINVAL);
 }
 
 static void test_big_messages(void **state) {
@@ -536,7 +497,7 @@ static void test_big_messages(void **state) {
   rdc_column_t col = {data, big};
   rdc_error_t e;
   mock_reply_status(0, "");
-  int rc = rdc_insert_batch(cli, "w1", "tok", (uint32_t)big, &col, 1, NULL, NULL, &e);
+  int rc = rdc_insert_batch(mock_cli, "w1", "tok", (uint32_t)big, &col, 1, NULL, NULL, &e);
   assert_int_equal(rc, RDC_RESOURCE_EXHAUSTED);
   assert_true(strlen(e.msg) > 0);
 
@@ -559,7 +520,7 @@ static void test_big_messages(void **state) {
   rdc_buffer_t out = {buf, big, 0};
   uint64_t keys[1];
   rdc_sample_t s = {.keys = keys, .columns = &out, .n_columns = 1};
-  assert_int_equal(rdc_sample(cli, "w1", "tok", 1, NAN, 0, &s, &e), RDC_OK);
+  assert_int_equal(rdc_sample(mock_cli, "w1", "tok", 1, NAN, 0, &s, &e), RDC_OK);
   assert_int_equal(out.bytes, big);
 
   /* A client that accepts at most 1 MiB refuses it. */
@@ -567,7 +528,7 @@ static void test_big_messages(void **state) {
   rdc_connect_opts_init(&o);
   o.max_receive_bytes = 1 << 20;
   rdc_client_t *small;
-  assert_int_equal(rdc_connect_ex(target, 5, &o, &small, &e), RDC_OK);
+  assert_int_equal(rdc_connect_ex(mock_target, 5, &o, &small, &e), RDC_OK);
   mock_reply_msg(&r.base);
   assert_int_equal(rdc_sample(small, "w1", "tok", 1, NAN, 0, &s, &e), RDC_RESOURCE_EXHAUSTED);
   rdc_close(small);
@@ -617,7 +578,7 @@ static void test_sample(void **state) {
   rdc_sample_t s = {.keys = keys, .probabilities = probs, .weights = weights,
                     .columns = cols, .n_columns = 2};
   rdc_error_t e;
-  assert_int_equal(rdc_sample(cli, "w1", "tok", 3, NAN, 1, &s, &e), RDC_OK);
+  assert_int_equal(rdc_sample(mock_cli, "w1", "tok", 3, NAN, 1, &s, &e), RDC_OK);
   assert_int_equal(s.count, 3);
   assert_int_equal(s.table_size, 555);
   assert_int_equal(keys[2], 102);
@@ -640,7 +601,7 @@ static void test_sample(void **state) {
 
   /* An explicit beta (even 0) travels in the oneof. */
   script_sample(3, 3, 3);
-  assert_int_equal(rdc_sample(cli, "w1", "tok", 3, 0.0, 0, &s, &e), RDC_OK);
+  assert_int_equal(rdc_sample(mock_cli, "w1", "tok", 3, 0.0, 0, &s, &e), RDC_OK);
   mock_seen(&seen);
   req = replayd__v1__sample_request__unpack(NULL, seen.body_len, seen.body);
   assert_int_equal(req->beta_opt_case, REPLAYD__V1__SAMPLE_REQUEST__BETA_OPT_BETA);
@@ -651,7 +612,7 @@ static void test_sample(void **state) {
   /* Keys only: no buffers for rows. */
   script_sample(3, 3, 3);
   rdc_sample_t k = {.keys = keys};
-  assert_int_equal(rdc_sample(cli, "w1", "tok", 3, NAN, 0, &k, &e), RDC_OK);
+  assert_int_equal(rdc_sample(mock_cli, "w1", "tok", 3, NAN, 0, &k, &e), RDC_OK);
   assert_int_equal(k.count, 3);
 }
 
@@ -668,26 +629,26 @@ static void test_sample_errors(void **state) {
   /* A column buffer too small. */
   cols[0].capacity = 20;
   script_sample(3, 3, 3);
-  assert_int_equal(rdc_sample(cli, "w1", "tok", 3, NAN, 0, &s, &e), RDC_ETOOSMALL);
+  assert_int_equal(rdc_sample(mock_cli, "w1", "tok", 3, NAN, 0, &s, &e), RDC_ETOOSMALL);
   assert_non_null(strstr(e.msg, "24 bytes"));
   cols[0].capacity = sizeof c0;
   /* Inconsistent counts. */
   script_sample(3, 2, 3);
-  assert_int_equal(rdc_sample(cli, "w1", "tok", 3, NAN, 0, &s, &e), RDC_EPROTO);
+  assert_int_equal(rdc_sample(mock_cli, "w1", "tok", 3, NAN, 0, &s, &e), RDC_EPROTO);
   script_sample(3, 3, 2);
-  assert_int_equal(rdc_sample(cli, "w1", "tok", 3, NAN, 0, &s, &e), RDC_EPROTO);
+  assert_int_equal(rdc_sample(mock_cli, "w1", "tok", 3, NAN, 0, &s, &e), RDC_EPROTO);
   /* More items than asked for. */
   script_sample(3, 3, 3);
-  assert_int_equal(rdc_sample(cli, "w1", "tok", 2, NAN, 0, &s, &e), RDC_EPROTO);
+  assert_int_equal(rdc_sample(mock_cli, "w1", "tok", 2, NAN, 0, &s, &e), RDC_EPROTO);
   /* Buffers for a different number of fields. */
   script_sample(3, 3, 3);
   s.n_columns = 1;
-  assert_int_equal(rdc_sample(cli, "w1", "tok", 3, NAN, 0, &s, &e), RDC_EINVAL);
+  assert_int_equal(rdc_sample(mock_cli, "w1", "tok", 3, NAN, 0, &s, &e), RDC_EINVAL);
   assert_int_equal(s.count, 0);
   /* The server's own refusal. */
   mock_reply_status(9, "workload w1 is empty: insert before sampling");
   s.n_columns = 2;
-  assert_int_equal(rdc_sample(cli, "w1", "tok", 3, NAN, 0, &s, &e), RDC_FAILED_PRECONDITION);
+  assert_int_equal(rdc_sample(mock_cli, "w1", "tok", 3, NAN, 0, &s, &e), RDC_FAILED_PRECONDITION);
   assert_string_equal(e.msg, "workload w1 is empty: insert before sampling");
 }
 
@@ -701,7 +662,7 @@ static void test_update(void **state) {
   double pr[] = {0.1, 0.2, 0.3, 0.4};
   uint64_t applied = 0, stale = 0;
   rdc_error_t e;
-  assert_int_equal(rdc_update_priorities(cli, "w1", "tok", 4, keys, pr, &applied, &stale, &e),
+  assert_int_equal(rdc_update_priorities(mock_cli, "w1", "tok", 4, keys, pr, &applied, &stale, &e),
                    RDC_OK);
   assert_int_equal(applied, 3);
   assert_int_equal(stale, 1);
@@ -716,7 +677,7 @@ static void test_update(void **state) {
   assert_int_equal(req->keys[3], 4);
   assert_true(req->priorities[3] == 0.4);
   replayd__v1__update_priorities_request__free_unpacked(req, NULL);
-  assert_int_equal(rdc_update_priorities(cli, "w1", "tok", 4, NULL, pr, NULL, NULL, &e),
+  assert_int_equal(rdc_update_priorities(mock_cli, "w1", "tok", 4, NULL, pr, NULL, NULL, &e),
                    RDC_EINVAL);
 }
 
@@ -744,7 +705,7 @@ static void test_server_info(void **state) {
   mock_reply_msg(&r.base);
   rdc_server_info_t *info;
   rdc_error_t e;
-  assert_int_equal(rdc_server_info(cli, &info, &e), RDC_OK);
+  assert_int_equal(rdc_server_info(mock_cli, &info, &e), RDC_OK);
   assert_string_equal(info->version, "0.1.0");
   assert_true(info->uptime_s == 12.5);
   assert_int_equal(info->n_devices, 2);
@@ -759,7 +720,7 @@ static void test_server_info(void **state) {
   r.workloads_truncated = 1;
   r.devices_truncated = 1;
   mock_reply_msg(&r.base);
-  assert_int_equal(rdc_server_info(cli, &info, &e), RDC_OK);
+  assert_int_equal(rdc_server_info(mock_cli, &info, &e), RDC_OK);
   assert_int_equal(info->n_workloads, 1);
   assert_int_equal(info->workload_count, 40);
   assert_true(info->workloads_truncated);
@@ -775,17 +736,17 @@ static void test_deadline(void **state) {
   mock_set_delay_ms(1500);
   Replayd__V1__ServerInfoResponse r = REPLAYD__V1__SERVER_INFO_RESPONSE__INIT;
   mock_reply_msg(&r.base);
-  assert_int_equal(rdc_set_deadline(cli, 0.3), RDC_OK);
+  assert_int_equal(rdc_set_deadline(mock_cli, 0.3), RDC_OK);
   rdc_server_info_t *info;
   rdc_error_t e;
   double t0 = rd_clock_now();
-  assert_int_equal(rdc_server_info(cli, &info, &e), RDC_DEADLINE_EXCEEDED);
+  assert_int_equal(rdc_server_info(mock_cli, &info, &e), RDC_DEADLINE_EXCEEDED);
   assert_true(rd_clock_now() - t0 < 1.4);
   /* Let the mock finish that call before the next test. */
   mock_set_delay_ms(0);
-  rdc_set_deadline(cli, 10);
+  rdc_set_deadline(mock_cli, 10);
   mock_reply_msg(&r.base);
-  assert_int_equal(rdc_server_info(cli, &info, &e), RDC_OK);
+  assert_int_equal(rdc_server_info(mock_cli, &info, &e), RDC_OK);
   rdc_server_info_free(info);
 }
 
@@ -795,7 +756,7 @@ static void *describe_loop(void *arg) {
   for (int i = 0; i < 25; i++) {
     rdc_workload_t w;
     rdc_error_t e;
-    if (rdc_describe(cli, "w1", &w, &e) != RDC_OK || strcmp(w.id, "w1") != 0) (*failures)++;
+    if (rdc_describe(mock_cli, "w1", &w, &e) != RDC_OK || strcmp(w.id, "w1") != 0) (*failures)++;
   }
   return NULL;
 }
@@ -832,7 +793,7 @@ static void test_stream(void **state) {
   (void)state;
   rdc_insert_stream_t *st;
   rdc_error_t e;
-  assert_int_equal(rdc_insert_stream_open(cli, "w1", "tok", &st, &e), RDC_OK);
+  assert_int_equal(rdc_insert_stream_open(mock_cli, "w1", "tok", &st, &e), RDC_OK);
   static float obs[4 * 100];
   static int32_t act[100];
   rdc_column_t cols[2];
@@ -861,7 +822,7 @@ static void test_stream_close_without_writes(void **state) {
   (void)state;
   rdc_insert_stream_t *st;
   rdc_error_t e;
-  assert_int_equal(rdc_insert_stream_open(cli, "w1", "tok", &st, &e), RDC_OK);
+  assert_int_equal(rdc_insert_stream_open(mock_cli, "w1", "tok", &st, &e), RDC_OK);
   uint64_t inserted = 99;
   assert_int_equal(rdc_insert_stream_close(st, &inserted, NULL, &e), RDC_OK);
   assert_int_equal(inserted, 0);
@@ -874,7 +835,7 @@ static void test_stream_rejected(void **state) {
   mock_stream_fail_at(1, 7, "wrong token for workload w1");
   rdc_insert_stream_t *st;
   rdc_error_t e;
-  assert_int_equal(rdc_insert_stream_open(cli, "w1", "bad", &st, &e), RDC_OK);
+  assert_int_equal(rdc_insert_stream_open(mock_cli, "w1", "bad", &st, &e), RDC_OK);
   static float obs[4 * 10];
   static int32_t act[10];
   rdc_column_t cols[2];
@@ -897,7 +858,7 @@ static void test_stream_rejected_at_close(void **state) {
   mock_stream_fail_at(2, 3, "column 0 has 12 bytes; 2 rows of obs need 32");
   rdc_insert_stream_t *st;
   rdc_error_t e;
-  assert_int_equal(rdc_insert_stream_open(cli, "w1", "tok", &st, &e), RDC_OK);
+  assert_int_equal(rdc_insert_stream_open(mock_cli, "w1", "tok", &st, &e), RDC_OK);
   static float obs[8];
   static int32_t act[2];
   rdc_column_t cols[2];
@@ -915,7 +876,7 @@ static void test_stream_bad_final_reply(void **state) {
   mock_reply_bytes(garbage, sizeof garbage);
   rdc_insert_stream_t *st;
   rdc_error_t e;
-  assert_int_equal(rdc_insert_stream_open(cli, "w1", "tok", &st, &e), RDC_OK);
+  assert_int_equal(rdc_insert_stream_open(mock_cli, "w1", "tok", &st, &e), RDC_OK);
   assert_int_equal(rdc_insert_stream_close(st, NULL, NULL, &e), RDC_EPROTO);
 }
 
@@ -923,7 +884,7 @@ static void test_stream_argument_error_not_sticky(void **state) {
   (void)state;
   rdc_insert_stream_t *st;
   rdc_error_t e;
-  assert_int_equal(rdc_insert_stream_open(cli, "w1", "tok", &st, &e), RDC_OK);
+  assert_int_equal(rdc_insert_stream_open(mock_cli, "w1", "tok", &st, &e), RDC_OK);
   assert_int_equal(rdc_insert_stream_write(st, 2, NULL, 2, NULL, &e), RDC_EINVAL);
   static float obs[8];
   static int32_t act[2];
@@ -942,7 +903,7 @@ static void test_stream_cancel(void **state) {
   (void)state;
   rdc_insert_stream_t *st;
   rdc_error_t e;
-  assert_int_equal(rdc_insert_stream_open(cli, "w1", "tok", &st, &e), RDC_OK);
+  assert_int_equal(rdc_insert_stream_open(mock_cli, "w1", "tok", &st, &e), RDC_OK);
   static float obs[8];
   static int32_t act[2];
   rdc_column_t cols[2];
@@ -956,7 +917,7 @@ static void test_stream_cancel(void **state) {
   mock_reset();
   mock_reply_msg(&r.base);
   rdc_server_info_t *info;
-  assert_int_equal(rdc_server_info(cli, &info, &e), RDC_OK);
+  assert_int_equal(rdc_server_info(mock_cli, &info, &e), RDC_OK);
   rdc_server_info_free(info);
 }
 
@@ -964,8 +925,8 @@ static void test_stream_bad_args(void **state) {
   (void)state;
   rdc_insert_stream_t *st = NULL;
   rdc_error_t e;
-  assert_int_equal(rdc_insert_stream_open(cli, NULL, "tok", &st, &e), RDC_EINVAL);
-  assert_int_equal(rdc_insert_stream_open(cli, "w1", "t\x01k", &st, &e), RDC_EINVAL);
+  assert_int_equal(rdc_insert_stream_open(mock_cli, NULL, "tok", &st, &e), RDC_EINVAL);
+  assert_int_equal(rdc_insert_stream_open(mock_cli, "w1", "t\x01k", &st, &e), RDC_EINVAL);
   assert_int_equal(rdc_insert_stream_open(NULL, "w1", "tok", &st, &e), RDC_EINVAL);
   assert_null(st);
   assert_int_equal(rdc_insert_stream_write(NULL, 1, NULL, 0, NULL, &e), RDC_EINVAL);
@@ -974,35 +935,35 @@ static void test_stream_bad_args(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test_setup(test_strerror, reset),
-      cmocka_unit_test_setup(test_connect_refused_fails_fast, reset),
-      cmocka_unit_test_setup(test_connect_wait_times_out, reset),
-      cmocka_unit_test_setup(test_connect_bad_args, reset),
-      cmocka_unit_test_setup(test_register, reset),
-      cmocka_unit_test_setup(test_register_bad_spec_is_local, reset),
-      cmocka_unit_test_setup(test_register_reply_without_token, reset),
-      cmocka_unit_test_setup(test_server_status_details, reset),
-      cmocka_unit_test_setup(test_undecodable_reply, reset),
-      cmocka_unit_test_setup(test_list, reset),
-      cmocka_unit_test_setup(test_list_page, reset),
-      cmocka_unit_test_setup(test_list_pages_must_advance, reset),
-      cmocka_unit_test_setup(test_delete_sends_token, reset),
-      cmocka_unit_test_setup(test_insert_batch, reset),
-      cmocka_unit_test_setup(test_big_messages, reset),
-      cmocka_unit_test_setup(test_sample, reset),
-      cmocka_unit_test_setup(test_sample_errors, reset),
-      cmocka_unit_test_setup(test_update, reset),
-      cmocka_unit_test_setup(test_server_info, reset),
-      cmocka_unit_test_setup(test_deadline, reset),
-      cmocka_unit_test_setup(test_shared_client_threads, reset),
-      cmocka_unit_test_setup(test_stream, reset),
-      cmocka_unit_test_setup(test_stream_close_without_writes, reset),
-      cmocka_unit_test_setup(test_stream_rejected, reset),
-      cmocka_unit_test_setup(test_stream_rejected_at_close, reset),
-      cmocka_unit_test_setup(test_stream_bad_final_reply, reset),
-      cmocka_unit_test_setup(test_stream_argument_error_not_sticky, reset),
-      cmocka_unit_test_setup(test_stream_cancel, reset),
-      cmocka_unit_test_setup(test_stream_bad_args, reset),
+      cmocka_unit_test_setup(test_strerror, mock_test_setup),
+      cmocka_unit_test_setup(test_connect_refused_fails_fast, mock_test_setup),
+      cmocka_unit_test_setup(test_connect_wait_times_out, mock_test_setup),
+      cmocka_unit_test_setup(test_connect_bad_args, mock_test_setup),
+      cmocka_unit_test_setup(test_register, mock_test_setup),
+      cmocka_unit_test_setup(test_register_bad_spec_is_local, mock_test_setup),
+      cmocka_unit_test_setup(test_register_reply_without_token, mock_test_setup),
+      cmocka_unit_test_setup(test_server_status_details, mock_test_setup),
+      cmocka_unit_test_setup(test_undecodable_reply, mock_test_setup),
+      cmocka_unit_test_setup(test_list, mock_test_setup),
+      cmocka_unit_test_setup(test_list_page, mock_test_setup),
+      cmocka_unit_test_setup(test_list_pages_must_advance, mock_test_setup),
+      cmocka_unit_test_setup(test_delete_sends_token, mock_test_setup),
+      cmocka_unit_test_setup(test_insert_batch, mock_test_setup),
+      cmocka_unit_test_setup(test_big_messages, mock_test_setup),
+      cmocka_unit_test_setup(test_sample, mock_test_setup),
+      cmocka_unit_test_setup(test_sample_errors, mock_test_setup),
+      cmocka_unit_test_setup(test_update, mock_test_setup),
+      cmocka_unit_test_setup(test_server_info, mock_test_setup),
+      cmocka_unit_test_setup(test_deadline, mock_test_setup),
+      cmocka_unit_test_setup(test_shared_client_threads, mock_test_setup),
+      cmocka_unit_test_setup(test_stream, mock_test_setup),
+      cmocka_unit_test_setup(test_stream_close_without_writes, mock_test_setup),
+      cmocka_unit_test_setup(test_stream_rejected, mock_test_setup),
+      cmocka_unit_test_setup(test_stream_rejected_at_close, mock_test_setup),
+      cmocka_unit_test_setup(test_stream_bad_final_reply, mock_test_setup),
+      cmocka_unit_test_setup(test_stream_argument_error_not_sticky, mock_test_setup),
+      cmocka_unit_test_setup(test_stream_cancel, mock_test_setup),
+      cmocka_unit_test_setup(test_stream_bad_args, mock_test_setup),
   };
-  return cmocka_run_group_tests(tests, group_setup, group_teardown);
+  return cmocka_run_group_tests(tests, mock_group_setup, mock_group_teardown);
 }

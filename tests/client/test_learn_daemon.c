@@ -1,4 +1,4 @@
-/* test_client_learn_daemon.c - hosted learning end to end against a real
+/* test_learn_daemon.c - hosted learning end to end against a real
  * replayd: the client library's learner calls and the replayd-learn and
  * replayctl programs.
  *
@@ -33,42 +33,30 @@
 
 #include "learn_task.h"
 #include "nstep.h"
+#include "rdt_daemon.h"
 #include "replayd_client.h"
 
 extern char **environ;
 
 static const char *replayd_path, *learn_path, *replayctl_path;
-static pid_t daemon_pid;
-static char state_dir[] = "/tmp/rdc_learn_test_XXXXXX";
-static char target[64];
+static rdt_daemon_t daemon_;
+#define TOKF_MAX (sizeof daemon_.dir + 64) /* a token file's path in the state directory */
+static const char *target;
 static rdc_client_t *cli;
-
-static int free_port(void) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-  bind(fd, (struct sockaddr *)&a, sizeof a);
-  socklen_t len = sizeof a;
-  getsockname(fd, (struct sockaddr *)&a, &len);
-  close(fd);
-  return ntohs(a.sin_port);
-}
 
 static int group_setup(void **state) {
   (void)state;
-  if (mkdtemp(state_dir) == NULL) return -1;
-  snprintf(target, sizeof target, "127.0.0.1:%d", free_port());
-  char *argv[] = {(char *)replayd_path, "--listen", target, "--state-dir", state_dir,
-                  "--log-level", "warn", NULL};
-  if (posix_spawn(&daemon_pid, replayd_path, NULL, NULL, argv, environ) != 0) return -1;
-  rdc_connect_opts_t o;
-  rdc_connect_opts_init(&o);
-  o.wait_for_ready = 1;
-  o.deadline_s = 30;
+  rdt_daemon_opts_t o = {.tag = "learn"};
+  if (rdt_daemon_start(&daemon_, replayd_path, &o) != 0) return -1;
+  target = daemon_.target;
+  rdc_connect_opts_t co;
+  rdc_connect_opts_init(&co);
+  co.wait_for_ready = 1;
+  co.deadline_s = 30;
   rdc_error_t e;
-  if (rdc_connect_ex(target, 15, &o, &cli, &e) != RDC_OK) {
+  if (rdc_connect_ex(target, 15, &co, &cli, &e) != RDC_OK) {
     fprintf(stderr, "connect: %s\n", e.msg);
-    kill(daemon_pid, SIGKILL);
-    waitpid(daemon_pid, NULL, 0);
+    rdt_daemon_stop(&daemon_);
     return -1;
   }
   return 0;
@@ -77,14 +65,10 @@ static int group_setup(void **state) {
 static int group_teardown(void **state) {
   (void)state;
   rdc_close(cli);
-  kill(daemon_pid, SIGTERM);
-  int status = 0;
-  waitpid(daemon_pid, &status, 0);
-  char cmd[128];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", state_dir);
-  if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", state_dir);
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    fprintf(stderr, "replayd did not exit cleanly (status 0x%x)\n", status);
+  int rc = rdt_daemon_stop(&daemon_);
+  if (rdt_daemon_remove(&daemon_) != 0) fprintf(stderr, "could not remove the state directory\n");
+  if (rc != 0) {
+    fprintf(stderr, "replayd did not exit cleanly (exit code %d)\n", rc);
     return -1;
   }
   return 0;
@@ -93,63 +77,20 @@ static int group_teardown(void **state) {
 /* ------------------------------------------------------------------ */
 /* Programs                                                            */
 
-typedef struct {
-  int rc;
-  char out[16384];
-  char err[4096];
-} result_t;
+/* Run a program with the NULL-terminated arguments; it must run and exit. */
+#define run(res, ...) assert_int_equal(rdt_run(res, NULL, __VA_ARGS__), 0)
 
-static void slurp(int fd, char *buf, size_t cap) {
-  size_t n = 0;
-  ssize_t r;
-  lseek(fd, 0, SEEK_SET);
-  while (n + 1 < cap && (r = read(fd, buf + n, cap - 1 - n)) > 0) n += (size_t)r;
-  buf[n] = '\0';
-}
-
-/* Run prog with the NULL-terminated arguments; collect exit status and output. */
-static void run(result_t *res, const char *prog, ...) {
-  char *argv[48];
-  int argc = 0;
-  argv[argc++] = (char *)prog;
-  va_list ap;
-  va_start(ap, prog);
-  for (char *a; (a = va_arg(ap, char *)) != NULL && argc < 47;) argv[argc++] = a;
-  va_end(ap);
-  argv[argc] = NULL;
-  char out_path[] = "/tmp/rdc_learn_out_XXXXXX", err_path[] = "/tmp/rdc_learn_err_XXXXXX";
-  int out_fd = mkstemp(out_path), err_fd = mkstemp(err_path);
-  assert_true(out_fd >= 0 && err_fd >= 0);
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_adddup2(&fa, out_fd, 1);
-  posix_spawn_file_actions_adddup2(&fa, err_fd, 2);
-  pid_t pid;
-  assert_int_equal(posix_spawn(&pid, prog, &fa, NULL, argv, environ), 0);
-  posix_spawn_file_actions_destroy(&fa);
-  int status;
-  assert_int_equal(waitpid(pid, &status, 0), pid);
-  assert_true(WIFEXITED(status));
-  res->rc = WEXITSTATUS(status);
-  slurp(out_fd, res->out, sizeof res->out);
-  slurp(err_fd, res->err, sizeof res->err);
-  close(out_fd);
-  close(err_fd);
-  unlink(out_path);
-  unlink(err_path);
-}
-
-static void expect_rc(const result_t *r, int rc) {
+static void expect_rc(const rdt_result_t *r, int rc) {
   if (r->rc != rc) fail_msg("exit status %d, want %d; stderr: %s; stdout: %.500s", r->rc, rc, r->err, r->out);
 }
 
 /* "ID TOKEN\n" from register; writes the token to a file. */
-static void parse_registration(const result_t *r, char *id, char *token_file) {
+static void parse_registration(const rdt_result_t *r, char *id, char *token_file) {
   char token[RDC_TOKEN_MAX];
   assert_int_equal(sscanf(r->out, "%64s %128s", id, token), 2);
   assert_int_equal(strlen(id), 32);
   assert_int_equal(strlen(token), 64);
-  snprintf(token_file, 64, "%s/token-%s", state_dir, id);
+  snprintf(token_file, TOKF_MAX, "%s/token-%s", daemon_.dir, id);
   FILE *f = fopen(token_file, "w");
   assert_non_null(f);
   fprintf(f, "%s\n", token);
@@ -411,8 +352,8 @@ static double eval_here(const char *id, const char *token_file, lt_env_t env, ui
 
 static void test_programs_end_to_end(void **state) {
   (void)state;
-  result_t r;
-  char id[RDC_ID_MAX], tokf[64];
+  rdt_result_t r;
+  char id[RDC_ID_MAX], tokf[TOKF_MAX];
   /* Pendulum with DDPG, continuous training, a small warm-up. */
   run(&r, learn_path, "register", "--server", target, "--env", "pendulum", "--seed", "3",
       "--min-size", "500", "--capacity", "20000", NULL);
@@ -482,7 +423,7 @@ static void test_programs_end_to_end(void **state) {
       "--samples-per-insert", "0", "--min-size", "200", "--hidden", "32", "--batch-size", "32",
       NULL);
   expect_rc(&r, 0);
-  char id2[RDC_ID_MAX], tokf2[64];
+  char id2[RDC_ID_MAX], tokf2[TOKF_MAX];
   parse_registration(&r, id2, tokf2);
   run(&r, learn_path, "actor", "--server", target, "--id", id2, "--token-file", tokf2, "--env",
       "cartpole", "--steps", "1500", "--n-step", "1", "--initial-priorities", NULL);
@@ -500,7 +441,7 @@ static void test_programs_end_to_end(void **state) {
 
 static void test_program_errors(void **state) {
   (void)state;
-  result_t r;
+  rdt_result_t r;
   run(&r, learn_path, "register", "--server", target, NULL);
   expect_rc(&r, 2);
   assert_non_null(strstr(r.err, "--env"));
@@ -515,7 +456,7 @@ static void test_program_errors(void **state) {
 
   run(&r, learn_path, "register", "--server", target, "--env", "pendulum", NULL);
   expect_rc(&r, 0);
-  char id[RDC_ID_MAX], tokf[64];
+  char id[RDC_ID_MAX], tokf[TOKF_MAX];
   parse_registration(&r, id, tokf);
   /* The wrong environment for the workload. */
   run(&r, learn_path, "actor", "--server", target, "--id", id, "--token-file", tokf, "--env",
@@ -527,8 +468,8 @@ static void test_program_errors(void **state) {
       "pendulum", "--steps", "10", "--initial-priorities", NULL);
   expect_rc(&r, 2);
   /* A wrong token. */
-  char badf[80];
-  snprintf(badf, sizeof badf, "%s/bad-token", state_dir);
+  char badf[TOKF_MAX];
+  snprintf(badf, sizeof badf, "%s/bad-token", daemon_.dir);
   FILE *f = fopen(badf, "w");
   fprintf(f, "%064d\n", 0);
   fclose(f);

@@ -1,4 +1,4 @@
-/* client_mock_server.c - see client_mock_server.h.
+/* mock_server.c - see mock_server.h.
  *
  * One thread, one call at a time: it posts a catch-all request
  * (grpc_server_request_call), serves the call to completion, then posts the
@@ -6,7 +6,7 @@
  * knows which tag comes next. Calls that arrive meanwhile wait in gRPC's
  * queue of unmatched calls.
  */
-#include "client_mock_server.h"
+#include "mock_server.h"
 
 #include <grpc/byte_buffer.h>
 #include <grpc/byte_buffer_reader.h>
@@ -347,4 +347,32 @@ void mock_reset(void) {
   g.fail_at = g.fail_status = 0;
   g.fail_details[0] = '\0';
   pthread_mutex_unlock(&g.lock);
+}
+
+rdc_client_t *mock_cli;
+char mock_target[64];
+
+int mock_group_setup(void **state) {
+  (void)state;
+  snprintf(mock_target, sizeof mock_target, "127.0.0.1:%d", mock_start());
+  rdc_error_t e;
+  if (rdc_connect(mock_target, 5.0, &mock_cli, &e) != RDC_OK) {
+    fprintf(stderr, "connect: %s\n", e.msg);
+    return -1;
+  }
+  return 0;
+}
+
+int mock_group_teardown(void **state) {
+  (void)state;
+  rdc_close(mock_cli);
+  mock_stop();
+  return 0;
+}
+
+int mock_test_setup(void **state) {
+  (void)state;
+  mock_reset();
+  rdc_set_deadline(mock_cli, 10);
+  return 0;
 }

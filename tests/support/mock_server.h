@@ -1,4 +1,4 @@
-/* client_mock_server.h - a scripted gRPC server for the client tests.
+/* mock_server.h - a scripted gRPC server for the client tests.
  *
  * It serves any method of any service on 127.0.0.1:<ephemeral port>, one
  * call at a time, on its own thread. Before a call the test sets the reply
@@ -7,13 +7,14 @@
  * decoded stream messages (Insert). Replies are raw bytes, so a test can
  * also send garbage to check that the client copes.
  */
-#ifndef RDC_CLIENT_MOCK_SERVER_H
-#define RDC_CLIENT_MOCK_SERVER_H
+#ifndef RDT_MOCK_SERVER_H
+#define RDT_MOCK_SERVER_H
 
 #include <stddef.h>
 #include <stdint.h>
 
 #include "replayd.pb-c.h"
+#include "replayd_client.h"
 
 #define MOCK_MAX_STREAM_MSGS 256
 
@@ -53,5 +54,14 @@ void mock_stream_fail_at(int k, int status, const char *details);
 void mock_seen(mock_seen_t *out);
 /* Forget what was received and every scripted reply. */
 void mock_reset(void);
+
+/* cmocka set-ups of the client tests: per group, the server started and
+ * mock_cli connected to it at mock_target (then closed and stopped); per
+ * test, mock_reset and mock_cli's deadline back to 10 s. */
+extern rdc_client_t *mock_cli;
+extern char mock_target[64];
+int mock_group_setup(void **state);
+int mock_group_teardown(void **state);
+int mock_test_setup(void **state);
 
 #endif

@@ -1,9 +1,9 @@
-/* test_gpu_sumtree.c - the CUDA sum tree through its C API (cmocka).
+/* test_sumtree.c - the CUDA sum tree through its C API (cmocka).
  *
  * Built only when meson found CUDA (option 'cuda'). Cases that need a GPU
  * report a cmocka skip when there is none (cudaGetDeviceCount fails on a
  * machine without a driver), so a machine without a GPU never counts them
- * as passed. The thorough device checks are tests/gpu/check_gpu_sumtree.cu
+ * as passed. The thorough device checks are tests/gpu/check_sumtree.cu
  * (run by bench/gpu.sh); these are the same comparisons, smaller.
  */
 #include <setjmp.h>

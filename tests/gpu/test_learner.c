@@ -1,9 +1,9 @@
-/* test_gpu_learner.c - the GPU learner's and storage's host-side contract:
+/* test_learner.c - the GPU learner's and storage's host-side contract:
  * config errors before any CUDA call, a clean error (never an abort) when
  * there is no usable device, a zeroed handle that destroy accepts, and, on
  * a machine with a GPU, one DQN step and a scatter / gather round trip.
  * The numerical comparison with the CPU learner is tests/gpu/
- * check_gpu_learner.cu (bench/gpu.sh runs it on a GPU machine).
+ * check_learner.cu (bench/gpu.sh runs it on a GPU machine).
  */
 #include <setjmp.h>
 #include <stdarg.h>

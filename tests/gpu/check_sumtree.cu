@@ -1,4 +1,4 @@
-/* check_gpu_sumtree.cu - the GPU sum tree against the CPU one, on a GPU.
+/* check_sumtree.cu - the GPU sum tree against the CPU one, on a GPU.
  *
  * A self-checking program (no cmocka: the GPU machine has none), built and
  * run by bench/gpu.sh. For every fanout K and several capacities, a CPU tree

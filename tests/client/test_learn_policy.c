@@ -1,4 +1,4 @@
-/* test_client_learn_policy.c - the client's policy forward pass
+/* test_learn_policy.c - the client's policy forward pass
  * (clients/c/rdc_policy.c) against the daemon's MLP (backends/cpu/nn.c):
  * the same weights, saved by rd_mlp_save into the flat RDNN format, loaded
  * by rdc_policy_load, must give the same outputs on random inputs; and the

@@ -1,4 +1,4 @@
-/* check_gpu_learner.cu - the GPU learner and storage against the CPU, on a
+/* check_learner.cu - the GPU learner and storage against the CPU, on a
  * GPU machine (run by bench/gpu.sh; exit 77 when there is no usable GPU).
  *
  * 1. Per-element functions (rd_gpu_elem.h): a kernel applies each to the

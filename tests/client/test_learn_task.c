@@ -1,4 +1,4 @@
-/* test_client_learn_task.c - replayd-learn's task glue
+/* test_learn_task.c - replayd-learn's task glue
  * (clients/c/examples/learn_task.c): schemas, default specs, reading a
  * described workload back, action selection from a policy, action mapping
  * onto the environments, Ape-X epsilons and initial priorities. Policies

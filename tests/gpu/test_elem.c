@@ -1,4 +1,4 @@
-/* test_gpu_elem.c - the GPU learner's per-element arithmetic
+/* test_elem.c - the GPU learner's per-element arithmetic
  * (backends/gpu/rd_gpu_elem.h), built by the host compiler, against the CPU
  * backend's own functions on the same inputs, bit for bit. Host only: runs
  * in every build, with or without CUDA or a GPU.
@@ -29,7 +29,7 @@
  * comparison itself is shown able to fail.
  *
  * The device build of the same functions is checked against this host
- * build on a GPU by tests/gpu/check_gpu_learner.cu.
+ * build on a GPU by tests/gpu/check_learner.cu.
  */
 #include <setjmp.h>
 #include <stdarg.h>

@@ -1,4 +1,4 @@
-/* client_cartpole_test.c - the examples' CartPole-v1 against its equations.
+/* test_cartpole.c - the examples' CartPole-v1 against its equations.
  *
  * Reference values are computed here by hand from the equations (written
  * out independently of cartpole.c), plus the task's rules: thresholds,

@@ -1,4 +1,4 @@
-/* check_gpu_rmm.cu - the GPU replay module and storage (rmm_gpu.h) on a
+/* check_rmm.cu - the GPU replay module and storage (rmm_gpu.h) on a
  * GPU: tables on them against CPU tables, call for call, bit for bit
  * (tests/gpu/rmm_check.h), with the sum tree, the rows or both on the
  * device; device failures (injected around the real CUDA calls, once and

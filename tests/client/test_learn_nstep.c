@@ -1,4 +1,4 @@
-/* test_client_learn_nstep.c - n-step rows (clients/c/examples/nstep.c) on
+/* test_learn_nstep.c - n-step rows (clients/c/examples/nstep.c) on
  * hand-made episodes with gamma = 0.5, so every return is exact in binary.
  * obs_t is the number t (1-dimensional), the action 10 t (an int32). */
 #include <math.h>

@@ -1,4 +1,4 @@
-/* test_gpu_rmm.c - the GPU replay module and storage (rmm_gpu.h) on the
+/* test_rmm.c - the GPU replay module and storage (rmm_gpu.h) on the
  * host: their logic (host leaves, checks, chunks, row layout, failures,
  * the ops of each ordinal) over device calls that run on the host
  * (rmm_check_host_dev: the CPU sum tree and a byte array), so every build
@@ -7,7 +7,7 @@
  * that fails must be a fault the table can recover from on the CPU
  * (rmm_check.h). The real CUDA calls: a clean RD_EINVAL without a GPU (or
  * without CUDA), the same comparison on one when there is one;
- * tests/gpu/check_gpu_rmm.cu is the thorough device check.
+ * tests/gpu/check_rmm.cu is the thorough device check.
  */
 #include <setjmp.h>
 #include <stdarg.h>

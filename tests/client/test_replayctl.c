@@ -1,4 +1,4 @@
-/* client_replayctl_test.c - the replayctl program end to end against the
+/* test_replayctl.c - the replayctl program end to end against the
  * scripted mock server: output (tables and JSON), exit codes, error lines,
  * token sources for rm. argv[1] is the replayctl executable.
  */
@@ -18,78 +18,19 @@
 
 #include <cmocka.h>
 
-#include "client_mock_server.h"
+#include "mock_server.h"
+#include "rdt_daemon.h"
 #include "replayd.pb-c.h"
 
-extern char **environ;
 
 static const char *replayctl;
 static int port;
 static char server[64];
 
-typedef struct {
-  int rc;
-  char out[16384];
-  char err[4096];
-} result_t;
-
-static void slurp(int fd, char *buf, size_t cap) {
-  size_t n = 0;
-  ssize_t r;
-  while (n + 1 < cap && (r = read(fd, buf + n, cap - 1 - n)) > 0) n += (size_t)r;
-  buf[n] = '\0';
-}
-
 /* Run replayctl with args (NULL-terminated) and extra environment entries
- * ("K=V", or "K=" to remove K), wait, collect output. */
-static void run(result_t *res, const char *const *env_extra, ...) {
-  char *argv[32];
-  int argc = 0;
-  argv[argc++] = (char *)replayctl;
-  va_list ap;
-  va_start(ap, env_extra);
-  for (char *a; (a = va_arg(ap, char *)) != NULL;) argv[argc++] = a;
-  va_end(ap);
-  argv[argc] = NULL;
-
-  char *envp[256];
-  int ne = 0;
-  for (char **e = environ; *e && ne < 200; e++) {
-    int overridden = 0;
-    for (const char *const *x = env_extra; x && *x; x++) {
-      size_t k = strcspn(*x, "=");
-      if (strncmp(*e, *x, k + 1) == 0) overridden = 1;
-    }
-    if (!overridden) envp[ne++] = *e;
-  }
-  for (const char *const *x = env_extra; x && *x; x++)
-    if ((*x)[strlen(*x) - 1] != '=') envp[ne++] = (char *)*x;
-  envp[ne] = NULL;
-
-  /* Output goes to files: the child may write while we do not read. */
-  char out_path[] = "/tmp/rdc_rctl_out_XXXXXX", err_path[] = "/tmp/rdc_rctl_err_XXXXXX";
-  int out_fd = mkstemp(out_path), err_fd = mkstemp(err_path);
-  assert_true(out_fd >= 0 && err_fd >= 0);
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_adddup2(&fa, out_fd, 1);
-  posix_spawn_file_actions_adddup2(&fa, err_fd, 2);
-  pid_t pid;
-  assert_int_equal(posix_spawn(&pid, replayctl, &fa, NULL, argv, envp), 0);
-  posix_spawn_file_actions_destroy(&fa);
-  int status;
-  assert_int_equal(waitpid(pid, &status, 0), pid);
-  assert_true(WIFEXITED(status));
-  res->rc = WEXITSTATUS(status);
-  lseek(out_fd, 0, SEEK_SET);
-  lseek(err_fd, 0, SEEK_SET);
-  slurp(out_fd, res->out, sizeof res->out);
-  slurp(err_fd, res->err, sizeof res->err);
-  close(out_fd);
-  close(err_fd);
-  unlink(out_path);
-  unlink(err_path);
-}
+ * ("K=V", or "K=" to remove K); it must run and exit. */
+#define run(res, env_extra, ...) \
+  assert_int_equal(rdt_run(res, env_extra, replayctl, __VA_ARGS__), 0)
 
 /* ------------------------------------------------------------------ */
 /* A strict little JSON checker (RFC 8259 grammar), for --json output.  */
@@ -250,7 +191,7 @@ static void script_devices(void) {
 static void test_status(void **state) {
   (void)state;
   script_info();
-  result_t r;
+  rdt_result_t r;
   run(&r, NULL, "--server", server, "status", NULL);
   assert_int_equal(r.rc, 0);
   assert_string_equal(r.err, "");
@@ -280,7 +221,7 @@ static void test_server_from_env(void **state) {
   char env[80];
   snprintf(env, sizeof env, "REPLAYD_SERVER=%s", server);
   const char *const extra[] = {env, NULL};
-  result_t r;
+  rdt_result_t r;
   run(&r, extra, "devices", NULL);
   assert_int_equal(r.rc, 0);
   assert_non_null(strstr(r.out, "KIND  NAME"));
@@ -325,7 +266,7 @@ static void script_list(void) {
 static void test_ls(void **state) {
   (void)state;
   script_list();
-  result_t r;
+  rdt_result_t r;
   run(&r, NULL, "--server", server, "ls", NULL);
   assert_int_equal(r.rc, 0);
   /* Columns as wide as their widest cell ("naive" with a diaeresis is one
@@ -389,7 +330,7 @@ static void test_describe(void **state) {
   w.counters = &k;
   w.created_unix = 1700000000;
   mock_reply_msg(&w.base);
-  result_t r;
+  rdt_result_t r;
   run(&r, NULL, "--server", server, "describe", "abc", NULL);
   assert_int_equal(r.rc, 0);
   assert_non_null(strstr(r.out, "id            abc\n"));
@@ -418,7 +359,7 @@ static void test_describe(void **state) {
 static void test_call_errors_exit_1(void **state) {
   (void)state;
   mock_reply_status(5, "no workload abc");
-  result_t r;
+  rdt_result_t r;
   run(&r, NULL, "--server", server, "describe", "abc", NULL);
   assert_int_equal(r.rc, 1);
   assert_string_equal(r.out, "");
@@ -439,7 +380,7 @@ static void test_call_errors_exit_1(void **state) {
 
 static void test_usage_errors_exit_2(void **state) {
   (void)state;
-  result_t r;
+  rdt_result_t r;
   run(&r, NULL, NULL);
   assert_int_equal(r.rc, 2);
   assert_non_null(strstr(r.err, "replayctl: no command given\nTry 'replayctl --help'.\n"));
@@ -458,7 +399,7 @@ static void test_usage_errors_exit_2(void **state) {
 static void test_rm_token_sources(void **state) {
   (void)state;
   Replayd__V1__DeleteWorkloadResponse del = REPLAYD__V1__DELETE_WORKLOAD_RESPONSE__INIT;
-  result_t r;
+  rdt_result_t r;
   mock_seen_t seen;
 
   /* --token */
@@ -541,7 +482,7 @@ static void test_undecodable_reply(void **state) {
   (void)state;
   static const uint8_t garbage[] = {0xff, 0xff, 0xff};
   mock_reply_bytes(garbage, sizeof garbage);
-  result_t r;
+  rdt_result_t r;
   run(&r, NULL, "--server", server, "ls", NULL);
   assert_int_equal(r.rc, 1);
   assert_non_null(strstr(r.err, "could not be decoded"));

@@ -1,6 +1,6 @@
-/* test_client_learn_lib.c - the hosted-learning part of libreplayd-client
+/* test_learn_lib.c - the hosted-learning part of libreplayd-client
  * against the scripted gRPC server of the client tests
- * (tests/integration/client_mock_server.c): the learner section of a spec
+ * (tests/support/mock_server.c): the learner section of a spec
  * on the wire both ways (every optional scalar as its oneof), learner
  * counters, TrainStep and GetWeights, and replies that break the
  * contract. Each test checks what the client returned and what the server
@@ -16,38 +16,11 @@
 
 #include <cmocka.h>
 
-#include "client_mock_server.h"
+#include "mock_server.h"
 #include "replayd.pb-c.h"
 #include "replayd_client.h"
 
-static rdc_client_t *cli;
 static const char *TOKEN = "feedfacefeedfacefeedfacefeedfacefeedfacefeedfacefeedfacefeedface";
-
-static int group_setup(void **state) {
-  (void)state;
-  char target[64];
-  snprintf(target, sizeof target, "127.0.0.1:%d", mock_start());
-  rdc_error_t e;
-  if (rdc_connect(target, 5.0, &cli, &e) != RDC_OK) {
-    fprintf(stderr, "connect: %s\n", e.msg);
-    return -1;
-  }
-  return 0;
-}
-
-static int group_teardown(void **state) {
-  (void)state;
-  rdc_close(cli);
-  mock_stop();
-  return 0;
-}
-
-static int reset(void **state) {
-  (void)state;
-  mock_reset();
-  rdc_set_deadline(cli, 10);
-  return 0;
-}
 
 static void dqn_spec(rdc_spec_t *s) {
   rdc_spec_init(s);
@@ -88,7 +61,7 @@ static void test_register_sends_learner(void **state) {
   dqn_spec(&s);
   rdc_workload_t out;
   rdc_error_t e;
-  assert_int_equal(rdc_register(cli, &s, &out, &e), RDC_OK);
+  assert_int_equal(rdc_register(mock_cli, &s, &out, &e), RDC_OK);
   mock_seen_t seen;
   mock_seen(&seen);
   Replayd__V1__WorkloadSpec *req =
@@ -126,7 +99,7 @@ static void test_register_sends_learner(void **state) {
   /* Without has_learner nothing learner-ish goes out, whatever the struct holds. */
   mock_reply_msg(&w.base);
   s.has_learner = 0;
-  assert_int_equal(rdc_register(cli, &s, &out, &e), RDC_OK);
+  assert_int_equal(rdc_register(mock_cli, &s, &out, &e), RDC_OK);
   mock_seen(&seen);
   req = replayd__v1__workload_spec__unpack(NULL, seen.body_len, seen.body);
   assert_non_null(req);
@@ -167,7 +140,7 @@ static void test_register_ddpg_optional_values(void **state) {
   l->action_high = 0; /* a set zero */
   rdc_workload_t out;
   rdc_error_t e;
-  assert_int_equal(rdc_register(cli, &s, &out, &e), RDC_OK);
+  assert_int_equal(rdc_register(mock_cli, &s, &out, &e), RDC_OK);
   mock_seen_t seen;
   mock_seen(&seen);
   Replayd__V1__WorkloadSpec *req =
@@ -205,14 +178,14 @@ static void test_register_bad_learner_is_local(void **state) {
   mock_seen(&before);
   dqn_spec(&s);
   s.learner.n_hidden = RDC_MAX_HIDDEN + 1;
-  assert_int_equal(rdc_register(cli, &s, &out, &e), RDC_EINVAL);
+  assert_int_equal(rdc_register(mock_cli, &s, &out, &e), RDC_EINVAL);
   assert_non_null(strstr(e.msg, "hidden"));
   dqn_spec(&s);
   s.learner.n_critic_hidden = 100;
-  assert_int_equal(rdc_register(cli, &s, &out, &e), RDC_EINVAL);
+  assert_int_equal(rdc_register(mock_cli, &s, &out, &e), RDC_EINVAL);
   dqn_spec(&s);
   memset(s.learner.algorithm, 'x', sizeof s.learner.algorithm);
-  assert_int_equal(rdc_register(cli, &s, &out, &e), RDC_EINVAL);
+  assert_int_equal(rdc_register(mock_cli, &s, &out, &e), RDC_EINVAL);
   assert_non_null(strstr(e.msg, "NUL"));
   mock_seen(&after);
   assert_int_equal(before.calls, after.calls);
@@ -277,7 +250,7 @@ static void test_describe_reads_learner(void **state) {
   describe_reply(1, 2, "ddpg");
   rdc_workload_t out;
   rdc_error_t e;
-  assert_int_equal(rdc_describe(cli, "w1", &out, &e), RDC_OK);
+  assert_int_equal(rdc_describe(mock_cli, "w1", &out, &e), RDC_OK);
   const rdc_learner_spec_t *l = &out.spec.learner;
   assert_true(out.spec.has_learner);
   assert_string_equal(l->algorithm, "ddpg");
@@ -310,7 +283,7 @@ static void test_describe_reads_learner(void **state) {
 
   /* A plain replay workload: neither section. */
   describe_reply(0, 0, "");
-  assert_int_equal(rdc_describe(cli, "w1", &out, &e), RDC_OK);
+  assert_int_equal(rdc_describe(mock_cli, "w1", &out, &e), RDC_OK);
   assert_false(out.spec.has_learner);
   assert_false(out.has_learner_counters);
   assert_int_equal(out.learner.steps, 0);
@@ -339,7 +312,7 @@ static void test_list_and_info_read_learner(void **state) {
   rdc_workload_t *items;
   size_t n;
   rdc_error_t e;
-  assert_int_equal(rdc_list(cli, &items, &n, &e), RDC_OK);
+  assert_int_equal(rdc_list(mock_cli, &items, &n, &e), RDC_OK);
   assert_int_equal(n, 2);
   assert_true(items[0].spec.has_learner && items[0].has_learner_counters);
   assert_string_equal(items[0].spec.learner.algorithm, "dqn");
@@ -354,7 +327,7 @@ static void test_list_and_info_read_learner(void **state) {
   si.workloads = ws;
   mock_reply_msg(&si.base);
   rdc_server_info_t *info;
-  assert_int_equal(rdc_server_info(cli, &info, &e), RDC_OK);
+  assert_int_equal(rdc_server_info(mock_cli, &info, &e), RDC_OK);
   assert_int_equal(info->n_workloads, 2);
   assert_int_equal(info->workloads[0].learner.weight_version, 5);
   assert_true(info->workloads[0].spec.has_learner);
@@ -367,13 +340,13 @@ static void test_describe_learner_beyond_limits(void **state) {
   rdc_workload_t out;
   rdc_error_t e;
   describe_reply(1, RDC_MAX_HIDDEN + 1, "ddpg");
-  assert_int_equal(rdc_describe(cli, "w1", &out, &e), RDC_ETOOSMALL);
+  assert_int_equal(rdc_describe(mock_cli, "w1", &out, &e), RDC_ETOOSMALL);
   assert_non_null(strstr(e.msg, "hidden"));
   describe_reply(1, 1, "a-much-longer-algorithm-name");
-  assert_int_equal(rdc_describe(cli, "w1", &out, &e), RDC_ETOOSMALL);
+  assert_int_equal(rdc_describe(mock_cli, "w1", &out, &e), RDC_ETOOSMALL);
   assert_non_null(strstr(e.msg, "algorithm"));
   describe_reply(1, RDC_MAX_HIDDEN, "dqn"); /* exactly the limit is fine */
-  assert_int_equal(rdc_describe(cli, "w1", &out, &e), RDC_OK);
+  assert_int_equal(rdc_describe(mock_cli, "w1", &out, &e), RDC_OK);
   assert_int_equal(out.spec.learner.n_hidden, RDC_MAX_HIDDEN);
   assert_int_equal(out.spec.learner.hidden[RDC_MAX_HIDDEN - 1], 64 + RDC_MAX_HIDDEN - 1);
 }
@@ -391,7 +364,7 @@ static void test_train_step(void **state) {
   mock_reply_msg(&r.base);
   rdc_train_result_t out;
   rdc_error_t e;
-  assert_int_equal(rdc_train_step(cli, "w1", TOKEN, 100, &out, &e), RDC_OK);
+  assert_int_equal(rdc_train_step(mock_cli, "w1", TOKEN, 100, &out, &e), RDC_OK);
   assert_int_equal(out.steps_done, 100);
   assert_true(out.loss_mean == 0.5 && out.td_abs_mean == 0.25 && out.td_abs_max == 4);
   assert_int_equal(out.weight_version, 17);
@@ -411,33 +384,33 @@ static void test_train_step(void **state) {
 
   /* The server's refusals come through with their message. */
   mock_reply_status(9, "workload w1 has 10 items; training needs min_size 1000");
-  assert_int_equal(rdc_train_step(cli, "w1", TOKEN, 1, &out, &e), RDC_FAILED_PRECONDITION);
+  assert_int_equal(rdc_train_step(mock_cli, "w1", TOKEN, 1, &out, &e), RDC_FAILED_PRECONDITION);
   assert_string_equal(e.msg, "workload w1 has 10 items; training needs min_size 1000");
   assert_int_equal(out.steps_done, 0);
   mock_reply_status(10, "a TrainStep is already running");
-  assert_int_equal(rdc_train_step(cli, "w1", TOKEN, 1, &out, &e), RDC_ABORTED);
+  assert_int_equal(rdc_train_step(mock_cli, "w1", TOKEN, 1, &out, &e), RDC_ABORTED);
   mock_reply_status(12, "");
-  assert_int_equal(rdc_train_step(cli, "w1", TOKEN, 1, &out, &e), RDC_UNIMPLEMENTED);
+  assert_int_equal(rdc_train_step(mock_cli, "w1", TOKEN, 1, &out, &e), RDC_UNIMPLEMENTED);
   assert_non_null(strstr(e.msg, "TrainStep"));
 
   /* More steps than asked, more skipped than done: a broken reply. */
   r.steps_done = 101;
   mock_reply_msg(&r.base);
-  assert_int_equal(rdc_train_step(cli, "w1", TOKEN, 100, &out, &e), RDC_EPROTO);
+  assert_int_equal(rdc_train_step(mock_cli, "w1", TOKEN, 100, &out, &e), RDC_EPROTO);
   assert_int_equal(out.steps_done, 0);
   r.steps_done = 1;
   r.skipped_steps = 2;
   mock_reply_msg(&r.base);
-  assert_int_equal(rdc_train_step(cli, "w1", TOKEN, 100, &out, &e), RDC_EPROTO);
+  assert_int_equal(rdc_train_step(mock_cli, "w1", TOKEN, 100, &out, &e), RDC_EPROTO);
 
   /* Local argument errors send nothing. */
   mock_seen_t before, after;
   mock_seen(&before);
-  assert_int_equal(rdc_train_step(cli, "w1", TOKEN, 0, &out, &e), RDC_EINVAL);
-  assert_int_equal(rdc_train_step(cli, "w1", TOKEN, 65537, &out, &e), RDC_EINVAL);
-  assert_int_equal(rdc_train_step(cli, "", TOKEN, 1, &out, &e), RDC_EINVAL);
-  assert_int_equal(rdc_train_step(cli, "w1", TOKEN, 1, NULL, &e), RDC_EINVAL);
-  assert_int_equal(rdc_train_step(cli, "w1", "bad\ntoken", 1, &out, &e), RDC_EINVAL);
+  assert_int_equal(rdc_train_step(mock_cli, "w1", TOKEN, 0, &out, &e), RDC_EINVAL);
+  assert_int_equal(rdc_train_step(mock_cli, "w1", TOKEN, 65537, &out, &e), RDC_EINVAL);
+  assert_int_equal(rdc_train_step(mock_cli, "", TOKEN, 1, &out, &e), RDC_EINVAL);
+  assert_int_equal(rdc_train_step(mock_cli, "w1", TOKEN, 1, NULL, &e), RDC_EINVAL);
+  assert_int_equal(rdc_train_step(mock_cli, "w1", "bad\ntoken", 1, &out, &e), RDC_EINVAL);
   mock_seen(&after);
   assert_int_equal(before.calls, after.calls);
 }
@@ -456,7 +429,7 @@ static void test_get_weights(void **state) {
   uint64_t version = 99;
   size_t len = 99;
   rdc_error_t e;
-  assert_int_equal(rdc_get_weights(cli, "w1", TOKEN, 2, &version, buf, sizeof buf, &len, &e),
+  assert_int_equal(rdc_get_weights(mock_cli, "w1", TOKEN, 2, &version, buf, sizeof buf, &len, &e),
                    RDC_OK);
   assert_int_equal(version, 3);
   assert_int_equal(len, sizeof w);
@@ -476,7 +449,7 @@ static void test_get_weights(void **state) {
   /* Too small: the needed size and the version come back, buf untouched. */
   mock_reply_msg(&r.base);
   memset(buf, 0xee, sizeof buf);
-  assert_int_equal(rdc_get_weights(cli, "w1", TOKEN, 0, &version, buf, 100, &len, &e),
+  assert_int_equal(rdc_get_weights(mock_cli, "w1", TOKEN, 0, &version, buf, 100, &len, &e),
                    RDC_ETOOSMALL);
   assert_int_equal(len, sizeof w);
   assert_int_equal(version, 3);
@@ -484,7 +457,7 @@ static void test_get_weights(void **state) {
   assert_non_null(strstr(e.msg, "300"));
   /* A version probe with no buffer at all. */
   mock_reply_msg(&r.base);
-  assert_int_equal(rdc_get_weights(cli, "w1", TOKEN, 0, &version, NULL, 0, &len, &e),
+  assert_int_equal(rdc_get_weights(mock_cli, "w1", TOKEN, 0, &version, NULL, 0, &len, &e),
                    RDC_ETOOSMALL);
   assert_int_equal(len, sizeof w);
 
@@ -492,7 +465,7 @@ static void test_get_weights(void **state) {
   Replayd__V1__GetWeightsResponse same = REPLAYD__V1__GET_WEIGHTS_RESPONSE__INIT;
   same.version = 3;
   mock_reply_msg(&same.base);
-  assert_int_equal(rdc_get_weights(cli, "w1", TOKEN, 3, &version, buf, sizeof buf, &len, &e),
+  assert_int_equal(rdc_get_weights(mock_cli, "w1", TOKEN, 3, &version, buf, sizeof buf, &len, &e),
                    RDC_OK);
   assert_int_equal(version, 3);
   assert_int_equal(len, 0);
@@ -500,7 +473,7 @@ static void test_get_weights(void **state) {
   /* No weights at all yet (version 0). */
   same.version = 0;
   mock_reply_msg(&same.base);
-  assert_int_equal(rdc_get_weights(cli, "w1", TOKEN, 0, &version, buf, sizeof buf, &len, &e),
+  assert_int_equal(rdc_get_weights(mock_cli, "w1", TOKEN, 0, &version, buf, sizeof buf, &len, &e),
                    RDC_OK);
   assert_int_equal(version, 0);
   assert_int_equal(len, 0);
@@ -508,28 +481,28 @@ static void test_get_weights(void **state) {
   /* Broken replies: a newer version without weights, weights that are not newer. */
   same.version = 4;
   mock_reply_msg(&same.base);
-  assert_int_equal(rdc_get_weights(cli, "w1", TOKEN, 3, &version, buf, sizeof buf, &len, &e),
+  assert_int_equal(rdc_get_weights(mock_cli, "w1", TOKEN, 3, &version, buf, sizeof buf, &len, &e),
                    RDC_EPROTO);
   assert_int_equal(len, 0);
   mock_reply_msg(&r.base); /* version 3 with weights */
-  assert_int_equal(rdc_get_weights(cli, "w1", TOKEN, 3, &version, buf, sizeof buf, &len, &e),
+  assert_int_equal(rdc_get_weights(mock_cli, "w1", TOKEN, 3, &version, buf, sizeof buf, &len, &e),
                    RDC_EPROTO);
   assert_int_equal(version, 0);
 
   mock_reply_status(9, "workload w1 has no learner");
-  assert_int_equal(rdc_get_weights(cli, "w1", TOKEN, 0, &version, buf, sizeof buf, &len, &e),
+  assert_int_equal(rdc_get_weights(mock_cli, "w1", TOKEN, 0, &version, buf, sizeof buf, &len, &e),
                    RDC_FAILED_PRECONDITION);
   assert_string_equal(e.msg, "workload w1 has no learner");
 
   mock_seen_t before, after;
   mock_seen(&before);
-  assert_int_equal(rdc_get_weights(cli, "w1", TOKEN, 0, NULL, buf, sizeof buf, &len, &e),
+  assert_int_equal(rdc_get_weights(mock_cli, "w1", TOKEN, 0, NULL, buf, sizeof buf, &len, &e),
                    RDC_EINVAL);
-  assert_int_equal(rdc_get_weights(cli, "w1", TOKEN, 0, &version, buf, sizeof buf, NULL, &e),
+  assert_int_equal(rdc_get_weights(mock_cli, "w1", TOKEN, 0, &version, buf, sizeof buf, NULL, &e),
                    RDC_EINVAL);
-  assert_int_equal(rdc_get_weights(cli, "w1", TOKEN, 0, &version, NULL, 10, &len, &e),
+  assert_int_equal(rdc_get_weights(mock_cli, "w1", TOKEN, 0, &version, NULL, 10, &len, &e),
                    RDC_EINVAL);
-  assert_int_equal(rdc_get_weights(cli, NULL, TOKEN, 0, &version, buf, sizeof buf, &len, &e),
+  assert_int_equal(rdc_get_weights(mock_cli, NULL, TOKEN, 0, &version, buf, sizeof buf, &len, &e),
                    RDC_EINVAL);
   mock_seen(&after);
   assert_int_equal(before.calls, after.calls);
@@ -537,14 +510,14 @@ static void test_get_weights(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test_setup(test_register_sends_learner, reset),
-      cmocka_unit_test_setup(test_register_ddpg_optional_values, reset),
-      cmocka_unit_test_setup(test_register_bad_learner_is_local, reset),
-      cmocka_unit_test_setup(test_describe_reads_learner, reset),
-      cmocka_unit_test_setup(test_list_and_info_read_learner, reset),
-      cmocka_unit_test_setup(test_describe_learner_beyond_limits, reset),
-      cmocka_unit_test_setup(test_train_step, reset),
-      cmocka_unit_test_setup(test_get_weights, reset),
+      cmocka_unit_test_setup(test_register_sends_learner, mock_test_setup),
+      cmocka_unit_test_setup(test_register_ddpg_optional_values, mock_test_setup),
+      cmocka_unit_test_setup(test_register_bad_learner_is_local, mock_test_setup),
+      cmocka_unit_test_setup(test_describe_reads_learner, mock_test_setup),
+      cmocka_unit_test_setup(test_list_and_info_read_learner, mock_test_setup),
+      cmocka_unit_test_setup(test_describe_learner_beyond_limits, mock_test_setup),
+      cmocka_unit_test_setup(test_train_step, mock_test_setup),
+      cmocka_unit_test_setup(test_get_weights, mock_test_setup),
   };
-  return cmocka_run_group_tests(tests, group_setup, group_teardown);
+  return cmocka_run_group_tests(tests, mock_group_setup, mock_group_teardown);
 }

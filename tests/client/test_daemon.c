@@ -1,4 +1,4 @@
-/* client_daemon_test.c - libreplayd-client against a real replayd.
+/* test_daemon.c - libreplayd-client against a real replayd.
  *
  *   test_client_daemon PATH-TO-REPLAYD
  *
@@ -31,53 +31,35 @@
 
 #include "replayd_client.h"
 #include "rd_clock.h"
-
-extern char **environ;
+#include "rdt_daemon.h"
 
 static const char *replayd_path;
-static pid_t daemon_pid;
-static char state_dir[] = "/tmp/rdc_daemon_test_XXXXXX";
+static rdt_daemon_t daemon_;
 static char target[64];
 static rdc_client_t *cli;
 static rdc_workload_t wl; /* registered by test_register */
 
 #define CAP 1000u
 
-static int free_port(void) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-  bind(fd, (struct sockaddr *)&a, sizeof a);
-  socklen_t len = sizeof a;
-  getsockname(fd, (struct sockaddr *)&a, &len);
-  close(fd);
-  return ntohs(a.sin_port);
-}
-
-static int start_daemon(void) {
-  char *argv[] = {(char *)replayd_path, "--listen", target, "--state-dir", state_dir,
-                  "--log-level", "warn", NULL};
-  if (posix_spawn(&daemon_pid, replayd_path, NULL, NULL, argv, environ) != 0) {
-    fprintf(stderr, "cannot start %s\n", replayd_path);
-    return -1;
-  }
-  return 0;
+/* The daemon on a fixed port, so that a restart comes back where the
+ * connected clients look. */
+static rdt_daemon_opts_t daemon_opts(void) {
+  return (rdt_daemon_opts_t){.listen = target, .tag = "client_daemon"};
 }
 
 static int group_setup(void **state) {
   (void)state;
-  if (mkdtemp(state_dir) == NULL) return -1;
-  snprintf(target, sizeof target, "127.0.0.1:%d", free_port());
-  if (start_daemon() != 0) return -1;
-  /* The daemon needs a moment to bind: wait for it, not a fixed sleep. */
-  rdc_connect_opts_t o;
-  rdc_connect_opts_init(&o);
-  o.wait_for_ready = 1;
-  o.deadline_s = 20;
+  snprintf(target, sizeof target, "127.0.0.1:%d", rdt_free_port());
+  rdt_daemon_opts_t o = daemon_opts();
+  if (rdt_daemon_start(&daemon_, replayd_path, &o) != 0) return -1;
+  rdc_connect_opts_t co;
+  rdc_connect_opts_init(&co);
+  co.wait_for_ready = 1;
+  co.deadline_s = 20;
   rdc_error_t e;
-  if (rdc_connect_ex(target, 15, &o, &cli, &e) != RDC_OK) {
+  if (rdc_connect_ex(target, 15, &co, &cli, &e) != RDC_OK) {
     fprintf(stderr, "connect: %s\n", e.msg);
-    kill(daemon_pid, SIGKILL);
-    waitpid(daemon_pid, NULL, 0);
+    rdt_daemon_stop(&daemon_);
     return -1;
   }
   return 0;
@@ -86,15 +68,11 @@ static int group_setup(void **state) {
 static int group_teardown(void **state) {
   (void)state;
   rdc_close(cli);
-  kill(daemon_pid, SIGTERM);
-  int status = 0;
-  waitpid(daemon_pid, &status, 0);
-  char cmd[128];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", state_dir);
-  if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", state_dir);
+  int rc = rdt_daemon_stop(&daemon_);
+  if (rdt_daemon_remove(&daemon_) != 0) fprintf(stderr, "could not remove the state directory\n");
   /* A clean shutdown on SIGTERM is part of what is tested. */
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    fprintf(stderr, "replayd did not exit cleanly (status 0x%x)\n", status);
+  if (rc != 0) {
+    fprintf(stderr, "replayd did not exit cleanly (exit code %d)\n", rc);
     return -1;
   }
   return 0;
@@ -190,7 +168,7 @@ static void test_describe_and_list(void **state) {
 
 static void read_admin_token(char *tok, size_t cap) {
   char path[256];
-  snprintf(path, sizeof path, "%s/admin.token", state_dir);
+  snprintf(path, sizeof path, "%s/admin.token", daemon_.dir);
   FILE *f = fopen(path, "r");
   assert_non_null(f);
   assert_non_null(fgets(tok, (int)cap, f));
@@ -416,7 +394,7 @@ static void test_stream_rejection(void **state) {
 static void test_delete_with_admin_token(void **state) {
   (void)state;
   char path[256], tok[RDC_TOKEN_MAX] = {0};
-  snprintf(path, sizeof path, "%s/admin.token", state_dir);
+  snprintf(path, sizeof path, "%s/admin.token", daemon_.dir);
   FILE *f = fopen(path, "r");
   assert_non_null(f);
   assert_non_null(fgets(tok, sizeof tok, f));
@@ -443,22 +421,22 @@ static void test_daemon_restart(void **state) {
   assert_int_equal(rdc_connect_ex(target, 5, &o, &patient, &e), RDC_OK);
   assert_int_equal(rdc_connect(target, 5, &hasty, &e), RDC_OK);
 
-  kill(daemon_pid, SIGTERM);
-  int status;
-  assert_int_equal(waitpid(daemon_pid, &status, 0), daemon_pid);
+  assert_int_equal(rdt_daemon_stop(&daemon_), 0);
   rdc_server_info_t *info;
   double t0 = rd_clock_now();
   int rc = rdc_server_info(hasty, &info, &e);
   assert_true(rc == RDC_UNAVAILABLE || rc == RDC_CANCELLED);
   assert_true(rd_clock_now() - t0 < 2.0);
 
-  assert_int_equal(start_daemon(), 0);
+  rdt_daemon_opts_t opts = daemon_opts();
+  assert_int_equal(rdt_daemon_spawn(&daemon_, replayd_path, &opts), 0);
   t0 = rd_clock_now();
   assert_int_equal(rdc_server_info(patient, &info, &e), RDC_OK);
   rdc_server_info_free(info);
   assert_true(rd_clock_now() - t0 < 10.0); /* reconnect backoff, not the 20 s deadline */
   rdc_close(hasty);
   rdc_close(patient);
+  assert_int_equal(rdt_daemon_wait(&daemon_, &opts), 0);
 }
 
 int main(int argc, char **argv) {

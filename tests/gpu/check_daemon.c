@@ -1,4 +1,4 @@
-/* check_gpu_daemon.c - the daemon end to end on a GPU: a workload whose
+/* check_daemon.c - the daemon end to end on a GPU: a workload whose
  * mapping puts the sum tree and the rows on the GPU (G-G-G) samples exactly
  * what the same workload samples on a CPU-only daemon.
  *

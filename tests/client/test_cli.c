@@ -1,4 +1,4 @@
-/* client_cli_test.c - replayctl's pieces that need no server: the JSON
+/* test_cli.c - replayctl's pieces that need no server: the JSON
  * writer and escaper, argument parsing, the state-directory rule and the
  * admin token file. */
 #include <math.h>
