@@ -94,6 +94,7 @@
 #include "rd_error.h"
 #include "rd_philox.h"
 #include "table.h"
+#include "rdt_schema.h"
 
 /* ------------------------------------------------------------------ */
 /* Helpers                                                             */
@@ -238,14 +239,6 @@ typedef struct {
   pthread_mutex_t lock; /* the workload's lock, as the daemon has one */
 } workload_t;
 
-static void set_field(rd_field_t *f, const char *name, rd_dtype_t dtype, uint32_t dim) {
-  memset(f, 0, sizeof *f);
-  snprintf(f->name, sizeof f->name, "%s", name);
-  f->dtype = dtype;
-  f->rank = dim ? 1 : 0;
-  f->shape[0] = dim;
-}
-
 static uint32_t table_capacity(uint32_t batch) {
   uint64_t c = (uint64_t)batch * 8;
   return c > (1u << 17) ? (uint32_t)c : 1u << 17;
@@ -256,14 +249,14 @@ static uint32_t table_capacity(uint32_t batch) {
 static void workload_init(workload_t *w, const shape_t *s, uint32_t batch) {
   rd_table_config_t tc;
   rd_table_config_default(&tc);
-  set_field(&tc.schema.fields[F_OBS], "obs", RD_DTYPE_FLOAT32, s->obs);
+  rdt_field(&tc.schema.fields[F_OBS], "obs", RD_DTYPE_FLOAT32, s->obs);
   if (s->algo == RD_ALGO_DQN)
-    set_field(&tc.schema.fields[F_ACTION], "action", RD_DTYPE_INT32, 0);
+    rdt_field(&tc.schema.fields[F_ACTION], "action", RD_DTYPE_INT32, 0);
   else
-    set_field(&tc.schema.fields[F_ACTION], "action", RD_DTYPE_FLOAT32, s->actions);
-  set_field(&tc.schema.fields[F_REWARD], "reward", RD_DTYPE_FLOAT32, 0);
-  set_field(&tc.schema.fields[F_NEXT], "next_obs", RD_DTYPE_FLOAT32, s->obs);
-  set_field(&tc.schema.fields[F_DISCOUNT], "discount", RD_DTYPE_FLOAT32, 0);
+    rdt_field(&tc.schema.fields[F_ACTION], "action", RD_DTYPE_FLOAT32, s->actions);
+  rdt_field(&tc.schema.fields[F_REWARD], "reward", RD_DTYPE_FLOAT32, 0);
+  rdt_field(&tc.schema.fields[F_NEXT], "next_obs", RD_DTYPE_FLOAT32, s->obs);
+  rdt_field(&tc.schema.fields[F_DISCOUNT], "discount", RD_DTYPE_FLOAT32, 0);
   tc.schema.n_fields = NF;
   tc.capacity = table_capacity(batch);
   tc.max_batch = batch > FILL_CHUNK ? batch : FILL_CHUNK;

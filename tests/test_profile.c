@@ -20,22 +20,12 @@
 #include "profile_cache.h"
 #include "store.h"
 #include "rd_clock.h"
+#include "rdt_unit.h"
 
 /* Wall-time slack over the budget: the bound holds up to one call's
  * misestimate and the scheduler; these shapes' calls take well under a
  * millisecond, so this is generous for a loaded machine. */
 #define SLACK_S 0.25
-
-static int setup(void **state) {
-  (void)state;
-  return rd_log_open(NULL, RD_LOG_ERROR, NULL);
-}
-
-static int teardown(void **state) {
-  (void)state;
-  rd_log_close();
-  return 0;
-}
 
 static void table_config(rd_table_config_t *tc, uint32_t capacity, uint32_t obs) {
   rd_table_config_default(tc);
@@ -701,5 +691,5 @@ int main(void) {
       cmocka_unit_test(test_cached),
       cmocka_unit_test(test_cache_any_kind),
   };
-  return cmocka_run_group_tests(tests, setup, teardown);
+  return cmocka_run_group_tests(tests, rdt_quiet_setup, rdt_quiet_teardown);
 }

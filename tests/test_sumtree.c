@@ -16,17 +16,10 @@
 
 #include "sumtree.h"
 #include "rd_rng.h"
+#include "rdt_rand.h"
 
 static const uint32_t fanouts[] = {2, 4, 8, 16, 32, 64};
 #define N_FANOUTS (sizeof fanouts / sizeof fanouts[0])
-
-/* A leaf value with a wide dynamic range (zeros included), <= max. */
-static uint64_t wide_value(uint64_t *s, uint64_t max) {
-  uint64_t r = rd_splitmix64(s);
-  if ((r & 15) == 0) return 0;
-  uint64_t v = rd_splitmix64(s) >> (r >> 58); /* shift 0..63 */
-  return v % (max + 1);
-}
 
 typedef struct {
   uint64_t n;
@@ -166,7 +159,7 @@ static void exactness_run(uint32_t fanout, uint64_t n_updates, uint32_t threads)
     for (uint32_t i = 0; i < batch; i++) {
       /* Some duplicate positions inside a batch: the later value wins. */
       pos[i] = (i > 0 && (rd_splitmix64(&s) & 31) == 0) ? pos[i - 1] : (uint32_t)(rd_splitmix64(&s) % cap);
-      val[i] = wide_value(&s, maxv);
+      val[i] = rdt_wide_u64(&s, maxv);
     }
     assert_int_equal(rd_sumtree_update(&t, batch, pos, val, NULL), RD_OK);
     for (uint32_t i = 0; i < batch; i++) fw_set(&f, pos[i], val[i]);
@@ -276,7 +269,7 @@ static void test_isa_variants_agree(void **state) {
       uint64_t *val = malloc(batch * sizeof *val);
       for (uint32_t i2 = 0; i2 < batch; i2++) {
         pos[i2] = (uint32_t)(rd_splitmix64(&s) % cap);
-        val[i2] = wide_value(&s, t.max_leaf);
+        val[i2] = rdt_wide_u64(&s, t.max_leaf);
       }
       rd_sumtree_t *trees[2] = {&ref, &t};
       uint32_t *out[2];
@@ -320,7 +313,7 @@ static void test_set_range(void **state) {
       uint32_t first = (uint32_t)(rd_splitmix64(&s) % cap);
       uint32_t n = (uint32_t)(rd_splitmix64(&s) % (r % 10 == 0 ? cap - first : 70)) + 1;
       if (n > cap - first) n = cap - first;
-      for (uint32_t i = 0; i < n; i++) v[i] = ref[first + i] = wide_value(&s, t.max_leaf / 2);
+      for (uint32_t i = 0; i < n; i++) v[i] = ref[first + i] = rdt_wide_u64(&s, t.max_leaf / 2);
       assert_int_equal(rd_sumtree_set_range(&t, first, n, v, NULL), RD_OK);
     }
     assert_int_equal(rd_sumtree_check(&t, NULL), RD_OK);

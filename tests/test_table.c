@@ -21,6 +21,7 @@
 #include "rd_philox.h"
 #include "table.h"
 #include "rd_rng.h"
+#include "rdt_schema.h"
 
 /* ------------------------------------------------------------------ */
 /* Helpers: schema, config, rows                                        */
@@ -31,23 +32,7 @@
 enum { F_OBS, F_ACTION, F_REWARD, F_NEXT, F_DONE, NF };
 static const size_t field_size[NF] = {16, 4, 4, 16, 1};
 
-static void set_field(rd_field_t *f, const char *name, rd_dtype_t dtype, uint32_t dim) {
-  memset(f, 0, sizeof *f);
-  snprintf(f->name, sizeof f->name, "%s", name);
-  f->dtype = dtype;
-  f->rank = dim ? 1 : 0;
-  f->shape[0] = dim;
-}
-
-static void cartpole_schema(rd_schema_t *s) {
-  memset(s, 0, sizeof *s);
-  set_field(&s->fields[F_OBS], "obs", RD_DTYPE_FLOAT32, 4);
-  set_field(&s->fields[F_ACTION], "action", RD_DTYPE_INT32, 0);
-  set_field(&s->fields[F_REWARD], "reward", RD_DTYPE_FLOAT32, 0);
-  set_field(&s->fields[F_NEXT], "next_obs", RD_DTYPE_FLOAT32, 4);
-  set_field(&s->fields[F_DONE], "done", RD_DTYPE_BOOL, 0);
-  s->n_fields = NF;
-}
+static void cartpole_schema(rd_schema_t *s) { rdt_cartpole_schema(s, 4, 0); }
 
 static void make_config(rd_table_config_t *c, uint32_t capacity, uint32_t fanout, double alpha,
                         double epsilon, uint64_t seed) {

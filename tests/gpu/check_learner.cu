@@ -54,28 +54,9 @@
 #include "../../bench/learner_shapes.h"
 #include "rd_gpu_elem.h"
 #include "rd_rng.h"
+#include "rdt_rand.h"
+#include "rdt_check.h"
 
-static int g_fail = 0;
-
-static void report(bool ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void report(bool ok, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  printf("%s ", ok ? "ok" : "FAIL");
-  vprintf(fmt, ap);
-  printf("\n");
-  va_end(ap);
-  if (!ok) g_fail = 1;
-  fflush(stdout);
-}
-
-static float wide(uint64_t *s) {
-  uint64_t r = rd_splitmix64(s);
-  if ((r & 31) == 0) return 0.0f;
-  double u = (double)(r >> 11) * 0x1p-53;
-  double e = ldexp(1.0, (int)(rd_splitmix64(s) % 35) - 30);
-  return (float)((u * 2.0 - 1.0) * e);
-}
 static float unit01(uint64_t *s) { return (float)rd_rng_unit(s); }
 
 static uint32_t fb(float x) {
@@ -162,44 +143,44 @@ static void check_elem(void) {
   elem_out *h = (elem_out *)calloc(1, sizeof *h), *d = (elem_out *)calloc(1, sizeof *d);
   uint64_t s = 99;
   for (int i = 0; i < EN; i++) {
-    in->a[i] = wide(&s) * (i % 3 ? 1.0f : 1e4f);
-    in->b[i] = i % 5 ? wide(&s) * 1e4f : in->a[i] + unit01(&s) - 0.5f;
-    in->c[i] = wide(&s) * 4.0f;
-    for (int t = 0; t < 3; t++) in->g[t][i] = wide(&s);
+    in->a[i] = rdt_wide_float(&s) * (i % 3 ? 1.0f : 1e4f);
+    in->b[i] = i % 5 ? rdt_wide_float(&s) * 1e4f : in->a[i] + unit01(&s) - 0.5f;
+    in->c[i] = rdt_wide_float(&s) * 4.0f;
+    for (int t = 0; t < 3; t++) in->g[t][i] = rdt_wide_float(&s);
   }
   for (int t = 0; t < 3; t++)
     in->k[t] = rd_ge_adam_coef(t == 2 ? 0.5 : 1e-3, 0.9, 0.999, 1e-8, (uint64_t)t + 1);
   elem_in *din;
   elem_out *dout;
   if (cudaMalloc(&din, sizeof *din) != cudaSuccess || cudaMalloc(&dout, sizeof *dout) != cudaSuccess) {
-    report(false, "elem: cudaMalloc");
+    rdt_check(false, "elem: cudaMalloc");
     return;
   }
   cudaMemcpy(din, in, sizeof *in, cudaMemcpyHostToDevice);
   k_elem<<<64, 256>>>(din, dout);
   cudaError_t e = cudaMemcpy(d, dout, sizeof *d, cudaMemcpyDeviceToHost);
   if (e != cudaSuccess) {
-    report(false, "elem kernel: %s", cudaGetErrorString(e));
+    rdt_check(false, "elem kernel: %s", cudaGetErrorString(e));
     return;
   }
   host_elem(in, h);
-  report(diff_f(h->p, d->p, EN) + diff_f(h->m, d->m, EN) + diff_f(h->v, d->v, EN) == 0,
+  rdt_check(diff_f(h->p, d->p, EN) + diff_f(h->m, d->m, EN) + diff_f(h->v, d->v, EN) == 0,
          "elem adam (3 steps): %zu / %d parameters differ", diff_f(h->p, d->p, EN), EN);
-  report(diff_f(h->huber_dy, d->huber_dy, EN) + diff_d(h->huber, d->huber, EN) == 0,
+  rdt_check(diff_f(h->huber_dy, d->huber_dy, EN) + diff_d(h->huber, d->huber, EN) == 0,
          "elem huber: %zu grads, %zu terms differ", diff_f(h->huber_dy, d->huber_dy, EN),
          diff_d(h->huber, d->huber, EN));
-  report(diff_f(h->mse_dy, d->mse_dy, EN) + diff_d(h->mse, d->mse, EN) == 0,
+  rdt_check(diff_f(h->mse_dy, d->mse_dy, EN) + diff_d(h->mse, d->mse, EN) == 0,
          "elem mse: %zu grads, %zu terms differ", diff_f(h->mse_dy, d->mse_dy, EN),
          diff_d(h->mse, d->mse, EN));
-  report(diff_f(h->polyak, d->polyak, EN) == 0, "elem polyak: %zu differ",
+  rdt_check(diff_f(h->polyak, d->polyak, EN) == 0, "elem polyak: %zu differ",
          diff_f(h->polyak, d->polyak, EN));
-  report(diff_f(h->relu, d->relu, EN) + diff_f(h->ident, d->ident, EN) == 0,
+  rdt_check(diff_f(h->relu, d->relu, EN) + diff_f(h->ident, d->ident, EN) == 0,
          "elem bias+relu / identity: %zu / %zu differ", diff_f(h->relu, d->relu, EN),
          diff_f(h->ident, d->ident, EN));
   size_t gd = diff_f(h->grad[0], d->grad[0], EN) + diff_f(h->grad[1], d->grad[1], EN) +
               diff_f(h->grad[2], d->grad[2], EN);
-  report(gd == 0, "elem activation gradients: %zu differ", gd);
-  report(diff_f(h->target, d->target, EN) + diff_f(h->amap, d->amap, EN) +
+  rdt_check(gd == 0, "elem activation gradients: %zu differ", gd);
+  rdt_check(diff_f(h->target, d->target, EN) + diff_f(h->amap, d->amap, EN) +
                  diff_f(h->td, d->td, EN) + diff_f(h->clip, d->clip, EN) ==
              0,
          "elem target / action map / |td| / clip scale: %zu %zu %zu %zu differ",
@@ -210,7 +191,7 @@ static void check_elem(void) {
     long u = ulp_dist(h->tanh_[i], d->tanh_[i]);
     if (u > mx) mx = u;
   }
-  report(diff_f(h->tanh_, d->tanh_, EN) == 0,
+  rdt_check(diff_f(h->tanh_, d->tanh_, EN) == 0,
          "elem tanh (rd_tanh, the CPU's): device vs host: %zu / %d differ, max %ld ulp",
          diff_f(h->tanh_, d->tanh_, EN), EN, mx);
   cudaFree(din), cudaFree(dout);
@@ -298,16 +279,16 @@ static void check_learner(const shape_t *shape, int steps, const variant_t *v) {
   rd_learner_t cpu;
   rd_gpu_learner_t gpu, gpu2;
   if (rd_learner_init(&cpu, &c, &err)) {
-    report(false, "%s: CPU init: %s", sh->name, err.msg);
+    rdt_check(false, "%s: CPU init: %s", sh->name, err.msg);
     return;
   }
   if (rd_gpu_learner_init(&gpu, &c, 0, &err)) {
-    report(false, "%s: GPU init: %s", sh->name, err.msg);
+    rdt_check(false, "%s: GPU init: %s", sh->name, err.msg);
     rd_learner_free(&cpu);
     return;
   }
   if (rd_gpu_learner_init(&gpu2, &c, 0, &err)) {
-    report(false, "%s: GPU init: %s", sh->name, err.msg);
+    rdt_check(false, "%s: GPU init: %s", sh->name, err.msg);
     return;
   }
   rd_gpu_learner_set_graphs(&gpu2, 0);
@@ -318,7 +299,7 @@ static void check_learner(const shape_t *shape, int steps, const variant_t *v) {
     w0[k] = (float *)malloc(P * 4), wg[k] = (float *)malloc(P * 4), wg2[k] = (float *)malloc(P * 4);
     memcpy(w0[k], cpu.net[k].params, P * 4);
     rd_gpu_learner_get_params(&gpu, k, wg[k], P, NULL, &err);
-    report(memcmp(wg[k], w0[k], P * 4) == 0, "%s: net %d initial weights equal the CPU's (%zu)",
+    rdt_check(memcmp(wg[k], w0[k], P * 4) == 0, "%s: net %d initial weights equal the CPU's (%zu)",
            sh->name, k, P);
   }
   float *td_c = (float *)malloc(B * 4), *td_g = (float *)malloc(B * 4),
@@ -334,7 +315,7 @@ static void check_learner(const shape_t *shape, int steps, const variant_t *v) {
     int rg = rd_gpu_learner_step(&gpu, &b, td_g, &sg, &err);
     int rg2 = rd_gpu_learner_step(&gpu2, &b, td_g2, &sg2, &err);
     if (rc || rg || rg2) {
-      report(false, "%s step %d: rc cpu %d gpu %d gpu(no graph) %d: %s", sh->name, t, rc, rg, rg2,
+      rdt_check(false, "%s step %d: rc cpu %d gpu %d gpu(no graph) %d: %s", sh->name, t, rc, rg, rg2,
              err.msg);
       all_ok = false;
       free_batch(&hb);
@@ -348,13 +329,13 @@ static void check_learner(const shape_t *shape, int steps, const variant_t *v) {
     double lrel = fabs(sc.loss - sg.loss) / fmax(1e-30, fabs(sc.loss));
     double nrel = fabs(sc.grad_norm - sg.grad_norm) / fmax(1e-30, fabs(sc.grad_norm));
     if (t == 1) {
-      report(dmax <= 1e-4 * tmax && lrel <= 1e-4 && nrel <= 1e-4,
+      rdt_check(dmax <= 1e-4 * tmax && lrel <= 1e-4 && nrel <= 1e-4,
              "%s step 1: |TD| max diff %.3g (max |TD| %.3g), loss rel %.3g, grad norm rel %.3g",
              sh->name, dmax, tmax, lrel, nrel);
     }
     if (t == steps) {
       double tdrel = rel_l2(td_g, td_c, NULL, n, NULL);
-      report(tdrel <= 2e-2, "%s step %d: priorities rel L2 diff %.3g, loss %.6g vs %.6g",
+      rdt_check(tdrel <= 2e-2, "%s step %d: priorities rel L2 diff %.3g, loss %.6g vs %.6g",
              sh->name, t, tdrel, sg.loss, sc.loss);
     }
     free_batch(&hb);
@@ -369,12 +350,12 @@ static void check_learner(const shape_t *shape, int steps, const variant_t *v) {
       double rel = rel_l2(wg[k], cpu.net[k].params, w0[k], P, &mx);
       double rel2 = rel_l2(wg2[k], wg[k], NULL, P, &mx2);
       const double lr = k >= 2 ? c.critic_lr : c.lr;
-      report(rel <= 2e-2 && mx <= 2.0 * lr * steps,
+      rdt_check(rel <= 2e-2 && mx <= 2.0 * lr * steps,
              "%s after %d steps: net %d weights rel L2 diff %.3g of the change, max |diff| %.3g "
              "(bound %.3g)",
              sh->name, steps, k, rel, mx, 2.0 * lr * steps);
       if (memcmp(wg[k], wg2[k], P * 4) != 0) same_paths = false;
-      report(rel_l2(wg2[k], cpu.net[k].params, w0[k], P, NULL) <= 2e-2,
+      rdt_check(rel_l2(wg2[k], cpu.net[k].params, w0[k], P, NULL) <= 2e-2,
              "%s: net %d graph vs stream path: %s (max |diff| %.3g)", sh->name, k,
              memcmp(wg[k], wg2[k], P * 4) == 0 ? "bit-identical" : "differ", mx2);
     }
@@ -382,12 +363,12 @@ static void check_learner(const shape_t *shape, int steps, const variant_t *v) {
     if (c.target_period > 0 && steps % c.target_period == 0)
       for (int k = 0; k + 1 < nets; k += 2) {
         size_t P = cpu.net[k].n_params;
-        report(memcmp(wg[k], wg[k + 1], P * 4) == 0 &&
+        rdt_check(memcmp(wg[k], wg[k + 1], P * 4) == 0 &&
                    memcmp(cpu.net[k].params, cpu.net[k + 1].params, P * 4) == 0,
                "%s: after step %d (a copy step) target %d equals network %d, GPU and CPU",
                sh->name, steps, k + 1, k);
       }
-    report(gpu.graph_launches > 0 && gpu2.graph_launches == 0,
+    rdt_check(gpu.graph_launches > 0 && gpu2.graph_launches == 0,
            "%s: graphs: %llu captures, %llu replays of %d steps (%s on the stream path)",
            sh->name, (unsigned long long)gpu.graph_captures,
            (unsigned long long)gpu.graph_launches, steps, same_paths ? "identical" : "not identical");
@@ -398,7 +379,7 @@ static void check_learner(const shape_t *shape, int steps, const variant_t *v) {
     rd_nn_spec_t ps;
     float *pp = (float *)malloc(cpu.net[0].n_params * 4);
     int rc2 = rc ? rc : rd_nn_flat_parse(buf, wr, &ps, pp, cpu.net[0].n_params, &err);
-    report(rc == 0 && rc2 == 0 && wr == rd_learner_policy_bytes(&cpu) &&
+    rdt_check(rc == 0 && rc2 == 0 && wr == rd_learner_policy_bytes(&cpu) &&
                memcmp(pp, wg[0], cpu.net[0].n_params * 4) == 0,
            "%s: policy weights export (%zu bytes)", sh->name, wr);
     free(buf), free(pp);
@@ -413,11 +394,11 @@ static void check_learner(const shape_t *shape, int steps, const variant_t *v) {
     rd_error_t ec, eg;
     int rc = rd_learner_step(&cpu, &b, NULL, NULL, &ec);
     int rg = rd_gpu_learner_step(&gpu, &b, NULL, NULL, &eg);
-    report(rc == RD_EINVAL && rg == rc && strcmp(ec.msg, eg.msg) == 0,
+    rdt_check(rc == RD_EINVAL && rg == rc && strcmp(ec.msg, eg.msg) == 0,
            "%s: NaN input: %s / %s", sh->name, ec.msg, eg.msg);
     b.n = B + 1;
     rg = rd_gpu_learner_step(&gpu, &b, NULL, NULL, &eg);
-    report(rg == RD_ETOOBIG, "%s: n > max_batch: %s", sh->name, eg.msg);
+    rdt_check(rg == RD_ETOOBIG, "%s: n > max_batch: %s", sh->name, eg.msg);
     free_batch(&hb);
   }
   /* An overflowing batch: the CPU's code; RD_ERANGE leaves weights alone. */
@@ -439,7 +420,7 @@ static void check_learner(const shape_t *shape, int steps, const variant_t *v) {
         if (memcmp(now, wg[k], P * 4) != 0) unchanged = false;
         free(now);
       }
-    report(rc == rg && (rg != RD_ERANGE || (unchanged && gpu.steps == steps0)),
+    rdt_check(rc == rg && (rg != RD_ERANGE || (unchanged && gpu.steps == steps0)),
            "%s: overflowing batch: CPU %s (%s), GPU %s (%s)%s", sh->name, rd_err_name(rc),
            rc ? ec.msg : "", rd_err_name(rg), rg ? eg.msg : "",
            rg == RD_ERANGE ? (unchanged ? ", GPU weights unchanged" : ", GPU WEIGHTS MOVED") : "");
@@ -461,7 +442,7 @@ static void check_capture_failure(const shape_t *shape) {
   rd_gpu_learner_t a, b;
   rd_error_t err;
   if (rd_gpu_learner_init(&a, &c, 0, &err) || rd_gpu_learner_init(&b, &c, 0, &err)) {
-    report(false, "%s: capture failure: GPU init: %s", shape->name, err.msg);
+    rdt_check(false, "%s: capture failure: GPU init: %s", shape->name, err.msg);
     return;
   }
   rd_gpu_learner_set_graphs(&b, 0);
@@ -474,7 +455,7 @@ static void check_capture_failure(const shape_t *shape) {
     int ra = rd_gpu_learner_step(&a, &bt, NULL, NULL, &err);
     int rb = ra ? ra : rd_gpu_learner_step(&b, &bt, NULL, NULL, &err);
     if (ra || rb) {
-      report(false, "%s: capture failure: step %d: %s", shape->name, t, err.msg);
+      rdt_check(false, "%s: capture failure: step %d: %s", shape->name, t, err.msg);
       ok = false;
     }
     free_batch(&hb);
@@ -484,7 +465,7 @@ static void check_capture_failure(const shape_t *shape) {
     float *wa = (float *)malloc(P * 4), *wb = (float *)malloc(P * 4);
     rd_gpu_learner_get_params(&a, 0, wa, P, NULL, &err);
     rd_gpu_learner_get_params(&b, 0, wb, P, NULL, &err);
-    report(a.graph_failures == 1 && a.graph_captures == 0 && a.graph_launches == 0 &&
+    rdt_check(a.graph_failures == 1 && a.graph_captures == 0 && a.graph_launches == 0 &&
                a.steps == 5 && memcmp(wa, wb, P * 4) == 0,
            "%s: a failed graph capture: 5 steps ran (%llu failure: %s), no graph, weights as "
            "without graphs: %s", shape->name, (unsigned long long)a.graph_failures,
@@ -505,7 +486,7 @@ static void check_storage(void) {
     const uint32_t W = widths[wi];
     rd_gpu_storage_t s;
     if (rd_gpu_storage_init(&s, R, W, MB, 0, &err)) {
-      report(false, "storage init %u: %s", W, err.msg);
+      rdt_check(false, "storage init %u: %s", W, err.msg);
       continue;
     }
     unsigned char *host = (unsigned char *)calloc((size_t)R, W);
@@ -528,7 +509,7 @@ static void check_storage(void) {
       for (size_t k = 0; k < (size_t)n * W; k++) buf[k] = (unsigned char)rd_splitmix64(&r);
       for (uint32_t i = 0; i < n; i++) memcpy(host + (size_t)pos[i] * W, buf + (size_t)i * W, W);
       if (rd_gpu_storage_scatter(&s, n, pos, buf, &err)) {
-        report(false, "storage %u scatter: %s", W, err.msg);
+        rdt_check(false, "storage %u scatter: %s", W, err.msg);
         ok = false;
       }
     }
@@ -537,21 +518,21 @@ static void check_storage(void) {
       uint32_t n = round == 0 ? 1 : round == 1 ? 33 : MB;
       for (uint32_t i = 0; i < n; i++) pos[i] = (uint32_t)(rd_splitmix64(&r) % R);
       if (rd_gpu_storage_gather(&s, n, pos, got, &err)) {
-        report(false, "storage %u gather: %s", W, err.msg);
+        rdt_check(false, "storage %u gather: %s", W, err.msg);
         ok = false;
         break;
       }
       for (uint32_t i = 0; i < n; i++)
         bad += memcmp(got + (size_t)i * W, host + (size_t)pos[i] * W, W) != 0;
     }
-    if (ok) report(bad == 0, "storage rows of %u bytes: gather vs host, %zu rows differ", W, bad);
+    if (ok) rdt_check(bad == 0, "storage rows of %u bytes: gather vs host, %zu rows differ", W, bad);
     /* Errors. */
     pos[0] = 1, pos[1] = R;
     int rc = rd_gpu_storage_gather(&s, 2, pos, got, &err);
-    report(rc == RD_ERANGE, "storage %u: host gather of position %u: %s", W, R, err.msg);
+    rdt_check(rc == RD_ERANGE, "storage %u: host gather of position %u: %s", W, R, err.msg);
     pos[1] = 1;
     rc = rd_gpu_storage_scatter(&s, 2, pos, buf, &err);
-    report(rc == RD_EINVAL, "storage %u: repeated position: %s", W, err.msg);
+    rdt_check(rc == RD_EINVAL, "storage %u: repeated position: %s", W, err.msg);
     uint32_t *dpos;
     void *dout;
     cudaMalloc(&dpos, 8), cudaMalloc(&dout, 2 * W);
@@ -560,9 +541,9 @@ static void check_storage(void) {
     cudaDeviceSynchronize(); /* the storage's stream does not wait for the legacy one */
     rc = rd_gpu_storage_gather_dev(&s, 2, dpos, dout, &err);
     if (rc == 0) rc = rd_gpu_storage_sync(&s, &err);
-    report(rc == RD_ERANGE, "storage %u: device gather of a bad position: %s", W, err.msg);
+    rdt_check(rc == RD_ERANGE, "storage %u: device gather of a bad position: %s", W, err.msg);
     rc = rd_gpu_storage_sync(&s, &err);
-    report(rc == RD_OK, "storage %u: flag cleared after the report", W);
+    rdt_check(rc == RD_OK, "storage %u: flag cleared after the report", W);
     cudaFree(dpos), cudaFree(dout);
     free(host), free(buf), free(got), free(pos), free(perm);
     rd_gpu_storage_free(&s);
@@ -611,6 +592,6 @@ int main(int argc, char **argv) {
   check_capture_failure(&shapes[0]);
   check_capture_failure(&shapes[1]);
   check_storage();
-  printf("%s\n", g_fail ? "FAILED" : "PASSED");
-  return g_fail;
+  printf("%s\n", rdt_check_failed() ? "FAILED" : "PASSED");
+  return rdt_check_failed() ? 1 : 0;
 }

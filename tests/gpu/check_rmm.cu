@@ -18,6 +18,7 @@ extern "C" {
 }
 #include "rd_tree_step.h"
 #include "rd_clock.h"
+#include "rdt_check.h"
 
 #include <cuda_runtime.h>
 
@@ -25,20 +26,6 @@ extern "C" {
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
-
-static int n_failed = 0;
-
-static void report(bool ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void report(bool ok, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  printf("%s ", ok ? "ok  " : "FAIL");
-  vprintf(fmt, ap);
-  printf("\n");
-  va_end(ap);
-  fflush(stdout);
-  if (!ok) n_failed++;
-}
 
 static const rmm_case_t cases[] = {
     /* name, capacity, fanout, max_batch, batch, rounds, wide, seed */
@@ -64,7 +51,7 @@ static void same(const rmm_case_t *c) {
     char msg[512];
     double t0 = rd_clock_now();
     int rc = rmm_check_same(c, place[p].rmm, place[p].st, msg, sizeof msg);
-    report(rc == 0, "same as the CPU: %s, %s on gpu0 (%.2f s)%s%s", c->name, place[p].what,
+    rdt_check(rc == 0, "same as the CPU: %s, %s on gpu0 (%.2f s)%s%s", c->name, place[p].what,
            rd_clock_now() - t0, rc ? ": " : "", rc ? msg : "");
   }
 }
@@ -91,7 +78,7 @@ static void faults(void) {
       uint64_t lost = 0;
       int rc = rmm_check_fault(cs[ci], sc[i].tree ? rmm : NULL, sc[i].rows ? st : NULL,
                                sc[i].mask, sc[i].at, sc[i].sticky, &op, &lost, msg, sizeof msg);
-      report(rc == 0, "fault: %s, tree %s rows %s, device call %llu of kind %u fails%s: the %s "
+      rdt_check(rc == 0, "fault: %s, tree %s rows %s, device call %llu of kind %u fails%s: the %s "
              "failed, %llu items dropped, the rest moved to the CPU%s%s", cs[ci]->name,
              sc[i].tree ? "gpu" : "cpu", sc[i].rows ? "gpu" : "host",
              (unsigned long long)sc[i].at, sc[i].mask, sc[i].sticky ? " (and every later one)" : "",
@@ -114,7 +101,7 @@ static void memory(uint32_t capacity, uint32_t fanout, size_t row_bytes) {
                : rd_gpu_storage_ops(0)->create(&s, capacity, 1, fb, rd_gpu_rmm_ops(0), m, &err);
   cudaMemGetInfo(&free2, &total);
   if (rc || rc2) {
-    report(false, "memory: create %u/%u: %s", capacity, fanout, err.msg);
+    rdt_check(false, "memory: create %u/%u: %s", capacity, fanout, err.msg);
     if (m) rd_gpu_rmm_ops(0)->destroy(m);
     return;
   }
@@ -128,15 +115,15 @@ static void memory(uint32_t capacity, uint32_t fanout, size_t row_bytes) {
    * 8 MiB of slack per object either way. */
   const double slack = 8.0;
   const double took_t = (double)(free0 - free1) * mib, took_s = (double)(free1 - free2) * mib;
-  report(mi.device_bytes <= est_t && took_t + slack >= mi.device_bytes * mib &&
+  rdt_check(mi.device_bytes <= est_t && took_t + slack >= mi.device_bytes * mib &&
              took_t <= est_t * mib + slack,
          "memory: tree of %u leaves, K=%u: reports %.1f MiB, estimate %.1f MiB, CUDA's free "
          "memory fell %.1f MiB", capacity, fanout, mi.device_bytes * mib, est_t * mib, took_t);
-  report(si.device_bytes <= est_s && took_s + slack >= si.device_bytes * mib &&
+  rdt_check(si.device_bytes <= est_s && took_s + slack >= si.device_bytes * mib &&
              took_s <= est_s * mib + slack,
          "memory: %u rows of %zu bytes: reports %.1f MiB, estimate %.1f MiB, CUDA's free "
          "memory fell %.1f MiB", capacity, row_bytes, si.device_bytes * mib, est_s * mib, took_s);
-  report(si.shares_stream, "one stream per table: the rows run on the tree's stream");
+  rdt_check(si.shares_stream, "one stream per table: the rows run on the tree's stream");
   rd_gpu_storage_ops(0)->destroy(s);
   rd_gpu_rmm_ops(0)->destroy(m);
 }
@@ -161,7 +148,7 @@ static void own_stream(void) {
   rd_table_t t;
   rd_error_t err;
   if (rd_table_init(&t, &c, &err)) {
-    report(false, "own stream: %s", err.msg);
+    rdt_check(false, "own stream: %s", err.msg);
     return;
   }
   float x[64] = {0};
@@ -169,7 +156,7 @@ static void own_stream(void) {
   /* A first insert loads the kernels (lazy module loading may wait for
    * the device), so that the timed one measures only the streams. */
   if (rd_table_insert(&t, 64, &col, NULL, NULL, &err)) {
-    report(false, "own stream: first insert: %s", err.msg);
+    rdt_check(false, "own stream: first insert: %s", err.msg);
     rd_table_free(&t);
     return;
   }
@@ -183,7 +170,7 @@ static void own_stream(void) {
   int rc = rd_table_insert(&t, 64, &col, NULL, NULL, &err);
   double dt = rd_clock_now() - t0;
   cudaDeviceSynchronize();
-  report(rc == RD_OK && dt < 0.25,
+  rdt_check(rc == RD_OK && dt < 0.25,
          "own stream: an insert took %.3f s while the legacy stream was busy for ~0.5 s", dt);
   rd_table_free(&t);
 }
@@ -212,6 +199,6 @@ int main(int argc, char **argv) {
   memory(1u << 20, 16, 41);
   if (!quick) memory(1u << 24, 32, 16);
   own_stream();
-  printf("# %.1f s\n%s\n", rd_clock_now() - t0, n_failed ? "FAILED" : "PASSED");
-  return n_failed ? 1 : 0;
+  printf("# %.1f s\n%s\n", rd_clock_now() - t0, rdt_check_failed() ? "FAILED" : "PASSED");
+  return rdt_check_failed() ? 1 : 0;
 }

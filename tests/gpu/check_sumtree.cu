@@ -24,21 +24,8 @@ extern "C" {
 #include <string.h>
 #include <vector>
 #include "rd_rng.h"
-
-static int n_checks = 0, n_failed = 0;
-
-static void check(bool ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void check(bool ok, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  printf("%s ", ok ? "ok  " : "FAIL");
-  vprintf(fmt, ap);
-  printf("\n");
-  va_end(ap);
-  fflush(stdout);
-  n_checks++;
-  if (!ok) n_failed++;
-}
+#include "rdt_rand.h"
+#include "rdt_check.h"
 
 static void die(const char *what, const rd_error_t &err) {
   printf("FAIL %s: %s %s\n", what, rd_err_name(err.code), err.msg);
@@ -50,15 +37,6 @@ static void cuda_ok(cudaError_t e, const char *what) {
     printf("FAIL %s: %s\n", what, cudaGetErrorString(e));
     exit(1);
   }
-}
-
-/* Wide dynamic range, about 1 in 8 zero, sometimes the maximum. */
-static uint64_t wide_value(uint64_t *s, uint64_t max) {
-  uint64_t r = rd_splitmix64(s);
-  if ((r & 7) == 0) return 0;
-  if ((r & 63) == 8) return max;
-  uint64_t v = rd_splitmix64(s) >> (r >> 58);
-  return v % (max + 1);
 }
 
 /* A pair of trees and a host mirror of the GPU levels. */
@@ -115,7 +93,7 @@ static bool same_bytes(pair_t *p, char *why, size_t len) {
 static void check_bytes(pair_t *p, const char *what) {
   char why[512];
   bool ok = same_bytes(p, why, sizeof why);
-  check(ok, "K=%-2u cap=%-8u %-34s levels byte-identical to CPU (%s)", p->cpu.fanout,
+  rdt_check(ok, "K=%-2u cap=%-8u %-34s levels byte-identical to CPU (%s)", p->cpu.fanout,
         p->cpu.capacity, what, why);
 }
 
@@ -164,7 +142,7 @@ static void check_sample(pair_t *p, uint64_t *seed, size_t n_random, const char 
   int rc = rd_gpu_sumtree_sample(&p->gpu, n, tg.data(), host.data(), &err);
   size_t bad = 0;
   for (size_t i = 0; i < n && rc == 0; i++) bad += host[i] != want[i];
-  check(rc == 0 && bad == 0, "K=%-2u cap=%-8u %-34s %zu targets, %zu differ (%s)", p->cpu.fanout,
+  rdt_check(rc == 0 && bad == 0, "K=%-2u cap=%-8u %-34s %zu targets, %zu differ (%s)", p->cpu.fanout,
         p->cpu.capacity, what, n, bad, rc ? err.msg : "host pointers");
   /* Device pointers, in batches of max_batch. */
   uint64_t *d_tg = to_device(tg.data(), n);
@@ -179,7 +157,7 @@ static void check_sample(pair_t *p, uint64_t *seed, size_t n_random, const char 
   cuda_ok(cudaMemcpy(dev.data(), d_lv, n * 4, cudaMemcpyDeviceToHost), "cudaMemcpy");
   bad = 0;
   for (size_t i = 0; i < n && rc == 0; i++) bad += dev[i] != want[i];
-  check(rc == 0 && bad == 0, "K=%-2u cap=%-8u %-34s %zu targets, %zu differ (%s)", p->cpu.fanout,
+  rdt_check(rc == 0 && bad == 0, "K=%-2u cap=%-8u %-34s %zu targets, %zu differ (%s)", p->cpu.fanout,
         p->cpu.capacity, what, n, bad, rc ? err.msg : "device pointers");
   cudaFree(d_tg);
   cudaFree(d_lv);
@@ -194,7 +172,7 @@ static void make_batch(const rd_sumtree_t *t, uint64_t *seed, size_t n, int shap
   for (size_t i = 0; i < n; i++) {
     pos[i] = shape == 2 ? t->capacity - 1 - (uint32_t)(i % t->capacity)
                         : (uint32_t)(rd_splitmix64(seed) % span);
-    val[i] = wide_value(seed, t->max_leaf);
+    val[i] = rdt_wide_u64(seed, t->max_leaf);
   }
 }
 
@@ -223,7 +201,7 @@ static void check_updates(pair_t *p, uint64_t *seed, const std::vector<size_t> &
       snprintf(what, sizeof what, "update n=%zu %s %s", n,
                shape == 0 ? "spread" : shape == 1 ? "crowded" : "run", dev ? "dev" : "host");
       if (rc) {
-        check(false, "K=%-2u cap=%-8u %-34s failed: %s", p->cpu.fanout, p->cpu.capacity, what,
+        rdt_check(false, "K=%-2u cap=%-8u %-34s failed: %s", p->cpu.fanout, p->cpu.capacity, what,
               err.msg);
         continue;
       }
@@ -244,7 +222,7 @@ static void check_set_ranges(pair_t *p, uint64_t *seed, int rounds) {
     static const size_t small[] = {1, 5, 32, 100, 1024};
     if (r % 3 == 2) n = small[(r / 3) % 5] < cap - first ? small[(r / 3) % 5] : cap - first;
     val.resize(n);
-    for (size_t i = 0; i < n; i++) val[i] = wide_value(seed, p->cpu.max_leaf);
+    for (size_t i = 0; i < n; i++) val[i] = rdt_wide_u64(seed, p->cpu.max_leaf);
     if (rd_sumtree_set_range(&p->cpu, first, n, val.data(), &err)) die("rd_sumtree_set_range", err);
     bool dev = (r & 1) && n <= p->gpu.max_batch;
     int rc;
@@ -259,7 +237,7 @@ static void check_set_ranges(pair_t *p, uint64_t *seed, int rounds) {
     char what[64];
     snprintf(what, sizeof what, "set_range [%u,+%zu) %s", first, n, dev ? "dev" : "host");
     if (rc) {
-      check(false, "K=%-2u cap=%-8u %-34s failed: %s", p->cpu.fanout, p->cpu.capacity, what,
+      rdt_check(false, "K=%-2u cap=%-8u %-34s failed: %s", p->cpu.fanout, p->cpu.capacity, what,
             err.msg);
       continue;
     }
@@ -274,11 +252,11 @@ static void check_fanout_capacity(uint32_t K, uint32_t cap, uint32_t max_batch, 
   rd_error_t err;
   /* Fill everything (host API, chunked by max_batch). */
   std::vector<uint64_t> v(cap);
-  for (uint32_t i = 0; i < cap; i++) v[i] = wide_value(&seed, p.cpu.max_leaf);
+  for (uint32_t i = 0; i < cap; i++) v[i] = rdt_wide_u64(&seed, p.cpu.max_leaf);
   if (v.size() == 1 && v[0] == 0) v[0] = 1;
   if (rd_sumtree_set_range(&p.cpu, 0, cap, v.data(), &err)) die("rd_sumtree_set_range", err);
   int rc = rd_gpu_sumtree_set_range(&p.gpu, 0, cap, v.data(), &err);
-  if (rc) check(false, "set_range: %s", err.msg);
+  if (rc) rdt_check(false, "set_range: %s", err.msg);
   check_bytes(&p, "set_range (fill)");
   check_sample(&p, &seed, big ? 100000 : 20000, "sample after fill");
   /* <= 1024 items: the one-block path (applied in the block when n * min(K,32)
@@ -297,7 +275,7 @@ static void check_fanout_capacity(uint32_t K, uint32_t cap, uint32_t max_batch, 
     if (n > 0) {
       rd_sumtree_set_range(&p.cpu, first, n, z.data(), &err);
       rc = rd_gpu_sumtree_set_range(&p.gpu, first, n, z.data(), &err);
-      if (rc) check(false, "set_range zeros: %s", err.msg);
+      if (rc) rdt_check(false, "set_range zeros: %s", err.msg);
     }
     std::vector<uint32_t> pos;
     std::vector<uint64_t> val;
@@ -305,7 +283,7 @@ static void check_fanout_capacity(uint32_t K, uint32_t cap, uint32_t max_batch, 
     for (auto &x : val) x = 0;
     rd_sumtree_update(&p.cpu, pos.size(), pos.data(), val.data(), &err);
     rc = rd_gpu_sumtree_update(&p.gpu, pos.size(), pos.data(), val.data(), &err);
-    if (rc) check(false, "update zeros: %s", err.msg);
+    if (rc) rdt_check(false, "update zeros: %s", err.msg);
     check_bytes(&p, "zeros");
     check_sample(&p, &seed, 5000, "sample with zero leaves");
   }
@@ -319,14 +297,14 @@ static void check_fanout_capacity(uint32_t K, uint32_t cap, uint32_t max_batch, 
 static void check_errors(void) {
   rd_error_t err;
   rd_gpu_sumtree_t g;
-  check(rd_gpu_sumtree_init(&g, 100, 3, 0, 64, &err) == RD_EINVAL, "init fanout 3 -> RD_EINVAL");
-  check(rd_gpu_sumtree_init(&g, 100, 128, 0, 64, &err) == RD_EINVAL, "init fanout 128 -> RD_EINVAL");
-  check(rd_gpu_sumtree_init(&g, 0, 8, 0, 64, &err) == RD_EINVAL, "init capacity 0 -> RD_EINVAL");
-  check(rd_gpu_sumtree_init(&g, (1u << 28) + 1, 8, 0, 64, &err) == RD_EINVAL,
+  rdt_check(rd_gpu_sumtree_init(&g, 100, 3, 0, 64, &err) == RD_EINVAL, "init fanout 3 -> RD_EINVAL");
+  rdt_check(rd_gpu_sumtree_init(&g, 100, 128, 0, 64, &err) == RD_EINVAL, "init fanout 128 -> RD_EINVAL");
+  rdt_check(rd_gpu_sumtree_init(&g, 0, 8, 0, 64, &err) == RD_EINVAL, "init capacity 0 -> RD_EINVAL");
+  rdt_check(rd_gpu_sumtree_init(&g, (1u << 28) + 1, 8, 0, 64, &err) == RD_EINVAL,
         "init capacity 2^28+1 -> RD_EINVAL");
-  check(rd_gpu_sumtree_init(&g, 100, 8, 0, 0, &err) == RD_EINVAL, "init max_batch 0 -> RD_EINVAL");
+  rdt_check(rd_gpu_sumtree_init(&g, 100, 8, 0, 0, &err) == RD_EINVAL, "init max_batch 0 -> RD_EINVAL");
   int rc = rd_gpu_sumtree_init(&g, 100, 8, 99, 64, &err);
-  check(rc == RD_EINVAL, "init device 99 -> RD_EINVAL (%s)", err.msg);
+  rdt_check(rc == RD_EINVAL, "init device 99 -> RD_EINVAL (%s)", err.msg);
 
   /* Out of device memory: hold all but 64 MiB, then ask for ~1 GiB. */
   {
@@ -339,12 +317,12 @@ static void check_errors(void) {
       want -= 256u << 20 < want ? 256u << 20 : want;
     }
     rc = rd_gpu_sumtree_init(&g, 1u << 26, 2, 0, 1024, &err);
-    check(rc == RD_ENOMEM, "init needing %zu MiB with ~64 MiB free -> RD_ENOMEM (%s: %s)",
+    rdt_check(rc == RD_ENOMEM, "init needing %zu MiB with ~64 MiB free -> RD_ENOMEM (%s: %s)",
           rd_gpu_sumtree_memsize(1u << 26, 2) >> 20, rd_err_name(rc), err.msg);
     if (rc == RD_OK) rd_gpu_sumtree_free(&g);
     cudaFree(hog);
     rc = rd_gpu_sumtree_init(&g, 1u << 26, 2, 0, 1024, &err);
-    check(rc == RD_OK, "the same init after the memory is back -> RD_OK (%s)",
+    rdt_check(rc == RD_OK, "the same init after the memory is back -> RD_OK (%s)",
           rc == RD_OK ? "ok" : err.msg);
     if (rc == RD_OK) rd_gpu_sumtree_free(&g);
   }
@@ -354,10 +332,10 @@ static void check_errors(void) {
   pair_init(&p, cap, K, 256);
   uint64_t total = 1;
   rc = rd_gpu_sumtree_total(&p.gpu, &total, &err);
-  check(rc == RD_OK && total == 0, "total of a new tree is 0");
+  rdt_check(rc == RD_OK && total == 0, "total of a new tree is 0");
   uint64_t tg0 = 0;
   uint32_t leaf = 7;
-  check(rd_gpu_sumtree_sample(&p.gpu, 1, &tg0, &leaf, &err) == RD_EEMPTY,
+  rdt_check(rd_gpu_sumtree_sample(&p.gpu, 1, &tg0, &leaf, &err) == RD_EEMPTY,
         "sample an empty tree -> RD_EEMPTY (%s)", err.msg);
   uint64_t seed = 99;
   std::vector<uint64_t> v(cap);
@@ -369,33 +347,33 @@ static void check_errors(void) {
   uint32_t pos[3] = {1, cap, 2};
   uint64_t val[3] = {5, 5, 5};
   rc = rd_gpu_sumtree_update(&p.gpu, 3, pos, val, &err);
-  check(rc == RD_ERANGE, "update position %u -> RD_ERANGE (%s)", cap, err.msg);
+  rdt_check(rc == RD_ERANGE, "update position %u -> RD_ERANGE (%s)", cap, err.msg);
   check_bytes(&p, "after the refused update");
   pos[1] = 3;
   val[2] = p.cpu.max_leaf + 1;
   rc = rd_gpu_sumtree_update(&p.gpu, 3, pos, val, &err);
-  check(rc == RD_ERANGE, "update value max_leaf+1 -> RD_ERANGE (%s)", err.msg);
+  rdt_check(rc == RD_ERANGE, "update value max_leaf+1 -> RD_ERANGE (%s)", err.msg);
   check_bytes(&p, "after the refused update");
   rc = rd_gpu_sumtree_set_range(&p.gpu, cap - 1, 2, val, &err);
-  check(rc == RD_ERANGE, "set_range past capacity -> RD_ERANGE (%s)", err.msg);
+  rdt_check(rc == RD_ERANGE, "set_range past capacity -> RD_ERANGE (%s)", err.msg);
   rc = rd_gpu_sumtree_set_range(&p.gpu, 0, 3, val, &err);
-  check(rc == RD_ERANGE, "set_range value max_leaf+1 -> RD_ERANGE (%s)", err.msg);
+  rdt_check(rc == RD_ERANGE, "set_range value max_leaf+1 -> RD_ERANGE (%s)", err.msg);
   check_bytes(&p, "after the refused set_range");
   uint64_t tot = rd_sumtree_total(&p.cpu);
   uint64_t tg[2] = {0, tot};
   uint32_t lv[2];
   rc = rd_gpu_sumtree_sample(&p.gpu, 2, tg, lv, &err);
-  check(rc == RD_ERANGE, "sample target == total -> RD_ERANGE (%s)", err.msg);
+  rdt_check(rc == RD_ERANGE, "sample target == total -> RD_ERANGE (%s)", err.msg);
 
   /* Device-pointer calls: validated by the kernels, reported by sync. */
   uint32_t *d_pos = to_device(pos, 3);
   uint64_t *d_val = to_device(val, 3); /* val[2] too large */
   rc = rd_gpu_sumtree_update_dev(&p.gpu, 3, d_pos, d_val, &err);
-  check(rc == RD_OK, "update_dev with a bad value enqueues (RD_OK)");
+  rdt_check(rc == RD_OK, "update_dev with a bad value enqueues (RD_OK)");
   rc = rd_gpu_sumtree_sync(&p.gpu, &err);
-  check(rc == RD_ERANGE, "sync reports it -> RD_ERANGE (%s)", err.msg);
+  rdt_check(rc == RD_ERANGE, "sync reports it -> RD_ERANGE (%s)", err.msg);
   check_bytes(&p, "after the refused update_dev");
-  check(rd_gpu_sumtree_sync(&p.gpu, &err) == RD_OK, "the next sync is clean");
+  rdt_check(rd_gpu_sumtree_sync(&p.gpu, &err) == RD_OK, "the next sync is clean");
   uint32_t badpos[3] = {4, 5, cap + 10};
   uint64_t okval[3] = {1, 2, 3};
   cuda_ok(cudaMemcpy(d_pos, badpos, sizeof badpos, cudaMemcpyHostToDevice), "cudaMemcpy");
@@ -406,17 +384,17 @@ static void check_errors(void) {
   uint32_t gp = 9;
   uint64_t gv = 9;
   int rc2 = rd_gpu_sumtree_update(&p.gpu, 1, &gp, &gv, &err);
-  check(rc == RD_OK && rc2 == RD_ERANGE, "pending update_dev error returned by the next host call (%s)",
+  rdt_check(rc == RD_OK && rc2 == RD_ERANGE, "pending update_dev error returned by the next host call (%s)",
         err.msg);
   check_bytes(&p, "after the refused update_dev + host call");
   rc = rd_gpu_sumtree_update(&p.gpu, 1, &gp, &gv, &err);
   rd_sumtree_update(&p.cpu, 1, &gp, &gv, &err);
-  check(rc == RD_OK, "then the host call works");
+  rdt_check(rc == RD_OK, "then the host call works");
   check_bytes(&p, "after the host update");
   rc = rd_gpu_sumtree_update_dev(&p.gpu, 257, d_pos, d_val, &err);
-  check(rc == RD_ETOOBIG, "update_dev of 257 > max_batch 256 -> RD_ETOOBIG (%s)", err.msg);
+  rdt_check(rc == RD_ETOOBIG, "update_dev of 257 > max_batch 256 -> RD_ETOOBIG (%s)", err.msg);
   rc = rd_gpu_sumtree_set_range_dev(&p.gpu, cap - 2, 3, d_val, &err);
-  check(rc == RD_ERANGE, "set_range_dev past capacity -> RD_ERANGE (%s)", err.msg);
+  rdt_check(rc == RD_ERANGE, "set_range_dev past capacity -> RD_ERANGE (%s)", err.msg);
 
   tot = rd_sumtree_total(&p.cpu);
   uint64_t tgs[4] = {0, tot + 5, tot - 1, ~0ull};
@@ -429,7 +407,7 @@ static void check_errors(void) {
   cuda_ok(cudaMemcpy(got, d_lv, 16, cudaMemcpyDeviceToHost), "cudaMemcpy");
   uint64_t good[2] = {0, tot - 1};
   rd_sumtree_sample(&p.cpu, 2, good, want, &err);
-  check(rc == RD_OK && rc2 == RD_ERANGE && got[1] == RD_GPU_BAD_LEAF && got[3] == RD_GPU_BAD_LEAF &&
+  rdt_check(rc == RD_OK && rc2 == RD_ERANGE && got[1] == RD_GPU_BAD_LEAF && got[3] == RD_GPU_BAD_LEAF &&
             got[0] == want[0] && got[2] == want[1],
         "sample_dev with bad targets: RD_GPU_BAD_LEAF for them, right leaves for the rest, sync "
         "-> RD_ERANGE");
@@ -451,7 +429,7 @@ int main(int argc, char **argv) {
   char name[256];
   if (rd_gpu_device_name(0, name, sizeof name, &err)) die("rd_gpu_device_name", err);
   printf("device 0 of %d: %s\n", count, name);
-  check(true, "rd_gpu_device_count = %d, device 0 = %s", count, name);
+  rdt_check(true, "rd_gpu_device_count = %d, device 0 = %s", count, name);
 
   const uint32_t fanouts[] = {2, 4, 8, 16, 32, 64};
   for (uint32_t K : fanouts) {
@@ -462,6 +440,6 @@ int main(int argc, char **argv) {
     if (!quick) check_fanout_capacity(K, 1u << 24, 65536, true);
   }
   check_errors();
-  printf("%d checks, %d failed\n", n_checks, n_failed);
-  return n_failed ? 1 : 0;
+  printf("%d checks, %d failed\n", rdt_check_passed() + rdt_check_failed(), rdt_check_failed());
+  return rdt_check_failed() ? 1 : 0;
 }

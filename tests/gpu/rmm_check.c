@@ -8,6 +8,7 @@
 
 #include "sumtree.h"
 #include "rd_rng.h"
+#include "rdt_schema.h"
 
 /* ------------------------------------------------------------------ */
 /* Device calls on the host                                            */
@@ -257,23 +258,15 @@ static int failf(work_t *w, const char *fmt, ...) {
   return -1;
 }
 
-static void set_field(rd_field_t *f, const char *name, rd_dtype_t dtype, uint32_t dim) {
-  memset(f, 0, sizeof *f);
-  snprintf(f->name, sizeof f->name, "%s", name);
-  f->dtype = dtype;
-  f->rank = dim ? 1 : 0;
-  f->shape[0] = dim;
-}
-
 static void make_config(const rmm_case_t *c, rd_table_config_t *tc) {
   rd_table_config_default(tc);
   rd_schema_t *s = &tc->schema;
-  set_field(&s->fields[F_OBS], "obs", RD_DTYPE_FLOAT32, 4);
-  set_field(&s->fields[F_ACTION], "action", RD_DTYPE_INT32, 0);
-  set_field(&s->fields[F_REWARD], "reward", RD_DTYPE_FLOAT32, 0);
-  set_field(&s->fields[F_DONE], "done", RD_DTYPE_BOOL, 0);
+  rdt_field(&s->fields[F_OBS], "obs", RD_DTYPE_FLOAT32, 4);
+  rdt_field(&s->fields[F_ACTION], "action", RD_DTYPE_INT32, 0);
+  rdt_field(&s->fields[F_REWARD], "reward", RD_DTYPE_FLOAT32, 0);
+  rdt_field(&s->fields[F_DONE], "done", RD_DTYPE_BOOL, 0);
   s->n_fields = 4;
-  if (c->wide) set_field(&s->fields[s->n_fields++], "frame", RD_DTYPE_UINT8, 65536);
+  if (c->wide) rdt_field(&s->fields[s->n_fields++], "frame", RD_DTYPE_UINT8, 65536);
   tc->capacity = c->capacity;
   tc->fanout = c->fanout;
   tc->max_batch = c->max_batch;

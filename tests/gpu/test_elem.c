@@ -46,15 +46,8 @@
 #include "nn.h"
 #include "rd_gpu_elem.h"
 #include "rd_rng.h"
+#include "rdt_rand.h"
 
-/* A float with a wide spread: signed, exponents 2^-30..2^4, some zeros. */
-static float wide(uint64_t *s) {
-  uint64_t r = rd_splitmix64(s);
-  if ((r & 31) == 0) return 0.0f;
-  double u = (double)(r >> 11) * 0x1p-53;
-  double e = ldexp(1.0, (int)(rd_splitmix64(s) % 35) - 30);
-  return (float)((u * 2.0 - 1.0) * e);
-}
 
 static float unit(uint64_t *s) { return (float)rd_rng_unit(s); }
 
@@ -102,13 +95,13 @@ static size_t adam_mismatch(int plant, const char **isa) {
   float *p = malloc(n * sizeof *p), *mm = calloc(n, sizeof *mm), *vv = calloc(n, sizeof *vv);
   float *g = malloc(n * sizeof *g);
   uint64_t s = 42;
-  for (size_t i = 0; i < n; i++) p[i] = m.params[i] = wide(&s);
+  for (size_t i = 0; i < n; i++) p[i] = m.params[i] = rdt_wide_float(&s);
   rd_adam_config_t ac;
   rd_adam_config_default(&ac);
   const double lrs[3] = {1e-3, 3e-4, 0.5};
   rd_error_t err;
   for (int t = 1; t <= 3; t++) {
-    for (size_t i = 0; i < n; i++) g[i] = m.grads[i] = wide(&s);
+    for (size_t i = 0; i < n; i++) g[i] = m.grads[i] = rdt_wide_float(&s);
     ac.lr = lrs[t - 1];
     assert_int_equal(rd_mlp_adam_step(&m, &ac, &err), RD_OK);
     rd_ge_adam_coef_t k = rd_ge_adam_coef(ac.lr, ac.beta1, ac.beta2, ac.eps, (uint64_t)t);
@@ -149,8 +142,8 @@ static void test_losses(void **state) {
   float *dy = malloc(N * sizeof *dy), *gy = malloc(N * sizeof *gy);
   uint64_t s = 7;
   for (size_t i = 0; i < N; i++) {
-    y[i] = wide(&s) * 1e5f;
-    t[i] = (i % 3 == 0) ? y[i] + (unit(&s) - 0.5f) : wide(&s) * 1e5f; /* both Huber branches */
+    y[i] = rdt_wide_float(&s) * 1e5f;
+    t[i] = (i % 3 == 0) ? y[i] + (unit(&s) - 0.5f) : rdt_wide_float(&s) * 1e5f; /* both Huber branches */
     w[i] = (i % 17 == 0) ? 0.0f : unit(&s) * 2.0f;
   }
   rd_error_t err;
@@ -183,7 +176,7 @@ static void test_clip(void **state) {
   const size_t n = rd_mlp_n_params(&m);
   float *g = malloc(n * sizeof *g);
   uint64_t s = 9;
-  for (size_t i = 0; i < n; i++) g[i] = m.grads[i] = wide(&s) * 50.0f;
+  for (size_t i = 0; i < n; i++) g[i] = m.grads[i] = rdt_wide_float(&s) * 50.0f;
   double nrm = rd_mlp_grad_norm(&m), got;
   const double max = nrm / 3.0;
   rd_error_t err;
@@ -208,8 +201,8 @@ static void test_polyak(void **state) {
   rd_error_t err;
   for (size_t k = 0; k < 3; k++) {
     for (size_t i = 0; i < n; i++) {
-      a.params[i] = wide(&s);
-      d[i] = b.params[i] = wide(&s);
+      a.params[i] = rdt_wide_float(&s);
+      d[i] = b.params[i] = rdt_wide_float(&s);
     }
     assert_int_equal(rd_mlp_polyak(&b, &a, taus[k], &err), RD_OK);
     const float t = (float)taus[k], keep = (float)(1.0 - taus[k]);
@@ -226,7 +219,7 @@ static void check_activation(rd_nn_act_t act) {
   rd_mlp_t m;
   make_net(&m, 1, OUT, act, 1);
   uint64_t s = 13 + (uint64_t)act;
-  for (size_t j = 0; j < OUT; j++) m.params[j] = (j % 50 == 0) ? 0.0f : wide(&s) * 1e4f;
+  for (size_t j = 0; j < OUT; j++) m.params[j] = (j % 50 == 0) ? 0.0f : rdt_wide_float(&s) * 1e4f;
   for (size_t j = 0; j < OUT; j++) m.params[OUT + j] = 0.0f; /* bias */
   const float x = 1.0f;
   float *y = malloc(OUT * sizeof *y), *da = malloc(OUT * sizeof *da);
@@ -236,7 +229,7 @@ static void check_activation(rd_nn_act_t act) {
     float want = rd_ge_bias_act(m.params[j], 0.0f, (int)act);
     assert_true(fbits(want) == fbits(y[j]));
   }
-  for (size_t j = 0; j < OUT; j++) da[j] = wide(&s);
+  for (size_t j = 0; j < OUT; j++) da[j] = rdt_wide_float(&s);
   assert_int_equal(rd_mlp_backward(&m, da, NULL, &err), RD_OK);
   const float *db = m.grads + OUT; /* bias gradient: dz of the one row */
   for (size_t j = 0; j < OUT; j++) {
@@ -263,14 +256,14 @@ static void test_targets(void **state) {
   (void)state;
   uint64_t s = 17;
   for (int i = 0; i < 100000; i++) {
-    float r = wide(&s) * 100.0f, d = unit(&s), q = wide(&s) * 1e3f;
+    float r = rdt_wide_float(&s) * 100.0f, d = unit(&s), q = rdt_wide_float(&s) * 1e3f;
     float want = r + d * q; /* dqn_shard: b.reward[i] + b.discount[i] * qn_t[...] */
     assert_true(fbits(rd_ge_target(r, d, q)) == fbits(want));
     float lo = -unit(&s) * 3.0f, hi = unit(&s) * 3.0f + 0.1f, yv = unit(&s) * 2.0f - 1.0f;
     float range = hi - lo;
     float a = lo + (yv + 1.0f) * 0.5f * range; /* critic_input_from_policy */
     assert_true(fbits(rd_ge_action_from_tanh(yv, lo, range)) == fbits(a));
-    float dx = wide(&s), half = 0.5f * (hi - lo);
+    float dx = rdt_wide_float(&s), half = 0.5f * (hi - lo);
     assert_true(fbits(rd_ge_dmu(dx, half)) == fbits(dx * half)); /* ddpg_shard */
     assert_true(fbits(rd_ge_td_abs(q, r)) == fbits(fabsf(q - r))); /* td_stats */
   }
@@ -298,9 +291,9 @@ static void test_step_stats(void **state) {
       float *td = malloc(n * sizeof *td), *q = malloc(n * sizeof *q);
       double l = 0, a = 0, qs = 0, mx = 0;
       for (size_t i = 0; i < n; i++) {
-        elem[i] = (double)wide(&s) * wide(&s);
-        td[i] = fabsf(wide(&s)) * 100.0f;
-        q[i] = wide(&s);
+        elem[i] = (double)rdt_wide_float(&s) * rdt_wide_float(&s);
+        td[i] = fabsf(rdt_wide_float(&s)) * 100.0f;
+        q[i] = rdt_wide_float(&s);
         if (with_nan && i == n / 2) td[i] = NAN;
       }
       for (size_t i = 0; i < n; i++) { /* learner.c: td_stats, the loss and Q sums */
@@ -332,7 +325,7 @@ static void test_finalize_and_clip(void **state) {
   const size_t n = rd_mlp_n_params(&m);
   float *g = malloc(n * sizeof *g);
   uint64_t s = 31;
-  for (size_t i = 0; i < n; i++) g[i] = m.grads[i] = wide(&s) * 40.0f;
+  for (size_t i = 0; i < n; i++) g[i] = m.grads[i] = rdt_wide_float(&s) * 40.0f;
   const double nrm = rd_mlp_grad_norm(&m), sumsq[2] = {nrm * nrm, 4.0};
   double norm[2];
   int clipped[2];
@@ -383,7 +376,7 @@ static void test_hard_copy_schedule(void **state) {
     int32_t a[16];
     uint64_t s = 41;
     for (uint64_t t = 1; t <= 7; t++) {
-      for (int i = 0; i < 48; i++) obs[i] = wide(&s) * 1e4f, next[i] = wide(&s) * 1e4f;
+      for (int i = 0; i < 48; i++) obs[i] = rdt_wide_float(&s) * 1e4f, next[i] = rdt_wide_float(&s) * 1e4f;
       for (int i = 0; i < 16; i++) r[i] = unit(&s), d[i] = 0.99f, a[i] = (int32_t)(i % 2);
       rd_batch_t b = {.n = 16, .obs = obs, .action_i = a, .reward = r, .discount = d,
                       .next_obs = next};
@@ -410,7 +403,7 @@ static void test_dqn_targets(void **state) {
     const uint32_t A = 2 + (uint32_t)(rd_splitmix64(&s) % 8);
     for (uint32_t k = 0; k < A; k++) {
       uint64_t u = rd_splitmix64(&s) % 16;
-      row[k] = u == 0 ? 0.0f : u == 1 ? -0.0f : u == 2 ? -INFINITY : u < 6 ? 1.5f : wide(&s);
+      row[k] = u == 0 ? 0.0f : u == 1 ? -0.0f : u == 2 ? -INFINITY : u < 6 ? 1.5f : rdt_wide_float(&s);
     }
     float best = row[0];
     size_t arg = 0;
@@ -446,7 +439,7 @@ static void test_tanh_hidden_layer(void **state) {
   uint64_t s = 47;
   const float x = 1.0f;
   for (int it = 0; it < 20000; it++) {
-    const float w1 = wide(&s) * 1e4f, b1 = wide(&s), b2 = wide(&s), dy = wide(&s);
+    const float w1 = rdt_wide_float(&s) * 1e4f, b1 = rdt_wide_float(&s), b2 = rdt_wide_float(&s), dy = rdt_wide_float(&s);
     m.params[0] = w1, m.params[1] = b1, m.params[2] = 1.0f, m.params[3] = b2;
     float y;
     assert_int_equal(rd_mlp_forward(&m, 1, &x, &y, &err), RD_OK);

@@ -19,16 +19,10 @@
 #include "sumtree.h"
 #include "sumtree_gpu.h"
 #include "rd_rng.h"
+#include "rdt_rand.h"
 
 static const uint32_t fanouts[] = {2, 4, 8, 16, 32, 64};
 #define N_FANOUTS (sizeof fanouts / sizeof fanouts[0])
-
-static uint64_t wide_value(uint64_t *s, uint64_t max) {
-  uint64_t r = rd_splitmix64(s);
-  if ((r & 7) == 0) return 0;
-  uint64_t v = rd_splitmix64(s) >> (r >> 58);
-  return v % (max + 1);
-}
 
 static int have_gpu(void) {
   int count = 0;
@@ -116,7 +110,7 @@ static void test_matches_cpu(void **state) {
       assert_int_equal(rd_gpu_sumtree_init(&g, cap, K, 0, 4096, &err), RD_OK);
       uint64_t *v = malloc(cap * sizeof *v);
       assert_non_null(v);
-      for (uint32_t i = 0; i < cap; i++) v[i] = wide_value(&seed, c.max_leaf);
+      for (uint32_t i = 0; i < cap; i++) v[i] = rdt_wide_u64(&seed, c.max_leaf);
       v[0] = 1;
       assert_int_equal(rd_sumtree_set_range(&c, 0, cap, v, &err), RD_OK);
       assert_int_equal(rd_gpu_sumtree_set_range(&g, 0, cap, v, &err), RD_OK);
@@ -131,7 +125,7 @@ static void test_matches_cpu(void **state) {
       for (int round = 0; round < 3; round++) {
         for (size_t i = 0; i < n; i++) {
           pos[i] = (uint32_t)(rd_splitmix64(&seed) % (round == 1 ? (cap < 9 ? cap : 9) : cap));
-          val[i] = wide_value(&seed, c.max_leaf);
+          val[i] = rdt_wide_u64(&seed, c.max_leaf);
         }
         assert_int_equal(rd_sumtree_update(&c, n, pos, val, &err), RD_OK);
         assert_int_equal(rd_gpu_sumtree_update(&g, n, pos, val, &err), RD_OK);

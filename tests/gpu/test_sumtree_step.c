@@ -22,18 +22,10 @@
 #include "sumtree.h"
 #include "rd_tree_step.h"
 #include "rd_rng.h"
+#include "rdt_rand.h"
 
 static const uint32_t fanouts[] = {2, 4, 8, 16, 32, 64};
 #define N_FANOUTS (sizeof fanouts / sizeof fanouts[0])
-
-/* A leaf value with a wide dynamic range (about 1 in 8 zero), <= max. */
-static uint64_t wide_value(uint64_t *s, uint64_t max) {
-  uint64_t r = rd_splitmix64(s);
-  if ((r & 7) == 0) return 0;
-  if ((r & 63) == 8) return max;
-  uint64_t v = rd_splitmix64(s) >> (r >> 58); /* shift 0..63 */
-  return v % (max + 1);
-}
 
 /* Capacities per fanout: tiny, around one block, around level boundaries,
  * and a few thousand leaves. */
@@ -54,7 +46,7 @@ static size_t capacities(uint32_t K, uint32_t out[16]) {
 static void fill_random(rd_sumtree_t *t, uint64_t *seed) {
   uint64_t *v = malloc(t->capacity * sizeof *v);
   assert_non_null(v);
-  for (uint32_t i = 0; i < t->capacity; i++) v[i] = wide_value(seed, t->max_leaf);
+  for (uint32_t i = 0; i < t->capacity; i++) v[i] = rdt_wide_u64(seed, t->max_leaf);
   rd_error_t err;
   assert_int_equal(rd_sumtree_set_range(t, 0, t->capacity, v, &err), RD_OK);
   free(v);
@@ -301,7 +293,7 @@ static void test_update_matches_cpu(void **state) {
         for (size_t i = 0; i < n; i++) {
           pos[i] = s % 3 == 2 ? ref.capacity - 1 - (uint32_t)(i % ref.capacity)
                               : (uint32_t)(rd_splitmix64(&seed) % span);
-          val[i] = wide_value(&seed, ref.max_leaf);
+          val[i] = rdt_wide_u64(&seed, ref.max_leaf);
         }
         assert_int_equal(rd_sumtree_update(&ref, n, pos, val, &err), RD_OK);
         update_sequential(&seq, n, pos, val);
@@ -340,7 +332,7 @@ static void test_set_range_matches_cpu(void **state) {
           first = 0;
           n = ref.capacity;
         }
-        for (uint32_t i = 0; i < n; i++) val[i] = wide_value(&seed, ref.max_leaf);
+        for (uint32_t i = 0; i < n; i++) val[i] = rdt_wide_u64(&seed, ref.max_leaf);
         assert_int_equal(rd_sumtree_set_range(&ref, first, n, val, &err), RD_OK);
         update_batched(&bat, n, NULL, first, val);
         assert_same_tree(&bat, &ref);

@@ -6,7 +6,7 @@
 #include "log.h"
 #include "rdt_dir.h"
 
-char rdt_root[128];
+char rdt_root[64];
 
 int rdt_quiet_setup(void **state) {
   (void)state;

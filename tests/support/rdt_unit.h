@@ -9,7 +9,7 @@
 #ifndef RDT_UNIT_H
 #define RDT_UNIT_H
 
-extern char rdt_root[128];
+extern char rdt_root[64];
 
 int rdt_root_setup(void **state);
 int rdt_root_teardown(void **state);
