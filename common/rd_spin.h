@@ -102,6 +102,13 @@ static inline void rd_spin_bump(_Atomic uint64_t *ev) {
   atomic_fetch_add_explicit(ev, 1, memory_order_release);
 }
 
+/* Wakes every waiter of one side, spinning (the counter moves) or asleep
+ * on cv (broadcast): what a stop does. The caller holds cv's mutex. */
+static inline void rd_spin_wake_all(_Atomic uint64_t *ev, pthread_cond_t *cv) {
+  rd_spin_bump(ev);
+  pthread_cond_broadcast(cv);
+}
+
 /* One stage of a wait by the rule above, under mu (cv on CLOCK_MONOTONIC):
  * at *stage 0 a timed sleep on cv if the plan has one, then at stage 1 a
  * spin on ev; each returns 1 and the caller looks at its condition again

@@ -75,30 +75,39 @@ static void hwait(handoff_ctx_t *h, pthread_cond_t *cv, _Atomic uint64_t *ev, do
   *waiting = 0;
 }
 
+/* Waits (staged, as hwait, the partner's expected seconds read under the
+ * lock) until ring q holds a slot or the profile stops, and takes it into
+ * *si. 0 when stopped. */
+static int take_slot(handoff_ctx_t *h, rd_ring_t *q, pthread_cond_t *cv, _Atomic uint64_t *ev,
+                     const double *expected, int spun, int *waiting, uint32_t *si) {
+  pthread_mutex_lock(&h->mu);
+  while (!h->stop && rd_ring_len(q) == 0) hwait(h, cv, ev, *expected, &spun, waiting);
+  int taken = !h->stop && rd_ring_pop(q, si) == RD_OK;
+  pthread_mutex_unlock(&h->mu);
+  return taken;
+}
+
+/* One side's per-batch work, if any; the first failure is kept. */
+static void run_work(handoff_ctx_t *h, rd_profile_call_fn fn, void *ctx) {
+  if (fn == NULL) return;
+  int rc = fn(ctx, NULL);
+  if (rc != RD_OK && h->work_rc == RD_OK) h->work_rc = rc;
+}
+
 /* Producer: take a free slot (reading the |delta| the consumer left), fill
  * it, queue it. Returns 0 when stopped. */
 static int produce_one(handoff_ctx_t *h) {
-  pthread_mutex_lock(&h->mu);
-  int spun = h->prod_spins ? 0 : 2;
-  while (!h->stop && rd_ring_len(&h->free_q) == 0)
-    hwait(h, &h->cv_prod, &h->ev_prod, h->cons_s, &spun, &h->prod_waiting);
-  if (h->stop) {
-    pthread_mutex_unlock(&h->mu);
-    return 0;
-  }
   uint32_t si = 0;
-  (void)rd_ring_pop(&h->free_q, &si);
-  pthread_mutex_unlock(&h->mu);
+  if (!take_slot(h, &h->free_q, &h->cv_prod, &h->ev_prod, &h->cons_s, h->prod_spins ? 0 : 2,
+                 &h->prod_waiting, &si))
+    return 0;
   double t0 = rd_clock_now();
   float acc = 0, *td = h->td + (size_t)si * h->batch, *d = h->data + (size_t)si * h->floats;
   for (uint32_t i = 0; i < h->batch; i++) acc += td[i];
   h->fill += 1.0f;
   for (size_t i = 0; i < h->floats; i++) d[i] = h->fill;
   h->sink = acc;
-  if (h->pwork != NULL) {
-    int rc = h->pwork(h->pwork_ctx, NULL);
-    if (rc != RD_OK && h->work_rc == RD_OK) h->work_rc = rc;
-  }
+  run_work(h, h->pwork, h->pwork_ctx);
   double t = rd_clock_now() - t0;
   pthread_mutex_lock(&h->mu);
   avg_in(&h->prod_s, t);
@@ -111,26 +120,15 @@ static int produce_one(handoff_ctx_t *h) {
 
 /* Consumer: take a full slot, read its batch, write |delta|, free it. */
 static int consume_one(handoff_ctx_t *h) {
-  pthread_mutex_lock(&h->mu);
-  int spun = 0;
-  while (!h->stop && rd_ring_len(&h->full) == 0)
-    hwait(h, &h->cv_cons, &h->ev_cons, h->prod_s, &spun, &h->cons_waiting);
-  if (h->stop) {
-    pthread_mutex_unlock(&h->mu);
-    return 0;
-  }
   uint32_t si = 0;
-  (void)rd_ring_pop(&h->full, &si);
-  pthread_mutex_unlock(&h->mu);
+  if (!take_slot(h, &h->full, &h->cv_cons, &h->ev_cons, &h->prod_s, 0, &h->cons_waiting, &si))
+    return 0;
   double t0 = rd_clock_now();
   float acc = 0, *td = h->td + (size_t)si * h->batch;
   const float *d = h->data + (size_t)si * h->floats;
   for (size_t i = 0; i < h->floats; i++) acc += d[i];
   for (uint32_t i = 0; i < h->batch; i++) td[i] = acc * (float)i;
-  if (h->work != NULL) {
-    int rc = h->work(h->work_ctx, NULL);
-    if (rc != RD_OK && h->work_rc == RD_OK) h->work_rc = rc;
-  }
+  run_work(h, h->work, h->work_ctx);
   double t = rd_clock_now() - t0;
   pthread_mutex_lock(&h->mu);
   avg_in(&h->cons_s, t);
@@ -406,10 +404,8 @@ static void handoff_stop(handoff_ctx_t *h) {
   if (h->started) {
     pthread_mutex_lock(&h->mu);
     h->stop = 1;
-    rd_spin_bump(&h->ev_prod);
-    rd_spin_bump(&h->ev_cons);
-    pthread_cond_broadcast(&h->cv_prod);
-    pthread_cond_broadcast(&h->cv_cons);
+    rd_spin_wake_all(&h->ev_prod, &h->cv_prod);
+    rd_spin_wake_all(&h->ev_cons, &h->cv_cons);
     pthread_mutex_unlock(&h->mu);
     pthread_join(h->th, NULL);
     h->started = false;
