@@ -678,6 +678,14 @@ static int read_profile(rd_store_t *s, sqlite3_stmt *st, rd_profile_t *p, rd_err
   return RD_OK;
 }
 
+/* A bind of st's parameters failed: the error, st reset for the next call. */
+static int bind_failed(rd_store_t *s, sqlite3_stmt *st, const char *what, rd_error_t *err) {
+  int rc = db_error(s, err, what);
+  sqlite3_reset(st);
+  sqlite3_clear_bindings(st);
+  return rc;
+}
+
 /* Run a prepared SELECT of PROFILE_COLUMNS into a malloc'd array; the
  * caller holds the mutex and has bound the parameters. */
 static int collect_profiles(rd_store_t *s, sqlite3_stmt *st, rd_profile_t **out, size_t *n,
@@ -723,13 +731,10 @@ int rd_store_get_profiles(rd_store_t *s, const char *device_fp, const rd_profile
       sqlite3_bind_int64(st, 4, shape->batch) != SQLITE_OK ||
       sqlite3_bind_int64(st, 5, shape->capacity) != SQLITE_OK ||
       sqlite3_bind_int64(st, 6, shape->fanout) != SQLITE_OK ||
-      sqlite3_bind_text(st, 7, build, -1, SQLITE_STATIC) != SQLITE_OK) {
-    rc = db_error(s, err, "binding a profile lookup");
-    sqlite3_reset(st);
-    sqlite3_clear_bindings(st);
-  } else {
+      sqlite3_bind_text(st, 7, build, -1, SQLITE_STATIC) != SQLITE_OK)
+    rc = bind_failed(s, st, "binding a profile lookup", err);
+  else
     rc = collect_profiles(s, st, out, n, err);
-  }
   pthread_mutex_unlock(&s->mu);
   return rc;
 }
@@ -767,14 +772,8 @@ int rd_store_list_profiles_after(rd_store_t *s, const rd_profile_t *after, size_
           sqlite3_bind_int64(st, 9, after->threads) != SQLITE_OK ||
           sqlite3_bind_int64(st, 10, (sqlite3_int64)max) != SQLITE_OK;
   }
-  int rc;
-  if (bad) {
-    rc = db_error(s, err, "binding a profile page");
-    sqlite3_reset(st);
-    sqlite3_clear_bindings(st);
-  } else {
-    rc = collect_profiles(s, st, out, n, err);
-  }
+  int rc = bad ? bind_failed(s, st, "binding a profile page", err)
+               : collect_profiles(s, st, out, n, err);
   pthread_mutex_unlock(&s->mu);
   return rc;
 }

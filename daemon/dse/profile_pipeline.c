@@ -87,6 +87,21 @@ static int take_slot(handoff_ctx_t *h, rd_ring_t *q, pthread_cond_t *cv, _Atomic
   return taken;
 }
 
+/* Puts slot si on ring q after work begun at t0 (its time into *avg) and
+ * wakes the other side: its spin counter, and cv when it sleeps there and
+ * q holds at least wake_at slots. */
+static void give_slot(handoff_ctx_t *h, rd_ring_t *q, uint32_t si, double t0, double *avg,
+                      _Atomic uint64_t *ev, pthread_cond_t *cv, const int *waiting,
+                      uint32_t wake_at) {
+  double t = rd_clock_now() - t0;
+  pthread_mutex_lock(&h->mu);
+  avg_in(avg, t);
+  (void)rd_ring_push(q, si);
+  rd_spin_bump(ev);
+  if (*waiting && rd_ring_len(q) >= wake_at) pthread_cond_signal(cv);
+  pthread_mutex_unlock(&h->mu);
+}
+
 /* One side's per-batch work, if any; the first failure is kept. */
 static void run_work(handoff_ctx_t *h, rd_profile_call_fn fn, void *ctx) {
   if (fn == NULL) return;
@@ -108,13 +123,7 @@ static int produce_one(handoff_ctx_t *h) {
   for (size_t i = 0; i < h->floats; i++) d[i] = h->fill;
   h->sink = acc;
   run_work(h, h->pwork, h->pwork_ctx);
-  double t = rd_clock_now() - t0;
-  pthread_mutex_lock(&h->mu);
-  avg_in(&h->prod_s, t);
-  (void)rd_ring_push(&h->full, si);
-  rd_spin_bump(&h->ev_cons);
-  if (h->cons_waiting) pthread_cond_signal(&h->cv_cons);
-  pthread_mutex_unlock(&h->mu);
+  give_slot(h, &h->full, si, t0, &h->prod_s, &h->ev_cons, &h->cv_cons, &h->cons_waiting, 1);
   return 1;
 }
 
@@ -129,13 +138,8 @@ static int consume_one(handoff_ctx_t *h) {
   for (size_t i = 0; i < h->floats; i++) acc += d[i];
   for (uint32_t i = 0; i < h->batch; i++) td[i] = acc * (float)i;
   run_work(h, h->work, h->work_ctx);
-  double t = rd_clock_now() - t0;
-  pthread_mutex_lock(&h->mu);
-  avg_in(&h->cons_s, t);
-  (void)rd_ring_push(&h->free_q, si);
-  rd_spin_bump(&h->ev_prod);
-  if (h->prod_waiting && rd_ring_len(&h->free_q) >= h->wake_at) pthread_cond_signal(&h->cv_prod);
-  pthread_mutex_unlock(&h->mu);
+  give_slot(h, &h->free_q, si, t0, &h->cons_s, &h->ev_prod, &h->cv_prod, &h->prod_waiting,
+            h->wake_at);
   return 1;
 }
 
