@@ -2,10 +2,9 @@
  *
  * Why: the strict training loop (depth D = 0, papers/001 §II-A) hands every
  * batch from the sampler thread to the learner thread and its priorities
- * back, so each gradient step is two sleeps and two wake-ups. On this
- * project's VMs one futex wake-up costs 10-15 us (bench_loop, CartPole DDPG
- * at batch 64: a 11 us step ran at 44 us a step in the loop), more than the
- * step itself. A thread that expects its partner back within a few tens of
+ * back, so each gradient step is two sleeps and two wake-ups, and a futex
+ * wake-up can cost more than a small step itself (bench_loop's figures in
+ * docs/benchmarks.md). A thread that expects its partner back within a few tens of
  * microseconds therefore watches a counter for a while before it sleeps;
  * a partner that takes longer finds it asleep, as before.
  *
