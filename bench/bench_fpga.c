@@ -138,14 +138,8 @@ static void parse_opts(opts_t *o, int argc, char **argv) {
   double time_ms = 0;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
-    if (strcmp(a, "--json") == 0) {
-      o->json = true;
-    } else if (strcmp(a, "--quick") == 0) {
-      o->quick = true;
-    } else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-      usage(stdout);
-      exit(0);
-    } else if (strcmp(a, "--only") == 0 || strcmp(a, "--parts") == 0 ||
+    if (bench_common_opt(a, &o->json, &o->quick, usage)) continue;
+    if (strcmp(a, "--only") == 0 || strcmp(a, "--parts") == 0 ||
                strcmp(a, "--time-ms") == 0) {
       if (val == NULL) die("%s needs a value", a);
       i++;

@@ -122,24 +122,6 @@ static void usage(FILE *f) {
       f);
 }
 
-static uint32_t parse_u32(const char *opt, const char *s, uint64_t lo, uint64_t hi) {
-  uint64_t v;
-  char *end;
-  errno = 0;
-  if (s[0] == '2' && s[1] == '^') {
-    unsigned long e = strtoul(s + 2, &end, 10);
-    if (*end != '\0' || e > 40) die("%s: cannot parse '%s'", opt, s);
-    v = UINT64_C(1) << e;
-  } else {
-    unsigned long long x = strtoull(s, &end, 10);
-    if (errno || end == s || *end != '\0' || s[0] == '-') die("%s: cannot parse '%s'", opt, s);
-    v = x;
-  }
-  if (v < lo || v > hi)
-    die("%s: %" PRIu64 " is outside [%" PRIu64 ", %" PRIu64 "]", opt, v, lo, hi);
-  return (uint32_t)v;
-}
-
 static void set_list(list_t *l, const uint32_t *v, size_t n) {
   memcpy(l->v, v, n * sizeof *v);
   l->n = n;
@@ -154,11 +136,8 @@ static void parse_opts(opts_t *o, int argc, char **argv) {
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     const char *val = i + 1 < argc ? argv[i + 1] : NULL;
-    if (strcmp(a, "--json") == 0) {
-      o->json = true;
-    } else if (strcmp(a, "--quick") == 0) {
-      o->quick = true;
-    } else if (strcmp(a, "--no-baseline") == 0) {
+    if (bench_common_opt(a, &o->json, &o->quick, usage)) continue;
+    if (strcmp(a, "--no-baseline") == 0) {
       o->baseline = false;
     } else if (strcmp(a, "--op") == 0) {
       if (val == NULL) die("%s needs a value", a);
@@ -168,30 +147,27 @@ static void parse_opts(opts_t *o, int argc, char **argv) {
       if (k < 0) die("--op: '%s' is not sample, update, update_random or insert", val);
       op_given = true;
       o->op[k] = true;
-    } else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-      usage(stdout);
-      exit(0);
     } else if (strcmp(a, "--capacity") == 0 || strcmp(a, "--batch") == 0 ||
                strcmp(a, "--fanout") == 0 || strcmp(a, "--threads") == 0 ||
                strcmp(a, "--time-ms") == 0) {
       if (val == NULL) die("%s needs a value", a);
       i++;
       if (strcmp(a, "--capacity") == 0) {
-        cap.v[0] = parse_u32(a, val, 1, RD_SUMTREE_MAX_CAPACITY);
+        cap.v[0] = bench_parse_u32(a, val, 1, RD_SUMTREE_MAX_CAPACITY);
         cap.n = 1;
       } else if (strcmp(a, "--batch") == 0) {
-        bat.v[0] = parse_u32(a, val, 1, UINT64_C(1) << 20);
+        bat.v[0] = bench_parse_u32(a, val, 1, UINT64_C(1) << 20);
         bat.n = 1;
       } else if (strcmp(a, "--fanout") == 0) {
-        uint32_t k = parse_u32(a, val, RD_SUMTREE_MIN_FANOUT, RD_SUMTREE_MAX_FANOUT);
+        uint32_t k = bench_parse_u32(a, val, RD_SUMTREE_MIN_FANOUT, RD_SUMTREE_MAX_FANOUT);
         if (k & (k - 1)) die("--fanout: %u is not a power of two", k);
         fan.v[0] = k;
         fan.n = 1;
       } else if (strcmp(a, "--threads") == 0) {
-        thr.v[0] = parse_u32(a, val, 1, 256);
+        thr.v[0] = bench_parse_u32(a, val, 1, 256);
         thr.n = 1;
       } else {
-        time_ms = parse_u32(a, val, 1, 60000);
+        time_ms = bench_parse_u32(a, val, 1, 60000);
       }
     } else {
       usage(stderr);
