@@ -142,6 +142,8 @@ int main(int argc, char **argv) {
    * check this program itself on a machine without a GPU. */
   if (!have_gpu && getenv("CHECK_GPU_DAEMON_WITHOUT_GPU") == NULL) {
     printf("# no usable GPU: nothing to check\n");
+    rdc_close(g);
+    rdc_close(c);
     stop(&gd), stop(&cd);
     return 77;
   }
