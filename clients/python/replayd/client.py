@@ -34,7 +34,7 @@ DEFAULT_MAX_MESSAGE = 256 << 20
 def read_token(path: str) -> str:
     """A token kept in a file (the daemon's admin token file, or one saved
     from a registration), without its trailing newline."""
-    with open(path) as f:
+    with open(os.path.expanduser(path)) as f:
         return f.read().strip()
 
 
