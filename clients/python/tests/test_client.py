@@ -43,6 +43,28 @@ def wait_for(fn, want, timeout=10.0):
         time.sleep(0.02)
 
 
+def within(seconds, fn):
+    """fn() in a thread: its result or its exception, or a failure if it has
+    not returned after `seconds` (a writer that waits forever on a dead
+    stream must fail the test, not hang it)."""
+    out = {}
+
+    def body():
+        try:
+            out["value"] = fn()
+        except BaseException as e:  # noqa: BLE001 - re-raised below
+            out["error"] = e
+
+    t = threading.Thread(target=body, daemon=True)
+    t.start()
+    t.join(seconds)
+    if t.is_alive():
+        pytest.fail(f"still running after {seconds} s")
+    if "error" in out:
+        raise out["error"]
+    return out.get("value")
+
+
 # -- the server ----------------------------------------------------------------
 
 def test_server_info_and_devices(client):
@@ -256,14 +278,18 @@ def test_writer_reports_a_failed_stream(client):
     wr = w.writer(max_rows=2, max_seconds=None)
     wr.extend(rows(2))
     client.delete(w.id)
-    with pytest.raises(replayd.NotFound) as e:
+
+    def keep_writing():
         for i in range(200):  # the stream's failure shows at a later call
             wr.extend(rows(2))
             time.sleep(0.01)
         wr.close()
+
+    with pytest.raises(replayd.NotFound) as e:
+        within(20, keep_writing)
     assert e.value.code == grpc.StatusCode.NOT_FOUND and e.value.message
     with pytest.raises(replayd.NotFound):
-        wr.append(row(0))
+        within(5, lambda: wr.append(row(0)))
 
 
 def test_writer_cancel_in_a_failing_with_block(client):
