@@ -226,6 +226,7 @@ class Workload:
         self.token = token
         self._spec = spec
         self._calls = client._calls
+        self._enc: Optional[_wire.InsertEncoder] = None
 
     def __repr__(self) -> str:
         return f"Workload(id={self.id!r})"
@@ -240,6 +241,13 @@ class Workload:
     def describe(self, timeout: Optional[float] = None) -> WorkloadInfo:
         return self.client.describe(self.id, timeout)
 
+    def _insert_request(self, batch: Mapping[str, Any], priorities: Any) -> bytes:
+        n, cols = pack(self.spec.fields, batch)
+        prio = priorities_of(priorities, n) if priorities is not None else None
+        if self._enc is None:
+            self._enc = _wire.InsertEncoder(self.id_bytes, self.spec.fields)
+        return self._enc.encode(n, cols, prio)
+
     def delete(self, timeout: Optional[float] = None) -> None:
         """Delete the workload (its rows, its learner) with its own token."""
         self.client.delete(self.id, token=self.token or "", timeout=timeout)
@@ -251,23 +259,19 @@ class Workload:
         """Insert a batch (dict of arrays, see replayd.columns) in one
         InsertBatch call; returns the new keys (uint64). ``priorities``: one
         raw priority (|TD error|) per row, or None for the largest seen."""
-        n, cols = pack(self.spec.fields, batch)
-        prio = priorities_of(priorities, n) if priorities is not None else None
-        req = _wire.insert_request(self.id_bytes, n, cols, prio)
+        req = self._insert_request(batch, priorities)
         return self._calls.call("InsertBatch", req, token=self.token, timeout=timeout,
                                 parse=lambda raw: _wire.decode_insert(raw)[0])
 
     def insert_result(self, batch: Mapping[str, Any], priorities: Any = None,
                       timeout: Optional[float] = None) -> InsertResult:
         """insert(), returning the whole InsertResult."""
-        n, cols = pack(self.spec.fields, batch)
-        prio = priorities_of(priorities, n) if priorities is not None else None
-        req = _wire.insert_request(self.id_bytes, n, cols, prio)
+        req = self._insert_request(batch, priorities)
         return self._calls.call("InsertBatch", req, token=self.token, timeout=timeout,
                                 parse=lambda raw: InsertResult(*_wire.decode_insert(raw)))
 
     def writer(self, max_rows: int = 256, max_seconds: Optional[float] = 1.0,
-               queue_depth: int = 2, timeout: Optional[float] = None) -> Writer:
+               queue_depth: int = 8, timeout: Optional[float] = None) -> Writer:
         """A Writer: rows appended one at a time (or in batches) go out in
         messages of up to max_rows on one Insert stream (see replayd.writer)."""
         return Writer(self, max_rows=max_rows, max_seconds=max_seconds, queue_depth=queue_depth,

@@ -29,7 +29,12 @@ _BOOL = np.dtype("?")
 
 
 def _column(f: Field, value: Any) -> np.ndarray:
-    if isinstance(value, np.ndarray):
+    # The common case costs attribute reads only: no numpy call that could
+    # release the GIL and queue this thread behind gRPC's (writer streams
+    # are paced by those handoffs).
+    if type(value) is np.ndarray and value.dtype == f.dtype and value.flags.c_contiguous:
+        a = value
+    elif isinstance(value, np.ndarray):
         a = value
         if a.dtype != f.dtype:
             if f.dtype == _BOOL or not np.can_cast(a.dtype, f.dtype, "safe"):
@@ -37,18 +42,14 @@ def _column(f: Field, value: Any) -> np.ndarray:
                     f"field {f.name!r} is {f.dtype.name}; got {a.dtype.name} (cast it with "
                     f".astype(np.{f.dtype.name if f.dtype != _BOOL else 'bool_'}))")
             a = a.astype(f.dtype)
+        a = np.ascontiguousarray(a)
     else:
         try:
-            a = np.asarray(value, dtype=f.dtype)
+            a = np.ascontiguousarray(np.asarray(value, dtype=f.dtype))
         except (TypeError, ValueError) as e:
             raise InvalidArgument(f"field {f.name!r}: {e}") from e
-    if a.dtype.byteorder == ">":
-        a = a.astype(a.dtype.newbyteorder("<"))
-    a = np.ascontiguousarray(a)
-    if f.dtype == _BOOL and a.size:
-        u = a.view(np.uint8)
-        if u.max() > 1:
-            a = u != 0
+    if f.dtype == _BOOL and a.size and a.tobytes().translate(None, b"\x00\x01"):
+        a = a.view(np.uint8) != 0  # bytes other than 0/1: a view of other data
     return a
 
 

@@ -14,14 +14,17 @@ Rows of one message either all carry a priority or none do (the proto's
 rule), so appending a row with a priority after rows without (or the other
 way round) flushes the rows before it first. The stream is opened at the
 first flush and kept; at most ``queue_depth`` messages wait to be sent, so a
-slow daemon slows ``append`` down instead of growing memory.
+slow daemon slows ``append`` down instead of growing memory. (A writer
+that filled the queue resumes only once it has drained to a quarter: gRPC
+sends each message from a thread of its own, and waking the writer for
+every message sent would cost a thread switch per message.)
 
 Errors: bad input raises at once (InvalidArgument) and buffers nothing. A
 failed stream (the workload deleted, the daemon gone) raises its Error at
 the next append/flush/close; the rows buffered or queued then are lost, and
 the writer is closed. ``close()`` returns how many rows the daemon took.
 """
-import queue
+import collections
 import threading
 import time
 from typing import Any, Dict, Iterator, Mapping, Optional
@@ -45,7 +48,7 @@ class Writer:
     live until then. Thread-safe."""
 
     def __init__(self, workload: Any, max_rows: int = 256, max_seconds: Optional[float] = 1.0,
-                 queue_depth: int = 2, timeout: Optional[float] = None):
+                 queue_depth: int = 8, timeout: Optional[float] = None):
         if max_rows < 1:
             raise InvalidArgument("max_rows must be at least 1")
         if max_seconds is not None and max_seconds <= 0:
@@ -54,6 +57,7 @@ class Writer:
             raise InvalidArgument("queue_depth must be at least 1")
         self._w = workload
         self._fields = workload.spec.fields
+        self._enc = _wire.InsertEncoder(workload.id_bytes, self._fields)
         self.max_rows = max_rows
         self.max_seconds = max_seconds
         self._timeout = timeout
@@ -64,9 +68,13 @@ class Writer:
         self._with_prio = False
         self._oldest = 0.0
         self._cond = threading.Condition()
-        self._q: "Optional[queue.Queue[Any]]" = None
+        self._msgs: "collections.deque[Any]" = collections.deque()  # messages to send
+        self._mcond = threading.Condition()  # guards _msgs and the two flags below
+        self._sender_waits = False  # gRPC's thread waits for a message
+        self._writer_waits = False  # the writer waits for room
         self._call: Any = None
         self._queue_depth = queue_depth
+        self._low_water = queue_depth // 4
         self._error: Optional[Error] = None
         self._closed = False
         self._result: Optional[InsertResult] = None
@@ -128,7 +136,7 @@ class Writer:
         with self._cond:
             self._check_open()
             if self._n == 0 and n >= self.max_rows:
-                self._send(_wire.insert_request(self._w.id_bytes, n, cols, prio), n)
+                self._send(self._enc.encode(n, cols, prio), n)
                 return
             done = 0
             while done < n:
@@ -245,36 +253,47 @@ class Writer:
             return
         cols = [self._bufs[f.name][:n] for f in self._fields]
         prio = self._prio[:n] if self._with_prio else None
-        data = _wire.insert_request(self._w.id_bytes, n, cols, prio)
+        data = self._enc.encode(n, cols, prio)
         self._n = 0
         self._send(data, n)
 
-    def _requests(self, q: "queue.Queue[Any]") -> Iterator[bytes]:
+    def _requests(self) -> Iterator[bytes]:
+        """The stream's messages, taken by gRPC's sending thread."""
+        q, cond = self._msgs, self._mcond
         while True:
-            item = q.get()
+            with cond:
+                while not q:
+                    self._sender_waits = True
+                    cond.wait()
+                    self._sender_waits = False
+                item = q.popleft()
+                if self._writer_waits and len(q) <= self._low_water:
+                    cond.notify_all()
             if item is _END:
                 return
             yield item
 
     def _send(self, data: bytes, rows: int) -> None:
         if self._call is None:
-            self._q = queue.Queue(maxsize=self._queue_depth)
             self._call = self._w._calls.mc["Insert"].future(
-                self._requests(self._q), metadata=self._w._calls.metadata(self._w.token),
+                self._requests(), metadata=self._w._calls.metadata(self._w.token),
                 timeout=self._timeout)
         self._put(data)
         self.rows_sent += rows
         self.messages_sent += 1
 
     def _put(self, item: Any) -> None:
-        assert self._q is not None
-        while True:
-            try:
-                self._q.put(item, timeout=0.05)
-                return
-            except queue.Full:
+        q, cond = self._msgs, self._mcond
+        with cond:
+            while len(q) >= self._queue_depth:
                 if self._call.done():
                     self._fail_from_call()
+                self._writer_waits = True
+                cond.wait(0.05)
+                self._writer_waits = False
+            q.append(item)
+            if self._sender_waits:
+                cond.notify_all()
 
     def _tick(self) -> None:
         assert self.max_seconds is not None

@@ -148,17 +148,19 @@ def test_varints_malformed():
 
 
 def test_insert_request_is_protobufs():
-    n, cols = columns.pack(FIELDS, batch(5))
-    for prio in (None, np.array([0.5, 1, 2, 3, 4.25])):
-        raw = _wire.insert_request(b"wid", n, cols, prio)
-        m = pb.InsertRequest.FromString(raw)
-        assert m.workload_id == "wid" and m.rows.count == 5
-        assert [bytes(c) for c in m.rows.columns] == [c.tobytes() for c in cols]
-        assert list(m.priorities) == ([] if prio is None else prio.tolist())
-        ref = pb.InsertRequest(workload_id="wid", rows=pb.RowBatch(
-            count=5, columns=[c.tobytes() for c in cols]),
-            priorities=[] if prio is None else prio.tolist()).SerializeToString()
-        assert raw == ref
+    enc = _wire.InsertEncoder(b"wid", FIELDS)
+    for n in (5, 1, 300, 5):  # the second 5 reuses the cached framing
+        n, cols = columns.pack(FIELDS, batch(n))
+        for prio in (None, np.arange(n) / 4.0):
+            raw = enc.encode(n, cols, prio)
+            m = pb.InsertRequest.FromString(raw)
+            assert m.workload_id == "wid" and m.rows.count == n
+            assert [bytes(c) for c in m.rows.columns] == [c.tobytes() for c in cols]
+            assert list(m.priorities) == ([] if prio is None else prio.tolist())
+            ref = pb.InsertRequest(workload_id="wid", rows=pb.RowBatch(
+                count=n, columns=[c.tobytes() for c in cols]),
+                priorities=[] if prio is None else prio.tolist()).SerializeToString()
+            assert raw == ref
 
 
 def test_sample_and_update_requests_are_protobufs():
