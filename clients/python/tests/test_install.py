@@ -7,8 +7,6 @@ import subprocess
 import sys
 import textwrap
 
-import pytest
-
 from conftest import PKG_SRC, PROTO
 
 

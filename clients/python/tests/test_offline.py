@@ -203,7 +203,8 @@ def test_decode_sample_other_encodings():
     m, cols = sample_reply()
     raw = m.SerializeToString()
     # unknown fields (a newer daemon) are skipped, in the reply and in its RowBatch
-    extra = b"\xa0\x06\x05" + b"\xaa\x06\x03abc" + b"\xa9\x06" + b"\x00" * 8 + b"\xad\x06\x00\x00\x00\x00"
+    extra = (b"\xa0\x06\x05" + b"\xaa\x06\x03abc" + b"\xa9\x06" + b"\x00" * 8
+             + b"\xad\x06\x00\x00\x00\x00")  # fields 100-101: varint, bytes, fixed64, fixed32
     check_sample(_wire.decode_sample(extra + raw + extra, FIELDS), m, cols)
     rb = m.rows.SerializeToString()
     raw2 = pb.SampleResponse(keys=m.keys, probabilities=m.probabilities, weights=m.weights,
@@ -291,8 +292,10 @@ def test_rdnn_parse_and_forward():
     (rdnn_bytes([3, 2], [3]), "activation code 3"),
     (rdnn_bytes([3, 2], [0])[:-1], "truncated"),
     (rdnn_bytes([3, 2], [0]) + b"\x00\x00\x00\x00", "trailing bytes"),
-    (rdnn_bytes([3, 2], [0], params=[0.0] * 7 + [math.nan]), "layer 0 has a non-finite weight at index 7"),
-    (rdnn_bytes([2, 2, 1], [1, 0], params=[0.0] * 7 + [math.inf, 0.0]), "layer 1 has a non-finite weight at index 1"),
+    (rdnn_bytes([3, 2], [0], params=[0.0] * 7 + [math.nan]),
+     "layer 0 has a non-finite weight at index 7"),
+    (rdnn_bytes([2, 2, 1], [1, 0], params=[0.0] * 7 + [math.inf, 0.0]),
+     "layer 1 has a non-finite weight at index 1"),
     (struct.pack("<3I", rdnn.MAGIC, 1, 2) + struct.pack("<3I", 65536, 65536, 65536) + b"\x00" * 8,
      "parameters"),
 ])
