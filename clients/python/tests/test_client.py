@@ -212,16 +212,18 @@ def test_writer_flushes_on_size(client):
 
 def test_writer_flushes_on_time(client):
     w = client.register(cartpole())
-    with w.writer(max_rows=1000, max_seconds=0.3) as wr:
+    with w.writer(max_rows=1000, max_seconds=1.0) as wr:
+        t0 = time.monotonic()
         for i in range(3):
             wr.append(row(i))
-        assert wr.pending == 3 and w.describe().counters.inserts == 0  # not yet
-        assert wait_for(lambda: w.describe().counters.inserts, 3, timeout=10) == 3
+        assert wr.pending == 3 and wr.messages_sent == 0
+        assert wait_for(lambda: w.describe().counters.inserts, 3, timeout=15) == 3
+        assert time.monotonic() - t0 >= 0.95  # not before max_seconds
         assert wr.pending == 0 and wr.messages_sent == 1
+        t1 = time.monotonic()
         wr.append(row(3))  # the clock starts again at the next row
-        t0 = time.monotonic()
-        assert wait_for(lambda: wr.pending, 0, timeout=10) == 0
-        assert time.monotonic() - t0 > 0.15
+        assert wait_for(lambda: wr.pending, 0, timeout=15) == 0
+        assert time.monotonic() - t1 >= 0.95
     assert wr.close().inserted == 4
     w.delete()
 
@@ -366,7 +368,9 @@ def test_sampler_iterates_and_closes(client):
     assert it._source.in_flight == 0  # every call in flight is done or cancelled
     with pytest.raises(StopIteration):
         next(it)
-    # no call is started after close()
+    # no call is started after close() (a cancelled call the daemon had
+    # already taken may still be counted: let those land first)
+    time.sleep(0.3)
     before = w.describe().counters.samples
     time.sleep(0.3)
     assert w.describe().counters.samples == before

@@ -125,7 +125,7 @@ def test_the_deadline_covers_the_retries(fake_factory):
     t0 = time.monotonic()
     with pytest.raises(replayd.Unavailable):
         c.server_info(timeout=0.5)
-    assert time.monotonic() - t0 < 1.0
+    assert time.monotonic() - t0 < 2.0  # without the deadline: 3.1 s of backoff
     assert 2 <= f.calls["ServerInfo"] <= 4
 
 
