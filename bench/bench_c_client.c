@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "bench_util.h"
+#include "rd_clock.h"
 #include "replayd_client.h"
 
 #define OBS 4
@@ -64,7 +65,7 @@ static void *insert_worker(void *arg) {
     j->failed = 1;
   } else {
     uint64_t sent = 0, inserted = 0;
-    while (now_s() < j->t_end) {
+    while (rd_clock_now() < j->t_end) {
       if (rdc_insert_stream_write(s, n, cols, N_FIELDS, NULL, &err) != RDC_OK) {
         fprintf(stderr, "bench_c_client: write: %s\n", err.msg);
         j->failed = 1;
@@ -111,7 +112,7 @@ static void *sample_worker(void *arg) {
     j->failed = 1;
   } else {
     rdc_set_deadline(c, 30);
-    while (now_s() < j->t_end) {
+    while (rd_clock_now() < j->t_end) {
       rdc_sample_t io = {keys, pr, w, bufs, N_FIELDS, 0, 0};
       if (rdc_sample(c, j->id, j->token, b, NAN, 0, &io, &err) != RDC_OK) {
         fprintf(stderr, "bench_c_client: sample: %s\n", err.msg);
@@ -144,7 +145,7 @@ int main(int argc, char **argv) {
   job_t *jobs = calloc((size_t)streams, sizeof *jobs);
   pthread_t *th = calloc((size_t)streams, sizeof *th);
   if (jobs == NULL || th == NULL) die("out of memory");
-  double t0 = now_s();
+  double t0 = rd_clock_now();
   for (int i = 0; i < streams; i++) {
     jobs[i] = (job_t){argv[1], argv[2], argv[3], (uint32_t)batch, t0 + seconds, 0, 0};
     if (pthread_create(&th[i], NULL, fn, &jobs[i]) != 0) die("pthread_create failed");
@@ -156,7 +157,7 @@ int main(int argc, char **argv) {
     items += jobs[i].items;
     failed |= jobs[i].failed;
   }
-  double elapsed = now_s() - t0;
+  double elapsed = rd_clock_now() - t0;
   printf("%llu %.6f\n", (unsigned long long)items, elapsed);
   free(jobs);
   free(th);

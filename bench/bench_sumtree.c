@@ -2,9 +2,16 @@
  *
  * Measures rd_sumtree_sample, rd_sumtree_update and rd_sumtree_set_range
  * (insert) for every combination of capacity, batch, fanout K and threads,
- * and the textbook binary tree (baseline_bintree.h) for every capacity and
- * batch, in the same run, so the "vs baseline" ratio compares like with
- * like on one machine.
+ * and two baselines for every capacity and batch, in the same run, so the
+ * "vs baseline" ratios compare like with like on one machine: the
+ * textbook binary tree (baseline_bintree.h) and the paper's K-ary float
+ * tree with per-item set and descent (baseline_karyfloat.h, K = 16).
+ *
+ * Operations, as a replay buffer uses them: sample draws stratified
+ * targets (item i of B in the i-th B-quantile of the total); update gives
+ * the leaves those targets select new priorities (the leaves a sample just
+ * returned, in its order); update_random writes random leaves; insert
+ * writes `batch` contiguous leaves of a ring.
  *
  * Method. Every input (leaf values, targets, positions) comes from a
  * splitmix64 stream with a fixed seed and is generated outside the timed
@@ -17,7 +24,7 @@
  * result is the median repetition in ns per item (CLOCK_MONOTONIC).
  *
  * Update values alternate between two pools on successive passes over the
- * positions, so a repeated pass never writes a leaf's current value (which
+ * positions, so a repeated pass rarely writes a leaf's current value (which
  * the tree skips). Insert writes `batch` contiguous leaves at a ring cursor
  * that advances by `batch` and wraps (a wrapped range is two calls), like a
  * table's ring.
@@ -46,7 +53,10 @@
 #include <unistd.h>
 
 #include "baseline_bintree.h"
+#include "baseline_karyfloat.h"
 #include "bench_util.h"
+#include "rd_clock.h"
+#include "rd_rng.h"
 #include "rd_error.h"
 #include "sumtree.h"
 
@@ -56,7 +66,7 @@
 
 #define LEAF_MAX (UINT64_C(1) << 20)
 /* A leaf value, uniform in [1, 2^20]. */
-static uint64_t leaf_value(uint64_t *s) { return 1 + (splitmix64(s) >> 44); }
+static uint64_t leaf_value(uint64_t *s) { return 1 + (rd_splitmix64(s) >> 44); }
 
 #define SEED UINT64_C(0x7265706c61796400) /* "replayd" */
 
@@ -77,7 +87,7 @@ typedef struct {
 
 typedef struct {
   bool json, quick, baseline;
-  bool op[3];    /* sample, update, insert: which to measure */
+  bool op[4];    /* sample, update, update_random, insert: which to measure */
   list_t capacity, batch, fanout, threads;
   double min_s, warm_s;
   int reps;
@@ -86,11 +96,14 @@ typedef struct {
 static void usage(FILE *f) {
   fputs(
       "usage: bench_sumtree [--json] [--quick] [--capacity N] [--batch B]\n"
-      "                     [--fanout K] [--threads T] [--op sample|update|insert]\n"
+      "                     [--fanout K] [--threads T]\n"
+      "                     [--op sample|update|update_random|insert]\n"
       "                     [--no-baseline] [--time-ms MS]\n"
       "\n"
-      "Nanoseconds per item of the K-ary sum tree's sample, update and insert\n"
-      "(rd_sumtree_set_range), against a textbook binary sum tree.\n"
+      "Nanoseconds per item of the K-ary sum tree's sample (stratified targets),\n"
+      "update (the leaves the last sample returned, as a replay buffer does),\n"
+      "update_random (random leaves) and insert (rd_sumtree_set_range on a ring),\n"
+      "against a textbook binary sum tree and the paper's K-ary float tree (K=16).\n"
       "\n"
       "  --json         one JSON object per line on stdout, nothing else\n"
       "  --quick        capacity 2^20, batches 32,512, fanouts 16,32, threads 1,2,\n"
@@ -101,30 +114,12 @@ static void usage(FILE *f) {
       "  --batch B      only this batch size\n"
       "  --fanout K     only this fanout (2, 4, 8, 16, 32 or 64)\n"
       "  --threads T    only this thread count (the baseline always uses 1)\n"
-      "  --op OP        only this operation: sample, update or insert\n"
-      "  --no-baseline  skip the binary-tree baseline (no ratio column then)\n"
+      "  --op OP        only this operation: sample, update, update_random or insert\n"
+      "  --no-baseline  skip the baselines (no ratio columns then)\n"
       "  --time-ms MS   minimum time of one repetition\n"
       "\n"
       "RD_SUMTREE_ISA=generic|avx2|avx512 forces a kernel variant.\n",
       f);
-}
-
-static uint32_t parse_u32(const char *opt, const char *s, uint64_t lo, uint64_t hi) {
-  uint64_t v;
-  char *end;
-  errno = 0;
-  if (s[0] == '2' && s[1] == '^') {
-    unsigned long e = strtoul(s + 2, &end, 10);
-    if (*end != '\0' || e > 40) die("%s: cannot parse '%s'", opt, s);
-    v = UINT64_C(1) << e;
-  } else {
-    unsigned long long x = strtoull(s, &end, 10);
-    if (errno || end == s || *end != '\0' || s[0] == '-') die("%s: cannot parse '%s'", opt, s);
-    v = x;
-  }
-  if (v < lo || v > hi)
-    die("%s: %" PRIu64 " is outside [%" PRIu64 ", %" PRIu64 "]", opt, v, lo, hi);
-  return (uint32_t)v;
 }
 
 static void set_list(list_t *l, const uint32_t *v, size_t n) {
@@ -141,44 +136,38 @@ static void parse_opts(opts_t *o, int argc, char **argv) {
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     const char *val = i + 1 < argc ? argv[i + 1] : NULL;
-    if (strcmp(a, "--json") == 0) {
-      o->json = true;
-    } else if (strcmp(a, "--quick") == 0) {
-      o->quick = true;
-    } else if (strcmp(a, "--no-baseline") == 0) {
+    if (bench_common_opt(a, &o->json, &o->quick, usage)) continue;
+    if (strcmp(a, "--no-baseline") == 0) {
       o->baseline = false;
     } else if (strcmp(a, "--op") == 0) {
       if (val == NULL) die("%s needs a value", a);
       i++;
       int k = strcmp(val, "sample") == 0 ? 0 : strcmp(val, "update") == 0 ? 1
-            : strcmp(val, "insert") == 0 ? 2 : -1;
-      if (k < 0) die("--op: '%s' is not sample, update or insert", val);
+            : strcmp(val, "update_random") == 0 ? 2 : strcmp(val, "insert") == 0 ? 3 : -1;
+      if (k < 0) die("--op: '%s' is not sample, update, update_random or insert", val);
       op_given = true;
       o->op[k] = true;
-    } else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-      usage(stdout);
-      exit(0);
     } else if (strcmp(a, "--capacity") == 0 || strcmp(a, "--batch") == 0 ||
                strcmp(a, "--fanout") == 0 || strcmp(a, "--threads") == 0 ||
                strcmp(a, "--time-ms") == 0) {
       if (val == NULL) die("%s needs a value", a);
       i++;
       if (strcmp(a, "--capacity") == 0) {
-        cap.v[0] = parse_u32(a, val, 1, RD_SUMTREE_MAX_CAPACITY);
+        cap.v[0] = bench_parse_u32(a, val, 1, RD_SUMTREE_MAX_CAPACITY);
         cap.n = 1;
       } else if (strcmp(a, "--batch") == 0) {
-        bat.v[0] = parse_u32(a, val, 1, UINT64_C(1) << 20);
+        bat.v[0] = bench_parse_u32(a, val, 1, UINT64_C(1) << 20);
         bat.n = 1;
       } else if (strcmp(a, "--fanout") == 0) {
-        uint32_t k = parse_u32(a, val, RD_SUMTREE_MIN_FANOUT, RD_SUMTREE_MAX_FANOUT);
+        uint32_t k = bench_parse_u32(a, val, RD_SUMTREE_MIN_FANOUT, RD_SUMTREE_MAX_FANOUT);
         if (k & (k - 1)) die("--fanout: %u is not a power of two", k);
         fan.v[0] = k;
         fan.n = 1;
       } else if (strcmp(a, "--threads") == 0) {
-        thr.v[0] = parse_u32(a, val, 1, 256);
+        thr.v[0] = bench_parse_u32(a, val, 1, 256);
         thr.n = 1;
       } else {
-        time_ms = parse_u32(a, val, 1, 60000);
+        time_ms = bench_parse_u32(a, val, 1, 60000);
       }
     } else {
       usage(stderr);
@@ -208,19 +197,24 @@ static void parse_opts(opts_t *o, int argc, char **argv) {
   o->warm_s = o->quick ? 0.005 : 0.020;
   if (o->warm_s > o->min_s) o->warm_s = o->min_s;
   o->reps = o->quick ? 3 : 5;
-  if (!op_given) o->op[0] = o->op[1] = o->op[2] = true;
+  if (!op_given) o->op[0] = o->op[1] = o->op[2] = o->op[3] = true;
 }
 
 /* ------------------------------------------------------------------ */
 /* Results                                                             */
 /* ------------------------------------------------------------------ */
 
-enum { OP_SAMPLE, OP_UPDATE, OP_INSERT, N_OPS };
-static const char *const op_name[N_OPS] = {"sample", "update", "insert"};
+enum { OP_SAMPLE, OP_UPDATE, OP_UPDATE_RANDOM, OP_INSERT, N_OPS };
+static const char *const op_name[N_OPS] = {"sample", "update", "update_random", "insert"};
+
+/* Whose tree a result is: ours, or one of the two baselines. */
+enum { MINE = 0, BASE_BINARY = 1, BASE_KARY = 2 };
+static const char *const base_name[3] = {"sumtree", "baseline.binary_tree", "baseline.kary_float"};
+#define KARY_FANOUT 16 /* the baseline's K: our default fanout */
 
 typedef struct {
   int op;
-  bool baseline;
+  int baseline; /* MINE, BASE_BINARY or BASE_KARY */
   uint32_t capacity, batch, fanout, threads;
   double ns;
 } result_t;
@@ -228,7 +222,7 @@ typedef struct {
 static result_t *results;
 static size_t n_results, cap_results;
 
-static void add_result(int op, bool baseline, uint32_t capacity, uint32_t batch, uint32_t fanout,
+static void add_result(int op, int baseline, uint32_t capacity, uint32_t batch, uint32_t fanout,
                        uint32_t threads, double ns) {
   if (n_results == cap_results) {
     cap_results = cap_results ? 2 * cap_results : 256;
@@ -239,7 +233,7 @@ static void add_result(int op, bool baseline, uint32_t capacity, uint32_t batch,
 }
 
 static void result_name(const result_t *r, char *buf, size_t len) {
-  snprintf(buf, len, "%s.%s", r->baseline ? "baseline.binary_tree" : "sumtree", op_name[r->op]);
+  snprintf(buf, len, "%s.%s", base_name[r->baseline], op_name[r->op]);
 }
 
 /* Table order: capacity, op, batch, then the baseline first, threads, K. */
@@ -250,17 +244,18 @@ static int cmp_result(const void *a, const void *b) {
   CMP(capacity)
   CMP(op)
   CMP(batch)
-  if (x->baseline != y->baseline) return x->baseline ? -1 : 1;
+  if (x->baseline != y->baseline) return x->baseline > y->baseline ? -1 : 1;
   CMP(threads)
   CMP(fanout)
 #undef CMP
   return 0;
 }
 
-static const result_t *find_baseline(const result_t *r) {
+static const result_t *find_baseline(const result_t *r, int which) {
   for (size_t i = 0; i < n_results; i++) {
     const result_t *b = &results[i];
-    if (b->baseline && b->op == r->op && b->capacity == r->capacity && b->batch == r->batch)
+    if (b->baseline == which && b->op == r->op && b->capacity == r->capacity &&
+        b->batch == r->batch)
       return b;
   }
   return NULL;
@@ -282,9 +277,9 @@ static double measure(batch_fn fn, void *ctx, uint32_t batch) {
   uint64_t it = 0, n = 1;
   double el;
   for (;;) { /* warm-up; also finds how many batches fill min_s */
-    double t0 = now_s();
+    double t0 = rd_clock_now();
     for (uint64_t i = 0; i < n; i++) fn(ctx, it++);
-    el = now_s() - t0;
+    el = rd_clock_now() - t0;
     if (el >= o->warm_s) break;
     n *= 2;
   }
@@ -292,9 +287,9 @@ static double measure(batch_fn fn, void *ctx, uint32_t batch) {
   uint64_t iters = want < 1 ? 1 : (uint64_t)(want + 0.5);
   double v[9];
   for (int r = 0; r < o->reps; r++) {
-    double t0 = now_s();
+    double t0 = rd_clock_now();
     for (uint64_t i = 0; i < iters; i++) fn(ctx, it++);
-    v[r] = (now_s() - t0) * 1e9 / ((double)iters * batch);
+    v[r] = (rd_clock_now() - t0) * 1e9 / ((double)iters * batch);
   }
   qsort(v, (size_t)o->reps, sizeof v[0], cmp_double);
   return v[o->reps / 2];
@@ -307,7 +302,10 @@ typedef struct {
   size_t items;       /* nb * batch */
   uint64_t *targets;  /* sample targets, < total of the tree being measured */
   double *dtargets;   /* the same targets for the baseline */
-  uint32_t *pos;      /* update positions */
+  uint32_t *pos;      /* update_random positions */
+  uint32_t *spos;     /* update positions: the leaves the sample pool's targets select */
+  float *ftargets;    /* the targets for the float baseline, scaled to its total */
+  float *fval, *fins; /* update and insert values as floats */
   uint64_t *val;      /* update values: two pools of `items` (alternate passes) */
   double *dval;       /* the same as doubles */
   uint64_t *ins;      /* insert values, `items` */
@@ -316,6 +314,7 @@ typedef struct {
   uint32_t cursor;    /* insert ring cursor */
   rd_sumtree_t *t;
   rd_bench_bintree_t *bt;
+  rd_bench_kary_t *kt;
 } pool_t;
 
 #define POOL_MIN_BATCHES 64
@@ -331,6 +330,10 @@ static void pool_init(pool_t *p, uint32_t capacity, uint32_t batch, uint64_t see
   p->targets = xmalloc(p->items * sizeof *p->targets);
   p->dtargets = xmalloc(p->items * sizeof *p->dtargets);
   p->pos = xmalloc(p->items * sizeof *p->pos);
+  p->spos = xmalloc(p->items * sizeof *p->spos);
+  p->ftargets = xmalloc(p->items * sizeof *p->ftargets);
+  p->fval = xmalloc(2 * p->items * sizeof *p->fval);
+  p->fins = xmalloc(p->items * sizeof *p->fins);
   p->val = xmalloc(2 * p->items * sizeof *p->val);
   p->dval = xmalloc(2 * p->items * sizeof *p->dval);
   p->ins = xmalloc(p->items * sizeof *p->ins);
@@ -338,21 +341,25 @@ static void pool_init(pool_t *p, uint32_t capacity, uint32_t batch, uint64_t see
   p->leaves = xmalloc(batch * sizeof *p->leaves);
   uint64_t s = seed;
   for (size_t i = 0; i < p->items; i++) {
-    p->pos[i] = (uint32_t)below(&s, capacity);
+    p->pos[i] = (uint32_t)rd_rng_below(&s, capacity);
     uint64_t a = leaf_value(&s), b = leaf_value(&s);
     if (a == b) b = a == LEAF_MAX ? a - 1 : a + 1;
     p->val[i] = a;
     p->val[p->items + i] = b;
     p->ins[i] = leaf_value(&s);
   }
-  for (size_t i = 0; i < 2 * p->items; i++) p->dval[i] = (double)p->val[i];
-  for (size_t i = 0; i < p->items; i++) p->dins[i] = (double)p->ins[i];
+  for (size_t i = 0; i < 2 * p->items; i++) p->fval[i] = (float)(p->dval[i] = (double)p->val[i]);
+  for (size_t i = 0; i < p->items; i++) p->fins[i] = (float)(p->dins[i] = (double)p->ins[i]);
 }
 
 static void pool_free(pool_t *p) {
   free(p->targets);
   free(p->dtargets);
   free(p->pos);
+  free(p->spos);
+  free(p->ftargets);
+  free(p->fval);
+  free(p->fins);
   free(p->val);
   free(p->dval);
   free(p->ins);
@@ -361,13 +368,22 @@ static void pool_free(pool_t *p) {
   memset(p, 0, sizeof *p);
 }
 
-/* Fresh targets, uniform in [0, total), for the tree's current total. */
+/* Fresh stratified targets for the tree's current total, as a table's
+ * stratified sample draws them: item i of a batch of B gets
+ * floor((i * total + u) / B), u uniform in [0, total). */
 static void pool_targets(pool_t *p, uint64_t total, uint64_t seed) {
   uint64_t s = seed;
   for (size_t i = 0; i < p->items; i++) {
-    p->targets[i] = below(&s, total);
+    unsigned __int128 k = (unsigned __int128)(i % p->batch) * total + rd_rng_below(&s, total);
+    p->targets[i] = (uint64_t)(k / p->batch);
     p->dtargets[i] = (double)p->targets[i];
   }
+}
+
+/* The float baseline's targets: the same fractions of its own total. */
+static void pool_float_targets(pool_t *p, uint64_t total, float ftotal) {
+  for (size_t i = 0; i < p->items; i++)
+    p->ftargets[i] = (float)((double)p->targets[i] / (double)total * ftotal);
 }
 
 static void fail_rc(const char *what, int rc, const rd_error_t *err) {
@@ -382,13 +398,17 @@ static void st_sample(void *ctx, uint64_t it) {
   if (rc) fail_rc("rd_sumtree_sample", rc, &err);
 }
 
-static void st_update(void *ctx, uint64_t it) {
-  pool_t *p = ctx;
+static void st_update_at(pool_t *p, uint64_t it, const uint32_t *positions) {
   size_t b = (size_t)(it % p->nb), pass = (size_t)((it / p->nb) & 1);
   rd_error_t err;
-  int rc = rd_sumtree_update(p->t, p->batch, p->pos + b * p->batch,
+  int rc = rd_sumtree_update(p->t, p->batch, positions + b * p->batch,
                              p->val + pass * p->items + b * p->batch, &err);
   if (rc) fail_rc("rd_sumtree_update", rc, &err);
+}
+
+static void st_update(void *ctx, uint64_t it) { st_update_at(ctx, it, ((pool_t *)ctx)->spos); }
+static void st_update_random(void *ctx, uint64_t it) {
+  st_update_at(ctx, it, ((pool_t *)ctx)->pos);
 }
 
 /* Ring insert: `batch` leaves from the cursor on, one call per contiguous
@@ -414,11 +434,15 @@ static void bt_sample(void *ctx, uint64_t it) {
   rd_bench_bintree_sample_batch(p->bt, p->batch, p->dtargets + b * p->batch, p->leaves);
 }
 
-static void bt_update(void *ctx, uint64_t it) {
-  pool_t *p = ctx;
+static void bt_update_at(pool_t *p, uint64_t it, const uint32_t *positions) {
   size_t b = (size_t)(it % p->nb), pass = (size_t)((it / p->nb) & 1);
-  rd_bench_bintree_update(p->bt, p->batch, p->pos + b * p->batch,
+  rd_bench_bintree_update(p->bt, p->batch, positions + b * p->batch,
                           p->dval + pass * p->items + b * p->batch);
+}
+
+static void bt_update(void *ctx, uint64_t it) { bt_update_at(ctx, it, ((pool_t *)ctx)->spos); }
+static void bt_update_random(void *ctx, uint64_t it) {
+  bt_update_at(ctx, it, ((pool_t *)ctx)->pos);
 }
 
 static void bt_insert(void *ctx, uint64_t it) {
@@ -434,6 +458,33 @@ static void bt_insert(void *ctx, uint64_t it) {
   }
 }
 
+static void kt_sample(void *ctx, uint64_t it) {
+  pool_t *p = ctx;
+  size_t b = (size_t)(it % p->nb);
+  rd_bench_kary_sample_batch(p->kt, p->batch, p->ftargets + b * p->batch, p->leaves);
+}
+
+static void kt_update_at(pool_t *p, uint64_t it, const uint32_t *positions) {
+  size_t b = (size_t)(it % p->nb), pass = (size_t)((it / p->nb) & 1);
+  rd_bench_kary_update(p->kt, p->batch, positions + b * p->batch,
+                       p->fval + pass * p->items + b * p->batch);
+}
+
+static void kt_update(void *ctx, uint64_t it) { kt_update_at(ctx, it, ((pool_t *)ctx)->spos); }
+static void kt_update_random(void *ctx, uint64_t it) {
+  kt_update_at(ctx, it, ((pool_t *)ctx)->pos);
+}
+
+/* Insert into the float tree item by item, as its per-item set does. */
+static void kt_insert(void *ctx, uint64_t it) {
+  pool_t *p = ctx;
+  const float *v = p->fins + (size_t)(it % p->nb) * p->batch;
+  for (size_t i = 0; i < p->batch; i++) {
+    rd_bench_kary_set(p->kt, p->cursor, v[i]);
+    p->cursor = p->cursor + 1 == p->capacity ? 0 : p->cursor + 1;
+  }
+}
+
 /* ------------------------------------------------------------------ */
 /* Tree setup                                                          */
 /* ------------------------------------------------------------------ */
@@ -446,7 +497,7 @@ static void bt_insert(void *ctx, uint64_t it) {
 static void fill_values(uint64_t *s, uint64_t *buf, size_t n, uint64_t first,
                         uint32_t capacity, bool zeros) {
   for (size_t i = 0; i < n; i++) {
-    uint64_t r = splitmix64(s);
+    uint64_t r = rd_splitmix64(s);
     uint64_t v = 1 + (r >> 44);
     if (zeros && ((r & 15) == 0 || first + i == (uint64_t)capacity - 1)) v = 0;
     buf[i] = v;
@@ -478,6 +529,26 @@ static void bintree_fill(rd_bench_bintree_t *t, uint32_t capacity, uint64_t seed
   free(buf);
 }
 
+static void karytree_fill(rd_bench_kary_t *t, uint32_t capacity, uint64_t seed) {
+  uint64_t *buf = xmalloc(FILL_CHUNK * sizeof *buf);
+  uint64_t s = seed;
+  float *leaf = t->level[t->height - 1];
+  for (uint64_t first = 0; first < capacity; first += FILL_CHUNK) {
+    size_t n = capacity - first < FILL_CHUNK ? (size_t)(capacity - first) : FILL_CHUNK;
+    fill_values(&s, buf, n, first, capacity, false);
+    for (size_t i = 0; i < n; i++) leaf[first + i] = (float)buf[i];
+  }
+  rd_bench_kary_rebuild(t);
+  free(buf);
+}
+
+/* The update positions a replay buffer writes: the leaves its last sample
+ * returned, here the leaves the pool's (stratified) targets select in the
+ * exact binary tree, which holds the same leaves as every other tree. */
+static void pool_sampled_positions(pool_t *p, const rd_bench_bintree_t *bt) {
+  for (size_t i = 0; i < p->items; i++) p->spos[i] = rd_bench_bintree_sample(bt, p->dtargets[i]);
+}
+
 static void tree_init(rd_sumtree_t *t, uint32_t capacity, uint32_t fanout) {
   rd_error_t err;
   int rc = rd_sumtree_init(t, capacity, fanout, &err);
@@ -504,11 +575,11 @@ static void check_targets(const uint64_t *prefix, uint32_t capacity, uint64_t *t
     else if (i == 1)
       t = total - 1;
     else if (i % 4 == 2 || i % 4 == 3) {
-      uint64_t q = prefix[below(&s, capacity)];
+      uint64_t q = prefix[rd_rng_below(&s, capacity)];
       t = i % 4 == 2 ? q : q - 1; /* q == 0 only if leading zeros: t wraps, fixed below */
-      if (t >= total) t = below(&s, total);
+      if (t >= total) t = rd_rng_below(&s, total);
     } else {
-      t = below(&s, total);
+      t = rd_rng_below(&s, total);
     }
     tg[i] = t;
   }
@@ -603,22 +674,37 @@ static void run_baseline(uint32_t capacity, const opts_t *o) {
   rd_bench_bintree_t bt;
   if (rd_bench_bintree_init(&bt, capacity)) die("out of memory for a baseline tree of %u", capacity);
   bintree_fill(&bt, capacity, SEED ^ capacity, false);
+  rd_bench_kary_t kt;
+  if (rd_bench_kary_init(&kt, capacity, KARY_FANOUT))
+    die("out of memory for a K-ary float tree of %u", capacity);
+  karytree_fill(&kt, capacity, SEED ^ capacity);
   for (size_t b = 0; b < o->batch.n; b++) {
     uint32_t B = o->batch.v[b];
     pool_t p;
     pool_init(&p, capacity, B, SEED ^ ((uint64_t)capacity << 20) ^ B);
     p.bt = &bt;
+    p.kt = &kt;
     /* Targets are integers below 2^53, so the double tree sums them exactly. */
-    pool_targets(&p, (uint64_t)rd_bench_bintree_total(&bt), SEED ^ 0x7a ^ B);
-    static const batch_fn fns[N_OPS] = {bt_sample, bt_update, bt_insert};
+    uint64_t total = (uint64_t)rd_bench_bintree_total(&bt);
+    pool_targets(&p, total, SEED ^ 0x7a ^ B);
+    pool_sampled_positions(&p, &bt);
+    static const batch_fn bfns[N_OPS] = {bt_sample, bt_update, bt_update_random, bt_insert};
+    static const batch_fn kfns[N_OPS] = {kt_sample, kt_update, kt_update_random, kt_insert};
     for (int op = 0; op < N_OPS; op++) {
       if (!o->op[op]) continue;
-      double ns = measure(fns[op], &p, B);
-      add_result(op, true, capacity, B, 0, 1, ns);
-      progress(op_name[op], capacity, B, 0, 1, ns);
+      double ns = measure(bfns[op], &p, B);
+      add_result(op, BASE_BINARY, capacity, B, 2, 1, ns);
+      progress(op_name[op], capacity, B, 2, 1, ns);
+      /* The float tree's total moves with its updates: its targets follow. */
+      pool_float_targets(&p, total, rd_bench_kary_total(&kt));
+      p.cursor = 0;
+      ns = measure(kfns[op], &p, B);
+      add_result(op, BASE_KARY, capacity, B, KARY_FANOUT, 1, ns);
+      progress(op_name[op], capacity, B, KARY_FANOUT, 1, ns);
     }
     pool_free(&p);
   }
+  rd_bench_kary_free(&kt);
   rd_bench_bintree_free(&bt);
 }
 
@@ -626,7 +712,9 @@ static void run_sumtree(uint32_t capacity, uint32_t K, const opts_t *o) {
   rd_sumtree_t t;
   tree_init(&t, capacity, K);
   tree_fill(&t, capacity, SEED ^ capacity, false);
-  static const batch_fn fns[N_OPS] = {st_sample, st_update, st_insert};
+  static const batch_fn fns[N_OPS] = {st_sample, st_update, st_update_random, st_insert};
+  rd_bench_bintree_t bt; /* the same leaves, exactly: where the sampled positions come from */
+  if (rd_bench_bintree_init(&bt, capacity)) die("out of memory for a baseline tree of %u", capacity);
   for (size_t h = 0; h < o->threads.n; h++) {
     uint32_t T = o->threads.v[h];
     rd_sumtree_set_threads(&t, T);
@@ -638,15 +726,19 @@ static void run_sumtree(uint32_t capacity, uint32_t K, const opts_t *o) {
       /* Updates and inserts change the total: targets are drawn against the
        * tree as it is now, just before sampling. */
       pool_targets(&p, rd_sumtree_total(&t), SEED ^ 0x7a ^ B ^ ((uint64_t)T << 32));
+      for (uint32_t i = 0; i < capacity; i++) bt.value[bt.cap + i] = (double)rd_sumtree_get(&t, i);
+      rd_bench_bintree_rebuild(&bt);
+      pool_sampled_positions(&p, &bt);
       for (int op = 0; op < N_OPS; op++) {
         if (!o->op[op]) continue;
         double ns = measure(fns[op], &p, B);
-        add_result(op, false, capacity, B, K, T, ns);
+        add_result(op, MINE, capacity, B, K, T, ns);
         progress(op_name[op], capacity, B, K, T, ns);
       }
       pool_free(&p);
     }
   }
+  rd_bench_bintree_free(&bt);
   rd_error_t err;
   if (rd_sumtree_check(&t, &err))
     die("tree check FAILED after timing (capacity %u, K=%u): %s", capacity, K, err.msg);
@@ -667,10 +759,14 @@ static void print_json(void) {
   for (size_t i = 0; i < n_results; i++) {
     const result_t *r = &results[i];
     result_name(r, name, sizeof name);
-    if (r->baseline)
+    if (r->baseline == BASE_BINARY)
       printf("{\"name\": \"%s\", \"params\": {\"capacity\": %u, \"batch\": %u}, "
              "\"value\": %.2f, \"unit\": \"ns/item\"}\n",
              name, r->capacity, r->batch, r->ns);
+    else if (r->baseline == BASE_KARY)
+      printf("{\"name\": \"%s\", \"params\": {\"capacity\": %u, \"batch\": %u, "
+             "\"fanout\": %u}, \"value\": %.2f, \"unit\": \"ns/item\"}\n",
+             name, r->capacity, r->batch, r->fanout, r->ns);
     else
       printf("{\"name\": \"%s\", \"params\": {\"capacity\": %u, \"batch\": %u, \"fanout\": %u, "
              "\"threads\": %u}, \"value\": %.2f, \"unit\": \"ns/item\"}\n",
@@ -680,8 +776,8 @@ static void print_json(void) {
 
 static void print_table(void) {
   char name[64];
-  printf("%-28s %10s %6s %6s %7s %10s %11s\n", "op", "capacity", "batch", "fanout", "threads",
-         "ns/item", "vs baseline");
+  printf("%-32s %10s %6s %6s %7s %10s %10s %10s\n", "op", "capacity", "batch", "fanout",
+         "threads", "ns/item", "vs binary", "vs k-ary");
   for (size_t i = 0; i < n_results; i++) {
     const result_t *r = &results[i];
     if (i > 0) {
@@ -699,21 +795,21 @@ static void print_table(void) {
           best = false;
       }
     }
-    char fan[16], ratio[32];
-    if (r->baseline)
-      snprintf(fan, sizeof fan, "-");
-    else
-      snprintf(fan, sizeof fan, "%u", r->fanout);
-    const result_t *b = r->baseline ? NULL : find_baseline(r);
-    if (b && r->ns > 0)
-      snprintf(ratio, sizeof ratio, "%.2fx", b->ns / r->ns);
-    else
-      snprintf(ratio, sizeof ratio, "-");
+    char fan[16], ratio[2][32];
+    snprintf(fan, sizeof fan, "%u", r->fanout);
+    for (int w = 0; w < 2; w++) {
+      const result_t *b = r->baseline ? NULL : find_baseline(r, w ? BASE_KARY : BASE_BINARY);
+      if (b && r->ns > 0)
+        snprintf(ratio[w], sizeof ratio[w], "%.2fx", b->ns / r->ns);
+      else
+        snprintf(ratio[w], sizeof ratio[w], "-");
+    }
     result_name(r, name, sizeof name);
-    printf("%-28s %10u %6u %6s %7u %10.2f %11s%s\n", name, r->capacity, r->batch, fan, r->threads,
-           r->ns, ratio, best ? " *" : "");
+    printf("%-32s %10u %6u %6s %7u %10.2f %10s %10s%s\n", name, r->capacity, r->batch, fan,
+           r->threads, r->ns, ratio[0], ratio[1], best ? " *" : "");
   }
-  printf("\n# ratio = baseline ns / sumtree ns for the same capacity, batch and op;"
+  printf("\n# ratio = baseline ns / sumtree ns for the same capacity, batch and op (binary:"
+         " the textbook binary tree; k-ary: the paper's K=16 float tree);"
          " * = fastest K for its capacity, op, batch and threads\n");
 }
 

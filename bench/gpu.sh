@@ -1,192 +1,212 @@
 #!/usr/bin/env bash
-# bench/gpu.sh - build, check and benchmark the GPU backend (sum tree,
-# storage, learner) on a GPU machine.
+# bench/gpu.sh - build the GPU backend with meson and run every GPU check
+# and benchmark, on a machine with a GPU, in one command:
 #
-# usage: bench/gpu.sh [--quick] [--no-bench] [--no-sumtree] [--no-learner]
+#   OUT=dir bash bench/gpu.sh [--quick]
 #
-# Needs only nvcc and gcc (no meson, no cmocka), so it runs on a bare CUDA
-# machine. Builds into $GPU_BUILD_DIR (default build-gpu/):
-#   - the CPU sum tree (backends/cpu/sumtree.c, common/rd_error.c, rd_tree_check.c; gcc -O3
-#     -fopenmp), the reference for every cross-check;
-#   - the GPU sum tree (backends/gpu/sumtree_gpu.cu; nvcc, sm_80 + sm_90);
-#   - tests/gpu/check_gpu_sumtree (GPU vs CPU, bit for bit, every K; error
-#     paths) and bench/bench_gpu_sumtree;
-#   - tests/gpu/test_sumtree_step and test_gpu_elem (host-only, cmocka) if
-#     cmocka is installed;
-#   - the CPU learner (backends/cpu/nn.c, learner.c, common/rd_nn_spec.c), the
-#     GPU learner and storage (backends/gpu/learner_gpu.cu, storage_gpu.cu;
-#     linked with cuBLAS), tests/gpu/check_gpu_learner (GPU vs CPU learner,
-#     device vs host element functions, storage gather) and
-#     bench/bench_gpu_learner (train-steps per second, 3 shapes x 4 batches).
-# Then runs the checks and the benchmarks. Outputs go to $OUT if set, else to
-# $GPU_BUILD_DIR/out: nvidia-smi.txt, build.log, check.log, bench.txt (table),
-# bench.json (one JSON object per line), bench.stderr, and for the learner
-# check_learner.log, bench_learner.txt, bench_learner.json,
-# bench_learner.stderr. --no-sumtree / --no-learner skip one part's check
-# and benchmark.
+# 1. meson setup of a fresh build directory with -Dcuda=enabled
+#    -Ddaemon=false (the backends and the GPU programs alone: no gRPC,
+#    SQLite, libuv or cmocka needed) and a build of only the programs below
+#    (ninja TARGET...), on every core.
+# 2. The device checks, self-checking programs (one "ok"/"FAIL" line per
+#    check, exit 0 / 1, 77 without a usable GPU): check_gpu_rmm (tables on
+#    the GPU replay module and storage against CPU tables, faults, memory),
+#    check_gpu_learner (the GPU learner against the CPU learner, the
+#    per-element functions, the storage), check_gpu_sumtree --quick (the
+#    GPU tree against the CPU tree, byte for byte); the cmocka GPU tests too
+#    if cmocka was found.
+# 3. The benchmarks: bench_gpu_table (rd_table_* with tree / rows on CPU or
+#    GPU), bench_gpu_learner (train-steps per second), bench_gpu_sumtree
+#    (one capacity, two fanouts, with the CPU tree as baseline).
 #
-# Environment: NVCC (default: nvcc on PATH, else /usr/local/cuda/bin/nvcc),
-# CHECK_ARGS (default empty; --quick skips the 2^24 trees),
-# BENCH_ARGS (default: --cpu --fanouts 2,4,8,16,32,64),
-# CHECK_TIMEOUT / BENCH_TIMEOUT in seconds (default 240 / 400),
-# LEARNER_CHECK_ARGS (default empty), LEARNER_BENCH_ARGS (default empty),
-# LEARNER_CHECK_TIMEOUT / LEARNER_BENCH_TIMEOUT (default 240 / 300).
-# Exit status: 0 if the check passed (and the benchmark ran), else non-zero.
+# Every step has a time limit, and the whole run a budget (GPU_BUDGET_S,
+# default 460 s): a step that would start with less than 20 s left is not
+# run, and says so. Checks run before benchmarks.
+#
+# Outputs (in $OUT, or build dir/out without OUT; six files): summary.txt
+# (machine, toolchain, one line per step: PASS / FAIL / SKIP / TIMEOUT /
+# NOT RUN, and every FAIL line of the checks), build.log, checks.log,
+# bench.txt (the benchmarks' tables), bench.json (their JSON lines),
+# bench.stderr. The summary is printed last on stdout too.
+#
+# Environment: GPU_BUILD_DIR (default: a fresh directory under /tmp),
+# GPU_BUDGET_S, MESON (default: meson on PATH, else python3 -m
+# mesonbuild.mesonmain), NINJA (default: ninja on PATH, else the one of
+# python3's ninja package).
+# Exit status: 0 if the build passed, every check passed (or was skipped:
+# no GPU) and every benchmark ran; 2 for a bad argument; else 1.
 set -uo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
-bdir="${GPU_BUILD_DIR:-$root/build-gpu}"
-out="${OUT:-$bdir/out}"
-mkdir -p "$bdir" "$out"
-
 quick=0
-bench=1
-sumtree=1
-learner=1
 for a in "$@"; do
   case "$a" in
     --quick) quick=1 ;;
-    --no-bench) bench=0 ;;
-    --no-sumtree) sumtree=0 ;;
-    --no-learner) learner=0 ;;
-    *) echo "gpu.sh: unknown option '$a'" >&2; exit 2 ;;
+    *) echo "gpu.sh: unknown option '$a' (usage: bench/gpu.sh [--quick])" >&2; exit 2 ;;
   esac
 done
-check_args="${CHECK_ARGS:-}"
-bench_args="${BENCH_ARGS:---cpu --fanouts 2,4,8,16,32,64}"
-if [ "$quick" = 1 ]; then
-  check_args="$check_args --quick"
-  bench_args="$bench_args --quick"
-fi
+t_start=$(date +%s)
+budget="${GPU_BUDGET_S:-460}"
+bdir="${GPU_BUILD_DIR:-$(mktemp -d /tmp/replayd-gpu.XXXXXX)}"
+out="${OUT:-$bdir/out}"
+mkdir -p "$out"
+summary="$out/summary.txt"
+checks="$out/checks.log"
+benchtxt="$out/bench.txt"
+benchjson="$out/bench.json"
+bencherr="$out/bench.stderr"
+: >"$checks"; : >"$benchtxt"; : >"$benchjson"; : >"$bencherr"
 
-nvcc="${NVCC:-}"
-if [ -z "$nvcc" ]; then
-  if command -v nvcc >/dev/null 2>&1; then nvcc=nvcc; else nvcc=/usr/local/cuda/bin/nvcc; fi
-fi
+elapsed() { echo $(( $(date +%s) - t_start )); }
 
-{
-  echo "# $(date -u +%FT%TZ) $(uname -n)"
-  nvidia-smi -L 2>&1 || echo "nvidia-smi failed"
-  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv 2>&1 || true
-  "$nvcc" --version 2>&1 | tail -2
-  gcc --version | head -1
-} >"$out/nvidia-smi.txt"
-cat "$out/nvidia-smi.txt"
-
-arch=(-gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90)
-nvflags=(-std=c++17 -O3 "${arch[@]}" -Werror all-warnings -Xcompiler=-Wall,-Wextra
-  -Icommon -Ibackends/cpu -Ibackends/gpu)
-cflags=(-std=gnu11 -O3 -fopenmp -Wall -Wextra -Werror -Icommon -Ibackends/cpu -Ibackends/gpu)
-
-build() {
-  set -e
-  gcc "${cflags[@]}" -c backends/cpu/sumtree.c -o "$bdir/sumtree.o" &
-  gcc "${cflags[@]}" -c common/rd_error.c -o "$bdir/rd_error.o" &
-  gcc "${cflags[@]}" -c common/rd_tree_check.c -o "$bdir/rd_tree_check.o" &
-  "$nvcc" "${nvflags[@]}" -c backends/gpu/sumtree_gpu.cu -o "$bdir/sumtree_gpu.o" &
-  "$nvcc" "${nvflags[@]}" -c tests/gpu/check_gpu_sumtree.cu -o "$bdir/check_gpu_sumtree.o" &
-  "$nvcc" "${nvflags[@]}" -c bench/bench_gpu_sumtree.cu -o "$bdir/bench_gpu_sumtree.o" &
-  gcc "${cflags[@]}" -c backends/cpu/nn.c -o "$bdir/nn.o" &
-  gcc "${cflags[@]}" -c backends/cpu/learner.c -o "$bdir/learner.o" &
-  gcc "${cflags[@]}" -c common/rd_nn_spec.c -o "$bdir/rd_nn_spec.o" &
-  "$nvcc" "${nvflags[@]}" -c backends/gpu/learner_gpu.cu -o "$bdir/learner_gpu.o" &
-  "$nvcc" "${nvflags[@]}" -c backends/gpu/storage_gpu.cu -o "$bdir/storage_gpu.o" &
-  "$nvcc" "${nvflags[@]}" -c tests/gpu/check_gpu_learner.cu -o "$bdir/check_gpu_learner.o" &
-  "$nvcc" "${nvflags[@]}" -Ibench -c bench/bench_gpu_learner.cu -o "$bdir/bench_gpu_learner.o" &
-  for j in $(jobs -p); do wait "$j"; done
-  objs=("$bdir/sumtree_gpu.o" "$bdir/sumtree.o" "$bdir/rd_error.o" "$bdir/rd_tree_check.o")
-  "$nvcc" "${arch[@]}" "$bdir/check_gpu_sumtree.o" "${objs[@]}" -Xcompiler=-fopenmp \
-    -o "$bdir/check_gpu_sumtree"
-  "$nvcc" "${arch[@]}" "$bdir/bench_gpu_sumtree.o" "${objs[@]}" -Xcompiler=-fopenmp \
-    -o "$bdir/bench_gpu_sumtree"
-  lobjs=("$bdir/learner_gpu.o" "$bdir/storage_gpu.o" "$bdir/learner.o" "$bdir/nn.o"
-    "$bdir/rd_nn_spec.o" "$bdir/rd_error.o")
-  "$nvcc" "${arch[@]}" "$bdir/check_gpu_learner.o" "${lobjs[@]}" -lcublas -Xcompiler=-fopenmp \
-    -o "$bdir/check_gpu_learner"
-  "$nvcc" "${arch[@]}" "$bdir/bench_gpu_learner.o" "${lobjs[@]}" -lcublas -Xcompiler=-fopenmp \
-    -o "$bdir/bench_gpu_learner"
-  if [ -f /usr/include/cmocka.h ]; then
-    gcc "${cflags[@]}" -UNDEBUG tests/gpu/test_sumtree_step.c "$bdir/sumtree.o" "$bdir/rd_error.o" "$bdir/rd_tree_check.o" \
-      -lcmocka -o "$bdir/test_sumtree_step"
-    gcc "${cflags[@]}" -UNDEBUG tests/gpu/test_gpu_elem.c "$bdir/nn.o" "$bdir/rd_nn_spec.o" \
-      "$bdir/rd_error.o" -lcmocka -lm -o "$bdir/test_gpu_elem"
+# ---- the machine and the tools ----
+if [ -n "${MESON:-}" ]; then meson_cmd=($MESON)
+elif command -v meson >/dev/null 2>&1; then meson_cmd=(meson)
+elif python3 -c 'import mesonbuild' >/dev/null 2>&1; then meson_cmd=(python3 -m mesonbuild.mesonmain)
+else meson_cmd=(); fi
+if [ -z "${NINJA:-}" ]; then
+  if command -v ninja >/dev/null 2>&1; then NINJA=ninja
+  else NINJA=$(python3 -c 'import ninja, os; print(os.path.join(ninja.BIN_DIR, "ninja"))' 2>/dev/null || true)
   fi
+fi
+export NINJA
+nvcc_path=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
+{
+  echo "# bench/gpu.sh $(date -u '+%Y-%m-%d %H:%M:%S UTC') on $(uname -n)$([ "$quick" = 1 ] && echo ' (--quick)')"
+  echo "# commit: $(git rev-parse --short HEAD 2>/dev/null || echo 'unknown (no .git)')"
+  echo "# GPU: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | head -2 | tr '\n' ' ')"
+  echo "# nvcc: $("$nvcc_path" --version 2>&1 | tail -1)"
+  echo "# gcc: $(gcc --version 2>&1 | head -1)"
+  echo "# meson: ${meson_cmd[*]:-none} $("${meson_cmd[@]}" --version 2>/dev/null); ninja: ${NINJA:-none} $("$NINJA" --version 2>/dev/null)"
+  echo "# CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'), $(nproc) cores"
+  echo "# build dir: $bdir; budget ${budget} s"
+} >"$summary"
+cat "$summary"
+
+names=(); states=(); times=(); notes=()
+record() { # name state seconds note
+  names+=("$1"); states+=("$2"); times+=("$3"); notes+=("$4")
+  printf '%-8s %-20s %4s s  %s\n' "$2" "$1" "$3" "$4"
 }
 
-echo "== build"
+finish() {
+  local np=0 nf=0 ns=0
+  for i in "${!names[@]}"; do
+    case "${states[$i]}" in
+      PASS|RAN) np=$((np + 1)) ;;
+      SKIP) ns=$((ns + 1)) ;;
+      *) nf=$((nf + 1)) ;;
+    esac
+  done
+  {
+    echo
+    echo "== summary ($(elapsed) s)"
+    for i in "${!names[@]}"; do
+      printf '%-8s %-20s %4s s  %s\n' "${states[$i]}" "${names[$i]}" "${times[$i]}" "${notes[$i]}"
+    done
+    if grep -q '^FAIL' "$checks" 2>/dev/null; then
+      echo
+      echo "== failed checks (checks.log)"
+      grep '^FAIL' "$checks" | head -60
+    fi
+    echo
+    echo "RESULT: $np passed or ran, $nf failed / timed out / not run, $ns skipped"
+    echo "outputs: $out (summary.txt build.log checks.log bench.txt bench.json bench.stderr)"
+  } | tee -a "$summary"
+  [ "$nf" = 0 ]
+  exit $?
+}
+
+if [ ${#meson_cmd[@]} = 0 ] || [ -z "$NINJA" ]; then
+  record build FAIL 0 "no meson or no ninja (set MESON / NINJA)"
+  finish
+fi
+
+# ---- build ----
+targets=(tests/gpu/check_gpu_rmm tests/gpu/check_gpu_learner tests/gpu/check_gpu_sumtree
+  tests/gpu/bench_gpu_table tests/gpu/bench_gpu_learner tests/gpu/bench_gpu_sumtree)
+echo "== build (meson -Dcuda=enabled -Ddaemon=false, ninja ${#targets[@]} programs)"
 t0=$(date +%s)
-# A subshell with set -e: the first failed step (or waited-for job) ends it.
-# (Not inside an if: bash ignores set -e in a condition.)
-(build) >"$out/build.log" 2>&1
-if [ $? != 0 ]; then
-  cat "$out/build.log"
-  echo "gpu.sh: build failed" >&2
-  exit 1
-fi
-echo "built in $(( $(date +%s) - t0 )) s"
-
-rc=0
-if [ -x "$bdir/test_sumtree_step" ]; then
-  echo "== test_sumtree_step (host)"
-  "$bdir/test_sumtree_step" 2>&1 | tail -3
-fi
-
-if [ -x "$bdir/test_gpu_elem" ]; then
-  echo "== test_gpu_elem (host)"
-  "$bdir/test_gpu_elem" 2>&1 | tail -3
-fi
-
-if [ "$sumtree" = 1 ]; then
-echo "== check_gpu_sumtree $check_args"
-t0=$(date +%s)
-# shellcheck disable=SC2086
-timeout "${CHECK_TIMEOUT:-240}" "$bdir/check_gpu_sumtree" $check_args >"$out/check.log" 2>&1
-crc=$?
-grep -v '^ok ' "$out/check.log" | tail -40
-echo "check: $(grep -c '^ok ' "$out/check.log") ok lines, exit $crc, $(( $(date +%s) - t0 )) s"
-[ "$crc" = 0 ] || rc=1
-
-# The benchmark runs even after a failed check (it checks its own trees
-# against the CPU before timing them), so one GPU session yields both.
-if [ "$bench" = 1 ] && [ "$crc" != 77 ]; then
-  [ "$crc" = 0 ] || echo "WARNING: the check failed; benchmark figures below are of a faulty build"
-  echo "== bench_gpu_sumtree $bench_args"
-  t0=$(date +%s)
-  # shellcheck disable=SC2086
-  timeout "${BENCH_TIMEOUT:-400}" "$bdir/bench_gpu_sumtree" $bench_args \
-    --json-file "$out/bench.json" >"$out/bench.txt" 2>"$out/bench.stderr"
-  brc=$?
-  cat "$out/bench.txt"
-  echo "bench: exit $brc, $(( $(date +%s) - t0 )) s, $(wc -l <"$out/bench.json" 2>/dev/null || echo 0) JSON lines"
-  [ "$brc" = 0 ] || { tail -5 "$out/bench.stderr"; rc=1; }
-fi
-fi # sumtree
-
-if [ "$learner" = 1 ]; then
-  largs="${LEARNER_CHECK_ARGS:-}"
-  echo "== check_gpu_learner $largs"
-  t0=$(date +%s)
-  # shellcheck disable=SC2086
-  timeout "${LEARNER_CHECK_TIMEOUT:-240}" "$bdir/check_gpu_learner" $largs \
-    >"$out/check_learner.log" 2>&1
-  lrc=$?
-  cat "$out/check_learner.log"
-  echo "check_gpu_learner: exit $lrc, $(( $(date +%s) - t0 )) s"
-  [ "$lrc" = 0 ] || rc=1
-  if [ "$bench" = 1 ] && [ "$lrc" != 77 ]; then
-    [ "$lrc" = 0 ] || echo "WARNING: the learner check failed; figures below are of a faulty build"
-    bargs="${LEARNER_BENCH_ARGS:-}"
-    [ "$quick" = 1 ] && bargs="$bargs --quick"
-    echo "== bench_gpu_learner $bargs"
-    t0=$(date +%s)
-    # shellcheck disable=SC2086
-    timeout "${LEARNER_BENCH_TIMEOUT:-300}" "$bdir/bench_gpu_learner" $bargs \
-      --json-file "$out/bench_learner.json" >"$out/bench_learner.txt" 2>"$out/bench_learner.stderr"
-    lbrc=$?
-    cat "$out/bench_learner.txt"
-    echo "bench_gpu_learner: exit $lbrc, $(( $(date +%s) - t0 )) s"
-    [ "$lbrc" = 0 ] || { tail -5 "$out/bench_learner.stderr"; rc=1; }
+(
+  if [ ! -f "$bdir/build.ninja" ]; then
+    "${meson_cmd[@]}" setup "$bdir" -Dcuda=enabled -Ddaemon=false -Dxrt=disabled \
+      --buildtype=release || exit 1
   fi
+  # The cmocka GPU tests too, where cmocka was found.
+  extra=()
+  all=$("$NINJA" -C "$bdir" -t targets all 2>/dev/null)
+  for t in tests/gpu/test_gpu_rmm tests/gpu/test_gpu_sumtree tests/gpu/test_gpu_learner; do
+    grep -q "^$t:" <<<"$all" && extra+=("$t")
+  done
+  echo "targets: ${targets[*]} ${extra[*]}"
+  timeout 300 "$NINJA" -C "$bdir" -j "$(nproc)" "${targets[@]}" "${extra[@]}"
+) >"$out/build.log" 2>&1
+brc=$?
+if [ "$brc" != 0 ]; then
+  tail -40 "$out/build.log"
+  record build FAIL $(( $(date +%s) - t0 )) "exit $brc; see build.log"
+  finish
 fi
-exit $rc
+record build PASS $(( $(date +%s) - t0 )) "$(grep -c '^\[' "$out/build.log") build steps"
+
+# ---- steps ----
+# run_step name kind cap_s log cmd...: kind "check" (parse ok/FAIL lines) or
+# "bench"; the time limit is cap_s, or what is left of the budget.
+run_step() {
+  local name=$1 kind=$2 cap=$3 log=$4; shift 4
+  local left=$(( budget - $(elapsed) - 5 ))
+  if [ "$left" -lt 20 ]; then
+    record "$name" "NOT RUN" 0 "the ${budget} s budget is spent"
+    return
+  fi
+  local lim=$(( cap < left ? cap : left ))
+  echo "== $name (limit $lim s)"
+  echo "==== $name: $*" >>"$log"
+  local t0 rc
+  t0=$(date +%s)
+  if [ "$kind" = check ]; then
+    timeout "$lim" "$@" >>"$log" 2>&1
+    rc=$?
+  else
+    timeout "$lim" "$@" >>"$log" 2>>"$bencherr"
+    rc=$?
+  fi
+  local dt=$(( $(date +%s) - t0 )) state note
+  if [ "$kind" = check ]; then
+    local nok nfail
+    nok=$(sed -n "/^==== $name:/,\$p" "$log" | grep -c '^ok\|^\[       OK \]')
+    nfail=$(sed -n "/^==== $name:/,\$p" "$log" | grep -c '^FAIL\|^\[  FAILED  \] [a-z]')
+    note="$nok ok, $nfail FAIL"
+  else
+    note="$(sed -n "/^==== $name:/,\$p" "$log" | grep -vc '^#\|^====') lines"
+  fi
+  case "$rc" in
+    0) state=$([ "$kind" = check ] && echo PASS || echo RAN) ;;
+    77) state=SKIP; note="no usable GPU" ;;
+    124|137) state=TIMEOUT; note="$note; stopped after $lim s" ;;
+    *) state=FAIL; note="$note; exit $rc" ;;
+  esac
+  record "$name" "$state" "$dt" "$note"
+}
+
+b="$bdir/tests/gpu"
+run_step check_gpu_rmm check 150 "$checks" "$b/check_gpu_rmm" $([ "$quick" = 1 ] && echo --quick)
+run_step check_gpu_learner check 120 "$checks" "$b/check_gpu_learner"
+run_step check_gpu_sumtree check 120 "$checks" "$b/check_gpu_sumtree" --quick
+for t in test_gpu_rmm test_gpu_sumtree test_gpu_learner; do
+  if [ -x "$b/$t" ]; then
+    run_step "$t" check 60 "$checks" env ASAN_OPTIONS=protect_shadow_gap=0 "$b/$t"
+  fi
+done
+run_step bench_gpu_table bench 100 "$benchtxt" "$b/bench_gpu_table" \
+  --json-file "$out/bench_table.json" $([ "$quick" = 1 ] && echo --quick)
+run_step bench_gpu_learner bench 120 "$benchtxt" "$b/bench_gpu_learner" \
+  --json-file "$out/bench_learner.json" $([ "$quick" = 1 ] && echo --quick)
+run_step bench_gpu_sumtree bench 120 "$benchtxt" "$b/bench_gpu_sumtree" --quick --cpu \
+  --capacities 1048576 --fanouts 16,32 --json-file "$out/bench_sumtree.json"
+# One JSON file back (the machine returns at most 8 files).
+cat "$out"/bench_table.json "$out"/bench_learner.json "$out"/bench_sumtree.json \
+  >"$benchjson" 2>/dev/null
+rm -f "$out"/bench_table.json "$out"/bench_learner.json "$out"/bench_sumtree.json
+finish

@@ -18,6 +18,7 @@ const char *rd_err_name(int code) {
   case RD_ETIMEDOUT: return "RD_ETIMEDOUT";
   case RD_ECANCELED: return "RD_ECANCELED";
   case RD_EINTERNAL: return "RD_EINTERNAL";
+  case RD_ESTATE: return "RD_ESTATE";
   default: return "RD_EUNKNOWN";
   }
 }

@@ -25,6 +25,7 @@ typedef enum {
   RD_ETIMEDOUT = -9, /* a deadline passed before the operation finished */
   RD_ECANCELED = -10, /* stopped: the object is shutting down */
   RD_EINTERNAL = -11, /* a system resource failed (thread creation, ...) */
+  RD_ESTATE = -12,    /* the object's state or configuration does not allow the call */
 } rd_err_t;
 
 typedef struct {

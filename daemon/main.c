@@ -24,9 +24,13 @@
 #include "handlers.h"
 #include "log.h"
 #include "placement.h"
+#include "placer.h"
+#include "provider_fpga.h"
 #include "registry.h"
 #include "server.h"
+#include "spec_pb.h"
 #include "store.h"
+#include "rd_clock.h"
 
 #ifndef RD_VERSION
 #define RD_VERSION "0.0.0"
@@ -114,14 +118,14 @@ int main(int argc, char **argv) {
   }
   rd_devices_init();
   const char *parts_dirs[2];
-  if (rd_devices_fpga_parts_dirs(cfg.fpga_parts_dir, parts_dirs) == 2)
+  if (rd_fpga_provider_parts_dirs(cfg.fpga_parts_dir, parts_dirs) == 2)
     rd_log_info("main", "run from the build directory: FPGA parts from %s, then %s",
                 parts_dirs[0], parts_dirs[1]);
   /* The C-simulation FPGA (devices.h) before any placement, restored
    * workloads' included. A part that is not there stops the start. */
   if (cfg.fpga_csim[0] != '\0' &&
-      rd_devices_add_fpga_csim(cfg.fpga_csim, cfg.fpga_parts_dir[0] ? cfg.fpga_parts_dir : NULL,
-                               &err) != RD_OK) {
+      rd_fpga_provider_add_csim(cfg.fpga_csim, cfg.fpga_parts_dir[0] ? cfg.fpga_parts_dir : NULL,
+                                &err) != RD_OK) {
     rd_log_error("main", "fpga-csim = %s: %s", cfg.fpga_csim, err.msg);
     rd_registry_destroy(app.registry);
     rd_store_close(store);
@@ -129,7 +133,7 @@ int main(int argc, char **argv) {
   }
   /* The XRT kernels (fpga-xclbin) before any placement too: a build
    * without XRT, or a path that is not an xclbin, stops the start. */
-  if (rd_placement_setup_xrt(&cfg, &err) != RD_OK) {
+  if (rd_fpga_provider_setup_xrt(&cfg, &err) != RD_OK) {
     rd_log_error("main", "%s", err.msg);
     rd_registry_destroy(app.registry);
     rd_store_close(store);
@@ -140,9 +144,13 @@ int main(int argc, char **argv) {
   ctx.config = &cfg;
   /* Restored workloads get their placement back from stored profiles
    * (nothing is measured at start). */
-  rd_registry_set_restore_placer(app.registry, rd_handler_restore_placer, &ctx);
-  /* Logs each workload and the count; a store it cannot read stops the start. */
-  if (rd_registry_restore(app.registry, NULL, &err) != RD_OK) {
+  static rd_placer_t placer;
+  placer = (rd_placer_t){app.registry, store, &cfg};
+  rd_registry_set_restore_placer(app.registry, rd_place_restored, &placer);
+  /* Logs each workload and the count; a store it cannot read stops the
+   * start. The stored specs are the wire's WorkloadSpec (spec_pb.h). */
+  rd_spec_decoder_t decoder = rd_spec_pb_decoder(&cfg);
+  if (rd_registry_restore(app.registry, &decoder, NULL, &err) != RD_OK) {
     rd_log_error("main", "%s", err.msg);
     rd_registry_destroy(app.registry);
     rd_store_close(store);
@@ -150,9 +158,7 @@ int main(int argc, char **argv) {
   }
 
   grpc_init();
-  struct timespec now;
-  clock_gettime(CLOCK_MONOTONIC, &now);
-  ctx.start_time = (double)now.tv_sec + now.tv_nsec * 1e-9;
+  ctx.start_time = rd_clock_now();
   ctx.start_unix = (int64_t)time(NULL);
 
   int port = 0;

@@ -294,7 +294,7 @@ static void test_file_missing(void **state) {
 /* Flags                                                               */
 /* ------------------------------------------------------------------ */
 
-/* fpga-xclbin names a file (checked at start, placement.c, where a build
+/* fpga-xclbin names a file (checked at start, provider_fpga.c, where a build
  * without XRT refuses it); fpga-xclbin-shape is the replay kernel build
  * inside it, K,N,BATCH[,MIN_TABLE], each bound the kernel's. */
 static void test_fpga_xclbin_keys(void **state) {

@@ -15,23 +15,11 @@
 
 #include "devices.h"
 #include "log.h"
-
-static char root[64];
-
-static int setup_root(void **state) {
-  (void)state;
-  snprintf(root, sizeof root, "/tmp/rd_test_devices.XXXXXX");
-  if (mkdtemp(root) == NULL) return -1;
-  return rd_log_open(NULL, RD_LOG_ERROR, NULL);
-}
-
-static int teardown_root(void **state) {
-  (void)state;
-  rd_log_close();
-  char cmd[160];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
-  return system(cmd) == 0 ? 0 : -1;
-}
+#include "provider.h"
+#include "provider_cpu.h"
+#include "provider_fpga.h"
+#include "provider_gpu.h"
+#include "rdt_unit.h"
 
 static void assert_fingerprint_form(const char *fp, const char *kind) {
   size_t k = strlen(kind);
@@ -78,7 +66,7 @@ static void test_fingerprint_stable(void **state) {
   rd_devices_cpu(&cpu);
   assert_string_equal(cpu.fingerprint, a[0].fingerprint);
   /* A second discovery (as after a restart) finds the same fingerprint. */
-  rd_devices_probe_cpu(NULL, &probed);
+  rd_cpu_provider_probe(NULL, &probed);
   assert_string_equal(probed.fingerprint, cpu.fingerprint);
   /* A short buffer gets a prefix of the list. */
   assert_int_equal(rd_devices_get(b, 1), 1);
@@ -89,7 +77,7 @@ static void test_absent_kinds(void **state) {
   (void)state;
   rd_device_t d[RD_MAX_DEVICES];
   char why[160] = "";
-  size_t n = rd_devices_probe_fpgas(d, RD_MAX_DEVICES, why, sizeof why);
+  size_t n = rd_fpga_provider_discover(d, RD_MAX_DEVICES, why, sizeof why);
   /* Built without XRT, or with it and XILINX_XRT unset (as in this
    * suite): no board is looked for (test_fpga_devices covers XRT). */
   if (getenv("XILINX_XRT") == NULL) {
@@ -98,7 +86,7 @@ static void test_absent_kinds(void **state) {
                 strstr(why, "XILINX_XRT is not set") != NULL);
   }
   why[0] = '\0';
-  n = rd_devices_probe_gpus(d, RD_MAX_DEVICES, why, sizeof why);
+  n = rd_gpu_provider_discover(d, RD_MAX_DEVICES, why, sizeof why);
   if (n == 0) {
     /* Built without CUDA, or with it but no driver or device here. */
     assert_true(strlen(why) > 0);
@@ -141,10 +129,10 @@ static const fake_t base = {"Example CPU 9000", "2400.000", "0-3,6", "1024K",
                             "fpu avx2 fma bmi2 avx512f avx512vl avx512bw avx512dq sse2",
                             16ull << 20};
 
-/* Write a fake machine under root/<name> and probe it. */
+/* Write a fake machine under rdt_root/<name> and probe it. */
 static void fake_probe(const char *name, const fake_t *f, rd_device_t *d) {
   char dir[256], text[1024];
-  snprintf(dir, sizeof dir, "%s/%s", root, name);
+  snprintf(dir, sizeof dir, "%s/%s", rdt_root, name);
   /* Two processors, as /proc/cpuinfo lists them; "model" (a number) must
    * not be taken for "model name". */
   snprintf(text, sizeof text,
@@ -169,7 +157,7 @@ static void fake_probe(const char *name, const fake_t *f, rd_device_t *d) {
     snprintf(rel, sizeof rel, "%s/index%d/size", cache, i);
     write_file(dir, rel, idx[i][2] ? idx[i][2] : f->l2);
   }
-  rd_devices_probe_cpu(dir, d);
+  rd_cpu_provider_probe(dir, d);
 }
 
 static void test_fake_cpu_fields(void **state) {
@@ -199,10 +187,10 @@ static void test_fake_cpu_fields(void **state) {
 static void test_fake_cpu_missing_files(void **state) {
   (void)state;
   char dir[256];
-  snprintf(dir, sizeof dir, "%s/empty", root);
+  snprintf(dir, sizeof dir, "%s/empty", rdt_root);
   assert_int_equal(mkdir(dir, 0700), 0);
   rd_device_t d;
-  rd_devices_probe_cpu(dir, &d);
+  rd_cpu_provider_probe(dir, &d);
   assert_string_equal(d.kind, "cpu");
   assert_string_equal(d.model, "unknown CPU");
   assert_int_equal(d.cores, 0);
@@ -264,8 +252,82 @@ static void test_fingerprint_gpu(void **state) {
   assert_string_not_equal(a.fingerprint, b.fingerprint);
 }
 
+/* The fingerprints' values: stored profiles are keyed by them, so a
+ * daemon must compute the same ones as the build that stored them (the
+ * FNV-1a of each kind's key, devices.h). */
+static void test_fingerprint_values(void **state) {
+  (void)state;
+  rd_device_t d;
+  memset(&d, 0, sizeof d);
+  snprintf(d.kind, sizeof d.kind, "cpu");
+  snprintf(d.model, sizeof d.model, "Test CPU");
+  d.cores = 4;
+  d.l1d_bytes = 32768;
+  d.l2_bytes = 1048576;
+  d.memory_bytes = (8ull << 30) - (3ull << 20); /* 8 GiB to the nearest GiB */
+  snprintf(d.isa, sizeof d.isa, "avx2");
+  rd_device_fingerprint(&d);
+  assert_string_equal(d.fingerprint, "cpu-7894baa5eec28db3");
+  memset(&d, 0, sizeof d);
+  snprintf(d.kind, sizeof d.kind, "gpu");
+  snprintf(d.model, sizeof d.model, "NVIDIA H100");
+  d.cores = 132;
+  d.memory_bytes = 81559ull << 20;
+  snprintf(d.isa, sizeof d.isa, "sm_90");
+  rd_device_fingerprint(&d);
+  assert_string_equal(d.fingerprint, "gpu-0524c0b8a8aa624b");
+  memset(&d, 0, sizeof d);
+  snprintf(d.kind, sizeof d.kind, "fpga");
+  snprintf(d.model, sizeof d.model, "u250");
+  d.cores = 4;
+  snprintf(d.isa, sizeof d.isa, "csim");
+  rd_device_fingerprint(&d);
+  assert_string_equal(d.fingerprint, "fpga-76e8a3aef4bbf853");
+}
+
+/* One provider per row of the mapper's table, in table order, found by
+ * its device kind; the device list is theirs, the CPU's first. */
+static void test_providers(void **state) {
+  (void)state;
+  const rd_device_provider_t *const *p = rd_providers();
+  const char *kinds[RD_DEV_COUNT] = {"cpu", "gpu", "fpga"};
+  for (int r = 0; r < RD_DEV_COUNT; r++) {
+    assert_int_equal(p[r]->row, r);
+    assert_string_equal(p[r]->kind, kinds[r]);
+    assert_ptr_equal(rd_provider_for(kinds[r]), p[r]);
+    assert_non_null(p[r]->discover);
+    assert_non_null(p[r]->figures);
+    assert_non_null(p[r]->can_run);
+  }
+  assert_null(rd_provider_for("tpu"));
+  assert_null(rd_provider_for(NULL));
+  /* The CPU and the GPU are measured through the profile cache; the FPGA
+   * is a model. */
+  assert_non_null(p[RD_DEV_CPU]->profiler);
+  assert_non_null(p[RD_DEV_GPU]->profiler);
+  assert_null(p[RD_DEV_FPGA]->profiler);
+  rd_device_t d[RD_MAX_DEVICES];
+  size_t n = rd_devices_get(d, RD_MAX_DEVICES);
+  assert_true(n >= 1);
+  assert_string_equal(d[0].kind, "cpu");
+  for (size_t i = 1; i < n; i++) assert_non_null(rd_provider_for(d[i].kind));
+  /* The CPU runs every part, with its own learner and the table's tree. */
+  rd_dse_runner_t run;
+  char why[RD_ERROR_MSG_MAX];
+  for (int part = 0; part < RD_PART_COUNT; part++) {
+    memset(&run, 0xff, sizeof run);
+    assert_int_equal(p[RD_DEV_CPU]->can_run(&d[0], (rd_part_t)part, NULL, NULL, &run, why,
+                                            sizeof why), 1);
+    assert_int_equal(run.learner_kind, RD_LEARNER_ON_CPU);
+    assert_null(run.learner_ops);
+    assert_null(run.rmm_ops);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_fingerprint_values),
+      cmocka_unit_test(test_providers),
       cmocka_unit_test(test_this_cpu),
       cmocka_unit_test(test_fingerprint_stable),
       cmocka_unit_test(test_absent_kinds),
@@ -274,5 +336,5 @@ int main(void) {
       cmocka_unit_test(test_fingerprint_inputs),
       cmocka_unit_test(test_fingerprint_gpu),
   };
-  return cmocka_run_group_tests(tests, setup_root, teardown_root);
+  return cmocka_run_group_tests(tests, rdt_root_setup, rdt_root_teardown);
 }

@@ -1,4 +1,4 @@
-/* test_fpga_devices.c - FPGA devices (daemon/dse/devices_fpga.c, devices_xrt.c):
+/* test_fpga_devices.c - FPGA devices (backends/fpga/provider_fpga.c, provider_fpga_xrt.c):
  * the C-simulation device of the `fpga-csim` setting, and, in a build with
  * XRT, board discovery through XRT in the situations this machine can
  * make: XILINX_XRT unset (no XRT call: XRT would abort the process),
@@ -23,6 +23,7 @@
 
 #include "devices.h"
 #include "log.h"
+#include "provider_fpga.h"
 
 #ifndef RD_FPGA_PARTS_DIR
 #error "RD_FPGA_PARTS_DIR: the part files' directory"
@@ -49,7 +50,7 @@ static void test_csim_device(void **state) {
   (void)state;
   rd_device_t d;
   rd_error_t err;
-  assert_int_equal(rd_devices_fpga_csim("u250", RD_FPGA_PARTS_DIR, 3, &d, &err), RD_OK);
+  assert_int_equal(rd_fpga_provider_csim("u250", RD_FPGA_PARTS_DIR, 3, &d, &err), RD_OK);
   assert_string_equal(d.kind, "fpga");
   assert_string_equal(d.backend, "csim");
   assert_string_equal(d.isa, "csim");
@@ -65,9 +66,9 @@ static void test_csim_device(void **state) {
   /* Stable, per part, and never a board's: the same model through XRT
    * (backend "xrt") has another fingerprint. */
   rd_device_t again, other, board;
-  assert_int_equal(rd_devices_fpga_csim("u250", RD_FPGA_PARTS_DIR, 0, &again, &err), RD_OK);
+  assert_int_equal(rd_fpga_provider_csim("u250", RD_FPGA_PARTS_DIR, 0, &again, &err), RD_OK);
   assert_string_equal(again.fingerprint, d.fingerprint);
-  assert_int_equal(rd_devices_fpga_csim("u280", RD_FPGA_PARTS_DIR, 0, &other, &err), RD_OK);
+  assert_int_equal(rd_fpga_provider_csim("u280", RD_FPGA_PARTS_DIR, 0, &other, &err), RD_OK);
   assert_string_not_equal(other.fingerprint, d.fingerprint);
   board = d;
   snprintf(board.backend, sizeof board.backend, "xrt");
@@ -80,12 +81,12 @@ static void test_csim_bad_parts(void **state) {
   (void)state;
   rd_device_t d;
   rd_error_t err;
-  assert_int_equal(rd_devices_fpga_csim("u999", RD_FPGA_PARTS_DIR, 0, &d, &err), RD_ENOTFOUND);
+  assert_int_equal(rd_fpga_provider_csim("u999", RD_FPGA_PARTS_DIR, 0, &d, &err), RD_ENOTFOUND);
   assert_non_null(strstr(err.msg, "u999"));
   assert_non_null(strstr(err.msg, "u250")); /* what there is */
-  assert_int_equal(rd_devices_fpga_csim("../u250", RD_FPGA_PARTS_DIR, 0, &d, &err), RD_EINVAL);
-  assert_int_equal(rd_devices_fpga_csim("", RD_FPGA_PARTS_DIR, 0, &d, &err), RD_EINVAL);
-  assert_int_equal(rd_devices_fpga_csim("u250", "/nonexistent-parts", 0, &d, &err), RD_ENOTFOUND);
+  assert_int_equal(rd_fpga_provider_csim("../u250", RD_FPGA_PARTS_DIR, 0, &d, &err), RD_EINVAL);
+  assert_int_equal(rd_fpga_provider_csim("", RD_FPGA_PARTS_DIR, 0, &d, &err), RD_EINVAL);
+  assert_int_equal(rd_fpga_provider_csim("u250", "/nonexistent-parts", 0, &d, &err), RD_ENOTFOUND);
 }
 
 /* Where parts are looked up: the setting's directory alone when given;
@@ -96,30 +97,30 @@ static void test_csim_bad_parts(void **state) {
 static void test_parts_search(void **state) {
   (void)state;
   const char *dirs[2] = {NULL, NULL};
-  assert_int_equal(rd_devices_fpga_parts_dirs(RD_FPGA_PARTS_DIR, dirs), 1);
+  assert_int_equal(rd_fpga_provider_parts_dirs(RD_FPGA_PARTS_DIR, dirs), 1);
   assert_string_equal(dirs[0], RD_FPGA_PARTS_DIR);
-  assert_int_equal(rd_devices_fpga_parts_dirs(NULL, dirs), 1);
+  assert_int_equal(rd_fpga_provider_parts_dirs(NULL, dirs), 1);
   assert_string_equal(dirs[0], rd_fpga_parts_default_dir());
-  assert_int_equal(rd_devices_fpga_parts_dirs("", dirs), 1);
+  assert_int_equal(rd_fpga_provider_parts_dirs("", dirs), 1);
   assert_string_equal(dirs[0], rd_fpga_parts_default_dir());
 
   rd_fpga_part_t p;
   rd_error_t err;
   rd_error_clear(&err);
-  assert_int_equal(rd_devices_fpga_part("u280", RD_FPGA_PARTS_DIR, &p, &err), RD_OK);
+  assert_int_equal(rd_fpga_provider_part("u280", RD_FPGA_PARTS_DIR, &p, &err), RD_OK);
   assert_string_equal(p.name, "u280");
-  assert_int_equal(rd_devices_fpga_part("u999", RD_FPGA_PARTS_DIR, &p, &err), RD_ENOTFOUND);
+  assert_int_equal(rd_fpga_provider_part("u999", RD_FPGA_PARTS_DIR, &p, &err), RD_ENOTFOUND);
   char want[300];
   snprintf(want, sizeof want, "no FPGA part 'u999' in %s (known: u200, u250, u280), the "
            "--fpga-parts-dir directory", RD_FPGA_PARTS_DIR);
   if (strcmp(err.msg, want) != 0) fail_msg("\"%s\" is not \"%s\"", err.msg, want);
-  assert_int_equal(rd_devices_fpga_part("u250", "/nonexistent-parts", &p, &err), RD_ENOTFOUND);
+  assert_int_equal(rd_fpga_provider_part("u250", "/nonexistent-parts", &p, &err), RD_ENOTFOUND);
   assert_non_null(strstr(err.msg, "/nonexistent-parts (no such directory)"));
   assert_non_null(strstr(err.msg, "--fpga-parts-dir"));
-  assert_int_equal(rd_devices_fpga_part("u9/x", NULL, &p, &err), RD_EINVAL);
+  assert_int_equal(rd_fpga_provider_part("u9/x", NULL, &p, &err), RD_EINVAL);
 
   /* No setting: the installed directory only, and the flag to name one. */
-  assert_int_equal(rd_devices_fpga_part("u999", NULL, &p, &err), RD_ENOTFOUND);
+  assert_int_equal(rd_fpga_provider_part("u999", NULL, &p, &err), RD_ENOTFOUND);
   snprintf(want, sizeof want, "no FPGA part 'u999' in %s (", rd_fpga_parts_default_dir());
   assert_non_null(strstr(err.msg, want));
   assert_null(strstr(err.msg, RD_FPGA_PARTS_DIR));
@@ -135,16 +136,16 @@ static void test_csim_added_once(void **state) {
   uint32_t fpgas = 0;
   for (size_t i = 0; i < nb; i++) fpgas += strcmp(before[i].kind, "fpga") == 0;
   rd_error_t err;
-  assert_int_equal(rd_devices_add_fpga_csim("nosuch", RD_FPGA_PARTS_DIR, &err), RD_ENOTFOUND);
+  assert_int_equal(rd_fpga_provider_add_csim("nosuch", RD_FPGA_PARTS_DIR, &err), RD_ENOTFOUND);
   assert_int_equal(rd_devices_get(after, RD_MAX_DEVICES), nb);
-  assert_int_equal(rd_devices_add_fpga_csim("u200", RD_FPGA_PARTS_DIR, &err), RD_OK);
+  assert_int_equal(rd_fpga_provider_add_csim("u200", RD_FPGA_PARTS_DIR, &err), RD_OK);
   size_t na = rd_devices_get(after, RD_MAX_DEVICES);
   assert_int_equal(na, nb + 1);
   const rd_device_t *c = &after[nb];
   assert_string_equal(c->backend, "csim");
   assert_string_equal(c->model, "u200");
   assert_int_equal(c->index, fpgas);
-  assert_int_equal(rd_devices_add_fpga_csim("u250", RD_FPGA_PARTS_DIR, &err), RD_EINVAL);
+  assert_int_equal(rd_fpga_provider_add_csim("u250", RD_FPGA_PARTS_DIR, &err), RD_EINVAL);
   assert_non_null(strstr(err.msg, "already listed"));
   assert_int_equal(rd_devices_get(after, RD_MAX_DEVICES), nb + 1);
   /* A failure marks it unusable like any device (placement leaves it out). */
@@ -162,7 +163,7 @@ static void test_xrt_probe(void **state) {
   (void)state;
   rd_device_t d[RD_MAX_DEVICES];
   char why[200] = "";
-  size_t n = rd_devices_probe_fpgas(d, RD_MAX_DEVICES, why, sizeof why);
+  size_t n = rd_fpga_provider_discover(d, RD_MAX_DEVICES, why, sizeof why);
   if (!RD_XRT_BUILT) {
     assert_int_equal(n, 0);
     assert_string_equal(why, "built without XRT: no FPGA discovery");
@@ -189,14 +190,14 @@ static void test_xrt_probe(void **state) {
     assert_fingerprint_form(d[0].fingerprint);
     rd_device_t csim;
     rd_error_t err;
-    assert_int_equal(rd_devices_fpga_csim("u250", RD_FPGA_PARTS_DIR, 1, &csim, &err), RD_OK);
+    assert_int_equal(rd_fpga_provider_csim("u250", RD_FPGA_PARTS_DIR, 1, &csim, &err), RD_OK);
     assert_string_not_equal(csim.fingerprint, d[0].fingerprint);
     /* Probing again finds the same device (a restart's view). */
     rd_device_t again[RD_MAX_DEVICES];
-    assert_int_equal(rd_devices_probe_fpgas(again, RD_MAX_DEVICES, why, sizeof why), 1);
+    assert_int_equal(rd_fpga_provider_discover(again, RD_MAX_DEVICES, why, sizeof why), 1);
     assert_string_equal(again[0].fingerprint, d[0].fingerprint);
     /* Room for none: nothing is written past max. */
-    assert_int_equal(rd_devices_probe_fpgas(again, 0, why, sizeof why), 0);
+    assert_int_equal(rd_fpga_provider_discover(again, 0, why, sizeof why), 0);
   }
 }
 

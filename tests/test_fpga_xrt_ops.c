@@ -1,6 +1,6 @@
 /* test_fpga_xrt_ops.c - the replay module over XRT (backends/fpga/rmm_xrt.c,
  * a table's rd_rmm_ops_t) and the learner backend over XRT
- * (daemon/learn/learner_backend_xrt.c), against XRT's no-op shim, with an xclbin
+ * (backends/fpga/learner_backend_xrt.c), against XRT's no-op shim, with an xclbin
  * written from the kernels' argument lists (xclbin_gen.c). Built only with
  * XRT, not under sanitizers (tests/meson.build says why).
  *

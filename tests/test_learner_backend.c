@@ -2,7 +2,9 @@
  * (daemon/learn/learner_backend.h) and what the pipeline does when a backend's
  * device fails (pipeline.h, "Learner backends"): a fake GPU backend fails
  * at init or in a step; the device is marked unusable and the workload goes
- * on with the CPU learner (from the last published weights mid-training).
+ * on with the CPU learner (from the last published weights mid-training);
+ * a config beyond the device's build (unsupported) falls back the same way
+ * but leaves the device usable.
  * Also the "gpu" backend of this build: the no-CUDA stub's error, or, in a
  * CUDA build on a machine without a GPU, a real init failure that falls
  * back the same way. And the "fpga" backend (the learner kernel's
@@ -28,45 +30,22 @@
 #include "log.h"
 #include "pipeline.h"
 #include "profile_gpu.h"
+#include "provider_fpga.h"
 #include "learner_rows.h"
+#include "rdt_schema.h"
 
 #define OBS 4
 #define BATCH 8
 enum { F_OBS, F_ACTION, F_REWARD, F_NEXT, F_DISCOUNT, NF };
 
-typedef struct {
-  rd_table_t table;
-  pthread_mutex_t lock;
-} wl_t;
-
-static void set_field(rd_field_t *f, const char *name, rd_dtype_t dtype, uint32_t dim) {
-  memset(f, 0, sizeof *f);
-  snprintf(f->name, sizeof f->name, "%s", name);
-  f->dtype = dtype;
-  f->rank = dim ? 1 : 0;
-  f->shape[0] = dim;
-}
+typedef rdt_table_t wl_t;
 
 static void wl_init(wl_t *w, uint32_t capacity) {
-  rd_table_config_t tc;
-  rd_table_config_default(&tc);
-  set_field(&tc.schema.fields[F_OBS], "obs", RD_DTYPE_FLOAT32, OBS);
-  set_field(&tc.schema.fields[F_ACTION], "action", RD_DTYPE_INT32, 0);
-  set_field(&tc.schema.fields[F_REWARD], "reward", RD_DTYPE_FLOAT32, 0);
-  set_field(&tc.schema.fields[F_NEXT], "next_obs", RD_DTYPE_FLOAT32, OBS);
-  set_field(&tc.schema.fields[F_DISCOUNT], "discount", RD_DTYPE_FLOAT32, 0);
-  tc.schema.n_fields = NF;
-  tc.capacity = capacity;
-  tc.seed = 11;
   rd_error_t err;
-  if (rd_table_init(&w->table, &tc, &err) != RD_OK) fail_msg("table: %s", err.msg);
-  pthread_mutex_init(&w->lock, NULL);
+  if (rdt_table_init(w, capacity, OBS, 1, 11, &err) != RD_OK) fail_msg("table: %s", err.msg);
 }
 
-static void wl_free(wl_t *w) {
-  rd_table_free(&w->table);
-  pthread_mutex_destroy(&w->lock);
-}
+static void wl_free(wl_t *w) { rdt_table_free(w); }
 
 static void fill(wl_t *w, size_t n) {
   float obs[64 * OBS], next[64 * OBS], rew[64], disc[64];
@@ -161,6 +140,17 @@ static int real_gpus(void) {
   return k;
 }
 
+/* A full workload whose pipeline config asks for GPU `dev` (injected
+ * into the device list as usable). */
+static void gpu_workload(wl_t *w, rd_pipeline_config_t *c, uint32_t dev) {
+  inject_gpu(dev);
+  wl_init(w, 64);
+  fill(w, 64);
+  pcfg(c, w);
+  c->learner_kind = RD_LEARNER_ON_GPU;
+  c->learner_device = dev;
+}
+
 /* ---- fake GPU backends ---- */
 
 /* init fails as a device would (out of device memory). */
@@ -209,12 +199,40 @@ static int fake_save(rd_learner_backend_t *b, void *buf, size_t cap, size_t *w, 
 }
 static void fake_destroy(rd_learner_backend_t *b) { rd_learner_ops_cpu.destroy(b); }
 
+/* A step beyond what the device's build can run (as the FPGA kernel's
+ * limits): RD_LEARNER_FAULT_UNSUPPORTED, the device itself is fine. */
+static int fake_step_unsupported(rd_learner_backend_t *b, const rd_batch_t *batch, float *td,
+                                 rd_step_stats_t *st, rd_error_t *err) {
+  if (fake_steps++ >= fake_fail_at) {
+    b->fault = RD_LEARNER_FAULT_UNSUPPORTED;
+    return rd_error_set(err, RD_EINVAL, "fake GPU: batch beyond this build's limit (FAKE_MAX)");
+  }
+  return rd_learner_ops_cpu.step(b, batch, td, st, err);
+}
+
+/* init refuses the config as beyond the build (the device is fine). */
+static int fake_init_unsupported(rd_learner_backend_t *b, const rd_learner_config_t *c,
+                                 uint32_t dev, rd_error_t *err) {
+  (void)c;
+  b->fault = RD_LEARNER_FAULT_UNSUPPORTED;
+  return rd_error_set(err, RD_EINVAL, "fake GPU %u: width beyond this build's limit (FAKE_MAX)",
+                      dev);
+}
+
 static const rd_learner_ops_t fake_oom = {"fake-gpu", RD_LEARNER_ON_GPU, fake_init_oom, fake_step,
                                           fake_bytes, fake_save, NULL, fake_destroy, NULL};
 static const rd_learner_ops_t fake_config = {"fake-gpu", RD_LEARNER_ON_GPU, fake_init_config,
                                              fake_step, fake_bytes, fake_save, NULL, fake_destroy, NULL};
 static const rd_learner_ops_t fake_midway = {"fake-gpu", RD_LEARNER_ON_GPU, fake_init_ok, fake_step,
                                              fake_bytes, fake_save, NULL, fake_destroy, NULL};
+static const rd_learner_ops_t fake_unsupported_step = {"fake-gpu", RD_LEARNER_ON_GPU,
+                                                       fake_init_ok, fake_step_unsupported,
+                                                       fake_bytes, fake_save, NULL,
+                                                       fake_destroy, NULL};
+static const rd_learner_ops_t fake_unsupported_init = {"fake-gpu", RD_LEARNER_ON_GPU,
+                                                       fake_init_unsupported, fake_step,
+                                                       fake_bytes, fake_save, NULL,
+                                                       fake_destroy, NULL};
 
 /* ---- tests ---- */
 
@@ -222,14 +240,9 @@ static const rd_learner_ops_t fake_midway = {"fake-gpu", RD_LEARNER_ON_GPU, fake
  * the same initial weights as a CPU workload, the device is unusable. */
 static void test_init_fault_falls_back(void **state) {
   (void)state;
-  inject_gpu(7);
   wl_t w;
-  wl_init(&w, 64);
-  fill(&w, 64);
   rd_pipeline_config_t c;
-  pcfg(&c, &w);
-  c.learner_kind = RD_LEARNER_ON_GPU;
-  c.learner_device = 7;
+  gpu_workload(&w, &c, 7);
   c.learner_ops = &fake_oom;
   rd_pipeline_t *p = NULL;
   rd_error_t err;
@@ -326,18 +339,13 @@ static void keep_batch(void *arg, const uint64_t *keys, const rd_batch_t *b) {
  * those weights (the fake's seed + 1) and trains on the same batch. */
 static void test_step_fault_resumes_on_cpu(void **state) {
   (void)state;
-  inject_gpu(9);
   wl_t w;
-  wl_init(&w, 64);
-  fill(&w, 64);
   rd_pipeline_config_t c;
-  pcfg(&c, &w);
+  gpu_workload(&w, &c, 9);
   static seen_t seen;
   memset(&seen, 0, sizeof seen);
   c.batch_hook = keep_batch;
   c.hook_arg = &seen;
-  c.learner_kind = RD_LEARNER_ON_GPU;
-  c.learner_device = 9;
   c.learner_ops = &fake_midway;
   fake_fail_at = 0; /* the first step fails */
   rd_pipeline_t *p = NULL;
@@ -399,6 +407,67 @@ static void test_step_fault_resumes_on_cpu(void **state) {
   wl_free(&w);
 }
 
+/* p fell back to the CPU learner (at init or not), for a reason naming
+ * `why`, and GPU `dev` is still usable. */
+static void fell_back_gpu_usable(rd_pipeline_t *p, int at_init, const char *why, uint32_t dev) {
+  rd_pipeline_learner_info_t li;
+  rd_pipeline_learner_info(p, &li);
+  assert_int_equal(li.fell_back, 1);
+  assert_int_equal(li.at_init, at_init);
+  assert_int_equal(li.kind, RD_LEARNER_ON_CPU);
+  assert_non_null(strstr(li.reason, why));
+  rd_device_t d;
+  assert_true(find_gpu(dev, &d));
+  if (!rd_device_usable(&d)) fail_msg("an unsupported config gave the GPU up: %s", d.status);
+}
+
+/* An unsupported config is no fault of the device (learner_backend.h):
+ * at init or mid-training the workload goes on with the CPU learner, and
+ * the device stays usable for other workloads; a device fault gives it up. */
+static void test_unsupported_keeps_device(void **state) {
+  (void)state;
+  assert_int_equal(rd_learner_fault_gives_up_device(RD_LEARNER_FAULT_NONE), 0);
+  assert_int_equal(rd_learner_fault_gives_up_device(RD_LEARNER_FAULT_DEVICE), 1);
+  assert_int_equal(rd_learner_fault_gives_up_device(RD_LEARNER_FAULT_UNSUPPORTED), 0);
+
+  wl_t w;
+  rd_pipeline_config_t c;
+  gpu_workload(&w, &c, 10);
+  rd_pipeline_t *p = NULL;
+  rd_error_t err;
+
+  /* At init. */
+  c.learner_ops = &fake_unsupported_init;
+  assert_int_equal(rd_pipeline_create(&p, &c, &w.table, &w.lock, &err), RD_OK);
+  fell_back_gpu_usable(p, 1, "FAKE_MAX", 10);
+  rd_train_result_t r = train(p, 2);
+  assert_int_equal(r.steps_done, 2);
+  rd_pipeline_destroy(p);
+
+  /* Mid-training: the second step is refused as unsupported. */
+  c.learner_ops = &fake_unsupported_step;
+  fake_fail_at = 1;
+  assert_int_equal(rd_pipeline_create(&p, &c, &w.table, &w.lock, &err), RD_OK);
+  r = train(p, 3);
+  assert_int_equal(r.status, RD_OK);
+  assert_int_equal(r.steps_done, 2);
+  assert_int_equal(r.skipped_steps, 1);
+  fell_back_gpu_usable(p, 0, "FAKE_MAX", 10);
+  rd_pipeline_destroy(p);
+
+  /* The same step failing as a device fault gives the GPU up. */
+  c.learner_ops = &fake_midway;
+  fake_fail_at = 1;
+  assert_int_equal(rd_pipeline_create(&p, &c, &w.table, &w.lock, &err), RD_OK);
+  r = train(p, 3);
+  assert_int_equal(r.skipped_steps, 1);
+  rd_device_t d;
+  assert_true(find_gpu(10, &d));
+  assert_false(rd_device_usable(&d));
+  rd_pipeline_destroy(p);
+  wl_free(&w);
+}
+
 /* This build's "gpu" backend: the stub's clear error without CUDA; with
  * CUDA on a machine without a GPU, a real init failure that falls back. */
 static void test_gpu_backend_of_this_build(void **state) {
@@ -452,14 +521,9 @@ static void test_gpu_backend_of_this_build(void **state) {
   }
 
   /* The pipeline asked for GPU 0 of this build falls back to the CPU. */
-  inject_gpu(0);
   wl_t w;
-  wl_init(&w, 64);
-  fill(&w, 64);
   rd_pipeline_config_t c;
-  pcfg(&c, &w);
-  c.learner_kind = RD_LEARNER_ON_GPU;
-  c.learner_device = 0;
+  gpu_workload(&w, &c, 0);
   rd_pipeline_t *p = NULL;
   int rc = rd_pipeline_create(&p, &c, &w.table, &w.lock, &err);
   if (rc) fail_msg("create: %s", err.msg);
@@ -750,7 +814,7 @@ static void test_fpga_backend_pipeline(void **state) {
    * kernel's limits is no fault of the device). */
   rd_device_t fd;
   rd_error_t derr;
-  assert_int_equal(rd_devices_fpga_csim("u250", RD_FPGA_PARTS_DIR, 0, &fd, &derr), RD_OK);
+  assert_int_equal(rd_fpga_provider_csim("u250", RD_FPGA_PARTS_DIR, 0, &fd, &derr), RD_OK);
   rd_devices_inject(&fd);
   c.learner.hidden[0] = 2 * LRN_MAX_WIDTH;
   c0.learner.hidden[0] = 2 * LRN_MAX_WIDTH;
@@ -791,6 +855,7 @@ int main(void) {
       cmocka_unit_test(test_init_fault_falls_back),
       cmocka_unit_test(test_init_config_error_no_fallback),
       cmocka_unit_test(test_step_fault_resumes_on_cpu),
+      cmocka_unit_test(test_unsupported_keeps_device),
       cmocka_unit_test(test_gpu_backend_of_this_build),
       cmocka_unit_test(test_fpga_backend_trains),
       cmocka_unit_test(test_fpga_backend_limits),

@@ -15,24 +15,9 @@
 #include "log.h"
 #include "paging.h"
 #include "registry.h"
+#include "spec_pb.h"
 #include "store.h"
-
-static char root[64];
-
-static int setup_root(void **state) {
-  (void)state;
-  snprintf(root, sizeof root, "/tmp/rd_test_paging.XXXXXX");
-  if (mkdtemp(root) == NULL) return -1;
-  return rd_log_open(NULL, RD_LOG_ERROR, NULL);
-}
-
-static int teardown_root(void **state) {
-  (void)state;
-  rd_log_close();
-  char cmd[160];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
-  return system(cmd) == 0 ? 0 : -1;
-}
+#include "rdt_unit.h"
 
 /* ------------------------------------------------------------------ */
 /* Sizes                                                               */
@@ -289,7 +274,7 @@ static void register_one(rd_registry_t *r, char *id_out) {
   rd_workload_t *w = NULL;
   rd_error_t err;
   rd_error_clear(&err);
-  if (rd_registry_register(r, &s.spec, &w, &err) != RD_OK) fail_msg("register: %s", err.msg);
+  if (rd_spec_pb_register(r, &s.spec, NULL, &w, &err) != RD_OK) fail_msg("register: %s", err.msg);
   strcpy(id_out, w->id);
   rd_workload_unref(w);
 }
@@ -421,7 +406,7 @@ static rd_profile_t nth(unsigned i) {
 static void test_store_pages(void **state) {
   (void)state;
   char dir[128];
-  snprintf(dir, sizeof dir, "%s/store", root);
+  snprintf(dir, sizeof dir, "%s/store", rdt_root);
   rd_store_t *st = NULL;
   assert_int_equal(rd_store_open(&st, dir, NULL), RD_OK);
   for (unsigned i = 0; i < 120; i++) {
@@ -516,5 +501,5 @@ int main(void) {
       cmocka_unit_test(test_profile_tokens),  cmocka_unit_test(test_registry_pages),
       cmocka_unit_test(test_store_pages),
   };
-  return cmocka_run_group_tests(tests, setup_root, teardown_root);
+  return cmocka_run_group_tests(tests, rdt_root_setup, rdt_root_teardown);
 }

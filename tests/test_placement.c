@@ -1,8 +1,9 @@
-/* test_placement.c - what runs a mapping to an FPGA (daemon/dse/placement.c):
- * the decision rd_placement_fpga_run over fake device entries (an XRT
+/* test_placement.c - what runs a mapping (the providers' bind; the FPGA's
+ * in backends/fpga/provider_fpga.c):
+ * the decision rd_fpga_provider_run over fake device entries (an XRT
  * board, XRT's no-op shim, the C-simulation FPGA, an assumed part), the
- * ops a mapping gets from it (rd_placement_run_mapping), the fpga-xclbin
- * setting at start (rd_placement_setup_xrt) and what the device list says
+ * ops a mapping gets from it (rd_placement_bind), the fpga-xclbin
+ * setting at start (rd_fpga_provider_setup_xrt) and what the device list says
  * then, a placement computed with a fake board listed, and the registry's
  * fall-back to the CPU tree when a placed replay module is busy.
  *
@@ -33,7 +34,11 @@
 #include "devices.h"
 #include "log.h"
 #include "placement.h"
+#include "provider.h"
+#include "provider_fpga.h"
+#include "rmm_gpu.h"
 #include "registry.h"
+#include "spec_pb.h"
 
 #ifndef RD_FPGA_PARTS_DIR
 #error "RD_FPGA_PARTS_DIR: the part files' directory"
@@ -74,7 +79,7 @@ static rd_device_t board_entry(uint32_t index, int xclbin) {
   snprintf(d.name, sizeof d.name, "%s, 64.0 GiB", BOARD_MODEL);
   d.index = index;
   d.memory_bytes = 64ull << 30;
-  rd_devices_xrt_board_text(xclbin, &d);
+  rd_fpga_provider_board_text(xclbin, &d);
   rd_device_fingerprint(&d);
   return d;
 }
@@ -91,7 +96,7 @@ static rd_device_t csim_entry(uint32_t index) {
   rd_device_t d;
   rd_error_t err;
   rd_error_clear(&err);
-  if (rd_devices_fpga_csim("u250", RD_FPGA_PARTS_DIR, index, &d, &err) != RD_OK)
+  if (rd_fpga_provider_csim("u250", RD_FPGA_PARTS_DIR, index, &d, &err) != RD_OK)
     fail_msg("csim: %s", err.msg);
   return d;
 }
@@ -161,7 +166,7 @@ static void workload_configs(uint32_t capacity, rd_table_config_t *tc, rd_pipeli
   int has_learner = 0;
   rd_error_t err;
   rd_error_clear(&err);
-  if (rd_registry_spec_config(r, &s.spec, tc, pc, &has_learner, &err) != RD_OK)
+  if (rd_spec_pb_config(r, &s.spec, tc, pc, &has_learner, &err) != RD_OK)
     fail_msg("spec: %s", err.msg);
   assert_true(has_learner);
   rd_registry_destroy(r);
@@ -177,14 +182,14 @@ static int setup_xrt(const char *path, uint32_t k, uint32_t n, uint32_t batch, r
   c.fpga_xclbin_shape.batch = batch;
   c.fpga_xclbin_shape.min_table = n;
   rd_error_clear(err);
-  return rd_placement_setup_xrt(&c, err);
+  return rd_fpga_provider_setup_xrt(&c, err);
 }
 
-/* A placement mapped (learner, rmm, storage) with the FPGA row's device
- * fpga, as rd_placement_compute leaves it before its last step. */
-static void run(rd_placement_t *o, rd_devkind_t l, rd_devkind_t rmm, rd_devkind_t st,
-                const rd_device_t *fpga, const rd_table_config_t *tc,
-                const rd_learner_config_t *lc) {
+/* A placement mapped (learner, rmm, storage) with device dev (NULL: none)
+ * behind row, as rd_placement_compute leaves it before its last step. */
+static void run_on(rd_placement_t *o, rd_devkind_t l, rd_devkind_t rmm, rd_devkind_t st,
+                   rd_devkind_t row, const rd_device_t *dev, const rd_table_config_t *tc,
+                   const rd_learner_config_t *lc) {
   memset(o, 0, sizeof *o);
   o->mapped = 1;
   o->mapping.learner = l;
@@ -192,11 +197,22 @@ static void run(rd_placement_t *o, rd_devkind_t l, rd_devkind_t rmm, rd_devkind_
   o->mapping.storage = st;
   rd_mapping_format(&o->mapping, o->code, sizeof o->code);
   o->learner_kind = RD_LEARNER_ON_CPU;
-  if (fpga != NULL) {
-    o->fpga_device = fpga->index;
+  if (dev != NULL) {
+    o->device[row] = *dev;
+    o->has_device[row] = 1;
+  }
+  if (dev != NULL && row == RD_DEV_FPGA) {
+    o->fpga_device = dev->index;
     snprintf(o->fpga_part, sizeof o->fpga_part, "u250");
   }
-  rd_placement_run_mapping(o, -1, fpga, tc, lc);
+  rd_placement_bind(o, tc, lc);
+}
+
+/* The same with the FPGA row's device fpga. */
+static void run(rd_placement_t *o, rd_devkind_t l, rd_devkind_t rmm, rd_devkind_t st,
+                const rd_device_t *fpga, const rd_table_config_t *tc,
+                const rd_learner_config_t *lc) {
+  run_on(o, l, rmm, st, RD_DEV_FPGA, fpga, tc, lc);
 }
 
 /* ------------------------------------------------------------------ */
@@ -209,26 +225,26 @@ static void test_fpga_run_decision(void **state) {
   rd_device_t board = board_entry(3, 1);
 
   /* A board with an xclbin, in an XRT build, where the part fits: XRT. */
-  assert_int_equal(rd_placement_fpga_run(&board, 1, 1, 1, "", why, sizeof why), RD_FPGA_RUN_XRT);
+  assert_int_equal(rd_fpga_provider_run(&board, 1, 1, 1, "", why, sizeof why), RD_FPGA_RUN_XRT);
   assert_string_equal(why, "");
   /* No xclbin: the CPU, saying which setting is missing. */
-  assert_int_equal(rd_placement_fpga_run(&board, 1, 0, 1, "", why, sizeof why), RD_FPGA_RUN_CPU);
+  assert_int_equal(rd_fpga_provider_run(&board, 1, 0, 1, "", why, sizeof why), RD_FPGA_RUN_CPU);
   assert_string_equal(why, "fpga3 is an XRT board but no xclbin is configured (the "
                            "fpga-xclbin setting)");
   /* A build without XRT cannot drive it, xclbin or not. */
-  assert_int_equal(rd_placement_fpga_run(&board, 0, 1, 1, "", why, sizeof why), RD_FPGA_RUN_CPU);
+  assert_int_equal(rd_fpga_provider_run(&board, 0, 1, 1, "", why, sizeof why), RD_FPGA_RUN_CPU);
   assert_string_equal(why, "fpga3 is an XRT board but replayd was built without XRT");
   /* Not fitting the kernel build: the caller's reason. */
-  assert_int_equal(rd_placement_fpga_run(&board, 1, 1, 0, "capacity 9 is not 8", why, sizeof why),
+  assert_int_equal(rd_fpga_provider_run(&board, 1, 1, 0, "capacity 9 is not 8", why, sizeof why),
                    RD_FPGA_RUN_CPU);
   assert_string_equal(why, "capacity 9 is not 8");
-  assert_int_equal(rd_placement_fpga_run(&board, 1, 1, 0, NULL, why, sizeof why),
+  assert_int_equal(rd_fpga_provider_run(&board, 1, 1, 0, NULL, why, sizeof why),
                    RD_FPGA_RUN_CPU);
   assert_contains(why, "does not fit");
   /* A board given up after a failure: its status is the reason. */
   rd_device_t broken = board;
   snprintf(broken.status, sizeof broken.status, "unusable: XRT run timed out");
-  assert_int_equal(rd_placement_fpga_run(&broken, 1, 1, 1, "", why, sizeof why),
+  assert_int_equal(rd_fpga_provider_run(&broken, 1, 1, 1, "", why, sizeof why),
                    RD_FPGA_RUN_CPU);
   assert_string_equal(why, "fpga3 unusable: XRT run timed out");
 
@@ -239,7 +255,7 @@ static void test_fpga_run_decision(void **state) {
   for (int i = 0; i < 2; i++) {
     const rd_device_t *d = i ? &forged : &shim;
     for (int xclbin = 0; xclbin < 2; xclbin++) {
-      assert_int_equal(rd_placement_fpga_run(d, 1, xclbin, 1, "", why, sizeof why),
+      assert_int_equal(rd_fpga_provider_run(d, 1, xclbin, 1, "", why, sizeof why),
                        RD_FPGA_RUN_CPU);
       assert_string_equal(why, "fpga0 is XRT's no-op shim: no kernel executes there");
     }
@@ -248,25 +264,25 @@ static void test_fpga_run_decision(void **state) {
   /* The C-simulation: as before, the xclbin setting changes nothing. */
   rd_device_t csim = csim_entry(1);
   for (int xclbin = 0; xclbin < 2; xclbin++) {
-    assert_int_equal(rd_placement_fpga_run(&csim, 1, xclbin, 1, "", why, sizeof why),
+    assert_int_equal(rd_fpga_provider_run(&csim, 1, xclbin, 1, "", why, sizeof why),
                      RD_FPGA_RUN_CSIM);
-    assert_int_equal(rd_placement_fpga_run(&csim, 0, xclbin, 1, "", why, sizeof why),
+    assert_int_equal(rd_fpga_provider_run(&csim, 0, xclbin, 1, "", why, sizeof why),
                      RD_FPGA_RUN_CSIM);
   }
-  assert_int_equal(rd_placement_fpga_run(&csim, 1, 1, 0, "too big", why, sizeof why),
+  assert_int_equal(rd_fpga_provider_run(&csim, 1, 1, 0, "too big", why, sizeof why),
                    RD_FPGA_RUN_CPU);
   assert_string_equal(why, "too big");
 
   /* An assumed part (a plan) and a device of another kind run nothing. */
-  assert_int_equal(rd_placement_fpga_run(NULL, 1, 1, 1, "", why, sizeof why), RD_FPGA_RUN_CPU);
+  assert_int_equal(rd_fpga_provider_run(NULL, 1, 1, 1, "", why, sizeof why), RD_FPGA_RUN_CPU);
   assert_contains(why, "an assumed FPGA runs nothing");
   rd_device_t cpu;
   rd_devices_cpu(&cpu);
-  assert_int_equal(rd_placement_fpga_run(&cpu, 1, 1, 1, "", why, sizeof why), RD_FPGA_RUN_CPU);
+  assert_int_equal(rd_fpga_provider_run(&cpu, 1, 1, 1, "", why, sizeof why), RD_FPGA_RUN_CPU);
   assert_string_equal(why, "cpu0 is not an FPGA");
   rd_device_t other = board;
   snprintf(other.backend, sizeof other.backend, "opencl");
-  assert_int_equal(rd_placement_fpga_run(&other, 1, 1, 1, "", why, sizeof why), RD_FPGA_RUN_CPU);
+  assert_int_equal(rd_fpga_provider_run(&other, 1, 1, 1, "", why, sizeof why), RD_FPGA_RUN_CPU);
   assert_string_equal(why, "fpga3's backend \"opencl\" runs no kernels");
 }
 
@@ -278,7 +294,7 @@ static void test_board_text(void **state) {
   assert_contains(d.status, "no xclbin configured (the fpga-xclbin setting), so nothing runs");
   assert_contains(d.status, "replayd has never run on a board");
   assert_string_equal(d.capabilities, "none (no xclbin: model only)");
-  rd_devices_xrt_board_text(1, &d);
+  rd_fpga_provider_board_text(1, &d);
   assert_true(rd_device_usable(&d));
   assert_contains(d.status, "run the kernels of the fpga-xclbin setting");
   assert_contains(d.status, "replayd has never run on a board");
@@ -564,7 +580,7 @@ static void test_shape_not_fitting(void **state) {
   c.fpga_xclbin_shape.n = 65536;
   c.fpga_xclbin_shape.batch = 1024;
   c.fpga_xclbin_shape.min_table = 1000;
-  assert_int_equal(rd_placement_setup_xrt(&c, &err), RD_OK);
+  assert_int_equal(rd_fpga_provider_setup_xrt(&c, &err), RD_OK);
   workload_configs(1000, &tc, &pc);
   run(&o, RD_DEV_FPGA, RD_DEV_FPGA, RD_DEV_CPU, &board, &tc, &pc.learner);
   assert_string_equal(o.running, "F-F-C");
@@ -573,6 +589,86 @@ static void test_shape_not_fitting(void **state) {
 #else
   skip();
 #endif
+}
+
+/* What of a mapping runs on a present GPU (provider_gpu.c): the learner
+ * where the GPU learner is built; the sum tree and storage only through a
+ * GPU replay module (rmm_gpu.h), which this build refuses, saying why. */
+static void test_gpu_bind(void **state) {
+  (void)state;
+  rd_table_config_t tc;
+  rd_pipeline_config_t pc;
+  workload_configs(1000, &tc, &pc);
+  rd_device_t gpu;
+  memset(&gpu, 0, sizeof gpu);
+  snprintf(gpu.kind, sizeof gpu.kind, "gpu");
+  snprintf(gpu.model, sizeof gpu.model, "NVIDIA H100");
+  snprintf(gpu.status, sizeof gpu.status, "ok (injected by a test)");
+  gpu.index = 5;
+  gpu.memory_bytes = 80ull << 30;
+  const int built = rd_learner_gpu_built();
+  assert_int_equal(rd_gpu_rmm_built(), built);
+  rd_placement_t o;
+  run_on(&o, RD_DEV_GPU, RD_DEV_GPU, RD_DEV_GPU, RD_DEV_GPU, &gpu, &tc, &pc.learner);
+  assert_null(o.learner_ops);
+  if (built) { /* the learner, the sum tree and the rows on gpu5 */
+    assert_string_equal(o.running, "G-G-G");
+    assert_int_equal(o.learner_kind, RD_LEARNER_ON_GPU);
+    assert_int_equal(o.learner_device, 5);
+    assert_ptr_equal(o.rmm_ops, rd_gpu_rmm_ops(5));
+    assert_ptr_equal(o.storage_ops, rd_gpu_storage_ops(5));
+    assert_string_equal(o.note, "mapped G-G-G; running G-G-G");
+  } else {
+    assert_string_equal(o.running, "C-C-C");
+    assert_int_equal(o.learner_kind, RD_LEARNER_ON_CPU);
+    assert_null(o.rmm_ops);
+    assert_null(o.storage_ops);
+    assert_string_equal(o.note, "mapped G-G-G; running C-C-C: GPU backend not available (built "
+                                "without CUDA)");
+  }
+  /* No usable GPU in the row. */
+  run_on(&o, RD_DEV_GPU, RD_DEV_CPU, RD_DEV_CPU, RD_DEV_GPU, NULL, &tc, &pc.learner);
+  assert_string_equal(o.running, "C-C-C");
+  assert_string_equal(o.note, built ? "mapped G-C-C; running C-C-C: GPU backend not available "
+                                      "(no usable GPU on this server)"
+                                    : "mapped G-C-C; running C-C-C: GPU backend not available "
+                                      "(built without CUDA)");
+  /* The sum tree mapped there without the learner: it runs there alone. */
+  run_on(&o, RD_DEV_CPU, RD_DEV_GPU, RD_DEV_CPU, RD_DEV_GPU, &gpu, &tc, &pc.learner);
+  assert_string_equal(o.running, built ? "C-G-C" : "C-C-C");
+  assert_ptr_equal(o.rmm_ops, built ? rd_gpu_rmm_ops(5) : NULL);
+  assert_null(o.storage_ops);
+  if (!built)
+    assert_string_equal(o.note, "mapped C-G-C; running C-C-C: GPU backend not available");
+  /* The rows there, the sum tree on the CPU (G-C-G). */
+  run_on(&o, RD_DEV_GPU, RD_DEV_CPU, RD_DEV_GPU, RD_DEV_GPU, &gpu, &tc, &pc.learner);
+  assert_string_equal(o.running, built ? "G-C-G" : "C-C-C");
+  assert_null(o.rmm_ops);
+  assert_ptr_equal(o.storage_ops, built ? rd_gpu_storage_ops(5) : NULL);
+
+  /* Each part asked on its own (can_run), with why. */
+  const rd_device_provider_t *p = rd_provider_for("gpu");
+  rd_dse_runner_t r;
+  char why[RD_ERROR_MSG_MAX];
+  assert_int_equal(p->can_run(NULL, RD_PART_LEARNER, &tc, &pc.learner, &r, why, sizeof why), 0);
+  assert_string_equal(why, "no usable GPU on this server");
+  rd_device_t broken = gpu;
+  snprintf(broken.status, sizeof broken.status, "unusable: cuBLAS failed");
+  assert_int_equal(p->can_run(&broken, RD_PART_LEARNER, &tc, &pc.learner, &r, why, sizeof why),
+                   0);
+  assert_string_equal(why, "gpu5 unusable: cuBLAS failed");
+  assert_int_equal(p->can_run(&gpu, RD_PART_LEARNER, &tc, &pc.learner, &r, why, sizeof why),
+                   built);
+  rd_device_t small = gpu; /* too little memory for the tree or the rows */
+  small.memory_bytes = 4096;
+  for (int part = RD_PART_RMM; part <= RD_PART_STORAGE; part++) {
+    assert_int_equal(p->can_run(&gpu, (rd_part_t)part, &tc, &pc.learner, &r, why, sizeof why),
+                     built);
+    if (!built) assert_contains(why, "built without CUDA");
+    assert_int_equal(p->can_run(&small, (rd_part_t)part, &tc, &pc.learner, &r, why, sizeof why),
+                     0);
+    assert_contains(why, built ? "cannot hold this table" : "built without CUDA");
+  }
 }
 
 /* The registry's fall-back rewrites running and the note. */
@@ -752,7 +848,7 @@ static void test_registry_busy_falls_back(void **state) {
   rd_error_t err;
   rd_error_clear(&err);
   busy_creates = 0;
-  int rc = rd_registry_register_placed(r, &s.spec, &pl, &w, &err);
+  int rc = rd_spec_pb_register(r, &s.spec, &pl, &w, &err);
   if (rc) fail_msg("register: %s", err.msg);
   assert_int_equal(busy_creates, 1);
   assert_string_equal(rd_table_rmm_name(&w->table), "cpu");
@@ -776,13 +872,19 @@ static void test_registry_busy_falls_back(void **state) {
   assert_true(w->charge >= rd_table_memsize(&w->table));
   rd_workload_unref(w);
 
-  /* Any other failure of the module is the registration's. */
+  /* Any other failure of the module (a board or GPU gone) falls back the
+   * same way, as a failing learner does: the workload is served on the CPU
+   * and the note says why. */
   run(&pl, RD_DEV_CPU, RD_DEV_FPGA, RD_DEV_CPU, &csim, &tc, &pc.learner);
   pl.rmm_ops = &broken_ops;
   rd_error_clear(&err);
-  assert_int_equal(rd_registry_register_placed(r, &s.spec, &pl, NULL, &err), RD_EINTERNAL);
-  assert_string_equal(err.msg, "fake: the board is gone");
-  assert_int_equal(rd_registry_count(r), 1);
+  w = NULL;
+  assert_int_equal(rd_spec_pb_register(r, &s.spec, &pl, &w, &err), RD_OK);
+  assert_string_equal(rd_table_rmm_name(&w->table), "cpu");
+  assert_string_equal(w->placement->note, "mapped C-F-C; running C-C-C: the replay module stays "
+                                          "on the CPU: fake: the board is gone");
+  rd_workload_unref(w);
+  assert_int_equal(rd_registry_count(r), 2);
   rd_registry_destroy(r);
 }
 
@@ -808,7 +910,7 @@ static void test_registry_pins(void **state) {
   rd_workload_t *w = NULL;
   rd_error_t err;
   rd_error_clear(&err);
-  if (rd_registry_register_placed(r, &s.spec, &pl, &w, &err)) fail_msg("register: %s", err.msg);
+  if (rd_spec_pb_register(r, &s.spec, &pl, &w, &err)) fail_msg("register: %s", err.msg);
   assert_non_null(w->pipeline);
   rd_pipeline_cpus_t c;
   rd_pipeline_cpus(w->pipeline, &c);
@@ -887,10 +989,10 @@ static void test_noop_second_table_busy(void **state) {
   assert_ptr_equal(pl.rmm_ops, &rd_fpga_xrt_rmm_ops);
   rd_workload_t *a = NULL, *b = NULL, *c = NULL;
   rd_error_clear(&err);
-  if (rd_registry_register_placed(r, &s.spec, &pl, &a, &err)) fail_msg("a: %s", err.msg);
+  if (rd_spec_pb_register(r, &s.spec, &pl, &a, &err)) fail_msg("a: %s", err.msg);
   assert_string_equal(rd_table_rmm_name(&a->table), "fpga-xrt");
   assert_string_equal(a->placement->running, "C-F-C");
-  if (rd_registry_register_placed(r, &s.spec, &pl, &b, &err)) fail_msg("b: %s", err.msg);
+  if (rd_spec_pb_register(r, &s.spec, &pl, &b, &err)) fail_msg("b: %s", err.msg);
   assert_string_equal(rd_table_rmm_name(&b->table), "cpu");
   assert_string_equal(b->placement->running, "C-C-C");
   assert_contains(b->placement->note, "mapped C-F-C; running C-C-C: the replay module stays on "
@@ -902,7 +1004,7 @@ static void test_noop_second_table_busy(void **state) {
   snprintf(id, sizeof id, "%s", a->id);
   rd_workload_unref(a);
   assert_int_equal(rd_registry_delete(r, id, &err), RD_OK);
-  if (rd_registry_register_placed(r, &s.spec, &pl, &c, &err)) fail_msg("c: %s", err.msg);
+  if (rd_spec_pb_register(r, &s.spec, &pl, &c, &err)) fail_msg("c: %s", err.msg);
   assert_string_equal(rd_table_rmm_name(&c->table), "fpga-xrt");
   rd_workload_unref(b);
   rd_workload_unref(c);
@@ -957,6 +1059,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_learner_not_fitting),
         cmocka_unit_test(test_shape_not_fitting),
         cmocka_unit_test(test_rmm_on_cpu),
+        cmocka_unit_test(test_gpu_bind),
         cmocka_unit_test(test_compute_with_board),
         cmocka_unit_test(test_assumed_figures_finite),
         cmocka_unit_test(test_registry_busy_falls_back),

@@ -19,28 +19,13 @@
 #include "profile.h"
 #include "profile_cache.h"
 #include "store.h"
+#include "rd_clock.h"
+#include "rdt_unit.h"
 
 /* Wall-time slack over the budget: the bound holds up to one call's
  * misestimate and the scheduler; these shapes' calls take well under a
  * millisecond, so this is generous for a loaded machine. */
 #define SLACK_S 0.25
-
-static int setup(void **state) {
-  (void)state;
-  return rd_log_open(NULL, RD_LOG_ERROR, NULL);
-}
-
-static int teardown(void **state) {
-  (void)state;
-  rd_log_close();
-  return 0;
-}
-
-static double now_s(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
 
 static void table_config(rd_table_config_t *tc, uint32_t capacity, uint32_t obs) {
   rd_table_config_default(tc);
@@ -294,9 +279,9 @@ static void test_measure_tiny(void **state) {
   rd_error_clear(&err);
   /* Room for every primitive is required up front. */
   assert_int_equal(rd_profile_measure_cpu(&s, threads, 2, budget, r, 8, &n, &err), RD_EINVAL);
-  double t0 = now_s();
+  double t0 = rd_clock_now();
   int rc = rd_profile_measure_cpu(&s, threads, 2, budget, r, 9, &n, &err);
-  double wall = now_s() - t0;
+  double wall = rd_clock_now() - t0;
   if (rc) fail_msg("measure: %s %s", rd_err_name(rc), err.msg);
   /* A bound check, not a performance assertion: measuring stays within
    * its budget (plus scheduling slack) however fast the machine is. */
@@ -417,9 +402,9 @@ static void test_measure_large_capacity_bounded(void **state) {
   rd_error_clear(&err);
   const uint32_t one = 1;
   const double budget = 0.3;
-  double t0 = now_s();
+  double t0 = rd_clock_now();
   int rc = rd_profile_measure_cpu(&s, &one, 1, budget, r, 2, &n, &err);
-  double wall = now_s() - t0;
+  double wall = rd_clock_now() - t0;
   if (rc) fail_msg("measure: %s", err.msg);
   assert_true(wall <= budget + SLACK_S); /* bound check, as above */
   assert_int_equal(n, 2);
@@ -444,9 +429,9 @@ static void test_measure_budget_runs_out(void **state) {
   rd_error_t err;
   rd_error_clear(&err);
   const double budget = 0.02;
-  double t0 = now_s();
+  double t0 = rd_clock_now();
   int rc = rd_profile_measure_cpu(&s, threads, 4, budget, r, 15, &n, &err);
-  double wall = now_s() - t0;
+  double wall = rd_clock_now() - t0;
   if (rc) fail_msg("measure: %s", err.msg);
   assert_true(wall <= budget + SLACK_S); /* bound check, as above */
   assert_true(n <= 15);
@@ -563,6 +548,134 @@ static void test_cached(void **state) {
   assert_int_equal(system(cmd), 0);
 }
 
+/* The one cache with any device kind's profiler (profile_cache.h): a fake
+ * "gpu" whose measurements the test scripts. */
+static struct {
+  int checks, measures, fault, rc;
+  double latency[3];
+} fake;
+
+static int fake_check(const rd_profile_shape_t *shape, const uint32_t *threads, size_t n,
+                      double budget_s, size_t cap, rd_error_t *err) {
+  (void)shape;
+  (void)threads;
+  (void)n;
+  (void)budget_s;
+  fake.checks++;
+  return cap < 3 ? rd_error_set(err, RD_EINVAL, "room for 3 needed") : RD_OK;
+}
+
+static int fake_measure(const rd_profile_shape_t *shape, const rd_device_t *dev,
+                        const uint32_t *threads, size_t n, double budget_s, rd_profile_t *out,
+                        size_t cap, size_t *n_out, int *fault, rd_error_t *err) {
+  (void)threads;
+  (void)n;
+  (void)budget_s;
+  (void)cap;
+  fake.measures++;
+  *n_out = 0;
+  *fault = fake.fault;
+  if (fake.rc) return rd_error_set(err, fake.rc, "the fake device failed");
+  for (int p = 0; p < 3; p++) {
+    memset(&out[p], 0, sizeof out[p]);
+    snprintf(out[p].device_fp, sizeof out[p].device_fp, "%s", dev->fingerprint);
+    out[p].primitive = (rd_primitive_t)p;
+    out[p].threads = 1;
+    out[p].shape = shape->key;
+    snprintf(out[p].build, sizeof out[p].build, "%s", rd_profile_build());
+    out[p].latency_s = fake.latency[p];
+    out[p].reps = 1;
+    out[p].source = RD_PROFILE_MEASURED;
+  }
+  *n_out = 3;
+  return RD_OK;
+}
+
+static void test_cache_any_kind(void **state) {
+  (void)state;
+  char dir[64];
+  snprintf(dir, sizeof dir, "/tmp/rd_test_profile.XXXXXX");
+  assert_non_null(mkdtemp(dir));
+  rd_store_t *st;
+  rd_error_t err;
+  rd_error_clear(&err);
+  assert_int_equal(rd_store_open(&st, dir, &err), RD_OK);
+  rd_table_config_t tc;
+  rd_pipeline_config_t pc;
+  rd_profile_shape_t s;
+  table_config(&tc, 4096, 4);
+  pipeline_config(&pc, RD_ALGO_DQN, 4, 2, 16, 0, 32);
+  shape_ok(&s, &tc, &pc, 0);
+  rd_device_t gpu;
+  memset(&gpu, 0, sizeof gpu);
+  snprintf(gpu.kind, sizeof gpu.kind, "gpu");
+  snprintf(gpu.fingerprint, sizeof gpu.fingerprint, "gpu-00000000000000aa");
+  const rd_profiler_t prof = {fake_check, fake_measure};
+  memset(&fake, 0, sizeof fake);
+  fake.latency[0] = 2e-6;
+  fake.latency[1] = 3e-6;
+  fake.latency[2] = 5e-5;
+  rd_profile_t out[4];
+  size_t n;
+  int hit = 7, fault = 7;
+
+  /* A restart never measures: nothing stored is RD_ENOTFOUND. */
+  rd_profile_request_t q = {st, &gpu, &s, NULL, 0, 1.0, 1};
+  assert_int_equal(rd_profile_cached(&prof, &q, out, 4, &n, &hit, &fault, &err), RD_ENOTFOUND);
+  assert_int_equal(fake.measures, 0);
+  q.store = NULL;
+  assert_int_equal(rd_profile_cached(&prof, &q, out, 4, &n, &hit, &fault, &err), RD_ENOTFOUND);
+  q.store = st;
+  /* Miss: measured by the kind's profiler and stored under its fingerprint. */
+  q.cache_only = 0;
+  assert_int_equal(rd_profile_cached(&prof, &q, out, 4, &n, &hit, &fault, &err), RD_OK);
+  assert_int_equal(hit, 0);
+  assert_int_equal(fault, 0);
+  assert_int_equal(n, 3);
+  assert_int_equal(fake.measures, 1);
+  /* Hit: nothing measured, the rows as stored; a restart finds them too. */
+  for (int only = 0; only < 2; only++) {
+    q.cache_only = only;
+    assert_int_equal(rd_profile_cached(&prof, &q, out, 4, &n, &hit, &fault, &err), RD_OK);
+    assert_int_equal(hit, 1);
+    assert_int_equal(n, 3);
+    assert_int_equal(fake.measures, 1);
+    for (int p = 0; p < 3; p++) {
+      assert_int_equal(out[p].primitive, p);
+      assert_true(out[p].latency_s == fake.latency[p]);
+      assert_string_equal(out[p].device_fp, gpu.fingerprint);
+    }
+  }
+  /* The kind's checks on a hit as on a miss. */
+  int checks = fake.checks;
+  assert_int_equal(rd_profile_cached(&prof, &q, out, 2, &n, &hit, &fault, &err), RD_EINVAL);
+  assert_int_equal(fake.checks, checks + 1);
+  /* Any thread count (threads NULL): the fastest stored row of each. */
+  rd_profile_t faster = out[2];
+  faster.threads = 8;
+  faster.latency_s = 1e-5;
+  faster.source = RD_PROFILE_IMPORTED;
+  assert_int_equal(rd_store_put_profiles(st, &faster, 1, &err), RD_OK);
+  assert_int_equal(rd_profile_cached(&prof, &q, out, 4, &n, &hit, &fault, &err), RD_OK);
+  assert_int_equal(n, 3);
+  assert_true(out[2].latency_s == 1e-5);
+  assert_int_equal(out[2].threads, 8);
+  /* Another device's rows are not this one's; its fault comes back. */
+  snprintf(gpu.fingerprint, sizeof gpu.fingerprint, "gpu-00000000000000bb");
+  q.cache_only = 0;
+  fake.rc = RD_EINTERNAL;
+  fake.fault = 1;
+  assert_int_equal(rd_profile_cached(&prof, &q, out, 4, &n, &hit, &fault, &err), RD_EINTERNAL);
+  assert_int_equal(fault, 1);
+  assert_int_equal(n, 0);
+  assert_int_equal(fake.measures, 2);
+
+  rd_store_close(st);
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  assert_int_equal(system(cmd), 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_shape_keys),
@@ -576,6 +689,7 @@ int main(void) {
       cmocka_unit_test(test_measure_budget_runs_out),
       cmocka_unit_test(test_measure_bad_requests),
       cmocka_unit_test(test_cached),
+      cmocka_unit_test(test_cache_any_kind),
   };
-  return cmocka_run_group_tests(tests, setup, teardown);
+  return cmocka_run_group_tests(tests, rdt_quiet_setup, rdt_quiet_teardown);
 }

@@ -16,37 +16,14 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "messages.h"
 #include "registry.h"
+#include "spec_pb.h"
+#include "rdt_unit.h"
 
 /* ------------------------------------------------------------------ */
 /* Helpers                                                             */
 /* ------------------------------------------------------------------ */
-
-static char root[64];
-
-static int setup_root(void **state) {
-  (void)state;
-  snprintf(root, sizeof root, "/tmp/rd_test_registry.XXXXXX");
-  if (mkdtemp(root) == NULL) return -1;
-  /* Registration and restore log at info; keep the test output short. */
-  return rd_log_open(NULL, RD_LOG_ERROR, NULL);
-}
-
-static int teardown_root(void **state) {
-  (void)state;
-  rd_log_close();
-  char cmd[160];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
-  return system(cmd) == 0 ? 0 : -1;
-}
-
-static const char *fresh(const char *name) {
-  static char p[4][160];
-  static int which;
-  char *s = p[which++ & 3];
-  snprintf(s, 160, "%s/%s", root, name);
-  return s;
-}
 
 /* A spec built on the stack, with room for any number of fields we test. */
 typedef struct {
@@ -107,7 +84,7 @@ static rd_workload_t *register_ok(rd_registry_t *r, const spec_t *s) {
   rd_workload_t *w = NULL;
   rd_error_t err;
   rd_error_clear(&err);
-  int rc = rd_registry_register(r, &s->spec, &w, &err);
+  int rc = rd_spec_pb_register(r, &s->spec, NULL, &w, &err);
   if (rc) fail_msg("register: %s %s", rd_err_name(rc), err.msg);
   assert_non_null(w);
   return w;
@@ -126,7 +103,8 @@ static size_t restore_ok(rd_registry_t *r) {
   size_t n = 99;
   rd_error_t err;
   rd_error_clear(&err);
-  int rc = rd_registry_restore(r, &n, &err);
+  rd_spec_decoder_t dec = rd_spec_pb_decoder(rd_registry_config(r));
+  int rc = rd_registry_restore(r, &dec, &n, &err);
   if (rc) fail_msg("restore: %s %s", rd_err_name(rc), err.msg);
   return n;
 }
@@ -162,6 +140,26 @@ static void insert_rows(rd_workload_t *w, size_t n) {
   assert_int_equal(rc, RD_OK);
 }
 
+/* The workload's stored spec (the normalised WorkloadSpec), unpacked;
+ * freed by free_spec. */
+static Replayd__V1__WorkloadSpec *stored_spec(const rd_workload_t *w) {
+  Replayd__V1__WorkloadSpec *n = rd_spec_pb_stored(w->spec, w->spec_len);
+  assert_non_null(n);
+  return n;
+}
+
+static void free_spec(Replayd__V1__WorkloadSpec *n) {
+  replayd__v1__workload_spec__free_unpacked(n, NULL);
+}
+
+/* A copy of the workload's stored spec bytes. */
+static uint8_t *stored_bytes(const rd_workload_t *w, size_t *len) {
+  *len = w->spec_len;
+  uint8_t *buf = malloc(*len + 1);
+  memcpy(buf, w->spec, *len);
+  return buf;
+}
+
 static uint8_t *pack_spec(const Replayd__V1__WorkloadSpec *s, size_t *len) {
   *len = replayd__v1__workload_spec__get_packed_size(s);
   uint8_t *buf = malloc(*len + 1);
@@ -188,7 +186,7 @@ static void test_register_fills_defaults(void **state) {
   assert_int_equal(atomic_load(&w->refs), 2); /* the registry's and ours */
 
   /* The normalised spec: a deep copy with every default written out. */
-  const Replayd__V1__WorkloadSpec *n = w->spec;
+  Replayd__V1__WorkloadSpec *n = stored_spec(w);
   assert_ptr_not_equal(n, &s.spec);
   assert_string_equal(n->name, "cartpole");
   assert_int_equal(n->n_fields, 3);
@@ -210,6 +208,8 @@ static void test_register_fills_defaults(void **state) {
   assert_int_equal(n->max_batch, cfg.max_batch);
   assert_null(n->learner);
   assert_true(w->default_beta == 0.4);
+  assert_string_equal(w->name, "cartpole");
+  free_spec(n);
 
   /* The table was built from it. */
   const rd_table_config_t *tc = &w->table.config;
@@ -224,7 +224,9 @@ static void test_register_fills_defaults(void **state) {
   /* Changing the caller's spec afterwards changes nothing of ours. */
   s.name[0][0] = 'X';
   s.spec.capacity = 7;
-  assert_string_equal(w->spec->fields[0]->name, "obs");
+  n = stored_spec(w);
+  assert_string_equal(n->fields[0]->name, "obs");
+  free_spec(n);
 
   assert_int_equal(rd_registry_count(r), 1);
   rd_workload_t *g = rd_registry_get(r, w->id);
@@ -237,7 +239,7 @@ static void test_register_fills_defaults(void **state) {
   /* A NULL out registers without handing back a reference. */
   basic_spec(&s);
   rd_error_t err;
-  assert_int_equal(rd_registry_register(r, &s.spec, NULL, &err), RD_OK);
+  assert_int_equal(rd_spec_pb_register(r, &s.spec, NULL, NULL, &err), RD_OK);
   assert_int_equal(rd_registry_count(r), 2);
   rd_registry_destroy(r);
 }
@@ -275,11 +277,14 @@ static void test_register_explicit_values(void **state) {
   assert_int_equal(tc->max_batch, 100);
   assert_true(tc->seed == 12345);
   assert_true(w->default_beta == 1.0);
-  assert_true(w->spec->alpha == 0);
-  assert_int_equal(w->spec->alpha_opt_case, REPLAYD__V1__WORKLOAD_SPEC__ALPHA_OPT_ALPHA);
-  assert_int_equal(w->spec->fanout, 4);
-  assert_int_equal(w->spec->max_batch, 100);
-  assert_string_equal(w->spec->name, "名前 with ünïcode");
+  Replayd__V1__WorkloadSpec *n = stored_spec(w);
+  assert_true(n->alpha == 0);
+  assert_int_equal(n->alpha_opt_case, REPLAYD__V1__WORKLOAD_SPEC__ALPHA_OPT_ALPHA);
+  assert_int_equal(n->fanout, 4);
+  assert_int_equal(n->max_batch, 100);
+  assert_string_equal(n->name, "名前 with ünïcode");
+  assert_string_equal(w->name, "名前 with ünïcode");
+  free_spec(n);
   assert_int_equal(tc->schema.fields[3].rank, 8);
   assert_int_equal(tc->schema.fields[4].dtype, RD_DTYPE_BOOL);
   assert_int_equal(tc->schema.fields[5].dtype, RD_DTYPE_INT64);
@@ -425,7 +430,7 @@ static void test_spec_errors(void **state) {
       {m_maxp_huge, "max_priority 1e+300 is too large for capacity 1024"},
   };
   rd_config_t cfg = test_config();
-  rd_store_t *st = open_store(fresh("spec-errors"));
+  rd_store_t *st = open_store(rdt_fresh("spec-errors"));
   rd_registry_t *r = make_registry(&cfg, st);
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     spec_t s;
@@ -434,19 +439,19 @@ static void test_spec_errors(void **state) {
     rd_workload_t *w = (rd_workload_t *)&s; /* must come back NULL */
     rd_error_t err;
     rd_error_clear(&err);
-    int rc = rd_registry_register(r, &s.spec, &w, &err);
+    int rc = rd_spec_pb_register(r, &s.spec, NULL, &w, &err);
     if (rc != RD_EINVAL || strstr(err.msg, cases[i].want) == NULL)
       fail_msg("case %zu: got %s \"%s\", want RD_EINVAL with \"%s\"", i, rd_err_name(rc),
                err.msg, cases[i].want);
     assert_int_equal(err.code, RD_EINVAL);
     assert_null(w);
     /* A NULL error pointer gives the same answer. */
-    assert_int_equal(rd_registry_register(r, &s.spec, NULL, NULL), RD_EINVAL);
+    assert_int_equal(rd_spec_pb_register(r, &s.spec, NULL, NULL, NULL), RD_EINVAL);
   }
   assert_int_equal(rd_registry_count(r), 0);
   assert_int_equal(stored_count(st), 0);
   rd_error_t err;
-  assert_int_equal(rd_registry_register(r, NULL, NULL, &err), RD_EINVAL);
+  assert_int_equal(rd_spec_pb_register(r, NULL, NULL, NULL, &err), RD_EINVAL);
   rd_registry_destroy(r);
   rd_store_close(st);
 }
@@ -472,9 +477,11 @@ static void test_unknown_fields_dropped(void **state) {
   rd_registry_t *r = make_registry(&cfg, NULL);
   rd_workload_t *w;
   rd_error_t err;
-  assert_int_equal(rd_registry_register(r, in, &w, &err), RD_OK);
-  assert_int_equal(w->spec->base.n_unknown_fields, 0);
-  assert_null(w->spec->base.unknown_fields);
+  assert_int_equal(rd_spec_pb_register(r, in, NULL, &w, &err), RD_OK);
+  Replayd__V1__WorkloadSpec *n = stored_spec(w);
+  assert_int_equal(n->base.n_unknown_fields, 0);
+  assert_null(n->base.unknown_fields);
+  free_spec(n);
   rd_workload_unref(w);
   rd_registry_destroy(r);
   replayd__v1__workload_spec__free_unpacked(in, NULL);
@@ -498,7 +505,7 @@ static void test_limit_workload_count(void **state) {
   rd_workload_t *c = NULL;
   rd_error_t err;
   rd_error_clear(&err);
-  assert_int_equal(rd_registry_register(r, &s.spec, &c, &err), RD_ETOOBIG);
+  assert_int_equal(rd_spec_pb_register(r, &s.spec, NULL, &c, &err), RD_ETOOBIG);
   assert_null(c);
   assert_non_null(strstr(err.msg, "already holds 2 workloads, its --max-workloads limit"));
   assert_int_equal(rd_registry_count(r), 2);
@@ -526,14 +533,14 @@ static void test_limit_capacity_and_batch(void **state) {
   basic_spec(&s);
   rd_error_t err;
   s.spec.capacity = 5001;
-  assert_int_equal(rd_registry_register(r, &s.spec, NULL, &err), RD_ETOOBIG);
+  assert_int_equal(rd_spec_pb_register(r, &s.spec, NULL, NULL, &err), RD_ETOOBIG);
   assert_non_null(strstr(err.msg, "capacity 5001 is outside [1, 5000] (this server's --max-capacity)"));
   s.spec.capacity = 0;
-  assert_int_equal(rd_registry_register(r, &s.spec, NULL, &err), RD_EINVAL);
+  assert_int_equal(rd_spec_pb_register(r, &s.spec, NULL, NULL, &err), RD_EINVAL);
   assert_non_null(strstr(err.msg, "capacity 0 is outside [1, 5000]"));
   s.spec.capacity = 5000;
   s.spec.max_batch = 257;
-  assert_int_equal(rd_registry_register(r, &s.spec, NULL, &err), RD_ETOOBIG);
+  assert_int_equal(rd_spec_pb_register(r, &s.spec, NULL, NULL, &err), RD_ETOOBIG);
   assert_non_null(strstr(err.msg, "max_batch 257 is outside [1, 256] (this server's --max-batch)"));
   assert_int_equal(rd_registry_count(r), 0);
 
@@ -544,7 +551,9 @@ static void test_limit_capacity_and_batch(void **state) {
   rd_workload_unref(w);
   s.spec.max_batch = 0; /* the server's default */
   w = register_ok(r, &s);
-  assert_int_equal(w->spec->max_batch, 256);
+  Replayd__V1__WorkloadSpec *n = stored_spec(w);
+  assert_int_equal(n->max_batch, 256);
+  free_spec(n);
   rd_workload_unref(w);
   rd_registry_destroy(r);
 }
@@ -569,7 +578,7 @@ static void test_limit_memory(void **state) {
   assert_true(rd_table_memsize(&a->table) + 1024 * 12 == need);
   rd_error_t err;
   rd_error_clear(&err);
-  assert_int_equal(rd_registry_register(r, &s.spec, NULL, &err), RD_ETOOBIG);
+  assert_int_equal(rd_spec_pb_register(r, &s.spec, NULL, NULL, &err), RD_ETOOBIG);
   char want[160];
   snprintf(want, sizeof want,
            "needs %llu bytes (tree %llu, rows 600000, scratch 12288, learner 0) but only %llu",
@@ -583,7 +592,7 @@ static void test_limit_memory(void **state) {
   s.spec.capacity = 100;
   rd_workload_t *b = register_ok(r, &s);
   s.spec.capacity = 600;
-  assert_int_equal(rd_registry_register(r, &s.spec, NULL, &err), RD_ETOOBIG);
+  assert_int_equal(rd_spec_pb_register(r, &s.spec, NULL, NULL, &err), RD_ETOOBIG);
   assert_int_equal(rd_registry_delete(r, a->id, &err), RD_OK);
   rd_workload_t *c = register_ok(r, &s);
   rd_workload_unref(a);
@@ -633,7 +642,7 @@ static void ddpg_spec(spec_t *s) {
 
 static void test_learner_register(void **state) {
   (void)state;
-  const char *dir = fresh("learner");
+  const char *dir = rdt_fresh("learner");
   rd_config_t cfg = test_config();
   rd_store_t *st = open_store(dir);
   rd_registry_t *r = make_registry(&cfg, st);
@@ -642,7 +651,8 @@ static void test_learner_register(void **state) {
   rd_workload_t *a = register_ok(r, &s);
   assert_non_null(a->pipeline);
   /* Every default is written out, so describe says what runs. */
-  const Replayd__V1__LearnerSpec *n = a->spec->learner;
+  Replayd__V1__WorkloadSpec *na = stored_spec(a);
+  const Replayd__V1__LearnerSpec *n = na->learner;
   assert_non_null(n);
   assert_ptr_not_equal(n, &s.learner);
   assert_string_equal(n->algorithm, "dqn");
@@ -654,6 +664,7 @@ static void test_learner_register(void **state) {
   assert_true(n->double_dqn);
   assert_int_equal(n->min_size, 32);
   assert_int_equal(n->n_hidden, 2);
+  free_spec(na);
   /* The charge counts the learner on top of the table. */
   assert_true(a->charge > rd_table_memsize(&a->table) + 4096 * 12);
   /* Weights version 1 (the initial ones) are there before any step. */
@@ -668,14 +679,16 @@ static void test_learner_register(void **state) {
   ddpg_spec(&s);
   rd_workload_t *b = register_ok(r, &s);
   assert_non_null(b->pipeline);
-  assert_string_equal(b->spec->learner->algorithm, "ddpg");
-  assert_int_equal(b->spec->learner->n_critic_hidden, 2); /* defaults to hidden */
-  assert_int_equal(b->spec->learner->critic_hidden[1], 64);
-  assert_true(b->spec->learner->action_low == -2);
+  Replayd__V1__WorkloadSpec *nb = stored_spec(b);
+  assert_string_equal(nb->learner->algorithm, "ddpg");
+  assert_int_equal(nb->learner->n_critic_hidden, 2); /* defaults to hidden */
+  assert_int_equal(nb->learner->critic_hidden[1], 64);
+  assert_true(nb->learner->action_low == -2);
+  free_spec(nb);
 
   /* A restart brings the learners back from the stored specs. */
   size_t la, lb;
-  uint8_t *pa = pack_spec(a->spec, &la), *pb = pack_spec(b->spec, &lb);
+  uint8_t *pa = stored_bytes(a, &la), *pb = stored_bytes(b, &lb);
   char ida[33];
   snprintf(ida, sizeof ida, "%s", a->id);
   rd_workload_unref(a);
@@ -692,7 +705,7 @@ static void test_learner_register(void **state) {
   for (int i = 0; i < 2; i++) {
     assert_non_null(l[i]->pipeline);
     size_t len2;
-    uint8_t *got = pack_spec(l[i]->spec, &len2);
+    uint8_t *got = stored_bytes(l[i], &len2);
     assert_int_equal(len2, i ? lb : la);
     assert_memory_equal(got, i ? pb : pa, len2);
     free(got);
@@ -849,7 +862,7 @@ static void test_learner_spec_errors(void **state) {
       {lm_ddpg_no_discount, "\"discount\""},
   };
   rd_config_t cfg = test_config();
-  rd_store_t *st = open_store(fresh("learner-errors"));
+  rd_store_t *st = open_store(rdt_fresh("learner-errors"));
   rd_registry_t *r = make_registry(&cfg, st);
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     spec_t s;
@@ -861,7 +874,7 @@ static void test_learner_spec_errors(void **state) {
     rd_workload_t *w = (rd_workload_t *)&s;
     rd_error_t err;
     rd_error_clear(&err);
-    int rc = rd_registry_register(r, &s.spec, &w, &err);
+    int rc = rd_spec_pb_register(r, &s.spec, NULL, &w, &err);
     if (rc != RD_EINVAL || strstr(err.msg, cases[i].want) == NULL)
       fail_msg("case %zu: got %s \"%s\", want RD_EINVAL with \"%s\"", i, rd_err_name(rc),
                err.msg, cases[i].want);
@@ -890,7 +903,7 @@ static void test_learner_memory(void **state) {
   s.learner.hidden = wide;
   rd_error_t err;
   rd_error_clear(&err);
-  assert_int_equal(rd_registry_register(r, &s.spec, NULL, &err), RD_ETOOBIG);
+  assert_int_equal(rd_spec_pb_register(r, &s.spec, NULL, NULL, &err), RD_ETOOBIG);
   if (strstr(err.msg, ", learner ") == NULL) fail_msg("%s", err.msg);
   assert_int_equal(rd_registry_count(r), 0);
   rd_registry_destroy(r);
@@ -903,7 +916,7 @@ static void test_learner_memory(void **state) {
 static void test_get_list_delete(void **state) {
   (void)state;
   rd_config_t cfg = test_config();
-  rd_store_t *st = open_store(fresh("gld"));
+  rd_store_t *st = open_store(rdt_fresh("gld"));
   rd_registry_t *r = make_registry(&cfg, st);
   spec_t s;
   basic_spec(&s);
@@ -982,11 +995,11 @@ static void test_unref_after_delete(void **state) {
   assert_int_equal(atomic_load(&w->refs), 2);
   assert_true(atomic_load(&g->deleted));
   insert_rows(g, 5);
-  Replayd__V1__WorkloadCounters c;
+  rd_workload_counters_t c;
   rd_workload_counters(g, &c);
   assert_int_equal(c.inserts, 15);
   rd_workload_unref(g);
-  assert_string_equal(w->spec->name, "cartpole");
+  assert_string_equal(w->name, "cartpole");
   rd_workload_unref(w); /* the last one: freed now */
   rd_workload_unref(NULL);
 
@@ -1037,7 +1050,7 @@ static void test_counters(void **state) {
   basic_spec(&s);
   s.spec.capacity = 100;
   rd_workload_t *w = register_ok(r, &s);
-  Replayd__V1__WorkloadCounters c;
+  rd_workload_counters_t c;
   rd_workload_counters(w, &c);
   assert_int_equal(c.inserts, 0);
   assert_int_equal(c.size, 0);
@@ -1061,8 +1074,12 @@ static void test_counters(void **state) {
   assert_int_equal(c.updates, 1);
   assert_int_equal(c.stale_updates, 1);
   assert_int_equal(c.size, 100);
-  /* A packable message: base was initialised. */
-  assert_true(replayd__v1__workload_counters__get_packed_size(&c) > 0);
+  /* As the wire's message (rpc/messages.h): packable, base initialised. */
+  Replayd__V1__WorkloadCounters m;
+  rd_counters_msg(&m, &c);
+  assert_int_equal(m.inserts, 160);
+  assert_int_equal(m.size, 100);
+  assert_true(replayd__v1__workload_counters__get_packed_size(&m) > 0);
   rd_workload_unref(w);
   rd_registry_destroy(r);
 }
@@ -1073,7 +1090,7 @@ static void test_counters(void **state) {
 
 static void test_restore_after_reopen(void **state) {
   (void)state;
-  const char *dir = fresh("restore");
+  const char *dir = rdt_fresh("restore");
   rd_config_t cfg = test_config();
   rd_store_t *st = open_store(dir);
   rd_registry_t *r = make_registry(&cfg, st);
@@ -1102,7 +1119,7 @@ static void test_restore_after_reopen(void **state) {
     snprintf(want[i].id, sizeof want[i].id, "%s", ws[i]->id);
     snprintf(want[i].token, sizeof want[i].token, "%s", ws[i]->token);
     want[i].created = ws[i]->created_unix;
-    want[i].spec = pack_spec(ws[i]->spec, &want[i].len);
+    want[i].spec = stored_bytes(ws[i], &want[i].len);
   }
   rd_workload_unref(a);
   rd_workload_unref(b);
@@ -1122,12 +1139,12 @@ static void test_restore_after_reopen(void **state) {
     assert_string_equal(l[i]->token, want[i].token);
     assert_int_equal(l[i]->created_unix, want[i].created);
     size_t len;
-    uint8_t *got = pack_spec(l[i]->spec, &len);
+    uint8_t *got = stored_bytes(l[i], &len);
     assert_int_equal(len, want[i].len);
     assert_memory_equal(got, want[i].spec, len);
     free(got);
     free(want[i].spec);
-    Replayd__V1__WorkloadCounters cnt;
+    rd_workload_counters_t cnt;
     rd_workload_counters(l[i], &cnt);
     assert_int_equal(cnt.size, 0); /* data does not persist yet */
     assert_int_equal(cnt.inserts, 0);
@@ -1157,7 +1174,7 @@ static void test_restore_after_reopen(void **state) {
 
 static void test_restore_skips_invalid(void **state) {
   (void)state;
-  const char *dir = fresh("restore-skip");
+  const char *dir = rdt_fresh("restore-skip");
   rd_config_t cfg = test_config();
   rd_store_t *st = open_store(dir);
   rd_registry_t *r = make_registry(&cfg, st);
@@ -1192,7 +1209,7 @@ static void test_restore_skips_invalid(void **state) {
 
   /* The server restarts with a lower capacity limit and logs to a file. */
   char log_path[200];
-  snprintf(log_path, sizeof log_path, "%s/restore.log", root);
+  snprintf(log_path, sizeof log_path, "%s/restore.log", rdt_root);
   assert_int_equal(rd_log_open(log_path, RD_LOG_INFO, NULL), RD_OK);
   cfg.max_capacity = 1000;
   r = make_registry(&cfg, st);
@@ -1224,12 +1241,83 @@ static void test_restore_skips_invalid(void **state) {
   rd_store_close(st);
 }
 
+/* Specs as the daemon before the rpc/core split stored them (its
+ * workloads table, verbatim): a CartPole replay table with alpha 0 and
+ * capacity 500, and a DQN learner's with capacity 2000. They must restore
+ * to the same bytes and configuration: state directories outlive builds. */
+static const uint8_t stored_replay[] =
+    "\x0a\x08\x63\x61\x72\x74\x70\x6f\x6c\x65\x12\x0a\x0a\x03\x6f\x62"
+    "\x73\x10\x01\x1a\x01\x04\x12\x0a\x0a\x06\x61\x63\x74\x69\x6f\x6e"
+    "\x10\x02\x12\x0a\x0a\x06\x72\x65\x77\x61\x72\x64\x10\x01\x12\x0f"
+    "\x0a\x08\x6e\x65\x78\x74\x5f\x6f\x62\x73\x10\x01\x1a\x01\x04\x12"
+    "\x08\x0a\x04\x64\x6f\x6e\x65\x10\x05\x18\xf4\x03\x20\x10\x29\x00"
+    "\x00\x00\x00\x00\x00\x00\x00\x31\x8d\xed\xb5\xa0\xf7\xc6\xb0\x3e"
+    "\x39\x9a\x99\x99\x99\x99\x99\xd9\x3f\x40\x07\x49\x00\x00\x00\x00"
+    "\x00\x00\x30\x41\x50\x80\x80\x04";
+static const uint8_t stored_dqn[] =
+    "\x0a\x08\x63\x61\x72\x74\x70\x6f\x6c\x65\x12\x0a\x0a\x03\x6f\x62"
+    "\x73\x10\x01\x1a\x01\x04\x12\x0a\x0a\x06\x61\x63\x74\x69\x6f\x6e"
+    "\x10\x02\x12\x0a\x0a\x06\x72\x65\x77\x61\x72\x64\x10\x01\x12\x0f"
+    "\x0a\x08\x6e\x65\x78\x74\x5f\x6f\x62\x73\x10\x01\x1a\x01\x04\x12"
+    "\x08\x0a\x04\x64\x6f\x6e\x65\x10\x05\x18\xd0\x0f\x20\x10\x29\x33"
+    "\x33\x33\x33\x33\x33\xe3\x3f\x31\x8d\xed\xb5\xa0\xf7\xc6\xb0\x3e"
+    "\x39\x9a\x99\x99\x99\x99\x99\xd9\x3f\x40\x07\x49\x00\x00\x00\x00"
+    "\x00\x00\x30\x41\x50\x80\x80\x04\xa2\x01\x45\x0a\x03\x64\x71\x6e"
+    "\x12\x02\x10\x10\x18\x20\x2a\x04\x72\x65\x6c\x75\x31\xfc\xa9\xf1"
+    "\xd2\x4d\x62\x50\x3f\x41\xae\x47\xe1\x7a\x14\xae\xef\x3f\x51\x7b"
+    "\x14\xae\x47\xe1\x7a\x74\x3f\x61\x00\x00\x00\x00\x00\x00\x24\x40"
+    "\x69\x00\x00\x00\x00\x00\x00\xf0\x3f\x70\x01\x78\x02\x98\x01\x20";
+
+static void test_restore_stored_format(void **state) {
+  (void)state;
+  const char *dir = rdt_fresh("restore-format");
+  rd_config_t cfg = test_config();
+  cfg.max_batch = 65536; /* the default they were stored under */
+  rd_store_t *st = open_store(dir);
+  static const struct {
+    const char *id;
+    const uint8_t *spec;
+    size_t len;
+  } rows[] = {{"9e3787b780d749fd66247c3e03bf1cbe", stored_replay, sizeof stored_replay - 1},
+              {"cdf336db5c384823cdbe30cd350accff", stored_dqn, sizeof stored_dqn - 1}};
+  for (int i = 0; i < 2; i++) {
+    rd_stored_workload_t sw;
+    memset(&sw, 0, sizeof sw);
+    snprintf(sw.id, sizeof sw.id, "%s", rows[i].id);
+    snprintf(sw.token, sizeof sw.token, "%064d", i);
+    sw.created_unix = 1795655322 + i;
+    sw.spec = (uint8_t *)rows[i].spec;
+    sw.spec_len = rows[i].len;
+    assert_int_equal(rd_store_put_workload(st, &sw, NULL), RD_OK);
+  }
+  rd_registry_t *r = make_registry(&cfg, st);
+  assert_int_equal(restore_ok(r), 2);
+  for (int i = 0; i < 2; i++) {
+    rd_workload_t *w = rd_registry_get(r, rows[i].id);
+    assert_non_null(w);
+    assert_int_equal(w->spec_len, rows[i].len);
+    assert_memory_equal(w->spec, rows[i].spec, rows[i].len);
+    assert_string_equal(w->name, "cartpole");
+    assert_int_equal(w->table.config.schema.n_fields, 5);
+    assert_int_equal(rd_schema_row_bytes(&w->table.config.schema), 41);
+    assert_int_equal(w->table.config.schema.fields[4].dtype, RD_DTYPE_BOOL);
+    assert_int_equal(w->table.config.capacity, i ? 2000 : 500);
+    assert_true(w->table.config.alpha == (i ? 0.6 : 0.0));
+    assert_true(w->table.config.seed == 7);
+    assert_int_equal(w->pipeline != NULL, i);
+    rd_workload_unref(w);
+  }
+  rd_registry_stop_learners(r);
+  rd_registry_destroy(r);
+  rd_store_close(st);
+}
+
 /* One stored row the store cannot read (an empty id, as a hand edit could
  * leave): the restore fails as a whole and brings nothing back, so the
  * daemon stops instead of serving the other workloads as if they were all. */
 static void test_restore_unreadable_store_fails(void **state) {
   (void)state;
-  const char *dir = fresh("restore-unreadable");
+  const char *dir = rdt_fresh("restore-unreadable");
   rd_config_t cfg = test_config();
   rd_store_t *st = open_store(dir);
   rd_registry_t *r = make_registry(&cfg, st);
@@ -1253,7 +1341,8 @@ static void test_restore_unreadable_store_fails(void **state) {
   size_t n = 99;
   rd_error_t err;
   rd_error_clear(&err);
-  assert_int_equal(rd_registry_restore(r, &n, &err), RD_ESTORE);
+  rd_spec_decoder_t dec = rd_spec_pb_decoder(rd_registry_config(r));
+  assert_int_equal(rd_registry_restore(r, &dec, &n, &err), RD_ESTORE);
   assert_int_equal(n, 0);
   assert_int_equal(rd_registry_count(r), 0);
   assert_non_null(strstr(err.msg, "cannot read the stored workloads"));
@@ -1287,7 +1376,7 @@ static void break_store(const char *dir, const char *when) {
 
 static void test_store_failure_changes_nothing(void **state) {
   (void)state;
-  const char *dir = fresh("store-fail");
+  const char *dir = rdt_fresh("store-fail");
   rd_config_t cfg = test_config();
   /* Room for exactly two basic workloads. */
   uint64_t one = rd_sumtree_memsize(1024, 16) + 1024 * 24 + (uint64_t)cfg.max_batch * 12;
@@ -1302,7 +1391,7 @@ static void test_store_failure_changes_nothing(void **state) {
   rd_workload_t *w = NULL;
   rd_error_t err;
   rd_error_clear(&err);
-  int rc = rd_registry_register(r, &s.spec, &w, &err);
+  int rc = rd_spec_pb_register(r, &s.spec, NULL, &w, &err);
   assert_int_equal(rc, RD_ESTORE);
   assert_null(w);
   assert_non_null(strstr(err.msg, "disk on fire"));
@@ -1329,8 +1418,8 @@ static void test_store_failure_changes_nothing(void **state) {
   assert_int_equal(sqlite3_exec(h, "DROP TRIGGER fail_INSERT; DROP TRIGGER fail_DELETE;", NULL,
                                 NULL, NULL), SQLITE_OK);
   sqlite3_close(h);
-  assert_int_equal(rd_registry_register(r, &s.spec, NULL, &err), RD_OK);
-  assert_int_equal(rd_registry_register(r, &s.spec, NULL, &err), RD_ETOOBIG);
+  assert_int_equal(rd_spec_pb_register(r, &s.spec, NULL, NULL, &err), RD_OK);
+  assert_int_equal(rd_spec_pb_register(r, &s.spec, NULL, NULL, &err), RD_ETOOBIG);
   assert_non_null(strstr(err.msg, "--max-memory"));
   assert_int_equal(rd_registry_count(r), 2);
   assert_int_equal(stored_count(st), 2);
@@ -1367,7 +1456,7 @@ static void *user_thread(void *p) {
     pthread_mutex_lock(&w->lock);
     rd_table_insert(&w->table, 1, cols, NULL, NULL, NULL);
     pthread_mutex_unlock(&w->lock);
-    Replayd__V1__WorkloadCounters c;
+    rd_workload_counters_t c;
     rd_workload_counters(w, &c);
     rd_workload_t *l[8];
     size_t n = rd_registry_list(a->r, l, 8);
@@ -1441,9 +1530,10 @@ int main(void) {
       cmocka_unit_test(test_counters),
       cmocka_unit_test(test_restore_after_reopen),
       cmocka_unit_test(test_restore_skips_invalid),
+      cmocka_unit_test(test_restore_stored_format),
       cmocka_unit_test(test_restore_unreadable_store_fails),
       cmocka_unit_test(test_store_failure_changes_nothing),
       cmocka_unit_test(test_concurrent_use_and_delete),
   };
-  return cmocka_run_group_tests(tests, setup_root, teardown_root);
+  return cmocka_run_group_tests(tests, rdt_root_setup, rdt_root_teardown);
 }

@@ -20,6 +20,8 @@
 #include "rd_fixed.h"
 #include "rd_philox.h"
 #include "table.h"
+#include "rd_rng.h"
+#include "rdt_schema.h"
 
 /* ------------------------------------------------------------------ */
 /* Helpers: schema, config, rows                                        */
@@ -30,23 +32,7 @@
 enum { F_OBS, F_ACTION, F_REWARD, F_NEXT, F_DONE, NF };
 static const size_t field_size[NF] = {16, 4, 4, 16, 1};
 
-static void set_field(rd_field_t *f, const char *name, rd_dtype_t dtype, uint32_t dim) {
-  memset(f, 0, sizeof *f);
-  snprintf(f->name, sizeof f->name, "%s", name);
-  f->dtype = dtype;
-  f->rank = dim ? 1 : 0;
-  f->shape[0] = dim;
-}
-
-static void cartpole_schema(rd_schema_t *s) {
-  memset(s, 0, sizeof *s);
-  set_field(&s->fields[F_OBS], "obs", RD_DTYPE_FLOAT32, 4);
-  set_field(&s->fields[F_ACTION], "action", RD_DTYPE_INT32, 0);
-  set_field(&s->fields[F_REWARD], "reward", RD_DTYPE_FLOAT32, 0);
-  set_field(&s->fields[F_NEXT], "next_obs", RD_DTYPE_FLOAT32, 4);
-  set_field(&s->fields[F_DONE], "done", RD_DTYPE_BOOL, 0);
-  s->n_fields = NF;
-}
+static void cartpole_schema(rd_schema_t *s) { rdt_cartpole_schema(s, 4, 0); }
 
 static void make_config(rd_table_config_t *c, uint32_t capacity, uint32_t fanout, double alpha,
                         double epsilon, uint64_t seed) {
@@ -235,15 +221,7 @@ static void check_err(int rc, const rd_error_t *err, int code, const char *what)
   if (strlen(err->msg) == 0) fail_msg("%s: %s with an empty message", what, rd_err_name(rc));
 }
 
-/* splitmix64: the test's own random numbers (not the table's stream). */
-static uint64_t rng_next(uint64_t *s) {
-  uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-static double rng_unif(uint64_t *s) { return (double)(rng_next(s) >> 11) * 0x1.0p-53; }
-static uint64_t rng_below(uint64_t *s, uint64_t n) { return rng_next(s) % n; }
+static uint64_t rng_below(uint64_t *s, uint64_t n) { return rd_splitmix64(s) % n; }
 
 /* ------------------------------------------------------------------ */
 /* 0. Defaults                                                          */
@@ -293,7 +271,7 @@ static void test_roundtrip_rows(void **state) {
   for (size_t b = 0; b < sizeof sizes / sizeof sizes[0]; b++) {
     size_t n = sizes[b];
     double prio[64];
-    for (size_t i = 0; i < n; i++) prio[i] = 0.1 + 5 * rng_unif(&rng);
+    for (size_t i = 0; i < n; i++) prio[i] = 0.1 + 5 * rd_rng_unit(&rng);
     insert_ok(&t, n, (b & 1) ? prio : NULL);
     uint64_t size = rd_table_size(&t), nk = rd_table_next_key(&t);
     for (int rep = 0; rep < 4; rep++) {
@@ -594,12 +572,12 @@ static void ref_check_all(ref_t *r, const rd_table_t *t) {
 /* A raw priority drawn from a mix that includes 0, tiny values (leaf 0 or
  * the minimum leaf 1) and a spread of ordinary ones. */
 static double gen_raw(uint64_t *rng) {
-  double u = rng_unif(rng);
+  double u = rd_rng_unit(rng);
   if (u < 0.08) return 0.0;
-  if (u < 0.12) return 1e-13 * (1 + rng_unif(rng));
+  if (u < 0.12) return 1e-13 * (1 + rd_rng_unit(rng));
   if (u < 0.16) return 1.0;
-  if (u < 0.80) return 4.0 * rng_unif(rng);
-  return 100.0 * rng_unif(rng);
+  if (u < 0.80) return 4.0 * rd_rng_unit(rng);
+  return 100.0 * rd_rng_unit(rng);
 }
 
 static void prop_sample(rd_table_t *t, ref_t *r, uint64_t *rng, sout_t *s) {
@@ -611,7 +589,7 @@ static void prop_sample(rd_table_t *t, ref_t *r, uint64_t *rng, sout_t *s) {
   switch (rng_below(rng, 4)) {
   case 0: beta = 0.0; break;
   case 1: beta = 1.0; break;
-  default: beta = rng_unif(rng);
+  default: beta = rd_rng_unit(rng);
   }
   bool with_cols = rng_below(rng, 2) == 0;
   s->out.cols = with_cols ? s->cols : NULL;
@@ -1707,6 +1685,292 @@ static void test_gather(void **state) {
   rd_table_free(&t);
 }
 
+
+/* ------------------------------------------------------------------ */
+/* The storage seam and the way back to the CPU (table.h)              */
+/* ------------------------------------------------------------------ */
+
+/* A storage module in host memory, row-major (not the table's column
+ * layout), whose calls fail on demand: writes (fail_write > 0: the n-th
+ * write from now) or reads (fail_read: every read while set). */
+typedef struct {
+  uint32_t cap, nf;
+  size_t fb[NF], row;
+  uint8_t *mem;
+} hstore_t;
+static struct {
+  int created, destroyed, fail_write, fail_read;
+  const rd_rmm_ops_t *rmm_ops_seen;
+} HS;
+
+static size_t hs_memsize(uint32_t cap, uint32_t nf, const size_t *fb) {
+  size_t b = 0;
+  for (uint32_t f = 0; f < nf; f++) b += fb[f];
+  return (size_t)cap * b + 1; /* + 1: tell it from the host columns */
+}
+static int hs_create(void **out, uint32_t cap, uint32_t nf, const size_t *fb,
+                     const rd_rmm_ops_t *rmm_ops, void *rmm, rd_error_t *err) {
+  (void)rmm;
+  HS.rmm_ops_seen = rmm_ops;
+  if (cap == 13) return rd_error_set(err, RD_EINVAL, "hstore: no table of 13");
+  hstore_t *h = calloc(1, sizeof *h);
+  h->cap = cap, h->nf = nf;
+  for (uint32_t f = 0; f < nf; f++) h->fb[f] = fb[f], h->row += fb[f];
+  h->mem = calloc(cap, h->row);
+  HS.created++;
+  *out = h;
+  return RD_OK;
+}
+static void hs_destroy(void *p) {
+  hstore_t *h = p;
+  free(h->mem);
+  free(h);
+  HS.destroyed++;
+}
+static int hs_write(void *p, uint32_t first, size_t n, const void *const *src, rd_error_t *err) {
+  hstore_t *h = p;
+  if (HS.fail_write > 0 && --HS.fail_write == 0)
+    return rd_error_set(err, RD_EINTERNAL, "hstore: device lost");
+  assert_true(first + n <= h->cap);
+  for (size_t i = 0; i < n; i++)
+    for (uint32_t f = 0, off = 0; f < h->nf; off += (uint32_t)h->fb[f], f++)
+      memcpy(h->mem + (first + i) * h->row + off, (const uint8_t *)src[f] + i * h->fb[f],
+             h->fb[f]);
+  return RD_OK;
+}
+static int hs_read(void *p, size_t n, const uint32_t *slots, void *const *dst, rd_error_t *err) {
+  hstore_t *h = p;
+  if (HS.fail_read) return rd_error_set(err, RD_EINTERNAL, "hstore: device lost");
+  for (size_t i = 0; i < n; i++)
+    for (uint32_t f = 0, off = 0; f < h->nf; off += (uint32_t)h->fb[f], f++)
+      if (dst[f] != NULL)
+        memcpy((uint8_t *)dst[f] + i * h->fb[f], h->mem + (size_t)slots[i] * h->row + off,
+               h->fb[f]);
+  return RD_OK;
+}
+static const rd_storage_ops_t hstore_ops = {"hstore", hs_memsize, hs_create, hs_destroy,
+                                            hs_write, hs_read};
+
+/* A replay module over a CPU tree whose sample fails while fail_sample. */
+static int hr_fail_sample;
+static size_t hr_memsize(uint32_t cap, uint32_t k) { return rd_sumtree_memsize(cap, k); }
+static int hr_create(void **out, uint32_t cap, uint32_t k, uint64_t max_leaf, rd_error_t *err) {
+  (void)max_leaf;
+  rd_sumtree_t *t = malloc(sizeof *t);
+  int rc = rd_sumtree_init(t, cap, k, err);
+  if (rc) free(t);
+  else *out = t;
+  return rc;
+}
+static void hr_destroy(void *t) {
+  rd_sumtree_free(t);
+  free(t);
+}
+static uint64_t hr_total(const void *t) { return rd_sumtree_total(t); }
+static uint64_t hr_leaf(const void *t, uint32_t pos) { return rd_sumtree_get(t, pos); }
+static int hr_set_range(void *t, uint32_t first, size_t n, const uint64_t *v, rd_error_t *err) {
+  return rd_sumtree_set_range(t, first, n, v, err);
+}
+static int hr_sample(void *t, size_t n, const uint64_t *tg, uint32_t *lv, rd_error_t *err) {
+  if (hr_fail_sample) return rd_error_set(err, RD_EINTERNAL, "hrmm: device lost");
+  return rd_sumtree_sample(t, n, tg, lv, err);
+}
+static int hr_update(void *t, size_t n, const uint32_t *p, const uint64_t *v, rd_error_t *err) {
+  return rd_sumtree_update(t, n, p, v, err);
+}
+static const rd_rmm_ops_t hrmm_ops = {"hrmm", hr_memsize, hr_create, hr_destroy, hr_total,
+                                      hr_leaf, hr_set_range, hr_sample, hr_update};
+
+/* Rows, keys, probabilities and weights of one sample of each table. */
+static void same_sample(rd_table_t *a, rd_table_t *b, size_t n) {
+  sout_t sa, sb;
+  sout_alloc(&sa, n, true);
+  sout_alloc(&sb, n, true);
+  sample_ok(a, n, 0.5, 0, &sa);
+  sample_ok(b, n, 0.5, 0, &sb);
+  assert_memory_equal(sa.keys, sb.keys, n * sizeof *sa.keys);
+  assert_memory_equal(sa.prob, sb.prob, n * sizeof *sa.prob);
+  assert_memory_equal(sa.w, sb.w, n * sizeof *sa.w);
+  for (size_t i = 0; i < n; i++) check_row(sa.cols, i, sa.keys[i]);
+  sout_free(&sa);
+  sout_free(&sb);
+}
+
+static void test_storage_module(void **state) {
+  (void)state;
+  rd_table_config_t c, cs;
+  make_config(&c, 50, 4, 0.6, 1e-6, 21);
+  cs = c;
+  cs.storage = &hstore_ops;
+  cs.rmm = &hrmm_ops;
+  rd_table_t t, ts;
+  init_ok(&t, &c);
+  memset(&HS, 0, sizeof HS);
+  init_ok(&ts, &cs);
+  assert_ptr_equal(HS.rmm_ops_seen, &hrmm_ops); /* told about the table's module */
+  assert_null(ts.column[0]);                     /* no host columns */
+  assert_string_equal(rd_table_storage_name(&ts), "hstore");
+  assert_string_equal(rd_table_storage_name(&t), "host");
+  assert_int_equal(rd_table_rows_memsize(&cs), 50 * 41 + 1);
+  assert_int_equal(rd_table_rows_memsize(&c), 50 * 41);
+  assert_int_equal(rd_table_memsize(&ts), rd_sumtree_memsize(50, 4) + 50 * 41 + 1);
+  uint64_t seed = 5;
+  for (int round = 0; round < 12; round++) {
+    size_t n = 1 + rng_below(&seed, 30); /* wraps the ring of 50 */
+    double prio[30];
+    for (size_t i = 0; i < n; i++) prio[i] = rd_rng_unit(&seed) * 3;
+    insert_ok(&t, n, round % 2 ? prio : NULL);
+    insert_ok(&ts, n, round % 2 ? prio : NULL);
+    same_sample(&t, &ts, 7);
+  }
+  sout_t g;
+  sout_alloc(&g, 5, true);
+  uint64_t keys[5] = {t.next_key - 1, t.next_key - 50, t.next_key - 3, t.next_key - 1, 100};
+  rd_error_t err;
+  rd_buf_t partial[NF];
+  memcpy(partial, g.cols, sizeof partial);
+  partial[F_REWARD].data = NULL, partial[F_REWARD].bytes = 0;
+  memset(g.cols[F_REWARD].data, 0xEE, g.cols[F_REWARD].bytes);
+  assert_int_equal(rd_table_gather(&ts, 4, keys, partial, &err), RD_OK);
+  for (size_t i = 0; i < 4; i++) {
+    uint8_t exp_mem[NF][16], *exp[NF];
+    for (int f = 0; f < NF; f++) exp[f] = exp_mem[f];
+    encode_row(keys[i], exp);
+    assert_memory_equal((uint8_t *)g.cols[F_OBS].data + i * 16, exp[F_OBS], 16);
+    assert_memory_equal((uint8_t *)g.cols[F_DONE].data + i, exp[F_DONE], 1);
+  }
+  assert_int_equal(((uint8_t *)g.cols[F_REWARD].data)[0], 0xEE); /* skipped */
+  sout_free(&g);
+  /* A create that fails: RD_EINVAL, nothing held. */
+  cs.capacity = 13;
+  rd_table_t bad;
+  assert_int_equal(rd_table_init(&bad, &cs, &err), RD_EINVAL);
+  assert_non_null(strstr(err.msg, "13"));
+  assert_null(bad.rmm);
+  rd_table_free(&t);
+  rd_table_free(&ts);
+  assert_int_equal(HS.created, HS.destroyed);
+}
+
+/* The table under test against a CPU table that made the same calls but
+ * the failed one. */
+static void same_live(rd_table_t *moved, rd_table_t *ref) {
+  assert_int_equal(moved->next_key, ref->next_key);
+  for (uint64_t k = moved->next_key - moved->size; k < moved->next_key; k++)
+    assert_true(get_p(moved, k) == get_p(ref, k));
+  for (uint64_t k = ref->next_key - ref->size; k < moved->next_key - moved->size; k++) {
+    double p;
+    rd_error_t err;
+    assert_int_equal(rd_table_get_priority(moved, k, &p, &err), RD_ERANGE); /* dropped: stale */
+  }
+}
+
+static void test_to_cpu(void **state) {
+  (void)state;
+  rd_table_config_t c, cs;
+  make_config(&c, 40, 4, 0.6, 1e-6, 22);
+  rd_table_t t, ref;
+  rd_error_t err;
+  uint64_t lost = 99;
+  /* Already on the CPU: nothing to do. */
+  init_ok(&t, &c);
+  insert_ok(&t, 10, NULL);
+  assert_int_equal(rd_table_to_cpu(&t, &lost, &err), RD_OK);
+  assert_int_equal(lost, 0);
+  assert_int_equal(t.size, 10);
+  rd_table_free(&t);
+
+  /* A failed insert (rows on the module): RD_EINTERNAL, the table refuses
+   * until it moves; the move drops the oldest items the insert overlapped. */
+  cs = c;
+  cs.storage = &hstore_ops;
+  memset(&HS, 0, sizeof HS);
+  init_ok(&t, &cs);
+  init_ok(&ref, &c);
+  for (int i = 0; i < 3; i++) insert_ok(&t, 23, NULL), insert_ok(&ref, 23, NULL); /* next slot 29 */
+  HS.fail_write = 2; /* the insert's second range (it wraps) */
+  rows_t r;
+  rows_make(&r, t.next_key, 12);
+  assert_int_equal(rd_table_insert(&t, 12, r.cols, NULL, NULL, &err), RD_EINTERNAL);
+  assert_non_null(strstr(err.msg, "device lost"));
+  assert_int_equal(t.failed_insert, 12);
+  sout_t s;
+  sout_alloc(&s, 3, true);
+  assert_int_equal(rd_table_sample(&t, 3, 0.5, 0, &s.out, &err), RD_EINTERNAL);
+  assert_non_null(strstr(err.msg, "rd_table_to_cpu"));
+  uint64_t k1 = t.next_key - 1;
+  assert_int_equal(rd_table_gather(&t, 1, &k1, s.cols, &err), RD_EINTERNAL);
+  double one = 1.0;
+  assert_int_equal(rd_table_update(&t, 1, &k1, &one, NULL, &err), RD_EINTERNAL);
+  assert_int_equal(rd_table_insert(&t, 12, r.cols, NULL, NULL, &err), RD_EINTERNAL);
+  assert_int_equal(rd_table_to_cpu(&t, &lost, &err), RD_OK);
+  assert_int_equal(lost, 12);
+  assert_non_null(strstr(err.msg, "12 items dropped"));
+  assert_int_equal(t.size, 28);
+  assert_null(t.config.storage);
+  assert_int_equal(HS.destroyed, 1);
+  same_live(&t, &ref);
+  /* Only live items are drawn, with their rows (the reference samples
+   * too, so the two streams stay together). */
+  sout_t sl;
+  sout_alloc(&sl, 20, true);
+  sample_ok(&t, 20, 0.5, 0, &sl);
+  for (size_t i = 0; i < 20; i++)
+    check_row(sl.cols, i, sl.keys[i]), assert_true(sl.keys[i] >= t.next_key - t.size);
+  sample_ok(&ref, 20, 0.5, 0, &sl);
+  sout_free(&sl);
+  check_tree(&t);
+  /* Going on: both tables take the same insert, then all 40 slots again. */
+  assert_int_equal(rd_table_insert(&t, 12, r.cols, NULL, NULL, &err), RD_OK);
+  assert_int_equal(rd_table_insert(&ref, 12, r.cols, NULL, NULL, &err), RD_OK);
+  rows_free(&r);
+  for (int i = 0; i < 4; i++) insert_ok(&t, 10, NULL), insert_ok(&ref, 10, NULL);
+  same_sample(&t, &ref, 20);
+  rd_table_free(&t);
+  rd_table_free(&ref);
+
+  /* Rows that cannot be read back: every item dropped, keys go on. */
+  memset(&HS, 0, sizeof HS);
+  init_ok(&t, &cs);
+  insert_ok(&t, 30, NULL);
+  HS.fail_read = 1;
+  assert_int_equal(rd_table_sample(&t, 3, 0.5, 0, &s.out, &err), RD_EINTERNAL);
+  assert_int_equal(rd_table_to_cpu(&t, &lost, &err), RD_OK);
+  assert_int_equal(lost, 30);
+  assert_non_null(strstr(err.msg, "device lost"));
+  assert_int_equal(t.size, 0);
+  assert_int_equal(rd_table_sample(&t, 1, 0.5, 0, &s.out, &err), RD_EEMPTY);
+  insert_ok(&t, 5, NULL); /* keys 30..34 */
+  uint64_t old = 29;
+  size_t stale = 0;
+  assert_int_equal(rd_table_update(&t, 1, &old, &one, &stale, &err), RD_OK);
+  assert_int_equal(stale, 1);
+  sample_ok(&t, 3, 0.5, 0, &s);
+  for (size_t i = 0; i < 3; i++) check_row(s.cols, i, s.keys[i]), assert_true(s.keys[i] >= 30);
+  rd_table_free(&t);
+
+  /* A failed sample on the replay module: nothing dropped. */
+  cs.storage = NULL;
+  cs.rmm = &hrmm_ops;
+  init_ok(&t, &cs);
+  init_ok(&ref, &c);
+  insert_ok(&t, 25, NULL), insert_ok(&ref, 25, NULL);
+  hr_fail_sample = 1;
+  assert_int_equal(rd_table_sample(&t, 3, 0.5, 0, &s.out, &err), RD_EINTERNAL);
+  hr_fail_sample = 0;
+  assert_int_equal(rd_table_sample(&t, 3, 0.5, 0, &s.out, &err), RD_EINTERNAL); /* refused */
+  assert_int_equal(rd_table_to_cpu(&t, &lost, &err), RD_OK);
+  assert_int_equal(lost, 0);
+  assert_null(t.config.rmm);
+  assert_string_equal(rd_table_rmm_name(&t), "cpu");
+  same_live(&t, &ref);
+  same_sample(&t, &ref, 10); /* the failed sample consumed no draws */
+  check_tree(&t);
+  sout_free(&s);
+  rd_table_free(&t);
+  rd_table_free(&ref);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_config_defaults),
@@ -1726,6 +1990,8 @@ int main(void) {
       cmocka_unit_test(test_errors_config),
       cmocka_unit_test(test_get_priority_errors),
       cmocka_unit_test(test_gather),
+      cmocka_unit_test(test_storage_module),
+      cmocka_unit_test(test_to_cpu),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

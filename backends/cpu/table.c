@@ -6,7 +6,10 @@
  *
  * The sum tree is reached only through the rmm_* helpers below: the
  * table's own CPU tree, inline, or the replay module of config.rmm
- * (table.h).
+ * (table.h). The rows likewise through the rows_* helpers: the host
+ * columns, or the storage module of config.storage. A module's failure
+ * (RD_EINTERNAL) sets module_failed, and the table refuses its calls until
+ * rd_table_to_cpu has moved it onto the CPU tree and host columns.
  */
 #include "table.h"
 
@@ -31,22 +34,60 @@ static inline uint64_t rmm_leaf(const rd_table_t *t, uint32_t slot) {
   return t->config.rmm ? t->config.rmm->leaf(t->rmm, slot) : rd_sumtree_get(&t->tree, slot);
 }
 
+/* A module call that fails after the table's own checks is the module's
+ * failure: remember it (the calls below refuse until rd_table_to_cpu). */
+static int module_fault(rd_table_t *t, int rc) {
+  if (rc) t->module_failed = 1;
+  return rc;
+}
+
 static int rmm_set_range(rd_table_t *t, uint32_t first, size_t n, const uint64_t *leaves,
                          rd_error_t *err) {
-  return t->config.rmm ? t->config.rmm->set_range(t->rmm, first, n, leaves, err)
+  return t->config.rmm ? module_fault(t, t->config.rmm->set_range(t->rmm, first, n, leaves, err))
                        : rd_sumtree_set_range(&t->tree, first, n, leaves, err);
 }
 
 static int rmm_sample(rd_table_t *t, size_t n, const uint64_t *targets, uint32_t *slots,
                       rd_error_t *err) {
-  return t->config.rmm ? t->config.rmm->sample(t->rmm, n, targets, slots, err)
+  return t->config.rmm ? module_fault(t, t->config.rmm->sample(t->rmm, n, targets, slots, err))
                        : rd_sumtree_sample(&t->tree, n, targets, slots, err);
 }
 
 static int rmm_update(rd_table_t *t, size_t n, const uint32_t *slots, const uint64_t *values,
                       rd_error_t *err) {
-  return t->config.rmm ? t->config.rmm->update(t->rmm, n, slots, values, err)
+  return t->config.rmm ? module_fault(t, t->config.rmm->update(t->rmm, n, slots, values, err))
                        : rd_sumtree_update(&t->tree, n, slots, values, err);
+}
+
+/* Rows [first, first + n) = rows [at, at + n) of the insert's columns. */
+static int rows_write(rd_table_t *t, uint32_t first, size_t n, const rd_cbuf_t *cols, size_t at,
+                      rd_error_t *err) {
+  const uint32_t nf = t->config.schema.n_fields;
+  if (t->config.storage == NULL) {
+    for (uint32_t f = 0; f < nf; f++) {
+      size_t fb = t->field_bytes[f];
+      memcpy(t->column[f] + (size_t)first * fb, (const uint8_t *)cols[f].data + at * fb, n * fb);
+    }
+    return RD_OK;
+  }
+  const void *src[RD_SCHEMA_MAX_FIELDS];
+  for (uint32_t f = 0; f < nf; f++) src[f] = (const uint8_t *)cols[f].data + at * t->field_bytes[f];
+  return module_fault(t, t->config.storage->write(t->rows, first, n, src, err));
+}
+
+/* The rows of n slots into dst[f] (NULL: field skipped), from the
+ * storage module. The host columns are read in place by the callers. */
+static int rows_read(const rd_table_t *t, size_t n, const uint32_t *slots, const rd_buf_t *cols,
+                     rd_error_t *err) {
+  void *dst[RD_SCHEMA_MAX_FIELDS];
+  for (uint32_t f = 0; f < t->config.schema.n_fields; f++) dst[f] = cols[f].data;
+  return t->config.storage->read(t->rows, n, slots, dst, err);
+}
+
+static int refuse_after_fault(const rd_table_t *t, rd_error_t *err) {
+  return rd_error_set(err, RD_EINTERNAL, "this table's %s failed earlier; it must move to the "
+                      "CPU (rd_table_to_cpu) before it is used again",
+                      t->config.rmm ? t->config.rmm->name : t->config.storage->name);
 }
 
 const char *rd_table_rmm_name(const rd_table_t *t) {
@@ -56,6 +97,25 @@ const char *rd_table_rmm_name(const rd_table_t *t) {
 size_t rd_table_tree_memsize(const rd_table_config_t *c) {
   return c->rmm ? c->rmm->memsize(c->capacity, c->fanout)
                 : rd_sumtree_memsize(c->capacity, c->fanout);
+}
+
+const char *rd_table_storage_name(const rd_table_t *t) {
+  return t->config.storage ? t->config.storage->name : "host";
+}
+
+/* Bytes per row of each field of c's schema; the field count. */
+static uint32_t field_sizes(const rd_table_config_t *c, size_t *fb) {
+  for (uint32_t f = 0; f < c->schema.n_fields; f++) fb[f] = rd_field_bytes(&c->schema.fields[f]);
+  return c->schema.n_fields;
+}
+
+size_t rd_table_rows_memsize(const rd_table_config_t *c) {
+  size_t fb[RD_SCHEMA_MAX_FIELDS];
+  uint32_t nf = field_sizes(c, fb);
+  if (c->storage) return c->storage->memsize(c->capacity, nf, fb);
+  size_t bytes = 0;
+  for (uint32_t f = 0; f < nf; f++) bytes += (size_t)c->capacity * fb[f];
+  return bytes;
 }
 
 /* ------------------------------------------------------------------ */
@@ -116,8 +176,17 @@ int rd_table_init(rd_table_t *t, const rd_table_config_t *c, rd_error_t *err) {
     if (rc) return rc;
     rd_sumtree_set_threads(&t->tree, c->threads);
   }
-  for (uint32_t f = 0; f < c->schema.n_fields; f++) {
-    t->field_bytes[f] = rd_field_bytes(&c->schema.fields[f]);
+  field_sizes(c, t->field_bytes);
+  if (c->storage != NULL) {
+    rc = c->storage->create(&t->rows, c->capacity, c->schema.n_fields, t->field_bytes, c->rmm,
+                            t->rmm, err);
+    if (rc) {
+      t->rows = NULL;
+      rd_table_free(t);
+      return rc;
+    }
+  }
+  for (uint32_t f = 0; f < c->schema.n_fields && c->storage == NULL; f++) {
     /* Row bytes <= 64 MiB and capacity <= 2^28, so this cannot overflow. */
     t->column[f] = malloc((size_t)c->capacity * t->field_bytes[f]);
     if (t->column[f] == NULL) {
@@ -142,6 +211,8 @@ void rd_table_free(rd_table_t *t) {
   free(t->scratch_u64);
   free(t->scratch_u32);
   if (t->tree.mem != NULL) rd_sumtree_free(&t->tree);
+  /* The storage first: it may share the replay module's resources. */
+  if (t->rows != NULL) t->config.storage->destroy(t->rows);
   if (t->rmm != NULL) t->config.rmm->destroy(t->rmm);
   memset(t, 0, sizeof *t);
 }
@@ -149,9 +220,7 @@ void rd_table_free(rd_table_t *t) {
 size_t rd_table_memsize(const rd_table_t *t) {
   size_t bytes = t->config.rmm ? t->config.rmm->memsize(t->config.capacity, t->config.fanout)
                                : t->tree.mem_bytes;
-  for (uint32_t f = 0; f < t->config.schema.n_fields; f++)
-    bytes += (size_t)t->config.capacity * t->field_bytes[f];
-  return bytes;
+  return bytes + rd_table_rows_memsize(&t->config);
 }
 
 /* p = (x + epsilon)^alpha, with the common exponents special-cased because
@@ -194,6 +263,7 @@ static int convert_priorities(const rd_table_t *t, size_t n, const double *raw, 
 int rd_table_insert(rd_table_t *t, size_t n, const rd_cbuf_t *cols, const double *priorities,
                     uint64_t *keys, rd_error_t *err) {
   const rd_table_config_t *c = &t->config;
+  if (t->module_failed) return refuse_after_fault(t, err);
   if (n == 0) return rd_error_set(err, RD_EINVAL, "insert of an empty batch");
   if (n > c->capacity)
     return rd_error_set(err, RD_ETOOBIG, "insert of %zu rows into a table of capacity %u", n,
@@ -226,16 +296,16 @@ int rd_table_insert(rd_table_t *t, size_t n, const rd_cbuf_t *cols, const double
   /* Apply: the ring range [cursor, cursor + n) may wrap once. */
   uint32_t cursor = (uint32_t)(t->next_key % c->capacity);
   size_t first = c->capacity - cursor < n ? c->capacity - cursor : n;
-  /* Both ranges are in bounds and every value <= max_leaf, so neither call
-   * can fail; the tree still goes first so rows never change on an error. */
+  /* Both ranges are in bounds and every value <= max_leaf, so only a
+   * module's failure can stop this; the tree still goes first so rows never
+   * change on an error of the CPU tree. */
   int rc = rmm_set_range(t, cursor, first, leaves, err);
   if (rc == RD_OK && n > first) rc = rmm_set_range(t, 0, n - first, leaves + first, err);
-  if (rc) return rc;
-  for (uint32_t f = 0; f < c->schema.n_fields; f++) {
-    size_t fb = t->field_bytes[f];
-    const uint8_t *src = cols[f].data;
-    memcpy(t->column[f] + (size_t)cursor * fb, src, first * fb);
-    if (n > first) memcpy(t->column[f], src + first * fb, (n - first) * fb);
+  if (rc == RD_OK) rc = rows_write(t, cursor, first, cols, 0, err);
+  if (rc == RD_OK && n > first) rc = rows_write(t, 0, n - first, cols, first, err);
+  if (rc) {
+    if (t->module_failed) t->failed_insert = n;
+    return rc;
   }
 
   if (keys != NULL)
@@ -256,6 +326,7 @@ static uint64_t key_of_slot(const rd_table_t *t, uint32_t slot) {
 int rd_table_sample(rd_table_t *t, size_t n, double beta, unsigned flags,
                     const rd_sample_out_t *out, rd_error_t *err) {
   const rd_table_config_t *c = &t->config;
+  if (t->module_failed) return refuse_after_fault(t, err);
   if (n == 0) return rd_error_set(err, RD_EINVAL, "sample of an empty batch");
   if (!(beta >= 0 && beta <= 1))
     return rd_error_set(err, RD_EINVAL, "beta must be in [0, 1], not %g", beta);
@@ -291,7 +362,7 @@ int rd_table_sample(rd_table_t *t, size_t n, double beta, unsigned flags,
     for (size_t i = 0; i < n; i++) targets[i] = rd_scale_u64(rd_philox_u64(c->seed, d0 + i), total);
   }
   int rc = rmm_sample(t, n, targets, slots, err);
-  if (rc) return rc; /* unreachable: every target is < total */
+  if (rc) return rc; /* a module's failure: every target is < total */
 
   /* P(i) = leaf / total, w = (N P)^-beta, then divided by the batch max. */
   double dtotal = (double)total, N = (double)t->size, wmax = 0;
@@ -307,13 +378,17 @@ int rd_table_sample(rd_table_t *t, size_t n, double beta, unsigned flags,
   if (!(flags & RD_SAMPLE_RAW_WEIGHTS) && wmax > 0)
     for (size_t i = 0; i < n; i++) out->weights[i] /= wmax;
 
-  if (out->cols != NULL)
+  if (out->cols != NULL && c->storage != NULL) {
+    rc = module_fault(t, rows_read(t, n, slots, out->cols, err));
+    if (rc) return rc;
+  } else if (out->cols != NULL) {
     for (uint32_t f = 0; f < c->schema.n_fields; f++) {
       size_t fb = t->field_bytes[f];
       uint8_t *dst = out->cols[f].data;
       const uint8_t *col = t->column[f];
       for (size_t i = 0; i < n; i++) memcpy(dst + i * fb, col + (size_t)slots[i] * fb, fb);
     }
+  }
   t->draws = d0 + n;
   t->stats.samples += n;
   return RD_OK;
@@ -321,6 +396,7 @@ int rd_table_sample(rd_table_t *t, size_t n, double beta, unsigned flags,
 
 int rd_table_update(rd_table_t *t, size_t n, const uint64_t *keys, const double *priorities,
                     size_t *n_stale, rd_error_t *err) {
+  if (t->module_failed) return refuse_after_fault(t, err);
   if (n > t->config.max_batch)
     return rd_error_set(err, RD_ETOOBIG, "update of %zu keys exceeds max_batch %u", n,
                         t->config.max_batch);
@@ -350,7 +426,7 @@ int rd_table_update(rd_table_t *t, size_t n, const uint64_t *keys, const double 
     live++;
   }
   rc = rmm_update(t, live, slots, values, err);
-  if (rc) return rc; /* unreachable: slots < capacity, values bounded */
+  if (rc) return rc; /* a module's failure: slots < capacity, values bounded */
   if (batch_max > t->max_p) t->max_p = batch_max;
   t->stats.updates += live;
   t->stats.stale_updates += n - live;
@@ -361,6 +437,7 @@ int rd_table_update(rd_table_t *t, size_t n, const uint64_t *keys, const double 
 int rd_table_gather(const rd_table_t *t, size_t n, const uint64_t *keys, const rd_buf_t *cols,
                     rd_error_t *err) {
   const rd_table_config_t *c = &t->config;
+  if (t->module_failed) return refuse_after_fault(t, err);
   if (n > c->max_batch)
     return rd_error_set(err, RD_ETOOBIG, "gather of %zu keys exceeds max_batch %u", n,
                         c->max_batch);
@@ -381,6 +458,12 @@ int rd_table_gather(const rd_table_t *t, size_t n, const uint64_t *keys, const r
     if (keys[i] < oldest)
       return rd_error_set(err, RD_ERANGE, "key %llu at batch index %zu is stale: its slot has "
                           "been overwritten", (unsigned long long)keys[i], i);
+  }
+  if (c->storage != NULL) {
+    /* Gathers are serialized with every other call: the scratch is free. */
+    uint32_t *slots = t->scratch_u32;
+    for (size_t i = 0; i < n; i++) slots[i] = (uint32_t)(keys[i] % c->capacity);
+    return n > 0 ? rows_read(t, n, slots, cols, err) : RD_OK;
   }
   /* Row by row, every wanted field of a row together: a key's slot is one
    * 64-bit division, taken once per row rather than once per field, and
@@ -422,4 +505,107 @@ int rd_table_get_priority(const rd_table_t *t, uint64_t key, double *p, rd_error
   uint32_t slot = (uint32_t)(key % t->config.capacity);
   *p = rd_fixed_to_priority(&t->fixed, rmm_leaf(t, slot));
   return RD_OK;
+}
+
+/* ------------------------------------------------------------------ */
+/* Moving onto the CPU                                                 */
+/* ------------------------------------------------------------------ */
+
+/* Calls f(t, slot0, n, arg) for the slots of keys [k0, k0 + count) in
+ * runs of at most max_batch contiguous slots (a run stops at the ring's
+ * end). Stops at the first error. */
+static int for_slot_runs(const rd_table_t *t, uint64_t k0, uint64_t count,
+                         int (*f)(const rd_table_t *, uint32_t, size_t, void *, rd_error_t *),
+                         void *arg, rd_error_t *err) {
+  const uint32_t cap = t->config.capacity;
+  for (uint64_t done = 0; done < count;) {
+    uint32_t slot = (uint32_t)((k0 + done) % cap);
+    uint64_t n = count - done;
+    if (n > cap - slot) n = cap - slot;
+    if (n > t->config.max_batch) n = t->config.max_batch;
+    int rc = f(t, slot, (size_t)n, arg, err);
+    if (rc) return rc;
+    done += n;
+  }
+  return RD_OK;
+}
+
+/* Read a run of rows from the storage into host columns. */
+static int copy_rows_back(const rd_table_t *t, uint32_t slot, size_t n, void *arg,
+                          rd_error_t *err) {
+  uint8_t **column = arg;
+  void *dst[RD_SCHEMA_MAX_FIELDS];
+  for (uint32_t f = 0; f < t->config.schema.n_fields; f++)
+    dst[f] = column[f] + (size_t)slot * t->field_bytes[f];
+  for (size_t i = 0; i < n; i++) t->scratch_u32[i] = slot + (uint32_t)i;
+  return t->config.storage->read(t->rows, n, t->scratch_u32, dst, err);
+}
+
+/* Write a run of the current leaves into a CPU tree. */
+static int copy_leaves_back(const rd_table_t *t, uint32_t slot, size_t n, void *arg,
+                            rd_error_t *err) {
+  rd_sumtree_t *tree = arg;
+  for (size_t i = 0; i < n; i++) t->scratch_u64[i] = rmm_leaf(t, slot + (uint32_t)i);
+  return rd_sumtree_set_range(tree, slot, n, t->scratch_u64, err);
+}
+
+int rd_table_to_cpu(rd_table_t *t, uint64_t *lost, rd_error_t *err) {
+  const rd_table_config_t *c = &t->config;
+  if (lost != NULL) *lost = 0;
+  if (c->rmm == NULL && c->storage == NULL) return RD_OK;
+  const uint32_t nf = c->schema.n_fields;
+  uint64_t size = t->size;
+  const char *why = "";
+  /* The oldest items may share slots with the failed insert's rows. */
+  if (t->failed_insert > 0 && size > c->capacity - t->failed_insert) {
+    size = c->capacity - t->failed_insert;
+    why = "their slots were being overwritten by the insert the module failed in";
+  }
+
+  uint8_t *column[RD_SCHEMA_MAX_FIELDS] = {0};
+  rd_sumtree_t tree;
+  int rc = rd_sumtree_init(&tree, c->capacity, c->fanout, err);
+  if (rc) return rc;
+  for (uint32_t f = 0; f < nf && c->storage != NULL; f++) {
+    column[f] = malloc((size_t)c->capacity * t->field_bytes[f]);
+    if (column[f] == NULL) {
+      rc = rd_error_set(err, RD_ENOMEM, "cannot allocate %zu bytes for field \"%s\"",
+                        (size_t)c->capacity * t->field_bytes[f], c->schema.fields[f].name);
+      goto fail;
+    }
+  }
+  rd_error_t rerr;
+  rd_error_clear(&rerr);
+  if (c->storage != NULL &&
+      for_slot_runs(t, t->next_key - size, size, copy_rows_back, column, &rerr) != RD_OK) {
+    size = 0; /* what came back cannot be told from what did not */
+    why = rerr.msg;
+  }
+  rc = for_slot_runs(t, t->next_key - size, size, copy_leaves_back, &tree, err);
+  if (rc) goto fail;
+
+  /* Swap: the storage before the module (it may share its resources). */
+  const uint64_t dropped = t->size - size;
+  if (t->rows != NULL) c->storage->destroy(t->rows);
+  if (t->rmm != NULL) c->rmm->destroy(t->rmm);
+  if (t->tree.mem != NULL) rd_sumtree_free(&t->tree);
+  if (c->storage != NULL) memcpy(t->column, column, sizeof column);
+  t->rows = NULL;
+  t->rmm = NULL;
+  t->config.rmm = NULL;
+  t->config.storage = NULL;
+  t->tree = tree;
+  rd_sumtree_set_threads(&t->tree, c->threads);
+  t->size = size;
+  t->module_failed = 0;
+  t->failed_insert = 0;
+  if (lost != NULL) *lost = dropped;
+  if (dropped > 0)
+    rd_error_set(err, RD_OK, "%llu items dropped: %s", (unsigned long long)dropped, why);
+  return RD_OK;
+
+fail:
+  for (uint32_t f = 0; f < nf; f++) free(column[f]);
+  rd_sumtree_free(&tree);
+  return rc;
 }

@@ -67,7 +67,12 @@
  * same stream: same keys, probabilities and weights (the FPGA replay
  * kernel's C-simulation does, backends/fpga/csim_rmm.h;
  * tests/test_fpga_csim.c checks it against this table's default).
- * Calls are serialized by the table's caller, as every table call is. */
+ * Calls are serialized by the table's caller, as every table call is.
+ * A module that runs on a device reports a device failure during set_range,
+ * sample or update as RD_EINTERNAL (the table validated the batch first, so
+ * nothing else can fail there), and keeps answering total and leaf from a
+ * host copy afterwards, so rd_table_to_cpu can move its leaves to the CPU
+ * tree. */
 typedef struct rd_rmm_ops {
   const char *name; /* for logs, e.g. "fpga-csim" */
   /* Bytes create would hold for this shape; 0 if the module cannot hold it
@@ -89,6 +94,37 @@ typedef struct rd_rmm_ops {
                 rd_error_t *err);
 } rd_rmm_ops_t;
 
+/* The storage module: where the rows are. By default the table's own host
+ * columns (`column` below). A backend that keeps the rows elsewhere (a
+ * GPU's memory) passes its ops in the config (config.storage); the table
+ * then hands it every row write (an insert's ring range, no wrap: one call
+ * per range) and every row read (the rows of a sample or a gather, by
+ * slot) and keeps keys, ring order and every check itself. Contract: a read
+ * returns, for each slot, the bytes of that slot's last write; a call
+ * validates its batch before it changes anything. A device failure is
+ * RD_EINTERNAL, as for the replay module. Calls are serialized by the
+ * table's caller. */
+typedef struct rd_storage_ops {
+  const char *name; /* for logs, e.g. "gpu0" */
+  /* Host bytes create would hold for this shape (what the daemon charges
+   * to its memory limit; device memory is the backend's to report); 0 if
+   * the module cannot hold the shape (then create fails and says why). */
+  size_t (*memsize)(uint32_t capacity, uint32_t n_fields, const size_t *field_bytes);
+  /* `capacity` zeroed rows of n_fields fields of field_bytes[f] bytes.
+   * rmm_ops and rmm are the table's replay module (NULL: the CPU tree), so
+   * that a storage on the same device can share its resources (one CUDA
+   * stream per table); the table destroys the storage before the module.
+   * RD_EINVAL (a shape it cannot hold, saying why), RD_ENOMEM. */
+  int (*create)(void **st, uint32_t capacity, uint32_t n_fields, const size_t *field_bytes,
+                const rd_rmm_ops_t *rmm_ops, void *rmm, rd_error_t *err);
+  void (*destroy)(void *st);
+  /* Rows [first, first + n) of field f = src[f] (n * field_bytes[f] bytes). */
+  int (*write)(void *st, uint32_t first, size_t n, const void *const *src, rd_error_t *err);
+  /* dst[f] + i * field_bytes[f] = field f of row slots[i], i < n, every
+   * slot < capacity; a NULL dst[f] skips field f. */
+  int (*read)(void *st, size_t n, const uint32_t *slots, void *const *dst, rd_error_t *err);
+} rd_storage_ops_t;
+
 typedef struct {
   rd_schema_t schema;
   uint32_t capacity;   /* items, 1..2^28 */
@@ -100,6 +136,7 @@ typedef struct {
   uint32_t max_batch;  /* largest insert/sample/update batch; default 65536 */
   uint32_t threads;    /* OpenMP threads per call; default 1 */
   const rd_rmm_ops_t *rmm; /* the replay module (above); NULL (default): the CPU sum tree */
+  const rd_storage_ops_t *storage; /* the storage (above); NULL (default): host columns */
 } rd_table_config_t;
 
 typedef struct {
@@ -140,12 +177,18 @@ typedef struct {
   uint64_t max_leaf;     /* largest leaf integer: the CPU tree's bound for capacity */
   rd_sumtree_t tree;     /* the CPU sum tree, when config.rmm is NULL */
   void *rmm;             /* config.rmm's module otherwise */
-  uint8_t *column[RD_SCHEMA_MAX_FIELDS]; /* capacity * field bytes each */
+  void *rows;            /* config.storage's module, when set */
+  uint8_t *column[RD_SCHEMA_MAX_FIELDS]; /* capacity * field bytes each; NULL with config.storage */
   size_t field_bytes[RD_SCHEMA_MAX_FIELDS];
   uint64_t next_key;  /* key of the next insert */
   uint64_t size;      /* live items, <= capacity */
   uint64_t draws;     /* Philox draws consumed */
   double max_p;       /* largest transformed priority seen */
+  /* A module's call failed (RD_EINTERNAL): insert, sample, update and
+   * gather refuse until rd_table_to_cpu. failed_insert: the rows of the
+   * insert it failed in, if it was one. */
+  int module_failed;
+  uint64_t failed_insert;
   rd_table_stats_t stats;
   /* Scratch for one batch (max_batch entries each), allocated at init so no
    * call allocates. */
@@ -209,5 +252,27 @@ size_t rd_table_memsize(const rd_table_t *t);
 size_t rd_table_tree_memsize(const rd_table_config_t *c);
 /* The replay module's name: "cpu" for the CPU sum tree. */
 const char *rd_table_rmm_name(const rd_table_t *t);
+/* Bytes the rows of a table of config c hold in host memory: the host
+ * columns, or config.storage's memsize (0 if it cannot hold them). */
+size_t rd_table_rows_memsize(const rd_table_config_t *c);
+/* The storage's name: "host" for the table's own columns. */
+const char *rd_table_storage_name(const rd_table_t *t);
+
+/* Move a table off its replay module and storage onto the CPU sum tree and
+ * host columns, e.g. after a call returned RD_EINTERNAL because a device
+ * failed (until then insert, sample, update and gather refuse with
+ * RD_EINTERNAL). The leaves come from the module's leaf() (which keeps answering
+ * after a failure), the rows from the storage's read(). Keys, the sampling
+ * stream and the priority bound carry on unchanged. What cannot come back
+ * is dropped the way the ring drops old items, so every key stays valid or
+ * becomes stale, never wrong:
+ *  - if the storage cannot read its rows back, every item (the table is
+ *    empty afterwards; keys continue from next_key);
+ *  - after a failed insert of n rows, the oldest items whose slots that
+ *    insert may have half written (size becomes at most capacity - n).
+ * *lost (may be NULL) receives the number of items dropped, and err says
+ * why when it is not 0. A table already on the CPU is left as it is.
+ * RD_ENOMEM (nothing changed). */
+int rd_table_to_cpu(rd_table_t *t, uint64_t *lost, rd_error_t *err);
 
 #endif

@@ -19,7 +19,7 @@
  * Two handles: the replay kernel's (rd_fpga_xrt_rmm_t, one request per
  * call; rmm_xrt.h builds a table's replay module on it) and the learner
  * kernel's (rd_fpga_xrt_learner_t, one train-step per call, this file's
- * second half, host_xrt_learner.c; daemon/learn/learner_backend_xrt.c builds the
+ * second half, host_xrt_learner.c; backends/fpga/learner_backend_xrt.c builds the
  * learner backend on it).
  *
  * Knowing that no kernel ran. Before each run the host writes a sentinel

@@ -1,7 +1,7 @@
 /* host_xrt_learner.c - the learner kernel's host path over XRT's C API
  * (host_xrt.h, second half; only ever run against XRT's no-op shim).
  *
- * The buffers are sized as daemon/learn/learner_backend_fpga.c sizes its
+ * The buffers are sized as backends/fpga/learner_backend_fpga.c sizes its
  * C-simulation buffers (lrn_params_floats, lrn_ws_floats, the config's
  * batch), one XRT buffer object per pointer argument, each in the memory
  * bank its argument is connected to. The descriptor and hyper-parameters

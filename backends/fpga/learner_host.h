@@ -1,7 +1,7 @@
 /* learner_host.h - the host side's description of a hosted learner for the
  * FPGA learner kernel (kernels/learner.h): the one mapping from the CPU
  * learner's config (backends/cpu/learner.h) to the kernel's lrn_config_t,
- * used by the daemon's "fpga" backend (daemon/learn/learner_backend_fpga.c) and
+ * used by the daemon's "fpga" backend (backends/fpga/learner_backend_fpga.c) and
  * by the kernel's tests, so both drive the kernel with the same settings.
  * Not part of the kernel: a kernel build knows nothing of the CPU learner. */
 #ifndef RD_FPGA_LEARNER_HOST_H

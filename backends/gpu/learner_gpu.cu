@@ -22,6 +22,7 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -30,7 +31,7 @@
 enum { NET_Q = 0, NET_Q_TARGET = 1 };
 enum { NET_ACTOR = 0, NET_ACTOR_TARGET = 1, NET_CRITIC = 2, NET_CRITIC_TARGET = 3 };
 
-#define RED_THREADS 512
+#define RED_THREADS RD_GE_STATS_THREADS /* k_stats's block: rd_ge_stats_fold's order */
 #define NORM_PARTS 256
 #define WS_BYTES (32u << 20) /* cuBLAS workspace: set explicitly so capture never allocates */
 
@@ -83,6 +84,7 @@ struct rd_gpu_learner_impl {
   size_t batch_bytes, max_params, dev_bytes;
   /* graph of the last batch size seen twice in a row */
   int graphs_on;
+  int fail_capture; /* tests: break the next capture (rd_gpu_learner_fail_next_capture) */
   cudaGraphExec_t gexec;
   size_t graph_n, last_n;
 };
@@ -241,42 +243,27 @@ __global__ void k_dmu(size_t n, uint32_t O, uint32_t D, const float *dx, float h
   }
 }
 
-/* One block: the loss (sum of terms times inv), |TD| sum and max (NaN if
- * any is NaN, as td_stats), and for DDPG the sum of Q(s, mu(s)). A fixed
- * tree over a fixed split: deterministic. */
+/* One block of RED_THREADS: the loss (sum of terms times inv), |TD| sum
+ * and max (NaN if any is NaN, as td_stats), and for DDPG the sum of
+ * Q(s, mu(s)), in the fixed order of rd_ge_stats_fold: deterministic. */
 __global__ void k_stats(size_t n, const double *elem, const float *td, const float *qpi,
                         double inv, res_t *res) {
-  __shared__ double s_loss[RED_THREADS], s_td[RED_THREADS], s_q[RED_THREADS];
-  __shared__ double s_max[RED_THREADS];
-  __shared__ int s_nan[RED_THREADS];
+  __shared__ rd_ge_stats_t s[RED_THREADS];
   const unsigned t = threadIdx.x;
-  double l = 0.0, a = 0.0, q = 0.0, mx = 0.0;
-  int nan = 0;
-  for (size_t i = t; i < n; i += RED_THREADS) {
-    l += elem[i];
-    float d = td[i];
-    a += (double)d;
-    if (isnan(d)) nan = 1;
-    else if ((double)d > mx) mx = d;
-    if (qpi != NULL) q += (double)qpi[i];
-  }
-  s_loss[t] = l, s_td[t] = a, s_q[t] = q, s_max[t] = mx, s_nan[t] = nan;
+  rd_ge_stats_t a = {0.0, 0.0, 0.0, 0.0, 0};
+  for (size_t i = t; i < n; i += RED_THREADS)
+    rd_ge_stats_add(&a, elem[i], td[i], qpi != NULL ? (double)qpi[i] : 0.0);
+  s[t] = a;
   __syncthreads();
   for (unsigned w = RED_THREADS / 2; w > 0; w /= 2) {
-    if (t < w) {
-      s_loss[t] += s_loss[t + w];
-      s_td[t] += s_td[t + w];
-      s_q[t] += s_q[t + w];
-      s_max[t] = s_max[t + w] > s_max[t] ? s_max[t + w] : s_max[t];
-      s_nan[t] |= s_nan[t + w];
-    }
+    if (t < w) rd_ge_stats_merge(&s[t], &s[t + w]);
     __syncthreads();
   }
   if (t == 0) {
-    res->loss = s_loss[0] * inv;
-    res->td_sum = s_td[0];
-    res->td_max = s_nan[0] ? (double)NAN : s_max[0];
-    res->qsum = s_q[0];
+    res->loss = s[0].loss * inv;
+    res->td_sum = s[0].td;
+    res->td_max = s[0].nan ? (double)NAN : s[0].max;
+    res->qsum = s[0].q;
   }
 }
 
@@ -300,19 +287,14 @@ __global__ void k_sumsq(const float *g, size_t n, double *part) {
 __global__ void k_finalize(res_t *res, const double *part, int nparts0, int nparts1, int nets,
                            int ddpg, double clip) {
   if (threadIdx.x != 0 || blockIdx.x != 0) return;
-  int ok = isfinite(res->loss) && (!ddpg || isfinite(res->qsum));
+  double sumsq[2] = {0.0, 0.0};
   for (int k = 0; k < nets; k++) {
     const double *p = part + k * NORM_PARTS;
     int np = k == 0 ? nparts0 : nparts1;
-    double s = 0.0;
-    for (int i = 0; i < np; i++) s += p[i];
-    double nrm = sqrt(s);
-    res->norm[k] = nrm;
-    ok = ok && isfinite(nrm);
-    res->clipped[k] = clip > 0 && nrm > clip;
-    res->scale[k] = res->clipped[k] ? rd_ge_clip_scale(clip, nrm) : 1.0f;
+    for (int i = 0; i < np; i++) sumsq[k] += p[i];
   }
-  res->ok = ok;
+  res->ok = rd_ge_finalize(res->loss, res->qsum, ddpg, nets, sumsq, clip, res->norm,
+                           res->clipped, res->scale);
 }
 
 /* Clip (scaled gradients are stored, as the CPU does) and Adam, if the step
@@ -369,9 +351,9 @@ static int net_alloc(rd_gpu_learner_impl *im, gnet_t *g, const rd_nn_spec_t *s, 
     CK(cudaMalloc(&g->g, P), "cudaMalloc(gradients)");
     CK(cudaMalloc(&g->m, P), "cudaMalloc(Adam moments)");
     CK(cudaMalloc(&g->v, P), "cudaMalloc(Adam moments)");
-    CK(cudaMemset(g->g, 0, P), "cudaMemset");
-    CK(cudaMemset(g->m, 0, P), "cudaMemset");
-    CK(cudaMemset(g->v, 0, P), "cudaMemset");
+    CK(cudaMemsetAsync(g->g, 0, P, im->stream), "cudaMemsetAsync");
+    CK(cudaMemsetAsync(g->m, 0, P, im->stream), "cudaMemsetAsync");
+    CK(cudaMemsetAsync(g->v, 0, P, im->stream), "cudaMemsetAsync");
     size_t d = B * rd_nn_spec_max_width(s) * sizeof(float);
     CK(cudaMalloc(&g->delta[0], d), "cudaMalloc(backward scratch)");
     CK(cudaMalloc(&g->delta[1], d), "cudaMalloc(backward scratch)");
@@ -650,6 +632,10 @@ void rd_gpu_learner_destroy(rd_gpu_learner_t *l) {
   memset(l, 0, sizeof *l);
 }
 
+/* Everything init writes to the device (zeroed moments and scratch, the
+ * weights, the ones vector) goes on the learner's stream, in order, and
+ * init waits for it: the steps run on that non-blocking stream, which
+ * would not wait for work on the legacy default stream. */
 static int init_device_side(rd_gpu_learner_t *l, const rd_learner_t *cpu, rd_error_t *err) {
   rd_gpu_learner_impl *im = l->impl;
   const rd_learner_config_t *c = &l->config;
@@ -666,15 +652,21 @@ static int init_device_side(rd_gpu_learner_t *l, const rd_learner_t *cpu, rd_err
   im->dev_bytes += WS_BYTES;
   BK(cublasSetWorkspace(im->blas, im->ws, WS_BYTES), "cublasSetWorkspace");
   BK(cublasSetPointerMode(im->blas, CUBLAS_POINTER_MODE_HOST), "cublasSetPointerMode");
+  /* Full FP32 products, whatever the library's or the environment's
+   * default: no TF32 tensor-op math (10-bit mantissas would move results
+   * ~1e-3 away from the CPU learner's). Pedantic mode adds nothing for
+   * FP32 SGEMM and may cost speed. */
+  BK(cublasSetMathMode(im->blas, CUBLAS_DEFAULT_MATH), "cublasSetMathMode");
 
   int rc;
   for (int k = 0; k < l->n_nets; k++) {
     if ((rc = net_alloc(im, &im->net[k], &l->spec[k], B, k % 2 == 0, err))) return rc;
     size_t P = im->net[k].n_params;
     if (P > im->max_params) im->max_params = P;
-    /* Online and target both start from the CPU learner's online init. */
-    CK(cudaMemcpy(im->net[k].p, cpu->net[k & ~1].params, P * sizeof(float),
-                  cudaMemcpyHostToDevice),
+    /* Online and target both start from the CPU learner's online init
+     * (from pageable memory: the copy has left it when the call returns). */
+    CK(cudaMemcpyAsync(im->net[k].p, cpu->net[k & ~1].params, P * sizeof(float),
+                       cudaMemcpyHostToDevice, im->stream),
        "weight upload");
   }
   const size_t X = dqn ? 0 : (size_t)c->obs_dim + c->action_dim;
@@ -704,7 +696,8 @@ static int init_device_side(rd_gpu_learner_t *l, const rd_learner_t *cpu, rd_err
     CK(cudaMalloc(bufs[k].p, bufs[k].bytes), "cudaMalloc(step buffers)");
     im->dev_bytes += bufs[k].bytes;
   }
-  CK(cudaMemset(im->d_part, 0, 2 * NORM_PARTS * sizeof(double)), "cudaMemset");
+  CK(cudaMemsetAsync(im->d_part, 0, 2 * NORM_PARTS * sizeof(double), im->stream),
+     "cudaMemsetAsync");
   k_fill<<<grid_for(B, 256), 256, 0, im->stream>>>(im->ones, B, 1.0f);
   LK("fill kernel");
   CK(cudaMallocHost(&im->h_batch, im->batch_bytes), "cudaMallocHost(batch)");
@@ -752,44 +745,71 @@ extern "C" void rd_gpu_learner_set_graphs(rd_gpu_learner_t *l, int on) {
   if (l->impl != NULL) l->impl->graphs_on = on != 0;
 }
 
+extern "C" void rd_gpu_learner_fail_next_capture(rd_gpu_learner_t *l) {
+  if (l->impl != NULL) l->impl->fail_capture = 1;
+}
+
 extern "C" size_t rd_gpu_learner_device_bytes(const rd_gpu_learner_t *l) {
   return l->impl != NULL ? l->impl->dev_bytes : 0;
 }
 
-/* Capture the step for n into a graph; on any capture failure fall back to
- * running on the stream (graphs off for this learner). */
+/* Graphs are an optimisation: when one cannot be captured, instantiated or
+ * launched, the step runs on the stream instead and graphs stay off for
+ * this learner (graph_failures counts it, graph_error says why). Only the
+ * uncaptured step's own failure is the device's. Nothing of a failed
+ * capture ran: captured work is recorded, not executed. */
+static int graphs_off(rd_gpu_learner_t *l, cudaError_t e, const char *what) {
+  rd_gpu_learner_impl *im = l->impl;
+  (void)cudaGetLastError(); /* a capture error is not sticky: clear it */
+  if (im->gexec) cudaGraphExecDestroy(im->gexec);
+  im->gexec = NULL;
+  im->graphs_on = 0;
+  l->graph_failures++;
+  snprintf(l->graph_error, sizeof l->graph_error, "%s: %s", what, cudaGetErrorName(e));
+  return RD_OK;
+}
+
+/* Capture the step for n into a graph and launch it. */
 static int capture(rd_gpu_learner_t *l, size_t n, rd_error_t *err) {
   rd_gpu_learner_impl *im = l->impl;
   if (im->gexec) {
     cudaGraphExecDestroy(im->gexec);
     im->gexec = NULL;
   }
-  CK(cudaStreamBeginCapture(im->stream, cudaStreamCaptureModeThreadLocal), "graph capture");
-  int rc = enqueue_step(l, n, err);
-  cudaGraph_t graph = NULL;
-  cudaError_t e = cudaStreamEndCapture(im->stream, &graph);
-  if (rc) {
-    if (graph) cudaGraphDestroy(graph);
-    (void)cudaGetLastError();
-    return rc;
-  }
+  cudaError_t e = cudaStreamBeginCapture(im->stream, cudaStreamCaptureModeThreadLocal);
   if (e != cudaSuccess) {
-    (void)cudaGetLastError();
-    im->graphs_on = 0;
+    graphs_off(l, e, "cudaStreamBeginCapture");
+    return enqueue_step(l, n, err);
+  }
+  rd_error_t cap_err;
+  int rc = enqueue_step(l, n, &cap_err);
+  if (rc == RD_OK && im->fail_capture) {
+    im->fail_capture = 0;
+    (void)cudaStreamSynchronize(im->stream); /* not allowed while capturing */
+  }
+  cudaGraph_t graph = NULL;
+  e = cudaStreamEndCapture(im->stream, &graph);
+  if (rc != RD_OK || e != cudaSuccess) {
+    if (graph) cudaGraphDestroy(graph);
+    graphs_off(l, e, "cudaStreamEndCapture");
+    if (rc != RD_OK) /* the first thing that failed under capture */
+      snprintf(l->graph_error, sizeof l->graph_error, "under capture: %.80s", cap_err.msg);
     return enqueue_step(l, n, err);
   }
   e = cudaGraphInstantiate(&im->gexec, graph, 0);
   cudaGraphDestroy(graph);
   if (e != cudaSuccess) {
-    (void)cudaGetLastError();
     im->gexec = NULL;
-    if (e == cudaErrorMemoryAllocation) return cuda_fail(err, e, "cudaGraphInstantiate");
-    im->graphs_on = 0;
+    graphs_off(l, e, "cudaGraphInstantiate");
     return enqueue_step(l, n, err);
   }
   im->graph_n = n;
   l->graph_captures++;
-  CK(cudaGraphLaunch(im->gexec, im->stream), "cudaGraphLaunch");
+  e = cudaGraphLaunch(im->gexec, im->stream);
+  if (e != cudaSuccess) {
+    graphs_off(l, e, "cudaGraphLaunch");
+    return enqueue_step(l, n, err);
+  }
   l->graph_launches++;
   return RD_OK;
 }
@@ -823,11 +843,16 @@ extern "C" int rd_gpu_learner_step(rd_gpu_learner_t *l, const rd_batch_t *b, flo
   im->h_ctl->adam[0] = rd_ge_adam_coef(c->lr, 0.9, 0.999, 1e-8, n0->adam_t + 1);
   im->h_ctl->adam[1] =
       rd_ge_adam_coef(dqn ? c->lr : c->critic_lr, 0.9, 0.999, 1e-8, (n2 ? n2->adam_t : 0) + 1);
-  im->h_ctl->do_copy = c->target_period > 0 && (l->steps + 1) % c->target_period == 0;
+  im->h_ctl->do_copy = rd_ge_copies_target(c->target_period, l->steps + 1);
 
   if (im->graphs_on && im->gexec != NULL && im->graph_n == n) {
-    CK(cudaGraphLaunch(im->gexec, im->stream), "cudaGraphLaunch");
-    l->graph_launches++;
+    cudaError_t e = cudaGraphLaunch(im->gexec, im->stream);
+    if (e == cudaSuccess) {
+      l->graph_launches++;
+    } else {
+      graphs_off(l, e, "cudaGraphLaunch");
+      if ((rc = enqueue_step(l, n, err))) return rc;
+    }
   } else if (im->graphs_on && im->last_n == n) {
     if ((rc = capture(l, n, err))) return rc;
   } else {

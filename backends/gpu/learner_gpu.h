@@ -7,8 +7,8 @@
  * step and its atomicity on a non-finite loss or gradient).
  *
  * How it runs. Each learner owns one CUDA stream and one cuBLAS handle
- * bound to it; every product is a cuBLAS SGEMM / SGEMV in full FP32 (the
- * default math mode: no TF32), every element-wise step (bias + activation,
+ * bound to it; every product is a cuBLAS SGEMM / SGEMV in full FP32
+ * (CUBLAS_DEFAULT_MATH, set explicitly: no TF32), every element-wise step (bias + activation,
  * activation gradients, targets, losses, |TD|, Adam, clipping, Polyak or
  * hard copy) is a kernel of learner_gpu.cu whose per-thread arithmetic is
  * rd_gpu_elem.h. Reductions (loss, |TD| mean and max, gradient norms) run in
@@ -21,6 +21,9 @@
  * stream; when the next step has the same batch size its work is captured
  * into a graph (copies, cuBLAS calls and kernels) and replayed from then on
  * while the size repeats (one graph is kept: for the last size captured).
+ * A graph that cannot be captured, instantiated or launched is not a
+ * device fault: that step runs on the stream and graphs stay off for the
+ * learner (graph_failures, graph_error).
  * Weight moves are data-driven inside the graph: a device flag set from the
  * loss and gradient norms gates Adam and the target update, so a step whose
  * loss or norm is not finite changes no weight, Adam moment or step count
@@ -30,7 +33,7 @@
  * learner's initialisation, uploaded), the same element-wise rounding
  * (rd_gpu_elem.h), but cuBLAS sums each product in another order, so
  * weights and priorities agree to a tolerance, not bit for bit
- * (tests/gpu/check_gpu_learner.cu states and checks it).
+ * (tests/gpu/check_learner.cu states and checks it).
  *
  * Errors (never an abort): RD_EINVAL for a bad config or batch (the CPU
  * learner's checks and messages), no usable device (no driver, a driver
@@ -42,7 +45,8 @@
  * be in an unknown state.
  *
  * Not thread-safe; calls on one learner must be serialized. Each call makes
- * the learner's device current on the calling thread.
+ * the learner's device current on the calling thread. All device work,
+ * init's included, runs on the learner's own non-blocking stream.
  */
 #ifndef RD_LEARNER_GPU_H
 #define RD_LEARNER_GPU_H
@@ -67,6 +71,8 @@ typedef struct rd_gpu_learner {
   rd_nn_spec_t spec[4];
   uint64_t graph_launches; /* steps that replayed a captured graph */
   uint64_t graph_captures; /* graphs captured */
+  uint64_t graph_failures; /* graphs that could not be captured or run (then off) */
+  char graph_error[96];    /* why, the last time */
   struct rd_gpu_learner_impl *impl;
 } rd_gpu_learner_t;
 
@@ -83,6 +89,10 @@ void rd_gpu_learner_destroy(rd_gpu_learner_t *l);
 /* 0 turns CUDA graphs off (every step runs on the stream), 1 back on
  * (default). For benchmarks and for checking that both paths agree. */
 void rd_gpu_learner_set_graphs(rd_gpu_learner_t *l, int on);
+
+/* Tests: make the next capture fail (an operation CUDA refuses while a
+ * stream is captured), to check that the step still runs, on the stream. */
+void rd_gpu_learner_fail_next_capture(rd_gpu_learner_t *l);
 
 /* One gradient step, as rd_learner_step: td_abs (n floats, may be NULL)
  * receives |delta|, st (may be NULL) the step's figures. */

@@ -18,14 +18,14 @@
  *    a baseline x86-64 build (no -march: gcc has no FMA to contract into).
  *    nn.c's AVX2 / AVX-512 Adam kernels are compiled with FMA enabled and
  *    may contract a * b + c; they can then differ from these functions in
- *    the last bit (tests/gpu/test_gpu_elem.c pins RD_NN_ISA=generic).
+ *    the last bit (tests/gpu/test_elem.c pins RD_NN_ISA=generic).
  *  - the host build of this header must not be compiled with FMA enabled
  *    (-mfma, -march=haswell or later) either, for the same reason.
  *  - tanh is common/rd_tanh.h's, written with the same intrinsics, so it
  *    too is the CPU's bits (glibc's and CUDA's tanhf differ by a few ulp).
  *
- * tests/gpu/test_gpu_elem.c (host only, no GPU) checks each function bit
- * for bit against the CPU backend's own functions; check_gpu_learner.cu
+ * tests/gpu/test_elem.c (host only, no GPU) checks each function bit
+ * for bit against the CPU backend's own functions; check_learner.cu
  * checks the device build against the host build on a GPU.
  *
  * C (gnu11) and CUDA C++; header-only.
@@ -34,6 +34,7 @@
 #define RD_GPU_ELEM_H
 
 #include <math.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "rd_tanh.h"
@@ -170,7 +171,80 @@ RD_GE float rd_ge_clip_scale(double max_norm, double norm) {
 #endif
 }
 
+/* The clip decision and the go / no-go of a step (learner_gpu.cu
+ * k_finalize; learner.c check_and_clip): net k's norm is sqrt(sumsq[k]);
+ * it is clipped iff clip > 0 and norm > clip (clip 0: never), by the
+ * factor rd_ge_clip_scale; the step goes ahead (returns 1) iff the loss,
+ * for DDPG the Q sum, and every norm are finite. */
+RD_GE int rd_ge_finalize(double loss, double qsum, int ddpg, int nets, const double *sumsq,
+                         double clip, double *norm, int *clipped, float *scale) {
+  int ok = isfinite(loss) && (!ddpg || isfinite(qsum));
+  for (int k = 0; k < nets; k++) {
+#if defined(__CUDA_ARCH__)
+    double nrm = __dsqrt_rn(sumsq[k]);
+#else
+    double nrm = sqrt(sumsq[k]);
+#endif
+    norm[k] = nrm;
+    ok = ok && isfinite(nrm);
+    clipped[k] = clip > 0 && nrm > clip;
+    scale[k] = clipped[k] ? rd_ge_clip_scale(clip, nrm) : 1.0f;
+  }
+  return ok;
+}
+
+/* ---- the step's figures (learner_gpu.cu k_stats) ---- */
+
+/* Sums of one step's loss terms, |TD| and (DDPG) Q(s, mu(s)) in double, the
+ * largest |TD|, and whether one was NaN (then the max is NaN, as
+ * learner.c's td_stats gives). k_stats runs RD_GE_STATS_THREADS threads:
+ * thread t adds items t, t + T, t + 2T, ... in order, then the threads'
+ * sums are merged pairwise (t += t + w for w = T/2, T/4, ..., 1);
+ * rd_ge_stats_fold is that order on the host. */
+#define RD_GE_STATS_THREADS 512
+typedef struct {
+  double loss, td, q, max;
+  int nan;
+} rd_ge_stats_t;
+
+RD_GE void rd_ge_stats_add(rd_ge_stats_t *s, double elem, float td, double q) {
+  s->loss += elem;
+  s->td += (double)td;
+  if (isnan(td)) s->nan = 1;
+  else if ((double)td > s->max) s->max = td;
+  s->q += q;
+}
+
+RD_GE void rd_ge_stats_merge(rd_ge_stats_t *a, const rd_ge_stats_t *b) {
+  a->loss += b->loss;
+  a->td += b->td;
+  a->q += b->q;
+  a->max = b->max > a->max ? b->max : a->max;
+  a->nan |= b->nan;
+}
+
+/* Host only: k_stats's result for n items (qpi may be NULL: DQN). */
+static inline rd_ge_stats_t rd_ge_stats_fold(size_t n, const double *elem, const float *td,
+                                             const float *qpi) {
+  static const rd_ge_stats_t zero = {0.0, 0.0, 0.0, 0.0, 0};
+  rd_ge_stats_t t[RD_GE_STATS_THREADS];
+  for (unsigned k = 0; k < RD_GE_STATS_THREADS; k++) {
+    t[k] = zero;
+    for (size_t i = k; i < n; i += RD_GE_STATS_THREADS)
+      rd_ge_stats_add(&t[k], elem[i], td[i], qpi != NULL ? (double)qpi[i] : 0.0);
+  }
+  for (unsigned w = RD_GE_STATS_THREADS / 2; w > 0; w /= 2)
+    for (unsigned k = 0; k < w; k++) rd_ge_stats_merge(&t[k], &t[k + w]);
+  return t[0];
+}
+
 /* ---- target networks (rd_mlp_polyak) ---- */
+
+/* Whether step `step` (1-based) hard-copies the targets: every period-th
+ * (learner.c update_target); period 0 means Polyak, never a copy. */
+RD_GE int rd_ge_copies_target(uint32_t period, uint64_t step) {
+  return period > 0 && step % period == 0;
+}
 
 /* d = tau s + keep d with tau = (float)tau, keep = (float)(1 - tau). */
 RD_GE float rd_ge_polyak(float d, float s, float tau, float keep) {

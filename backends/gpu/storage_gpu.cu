@@ -10,6 +10,7 @@
 
 struct rd_gpu_storage_impl {
   cudaStream_t stream;
+  bool own_stream;        /* false: borrowed (rd_gpu_storage_init_on) */
   unsigned char *d_rows;
   uint32_t *d_pos;        /* staging: positions of a host call */
   unsigned char *d_stage; /* staging: rows of a host call */
@@ -118,7 +119,7 @@ extern "C" void rd_gpu_storage_free(rd_gpu_storage_t *s) {
     cudaFreeHost(im->h_bad);
     cudaFreeHost(im->h_pos);
     cudaFreeHost(im->h_stage);
-    if (im->stream) cudaStreamDestroy(im->stream);
+    if (im->stream && im->own_stream) cudaStreamDestroy(im->stream);
     (void)cudaGetLastError();
     free(im->seen);
     free(im);
@@ -130,7 +131,10 @@ static int init_impl(rd_gpu_storage_t *s, rd_error_t *err) {
   rd_gpu_storage_impl *im = s->impl;
   const size_t bytes = (size_t)s->rows * s->row_bytes;
   const size_t stage = (size_t)s->max_batch * s->row_bytes;
-  CK(cudaStreamCreateWithFlags(&im->stream, cudaStreamNonBlocking), "cudaStreamCreate");
+  if (im->stream == NULL) {
+    CK(cudaStreamCreateWithFlags(&im->stream, cudaStreamNonBlocking), "cudaStreamCreate");
+    im->own_stream = true;
+  }
   CK(cudaMalloc(&im->d_rows, bytes), "cudaMalloc(rows)");
   CK(cudaMalloc(&im->d_pos, s->max_batch * sizeof(uint32_t)), "cudaMalloc(positions)");
   CK(cudaMalloc(&im->d_stage, stage), "cudaMalloc(staging)");
@@ -149,6 +153,12 @@ static int init_impl(rd_gpu_storage_t *s, rd_error_t *err) {
 
 extern "C" int rd_gpu_storage_init(rd_gpu_storage_t *s, uint32_t rows, uint32_t row_bytes,
                                    uint32_t max_batch, int device, rd_error_t *err) {
+  return rd_gpu_storage_init_on(s, rows, row_bytes, max_batch, device, NULL, err);
+}
+
+extern "C" int rd_gpu_storage_init_on(rd_gpu_storage_t *s, uint32_t rows, uint32_t row_bytes,
+                                      uint32_t max_batch, int device, void *stream,
+                                      rd_error_t *err) {
   memset(s, 0, sizeof *s);
   if (rows == 0) return rd_error_set(err, RD_EINVAL, "storage of 0 rows");
   if (row_bytes == 0 || row_bytes > MAX_ROW_BYTES)
@@ -175,6 +185,7 @@ extern "C" int rd_gpu_storage_init(rd_gpu_storage_t *s, uint32_t rows, uint32_t 
     memset(s, 0, sizeof *s);
     return rd_error_set(err, RD_ENOMEM, "cannot allocate the GPU storage");
   }
+  s->impl->stream = (cudaStream_t)stream;
   s->impl->word = row_bytes % 16 == 0 ? 16 : row_bytes % 8 == 0 ? 8 : row_bytes % 4 == 0 ? 4 : 1;
   int rc = init_impl(s, err);
   if (rc) {

@@ -4,7 +4,7 @@
  * storage on the GPU (papers/001 §IV-C3: the learner then reads its batch
  * without a host round trip).
  *
- * One CUDA stream per storage. The kernels move the widest word the row
+ * One CUDA stream per storage (its own, or one it is given). The kernels move the widest word the row
  * width allows (16, 8, 4 or 1 bytes), one thread per word of the batch, so
  * a gather is one coalesced pass over the output whatever the row width.
  *
@@ -49,6 +49,11 @@ typedef struct rd_gpu_storage {
 /* rows x row_bytes of zeroed device memory plus staging for max_batch rows. */
 int rd_gpu_storage_init(rd_gpu_storage_t *s, uint32_t rows, uint32_t row_bytes,
                         uint32_t max_batch, int device, rd_error_t *err);
+/* The same on a stream of the caller's (a cudaStream_t on `device`; NULL:
+ * its own), e.g. the sum tree's of the same table, so that the two need no
+ * events between them. The stream must outlive the storage. */
+int rd_gpu_storage_init_on(rd_gpu_storage_t *s, uint32_t rows, uint32_t row_bytes,
+                           uint32_t max_batch, int device, void *stream, rd_error_t *err);
 void rd_gpu_storage_free(rd_gpu_storage_t *s);
 
 /* Row positions[i] = data + i * row_bytes, i < n (host memory). */

@@ -320,9 +320,21 @@ struct rd_gpu_impl {
   bool dev_pending;
 };
 
+/* Out of memory is RD_ENOMEM; no usable device (no driver, too old a
+ * driver, no such device) RD_EINVAL; anything else (a launch, a copy, a
+ * lost device) RD_EINTERNAL, the device's failure. */
 static int cuda_fail(rd_error_t *err, cudaError_t e, const char *what) {
-  int code = e == cudaErrorMemoryAllocation ? RD_ENOMEM : RD_EINVAL;
-  return rd_error_set(err, code, "%s: %s (%s)", what, cudaGetErrorString(e), cudaGetErrorName(e));
+  int code = RD_EINTERNAL;
+  const char *why = "";
+  if (e == cudaErrorMemoryAllocation) {
+    code = RD_ENOMEM;
+  } else if (e == cudaErrorInsufficientDriver || e == cudaErrorNoDevice ||
+             e == cudaErrorInvalidDevice || e == cudaErrorDevicesUnavailable) {
+    code = RD_EINVAL;
+    why = "no usable CUDA device: ";
+  }
+  return rd_error_set(err, code, "%s%s: %s (%s)", why, what, cudaGetErrorString(e),
+                      cudaGetErrorName(e));
 }
 
 #define CK(call, what)                                                                        \
@@ -450,8 +462,11 @@ extern "C" int rd_gpu_sumtree_init(rd_gpu_sumtree_t *t, uint32_t capacity, uint3
     }                                                                                        \
   } while (0)
 
+  /* Every initialising copy and fill goes on the tree's own stream (a
+   * non-blocking stream does not wait for the legacy default stream). */
+  CKI(cudaStreamCreateWithFlags(&m->stream, cudaStreamNonBlocking), "cudaStreamCreate");
   CKI(cudaMalloc((void **)&m->d_levels, t->mem_bytes), "cudaMalloc of the tree's levels");
-  CKI(cudaMemset(m->d_levels, 0, t->mem_bytes), "cudaMemset");
+  CKI(cudaMemsetAsync(m->d_levels, 0, t->mem_bytes, m->stream), "cudaMemsetAsync");
   for (uint32_t h = 0; h < t->height; h++)
     m->lv.p[h] = (uint64_t *)(m->d_levels + t->level_offset[h]);
 
@@ -479,7 +494,8 @@ extern "C" int rd_gpu_sumtree_init(rd_gpu_sumtree_t *t, uint32_t capacity, uint3
   m->d_S = (uint64_t *)carve(&p, nb, 8);
   m->d_flag = (rd_gpu_flag_t *)carve(&p, 1, sizeof(rd_gpu_flag_t));
   m->d_cub = carve(&p, m->cub_bytes, 1);
-  CKI(cudaMemset(m->d_flag, 0, sizeof(rd_gpu_flag_t)), "cudaMemset");
+  CKI(cudaMemsetAsync(m->d_flag, 0, sizeof(rd_gpu_flag_t), m->stream), "cudaMemsetAsync");
+  t->device_bytes = t->mem_bytes + scratch;
 
   size_t pinned = align_up(nb * 12) + align_up(nb * 4) + align_up(nb * 8) +
                   align_up(sizeof(rd_gpu_flag_t)) + align_up(8);
@@ -492,7 +508,6 @@ extern "C" int rd_gpu_sumtree_init(rd_gpu_sumtree_t *t, uint32_t capacity, uint3
   m->h_flag = (rd_gpu_flag_t *)carve(&p, 1, sizeof(rd_gpu_flag_t));
   m->h_word = (uint64_t *)carve(&p, 1, 8);
 
-  CKI(cudaStreamCreateWithFlags(&m->stream, cudaStreamNonBlocking), "cudaStreamCreate");
   k_iota<<<blocks_for(nb), THREADS, 0, m->stream>>>(m->d_iota, max_batch);
   CKI(cudaGetLastError(), "launching k_iota");
   CKI(cudaStreamSynchronize(m->stream), "initializing the GPU tree");

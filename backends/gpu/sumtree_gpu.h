@@ -43,8 +43,10 @@
  * staging) and pinned host staging are sized for max_batch items there.
  *
  * Errors follow rd_error.h. No usable GPU (no device, no or too old a
- * driver) and other CUDA failures are RD_EINVAL with CUDA's own words in the
- * message; out of device or pinned memory is RD_ENOMEM. Nothing aborts.
+ * driver) is RD_EINVAL, out of device or pinned memory RD_ENOMEM, any other
+ * CUDA failure (a launch, a copy, a lost device) RD_EINTERNAL, each with
+ * CUDA's own words in the message. Nothing aborts. Every initialising fill
+ * runs on the tree's stream, which init waits for.
  * A tree is not thread-safe; callers serialize calls, as on the CPU.
  */
 #ifndef RD_SUMTREE_GPU_H
@@ -78,6 +80,7 @@ typedef struct rd_gpu_sumtree {
   uint64_t level_blocks[RD_GPU_MAX_LEVELS];
   size_t level_offset[RD_GPU_MAX_LEVELS]; /* byte offset of level h in the allocation */
   size_t mem_bytes;    /* device bytes of all levels */
+  size_t device_bytes; /* device bytes held: levels and scratch */
   struct rd_gpu_impl *impl;
 } rd_gpu_sumtree_t;
 

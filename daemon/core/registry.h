@@ -1,16 +1,15 @@
 /* registry.h - the workloads this server holds, by id.
  *
- * A workload is a registered spec plus its state: a prioritized table
- * (backends/cpu/table.h), its lock, its secret token. The registry owns
- * them; callers borrow one with rd_registry_get (a reference) and give it
- * back with rd_workload_unref, so a workload deleted while a call is using
- * it is freed only when that call is done.
+ * The registry creates workloads (workload.h) from specs
+ * (workload_spec.h), persists them in the store before publishing them,
+ * lists and deletes them, and brings them back at start. It owns them;
+ * callers borrow one with rd_registry_get (a reference) and give it back
+ * with rd_workload_unref, so a workload deleted while a call is using it
+ * is freed only when that call is done.
  */
 #ifndef RD_REGISTRY_H
 #define RD_REGISTRY_H
 
-#include <pthread.h>
-#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -18,28 +17,9 @@
 #include "pipeline.h"
 #include "placement.h"
 #include "rd_error.h"
-#include "replayd.pb-c.h"
 #include "store.h"
 #include "table.h"
-
-#define RD_WORKLOAD_ID_LEN 32    /* hex characters */
-#define RD_WORKLOAD_TOKEN_LEN 64 /* hex characters */
-
-typedef struct rd_workload {
-  char id[RD_WORKLOAD_ID_LEN + 1];
-  char token[RD_WORKLOAD_TOKEN_LEN + 1];
-  int64_t created_unix;
-  Replayd__V1__WorkloadSpec *spec; /* normalised (defaults filled); owned */
-  double default_beta;
-  rd_table_t table;
-  pthread_mutex_t lock;            /* serializes every table call */
-  rd_pipeline_t *pipeline;         /* hosted learner, or NULL */
-  uint64_t charge;                 /* bytes counted against --max-memory */
-  rd_placement_t *placement;       /* a hosted learner's mapping (placement.h), or NULL;
-                                      set before the workload is published, then constant */
-  atomic_int refs;
-  atomic_bool deleted;
-} rd_workload_t;
+#include "workload.h"
 
 typedef struct rd_registry rd_registry_t;
 
@@ -47,26 +27,24 @@ int rd_registry_create(rd_registry_t **out, const rd_config_t *cfg, rd_store_t *
                        rd_error_t *err);
 void rd_registry_destroy(rd_registry_t *r);
 
-/* Validate spec against the table rules and the server limits (capacity,
- * max_batch, memory, workload count), fill defaults, create the table,
- * persist it, and return it with one reference held. Errors: RD_EINVAL (bad
- * spec, message names the field), RD_ETOOBIG (a server limit), RD_ENOMEM.
- * Also RD_ESTORE (store.h): the store write failed and nothing was
- * registered. out may be NULL (no reference is handed back then). */
-int rd_registry_register(rd_registry_t *r, const Replayd__V1__WorkloadSpec *spec,
-                         rd_workload_t **out, rd_error_t *err);
+/* The server configuration the registry applies (its copy). */
+const rd_config_t *rd_registry_config(const rd_registry_t *r);
 
-/* The same with the workload's placement (copied; NULL for none). */
-int rd_registry_register_placed(rd_registry_t *r, const Replayd__V1__WorkloadSpec *spec,
-                                const rd_placement_t *placement, rd_workload_t **out,
-                                rd_error_t *err);
+/* Resolve spec (rd_workload_spec_resolve) with this server's limits, then
+ * check what depends on what is registered (workload count, memory),
+ * create the workload with its placement (copied; NULL for none), store
+ * spec->stored and publish it. *out (may be NULL) receives it with one
+ * reference held. Errors: RD_EINVAL (a bad spec, naming the field),
+ * RD_ETOOBIG (a server limit), RD_ENOMEM, RD_ESTORE (the store write
+ * failed and nothing was registered). */
+int rd_registry_register(rd_registry_t *r, const rd_workload_spec_t *spec,
+                         const rd_placement_t *placement, rd_workload_t **out,
+                         rd_error_t *err);
 
-/* Validate a spec as rd_registry_register does (without the limits that
- * depend on what is registered) and return its table config and, when it
- * has a learner (*has_learner = 1), its pipeline config. */
-int rd_registry_spec_config(rd_registry_t *r, const Replayd__V1__WorkloadSpec *spec,
-                            rd_table_config_t *tc, rd_pipeline_config_t *pc, int *has_learner,
-                            rd_error_t *err);
+/* Validate spec as rd_registry_register does (without the limits that
+ * depend on what is registered) and return its configuration. */
+int rd_registry_spec_config(rd_registry_t *r, const rd_workload_spec_t *spec,
+                            rd_workload_config_t *out, rd_error_t *err);
 
 /* Called by rd_registry_restore for each stored workload with a learner:
  * fill *out and return RD_OK to restore it with a placement (the daemon
@@ -75,16 +53,29 @@ typedef int (*rd_placer_fn)(void *arg, const rd_table_config_t *tc,
                             const rd_pipeline_config_t *pc, rd_placement_t *out);
 void rd_registry_set_restore_placer(rd_registry_t *r, rd_placer_fn fn, void *arg);
 
-/* Recreate every stored workload (empty); *restored (may be NULL) receives
- * how many came back. Logs and skips a stored spec that no longer
- * validates (it stays stored: fixing the config brings it back). A store
- * that cannot be read (RD_ESTORE, ...) restores nothing and is returned:
- * the daemon stops rather than serve fewer workloads than it stored. */
-int rd_registry_restore(rd_registry_t *r, size_t *restored, rd_error_t *err);
+/* Reads a stored spec's bytes back (the layer that wrote them: rpc/spec_pb.h).
+ * decode fills *spec, which may point into memory it hands back in *hold
+ * until release(hold); spec->stored is what to keep storing (the bytes
+ * read, or them normalised anew). An error skips the workload with its
+ * message ("its spec does not decode", a limit it no longer fits). */
+typedef struct {
+  int (*decode)(void *arg, const uint8_t *bytes, size_t len, rd_workload_spec_t *spec,
+                void **hold, rd_error_t *err);
+  void (*release)(void *hold);
+  void *arg;
+} rd_spec_decoder_t;
+
+/* Recreate every stored workload (empty) through dec; *restored (may be
+ * NULL) receives how many came back. Logs and skips a stored spec that no
+ * longer decodes or validates (it stays stored: fixing the config brings
+ * it back). A store that cannot be read (RD_ESTORE, ...) restores nothing
+ * and is returned: the daemon stops rather than serve fewer workloads than
+ * it stored. */
+int rd_registry_restore(rd_registry_t *r, const rd_spec_decoder_t *dec, size_t *restored,
+                        rd_error_t *err);
 
 /* A referenced workload, or NULL if there is none with this id. */
 rd_workload_t *rd_registry_get(rd_registry_t *r, const char *id);
-void rd_workload_unref(rd_workload_t *w);
 
 /* Remove from the registry and the store. RD_ENOTFOUND if absent; RD_ESTORE
  * if the store could not delete it (it stays registered then). Callers still
@@ -111,11 +102,5 @@ void rd_registry_cpu_load(rd_registry_t *r, const int *cpus, size_t n, uint32_t 
 /* Stop every workload's hosted learner (shutdown: before the server stops,
  * so pending TrainStep calls end instead of holding the drain). */
 void rd_registry_stop_learners(rd_registry_t *r);
-
-/* Constant-time token comparison. */
-int rd_workload_token_ok(const rd_workload_t *w, const char *token, size_t len);
-
-/* Fill a counters message from the table (caller holds no lock). */
-void rd_workload_counters(rd_workload_t *w, Replayd__V1__WorkloadCounters *out);
 
 #endif

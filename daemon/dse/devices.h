@@ -1,34 +1,36 @@
 /* devices.h - the devices this daemon found at start.
  *
- * Discovery runs once, at start (rd_devices_init):
- *  - the CPU, always: model, logical cores, L1d/L2/L3 sizes, memory and
- *    the widest vector ISA the CPU kernels can use (from /proc/cpuinfo,
- *    /proc/meminfo and /sys/devices/system/cpu, with sysconf as fallback
- *    where /sys has no cache directories, as in some VMs);
+ * Discovery runs once, at start (rd_devices_init): each device provider
+ * (provider.h) lists the devices of its kind, in table order:
+ *  - the CPU, always (backends/cpu/provider_cpu.c): model, logical cores,
+ *    L1d/L2/L3 sizes, memory and the widest vector ISA the CPU kernels can
+ *    use;
  *  - GPUs through the CUDA runtime, when built with CUDA (meson option
- *    `cuda`) and one is present (devices_cuda.c; devices_nocuda.c otherwise);
- *  - FPGA boards through XRT, when built with XRT (meson option `xrt`;
- *    devices_xrt.c) and XILINX_XRT is set: each board xrtDeviceOpen opens
- *    (backend "xrt"), or XRT's no-op shim under XCL_EMULATION_MODE=noop
- *    (backend "xrt-noop": listed, never used: no kernel executes there);
- *  - and, when configured (`fpga-csim = PART`, rd_devices_add_fpga_csim),
- *    one FPGA run as C-simulation (backend "csim", devices_fpga.c): the
- *    kernels' own C code in this process, modelled as that part. No board.
- * An absent device kind is simply not listed; why it is absent is logged
- * once.
+ *    `cuda`) and one is present (backends/gpu/provider_gpu_cuda.c);
+ *  - FPGA boards through XRT, when built with XRT (meson option `xrt`) and
+ *    XILINX_XRT is set (backends/fpga/provider_fpga_xrt.c): each board
+ *    xrtDeviceOpen opens (backend "xrt"), or XRT's no-op shim under
+ *    XCL_EMULATION_MODE=noop (backend "xrt-noop": listed, never used: no
+ *    kernel executes there).
+ * A provider may add a configured device later (rd_devices_add): the FPGA
+ * run as C-simulation (`fpga-csim = PART`, backend "csim",
+ * provider_fpga.h): the kernels' own C code in this process, modelled as
+ * that part. No board. An absent device kind is simply not listed; why it
+ * is absent is logged once.
  *
  * Fingerprints. Each device has a stable fingerprint, kind + "-" + 16 hex
  * digits of a 64-bit FNV-1a hash of what determines its performance, and
- * nothing else: for a CPU the model string, logical cores, cache sizes,
- * memory rounded to GiB and the ISA level (a VM may hide AVX-512 of the
- * same model); for a GPU its name, SM count, memory (MiB) and compute
- * capability; for an FPGA its model (the board's name, or the part of a
- * C-simulation), SLRs, memory (MiB) and backend ("csim", "xrt",
- * "xrt-noop"), so a C-simulated u250 never shares profiles with a board.
- * Not the hostname, a PCI address or a driver version, so
- * identical machines share profiles (papers/001 §VI: the performance table
- * is a property of the hardware), a restart finds its profiles again, and
- * a plan for a GPU box can be made elsewhere from its exported profiles.
+ * nothing else (its provider's fingerprint_key): for a CPU the model
+ * string, logical cores, cache sizes, memory rounded to GiB and the ISA
+ * level (a VM may hide AVX-512 of the same model); for a GPU its name, SM
+ * count, memory (MiB) and compute capability; for an FPGA its model (the
+ * board's name, or the part of a C-simulation), SLRs, memory (MiB) and
+ * backend ("csim", "xrt", "xrt-noop"), so a C-simulated u250 never shares
+ * profiles with a board. Not the hostname, a PCI address or a driver
+ * version, so identical machines share profiles (papers/001 §VI: the
+ * performance table is a property of the hardware), a restart finds its
+ * profiles again, and a plan for a GPU box can be made elsewhere from its
+ * exported profiles.
  */
 #ifndef RD_DEVICES_H
 #define RD_DEVICES_H
@@ -36,7 +38,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "model.h"
 #include "rd_error.h"
 
 #define RD_MAX_DEVICES 16
@@ -88,76 +89,18 @@ int rd_devices_mark_unusable(const char *kind, uint32_t index, const char *why);
  * discovery; ignored when the list is full). */
 void rd_devices_inject(const rd_device_t *d);
 
-/* ---- Probes, one per device kind; rd_devices_init calls each once ---- */
+/* Add a device a provider makes from a setting, after discovery (the
+ * C-simulation FPGA): under the list's lock, make(list, n, out, ctx, err)
+ * sees the devices listed and fills *out, or refuses with an error. The
+ * device is appended and logged. make's error, or RD_ETOOBIG if the list
+ * is full. Nothing is added on error. Thread-safe. */
+typedef int (*rd_device_make_fn)(const rd_device_t *list, size_t n, rd_device_t *out, void *ctx,
+                                 rd_error_t *err);
+int rd_devices_add(rd_device_make_fn make, void *ctx, rd_error_t *err);
 
-/* Read the CPU from files under root: root + "/proc/cpuinfo",
- * "/proc/meminfo", "/sys/devices/system/cpu/online" and
- * "/sys/devices/system/cpu/cpu0/cache/index*". root NULL or "" is this
- * machine, where sysconf fills what the files lack; another root (tests)
- * uses the files only. Always fills *out (unknown parts 0 or "unknown")
- * and its fingerprint. */
-void rd_devices_probe_cpu(const char *root, rd_device_t *out);
-
-/* GPUs through the CUDA runtime (devices_cuda.c), or none when built
- * without CUDA (devices_nocuda.c). Fills up to max devices and returns the
- * count; when it returns 0, why (len bytes) says why, for the log. */
-size_t rd_devices_probe_gpus(rd_device_t *out, size_t max, char *why, size_t len);
-
-/* FPGA boards through XRT (devices_fpga.c, devices_xrt.c). Without XRT in
- * the build it returns 0 with why = "built without XRT: no FPGA discovery".
- * With it: 0 and why when XILINX_XRT is unset (XRT would abort the process
- * on a device open), when XCL_EMULATION_MODE names an emulation this
- * machine cannot run (sw_emu, hw_emu: they need Vitis), or when XRT opens
- * no board (it prints its own error banner then); otherwise each board XRT
- * opens by index, named from the shim's device info, or the one device of
- * XRT's no-op shim (status "unusable: ...": no kernel executes there).
- * A board's index is its XRT device index (the one xrtDeviceOpen, the
- * XRT replay module and the XRT learner take), so indices may skip one XRT
- * could not open. */
-size_t rd_devices_probe_fpgas(rd_device_t *out, size_t max, char *why, size_t len);
-
-/* The FPGA part called name, as every lookup of the daemon makes it (the
- * C-simulation device, placement, Plan): from parts_dir, the fpga-parts-dir
- * setting, when it is given; with parts_dir NULL from the installed parts
- * (rd_fpga_parts_default_dir) and then, for a replayd that runs from its
- * build directory (not installed), from the source tree's
- * backends/fpga/parts. An installed replayd never reads the source tree.
- * RD_ENOTFOUND names every directory searched, what each holds and the
- * --fpga-parts-dir flag; RD_EINVAL for a malformed name or part file. */
-int rd_devices_fpga_part(const char *name, const char *parts_dir, rd_fpga_part_t *out,
-                         rd_error_t *err);
-
-/* The directories rd_devices_fpga_part searches for parts_dir, in order,
- * into dirs[0..n) (n is 1 or 2); the strings live as long as the process. */
-size_t rd_devices_fpga_parts_dirs(const char *parts_dir, const char *dirs[2]);
-
-/* The C-simulation FPGA (devices_fpga.c) modelled as the part called part
- * (rd_devices_fpga_part: parts_dir or, NULL, the default search): kind "fpga",
- * backend "csim", model = the part's name, index after the FPGAs XRT
- * found (above the highest FPGA index listed), status "ok: C-simulation (no
- * board) ...". Fills *out only. */
-int rd_devices_fpga_csim(const char *part, const char *parts_dir, uint32_t index,
-                         rd_device_t *out, rd_error_t *err);
-
-/* Add the C-simulation FPGA to the list (after discovery; main.c calls it
- * for the `fpga-csim` setting) and log it. RD_ENOTFOUND or RD_EINVAL for a
- * part that is not there (the message names what the parts dir has),
- * RD_EINVAL if one is already listed, RD_ETOOBIG if the list is full.
- * Nothing is added on error. Thread-safe. */
-int rd_devices_add_fpga_csim(const char *part, const char *parts_dir, rd_error_t *err);
-
-/* Whether an xclbin is configured for XRT boards (the `fpga-xclbin`
- * setting; placement.c's rd_placement_setup_xrt calls this): an XRT
- * board's status and capabilities say whether anything runs on it (see
- * rd_devices_xrt_board_text). Rewrites the usable boards already listed and
- * sets what later discovery writes. Thread-safe. */
-void rd_devices_set_fpga_xclbin(int configured);
-
-/* An XRT board's status and capabilities (devices_fpga.c): with an xclbin
- * configured, "ok (XRT board): runs the kernels of the fpga-xclbin ..."
- * (placement.h says when); without one, "ok (XRT board); no xclbin
- * configured ...". Both say replayd has never run on a board. */
-void rd_devices_xrt_board_text(int xclbin, rd_device_t *d);
+/* Apply fn to every listed device under the list's lock (a provider's
+ * setting that changes its devices' status text). Thread-safe. */
+void rd_devices_update(void (*fn)(rd_device_t *d, void *ctx), void *ctx);
 
 /* Set d->fingerprint from d's kind and identifying fields (see above). */
 void rd_device_fingerprint(rd_device_t *d);

@@ -7,11 +7,11 @@
  *  - The prediction. A registration profiles the train-step once and
  *    predicts the workload's gradient steps per second from it
  *    (placement.h). The figure only holds on the cores it was measured on:
- *    on this project's 2-vCPU VMs one vCPU ran the CartPole DQN step at
- *    35.5k steps/s and the other at 28.3-32.7k, at the same moment, and an
- *    unpinned learner landed on either, so the D = 50 prediction missed by
- *    up to 25% in 4 of 6 registrations. Pinned, the profile measures each
- *    primitive on the CPU the thread that runs it will have (profile.h).
+ *    the vCPUs of a VM can run the same step at clearly different speeds
+ *    at the same moment, and an unpinned learner lands on either, so a
+ *    prediction made once is bimodal (docs/benchmarks.md has the runs).
+ *    Pinned, the profile measures each primitive on the CPU the thread
+ *    that runs it will have (profile.h).
  *  - Sharing. Many workloads share the server: each new one's learner goes
  *    to the CPUs least used by the pipelines already pinned, so two OpenMP
  *    teams do not pile onto the same cores while others idle.

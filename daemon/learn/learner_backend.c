@@ -83,6 +83,8 @@ const char *rd_learner_kind_name(rd_learner_kind_t kind) {
   }
 }
 
+int rd_learner_fault_gives_up_device(int fault) { return fault == RD_LEARNER_FAULT_DEVICE; }
+
 int rd_learner_backend_init(rd_learner_backend_t *b, const rd_learner_ops_t *ops,
                             const rd_learner_config_t *c, uint32_t device, rd_error_t *err) {
   memset(b, 0, sizeof *b);

@@ -36,12 +36,10 @@
  *    names the limit in an RD_EINVAL message). Neither the caller's error
  *    (fault 0 would fail the registration of a config the daemon can
  *    train) nor the device's: the workload falls back to the CPU learner
- *    with that message as the logged reason. The device itself is fine
- *    and should stay usable for other workloads; pipeline.c's fall_back
- *    still marks it unusable for any non-zero fault (it predates this
- *    kind; skipping rd_devices_mark_unusable for it is a one-line change
- *    there). The mapper should not place such a learner on the FPGA in the
- *    first place: rd_learner_fpga_supports lets it check beforehand.
+ *    with that message as the logged reason, and the device stays usable
+ *    for other workloads. The mapper can avoid placing such a learner on
+ *    the FPGA with rd_learner_fpga_supports.
+ * rd_learner_fault_gives_up_device is that rule.
  *
  * Not thread-safe: one thread (the pipeline's learner thread, or create)
  * uses a backend at a time.
@@ -126,6 +124,11 @@ const rd_learner_ops_t *rd_learner_ops_for(rd_learner_kind_t kind);
 
 /* "cpu" / "gpu" / "fpga" for a kind; "?" otherwise. */
 const char *rd_learner_kind_name(rd_learner_kind_t kind);
+
+/* 1 if a failure with this fault means the device itself is broken and
+ * is to be given up (RD_LEARNER_FAULT_DEVICE); 0 for none or
+ * RD_LEARNER_FAULT_UNSUPPORTED. */
+int rd_learner_fault_gives_up_device(int fault);
 
 /* Convenience wrappers (b->ops must be set; init sets b->ops = ops). */
 int rd_learner_backend_init(rd_learner_backend_t *b, const rd_learner_ops_t *ops,

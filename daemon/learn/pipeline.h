@@ -1,58 +1,50 @@
 /* pipeline.h - the hosted learner of one workload: sampler, storage and
  * learner units on two threads (sampler and storage share one, the
- * learner has the other), joined by bounded queues.
+ * learner has the other), joined by bounded queues of batch slots.
  *
  * papers/001 §V (Fig. 7, Table II): the sampler unit owns the sum tree (it
  * samples index batches and applies priority updates), the storage unit
  * gathers the sampled rows, the learner unit runs the train-step
- * (backends/cpu/learner.h). On the CPU the sampler and storage units work
- * in bursts of several batches on one thread, which costs fewer wake-ups
- * than a thread each (pipeline.c says why). A batch travels through a
- * fixed pool of batch slots:
+ * (backends/cpu/learner.h). A batch travels through a fixed pool of slots:
  *
- *   free -> [sampler: sample] -> sampled -> [storage: gather] -> gathered
- *        -> [learner: train]  -> trained -> [sampler: update priorities] -> free
+ *   free -> [sampler: sample + gather] -> gathered -> [learner: train]
+ *        -> trained -> [sampler: update priorities] -> free
  *
  * Relaxed dependency (§V-A). At most D + 1 batches are between sampling and
  * their priority update. D = 0 is the strict loop: the next batch is
  * sampled only after the previous batch's priorities are written. With
  * D > 0 the sampler runs up to D batches ahead of the learner and their
  * updates land late (the paper found D = 50 harmless; late_updates counts
- * updates that landed after a newer batch had been sampled). From D = 4 on,
- * the sampler writes the updates and samples ahead in bursts of about D/4
- * batches, so the learner need not wake it after every step.
+ * updates that landed after a newer batch had been sampled).
  *
- * Inserts during a step (thesis 004 §4.2.2, "replay-collision-free"). A
- * sampled batch is pinned until its rows are gathered. An insert that
- * would overwrite a pinned slot (ring eviction) first gathers the pinned
- * batch itself, under the table lock it already holds, so a batch always
- * holds the rows its keys named when they were sampled; the storage unit
- * then skips it. An insert never waits for training. A priority update for
- * a key whose slot has since been overwritten is dropped as stale by the
- * key's generation (table.h), never applied to the new row.
+ * Inserts (thesis 004 §4.2.2, "replay-collision-free"). The sampler
+ * gathers a batch in the same hold of the table lock that sampled it
+ * (sampler_unit.h), so a batch always holds the rows its keys named, and an
+ * insert never waits for training. A priority update for a key whose slot
+ * has since been overwritten is dropped as stale by the key's generation
+ * (table.h), never applied to the new row.
  *
- * Work comes from TrainStep requests (one at a time) or, in continuous
- * mode, from inserts: the pipeline keeps steps * batch <= samples_per_insert
- * * (items inserted since the table first held min_size items).
+ * Work comes from TrainStep requests (one at a time, train_request.h) or,
+ * in continuous mode, from inserts: the pipeline keeps steps * batch <=
+ * samples_per_insert * (items inserted since the table first held min_size
+ * items).
  *
- * Weights (thesis 004 §4.2.3, double buffering). The learner publishes the
- * policy into the back buffer and flips it under a lock that readers hold
- * while they copy the front, so a reader never sees a half-written set.
- * Version 1 is the initial weights; each publication adds one. The learner
- * publishes at the end of every TrainStep request and, while training, at
- * most every RD_PIPELINE_PUBLISH_MS.
+ * Weights (weights_buf.h, double-buffered). Version 1 is the initial
+ * weights; each publication adds one. The learner publishes at the end of
+ * every TrainStep request, when it runs out of batches, and, while
+ * training, at most every RD_PIPELINE_PUBLISH_MS.
  *
  * Learner backends (learner_backend.h). The learner unit trains through
- * the backend config.learner_kind names (the CPU by default). When the GPU
- * backend fails with a device fault (no device or driver, out of memory,
- * cuBLAS or a launch; not a bad config or batch):
- *  - at create: the error is logged, the GPU is marked unusable in the
- *    device list (rd_devices_mark_unusable), and the CPU learner is built
- *    from the same config and seed, so it starts from the same initial
- *    weights; create succeeds;
+ * the backend config.learner_kind names (the CPU by default). When that
+ * backend fails with a fault (not a bad config or batch):
+ *  - at create: the error is logged, the device is marked unusable in the
+ *    device list (rd_devices_mark_unusable) unless the fault is only a
+ *    config beyond the device's build (RD_LEARNER_FAULT_UNSUPPORTED), and
+ *    the CPU learner is built from the same config and seed, so it starts
+ *    from the same initial weights; create succeeds;
  *  - during a step or a weight publication: the same, and the CPU learner
  *    then loads the last published policy (weights version v) into its
- *    policy network and that network's target. What the GPU had changed
+ *    policy network and that network's target. What the device had changed
  *    since version v, the target networks' own values, DDPG's critic (which
  *    is never published: it restarts from its seed initialisation) and the
  *    Adam moments are lost. The failed step's batch counts as skipped and
@@ -62,10 +54,13 @@
  *    ends RD_EINTERNAL; weights stay at the last published version.
  * rd_pipeline_learner_info says what runs and why.
  *
- * Locks: the caller's table lock (the workload's mutex) guards the table
- * and the pin list; the pipeline's own mutex guards its queues and
- * counters. Order: table lock, then pipeline mutex. No callback runs under
- * either.
+ * Locks: the caller's table lock (the workload's mutex) guards the table;
+ * the pipeline's own mutex guards its queues and counters. Order: table
+ * lock, then pipeline mutex. No callback runs under either.
+ *
+ * The files: pipeline.c (this API), sampler_unit.c, learner_unit.c,
+ * train_request.c, weights_buf.c, batch_slots.c, learner_bind.c
+ * (rd_pipeline_bind_schema); pipeline_internal.h joins them.
  */
 #ifndef RD_PIPELINE_H
 #define RD_PIPELINE_H
@@ -112,6 +107,12 @@ typedef struct {
   /* Tests: called on the learner thread with each batch before its step. */
   void (*batch_hook)(void *arg, const uint64_t *keys, const rd_batch_t *b);
   void *hook_arg;
+  /* Called with the table's lock held when a table call fails with
+   * RD_EINTERNAL (the device under its replay module or storage failed,
+   * table.h): returns 1 when the table runs on the CPU now and the call may
+   * be made again. NULL: the failure stands (the batch is skipped). */
+  int (*table_fault)(void *arg, const rd_error_t *why);
+  void *table_fault_arg;
 } rd_pipeline_config_t;
 
 typedef struct {
@@ -158,10 +159,11 @@ typedef void (*rd_train_done_cb)(void *arg, const rd_train_result_t *res);
 
 typedef struct rd_pipeline rd_pipeline_t;
 
-/* Find the learner's fields (obs, action, reward, next_obs, discount or
- * done) in schema by name, check their types and shapes against c's
- * algorithm, and set c's field indices, learner.obs_dim and, for DDPG,
- * learner.action_dim. RD_EINVAL names the field and what it should be. */
+/* (learner_bind.c) Find the learner's fields (obs, action, reward,
+ * next_obs, discount or done) in schema by name, check their types and
+ * shapes against c's algorithm, and set c's field indices,
+ * learner.obs_dim and, for DDPG, learner.action_dim. RD_EINVAL names the
+ * field and what it should be. */
 int rd_pipeline_bind_schema(rd_pipeline_config_t *c, const rd_schema_t *schema, rd_error_t *err);
 
 /* Bytes the pipeline holds for this config (batch slots, learner), for the
@@ -200,8 +202,10 @@ int rd_pipeline_train(rd_pipeline_t *p, uint32_t steps, double deadline_mono, rd
 int rd_pipeline_train_wait(rd_pipeline_t *p, uint32_t steps, double deadline_mono,
                            rd_train_result_t *res, rd_error_t *err);
 
-/* Call with the table lock held, before inserting n rows into the table:
- * gathers any pinned batch the insert would overwrite. */
+/* Call with the table lock held, before inserting n rows into the table.
+ * Nothing to do today (a batch is gathered in the hold that sampled it);
+ * kept so that callers follow one insert protocol whatever the sampler
+ * does between its lock holds. */
 void rd_pipeline_before_insert(rd_pipeline_t *p, size_t n);
 
 /* Call with the table lock still held, after inserting n rows: continuous

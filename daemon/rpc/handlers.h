@@ -1,10 +1,14 @@
-/* handlers.h - what each RPC does, independent of the call machinery.
+/* handlers.h - the methods of replayd.v1.Replay: one table, one decode.
  *
- * server.c owns calls and completion queues; it hands each decoded request
- * (raw bytes + request metadata) to a handler here and sends back what the
- * handler produced: a packed reply or a status with a message. Handlers
- * run on completion-queue threads and must be short: they take the
- * workload's lock only around the table call.
+ * server.c owns calls and completion queues; it hands each request's bytes
+ * to rd_handle and sends back the reply it gets. Each method is one row of
+ * a table (handlers.c): its path, its request type, where it runs
+ * (rd_method_run) and its handler. rd_handle does what every method
+ * shares: it checks the request's strings on the wire (pb_check.h),
+ * unpacks it ("request is not a decodable replayd.v1.X" otherwise), runs
+ * the handler and keeps the reply within --max-message-bytes. A handler
+ * is a few lines: authorize (auth.h), call core (workload.h, registry.h),
+ * pack; core's errors become gRPC statuses in one place (status.h).
  */
 #ifndef RD_HANDLERS_H
 #define RD_HANDLERS_H
@@ -15,6 +19,7 @@
 
 #include "config.h"
 #include "registry.h"
+#include "status.h"
 
 typedef enum {
   RD_M_REGISTER = 0,
@@ -69,32 +74,6 @@ typedef struct {
   int64_t start_unix;
 } rd_handler_ctx_t;
 
-typedef struct {
-  grpc_status_code status;
-  char message[512];
-  grpc_byte_buffer *reply; /* set when status == GRPC_STATUS_OK */
-} rd_reply_t;
-
-/* rd_registry_set_restore_placer's hook (arg: the handler context): a
- * restored workload's placement from stored profiles only, never measured. */
-int rd_handler_restore_placer(void *arg, const rd_table_config_t *tc,
-                              const rd_pipeline_config_t *pc, rd_placement_t *out);
-
-/* A unary call: body is the request message. */
-void rd_handle_unary(rd_handler_ctx_t *ctx, rd_method_t m, const grpc_metadata_array *md,
-                     const uint8_t *body, size_t len, rd_reply_t *out);
-
-/* TrainStep is asynchronous: training takes as long as it takes, and a
- * completion-queue thread must not wait for it. Returns 1 when the reply
- * will come later, through done(call, reply) on another thread (a pipeline
- * thread, or the thread that stops the workload); 0 when out holds the
- * reply now (an error). deadline_mono: CLOCK_MONOTONIC seconds, <= 0 for
- * none. */
-typedef void (*rd_async_done_fn)(void *call, rd_reply_t *reply);
-int rd_handle_train_step(rd_handler_ctx_t *ctx, const grpc_metadata_array *md,
-                         const uint8_t *body, size_t len, double deadline_mono,
-                         rd_async_done_fn done, void *call, rd_reply_t *out);
-
 /* The Insert client stream: one state per call. Each message is applied as
  * it arrives (each message is a batch, validated whole); the first error
  * ends the call with that status and rows of earlier messages stay. */
@@ -105,12 +84,31 @@ typedef struct {
   uint64_t messages;
 } rd_insert_stream_t;
 
-/* Returns 0 to keep reading, or non-zero with out->status set to end. */
-int rd_handle_insert_message(rd_handler_ctx_t *ctx, rd_insert_stream_t *st,
-                             const grpc_metadata_array *md, const uint8_t *body, size_t len,
-                             rd_reply_t *out);
-/* Half-close: the final reply. */
-void rd_handle_insert_end(rd_handler_ctx_t *ctx, rd_insert_stream_t *st, rd_reply_t *out);
+/* What the server knows of a call when it hands over a request. */
+typedef struct {
+  const grpc_metadata_array *md;
+  double deadline;            /* CLOCK_MONOTONIC seconds; 0 for none */
+  void *call;                 /* the server's, for rd_call_reply */
+  rd_insert_stream_t *stream; /* the Insert stream's state; NULL for a unary call */
+} rd_call_info_t;
+
+typedef enum {
+  RD_REPLY_NOW = 0, /* out holds the reply or the error: finish the call */
+  RD_REPLY_LATER,   /* another thread will pass it to rd_call_reply (TrainStep) */
+  RD_REPLY_MORE,    /* a stream's message was taken: read the next one */
+} rd_reply_when_t;
+
+/* Serve one request (a stream's message for RD_M_INSERT) of method m:
+ * body[0, len) are its bytes (NULL: empty). out must start zeroed. */
+rd_reply_when_t rd_handle(rd_handler_ctx_t *ctx, rd_method_t m, const rd_call_info_t *ci,
+                          const uint8_t *body, size_t len, rd_reply_t *out);
+
+/* The Insert stream's end (the client half-closed): its reply. */
+void rd_handle_insert_end(const rd_insert_stream_t *st, rd_reply_t *out);
 void rd_insert_stream_release(rd_insert_stream_t *st);
+
+/* The server's (server.c): finish the call a handler answered
+ * RD_REPLY_LATER for, from any thread; takes r->reply. */
+void rd_call_reply(void *call, rd_reply_t *r);
 
 #endif

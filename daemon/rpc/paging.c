@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "messages.h"
+#include "pb_wire.h"
 #include "replayd.pb-c.h"
 
 #define WORKLOAD_PREFIX "w1."
@@ -19,16 +21,7 @@ size_t rd_page_budget(uint32_t max_message_bytes) {
   return max_message_bytes > RD_REPLY_HEADROOM ? max_message_bytes - RD_REPLY_HEADROOM : 0;
 }
 
-static size_t varint_bytes(uint64_t v) {
-  size_t n = 1;
-  while (v >= 0x80) {
-    v >>= 7;
-    n++;
-  }
-  return n;
-}
-
-size_t rd_pb_field_bytes(size_t len) { return 1 + varint_bytes(len) + len; }
+size_t rd_pb_field_bytes(size_t len) { return rd_pb_len_field_bytes(len); }
 
 int rd_page_take(rd_page_fill_t *f, size_t item_bytes, size_t tail_bytes) {
   if (f->used > f->budget || item_bytes > f->budget - f->used ||
@@ -74,18 +67,15 @@ static int hex_val(char c) {
   return -1;
 }
 
-/* The key fields of p as a Profile message (borrowing p's strings). */
+/* The key fields of p as a Profile message (borrowing p's strings): the
+ * whole message less what is measured. */
 static void key_msg(const rd_profile_t *p, Replayd__V1__Profile *m) {
-  replayd__v1__profile__init(m);
-  m->device = (char *)p->device_fp;
-  m->primitive = (char *)rd_primitive_name(p->primitive);
-  m->threads = p->threads;
-  m->batch = p->shape.batch;
-  m->capacity = p->shape.capacity;
-  m->fanout = p->shape.fanout;
-  m->algorithm = (char *)p->shape.algorithm;
-  m->network = (char *)p->shape.network;
-  m->build = (char *)p->build;
+  rd_profile_msg(m, p);
+  m->latency_s = 0;
+  m->reps = 0;
+  m->items = 0;
+  m->source = (char *)protobuf_c_empty_string;
+  m->measured_unix = 0;
 }
 
 int rd_page_token_profile(const rd_profile_t *p, char *out, rd_error_t *err) {

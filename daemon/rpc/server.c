@@ -228,9 +228,7 @@ static int read_body(call_t *c, grpc_byte_buffer *bb, grpc_slice *body, rd_reply
   rd_error_clear(&err);
   int rc = rd_rpc_body(bb, c->srv->cfg->max_message_bytes, body, &err);
   if (rc == RD_OK) return 1;
-  r->status = rc == RD_ETOOBIG || rc == RD_ENOMEM ? GRPC_STATUS_RESOURCE_EXHAUSTED
-                                                   : GRPC_STATUS_INVALID_ARGUMENT;
-  snprintf(r->message, sizeof r->message, "%s", err.msg);
+  rd_reply_error(r, rc, "%s", err.msg);
   return 0;
 }
 
@@ -243,8 +241,15 @@ static double deadline_mono(gpr_timespec deadline) {
   return t > 0 ? t : 1e-9; /* already past: still a deadline, not "none" */
 }
 
-/* A TrainStep's reply, from the thread that ended the request. */
-static void train_done(void *call, rd_reply_t *r) { finish((call_t *)call, r); }
+/* A unary call's request, as rd_handle takes it. */
+static rd_call_info_t call_info(call_t *c) {
+  rd_call_info_t ci = {&c->md, deadline_mono(c->deadline), c, NULL};
+  return ci;
+}
+
+/* A reply a handler promised for later (RD_REPLY_LATER: TrainStep), from
+ * the thread that has it. No other thread touches the call meanwhile. */
+void rd_call_reply(void *call, rd_reply_t *r) { finish((call_t *)call, r); }
 
 /* A call served on a job queue (rd_method_run): its body travels with it;
  * no thread touches the call until the job finishes it. */
@@ -260,20 +265,19 @@ static void run_queued(void *arg, int cancelled) {
   rd_reply_t r;
   memset(&r, 0, sizeof r);
   double deadline = deadline_mono(c->deadline);
+  rd_reply_when_t when = RD_REPLY_NOW;
   if (cancelled) {
-    r.status = GRPC_STATUS_UNAVAILABLE;
-    snprintf(r.message, sizeof r.message, "the server is shutting down");
+    rd_reply_error(&r, RD_ECANCELED, "the server is shutting down");
   } else if (deadline > 0 && rd_clock_now() >= deadline) {
-    r.status = GRPC_STATUS_DEADLINE_EXCEEDED;
-    snprintf(r.message, sizeof r.message, "the deadline passed while the call waited for a "
-             "worker");
+    rd_reply_error(&r, RD_ETIMEDOUT, "the deadline passed while the call waited for a worker");
   } else {
-    rd_handle_unary(c->srv->ctx, (rd_method_t)c->method, &c->md, GRPC_SLICE_START_PTR(q->body),
-                    GRPC_SLICE_LENGTH(q->body), &r);
+    rd_call_info_t ci = call_info(c);
+    when = rd_handle(c->srv->ctx, (rd_method_t)c->method, &ci, GRPC_SLICE_START_PTR(q->body),
+                     GRPC_SLICE_LENGTH(q->body), &r);
   }
   grpc_slice_unref(q->body);
   free(q);
-  finish(c, &r);
+  if (when == RD_REPLY_NOW) finish(c, &r);
 }
 
 /* Hand the call to its queue; on refusal r holds the status and 0 is
@@ -287,7 +291,7 @@ static int enqueue(call_t *c, rd_jobs_t *jobs, grpc_slice body, rd_reply_t *r) {
   int rc = RD_OK;
   queued_t *q = NULL;
   if (atomic_fetch_add(&s->queued_bytes, len) + len > budget)
-    rc = rd_error_set(&err, RD_EBUSY, "calls waiting for a worker already hold %zu bytes of "
+    rc = rd_error_set(&err, RD_ETOOBIG, "calls waiting for a worker already hold %zu bytes of "
                       "requests; retry later", budget);
   else if ((q = malloc(sizeof *q)) == NULL)
     rc = rd_error_set(&err, RD_ENOMEM, "out of memory queueing the call");
@@ -299,8 +303,9 @@ static int enqueue(call_t *c, rd_jobs_t *jobs, grpc_slice body, rd_reply_t *r) {
   if (rc == RD_OK) return 1;
   atomic_fetch_sub(&s->queued_bytes, len);
   free(q);
-  r->status = rc == RD_ECANCELED ? GRPC_STATUS_UNAVAILABLE : GRPC_STATUS_RESOURCE_EXHAUSTED;
-  snprintf(r->message, sizeof r->message, "%s", err.msg);
+  /* A full queue is one of this server's limits, not a conflict to retry
+   * at once (jobs.h says RD_EBUSY). */
+  rd_reply_error(r, rc == RD_EBUSY ? RD_ETOOBIG : rc, "%s", err.msg);
   return 0;
 }
 
@@ -326,9 +331,8 @@ static void on_event(call_t *c, bool ok) {
     c->active = true;
     post_request(c->wk, c->method); /* keep one request per method posted */
     if (c->method < 0) {
-      r.status = GRPC_STATUS_UNIMPLEMENTED;
       char *m = grpc_slice_to_c_string(c->details.method);
-      snprintf(r.message, sizeof r.message, "method %s is not served by replayd", m);
+      rd_reply_status(&r, GRPC_STATUS_UNIMPLEMENTED, "method %s is not served by replayd", m);
       gpr_free(m);
       finish(c, &r);
     } else if (c->method == RD_M_INSERT) {
@@ -340,37 +344,31 @@ static void on_event(call_t *c, bool ok) {
         return;
       }
       rd_run_t run = rd_method_run((rd_method_t)c->method);
-      if (run == RD_RUN_TRAIN) {
-        int later = rd_handle_train_step(s->ctx, &c->md, GRPC_SLICE_START_PTR(body),
-                                         GRPC_SLICE_LENGTH(body), deadline_mono(c->deadline),
-                                         train_done, c, &r);
-        grpc_slice_unref(body);
-        if (!later) finish(c, &r);
-        /* else: the call waits, touched by no thread, until train_done */
-      } else if (run != RD_RUN_INLINE && s->jobs[run - RD_RUN_QUEUE_FIRST] != NULL &&
-                 enqueue(c, s->jobs[run - RD_RUN_QUEUE_FIRST], body, &r)) {
+      rd_jobs_t *queue = run >= RD_RUN_QUEUE_FIRST ? s->jobs[run - RD_RUN_QUEUE_FIRST] : NULL;
+      if (queue != NULL && enqueue(c, queue, body, &r)) {
         /* the call waits, touched by no thread, until run_queued */
-      } else if (run != RD_RUN_INLINE && run != RD_RUN_INGEST) { /* refused: r says why */
+      } else if (queue != NULL && run != RD_RUN_INGEST) { /* refused: r says why */
         grpc_slice_unref(body);
         finish(c, &r);
-      } else { /* inline, or an insert its full queue left here */
+      } else { /* inline, TrainStep's start, or an insert its full queue left here */
         memset(&r, 0, sizeof r);
-        rd_handle_unary(s->ctx, (rd_method_t)c->method, &c->md, GRPC_SLICE_START_PTR(body),
-                        GRPC_SLICE_LENGTH(body), &r);
+        rd_call_info_t ci = call_info(c);
+        rd_reply_when_t when = rd_handle(s->ctx, (rd_method_t)c->method, &ci,
+                                         GRPC_SLICE_START_PTR(body), GRPC_SLICE_LENGTH(body), &r);
         grpc_slice_unref(body);
-        finish(c, &r);
+        if (when == RD_REPLY_NOW) finish(c, &r);
+        /* else (TrainStep): the call waits, touched by no thread, until rd_call_reply */
       }
     }
     return;
   case ST_READING: {
     if (!ok) { /* the call broke (cancelled, deadline): finish to clean up */
-      r.status = GRPC_STATUS_CANCELLED;
-      snprintf(r.message, sizeof r.message, "stream ended abnormally");
+      rd_reply_status(&r, GRPC_STATUS_CANCELLED, "stream ended abnormally");
       finish(c, &r);
       return;
     }
     if (c->payload == NULL) { /* the client half-closed */
-      rd_handle_insert_end(s->ctx, &c->stream, &r);
+      rd_handle_insert_end(&c->stream, &r);
       finish(c, &r);
       return;
     }
@@ -398,13 +396,14 @@ static void stream_message(call_t *c) {
     finish(c, &r);
     return;
   }
-  int stop = rd_handle_insert_message(c->srv->ctx, &c->stream, &c->md,
-                                      GRPC_SLICE_START_PTR(body), GRPC_SLICE_LENGTH(body), &r);
+  rd_call_info_t ci = {&c->md, 0, c, &c->stream};
+  rd_reply_when_t when = rd_handle(c->srv->ctx, RD_M_INSERT, &ci, GRPC_SLICE_START_PTR(body),
+                                   GRPC_SLICE_LENGTH(body), &r);
   grpc_slice_unref(body);
-  if (stop)
-    finish(c, &r);
-  else
+  if (when == RD_REPLY_MORE)
     start_read(c);
+  else
+    finish(c, &r);
 }
 
 static void stream_message_job(void *arg, int cancelled) {
@@ -415,9 +414,8 @@ static void stream_message_job(void *arg, int cancelled) {
   }
   rd_reply_t r;
   memset(&r, 0, sizeof r);
-  r.status = GRPC_STATUS_UNAVAILABLE;
-  snprintf(r.message, sizeof r.message, "the server is shutting down; %" PRIu64 " rows of this "
-           "stream were inserted", c->stream.inserted);
+  rd_reply_error(&r, RD_ECANCELED, "the server is shutting down; %" PRIu64 " rows of this "
+                 "stream were inserted", c->stream.inserted);
   finish(c, &r);
 }
 

@@ -6,7 +6,7 @@ api/replayd.proto (gen_proto.py, as `pip install` does), so the tests need
 no install and write nothing into the source tree.
 
 Tests that talk to a daemon start the real replayd (the `Daemon` class of
-tests/integration/test_daemon.py) on a free loopback port. Its path comes
+tests/support/replayd_test.py) on a free loopback port. Its path comes
 from $REPLAYD (tests/meson.build sets it) or --replayd; without one those
 tests are skipped with a message saying so.
 """
@@ -44,20 +44,21 @@ def pytest_sessionfinish(session, exitstatus):
 
 
 def _daemon_module(config):
-    """tests/integration/test_daemon.py, imported with the argv it expects."""
+    """tests/support/replayd_test.py (the daemon tests' shared support),
+    imported with the argv it expects."""
     exe = config.getoption("--replayd")
     if not exe:
         pytest.skip("no replayd: set $REPLAYD or pass --replayd BUILD/daemon/replayd")
-    if "test_daemon" in sys.modules:
-        return sys.modules["test_daemon"]
-    sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
+    if "replayd_test" in sys.modules:
+        return sys.modules["replayd_test"]
+    sys.path.insert(0, os.path.join(ROOT, "tests", "support"))
     saved = sys.argv[:]
     sys.argv = [saved[0], exe, os.path.join(ROOT, "api")]
     try:
-        import test_daemon  # generates its own stubs; takes argv[1:3]
+        import replayd_test  # generates its own stubs; takes argv[1:3]
     finally:
         sys.argv = saved
-    return test_daemon
+    return replayd_test
 
 
 class Server:

@@ -1,0 +1,47 @@
+/* messages.h - core's structures as the wire's messages (api/replayd.proto).
+ *
+ * Each *_msg_t holds a message and what it points to, on the caller's
+ * stack; strings are borrowed from the source, which must outlive it.
+ */
+#ifndef RD_MESSAGES_H
+#define RD_MESSAGES_H
+
+#include "devices.h"
+#include "placement.h"
+#include "profile.h"
+#include "replayd.pb-c.h"
+#include "workload.h"
+
+/* A Placement: what the mapping asked for and, over it, what runs now. */
+typedef struct {
+  Replayd__V1__Placement msg;
+  Replayd__V1__PlatformRow rows[RD_DEV_COUNT];
+  Replayd__V1__PlatformRow *rowp[RD_DEV_COUNT];
+  char code_running[RD_MAPPING_CODE_MAX];
+  char note[RD_PLACEMENT_NOTE_MAX + RD_ERROR_MSG_MAX];
+  char learner_cpus[RD_PIN_TEXT_MAX], sampler_cpus[RD_PIN_TEXT_MAX];
+} rd_placement_msg_t;
+
+/* measured_gps: the pipeline's steps per second, 0 for none (a plan). */
+void rd_placement_msg(rd_placement_msg_t *o, const rd_placement_t *p, double measured_gps);
+
+/* A Workload: id, spec, counters, learner, placement; the token only when
+ * with_token (its registration). spec (taken, freed by
+ * rd_workload_msg_free; NULL: w's stored spec unpacked here). RD_ENOMEM
+ * if that unpack fails; free o either way. */
+typedef struct {
+  Replayd__V1__Workload msg;
+  Replayd__V1__WorkloadCounters counters;
+  Replayd__V1__LearnerCounters learner;
+  rd_placement_msg_t placement;
+} rd_workload_msg_t;
+
+int rd_workload_msg(rd_workload_msg_t *o, rd_workload_t *w, int with_token,
+                    Replayd__V1__WorkloadSpec *spec);
+void rd_workload_msg_free(rd_workload_msg_t *o);
+
+void rd_counters_msg(Replayd__V1__WorkloadCounters *m, const rd_workload_counters_t *c);
+void rd_device_msg(Replayd__V1__Device *m, const rd_device_t *d);
+void rd_profile_msg(Replayd__V1__Profile *m, const rd_profile_t *p);
+
+#endif
