@@ -869,7 +869,7 @@ static void test_migrates_version_one(void **state) {
   sqlite3_close(h);
 
   rd_store_t *s = open_ok(dir);
-  assert_int_equal(rd_store_schema_version(s), 2);
+  assert_int_equal(rd_store_schema_version(s), RD_STORE_SCHEMA_VERSION);
   char ids[64];
   list_ids(s, ids, sizeof ids);
   assert_string_equal(ids, "old");
@@ -880,7 +880,7 @@ static void test_migrates_version_one(void **state) {
   list_ids(s, ids, sizeof ids);
   assert_string_equal(ids, "old,new");
   rd_store_close(s);
-  assert_int_equal(side_sql_int(db, "PRAGMA user_version"), 2);
+  assert_int_equal(side_sql_int(db, "PRAGMA user_version"), RD_STORE_SCHEMA_VERSION);
   assert_int_equal(side_sql_int(db, "SELECT count(*) FROM profiles"), 1);
 }
 

@@ -58,6 +58,7 @@ typedef struct rd_workload {
                                 set before the workload is published, then constant */
   atomic_int refs;
   atomic_bool deleted;
+  struct rd_tenant *tenant;  /* its owner (tenant.h), referenced; NULL only outside a registry */
 } rd_workload_t;
 
 /* ---- Data calls ---- */

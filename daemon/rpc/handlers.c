@@ -25,6 +25,7 @@
 #include "plan.h"
 #include "sample_reply.h"
 #include "spec_pb.h"
+#include "tenant_rpc.h"
 
 /* A decoded request, as a handler gets it. */
 typedef struct {
@@ -53,6 +54,10 @@ HANDLER(h_list_profiles);
 HANDLER(h_clear_profiles);
 HANDLER(h_import_profiles);
 HANDLER(h_export_profiles);
+HANDLER(h_add_tenant);
+HANDLER(h_set_tenant);
+HANDLER(h_list_tenants);
+HANDLER(h_remove_tenant);
 
 #define M(method) "/replayd.v1.Replay/" method
 #define REQ(type) &replayd__v1__##type##__descriptor
@@ -88,6 +93,12 @@ static const struct {
                               RD_RUN_CONTROL, h_import_profiles},
     [RD_M_EXPORT_PROFILES] = {M("ExportProfiles"), REQ(export_profiles_request),
                               RD_RUN_CONTROL, h_export_profiles},
+    [RD_M_ADD_TENANT] = {M("AddTenant"), REQ(add_tenant_request), RD_RUN_CONTROL, h_add_tenant},
+    [RD_M_SET_TENANT] = {M("SetTenant"), REQ(set_tenant_request), RD_RUN_CONTROL, h_set_tenant},
+    [RD_M_LIST_TENANTS] = {M("ListTenants"), REQ(list_tenants_request), RD_RUN_INLINE,
+                           h_list_tenants},
+    [RD_M_REMOVE_TENANT] = {M("RemoveTenant"), REQ(remove_tenant_request), RD_RUN_CONTROL,
+                            h_remove_tenant},
 };
 
 const char *rd_method_path(rd_method_t m) { return methods[m].path; }
@@ -184,11 +195,16 @@ HANDLER(h_register) {
   rd_placement_t *pl = NULL;
   rd_workload_t *w = NULL;
   Replayd__V1__WorkloadSpec *echo = NULL; /* the reply's spec, before anything changes */
+  rd_caller_t who; /* the owner: the caller's tenant */
+  rd_auth_caller(ctx, q->ci->md, &who);
   int rc = rd_spec_pb_decode(ctx->config, q->msg, &s, &err);
   if (rc == RD_OK && (echo = rd_spec_pb_stored(s.stored, s.stored_len)) == NULL)
     rc = rd_error_set(&err, RD_ENOMEM, "out of memory for the reply");
+  /* Admitted before it is profiled: a refusal costs no measuring. */
+  if (rc == RD_OK) rc = rd_registry_admit(ctx->registry, who.tenant, &s.config, &err);
   if (rc == RD_OK && s.config.has_learner) rc = place(ctx, &s.config, NULL, &pl, &err);
-  if (rc == RD_OK) rc = rd_registry_register(ctx->registry, &s.spec, pl, &w, &err);
+  if (rc == RD_OK) rc = rd_registry_register_as(ctx->registry, who.tenant, &s.spec, pl, &w, &err);
+  rd_caller_release(&who);
   rd_spec_pb_release(&s);
   free(pl);
   if (rc) {
@@ -208,6 +224,13 @@ HANDLER(h_register) {
 HANDLER(h_describe) {
   const Replayd__V1__WorkloadRef *ref = q->msg;
   rd_workload_t *w = rd_registry_get(q->ctx->registry, ref->id);
+  rd_caller_t who;
+  rd_auth_caller(q->ctx, q->ci->md, &who);
+  if (w != NULL && !rd_auth_sees(&who, q->ci->md, w)) { /* another tenant's: not there */
+    rd_workload_unref(w);
+    w = NULL;
+  }
+  rd_caller_release(&who);
   if (w == NULL) {
     rd_reply_error(r, RD_ENOTFOUND, "no workload with id \"%.64s\"", ref->id);
     return RD_REPLY_NOW;
@@ -233,14 +256,20 @@ HANDLER(h_list) {
     return RD_REPLY_NOW;
   }
   uint32_t page = rd_page_size(m->page_size, RD_PAGE_WORKLOADS_DEFAULT, RD_PAGE_WORKLOADS_MAX);
-  rd_list_workloads(q->ctx, after, page, 0, r);
+  rd_caller_t who;
+  rd_auth_caller(q->ctx, q->ci->md, &who);
+  rd_list_workloads(q->ctx, who.admin ? NULL : who.tenant, after, page, 0, r);
+  rd_caller_release(&who);
   return RD_REPLY_NOW;
 }
 
 /* The server's figures, its devices and the first page of workloads at
  * the default size, each cut to what fits (listing.h). */
 HANDLER(h_server_info) {
-  rd_list_workloads(q->ctx, "", RD_PAGE_WORKLOADS_DEFAULT, 1, r);
+  rd_caller_t who;
+  rd_auth_caller(q->ctx, q->ci->md, &who);
+  rd_list_workloads(q->ctx, who.admin ? NULL : who.tenant, "", RD_PAGE_WORKLOADS_DEFAULT, 1, r);
+  rd_caller_release(&who);
   return RD_REPLY_NOW;
 }
 
@@ -307,7 +336,13 @@ HANDLER(h_insert_batch) {
                       cfg->max_message_bytes, (cfg->max_message_bytes - RD_REPLY_HEADROOM) / 10);
   else if (b.count > 0 && b.count <= w->max_batch && !(keys = malloc(b.count * sizeof *keys)))
     rc = rd_error_set(&err, RD_ENOMEM, "out of memory");
-  if (rc == RD_OK) rc = rd_workload_insert(w, &b, keys, NULL, &err);
+  if (rc == RD_OK && !rd_tenant_rpc_rows(w, RD_TENANT_INSERT, b.count, r)) {
+    free(keys);
+    rd_workload_unref(w);
+    return RD_REPLY_NOW;
+  }
+  if (rc == RD_OK && (rc = rd_workload_insert(w, &b, keys, NULL, &err)) != RD_OK)
+    rd_tenant_rpc_rows_back(w, RD_TENANT_INSERT, b.count);
   if (rc == RD_OK) {
     Replayd__V1__InsertResponse reply = REPLAYD__V1__INSERT_RESPONSE__INIT;
     reply.n_keys = b.count;
@@ -338,11 +373,13 @@ HANDLER(h_insert) {
   rd_insert_batch_t b;
   rd_cbuf_t cols[RD_SCHEMA_MAX_FIELDS];
   insert_batch(m, cols, &b);
+  if (!rd_tenant_rpc_rows(st->workload, RD_TENANT_INSERT, b.count, r)) return RD_REPLY_NOW;
   uint64_t first = 0;
   rd_error_t err;
   rd_error_clear(&err);
   int rc = rd_workload_insert(st->workload, &b, NULL, &first, &err);
   if (rc) {
+    rd_tenant_rpc_rows_back(st->workload, RD_TENANT_INSERT, b.count);
     rd_reply_error(r, rc, "%s", err.msg);
     return RD_REPLY_NOW;
   }
@@ -372,16 +409,22 @@ HANDLER(h_sample) {
   rd_sample_request_t sq = {m->batch_size,
                             m->beta_opt_case == REPLAYD__V1__SAMPLE_REQUEST__BETA_OPT_BETA,
                             m->beta, m->stratified ? RD_SAMPLE_STRATIFIED : 0};
+  if (!rd_tenant_rpc_rows(w, RD_TENANT_SAMPLE, m->batch_size, r)) {
+    rd_workload_unref(w);
+    return RD_REPLY_NOW;
+  }
   rd_sample_reply_t reply;
   memset(&reply, 0, sizeof reply);
   uint64_t size = 0;
   rd_error_t err;
   rd_error_clear(&err);
   int rc = rd_workload_sample(w, &sq, rd_sample_reply_alloc, &reply, &size, &err);
-  if (rc == RD_OK)
+  if (rc == RD_OK) {
     rd_reply_buffer(r, rd_sample_reply_finish(&reply, size));
-  else
+  } else {
+    rd_tenant_rpc_rows_back(w, RD_TENANT_SAMPLE, m->batch_size);
     rd_reply_error(r, rc, "%s", err.msg);
+  }
   rd_sample_reply_free(&reply);
   rd_workload_unref(w);
   return RD_REPLY_NOW;
@@ -679,3 +722,12 @@ HANDLER(h_export_profiles) {
   free(buf);
   return RD_REPLY_NOW;
 }
+
+/* ------------------------------------------------------------------ */
+/* Tenants (tenant_rpc.c)                                              */
+/* ------------------------------------------------------------------ */
+
+HANDLER(h_add_tenant) { return rd_tenant_rpc_add(q->ctx, q->ci, q->msg, r); }
+HANDLER(h_set_tenant) { return rd_tenant_rpc_set(q->ctx, q->ci, q->msg, r); }
+HANDLER(h_list_tenants) { return rd_tenant_rpc_list(q->ctx, q->ci, q->msg, r); }
+HANDLER(h_remove_tenant) { return rd_tenant_rpc_remove(q->ctx, q->ci, q->msg, r); }

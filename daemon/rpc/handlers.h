@@ -39,6 +39,10 @@ typedef enum {
   RD_M_CLEAR_PROFILES,  /* admin */
   RD_M_IMPORT_PROFILES, /* admin */
   RD_M_EXPORT_PROFILES, /* admin */
+  RD_M_ADD_TENANT,      /* admin (tenant_rpc.h) */
+  RD_M_SET_TENANT,      /* admin */
+  RD_M_LIST_TENANTS,    /* admin */
+  RD_M_REMOVE_TENANT,   /* admin */
   RD_M_COUNT
 } rd_method_t;
 

@@ -1,5 +1,6 @@
 /* messages.c - Workload, Placement, Device and counters messages. */
 #include "messages.h"
+#include "tenant.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -126,6 +127,7 @@ int rd_workload_msg(rd_workload_msg_t *o, rd_workload_t *w, int with_token,
   o->msg.token = with_token ? w->token : "";
   o->msg.counters = &o->counters;
   o->msg.created_unix = w->created_unix;
+  o->msg.tenant = w->tenant != NULL ? w->tenant->name : "";
   if (w->pipeline != NULL) learner_msg(o, w);
   return RD_OK;
 }
