@@ -21,6 +21,7 @@
 #include "json_writer.h"
 #include "replayctl_cli.h"
 #include "replayd_client.h"
+#include "replayctl_tenant.h"
 
 #ifndef RDC_VERSION
 #define RDC_VERSION "unknown"
@@ -301,6 +302,8 @@ static void json_workload(jw_t *w, const rdc_workload_t *wl) {
   jw_string(w, s->name);
   jw_key(w, "created_unix");
   jw_i64(w, wl->created_unix);
+  jw_key(w, "tenant");
+  jw_string(w, wl->tenant);
   jw_key(w, "capacity");
   jw_u64(w, s->capacity);
   jw_key(w, "fanout");
@@ -921,6 +924,7 @@ static int cmd_describe(rdc_client_t *c, const rctl_opts_t *o) {
     kv("id", "%s", wl->id);
     kv("name", "%s", name);
     kv("created", "%s", buf);
+    kv("tenant", "%s", wl->tenant);
     kv("capacity", "%" PRIu32, s->capacity);
     kv("fanout", "%" PRIu32, s->fanout);
     kv("alpha", "%s", alpha);
@@ -1019,7 +1023,8 @@ static int rm_token(const rctl_opts_t *o, char *token, size_t cap) {
   if (rctl_read_token_file(path, token, cap, msg, sizeof msg) != 0) {
     fprintf(stderr, "replayctl: %s\nreplayctl: %s needs --token T, or the server's admin "
                     "token file (--admin-token-file PATH)\n", msg,
-            o->cmd == RCTL_CMD_RM ? "rm" : o->cmd == RCTL_CMD_PLAN ? "plan" : "profiles");
+            o->cmd == RCTL_CMD_RM ? "rm" : o->cmd == RCTL_CMD_PLAN ? "plan"
+                                   : o->cmd == RCTL_CMD_TENANT ? "tenant" : "profiles");
     return -1;
   }
   return 0;
@@ -1041,7 +1046,8 @@ int main(int argc, char **argv) {
     return RCTL_EXIT_OK;
   }
   char token[RDC_TOKEN_MAX];
-  if ((o.cmd == RCTL_CMD_RM || o.cmd == RCTL_CMD_PROFILES || o.cmd == RCTL_CMD_PLAN) &&
+  if ((o.cmd == RCTL_CMD_RM || o.cmd == RCTL_CMD_PROFILES || o.cmd == RCTL_CMD_PLAN ||
+       o.cmd == RCTL_CMD_TENANT) &&
       rm_token(&o, token, sizeof token) != 0)
     return RCTL_EXIT_USAGE;
 
@@ -1060,6 +1066,7 @@ int main(int argc, char **argv) {
   case RCTL_CMD_RM: rc = cmd_rm(c, &o, token); break;
   case RCTL_CMD_PROFILES: rc = cmd_profiles(c, &o, token); break;
   case RCTL_CMD_PLAN: rc = cmd_plan(c, &o, token); break;
+  case RCTL_CMD_TENANT: rc = rctl_cmd_tenant(c, &o, token); break;
   case RCTL_CMD_NONE: break;
   }
   rdc_close(c);

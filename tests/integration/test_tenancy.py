@@ -18,12 +18,18 @@
 No assertion depends on timing: rates are 1 row/s, so a bucket in debt
 after one large batch stays in debt for many seconds on any machine.
 
-usage: test_tenancy.py REPLAYD_EXE PROTO_DIR
+- replayctl tenant add | set | ls | rm, and describe's tenant.
+
+usage: test_tenancy.py REPLAYD_EXE PROTO_DIR REPLAYCTL
 """
+import json
 import os
 import secrets
 import sys
 import unittest
+
+REPLAYCTL = os.path.abspath(sys.argv[3])
+del sys.argv[3:4]
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
 from replayd_test import (Daemon, DaemonCase, pb, TOKEN_KEY, grpc,  # noqa: E402
@@ -54,6 +60,8 @@ def learner(hidden=(16, 16)):
 
 
 class TenantCase(DaemonCase):
+    replayctl = REPLAYCTL
+
     def setUp(self):
         super().setUp()
         self.admin_md = self.admin()
@@ -510,6 +518,54 @@ class TestRates(TenantCase):
                              metadata=md(empty.token), timeout=10)
         self.d.stub.Sample(pb.SampleRequest(workload_id=self.a.id, batch_size=3),
                            metadata=md(self.a.token), timeout=10)
+
+
+class TestReplayctl(TenantCase):
+    def test_tenant_commands(self):
+        r = self.ctl("tenant", "add", "team-a", "max-memory=2G", "max-workloads=4", "weight=3",
+                     "insert-rate=1000")
+        tok = [ln.split()[1] for ln in r.stdout.splitlines() if ln.startswith("token ")]
+        self.assertEqual(len(tok), 1, r.stdout)
+        self.assertEqual(len(tok[0]), 64)
+        t = self.tenants()["team-a"]
+        self.assertEqual((t.quota.max_memory_bytes, t.quota.max_workloads, t.quota.weight,
+                          t.quota.insert_rows_per_second), (2 << 30, 4, 3, 1000))
+        w = self.register(tok[0])
+        r = self.ctl("--json", "tenant", "set", "team-a", "sample-rate=2.5", "weight=1")
+        j = json.loads(r.stdout)
+        self.assertEqual((j["weight"], j["sample_rows_per_second"], j["max_workloads"]),
+                         (1, 2.5, 4))
+        self.assertNotIn("token", j)
+        j = json.loads(self.ctl("--json", "tenant", "ls").stdout)
+        self.assertEqual([t["name"] for t in j], ["default", "team-a"])
+        self.assertEqual(j[1]["workloads"], 1)
+        text = self.ctl("tenant", "ls").stdout
+        self.assertIn("team-a", text)
+        self.assertNotIn(tok[0], text)
+        # replayctl describes without a token: the default tenant's view.
+        r = self.ctl("describe", w.id, ok=False)
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("NOT_FOUND", r.stderr)
+        wd = self.register()
+        self.assertEqual(json.loads(self.ctl("--json", "describe", wd.id).stdout)["tenant"],
+                         "default")
+        self.assertIn("default", [ln.split()[-1] for ln in
+                                  self.ctl("describe", wd.id).stdout.splitlines()
+                                  if ln.strip().startswith("tenant")])
+        # Refusals: the server's (exit 1) and the command line's (exit 2).
+        r = self.ctl("tenant", "rm", "team-a", ok=False)
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("owns 1 workloads", r.stderr)
+        for args in (("tenant",), ("tenant", "add"), ("tenant", "set", "team-a"),
+                     ("tenant", "add", "x", "weight=abc"), ("tenant", "add", "x", "nope=1"),
+                     ("tenant", "add", "x", "weight=1", "weight=2"), ("tenant", "ls", "x"),
+                     ("tenant", "add", "x", "max-memory=-1"), ("tenant", "rm", "a", "b")):
+            r = self.ctl(*args, ok=False)
+            self.assertEqual(r.returncode, 2, f"{args}: {r.stderr}")
+        self.assertEqual(set(self.tenants()), {"default", "team-a"})
+        self.d.stub.DeleteWorkload(pb.WorkloadRef(id=w.id), metadata=md(tok[0]), timeout=10)
+        self.assertIn("removed tenant team-a", self.ctl("tenant", "rm", "team-a").stdout)
+        self.assertEqual(set(self.tenants()), {"default"})
 
 
 if __name__ == "__main__":
