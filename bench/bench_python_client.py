@@ -10,6 +10,10 @@ bench_grpc's CartPole-shaped workload (41-byte rows), then, in R rounds:
                             Insert stream each, messages of B rows
   python.insert             S threads, one Client and Writer (Insert stream)
                             each, Writer.extend() of a dict of B-row arrays
+                            (the Writer's defaults: messages coalesce up to
+                            8 B rows while the stream falls behind)
+  python.insert_uncoalesced the same with max_message_rows=B: one message
+                            per B rows, as the C client sends
   baseline.c_client.sample  bench_c_client: S threads calling Sample(B)
   python.sample             S threads, one Client each, Workload.sample(B)
                             (keys, probabilities, weights, numpy columns)
@@ -179,10 +183,11 @@ def main():
             items, secs = out.stdout.split()
             return int(items) / float(secs)
 
-        def py_insert(t_end):
+        def py_insert(t_end, coalesce=True):
             with replayd.Client(d.target, timeout=60) as c:
                 w = c.workload(wid, token)
-                wr = w.writer(max_rows=a.batch, max_seconds=None)
+                wr = w.writer(max_rows=a.batch, max_seconds=None,
+                              max_message_rows=None if coalesce else a.batch)
                 n = 0
                 while time.monotonic() < t_end:
                     wr.extend(batch)
@@ -215,6 +220,8 @@ def main():
 
         runs = [("baseline.c_client.insert", lambda: c_run("insert")),
                 ("python.insert", lambda: run_threads(py_insert, a.streams, a.seconds)),
+                ("python.insert_uncoalesced",
+                 lambda: run_threads(lambda t: py_insert(t, False), a.streams, a.seconds)),
                 ("baseline.c_client.sample", lambda: c_run("sample")),
                 ("python.sample", lambda: run_threads(py_sample, a.streams, a.seconds)),
                 ("python.sample_prefetch", lambda: run_threads(py_sampler, a.streams, a.seconds))]

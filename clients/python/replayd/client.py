@@ -271,11 +271,13 @@ class Workload:
                                 parse=lambda raw: InsertResult(*_wire.decode_insert(raw)))
 
     def writer(self, max_rows: int = 256, max_seconds: Optional[float] = 1.0,
-               queue_depth: int = 8, timeout: Optional[float] = None) -> Writer:
+               queue_depth: int = 8, timeout: Optional[float] = None,
+               max_message_rows: Optional[int] = None) -> Writer:
         """A Writer: rows appended one at a time (or in batches) go out in
-        messages of up to max_rows on one Insert stream (see replayd.writer)."""
+        messages of max_rows on one Insert stream, coalesced up to
+        max_message_rows while the stream falls behind (see replayd.writer)."""
         return Writer(self, max_rows=max_rows, max_seconds=max_seconds, queue_depth=queue_depth,
-                      timeout=timeout)
+                      timeout=timeout, max_message_rows=max_message_rows)
 
     # -- rows out -----------------------------------------------------------
 
