@@ -16,6 +16,7 @@
 
 #include "log.h"
 #include "secrets.h"
+#include "share.h"
 #include "store_tenant.h"
 
 struct rd_tenants {
@@ -297,8 +298,11 @@ int rd_tenants_set(rd_tenants_t *ts, const char *name, const rd_tenant_quota_t *
     explicit_bzero(st.token, sizeof st.token);
   }
   if (rc == RD_OK) apply_quota(t, q, mask, now_s());
+  uint32_t weight = t->quota.weight;
   pthread_mutex_unlock(&t->mu);
   pthread_mutex_unlock(&ts->mu);
+  /* Its learners' shares take the new weight at their next step. */
+  if (rc == RD_OK && (mask & RD_TQ_WEIGHT)) rd_share_set_group_weight_all(t, weight);
   return rc;
 }
 
@@ -359,6 +363,13 @@ size_t rd_tenants_count(rd_tenants_t *ts) {
 /* ------------------------------------------------------------------ */
 /* Admission and usage                                                 */
 /* ------------------------------------------------------------------ */
+
+uint32_t rd_tenant_weight(rd_tenant_t *t) {
+  pthread_mutex_lock(&t->mu);
+  uint32_t w = t->quota.weight;
+  pthread_mutex_unlock(&t->mu);
+  return w;
+}
 
 int rd_tenant_admit(rd_tenant_t *t, uint64_t bytes, rd_error_t *err) {
   if (atomic_load(&t->removed))

@@ -146,6 +146,9 @@ void rd_tenant_info(rd_tenant_t *t, rd_tenant_info_t *out);
 size_t rd_tenants_list(rd_tenants_t *ts, rd_tenant_info_t *out, size_t max);
 size_t rd_tenants_count(rd_tenants_t *ts);
 
+/* Its quota's weight now. */
+uint32_t rd_tenant_weight(rd_tenant_t *t);
+
 /* ---- Admission (the registry's, under its change lock) ---- */
 
 /* RD_OK if t may own one more workload of `bytes`; else RD_ETOOBIG naming

@@ -1,0 +1,78 @@
+/* share.h - hosted learners sharing a device get its time by weight.
+ *
+ * One pool per device (the CPU, each GPU, each FPGA); each hosted
+ * learner on it holds a share. A learner asks its share before every
+ * train-step (rd_share_begin) and reports the step's time after
+ * (rd_share_end): the step runs once `units` of the pool's capacity are
+ * free and no waiting share is behind in virtual time. Virtual time is
+ * start-time fair queueing (stride scheduling) over groups and shares:
+ * a share's virtual time advances by its steps' seconds divided by its
+ * effective weight, group_weight / (the group's shares that are busy on
+ * this pool), so a group (a tenant) gets its weight's part of the device
+ * and its busy shares split that equally. A share that was idle comes
+ * back at the busiest share's virtual time (no credit for sleeping), and
+ * nobody waits for a share that does not ask: alone, a learner has the
+ * whole device; when a second arrives the first yields part of it at its
+ * next step, without a restart.
+ *
+ * Capacity: the CPU pool's is the CPUs this process may run on, a step
+ * takes min(learner threads, capacity) of it, so learners that fit the
+ * cores side by side never wait; a GPU's or FPGA's pool has capacity 1
+ * (its steps take turns: a share of the device's time).
+ *
+ * Charged time is wall time of the step, so a step slowed by other
+ * threads on its cores costs its share more: what is divided is the
+ * device's time as the learners experience it.
+ */
+#ifndef RD_SHARE_H
+#define RD_SHARE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "learner_backend.h"
+
+typedef struct rd_share_pool rd_share_pool_t;
+typedef struct rd_share rd_share_t;
+
+/* A pool of `capacity` units whose shares count as busy for idle_s
+ * seconds after a step (tests; the daemon's come from
+ * rd_share_pool_device, with RD_SHARE_IDLE_S). */
+rd_share_pool_t *rd_share_pool_create(uint32_t capacity, double idle_s);
+void rd_share_pool_destroy(rd_share_pool_t *pool);
+
+/* The process's pool of a device: kind's ordinal `device` (created at first
+ * use, lives for the process). NULL when out of memory. */
+rd_share_pool_t *rd_share_pool_device(rd_learner_kind_t kind, uint32_t device);
+
+/* Join pool in group (an opaque key: the owner tenant; NULL is a group of
+ * its own) of weight group_weight (>= 1; the group's weight, the same for
+ * every share of it), taking `units` per step. NULL when out of memory. */
+rd_share_t *rd_share_join(rd_share_pool_t *pool, const void *group, uint32_t group_weight,
+                          uint32_t units);
+void rd_share_leave(rd_share_t *s);
+
+/* Set group's weight in every pool (a tenant's weight changed). */
+void rd_share_set_group_weight(rd_share_pool_t *pool, const void *group, uint32_t weight);
+void rd_share_set_group_weight_all(const void *group, uint32_t weight);
+
+/* Wait for the next step's turn; then run the step and report its seconds. */
+void rd_share_begin(rd_share_t *s);
+void rd_share_end(rd_share_t *s, double seconds);
+
+/* The share the pool would start next if every share asked now (the
+ * smallest virtual time, earliest joined first among equals), or NULL for
+ * an empty pool: the rule rd_share_begin applies, for tests that drive a
+ * pool without threads. */
+rd_share_t *rd_share_pick(rd_share_pool_t *pool);
+
+/* Seconds charged to s so far, and its virtual time (tests, describe). */
+double rd_share_charged(const rd_share_t *s);
+double rd_share_vtime(const rd_share_t *s);
+
+/* A share counts as busy for this long after its last step ends: between
+ * two steps of a training learner there is a short gap, which must not
+ * make its group's other shares look alone. */
+#define RD_SHARE_IDLE_S 0.02
+
+#endif

@@ -1,0 +1,235 @@
+/* test_share.c - weighted fair shares of a device among hosted learners
+ * (daemon/learn/share.h): the virtual-time rule driven without threads
+ * (rd_share_pick: exact proportions, groups split among their shares, a
+ * newcomer without backlog, a weight changed mid-run), and the blocking
+ * path with threads (capacity never exceeded, a step wider than the pool
+ * still runs, leaving wakes the waiters). No assertion depends on timing:
+ * simulated steps are charged fixed seconds. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "share.h"
+
+#define NEVER_IDLE 1e9
+
+static int g1, g2, g3; /* group keys (tenants) */
+
+/* n steps of dt seconds, each given to the share the pool picks. */
+static void run(rd_share_pool_t *p, int n, double dt) {
+  for (int i = 0; i < n; i++) {
+    rd_share_t *s = rd_share_pick(p);
+    assert_non_null(s);
+    rd_share_begin(s); /* nobody else waits: it starts at once */
+    rd_share_end(s, dt);
+  }
+}
+
+static double jain(const double *x, int n) {
+  double s = 0, q = 0;
+  for (int i = 0; i < n; i++) {
+    s += x[i];
+    q += x[i] * x[i];
+  }
+  return s * s / (n * q);
+}
+
+static void test_equal_weights(void **state) {
+  (void)state;
+  rd_share_pool_t *p = rd_share_pool_create(1, NEVER_IDLE);
+  rd_share_t *s[3] = {rd_share_join(p, &g1, 1, 1), rd_share_join(p, &g2, 1, 1),
+                      rd_share_join(p, &g3, 1, 1)};
+  run(p, 3000, 1e-3);
+  double c[3];
+  for (int i = 0; i < 3; i++) c[i] = rd_share_charged(s[i]);
+  for (int i = 0; i < 3; i++) assert_true(fabs(c[i] - 1.0) < 2e-3);
+  assert_true(jain(c, 3) > 0.9999);
+  for (int i = 0; i < 3; i++) rd_share_leave(s[i]);
+  rd_share_pool_destroy(p);
+}
+
+static void test_weights_1_1_2(void **state) {
+  (void)state;
+  rd_share_pool_t *p = rd_share_pool_create(1, NEVER_IDLE);
+  rd_share_t *a = rd_share_join(p, &g1, 1, 1), *b = rd_share_join(p, &g2, 1, 1),
+             *c = rd_share_join(p, &g3, 2, 1);
+  /* Steps of different lengths: time is what is shared, not steps. */
+  for (int i = 0; i < 4000; i++) {
+    rd_share_t *s = rd_share_pick(p);
+    rd_share_begin(s);
+    rd_share_end(s, s == c ? 3e-3 : 1e-3);
+  }
+  double ta = rd_share_charged(a), tb = rd_share_charged(b), tc = rd_share_charged(c);
+  double total = ta + tb + tc;
+  assert_true(fabs(ta / total - 0.25) < 0.01);
+  assert_true(fabs(tb / total - 0.25) < 0.01);
+  assert_true(fabs(tc / total - 0.50) < 0.01);
+  rd_share_leave(a);
+  rd_share_leave(b);
+  rd_share_leave(c);
+  rd_share_pool_destroy(p);
+}
+
+/* Tenant A (weight 1) with two workloads, tenant B (weight 1) with one:
+ * across tenants first, then within A. */
+static void test_groups_split(void **state) {
+  (void)state;
+  rd_share_pool_t *p = rd_share_pool_create(1, NEVER_IDLE);
+  rd_share_t *a1 = rd_share_join(p, &g1, 1, 1), *a2 = rd_share_join(p, &g1, 1, 1),
+             *b = rd_share_join(p, &g2, 1, 1);
+  run(p, 8000, 1e-3);
+  double t1 = rd_share_charged(a1), t2 = rd_share_charged(a2), tb = rd_share_charged(b);
+  double total = t1 + t2 + tb;
+  assert_true(fabs(tb / total - 0.5) < 0.01);
+  assert_true(fabs(t1 / total - 0.25) < 0.01);
+  assert_true(fabs(t2 / total - 0.25) < 0.01);
+  rd_share_leave(a1);
+  rd_share_leave(a2);
+  rd_share_leave(b);
+  rd_share_pool_destroy(p);
+}
+
+/* A learner alone has the whole device; one that arrives later starts at
+ * the other's virtual time: it gets its share from then on, not a burst
+ * that makes up for the time it was not there. */
+static void test_newcomer_no_backlog(void **state) {
+  (void)state;
+  rd_share_pool_t *p = rd_share_pool_create(1, NEVER_IDLE);
+  rd_share_t *a = rd_share_join(p, &g1, 1, 1);
+  run(p, 1000, 1e-3);
+  assert_true(fabs(rd_share_charged(a) - 1.0) < 1e-9);
+  rd_share_t *b = rd_share_join(p, &g2, 1, 1);
+  assert_true(fabs(rd_share_vtime(b) - rd_share_vtime(a)) < 1e-9);
+  /* From here on they alternate: in 100 steps neither runs 10 in a row. */
+  rd_share_t *last = NULL;
+  int streak = 0, longest = 0;
+  for (int i = 0; i < 100; i++) {
+    rd_share_t *s = rd_share_pick(p);
+    streak = s == last ? streak + 1 : 1;
+    if (streak > longest) longest = streak;
+    last = s;
+    rd_share_begin(s);
+    rd_share_end(s, 1e-3);
+  }
+  assert_true(longest < 10);
+  assert_true(fabs(rd_share_charged(b) - 0.05) < 2e-3);
+  rd_share_leave(a);
+  rd_share_leave(b);
+  rd_share_pool_destroy(p);
+}
+
+static void test_weight_change(void **state) {
+  (void)state;
+  rd_share_pool_t *p = rd_share_pool_create(1, NEVER_IDLE);
+  rd_share_t *a = rd_share_join(p, &g1, 1, 1), *b = rd_share_join(p, &g2, 1, 1);
+  run(p, 1000, 1e-3);
+  double a0 = rd_share_charged(a), b0 = rd_share_charged(b);
+  rd_share_set_group_weight(p, &g2, 3);
+  run(p, 4000, 1e-3);
+  double da = rd_share_charged(a) - a0, db = rd_share_charged(b) - b0;
+  assert_true(fabs(db / (da + db) - 0.75) < 0.01);
+  rd_share_leave(a);
+  rd_share_leave(b);
+  rd_share_pool_destroy(p);
+}
+
+/* ---- Threads ---- */
+
+typedef struct {
+  rd_share_t *s;
+  int steps;
+  atomic_int *running; /* units in use, counted by the test */
+  atomic_int *max_running;
+  uint32_t units;
+} worker_t;
+
+static void *worker(void *arg) {
+  worker_t *w = arg;
+  for (int i = 0; i < w->steps; i++) {
+    rd_share_begin(w->s);
+    int now = atomic_fetch_add(w->running, (int)w->units) + (int)w->units;
+    int m = atomic_load(w->max_running);
+    while (now > m && !atomic_compare_exchange_weak(w->max_running, &m, now)) {
+    }
+    for (volatile int k = 0; k < 200; k++) {
+    }
+    atomic_fetch_sub(w->running, (int)w->units);
+    rd_share_end(w->s, 1e-4);
+  }
+  return NULL;
+}
+
+static void test_threads_capacity(void **state) {
+  (void)state;
+  rd_share_pool_t *p = rd_share_pool_create(2, RD_SHARE_IDLE_S);
+  atomic_int running = 0, max_running = 0;
+  worker_t w[5];
+  pthread_t th[5];
+  static int groups[5];
+  for (int i = 0; i < 5; i++) {
+    /* One learner with two threads takes the whole pool per step; one
+     * asks for more than there is and gets the pool. */
+    uint32_t units = i == 3 ? 2 : i == 4 ? 7 : 1;
+    w[i] = (worker_t){rd_share_join(p, &groups[i], 1 + (uint32_t)i % 2, units), 2000, &running,
+                      &max_running, units > 2 ? 2 : units};
+    assert_int_equal(pthread_create(&th[i], NULL, worker, &w[i]), 0);
+  }
+  for (int i = 0; i < 5; i++) pthread_join(th[i], NULL);
+  assert_true(atomic_load(&max_running) <= 2);
+  assert_int_equal(atomic_load(&running), 0);
+  for (int i = 0; i < 5; i++) assert_true(fabs(rd_share_charged(w[i].s) - 0.2) < 1e-6);
+  for (int i = 0; i < 5; i++) rd_share_leave(w[i].s);
+  rd_share_pool_destroy(p);
+}
+
+/* A share waiting behind one that leaves (a deleted workload) goes on. */
+static void *blocked(void *arg) {
+  rd_share_t *s = arg;
+  rd_share_begin(s);
+  rd_share_end(s, 0);
+  return NULL;
+}
+
+static void test_leave_wakes(void **state) {
+  (void)state;
+  rd_share_pool_t *p = rd_share_pool_create(1, NEVER_IDLE);
+  rd_share_t *a = rd_share_join(p, &g1, 1, 1), *b = rd_share_join(p, &g2, 1, 1);
+  rd_share_begin(a); /* a holds the device */
+  pthread_t t;
+  assert_int_equal(pthread_create(&t, NULL, blocked, b), 0);
+  rd_share_leave(a); /* as a pipeline's destroy does, its step abandoned */
+  pthread_join(t, NULL);
+  assert_true(rd_share_pick(p) == b);
+  rd_share_leave(b);
+  assert_null(rd_share_pick(p));
+  rd_share_pool_destroy(p);
+}
+
+static void test_device_pools(void **state) {
+  (void)state;
+  rd_share_pool_t *cpu = rd_share_pool_device(RD_LEARNER_ON_CPU, 0);
+  assert_non_null(cpu);
+  assert_true(rd_share_pool_device(RD_LEARNER_ON_CPU, 0) == cpu);
+  rd_share_pool_t *gpu = rd_share_pool_device(RD_LEARNER_ON_GPU, 0);
+  assert_true(gpu != cpu);
+  rd_share_t *s = rd_share_join(gpu, &g1, 1, 4); /* a GPU's pool has one unit */
+  rd_share_begin(s);
+  rd_share_end(s, 1e-3);
+  rd_share_set_group_weight_all(&g1, 5);
+  rd_share_leave(s);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_equal_weights),    cmocka_unit_test(test_weights_1_1_2),
+      cmocka_unit_test(test_groups_split),     cmocka_unit_test(test_newcomer_no_backlog),
+      cmocka_unit_test(test_weight_change),    cmocka_unit_test(test_threads_capacity),
+      cmocka_unit_test(test_leave_wakes),      cmocka_unit_test(test_device_pools),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
