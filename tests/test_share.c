@@ -13,6 +13,7 @@
 #include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <time.h>
 
 #include "share.h"
 
@@ -25,8 +26,8 @@ static void run(rd_share_pool_t *p, int n, double dt) {
   for (int i = 0; i < n; i++) {
     rd_share_t *s = rd_share_pick(p);
     assert_non_null(s);
-    rd_share_begin(s); /* nobody else waits: it starts at once */
-    rd_share_end(s, dt);
+    rd_share_begin(s, 1); /* nobody else waits: it starts at once */
+    rd_share_end(s, 1, dt);
   }
 }
 
@@ -42,8 +43,8 @@ static double jain(const double *x, int n) {
 static void test_equal_weights(void **state) {
   (void)state;
   rd_share_pool_t *p = rd_share_pool_create(1, NEVER_IDLE);
-  rd_share_t *s[3] = {rd_share_join(p, &g1, 1, 1), rd_share_join(p, &g2, 1, 1),
-                      rd_share_join(p, &g3, 1, 1)};
+  rd_share_t *s[3] = {rd_share_join(p, &g1, 1), rd_share_join(p, &g2, 1),
+                      rd_share_join(p, &g3, 1)};
   run(p, 3000, 1e-3);
   double c[3];
   for (int i = 0; i < 3; i++) c[i] = rd_share_charged(s[i]);
@@ -56,13 +57,13 @@ static void test_equal_weights(void **state) {
 static void test_weights_1_1_2(void **state) {
   (void)state;
   rd_share_pool_t *p = rd_share_pool_create(1, NEVER_IDLE);
-  rd_share_t *a = rd_share_join(p, &g1, 1, 1), *b = rd_share_join(p, &g2, 1, 1),
-             *c = rd_share_join(p, &g3, 2, 1);
+  rd_share_t *a = rd_share_join(p, &g1, 1), *b = rd_share_join(p, &g2, 1),
+             *c = rd_share_join(p, &g3, 2);
   /* Steps of different lengths: time is what is shared, not steps. */
   for (int i = 0; i < 4000; i++) {
     rd_share_t *s = rd_share_pick(p);
-    rd_share_begin(s);
-    rd_share_end(s, s == c ? 3e-3 : 1e-3);
+    rd_share_begin(s, 1);
+    rd_share_end(s, 1, s == c ? 3e-3 : 1e-3);
   }
   double ta = rd_share_charged(a), tb = rd_share_charged(b), tc = rd_share_charged(c);
   double total = ta + tb + tc;
@@ -80,8 +81,8 @@ static void test_weights_1_1_2(void **state) {
 static void test_groups_split(void **state) {
   (void)state;
   rd_share_pool_t *p = rd_share_pool_create(1, NEVER_IDLE);
-  rd_share_t *a1 = rd_share_join(p, &g1, 1, 1), *a2 = rd_share_join(p, &g1, 1, 1),
-             *b = rd_share_join(p, &g2, 1, 1);
+  rd_share_t *a1 = rd_share_join(p, &g1, 1), *a2 = rd_share_join(p, &g1, 1),
+             *b = rd_share_join(p, &g2, 1);
   run(p, 8000, 1e-3);
   double t1 = rd_share_charged(a1), t2 = rd_share_charged(a2), tb = rd_share_charged(b);
   double total = t1 + t2 + tb;
@@ -100,10 +101,10 @@ static void test_groups_split(void **state) {
 static void test_newcomer_no_backlog(void **state) {
   (void)state;
   rd_share_pool_t *p = rd_share_pool_create(1, NEVER_IDLE);
-  rd_share_t *a = rd_share_join(p, &g1, 1, 1);
+  rd_share_t *a = rd_share_join(p, &g1, 1);
   run(p, 1000, 1e-3);
   assert_true(fabs(rd_share_charged(a) - 1.0) < 1e-9);
-  rd_share_t *b = rd_share_join(p, &g2, 1, 1);
+  rd_share_t *b = rd_share_join(p, &g2, 1);
   assert_true(fabs(rd_share_vtime(b) - rd_share_vtime(a)) < 1e-9);
   /* From here on they alternate: in 100 steps neither runs 10 in a row. */
   rd_share_t *last = NULL;
@@ -113,8 +114,8 @@ static void test_newcomer_no_backlog(void **state) {
     streak = s == last ? streak + 1 : 1;
     if (streak > longest) longest = streak;
     last = s;
-    rd_share_begin(s);
-    rd_share_end(s, 1e-3);
+    rd_share_begin(s, 1);
+    rd_share_end(s, 1, 1e-3);
   }
   assert_true(longest < 10);
   assert_true(fabs(rd_share_charged(b) - 0.05) < 2e-3);
@@ -126,7 +127,7 @@ static void test_newcomer_no_backlog(void **state) {
 static void test_weight_change(void **state) {
   (void)state;
   rd_share_pool_t *p = rd_share_pool_create(1, NEVER_IDLE);
-  rd_share_t *a = rd_share_join(p, &g1, 1, 1), *b = rd_share_join(p, &g2, 1, 1);
+  rd_share_t *a = rd_share_join(p, &g1, 1), *b = rd_share_join(p, &g2, 1);
   run(p, 1000, 1e-3);
   double a0 = rd_share_charged(a), b0 = rd_share_charged(b);
   rd_share_set_group_weight(p, &g2, 3);
@@ -145,13 +146,14 @@ typedef struct {
   int steps;
   atomic_int *running; /* units in use, counted by the test */
   atomic_int *max_running;
-  uint32_t units;
+  uint32_t units; /* what it holds: its ask clamped to the pool */
+  uint32_t ask;
 } worker_t;
 
 static void *worker(void *arg) {
   worker_t *w = arg;
   for (int i = 0; i < w->steps; i++) {
-    rd_share_begin(w->s);
+    rd_share_begin(w->s, w->ask);
     int now = atomic_fetch_add(w->running, (int)w->units) + (int)w->units;
     int m = atomic_load(w->max_running);
     while (now > m && !atomic_compare_exchange_weak(w->max_running, &m, now)) {
@@ -159,7 +161,7 @@ static void *worker(void *arg) {
     for (volatile int k = 0; k < 200; k++) {
     }
     atomic_fetch_sub(w->running, (int)w->units);
-    rd_share_end(w->s, 1e-4);
+    rd_share_end(w->s, w->ask, 1e-4);
   }
   return NULL;
 }
@@ -175,8 +177,8 @@ static void test_threads_capacity(void **state) {
     /* One learner with two threads takes the whole pool per step; one
      * asks for more than there is and gets the pool. */
     uint32_t units = i == 3 ? 2 : i == 4 ? 7 : 1;
-    w[i] = (worker_t){rd_share_join(p, &groups[i], 1 + (uint32_t)i % 2, units), 2000, &running,
-                      &max_running, units > 2 ? 2 : units};
+    w[i] = (worker_t){rd_share_join(p, &groups[i], 1 + (uint32_t)i % 2), 2000, &running,
+                      &max_running, units > 2 ? 2 : units, units};
     assert_int_equal(pthread_create(&th[i], NULL, worker, &w[i]), 0);
   }
   for (int i = 0; i < 5; i++) pthread_join(th[i], NULL);
@@ -190,16 +192,16 @@ static void test_threads_capacity(void **state) {
 /* A share waiting behind one that leaves (a deleted workload) goes on. */
 static void *blocked(void *arg) {
   rd_share_t *s = arg;
-  rd_share_begin(s);
-  rd_share_end(s, 0);
+  rd_share_begin(s, 1);
+  rd_share_end(s, 1, 0);
   return NULL;
 }
 
 static void test_leave_wakes(void **state) {
   (void)state;
   rd_share_pool_t *p = rd_share_pool_create(1, NEVER_IDLE);
-  rd_share_t *a = rd_share_join(p, &g1, 1, 1), *b = rd_share_join(p, &g2, 1, 1);
-  rd_share_begin(a); /* a holds the device */
+  rd_share_t *a = rd_share_join(p, &g1, 1), *b = rd_share_join(p, &g2, 1);
+  rd_share_begin(a, 1); /* a holds the device */
   pthread_t t;
   assert_int_equal(pthread_create(&t, NULL, blocked, b), 0);
   rd_share_leave(a); /* as a pipeline's destroy does, its step abandoned */
@@ -210,6 +212,48 @@ static void test_leave_wakes(void **state) {
   rd_share_pool_destroy(p);
 }
 
+/* A share more than a quantum of virtual time ahead of a busy one waits
+ * even with units free (share.c my_turn), until the other catches up. */
+typedef struct {
+  rd_share_t *s;
+  atomic_int started;
+} ahead_t;
+
+static void *run_ahead(void *arg) {
+  ahead_t *a = arg;
+  rd_share_begin(a->s, 1);
+  atomic_store(&a->started, 1);
+  rd_share_end(a->s, 1, 1e-3);
+  return NULL;
+}
+
+static void test_ahead_waits(void **state) {
+  (void)state;
+  rd_share_pool_t *p = rd_share_pool_create(4, NEVER_IDLE);
+  rd_share_t *a = rd_share_join(p, &g1, 1), *b = rd_share_join(p, &g2, 1);
+  rd_share_begin(b, 1);
+  rd_share_end(b, 1, 1e-3); /* b is busy (never idle in this pool) */
+  rd_share_begin(a, 1);
+  rd_share_end(a, 1, 1e-3 + 3 * RD_SHARE_QUANTUM_S); /* a is three quanta ahead */
+  ahead_t t = {a, 0};
+  pthread_t th;
+  assert_int_equal(pthread_create(&th, NULL, run_ahead, &t), 0);
+  /* Nothing may start it while b stays behind (checked after a pause:
+   * it must still be waiting whatever the pause). */
+  struct timespec pause = {0, 50 * 1000 * 1000};
+  nanosleep(&pause, NULL);
+  assert_int_equal(atomic_load(&t.started), 0);
+  for (int i = 0; i < 4; i++) { /* b catches up: a goes */
+    rd_share_begin(b, 1);
+    rd_share_end(b, 1, 1e-3 + RD_SHARE_QUANTUM_S);
+  }
+  pthread_join(th, NULL);
+  assert_int_equal(atomic_load(&t.started), 1);
+  rd_share_leave(a);
+  rd_share_leave(b);
+  rd_share_pool_destroy(p);
+}
+
 static void test_device_pools(void **state) {
   (void)state;
   rd_share_pool_t *cpu = rd_share_pool_device(RD_LEARNER_ON_CPU, 0);
@@ -217,9 +261,9 @@ static void test_device_pools(void **state) {
   assert_true(rd_share_pool_device(RD_LEARNER_ON_CPU, 0) == cpu);
   rd_share_pool_t *gpu = rd_share_pool_device(RD_LEARNER_ON_GPU, 0);
   assert_true(gpu != cpu);
-  rd_share_t *s = rd_share_join(gpu, &g1, 1, 4); /* a GPU's pool has one unit */
-  rd_share_begin(s);
-  rd_share_end(s, 1e-3);
+  rd_share_t *s = rd_share_join(gpu, &g1, 1); /* a GPU's pool has one unit */
+  rd_share_begin(s, 4);
+  rd_share_end(s, 4, 1e-3);
   rd_share_set_group_weight_all(&g1, 5);
   rd_share_leave(s);
 }
@@ -229,7 +273,8 @@ int main(void) {
       cmocka_unit_test(test_equal_weights),    cmocka_unit_test(test_weights_1_1_2),
       cmocka_unit_test(test_groups_split),     cmocka_unit_test(test_newcomer_no_backlog),
       cmocka_unit_test(test_weight_change),    cmocka_unit_test(test_threads_capacity),
-      cmocka_unit_test(test_leave_wakes),      cmocka_unit_test(test_device_pools),
+      cmocka_unit_test(test_leave_wakes),      cmocka_unit_test(test_ahead_waits),
+      cmocka_unit_test(test_device_pools),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

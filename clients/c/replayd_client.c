@@ -753,6 +753,11 @@ static int spec_to_pb(const rdc_spec_t *spec, spec_pb_t *o, rdc_error_t *err) {
 
 int rdc_register(rdc_client_t *c, const rdc_spec_t *spec, rdc_workload_t *out,
                  rdc_error_t *err) {
+  return rdc_register_as(c, NULL, spec, out, err);
+}
+
+int rdc_register_as(rdc_client_t *c, const char *tenant_token, const rdc_spec_t *spec,
+                    rdc_workload_t *out, rdc_error_t *err) {
   if (spec == NULL || out == NULL) return set_error(err, RDC_EINVAL, "spec or out is NULL");
   spec_pb_t *sp = malloc(sizeof *sp);
   if (sp == NULL) return set_error(err, RDC_ENOMEM, "out of memory");
@@ -762,8 +767,8 @@ int rdc_register(rdc_client_t *c, const rdc_spec_t *spec, rdc_workload_t *out,
     return rc;
   }
   ProtobufCMessage *resp;
-  rc = unary(c, M_REGISTER, NULL, &sp->req.base, &replayd__v1__workload__descriptor, 0, &resp,
-             err);
+  rc = unary(c, M_REGISTER, tenant_token, &sp->req.base, &replayd__v1__workload__descriptor, 0,
+             &resp, err);
   free(sp);
   if (rc != RDC_OK) return rc;
   const Replayd__V1__Workload *w = (const Replayd__V1__Workload *)resp;

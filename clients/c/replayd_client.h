@@ -325,6 +325,11 @@ typedef struct {
 int rdc_register(rdc_client_t *c, const rdc_spec_t *spec, rdc_workload_t *out,
                  rdc_error_t *err);
 
+/* rdc_register for the tenant whose token is tenant_token (NULL: the
+ * default tenant); RDC_RESOURCE_EXHAUSTED also for the tenant's quota. */
+int rdc_register_as(rdc_client_t *c, const char *tenant_token, const rdc_spec_t *spec,
+                    rdc_workload_t *out, rdc_error_t *err);
+
 /* One workload (no token). RDC_NOT_FOUND if there is none with this id. */
 int rdc_describe(rdc_client_t *c, const char *id, rdc_workload_t *out, rdc_error_t *err);
 

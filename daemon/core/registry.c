@@ -238,7 +238,7 @@ static int build(rd_registry_t *r, rd_tenant_t *tenant, rd_workload_config_t *wc
   const rd_rmm_ops_t *placed_rmm = wc->table.rmm;
   const rd_storage_ops_t *placed_storage = wc->table.storage;
   /* Its learner's share of the device, in its owner's group (share.h). */
-  wc->learner.share_group = tenant;
+  wc->learner.share_group = r->cfg.learner_shares ? tenant : NULL;
   wc->learner.share_weight = rd_tenant_weight(tenant);
   rd_workload_t *w;
   int rc = rd_workload_new(wc, pl, spec->name, spec->stored, spec->stored_len, id, token,

@@ -190,8 +190,8 @@ int rd_pipeline_create(rd_pipeline_t **out, const rd_pipeline_config_t *c, rd_ta
   }
   if (c->share_group != NULL) {
     rd_share_pool_t *pool = rd_share_pool_device(c->learner_kind, c->learner_device);
-    if (pool == NULL || (p->share = rd_share_join(pool, c->share_group, c->share_weight,
-                                                  c->learner.threads)) == NULL) {
+    if (pool == NULL || (p->share = rd_share_join(pool, c->share_group, c->share_weight)) ==
+                                NULL) {
       rd_pipeline_destroy(p);
       return rd_error_set(err, RD_ENOMEM, "out of memory for the learner's device share");
     }

@@ -32,6 +32,7 @@
  */
 #define _GNU_SOURCE /* sched_getcpu */
 #include "sampler_unit.h"
+#include "share.h"
 
 #include <sched.h>
 #include <stdio.h>
@@ -284,7 +285,10 @@ void *rd_sampler_unit_main(void *arg) {
     }
     spun = 0;
     pthread_mutex_unlock(&p->mu);
+    /* The sampler's CPU time is its pipeline's too (share.h). */
+    double t_burst = p->share != NULL ? (rd_share_begin(p->share, 1), rd_clock_now()) : 0;
     burst_run(p, &b);
+    if (p->share != NULL) rd_share_end(p->share, 1, rd_clock_now() - t_burst);
     if (b.nu > 0) t_update = b.t_update;
     pthread_mutex_lock(&p->mu);
     rd_train_result_t res;

@@ -12,6 +12,7 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "rd_clock.h"
 
@@ -20,11 +21,11 @@ struct rd_share {
   rd_share_t *next;
   const void *group;
   uint32_t group_weight;
-  uint32_t units;
   double vtime;      /* start-time fair queueing: seconds / effective weight */
   double charged;    /* seconds charged */
   double last_end;   /* rd_clock_now() when its last step ended */
-  bool waiting, running;
+  uint32_t waiting, running; /* its threads waiting for a turn, and in one */
+  uint32_t running_units;    /* the units those in one hold */
   uint64_t ticket;   /* FIFO among equal virtual times */
 };
 
@@ -45,7 +46,11 @@ rd_share_pool_t *rd_share_pool_create(uint32_t capacity, double idle_s) {
   if (p == NULL) return NULL;
   p->idle_s = idle_s;
   pthread_mutex_init(&p->mu, NULL);
-  pthread_cond_init(&p->cv, NULL);
+  pthread_condattr_t ca;
+  pthread_condattr_init(&ca);
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+  pthread_cond_init(&p->cv, &ca);
+  pthread_condattr_destroy(&ca);
   p->capacity = capacity ? capacity : 1;
   return p;
 }
@@ -104,26 +109,33 @@ static double min_busy_vtime(const rd_share_pool_t *p, const rd_share_t *s, doub
   return m;
 }
 
-/* s may start: its units are free and no waiting share is before it. */
-static bool my_turn(const rd_share_pool_t *p, const rd_share_t *s) {
-  if (p->capacity - p->used < s->units) return false;
-  for (const rd_share_t *o = p->shares; o != NULL; o = o->next)
-    if (o != s && o->waiting &&
-        (o->vtime < s->vtime || (o->vtime == s->vtime && o->ticket < s->ticket)))
+/* s may start: its units are free, no waiting share is before it, and it
+ * is not more than a quantum ahead of any busy share. The last rule is
+ * what makes weights hold for pipelines: a pipeline's threads hand work to
+ * each other, so between two bursts it asks for nothing for a moment, and
+ * a rule that looked only at waiting shares would give the free units to
+ * the others in every such gap (work-conserving, and blind to weights).
+ * A share that stops asking leaves the busy set after the pool's idle_s,
+ * and its turns go to the others. */
+static bool my_turn(const rd_share_pool_t *p, const rd_share_t *s, uint32_t units, double now) {
+  if (p->capacity - p->used < units) return false;
+  for (const rd_share_t *o = p->shares; o != NULL; o = o->next) {
+    if (o == s) continue;
+    if (o->waiting && (o->vtime < s->vtime || (o->vtime == s->vtime && o->ticket < s->ticket)))
       return false;
+    if (busy(o, now) && s->vtime > o->vtime + RD_SHARE_QUANTUM_S) return false;
+  }
   return true;
 }
 
 /* ---- API ---- */
 
-rd_share_t *rd_share_join(rd_share_pool_t *p, const void *group, uint32_t group_weight,
-                          uint32_t units) {
+rd_share_t *rd_share_join(rd_share_pool_t *p, const void *group, uint32_t group_weight) {
   rd_share_t *s = calloc(1, sizeof *s);
   if (s == NULL) return NULL;
   s->pool = p;
   s->group = group != NULL ? group : (const void *)s;
   s->group_weight = group_weight ? group_weight : 1;
-  s->units = units == 0 ? 1 : units > p->capacity ? p->capacity : units;
   s->last_end = -INFINITY;
   pthread_mutex_lock(&p->mu);
   double m = min_busy_vtime(p, s, rd_clock_now());
@@ -143,7 +155,7 @@ void rd_share_leave(rd_share_t *s) {
       *at = s->next;
       break;
     }
-  if (s->running) p->used -= s->units;
+  p->used -= s->running_units;
   pthread_cond_broadcast(&p->cv); /* someone may have waited behind it */
   pthread_mutex_unlock(&p->mu);
   free(s);
@@ -163,33 +175,49 @@ void rd_share_set_group_weight_all(const void *group, uint32_t weight) {
   pthread_mutex_unlock(&pools_mu);
 }
 
-void rd_share_begin(rd_share_t *s) {
+static uint32_t clamp_units(const rd_share_pool_t *p, uint32_t units) {
+  return units == 0 ? 1 : units > p->capacity ? p->capacity : units;
+}
+
+void rd_share_begin(rd_share_t *s, uint32_t units) {
   rd_share_pool_t *p = s->pool;
+  units = clamp_units(p, units);
   pthread_mutex_lock(&p->mu);
   double now = rd_clock_now();
   if (!busy(s, now)) { /* back from idle: no credit for the time asleep */
     double m = min_busy_vtime(p, s, now);
     if (isfinite(m) && m > s->vtime) s->vtime = m;
   }
-  s->waiting = true;
-  s->ticket = p->tickets++;
-  while (!my_turn(p, s)) pthread_cond_wait(&p->cv, &p->mu);
-  s->waiting = false;
-  s->running = true;
-  p->used += s->units;
+  s->waiting++;
+  if (s->waiting == 1) s->ticket = p->tickets++;
+  /* Timed: a share that is ahead waits for the others' next steps, or for
+   * them to go idle, which no call signals. */
+  while (!my_turn(p, s, units, rd_clock_now())) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    ts.tv_nsec += 2000000; /* 2 ms */
+    if (ts.tv_nsec >= 1000000000) ts.tv_sec++, ts.tv_nsec -= 1000000000;
+    pthread_cond_timedwait(&p->cv, &p->mu, &ts);
+  }
+  s->waiting--;
+  s->running++;
+  s->running_units += units;
+  p->used += units;
   pthread_mutex_unlock(&p->mu);
 }
 
-void rd_share_end(rd_share_t *s, double seconds) {
+void rd_share_end(rd_share_t *s, uint32_t units, double seconds) {
   rd_share_pool_t *p = s->pool;
+  units = clamp_units(p, units);
   pthread_mutex_lock(&p->mu);
   double now = rd_clock_now();
   if (!(seconds >= 0)) seconds = 0;
   s->vtime += seconds / effective_weight(p, s, now);
   s->charged += seconds;
-  s->running = false;
+  s->running--;
+  s->running_units -= units;
   s->last_end = now;
-  p->used -= s->units;
+  p->used -= units;
   pthread_cond_broadcast(&p->cv);
   pthread_mutex_unlock(&p->mu);
 }

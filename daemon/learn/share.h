@@ -1,9 +1,10 @@
 /* share.h - hosted learners sharing a device get its time by weight.
  *
  * One pool per device (the CPU, each GPU, each FPGA); each hosted
- * learner on it holds a share. A learner asks its share before every
- * train-step (rd_share_begin) and reports the step's time after
- * (rd_share_end): the step runs once `units` of the pool's capacity are
+ * learner's pipeline on it holds a share. Its threads ask the share before
+ * every burst of work (rd_share_begin: the learner's train-step, the
+ * sampler's sample/gather/update burst) and report the burst's time after
+ * (rd_share_end): a burst runs once its units of the pool's capacity are
  * free and no waiting share is behind in virtual time. Virtual time is
  * start-time fair queueing (stride scheduling) over groups and shares:
  * a share's virtual time advances by its steps' seconds divided by its
@@ -11,14 +12,21 @@
  * this pool), so a group (a tenant) gets its weight's part of the device
  * and its busy shares split that equally. A share that was idle comes
  * back at the busiest share's virtual time (no credit for sleeping), and
- * nobody waits for a share that does not ask: alone, a learner has the
+ * a busy share may not run more than RD_SHARE_QUANTUM_S of virtual time
+ * ahead of another busy one, even with units free (a pipeline asks in
+ * bursts with gaps between; see share.c). Nobody waits for a share that
+ * has stopped asking (idle for RD_SHARE_IDLE_S): alone, a learner has the
  * whole device; when a second arrives the first yields part of it at its
- * next step, without a restart.
+ * next step, without a restart. Weights hold even where the device is not
+ * the bottleneck: a share that cannot use its part holds the others to
+ * its pace (within the quantum) while it is busy.
  *
- * Capacity: the CPU pool's is the CPUs this process may run on, a step
- * takes min(learner threads, capacity) of it, so learners that fit the
- * cores side by side never wait; a GPU's or FPGA's pool has capacity 1
- * (its steps take turns: a share of the device's time).
+ * Capacity: the CPU pool's is the CPUs this process may run on; a
+ * learner's step takes its threads (at most the capacity), a sampler's
+ * burst one, so pipelines that fit the cores side by side never wait, and
+ * when they do not, each pipeline's CPU time (both its threads) follows
+ * its weight. A GPU's or FPGA's pool has capacity 1: its steps take turns,
+ * a share of the device's time.
  *
  * Charged time is wall time of the step, so a step slowed by other
  * threads on its cores costs its share more: what is divided is the
@@ -47,18 +55,19 @@ rd_share_pool_t *rd_share_pool_device(rd_learner_kind_t kind, uint32_t device);
 
 /* Join pool in group (an opaque key: the owner tenant; NULL is a group of
  * its own) of weight group_weight (>= 1; the group's weight, the same for
- * every share of it), taking `units` per step. NULL when out of memory. */
-rd_share_t *rd_share_join(rd_share_pool_t *pool, const void *group, uint32_t group_weight,
-                          uint32_t units);
+ * every share of it). NULL when out of memory. */
+rd_share_t *rd_share_join(rd_share_pool_t *pool, const void *group, uint32_t group_weight);
 void rd_share_leave(rd_share_t *s);
 
 /* Set group's weight in every pool (a tenant's weight changed). */
 void rd_share_set_group_weight(rd_share_pool_t *pool, const void *group, uint32_t weight);
 void rd_share_set_group_weight_all(const void *group, uint32_t weight);
 
-/* Wait for the next step's turn; then run the step and report its seconds. */
-void rd_share_begin(rd_share_t *s);
-void rd_share_end(rd_share_t *s, double seconds);
+/* Wait for a turn of `units` (clamped to [1, capacity]); then do the
+ * work and report its seconds with the same units. A share's threads may
+ * hold turns at once. */
+void rd_share_begin(rd_share_t *s, uint32_t units);
+void rd_share_end(rd_share_t *s, uint32_t units, double seconds);
 
 /* The share the pool would start next if every share asked now (the
  * smallest virtual time, earliest joined first among equals), or NULL for
@@ -74,5 +83,10 @@ double rd_share_vtime(const rd_share_t *s);
  * two steps of a training learner there is a short gap, which must not
  * make its group's other shares look alone. */
 #define RD_SHARE_IDLE_S 0.02
+
+/* How far (in virtual seconds) a share may run ahead of a busy share
+ * that is behind it: the slack that lets a pipeline's threads hand work to
+ * each other without the others taking every gap. */
+#define RD_SHARE_QUANTUM_S 0.01
 
 #endif
