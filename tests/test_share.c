@@ -189,6 +189,20 @@ static void test_threads_capacity(void **state) {
   rd_share_pool_destroy(p);
 }
 
+/* A share's own threads never wait for each other: alone, a pipeline
+ * whose learner takes the whole pool still runs its sampler beside it. */
+static void test_own_threads(void **state) {
+  (void)state;
+  rd_share_pool_t *p = rd_share_pool_create(2, NEVER_IDLE);
+  rd_share_t *a = rd_share_join(p, &g1, 1);
+  rd_share_begin(a, 2); /* the learner's team */
+  rd_share_begin(a, 1); /* its sampler: would block on the capacity */
+  rd_share_end(a, 1, 1e-4);
+  rd_share_end(a, 2, 1e-4);
+  rd_share_leave(a);
+  rd_share_pool_destroy(p);
+}
+
 /* A share waiting behind one that leaves (a deleted workload) goes on. */
 static void *blocked(void *arg) {
   rd_share_t *s = arg;
@@ -274,6 +288,7 @@ int main(void) {
       cmocka_unit_test(test_groups_split),     cmocka_unit_test(test_newcomer_no_backlog),
       cmocka_unit_test(test_weight_change),    cmocka_unit_test(test_threads_capacity),
       cmocka_unit_test(test_leave_wakes),      cmocka_unit_test(test_ahead_waits),
+      cmocka_unit_test(test_own_threads),
       cmocka_unit_test(test_device_pools),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

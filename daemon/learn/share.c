@@ -118,7 +118,10 @@ static double min_busy_vtime(const rd_share_pool_t *p, const rd_share_t *s, doub
  * A share that stops asking leaves the busy set after the pool's idle_s,
  * and its turns go to the others. */
 static bool my_turn(const rd_share_pool_t *p, const rd_share_t *s, uint32_t units, double now) {
-  if (p->capacity - p->used < units) return false;
+  /* Only other shares' turns take capacity from s: a pipeline's own
+   * threads never wait for each other, and alone it has the device. */
+  uint32_t others = p->used - s->running_units;
+  if (others > 0 && others + units > p->capacity) return false;
   for (const rd_share_t *o = p->shares; o != NULL; o = o->next) {
     if (o == s) continue;
     if (o->waiting && (o->vtime < s->vtime || (o->vtime == s->vtime && o->ticket < s->ticket)))
