@@ -667,28 +667,30 @@ class TestExportImport(Base):
         w = self.d.stub.RegisterWorkload(cartpole_spec(capacity=500), timeout=10)
         self.d.stub.InsertBatch(pb.InsertRequest(workload_id=w.id, rows=rows(300)),
                                 metadata=self.md(w), timeout=10)
-        base = [REPLAYCTL, "--server", "127.0.0.1:%d" % self.d.port,
-                "--admin-token-file", os.path.join(self.state, "admin.token")]
-        out = subprocess.run(base + ["checkpoint", w.id], capture_output=True, text=True,
-                             timeout=60)
+        base = [REPLAYCTL, "--server", "127.0.0.1:%d" % self.d.port]
+        admin = ["--admin-token-file", os.path.join(self.state, "admin.token")]
+        out = subprocess.run(base + ["checkpoint", w.id, "--token", w.token], capture_output=True,
+                             text=True, timeout=60)
         self.assertEqual(out.returncode, 0, out.stderr)
         self.assertIn("checkpoint 1", out.stdout)
-        out = subprocess.run(base + ["checkpoint", "--all"], capture_output=True, text=True,
-                             timeout=60)
+        out = subprocess.run(base + admin + ["checkpoint", "--all"], capture_output=True,
+                             text=True, timeout=60)
         self.assertEqual(out.returncode, 0, out.stderr)
         self.assertIn(w.id, out.stdout)
         path = os.path.join(self.state, "export.rdc")
-        out = subprocess.run(base + ["export", w.id, path], capture_output=True, text=True,
-                             timeout=60)
+        out = subprocess.run(base + admin + ["export", w.id, path], capture_output=True,
+                             text=True, timeout=60)
         self.assertEqual(out.returncode, 0, out.stderr)
         self.assertEqual(parse_ckpt(open(path, "rb").read())["size"], 300)
-        out = subprocess.run(base + ["import", path], capture_output=True, text=True, timeout=60)
+        out = subprocess.run(base + ["import", path, "--name", "copy"], capture_output=True,
+                             text=True, timeout=60)
         self.assertEqual(out.returncode, 0, out.stderr)
+        self.assertIn("\"copy\", 300 items", out.stdout)
         self.assertIn("token", out.stdout)
         out = subprocess.run(base + ["describe", w.id], capture_output=True, text=True, timeout=60)
         self.assertEqual(out.returncode, 0, out.stderr)
         self.assertIn("durability: checkpoint", out.stdout)
-        self.assertIn("last checkpoint: 2", out.stdout)
+        self.assertIn("last checkpoint 2 at", out.stdout)
 
 
 # ---- faults on a small real filesystem -----------------------------------
