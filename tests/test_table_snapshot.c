@@ -462,6 +462,152 @@ static void test_observer(void **state) {
   rd_table_snapshot_free(&sb);
 }
 
+/* ---- a table on a replay module and a storage module ----
+ * Fakes over host memory (the CPU tree and plain columns behind the ops),
+ * so that the snapshot and restore go through rmm->leaf, storage->read and
+ * ->write and set_range, as they do for the GPU's and the FPGA's. */
+static size_t fake_rmm_memsize(uint32_t capacity, uint32_t fanout) {
+  return rd_sumtree_memsize(capacity, fanout);
+}
+static int fake_rmm_create(void **rmm, uint32_t capacity, uint32_t fanout, uint64_t max_leaf,
+                           rd_error_t *err) {
+  (void)max_leaf;
+  rd_sumtree_t *t = calloc(1, sizeof *t);
+  int rc = rd_sumtree_init(t, capacity, fanout, err);
+  if (rc) free(t);
+  else *rmm = t;
+  return rc;
+}
+static void fake_rmm_destroy(void *rmm) {
+  rd_sumtree_free(rmm);
+  free(rmm);
+}
+static uint64_t fake_rmm_total(const void *rmm) { return rd_sumtree_total(rmm); }
+static uint64_t fake_rmm_leaf(const void *rmm, uint32_t pos) { return rd_sumtree_get(rmm, pos); }
+static int fake_rmm_set_range(void *rmm, uint32_t first, size_t n, const uint64_t *leaves,
+                              rd_error_t *err) {
+  return rd_sumtree_set_range(rmm, first, n, leaves, err);
+}
+static int fake_rmm_sample(void *rmm, size_t n, const uint64_t *targets, uint32_t *leaves,
+                           rd_error_t *err) {
+  return rd_sumtree_sample(rmm, n, targets, leaves, err);
+}
+static int fake_rmm_update(void *rmm, size_t n, const uint32_t *pos, const uint64_t *values,
+                           rd_error_t *err) {
+  return rd_sumtree_update(rmm, n, pos, values, err);
+}
+static const rd_rmm_ops_t fake_rmm = {"fake-rmm",         fake_rmm_memsize, fake_rmm_create,
+                                      fake_rmm_destroy,   fake_rmm_total,   fake_rmm_leaf,
+                                      fake_rmm_set_range, fake_rmm_sample,  fake_rmm_update};
+
+typedef struct {
+  uint32_t nf;
+  size_t fb[RD_SCHEMA_MAX_FIELDS];
+  uint8_t *col[RD_SCHEMA_MAX_FIELDS];
+  int reads;
+} fake_rows_t;
+static size_t fake_st_memsize(uint32_t capacity, uint32_t nf, const size_t *fb) {
+  size_t b = 0;
+  for (uint32_t f = 0; f < nf; f++) b += capacity * fb[f];
+  return b;
+}
+static int fake_st_create(void **st, uint32_t capacity, uint32_t nf, const size_t *fb,
+                          const rd_rmm_ops_t *ro, void *rmm, rd_error_t *err) {
+  (void)ro;
+  (void)rmm;
+  (void)err;
+  fake_rows_t *r = calloc(1, sizeof *r);
+  r->nf = nf;
+  for (uint32_t f = 0; f < nf; f++) {
+    r->fb[f] = fb[f];
+    r->col[f] = calloc(capacity, fb[f]);
+  }
+  *st = r;
+  return RD_OK;
+}
+static void fake_st_destroy(void *st) {
+  fake_rows_t *r = st;
+  for (uint32_t f = 0; f < r->nf; f++) free(r->col[f]);
+  free(r);
+}
+static int fake_st_write(void *st, uint32_t first, size_t n, const void *const *src,
+                         rd_error_t *err) {
+  (void)err;
+  fake_rows_t *r = st;
+  for (uint32_t f = 0; f < r->nf; f++) memcpy(r->col[f] + first * r->fb[f], src[f], n * r->fb[f]);
+  return RD_OK;
+}
+static int fake_st_read(void *st, size_t n, const uint32_t *slots, void *const *dst,
+                        rd_error_t *err) {
+  (void)err;
+  fake_rows_t *r = st;
+  r->reads++;
+  for (uint32_t f = 0; f < r->nf; f++)
+    if (dst[f] != NULL)
+      for (size_t i = 0; i < n; i++)
+        memcpy((uint8_t *)dst[f] + i * r->fb[f], r->col[f] + slots[i] * r->fb[f], r->fb[f]);
+  return RD_OK;
+}
+static const rd_storage_ops_t fake_storage = {"fake-rows",    fake_st_memsize, fake_st_create,
+                                              fake_st_destroy, fake_st_write,  fake_st_read};
+
+/* A table on the modules and one on the CPU take the same calls: their
+ * snapshots are equal (with copy-on-write in slices), and each restores
+ * into the other kind. */
+static void test_modules(void **state) {
+  (void)state;
+  rd_table_config_t cc, cm;
+  config(&cc, 150, 12);
+  config(&cm, 150, 12);
+  cm.rmm = &fake_rmm;
+  cm.storage = &fake_storage;
+  cm.max_batch = 16; /* module reads in runs of at most max_batch */
+  cc.max_batch = 64;
+  rd_table_t c, m;
+  init_ok(&c, &cc);
+  init_ok(&m, &cm);
+  for (int i = 0; i < 25; i++) {
+    size_t n = 1 + (size_t)(i * 5) % 16;
+    insert_ok(&c, n, i % 2);
+    insert_ok(&m, n, i % 2);
+  }
+  rd_table_snapshot_t sc, sm;
+  snapshot_now(&c, &sc);
+  rd_error_t e;
+  assert_int_equal(rd_table_snapshot_alloc(&sm, &m.config, rd_table_size(&m), &e), RD_OK);
+  assert_int_equal(rd_table_snapshot_begin(&m, &sm, &e), RD_OK);
+  int rc, k = 0;
+  while ((rc = rd_table_snapshot_step(&m, &sm, 7, &e)) == 0) {
+    insert_ok(&m, 5, k % 2);
+    update_some(&m, (uint64_t)k++);
+  }
+  assert_int_equal(rc, 1);
+  assert_true(((fake_rows_t *)m.rows)->reads > 0);
+  sm.img.stats = sc.img.stats; /* the CPU table saw fewer calls since */
+  assert_images_equal(&c, &sc.img, &sm.img);
+  /* CPU image into a module table, and back. */
+  rd_table_t m2, c2;
+  init_ok(&m2, &cm);
+  init_ok(&c2, &cc);
+  assert_int_equal(rd_table_restore(&m2, &sc.img, &e), RD_OK);
+  rd_table_snapshot_t s2;
+  snapshot_now(&m2, &s2);
+  assert_images_equal(&c, &s2.img, &sc.img);
+  assert_int_equal(rd_table_restore(&c2, &s2.img, &e), RD_OK);
+  uint64_t ka[16], kb[16];
+  double pa[16], pb[16], wa[16], wb[16];
+  sample_some(&c2, 16, 0, ka, pa, wa);
+  sample_some(&m2, 16, 0, kb, pb, wb);
+  assert_memory_equal(ka, kb, sizeof ka);
+  rd_table_snapshot_free(&s2);
+  rd_table_snapshot_free(&sc);
+  rd_table_snapshot_free(&sm);
+  rd_table_free(&c);
+  rd_table_free(&m);
+  rd_table_free(&c2);
+  rd_table_free(&m2);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_round_trip),
@@ -470,6 +616,7 @@ int main(void) {
       cmocka_unit_test(test_copy_on_write_threads),
       cmocka_unit_test(test_refusals),
       cmocka_unit_test(test_observer),
+      cmocka_unit_test(test_modules),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -306,6 +306,8 @@ static void json_checkpoint(jw_t *w, const rdc_checkpoint_info_t *c) {
   jw_u64(w, c->items);
   jw_key(w, "learner_full");
   jw_bool(w, c->learner_full);
+  jw_key(w, "pause_ms");
+  jw_double(w, c->pause_ms);
   jw_object_end(w);
 }
 
@@ -1037,9 +1039,9 @@ static void print_checkpoint(const char *what, const rdc_checkpoint_info_t *ck) 
   struct tm tm;
   char when[32] = "?";
   if (gmtime_r(&t, &tm) != NULL) strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  printf("%s %" PRIu64 " at %s: %" PRIu64 " items, %" PRIu64 " bytes, %.3f s%s\n", what,
-         ck->generation, when, ck->items, ck->bytes, ck->seconds,
-         ck->learner_full ? ", the learner's whole state" : "");
+  printf("%s %" PRIu64 " at %s: %" PRIu64 " items, %" PRIu64 " bytes, %.3f s (calls paused "
+         "%.3f ms at most)%s\n", what, ck->generation, when, ck->items, ck->bytes, ck->seconds,
+         ck->pause_ms, ck->learner_full ? ", the learner's whole state" : "");
 }
 
 static void print_durability(const rdc_durability_t *d) {

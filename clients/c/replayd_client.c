@@ -668,6 +668,7 @@ static void checkpoint_from_pb(rdc_checkpoint_info_t *o, const Replayd__V1__Chec
   o->seconds = c->seconds;
   o->items = c->items;
   o->learner_full = c->learner_full;
+  o->pause_ms = c->pause_ms;
 }
 
 static int workload_from_pb(rdc_workload_t *out, const Replayd__V1__Workload *w,

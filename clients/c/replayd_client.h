@@ -315,6 +315,7 @@ typedef struct {
   double seconds;      /* taking and writing it; 0 for one restored at start */
   uint64_t items;
   int learner_full;    /* the learner's whole training state, else its policy only */
+  double pause_ms;     /* the longest the table was locked for it */
 } rdc_checkpoint_info_t;
 
 /* What survives a restart, as DescribeWorkload reports it. */

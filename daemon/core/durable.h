@@ -87,6 +87,7 @@ typedef struct {
   uint64_t bytes, items;
   double seconds;
   int learner_full;
+  double hold_max_s; /* the longest the table lock was held for it: its pause on calls */
 } rd_checkpoint_info_t;
 
 typedef struct {

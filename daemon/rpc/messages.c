@@ -122,6 +122,7 @@ void rd_checkpoint_info_msg(Replayd__V1__CheckpointInfo *m, const rd_checkpoint_
   m->seconds = c->seconds;
   m->items = c->items;
   m->learner_full = c->learner_full != 0;
+  m->pause_ms = c->hold_max_s * 1e3;
 }
 
 /* What survives a restart, and how the workload came back (durable.h). */
