@@ -65,7 +65,9 @@ struct rd_wl_durable {
   char dir[PATH_MAX];
   rd_durability_t mode;
   double interval_s;
-  rd_journal_t *journal; /* journal mode; changed under the table lock */
+  rd_journal_t *journal; /* journal mode; set (atomically, under the table lock) before the
+                            workload is published, or by a checkpoint where it could not be
+                            opened before (wl_journal() reads it) */
   pthread_mutex_t mu;    /* the fields below */
   uint64_t next_gen;
   int has_last;
@@ -81,6 +83,10 @@ struct rd_wl_durable {
   uint64_t reserved;     /* weight versions made durable */
   uint64_t reserved_at_start;
 };
+
+static rd_journal_t *wl_journal(const rd_wl_durable_t *wd) {
+  return __atomic_load_n(&wd->journal, __ATOMIC_ACQUIRE);
+}
 
 static int64_t now_unix_ms(void) {
   struct timespec ts;
@@ -187,8 +193,8 @@ static int list_dir(const char *dir, listing_t *l, rd_error_t *err) {
     listing_free(l);
     return rd_error_set(err, RD_ENOMEM, "out of memory listing %s", dir);
   }
-  qsort(l->ckpt, l->n_ckpt, sizeof *l->ckpt, cmp_u64);
-  qsort(l->seg, l->n_seg, sizeof *l->seg, cmp_u64);
+  if (l->n_ckpt > 1) qsort(l->ckpt, l->n_ckpt, sizeof *l->ckpt, cmp_u64);
+  if (l->n_seg > 1) qsort(l->seg, l->n_seg, sizeof *l->seg, cmp_u64);
   return RD_OK;
 }
 
@@ -594,7 +600,7 @@ static int checkpoint_locked(rd_durable_t *d, rd_workload_t *w, rd_checkpoint_in
   pthread_mutex_lock(&wd->mu);
   uint64_t gen = wd->next_gen++;
   pthread_mutex_unlock(&wd->mu);
-  rd_journal_t *j = wd->journal;
+  rd_journal_t *j = wl_journal(wd);
   taken_t tk;
   memset(&tk, 0, sizeof tk);
   int rc = take_table(w, j, gen, &tk, err);
@@ -895,8 +901,8 @@ static void replay_journal(rd_workload_t *w, const listing_t *l, uint64_t from, 
       *clean = 0;
       break;
     }
+    const int is_last = i + 1 == l->n_seg;
     if (info.torn) {
-      const int is_last = i + 1 == l->n_seg;
       rd_log_warn("durable", "workload %s: %s ends in a torn or damaged record (%s): %llu bytes "
                   "dropped%s", w->id, path, info.why,
                   (unsigned long long)(info.file_bytes - info.valid_bytes),
@@ -905,8 +911,11 @@ static void replay_journal(rd_workload_t *w, const listing_t *l, uint64_t from, 
         *clean = 0;
         break;
       }
-      /* The tail was never acknowledged (its record was not whole on
-       * disk): cut it off so that appends follow the last good record. */
+    }
+    if (is_last && info.valid_bytes < info.file_bytes) {
+      /* A torn tail was never acknowledged (its record was not whole on
+       * disk), and zeros are space kept ahead: cut both off, so that the
+       * journal's writes follow the last good record. */
       int fd = open(path, O_WRONLY | O_CLOEXEC);
       if (fd < 0 || ftruncate(fd, (off_t)info.valid_bytes) != 0 || fsync(fd) != 0) *clean = 0;
       if (fd >= 0) close(fd);
@@ -1028,7 +1037,7 @@ void rd_durable_restore(rd_durable_t *d, rd_workload_t *w) {
     /* Anchor what was restored in a checkpoint of its own, so the next
      * restore does not depend on the files that failed. */
     rd_error_clear(&e);
-    if (rd_durable_checkpoint(d, w, NULL, &e) != RD_OK && wd->journal != NULL)
+    if (rd_durable_checkpoint(d, w, NULL, &e) != RD_OK && wl_journal(wd) != NULL)
       rd_log_error("durable", "workload %s: the restored state could not be checkpointed (%s)",
                    w->id, e.msg);
   }
@@ -1056,7 +1065,7 @@ static void reopen_journal(rd_durable_t *d, rd_workload_t *w, uint64_t gen, uint
   rd_table_observer_t o = rd_journal_observer(j);
   pthread_mutex_lock(&w->lock);
   rd_table_set_observer(&w->table, &o);
-  wd->journal = j;
+  __atomic_store_n(&wd->journal, j, __ATOMIC_RELEASE);
   pthread_mutex_unlock(&w->lock);
 }
 
@@ -1127,7 +1136,7 @@ int rd_durable_attach(rd_durable_t *d, rd_workload_t *w, rd_error_t *err) {
   rd_table_observer_t o = rd_journal_observer(j);
   pthread_mutex_lock(&w->lock);
   rd_table_set_observer(&w->table, &o);
-  wd->journal = j;
+  __atomic_store_n(&wd->journal, j, __ATOMIC_RELEASE);
   pthread_mutex_unlock(&w->lock);
   return RD_OK;
 }
@@ -1169,16 +1178,17 @@ void rd_durable_release(rd_wl_durable_t *wd) {
 }
 
 rd_journal_t *rd_durable_journal(const rd_workload_t *w) {
-  return w->durable ? w->durable->journal : NULL;
+  return w->durable ? wl_journal(w->durable) : NULL;
 }
 
 int rd_durable_admit(const rd_workload_t *w, size_t bytes, rd_error_t *err) {
   const rd_wl_durable_t *wd = w->durable;
   if (wd == NULL || wd->mode != RD_DURABILITY_JOURNAL) return RD_OK;
-  if (wd->journal == NULL)
+  rd_journal_t *j = wl_journal(wd);
+  if (j == NULL)
     return rd_error_set(err, RD_ESTORE, "workload %s's journal could not be opened: inserts and "
                         "updates are refused until a checkpoint succeeds", w->id);
-  return rd_journal_admit(wd->journal, bytes, err);
+  return rd_journal_admit(j, bytes, err);
 }
 
 void rd_durable_info(const rd_workload_t *w, rd_durable_info_t *out) {
@@ -1198,9 +1208,10 @@ void rd_durable_info(const rd_workload_t *w, rd_durable_info_t *out) {
   snprintf(out->last_error, sizeof out->last_error, "%s", wd->last_error);
   snprintf(out->restored, sizeof out->restored, "%s", wd->restored);
   pthread_mutex_unlock(&wd->mu);
-  if (wd->journal != NULL) {
+  rd_journal_t *j = wl_journal(wd);
+  if (j != NULL) {
     out->has_journal = 1;
-    rd_journal_stats(wd->journal, &out->journal);
+    rd_journal_stats(j, &out->journal);
   } else if (wd->mode == RD_DURABILITY_JOURNAL) {
     out->journal.failed = 1;
     pthread_mutex_lock(&wd->mu);
@@ -1272,7 +1283,10 @@ static void *periodic_main(void *arg) {
       if (wd != NULL && wd->interval_s > 0 && now - wd->last_attempt >= wd->interval_s &&
           !d->stop) {
         wd->last_attempt = now;
-        if (change_mark(w) != wd->last_mark) {
+        pthread_mutex_lock(&wd->mu);
+        uint64_t mark = wd->last_mark;
+        pthread_mutex_unlock(&wd->mu);
+        if (change_mark(w) != mark) {
           rd_error_t e;
           rd_error_clear(&e);
           (void)rd_durable_checkpoint(d, w, NULL, &e); /* logged there */

@@ -54,6 +54,7 @@ struct rd_journal {
   uint64_t gen_append;     /* segment appends go to */
   uint64_t gen_file;       /* segment fd is (committer) */
   int fd;
+  uint64_t pos, alloc_end;     /* committer: where the next record goes; the zeroed end */
   uint64_t last_lsn, durable_lsn, failed_upto;
   uint64_t round_lsn;          /* the last record handed to the committer */
   uint64_t ahead_lo, ahead_hi; /* records (lo, hi] on disk beyond a failed gap */
@@ -373,9 +374,9 @@ void rd_journal_stats(rd_journal_t *j, rd_journal_stats_t *out) {
 /* The committer                                                       */
 /* ------------------------------------------------------------------ */
 
-static int write_all(int fd, const uint8_t *p, size_t len, int *e) {
+static int pwrite_all(int fd, const uint8_t *p, size_t len, uint64_t off, int *e) {
   while (len > 0) {
-    ssize_t k = write(fd, p, len);
+    ssize_t k = pwrite(fd, p, len, (off_t)off);
     if (k < 0 && errno == EINTR) continue;
     if (k <= 0) {
       *e = k < 0 ? errno : EIO;
@@ -383,7 +384,58 @@ static int write_all(int fd, const uint8_t *p, size_t len, int *e) {
     }
     p += k;
     len -= (size_t)k;
+    off += (uint64_t)k;
   }
+  return 0;
+}
+
+/* Zeros over [from, to); *done: how far it got. */
+static int zero_fill(int fd, uint64_t from, uint64_t to, uint64_t *done, int *e) {
+  static const uint8_t zeros[65536];
+  *done = from;
+  while (*done < to) {
+    size_t n = to - *done < sizeof zeros ? (size_t)(to - *done) : sizeof zeros;
+    if (pwrite_all(fd, zeros, n, *done, e) != 0) return -1;
+    *done += n;
+  }
+  return 0;
+}
+
+/* The file extended to `to` with blocks that read as zeros: fallocate, or
+ * zeros written where the file system has no fallocate. */
+static int extend(int fd, uint64_t from, uint64_t to, uint64_t *done, int *e) {
+  *done = from;
+  if (fallocate(fd, 0, (off_t)from, (off_t)(to - from)) == 0) {
+    *done = to;
+    return 0;
+  }
+  if (errno != EOPNOTSUPP && errno != ENOSYS && errno != ENODEV) { /* ENODEV: not a file */
+    *e = errno;
+    return -1;
+  }
+  return zero_fill(fd, from, to, done, e);
+}
+
+/* Room for len bytes at pos inside the file's size: an fdatasync of a
+ * write there does not also commit a new file size, as an append's does
+ * (docs/benchmarks.md: the journal's rounds measured with appends, zeroed
+ * and allocated space). The allocated end runs ahead of pos by half the
+ * segment so far (64 KiB to 8 MiB); on a full disk, by what this write
+ * needs. The space reads as zeros, which readers take as the end of the
+ * records (rd_journal_read). */
+static int ensure_space(rd_journal_t *j, size_t len, int *e) {
+  uint64_t need = j->pos + len;
+  if (need <= j->alloc_end) return 0;
+  uint64_t ahead = j->alloc_end / 2;
+  if (ahead < (64u << 10)) ahead = 64u << 10;
+  if (ahead > (8u << 20)) ahead = 8u << 20;
+  uint64_t target = (need + ahead + 4095) & ~UINT64_C(4095), done = j->alloc_end;
+  if (extend(j->fd, j->alloc_end, target, &done, e) != 0) {
+    if (*e != ENOSPC && *e != EDQUOT) return -1;
+    target = (need + 4095) & ~UINT64_C(4095); /* just this write, if it fits */
+    if (done < target && extend(j->fd, done, target, &done, e) != 0) return -1;
+  }
+  j->alloc_end = done;
   return 0;
 }
 
@@ -391,7 +443,7 @@ static int write_all(int fd, const uint8_t *p, size_t len, int *e) {
 static int open_segment(const char *dir, uint64_t gen, int truncate, int *e) {
   char path[PATH_MAX + 40];
   rd_journal_path(path, sizeof path, dir, gen);
-  int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | (truncate ? O_TRUNC : 0), 0600);
+  int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | (truncate ? O_TRUNC : 0), 0600);
   if (fd < 0) {
     *e = errno;
     return -1;
@@ -418,13 +470,16 @@ static int write_piece(rd_journal_t *j, const jbuf_t *buf, size_t a, size_t b, u
     if (j->fd >= 0) close(j->fd);
     j->fd = open_segment(j->dir, gen, 1, e);
     j->gen_file = gen;
+    j->pos = j->alloc_end = 0;
     if (j->fd < 0) return -1;
   }
-  if (write_all(j->fd, buf->data + a, b - a, e) != 0) return -1;
+  if (ensure_space(j, b - a, e) != 0) return -1;
+  if (pwrite_all(j->fd, buf->data + a, b - a, j->pos, e) != 0) return -1;
   if (fdatasync(j->fd) != 0) {
     *e = errno;
     return -1;
   }
+  j->pos += b - a;
   return 0;
 }
 
@@ -486,6 +541,7 @@ static void commit_round(rd_journal_t *j) {
       if (j->fd >= 0) close(j->fd);
       j->fd = open_segment(j->dir, seg, 1, &e);
       j->gen_file = seg;
+      j->pos = j->alloc_end = 0;
       pthread_mutex_lock(&j->mu);
       if (j->fd < 0) {
         char why[RD_ERROR_MSG_MAX];
@@ -555,6 +611,13 @@ int rd_journal_open(rd_journal_t **out, const char *dir, uint64_t gen, uint64_t 
   j->last_lsn = j->durable_lsn = j->round_lsn = next_lsn ? next_lsn - 1 : 0;
   int e = 0;
   j->fd = open_segment(dir, gen, 0, &e);
+  off_t end = j->fd >= 0 ? lseek(j->fd, 0, SEEK_END) : -1;
+  if (j->fd >= 0 && end < 0) {
+    e = errno;
+    close(j->fd);
+    j->fd = -1;
+  }
+  j->pos = j->alloc_end = end > 0 ? (uint64_t)end : 0; /* a restore cut its end to the records */
   if (j->fd < 0) {
     free(j);
     char path[PATH_MAX + 40];
@@ -685,6 +748,22 @@ int rd_journal_read(const char *path, uint64_t first_lsn, rd_journal_read_fn fn,
                (unsigned long long)off);
       break;
     }
+    static const uint8_t zero_header[RD_JOURNAL_HEADER_BYTES];
+    if (memcmp(h, zero_header, sizeof h) == 0) {
+      /* The zeroed space a writer keeps ahead: the end, if zeros follow. */
+      uint8_t z[4096];
+      size_t k;
+      int clean = 1;
+      while (clean && (k = fread(z, 1, sizeof z, f)) > 0)
+        for (size_t i = 0; i < k; i++) clean &= z[i] == 0;
+      if (clean) {
+        info->zero_tail = 1;
+        break;
+      }
+      snprintf(info->why, sizeof info->why, "bytes follow the zeroed end at byte %llu",
+               (unsigned long long)off);
+      break;
+    }
     uint64_t lsn = rd_le_get64(h + 8), len = rd_le_get64(h + 16);
     if (rd_le_get32(h) != JR_MAGIC || len > RECORD_MAX_BYTES ||
         len > info->file_bytes - off - sizeof h) {
@@ -730,7 +809,7 @@ int rd_journal_read(const char *path, uint64_t first_lsn, rd_journal_read_fn fn,
     info->last_lsn = lsn;
     info->valid_bytes = off;
   }
-  info->torn = rc == RD_OK && info->valid_bytes < info->file_bytes;
+  info->torn = rc == RD_OK && info->valid_bytes < info->file_bytes && !info->zero_tail;
   free(buf);
   fclose(f);
   return rc;

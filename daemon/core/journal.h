@@ -30,7 +30,10 @@
  *           double per row if it has priorities;
  *   update: u32 keys, u32 0, the keys (u64), the priorities (double).
  * A torn last record (a crash inside a write) fails its checksum or is
- * short; a reader stops there.
+ * short; a reader stops there. A segment is written in place into space
+ * allocated ahead of its records (an fdatasync then does not commit a new
+ * file size each time), which reads as zeros: a header of zeros followed by
+ * zeros only is the end of its records, not a tear.
  *
  * Failures. A write or fdatasync that fails (disk full, I/O error, a
  * read-only directory) fails every record of that segment not yet on disk:
@@ -167,6 +170,7 @@ typedef struct {
   uint64_t valid_bytes; /* where the good records end */
   uint64_t file_bytes;
   int torn;             /* bytes after the last good record (a torn or damaged record) */
+  int zero_tail;        /* the records end in zeros (space a writer kept ahead): not torn */
   char why[RD_ERROR_MSG_MAX]; /* what ended the reading early, when torn */
 } rd_journal_read_info_t;
 
