@@ -13,6 +13,7 @@
 #include <cmocka.h>
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -227,7 +228,7 @@ static void test_learner_saved_while_training(void **state) {
 typedef struct {
   rd_workload_t *w;
   int id, n;
-  volatile int *stop;
+  atomic_int *stop;
 } worker_t;
 
 static void *inserter(void *arg) {
@@ -290,7 +291,7 @@ static void test_journal_threads_and_restart(void **state) {
   rd_workload_t *w = reg(&s, &sp);
   char id[RD_WORKLOAD_ID_LEN + 1];
   memcpy(id, w->id, sizeof id);
-  volatile int stop = 0;
+  atomic_int stop = 0;
   worker_t ins[3], smp = {w, 9, 0, &stop};
   pthread_t th[4];
   for (int i = 0; i < 3; i++) {

@@ -12,6 +12,7 @@
 #include <cmocka.h>
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -302,7 +303,7 @@ static void test_copy_on_write(void **state) {
 typedef struct {
   rd_table_t *t;
   pthread_mutex_t *mu;
-  volatile int stop;
+  atomic_int stop;
 } worker_t;
 
 static void *worker(void *arg) {
