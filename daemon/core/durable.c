@@ -1142,12 +1142,15 @@ int rd_durable_attach(rd_durable_t *d, rd_workload_t *w, rd_error_t *err) {
 }
 
 void rd_durable_forget(rd_durable_t *d, rd_workload_t *w) {
+  if (d == NULL) return;
   rd_wl_durable_t *wd = w->durable;
-  if (wd == NULL) return;
   pthread_mutex_lock(&d->ck_mu); /* no checkpoint of it runs from now on */
-  wd->deleted = 1;
+  if (wd != NULL) wd->deleted = 1;
   pthread_mutex_unlock(&d->ck_mu);
-  DIR *dp = opendir(wd->dir);
+  /* By id: files of an earlier mode (durability none now) go too. */
+  char dir[PATH_MAX];
+  if (snprintf(dir, sizeof dir, "%s/%s", d->dir, w->id) >= (int)sizeof dir) return;
+  DIR *dp = opendir(dir);
   if (dp != NULL) {
     struct dirent *e;
     while ((e = readdir(dp)) != NULL) {
@@ -1159,14 +1162,14 @@ void rd_durable_forget(rd_durable_t *d, rd_workload_t *w) {
           strcmp(e->d_name, "weights.version") == 0 ||
           strcmp(e->d_name, "weights.version.tmp") == 0) {
         char p[PATH_MAX + 300];
-        snprintf(p, sizeof p, "%s/%s", wd->dir, e->d_name);
+        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
         unlink(p);
       }
     }
     closedir(dp);
   }
-  if (rmdir(wd->dir) != 0 && errno != ENOENT)
-    rd_log_warn("durable", "workload %s: cannot remove %s: %s", w->id, wd->dir, strerror(errno));
+  if (rmdir(dir) != 0 && errno != ENOENT)
+    rd_log_warn("durable", "workload %s: cannot remove %s: %s", w->id, dir, strerror(errno));
 }
 
 void rd_durable_release(rd_wl_durable_t *wd) {
