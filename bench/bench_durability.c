@@ -12,13 +12,17 @@
  *   durability.restore_s         a fresh workload restored from that file
  * Over loopback against a real replayd (--replayd, as bench_grpc):
  *   grpc.insert                  rows/s of InsertBatch(512) from S client
- *                                threads (one connection each) into a
- *                                workload of durability none, checkpoint and
- *                                journal, the modes interleaved in one run;
- *                                durability.journal_vs_none the ratio.
+ *                                threads (one connection each: actors) into
+ *                                a workload of durability none, checkpoint
+ *                                and journal, the modes interleaved in one
+ *                                run, for S = 8 and 64 (--streams);
+ *                                durability.journal_vs_none the ratio. A
+ *                                journal-mode call waits for its fdatasync,
+ *                                so its rate grows with the calls in flight
+ *                                that one fdatasync covers.
  *
  * usage: bench_durability [--json] [--quick] [--rows R] [--replayd PATH]
- *                         [--streams S] [--seconds T]
+ *                         [--streams S[,S...]] [--seconds T]
  */
 #define _GNU_SOURCE
 #include <inttypes.h>
@@ -44,9 +48,10 @@ static struct {
   int json, quick;
   uint64_t rows;
   const char *replayd;
-  uint32_t streams;
+  uint32_t streams[4]; /* the loopback runs' client threads, one run each */
+  int n_streams;
   double seconds;
-} O = {0, 0, 1000000, NULL, 8, 2.0};
+} O = {0, 0, 1000000, NULL, {8, 64}, 2, 2.0};
 
 static char isa[32];
 
@@ -360,17 +365,17 @@ static void *insert_main(void *arg) {
   return NULL;
 }
 
-static double insert_rate(const rdc_workload_t *w) {
-  inserter_t *in = calloc(O.streams, sizeof *in);
-  pthread_t *th = calloc(O.streams, sizeof *th);
+static double insert_rate(const rdc_workload_t *w, uint32_t streams) {
+  inserter_t *in = calloc(streams, sizeof *in);
+  pthread_t *th = calloc(streams, sizeof *th);
   double t0 = now_s();
-  for (uint32_t i = 0; i < O.streams; i++) {
+  for (uint32_t i = 0; i < streams; i++) {
     in[i] = (inserter_t){w, t0 + O.seconds, 0, 0};
     pthread_create(&th[i], NULL, insert_main, &in[i]);
   }
   uint64_t rows = 0;
   int failed = 0;
-  for (uint32_t i = 0; i < O.streams; i++) {
+  for (uint32_t i = 0; i < streams; i++) {
     pthread_join(th[i], NULL);
     rows += in[i].rows;
     failed |= in[i].failed;
@@ -408,19 +413,22 @@ static void over_loopback(void) {
     if (rdc_register(c, &s, &w[m], &e) != RDC_OK) die("register: %s", e.msg);
   }
   rdc_close(c);
-  double sum[3] = {0, 0, 0};
-  int rounds = O.quick ? 1 : 3;
-  for (int r = 0; r < rounds; r++) /* interleaved, so drift hits every mode alike */
-    for (int m = 0; m < 3; m++) sum[m] += insert_rate(&w[m]) / rounds;
-  for (int m = 0; m < 3; m++) {
-    char params[128];
-    snprintf(params, sizeof params, "\"durability\": \"%s\", \"batch\": 512, \"streams\": %u",
-             modes[m], O.streams);
-    emit("grpc.insert", params, sum[m], "rows/s");
+  for (int k = 0; k < O.n_streams; k++) {
+    const uint32_t S = O.streams[k];
+    double sum[3] = {0, 0, 0};
+    int rounds = O.quick ? 1 : 3;
+    for (int r = 0; r < rounds; r++) /* interleaved, so drift hits every mode alike */
+      for (int m = 0; m < 3; m++) sum[m] += insert_rate(&w[m], S) / rounds;
+    for (int m = 0; m < 3; m++) {
+      char params[128];
+      snprintf(params, sizeof params,
+               "\"durability\": \"%s\", \"batch\": 512, \"streams\": %u", modes[m], S);
+      emit("grpc.insert", params, sum[m], "rows/s");
+    }
+    char params[64];
+    snprintf(params, sizeof params, "\"batch\": 512, \"streams\": %u", S);
+    emit("durability.journal_vs_none", params, sum[2] / sum[0], "ratio");
   }
-  char params[64];
-  snprintf(params, sizeof params, "\"batch\": 512, \"streams\": %u", O.streams);
-  emit("durability.journal_vs_none", params, sum[2] / sum[0], "ratio");
   stop_daemon();
 }
 
@@ -430,14 +438,23 @@ int main(int argc, char **argv) {
     else if (strcmp(argv[i], "--quick") == 0) O.quick = 1;
     else if (strcmp(argv[i], "--rows") == 0 && i + 1 < argc) O.rows = strtoull(argv[++i], 0, 10);
     else if (strcmp(argv[i], "--replayd") == 0 && i + 1 < argc) O.replayd = argv[++i];
-    else if (strcmp(argv[i], "--streams") == 0 && i + 1 < argc) O.streams = (uint32_t)atoi(argv[++i]);
+    else if (strcmp(argv[i], "--streams") == 0 && i + 1 < argc) { /* S[,S...] */
+      O.n_streams = 0;
+      for (char *p = argv[++i]; *p && O.n_streams < 4;) {
+        O.streams[O.n_streams++] = (uint32_t)strtoul(p, &p, 10);
+        if (*p == ',') p++;
+        else if (*p) die("--streams takes counts separated by commas");
+      }
+    }
     else if (strcmp(argv[i], "--seconds") == 0 && i + 1 < argc) O.seconds = atof(argv[++i]);
     else die("usage: bench_durability [--json] [--quick] [--rows R] [--replayd PATH] "
-             "[--streams S] [--seconds T]");
+             "[--streams S[,S...]] [--seconds T]");
   }
   if (O.quick && O.rows == 1000000) O.rows = 100000;
   if (O.quick) O.seconds = 1.0;
-  if (O.rows == 0 || O.rows > (1u << 20) || O.streams == 0) die("bad --rows or --streams");
+  if (O.rows == 0 || O.rows > (1u << 20) || O.n_streams == 0) die("bad --rows or --streams");
+  for (int k = 0; k < O.n_streams; k++)
+    if (O.streams[k] == 0 || O.streams[k] > 256) die("--streams counts are 1..256");
   find_isa();
   if (!O.json) {
     char cpu[128], load[32], when[64];
