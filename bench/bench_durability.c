@@ -22,7 +22,7 @@
  *                                that one fdatasync covers.
  *
  * usage: bench_durability [--json] [--quick] [--rows R] [--replayd PATH]
- *                         [--streams S[,S...]] [--seconds T]
+ *                         [--streams S[,S...]] [--seconds T] [--journal-commit-us US]
  */
 #define _GNU_SOURCE
 #include <inttypes.h>
@@ -51,7 +51,8 @@ static struct {
   uint32_t streams[4]; /* the loopback runs' client threads, one run each */
   int n_streams;
   double seconds;
-} O = {0, 0, 1000000, NULL, {8, 64}, 2, 2.0};
+  const char *commit_us; /* the daemon's --journal-commit-us; NULL: its default */
+} O = {0, 0, 1000000, NULL, {8, 64}, 2, 2.0, NULL};
 
 static char isa[32];
 
@@ -292,7 +293,7 @@ static void start_daemon(void) {
     (void)f;
     const char *args[] = {O.replayd, "--listen", "127.0.0.1:0", "--state-dir", state_dir,
                           "--threads", "2", "--max-memory", "4G", "--checkpoint-interval-s", "0",
-                          NULL};
+                          O.commit_us ? "--journal-commit-us" : NULL, O.commit_us, NULL};
     execv(O.replayd, (char *const *)args);
     _exit(127);
   }
@@ -447,8 +448,9 @@ int main(int argc, char **argv) {
       }
     }
     else if (strcmp(argv[i], "--seconds") == 0 && i + 1 < argc) O.seconds = atof(argv[++i]);
+    else if (strcmp(argv[i], "--journal-commit-us") == 0 && i + 1 < argc) O.commit_us = argv[++i];
     else die("usage: bench_durability [--json] [--quick] [--rows R] [--replayd PATH] "
-             "[--streams S[,S...]] [--seconds T]");
+             "[--streams S[,S...]] [--seconds T] [--journal-commit-us US]");
   }
   if (O.quick && O.rows == 1000000) O.rows = 100000;
   if (O.quick) O.seconds = 1.0;
