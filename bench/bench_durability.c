@@ -25,6 +25,7 @@
  *                         [--streams S[,S...]] [--seconds T] [--journal-commit-us US]
  */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <inttypes.h>
 #include <math.h>
 #include <pthread.h>
@@ -38,6 +39,9 @@
 #include "bench_util.h"
 #include "config.h"
 #include "durable.h"
+#include "rd_clock.h"
+#include "rdt_dir.h"
+#include "rd_rng.h"
 #include "registry.h"
 #include "replayd_client.h"
 #include "workload.h"
@@ -45,7 +49,7 @@
 #define ROW_BYTES 41
 
 static struct {
-  int json, quick;
+  bool json, quick;
   uint64_t rows;
   const char *replayd;
   uint32_t streams[4]; /* the loopback runs' client threads, one run each */
@@ -117,7 +121,7 @@ static void fill(rd_workload_t *w, uint64_t rows) {
       act[i] = (int32_t)(i & 1);
       rew[i] = 1.0f;
       done[i] = (uint8_t)(i % 200 == 199);
-      prio[i] = (double)below(&s, 1000) / 100.0;
+      prio[i] = (double)rd_rng_below(&s, 1000) / 100.0;
     }
     rd_cbuf_t cols[5] = {{obs, n * 16u}, {act, n * 4u}, {rew, n * 4u}, {nxt, n * 16u}, {done, n}};
     rd_insert_batch_t b = {n, cols, 5, prio, n};
@@ -166,10 +170,10 @@ static void *sampler_main(void *arg) {
   s->mem = xmalloc(256 * (24 + ROW_BYTES));
   rd_sample_request_t q = {256, 1, 0.4, 0};
   while (!s->stop) {
-    double t0 = now_s();
+    double t0 = rd_clock_now();
     rd_error_t e;
     if (rd_workload_sample(s->w, &q, sample_alloc, s, NULL, &e) != RD_OK) die("sample: %s", e.msg);
-    double dt = now_s() - t0;
+    double dt = rd_clock_now() - t0;
     if (dt > s->max_s) s->max_s = dt;
     s->calls++;
   }
@@ -201,14 +205,14 @@ typedef struct {
 static void take_checkpoint(void *arg) {
   ck_t *c = arg;
   rd_error_t e;
-  double t0 = now_s();
+  double t0 = rd_clock_now();
   if (rd_durable_checkpoint(c->d, c->w, &c->info, &e) != RD_OK) die("checkpoint: %s", e.msg);
-  c->seconds = now_s() - t0;
+  c->seconds = rd_clock_now() - t0;
 }
 
 static void in_process(void) {
-  char dir[] = "/tmp/replayd-bench-durable-XXXXXX";
-  if (mkdtemp(dir) == NULL) die("mkdtemp");
+  char dir[64];
+  if (rdt_tmpdir(dir, sizeof dir, "bench_durable") != 0) die("mkdtemp: %s", strerror(errno));
   rd_config_t cfg;
   rd_config_defaults(&cfg);
   snprintf(cfg.state_dir, sizeof cfg.state_dir, "%s", dir);
@@ -257,9 +261,9 @@ static void in_process(void) {
     if (rd_workload_new(&wc, NULL, "bench", NULL, 0, w->id, w->token, 0, 1u << 26, &w2, &e))
       die("workload: %s", e.msg);
     w2->durable = wd;
-    double t0 = now_s();
+    double t0 = rd_clock_now();
     rd_durable_restore(d, w2);
-    double dt = now_s() - t0;
+    double dt = rd_clock_now() - t0;
     if (rd_table_size(&w2->table) != O.rows) die("restored %" PRIu64 " rows", rd_table_size(&w2->table));
     if (dt < t_restore) t_restore = dt;
     rd_workload_free(w2);
@@ -269,9 +273,7 @@ static void in_process(void) {
   rd_workload_unref(w);
   rd_registry_destroy(r);
   rd_durable_destroy(d);
-  char cmd[128];
-  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-  if (system(cmd) != 0) fprintf(stderr, "bench_durability: could not remove %s\n", dir);
+  if (rdt_rmtree(dir) != 0) fprintf(stderr, "bench_durability: could not remove %s\n", dir);
 }
 
 /* ------------------------------------------------------------------ */
@@ -279,11 +281,12 @@ static void in_process(void) {
 /* ------------------------------------------------------------------ */
 
 static pid_t daemon_pid;
-static char state_dir[] = "/tmp/replayd-bench-XXXXXX";
+static char state_dir[64];
 static char target[64];
 
 static void start_daemon(void) {
-  if (mkdtemp(state_dir) == NULL) die("mkdtemp");
+  if (rdt_tmpdir(state_dir, sizeof state_dir, "bench_durable_daemon") != 0)
+    die("mkdtemp: %s", strerror(errno));
   char log[256];
   snprintf(log, sizeof log, "%s/replayd.log", state_dir);
   daemon_pid = fork();
@@ -321,9 +324,8 @@ static void stop_daemon(void) {
     int st;
     waitpid(daemon_pid, &st, 0);
   }
-  char cmd[128];
-  snprintf(cmd, sizeof cmd, "rm -rf %s", state_dir);
-  if (system(cmd) != 0) fprintf(stderr, "bench_durability: could not remove %s\n", state_dir);
+  if (rdt_rmtree(state_dir) != 0)
+    fprintf(stderr, "bench_durability: could not remove %s\n", state_dir);
 }
 
 typedef struct {
@@ -354,7 +356,7 @@ static void *insert_main(void *arg) {
     return NULL;
   }
   rdc_set_deadline(c, 30);
-  while (now_s() < in->t_end) {
+  while (rd_clock_now() < in->t_end) {
     if (rdc_insert_batch(c, in->w->id, in->w->token, B, cols, 5, NULL, NULL, &e) != RDC_OK) {
       fprintf(stderr, "bench_durability: insert: %s\n", e.msg);
       in->failed = 1;
@@ -369,7 +371,7 @@ static void *insert_main(void *arg) {
 static double insert_rate(const rdc_workload_t *w, uint32_t streams) {
   inserter_t *in = calloc(streams, sizeof *in);
   pthread_t *th = calloc(streams, sizeof *th);
-  double t0 = now_s();
+  double t0 = rd_clock_now();
   for (uint32_t i = 0; i < streams; i++) {
     in[i] = (inserter_t){w, t0 + O.seconds, 0, 0};
     pthread_create(&th[i], NULL, insert_main, &in[i]);
@@ -381,7 +383,7 @@ static double insert_rate(const rdc_workload_t *w, uint32_t streams) {
     rows += in[i].rows;
     failed |= in[i].failed;
   }
-  double dt = now_s() - t0;
+  double dt = rd_clock_now() - t0;
   free(in);
   free(th);
   if (failed) die("an insert failed");
@@ -433,11 +435,16 @@ static void over_loopback(void) {
   stop_daemon();
 }
 
+static void usage(FILE *f) {
+  fprintf(f, "usage: bench_durability [--json] [--quick] [--rows R] [--replayd PATH]\n"
+             "                        [--streams S[,S...]] [--seconds T] [--journal-commit-us US]\n");
+}
+
 int main(int argc, char **argv) {
   for (int i = 1; i < argc; i++) {
-    if (strcmp(argv[i], "--json") == 0) O.json = 1;
-    else if (strcmp(argv[i], "--quick") == 0) O.quick = 1;
-    else if (strcmp(argv[i], "--rows") == 0 && i + 1 < argc) O.rows = strtoull(argv[++i], 0, 10);
+    if (bench_common_opt(argv[i], &O.json, &O.quick, usage)) continue;
+    if (strcmp(argv[i], "--rows") == 0 && i + 1 < argc)
+      O.rows = bench_parse_u32("--rows", argv[++i], 1, 1u << 20);
     else if (strcmp(argv[i], "--replayd") == 0 && i + 1 < argc) O.replayd = argv[++i];
     else if (strcmp(argv[i], "--streams") == 0 && i + 1 < argc) { /* S[,S...] */
       O.n_streams = 0;
@@ -448,9 +455,13 @@ int main(int argc, char **argv) {
       }
     }
     else if (strcmp(argv[i], "--seconds") == 0 && i + 1 < argc) O.seconds = atof(argv[++i]);
-    else if (strcmp(argv[i], "--journal-commit-us") == 0 && i + 1 < argc) O.commit_us = argv[++i];
-    else die("usage: bench_durability [--json] [--quick] [--rows R] [--replayd PATH] "
-             "[--streams S[,S...]] [--seconds T] [--journal-commit-us US]");
+    else if (strcmp(argv[i], "--journal-commit-us") == 0 && i + 1 < argc) {
+      bench_parse_u32("--journal-commit-us", argv[i + 1], 0, 1000000);
+      O.commit_us = argv[++i];
+    } else {
+      usage(stderr);
+      return 2;
+    }
   }
   if (O.quick && O.rows == 1000000) O.rows = 100000;
   if (O.quick) O.seconds = 1.0;

@@ -21,25 +21,9 @@
 
 #include "durable.h"
 #include "log.h"
+#include "rdt_unit.h"
 #include "registry.h"
 #include "spec_pb.h"
-
-static char root[64];
-
-static int setup(void **state) {
-  (void)state;
-  snprintf(root, sizeof root, "/tmp/rd_test_durable.XXXXXX");
-  if (mkdtemp(root) == NULL) return -1;
-  return rd_log_open(NULL, RD_LOG_ERROR, NULL);
-}
-
-static int teardown(void **state) {
-  (void)state;
-  rd_log_close();
-  char cmd[160];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
-  return system(cmd) == 0 ? 0 : -1;
-}
 
 /* A server's state: store, durability, registry, as main.c builds them. */
 typedef struct {
@@ -51,7 +35,7 @@ typedef struct {
 
 static void server_up(server_t *s, const char *name, int restore) {
   rd_config_defaults(&s->cfg);
-  snprintf(s->cfg.state_dir, sizeof s->cfg.state_dir, "%s/%s", root, name);
+  snprintf(s->cfg.state_dir, sizeof s->cfg.state_dir, "%s", rdt_fresh(name));
   s->cfg.checkpoint_interval_s = 0;
   s->cfg.journal_commit_us = 100;
   rd_error_t e;
@@ -354,7 +338,7 @@ static void test_damaged_newest(void **state) {
   rd_workload_unref(w);
   server_down(&s);
   char path[256];
-  snprintf(path, sizeof path, "%s/damaged/checkpoints/%s/ckpt-%016x.rdc", root, id, 2u);
+  snprintf(path, sizeof path, "%s/damaged/checkpoints/%s/ckpt-%016x.rdc", rdt_root, id, 2u);
   FILE *f = fopen(path, "r+b");
   assert_non_null(f);
   fseek(f, 300, SEEK_SET);
@@ -381,5 +365,5 @@ int main(void) {
       cmocka_unit_test(test_journal_threads_and_restart),
       cmocka_unit_test(test_damaged_newest),
   };
-  return cmocka_run_group_tests(tests, setup, teardown);
+  return cmocka_run_group_tests(tests, rdt_root_setup, rdt_root_teardown);
 }

@@ -21,16 +21,13 @@
 #include <unistd.h>
 
 #include "journal.h"
+#include "rdt_unit.h"
 #include "table.h"
 
 static char dir[PATH_MAX];
 
 static void fresh_dir(const char *name) {
-  snprintf(dir, sizeof dir, "%s/replayd-test-journal-%d-%s",
-           getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp", (int)getpid(), name);
-  char cmd[PATH_MAX + 16];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-  assert_int_equal(system(cmd), 0);
+  snprintf(dir, sizeof dir, "%s", rdt_fresh(name));
   assert_int_equal(mkdir(dir, 0700), 0);
 }
 
@@ -80,6 +77,18 @@ static rd_journal_t *open_j(uint64_t gen, uint64_t next_lsn, uint32_t commit_us)
   rd_journal_t *j = NULL;
   rd_error_t e;
   if (rd_journal_open(&j, dir, gen, next_lsn, &c, &e) != RD_OK) fail_msg("open: %s", e.msg);
+  return j;
+}
+
+/* A fresh directory named name, a table a whose inserts and updates go to
+ * a journal opened there: what every case starts from. */
+static rd_journal_t *journaled(const char *name, rd_table_t *a, uint64_t gen, uint64_t next_lsn,
+                               uint32_t commit_us) {
+  fresh_dir(name);
+  table(a);
+  rd_journal_t *j = open_j(gen, next_lsn, commit_us);
+  rd_table_observer_t o = rd_journal_observer(j);
+  rd_table_set_observer(a, &o);
   return j;
 }
 
@@ -133,13 +142,9 @@ static void read_seg(uint64_t gen, uint64_t first, rd_table_t *into, rd_journal_
 
 static void test_replay_equals(void **state) {
   (void)state;
-  fresh_dir("replay");
   rd_table_t a, b;
-  table(&a);
+  rd_journal_t *j = journaled("replay", &a, 0, 1, 0);
   table(&b);
-  rd_journal_t *j = open_j(0, 1, 0);
-  rd_table_observer_t o = rd_journal_observer(j);
-  rd_table_set_observer(&a, &o);
   for (int i = 0; i < 30; i++) {
     insert(&a, 1 + (size_t)i % 17, i % 2);
     if (i % 3 == 0) update(&a, (uint64_t)i);
@@ -178,12 +183,8 @@ static void count_cb(void *arg, int rc, const rd_error_t *err) {
 
 static void test_group_commit(void **state) {
   (void)state;
-  fresh_dir("group");
   rd_table_t a;
-  table(&a);
-  rd_journal_t *j = open_j(0, 1, 50000); /* a 50 ms window */
-  rd_table_observer_t o = rd_journal_observer(j);
-  rd_table_set_observer(&a, &o);
+  rd_journal_t *j = journaled("group", &a, 0, 1, 50000); /* a 50 ms window */
   count_t c = {PTHREAD_MUTEX_INITIALIZER, 0, 0};
   rd_journal_waiter_t w[40];
   for (int i = 0; i < 40; i++) {
@@ -209,12 +210,8 @@ static void test_group_commit(void **state) {
  * reading there. */
 static void test_torn_and_damaged(void **state) {
   (void)state;
-  fresh_dir("torn");
   rd_table_t a;
-  table(&a);
-  rd_journal_t *j = open_j(0, 1, 0);
-  rd_table_observer_t o = rd_journal_observer(j);
-  rd_table_set_observer(&a, &o);
+  rd_journal_t *j = journaled("torn", &a, 0, 1, 0);
   for (int i = 0; i < 10; i++) insert(&a, 5, 1);
   assert_int_equal(rd_journal_sync(j, 10, NULL), RD_OK);
   rd_journal_close(j);
@@ -313,13 +310,9 @@ static void test_torn_and_damaged(void **state) {
 /* Rotation: records after the cut go to the new segment; lsns run on. */
 static void test_rotation(void **state) {
   (void)state;
-  fresh_dir("rotate");
   rd_table_t a, b;
-  table(&a);
+  rd_journal_t *j = journaled("rotate", &a, 0, 1, 0);
   table(&b);
-  rd_journal_t *j = open_j(0, 1, 0);
-  rd_table_observer_t o = rd_journal_observer(j);
-  rd_table_set_observer(&a, &o);
   for (int i = 0; i < 5; i++) insert(&a, 4, 1);
   assert_int_equal(rd_journal_rotate(j, 3), 5);
   for (int i = 0; i < 4; i++) insert(&a, 2, 0);
@@ -395,12 +388,8 @@ static void test_write_failure(void **state) {
 /* Closing answers whoever still waits. */
 static void test_close_answers(void **state) {
   (void)state;
-  fresh_dir("close");
   rd_table_t a;
-  table(&a);
-  rd_journal_t *j = open_j(0, 1, 200000); /* a long window: still pending at close */
-  rd_table_observer_t o = rd_journal_observer(j);
-  rd_table_set_observer(&a, &o);
+  rd_journal_t *j = journaled("close", &a, 0, 1, 200000); /* still pending at close */
   insert(&a, 1, 1);
   count_t c = {PTHREAD_MUTEX_INITIALIZER, 0, 0};
   rd_journal_waiter_t w;
@@ -434,13 +423,9 @@ static void *appender(void *arg) {
 
 static void test_threads(void **state) {
   (void)state;
-  fresh_dir("threads");
   rd_table_t a, b;
-  table(&a);
+  rd_journal_t *j = journaled("threads", &a, 0, 1, 100);
   table(&b);
-  rd_journal_t *j = open_j(0, 1, 100);
-  rd_table_observer_t o = rd_journal_observer(j);
-  rd_table_set_observer(&a, &o);
   pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
   appender_t ap[4];
   pthread_t th[4];
@@ -472,10 +457,5 @@ int main(void) {
       cmocka_unit_test(test_write_failure), cmocka_unit_test(test_close_answers),
       cmocka_unit_test(test_threads),
   };
-  int rc = cmocka_run_group_tests(tests, NULL, NULL);
-  char cmd[PATH_MAX + 64];
-  snprintf(cmd, sizeof cmd, "rm -rf %s/replayd-test-journal-%d-*",
-           getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp", (int)getpid());
-  if (system(cmd) != 0) rc = rc ? rc : 1;
-  return rc;
+  return cmocka_run_group_tests(tests, rdt_root_setup, rdt_root_teardown);
 }

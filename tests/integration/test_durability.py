@@ -24,7 +24,8 @@ REPLAYCTL = os.path.abspath(sys.argv[3]) if len(sys.argv) > 3 else None
 if len(sys.argv) > 3:
     del sys.argv[3]
 
-from test_daemon import Daemon, pb, TOKEN_KEY, grpc, cartpole_spec, rows  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from replayd_test import Daemon, pb, TOKEN_KEY, grpc, cartpole_spec, rows  # noqa: E402
 
 SIGKILL = signal.SIGKILL
 
@@ -681,7 +682,8 @@ class TestExportImport(Base):
         out = subprocess.run(base + admin + ["export", w.id, path], capture_output=True,
                              text=True, timeout=60)
         self.assertEqual(out.returncode, 0, out.stderr)
-        self.assertEqual(parse_ckpt(open(path, "rb").read())["size"], 300)
+        with open(path, "rb") as f:
+            self.assertEqual(parse_ckpt(f.read())["size"], 300)
         out = subprocess.run(base + ["import", path, "--name", "copy"], capture_output=True,
                              text=True, timeout=60)
         self.assertEqual(out.returncode, 0, out.stderr)
@@ -834,17 +836,17 @@ class TestReadOnlyChmod(Base):
         self.checkpoint(w)
 
     def run_as(self, args):
-        import test_daemon
-        real = test_daemon.REPLAYD
+        import replayd_test  # Daemon reads the executable from here
+        real = replayd_test.REPLAYD
         wrapper = os.path.join(self.state, "as-nobody.sh")
         with open(wrapper, "w") as f:
             f.write("#!/bin/sh\nexec setpriv %s %s \"$@\"\n" % (" ".join(args), real))
         os.chmod(wrapper, 0o755)
-        test_daemon.REPLAYD = wrapper
+        replayd_test.REPLAYD = wrapper
         try:
             return Daemon(self.state)
         finally:
-            test_daemon.REPLAYD = real
+            replayd_test.REPLAYD = real
 
     def admin_md(self):
         return super().admin_md()
