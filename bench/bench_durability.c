@@ -11,15 +11,18 @@
  *                                longest over as long a time without one
  *   durability.restore_s         a fresh workload restored from that file
  * Over loopback against a real replayd (--replayd, as bench_grpc):
- *   grpc.insert                  rows/s of InsertBatch(512) from S client
- *                                threads (one connection each: actors) into
- *                                a workload of durability none, checkpoint
- *                                and journal, the modes interleaved in one
- *                                run, for S = 8 and 64 (--streams);
- *                                durability.journal_vs_none the ratio. A
- *                                journal-mode call waits for its fdatasync,
- *                                so its rate grows with the calls in flight
- *                                that one fdatasync covers.
+ *   grpc.insert                  rows/s of Insert streams of 512-row
+ *                                messages (bench_grpc's grpc.insert), one
+ *                                stream per client thread (one connection
+ *                                each: actors), acknowledged at its end
+ *   grpc.insert_batch            rows/s of InsertBatch(512) calls, each
+ *                                waiting for its own acknowledgement
+ *   Both into workloads of durability none, checkpoint and journal, the
+ *   modes interleaved in one run, for S = 8 and 64 client threads
+ *   (--streams); durability.journal_vs_none (params call = stream or
+ *   unary) the journal's rate over none's. A journal-mode InsertBatch waits
+ *   for the fdatasync that covers it, so its rate grows with the calls in
+ *   flight that one fdatasync covers.
  *
  * usage: bench_durability [--json] [--quick] [--rows R] [--replayd PATH]
  *                         [--streams S[,S...]] [--seconds T] [--journal-commit-us US]
@@ -331,6 +334,7 @@ static void stop_daemon(void) {
 typedef struct {
   const rdc_workload_t *w;
   double t_end;
+  int stream; /* an Insert stream, else InsertBatch calls */
   uint64_t rows;
   int failed;
 } inserter_t;
@@ -356,24 +360,49 @@ static void *insert_main(void *arg) {
     return NULL;
   }
   rdc_set_deadline(c, 30);
-  while (rd_clock_now() < in->t_end) {
-    if (rdc_insert_batch(c, in->w->id, in->w->token, B, cols, 5, NULL, NULL, &e) != RDC_OK) {
-      fprintf(stderr, "bench_durability: insert: %s\n", e.msg);
+  if (in->stream) { /* bench_grpc's grpc.insert: one Insert stream, acknowledged at its end */
+    rdc_insert_stream_t *st;
+    if (rdc_insert_stream_open(c, in->w->id, in->w->token, &st, &e) != RDC_OK) {
+      fprintf(stderr, "bench_durability: insert stream: %s\n", e.msg);
       in->failed = 1;
-      break;
+    } else {
+      uint64_t sent = 0, inserted = 0;
+      while (rd_clock_now() < in->t_end) {
+        if (rdc_insert_stream_write(st, B, cols, 5, NULL, &e) != RDC_OK) {
+          fprintf(stderr, "bench_durability: insert stream write: %s\n", e.msg);
+          in->failed = 1;
+          break;
+        }
+        sent += B;
+      }
+      if (rdc_insert_stream_close(st, &inserted, NULL, &e) != RDC_OK) {
+        fprintf(stderr, "bench_durability: insert stream close: %s\n", e.msg);
+        in->failed = 1;
+      } else if (inserted != sent) {
+        in->failed = 1;
+      }
+      in->rows = inserted;
     }
-    in->rows += B;
+  } else { /* InsertBatch: each call acknowledged alone (in journal mode once on disk) */
+    while (rd_clock_now() < in->t_end) {
+      if (rdc_insert_batch(c, in->w->id, in->w->token, B, cols, 5, NULL, NULL, &e) != RDC_OK) {
+        fprintf(stderr, "bench_durability: insert: %s\n", e.msg);
+        in->failed = 1;
+        break;
+      }
+      in->rows += B;
+    }
   }
   rdc_close(c);
   return NULL;
 }
 
-static double insert_rate(const rdc_workload_t *w, uint32_t streams) {
+static double insert_rate(const rdc_workload_t *w, uint32_t streams, int stream) {
   inserter_t *in = calloc(streams, sizeof *in);
   pthread_t *th = calloc(streams, sizeof *th);
   double t0 = rd_clock_now();
   for (uint32_t i = 0; i < streams; i++) {
-    in[i] = (inserter_t){w, t0 + O.seconds, 0, 0};
+    in[i] = (inserter_t){w, t0 + O.seconds, stream, 0, 0};
     pthread_create(&th[i], NULL, insert_main, &in[i]);
   }
   uint64_t rows = 0;
@@ -416,21 +445,30 @@ static void over_loopback(void) {
     if (rdc_register(c, &s, &w[m], &e) != RDC_OK) die("register: %s", e.msg);
   }
   rdc_close(c);
+  /* grpc.insert is bench_grpc's figure: Insert streams, each acknowledged
+   * once at its end (in journal mode when its last record is on disk);
+   * grpc.insert_batch is InsertBatch calls, each waiting for its own
+   * acknowledgement (in journal mode its own fdatasync round). */
+  static const char *names[2] = {"grpc.insert", "grpc.insert_batch"};
+  static const char *calls[2] = {"stream", "unary"};
   for (int k = 0; k < O.n_streams; k++) {
     const uint32_t S = O.streams[k];
-    double sum[3] = {0, 0, 0};
-    int rounds = O.quick ? 1 : 3;
-    for (int r = 0; r < rounds; r++) /* interleaved, so drift hits every mode alike */
-      for (int m = 0; m < 3; m++) sum[m] += insert_rate(&w[m], S) / rounds;
-    for (int m = 0; m < 3; m++) {
-      char params[128];
-      snprintf(params, sizeof params,
-               "\"durability\": \"%s\", \"batch\": 512, \"streams\": %u", modes[m], S);
-      emit("grpc.insert", params, sum[m], "rows/s");
+    for (int call = 0; call < 2; call++) {
+      double sum[3] = {0, 0, 0};
+      int rounds = O.quick ? 1 : 3;
+      for (int r = 0; r < rounds; r++) /* interleaved, so drift hits every mode alike */
+        for (int m = 0; m < 3; m++) sum[m] += insert_rate(&w[m], S, call == 0) / rounds;
+      for (int m = 0; m < 3; m++) {
+        char params[128];
+        snprintf(params, sizeof params,
+                 "\"durability\": \"%s\", \"batch\": 512, \"streams\": %u", modes[m], S);
+        emit(names[call], params, sum[m], "rows/s");
+      }
+      char params[96];
+      snprintf(params, sizeof params, "\"call\": \"%s\", \"batch\": 512, \"streams\": %u",
+               calls[call], S);
+      emit("durability.journal_vs_none", params, sum[2] / sum[0], "ratio");
     }
-    char params[64];
-    snprintf(params, sizeof params, "\"batch\": 512, \"streams\": %u", S);
-    emit("durability.journal_vs_none", params, sum[2] / sum[0], "ratio");
   }
   stop_daemon();
 }
