@@ -26,6 +26,8 @@
  *
  * usage: bench_durability [--json] [--quick] [--rows R] [--replayd PATH]
  *                         [--streams S[,S...]] [--seconds T] [--journal-commit-us US]
+ *                         [--checkpoint-dir DIR]  (the daemon's: its journal on a tmpfs
+ *                                                  separates the daemon's cost from the disk's)
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -59,7 +61,8 @@ static struct {
   int n_streams;
   double seconds;
   const char *commit_us; /* the daemon's --journal-commit-us; NULL: its default */
-} O = {0, 0, 1000000, NULL, {8, 64}, 2, 2.0, NULL};
+  const char *ckpt_dir;  /* the daemon's --checkpoint-dir; NULL: under its state dir */
+} O = {0, 0, 1000000, NULL, {8, 64}, 2, 2.0, NULL, NULL};
 
 static char isa[32];
 
@@ -299,9 +302,19 @@ static void start_daemon(void) {
     FILE *f = freopen(log, "w", stderr);
     f = freopen("/dev/null", "w", stdout); /* never hold the bench's stdout open */
     (void)f;
-    const char *args[] = {O.replayd, "--listen", "127.0.0.1:0", "--state-dir", state_dir,
-                          "--threads", "2", "--max-memory", "4G", "--checkpoint-interval-s", "0",
-                          O.commit_us ? "--journal-commit-us" : NULL, O.commit_us, NULL};
+    const char *args[12 + 4] = {O.replayd, "--listen", "127.0.0.1:0", "--state-dir", state_dir,
+                                "--threads", "2", "--max-memory", "4G",
+                                "--checkpoint-interval-s", "0"};
+    int n = 11;
+    if (O.commit_us) {
+      args[n++] = "--journal-commit-us";
+      args[n++] = O.commit_us;
+    }
+    if (O.ckpt_dir) {
+      args[n++] = "--checkpoint-dir";
+      args[n++] = O.ckpt_dir;
+    }
+    args[n] = NULL;
     execv(O.replayd, (char *const *)args);
     _exit(127);
   }
@@ -495,7 +508,8 @@ static void over_loopback(void) {
 
 static void usage(FILE *f) {
   fprintf(f, "usage: bench_durability [--json] [--quick] [--rows R] [--replayd PATH]\n"
-             "                        [--streams S[,S...]] [--seconds T] [--journal-commit-us US]\n");
+             "                        [--streams S[,S...]] [--seconds T] [--journal-commit-us US]\n"
+             "                        [--checkpoint-dir DIR]\n");
 }
 
 int main(int argc, char **argv) {
@@ -513,6 +527,7 @@ int main(int argc, char **argv) {
       }
     }
     else if (strcmp(argv[i], "--seconds") == 0 && i + 1 < argc) O.seconds = atof(argv[++i]);
+    else if (strcmp(argv[i], "--checkpoint-dir") == 0 && i + 1 < argc) O.ckpt_dir = argv[++i];
     else if (strcmp(argv[i], "--journal-commit-us") == 0 && i + 1 < argc) {
       bench_parse_u32("--journal-commit-us", argv[i + 1], 0, 1000000);
       O.commit_us = argv[++i];
