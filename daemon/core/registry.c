@@ -19,6 +19,7 @@
  * a workload when it is deleted finishes on valid memory.
  */
 #include "registry.h"
+#include "durable.h"
 #include "secrets.h"
 
 #include <inttypes.h>
@@ -41,7 +42,14 @@ struct rd_registry {
   uint64_t bytes;             /* memory charged for the workloads held */
   rd_placer_fn placer;        /* restore: placements from stored profiles */
   void *placer_arg;
+  rd_durable_t *durable;      /* checkpoints (durable.h), or NULL */
 };
+
+void rd_registry_set_durable(rd_registry_t *r, rd_durable_t *d) {
+  pthread_mutex_lock(&r->mutate_mu);
+  r->durable = d;
+  pthread_mutex_unlock(&r->mutate_mu);
+}
 
 /* Where a placed workload runs: the learner's device and backend (a
  * failing GPU or FPGA learner falls back inside the pipeline: pipeline.h)
@@ -215,12 +223,17 @@ static int build(rd_registry_t *r, rd_workload_config_t *wc, rd_placement_t *pl,
   const rd_rmm_ops_t *placed_rmm = wc->table.rmm;
   const rd_storage_ops_t *placed_storage = wc->table.storage;
   rd_workload_t *w;
-  int rc = rd_workload_new(wc, pl, spec->name, spec->stored, spec->stored_len, id, token,
-                           created, r->cfg.max_message_bytes, &w, err);
+  rd_wl_durable_t *wd = NULL; /* before the pipeline: it keeps weight versions there */
+  int rc = rd_durable_prepare(r->durable, id, wc, &wd, err);
+  if (rc == RD_OK)
+    rc = rd_workload_new(wc, pl, spec->name, spec->stored, spec->stored_len, id, token,
+                         created, r->cfg.max_message_bytes, &w, err);
   if (rc) {
+    rd_durable_release(wd);
     free(pl);
     return rc;
   }
+  w->durable = wd;
   /* The CPU tree instead of a module it could not create: charge what it holds. */
   if ((wc->table.rmm != placed_rmm || wc->table.storage != placed_storage) &&
       (rc = check_limits(r, wc, err)) != RD_OK) {
@@ -262,9 +275,15 @@ int rd_registry_register(rd_registry_t *r, const rd_workload_spec_t *spec,
   rc = build(r, &wc, pl, spec, id, token, (int64_t)time(NULL), &w, err);
   pl = NULL; /* build took it */
   if (rc) goto out;
+  /* Its checkpoint directory and journal, before anything is stored. */
+  if ((rc = rd_durable_attach(r->durable, w, err)) != RD_OK) {
+    rd_workload_free(w);
+    goto out;
+  }
   /* Durable before visible: a client never holds an id that a restart
    * would forget, and a failed write leaves nothing registered. */
   if ((rc = persist(r, w, err)) != RD_OK) {
+    rd_durable_forget(r->durable, w);
     rd_workload_free(w);
     goto out;
   }
@@ -332,9 +351,12 @@ static bool restore_one(rd_registry_t *r, const rd_spec_decoder_t *dec,
     rd_log_warn("registry", "skipping stored workload %s: %s (it stays stored)", sw->id, err.msg);
     return false;
   }
+  /* Its data, from its checkpoints and journal, before anyone can call. */
+  if (r->durable != NULL) rd_durable_restore(r->durable, w);
   publish(r, w);
-  rd_log_info("registry", "restored workload %s \"%s\" (empty): %u fields, capacity %u%s%s",
-              w->id, w->name, wc.table.schema.n_fields, wc.table.capacity,
+  rd_log_info("registry", "restored workload %s \"%s\" (%llu items): %u fields, capacity %u%s%s",
+              w->id, w->name, (unsigned long long)rd_table_size(&w->table),
+              wc.table.schema.n_fields, wc.table.capacity,
               w->placement != NULL ? "; " : "", w->placement != NULL ? w->placement->note : "");
   return true;
 }
@@ -409,8 +431,9 @@ int rd_registry_delete(rd_registry_t *r, const char *id, rd_error_t *err) {
   atomic_store(&w->deleted, true);
   pthread_mutex_unlock(&r->mutate_mu);
   /* Stop training now (a pending TrainStep ends CANCELLED); the memory
-   * goes with the last reference. */
+   * goes with the last reference, its checkpoints and journal now. */
   if (w->pipeline) rd_pipeline_stop(w->pipeline);
+  rd_durable_forget(r->durable, w);
   rd_workload_unref(w); /* the registry's reference */
   return RD_OK;
 }
