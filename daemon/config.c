@@ -92,6 +92,24 @@ static const cfg_key_t keys[] = {
      "                             it serves (RMM_MAX_LEAF = (2^63-1)/MIN; MIN\n"
      "                             defaults to N, as build_xclbin.sh builds it:\n"
      "                             then only tables of exactly N items fit)"},
+    {"durability", K_STRING, FIELD(durability), 0, 0, false,
+     "a workload's durability when its spec does not say: none,\n"
+     "                             checkpoint or journal (every insert and update\n"
+     "                             on disk before it is acknowledged)"},
+    {"checkpoint-dir", K_STRING, FIELD(checkpoint_dir), 0, 0, true,
+     "where checkpoints and journals go; empty = <state-dir>/checkpoints"},
+    {"checkpoint-interval-s", K_COUNT, FIELD(checkpoint_interval_s), 0, 100000000, false,
+     "a workload's checkpoint period when its spec does not say\n"
+     "                             (seconds; 0 = only on request and at shutdown)"},
+    {"checkpoint-keep", K_COUNT, FIELD(checkpoint_keep), 1, 1000, false,
+     "checkpoints kept per workload (a restore falls back to older ones)"},
+    {"checkpoint-zstd", K_COUNT, FIELD(checkpoint_zstd), 0, 19, false,
+     "zstd level of checkpoints and exports; 0 = uncompressed"},
+    {"journal-commit-us", K_COUNT, FIELD(journal_commit_us), 0, 1000000, false,
+     "group-commit window of the write-ahead journal: one fdatasync\n"
+     "                             covers the records of this many microseconds"},
+    {"journal-max-pending", K_BYTES, FIELD(journal_max_pending), MIB, UINT64_C(1) << 40, false,
+     "journal bytes waiting for the disk before inserts are refused"},
 };
 #define N_KEYS (sizeof keys / sizeof keys[0])
 
@@ -139,6 +157,11 @@ void rd_config_defaults(rd_config_t *c) {
   c->max_memory_bytes = 8 * GIB;
   c->max_workloads = 64;
   c->learner_threads = 1;
+  snprintf(c->durability, sizeof c->durability, "%s", "checkpoint");
+  c->checkpoint_interval_s = 600;
+  c->checkpoint_keep = 2;
+  c->journal_commit_us = 200;
+  c->journal_max_pending = 256 * MIB;
   c->fpga_xclbin_shape.k = XCLBIN_DEFAULT_K;
   c->fpga_xclbin_shape.n = XCLBIN_DEFAULT_N;
   c->fpga_xclbin_shape.batch = XCLBIN_DEFAULT_BATCH;

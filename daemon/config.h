@@ -53,6 +53,15 @@ typedef struct {
                                  XRT refuses a non-empty one at start (main.c) */
   rd_fpga_xclbin_shape_t fpga_xclbin_shape; /* its replay kernel's build; default rmm.h's
                                                16,65536,1024 */
+  /* Durability (core/durable.h). */
+  char durability[16];            /* a spec's default: none, checkpoint (default) or journal */
+  char checkpoint_dir[PATH_MAX];  /* empty (default) = <state-dir>/checkpoints */
+  uint32_t checkpoint_interval_s; /* a spec's default period; 0 = none; default 600 */
+  uint32_t checkpoint_keep;       /* checkpoints kept per workload; default 2 */
+  uint32_t checkpoint_zstd;       /* zstd level of checkpoints; 0 (default) = uncompressed */
+  uint32_t journal_commit_us;     /* the journal's group-commit window; default 200 */
+  uint64_t journal_max_pending;   /* journal bytes waiting for the disk before inserts are
+                                     refused; default 256 MiB */
 } rd_config_t;
 
 /* Fill c with the embedded defaults (reads the environment for state_dir). */

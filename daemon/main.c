@@ -21,6 +21,7 @@
 
 #include "config.h"
 #include "devices.h"
+#include "durable.h"
 #include "handlers.h"
 #include "log.h"
 #include "placement.h"
@@ -139,8 +140,19 @@ int main(int argc, char **argv) {
     rd_store_close(store);
     return 2;
   }
+  /* Checkpoints and journals (durable.h): before the restore, which reads
+   * them. A bad setting or a directory that cannot be made stops the start. */
+  static rd_durable_t *durable;
+  if (rd_durable_create(&durable, &cfg, &err) != RD_OK) {
+    rd_log_error("main", "%s", err.msg);
+    rd_registry_destroy(app.registry);
+    rd_store_close(store);
+    return err.code == RD_EINVAL ? 2 : 1;
+  }
+  rd_registry_set_durable(app.registry, durable);
   ctx.registry = app.registry;
   ctx.store = store;
+  ctx.durable = durable;
   ctx.config = &cfg;
   /* Restored workloads get their placement back from stored profiles
    * (nothing is measured at start). */
@@ -150,9 +162,11 @@ int main(int argc, char **argv) {
   /* Logs each workload and the count; a store it cannot read stops the
    * start. The stored specs are the wire's WorkloadSpec (spec_pb.h). */
   rd_spec_decoder_t decoder = rd_spec_pb_decoder(&cfg);
-  if (rd_registry_restore(app.registry, &decoder, NULL, &err) != RD_OK) {
+  if (rd_registry_restore(app.registry, &decoder, NULL, &err) != RD_OK ||
+      rd_durable_start(durable, app.registry, &err) != RD_OK) {
     rd_log_error("main", "%s", err.msg);
     rd_registry_destroy(app.registry);
+    rd_durable_destroy(durable);
     rd_store_close(store);
     return 1;
   }
@@ -165,6 +179,7 @@ int main(int argc, char **argv) {
   if (rd_server_start(&app.server, &cfg, &ctx, &port, &err) != RD_OK) {
     rd_log_error("main", "%s", err.msg);
     rd_registry_destroy(app.registry);
+    rd_durable_destroy(durable);
     rd_store_close(store);
     grpc_shutdown();
     return 1;
@@ -201,7 +216,15 @@ int main(int argc, char **argv) {
   /* Hosted learners first: a TrainStep in progress ends (UNAVAILABLE) at
    * its current step instead of holding the server's drain. */
   rd_registry_stop_learners(app.registry);
-  if (rd_server_stop(app.server, cfg.shutdown_grace_ms / 1000.0) != 0) {
+  int server_stopped = rd_server_stop(app.server, cfg.shutdown_grace_ms / 1000.0) == 0;
+  /* The final checkpoint: every call is done (or cancelled) and every
+   * learner stopped, so it holds everything that was acknowledged. */
+  rd_durable_stop(durable);
+  size_t ck_done = 0, ck_failed = 0;
+  rd_durable_checkpoint_all(durable, app.registry, &ck_done, &ck_failed);
+  if (ck_done + ck_failed > 0)
+    rd_log_info("main", "final checkpoints: %zu written, %zu failed", ck_done, ck_failed);
+  if (!server_stopped) {
     rd_log_close();
     _exit(0); /* calls were drained or cancelled; only gRPC's teardown hung */
   }
@@ -212,7 +235,8 @@ int main(int argc, char **argv) {
   uv_run(&loop, UV_RUN_DEFAULT);
   uv_loop_close(&loop);
 
-  rd_registry_destroy(app.registry);
+  rd_registry_destroy(app.registry); /* workloads' journals close: what is appended is synced */
+  rd_durable_destroy(durable);
   rd_store_close(store);
   grpc_shutdown();
   rd_log_info("main", "stopped");

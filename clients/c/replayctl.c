@@ -293,6 +293,53 @@ static void json_learner_counters(jw_t *w, const rdc_learner_counters_t *c) {
 
 static void json_placement(jw_t *w, const rdc_placement_t *p);
 
+static void json_checkpoint(jw_t *w, const rdc_checkpoint_info_t *c) {
+  jw_object_begin(w);
+  jw_key(w, "generation");
+  jw_u64(w, c->generation);
+  jw_key(w, "taken_unix_ms");
+  jw_i64(w, c->taken_unix_ms);
+  jw_key(w, "bytes");
+  jw_u64(w, c->bytes);
+  jw_key(w, "seconds");
+  jw_double(w, c->seconds);
+  jw_key(w, "items");
+  jw_u64(w, c->items);
+  jw_key(w, "learner_full");
+  jw_bool(w, c->learner_full);
+  jw_key(w, "pause_ms");
+  jw_double(w, c->pause_ms);
+  jw_object_end(w);
+}
+
+static void json_durability(jw_t *w, const rdc_durability_t *d) {
+  jw_object_begin(w);
+  jw_key(w, "mode");
+  jw_string(w, d->mode);
+  jw_key(w, "checkpoint_interval_s");
+  jw_double(w, d->checkpoint_interval_s);
+  jw_key(w, "last_checkpoint");
+  if (d->has_last)
+    json_checkpoint(w, &d->last);
+  else
+    jw_null(w);
+  jw_key(w, "checkpoints");
+  jw_u64(w, d->checkpoints);
+  jw_key(w, "last_error");
+  jw_string(w, d->last_error);
+  jw_key(w, "restored");
+  jw_string(w, d->restored);
+  jw_key(w, "journal_records");
+  jw_u64(w, d->journal_records);
+  jw_key(w, "journal_commits");
+  jw_u64(w, d->journal_commits);
+  jw_key(w, "journal_commit_ms_max");
+  jw_double(w, d->journal_commit_ms_max);
+  jw_key(w, "journal_error");
+  jw_string(w, d->journal_error);
+  jw_object_end(w);
+}
+
 static void json_workload(jw_t *w, const rdc_workload_t *wl) {
   const rdc_spec_t *s = &wl->spec;
   jw_object_begin(w);
@@ -350,6 +397,11 @@ static void json_workload(jw_t *w, const rdc_workload_t *wl) {
   jw_key(w, "placement");
   if (wl->has_placement)
     json_placement(w, &wl->placement);
+  else
+    jw_null(w);
+  jw_key(w, "durability");
+  if (wl->has_durability)
+    json_durability(w, &wl->durability);
   else
     jw_null(w);
   jw_object_end(w);
@@ -897,6 +949,8 @@ static void describe_learner(const rdc_learner_spec_t *l) {
   kv("  min size", "%" PRIu32, l->min_size);
 }
 
+static void print_durability(const rdc_durability_t *d);
+
 static int cmd_describe(rdc_client_t *c, const rctl_opts_t *o) {
   rdc_workload_t *wl = malloc(sizeof *wl); /* ~13 KiB: keep it off the stack */
   if (wl == NULL) oom();
@@ -976,6 +1030,154 @@ static int cmd_describe(rdc_client_t *c, const rctl_opts_t *o) {
       printf("\nplacement\n");
       print_placement(&wl->placement, "  ");
     }
+    if (wl->has_durability) print_durability(&wl->durability);
+  }
+  free(wl);
+  return RCTL_EXIT_OK;
+}
+
+/* ---- durability ---- */
+
+static void print_checkpoint(const char *what, const rdc_checkpoint_info_t *ck) {
+  time_t t = (time_t)(ck->taken_unix_ms / 1000);
+  struct tm tm;
+  char when[32] = "?";
+  if (gmtime_r(&t, &tm) != NULL) strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  printf("%s %" PRIu64 " at %s: %" PRIu64 " items, %" PRIu64 " bytes, %.3f s (calls paused "
+         "%.3f ms at most)%s\n", what, ck->generation, when, ck->items, ck->bytes, ck->seconds,
+         ck->pause_ms, ck->learner_full ? ", the learner's whole state" : "");
+}
+
+static void print_durability(const rdc_durability_t *d) {
+  printf("\ndurability: %s\n", d->mode);
+  if (d->checkpoint_interval_s > 0)
+    kv("  every", "%.0f s (when it changed)", d->checkpoint_interval_s);
+  else
+    kv("  every", "%s", "on request and at shutdown only");
+  if (d->has_last) {
+    printf("  ");
+    print_checkpoint("last checkpoint", &d->last);
+  } else {
+    kv("  last checkpoint", "%s", "none yet");
+  }
+  kv("  since start", "%" PRIu64 " checkpoints", d->checkpoints);
+  if (d->last_error[0]) kv("  last error", "%s", d->last_error);
+  kv("  restored", "%s", d->restored);
+  if (strcmp(d->mode, "journal") == 0) {
+    kv("  journal", "%" PRIu64 " records, %" PRIu64 " commits, slowest %.2f ms",
+       d->journal_records, d->journal_commits, d->journal_commit_ms_max);
+    if (d->journal_error[0]) kv("  journal error", "%s", d->journal_error);
+  }
+}
+
+static int cmd_checkpoint(rdc_client_t *c, const rctl_opts_t *o, const char *token) {
+  rdc_error_t e;
+  rdc_checkpoint_result_t *v = NULL;
+  size_t n = 0;
+  if (o->all) {
+    if (rdc_checkpoint_all(c, token, &v, &n, &e) != RDC_OK) return call_failed(&e);
+  } else {
+    v = calloc(1, sizeof *v);
+    if (v == NULL) return RCTL_EXIT_CALL;
+    if (rdc_checkpoint(c, o->args[0], token, &v->info, &e) != RDC_OK) {
+      free(v);
+      return call_failed(&e);
+    }
+    snprintf(v->id, sizeof v->id, "%s", o->args[0]);
+    n = 1;
+  }
+  if (o->json) {
+    jw_t w;
+    jw_init(&w, stdout);
+    jw_array_begin(&w);
+    for (size_t i = 0; i < n; i++) {
+      jw_object_begin(&w);
+      jw_key(&w, "id");
+      jw_string(&w, v[i].id);
+      jw_key(&w, "checkpoint");
+      json_checkpoint(&w, &v[i].info);
+      jw_object_end(&w);
+    }
+    jw_array_end(&w);
+    jw_finish(&w);
+  } else {
+    for (size_t i = 0; i < n; i++) {
+      printf("%s ", v[i].id);
+      print_checkpoint("checkpoint", &v[i].info);
+    }
+  }
+  free(v);
+  return RCTL_EXIT_OK;
+}
+
+static int write_file(const char *path, const void *data, size_t len) {
+  FILE *f = fopen(path, "wb");
+  if (f == NULL || fwrite(data, 1, len, f) != len || fclose(f) != 0) {
+    fprintf(stderr, "replayctl: cannot write %s: %s\n", path, strerror(errno));
+    if (f != NULL) fclose(f);
+    return -1;
+  }
+  return 0;
+}
+
+static int cmd_export(rdc_client_t *c, const rctl_opts_t *o, const char *token) {
+  rdc_error_t e;
+  void *data = NULL;
+  size_t len = 0;
+  uint64_t items = 0;
+  if (rdc_export_workload(c, o->args[0], token, &data, &len, &items, &e) != RDC_OK)
+    return call_failed(&e);
+  int rc = write_file(o->args[1], data, len);
+  free(data);
+  if (rc != 0) return RCTL_EXIT_CALL;
+  if (o->json) {
+    jw_t w;
+    jw_init(&w, stdout);
+    jw_object_begin(&w);
+    jw_key(&w, "file");
+    jw_string(&w, o->args[1]);
+    jw_key(&w, "bytes");
+    jw_u64(&w, len);
+    jw_key(&w, "items");
+    jw_u64(&w, items);
+    jw_object_end(&w);
+    jw_finish(&w);
+  } else {
+    printf("exported workload %s to %s: %" PRIu64 " items, %zu bytes\n", o->args[0], o->args[1],
+           items, len);
+  }
+  return RCTL_EXIT_OK;
+}
+
+#define EXPORT_FILE_MAX (UINT32_C(1) << 30) /* the server's largest --max-message-bytes */
+
+static int cmd_import(rdc_client_t *c, const rctl_opts_t *o) {
+  size_t len;
+  char *buf = read_file(o->args[0], EXPORT_FILE_MAX, &len);
+  if (buf == NULL) return RCTL_EXIT_CALL;
+  rdc_workload_t *wl = malloc(sizeof *wl);
+  rdc_error_t e;
+  int rc = wl ? rdc_import_workload(c, buf, len, o->name, wl, &e) : RDC_ENOMEM;
+  free(buf);
+  if (rc != RDC_OK) {
+    free(wl);
+    return wl ? call_failed(&e) : RCTL_EXIT_CALL;
+  }
+  if (o->json) {
+    jw_t w;
+    jw_init(&w, stdout);
+    jw_object_begin(&w);
+    jw_key(&w, "id");
+    jw_string(&w, wl->id);
+    jw_key(&w, "token");
+    jw_string(&w, wl->token);
+    jw_key(&w, "items");
+    jw_u64(&w, wl->counters.size);
+    jw_object_end(&w);
+    jw_finish(&w);
+  } else {
+    printf("imported workload %s (\"%s\", %" PRIu64 " items)\ntoken %s\n", wl->id,
+           wl->spec.name, wl->counters.size, wl->token);
   }
   free(wl);
   return RCTL_EXIT_OK;
@@ -1024,7 +1226,8 @@ static int rm_token(const rctl_opts_t *o, char *token, size_t cap) {
     fprintf(stderr, "replayctl: %s\nreplayctl: %s needs --token T, or the server's admin "
                     "token file (--admin-token-file PATH)\n", msg,
             o->cmd == RCTL_CMD_RM ? "rm" : o->cmd == RCTL_CMD_PLAN ? "plan"
-                                   : o->cmd == RCTL_CMD_TENANT ? "tenant" : "profiles");
+            : o->cmd == RCTL_CMD_CHECKPOINT ? "checkpoint" : o->cmd == RCTL_CMD_EXPORT ? "export"
+            : o->cmd == RCTL_CMD_TENANT ? "tenant" : "profiles");
     return -1;
   }
   return 0;
@@ -1047,7 +1250,7 @@ int main(int argc, char **argv) {
   }
   char token[RDC_TOKEN_MAX];
   if ((o.cmd == RCTL_CMD_RM || o.cmd == RCTL_CMD_PROFILES || o.cmd == RCTL_CMD_PLAN ||
-       o.cmd == RCTL_CMD_TENANT) &&
+       o.cmd == RCTL_CMD_CHECKPOINT || o.cmd == RCTL_CMD_EXPORT || o.cmd == RCTL_CMD_TENANT) &&
       rm_token(&o, token, sizeof token) != 0)
     return RCTL_EXIT_USAGE;
 
@@ -1066,6 +1269,9 @@ int main(int argc, char **argv) {
   case RCTL_CMD_RM: rc = cmd_rm(c, &o, token); break;
   case RCTL_CMD_PROFILES: rc = cmd_profiles(c, &o, token); break;
   case RCTL_CMD_PLAN: rc = cmd_plan(c, &o, token); break;
+  case RCTL_CMD_CHECKPOINT: rc = cmd_checkpoint(c, &o, token); break;
+  case RCTL_CMD_EXPORT: rc = cmd_export(c, &o, token); break;
+  case RCTL_CMD_IMPORT: rc = cmd_import(c, &o); break;
   case RCTL_CMD_TENANT: rc = rctl_cmd_tenant(c, &o, token); break;
   case RCTL_CMD_NONE: break;
   }

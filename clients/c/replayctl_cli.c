@@ -31,6 +31,12 @@ static const char usage_text[] =
     "                SPEC: cartpole_dqn | cartpole_ddpg | hopper_ddpg | dqn:4-64-64-2 |\n"
     "                ddpg:11-256-256-3, then ,batch=N ,capacity=N ,fanout=K ,depth=D\n"
     "                ,spi=R ,critic=H-H (e.g. hopper_ddpg,batch=256)\n"
+    "  checkpoint ID | --all\n"
+    "                take a checkpoint now (the workload's token or the admin\n"
+    "                token; --all: every workload, admin token)\n"
+    "  export ID FILE\n"
+    "                write the workload as a checkpoint file (token as checkpoint)\n"
+    "  import FILE   register a new workload from an exported file (--name NAME)\n"
     "  tenant ls | add NAME [QUOTA...] | set NAME QUOTA... | rm NAME\n"
     "                tenants and their quotas (admin token); add prints the tenant's\n"
     "                token once. QUOTA: max-memory=BYTES[K|M|G|T] max-workloads=N\n"
@@ -40,12 +46,16 @@ static const char usage_text[] =
     "  --server HOST:PORT       server address (default $REPLAYD_SERVER, else " RCTL_DEFAULT_SERVER ")\n"
     "  --json                   print one JSON document instead of tables\n"
     "  --timeout S              connect timeout and per-call deadline, seconds (default 5)\n"
-    "  --token T                rm: the workload's token; profiles, plan: the admin token\n"
+    "  --token T                rm, checkpoint, export: the workload's token; profiles,\n"
+    "                           plan: the admin token\n"
+    "  --all                    checkpoint: every workload\n"
+    "  --name NAME              import: the new workload's name\n"
     "  --clear                  profiles: forget every stored profile\n"
     "  --assume gpu=FILE        plan: a GPU with these profiles (JSON lines, as\n"
     "                           'profiles export' writes them); repeatable with\n"
     "  --assume fpga=PART       plan: an FPGA part (u200, u250, u280) by its model\n"
-    "  --admin-token-file PATH  rm, profiles, plan: file with the server's admin token (default\n"
+    "  --admin-token-file PATH  rm, profiles, plan, checkpoint, export: file with the server's\n"
+    "                           admin token (default\n"
     "                           admin.token in the daemon's state directory:\n"
     "                           $STATE_DIRECTORY, else $XDG_STATE_HOME/replayd,\n"
     "                           else ~/.local/state/replayd)\n"
@@ -72,12 +82,15 @@ static const struct {
 } commands[] = {
     {"status", RCTL_CMD_STATUS, 0}, {"ls", RCTL_CMD_LS, 0},       {"describe", RCTL_CMD_DESCRIBE, 1},
     {"devices", RCTL_CMD_DEVICES, 0}, {"rm", RCTL_CMD_RM, 1},     {"profiles", RCTL_CMD_PROFILES, -1},
+    {"plan", RCTL_CMD_PLAN, 1},
+    {"checkpoint", RCTL_CMD_CHECKPOINT, -2}, {"export", RCTL_CMD_EXPORT, 2},
+    {"import", RCTL_CMD_IMPORT, 1},
     {"plan", RCTL_CMD_PLAN, 1}, {"tenant", RCTL_CMD_TENANT, -1},
 };
 
 /* Options that take a value. */
 static const char *const valued[] = {"--server", "--timeout", "--token", "--admin-token-file",
-                                     "--assume"};
+                                     "--assume", "--name"};
 
 int rctl_parse_args(int argc, char **argv, const char *env_server, rctl_opts_t *o, char *msg,
                     size_t cap) {
@@ -115,6 +128,10 @@ int rctl_parse_args(int argc, char **argv, const char *env_server, rctl_opts_t *
       o->clear = 1;
       continue;
     }
+    if (strcmp(a, "--all") == 0) {
+      o->all = 1;
+      continue;
+    }
     /* --name value / --name=value */
     const char *eq = strchr(a, '=');
     size_t name_len = eq ? (size_t)(eq - a) : strlen(a);
@@ -150,6 +167,8 @@ int rctl_parse_args(int argc, char **argv, const char *env_server, rctl_opts_t *
       if (o->n_assume == RCTL_MAX_ASSUME)
         return usage_error(msg, cap, "--assume is given more than %d times", RCTL_MAX_ASSUME);
       o->assume[o->n_assume++] = val;
+    } else if (strcmp(name, "--name") == 0) {
+      o->name = val;
     } else if (strcmp(name, "--token") == 0) {
       if (val[0] == '\0') return usage_error(msg, cap, "--token is empty");
       o->token = val;
@@ -170,6 +189,11 @@ int rctl_parse_args(int argc, char **argv, const char *env_server, rctl_opts_t *
       want = commands[k].n_args;
     }
   if (want == -1 && o->cmd == 0) return usage_error(msg, cap, "unknown command \"%s\"", cmd);
+  if (o->all && o->cmd != RCTL_CMD_CHECKPOINT)
+    return usage_error(msg, cap, "--all applies only to checkpoint");
+  if (o->name != NULL && o->cmd != RCTL_CMD_IMPORT)
+    return usage_error(msg, cap, "--name applies only to import");
+  if (o->cmd == RCTL_CMD_CHECKPOINT) want = o->all ? 0 : 1;
   if (o->cmd == RCTL_CMD_PROFILES) {
     int n = n_total - 1;
     const char *sub = n > 0 ? operands[1] : NULL;
@@ -214,18 +238,27 @@ int rctl_parse_args(int argc, char **argv, const char *env_server, rctl_opts_t *
     return usage_error(msg, cap, "--assume applies only to plan");
   if (n_total - 1 != want) {
     if (o->cmd == RCTL_CMD_PLAN) return usage_error(msg, cap, "plan needs exactly one SPEC");
+    if (o->cmd == RCTL_CMD_EXPORT) return usage_error(msg, cap, "export needs an ID and a FILE");
+    if (o->cmd == RCTL_CMD_IMPORT) return usage_error(msg, cap, "import needs exactly one FILE");
+    if (o->cmd == RCTL_CMD_CHECKPOINT && o->all)
+      return usage_error(msg, cap, "checkpoint --all takes no workload ID");
     if (want == 0) return usage_error(msg, cap, "%s takes no arguments", cmd);
     return usage_error(msg, cap, "%s needs exactly one workload ID", cmd);
   }
   for (int k = 1; k < n_operands; k++) o->args[o->n_args++] = operands[k];
-  if (o->cmd == RCTL_CMD_DESCRIBE || o->cmd == RCTL_CMD_RM)
+  if (o->cmd == RCTL_CMD_DESCRIBE || o->cmd == RCTL_CMD_RM || o->cmd == RCTL_CMD_EXPORT ||
+      (o->cmd == RCTL_CMD_CHECKPOINT && !o->all))
     if (o->args[0][0] == '\0') return usage_error(msg, cap, "the workload ID is empty");
+  if ((o->cmd == RCTL_CMD_EXPORT && o->args[1][0] == '\0') ||
+      (o->cmd == RCTL_CMD_IMPORT && o->args[0][0] == '\0'))
+    return usage_error(msg, cap, "the FILE name is empty");
   if (o->cmd == RCTL_CMD_PLAN && o->args[0][0] == '\0')
     return usage_error(msg, cap, "the plan SPEC is empty");
-  if (o->cmd != RCTL_CMD_RM && o->cmd != RCTL_CMD_PLAN && o->cmd != RCTL_CMD_TENANT &&
-      (o->token != NULL || o->admin_token_file != NULL))
-    return usage_error(msg, cap, "--token and --admin-token-file apply only to rm, profiles and "
-                       "plan");
+  if (o->cmd != RCTL_CMD_RM && o->cmd != RCTL_CMD_PLAN && o->cmd != RCTL_CMD_CHECKPOINT &&
+      o->cmd != RCTL_CMD_EXPORT &&
+      o->cmd != RCTL_CMD_TENANT && (o->token != NULL || o->admin_token_file != NULL))
+    return usage_error(msg, cap, "--token and --admin-token-file apply only to rm, profiles, "
+                       "plan, checkpoint, export and tenant");
   return 0;
 }
 

@@ -23,6 +23,9 @@ typedef enum {
   RCTL_CMD_RM,
   RCTL_CMD_PROFILES, /* [--clear | import FILE | export] */
   RCTL_CMD_PLAN,     /* SPEC [--assume gpu=FILE|fpga=PART ...] */
+  RCTL_CMD_CHECKPOINT, /* ID | --all */
+  RCTL_CMD_EXPORT,     /* ID FILE */
+  RCTL_CMD_IMPORT,     /* FILE [--name NAME] */
   RCTL_CMD_TENANT,   /* add NAME [KEY=VALUE...] | set NAME KEY=VALUE... | ls | rm NAME */
 } rctl_cmd_t;
 
@@ -33,6 +36,8 @@ typedef struct {
   const char *token;            /* rm --token */
   const char *admin_token_file; /* rm, profiles: --admin-token-file; NULL = default path */
   int clear;                    /* profiles --clear */
+  int all;                      /* checkpoint --all */
+  const char *name;             /* import --name */
   const char *assume[RCTL_MAX_ASSUME]; /* plan --assume KIND=VALUE, in order */
   int n_assume;
   int help, version;            /* --help / --version */

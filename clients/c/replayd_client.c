@@ -50,6 +50,9 @@ typedef enum {
   M_CLEAR_PROFILES,
   M_IMPORT_PROFILES,
   M_EXPORT_PROFILES,
+  M_CHECKPOINT,
+  M_EXPORT_WORKLOAD,
+  M_IMPORT_WORKLOAD,
   M_ADD_TENANT,
   M_SET_TENANT,
   M_LIST_TENANTS,
@@ -62,8 +65,8 @@ static const char *const method_names[M_COUNT] = {
     "Insert",           "InsertBatch",      "Sample",           "UpdatePriorities",
     "ServerInfo",       "TrainStep",        "GetWeights",       "ListDevices",
     "Plan",             "ListProfiles",     "ClearProfiles",    "ImportProfiles",
-    "ExportProfiles",   "AddTenant",        "SetTenant",        "ListTenants",
-    "RemoveTenant",
+    "ExportProfiles",   "Checkpoint",       "ExportWorkload",   "ImportWorkload",
+    "AddTenant",        "SetTenant",        "ListTenants",      "RemoveTenant",
 };
 
 struct rdc_client {
@@ -615,6 +618,11 @@ static int spec_from_pb(rdc_spec_t *out, const Replayd__V1__WorkloadSpec *s, rdc
   out->max_priority = out->has_max_priority ? s->max_priority : 0;
   out->seed = s->seed;
   out->max_batch = s->max_batch;
+  copy_str(out->durability, sizeof out->durability, s->durability, 1, "durability", NULL);
+  out->has_checkpoint_interval =
+      s->checkpoint_interval_opt_case ==
+      REPLAYD__V1__WORKLOAD_SPEC__CHECKPOINT_INTERVAL_OPT_CHECKPOINT_INTERVAL_S;
+  out->checkpoint_interval_s = out->has_checkpoint_interval ? s->checkpoint_interval_s : 0;
   if (s->learner != NULL) {
     out->has_learner = 1;
     return learner_from_pb(&out->learner, s->learner, err);
@@ -658,6 +666,16 @@ static void placement_from_pb(rdc_placement_t *o, const Replayd__V1__Placement *
   copy_str(o->sampler_cpus, sizeof o->sampler_cpus, p->sampler_cpus, 1, "", NULL);
 }
 
+static void checkpoint_from_pb(rdc_checkpoint_info_t *o, const Replayd__V1__CheckpointInfo *c) {
+  o->generation = c->generation;
+  o->taken_unix_ms = c->taken_unix_ms;
+  o->bytes = c->bytes;
+  o->seconds = c->seconds;
+  o->items = c->items;
+  o->learner_full = c->learner_full;
+  o->pause_ms = c->pause_ms;
+}
+
 static int workload_from_pb(rdc_workload_t *out, const Replayd__V1__Workload *w,
                             rdc_error_t *err) {
   memset(out, 0, sizeof *out);
@@ -680,6 +698,22 @@ static int workload_from_pb(rdc_workload_t *out, const Replayd__V1__Workload *w,
   if (w->placement != NULL) {
     out->has_placement = 1;
     placement_from_pb(&out->placement, w->placement);
+  }
+  if (w->durability != NULL) {
+    const Replayd__V1__Durability *d = w->durability;
+    rdc_durability_t *o = &out->durability;
+    out->has_durability = 1;
+    copy_str(o->mode, sizeof o->mode, d->mode, 1, "", NULL);
+    o->checkpoint_interval_s = d->checkpoint_interval_s;
+    o->has_last = d->last != NULL;
+    if (d->last != NULL) checkpoint_from_pb(&o->last, d->last);
+    o->checkpoints = d->checkpoints;
+    copy_str(o->last_error, sizeof o->last_error, d->last_error, 1, "", NULL);
+    copy_str(o->restored, sizeof o->restored, d->restored, 1, "", NULL);
+    o->journal_records = d->journal_records;
+    o->journal_commits = d->journal_commits;
+    o->journal_commit_ms_max = d->journal_commit_ms_max;
+    copy_str(o->journal_error, sizeof o->journal_error, d->journal_error, 1, "", NULL);
   }
   return rc;
 }
@@ -743,6 +777,14 @@ static int spec_to_pb(const rdc_spec_t *spec, spec_pb_t *o, rdc_error_t *err) {
   }
   rq->seed = spec->seed;
   rq->max_batch = spec->max_batch;
+  if (memchr(spec->durability, '\0', sizeof spec->durability) == NULL)
+    return set_error(err, RDC_EINVAL, "the durability is not NUL-terminated");
+  rq->durability = (char *)spec->durability;
+  if (spec->has_checkpoint_interval) {
+    rq->checkpoint_interval_opt_case =
+        REPLAYD__V1__WORKLOAD_SPEC__CHECKPOINT_INTERVAL_OPT_CHECKPOINT_INTERVAL_S;
+    rq->checkpoint_interval_s = spec->checkpoint_interval_s;
+  }
   if (spec->has_learner) {
     int rc = learner_to_pb(&o->learner, &spec->learner, err);
     if (rc != RDC_OK) return rc;
@@ -1695,6 +1737,101 @@ int rdc_import_profiles(rdc_client_t *c, const char *admin_token, const void *js
   if (imported) *imported = ((const Replayd__V1__ImportProfilesResponse *)resp)->imported;
   protobuf_c_message_free_unpacked(resp, NULL);
   return ok(err);
+}
+
+/* ------------------------------------------------------------------ */
+/* Durability                                                          */
+/* ------------------------------------------------------------------ */
+
+int rdc_checkpoint(rdc_client_t *c, const char *id, const char *token,
+                   rdc_checkpoint_info_t *out, rdc_error_t *err) {
+  int rc = check_id(id, err);
+  if (rc != RDC_OK) return rc;
+  Replayd__V1__CheckpointRequest req = REPLAYD__V1__CHECKPOINT_REQUEST__INIT;
+  req.workload_id = (char *)id;
+  ProtobufCMessage *resp;
+  rc = unary(c, M_CHECKPOINT, token, &req.base, &replayd__v1__checkpoint_response__descriptor, 1,
+             &resp, err);
+  if (rc != RDC_OK) return rc;
+  const Replayd__V1__CheckpointResponse *r = (const Replayd__V1__CheckpointResponse *)resp;
+  if (out != NULL) {
+    memset(out, 0, sizeof *out);
+    if (r->n_checkpoints > 0) checkpoint_from_pb(out, r->checkpoints[0]);
+  }
+  protobuf_c_message_free_unpacked(resp, NULL);
+  return ok(err);
+}
+
+int rdc_checkpoint_all(rdc_client_t *c, const char *admin_token, rdc_checkpoint_result_t **out,
+                       size_t *n, rdc_error_t *err) {
+  if (out == NULL || n == NULL) return set_error(err, RDC_EINVAL, "out or n is NULL");
+  *out = NULL;
+  *n = 0;
+  Replayd__V1__CheckpointRequest req = REPLAYD__V1__CHECKPOINT_REQUEST__INIT;
+  req.all = 1;
+  ProtobufCMessage *resp;
+  int rc = unary(c, M_CHECKPOINT, admin_token, &req.base,
+                 &replayd__v1__checkpoint_response__descriptor, 1, &resp, err);
+  if (rc != RDC_OK) return rc;
+  const Replayd__V1__CheckpointResponse *r = (const Replayd__V1__CheckpointResponse *)resp;
+  size_t k = r->n_workload_ids < r->n_checkpoints ? r->n_workload_ids : r->n_checkpoints;
+  rdc_checkpoint_result_t *v = calloc(k ? k : 1, sizeof *v);
+  if (v == NULL) {
+    protobuf_c_message_free_unpacked(resp, NULL);
+    return set_error(err, RDC_ENOMEM, "out of memory");
+  }
+  for (size_t i = 0; i < k; i++) {
+    copy_str(v[i].id, sizeof v[i].id, r->workload_ids[i], 1, "", NULL);
+    checkpoint_from_pb(&v[i].info, r->checkpoints[i]);
+  }
+  protobuf_c_message_free_unpacked(resp, NULL);
+  *out = v;
+  *n = k;
+  return ok(err);
+}
+
+int rdc_export_workload(rdc_client_t *c, const char *id, const char *token, void **data,
+                        size_t *len, uint64_t *items, rdc_error_t *err) {
+  if (data == NULL || len == NULL) return set_error(err, RDC_EINVAL, "data or len is NULL");
+  *data = NULL;
+  *len = 0;
+  int rc = check_id(id, err);
+  if (rc != RDC_OK) return rc;
+  Replayd__V1__ExportWorkloadRequest req = REPLAYD__V1__EXPORT_WORKLOAD_REQUEST__INIT;
+  req.workload_id = (char *)id;
+  ProtobufCMessage *resp;
+  rc = unary(c, M_EXPORT_WORKLOAD, token, &req.base,
+             &replayd__v1__export_workload_response__descriptor, 1, &resp, err);
+  if (rc != RDC_OK) return rc;
+  const Replayd__V1__ExportWorkloadResponse *r = (const Replayd__V1__ExportWorkloadResponse *)resp;
+  void *buf = malloc(r->data.len ? r->data.len : 1);
+  if (buf == NULL) {
+    protobuf_c_message_free_unpacked(resp, NULL);
+    return set_error(err, RDC_ENOMEM, "out of memory for %zu bytes", r->data.len);
+  }
+  if (r->data.len) memcpy(buf, r->data.data, r->data.len);
+  *data = buf;
+  *len = r->data.len;
+  if (items) *items = r->items;
+  protobuf_c_message_free_unpacked(resp, NULL);
+  return ok(err);
+}
+
+int rdc_import_workload(rdc_client_t *c, const void *data, size_t len, const char *name,
+                        rdc_workload_t *out, rdc_error_t *err) {
+  if (out == NULL || (data == NULL && len > 0))
+    return set_error(err, RDC_EINVAL, "data or out is NULL");
+  Replayd__V1__ImportWorkloadRequest req = REPLAYD__V1__IMPORT_WORKLOAD_REQUEST__INIT;
+  req.data.data = (uint8_t *)data;
+  req.data.len = len;
+  req.name = (char *)(name ? name : "");
+  ProtobufCMessage *resp;
+  int rc = unary(c, M_IMPORT_WORKLOAD, NULL, &req.base, &replayd__v1__workload__descriptor, 0,
+                 &resp, err);
+  if (rc != RDC_OK) return rc;
+  rc = workload_from_pb(out, (const Replayd__V1__Workload *)resp, err);
+  protobuf_c_message_free_unpacked(resp, NULL);
+  return rc == RDC_OK ? ok(err) : rc;
 }
 
 /* ------------------------------------------------------------------ */

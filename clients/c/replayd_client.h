@@ -241,6 +241,11 @@ typedef struct {
   uint32_t max_batch;        /* rows per call; 0 = server default */
   int has_learner;           /* 1: the server hosts a learner for this workload */
   rdc_learner_spec_t learner;
+  /* What survives a restart: "none", "checkpoint", "journal"; "" = the
+   * server's default (--durability). */
+  char durability[16];
+  int has_checkpoint_interval;
+  double checkpoint_interval_s; /* 0: no periodic checkpoints */
 } rdc_spec_t;
 
 /* Zero the spec (no fields, every optional scalar unset, no learner). */
@@ -302,6 +307,31 @@ typedef struct {
   char learner_cpus[320], sampler_cpus[320];
 } rdc_placement_t;
 
+/* One checkpoint (the server's checkpoint file ckpt-<generation>.rdc). */
+typedef struct {
+  uint64_t generation;
+  int64_t taken_unix_ms;
+  uint64_t bytes;
+  double seconds;      /* taking and writing it; 0 for one restored at start */
+  uint64_t items;
+  int learner_full;    /* the learner's whole training state, else its policy only */
+  double pause_ms;     /* the longest the table was locked for it */
+} rdc_checkpoint_info_t;
+
+/* What survives a restart, as DescribeWorkload reports it. */
+typedef struct {
+  char mode[16];              /* "none", "checkpoint", "journal" */
+  double checkpoint_interval_s;
+  int has_last;
+  rdc_checkpoint_info_t last;
+  uint64_t checkpoints;       /* taken since the server started */
+  char last_error[256];       /* the last checkpoint's failure; "" after a success */
+  char restored[256];         /* how the workload came back at the server's start */
+  uint64_t journal_records, journal_commits;
+  double journal_commit_ms_max;
+  char journal_error[256];
+} rdc_durability_t;
+
 typedef struct {
   char id[RDC_ID_MAX];
   char token[RDC_TOKEN_MAX]; /* filled by rdc_register only; keep it secret */
@@ -312,6 +342,8 @@ typedef struct {
   rdc_learner_counters_t learner;
   int has_placement;         /* 1 when the server sent one (workloads with a learner) */
   rdc_placement_t placement;
+  int has_durability;        /* 1 when the server sent it */
+  rdc_durability_t durability;
   char tenant[64];           /* its owner ("default" without tenants) */
 } rdc_workload_t;
 
@@ -702,5 +734,35 @@ int rdc_tenant_remove(rdc_client_t *c, const char *admin_token, const char *name
 #ifdef __cplusplus
 }
 #endif
+
+/* ---- Durability: checkpoints, export, import ---- */
+
+/* Take a checkpoint of workload id now (its token or the admin token).
+ * *out (may be NULL) receives it. FAILED_PRECONDITION for durability
+ * "none"; INTERNAL with the reason when it cannot be written (the previous
+ * checkpoints stay). */
+int rdc_checkpoint(rdc_client_t *c, const char *id, const char *token,
+                   rdc_checkpoint_info_t *out, rdc_error_t *err);
+
+typedef struct {
+  char id[RDC_ID_MAX];
+  rdc_checkpoint_info_t info;
+} rdc_checkpoint_result_t;
+
+/* Every workload whose durability is not "none" (the admin token). *out
+ * (free with free()) receives *n results. */
+int rdc_checkpoint_all(rdc_client_t *c, const char *admin_token, rdc_checkpoint_result_t **out,
+                       size_t *n, rdc_error_t *err);
+
+/* The workload as one checkpoint file (the server's format): *data (free
+ * with free()) of *len bytes; *items (may be NULL) its table items.
+ * RESOURCE_EXHAUSTED when it exceeds the server's message limit. */
+int rdc_export_workload(rdc_client_t *c, const char *id, const char *token, void **data,
+                        size_t *len, uint64_t *items, rdc_error_t *err);
+
+/* A new workload from an exported file (name: "" keeps the file's). *out
+ * receives it with its token, as rdc_register's. */
+int rdc_import_workload(rdc_client_t *c, const void *data, size_t len, const char *name,
+                        rdc_workload_t *out, rdc_error_t *err);
 
 #endif

@@ -19,6 +19,7 @@
  * a workload when it is deleted finishes on valid memory.
  */
 #include "registry.h"
+#include "durable.h"
 #include "secrets.h"
 #include "tenant.h"
 
@@ -42,8 +43,15 @@ struct rd_registry {
   uint64_t bytes;             /* memory charged for the workloads held */
   rd_placer_fn placer;        /* restore: placements from stored profiles */
   void *placer_arg;
+  rd_durable_t *durable;      /* checkpoints (durable.h), or NULL */
   rd_tenants_t *tenants;      /* the owners (tenant.h); each workload references one */
 };
+
+void rd_registry_set_durable(rd_registry_t *r, rd_durable_t *d) {
+  pthread_mutex_lock(&r->mutate_mu);
+  r->durable = d;
+  pthread_mutex_unlock(&r->mutate_mu);
+}
 
 /* Where a placed workload runs: the learner's device and backend (a
  * failing GPU or FPGA learner falls back inside the pipeline: pipeline.h)
@@ -241,12 +249,17 @@ static int build(rd_registry_t *r, rd_tenant_t *tenant, rd_workload_config_t *wc
   wc->learner.share_group = r->cfg.learner_shares ? tenant : NULL;
   wc->learner.share_weight = rd_tenant_weight(tenant);
   rd_workload_t *w;
-  int rc = rd_workload_new(wc, pl, spec->name, spec->stored, spec->stored_len, id, token,
-                           created, r->cfg.max_message_bytes, &w, err);
+  rd_wl_durable_t *wd = NULL; /* before the pipeline: it keeps weight versions there */
+  int rc = rd_durable_prepare(r->durable, id, wc, &wd, err);
+  if (rc == RD_OK)
+    rc = rd_workload_new(wc, pl, spec->name, spec->stored, spec->stored_len, id, token,
+                         created, r->cfg.max_message_bytes, &w, err);
   if (rc) {
+    rd_durable_release(wd);
     free(pl);
     return rc;
   }
+  w->durable = wd;
   /* The CPU tree instead of a module it could not create: charge what it holds. */
   rd_tenant_ref(tenant);
   w->tenant = tenant;
@@ -310,9 +323,15 @@ static int register_owned(rd_registry_t *r, rd_tenant_t *owner, const rd_workloa
   rc = build(r, owner, &wc, pl, spec, id, token, (int64_t)time(NULL), &w, err);
   pl = NULL; /* build took it */
   if (rc) goto out;
+  /* Its checkpoint directory and journal, before anything is stored. */
+  if ((rc = rd_durable_attach(r->durable, w, err)) != RD_OK) {
+    rd_workload_free(w);
+    goto out;
+  }
   /* Durable before visible: a client never holds an id that a restart
    * would forget, and a failed write leaves nothing registered. */
   if ((rc = persist(r, w, err)) != RD_OK) {
+    rd_durable_forget(r->durable, w);
     rd_workload_free(w);
     goto out;
   }
@@ -384,9 +403,12 @@ static bool restore_one(rd_registry_t *r, const rd_spec_decoder_t *dec,
     rd_log_warn("registry", "skipping stored workload %s: %s (it stays stored)", sw->id, err.msg);
     return false;
   }
+  /* Its data, from its checkpoints and journal, before anyone can call. */
+  if (r->durable != NULL) rd_durable_restore(r->durable, w);
   publish(r, w);
-  rd_log_info("registry", "restored workload %s \"%s\" (empty): %u fields, capacity %u%s%s",
-              w->id, w->name, wc.table.schema.n_fields, wc.table.capacity,
+  rd_log_info("registry", "restored workload %s \"%s\" (%llu items): %u fields, capacity %u%s%s",
+              w->id, w->name, (unsigned long long)rd_table_size(&w->table),
+              wc.table.schema.n_fields, wc.table.capacity,
               w->placement != NULL ? "; " : "", w->placement != NULL ? w->placement->note : "");
   return true;
 }
@@ -468,8 +490,9 @@ int rd_registry_delete(rd_registry_t *r, const char *id, rd_error_t *err) {
   atomic_store(&w->deleted, true);
   pthread_mutex_unlock(&r->mutate_mu);
   /* Stop training now (a pending TrainStep ends CANCELLED); the memory
-   * goes with the last reference. */
+   * goes with the last reference, its checkpoints and journal now. */
   if (w->pipeline) rd_pipeline_stop(w->pipeline);
+  rd_durable_forget(r->durable, w);
   rd_workload_unref(w); /* the registry's reference */
   return RD_OK;
 }

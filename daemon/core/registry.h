@@ -28,6 +28,12 @@ int rd_registry_create(rd_registry_t **out, const rd_config_t *cfg, rd_store_t *
                        rd_error_t *err);
 void rd_registry_destroy(rd_registry_t *r);
 
+/* Checkpoints, restore and journals (durable.h) for the workloads from now
+ * on: registrations attach to it, restore restores through it, deletes
+ * remove their files. NULL (the default): nothing is checkpointed. */
+struct rd_durable;
+void rd_registry_set_durable(rd_registry_t *r, struct rd_durable *d);
+
 /* The server configuration the registry applies (its copy). */
 const rd_config_t *rd_registry_config(const rd_registry_t *r);
 

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "durable.h"
 #include "log.h"
 #include "tenant.h"
 
@@ -65,6 +66,11 @@ static int pipeline_table_fault(void *arg, const rd_error_t *why) {
 
 int rd_workload_insert(rd_workload_t *w, const rd_insert_batch_t *b, uint64_t *keys,
                        uint64_t *first_key, rd_error_t *err) {
+  return rd_workload_insert_lsn(w, b, keys, first_key, NULL, err);
+}
+
+int rd_workload_insert_lsn(rd_workload_t *w, const rd_insert_batch_t *b, uint64_t *keys,
+                           uint64_t *first_key, uint64_t *lsn, rd_error_t *err) {
   const rd_schema_t *schema = &w->table.config.schema;
   if (b->count == 0)
     return rd_error_set(err, RD_EINVAL, "insert needs rows with count >= 1");
@@ -82,6 +88,11 @@ int rd_workload_insert(rd_workload_t *w, const rd_insert_batch_t *b, uint64_t *k
   uint64_t first = rd_table_next_key(&w->table);
   if (atomic_load(&w->deleted)) {
     rc = deleted_error(w, err);
+  } else if ((rc = rd_durable_admit(w, rd_journal_insert_bytes(b->count, schema->n_fields,
+                                                                 w->table.field_bytes,
+                                                                 b->n_priorities != 0),
+                                    err)) != RD_OK) {
+    /* journal mode: refused before anything is applied */
   } else {
     if (w->pipeline) rd_pipeline_before_insert(w->pipeline, b->count);
     rc = rd_table_insert(&w->table, b->count, b->cols, b->n_priorities ? b->priorities : NULL,
@@ -94,8 +105,10 @@ int rd_workload_insert(rd_workload_t *w, const rd_insert_batch_t *b, uint64_t *k
     if (rc == RD_OK && w->pipeline) rd_pipeline_after_insert(w->pipeline, b->count);
     if (rc) rc = table_error(rc, err);
   }
+  uint64_t at = rc == RD_OK && rd_durable_journal(w) ? rd_journal_last_lsn(rd_durable_journal(w)) : 0;
   pthread_mutex_unlock(&w->lock);
   if (rc == RD_OK && first_key) *first_key = first;
+  if (lsn) *lsn = at;
   return rc;
 }
 
@@ -133,6 +146,12 @@ int rd_workload_sample(rd_workload_t *w, const rd_sample_request_t *q, rd_sample
 
 int rd_workload_update(rd_workload_t *w, size_t n, const uint64_t *keys, size_t n_priorities,
                        const double *priorities, size_t *stale, rd_error_t *err) {
+  return rd_workload_update_lsn(w, n, keys, n_priorities, priorities, stale, NULL, err);
+}
+
+int rd_workload_update_lsn(rd_workload_t *w, size_t n, const uint64_t *keys, size_t n_priorities,
+                           const double *priorities, size_t *stale, uint64_t *lsn,
+                           rd_error_t *err) {
   if (n != n_priorities)
     return rd_error_set(err, RD_EINVAL, "%zu keys but %zu priorities", n, n_priorities);
   if (n > w->max_batch)
@@ -143,14 +162,18 @@ int rd_workload_update(rd_workload_t *w, size_t n, const uint64_t *keys, size_t 
   int rc;
   if (atomic_load(&w->deleted)) {
     rc = deleted_error(w, err);
+  } else if ((rc = rd_durable_admit(w, rd_journal_update_bytes(n), err)) != RD_OK) {
+    /* journal mode: refused before anything is applied */
   } else {
     rc = rd_table_update(&w->table, n, keys, priorities, &skipped, err);
     if (rc == RD_EINTERNAL && table_fault(w, err))
       rc = rd_table_update(&w->table, n, keys, priorities, &skipped, err);
     if (rc) rc = table_error(rc, err);
   }
+  uint64_t at = rc == RD_OK && rd_durable_journal(w) ? rd_journal_last_lsn(rd_durable_journal(w)) : 0;
   pthread_mutex_unlock(&w->lock);
   if (rc == RD_OK && stale) *stale = skipped;
+  if (lsn) *lsn = at;
   return rc;
 }
 
@@ -206,6 +229,7 @@ int rd_workload_token_ok(const rd_workload_t *w, const char *token, size_t len) 
 
 void rd_workload_free(rd_workload_t *w) {
   rd_pipeline_destroy(w->pipeline); /* its threads use the table: first */
+  rd_durable_release(w->durable);   /* the journal, which the table's observer feeds */
   rd_table_free(&w->table);
   free(w->spec);
   free(w->placement);

@@ -58,6 +58,7 @@ typedef struct rd_workload {
                                 set before the workload is published, then constant */
   atomic_int refs;
   atomic_bool deleted;
+  struct rd_wl_durable *durable; /* checkpoints and journal (durable.h); NULL: durability none */
   struct rd_tenant *tenant;  /* its owner (tenant.h), referenced; NULL only outside a registry */
 } rd_workload_t;
 
@@ -79,6 +80,15 @@ typedef struct {
  * this insert would overwrite is gathered first (pipeline.h). */
 int rd_workload_insert(rd_workload_t *w, const rd_insert_batch_t *b, uint64_t *keys,
                        uint64_t *first_key, rd_error_t *err);
+
+/* rd_workload_insert that also says where its journal record is (journal
+ * mode, durable.h): *lsn receives it, 0 when there is no journal. The
+ * caller acknowledges the insert once that record is on disk
+ * (rd_journal_when_durable on rd_durable_journal(w)). In journal mode an
+ * insert is refused, nothing applied, while the journal is failed
+ * (RD_ESTORE) or too far behind the disk (RD_ETOOBIG). */
+int rd_workload_insert_lsn(rd_workload_t *w, const rd_insert_batch_t *b, uint64_t *keys,
+                           uint64_t *first_key, uint64_t *lsn, rd_error_t *err);
 
 /* Where a sample goes: called once the request has passed the limits and
  * before the lock is taken. Point out's keys, probabilities and weights at
@@ -105,6 +115,10 @@ int rd_workload_sample(rd_workload_t *w, const rd_sample_request_t *q, rd_sample
  * had been overwritten already and were skipped. */
 int rd_workload_update(rd_workload_t *w, size_t n, const uint64_t *keys, size_t n_priorities,
                        const double *priorities, size_t *stale, rd_error_t *err);
+/* The same, with its journal record's lsn (as rd_workload_insert_lsn). */
+int rd_workload_update_lsn(rd_workload_t *w, size_t n, const uint64_t *keys, size_t n_priorities,
+                           const double *priorities, size_t *stale, uint64_t *lsn,
+                           rd_error_t *err);
 
 /* RD_OK if w has a hosted learner, else RD_ESTATE saying so. */
 int rd_workload_learner(const rd_workload_t *w, rd_error_t *err);

@@ -146,6 +146,43 @@ static int priorities(const rd_workload_spec_t *spec, rd_table_config_t *tc, dou
   return RD_OK;
 }
 
+const char *rd_durability_name(rd_durability_t d) {
+  switch (d) {
+  case RD_DURABILITY_NONE: return "none";
+  case RD_DURABILITY_CHECKPOINT: return "checkpoint";
+  case RD_DURABILITY_JOURNAL: return "journal";
+  }
+  return "?";
+}
+
+int rd_durability_parse(const char *name) {
+  for (int d = RD_DURABILITY_NONE; d <= RD_DURABILITY_JOURNAL; d++)
+    if (name != NULL && strcmp(name, rd_durability_name((rd_durability_t)d)) == 0) return d;
+  return -1;
+}
+
+/* The durability mode and checkpoint period. */
+static int durability(const rd_config_t *cfg, const rd_workload_spec_t *spec,
+                      rd_workload_config_t *wc, rd_error_t *err) {
+  int d = spec->durability;
+  if (d < 0) {
+    d = rd_durability_parse(cfg->durability);
+    if (d < 0)
+      return rd_error_set(err, RD_EINVAL, "this server's --durability \"%s\" is not none, "
+                          "checkpoint or journal", cfg->durability);
+  } else if (d > RD_DURABILITY_JOURNAL) {
+    return rd_error_set(err, RD_EINVAL, "durability %d is not none, checkpoint or journal", d);
+  }
+  wc->durability = (rd_durability_t)d;
+  double iv = spec->has_checkpoint_interval ? spec->checkpoint_interval_s
+                                            : (double)cfg->checkpoint_interval_s;
+  if (!(iv >= 0 && iv <= 1e9))
+    return rd_error_set(err, RD_EINVAL, "checkpoint_interval_s must be in [0, 1e9] seconds, "
+                        "not %g", iv);
+  wc->checkpoint_interval_s = iv;
+  return RD_OK;
+}
+
 /* The hosted learner, read against the resolved table. */
 static int learner(const rd_config_t *cfg, const rd_workload_spec_t *spec,
                    rd_workload_config_t *wc, rd_error_t *err) {
@@ -209,6 +246,7 @@ int rd_workload_spec_resolve(const rd_config_t *cfg, const rd_workload_spec_t *s
                         "--max-batch)", spec->max_batch, batch_limit);
   tc->seed = spec->seed;
   tc->threads = 1; /* calls run on gRPC threads; one table call = one thread */
+  if ((rc = durability(cfg, spec, wc, err)) != RD_OK) return rc;
   return learner(cfg, spec, wc, err);
 }
 

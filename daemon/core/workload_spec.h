@@ -22,6 +22,19 @@
 
 #define RD_WORKLOAD_NAME_MAX 256 /* bytes of a spec's label, echoed to every lister */
 
+/* What survives a restart (core/durable.h): nothing; checkpoints (periodic,
+ * on request, at shutdown); or checkpoints and a write-ahead journal that
+ * every insert and update is on before it is acknowledged. */
+typedef enum {
+  RD_DURABILITY_NONE = 0,
+  RD_DURABILITY_CHECKPOINT = 1,
+  RD_DURABILITY_JOURNAL = 2,
+} rd_durability_t;
+
+/* "none", "checkpoint", "journal" <-> the mode; -1 for another name. */
+const char *rd_durability_name(rd_durability_t d);
+int rd_durability_parse(const char *name);
+
 /* A field as a client describes it; checked by rd_workload_spec_resolve
  * (name characters, duplicates, rank, dimensions, bytes per row).
  * RD_DTYPE_INVALID is a dtype the client left unspecified. */
@@ -51,6 +64,12 @@ typedef struct {
   /* Optional values: has_x = 0 takes the default. An explicit 0 is a value. */
   int has_alpha, has_epsilon, has_beta, has_max_priority;
   double alpha, epsilon, beta, max_priority;
+  /* Durability: durability -1 takes the server's default (--durability);
+   * has_checkpoint_interval 0 takes --checkpoint-interval-s. An explicit
+   * interval 0 means no periodic checkpoints. */
+  int durability;
+  int has_checkpoint_interval;
+  double checkpoint_interval_s;
   /* The hosted learner: NULL for a replay-only workload. */
   const void *learner;
   rd_learner_parse_fn learner_parse;
@@ -65,6 +84,8 @@ typedef struct {
 typedef struct {
   rd_table_config_t table;    /* defaults filled, within the server's limits */
   double beta;                /* a sample's default IS exponent */
+  rd_durability_t durability;
+  double checkpoint_interval_s; /* 0: no periodic checkpoints */
   int has_learner;
   rd_pipeline_config_t learner; /* when has_learner */
 } rd_workload_config_t;

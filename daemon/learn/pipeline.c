@@ -163,14 +163,20 @@ int rd_pipeline_create(rd_pipeline_t **out, const rd_pipeline_config_t *c, rd_ta
   p->table = table;
   p->table_lock = table_lock;
   pthread_mutex_init(&p->mu, NULL); /* a fallback at init takes it */
+  pthread_mutex_init(&p->call_mu, NULL);
+  pthread_cond_init(&p->cv_call, NULL);
   /* The learner's backend; a device fault falls back to the CPU. */
   if ((rc = rd_learner_unit_init(p, err)) != RD_OK) {
     pthread_mutex_destroy(&p->mu);
+    pthread_mutex_destroy(&p->call_mu);
+    pthread_cond_destroy(&p->cv_call);
     free(p);
     return rc;
   }
   if (alloc_all(p) != RD_OK) {
     pthread_mutex_destroy(&p->mu);
+    pthread_mutex_destroy(&p->call_mu);
+    pthread_cond_destroy(&p->cv_call);
     free_all(p);
     return rd_error_set(err, RD_ENOMEM, "out of memory for %u batch slots of %u items",
                         c->depth + 2, c->batch);
@@ -227,9 +233,10 @@ void rd_pipeline_stop(rd_pipeline_t *p) {
   if (was) return;
   if (p->started >= 1) pthread_join(p->th_sampler, NULL);
   if (p->started >= 2) pthread_join(p->th_learner, NULL);
-  p->started = 0;
   /* Batches left in flight are dropped. */
   pthread_mutex_lock(&p->mu);
+  p->started = 0;
+  pthread_cond_broadcast(&p->cv_call); /* rd_pl_on_learner runs calls itself now */
   rd_train_done_cb cb = NULL;
   void *arg = NULL;
   rd_train_result_t res;
@@ -245,7 +252,9 @@ void rd_pipeline_destroy(rd_pipeline_t *p) {
   pthread_cond_destroy(&p->cv_sampler);
   pthread_cond_destroy(&p->cv_learner);
   pthread_cond_destroy(&p->cv_idle);
+  pthread_cond_destroy(&p->cv_call);
   pthread_mutex_destroy(&p->mu);
+  pthread_mutex_destroy(&p->call_mu);
   free_all(p);
 }
 

@@ -78,6 +78,7 @@
 #define RD_PIPELINE_MAX_DEPTH 256
 #define RD_PIPELINE_PUBLISH_MS 10
 #define RD_PIPELINE_MAX_STEPS 65536u /* per TrainStep request */
+#define RD_PIPELINE_VERSION_BLOCK 65536u /* weight versions reserved at a time */
 
 typedef struct {
   rd_learner_config_t learner;
@@ -119,6 +120,11 @@ typedef struct {
    * be made again. NULL: the failure stands (the batch is skipped). */
   int (*table_fault)(void *arg, const rd_error_t *why);
   void *table_fault_arg;
+  /* Make durable that weight versions up to `upto` may be published
+   * ("Checkpoints" below); called on the learner thread (or create) before
+   * the first version above the last block. NULL: versions are not kept. */
+  int (*reserve_versions)(void *arg, uint64_t upto, rd_error_t *err);
+  void *reserve_arg;
 } rd_pipeline_config_t;
 
 typedef struct {
@@ -235,6 +241,58 @@ void rd_pipeline_cpus(rd_pipeline_t *p, rd_pipeline_cpus_t *out);
 
 /* 1 if the workload trains continuously (samples_per_insert > 0). */
 int rd_pipeline_continuous(const rd_pipeline_t *p);
+
+/* ---- Checkpoints (daemon/core/durable.h) ----
+ *
+ * The learner's state is saved and loaded on the learner thread, between
+ * two steps (the call waits for the step in progress), so training goes on
+ * around it and the table lock is not taken. What is saved: the counters
+ * (steps, skipped steps, late updates, loss, the weight version, continuous
+ * mode's insert count) and the published policy (the CPU copy of the
+ * weights, which every backend has), and, from a backend with state ops
+ * (the CPU learner), its whole training state: every network, the target
+ * networks, Adam moments and step counts. The GPU and FPGA learners have
+ * no state ops: their checkpoints hold the policy only, and a restore
+ * loads that policy into the learner (policy_load: the FPGA learner's
+ * policy network and its target; its critic and moments start again) or,
+ * for a backend that cannot load one (the GPU learner), keeps the initial
+ * weights and logs so. A full state saved by the CPU learner restores into
+ * a CPU learner; into another backend, its policy is used.
+ *
+ * Weight versions never go back, so that an actor polling GetWeights with
+ * the version it has never misses newer weights: a restore publishes the
+ * loaded weights as version floor + 1, where the floor is at least the
+ * saved version and every version reserved before (reserve_versions: the
+ * pipeline makes each block of RD_PIPELINE_VERSION_BLOCK versions durable
+ * before it publishes the first of them, so a version seen by an actor
+ * before a crash is never above the floor). */
+
+/* Bytes rd_pipeline_state_save may write (an upper bound). */
+size_t rd_pipeline_state_bytes(rd_pipeline_t *p);
+
+/* The learner's state and counters into buf (on the learner thread; waits
+ * for the step in progress). *len receives the bytes written, *full (may be
+ * NULL) 1 if the whole training state is in it, 0 for the policy only.
+ * RD_ETOOBIG (cap), RD_EINVAL (non-finite weights: nothing to save). */
+int rd_pipeline_state_save(rd_pipeline_t *p, void *buf, size_t cap, size_t *len, int *full,
+                           rd_error_t *err);
+
+/* Check a saved state against this pipeline (its learner's algorithm and
+ * shapes) without loading it. RD_EINVAL naming what differs. */
+int rd_pipeline_state_check(rd_pipeline_t *p, const void *buf, size_t len, rd_error_t *err);
+
+/* Load a saved state (on the learner thread): the learner's state (or its
+ * policy, above), the counters, and publish the weights as version
+ * max(saved version, version_floor) + 1. Call before training resumes: the
+ * continuous-mode budget restarts from the saved insert count with no
+ * steps owed. On error nothing changed. *policy_only (may be NULL) is set
+ * when only the policy could be loaded. */
+int rd_pipeline_state_load(rd_pipeline_t *p, const void *buf, size_t len, uint64_t version_floor,
+                           int *policy_only, rd_error_t *err);
+
+/* Publish the current weights as version max(version, floor) + 1 (a
+ * restored workload whose learner starts afresh keeps counting up). */
+int rd_pipeline_version_floor(rd_pipeline_t *p, uint64_t floor, rd_error_t *err);
 
 /* Block until no batch is in flight and no work is scheduled (tests and
  * benchmarks: wait for continuous mode to catch up). timeout_s <= 0 waits

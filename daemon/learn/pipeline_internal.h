@@ -80,8 +80,22 @@ struct rd_pipeline {
   double last_publish;              /* learner thread only */
   rd_weights_buf_t weights;         /* written by the learner thread only */
 
+  /* A function to run on the learner thread between steps (rd_pl_on_learner:
+   * checkpoints save and load the learner there), under mu; call_mu
+   * serializes the callers. */
+  pthread_mutex_t call_mu;
+  pthread_cond_t cv_call;
+  struct {
+    int (*fn)(rd_pipeline_t *p, void *arg, rd_error_t *err);
+    void *arg;
+    rd_error_t *err;
+    int rc, pending, done;
+  } lcall;
+  uint64_t version_limit; /* learner thread: versions reserved (reserve_versions) */
+  int reserve_failed;     /* learner thread: logged once */
+
   pthread_t th_sampler, th_learner;
-  int started; /* threads started */
+  int started; /* threads started; set to 0 under mu once they are joined */
   /* Where they run (rd_pipeline_cpus): pins as applied (set before the
    * threads start, then read-only), last CPUs seen (each by its thread). */
   rd_pin_t pin_learner, pin_sampler;
@@ -114,6 +128,10 @@ static inline uint32_t rd_pl_pop(rd_ring_t *q) {
 static inline void rd_pl_ewma(double *avg, double x) {
   *avg = *avg > 0 ? 0.875 * *avg + 0.125 * x : x;
 }
+
+/* learner_unit.c, under mu, on the learner thread: run a pending
+ * rd_pl_on_learner call (mu is released while it runs). */
+void rd_pl_run_call(rd_pipeline_t *p);
 
 /* train_request.c, under mu: stop sampling for the request (deadline,
  * error); if it is over and nothing is in flight, end it and return its

@@ -16,6 +16,7 @@
 
 #include "auth.h"
 #include "devices.h"
+#include "durability.h"
 #include "listing.h"
 #include "log.h"
 #include "messages.h"
@@ -54,6 +55,9 @@ HANDLER(h_list_profiles);
 HANDLER(h_clear_profiles);
 HANDLER(h_import_profiles);
 HANDLER(h_export_profiles);
+HANDLER(h_checkpoint);
+HANDLER(h_export_workload);
+HANDLER(h_import_workload);
 HANDLER(h_add_tenant);
 HANDLER(h_set_tenant);
 HANDLER(h_list_tenants);
@@ -93,6 +97,13 @@ static const struct {
                               RD_RUN_CONTROL, h_import_profiles},
     [RD_M_EXPORT_PROFILES] = {M("ExportProfiles"), REQ(export_profiles_request),
                               RD_RUN_CONTROL, h_export_profiles},
+    /* Durability (durability.h): writes that take as long as the table is
+     * large; an import may place a learner. */
+    [RD_M_CHECKPOINT] = {M("Checkpoint"), REQ(checkpoint_request), RD_RUN_CONTROL, h_checkpoint},
+    [RD_M_EXPORT_WORKLOAD] = {M("ExportWorkload"), REQ(export_workload_request), RD_RUN_CONTROL,
+                              h_export_workload},
+    [RD_M_IMPORT_WORKLOAD] = {M("ImportWorkload"), REQ(import_workload_request),
+                              RD_RUN_PLACEMENT, h_import_workload},
     [RD_M_ADD_TENANT] = {M("AddTenant"), REQ(add_tenant_request), RD_RUN_CONTROL, h_add_tenant},
     [RD_M_SET_TENANT] = {M("SetTenant"), REQ(set_tenant_request), RD_RUN_CONTROL, h_set_tenant},
     [RD_M_LIST_TENANTS] = {M("ListTenants"), REQ(list_tenants_request), RD_RUN_INLINE,
@@ -341,7 +352,8 @@ HANDLER(h_insert_batch) {
     rd_workload_unref(w);
     return RD_REPLY_NOW;
   }
-  if (rc == RD_OK && (rc = rd_workload_insert(w, &b, keys, NULL, &err)) != RD_OK)
+  uint64_t lsn = 0;
+  if (rc == RD_OK && (rc = rd_workload_insert_lsn(w, &b, keys, NULL, &lsn, &err)) != RD_OK)
     rd_tenant_rpc_rows_back(w, RD_TENANT_INSERT, b.count);
   if (rc == RD_OK) {
     Replayd__V1__InsertResponse reply = REPLAYD__V1__INSERT_RESPONSE__INIT;
@@ -354,8 +366,10 @@ HANDLER(h_insert_batch) {
     rd_reply_error(r, rc, "%s", err.msg);
   }
   free(keys);
+  /* Journal mode: answered once its record is on disk (durability.h). */
+  rd_reply_when_t when = rd_ack_when_durable(w, lsn, q->ci->call, r);
   rd_workload_unref(w);
-  return RD_REPLY_NOW;
+  return when;
 }
 
 /* One message of an Insert stream: the first one names the workload. */
@@ -374,26 +388,30 @@ HANDLER(h_insert) {
   rd_cbuf_t cols[RD_SCHEMA_MAX_FIELDS];
   insert_batch(m, cols, &b);
   if (!rd_tenant_rpc_rows(st->workload, RD_TENANT_INSERT, b.count, r)) return RD_REPLY_NOW;
-  uint64_t first = 0;
+  uint64_t first = 0, lsn = 0;
   rd_error_t err;
   rd_error_clear(&err);
-  int rc = rd_workload_insert(st->workload, &b, NULL, &first, &err);
+  int rc = rd_workload_insert_lsn(st->workload, &b, NULL, &first, &lsn, &err);
   if (rc) {
     rd_tenant_rpc_rows_back(st->workload, RD_TENANT_INSERT, b.count);
     rd_reply_error(r, rc, "%s", err.msg);
     return RD_REPLY_NOW;
   }
+  if (lsn > st->lsn) st->lsn = lsn;
   if (st->messages == 0) st->first_key = first;
   st->inserted += b.count;
   st->messages++;
   return RD_REPLY_MORE;
 }
 
-void rd_handle_insert_end(const rd_insert_stream_t *st, rd_reply_t *out) {
+rd_reply_when_t rd_handle_insert_end(const rd_insert_stream_t *st, void *call, rd_reply_t *out) {
   Replayd__V1__InsertResponse m = REPLAYD__V1__INSERT_RESPONSE__INIT;
   m.inserted = st->inserted;
   m.first_key = st->first_key;
   rd_reply_pack(out, &m.base);
+  /* Journal mode: OK only once every message's record is on disk. */
+  return st->workload != NULL ? rd_ack_when_durable(st->workload, st->lsn, call, out)
+                              : RD_REPLY_NOW;
 }
 
 void rd_insert_stream_release(rd_insert_stream_t *st) {
@@ -435,10 +453,11 @@ HANDLER(h_update) {
   rd_workload_t *w = rd_auth_workload(q->ctx, q->ci->md, m->workload_id, 0, r);
   if (w == NULL) return RD_REPLY_NOW;
   size_t stale = 0;
+  uint64_t lsn = 0;
   rd_error_t err;
   rd_error_clear(&err);
-  int rc = rd_workload_update(w, m->n_keys, m->keys, m->n_priorities, m->priorities, &stale,
-                              &err);
+  int rc = rd_workload_update_lsn(w, m->n_keys, m->keys, m->n_priorities, m->priorities, &stale,
+                                  &lsn, &err);
   if (rc == RD_OK) {
     Replayd__V1__UpdatePrioritiesResponse reply = REPLAYD__V1__UPDATE_PRIORITIES_RESPONSE__INIT;
     reply.applied = m->n_keys - stale;
@@ -447,8 +466,9 @@ HANDLER(h_update) {
   } else {
     rd_reply_error(r, rc, "%s", err.msg);
   }
+  rd_reply_when_t when = rd_ack_when_durable(w, lsn, q->ci->call, r);
   rd_workload_unref(w);
-  return RD_REPLY_NOW;
+  return when;
 }
 
 /* ------------------------------------------------------------------ */
@@ -724,6 +744,12 @@ HANDLER(h_export_profiles) {
 }
 
 /* ------------------------------------------------------------------ */
+/* Durability (durability.c)                                           */
+/* ------------------------------------------------------------------ */
+
+HANDLER(h_checkpoint) { return rd_handle_checkpoint(q->ctx, q->ci, q->msg, r); }
+HANDLER(h_export_workload) { return rd_handle_export(q->ctx, q->ci, q->msg, r); }
+HANDLER(h_import_workload) { return rd_handle_import(q->ctx, q->ci, q->msg, r); }
 /* Tenants (tenant_rpc.c)                                              */
 /* ------------------------------------------------------------------ */
 

@@ -39,6 +39,9 @@ typedef enum {
   RD_M_CLEAR_PROFILES,  /* admin */
   RD_M_IMPORT_PROFILES, /* admin */
   RD_M_EXPORT_PROFILES, /* admin */
+  RD_M_CHECKPOINT,      /* durability.h */
+  RD_M_EXPORT_WORKLOAD,
+  RD_M_IMPORT_WORKLOAD,
   RD_M_ADD_TENANT,      /* admin (tenant_rpc.h) */
   RD_M_SET_TENANT,      /* admin */
   RD_M_LIST_TENANTS,    /* admin */
@@ -69,9 +72,11 @@ rd_run_t rd_method_run(rd_method_t m);
 #define RD_IMPORT_MAX_BYTES (16u << 20)
 #define RD_PLAN_GPU_MAX_BYTES (1u << 20)
 
+struct rd_durable;
 typedef struct {
   rd_registry_t *registry;
   rd_store_t *store;        /* profiles; NULL: nothing is stored (tests) */
+  struct rd_durable *durable; /* checkpoints (durable.h); NULL: none (tests) */
   const rd_config_t *config;
   char admin_token[RD_WORKLOAD_TOKEN_LEN + 1];
   double start_time; /* CLOCK_MONOTONIC seconds */
@@ -86,6 +91,7 @@ typedef struct {
   uint64_t inserted;
   uint64_t first_key;
   uint64_t messages;
+  uint64_t lsn; /* journal mode: the last message's record (the end waits for it) */
 } rd_insert_stream_t;
 
 /* What the server knows of a call when it hands over a request. */
@@ -107,8 +113,10 @@ typedef enum {
 rd_reply_when_t rd_handle(rd_handler_ctx_t *ctx, rd_method_t m, const rd_call_info_t *ci,
                           const uint8_t *body, size_t len, rd_reply_t *out);
 
-/* The Insert stream's end (the client half-closed): its reply. */
-void rd_handle_insert_end(const rd_insert_stream_t *st, rd_reply_t *out);
+/* The Insert stream's end (the client half-closed): its reply, now, or
+ * (journal mode) RD_REPLY_LATER once its last record is on disk, passed to
+ * rd_call_reply(call, ...). */
+rd_reply_when_t rd_handle_insert_end(const rd_insert_stream_t *st, void *call, rd_reply_t *out);
 void rd_insert_stream_release(rd_insert_stream_t *st);
 
 /* The server's (server.c): finish the call a handler answered

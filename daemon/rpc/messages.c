@@ -115,6 +115,39 @@ static void learner_msg(rd_workload_msg_t *o, rd_workload_t *w) {
   }
 }
 
+void rd_checkpoint_info_msg(Replayd__V1__CheckpointInfo *m, const rd_checkpoint_info_t *c) {
+  replayd__v1__checkpoint_info__init(m);
+  m->generation = c->gen;
+  m->taken_unix_ms = c->taken_unix_ms;
+  m->bytes = c->bytes;
+  m->seconds = c->seconds;
+  m->items = c->items;
+  m->learner_full = c->learner_full != 0;
+  m->pause_ms = c->hold_max_s * 1e3;
+}
+
+/* What survives a restart, and how the workload came back (durable.h). */
+static void durability_msg(rd_workload_msg_t *o, const rd_workload_t *w) {
+  rd_durable_info_t *d = &o->dinfo;
+  rd_durable_info(w, d);
+  Replayd__V1__Durability *m = &o->durability;
+  replayd__v1__durability__init(m);
+  m->mode = (char *)rd_durability_name(d->mode);
+  m->checkpoint_interval_s = d->interval_s;
+  if (d->has_last) {
+    rd_checkpoint_info_msg(&o->last_checkpoint, &d->last);
+    m->last = &o->last_checkpoint;
+  }
+  m->checkpoints = d->checkpoints;
+  m->last_error = d->last_error;
+  m->restored = d->restored;
+  m->journal_records = d->journal.records;
+  m->journal_commits = d->journal.commits;
+  m->journal_commit_ms_max = d->journal.commit_s_max * 1e3;
+  m->journal_error = d->journal.failed ? d->journal.why : "";
+  o->msg.durability = m;
+}
+
 int rd_workload_msg(rd_workload_msg_t *o, rd_workload_t *w, int with_token,
                     Replayd__V1__WorkloadSpec *spec) {
   replayd__v1__workload__init(&o->msg);
@@ -129,6 +162,7 @@ int rd_workload_msg(rd_workload_msg_t *o, rd_workload_t *w, int with_token,
   o->msg.created_unix = w->created_unix;
   o->msg.tenant = w->tenant != NULL ? w->tenant->name : "";
   if (w->pipeline != NULL) learner_msg(o, w);
+  durability_msg(o, w);
   return RD_OK;
 }
 

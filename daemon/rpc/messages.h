@@ -7,6 +7,7 @@
 #define RD_MESSAGES_H
 
 #include "devices.h"
+#include "durable.h"
 #include "placement.h"
 #include "profile.h"
 #include "replayd.pb-c.h"
@@ -34,7 +35,13 @@ typedef struct {
   Replayd__V1__WorkloadCounters counters;
   Replayd__V1__LearnerCounters learner;
   rd_placement_msg_t placement;
+  Replayd__V1__Durability durability;
+  Replayd__V1__CheckpointInfo last_checkpoint;
+  rd_durable_info_t dinfo;
 } rd_workload_msg_t;
+
+/* A CheckpointInfo of core's (durable.h). */
+void rd_checkpoint_info_msg(Replayd__V1__CheckpointInfo *m, const rd_checkpoint_info_t *c);
 
 int rd_workload_msg(rd_workload_msg_t *o, rd_workload_t *w, int with_token,
                     Replayd__V1__WorkloadSpec *spec);

@@ -368,9 +368,8 @@ static void on_event(call_t *c, bool ok) {
       return;
     }
     if (c->payload == NULL) { /* the client half-closed */
-      rd_handle_insert_end(&c->stream, &r);
-      finish(c, &r);
-      return;
+      if (rd_handle_insert_end(&c->stream, c, &r) == RD_REPLY_NOW) finish(c, &r);
+      return; /* else: finished once its journal record is on disk */
     }
     rd_jobs_t *ingest = s->jobs[RD_RUN_INGEST - RD_RUN_QUEUE_FIRST];
     if (ingest == NULL || rd_jobs_submit(ingest, stream_message_job, c, NULL) != RD_OK)

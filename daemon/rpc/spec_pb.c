@@ -61,6 +61,14 @@ static int view(const Replayd__V1__WorkloadSpec *pb, rd_spec_pb_t *s, rd_error_t
   c->max_priority = pb->max_priority;
   c->learner = pb->learner;
   c->learner_parse = pb->learner != NULL ? parse_learner : NULL;
+  c->durability = -1;
+  if (pb->durability != NULL && pb->durability[0] != '\0' &&
+      (c->durability = rd_durability_parse(pb->durability)) < 0)
+    return rd_error_set(err, RD_EINVAL, "durability \"%.40s\" is not none, checkpoint or journal",
+                        pb->durability);
+  c->has_checkpoint_interval = pb->checkpoint_interval_opt_case ==
+                               REPLAYD__V1__WORKLOAD_SPEC__CHECKPOINT_INTERVAL_OPT_CHECKPOINT_INTERVAL_S;
+  c->checkpoint_interval_s = pb->checkpoint_interval_s;
   return RD_OK;
 }
 
@@ -91,6 +99,10 @@ static int fill_defaults(Replayd__V1__WorkloadSpec *c, const rd_workload_config_
   c->max_priority = tc->max_priority;
   c->max_batch = tc->max_batch;
   c->seed = tc->seed;
+  /* durability and checkpoint_interval_s stay as the client gave them:
+   * unset, they follow the server's --durability and
+   * --checkpoint-interval-s (Describe's durability says what applies), and
+   * specs stored before them keep their bytes. */
   if (c->learner == NULL) return RD_OK;
   drop_unknown_fields(&c->learner->base);
   return rd_learner_spec_normalise(c->learner, &wc->learner, err);

@@ -256,6 +256,9 @@ class TestQuickstart(ReadmeBase):
             self.assertRegex(out, rf"(?m)^id\s+{wid}$")
             self.assertRegex(out, rf"(?m)^\s+inserts\s+{self.steps}$")
             self.assertRegex(out, rf"(?m)^\s+samples\s+{self.samples}$")
+        elif prog == "replayctl" and sub == "checkpoint":
+            self.assertNotIn("--token", cmd)  # the admin token file, as rm
+            self.assertRegex(out, rf"(?m)^{wid} checkpoint \d+ at \S+: \d+ items, \d+ bytes")
         elif prog == "replayctl" and sub == "rm":
             self.assertNotIn("--token", cmd)  # the admin token file from the default state dir
             self.assertRegex(out, rf"(?m)^deleted workload {wid}$")
