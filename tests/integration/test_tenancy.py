@@ -382,6 +382,33 @@ class TestIsolation(TenantCase):
         self.assertIn(self.a.id, ids)
         self.assertFalse({v.id for v in victims} & ids)
 
+    def test_durability_calls(self):
+        a = self.a.id
+        self.matrix("Checkpoint", DELETE, lambda k, t: self.d.stub.Checkpoint(
+            pb.CheckpointRequest(workload_id=a), metadata=md(t), timeout=60))
+        got = self.matrix("ExportWorkload", DELETE, lambda k, t: self.d.stub.ExportWorkload(
+            pb.ExportWorkloadRequest(workload_id=a), metadata=md(t), timeout=60))
+        data = got["tenant_a"].data
+        # An import belongs to the caller's tenant, within its quota.
+        w = self.d.stub.ImportWorkload(pb.ImportWorkloadRequest(data=data),
+                                       metadata=md(self.tb.token), timeout=60)
+        self.assertEqual(w.tenant, "b")
+        self.assertEqual(self.tenants()["b"].workloads, 2)
+        self.d.stub.SetTenant(pb.SetTenantRequest(name="b", max_workloads=2),
+                              metadata=self.admin_md, timeout=10)
+        before = self.all_ids()
+        e = self.assert_code(EXHAUSTED, self.d.stub.ImportWorkload,
+                             pb.ImportWorkloadRequest(data=data), metadata=md(self.tb.token),
+                             timeout=60)
+        self.assertIn("max_workloads", e.details())
+        self.assertEqual(self.all_ids(), before)
+        anon = self.d.stub.ImportWorkload(pb.ImportWorkloadRequest(data=data), timeout=60)
+        self.assertEqual(anon.tenant, "default")
+        # Checkpoints of every workload stay the admin's.
+        c, _, det = status(self.d.stub.Checkpoint, pb.CheckpointRequest(all=True),
+                           metadata=md(self.ta.token), timeout=60)
+        self.assertEqual(c, DENIED, det)
+
     def test_describe(self):
         got = self.matrix("DescribeWorkload", SEE, lambda k, t: self.d.stub.DescribeWorkload(
             pb.WorkloadRef(id=self.a.id), metadata=md(t), timeout=10))
