@@ -27,6 +27,7 @@
 #include "placer.h"
 #include "provider_fpga.h"
 #include "registry.h"
+#include "secrets.h"
 #include "server.h"
 #include "spec_pb.h"
 #include "store.h"
@@ -105,7 +106,16 @@ int main(int argc, char **argv) {
     return 1;
   }
   static rd_handler_ctx_t ctx;
-  if (rd_store_admin_token(cfg.state_dir, ctx.admin_token, sizeof ctx.admin_token, &err) != RD_OK) {
+  /* The token stays in its file (replayctl reads it there); the daemon
+   * keeps only its hash. */
+  char admin_token[RD_WORKLOAD_TOKEN_LEN + 1];
+  int admin_rc = rd_store_admin_token(cfg.state_dir, admin_token, sizeof admin_token, &err);
+  if (admin_rc == RD_OK) {
+    rd_token_hash(admin_token, strlen(admin_token), ctx.admin_token_hash);
+    ctx.has_admin_token = 1;
+  }
+  rd_secret_wipe(admin_token, sizeof admin_token);
+  if (admin_rc != RD_OK) {
     rd_log_error("main", "%s", err.msg);
     rd_store_close(store);
     return 1;

@@ -188,7 +188,8 @@ HANDLER(h_register) {
   if (rc == RD_OK && (echo = rd_spec_pb_stored(s.stored, s.stored_len)) == NULL)
     rc = rd_error_set(&err, RD_ENOMEM, "out of memory for the reply");
   if (rc == RD_OK && s.config.has_learner) rc = place(ctx, &s.config, NULL, &pl, &err);
-  if (rc == RD_OK) rc = rd_registry_register(ctx->registry, &s.spec, pl, &w, &err);
+  char token[RD_WORKLOAD_TOKEN_LEN + 1] = "";
+  if (rc == RD_OK) rc = rd_registry_register(ctx->registry, &s.spec, pl, &w, token, &err);
   rd_spec_pb_release(&s);
   free(pl);
   if (rc) {
@@ -197,11 +198,12 @@ HANDLER(h_register) {
     return RD_REPLY_NOW;
   }
   rd_workload_msg_t o;
-  rd_workload_msg(&o, w, 1, echo); /* takes echo, so cannot fail */
+  rd_workload_msg(&o, w, token, echo); /* takes echo, so cannot fail */
   rd_reply_pack(r, &o.msg.base);
   log_registered(w, &o);
   rd_workload_msg_free(&o);
   rd_workload_unref(w);
+  rd_secret_wipe(token, sizeof token);
   return RD_REPLY_NOW;
 }
 
@@ -213,7 +215,7 @@ HANDLER(h_describe) {
     return RD_REPLY_NOW;
   }
   rd_workload_msg_t o;
-  if (rd_workload_msg(&o, w, 0, NULL) == RD_OK)
+  if (rd_workload_msg(&o, w, NULL, NULL) == RD_OK)
     rd_reply_pack(r, &o.msg.base);
   else
     rd_reply_error(r, RD_ENOMEM, "out of memory describing workload %s", w->id);
