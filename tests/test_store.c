@@ -1005,6 +1005,13 @@ static void test_token_hash_forms(void **state) {
   assert_false(rd_token_matches(h, "ab", 2));
   assert_false(rd_token_matches(h, "abcd", 4));
   assert_false(rd_token_matches(h, NULL, 0));
+  /* Every byte of the hash counts: one bit off anywhere is a mismatch. */
+  for (size_t i = 0; i < sizeof h; i++) {
+    h[i] ^= 0x80;
+    assert_false(rd_token_matches(h, "abc", 3));
+    h[i] ^= 0x80;
+  }
+  assert_true(rd_token_matches(h, "abc", 3));
   /* Only the exact stored form parses, and a refusal leaves back alone. */
   memset(back, 7, sizeof back);
   const char *bad[] = {"", "sha256:", "sha1:ba7816bf", text + 7, "SHA256:ba7816bf8f01cfea414140de5"
