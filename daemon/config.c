@@ -89,6 +89,18 @@ static const cfg_key_t keys[] = {
      "                             it serves (RMM_MAX_LEAF = (2^63-1)/MIN; MIN\n"
      "                             defaults to N, as build_xclbin.sh builds it:\n"
      "                             then only tables of exactly N items fit)"},
+    {"metrics-listen", K_STRING, FIELD(metrics_listen), 0, 0, true,
+     "serve Prometheus metrics over HTTP at /metrics:\n"
+     "                             PORT or :PORT (loopback: 127.0.0.1:PORT) or\n"
+     "                             HOST:PORT; empty = no metrics endpoint"},
+    {"tls-cert", K_STRING, FIELD(tls_cert), 0, 0, true,
+     "PEM certificate (chain): serve gRPC over TLS\n"
+     "                             (needs --tls-key); empty = plaintext"},
+    {"tls-key", K_STRING, FIELD(tls_key), 0, 0, true, "PEM private key of --tls-cert"},
+    {"tls-client-ca", K_STRING, FIELD(tls_client_ca), 0, 0, true,
+     "PEM CA certificates: every client must present\n"
+     "                             a certificate one of them signed (needs\n"
+     "                             --tls-cert); empty = clients need none"},
 };
 #define N_KEYS (sizeof keys / sizeof keys[0])
 
@@ -533,7 +545,7 @@ int rd_config_parse_args(rd_config_t *c, int argc, char **argv, int *show_help,
 /* Usage                                                               */
 /* ------------------------------------------------------------------ */
 
-static char usage_buf[8192]; /* PATH_MAX-long defaults fit */
+static char usage_buf[16384]; /* PATH_MAX-long defaults fit */
 static pthread_once_t usage_once = PTHREAD_ONCE_INIT;
 
 static void build_usage(void) {
@@ -573,9 +585,10 @@ static void build_usage(void) {
     else
       range[0] = '\0'; /* the help text says what they accept */
     snprintf(flag, sizeof flag, "--%s %s", key->name,
-             key->kind == K_STRING ? (strcmp(key->name, "listen") == 0      ? "ADDR"
-                                      : strcmp(key->name, "fpga-csim") == 0 ? "PART"
-                                                                            : "PATH")
+             key->kind == K_STRING ? (strcmp(key->name, "listen") == 0           ? "ADDR"
+                                      : strcmp(key->name, "metrics-listen") == 0 ? "ADDR"
+                                      : strcmp(key->name, "fpga-csim") == 0      ? "PART"
+                                                                                 : "PATH")
              : key->kind == K_LEVEL ? "LEVEL" : key->kind == K_BYTES ? "BYTES"
              : key->kind == K_SHAPE ? "K,N,B" : "N");
     n += (size_t)snprintf(usage_buf + n, cap - n, "  %-26s %s\n  %-26s (%s%sdefault %s)\n", flag,

@@ -52,6 +52,13 @@ typedef struct {
                                  XRT refuses a non-empty one at start (main.c) */
   rd_fpga_xclbin_shape_t fpga_xclbin_shape; /* its replay kernel's build; default rmm.h's
                                                16,65536,1024 */
+  /* Operations (docs/architecture.md "Operations"). */
+  char metrics_listen[256];   /* Prometheus /metrics over HTTP: "" (default) = off; "PORT"
+                                 or ":PORT" = 127.0.0.1:PORT; "HOST:PORT" as given */
+  char tls_cert[PATH_MAX];    /* PEM certificate chain: gRPC over TLS; "" = plaintext */
+  char tls_key[PATH_MAX];     /* its PEM private key (with tls_cert) */
+  char tls_client_ca[PATH_MAX]; /* PEM CAs: clients must present a certificate one of
+                                   them signed; "" = no client certificates asked */
 } rd_config_t;
 
 /* Fill c with the embedded defaults (reads the environment for state_dir). */

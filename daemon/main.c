@@ -200,8 +200,10 @@ int main(int argc, char **argv) {
   /* Only now: whoever reads this line (a test, an operator's script) may
    * signal at once, and before uv_signal_start a SIGHUP or SIGTERM took the
    * default action and killed the daemon (seen under ASan in CI). */
-  rd_log_info("main", "listening on %s with %u threads (+%u applying inserts)", address,
-              cfg.threads, cfg.ingest_threads);
+  rd_log_info("main", "listening on %s with %u threads (+%u applying inserts)%s", address,
+              cfg.threads, cfg.ingest_threads,
+              !cfg.tls_cert[0] ? "" : cfg.tls_client_ca[0] ? ", TLS, client certificates required"
+                                                           : ", TLS");
   char ready[400];
   snprintf(ready, sizeof ready, "READY=1\nSTATUS=listening on %s", address);
   sd_notify(0, ready);

@@ -1048,6 +1048,9 @@ int main(int argc, char **argv) {
   rdc_connect_opts_t copts;
   rdc_connect_opts_init(&copts);
   copts.deadline_s = o.timeout_s;
+  copts.tls_ca_file = o.tls_ca;
+  copts.tls_cert_file = o.tls_cert;
+  copts.tls_key_file = o.tls_key;
   rdc_client_t *c;
   rdc_error_t e;
   if (rdc_connect_ex(o.server, o.timeout_s, &copts, &c, &e) != RDC_OK) return call_failed(&e);

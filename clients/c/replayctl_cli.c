@@ -41,6 +41,10 @@ static const char usage_text[] =
     "  --assume gpu=FILE        plan: a GPU with these profiles (JSON lines, as\n"
     "                           'profiles export' writes them); repeatable with\n"
     "  --assume fpga=PART       plan: an FPGA part (u200, u250, u280) by its model\n"
+    "  --tls-ca FILE            connect with TLS; FILE: PEM CA certificates that\n"
+    "                           sign the server's certificate\n"
+    "  --tls-cert FILE          with --tls-key: this client's PEM certificate and key, for a\n"
+    "  --tls-key FILE           server that requires client certificates\n"
     "  --admin-token-file PATH  rm, profiles, plan: file with the server's admin token (default\n"
     "                           admin.token in the daemon's state directory:\n"
     "                           $STATE_DIRECTORY, else $XDG_STATE_HOME/replayd,\n"
@@ -72,8 +76,8 @@ static const struct {
 };
 
 /* Options that take a value. */
-static const char *const valued[] = {"--server", "--timeout", "--token", "--admin-token-file",
-                                     "--assume"};
+static const char *const valued[] = {"--server",   "--timeout",  "--token", "--admin-token-file",
+                                     "--assume",   "--tls-ca",   "--tls-cert", "--tls-key"};
 
 int rctl_parse_args(int argc, char **argv, const char *env_server, rctl_opts_t *o, char *msg,
                     size_t cap) {
@@ -149,12 +153,22 @@ int rctl_parse_args(int argc, char **argv, const char *env_server, rctl_opts_t *
     } else if (strcmp(name, "--token") == 0) {
       if (val[0] == '\0') return usage_error(msg, cap, "--token is empty");
       o->token = val;
+    } else if (strncmp(name, "--tls-", 6) == 0) {
+      if (val[0] == '\0') return usage_error(msg, cap, "%s needs a file", name);
+      if (strcmp(name, "--tls-ca") == 0) o->tls_ca = val;
+      else if (strcmp(name, "--tls-cert") == 0) o->tls_cert = val;
+      else o->tls_key = val;
     } else {
       if (val[0] == '\0') return usage_error(msg, cap, "--admin-token-file is empty");
       o->admin_token_file = val;
     }
   }
   if (o->help || o->version) return 0;
+  if ((o->tls_cert != NULL) != (o->tls_key != NULL))
+    return usage_error(msg, cap, "--tls-cert and --tls-key go together");
+  if (o->tls_cert != NULL && o->tls_ca == NULL)
+    return usage_error(msg, cap, "--tls-cert needs --tls-ca (client certificates are sent "
+                       "only over TLS)");
   if (n_operands == 0) return usage_error(msg, cap, "no command given");
 
   const char *cmd = operands[0];

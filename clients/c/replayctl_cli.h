@@ -34,6 +34,8 @@ typedef struct {
   int clear;                    /* profiles --clear */
   const char *assume[RCTL_MAX_ASSUME]; /* plan --assume KIND=VALUE, in order */
   int n_assume;
+  const char *tls_ca;           /* --tls-ca: TLS, the server's certificate signed by these CAs */
+  const char *tls_cert, *tls_key; /* --tls-cert / --tls-key: this client's certificate */
   int help, version;            /* --help / --version */
   rctl_cmd_t cmd;
   const char *args[RCTL_MAX_ARGS]; /* the command's operands */
