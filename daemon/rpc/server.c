@@ -622,6 +622,21 @@ int rd_server_stop(rd_server_t *s, double grace_s) {
   return 0;
 }
 
+void rd_server_metrics(void *arg, rd_metrics_server_t *out) {
+  rd_server_t *s = arg;
+  static const char *const names[RD_RUN_QUEUES] = {"placement", "control", "ingest"};
+  _Static_assert(RD_RUN_QUEUES <= RD_METRICS_QUEUES, "metrics.h counts the job queues");
+  memset(out, 0, sizeof *out);
+  out->calls_started = atomic_load(&s->calls_started);
+  int active = atomic_load(&s->calls_active);
+  out->calls_active = active > 0 ? (uint64_t)active : 0;
+  for (int q = 0; q < RD_RUN_QUEUES; q++)
+    if (s->jobs[q] != NULL) {
+      out->queue_name[q] = names[q];
+      out->queue_jobs[q] = rd_jobs_pending(s->jobs[q]);
+    }
+}
+
 uint64_t rd_server_calls_started(const rd_server_t *s) {
   return atomic_load(&((rd_server_t *)s)->calls_started);
 }
