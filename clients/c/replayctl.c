@@ -20,6 +20,7 @@
 
 #include "json_writer.h"
 #include "replayctl_cli.h"
+#include "replayctl_top.h"
 #include "replayd_client.h"
 
 #ifndef RDC_VERSION
@@ -1063,6 +1064,7 @@ int main(int argc, char **argv) {
   case RCTL_CMD_RM: rc = cmd_rm(c, &o, token); break;
   case RCTL_CMD_PROFILES: rc = cmd_profiles(c, &o, token); break;
   case RCTL_CMD_PLAN: rc = cmd_plan(c, &o, token); break;
+  case RCTL_CMD_TOP: rc = rctl_top(c, &o); break;
   case RCTL_CMD_NONE: break;
   }
   rdc_close(c);

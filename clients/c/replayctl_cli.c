@@ -31,6 +31,10 @@ static const char usage_text[] =
     "                SPEC: cartpole_dqn | cartpole_ddpg | hopper_ddpg | dqn:4-64-64-2 |\n"
     "                ddpg:11-256-256-3, then ,batch=N ,capacity=N ,fanout=K ,depth=D\n"
     "                ,spi=R ,critic=H-H (e.g. hopper_ddpg,batch=256)\n"
+    "  top           a live view, refreshed every second: workloads' rows, fill,\n"
+    "                insert and sample rates, learner steps/s and loss, where each\n"
+    "                runs, device states; q or Ctrl-C quits. --once: one frame after\n"
+    "                one interval, for scripts (with --json: one JSON document)\n"
     "\n"
     "Options:\n"
     "  --server HOST:PORT       server address (default $REPLAYD_SERVER, else " RCTL_DEFAULT_SERVER ")\n"
@@ -38,6 +42,8 @@ static const char usage_text[] =
     "  --timeout S              connect timeout and per-call deadline, seconds (default 5)\n"
     "  --token T                rm: the workload's token; profiles, plan: the admin token\n"
     "  --clear                  profiles: forget every stored profile\n"
+    "  --once                   top: print one frame and exit\n"
+    "  --interval S             top: seconds between reads (default 1)\n"
     "  --assume gpu=FILE        plan: a GPU with these profiles (JSON lines, as\n"
     "                           'profiles export' writes them); repeatable with\n"
     "  --assume fpga=PART       plan: an FPGA part (u200, u250, u280) by its model\n"
@@ -72,18 +78,21 @@ static const struct {
 } commands[] = {
     {"status", RCTL_CMD_STATUS, 0}, {"ls", RCTL_CMD_LS, 0},       {"describe", RCTL_CMD_DESCRIBE, 1},
     {"devices", RCTL_CMD_DEVICES, 0}, {"rm", RCTL_CMD_RM, 1},     {"profiles", RCTL_CMD_PROFILES, -1},
-    {"plan", RCTL_CMD_PLAN, 1},
+    {"plan", RCTL_CMD_PLAN, 1}, {"top", RCTL_CMD_TOP, 0},
 };
 
 /* Options that take a value. */
-static const char *const valued[] = {"--server",   "--timeout",  "--token", "--admin-token-file",
-                                     "--assume",   "--tls-ca",   "--tls-cert", "--tls-key"};
+static const char *const valued[] = {"--server", "--timeout",  "--token",   "--admin-token-file",
+                                     "--assume", "--tls-ca",   "--tls-cert", "--tls-key",
+                                     "--interval"};
 
 int rctl_parse_args(int argc, char **argv, const char *env_server, rctl_opts_t *o, char *msg,
                     size_t cap) {
   memset(o, 0, sizeof *o);
   o->server = env_server != NULL && env_server[0] != '\0' ? env_server : RCTL_DEFAULT_SERVER;
   o->timeout_s = RCTL_DEFAULT_TIMEOUT_S;
+  o->interval_s = 1.0;
+  int interval_given = 0;
   if (cap > 0) msg[0] = '\0';
   const char *operands[RCTL_MAX_ARGS + 1];
   int n_operands = 0, options_done = 0, n_total = 0;
@@ -115,6 +124,10 @@ int rctl_parse_args(int argc, char **argv, const char *env_server, rctl_opts_t *
       o->clear = 1;
       continue;
     }
+    if (strcmp(a, "--once") == 0) {
+      o->once = 1;
+      continue;
+    }
     /* --name value / --name=value */
     const char *eq = strchr(a, '=');
     size_t name_len = eq ? (size_t)(eq - a) : strlen(a);
@@ -136,6 +149,14 @@ int rctl_parse_args(int argc, char **argv, const char *env_server, rctl_opts_t *
     if (strcmp(name, "--server") == 0) {
       if (val[0] == '\0') return usage_error(msg, cap, "--server needs HOST:PORT");
       o->server = val;
+    } else if (strcmp(name, "--interval") == 0) {
+      char *end;
+      errno = 0;
+      double t = strtod(val, &end);
+      if (end == val || *end != '\0' || errno != 0 || !isfinite(t) || t < 0.1 || t > 3600)
+        return usage_error(msg, cap, "--interval needs seconds in [0.1, 3600], not \"%s\"", val);
+      o->interval_s = t;
+      interval_given = 1;
     } else if (strcmp(name, "--timeout") == 0) {
       char *end;
       errno = 0;
@@ -198,6 +219,8 @@ int rctl_parse_args(int argc, char **argv, const char *env_server, rctl_opts_t *
     return 0;
   }
   if (o->clear) return usage_error(msg, cap, "--clear applies only to profiles");
+  if ((o->once || interval_given) && o->cmd != RCTL_CMD_TOP)
+    return usage_error(msg, cap, "--once and --interval apply only to top");
   if (o->n_assume > 0 && o->cmd != RCTL_CMD_PLAN)
     return usage_error(msg, cap, "--assume applies only to plan");
   if (n_total - 1 != want) {

@@ -23,6 +23,7 @@ typedef enum {
   RCTL_CMD_RM,
   RCTL_CMD_PROFILES, /* [--clear | import FILE | export] */
   RCTL_CMD_PLAN,     /* SPEC [--assume gpu=FILE|fpga=PART ...] */
+  RCTL_CMD_TOP,      /* [--once] [--interval S] */
 } rctl_cmd_t;
 
 typedef struct {
@@ -36,6 +37,8 @@ typedef struct {
   int n_assume;
   const char *tls_ca;           /* --tls-ca: TLS, the server's certificate signed by these CAs */
   const char *tls_cert, *tls_key; /* --tls-cert / --tls-key: this client's certificate */
+  int once;                     /* top --once */
+  double interval_s;            /* top --interval; default 1 */
   int help, version;            /* --help / --version */
   rctl_cmd_t cmd;
   const char *args[RCTL_MAX_ARGS]; /* the command's operands */
