@@ -412,6 +412,22 @@ static int apply_line(rd_config_t *c, char *line, char *msg, size_t cap) {
   return set_key(c, k, value, msg, cap);
 }
 
+/* The next line of f into buf (cap >= LINE_MAX_BYTES + 2 bytes), its
+ * newline included, NUL-terminated; returns its length, 0 at the end of
+ * the file, -1 for a line longer than LINE_MAX_BYTES (nothing more is
+ * read: a file with no newline, /dev/zero, costs no more than this). */
+static long read_line(FILE *f, char *buf, size_t cap) {
+  size_t n = 0;
+  int ch;
+  while ((ch = getc(f)) != EOF) {
+    if (n == LINE_MAX_BYTES || n + 2 > cap) return -1;
+    buf[n++] = (char)ch;
+    if (ch == '\n') break;
+  }
+  buf[n] = '\0';
+  return (long)n;
+}
+
 int rd_config_load_file(rd_config_t *c, const char *path, rd_error_t *err) {
   if (path == NULL || path[0] == '\0')
     return rd_error_set(err, RD_EINVAL, "config file path is empty");
@@ -420,16 +436,19 @@ int rd_config_load_file(rd_config_t *c, const char *path, rd_error_t *err) {
     return rd_error_set(err, RD_EINVAL, "%s: cannot open config file: %s", path, strerror(errno));
 
   rd_config_t tmp = *c;
-  char *line = NULL;
-  size_t line_cap = 0;
+  char *line = malloc(LINE_MAX_BYTES + 2);
   char msg[RD_ERROR_MSG_MAX];
   unsigned lineno = 0;
   int rc = RD_OK;
-  ssize_t len;
+  long len;
+  if (line == NULL) {
+    fclose(f);
+    return rd_error_set(err, RD_ENOMEM, "%s: out of memory reading it", path);
+  }
   errno = 0;
-  while ((len = getline(&line, &line_cap, f)) >= 0) {
+  while ((len = read_line(f, line, LINE_MAX_BYTES + 2)) != 0) {
     lineno++;
-    if (len > LINE_MAX_BYTES) {
+    if (len < 0) {
       rc = rd_error_set(err, RD_EINVAL, "%s:%u: line longer than %d bytes", path, lineno,
                         LINE_MAX_BYTES);
       goto out;

@@ -1,0 +1,37 @@
+/* fuzz_scratch.c - a harness's scratch directory (fuzz_scratch.h). */
+#define _GNU_SOURCE
+#include "fuzz_scratch.h"
+
+#include <ftw.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+static char dir[64];
+static void (*before_rm)(void);
+
+static int rm_one(const char *path, const struct stat *st, int type, struct FTW *ftw) {
+  (void)st;
+  (void)type;
+  (void)ftw;
+  remove(path);
+  return 0;
+}
+
+static void remove_dir(void) {
+  if (before_rm) before_rm();
+  if (dir[0]) nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+const char *fuzz_scratch(void) {
+  if (dir[0]) return dir;
+  snprintf(dir, sizeof dir, "/dev/shm/replayd-fuzz-XXXXXX");
+  if (access("/dev/shm", W_OK) != 0 || mkdtemp(dir) == NULL) {
+    snprintf(dir, sizeof dir, "/tmp/replayd-fuzz-XXXXXX");
+    if (mkdtemp(dir) == NULL) abort();
+  }
+  atexit(remove_dir);
+  return dir;
+}
+
+void fuzz_scratch_on_exit(void (*fn)(void)) { before_rm = fn; }
