@@ -49,7 +49,7 @@
 #define FILL_ROWS 100000
 
 typedef struct {
-  int json;
+  bool json;
   double seconds; /* per measurement */
   uint32_t rounds, streams;
   double scrape_interval;
@@ -57,7 +57,7 @@ typedef struct {
   int control; /* --control: neither daemon serves metrics (the noise alone) */
 } opts_t;
 
-static opts_t O = {0, 2.0, 5, 2, 1.0, NULL, 0};
+static opts_t O = {false, 2.0, 5, 2, 1.0, NULL, 0};
 
 /* ------------------------------------------------------------------ */
 /* A daemon                                                            */
@@ -238,7 +238,7 @@ static void *sampler(void *arg) {
     bufs[f] = (rdc_buffer_t){p, BATCH * widths[f], 0};
     p += BATCH * widths[f];
   }
-  while (now_s() < j->t_end) {
+  while (rd_clock_now() < j->t_end) {
     rdc_sample_t io = {keys, pr, w, bufs, 5, 0, 0};
     if (rdc_sample(c, j->d->wl.id, j->d->wl.token, BATCH, NAN, 0, &io, &e)) {
       fprintf(stderr, "bench_metrics: sample: %s\n", e.msg);
@@ -257,7 +257,7 @@ static double measure(const daemon_t *d) {
   atomic_store(&scrape_port, d->metrics_port);
   job_t jobs[64];
   pthread_t th[64];
-  double t0 = now_s();
+  double t0 = rd_clock_now();
   for (uint32_t i = 0; i < O.streams; i++) {
     jobs[i] = (job_t){d, t0 + O.seconds, 0, 0};
     pthread_create(&th[i], NULL, sampler, &jobs[i]);
@@ -268,7 +268,7 @@ static double measure(const daemon_t *d) {
     if (jobs[i].failed) die("a sampler failed");
     items += jobs[i].items;
   }
-  double v = (double)items / (now_s() - t0);
+  double v = (double)items / (rd_clock_now() - t0);
   atomic_store(&scrape_port, 0);
   return v;
 }
@@ -281,12 +281,12 @@ static double measure(const daemon_t *d) {
 #define OBSERVE_N 2000000
 static void *observe_loop(void *arg) {
   double *ns = arg;
-  double t0 = now_s();
+  double t0 = rd_clock_now();
   for (int i = 0; i < OBSERVE_N; i++) {
     double s = rd_clock_now();
     rd_rpc_stats_observe(0, rd_clock_now() - s, i % 64 ? 0 : 5);
   }
-  *ns = (now_s() - t0) * 1e9 / OBSERVE_N;
+  *ns = (rd_clock_now() - t0) * 1e9 / OBSERVE_N;
   return NULL;
 }
 
@@ -318,29 +318,36 @@ static void emit(const char *name, double value, const char *unit) {
   fflush(stdout);
 }
 
+static void usage(FILE *f) {
+  fprintf(f, "usage: bench_metrics --replayd PATH [--json] [--quick] [--seconds T] "
+             "[--rounds R] [--streams S] [--scrape-interval S] [--control]\n");
+}
+
 int main(int argc, char **argv) {
+  bool quick = false;
   for (int i = 1; i < argc; i++) {
-    if (strcmp(argv[i], "--json") == 0) O.json = 1;
-    else if (strcmp(argv[i], "--quick") == 0) {
-      O.seconds = 0.5;
-      O.rounds = 2;
-    } else if (strcmp(argv[i], "--replayd") == 0 && i + 1 < argc) O.replayd = argv[++i];
+    if (bench_common_opt(argv[i], &O.json, &quick, usage)) continue;
+    if (strcmp(argv[i], "--replayd") == 0 && i + 1 < argc) O.replayd = argv[++i];
     else if (strcmp(argv[i], "--seconds") == 0 && i + 1 < argc) O.seconds = atof(argv[++i]);
-    else if (strcmp(argv[i], "--rounds") == 0 && i + 1 < argc) O.rounds = (uint32_t)atoi(argv[++i]);
+    else if (strcmp(argv[i], "--rounds") == 0 && i + 1 < argc)
+      O.rounds = bench_parse_u32("--rounds", argv[++i], 1, 100);
     else if (strcmp(argv[i], "--streams") == 0 && i + 1 < argc)
-      O.streams = (uint32_t)atoi(argv[++i]);
+      O.streams = bench_parse_u32("--streams", argv[++i], 1, 64);
     else if (strcmp(argv[i], "--control") == 0) O.control = 1;
     else if (strcmp(argv[i], "--scrape-interval") == 0 && i + 1 < argc)
       O.scrape_interval = atof(argv[++i]);
     else {
-      fprintf(stderr, "usage: bench_metrics --replayd PATH [--json] [--quick] [--seconds T] "
-                      "[--rounds R] [--streams S] [--scrape-interval S] [--control]\n");
+      usage(stderr);
       return 2;
     }
   }
-  if (O.replayd == NULL || O.rounds < 1 || O.rounds > 100 || O.streams < 1 || O.streams > 64 ||
-      !(O.seconds > 0) || !(O.scrape_interval > 0)) {
-    fprintf(stderr, "bench_metrics: --replayd PATH is required; rounds 1..100, streams 1..64\n");
+  if (quick) {
+    O.seconds = 0.5;
+    O.rounds = 2;
+  }
+  if (O.replayd == NULL || !(O.seconds > 0) || !(O.scrape_interval > 0)) {
+    fprintf(stderr, "bench_metrics: --replayd PATH is required; --seconds and "
+                    "--scrape-interval > 0\n");
     return 2;
   }
   signal(SIGPIPE, SIG_IGN);

@@ -22,6 +22,9 @@
 #include "log.h"
 #include "pipeline.h"
 #include "rd_nn_spec.h"
+#include "rd_clock.h"
+#include "rdt_schema.h"
+#include "rdt_unit.h"
 
 /* ------------------------------------------------------------------ */
 /* A workload: table + lock, rows that name their own key               */
@@ -30,42 +33,14 @@
 #define OBS 4
 enum { F_OBS, F_ACTION, F_REWARD, F_NEXT, F_DISCOUNT, NF };
 
-typedef struct {
-  rd_table_t table;
-  pthread_mutex_t lock;
-} wl_t;
-
-static void set_field(rd_field_t *f, const char *name, rd_dtype_t dtype, uint32_t dim) {
-  memset(f, 0, sizeof *f);
-  snprintf(f->name, sizeof f->name, "%s", name);
-  f->dtype = dtype;
-  f->rank = dim ? 1 : 0;
-  f->shape[0] = dim;
-}
+typedef rdt_table_t wl_t;
 
 static void wl_init(wl_t *w, uint32_t capacity, int with_done) {
-  rd_table_config_t tc;
-  rd_table_config_default(&tc);
-  set_field(&tc.schema.fields[F_OBS], "obs", RD_DTYPE_FLOAT32, OBS);
-  set_field(&tc.schema.fields[F_ACTION], "action", RD_DTYPE_INT32, 0);
-  set_field(&tc.schema.fields[F_REWARD], "reward", RD_DTYPE_FLOAT32, 0);
-  set_field(&tc.schema.fields[F_NEXT], "next_obs", RD_DTYPE_FLOAT32, OBS);
-  if (with_done)
-    set_field(&tc.schema.fields[F_DISCOUNT], "done", RD_DTYPE_BOOL, 0);
-  else
-    set_field(&tc.schema.fields[F_DISCOUNT], "discount", RD_DTYPE_FLOAT32, 0);
-  tc.schema.n_fields = NF;
-  tc.capacity = capacity;
-  tc.seed = 11;
   rd_error_t err;
-  if (rd_table_init(&w->table, &tc, &err) != RD_OK) fail_msg("table: %s", err.msg);
-  pthread_mutex_init(&w->lock, NULL);
+  if (rdt_table_init(w, capacity, OBS, !with_done, 11, &err) != RD_OK) fail_msg("table: %s", err.msg);
 }
 
-static void wl_free(wl_t *w) {
-  rd_table_free(&w->table);
-  pthread_mutex_destroy(&w->lock);
-}
+static void wl_free(wl_t *w) { rdt_table_free(w); }
 
 /* Row of key k: obs[0] = k (exact in float below 2^24), the rest small. */
 static void make_rows(uint64_t first, size_t n, int with_done, float *obs, int32_t *act,
@@ -225,12 +200,6 @@ static void waiter_wait(waiter_t *wt) {
   pthread_mutex_lock(&wt->mu);
   while (!wt->done) pthread_cond_wait(&wt->cv, &wt->mu);
   pthread_mutex_unlock(&wt->mu);
-}
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
 static rd_train_result_t train_ok(rd_pipeline_t *p, uint32_t steps) {
@@ -489,10 +458,10 @@ static void test_deadline(void **state) {
   waiter_t wt;
   waiter_init(&wt);
   rd_error_t err;
-  double t0 = now_s();
+  double t0 = rd_clock_now();
   assert_int_equal(rd_pipeline_train(p, 65536, t0 + 0.3, on_done, &wt, &err), RD_OK);
   waiter_wait(&wt);
-  double dt = now_s() - t0;
+  double dt = rd_clock_now() - t0;
   assert_int_equal(wt.res.status, RD_ETIMEDOUT);
   assert_true(wt.res.steps_done > 0 && wt.res.steps_done < 65536);
   assert_true(dt >= 0.3 && dt < 5.0);
@@ -711,17 +680,6 @@ static void test_pinned_threads(void **state) {
   wl_free(&w);
 }
 
-static int setup(void **state) {
-  (void)state;
-  return rd_log_open(NULL, RD_LOG_ERROR, NULL);
-}
-
-static int teardown(void **state) {
-  (void)state;
-  rd_log_close();
-  return 0;
-}
-
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_bind_schema),
@@ -734,5 +692,5 @@ int main(void) {
       cmocka_unit_test(test_weights),
       cmocka_unit_test(test_pinned_threads),
   };
-  return cmocka_run_group_tests(tests, setup, teardown);
+  return cmocka_run_group_tests(tests, rdt_quiet_setup, rdt_quiet_teardown);
 }

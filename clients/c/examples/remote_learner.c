@@ -154,12 +154,12 @@ int main(int argc, char **argv) {
                       .columns = cols, .n_columns = CP_N_FIELDS};
   uint64_t applied_total = 0, stale_total = 0, samples_total = 0;
   double delta_sum = 0, t_sample = 0, t_update = 0;
-  double t0 = ex_now(), wait_until = t0 + timeout;
+  double t0 = rd_clock_now(), wait_until = t0 + timeout;
   int rc = 0;
   for (uint64_t it = 0; it < iterations && rc == 0; it++) {
-    double ts = ex_now();
+    double ts = rd_clock_now();
     int r = rdc_sample(c, workload, token, (uint32_t)b, beta, stratified, &smp, &e);
-    if (r == RDC_FAILED_PRECONDITION && samples_total == 0 && ex_now() < wait_until) {
+    if (r == RDC_FAILED_PRECONDITION && samples_total == 0 && rd_clock_now() < wait_until) {
       /* An empty table (the actor has not started yet): wait for data. */
       usleep(100 * 1000);
       it--;
@@ -169,7 +169,7 @@ int main(int argc, char **argv) {
       rc = fail(&e);
       break;
     }
-    t_sample += ex_now() - ts;
+    t_sample += rd_clock_now() - ts;
 
     /* Check what came back. */
     if (smp.count != b) {
@@ -208,19 +208,19 @@ int main(int argc, char **argv) {
       delta_sum += delta[k];
     }
 
-    double tu = ex_now();
+    double tu = rd_clock_now();
     uint64_t applied = 0, stale = 0;
     if (rdc_update_priorities(c, workload, token, b, keys, delta, &applied, &stale, &e) !=
         RDC_OK) {
       rc = fail(&e);
       break;
     }
-    t_update += ex_now() - tu;
+    t_update += rd_clock_now() - tu;
     applied_total += applied;
     stale_total += stale;
     samples_total += b;
   }
-  double dt = ex_now() - t0;
+  double dt = rd_clock_now() - t0;
   if (rc == 0) {
     printf("%" PRIu64 " batches of %zu in %.3f s: %.0f samples/s (sample %.1f%%, update "
            "%.1f%% of the time)\n",
