@@ -1,8 +1,8 @@
 #!/usr/bin/python3
 """TLS (issue 26, item 3), on the real replayd with certificates made here
 by `openssl`: a plaintext client is refused, a client trusting another CA is
-refused, one trusting the right CA works (Python's grpcio and replayctl
---tls-ca); with --tls-client-ca, a client without a certificate or with one
+refused, one trusting the right CA works (Python's grpcio, replayctl
+--tls-ca and the Python client's tls=CA_FILE); with --tls-client-ca, a client without a certificate or with one
 another CA signed is refused and one with a certificate the client CA signed
 works; bad TLS files stop the start with a message naming them.
 
@@ -22,6 +22,14 @@ from test_daemon import Daemon, pb, TOKEN_KEY, grpc, pbg, cartpole_spec, rows  #
 from test_startup import run_replayd  # noqa: E402
 
 PKI = tempfile.mkdtemp(prefix="replayd-tls-")
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def python_client():
+    """The replayd package of clients/python, imported from the source tree."""
+    sys.path.insert(0, os.path.join(ROOT, "clients", "python"))
+    import gen_proto
+    return gen_proto.import_from_source(os.path.join(ROOT, "api", "replayd.proto"))
 
 
 def openssl(*args):
@@ -131,6 +139,16 @@ class TestServerTls(TlsBase):
         missing = self.replayctl("--tls-ca", path("nope.pem"), "status")
         self.assertEqual(missing.returncode, 1)
         self.assertIn("nope.pem", missing.stderr)
+
+    def test_python_client(self):
+        replayd = python_client()
+        with replayd.Client(self.target, tls=path("ca.pem"), timeout=10, retries=0) as c:
+            self.assertTrue(c.server_info().version)
+            self.assertTrue(c.devices())
+        for tls in (path("other.pem"), False):  # wrong CA; plaintext
+            with replayd.Client(self.target, tls=tls, timeout=5, retries=0) as c:
+                with self.assertRaises(replayd.Unavailable):
+                    c.server_info()
 
 
 class TestClientCertificates(TlsBase):
