@@ -12,19 +12,17 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "fuzz.h"
 #include "fuzz_scratch.h"
 
 #define MAX_ARGS 64
 
-int LLVMFuzzerInitialize(int *argc, char ***argv);
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-static char path[96];
+static const char *path;
 
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
   (void)argc;
   (void)argv;
-  snprintf(path, sizeof path, "%s/fuzz.conf", fuzz_scratch());
+  path = fuzz_scratch_file("fuzz.conf");
   return 0;
 }
 

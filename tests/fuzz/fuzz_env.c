@@ -66,7 +66,9 @@ static void die(const char *what, const rd_error_t *err) {
 
 static void close_store(void) { rd_store_close(store); }
 
-void fuzz_env_init(void) {
+int LLVMFuzzerInitialize(int *argc, char ***argv) {
+  (void)argc;
+  (void)argv;
   grpc_init();
   rd_log_open(NULL, RD_LOG_ERROR, NULL); /* quiet: only what is wrong */
   const char *state = fuzz_scratch();
@@ -89,6 +91,7 @@ void fuzz_env_init(void) {
   ctx.has_admin_token = 1;
   ctx.start_time = rd_clock_now();
   ctx.start_unix = 1700000000;
+  return 0;
 }
 
 /* 64 CartPole rows (a sample has something to draw, a TrainStep its

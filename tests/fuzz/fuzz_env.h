@@ -15,6 +15,9 @@
  * this file defines in place of core/placer.c's (not linked): the same
  * rd_placement_compute with a profiling budget of FUZZ_PROFILE_BUDGET_S
  * instead of 1.5 s, and no pinning, so a fuzzed shape costs milliseconds.
+ *
+ * fuzz_env.c defines LLVMFuzzerInitialize (gRPC, the log, the profile
+ * store); a harness linking it defines only LLVMFuzzerTestOneInput.
  */
 #ifndef RD_FUZZ_ENV_H
 #define RD_FUZZ_ENV_H
@@ -22,15 +25,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "fuzz.h"
 #include "handlers.h"
 
 #define FUZZ_W1 "W1@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@"
 #define FUZZ_W2 "W2@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@"
 #define FUZZ_PROFILE_BUDGET_S 0.02
 #define FUZZ_MAX_MESSAGE_BYTES (1u << 20)
-
-/* Once per process (libFuzzer's LLVMFuzzerInitialize). */
-void fuzz_env_init(void);
 
 /* A fresh registry with W1 and W2, in ctx (fuzz_env_end releases it). */
 rd_handler_ctx_t *fuzz_env_begin(void);

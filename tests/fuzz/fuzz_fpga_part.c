@@ -11,18 +11,16 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "fuzz.h"
 #include "fuzz_scratch.h"
 #include "model.h"
 
-int LLVMFuzzerInitialize(int *argc, char ***argv);
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-static char path[96];
+static const char *path;
 
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
   (void)argc;
   (void)argv;
-  snprintf(path, sizeof path, "%s/fuzz.part", fuzz_scratch());
+  path = fuzz_scratch_file("fuzz.part");
   return 0;
 }
 

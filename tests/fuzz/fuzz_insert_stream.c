@@ -11,20 +11,11 @@
 
 #include <grpc/byte_buffer.h>
 
+#include "fuzz.h"
 #include "auth.h"
 #include "fuzz_env.h"
 
 #define MAX_MESSAGES 16
-
-int LLVMFuzzerInitialize(int *argc, char ***argv);
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-int LLVMFuzzerInitialize(int *argc, char ***argv) {
-  (void)argc;
-  (void)argv;
-  fuzz_env_init();
-  return 0;
-}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (size < 1) return 0;

@@ -12,13 +12,11 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "fuzz.h"
 #include "fuzz_scratch.h"
 #include "log.h"
 #include "profile_jsonl.h"
 #include "store.h"
-
-int LLVMFuzzerInitialize(int *argc, char ***argv);
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static rd_store_t *store;
 

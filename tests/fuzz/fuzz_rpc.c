@@ -8,17 +8,8 @@
  */
 #include <stdlib.h>
 
+#include "fuzz.h"
 #include "fuzz_env.h"
-
-int LLVMFuzzerInitialize(int *argc, char ***argv);
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-int LLVMFuzzerInitialize(int *argc, char ***argv) {
-  (void)argc;
-  (void)argv;
-  fuzz_env_init();
-  return 0;
-}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (size < 2 || size - 2 > FUZZ_MAX_MESSAGE_BYTES) return 0;

@@ -12,12 +12,10 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "fuzz.h"
 #include "rpc_body.h"
 
 #define LIMIT (64u << 10)
-
-int LLVMFuzzerInitialize(int *argc, char ***argv);
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
   (void)argc;

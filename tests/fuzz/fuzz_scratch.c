@@ -34,4 +34,12 @@ const char *fuzz_scratch(void) {
   return dir;
 }
 
+const char *fuzz_scratch_file(const char *name) {
+  static char paths[16][128];
+  static int n;
+  if (n == 16) abort();
+  snprintf(paths[n], sizeof paths[n], "%s/%s", fuzz_scratch(), name);
+  return paths[n++];
+}
+
 void fuzz_scratch_on_exit(void (*fn)(void)) { before_rm = fn; }

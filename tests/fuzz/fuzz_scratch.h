@@ -7,6 +7,9 @@
 /* The directory (created on the first call; aborts if it cannot be). */
 const char *fuzz_scratch(void);
 
+/* DIR/name in the directory, kept for the process (at most 16 names). */
+const char *fuzz_scratch_file(const char *name);
+
 /* Run before the directory is removed at exit (close a store in it). */
 void fuzz_scratch_on_exit(void (*fn)(void));
 

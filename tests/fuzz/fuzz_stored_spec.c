@@ -6,9 +6,8 @@
 #include <string.h>
 
 #include "config.h"
+#include "fuzz.h"
 #include "spec_pb.h"
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   static rd_config_t cfg;
