@@ -11,7 +11,8 @@
  * rounds. Reported:
  *   baseline.grpc.sample  metrics off, transitions/s
  *   grpc.sample           metrics on, transitions/s
- *   metrics.overhead      on / off (1.0: free; the issue asks >= 0.97)
+ *   metrics.overhead      the median of each round's on / off (1.0: free; the
+ *                         issue asks >= 0.97)
  *   metrics.observe_ns    in this process, what a call pays with metrics on
  *                         (rpc_stats.h: two clock reads and the observation),
  *                         with S threads observing at once: the only work
@@ -367,8 +368,9 @@ int main(int argc, char **argv) {
     load_average(load, sizeof load);
     utc_now(when, sizeof when);
     printf("# bench_metrics: grpc.sample with --metrics-listen vs without, %u rounds of %.1f s, "
-           "scraped every %.1f s; %s, load %s, %s\n",
-           O.rounds, O.seconds, O.scrape_interval, cpu, load, when);
+           "scraped every %.1f s; %s, ISA %s, %ld CPUs (load %s), %s\n",
+           O.rounds, O.seconds, O.scrape_interval, cpu, cpu_isa(), sysconf(_SC_NPROCESSORS_ONLN),
+           load, when);
     printf("%-22s %6s %8s %16s\n", "name", "batch", "streams", "value");
   }
   double v_off[100], v_on[100];
@@ -385,10 +387,15 @@ int main(int argc, char **argv) {
   }
   atomic_store(&scraper_stop, true);
   pthread_join(scr, NULL);
+  /* The ratio is the median of each round's on/off: the two of a round ran
+   * back to back, so a burst of load elsewhere falls on one round. */
+  double ratio[100];
+  for (uint32_t r = 0; r < O.rounds; r++) ratio[r] = v_on[r] / v_off[r];
   double m_off = median(v_off, O.rounds), m_on = median(v_on, O.rounds);
   emit("baseline.grpc.sample", m_off, "transitions/s");
   emit(O.control ? "grpc.sample_second_daemon" : "grpc.sample", m_on, "transitions/s");
-  emit(O.control ? "metrics.overhead_control" : "metrics.overhead", m_on / m_off, "ratio");
+  emit(O.control ? "metrics.overhead_control" : "metrics.overhead", median(ratio, O.rounds),
+       "ratio");
   if (!O.control) emit("metrics.observe_ns", observe_ns(), "ns/call");
   if (!O.json)
     printf("# %llu scrapes of %.0f bytes on average while measured\n",
