@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "rd_pem.h"
 #include "replayd.pb-c.h"
 
 #define RDC_TOKEN_KEY "x-replayd-token"
@@ -213,26 +214,18 @@ void rdc_connect_opts_init(rdc_connect_opts_t *opts) {
   opts->tls_key_file = NULL;
 }
 
-/* A PEM file whole and NUL-terminated (gRPC takes C strings), or NULL with
- * err set. */
+/* A PEM file whole (rd_pem.h), or NULL with err set. */
 #define RDC_PEM_MAX (1 << 20)
 static char *read_pem(const char *what, const char *path, rdc_error_t *err) {
-  FILE *f = fopen(path, "re");
-  if (f == NULL) {
+  char *buf;
+  size_t len;
+  rd_pem_status_t s = rd_pem_read(path, RDC_PEM_MAX, &buf, &len);
+  if (s == RD_PEM_OPEN)
     set_error(err, RDC_EINVAL, "%s %s: %s", what, path, strerror(errno));
-    return NULL;
-  }
-  char *buf = malloc(RDC_PEM_MAX + 1);
-  size_t n = buf ? fread(buf, 1, RDC_PEM_MAX + 1, f) : 0;
-  int bad = buf == NULL || ferror(f) || n > RDC_PEM_MAX || (buf && memchr(buf, '\0', n));
-  fclose(f);
-  if (bad) {
-    set_error(err, buf ? RDC_EINVAL : RDC_ENOMEM, "%s %s: %s", what, path,
-              buf ? "not a PEM file (unreadable, over 1 MiB or binary)" : "out of memory");
-    free(buf);
-    return NULL;
-  }
-  buf[n] = '\0';
+  else if (s != RD_PEM_OK)
+    set_error(err, s == RD_PEM_NOMEM ? RDC_ENOMEM : RDC_EINVAL, "%s %s: %s", what, path,
+              s == RD_PEM_NOMEM ? "out of memory"
+                                : "not a PEM file (unreadable, over 1 MiB or binary)");
   return buf;
 }
 

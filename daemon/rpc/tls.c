@@ -11,37 +11,26 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "rd_pem.h"
 #include "secrets.h"
 
-/* The whole of a PEM file, NUL-terminated (gRPC takes C strings), or NULL
- * with err set. */
+/* A PEM file whole (rd_pem.h), or NULL with err set. */
 static char *read_pem(const char *key, const char *path, size_t *len, rd_error_t *err) {
-  FILE *f = fopen(path, "re");
-  if (f == NULL) {
-    rd_error_set(err, RD_EINVAL, "%s %s: %s", key, path, strerror(errno));
-    return NULL;
-  }
-  char *buf = malloc(RD_TLS_PEM_MAX + 1);
-  size_t n = buf ? fread(buf, 1, RD_TLS_PEM_MAX + 1, f) : 0;
-  int bad = buf == NULL || ferror(f);
-  fclose(f);
-  if (bad) {
-    rd_error_set(err, RD_EINVAL, "%s %s: cannot read it", key, path);
-  } else if (n > RD_TLS_PEM_MAX) {
+  char *buf;
+  switch (rd_pem_read(path, RD_TLS_PEM_MAX, &buf, len)) {
+  case RD_PEM_OK: return buf;
+  case RD_PEM_OPEN: rd_error_set(err, RD_EINVAL, "%s %s: %s", key, path, strerror(errno)); break;
+  case RD_PEM_NOMEM: rd_error_set(err, RD_EINVAL, "%s %s: out of memory", key, path); break;
+  case RD_PEM_READ: rd_error_set(err, RD_EINVAL, "%s %s: cannot read it", key, path); break;
+  case RD_PEM_TOO_BIG:
     rd_error_set(err, RD_EINVAL, "%s %s: larger than %u bytes, not a PEM certificate or key",
                  key, path, RD_TLS_PEM_MAX);
-    bad = 1;
-  } else if (memchr(buf, '\0', n) != NULL) {
+    break;
+  case RD_PEM_BINARY:
     rd_error_set(err, RD_EINVAL, "%s %s: holds a NUL byte, not PEM text", key, path);
-    bad = 1;
+    break;
   }
-  if (bad) {
-    free(buf);
-    return NULL;
-  }
-  buf[n] = '\0';
-  *len = n;
-  return buf;
+  return NULL;
 }
 
 /* The first certificate of pem (the server's own), or NULL. */

@@ -212,6 +212,22 @@ class TestBadFiles(unittest.TestCase):
         self.refuses(["--tls-cert", path("server.pem"), "--tls-key", path("server.key"),
                       "--tls-client-ca", path("server.key")],
                      "tls-client-ca", "no PEM certificate")
+        with open(path("nul.pem"), "wb") as f:
+            f.write(pem("server.pem") + b"\0")
+        with open(path("huge.pem"), "wb") as f:
+            f.write(pem("server.pem") * (2 * 1024 * 1024 // len(pem("server.pem"))))
+        self.refuses(["--tls-cert", path("nul.pem"), "--tls-key", path("server.key")],
+                     "tls-cert", "holds a NUL byte")
+        self.refuses(["--tls-cert", path("huge.pem"), "--tls-key", path("server.key")],
+                     "tls-cert", "larger than 1048576 bytes")
+
+    def test_replayctl_refuses_a_file_that_is_not_pem(self):
+        with open(path("nul-ca.pem"), "wb") as f:
+            f.write(pem("ca.pem") + b"\0")
+        r = subprocess.run([REPLAYCTL, "--server", "127.0.0.1:1", "--tls-ca", path("nul-ca.pem"),
+                            "status"], capture_output=True, text=True, timeout=60)
+        self.assertEqual(r.returncode, 1, r.stdout)
+        self.assertIn("nul-ca.pem: not a PEM file", r.stderr)
 
 
 if __name__ == "__main__":
