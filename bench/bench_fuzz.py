@@ -36,6 +36,7 @@ def main():
     seconds = a.seconds if a.seconds is not None else (2 if a.quick else 20)
     model, isa, cpus = cpu_facts()
     load = load_average()
+    when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
     env = dict(os.environ, FUZZ_SECONDS=str(seconds))
     p = subprocess.run([os.path.join(ROOT, "scripts", "fuzz")], env=env, cwd=ROOT,
                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -57,7 +58,7 @@ def main():
             print(json.dumps({"name": name, "params": params, "value": value, "unit": unit}))
     else:
         print(f"# bench_fuzz: clang-14 libFuzzer, ASan+UBSan, {seconds} s per harness, "
-              f"{time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())}, {model}, ISA {isa}, "
+              f"started {when}, {model}, ISA {isa}, "
               f"{cpus} CPUs (load {load})")
         print(f"{'harness':<22} {'executions':>12}  result")
         for name, execs, _, result in rows:

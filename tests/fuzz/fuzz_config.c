@@ -17,17 +17,9 @@
 
 #define MAX_ARGS 64
 
-static const char *path;
-
-int LLVMFuzzerInitialize(int *argc, char ***argv) {
-  (void)argc;
-  (void)argv;
-  path = fuzz_scratch_file("fuzz.conf");
-  return 0;
-}
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (size < 1) return 0;
+  const char *path = fuzz_scratch_file("fuzz.conf");
   rd_config_t c, before;
   rd_config_defaults(&c);
   before = c;

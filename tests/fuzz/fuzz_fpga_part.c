@@ -15,15 +15,6 @@
 #include "fuzz_scratch.h"
 #include "model.h"
 
-static const char *path;
-
-int LLVMFuzzerInitialize(int *argc, char ***argv) {
-  (void)argc;
-  (void)argv;
-  path = fuzz_scratch_file("fuzz.part");
-  return 0;
-}
-
 static void mlp(rd_nn_spec_t *s, uint32_t n, const uint32_t *sizes, rd_nn_act_t last) {
   memset(s, 0, sizeof *s);
   s->n_layers = n - 1;
@@ -39,6 +30,7 @@ static void model(const rd_fpga_part_t *p, const rd_fpga_workload_t *w) {
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  const char *path = fuzz_scratch_file("fuzz.part");
   FILE *f = fopen(path, "w");
   if (f == NULL) return 0;
   fwrite(data, 1, size, f);

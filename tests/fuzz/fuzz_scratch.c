@@ -5,6 +5,7 @@
 #include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 static char dir[64];
@@ -35,9 +36,12 @@ const char *fuzz_scratch(void) {
 }
 
 const char *fuzz_scratch_file(const char *name) {
-  static char paths[16][128];
+  static char names[16][64], paths[16][128];
   static int n;
-  if (n == 16) abort();
+  for (int i = 0; i < n; i++)
+    if (strcmp(names[i], name) == 0) return paths[i];
+  if (n == 16 || strlen(name) >= sizeof names[0]) abort();
+  snprintf(names[n], sizeof names[n], "%s", name);
   snprintf(paths[n], sizeof paths[n], "%s/%s", fuzz_scratch(), name);
   return paths[n++];
 }

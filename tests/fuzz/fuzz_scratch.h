@@ -7,7 +7,8 @@
 /* The directory (created on the first call; aborts if it cannot be). */
 const char *fuzz_scratch(void);
 
-/* DIR/name in the directory, kept for the process (at most 16 names). */
+/* DIR/name in the directory; the same string for the same name, kept for
+ * the process (at most 16 names, each under 64 bytes). */
 const char *fuzz_scratch_file(const char *name);
 
 /* Run before the directory is removed at exit (close a store in it). */
