@@ -16,10 +16,9 @@ import tempfile
 import unittest
 
 REPLAYCTL = os.path.abspath(sys.argv.pop(3))
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-# test_daemon generates the Python stubs and takes argv[1:3].
-from test_daemon import Daemon, pb, TOKEN_KEY, grpc, pbg, cartpole_spec, rows  # noqa: E402
-from test_startup import run_replayd  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+# replayd_test generates the Python stubs and takes argv[1:3].
+from replayd_test import Daemon, pb, TOKEN_KEY, grpc, pbg, cartpole_spec, rows, run_replayd  # noqa: E402
 
 PKI = tempfile.mkdtemp(prefix="replayd-tls-")
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

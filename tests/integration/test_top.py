@@ -26,9 +26,9 @@ import time
 import unittest
 
 REPLAYCTL = os.path.abspath(sys.argv.pop(3))
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-# test_daemon generates the Python stubs and takes argv[1:3].
-from test_daemon import Daemon, pb, TOKEN_KEY, cartpole_spec, rows  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+# replayd_test generates the Python stubs and takes argv[1:3].
+from replayd_test import Daemon, pb, TOKEN_KEY, cartpole_spec, rows  # noqa: E402
 
 ESC = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
