@@ -231,7 +231,7 @@ static void in_process(void) {
   rd_registry_set_durable(r, d);
   rd_workload_spec_t spec = spec_of();
   rd_workload_t *w;
-  if (rd_registry_register(r, &spec, NULL, &w, &e) != RD_OK) die("register: %s", e.msg);
+  if (rd_registry_register(r, &spec, NULL, &w, NULL, &e) != RD_OK) die("register: %s", e.msg);
   fill(w, O.rows);
 
   char params[128];
@@ -264,7 +264,7 @@ static void in_process(void) {
     rd_wl_durable_t *wd;
     rd_workload_t *w2;
     if (rd_durable_prepare(d, w->id, &wc, &wd, &e) != RD_OK) die("prepare: %s", e.msg);
-    if (rd_workload_new(&wc, NULL, "bench", NULL, 0, w->id, w->token, 0, 1u << 26, &w2, &e))
+    if (rd_workload_new(&wc, NULL, "bench", NULL, 0, w->id, w->token_hash, 0, 1u << 26, &w2, &e))
       die("workload: %s", e.msg);
     w2->durable = wd;
     double t0 = rd_clock_now();

@@ -51,6 +51,24 @@ void cpu_model(char *buf, size_t len) {
   fclose(f);
 }
 
+const char *cpu_isa(void) {
+  const char *isa = "baseline";
+  FILE *f = fopen("/proc/cpuinfo", "r");
+  if (f == NULL) return isa;
+  char line[8192];
+  while (fgets(line, sizeof line, f)) {
+    if (strncmp(line, "flags", 5) == 0) {
+      if (strstr(line, " avx512f"))
+        isa = "avx512";
+      else if (strstr(line, " avx2"))
+        isa = "avx2";
+      break;
+    }
+  }
+  fclose(f);
+  return isa;
+}
+
 void load_average(char *buf, size_t len) {
   snprintf(buf, len, "?");
   FILE *f = fopen("/proc/loadavg", "r");

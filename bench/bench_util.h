@@ -21,6 +21,10 @@ int cmp_double(const void *a, const void *b);
 /* The CPU's model name from /proc/cpuinfo, or "unknown CPU". */
 void cpu_model(char *buf, size_t len);
 
+/* The widest x86 vector ISA the CPU has ("avx512", "avx2" or "baseline",
+ * from /proc/cpuinfo's flags): what a figure's compiled loops could use. */
+const char *cpu_isa(void);
+
 /* The 1-minute load average from /proc/loadavg, or "?": figures taken on a
  * small machine mean little when something else is running. */
 void load_average(char *buf, size_t len);

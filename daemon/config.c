@@ -110,6 +110,18 @@ static const cfg_key_t keys[] = {
      "                             covers the records of this many microseconds"},
     {"journal-max-pending", K_BYTES, FIELD(journal_max_pending), MIB, UINT64_C(1) << 40, false,
      "journal bytes waiting for the disk before inserts are refused"},
+    {"metrics-listen", K_STRING, FIELD(metrics_listen), 0, 0, true,
+     "serve Prometheus metrics over HTTP at /metrics:\n"
+     "                             PORT or :PORT (loopback: 127.0.0.1:PORT) or\n"
+     "                             HOST:PORT; empty = no metrics endpoint"},
+    {"tls-cert", K_STRING, FIELD(tls_cert), 0, 0, true,
+     "PEM certificate (chain): serve gRPC over TLS\n"
+     "                             (needs --tls-key); empty = plaintext"},
+    {"tls-key", K_STRING, FIELD(tls_key), 0, 0, true, "PEM private key of --tls-cert"},
+    {"tls-client-ca", K_STRING, FIELD(tls_client_ca), 0, 0, true,
+     "PEM CA certificates: every client must present\n"
+     "                             a certificate one of them signed (needs\n"
+     "                             --tls-cert); empty = clients need none"},
 };
 #define N_KEYS (sizeof keys / sizeof keys[0])
 
@@ -427,6 +439,22 @@ static int apply_line(rd_config_t *c, char *line, char *msg, size_t cap) {
   return set_key(c, k, value, msg, cap);
 }
 
+/* The next line of f into buf (cap >= LINE_MAX_BYTES + 2 bytes), its
+ * newline included, NUL-terminated; returns its length, 0 at the end of
+ * the file, -1 for a line longer than LINE_MAX_BYTES (nothing more is
+ * read: a file with no newline, /dev/zero, costs no more than this). */
+static long read_line(FILE *f, char *buf, size_t cap) {
+  size_t n = 0;
+  int ch;
+  while ((ch = getc(f)) != EOF) {
+    if (n == LINE_MAX_BYTES || n + 2 > cap) return -1;
+    buf[n++] = (char)ch;
+    if (ch == '\n') break;
+  }
+  buf[n] = '\0';
+  return (long)n;
+}
+
 int rd_config_load_file(rd_config_t *c, const char *path, rd_error_t *err) {
   if (path == NULL || path[0] == '\0')
     return rd_error_set(err, RD_EINVAL, "config file path is empty");
@@ -435,16 +463,19 @@ int rd_config_load_file(rd_config_t *c, const char *path, rd_error_t *err) {
     return rd_error_set(err, RD_EINVAL, "%s: cannot open config file: %s", path, strerror(errno));
 
   rd_config_t tmp = *c;
-  char *line = NULL;
-  size_t line_cap = 0;
+  char *line = malloc(LINE_MAX_BYTES + 2);
   char msg[RD_ERROR_MSG_MAX];
   unsigned lineno = 0;
   int rc = RD_OK;
-  ssize_t len;
+  long len;
+  if (line == NULL) {
+    fclose(f);
+    return rd_error_set(err, RD_ENOMEM, "%s: out of memory reading it", path);
+  }
   errno = 0;
-  while ((len = getline(&line, &line_cap, f)) >= 0) {
+  while ((len = read_line(f, line, LINE_MAX_BYTES + 2)) != 0) {
     lineno++;
-    if (len > LINE_MAX_BYTES) {
+    if (len < 0) {
       rc = rd_error_set(err, RD_EINVAL, "%s:%u: line longer than %d bytes", path, lineno,
                         LINE_MAX_BYTES);
       goto out;
@@ -560,7 +591,7 @@ int rd_config_parse_args(rd_config_t *c, int argc, char **argv, int *show_help,
 /* Usage                                                               */
 /* ------------------------------------------------------------------ */
 
-static char usage_buf[8192]; /* PATH_MAX-long defaults fit */
+static char usage_buf[16384]; /* PATH_MAX-long defaults fit */
 static pthread_once_t usage_once = PTHREAD_ONCE_INIT;
 
 static void build_usage(void) {
@@ -600,9 +631,10 @@ static void build_usage(void) {
     else
       range[0] = '\0'; /* the help text says what they accept */
     snprintf(flag, sizeof flag, "--%s %s", key->name,
-             key->kind == K_STRING ? (strcmp(key->name, "listen") == 0      ? "ADDR"
-                                      : strcmp(key->name, "fpga-csim") == 0 ? "PART"
-                                                                            : "PATH")
+             key->kind == K_STRING ? (strcmp(key->name, "listen") == 0           ? "ADDR"
+                                      : strcmp(key->name, "metrics-listen") == 0 ? "ADDR"
+                                      : strcmp(key->name, "fpga-csim") == 0      ? "PART"
+                                                                                 : "PATH")
              : key->kind == K_LEVEL ? "LEVEL" : key->kind == K_BYTES ? "BYTES"
              : key->kind == K_SHAPE ? "K,N,B" : "N");
     n += (size_t)snprintf(usage_buf + n, cap - n, "  %-26s %s\n  %-26s (%s%sdefault %s)\n", flag,

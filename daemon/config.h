@@ -62,6 +62,13 @@ typedef struct {
   uint32_t journal_commit_us;     /* the journal's group-commit window; default 200 */
   uint64_t journal_max_pending;   /* journal bytes waiting for the disk before inserts are
                                      refused; default 256 MiB */
+  /* Operations (docs/architecture.md "Operations"). */
+  char metrics_listen[256];   /* Prometheus /metrics over HTTP: "" (default) = off; "PORT"
+                                 or ":PORT" = 127.0.0.1:PORT; "HOST:PORT" as given */
+  char tls_cert[PATH_MAX];    /* PEM certificate chain: gRPC over TLS; "" = plaintext */
+  char tls_key[PATH_MAX];     /* its PEM private key (with tls_cert) */
+  char tls_client_ca[PATH_MAX]; /* PEM CAs: clients must present a certificate one of
+                                   them signed; "" = no client certificates asked */
 } rd_config_t;
 
 /* Fill c with the embedded defaults (reads the environment for state_dir). */

@@ -24,10 +24,14 @@
 #include "durable.h"
 #include "handlers.h"
 #include "log.h"
+#include "metrics.h"
+#include "metrics_http.h"
 #include "placement.h"
 #include "placer.h"
 #include "provider_fpga.h"
 #include "registry.h"
+#include "rpc_stats.h"
+#include "secrets.h"
 #include "server.h"
 #include "spec_pb.h"
 #include "store.h"
@@ -69,6 +73,32 @@ static void on_status_timer(uv_timer_t *t) {
                (unsigned long long)rd_server_calls_started(app.server));
 }
 
+static int render_metrics(void *arg, FILE *f) { return rd_metrics_render(arg, f); }
+
+/* With --metrics-listen: count RPCs (before the server serves one) ... */
+static void metrics_count_rpcs(void) {
+  static const char *names[RD_M_COUNT];
+  for (int m = 0; m < RD_M_COUNT; m++) {
+    const char *path = rd_method_path((rd_method_t)m);
+    const char *slash = strrchr(path, '/');
+    names[m] = slash ? slash + 1 : path;
+  }
+  rd_rpc_stats_enable(names, RD_M_COUNT);
+}
+
+/* ... and serve them (after it started: its load is among them). */
+static int metrics_serve(const rd_config_t *cfg, const rd_handler_ctx_t *ctx,
+                         rd_metrics_http_t **out, rd_error_t *err) {
+  static rd_metrics_source_t src;
+  src = (rd_metrics_source_t){app.registry, rd_server_metrics, app.server, ctx->start_unix,
+                              RD_VERSION};
+  char bound[300];
+  int rc = rd_metrics_http_start(cfg->metrics_listen, render_metrics, &src, out, bound,
+                                 sizeof bound, err);
+  if (rc == RD_OK) rd_log_info("main", "metrics on http://%s/metrics", bound);
+  return rc;
+}
+
 /* "host:port" with the port replaced by the one actually bound. */
 static void bound_address(const char *listen, int port, char *out, size_t len) {
   const char *colon = strrchr(listen, ':');
@@ -107,7 +137,16 @@ int main(int argc, char **argv) {
     return 1;
   }
   static rd_handler_ctx_t ctx;
-  if (rd_store_admin_token(cfg.state_dir, ctx.admin_token, sizeof ctx.admin_token, &err) != RD_OK) {
+  /* The token stays in its file (replayctl reads it there); the daemon
+   * keeps only its hash. */
+  char admin_token[RD_WORKLOAD_TOKEN_LEN + 1];
+  int admin_rc = rd_store_admin_token(cfg.state_dir, admin_token, sizeof admin_token, &err);
+  if (admin_rc == RD_OK) {
+    rd_token_hash(admin_token, strlen(admin_token), ctx.admin_token_hash);
+    ctx.has_admin_token = 1;
+  }
+  rd_secret_wipe(admin_token, sizeof admin_token);
+  if (admin_rc != RD_OK) {
     rd_log_error("main", "%s", err.msg);
     rd_store_close(store);
     return 1;
@@ -175,6 +214,7 @@ int main(int argc, char **argv) {
   ctx.start_time = rd_clock_now();
   ctx.start_unix = (int64_t)time(NULL);
 
+  if (cfg.metrics_listen[0] != '\0') metrics_count_rpcs();
   int port = 0;
   if (rd_server_start(&app.server, &cfg, &ctx, &port, &err) != RD_OK) {
     rd_log_error("main", "%s", err.msg);
@@ -187,6 +227,18 @@ int main(int argc, char **argv) {
   char address[300];
   bound_address(cfg.listen, port, address, sizeof address);
   app.address = address;
+  rd_metrics_http_t *metrics = NULL;
+  if (cfg.metrics_listen[0] != '\0' && metrics_serve(&cfg, &ctx, &metrics, &err) != RD_OK) {
+    rd_log_error("main", "%s", err.msg);
+    rd_registry_stop_learners(app.registry);
+    if (rd_server_stop(app.server, 0) == 0) {
+      rd_registry_destroy(app.registry);
+      rd_store_close(store);
+      grpc_shutdown();
+    }
+    rd_log_close();
+    return 1;
+  }
 
   uv_loop_t loop;
   uv_loop_init(&loop);
@@ -204,8 +256,10 @@ int main(int argc, char **argv) {
   /* Only now: whoever reads this line (a test, an operator's script) may
    * signal at once, and before uv_signal_start a SIGHUP or SIGTERM took the
    * default action and killed the daemon (seen under ASan in CI). */
-  rd_log_info("main", "listening on %s with %u threads (+%u applying inserts)", address,
-              cfg.threads, cfg.ingest_threads);
+  rd_log_info("main", "listening on %s with %u threads (+%u applying inserts)%s", address,
+              cfg.threads, cfg.ingest_threads,
+              !cfg.tls_cert[0] ? "" : cfg.tls_client_ca[0] ? ", TLS, client certificates required"
+                                                           : ", TLS");
   char ready[400];
   snprintf(ready, sizeof ready, "READY=1\nSTATUS=listening on %s", address);
   sd_notify(0, ready);
@@ -213,6 +267,7 @@ int main(int argc, char **argv) {
   uv_run(&loop, UV_RUN_DEFAULT);
 
   sd_notify(0, "STOPPING=1");
+  rd_metrics_http_stop(metrics); /* it reads the registry and the server */
   /* Hosted learners first: a TrainStep in progress ends (UNAVAILABLE) at
    * its current step instead of holding the server's drain. */
   rd_registry_stop_learners(app.registry);

@@ -20,6 +20,7 @@
 
 #include "json_writer.h"
 #include "replayctl_cli.h"
+#include "replayctl_top.h"
 #include "replayd_client.h"
 #include "replayctl_tenant.h"
 
@@ -1257,6 +1258,9 @@ int main(int argc, char **argv) {
   rdc_connect_opts_t copts;
   rdc_connect_opts_init(&copts);
   copts.deadline_s = o.timeout_s;
+  copts.tls_ca_file = o.tls_ca;
+  copts.tls_cert_file = o.tls_cert;
+  copts.tls_key_file = o.tls_key;
   rdc_client_t *c;
   rdc_error_t e;
   if (rdc_connect_ex(o.server, o.timeout_s, &copts, &c, &e) != RDC_OK) return call_failed(&e);
@@ -1272,6 +1276,7 @@ int main(int argc, char **argv) {
   case RCTL_CMD_CHECKPOINT: rc = cmd_checkpoint(c, &o, token); break;
   case RCTL_CMD_EXPORT: rc = cmd_export(c, &o, token); break;
   case RCTL_CMD_IMPORT: rc = cmd_import(c, &o); break;
+  case RCTL_CMD_TOP: rc = rctl_top(c, &o); break;
   case RCTL_CMD_TENANT: rc = rctl_cmd_tenant(c, &o, token); break;
   case RCTL_CMD_NONE: break;
   }

@@ -26,6 +26,7 @@ typedef enum {
   RCTL_CMD_CHECKPOINT, /* ID | --all */
   RCTL_CMD_EXPORT,     /* ID FILE */
   RCTL_CMD_IMPORT,     /* FILE [--name NAME] */
+  RCTL_CMD_TOP,      /* [--once] [--interval S] */
   RCTL_CMD_TENANT,   /* add NAME [KEY=VALUE...] | set NAME KEY=VALUE... | ls | rm NAME */
 } rctl_cmd_t;
 
@@ -40,6 +41,10 @@ typedef struct {
   const char *name;             /* import --name */
   const char *assume[RCTL_MAX_ASSUME]; /* plan --assume KIND=VALUE, in order */
   int n_assume;
+  const char *tls_ca;           /* --tls-ca: TLS, the server's certificate signed by these CAs */
+  const char *tls_cert, *tls_key; /* --tls-cert / --tls-key: this client's certificate */
+  int once;                     /* top --once */
+  double interval_s;            /* top --interval; default 1 */
   int help, version;            /* --help / --version */
   rctl_cmd_t cmd;
   const char *args[RCTL_MAX_ARGS]; /* the command's operands */

@@ -13,6 +13,7 @@
  */
 #include "replayd_client.h"
 
+#include <errno.h>
 #include <grpc/byte_buffer.h>
 #include <grpc/byte_buffer_reader.h>
 #include <grpc/grpc.h>
@@ -26,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "rd_pem.h"
 #include "replayd.pb-c.h"
 
 #define RDC_TOKEN_KEY "x-replayd-token"
@@ -77,6 +79,7 @@ struct rdc_client {
   double deadline_s;
   uint32_t md_flags;         /* GRPC_INITIAL_METADATA_WAIT_FOR_READY or 0 */
   char target[256];
+  int tls; /* the channel is TLS: a failed connection may be a certificate */
 };
 
 /* ------------------------------------------------------------------ */
@@ -214,6 +217,55 @@ void rdc_connect_opts_init(rdc_connect_opts_t *opts) {
   opts->max_receive_bytes = RDC_DEFAULT_MAX_RECEIVE;
   opts->wait_for_ready = 0;
   opts->deadline_s = RDC_DEFAULT_DEADLINE_S;
+  opts->tls_ca_file = NULL;
+  opts->tls_cert_file = NULL;
+  opts->tls_key_file = NULL;
+}
+
+/* A PEM file whole (rd_pem.h), or NULL with err set. */
+#define RDC_PEM_MAX (1 << 20)
+static char *read_pem(const char *what, const char *path, rdc_error_t *err) {
+  char *buf;
+  size_t len;
+  rd_pem_status_t s = rd_pem_read(path, RDC_PEM_MAX, &buf, &len);
+  if (s == RD_PEM_OPEN)
+    set_error(err, RDC_EINVAL, "%s %s: %s", what, path, strerror(errno));
+  else if (s != RD_PEM_OK)
+    set_error(err, s == RD_PEM_NOMEM ? RDC_ENOMEM : RDC_EINVAL, "%s %s: %s", what, path,
+              s == RD_PEM_NOMEM ? "out of memory"
+                                : "not a PEM file (unreadable, over 1 MiB or binary)");
+  return buf;
+}
+
+/* The channel's credentials: plaintext, or TLS from o's PEM files. */
+static int channel_credentials(const rdc_connect_opts_t *o, grpc_channel_credentials **out,
+                               rdc_error_t *err) {
+  *out = NULL;
+  if (o->tls_ca_file == NULL) {
+    if (o->tls_cert_file != NULL || o->tls_key_file != NULL)
+      return set_error(err, RDC_EINVAL, "a client certificate needs TLS: set tls_ca_file too");
+    *out = grpc_insecure_credentials_create();
+    return RDC_OK;
+  }
+  if ((o->tls_cert_file == NULL) != (o->tls_key_file == NULL))
+    return set_error(err, RDC_EINVAL, "a client certificate needs both tls_cert_file and "
+                     "tls_key_file");
+  char *ca = read_pem("TLS CA file", o->tls_ca_file, err), *cert = NULL, *key = NULL;
+  int rc = ca ? RDC_OK : err ? err->code : RDC_EINVAL;
+  if (rc == RDC_OK && o->tls_cert_file != NULL &&
+      ((cert = read_pem("TLS certificate", o->tls_cert_file, err)) == NULL ||
+       (key = read_pem("TLS key", o->tls_key_file, err)) == NULL))
+    rc = err ? err->code : RDC_EINVAL;
+  if (rc == RDC_OK) {
+    grpc_ssl_pem_key_cert_pair pair = {key, cert};
+    *out = grpc_ssl_credentials_create(ca, cert ? &pair : NULL, NULL, NULL);
+    if (*out == NULL) rc = set_error(err, RDC_EINVAL, "gRPC refused the TLS files");
+  }
+  if (key) memset(key, 0, strlen(key));
+  free(ca);
+  free(cert);
+  free(key);
+  return rc;
 }
 
 int rdc_connect(const char *target, double timeout_s, rdc_client_t **out, rdc_error_t *err) {
@@ -245,22 +297,23 @@ static void destroy_cq(grpc_completion_queue *cq) {
  * failed, so the message says what to check. */
 static int wait_ready(rdc_client_t *c, double timeout_s, int wait_for_ready, rdc_error_t *err) {
   gpr_timespec deadline = deadline_after(timeout_s);
+  const char *check = c->tls ? "is replayd running there with TLS, its certificate signed by "
+                               "the CA file and naming this host, and this client's "
+                               "certificate one it accepts?"
+                             : "is replayd running and listening there?";
   grpc_connectivity_state st = grpc_channel_check_connectivity_state(c->channel, 1);
   while (st != GRPC_CHANNEL_READY) {
     if (st == GRPC_CHANNEL_SHUTDOWN ||
         (st == GRPC_CHANNEL_TRANSIENT_FAILURE && !wait_for_ready))
-      return set_error(err, RDC_ECONNECT,
-                       "cannot connect to %s: %s (is replayd running and listening there?)",
-                       c->target, state_name(st));
+      return set_error(err, RDC_ECONNECT, "cannot connect to %s: %s (%s)", c->target,
+                       state_name(st), check);
     int tag;
     grpc_channel_watch_connectivity_state(c->channel, st, deadline, c->cq, &tag);
     grpc_event ev =
         grpc_completion_queue_pluck(c->cq, &tag, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
     if (ev.type != GRPC_OP_COMPLETE || !ev.success)
-      return set_error(err, RDC_ECONNECT,
-                       "cannot connect to %s within %g s (%s; is replayd running and "
-                       "listening there?)",
-                       c->target, timeout_s, state_name(st));
+      return set_error(err, RDC_ECONNECT, "cannot connect to %s within %g s (%s; %s)",
+                       c->target, timeout_s, state_name(st), check);
     /* try_to_connect again: after a failure the channel may fall back to
      * idle and would otherwise wait for a call to reconnect. */
     st = grpc_channel_check_connectivity_state(c->channel, 1);
@@ -290,9 +343,21 @@ int rdc_connect_ex(const char *target, double timeout_s, const rdc_connect_opts_
     return set_error(err, RDC_EINVAL, "max_receive_bytes must be > 0, not %d",
                      o.max_receive_bytes);
 
+  grpc_init(); /* before any credentials */
+  grpc_channel_credentials *creds;
+  int crc = channel_credentials(&o, &creds, err);
+  if (crc != RDC_OK) {
+    grpc_shutdown();
+    return crc;
+  }
   rdc_client_t *c = calloc(1, sizeof *c);
-  if (c == NULL) return set_error(err, RDC_ENOMEM, "out of memory");
+  if (c == NULL) {
+    grpc_channel_credentials_release(creds);
+    grpc_shutdown();
+    return set_error(err, RDC_ENOMEM, "out of memory");
+  }
   snprintf(c->target, sizeof c->target, "%s", target);
+  c->tls = o.tls_ca_file != NULL;
   c->deadline_s = o.deadline_s;
   /* Wait-for-ready calls queue while the channel reconnects, and the
    * caller's pluck drives the reconnection; fail-fast calls return
@@ -301,7 +366,6 @@ int rdc_connect_ex(const char *target, double timeout_s, const rdc_connect_opts_
   c->md_flags = o.wait_for_ready ? GRPC_INITIAL_METADATA_WAIT_FOR_READY : 0;
   pthread_mutex_init(&c->lock, NULL);
 
-  grpc_init();
   /* Reconnect backoff: gRPC's default starts at 1 s and grows to 120 s;
    * a client of a daemon that restarts (or starts after its actors) should
    * try again within a few seconds. */
@@ -316,7 +380,6 @@ int rdc_connect_ex(const char *target, double timeout_s, const rdc_connect_opts_
   args[2].key = GRPC_ARG_MAX_RECONNECT_BACKOFF_MS;
   args[2].value.integer = 5000;
   grpc_channel_args chargs = {3, args};
-  grpc_channel_credentials *creds = grpc_insecure_credentials_create();
   c->channel = grpc_channel_create(target, creds, &chargs);
   grpc_channel_credentials_release(creds);
   c->cq = grpc_completion_queue_create_for_pluck(NULL);

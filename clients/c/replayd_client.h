@@ -107,6 +107,18 @@ typedef struct {
   int wait_for_ready;
   /* Initial per-call deadline, seconds (default 30; INFINITY = none). */
   double deadline_s;
+  /* TLS (a server started with --tls-cert). tls_ca_file: PEM file of the
+   * CA certificates that may sign the server's certificate; NULL (default)
+   * = plaintext. tls_cert_file and tls_key_file (both or neither; only
+   * with tls_ca_file): this client's PEM certificate and key, for a server
+   * that requires client certificates (--tls-client-ca). The server's
+   * certificate must name the target's host (a DNS or IP subject
+   * alternative name). A file that cannot be read is RDC_EINVAL naming it;
+   * a server whose certificate the CAs did not sign, or that refuses this
+   * client's, is RDC_ECONNECT. */
+  const char *tls_ca_file;
+  const char *tls_cert_file;
+  const char *tls_key_file;
 } rdc_connect_opts_t;
 
 /* Fill opts with the defaults above. */

@@ -43,8 +43,8 @@ struct rd_registry {
   uint64_t bytes;             /* memory charged for the workloads held */
   rd_placer_fn placer;        /* restore: placements from stored profiles */
   void *placer_arg;
-  rd_durable_t *durable;      /* checkpoints (durable.h), or NULL */
   rd_tenants_t *tenants;      /* the owners (tenant.h); each workload references one */
+  rd_durable_t *durable;      /* checkpoints (durable.h), or NULL */
 };
 
 void rd_registry_set_durable(rd_registry_t *r, rd_durable_t *d) {
@@ -219,7 +219,7 @@ static int persist(rd_registry_t *r, const rd_workload_t *w, rd_error_t *err) {
   rd_stored_workload_t sw;
   memset(&sw, 0, sizeof sw);
   memcpy(sw.id, w->id, sizeof w->id);
-  memcpy(sw.token, w->token, sizeof w->token);
+  rd_token_hash_format(w->token_hash, sw.token); /* the hash, never the token */
   sw.created_unix = w->created_unix;
   sw.spec = w->spec;
   sw.spec_len = w->spec_len;
@@ -242,7 +242,8 @@ void rd_registry_set_restore_placer(rd_registry_t *r, rd_placer_fn fn, void *arg
  * Caller holds mutate_mu. */
 static int build(rd_registry_t *r, rd_tenant_t *tenant, rd_workload_config_t *wc,
                  rd_placement_t *pl, const rd_workload_spec_t *spec, const char *id,
-                 const char *token, int64_t created, rd_workload_t **out, rd_error_t *err) {
+                 const uint8_t token_hash[RD_TOKEN_HASH_LEN], int64_t created,
+                 rd_workload_t **out, rd_error_t *err) {
   const rd_rmm_ops_t *placed_rmm = wc->table.rmm;
   const rd_storage_ops_t *placed_storage = wc->table.storage;
   /* Its learner's share of the device, in its owner's group (share.h). */
@@ -252,7 +253,7 @@ static int build(rd_registry_t *r, rd_tenant_t *tenant, rd_workload_config_t *wc
   rd_wl_durable_t *wd = NULL; /* before the pipeline: it keeps weight versions there */
   int rc = rd_durable_prepare(r->durable, id, wc, &wd, err);
   if (rc == RD_OK)
-    rc = rd_workload_new(wc, pl, spec->name, spec->stored, spec->stored_len, id, token,
+    rc = rd_workload_new(wc, pl, spec->name, spec->stored, spec->stored_len, id, token_hash,
                          created, r->cfg.max_message_bytes, &w, err);
   if (rc) {
     rd_durable_release(wd);
@@ -260,9 +261,9 @@ static int build(rd_registry_t *r, rd_tenant_t *tenant, rd_workload_config_t *wc
     return rc;
   }
   w->durable = wd;
-  /* The CPU tree instead of a module it could not create: charge what it holds. */
   rd_tenant_ref(tenant);
   w->tenant = tenant;
+  /* The CPU tree instead of a module it could not create: charge what it holds. */
   if ((wc->table.rmm != placed_rmm || wc->table.storage != placed_storage) &&
       (rc = check_limits(r, NULL, wc, err)) != RD_OK) {
     free(pl);
@@ -276,28 +277,29 @@ static int build(rd_registry_t *r, rd_tenant_t *tenant, rd_workload_config_t *wc
 
 static int register_owned(rd_registry_t *r, rd_tenant_t *owner, const rd_workload_spec_t *spec,
                           const rd_placement_t *placement, rd_workload_t **out,
-                          rd_error_t *err);
+                          char *token_out, rd_error_t *err);
 
 int rd_registry_register(rd_registry_t *r, const rd_workload_spec_t *spec,
                          const rd_placement_t *placement, rd_workload_t **out,
-                         rd_error_t *err) {
-  return rd_registry_register_as(r, NULL, spec, placement, out, err);
+                         char *token_out, rd_error_t *err) {
+  return rd_registry_register_as(r, NULL, spec, placement, out, token_out, err);
 }
 
 int rd_registry_register_as(rd_registry_t *r, rd_tenant_t *tenant,
                             const rd_workload_spec_t *spec, const rd_placement_t *placement,
-                            rd_workload_t **out, rd_error_t *err) {
+                            rd_workload_t **out, char *token_out, rd_error_t *err) {
   if (out) *out = NULL;
+  if (token_out) token_out[0] = '\0';
   rd_tenant_t *owner = tenant != NULL ? tenant : rd_tenants_default(r->tenants);
   if (tenant != NULL) rd_tenant_ref(owner);
-  int rc = register_owned(r, owner, spec, placement, out, err);
+  int rc = register_owned(r, owner, spec, placement, out, token_out, err);
   rd_tenant_unref(owner);
   return rc;
 }
 
 static int register_owned(rd_registry_t *r, rd_tenant_t *owner, const rd_workload_spec_t *spec,
                           const rd_placement_t *placement, rd_workload_t **out,
-                          rd_error_t *err) {
+                          char *token_out, rd_error_t *err) {
   rd_workload_config_t wc;
   int rc = rd_workload_spec_resolve(&r->cfg, spec, &wc, err);
   if (rc) return rc;
@@ -309,18 +311,22 @@ static int register_owned(rd_registry_t *r, rd_tenant_t *owner, const rd_workloa
     apply_placement(&wc, pl);
   }
 
+  /* The token leaves this function only through token_out: the
+   * workload and the store keep its hash. */
+  char id[RD_WORKLOAD_ID_LEN + 1], token[RD_WORKLOAD_TOKEN_LEN + 1] = "";
   pthread_mutex_lock(&r->mutate_mu);
   rd_workload_t *w = NULL;
   if ((rc = check_limits(r, owner, &wc, err)) != RD_OK) goto out;
 
-  char id[RD_WORKLOAD_ID_LEN + 1], token[RD_WORKLOAD_TOKEN_LEN + 1];
   /* 128 random bits: a collision is never expected, but costs one lookup. */
   do {
     if ((rc = random_hex(id, RD_WORKLOAD_ID_LEN, err)) != RD_OK) goto out;
   } while (find_index(r, id) >= 0);
   if ((rc = random_hex(token, RD_WORKLOAD_TOKEN_LEN, err)) != RD_OK) goto out;
+  uint8_t hash[RD_TOKEN_HASH_LEN];
+  rd_token_hash(token, RD_WORKLOAD_TOKEN_LEN, hash);
 
-  rc = build(r, owner, &wc, pl, spec, id, token, (int64_t)time(NULL), &w, err);
+  rc = build(r, owner, &wc, pl, spec, id, hash, (int64_t)time(NULL), &w, err);
   pl = NULL; /* build took it */
   if (rc) goto out;
   /* Its checkpoint directory and journal, before anything is stored. */
@@ -338,10 +344,12 @@ static int register_owned(rd_registry_t *r, rd_tenant_t *owner, const rd_workloa
   if (out) atomic_fetch_add(&w->refs, 1);
   publish(r, w);
   if (out) *out = w;
+  if (token_out) memcpy(token_out, token, sizeof token);
   /* Registration and deletion are logged by the handlers, which know the
    * call; the registry logs only what no call does (restore). */
 out:
   pthread_mutex_unlock(&r->mutate_mu);
+  rd_secret_wipe(token, sizeof token);
   free(pl);
   return rc;
 }
@@ -367,8 +375,9 @@ static bool restore_one(rd_registry_t *r, const rd_spec_decoder_t *dec,
                         const rd_stored_workload_t *sw) {
   rd_error_t err;
   rd_error_clear(&err);
-  if (!is_hex_id(sw->id, RD_WORKLOAD_ID_LEN) || !is_hex_id(sw->token, RD_WORKLOAD_TOKEN_LEN)) {
-    rd_log_warn("registry", "skipping a stored workload with a malformed id or token");
+  uint8_t hash[RD_TOKEN_HASH_LEN];
+  if (!is_hex_id(sw->id, RD_WORKLOAD_ID_LEN) || rd_token_hash_parse(sw->token, hash) != RD_OK) {
+    rd_log_warn("registry", "skipping a stored workload with a malformed id or token hash");
     return false;
   }
   if (find_index(r, sw->id) >= 0) {
@@ -394,7 +403,7 @@ static bool restore_one(rd_registry_t *r, const rd_spec_decoder_t *dec,
    * workload it already owned (only admissions check quotas). */
   rd_tenant_t *owner = rd_tenants_owner(r->tenants, sw->id);
   if (rc == RD_OK) {
-    rc = build(r, owner, &wc, pl, &spec, sw->id, sw->token, sw->created_unix, &w, &err);
+    rc = build(r, owner, &wc, pl, &spec, sw->id, hash, sw->created_unix, &w, &err);
     pl = NULL; /* build took it */
   }
   rd_tenant_unref(owner);

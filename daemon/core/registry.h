@@ -41,12 +41,14 @@ const rd_config_t *rd_registry_config(const rd_registry_t *r);
  * check what depends on what is registered (workload count, memory),
  * create the workload with its placement (copied; NULL for none), store
  * spec->stored and publish it. *out (may be NULL) receives it with one
- * reference held. Errors: RD_EINVAL (a bad spec, naming the field),
+ * reference held; token_out (may be NULL; RD_WORKLOAD_TOKEN_LEN + 1
+ * bytes) its new token, the only copy: the workload and the store keep
+ * its hash (secrets.h). Errors: RD_EINVAL (a bad spec, naming the field),
  * RD_ETOOBIG (a server limit), RD_ENOMEM, RD_ESTORE (the store write
  * failed and nothing was registered). */
 int rd_registry_register(rd_registry_t *r, const rd_workload_spec_t *spec,
                          const rd_placement_t *placement, rd_workload_t **out,
-                         rd_error_t *err);
+                         char *token_out, rd_error_t *err);
 
 /* rd_registry_register for an owner: tenant (tenant.h; NULL: the default
  * tenant) must admit the workload (its quota: RD_ETOOBIG naming the limit,
@@ -54,7 +56,7 @@ int rd_registry_register(rd_registry_t *r, const rd_workload_spec_t *spec,
  * is stored with the workload. */
 int rd_registry_register_as(rd_registry_t *r, rd_tenant_t *tenant,
                             const rd_workload_spec_t *spec, const rd_placement_t *placement,
-                            rd_workload_t **out, rd_error_t *err);
+                            rd_workload_t **out, char *token_out, rd_error_t *err);
 
 /* The admission check alone (tenant's quota, then the server's workload
  * count and memory) for a resolved configuration, so a registration that

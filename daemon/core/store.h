@@ -1,7 +1,7 @@
 /* store.h - what must survive a restart, in SQLite (state_dir/replayd.db).
  *
- * Today: registered workload specs (id, token, created time, the spec as
- * serialized replayd.v1.WorkloadSpec bytes), and profiles: measured or
+ * Today: registered workload specs (id, the token's hash, created time,
+ * the spec as serialized replayd.v1.WorkloadSpec bytes), and profiles: measured or
  * imported latencies of primitives (profile.h). Workload data (rows,
  * priorities) does not persist yet: a restart brings each workload back
  * empty. Schema changes are versioned migrations recorded in PRAGMA
@@ -18,8 +18,8 @@
 #include "rd_error.h"
 
 /* The schema version this build migrates to (1: workloads, 2: profiles,
- * 3: tenants). */
-#define RD_STORE_SCHEMA_VERSION 3
+ * 3: workload tokens stored as their SHA-256, 4: tenants). */
+#define RD_STORE_SCHEMA_VERSION 4
 
 /* Failures of the state database or a state file (I/O, full disk,
  * corruption, permissions, a schema from a newer replayd) are RD_ESTORE
@@ -30,7 +30,8 @@ typedef struct rd_store rd_store_t;
 
 typedef struct {
   char id[64];
-  char token[128];
+  char token[128]; /* the token's stored form, "sha256:" + 64 hex digits
+                      (secrets.h rd_token_hash_format): never the token */
   int64_t created_unix;
   uint8_t *spec;     /* serialized WorkloadSpec (malloc'd) */
   size_t spec_len;

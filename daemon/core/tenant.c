@@ -5,7 +5,6 @@
  * each, so a token's match says nothing about the others. Changes are
  * stored first and listed after, so a failed store write changes nothing.
  */
-#define _DEFAULT_SOURCE /* explicit_bzero */
 #include "tenant.h"
 
 #include <math.h>
@@ -56,11 +55,15 @@ static double now_s(void) {
   return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-static rd_tenant_t *tenant_new(const char *name, const char *token, int64_t created) {
+/* hash: the token's SHA-256, or NULL for none (the default tenant). */
+static rd_tenant_t *tenant_new(const char *name, const uint8_t *hash, int64_t created) {
   rd_tenant_t *t = calloc(1, sizeof *t);
   if (t == NULL) return NULL;
   snprintf(t->name, sizeof t->name, "%s", name);
-  snprintf(t->token, sizeof t->token, "%s", token);
+  if (hash != NULL) {
+    memcpy(t->token_hash, hash, RD_TOKEN_HASH_LEN);
+    t->has_token = 1;
+  }
   t->created_unix = created;
   pthread_mutex_init(&t->mu, NULL);
   rd_tenant_quota_t q = {0, 0, 1, 0, 0};
@@ -75,18 +78,16 @@ void rd_tenant_ref(rd_tenant_t *t) { atomic_fetch_add_explicit(&t->refs, 1, memo
 void rd_tenant_unref(rd_tenant_t *t) {
   if (t == NULL) return;
   if (atomic_fetch_sub_explicit(&t->refs, 1, memory_order_acq_rel) != 1) return;
-  explicit_bzero(t->token, sizeof t->token);
   pthread_mutex_destroy(&t->mu);
   free(t);
 }
 
-/* Constant time in the token's bytes: a tenant without a token (the
- * default) matches nothing. */
-static int token_ok(const rd_tenant_t *t, const char *tok, size_t len) {
-  size_t want = strlen(t->token);
-  unsigned diff = (unsigned)(len ^ want);
-  for (size_t i = 0; i < want; i++) diff |= (unsigned)(t->token[i] ^ (i < len ? tok[i] : 0));
-  return want > 0 && diff == 0;
+/* The presented token's hash against t's, in constant time: a tenant
+ * without a token (the default) matches nothing. */
+static int hash_ok(const rd_tenant_t *t, const uint8_t hash[RD_TOKEN_HASH_LEN]) {
+  unsigned diff = 0;
+  for (size_t i = 0; i < RD_TOKEN_HASH_LEN; i++) diff |= (unsigned)(t->token_hash[i] ^ hash[i]);
+  return t->has_token && diff == 0;
 }
 
 int rd_tenant_quota_check(const rd_tenant_quota_t *q, unsigned mask, rd_error_t *err) {
@@ -124,7 +125,7 @@ static int name_check(const char *name, rd_error_t *err) {
 static void to_stored(const rd_tenant_t *t, const rd_tenant_quota_t *q, rd_stored_tenant_t *s) {
   memset(s, 0, sizeof *s);
   snprintf(s->name, sizeof s->name, "%s", t->name);
-  snprintf(s->token, sizeof s->token, "%s", t->token);
+  if (t->has_token) rd_token_hash_format(t->token_hash, s->token); /* the hash, never the token */
   s->created_unix = t->created_unix;
   s->max_memory = q->max_memory_bytes;
   s->max_workloads = q->max_workloads;
@@ -166,8 +167,10 @@ static int load(rd_tenants_t *ts, rd_error_t *err) {
     rd_tenant_quota_t q = {v[i].max_memory, v[i].max_workloads, v[i].weight, v[i].insert_rate,
                            v[i].sample_rate};
     int is_default = strcmp(v[i].name, RD_TENANT_DEFAULT) == 0;
+    uint8_t hash[RD_TOKEN_HASH_LEN];
     if (name_check(v[i].name, NULL) != RD_OK || rd_tenant_quota_check(&q, RD_TQ_ALL, NULL) ||
-        (!is_default && strlen(v[i].token) != RD_TENANT_TOKEN_LEN) || ts->n >= RD_TENANTS_MAX) {
+        (!is_default && rd_token_hash_parse(v[i].token, hash) != RD_OK) ||
+        ts->n >= RD_TENANTS_MAX) {
       rc = rd_error_set(err, RD_ESTORE, "stored tenant \"%.64s\" does not validate", v[i].name);
       break;
     }
@@ -176,7 +179,7 @@ static int load(rd_tenants_t *ts, rd_error_t *err) {
       apply_quota(d, &q, RD_TQ_ALL, now_s());
       continue;
     }
-    rd_tenant_t *t = tenant_new(v[i].name, v[i].token, v[i].created_unix);
+    rd_tenant_t *t = tenant_new(v[i].name, hash, v[i].created_unix);
     if (t == NULL) {
       rc = rd_error_set(err, RD_ENOMEM, "out of memory reading tenants");
       break;
@@ -184,7 +187,6 @@ static int load(rd_tenants_t *ts, rd_error_t *err) {
     apply_quota(t, &q, RD_TQ_ALL, now_s());
     insert_at(ts, t);
   }
-  for (size_t i = 0; i < n; i++) explicit_bzero(v[i].token, sizeof v[i].token);
   free(v);
   return rc;
 }
@@ -192,7 +194,7 @@ static int load(rd_tenants_t *ts, rd_error_t *err) {
 int rd_tenants_open(rd_tenants_t **out, rd_store_t *store, rd_error_t *err) {
   *out = NULL;
   rd_tenants_t *ts = calloc(1, sizeof *ts);
-  rd_tenant_t *d = tenant_new(RD_TENANT_DEFAULT, "", 0);
+  rd_tenant_t *d = tenant_new(RD_TENANT_DEFAULT, NULL, 0);
   if (ts == NULL || d == NULL) {
     free(ts);
     rd_tenant_unref(d);
@@ -233,10 +235,12 @@ rd_tenant_t *rd_tenants_default(rd_tenants_t *ts) { return rd_tenants_get(ts, RD
 
 rd_tenant_t *rd_tenants_by_token(rd_tenants_t *ts, const char *token, size_t len) {
   if (token == NULL || len == 0) return NULL;
+  uint8_t hash[RD_TOKEN_HASH_LEN];
+  rd_token_hash(token, len, hash);
   rd_tenant_t *found = NULL;
   pthread_mutex_lock(&ts->mu);
   for (size_t i = 0; i < ts->n; i++) /* no early exit: every tenant is compared */
-    if (token_ok(ts->v[i], token, len) && found == NULL) found = ts->v[i];
+    if (hash_ok(ts->v[i], hash) && found == NULL) found = ts->v[i];
   if (found) rd_tenant_ref(found);
   pthread_mutex_unlock(&ts->mu);
   return found;
@@ -249,9 +253,11 @@ int rd_tenants_add(rd_tenants_t *ts, const char *name, const rd_tenant_quota_t *
   if ((rc = rd_tenant_quota_check(q, RD_TQ_ALL, err)) != RD_OK) return rc;
   char token[RD_TENANT_TOKEN_LEN + 1];
   if ((rc = rd_random_hex(token, RD_TENANT_TOKEN_LEN, RD_ENOMEM, err)) != RD_OK) return rc;
-  rd_tenant_t *t = tenant_new(name, token, (int64_t)time(NULL));
+  uint8_t hash[RD_TOKEN_HASH_LEN];
+  rd_token_hash(token, RD_TENANT_TOKEN_LEN, hash);
+  rd_tenant_t *t = tenant_new(name, hash, (int64_t)time(NULL));
   if (t == NULL) {
-    explicit_bzero(token, sizeof token);
+    rd_secret_wipe(token, sizeof token);
     return rd_error_set(err, RD_ENOMEM, "out of memory for a tenant");
   }
   apply_quota(t, q, RD_TQ_ALL, now_s());
@@ -265,7 +271,7 @@ int rd_tenants_add(rd_tenants_t *ts, const char *name, const rd_tenant_quota_t *
     rd_stored_tenant_t st;
     to_stored(t, &t->quota, &st);
     rc = rd_store_put_tenant(ts->store, &st, err);
-    explicit_bzero(st.token, sizeof st.token);
+    rd_secret_wipe(st.token, sizeof st.token);
   }
   if (rc == RD_OK) {
     insert_at(ts, t);
@@ -273,7 +279,7 @@ int rd_tenants_add(rd_tenants_t *ts, const char *name, const rd_tenant_quota_t *
   }
   pthread_mutex_unlock(&ts->mu);
   if (rc != RD_OK) rd_tenant_unref(t);
-  explicit_bzero(token, sizeof token);
+  rd_secret_wipe(token, sizeof token);
   return rc;
 }
 
@@ -295,7 +301,7 @@ int rd_tenants_set(rd_tenants_t *ts, const char *name, const rd_tenant_quota_t *
     rd_stored_tenant_t st;
     to_stored(t, &next.quota, &st);
     rc = rd_store_put_tenant(ts->store, &st, err);
-    explicit_bzero(st.token, sizeof st.token);
+    rd_secret_wipe(st.token, sizeof st.token);
   }
   if (rc == RD_OK) apply_quota(t, q, mask, now_s());
   uint32_t weight = t->quota.weight;

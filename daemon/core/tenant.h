@@ -35,6 +35,7 @@
 #include <stdint.h>
 
 #include "rd_error.h"
+#include "secrets.h"
 
 struct rd_store;
 
@@ -78,7 +79,8 @@ typedef struct {
 
 typedef struct rd_tenant {
   char name[RD_TENANT_NAME_MAX + 1];
-  char token[RD_TENANT_TOKEN_LEN + 1]; /* "" for the default tenant */
+  uint8_t token_hash[RD_TOKEN_HASH_LEN]; /* SHA-256 of its token (secrets.h), never the token */
+  int has_token;          /* 0 for the default tenant */
   int64_t created_unix;
   pthread_mutex_t mu;      /* quota, usage, buckets */
   rd_tenant_quota_t quota;
@@ -102,8 +104,9 @@ void rd_tenant_unref(rd_tenant_t *t);
 /* Referenced tenants (unref each), or NULL. */
 rd_tenant_t *rd_tenants_default(rd_tenants_t *ts);
 rd_tenant_t *rd_tenants_get(rd_tenants_t *ts, const char *name);
-/* The tenant whose token is token[0, len), compared in constant time with
- * every tenant's; NULL if none (the default tenant has none). */
+/* The tenant whose token is token[0, len): its SHA-256 compared in
+ * constant time with every tenant's hash; NULL if none (the default
+ * tenant has none). */
 rd_tenant_t *rd_tenants_by_token(rd_tenants_t *ts, const char *token, size_t len);
 
 /* The defaults a new tenant gets for fields its quota leaves 0: weight 1,

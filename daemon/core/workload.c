@@ -213,14 +213,7 @@ void rd_workload_counters(rd_workload_t *w, rd_workload_counters_t *out) {
 
 int rd_workload_token_ok(const rd_workload_t *w, const char *token, size_t len) {
   if (w == NULL || token == NULL) return 0;
-  /* Compare all 64 bytes whatever the input: the time depends only on
-   * len, which every client knows anyway. */
-  unsigned diff = len != RD_WORKLOAD_TOKEN_LEN;
-  for (size_t i = 0; i < RD_WORKLOAD_TOKEN_LEN; i++) {
-    unsigned char c = i < len ? (unsigned char)token[i] : 0;
-    diff |= (unsigned char)w->token[i] ^ c;
-  }
-  return diff == 0;
+  return rd_token_matches(w->token_hash, token, len);
 }
 
 /* ------------------------------------------------------------------ */
@@ -269,9 +262,9 @@ static int table_init(rd_workload_config_t *wc, rd_placement_t *pl, const char *
 }
 
 int rd_workload_new(rd_workload_config_t *wc, rd_placement_t *pl, const char *name,
-                    const uint8_t *spec, size_t spec_len, const char *id, const char *token,
-                    int64_t created, uint64_t max_sample_bytes, rd_workload_t **out,
-                    rd_error_t *err) {
+                    const uint8_t *spec, size_t spec_len, const char *id,
+                    const uint8_t token_hash[RD_TOKEN_HASH_LEN], int64_t created,
+                    uint64_t max_sample_bytes, rd_workload_t **out, rd_error_t *err) {
   rd_workload_t *w = calloc(1, sizeof *w);
   uint8_t *copy = malloc(spec_len ? spec_len : 1);
   if (w == NULL || copy == NULL) {
@@ -301,7 +294,7 @@ int rd_workload_new(rd_workload_config_t *wc, rd_placement_t *pl, const char *na
   uint64_t a, b, c, d;
   w->charge = rd_workload_config_charge(wc, &a, &b, &c, &d);
   memcpy(w->id, id, RD_WORKLOAD_ID_LEN + 1);
-  memcpy(w->token, token, RD_WORKLOAD_TOKEN_LEN + 1);
+  memcpy(w->token_hash, token_hash, RD_TOKEN_HASH_LEN);
   snprintf(w->name, sizeof w->name, "%s", name ? name : "");
   if (spec_len) memcpy(copy, spec, spec_len);
   w->spec = copy;

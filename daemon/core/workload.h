@@ -33,6 +33,7 @@
 #include "pipeline.h"
 #include "placement.h"
 #include "rd_error.h"
+#include "secrets.h"
 #include "table.h"
 #include "workload_spec.h"
 
@@ -41,7 +42,7 @@
 
 typedef struct rd_workload {
   char id[RD_WORKLOAD_ID_LEN + 1];
-  char token[RD_WORKLOAD_TOKEN_LEN + 1];
+  uint8_t token_hash[RD_TOKEN_HASH_LEN]; /* SHA-256 of the token (secrets.h): never the token */
   char name[RD_WORKLOAD_NAME_MAX + 1];
   int64_t created_unix;
   uint8_t *spec;       /* the spec as stored (rd_workload_spec_t.stored); owned */
@@ -140,22 +141,23 @@ typedef struct {
 /* The table's counters, read under the lock. */
 void rd_workload_counters(rd_workload_t *w, rd_workload_counters_t *out);
 
-/* Constant-time token comparison. */
+/* 1 if token[0, len) is the workload's token: its hash compared in
+ * constant time (secrets.h). */
 int rd_workload_token_ok(const rd_workload_t *w, const char *token, size_t len);
 
 /* ---- Lifetime (the registry's) ---- */
 
 /* A new workload with one reference: its table (and pipeline, when wc has
- * a learner) built, spec_len bytes of spec copied. name, id and token are
- * copied. When wc->table.rmm is busy (RD_EBUSY: an XRT board's replay
- * kernel holds another workload's tree, rmm_xrt.h), the table gets the CPU
+ * a learner) built, spec_len bytes of spec copied. name, id and the
+ * token's hash are copied. When wc->table.rmm is busy (RD_EBUSY: an XRT
+ * board's replay kernel holds another workload's tree, rmm_xrt.h), the table gets the CPU
  * tree instead: wc->table.rmm becomes NULL (the caller re-checks the
  * charge) and pl's running and note say so. max_sample_bytes: the server's
  * --max-message-bytes. */
 int rd_workload_new(rd_workload_config_t *wc, rd_placement_t *pl, const char *name,
-                    const uint8_t *spec, size_t spec_len, const char *id, const char *token,
-                    int64_t created, uint64_t max_sample_bytes, rd_workload_t **out,
-                    rd_error_t *err);
+                    const uint8_t *spec, size_t spec_len, const char *id,
+                    const uint8_t token_hash[RD_TOKEN_HASH_LEN], int64_t created,
+                    uint64_t max_sample_bytes, rd_workload_t **out, rd_error_t *err);
 
 /* Free it now (a workload never published; everyone else unrefs). */
 void rd_workload_free(rd_workload_t *w);

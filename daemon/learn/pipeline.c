@@ -312,6 +312,14 @@ void rd_pipeline_stats(rd_pipeline_t *p, rd_pipeline_stats_t *out) {
   pthread_mutex_unlock(&p->mu);
 }
 
+void rd_pipeline_queues(rd_pipeline_t *p, rd_pipeline_queues_t *out) {
+  pthread_mutex_lock(&p->mu);
+  out->to_train = rd_ring_len(&p->q_train);
+  out->to_update = rd_ring_len(&p->q_update);
+  out->in_flight = p->in_flight;
+  pthread_mutex_unlock(&p->mu);
+}
+
 void rd_pipeline_learner_info(rd_pipeline_t *p, rd_pipeline_learner_info_t *out) {
   pthread_mutex_lock(&p->mu);
   *out = p->linfo;

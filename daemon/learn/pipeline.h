@@ -233,6 +233,15 @@ size_t rd_pipeline_weights_bytes(const rd_pipeline_t *p);
 
 void rd_pipeline_stats(rd_pipeline_t *p, rd_pipeline_stats_t *out);
 
+/* The batches between the pipeline's units now (thread-safe; metrics):
+ * gathered ones waiting for the learner, trained ones waiting for their
+ * priority update, and all that are sampled and not yet updated. */
+typedef struct {
+  uint32_t to_train, to_update;
+  uint64_t in_flight;
+} rd_pipeline_queues_t;
+void rd_pipeline_queues(rd_pipeline_t *p, rd_pipeline_queues_t *out);
+
 /* Which learner backend runs, and whether it fell back (thread-safe). */
 void rd_pipeline_learner_info(rd_pipeline_t *p, rd_pipeline_learner_info_t *out);
 

@@ -241,7 +241,9 @@ rd_reply_when_t rd_handle_import(rd_handler_ctx_t *ctx, const rd_call_info_t *ci
       rc = rd_place(&placer, &s.config.table, &s.config.learner, NULL, pl, &err);
     }
   }
-  if (rc == RD_OK) rc = rd_registry_register_as(ctx->registry, who.tenant, &s.spec, pl, &w, &err);
+  char token[RD_WORKLOAD_TOKEN_LEN + 1] = "";
+  if (rc == RD_OK)
+    rc = rd_registry_register_as(ctx->registry, who.tenant, &s.spec, pl, &w, token, &err);
   rd_caller_release(&who);
   if (rc == RD_OK && (rc = rd_import_apply(ctx->durable, imp, w, &err)) != RD_OK) {
     /* All or nothing: a workload that did not get its data is not kept. */
@@ -258,14 +260,16 @@ rd_reply_when_t rd_handle_import(rd_handler_ctx_t *ctx, const rd_call_info_t *ci
   if (rc) {
     if (echo) replayd__v1__workload_spec__free_unpacked(echo, NULL);
     rd_reply_error(r, rc, "import: %s", err.msg);
+    rd_secret_wipe(token, sizeof token);
     return RD_REPLY_NOW;
   }
   rd_workload_msg_t o;
-  rd_workload_msg(&o, w, 1, echo);
+  rd_workload_msg(&o, w, token, echo);
   rd_reply_pack(r, &o.msg.base);
   rd_log_info("durable", "imported workload %s (\"%s\", %llu items)", w->id, w->name,
               (unsigned long long)rd_table_size(&w->table));
   rd_workload_msg_free(&o);
   rd_workload_unref(w);
+  rd_secret_wipe(token, sizeof token);
   return RD_REPLY_NOW;
 }

@@ -24,6 +24,8 @@
 #include "pb_check.h"
 #include "placer.h"
 #include "plan.h"
+#include "rd_clock.h"
+#include "rpc_stats.h"
 #include "sample_reply.h"
 #include "spec_pb.h"
 #include "tenant_rpc.h"
@@ -139,8 +141,8 @@ static ProtobufCMessage *decode(rd_method_t m, const rd_call_info_t *ci, const u
   return msg;
 }
 
-rd_reply_when_t rd_handle(rd_handler_ctx_t *ctx, rd_method_t m, const rd_call_info_t *ci,
-                          const uint8_t *body, size_t len, rd_reply_t *out) {
+static rd_reply_when_t handle(rd_handler_ctx_t *ctx, rd_method_t m, const rd_call_info_t *ci,
+                              const uint8_t *body, size_t len, rd_reply_t *out) {
   static const uint8_t empty[1];
   if (body == NULL) body = empty; /* an empty message is valid protobuf */
   if ((unsigned)m >= RD_M_COUNT || (m == RD_M_INSERT) != (ci->stream != NULL)) {
@@ -160,6 +162,20 @@ rd_reply_when_t rd_handle(rd_handler_ctx_t *ctx, rd_method_t m, const rd_call_in
     rd_reply_error(out, RD_ETOOBIG, "the reply to %s is %zu bytes, more than this server's "
                    "message limit of %u bytes (--max-message-bytes)", methods[m].path, bytes,
                    ctx->config->max_message_bytes);
+  return when;
+}
+
+/* With metrics on (rpc_stats.h), each call's time in its handler and its
+ * status: a unary call's, each Insert stream message's, a TrainStep's when
+ * train_reply answers it. */
+rd_reply_when_t rd_handle(rd_handler_ctx_t *ctx, rd_method_t m, const rd_call_info_t *ci,
+                          const uint8_t *body, size_t len, rd_reply_t *out) {
+  if (!rd_rpc_stats_enabled()) return handle(ctx, m, ci, body, len, out);
+  double t0 = rd_clock_now();
+  rd_reply_when_t when = handle(ctx, m, ci, body, len, out);
+  if (when != RD_REPLY_LATER)
+    rd_rpc_stats_observe((int)m, rd_clock_now() - t0,
+                         when == RD_REPLY_MORE ? GRPC_STATUS_OK : (int)out->status);
   return when;
 }
 
@@ -214,7 +230,9 @@ HANDLER(h_register) {
   /* Admitted before it is profiled: a refusal costs no measuring. */
   if (rc == RD_OK) rc = rd_registry_admit(ctx->registry, who.tenant, &s.config, &err);
   if (rc == RD_OK && s.config.has_learner) rc = place(ctx, &s.config, NULL, &pl, &err);
-  if (rc == RD_OK) rc = rd_registry_register_as(ctx->registry, who.tenant, &s.spec, pl, &w, &err);
+  char token[RD_WORKLOAD_TOKEN_LEN + 1] = "";
+  if (rc == RD_OK)
+    rc = rd_registry_register_as(ctx->registry, who.tenant, &s.spec, pl, &w, token, &err);
   rd_caller_release(&who);
   rd_spec_pb_release(&s);
   free(pl);
@@ -224,11 +242,12 @@ HANDLER(h_register) {
     return RD_REPLY_NOW;
   }
   rd_workload_msg_t o;
-  rd_workload_msg(&o, w, 1, echo); /* takes echo, so cannot fail */
+  rd_workload_msg(&o, w, token, echo); /* takes echo, so cannot fail */
   rd_reply_pack(r, &o.msg.base);
   log_registered(w, &o);
   rd_workload_msg_free(&o);
   rd_workload_unref(w);
+  rd_secret_wipe(token, sizeof token);
   return RD_REPLY_NOW;
 }
 
@@ -247,7 +266,7 @@ HANDLER(h_describe) {
     return RD_REPLY_NOW;
   }
   rd_workload_msg_t o;
-  if (rd_workload_msg(&o, w, 0, NULL) == RD_OK)
+  if (rd_workload_msg(&o, w, NULL, NULL) == RD_OK)
     rd_reply_pack(r, &o.msg.base);
   else
     rd_reply_error(r, RD_ENOMEM, "out of memory describing workload %s", w->id);
@@ -480,6 +499,7 @@ typedef struct {
   rd_workload_t *w;
   void *call;
   uint32_t steps;
+  double t0; /* rd_clock_now at the start, for rpc_stats */
 } train_call_t;
 
 /* The one callback of a TrainStep: the pipeline ended the request (on one
@@ -514,6 +534,8 @@ static void train_reply(void *arg, const rd_train_result_t *res) {
     rd_reply_error(&r, RD_ESTATE, "%s; %u of %u steps were done", res->message,
                    res->steps_done, tc->steps);
   }
+  if (rd_rpc_stats_enabled())
+    rd_rpc_stats_observe(RD_M_TRAIN_STEP, rd_clock_now() - tc->t0, (int)r.status);
   rd_call_reply(tc->call, &r);
   rd_workload_unref(tc->w);
   free(tc);
@@ -532,7 +554,7 @@ HANDLER(h_train_step) {
   if (rc == RD_OK && (tc = malloc(sizeof *tc)) == NULL)
     rc = rd_error_set(&err, RD_ENOMEM, "out of memory");
   if (rc == RD_OK) {
-    *tc = (train_call_t){w, q->ci->call, m->steps};
+    *tc = (train_call_t){w, q->ci->call, m->steps, rd_clock_now()};
     rc = rd_workload_train(w, m->steps, q->ci->deadline, train_reply, tc, &err);
     if (rc == RD_OK) return RD_REPLY_LATER; /* train_reply answers and unrefs */
   }

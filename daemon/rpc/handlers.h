@@ -78,7 +78,10 @@ typedef struct {
   rd_store_t *store;        /* profiles; NULL: nothing is stored (tests) */
   struct rd_durable *durable; /* checkpoints (durable.h); NULL: none (tests) */
   const rd_config_t *config;
-  char admin_token[RD_WORKLOAD_TOKEN_LEN + 1];
+  /* SHA-256 of the admin token (secrets.h): the token itself stays in its
+   * file, for replayctl. has_admin_token 0: no call is an admin's. */
+  uint8_t admin_token_hash[RD_TOKEN_HASH_LEN];
+  int has_admin_token;
   double start_time; /* CLOCK_MONOTONIC seconds */
   int64_t start_unix;
 } rd_handler_ctx_t;

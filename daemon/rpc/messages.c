@@ -148,7 +148,7 @@ static void durability_msg(rd_workload_msg_t *o, const rd_workload_t *w) {
   o->msg.durability = m;
 }
 
-int rd_workload_msg(rd_workload_msg_t *o, rd_workload_t *w, int with_token,
+int rd_workload_msg(rd_workload_msg_t *o, rd_workload_t *w, const char *token,
                     Replayd__V1__WorkloadSpec *spec) {
   replayd__v1__workload__init(&o->msg);
   o->msg.spec = spec != NULL ? spec : rd_spec_pb_stored(w->spec, w->spec_len);
@@ -157,7 +157,7 @@ int rd_workload_msg(rd_workload_msg_t *o, rd_workload_t *w, int with_token,
   rd_workload_counters(w, &c);
   rd_counters_msg(&o->counters, &c);
   o->msg.id = w->id;
-  o->msg.token = with_token ? w->token : "";
+  o->msg.token = token != NULL ? (char *)token : "";
   o->msg.counters = &o->counters;
   o->msg.created_unix = w->created_unix;
   o->msg.tenant = w->tenant != NULL ? w->tenant->name : "";

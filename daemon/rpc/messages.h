@@ -26,8 +26,8 @@ typedef struct {
 /* measured_gps: the pipeline's steps per second, 0 for none (a plan). */
 void rd_placement_msg(rd_placement_msg_t *o, const rd_placement_t *p, double measured_gps);
 
-/* A Workload: id, spec, counters, learner, placement; the token only when
- * with_token (its registration). spec (taken, freed by
+/* A Workload: id, spec, counters, learner, placement; token (NULL: none)
+ * only at its registration (the server keeps only the token's hash). spec (taken, freed by
  * rd_workload_msg_free; NULL: w's stored spec unpacked here). RD_ENOMEM
  * if that unpack fails; free o either way. */
 typedef struct {
@@ -43,7 +43,7 @@ typedef struct {
 /* A CheckpointInfo of core's (durable.h). */
 void rd_checkpoint_info_msg(Replayd__V1__CheckpointInfo *m, const rd_checkpoint_info_t *c);
 
-int rd_workload_msg(rd_workload_msg_t *o, rd_workload_t *w, int with_token,
+int rd_workload_msg(rd_workload_msg_t *o, rd_workload_t *w, const char *token,
                     Replayd__V1__WorkloadSpec *spec);
 void rd_workload_msg_free(rd_workload_msg_t *o);
 

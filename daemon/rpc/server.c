@@ -38,6 +38,7 @@
 #include "log.h"
 #include "rd_clock.h"
 #include "rpc_body.h"
+#include "tls.h"
 
 #define RD_MAX_THREADS 64
 
@@ -435,8 +436,15 @@ static void *worker_main(void *arg) {
 
 int rd_server_start(rd_server_t **out, const rd_config_t *cfg, rd_handler_ctx_t *ctx, int *port,
                     rd_error_t *err) {
+  /* Plaintext or TLS (tls.h), checked before anything is started. */
+  grpc_server_credentials *creds = NULL;
+  int rc = rd_tls_server_credentials(cfg, &creds, NULL, err);
+  if (rc != RD_OK) return rc;
   rd_server_t *s = calloc(1, sizeof *s);
-  if (s == NULL) return rd_error_set(err, RD_ENOMEM, "out of memory");
+  if (s == NULL) {
+    grpc_server_credentials_release(creds);
+    return rd_error_set(err, RD_ENOMEM, "out of memory");
+  }
   s->cfg = cfg;
   s->ctx = ctx;
   s->n_workers = cfg->threads < 1 ? 1 : cfg->threads > RD_MAX_THREADS ? RD_MAX_THREADS : cfg->threads;
@@ -460,8 +468,8 @@ int rd_server_start(rd_server_t **out, const rd_config_t *cfg, rd_handler_ctx_t 
   args[1].key = GRPC_ARG_MAX_SEND_MESSAGE_LENGTH;
   args[1].value.integer = (int)cfg->max_message_bytes;
   grpc_channel_args chargs = {4, args};
-  int rc = rd_jobs_create(&s->jobs[RD_RUN_PLACEMENT - RD_RUN_QUEUE_FIRST], "placement",
-                          PLACEMENT_THREADS, PLACEMENT_WAITING, 0, err);
+  rc = rd_jobs_create(&s->jobs[RD_RUN_PLACEMENT - RD_RUN_QUEUE_FIRST], "placement",
+                      PLACEMENT_THREADS, PLACEMENT_WAITING, 0, err);
   if (rc == RD_OK)
     rc = rd_jobs_create(&s->jobs[RD_RUN_CONTROL - RD_RUN_QUEUE_FIRST], "control",
                         CONTROL_THREADS, CONTROL_WAITING, 0, err);
@@ -471,6 +479,7 @@ int rd_server_start(rd_server_t **out, const rd_config_t *cfg, rd_handler_ctx_t 
   if (rc != RD_OK) {
     for (int q = 0; q < RD_RUN_QUEUES; q++)
       if (s->jobs[q]) rd_jobs_stop(s->jobs[q]);
+    grpc_server_credentials_release(creds);
     free(s);
     return rc;
   }
@@ -488,7 +497,6 @@ int rd_server_start(rd_server_t **out, const rd_config_t *cfg, rd_handler_ctx_t 
   s->shutdown_cq = grpc_completion_queue_create_for_next(NULL);
   grpc_server_register_completion_queue(s->server, s->shutdown_cq, NULL);
 
-  grpc_server_credentials *creds = grpc_insecure_server_credentials_create();
   int bound = grpc_server_add_http2_port(s->server, cfg->listen, creds);
   grpc_server_credentials_release(creds);
   if (bound == 0) {
@@ -611,6 +619,21 @@ int rd_server_stop(rd_server_t *s, double grace_s) {
   grpc_completion_queue_destroy(s->shutdown_cq);
   free(s);
   return 0;
+}
+
+void rd_server_metrics(void *arg, rd_metrics_server_t *out) {
+  rd_server_t *s = arg;
+  static const char *const names[RD_RUN_QUEUES] = {"placement", "control", "ingest"};
+  _Static_assert(RD_RUN_QUEUES <= RD_METRICS_QUEUES, "metrics.h counts the job queues");
+  memset(out, 0, sizeof *out);
+  out->calls_started = atomic_load(&s->calls_started);
+  int active = atomic_load(&s->calls_active);
+  out->calls_active = active > 0 ? (uint64_t)active : 0;
+  for (int q = 0; q < RD_RUN_QUEUES; q++)
+    if (s->jobs[q] != NULL) {
+      out->queue_name[q] = names[q];
+      out->queue_jobs[q] = rd_jobs_pending(s->jobs[q]);
+    }
 }
 
 uint64_t rd_server_calls_started(const rd_server_t *s) {

@@ -212,7 +212,7 @@ int rd_spec_pb_register(rd_registry_t *r, const Replayd__V1__WorkloadSpec *pb,
   rd_spec_pb_t s;
   int rc = rd_spec_pb_decode(rd_registry_config(r), pb, &s, err);
   if (rc) return rc;
-  rc = rd_registry_register(r, &s.spec, placement, out, err);
+  rc = rd_registry_register(r, &s.spec, placement, out, NULL, err);
   rd_spec_pb_release(&s);
   return rc;
 }

@@ -73,7 +73,7 @@ rd_reply_when_t rd_tenant_rpc_add(rd_handler_ctx_t *ctx, const rd_call_info_t *c
   }
   rd_log_info("tenant", "added tenant \"%s\"", m->name);
   reply_tenant(ctx, m->name, token, r);
-  explicit_bzero(token, sizeof token);
+  rd_secret_wipe(token, sizeof token);
   return RD_REPLY_NOW;
 }
 
