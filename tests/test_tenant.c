@@ -11,6 +11,8 @@
 #include <cmocka.h>
 #include <math.h>
 #include <pthread.h>
+#include <sqlite3.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "rdt_dir.h"
@@ -146,6 +148,20 @@ static void test_persists(void **state) {
   assert_int_equal(rd_tenants_put_owner(ts, "w1", "b", &e), RD_OK);
   assert_int_equal(rd_tenants_put_owner(ts, "w2", RD_TENANT_DEFAULT, &e), RD_OK); /* no row */
   rd_tenants_close(ts);
+  /* The store holds the token's hash, never the token. */
+  sqlite3 *db;
+  char path[300];
+  snprintf(path, sizeof path, "%s/replayd.db", dir);
+  assert_int_equal(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+  sqlite3_stmt *q1;
+  assert_int_equal(sqlite3_prepare_v2(db, "SELECT token FROM tenants WHERE name = 'b'", -1, &q1,
+                                      NULL), SQLITE_OK);
+  assert_int_equal(sqlite3_step(q1), SQLITE_ROW);
+  const char *stored = (const char *)sqlite3_column_text(q1, 0);
+  assert_int_equal(strncmp(stored, RD_TOKEN_HASH_PREFIX, strlen(RD_TOKEN_HASH_PREFIX)), 0);
+  assert_null(strstr(stored, tok));
+  sqlite3_finalize(q1);
+  sqlite3_close(db);
   assert_int_equal(rd_tenants_open(&ts, st, &e), RD_OK);
   rd_tenant_t *b = rd_tenants_by_token(ts, tok, strlen(tok));
   assert_non_null(b);
