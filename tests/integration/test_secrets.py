@@ -40,14 +40,16 @@ PRAGMA user_version = 2;
 
 
 def state_files(state):
-    """Every byte under the state directory except the admin token file
-    (the operator's copy, which replayctl reads)."""
+    """Every byte under the state directory (checkpoints and journals
+    too) except the admin token file (the operator's copy, which
+    replayctl reads)."""
     out = b""
-    for name in os.listdir(state):
-        if name == "admin.token":
-            continue
-        with open(os.path.join(state, name), "rb") as f:
-            out += f.read()
+    for root, _, names in os.walk(state):
+        for name in names:
+            if root == state and name == "admin.token":
+                continue
+            with open(os.path.join(root, name), "rb") as f:
+                out += f.read()
     return out
 
 
