@@ -21,6 +21,7 @@
 
 #include "log.h"
 #include "pipeline.h"
+#include "rate_limiter.h"
 #include "rd_nn_spec.h"
 
 /* ------------------------------------------------------------------ */
@@ -33,7 +34,32 @@ enum { F_OBS, F_ACTION, F_REWARD, F_NEXT, F_DISCOUNT, NF };
 typedef struct {
   rd_table_t table;
   pthread_mutex_t lock;
+  int has_limiter; /* continuous mode samples through it, as the workload's */
+  rd_limiter_t limiter;
 } wl_t;
+
+/* The workload's rate limiter, as core wires it (pipeline.h limiter_take). */
+static uint32_t lim_take(void *arg, uint32_t batch, uint32_t want, int gated) {
+  wl_t *w = arg;
+  uint64_t held = rd_table_size(&w->table);
+  if (gated) return rd_limiter_take_batches(&w->limiter, batch, want, held);
+  rd_limiter_count_samples(&w->limiter, (uint64_t)batch * want, held);
+  return want;
+}
+
+static void lim_give_back(void *arg, uint32_t batch, uint32_t n) {
+  wl_t *w = arg;
+  rd_limiter_unsample(&w->limiter, (uint64_t)batch * n, rd_table_size(&w->table));
+}
+
+/* c samples through w's limiter of this config (NULL: none, only counted). */
+static void wl_limit(wl_t *w, rd_pipeline_config_t *c, const rd_limiter_config_t *lc) {
+  rd_limiter_init(&w->limiter, lc, w->table.config.capacity, NULL);
+  w->has_limiter = 1;
+  c->limiter_take = lim_take;
+  c->limiter_give_back = lim_give_back;
+  c->limiter_arg = w;
+}
 
 static void set_field(rd_field_t *f, const char *name, rd_dtype_t dtype, uint32_t dim) {
   memset(f, 0, sizeof *f);
@@ -44,6 +70,7 @@ static void set_field(rd_field_t *f, const char *name, rd_dtype_t dtype, uint32_
 }
 
 static void wl_init(wl_t *w, uint32_t capacity, int with_done) {
+  memset(w, 0, sizeof *w);
   rd_table_config_t tc;
   rd_table_config_default(&tc);
   set_field(&tc.schema.fields[F_OBS], "obs", RD_DTYPE_FLOAT32, OBS);
@@ -103,7 +130,11 @@ static void insert(wl_t *w, rd_pipeline_t *p, size_t n, int with_done) {
                         {disc, n * (with_done ? 1 : 4)}};
   if (p) rd_pipeline_before_insert(p, n);
   rd_error_t err;
-  int rc = rd_table_insert(&w->table, n, cols, NULL, NULL, &err);
+  int rc = w->has_limiter ? rd_limiter_acquire(&w->limiter, RD_LIMIT_INSERT, n,
+                                               rd_table_size(&w->table), NULL, &err)
+                          : RD_OK;
+  if (rc == RD_OK) rc = rd_table_insert(&w->table, n, cols, NULL, NULL, &err);
+  if (w->has_limiter) rd_limiter_inserted(&w->limiter, n, rc == RD_OK, rd_table_size(&w->table));
   if (rc == RD_OK && p) rd_pipeline_after_insert(p, n);
   pthread_mutex_unlock(&w->lock);
   if (rc) fail_msg("insert: %s", err.msg);
@@ -518,6 +549,10 @@ static void test_continuous(void **state) {
   pcfg(&c, &w, 8, 3, &h);
   c.samples_per_insert = 4;
   c.min_size = 100;
+  /* What core derives from such a learner (workload_spec.h): sampling
+   * never passes samples_per_insert x inserts, from min_size on. */
+  rd_limiter_config_t lc = {100, 4, 0, INFINITY};
+  wl_limit(&w, &c, &lc);
   rd_pipeline_t *p = create_ok(&c, &w);
   insert(&w, p, 60, 0);
   assert_int_equal(rd_pipeline_wait_idle(p, 5), 1);
@@ -535,6 +570,46 @@ static void test_continuous(void **state) {
   rd_pipeline_stats_t st;
   rd_pipeline_stats(p, &st);
   assert_int_equal(st.steps + st.skipped_steps, 400);
+  /* The limiter counted every sampled item, and nothing more. */
+  pthread_mutex_lock(&w.lock);
+  assert_int_equal(w.limiter.sampled, 400 * 8);
+  assert_int_equal(w.limiter.inserted, 800);
+  /* A remote sampler now finds the ratio used up: it waits for inserts. */
+  assert_int_equal(rd_limiter_acquire(&w.limiter, RD_LIMIT_SAMPLE, 1, 800, NULL, &err),
+                   RD_ETIMEDOUT);
+  pthread_mutex_unlock(&w.lock);
+  /* Its config changes (a lower floor): the held-back sampler looks again. */
+  pthread_mutex_lock(&w.lock);
+  rd_limiter_config_t lower = {100, 4, -80, INFINITY};
+  rd_limiter_configure(&w.limiter, &lower, rd_table_size(&w.table));
+  rd_pipeline_after_insert(p, 0);
+  pthread_mutex_unlock(&w.lock);
+  assert_int_equal(rd_pipeline_wait_idle(p, 30), 1);
+  rd_pipeline_stats(p, &st);
+  assert_int_equal(st.steps + st.skipped_steps, 410);
+  rd_pipeline_destroy(p);
+  wl_free(&w);
+}
+
+/* A TrainStep's batches are counted by the table's limiter, not held back
+ * by it: TrainStep asks for steps explicitly. */
+static void test_train_counted(void **state) {
+  (void)state;
+  wl_t w;
+  wl_init(&w, 1024, 0);
+  rd_pipeline_config_t c;
+  pcfg(&c, &w, 16, 2, NULL);
+  rd_limiter_config_t lc = {1, 1, 0, INFINITY}; /* would allow 1 sample per insert */
+  wl_limit(&w, &c, &lc);
+  rd_pipeline_t *p = create_ok(&c, &w);
+  insert(&w, p, 64, 0);
+  rd_train_result_t r = train_ok(p, 20);
+  assert_int_equal(r.status, RD_OK);
+  assert_int_equal(r.steps_done + r.skipped_steps, 20);
+  assert_int_equal(rd_pipeline_wait_idle(p, 5), 1);
+  pthread_mutex_lock(&w.lock);
+  assert_int_equal(w.limiter.sampled, 20 * 16);
+  pthread_mutex_unlock(&w.lock);
   rd_pipeline_destroy(p);
   wl_free(&w);
 }
@@ -629,7 +704,8 @@ static void test_config_errors(void **state) {
     const char *want;
   } cases[] = {{0, "batch_size 0"}, {1, "exceeds the capacity"}, {2, "relaxation_depth"},
                {3, "min_size"},     {4, "samples_per_insert"},  {5, "beta"},
-               {6, "CPU -1 is out of range"}, {7, "a pin of 65 CPUs"}};
+               {6, "CPU -1 is out of range"}, {7, "a pin of 65 CPUs"},
+               {8, "needs the table's rate limiter"}};
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     pcfg(&c, &w, 16, 0, NULL);
     switch (cases[i].field) {
@@ -641,6 +717,7 @@ static void test_config_errors(void **state) {
     case 5: c.beta = 2; break;
     case 6: c.sampler_pin.n = 1; c.sampler_pin.cpu[0] = -1; break;
     case 7: c.learner_pin.n = RD_PIN_MAX + 1; break;
+    case 8: c.samples_per_insert = 1; break; /* continuous, no limiter */
     }
     p = (rd_pipeline_t *)&c;
     int rc = rd_pipeline_create(&p, &c, &w.table, &w.lock, &err);
@@ -731,6 +808,7 @@ int main(void) {
       cmocka_unit_test(test_request_errors),
       cmocka_unit_test(test_deadline),
       cmocka_unit_test(test_continuous),
+      cmocka_unit_test(test_train_counted),
       cmocka_unit_test(test_weights),
       cmocka_unit_test(test_pinned_threads),
   };

@@ -41,6 +41,7 @@ struct rd_registry {
   uint64_t bytes;             /* memory charged for the workloads held */
   rd_placer_fn placer;        /* restore: placements from stored profiles */
   void *placer_arg;
+  rd_limiter_bounds_t bounds; /* the waiting calls of every workload's rate limiter */
 };
 
 /* Where a placed workload runs: the learner's device and backend (a
@@ -165,6 +166,7 @@ int rd_registry_create(rd_registry_t **out, const rd_config_t *cfg, rd_store_t *
   }
   pthread_mutex_init(&r->mutate_mu, NULL);
   pthread_rwlock_init(&r->map_lock, NULL);
+  rd_limiter_bounds_init(&r->bounds, cfg->max_waiting_calls, cfg->max_waiting_per_workload);
   *out = r;
   return RD_OK;
 }
@@ -173,7 +175,13 @@ void rd_registry_destroy(rd_registry_t *r) {
   if (r == NULL) return;
   /* Drop the registry's references; a workload still borrowed by a caller
    * lives until that caller's unref (it does not point back here). */
-  for (size_t i = 0; i < r->n; i++) rd_workload_unref(r->order[i]);
+  for (size_t i = 0; i < r->n; i++) {
+    rd_workload_t *w = r->order[i];
+    pthread_mutex_lock(&w->lock);
+    w->limiter.bounds = NULL; /* the bounds go with the registry */
+    pthread_mutex_unlock(&w->lock);
+    rd_workload_unref(w);
+  }
   free(r->by_id);
   free(r->order);
   pthread_rwlock_destroy(&r->map_lock);
@@ -229,6 +237,7 @@ static int build(rd_registry_t *r, rd_workload_config_t *wc, rd_placement_t *pl,
     return rc;
   }
   w->placement = pl;
+  w->limiter.bounds = &r->bounds; /* before anyone can see it */
   *out = w;
   return RD_OK;
 }
@@ -408,6 +417,7 @@ int rd_registry_delete(rd_registry_t *r, const char *id, rd_error_t *err) {
   unpublish(r, w);
   atomic_store(&w->deleted, true);
   pthread_mutex_unlock(&r->mutate_mu);
+  rd_workload_close_waits(w, RD_ENOTFOUND); /* calls waiting on its limiter end NOT_FOUND */
   /* Stop training now (a pending TrainStep ends CANCELLED); the memory
    * goes with the last reference. */
   if (w->pipeline) rd_pipeline_stop(w->pipeline);
@@ -463,6 +473,52 @@ void rd_registry_stop_learners(rd_registry_t *r) {
     }
     from += n;
   }
+}
+
+void rd_registry_drain_waits(rd_registry_t *r) {
+  atomic_store(&r->bounds.closed, RD_ECANCELED); /* no wait starts from now on */
+  rd_workload_t *ws[64];
+  size_t from = 0;
+  for (;;) { /* in chunks, as rd_registry_stop_learners */
+    pthread_rwlock_rdlock(&r->map_lock);
+    size_t n = 0;
+    for (size_t i = from; i < r->n && n < 64; i++) {
+      ws[n] = r->order[i];
+      atomic_fetch_add_explicit(&ws[n]->refs, 1, memory_order_relaxed);
+      n++;
+    }
+    pthread_rwlock_unlock(&r->map_lock);
+    if (n == 0) return;
+    for (size_t i = 0; i < n; i++) {
+      rd_workload_close_waits(ws[i], RD_ECANCELED);
+      rd_workload_unref(ws[i]);
+    }
+    from += n;
+  }
+}
+
+int rd_registry_set_limiter(rd_registry_t *r, rd_workload_t *w, const rd_limiter_config_t *cfg,
+                            const uint8_t *stored, size_t stored_len, rd_error_t *err) {
+  if (cfg != NULL) {
+    int rc = rd_limiter_config_check(cfg, err);
+    if (rc) return rc;
+  }
+  if (cfg == NULL && w->pipeline != NULL && rd_pipeline_continuous(w->pipeline))
+    return rd_workload_set_limiter(w, NULL, NULL, 0, err); /* its refusal, before any write */
+  pthread_mutex_lock(&r->mutate_mu);
+  int rc = RD_OK;
+  if (atomic_load(&w->deleted)) {
+    rc = rd_error_set(err, RD_ENOTFOUND, "workload %s was deleted", w->id);
+  } else if (r->store != NULL && stored != NULL) {
+    rd_error_t serr;
+    rd_error_clear(&serr);
+    if ((rc = rd_store_update_spec(r->store, w->id, stored, stored_len, &serr)) != RD_OK)
+      rd_error_set(err, rc, "%s; the rate limiter is unchanged", serr.msg);
+  }
+  /* Under mutate_mu: a delete cannot come between the write and this. */
+  if (rc == RD_OK) rc = rd_workload_set_limiter(w, cfg, stored, stored_len, err);
+  pthread_mutex_unlock(&r->mutate_mu);
+  return rc;
 }
 
 void rd_registry_cpu_load(rd_registry_t *r, const int *cpus, size_t n, uint32_t *load) {

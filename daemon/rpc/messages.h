@@ -34,11 +34,17 @@ typedef struct {
   Replayd__V1__WorkloadCounters counters;
   Replayd__V1__LearnerCounters learner;
   rd_placement_msg_t placement;
+  Replayd__V1__RateLimiterState limiter;
+  Replayd__V1__RateLimiterSpec limiter_spec;
 } rd_workload_msg_t;
 
 int rd_workload_msg(rd_workload_msg_t *o, rd_workload_t *w, int with_token,
                     Replayd__V1__WorkloadSpec *spec);
 void rd_workload_msg_free(rd_workload_msg_t *o);
+
+/* A rate limiter's config as the wire says it: diffs written out, or
+ * samples_per_insert 0 for min_size_to_sample only. */
+void rd_limiter_spec_msg(Replayd__V1__RateLimiterSpec *m, const rd_limiter_config_t *c);
 
 void rd_counters_msg(Replayd__V1__WorkloadCounters *m, const rd_workload_counters_t *c);
 void rd_device_msg(Replayd__V1__Device *m, const rd_device_t *d);

@@ -61,6 +61,20 @@ static int view(const Replayd__V1__WorkloadSpec *pb, rd_spec_pb_t *s, rd_error_t
   c->max_priority = pb->max_priority;
   c->learner = pb->learner;
   c->learner_parse = pb->learner != NULL ? parse_learner : NULL;
+  const Replayd__V1__RateLimiterSpec *rl = pb->rate_limiter;
+  if (rl != NULL) {
+    rd_limiter_spec_t *l = &s->limiter;
+    l->min_size_to_sample = rl->min_size_to_sample;
+    l->samples_per_insert = rl->samples_per_insert;
+    l->has_min_diff = rl->min_diff_opt_case == REPLAYD__V1__RATE_LIMITER_SPEC__MIN_DIFF_OPT_MIN_DIFF;
+    l->min_diff = rl->min_diff;
+    l->has_max_diff = rl->max_diff_opt_case == REPLAYD__V1__RATE_LIMITER_SPEC__MAX_DIFF_OPT_MAX_DIFF;
+    l->max_diff = rl->max_diff;
+    l->has_error_buffer =
+        rl->error_buffer_opt_case == REPLAYD__V1__RATE_LIMITER_SPEC__ERROR_BUFFER_OPT_ERROR_BUFFER;
+    l->error_buffer = rl->error_buffer;
+    c->rate_limiter = l;
+  }
   return RD_OK;
 }
 
@@ -91,6 +105,21 @@ static int fill_defaults(Replayd__V1__WorkloadSpec *c, const rd_workload_config_
   c->max_priority = tc->max_priority;
   c->max_batch = tc->max_batch;
   c->seed = tc->seed;
+  if (c->rate_limiter != NULL) { /* the diffs as resolved; error_buffer folded in */
+    Replayd__V1__RateLimiterSpec *rl = c->rate_limiter;
+    drop_unknown_fields(&rl->base);
+    const double spi = rl->samples_per_insert;
+    rl->min_size_to_sample = wc->limiter.min_size_to_sample;
+    rl->error_buffer_opt_case = REPLAYD__V1__RATE_LIMITER_SPEC__ERROR_BUFFER_OPT__NOT_SET;
+    rl->min_diff_opt_case = REPLAYD__V1__RATE_LIMITER_SPEC__MIN_DIFF_OPT__NOT_SET;
+    rl->max_diff_opt_case = REPLAYD__V1__RATE_LIMITER_SPEC__MAX_DIFF_OPT__NOT_SET;
+    if (spi > 0) {
+      rl->min_diff_opt_case = REPLAYD__V1__RATE_LIMITER_SPEC__MIN_DIFF_OPT_MIN_DIFF;
+      rl->min_diff = wc->limiter.min_diff;
+      rl->max_diff_opt_case = REPLAYD__V1__RATE_LIMITER_SPEC__MAX_DIFF_OPT_MAX_DIFF;
+      rl->max_diff = wc->limiter.max_diff;
+    }
+  }
   if (c->learner == NULL) return RD_OK;
   drop_unknown_fields(&c->learner->base);
   return rd_learner_spec_normalise(c->learner, &wc->learner, err);
