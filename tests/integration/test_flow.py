@@ -6,16 +6,21 @@ deleted, the server drains, fail_fast), the bounds on waiting calls,
 SetRateLimiter (stored across a restart), and SampleStream (window,
 acknowledgements, priority updates, cancellation, a slow consumer).
 
-usage: test_flow.py REPLAYD_EXE PROTO_DIR
+usage: test_flow.py REPLAYD_EXE PROTO_DIR [REPLAYCTL_EXE]
 """
+import json
 import math
 import queue
 import signal
+import subprocess
+import sys
 import threading
 import time
 import unittest
 
 from test_daemon import Base, Daemon, pb, grpc, cartpole_spec, rows  # noqa: E402
+
+REPLAYCTL = sys.argv.pop(1) if len(sys.argv) > 1 and not sys.argv[1].startswith("-") else None
 
 LONG = 30  # seconds: a deadline no test waits out
 
@@ -369,6 +374,38 @@ class TestSampleStream(FlowBase):
         self.assertLess(grew, 8 * 1024 + 16 * 1024, f"daemon grew {grew} KiB")
         it.cancel()
         reqs.close()
+
+
+@unittest.skipIf(REPLAYCTL is None, "no replayctl given")
+class TestReplayctl(FlowBase):
+    def test_describe_shows_the_limiter(self):
+        w = self.register_limited(min_size_to_sample=20, samples_per_insert=2.0,
+                                  error_buffer=10.0)
+        self.insert(w, 20)
+        # 26 x 2 - 0 > max_diff 50: the insert of 6 waits.
+        f = self.d.stub.InsertBatch.future(pb.InsertRequest(workload_id=w.id, rows=rows(6)),
+                                           metadata=self.md(w), timeout=LONG)
+        self.wait_for(lambda: self.lim(w).blocked_inserts == 1, "the insert to wait")
+        srv = f"127.0.0.1:{self.d.port}"
+        out = subprocess.run([REPLAYCTL, "--server", srv, "describe", w.id],
+                             capture_output=True, text=True, timeout=30)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        self.assertIn("rate limiter", out.stdout)
+        self.assertIn("2 samples per insert; inserted x ratio - sampled within [30, 50]",
+                      out.stdout)
+        self.assertIn("0 sampled / 20 inserted", out.stdout)
+        self.assertIn("1 inserts, 0 samples waiting", out.stdout)
+        js = subprocess.run([REPLAYCTL, "--server", srv, "--json", "describe", w.id],
+                            capture_output=True, text=True, timeout=30)
+        rl = json.loads(js.stdout)["rate_limiter"]
+        self.assertEqual((rl["min_diff"], rl["max_diff"], rl["blocked_inserts"]), (30, 50, 1))
+        self.d.stub.Sample(pb.SampleRequest(workload_id=w.id, batch_size=10),
+                           metadata=self.md(w), timeout=10)
+        f.result(timeout=10)
+        plain = self.register()
+        js = subprocess.run([REPLAYCTL, "--server", srv, "--json", "describe", plain.id],
+                            capture_output=True, text=True, timeout=30)
+        self.assertIsNone(json.loads(js.stdout)["rate_limiter"])
 
 
 def rss_kib(pid):
