@@ -83,6 +83,11 @@
 #define INGEST_NICE 10
 #define INGEST_WAITING 8192
 
+/* A parked call keeps its request's bytes to run it again: all of them
+ * together at most this many --max-message-bytes (past it a call that
+ * would wait is RESOURCE_EXHAUSTED), whatever the waiting-call bounds. */
+#define PARKED_BYTES_FACTOR 4
+
 typedef enum { ST_NEW, ST_READING, ST_STREAM, ST_FINISHING } call_state_t;
 
 /* What a completed batch was (the tag's low bits; a call is 16-aligned). */
@@ -123,6 +128,7 @@ typedef struct call {
   rd_workload_t *wait_on;      /* a reference, from rd_call_wait_on */
   grpc_slice body;             /* the request being handled; kept while parked */
   bool has_body;
+  size_t parked_bytes;         /* body's bytes counted in the server's parked_bytes */
   bool watching;               /* RECV_CLOSE_ON_SERVER posted (by the wait's prepare) */
   bool closed;                 /* ... and completed: the client is gone */
   /* A sample stream (sample_stream.h). */
@@ -162,6 +168,7 @@ struct rd_server {
   /* Request bytes held by unary calls waiting on a job queue: at most
    * QUEUED_BYTES_FACTOR messages' worth, whatever the queues' lengths. */
   atomic_size_t queued_bytes;
+  atomic_size_t parked_bytes; /* request bytes parked calls keep (PARKED_BYTES_FACTOR) */
   grpc_completion_queue *shutdown_cq;
   /* Open sample streams: a drain ends them (UNAVAILABLE) at once. */
   pthread_mutex_t streams_mu;
@@ -220,6 +227,18 @@ static void post_request(worker_t *wk, int method) {
   }
 }
 
+/* A parked call's body no longer counts against the parked bytes. */
+static void body_unpark(call_t *c) {
+  if (c->parked_bytes) atomic_fetch_sub(&c->srv->parked_bytes, c->parked_bytes);
+  c->parked_bytes = 0;
+}
+
+static void body_drop(call_t *c) {
+  body_unpark(c);
+  if (c->has_body) grpc_slice_unref(c->body);
+  c->has_body = false;
+}
+
 static void streams_unlist(call_t *c);
 
 static void call_free(call_t *c) {
@@ -230,7 +249,7 @@ static void call_free(call_t *c) {
     rd_workload_wait_release(c->wait_on, &c->wait); /* never queued past its call */
     rd_workload_unref(c->wait_on);
   }
-  if (c->has_body) grpc_slice_unref(c->body);
+  body_drop(c);
   if (c->active) atomic_fetch_sub(&s->calls_active, 1);
   if (c->call) grpc_call_unref(c->call);
   grpc_metadata_array_destroy(&c->md);
@@ -263,11 +282,6 @@ static int call_start(call_t *c, const grpc_op *ops, size_t n, int kind, const c
   rd_log_error("server", "%s failed: %d", what, (int)e);
   if (kind != TAG_MAIN) atomic_fetch_sub(&c->refs, 1);
   return 0;
-}
-
-static void body_drop(call_t *c) {
-  if (c->has_body) grpc_slice_unref(c->body);
-  c->has_body = false;
 }
 
 /* ------------------------------------------------------------------ */
@@ -385,17 +399,28 @@ void rd_call_resume(void *call) {
  * keep the request to run it again. */
 static int wait_prepare(rd_limiter_wait_t *w, rd_error_t *err) {
   call_t *c = w->arg;
-  if (!c->has_body && c->method != RD_M_SAMPLE_STREAM)
+  rd_server_t *s = c->srv;
+  if (!c->has_body)
     return rd_error_set(err, RD_EINTERNAL, "a call without its request cannot wait");
-  if (!c->watching && c->method != RD_M_SAMPLE_STREAM) { /* a stream's read watches it */
+  size_t len = GRPC_SLICE_LENGTH(c->body) + 1; /* + 1: an empty request counts */
+  size_t budget = (size_t)s->cfg->max_message_bytes * PARKED_BYTES_FACTOR;
+  if (atomic_fetch_add(&s->parked_bytes, len) + len > budget) {
+    atomic_fetch_sub(&s->parked_bytes, len);
+    return rd_error_set(err, RD_ETOOBIG, "calls waiting for a rate limiter already hold %zu "
+                        "bytes of requests; retry later", budget);
+  }
+  if (!c->watching) {
     grpc_op op;
     memset(&op, 0, sizeof op);
     op.op = GRPC_OP_RECV_CLOSE_ON_SERVER;
     op.data.recv_close_on_server.cancelled = &c->cancelled;
-    if (!call_start(c, &op, 1, TAG_CLOSE, "watching a parked call"))
+    if (!call_start(c, &op, 1, TAG_CLOSE, "watching a parked call")) {
+      atomic_fetch_sub(&s->parked_bytes, len);
       return rd_error_set(err, RD_EINTERNAL, "the call cannot wait (gRPC refused to watch it)");
+    }
     c->watching = true;
   }
+  c->parked_bytes = len;
   return RD_OK;
 }
 
@@ -441,6 +466,7 @@ static void parked_wake(call_t *c) {
     return;
   }
   if (!c->has_body) return; /* not parked (a stale wake) */
+  body_unpark(c);
   grpc_slice body = c->body;
   c->has_body = false;
   run_body(c, body);

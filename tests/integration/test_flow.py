@@ -218,6 +218,34 @@ class TestBounds(FlowBase):
         self.assertEqual(len(fa[1].result(timeout=10).keys), 8)
 
 
+class TestParkedBytes(FlowBase):
+    extra = ("--max-message-bytes", "4096")  # parked requests: at most 16 KiB in all
+
+    def test_parked_requests_are_bounded_in_bytes(self):
+        w = self.register_limited(min_size_to_sample=1, samples_per_insert=1.0, max_diff=0.0)
+        fs = [self.d.stub.InsertBatch.future(pb.InsertRequest(workload_id=w.id,
+                                                              rows=rows(60, 60 * i)),
+                                             metadata=self.md(w), timeout=LONG)
+              for i in range(8)]  # each about 2.6 KB: six fit
+        refused = 0
+        for f in fs:
+            try:
+                f.result(timeout=1)
+            except grpc.FutureTimeoutError:
+                continue
+            except grpc.RpcError as e:
+                self.assertEqual(e.code(), grpc.StatusCode.RESOURCE_EXHAUSTED, e.details())
+                self.assertIn("bytes of requests", e.details())
+                refused += 1
+        self.assertEqual(refused, 2)
+        self.assertEqual(self.lim(w).blocked_inserts, 6)
+        self.d.stub.SetRateLimiter(pb.SetRateLimiterRequest(workload_id=w.id),
+                                   metadata=self.md(w), timeout=10)
+        done = [f for f in fs if f.exception(timeout=10) is None]
+        self.assertEqual(len(done), 6)
+        self.assertEqual(self.describe(w).counters.inserts, 360)
+
+
 class TestSetRateLimiter(FlowBase):
     def test_change_store_and_remove(self):
         w = self.register_limited(min_size_to_sample=50)
