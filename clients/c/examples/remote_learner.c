@@ -168,6 +168,9 @@ int main(int argc, char **argv) {
   so.window = (uint32_t)window;
   rdc_sampler_t *sampler = NULL;
   uint64_t samples_total = 0;
+  /* The server's update counters before: the stream's updates are told
+   * apart from the rest by the difference (stale: overwritten since). */
+  rdc_counters_t before = wl->counters;
   double delta_sum = 0, t_wait = 0;
   double t0 = ex_now(), wait_until = t0 + timeout;
   int rc = 0;
@@ -240,9 +243,14 @@ int main(int argc, char **argv) {
            "of the time, window %" PRIu64 ")\n",
            iterations, b, dt, dt > 0 ? (double)samples_total / dt : 0.0,
            dt > 0 ? 100 * t_wait / dt : 0.0, window);
-    printf("priority updates sent on the stream; mean stand-in |delta| %.3f; table size %" PRIu64
-           "\n", samples_total ? delta_sum / (double)samples_total : 0.0, smp.table_size);
-    if (rdc_describe(c, workload, wl, &e) == RDC_OK && wl->has_rate_limiter) {
+    int described = rdc_describe(c, workload, wl, &e) == RDC_OK;
+    if (described)
+      printf("priority updates: %" PRIu64 " applied, %" PRIu64 " stale (slot overwritten since "
+             "sampled); mean stand-in |delta| %.3f; table size %" PRIu64 "\n",
+             wl->counters.updates - before.updates,
+             wl->counters.stale_updates - before.stale_updates,
+             samples_total ? delta_sum / (double)samples_total : 0.0, smp.table_size);
+    if (described && wl->has_rate_limiter) {
       const rdc_limiter_state_t *l = &wl->rate_limiter;
       printf("rate limiter: %" PRIu64 " sampled / %" PRIu64 " inserted = %.4f (samples_per_insert "
              "%g); waited %.3f s for inserts, %.3f s for samples\n", l->sampled, l->inserted,
