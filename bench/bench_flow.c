@@ -12,13 +12,19 @@
  *                       emitted as baseline.grpc.sample);
  *   grpc.sample_stream  one sampler (rdc_sampler_*, window W) taking batches
  *                       of B as fast as they come; both in transitions/s,
- *                       at B = 32 and 512;
+ *                       at B = 32 and 512, each the median of --rounds
+ *                       slices of --seconds / rounds run alternately (the
+ *                       machine is shared: what else runs then hits both);
  *   grpc.sample_stream_p99_ms / _p50_ms
  *                       with the window full: the learner "trains" for
  *                       --train-us (busy, 500 us by default) between
  *                       batches, so the server has W batches ready, and
  *                       the time rdc_sampler_next takes is what a learner
- *                       waits for its batch (B = 512, one stream);
+ *                       waits for its batch (B = 512, one stream). Its
+ *                       same-run control, baseline.grpc.sample_stream_p99_ms:
+ *                       the same loop with a local busy section as long as
+ *                       that p50 in place of the call, i.e. what this
+ *                       machine's scheduling alone puts in a p99;
  *   ratio.error         an actor inserting at a fixed rate (--actor-rate,
  *                       rows/s, in batches of 64) and a learner sampling on
  *                       a stream as fast as it can, on a workload whose rate
@@ -56,10 +62,11 @@ static struct {
   double seconds;       /* per throughput figure */
   double ratio_seconds; /* ratio.error's run */
   double train_us;      /* the p99 figure's learner step */
+  int rounds;           /* alternating slices of unary and stream */
   double actor_rate;    /* rows/s */
   uint32_t window;
   const char *replayd;
-} O = {0, 0, 3.0, 30.0, 500.0, 20000.0, 8, NULL};
+} O = {0, 0, 5.0, 30.0, 500.0, 5, 20000.0, 8, NULL};
 
 static char target[64];
 
@@ -204,12 +211,13 @@ static int cmp_double(const void *a, const void *b) {
 /* Unary against the stream                                            */
 /* ------------------------------------------------------------------ */
 
-static double unary_rate(rdc_client_t *c, const rdc_workload_t *w, uint32_t batch) {
+static double unary_rate(rdc_client_t *c, const rdc_workload_t *w, uint32_t batch,
+                         double seconds) {
   batch_t *b = malloc(sizeof *b);
   batch_init(b, batch);
   rdc_error_t e;
   uint64_t items = 0;
-  double t0 = now_s(), t_end = t0 + O.seconds;
+  double t0 = now_s(), t_end = t0 + seconds;
   while (now_s() < t_end) {
     if (rdc_sample(c, w->id, w->token, batch, NAN, 0, &b->io, &e) != RDC_OK) {
       fprintf(stderr, "bench_flow: sample: %s\n", e.msg);
@@ -428,20 +436,23 @@ int main(int argc, char **argv) {
       O.actor_rate = atof(argv[++i]);
     else if (strcmp(argv[i], "--window") == 0 && i + 1 < argc)
       O.window = (uint32_t)atoi(argv[++i]);
+    else if (strcmp(argv[i], "--rounds") == 0 && i + 1 < argc) O.rounds = atoi(argv[++i]);
     else {
       fprintf(stderr, "usage: bench_flow --replayd PATH [--json] [--quick] [--seconds T] "
-                      "[--ratio-seconds T] [--train-us U] [--actor-rate R] [--window W]\n");
+                      "[--ratio-seconds T] [--train-us U] [--actor-rate R] [--window W] "
+                      "[--rounds N]\n");
       return 2;
     }
   }
   if (O.replayd == NULL || O.window == 0 || O.window > 64 || !(O.seconds > 0) ||
-      !(O.actor_rate > 0)) {
+      !(O.actor_rate > 0) || O.rounds < 1 || O.rounds > 100) {
     fprintf(stderr, "bench_flow: --replayd PATH is required (window 1..64)\n");
     return 2;
   }
   if (O.quick) {
     O.seconds = 0.5;
     O.ratio_seconds = 3;
+    O.rounds = 2;
   }
   if (start_daemon()) return 1;
   rdc_client_t *c;
@@ -471,14 +482,17 @@ int main(int argc, char **argv) {
   const uint32_t batches[2] = {32, 512};
   for (int k = 0; rc == 0 && k < 2; k++) {
     char p[64];
-    snprintf(p, sizeof p, "\"batch\": %u, \"streams\": 1", batches[k]);
-    double u = unary_rate(c, w, batches[k]);
     snprintf(p, sizeof p, "\"batch\": %u, \"window\": %u", batches[k], O.window);
-    double st = stream_run(c, w, batches[k], O.window, O.seconds, 0, NULL, 0, NULL);
-    if (u < 0 || st < 0) {
-      rc = 1;
-      break;
+    double us[100], ss[100], slice = O.seconds / O.rounds;
+    for (int r = 0; rc == 0 && r < O.rounds; r++) {
+      us[r] = unary_rate(c, w, batches[k], slice);
+      ss[r] = stream_run(c, w, batches[k], O.window, slice, 0, NULL, 0, NULL);
+      if (us[r] < 0 || ss[r] < 0) rc = 1;
     }
+    if (rc) break;
+    qsort(us, (size_t)O.rounds, sizeof us[0], cmp_double);
+    qsort(ss, (size_t)O.rounds, sizeof ss[0], cmp_double);
+    double u = us[O.rounds / 2], st = ss[O.rounds / 2];
     char pu[64];
     snprintf(pu, sizeof pu, "\"batch\": %u, \"streams\": 1", batches[k]);
     emit("grpc.sample", pu, u, "transitions/s");
@@ -497,8 +511,22 @@ int main(int argc, char **argv) {
       char p[96];
       snprintf(p, sizeof p, "\"batch\": 512, \"window\": %u, \"train_us\": %g", O.window,
                O.train_us);
-      emit("grpc.sample_stream_p50_ms", p, lat[n / 2] * 1e3, "ms");
+      double p50 = lat[n / 2];
+      emit("grpc.sample_stream_p50_ms", p, p50 * 1e3, "ms");
       emit("grpc.sample_stream_p99_ms", p, lat[(size_t)((double)n * 0.99)] * 1e3, "ms");
+      /* The control: as many rounds, the call replaced by p50 of spinning. */
+      size_t m = n;
+      for (size_t i = 0; i < m; i++) {
+        double until = now_s() + O.train_us * 1e-6;
+        while (now_s() < until) {
+        }
+        double ts = now_s(), end = ts + p50;
+        while (now_s() < end) {
+        }
+        lat[i] = now_s() - ts;
+      }
+      qsort(lat, m, sizeof *lat, cmp_double);
+      emit("baseline.grpc.sample_stream_p99_ms", p, lat[(size_t)((double)m * 0.99)] * 1e3, "ms");
     }
     free(lat);
   }
