@@ -43,6 +43,8 @@
 
 #include "replayctl_cli.h"
 #include "replayd_client.h"
+#include "rd_clock.h"
+#include "rdt_daemon.h"
 
 static struct {
   int json, quick;
@@ -52,57 +54,19 @@ static struct {
 } O = {0, 0, NULL, 64, NULL};
 
 static char target[64];
-static pid_t daemon_pid;
-static char state_dir[] = "/tmp/replayd-bench-dse-XXXXXX";
-
-static double now_s(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + t.tv_nsec * 1e-9;
-}
+static rdt_daemon_t daemon_;
 
 static void stop_daemon(void) {
-  if (daemon_pid > 0) {
-    kill(daemon_pid, SIGTERM);
-    int st;
-    waitpid(daemon_pid, &st, 0);
-    daemon_pid = 0;
-  }
-  char cmd[128];
-  snprintf(cmd, sizeof cmd, "rm -rf %s", state_dir);
-  if (system(cmd) != 0) fprintf(stderr, "bench_dse: could not remove %s\n", state_dir);
+  rdt_daemon_stop(&daemon_);
+  if (rdt_daemon_remove(&daemon_) != 0) fprintf(stderr, "bench_dse: could not remove its state\n");
 }
 
 static int start_daemon(void) {
-  if (mkdtemp(state_dir) == NULL) return -1;
-  char log[256];
-  snprintf(log, sizeof log, "%s/replayd.log", state_dir);
-  daemon_pid = fork();
-  if (daemon_pid == 0) {
-    FILE *f = freopen(log, "w", stderr);
-    (void)f;
-    execl(O.replayd, O.replayd, "--listen", "127.0.0.1:0", "--state-dir", state_dir,
-          "--threads", "2", (char *)NULL);
-    _exit(127);
-  }
-  for (int i = 0; i < 300; i++) {
-    usleep(20000);
-    FILE *f = fopen(log, "r");
-    if (f == NULL) continue;
-    char line[512];
-    while (fgets(line, sizeof line, f)) {
-      char *p = strstr(line, "listening on 127.0.0.1:");
-      if (p) {
-        snprintf(target, sizeof target, "127.0.0.1:%d",
-                 atoi(p + strlen("listening on 127.0.0.1:")));
-        fclose(f);
-        return 0;
-      }
-    }
-    fclose(f);
-  }
-  fprintf(stderr, "bench_dse: %s did not start (see %s)\n", O.replayd, log);
-  return -1;
+  static const char *const args[] = {"--threads", "2", NULL};
+  rdt_daemon_opts_t o = {.args = args, .tag = "bench_dse", .timeout_s = 6};
+  if (rdt_daemon_start(&daemon_, O.replayd, &o) != 0) return -1;
+  snprintf(target, sizeof target, "%s", daemon_.target);
+  return 0;
 }
 
 static void emit(const char *name, const char *shape, const char *k2, const char *v2, double value,
@@ -211,8 +175,8 @@ static void emit_gps_error(const char *shape, uint32_t depth, double pred, doubl
  * stored profiles (admin token from the state directory), then Plan the
  * spec, which profiles the CPU again and stores the result. */
 static double reprofiled_prediction(rdc_client_t *c, const rdc_spec_t *spec) {
-  char path[sizeof state_dir + 16], token[256], msg[512];
-  snprintf(path, sizeof path, "%s/admin.token", state_dir);
+  char path[sizeof daemon_.dir + 16], token[256], msg[512];
+  snprintf(path, sizeof path, "%s/admin.token", daemon_.dir);
   if (rctl_read_token_file(path, token, sizeof token, msg, sizeof msg) != 0) {
     fprintf(stderr, "bench_dse: %s\n", msg);
     return -1;
@@ -286,13 +250,13 @@ int main(int argc, char **argv) {
         status = 1;
         break;
       }
-      double t0 = now_s();
+      double t0 = rd_clock_now();
       if (rdc_register(c, spec, w, &e) != RDC_OK) {
         fprintf(stderr, "bench_dse: register %s: %s\n", shapes[s], e.msg);
         status = 1;
         break;
       }
-      double ms = (now_s() - t0) * 1e3;
+      double ms = (rd_clock_now() - t0) * 1e3;
       if (!w->has_placement || w->placement.profile_cache_hit != pass) {
         fprintf(stderr, "bench_dse: %s: expected a cache %s\n", shapes[s], pass ? "hit" : "miss");
         status = 1;

@@ -70,6 +70,8 @@
 #include <unistd.h>
 
 #include "bench_util.h"
+#include "rd_clock.h"
+#include "rd_rng.h"
 #include "csim_rmm.h"
 #include "kernels/learner.h"
 #include "learner.h"
@@ -91,7 +93,7 @@
 
 #define LEAF_MAX (UINT64_C(1) << 20)
 /* A leaf value, uniform in [1, 2^20] (as bench_sumtree's). */
-static uint64_t leaf_value(uint64_t *s) { return 1 + (splitmix64(s) >> 44); }
+static uint64_t leaf_value(uint64_t *s) { return 1 + (rd_splitmix64(s) >> 44); }
 
 static double pct(uint64_t used, uint64_t avail) {
   return avail ? 100.0 * (double)used / (double)avail : 0.0;
@@ -136,14 +138,8 @@ static void parse_opts(opts_t *o, int argc, char **argv) {
   double time_ms = 0;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
-    if (strcmp(a, "--json") == 0) {
-      o->json = true;
-    } else if (strcmp(a, "--quick") == 0) {
-      o->quick = true;
-    } else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-      usage(stdout);
-      exit(0);
-    } else if (strcmp(a, "--only") == 0 || strcmp(a, "--parts") == 0 ||
+    if (bench_common_opt(a, &o->json, &o->quick, usage)) continue;
+    if (strcmp(a, "--only") == 0 || strcmp(a, "--parts") == 0 ||
                strcmp(a, "--time-ms") == 0) {
       if (val == NULL) die("%s needs a value", a);
       i++;
@@ -187,11 +183,11 @@ typedef void (*work_fn)(void *ctx, uint64_t it);
  * after a warm-up of at least o->warm_s and 2 units that sizes them. */
 static double measure(work_fn fn, void *ctx, const opts_t *o) {
   uint64_t it = 0, n = 1, done = 0;
-  double t0 = now_s(), el;
+  double t0 = rd_clock_now(), el;
   for (;;) {
     for (uint64_t i = 0; i < n; i++) fn(ctx, it++);
     done += n;
-    el = now_s() - t0;
+    el = rd_clock_now() - t0;
     if (el >= o->warm_s && done >= 2) break;
     n *= 2;
   }
@@ -199,9 +195,9 @@ static double measure(work_fn fn, void *ctx, const opts_t *o) {
   uint64_t units = want < 1 ? 1 : (uint64_t)(want + 0.5);
   double v[16];
   for (int r = 0; r < o->reps; r++) {
-    double s0 = now_s();
+    double s0 = rd_clock_now();
     for (uint64_t i = 0; i < units; i++) fn(ctx, it++);
-    v[r] = (now_s() - s0) / (double)units;
+    v[r] = (rd_clock_now() - s0) / (double)units;
   }
   qsort(v, (size_t)o->reps, sizeof v[0], cmp_double);
   return v[o->reps / 2];
@@ -510,7 +506,7 @@ static void rpool_init(rpool_t *p, trees_t *tr, uint32_t batch, uint64_t seed) {
   p->leaves = xmalloc(batch * sizeof *p->leaves);
   uint64_t s = seed;
   for (size_t i = 0; i < p->items; i++) {
-    p->pos[i] = (uint32_t)below(&s, tr->capacity);
+    p->pos[i] = (uint32_t)rd_rng_below(&s, tr->capacity);
     uint64_t a = leaf_value(&s), b = leaf_value(&s);
     if (a == b) b = a == LEAF_MAX ? a - 1 : a + 1;
     p->val[i] = a;
@@ -529,7 +525,7 @@ static void rpool_free(rpool_t *p) {
  * seed and total give the same targets for both trees. */
 static void rpool_targets(rpool_t *p, uint64_t total, uint64_t seed) {
   uint64_t s = seed;
-  for (size_t i = 0; i < p->items; i++) p->targets[i] = below(&s, total);
+  for (size_t i = 0; i < p->items; i++) p->targets[i] = rd_rng_below(&s, total);
 }
 
 static void cpu_sample(void *ctx, uint64_t it) {
@@ -585,7 +581,7 @@ static void trees_init(trees_t *tr, uint32_t capacity) {
   for (uint32_t first = 0; first < capacity; first += FILL_CHUNK) {
     size_t n = capacity - first < FILL_CHUNK ? capacity - first : FILL_CHUNK;
     for (size_t i = 0; i < n; i++) {
-      uint64_t x = splitmix64(&s);
+      uint64_t x = rd_splitmix64(&s);
       buf[i] = ((x & 15) == 0 || first + i == capacity - 1u) ? 0 : 1 + (x >> 44);
     }
     if ((rc = rd_sumtree_set_range(&tr->cpu, first, n, buf, &err)) != RD_OK)
@@ -633,11 +629,11 @@ static void check_same_samples(const trees_t *tr, const uint64_t *prefix, const 
     else if (i == 1)
       t = total - 1;
     else if (i % 4 == 2 || i % 4 == 3) {
-      uint64_t q = prefix[below(&s, tr->capacity)];
+      uint64_t q = prefix[rd_rng_below(&s, tr->capacity)];
       t = i % 4 == 2 ? q : q - 1;
-      if (q == 0 || t >= total) t = below(&s, total);
+      if (q == 0 || t >= total) t = rd_rng_below(&s, total);
     } else {
-      t = below(&s, total);
+      t = rd_rng_below(&s, total);
     }
     tg[i] = t;
   }
@@ -671,7 +667,7 @@ static void trees_check(trees_t *tr) {
   uint32_t *pos = xmalloc(CHECK_UPDATES * sizeof *pos);
   uint64_t *val = xmalloc(CHECK_UPDATES * sizeof *val), s = SEED ^ 0x0bd ^ tr->capacity;
   for (size_t i = 0; i < CHECK_UPDATES; i++) {
-    pos[i] = i % 8 == 7 ? pos[i - 3] : (uint32_t)below(&s, tr->capacity);
+    pos[i] = i % 8 == 7 ? pos[i - 3] : (uint32_t)rd_rng_below(&s, tr->capacity);
     val[i] = i % 5 == 0 ? 0 : leaf_value(&s);
   }
   rd_error_t err;

@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "bench_util.h"
+#include "rd_clock.h"
 #include "learner_shapes.h"
 #include "nn.h"
 
@@ -133,19 +134,19 @@ static double flops(const operands_t *ops, uint32_t n_nets, uint32_t n) {
 /* Median seconds per step over reps repetitions of about min_s each. */
 static double time_steps(operands_t *ops, uint32_t n_nets, uint32_t n, bool blas,
                          const opts_t *o) {
-  double t0 = now_s();
+  double t0 = rd_clock_now();
   uint64_t k = 0;
   do {
     step(ops, n_nets, n, blas);
     k++;
-  } while (now_s() - t0 < o->min_s / 4 || k < 2);
-  double per = (now_s() - t0) / (double)k;
+  } while (rd_clock_now() - t0 < o->min_s / 4 || k < 2);
+  double per = (rd_clock_now() - t0) / (double)k;
   uint64_t steps = (uint64_t)(o->min_s / per) + 1;
   double runs[16];
   for (int r = 0; r < o->reps; r++) {
-    t0 = now_s();
+    t0 = rd_clock_now();
     for (uint64_t i = 0; i < steps; i++) step(ops, n_nets, n, blas);
-    runs[r] = (now_s() - t0) / (double)steps;
+    runs[r] = (rd_clock_now() - t0) / (double)steps;
   }
   qsort(runs, (size_t)o->reps, sizeof *runs, cmp_double);
   return runs[o->reps / 2];

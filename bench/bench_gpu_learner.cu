@@ -26,12 +26,7 @@
 #include <time.h>
 
 #include "learner_shapes.h"
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
+#include "rd_clock.h"
 
 typedef struct {
   float *obs, *next_obs, *act_f, *reward, *discount, *w;
@@ -84,10 +79,10 @@ static double run(const shape_t *sh, uint32_t batch, int graphs, double min_time
       return -1;
     }
   uint64_t steps = 0;
-  double t0 = now_s(), t;
+  double t0 = rd_clock_now(), t;
   do {
     for (int i = 0; i < 10; i++, steps++) rd_gpu_learner_step(&l, &hb[i % 4].b, NULL, NULL, &err);
-    t = now_s() - t0;
+    t = rd_clock_now() - t0;
   } while (t < min_time || steps < 20);
   *launches = l.graph_launches;
   rd_gpu_learner_destroy(&l);

@@ -42,17 +42,9 @@ extern "C" {
 #include <string.h>
 #include <string>
 #include <vector>
+#include "rd_rng.h"
 
-static uint64_t splitmix64(uint64_t *s) {
-  uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-static uint64_t below(uint64_t *s, uint64_t n) {
-  return (uint64_t)(((unsigned __int128)splitmix64(s) * n) >> 64);
-}
-static uint64_t leaf_value(uint64_t *s) { return 1 + (splitmix64(s) >> 44); }
+static uint64_t leaf_value(uint64_t *s) { return 1 + (rd_splitmix64(s) >> 44); }
 
 #define SEED 0x7265706c61796400ull
 #define POOL (1u << 22)
@@ -217,7 +209,7 @@ int main(int argc, char **argv) {
   ck(cudaMemcpy(d_val, h_val.data(), POOL * 8ull, cudaMemcpyHostToDevice), "cudaMemcpy");
 
   for (uint32_t cap : caps) {
-    for (uint32_t i = 0; i < POOL; i++) h_pos[i] = (uint32_t)below(&seed, cap);
+    for (uint32_t i = 0; i < POOL; i++) h_pos[i] = (uint32_t)rd_rng_below(&seed, cap);
     ck(cudaMemcpy(d_pos, h_pos.data(), POOL * 4ull, cudaMemcpyHostToDevice), "cudaMemcpy");
     std::vector<uint64_t> fill(cap);
     for (uint32_t i = 0; i < cap; i++) fill[i] = leaf_value(&seed);
@@ -231,7 +223,7 @@ int main(int argc, char **argv) {
       uint64_t total = 0;
       ckr(rd_gpu_sumtree_total(&g, &total, &err), err, "total");
       if (total != rd_sumtree_total(&c)) die("check", "GPU and CPU totals differ");
-      for (uint32_t i = 0; i < POOL; i++) h_tg[i] = below(&seed, total);
+      for (uint32_t i = 0; i < POOL; i++) h_tg[i] = rd_rng_below(&seed, total);
       h_tg[0] = 0;
       h_tg[1] = total - 1;
       ck(cudaMemcpy(d_tg, h_tg.data(), POOL * 8ull, cudaMemcpyHostToDevice), "cudaMemcpy");

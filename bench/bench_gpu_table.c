@@ -28,6 +28,8 @@
 #include "rmm_gpu.h"
 #include "sumtree_gpu.h"
 #include "table.h"
+#include "rd_rng.h"
+#include "rd_clock.h"
 
 #define CAPACITY (1u << 20)
 #define MAX_BATCH 65536u
@@ -35,19 +37,6 @@
 #define NF 5
 
 static const size_t fb[NF] = {16, 4, 4, 16, 1};
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static uint64_t splitmix(uint64_t *s) {
-  uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
 
 static void die(const char *what, const rd_error_t *err) {
   fprintf(stderr, "bench_gpu_table: %s: %s\n", what, err ? err->msg : "");
@@ -108,7 +97,7 @@ static double measure(rd_table_t *t, bufs_t *B, int op, uint32_t b) {
   rd_sample_out_t so = {B->keys, B->prob, B->w, B->out_cols};
   for (int rep = 0; rep < REPS; rep++) {
     uint64_t calls = 0;
-    double t0 = now_s(), t1;
+    double t0 = rd_clock_now(), t1;
     do {
       int rc = 0;
       for (uint32_t f = 0; f < NF; f++) B->in_cols[f].bytes = b * fb[f];
@@ -120,7 +109,7 @@ static double measure(rd_table_t *t, bufs_t *B, int op, uint32_t b) {
       }
       if (rc) die("a table call", &err);
       calls++;
-      t1 = now_s();
+      t1 = rd_clock_now();
     } while (t1 - t0 < 0.2 || calls < 3);
     r[rep] = (t1 - t0) / (double)(calls * b) * 1e9;
   }
@@ -158,7 +147,7 @@ int main(int argc, char **argv) {
     B.in[f] = xmalloc(MAX_BATCH * fb[f]);
     B.out[f] = xmalloc(MAX_BATCH * fb[f]);
     for (size_t k = 0; k < MAX_BATCH * fb[f]; k++)
-      B.in[f][k] = f == NF - 1 ? (uint8_t)(k & 1) : (uint8_t)splitmix(&s);
+      B.in[f][k] = f == NF - 1 ? (uint8_t)(k & 1) : (uint8_t)rd_splitmix64(&s);
     B.in_cols[f] = (rd_cbuf_t){B.in[f], MAX_BATCH * fb[f]};
     B.out_cols[f] = (rd_buf_t){B.out[f], MAX_BATCH * fb[f]};
   }
@@ -166,7 +155,7 @@ int main(int argc, char **argv) {
   B.prob = xmalloc(MAX_BATCH * sizeof(double));
   B.w = xmalloc(MAX_BATCH * sizeof(double));
   B.keys = xmalloc(MAX_BATCH * sizeof(uint64_t));
-  for (uint32_t i = 0; i < MAX_BATCH; i++) B.prio[i] = (double)(splitmix(&s) >> 40) * 0x1p-20;
+  for (uint32_t i = 0; i < MAX_BATCH; i++) B.prio[i] = (double)(rd_splitmix64(&s) >> 40) * 0x1p-20;
 
   const struct {
     const char *name;

@@ -36,15 +36,11 @@
 
 #include "replayd_client.h"
 #include "table.h"
+#include "rd_clock.h"
+#include "rdt_daemon.h"
 
 #define OBS 4
 #define ROW_BYTES 41
-
-static double now_s(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + t.tv_nsec * 1e-9;
-}
 
 typedef struct {
   int json;
@@ -85,59 +81,26 @@ static void emit(const char *name, uint32_t batch, uint32_t streams, double valu
 /* The daemon                                                          */
 /* ------------------------------------------------------------------ */
 
-static pid_t daemon_pid;
-static char state_dir[] = "/tmp/replayd-bench-XXXXXX";
+static rdt_daemon_t daemon_;
 
 static void stop_daemon(void) {
-  if (daemon_pid > 0) {
-    kill(daemon_pid, SIGTERM);
-    int st;
-    waitpid(daemon_pid, &st, 0);
-    daemon_pid = 0;
-  }
-  char cmd[128];
-  snprintf(cmd, sizeof cmd, "rm -rf %s", state_dir);
-  if (system(cmd) != 0) fprintf(stderr, "bench_grpc: could not remove %s\n", state_dir);
+  rdt_daemon_stop(&daemon_);
+  if (rdt_daemon_remove(&daemon_) != 0) fprintf(stderr, "bench_grpc: could not remove its state\n");
 }
 
 static int start_daemon(void) {
-  if (mkdtemp(state_dir) == NULL) return -1;
-  char log[256];
-  snprintf(log, sizeof log, "%s/replayd.log", state_dir);
-  daemon_pid = fork();
-  if (daemon_pid == 0) {
-    /* A session of its own, as a daemon has under systemd or in another
-     * terminal (the README's set-up): the scheduler then shares the CPUs
-     * between the daemon and this load generator's many threads by group,
-     * not thread by thread. */
-    setsid();
-    FILE *f = freopen(log, "w", stderr);
-    (void)f;
-    const char *args[32] = {O.replayd, "--listen", "127.0.0.1:0", "--state-dir", state_dir,
-                            "--threads", "2", "--max-memory", "4G"};
-    int n = 9;
-    for (int i = 0; i < O.n_daemon_args; i++) args[n++] = O.daemon_args[i];
-    args[n] = NULL;
-    execv(O.replayd, (char *const *)args);
-    _exit(127);
-  }
-  for (int i = 0; i < 300; i++) { /* the port is in the log's "listening on" line */
-    usleep(20000);
-    FILE *f = fopen(log, "r");
-    if (f == NULL) continue;
-    char line[512];
-    while (fgets(line, sizeof line, f)) {
-      char *p = strstr(line, "listening on 127.0.0.1:");
-      if (p) {
-        snprintf(target, sizeof target, "127.0.0.1:%d", atoi(p + strlen("listening on 127.0.0.1:")));
-        fclose(f);
-        return 0;
-      }
-    }
-    fclose(f);
-  }
-  fprintf(stderr, "bench_grpc: %s did not start (see %s)\n", O.replayd, log);
-  return -1;
+  const char *args[16] = {"--threads", "2", "--max-memory", "4G"};
+  int n = 4;
+  for (int i = 0; i < O.n_daemon_args; i++) args[n++] = O.daemon_args[i];
+  args[n] = NULL;
+  /* A session of its own, as a daemon has under systemd or in another
+   * terminal (the README's set-up): the scheduler then shares the CPUs
+   * between the daemon and this load generator's many threads by group,
+   * not thread by thread. */
+  rdt_daemon_opts_t o = {.args = args, .tag = "bench_grpc", .new_session = 1, .timeout_s = 6};
+  if (rdt_daemon_start(&daemon_, O.replayd, &o) != 0) return -1;
+  snprintf(target, sizeof target, "%s", daemon_.target);
+  return 0;
 }
 
 /* ------------------------------------------------------------------ */
@@ -209,7 +172,7 @@ static void *insert_worker(void *arg) {
     j->failed = 1;
   } else {
     uint64_t sent = 0;
-    while (now_s() < j->t_end) {
+    while (rd_clock_now() < j->t_end) {
       if (rdc_insert_stream_write(s, j->batch, r.cols, 5, NULL, &err)) {
         fprintf(stderr, "bench_grpc: write: %s\n", err.msg);
         j->failed = 1;
@@ -250,15 +213,15 @@ static void *sample_worker(void *arg) {
     bufs[f] = (rdc_buffer_t){p, b * widths[f], 0};
     p += b * widths[f];
   }
-  while (now_s() < j->t_end) {
+  while (rd_clock_now() < j->t_end) {
     rdc_sample_t io = {keys, pr, w, bufs, 5, 0, 0};
-    double t0 = now_s();
+    double t0 = rd_clock_now();
     if (rdc_sample(c, wl.id, wl.token, b, NAN, 0, &io, &err)) {
       fprintf(stderr, "bench_grpc: sample: %s\n", err.msg);
       j->failed = 1;
       break;
     }
-    double dt = now_s() - t0;
+    double dt = rd_clock_now() - t0;
     if (j->n_lat == j->cap_lat) {
       j->cap_lat = j->cap_lat ? 2 * j->cap_lat : 4096;
       j->lat = realloc(j->lat, j->cap_lat * sizeof *j->lat);
@@ -284,7 +247,7 @@ static double run(void *(*fn)(void *), uint32_t batch, uint32_t streams, double 
                   double *p99) {
   job_t *jobs = calloc(streams, sizeof *jobs);
   pthread_t *th = calloc(streams, sizeof *th);
-  double t0 = now_s();
+  double t0 = rd_clock_now();
   for (uint32_t i = 0; i < streams; i++) {
     jobs[i].batch = batch;
     jobs[i].t_end = t0 + O.seconds;
@@ -299,7 +262,7 @@ static double run(void *(*fn)(void *), uint32_t batch, uint32_t streams, double 
     n_lat += jobs[i].n_lat;
     failed |= jobs[i].failed;
   }
-  double elapsed = now_s() - t0;
+  double elapsed = rd_clock_now() - t0;
   if (p50 && n_lat) {
     double *all = malloc(n_lat * sizeof *all);
     size_t k = 0;
@@ -352,7 +315,7 @@ static int insert_load_main(char **a) {
   int fd = atoi(a[6]);
   job_t *jobs = calloc(streams, sizeof *jobs);
   pthread_t *th = calloc(streams, sizeof *th);
-  double t0 = now_s(), t_end = t0 + seconds;
+  double t0 = rd_clock_now(), t_end = t0 + seconds;
   for (uint32_t i = 0; i < streams; i++) {
     jobs[i].batch = batch;
     jobs[i].t_end = t_end;
@@ -366,7 +329,7 @@ static int insert_load_main(char **a) {
     rows += jobs[i].items;
   }
   char msg[64];
-  int n = snprintf(msg, sizeof msg, "%" PRIu64 " %.6f\n", rows, now_s() - t0);
+  int n = snprintf(msg, sizeof msg, "%" PRIu64 " %.6f\n", rows, rd_clock_now() - t0);
   if (write(fd, msg, (size_t)n) != n) failed = 1;
   free(jobs);
   free(th);
@@ -431,12 +394,12 @@ static void baseline(uint32_t capacity) {
   rd_cbuf_t cols[5];
   for (int f = 0; f < 5; f++) cols[f] = (rd_cbuf_t){r.cols[f].data, r.cols[f].bytes};
   uint64_t n = 0;
-  double t0 = now_s();
-  while (now_s() - t0 < O.seconds / 2) {
+  double t0 = rd_clock_now();
+  while (rd_clock_now() - t0 < O.seconds / 2) {
     rd_table_insert(&t, 512, cols, NULL, NULL, NULL);
     n += 512;
   }
-  emit("baseline.table.insert", 512, 0, (double)n / (now_s() - t0), "transitions/s");
+  emit("baseline.table.insert", 512, 0, (double)n / (rd_clock_now() - t0), "transitions/s");
   uint64_t keys[512];
   double pr[512], w[512];
   uint8_t mem[512 * ROW_BYTES];
@@ -449,12 +412,12 @@ static void baseline(uint32_t capacity) {
   }
   rd_sample_out_t so = {keys, pr, w, out};
   n = 0;
-  t0 = now_s();
-  while (now_s() - t0 < O.seconds / 2) {
+  t0 = rd_clock_now();
+  while (rd_clock_now() - t0 < O.seconds / 2) {
     rd_table_sample(&t, 512, 0.4, 0, &so, NULL);
     n += 512;
   }
-  emit("baseline.table.sample", 512, 0, (double)n / (now_s() - t0), "transitions/s");
+  emit("baseline.table.sample", 512, 0, (double)n / (rd_clock_now() - t0), "transitions/s");
   rows_free(&r);
   rd_table_free(&t);
 }

@@ -57,6 +57,7 @@
 #include "learner_pool.h"
 #include "learner_shapes.h"
 #include "bench_util.h"
+#include "rd_clock.h"
 #include "rd_error.h"
 #include "rd_philox.h"
 
@@ -124,16 +125,6 @@ static void usage(FILE *f) {
       f);
 }
 
-static uint32_t parse_u32(const char *opt, const char *s, uint64_t lo, uint64_t hi) {
-  char *end;
-  errno = 0;
-  unsigned long long x = strtoull(s, &end, 10);
-  if (errno || end == s || *end != '\0' || s[0] == '-') die("%s: cannot parse '%s'", opt, s);
-  if (x < lo || x > hi)
-    die("%s: %llu is outside [%" PRIu64 ", %" PRIu64 "]", opt, x, lo, hi);
-  return (uint32_t)x;
-}
-
 static void list_add(list_t *l, const char *opt, uint32_t v) {
   if (l->n == MAX_LIST) die("%s: at most %d values", opt, MAX_LIST);
   l->v[l->n++] = v;
@@ -146,15 +137,9 @@ static void parse_opts(opts_t *o, int argc, char **argv) {
   double time_ms = 0;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
-    if (strcmp(a, "--json") == 0) {
-      o->json = true;
-    } else if (strcmp(a, "--quick") == 0) {
-      o->quick = true;
-    } else if (strcmp(a, "--pytorch") == 0) {
+    if (bench_common_opt(a, &o->json, &o->quick, usage)) continue;
+    if (strcmp(a, "--pytorch") == 0) {
       o->pytorch = true;
-    } else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-      usage(stdout);
-      exit(0);
     } else if (strcmp(a, "--shape") == 0 || strcmp(a, "--batch") == 0 ||
                strcmp(a, "--threads") == 0 || strcmp(a, "--time-ms") == 0 ||
                strcmp(a, "--pytorch-script") == 0) {
@@ -166,14 +151,14 @@ static void parse_opts(opts_t *o, int argc, char **argv) {
         if (k == N_SHAPES) die("--shape: unknown shape '%s'", val);
         o->shape_on[k] = any_shape = true;
       } else if (strcmp(a, "--batch") == 0) {
-        list_add(&o->batch, a, parse_u32(a, val, 1, RD_MLP_MAX_BATCH));
+        list_add(&o->batch, a, bench_parse_u32(a, val, 1, RD_MLP_MAX_BATCH));
       } else if (strcmp(a, "--threads") == 0) {
-        list_add(&o->threads, a, parse_u32(a, val, 1, RD_MLP_MAX_THREADS));
+        list_add(&o->threads, a, bench_parse_u32(a, val, 1, RD_MLP_MAX_THREADS));
       } else if (strcmp(a, "--pytorch-script") == 0) {
         o->script = val;
         o->pytorch = true;
       } else {
-        time_ms = parse_u32(a, val, 1, 60000);
+        time_ms = bench_parse_u32(a, val, 1, 60000);
       }
     } else {
       usage(stderr);
@@ -396,20 +381,20 @@ static void check_point(const shape_t *s, uint32_t batch, const opts_t *o, const
 
 static double measure(rd_learner_t *l, const learner_pool_t *p, const opts_t *o) {
   uint64_t it = 0, k = 0;
-  double t0 = now_s(), el;
+  double t0 = rd_clock_now(), el;
   for (;;) { /* warm-up; also sizes a repetition */
     step_or_die(l, &p->b[it++ % LEARNER_POOL], p->td);
     k++;
-    el = now_s() - t0;
+    el = rd_clock_now() - t0;
     if (el >= o->warm_s && k >= 2) break;
   }
   double want = (double)k * o->min_s / el;
   uint64_t steps = want < 1 ? 1 : (uint64_t)(want + 0.5);
   double v[16];
   for (int r = 0; r < o->reps; r++) {
-    double s0 = now_s();
+    double s0 = rd_clock_now();
     for (uint64_t i = 0; i < steps; i++) step_or_die(l, &p->b[it++ % LEARNER_POOL], p->td);
-    v[r] = (double)steps / (now_s() - s0);
+    v[r] = (double)steps / (rd_clock_now() - s0);
   }
   qsort(v, (size_t)o->reps, sizeof v[0], cmp_double);
   return v[o->reps / 2];

@@ -90,9 +90,11 @@
 #include "learner_shapes.h"
 #include "pipeline.h"
 #include "bench_util.h"
+#include "rd_clock.h"
 #include "rd_error.h"
 #include "rd_philox.h"
 #include "table.h"
+#include "rdt_schema.h"
 
 /* ------------------------------------------------------------------ */
 /* Helpers                                                             */
@@ -149,16 +151,6 @@ static void usage(FILE *f) {
       f);
 }
 
-static uint32_t parse_u32(const char *opt, const char *s, uint64_t lo, uint64_t hi) {
-  char *end;
-  errno = 0;
-  unsigned long long x = strtoull(s, &end, 10);
-  if (errno || end == s || *end != '\0' || s[0] == '-') die("%s: cannot parse '%s'", opt, s);
-  if (x < lo || x > hi)
-    die("%s: %llu is outside [%" PRIu64 ", %" PRIu64 "]", opt, x, lo, hi);
-  return (uint32_t)x;
-}
-
 static void list_add(list_t *l, const char *opt, uint32_t v) {
   if (l->n == MAX_LIST) die("%s: at most %d values", opt, MAX_LIST);
   l->v[l->n++] = v;
@@ -171,14 +163,8 @@ static void parse_opts(opts_t *o, int argc, char **argv) {
   double time_ms = 0;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
-    if (strcmp(a, "--json") == 0) {
-      o->json = true;
-    } else if (strcmp(a, "--quick") == 0) {
-      o->quick = true;
-    } else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-      usage(stdout);
-      exit(0);
-    } else if (strcmp(a, "--shape") == 0 || strcmp(a, "--batch") == 0 ||
+    if (bench_common_opt(a, &o->json, &o->quick, usage)) continue;
+    if (strcmp(a, "--shape") == 0 || strcmp(a, "--batch") == 0 ||
                strcmp(a, "--threads") == 0 || strcmp(a, "--depth") == 0 ||
                strcmp(a, "--pin") == 0 || strcmp(a, "--time-ms") == 0) {
       if (val == NULL) die("%s needs a value", a);
@@ -190,15 +176,15 @@ static void parse_opts(opts_t *o, int argc, char **argv) {
         o->shape_on[k] = any_shape = true;
       } else if (strcmp(a, "--batch") == 0) {
         /* The table's max_batch and the pipeline's limit. */
-        list_add(&o->batch, a, parse_u32(a, val, 1, 65536));
+        list_add(&o->batch, a, bench_parse_u32(a, val, 1, 65536));
       } else if (strcmp(a, "--threads") == 0) {
-        list_add(&o->threads, a, parse_u32(a, val, 1, RD_MLP_MAX_THREADS));
+        list_add(&o->threads, a, bench_parse_u32(a, val, 1, RD_MLP_MAX_THREADS));
       } else if (strcmp(a, "--depth") == 0) {
-        list_add(&o->depth, a, parse_u32(a, val, 0, RD_PIPELINE_MAX_DEPTH));
+        list_add(&o->depth, a, bench_parse_u32(a, val, 0, RD_PIPELINE_MAX_DEPTH));
       } else if (strcmp(a, "--pin") == 0) {
-        o->pin = (int)parse_u32(a, val, 0, CPU_SETSIZE - 1);
+        o->pin = (int)bench_parse_u32(a, val, 0, CPU_SETSIZE - 1);
       } else {
-        time_ms = parse_u32(a, val, 1, 60000);
+        time_ms = bench_parse_u32(a, val, 1, 60000);
       }
     } else {
       usage(stderr);
@@ -237,14 +223,6 @@ typedef struct {
   pthread_mutex_t lock; /* the workload's lock, as the daemon has one */
 } workload_t;
 
-static void set_field(rd_field_t *f, const char *name, rd_dtype_t dtype, uint32_t dim) {
-  memset(f, 0, sizeof *f);
-  snprintf(f->name, sizeof f->name, "%s", name);
-  f->dtype = dtype;
-  f->rank = dim ? 1 : 0;
-  f->shape[0] = dim;
-}
-
 static uint32_t table_capacity(uint32_t batch) {
   uint64_t c = (uint64_t)batch * 8;
   return c > (1u << 17) ? (uint32_t)c : 1u << 17;
@@ -255,14 +233,14 @@ static uint32_t table_capacity(uint32_t batch) {
 static void workload_init(workload_t *w, const shape_t *s, uint32_t batch) {
   rd_table_config_t tc;
   rd_table_config_default(&tc);
-  set_field(&tc.schema.fields[F_OBS], "obs", RD_DTYPE_FLOAT32, s->obs);
+  rdt_field(&tc.schema.fields[F_OBS], "obs", RD_DTYPE_FLOAT32, s->obs);
   if (s->algo == RD_ALGO_DQN)
-    set_field(&tc.schema.fields[F_ACTION], "action", RD_DTYPE_INT32, 0);
+    rdt_field(&tc.schema.fields[F_ACTION], "action", RD_DTYPE_INT32, 0);
   else
-    set_field(&tc.schema.fields[F_ACTION], "action", RD_DTYPE_FLOAT32, s->actions);
-  set_field(&tc.schema.fields[F_REWARD], "reward", RD_DTYPE_FLOAT32, 0);
-  set_field(&tc.schema.fields[F_NEXT], "next_obs", RD_DTYPE_FLOAT32, s->obs);
-  set_field(&tc.schema.fields[F_DISCOUNT], "discount", RD_DTYPE_FLOAT32, 0);
+    rdt_field(&tc.schema.fields[F_ACTION], "action", RD_DTYPE_FLOAT32, s->actions);
+  rdt_field(&tc.schema.fields[F_REWARD], "reward", RD_DTYPE_FLOAT32, 0);
+  rdt_field(&tc.schema.fields[F_NEXT], "next_obs", RD_DTYPE_FLOAT32, s->obs);
+  rdt_field(&tc.schema.fields[F_DISCOUNT], "discount", RD_DTYPE_FLOAT32, 0);
   tc.schema.n_fields = NF;
   tc.capacity = table_capacity(batch);
   tc.max_batch = batch > FILL_CHUNK ? batch : FILL_CHUNK;
@@ -544,11 +522,11 @@ static void unit_steps(unit_t *u, uint64_t n) {
  * that rate sizes a repetition of min_s. */
 static void unit_warm(unit_t *u, const opts_t *o) {
   uint64_t n = 1, k = 0;
-  double t0 = now_s(), el;
+  double t0 = rd_clock_now(), el;
   for (;;) {
     unit_steps(u, n);
     k += n;
-    el = now_s() - t0;
+    el = rd_clock_now() - t0;
     if (el >= o->warm_s && k >= 2) break;
     n *= 2;
   }
@@ -557,9 +535,9 @@ static void unit_warm(unit_t *u, const opts_t *o) {
 }
 
 static void unit_rep(unit_t *u, int r) {
-  double t0 = now_s();
+  double t0 = rd_clock_now();
   unit_steps(u, u->steps_per_rep);
-  u->v[r] = (double)u->steps_per_rep / (now_s() - t0);
+  u->v[r] = (double)u->steps_per_rep / (rd_clock_now() - t0);
 }
 
 static void unit_median(unit_t *u, int reps) {

@@ -55,6 +55,8 @@
 #include "baseline_bintree.h"
 #include "baseline_karyfloat.h"
 #include "bench_util.h"
+#include "rd_clock.h"
+#include "rd_rng.h"
 #include "rd_error.h"
 #include "sumtree.h"
 
@@ -64,7 +66,7 @@
 
 #define LEAF_MAX (UINT64_C(1) << 20)
 /* A leaf value, uniform in [1, 2^20]. */
-static uint64_t leaf_value(uint64_t *s) { return 1 + (splitmix64(s) >> 44); }
+static uint64_t leaf_value(uint64_t *s) { return 1 + (rd_splitmix64(s) >> 44); }
 
 #define SEED UINT64_C(0x7265706c61796400) /* "replayd" */
 
@@ -120,24 +122,6 @@ static void usage(FILE *f) {
       f);
 }
 
-static uint32_t parse_u32(const char *opt, const char *s, uint64_t lo, uint64_t hi) {
-  uint64_t v;
-  char *end;
-  errno = 0;
-  if (s[0] == '2' && s[1] == '^') {
-    unsigned long e = strtoul(s + 2, &end, 10);
-    if (*end != '\0' || e > 40) die("%s: cannot parse '%s'", opt, s);
-    v = UINT64_C(1) << e;
-  } else {
-    unsigned long long x = strtoull(s, &end, 10);
-    if (errno || end == s || *end != '\0' || s[0] == '-') die("%s: cannot parse '%s'", opt, s);
-    v = x;
-  }
-  if (v < lo || v > hi)
-    die("%s: %" PRIu64 " is outside [%" PRIu64 ", %" PRIu64 "]", opt, v, lo, hi);
-  return (uint32_t)v;
-}
-
 static void set_list(list_t *l, const uint32_t *v, size_t n) {
   memcpy(l->v, v, n * sizeof *v);
   l->n = n;
@@ -152,11 +136,8 @@ static void parse_opts(opts_t *o, int argc, char **argv) {
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     const char *val = i + 1 < argc ? argv[i + 1] : NULL;
-    if (strcmp(a, "--json") == 0) {
-      o->json = true;
-    } else if (strcmp(a, "--quick") == 0) {
-      o->quick = true;
-    } else if (strcmp(a, "--no-baseline") == 0) {
+    if (bench_common_opt(a, &o->json, &o->quick, usage)) continue;
+    if (strcmp(a, "--no-baseline") == 0) {
       o->baseline = false;
     } else if (strcmp(a, "--op") == 0) {
       if (val == NULL) die("%s needs a value", a);
@@ -166,30 +147,27 @@ static void parse_opts(opts_t *o, int argc, char **argv) {
       if (k < 0) die("--op: '%s' is not sample, update, update_random or insert", val);
       op_given = true;
       o->op[k] = true;
-    } else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-      usage(stdout);
-      exit(0);
     } else if (strcmp(a, "--capacity") == 0 || strcmp(a, "--batch") == 0 ||
                strcmp(a, "--fanout") == 0 || strcmp(a, "--threads") == 0 ||
                strcmp(a, "--time-ms") == 0) {
       if (val == NULL) die("%s needs a value", a);
       i++;
       if (strcmp(a, "--capacity") == 0) {
-        cap.v[0] = parse_u32(a, val, 1, RD_SUMTREE_MAX_CAPACITY);
+        cap.v[0] = bench_parse_u32(a, val, 1, RD_SUMTREE_MAX_CAPACITY);
         cap.n = 1;
       } else if (strcmp(a, "--batch") == 0) {
-        bat.v[0] = parse_u32(a, val, 1, UINT64_C(1) << 20);
+        bat.v[0] = bench_parse_u32(a, val, 1, UINT64_C(1) << 20);
         bat.n = 1;
       } else if (strcmp(a, "--fanout") == 0) {
-        uint32_t k = parse_u32(a, val, RD_SUMTREE_MIN_FANOUT, RD_SUMTREE_MAX_FANOUT);
+        uint32_t k = bench_parse_u32(a, val, RD_SUMTREE_MIN_FANOUT, RD_SUMTREE_MAX_FANOUT);
         if (k & (k - 1)) die("--fanout: %u is not a power of two", k);
         fan.v[0] = k;
         fan.n = 1;
       } else if (strcmp(a, "--threads") == 0) {
-        thr.v[0] = parse_u32(a, val, 1, 256);
+        thr.v[0] = bench_parse_u32(a, val, 1, 256);
         thr.n = 1;
       } else {
-        time_ms = parse_u32(a, val, 1, 60000);
+        time_ms = bench_parse_u32(a, val, 1, 60000);
       }
     } else {
       usage(stderr);
@@ -299,9 +277,9 @@ static double measure(batch_fn fn, void *ctx, uint32_t batch) {
   uint64_t it = 0, n = 1;
   double el;
   for (;;) { /* warm-up; also finds how many batches fill min_s */
-    double t0 = now_s();
+    double t0 = rd_clock_now();
     for (uint64_t i = 0; i < n; i++) fn(ctx, it++);
-    el = now_s() - t0;
+    el = rd_clock_now() - t0;
     if (el >= o->warm_s) break;
     n *= 2;
   }
@@ -309,9 +287,9 @@ static double measure(batch_fn fn, void *ctx, uint32_t batch) {
   uint64_t iters = want < 1 ? 1 : (uint64_t)(want + 0.5);
   double v[9];
   for (int r = 0; r < o->reps; r++) {
-    double t0 = now_s();
+    double t0 = rd_clock_now();
     for (uint64_t i = 0; i < iters; i++) fn(ctx, it++);
-    v[r] = (now_s() - t0) * 1e9 / ((double)iters * batch);
+    v[r] = (rd_clock_now() - t0) * 1e9 / ((double)iters * batch);
   }
   qsort(v, (size_t)o->reps, sizeof v[0], cmp_double);
   return v[o->reps / 2];
@@ -363,7 +341,7 @@ static void pool_init(pool_t *p, uint32_t capacity, uint32_t batch, uint64_t see
   p->leaves = xmalloc(batch * sizeof *p->leaves);
   uint64_t s = seed;
   for (size_t i = 0; i < p->items; i++) {
-    p->pos[i] = (uint32_t)below(&s, capacity);
+    p->pos[i] = (uint32_t)rd_rng_below(&s, capacity);
     uint64_t a = leaf_value(&s), b = leaf_value(&s);
     if (a == b) b = a == LEAF_MAX ? a - 1 : a + 1;
     p->val[i] = a;
@@ -396,7 +374,7 @@ static void pool_free(pool_t *p) {
 static void pool_targets(pool_t *p, uint64_t total, uint64_t seed) {
   uint64_t s = seed;
   for (size_t i = 0; i < p->items; i++) {
-    unsigned __int128 k = (unsigned __int128)(i % p->batch) * total + below(&s, total);
+    unsigned __int128 k = (unsigned __int128)(i % p->batch) * total + rd_rng_below(&s, total);
     p->targets[i] = (uint64_t)(k / p->batch);
     p->dtargets[i] = (double)p->targets[i];
   }
@@ -519,7 +497,7 @@ static void kt_insert(void *ctx, uint64_t it) {
 static void fill_values(uint64_t *s, uint64_t *buf, size_t n, uint64_t first,
                         uint32_t capacity, bool zeros) {
   for (size_t i = 0; i < n; i++) {
-    uint64_t r = splitmix64(s);
+    uint64_t r = rd_splitmix64(s);
     uint64_t v = 1 + (r >> 44);
     if (zeros && ((r & 15) == 0 || first + i == (uint64_t)capacity - 1)) v = 0;
     buf[i] = v;
@@ -597,11 +575,11 @@ static void check_targets(const uint64_t *prefix, uint32_t capacity, uint64_t *t
     else if (i == 1)
       t = total - 1;
     else if (i % 4 == 2 || i % 4 == 3) {
-      uint64_t q = prefix[below(&s, capacity)];
+      uint64_t q = prefix[rd_rng_below(&s, capacity)];
       t = i % 4 == 2 ? q : q - 1; /* q == 0 only if leading zeros: t wraps, fixed below */
-      if (t >= total) t = below(&s, total);
+      if (t >= total) t = rd_rng_below(&s, total);
     } else {
-      t = below(&s, total);
+      t = rd_rng_below(&s, total);
     }
     tg[i] = t;
   }

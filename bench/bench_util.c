@@ -3,6 +3,7 @@
 #include "bench_util.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,23 +29,6 @@ void *xmalloc(size_t bytes) {
 int cmp_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
   return (x > y) - (x < y);
-}
-
-uint64_t splitmix64(uint64_t *s) {
-  uint64_t z = (*s += UINT64_C(0x9E3779B97F4A7C15));
-  z = (z ^ (z >> 30)) * UINT64_C(0xBF58476D1CE4E5B9);
-  z = (z ^ (z >> 27)) * UINT64_C(0x94D049BB133111EB);
-  return z ^ (z >> 31);
-}
-
-uint64_t below(uint64_t *s, uint64_t n) {
-  return (uint64_t)(((unsigned __int128)splitmix64(s) * n) >> 64);
-}
-
-double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 void cpu_model(char *buf, size_t len) {
@@ -81,4 +65,36 @@ void utc_now(char *buf, size_t len) {
   struct tm tm;
   if (gmtime_r(&now, &tm) == NULL || strftime(buf, len, "%Y-%m-%d %H:%M:%S UTC", &tm) == 0)
     snprintf(buf, len, "?");
+}
+
+uint32_t bench_parse_u32(const char *opt, const char *s, uint64_t lo, uint64_t hi) {
+  uint64_t v;
+  char *end;
+  errno = 0;
+  if (s[0] == '2' && s[1] == '^') {
+    unsigned long e = strtoul(s + 2, &end, 10);
+    if (*end != '\0' || e > 40) die("%s: cannot parse '%s'", opt, s);
+    v = UINT64_C(1) << e;
+  } else {
+    unsigned long long x = strtoull(s, &end, 10);
+    if (errno || end == s || *end != '\0' || s[0] == '-') die("%s: cannot parse '%s'", opt, s);
+    v = x;
+  }
+  if (v < lo || v > hi)
+    die("%s: %" PRIu64 " is outside [%" PRIu64 ", %" PRIu64 "]", opt, v, lo, hi);
+  return (uint32_t)v;
+}
+
+int bench_common_opt(const char *a, bool *json, bool *quick, void (*usage)(FILE *)) {
+  if (strcmp(a, "--json") == 0) {
+    *json = true;
+  } else if (strcmp(a, "--quick") == 0) {
+    *quick = true;
+  } else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+    usage(stdout);
+    exit(0);
+  } else {
+    return 0;
+  }
+  return 1;
 }

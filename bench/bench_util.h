@@ -4,7 +4,9 @@
 #ifndef RD_BENCH_UTIL_H
 #define RD_BENCH_UTIL_H
 
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdint.h>
 
 /* "<program>: <message>" on stderr, exit status 1. */
@@ -16,16 +18,6 @@ void *xmalloc(size_t bytes);
 /* qsort comparator for doubles, ascending (medians of repetitions). */
 int cmp_double(const void *a, const void *b);
 
-/* splitmix64: the benchmarks' fixed-seed stream for keys, leaves and
- * targets (generated outside the timed regions). */
-uint64_t splitmix64(uint64_t *s);
-
-/* Uniform in [0, n), n >= 1 (multiply-shift; the bias is below 2^-40). */
-uint64_t below(uint64_t *s, uint64_t n);
-
-/* CLOCK_MONOTONIC in seconds. */
-double now_s(void);
-
 /* The CPU's model name from /proc/cpuinfo, or "unknown CPU". */
 void cpu_model(char *buf, size_t len);
 
@@ -36,5 +28,13 @@ void load_average(char *buf, size_t len);
 /* Now as "YYYY-MM-DD HH:MM:SS UTC", for a bench header: a figure is worth
  * little without when it was taken. */
 void utc_now(char *buf, size_t len);
+
+/* An option's value as a uint32 in [lo, hi]: decimal, or 2^e; dies with
+ * "<opt>: ..." otherwise. */
+uint32_t bench_parse_u32(const char *opt, const char *s, uint64_t lo, uint64_t hi);
+
+/* The options every benchmark takes: --json, --quick, --help (prints
+ * usage, exits 0). 1 when a is one of them, else 0. */
+int bench_common_opt(const char *a, bool *json, bool *quick, void (*usage)(FILE *));
 
 #endif

@@ -2,10 +2,9 @@
  *
  * Why: the strict training loop (depth D = 0, papers/001 §II-A) hands every
  * batch from the sampler thread to the learner thread and its priorities
- * back, so each gradient step is two sleeps and two wake-ups. On this
- * project's VMs one futex wake-up costs 10-15 us (bench_loop, CartPole DDPG
- * at batch 64: a 11 us step ran at 44 us a step in the loop), more than the
- * step itself. A thread that expects its partner back within a few tens of
+ * back, so each gradient step is two sleeps and two wake-ups, and a futex
+ * wake-up can cost more than a small step itself (bench_loop's figures in
+ * docs/benchmarks.md). A thread that expects its partner back within a few tens of
  * microseconds therefore watches a counter for a while before it sleeps;
  * a partner that takes longer finds it asleep, as before.
  *
@@ -38,6 +37,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 #include <time.h>
+#include "rd_clock.h"
 
 #define RD_SPIN_MAX_S 100e-6
 #define RD_SPIN_SLACK_S 5e-6
@@ -76,17 +76,11 @@ static inline struct timespec rd_spin_deadline(double s) {
   return ts;
 }
 
-static inline double rd_spin_now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 /* Spins while *ev == seen, for at most budget_s. 1: it changed; 0: the
  * budget ran out (or was 0). */
 static inline int rd_spin_until_changed(_Atomic uint64_t *ev, uint64_t seen, double budget_s) {
   if (!(budget_s > 0)) return 0;
-  double t0 = rd_spin_now(), end = t0 + budget_s, eager_end = t0 + RD_SPIN_EAGER_S;
+  double t0 = rd_clock_now(), end = t0 + budget_s, eager_end = t0 + RD_SPIN_EAGER_S;
   int polite = 0;
   for (uint32_t i = 1;; i++) {
     if (atomic_load_explicit(ev, memory_order_acquire) != seen) return 1;
@@ -95,7 +89,7 @@ static inline int rd_spin_until_changed(_Atomic uint64_t *ev, uint64_t seen, dou
     else __builtin_ia32_pause();
 #endif
     if ((i & 31) == 0) {
-      double t = rd_spin_now();
+      double t = rd_clock_now();
       if (t > end) return 0;
       polite = t > eager_end;
     }
@@ -105,6 +99,13 @@ static inline int rd_spin_until_changed(_Atomic uint64_t *ev, uint64_t seen, dou
 /* The partner's side: under the lock, after changing the state. */
 static inline void rd_spin_bump(_Atomic uint64_t *ev) {
   atomic_fetch_add_explicit(ev, 1, memory_order_release);
+}
+
+/* Wakes every waiter of one side, spinning (the counter moves) or asleep
+ * on cv (broadcast): what a stop does. The caller holds cv's mutex. */
+static inline void rd_spin_wake_all(_Atomic uint64_t *ev, pthread_cond_t *cv) {
+  rd_spin_bump(ev);
+  pthread_cond_broadcast(cv);
 }
 
 /* One stage of a wait by the rule above, under mu (cv on CLOCK_MONOTONIC):

@@ -2,9 +2,9 @@
  * for the CPU (backends/cpu/nn.c), the GPU (backends/gpu/rd_gpu_elem.h, host
  * and device) and whoever must match them bit for bit.
  *
- * Why not tanhf: glibc's is a scalar call (measured 6.5 ns an element here,
- * 15% of a CartPole DDPG step at batch 16384; this form is 0.4 ns in
- * AVX-512 lanes), and CUDA's differs from glibc's in the last bits. This
+ * Why not tanhf: glibc's is a scalar call that no `omp simd` loop can
+ * vectorise (docs/benchmarks.md has its cost in a DDPG step), and CUDA's
+ * differs from glibc's in the last bits. This
  * one is branch-free, so `omp simd` loops keep it in vector registers, and
  * on the device every operation is a round-to-nearest intrinsic that nvcc
  * never contracts, so a GPU thread computes the same bits as an x86-64 core

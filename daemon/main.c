@@ -30,6 +30,7 @@
 #include "server.h"
 #include "spec_pb.h"
 #include "store.h"
+#include "rd_clock.h"
 
 #ifndef RD_VERSION
 #define RD_VERSION "0.0.0"
@@ -157,9 +158,7 @@ int main(int argc, char **argv) {
   }
 
   grpc_init();
-  struct timespec now;
-  clock_gettime(CLOCK_MONOTONIC, &now);
-  ctx.start_time = (double)now.tv_sec + now.tv_nsec * 1e-9;
+  ctx.start_time = rd_clock_now();
   ctx.start_unix = (int64_t)time(NULL);
 
   int port = 0;

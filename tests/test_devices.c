@@ -19,23 +19,7 @@
 #include "provider_cpu.h"
 #include "provider_fpga.h"
 #include "provider_gpu.h"
-
-static char root[64];
-
-static int setup_root(void **state) {
-  (void)state;
-  snprintf(root, sizeof root, "/tmp/rd_test_devices.XXXXXX");
-  if (mkdtemp(root) == NULL) return -1;
-  return rd_log_open(NULL, RD_LOG_ERROR, NULL);
-}
-
-static int teardown_root(void **state) {
-  (void)state;
-  rd_log_close();
-  char cmd[160];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
-  return system(cmd) == 0 ? 0 : -1;
-}
+#include "rdt_unit.h"
 
 static void assert_fingerprint_form(const char *fp, const char *kind) {
   size_t k = strlen(kind);
@@ -145,10 +129,10 @@ static const fake_t base = {"Example CPU 9000", "2400.000", "0-3,6", "1024K",
                             "fpu avx2 fma bmi2 avx512f avx512vl avx512bw avx512dq sse2",
                             16ull << 20};
 
-/* Write a fake machine under root/<name> and probe it. */
+/* Write a fake machine under rdt_root/<name> and probe it. */
 static void fake_probe(const char *name, const fake_t *f, rd_device_t *d) {
   char dir[256], text[1024];
-  snprintf(dir, sizeof dir, "%s/%s", root, name);
+  snprintf(dir, sizeof dir, "%s/%s", rdt_root, name);
   /* Two processors, as /proc/cpuinfo lists them; "model" (a number) must
    * not be taken for "model name". */
   snprintf(text, sizeof text,
@@ -203,7 +187,7 @@ static void test_fake_cpu_fields(void **state) {
 static void test_fake_cpu_missing_files(void **state) {
   (void)state;
   char dir[256];
-  snprintf(dir, sizeof dir, "%s/empty", root);
+  snprintf(dir, sizeof dir, "%s/empty", rdt_root);
   assert_int_equal(mkdir(dir, 0700), 0);
   rd_device_t d;
   rd_cpu_provider_probe(dir, &d);
@@ -352,5 +336,5 @@ int main(void) {
       cmocka_unit_test(test_fingerprint_inputs),
       cmocka_unit_test(test_fingerprint_gpu),
   };
-  return cmocka_run_group_tests(tests, setup_root, teardown_root);
+  return cmocka_run_group_tests(tests, rdt_root_setup, rdt_root_teardown);
 }

@@ -31,15 +31,7 @@
 #include "rd_tree_step.h"
 #include "sumtree.h"
 #include "table.h"
-
-static uint64_t rng_next(uint64_t *s) { /* splitmix64 */
-  uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-
-static double rng_unit(uint64_t *s) { return (double)(rng_next(s) >> 11) * 0x1p-53; }
+#include "rd_rng.h"
 
 /* One uint32 field "id": the row's number, to check gathers. */
 static void config(rd_table_config_t *c, uint32_t capacity, uint32_t fanout, double max_p,
@@ -100,10 +92,10 @@ static void pair_agree(pair_t *p) {
 
 /* A raw priority: mostly small, sometimes the table's maximum, sometimes 0. */
 static double priority(uint64_t *s, double max_p) {
-  uint64_t r = rng_next(s);
+  uint64_t r = rd_splitmix64(s);
   if ((r & 15) == 0) return max_p;
   if ((r & 15) == 1) return 0;
-  return rng_unit(s) * ((r & 16) ? max_p : 4.0 < max_p ? 4.0 : max_p);
+  return rd_rng_unit(s) * ((r & 16) ? max_p : 4.0 < max_p ? 4.0 : max_p);
 }
 
 static void pair_insert(pair_t *p, size_t n, int with_priorities, uint64_t *s) {
@@ -180,12 +172,12 @@ static void run_pair(uint32_t capacity, uint32_t fanout, double max_p, uint64_t 
    * priorities (the table's "largest seen" default). */
   uint64_t inserted = 0;
   for (int round = 0; inserted < (uint64_t)capacity + capacity / 2 + 3; round++) {
-    size_t n = 1 + (size_t)(rng_next(&s) % (capacity < 3000 ? capacity : 3000));
+    size_t n = 1 + (size_t)(rd_splitmix64(&s) % (capacity < 3000 ? capacity : 3000));
     pair_insert(&p, n, round % 3 != 2, &s);
     inserted += n;
     pair_agree(&p);
     if (rd_sumtree_total(&p.cpu.tree) == 0) continue;
-    size_t m = 1 + (size_t)(rng_next(&s) % 2500); /* over the kernel's 1024 sometimes */
+    size_t m = 1 + (size_t)(rd_splitmix64(&s) % 2500); /* over the kernel's 1024 sometimes */
     if (m > rd_table_size(&p.cpu)) m = (size_t)rd_table_size(&p.cpu);
     uint64_t *keys = pair_sample(&p, m, round & 1 ? RD_SAMPLE_STRATIFIED : 0, 0.4);
     /* Priority updates for the sampled keys, some twice, some stale. */
@@ -264,7 +256,7 @@ static void test_boundaries(void **state) {
   const rd_rmm_ops_t *ops = &rd_fpga_csim_rmm_ops;
   assert_int_equal(ops->create(&m, cap, k, rd_st_max_leaf(cap), &err), RD_OK);
   uint64_t s = 5, *v = malloc(cap * sizeof *v);
-  for (uint32_t i = 0; i < cap; i++) v[i] = (i % 5 == 0) ? 0 : rng_next(&s) % 1000000;
+  for (uint32_t i = 0; i < cap; i++) v[i] = (i % 5 == 0) ? 0 : rd_splitmix64(&s) % 1000000;
   v[cap - 1] = rd_st_max_leaf(cap);
   assert_int_equal(rd_sumtree_set_range(&tree, 0, cap, v, &err), RD_OK);
   assert_int_equal(ops->set_range(m, 0, cap, v, &err), RD_OK);
@@ -276,7 +268,7 @@ static void test_boundaries(void **state) {
     acc += v[i];
     if (acc < rd_sumtree_total(&tree)) t[n++] = acc;
     if (acc > 0) t[n++] = acc - 1;
-    t[n++] = rng_next(&s) % rd_sumtree_total(&tree);
+    t[n++] = rd_splitmix64(&s) % rd_sumtree_total(&tree);
   }
   uint32_t *l1 = malloc(n * sizeof *l1), *l2 = malloc(n * sizeof *l2);
   assert_int_equal(rd_sumtree_sample(&tree, n, t, l1, &err), RD_OK);

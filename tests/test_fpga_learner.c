@@ -43,18 +43,12 @@
 #include "learner_host.h"
 #include "model.h"
 #include "nn.h"
+#include "rd_rng.h"
 
 #define TOL 1e-5
 
-static uint64_t rng_next(uint64_t *s) {
-  uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
 static float uniform(uint64_t *s) { /* [-1, 1) */
-  return (float)((double)(rng_next(s) >> 40) * 0x1p-23 - 1.0);
+  return (float)((double)(rd_splitmix64(s) >> 40) * 0x1p-23 - 1.0);
 }
 
 /* max |a - b| / max(1, max |b|) over n values. */
@@ -327,8 +321,8 @@ static void rows_make(rows_t *r, const rd_learner_config_t *c, size_t n, uint64_
       r->obs[i * O + j] = 1.5f * uniform(seed);
       r->next[i * O + j] = r->obs[i * O + j] + 0.2f * uniform(seed);
     }
-    const int ends = (rng_next(seed) % 7) == 0;
-    const int steps = ends ? 1 + (int)(rng_next(seed) % 3) : 3;
+    const int ends = (rd_splitmix64(seed) % 7) == 0;
+    const int steps = ends ? 1 + (int)(rd_splitmix64(seed) % 3) : 3;
     float ret = 0.0f, g = 1.0f;
     for (int k = 0; k < steps; k++) {
       ret += g * 2.0f * uniform(seed);
@@ -337,7 +331,7 @@ static void rows_make(rows_t *r, const rd_learner_config_t *c, size_t n, uint64_
     r->reward[i] = ret;
     r->discount[i] = ends ? 0.0f : gamma * gamma * gamma;
     r->w[i] = 0.2f + 0.4f * (uniform(seed) + 1.0f);
-    r->ai[i] = c->algo == RD_ALGO_DQN ? (int32_t)(rng_next(seed) % c->num_actions) : 0;
+    r->ai[i] = c->algo == RD_ALGO_DQN ? (int32_t)(rd_splitmix64(seed) % c->num_actions) : 0;
     for (size_t j = 0; j < D; j++) {
       float u = 0.5f * (uniform(seed) + 1.0f); /* [0, 1) */
       r->af[i * D + j] = c->action_low + u * (c->action_high - c->action_low);

@@ -38,6 +38,7 @@
 #include "model.h"
 #include "rmm.h"
 #include "sumtree.h"
+#include "rd_rng.h"
 
 #ifndef RMM_TEST_BATCH
 #define RMM_TEST_BATCH RMM_MAX_BATCH
@@ -45,20 +46,12 @@
 
 #define N ((uint32_t)RMM_CAPACITY)
 
-/* splitmix64: the test's own PRNG. */
-static uint64_t rng_next(uint64_t *s) {
-  uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
 /* A leaf with a wide dynamic range: zeros, the maximum, anything between. */
 static uint64_t wide_value(uint64_t *s) {
-  uint64_t r = rng_next(s);
+  uint64_t r = rd_splitmix64(s);
   if ((r & 15) == 0) return 0;
   if ((r & 15) == 1) return RMM_MAX_LEAF;
-  return (rng_next(s) >> (r >> 58)) % (RMM_MAX_LEAF + 1);
+  return (rd_splitmix64(s) >> (r >> 58)) % (RMM_MAX_LEAF + 1);
 }
 
 typedef struct {
@@ -131,7 +124,7 @@ static void fill(trees_t *t, uint64_t *seed, int all_max) {
   rd_error_t err;
   uint32_t first = 0;
   while (first < N) {
-    uint32_t n = 1 + (uint32_t)(rng_next(seed) % 3000);
+    uint32_t n = 1 + (uint32_t)(rd_splitmix64(seed) % 3000);
     if (n > N - first) n = N - first;
     rmm_stats_t st;
     assert_int_equal(rmm_insert(t->fpga, first, n, v + first, &st), RMM_OK);
@@ -166,8 +159,8 @@ static void sample_compare(trees_t *t, uint64_t *seed, int rounds) {
   static uint64_t tg[RMM_MAX_BATCH];
   const uint64_t total = rd_sumtree_total(&t->cpu);
   for (int r = 0; r < rounds; r++) {
-    uint32_t n = 1 + (uint32_t)(rng_next(seed) % RMM_MAX_BATCH);
-    for (uint32_t i = 0; i < n; i++) tg[i] = rng_next(seed) % total;
+    uint32_t n = 1 + (uint32_t)(rd_splitmix64(seed) % RMM_MAX_BATCH);
+    for (uint32_t i = 0; i < n; i++) tg[i] = rd_splitmix64(seed) % total;
     sample_both(t, n, tg);
   }
   /* Boundaries: with P(i) = leaf[0] + ... + leaf[i], target P(i) - 1 is
@@ -179,7 +172,7 @@ static void sample_compare(trees_t *t, uint64_t *seed, int rounds) {
   uint64_t prefix = 0;
   for (uint32_t p = 0; p < N && n + 2 <= RMM_MAX_BATCH; p++) {
     prefix += rd_sumtree_get(&t->cpu, p);
-    if (prefix == 0 || (rng_next(seed) % (N / 64 + 1)) != 0) continue;
+    if (prefix == 0 || (rd_splitmix64(seed) % (N / 64 + 1)) != 0) continue;
     tg[n++] = prefix - 1;
     if (prefix < total) tg[n++] = prefix;
   }
@@ -360,11 +353,11 @@ static void test_update_matches_cpu(void **state) {
   static uint64_t val[RMM_MAX_BATCH];
   rd_error_t err;
   for (int r = 0; r < 200; r++) {
-    uint32_t n = 1 + (uint32_t)(rng_next(&seed) % RMM_MAX_BATCH);
+    uint32_t n = 1 + (uint32_t)(rd_splitmix64(&seed) % RMM_MAX_BATCH);
     /* Every fourth round draws from 8 positions: many duplicates. */
     for (uint32_t i = 0; i < n; i++) {
-      pos[i] = (r % 4 == 0) ? (uint32_t)(rng_next(&seed) % 8) * (N / 8)
-                            : (uint32_t)(rng_next(&seed) % N);
+      pos[i] = (r % 4 == 0) ? (uint32_t)(rd_splitmix64(&seed) % 8) * (N / 8)
+                            : (uint32_t)(rd_splitmix64(&seed) % N);
       val[i] = wide_value(&seed);
     }
     rmm_stats_t st;
@@ -394,11 +387,11 @@ static void test_update_sampled_memo(void **state) {
   for (int r = 0; r < 20; r++) {
     const uint64_t total = rmm_total(t->fpga);
     if (total == 0) break;
-    uint32_t n = 1 + (uint32_t)(rng_next(&seed) % RMM_MAX_BATCH);
-    for (uint32_t i = 0; i < n; i++) tg[i] = rng_next(&seed) % total;
+    uint32_t n = 1 + (uint32_t)(rd_splitmix64(&seed) % RMM_MAX_BATCH);
+    for (uint32_t i = 0; i < n; i++) tg[i] = rd_splitmix64(&seed) % total;
     assert_int_equal(rmm_sample(t->fpga, n, tg, lf, NULL), RMM_OK);
     /* Priorities back for the first m of the n sampled items. */
-    uint32_t m = 1 + (uint32_t)(rng_next(&seed) % n);
+    uint32_t m = 1 + (uint32_t)(rd_splitmix64(&seed) % n);
     for (uint32_t i = 0; i < m; i++) { /* non-zero: keep the tree non-empty */
       val[i] = wide_value(&seed);
       if (val[i] == 0) val[i] = 1;
@@ -541,7 +534,7 @@ static void test_kernel_top(void **state) {
   assert_int_equal(info[1], rd_sumtree_total(&t->cpu));
 
   const uint32_t n = RMM_MAX_BATCH;
-  for (uint32_t i = 0; i < n; i++) tg[i] = rng_next(&seed) % info[1];
+  for (uint32_t i = 0; i < n; i++) tg[i] = rd_splitmix64(&seed) % info[1];
   rmm_kernel(RMM_OP_SAMPLE, n, 0, tg, NULL, lf, info);
   assert_int_equal(info[0], RMM_OK);
   assert_true(info[2] >= (uint64_t)RMM_SAMPLE_FILL);
@@ -557,7 +550,7 @@ static void test_kernel_top(void **state) {
   assert_int_equal(rd_sumtree_update(&t->cpu, n, lc, vb, &err), RD_OK);
   assert_int_equal(info[1], rd_sumtree_total(&t->cpu));
 
-  for (uint32_t i = 0; i < n; i++) pos[i] = (uint32_t)(rng_next(&seed) % N), vb[i] = wide_value(&seed);
+  for (uint32_t i = 0; i < n; i++) pos[i] = (uint32_t)(rd_splitmix64(&seed) % N), vb[i] = wide_value(&seed);
   rmm_kernel(RMM_OP_UPDATE, n, 0, vb, pos, NULL, info);
   assert_int_equal(info[0], RMM_OK);
   assert_int_equal(rd_sumtree_update(&t->cpu, n, pos, vb, &err), RD_OK);

@@ -32,44 +32,20 @@
 #include "profile_gpu.h"
 #include "provider_fpga.h"
 #include "learner_rows.h"
+#include "rdt_schema.h"
 
 #define OBS 4
 #define BATCH 8
 enum { F_OBS, F_ACTION, F_REWARD, F_NEXT, F_DISCOUNT, NF };
 
-typedef struct {
-  rd_table_t table;
-  pthread_mutex_t lock;
-} wl_t;
-
-static void set_field(rd_field_t *f, const char *name, rd_dtype_t dtype, uint32_t dim) {
-  memset(f, 0, sizeof *f);
-  snprintf(f->name, sizeof f->name, "%s", name);
-  f->dtype = dtype;
-  f->rank = dim ? 1 : 0;
-  f->shape[0] = dim;
-}
+typedef rdt_table_t wl_t;
 
 static void wl_init(wl_t *w, uint32_t capacity) {
-  rd_table_config_t tc;
-  rd_table_config_default(&tc);
-  set_field(&tc.schema.fields[F_OBS], "obs", RD_DTYPE_FLOAT32, OBS);
-  set_field(&tc.schema.fields[F_ACTION], "action", RD_DTYPE_INT32, 0);
-  set_field(&tc.schema.fields[F_REWARD], "reward", RD_DTYPE_FLOAT32, 0);
-  set_field(&tc.schema.fields[F_NEXT], "next_obs", RD_DTYPE_FLOAT32, OBS);
-  set_field(&tc.schema.fields[F_DISCOUNT], "discount", RD_DTYPE_FLOAT32, 0);
-  tc.schema.n_fields = NF;
-  tc.capacity = capacity;
-  tc.seed = 11;
   rd_error_t err;
-  if (rd_table_init(&w->table, &tc, &err) != RD_OK) fail_msg("table: %s", err.msg);
-  pthread_mutex_init(&w->lock, NULL);
+  if (rdt_table_init(w, capacity, OBS, 1, 11, &err) != RD_OK) fail_msg("table: %s", err.msg);
 }
 
-static void wl_free(wl_t *w) {
-  rd_table_free(&w->table);
-  pthread_mutex_destroy(&w->lock);
-}
+static void wl_free(wl_t *w) { rdt_table_free(w); }
 
 static void fill(wl_t *w, size_t n) {
   float obs[64 * OBS], next[64 * OBS], rew[64], disc[64];

@@ -17,23 +17,7 @@
 #include "registry.h"
 #include "spec_pb.h"
 #include "store.h"
-
-static char root[64];
-
-static int setup_root(void **state) {
-  (void)state;
-  snprintf(root, sizeof root, "/tmp/rd_test_paging.XXXXXX");
-  if (mkdtemp(root) == NULL) return -1;
-  return rd_log_open(NULL, RD_LOG_ERROR, NULL);
-}
-
-static int teardown_root(void **state) {
-  (void)state;
-  rd_log_close();
-  char cmd[160];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
-  return system(cmd) == 0 ? 0 : -1;
-}
+#include "rdt_unit.h"
 
 /* ------------------------------------------------------------------ */
 /* Sizes                                                               */
@@ -422,7 +406,7 @@ static rd_profile_t nth(unsigned i) {
 static void test_store_pages(void **state) {
   (void)state;
   char dir[128];
-  snprintf(dir, sizeof dir, "%s/store", root);
+  snprintf(dir, sizeof dir, "%s/store", rdt_root);
   rd_store_t *st = NULL;
   assert_int_equal(rd_store_open(&st, dir, NULL), RD_OK);
   for (unsigned i = 0; i < 120; i++) {
@@ -517,5 +501,5 @@ int main(void) {
       cmocka_unit_test(test_profile_tokens),  cmocka_unit_test(test_registry_pages),
       cmocka_unit_test(test_store_pages),
   };
-  return cmocka_run_group_tests(tests, setup_root, teardown_root);
+  return cmocka_run_group_tests(tests, rdt_root_setup, rdt_root_teardown);
 }

@@ -16,6 +16,7 @@
 
 #include "pb_check.h"
 #include "replayd.pb-c.h"
+#include "rd_rng.h"
 
 /* ---- A small encoder for hand-built messages ---- */
 
@@ -449,13 +450,6 @@ static void test_depth_bound(void **state) {
 
 /* ---- Garbage ---- */
 
-static uint64_t rng_next(uint64_t *s) {
-  uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
 /* Every string of an unpacked message, recursively, is valid UTF-8 up to
  * its NUL (the walk refused anything else it could see). */
 static int strings_clean(const ProtobufCMessage *m) {
@@ -551,19 +545,19 @@ static void test_garbage(void **state) {
   size_t refused = 0, runs = 0, unpacked = 0;
   uint8_t buf[512];
   for (int i = 0; i < 200000; i++) {
-    int t = (int)(rng_next(&rng) % 4);
+    int t = (int)(rd_splitmix64(&rng) % 4);
     const ProtobufCMessageDescriptor *d = types[t];
     const wire_t *seed = &seeds[t];
     size_t n;
     if (i % 4 == 0) { /* random bytes */
-      n = rng_next(&rng) % 64;
-      for (size_t k = 0; k < n; k++) buf[k] = (uint8_t)rng_next(&rng);
+      n = rd_splitmix64(&rng) % 64;
+      for (size_t k = 0; k < n; k++) buf[k] = (uint8_t)rd_splitmix64(&rng);
     } else { /* a mutated seed: flip, cut, insert */
       n = seed->n;
       memcpy(buf, seed->b, n);
-      int edits = 1 + (int)(rng_next(&rng) % 3);
+      int edits = 1 + (int)(rd_splitmix64(&rng) % 3);
       for (int e = 0; e < edits && n > 0; e++) {
-        uint64_t r = rng_next(&rng);
+        uint64_t r = rd_splitmix64(&rng);
         size_t at = (r >> 8) % n;
         switch (r % 8) {
         case 0: buf[at] = (uint8_t)(r >> 40); break;                 /* any byte */

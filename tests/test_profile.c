@@ -19,28 +19,13 @@
 #include "profile.h"
 #include "profile_cache.h"
 #include "store.h"
+#include "rd_clock.h"
+#include "rdt_unit.h"
 
 /* Wall-time slack over the budget: the bound holds up to one call's
  * misestimate and the scheduler; these shapes' calls take well under a
  * millisecond, so this is generous for a loaded machine. */
 #define SLACK_S 0.25
-
-static int setup(void **state) {
-  (void)state;
-  return rd_log_open(NULL, RD_LOG_ERROR, NULL);
-}
-
-static int teardown(void **state) {
-  (void)state;
-  rd_log_close();
-  return 0;
-}
-
-static double now_s(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
 
 static void table_config(rd_table_config_t *tc, uint32_t capacity, uint32_t obs) {
   rd_table_config_default(tc);
@@ -294,9 +279,9 @@ static void test_measure_tiny(void **state) {
   rd_error_clear(&err);
   /* Room for every primitive is required up front. */
   assert_int_equal(rd_profile_measure_cpu(&s, threads, 2, budget, r, 8, &n, &err), RD_EINVAL);
-  double t0 = now_s();
+  double t0 = rd_clock_now();
   int rc = rd_profile_measure_cpu(&s, threads, 2, budget, r, 9, &n, &err);
-  double wall = now_s() - t0;
+  double wall = rd_clock_now() - t0;
   if (rc) fail_msg("measure: %s %s", rd_err_name(rc), err.msg);
   /* A bound check, not a performance assertion: measuring stays within
    * its budget (plus scheduling slack) however fast the machine is. */
@@ -417,9 +402,9 @@ static void test_measure_large_capacity_bounded(void **state) {
   rd_error_clear(&err);
   const uint32_t one = 1;
   const double budget = 0.3;
-  double t0 = now_s();
+  double t0 = rd_clock_now();
   int rc = rd_profile_measure_cpu(&s, &one, 1, budget, r, 2, &n, &err);
-  double wall = now_s() - t0;
+  double wall = rd_clock_now() - t0;
   if (rc) fail_msg("measure: %s", err.msg);
   assert_true(wall <= budget + SLACK_S); /* bound check, as above */
   assert_int_equal(n, 2);
@@ -444,9 +429,9 @@ static void test_measure_budget_runs_out(void **state) {
   rd_error_t err;
   rd_error_clear(&err);
   const double budget = 0.02;
-  double t0 = now_s();
+  double t0 = rd_clock_now();
   int rc = rd_profile_measure_cpu(&s, threads, 4, budget, r, 15, &n, &err);
-  double wall = now_s() - t0;
+  double wall = rd_clock_now() - t0;
   if (rc) fail_msg("measure: %s", err.msg);
   assert_true(wall <= budget + SLACK_S); /* bound check, as above */
   assert_true(n <= 15);
@@ -706,5 +691,5 @@ int main(void) {
       cmocka_unit_test(test_cached),
       cmocka_unit_test(test_cache_any_kind),
   };
-  return cmocka_run_group_tests(tests, setup, teardown);
+  return cmocka_run_group_tests(tests, rdt_quiet_setup, rdt_quiet_teardown);
 }

@@ -19,36 +19,11 @@
 #include "messages.h"
 #include "registry.h"
 #include "spec_pb.h"
+#include "rdt_unit.h"
 
 /* ------------------------------------------------------------------ */
 /* Helpers                                                             */
 /* ------------------------------------------------------------------ */
-
-static char root[64];
-
-static int setup_root(void **state) {
-  (void)state;
-  snprintf(root, sizeof root, "/tmp/rd_test_registry.XXXXXX");
-  if (mkdtemp(root) == NULL) return -1;
-  /* Registration and restore log at info; keep the test output short. */
-  return rd_log_open(NULL, RD_LOG_ERROR, NULL);
-}
-
-static int teardown_root(void **state) {
-  (void)state;
-  rd_log_close();
-  char cmd[160];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
-  return system(cmd) == 0 ? 0 : -1;
-}
-
-static const char *fresh(const char *name) {
-  static char p[4][160];
-  static int which;
-  char *s = p[which++ & 3];
-  snprintf(s, 160, "%s/%s", root, name);
-  return s;
-}
 
 /* A spec built on the stack, with room for any number of fields we test. */
 typedef struct {
@@ -455,7 +430,7 @@ static void test_spec_errors(void **state) {
       {m_maxp_huge, "max_priority 1e+300 is too large for capacity 1024"},
   };
   rd_config_t cfg = test_config();
-  rd_store_t *st = open_store(fresh("spec-errors"));
+  rd_store_t *st = open_store(rdt_fresh("spec-errors"));
   rd_registry_t *r = make_registry(&cfg, st);
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     spec_t s;
@@ -667,7 +642,7 @@ static void ddpg_spec(spec_t *s) {
 
 static void test_learner_register(void **state) {
   (void)state;
-  const char *dir = fresh("learner");
+  const char *dir = rdt_fresh("learner");
   rd_config_t cfg = test_config();
   rd_store_t *st = open_store(dir);
   rd_registry_t *r = make_registry(&cfg, st);
@@ -887,7 +862,7 @@ static void test_learner_spec_errors(void **state) {
       {lm_ddpg_no_discount, "\"discount\""},
   };
   rd_config_t cfg = test_config();
-  rd_store_t *st = open_store(fresh("learner-errors"));
+  rd_store_t *st = open_store(rdt_fresh("learner-errors"));
   rd_registry_t *r = make_registry(&cfg, st);
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     spec_t s;
@@ -941,7 +916,7 @@ static void test_learner_memory(void **state) {
 static void test_get_list_delete(void **state) {
   (void)state;
   rd_config_t cfg = test_config();
-  rd_store_t *st = open_store(fresh("gld"));
+  rd_store_t *st = open_store(rdt_fresh("gld"));
   rd_registry_t *r = make_registry(&cfg, st);
   spec_t s;
   basic_spec(&s);
@@ -1115,7 +1090,7 @@ static void test_counters(void **state) {
 
 static void test_restore_after_reopen(void **state) {
   (void)state;
-  const char *dir = fresh("restore");
+  const char *dir = rdt_fresh("restore");
   rd_config_t cfg = test_config();
   rd_store_t *st = open_store(dir);
   rd_registry_t *r = make_registry(&cfg, st);
@@ -1199,7 +1174,7 @@ static void test_restore_after_reopen(void **state) {
 
 static void test_restore_skips_invalid(void **state) {
   (void)state;
-  const char *dir = fresh("restore-skip");
+  const char *dir = rdt_fresh("restore-skip");
   rd_config_t cfg = test_config();
   rd_store_t *st = open_store(dir);
   rd_registry_t *r = make_registry(&cfg, st);
@@ -1234,7 +1209,7 @@ static void test_restore_skips_invalid(void **state) {
 
   /* The server restarts with a lower capacity limit and logs to a file. */
   char log_path[200];
-  snprintf(log_path, sizeof log_path, "%s/restore.log", root);
+  snprintf(log_path, sizeof log_path, "%s/restore.log", rdt_root);
   assert_int_equal(rd_log_open(log_path, RD_LOG_INFO, NULL), RD_OK);
   cfg.max_capacity = 1000;
   r = make_registry(&cfg, st);
@@ -1295,7 +1270,7 @@ static const uint8_t stored_dqn[] =
 
 static void test_restore_stored_format(void **state) {
   (void)state;
-  const char *dir = fresh("restore-format");
+  const char *dir = rdt_fresh("restore-format");
   rd_config_t cfg = test_config();
   cfg.max_batch = 65536; /* the default they were stored under */
   rd_store_t *st = open_store(dir);
@@ -1342,7 +1317,7 @@ static void test_restore_stored_format(void **state) {
  * daemon stops instead of serving the other workloads as if they were all. */
 static void test_restore_unreadable_store_fails(void **state) {
   (void)state;
-  const char *dir = fresh("restore-unreadable");
+  const char *dir = rdt_fresh("restore-unreadable");
   rd_config_t cfg = test_config();
   rd_store_t *st = open_store(dir);
   rd_registry_t *r = make_registry(&cfg, st);
@@ -1401,7 +1376,7 @@ static void break_store(const char *dir, const char *when) {
 
 static void test_store_failure_changes_nothing(void **state) {
   (void)state;
-  const char *dir = fresh("store-fail");
+  const char *dir = rdt_fresh("store-fail");
   rd_config_t cfg = test_config();
   /* Room for exactly two basic workloads. */
   uint64_t one = rd_sumtree_memsize(1024, 16) + 1024 * 24 + (uint64_t)cfg.max_batch * 12;
@@ -1560,5 +1535,5 @@ int main(void) {
       cmocka_unit_test(test_store_failure_changes_nothing),
       cmocka_unit_test(test_concurrent_use_and_delete),
   };
-  return cmocka_run_group_tests(tests, setup_root, teardown_root);
+  return cmocka_run_group_tests(tests, rdt_root_setup, rdt_root_teardown);
 }

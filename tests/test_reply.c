@@ -20,6 +20,7 @@
 #include "replayd.pb-c.h"
 #include "sample_reply.h"
 #include "status.h"
+#include "rd_rng.h"
 
 /* ---- The status mapping ---- */
 
@@ -82,20 +83,13 @@ static uint8_t *bytes_of(grpc_byte_buffer *bb, size_t *len) {
   return out;
 }
 
-static uint64_t splitmix(uint64_t *x) {
-  uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-
 /* Fill out with values of every varint length and double kind. */
 static void fill(const rd_sample_out_t *out, uint32_t n, const size_t *fb, uint32_t nf,
                  uint64_t seed) {
   static const uint64_t edge[] = {0, 1, 127, 128, 16383, 16384, 1ull << 35, UINT64_MAX};
   static const double dedge[] = {0.0, -0.0, 1e-310, 1.0, INFINITY, 3.5e300};
   for (uint32_t i = 0; i < n; i++) {
-    uint64_t r = splitmix(&seed);
+    uint64_t r = rd_splitmix64(&seed);
     out->keys[i] = i < 8 ? edge[i] : r >> (r & 63);
     out->probabilities[i] = i < 6 ? dedge[i] : (double)(r >> 11) / 9007199254740992.0;
     out->weights[i] = (double)i / (n ? n : 1);
@@ -103,7 +97,7 @@ static void fill(const rd_sample_out_t *out, uint32_t n, const size_t *fb, uint3
   for (uint32_t f = 0; f < nf; f++) {
     assert_int_equal(out->cols[f].bytes, (size_t)n * fb[f]);
     uint8_t *p = out->cols[f].data;
-    for (size_t b = 0; b < out->cols[f].bytes; b++) p[b] = (uint8_t)(splitmix(&seed) + f);
+    for (size_t b = 0; b < out->cols[f].bytes; b++) p[b] = (uint8_t)(rd_splitmix64(&seed) + f);
   }
 }
 

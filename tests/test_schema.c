@@ -9,15 +9,7 @@
 #include <string.h>
 
 #include "rd_schema.h"
-
-static void set_field(rd_field_t *f, const char *name, rd_dtype_t dtype, uint32_t rank,
-                      const uint32_t *shape) {
-  memset(f, 0, sizeof *f);
-  snprintf(f->name, sizeof f->name, "%s", name);
-  f->dtype = dtype;
-  f->rank = rank;
-  for (uint32_t d = 0; d < rank; d++) f->shape[d] = shape[d];
-}
+#include "rdt_schema.h"
 
 /* A valid schema of every dtype, scalars and tensors. */
 static void mixed_schema(rd_schema_t *s) {
@@ -25,12 +17,12 @@ static void mixed_schema(rd_schema_t *s) {
   static const uint32_t obs[] = {4};
   static const uint32_t img[] = {84, 84, 4};
   static const uint32_t ids[] = {2, 3};
-  set_field(&s->fields[0], "obs", RD_DTYPE_FLOAT32, 1, obs);
-  set_field(&s->fields[1], "action", RD_DTYPE_INT32, 0, NULL);
-  set_field(&s->fields[2], "reward", RD_DTYPE_FLOAT32, 0, NULL);
-  set_field(&s->fields[3], "pixels.next-frame_0", RD_DTYPE_UINT8, 3, img);
-  set_field(&s->fields[4], "done", RD_DTYPE_BOOL, 0, NULL);
-  set_field(&s->fields[5], "ids", RD_DTYPE_INT64, 2, ids);
+  rdt_field_shape(&s->fields[0], "obs", RD_DTYPE_FLOAT32, 1, obs);
+  rdt_field_shape(&s->fields[1], "action", RD_DTYPE_INT32, 0, NULL);
+  rdt_field_shape(&s->fields[2], "reward", RD_DTYPE_FLOAT32, 0, NULL);
+  rdt_field_shape(&s->fields[3], "pixels.next-frame_0", RD_DTYPE_UINT8, 3, img);
+  rdt_field_shape(&s->fields[4], "done", RD_DTYPE_BOOL, 0, NULL);
+  rdt_field_shape(&s->fields[5], "ids", RD_DTYPE_INT64, 2, ids);
   s->n_fields = 6;
 }
 
@@ -70,7 +62,7 @@ static void test_valid_schema_sizes(void **state) {
   for (uint32_t i = 0; i < RD_SCHEMA_MAX_FIELDS; i++) {
     char name[16];
     snprintf(name, sizeof name, "f%u", i);
-    set_field(&b.fields[i], name, RD_DTYPE_UINT8, 0, NULL);
+    rdt_field_shape(&b.fields[i], name, RD_DTYPE_UINT8, 0, NULL);
   }
   b.n_fields = RD_SCHEMA_MAX_FIELDS;
   expect_validate(&b, RD_OK);
@@ -88,8 +80,8 @@ static void test_valid_schema_sizes(void **state) {
 
   static const uint32_t half[] = {32u << 20};
   memset(&b, 0, sizeof b);
-  set_field(&b.fields[0], "a", RD_DTYPE_UINT8, 1, half);
-  set_field(&b.fields[1], "b", RD_DTYPE_BOOL, 1, half);
+  rdt_field_shape(&b.fields[0], "a", RD_DTYPE_UINT8, 1, half);
+  rdt_field_shape(&b.fields[1], "b", RD_DTYPE_BOOL, 1, half);
   b.n_fields = 2;
   expect_validate(&b, RD_OK);
   assert_int_equal(rd_schema_row_bytes(&b), RD_ROW_MAX_BYTES);
@@ -105,7 +97,7 @@ static void test_field_count_errors(void **state) {
   for (uint32_t i = 0; i < RD_SCHEMA_MAX_FIELDS; i++) {
     char name[16];
     snprintf(name, sizeof name, "f%u", i);
-    set_field(&s.fields[i], name, RD_DTYPE_UINT8, 0, NULL);
+    rdt_field_shape(&s.fields[i], name, RD_DTYPE_UINT8, 0, NULL);
   }
   s.n_fields = RD_SCHEMA_MAX_FIELDS + 1;
   expect_validate(&s, RD_EINVAL);
@@ -188,23 +180,23 @@ static void test_row_size_limit(void **state) {
   /* One field of 64 MiB + 1 byte. */
   static const uint32_t over[] = {(64u << 20) + 1};
   memset(&s, 0, sizeof s);
-  set_field(&s.fields[0], "big", RD_DTYPE_UINT8, 1, over);
+  rdt_field_shape(&s.fields[0], "big", RD_DTYPE_UINT8, 1, over);
   s.n_fields = 1;
   expect_validate(&s, RD_EINVAL);
 
   /* Two fields that fit alone but not together. */
   static const uint32_t half[] = {32u << 20};
   memset(&s, 0, sizeof s);
-  set_field(&s.fields[0], "a", RD_DTYPE_UINT8, 1, half);
-  set_field(&s.fields[1], "b", RD_DTYPE_UINT8, 1, half);
-  set_field(&s.fields[2], "c", RD_DTYPE_BOOL, 0, NULL);
+  rdt_field_shape(&s.fields[0], "a", RD_DTYPE_UINT8, 1, half);
+  rdt_field_shape(&s.fields[1], "b", RD_DTYPE_UINT8, 1, half);
+  rdt_field_shape(&s.fields[2], "c", RD_DTYPE_BOOL, 0, NULL);
   s.n_fields = 3;
   expect_validate(&s, RD_EINVAL);
 
   /* 16 Mi float32 elements = 64 MiB exactly is fine; one more is not. */
   static const uint32_t f16m[] = {4096, 4096};
   memset(&s, 0, sizeof s);
-  set_field(&s.fields[0], "x", RD_DTYPE_FLOAT32, 2, f16m);
+  rdt_field_shape(&s.fields[0], "x", RD_DTYPE_FLOAT32, 2, f16m);
   s.n_fields = 1;
   expect_validate(&s, RD_OK);
   s.fields[0].shape[1] = 4097;
@@ -214,13 +206,13 @@ static void test_row_size_limit(void **state) {
    * naively: 4 * 2^48 = 2^50, 1 * 2^64 = 0 (mod 2^64), 8 * 2^64 = 0. */
   static const uint32_t huge3[] = {65536, 65536, 65536};
   memset(&s, 0, sizeof s);
-  set_field(&s.fields[0], "h", RD_DTYPE_FLOAT32, 3, huge3);
+  rdt_field_shape(&s.fields[0], "h", RD_DTYPE_FLOAT32, 3, huge3);
   s.n_fields = 1;
   expect_validate(&s, RD_EINVAL);
 
   static const uint32_t wrap4[] = {65536, 65536, 65536, 65536};
   memset(&s, 0, sizeof s);
-  set_field(&s.fields[0], "w", RD_DTYPE_UINT8, 4, wrap4);
+  rdt_field_shape(&s.fields[0], "w", RD_DTYPE_UINT8, 4, wrap4);
   s.n_fields = 1;
   expect_validate(&s, RD_EINVAL);
   s.fields[0].dtype = RD_DTYPE_INT64;
@@ -229,7 +221,7 @@ static void test_row_size_limit(void **state) {
   static const uint32_t max8[] = {UINT32_MAX, UINT32_MAX, UINT32_MAX, UINT32_MAX,
                                   UINT32_MAX, UINT32_MAX, UINT32_MAX, UINT32_MAX};
   memset(&s, 0, sizeof s);
-  set_field(&s.fields[0], "m", RD_DTYPE_INT64, 8, max8);
+  rdt_field_shape(&s.fields[0], "m", RD_DTYPE_INT64, 8, max8);
   s.n_fields = 1;
   expect_validate(&s, RD_EINVAL);
 
@@ -240,7 +232,7 @@ static void test_row_size_limit(void **state) {
   for (uint32_t i = 0; i < RD_SCHEMA_MAX_FIELDS; i++) {
     char name[16];
     snprintf(name, sizeof name, "g%u", i);
-    set_field(&s.fields[i], name, RD_DTYPE_UINT8, 1, g2);
+    rdt_field_shape(&s.fields[i], name, RD_DTYPE_UINT8, 1, g2);
   }
   s.n_fields = RD_SCHEMA_MAX_FIELDS;
   expect_validate(&s, RD_EINVAL);
@@ -306,9 +298,9 @@ static void test_bool_column(void **state) {
   (void)state;
   rd_field_t scalar, shaped, other;
   static const uint32_t three[] = {3};
-  set_field(&scalar, "done", RD_DTYPE_BOOL, 0, NULL);
-  set_field(&shaped, "mask", RD_DTYPE_BOOL, 1, three);
-  set_field(&other, "pix", RD_DTYPE_UINT8, 0, NULL);
+  rdt_field_shape(&scalar, "done", RD_DTYPE_BOOL, 0, NULL);
+  rdt_field_shape(&shaped, "mask", RD_DTYPE_BOOL, 1, three);
+  rdt_field_shape(&other, "pix", RD_DTYPE_UINT8, 0, NULL);
   uint8_t col[300]; /* a block of 256, 5 words of 8, a tail of 4 */
   for (size_t i = 0; i < sizeof col; i++) col[i] = (uint8_t)(i % 3 == 0);
   rd_error_t err;

@@ -52,9 +52,9 @@ static void test_gives_up(void **state) {
   (void)state;
   _Atomic uint64_t ev = 7;
   assert_int_equal(rd_spin_until_changed(&ev, 7, 0), 0); /* no budget: no spin */
-  double t0 = rd_spin_now();
+  double t0 = rd_clock_now();
   assert_int_equal(rd_spin_until_changed(&ev, 7, 2e-3), 0);
-  double dt = rd_spin_now() - t0;
+  double dt = rd_clock_now() - t0;
   assert_true(dt >= 2e-3);
   assert_true(dt < 0.5); /* generous: a busy machine may deschedule us */
   /* Already changed: returns at once with 1. */
@@ -66,8 +66,8 @@ static void test_gives_up(void **state) {
  * budget. */
 static void *bump_later(void *arg) {
   _Atomic uint64_t *ev = arg;
-  double t0 = rd_spin_now();
-  while (rd_spin_now() - t0 < 1e-3) {
+  double t0 = rd_clock_now();
+  while (rd_clock_now() - t0 < 1e-3) {
   }
   rd_spin_bump(ev);
   return NULL;
@@ -77,10 +77,10 @@ static void test_sees_bump(void **state) {
   (void)state;
   _Atomic uint64_t ev = 0;
   pthread_t th;
-  double t0 = rd_spin_now();
+  double t0 = rd_clock_now();
   assert_int_equal(pthread_create(&th, NULL, bump_later, &ev), 0);
   assert_int_equal(rd_spin_until_changed(&ev, 0, 10.0), 1);
-  assert_true(rd_spin_now() - t0 < 5.0);
+  assert_true(rd_clock_now() - t0 < 5.0);
   pthread_join(th, NULL);
   assert_int_equal(atomic_load(&ev), 1);
 }

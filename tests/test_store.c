@@ -23,34 +23,16 @@
 
 #include "profile_jsonl.h"
 #include "store.h"
+#include "rdt_unit.h"
 
 /* ------------------------------------------------------------------ */
 /* Helpers                                                             */
 /* ------------------------------------------------------------------ */
 
-static char root[64];
-
-static int setup_root(void **state) {
-  (void)state;
+/* Modes are checked: a known umask. */
+static int store_setup(void **state) {
   umask(022);
-  snprintf(root, sizeof root, "/tmp/rd_test_store.XXXXXX");
-  return mkdtemp(root) == NULL ? -1 : 0;
-}
-
-static int teardown_root(void **state) {
-  (void)state;
-  char cmd[256];
-  snprintf(cmd, sizeof cmd, "chmod -R u+rwx '%s'; rm -rf '%s'", root, root);
-  return system(cmd) == 0 ? 0 : -1;
-}
-
-/* A fresh directory name under root (not created). */
-static const char *fresh(const char *name) {
-  static char p[4][160];
-  static int which;
-  char *s = p[which++ & 3];
-  snprintf(s, 160, "%s/%s", root, name);
-  return s;
+  return rdt_root_setup(state);
 }
 
 static unsigned mode_of(const char *path) {
@@ -135,7 +117,7 @@ static void write_text(const char *path, const char *content, mode_t mode) {
 
 static void test_open_creates_private_files(void **state) {
   (void)state;
-  const char *top = fresh("open");
+  const char *top = rdt_fresh("open");
   char dir[192], db[256];
   snprintf(dir, sizeof dir, "%s/a/b", top);
   snprintf(db, sizeof db, "%s/replayd.db", dir);
@@ -157,7 +139,7 @@ static void test_open_creates_private_files(void **state) {
   assert_int_equal(side_sql_int(db, "SELECT count(*) FROM workloads"), 1);
 
   /* An existing directory keeps the mode its owner chose. */
-  const char *own = fresh("own");
+  const char *own = rdt_fresh("own");
   assert_int_equal(mkdir(own, 0755), 0);
   s = open_ok(own);
   rd_store_close(s);
@@ -167,7 +149,7 @@ static void test_open_creates_private_files(void **state) {
 
 static void test_put_list_delete(void **state) {
   (void)state;
-  rd_store_t *s = open_ok(fresh("pld"));
+  rd_store_t *s = open_ok(rdt_fresh("pld"));
   char ids[512];
   list_ids(s, ids, sizeof ids);
   assert_string_equal(ids, "");
@@ -219,7 +201,7 @@ static void test_put_list_delete(void **state) {
 
 static void test_put_rejects_bad_input(void **state) {
   (void)state;
-  rd_store_t *s = open_ok(fresh("bad"));
+  rd_store_t *s = open_ok(rdt_fresh("bad"));
   rd_error_t err;
   rd_stored_workload_t w = make("", "tok", 1, "s");
   assert_int_equal(rd_store_put_workload(s, &w, &err), RD_EINVAL);
@@ -241,7 +223,7 @@ static void test_put_rejects_bad_input(void **state) {
 
 static void test_reopen_persists(void **state) {
   (void)state;
-  const char *dir = fresh("reopen");
+  const char *dir = rdt_fresh("reopen");
   rd_store_t *s = open_ok(dir);
   put_ok(s, "first", "t1", 1700000000, "one");
   put_ok(s, "second", "t2", -5, "two");
@@ -274,7 +256,7 @@ static void test_migrates_version_zero(void **state) {
   (void)state;
   /* A database that exists but predates every migration (user_version 0)
    * is migrated in place; what else it holds is kept. */
-  const char *dir = fresh("v0");
+  const char *dir = rdt_fresh("v0");
   assert_int_equal(mkdir(dir, 0700), 0);
   char db[200];
   snprintf(db, sizeof db, "%s/replayd.db", dir);
@@ -294,7 +276,7 @@ static void test_migrates_version_zero(void **state) {
 
 static void test_refuses_newer_schema(void **state) {
   (void)state;
-  const char *dir = fresh("v99");
+  const char *dir = rdt_fresh("v99");
   rd_store_t *s = open_ok(dir);
   put_ok(s, "keep", "t", 1, "s");
   rd_store_close(s);
@@ -319,7 +301,7 @@ static void test_refuses_newer_schema(void **state) {
 
 static void test_corrupt_database(void **state) {
   (void)state;
-  const char *dir = fresh("corrupt");
+  const char *dir = rdt_fresh("corrupt");
   assert_int_equal(mkdir(dir, 0700), 0);
   char db[200];
   snprintf(db, sizeof db, "%s/replayd.db", dir);
@@ -340,8 +322,8 @@ static void test_unwritable_state_dir(void **state) {
   (void)state;
   rd_store_t *s;
   rd_error_t err;
-  /* A path through a regular file: fails for every user, root included. */
-  const char *file = fresh("plainfile");
+  /* A path through a regular file: fails for every user, rdt_root included. */
+  const char *file = rdt_fresh("plainfile");
   write_text(file, "x", 0600);
   char dir[200];
   snprintf(dir, sizeof dir, "%s/sub", file);
@@ -357,9 +339,9 @@ static void test_unwritable_state_dir(void **state) {
   assert_int_equal(rd_store_admin_token(dir, token, sizeof token, &err), RD_ESTORE);
   assert_int_equal(rd_store_open(&s, "", &err), RD_EINVAL);
 
-  /* Permission bits do not stop root, so only check them for others. */
+  /* Permission bits do not stop rdt_root, so only check them for others. */
   if (geteuid() != 0) {
-    const char *ro = fresh("readonly");
+    const char *ro = rdt_fresh("readonly");
     assert_int_equal(mkdir(ro, 0500), 0);
     snprintf(dir, sizeof dir, "%s/state", ro);
     assert_int_equal(rd_store_open(&s, dir, &err), RD_ESTORE);
@@ -390,7 +372,7 @@ static int exists(const char *path) {
  * the lock file is private and holds the pid while the store is open. */
 static void test_lock_second_open_refused(void **state) {
   (void)state;
-  const char *dir = fresh("lock");
+  const char *dir = rdt_fresh("lock");
   rd_store_t *a = open_ok(dir);
   char lock[200], content[64], want[300];
   snprintf(lock, sizeof lock, "%s/replayd.lock", dir);
@@ -425,7 +407,7 @@ static void test_lock_second_open_refused(void **state) {
  * held, open creates no database file. */
 static void test_lock_before_database(void **state) {
   (void)state;
-  const char *dir = fresh("lock-first");
+  const char *dir = rdt_fresh("lock-first");
   assert_int_equal(mkdir(dir, 0700), 0);
   char lock[200], db[200];
   snprintf(lock, sizeof lock, "%s/replayd.lock", dir);
@@ -451,7 +433,7 @@ static void test_lock_before_database(void **state) {
   assert_true(exists(db));
 
   /* Something other than a file in the lock's place. */
-  const char *odd = fresh("lock-dir");
+  const char *odd = rdt_fresh("lock-dir");
   assert_int_equal(mkdir(odd, 0700), 0);
   snprintf(lock, sizeof lock, "%s/replayd.lock", odd);
   assert_int_equal(mkdir(lock, 0700), 0);
@@ -464,7 +446,7 @@ static void test_lock_before_database(void **state) {
  * stale file with its pid does not stop the next open. */
 static void test_lock_released_on_kill(void **state) {
   (void)state;
-  const char *dir = fresh("lock-kill");
+  const char *dir = rdt_fresh("lock-kill");
   int ready[2];
   assert_int_equal(pipe(ready), 0);
   pid_t child = fork();
@@ -505,7 +487,7 @@ static void test_lock_released_on_kill(void **state) {
  * though that program still runs. */
 static void test_lock_not_inherited(void **state) {
   (void)state;
-  const char *dir = fresh("lock-exec");
+  const char *dir = rdt_fresh("lock-exec");
   rd_store_t *s = open_ok(dir);
   pid_t child;
   char *argv[] = {"sleep", "30", NULL};
@@ -542,7 +524,7 @@ static void damage_pages(const char *db) {
 
 static void test_damaged_database_refused(void **state) {
   (void)state;
-  const char *dir = fresh("damaged");
+  const char *dir = rdt_fresh("damaged");
   rd_store_t *s = open_ok(dir);
   put_ok(s, "w1", "t1", 1, "spec one");
   put_ok(s, "w2", "t2", 2, "spec two");
@@ -600,7 +582,7 @@ static void *put_many(void *p) {
 
 static void test_concurrent_puts(void **state) {
   (void)state;
-  rd_store_t *s = open_ok(fresh("threads"));
+  rd_store_t *s = open_ok(rdt_fresh("threads"));
   pthread_t th[4];
   put_arg_t args[4];
   for (int i = 0; i < 4; i++) {
@@ -634,7 +616,7 @@ static int is_token(const char *t) {
 
 static void test_admin_token_create_and_reuse(void **state) {
   (void)state;
-  const char *dir = fresh("tok");
+  const char *dir = rdt_fresh("tok");
   char a[65], b[65], c[65];
   rd_error_t err;
   rd_error_clear(&err);
@@ -655,11 +637,11 @@ static void test_admin_token_create_and_reuse(void **state) {
 
   assert_int_equal(rd_store_admin_token(dir, b, sizeof b, &err), RD_OK);
   assert_string_equal(a, b); /* reused, not regenerated */
-  assert_int_equal(rd_store_admin_token(fresh("tok2"), c, sizeof c, &err), RD_OK);
+  assert_int_equal(rd_store_admin_token(rdt_fresh("tok2"), c, sizeof c, &err), RD_OK);
   assert_string_not_equal(a, c); /* random per state directory */
 
   /* A token written by an operator without the newline is fine too. */
-  const char *own = fresh("tok3");
+  const char *own = rdt_fresh("tok3");
   assert_int_equal(mkdir(own, 0700), 0);
   snprintf(path, sizeof path, "%s/admin.token", own);
   write_text(path, "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef", 0600);
@@ -685,7 +667,7 @@ static void test_admin_token_bad_content(void **state) {
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     char name[32], path[200], tok[65];
     snprintf(name, sizeof name, "badtok%zu", i);
-    const char *dir = fresh(name);
+    const char *dir = rdt_fresh(name);
     assert_int_equal(mkdir(dir, 0700), 0);
     snprintf(path, sizeof path, "%s/admin.token", dir);
     write_text(path, bad[i], 0600);
@@ -709,7 +691,7 @@ static void test_admin_token_bad_content(void **state) {
 static void test_admin_token_permissions(void **state) {
   (void)state;
   const char *good = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef\n";
-  const char *dir = fresh("perm");
+  const char *dir = rdt_fresh("perm");
   assert_int_equal(mkdir(dir, 0700), 0);
   char path[200], tok[65];
   snprintf(path, sizeof path, "%s/admin.token", dir);
@@ -723,7 +705,7 @@ static void test_admin_token_permissions(void **state) {
   assert_int_equal(rd_store_admin_token(dir, tok, sizeof tok, &err), RD_OK);
 
   /* A symlink is not followed (someone could point it at another secret). */
-  const char *dir2 = fresh("perm-link");
+  const char *dir2 = rdt_fresh("perm-link");
   assert_int_equal(mkdir(dir2, 0700), 0);
   char link_path[200];
   snprintf(link_path, sizeof link_path, "%s/admin.token", dir2);
@@ -732,7 +714,7 @@ static void test_admin_token_permissions(void **state) {
   assert_non_null(strstr(err.msg, link_path));
 
   /* A directory in its place. */
-  const char *dir3 = fresh("perm-dir");
+  const char *dir3 = rdt_fresh("perm-dir");
   assert_int_equal(mkdir(dir3, 0700), 0);
   snprintf(path, sizeof path, "%s/admin.token", dir3);
   assert_int_equal(mkdir(path, 0700), 0);
@@ -759,7 +741,7 @@ static void test_admin_token_race(void **state) {
   for (int round = 0; round < 5; round++) {
     char name[32];
     snprintf(name, sizeof name, "race%d", round);
-    const char *dir = fresh(name);
+    const char *dir = rdt_fresh(name);
     enum { N = 8 };
     pthread_t th[N];
     tok_arg_t args[N];
@@ -866,7 +848,7 @@ static void test_migrates_version_one(void **state) {
   /* A database made by the previous migration set (version 1: workloads
    * only), with a workload in it, gains the profiles table and keeps the
    * workload. */
-  const char *dir = fresh("v1");
+  const char *dir = rdt_fresh("v1");
   assert_int_equal(mkdir(dir, 0700), 0);
   char db[200];
   snprintf(db, sizeof db, "%s/replayd.db", dir);
@@ -904,7 +886,7 @@ static void test_migrates_version_one(void **state) {
 
 static void test_profiles_put_get_list_clear(void **state) {
   (void)state;
-  rd_store_t *s = open_ok(fresh("prof"));
+  rd_store_t *s = open_ok(rdt_fresh("prof"));
   rd_profile_t p[16];
   size_t n = sample_profiles(p);
   put_profiles_ok(s, p, n);
@@ -964,7 +946,7 @@ static void test_profiles_put_get_list_clear(void **state) {
 
 static void test_profiles_put_rejects_bad(void **state) {
   (void)state;
-  rd_store_t *s = open_ok(fresh("profbad"));
+  rd_store_t *s = open_ok(rdt_fresh("profbad"));
   rd_profile_t good = make_profile(FP_A, RD_PRIM_SAMPLE, 1, 32, "dqn", "dqn:4-64-64-2", 1e-6);
   rd_profile_t bad[13];
   for (int i = 0; i < 13; i++) bad[i] = good;
@@ -1006,7 +988,7 @@ static void test_profiles_put_rejects_bad(void **state) {
 
 static void test_profiles_survive_restart(void **state) {
   (void)state;
-  const char *dir = fresh("profre");
+  const char *dir = rdt_fresh("profre");
   rd_store_t *s = open_ok(dir);
   rd_profile_t p[16];
   size_t n = sample_profiles(p);
@@ -1029,7 +1011,7 @@ static void test_profiles_survive_restart(void **state) {
  * mapping. */
 static void test_profiles_read_rejects_bad_latency(void **state) {
   (void)state;
-  const char *dir = fresh("proflat");
+  const char *dir = rdt_fresh("proflat");
   rd_store_t *s = open_ok(dir);
   rd_profile_t p = make_profile(FP_A, RD_PRIM_TRAIN, 1, 32, "dqn", "dqn:4-64-64-2", 1.5e-5);
   put_profiles_ok(s, &p, 1);
@@ -1079,7 +1061,7 @@ static int import_text(rd_store_t *s, const char *text, size_t *n, rd_error_t *e
 
 static void test_profiles_export_import(void **state) {
   (void)state;
-  rd_store_t *a = open_ok(fresh("exp_a"));
+  rd_store_t *a = open_ok(rdt_fresh("exp_a"));
   rd_profile_t p[16];
   size_t n = sample_profiles(p);
   p[1].source = RD_PROFILE_IMPORTED; /* exported as it is, imported as imported */
@@ -1088,8 +1070,8 @@ static void test_profiles_export_import(void **state) {
 
   /* Through a file: one JSON object per line. */
   char path[200];
-  snprintf(path, sizeof path, "%s/profiles.jsonl", fresh("exp_file"));
-  assert_int_equal(mkdir(fresh("exp_file"), 0700), 0);
+  snprintf(path, sizeof path, "%s/profiles.jsonl", rdt_fresh("exp_file"));
+  assert_int_equal(mkdir(rdt_fresh("exp_file"), 0700), 0);
   FILE *f = fopen(path, "w");
   assert_non_null(f);
   size_t written = 0;
@@ -1098,7 +1080,7 @@ static void test_profiles_export_import(void **state) {
   fclose(f);
   assert_int_equal(written, n);
 
-  rd_store_t *b = open_ok(fresh("exp_b"));
+  rd_store_t *b = open_ok(rdt_fresh("exp_b"));
   f = fopen(path, "r");
   assert_non_null(f);
   size_t imported = 0;
@@ -1157,7 +1139,7 @@ static void test_profiles_export_import(void **state) {
 
 static void test_profiles_import_malformed(void **state) {
   (void)state;
-  rd_store_t *s = open_ok(fresh("imp_bad"));
+  rd_store_t *s = open_ok(rdt_fresh("imp_bad"));
   rd_profile_t keep = make_profile(FP_A, RD_PRIM_TRAIN, 2, 32, "dqn", "dqn:4-64-64-2", 2e-5);
   put_profiles_ok(s, &keep, 1);
 
@@ -1320,5 +1302,5 @@ int main(void) {
       cmocka_unit_test(test_profiles_import_malformed),
       cmocka_unit_test(test_profile_jsonl_codec),
   };
-  return cmocka_run_group_tests(tests, setup_root, teardown_root);
+  return cmocka_run_group_tests(tests, store_setup, rdt_root_teardown);
 }

@@ -15,25 +15,11 @@
 #include <string.h>
 
 #include "sumtree.h"
+#include "rd_rng.h"
+#include "rdt_rand.h"
 
 static const uint32_t fanouts[] = {2, 4, 8, 16, 32, 64};
 #define N_FANOUTS (sizeof fanouts / sizeof fanouts[0])
-
-/* splitmix64: the tests' own PRNG, independent of the code under test. */
-static uint64_t rng_next(uint64_t *s) {
-  uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
-/* A leaf value with a wide dynamic range (zeros included), <= max. */
-static uint64_t wide_value(uint64_t *s, uint64_t max) {
-  uint64_t r = rng_next(s);
-  if ((r & 15) == 0) return 0;
-  uint64_t v = rng_next(s) >> (r >> 58); /* shift 0..63 */
-  return v % (max + 1);
-}
 
 typedef struct {
   uint64_t n;
@@ -130,7 +116,7 @@ static void test_exhaustive_small(void **state) {
       uint32_t cap = caps[c];
       assert_int_equal(rd_sumtree_init(&t, cap, fanouts[k], NULL), RD_OK);
       uint64_t *v = calloc(cap, sizeof *v);
-      for (uint32_t i = 0; i < cap; i++) v[i] = (rng_next(&s) % 3 == 0) ? 0 : rng_next(&s) % 7;
+      for (uint32_t i = 0; i < cap; i++) v[i] = (rd_splitmix64(&s) % 3 == 0) ? 0 : rd_splitmix64(&s) % 7;
       v[cap - 1] = 3; /* never an all-zero tree */
       assert_int_equal(rd_sumtree_set_range(&t, 0, cap, v, NULL), RD_OK);
       assert_int_equal(rd_sumtree_check(&t, NULL), RD_OK);
@@ -172,14 +158,14 @@ static void exactness_run(uint32_t fanout, uint64_t n_updates, uint32_t threads)
   for (uint64_t done = 0, round = 0; done < n_updates; done += batch, round++) {
     for (uint32_t i = 0; i < batch; i++) {
       /* Some duplicate positions inside a batch: the later value wins. */
-      pos[i] = (i > 0 && (rng_next(&s) & 31) == 0) ? pos[i - 1] : (uint32_t)(rng_next(&s) % cap);
-      val[i] = wide_value(&s, maxv);
+      pos[i] = (i > 0 && (rd_splitmix64(&s) & 31) == 0) ? pos[i - 1] : (uint32_t)(rd_splitmix64(&s) % cap);
+      val[i] = rdt_wide_u64(&s, maxv);
     }
     assert_int_equal(rd_sumtree_update(&t, batch, pos, val, NULL), RD_OK);
     for (uint32_t i = 0; i < batch; i++) fw_set(&f, pos[i], val[i]);
     uint64_t total = rd_sumtree_total(&t);
     assert_int_equal(total, f.sum);
-    for (uint32_t i = 0; i < n_samples; i++) targets[i] = rng_next(&s) % total;
+    for (uint32_t i = 0; i < n_samples; i++) targets[i] = rd_splitmix64(&s) % total;
     targets[0] = 0;
     targets[1] = total - 1;
     assert_int_equal(rd_sumtree_sample(&t, n_samples, targets, leaves, NULL), RD_OK);
@@ -229,7 +215,7 @@ static void test_threads_bitwise_equal(void **state) {
     rd_sumtree_set_threads(&b, 2);
     uint64_t s = 7;
     uint64_t *v = malloc(40000 * sizeof *v);
-    for (uint32_t i = 0; i < 40000; i++) v[i] = rng_next(&s) % 1000000;
+    for (uint32_t i = 0; i < 40000; i++) v[i] = rd_splitmix64(&s) % 1000000;
     assert_int_equal(rd_sumtree_set_range(&a, 1000, 40000, v, NULL), RD_OK);
     assert_int_equal(rd_sumtree_set_range(&b, 1000, 40000, v, NULL), RD_OK);
     assert_memory_equal(a.mem, b.mem, a.mem_bytes);
@@ -237,8 +223,8 @@ static void test_threads_bitwise_equal(void **state) {
     uint64_t *val = malloc(batch * sizeof *val);
     for (int r = 0; r < 10; r++) {
       for (uint32_t i = 0; i < batch; i++) {
-        pos[i] = (i && (rng_next(&s) & 7) == 0) ? pos[i - 1] : (uint32_t)(rng_next(&s) % cap);
-        val[i] = rng_next(&s) % 1000000;
+        pos[i] = (i && (rd_splitmix64(&s) & 7) == 0) ? pos[i - 1] : (uint32_t)(rd_splitmix64(&s) % cap);
+        val[i] = rd_splitmix64(&s) % 1000000;
       }
       assert_int_equal(rd_sumtree_update(&a, batch, pos, val, NULL), RD_OK);
       assert_int_equal(rd_sumtree_update(&b, batch, pos, val, NULL), RD_OK);
@@ -247,7 +233,7 @@ static void test_threads_bitwise_equal(void **state) {
     uint64_t total = rd_sumtree_total(&a);
     uint64_t *tg = malloc(batch * sizeof *tg);
     uint32_t *la = malloc(batch * sizeof *la), *lb = malloc(batch * sizeof *lb);
-    for (uint32_t i = 0; i < batch; i++) tg[i] = rng_next(&s) % total;
+    for (uint32_t i = 0; i < batch; i++) tg[i] = rd_splitmix64(&s) % total;
     assert_int_equal(rd_sumtree_sample(&a, batch, tg, la, NULL), RD_OK);
     assert_int_equal(rd_sumtree_sample(&b, batch, tg, lb, NULL), RD_OK);
     assert_memory_equal(la, lb, batch * sizeof *la);
@@ -282,8 +268,8 @@ static void test_isa_variants_agree(void **state) {
       uint32_t *pos = malloc(batch * sizeof *pos);
       uint64_t *val = malloc(batch * sizeof *val);
       for (uint32_t i2 = 0; i2 < batch; i2++) {
-        pos[i2] = (uint32_t)(rng_next(&s) % cap);
-        val[i2] = wide_value(&s, t.max_leaf);
+        pos[i2] = (uint32_t)(rd_splitmix64(&s) % cap);
+        val[i2] = rdt_wide_u64(&s, t.max_leaf);
       }
       rd_sumtree_t *trees[2] = {&ref, &t};
       uint32_t *out[2];
@@ -294,7 +280,7 @@ static void test_isa_variants_agree(void **state) {
       assert_memory_equal(ref.mem, t.mem, t.mem_bytes);
       uint64_t total = rd_sumtree_total(&t);
       uint64_t *tg = malloc(batch * sizeof *tg);
-      for (uint32_t i2 = 0; i2 < batch; i2++) tg[i2] = rng_next(&s) % total;
+      for (uint32_t i2 = 0; i2 < batch; i2++) tg[i2] = rd_splitmix64(&s) % total;
       for (int w = 0; w < 2; w++) {
         out[w] = malloc(batch * sizeof(uint32_t));
         assert_int_equal(rd_sumtree_sample(trees[w], batch, tg, out[w], NULL), RD_OK);
@@ -324,10 +310,10 @@ static void test_set_range(void **state) {
     uint64_t *ref = calloc(cap, sizeof *ref);
     uint64_t *v = malloc(cap * sizeof *v);
     for (int r = 0; r < 200; r++) {
-      uint32_t first = (uint32_t)(rng_next(&s) % cap);
-      uint32_t n = (uint32_t)(rng_next(&s) % (r % 10 == 0 ? cap - first : 70)) + 1;
+      uint32_t first = (uint32_t)(rd_splitmix64(&s) % cap);
+      uint32_t n = (uint32_t)(rd_splitmix64(&s) % (r % 10 == 0 ? cap - first : 70)) + 1;
       if (n > cap - first) n = cap - first;
-      for (uint32_t i = 0; i < n; i++) v[i] = ref[first + i] = wide_value(&s, t.max_leaf / 2);
+      for (uint32_t i = 0; i < n; i++) v[i] = ref[first + i] = rdt_wide_u64(&s, t.max_leaf / 2);
       assert_int_equal(rd_sumtree_set_range(&t, first, n, v, NULL), RD_OK);
     }
     assert_int_equal(rd_sumtree_check(&t, NULL), RD_OK);
@@ -413,8 +399,8 @@ static void test_max_capacity(void **state) {
   uint32_t pos[NSET];
   uint64_t val[NSET], s = 5;
   for (uint32_t i = 0; i < NSET; i++) {
-    pos[i] = i < 1000 ? i : i < 2000 ? cap - 2000 + i : (uint32_t)(rng_next(&s) % cap);
-    val[i] = 1 + rng_next(&s) % t.max_leaf;
+    pos[i] = i < 1000 ? i : i < 2000 ? cap - 2000 + i : (uint32_t)(rd_splitmix64(&s) % cap);
+    val[i] = 1 + rd_splitmix64(&s) % t.max_leaf;
   }
   assert_int_equal(rd_sumtree_update(&t, NSET, pos, val, NULL), RD_OK);
   /* Reference: the same writes on a sorted sparse list (later wins). */
@@ -438,7 +424,7 @@ static void test_max_capacity(void **state) {
   assert_int_equal(rd_sumtree_total(&t), total);
   assert_true(total < (UINT64_C(1) << 63));
   for (int r = 0; r < 2000; r++) {
-    uint64_t tg = r == 0 ? 0 : r == 1 ? total - 1 : rng_next(&s) % total;
+    uint64_t tg = r == 0 ? 0 : r == 1 ? total - 1 : rd_splitmix64(&s) % total;
     uint32_t leaf;
     assert_int_equal(rd_sumtree_sample(&t, 1, &tg, &leaf, NULL), RD_OK);
     uint64_t run = 0;

@@ -20,6 +20,8 @@
 #include "rd_fixed.h"
 #include "rd_philox.h"
 #include "table.h"
+#include "rd_rng.h"
+#include "rdt_schema.h"
 
 /* ------------------------------------------------------------------ */
 /* Helpers: schema, config, rows                                        */
@@ -30,23 +32,7 @@
 enum { F_OBS, F_ACTION, F_REWARD, F_NEXT, F_DONE, NF };
 static const size_t field_size[NF] = {16, 4, 4, 16, 1};
 
-static void set_field(rd_field_t *f, const char *name, rd_dtype_t dtype, uint32_t dim) {
-  memset(f, 0, sizeof *f);
-  snprintf(f->name, sizeof f->name, "%s", name);
-  f->dtype = dtype;
-  f->rank = dim ? 1 : 0;
-  f->shape[0] = dim;
-}
-
-static void cartpole_schema(rd_schema_t *s) {
-  memset(s, 0, sizeof *s);
-  set_field(&s->fields[F_OBS], "obs", RD_DTYPE_FLOAT32, 4);
-  set_field(&s->fields[F_ACTION], "action", RD_DTYPE_INT32, 0);
-  set_field(&s->fields[F_REWARD], "reward", RD_DTYPE_FLOAT32, 0);
-  set_field(&s->fields[F_NEXT], "next_obs", RD_DTYPE_FLOAT32, 4);
-  set_field(&s->fields[F_DONE], "done", RD_DTYPE_BOOL, 0);
-  s->n_fields = NF;
-}
+static void cartpole_schema(rd_schema_t *s) { rdt_cartpole_schema(s, 4, 0); }
 
 static void make_config(rd_table_config_t *c, uint32_t capacity, uint32_t fanout, double alpha,
                         double epsilon, uint64_t seed) {
@@ -235,15 +221,7 @@ static void check_err(int rc, const rd_error_t *err, int code, const char *what)
   if (strlen(err->msg) == 0) fail_msg("%s: %s with an empty message", what, rd_err_name(rc));
 }
 
-/* splitmix64: the test's own random numbers (not the table's stream). */
-static uint64_t rng_next(uint64_t *s) {
-  uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-static double rng_unif(uint64_t *s) { return (double)(rng_next(s) >> 11) * 0x1.0p-53; }
-static uint64_t rng_below(uint64_t *s, uint64_t n) { return rng_next(s) % n; }
+static uint64_t rng_below(uint64_t *s, uint64_t n) { return rd_splitmix64(s) % n; }
 
 /* ------------------------------------------------------------------ */
 /* 0. Defaults                                                          */
@@ -293,7 +271,7 @@ static void test_roundtrip_rows(void **state) {
   for (size_t b = 0; b < sizeof sizes / sizeof sizes[0]; b++) {
     size_t n = sizes[b];
     double prio[64];
-    for (size_t i = 0; i < n; i++) prio[i] = 0.1 + 5 * rng_unif(&rng);
+    for (size_t i = 0; i < n; i++) prio[i] = 0.1 + 5 * rd_rng_unit(&rng);
     insert_ok(&t, n, (b & 1) ? prio : NULL);
     uint64_t size = rd_table_size(&t), nk = rd_table_next_key(&t);
     for (int rep = 0; rep < 4; rep++) {
@@ -594,12 +572,12 @@ static void ref_check_all(ref_t *r, const rd_table_t *t) {
 /* A raw priority drawn from a mix that includes 0, tiny values (leaf 0 or
  * the minimum leaf 1) and a spread of ordinary ones. */
 static double gen_raw(uint64_t *rng) {
-  double u = rng_unif(rng);
+  double u = rd_rng_unit(rng);
   if (u < 0.08) return 0.0;
-  if (u < 0.12) return 1e-13 * (1 + rng_unif(rng));
+  if (u < 0.12) return 1e-13 * (1 + rd_rng_unit(rng));
   if (u < 0.16) return 1.0;
-  if (u < 0.80) return 4.0 * rng_unif(rng);
-  return 100.0 * rng_unif(rng);
+  if (u < 0.80) return 4.0 * rd_rng_unit(rng);
+  return 100.0 * rd_rng_unit(rng);
 }
 
 static void prop_sample(rd_table_t *t, ref_t *r, uint64_t *rng, sout_t *s) {
@@ -611,7 +589,7 @@ static void prop_sample(rd_table_t *t, ref_t *r, uint64_t *rng, sout_t *s) {
   switch (rng_below(rng, 4)) {
   case 0: beta = 0.0; break;
   case 1: beta = 1.0; break;
-  default: beta = rng_unif(rng);
+  default: beta = rd_rng_unit(rng);
   }
   bool with_cols = rng_below(rng, 2) == 0;
   s->out.cols = with_cols ? s->cols : NULL;
@@ -1840,7 +1818,7 @@ static void test_storage_module(void **state) {
   for (int round = 0; round < 12; round++) {
     size_t n = 1 + rng_below(&seed, 30); /* wraps the ring of 50 */
     double prio[30];
-    for (size_t i = 0; i < n; i++) prio[i] = rng_unif(&seed) * 3;
+    for (size_t i = 0; i < n; i++) prio[i] = rd_rng_unit(&seed) * 3;
     insert_ok(&t, n, round % 2 ? prio : NULL);
     insert_ok(&ts, n, round % 2 ? prio : NULL);
     same_sample(&t, &ts, 7);

@@ -39,6 +39,7 @@
 
 #include "rd_philox.h"
 #include "team.h"
+#include "rd_clock.h"
 
 /* Buffers of one learner, for max_batch rows (see rd_learner_t.scratch). */
 typedef struct {
@@ -706,12 +707,6 @@ static int train_step(rd_learner_t *l, const rd_batch_t *b, float *td, rd_step_s
 
 /* ---- thread tuning (learner.h) ---- */
 
-static double mono_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static void tune_set_threads(rd_learner_t *l, uint32_t threads) {
   l->tune.threads = threads;
   for (int i = 0; i < l->n_nets; i++) l->net[i].threads = threads;
@@ -783,7 +778,7 @@ int rd_learner_step(rd_learner_t *l, const rd_batch_t *b, float *td_abs, rd_step
   if (st == NULL) st = &local;
   memset(st, 0, sizeof *st);
   float *td = td_abs != NULL ? td_abs : ((scratch_t *)l->scratch)->td;
-  if (l->config.threads > 1) tune_before(l, b->n, mono_s());
+  if (l->config.threads > 1) tune_before(l, b->n, rd_clock_now());
   if (rd_learner_shards(b->n) > 1) {
     /* The team runs the shards; the networks' own products stay on this
      * thread (a product team inside a shard would fight the shard team). */

@@ -51,8 +51,8 @@
  * config.threads > 1 the shards run on a thread team (team.h), else one
  * after another: the same arithmetic either way, so the determinism above
  * holds. Why: splitting each product's outputs over threads sends every
- * layer's activations across cores (440 ns a cache line round trip on this
- * project's VMs) and synchronises once per product; a shard keeps its rows
+ * layer's activations across cores (a cache line round trip each) and
+ * synchronises once per product; a shard keeps its rows
  * on one core and the step synchronises three times. Smaller batches keep
  * the unsharded step, whose products may still use OpenMP threads.
  *
@@ -65,10 +65,10 @@
  * the sampler of a core loses once the batches sampled ahead run out;
  * a period above RD_LEARNER_TUNE_GAP times the trial's mean so far is a
  * pause in the work, not counted), and repeats the trials after
- * RD_LEARNER_TUNE_HOLD_S (or when the batch size changes). Measured
- * here (2 vCPUs): CartPole DDPG at batch 2048 took 0.46 ms a step on one
- * thread and 0.94 ms with a team of 2 in the same run. Results do not
- * depend on the mode (above), so switching changes speed only.
+ * RD_LEARNER_TUNE_HOLD_S (or when the batch size changes). Why: where
+ * another process holds the cores a team can be slower than one thread
+ * (docs/benchmarks.md). Results do not depend on the mode (above), so
+ * switching changes speed only.
  * l->tune.threads says which mode runs now.
  *
  * Allocation: rd_learner_init allocates everything for batches up to

@@ -56,14 +56,9 @@
 #include "rd_philox.h"
 #include "rd_tanh.h"
 #include "rd_tsan.h"
+#include "rd_clock.h"
 
 /* ---- thread teams ---- */
-
-static uint64_t now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 /* Slow teams (nn.h): whether the cores are free is a property of the
  * machine, not of a network, so the backoff is shared by every network of
@@ -79,7 +74,7 @@ static _Atomic uint64_t team_until_ns;   /* run serially until then */
 static int team_size(const rd_mlp_t *m) {
   if (m->threads <= 1) return 1;
   uint64_t until = atomic_load_explicit(&team_until_ns, memory_order_relaxed);
-  if (until != 0 && now_ns() < until) return 1;
+  if (until != 0 && rd_clock_now_ns() < until) return 1;
   return (int)m->threads;
 }
 
@@ -87,7 +82,7 @@ static int team_size(const rd_mlp_t *m) {
  * finished its own part at t_own: a region much longer than that part
  * doubles the backoff and starts it; a prompt one halves it. */
 static void team_done(uint64_t t0, uint64_t t_own) {
-  uint64_t t = now_ns(), region = t - t0, own = t_own > t0 ? t_own - t0 : 0;
+  uint64_t t = rd_clock_now_ns(), region = t - t0, own = t_own > t0 ? t_own - t0 : 0;
   uint64_t b = atomic_load_explicit(&team_backoff_ns, memory_order_relaxed);
   if (region > 2 * own + 200000u) {
     b = b ? 2 * b : TEAM_BACKOFF_MIN_NS;
@@ -109,14 +104,14 @@ static void team_done(uint64_t t0, uint64_t t_own) {
     size_t rd_n_ = (n_);                                                              \
     int rd_nt_ = rd_n_ >= RD_MLP_OMP_MIN ? team_size(m_) : 1;                         \
     if (rd_nt_ > 1) {                                                                 \
-      uint64_t rd_t0_ = now_ns(), rd_own_ = 0;                                        \
+      uint64_t rd_t0_ = rd_clock_now_ns(), rd_own_ = 0;                                        \
       _Pragma("omp parallel num_threads(rd_nt_)") {                                   \
         size_t rd_me_ = (size_t)omp_get_thread_num(), rd_T_ = (size_t)omp_get_num_threads(); \
         size_t rd_b_ = (rd_n_ + 15) / 16;                                             \
         size_t rd_lo_ = rd_b_ * rd_me_ / rd_T_ * 16, rd_hi_ = rd_b_ * (rd_me_ + 1) / rd_T_ * 16; \
         if (rd_hi_ > rd_n_) rd_hi_ = rd_n_;                                           \
         _Pragma("omp simd") for (size_t i = rd_lo_; i < rd_hi_; i++) __VA_ARGS__      \
-        if (rd_me_ == 0) rd_own_ = now_ns();                                          \
+        if (rd_me_ == 0) rd_own_ = rd_clock_now_ns();                                          \
       }                                                                               \
       team_done(rd_t0_, rd_own_);                                               \
     } else {                                                                          \
@@ -684,7 +679,7 @@ static void gemm_narrow(rd_mlp_t *m, const gemm_t *g) {
     kr->narrow(g, packed ? bp : NULL);
     return;
   }
-  uint64_t t0 = now_ns(), own = 0;
+  uint64_t t0 = rd_clock_now_ns(), own = 0;
 #pragma omp parallel num_threads(RD_OMP_TEAM(nt))
   {
     size_t me = (size_t)omp_get_thread_num(), T = (size_t)omp_get_num_threads();
@@ -704,7 +699,7 @@ static void gemm_narrow(rd_mlp_t *m, const gemm_t *g) {
         kr->narrow(&s, packed ? bp : NULL);
       }
     }
-    if (me == 0) own = now_ns();
+    if (me == 0) own = rd_clock_now_ns();
   }
   team_done(t0, own);
 }
@@ -742,7 +737,7 @@ static void gemm(rd_mlp_t *m, const gemm_t *g0) {
    * never the inner dimension, so each element's sum is the same for any
    * thread count. */
   const int by_rows = tiles_m >= tiles_n;
-  uint64_t t0 = now_ns(), own = 0;
+  uint64_t t0 = rd_clock_now_ns(), own = 0;
 #pragma omp parallel num_threads(RD_OMP_TEAM(nt))
   {
     size_t me = (size_t)omp_get_thread_num(), T = (size_t)omp_get_num_threads();
@@ -767,7 +762,7 @@ static void gemm(rd_mlp_t *m, const gemm_t *g0) {
       float *pk = m->pack + me * m->pack_floats;
       gemm_serial(kr, &s, pk, pk + m->pack_b_off);
     }
-    if (me == 0) own = now_ns();
+    if (me == 0) own = rd_clock_now_ns();
   }
   team_done(t0, own);
 }
@@ -995,7 +990,7 @@ static void act_grad(rd_mlp_t *m, rd_nn_act_t act, const float *a, const float *
 static void col_sums(rd_mlp_t *m, size_t n, size_t cols, const float *dz, float *db) {
   int nt = n * cols >= RD_MLP_OMP_MIN && cols >= 32 ? team_size(m) : 1;
   if (nt > 1) {
-    uint64_t t0 = now_ns(), own = 0;
+    uint64_t t0 = rd_clock_now_ns(), own = 0;
 #pragma omp parallel num_threads(RD_OMP_TEAM(nt))
     {
       size_t me = (size_t)omp_get_thread_num(), T = (size_t)omp_get_num_threads();
@@ -1010,7 +1005,7 @@ static void col_sums(rd_mlp_t *m, size_t n, size_t cols, const float *dz, float 
           for (size_t j = j0; j < j1; j++) db[j] += row[j];
         }
       }
-      if (me == 0) own = now_ns();
+      if (me == 0) own = rd_clock_now_ns();
     }
     team_done(t0, own);
     return;
@@ -1103,7 +1098,7 @@ int rd_mlp_adam_step(rd_mlp_t *m, const rd_adam_config_t *c, rd_error_t *err) {
   if (nt <= 1) {
     adam(n, m->params, m->grads, m->adam_m, m->adam_v, &k);
   } else {
-    uint64_t t0 = now_ns(), own = 0;
+    uint64_t t0 = rd_clock_now_ns(), own = 0;
     /* Ranges start at multiples of 64, so every parameter sees the same
      * vector code for any thread count. */
 #pragma omp parallel num_threads(RD_OMP_TEAM(nt))
@@ -1113,7 +1108,7 @@ int rd_mlp_adam_step(rd_mlp_t *m, const rd_adam_config_t *c, rd_error_t *err) {
       if (hi > n) hi = n;
       if (hi > lo)
         adam(hi - lo, m->params + lo, m->grads + lo, m->adam_m + lo, m->adam_v + lo, &k);
-      if (me == 0) own = now_ns();
+      if (me == 0) own = rd_clock_now_ns();
     }
     team_done(t0, own);
   }

@@ -23,15 +23,14 @@
  * config.threads is a maximum. A parallel region that takes much longer
  * than the calling thread's own share (more than twice it, plus 0.2 ms)
  * means the team was slow to assemble: another process holds the cores, and
- * on this project's VMs a sleeping OpenMP thread is then woken only at the
- * next 4 ms scheduler tick. Every network of the process then runs on its
+ * a sleeping OpenMP thread may then be woken only at the next scheduler
+ * tick. Every network of the process then runs on its
  * calling thread for a backoff time (10 ms, doubled by each slow region up
  * to 1 s, halved by each prompt one) before it tries a team again. This
- * changes speed only, never results (below). On those VMs run a process
+ * changes speed only, never results (below). On such machines run a process
  * that uses threads > 1 with OMP_WAIT_POLICY=passive: a libgomp thread left
  * spinning between regions (its default) stalls the calling thread itself
- * for whole ticks while another process is busy (measured: a 0.1 ms
- * CartPole DQN step took 40 ms with 2 threads).
+ * for whole ticks while another process is busy (docs/benchmarks.md).
  *
  * Determinism. For a seed, init gives the same weights everywhere (Philox,
  * below). Every reduction runs in a fixed order that does not depend on the

@@ -13,6 +13,7 @@
  */
 #define _GNU_SOURCE
 #include "team.h"
+#include "rd_clock.h"
 
 #include <limits.h>
 #include <linux/futex.h>
@@ -59,12 +60,6 @@ static void futex_wake_all(_Atomic uint32_t *w) {
   syscall(SYS_futex, (uint32_t *)w, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
 }
 
-static uint64_t now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 /* Claim and run tasks of the job the ticket names now, until none is
  * left. */
 static void work(rd_team_t *t) {
@@ -91,7 +86,7 @@ static void *worker_main(void *p) {
   uint32_t seen = atomic_load_explicit(&t->gen, memory_order_acquire);
   for (;;) {
     /* Spin for a while for the next job, then sleep on gen. */
-    uint64_t until = now_ns() + (uint64_t)RD_TEAM_SPIN_US * 1000u;
+    uint64_t until = rd_clock_now_ns() + (uint64_t)RD_TEAM_SPIN_US * 1000u;
     uint32_t g;
     for (uint32_t k = 1;; k++) {
       g = atomic_load_explicit(&t->gen, memory_order_acquire);
@@ -103,12 +98,12 @@ static void *worker_main(void *p) {
        * 0.53 of the learner's rate with it). */
       if (k < 1024) cpu_relax();
       else sched_yield();
-      if ((k >= 1024 || (k & 255) == 0) && now_ns() >= until) {
+      if ((k >= 1024 || (k & 255) == 0) && rd_clock_now_ns() >= until) {
         atomic_fetch_add_explicit(&t->sleepers, 1, memory_order_seq_cst);
         futex_wait(&t->gen, seen);
         atomic_fetch_sub_explicit(&t->sleepers, 1, memory_order_seq_cst);
         atomic_store_explicit(&t->wake_pending, 0, memory_order_relaxed);
-        until = now_ns() + (uint64_t)RD_TEAM_SPIN_US * 1000u;
+        until = rd_clock_now_ns() + (uint64_t)RD_TEAM_SPIN_US * 1000u;
       }
     }
     if (atomic_load_explicit(&t->stop, memory_order_relaxed)) break;

@@ -1,11 +1,11 @@
 /* team.h - a small persistent thread team for the learner's data-parallel
  * step (learner.h: shards).
  *
- * Why not an OpenMP parallel region per step phase: on this project's VMs a
- * sleeping libgomp thread takes tens of microseconds to wake (whole 4 ms
- * ticks when another process is busy), and a region's end waits for every
- * team thread to arrive, late or not. A CartPole DQN step at batch 256 is
- * 90 us. Here:
+ * Why not an OpenMP parallel region per step phase: a sleeping libgomp
+ * thread takes tens of microseconds to wake (whole scheduler ticks when
+ * another process is busy), and a region's end waits for every team
+ * thread to arrive, late or not, which is long against a small network's
+ * step. Here:
  *  - the calling thread takes part, and tasks are claimed one at a time
  *    from a shared counter, so a late worker costs nothing: the caller
  *    simply runs the tasks the worker did not claim, and waits only for

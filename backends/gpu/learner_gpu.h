@@ -33,7 +33,7 @@
  * learner's initialisation, uploaded), the same element-wise rounding
  * (rd_gpu_elem.h), but cuBLAS sums each product in another order, so
  * weights and priorities agree to a tolerance, not bit for bit
- * (tests/gpu/check_gpu_learner.cu states and checks it).
+ * (tests/gpu/check_learner.cu states and checks it).
  *
  * Errors (never an abort): RD_EINVAL for a bad config or batch (the CPU
  * learner's checks and messages), no usable device (no driver, a driver

@@ -12,6 +12,7 @@
 #include "log.h"
 #include "rd_clock.h"
 #include "sumtree_gpu.h"
+#include "rd_rng.h"
 
 int rd_profile_gpu_built(void) { return 1; }
 
@@ -19,15 +20,8 @@ int rd_profile_gpu_built(void) { return 1; }
 #define MAX_CALLS_PER_REP 4096
 #define FILL_CHUNK (1u << 16)  /* leaves uploaded per set_range while filling */
 
-static uint64_t splitmix(uint64_t *s) {
-  uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-
 static float unif(uint64_t *s, float lo, float hi) {
-  return lo + (hi - lo) * (float)((double)(splitmix(s) >> 11) * 0x1.0p-53);
+  return lo + (hi - lo) * (float)rd_rng_unit(s);
 }
 
 static int cmp_double(const void *a, const void *b) {
@@ -130,7 +124,7 @@ static int tree_setup(tree_ctx_t *c, const rd_profile_key_t *k, int ordinal, dou
   uint32_t filled = 0;
   while (filled < cap && (filled < k->batch || rd_clock_now() < setup_end)) {
     size_t n = cap - filled < fill ? cap - filled : fill;
-    for (size_t i = 0; i < n; i++) c->values[i] = 1 + (splitmix(&c->rng) >> 44); /* <= 2^20 */
+    for (size_t i = 0; i < n; i++) c->values[i] = 1 + (rd_splitmix64(&c->rng) >> 44); /* <= 2^20 */
     if ((rc = rd_gpu_sumtree_set_range(&c->tree, filled, n, c->values, err))) {
       *fault = 1;
       return rc;
@@ -144,9 +138,9 @@ static int tree_setup(tree_ctx_t *c, const rd_profile_key_t *k, int ordinal, dou
     return rc;
   }
   for (uint32_t i = 0; i < k->batch; i++) {
-    c->targets[i] = total > 0 ? splitmix(&c->rng) % total : 0;
-    c->positions[i] = (uint32_t)(splitmix(&c->rng) % filled);
-    c->values[i] = 1 + (splitmix(&c->rng) >> 44);
+    c->targets[i] = total > 0 ? rd_splitmix64(&c->rng) % total : 0;
+    c->positions[i] = (uint32_t)(rd_splitmix64(&c->rng) % filled);
+    c->values[i] = 1 + (rd_splitmix64(&c->rng) >> 44);
   }
   return RD_OK;
 }
@@ -191,7 +185,7 @@ static int train_setup(train_ctx_t *c, const rd_learner_config_t *lc0, uint32_t 
   for (uint32_t i = 0; i < batch; i++) {
     d[i] = 0.99f;
     w[i] = 1.0f;
-    c->ai[i] = lc.algo == RD_ALGO_DQN ? (int32_t)(splitmix(&rng) % lc.num_actions) : 0;
+    c->ai[i] = lc.algo == RD_ALGO_DQN ? (int32_t)(rd_splitmix64(&rng) % lc.num_actions) : 0;
   }
   for (size_t i = 0; i < act; i++)
     af[i] = lc.action_low + (lc.action_high - lc.action_low) * 0.5f * (af[i] + 1.0f);

@@ -18,14 +18,14 @@
  *    a baseline x86-64 build (no -march: gcc has no FMA to contract into).
  *    nn.c's AVX2 / AVX-512 Adam kernels are compiled with FMA enabled and
  *    may contract a * b + c; they can then differ from these functions in
- *    the last bit (tests/gpu/test_gpu_elem.c pins RD_NN_ISA=generic).
+ *    the last bit (tests/gpu/test_elem.c pins RD_NN_ISA=generic).
  *  - the host build of this header must not be compiled with FMA enabled
  *    (-mfma, -march=haswell or later) either, for the same reason.
  *  - tanh is common/rd_tanh.h's, written with the same intrinsics, so it
  *    too is the CPU's bits (glibc's and CUDA's tanhf differ by a few ulp).
  *
- * tests/gpu/test_gpu_elem.c (host only, no GPU) checks each function bit
- * for bit against the CPU backend's own functions; check_gpu_learner.cu
+ * tests/gpu/test_elem.c (host only, no GPU) checks each function bit
+ * for bit against the CPU backend's own functions; check_learner.cu
  * checks the device build against the host build on a GPU.
  *
  * C (gnu11) and CUDA C++; header-only.

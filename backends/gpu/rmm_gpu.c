@@ -80,7 +80,7 @@ size_t rd_gpu_rmm_device_bytes(uint32_t capacity, uint32_t fanout) {
   /* sumtree_gpu.cu's scratch for its max_batch (staging 12, four u32 and
    * three u64 arrays, the flag) and CUB's sort and scan storage, which CUB
    * sizes at init: two u32 arrays of keys and values plus its tile state
-   * (tests/gpu/check_gpu_rmm.cu checks the bound against a real tree). */
+   * (tests/gpu/check_rmm.cu checks the bound against a real tree). */
   const size_t nb = rd_gpu_rmm_chunk(capacity);
   size_t scratch = align_up(nb * 12) + 4 * align_up(nb * 4) + 3 * align_up(nb * 8) + ALIGN;
   size_t cub = 16 * nb + (1u << 20);

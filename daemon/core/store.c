@@ -543,6 +543,25 @@ static int read_row(rd_store_t *s, sqlite3_stmt *st, rd_stored_workload_t *w, rd
   return RD_OK;
 }
 
+/* Steps a SELECT into a growing array: 1 when the next row is there and
+ * (*v)[len] has room (the array doubles from 16 as needed), 0 when the
+ * rows are done, or an RD_E* code with err set (what: the call, for the
+ * message). */
+static int next_row(rd_store_t *s, sqlite3_stmt *st, void **v, size_t *cap, size_t len,
+                    size_t elem, const char *what, rd_error_t *err) {
+  int step = sqlite3_step(st);
+  if (step == SQLITE_DONE) return 0;
+  if (step != SQLITE_ROW) return db_error(s, err, what);
+  if (len == *cap) {
+    size_t ncap = *cap ? *cap * 2 : 16;
+    void *nv = realloc(*v, ncap * elem);
+    if (nv == NULL) return rd_error_set(err, RD_ENOMEM, "out of memory %s", what);
+    *v = nv;
+    *cap = ncap;
+  }
+  return 1;
+}
+
 int rd_store_list_workloads(rd_store_t *s, rd_stored_workload_t **out, size_t *n,
                             rd_error_t *err) {
   *out = NULL;
@@ -553,21 +572,12 @@ int rd_store_list_workloads(rd_store_t *s, rd_stored_workload_t **out, size_t *n
   pthread_mutex_lock(&s->mu);
   sqlite3_stmt *st = s->list;
   for (;;) {
-    int step = sqlite3_step(st);
-    if (step == SQLITE_DONE) break;
-    if (step != SQLITE_ROW) {
-      rc = db_error(s, err, "listing workloads");
+    void *grown = v; /* no (void **) cast of a typed pointer: aliasing */
+    int more = next_row(s, st, &grown, &cap, len, sizeof *v, "listing workloads", err);
+    v = grown;
+    if (more <= 0) {
+      rc = more;
       break;
-    }
-    if (len == cap) {
-      size_t ncap = cap ? cap * 2 : 16;
-      rd_stored_workload_t *nv = realloc(v, ncap * sizeof *nv);
-      if (nv == NULL) {
-        rc = rd_error_set(err, RD_ENOMEM, "out of memory listing workloads");
-        break;
-      }
-      v = nv;
-      cap = ncap;
     }
     memset(&v[len], 0, sizeof v[len]);
     if ((rc = read_row(s, st, &v[len], err)) != RD_OK) {
@@ -690,6 +700,14 @@ static int read_profile(rd_store_t *s, sqlite3_stmt *st, rd_profile_t *p, rd_err
   return RD_OK;
 }
 
+/* A bind of st's parameters failed: the error, st reset for the next call. */
+static int bind_failed(rd_store_t *s, sqlite3_stmt *st, const char *what, rd_error_t *err) {
+  int rc = db_error(s, err, what);
+  sqlite3_reset(st);
+  sqlite3_clear_bindings(st);
+  return rc;
+}
+
 /* Run a prepared SELECT of PROFILE_COLUMNS into a malloc'd array; the
  * caller holds the mutex and has bound the parameters. */
 static int collect_profiles(rd_store_t *s, sqlite3_stmt *st, rd_profile_t **out, size_t *n,
@@ -698,21 +716,12 @@ static int collect_profiles(rd_store_t *s, sqlite3_stmt *st, rd_profile_t **out,
   size_t len = 0, cap = 0;
   int rc = RD_OK;
   for (;;) {
-    int step = sqlite3_step(st);
-    if (step == SQLITE_DONE) break;
-    if (step != SQLITE_ROW) {
-      rc = db_error(s, err, "reading profiles");
+    void *grown = v; /* no (void **) cast of a typed pointer: aliasing */
+    int more = next_row(s, st, &grown, &cap, len, sizeof *v, "reading profiles", err);
+    v = grown;
+    if (more <= 0) {
+      rc = more;
       break;
-    }
-    if (len == cap) {
-      size_t ncap = cap ? cap * 2 : 16;
-      rd_profile_t *nv = realloc(v, ncap * sizeof *nv);
-      if (nv == NULL) {
-        rc = rd_error_set(err, RD_ENOMEM, "out of memory reading profiles");
-        break;
-      }
-      v = nv;
-      cap = ncap;
     }
     if ((rc = read_profile(s, st, &v[len], err)) != RD_OK) break;
     len++;
@@ -744,13 +753,10 @@ int rd_store_get_profiles(rd_store_t *s, const char *device_fp, const rd_profile
       sqlite3_bind_int64(st, 4, shape->batch) != SQLITE_OK ||
       sqlite3_bind_int64(st, 5, shape->capacity) != SQLITE_OK ||
       sqlite3_bind_int64(st, 6, shape->fanout) != SQLITE_OK ||
-      sqlite3_bind_text(st, 7, build, -1, SQLITE_STATIC) != SQLITE_OK) {
-    rc = db_error(s, err, "binding a profile lookup");
-    sqlite3_reset(st);
-    sqlite3_clear_bindings(st);
-  } else {
+      sqlite3_bind_text(st, 7, build, -1, SQLITE_STATIC) != SQLITE_OK)
+    rc = bind_failed(s, st, "binding a profile lookup", err);
+  else
     rc = collect_profiles(s, st, out, n, err);
-  }
   pthread_mutex_unlock(&s->mu);
   return rc;
 }
@@ -788,14 +794,8 @@ int rd_store_list_profiles_after(rd_store_t *s, const rd_profile_t *after, size_
           sqlite3_bind_int64(st, 9, after->threads) != SQLITE_OK ||
           sqlite3_bind_int64(st, 10, (sqlite3_int64)max) != SQLITE_OK;
   }
-  int rc;
-  if (bad) {
-    rc = db_error(s, err, "binding a profile page");
-    sqlite3_reset(st);
-    sqlite3_clear_bindings(st);
-  } else {
-    rc = collect_profiles(s, st, out, n, err);
-  }
+  int rc = bad ? bind_failed(s, st, "binding a profile page", err)
+               : collect_profiles(s, st, out, n, err);
   pthread_mutex_unlock(&s->mu);
   return rc;
 }

@@ -70,9 +70,9 @@
  *    it serves every D > 0; less where D + 2 batch slots would exceed
  *    256 MiB, the emulation below 8) as for handoff, its step less the
  *    isolated train-step. Else the emulation with 8 batches in flight and the roles
- *    swapped, so the calling thread (the learner's role) rarely waits; it
- *    measured 1.4-2.3 us a step where the daemon's loop paid about 0.8 us
- *    (CartPole DDPG, batch 64). The pipeline's threads are pinned as the
+ *    swapped, so the calling thread (the learner's role) rarely waits (it
+ *    overstates the daemon's loop: docs/benchmarks.md). The pipeline's
+ *    threads are pinned as the
  *    workload's will be (below); the strict emulation's are unpinned; the
  *    pass emulation pins its two threads to two CPUs (the shape's, else
  *    two the caller may use), as the relaxed loop's busy threads sit on
@@ -88,37 +88,31 @@
  *    keeps the mask its threads were created with. handoff's pipeline
  *    gets the same pins as the workload's; pass's consumer (the learner's
  *    role) runs on the learner's first CPU and its producer on the
- *    sampler's. Why: on this project's 2-vCPU VMs the two vCPUs ran the
- *    same train-step up to 25% apart, so a profile taken on one CPU
- *    predicted a learner on the other that far off. An unpinned shape (a
+ *    sampler's. Why: two CPUs of one machine can run the same train-step
+ *    at different speeds, so a profile taken on one CPU mispredicts a
+ *    learner on the other. An unpinned shape (a
  *    replay-only workload, or a pin the kernel refuses: logged) is
  *    measured unpinned, as before.
  *  - Timing. Per primitive: one warm-up call, then up to RD_PROFILE_REPS
  *    (15) repetitions of k calls each (k sized so a repetition takes
  *    about 8 ms, longer than a scheduler tick); the latency is the median
  *    per-call time of the repetitions (the warm-up is never reported).
- *    With 7 repetitions the Hopper DDPG train-step's median moved by up
- *    to 20% between registrations on this project's VMs (predictions of
- *    1156-1532 steps/s against 1401-1454 measured); with 15 by about 5%.
- *    The remaining budget is shared among the primitives still to
- *    measure.
+ *    Why 15: fewer let a median move between registrations of the same
+ *    shape (docs/benchmarks.md). The remaining budget is shared among the
+ *    primitives still to measure.
  *  - The bound. Nothing starts that is estimated to end past the
  *    deadline: a repetition by the slowest call seen; a sample/update
  *    warm-up by 200 ns an item; a train-step by a calibration: two steps
  *    on the batch's first 64 rows (themselves started only if a slow
  *    CPU's FLOP rate, 2 GFLOP/s, or the previous thread count's step says
  *    they fit), scaled linearly to the batch, plus, for the first full
- *    step, the first touches of the learner's buffers at this machine's
- *    page-fault rate (measured once per process on 8 MiB; a new learner's
- *    first step costs 5-10x a warm one on this project's VMs). A primitive
- *    with no repetition in the budget is left out of the results and
- *    logged. So the bound holds up to an estimate's error; the tests check
- *    wall time <= budget + slack. Measured here (2-core VM, bench_dse):
- *    a cold registration of each of the three benchmark shapes at batch
- *    64, capacity 10^5, two thread counts, takes 660-920 ms of the
- *    default 1.5 s (290-450 ms with 7 repetitions); Hopper DDPG at batch
- *    16384 (a 0.16 s step whose first call takes 0.8 s) gets no
- *    train-step within 1.5 s.
+ *    step, the first touches of the learner's buffers at the process's
+ *    page-fault rate (measured once per process on 8 MiB: a new learner's
+ *    first step costs several warm ones). A primitive with no repetition
+ *    in the budget is left out of the results and logged. So the bound
+ *    holds up to an estimate's error; the tests check wall time <= budget
+ *    + slack. docs/benchmarks.md has what a cold registration takes of
+ *    the default 1.5 s, and the shapes whose train-step does not fit.
  *
  * Allocation: gather's rows (at most 32 MiB) and the hand-off's batches
  * (at most MAX_BATCH_BYTES), the measuring table (at most

@@ -13,6 +13,7 @@
 
 #include "log.h"
 #include "pipeline.h"
+#include "rd_ring.h"
 #include "rd_spin.h"
 
 #define PASS_SLOTS 8u              /* batches in flight for the emulated "pass" */
@@ -31,9 +32,9 @@
 typedef struct {
   pthread_mutex_t mu;
   pthread_cond_t cv_prod, cv_cons;
-  uint32_t n_slots, full_len, full_head, free_len, free_head;
+  uint32_t n_slots;
   uint32_t wake_at; /* the consumer wakes a waiting producer at this many free slots */
-  uint32_t full[PASS_SLOTS], free_q[PASS_SLOTS];
+  rd_ring_t full, free_q; /* slot indices */
   int prod_waiting, cons_waiting, stop;
   /* Spinning before a wait, as the pipeline's threads (rd_spin.h): each
    * side's recent seconds per batch, and a counter per side bumped when
@@ -60,18 +61,6 @@ typedef struct {
   cpu_set_t caller_mask;
 } handoff_ctx_t;
 
-static uint32_t hq_pop(uint32_t *q, uint32_t *head, uint32_t *len, uint32_t cap) {
-  uint32_t v = q[*head];
-  *head = (*head + 1) % cap;
-  (*len)--;
-  return v;
-}
-
-static void hq_push(uint32_t *q, uint32_t head, uint32_t *len, uint32_t cap, uint32_t v) {
-  q[(head + *len) % cap] = v;
-  (*len)++;
-}
-
 static void avg_in(double *avg, double x) { *avg = *avg > 0 ? 0.875 * *avg + 0.125 * x : x; }
 
 /* Under h->mu: one wait for cv, staged as the pipeline's waits
@@ -86,67 +75,71 @@ static void hwait(handoff_ctx_t *h, pthread_cond_t *cv, _Atomic uint64_t *ev, do
   *waiting = 0;
 }
 
+/* Waits (staged, as hwait, the partner's expected seconds read under the
+ * lock) until ring q holds a slot or the profile stops, and takes it into
+ * *si. 0 when stopped. */
+static int take_slot(handoff_ctx_t *h, rd_ring_t *q, pthread_cond_t *cv, _Atomic uint64_t *ev,
+                     const double *expected, int spun, int *waiting, uint32_t *si) {
+  pthread_mutex_lock(&h->mu);
+  while (!h->stop && rd_ring_len(q) == 0) hwait(h, cv, ev, *expected, &spun, waiting);
+  int taken = !h->stop && rd_ring_pop(q, si) == RD_OK;
+  pthread_mutex_unlock(&h->mu);
+  return taken;
+}
+
+/* Puts slot si on ring q after work begun at t0 (its time into *avg) and
+ * wakes the other side: its spin counter, and cv when it sleeps there and
+ * q holds at least wake_at slots. */
+static void give_slot(handoff_ctx_t *h, rd_ring_t *q, uint32_t si, double t0, double *avg,
+                      _Atomic uint64_t *ev, pthread_cond_t *cv, const int *waiting,
+                      uint32_t wake_at) {
+  double t = rd_clock_now() - t0;
+  pthread_mutex_lock(&h->mu);
+  avg_in(avg, t);
+  (void)rd_ring_push(q, si);
+  rd_spin_bump(ev);
+  if (*waiting && rd_ring_len(q) >= wake_at) pthread_cond_signal(cv);
+  pthread_mutex_unlock(&h->mu);
+}
+
+/* One side's per-batch work, if any; the first failure is kept. */
+static void run_work(handoff_ctx_t *h, rd_profile_call_fn fn, void *ctx) {
+  if (fn == NULL) return;
+  int rc = fn(ctx, NULL);
+  if (rc != RD_OK && h->work_rc == RD_OK) h->work_rc = rc;
+}
+
 /* Producer: take a free slot (reading the |delta| the consumer left), fill
  * it, queue it. Returns 0 when stopped. */
 static int produce_one(handoff_ctx_t *h) {
-  pthread_mutex_lock(&h->mu);
-  int spun = h->prod_spins ? 0 : 2;
-  while (!h->stop && h->free_len == 0)
-    hwait(h, &h->cv_prod, &h->ev_prod, h->cons_s, &spun, &h->prod_waiting);
-  if (h->stop) {
-    pthread_mutex_unlock(&h->mu);
+  uint32_t si = 0;
+  if (!take_slot(h, &h->free_q, &h->cv_prod, &h->ev_prod, &h->cons_s, h->prod_spins ? 0 : 2,
+                 &h->prod_waiting, &si))
     return 0;
-  }
-  uint32_t si = hq_pop(h->free_q, &h->free_head, &h->free_len, h->n_slots);
-  pthread_mutex_unlock(&h->mu);
   double t0 = rd_clock_now();
   float acc = 0, *td = h->td + (size_t)si * h->batch, *d = h->data + (size_t)si * h->floats;
   for (uint32_t i = 0; i < h->batch; i++) acc += td[i];
   h->fill += 1.0f;
   for (size_t i = 0; i < h->floats; i++) d[i] = h->fill;
   h->sink = acc;
-  if (h->pwork != NULL) {
-    int rc = h->pwork(h->pwork_ctx, NULL);
-    if (rc != RD_OK && h->work_rc == RD_OK) h->work_rc = rc;
-  }
-  double t = rd_clock_now() - t0;
-  pthread_mutex_lock(&h->mu);
-  avg_in(&h->prod_s, t);
-  hq_push(h->full, h->full_head, &h->full_len, h->n_slots, si);
-  rd_spin_bump(&h->ev_cons);
-  if (h->cons_waiting) pthread_cond_signal(&h->cv_cons);
-  pthread_mutex_unlock(&h->mu);
+  run_work(h, h->pwork, h->pwork_ctx);
+  give_slot(h, &h->full, si, t0, &h->prod_s, &h->ev_cons, &h->cv_cons, &h->cons_waiting, 1);
   return 1;
 }
 
 /* Consumer: take a full slot, read its batch, write |delta|, free it. */
 static int consume_one(handoff_ctx_t *h) {
-  pthread_mutex_lock(&h->mu);
-  int spun = 0;
-  while (!h->stop && h->full_len == 0)
-    hwait(h, &h->cv_cons, &h->ev_cons, h->prod_s, &spun, &h->cons_waiting);
-  if (h->stop) {
-    pthread_mutex_unlock(&h->mu);
+  uint32_t si = 0;
+  if (!take_slot(h, &h->full, &h->cv_cons, &h->ev_cons, &h->prod_s, 0, &h->cons_waiting, &si))
     return 0;
-  }
-  uint32_t si = hq_pop(h->full, &h->full_head, &h->full_len, h->n_slots);
-  pthread_mutex_unlock(&h->mu);
   double t0 = rd_clock_now();
   float acc = 0, *td = h->td + (size_t)si * h->batch;
   const float *d = h->data + (size_t)si * h->floats;
   for (size_t i = 0; i < h->floats; i++) acc += d[i];
   for (uint32_t i = 0; i < h->batch; i++) td[i] = acc * (float)i;
-  if (h->work != NULL) {
-    int rc = h->work(h->work_ctx, NULL);
-    if (rc != RD_OK && h->work_rc == RD_OK) h->work_rc = rc;
-  }
-  double t = rd_clock_now() - t0;
-  pthread_mutex_lock(&h->mu);
-  avg_in(&h->cons_s, t);
-  hq_push(h->free_q, h->free_head, &h->free_len, h->n_slots, si);
-  rd_spin_bump(&h->ev_prod);
-  if (h->prod_waiting && h->free_len >= h->wake_at) pthread_cond_signal(&h->cv_prod);
-  pthread_mutex_unlock(&h->mu);
+  run_work(h, h->work, h->work_ctx);
+  give_slot(h, &h->free_q, si, t0, &h->cons_s, &h->ev_prod, &h->cv_prod, &h->prod_waiting,
+            h->wake_at);
   return 1;
 }
 
@@ -364,7 +357,7 @@ static int handoff_call(void *p, rd_error_t *err) {
   /* Wait until the consumer has freed it: the strict loop's round trip. */
   pthread_mutex_lock(&h->mu);
   int spun = 0;
-  while (h->free_len == 0)
+  while (rd_ring_len(&h->free_q) == 0)
     hwait(h, &h->cv_prod, &h->ev_prod, h->cons_s, &spun, &h->prod_waiting);
   pthread_mutex_unlock(&h->mu);
   return RD_OK;
@@ -415,10 +408,8 @@ static void handoff_stop(handoff_ctx_t *h) {
   if (h->started) {
     pthread_mutex_lock(&h->mu);
     h->stop = 1;
-    rd_spin_bump(&h->ev_prod);
-    rd_spin_bump(&h->ev_cons);
-    pthread_cond_broadcast(&h->cv_prod);
-    pthread_cond_broadcast(&h->cv_cons);
+    rd_spin_wake_all(&h->ev_prod, &h->cv_prod);
+    rd_spin_wake_all(&h->ev_cons, &h->cv_cons);
     pthread_mutex_unlock(&h->mu);
     pthread_join(h->th, NULL);
     h->started = false;
@@ -431,6 +422,8 @@ static void handoff_stop(handoff_ctx_t *h) {
   free(h->data);
   free(h->td);
   h->data = h->td = NULL;
+  rd_ring_free(&h->full);
+  rd_ring_free(&h->free_q);
 }
 
 /* consumer_side: the helper thread consumes (handoff); else it produces (pass). */
@@ -456,12 +449,12 @@ static int handoff_start(handoff_ctx_t *h, const rd_profile_shape_t *s, uint32_t
   pthread_condattr_destroy(&ca);
   h->data = calloc((size_t)slots * h->floats, sizeof(float));
   h->td = calloc((size_t)slots * h->batch, sizeof(float));
-  if (h->data == NULL || h->td == NULL) {
+  if (h->data == NULL || h->td == NULL || rd_ring_init(&h->full, slots) != RD_OK ||
+      rd_ring_init(&h->free_q, slots) != RD_OK) {
     handoff_stop(h);
     return rd_error_set(err, RD_ENOMEM, "out of memory for the hand-off profile");
   }
-  for (uint32_t i = 0; i < slots; i++) h->free_q[i] = i;
-  h->free_len = slots;
+  for (uint32_t i = 0; i < slots; i++) (void)rd_ring_push(&h->free_q, i);
   pthread_attr_t attr;
   pthread_attr_init(&attr);
   if (!helper_consumes) handoff_pin(h, s, &attr);

@@ -200,7 +200,7 @@ int rd_profile_train_data(rd_profile_train_t *c, const rd_learner_config_t *lc, 
     if (lc->algo == RD_ALGO_DQN) {
       ai = c->ai + (size_t)k * batch;
       for (size_t i = 0; i < batch; i++)
-        ai[i] = (int32_t)(rd_profile_splitmix(&seed) % lc->num_actions);
+        ai[i] = (int32_t)(rd_splitmix64(&seed) % lc->num_actions);
     } else {
       for (size_t i = 0; i < batch * A; i++)
         af[i] = rd_profile_unif(&seed, lc->action_low, lc->action_high);
@@ -344,7 +344,7 @@ int rd_profile_gather_setup(rd_profile_gather_t *g, const rd_profile_shape_t *s,
     return rd_error_set(err, RD_ENOMEM, "out of memory for the gather profile");
   }
   uint64_t seed = DATA_SEED ^ 0x6761746865ull;
-  for (uint64_t i = 0; i < n_idx; i++) g->idx[i] = (uint32_t)(rd_profile_splitmix(&seed) % rows);
+  for (uint64_t i = 0; i < n_idx; i++) g->idx[i] = (uint32_t)(rd_splitmix64(&seed) % rows);
   return RD_OK;
 }
 

@@ -15,6 +15,7 @@
 #include "learner.h"
 #include "profile.h"
 #include "rd_error.h"
+#include "rd_rng.h"
 #include "table.h"
 
 #define FILL_CHUNK 65536u          /* items per insert while filling */
@@ -30,17 +31,9 @@
 #define GATHER_POOL_MIN (1u << 18) /* random row indices, at least */
 #define UPDATE_POOL_KEYS (1u << 18) /* sampled keys for update batches (then at least 4 batches) */
 
-/* The synthetic data's generator (splitmix64). */
-static inline uint64_t rd_profile_splitmix(uint64_t *s) {
-  uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-
-/* Uniform in [lo, hi). */
+/* Uniform in [lo, hi), 24 bits of the synthetic data's generator. */
 static inline float rd_profile_unif(uint64_t *s, float lo, float hi) {
-  return lo + (hi - lo) * (float)((double)(rd_profile_splitmix(s) >> 40) * 0x1p-24);
+  return lo + (hi - lo) * (float)((double)(rd_splitmix64(s) >> 40) * 0x1p-24);
 }
 
 /* ---- The measuring table: sample and update ---- */

@@ -15,10 +15,9 @@
 #include "rd_clock.h" /* rd_clock_now: the profiler's clock */
 #include "rd_error.h"
 
-/* One repetition: about this long. 1 ms made a cold registration take
- * 60-120 ms of its 1.5 s bound but left each figure at the mercy of one
- * scheduler tick (4 ms on this project's VMs): profiles of the same shape
- * moved 10-25% between registrations. 8 ms repetitions span ticks. */
+/* One repetition: about this long, longer than a scheduler tick, so that
+ * no figure rests on one tick (shorter repetitions let profiles of the
+ * same shape move between registrations: docs/benchmarks.md). */
 #define REP_TARGET_S 8e-3
 #define MAX_CALLS_PER_REP 100000u
 

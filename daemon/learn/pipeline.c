@@ -215,10 +215,8 @@ void rd_pipeline_stop(rd_pipeline_t *p) {
   pthread_mutex_lock(&p->mu);
   int was = p->stopping;
   p->stopping = 1;
-  rd_spin_bump(&p->ev_sampler);
-  rd_spin_bump(&p->ev_learner);
-  pthread_cond_broadcast(&p->cv_sampler);
-  pthread_cond_broadcast(&p->cv_learner);
+  rd_spin_wake_all(&p->ev_sampler, &p->cv_sampler);
+  rd_spin_wake_all(&p->ev_learner, &p->cv_learner);
   pthread_cond_broadcast(&p->cv_idle);
   pthread_mutex_unlock(&p->mu);
   if (was) return;

@@ -8,6 +8,7 @@
 #include "devices.h"
 #include "messages.h"
 #include "paging.h"
+#include "rd_clock.h"
 
 #ifndef RD_VERSION
 #define RD_VERSION "0.0.0"
@@ -61,10 +62,8 @@ static void server_info_head(const rd_handler_ctx_t *ctx, size_t count, size_t k
                              rd_page_fill_t *fill) {
   rd_device_t *devs = d->devs;
   Replayd__V1__Device *dm = d->dm, **dp = d->dp;
-  struct timespec now;
-  clock_gettime(CLOCK_MONOTONIC, &now);
   si->version = RD_VERSION;
-  si->uptime_seconds = (double)now.tv_sec + now.tv_nsec * 1e-9 - ctx->start_time;
+  si->uptime_seconds = rd_clock_now() - ctx->start_time;
   si->workload_count = count > k ? count : k;
   si->workloads_truncated = 1;
   si->devices_truncated = 1;

@@ -7,6 +7,8 @@
 #include <string.h>
 
 #include "sumtree.h"
+#include "rd_rng.h"
+#include "rdt_schema.h"
 
 /* ------------------------------------------------------------------ */
 /* Device calls on the host                                            */
@@ -246,13 +248,6 @@ typedef struct {
   size_t len;
 } work_t;
 
-static uint64_t splitmix(uint64_t *s) {
-  uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
 static int failf(work_t *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static int failf(work_t *w, const char *fmt, ...) {
   va_list ap;
@@ -263,23 +258,15 @@ static int failf(work_t *w, const char *fmt, ...) {
   return -1;
 }
 
-static void set_field(rd_field_t *f, const char *name, rd_dtype_t dtype, uint32_t dim) {
-  memset(f, 0, sizeof *f);
-  snprintf(f->name, sizeof f->name, "%s", name);
-  f->dtype = dtype;
-  f->rank = dim ? 1 : 0;
-  f->shape[0] = dim;
-}
-
 static void make_config(const rmm_case_t *c, rd_table_config_t *tc) {
   rd_table_config_default(tc);
   rd_schema_t *s = &tc->schema;
-  set_field(&s->fields[F_OBS], "obs", RD_DTYPE_FLOAT32, 4);
-  set_field(&s->fields[F_ACTION], "action", RD_DTYPE_INT32, 0);
-  set_field(&s->fields[F_REWARD], "reward", RD_DTYPE_FLOAT32, 0);
-  set_field(&s->fields[F_DONE], "done", RD_DTYPE_BOOL, 0);
+  rdt_field(&s->fields[F_OBS], "obs", RD_DTYPE_FLOAT32, 4);
+  rdt_field(&s->fields[F_ACTION], "action", RD_DTYPE_INT32, 0);
+  rdt_field(&s->fields[F_REWARD], "reward", RD_DTYPE_FLOAT32, 0);
+  rdt_field(&s->fields[F_DONE], "done", RD_DTYPE_BOOL, 0);
   s->n_fields = 4;
-  if (c->wide) set_field(&s->fields[s->n_fields++], "frame", RD_DTYPE_UINT8, 65536);
+  if (c->wide) rdt_field(&s->fields[s->n_fields++], "frame", RD_DTYPE_UINT8, 65536);
   tc->capacity = c->capacity;
   tc->fanout = c->fanout;
   tc->max_batch = c->max_batch;
@@ -341,7 +328,7 @@ static void fill_row(uint64_t k, uint32_t f, size_t fb, uint8_t *dst) {
   }
   uint64_t s = k * 977 + f;
   for (size_t j = 0; j < fb; j += 8) {
-    uint64_t v = splitmix(&s);
+    uint64_t v = rd_splitmix64(&s);
     memcpy(dst + j, &v, fb - j < 8 ? fb - j : 8);
   }
 }
@@ -357,7 +344,7 @@ static int do_insert(work_t *w, size_t n, int with_prio, mode_t_ mode, int *a_rc
     for (size_t i = 0; i < n; i++) fill_row(k0 + i, f, w->fb[f], w->in[f] + i * w->fb[f]);
     w->in_cols[f] = (rd_cbuf_t){w->in[f], n * w->fb[f]};
   }
-  for (size_t i = 0; i < n; i++) w->prio[i] = (double)(splitmix(&w->rng) >> 44) * 0x1p-12;
+  for (size_t i = 0; i < n; i++) w->prio[i] = (double)(rd_splitmix64(&w->rng) >> 44) * 0x1p-12;
   rd_error_t ea, er;
   uint64_t *ka = w->keys[0], *kr = w->keys[1];
   int ra = rd_table_insert(&w->a, n, w->in_cols, with_prio ? w->prio : NULL, ka, &ea);
@@ -397,11 +384,11 @@ static int do_sample(work_t *w, size_t n, double beta, unsigned flags, mode_t_ m
 static int do_update(work_t *w, size_t n, mode_t_ mode, int *a_rc) {
   const uint64_t size = w->r.size, next = w->r.next_key;
   for (size_t i = 0; i < n; i++) {
-    uint64_t u = splitmix(&w->rng);
+    uint64_t u = rd_splitmix64(&w->rng);
     if (i < 2 * w->n_last) w->ukeys[i] = w->last_keys[i % w->n_last];
     else if (u % 7 == 0 && next > size) w->ukeys[i] = (next - size - 1) - (u >> 40) % (next - size);
     else w->ukeys[i] = next - 1 - (u >> 20) % size;
-    w->uprio[i] = (double)(splitmix(&w->rng) >> 40) * 0x1p-16;
+    w->uprio[i] = (double)(rd_splitmix64(&w->rng) >> 40) * 0x1p-16;
   }
   rd_error_t ea, er;
   size_t sa = 0, sr = 0;
@@ -417,7 +404,7 @@ static int do_update(work_t *w, size_t n, mode_t_ mode, int *a_rc) {
 
 static int do_gather(work_t *w, size_t n, mode_t_ mode, int *a_rc) {
   const uint64_t size = w->r.size, next = w->r.next_key;
-  for (size_t i = 0; i < n; i++) w->ukeys[i] = next - 1 - splitmix(&w->rng) % size;
+  for (size_t i = 0; i < n; i++) w->ukeys[i] = next - 1 - rd_splitmix64(&w->rng) % size;
   rd_error_t ea, er;
   int ra = rd_table_gather(&w->a, n, w->ukeys, w->out_cols[0], &ea);
   *a_rc = ra;

@@ -1,6 +1,6 @@
 /* rmm_check.h - tables on the GPU replay module and storage (rmm_gpu.h)
- * against a table on the CPU, shared by tests/gpu/test_gpu_rmm.c (cmocka,
- * any host: the module over host device calls) and check_gpu_rmm.c (a
+ * against a table on the CPU, shared by tests/gpu/test_rmm.c (cmocka,
+ * any host: the module over host device calls) and check_rmm.cu (a
  * GPU: the module over CUDA). Plain C.
  *
  * rmm_check_same runs one workload on two tables of the same config, one

@@ -21,26 +21,11 @@
 
 #include "sumtree.h"
 #include "rd_tree_step.h"
+#include "rd_rng.h"
+#include "rdt_rand.h"
 
 static const uint32_t fanouts[] = {2, 4, 8, 16, 32, 64};
 #define N_FANOUTS (sizeof fanouts / sizeof fanouts[0])
-
-/* splitmix64: the test's own PRNG. */
-static uint64_t rng_next(uint64_t *s) {
-  uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
-/* A leaf value with a wide dynamic range (about 1 in 8 zero), <= max. */
-static uint64_t wide_value(uint64_t *s, uint64_t max) {
-  uint64_t r = rng_next(s);
-  if ((r & 7) == 0) return 0;
-  if ((r & 63) == 8) return max;
-  uint64_t v = rng_next(s) >> (r >> 58); /* shift 0..63 */
-  return v % (max + 1);
-}
 
 /* Capacities per fanout: tiny, around one block, around level boundaries,
  * and a few thousand leaves. */
@@ -61,7 +46,7 @@ static size_t capacities(uint32_t K, uint32_t out[16]) {
 static void fill_random(rd_sumtree_t *t, uint64_t *seed) {
   uint64_t *v = malloc(t->capacity * sizeof *v);
   assert_non_null(v);
-  for (uint32_t i = 0; i < t->capacity; i++) v[i] = wide_value(seed, t->max_leaf);
+  for (uint32_t i = 0; i < t->capacity; i++) v[i] = rdt_wide_u64(seed, t->max_leaf);
   rd_error_t err;
   assert_int_equal(rd_sumtree_set_range(t, 0, t->capacity, v, &err), RD_OK);
   free(v);
@@ -191,7 +176,7 @@ static void test_sample_matches_cpu(void **state) {
         if (run < total) tg[n++] = run;
       }
       for (int r = 0; r < 4000; r++) {
-        uint64_t u = rng_next(&seed);
+        uint64_t u = rd_splitmix64(&seed);
         tg[n++] = r & 1 ? u % total : (uint64_t)(((unsigned __int128)u * total) >> 64);
       }
       check_targets(&t, n, tg);
@@ -307,8 +292,8 @@ static void test_update_matches_cpu(void **state) {
         uint32_t span = s % 3 == 1 ? (ref.capacity < 5 ? ref.capacity : 5) : ref.capacity;
         for (size_t i = 0; i < n; i++) {
           pos[i] = s % 3 == 2 ? ref.capacity - 1 - (uint32_t)(i % ref.capacity)
-                              : (uint32_t)(rng_next(&seed) % span);
-          val[i] = wide_value(&seed, ref.max_leaf);
+                              : (uint32_t)(rd_splitmix64(&seed) % span);
+          val[i] = rdt_wide_u64(&seed, ref.max_leaf);
         }
         assert_int_equal(rd_sumtree_update(&ref, n, pos, val, &err), RD_OK);
         update_sequential(&seq, n, pos, val);
@@ -341,13 +326,13 @@ static void test_set_range_matches_cpu(void **state) {
       uint64_t *val = malloc(ref.capacity * sizeof *val);
       assert_non_null(val);
       for (int r = 0; r < 12; r++) {
-        uint32_t first = (uint32_t)(rng_next(&seed) % ref.capacity);
-        uint32_t n = r == 0 ? ref.capacity - first : 1 + (uint32_t)(rng_next(&seed) % (ref.capacity - first));
+        uint32_t first = (uint32_t)(rd_splitmix64(&seed) % ref.capacity);
+        uint32_t n = r == 0 ? ref.capacity - first : 1 + (uint32_t)(rd_splitmix64(&seed) % (ref.capacity - first));
         if (r == 1) { /* the whole tree */
           first = 0;
           n = ref.capacity;
         }
-        for (uint32_t i = 0; i < n; i++) val[i] = wide_value(&seed, ref.max_leaf);
+        for (uint32_t i = 0; i < n; i++) val[i] = rdt_wide_u64(&seed, ref.max_leaf);
         assert_int_equal(rd_sumtree_set_range(&ref, first, n, val, &err), RD_OK);
         update_batched(&bat, n, NULL, first, val);
         assert_same_tree(&bat, &ref);
@@ -365,9 +350,9 @@ static void test_upper_bound(void **state) {
   uint64_t seed = 42;
   uint32_t pos[300];
   for (int r = 0; r < 200; r++) {
-    size_t n = 1 + rng_next(&seed) % 300;
-    uint32_t range = 1 + (uint32_t)(rng_next(&seed) % 1000);
-    for (size_t i = 0; i < n; i++) pos[i] = (uint32_t)(rng_next(&seed) % range);
+    size_t n = 1 + rd_splitmix64(&seed) % 300;
+    uint32_t range = 1 + (uint32_t)(rd_splitmix64(&seed) % 1000);
+    for (size_t i = 0; i < n; i++) pos[i] = (uint32_t)(rd_splitmix64(&seed) % range);
     for (size_t i = 1; i < n; i++) /* insertion sort */
       for (size_t j = i; j > 0 && pos[j - 1] > pos[j]; j--) {
         uint32_t x = pos[j];
@@ -375,15 +360,15 @@ static void test_upper_bound(void **state) {
         pos[j - 1] = x;
       }
     for (int q = 0; q < 50; q++) {
-      uint64_t lo = rng_next(&seed) % (n + 1);
-      uint64_t hi = lo + rng_next(&seed) % (n + 1 - lo);
-      uint64_t bound = rng_next(&seed) % (range + 2);
+      uint64_t lo = rd_splitmix64(&seed) % (n + 1);
+      uint64_t hi = lo + rd_splitmix64(&seed) % (n + 1 - lo);
+      uint64_t bound = rd_splitmix64(&seed) % (range + 2);
       uint64_t want = lo;
       while (want < hi && pos[want] < bound) want++;
       assert_true(rd_st_upper_bound(pos, 0, lo, hi, bound, 0) == want);
       assert_true(rd_st_upper_bound(pos, 0, lo, hi, bound, 1) == want);
       /* contiguous: leaves first .. first+hi-1 */
-      uint64_t first = rng_next(&seed) % 50, cw = lo;
+      uint64_t first = rd_splitmix64(&seed) % 50, cw = lo;
       while (cw < hi && first + cw < bound) cw++;
       assert_true(rd_st_upper_bound(NULL, first, lo, hi, bound, q & 1) == cw);
     }

@@ -9,8 +9,6 @@ import math
 import os
 import random
 import socket
-import re
-import shutil
 import signal
 import struct
 import subprocess
@@ -20,132 +18,20 @@ import threading
 import time
 import unittest
 
-import grpc
-
-REPLAYD = os.path.abspath(sys.argv[1])
-PROTO_DIR = os.path.abspath(sys.argv[2])
-del sys.argv[1:3]
-
-# Generate the Python stubs from the proto into a scratch directory.
-_gen = tempfile.mkdtemp(prefix="replayd-pb-")
-subprocess.run(
-    [sys.executable, "-m", "grpc_tools.protoc", "-I", PROTO_DIR, "--python_out", _gen,
-     "--grpc_python_out", _gen, os.path.join(PROTO_DIR, "replayd.proto")],
-    check=True)
-sys.path.insert(0, _gen)
-import replayd_pb2 as pb  # noqa: E402
-import replayd_pb2_grpc as pbg  # noqa: E402
-
-TOKEN_KEY = "x-replayd-token"
-OBS = 4
+# The shared support (tests/support/replayd_test.py) takes REPLAYD_EXE and
+# PROTO_DIR off the command line; other test files import these names from
+# here or from replayd_test.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from replayd_test import (REPLAYD, PROTO_DIR, OBS, TOKEN_KEY, Daemon, DaemonCase,  # noqa: E402,F401
+                          cartpole_spec, dqn_spec, grpc, pb, pbg, rows)
 
 
-class Daemon:
-    """One replayd process; stderr is collected by a thread."""
-
-    def __init__(self, state_dir, *extra, env=None):
-        self.lines = []
-        self.proc = subprocess.Popen(
-            [REPLAYD, "--listen", "127.0.0.1:0", "--state-dir", state_dir,
-             "--log-level", "debug", *extra],
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
-        self.port = None
-        got = threading.Event()
-
-        def pump():
-            for line in self.proc.stderr:
-                self.lines.append(line)
-                m = re.search(r"listening on 127\.0\.0\.1:(\d+)", line)
-                if m and self.port is None:
-                    self.port = int(m.group(1))
-                    got.set()
-            got.set()
-
-        self.thread = threading.Thread(target=pump, daemon=True)
-        self.thread.start()
-        if not got.wait(30) or self.port is None:
-            self.proc.kill()
-            self.proc.wait()
-            raise RuntimeError("replayd did not start:\n" + "".join(self.lines))
-        self.channel = grpc.insecure_channel(
-            f"127.0.0.1:{self.port}",
-            options=[("grpc.max_receive_message_length", 256 << 20),
-                     ("grpc.max_send_message_length", 256 << 20)])
-        self.stub = pbg.ReplayStub(self.channel)
-
-    def log_after(self, *texts, timeout=10):
-        """The log so far, once every text is in it or timeout seconds have
-        passed (then the caller's assertIn shows what was there): a line
-        is written by the daemon and read by the pump thread after the
-        reply that it follows may have arrived."""
-        deadline = time.monotonic() + timeout
-        while True:
-            log = "".join(self.lines)
-            if all(t in log for t in texts) or time.monotonic() > deadline:
-                return log
-            time.sleep(0.02)
-
-    def alive(self):
-        return self.proc.poll() is None
-
-    def stop(self, sig=signal.SIGTERM, timeout=30):
-        self.channel.close()
-        if self.proc.poll() is None:
-            self.proc.send_signal(sig)
-        rc = self.proc.wait(timeout)
-        self.thread.join(5)
-        self.proc.stderr.close()
-        return rc
-
-
-def cartpole_spec(capacity=1000, **kw):
-    fields = [
-        pb.Field(name="obs", dtype=pb.FLOAT32, shape=[OBS]),
-        pb.Field(name="action", dtype=pb.INT32),
-        pb.Field(name="reward", dtype=pb.FLOAT32),
-        pb.Field(name="next_obs", dtype=pb.FLOAT32, shape=[OBS]),
-        pb.Field(name="done", dtype=pb.BOOL),
-    ]
-    return pb.WorkloadSpec(name="cartpole", fields=fields, capacity=capacity, seed=7, **kw)
-
-
-def rows(n, start=0):
-    """n CartPole rows as packed columns; obs[0] carries the row number."""
-    obs = b"".join(struct.pack("<4f", start + i, 0.5, -0.5, 1.0) for i in range(n))
-    act = b"".join(struct.pack("<i", (start + i) % 2) for i in range(n))
-    rew = b"".join(struct.pack("<f", 1.0) for _ in range(n))
-    nxt = b"".join(struct.pack("<4f", start + i + 1, 0, 0, 0) for i in range(n))
-    done = bytes((start + i) % 7 == 0 for i in range(n))
-    return pb.RowBatch(count=n, columns=[obs, act, rew, nxt, done])
-
-
-class Base(unittest.TestCase):
-    extra = ()
-
-    def setUp(self):
-        self.state = tempfile.mkdtemp(prefix="replayd-state-")
-        self.d = Daemon(self.state, *self.extra)
-
-    def tearDown(self):
-        if self.d.alive():
-            self.assertEqual(self.d.stop(), 0, "replayd did not exit 0 on SIGTERM")
-        shutil.rmtree(self.state, ignore_errors=True)
-
+class Base(DaemonCase):
     def register(self, **kw):
         return self.d.stub.RegisterWorkload(cartpole_spec(**kw), timeout=10)
 
-    def md(self, w):
-        return ((TOKEN_KEY, w.token),)
-
     def describe(self, w):
         return self.d.stub.DescribeWorkload(pb.WorkloadRef(id=w.id), timeout=10)
-
-    def assert_code(self, code, fn, *a, **kw):
-        with self.assertRaises(grpc.RpcError) as cm:
-            fn(*a, **kw)
-        self.assertEqual(cm.exception.code(), code, cm.exception.details())
-        self.assertTrue(cm.exception.details(), "status without a message")
-        return cm.exception
 
 
 class TestLifecycle(Base):

@@ -8,8 +8,6 @@ usage: test_dse.py REPLAYD_EXE PROTO_DIR REPLAYCTL_EXE FPGA_PARTS_DIR
 """
 import json
 import os
-import shutil
-import subprocess
 import sys
 import tempfile
 import unittest
@@ -17,48 +15,24 @@ import unittest
 REPLAYCTL = os.path.abspath(sys.argv[3])
 PARTS = os.path.abspath(sys.argv[4])
 del sys.argv[3:5]
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-# test_daemon generates the Python stubs and takes argv[1:3].
-from test_daemon import Daemon, pb, TOKEN_KEY, grpc  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+# replayd_test generates the Python stubs and takes argv[1:3].
+from replayd_test import TOKEN_KEY, Daemon, DaemonCase, dqn_spec, grpc, pb  # noqa: E402
 
 
 def learner_spec(batch=64, hidden=(64, 64), capacity=10000, name="dqn"):
-    fields = [
-        pb.Field(name="obs", dtype=pb.FLOAT32, shape=[4]),
-        pb.Field(name="action", dtype=pb.INT32),
-        pb.Field(name="reward", dtype=pb.FLOAT32),
-        pb.Field(name="next_obs", dtype=pb.FLOAT32, shape=[4]),
-        pb.Field(name="discount", dtype=pb.FLOAT32),
-    ]
-    return pb.WorkloadSpec(
-        name=name, fields=fields, capacity=capacity, seed=3,
-        learner=pb.LearnerSpec(algorithm="dqn", hidden=list(hidden), batch_size=batch,
-                               num_actions=2))
+    return dqn_spec(name=name, capacity=capacity, hidden=hidden, batch=batch)
 
 
-class DseBase(unittest.TestCase):
+class DseBase(DaemonCase):
+    replayctl = REPLAYCTL
+
     def setUp(self):
         self.state = tempfile.mkdtemp(prefix="replayd-dse-")
         self.d = self.start()
 
     def start(self):
         return Daemon(self.state, "--fpga-parts-dir", PARTS)
-
-    def tearDown(self):
-        if self.d.alive():
-            self.assertEqual(self.d.stop(), 0)
-        shutil.rmtree(self.state, ignore_errors=True)
-
-    def admin(self):
-        with open(os.path.join(self.state, "admin.token")) as f:
-            return ((TOKEN_KEY, f.read().strip()),)
-
-    def assert_code(self, code, fn, *a, **kw):
-        with self.assertRaises(grpc.RpcError) as cm:
-            fn(*a, **kw)
-        self.assertEqual(cm.exception.code(), code, cm.exception.details())
-        self.assertTrue(cm.exception.details())
-        return cm.exception
 
     def plan(self, req, **kw):
         """Plan with the admin token (Plan measures and stores profiles)."""
@@ -67,17 +41,6 @@ class DseBase(unittest.TestCase):
     def profiles(self):
         return list(self.d.stub.ListProfiles(pb.ListProfilesRequest(), metadata=self.admin(),
                                              timeout=10).profiles)
-
-    def workload_count(self):
-        return len(self.d.stub.ListWorkloads(pb.ListWorkloadsRequest(), timeout=10).workloads)
-
-    def ctl(self, *args, ok=True):
-        env = dict(os.environ, STATE_DIRECTORY=self.state)
-        r = subprocess.run([REPLAYCTL, "--server", f"127.0.0.1:{self.d.port}", "--timeout", "20",
-                            *args], capture_output=True, text=True, env=env, timeout=60)
-        if ok:
-            self.assertEqual(r.returncode, 0, r.stderr)
-        return r
 
 
 class TestRegistration(DseBase):

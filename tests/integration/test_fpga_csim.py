@@ -24,22 +24,13 @@ import unittest
 REPLAYCTL = os.path.abspath(sys.argv[3])
 PARTS = os.path.abspath(sys.argv[4])
 del sys.argv[3:5]
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-# test_daemon generates the Python stubs and takes argv[1:3].
-from test_daemon import REPLAYD, Daemon, pb, TOKEN_KEY  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+# replayd_test generates the Python stubs and takes argv[1:3].
+from replayd_test import REPLAYD, TOKEN_KEY, Daemon, DaemonCase, dqn_spec, pb  # noqa: E402
 
 
-def dqn_spec(capacity=10000, seed=3):
-    fields = [
-        pb.Field(name="obs", dtype=pb.FLOAT32, shape=[4]),
-        pb.Field(name="action", dtype=pb.INT32),
-        pb.Field(name="reward", dtype=pb.FLOAT32),
-        pb.Field(name="next_obs", dtype=pb.FLOAT32, shape=[4]),
-        pb.Field(name="discount", dtype=pb.FLOAT32),
-    ]
-    return pb.WorkloadSpec(
-        name="dqn-csim", fields=fields, capacity=capacity, seed=seed,
-        learner=pb.LearnerSpec(algorithm="dqn", hidden=[32, 32], batch_size=32, num_actions=2))
+def csim_spec(capacity=10000, seed=3):
+    return dqn_spec(name="dqn-csim", capacity=capacity, seed=seed)
 
 
 def row_batch(n, start=0):
@@ -56,24 +47,15 @@ def priorities(n, start=0):
     return [((start + i) * 7919 % 1000) / 100.0 for i in range(n)]
 
 
-class FpgaCsimBase(unittest.TestCase):
+class FpgaCsimBase(DaemonCase):
     extra = ("--fpga-csim", "u250")
+    replayctl = REPLAYCTL
 
-    def setUp(self):
-        self.state = tempfile.mkdtemp(prefix="replayd-fpga-csim-")
-        self.d = Daemon(self.state, "--fpga-parts-dir", PARTS, *self.extra)
-
-    def tearDown(self):
-        if self.d.alive():
-            self.assertEqual(self.d.stop(), 0)
-        shutil.rmtree(self.state, ignore_errors=True)
+    def daemon_args(self):
+        return ("--fpga-parts-dir", PARTS, *self.extra)
 
     def ctl(self, *args):
-        env = dict(os.environ, STATE_DIRECTORY=self.state)
-        r = subprocess.run([REPLAYCTL, "--server", f"127.0.0.1:{self.d.port}", "--timeout", "30",
-                            *args], capture_output=True, text=True, env=env, timeout=60)
-        self.assertEqual(r.returncode, 0, r.stderr)
-        return r.stdout
+        return DaemonCase.ctl(self, *args, deadline=30).stdout
 
     def fpga_devices(self):
         r = self.d.stub.ListDevices(pb.ListDevicesRequest(), timeout=10)
@@ -109,7 +91,7 @@ class TestCsimDevice(FpgaCsimBase):
 
 class TestCsimWorkload(FpgaCsimBase):
     def test_fff_end_to_end(self):
-        w = self.d.stub.RegisterWorkload(dqn_spec(), timeout=60)
+        w = self.d.stub.RegisterWorkload(csim_spec(), timeout=60)
         md = ((TOKEN_KEY, w.token),)
         p = w.placement
         self.assertEqual(p.mapping, "F-F-F", p.explain)
@@ -139,7 +121,7 @@ class TestCsimWorkload(FpgaCsimBase):
         cpu_state = tempfile.mkdtemp(prefix="replayd-fpga-cpu-")
         cpu = Daemon(cpu_state, "--fpga-parts-dir", PARTS)
         try:
-            wc = cpu.stub.RegisterWorkload(dqn_spec(), timeout=60)
+            wc = cpu.stub.RegisterWorkload(csim_spec(), timeout=60)
             self.assertEqual(wc.placement.running, "C-C-C")
             self.assertIn("replay module cpu)", cpu.log_after("replay module cpu)"))
             mdc = ((TOKEN_KEY, wc.token),)
@@ -219,7 +201,7 @@ class TestCsimWorkload(FpgaCsimBase):
     def test_capacity_above_the_build(self):
         # 2^20 + 1 items: no built kernel holds the tree, so the mapper keeps
         # the RMM on the CPU and says why.
-        w = self.d.stub.RegisterWorkload(dqn_spec(capacity=(1 << 20) + 1), timeout=60)
+        w = self.d.stub.RegisterWorkload(csim_spec(capacity=(1 << 20) + 1), timeout=60)
         p = w.placement
         self.assertNotEqual(p.rmm_device, "fpga")
         self.assertEqual(p.table[2].rmm_source, "-")

@@ -7,14 +7,14 @@ request threads with bounded queues, so a storm of them stalls no one.
 usage: test_hardening.py REPLAYD_EXE PROTO_DIR
 """
 import os
-import shutil
 import struct
-import tempfile
+import sys
 import threading
 import time
 import unittest
 
-from test_daemon import Daemon, pb, pbg, TOKEN_KEY, grpc, cartpole_spec, rows  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from replayd_test import TOKEN_KEY, DaemonCase, cartpole_spec, grpc, pb, pbg, rows  # noqa: E402
 
 
 def rss_kib(pid):
@@ -32,21 +32,7 @@ def learner_spec(hidden, batch=32):
     return spec
 
 
-class HardeningBase(unittest.TestCase):
-    extra = ()
-
-    def setUp(self):
-        self.state = tempfile.mkdtemp(prefix="replayd-hardening-")
-        self.d = Daemon(self.state, *self.extra)
-
-    def tearDown(self):
-        if self.d.alive():
-            self.assertEqual(self.d.stop(), 0)
-        shutil.rmtree(self.state, ignore_errors=True)
-
-    def admin(self):
-        with open(os.path.join(self.state, "admin.token")) as f:
-            return ((TOKEN_KEY, f.read().strip()),)
+class HardeningBase(DaemonCase):
 
     def stub(self):
         """A stub whose channel sends any size: the server's limit is what

@@ -12,17 +12,14 @@ usage: test_paging.py REPLAYD_EXE PROTO_DIR REPLAYCTL_EXE
 import json
 import os
 import random
-import shutil
-import subprocess
 import sys
-import tempfile
 import unittest
 
 REPLAYCTL = os.path.abspath(sys.argv[3])
 del sys.argv[3:4]
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-# test_daemon generates the Python stubs and takes argv[1:3].
-from test_daemon import Daemon, pb, TOKEN_KEY, grpc  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+# replayd_test generates the Python stubs and takes argv[1:3].
+from replayd_test import TOKEN_KEY, DaemonCase, grpc, pb  # noqa: E402
 
 LIMIT_64K = 64 << 10
 LIMIT_4K = 4 << 10
@@ -55,28 +52,8 @@ def profile_key(p):
             p.fanout, p.build.encode(), p.primitive.encode(), p.threads)
 
 
-class PagingBase(unittest.TestCase):
-    extra = ()
-
-    def setUp(self):
-        self.state = tempfile.mkdtemp(prefix="replayd-paging-")
-        self.d = Daemon(self.state, *self.extra)
-
-    def tearDown(self):
-        if self.d.alive():
-            self.assertEqual(self.d.stop(), 0, "replayd did not exit 0 on SIGTERM")
-        shutil.rmtree(self.state, ignore_errors=True)
-
-    def admin(self):
-        with open(os.path.join(self.state, "admin.token")) as f:
-            return ((TOKEN_KEY, f.read().strip()),)
-
-    def assert_code(self, code, fn, *a, **kw):
-        with self.assertRaises(grpc.RpcError) as cm:
-            fn(*a, **kw)
-        self.assertEqual(cm.exception.code(), code, cm.exception.details())
-        self.assertTrue(cm.exception.details(), "status without a message")
-        return cm.exception
+class PagingBase(DaemonCase):
+    replayctl = REPLAYCTL
 
     def pages(self, call, req_type, page_size=0, limit=None, between=None, **kw):
         """Every page of a listing; between(reply) runs after each page that
@@ -102,12 +79,7 @@ class PagingBase(unittest.TestCase):
                           metadata=self.admin(), **kw)
 
     def ctl(self, *args, ok=True):
-        env = dict(os.environ, STATE_DIRECTORY=self.state)
-        r = subprocess.run([REPLAYCTL, "--server", f"127.0.0.1:{self.d.port}", "--timeout", "20",
-                            *args], capture_output=True, text=True, env=env, timeout=120)
-        if ok:
-            self.assertEqual(r.returncode, 0, r.stderr)
-        return r
+        return DaemonCase.ctl(self, *args, ok=ok, timeout=120)
 
     def import_profiles(self, lines, chunk=100):
         """ImportProfiles in requests that stay under a small message limit."""

@@ -29,7 +29,8 @@ import unittest
 REPS = int(sys.argv[3]) if len(sys.argv) > 3 else 30
 del sys.argv[3:]
 
-from test_daemon import Daemon, pb, TOKEN_KEY, grpc, cartpole_spec, rows  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from replayd_test import Daemon, pb, TOKEN_KEY, grpc, cartpole_spec, rows  # noqa: E402
 
 GRACE_MS = 300
 # Statuses a client may see from a call the server drained or cancelled.

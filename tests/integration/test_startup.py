@@ -19,9 +19,9 @@ import tempfile
 import types
 import unittest
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-# test_daemon generates the Python stubs and takes argv[1:3].
-from test_daemon import REPLAYD, Daemon, pb, TOKEN_KEY, cartpole_spec, rows  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+# replayd_test generates the Python stubs and takes argv[1:3].
+from replayd_test import REPLAYD, Daemon, pb, TOKEN_KEY, cartpole_spec, rows  # noqa: E402
 
 SOURCE_PARTS = os.path.realpath(os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                              "..", "..", "backends", "fpga", "parts"))

@@ -11,17 +11,15 @@ usage: test_validation.py REPLAYD_EXE PROTO_DIR FPGA_PARTS_DIR
 import json
 import math
 import os
-import shutil
 import struct
 import sys
-import tempfile
 import unittest
 
 PARTS = os.path.abspath(sys.argv[3])
 del sys.argv[3:4]
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-# test_daemon generates the Python stubs and takes argv[1:3].
-from test_daemon import Daemon, pb, TOKEN_KEY, grpc, cartpole_spec, rows  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+# replayd_test generates the Python stubs and takes argv[1:3].
+from replayd_test import DaemonCase, cartpole_spec, dqn_spec, grpc, pb, rows  # noqa: E402
 
 INVALID = grpc.StatusCode.INVALID_ARGUMENT
 DONE = 4  # the column of cartpole_spec's bool field "done"
@@ -30,17 +28,7 @@ SVC = "/replayd.v1.Replay/"
 
 def learner_spec(name="plan", batch=32):
     """A DQN spec (a Plan maps a hosted learner)."""
-    fields = [
-        pb.Field(name="obs", dtype=pb.FLOAT32, shape=[4]),
-        pb.Field(name="action", dtype=pb.INT32),
-        pb.Field(name="reward", dtype=pb.FLOAT32),
-        pb.Field(name="next_obs", dtype=pb.FLOAT32, shape=[4]),
-        pb.Field(name="discount", dtype=pb.FLOAT32),
-    ]
-    return pb.WorkloadSpec(
-        name=name, fields=fields, capacity=10000, seed=3,
-        learner=pb.LearnerSpec(algorithm="dqn", hidden=[32, 32], batch_size=batch,
-                               num_actions=2))
+    return dqn_spec(name=name, batch=batch)
 
 
 def named(name):
@@ -55,22 +43,8 @@ def ld(field, payload):
     return bytes([field << 3 | 2, len(payload)]) + payload
 
 
-class Base(unittest.TestCase):
-    def setUp(self):
-        self.state = tempfile.mkdtemp(prefix="replayd-valid-")
-        self.d = Daemon(self.state, "--fpga-parts-dir", PARTS)
-
-    def tearDown(self):
-        if self.d.alive():
-            self.assertEqual(self.d.stop(), 0, "replayd did not exit 0 on SIGTERM")
-        shutil.rmtree(self.state, ignore_errors=True)
-
-    def admin(self):
-        with open(os.path.join(self.state, "admin.token")) as f:
-            return ((TOKEN_KEY, f.read().strip()),)
-
-    def md(self, w):
-        return ((TOKEN_KEY, w.token),)
+class Base(DaemonCase):
+    extra = ("--fpga-parts-dir", PARTS)
 
     def refused(self, fn, *a, says=(), **kw):
         """fn(*a, **kw) must fail INVALID_ARGUMENT with every text of says."""
@@ -89,9 +63,6 @@ class Base(unittest.TestCase):
 
     def counters(self, w):
         return self.d.stub.DescribeWorkload(pb.WorkloadRef(id=w.id), timeout=10).counters
-
-    def workload_count(self):
-        return len(self.d.stub.ListWorkloads(pb.ListWorkloadsRequest(), timeout=10).workloads)
 
     def profile_count(self):
         return len(self.d.stub.ListProfiles(pb.ListProfilesRequest(), metadata=self.admin(),

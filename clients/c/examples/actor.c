@@ -173,7 +173,7 @@ int main(int argc, char **argv) {
   cartpole_reset(&env, o);
   uint64_t episodes = 0, episode_steps_total = 0, messages = 0;
   size_t fill = 0;
-  double t0 = ex_now();
+  double t0 = rd_clock_now();
   int rc = 0;
   for (uint64_t s = 0; s < steps; s++) {
     int a = cp_rng_uniform(&policy_rng) < epsilon ? (int)(cp_rng_next(&policy_rng) >> 63)
@@ -214,7 +214,7 @@ int main(int argc, char **argv) {
   } else {
     rdc_insert_stream_cancel(st);
   }
-  double dt = ex_now() - t0;
+  double dt = rd_clock_now() - t0;
   if (rc == 0) {
     printf("streamed %" PRIu64 " transitions in %.3f s: %.0f transitions/s (%" PRIu64
            " messages of up to %zu)\n",

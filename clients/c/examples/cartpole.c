@@ -2,6 +2,7 @@
 #include "cartpole.h"
 
 #include <math.h>
+#include "rd_rng.h"
 
 #define GRAVITY 9.8
 #define MASSCART 1.0
@@ -12,15 +13,8 @@
 #define FORCE_MAG 10.0
 #define TAU 0.02
 
-static uint64_t splitmix64(uint64_t *x) {
-  uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-
 void cp_rng_seed(cp_rng_t *r, uint64_t seed) {
-  for (int i = 0; i < 4; i++) r->s[i] = splitmix64(&seed);
+  for (int i = 0; i < 4; i++) r->s[i] = rd_splitmix64(&seed);
 }
 
 static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include "rd_clock.h"
 
 /* "--name value" or "--name=value" at argv[*i]: returns the value (moving
  * *i past it) or NULL if argv[*i] is another option. Exits 2 when the value
@@ -50,12 +51,6 @@ static inline double ex_double(const char *v, const char *name, double min, doub
     exit(2);
   }
   return x;
-}
-
-static inline double ex_now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 static inline const char *ex_env(const char *name) {

@@ -525,7 +525,7 @@ static void sleep_s(double s) {
 /* Wait while the rows inserted run ahead of the learner (file comment). */
 static int actor_throttle(actor_t *a) {
   if (a->spi <= 0 || a->o->max_lag == 0) return 0;
-  double t0 = ex_now(), t_progress = t0;
+  double t0 = rd_clock_now(), t_progress = t0;
   uint64_t last_steps = UINT64_MAX;
   int waited = 0;
   while (!stop_requested) {
@@ -535,7 +535,7 @@ static int actor_throttle(actor_t *a) {
     double consumed = (double)a->wl->learner.steps * a->batch_size / a->spi;
     double lag = (double)a->wl->counters.inserts - a->min_size - consumed;
     if (lag <= (double)a->o->max_lag) break;
-    double now = ex_now();
+    double now = rd_clock_now();
     if (a->wl->learner.steps != last_steps) {
       last_steps = a->wl->learner.steps;
       t_progress = now;
@@ -551,7 +551,7 @@ static int actor_throttle(actor_t *a) {
   }
   if (waited) {
     a->waits++;
-    a->waited_s += ex_now() - t0;
+    a->waited_s += rd_clock_now() - t0;
   }
   return 0;
 }
@@ -610,7 +610,7 @@ static int actor_play(actor_t *a) {
   lt_env_reset(&env, obs);
   uint64_t t = 0, episodes = 0;
   double returns[100]; /* the last 100 episodes, for the summary */
-  double t0 = ex_now();
+  double t0 = rd_clock_now();
   int rc = 0;
   fprintf(a->log, "# actor %" PRIu64 "/%" PRIu64 " %s %s epsilon %.4g noise %.3g n-step %" PRIu64
           " workload %s\n", o->index, o->n_actors, lt_env_name(task->env),
@@ -663,7 +663,7 @@ static int actor_play(actor_t *a) {
   fprintf(a->log, "# actor %" PRIu64 " done: %" PRIu64 " steps in %.1f s, %" PRIu64
           " rows inserted, %" PRIu64 " episodes, mean return of the last %zu %.2f, weights "
           "version %" PRIu64 ", waited for the learner %" PRIu64 " times (%.1f s)\n", o->index,
-          t, ex_now() - t0, inserted, episodes, k, recent, a->w.version, a->waits, a->waited_s);
+          t, rd_clock_now() - t0, inserted, episodes, k, recent, a->w.version, a->waits, a->waited_s);
   fflush(a->log);
   return rc;
 }

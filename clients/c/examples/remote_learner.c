@@ -172,13 +172,13 @@ int main(int argc, char **argv) {
    * apart from the rest by the difference (stale: overwritten since). */
   rdc_counters_t before = wl->counters;
   double delta_sum = 0, t_wait = 0;
-  double t0 = ex_now(), wait_until = t0 + timeout;
+  double t0 = rd_clock_now(), wait_until = t0 + timeout;
   int rc = 0;
   if (rdc_sampler_open(c, workload, token, &so, &sampler, &e) != RDC_OK) rc = fail(&e);
   for (uint64_t it = 0; it < iterations && rc == 0; it++) {
-    double ts = ex_now();
+    double ts = rd_clock_now();
     int r = rdc_sampler_next(sampler, timeout, &smp, &e);
-    if (r == RDC_FAILED_PRECONDITION && samples_total == 0 && ex_now() < wait_until) {
+    if (r == RDC_FAILED_PRECONDITION && samples_total == 0 && rd_clock_now() < wait_until) {
       /* An empty table and no rate limiter to wait in (the actor has not
        * started yet): the stream ended; open another a little later. */
       rdc_sampler_close(sampler, NULL);
@@ -192,7 +192,7 @@ int main(int argc, char **argv) {
       rc = fail(&e);
       break;
     }
-    t_wait += ex_now() - ts;
+    t_wait += rd_clock_now() - ts;
 
     /* Check what came back. */
     if (smp.count != b) {
@@ -236,7 +236,7 @@ int main(int argc, char **argv) {
     }
     samples_total += b;
   }
-  double dt = ex_now() - t0;
+  double dt = rd_clock_now() - t0;
   if (sampler != NULL && rdc_sampler_close(sampler, &e) != RDC_OK && rc == 0) rc = fail(&e);
   if (rc == 0) {
     printf("%" PRIu64 " batches of %zu in %.3f s: %.0f samples/s (waiting for batches %.1f%% "

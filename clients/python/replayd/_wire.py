@@ -1,0 +1,378 @@
+"""The hot messages' bytes, built and read without per-row Python work.
+
+InsertRequest, SampleRequest and UpdatePrioritiesRequest are written here
+straight from numpy buffers (one join of the column buffers: no protobuf
+object holding a copy of each column), and InsertResponse, SampleResponse
+and UpdatePrioritiesResponse are read here: packed doubles and the row
+columns become numpy views of the reply's bytes (np.frombuffer, no copy),
+packed varint keys are decoded with a few vectorized numpy passes.
+
+The reader handles the encoding a protobuf writer produces for these
+messages (the daemon's protobuf-c does): each field once, repeated scalars
+packed, unknown fields skipped. Anything else that is still valid protobuf
+(an unpacked repeated field, a field sent twice) is read by the generated
+protobuf class instead, so a reply is never misread; bytes that are not
+protobuf at all are an error.
+"""
+import struct
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from ._proto import replayd_pb2 as pb
+from .spec import Field
+
+_U64 = np.uint64
+_F8 = np.dtype("<f8")
+
+
+class WireError(ValueError):
+    """Bytes that are not a valid message."""
+
+
+# ---------------------------------------------------------------------------
+# Varints
+# ---------------------------------------------------------------------------
+
+def varint(n: int) -> bytes:
+    """One unsigned varint."""
+    if n < 0x80:
+        return bytes((n,))
+    out = bytearray()
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def _read_varint(buf: bytes, pos: int, end: int) -> Tuple[int, int]:
+    result = 0
+    shift = 0
+    while True:
+        if pos >= end:
+            raise WireError("truncated varint")
+        b = buf[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if b < 0x80:
+            return result, pos
+        shift += 7
+        if shift >= 70:
+            raise WireError("varint longer than 10 bytes")
+
+
+_SHIFTS = np.array([7 * j for j in range(10)], dtype=_U64)
+_WEIGHTS = np.array([1 << (7 * j) for j in range(10)], dtype=_U64)
+_LIMITS = [1 << (7 * j) for j in range(1, 10)]
+
+
+def encode_varints(values: np.ndarray) -> bytes:
+    """Packed varints of an array of non-negative integers (uint64)."""
+    v = np.ascontiguousarray(values, dtype=_U64).reshape(-1)
+    if v.size == 0:
+        return b""
+    lo, hi = int(v.min()), int(v.max())
+    nb_lo = 1 + sum(lo >= t for t in _LIMITS)
+    nb_hi = 1 + sum(hi >= t for t in _LIMITS)
+    if nb_lo == nb_hi:  # every value has the same length: one broadcast
+        L = nb_hi
+        m = (v[:, None] >> _SHIFTS[None, :L]) & _U64(0x7F)
+        m[:, :L - 1] |= _U64(0x80)
+        return m.astype(np.uint8).tobytes()
+    nbytes = np.ones(v.shape, dtype=np.intp)
+    for t in _LIMITS[:nb_hi - 1]:
+        nbytes += v >= _U64(t)
+    ends = np.cumsum(nbytes)
+    starts = ends - nbytes
+    out = np.empty(int(ends[-1]), dtype=np.uint8)
+    for j in range(nb_hi):
+        m = nbytes > j
+        part = (v[m] >> _U64(7 * j)) & _U64(0x7F)
+        cont = (nbytes[m] > j + 1).astype(_U64) << _U64(7)
+        out[starts[m] + j] = (part | cont).astype(np.uint8)
+    return out.tobytes()
+
+
+def decode_varints(buf: bytes, start: int, end: int) -> np.ndarray:
+    """The packed varints in buf[start:end] as uint64 (vectorized)."""
+    if end == start:
+        return np.zeros(0, dtype=_U64)
+    if buf[end - 1] >= 0x80:
+        raise WireError("truncated packed varints")
+    b = np.frombuffer(buf, dtype=np.uint8, count=end - start, offset=start)
+    term = b < 0x80
+    n = int(np.count_nonzero(term))
+    L = b.size // n
+    if L * n == b.size and L < 10:
+        # n terminators, and if each row of L bytes ends with one, every
+        # value is L bytes long: one multiply-add decodes them all.
+        m = b.reshape(n, L)
+        if L == 1 or term[L - 1::L].all():
+            return (m & 0x7F).astype(_U64) @ _WEIGHTS[:L]
+    last = np.flatnonzero(term)
+    starts = np.empty_like(last)
+    starts[0] = 0
+    starts[1:] = last[:-1] + 1
+    lens = last - starts + 1
+    if int(lens.max()) > 10:
+        raise WireError("varint longer than 10 bytes")
+    pos = np.arange(b.size, dtype=_U64) - np.repeat(starts, lens).astype(_U64)
+    contrib = (b & 0x7F).astype(_U64) << (pos * _U64(7))
+    return np.bitwise_or.reduceat(contrib, starts)
+
+
+# ---------------------------------------------------------------------------
+# A message's top-level fields
+# ---------------------------------------------------------------------------
+
+class _NotCanonical(Exception):
+    """Valid protobuf, but not the one-field-once, packed encoding: let the
+    generated class read it."""
+
+
+def _scan(buf: bytes, start: int, end: int, want: Dict[int, int]) -> Dict[int, object]:
+    """Fields of buf[start:end]: number -> int (varint, fixed64 as raw int)
+    or (start, end) (length-delimited). `want` maps the field numbers this
+    reader knows to their wire type; others are skipped. A known field seen
+    twice or with another wire type raises _NotCanonical."""
+    out: Dict[int, object] = {}
+    pos = start
+    while pos < end:
+        key, pos = _read_varint(buf, pos, end)
+        num, wt = key >> 3, key & 7
+        if num == 0:
+            raise WireError("field number 0")
+        if wt == 0:
+            val, pos = _read_varint(buf, pos, end)
+        elif wt == 1:
+            if pos + 8 > end:
+                raise WireError("truncated fixed64")
+            val = (pos, pos + 8)
+            pos += 8
+        elif wt == 2:
+            n, pos = _read_varint(buf, pos, end)
+            if pos + n > end:
+                raise WireError("truncated length-delimited field")
+            val = (pos, pos + n)
+            pos += n
+        elif wt == 5:
+            if pos + 4 > end:
+                raise WireError("truncated fixed32")
+            val = (pos, pos + 4)
+            pos += 4
+        else:
+            raise WireError(f"unsupported wire type {wt}")
+        w = want.get(num)
+        if w is None:
+            continue
+        if w != wt or num in out:
+            raise _NotCanonical()
+        out[num] = val
+    if pos != end:
+        raise WireError("field runs past the message")
+    return out
+
+
+def _doubles(buf: bytes, span: Optional[Tuple[int, int]]) -> np.ndarray:
+    if span is None:
+        return np.zeros(0, dtype=_F8)
+    s, e = span
+    if (e - s) % 8:
+        raise WireError("packed doubles not a multiple of 8 bytes")
+    return np.frombuffer(buf, dtype=_F8, count=(e - s) // 8, offset=s)
+
+
+def _uint64s(buf: bytes, span: Optional[Tuple[int, int]]) -> np.ndarray:
+    if span is None:
+        return np.zeros(0, dtype=_U64)
+    return decode_varints(buf, span[0], span[1])
+
+
+# ---------------------------------------------------------------------------
+# Requests
+# ---------------------------------------------------------------------------
+
+def _ld(tag: int, payload_len: int) -> bytes:
+    return bytes((tag,)) + varint(payload_len)
+
+
+class InsertEncoder:
+    """InsertRequest bytes for one workload: workload_id (1), rows (2) =
+    RowBatch{count (1), columns (2)...}, priorities (3, packed double). The
+    framing of a message of n rows (every length but the priorities' follows
+    from n and the schema) is built once per n, so a message is one join of
+    cached bytes and the column buffers."""
+
+    def __init__(self, workload_id: bytes, fields: Sequence[Field]):
+        self._id = _ld(0x0A, len(workload_id)) + workload_id
+        self._row_bytes = [f.row_bytes for f in fields]
+        self._frames: Dict[int, Tuple[bytes, List[bytes]]] = {}
+
+    def _frame(self, n: int) -> Tuple[bytes, List[bytes]]:
+        fr = self._frames.get(n)
+        if fr is None:
+            cols = [_ld(0x12, n * rb) for rb in self._row_bytes]
+            count = b"\x08" + varint(n)
+            rb_len = len(count) + sum(len(c) + n * rb for c, rb in zip(cols, self._row_bytes))
+            fr = (self._id + _ld(0x12, rb_len) + count, cols)
+            if len(self._frames) < 64:
+                self._frames[n] = fr
+        return fr
+
+    def encode(self, n: int, columns: Sequence[np.ndarray],
+               priorities: Optional[np.ndarray]) -> bytes:
+        """The InsertRequest; `columns` as replayd.columns.pack returns them
+        (C-contiguous, n rows of each field's shape)."""
+        head, frames = self._frame(n)
+        parts: List[object] = [head]
+        for fr, c in zip(frames, columns):
+            parts.append(fr)
+            parts.append(c)
+        if priorities is not None and priorities.size:
+            parts.append(_ld(0x1A, priorities.nbytes))
+            parts.append(priorities)
+        return b"".join(parts)  # type: ignore[arg-type]
+
+
+def sample_request(workload_id: bytes, batch_size: int, beta: Optional[float],
+                   stratified: bool) -> bytes:
+    """SampleRequest bytes."""
+    out = _ld(0x0A, len(workload_id)) + workload_id
+    if batch_size:
+        out += b"\x10" + varint(batch_size)
+    if beta is not None:
+        out += b"\x19" + struct.pack("<d", beta)
+    if stratified:
+        out += b"\x20\x01"
+    return out
+
+
+def update_request(workload_id: bytes, keys: np.ndarray, priorities: np.ndarray) -> bytes:
+    """UpdatePrioritiesRequest bytes: keys packed varints, priorities packed doubles."""
+    out = [_ld(0x0A, len(workload_id)), workload_id]
+    if keys.size:
+        k = encode_varints(keys)
+        out += [_ld(0x12, len(k)), k]
+    if priorities.size:
+        p = np.ascontiguousarray(priorities, dtype=_F8)
+        out += [_ld(0x1A, p.nbytes), p.tobytes()]
+    return b"".join(out)
+
+
+# ---------------------------------------------------------------------------
+# Replies
+# ---------------------------------------------------------------------------
+
+def columns_from(buf: bytes, spans: Sequence[Tuple[int, int]], count: int,
+                 fields: Sequence[Field]) -> Dict[str, np.ndarray]:
+    """Each column as a read-only numpy view of buf, shape (count,) + field.shape."""
+    if len(spans) != len(fields):
+        raise WireError(f"the reply has {len(spans)} columns; the schema has {len(fields)}")
+    out: Dict[str, np.ndarray] = {}
+    for (s, e), f in zip(spans, fields):
+        if e - s != count * f.row_bytes:
+            raise WireError(f"column {f.name!r} has {e - s} bytes; {count} rows need "
+                            f"{count * f.row_bytes}")
+        a = np.frombuffer(buf, dtype=f.dtype, count=count * f.elements, offset=s)
+        out[f.name] = a.reshape((count,) + f.shape)
+    return out
+
+
+def _rowbatch_spans(buf: bytes, start: int, end: int) -> Tuple[int, List[Tuple[int, int]]]:
+    """(count, column spans) of a RowBatch in buf[start:end]."""
+    count = 0
+    cols: List[Tuple[int, int]] = []
+    pos = start
+    seen_count = False
+    while pos < end:
+        key, pos = _read_varint(buf, pos, end)
+        num, wt = key >> 3, key & 7
+        if num == 1 and wt == 0:
+            if seen_count:
+                raise _NotCanonical()
+            count, pos = _read_varint(buf, pos, end)
+            seen_count = True
+        elif num == 2 and wt == 2:
+            n, pos = _read_varint(buf, pos, end)
+            if pos + n > end:
+                raise WireError("truncated column")
+            cols.append((pos, pos + n))
+            pos += n
+        elif num in (1, 2):
+            raise _NotCanonical()
+        else:  # an unknown field: skip it
+            if wt == 0:
+                _, pos = _read_varint(buf, pos, end)
+            elif wt == 1:
+                pos += 8
+            elif wt == 2:
+                n, pos = _read_varint(buf, pos, end)
+                pos += n
+            elif wt == 5:
+                pos += 4
+            else:
+                raise WireError(f"unsupported wire type {wt}")
+    if pos != end:
+        raise WireError("RowBatch runs past its end")
+    return count, cols
+
+
+def decode_sample(buf: bytes, fields: Sequence[Field]):
+    """(keys u64, probabilities f8, weights f8, table_size, count, columns)
+    of a SampleResponse."""
+    try:
+        f = _scan(buf, 0, len(buf), {1: 2, 2: 2, 3: 2, 4: 0, 5: 2})
+        keys = _uint64s(buf, f.get(1))  # type: ignore[arg-type]
+        probs = _doubles(buf, f.get(2))  # type: ignore[arg-type]
+        weights = _doubles(buf, f.get(3))  # type: ignore[arg-type]
+        table_size = int(f.get(4, 0))  # type: ignore[arg-type]
+        if 5 in f:
+            s, e = f[5]  # type: ignore[misc]
+            count, spans = _rowbatch_spans(buf, s, e)
+        else:
+            count, spans = 0, []
+    except _NotCanonical:
+        return _decode_sample_pb(buf, fields)
+    if not (keys.size == probs.size == weights.size):
+        raise WireError("keys, probabilities and weights differ in length")
+    if count != keys.size and spans:
+        raise WireError(f"{keys.size} keys but {count} rows")
+    cols = columns_from(buf, spans, count, fields) if spans else {}
+    return keys, probs, weights, table_size, count, cols
+
+
+def _decode_sample_pb(buf: bytes, fields: Sequence[Field]):
+    m = pb.SampleResponse.FromString(buf)
+    keys = np.array(m.keys, dtype=_U64)
+    probs = np.array(m.probabilities, dtype=_F8)
+    weights = np.array(m.weights, dtype=_F8)
+    cols_bytes = list(m.rows.columns)
+    joined = b"".join(cols_bytes)
+    spans, pos = [], 0
+    for c in cols_bytes:
+        spans.append((pos, pos + len(c)))
+        pos += len(c)
+    cols = columns_from(joined, spans, m.rows.count, fields) if cols_bytes else {}
+    return keys, probs, weights, int(m.table_size), int(m.rows.count), cols
+
+
+def decode_insert(buf: bytes) -> Tuple[np.ndarray, int, int]:
+    """(keys u64, inserted, first_key) of an InsertResponse."""
+    try:
+        f = _scan(buf, 0, len(buf), {1: 2, 2: 0, 3: 0})
+        keys = _uint64s(buf, f.get(1))  # type: ignore[arg-type]
+        return keys, int(f.get(2, 0)), int(f.get(3, 0))  # type: ignore[arg-type]
+    except _NotCanonical:
+        m = pb.InsertResponse.FromString(buf)
+        return np.array(m.keys, dtype=_U64), int(m.inserted), int(m.first_key)
+
+
+def decode_update(buf: bytes) -> Tuple[int, int]:
+    """(applied, stale) of an UpdatePrioritiesResponse."""
+    try:
+        f = _scan(buf, 0, len(buf), {1: 0, 2: 0})
+        return int(f.get(1, 0)), int(f.get(2, 0))  # type: ignore[arg-type]
+    except _NotCanonical:
+        m = pb.UpdatePrioritiesResponse.FromString(buf)
+        return int(m.applied), int(m.stale)

@@ -1,0 +1,508 @@
+/* test_replayctl.c - the replayctl program end to end against the
+ * scripted mock server: output (tables and JSON), exit codes, error lines,
+ * token sources for rm. argv[1] is the replayctl executable.
+ */
+#include <ctype.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <spawn.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "mock_server.h"
+#include "rdt_daemon.h"
+#include "replayd.pb-c.h"
+
+
+static const char *replayctl;
+static int port;
+static char server[64];
+
+/* Run replayctl with args (NULL-terminated) and extra environment entries
+ * ("K=V", or "K=" to remove K); it must run and exit. */
+#define run(res, env_extra, ...) \
+  assert_int_equal(rdt_run(res, env_extra, replayctl, __VA_ARGS__), 0)
+
+/* ------------------------------------------------------------------ */
+/* A strict little JSON checker (RFC 8259 grammar), for --json output.  */
+
+static const char *ws(const char *p) {
+  while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r') p++;
+  return p;
+}
+
+static const char *value(const char *p, int depth);
+
+static const char *string(const char *p) {
+  if (*p++ != '"') return NULL;
+  while (*p != '"') {
+    unsigned char c = (unsigned char)*p;
+    if (c < 0x20) return NULL;
+    if (c == '\\') {
+      p++;
+      if (*p == 'u') {
+        for (int i = 1; i <= 4; i++)
+          if (!isxdigit((unsigned char)p[i])) return NULL;
+        p += 5;
+        continue;
+      }
+      if (!strchr("\"\\/bfnrt", *p) || *p == '\0') return NULL;
+    }
+    p++;
+  }
+  return p + 1;
+}
+
+static const char *number(const char *p) {
+  if (*p == '-') p++;
+  if (*p == '0')
+    p++;
+  else if (isdigit((unsigned char)*p))
+    while (isdigit((unsigned char)*p)) p++;
+  else
+    return NULL;
+  if (*p == '.') {
+    p++;
+    if (!isdigit((unsigned char)*p)) return NULL;
+    while (isdigit((unsigned char)*p)) p++;
+  }
+  if (*p == 'e' || *p == 'E') {
+    p++;
+    if (*p == '+' || *p == '-') p++;
+    if (!isdigit((unsigned char)*p)) return NULL;
+    while (isdigit((unsigned char)*p)) p++;
+  }
+  return p;
+}
+
+static const char *value(const char *p, int depth) {
+  if (depth > 64) return NULL;
+  p = ws(p);
+  if (*p == '{' || *p == '[') {
+    char close = *p == '{' ? '}' : ']';
+    p = ws(p + 1);
+    if (*p == close) return p + 1;
+    for (;;) {
+      if (close == '}') {
+        p = string(ws(p));
+        if (!p) return NULL;
+        p = ws(p);
+        if (*p++ != ':') return NULL;
+      }
+      p = value(p, depth + 1);
+      if (!p) return NULL;
+      p = ws(p);
+      if (*p == ',') {
+        p++;
+        continue;
+      }
+      if (*p == close) return p + 1;
+      return NULL;
+    }
+  }
+  if (*p == '"') return string(p);
+  if (strncmp(p, "true", 4) == 0) return p + 4;
+  if (strncmp(p, "false", 5) == 0) return p + 5;
+  if (strncmp(p, "null", 4) == 0) return p + 4;
+  return number(p);
+}
+
+static void assert_json(const char *s) {
+  const char *end = value(s, 0);
+  if (end == NULL || *ws(end) != '\0') fail_msg("not one JSON document: %s", s);
+}
+
+/* ------------------------------------------------------------------ */
+
+static int group_setup(void **state) {
+  (void)state;
+  port = mock_start();
+  snprintf(server, sizeof server, "127.0.0.1:%d", port);
+  return 0;
+}
+
+static int group_teardown(void **state) {
+  (void)state;
+  mock_stop();
+  return 0;
+}
+
+static int reset(void **state) {
+  (void)state;
+  mock_reset();
+  return 0;
+}
+
+static void script_info(void) {
+  Replayd__V1__Device d1 = REPLAYD__V1__DEVICE__INIT, d2 = REPLAYD__V1__DEVICE__INIT;
+  d1.kind = "cpu";
+  d1.name = "Test CPU \"16 cores\"";
+  d1.fingerprint = "cpu-abc";
+  d1.status = "ok";
+  d2.kind = "gpu";
+  d2.name = "Test GPU";
+  d2.fingerprint = "gpu-def";
+  d2.status = "no driver";
+  Replayd__V1__Device *dp[] = {&d1, &d2};
+  Replayd__V1__Workload w = REPLAYD__V1__WORKLOAD__INIT;
+  w.id = "w1";
+  Replayd__V1__Workload *wp[] = {&w, &w, &w};
+  Replayd__V1__ServerInfoResponse r = REPLAYD__V1__SERVER_INFO_RESPONSE__INIT;
+  r.version = "0.1.0";
+  r.uptime_seconds = 3723.5;
+  r.n_devices = 2;
+  r.devices = dp;
+  r.n_workloads = 3;
+  r.workloads = wp;
+  mock_reply_msg(&r.base);
+}
+
+/* ListDevices (replayctl devices): the devices with what runs there. */
+static void script_devices(void) {
+  Replayd__V1__Device d1 = REPLAYD__V1__DEVICE__INIT, d2 = REPLAYD__V1__DEVICE__INIT;
+  d1.kind = "cpu";
+  d1.name = "Test CPU \"16 cores\"";
+  d1.fingerprint = "cpu-abc";
+  d1.status = "ok";
+  d1.capabilities = "sumtree,table,learner";
+  d1.cores = 16;
+  d1.memory_bytes = 64ull << 30;
+  d1.isa = "avx2";
+  d2.kind = "gpu";
+  d2.name = "Test GPU";
+  d2.fingerprint = "gpu-def";
+  d2.status = "no driver";
+  Replayd__V1__Device *dp[] = {&d1, &d2};
+  Replayd__V1__ListDevicesResponse r = REPLAYD__V1__LIST_DEVICES_RESPONSE__INIT;
+  r.n_devices = 2;
+  r.devices = dp;
+  mock_reply_msg(&r.base);
+}
+
+static void test_status(void **state) {
+  (void)state;
+  script_info();
+  rdt_result_t r;
+  run(&r, NULL, "--server", server, "status", NULL);
+  assert_int_equal(r.rc, 0);
+  assert_string_equal(r.err, "");
+  assert_non_null(strstr(r.out, "version       0.1.0\n"));
+  assert_non_null(strstr(r.out, "uptime        1h 02m 03s\n"));
+  assert_non_null(strstr(r.out, "workloads     3\n"));
+  assert_non_null(strstr(r.out, "devices       2\n"));
+  assert_non_null(strstr(r.out, "  KIND  NAME                 FINGERPRINT  STATUS\n"));
+  assert_non_null(strstr(r.out, "  gpu   Test GPU             gpu-def      no driver\n"));
+  mock_seen_t seen;
+  mock_seen(&seen);
+  assert_string_equal(seen.method, "/replayd.v1.Replay/ServerInfo");
+
+  script_info();
+  run(&r, NULL, "status", "--json", "--server", server, NULL);
+  assert_int_equal(r.rc, 0);
+  assert_json(r.out);
+  assert_non_null(strstr(r.out, "\"version\":\"0.1.0\""));
+  assert_non_null(strstr(r.out, "\"uptime_seconds\":3723.5"));
+  assert_non_null(strstr(r.out, "\"workloads\":3"));
+  assert_non_null(strstr(r.out, "\"name\":\"Test CPU \\\"16 cores\\\"\""));
+}
+
+static void test_server_from_env(void **state) {
+  (void)state;
+  script_devices();
+  char env[80];
+  snprintf(env, sizeof env, "REPLAYD_SERVER=%s", server);
+  const char *const extra[] = {env, NULL};
+  rdt_result_t r;
+  run(&r, extra, "devices", NULL);
+  assert_int_equal(r.rc, 0);
+  assert_non_null(strstr(r.out, "KIND  NAME"));
+  assert_non_null(strstr(r.out, "cpu   Test CPU \"16 cores\"  cpu-abc      "));
+  assert_non_null(strstr(r.out, "64.0 GiB  avx2  sumtree,table,learner  ok\n"));
+  mock_seen_t seen;
+  mock_seen(&seen);
+  assert_string_equal(seen.method, "/replayd.v1.Replay/ListDevices");
+  script_devices();
+  run(&r, extra, "devices", "--json", NULL);
+  assert_int_equal(r.rc, 0);
+  assert_json(r.out);
+  assert_non_null(strstr(r.out, "{\"devices\":[{\"kind\":\"cpu\""));
+  assert_non_null(strstr(r.out, "\"capabilities\":\"sumtree,table,learner\""));
+}
+
+static void script_list(void) {
+  Replayd__V1__WorkloadCounters k1 = REPLAYD__V1__WORKLOAD_COUNTERS__INIT;
+  k1.inserts = 123456;
+  k1.samples = 7;
+  k1.updates = 89;
+  k1.stale_updates = 3;
+  k1.size = 1000;
+  Replayd__V1__WorkloadSpec s1 = REPLAYD__V1__WORKLOAD_SPEC__INIT, s2 = REPLAYD__V1__WORKLOAD_SPEC__INIT;
+  s1.name = "cartpole";
+  s1.capacity = 100000;
+  s2.name = "na\xc3\xafve\ttab";
+  s2.capacity = 5;
+  Replayd__V1__Workload w1 = REPLAYD__V1__WORKLOAD__INIT, w2 = REPLAYD__V1__WORKLOAD__INIT;
+  w1.id = "aaaa";
+  w1.spec = &s1;
+  w1.counters = &k1;
+  w2.id = "bbbbbbbb";
+  w2.spec = &s2;
+  Replayd__V1__Workload *wp[] = {&w1, &w2};
+  Replayd__V1__ListWorkloadsResponse r = REPLAYD__V1__LIST_WORKLOADS_RESPONSE__INIT;
+  r.n_workloads = 2;
+  r.workloads = wp;
+  mock_reply_msg(&r.base);
+}
+
+static void test_ls(void **state) {
+  (void)state;
+  script_list();
+  rdt_result_t r;
+  run(&r, NULL, "--server", server, "ls", NULL);
+  assert_int_equal(r.rc, 0);
+  /* Columns as wide as their widest cell ("naive" with a diaeresis is one
+   * column per character), numbers right-aligned, the tab shown as '?'. */
+  const char *want =
+      "ID        NAME       SIZE/CAPACITY  INSERTS  SAMPLES  UPDATES  STALE\n"
+      "aaaa      cartpole     1000/100000   123456        7       89      3\n"
+      "bbbbbbbb  na\xc3\xafve?tab            0/5        0        0        0      0\n";
+  assert_string_equal(r.out, want);
+  mock_seen_t seen;
+  mock_seen(&seen);
+  assert_string_equal(seen.method, "/replayd.v1.Replay/ListWorkloads");
+
+  script_list();
+  run(&r, NULL, "--server", server, "--json", "ls", NULL);
+  assert_int_equal(r.rc, 0);
+  assert_json(r.out);
+  assert_non_null(strstr(r.out, "\"name\":\"na\xc3\xafve\\ttab\""));
+  assert_non_null(strstr(r.out, "\"inserts\":123456"));
+  assert_non_null(strstr(r.out, "\"alpha\":null")); /* not set by this (fake) server */
+
+  Replayd__V1__ListWorkloadsResponse empty = REPLAYD__V1__LIST_WORKLOADS_RESPONSE__INIT;
+  mock_reply_msg(&empty.base);
+  run(&r, NULL, "--server", server, "--json", "ls", NULL);
+  assert_string_equal(r.out, "{\"workloads\":[]}\n");
+}
+
+static void test_describe(void **state) {
+  (void)state;
+  Replayd__V1__Field f0 = REPLAYD__V1__FIELD__INIT, f1 = REPLAYD__V1__FIELD__INIT;
+  uint32_t shape[] = {84, 84, 4};
+  f0.name = "frames";
+  f0.dtype = REPLAYD__V1__DTYPE__UINT8;
+  f0.n_shape = 3;
+  f0.shape = shape;
+  f1.name = "done";
+  f1.dtype = REPLAYD__V1__DTYPE__BOOL;
+  Replayd__V1__Field *fp[] = {&f0, &f1};
+  Replayd__V1__WorkloadSpec s = REPLAYD__V1__WORKLOAD_SPEC__INIT;
+  s.name = "atari";
+  s.n_fields = 2;
+  s.fields = fp;
+  s.capacity = 1000000;
+  s.fanout = 16;
+  s.alpha_opt_case = REPLAYD__V1__WORKLOAD_SPEC__ALPHA_OPT_ALPHA;
+  s.alpha = 0.6;
+  s.epsilon_opt_case = REPLAYD__V1__WORKLOAD_SPEC__EPSILON_OPT_EPSILON;
+  s.epsilon = 1e-6;
+  s.beta_opt_case = REPLAYD__V1__WORKLOAD_SPEC__BETA_OPT_BETA;
+  s.beta = 0.4;
+  s.max_priority_opt_case = REPLAYD__V1__WORKLOAD_SPEC__MAX_PRIORITY_OPT_MAX_PRIORITY;
+  s.max_priority = 1048576;
+  s.seed = 7;
+  s.max_batch = 65536;
+  Replayd__V1__WorkloadCounters k = REPLAYD__V1__WORKLOAD_COUNTERS__INIT;
+  k.size = 10;
+  k.bytes = 3 << 20;
+  Replayd__V1__Workload w = REPLAYD__V1__WORKLOAD__INIT;
+  w.id = "abc";
+  w.spec = &s;
+  w.counters = &k;
+  w.created_unix = 1700000000;
+  mock_reply_msg(&w.base);
+  rdt_result_t r;
+  run(&r, NULL, "--server", server, "describe", "abc", NULL);
+  assert_int_equal(r.rc, 0);
+  assert_non_null(strstr(r.out, "id            abc\n"));
+  assert_non_null(strstr(r.out, "created       2023-11-14 22:13:20 UTC\n"));
+  assert_non_null(strstr(r.out, "alpha         0.6\n"));
+  assert_non_null(strstr(r.out, "epsilon       1e-06\n"));
+  assert_non_null(strstr(r.out, "max priority  1048576\n"));
+  assert_non_null(strstr(r.out, "  FIELD   DTYPE  SHAPE      BYTES/ROW\n"));
+  assert_non_null(strstr(r.out, "  frames  uint8  [84,84,4]      28224\n"));
+  assert_non_null(strstr(r.out, "  done    bool   []                 1\n"));
+  assert_non_null(strstr(r.out, "  28225 bytes per row\n"));
+  assert_non_null(strstr(r.out, "  memory      3.0 MiB\n"));
+  mock_seen_t seen;
+  mock_seen(&seen);
+  assert_string_equal(seen.method, "/replayd.v1.Replay/DescribeWorkload");
+
+  mock_reply_msg(&w.base);
+  run(&r, NULL, "--server", server, "describe", "abc", "--json", NULL);
+  assert_int_equal(r.rc, 0);
+  assert_json(r.out);
+  assert_non_null(strstr(r.out, "\"shape\":[84,84,4]"));
+  assert_non_null(strstr(r.out, "\"alpha\":0.6,"));
+  assert_non_null(strstr(r.out, "\"max_priority\":1048576,"));
+}
+
+static void test_call_errors_exit_1(void **state) {
+  (void)state;
+  mock_reply_status(5, "no workload abc");
+  rdt_result_t r;
+  run(&r, NULL, "--server", server, "describe", "abc", NULL);
+  assert_int_equal(r.rc, 1);
+  assert_string_equal(r.out, "");
+  assert_string_equal(r.err, "replayctl: NOT_FOUND: no workload abc\n");
+
+  /* --json changes nothing about errors: stderr text, exit 1. */
+  mock_reply_status(5, "no workload abc");
+  run(&r, NULL, "--server", server, "--json", "rm", "abc", "--token", "t", NULL);
+  assert_int_equal(r.rc, 1);
+  assert_string_equal(r.out, "");
+  assert_string_equal(r.err, "replayctl: NOT_FOUND: no workload abc\n");
+
+  /* Nothing listening. */
+  run(&r, NULL, "--server", "127.0.0.1:1", "status", NULL);
+  assert_int_equal(r.rc, 1);
+  assert_non_null(strstr(r.err, "replayctl: cannot connect to 127.0.0.1:1"));
+}
+
+static void test_usage_errors_exit_2(void **state) {
+  (void)state;
+  rdt_result_t r;
+  run(&r, NULL, NULL);
+  assert_int_equal(r.rc, 2);
+  assert_non_null(strstr(r.err, "replayctl: no command given\nTry 'replayctl --help'.\n"));
+  run(&r, NULL, "frob", NULL);
+  assert_int_equal(r.rc, 2);
+  run(&r, NULL, "ls", "--timeout", "x", NULL);
+  assert_int_equal(r.rc, 2);
+  run(&r, NULL, "--help", NULL);
+  assert_int_equal(r.rc, 0);
+  assert_non_null(strstr(r.out, "usage: replayctl"));
+  run(&r, NULL, "--version", NULL);
+  assert_int_equal(r.rc, 0);
+  assert_non_null(strstr(r.out, "replayctl "));
+}
+
+static void test_rm_token_sources(void **state) {
+  (void)state;
+  Replayd__V1__DeleteWorkloadResponse del = REPLAYD__V1__DELETE_WORKLOAD_RESPONSE__INIT;
+  rdt_result_t r;
+  mock_seen_t seen;
+
+  /* --token */
+  mock_reply_msg(&del.base);
+  run(&r, NULL, "--server", server, "rm", "w1", "--token", "tok-1", NULL);
+  assert_int_equal(r.rc, 0);
+  assert_string_equal(r.out, "deleted workload w1\n");
+  mock_seen(&seen);
+  assert_string_equal(seen.method, "/replayd.v1.Replay/DeleteWorkload");
+  assert_string_equal(seen.token, "tok-1");
+
+  /* The default admin token file under $STATE_DIRECTORY. */
+  char dir[] = "/tmp/rdc_rctl_state_XXXXXX";
+  assert_non_null(mkdtemp(dir));
+  char path[256];
+  snprintf(path, sizeof path, "%s/admin.token", dir);
+  FILE *f = fopen(path, "w");
+  fputs("admin-secret\n", f);
+  fclose(f);
+  char env[300];
+  snprintf(env, sizeof env, "STATE_DIRECTORY=%s", dir);
+  const char *const extra[] = {env, NULL};
+  mock_reply_msg(&del.base);
+  run(&r, extra, "--server", server, "rm", "w2", "--json", NULL);
+  assert_int_equal(r.rc, 0);
+  assert_string_equal(r.out, "{\"deleted\":\"w2\"}\n");
+  mock_seen(&seen);
+  assert_string_equal(seen.token, "admin-secret");
+
+  /* $XDG_STATE_HOME/replayd when STATE_DIRECTORY is unset. */
+  char xdg[] = "/tmp/rdc_rctl_xdg_XXXXXX";
+  assert_non_null(mkdtemp(xdg));
+  char sub[300], path2[320];
+  snprintf(sub, sizeof sub, "%s/replayd", xdg);
+  mkdir(sub, 0700);
+  snprintf(path2, sizeof path2, "%s/admin.token", sub);
+  f = fopen(path2, "w");
+  fputs("xdg-secret", f);
+  fclose(f);
+  char env2[300];
+  snprintf(env2, sizeof env2, "XDG_STATE_HOME=%s", xdg);
+  const char *const extra2[] = {"STATE_DIRECTORY=", env2, NULL};
+  mock_reply_msg(&del.base);
+  run(&r, extra2, "--server", server, "rm", "w3", NULL);
+  assert_int_equal(r.rc, 0);
+  mock_seen(&seen);
+  assert_string_equal(seen.token, "xdg-secret");
+
+  /* --admin-token-file */
+  mock_reply_msg(&del.base);
+  run(&r, NULL, "--server", server, "rm", "w4", "--admin-token-file", path, NULL);
+  assert_int_equal(r.rc, 0);
+  mock_seen(&seen);
+  assert_string_equal(seen.token, "admin-secret");
+
+  /* No token anywhere: a usage error, and nothing is sent. */
+  int calls = seen.calls;
+  const char *const none[] = {"STATE_DIRECTORY=/nonexistent-rdc", NULL};
+  run(&r, none, "--server", server, "rm", "w5", NULL);
+  assert_int_equal(r.rc, 2);
+  assert_non_null(strstr(r.err, "/nonexistent-rdc/admin.token"));
+  assert_non_null(strstr(r.err, "--token"));
+  mock_seen(&seen);
+  assert_int_equal(seen.calls, calls);
+
+  /* A wrong token: the server's refusal. */
+  mock_reply_status(7, "wrong token for workload w6");
+  run(&r, NULL, "--server", server, "rm", "w6", "--token", "nope", NULL);
+  assert_int_equal(r.rc, 1);
+  assert_string_equal(r.err, "replayctl: PERMISSION_DENIED: wrong token for workload w6\n");
+
+  unlink(path);
+  unlink(path2);
+  rmdir(sub);
+  rmdir(xdg);
+  rmdir(dir);
+}
+
+static void test_undecodable_reply(void **state) {
+  (void)state;
+  static const uint8_t garbage[] = {0xff, 0xff, 0xff};
+  mock_reply_bytes(garbage, sizeof garbage);
+  rdt_result_t r;
+  run(&r, NULL, "--server", server, "ls", NULL);
+  assert_int_equal(r.rc, 1);
+  assert_non_null(strstr(r.err, "could not be decoded"));
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    fprintf(stderr, "usage: %s PATH-TO-REPLAYCTL\n", argv[0]);
+    return 2;
+  }
+  replayctl = argv[1];
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test_setup(test_status, reset),
+      cmocka_unit_test_setup(test_server_from_env, reset),
+      cmocka_unit_test_setup(test_ls, reset),
+      cmocka_unit_test_setup(test_describe, reset),
+      cmocka_unit_test_setup(test_call_errors_exit_1, reset),
+      cmocka_unit_test_setup(test_usage_errors_exit_2, reset),
+      cmocka_unit_test_setup(test_rm_token_sources, reset),
+      cmocka_unit_test_setup(test_undecodable_reply, reset),
+  };
+  return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
