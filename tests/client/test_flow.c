@@ -24,45 +24,27 @@
 #include <cmocka.h>
 
 #include "rd_clock.h"
-#include "rdt_daemon.h"
+#include "rdt_client.h"
 #include "replayd_client.h"
 
 extern char **environ;
 
 static const char *replayd_path, *learner_path, *actor_path;
 static rdt_daemon_t daemon_;
-static char target[64];
+static const char *target;
 static rdc_client_t *cli;
 
 static int group_setup(void **state) {
   (void)state;
-  snprintf(target, sizeof target, "127.0.0.1:%d", rdt_free_port());
-  rdt_daemon_opts_t o = {.listen = target, .tag = "client_flow"};
-  if (rdt_daemon_start(&daemon_, replayd_path, &o) != 0) return -1;
-  rdc_connect_opts_t co;
-  rdc_connect_opts_init(&co);
-  co.wait_for_ready = 1;
-  co.deadline_s = 20;
-  rdc_error_t e;
-  if (rdc_connect_ex(target, 15, &co, &cli, &e) != RDC_OK) {
-    fprintf(stderr, "connect: %s\n", e.msg);
-    rdt_daemon_stop(&daemon_);
-    rdt_daemon_remove(&daemon_);
-    return -1;
-  }
+  rdt_daemon_opts_t o = {.tag = "client_flow"};
+  if (rdt_client_daemon_start(&daemon_, replayd_path, &o, 20, &cli) != 0) return -1;
+  target = daemon_.target;
   return 0;
 }
 
 static int group_teardown(void **state) {
   (void)state;
-  rdc_close(cli);
-  int rc = rdt_daemon_stop(&daemon_);
-  if (rdt_daemon_remove(&daemon_) != 0) fprintf(stderr, "could not remove the state directory\n");
-  if (rc != 0) {
-    fprintf(stderr, "replayd did not exit cleanly (exit code %d)\n", rc);
-    return -1;
-  }
-  return 0;
+  return rdt_client_daemon_stop(&daemon_, cli);
 }
 
 /* One field, tag int64: row k holds 1000000 + k. */
@@ -258,10 +240,10 @@ static void test_remote_learner_keeps_the_ratio(void **state) {
   const uint64_t iterations = (uint64_t)((20000 * 4 - min_diff) / batch);
   char iters[32];
   snprintf(iters, sizeof iters, "%llu", (unsigned long long)iterations);
-  char *largv[] = {(char *)learner_path, "--server", target, "--workload", w.id, "--token",
+  char *largv[] = {(char *)learner_path, "--server", (char *)target, "--workload", w.id, "--token",
                    w.token, "--batch", "64", "--window", "8", "--iterations", iters,
                    "--timeout", "60", NULL};
-  char *aargv[] = {(char *)actor_path, "--server", target, "--workload", w.id, "--token",
+  char *aargv[] = {(char *)actor_path, "--server", (char *)target, "--workload", w.id, "--token",
                    w.token, "--steps", "20000", "--batch", "64", "--timeout", "60", NULL};
   pid_t lp, ap;
   assert_int_equal(posix_spawn(&lp, learner_path, NULL, NULL, largv, environ), 0);
