@@ -37,28 +37,21 @@
 #include <inttypes.h>
 #include <math.h>
 #include <pthread.h>
-#include <signal.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/types.h>
-#include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "bench_rows.h"
+#include "bench_util.h"
+#include "rd_clock.h"
+#include "rdt_daemon.h"
 #include "replayd_client.h"
 
-#define OBS 4
-#define ROW_BYTES 41
-
-static double now_s(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + t.tv_nsec * 1e-9;
-}
-
 static struct {
-  int json, quick;
+  bool json, quick;
   double seconds;       /* per throughput figure */
   double ratio_seconds; /* ratio.error's run */
   double train_us;      /* the p99 figure's learner step */
@@ -83,52 +76,20 @@ static void emit(const char *name, const char *params, double value, const char 
 /* The daemon                                                          */
 /* ------------------------------------------------------------------ */
 
-static pid_t daemon_pid;
-static char state_dir[] = "/tmp/replayd-bench-flow-XXXXXX";
+static rdt_daemon_t daemon_;
 
 static void stop_daemon(void) {
-  if (daemon_pid > 0) {
-    kill(daemon_pid, SIGTERM);
-    int st;
-    waitpid(daemon_pid, &st, 0);
-    daemon_pid = 0;
-  }
-  char cmd[128];
-  snprintf(cmd, sizeof cmd, "rm -rf %s", state_dir);
-  if (system(cmd) != 0) fprintf(stderr, "bench_flow: could not remove %s\n", state_dir);
+  rdt_daemon_stop(&daemon_);
+  if (rdt_daemon_remove(&daemon_) != 0) fprintf(stderr, "bench_flow: could not remove its state\n");
 }
 
+/* In a session of its own, as under systemd (bench_grpc.c says why). */
 static int start_daemon(void) {
-  if (mkdtemp(state_dir) == NULL) return -1;
-  char log[256];
-  snprintf(log, sizeof log, "%s/replayd.log", state_dir);
-  daemon_pid = fork();
-  if (daemon_pid == 0) {
-    setsid(); /* a session of its own, as under systemd (bench_grpc.c says why) */
-    FILE *f = freopen(log, "w", stderr);
-    (void)f;
-    execl(O.replayd, O.replayd, "--listen", "127.0.0.1:0", "--state-dir", state_dir,
-          "--threads", "2", "--max-memory", "2G", (char *)NULL);
-    _exit(127);
-  }
-  for (int i = 0; i < 300; i++) { /* the port is in the log's "listening on" line */
-    usleep(20000);
-    FILE *f = fopen(log, "r");
-    if (f == NULL) continue;
-    char line[512];
-    while (fgets(line, sizeof line, f)) {
-      char *p = strstr(line, "listening on 127.0.0.1:");
-      if (p) {
-        snprintf(target, sizeof target, "127.0.0.1:%d",
-                 atoi(p + strlen("listening on 127.0.0.1:")));
-        fclose(f);
-        return 0;
-      }
-    }
-    fclose(f);
-  }
-  fprintf(stderr, "bench_flow: %s did not start (see %s)\n", O.replayd, log);
-  return -1;
+  static const char *const args[] = {"--threads", "2", "--max-memory", "2G", NULL};
+  rdt_daemon_opts_t o = {.args = args, .tag = "bench_flow", .new_session = 1, .timeout_s = 6};
+  if (rdt_daemon_start(&daemon_, O.replayd, &o) != 0) return -1;
+  snprintf(target, sizeof target, "%s", daemon_.target);
+  return 0;
 }
 
 /* ------------------------------------------------------------------ */
@@ -148,7 +109,7 @@ static int register_cartpole(rdc_client_t *c, const rdc_rate_limiter_t *rl, rdc_
     snprintf(s.fields[f].name, sizeof s.fields[f].name, "%s", names[f]);
     s.fields[f].dtype = dt[f];
     s.fields[f].rank = (f == 0 || f == 3) ? 1 : 0;
-    s.fields[f].shape[0] = OBS;
+    s.fields[f].shape[0] = BENCH_OBS;
   }
   if (rl != NULL) {
     s.has_rate_limiter = 1;
@@ -162,32 +123,11 @@ static int register_cartpole(rdc_client_t *c, const rdc_rate_limiter_t *rl, rdc_
   return 0;
 }
 
-typedef struct {
-  float obs[512 * OBS], next_obs[512 * OBS], reward[512];
-  int32_t action[512];
-  uint8_t done[512];
-  rdc_column_t cols[5];
-} rows_t;
-
-static void rows_make(rows_t *r, uint32_t n) {
-  for (uint32_t i = 0; i < n; i++) {
-    for (int k = 0; k < OBS; k++) r->obs[i * OBS + k] = r->next_obs[i * OBS + k] = (float)(i + k);
-    r->reward[i] = 1.0f;
-    r->action[i] = (int32_t)(i & 1);
-    r->done[i] = (i % 200) == 199;
-  }
-  r->cols[0] = (rdc_column_t){r->obs, n * OBS * sizeof(float)};
-  r->cols[1] = (rdc_column_t){r->action, n * sizeof(int32_t)};
-  r->cols[2] = (rdc_column_t){r->reward, n * sizeof(float)};
-  r->cols[3] = (rdc_column_t){r->next_obs, n * OBS * sizeof(float)};
-  r->cols[4] = (rdc_column_t){r->done, n};
-}
-
 /* A learner's batch buffers, for up to 512 rows. */
 typedef struct {
   uint64_t keys[512];
   double pr[512], w[512];
-  uint8_t mem[512 * ROW_BYTES];
+  uint8_t mem[512 * BENCH_ROW_BYTES];
   rdc_buffer_t bufs[5];
   rdc_sample_t io;
 } batch_t;
@@ -202,11 +142,6 @@ static void batch_init(batch_t *b, uint32_t n) {
   b->io = (rdc_sample_t){b->keys, b->pr, b->w, b->bufs, 5, 0, 0};
 }
 
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
 /* ------------------------------------------------------------------ */
 /* Unary against the stream                                            */
 /* ------------------------------------------------------------------ */
@@ -217,8 +152,8 @@ static double unary_rate(rdc_client_t *c, const rdc_workload_t *w, uint32_t batc
   batch_init(b, batch);
   rdc_error_t e;
   uint64_t items = 0;
-  double t0 = now_s(), t_end = t0 + seconds;
-  while (now_s() < t_end) {
+  double t0 = rd_clock_now(), t_end = t0 + seconds;
+  while (rd_clock_now() < t_end) {
     if (rdc_sample(c, w->id, w->token, batch, NAN, 0, &b->io, &e) != RDC_OK) {
       fprintf(stderr, "bench_flow: sample: %s\n", e.msg);
       free(b);
@@ -227,7 +162,7 @@ static double unary_rate(rdc_client_t *c, const rdc_workload_t *w, uint32_t batc
     items += batch;
   }
   free(b);
-  return (double)items / (now_s() - t0);
+  return (double)items / (rd_clock_now() - t0);
 }
 
 /* Batches of `batch` on one sampler for `seconds`; train_us > 0: a busy
@@ -250,26 +185,26 @@ static double stream_run(rdc_client_t *c, const rdc_workload_t *w, uint32_t batc
   batch_init(b, batch);
   uint64_t items = 0, k = 0;
   if (n_lat) *n_lat = 0;
-  double t0 = now_s(), t_end = t0 + seconds;
+  double t0 = rd_clock_now(), t_end = t0 + seconds;
   int failed = 0;
-  while (now_s() < t_end) {
-    double ts = now_s();
+  while (rd_clock_now() < t_end) {
+    double ts = rd_clock_now();
     if (rdc_sampler_next(s, 10, &b->io, &e) != RDC_OK) {
       fprintf(stderr, "bench_flow: next: %s\n", e.msg);
       failed = 1;
       break;
     }
-    double dt = now_s() - ts;
+    double dt = rd_clock_now() - ts;
     if (lat && k >= window && *n_lat < cap_lat) lat[(*n_lat)++] = dt;
     k++;
     items += batch;
     if (train_us > 0) {
-      double until = now_s() + train_us * 1e-6;
-      while (now_s() < until) {
+      double until = rd_clock_now() + train_us * 1e-6;
+      while (rd_clock_now() < until) {
       }
     }
   }
-  double rate = (double)items / (now_s() - t0);
+  double rate = (double)items / (rd_clock_now() - t0);
   if (rdc_sampler_close(s, &e) != RDC_OK) {
     fprintf(stderr, "bench_flow: close: %s\n", e.msg);
     failed = 1;
@@ -299,19 +234,19 @@ static void *actor_main(void *arg) {
     return NULL;
   }
   rdc_set_deadline(c, 60);
-  rows_t *r = malloc(sizeof *r);
-  rows_make(r, 64);
+  bench_rows_t r;
+  bench_rows_make(&r, 64);
   rdc_insert_stream_t *s;
   if (rdc_insert_stream_open(c, a->w->id, a->w->token, &s, &e) != RDC_OK) {
     a->failed = 1;
   } else {
-    double t0 = now_s();
+    double t0 = rd_clock_now();
     uint64_t sent = 0;
-    while (now_s() < a->t_end) {
+    while (rd_clock_now() < a->t_end) {
       double due = t0 + (double)(sent + 64) / a->rate;
-      double left = due - now_s();
+      double left = due - rd_clock_now();
       if (left > 0) usleep((useconds_t)(left * 1e6));
-      if (rdc_insert_stream_write(s, 64, r->cols, 5, NULL, &e) != RDC_OK) {
+      if (rdc_insert_stream_write(s, 64, r.cols, 5, NULL, &e) != RDC_OK) {
         fprintf(stderr, "bench_flow: actor: %s\n", e.msg);
         a->failed = 1;
         break;
@@ -323,14 +258,16 @@ static void *actor_main(void *arg) {
       a->failed = 1;
     }
   }
-  free(r);
+  bench_rows_free(&r);
   rdc_close(c);
   return NULL;
 }
 
+/* Samples until told to stop: after the actor has finished, so that the
+ * actor's last inserts are never left waiting for samples. */
 typedef struct {
   const rdc_workload_t *w;
-  double t_end;
+  atomic_int stop;
   uint64_t items;
   int failed;
 } learner_t;
@@ -353,7 +290,7 @@ static void *learner_main(void *arg) {
   if (rdc_sampler_open(c, l->w->id, l->w->token, &o, &s, &e) != RDC_OK) {
     l->failed = 1;
   } else {
-    while (now_s() < l->t_end) {
+    while (!atomic_load(&l->stop)) {
       int rc = rdc_sampler_next(s, 0.2, &b->io, &e);
       if (rc == RDC_DEADLINE_EXCEEDED) continue; /* the limiter holds it: look at the clock */
       if (rc != RDC_OK) {
@@ -389,11 +326,14 @@ static int ratio_error(rdc_client_t *c) {
   const double spi = 8, buffer = 2048;
   rdc_rate_limiter_t rl = {.min_size_to_sample = 1000, .samples_per_insert = spi,
                            .has_error_buffer = 1, .error_buffer = buffer};
-  rdc_workload_t *w = malloc(sizeof *w);
-  if (register_cartpole(c, &rl, w) != 0) return -1;
-  double t0 = now_s(), t_end = t0 + 1 + O.ratio_seconds + 0.5;
+  rdc_workload_t *w = xmalloc(sizeof *w);
+  if (register_cartpole(c, &rl, w) != 0) {
+    free(w);
+    return -1;
+  }
+  double t0 = rd_clock_now(), t_end = t0 + 1 + O.ratio_seconds + 0.5;
   actor_t a = {w, O.actor_rate, t_end, 0};
-  learner_t l = {w, t_end, 0, 0};
+  learner_t l = {.w = w};
   pthread_t ta, tl;
   pthread_create(&ta, NULL, actor_main, &a);
   pthread_create(&tl, NULL, learner_main, &l);
@@ -401,11 +341,12 @@ static int ratio_error(rdc_client_t *c) {
   usleep(1000000);
   uint64_t i0 = 0, s0 = 0, i1 = 0, s1 = 0;
   int rc = limiter_counts(c, w, &i0, &s0);
-  double m0 = now_s();
+  double m0 = rd_clock_now();
   usleep((useconds_t)(O.ratio_seconds * 1e6));
   if (rc == RDC_OK) rc = limiter_counts(c, w, &i1, &s1);
-  double m1 = now_s();
+  double m1 = rd_clock_now();
   pthread_join(ta, NULL);
+  atomic_store(&l.stop, 1);
   pthread_join(tl, NULL);
   free(w);
   if (rc != RDC_OK || a.failed || l.failed || i1 <= i0) return -1;
@@ -423,32 +364,33 @@ static int ratio_error(rdc_client_t *c) {
 /* Main                                                                */
 /* ------------------------------------------------------------------ */
 
+static void usage(FILE *f) {
+  fprintf(f, "usage: bench_flow --replayd PATH [--json] [--quick] [--seconds T] "
+             "[--ratio-seconds T] [--train-us U] [--actor-rate R] [--window W] [--rounds N]\n");
+}
+
+static void usage_error(void) {
+  usage(stderr);
+  exit(2);
+}
+
 int main(int argc, char **argv) {
   for (int i = 1; i < argc; i++) {
-    if (strcmp(argv[i], "--json") == 0) O.json = 1;
-    else if (strcmp(argv[i], "--quick") == 0) O.quick = 1;
-    else if (strcmp(argv[i], "--replayd") == 0 && i + 1 < argc) O.replayd = argv[++i];
-    else if (strcmp(argv[i], "--seconds") == 0 && i + 1 < argc) O.seconds = atof(argv[++i]);
-    else if (strcmp(argv[i], "--ratio-seconds") == 0 && i + 1 < argc)
-      O.ratio_seconds = atof(argv[++i]);
-    else if (strcmp(argv[i], "--train-us") == 0 && i + 1 < argc) O.train_us = atof(argv[++i]);
-    else if (strcmp(argv[i], "--actor-rate") == 0 && i + 1 < argc)
-      O.actor_rate = atof(argv[++i]);
-    else if (strcmp(argv[i], "--window") == 0 && i + 1 < argc)
-      O.window = (uint32_t)atoi(argv[++i]);
-    else if (strcmp(argv[i], "--rounds") == 0 && i + 1 < argc) O.rounds = atoi(argv[++i]);
-    else {
-      fprintf(stderr, "usage: bench_flow --replayd PATH [--json] [--quick] [--seconds T] "
-                      "[--ratio-seconds T] [--train-us U] [--actor-rate R] [--window W] "
-                      "[--rounds N]\n");
-      return 2;
-    }
+    const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+    if (bench_common_opt(argv[i], &O.json, &O.quick, usage)) continue;
+    if (v == NULL) usage_error();
+    if (strcmp(argv[i], "--replayd") == 0) O.replayd = v;
+    else if (strcmp(argv[i], "--seconds") == 0) O.seconds = atof(v);
+    else if (strcmp(argv[i], "--ratio-seconds") == 0) O.ratio_seconds = atof(v);
+    else if (strcmp(argv[i], "--train-us") == 0) O.train_us = atof(v);
+    else if (strcmp(argv[i], "--actor-rate") == 0) O.actor_rate = atof(v);
+    else if (strcmp(argv[i], "--window") == 0) O.window = bench_parse_u32(argv[i], v, 1, 64);
+    else if (strcmp(argv[i], "--rounds") == 0) O.rounds = (int)bench_parse_u32(argv[i], v, 1, 100);
+    else usage_error();
+    i++;
   }
-  if (O.replayd == NULL || O.window == 0 || O.window > 64 || !(O.seconds > 0) ||
-      !(O.actor_rate > 0) || O.rounds < 1 || O.rounds > 100) {
-    fprintf(stderr, "bench_flow: --replayd PATH is required (window 1..64)\n");
-    return 2;
-  }
+  if (O.replayd == NULL || !(O.seconds > 0) || !(O.ratio_seconds > 0) || !(O.actor_rate > 0))
+    die("--replayd PATH is required; --seconds, --ratio-seconds and --actor-rate are > 0");
   if (O.quick) {
     O.seconds = 0.5;
     O.ratio_seconds = 3;
@@ -466,19 +408,27 @@ int main(int argc, char **argv) {
   int rc = 0;
   rdc_workload_t *w = malloc(sizeof *w);
   if (register_cartpole(c, NULL, w) != 0) rc = 1;
-  rows_t *r = malloc(sizeof *r);
-  rows_make(r, 512);
+  bench_rows_t r;
+  bench_rows_make(&r, 512);
   for (int i = 0; rc == 0 && i < 200; i++) /* 102400 rows to sample from */
-    if (rdc_insert_batch(c, w->id, w->token, 512, r->cols, 5, NULL, NULL, &e) != RDC_OK) {
+    if (rdc_insert_batch(c, w->id, w->token, 512, r.cols, 5, NULL, NULL, &e) != RDC_OK) {
       fprintf(stderr, "bench_flow: insert: %s\n", e.msg);
       rc = 1;
     }
-  free(r);
-  if (!O.json) {
-    time_t tt = time(NULL);
-    printf("# bench_flow: replayd over loopback, %.1f s per figure, %s", O.seconds, ctime(&tt));
-    printf("%-28s %-28s %14s\n", "name", "params", "value");
-  }
+  bench_rows_free(&r);
+  /* In JSON mode stdout carries only the JSON lines; the header goes to
+   * stderr. */
+  FILE *info = O.json ? stderr : stdout;
+  char date[64], cpu[256], isa[16], load[32];
+  utc_now(date, sizeof date);
+  cpu_model(cpu, sizeof cpu);
+  cpu_isa(isa, sizeof isa);
+  load_average(load, sizeof load);
+  fprintf(info, "# bench_flow: replayd over loopback, %s, %s (ISA %s), %ld CPUs (load %s), "
+                "%.1f s per throughput figure in %d alternating rounds, window %u\n",
+          date, cpu, isa, sysconf(_SC_NPROCESSORS_ONLN), load, O.seconds, O.rounds, O.window);
+  if (!O.json) printf("%-28s %-28s %14s\n", "name", "params", "value");
+  fflush(info);
   const uint32_t batches[2] = {32, 512};
   for (int k = 0; rc == 0 && k < 2; k++) {
     char p[64];
@@ -517,13 +467,13 @@ int main(int argc, char **argv) {
       /* The control: as many rounds, the call replaced by p50 of spinning. */
       size_t m = n;
       for (size_t i = 0; i < m; i++) {
-        double until = now_s() + O.train_us * 1e-6;
-        while (now_s() < until) {
+        double until = rd_clock_now() + O.train_us * 1e-6;
+        while (rd_clock_now() < until) {
         }
-        double ts = now_s(), end = ts + p50;
-        while (now_s() < end) {
+        double ts = rd_clock_now(), end = ts + p50;
+        while (rd_clock_now() < end) {
         }
-        lat[i] = now_s() - ts;
+        lat[i] = rd_clock_now() - ts;
       }
       qsort(lat, m, sizeof *lat, cmp_double);
       emit("baseline.grpc.sample_stream_p99_ms", p, lat[(size_t)((double)m * 0.99)] * 1e3, "ms");
@@ -531,6 +481,8 @@ int main(int argc, char **argv) {
     free(lat);
   }
   if (rc == 0 && ratio_error(c) != 0) rc = 1;
+  load_average(load, sizeof load);
+  fprintf(info, "# load average at the end: %s\n", load);
   free(w);
   rdc_close(c);
   stop_daemon();

@@ -51,6 +51,22 @@ void cpu_model(char *buf, size_t len) {
   fclose(f);
 }
 
+void cpu_isa(char *buf, size_t len) {
+  snprintf(buf, len, "baseline");
+  FILE *f = fopen("/proc/cpuinfo", "r");
+  if (f == NULL) return;
+  char line[8192];
+  while (fgets(line, sizeof line, f)) {
+    if (strncmp(line, "flags", 5) != 0) continue;
+    if (strstr(line, " avx512f") != NULL)
+      snprintf(buf, len, "avx512");
+    else if (strstr(line, " avx2") != NULL)
+      snprintf(buf, len, "avx2");
+    break;
+  }
+  fclose(f);
+}
+
 void load_average(char *buf, size_t len) {
   snprintf(buf, len, "?");
   FILE *f = fopen("/proc/loadavg", "r");

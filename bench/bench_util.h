@@ -21,6 +21,11 @@ int cmp_double(const void *a, const void *b);
 /* The CPU's model name from /proc/cpuinfo, or "unknown CPU". */
 void cpu_model(char *buf, size_t len);
 
+/* The widest vector ISA the CPU's /proc/cpuinfo flags list: "avx512",
+ * "avx2" or "baseline" (what a loopback benchmark's header says of the
+ * machine; the kernels' own benches print the variant they ran). */
+void cpu_isa(char *buf, size_t len);
+
 /* The 1-minute load average from /proc/loadavg, or "?": figures taken on a
  * small machine mean little when something else is running. */
 void load_average(char *buf, size_t len);
