@@ -454,10 +454,12 @@ size_t rd_registry_list_after(rd_registry_t *r, const char *after, rd_workload_t
   return n;
 }
 
-void rd_registry_stop_learners(rd_registry_t *r) {
+/* fn on every workload, in chunks taken under the map lock and run outside
+ * it, each workload held by a reference: no allocation on the way down. */
+static void each_workload(rd_registry_t *r, void (*fn)(rd_workload_t *)) {
   rd_workload_t *ws[64];
   size_t from = 0;
-  for (;;) { /* in chunks: no allocation on the way down */
+  for (;;) {
     pthread_rwlock_rdlock(&r->map_lock);
     size_t n = 0;
     for (size_t i = from; i < r->n && n < 64; i++) {
@@ -468,33 +470,24 @@ void rd_registry_stop_learners(rd_registry_t *r) {
     pthread_rwlock_unlock(&r->map_lock);
     if (n == 0) return;
     for (size_t i = 0; i < n; i++) {
-      if (ws[i]->pipeline) rd_pipeline_stop(ws[i]->pipeline);
+      fn(ws[i]);
       rd_workload_unref(ws[i]);
     }
     from += n;
   }
 }
 
+static void stop_learner(rd_workload_t *w) {
+  if (w->pipeline) rd_pipeline_stop(w->pipeline);
+}
+
+void rd_registry_stop_learners(rd_registry_t *r) { each_workload(r, stop_learner); }
+
+static void cancel_waits(rd_workload_t *w) { rd_workload_close_waits(w, RD_ECANCELED); }
+
 void rd_registry_drain_waits(rd_registry_t *r) {
   atomic_store(&r->bounds.closed, RD_ECANCELED); /* no wait starts from now on */
-  rd_workload_t *ws[64];
-  size_t from = 0;
-  for (;;) { /* in chunks, as rd_registry_stop_learners */
-    pthread_rwlock_rdlock(&r->map_lock);
-    size_t n = 0;
-    for (size_t i = from; i < r->n && n < 64; i++) {
-      ws[n] = r->order[i];
-      atomic_fetch_add_explicit(&ws[n]->refs, 1, memory_order_relaxed);
-      n++;
-    }
-    pthread_rwlock_unlock(&r->map_lock);
-    if (n == 0) return;
-    for (size_t i = 0; i < n; i++) {
-      rd_workload_close_waits(ws[i], RD_ECANCELED);
-      rd_workload_unref(ws[i]);
-    }
-    from += n;
-  }
+  each_workload(r, cancel_waits);
 }
 
 int rd_registry_set_limiter(rd_registry_t *r, rd_workload_t *w, const rd_limiter_config_t *cfg,

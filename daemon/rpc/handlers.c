@@ -219,14 +219,18 @@ HANDLER(h_describe) {
     rd_reply_error(r, RD_ENOTFOUND, "no workload with id \"%.64s\"", ref->id);
     return RD_REPLY_NOW;
   }
+  rd_reply_workload(r, w);
+  rd_workload_unref(w);
+  return RD_REPLY_NOW;
+}
+
+void rd_reply_workload(rd_reply_t *r, rd_workload_t *w) {
   rd_workload_msg_t o;
   if (rd_workload_msg(&o, w, 0, NULL) == RD_OK)
     rd_reply_pack(r, &o.msg.base);
   else
     rd_reply_error(r, RD_ENOMEM, "out of memory describing workload %s", w->id);
   rd_workload_msg_free(&o);
-  rd_workload_unref(w);
-  return RD_REPLY_NOW;
 }
 
 /* One page (listing.h: keyset by id, page_size, within the limit). */

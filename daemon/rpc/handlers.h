@@ -119,6 +119,10 @@ void rd_insert_stream_release(rd_insert_stream_t *st);
  * RD_REPLY_LATER for, from any thread; takes r->reply. */
 void rd_call_reply(void *call, rd_reply_t *r);
 
+/* r answers w as DescribeWorkload does (the Workload, without its token),
+ * or RESOURCE_EXHAUSTED when it cannot be built. */
+void rd_reply_workload(rd_reply_t *r, rd_workload_t *w);
+
 /* The server's: the call's wait (ci->wait) will be on w's rate limiter;
  * the call holds a reference to w until it is freed (once per call: one
  * call waits on one workload). Before passing ci->wait to core. */

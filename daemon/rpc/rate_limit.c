@@ -85,10 +85,5 @@ void rd_set_rate_limiter(rd_handler_ctx_t *ctx, rd_workload_t *w,
                 li.cfg.min_diff, li.cfg.max_diff);
   else
     rd_log_info("flow", "workload %s: no rate limiter", w->id);
-  rd_workload_msg_t o;
-  if (rd_workload_msg(&o, w, 0, NULL) == RD_OK)
-    rd_reply_pack(r, &o.msg.base);
-  else
-    rd_reply_error(r, RD_ENOMEM, "out of memory describing workload %s", w->id);
-  rd_workload_msg_free(&o);
+  rd_reply_workload(r, w);
 }

@@ -19,6 +19,7 @@ import time
 import unittest
 
 from test_daemon import Base, Daemon, pb, grpc, cartpole_spec, rows  # noqa: E402
+from replayd_test import rss_kib  # noqa: E402
 
 REPLAYCTL = sys.argv.pop(1) if len(sys.argv) > 1 and not sys.argv[1].startswith("-") else None
 
@@ -435,14 +436,6 @@ class TestReplayctl(FlowBase):
         js = subprocess.run([REPLAYCTL, "--server", srv, "--json", "describe", plain.id],
                             capture_output=True, text=True, timeout=30)
         self.assertIsNone(json.loads(js.stdout)["rate_limiter"])
-
-
-def rss_kib(pid):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    return 0
 
 
 class TestStreamSlot(FlowBase):
