@@ -527,11 +527,11 @@ static void test_continuous(void **state) {
   wl_limit(&w, &c, &lc);
   rd_pipeline_t *p = create_ok(&c, &w);
   insert(&w, p, 60, 0);
-  assert_int_equal(rd_pipeline_wait_idle(p, 5), 1);
+  assert_int_equal(rd_pipeline_wait_idle(p, 120), 1);
   assert_int_equal(atomic_load(&h.batches), 0); /* below min_size: nothing */
   insert(&w, p, 40, 0);                           /* 100: ready, all 100 count */
   insert(&w, p, 700, 0);                          /* 800 counted */
-  assert_int_equal(rd_pipeline_wait_idle(p, 30), 1);
+  assert_int_equal(rd_pipeline_wait_idle(p, 120), 1);
   assert_int_equal(atomic_load(&h.batches), 4 * 800 / 8);
   assert_int_equal(atomic_load(&h.bad_rows), 0);
   waiter_t wt;
@@ -556,7 +556,7 @@ static void test_continuous(void **state) {
   rd_limiter_configure(&w.limiter, &lower, rd_table_size(&w.rt.table));
   rd_pipeline_after_insert(p, 0);
   pthread_mutex_unlock(&w.rt.lock);
-  assert_int_equal(rd_pipeline_wait_idle(p, 30), 1);
+  assert_int_equal(rd_pipeline_wait_idle(p, 120), 1);
   rd_pipeline_stats(p, &st);
   assert_int_equal(st.steps + st.skipped_steps, 410);
   rd_pipeline_destroy(p);
@@ -578,7 +578,7 @@ static void test_train_counted(void **state) {
   rd_train_result_t r = train_ok(p, 20);
   assert_int_equal(r.status, RD_OK);
   assert_int_equal(r.steps_done + r.skipped_steps, 20);
-  assert_int_equal(rd_pipeline_wait_idle(p, 5), 1);
+  assert_int_equal(rd_pipeline_wait_idle(p, 120), 1);
   pthread_mutex_lock(&w.rt.lock);
   assert_int_equal(w.limiter.sampled, 20 * 16);
   pthread_mutex_unlock(&w.rt.lock);

@@ -536,7 +536,7 @@ static void *impatient_main(void *arg) {
   worker_t k = {.w = im->w, .sampler = 1, .items = 200};
   waiter_t t;
   waiter_init(&t);
-  while (!atomic_load(&im->stop)) {
+  do { /* at least once, however late this thread starts */
     rd_error_t err;
     int rc = one_call(&k, &t, &err);
     assert_int_equal(rc, RD_LIMIT_QUEUED);
@@ -544,7 +544,7 @@ static void *impatient_main(void *arg) {
     assert_int_equal(rd_workload_wait_cancel(im->w, &t.wait), 1); /* never granted */
     t.wait.cancelled = 0;
     im->cancelled++;
-  }
+  } while (!atomic_load(&im->stop));
   pthread_cond_destroy(&t.cv);
   pthread_mutex_destroy(&t.mu);
   return NULL;
@@ -600,8 +600,13 @@ static void test_threads(void **state) {
   worker_t last = {.w = w, .sampler = 1, .items = 4, .calls = 1, .bad = &bad};
   pthread_t lt;
   assert_int_equal(pthread_create(&lt, NULL, worker_main, &last), 0);
-  struct timespec ts = {0, 20 * 1000 * 1000};
-  nanosleep(&ts, NULL);
+  for (int ms = 0;; ms++) { /* until it waits in the limiter: the delete must end a wait */
+    rd_workload_limiter_info(w, &li);
+    if (li.queued_samples == 1) break;
+    if (ms > 120000) fail_msg("the last sampler never waited in the limiter");
+    struct timespec ts = {0, 1000 * 1000};
+    nanosleep(&ts, NULL);
+  }
   char id[RD_WORKLOAD_ID_LEN + 1];
   memcpy(id, w->id, sizeof id);
   assert_int_equal(rd_registry_delete(r, id, &err), RD_OK);
