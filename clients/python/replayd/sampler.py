@@ -19,7 +19,7 @@ and ``cancel()``:
   not in a failed call) and sends each as soon as it is drawn; taking a
   batch acknowledges it on the stream, and priority updates travel on the
   same stream (applied in order). ``timeout`` is then the stream's
-  deadline (None: none), not each batch's.
+  deadline (None: none, whatever the client's default), not each batch's.
 
 ``close()`` (or leaving a ``with`` block, or ``break`` followed by the
 sampler being dropped) cancels the calls in flight (a stream is half-closed
@@ -30,7 +30,6 @@ and the calls still in flight are cancelled.
 import collections
 import queue
 import threading
-import time
 from typing import Any, Deque, Iterator, Optional
 
 import grpc
@@ -107,11 +106,12 @@ class StreamSource:
         self._ack_every = max(1, window // 4)
         self._owed = 0
         self._ended = False
+        # The stream's deadline is the sampler's own timeout only: the
+        # client's default, meant for one call, would end a learner's stream.
         calls = workload._calls
-        deadline = calls.deadline(timeout)
-        left = None if deadline is None else max(deadline - time.monotonic(), 0.0)
-        self._call = calls.mc["SampleStream"](self._requests(), metadata=calls.metadata(
-            workload.token), timeout=left)
+        self._call = calls.mc["SampleStream"](
+            self._requests(), metadata=calls.metadata(workload.token),
+            timeout=timeout if timeout is not None and timeout > 0 else None)
 
     def _requests(self) -> Iterator[bytes]:
         while True:
