@@ -395,11 +395,13 @@ class TestSampleStream(FlowBase):
         rss0 = rss_kib(self.d.proc.pid)
         reqs, it = self.stream(w, batch=256, window=8)
         next(it)  # then read nothing more
-        self.wait_for(lambda: self.describe(w).counters.samples == 8 * 256,
-                      "the server to sample the window")
-        time.sleep(1.0)  # and then no more
+        # How many of the window the server gets out depends on how much
+        # the transport buffers (gRPC's flow-control window, timing): at
+        # least the one read, never more than the window.
+        self.wait_for(lambda: self.describe(w).counters.samples >= 256, "the first batch")
+        time.sleep(1.5)  # time to go past the window, were it not a bound
         samples = self.describe(w).counters.samples
-        self.assertEqual(samples, 8 * 256, "the server samples the window and stops")
+        self.assertLessEqual(samples, 8 * 256, "the server samples the window and stops")
         grew = rss_kib(self.d.proc.pid) - rss0
         self.assertLess(grew, 8 * 1024 + 16 * 1024, f"daemon grew {grew} KiB")
         it.cancel()
@@ -470,7 +472,7 @@ class TestStreamSlot(FlowBase):
 
 
 class TestDrain(FlowBase):
-    GRACE_S = 30
+    GRACE_S = 12  # a drain that waited for it would take longer than GRACE_S / 2
     extra = ("--shutdown-grace-ms", str(GRACE_S * 1000))
 
     def test_sigterm_ends_waits_and_streams_at_once(self):
