@@ -20,6 +20,7 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #ifdef _OPENMP
 #include <omp.h>
@@ -40,6 +41,10 @@
 /* Insert propagates per-block deltas upward; it works in chunks of this
  * many leaves so the delta scratch lives on the stack (no allocation). */
 #define INSERT_CHUNK 8192
+/* Trees this large start on a 2 MiB boundary and ask for transparent huge
+ * pages: a descent or an update touches a different page at every low
+ * level, and with 4 KiB pages each of those is a TLB miss. */
+#define HUGE_PAGE ((size_t)2 << 20)
 
 /* ------------------------------------------------------------------ */
 /* Shape                                                               */
@@ -332,9 +337,13 @@ int rd_sumtree_init(rd_sumtree_t *t, uint32_t capacity, uint32_t fanout, rd_erro
   uint64_t blocks[RD_SUMTREE_MAX_LEVELS];
   uint32_t height = shape(capacity, fanout, blocks);
   size_t bytes = rd_sumtree_memsize(capacity, fanout);
-  void *mem = aligned_alloc(64, bytes);
+  void *mem = NULL;
+  if (posix_memalign(&mem, bytes >= HUGE_PAGE ? HUGE_PAGE : 64, bytes) != 0) mem = NULL;
   if (mem == NULL)
     return rd_error_set(err, RD_ENOMEM, "cannot allocate %zu bytes for a sum tree", bytes);
+#ifdef MADV_HUGEPAGE
+  if (bytes >= HUGE_PAGE) (void)madvise(mem, bytes & ~(size_t)(HUGE_PAGE - 1), MADV_HUGEPAGE);
+#endif
   memset(mem, 0, bytes);
 
   const isa_kernels_t *isa = pick_isa();
