@@ -58,7 +58,7 @@ struct rd_sumtree {
   uint32_t height;     /* number of block levels; level 0 is the root block */
   uint32_t threads;    /* max OpenMP threads per call (>= 1) */
   uint64_t max_leaf;   /* largest leaf value accepted */
-  uint64_t *level[RD_SUMTREE_MAX_LEVELS]; /* level[h]: blocks of K prefix sums */
+  uint64_t *level[RD_SUMTREE_MAX_LEVELS]; /* level[h]: blocks of K segment prefix sums */
   uint64_t level_blocks[RD_SUMTREE_MAX_LEVELS];
   void *mem;           /* one aligned allocation holding every level */
   size_t mem_bytes;
