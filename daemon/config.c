@@ -70,6 +70,12 @@ static const cfg_key_t keys[] = {
     {"max-workloads", K_COUNT, FIELD(max_workloads), 1, 4096, false, "workloads held at once"},
     {"learner-threads", K_COUNT, FIELD(learner_threads), 1, 256, false,
      "threads of each hosted learner's train-step"},
+    {"max-waiting-calls", K_COUNT, FIELD(max_waiting_calls), 0, 1u << 20, false,
+     "calls waiting for a rate limiter (and sample streams), all\n"
+     "                             workloads together; past it RESOURCE_EXHAUSTED"},
+    {"max-waiting-per-workload", K_COUNT, FIELD(max_waiting_per_workload), 0, 1u << 20, false,
+     "calls waiting for one workload's rate limiter (and its sample\n"
+     "                             streams)"},
     {"learner-shares", K_COUNT, FIELD(learner_shares), 0, 1, false,
      "1: hosted learners sharing a device take turns by their tenants'\n"
      "                             weights (share.h); 0: as the OS schedules them"},
@@ -174,6 +180,8 @@ void rd_config_defaults(rd_config_t *c) {
   c->checkpoint_keep = 2;
   c->journal_commit_us = 200;
   c->journal_max_pending = 256 * MIB;
+  c->max_waiting_calls = 4096;
+  c->max_waiting_per_workload = 1024;
   c->fpga_xclbin_shape.k = XCLBIN_DEFAULT_K;
   c->fpga_xclbin_shape.n = XCLBIN_DEFAULT_N;
   c->fpga_xclbin_shape.batch = XCLBIN_DEFAULT_BATCH;

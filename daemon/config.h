@@ -45,6 +45,8 @@ typedef struct {
   uint64_t max_memory_bytes;  /* rows + trees + learners of all workloads; default 8 GiB */
   uint32_t max_workloads;     /* default 64 */
   uint32_t learner_threads;   /* OpenMP threads per hosted learner step; default 1 */
+  uint32_t max_waiting_calls; /* calls waiting for a rate limiter, all workloads; default 4096 */
+  uint32_t max_waiting_per_workload; /* ... per workload; default 1024 */
   char fpga_parts_dir[PATH_MAX]; /* FPGA part files for the model; empty = the installed ones */
   char fpga_csim[64];         /* a part name ("u250"): list one FPGA run as C-simulation (no
                                  board), modelled as that part; empty (default) = none */

@@ -125,7 +125,7 @@ static void insert(rd_workload_t *w, uint32_t n, uint64_t tag, uint64_t *lsn) {
   rd_cbuf_t cols[5] = {{obs, n * 16u}, {act, n * 4u}, {rew, n * 4u}, {nxt, n * 16u}, {done, n}};
   rd_insert_batch_t b = {n, cols, 5, prio, n};
   rd_error_t e;
-  if (rd_workload_insert_lsn(w, &b, NULL, NULL, lsn, &e) != RD_OK) fail_msg("insert: %s", e.msg);
+  if (rd_workload_insert_wait(w, &b, NULL, NULL, NULL, lsn, &e) != RD_OK) fail_msg("insert: %s", e.msg);
 }
 
 static void weights(rd_workload_t *w, uint8_t **buf, size_t *len, uint64_t *ver) {

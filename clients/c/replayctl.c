@@ -341,6 +341,62 @@ static void json_durability(jw_t *w, const rdc_durability_t *d) {
   jw_object_end(w);
 }
 
+/* Unbounded diffs are null (JSON has no infinity). */
+static void json_rate_limiter(jw_t *w, const rdc_limiter_state_t *l) {
+  jw_object_begin(w);
+  jw_key(w, "min_size_to_sample");
+  jw_u64(w, l->config.min_size_to_sample);
+  jw_key(w, "samples_per_insert");
+  jw_double(w, l->config.samples_per_insert);
+  jw_key(w, "min_diff");
+  jw_double(w, l->config.has_min_diff ? l->config.min_diff : -INFINITY);
+  jw_key(w, "max_diff");
+  jw_double(w, l->config.has_max_diff ? l->config.max_diff : INFINITY);
+  jw_key(w, "inserted");
+  jw_u64(w, l->inserted);
+  jw_key(w, "sampled");
+  jw_u64(w, l->sampled);
+  jw_key(w, "ratio");
+  jw_double(w, l->ratio);
+  jw_key(w, "blocked_inserts");
+  jw_u64(w, l->blocked_inserts);
+  jw_key(w, "blocked_samples");
+  jw_u64(w, l->blocked_samples);
+  jw_key(w, "insert_wait_seconds");
+  jw_double(w, l->insert_wait_s);
+  jw_key(w, "sample_wait_seconds");
+  jw_double(w, l->sample_wait_s);
+  jw_key(w, "insert_waits");
+  jw_u64(w, l->insert_waits);
+  jw_key(w, "sample_waits");
+  jw_u64(w, l->sample_waits);
+  jw_object_end(w);
+}
+
+/* The rate limiter, for people: its rule and what it did. */
+static void describe_rate_limiter(const rdc_limiter_state_t *l) {
+  const rdc_rate_limiter_t *c = &l->config;
+  printf("\nrate limiter\n");
+  kv("  min size", "%" PRIu32 " items before sampling", c->min_size_to_sample);
+  if (c->samples_per_insert > 0) {
+    char lo[32], hi[32];
+    snprintf(lo, sizeof lo, c->has_min_diff && isfinite(c->min_diff) ? "%.10g" : "-inf",
+             c->min_diff);
+    snprintf(hi, sizeof hi, c->has_max_diff && isfinite(c->max_diff) ? "%.10g" : "+inf",
+             c->max_diff);
+    kv("  ratio", "%.10g samples per insert; inserted x ratio - sampled within [%s, %s]",
+       c->samples_per_insert, lo, hi);
+  } else {
+    kv("  ratio", "none (min size only)");
+  }
+  kv("  now", "%" PRIu64 " sampled / %" PRIu64 " inserted = %.4g", l->sampled, l->inserted,
+     l->ratio);
+  kv("  blocked", "%" PRIu32 " inserts, %" PRIu32 " samples waiting", l->blocked_inserts,
+     l->blocked_samples);
+  kv("  waited", "%.3f s by %" PRIu64 " inserts, %.3f s by %" PRIu64 " samples",
+     l->insert_wait_s, l->insert_waits, l->sample_wait_s, l->sample_waits);
+}
+
 static void json_workload(jw_t *w, const rdc_workload_t *wl) {
   const rdc_spec_t *s = &wl->spec;
   jw_object_begin(w);
@@ -403,6 +459,9 @@ static void json_workload(jw_t *w, const rdc_workload_t *wl) {
   jw_key(w, "durability");
   if (wl->has_durability)
     json_durability(w, &wl->durability);
+  jw_key(w, "rate_limiter");
+  if (wl->has_rate_limiter)
+    json_rate_limiter(w, &wl->rate_limiter);
   else
     jw_null(w);
   jw_object_end(w);
@@ -1031,6 +1090,7 @@ static int cmd_describe(rdc_client_t *c, const rctl_opts_t *o) {
       printf("\nplacement\n");
       print_placement(&wl->placement, "  ");
     }
+    if (wl->has_rate_limiter) describe_rate_limiter(&wl->rate_limiter);
     if (wl->has_durability) print_durability(&wl->durability);
   }
   free(wl);

@@ -39,6 +39,7 @@
 #define SEC_LEAVES 3u
 #define SEC_COLUMN 4u
 #define SEC_LEARNER 5u
+#define SEC_LIMITER 6u /* the rate limiter's I and S at the cut (optional) */
 #define KIND_CHECKPOINT 1u
 #define KIND_EXPORT 2u
 #define META_FIXED 80u
@@ -438,6 +439,8 @@ typedef struct {
   uint64_t cut_lsn;
   int64_t taken_ms;
   double hold_max_s; /* the longest table-lock hold of the copy: its pause on calls */
+  int has_limiter;
+  uint64_t limiter[2]; /* I, S at the cut */
 } taken_t;
 
 static void taken_free(taken_t *t) {
@@ -495,6 +498,9 @@ static int take_table(rd_workload_t *w, rd_journal_t *j, uint64_t gen, taken_t *
     if (rc == RD_OK) {
       tk->cut_lsn = j != NULL ? rd_journal_rotate(j, gen) : 0;
       tk->taken_ms = now_unix_ms();
+      tk->has_limiter = w->limiter.on;
+      tk->limiter[0] = w->limiter.inserted;
+      tk->limiter[1] = w->limiter.sampled;
     }
     rows = rd_table_size(&w->table);
     double held = rd_clock_now() - t0;
@@ -556,6 +562,12 @@ static int write_sections(rd_ckpt_writer_t *wr, rd_workload_t *w, const meta_t *
                                (size_t)n * w->table.field_bytes[f], err);
   if (rc == RD_OK && tk->learner_len > 0)
     rc = rd_ckpt_write_section(wr, SEC_LEARNER, 0, tk->learner, tk->learner_len, err);
+  if (rc == RD_OK && tk->has_limiter) {
+    uint8_t lim[16];
+    rd_le_put64(lim, tk->limiter[0]);
+    rd_le_put64(lim + 8, tk->limiter[1]);
+    rc = rd_ckpt_write_section(wr, SEC_LIMITER, 0, lim, sizeof lim, err);
+  }
   if (rc == RD_OK) rc = rd_ckpt_writer_finish(wr, err);
   return rc;
 }
@@ -737,6 +749,8 @@ typedef struct {
   rd_table_image_t img; /* arrays owned */
   uint8_t *learner;
   size_t learner_len;
+  int has_limiter;
+  uint64_t limiter[2]; /* I, S at the cut */
 } loaded_t;
 
 static void loaded_free(loaded_t *l) {
@@ -804,6 +818,18 @@ static int load_fd(int fd, uint64_t max_raw, loaded_t *l, rd_error_t *err) {
     rc = read_alloc(&r, sx, &l->learner, err);
     l->learner_len = (size_t)sx->raw_len;
   }
+  const rd_ckpt_section_t *sr = rd_ckpt_find(&r, SEC_LIMITER, UINT32_MAX);
+  if (rc == RD_OK && sr != NULL) {
+    uint8_t lim[16];
+    if (sr->raw_len != sizeof lim)
+      rc = rd_error_set(err, RD_EINVAL, "the rate limiter section has %llu bytes, not 16",
+                        (unsigned long long)sr->raw_len);
+    else if ((rc = rd_ckpt_read_section(&r, sr, lim, err)) == RD_OK) {
+      l->has_limiter = 1;
+      l->limiter[0] = rd_le_get64(lim);
+      l->limiter[1] = rd_le_get64(lim + 8);
+    }
+  }
   rd_ckpt_reader_close(&r);
   if (rc) {
     loaded_free(l);
@@ -838,6 +864,10 @@ static int apply_loaded(rd_workload_t *w, loaded_t *l, uint64_t version_floor, i
     return rc;
   pthread_mutex_lock(&w->lock);
   rc = rd_table_restore(&w->table, &l->img, err);
+  /* The limiter's counts go on from the cut, so the ratio it keeps does
+   * not start again (a limiter added since has none to restore). */
+  if (rc == RD_OK && l->has_limiter && w->limiter.on)
+    rd_limiter_set_counts(&w->limiter, l->limiter[0], l->limiter[1]);
   pthread_mutex_unlock(&w->lock);
   return rc;
 }

@@ -45,6 +45,7 @@ struct rd_registry {
   void *placer_arg;
   rd_tenants_t *tenants;      /* the owners (tenant.h); each workload references one */
   rd_durable_t *durable;      /* checkpoints (durable.h), or NULL */
+  rd_limiter_bounds_t bounds; /* the waiting calls of every workload's rate limiter */
 };
 
 void rd_registry_set_durable(rd_registry_t *r, rd_durable_t *d) {
@@ -190,6 +191,7 @@ int rd_registry_create(rd_registry_t **out, const rd_config_t *cfg, rd_store_t *
   }
   pthread_mutex_init(&r->mutate_mu, NULL);
   pthread_rwlock_init(&r->map_lock, NULL);
+  rd_limiter_bounds_init(&r->bounds, cfg->max_waiting_calls, cfg->max_waiting_per_workload);
   *out = r;
   return RD_OK;
 }
@@ -198,7 +200,13 @@ void rd_registry_destroy(rd_registry_t *r) {
   if (r == NULL) return;
   /* Drop the registry's references; a workload still borrowed by a caller
    * lives until that caller's unref (it does not point back here). */
-  for (size_t i = 0; i < r->n; i++) rd_workload_unref(r->order[i]);
+  for (size_t i = 0; i < r->n; i++) {
+    rd_workload_t *w = r->order[i];
+    pthread_mutex_lock(&w->lock);
+    w->limiter.bounds = NULL; /* the bounds go with the registry */
+    pthread_mutex_unlock(&w->lock);
+    rd_workload_unref(w);
+  }
   free(r->by_id);
   free(r->order);
   rd_tenants_close(r->tenants);
@@ -271,6 +279,7 @@ static int build(rd_registry_t *r, rd_tenant_t *tenant, rd_workload_config_t *wc
     return rc;
   }
   w->placement = pl;
+  w->limiter.bounds = &r->bounds; /* before anyone can see it */
   *out = w;
   return RD_OK;
 }
@@ -498,6 +507,7 @@ int rd_registry_delete(rd_registry_t *r, const char *id, rd_error_t *err) {
   unpublish(r, w);
   atomic_store(&w->deleted, true);
   pthread_mutex_unlock(&r->mutate_mu);
+  rd_workload_close_waits(w, RD_ENOTFOUND); /* calls waiting on its limiter end NOT_FOUND */
   /* Stop training now (a pending TrainStep ends CANCELLED); the memory
    * goes with the last reference, its checkpoints and journal now. */
   if (w->pipeline) rd_pipeline_stop(w->pipeline);
@@ -541,10 +551,12 @@ size_t rd_registry_list_owned_after(rd_registry_t *r, const rd_tenant_t *owner,
   return n;
 }
 
-void rd_registry_stop_learners(rd_registry_t *r) {
+/* fn on every workload, in chunks taken under the map lock and run outside
+ * it, each workload held by a reference: no allocation on the way down. */
+static void each_workload(rd_registry_t *r, void (*fn)(rd_workload_t *)) {
   rd_workload_t *ws[64];
   size_t from = 0;
-  for (;;) { /* in chunks: no allocation on the way down */
+  for (;;) {
     pthread_rwlock_rdlock(&r->map_lock);
     size_t n = 0;
     for (size_t i = from; i < r->n && n < 64; i++) {
@@ -555,11 +567,48 @@ void rd_registry_stop_learners(rd_registry_t *r) {
     pthread_rwlock_unlock(&r->map_lock);
     if (n == 0) return;
     for (size_t i = 0; i < n; i++) {
-      if (ws[i]->pipeline) rd_pipeline_stop(ws[i]->pipeline);
+      fn(ws[i]);
       rd_workload_unref(ws[i]);
     }
     from += n;
   }
+}
+
+static void stop_learner(rd_workload_t *w) {
+  if (w->pipeline) rd_pipeline_stop(w->pipeline);
+}
+
+void rd_registry_stop_learners(rd_registry_t *r) { each_workload(r, stop_learner); }
+
+static void cancel_waits(rd_workload_t *w) { rd_workload_close_waits(w, RD_ECANCELED); }
+
+void rd_registry_drain_waits(rd_registry_t *r) {
+  atomic_store(&r->bounds.closed, RD_ECANCELED); /* no wait starts from now on */
+  each_workload(r, cancel_waits);
+}
+
+int rd_registry_set_limiter(rd_registry_t *r, rd_workload_t *w, const rd_limiter_config_t *cfg,
+                            const uint8_t *stored, size_t stored_len, rd_error_t *err) {
+  if (cfg != NULL) {
+    int rc = rd_limiter_config_check(cfg, err);
+    if (rc) return rc;
+  }
+  if (cfg == NULL && w->pipeline != NULL && rd_pipeline_continuous(w->pipeline))
+    return rd_workload_set_limiter(w, NULL, NULL, 0, err); /* its refusal, before any write */
+  pthread_mutex_lock(&r->mutate_mu);
+  int rc = RD_OK;
+  if (atomic_load(&w->deleted)) {
+    rc = rd_error_set(err, RD_ENOTFOUND, "workload %s was deleted", w->id);
+  } else if (r->store != NULL && stored != NULL) {
+    rd_error_t serr;
+    rd_error_clear(&serr);
+    if ((rc = rd_store_update_spec(r->store, w->id, stored, stored_len, &serr)) != RD_OK)
+      rd_error_set(err, rc, "%s; the rate limiter is unchanged", serr.msg);
+  }
+  /* Under mutate_mu: a delete cannot come between the write and this. */
+  if (rc == RD_OK) rc = rd_workload_set_limiter(w, cfg, stored, stored_len, err);
+  pthread_mutex_unlock(&r->mutate_mu);
+  return rc;
 }
 
 void rd_registry_cpu_load(rd_registry_t *r, const int *cpus, size_t n, uint32_t *load) {

@@ -136,4 +136,17 @@ void rd_registry_cpu_load(rd_registry_t *r, const int *cpus, size_t n, uint32_t 
  * so pending TrainStep calls end instead of holding the drain). */
 void rd_registry_stop_learners(rd_registry_t *r);
 
+/* The server drains: every call waiting for a rate limiter ends
+ * (RD_ECANCELED) and no call waits from now on (rate_limiter.h). */
+void rd_registry_drain_waits(rd_registry_t *r);
+
+/* Change w's rate limiter (rd_workload_set_limiter; NULL: none) and store
+ * its spec as `stored` (the workload's spec with the new limiter, the
+ * decoding layer's bytes; NULL: nothing is stored), so a restart brings it
+ * back. The store first: when it fails, nothing changes (RD_ESTORE).
+ * RD_ENOTFOUND for a deleted workload; RD_EINVAL, RD_ESTATE as
+ * rd_workload_set_limiter. */
+int rd_registry_set_limiter(rd_registry_t *r, rd_workload_t *w, const rd_limiter_config_t *cfg,
+                            const uint8_t *stored, size_t stored_len, rd_error_t *err);
+
 #endif

@@ -564,6 +564,28 @@ int rd_store_delete_workload(rd_store_t *s, const char *id, rd_error_t *err) {
   return rc;
 }
 
+int rd_store_update_spec(rd_store_t *s, const char *id, const uint8_t *spec, size_t len,
+                         rd_error_t *err) {
+  if (id == NULL || id[0] == '\0')
+    return rd_error_set(err, RD_EINVAL, "no workload id given");
+  pthread_mutex_lock(&s->mu);
+  sqlite3_stmt *st = NULL; /* rare (an owner's change): prepared per call */
+  int rc = RD_OK;
+  if (sqlite3_prepare_v2(s->db, "UPDATE workloads SET spec = ?2 WHERE id = ?1", -1, &st,
+                         NULL) != SQLITE_OK)
+    rc = db_error(s, err, "preparing a spec update");
+  else if (sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC) != SQLITE_OK ||
+           sqlite3_bind_blob(st, 2, spec, (int)len, SQLITE_STATIC) != SQLITE_OK)
+    rc = db_error(s, err, "binding a spec update");
+  else if (sqlite3_step(st) != SQLITE_DONE)
+    rc = db_error(s, err, "updating a workload's spec");
+  else if (sqlite3_changes(s->db) == 0)
+    rc = rd_error_set(err, RD_ENOTFOUND, "no stored workload has id %.64s", id);
+  sqlite3_finalize(st);
+  pthread_mutex_unlock(&s->mu);
+  return rc;
+}
+
 void rd_store_free_workloads(rd_stored_workload_t *w, size_t n) {
   if (w == NULL) return;
   for (size_t i = 0; i < n; i++) free(w[i].spec);

@@ -57,6 +57,10 @@ int rd_store_with_db(rd_store_t *s, rd_store_db_fn fn, void *arg, rd_error_t *er
 
 int rd_store_put_workload(rd_store_t *s, const rd_stored_workload_t *w, rd_error_t *err);
 int rd_store_delete_workload(rd_store_t *s, const char *id, rd_error_t *err);
+/* Replace a stored workload's spec (its owner changed a setting, e.g. the
+ * rate limiter). RD_ENOTFOUND if it is not stored. */
+int rd_store_update_spec(rd_store_t *s, const char *id, const uint8_t *spec, size_t len,
+                         rd_error_t *err);
 /* All stored workloads in creation order; free with rd_store_free_workloads. */
 int rd_store_list_workloads(rd_store_t *s, rd_stored_workload_t **out, size_t *n,
                             rd_error_t *err);

@@ -252,7 +252,7 @@ void *rd_learner_unit_main(void *arg) {
        * the last step's priorities and will sample next): in the strict
        * loop, wait for about the sampler's time first by rd_spin_wait_stage
        * (stages as the sampler's, sampler_unit.c). */
-      if ((p->sampling > 0 || p->sampled < p->target) &&
+      if ((p->sampling > 0 || rd_pl_wants_more(p)) &&
           rd_spin_wait_stage(&p->cv_learner, &p->mu, &p->ev_learner, p->produce_s, &spun, NULL))
         continue;
       pthread_cond_wait(&p->cv_learner, &p->mu);

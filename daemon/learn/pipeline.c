@@ -49,6 +49,9 @@ static int validate(const rd_pipeline_config_t *c, const rd_table_config_t *tc, 
       c->samples_per_insert > 1e6)
     return rd_error_set(err, RD_EINVAL, "samples_per_insert must be in [0, 1e6], not %g",
                         c->samples_per_insert);
+  if (c->samples_per_insert > 0 && (c->limiter_take == NULL || c->limiter_give_back == NULL))
+    return rd_error_set(err, RD_EINVAL, "continuous mode (samples_per_insert %g) needs the "
+                        "table's rate limiter", c->samples_per_insert);
   if (c->f_done >= 0 && !(c->gamma >= 0 && c->gamma <= 1))
     return rd_error_set(err, RD_EINVAL, "gamma must be in [0, 1], not %g", (double)c->gamma);
   if ((rc = rd_pin_check(&c->learner_pin, err)) != RD_OK ||
@@ -189,6 +192,7 @@ int rd_pipeline_create(rd_pipeline_t **out, const rd_pipeline_config_t *c, rd_ta
   pthread_condattr_destroy(&ca);
   pthread_cond_init(&p->cv_idle, NULL);
   p->window_start = rd_clock_now();
+  if (c->samples_per_insert > 0) p->target = UINT64_MAX; /* as much as the limiter lets through */
   rd_learner_unit_publish(p); /* version 1: the initial weights */
   if (rd_weights_buf_version(&p->weights) != 1) {
     rd_pipeline_destroy(p);
@@ -270,27 +274,14 @@ void rd_pipeline_before_insert(rd_pipeline_t *p, size_t n) {
 }
 
 void rd_pipeline_after_insert(rd_pipeline_t *p, size_t n) {
-  uint64_t size = rd_table_size(p->table);
+  (void)n; /* the limiter counted the rows */
   pthread_mutex_lock(&p->mu);
   p->sample_failing = 0;
-  if (p->cfg.samples_per_insert > 0) {
-    if (!p->ready && size >= p->cfg.min_size) {
-      p->ready = 1;
-      /* Every item held when it became ready counts, as in Reverb's rate
-       * limiter (inserts counted from the start, sampling gated by
-       * min_size): an insert of 200 that crosses min_size 32 earns 200. */
-      n = (size_t)size;
-    }
-    if (p->ready) {
-      p->inserted_since_ready += n;
-      uint64_t t = (uint64_t)(p->cfg.samples_per_insert * (double)p->inserted_since_ready /
-                              (double)p->cfg.batch);
-      if (t > p->target) {
-        if (p->in_flight == 0 && p->sampled >= p->target) p->idle_gap = 1;
-        p->target = t;
-        rd_pl_wake_sampler(p);
-      }
-    }
+  p->insert_seq++;
+  if (p->limited) {
+    p->limited = 0;
+    if (p->in_flight == 0) p->idle_gap = 1;
+    rd_pl_wake_sampler(p);
   }
   pthread_mutex_unlock(&p->mu);
 }
@@ -343,7 +334,7 @@ int rd_pipeline_wait_idle(rd_pipeline_t *p, double timeout_s) {
   pthread_mutex_lock(&p->mu);
   int idle;
   for (;;) {
-    idle = p->in_flight == 0 && !p->req.active && (p->sampled >= p->target || p->sample_failing);
+    idle = p->in_flight == 0 && !p->req.active && !rd_pl_wants_more(p);
     if (idle || p->stopping) break;
     if (timeout_s > 0) {
       double left = end - rd_clock_now();

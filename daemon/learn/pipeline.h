@@ -25,9 +25,12 @@
  * (table.h), never applied to the new row.
  *
  * Work comes from TrainStep requests (one at a time, train_request.h) or,
- * in continuous mode, from inserts: the pipeline keeps steps * batch <=
- * samples_per_insert * (items inserted since the table first held min_size
- * items).
+ * in continuous mode, from the table's rate limiter (the workload's,
+ * core/rate_limiter.h, reached through config.limiter_take): the sampler
+ * samples as many batches as it lets through, the same limiter, and the
+ * same ratio, that remote samplers of the table go through. An insert (or
+ * a change of the limiter) wakes a sampler the limiter held back. A
+ * TrainStep's batches are counted by the limiter but not held back.
  *
  * Weights (weights_buf.h, double-buffered). Version 1 is the initial
  * weights; each publication adds one. The learner publishes at the end of
@@ -86,7 +89,7 @@ typedef struct {
   uint32_t depth;             /* D, 0..RD_PIPELINE_MAX_DEPTH */
   double beta;                /* IS exponent */
   uint32_t min_size;          /* items before training, >= batch */
-  double samples_per_insert;  /* > 0: continuous mode */
+  double samples_per_insert;  /* > 0: continuous mode (the limiter has the ratio) */
   /* Schema field indices the learner reads (-1: absent). */
   int f_obs, f_action, f_reward, f_next_obs, f_discount, f_done;
   float gamma;                /* with f_done: discount = gamma * (1 - done) */
@@ -125,6 +128,15 @@ typedef struct {
    * the first version above the last block. NULL: versions are not kept. */
   int (*reserve_versions)(void *arg, uint64_t upto, rd_error_t *err);
   void *reserve_arg;
+  /* The table's rate limiter, called with the table lock held before each
+   * burst samples: limiter_take returns how many batches of `batch` items
+   * (at most want) may be sampled now and counts them as sampled (gated =
+   * 0: all of them, counted: a TrainStep's); limiter_give_back uncounts n
+   * batches taken but not sampled. NULL: nothing is counted; continuous
+   * mode needs them. */
+  uint32_t (*limiter_take)(void *arg, uint32_t batch, uint32_t want, int gated);
+  void (*limiter_give_back)(void *arg, uint32_t batch, uint32_t n);
+  void *limiter_arg;
 } rd_pipeline_config_t;
 
 typedef struct {
@@ -220,8 +232,9 @@ int rd_pipeline_train_wait(rd_pipeline_t *p, uint32_t steps, double deadline_mon
  * does between its lock holds. */
 void rd_pipeline_before_insert(rd_pipeline_t *p, size_t n);
 
-/* Call with the table lock still held, after inserting n rows: continuous
- * mode schedules steps from it. */
+/* Call with the table lock still held, after inserting n rows, or with n =
+ * 0 after anything else that may let the rate limiter through (its config
+ * changed): a sampler the limiter held back looks again. */
 void rd_pipeline_after_insert(rd_pipeline_t *p, size_t n);
 
 /* The current policy weights (flat format) if newer than have_version.

@@ -50,14 +50,14 @@ struct rd_pipeline {
   int stopping;
 
   /* Work, under mu. */
-  uint64_t target;    /* steps to sample in total (requests or continuous budget) */
+  uint64_t target;    /* steps to sample in total (requests; continuous: all) */
   uint64_t sampled;   /* batches sampled */
   uint64_t in_flight; /* sampled, not yet updated or dropped */
   uint64_t seq;       /* last sample's sequence number */
   uint32_t sampling;  /* batches the sampler thread is sampling and gathering */
   int idle_gap;       /* work arrived after the pipeline idled (learner_unit.c) */
-  int ready;          /* continuous mode: the table has held min_size items */
-  uint64_t inserted_since_ready;
+  int limited;        /* the rate limiter held the sampler back; an insert clears it */
+  uint64_t insert_seq; /* inserts (and limiter changes) so far: written under the table lock too */
   int sample_failing; /* logged once until an insert */
   rd_train_req_t req;
   rd_pipeline_stats_t stats;
@@ -112,6 +112,12 @@ static inline void rd_pl_wake_sampler(rd_pipeline_t *p) {
 static inline void rd_pl_wake_learner(rd_pipeline_t *p) {
   rd_spin_bump(&p->ev_learner);
   pthread_cond_signal(&p->cv_learner);
+}
+
+/* Under mu: the sampler has batches to sample (a request's, or continuous
+ * mode's while the limiter lets it). */
+static inline int rd_pl_wants_more(const rd_pipeline_t *p) {
+  return p->sampled < p->target && !p->limited && !p->sample_failing;
 }
 
 /* Under mu. A slot goes to a queue; cannot fail (every ring holds all). */

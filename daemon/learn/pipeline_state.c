@@ -4,7 +4,8 @@
  * The saved bytes (inside a checkpoint's learner section, durable.h):
  *   u32 "RDPS", u32 version, u32 flags (1: a full training state follows
  *   the policy), u32 0, u64 weight version, steps, skipped steps, late
- *   updates, f64 loss, u64 continuous mode's ready flag and insert count,
+ *   updates, f64 loss, u64 0 and u64 0 (once continuous mode's count; the
+ *   table's rate limiter keeps it now, durable.c),
  *   u64 policy bytes, u64 state bytes, then the policy (flat format) and
  *   the state (learner.h rd_learner_state_*).
  */
@@ -95,8 +96,10 @@ static int save_fn(rd_pipeline_t *p, void *arg, rd_error_t *err) {
   }
   pthread_mutex_lock(&p->mu);
   rd_pipeline_stats_t st = p->stats;
-  uint64_t ready = (uint64_t)p->ready, ins = p->inserted_since_ready;
   pthread_mutex_unlock(&p->mu);
+  /* Two words once held continuous mode's count; the table's rate limiter
+   * keeps it now (the checkpoint's limiter section). */
+  uint64_t ready = 0, ins = 0;
   uint32_t head[4] = {PS_MAGIC, PS_VERSION, state ? PS_FULL : 0, 0};
   memcpy(o, head, 16);
   uint64_t u[4] = {st.weight_version, st.steps, st.skipped_steps, st.late_updates};
@@ -212,13 +215,6 @@ static int load_fn(rd_pipeline_t *p, void *arg, rd_error_t *err) {
   p->stats.late_updates = s.late;
   p->stats.loss = s.loss;
   p->window_steps = s.steps;
-  if (p->cfg.samples_per_insert > 0) {
-    p->ready = s.ready != 0;
-    p->inserted_since_ready = s.inserted;
-    uint64_t t = (uint64_t)(p->cfg.samples_per_insert * (double)s.inserted /
-                            (double)p->cfg.batch);
-    if (t > p->target && p->in_flight == 0) p->target = p->sampled = t; /* nothing owed */
-  }
   pthread_mutex_unlock(&p->mu);
   uint64_t floor = s.version > ld->floor ? s.version : ld->floor;
   if (floor > rd_weights_buf_version(&p->weights)) rd_weights_buf_set_version(&p->weights, floor);

@@ -26,6 +26,7 @@
 #include "plan.h"
 #include "rd_clock.h"
 #include "rpc_stats.h"
+#include "rate_limit.h"
 #include "sample_reply.h"
 #include "spec_pb.h"
 #include "tenant_rpc.h"
@@ -60,6 +61,7 @@ HANDLER(h_export_profiles);
 HANDLER(h_checkpoint);
 HANDLER(h_export_workload);
 HANDLER(h_import_workload);
+HANDLER(h_set_rate_limiter);
 HANDLER(h_add_tenant);
 HANDLER(h_set_tenant);
 HANDLER(h_list_tenants);
@@ -106,6 +108,10 @@ static const struct {
                               h_export_workload},
     [RD_M_IMPORT_WORKLOAD] = {M("ImportWorkload"), REQ(import_workload_request),
                               RD_RUN_PLACEMENT, h_import_workload},
+    [RD_M_SET_RATE_LIMITER] = {M("SetRateLimiter"), REQ(set_rate_limiter_request),
+                               RD_RUN_CONTROL, h_set_rate_limiter},
+    /* A stream of its own (server.c, sample_stream.h); rd_handle never runs it. */
+    [RD_M_SAMPLE_STREAM] = {M("SampleStream"), REQ(sample_stream_request), RD_RUN_INLINE, NULL},
     [RD_M_ADD_TENANT] = {M("AddTenant"), REQ(add_tenant_request), RD_RUN_CONTROL, h_add_tenant},
     [RD_M_SET_TENANT] = {M("SetTenant"), REQ(set_tenant_request), RD_RUN_CONTROL, h_set_tenant},
     [RD_M_LIST_TENANTS] = {M("ListTenants"), REQ(list_tenants_request), RD_RUN_INLINE,
@@ -145,7 +151,8 @@ static rd_reply_when_t handle(rd_handler_ctx_t *ctx, rd_method_t m, const rd_cal
                               const uint8_t *body, size_t len, rd_reply_t *out) {
   static const uint8_t empty[1];
   if (body == NULL) body = empty; /* an empty message is valid protobuf */
-  if ((unsigned)m >= RD_M_COUNT || (m == RD_M_INSERT) != (ci->stream != NULL)) {
+  if ((unsigned)m >= RD_M_COUNT || (m == RD_M_INSERT) != (ci->stream != NULL) ||
+      methods[m].handle == NULL) {
     rd_reply_status(out, GRPC_STATUS_UNIMPLEMENTED, "method %d is not served", (int)m);
     return RD_REPLY_NOW;
   }
@@ -265,14 +272,18 @@ HANDLER(h_describe) {
     rd_reply_error(r, RD_ENOTFOUND, "no workload with id \"%.64s\"", ref->id);
     return RD_REPLY_NOW;
   }
+  rd_reply_workload(r, w);
+  rd_workload_unref(w);
+  return RD_REPLY_NOW;
+}
+
+void rd_reply_workload(rd_reply_t *r, rd_workload_t *w) {
   rd_workload_msg_t o;
   if (rd_workload_msg(&o, w, NULL, NULL) == RD_OK)
     rd_reply_pack(r, &o.msg.base);
   else
     rd_reply_error(r, RD_ENOMEM, "out of memory describing workload %s", w->id);
   rd_workload_msg_free(&o);
-  rd_workload_unref(w);
-  return RD_REPLY_NOW;
 }
 
 /* One page (listing.h: keyset by id, page_size, within the limit). */
@@ -344,6 +355,15 @@ static void insert_batch(const Replayd__V1__InsertRequest *m, rd_cbuf_t *cols,
   b->n_priorities = m->n_priorities;
 }
 
+/* The call's wait for a rate limiter (workload.h "Flow control"): none
+ * when the request asks to fail fast or the call cannot wait. The call
+ * refers to w while it may wait. */
+static rd_limiter_wait_t *flow_wait(const request_t *q, rd_workload_t *w, int fail_fast) {
+  if (fail_fast || q->ci->wait == NULL) return NULL;
+  rd_call_wait_on(q->ci->call, w);
+  return q->ci->wait;
+}
+
 HANDLER(h_insert_batch) {
   const Replayd__V1__InsertRequest *m = q->msg;
   const rd_config_t *cfg = q->ctx->config;
@@ -366,14 +386,23 @@ HANDLER(h_insert_batch) {
                       cfg->max_message_bytes, (cfg->max_message_bytes - RD_REPLY_HEADROOM) / 10);
   else if (b.count > 0 && b.count <= w->max_batch && !(keys = malloc(b.count * sizeof *keys)))
     rc = rd_error_set(&err, RD_ENOMEM, "out of memory");
+  /* The owner's insert rate (tenant.h); given back if the call does not
+   * insert now (it fails, or waits for the rate limiter and runs again). */
   if (rc == RD_OK && !rd_tenant_rpc_rows(w, RD_TENANT_INSERT, b.count, r)) {
     free(keys);
     rd_workload_unref(w);
     return RD_REPLY_NOW;
   }
   uint64_t lsn = 0;
-  if (rc == RD_OK && (rc = rd_workload_insert_lsn(w, &b, keys, NULL, &lsn, &err)) != RD_OK)
+  if (rc == RD_OK &&
+      (rc = rd_workload_insert_wait(w, &b, flow_wait(q, w, m->fail_fast), keys, NULL, &lsn,
+                                    &err)) != RD_OK)
     rd_tenant_rpc_rows_back(w, RD_TENANT_INSERT, b.count);
+  if (rc == RD_LIMIT_QUEUED) { /* runs again when the limiter lets it */
+    free(keys);
+    rd_workload_unref(w);
+    return RD_REPLY_PARKED;
+  }
   if (rc == RD_OK) {
     Replayd__V1__InsertResponse reply = REPLAYD__V1__INSERT_RESPONSE__INIT;
     reply.n_keys = b.count;
@@ -410,9 +439,11 @@ HANDLER(h_insert) {
   uint64_t first = 0, lsn = 0;
   rd_error_t err;
   rd_error_clear(&err);
-  int rc = rd_workload_insert_lsn(st->workload, &b, NULL, &first, &lsn, &err);
+  int rc = rd_workload_insert_wait(st->workload, &b, flow_wait(q, st->workload, m->fail_fast),
+                                   NULL, &first, &lsn, &err);
+  if (rc != RD_OK) rd_tenant_rpc_rows_back(st->workload, RD_TENANT_INSERT, b.count);
+  if (rc == RD_LIMIT_QUEUED) return RD_REPLY_PARKED; /* this message again, later */
   if (rc) {
-    rd_tenant_rpc_rows_back(st->workload, RD_TENANT_INSERT, b.count);
     rd_reply_error(r, rc, "%s", err.msg);
     return RD_REPLY_NOW;
   }
@@ -455,13 +486,18 @@ HANDLER(h_sample) {
   uint64_t size = 0;
   rd_error_t err;
   rd_error_clear(&err);
-  int rc = rd_workload_sample(w, &sq, rd_sample_reply_alloc, &reply, &size, &err);
-  if (rc == RD_OK) {
-    rd_reply_buffer(r, rd_sample_reply_finish(&reply, size));
-  } else {
-    rd_tenant_rpc_rows_back(w, RD_TENANT_SAMPLE, m->batch_size);
-    rd_reply_error(r, rc, "%s", err.msg);
+  int rc = rd_workload_sample_wait(w, &sq, rd_sample_reply_alloc, &reply, &size,
+                                   flow_wait(q, w, m->fail_fast), &err);
+  if (rc != RD_OK) rd_tenant_rpc_rows_back(w, RD_TENANT_SAMPLE, m->batch_size);
+  if (rc == RD_LIMIT_QUEUED) { /* runs again when the limiter lets it */
+    rd_sample_reply_free(&reply);
+    rd_workload_unref(w);
+    return RD_REPLY_PARKED;
   }
+  if (rc == RD_OK)
+    rd_reply_buffer(r, rd_sample_reply_finish(&reply, size));
+  else
+    rd_reply_error(r, rc, "%s", err.msg);
   rd_sample_reply_free(&reply);
   rd_workload_unref(w);
   return RD_REPLY_NOW;
@@ -488,6 +524,16 @@ HANDLER(h_update) {
   rd_reply_when_t when = rd_ack_when_durable(w, lsn, q->ci->call, r);
   rd_workload_unref(w);
   return when;
+}
+
+/* The owner changes the rate limiter (rate_limit.h). */
+HANDLER(h_set_rate_limiter) {
+  const Replayd__V1__SetRateLimiterRequest *m = q->msg;
+  rd_workload_t *w = rd_auth_workload(q->ctx, q->ci->md, m->workload_id, 0, r);
+  if (w == NULL) return RD_REPLY_NOW;
+  rd_set_rate_limiter(q->ctx, w, m->rate_limiter, r);
+  rd_workload_unref(w);
+  return RD_REPLY_NOW;
 }
 
 /* ------------------------------------------------------------------ */
@@ -772,6 +818,8 @@ HANDLER(h_export_profiles) {
 HANDLER(h_checkpoint) { return rd_handle_checkpoint(q->ctx, q->ci, q->msg, r); }
 HANDLER(h_export_workload) { return rd_handle_export(q->ctx, q->ci, q->msg, r); }
 HANDLER(h_import_workload) { return rd_handle_import(q->ctx, q->ci, q->msg, r); }
+
+/* ------------------------------------------------------------------ */
 /* Tenants (tenant_rpc.c)                                              */
 /* ------------------------------------------------------------------ */
 

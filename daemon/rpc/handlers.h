@@ -42,6 +42,8 @@ typedef enum {
   RD_M_CHECKPOINT,      /* durability.h */
   RD_M_EXPORT_WORKLOAD,
   RD_M_IMPORT_WORKLOAD,
+  RD_M_SET_RATE_LIMITER,
+  RD_M_SAMPLE_STREAM,   /* bidirectional stream: sample_stream.h, not rd_handle */
   RD_M_ADD_TENANT,      /* admin (tenant_rpc.h) */
   RD_M_SET_TENANT,      /* admin */
   RD_M_LIST_TENANTS,    /* admin */
@@ -103,12 +105,18 @@ typedef struct {
   double deadline;            /* CLOCK_MONOTONIC seconds; 0 for none */
   void *call;                 /* the server's, for rd_call_reply */
   rd_insert_stream_t *stream; /* the Insert stream's state; NULL for a unary call */
+  /* The call's wait for a rate limiter (Sample, InsertBatch, Insert
+   * messages; NULL for the rest): pass it to core's *_wait calls after
+   * rd_call_wait_on; when core queues it, return RD_REPLY_PARKED. */
+  rd_limiter_wait_t *wait;
 } rd_call_info_t;
 
 typedef enum {
   RD_REPLY_NOW = 0, /* out holds the reply or the error: finish the call */
   RD_REPLY_LATER,   /* another thread will pass it to rd_call_reply (TrainStep) */
   RD_REPLY_MORE,    /* a stream's message was taken: read the next one */
+  RD_REPLY_PARKED,  /* ci->wait was queued: the server runs the same request again when it
+                       is woken (the handler then finds its wait granted) */
 } rd_reply_when_t;
 
 /* Serve one request (a stream's message for RD_M_INSERT) of method m:
@@ -125,5 +133,19 @@ void rd_insert_stream_release(rd_insert_stream_t *st);
 /* The server's (server.c): finish the call a handler answered
  * RD_REPLY_LATER for, from any thread; takes r->reply. */
 void rd_call_reply(void *call, rd_reply_t *r);
+
+/* r answers w as DescribeWorkload does (the Workload, without its token),
+ * or RESOURCE_EXHAUSTED when it cannot be built. */
+void rd_reply_workload(rd_reply_t *r, rd_workload_t *w);
+
+/* The server's: the call's wait (ci->wait) will be on w's rate limiter;
+ * the call holds a reference to w until it is freed (once per call: one
+ * call waits on one workload). Before passing ci->wait to core. */
+void rd_call_wait_on(void *call, rd_workload_t *w);
+
+/* The server's: run a parked call on its completion-queue thread (a wait's
+ * wake; a sample stream's wait). Any thread, any lock held: it only
+ * starts an empty gRPC batch. */
+void rd_call_resume(void *call);
 
 #endif

@@ -38,6 +38,8 @@ typedef struct {
   Replayd__V1__Durability durability;
   Replayd__V1__CheckpointInfo last_checkpoint;
   rd_durable_info_t dinfo;
+  Replayd__V1__RateLimiterState limiter;
+  Replayd__V1__RateLimiterSpec limiter_spec;
 } rd_workload_msg_t;
 
 /* A CheckpointInfo of core's (durable.h). */
@@ -46,6 +48,10 @@ void rd_checkpoint_info_msg(Replayd__V1__CheckpointInfo *m, const rd_checkpoint_
 int rd_workload_msg(rd_workload_msg_t *o, rd_workload_t *w, const char *token,
                     Replayd__V1__WorkloadSpec *spec);
 void rd_workload_msg_free(rd_workload_msg_t *o);
+
+/* A rate limiter's config as the wire says it: diffs written out, or
+ * samples_per_insert 0 for min_size_to_sample only. */
+void rd_limiter_spec_msg(Replayd__V1__RateLimiterSpec *m, const rd_limiter_config_t *c);
 
 void rd_counters_msg(Replayd__V1__WorkloadCounters *m, const rd_workload_counters_t *c);
 void rd_device_msg(Replayd__V1__Device *m, const rd_device_t *d);

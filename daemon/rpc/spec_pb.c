@@ -69,6 +69,20 @@ static int view(const Replayd__V1__WorkloadSpec *pb, rd_spec_pb_t *s, rd_error_t
   c->has_checkpoint_interval = pb->checkpoint_interval_opt_case ==
                                REPLAYD__V1__WORKLOAD_SPEC__CHECKPOINT_INTERVAL_OPT_CHECKPOINT_INTERVAL_S;
   c->checkpoint_interval_s = pb->checkpoint_interval_s;
+  const Replayd__V1__RateLimiterSpec *rl = pb->rate_limiter;
+  if (rl != NULL) {
+    rd_limiter_spec_t *l = &s->limiter;
+    l->min_size_to_sample = rl->min_size_to_sample;
+    l->samples_per_insert = rl->samples_per_insert;
+    l->has_min_diff = rl->min_diff_opt_case == REPLAYD__V1__RATE_LIMITER_SPEC__MIN_DIFF_OPT_MIN_DIFF;
+    l->min_diff = rl->min_diff;
+    l->has_max_diff = rl->max_diff_opt_case == REPLAYD__V1__RATE_LIMITER_SPEC__MAX_DIFF_OPT_MAX_DIFF;
+    l->max_diff = rl->max_diff;
+    l->has_error_buffer =
+        rl->error_buffer_opt_case == REPLAYD__V1__RATE_LIMITER_SPEC__ERROR_BUFFER_OPT_ERROR_BUFFER;
+    l->error_buffer = rl->error_buffer;
+    c->rate_limiter = l;
+  }
   return RD_OK;
 }
 
@@ -103,6 +117,21 @@ static int fill_defaults(Replayd__V1__WorkloadSpec *c, const rd_workload_config_
    * unset, they follow the server's --durability and
    * --checkpoint-interval-s (Describe's durability says what applies), and
    * specs stored before them keep their bytes. */
+  if (c->rate_limiter != NULL) { /* the diffs as resolved; error_buffer folded in */
+    Replayd__V1__RateLimiterSpec *rl = c->rate_limiter;
+    drop_unknown_fields(&rl->base);
+    const double spi = rl->samples_per_insert;
+    rl->min_size_to_sample = wc->limiter.min_size_to_sample;
+    rl->error_buffer_opt_case = REPLAYD__V1__RATE_LIMITER_SPEC__ERROR_BUFFER_OPT__NOT_SET;
+    rl->min_diff_opt_case = REPLAYD__V1__RATE_LIMITER_SPEC__MIN_DIFF_OPT__NOT_SET;
+    rl->max_diff_opt_case = REPLAYD__V1__RATE_LIMITER_SPEC__MAX_DIFF_OPT__NOT_SET;
+    if (spi > 0) {
+      rl->min_diff_opt_case = REPLAYD__V1__RATE_LIMITER_SPEC__MIN_DIFF_OPT_MIN_DIFF;
+      rl->min_diff = wc->limiter.min_diff;
+      rl->max_diff_opt_case = REPLAYD__V1__RATE_LIMITER_SPEC__MAX_DIFF_OPT_MAX_DIFF;
+      rl->max_diff = wc->limiter.max_diff;
+    }
+  }
   if (c->learner == NULL) return RD_OK;
   drop_unknown_fields(&c->learner->base);
   return rd_learner_spec_normalise(c->learner, &wc->learner, err);

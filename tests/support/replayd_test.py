@@ -13,6 +13,7 @@ generates the Python stubs of api/replayd.proto with Debian's grpc tools.
   dqn_spec (a hosted DQN learner's five columns, "discount" a float).
 - run_replayd: a replayd expected to refuse to start (its exit code and
   stderr).
+- rss_kib: a process's resident memory (a daemon's growth under a test).
 """
 import os
 import re
@@ -114,6 +115,15 @@ def cartpole_spec(capacity=1000, **kw):
         pb.Field(name="done", dtype=pb.BOOL),
     ]
     return pb.WorkloadSpec(name="cartpole", fields=fields, capacity=capacity, seed=7, **kw)
+
+
+def rss_kib(pid):
+    """A process's resident memory in KiB (0 when /proc does not say)."""
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
 
 
 def rows(n, start=0):

@@ -433,6 +433,73 @@ def test_sampler_error_ends_the_iteration(client):
         next(it)
 
 
+def wait_until(pred, what, timeout=30.0):
+    """Poll pred() until it holds; a generous deadline for a loaded machine."""
+    t_end = time.monotonic() + timeout
+    while not pred():
+        assert time.monotonic() < t_end, "timed out waiting for " + what
+        time.sleep(0.01)
+
+
+def test_stream_sampler_window_and_updates(client):
+    w = client.register(cartpole())
+    w.insert(rows(100))
+    with w.sampler(16, beta=0.5, prefetch=4, stream=True, max_batches=6, timeout=60) as it:
+        for b in it:
+            assert len(b) == 16 and b.data["obs"].shape == (16, 4)
+            assert abs(b.weights.max() - 1.0) < 1e-12
+            # rows name their keys: obs[0] = key
+            assert np.array_equal(b.data["obs"][:, 0], b.keys.astype(np.float32))
+            assert it.update(b.keys, np.full(16, 2.0)) is None
+    assert it.closed and it.batches == 6
+    # close() half-closed: every update given reached the daemon
+    wait_until(lambda: w.describe().counters.updates == 6 * 16, "the stream's updates")
+    # the daemon sampled no more than the window ahead of what was taken
+    assert 6 * 16 <= w.describe().counters.samples <= (6 + 4) * 16
+    with pytest.raises(ValueError):
+        w.sampler(4, prefetch=65, stream=True)
+    w.delete()
+
+
+def test_stream_sampler_errors_end_it(client):
+    w = client.register(cartpole())
+    w.insert(rows(10))
+    it = w.sampler(4, prefetch=2, stream=True)
+    b = next(it)
+    it.update(b.keys[:1], [float("nan")])  # the daemon's check ends the stream
+    with pytest.raises(replayd.InvalidArgument):
+        for _ in range(10):
+            next(it)
+    assert it.closed
+    with pytest.raises(replayd.InvalidArgument, match="integers"):
+        w.sampler(4, stream=True).update([0.5], [1.0])  # the client's check
+    it = w.sampler(4, prefetch=2, stream=True)
+    next(it)
+    client.delete(w.id)
+    with pytest.raises(replayd.NotFound):
+        for _ in range(10):
+            next(it)
+    assert it.closed
+    with pytest.raises(StopIteration):
+        next(it)
+
+
+def test_stream_sampler_waits_for_the_rate_limiter(client):
+    w = client.register(cartpole(rate_limiter={"min_size_to_sample": 20}))
+    assert w.spec.rate_limiter["min_size_to_sample"] == 20
+    got = []
+    with w.sampler(8, prefetch=2, stream=True) as it:
+        t = threading.Thread(target=lambda: got.append(next(it)))
+        t.start()
+        wait_until(lambda: w.describe().rate_limiter.blocked_samples == 1,
+                   "the stream to wait in the daemon")
+        assert not got
+        w.insert(rows(20))
+        t.join(30)
+        assert len(got) == 1 and len(got[0]) == 8
+    w.delete()
+
+
 def test_data_calls_check_the_token(client):
     w = client.register(cartpole())
     w.insert(rows(5))
