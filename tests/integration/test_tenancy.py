@@ -24,6 +24,7 @@ usage: test_tenancy.py REPLAYD_EXE PROTO_DIR REPLAYCTL
 """
 import json
 import os
+import queue
 import secrets
 import sys
 import unittest
@@ -523,6 +524,29 @@ class TestRates(TenantCase):
         for _ in range(5):
             self.d.stub.Sample(pb.SampleRequest(workload_id=self.b.id, batch_size=64),
                                metadata=md(self.b.token), timeout=10)
+
+    def test_sample_stream(self):
+        self.d.stub.SetTenant(pb.SetTenantRequest(name="a", insert_rows_per_second=0),
+                              metadata=self.admin_md, timeout=10)
+        self.insert(self.a, 100)
+        q = queue.Queue()
+        q.put(pb.SampleStreamRequest(workload_id=self.a.id, batch_size=8, window=4))
+
+        def reqs():
+            while True:
+                m = q.get()
+                if m is None:
+                    return
+                yield m
+
+        it = self.d.stub.SampleStream(reqs(), metadata=md(self.a.token), timeout=30)
+        self.assertEqual(len(next(it).keys), 8)  # the bucket's 1 row, overdrawn by 8
+        with self.assertRaises(grpc.RpcError) as cm:
+            for _ in it:
+                pass
+        q.put(None)
+        self.assertEqual(cm.exception.code(), EXHAUSTED, cm.exception.details())
+        self.assertIn("sample_rows_per_second", cm.exception.details())
 
     def test_failed_call_costs_nothing(self):
         # A malformed batch of 40 rows (one column missing) is refused by the
