@@ -17,6 +17,7 @@
 
 #include "rdt_dir.h"
 #include "store.h"
+#include "share.h"
 #include "tenant.h"
 
 static rd_tenants_t *open_mem(void) {
@@ -192,6 +193,38 @@ static void test_persists(void **state) {
   rdt_rmtree(dir);
 }
 
+/* SetTenant's weight reaches its workloads' device shares at once
+ * (rd_share_set_group_weight_all): driven through the CPU's pool with
+ * simulated steps, the tenant's share goes from 1:1 to 3:1. */
+static void test_weight_reaches_shares(void **state) {
+  (void)state;
+  rd_tenants_t *ts = open_mem();
+  char tok[RD_TENANT_TOKEN_LEN + 1];
+  rd_tenant_quota_t q = {0};
+  rd_error_t e;
+  assert_int_equal(rd_tenants_add(ts, "w", &q, tok, &e), RD_OK);
+  rd_tenant_t *t = rd_tenants_get(ts, "w");
+  static int other;
+  rd_share_pool_t *cpu = rd_share_pool_device(RD_LEARNER_ON_CPU, 0);
+  rd_share_t *a = rd_share_join(cpu, t, rd_tenant_weight(t)), *b = rd_share_join(cpu, &other, 1);
+  for (int phase = 0; phase < 2; phase++) {
+    double a0 = rd_share_charged(a), b0 = rd_share_charged(b);
+    for (int i = 0; i < 4000; i++) {
+      rd_share_t *s = rd_share_pick(cpu);
+      rd_share_begin(s, 1);
+      rd_share_end(s, 1, 1e-3);
+    }
+    double da = rd_share_charged(a) - a0, db = rd_share_charged(b) - b0;
+    assert_true(fabs(da / (da + db) - (phase == 0 ? 0.5 : 0.75)) < 0.02);
+    q.weight = 3;
+    assert_int_equal(rd_tenants_set(ts, "w", &q, RD_TQ_WEIGHT, &e), RD_OK);
+  }
+  rd_share_leave(a);
+  rd_share_leave(b);
+  rd_tenant_unref(t);
+  rd_tenants_close(ts);
+}
+
 static void *charge(void *arg) {
   rd_tenant_t *t = arg;
   rd_error_t e;
@@ -226,7 +259,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_names_and_quotas), cmocka_unit_test(test_bucket),
       cmocka_unit_test(test_admission),        cmocka_unit_test(test_persists),
-      cmocka_unit_test(test_threads),
+      cmocka_unit_test(test_threads),          cmocka_unit_test(test_weight_reaches_shares),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
