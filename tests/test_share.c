@@ -42,7 +42,7 @@ static double jain(const double *x, int n) {
 
 static void test_equal_weights(void **state) {
   (void)state;
-  rd_share_pool_t *p = rd_share_pool_create(1, NEVER_IDLE);
+  rd_share_pool_t *p = rd_share_pool_create(1, NEVER_IDLE, NEVER_IDLE);
   rd_share_t *s[3] = {rd_share_join(p, &g1, 1), rd_share_join(p, &g2, 1),
                       rd_share_join(p, &g3, 1)};
   run(p, 3000, 1e-3);
@@ -56,7 +56,7 @@ static void test_equal_weights(void **state) {
 
 static void test_weights_1_1_2(void **state) {
   (void)state;
-  rd_share_pool_t *p = rd_share_pool_create(1, NEVER_IDLE);
+  rd_share_pool_t *p = rd_share_pool_create(1, NEVER_IDLE, NEVER_IDLE);
   rd_share_t *a = rd_share_join(p, &g1, 1), *b = rd_share_join(p, &g2, 1),
              *c = rd_share_join(p, &g3, 2);
   /* Steps of different lengths: time is what is shared, not steps. */
@@ -80,7 +80,7 @@ static void test_weights_1_1_2(void **state) {
  * across tenants first, then within A. */
 static void test_groups_split(void **state) {
   (void)state;
-  rd_share_pool_t *p = rd_share_pool_create(1, NEVER_IDLE);
+  rd_share_pool_t *p = rd_share_pool_create(1, NEVER_IDLE, NEVER_IDLE);
   rd_share_t *a1 = rd_share_join(p, &g1, 1), *a2 = rd_share_join(p, &g1, 1),
              *b = rd_share_join(p, &g2, 1);
   run(p, 8000, 1e-3);
@@ -100,7 +100,7 @@ static void test_groups_split(void **state) {
  * that makes up for the time it was not there. */
 static void test_newcomer_no_backlog(void **state) {
   (void)state;
-  rd_share_pool_t *p = rd_share_pool_create(1, NEVER_IDLE);
+  rd_share_pool_t *p = rd_share_pool_create(1, NEVER_IDLE, NEVER_IDLE);
   rd_share_t *a = rd_share_join(p, &g1, 1);
   run(p, 1000, 1e-3);
   assert_true(fabs(rd_share_charged(a) - 1.0) < 1e-9);
@@ -126,7 +126,7 @@ static void test_newcomer_no_backlog(void **state) {
 
 static void test_weight_change(void **state) {
   (void)state;
-  rd_share_pool_t *p = rd_share_pool_create(1, NEVER_IDLE);
+  rd_share_pool_t *p = rd_share_pool_create(1, NEVER_IDLE, NEVER_IDLE);
   rd_share_t *a = rd_share_join(p, &g1, 1), *b = rd_share_join(p, &g2, 1);
   run(p, 1000, 1e-3);
   double a0 = rd_share_charged(a), b0 = rd_share_charged(b);
@@ -168,7 +168,7 @@ static void *worker(void *arg) {
 
 static void test_threads_capacity(void **state) {
   (void)state;
-  rd_share_pool_t *p = rd_share_pool_create(2, RD_SHARE_IDLE_S);
+  rd_share_pool_t *p = rd_share_pool_create(2, RD_SHARE_IDLE_S, RD_SHARE_IDLE_S);
   atomic_int running = 0, max_running = 0;
   worker_t w[5];
   pthread_t th[5];
@@ -193,7 +193,7 @@ static void test_threads_capacity(void **state) {
  * whose learner takes the whole pool still runs its sampler beside it. */
 static void test_own_threads(void **state) {
   (void)state;
-  rd_share_pool_t *p = rd_share_pool_create(2, NEVER_IDLE);
+  rd_share_pool_t *p = rd_share_pool_create(2, NEVER_IDLE, NEVER_IDLE);
   rd_share_t *a = rd_share_join(p, &g1, 1);
   rd_share_begin(a, 2); /* the learner's team */
   rd_share_begin(a, 1); /* its sampler: would block on the capacity */
@@ -213,7 +213,7 @@ static void *blocked(void *arg) {
 
 static void test_leave_wakes(void **state) {
   (void)state;
-  rd_share_pool_t *p = rd_share_pool_create(1, NEVER_IDLE);
+  rd_share_pool_t *p = rd_share_pool_create(1, NEVER_IDLE, NEVER_IDLE);
   rd_share_t *a = rd_share_join(p, &g1, 1), *b = rd_share_join(p, &g2, 1);
   rd_share_begin(a, 1); /* a holds the device */
   pthread_t t;
@@ -243,7 +243,7 @@ static void *run_ahead(void *arg) {
 
 static void test_ahead_waits(void **state) {
   (void)state;
-  rd_share_pool_t *p = rd_share_pool_create(4, NEVER_IDLE);
+  rd_share_pool_t *p = rd_share_pool_create(4, NEVER_IDLE, NEVER_IDLE);
   rd_share_t *a = rd_share_join(p, &g1, 1), *b = rd_share_join(p, &g2, 1);
   rd_share_begin(b, 1);
   rd_share_end(b, 1, 1e-3); /* b is busy (never idle in this pool) */
@@ -268,6 +268,44 @@ static void test_ahead_waits(void **state) {
   rd_share_pool_destroy(p);
 }
 
+/* A share that trains now and then holds nobody back, however far behind
+ * it is: once its pipeline says it is out of work (rd_share_idle), a busy
+ * share three quanta ahead starts at once; and a share whose bursts are
+ * further apart than the pool's handoff_s is not waited for either. */
+static void run_ahead_of_rare(rd_share_pool_t *p, int say_idle) {
+  rd_share_t *a = rd_share_join(p, &g1, 1), *b = rd_share_join(p, &g2, 1);
+  rd_share_begin(b, 1);
+  rd_share_end(b, 1, 1e-3);
+  rd_share_begin(a, 1);
+  rd_share_end(a, 1, 1e-3 + 3 * RD_SHARE_QUANTUM_S);
+  if (say_idle) {
+    rd_share_idle(b);
+  } else {
+    struct timespec gap = {0, 20 * 1000 * 1000}; /* further off than the 1 ms hand-over */
+    nanosleep(&gap, NULL);
+  }
+  ahead_t t = {a, 0};
+  pthread_t th;
+  assert_int_equal(pthread_create(&th, NULL, run_ahead, &t), 0);
+  /* It must start although b's next burst never comes: a generous
+   * deadline, then a failure rather than a hang. */
+  for (int i = 0; i < 3000 && !atomic_load(&t.started); i++) {
+    struct timespec ms10 = {0, 10 * 1000 * 1000};
+    nanosleep(&ms10, NULL);
+  }
+  if (!atomic_load(&t.started)) fail_msg("a share ahead of an idle one did not start in 30 s");
+  pthread_join(th, NULL);
+  rd_share_leave(a);
+  rd_share_leave(b);
+  rd_share_pool_destroy(p);
+}
+
+static void test_rare_share_holds_nobody(void **state) {
+  (void)state;
+  run_ahead_of_rare(rd_share_pool_create(4, NEVER_IDLE, NEVER_IDLE), 1);
+  run_ahead_of_rare(rd_share_pool_create(4, NEVER_IDLE, 1e-3), 0);
+}
+
 static void test_device_pools(void **state) {
   (void)state;
   rd_share_pool_t *cpu = rd_share_pool_device(RD_LEARNER_ON_CPU, 0);
@@ -288,7 +326,7 @@ int main(void) {
       cmocka_unit_test(test_groups_split),     cmocka_unit_test(test_newcomer_no_backlog),
       cmocka_unit_test(test_weight_change),    cmocka_unit_test(test_threads_capacity),
       cmocka_unit_test(test_leave_wakes),      cmocka_unit_test(test_ahead_waits),
-      cmocka_unit_test(test_own_threads),
+      cmocka_unit_test(test_own_threads),      cmocka_unit_test(test_rare_share_holds_nobody),
       cmocka_unit_test(test_device_pools),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

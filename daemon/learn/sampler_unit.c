@@ -276,6 +276,8 @@ static rd_train_done_cb burst_finish(rd_pipeline_t *p, burst_t *b, double t_upda
   }
   rd_train_done_cb cb = rd_pl_request_take_done(p, res, cbarg);
   if (p->in_flight == 0) pthread_cond_broadcast(&p->cv_idle);
+  /* Out of work: its device share holds nobody back meanwhile (share.h). */
+  if (p->share != NULL && p->in_flight == 0 && p->sampled >= p->target) rd_share_idle(p->share);
   return cb;
 }
 

@@ -26,6 +26,7 @@ struct rd_share {
   double last_end;   /* rd_clock_now() when its last step ended */
   uint32_t waiting, running; /* its threads waiting for a turn, and in one */
   uint32_t running_units;    /* the units those in one hold */
+  bool out_of_work;          /* rd_share_idle since its last burst: holds nobody back */
   uint64_t ticket;   /* FIFO among equal virtual times */
 };
 
@@ -36,15 +37,17 @@ struct rd_share_pool {
   rd_share_t *shares;
   uint64_t tickets;
   double idle_s;                /* share.h RD_SHARE_IDLE_S */
+  double handoff_s;             /* between two bursts for this long, unless idle */
   rd_share_pool_t *next_global; /* rd_share_pool_device's list */
   rd_learner_kind_t kind;
   uint32_t device;
 };
 
-rd_share_pool_t *rd_share_pool_create(uint32_t capacity, double idle_s) {
+rd_share_pool_t *rd_share_pool_create(uint32_t capacity, double idle_s, double handoff_s) {
   rd_share_pool_t *p = calloc(1, sizeof *p);
   if (p == NULL) return NULL;
   p->idle_s = idle_s;
+  p->handoff_s = handoff_s;
   pthread_mutex_init(&p->mu, NULL);
   pthread_condattr_t ca;
   pthread_condattr_init(&ca);
@@ -77,7 +80,7 @@ rd_share_pool_t *rd_share_pool_device(rd_learner_kind_t kind, uint32_t device) {
   rd_share_pool_t *p = pools;
   while (p != NULL && !(p->kind == kind && p->device == device)) p = p->next_global;
   if (p == NULL && (p = rd_share_pool_create(kind == RD_LEARNER_ON_CPU ? cpu_capacity() : 1,
-                                             RD_SHARE_IDLE_S))) {
+                                             RD_SHARE_IDLE_S, RD_SHARE_IDLE_S))) {
     p->kind = kind;
     p->device = device;
     p->next_global = pools;
@@ -91,6 +94,11 @@ rd_share_pool_t *rd_share_pool_device(rd_learner_kind_t kind, uint32_t device) {
 
 static bool busy(const rd_share_t *s, double now) {
   return s->waiting || s->running || now - s->last_end < s->pool->idle_s;
+}
+
+/* Between two of its bursts: it will ask again within a hand-over. */
+static bool handing_over(const rd_share_t *s, double now) {
+  return s->waiting || s->running || (!s->out_of_work && now - s->last_end < s->pool->handoff_s);
 }
 
 /* The share's weight now: its group's, split among the group's busy shares. */
@@ -115,8 +123,11 @@ static double min_busy_vtime(const rd_share_pool_t *p, const rd_share_t *s, doub
  * each other, so between two bursts it asks for nothing for a moment, and
  * a rule that looked only at waiting shares would give the free units to
  * the others in every such gap (work-conserving, and blind to weights).
- * A share that stops asking leaves the busy set after the pool's idle_s,
- * and its turns go to the others. */
+ * Only a hand-over's gap counts: a pipeline that runs out of work says so
+ * (rd_share_idle: a learner between TrainStep calls, one that trains a step
+ * now and then), and otherwise handoff_s bounds the gap; a share that is
+ * not between two bursts holds nobody back, or a rarely training tenant
+ * would hold a busy one to its pace. */
 static bool my_turn(const rd_share_pool_t *p, const rd_share_t *s, uint32_t units, double now) {
   /* Only other shares' turns take capacity from s: a pipeline's own
    * threads never wait for each other, and alone it has the device. */
@@ -126,7 +137,7 @@ static bool my_turn(const rd_share_pool_t *p, const rd_share_t *s, uint32_t unit
     if (o == s) continue;
     if (o->waiting && (o->vtime < s->vtime || (o->vtime == s->vtime && o->ticket < s->ticket)))
       return false;
-    if (busy(o, now) && s->vtime > o->vtime + RD_SHARE_QUANTUM_S) return false;
+    if (handing_over(o, now) && s->vtime > o->vtime + RD_SHARE_QUANTUM_S) return false;
   }
   return true;
 }
@@ -191,6 +202,7 @@ void rd_share_begin(rd_share_t *s, uint32_t units) {
     double m = min_busy_vtime(p, s, now);
     if (isfinite(m) && m > s->vtime) s->vtime = m;
   }
+  s->out_of_work = false;
   s->waiting++;
   if (s->waiting == 1) s->ticket = p->tickets++;
   /* Timed: a share that is ahead waits for the others' next steps, or for
@@ -233,6 +245,17 @@ rd_share_t *rd_share_pick(rd_share_pool_t *p) {
     if (best == NULL || best->vtime >= s->vtime) best = s;
   pthread_mutex_unlock(&p->mu);
   return best;
+}
+
+void rd_share_idle(rd_share_t *s) {
+  rd_share_pool_t *p = s->pool;
+  pthread_mutex_lock(&p->mu);
+  /* It holds nobody back; it stays busy for idle_s (a request that
+   * follows soon keeps its place in virtual time: no credit is lost for
+   * the round trip between two TrainStep calls). */
+  s->out_of_work = true;
+  pthread_cond_broadcast(&p->cv);
+  pthread_mutex_unlock(&p->mu);
 }
 
 double rd_share_charged(const rd_share_t *s) {

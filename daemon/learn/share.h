@@ -12,8 +12,9 @@
  * this pool), so a group (a tenant) gets its weight's part of the device
  * and its busy shares split that equally. A share that was idle comes
  * back at the busiest share's virtual time (no credit for sleeping), and
- * a busy share may not run more than RD_SHARE_QUANTUM_S of virtual time
- * ahead of another busy one, even with units free (a pipeline asks in
+ * a share may not run more than RD_SHARE_QUANTUM_S of virtual time ahead
+ * of another that is between two of its bursts (busy and not idle:
+ * rd_share_idle), even with units free (a pipeline asks in
  * bursts with gaps between; see share.c). Nobody waits for a share that
  * has stopped asking (idle for RD_SHARE_IDLE_S): alone, a learner has the
  * whole device; when a second arrives the first yields part of it at its
@@ -44,9 +45,10 @@ typedef struct rd_share_pool rd_share_pool_t;
 typedef struct rd_share rd_share_t;
 
 /* A pool of `capacity` units whose shares count as busy for idle_s
- * seconds after a step (tests; the daemon's come from
- * rd_share_pool_device, with RD_SHARE_IDLE_S). */
-rd_share_pool_t *rd_share_pool_create(uint32_t capacity, double idle_s);
+ * seconds after a burst and as between two bursts for handoff_s, unless
+ * rd_share_idle says sooner (tests; the daemon's come from
+ * rd_share_pool_device, with RD_SHARE_IDLE_S for both). */
+rd_share_pool_t *rd_share_pool_create(uint32_t capacity, double idle_s, double handoff_s);
 void rd_share_pool_destroy(rd_share_pool_t *pool);
 
 /* The process's pool of a device: kind's ordinal `device` (created at first
@@ -88,5 +90,12 @@ double rd_share_vtime(const rd_share_t *s);
  * that is behind it: the slack that lets a pipeline's threads hand work to
  * each other without the others taking every gap. */
 #define RD_SHARE_QUANTUM_S 0.01
+
+/* The pipeline has no work left (its request is done, or continuous
+ * training waits for inserts): until its next burst s holds nobody to the
+ * quantum. It stays busy for the group split and keeps its virtual time
+ * for RD_SHARE_IDLE_S (a TrainStep that follows within a round trip loses
+ * no place); after that it is idle and comes back with no credit. */
+void rd_share_idle(rd_share_t *s);
 
 #endif
