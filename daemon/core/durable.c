@@ -905,8 +905,13 @@ static int replay_record(void *arg, const rd_journal_record_t *r, rd_error_t *er
     if ((rc = rd_journal_decode_insert(r, &in, err)) != RD_OK) return rc;
     if (in.n_fields != t->config.schema.n_fields)
       return rd_error_set(err, RD_EINVAL, "record %" PRIu64 " has %u columns", r->lsn, in.n_fields);
-    if ((rc = replay_grow(rp, in.n, err)) != RD_OK) return rc;
-    if (in.priorities) memcpy(rp->prio, in.priorities, in.n * sizeof(double));
+    /* Only priorities need a copy (aligned), and then the record holds
+     * n of them: a row count the columns do not back is the table's to
+     * refuse, never an allocation. */
+    if (in.priorities) {
+      if ((rc = replay_grow(rp, in.n, err)) != RD_OK) return rc;
+      memcpy(rp->prio, in.priorities, in.n * sizeof(double));
+    }
     pthread_mutex_lock(&w->lock);
     if (in.first_key != rd_table_next_key(t)) {
       rc = rd_error_set(err, RD_EINVAL, "record %" PRIu64 " inserts at key %" PRIu64 " but the "
