@@ -5,8 +5,9 @@
 
 #include "workload.h"
 
-/* Sample a few items from w's table (under its lock): a refusal must say
- * why; a sample must name live keys with finite, positive probabilities. */
+/* Under w's lock: sample a few items, insert a row and update its
+ * priority, sample again. A refusal must say why; a sample must name live
+ * keys with probabilities in (0, 1] and finite weights. */
 void fuzz_table_probe(rd_workload_t *w);
 
 #endif
