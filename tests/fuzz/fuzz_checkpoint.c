@@ -4,8 +4,9 @@
  * built from the spec the file carries (unpacked, then the stored-spec
  * decoder rd_spec_pb_decode with this server's limits) and registered,
  * and rd_import_apply puts the file's table and learner into it, the
- * checks a restore makes (durable.c apply_loaded) included. Then a few
- * items are sampled (fuzz_table.h), and the workload is deleted.
+ * checks a restore makes (durable.c apply_loaded) included. Then the
+ * table is used as a client would (fuzz_table.h: sample, insert, update,
+ * sample), and the workload is deleted.
  *
  * What differs from the handler, and why: no SQLite store (the registry
  * takes NULL; a store's write per input would only slow the fuzzer) and

@@ -8,9 +8,9 @@
  * rd_durable_restore runs as at start: it reads the segment
  * (rd_journal_read: torn tails, damaged and out-of-sequence records),
  * decodes and applies each insert and update, cuts a torn tail off, and
- * checkpoints what it restored when replaying stopped early. Then a few
- * items are sampled (fuzz_table.h) and the workload is deleted with its
- * files. In this build the reader passes over checksum mismatches
+ * checkpoints what it restored when replaying stopped early. Then the
+ * table is used as a client would (fuzz_table.h) and the workload is
+ * deleted with its files. In this build the reader passes over checksum mismatches
  * (journal.h), so a mutated record reaches the decoders.
  */
 #define _GNU_SOURCE
