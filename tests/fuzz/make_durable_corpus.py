@@ -5,8 +5,9 @@ daemon, so that the fuzzer starts from what the daemon reads.
 
 - fuzz_checkpoint: checkpoints (ckpt-*.rdc) and exports (ExportWorkload's
   bytes) of a replay-only workload that wrapped its table, raw and
-  zstd-compressed, and of a hosted DQN learner's workload after a few
-  steps (a learner section).
+  zstd-compressed, of one with a rate limiter (its section), of an empty
+  one, and of a hosted DQN learner's workload after a few steps (a
+  learner section).
 - fuzz_journal: segment 0 of a journal-mode workload (the schema and
   capacity fuzz_journal.c registers) after inserts with and without
   priorities and updates (some stale), the daemon killed with -9; its
@@ -82,6 +83,14 @@ def checkpoints(zstd):
         write("fuzz_checkpoint", "replay-export" + suffix, e.data)
         if zstd:
             return
+        # A rate limiter: its counts at the cut are a section of their own.
+        lim = spec("limited", rate_limiter=pb.RateLimiterSpec(
+            min_size_to_sample=1, samples_per_insert=1.0, error_buffer=100.0))
+        w = d.stub.RegisterWorkload(lim, timeout=10)
+        fill(d, w, 3, 7)
+        d.stub.Sample(pb.SampleRequest(workload_id=w.id, batch_size=4), metadata=md(w), timeout=10)
+        d.stub.Checkpoint(pb.CheckpointRequest(workload_id=w.id), metadata=md(w), timeout=60)
+        write("fuzz_checkpoint", "limiter-checkpoint", newest_ckpt(state, w))
         empty = d.stub.RegisterWorkload(spec("empty"), timeout=10)
         e = d.stub.ExportWorkload(pb.ExportWorkloadRequest(workload_id=empty.id),
                                   metadata=md(empty), timeout=60)
