@@ -106,8 +106,7 @@ static double pct(uint64_t used, uint64_t avail) {
 typedef struct {
   bool json, quick, model, csim;
   const char *parts;
-  double min_s, warm_s;
-  int reps;
+  bench_timing_t timing;
 } opts_t;
 
 static void usage(FILE *f) {
@@ -153,54 +152,23 @@ static void parse_opts(opts_t *o, int argc, char **argv) {
       } else if (strcmp(a, "--parts") == 0) {
         o->parts = val;
       } else {
-        char *end;
-        errno = 0;
-        long v = strtol(val, &end, 10);
-        if (errno || end == val || *end != '\0' || v < 1 || v > 60000)
-          die("--time-ms: '%s' is not a number in [1, 60000]", val);
-        time_ms = (double)v;
+        time_ms = bench_parse_u32(a, val, 1, 60000);
       }
     } else {
       usage(stderr);
       die("unknown option '%s'", a);
     }
   }
-  o->min_s = time_ms > 0 ? time_ms * 1e-3 : (o->quick ? 0.015 : 0.100);
-  o->warm_s = o->quick ? 0.005 : 0.020;
-  if (o->warm_s > o->min_s) o->warm_s = o->min_s;
-  o->reps = o->quick ? 3 : 5;
+  bench_timing_init(&o->timing, time_ms, o->quick, 0.015, 0.100, 0.005, 0.020);
 }
 
 /* ------------------------------------------------------------------ */
 /* Measurement                                                         */
 /* ------------------------------------------------------------------ */
 
-/* One unit of work (a batch of an operation, or a train-step); `it` counts
- * units from 0 within a measurement and selects the input. */
-typedef void (*work_fn)(void *ctx, uint64_t it);
-
-/* Seconds per unit: the median of o->reps repetitions of about o->min_s,
- * after a warm-up of at least o->warm_s and 2 units that sizes them. */
-static double measure(work_fn fn, void *ctx, const opts_t *o) {
-  uint64_t it = 0, n = 1, done = 0;
-  double t0 = rd_clock_now(), el;
-  for (;;) {
-    for (uint64_t i = 0; i < n; i++) fn(ctx, it++);
-    done += n;
-    el = rd_clock_now() - t0;
-    if (el >= o->warm_s && done >= 2) break;
-    n *= 2;
-  }
-  double want = (double)done * o->min_s / el;
-  uint64_t units = want < 1 ? 1 : (uint64_t)(want + 0.5);
-  double v[16];
-  for (int r = 0; r < o->reps; r++) {
-    double s0 = rd_clock_now();
-    for (uint64_t i = 0; i < units; i++) fn(ctx, it++);
-    v[r] = (rd_clock_now() - s0) / (double)units;
-  }
-  qsort(v, (size_t)o->reps, sizeof v[0], cmp_double);
-  return v[o->reps / 2];
+/* Seconds per unit of work (a batch of an operation, or a train-step). */
+static double measure(bench_unit_fn fn, void *ctx, const opts_t *o) {
+  return bench_seconds_per_unit(fn, ctx, &o->timing);
 }
 
 static bool g_progress;
@@ -986,10 +954,8 @@ int main(int argc, char **argv) {
   /* In JSON mode stdout carries only the JSON lines; the rest goes to stderr. */
   FILE *info = o.json ? stderr : stdout;
 
-  char date[64], cpu[256], load[32];
-  utc_now(date, sizeof date);
-  cpu_model(cpu, sizeof cpu);
-  load_average(load, sizeof load);
+  bench_machine_t m;
+  bench_machine(&m);
   fprintf(info,
           "# bench_fpga: %s, %s, %ld CPUs (load %s), %.0f ms per repetition, median of %d\n"
           "# WHAT RAN: the FPGA model's arithmetic and the FPGA kernels' C-simulation on this "
@@ -997,7 +963,7 @@ int main(int argc, char **argv) {
           "# No FPGA board and no Vitis toolchain exist here; nothing ran on an FPGA (XRT has "
           "only\n"
           "# run against its no-op shim, in the tests).\n",
-          date, cpu, sysconf(_SC_NPROCESSORS_ONLN), load, o.min_s * 1e3, o.reps);
+          m.date, m.cpu, m.cpus, m.load, o.timing.min_s * 1e3, o.timing.reps);
   fflush(info);
 
   if (o.model) run_model(&o, info);
@@ -1006,7 +972,7 @@ int main(int argc, char **argv) {
     run_csim_learner(&o, info);
   }
   if (g_progress) fputs("\r\033[K", stderr);
-  load_average(load, sizeof load);
-  fprintf(info, "# load average at the end: %s\n", load);
+  load_average(m.load, sizeof m.load);
+  fprintf(info, "# load average at the end: %s\n", m.load);
   return 0;
 }
