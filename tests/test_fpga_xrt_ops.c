@@ -53,33 +53,21 @@ static char both_path[128], rmm_only[128], lrn_only[128], garbage_path[128];
 
 static int group_setup(void **state) {
   (void)state;
-  snprintf(dir, sizeof dir, "/tmp/rd_xrt_ops_XXXXXX");
-  if (!mkdtemp(dir)) return -1;
-  if (xrt_env_setup(dir, "noop") != 0) return -1;
-  snprintf(both_path, sizeof both_path, "%s/both.xclbin", dir);
-  snprintf(rmm_only, sizeof rmm_only, "%s/rmm.xclbin", dir);
-  snprintf(lrn_only, sizeof lrn_only, "%s/lrn.xclbin", dir);
-  snprintf(garbage_path, sizeof garbage_path, "%s/garbage.xclbin", dir);
-  rd_error_t err;
+  if (xrt_env_noop_dir(dir, sizeof dir, "xrt_ops") != 0) return -1;
+  snprintf(both_path, sizeof both_path, "%s", rdt_path(dir, "both.xclbin"));
+  snprintf(rmm_only, sizeof rmm_only, "%s", rdt_path(dir, "rmm.xclbin"));
+  snprintf(lrn_only, sizeof lrn_only, "%s", rdt_path(dir, "lrn.xclbin"));
+  snprintf(garbage_path, sizeof garbage_path, "%s", rdt_path(dir, "garbage.xclbin"));
   const rd_fpga_kernel_desc_t *both[2] = {&rd_fpga_rmm_kernel_desc, &rd_fpga_learner_kernel_desc};
+  rd_error_t err;
   if (rd_fpga_xclbin_write(both_path, both, 2, &err) != RD_OK) return -1;
   if (rd_fpga_xclbin_write(rmm_only, both, 1, &err) != RD_OK) return -1;
-  if (rd_fpga_xclbin_write(lrn_only, both + 1, 1, &err) != RD_OK) return -1;
-  return xrt_env_garbage_file(garbage_path);
+  return rd_fpga_xclbin_write(lrn_only, both + 1, 1, &err) == RD_OK ? 0 : -1;
 }
 
 static int group_teardown(void **state) {
   (void)state;
-  char p[160];
-  const char *names[] = {"both.xclbin", "rmm.xclbin", "lrn.xclbin", "garbage.xclbin", "xrt/lib"};
-  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
-    snprintf(p, sizeof p, "%s/%s", dir, names[i]);
-    unlink(p);
-  }
-  snprintf(p, sizeof p, "%s/xrt", dir);
-  rmdir(p);
-  rmdir(dir);
-  return 0;
+  return rdt_rmtree(dir);
 }
 
 /* ------------------------------------------------------------------ */

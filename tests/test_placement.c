@@ -43,9 +43,6 @@
 #ifndef RD_FPGA_PARTS_DIR
 #error "RD_FPGA_PARTS_DIR: the part files' directory"
 #endif
-#ifndef RD_XRT_BUILT
-#define RD_XRT_BUILT 0
-#endif
 #include "xrt_env.h"
 #if RD_XRT_BUILT
 #include "learner_backend_xrt.h"
@@ -1015,12 +1012,6 @@ static void test_noop_second_table_busy(void **state) {
 
 /* ------------------------------------------------------------------ */
 
-static void rm_tree(void) {
-  char cmd[128];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-  if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
-}
-
 int main(int argc, char **argv) {
   if (argc > 1) mode = argv[1];
   const int noop = strcmp(mode, "noop") == 0;
@@ -1031,8 +1022,7 @@ int main(int argc, char **argv) {
   rd_log_open(NULL, RD_LOG_ERROR, NULL);
   unsetenv("XILINX_XRT");
   unsetenv("XCL_EMULATION_MODE");
-  snprintf(dir, sizeof dir, "/tmp/rd_placement_XXXXXX");
-  if (!mkdtemp(dir)) return 1;
+  if (rdt_tmpdir(dir, sizeof dir, "placement") != 0) return 1;
   snprintf(xclbin_path, sizeof xclbin_path, "%s/k.xclbin", dir);
   snprintf(junk_path, sizeof junk_path, "%s/junk.xclbin", dir);
   FILE *f = fopen(junk_path, "wb");
@@ -1086,7 +1076,7 @@ int main(int argc, char **argv) {
     rc = 2;
 #endif
   }
-  rm_tree();
+  rdt_rmtree(dir);
   rd_log_close();
   return rc;
 }
