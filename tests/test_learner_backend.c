@@ -27,12 +27,12 @@
 #include "devices.h"
 #include "kernels/learner.h" /* the FPGA kernel's build limits */
 #include "learner_backend.h"
-#include "log.h"
 #include "pipeline.h"
 #include "profile_gpu.h"
 #include "provider_fpga.h"
 #include "learner_rows.h"
 #include "rdt_schema.h"
+#include "rdt_unit.h"
 
 #define OBS 4
 #define BATCH 8
@@ -849,7 +849,6 @@ static void test_fpga_backend_pipeline(void **state) {
 }
 
 int main(void) {
-  rd_log_open(NULL, RD_LOG_ERROR, NULL); /* the fallbacks' error lines show */
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_mark_unknown),
       cmocka_unit_test(test_init_fault_falls_back),
@@ -861,7 +860,5 @@ int main(void) {
       cmocka_unit_test(test_fpga_backend_limits),
       cmocka_unit_test(test_fpga_backend_pipeline),
   };
-  int rc = cmocka_run_group_tests(tests, NULL, NULL);
-  rd_log_close();
-  return rc;
+  return cmocka_run_group_tests(tests, rdt_quiet_setup, rdt_quiet_teardown); /* the fallbacks' error lines show */
 }

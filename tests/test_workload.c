@@ -12,8 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "log.h"
 #include "registry.h"
+#include "rdt_unit.h"
 #include "spec_pb.h"
 
 /* obs float32[4], action int32, reward float32: 24 bytes a row. */
@@ -391,7 +391,6 @@ static void test_train_continuous_is_a_state(void **state) {
 }
 
 int main(void) {
-  rd_log_open(NULL, RD_LOG_ERROR, NULL);
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_c_spec_registers_and_stores_bytes),
       cmocka_unit_test(test_c_spec_errors),
@@ -401,7 +400,5 @@ int main(void) {
       cmocka_unit_test(test_deleted_workload_refuses_data_calls),
       cmocka_unit_test(test_train_continuous_is_a_state),
   };
-  int rc = cmocka_run_group_tests(tests, NULL, NULL);
-  rd_log_close();
-  return rc;
+  return cmocka_run_group_tests(tests, rdt_quiet_setup, rdt_quiet_teardown);
 }

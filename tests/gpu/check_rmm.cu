@@ -20,6 +20,8 @@ extern "C" {
 #include "rd_clock.h"
 #include "rdt_check.h"
 
+#include "check_device.h"
+
 #include <cuda_runtime.h>
 
 #include <stdarg.h>
@@ -184,14 +186,8 @@ int main(int argc, char **argv) {
       return 2;
     }
   }
-  int count = 0;
-  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
-    printf("SKIP no usable CUDA device\n");
-    return 77;
-  }
-  cudaDeviceProp p;
-  cudaGetDeviceProperties(&p, 0);
-  printf("# device 0: %s, sm_%d%d\n", p.name, p.major, p.minor);
+  int skip = check_device_or_skip();
+  if (skip) return skip;
   double t0 = rd_clock_now();
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) same(&cases[i]);
   if (!quick) same(&big);
