@@ -57,6 +57,7 @@
 #include "rd_tanh.h"
 #include "rd_tsan.h"
 #include "rd_clock.h"
+#include "cpu_isa.h"
 
 /* ---- thread teams ---- */
 
@@ -463,24 +464,11 @@ static const rd_mlp_kernel_t kernels[] = {
 #endif
 };
 
-/* The best instruction set this CPU has, unless RD_NN_ISA names one (a
- * variant the CPU cannot run is ignored rather than trapping). */
+/* The variant to run (cpu_isa.h), RD_NN_ISA forcing one. */
 static const rd_mlp_kernel_t *pick_kernel(void) {
-  size_t nk = sizeof kernels / sizeof kernels[0];
-  int ok[3] = {1, 0, 0};
-#if defined(__x86_64__)
-  __builtin_cpu_init();
-  ok[1] = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  ok[2] = ok[1] && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
-          __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq");
-#endif
-  const char *force = getenv("RD_NN_ISA");
-  if (force != NULL)
-    for (size_t i = 0; i < nk; i++)
-      if (strcmp(force, kernels[i].name) == 0 && ok[i]) return &kernels[i];
-  for (size_t i = nk; i-- > 0;)
-    if (ok[i]) return &kernels[i];
-  return &kernels[0];
+  bool ok[3];
+  rd_cpu_isa_ok(ok, true, false);
+  return &kernels[rd_cpu_isa_pick(sizeof kernels / sizeof kernels[0], ok, getenv("RD_NN_ISA"))];
 }
 
 #define RD_INLINE inline __attribute__((always_inline))

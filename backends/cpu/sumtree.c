@@ -13,6 +13,7 @@
  */
 #include "sumtree.h"
 
+#include "cpu_isa.h"
 #include "rd_tree_check.h"
 #include "rd_tree_step.h"
 #include "rd_tsan.h"
@@ -296,25 +297,13 @@ static const isa_kernels_t kernels[] = {
 static const set_range_fn set_range_k[6] = {set_range_k2,  set_range_k4,  set_range_k8,
                                             set_range_k16, set_range_k32, set_range_k64};
 
-/* The best instruction set this CPU has, unless RD_SUMTREE_ISA names one
- * (tests run every variant against each other; benchmarks compare them). */
+/* The variant to run (cpu_isa.h), RD_SUMTREE_ISA forcing one (tests run
+ * every variant against each other; benchmarks compare them). */
 static const isa_kernels_t *pick_isa(void) {
-  const char *force = getenv("RD_SUMTREE_ISA");
-  size_t nk = sizeof kernels / sizeof kernels[0];
-  bool ok[3] = {true, false, false};
-#if defined(__x86_64__)
-  __builtin_cpu_init();
-  ok[1] = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("bmi2");
-  ok[2] = ok[1] && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
-          __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq");
-#endif
-  /* A forced variant the CPU cannot run is ignored rather than trapping. */
-  if (force != NULL)
-    for (size_t i = 0; i < nk; i++)
-      if (strcmp(force, kernels[i].name) == 0 && ok[i]) return &kernels[i];
-  for (size_t i = nk; i-- > 0;)
-    if (ok[i]) return &kernels[i];
-  return &kernels[0];
+  bool ok[3];
+  rd_cpu_isa_ok(ok, false, true);
+  return &kernels[rd_cpu_isa_pick(sizeof kernels / sizeof kernels[0], ok,
+                                  getenv("RD_SUMTREE_ISA"))];
 }
 
 /* ------------------------------------------------------------------ */
