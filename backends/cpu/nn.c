@@ -809,16 +809,21 @@ static void init_weights(rd_mlp_t *m, uint64_t seed) {
   }
 }
 
+int rd_mlp_check_limits(uint32_t max_batch, uint32_t threads, rd_error_t *err) {
+  if (max_batch == 0 || max_batch > RD_MLP_MAX_BATCH)
+    return rd_error_set(err, RD_EINVAL, "max_batch %u is outside [1, %u]", max_batch,
+                        RD_MLP_MAX_BATCH);
+  if (threads > RD_MLP_MAX_THREADS)
+    return rd_error_set(err, RD_EINVAL, "threads %u is above %u", threads, RD_MLP_MAX_THREADS);
+  return RD_OK;
+}
+
 int rd_mlp_init(rd_mlp_t *m, const rd_mlp_config_t *c, rd_error_t *err) {
   memset(m, 0, sizeof *m);
   int rc = rd_nn_spec_validate(&c->spec, err);
   if (rc) return rc;
-  if (c->max_batch == 0 || c->max_batch > RD_MLP_MAX_BATCH)
-    return rd_error_set(err, RD_EINVAL, "max_batch %u is outside [1, %u]", c->max_batch,
-                        RD_MLP_MAX_BATCH);
-  if (c->threads > RD_MLP_MAX_THREADS)
-    return rd_error_set(err, RD_EINVAL, "threads %u is above %u", c->threads,
-                        RD_MLP_MAX_THREADS);
+  rc = rd_mlp_check_limits(c->max_batch, c->threads, err);
+  if (rc) return rc;
 
   const rd_nn_spec_t *s = &c->spec;
   m->spec = *s;
