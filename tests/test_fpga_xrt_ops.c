@@ -45,6 +45,7 @@
 #include "table.h"
 #include "xclbin_gen.h"
 #include "learner_rows.h"
+#include "rdt_schema.h"
 
 #include "xrt_env.h"
 
@@ -455,11 +456,7 @@ static void test_rmm_table(void **state) {
   (void)state;
   configure_rmm(both_path);
   rd_table_config_t c;
-  rd_table_config_default(&c);
-  c.schema.n_fields = 1;
-  snprintf(c.schema.fields[0].name, sizeof c.schema.fields[0].name, "id");
-  c.schema.fields[0].dtype = RD_DTYPE_INT32;
-  c.capacity = CAP;
+  rdt_scalar_table_config(&c, "id", RD_DTYPE_INT32, CAP);
   c.fanout = K;
   c.max_batch = 300;
   c.seed = 3;

@@ -19,6 +19,7 @@ extern "C" {
 #include "rd_tree_step.h"
 #include "rd_clock.h"
 #include "rdt_check.h"
+#include "rdt_schema.h"
 
 #include "check_device.h"
 
@@ -140,11 +141,7 @@ __global__ void k_spin(long long cycles) {
 
 static void own_stream(void) {
   rd_table_config_t c;
-  rd_table_config_default(&c);
-  c.schema.n_fields = 1;
-  snprintf(c.schema.fields[0].name, sizeof c.schema.fields[0].name, "x");
-  c.schema.fields[0].dtype = RD_DTYPE_FLOAT32;
-  c.capacity = 4096;
+  rdt_scalar_table_config(&c, "x", RD_DTYPE_FLOAT32, 4096);
   c.rmm = rd_gpu_rmm_ops(0);
   c.storage = rd_gpu_storage_ops(0);
   rd_table_t t;

@@ -22,6 +22,7 @@
 #include "rmm_gpu.h"
 #include "rmm_gpu_dev.h"
 #include "rd_tree_step.h"
+#include "rdt_schema.h"
 #include "sumtree.h"
 
 #ifndef RD_GPU_BUILT
@@ -113,11 +114,7 @@ static void test_sizes(void **state) {
   assert_int_equal(rd_gpu_storage_chunk(1u << 20, RD_GPU_STORAGE_MAX_ROW_BYTES), 4);
   /* The table charges what the modules say. */
   rd_table_config_t c;
-  rd_table_config_default(&c);
-  c.schema.n_fields = 1;
-  snprintf(c.schema.fields[0].name, sizeof c.schema.fields[0].name, "x");
-  c.schema.fields[0].dtype = RD_DTYPE_FLOAT32;
-  c.capacity = 4096;
+  rdt_scalar_table_config(&c, "x", RD_DTYPE_FLOAT32, 4096);
   size_t host_rows = rd_table_rows_memsize(&c);
   assert_int_equal(host_rows, 4096 * 4);
   c.rmm = r;
