@@ -1201,29 +1201,11 @@ static int check_loss_args(size_t n, size_t dim, const float *w, rd_error_t *err
   return RD_OK;
 }
 
-int rd_nn_mse(size_t n, size_t dim, const float *y, const float *target, const float *w,
-              float *dy, double *loss, rd_error_t *err) {
-  int rc = check_loss_args(n, dim, w, err);
-  if (rc) return rc;
-  const double inv = 1.0 / ((double)n * (double)dim);
-  double sum = 0.0;
-  for (size_t i = 0; i < n; i++) {
-    double wi = w != NULL ? w[i] : 1.0, row = 0.0;
-    for (size_t j = 0; j < dim; j++) {
-      double e = (double)y[i * dim + j] - target[i * dim + j];
-      row += e * e;
-      dy[i * dim + j] = (float)(2.0 * wi * inv * e);
-    }
-    sum += wi * row;
-  }
-  if (loss != NULL) *loss = sum * inv;
-  return RD_OK;
-}
-
-int rd_nn_huber(size_t n, size_t dim, const float *y, const float *target, const float *w,
-                double delta, float *dy, double *loss, rd_error_t *err) {
-  if (!(isfinite(delta) && delta > 0))
-    return rd_error_set(err, RD_EINVAL, "Huber delta must be positive and finite, not %g", delta);
+/* The mean over n x dim of w_i * l(e), e = y - target, and its gradient:
+ * l(e) = e^2 (delta 0, MSE) or Huber's 0.5 e^2 within delta, else
+ * delta (|e| - 0.5 delta). */
+static int weighted_loss(size_t n, size_t dim, const float *y, const float *target,
+                         const float *w, double delta, float *dy, double *loss, rd_error_t *err) {
   int rc = check_loss_args(n, dim, w, err);
   if (rc) return rc;
   const double inv = 1.0 / ((double)n * (double)dim);
@@ -1232,7 +1214,10 @@ int rd_nn_huber(size_t n, size_t dim, const float *y, const float *target, const
     double wi = w != NULL ? w[i] : 1.0, row = 0.0;
     for (size_t j = 0; j < dim; j++) {
       double e = (double)y[i * dim + j] - target[i * dim + j], ae = fabs(e), g;
-      if (ae <= delta) {
+      if (delta == 0) {
+        row += e * e;
+        g = 2.0 * e;
+      } else if (ae <= delta) {
         row += 0.5 * e * e;
         g = e;
       } else {
@@ -1245,4 +1230,16 @@ int rd_nn_huber(size_t n, size_t dim, const float *y, const float *target, const
   }
   if (loss != NULL) *loss = sum * inv;
   return RD_OK;
+}
+
+int rd_nn_mse(size_t n, size_t dim, const float *y, const float *target, const float *w,
+              float *dy, double *loss, rd_error_t *err) {
+  return weighted_loss(n, dim, y, target, w, 0.0, dy, loss, err);
+}
+
+int rd_nn_huber(size_t n, size_t dim, const float *y, const float *target, const float *w,
+                double delta, float *dy, double *loss, rd_error_t *err) {
+  if (!(isfinite(delta) && delta > 0))
+    return rd_error_set(err, RD_EINVAL, "Huber delta must be positive and finite, not %g", delta);
+  return weighted_loss(n, dim, y, target, w, delta, dy, loss, err);
 }
