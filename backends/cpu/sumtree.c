@@ -384,6 +384,19 @@ int rd_sumtree_set_range(rd_sumtree_t *t, uint32_t first, size_t n, const uint64
   return RD_OK;
 }
 
+/* Inside a parallel region: this thread's number and its share [*lo, *hi)
+ * of `units` split evenly over the team. */
+static inline void team_share(uint64_t units, uint64_t *me, uint64_t *lo, uint64_t *hi) {
+#ifdef _OPENMP
+  uint64_t i = (uint64_t)omp_get_thread_num(), nt = (uint64_t)omp_get_num_threads();
+#else
+  uint64_t i = 0, nt = 1;
+#endif
+  *me = i;
+  *lo = units * i / nt;
+  *hi = units * (i + 1) / nt;
+}
+
 int rd_sumtree_update(rd_sumtree_t *t, size_t n, const uint32_t *positions,
                       const uint64_t *values, rd_error_t *err) {
   int rc = rd_tree_check_positions(n, positions, t->capacity, err);
@@ -409,12 +422,8 @@ int rd_sumtree_update(rd_sumtree_t *t, size_t n, const uint32_t *positions,
   memset(rdelta, 0, sizeof rdelta);
 #pragma omp parallel num_threads(RD_OMP_TEAM(nthreads))
   {
-#ifdef _OPENMP
-    uint32_t me = (uint32_t)omp_get_thread_num(), nt = (uint32_t)omp_get_num_threads();
-#else
-    uint32_t me = 0, nt = 1;
-#endif
-    uint64_t lo = roots * me / nt, hi = roots * (me + 1) / nt;
+    uint64_t me, lo, hi;
+    team_share(roots, &me, &lo, &hi);
     t->update_fn(t, n, positions, values, 1, lo, hi, rdelta + (size_t)me * K);
   }
   uint64_t *root = t->level[0];
@@ -442,12 +451,8 @@ int rd_sumtree_sample(const rd_sumtree_t *t, size_t n, const uint64_t *targets,
   size_t groups = (n + SAMPLE_GROUP - 1) / SAMPLE_GROUP;
 #pragma omp parallel num_threads(RD_OMP_TEAM(nthreads))
   {
-#ifdef _OPENMP
-    size_t me = (size_t)omp_get_thread_num(), nt = (size_t)omp_get_num_threads();
-#else
-    size_t me = 0, nt = 1;
-#endif
-    size_t g0 = groups * me / nt, g1 = groups * (me + 1) / nt;
+    uint64_t me, g0, g1;
+    team_share(groups, &me, &g0, &g1);
     size_t i0 = g0 * SAMPLE_GROUP, i1 = g1 * SAMPLE_GROUP < n ? g1 * SAMPLE_GROUP : n;
     if (i1 > i0) t->sample_fn(t, i1 - i0, targets + i0, leaves + i0);
   }
