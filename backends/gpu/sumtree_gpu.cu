@@ -661,6 +661,25 @@ static int run_chunk(rd_gpu_sumtree_t *t, uint32_t m_items, bool positions, uint
   return RD_OK;
 }
 
+/* The host-pointer insert (positions NULL: leaves first, first + 1, ...) or
+ * update, after the caller's range or position check: the values checked,
+ * then chunks of max_batch through the staging buffer, in order (a later
+ * chunk's value still wins). */
+static int write_chunks(rd_gpu_sumtree_t *t, size_t n, const uint64_t *values,
+                        const uint32_t *positions, uint32_t first, rd_error_t *err) {
+  int rc = check_values(t, n, values, err);
+  if (rc) return rc;
+  struct rd_gpu_impl *m = t->impl;
+  for (size_t done = 0; done < n; done += t->max_batch) {
+    uint32_t c = (uint32_t)(n - done < t->max_batch ? n - done : t->max_batch);
+    memcpy(m->h_stage, values + done, (size_t)c * 8);
+    if (positions != NULL) memcpy(m->h_stage + (size_t)c * 8, positions + done, (size_t)c * 4);
+    rc = run_chunk(t, c, positions != NULL, positions != NULL ? 0 : (uint64_t)first + done, err);
+    if (rc) return rc;
+  }
+  return RD_OK;
+}
+
 extern "C" int rd_gpu_sumtree_set_range(rd_gpu_sumtree_t *t, uint32_t first, size_t n,
                                         const uint64_t *values, rd_error_t *err) {
   int rc = settle(t, err);
@@ -668,16 +687,7 @@ extern "C" int rd_gpu_sumtree_set_range(rd_gpu_sumtree_t *t, uint32_t first, siz
   if (n == 0) return RD_OK;
   rc = rd_tree_check_range(first, n, t->capacity, err);
   if (rc) return rc;
-  rc = check_values(t, n, values, err);
-  if (rc) return rc;
-  struct rd_gpu_impl *m = t->impl;
-  for (size_t done = 0; done < n; done += t->max_batch) {
-    uint32_t c = (uint32_t)(n - done < t->max_batch ? n - done : t->max_batch);
-    memcpy(m->h_stage, values + done, (size_t)c * 8);
-    rc = run_chunk(t, c, false, (uint64_t)first + done, err);
-    if (rc) return rc;
-  }
-  return RD_OK;
+  return write_chunks(t, n, values, NULL, first, err);
 }
 
 extern "C" int rd_gpu_sumtree_update(rd_gpu_sumtree_t *t, size_t n, const uint32_t *positions,
@@ -686,18 +696,7 @@ extern "C" int rd_gpu_sumtree_update(rd_gpu_sumtree_t *t, size_t n, const uint32
   if (rc) return rc;
   rc = rd_tree_check_positions(n, positions, t->capacity, err);
   if (rc) return rc;
-  rc = check_values(t, n, values, err);
-  if (rc) return rc;
-  struct rd_gpu_impl *m = t->impl;
-  /* In order, chunk after chunk: a later chunk's value still wins. */
-  for (size_t done = 0; done < n; done += t->max_batch) {
-    uint32_t c = (uint32_t)(n - done < t->max_batch ? n - done : t->max_batch);
-    memcpy(m->h_stage, values + done, (size_t)c * 8);
-    memcpy(m->h_stage + (size_t)c * 8, positions + done, (size_t)c * 4);
-    rc = run_chunk(t, c, true, 0, err);
-    if (rc) return rc;
-  }
-  return RD_OK;
+  return write_chunks(t, n, values, positions, 0, err);
 }
 
 extern "C" int rd_gpu_sumtree_sample(const rd_gpu_sumtree_t *t, size_t n,
