@@ -45,6 +45,7 @@
 #include "table.h"
 #include "xclbin_gen.h"
 #include "learner_rows.h"
+#include "rdt_learner.h"
 #include "rdt_schema.h"
 
 #include "xrt_env.h"
@@ -496,26 +497,14 @@ static void test_rmm_table(void **state) {
 #define OBS 4
 
 static void dqn_cfg(rd_learner_config_t *c) {
-  rd_learner_config_default(c);
-  c->obs_dim = OBS;
-  c->num_actions = 3;
-  c->n_hidden = 2;
-  c->hidden[0] = 32;
-  c->hidden[1] = 16;
+  rdt_dqn_config(c, OBS, 3, 2, (const uint32_t[]){32, 16});
   c->max_batch = 32;
   c->seed = 5;
   c->target_period = 3;
 }
 
 static void ddpg_cfg(rd_learner_config_t *d) {
-  rd_learner_config_default(d);
-  d->algo = RD_ALGO_DDPG;
-  d->obs_dim = 3;
-  d->action_dim = 2;
-  d->n_hidden = 1;
-  d->hidden[0] = 16;
-  d->n_critic_hidden = 1;
-  d->critic_hidden[0] = 24;
+  rdt_ddpg_config(d, 3, 2, 1, (const uint32_t[]){16}, 1, (const uint32_t[]){24});
   d->max_batch = 16;
   d->seed = 11;
 }

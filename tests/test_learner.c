@@ -24,6 +24,7 @@
 
 #include "learner.h"
 #include "rd_philox.h"
+#include "rdt_learner.h"
 
 /* ------------------------------------------------------------------ */
 /* Helpers                                                             */
@@ -36,28 +37,6 @@ static float unif(uint64_t seed, uint64_t d, float lo, float hi) {
 
 static void fill(float *a, size_t n, uint64_t seed, float lo, float hi) {
   for (size_t i = 0; i < n; i++) a[i] = unif(seed, i, lo, hi);
-}
-
-static void dqn_config(rd_learner_config_t *c, uint32_t obs, uint32_t actions, uint32_t n_hidden,
-                       const uint32_t *hidden) {
-  rd_learner_config_default(c);
-  c->algo = RD_ALGO_DQN;
-  c->obs_dim = obs;
-  c->num_actions = actions;
-  c->n_hidden = n_hidden;
-  for (uint32_t i = 0; i < n_hidden; i++) c->hidden[i] = hidden[i];
-}
-
-static void ddpg_config(rd_learner_config_t *c, uint32_t obs, uint32_t act, uint32_t n_hidden,
-                        const uint32_t *hidden, uint32_t n_critic, const uint32_t *critic) {
-  rd_learner_config_default(c);
-  c->algo = RD_ALGO_DDPG;
-  c->obs_dim = obs;
-  c->action_dim = act;
-  c->n_hidden = n_hidden;
-  for (uint32_t i = 0; i < n_hidden; i++) c->hidden[i] = hidden[i];
-  c->n_critic_hidden = n_critic;
-  for (uint32_t i = 0; i < n_critic; i++) c->critic_hidden[i] = critic[i];
 }
 
 static void make(rd_learner_t *l, const rd_learner_config_t *c) {
@@ -261,7 +240,7 @@ static const int32_t HAND_A[2] = {0, 1};
 static void hand_learner(rd_learner_t *l, int double_dqn, double grad_clip) {
   const uint32_t hidden[] = {2};
   rd_learner_config_t c;
-  dqn_config(&c, 2, 2, 1, hidden);
+  rdt_dqn_config(&c, 2, 2, 1, hidden);
   c.double_dqn = double_dqn;
   c.grad_clip = grad_clip;
   c.lr = 0.01;
@@ -365,7 +344,7 @@ static void test_dqn_by_hand(void **state) {
 
 static void ddpg_small(rd_learner_config_t *c) {
   const uint32_t ah[] = {7, 5}, ch[] = {6, 5};
-  ddpg_config(c, 3, 2, 2, ah, 2, ch);
+  rdt_ddpg_config(c, 3, 2, 2, ah, 2, ch);
   c->hidden_act = RD_NN_TANH; /* smooth, so differences need no kink handling */
   c->action_low = -2.0f;
   c->action_high = 1.0f;
@@ -538,7 +517,7 @@ static void test_target_rules(void **state) {
   ddpg_small(&c);
   check_hard_copy(&c);
   const uint32_t h[] = {8};
-  dqn_config(&c, 3, 3, 1, h);
+  rdt_dqn_config(&c, 3, 3, 1, h);
   check_hard_copy(&c);
   /* DQN Polyak. */
   c.target_period = 0;
@@ -597,7 +576,7 @@ static void test_dqn_learns_chain(void **state) {
 
   const uint32_t h[] = {32, 32};
   rd_learner_config_t c;
-  dqn_config(&c, S, 2, 2, h);
+  rdt_dqn_config(&c, S, 2, 2, h);
   c.lr = 3e-3;
   c.target_period = 25;
   c.max_batch = ROWS;
@@ -637,7 +616,7 @@ static void test_ddpg_learns_bandit(void **state) {
   }
   const uint32_t h[] = {32, 32};
   rd_learner_config_t c;
-  ddpg_config(&c, 1, 1, 2, h, 2, h);
+  rdt_ddpg_config(&c, 1, 1, 2, h, 2, h);
   c.action_low = -2.0f;
   c.action_high = 2.0f;
   c.lr = 3e-3;
@@ -732,11 +711,11 @@ static void test_determinism(void **state) {
    * Table III sizes), and a small one that stays serial. */
   const uint32_t q[] = {64, 64}, big[] = {256, 256}, eight[] = {8, 8};
   rd_learner_config_t c;
-  dqn_config(&c, 4, 2, 2, q);
+  rdt_dqn_config(&c, 4, 2, 2, q);
   determinism_case(&c, 2048, 3);
-  ddpg_config(&c, 11, 3, 2, big, 2, big);
+  rdt_ddpg_config(&c, 11, 3, 2, big, 2, big);
   determinism_case(&c, 512, 2);
-  ddpg_config(&c, 4, 1, 2, eight, 2, eight);
+  rdt_ddpg_config(&c, 4, 1, 2, eight, 2, eight);
   determinism_case(&c, 64, 5);
 }
 
@@ -748,7 +727,7 @@ static void test_thread_tuning(void **state) {
   (void)state;
   const uint32_t q[] = {64, 64};
   rd_learner_config_t c;
-  dqn_config(&c, 4, 2, 2, q);
+  rdt_dqn_config(&c, 4, 2, 2, q);
   c.max_batch = 512;
   rd_learner_t one, two;
   c.threads = 1;
@@ -816,7 +795,7 @@ static void test_config_errors(void **state) {
   (void)state;
   const uint32_t h[] = {16, 16};
   rd_learner_config_t good, c;
-  dqn_config(&good, 4, 2, 2, h);
+  rdt_dqn_config(&good, 4, 2, 2, h);
   assert_int_equal(rd_learner_config_validate(&good, NULL), RD_OK);
   rd_learner_config_default(&c);
   expect_config_error(&c, "defaults without dims");
@@ -858,7 +837,7 @@ static void test_config_errors(void **state) {
   expect_config_error(&c, "parameter budget");
 
   const uint32_t ah[] = {8};
-  ddpg_config(&good, 3, 2, 1, ah, 1, ah);
+  rdt_ddpg_config(&good, 3, 2, 1, ah, 1, ah);
   assert_int_equal(rd_learner_config_validate(&good, NULL), RD_OK);
   BAD(action_dim, 0);
   BAD(obs_dim, RD_NN_MAX_UNITS); /* obs + action exceeds the critic's input */
@@ -875,7 +854,7 @@ static void test_config_errors(void **state) {
   /* Specs: DQN has no critic; DDPG's policy is the tanh actor. */
   rd_nn_spec_t s;
   rd_error_t err;
-  dqn_config(&c, 4, 2, 2, h);
+  rdt_dqn_config(&c, 4, 2, 2, h);
   assert_int_equal(rd_learner_critic_spec(&c, &s, &err), RD_EINVAL);
   assert_int_equal(rd_learner_policy_spec(&c, &s, NULL), RD_OK);
   assert_int_equal(s.n_layers, 3);
@@ -997,10 +976,10 @@ static void test_batch_errors(void **state) {
   (void)state;
   const uint32_t h[] = {8};
   rd_learner_config_t c;
-  dqn_config(&c, 4, 3, 1, h);
+  rdt_dqn_config(&c, 4, 3, 1, h);
   c.max_batch = 16;
   batch_errors(&c);
-  ddpg_config(&c, 3, 2, 1, h, 1, h);
+  rdt_ddpg_config(&c, 3, 2, 1, h, 1, h);
   c.max_batch = 16;
   c.action_low = -0.5f;
   c.action_high = 2.0f;
@@ -1019,7 +998,7 @@ static void test_nonfinite_steps(void **state) {
 
   /* DQN: the target network's output bias at FLT_MAX and a reward of
    * FLT_MAX: y overflows to inf, so the loss does. */
-  dqn_config(&c, 4, 2, 1, h);
+  rdt_dqn_config(&c, 4, 2, 1, h);
   c.max_batch = 8;
   make(&l, &c);
   batch_make(&bb, &c, 8, 31);
@@ -1045,7 +1024,7 @@ static void test_nonfinite_steps(void **state) {
   /* DDPG: critic output weights of 1e38 on tanh units: Q ~ 1e38 is finite
    * and so is the loss (accumulated in double), but dL/dh = W^T dL/dQ
    * overflows, so the gradient norm is not finite. */
-  ddpg_config(&c, 3, 1, 1, h, 1, h);
+  rdt_ddpg_config(&c, 3, 1, 1, h, 1, h);
   c.hidden_act = RD_NN_TANH;
   c.max_batch = 8;
   make(&l, &c);
@@ -1068,7 +1047,7 @@ static void test_policy(void **state) {
   (void)state;
   const uint32_t h[] = {64, 64};
   rd_learner_config_t c;
-  dqn_config(&c, 4, 2, 2, h);
+  rdt_dqn_config(&c, 4, 2, 2, h);
   rd_learner_t l;
   make(&l, &c);
   const rd_mlp_t *p = rd_learner_policy(&l);

@@ -32,6 +32,7 @@
 #include "provider_fpga.h"
 #include "learner_rows.h"
 #include "rdt_schema.h"
+#include "rdt_learner.h"
 #include "rdt_unit.h"
 
 #define OBS 4
@@ -638,11 +639,7 @@ static void fpga_against_cpu(const rd_learner_config_t *c, uint32_t steps, size_
 }
 
 static void dqn_cfg(rd_learner_config_t *c) {
-  rd_learner_config_default(c);
-  c->obs_dim = OBS;
-  c->num_actions = 2;
-  c->n_hidden = 2;
-  c->hidden[0] = c->hidden[1] = 64;
+  rdt_dqn_config(c, OBS, 2, 2, (const uint32_t[]){64, 64});
   c->max_batch = 32;
   c->seed = 5;
   c->target_period = 3;
