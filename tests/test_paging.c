@@ -17,6 +17,7 @@
 #include "registry.h"
 #include "spec_pb.h"
 #include "store.h"
+#include "rdt_profile.h"
 #include "rdt_unit.h"
 
 /* ------------------------------------------------------------------ */
@@ -131,21 +132,9 @@ static void test_workload_tokens(void **state) {
 
 static rd_profile_t profile(const char *fp, rd_primitive_t prim, uint32_t threads,
                             uint32_t batch, const char *net, const char *build) {
-  rd_profile_t p;
-  memset(&p, 0, sizeof p);
-  snprintf(p.device_fp, sizeof p.device_fp, "%s", fp);
-  p.primitive = prim;
-  p.threads = threads;
-  p.shape.batch = batch;
-  p.shape.capacity = 100000;
-  p.shape.fanout = 16;
-  snprintf(p.shape.algorithm, sizeof p.shape.algorithm, "%s", net[0] ? "dqn" : "none");
-  snprintf(p.shape.network, sizeof p.shape.network, "%s", net);
-  snprintf(p.build, sizeof p.build, "%s", build);
-  p.latency_s = 1e-6 * (1 + batch);
-  p.reps = 7;
+  rd_profile_t p = rdt_profile(fp, prim, threads, batch, net[0] ? "dqn" : "none", net, build,
+                               1e-6 * (1 + batch));
   p.source = RD_PROFILE_IMPORTED;
-  p.measured_unix = 1700000000;
   return p;
 }
 
