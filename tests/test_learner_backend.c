@@ -32,6 +32,7 @@
 #include "provider_fpga.h"
 #include "learner_rows.h"
 #include "rdt_schema.h"
+#include "rdt_dse.h"
 #include "rdt_learner.h"
 #include "rdt_unit.h"
 
@@ -110,12 +111,9 @@ static size_t weights(rd_pipeline_t *p, uint8_t *buf, size_t cap, uint64_t *vers
 
 static void inject_gpu(uint32_t index) {
   rd_device_t d;
-  memset(&d, 0, sizeof d);
-  snprintf(d.kind, sizeof d.kind, "gpu");
+  rdt_device(&d, "gpu", index);
   snprintf(d.model, sizeof d.model, "Test GPU %u", index);
   snprintf(d.name, sizeof d.name, "Test GPU %u", index);
-  snprintf(d.status, sizeof d.status, "ok (injected by a test)");
-  d.index = index;
   rd_device_fingerprint(&d);
   rd_devices_inject(&d);
 }

@@ -17,7 +17,7 @@
 #include "registry.h"
 #include "spec_pb.h"
 #include "store.h"
-#include "rdt_profile.h"
+#include "rdt_dse.h"
 #include "rdt_unit.h"
 
 /* ------------------------------------------------------------------ */

@@ -38,6 +38,7 @@
 #include "provider_fpga.h"
 #include "rmm_gpu.h"
 #include "registry.h"
+#include "rdt_dse.h"
 #include "spec_pb.h"
 
 #ifndef RD_FPGA_PARTS_DIR
@@ -597,11 +598,8 @@ static void test_gpu_bind(void **state) {
   rd_pipeline_config_t pc;
   workload_configs(1000, &tc, &pc);
   rd_device_t gpu;
-  memset(&gpu, 0, sizeof gpu);
-  snprintf(gpu.kind, sizeof gpu.kind, "gpu");
+  rdt_device(&gpu, "gpu", 5);
   snprintf(gpu.model, sizeof gpu.model, "NVIDIA H100");
-  snprintf(gpu.status, sizeof gpu.status, "ok (injected by a test)");
-  gpu.index = 5;
   gpu.memory_bytes = 80ull << 30;
   const int built = rd_learner_gpu_built();
   assert_int_equal(rd_gpu_rmm_built(), built);

@@ -23,7 +23,7 @@
 
 #include "profile_jsonl.h"
 #include "store.h"
-#include "rdt_profile.h"
+#include "rdt_dse.h"
 #include "rdt_unit.h"
 
 /* ------------------------------------------------------------------ */

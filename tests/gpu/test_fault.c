@@ -20,6 +20,7 @@
 #include "pipeline.h"
 #include "placement.h"
 #include "registry.h"
+#include "rdt_dse.h"
 #include "rmm_check.h"
 
 static const uint32_t obs_shape[] = {4};
@@ -34,11 +35,8 @@ static const uint8_t stored[] = "opaque to core";
 
 static rd_workload_t *gpu_workload(rd_registry_t *r) {
   rd_device_t gpu;
-  memset(&gpu, 0, sizeof gpu);
-  snprintf(gpu.kind, sizeof gpu.kind, "gpu");
+  rdt_device(&gpu, "gpu", 0);
   snprintf(gpu.name, sizeof gpu.name, "a GPU of host calls");
-  snprintf(gpu.status, sizeof gpu.status, "ok (injected by a test)");
-  gpu.index = 0;
   gpu.memory_bytes = 1ull << 30;
   rd_devices_inject(&gpu);
   rd_placement_t *pl = calloc(1, sizeof *pl);

@@ -1,8 +1,15 @@
-/* rdt_profile.c - stored-profile rows for tests (rdt_profile.h). */
-#include "rdt_profile.h"
+/* rdt_dse.c - devices and stored profiles for tests (rdt_dse.h). */
+#include "rdt_dse.h"
 
 #include <stdio.h>
 #include <string.h>
+
+void rdt_device(rd_device_t *d, const char *kind, uint32_t index) {
+  memset(d, 0, sizeof *d);
+  snprintf(d->kind, sizeof d->kind, "%s", kind);
+  snprintf(d->status, sizeof d->status, "ok (injected by a test)");
+  d->index = index;
+}
 
 rd_profile_t rdt_profile(const char *fp, rd_primitive_t prim, uint32_t threads, uint32_t batch,
                          const char *algorithm, const char *network, const char *build,
