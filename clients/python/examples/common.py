@@ -1,12 +1,14 @@
 """What both CartPole examples share: importing replayd, a daemon of their
-own, CartPole in numpy (vectorized), Ape-X n-step rows, the greedy
-evaluation, and the actor's exploration schedule.
+own, the command line and the shutdown of the actors, CartPole in numpy
+(vectorized), Ape-X n-step rows, the greedy evaluation, and the actor's
+exploration schedule.
 
 CartPole is the classic control task (Barto et al. 1983, as Gym writes it):
 the dynamics, limits (|x| > 2.4, |theta| > 12 degrees), reward 1 a step and
 the 500-step time limit of clients/c/examples/cartpole.c, integrated with
 explicit Euler; here N environments step at once in numpy.
 """
+import argparse
 import os
 import re
 import shutil
@@ -135,6 +137,40 @@ class VecCartPole:
             self.finished.extend(self.returns[done].tolist())
             self.reset(done)
         return next_obs, np.ones(self.n, np.float32), term, trunc
+
+
+def parse_args(doc, time_limit, out):
+    """The examples' command line: the daemon to start or to use, the actors,
+    the target mean return and when to give up, evaluation and output.
+    doc is the example's docstring (first paragraph: the description)."""
+    ap = argparse.ArgumentParser(description=doc.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter,
+                                 epilog=doc.split("\n\n", 1)[1])
+    where = ap.add_mutually_exclusive_group(required=True)
+    where.add_argument("--replayd", help="start this daemon (BUILD/daemon/replayd)")
+    where.add_argument("--server", help="use the daemon at HOST:PORT")
+    ap.add_argument("--actors", type=int, default=4)
+    ap.add_argument("--envs-per-actor", type=int, default=2)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--target", type=float, default=475.0)
+    ap.add_argument("--time-limit", type=float, default=time_limit)
+    ap.add_argument("--eval-every", type=float, default=10.0)
+    ap.add_argument("--eval-episodes", type=int, default=100)
+    ap.add_argument("--max-lag", type=int, default=5000)
+    ap.add_argument("--out", default=out)
+    return ap.parse_args()
+
+
+def stop_all(stop, procs, daemon):
+    """The examples' end: signal the actors, give each 10 s, then terminate
+    it; stop the daemon the example started (None: it used a server)."""
+    stop.set()
+    for p in procs:
+        p.join(10)
+        if p.is_alive():
+            p.terminate()
+    if daemon:
+        daemon.stop()
 
 
 def evaluate(policy, episodes=100, seed=12345):
