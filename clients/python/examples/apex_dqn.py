@@ -93,12 +93,7 @@ def actor(address, wid, token, index, n_actors, envs, seed, shared, cfg):
                 net = replayd.parse_weights(raw, have)
                 since_pull = 0
             obs = env.obs
-            if net is None:
-                a = rng.integers(0, common.N_ACTIONS, envs)
-            else:
-                a = np.argmax(net.forward(obs), axis=1)
-                explore = rng.random(envs) < eps
-                a[explore] = rng.integers(0, common.N_ACTIONS, int(explore.sum()))
+            a = common.epsilon_greedy(net, obs, rng, eps)
             nxt, r, term, trunc = env.step(a)
             ns.push(obs, a, r, nxt, term, trunc)
             since_pull += envs

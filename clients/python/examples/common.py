@@ -189,6 +189,19 @@ def evaluate(policy, episodes=100, seed=12345):
     return float(total.mean())
 
 
+def epsilon_greedy(net, obs, rng, eps):
+    """An actor's actions for obs (k,4): uniform while it has no policy (net
+    None), else greedy on net.forward(obs) except, with probability eps per
+    environment, uniform."""
+    k = len(obs)
+    if net is None:
+        return rng.integers(0, N_ACTIONS, k)
+    a = np.argmax(net.forward(obs), axis=1)
+    explore = rng.random(k) < eps
+    a[explore] = rng.integers(0, N_ACTIONS, int(explore.sum()))
+    return a
+
+
 def apex_epsilon(base, i, n):
     """Ape-X's per-actor exploration: actor i of n uses base^(1 + 7 i/(n-1))."""
     return base if n <= 1 else base ** (1 + 7 * i / (n - 1))
