@@ -131,9 +131,7 @@ static int usage_error(const char *fmt, const char *arg) {
 /* ------------------------------------------------------------------ */
 
 typedef struct {
-  const char *server;
-  double timeout;
-  int wait;
+  ex_conn_t conn; /* --server, --timeout, --wait */
   const char *id;
   const char *token_file;
   char token[RDC_TOKEN_MAX];
@@ -145,20 +143,15 @@ typedef struct {
 
 static void common_init(common_t *co) {
   memset(co, 0, sizeof *co);
-  co->server = ex_env("REPLAYD_SERVER") ? ex_env("REPLAYD_SERVER") : "127.0.0.1:50051";
-  co->timeout = 10;
+  ex_conn_init(&co->conn);
 }
 
 /* 1 if argv[*i] was a common option (consumed), 0 if not. Exits 2 on a
  * bad value. */
 static int common_opt(int argc, char **argv, int *i, common_t *co) {
   const char *v;
-  if (strcmp(argv[*i], "--wait") == 0) {
-    co->wait = 1;
-  } else if ((v = ex_opt(argc, argv, i, "--server", prog))) {
-    co->server = v;
-  } else if ((v = ex_opt(argc, argv, i, "--timeout", prog))) {
-    co->timeout = ex_double(v, "--timeout", 1e-3, 1e6, prog);
+  if (ex_conn_opt(&co->conn, 0, argc, argv, i, prog)) {
+    return 1;
   } else if ((v = ex_opt(argc, argv, i, "--id", prog))) {
     co->id = v;
   } else if ((v = ex_opt(argc, argv, i, "--token-file", prog))) {
@@ -196,12 +189,8 @@ static int need_workload(common_t *co) {
 }
 
 static int connect_client(const common_t *co, rdc_client_t **c) {
-  rdc_connect_opts_t o;
-  rdc_connect_opts_init(&o);
-  o.deadline_s = co->timeout;
-  o.wait_for_ready = co->wait;
   rdc_error_t e;
-  if (rdc_connect_ex(co->server, co->timeout, &o, c, &e) != RDC_OK) return fail(&e, "connect");
+  if (ex_connect(&co->conn, c, &e) != RDC_OK) return fail(&e, "connect");
   return 0;
 }
 

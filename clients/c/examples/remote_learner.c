@@ -69,12 +69,11 @@ static double stand_in_value(const float *obs, double gamma) {
 }
 
 int main(int argc, char **argv) {
-  const char *server = ex_env("REPLAYD_SERVER") ? ex_env("REPLAYD_SERVER") : "127.0.0.1:50051";
-  const char *workload = ex_env("REPLAYD_WORKLOAD");
-  const char *token = ex_env("REPLAYD_TOKEN");
+  ex_conn_t conn;
+  ex_conn_init(&conn);
   uint64_t batch = 256, iterations = 1000;
-  double beta = NAN, gamma = 0.99, timeout = 10;
-  int stratified = 0, wait = 0;
+  double beta = NAN, gamma = 0.99;
+  int stratified = 0;
 
   for (int i = 1; i < argc; i++) {
     const char *v;
@@ -83,14 +82,8 @@ int main(int argc, char **argv) {
       return 0;
     } else if (strcmp(argv[i], "--stratified") == 0) {
       stratified = 1;
-    } else if (strcmp(argv[i], "--wait") == 0) {
-      wait = 1;
-    } else if ((v = ex_opt(argc, argv, &i, "--server", prog))) {
-      server = v;
-    } else if ((v = ex_opt(argc, argv, &i, "--workload", prog))) {
-      workload = v;
-    } else if ((v = ex_opt(argc, argv, &i, "--token", prog))) {
-      token = v;
+    } else if (ex_conn_opt(&conn, 1, argc, argv, &i, prog)) {
+      continue;
     } else if ((v = ex_opt(argc, argv, &i, "--batch", prog))) {
       batch = ex_u64(v, "--batch", 1, 1u << 20, prog);
     } else if ((v = ex_opt(argc, argv, &i, "--iterations", prog))) {
@@ -99,33 +92,28 @@ int main(int argc, char **argv) {
       beta = ex_double(v, "--beta", 0, 1, prog);
     } else if ((v = ex_opt(argc, argv, &i, "--gamma", prog))) {
       gamma = ex_double(v, "--gamma", 0, 0.9999, prog);
-    } else if ((v = ex_opt(argc, argv, &i, "--timeout", prog))) {
-      timeout = ex_double(v, "--timeout", 1e-3, 1e6, prog);
     } else {
       fprintf(stderr, "%s: unknown argument %s\nTry '%s --help'.\n", prog, argv[i], prog);
       return 2;
     }
   }
-  if (workload == NULL || token == NULL) {
+  if (conn.workload == NULL || conn.token == NULL) {
     fprintf(stderr, "%s: give --workload ID --token T (or $REPLAYD_WORKLOAD, $REPLAYD_TOKEN)\n"
                     "Try '%s --help'.\n", prog, prog);
     return 2;
   }
 
-  rdc_connect_opts_t copts;
-  rdc_connect_opts_init(&copts);
-  copts.deadline_s = timeout;
-  copts.wait_for_ready = wait;
   rdc_client_t *c;
   rdc_error_t e;
-  if (rdc_connect_ex(server, timeout, &copts, &c, &e) != RDC_OK) return fail(&e);
+  if (ex_connect(&conn, &c, &e) != RDC_OK) return fail(&e);
 
   rdc_workload_t *wl = malloc(sizeof *wl);
   if (wl == NULL) return 1;
-  if (rdc_describe(c, workload, wl, &e) != RDC_OK) return fail(&e);
+  if (rdc_describe(c, conn.workload, wl, &e) != RDC_OK) return fail(&e);
   char msg[256];
   if (cartpole_check_schema(&wl->spec, msg, sizeof msg) != 0) {
-    fprintf(stderr, "%s: workload %s is not a CartPole workload: %s\n", prog, workload, msg);
+    fprintf(stderr, "%s: workload %s is not a CartPole workload: %s\n", prog, conn.workload,
+            msg);
     return 1;
   }
 
@@ -154,11 +142,11 @@ int main(int argc, char **argv) {
                       .columns = cols, .n_columns = CP_N_FIELDS};
   uint64_t applied_total = 0, stale_total = 0, samples_total = 0;
   double delta_sum = 0, t_sample = 0, t_update = 0;
-  double t0 = rd_clock_now(), wait_until = t0 + timeout;
+  double t0 = rd_clock_now(), wait_until = t0 + conn.timeout;
   int rc = 0;
   for (uint64_t it = 0; it < iterations && rc == 0; it++) {
     double ts = rd_clock_now();
-    int r = rdc_sample(c, workload, token, (uint32_t)b, beta, stratified, &smp, &e);
+    int r = rdc_sample(c, conn.workload, conn.token, (uint32_t)b, beta, stratified, &smp, &e);
     if (r == RDC_FAILED_PRECONDITION && samples_total == 0 && rd_clock_now() < wait_until) {
       /* An empty table (the actor has not started yet): wait for data. */
       usleep(100 * 1000);
@@ -210,7 +198,7 @@ int main(int argc, char **argv) {
 
     double tu = rd_clock_now();
     uint64_t applied = 0, stale = 0;
-    if (rdc_update_priorities(c, workload, token, b, keys, delta, &applied, &stale, &e) !=
+    if (rdc_update_priorities(c, conn.workload, conn.token, b, keys, delta, &applied, &stale, &e) !=
         RDC_OK) {
       rc = fail(&e);
       break;
