@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "rd_le.h"
 #include "replayd_client.h"
 
 #define FLAT_MAGIC 0x4E4E4452u
@@ -37,17 +38,6 @@ __attribute__((format(printf, 3, 4))) static int fail(rdc_error_t *err, int code
     va_end(ap);
   }
   return code;
-}
-
-static uint32_t get_u32(const uint8_t *p) {
-  return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
-static float get_f32(const uint8_t *p) {
-  uint32_t u = get_u32(p);
-  float f;
-  memcpy(&f, &u, sizeof f);
-  return f;
 }
 
 void rdc_policy_init(rdc_policy_t *p) { memset(p, 0, sizeof *p); }
@@ -72,7 +62,7 @@ int rdc_policy_load(rdc_policy_t *p, const void *buf, size_t len, rdc_error_t *e
   if (b == NULL || len < HEADER_FIXED)
     return fail(err, RDC_EINVAL, "weights are %zu bytes, shorter than the %u-byte header",
                 b == NULL ? (size_t)0 : len, HEADER_FIXED);
-  uint32_t magic = get_u32(b), version = get_u32(b + 4), L = get_u32(b + 8);
+  uint32_t magic = rd_le_get_u32(b), version = rd_le_get_u32(b + 4), L = rd_le_get_u32(b + 8);
   if (magic != FLAT_MAGIC)
     return fail(err, RDC_EINVAL, "weights start with 0x%08x, not the RDNN magic 0x%08x", magic,
                 FLAT_MAGIC);
@@ -92,14 +82,14 @@ int rdc_policy_load(rdc_policy_t *p, const void *buf, size_t len, rdc_error_t *e
   uint32_t max_width = 0;
   const uint8_t *q = b + HEADER_FIXED;
   for (uint32_t l = 0; l <= L; l++, q += 4) {
-    sizes[l] = get_u32(q);
+    sizes[l] = rd_le_get_u32(q);
     if (sizes[l] == 0 || sizes[l] > RDC_POLICY_MAX_UNITS)
       return fail(err, RDC_EINVAL, "weights: size %u at layer boundary %u is outside [1, %u]",
                   sizes[l], l, RDC_POLICY_MAX_UNITS);
     if (sizes[l] > max_width) max_width = sizes[l];
   }
   for (uint32_t l = 0; l < L; l++, q += 4) {
-    uint32_t a = get_u32(q); /* checked before the cast into the enum */
+    uint32_t a = rd_le_get_u32(q); /* checked before the cast into the enum */
     if (a > (uint32_t)RDC_ACT_TANH)
       return fail(err, RDC_EINVAL, "weights: layer %u has activation code %u; expected 0 "
                   "(identity), 1 (relu) or 2 (tanh)", l, a);
@@ -123,7 +113,7 @@ int rdc_policy_load(rdc_policy_t *p, const void *buf, size_t len, rdc_error_t *e
   for (uint32_t l = 0; l < L; l++) {
     size_t nw = (size_t)sizes[l + 1] * sizes[l], nb = sizes[l + 1];
     for (size_t i = 0; i < nw + nb; i++) {
-      float v = get_f32(q + 4u * (off + i));
+      float v = rd_le_get_f32(q + 4u * (off + i));
       if (!isfinite(v)) {
         if (i < nw)
           return fail(err, RDC_EINVAL, "weights: layer %u weight [%zu][%zu] is %g", l,
@@ -157,7 +147,7 @@ int rdc_policy_load(rdc_policy_t *p, const void *buf, size_t len, rdc_error_t *e
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
   memcpy(p->params, q, 4u * (size_t)np);
 #else
-  for (size_t i = 0; i < (size_t)np; i++) p->params[i] = get_f32(q + 4u * i);
+  for (size_t i = 0; i < (size_t)np; i++) p->params[i] = rd_le_get_f32(q + 4u * i);
 #endif
   if (err != NULL) {
     err->code = RDC_OK;
