@@ -28,6 +28,12 @@ static void fill_params(float *p, size_t n) {
   for (size_t i = 0; i < n; i++) p[i] = (float)i * 0.25f - 3.0f;
 }
 
+/* small_spec and its 26 parameters (fill_params). */
+static void small_net(rd_nn_spec_t *s, float p[26]) {
+  small_spec(s);
+  fill_params(p, 26);
+}
+
 /* Parse, expect `code`; an error carries a message and leaves outputs alone. */
 static void expect_parse(const void *buf, size_t len, int code) {
   rd_nn_spec_t s;
@@ -69,9 +75,8 @@ static void test_sizes_and_offsets(void **state) {
 static void test_byte_layout(void **state) {
   (void)state;
   rd_nn_spec_t s;
-  small_spec(&s);
   float p[26];
-  fill_params(p, 26);
+  small_net(&s, p);
   uint8_t buf[200];
   size_t written = 0;
   assert_int_equal(rd_nn_flat_write(&s, p, buf, sizeof buf, &written, NULL), RD_OK);
@@ -130,9 +135,8 @@ static void test_round_trip(void **state) {
 static void test_write_errors(void **state) {
   (void)state;
   rd_nn_spec_t s;
-  small_spec(&s);
   float p[26];
-  fill_params(p, 26);
+  small_net(&s, p);
   uint8_t buf[200];
   memset(buf, 0x5A, sizeof buf);
   rd_error_t err;
@@ -199,9 +203,8 @@ static void test_validate_errors(void **state) {
 static void test_parse_errors(void **state) {
   (void)state;
   rd_nn_spec_t s;
-  small_spec(&s);
   float p[26];
-  fill_params(p, 26);
+  small_net(&s, p);
   uint8_t good[136], b[200];
   assert_int_equal(rd_nn_flat_write(&s, p, good, sizeof good, NULL, NULL), RD_OK);
   expect_parse(good, sizeof good, RD_OK);

@@ -144,6 +144,20 @@ static int same_key(const rd_profile_t *a, const rd_profile_t *b) {
          strcmp(a->build, b->build) == 0;
 }
 
+/* The page of up to `size` profiles after *cursor (none yet: *has 0) into
+ * *v (the caller frees it); the cursor moves to its last row. */
+static size_t next_page(rd_store_t *st, rd_profile_t *cursor, int *has, size_t size,
+                        rd_profile_t **v) {
+  size_t k;
+  assert_int_equal(rd_store_list_profiles_after(st, *has ? cursor : NULL, size, v, &k, NULL),
+                   RD_OK);
+  if (k > 0) {
+    *cursor = (*v)[k - 1];
+    *has = 1;
+  }
+  return k;
+}
+
 /* Hex-encode a Profile message as a "p1." token would carry it. */
 static void forge(const Replayd__V1__Profile *m, char *out) {
   uint8_t buf[2048];
@@ -413,15 +427,9 @@ static void test_store_pages(void **state) {
   size_t at = 0;
   for (;;) {
     rd_profile_t *v;
-    size_t k;
-    assert_int_equal(rd_store_list_profiles_after(st, has ? &cursor : NULL, 7, &v, &k, NULL),
-                     RD_OK);
+    size_t k = next_page(st, &cursor, &has, 7, &v);
     for (size_t i = 0; i < k; i++) assert_true(same_key(&v[i], &all[at + i]));
     at += k;
-    if (k > 0) {
-      cursor = v[k - 1];
-      has = 1;
-    }
     rd_store_free_profiles(v);
     if (k < 7) break;
   }
@@ -436,16 +444,10 @@ static void test_store_pages(void **state) {
   unsigned extra = 1000;
   for (;;) {
     rd_profile_t *v;
-    size_t k;
-    assert_int_equal(rd_store_list_profiles_after(st, has ? &cursor : NULL, 5, &v, &k, NULL),
-                     RD_OK);
+    size_t k = next_page(st, &cursor, &has, 5, &v);
     for (size_t i = 0; i < k; i++) {
       for (size_t j = 0; j < n_all; j++)
         if (same_key(&v[i], &all[j])) seen[j]++;
-    }
-    if (k > 0) {
-      cursor = v[k - 1];
-      has = 1;
     }
     rd_store_free_profiles(v);
     if (k < 5) break;
