@@ -75,6 +75,8 @@
 #include "csim_rmm.h"
 #include "kernels/learner.h"
 #include "learner.h"
+#include "learner_backend.h"
+#include "learner_backend_fpga.h"
 #include "learner_host.h"
 #include "learner_pool.h"
 #include "learner_shapes.h"
@@ -762,85 +764,25 @@ static void run_csim_rmm(const opts_t *o, FILE *info) {
 /* ------------------------------------------------------------------ */
 
 
-/* The learner kernel's buffers, as backends/fpga/learner_backend_fpga.c keeps
- * them (its "board buffers": host memory in C-simulation). */
-typedef struct {
-  rd_learner_config_t c;
-  lrn_config_t kc;
-  uint32_t desc[LRN_D_WORDS];
-  double hp[LRN_HP_COUNT];
-  size_t n_params;
-  uint64_t steps;
-  float *params, *target, *adam_m, *adam_v, *ws;
-} klearner_t;
-
-static float *xfloats(size_t n) {
-  float *p = xmalloc(n * sizeof(float));
-  memset(p, 0, n * sizeof(float));
-  return p;
-}
-
-/* The kernel for config c with the CPU learner's initial weights (cpu,
- * before its first step): DP as the daemon's backend, min(batch,
- * LRN_MAX_DP). */
-static void klearner_init(klearner_t *k, const rd_learner_config_t *c, const rd_learner_t *cpu) {
-  memset(k, 0, sizeof *k);
-  k->c = *c;
-  rd_fpga_learner_config(c, c->max_batch < LRN_MAX_DP ? c->max_batch : LRN_MAX_DP, &k->kc);
-  lrn_why_t why;
-  if (lrn_config_check(&k->kc, &why) != LRN_OK) {
-    char msg[256];
-    lrn_why_format(&why, msg, sizeof msg);
-    die("the learner kernel's build cannot train this learner: %s", msg);
-  }
-  lrn_config_pack(&k->kc, k->desc, k->hp);
-  k->n_params = lrn_params_floats(&k->kc);
-  k->params = xfloats(k->n_params);
-  k->target = xfloats(k->n_params);
-  k->adam_m = xfloats(k->n_params);
-  k->adam_v = xfloats(k->n_params);
-  k->ws = xfloats(lrn_ws_floats(&k->kc));
-  /* CPU nets: DQN q, q_target; DDPG actor, actor_target, critic,
-   * critic_target. The kernel's block: the online networks in that order
-   * (as rd_learner_fpga_initial_weights copies them). */
-  size_t off = 0;
-  for (int n = 0; n < cpu->n_nets; n += 2) {
-    size_t np = rd_mlp_n_params(&cpu->net[n]);
-    if (off + np > k->n_params) break;
-    memcpy(k->params + off, cpu->net[n].params, np * sizeof(float));
-    memcpy(k->target + off, cpu->net[n + 1].params, np * sizeof(float));
-    off += np;
-  }
-  if (off != k->n_params)
-    die("the CPU learner has %zu parameters for a kernel block of %zu", off, k->n_params);
-}
-
-static void klearner_free(klearner_t *k) {
-  free(k->params);
-  free(k->target);
-  free(k->adam_m);
-  free(k->adam_v);
-  free(k->ws);
-}
-
-/* One step as the daemon's "fpga" backend takes it: the host's batch check,
- * then the kernel top. */
-static void klearner_step(klearner_t *k, const rd_batch_t *b, float *td) {
+/* The learner kernel as the daemon runs it: its "fpga" learner backend
+ * (backends/fpga/learner_backend_fpga.c: the host's batch check, then the
+ * kernel top, on the CPU learner's initial weights for the seed). */
+static void kernel_learner_init(rd_learner_backend_t *k, const rd_learner_config_t *c) {
   rd_error_t err;
-  int rc = rd_learner_batch_validate(&k->c, b, &err);
-  if (rc) fail_rc("rd_learner_batch_validate", rc, &err);
-  double stats[LRN_ST_COUNT];
-  rc = lrn_train_step(k->desc, k->hp, k->steps, (uint32_t)b->n, k->params, k->target, k->adam_m,
-                      k->adam_v, k->ws, b->obs, b->action_i, b->action_f, b->reward,
-                      b->discount, b->next_obs, b->weights, td, stats);
-  if (rc != LRN_OK) die("lrn_train_step failed: status %d (failed: %g)", rc, stats[LRN_ST_FAILED]);
-  k->steps++;
+  int rc = rd_learner_backend_init(k, &rd_learner_ops_fpga, c, 0, &err);
+  if (rc) die("the FPGA learner backend cannot train this learner: %s", err.msg);
+}
+
+static void kernel_learner_step(rd_learner_backend_t *k, const rd_batch_t *b, float *td) {
+  rd_error_t err;
+  int rc = k->ops->step(k, b, td, NULL, &err);
+  if (rc) fail_rc("the FPGA learner backend's step", rc, &err);
 }
 
 typedef struct {
   learner_pool_t *p;
   rd_learner_t *cpu;
-  klearner_t *k;
+  rd_learner_backend_t *k;
 } lctx_t;
 
 static void cpu_step(void *ctx, uint64_t it) {
@@ -852,7 +794,7 @@ static void cpu_step(void *ctx, uint64_t it) {
 
 static void csim_step(void *ctx, uint64_t it) {
   lctx_t *x = ctx;
-  klearner_step(x->k, &x->p->b[it % LEARNER_POOL], x->p->td);
+  kernel_learner_step(x->k, &x->p->b[it % LEARNER_POOL], x->p->td);
 }
 
 #define TD_TOL 1e-4
@@ -885,8 +827,10 @@ static void run_csim_learner(const opts_t *o, FILE *info) {
       rd_error_t err;
       int rc = rd_learner_init(&cpu, &c, &err);
       if (rc) fail_rc("rd_learner_init", rc, &err);
-      klearner_t k;
-      klearner_init(&k, &c, &cpu);
+      rd_learner_backend_t k;
+      kernel_learner_init(&k, &c);
+      lrn_config_t kc; /* for its DP */
+      rd_learner_fpga_kernel_config(&c, &kc);
       learner_pool_t p;
       learner_pool_init(&p, &c, B);
 
@@ -894,7 +838,7 @@ static void run_csim_learner(const opts_t *o, FILE *info) {
       float *td_cpu = xmalloc(B * sizeof(float)), *td_k = xmalloc(B * sizeof(float));
       rc = rd_learner_step(&cpu, &p.b[0], td_cpu, NULL, &err);
       if (rc) fail_rc("rd_learner_step (check)", rc, &err);
-      klearner_step(&k, &p.b[0], td_k);
+      kernel_learner_step(&k, &p.b[0], td_k);
       double mx = 1, dev = 0;
       for (uint32_t i = 0; i < B; i++) {
         if (!isfinite(td_cpu[i]) || !isfinite(td_k[i]))
@@ -927,15 +871,15 @@ static void run_csim_learner(const opts_t *o, FILE *info) {
         printf("{\"name\": \"fpga.csim.learner_step_us\", \"params\": {\"shape\": \"%s\", "
                "\"batch\": %u, \"dp\": %u, \"source\": \"csim\", \"td_rel_err\": %.3g}, "
                "\"value\": %.3f, \"unit\": \"us\"}\n",
-               sh->name, B, k.kc.dp, dev, csim_us);
+               sh->name, B, kc.dp, dev, csim_us);
       } else {
         if (g_progress) fputs("\r\033[K", stderr);
-        printf("%-14s %6u %3u %13.2f %13.2f %8.2fx %10.2g\n", sh->name, B, k.kc.dp, csim_us,
+        printf("%-14s %6u %3u %13.2f %13.2f %8.2fx %10.2g\n", sh->name, B, kc.dp, csim_us,
                cpu_us, csim_us / cpu_us, dev);
       }
       fflush(stdout);
       learner_pool_free(&p);
-      klearner_free(&k);
+      rd_learner_backend_destroy(&k);
       rd_learner_free(&cpu);
     }
   }
