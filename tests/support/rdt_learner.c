@@ -1,6 +1,11 @@
 /* rdt_learner.c - learner configs for tests (rdt_learner.h). */
 #include "rdt_learner.h"
 
+#include <stdlib.h>
+#include <string.h>
+
+#include "rd_philox.h"
+
 /* The defaults with algo, obs inputs and the hidden layers. */
 static void shape(rd_learner_config_t *c, rd_algo_t algo, uint32_t obs, uint32_t n_hidden,
                   const uint32_t *hidden) {
@@ -23,4 +28,57 @@ void rdt_ddpg_config(rd_learner_config_t *c, uint32_t obs, uint32_t act, uint32_
   c->action_dim = act;
   c->n_critic_hidden = n_critic;
   for (uint32_t i = 0; i < n_critic; i++) c->critic_hidden[i] = critic[i];
+}
+
+static float unif(uint64_t seed, uint64_t d, float lo, float hi) {
+  double u = (double)(rd_philox_u64(seed, d) >> 11) * 0x1p-53;
+  return (float)(lo + (hi - lo) * u);
+}
+
+static void *alloc(size_t bytes) {
+  void *p = malloc(bytes ? bytes : 1);
+  if (p == NULL) abort();
+  return p;
+}
+
+static float *filled(size_t n, uint64_t seed, float lo, float hi) {
+  float *a = alloc(n * sizeof *a);
+  for (size_t i = 0; i < n; i++) a[i] = unif(seed, i, lo, hi);
+  return a;
+}
+
+void rdt_batch_make(rdt_batch_t *bb, const rd_learner_config_t *c, size_t n, uint64_t seed) {
+  memset(bb, 0, sizeof *bb);
+  bb->obs = filled(n * c->obs_dim, seed, -1, 1);
+  bb->next = filled(n * c->obs_dim, seed + 1, -1, 1);
+  bb->reward = filled(n, seed + 2, -1, 1);
+  bb->w = filled(n, seed + 3, 0.2f, 1.0f);
+  bb->discount = alloc(n * sizeof *bb->discount);
+  for (size_t i = 0; i < n; i++) bb->discount[i] = i % 5 == 4 ? 0.0f : 0.99f;
+  bb->b.n = n;
+  bb->b.obs = bb->obs;
+  bb->b.next_obs = bb->next;
+  bb->b.reward = bb->reward;
+  bb->b.discount = bb->discount;
+  bb->b.weights = bb->w;
+  if (c->algo == RD_ALGO_DQN) {
+    bb->ai = alloc(n * sizeof *bb->ai);
+    for (size_t i = 0; i < n; i++)
+      bb->ai[i] = (int32_t)(rd_philox_u64(seed + 4, i) % c->num_actions);
+    bb->b.action_i = bb->ai;
+  } else {
+    bb->af = filled(n * c->action_dim, seed + 5, c->action_low, c->action_high);
+    bb->b.action_f = bb->af;
+  }
+}
+
+void rdt_batch_free(rdt_batch_t *bb) {
+  free(bb->obs);
+  free(bb->next);
+  free(bb->reward);
+  free(bb->discount);
+  free(bb->w);
+  free(bb->af);
+  free(bb->ai);
+  memset(bb, 0, sizeof *bb);
 }

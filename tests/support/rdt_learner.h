@@ -3,10 +3,12 @@
  * states only the shape and what it changes besides.
  *
  * Contract: the builders overwrite c and allocate nothing; hidden (and
- * critic) hold n_hidden (n_critic) widths. */
+ * critic) hold n_hidden (n_critic) widths. And the random batches the
+ * learner tests and benchmarks step on. */
 #ifndef RDT_LEARNER_H
 #define RDT_LEARNER_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "learner.h"
@@ -23,6 +25,21 @@ void rdt_dqn_config(rd_learner_config_t *c, uint32_t obs, uint32_t actions, uint
  * layers are critic[0..n_critic). */
 void rdt_ddpg_config(rd_learner_config_t *c, uint32_t obs, uint32_t act, uint32_t n_hidden,
                      const uint32_t *hidden, uint32_t n_critic, const uint32_t *critic);
+
+/* A random learner batch of n rows for config c, owned by the struct:
+ * observations, next observations and rewards uniform in [-1, 1), IS
+ * weights in [0.2, 1), discount 0.99 with every fifth row terminal, valid
+ * actions (DQN: in [0, num_actions); DDPG: in the action range); from
+ * Philox streams seed, seed + 1, ... (the same seed, the same batch). */
+typedef struct {
+  rd_batch_t b;
+  float *obs, *next, *reward, *discount, *w, *af;
+  int32_t *ai;
+} rdt_batch_t;
+
+/* Allocates with malloc (a failed allocation aborts: these are tests). */
+void rdt_batch_make(rdt_batch_t *bb, const rd_learner_config_t *c, size_t n, uint64_t seed);
+void rdt_batch_free(rdt_batch_t *bb);
 
 #ifdef __cplusplus
 }
