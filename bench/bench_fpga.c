@@ -589,24 +589,9 @@ static void check_same_leaves(const trees_t *tr, uint64_t *prefix, const char *w
 /* The same leaf from both trees for targets at the edges, at exact prefix
  * boundaries (t = prefix(i) and prefix(i) - 1) and uniform. */
 static void check_same_samples(const trees_t *tr, const uint64_t *prefix, const char *when) {
-  uint64_t *tg = xmalloc(CHECK_TARGETS * sizeof *tg), total = prefix[tr->capacity - 1];
+  uint64_t *tg = xmalloc(CHECK_TARGETS * sizeof *tg);
   uint32_t *la = xmalloc(CHECK_TARGETS * sizeof *la), *lb = xmalloc(CHECK_TARGETS * sizeof *lb);
-  uint64_t s = SEED ^ 0xc4ec ^ tr->capacity;
-  for (size_t i = 0; i < CHECK_TARGETS; i++) {
-    uint64_t t;
-    if (i == 0)
-      t = 0;
-    else if (i == 1)
-      t = total - 1;
-    else if (i % 4 == 2 || i % 4 == 3) {
-      uint64_t q = prefix[rd_rng_below(&s, tr->capacity)];
-      t = i % 4 == 2 ? q : q - 1;
-      if (q == 0 || t >= total) t = rd_rng_below(&s, total);
-    } else {
-      t = rd_rng_below(&s, total);
-    }
-    tg[i] = t;
-  }
+  bench_check_targets(prefix, tr->capacity, SEED ^ 0xc4ec ^ tr->capacity, tg, CHECK_TARGETS);
   rd_error_t err;
   int rc = rd_sumtree_sample(&tr->cpu, CHECK_TARGETS, tg, la, &err);
   if (rc) fail_rc("rd_sumtree_sample (check)", rc, &err);

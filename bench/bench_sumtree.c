@@ -524,26 +524,6 @@ static void tree_init(rd_sumtree_t *t, uint32_t capacity, uint32_t fanout) {
 #define CHECK_CAPACITY (1u << 20)
 #define CHECK_TARGETS 4096
 
-/* Targets for the check: the edges, exact prefix boundaries, and uniform. */
-static void check_targets(const uint64_t *prefix, uint32_t capacity, uint64_t *tg, size_t n) {
-  uint64_t total = prefix[capacity - 1], s = SEED ^ 0xc4ec;
-  for (size_t i = 0; i < n; i++) {
-    uint64_t t;
-    if (i == 0)
-      t = 0;
-    else if (i == 1)
-      t = total - 1;
-    else if (i % 4 == 2 || i % 4 == 3) {
-      uint64_t q = prefix[rd_rng_below(&s, capacity)];
-      t = i % 4 == 2 ? q : q - 1; /* q == 0 only if leading zeros: t wraps, fixed below */
-      if (t >= total) t = rd_rng_below(&s, total);
-    } else {
-      t = rd_rng_below(&s, total);
-    }
-    tg[i] = t;
-  }
-}
-
 static void check_leaf(const char *who, uint32_t fanout, uint32_t threads, const uint64_t *prefix,
                        uint32_t capacity, uint64_t target, uint32_t leaf) {
   if (leaf >= capacity)
@@ -583,7 +563,7 @@ static void exactness_check(const opts_t *o, FILE *info) {
     if (rd_sumtree_total(&t) != run)
       die("exactness check FAILED (K=%u): total %" PRIu64 " but the leaves sum to %" PRIu64, K,
           rd_sumtree_total(&t), run);
-    if (!have_prefix) check_targets(prefix, cap, tg, CHECK_TARGETS);
+    if (!have_prefix) bench_check_targets(prefix, cap, SEED ^ 0xc4ec, tg, CHECK_TARGETS);
     have_prefix = true;
     for (size_t h = 0; h < o->threads.n; h++) {
       uint32_t T = o->threads.v[h];

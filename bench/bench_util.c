@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "rd_clock.h"
+#include "rd_rng.h"
 
 void die(const char *fmt, ...) {
   va_list ap;
@@ -179,4 +180,24 @@ double bench_seconds_per_unit(bench_unit_fn fn, void *ctx, const bench_timing_t 
   double v[BENCH_MAX_REPS];
   for (int r = 0; r < t->reps; r++) v[r] = bench_rep_seconds(unit_run, &u, n);
   return bench_median(v, t->reps);
+}
+
+void bench_check_targets(const uint64_t *prefix, uint32_t capacity, uint64_t seed, uint64_t *tg,
+                         size_t n) {
+  uint64_t total = prefix[capacity - 1], s = seed;
+  for (size_t i = 0; i < n; i++) {
+    uint64_t t;
+    if (i == 0) {
+      t = 0;
+    } else if (i == 1) {
+      t = total - 1;
+    } else if (i % 4 == 2 || i % 4 == 3) {
+      uint64_t q = prefix[rd_rng_below(&s, capacity)];
+      t = i % 4 == 2 ? q : q - 1; /* q == 0 (leading zero leaves): t wraps, redrawn below */
+      if (t >= total) t = rd_rng_below(&s, total);
+    } else {
+      t = rd_rng_below(&s, total);
+    }
+    tg[i] = t;
+  }
 }

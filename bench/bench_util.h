@@ -96,6 +96,13 @@ double bench_median(double *v, int n);
  * selects the input. */
 typedef void (*bench_unit_fn)(void *ctx, uint64_t it);
 
+/* Targets for checking a sum tree's sample against the leaves' inclusive
+ * prefix sums prefix[0..capacity): the edges (0, total - 1), every fourth
+ * pair at an exact prefix boundary (prefix(i) and prefix(i) - 1), the rest
+ * uniform in [0, total); from splitmix64 stream `seed`. */
+void bench_check_targets(const uint64_t *prefix, uint32_t capacity, uint64_t seed, uint64_t *tg,
+                         size_t n);
+
 /* Seconds per unit: bench_warm_up, then the median of t->reps repetitions. */
 double bench_seconds_per_unit(bench_unit_fn fn, void *ctx, const bench_timing_t *t);
 
