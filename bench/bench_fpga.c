@@ -138,27 +138,19 @@ static void parse_opts(opts_t *o, int argc, char **argv) {
   o->parts = RD_BENCH_FPGA_PARTS_DIR;
   double time_ms = 0;
   for (int i = 1; i < argc; i++) {
-    const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
-    if (bench_common_opt(a, &o->json, &o->quick, usage)) continue;
-    if (strcmp(a, "--only") == 0 || strcmp(a, "--parts") == 0 ||
-               strcmp(a, "--time-ms") == 0) {
-      if (val == NULL) die("%s needs a value", a);
-      i++;
-      if (strcmp(a, "--only") == 0) {
-        if (strcmp(val, "model") == 0)
-          o->csim = false;
-        else if (strcmp(val, "csim") == 0)
-          o->model = false;
-        else
-          die("--only: '%s' is not model or csim", val);
-      } else if (strcmp(a, "--parts") == 0) {
-        o->parts = val;
-      } else {
-        time_ms = bench_parse_u32(a, val, 1, 60000);
-      }
+    const char *v;
+    if (bench_common_opt(argc, argv, &i, &o->json, &o->quick, &time_ms, usage)) continue;
+    if ((v = bench_opt(argc, argv, &i, "--only"))) {
+      if (strcmp(v, "model") == 0)
+        o->csim = false;
+      else if (strcmp(v, "csim") == 0)
+        o->model = false;
+      else
+        die("--only: '%s' is not model or csim", v);
+    } else if ((v = bench_opt(argc, argv, &i, "--parts"))) {
+      o->parts = v;
     } else {
-      usage(stderr);
-      die("unknown option '%s'", a);
+      bench_unknown_opt(argv[i], usage);
     }
   }
   bench_timing_init(&o->timing, time_ms, o->quick, 0.015, 0.100, 0.005, 0.020);

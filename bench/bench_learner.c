@@ -122,30 +122,17 @@ static void parse_opts(opts_t *o, int argc, char **argv) {
   o->script = RD_BENCH_DIR "/pytorch_learner.py";
   double time_ms = 0;
   for (int i = 1; i < argc; i++) {
-    const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
-    if (bench_common_opt(a, &o->json, &o->quick, usage)) continue;
-    if (strcmp(a, "--pytorch") == 0) {
+    const char *v;
+    if (bench_common_opt(argc, argv, &i, &o->json, &o->quick, &time_ms, usage)) continue;
+    if (learner_opt(argc, argv, &i, o->shape_on, &o->batch, RD_MLP_MAX_BATCH, &o->threads))
+      continue;
+    if (strcmp(argv[i], "--pytorch") == 0) {
       o->pytorch = true;
-    } else if (strcmp(a, "--shape") == 0 || strcmp(a, "--batch") == 0 ||
-               strcmp(a, "--threads") == 0 || strcmp(a, "--time-ms") == 0 ||
-               strcmp(a, "--pytorch-script") == 0) {
-      if (val == NULL) die("%s needs a value", a);
-      i++;
-      if (strcmp(a, "--shape") == 0) {
-        shape_opt(val, o->shape_on);
-      } else if (strcmp(a, "--batch") == 0) {
-        bench_list_add(&o->batch, a, bench_parse_u32(a, val, 1, RD_MLP_MAX_BATCH));
-      } else if (strcmp(a, "--threads") == 0) {
-        bench_list_add(&o->threads, a, bench_parse_u32(a, val, 1, RD_MLP_MAX_THREADS));
-      } else if (strcmp(a, "--pytorch-script") == 0) {
-        o->script = val;
-        o->pytorch = true;
-      } else {
-        time_ms = bench_parse_u32(a, val, 1, 60000);
-      }
+    } else if ((v = bench_opt(argc, argv, &i, "--pytorch-script"))) {
+      o->script = v;
+      o->pytorch = true;
     } else {
-      usage(stderr);
-      die("unknown option '%s'", a);
+      bench_unknown_opt(argv[i], usage);
     }
   }
   learner_opts_default(o->shape_on, &o->batch, o->quick);

@@ -147,31 +147,16 @@ static void parse_opts(opts_t *o, int argc, char **argv) {
   o->pin = -1;
   double time_ms = 0;
   for (int i = 1; i < argc; i++) {
-    const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
-    if (bench_common_opt(a, &o->json, &o->quick, usage)) continue;
-    if (strcmp(a, "--shape") == 0 || strcmp(a, "--batch") == 0 ||
-               strcmp(a, "--threads") == 0 || strcmp(a, "--depth") == 0 ||
-               strcmp(a, "--pin") == 0 || strcmp(a, "--time-ms") == 0) {
-      if (val == NULL) die("%s needs a value", a);
-      i++;
-      if (strcmp(a, "--shape") == 0) {
-        shape_opt(val, o->shape_on);
-      } else if (strcmp(a, "--batch") == 0) {
-        /* The table's max_batch and the pipeline's limit. */
-        bench_list_add(&o->batch, a, bench_parse_u32(a, val, 1, 65536));
-      } else if (strcmp(a, "--threads") == 0) {
-        bench_list_add(&o->threads, a, bench_parse_u32(a, val, 1, RD_MLP_MAX_THREADS));
-      } else if (strcmp(a, "--depth") == 0) {
-        bench_list_add(&o->depth, a, bench_parse_u32(a, val, 0, RD_PIPELINE_MAX_DEPTH));
-      } else if (strcmp(a, "--pin") == 0) {
-        o->pin = (int)bench_parse_u32(a, val, 0, CPU_SETSIZE - 1);
-      } else {
-        time_ms = bench_parse_u32(a, val, 1, 60000);
-      }
-    } else {
-      usage(stderr);
-      die("unknown option '%s'", a);
-    }
+    const char *v;
+    if (bench_common_opt(argc, argv, &i, &o->json, &o->quick, &time_ms, usage)) continue;
+    /* --batch: the table's max_batch and the pipeline's limit. */
+    if (learner_opt(argc, argv, &i, o->shape_on, &o->batch, 65536, &o->threads)) continue;
+    if ((v = bench_opt(argc, argv, &i, "--depth")))
+      bench_list_add(&o->depth, "--depth", bench_parse_u32("--depth", v, 0, RD_PIPELINE_MAX_DEPTH));
+    else if ((v = bench_opt(argc, argv, &i, "--pin")))
+      o->pin = (int)bench_parse_u32("--pin", v, 0, CPU_SETSIZE - 1);
+    else
+      bench_unknown_opt(argv[i], usage);
   }
   learner_opts_default(o->shape_on, &o->batch, o->quick);
   if (o->threads.n == 0) bench_list_add(&o->threads, "--threads", DEFAULT_THREADS);

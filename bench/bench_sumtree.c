@@ -120,44 +120,33 @@ static void parse_opts(opts_t *o, int argc, char **argv) {
   o->baseline = true;
   bool op_given = false;
   for (int i = 1; i < argc; i++) {
-    const char *a = argv[i];
-    const char *val = i + 1 < argc ? argv[i + 1] : NULL;
-    if (bench_common_opt(a, &o->json, &o->quick, usage)) continue;
-    if (strcmp(a, "--no-baseline") == 0) {
+    const char *v;
+    if (bench_common_opt(argc, argv, &i, &o->json, &o->quick, &time_ms, usage)) continue;
+    if (strcmp(argv[i], "--no-baseline") == 0) {
       o->baseline = false;
-    } else if (strcmp(a, "--op") == 0) {
-      if (val == NULL) die("%s needs a value", a);
-      i++;
-      int k = strcmp(val, "sample") == 0 ? 0 : strcmp(val, "update") == 0 ? 1
-            : strcmp(val, "update_random") == 0 ? 2 : strcmp(val, "insert") == 0 ? 3 : -1;
-      if (k < 0) die("--op: '%s' is not sample, update, update_random or insert", val);
+    } else if ((v = bench_opt(argc, argv, &i, "--op"))) {
+      int k = strcmp(v, "sample") == 0 ? 0 : strcmp(v, "update") == 0 ? 1
+            : strcmp(v, "update_random") == 0 ? 2 : strcmp(v, "insert") == 0 ? 3 : -1;
+      if (k < 0) die("--op: '%s' is not sample, update, update_random or insert", v);
       op_given = true;
       o->op[k] = true;
-    } else if (strcmp(a, "--capacity") == 0 || strcmp(a, "--batch") == 0 ||
-               strcmp(a, "--fanout") == 0 || strcmp(a, "--threads") == 0 ||
-               strcmp(a, "--time-ms") == 0) {
-      if (val == NULL) die("%s needs a value", a);
-      i++;
-      if (strcmp(a, "--capacity") == 0) {
-        o->capacity.n = 0;
-        bench_list_add(&o->capacity, a, bench_parse_u32(a, val, 1, RD_SUMTREE_MAX_CAPACITY));
-      } else if (strcmp(a, "--batch") == 0) {
-        o->batch.n = 0;
-        bench_list_add(&o->batch, a, bench_parse_u32(a, val, 1, UINT64_C(1) << 20));
-      } else if (strcmp(a, "--fanout") == 0) {
-        uint32_t k = bench_parse_u32(a, val, RD_SUMTREE_MIN_FANOUT, RD_SUMTREE_MAX_FANOUT);
-        if (k & (k - 1)) die("--fanout: %u is not a power of two", k);
-        o->fanout.n = 0;
-        bench_list_add(&o->fanout, a, k);
-      } else if (strcmp(a, "--threads") == 0) {
-        o->threads.n = 0;
-        bench_list_add(&o->threads, a, bench_parse_u32(a, val, 1, 256));
-      } else {
-        time_ms = bench_parse_u32(a, val, 1, 60000);
-      }
+    } else if ((v = bench_opt(argc, argv, &i, "--capacity"))) { /* one value: the last given */
+      o->capacity.n = 0;
+      bench_list_add(&o->capacity, "--capacity",
+                     bench_parse_u32("--capacity", v, 1, RD_SUMTREE_MAX_CAPACITY));
+    } else if ((v = bench_opt(argc, argv, &i, "--batch"))) {
+      o->batch.n = 0;
+      bench_list_add(&o->batch, "--batch", bench_parse_u32("--batch", v, 1, UINT64_C(1) << 20));
+    } else if ((v = bench_opt(argc, argv, &i, "--fanout"))) {
+      uint32_t k = bench_parse_u32("--fanout", v, RD_SUMTREE_MIN_FANOUT, RD_SUMTREE_MAX_FANOUT);
+      if (k & (k - 1)) die("--fanout: %u is not a power of two", k);
+      o->fanout.n = 0;
+      bench_list_add(&o->fanout, "--fanout", k);
+    } else if ((v = bench_opt(argc, argv, &i, "--threads"))) {
+      o->threads.n = 0;
+      bench_list_add(&o->threads, "--threads", bench_parse_u32("--threads", v, 1, 256));
     } else {
-      usage(stderr);
-      die("unknown option '%s'", a);
+      bench_unknown_opt(argv[i], usage);
     }
   }
 

@@ -104,7 +104,9 @@ uint32_t bench_parse_u32(const char *opt, const char *s, uint64_t lo, uint64_t h
   return (uint32_t)v;
 }
 
-int bench_common_opt(const char *a, bool *json, bool *quick, void (*usage)(FILE *)) {
+int bench_common_opt(int argc, char **argv, int *i, bool *json, bool *quick, double *time_ms,
+                     void (*usage)(FILE *)) {
+  const char *a = argv[*i], *v;
   if (strcmp(a, "--json") == 0) {
     *json = true;
   } else if (strcmp(a, "--quick") == 0) {
@@ -112,10 +114,23 @@ int bench_common_opt(const char *a, bool *json, bool *quick, void (*usage)(FILE 
   } else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
     usage(stdout);
     exit(0);
+  } else if (time_ms != NULL && (v = bench_opt(argc, argv, i, "--time-ms"))) {
+    *time_ms = bench_parse_u32("--time-ms", v, 1, 60000);
   } else {
     return 0;
   }
   return 1;
+}
+
+const char *bench_opt(int argc, char **argv, int *i, const char *name) {
+  if (strcmp(argv[*i], name) != 0) return NULL;
+  if (*i + 1 >= argc) die("%s needs a value", name);
+  return argv[++*i];
+}
+
+void bench_unknown_opt(const char *a, void (*usage)(FILE *)) {
+  usage(stderr);
+  die("unknown option '%s'", a);
 }
 
 void bench_list_add(bench_list_t *l, const char *opt, uint32_t v) {

@@ -47,8 +47,17 @@ void bench_omp_passive(char **argv);
 uint32_t bench_parse_u32(const char *opt, const char *s, uint64_t lo, uint64_t hi);
 
 /* The options every benchmark takes: --json, --quick, --help (prints
- * usage, exits 0). 1 when a is one of them, else 0. */
-int bench_common_opt(const char *a, bool *json, bool *quick, void (*usage)(FILE *));
+ * usage, exits 0) and --time-ms MS (1..60000; time_ms NULL: not taken).
+ * 1 when argv[*i] is one of them (its value consumed), else 0. */
+int bench_common_opt(int argc, char **argv, int *i, bool *json, bool *quick, double *time_ms,
+                     void (*usage)(FILE *));
+
+/* The value of option `name` when argv[*i] is it (moving *i past the
+ * value; dies when it is missing), else NULL. */
+const char *bench_opt(int argc, char **argv, int *i, const char *name);
+
+/* An option no branch took: usage on stderr, then die. */
+void bench_unknown_opt(const char *a, void (*usage)(FILE *)) __attribute__((noreturn));
 
 /* A repeatable option's values (--batch 32 --batch 512), in the order given. */
 #define BENCH_MAX_LIST 16

@@ -71,6 +71,23 @@ static inline void shape_opt(const char *name, bool *shape_on) {
   shape_on[k] = true;
 }
 
+/* The options both learner benchmarks take: --shape NAME, --batch B (1 to
+ * max_batch) and --threads T, each repeatable. 1 when argv[*i] is one of
+ * them (its value consumed), else 0. */
+static inline int learner_opt(int argc, char **argv, int *i, bool *shape_on, bench_list_t *batch,
+                              uint32_t max_batch, bench_list_t *threads) {
+  const char *v;
+  if ((v = bench_opt(argc, argv, i, "--shape")))
+    shape_opt(v, shape_on);
+  else if ((v = bench_opt(argc, argv, i, "--batch")))
+    bench_list_add(batch, "--batch", bench_parse_u32("--batch", v, 1, max_batch));
+  else if ((v = bench_opt(argc, argv, i, "--threads")))
+    bench_list_add(threads, "--threads", bench_parse_u32("--threads", v, 1, RD_MLP_MAX_THREADS));
+  else
+    return 0;
+  return 1;
+}
+
 /* The defaults of the learner benchmarks' options: every shape when no
  * --shape was given; batches 32, 256, 2048, 16384 (--quick: 32, 2048) when
  * no --batch was. */
