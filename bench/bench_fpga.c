@@ -892,8 +892,6 @@ int main(int argc, char **argv) {
     run_csim_rmm(&o, info);
     run_csim_learner(&o, info);
   }
-  if (g_progress) fputs("\r\033[K", stderr);
-  load_average(m.load, sizeof m.load);
-  fprintf(info, "# load average at the end: %s\n", m.load);
+  bench_end(info, g_progress);
   return 0;
 }

@@ -479,9 +479,7 @@ int main(int argc, char **argv) {
     }
   }
   if (o.pytorch) pytorch_stop(&bp);
-  if (progress) fputs("\r\033[K", stderr);
-  load_average(m.load, sizeof m.load);
-  fprintf(info, "# load average at the end: %s\n", m.load);
+  bench_end(info, progress);
   if (o.json)
     print_json();
   else

@@ -782,9 +782,7 @@ int main(int argc, char **argv) {
       for (size_t t = 0; t < o.threads.n; t++)
         run_point(&shapes[k], o.batch.v[b], o.threads.v[t], &o, progress);
   }
-  if (progress) fputs("\r\033[K", stderr);
-  load_average(m.load, sizeof m.load);
-  fprintf(info, "# load average at the end: %s\n", m.load);
+  bench_end(info, progress);
   if (o.json)
     print_json();
   else

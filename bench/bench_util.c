@@ -78,6 +78,13 @@ void bench_machine(bench_machine_t *m) {
   m->cpus = sysconf(_SC_NPROCESSORS_ONLN);
 }
 
+void bench_end(FILE *info, bool progress) {
+  if (progress) fputs("\r\033[K", stderr);
+  char load[32];
+  load_average(load, sizeof load);
+  fprintf(info, "# load average at the end: %s\n", load);
+}
+
 void bench_omp_passive(char **argv) {
   if (getenv("OMP_WAIT_POLICY") != NULL) return;
   setenv("OMP_WAIT_POLICY", "passive", 1);

@@ -37,6 +37,10 @@ typedef struct {
 } bench_machine_t;
 void bench_machine(bench_machine_t *m);
 
+/* The end of a run's report: the progress line (progress: one was drawn
+ * on stderr) cleared, and "# load average at the end: L" on info. */
+void bench_end(FILE *info, bool progress);
+
 /* libgomp reads OMP_WAIT_POLICY once, at load: unless it is set, set it to
  * passive and re-execute the program (argv); if that fails, say so on
  * stderr and go on. */
