@@ -94,6 +94,33 @@ static int alloc_out(void *arg, const rd_table_t *t, uint32_t n, rd_sample_out_t
   return RD_OK;
 }
 
+/* Where a sample of up to BATCH rows lands: alloc_out hands it out. */
+typedef struct {
+  uint64_t keys[BATCH];
+  double pr[BATCH], wt[BATCH];
+  float obs[BATCH * 4], rew[BATCH];
+  rd_buf_t cols[2];
+  rd_sample_out_t out;
+} sample_to_t;
+
+static void sample_to(sample_to_t *s) {
+  s->cols[0] = (rd_buf_t){s->obs, sizeof s->obs};
+  s->cols[1] = (rd_buf_t){s->rew, sizeof s->rew};
+  s->out = (rd_sample_out_t){s->keys, s->pr, s->wt, s->cols};
+  g_out = &s->out;
+}
+
+/* A registry of the default config and, on it, gpu_workload. */
+static rd_workload_t *fresh_gpu_workload(rd_registry_t **r) {
+  rd_config_t cfg;
+  rd_config_defaults(&cfg);
+  rd_error_t err;
+  rd_error_clear(&err);
+  *r = NULL;
+  if (rd_registry_create(r, &cfg, NULL, &err) != RD_OK) fail_msg("registry: %s", err.msg);
+  return gpu_workload(*r);
+}
+
 static void gpu_status(char *status, size_t len) {
   rd_device_t devs[RD_MAX_DEVICES];
   size_t n = rd_devices_get(devs, RD_MAX_DEVICES);
@@ -105,20 +132,13 @@ static void gpu_status(char *status, size_t len) {
 
 static void test_sample_fault_moves_to_cpu(void **state) {
   (void)state;
-  rd_config_t cfg;
-  rd_config_defaults(&cfg);
-  rd_registry_t *r = NULL;
+  rd_registry_t *r;
+  rd_workload_t *w = fresh_gpu_workload(&r);
   rd_error_t err;
   rd_error_clear(&err);
-  assert_int_equal(rd_registry_create(&r, &cfg, NULL, &err), RD_OK);
-  rd_workload_t *w = gpu_workload(r);
   for (uint32_t k = 0; k < 4; k++) insert(w, BATCH, (float)(k * BATCH));
-  uint64_t keys[BATCH];
-  double pr[BATCH], wt[BATCH];
-  float obs[BATCH * 4], rew[BATCH];
-  rd_buf_t cols[2] = {{obs, sizeof obs}, {rew, sizeof rew}};
-  rd_sample_out_t out = {keys, pr, wt, cols};
-  g_out = &out;
+  sample_to_t to;
+  sample_to(&to);
   rd_sample_request_t q;
   memset(&q, 0, sizeof q);
   q.batch = BATCH;
@@ -129,7 +149,7 @@ static void test_sample_fault_moves_to_cpu(void **state) {
   assert_int_equal(rc, RD_OK);
   assert_int_equal(size, 4 * BATCH);
   for (uint32_t i = 0; i < BATCH; i++) /* the rows belong to their keys */
-    assert_int_equal((uint64_t)obs[i * 4], keys[i]);
+    assert_int_equal((uint64_t)to.obs[i * 4], to.keys[i]);
   assert_string_equal(rd_table_rmm_name(&w->table), "cpu");
   assert_string_equal(rd_table_storage_name(&w->table), "host");
   assert_string_equal(w->placement->running, "C-C-C");
@@ -142,7 +162,7 @@ static void test_sample_fault_moves_to_cpu(void **state) {
   double p[BATCH];
   for (uint32_t i = 0; i < BATCH; i++) p[i] = 2.0;
   size_t stale = 0;
-  assert_int_equal(rd_workload_update(w, BATCH, keys, BATCH, p, &stale, &err), RD_OK);
+  assert_int_equal(rd_workload_update(w, BATCH, to.keys, BATCH, p, &stale, &err), RD_OK);
   assert_int_equal(rd_workload_sample(w, &q, alloc_out, NULL, &size, &err), RD_OK);
   rmm_check_arm(0, 0, 0);
   rd_workload_unref(w);
@@ -153,20 +173,13 @@ static void test_sample_fault_moves_to_cpu(void **state) {
  * empty on the CPU (the loss is logged), and the sample says so. */
 static void test_dead_device_loses_rows_loudly(void **state) {
   (void)state;
-  rd_config_t cfg;
-  rd_config_defaults(&cfg);
-  rd_registry_t *r = NULL;
+  rd_registry_t *r;
+  rd_workload_t *w = fresh_gpu_workload(&r);
   rd_error_t err;
   rd_error_clear(&err);
-  assert_int_equal(rd_registry_create(&r, &cfg, NULL, &err), RD_OK);
-  rd_workload_t *w = gpu_workload(r);
   insert(w, BATCH, 0);
-  uint64_t keys[BATCH];
-  double pr[BATCH], wt[BATCH];
-  float obs[BATCH * 4], rew[BATCH];
-  rd_buf_t cols[2] = {{obs, sizeof obs}, {rew, sizeof rew}};
-  rd_sample_out_t out = {keys, pr, wt, cols};
-  g_out = &out;
+  sample_to_t to;
+  sample_to(&to);
   rd_sample_request_t q;
   memset(&q, 0, sizeof q);
   q.batch = 8;
@@ -184,13 +197,10 @@ static void test_dead_device_loses_rows_loudly(void **state) {
 /* An insert whose device write fails: the rows go into the CPU table. */
 static void test_insert_fault_moves_to_cpu(void **state) {
   (void)state;
-  rd_config_t cfg;
-  rd_config_defaults(&cfg);
-  rd_registry_t *r = NULL;
+  rd_registry_t *r;
+  rd_workload_t *w = fresh_gpu_workload(&r);
   rd_error_t err;
   rd_error_clear(&err);
-  assert_int_equal(rd_registry_create(&r, &cfg, NULL, &err), RD_OK);
-  rd_workload_t *w = gpu_workload(r);
   insert(w, BATCH, 0);
   rmm_check_arm(RMM_FAIL_WRITE, 1, 0);
   insert(w, BATCH, (float)BATCH); /* fails on the device, done on the CPU */
