@@ -110,15 +110,33 @@ static void sample_to(sample_to_t *s) {
   g_out = &s->out;
 }
 
-/* A registry of the default config and, on it, gpu_workload. */
-static rd_workload_t *fresh_gpu_workload(rd_registry_t **r) {
+/* The fixture of the workload tests: a registry of the default config
+ * and, on it, gpu_workload; the teardown disarms the fault first. */
+typedef struct {
+  rd_registry_t *r;
+  rd_workload_t *w;
+} fixture_t;
+
+static int gpu_setup(void **state) {
+  fixture_t *f = calloc(1, sizeof *f);
+  if (f == NULL) return -1;
   rd_config_t cfg;
   rd_config_defaults(&cfg);
   rd_error_t err;
   rd_error_clear(&err);
-  *r = NULL;
-  if (rd_registry_create(r, &cfg, NULL, &err) != RD_OK) fail_msg("registry: %s", err.msg);
-  return gpu_workload(*r);
+  if (rd_registry_create(&f->r, &cfg, NULL, &err) != RD_OK) fail_msg("registry: %s", err.msg);
+  f->w = gpu_workload(f->r);
+  *state = f;
+  return 0;
+}
+
+static int gpu_teardown(void **state) {
+  fixture_t *f = *state;
+  rmm_check_arm(0, 0, 0);
+  rd_workload_unref(f->w);
+  rd_registry_destroy(f->r);
+  free(f);
+  return 0;
 }
 
 static void gpu_status(char *status, size_t len) {
@@ -131,9 +149,7 @@ static void gpu_status(char *status, size_t len) {
 }
 
 static void test_sample_fault_moves_to_cpu(void **state) {
-  (void)state;
-  rd_registry_t *r;
-  rd_workload_t *w = fresh_gpu_workload(&r);
+  rd_workload_t *w = ((fixture_t *)*state)->w;
   rd_error_t err;
   rd_error_clear(&err);
   for (uint32_t k = 0; k < 4; k++) insert(w, BATCH, (float)(k * BATCH));
@@ -165,16 +181,12 @@ static void test_sample_fault_moves_to_cpu(void **state) {
   assert_int_equal(rd_workload_update(w, BATCH, to.keys, BATCH, p, &stale, &err), RD_OK);
   assert_int_equal(rd_workload_sample(w, &q, alloc_out, NULL, &size, &err), RD_OK);
   rmm_check_arm(0, 0, 0);
-  rd_workload_unref(w);
-  rd_registry_destroy(r);
 }
 
 /* A device that is gone for good: the rows cannot come back, the table is
  * empty on the CPU (the loss is logged), and the sample says so. */
 static void test_dead_device_loses_rows_loudly(void **state) {
-  (void)state;
-  rd_registry_t *r;
-  rd_workload_t *w = fresh_gpu_workload(&r);
+  rd_workload_t *w = ((fixture_t *)*state)->w;
   rd_error_t err;
   rd_error_clear(&err);
   insert(w, BATCH, 0);
@@ -190,15 +202,11 @@ static void test_dead_device_loses_rows_loudly(void **state) {
   rmm_check_arm(0, 0, 0);
   insert(w, BATCH, 0); /* and it serves again */
   assert_int_equal(rd_workload_sample(w, &q, alloc_out, NULL, NULL, &err), RD_OK);
-  rd_workload_unref(w);
-  rd_registry_destroy(r);
 }
 
 /* An insert whose device write fails: the rows go into the CPU table. */
 static void test_insert_fault_moves_to_cpu(void **state) {
-  (void)state;
-  rd_registry_t *r;
-  rd_workload_t *w = fresh_gpu_workload(&r);
+  rd_workload_t *w = ((fixture_t *)*state)->w;
   rd_error_t err;
   rd_error_clear(&err);
   insert(w, BATCH, 0);
@@ -207,8 +215,6 @@ static void test_insert_fault_moves_to_cpu(void **state) {
   assert_string_equal(rd_table_storage_name(&w->table), "host");
   assert_int_equal(rd_table_next_key(&w->table), 2 * BATCH);
   rmm_check_arm(0, 0, 0);
-  rd_workload_unref(w);
-  rd_registry_destroy(r);
 }
 
 /* The hosted learner's sampler meets the fault: its table call is made
@@ -303,9 +309,9 @@ int main(void) {
   rd_log_open("", RD_LOG_ERROR, NULL);
   rd_devices_init();
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_sample_fault_moves_to_cpu),
-      cmocka_unit_test(test_insert_fault_moves_to_cpu),
-      cmocka_unit_test(test_dead_device_loses_rows_loudly),
+      cmocka_unit_test_setup_teardown(test_sample_fault_moves_to_cpu, gpu_setup, gpu_teardown),
+      cmocka_unit_test_setup_teardown(test_insert_fault_moves_to_cpu, gpu_setup, gpu_teardown),
+      cmocka_unit_test_setup_teardown(test_dead_device_loses_rows_loudly, gpu_setup, gpu_teardown),
       cmocka_unit_test(test_pipeline_goes_on_after_a_fault),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
