@@ -52,6 +52,14 @@ static void init_ok(rd_table_t *t, const rd_table_config_t *c) {
   if (rc != RD_OK) fail_msg("rd_table_init: %s: %s", rd_err_name(rc), err.msg);
 }
 
+/* A table of make_config's settings (the config is not needed again). */
+static void make_table(rd_table_t *t, uint32_t capacity, uint32_t fanout, double alpha,
+                       double epsilon, uint64_t seed) {
+  rd_table_config_t c;
+  make_config(&c, capacity, fanout, alpha, epsilon, seed);
+  init_ok(t, &c);
+}
+
 /* The bytes of one row of key k, field by field. Every field depends on k,
  * so a row from another key (an evicted one, a neighbour) is detected. */
 static void encode_row(uint64_t k, uint8_t *dst[NF]) {
@@ -258,10 +266,8 @@ static void test_config_defaults(void **state) {
 
 static void test_roundtrip_rows(void **state) {
   (void)state;
-  rd_table_config_t c;
-  make_config(&c, 64, 4, 0.6, 1e-6, 7);
   rd_table_t t;
-  init_ok(&t, &c);
+  make_table(&t, 64, 4, 0.6, 1e-6, 7);
   uint64_t rng = 1;
   sout_t s;
   sout_alloc(&s, 64, true);
@@ -927,10 +933,8 @@ static void test_fifo_eviction(void **state) {
 
 static void test_stale_keys(void **state) {
   (void)state;
-  rd_table_config_t c;
-  make_config(&c, 16, 4, 1.0, 0.0, 3);
   rd_table_t t;
-  init_ok(&t, &c);
+  make_table(&t, 16, 4, 1.0, 0.0, 3);
   double prio[16];
   for (int i = 0; i < 16; i++) prio[i] = 1.0 + i;
   insert_ok(&t, 16, prio); /* keys 0..15 */
@@ -1049,10 +1053,8 @@ static void test_seed_reproducibility(void **state) {
 
 static void test_max_priority_default(void **state) {
   (void)state;
-  rd_table_config_t c;
-  make_config(&c, 32, 4, 0.5, 0.0, 8);
   rd_table_t t;
-  init_ok(&t, &c);
+  make_table(&t, 32, 4, 0.5, 0.0, 8);
   insert_ok(&t, 4, NULL); /* keys 0..3 */
   for (uint64_t k = 0; k < 4; k++) assert_true(get_p(&t, k) == 1.0);
 
@@ -1106,10 +1108,8 @@ static void test_max_priority_default(void **state) {
 static void transform_case(double alpha, double eps) {
   static const double xs[] = {0.0, 1e-6, 1e-3, 0.1, 0.5, 1.0, 2.5, 7.0, 100.0, 12345.0};
   const size_t n = sizeof xs / sizeof xs[0];
-  rd_table_config_t c;
-  make_config(&c, 64, 8, alpha, eps, 9);
   rd_table_t t;
-  init_ok(&t, &c);
+  make_table(&t, 64, 8, alpha, eps, 9);
   insert_ok(&t, n, xs);
   /* Update other keys with the same values: the same transform applies. */
   insert_ok(&t, n, NULL);
@@ -1602,10 +1602,8 @@ static void test_errors_config(void **state) {
 
 static void test_get_priority_errors(void **state) {
   (void)state;
-  rd_table_config_t c;
-  make_config(&c, 8, 2, 1.0, 0.0, 2);
   rd_table_t t;
-  init_ok(&t, &c);
+  make_table(&t, 8, 2, 1.0, 0.0, 2);
   rd_error_t err;
   double p = 42.0;
   rd_error_clear(&err);
@@ -1630,10 +1628,8 @@ static void test_get_priority_errors(void **state) {
  * refused with nothing written. */
 static void test_gather(void **state) {
   (void)state;
-  rd_table_config_t c;
-  make_config(&c, 8, 4, 0.6, 1e-6, 7);
   rd_table_t t;
-  init_ok(&t, &c);
+  make_table(&t, 8, 4, 0.6, 1e-6, 7);
   insert_ok(&t, 8, NULL);
   insert_ok(&t, 3, NULL); /* keys 3..10 live; 0..2 overwritten */
   sout_t s;
