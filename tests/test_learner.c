@@ -30,11 +30,6 @@
 /* Helpers                                                             */
 /* ------------------------------------------------------------------ */
 
-static float unif(uint64_t seed, uint64_t d, float lo, float hi) {
-  double u = (double)(rd_philox_u64(seed, d) >> 11) * 0x1p-53;
-  return (float)(lo + (hi - lo) * u);
-}
-
 static void make(rd_learner_t *l, const rd_learner_config_t *c) {
   rd_error_t err;
   int rc = rd_learner_init(l, c, &err);
@@ -364,7 +359,7 @@ static void test_ddpg_gradients_and_targets(void **state) {
    * really the target networks' (and nonzero biases everywhere). */
   for (int i = 0; i < 4; i++)
     for (size_t k = 0; k < l.net[i].n_params; k++)
-      l.net[i].params[k] += unif(900 + (uint64_t)i, k, -0.3f, 0.3f);
+      l.net[i].params[k] += rdt_unif(900 + (uint64_t)i, k, -0.3f, 0.3f);
 
   rdt_batch_t bb;
   rdt_batch_make(&bb, &c, 6, 77);

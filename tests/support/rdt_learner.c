@@ -30,9 +30,22 @@ void rdt_ddpg_config(rd_learner_config_t *c, uint32_t obs, uint32_t act, uint32_
   for (uint32_t i = 0; i < n_critic; i++) c->critic_hidden[i] = critic[i];
 }
 
-static float unif(uint64_t seed, uint64_t d, float lo, float hi) {
+rd_nn_spec_t rdt_nn_spec(uint32_t n_layers, const uint32_t *sizes, const rd_nn_act_t *act) {
+  rd_nn_spec_t s;
+  memset(&s, 0, sizeof s);
+  s.n_layers = n_layers;
+  for (uint32_t l = 0; l <= n_layers; l++) s.sizes[l] = sizes[l];
+  for (uint32_t l = 0; l < n_layers; l++) s.act[l] = act[l];
+  return s;
+}
+
+float rdt_unif(uint64_t seed, uint64_t d, float lo, float hi) {
   double u = (double)(rd_philox_u64(seed, d) >> 11) * 0x1p-53;
   return (float)(lo + (hi - lo) * u);
+}
+
+void rdt_fill(float *a, size_t n, uint64_t seed, float lo, float hi) {
+  for (size_t i = 0; i < n; i++) a[i] = rdt_unif(seed, i, lo, hi);
 }
 
 static void *alloc(size_t bytes) {
@@ -43,7 +56,7 @@ static void *alloc(size_t bytes) {
 
 static float *filled(size_t n, uint64_t seed, float lo, float hi) {
   float *a = alloc(n * sizeof *a);
-  for (size_t i = 0; i < n; i++) a[i] = unif(seed, i, lo, hi);
+  rdt_fill(a, n, seed, lo, hi);
   return a;
 }
 

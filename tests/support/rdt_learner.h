@@ -26,6 +26,16 @@ void rdt_dqn_config(rd_learner_config_t *c, uint32_t obs, uint32_t actions, uint
 void rdt_ddpg_config(rd_learner_config_t *c, uint32_t obs, uint32_t act, uint32_t n_hidden,
                      const uint32_t *hidden, uint32_t n_critic, const uint32_t *critic);
 
+/* Draw d of Philox stream seed, uniform in [lo, hi) (53 random bits). */
+float rdt_unif(uint64_t seed, uint64_t d, float lo, float hi);
+
+/* a[i] = rdt_unif(seed, i, lo, hi) for i < n. */
+void rdt_fill(float *a, size_t n, uint64_t seed, float lo, float hi);
+
+/* The spec of an MLP of n_layers layers: sizes[0..n_layers] units,
+ * activations act[0..n_layers). */
+rd_nn_spec_t rdt_nn_spec(uint32_t n_layers, const uint32_t *sizes, const rd_nn_act_t *act);
+
 /* A random learner batch of n rows for config c, owned by the struct:
  * observations, next observations and rewards uniform in [-1, 1), IS
  * weights in [0.2, 1), discount 0.99 with every fifth row terminal, valid
