@@ -48,14 +48,6 @@ static void usage(FILE *f) {
           "  -h, --help          this text\n");
 }
 
-static int fail(const rdc_error_t *e) {
-  if (e->code > 0)
-    fprintf(stderr, "%s: %s: %s\n", prog, rdc_strerror(e->code), e->msg);
-  else
-    fprintf(stderr, "%s: %s\n", prog, e->msg);
-  return 1;
-}
-
 int main(int argc, char **argv) {
   ex_conn_t conn;
   ex_conn_init(&conn);
@@ -98,7 +90,7 @@ int main(int argc, char **argv) {
 
   rdc_client_t *c;
   rdc_error_t e;
-  if (ex_connect(&conn, &c, &e) != RDC_OK) return fail(&e);
+  if (ex_connect(&conn, &c, &e) != RDC_OK) return ex_fail(prog, NULL, &e);
 
   /* A workload either registered here or checked to have our schema, so a
    * mismatch fails now with a clear message rather than on every batch. */
@@ -115,7 +107,7 @@ int main(int argc, char **argv) {
     cartpole_fields(spec.fields);
     spec.capacity = (uint32_t)capacity;
     spec.seed = seed;
-    if (rdc_register(c, &spec, wl, &e) != RDC_OK) return fail(&e);
+    if (rdc_register(c, &spec, wl, &e) != RDC_OK) return ex_fail(prog, NULL, &e);
     printf("registered workload %s (%s, capacity %" PRIu32 ")\n", wl->id, wl->spec.name,
            wl->spec.capacity);
     printf("  --workload %s --token %s\n", wl->id, wl->token);
@@ -124,7 +116,7 @@ int main(int argc, char **argv) {
     conn.workload = wl->id;
     conn.token = wl->token;
   } else {
-    if (rdc_describe(c, conn.workload, wl, &e) != RDC_OK) return fail(&e);
+    if (rdc_describe(c, conn.workload, wl, &e) != RDC_OK) return ex_fail(prog, NULL, &e);
     char msg[256];
     if (cartpole_check_schema(&wl->spec, msg, sizeof msg) != 0) {
       fprintf(stderr, "%s: workload %s is not a CartPole workload: %s\n", prog, conn.workload,
@@ -151,7 +143,8 @@ int main(int argc, char **argv) {
   }
 
   rdc_insert_stream_t *st;
-  if (rdc_insert_stream_open(c, conn.workload, conn.token, &st, &e) != RDC_OK) return fail(&e);
+  if (rdc_insert_stream_open(c, conn.workload, conn.token, &st, &e) != RDC_OK)
+    return ex_fail(prog, NULL, &e);
 
   cartpole_t env;
   cartpole_seed(&env, seed);
@@ -189,7 +182,7 @@ int main(int argc, char **argv) {
           {done, fill},
       };
       if (rdc_insert_stream_write(st, (uint32_t)fill, cols, CP_N_FIELDS, NULL, &e) != RDC_OK) {
-        rc = fail(&e);
+        rc = ex_fail(prog, NULL, &e);
         break;
       }
       messages++;
@@ -198,7 +191,8 @@ int main(int argc, char **argv) {
   }
   uint64_t inserted = 0, first_key = 0;
   if (rc == 0) {
-    if (rdc_insert_stream_close(st, &inserted, &first_key, &e) != RDC_OK) rc = fail(&e);
+    if (rdc_insert_stream_close(st, &inserted, &first_key, &e) != RDC_OK)
+      rc = ex_fail(prog, NULL, &e);
   } else {
     rdc_insert_stream_cancel(st);
   }

@@ -59,6 +59,19 @@ static inline const char *ex_env(const char *name) {
   return v != NULL && v[0] != '\0' ? v : NULL;
 }
 
+/* "<prog>: [<what>: ]<reason>: <message>" on stderr for a failed client
+ * call (a local error: its message, or its code's name when it has none);
+ * what may be NULL. Returns exit status 1. */
+static inline int ex_fail(const char *prog, const char *what, const rdc_error_t *e) {
+  fprintf(stderr, "%s: ", prog);
+  if (what != NULL) fprintf(stderr, "%s: ", what);
+  if (e->code > 0)
+    fprintf(stderr, "%s: %s\n", rdc_strerror(e->code), e->msg);
+  else
+    fprintf(stderr, "%s\n", e->msg[0] ? e->msg : rdc_strerror(e->code));
+  return 1;
+}
+
 /* Where an example connects, and (for those that take one) to which
  * workload: the options every example program spells the same way. */
 typedef struct {

@@ -51,14 +51,6 @@ static void usage(FILE *f) {
           "  -h, --help          this text\n");
 }
 
-static int fail(const rdc_error_t *e) {
-  if (e->code > 0)
-    fprintf(stderr, "%s: %s: %s\n", prog, rdc_strerror(e->code), e->msg);
-  else
-    fprintf(stderr, "%s: %s\n", prog, e->msg);
-  return 1;
-}
-
 /* The placeholder value function (see the file comment). */
 static double stand_in_value(const float *obs, double gamma) {
   double up = 1.0 - fabs(obs[2]) / CARTPOLE_THETA_LIMIT;
@@ -105,11 +97,11 @@ int main(int argc, char **argv) {
 
   rdc_client_t *c;
   rdc_error_t e;
-  if (ex_connect(&conn, &c, &e) != RDC_OK) return fail(&e);
+  if (ex_connect(&conn, &c, &e) != RDC_OK) return ex_fail(prog, NULL, &e);
 
   rdc_workload_t *wl = malloc(sizeof *wl);
   if (wl == NULL) return 1;
-  if (rdc_describe(c, conn.workload, wl, &e) != RDC_OK) return fail(&e);
+  if (rdc_describe(c, conn.workload, wl, &e) != RDC_OK) return ex_fail(prog, NULL, &e);
   char msg[256];
   if (cartpole_check_schema(&wl->spec, msg, sizeof msg) != 0) {
     fprintf(stderr, "%s: workload %s is not a CartPole workload: %s\n", prog, conn.workload,
@@ -154,7 +146,7 @@ int main(int argc, char **argv) {
       continue;
     }
     if (r != RDC_OK) {
-      rc = fail(&e);
+      rc = ex_fail(prog, NULL, &e);
       break;
     }
     t_sample += rd_clock_now() - ts;
@@ -200,7 +192,7 @@ int main(int argc, char **argv) {
     uint64_t applied = 0, stale = 0;
     if (rdc_update_priorities(c, conn.workload, conn.token, b, keys, delta, &applied, &stale, &e) !=
         RDC_OK) {
-      rc = fail(&e);
+      rc = ex_fail(prog, NULL, &e);
       break;
     }
     t_update += rd_clock_now() - tu;
