@@ -46,12 +46,10 @@
 /* Shape                                                               */
 /* ------------------------------------------------------------------ */
 
-/* The layout (blocks per level) is defined once, in rd_tree_step.h, for
- * every backend. */
-static bool valid_fanout(uint32_t k) { return rd_st_valid_fanout(k) != 0; }
-
 static uint32_t log2u(uint32_t k) { return (uint32_t)__builtin_ctz(k); }
 
+/* The layout (blocks per level) is defined once, in rd_tree_step.h, for
+ * every backend; so is the shape's check (rd_tree_check_shape). */
 static uint32_t shape(uint32_t capacity, uint32_t fanout,
                       uint64_t blocks[RD_SUMTREE_MAX_LEVELS]) {
   return rd_st_shape(capacity, fanout, blocks);
@@ -312,12 +310,8 @@ static const isa_kernels_t *pick_isa(void) {
 
 int rd_sumtree_init(rd_sumtree_t *t, uint32_t capacity, uint32_t fanout, rd_error_t *err) {
   memset(t, 0, sizeof *t);
-  if (!valid_fanout(fanout))
-    return rd_error_set(err, RD_EINVAL, "fanout %u is not a power of two in [%u, %u]", fanout,
-                        RD_SUMTREE_MIN_FANOUT, RD_SUMTREE_MAX_FANOUT);
-  if (capacity == 0 || capacity > RD_SUMTREE_MAX_CAPACITY)
-    return rd_error_set(err, RD_EINVAL, "capacity %u is outside [1, %u]", capacity,
-                        RD_SUMTREE_MAX_CAPACITY);
+  int rc = rd_tree_check_shape(capacity, fanout, err);
+  if (rc) return rc;
   uint64_t blocks[RD_SUMTREE_MAX_LEVELS];
   uint32_t height = shape(capacity, fanout, blocks);
   size_t bytes = rd_sumtree_memsize(capacity, fanout);

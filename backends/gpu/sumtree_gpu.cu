@@ -390,17 +390,13 @@ static void *carve(unsigned char **p, size_t n, size_t size) {
 extern "C" int rd_gpu_sumtree_init(rd_gpu_sumtree_t *t, uint32_t capacity, uint32_t fanout,
                                    int device, uint32_t max_batch, rd_error_t *err) {
   memset(t, 0, sizeof *t);
-  if (!rd_st_valid_fanout(fanout))
-    return rd_error_set(err, RD_EINVAL, "fanout %u is not a power of two in [%u, %u]", fanout,
-                        RD_ST_MIN_FANOUT, RD_ST_MAX_FANOUT);
-  if (capacity == 0 || capacity > RD_ST_MAX_CAPACITY)
-    return rd_error_set(err, RD_EINVAL, "capacity %u is outside [1, %u]", capacity,
-                        RD_ST_MAX_CAPACITY);
+  int rc = rd_tree_check_shape(capacity, fanout, err);
+  if (rc) return rc;
   if (max_batch == 0 || max_batch > RD_GPU_MAX_BATCH)
     return rd_error_set(err, RD_EINVAL, "max_batch %u is outside [1, %u]", max_batch,
                         RD_GPU_MAX_BATCH);
   int count;
-  int rc = rd_gpu_device_count(&count, err);
+  rc = rd_gpu_device_count(&count, err);
   if (rc) return rc;
   if (device < 0 || device >= count)
     return rd_error_set(err, RD_EINVAL, "CUDA device %d does not exist (%d found)", device, count);
