@@ -73,11 +73,7 @@ static void fill(wl_t *w, size_t n) {
 
 static void pcfg(rd_pipeline_config_t *c, const wl_t *w) {
   memset(c, 0, sizeof *c);
-  rd_learner_config_default(&c->learner);
-  c->learner.algo = RD_ALGO_DQN;
-  c->learner.num_actions = 2;
-  c->learner.n_hidden = 1;
-  c->learner.hidden[0] = 16;
+  rdt_dqn_config(&c->learner, 0, 2, 1, (const uint32_t[]){16}); /* obs_dim: the binding's */
   c->learner.max_batch = BATCH;
   c->learner.seed = 5;
   c->batch = BATCH;
