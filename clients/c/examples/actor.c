@@ -115,14 +115,8 @@ int main(int argc, char **argv) {
     fflush(stdout);
     conn.workload = wl->id;
     conn.token = wl->token;
-  } else {
-    if (rdc_describe(c, conn.workload, wl, &e) != RDC_OK) return ex_fail(prog, NULL, &e);
-    char msg[256];
-    if (cartpole_check_schema(&wl->spec, msg, sizeof msg) != 0) {
-      fprintf(stderr, "%s: workload %s is not a CartPole workload: %s\n", prog, conn.workload,
-              msg);
-      return 1;
-    }
+  } else if (ex_cartpole_workload(c, conn.workload, wl, prog) != 0) {
+    return 1;
   }
   if (steps == 0) {
     rdc_close(c);

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <time.h>
 #include "rd_clock.h"
+#include "cartpole_schema.h"
 #include "replayd_client.h"
 
 /* "--name value" or "--name=value" at argv[*i]: returns the value (moving
@@ -70,6 +71,21 @@ static inline int ex_fail(const char *prog, const char *what, const rdc_error_t 
   else
     fprintf(stderr, "%s\n", e->msg[0] ? e->msg : rdc_strerror(e->code));
   return 1;
+}
+
+/* Describe workload id into wl and check that its schema is the CartPole
+ * one (cartpole_schema.h), so that a mismatch fails at once with a clear
+ * message rather than on every batch: 0, or 1 after saying why. */
+static inline int ex_cartpole_workload(rdc_client_t *c, const char *id, rdc_workload_t *wl,
+                                       const char *prog) {
+  rdc_error_t e;
+  if (rdc_describe(c, id, wl, &e) != RDC_OK) return ex_fail(prog, NULL, &e);
+  char msg[256];
+  if (cartpole_check_schema(&wl->spec, msg, sizeof msg) != 0) {
+    fprintf(stderr, "%s: workload %s is not a CartPole workload: %s\n", prog, id, msg);
+    return 1;
+  }
+  return 0;
 }
 
 /* Where an example connects, and (for those that take one) to which

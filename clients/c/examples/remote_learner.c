@@ -101,13 +101,7 @@ int main(int argc, char **argv) {
 
   rdc_workload_t *wl = malloc(sizeof *wl);
   if (wl == NULL) return 1;
-  if (rdc_describe(c, conn.workload, wl, &e) != RDC_OK) return ex_fail(prog, NULL, &e);
-  char msg[256];
-  if (cartpole_check_schema(&wl->spec, msg, sizeof msg) != 0) {
-    fprintf(stderr, "%s: workload %s is not a CartPole workload: %s\n", prog, conn.workload,
-            msg);
-    return 1;
-  }
+  if (ex_cartpole_workload(c, conn.workload, wl, prog) != 0) return 1;
 
   /* Buffers sized from the described schema: one per field. */
   size_t b = (size_t)batch;
