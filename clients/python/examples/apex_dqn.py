@@ -92,10 +92,7 @@ def actor(address, wid, token, index, n_actors, envs, seed, shared, cfg):
                     raw, have = bytes(buf[:buf_len.value]), version.value
                 net = replayd.parse_weights(raw, have)
                 since_pull = 0
-            obs = env.obs
-            a = common.epsilon_greedy(net, obs, rng, eps)
-            nxt, r, term, trunc = env.step(a)
-            ns.push(obs, a, r, nxt, term, trunc)
+            common.actor_step(env, ns, net, rng, eps)
             since_pull += envs
             if len(ns) >= 64:
                 b = ns.take()
@@ -118,8 +115,7 @@ def main():
     torch.manual_seed(a.seed)
     torch.set_num_threads(1)
     replayd = common.import_replayd()
-    daemon = common.LocalDaemon(a.replayd) if a.replayd else None
-    address = daemon.address if daemon else a.server
+    daemon, address = common.daemon_of(a)
     ctx = mp.get_context("spawn")  # gRPC channels must not cross a fork
     stop = ctx.Event()
     procs = []

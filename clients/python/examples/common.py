@@ -161,6 +161,13 @@ def parse_args(doc, time_limit, out):
     return ap.parse_args()
 
 
+def daemon_of(a):
+    """The daemon of parse_args' arguments: (a LocalDaemon started from
+    --replayd, its address) or (None, --server)."""
+    daemon = LocalDaemon(a.replayd) if a.replayd else None
+    return daemon, daemon.address if daemon else a.server
+
+
 def stop_all(stop, procs, daemon):
     """The examples' end: signal the actors, give each 10 s, then terminate
     it; stop the daemon the example started (None: it used a server)."""
@@ -200,6 +207,15 @@ def epsilon_greedy(net, obs, rng, eps):
     explore = rng.random(k) < eps
     a[explore] = rng.integers(0, N_ACTIONS, int(explore.sum()))
     return a
+
+
+def actor_step(env, ns, net, rng, eps):
+    """One step of an actor's environments: epsilon_greedy actions, their
+    transitions pushed into the n-step rows ns."""
+    obs = env.obs
+    a = epsilon_greedy(net, obs, rng, eps)
+    nxt, r, term, trunc = env.step(a)
+    ns.push(obs, a, r, nxt, term, trunc)
 
 
 def apex_epsilon(base, i, n):

@@ -52,10 +52,7 @@ def actor(address, wid, token, index, n_actors, envs, seed, max_lag, stop):
                 newer = w.get_weights(have_version=net.version if net else 0)
                 net = newer or net
                 since_pull = 0
-            obs = env.obs
-            a = common.epsilon_greedy(net, obs, rng, eps)
-            nxt, r, term, trunc = env.step(a)
-            ns.push(obs, a, r, nxt, term, trunc)
+            common.actor_step(env, ns, net, rng, eps)
             since_pull += envs
             if len(ns) >= 64:
                 b = ns.take()
@@ -75,8 +72,7 @@ def main():
     a = common.parse_args(__doc__, time_limit=600.0, out="hosted_dqn.csv")
 
     replayd = common.import_replayd()
-    daemon = common.LocalDaemon(a.replayd) if a.replayd else None
-    address = daemon.address if daemon else a.server
+    daemon, address = common.daemon_of(a)
     ctx = mp.get_context("spawn")  # gRPC channels must not cross a fork
     stop = ctx.Event()
     procs = []
