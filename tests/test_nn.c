@@ -313,6 +313,19 @@ static void test_gemm_block_edges(void **state) {
   gemm_case(&s5, 50);
 }
 
+/* c (rows x cols, row-major) against the double reference sum over k <
+ * inner of a[r ar + k ak] b[q bq + k bk], within 1e-4 relative. */
+static void expect_product(const float *c, size_t rows, size_t cols, size_t inner,
+                           const float *a, size_t ar, size_t ak, const float *b, size_t bq,
+                           size_t bk) {
+  for (size_t r = 0; r < rows; r++)
+    for (size_t q = 0; q < cols; q++) {
+      double ref = 0;
+      for (size_t k = 0; k < inner; k++) ref += (double)a[r * ar + k * ak] * b[q * bq + k * bk];
+      assert_true(fabs(c[r * cols + q] - ref) <= 1e-4 * (1 + fabs(ref)));
+    }
+}
+
 /* rd_mlp_layer_gemm's three products against a double reference, on shapes
  * that take the packed, narrow and transposed paths. */
 static void test_layer_gemm_products(void **state) {
@@ -332,28 +345,13 @@ static void test_layer_gemm_products(void **state) {
     rdt_fill(dz, n * out, 30 + l, -1, 1);
     /* forward: c[i][j] = sum_p x[i][p] w[j][p] */
     assert_int_equal(rd_mlp_layer_gemm(&m, l, RD_MLP_GEMM_FORWARD, n, x, w, c, NULL), RD_OK);
-    for (size_t i = 0; i < n; i++)
-      for (size_t j = 0; j < out; j++) {
-        double r = 0;
-        for (size_t p = 0; p < in; p++) r += (double)x[i * in + p] * w[j * in + p];
-        assert_true(fabs(c[i * out + j] - r) <= 1e-4 * (1 + fabs(r)));
-      }
+    expect_product(c, n, out, in, x, in, 1, w, in, 1);
     /* grad W: c[j][p] = sum_i dz[i][j] x[i][p] */
     assert_int_equal(rd_mlp_layer_gemm(&m, l, RD_MLP_GEMM_GRAD_W, n, dz, x, c, NULL), RD_OK);
-    for (size_t j = 0; j < out; j++)
-      for (size_t p = 0; p < in; p++) {
-        double r = 0;
-        for (size_t i = 0; i < n; i++) r += (double)dz[i * out + j] * x[i * in + p];
-        assert_true(fabs(c[j * in + p] - r) <= 1e-4 * (1 + fabs(r)));
-      }
+    expect_product(c, out, in, n, dz, 1, out, x, 1, in);
     /* grad X: c[i][p] = sum_j dz[i][j] w[j][p] */
     assert_int_equal(rd_mlp_layer_gemm(&m, l, RD_MLP_GEMM_GRAD_X, n, dz, w, c, NULL), RD_OK);
-    for (size_t i = 0; i < n; i++)
-      for (size_t p = 0; p < in; p++) {
-        double r = 0;
-        for (size_t j = 0; j < out; j++) r += (double)dz[i * out + j] * w[j * in + p];
-        assert_true(fabs(c[i * in + p] - r) <= 1e-4 * (1 + fabs(r)));
-      }
+    expect_product(c, n, in, out, dz, out, 1, w, 1, in);
     free(x), free(w), free(dz), free(c);
   }
   rd_error_t err;
