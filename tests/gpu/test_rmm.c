@@ -179,6 +179,19 @@ static void table_config(rd_table_config_t *c, uint32_t capacity) {
   c->max_batch = 256;
 }
 
+/* A table of c whose tree (rmm_name) is, or is not, on the spied device
+ * calls, and whose rows share the tree's stream exactly then. */
+static void init_sharing(rd_table_t *t, const rd_table_config_t *c, int shares,
+                         const char *rmm_name) {
+  rd_error_t err;
+  assert_int_equal(rd_table_init(t, c, &err), RD_OK);
+  assert_int_equal(g_share.tree_seen != NULL, shares);
+  rd_gpu_module_info_t info;
+  rd_gpu_storage_info(t->rows, &info);
+  assert_int_equal(info.shares_stream != 0, shares);
+  assert_string_equal(rd_table_rmm_name(t), rmm_name);
+}
+
 static void test_one_stream_per_table(void **state) {
   (void)state;
   rd_gpu_dev_ops_t spy = rmm_check_host_dev, other = rmm_check_host_dev;
@@ -193,18 +206,13 @@ static void test_one_stream_per_table(void **state) {
   table_config(&c, 500);
   rd_table_t t;
   rd_error_t err;
-  rd_gpu_module_info_t info;
 
   /* Through a table: both on the GPU, then the rows alone. */
   rmm_check_ops(&spy, 0, &rmm, &st);
   c.rmm = rmm;
   c.storage = st;
-  assert_int_equal(rd_table_init(&t, &c, &err), RD_OK);
-  assert_non_null(g_share.tree_seen);
-  rd_gpu_storage_info(t.rows, &info);
-  assert_true(info.shares_stream);
+  init_sharing(&t, &c, 1, "gpu0");
   assert_string_equal(rd_table_storage_name(&t), "gpu0");
-  assert_string_equal(rd_table_rmm_name(&t), "gpu0");
   rd_table_free(&t);
   assert_ptr_equal(g_share.tree_freed, g_share.tree_seen);
   assert_int_equal(g_share.rows_alive, 0);
@@ -215,11 +223,7 @@ static void test_one_stream_per_table(void **state) {
   assert_int_equal(g_share.rows_alive, 0);
   rd_table_free(&t);
   c.rmm = NULL;
-  assert_int_equal(rd_table_init(&t, &c, &err), RD_OK);
-  assert_null(g_share.tree_seen);
-  rd_gpu_storage_info(t.rows, &info);
-  assert_false(info.shares_stream);
-  assert_string_equal(rd_table_rmm_name(&t), "cpu");
+  init_sharing(&t, &c, 0, "cpu");
   rd_table_free(&t);
 
   /* Directly: only a tree of the same device calls and device is shared. */
