@@ -90,13 +90,32 @@ static int expect(int rc, int want, const rd_error_t *err, const char *text) {
 }
 
 /* A registry holding one workload, in which rows (10 of them) are. */
-static rd_workload_t *workload_of_10_rows(rd_registry_t **r, rows_t *rows) {
+/* The fixture of the update and deleted-workload tests: a registry, its
+ * workload and the 10 rows inserted into it. */
+typedef struct {
+  rd_registry_t *r;
+  rows_t rows;
+  rd_workload_t *w;
+} ten_rows_t;
+
+static int ten_rows_setup(void **state) {
+  ten_rows_t *f = calloc(1, sizeof *f);
+  if (f == NULL) return -1;
   rd_config_t cfg = test_config();
-  *r = make_registry(&cfg);
-  rd_workload_t *w = make_workload(*r);
-  make_rows(rows, 10);
-  assert_int_equal(rd_workload_insert(w, &rows->b, NULL, NULL, NULL), RD_OK);
-  return w;
+  f->r = make_registry(&cfg);
+  f->w = make_workload(f->r);
+  make_rows(&f->rows, 10);
+  assert_int_equal(rd_workload_insert(f->w, &f->rows.b, NULL, NULL, NULL), RD_OK);
+  *state = f;
+  return 0;
+}
+
+static int ten_rows_teardown(void **state) {
+  ten_rows_t *f = *state;
+  rd_workload_unref(f->w);
+  rd_registry_destroy(f->r);
+  free(f);
+  return 0;
 }
 
 /* ---- The spec in C ---- */
@@ -286,10 +305,7 @@ static void test_sample_limits_then_memory_then_table(void **state) {
 /* ---- Update ---- */
 
 static void test_update_limits_and_errors(void **state) {
-  (void)state;
-  rd_registry_t *r;
-  rows_t rows;
-  rd_workload_t *w = workload_of_10_rows(&r, &rows);
+  rd_workload_t *w = ((ten_rows_t *)*state)->w;
   rd_error_t err;
   uint64_t keys[65] = {0};
   double pr[65] = {0};
@@ -311,22 +327,18 @@ static void test_update_limits_and_errors(void **state) {
   rd_workload_counters_t c;
   rd_workload_counters(w, &c);
   assert_int_equal(c.updates, 2);
-  rd_workload_unref(w);
-  rd_registry_destroy(r);
 }
 
 /* ---- Deleted, learner ---- */
 
 static void test_deleted_workload_refuses_data_calls(void **state) {
-  (void)state;
-  rd_registry_t *r;
-  rows_t rows;
-  rd_workload_t *w = workload_of_10_rows(&r, &rows);
+  ten_rows_t *f = *state;
+  rd_workload_t *w = f->w;
   rd_error_t err;
-  assert_int_equal(rd_registry_delete(r, w->id, &err), RD_OK);
+  assert_int_equal(rd_registry_delete(f->r, w->id, &err), RD_OK);
   char want[80];
   snprintf(want, sizeof want, "workload %s was deleted", w->id);
-  expect(rd_workload_insert(w, &rows.b, NULL, NULL, &err), RD_ENOTFOUND, &err, want);
+  expect(rd_workload_insert(w, &f->rows.b, NULL, NULL, &err), RD_ENOTFOUND, &err, want);
   sink_t sink;
   memset(&sink, 0, sizeof sink);
   rd_sample_request_t q = {4, 0, 0, 0};
@@ -341,8 +353,6 @@ static void test_deleted_workload_refuses_data_calls(void **state) {
   assert_int_equal(c.updates, 0);
   expect(rd_workload_train(w, 1, 0, NULL, NULL, &err), RD_ESTATE, &err, "has no learner");
   expect(rd_workload_learner(w, &err), RD_ESTATE, &err, "has no learner");
-  rd_workload_unref(w);
-  rd_registry_destroy(r);
 }
 
 /* A learner in continuous mode: TrainStep is not for it (RD_ESTATE, a
@@ -396,8 +406,10 @@ int main(void) {
       cmocka_unit_test(test_c_spec_errors),
       cmocka_unit_test(test_insert_limits_and_errors),
       cmocka_unit_test(test_sample_limits_then_memory_then_table),
-      cmocka_unit_test(test_update_limits_and_errors),
-      cmocka_unit_test(test_deleted_workload_refuses_data_calls),
+      cmocka_unit_test_setup_teardown(test_update_limits_and_errors, ten_rows_setup,
+                                      ten_rows_teardown),
+      cmocka_unit_test_setup_teardown(test_deleted_workload_refuses_data_calls, ten_rows_setup,
+                                      ten_rows_teardown),
       cmocka_unit_test(test_train_continuous_is_a_state),
   };
   return cmocka_run_group_tests(tests, rdt_quiet_setup, rdt_quiet_teardown);
