@@ -34,12 +34,15 @@ static inline int rd_cuda_fail(rd_error_t *err, cudaError_t e, const char *what)
                       cudaGetErrorName(e));
 }
 
-/* Return rd_cuda_fail(err, ...) from the calling function when call fails
- * (the caller has an rd_error_t *err in scope). */
-#define RD_CUDA_CK(call, what)                                                                \
+/* Return fail(err, status, what) from the calling function when call's
+ * status of type T is not ok (the caller has an rd_error_t *err in scope). */
+#define RD_CK_STATUS(T, call, ok, fail, what)                                                 \
   do {                                                                                       \
-    cudaError_t e_ = (call);                                                                 \
-    if (e_ != cudaSuccess) return rd_cuda_fail(err, e_, what);                               \
+    T s_ = (call);                                                                           \
+    if (s_ != (ok)) return fail(err, s_, what);                                              \
   } while (0)
+
+/* The same for a CUDA runtime call, through rd_cuda_fail. */
+#define RD_CUDA_CK(call, what) RD_CK_STATUS(cudaError_t, call, cudaSuccess, rd_cuda_fail, what)
 
 #endif

@@ -98,11 +98,7 @@ static int blas_fail(rd_error_t *err, cublasStatus_t s, const char *what) {
                       cublasGetStatusString(s));
 }
 
-#define BK(call, what)                                                                        \
-  do {                                                                                       \
-    cublasStatus_t s_ = (call);                                                              \
-    if (s_ != CUBLAS_STATUS_SUCCESS) return blas_fail(err, s_, what);                        \
-  } while (0)
+#define BK(call, what) RD_CK_STATUS(cublasStatus_t, call, CUBLAS_STATUS_SUCCESS, blas_fail, what)
 
 /* A launch error (bad configuration) is reported at once. */
 #define LK(what) RD_CUDA_CK(cudaGetLastError(), what)
