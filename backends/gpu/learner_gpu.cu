@@ -460,9 +460,9 @@ static int enqueue_step(rd_gpu_learner_t *l, size_t n, rd_error_t *err) {
   cudaStream_t s = im->stream;
   const layout_t lay = batch_layout(c, n);
   RD_CUDA_CK(cudaMemcpyAsync(im->d_batch, im->h_batch, lay.bytes, cudaMemcpyHostToDevice, s),
-        "batch copy to the device");
+             "batch copy to the device");
   RD_CUDA_CK(cudaMemcpyAsync(im->d_ctl, im->h_ctl, sizeof(ctl_t), cudaMemcpyHostToDevice, s),
-        "control copy to the device");
+             "control copy to the device");
   const float *obs = (const float *)(im->d_batch + lay.obs);
   const float *next_obs = (const float *)(im->d_batch + lay.next_obs);
   const float *reward = (const float *)(im->d_batch + lay.reward);
@@ -535,9 +535,9 @@ static int enqueue_step(rd_gpu_learner_t *l, size_t n, rd_error_t *err) {
     if ((rc = enqueue_update(l, ac, at, 0, err))) return rc;
   }
   RD_CUDA_CK(cudaMemcpyAsync(im->h_td, im->td, n * sizeof(float), cudaMemcpyDeviceToHost, s),
-        "|TD| copy to the host");
+             "|TD| copy to the host");
   RD_CUDA_CK(cudaMemcpyAsync(im->h_res, im->d_res, sizeof(res_t), cudaMemcpyDeviceToHost, s),
-        "result copy to the host");
+             "result copy to the host");
   return RD_OK;
 }
 
@@ -632,8 +632,8 @@ static int init_device_side(rd_gpu_learner_t *l, const rd_learner_t *cpu, rd_err
     /* Online and target both start from the CPU learner's online init
      * (from pageable memory: the copy has left it when the call returns). */
     RD_CUDA_CK(cudaMemcpyAsync(im->net[k].p, cpu->net[k & ~1].params, P * sizeof(float),
-                          cudaMemcpyHostToDevice, im->stream),
-          "weight upload");
+                               cudaMemcpyHostToDevice, im->stream),
+               "weight upload");
   }
   const size_t X = dqn ? 0 : (size_t)c->obs_dim + c->action_dim;
   im->batch_bytes = batch_layout(c, B).bytes;
@@ -663,7 +663,7 @@ static int init_device_side(rd_gpu_learner_t *l, const rd_learner_t *cpu, rd_err
     im->dev_bytes += bufs[k].bytes;
   }
   RD_CUDA_CK(cudaMemsetAsync(im->d_part, 0, 2 * NORM_PARTS * sizeof(double), im->stream),
-        "cudaMemsetAsync");
+             "cudaMemsetAsync");
   k_fill<<<grid_for(B, 256), 256, 0, im->stream>>>(im->ones, B, 1.0f);
   LK("fill kernel");
   RD_CUDA_CK(cudaMallocHost(&im->h_batch, im->batch_bytes), "cudaMallocHost(batch)");
@@ -871,8 +871,8 @@ extern "C" int rd_gpu_learner_get_params(rd_gpu_learner_t *l, int net, float *ou
                         g->n_params, cap);
   RD_CUDA_CK(cudaSetDevice(l->device), "cudaSetDevice");
   RD_CUDA_CK(cudaMemcpyAsync(out, g->p, g->n_params * sizeof(float), cudaMemcpyDeviceToHost,
-                        l->impl->stream),
-        "weight copy to the host");
+                             l->impl->stream),
+             "weight copy to the host");
   RD_CUDA_CK(cudaStreamSynchronize(l->impl->stream), "weight copy to the host");
   if (n != NULL) *n = g->n_params;
   return RD_OK;

@@ -216,11 +216,11 @@ extern "C" int rd_gpu_storage_scatter(rd_gpu_storage_t *s, size_t n, const uint3
   memcpy(im->h_pos, positions, n * sizeof(uint32_t));
   memcpy(im->h_stage, data, n * s->row_bytes);
   RD_CUDA_CK(cudaMemcpyAsync(im->d_pos, im->h_pos, n * sizeof(uint32_t), cudaMemcpyHostToDevice,
-                        im->stream),
-        "position copy");
+                             im->stream),
+             "position copy");
   RD_CUDA_CK(cudaMemcpyAsync(im->d_stage, im->h_stage, n * s->row_bytes, cudaMemcpyHostToDevice,
-                        im->stream),
-        "row copy");
+                             im->stream),
+             "row copy");
   if ((rc = launch(s, 0, n, im->d_pos, im->d_stage, err))) return rc;
   return rd_gpu_storage_sync(s, err);
 }
@@ -234,12 +234,12 @@ extern "C" int rd_gpu_storage_gather(rd_gpu_storage_t *s, size_t n, const uint32
   RD_CUDA_CK(cudaSetDevice(s->device), "cudaSetDevice");
   memcpy(im->h_pos, positions, n * sizeof(uint32_t));
   RD_CUDA_CK(cudaMemcpyAsync(im->d_pos, im->h_pos, n * sizeof(uint32_t), cudaMemcpyHostToDevice,
-                        im->stream),
-        "position copy");
+                             im->stream),
+             "position copy");
   if ((rc = launch(s, 1, n, im->d_pos, im->d_stage, err))) return rc;
   RD_CUDA_CK(cudaMemcpyAsync(im->h_stage, im->d_stage, n * s->row_bytes, cudaMemcpyDeviceToHost,
-                        im->stream),
-        "row copy");
+                             im->stream),
+             "row copy");
   if ((rc = rd_gpu_storage_sync(s, err))) return rc;
   memcpy(out, im->h_stage, n * s->row_bytes);
   return RD_OK;

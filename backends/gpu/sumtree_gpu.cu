@@ -535,7 +535,7 @@ static int enqueue_update(rd_gpu_sumtree_t *t, uint32_t n, const uint32_t *d_pos
   RD_CUDA_CK(cudaGetLastError(), "launching k_deltas");
   size_t bytes = m->cub_bytes;
   RD_CUDA_CK(cub::DeviceScan::InclusiveSum(m->d_cub, bytes, m->d_delta, m->d_S, (int)n, s),
-        "cub::DeviceScan::InclusiveSum");
+             "cub::DeviceScan::InclusiveSum");
 #define RD_APPLY(KK) launch_apply<KK>(s, m->lv, t->height, n, spos, first, m->d_S, m->d_flag)
   RD_DISPATCH_K(t->fanout, RD_APPLY)
 #undef RD_APPLY
@@ -600,8 +600,8 @@ extern "C" int rd_gpu_sumtree_total(const rd_gpu_sumtree_t *t, uint64_t *total,
   struct rd_gpu_impl *m = t->impl;
   RD_CUDA_CK(cudaSetDevice(t->device), "cudaSetDevice");
   RD_CUDA_CK(cudaMemcpyAsync(m->h_word, m->lv.p[0] + t->fanout - 1, 8, cudaMemcpyDeviceToHost,
-                        m->stream),
-        "cudaMemcpyAsync");
+                             m->stream),
+             "cudaMemcpyAsync");
   RD_CUDA_CK(cudaStreamSynchronize(m->stream), "waiting for the GPU tree");
   *total = *m->h_word; /* after all the work enqueued so far */
   m->total = *total;
@@ -616,8 +616,8 @@ extern "C" int rd_gpu_sumtree_copy_to_host(const rd_gpu_sumtree_t *t, uint64_t *
   RD_CUDA_CK(cudaStreamSynchronize(m->stream), "waiting for the GPU tree");
   for (uint32_t h = 0; h < t->height; h++)
     RD_CUDA_CK(cudaMemcpy(levels[h], m->lv.p[h], (size_t)t->level_blocks[h] * t->fanout * 8,
-                     cudaMemcpyDeviceToHost),
-          "cudaMemcpy of a level");
+                          cudaMemcpyDeviceToHost),
+               "cudaMemcpy of a level");
   return RD_OK;
 }
 
@@ -639,7 +639,7 @@ static int run_chunk(rd_gpu_sumtree_t *t, uint32_t m_items, bool positions, uint
   const size_t vbytes = (size_t)m_items * 8;
   const size_t bytes = vbytes + (positions ? (size_t)m_items * 4 : 0);
   RD_CUDA_CK(cudaMemcpyAsync(m->d_stage, m->h_stage, bytes, cudaMemcpyHostToDevice, s),
-        "cudaMemcpyAsync of values and positions");
+             "cudaMemcpyAsync of values and positions");
   int rc = enqueue_update(t, m_items, positions ? (const uint32_t *)(m->d_stage + vbytes) : NULL,
                           first, (const uint64_t *)m->d_stage, err);
   if (rc) {
@@ -647,7 +647,7 @@ static int run_chunk(rd_gpu_sumtree_t *t, uint32_t m_items, bool positions, uint
     return rc;
   }
   RD_CUDA_CK(cudaMemcpyAsync(m->h_word, m->d_S + m_items - 1, 8, cudaMemcpyDeviceToHost, s),
-        "cudaMemcpyAsync");
+             "cudaMemcpyAsync");
   cudaError_t e = cudaStreamSynchronize(s);
   if (e != cudaSuccess) {
     m->total_known = false;
@@ -719,7 +719,7 @@ extern "C" int rd_gpu_sumtree_sample(const rd_gpu_sumtree_t *t, size_t n,
     rc = enqueue_sample(t, c, m->d_targets, m->d_leaves, err);
     if (rc) return rc;
     RD_CUDA_CK(cudaMemcpyAsync(m->h_leaves, m->d_leaves, (size_t)c * 4, cudaMemcpyDeviceToHost, s),
-          "cudaMemcpyAsync of leaves");
+               "cudaMemcpyAsync of leaves");
     RD_CUDA_CK(cudaStreamSynchronize(s), "sampling on the GPU tree");
     memcpy(leaves + done, m->h_leaves, (size_t)c * 4);
   }
