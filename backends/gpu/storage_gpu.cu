@@ -206,18 +206,29 @@ static int check_positions(const rd_gpu_storage_t *s, size_t n, const uint32_t *
   return rc;
 }
 
+/* A scatter's or gather's positions checked (a scatter's: no repeats) and
+ * on their way to the device: the pinned host copy, then the device's, on
+ * the storage's stream. */
+static int stage_positions(rd_gpu_storage_t *s, size_t n, const uint32_t *positions, int scatter,
+                           rd_error_t *err) {
+  int rc = check_positions(s, n, positions, scatter, err);
+  if (rc) return rc;
+  rd_gpu_storage_impl *im = s->impl;
+  RD_CUDA_CK(cudaSetDevice(s->device), "cudaSetDevice");
+  memcpy(im->h_pos, positions, n * sizeof(uint32_t));
+  RD_CUDA_CK(cudaMemcpyAsync(im->d_pos, im->h_pos, n * sizeof(uint32_t), cudaMemcpyHostToDevice,
+                             im->stream),
+             "position copy");
+  return RD_OK;
+}
+
 extern "C" int rd_gpu_storage_scatter(rd_gpu_storage_t *s, size_t n, const uint32_t *positions,
                                       const void *data, rd_error_t *err) {
   int rc = check_n(s, n, err);
   if (rc || n == 0) return rc;
-  if ((rc = check_positions(s, n, positions, 1, err))) return rc;
+  if ((rc = stage_positions(s, n, positions, 1, err))) return rc;
   rd_gpu_storage_impl *im = s->impl;
-  RD_CUDA_CK(cudaSetDevice(s->device), "cudaSetDevice");
-  memcpy(im->h_pos, positions, n * sizeof(uint32_t));
   memcpy(im->h_stage, data, n * s->row_bytes);
-  RD_CUDA_CK(cudaMemcpyAsync(im->d_pos, im->h_pos, n * sizeof(uint32_t), cudaMemcpyHostToDevice,
-                             im->stream),
-             "position copy");
   RD_CUDA_CK(cudaMemcpyAsync(im->d_stage, im->h_stage, n * s->row_bytes, cudaMemcpyHostToDevice,
                              im->stream),
              "row copy");
@@ -229,13 +240,8 @@ extern "C" int rd_gpu_storage_gather(rd_gpu_storage_t *s, size_t n, const uint32
                                      void *out, rd_error_t *err) {
   int rc = check_n(s, n, err);
   if (rc || n == 0) return rc;
-  if ((rc = check_positions(s, n, positions, 0, err))) return rc;
+  if ((rc = stage_positions(s, n, positions, 0, err))) return rc;
   rd_gpu_storage_impl *im = s->impl;
-  RD_CUDA_CK(cudaSetDevice(s->device), "cudaSetDevice");
-  memcpy(im->h_pos, positions, n * sizeof(uint32_t));
-  RD_CUDA_CK(cudaMemcpyAsync(im->d_pos, im->h_pos, n * sizeof(uint32_t), cudaMemcpyHostToDevice,
-                             im->stream),
-             "position copy");
   if ((rc = launch(s, 1, n, im->d_pos, im->d_stage, err))) return rc;
   RD_CUDA_CK(cudaMemcpyAsync(im->h_stage, im->d_stage, n * s->row_bytes, cudaMemcpyDeviceToHost,
                              im->stream),
