@@ -48,6 +48,19 @@ int rd_fpga_xrt_env(int *noop, rd_error_t *err) {
   return RD_OK;
 }
 
+int rd_fpga_xrt_start_wait(void *run, unsigned timeout_ms, const char *kernel, rd_error_t *err) {
+  if (xrtRunStart(run) != 0)
+    return rd_error_set(err, RD_EINTERNAL, "xrt: starting %s failed (%s)", kernel,
+                        strerror(errno));
+  enum ert_cmd_state s = xrtRunWaitFor(run, timeout_ms);
+  if (s == ERT_CMD_STATE_COMPLETED) return RD_OK;
+  if (s == ERT_CMD_STATE_TIMEOUT || s == ERT_CMD_STATE_NEW || s == ERT_CMD_STATE_QUEUED ||
+      s == ERT_CMD_STATE_RUNNING)
+    return rd_error_set(err, RD_ETIMEDOUT, "xrt: %s did not complete in %u ms", kernel,
+                        timeout_ms);
+  return rd_error_set(err, RD_EINTERNAL, "xrt: %s's run ended in state %d", kernel, (int)s);
+}
+
 int rd_fpga_xrt_open_kernel(unsigned index, const char *xclbin, const char *name, void **device,
                             void **kernel, int *noop, rd_error_t *err) {
   *device = *kernel = NULL;
@@ -163,17 +176,8 @@ int rd_fpga_xrt_rmm_call(rd_fpga_xrt_rmm_t *x, uint32_t op, uint32_t n, uint32_t
       xrtRunSetArg(x->run, 6, x->bo[RD_XRT_BO_INFO_OUT]) != 0)
     return rd_error_set(err, RD_EINTERNAL, "xrt: setting the kernel's arguments failed (%s)",
                         strerror(errno));
-  if (xrtRunStart(x->run) != 0)
-    return rd_error_set(err, RD_EINTERNAL, "xrt: starting the kernel failed (%s)",
-                        strerror(errno));
-  enum ert_cmd_state s = xrtRunWaitFor(x->run, x->timeout_ms);
-  if (s != ERT_CMD_STATE_COMPLETED) {
-    if (s == ERT_CMD_STATE_TIMEOUT || s == ERT_CMD_STATE_NEW || s == ERT_CMD_STATE_QUEUED ||
-        s == ERT_CMD_STATE_RUNNING)
-      return rd_error_set(err, RD_ETIMEDOUT, "xrt: the kernel did not complete in %u ms",
-                          x->timeout_ms);
-    return rd_error_set(err, RD_EINTERNAL, "xrt: the kernel run ended in state %d", (int)s);
-  }
+  if ((rc = rd_fpga_xrt_start_wait(x->run, x->timeout_ms, "the kernel", err)) != RD_OK)
+    return rc;
   /* Device -> host: the outputs. */
   if ((rc = sync_bo(x, RD_XRT_BO_LEAF_OUT, XCL_BO_SYNC_BO_FROM_DEVICE,
                     leaf_out ? (size_t)n * 4 : 0, err)) != RD_OK ||
