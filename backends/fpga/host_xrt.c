@@ -18,13 +18,17 @@
 /* Kernel argument id of each buffer. */
 static const int BO_ARG[RD_XRT_N_BO] = {3, 4, 5, 6};
 
+void rd_fpga_xrt_close_handles(void *device, void *kernel, void *run, void *const *bo, int n_bo) {
+  if (run) xrtRunClose(run);
+  for (int i = 0; i < n_bo; i++)
+    if (bo[i]) xrtBOFree(bo[i]);
+  if (kernel) xrtKernelClose(kernel);
+  if (device) xrtDeviceClose(device);
+}
+
 void rd_fpga_xrt_rmm_close(rd_fpga_xrt_rmm_t *x) {
   if (!x) return;
-  if (x->run) xrtRunClose(x->run);
-  for (int i = 0; i < RD_XRT_N_BO; i++)
-    if (x->bo[i]) xrtBOFree(x->bo[i]);
-  if (x->kernel) xrtKernelClose(x->kernel);
-  if (x->device) xrtDeviceClose(x->device);
+  rd_fpga_xrt_close_handles(x->device, x->kernel, x->run, x->bo, RD_XRT_N_BO);
   memset(x, 0, sizeof *x);
 }
 

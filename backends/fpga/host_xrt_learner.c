@@ -26,11 +26,7 @@ static const int L_ARG[RD_XRT_L_N_BO] = {0, 1, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13,
 
 void rd_fpga_xrt_learner_close(rd_fpga_xrt_learner_t *x) {
   if (!x) return;
-  if (x->run) xrtRunClose(x->run);
-  for (int i = 0; i < RD_XRT_L_N_BO; i++)
-    if (x->bo[i]) xrtBOFree(x->bo[i]);
-  if (x->kernel) xrtKernelClose(x->kernel);
-  if (x->device) xrtDeviceClose(x->device);
+  rd_fpga_xrt_close_handles(x->device, x->kernel, x->run, x->bo, RD_XRT_L_N_BO);
   memset(x, 0, sizeof *x);
 }
 
