@@ -1,6 +1,6 @@
 /* bench_c_client.c - the C client's side of bench/bench_python_client.py.
  *
- *   bench_c_client TARGET ID TOKEN insert|sample STREAMS BATCH SECONDS
+ *   bench_c_client TARGET ID TOKEN insert|sample|stream STREAMS BATCH SECONDS
  *
  * Against a running replayd and an existing workload of bench_grpc's
  * CartPole schema (obs float32[4], action int32, reward float32, next_obs
@@ -8,7 +8,9 @@
  * each with its own connection, doing what bench_grpc's grpc.insert and
  * grpc.sample do:
  *   insert  one Insert stream per thread, writing messages of BATCH rows;
- *   sample  Sample(BATCH) with rows, in a loop.
+ *   sample  Sample(BATCH) with rows, in a loop;
+ *   stream  a sampler (rdc_sampler_*, window 8) taking batches of BATCH as
+ *           fast as they come, as bench_flow's grpc.sample_stream.
  * Prints one line, "ITEMS ELAPSED_S", on stdout, so that the Python
  * benchmark measures both clients against the same daemon and workload.
  */
@@ -33,6 +35,7 @@ typedef struct {
   double t_end;
   uint64_t items;
   int failed;
+  int stream; /* sample through a sampler (SampleStream) */
 } job_t;
 
 static void *insert_worker(void *arg) {
@@ -112,15 +115,27 @@ static void *sample_worker(void *arg) {
     j->failed = 1;
   } else {
     rdc_set_deadline(c, 30);
-    while (rd_clock_now() < j->t_end) {
+    rdc_sampler_t *s = NULL;
+    rdc_sampler_opts_t so;
+    rdc_sampler_opts_init(&so);
+    so.batch_size = b;
+    so.window = 8;
+    if (j->stream && rdc_sampler_open(c, j->id, j->token, &so, &s, &err) != RDC_OK) {
+      fprintf(stderr, "bench_c_client: sampler: %s\n", err.msg);
+      j->failed = 1;
+    }
+    while (!j->failed && rd_clock_now() < j->t_end) {
       rdc_sample_t io = {keys, pr, w, bufs, N_FIELDS, 0, 0};
-      if (rdc_sample(c, j->id, j->token, b, NAN, 0, &io, &err) != RDC_OK) {
+      int rc = j->stream ? rdc_sampler_next(s, 30, &io, &err)
+                         : rdc_sample(c, j->id, j->token, b, NAN, 0, &io, &err);
+      if (rc != RDC_OK) {
         fprintf(stderr, "bench_c_client: sample: %s\n", err.msg);
         j->failed = 1;
         break;
       }
       j->items += b;
     }
+    if (s != NULL) rdc_sampler_close(s, NULL);
     rdc_close(c);
   }
   free(keys);
@@ -131,8 +146,10 @@ static void *sample_worker(void *arg) {
 }
 
 int main(int argc, char **argv) {
-  if (argc != 8 || (strcmp(argv[4], "insert") != 0 && strcmp(argv[4], "sample") != 0)) {
-    fprintf(stderr, "usage: bench_c_client TARGET ID TOKEN insert|sample STREAMS BATCH SECONDS\n");
+  if (argc != 8 || (strcmp(argv[4], "insert") != 0 && strcmp(argv[4], "sample") != 0 &&
+                    strcmp(argv[4], "stream") != 0)) {
+    fprintf(stderr,
+            "usage: bench_c_client TARGET ID TOKEN insert|sample|stream STREAMS BATCH SECONDS\n");
     return 2;
   }
   int streams = atoi(argv[5]), batch = atoi(argv[6]);
@@ -147,7 +164,8 @@ int main(int argc, char **argv) {
   if (jobs == NULL || th == NULL) die("out of memory");
   double t0 = rd_clock_now();
   for (int i = 0; i < streams; i++) {
-    jobs[i] = (job_t){argv[1], argv[2], argv[3], (uint32_t)batch, t0 + seconds, 0, 0};
+    jobs[i] = (job_t){argv[1], argv[2], argv[3], (uint32_t)batch, t0 + seconds, 0, 0,
+                      strcmp(argv[4], "stream") == 0};
     if (pthread_create(&th[i], NULL, fn, &jobs[i]) != 0) die("pthread_create failed");
   }
   uint64_t items = 0;

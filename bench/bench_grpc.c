@@ -38,6 +38,8 @@
 #include "table.h"
 #include "rd_clock.h"
 #include "rdt_daemon.h"
+#include "bench_rows.h"
+#include "bench_util.h"
 
 #define OBS 4
 #define ROW_BYTES 41
@@ -104,44 +106,6 @@ static int start_daemon(void) {
 }
 
 /* ------------------------------------------------------------------ */
-/* Rows                                                                */
-/* ------------------------------------------------------------------ */
-
-typedef struct {
-  float *obs, *reward, *next_obs;
-  int32_t *action;
-  uint8_t *done;
-  rdc_column_t cols[5];
-} rows_t;
-
-static void rows_make(rows_t *r, uint32_t n) {
-  r->obs = malloc(n * OBS * sizeof(float));
-  r->next_obs = malloc(n * OBS * sizeof(float));
-  r->reward = malloc(n * sizeof(float));
-  r->action = malloc(n * sizeof(int32_t));
-  r->done = malloc(n);
-  for (uint32_t i = 0; i < n; i++) {
-    for (int k = 0; k < OBS; k++) r->obs[i * OBS + k] = r->next_obs[i * OBS + k] = (float)(i + k);
-    r->reward[i] = 1.0f;
-    r->action[i] = (int32_t)(i & 1);
-    r->done[i] = (i % 200) == 199;
-  }
-  r->cols[0] = (rdc_column_t){r->obs, n * OBS * sizeof(float)};
-  r->cols[1] = (rdc_column_t){r->action, n * sizeof(int32_t)};
-  r->cols[2] = (rdc_column_t){r->reward, n * sizeof(float)};
-  r->cols[3] = (rdc_column_t){r->next_obs, n * OBS * sizeof(float)};
-  r->cols[4] = (rdc_column_t){r->done, n};
-}
-
-static void rows_free(rows_t *r) {
-  free(r->obs);
-  free(r->next_obs);
-  free(r->reward);
-  free(r->action);
-  free(r->done);
-}
-
-/* ------------------------------------------------------------------ */
 /* Workers                                                             */
 /* ------------------------------------------------------------------ */
 
@@ -158,12 +122,12 @@ static void *insert_worker(void *arg) {
   job_t *j = arg;
   rdc_client_t *c;
   rdc_error_t err;
-  rows_t r;
-  rows_make(&r, j->batch);
+  bench_rows_t r;
+  bench_rows_make(&r, j->batch);
   if (rdc_connect(target, 5, &c, &err)) {
     fprintf(stderr, "bench_grpc: connect: %s\n", err.msg);
     j->failed = 1;
-    rows_free(&r);
+    bench_rows_free(&r);
     return NULL;
   }
   rdc_set_deadline(c, 60);
@@ -189,7 +153,7 @@ static void *insert_worker(void *arg) {
     if (!j->failed && inserted != sent) j->failed = 1;
   }
   rdc_close(c);
-  rows_free(&r);
+  bench_rows_free(&r);
   return NULL;
 }
 
@@ -235,11 +199,6 @@ static void *sample_worker(void *arg) {
   free(colmem);
   rdc_close(c);
   return NULL;
-}
-
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
 }
 
 /* Run S workers for O.seconds; returns items/s (negative on failure). */
@@ -389,8 +348,8 @@ static void baseline(uint32_t capacity) {
   }
   rd_table_t t;
   if (rd_table_init(&t, &c, NULL)) return;
-  rows_t r;
-  rows_make(&r, 512);
+  bench_rows_t r;
+  bench_rows_make(&r, 512);
   rd_cbuf_t cols[5];
   for (int f = 0; f < 5; f++) cols[f] = (rd_cbuf_t){r.cols[f].data, r.cols[f].bytes};
   uint64_t n = 0;
@@ -418,7 +377,7 @@ static void baseline(uint32_t capacity) {
     n += 512;
   }
   emit("baseline.table.sample", 512, 0, (double)n / (rd_clock_now() - t0), "transitions/s");
-  rows_free(&r);
+  bench_rows_free(&r);
   rd_table_free(&t);
 }
 

@@ -482,8 +482,8 @@ static void unit_warm(unit_t *u, const opts_t *o) {
   u->steps_per_rep = bench_warm_up(unit_run, u, &o->timing);
 }
 
-static void unit_rep(unit_t *u, int r) {
-  u->v[r] = 1.0 / bench_rep_seconds(unit_run, u, u->steps_per_rep);
+static void unit_rep(unit_t *u, int r, const opts_t *o) {
+  u->v[r] = 1.0 / bench_rep_seconds(unit_run, u, u->steps_per_rep, &o->timing);
 }
 
 static void unit_median(unit_t *u, int reps) {
@@ -658,7 +658,7 @@ static void run_point(const shape_t *s, uint32_t batch, uint32_t threads, const 
   for (size_t k = 0; k < n_units; k++) unit_warm(&units[k], o);
   for (int r = 0; r < o->timing.reps; r++)
     for (size_t k = 0; k < n_units; k++) {
-      unit_rep(&units[k], r);
+      unit_rep(&units[k], r, o);
       if (progress) {
         fprintf(stderr, "\r\033[K  %-14s batch %-6u threads %u: rep %d/%d, %s: %10.1f steps/s",
                 s->name, batch, threads, r + 1, o->timing.reps,

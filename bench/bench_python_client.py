@@ -10,10 +10,19 @@ bench_grpc's CartPole-shaped workload (41-byte rows), then, in R rounds:
                             Insert stream each, messages of B rows
   python.insert             S threads, one Client and Writer (Insert stream)
                             each, Writer.extend() of a dict of B-row arrays
+                            (the Writer's defaults: messages coalesce up to
+                            8 B rows while the stream falls behind)
+  python.insert_uncoalesced the same with max_message_rows=B: one message
+                            per B rows, as the C client sends
   baseline.c_client.sample  bench_c_client: S threads calling Sample(B)
   python.sample             S threads, one Client each, Workload.sample(B)
                             (keys, probabilities, weights, numpy columns)
   python.sample_prefetch    the same through Workload.sampler(B, prefetch=2)
+  baseline.c_client.sample_stream
+                            bench_c_client: S threads, each a sampler
+                            (SampleStream, window 8) taking batches of B
+  python.sample_stream      S threads, Workload.sampler(B, prefetch=8,
+                            stream=True): the same stream from Python
 
 Each figure is the median of the rounds (transitions/s); the ratio lines
 are python / C of the same round's medians. Prints a table, or with --json
@@ -179,10 +188,11 @@ def main():
             items, secs = out.stdout.split()
             return int(items) / float(secs)
 
-        def py_insert(t_end):
+        def py_insert(t_end, coalesce=True):
             with replayd.Client(d.target, timeout=60) as c:
                 w = c.workload(wid, token)
-                wr = w.writer(max_rows=a.batch, max_seconds=None)
+                wr = w.writer(max_rows=a.batch, max_seconds=None,
+                              max_message_rows=None if coalesce else a.batch)
                 n = 0
                 while time.monotonic() < t_end:
                     wr.extend(batch)
@@ -202,11 +212,11 @@ def main():
                     n += len(s)
                 return n
 
-        def py_sampler(t_end):
+        def py_sampler(t_end, stream=False):
             with replayd.Client(d.target, timeout=30) as c:
                 w = c.workload(wid, token)
                 n = 0
-                with w.sampler(a.batch, prefetch=2) as it:
+                with w.sampler(a.batch, prefetch=8 if stream else 2, stream=stream) as it:
                     for s in it:
                         n += len(s)
                         if time.monotonic() >= t_end:
@@ -215,9 +225,14 @@ def main():
 
         runs = [("baseline.c_client.insert", lambda: c_run("insert")),
                 ("python.insert", lambda: run_threads(py_insert, a.streams, a.seconds)),
+                ("python.insert_uncoalesced",
+                 lambda: run_threads(lambda t: py_insert(t, False), a.streams, a.seconds)),
                 ("baseline.c_client.sample", lambda: c_run("sample")),
                 ("python.sample", lambda: run_threads(py_sample, a.streams, a.seconds)),
-                ("python.sample_prefetch", lambda: run_threads(py_sampler, a.streams, a.seconds))]
+                ("python.sample_prefetch", lambda: run_threads(py_sampler, a.streams, a.seconds)),
+                ("baseline.c_client.sample_stream", lambda: c_run("stream")),
+                ("python.sample_stream", lambda: run_threads(
+                    lambda t_end: py_sampler(t_end, stream=True), a.streams, a.seconds))]
         if a.profile:
             import cProfile
             for name, fn in (("insert", py_insert), ("sample", py_sample)):
@@ -243,6 +258,8 @@ def main():
                   "ratio"))
     lines.append(("python.sample_vs_c", med["python.sample"] / med["baseline.c_client.sample"],
                   "ratio"))
+    lines.append(("python.sample_stream_vs_c", med["python.sample_stream"] /
+                  med["baseline.c_client.sample_stream"], "ratio"))
     if a.json:
         for name, v, unit in lines:
             print(json.dumps({"name": name, "params": params, "value": float(f"{v:.6g}"),

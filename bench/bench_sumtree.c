@@ -79,7 +79,7 @@ static uint64_t leaf_value(uint64_t *s) { return 1 + (rd_splitmix64(s) >> 44); }
 /* ------------------------------------------------------------------ */
 
 typedef struct {
-  bool json, quick, baseline;
+  bool json, quick, baseline, cpu_clock;
   bool op[4];    /* sample, update, update_random, insert: which to measure */
   bench_list_t capacity, batch, fanout, threads;
   bench_timing_t timing;
@@ -90,7 +90,7 @@ static void usage(FILE *f) {
       "usage: bench_sumtree [--json] [--quick] [--capacity N] [--batch B]\n"
       "                     [--fanout K] [--threads T]\n"
       "                     [--op sample|update|update_random|insert]\n"
-      "                     [--no-baseline] [--time-ms MS]\n"
+      "                     [--no-baseline] [--time-ms MS] [--clock wall|cpu]\n"
       "\n"
       "Nanoseconds per item of the K-ary sum tree's sample (stratified targets),\n"
       "update (the leaves the last sample returned, as a replay buffer does),\n"
@@ -109,6 +109,9 @@ static void usage(FILE *f) {
       "  --op OP        only this operation: sample, update, update_random or insert\n"
       "  --no-baseline  skip the baselines (no ratio columns then)\n"
       "  --time-ms MS   minimum time of one repetition\n"
+      "  --clock CLOCK  wall (default): CLOCK_MONOTONIC; cpu: the thread's CPU time,\n"
+      "                 which leaves out other processes on a shared machine\n"
+      "                 (one thread: threads default to 1)\n"
       "\n"
       "RD_SUMTREE_ISA=generic|avx2|avx512 forces a kernel variant.\n",
       f);
@@ -124,6 +127,11 @@ static void parse_opts(opts_t *o, int argc, char **argv) {
     if (bench_common_opt(argc, argv, &i, &o->json, &o->quick, &time_ms, usage)) continue;
     if (strcmp(argv[i], "--no-baseline") == 0) {
       o->baseline = false;
+    } else if ((v = bench_opt(argc, argv, &i, "--clock"))) {
+      if (strcmp(v, "cpu") == 0)
+        o->cpu_clock = true;
+      else if (strcmp(v, "wall") != 0)
+        die("--clock: '%s' is not wall or cpu", v);
     } else if ((v = bench_opt(argc, argv, &i, "--op"))) {
       int k = strcmp(v, "sample") == 0 ? 0 : strcmp(v, "update") == 0 ? 1
             : strcmp(v, "update_random") == 0 ? 2 : strcmp(v, "insert") == 0 ? 3 : -1;
@@ -164,9 +172,15 @@ static void parse_opts(opts_t *o, int argc, char **argv) {
   PICK(o->capacity, "--capacity", cap_quick, cap_full);
   PICK(o->batch, "--batch", bat_quick, bat_full);
   PICK(o->fanout, "--fanout", fan_quick, fan_full);
+  if (o->cpu_clock) bench_list_default(&o->threads, "--threads", (const uint32_t[]){1}, 1);
   PICK(o->threads, "--threads", thr_all, thr_all);
 #undef PICK
   bench_timing_init(&o->timing, time_ms, o->quick, 0.015, 0.100, 0.005, 0.020);
+  if (o->cpu_clock) {
+    o->timing.clock = bench_thread_cpu_now;
+    for (size_t i = 0; i < o->threads.n; i++)
+      if (o->threads.v[i] != 1) die("--clock cpu measures one thread: add --threads 1");
+  }
   if (!op_given) o->op[0] = o->op[1] = o->op[2] = o->op[3] = true;
 }
 
@@ -753,9 +767,9 @@ int main(int argc, char **argv) {
   bench_machine_t m;
   bench_machine(&m);
   fprintf(info, "# bench_sumtree: kernel ISA %s, %s, %s, %ld CPUs (load %s), %.0f ms per "
-                "repetition, median of %d\n",
-          kernel_isa(), m.date, m.cpu, m.cpus, m.load, o.timing.min_s * 1e3,
-          o.timing.reps);
+                "repetition, median of %d, %s\n",
+          kernel_isa(), m.date, m.cpu, m.cpus, m.load, o.timing.min_s * 1e3, o.timing.reps,
+          o.cpu_clock ? "thread CPU time" : "wall clock");
   fflush(info);
 
   exactness_check(&o, info);

@@ -55,6 +55,24 @@ void cpu_model(char *buf, size_t len) {
   fclose(f);
 }
 
+const char *cpu_isa(void) {
+  const char *isa = "baseline";
+  FILE *f = fopen("/proc/cpuinfo", "r");
+  if (f == NULL) return isa;
+  char line[8192];
+  while (fgets(line, sizeof line, f)) {
+    if (strncmp(line, "flags", 5) == 0) {
+      if (strstr(line, " avx512f"))
+        isa = "avx512";
+      else if (strstr(line, " avx2"))
+        isa = "avx2";
+      break;
+    }
+  }
+  fclose(f);
+  return isa;
+}
+
 void load_average(char *buf, size_t len) {
   snprintf(buf, len, "?");
   FILE *f = fopen("/proc/loadavg", "r");
@@ -156,15 +174,24 @@ void bench_timing_init(bench_timing_t *t, double time_ms, bool quick, double qui
   t->warm_s = quick ? quick_warm_s : full_warm_s;
   if (t->warm_s > t->min_s) t->warm_s = t->min_s;
   t->reps = quick ? 3 : 5;
+  t->clock = NULL;
 }
+
+double bench_thread_cpu_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static double now(const bench_timing_t *t) { return t->clock ? t->clock() : rd_clock_now(); }
 
 uint64_t bench_warm_up(bench_run_fn run, void *ctx, const bench_timing_t *t) {
   uint64_t n = 1, done = 0;
-  double t0 = rd_clock_now(), el;
+  double t0 = now(t), el;
   for (;;) {
     run(ctx, n);
     done += n;
-    el = rd_clock_now() - t0;
+    el = now(t) - t0;
     if (el >= t->warm_s && done >= 2) break;
     n *= 2;
   }
@@ -172,10 +199,10 @@ uint64_t bench_warm_up(bench_run_fn run, void *ctx, const bench_timing_t *t) {
   return want < 1 ? 1 : (uint64_t)(want + 0.5);
 }
 
-double bench_rep_seconds(bench_run_fn run, void *ctx, uint64_t n) {
-  double t0 = rd_clock_now();
+double bench_rep_seconds(bench_run_fn run, void *ctx, uint64_t n, const bench_timing_t *t) {
+  double t0 = now(t);
   run(ctx, n);
-  return (rd_clock_now() - t0) / (double)n;
+  return (now(t) - t0) / (double)n;
 }
 
 double bench_median(double *v, int n) {
@@ -200,7 +227,7 @@ double bench_seconds_per_unit(bench_unit_fn fn, void *ctx, const bench_timing_t 
   unit_run_t u = {fn, ctx, 0};
   uint64_t n = bench_warm_up(unit_run, &u, t);
   double v[BENCH_MAX_REPS];
-  for (int r = 0; r < t->reps; r++) v[r] = bench_rep_seconds(unit_run, &u, n);
+  for (int r = 0; r < t->reps; r++) v[r] = bench_rep_seconds(unit_run, &u, n, t);
   return bench_median(v, t->reps);
 }
 

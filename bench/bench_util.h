@@ -21,6 +21,10 @@ int cmp_double(const void *a, const void *b);
 /* The CPU's model name from /proc/cpuinfo, or "unknown CPU". */
 void cpu_model(char *buf, size_t len);
 
+/* The widest x86 vector ISA the CPU has ("avx512", "avx2" or "baseline",
+ * from /proc/cpuinfo's flags): what a figure's compiled loops could use. */
+const char *cpu_isa(void);
+
 /* The 1-minute load average from /proc/loadavg, or "?": figures taken on a
  * small machine mean little when something else is running. */
 void load_average(char *buf, size_t len);
@@ -83,11 +87,17 @@ void bench_list_default(bench_list_t *l, const char *opt, const uint32_t *v, siz
 typedef struct {
   double min_s, warm_s;
   int reps;
+  double (*clock)(void); /* seconds; NULL: rd_clock_now (the monotonic clock) */
 } bench_timing_t;
+
+/* The calling thread's CPU time in seconds (a clock for bench_timing_t
+ * that, on a shared machine, leaves out the time other processes held the
+ * core; it counts one thread only). */
+double bench_thread_cpu_now(void);
 
 /* The timing of a run: min_s from --time-ms when given (time_ms > 0),
  * else quick_min_s or full_min_s; warm_s likewise (never above min_s);
- * 3 repetitions with --quick, else 5. */
+ * 3 repetitions with --quick, else 5; the monotonic clock. */
 void bench_timing_init(bench_timing_t *t, double time_ms, bool quick, double quick_min_s,
                        double full_min_s, double quick_warm_s, double full_warm_s);
 
@@ -99,8 +109,8 @@ typedef void (*bench_run_fn)(void *ctx, uint64_t n);
  * have passed; returns how many units that rate puts in t->min_s (>= 1). */
 uint64_t bench_warm_up(bench_run_fn run, void *ctx, const bench_timing_t *t);
 
-/* Seconds per unit of one repetition of n units. */
-double bench_rep_seconds(bench_run_fn run, void *ctx, uint64_t n);
+/* Seconds per unit of one repetition of n units (t's clock). */
+double bench_rep_seconds(bench_run_fn run, void *ctx, uint64_t n, const bench_timing_t *t);
 
 /* The median of v[0..n) (reorders v). */
 double bench_median(double *v, int n);

@@ -4,12 +4,20 @@
  * run and the host tests replay against the CPU tree.
  *
  * The GPU tree has the representation of backends/cpu/sumtree.h exactly:
- * uint64 leaves, levels of blocks of K inclusive prefix sums, level 0 the
- * root block, the leaves the last level, the same number of blocks per level
- * (both compute it with rd_st_shape). Only where a level starts in memory
- * differs (the GPU aligns levels to 256 bytes, the CPU to 64). Because the
- * representation and the search rule are integer-exact, a target selects the
- * same leaf on both and an update leaves the same bits.
+ * uint64 leaves, levels of blocks of K entries, level 0 the root block, the
+ * leaves the last level, the same number of blocks per level (both compute
+ * it with rd_st_shape). Only where a level starts in memory differs (the GPU
+ * aligns levels to 256 bytes, the CPU to 64). Because the representation and
+ * the search rule are integer-exact, a target selects the same leaf on both
+ * and an update leaves the same bits.
+ *
+ * Segments. A block's K entries are split into segments of W = min(K, 8)
+ * entries, one 64-byte cache line each, and entry i holds the inclusive
+ * prefix sum of the children from the start of its segment up to i. For
+ * K <= 8 a block is one segment (the plain prefix-sum block). An update
+ * then writes one line per level (the suffix of one segment), as a tree of
+ * plain node sums would, while a descent still compares a block of prefix
+ * sums: entry i plus the ends of the segments before it (rd_st_full).
  *
  * Everything here is a static inline function marked RD_HD (__host__
  * __device__ under nvcc, nothing under a C compiler), free of libc, so a C
@@ -29,9 +37,10 @@
  *   3. S = inclusive prefix sum of d over the sorted list (mod 2^64);
  *   4. for every level h and every block B of level h that the batch touches,
  *      the first sorted item below B (its "owner", rd_st_is_owner) adds to
- *      slot i of B the sum of the deltas of the items below entries
- *      B*K .. B*K+i, which is S[c-1] - S[k-1] with c = rd_st_upper_bound of
- *      the first leaf after that entry (rd_st_slot_add).
+ *      slot i of B the sum of the deltas of the items below the entries from
+ *      the start of i's segment to B*K+i, which is S[c-1] - S[c0-1] with c0
+ *      and c = rd_st_upper_bound of the first leaf of that segment and of the
+ *      first leaf after entry B*K+i (rd_st_slot_add).
  * Each block, the root included, is written by exactly one owner, with one
  * plain add per slot, and no level waits for another: no atomics and no
  * contention at the root. The true value of every entry lies in [0, 2^63),
@@ -116,34 +125,60 @@ static inline RD_HD uint64_t rd_st_child(uint64_t e, uint32_t lk, uint32_t j) {
   return (e << lk) + j;
 }
 
+/* Entries per segment: min(K, 8), one 64-byte line of uint64. */
+#define RD_ST_SEG_MAX 8u
+static inline RD_HD uint32_t rd_st_seg(uint32_t fanout) {
+  return fanout < RD_ST_SEG_MAX ? fanout : RD_ST_SEG_MAX;
+}
+
+/* Sum of a block's children (the value its parent entry stands for): the
+ * last entries of its segments. */
+static inline RD_HD uint64_t rd_st_block_total(const uint64_t *blk, uint32_t fanout) {
+  uint32_t w = rd_st_seg(fanout);
+  uint64_t s = 0;
+  for (uint32_t i = w - 1; i < fanout; i += w) s += blk[i];
+  return s;
+}
+
+/* Full prefix sum of children 0..i of a block: entry i plus the ends of the
+ * segments before i's. */
+static inline RD_HD uint64_t rd_st_full(const uint64_t *blk, uint32_t fanout, uint32_t i) {
+  uint32_t w = rd_st_seg(fanout);
+  uint64_t s = blk[i];
+  for (uint32_t e = w - 1; e < i - i % w; e += w) s += blk[e];
+  return s;
+}
+
 /* Value of leaf p, given the leaf level (the last one). */
 static inline RD_HD uint64_t rd_st_leaf_value(const uint64_t *leaf, uint64_t p, uint32_t fanout) {
-  return leaf[p] - (rd_st_slot(p, fanout) ? leaf[p - 1] : 0);
+  return leaf[p] - ((p & (rd_st_seg(fanout) - 1)) ? leaf[p - 1] : 0);
 }
 
 /* ------------------------------------------------------------------ */
 /* Sample: one level of the descent                                    */
 /* ------------------------------------------------------------------ */
 
-/* Number of entries of a block that are <= t. The entries are non-decreasing,
- * so this is the index of the child the descent takes; the GPU computes it
- * as popc(ballot(blk[lane] <= t)). */
+/* Number of children i of a block whose full prefix sum is <= t. The full
+ * prefix sums are non-decreasing, so this is the index of the child the
+ * descent takes; the GPU computes it as popc(ballot(full[lane] <= t)). */
 static inline RD_HD uint32_t rd_st_count_le(const uint64_t *blk, uint32_t fanout, uint64_t t) {
   uint32_t c = 0;
-  for (uint32_t i = 0; i < fanout; i++) c += blk[i] <= t;
+  for (uint32_t i = 0; i < fanout; i++) c += rd_st_full(blk, fanout, i) <= t;
   return c;
 }
 
-/* The reduced target after taking child j: t minus the prefix before j. */
-static inline RD_HD uint64_t rd_st_reduce(const uint64_t *blk, uint32_t j, uint64_t t) {
-  return t - (j ? blk[j - 1] : 0);
+/* The reduced target after taking child j: t minus the full prefix before j. */
+static inline RD_HD uint64_t rd_st_reduce(const uint64_t *blk, uint32_t fanout, uint32_t j,
+                                          uint64_t t) {
+  return t - (j ? rd_st_full(blk, fanout, j - 1) : 0);
 }
 
 /* One descent step: child index j of the block for target *t, which becomes
- * the target within that child. Requires *t < blk[K-1] (then j < K). */
+ * the target within that child. Requires *t < rd_st_block_total (then
+ * j < K). */
 static inline RD_HD uint32_t rd_st_descend(const uint64_t *blk, uint32_t fanout, uint64_t *t) {
   uint32_t j = rd_st_count_le(blk, fanout, *t);
-  *t = rd_st_reduce(blk, j, *t);
+  *t = rd_st_reduce(blk, fanout, j, *t);
   return j;
 }
 
@@ -151,11 +186,12 @@ static inline RD_HD uint32_t rd_st_descend(const uint64_t *blk, uint32_t fanout,
 /* Update: one level                                                   */
 /* ------------------------------------------------------------------ */
 
-/* Add d (mod 2^64) to slots j..K-1 of a block: the prefix sums that include
+/* Add d (mod 2^64) to slots j.. of j's segment: the entries that include
  * child j (one item's change at one level, as the CPU applies it). */
 static inline RD_HD void rd_st_suffix_add(uint64_t *blk, uint32_t fanout, uint32_t j,
                                           uint64_t d) {
-  for (uint32_t i = j; i < fanout; i++) blk[i] += d;
+  uint32_t end = (j | (rd_st_seg(fanout) - 1)) + 1;
+  for (uint32_t i = j; i < end; i++) blk[i] += d;
 }
 
 /* Leaf of sorted item k: pos[k], or first + k when pos is NULL (the
@@ -204,17 +240,21 @@ static inline RD_HD uint64_t rd_st_upper_bound(const uint32_t *pos, uint64_t fir
 }
 
 /* What owner k of block B of level h adds to slot i of B: the sum of the
- * deltas of the sorted items whose leaves lie below entries B*K .. B*K+i,
- * from S, the inclusive prefix sums of the deltas over n sorted items. */
+ * deltas of the sorted items whose leaves lie below the entries from the
+ * start of i's segment to B*K+i, from S, the inclusive prefix sums of the
+ * deltas over n sorted items. */
 static inline RD_HD uint64_t rd_st_slot_add(const uint32_t *pos, uint64_t first, const uint64_t *S,
                                             uint64_t n, uint64_t k, uint64_t B, uint32_t i,
                                             uint32_t lk, uint32_t height, uint32_t h) {
   uint32_t sh = rd_st_shift(lk, height, h);
+  uint32_t i0 = i & ~(rd_st_seg((uint32_t)1 << lk) - 1); /* first slot of i's segment */
   uint64_t bound = ((B << lk) + i + 1) << sh; /* first leaf after entry B*K+i */
   /* Gallop on the two lowest levels (few items per block), bisect above. */
-  uint64_t c = rd_st_upper_bound(pos, first, k, n, bound, h + 2 >= height);
-  if (c == k) return 0;
-  return S[c - 1] - (k ? S[k - 1] : 0);
+  int gallop = h + 2 >= height;
+  uint64_t c0 = i0 ? rd_st_upper_bound(pos, first, k, n, ((B << lk) + i0) << sh, gallop) : k;
+  uint64_t c = rd_st_upper_bound(pos, first, c0, n, bound, gallop);
+  if (c == c0) return 0;
+  return S[c - 1] - (c0 ? S[c0 - 1] : 0);
 }
 
 #endif

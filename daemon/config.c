@@ -70,6 +70,12 @@ static const cfg_key_t keys[] = {
     {"max-workloads", K_COUNT, FIELD(max_workloads), 1, 4096, false, "workloads held at once"},
     {"learner-threads", K_COUNT, FIELD(learner_threads), 1, 256, false,
      "threads of each hosted learner's train-step"},
+    {"max-waiting-calls", K_COUNT, FIELD(max_waiting_calls), 0, 1u << 20, false,
+     "calls waiting for a rate limiter (and sample streams), all\n"
+     "                             workloads together; past it RESOURCE_EXHAUSTED"},
+    {"max-waiting-per-workload", K_COUNT, FIELD(max_waiting_per_workload), 0, 1u << 20, false,
+     "calls waiting for one workload's rate limiter (and its sample\n"
+     "                             streams)"},
     {"fpga-parts-dir", K_STRING, FIELD(fpga_parts_dir), 0, 0, true,
      "FPGA part files (*.part) for the mapper's FPGA model; empty = the\n"
      "                             installed ones (run from the build tree:\n"
@@ -89,6 +95,36 @@ static const cfg_key_t keys[] = {
      "                             it serves (RMM_MAX_LEAF = (2^63-1)/MIN; MIN\n"
      "                             defaults to N, as build_xclbin.sh builds it:\n"
      "                             then only tables of exactly N items fit)"},
+    {"durability", K_STRING, FIELD(durability), 0, 0, false,
+     "a workload's durability when its spec does not say: none,\n"
+     "                             checkpoint or journal (every insert and update\n"
+     "                             on disk before it is acknowledged)"},
+    {"checkpoint-dir", K_STRING, FIELD(checkpoint_dir), 0, 0, true,
+     "where checkpoints and journals go; empty = <state-dir>/checkpoints"},
+    {"checkpoint-interval-s", K_COUNT, FIELD(checkpoint_interval_s), 0, 100000000, false,
+     "a workload's checkpoint period when its spec does not say\n"
+     "                             (seconds; 0 = only on request and at shutdown)"},
+    {"checkpoint-keep", K_COUNT, FIELD(checkpoint_keep), 1, 1000, false,
+     "checkpoints kept per workload (a restore falls back to older ones)"},
+    {"checkpoint-zstd", K_COUNT, FIELD(checkpoint_zstd), 0, 19, false,
+     "zstd level of checkpoints and exports; 0 = uncompressed"},
+    {"journal-commit-us", K_COUNT, FIELD(journal_commit_us), 0, 1000000, false,
+     "group-commit window of the write-ahead journal: one fdatasync\n"
+     "                             covers the records of this many microseconds"},
+    {"journal-max-pending", K_BYTES, FIELD(journal_max_pending), MIB, UINT64_C(1) << 40, false,
+     "journal bytes waiting for the disk before inserts are refused"},
+    {"metrics-listen", K_STRING, FIELD(metrics_listen), 0, 0, true,
+     "serve Prometheus metrics over HTTP at /metrics:\n"
+     "                             PORT or :PORT (loopback: 127.0.0.1:PORT) or\n"
+     "                             HOST:PORT; empty = no metrics endpoint"},
+    {"tls-cert", K_STRING, FIELD(tls_cert), 0, 0, true,
+     "PEM certificate (chain): serve gRPC over TLS\n"
+     "                             (needs --tls-key); empty = plaintext"},
+    {"tls-key", K_STRING, FIELD(tls_key), 0, 0, true, "PEM private key of --tls-cert"},
+    {"tls-client-ca", K_STRING, FIELD(tls_client_ca), 0, 0, true,
+     "PEM CA certificates: every client must present\n"
+     "                             a certificate one of them signed (needs\n"
+     "                             --tls-cert); empty = clients need none"},
 };
 #define N_KEYS (sizeof keys / sizeof keys[0])
 
@@ -135,6 +171,13 @@ void rd_config_defaults(rd_config_t *c) {
   c->max_memory_bytes = 8 * GIB;
   c->max_workloads = 64;
   c->learner_threads = 1;
+  snprintf(c->durability, sizeof c->durability, "%s", "checkpoint");
+  c->checkpoint_interval_s = 600;
+  c->checkpoint_keep = 2;
+  c->journal_commit_us = 200;
+  c->journal_max_pending = 256 * MIB;
+  c->max_waiting_calls = 4096;
+  c->max_waiting_per_workload = 1024;
   c->fpga_xclbin_shape.k = XCLBIN_DEFAULT_K;
   c->fpga_xclbin_shape.n = XCLBIN_DEFAULT_N;
   c->fpga_xclbin_shape.batch = XCLBIN_DEFAULT_BATCH;
@@ -400,6 +443,22 @@ static int apply_line(rd_config_t *c, char *line, char *msg, size_t cap) {
   return set_key(c, k, value, msg, cap);
 }
 
+/* The next line of f into buf (cap >= LINE_MAX_BYTES + 2 bytes), its
+ * newline included, NUL-terminated; returns its length, 0 at the end of
+ * the file, -1 for a line longer than LINE_MAX_BYTES (nothing more is
+ * read: a file with no newline, /dev/zero, costs no more than this). */
+static long read_line(FILE *f, char *buf, size_t cap) {
+  size_t n = 0;
+  int ch;
+  while ((ch = getc(f)) != EOF) {
+    if (n == LINE_MAX_BYTES || n + 2 > cap) return -1;
+    buf[n++] = (char)ch;
+    if (ch == '\n') break;
+  }
+  buf[n] = '\0';
+  return (long)n;
+}
+
 int rd_config_load_file(rd_config_t *c, const char *path, rd_error_t *err) {
   if (path == NULL || path[0] == '\0')
     return rd_error_set(err, RD_EINVAL, "config file path is empty");
@@ -408,16 +467,19 @@ int rd_config_load_file(rd_config_t *c, const char *path, rd_error_t *err) {
     return rd_error_set(err, RD_EINVAL, "%s: cannot open config file: %s", path, strerror(errno));
 
   rd_config_t tmp = *c;
-  char *line = NULL;
-  size_t line_cap = 0;
+  char *line = malloc(LINE_MAX_BYTES + 2);
   char msg[RD_ERROR_MSG_MAX];
   unsigned lineno = 0;
   int rc = RD_OK;
-  ssize_t len;
+  long len;
+  if (line == NULL) {
+    fclose(f);
+    return rd_error_set(err, RD_ENOMEM, "%s: out of memory reading it", path);
+  }
   errno = 0;
-  while ((len = getline(&line, &line_cap, f)) >= 0) {
+  while ((len = read_line(f, line, LINE_MAX_BYTES + 2)) != 0) {
     lineno++;
-    if (len > LINE_MAX_BYTES) {
+    if (len < 0) {
       rc = rd_error_set(err, RD_EINVAL, "%s:%u: line longer than %d bytes", path, lineno,
                         LINE_MAX_BYTES);
       goto out;
@@ -533,7 +595,7 @@ int rd_config_parse_args(rd_config_t *c, int argc, char **argv, int *show_help,
 /* Usage                                                               */
 /* ------------------------------------------------------------------ */
 
-static char usage_buf[8192]; /* PATH_MAX-long defaults fit */
+static char usage_buf[16384]; /* PATH_MAX-long defaults fit */
 static pthread_once_t usage_once = PTHREAD_ONCE_INIT;
 
 static void build_usage(void) {
@@ -573,9 +635,10 @@ static void build_usage(void) {
     else
       range[0] = '\0'; /* the help text says what they accept */
     snprintf(flag, sizeof flag, "--%s %s", key->name,
-             key->kind == K_STRING ? (strcmp(key->name, "listen") == 0      ? "ADDR"
-                                      : strcmp(key->name, "fpga-csim") == 0 ? "PART"
-                                                                            : "PATH")
+             key->kind == K_STRING ? (strcmp(key->name, "listen") == 0           ? "ADDR"
+                                      : strcmp(key->name, "metrics-listen") == 0 ? "ADDR"
+                                      : strcmp(key->name, "fpga-csim") == 0      ? "PART"
+                                                                                 : "PATH")
              : key->kind == K_LEVEL ? "LEVEL" : key->kind == K_BYTES ? "BYTES"
              : key->kind == K_SHAPE ? "K,N,B" : "N");
     n += (size_t)snprintf(usage_buf + n, cap - n, "  %-26s %s\n  %-26s (%s%sdefault %s)\n", flag,

@@ -44,6 +44,8 @@ typedef struct {
   uint64_t max_memory_bytes;  /* rows + trees + learners of all workloads; default 8 GiB */
   uint32_t max_workloads;     /* default 64 */
   uint32_t learner_threads;   /* OpenMP threads per hosted learner step; default 1 */
+  uint32_t max_waiting_calls; /* calls waiting for a rate limiter, all workloads; default 4096 */
+  uint32_t max_waiting_per_workload; /* ... per workload; default 1024 */
   char fpga_parts_dir[PATH_MAX]; /* FPGA part files for the model; empty = the installed ones */
   char fpga_csim[64];         /* a part name ("u250"): list one FPGA run as C-simulation (no
                                  board), modelled as that part; empty (default) = none */
@@ -52,6 +54,22 @@ typedef struct {
                                  XRT refuses a non-empty one at start (main.c) */
   rd_fpga_xclbin_shape_t fpga_xclbin_shape; /* its replay kernel's build; default rmm.h's
                                                16,65536,1024 */
+  /* Durability (core/durable.h). */
+  char durability[16];            /* a spec's default: none, checkpoint (default) or journal */
+  char checkpoint_dir[PATH_MAX];  /* empty (default) = <state-dir>/checkpoints */
+  uint32_t checkpoint_interval_s; /* a spec's default period; 0 = none; default 600 */
+  uint32_t checkpoint_keep;       /* checkpoints kept per workload; default 2 */
+  uint32_t checkpoint_zstd;       /* zstd level of checkpoints; 0 (default) = uncompressed */
+  uint32_t journal_commit_us;     /* the journal's group-commit window; default 200 */
+  uint64_t journal_max_pending;   /* journal bytes waiting for the disk before inserts are
+                                     refused; default 256 MiB */
+  /* Operations (docs/architecture.md "Operations"). */
+  char metrics_listen[256];   /* Prometheus /metrics over HTTP: "" (default) = off; "PORT"
+                                 or ":PORT" = 127.0.0.1:PORT; "HOST:PORT" as given */
+  char tls_cert[PATH_MAX];    /* PEM certificate chain: gRPC over TLS; "" = plaintext */
+  char tls_key[PATH_MAX];     /* its PEM private key (with tls_cert) */
+  char tls_client_ca[PATH_MAX]; /* PEM CAs: clients must present a certificate one of
+                                   them signed; "" = no client certificates asked */
 } rd_config_t;
 
 /* Fill c with the embedded defaults (reads the environment for state_dir). */

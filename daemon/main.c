@@ -21,12 +21,17 @@
 
 #include "config.h"
 #include "devices.h"
+#include "durable.h"
 #include "handlers.h"
 #include "log.h"
+#include "metrics.h"
+#include "metrics_http.h"
 #include "placement.h"
 #include "placer.h"
 #include "provider_fpga.h"
 #include "registry.h"
+#include "rpc_stats.h"
+#include "secrets.h"
 #include "server.h"
 #include "spec_pb.h"
 #include "store.h"
@@ -68,6 +73,32 @@ static void on_status_timer(uv_timer_t *t) {
                (unsigned long long)rd_server_calls_started(app.server));
 }
 
+static int render_metrics(void *arg, FILE *f) { return rd_metrics_render(arg, f); }
+
+/* With --metrics-listen: count RPCs (before the server serves one) ... */
+static void metrics_count_rpcs(void) {
+  static const char *names[RD_M_COUNT];
+  for (int m = 0; m < RD_M_COUNT; m++) {
+    const char *path = rd_method_path((rd_method_t)m);
+    const char *slash = strrchr(path, '/');
+    names[m] = slash ? slash + 1 : path;
+  }
+  rd_rpc_stats_enable(names, RD_M_COUNT);
+}
+
+/* ... and serve them (after it started: its load is among them). */
+static int metrics_serve(const rd_config_t *cfg, const rd_handler_ctx_t *ctx,
+                         rd_metrics_http_t **out, rd_error_t *err) {
+  static rd_metrics_source_t src;
+  src = (rd_metrics_source_t){app.registry, rd_server_metrics, app.server, ctx->start_unix,
+                              RD_VERSION};
+  char bound[300];
+  int rc = rd_metrics_http_start(cfg->metrics_listen, render_metrics, &src, out, bound,
+                                 sizeof bound, err);
+  if (rc == RD_OK) rd_log_info("main", "metrics on http://%s/metrics", bound);
+  return rc;
+}
+
 /* "host:port" with the port replaced by the one actually bound. */
 static void bound_address(const char *listen, int port, char *out, size_t len) {
   const char *colon = strrchr(listen, ':');
@@ -106,7 +137,16 @@ int main(int argc, char **argv) {
     return 1;
   }
   static rd_handler_ctx_t ctx;
-  if (rd_store_admin_token(cfg.state_dir, ctx.admin_token, sizeof ctx.admin_token, &err) != RD_OK) {
+  /* The token stays in its file (replayctl reads it there); the daemon
+   * keeps only its hash. */
+  char admin_token[RD_WORKLOAD_TOKEN_LEN + 1];
+  int admin_rc = rd_store_admin_token(cfg.state_dir, admin_token, sizeof admin_token, &err);
+  if (admin_rc == RD_OK) {
+    rd_token_hash(admin_token, strlen(admin_token), ctx.admin_token_hash);
+    ctx.has_admin_token = 1;
+  }
+  rd_secret_wipe(admin_token, sizeof admin_token);
+  if (admin_rc != RD_OK) {
     rd_log_error("main", "%s", err.msg);
     rd_store_close(store);
     return 1;
@@ -139,8 +179,19 @@ int main(int argc, char **argv) {
     rd_store_close(store);
     return 2;
   }
+  /* Checkpoints and journals (durable.h): before the restore, which reads
+   * them. A bad setting or a directory that cannot be made stops the start. */
+  static rd_durable_t *durable;
+  if (rd_durable_create(&durable, &cfg, &err) != RD_OK) {
+    rd_log_error("main", "%s", err.msg);
+    rd_registry_destroy(app.registry);
+    rd_store_close(store);
+    return err.code == RD_EINVAL ? 2 : 1;
+  }
+  rd_registry_set_durable(app.registry, durable);
   ctx.registry = app.registry;
   ctx.store = store;
+  ctx.durable = durable;
   ctx.config = &cfg;
   /* Restored workloads get their placement back from stored profiles
    * (nothing is measured at start). */
@@ -150,9 +201,11 @@ int main(int argc, char **argv) {
   /* Logs each workload and the count; a store it cannot read stops the
    * start. The stored specs are the wire's WorkloadSpec (spec_pb.h). */
   rd_spec_decoder_t decoder = rd_spec_pb_decoder(&cfg);
-  if (rd_registry_restore(app.registry, &decoder, NULL, &err) != RD_OK) {
+  if (rd_registry_restore(app.registry, &decoder, NULL, &err) != RD_OK ||
+      rd_durable_start(durable, app.registry, &err) != RD_OK) {
     rd_log_error("main", "%s", err.msg);
     rd_registry_destroy(app.registry);
+    rd_durable_destroy(durable);
     rd_store_close(store);
     return 1;
   }
@@ -161,10 +214,12 @@ int main(int argc, char **argv) {
   ctx.start_time = rd_clock_now();
   ctx.start_unix = (int64_t)time(NULL);
 
+  if (cfg.metrics_listen[0] != '\0') metrics_count_rpcs();
   int port = 0;
   if (rd_server_start(&app.server, &cfg, &ctx, &port, &err) != RD_OK) {
     rd_log_error("main", "%s", err.msg);
     rd_registry_destroy(app.registry);
+    rd_durable_destroy(durable);
     rd_store_close(store);
     grpc_shutdown();
     return 1;
@@ -172,6 +227,18 @@ int main(int argc, char **argv) {
   char address[300];
   bound_address(cfg.listen, port, address, sizeof address);
   app.address = address;
+  rd_metrics_http_t *metrics = NULL;
+  if (cfg.metrics_listen[0] != '\0' && metrics_serve(&cfg, &ctx, &metrics, &err) != RD_OK) {
+    rd_log_error("main", "%s", err.msg);
+    rd_registry_stop_learners(app.registry);
+    if (rd_server_stop(app.server, 0) == 0) {
+      rd_registry_destroy(app.registry);
+      rd_store_close(store);
+      grpc_shutdown();
+    }
+    rd_log_close();
+    return 1;
+  }
 
   uv_loop_t loop;
   uv_loop_init(&loop);
@@ -189,8 +256,10 @@ int main(int argc, char **argv) {
   /* Only now: whoever reads this line (a test, an operator's script) may
    * signal at once, and before uv_signal_start a SIGHUP or SIGTERM took the
    * default action and killed the daemon (seen under ASan in CI). */
-  rd_log_info("main", "listening on %s with %u threads (+%u applying inserts)", address,
-              cfg.threads, cfg.ingest_threads);
+  rd_log_info("main", "listening on %s with %u threads (+%u applying inserts)%s", address,
+              cfg.threads, cfg.ingest_threads,
+              !cfg.tls_cert[0] ? "" : cfg.tls_client_ca[0] ? ", TLS, client certificates required"
+                                                           : ", TLS");
   char ready[400];
   snprintf(ready, sizeof ready, "READY=1\nSTATUS=listening on %s", address);
   sd_notify(0, ready);
@@ -198,10 +267,19 @@ int main(int argc, char **argv) {
   uv_run(&loop, UV_RUN_DEFAULT);
 
   sd_notify(0, "STOPPING=1");
+  rd_metrics_http_stop(metrics); /* it reads the registry and the server */
   /* Hosted learners first: a TrainStep in progress ends (UNAVAILABLE) at
    * its current step instead of holding the server's drain. */
   rd_registry_stop_learners(app.registry);
-  if (rd_server_stop(app.server, cfg.shutdown_grace_ms / 1000.0) != 0) {
+  int server_stopped = rd_server_stop(app.server, cfg.shutdown_grace_ms / 1000.0) == 0;
+  /* The final checkpoint: every call is done (or cancelled) and every
+   * learner stopped, so it holds everything that was acknowledged. */
+  rd_durable_stop(durable);
+  size_t ck_done = 0, ck_failed = 0;
+  rd_durable_checkpoint_all(durable, app.registry, &ck_done, &ck_failed);
+  if (ck_done + ck_failed > 0)
+    rd_log_info("main", "final checkpoints: %zu written, %zu failed", ck_done, ck_failed);
+  if (!server_stopped) {
     rd_log_close();
     _exit(0); /* calls were drained or cancelled; only gRPC's teardown hung */
   }
@@ -212,7 +290,8 @@ int main(int argc, char **argv) {
   uv_run(&loop, UV_RUN_DEFAULT);
   uv_loop_close(&loop);
 
-  rd_registry_destroy(app.registry);
+  rd_registry_destroy(app.registry); /* workloads' journals close: what is appended is synced */
+  rd_durable_destroy(durable);
   rd_store_close(store);
   grpc_shutdown();
   rd_log_info("main", "stopped");

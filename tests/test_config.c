@@ -272,6 +272,27 @@ static void test_file_errors(void **state) {
   memcpy(longline, "threads = 4\n", 12);
   longline[sizeof longline - 1] = '\n';
   expect_file_error(longline, sizeof longline, 2, "line longer than 4096 bytes");
+  /* A line of exactly 4096 bytes with its newline is one. */
+  memset(longline, ' ', 4096);
+  memcpy(longline, "threads = 4", 11);
+  longline[4095] = '\n';
+  const char *ok = write_file_n("edge.conf", longline, 4096);
+  rd_config_t c;
+  rd_config_defaults(&c);
+  assert_int_equal(rd_config_load_file(&c, ok, NULL), RD_OK);
+  assert_int_equal(c.threads, 4);
+
+  /* A file with no newline is refused at 4 KiB, not read whole (found by
+   * fuzz_config: --config /dev/zero took all memory). */
+  rd_config_t before = c;
+  rd_error_t err;
+  rd_error_clear(&err);
+  assert_int_equal(rd_config_load_file(&c, "/dev/zero", &err), RD_EINVAL);
+  assert_non_null(strstr(err.msg, "/dev/zero:1: line longer than 4096 bytes"));
+  assert_memory_equal(&c, &before, sizeof c);
+  char *argv[] = {"replayd", "--config=/dev/zero", NULL};
+  assert_int_equal(rd_config_parse_args(&c, 2, argv, NULL, NULL, &err), RD_EINVAL);
+  assert_memory_equal(&c, &before, sizeof c);
 }
 
 static void test_file_missing(void **state) {

@@ -21,6 +21,7 @@
 
 #include "log.h"
 #include "pipeline.h"
+#include "rate_limiter.h"
 #include "rd_nn_spec.h"
 #include "rd_clock.h"
 #include "rdt_schema.h"
@@ -33,14 +34,43 @@
 #define OBS 4
 enum { F_OBS, F_ACTION, F_REWARD, F_NEXT, F_DISCOUNT, NF };
 
-typedef rdt_table_t wl_t;
+typedef struct {
+  rdt_table_t rt;  /* the table and its lock, as the daemon keeps a workload's */
+  int has_limiter; /* continuous mode samples through it, as the workload's */
+  rd_limiter_t limiter;
+} wl_t;
 
-static void wl_init(wl_t *w, uint32_t capacity, int with_done) {
-  rd_error_t err;
-  if (rdt_table_init(w, capacity, OBS, !with_done, 11, &err) != RD_OK) fail_msg("table: %s", err.msg);
+/* The workload's rate limiter, as core wires it (pipeline.h limiter_take). */
+static uint32_t lim_take(void *arg, uint32_t batch, uint32_t want, int gated) {
+  wl_t *w = arg;
+  uint64_t held = rd_table_size(&w->rt.table);
+  if (gated) return rd_limiter_take_batches(&w->limiter, batch, want, held);
+  rd_limiter_count_samples(&w->limiter, (uint64_t)batch * want, held);
+  return want;
 }
 
-static void wl_free(wl_t *w) { rdt_table_free(w); }
+static void lim_give_back(void *arg, uint32_t batch, uint32_t n) {
+  wl_t *w = arg;
+  rd_limiter_unsample(&w->limiter, (uint64_t)batch * n, rd_table_size(&w->rt.table));
+}
+
+/* c samples through w's limiter of this config (NULL: none, only counted). */
+static void wl_limit(wl_t *w, rd_pipeline_config_t *c, const rd_limiter_config_t *lc) {
+  rd_limiter_init(&w->limiter, lc, w->rt.table.config.capacity, NULL);
+  w->has_limiter = 1;
+  c->limiter_take = lim_take;
+  c->limiter_give_back = lim_give_back;
+  c->limiter_arg = w;
+}
+
+static void wl_init(wl_t *w, uint32_t capacity, int with_done) {
+  memset(w, 0, sizeof *w);
+  rd_error_t err;
+  if (rdt_table_init(&w->rt, capacity, OBS, !with_done, 11, &err) != RD_OK)
+    fail_msg("table: %s", err.msg);
+}
+
+static void wl_free(wl_t *w) { rdt_table_free(&w->rt); }
 
 /* Row of key k: obs[0] = k (exact in float below 2^24), the rest small. */
 static void make_rows(uint64_t first, size_t n, int with_done, float *obs, int32_t *act,
@@ -71,16 +101,20 @@ static void insert(wl_t *w, rd_pipeline_t *p, size_t n, int with_done) {
   int32_t *act = malloc(n * 4);
   uint8_t *disc = malloc(n * 4);
   assert_true(obs && next && rew && act && disc);
-  pthread_mutex_lock(&w->lock);
-  uint64_t first = rd_table_next_key(&w->table);
+  pthread_mutex_lock(&w->rt.lock);
+  uint64_t first = rd_table_next_key(&w->rt.table);
   make_rows(first, n, with_done, obs, act, rew, next, disc);
   rd_cbuf_t cols[NF] = {{obs, n * OBS * 4}, {act, n * 4}, {rew, n * 4}, {next, n * OBS * 4},
                         {disc, n * (with_done ? 1 : 4)}};
   if (p) rd_pipeline_before_insert(p, n);
   rd_error_t err;
-  int rc = rd_table_insert(&w->table, n, cols, NULL, NULL, &err);
+  int rc = w->has_limiter ? rd_limiter_acquire(&w->limiter, RD_LIMIT_INSERT, n,
+                                               rd_table_size(&w->rt.table), NULL, &err)
+                          : RD_OK;
+  if (rc == RD_OK) rc = rd_table_insert(&w->rt.table, n, cols, NULL, NULL, &err);
+  if (w->has_limiter) rd_limiter_inserted(&w->limiter, n, rc == RD_OK, rd_table_size(&w->rt.table));
   if (rc == RD_OK && p) rd_pipeline_after_insert(p, n);
-  pthread_mutex_unlock(&w->lock);
+  pthread_mutex_unlock(&w->rt.lock);
   if (rc) fail_msg("insert: %s", err.msg);
   free(obs);
   free(next);
@@ -111,9 +145,9 @@ typedef struct {
  * pipeline's stats count them (the learner thread, before a step: every
  * earlier step is counted). */
 static uint64_t in_flight_now(hook_t *h) {
-  pthread_mutex_lock(&h->w->lock);
-  rd_table_stats_t ts = rd_table_stats(&h->w->table);
-  pthread_mutex_unlock(&h->w->lock);
+  pthread_mutex_lock(&h->w->rt.lock);
+  rd_table_stats_t ts = rd_table_stats(&h->w->rt.table);
+  pthread_mutex_unlock(&h->w->rt.lock);
   rd_pipeline_stats_t st;
   rd_pipeline_stats(h->p, &st);
   return ts.samples / h->batch - (ts.updates + ts.stale_updates) / h->batch - st.skipped_steps;
@@ -155,7 +189,7 @@ static void pcfg(rd_pipeline_config_t *c, const wl_t *w, uint32_t batch, uint32_
   c->min_size = batch;
   c->gamma = 0.9f;
   rd_error_t err;
-  if (rd_pipeline_bind_schema(c, &w->table.config.schema, &err) != RD_OK)
+  if (rd_pipeline_bind_schema(c, &w->rt.table.config.schema, &err) != RD_OK)
     fail_msg("bind: %s", err.msg);
   if (h) {
     c->batch_hook = check_batch;
@@ -168,7 +202,7 @@ static rd_pipeline_t *create_ok(const rd_pipeline_config_t *c, wl_t *w) {
   rd_pipeline_t *p = NULL;
   rd_error_t err;
   rd_error_clear(&err);
-  int rc = rd_pipeline_create(&p, c, &w->table, &w->lock, &err);
+  int rc = rd_pipeline_create(&p, c, &w->rt.table, &w->rt.lock, &err);
   if (rc) fail_msg("create: %s %s", rd_err_name(rc), err.msg);
   return p;
 }
@@ -229,7 +263,7 @@ static void test_bind_schema(void **state) {
   assert_int_equal(c.f_done, -1);
   assert_int_equal(c.learner.obs_dim, OBS);
 
-  rd_schema_t s = w.table.config.schema;
+  rd_schema_t s = w.rt.table.config.schema;
   rd_error_t err;
   /* No next_obs. */
   rd_schema_t s1 = s;
@@ -309,7 +343,7 @@ static void run_depth(uint32_t depth, int with_done, uint32_t hidden) {
   /* The relaxation bound, and the sampler running ahead up to it. */
   assert_true(atomic_load(&h.max_in_flight) <= (uint64_t)depth + 1);
   assert_true(atomic_load(&h.max_in_flight) >= (depth > 0 ? 2u : 1u));
-  rd_table_stats_t ts = rd_table_stats(&w.table);
+  rd_table_stats_t ts = rd_table_stats(&w.rt.table);
   assert_int_equal(ts.samples, 200 * 32);
   assert_int_equal(ts.updates + ts.stale_updates, (uint64_t)r.steps_done * 32);
   /* Weights: version 1 at creation, and at least the final publication. */
@@ -384,7 +418,7 @@ static void test_inserts_during_steps(void **state) {
   /* Overwritten rows lost their late updates as stale, never applied. */
   rd_pipeline_stats_t st;
   rd_pipeline_stats(p, &st);
-  rd_table_stats_t ts = rd_table_stats(&w.table);
+  rd_table_stats_t ts = rd_table_stats(&w.rt.table);
   assert_int_equal(st.stale_updates, ts.stale_updates);
   assert_true(ts.stale_updates > 0);
   rd_pipeline_destroy(p);
@@ -487,13 +521,17 @@ static void test_continuous(void **state) {
   pcfg(&c, &w, 8, 3, &h);
   c.samples_per_insert = 4;
   c.min_size = 100;
+  /* What core derives from such a learner (workload_spec.h): sampling
+   * never passes samples_per_insert x inserts, from min_size on. */
+  rd_limiter_config_t lc = {100, 4, 0, INFINITY};
+  wl_limit(&w, &c, &lc);
   rd_pipeline_t *p = create_ok(&c, &w);
   insert(&w, p, 60, 0);
-  assert_int_equal(rd_pipeline_wait_idle(p, 5), 1);
+  assert_int_equal(rd_pipeline_wait_idle(p, 120), 1);
   assert_int_equal(atomic_load(&h.batches), 0); /* below min_size: nothing */
   insert(&w, p, 40, 0);                           /* 100: ready, all 100 count */
   insert(&w, p, 700, 0);                          /* 800 counted */
-  assert_int_equal(rd_pipeline_wait_idle(p, 30), 1);
+  assert_int_equal(rd_pipeline_wait_idle(p, 120), 1);
   assert_int_equal(atomic_load(&h.batches), 4 * 800 / 8);
   assert_int_equal(atomic_load(&h.bad_rows), 0);
   waiter_t wt;
@@ -504,6 +542,46 @@ static void test_continuous(void **state) {
   rd_pipeline_stats_t st;
   rd_pipeline_stats(p, &st);
   assert_int_equal(st.steps + st.skipped_steps, 400);
+  /* The limiter counted every sampled item, and nothing more. */
+  pthread_mutex_lock(&w.rt.lock);
+  assert_int_equal(w.limiter.sampled, 400 * 8);
+  assert_int_equal(w.limiter.inserted, 800);
+  /* A remote sampler now finds the ratio used up: it waits for inserts. */
+  assert_int_equal(rd_limiter_acquire(&w.limiter, RD_LIMIT_SAMPLE, 1, 800, NULL, &err),
+                   RD_ETIMEDOUT);
+  pthread_mutex_unlock(&w.rt.lock);
+  /* Its config changes (a lower floor): the held-back sampler looks again. */
+  pthread_mutex_lock(&w.rt.lock);
+  rd_limiter_config_t lower = {100, 4, -80, INFINITY};
+  rd_limiter_configure(&w.limiter, &lower, rd_table_size(&w.rt.table));
+  rd_pipeline_after_insert(p, 0);
+  pthread_mutex_unlock(&w.rt.lock);
+  assert_int_equal(rd_pipeline_wait_idle(p, 120), 1);
+  rd_pipeline_stats(p, &st);
+  assert_int_equal(st.steps + st.skipped_steps, 410);
+  rd_pipeline_destroy(p);
+  wl_free(&w);
+}
+
+/* A TrainStep's batches are counted by the table's limiter, not held back
+ * by it: TrainStep asks for steps explicitly. */
+static void test_train_counted(void **state) {
+  (void)state;
+  wl_t w;
+  wl_init(&w, 1024, 0);
+  rd_pipeline_config_t c;
+  pcfg(&c, &w, 16, 2, NULL);
+  rd_limiter_config_t lc = {1, 1, 0, INFINITY}; /* would allow 1 sample per insert */
+  wl_limit(&w, &c, &lc);
+  rd_pipeline_t *p = create_ok(&c, &w);
+  insert(&w, p, 64, 0);
+  rd_train_result_t r = train_ok(p, 20);
+  assert_int_equal(r.status, RD_OK);
+  assert_int_equal(r.steps_done + r.skipped_steps, 20);
+  assert_int_equal(rd_pipeline_wait_idle(p, 120), 1);
+  pthread_mutex_lock(&w.rt.lock);
+  assert_int_equal(w.limiter.sampled, 20 * 16);
+  pthread_mutex_unlock(&w.rt.lock);
   rd_pipeline_destroy(p);
   wl_free(&w);
 }
@@ -598,7 +676,8 @@ static void test_config_errors(void **state) {
     const char *want;
   } cases[] = {{0, "batch_size 0"}, {1, "exceeds the capacity"}, {2, "relaxation_depth"},
                {3, "min_size"},     {4, "samples_per_insert"},  {5, "beta"},
-               {6, "CPU -1 is out of range"}, {7, "a pin of 65 CPUs"}};
+               {6, "CPU -1 is out of range"}, {7, "a pin of 65 CPUs"},
+               {8, "needs the table's rate limiter"}};
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     pcfg(&c, &w, 16, 0, NULL);
     switch (cases[i].field) {
@@ -610,16 +689,17 @@ static void test_config_errors(void **state) {
     case 5: c.beta = 2; break;
     case 6: c.sampler_pin.n = 1; c.sampler_pin.cpu[0] = -1; break;
     case 7: c.learner_pin.n = RD_PIN_MAX + 1; break;
+    case 8: c.samples_per_insert = 1; break; /* continuous, no limiter */
     }
     p = (rd_pipeline_t *)&c;
-    int rc = rd_pipeline_create(&p, &c, &w.table, &w.lock, &err);
+    int rc = rd_pipeline_create(&p, &c, &w.rt.table, &w.rt.lock, &err);
     if (rc != RD_EINVAL || strstr(err.msg, cases[i].want) == NULL)
       fail_msg("case %zu: %s \"%s\", want \"%s\"", i, rd_err_name(rc), err.msg, cases[i].want);
     assert_ptr_equal(p, &c); /* untouched */
-    assert_int_equal(rd_pipeline_memsize(&c, &w.table.config), 0);
+    assert_int_equal(rd_pipeline_memsize(&c, &w.rt.table.config), 0);
   }
   pcfg(&c, &w, 16, 4, NULL);
-  assert_true(rd_pipeline_memsize(&c, &w.table.config) > 6u * 16 * (OBS * 8 + 12));
+  assert_true(rd_pipeline_memsize(&c, &w.rt.table.config) > 6u * 16 * (OBS * 8 + 12));
   wl_free(&w);
 }
 
@@ -689,6 +769,7 @@ int main(void) {
       cmocka_unit_test(test_request_errors),
       cmocka_unit_test(test_deadline),
       cmocka_unit_test(test_continuous),
+      cmocka_unit_test(test_train_counted),
       cmocka_unit_test(test_weights),
       cmocka_unit_test(test_pinned_threads),
   };

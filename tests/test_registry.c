@@ -1,5 +1,6 @@
 /* test_registry.c - workload registry: validation, limits, lifetime,
  * persistence through the store, and concurrent use. */
+#define _GNU_SOURCE /* memmem */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -90,6 +91,30 @@ static rd_workload_t *register_ok(rd_registry_t *r, const spec_t *s) {
   return w;
 }
 
+/* register_ok that also gives the workload's token (the only copy). */
+static rd_workload_t *register_tok(rd_registry_t *r, const spec_t *s, char *token) {
+  rd_workload_t *w = NULL;
+  rd_error_t err;
+  rd_error_clear(&err);
+  rd_spec_pb_t d;
+  int rc = rd_spec_pb_decode(rd_registry_config(r), &s->spec, &d, &err);
+  if (rc == RD_OK) rc = rd_registry_register(r, &d.spec, NULL, &w, token, &err);
+  if (rc) fail_msg("register: %s %s", rd_err_name(rc), err.msg);
+  rd_spec_pb_release(&d);
+  assert_non_null(w);
+  return w;
+}
+
+/* The stored form of the token "%064d" of i (secrets.h). */
+static void stored_token(int i, char *out, size_t cap) {
+  char t[65];
+  uint8_t h[RD_TOKEN_HASH_LEN];
+  snprintf(t, sizeof t, "%064d", i);
+  rd_token_hash(t, 64, h);
+  assert_true(cap > RD_TOKEN_HASH_TEXT_LEN);
+  rd_token_hash_format(h, out);
+}
+
 static rd_store_t *open_store(const char *dir) {
   rd_store_t *st = NULL;
   rd_error_t err;
@@ -177,10 +202,12 @@ static void test_register_fills_defaults(void **state) {
   rd_registry_t *r = make_registry(&cfg, NULL);
   spec_t s;
   basic_spec(&s);
-  rd_workload_t *w = register_ok(r, &s);
+  char token[RD_WORKLOAD_TOKEN_LEN + 1];
+  rd_workload_t *w = register_tok(r, &s, token);
 
   assert_true(is_hex(w->id, RD_WORKLOAD_ID_LEN));
-  assert_true(is_hex(w->token, RD_WORKLOAD_TOKEN_LEN));
+  assert_true(is_hex(token, RD_WORKLOAD_TOKEN_LEN));
+  assert_true(rd_workload_token_ok(w, token, RD_WORKLOAD_TOKEN_LEN));
   assert_true(llabs((long long)(w->created_unix - (int64_t)time(NULL))) < 5);
   assert_false(atomic_load(&w->deleted));
   assert_int_equal(atomic_load(&w->refs), 2); /* the registry's and ours */
@@ -1017,18 +1044,24 @@ static void test_token_ok(void **state) {
   rd_registry_t *r = make_registry(&cfg, NULL);
   spec_t s;
   basic_spec(&s);
-  rd_workload_t *w = register_ok(r, &s);
-  rd_workload_t *v = register_ok(r, &s);
-  assert_string_not_equal(w->token, v->token);
+  char wt[RD_WORKLOAD_TOKEN_LEN + 1], vt[RD_WORKLOAD_TOKEN_LEN + 1];
+  rd_workload_t *w = register_tok(r, &s, wt);
+  rd_workload_t *v = register_tok(r, &s, vt);
+  assert_string_not_equal(wt, vt);
   assert_string_not_equal(w->id, v->id);
+  /* The workload holds the token's SHA-256, not the token. */
+  uint8_t h[RD_TOKEN_HASH_LEN];
+  rd_token_hash(wt, 64, h);
+  assert_memory_equal(w->token_hash, h, sizeof h);
+  assert_null(memmem(w, sizeof *w, wt, 64));
   char t[80];
-  snprintf(t, sizeof t, "%s", w->token);
+  snprintf(t, sizeof t, "%s", wt);
   assert_true(rd_workload_token_ok(w, t, 64));
   assert_false(rd_workload_token_ok(v, t, 64));
   assert_false(rd_workload_token_ok(w, t, 63)); /* a prefix */
-  snprintf(t, sizeof t, "%s0", w->token);
+  snprintf(t, sizeof t, "%s0", wt);
   assert_false(rd_workload_token_ok(w, t, 65)); /* an extension */
-  snprintf(t, sizeof t, "%s", w->token);
+  snprintf(t, sizeof t, "%s", wt);
   t[63] ^= 1;
   assert_false(rd_workload_token_ok(w, t, 64));
   t[63] ^= 1;
@@ -1036,7 +1069,7 @@ static void test_token_ok(void **state) {
   assert_false(rd_workload_token_ok(w, t, 64));
   assert_false(rd_workload_token_ok(w, NULL, 0));
   assert_false(rd_workload_token_ok(w, "", 0));
-  assert_false(rd_workload_token_ok(NULL, w->token, 64));
+  assert_false(rd_workload_token_ok(NULL, wt, 64));
   rd_workload_unref(w);
   rd_workload_unref(v);
   rd_registry_destroy(r);
@@ -1096,11 +1129,12 @@ static void test_restore_after_reopen(void **state) {
   rd_registry_t *r = make_registry(&cfg, st);
   spec_t s;
   basic_spec(&s);
-  rd_workload_t *a = register_ok(r, &s);
+  char tokens[2][RD_WORKLOAD_TOKEN_LEN + 1];
+  rd_workload_t *a = register_tok(r, &s, tokens[0]);
   s.spec.capacity = 4000;
   s.spec.seed = 77;
   s.spec.name = "second";
-  rd_workload_t *b = register_ok(r, &s);
+  rd_workload_t *b = register_tok(r, &s, tokens[1]);
   s.spec.name = "deleted";
   rd_workload_t *c = register_ok(r, &s);
   insert_rows(a, 50);
@@ -1117,7 +1151,7 @@ static void test_restore_after_reopen(void **state) {
   rd_workload_t *ws[2] = {a, b};
   for (int i = 0; i < 2; i++) {
     snprintf(want[i].id, sizeof want[i].id, "%s", ws[i]->id);
-    snprintf(want[i].token, sizeof want[i].token, "%s", ws[i]->token);
+    snprintf(want[i].token, sizeof want[i].token, "%s", tokens[i]);
     want[i].created = ws[i]->created_unix;
     want[i].spec = stored_bytes(ws[i], &want[i].len);
   }
@@ -1136,7 +1170,7 @@ static void test_restore_after_reopen(void **state) {
   assert_int_equal(rd_registry_list(r, l, 4), 2);
   for (int i = 0; i < 2; i++) {
     assert_string_equal(l[i]->id, want[i].id);
-    assert_string_equal(l[i]->token, want[i].token);
+    assert_true(rd_workload_token_ok(l[i], want[i].token, 64));
     assert_int_equal(l[i]->created_unix, want[i].created);
     size_t len;
     uint8_t *got = stored_bytes(l[i], &len);
@@ -1195,7 +1229,7 @@ static void test_restore_skips_invalid(void **state) {
   rd_stored_workload_t junk;
   memset(&junk, 0, sizeof junk);
   snprintf(junk.id, sizeof junk.id, "%s", "0123456789abcdef0123456789abcdef");
-  snprintf(junk.token, sizeof junk.token, "%064d", 0);
+  stored_token(0, junk.token, sizeof junk.token);
   uint8_t bytes[] = {0xff, 0xff, 0xff};
   junk.spec = bytes;
   junk.spec_len = sizeof bytes;
@@ -1235,7 +1269,7 @@ static void test_restore_skips_invalid(void **state) {
   snprintf(want, sizeof want, "INFO registry: restored workload %s", small_id);
   if (strstr(logtext, want) == NULL) fail_msg("log lacks \"%s\":\n%s", want, logtext);
   assert_non_null(strstr(logtext, "0123456789abcdef0123456789abcdef: its spec does not decode"));
-  assert_non_null(strstr(logtext, "malformed id or token"));
+  assert_non_null(strstr(logtext, "malformed id or token hash"));
   assert_non_null(strstr(logtext, "restored 1 of 4 stored workloads"));
   rd_registry_destroy(r);
   rd_store_close(st);
@@ -1284,7 +1318,7 @@ static void test_restore_stored_format(void **state) {
     rd_stored_workload_t sw;
     memset(&sw, 0, sizeof sw);
     snprintf(sw.id, sizeof sw.id, "%s", rows[i].id);
-    snprintf(sw.token, sizeof sw.token, "%064d", i);
+    stored_token(i, sw.token, sizeof sw.token);
     sw.created_unix = 1795655322 + i;
     sw.spec = (uint8_t *)rows[i].spec;
     sw.spec_len = rows[i].len;

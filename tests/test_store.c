@@ -1,5 +1,6 @@
 /* test_store.c - the SQLite state store (workloads, profiles and their
  * JSON-lines import/export, migrations) and the admin token file. */
+#define _GNU_SOURCE /* memmem */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -22,6 +23,7 @@
 #include <unistd.h>
 
 #include "profile_jsonl.h"
+#include "secrets.h"
 #include "store.h"
 #include "rdt_dse.h"
 #include "rdt_unit.h"
@@ -858,7 +860,7 @@ static void test_migrates_version_one(void **state) {
   sqlite3_close(h);
 
   rd_store_t *s = open_ok(dir);
-  assert_int_equal(rd_store_schema_version(s), 2);
+  assert_int_equal(rd_store_schema_version(s), RD_STORE_SCHEMA_VERSION);
   char ids[64];
   list_ids(s, ids, sizeof ids);
   assert_string_equal(ids, "old");
@@ -869,8 +871,131 @@ static void test_migrates_version_one(void **state) {
   list_ids(s, ids, sizeof ids);
   assert_string_equal(ids, "old,new");
   rd_store_close(s);
-  assert_int_equal(side_sql_int(db, "PRAGMA user_version"), 2);
+  assert_int_equal(side_sql_int(db, "PRAGMA user_version"), RD_STORE_SCHEMA_VERSION);
   assert_int_equal(side_sql_int(db, "SELECT count(*) FROM profiles"), 1);
+}
+
+/* The stored token of workload `id`, read on a side connection. */
+static void side_token(const char *db_path, const char *id, char *out, size_t cap) {
+  sqlite3 *db;
+  assert_int_equal(sqlite3_open(db_path, &db), SQLITE_OK);
+  sqlite3_stmt *st;
+  assert_int_equal(sqlite3_prepare_v2(db, "SELECT token FROM workloads WHERE id = ?1", -1, &st,
+                                      NULL), SQLITE_OK);
+  sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
+  assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+  snprintf(out, cap, "%s", (const char *)sqlite3_column_text(st, 0));
+  sqlite3_finalize(st);
+  sqlite3_close(db);
+}
+
+static void test_migrates_clear_tokens_to_hashes(void **state) {
+  (void)state;
+  /* A version-2 database, as every replayd before token hashing wrote it:
+   * tokens in clear. Opening it stores each token's SHA-256 instead, in
+   * the form the registry reads back (secrets.h), and changes nothing
+   * else; a second open (already version 3) changes nothing. */
+  const char *dir = rdt_fresh("v2");
+  assert_int_equal(mkdir(dir, 0700), 0);
+  char db[200];
+  snprintf(db, sizeof db, "%s/replayd.db", dir);
+  const char *tok_a = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+  const char *tok_b = "ffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff";
+  sqlite3 *h;
+  assert_int_equal(sqlite3_open(db, &h), SQLITE_OK);
+  char sql[2048];
+  snprintf(sql, sizeof sql,
+           "CREATE TABLE workloads (id TEXT PRIMARY KEY, token TEXT NOT NULL,"
+           "  created_unix INTEGER NOT NULL, spec BLOB NOT NULL, seq INTEGER NOT NULL UNIQUE);"
+           "CREATE TABLE profiles (device_fp TEXT NOT NULL, primitive TEXT NOT NULL,"
+           "  threads INTEGER NOT NULL, batch INTEGER NOT NULL, capacity INTEGER NOT NULL,"
+           "  fanout INTEGER NOT NULL, algorithm TEXT NOT NULL, network TEXT NOT NULL,"
+           "  build TEXT NOT NULL, latency_s REAL NOT NULL, reps INTEGER NOT NULL,"
+           "  items INTEGER NOT NULL, source TEXT NOT NULL, measured_unix INTEGER NOT NULL,"
+           "  PRIMARY KEY (device_fp, algorithm, network, batch, capacity, fanout, build,"
+           "  primitive, threads)) WITHOUT ROWID;"
+           "INSERT INTO workloads VALUES ('a', '%s', 42, x'0102', 1);"
+           "INSERT INTO workloads VALUES ('b', '%s', 43, x'', 2);"
+           "INSERT INTO workloads VALUES ('c', 'short', 44, zeroblob(600), 3);"
+           "PRAGMA user_version = 2;",
+           tok_a, tok_b);
+  assert_int_equal(sqlite3_exec(h, sql, NULL, NULL, NULL), SQLITE_OK);
+  sqlite3_close(h);
+
+  for (int pass = 0; pass < 2; pass++) {
+    rd_store_t *s = open_ok(dir);
+    assert_int_equal(rd_store_schema_version(s), RD_STORE_SCHEMA_VERSION);
+    rd_stored_workload_t *v;
+    size_t n;
+    assert_int_equal(rd_store_list_workloads(s, &v, &n, NULL), RD_OK);
+    assert_int_equal(n, 3);
+    const char *toks[2] = {tok_a, tok_b};
+    for (size_t i = 0; i < 2; i++) {
+      uint8_t want[RD_TOKEN_HASH_LEN], got[RD_TOKEN_HASH_LEN];
+      rd_token_hash(toks[i], 64, want);
+      assert_int_equal(rd_token_hash_parse(v[i].token, got), RD_OK);
+      assert_memory_equal(got, want, sizeof want);
+      assert_true(rd_token_matches(got, toks[i], 64));
+      assert_null(strstr(v[i].token, toks[i]));
+    }
+    assert_string_equal(v[0].id, "a");
+    assert_int_equal(v[0].created_unix, 42);
+    assert_int_equal(v[0].spec_len, 2);
+    assert_memory_equal(v[0].spec, "\x01\x02", 2);
+    assert_int_equal(v[1].spec_len, 0);
+    rd_store_free_workloads(v, n);
+    rd_store_close(s);
+  }
+  /* Nothing in the file holds a token any more (the WAL is checkpointed at
+   * close). */
+  char tok[128];
+  side_token(db, "a", tok, sizeof tok);
+  assert_int_equal(strncmp(tok, "sha256:", 7), 0);
+  FILE *f = fopen(db, "rb");
+  assert_non_null(f);
+  static char bytes[1 << 16];
+  size_t got = fread(bytes, 1, sizeof bytes, f);
+  fclose(f);
+  assert_null(memmem(bytes, got, tok_a, 64));
+  assert_null(memmem(bytes, got, tok_b, 64));
+}
+
+static void test_token_hash_forms(void **state) {
+  (void)state;
+  uint8_t h[RD_TOKEN_HASH_LEN], back[RD_TOKEN_HASH_LEN];
+  /* SHA-256("abc"), FIPS 180-2's first example. */
+  rd_token_hash("abc", 3, h);
+  char text[RD_TOKEN_HASH_TEXT_LEN + 1];
+  rd_token_hash_format(h, text);
+  assert_string_equal(text, "sha256:ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f2"
+                            "0015ad");
+  assert_int_equal(rd_token_hash_parse(text, back), RD_OK);
+  assert_memory_equal(back, h, sizeof h);
+  assert_true(rd_token_matches(h, "abc", 3));
+  assert_false(rd_token_matches(h, "abd", 3));
+  assert_false(rd_token_matches(h, "ab", 2));
+  assert_false(rd_token_matches(h, "abcd", 4));
+  assert_false(rd_token_matches(h, NULL, 0));
+  /* Every byte of the hash counts: one bit off anywhere is a mismatch. */
+  for (size_t i = 0; i < sizeof h; i++) {
+    h[i] ^= 0x80;
+    assert_false(rd_token_matches(h, "abc", 3));
+    h[i] ^= 0x80;
+  }
+  assert_true(rd_token_matches(h, "abc", 3));
+  /* Only the exact stored form parses, and a refusal leaves back alone. */
+  memset(back, 7, sizeof back);
+  const char *bad[] = {"", "sha256:", "sha1:ba7816bf", text + 7, "SHA256:ba7816bf8f01cfea414140de5"
+                       "dae2223b00361a396177a9cb410ff61f20015ad",
+                       "sha256:BA7816BF8F01CFEA414140DE5DAE2223B00361A396177A9CB410FF61F20015AD",
+                       "sha256:ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015a",
+                       "sha256:ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015add",
+                       "sha256:ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ag"};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    assert_int_equal(rd_token_hash_parse(bad[i], back), RD_EINVAL);
+    for (size_t k = 0; k < sizeof back; k++) assert_int_equal(back[k], 7);
+  }
+  assert_int_equal(rd_token_hash_parse(NULL, back), RD_EINVAL);
 }
 
 static void test_profiles_put_get_list_clear(void **state) {
@@ -1283,6 +1408,8 @@ int main(void) {
       cmocka_unit_test(test_admin_token_permissions),
       cmocka_unit_test(test_admin_token_race),
       cmocka_unit_test(test_migrates_version_one),
+      cmocka_unit_test(test_migrates_clear_tokens_to_hashes),
+      cmocka_unit_test(test_token_hash_forms),
       cmocka_unit_test(test_profiles_put_get_list_clear),
       cmocka_unit_test(test_profiles_put_rejects_bad),
       cmocka_unit_test(test_profiles_survive_restart),

@@ -58,7 +58,7 @@ static rd_workload_t *make_workload(rd_registry_t *r) {
   rd_workload_t *w = NULL;
   rd_error_t err;
   rd_error_clear(&err);
-  if (rd_registry_register(r, &s, NULL, &w, &err) != RD_OK) fail_msg("register: %s", err.msg);
+  if (rd_registry_register(r, &s, NULL, &w, NULL, &err) != RD_OK) fail_msg("register: %s", err.msg);
   return w;
 }
 

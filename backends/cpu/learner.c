@@ -330,6 +330,85 @@ int rd_learner_policy_save(const rd_learner_t *l, void *buf, size_t cap, size_t 
   return rd_mlp_save(&l->net[0], buf, cap, written, err);
 }
 
+/* ---- training state (checkpoints) ---- */
+
+#define LSTATE_MAGIC 0x534c4452u /* "RDLS" */
+#define LSTATE_VERSION 1u
+#define LSTATE_HEAD 24u
+
+size_t rd_learner_state_bytes(const rd_learner_t *l) {
+  size_t b = LSTATE_HEAD;
+  for (int i = 0; i < l->n_nets; i++) b += 8 + rd_mlp_state_bytes(&l->net[i]);
+  return b;
+}
+
+int rd_learner_state_save(const rd_learner_t *l, void *buf, size_t cap, size_t *written,
+                          rd_error_t *err) {
+  size_t need = rd_learner_state_bytes(l);
+  if (cap < need)
+    return rd_error_set(err, RD_ETOOBIG, "the learner's state needs %zu bytes, not %zu", need,
+                        cap);
+  uint8_t *p = buf;
+  uint32_t head[4] = {LSTATE_MAGIC, LSTATE_VERSION, (uint32_t)l->config.algo,
+                      (uint32_t)l->n_nets};
+  memcpy(p, head, sizeof head);
+  memcpy(p + 16, &l->steps, 8);
+  size_t off = LSTATE_HEAD;
+  for (int i = 0; i < l->n_nets; i++) {
+    uint64_t n = rd_mlp_state_bytes(&l->net[i]);
+    memcpy(p + off, &n, 8);
+    int rc = rd_mlp_state_save(&l->net[i], p + off + 8, (size_t)n, NULL, err);
+    if (rc) return rc;
+    off += 8 + (size_t)n;
+  }
+  if (written) *written = need;
+  return RD_OK;
+}
+
+int rd_learner_state_check(const rd_learner_t *l, const void *buf, size_t len, rd_error_t *err) {
+  const uint8_t *p = buf;
+  uint32_t head[4];
+  if (len < LSTATE_HEAD) return rd_error_set(err, RD_EINVAL, "not a learner's saved state");
+  memcpy(head, p, sizeof head);
+  if (head[0] != LSTATE_MAGIC) return rd_error_set(err, RD_EINVAL, "not a learner's saved state");
+  if (head[1] != LSTATE_VERSION)
+    return rd_error_set(err, RD_EINVAL, "learner state version %u; this build reads %u", head[1],
+                        LSTATE_VERSION);
+  if (head[2] != (uint32_t)l->config.algo || head[3] != (uint32_t)l->n_nets)
+    return rd_error_set(err, RD_EINVAL, "the saved learner is %s with %u networks; this one is "
+                        "%s with %d", head[2] == RD_ALGO_DDPG ? "DDPG" : "DQN", head[3],
+                        l->config.algo == RD_ALGO_DDPG ? "DDPG" : "DQN", l->n_nets);
+  size_t off = LSTATE_HEAD;
+  for (int i = 0; i < l->n_nets; i++) {
+    uint64_t n;
+    if (len - off < 8) return rd_error_set(err, RD_EINVAL, "the saved learner is truncated");
+    memcpy(&n, p + off, 8);
+    if (n > len - off - 8) return rd_error_set(err, RD_EINVAL, "the saved learner is truncated");
+    int rc = rd_mlp_state_check(&l->net[i], p + off + 8, (size_t)n, err);
+    if (rc) return rc;
+    off += 8 + (size_t)n;
+  }
+  if (off != len)
+    return rd_error_set(err, RD_EINVAL, "%zu bytes follow the saved learner", len - off);
+  return RD_OK;
+}
+
+int rd_learner_state_load(rd_learner_t *l, const void *buf, size_t len, rd_error_t *err) {
+  int rc = rd_learner_state_check(l, buf, len, err);
+  if (rc) return rc;
+  const uint8_t *p = buf;
+  size_t off = LSTATE_HEAD;
+  for (int i = 0; i < l->n_nets; i++) {
+    uint64_t n;
+    memcpy(&n, p + off, 8);
+    rc = rd_mlp_state_load(&l->net[i], p + off + 8, (size_t)n, err);
+    if (rc) return rc; /* checked above: cannot happen */
+    off += 8 + (size_t)n;
+  }
+  memcpy(&l->steps, p + 16, 8);
+  return RD_OK;
+}
+
 /* ---- batch validation ---- */
 
 /* Index of the first non-finite value of v[0..n), or n. The fast pass adds

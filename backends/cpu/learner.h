@@ -216,6 +216,20 @@ size_t rd_learner_policy_bytes(const rd_learner_t *l);
 int rd_learner_policy_save(const rd_learner_t *l, void *buf, size_t cap, size_t *written,
                            rd_error_t *err);
 
+/* The learner's whole training state, for checkpoints: every network's
+ * parameters (online and target), Adam moments and step counts, and the
+ * learner's step count (nn.h rd_mlp_state_*). Loading it into a learner of
+ * the same algorithm and shapes and giving it the same batches gives
+ * bit-identical weights, priorities and stats to never having saved (on
+ * the same build and CPU); hyper-parameters are the config's, not saved.
+ * Check and load refuse another algorithm, shape or a damaged buffer
+ * (RD_EINVAL naming it) and load then changes nothing. */
+size_t rd_learner_state_bytes(const rd_learner_t *l);
+int rd_learner_state_save(const rd_learner_t *l, void *buf, size_t cap, size_t *written,
+                          rd_error_t *err);
+int rd_learner_state_check(const rd_learner_t *l, const void *buf, size_t len, rd_error_t *err);
+int rd_learner_state_load(rd_learner_t *l, const void *buf, size_t len, rd_error_t *err);
+
 /* The network shapes a config implies (for the mapper, benchmarks and the
  * FPGA model): the policy and, for DDPG, the critic. */
 int rd_learner_policy_spec(const rd_learner_config_t *c, rd_nn_spec_t *out, rd_error_t *err);

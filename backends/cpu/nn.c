@@ -1189,6 +1189,91 @@ int rd_mlp_load(rd_mlp_t *m, const void *buf, size_t len, rd_error_t *err) {
   return RD_OK;
 }
 
+/* ---- training state (checkpoints) ---- */
+
+#define STATE_MAGIC 0x534d4452u /* "RDMS" */
+#define STATE_HEAD 24u
+
+static void put32(uint8_t *p, uint32_t v) { memcpy(p, &v, 4); }
+static void put64(uint8_t *p, uint64_t v) { memcpy(p, &v, 8); }
+static uint32_t get32(const uint8_t *p) { uint32_t v; memcpy(&v, p, 4); return v; }
+static uint64_t get64(const uint8_t *p) { uint64_t v; memcpy(&v, p, 8); return v; }
+
+size_t rd_mlp_state_bytes(const rd_mlp_t *m) {
+  size_t moments = m->trainable ? 2 * m->n_params * sizeof(float) : 0;
+  return STATE_HEAD + rd_nn_flat_bytes(&m->spec) + moments;
+}
+
+int rd_mlp_state_save(const rd_mlp_t *m, void *buf, size_t cap, size_t *written,
+                      rd_error_t *err) {
+  if (m->view) return rd_error_set(err, RD_EINVAL, "a view's parameters are its owner's");
+  size_t need = rd_mlp_state_bytes(m), flat = rd_nn_flat_bytes(&m->spec);
+  if (cap < need)
+    return rd_error_set(err, RD_ETOOBIG, "a network's state needs %zu bytes, not %zu", need, cap);
+  uint8_t *p = buf;
+  int rc = rd_nn_flat_write(&m->spec, m->params, p + STATE_HEAD, flat, NULL, err);
+  if (rc) return rc;
+  put32(p, STATE_MAGIC);
+  put32(p + 4, (uint32_t)m->trainable);
+  put64(p + 8, m->adam_t);
+  put64(p + 16, flat);
+  if (m->trainable) {
+    memcpy(p + STATE_HEAD + flat, m->adam_m, m->n_params * sizeof(float));
+    memcpy(p + STATE_HEAD + flat + m->n_params * sizeof(float), m->adam_v,
+           m->n_params * sizeof(float));
+  }
+  if (written) *written = need;
+  return RD_OK;
+}
+
+int rd_mlp_state_check(const rd_mlp_t *m, const void *buf, size_t len, rd_error_t *err) {
+  if (m->view) return rd_error_set(err, RD_EINVAL, "a view's parameters are its owner's");
+  const uint8_t *p = buf;
+  size_t flat = rd_nn_flat_bytes(&m->spec);
+  if (len < STATE_HEAD || get32(p) != STATE_MAGIC)
+    return rd_error_set(err, RD_EINVAL, "not a network's saved state");
+  if ((int)get32(p + 4) != m->trainable)
+    return rd_error_set(err, RD_EINVAL, "the saved network is %s; this one is %s",
+                        get32(p + 4) ? "trainable" : "inference-only",
+                        m->trainable ? "trainable" : "inference-only");
+  if (get64(p + 16) != flat || len != rd_mlp_state_bytes(m))
+    return rd_error_set(err, RD_EINVAL, "the saved network has %zu bytes; one of this network's "
+                        "spec has %zu", len, rd_mlp_state_bytes(m));
+  rd_nn_spec_t s;
+  int rc = rd_nn_flat_parse(p + STATE_HEAD, flat, &s, NULL, 0, err);
+  if (rc) return rc;
+  if (!rd_nn_spec_equal(&s, &m->spec))
+    return rd_error_set(err, RD_EINVAL, "the saved network has a different shape");
+  if (m->trainable) {
+    const uint8_t *mv = p + STATE_HEAD + flat;
+    for (size_t i = 0; i < 2 * m->n_params; i++) {
+      float x;
+      memcpy(&x, mv + i * sizeof(float), sizeof x);
+      if (!isfinite(x) || (i >= m->n_params && x < 0))
+        return rd_error_set(err, RD_EINVAL, "Adam %s moment %zu of the saved network is %g",
+                            i < m->n_params ? "first" : "second", i % m->n_params, (double)x);
+    }
+  }
+  return RD_OK;
+}
+
+int rd_mlp_state_load(rd_mlp_t *m, const void *buf, size_t len, rd_error_t *err) {
+  int rc = rd_mlp_state_check(m, buf, len, err);
+  if (rc) return rc;
+  const uint8_t *p = buf;
+  size_t flat = rd_nn_flat_bytes(&m->spec);
+  rc = rd_nn_flat_load(p + STATE_HEAD, flat, &m->spec, m->params, m->n_params, err);
+  if (rc) return rc;
+  if (m->trainable) {
+    memcpy(m->adam_m, p + STATE_HEAD + flat, m->n_params * sizeof(float));
+    memcpy(m->adam_v, p + STATE_HEAD + flat + m->n_params * sizeof(float),
+           m->n_params * sizeof(float));
+    m->adam_t = get64(p + 8);
+  }
+  m->fwd_batch = 0;
+  return RD_OK;
+}
+
 /* ---- losses ---- */
 
 static int check_loss_args(size_t n, size_t dim, const float *w, rd_error_t *err) {

@@ -202,6 +202,20 @@ int rd_mlp_polyak(rd_mlp_t *dst, const rd_mlp_t *src, double tau, rd_error_t *er
 int rd_mlp_save(const rd_mlp_t *m, void *buf, size_t cap, size_t *written, rd_error_t *err);
 int rd_mlp_load(rd_mlp_t *m, const void *buf, size_t len, rd_error_t *err);
 
+/* The whole training state of a network, for checkpoints: its parameters
+ * in the flat format, and for a trainable network Adam's two moments and
+ * step count. Loading it into a network of the same spec and trainability
+ * and making the same calls gives bit-identical results to never having
+ * saved. Layout (little-endian): u32 "RDMS", u32 trainable, u64 adam_t,
+ * u64 flat bytes, the flat format, then adam_m and adam_v (n_params floats
+ * each, trainable only). Check and load refuse a buffer of another spec,
+ * trainability or length, or with a non-finite value (RD_EINVAL naming
+ * it); load changes nothing then. A view refuses (RD_EINVAL). */
+size_t rd_mlp_state_bytes(const rd_mlp_t *m);
+int rd_mlp_state_save(const rd_mlp_t *m, void *buf, size_t cap, size_t *written, rd_error_t *err);
+int rd_mlp_state_check(const rd_mlp_t *m, const void *buf, size_t len, rd_error_t *err);
+int rd_mlp_state_load(rd_mlp_t *m, const void *buf, size_t len, rd_error_t *err);
+
 /* The tanh activation the networks apply: rd_tanh (common/rd_tanh.h), a
  * vectorizable form within 3 ulp of the exact value, shared with the GPU. */
 float rd_nn_tanh(float x);

@@ -7,9 +7,10 @@
  *
  * Indexing. Level h = 0 is the root block, level height-1 holds the leaves.
  * level[h] is an array of blocks of K entries; entry e of level h is the
- * inclusive prefix sum, within its block, of the children 0..(e mod K) of
- * block e/K. The child of entry e is block e of level h+1, so the entry of
- * leaf p at level h is p >> (log2(K) * (height-1-h)).
+ * inclusive prefix sum, within its segment of W = min(K, 8) entries, of the
+ * children of block e/K from the segment's first to e mod K. The child of
+ * entry e is block e of level h+1, so the entry of leaf p at level h is
+ * p >> (log2(K) * (height-1-h)).
  */
 #include "sumtree.h"
 
@@ -21,9 +22,13 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #ifdef _OPENMP
 #include <omp.h>
+#endif
+#if defined(__x86_64__)
+#include <immintrin.h>
 #endif
 
 #define RD_ALWAYS_INLINE inline __attribute__((always_inline))
@@ -32,15 +37,25 @@
  * the prefetches for the next level of all its members before it needs any
  * of them, so the cache misses of the lower levels overlap instead of
  * adding up (the software analogue of the FPGA pipeline of §IV-C4). */
-#define SAMPLE_GROUP 32
-/* Updates look this many items ahead to prefetch the two lowest blocks. */
-#define UPDATE_PREFETCH 8
+#define SAMPLE_GROUP 64
+/* Updates look this many items ahead to prefetch the leaf's segment and its
+ * parent entry's. */
+#define UPDATE_PREFETCH 16
 /* Below these batch sizes a second thread costs more than it saves. */
 #define SAMPLE_PAR_MIN 256
 #define UPDATE_PAR_MIN 1024
+/* A single-threaded update collects the deltas of a level near the root per
+ * entry when the batch has at least UPDATE_ACC_ITEMS items per entry of
+ * that level, in a stack array of at most UPDATE_ACC_MAX entries. */
+#define UPDATE_ACC_ITEMS 2
+#define UPDATE_ACC_MAX 1024
 /* Insert propagates per-block deltas upward; it works in chunks of this
  * many leaves so the delta scratch lives on the stack (no allocation). */
 #define INSERT_CHUNK 8192
+/* Trees this large start on a 2 MiB boundary and ask for transparent huge
+ * pages: a descent or an update touches a different page at every low
+ * level, and with 4 KiB pages each of those is a TLB miss. */
+#define HUGE_PAGE ((size_t)2 << 20)
 
 /* ------------------------------------------------------------------ */
 /* Shape                                                               */
@@ -72,21 +87,99 @@ size_t rd_sumtree_memsize(uint32_t capacity, uint32_t fanout) {
 /* Kernels, specialised on K through always-inline bodies              */
 /* ------------------------------------------------------------------ */
 
-/* Number of entries of a block that are <= t: the index of the child the
- * descent takes. Written without branches so the compiler turns it into
- * K/lanes vector compares. */
-/* "GCC unroll 1" keeps GCC 12 from fully unrolling these small constant
- * loops before its vectorizer sees them: unrolled first, K <= 16 came out
- * as scalar compare chains and a jump tree on j (2-7x slower). */
+/* Number of entries of a block of K < 8 (one segment) that are <= t: the
+ * index of the child the descent takes. Unrolled scalar compares; from
+ * K = 8 on, count_le8 below. */
 static RD_ALWAYS_INLINE uint32_t count_le(const uint64_t *blk, uint64_t t, const uint32_t K) {
   uint32_t c = 0;
-  if (K == 8 || K == 16) { /* measured: only these gain (K = 2, 4: unrolled scalar wins) */
-    _Pragma("GCC unroll 1")
-    for (uint32_t i = 0; i < K; i++) c += blk[i] <= t;
-  } else {
-    for (uint32_t i = 0; i < K; i++) c += blk[i] <= t;
-  }
+  for (uint32_t i = 0; i < K; i++) c += blk[i] <= t;
   return c;
+}
+
+/* Entries per segment (rd_st_seg): a block's prefix sums restart every W
+ * entries, one cache line. */
+#define SEG(K) ((K) < 8u ? (K) : 8u)
+
+/* Kernel variants: the bodies below take one of these as a constant and
+ * pick the matching helper, so each instantiation uses its own ISA. */
+enum { ISA_GENERIC, ISA_AVX2, ISA_AVX512 };
+
+/* Number of entries of one 8-entry segment that are <= t, compared as
+ * signed integers: every entry lies in [0, 2^63), so a t that went negative
+ * (a target below the segment's offset, see descend) counts none. */
+static inline uint32_t count_le8_generic(const uint64_t *seg, int64_t t) {
+  uint32_t c = 0;
+  for (uint32_t i = 0; i < 8; i++) c += (int64_t)seg[i] <= t;
+  return c;
+}
+
+#if defined(__x86_64__)
+__attribute__((target("avx2,popcnt"))) static inline uint32_t count_le8_avx2(const uint64_t *seg,
+                                                                             int64_t t) {
+  __m256i tv = _mm256_set1_epi64x(t);
+  __m256i a = _mm256_cmpgt_epi64(_mm256_load_si256((const __m256i *)seg), tv);
+  __m256i b = _mm256_cmpgt_epi64(_mm256_load_si256((const __m256i *)(seg + 4)), tv);
+  int gt = _mm256_movemask_pd(_mm256_castsi256_pd(a)) |
+           (_mm256_movemask_pd(_mm256_castsi256_pd(b)) << 4);
+  return 8 - (uint32_t)__builtin_popcount((unsigned)gt);
+}
+
+__attribute__((target("avx512f,popcnt"))) static inline uint32_t count_le8_avx512(
+    const uint64_t *seg, int64_t t) {
+  __mmask8 le = _mm512_cmple_epi64_mask(_mm512_load_si512(seg), _mm512_set1_epi64(t));
+  return (uint32_t)__builtin_popcount((unsigned)le);
+}
+#endif
+
+static RD_ALWAYS_INLINE uint32_t count_le8(const uint64_t *seg, int64_t t, const int isa) {
+#if defined(__x86_64__)
+  if (isa == ISA_AVX512) return count_le8_avx512(seg, t);
+  if (isa == ISA_AVX2) return count_le8_avx2(seg, t);
+#endif
+  (void)isa;
+  return count_le8_generic(seg, t);
+}
+
+/* One descent step: the child j of the block that target *t falls in; *t
+ * becomes the target within that child (rd_st_descend). From K = 8 on, a
+ * block is K/8 segments. With one or two, each segment counts its entries
+ * <= t minus the ends of the segments before it (signed: a negative
+ * difference counts none); with more, the running sums of the segments'
+ * last entries pick the segment (those <= t lie wholly before the target),
+ * then one 8-entry count within it. */
+static RD_ALWAYS_INLINE uint32_t descend(const uint64_t *blk, uint64_t *tp, const uint32_t K,
+                                         const int isa) {
+  uint64_t t = *tp;
+  if (K < 8) {
+    uint32_t j = count_le(blk, t, K);
+    *tp = t - (j ? blk[j - 1] : 0);
+    return j;
+  }
+  if (K <= 16) { /* one or two segments: count both, no dependent load */
+    uint32_t j = count_le8(blk, (int64_t)t, isa);
+    if (K == 16) j += count_le8(blk + 8, (int64_t)(t - blk[7]), isa);
+    /* The full prefix before j: entry j-1, plus segment 0's end if j-1 is
+     * in segment 1; no branch on j == 0 (read entry 0, mask it). */
+    const uint64_t none = j == 0;
+    *tp = t - (blk[j + none - 1] & (none - 1)) - (j > 8 ? blk[7] : 0);
+    return j;
+  }
+  uint32_t s = 0;
+  uint64_t full = 0, off = 0;
+  for (uint32_t q = 0; q + 1 < K / 8; q++) {
+    uint64_t end = blk[8 * q + 7];
+    full += end;
+    uint32_t before = full <= t;
+    s += before;
+    off += before ? end : 0;
+  }
+  const uint64_t *seg = blk + 8 * s;
+  t -= off;
+  uint32_t c = count_le8(seg, (int64_t)t, isa);
+  /* No branch on c == 0: read entry 0 and mask it. */
+  const uint64_t none = c == 0;
+  *tp = t - (seg[c + none - 1] & (none - 1));
+  return 8 * s + c;
 }
 
 static RD_ALWAYS_INLINE void prefetch_block(const uint64_t *blk, const uint32_t K) {
@@ -96,7 +189,7 @@ static RD_ALWAYS_INLINE void prefetch_block(const uint64_t *blk, const uint32_t 
 /* Algorithm 1 of papers/001 for a group of descents at a time. */
 static RD_ALWAYS_INLINE void sample_body(const rd_sumtree_t *t, size_t n,
                                          const uint64_t *targets, uint32_t *leaves,
-                                         const uint32_t K, const uint32_t LK) {
+                                         const uint32_t K, const uint32_t LK, const int isa) {
   const uint32_t H = t->height;
   for (size_t base = 0; base < n; base += SAMPLE_GROUP) {
     size_t m = n - base < SAMPLE_GROUP ? n - base : SAMPLE_GROUP;
@@ -111,9 +204,7 @@ static RD_ALWAYS_INLINE void sample_body(const rd_sumtree_t *t, size_t n,
       const uint64_t *next = h + 1 < H ? t->level[h + 1] : NULL;
       for (size_t g = 0; g < m; g++) {
         const uint64_t *blk = L + (e[g] << LK);
-        uint32_t j = count_le(blk, tt[g], K);
-        uint64_t prev = j ? blk[j - 1] : 0;
-        tt[g] -= prev;
+        uint32_t j = descend(blk, &tt[g], K, isa);
         e[g] = (e[g] << LK) + j;
         if (next) prefetch_block(next + (e[g] << LK), K);
       }
@@ -122,55 +213,108 @@ static RD_ALWAYS_INLINE void sample_body(const rd_sumtree_t *t, size_t n,
   }
 }
 
-/* Add d (mod 2^64) to entries j..K-1 of a block: the suffix of prefix sums
- * that include the changed child. Branch-free so it vectorizes. Modular
- * arithmetic is exact here because every true result lies in [0, 2^63). */
-static RD_ALWAYS_INLINE void suffix_add(uint64_t *blk, uint32_t j, uint64_t d, const uint32_t K) {
-  if (K <= 16) {
-    _Pragma("GCC unroll 1")
-    for (uint32_t i = 0; i < K; i++) blk[i] += i >= j ? d : 0;
-  } else {
-    for (uint32_t i = 0; i < K; i++) blk[i] += i >= j ? d : 0;
+/* Add d (mod 2^64) to entry e of a level and the entries after it in its
+ * segment: the prefix sums that include the changed child, one cache line.
+ * Branch-free so it vectorizes. Modular arithmetic is exact here because
+ * every true result lies in [0, 2^63). */
+#if defined(__x86_64__)
+__attribute__((target("avx512f"))) static inline void seg_add8_avx512(uint64_t *seg, uint32_t jj,
+                                                                       uint64_t d) {
+  /* A full-width store, not a masked one: the next item's update of the
+   * same line (the root's, every item) can then take the value straight
+   * from the store buffer instead of waiting for the store to commit. */
+  __m512i add = _mm512_maskz_mov_epi64((__mmask8)(0xffu << jj), _mm512_set1_epi64((long long)d));
+  _mm512_store_si512(seg, _mm512_add_epi64(_mm512_load_si512(seg), add));
+}
+#endif
+
+static RD_ALWAYS_INLINE void seg_add(uint64_t *level, uint64_t e, uint64_t d, const uint32_t K,
+                                     const int isa) {
+  const uint32_t W = SEG(K);
+  uint64_t *seg = level + (e & ~(uint64_t)(W - 1));
+  const uint32_t jj = (uint32_t)(e & (W - 1));
+#if defined(__x86_64__)
+  if (W == 8 && isa == ISA_AVX512) {
+    seg_add8_avx512(seg, jj, d);
+    return;
   }
+#endif
+  (void)isa;
+  _Pragma("GCC unroll 1")
+  for (uint32_t i = 0; i < W; i++) seg[i] += i >= jj ? d : 0;
 }
 
 /* Algorithm 2 of papers/001 without atomics: one caller walks each leaf's
- * path itself. Levels h >= stop are updated; when stop == 1 the root-level
- * deltas are accumulated per root child into rdelta[] instead, and only
- * leaves whose root child c is in [c_lo, c_hi) are handled, so threads that
- * own disjoint root children never write the same block. */
+ * path itself, from the leaf up to level lo. The levels above lo are not
+ * written per item: each item's delta is added to acc[its entry at level
+ * lo - 1] instead (when lo > 0), and fold_acc applies those sums once per
+ * call. The levels near the root are where the items of a batch meet, so
+ * there one scalar add per item replaces a vector update per item and
+ * level. With part set, only leaves whose root child c is in [c_lo, c_hi)
+ * are handled (lo is then 1 and acc the thread's root deltas), so threads
+ * that own disjoint root children never write the same block. */
 static RD_ALWAYS_INLINE void update_body(rd_sumtree_t *t, size_t n, const uint32_t *pos,
-                                         const uint64_t *val, uint32_t stop, uint64_t c_lo,
-                                         uint64_t c_hi, uint64_t *rdelta, const uint32_t K,
-                                         const uint32_t LK) {
-  const uint32_t H = t->height;
+                                         const uint64_t *val, uint32_t lo, bool part,
+                                         uint64_t c_lo, uint64_t c_hi, uint64_t *acc,
+                                         const uint32_t K, const uint32_t LK, const int isa) {
+  const uint32_t H = t->height, W = SEG(K);
   uint64_t *leaf = t->level[H - 1];
   uint64_t *up = H >= 2 ? t->level[H - 2] : NULL;
   const uint32_t root_shift = LK * (H - 1);
+  const uint32_t acc_shift = LK * (H - lo); /* leaf -> entry of level lo - 1 */
   for (size_t i = 0; i < n; i++) {
     if (i + UPDATE_PREFETCH < n) {
       uint64_t q = pos[i + UPDATE_PREFETCH];
       uint64_t qc = q >> root_shift;
       /* Only this thread's items: prefetching the others' blocks would
        * double the memory traffic of a partitioned update. */
-      if (stop == 0 || (qc >= c_lo && qc < c_hi)) {
-        __builtin_prefetch(leaf + (q & ~(uint64_t)(K - 1)), 1, 3);
-        if (up) __builtin_prefetch(up + ((q >> LK) & ~(uint64_t)(K - 1)), 1, 3);
+      if (!part || (qc >= c_lo && qc < c_hi)) {
+        /* The segment (one line) of the leaf and of its parent entry. */
+        __builtin_prefetch(leaf + (q & ~(uint64_t)(W - 1)), 1, 3);
+        if (up) __builtin_prefetch(up + ((q >> LK) & ~(uint64_t)(W - 1)), 1, 3);
       }
     }
     uint64_t p = pos[i];
     uint64_t c = p >> root_shift;
-    if (stop == 1 && (c < c_lo || c >= c_hi)) continue;
-    uint32_t j = (uint32_t)(p & (K - 1));
-    uint64_t old = leaf[p] - (j ? leaf[p - 1] : 0);
+    if (part && (c < c_lo || c >= c_hi)) continue;
+    /* leaf[p] minus the entry before it in its segment (none at the
+     * segment's start), without a branch on p. */
+    const uint64_t first = (p & (W - 1)) == 0;
+    uint64_t old = leaf[p] - (leaf[p - 1 + first] & (first - 1));
     uint64_t d = val[i] - old;
     if (d == 0) continue;
     uint64_t e = p;
-    for (uint32_t h = H; h-- > stop;) {
-      suffix_add(t->level[h] + (e & ~(uint64_t)(K - 1)), (uint32_t)(e & (K - 1)), d, K);
+    for (uint32_t h = H; h-- > lo;) {
+      seg_add(t->level[h], e, d, K, isa);
       e >>= LK;
     }
-    if (stop == 1) rdelta[c] += d;
+    if (lo > 0) acc[p >> acc_shift] += d;
+  }
+}
+
+/* Apply acc, the deltas per entry of level a that update_body collected,
+ * to levels a, a-1, ..., 0: within each segment an entry gets the sum of
+ * the deltas up to it, and a block's total delta goes to its parent entry
+ * (acc is reused in place for the level above, as insert does). */
+static void fold_acc(rd_sumtree_t *t, uint32_t a, uint64_t *acc) {
+  const uint32_t K = t->fanout, LK = t->log2_fanout, W = rd_st_seg(K);
+  for (uint32_t h = a + 1; h-- > 0;) {
+    uint64_t *L = t->level[h];
+    for (uint64_t b = 0; b < t->level_blocks[h]; b++) {
+      uint64_t run = 0, total = 0;
+      for (uint32_t j = 0; j < K; j++) {
+        uint64_t e = (b << LK) + j, d = acc[e];
+        if (j % W == 0) run = 0;
+        run += d;
+        total += d;
+        L[e] += run;
+      }
+      acc[b] = total; /* safe: b <= (b << LK), every entry of block b read */
+    }
+    /* The level above reads level_blocks[h-1] * K entries: those past this
+     * level's blocks are padding, with nothing to add. */
+    if (h > 0)
+      for (uint64_t e = t->level_blocks[h]; e < t->level_blocks[h - 1] * K; e++) acc[e] = 0;
   }
 }
 
@@ -183,7 +327,7 @@ static RD_ALWAYS_INLINE void set_range_body(rd_sumtree_t *t, uint64_t first, siz
                                             const uint64_t *values, uint32_t threads,
                                             const uint32_t K, const uint32_t LK) {
   (void)threads;
-  const uint32_t H = t->height;
+  const uint32_t H = t->height, W = SEG(K);
   uint64_t delta[INSERT_CHUNK / 2 + 2]; /* K >= 2: at most n/2 + 2 blocks */
   uint64_t *leaf = t->level[H - 1];
   const uint64_t lo = first, hi = first + n;
@@ -191,29 +335,37 @@ static RD_ALWAYS_INLINE void set_range_body(rd_sumtree_t *t, uint64_t first, siz
 
   for (uint64_t b = blo; b <= bhi; b++) {
     uint64_t *blk = leaf + (b << LK);
-    uint64_t old_total = blk[K - 1];
-    uint64_t run = 0;
+    uint64_t total = 0; /* new total minus old total of the block */
     const uint64_t e0 = b << LK;
     if (e0 >= lo && e0 + K <= hi) {
-      /* The common case: the whole block is new, a plain prefix sum. */
+      /* The common case: the whole block is new, plain segment prefix sums. */
       const uint64_t *src = values + (e0 - lo);
-      for (uint32_t j = 0; j < K; j++) {
-        run += src[j];
-        blk[j] = run;
+      for (uint32_t s = 0; s < K; s += W) {
+        uint64_t run = 0;
+        total -= blk[s + W - 1];
+        for (uint32_t j = s; j < s + W; j++) {
+          run += src[j];
+          blk[j] = run;
+        }
+        total += run;
       }
     } else {
       /* An edge block keeps its leaves outside [lo, hi). */
-      uint64_t prev = 0;
+      uint64_t prev = 0, run = 0;
       for (uint32_t j = 0; j < K; j++) {
         uint64_t e = e0 + j;
+        if (j % W == 0) prev = run = 0;
         uint64_t v = blk[j] - prev; /* the old leaf value */
         prev = blk[j];
-        if (e >= lo && e < hi) v = values[e - lo];
+        if (e >= lo && e < hi) {
+          total += values[e - lo] - v;
+          v = values[e - lo];
+        }
         run += v;
         blk[j] = run;
       }
     }
-    delta[b - blo] = run - old_total;
+    delta[b - blo] = total;
   }
 
   uint64_t clo = blo, chi = bhi; /* changed entries at the level above */
@@ -222,13 +374,17 @@ static RD_ALWAYS_INLINE void set_range_body(rd_sumtree_t *t, uint64_t first, siz
     uint64_t plo = clo >> LK, phi = chi >> LK;
     for (uint64_t b = plo; b <= phi; b++) {
       uint64_t *blk = L + (b << LK);
-      uint64_t run = 0;
+      uint64_t run = 0, total = 0;
       for (uint32_t j = 0; j < K; j++) {
         uint64_t e = (b << LK) + j;
-        if (e >= clo && e <= chi) run += delta[e - clo];
+        if (j % W == 0) run = 0;
+        if (e >= clo && e <= chi) {
+          run += delta[e - clo];
+          total += delta[e - clo];
+        }
         blk[j] += run;
       }
-      delta[b - plo] = run; /* safe: b - plo <= e - clo for every e read */
+      delta[b - plo] = total; /* safe: b - plo <= e - clo for every e read */
     }
     clo = plo;
     chi = phi;
@@ -240,18 +396,21 @@ static RD_ALWAYS_INLINE void set_range_body(rd_sumtree_t *t, uint64_t first, siz
 /* ------------------------------------------------------------------ */
 
 typedef void (*update_fn)(rd_sumtree_t *, size_t, const uint32_t *, const uint64_t *, uint32_t,
-                          uint64_t, uint64_t, uint64_t *);
+                          bool, uint64_t, uint64_t, uint64_t *);
 typedef void (*set_range_fn)(rd_sumtree_t *, uint64_t, size_t, const uint64_t *, uint32_t);
 
+#define ISA_ID_generic ISA_GENERIC
+#define ISA_ID_avx2 ISA_AVX2
+#define ISA_ID_avx512 ISA_AVX512
 #define RD_KERNELS(K, LK, ISA, ATTR)                                                          \
   ATTR static void sample_k##K##_##ISA(const rd_sumtree_t *t, size_t n, const uint64_t *tg,  \
                                        uint32_t *lv) {                                       \
-    sample_body(t, n, tg, lv, K, LK);                                                        \
+    sample_body(t, n, tg, lv, K, LK, ISA_ID_##ISA);                                          \
   }                                                                                          \
   ATTR static void update_k##K##_##ISA(rd_sumtree_t *t, size_t n, const uint32_t *p,         \
-                                       const uint64_t *v, uint32_t stop, uint64_t clo,       \
-                                       uint64_t chi, uint64_t *rd) {                         \
-    update_body(t, n, p, v, stop, clo, chi, rd, K, LK);                                      \
+                                       const uint64_t *v, uint32_t lo, bool part,            \
+                                       uint64_t clo, uint64_t chi, uint64_t *acc) {          \
+    update_body(t, n, p, v, lo, part, clo, chi, acc, K, LK, ISA_ID_##ISA);                   \
   }
 #define RD_SET_RANGE(K, LK)                                                                   \
   static void set_range_k##K(rd_sumtree_t *t, uint64_t f, size_t n, const uint64_t *v,      \
@@ -315,9 +474,13 @@ int rd_sumtree_init(rd_sumtree_t *t, uint32_t capacity, uint32_t fanout, rd_erro
   uint64_t blocks[RD_SUMTREE_MAX_LEVELS];
   uint32_t height = shape(capacity, fanout, blocks);
   size_t bytes = rd_sumtree_memsize(capacity, fanout);
-  void *mem = aligned_alloc(64, bytes);
+  void *mem = NULL;
+  if (posix_memalign(&mem, bytes >= HUGE_PAGE ? HUGE_PAGE : 64, bytes) != 0) mem = NULL;
   if (mem == NULL)
     return rd_error_set(err, RD_ENOMEM, "cannot allocate %zu bytes for a sum tree", bytes);
+#ifdef MADV_HUGEPAGE
+  if (bytes >= HUGE_PAGE) (void)madvise(mem, bytes & ~(size_t)(HUGE_PAGE - 1), MADV_HUGEPAGE);
+#endif
   memset(mem, 0, bytes);
 
   const isa_kernels_t *isa = pick_isa();
@@ -398,12 +561,22 @@ int rd_sumtree_update(rd_sumtree_t *t, size_t n, const uint32_t *positions,
   rc = check_values(t, n, values, err);
   if (rc) return rc;
 
-  const uint32_t H = t->height;
+  const uint32_t H = t->height, K = t->fanout;
   uint32_t nthreads = t->threads;
   uint64_t roots = H >= 2 ? t->level_blocks[1] : 1; /* root children in use */
   if (nthreads > roots) nthreads = (uint32_t)roots;
   if (nthreads <= 1 || n < UPDATE_PAR_MIN) {
-    t->update_fn(t, n, positions, values, 0, 0, 0, NULL);
+    /* Collect the deltas of the levels near the root per entry (lo - 1 is
+     * the deepest level with at most n / UPDATE_ACC_ITEMS entries, and never
+     * the leaves) and apply them once. */
+    uint64_t acc[UPDATE_ACC_MAX];
+    uint32_t lo = 0;
+    while (lo + 1 < H && t->level_blocks[lo] * K <= UPDATE_ACC_MAX &&
+           t->level_blocks[lo] * K * UPDATE_ACC_ITEMS <= n)
+      lo++;
+    if (lo > 0) memset(acc, 0, t->level_blocks[lo - 1] * K * sizeof acc[0]);
+    t->update_fn(t, n, positions, values, lo, false, 0, 0, acc);
+    if (lo > 0) fold_acc(t, lo - 1, acc);
     return RD_OK;
   }
   /* Partition by subtree: thread i owns a contiguous range of the root's
@@ -411,22 +584,17 @@ int rd_sumtree_update(rd_sumtree_t *t, size_t n, const uint32_t *positions,
    * same block. The root block gets the summed deltas afterwards. Items of
    * one leaf go to one thread in batch order, so the later value wins. */
   uint64_t rdelta[RD_SUMTREE_MAX_FANOUT * 16];
-  uint32_t K = t->fanout;
   if (nthreads > 16) nthreads = 16;
   memset(rdelta, 0, sizeof rdelta);
 #pragma omp parallel num_threads(RD_OMP_TEAM(nthreads))
   {
     uint64_t me, lo, hi;
     team_share(roots, &me, &lo, &hi);
-    t->update_fn(t, n, positions, values, 1, lo, hi, rdelta + (size_t)me * K);
+    t->update_fn(t, n, positions, values, 1, true, lo, hi, rdelta + (size_t)me * K);
   }
-  uint64_t *root = t->level[0];
-  for (uint32_t th = 0; th < nthreads; th++)
-    for (uint32_t c = 0; c < K; c++) {
-      uint64_t d = rdelta[(size_t)th * K + c];
-      if (d)
-        for (uint32_t i = c; i < K; i++) root[i] += d;
-    }
+  for (uint32_t th = 1; th < nthreads; th++)
+    for (uint32_t c = 0; c < K; c++) rdelta[c] += rdelta[(size_t)th * K + c];
+  fold_acc(t, 0, rdelta);
   return RD_OK;
 }
 
@@ -454,17 +622,18 @@ int rd_sumtree_sample(const rd_sumtree_t *t, size_t n, const uint64_t *targets,
 }
 
 int rd_sumtree_check(const rd_sumtree_t *t, rd_error_t *err) {
-  const uint32_t K = t->fanout, H = t->height;
+  const uint32_t K = t->fanout, H = t->height, W = rd_st_seg(K);
   for (uint32_t h = 0; h < H; h++) {
     const uint64_t *L = t->level[h];
     for (uint64_t b = 0; b < t->level_blocks[h]; b++) {
       uint64_t run = 0;
       for (uint32_t j = 0; j < K; j++) {
         uint64_t e = b * K + j, child;
+        if (j % W == 0) run = 0;
         if (h + 1 < H)
-          child = e < t->level_blocks[h + 1] ? t->level[h + 1][e * K + K - 1] : 0;
+          child = e < t->level_blocks[h + 1] ? rd_st_block_total(t->level[h + 1] + e * K, K) : 0;
         else
-          child = L[e] - (j ? L[e - 1] : 0);
+          child = L[e] - (j % W ? L[e - 1] : 0);
         if (h + 1 == H && e >= t->capacity && child != 0)
           return rd_error_set(err, RD_ERANGE, "padding leaf %llu is %llu, not 0",
                               (unsigned long long)e, (unsigned long long)child);

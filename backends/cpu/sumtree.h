@@ -10,13 +10,16 @@
  *    every backend, so CPU, GPU and FPGA pick the same leaf for the same
  *    target. The tree bounds leaves so that the total stays below 2^63.
  *
- * 2. Prefix blocks. Each node's K children are stored as one block of K
- *    inclusive prefix sums (block[j] = sum of children 0..j), K*8 bytes,
- *    aligned to a cache line (K <= 8: within one line). A descent step is
- *    then "count the prefix sums <= target", a branch-free SIMD compare with
- *    no loop-carried addition (Algorithm 1's inner loop has one), and the
- *    child's own value is block[j] - block[j-1]. The last entry of a block is
- *    the sum of the whole subtree, which is the value its parent stores.
+ * 2. Prefix blocks in segments. Each node's K children are stored as one
+ *    block of K entries, aligned to K*8 bytes, split into segments of
+ *    W = min(K, 8) entries (one 64-byte cache line); entry j holds the
+ *    inclusive prefix sum of the children from the start of its segment to
+ *    j. A descent step is then "count the full prefix sums <= target" (entry
+ *    plus the ends of the segments before it), a branch-free SIMD compare
+ *    with no loop-carried addition (Algorithm 1's inner loop has one), and
+ *    an update changes the suffix of one segment: one cache line per level,
+ *    as a tree of plain node sums writes. A block's total (the value its
+ *    parent entry stands for) is the sum of its segments' last entries.
  *
  * Sampling semantics (identical on every backend): for a target t with
  * 0 <= t < total, the sampled leaf is the smallest i with
@@ -30,10 +33,12 @@
 #ifndef RD_SUMTREE_H
 #define RD_SUMTREE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "rd_error.h"
+#include "rd_tree_step.h"
 
 #define RD_SUMTREE_MAX_CAPACITY (1u << 28)
 #define RD_SUMTREE_MIN_FANOUT 2u
@@ -53,14 +58,14 @@ struct rd_sumtree {
   uint32_t height;     /* number of block levels; level 0 is the root block */
   uint32_t threads;    /* max OpenMP threads per call (>= 1) */
   uint64_t max_leaf;   /* largest leaf value accepted */
-  uint64_t *level[RD_SUMTREE_MAX_LEVELS]; /* level[h]: blocks of K prefix sums */
+  uint64_t *level[RD_SUMTREE_MAX_LEVELS]; /* level[h]: blocks of K segment prefix sums */
   uint64_t level_blocks[RD_SUMTREE_MAX_LEVELS];
   void *mem;           /* one aligned allocation holding every level */
   size_t mem_bytes;
   const char *isa;     /* kernel variant in use: "generic", "avx2", "avx512" */
   rd_sumtree_sample_fn sample_fn;
   void (*update_fn)(rd_sumtree_t *t, size_t n, const uint32_t *pos, const uint64_t *val,
-                    uint32_t stop, uint64_t c_lo, uint64_t c_hi, uint64_t *rdelta);
+                    uint32_t lo, bool part, uint64_t c_lo, uint64_t c_hi, uint64_t *acc);
   void (*set_range_fn)(rd_sumtree_t *t, uint64_t first, size_t n, const uint64_t *val,
                        uint32_t threads);
 };
@@ -80,14 +85,12 @@ void rd_sumtree_set_threads(rd_sumtree_t *t, uint32_t threads);
 
 /* Sum of all leaves, O(1). */
 static inline uint64_t rd_sumtree_total(const rd_sumtree_t *t) {
-  return t->level[0][t->fanout - 1];
+  return rd_st_block_total(t->level[0], t->fanout);
 }
 
 /* Value of one leaf, O(1). pos must be < capacity. */
 static inline uint64_t rd_sumtree_get(const rd_sumtree_t *t, uint32_t pos) {
-  const uint64_t *leaf = t->level[t->height - 1];
-  uint32_t j = pos & (t->fanout - 1);
-  return leaf[pos] - (j ? leaf[pos - 1] : 0);
+  return rd_st_leaf_value(t->level[t->height - 1], pos, t->fanout);
 }
 
 /* Read n leaves at positions into out. RD_ERANGE if a position >= capacity. */

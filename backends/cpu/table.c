@@ -90,6 +90,12 @@ static int refuse_after_fault(const rd_table_t *t, rd_error_t *err) {
                       t->config.rmm ? t->config.rmm->name : t->config.storage->name);
 }
 
+/* Snapshot copy-on-write (below): before an insert overwrites the slots
+ * of keys [.., k_end) and before an update changes leaves. */
+static void snap_before_overwrite(rd_table_t *t, uint64_t k_end);
+static void snap_before_update(rd_table_t *t, size_t n, const uint64_t *keys);
+static void snap_fail(rd_table_t *t, const char *why);
+
 const char *rd_table_rmm_name(const rd_table_t *t) {
   return t->config.rmm ? t->config.rmm->name : "cpu";
 }
@@ -207,6 +213,7 @@ int rd_table_init(rd_table_t *t, const rd_table_config_t *c, rd_error_t *err) {
 }
 
 void rd_table_free(rd_table_t *t) {
+  if (t->snap != NULL) snap_fail(t, "the table was freed");
   for (uint32_t f = 0; f < RD_SCHEMA_MAX_FIELDS; f++) free(t->column[f]);
   free(t->scratch_u64);
   free(t->scratch_u32);
@@ -293,6 +300,10 @@ int rd_table_insert(rd_table_t *t, size_t n, const rd_cbuf_t *cols, const double
     for (size_t i = 0; i < n; i++) leaves[i] = v;
   }
 
+  /* A snapshot in progress keeps the items this insert overwrites. */
+  if (t->snap != NULL && t->next_key + n > c->capacity)
+    snap_before_overwrite(t, t->next_key + n - c->capacity);
+
   /* Apply: the ring range [cursor, cursor + n) may wrap once. */
   uint32_t cursor = (uint32_t)(t->next_key % c->capacity);
   size_t first = c->capacity - cursor < n ? c->capacity - cursor : n;
@@ -310,10 +321,13 @@ int rd_table_insert(rd_table_t *t, size_t n, const rd_cbuf_t *cols, const double
 
   if (keys != NULL)
     for (size_t i = 0; i < n; i++) keys[i] = t->next_key + i;
+  const uint64_t first_key = t->next_key;
   t->next_key += n;
   t->size = t->size + n < c->capacity ? t->size + n : c->capacity;
   if (batch_max > t->max_p) t->max_p = batch_max;
   t->stats.inserts += n;
+  if (t->observer.insert) t->observer.insert(t->observer.arg, first_key, n, c->schema.n_fields, cols,
+                                            priorities);
   return RD_OK;
 }
 
@@ -425,12 +439,14 @@ int rd_table_update(rd_table_t *t, size_t n, const uint64_t *keys, const double 
     if (p > batch_max) batch_max = p;
     live++;
   }
+  if (t->snap != NULL) snap_before_update(t, n, keys);
   rc = rmm_update(t, live, slots, values, err);
   if (rc) return rc; /* a module's failure: slots < capacity, values bounded */
   if (batch_max > t->max_p) t->max_p = batch_max;
   t->stats.updates += live;
   t->stats.stale_updates += n - live;
   if (n_stale != NULL) *n_stale = n - live;
+  if (t->observer.update && n > 0) t->observer.update(t->observer.arg, n, keys, priorities);
   return RD_OK;
 }
 
@@ -553,6 +569,7 @@ int rd_table_to_cpu(rd_table_t *t, uint64_t *lost, rd_error_t *err) {
   const rd_table_config_t *c = &t->config;
   if (lost != NULL) *lost = 0;
   if (c->rmm == NULL && c->storage == NULL) return RD_OK;
+  if (t->snap != NULL) snap_fail(t, "the table moved to the CPU during the snapshot");
   const uint32_t nf = c->schema.n_fields;
   uint64_t size = t->size;
   const char *why = "";
@@ -608,4 +625,217 @@ fail:
   for (uint32_t f = 0; f < nf; f++) free(column[f]);
   rd_sumtree_free(&tree);
   return rc;
+}
+
+/* ------------------------------------------------------------------ */
+/* Snapshots and restore                                               */
+/* ------------------------------------------------------------------ */
+
+static inline int bit_get(const uint64_t *b, uint64_t i) { return (int)((b[i >> 6] >> (i & 63)) & 1); }
+static inline void bit_set(uint64_t *b, uint64_t i) { b[i >> 6] |= UINT64_C(1) << (i & 63); }
+
+int rd_table_snapshot_alloc(rd_table_snapshot_t *s, const rd_table_config_t *c, uint64_t rows,
+                            rd_error_t *err) {
+  memset(s, 0, sizeof *s);
+  size_t n = rows ? (size_t)rows : 1;
+  s->img.leaves = malloc(n * sizeof(uint64_t));
+  s->leaf_saved = malloc(((n + 63) / 64) * sizeof(uint64_t));
+  int ok = s->img.leaves != NULL && s->leaf_saved != NULL;
+  for (uint32_t f = 0; f < c->schema.n_fields && ok; f++)
+    ok = (s->img.cols[f] = malloc(n * rd_field_bytes(&c->schema.fields[f]))) != NULL;
+  if (!ok) {
+    rd_table_snapshot_free(s);
+    return rd_error_set(err, RD_ENOMEM, "out of memory for a snapshot of %llu items",
+                        (unsigned long long)rows);
+  }
+  s->rows_cap = rows;
+  return RD_OK;
+}
+
+void rd_table_snapshot_free(rd_table_snapshot_t *s) {
+  free(s->img.leaves);
+  free(s->leaf_saved);
+  for (uint32_t f = 0; f < RD_SCHEMA_MAX_FIELDS; f++) free(s->img.cols[f]);
+  memset(s, 0, sizeof *s);
+}
+
+static void snap_detach(rd_table_t *t) {
+  t->snap->active = 0;
+  t->snap = NULL;
+}
+
+static void snap_fail(rd_table_t *t, const char *why) {
+  rd_table_snapshot_t *s = t->snap;
+  s->failed = 1;
+  rd_error_set(&s->why, RD_EINTERNAL, "the snapshot failed: %s", why);
+  snap_detach(t);
+}
+
+/* Copy the cut's keys [k0, k1) (all >= cursor, still in their slots) into
+ * the snapshot: rows, and the leaves no update saved first. */
+static int snap_copy(rd_table_t *t, uint64_t k0, uint64_t k1, rd_error_t *err) {
+  rd_table_snapshot_t *s = t->snap;
+  const rd_table_config_t *c = &t->config;
+  const uint32_t cap = c->capacity, nf = c->schema.n_fields;
+  for (uint64_t k = k0; k < k1;) {
+    uint32_t slot = (uint32_t)(k % cap);
+    uint64_t run = k1 - k;
+    if (run > cap - slot) run = cap - slot;
+    if (c->storage != NULL && run > c->max_batch) run = c->max_batch;
+    const uint64_t idx = k - s->lo;
+    if (c->storage == NULL) {
+      for (uint32_t f = 0; f < nf; f++) {
+        size_t fb = t->field_bytes[f];
+        memcpy(s->img.cols[f] + idx * fb, t->column[f] + (size_t)slot * fb, run * fb);
+      }
+    } else {
+      rd_buf_t dst[RD_SCHEMA_MAX_FIELDS];
+      for (uint32_t f = 0; f < nf; f++) {
+        dst[f].data = s->img.cols[f] + idx * t->field_bytes[f];
+        dst[f].bytes = run * t->field_bytes[f];
+      }
+      for (uint64_t i = 0; i < run; i++) t->scratch_u32[i] = slot + (uint32_t)i;
+      int rc = rows_read(t, run, t->scratch_u32, dst, err);
+      if (rc) return rc;
+    }
+    for (uint64_t i = 0; i < run; i++)
+      if (!bit_get(s->leaf_saved, idx + i)) s->img.leaves[idx + i] = rmm_leaf(t, slot + (uint32_t)i);
+    k += run;
+  }
+  return RD_OK;
+}
+
+static void snap_before_overwrite(rd_table_t *t, uint64_t k_end) {
+  rd_table_snapshot_t *s = t->snap;
+  uint64_t hi = s->img.next_key;
+  if (k_end > hi) k_end = hi;
+  if (k_end <= s->cursor) return;
+  rd_error_t e;
+  rd_error_clear(&e);
+  if (snap_copy(t, s->cursor, k_end, &e) != RD_OK) {
+    snap_fail(t, e.msg);
+    return;
+  }
+  s->cursor = k_end;
+}
+
+static void snap_before_update(rd_table_t *t, size_t n, const uint64_t *keys) {
+  rd_table_snapshot_t *s = t->snap;
+  const uint64_t hi = s->img.next_key;
+  for (size_t i = 0; i < n; i++) {
+    uint64_t k = keys[i];
+    if (k < s->cursor || k >= hi) continue; /* copied already, or not in the cut */
+    uint64_t idx = k - s->lo;
+    if (bit_get(s->leaf_saved, idx)) continue;
+    s->img.leaves[idx] = rmm_leaf(t, (uint32_t)(k % t->config.capacity));
+    bit_set(s->leaf_saved, idx);
+  }
+}
+
+int rd_table_snapshot_begin(rd_table_t *t, rd_table_snapshot_t *s, rd_error_t *err) {
+  if (t->module_failed) return refuse_after_fault(t, err);
+  if (t->snap != NULL) return rd_error_set(err, RD_EBUSY, "a snapshot of this table is running");
+  if (t->size > s->rows_cap)
+    return rd_error_set(err, RD_ETOOBIG, "the table holds %llu items; the snapshot has room "
+                        "for %llu", (unsigned long long)t->size, (unsigned long long)s->rows_cap);
+  s->img.next_key = t->next_key;
+  s->img.size = t->size;
+  s->img.draws = t->draws;
+  s->img.max_p = t->max_p;
+  s->img.stats = t->stats;
+  s->lo = t->next_key - t->size;
+  s->cursor = s->lo;
+  memset(s->leaf_saved, 0, ((t->size + 63) / 64) * sizeof(uint64_t));
+  s->failed = 0;
+  rd_error_clear(&s->why);
+  s->active = 1;
+  t->snap = s;
+  return RD_OK;
+}
+
+int rd_table_snapshot_step(rd_table_t *t, rd_table_snapshot_t *s, size_t max_rows,
+                           rd_error_t *err) {
+  if (!s->active || t->snap != s) {
+    if (s->failed) {
+      if (err) *err = s->why;
+      return s->why.code ? s->why.code : RD_EINTERNAL;
+    }
+    return 1;
+  }
+  const uint64_t hi = s->img.next_key;
+  uint64_t k1 = s->cursor + (max_rows ? max_rows : 1);
+  if (k1 > hi) k1 = hi;
+  rd_error_t e;
+  rd_error_clear(&e);
+  if (k1 > s->cursor && snap_copy(t, s->cursor, k1, &e) != RD_OK) {
+    snap_fail(t, e.msg);
+    if (err) *err = s->why;
+    return RD_EINTERNAL;
+  }
+  s->cursor = k1;
+  if (s->cursor < hi) return 0;
+  snap_detach(t);
+  return 1;
+}
+
+void rd_table_snapshot_cancel(rd_table_t *t, rd_table_snapshot_t *s) {
+  if (t->snap == s) snap_detach(t);
+}
+
+int rd_table_restore_check(const rd_table_t *t, const rd_table_image_t *img, rd_error_t *err) {
+  const rd_table_config_t *c = &t->config;
+  if (t->next_key != 0 || t->size != 0)
+    return rd_error_set(err, RD_ESTATE, "a restore needs an empty table; this one has issued "
+                        "%llu keys", (unsigned long long)t->next_key);
+  if (img->size > c->capacity || img->size > img->next_key)
+    return rd_error_set(err, RD_EINVAL, "the image holds %llu items with key counter %llu; "
+                        "the table's capacity is %u", (unsigned long long)img->size,
+                        (unsigned long long)img->next_key, c->capacity);
+  if (!(img->max_p >= 0 && img->max_p <= t->fixed.max_priority))
+    return rd_error_set(err, RD_EINVAL, "the image's largest priority %g is outside [0, %g]",
+                        img->max_p, t->fixed.max_priority);
+  for (uint64_t i = 0; i < img->size; i++)
+    if (img->leaves[i] > t->max_leaf)
+      return rd_error_set(err, RD_EINVAL, "leaf %llu of the image (%llu) is above the tree's "
+                          "bound %llu", (unsigned long long)i,
+                          (unsigned long long)img->leaves[i], (unsigned long long)t->max_leaf);
+  for (uint32_t f = 0; f < c->schema.n_fields; f++) {
+    int rc = rd_field_check_column(&c->schema.fields[f], img->cols[f], (size_t)img->size, err);
+    if (rc) return rc;
+  }
+  return RD_OK;
+}
+
+int rd_table_restore(rd_table_t *t, const rd_table_image_t *img, rd_error_t *err) {
+  int rc = rd_table_restore_check(t, img, err);
+  if (rc) return rc;
+  const rd_table_config_t *c = &t->config;
+  const uint32_t cap = c->capacity;
+  rd_cbuf_t cols[RD_SCHEMA_MAX_FIELDS];
+  for (uint32_t f = 0; f < c->schema.n_fields; f++) {
+    cols[f].data = img->cols[f];
+    cols[f].bytes = (size_t)img->size * t->field_bytes[f];
+  }
+  const uint64_t lo = img->next_key - img->size;
+  for (uint64_t k = lo; k < img->next_key;) {
+    uint32_t slot = (uint32_t)(k % cap);
+    uint64_t run = img->next_key - k;
+    if (run > cap - slot) run = cap - slot;
+    if ((c->rmm != NULL || c->storage != NULL) && run > c->max_batch) run = c->max_batch;
+    rc = rmm_set_range(t, slot, (size_t)run, img->leaves + (k - lo), err);
+    if (rc == RD_OK) rc = rows_write(t, slot, (size_t)run, cols, (size_t)(k - lo), err);
+    if (rc) return rc;
+    k += run;
+  }
+  t->next_key = img->next_key;
+  t->size = img->size;
+  t->draws = img->draws;
+  t->max_p = img->max_p;
+  t->stats = img->stats;
+  return RD_OK;
+}
+
+void rd_table_set_observer(rd_table_t *t, const rd_table_observer_t *o) {
+  if (o == NULL) memset(&t->observer, 0, sizeof t->observer);
+  else t->observer = *o;
 }

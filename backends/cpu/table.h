@@ -171,6 +171,41 @@ enum {
   RD_SAMPLE_RAW_WEIGHTS = 1u << 1 /* do not divide weights by the batch maximum */
 };
 
+/* The table's own state at one instant: what a checkpoint keeps and a
+ * restore puts back (below). Arrays hold `size` items in ring order, the
+ * oldest (key next_key - size) first. */
+typedef struct {
+  uint64_t next_key, size, draws; /* the key counter, items held, Philox draws consumed */
+  double max_p;                   /* the largest transformed priority seen */
+  rd_table_stats_t stats;
+  uint64_t *leaves;                    /* size fixed-point leaves (rd_fixed.h) */
+  uint8_t *cols[RD_SCHEMA_MAX_FIELDS]; /* size * field bytes per schema field */
+} rd_table_image_t;
+
+/* A snapshot in progress (rd_table_snapshot_begin). Its buffers are the
+ * caller's (rd_table_snapshot_alloc); the rest is the table's, changed only
+ * under the caller's lock. */
+typedef struct rd_table_snapshot {
+  rd_table_image_t img;  /* the cut's scalars at begin; arrays filled as it goes */
+  uint64_t rows_cap;     /* items the buffers hold */
+  uint64_t lo, cursor;   /* keys [lo, cursor) are copied; img.next_key ends the cut */
+  uint64_t *leaf_saved;  /* one bit per item: its leaf was saved before an update */
+  int active;            /* attached to a table */
+  int failed;            /* ended without completing: why says why */
+  rd_error_t why;
+} rd_table_snapshot_t;
+
+/* Called, under the caller's lock, after every insert and update that
+ * changed the table, with the call's own arguments: what a write-ahead
+ * journal records (daemon/core/journal.h). Replaying the calls in this
+ * order onto the state before them gives the state after them. */
+typedef struct {
+  void (*insert)(void *arg, uint64_t first_key, size_t n, uint32_t n_fields,
+                 const rd_cbuf_t *cols, const double *priorities);
+  void (*update)(void *arg, size_t n, const uint64_t *keys, const double *priorities);
+  void *arg;
+} rd_table_observer_t;
+
 typedef struct {
   rd_table_config_t config;
   rd_fixed_t fixed;
@@ -194,6 +229,8 @@ typedef struct {
    * call allocates. */
   uint64_t *scratch_u64;
   uint32_t *scratch_u32;
+  rd_table_snapshot_t *snap;     /* the snapshot in progress, or NULL */
+  rd_table_observer_t observer;  /* zeroed: none */
 } rd_table_t;
 
 /* Fill c with the defaults above and an empty schema. */
@@ -274,5 +311,66 @@ const char *rd_table_storage_name(const rd_table_t *t);
  * why when it is not 0. A table already on the CPU is left as it is.
  * RD_ENOMEM (nothing changed). */
 int rd_table_to_cpu(rd_table_t *t, uint64_t *lost, rd_error_t *err);
+
+/* ---- Snapshots and restore (checkpoints: daemon/core/durable.h) ----
+ *
+ * A snapshot is the table's state at one instant (the cut, at begin) taken
+ * while calls go on: the caller copies it in bounded slices
+ * (rd_table_snapshot_step), taking its lock for each slice only, and the
+ * table keeps the cut intact meanwhile by copy-on-write:
+ *  - an insert first copies the rows and leaves of the cut's items it is
+ *    about to overwrite (the oldest ones, so the cursor just moves on:
+ *    at most the insert's own size, so an insert costs at most twice as
+ *    much while a snapshot runs);
+ *  - an update first saves the leaves of the cut's items it changes that
+ *    the cursor has not reached (one bit per item marks them).
+ * Samples and gathers change no row or leaf (only the draw counter and
+ * the stats, whose cut values begin took). So a finished snapshot holds
+ * exactly the state at begin, whatever ran in between; what one slice
+ * holds the lock for is bounded by max_rows. One snapshot per table at a
+ * time. Rows and leaves are read through the storage and replay module
+ * (a device's leaf() answers from its host copy), so a snapshot works for
+ * every backend; rd_table_to_cpu during a snapshot fails it. */
+
+/* Buffers for a snapshot of up to `rows` items of a table of config c.
+ * RD_ENOMEM. Free with rd_table_snapshot_free (safe on a failed alloc). */
+int rd_table_snapshot_alloc(rd_table_snapshot_t *s, const rd_table_config_t *c, uint64_t rows,
+                            rd_error_t *err);
+void rd_table_snapshot_free(rd_table_snapshot_t *s);
+
+/* Take the cut (caller holds its lock). RD_ETOOBIG if the table holds more
+ * items than s->rows_cap (allocate for rd_table_size and try again),
+ * RD_EBUSY if a snapshot is in progress, RD_EINTERNAL after a module
+ * failure (as every call). */
+int rd_table_snapshot_begin(rd_table_t *t, rd_table_snapshot_t *s, rd_error_t *err);
+
+/* Copy up to max_rows more items (caller holds its lock). Returns 1 when
+ * the snapshot is complete (and detached), 0 when there is more to copy,
+ * or an error (the snapshot failed and is detached: s->why): RD_EINTERNAL
+ * (the storage could not be read, or the table moved to the CPU). */
+int rd_table_snapshot_step(rd_table_t *t, rd_table_snapshot_t *s, size_t max_rows,
+                           rd_error_t *err);
+
+/* Detach an unfinished snapshot (caller holds its lock). */
+void rd_table_snapshot_cancel(rd_table_t *t, rd_table_snapshot_t *s);
+
+/* Check that img can be restored into t: t is empty and unused (next_key
+ * 0), size <= capacity and <= next_key, every leaf <= the tree's bound,
+ * max_p finite in [0, max_priority], bool columns 0 or 1. The caller
+ * checks that img came from a table of the same config (capacity, schema,
+ * fanout, priority transform, seed). Changes nothing. RD_EINVAL naming
+ * what is wrong, RD_ESTATE (t not empty). */
+int rd_table_restore_check(const rd_table_t *t, const rd_table_image_t *img, rd_error_t *err);
+
+/* Put img into t (after rd_table_restore_check): rows and leaves in their
+ * slots (key mod capacity), key counter, size, draw counter, max_p and
+ * stats, so that t samples, updates and inserts exactly as the table img
+ * was taken from. The observer is not called. Errors: those of
+ * rd_table_restore_check (nothing changed), RD_EINTERNAL (a module failed
+ * while writing: the table refuses calls until rd_table_to_cpu, table.h). */
+int rd_table_restore(rd_table_t *t, const rd_table_image_t *img, rd_error_t *err);
+
+/* Set (o != NULL) or clear the observer. Caller holds its lock. */
+void rd_table_set_observer(rd_table_t *t, const rd_table_observer_t *o);
 
 #endif

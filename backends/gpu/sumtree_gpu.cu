@@ -64,9 +64,26 @@ template <uint32_t K> struct shape_of {
 /* Kernels                                                             */
 /* ------------------------------------------------------------------ */
 
+/* Full prefix sum at lane sub of a group of G lanes holding one entry each:
+ * the entry plus the last entries of the segments (rd_st_seg) before it,
+ * by shuffle. Every lane runs every shuffle. */
+template <uint32_t G>
+static __device__ __forceinline__ uint64_t full_prefix(uint64_t v, uint32_t gbase, uint32_t sub) {
+  uint64_t f = v;
+  constexpr uint32_t SEGS = G < RD_ST_SEG_MAX ? 1 : G / RD_ST_SEG_MAX;
+#pragma unroll
+  for (uint32_t q = 1; q < SEGS; q++) {
+    /* the last entry of segment q - 1, which lies before lane sub's from q on */
+    const uint64_t end = __shfl_sync(FULL_MASK, v, gbase + RD_ST_SEG_MAX * q - 1);
+    if (q <= sub / RD_ST_SEG_MAX) f += end;
+  }
+  return f;
+}
+
 /* Sample: a group of G lanes per target. Per level, lane s loads entry s
- * (and s + 32 for K = 64) of the block, the ballot of "entry <= t" counted
- * over the group is j (rd_st_count_le), and the entry before j comes by
+ * (and s + 32 for K = 64) of the block and makes it a full prefix sum
+ * (full_prefix, rd_st_full), the ballot of "full <= t" counted over the
+ * group is j (rd_st_count_le), and the full prefix before j comes by
  * shuffle (rd_st_reduce). Every lane of the warp runs every level, so the
  * warp-wide intrinsics see all lanes; invalid targets descend along child 0
  * (always present) and write RD_GPU_BAD_LEAF. */
@@ -79,7 +96,7 @@ k_sample(levels_t lv, uint32_t H, uint32_t n, const uint64_t *__restrict__ targe
   const uint32_t gbase = lane & ~(S::G - 1u); /* first lane of this group */
   const uint32_t sub = lane & (S::G - 1u);
   const uint64_t i = ((uint64_t)blockIdx.x * blockDim.x + threadIdx.x) / S::G;
-  const uint64_t total = lv.p[0][K - 1];
+  const uint64_t total = rd_st_block_total(lv.p[0], K);
   uint64_t t = 0;
   bool ok = false;
   if (i < n) {
@@ -94,12 +111,14 @@ k_sample(levels_t lv, uint32_t H, uint32_t n, const uint64_t *__restrict__ targe
     uint32_t j;
     uint64_t prev;
     if constexpr (K <= 32) {
-      uint64_t v = __ldg(blk + sub);
+      uint64_t v = full_prefix<S::G>(__ldg(blk + sub), gbase, sub);
       uint32_t b = __ballot_sync(FULL_MASK, v <= t);
       j = __popc((b >> gbase) & S::GMASK);
       prev = __shfl_sync(FULL_MASK, v, gbase + (j ? j - 1 : 0));
     } else {
-      uint64_t v0 = __ldg(blk + lane), v1 = __ldg(blk + 32 + lane);
+      uint64_t v0 = full_prefix<32>(__ldg(blk + lane), 0, lane);
+      uint64_t v1 = full_prefix<32>(__ldg(blk + 32 + lane), 0, lane) +
+                    __shfl_sync(FULL_MASK, v0, 31); /* the first 32 children's sum */
       j = __popc(__ballot_sync(FULL_MASK, v0 <= t)) + __popc(__ballot_sync(FULL_MASK, v1 <= t));
       uint32_t idx = j ? j - 1 : 0;
       uint64_t p0 = __shfl_sync(FULL_MASK, v0, idx & 31u);
@@ -472,7 +491,7 @@ extern "C" int rd_gpu_sumtree_init(rd_gpu_sumtree_t *t, uint32_t capacity, uint3
   t->device_bytes = t->mem_bytes + scratch;
 
   size_t pinned = align_up(nb * 12) + align_up(nb * 4) + align_up(nb * 8) +
-                  align_up(sizeof(rd_gpu_flag_t)) + align_up(8);
+                  align_up(sizeof(rd_gpu_flag_t)) + align_up(8 * RD_ST_MAX_FANOUT);
   CKI(cudaHostAlloc((void **)&m->h_mem, pinned, cudaHostAllocDefault),
       "cudaHostAlloc of the GPU tree's pinned staging");
   p = m->h_mem;
@@ -480,7 +499,7 @@ extern "C" int rd_gpu_sumtree_init(rd_gpu_sumtree_t *t, uint32_t capacity, uint3
   m->h_leaves = (uint32_t *)carve(&p, nb, 4);
   m->h_targets = (uint64_t *)carve(&p, nb, 8);
   m->h_flag = (rd_gpu_flag_t *)carve(&p, 1, sizeof(rd_gpu_flag_t));
-  m->h_word = (uint64_t *)carve(&p, 1, 8);
+  m->h_word = (uint64_t *)carve(&p, RD_ST_MAX_FANOUT, 8); /* a word, or the root block */
 
   k_iota<<<blocks_for(nb), THREADS, 0, m->stream>>>(m->d_iota, max_batch);
   CKI(cudaGetLastError(), "launching k_iota");
@@ -599,11 +618,12 @@ extern "C" int rd_gpu_sumtree_total(const rd_gpu_sumtree_t *t, uint64_t *total,
                                     rd_error_t *err) {
   struct rd_gpu_impl *m = t->impl;
   RD_CUDA_CK(cudaSetDevice(t->device), "cudaSetDevice");
-  RD_CUDA_CK(cudaMemcpyAsync(m->h_word, m->lv.p[0] + t->fanout - 1, 8, cudaMemcpyDeviceToHost,
+  /* The root block: the total is the sum of its segments' last entries. */
+  RD_CUDA_CK(cudaMemcpyAsync(m->h_word, m->lv.p[0], (size_t)t->fanout * 8, cudaMemcpyDeviceToHost,
                              m->stream),
              "cudaMemcpyAsync");
   RD_CUDA_CK(cudaStreamSynchronize(m->stream), "waiting for the GPU tree");
-  *total = *m->h_word; /* after all the work enqueued so far */
+  *total = rd_st_block_total(m->h_word, t->fanout); /* after all the work enqueued so far */
   m->total = *total;
   m->total_known = true;
   return RD_OK;

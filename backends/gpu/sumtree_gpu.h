@@ -1,8 +1,9 @@
 /* sumtree_gpu.h - the exact K-ary sum tree in CUDA device memory.
  *
  * Same representation as backends/cpu/sumtree.h, bit for bit: uint64
- * fixed-point leaves, levels of blocks of K inclusive prefix sums, level 0
- * the root block, the same blocks per level (common/rd_tree_step.h).
+ * fixed-point leaves, levels of blocks of K entries, each an inclusive
+ * prefix sum within its segment of min(K, 8) entries, level 0 the root
+ * block, the same blocks per level (common/rd_tree_step.h).
  * Same rules: a target t in [0, total) selects the smallest leaf i with
  * leaf[0] + ... + leaf[i] > t, so CPU and GPU pick the same leaf for the same
  * target; leaves are bounded by max_leaf = (2^63 - 1) / capacity; an update
@@ -13,8 +14,9 @@
  *
  * Kernels (sumtree_gpu.cu):
  * - sample: one group of min(K, 32) lanes per target; each lane loads one
- *   prefix entry of the block (two for K = 64), j = popc(ballot(entry <= t)),
- *   the reduced target comes from a shuffle. One coalesced load per level.
+ *   entry of the block (two for K = 64) and adds the ends of the segments
+ *   before it (shuffles), j = popc(ballot(full <= t)), the reduced target
+ *   comes from a shuffle. One coalesced load per level.
  * - update: no atomics, no contention at the root. The batch is sorted by
  *   position (CUB radix sort of (position, batch index), stable), the last
  *   item of each position keeps its value, leaf deltas are prefix-summed, and

@@ -20,6 +20,7 @@
 
 #include "json_writer.h"
 #include "replayctl_cli.h"
+#include "replayctl_top.h"
 #include "replayd_client.h"
 
 #ifndef RDC_VERSION
@@ -292,6 +293,109 @@ static void json_learner_counters(jw_t *w, const rdc_learner_counters_t *c) {
 
 static void json_placement(jw_t *w, const rdc_placement_t *p);
 
+static void json_checkpoint(jw_t *w, const rdc_checkpoint_info_t *c) {
+  jw_object_begin(w);
+  jw_key(w, "generation");
+  jw_u64(w, c->generation);
+  jw_key(w, "taken_unix_ms");
+  jw_i64(w, c->taken_unix_ms);
+  jw_key(w, "bytes");
+  jw_u64(w, c->bytes);
+  jw_key(w, "seconds");
+  jw_double(w, c->seconds);
+  jw_key(w, "items");
+  jw_u64(w, c->items);
+  jw_key(w, "learner_full");
+  jw_bool(w, c->learner_full);
+  jw_key(w, "pause_ms");
+  jw_double(w, c->pause_ms);
+  jw_object_end(w);
+}
+
+static void json_durability(jw_t *w, const rdc_durability_t *d) {
+  jw_object_begin(w);
+  jw_key(w, "mode");
+  jw_string(w, d->mode);
+  jw_key(w, "checkpoint_interval_s");
+  jw_double(w, d->checkpoint_interval_s);
+  jw_key(w, "last_checkpoint");
+  if (d->has_last)
+    json_checkpoint(w, &d->last);
+  else
+    jw_null(w);
+  jw_key(w, "checkpoints");
+  jw_u64(w, d->checkpoints);
+  jw_key(w, "last_error");
+  jw_string(w, d->last_error);
+  jw_key(w, "restored");
+  jw_string(w, d->restored);
+  jw_key(w, "journal_records");
+  jw_u64(w, d->journal_records);
+  jw_key(w, "journal_commits");
+  jw_u64(w, d->journal_commits);
+  jw_key(w, "journal_commit_ms_max");
+  jw_double(w, d->journal_commit_ms_max);
+  jw_key(w, "journal_error");
+  jw_string(w, d->journal_error);
+  jw_object_end(w);
+}
+
+/* Unbounded diffs are null (JSON has no infinity). */
+static void json_rate_limiter(jw_t *w, const rdc_limiter_state_t *l) {
+  jw_object_begin(w);
+  jw_key(w, "min_size_to_sample");
+  jw_u64(w, l->config.min_size_to_sample);
+  jw_key(w, "samples_per_insert");
+  jw_double(w, l->config.samples_per_insert);
+  jw_key(w, "min_diff");
+  jw_double(w, l->config.has_min_diff ? l->config.min_diff : -INFINITY);
+  jw_key(w, "max_diff");
+  jw_double(w, l->config.has_max_diff ? l->config.max_diff : INFINITY);
+  jw_key(w, "inserted");
+  jw_u64(w, l->inserted);
+  jw_key(w, "sampled");
+  jw_u64(w, l->sampled);
+  jw_key(w, "ratio");
+  jw_double(w, l->ratio);
+  jw_key(w, "blocked_inserts");
+  jw_u64(w, l->blocked_inserts);
+  jw_key(w, "blocked_samples");
+  jw_u64(w, l->blocked_samples);
+  jw_key(w, "insert_wait_seconds");
+  jw_double(w, l->insert_wait_s);
+  jw_key(w, "sample_wait_seconds");
+  jw_double(w, l->sample_wait_s);
+  jw_key(w, "insert_waits");
+  jw_u64(w, l->insert_waits);
+  jw_key(w, "sample_waits");
+  jw_u64(w, l->sample_waits);
+  jw_object_end(w);
+}
+
+/* The rate limiter, for people: its rule and what it did. */
+static void describe_rate_limiter(const rdc_limiter_state_t *l) {
+  const rdc_rate_limiter_t *c = &l->config;
+  printf("\nrate limiter\n");
+  kv("  min size", "%" PRIu32 " items before sampling", c->min_size_to_sample);
+  if (c->samples_per_insert > 0) {
+    char lo[32], hi[32];
+    snprintf(lo, sizeof lo, c->has_min_diff && isfinite(c->min_diff) ? "%.10g" : "-inf",
+             c->min_diff);
+    snprintf(hi, sizeof hi, c->has_max_diff && isfinite(c->max_diff) ? "%.10g" : "+inf",
+             c->max_diff);
+    kv("  ratio", "%.10g samples per insert; inserted x ratio - sampled within [%s, %s]",
+       c->samples_per_insert, lo, hi);
+  } else {
+    kv("  ratio", "none (min size only)");
+  }
+  kv("  now", "%" PRIu64 " sampled / %" PRIu64 " inserted = %.4g", l->sampled, l->inserted,
+     l->ratio);
+  kv("  blocked", "%" PRIu32 " inserts, %" PRIu32 " samples waiting", l->blocked_inserts,
+     l->blocked_samples);
+  kv("  waited", "%.3f s by %" PRIu64 " inserts, %.3f s by %" PRIu64 " samples",
+     l->insert_wait_s, l->insert_waits, l->sample_wait_s, l->sample_waits);
+}
+
 static void json_workload(jw_t *w, const rdc_workload_t *wl) {
   const rdc_spec_t *s = &wl->spec;
   jw_object_begin(w);
@@ -347,6 +451,14 @@ static void json_workload(jw_t *w, const rdc_workload_t *wl) {
   jw_key(w, "placement");
   if (wl->has_placement)
     json_placement(w, &wl->placement);
+  else
+    jw_null(w);
+  jw_key(w, "durability");
+  if (wl->has_durability)
+    json_durability(w, &wl->durability);
+  jw_key(w, "rate_limiter");
+  if (wl->has_rate_limiter)
+    json_rate_limiter(w, &wl->rate_limiter);
   else
     jw_null(w);
   jw_object_end(w);
@@ -894,6 +1006,8 @@ static void describe_learner(const rdc_learner_spec_t *l) {
   kv("  min size", "%" PRIu32, l->min_size);
 }
 
+static void print_durability(const rdc_durability_t *d);
+
 static int cmd_describe(rdc_client_t *c, const rctl_opts_t *o) {
   rdc_workload_t *wl = malloc(sizeof *wl); /* ~13 KiB: keep it off the stack */
   if (wl == NULL) oom();
@@ -972,6 +1086,155 @@ static int cmd_describe(rdc_client_t *c, const rctl_opts_t *o) {
       printf("\nplacement\n");
       print_placement(&wl->placement, "  ");
     }
+    if (wl->has_rate_limiter) describe_rate_limiter(&wl->rate_limiter);
+    if (wl->has_durability) print_durability(&wl->durability);
+  }
+  free(wl);
+  return RCTL_EXIT_OK;
+}
+
+/* ---- durability ---- */
+
+static void print_checkpoint(const char *what, const rdc_checkpoint_info_t *ck) {
+  time_t t = (time_t)(ck->taken_unix_ms / 1000);
+  struct tm tm;
+  char when[32] = "?";
+  if (gmtime_r(&t, &tm) != NULL) strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  printf("%s %" PRIu64 " at %s: %" PRIu64 " items, %" PRIu64 " bytes, %.3f s (calls paused "
+         "%.3f ms at most)%s\n", what, ck->generation, when, ck->items, ck->bytes, ck->seconds,
+         ck->pause_ms, ck->learner_full ? ", the learner's whole state" : "");
+}
+
+static void print_durability(const rdc_durability_t *d) {
+  printf("\ndurability: %s\n", d->mode);
+  if (d->checkpoint_interval_s > 0)
+    kv("  every", "%.0f s (when it changed)", d->checkpoint_interval_s);
+  else
+    kv("  every", "%s", "on request and at shutdown only");
+  if (d->has_last) {
+    printf("  ");
+    print_checkpoint("last checkpoint", &d->last);
+  } else {
+    kv("  last checkpoint", "%s", "none yet");
+  }
+  kv("  since start", "%" PRIu64 " checkpoints", d->checkpoints);
+  if (d->last_error[0]) kv("  last error", "%s", d->last_error);
+  kv("  restored", "%s", d->restored);
+  if (strcmp(d->mode, "journal") == 0) {
+    kv("  journal", "%" PRIu64 " records, %" PRIu64 " commits, slowest %.2f ms",
+       d->journal_records, d->journal_commits, d->journal_commit_ms_max);
+    if (d->journal_error[0]) kv("  journal error", "%s", d->journal_error);
+  }
+}
+
+static int cmd_checkpoint(rdc_client_t *c, const rctl_opts_t *o, const char *token) {
+  rdc_error_t e;
+  rdc_checkpoint_result_t *v = NULL;
+  size_t n = 0;
+  if (o->all) {
+    if (rdc_checkpoint_all(c, token, &v, &n, &e) != RDC_OK) return call_failed(&e);
+  } else {
+    v = calloc(1, sizeof *v);
+    if (v == NULL) return RCTL_EXIT_CALL;
+    if (rdc_checkpoint(c, o->args[0], token, &v->info, &e) != RDC_OK) {
+      free(v);
+      return call_failed(&e);
+    }
+    snprintf(v->id, sizeof v->id, "%s", o->args[0]);
+    n = 1;
+  }
+  if (o->json) {
+    jw_t w;
+    jw_init(&w, stdout);
+    jw_array_begin(&w);
+    for (size_t i = 0; i < n; i++) {
+      jw_object_begin(&w);
+      jw_key(&w, "id");
+      jw_string(&w, v[i].id);
+      jw_key(&w, "checkpoint");
+      json_checkpoint(&w, &v[i].info);
+      jw_object_end(&w);
+    }
+    jw_array_end(&w);
+    jw_finish(&w);
+  } else {
+    for (size_t i = 0; i < n; i++) {
+      printf("%s ", v[i].id);
+      print_checkpoint("checkpoint", &v[i].info);
+    }
+  }
+  free(v);
+  return RCTL_EXIT_OK;
+}
+
+static int write_file(const char *path, const void *data, size_t len) {
+  FILE *f = fopen(path, "wb");
+  if (f == NULL || fwrite(data, 1, len, f) != len || fclose(f) != 0) {
+    fprintf(stderr, "replayctl: cannot write %s: %s\n", path, strerror(errno));
+    if (f != NULL) fclose(f);
+    return -1;
+  }
+  return 0;
+}
+
+static int cmd_export(rdc_client_t *c, const rctl_opts_t *o, const char *token) {
+  rdc_error_t e;
+  void *data = NULL;
+  size_t len = 0;
+  uint64_t items = 0;
+  if (rdc_export_workload(c, o->args[0], token, &data, &len, &items, &e) != RDC_OK)
+    return call_failed(&e);
+  int rc = write_file(o->args[1], data, len);
+  free(data);
+  if (rc != 0) return RCTL_EXIT_CALL;
+  if (o->json) {
+    jw_t w;
+    jw_init(&w, stdout);
+    jw_object_begin(&w);
+    jw_key(&w, "file");
+    jw_string(&w, o->args[1]);
+    jw_key(&w, "bytes");
+    jw_u64(&w, len);
+    jw_key(&w, "items");
+    jw_u64(&w, items);
+    jw_object_end(&w);
+    jw_finish(&w);
+  } else {
+    printf("exported workload %s to %s: %" PRIu64 " items, %zu bytes\n", o->args[0], o->args[1],
+           items, len);
+  }
+  return RCTL_EXIT_OK;
+}
+
+#define EXPORT_FILE_MAX (UINT32_C(1) << 30) /* the server's largest --max-message-bytes */
+
+static int cmd_import(rdc_client_t *c, const rctl_opts_t *o) {
+  size_t len;
+  char *buf = read_file(o->args[0], EXPORT_FILE_MAX, &len);
+  if (buf == NULL) return RCTL_EXIT_CALL;
+  rdc_workload_t *wl = malloc(sizeof *wl);
+  rdc_error_t e;
+  int rc = wl ? rdc_import_workload(c, buf, len, o->name, wl, &e) : RDC_ENOMEM;
+  free(buf);
+  if (rc != RDC_OK) {
+    free(wl);
+    return wl ? call_failed(&e) : RCTL_EXIT_CALL;
+  }
+  if (o->json) {
+    jw_t w;
+    jw_init(&w, stdout);
+    jw_object_begin(&w);
+    jw_key(&w, "id");
+    jw_string(&w, wl->id);
+    jw_key(&w, "token");
+    jw_string(&w, wl->token);
+    jw_key(&w, "items");
+    jw_u64(&w, wl->counters.size);
+    jw_object_end(&w);
+    jw_finish(&w);
+  } else {
+    printf("imported workload %s (\"%s\", %" PRIu64 " items)\ntoken %s\n", wl->id,
+           wl->spec.name, wl->counters.size, wl->token);
   }
   free(wl);
   return RCTL_EXIT_OK;
@@ -1019,7 +1282,9 @@ static int rm_token(const rctl_opts_t *o, char *token, size_t cap) {
   if (rctl_read_token_file(path, token, cap, msg, sizeof msg) != 0) {
     fprintf(stderr, "replayctl: %s\nreplayctl: %s needs --token T, or the server's admin "
                     "token file (--admin-token-file PATH)\n", msg,
-            o->cmd == RCTL_CMD_RM ? "rm" : o->cmd == RCTL_CMD_PLAN ? "plan" : "profiles");
+            o->cmd == RCTL_CMD_RM ? "rm" : o->cmd == RCTL_CMD_PLAN ? "plan"
+            : o->cmd == RCTL_CMD_CHECKPOINT ? "checkpoint" : o->cmd == RCTL_CMD_EXPORT ? "export"
+            : "profiles");
     return -1;
   }
   return 0;
@@ -1041,13 +1306,17 @@ int main(int argc, char **argv) {
     return RCTL_EXIT_OK;
   }
   char token[RDC_TOKEN_MAX];
-  if ((o.cmd == RCTL_CMD_RM || o.cmd == RCTL_CMD_PROFILES || o.cmd == RCTL_CMD_PLAN) &&
+  if ((o.cmd == RCTL_CMD_RM || o.cmd == RCTL_CMD_PROFILES || o.cmd == RCTL_CMD_PLAN ||
+       o.cmd == RCTL_CMD_CHECKPOINT || o.cmd == RCTL_CMD_EXPORT) &&
       rm_token(&o, token, sizeof token) != 0)
     return RCTL_EXIT_USAGE;
 
   rdc_connect_opts_t copts;
   rdc_connect_opts_init(&copts);
   copts.deadline_s = o.timeout_s;
+  copts.tls_ca_file = o.tls_ca;
+  copts.tls_cert_file = o.tls_cert;
+  copts.tls_key_file = o.tls_key;
   rdc_client_t *c;
   rdc_error_t e;
   if (rdc_connect_ex(o.server, o.timeout_s, &copts, &c, &e) != RDC_OK) return call_failed(&e);
@@ -1060,6 +1329,10 @@ int main(int argc, char **argv) {
   case RCTL_CMD_RM: rc = cmd_rm(c, &o, token); break;
   case RCTL_CMD_PROFILES: rc = cmd_profiles(c, &o, token); break;
   case RCTL_CMD_PLAN: rc = cmd_plan(c, &o, token); break;
+  case RCTL_CMD_CHECKPOINT: rc = cmd_checkpoint(c, &o, token); break;
+  case RCTL_CMD_EXPORT: rc = cmd_export(c, &o, token); break;
+  case RCTL_CMD_IMPORT: rc = cmd_import(c, &o); break;
+  case RCTL_CMD_TOP: rc = rctl_top(c, &o); break;
   case RCTL_CMD_NONE: break;
   }
   rdc_close(c);

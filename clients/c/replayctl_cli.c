@@ -31,17 +31,37 @@ static const char usage_text[] =
     "                SPEC: cartpole_dqn | cartpole_ddpg | hopper_ddpg | dqn:4-64-64-2 |\n"
     "                ddpg:11-256-256-3, then ,batch=N ,capacity=N ,fanout=K ,depth=D\n"
     "                ,spi=R ,critic=H-H (e.g. hopper_ddpg,batch=256)\n"
+    "  top           a live view, refreshed every second: workloads' rows, fill,\n"
+    "                insert and sample rates, learner steps/s and loss, where each\n"
+    "                runs, device states; q or Ctrl-C quits. --once: one frame after\n"
+    "                one interval, for scripts (with --json: one JSON document)\n"
+    "  checkpoint ID | --all\n"
+    "                take a checkpoint now (the workload's token or the admin\n"
+    "                token; --all: every workload, admin token)\n"
+    "  export ID FILE\n"
+    "                write the workload as a checkpoint file (token as checkpoint)\n"
+    "  import FILE   register a new workload from an exported file (--name NAME)\n"
     "\n"
     "Options:\n"
     "  --server HOST:PORT       server address (default $REPLAYD_SERVER, else " RCTL_DEFAULT_SERVER ")\n"
     "  --json                   print one JSON document instead of tables\n"
     "  --timeout S              connect timeout and per-call deadline, seconds (default 5)\n"
-    "  --token T                rm: the workload's token; profiles, plan: the admin token\n"
+    "  --token T                rm, checkpoint, export: the workload's token; profiles,\n"
+    "                           plan: the admin token\n"
+    "  --all                    checkpoint: every workload\n"
+    "  --name NAME              import: the new workload's name\n"
     "  --clear                  profiles: forget every stored profile\n"
+    "  --once                   top: print one frame and exit\n"
+    "  --interval S             top: seconds between reads (default 1)\n"
     "  --assume gpu=FILE        plan: a GPU with these profiles (JSON lines, as\n"
     "                           'profiles export' writes them); repeatable with\n"
     "  --assume fpga=PART       plan: an FPGA part (u200, u250, u280) by its model\n"
-    "  --admin-token-file PATH  rm, profiles, plan: file with the server's admin token (default\n"
+    "  --tls-ca FILE            connect with TLS; FILE: PEM CA certificates that\n"
+    "                           sign the server's certificate\n"
+    "  --tls-cert FILE          with --tls-key: this client's PEM certificate and key, for a\n"
+    "  --tls-key FILE           server that requires client certificates\n"
+    "  --admin-token-file PATH  rm, profiles, plan, checkpoint, export: file with the server's\n"
+    "                           admin token (default\n"
     "                           admin.token in the daemon's state directory:\n"
     "                           $STATE_DIRECTORY, else $XDG_STATE_HOME/replayd,\n"
     "                           else ~/.local/state/replayd)\n"
@@ -68,18 +88,23 @@ static const struct {
 } commands[] = {
     {"status", RCTL_CMD_STATUS, 0}, {"ls", RCTL_CMD_LS, 0},       {"describe", RCTL_CMD_DESCRIBE, 1},
     {"devices", RCTL_CMD_DEVICES, 0}, {"rm", RCTL_CMD_RM, 1},     {"profiles", RCTL_CMD_PROFILES, -1},
-    {"plan", RCTL_CMD_PLAN, 1},
+    {"plan", RCTL_CMD_PLAN, 1}, {"top", RCTL_CMD_TOP, 0},
+    {"checkpoint", RCTL_CMD_CHECKPOINT, -2}, {"export", RCTL_CMD_EXPORT, 2},
+    {"import", RCTL_CMD_IMPORT, 1},
 };
 
 /* Options that take a value. */
-static const char *const valued[] = {"--server", "--timeout", "--token", "--admin-token-file",
-                                     "--assume"};
+static const char *const valued[] = {"--server", "--timeout",  "--token",   "--admin-token-file",
+                                     "--assume", "--tls-ca",   "--tls-cert", "--tls-key",
+                                     "--interval", "--name"};
 
 int rctl_parse_args(int argc, char **argv, const char *env_server, rctl_opts_t *o, char *msg,
                     size_t cap) {
   memset(o, 0, sizeof *o);
   o->server = env_server != NULL && env_server[0] != '\0' ? env_server : RCTL_DEFAULT_SERVER;
   o->timeout_s = RCTL_DEFAULT_TIMEOUT_S;
+  o->interval_s = 1.0;
+  int interval_given = 0;
   if (cap > 0) msg[0] = '\0';
   const char *operands[RCTL_MAX_ARGS + 1];
   int n_operands = 0, options_done = 0, n_total = 0;
@@ -111,6 +136,14 @@ int rctl_parse_args(int argc, char **argv, const char *env_server, rctl_opts_t *
       o->clear = 1;
       continue;
     }
+    if (strcmp(a, "--all") == 0) {
+      o->all = 1;
+      continue;
+    }
+    if (strcmp(a, "--once") == 0) {
+      o->once = 1;
+      continue;
+    }
     /* --name value / --name=value */
     const char *eq = strchr(a, '=');
     size_t name_len = eq ? (size_t)(eq - a) : strlen(a);
@@ -132,6 +165,14 @@ int rctl_parse_args(int argc, char **argv, const char *env_server, rctl_opts_t *
     if (strcmp(name, "--server") == 0) {
       if (val[0] == '\0') return usage_error(msg, cap, "--server needs HOST:PORT");
       o->server = val;
+    } else if (strcmp(name, "--interval") == 0) {
+      char *end;
+      errno = 0;
+      double t = strtod(val, &end);
+      if (end == val || *end != '\0' || errno != 0 || !isfinite(t) || t < 0.1 || t > 3600)
+        return usage_error(msg, cap, "--interval needs seconds in [0.1, 3600], not \"%s\"", val);
+      o->interval_s = t;
+      interval_given = 1;
     } else if (strcmp(name, "--timeout") == 0) {
       char *end;
       errno = 0;
@@ -146,15 +187,27 @@ int rctl_parse_args(int argc, char **argv, const char *env_server, rctl_opts_t *
       if (o->n_assume == RCTL_MAX_ASSUME)
         return usage_error(msg, cap, "--assume is given more than %d times", RCTL_MAX_ASSUME);
       o->assume[o->n_assume++] = val;
+    } else if (strcmp(name, "--name") == 0) {
+      o->name = val;
     } else if (strcmp(name, "--token") == 0) {
       if (val[0] == '\0') return usage_error(msg, cap, "--token is empty");
       o->token = val;
+    } else if (strncmp(name, "--tls-", 6) == 0) {
+      if (val[0] == '\0') return usage_error(msg, cap, "%s needs a file", name);
+      if (strcmp(name, "--tls-ca") == 0) o->tls_ca = val;
+      else if (strcmp(name, "--tls-cert") == 0) o->tls_cert = val;
+      else o->tls_key = val;
     } else {
       if (val[0] == '\0') return usage_error(msg, cap, "--admin-token-file is empty");
       o->admin_token_file = val;
     }
   }
   if (o->help || o->version) return 0;
+  if ((o->tls_cert != NULL) != (o->tls_key != NULL))
+    return usage_error(msg, cap, "--tls-cert and --tls-key go together");
+  if (o->tls_cert != NULL && o->tls_ca == NULL)
+    return usage_error(msg, cap, "--tls-cert needs --tls-ca (client certificates are sent "
+                       "only over TLS)");
   if (n_operands == 0) return usage_error(msg, cap, "no command given");
 
   const char *cmd = operands[0];
@@ -166,6 +219,11 @@ int rctl_parse_args(int argc, char **argv, const char *env_server, rctl_opts_t *
       want = commands[k].n_args;
     }
   if (want == -1 && o->cmd == 0) return usage_error(msg, cap, "unknown command \"%s\"", cmd);
+  if (o->all && o->cmd != RCTL_CMD_CHECKPOINT)
+    return usage_error(msg, cap, "--all applies only to checkpoint");
+  if (o->name != NULL && o->cmd != RCTL_CMD_IMPORT)
+    return usage_error(msg, cap, "--name applies only to import");
+  if (o->cmd == RCTL_CMD_CHECKPOINT) want = o->all ? 0 : 1;
   if (o->cmd == RCTL_CMD_PROFILES) {
     int n = n_total - 1;
     const char *sub = n > 0 ? operands[1] : NULL;
@@ -184,22 +242,32 @@ int rctl_parse_args(int argc, char **argv, const char *env_server, rctl_opts_t *
     return 0;
   }
   if (o->clear) return usage_error(msg, cap, "--clear applies only to profiles");
+  if ((o->once || interval_given) && o->cmd != RCTL_CMD_TOP)
+    return usage_error(msg, cap, "--once and --interval apply only to top");
   if (o->n_assume > 0 && o->cmd != RCTL_CMD_PLAN)
     return usage_error(msg, cap, "--assume applies only to plan");
   if (n_total - 1 != want) {
     if (o->cmd == RCTL_CMD_PLAN) return usage_error(msg, cap, "plan needs exactly one SPEC");
+    if (o->cmd == RCTL_CMD_EXPORT) return usage_error(msg, cap, "export needs an ID and a FILE");
+    if (o->cmd == RCTL_CMD_IMPORT) return usage_error(msg, cap, "import needs exactly one FILE");
+    if (o->cmd == RCTL_CMD_CHECKPOINT && o->all)
+      return usage_error(msg, cap, "checkpoint --all takes no workload ID");
     if (want == 0) return usage_error(msg, cap, "%s takes no arguments", cmd);
     return usage_error(msg, cap, "%s needs exactly one workload ID", cmd);
   }
   for (int k = 1; k < n_operands; k++) o->args[o->n_args++] = operands[k];
-  if (o->cmd == RCTL_CMD_DESCRIBE || o->cmd == RCTL_CMD_RM)
+  if (o->cmd == RCTL_CMD_DESCRIBE || o->cmd == RCTL_CMD_RM || o->cmd == RCTL_CMD_EXPORT ||
+      (o->cmd == RCTL_CMD_CHECKPOINT && !o->all))
     if (o->args[0][0] == '\0') return usage_error(msg, cap, "the workload ID is empty");
+  if ((o->cmd == RCTL_CMD_EXPORT && o->args[1][0] == '\0') ||
+      (o->cmd == RCTL_CMD_IMPORT && o->args[0][0] == '\0'))
+    return usage_error(msg, cap, "the FILE name is empty");
   if (o->cmd == RCTL_CMD_PLAN && o->args[0][0] == '\0')
     return usage_error(msg, cap, "the plan SPEC is empty");
-  if (o->cmd != RCTL_CMD_RM && o->cmd != RCTL_CMD_PLAN &&
-      (o->token != NULL || o->admin_token_file != NULL))
-    return usage_error(msg, cap, "--token and --admin-token-file apply only to rm, profiles and "
-                       "plan");
+  if (o->cmd != RCTL_CMD_RM && o->cmd != RCTL_CMD_PLAN && o->cmd != RCTL_CMD_CHECKPOINT &&
+      o->cmd != RCTL_CMD_EXPORT && (o->token != NULL || o->admin_token_file != NULL))
+    return usage_error(msg, cap, "--token and --admin-token-file apply only to rm, profiles, "
+                       "plan, checkpoint and export");
   return 0;
 }
 

@@ -23,6 +23,10 @@ typedef enum {
   RCTL_CMD_RM,
   RCTL_CMD_PROFILES, /* [--clear | import FILE | export] */
   RCTL_CMD_PLAN,     /* SPEC [--assume gpu=FILE|fpga=PART ...] */
+  RCTL_CMD_CHECKPOINT, /* ID | --all */
+  RCTL_CMD_EXPORT,     /* ID FILE */
+  RCTL_CMD_IMPORT,     /* FILE [--name NAME] */
+  RCTL_CMD_TOP,      /* [--once] [--interval S] */
 } rctl_cmd_t;
 
 typedef struct {
@@ -32,8 +36,14 @@ typedef struct {
   const char *token;            /* rm --token */
   const char *admin_token_file; /* rm, profiles: --admin-token-file; NULL = default path */
   int clear;                    /* profiles --clear */
+  int all;                      /* checkpoint --all */
+  const char *name;             /* import --name */
   const char *assume[RCTL_MAX_ASSUME]; /* plan --assume KIND=VALUE, in order */
   int n_assume;
+  const char *tls_ca;           /* --tls-ca: TLS, the server's certificate signed by these CAs */
+  const char *tls_cert, *tls_key; /* --tls-cert / --tls-key: this client's certificate */
+  int once;                     /* top --once */
+  double interval_s;            /* top --interval; default 1 */
   int help, version;            /* --help / --version */
   rctl_cmd_t cmd;
   const char *args[RCTL_MAX_ARGS]; /* the command's operands */

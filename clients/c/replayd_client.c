@@ -13,6 +13,7 @@
  */
 #include "replayd_client.h"
 
+#include <errno.h>
 #include <grpc/byte_buffer.h>
 #include <grpc/byte_buffer_reader.h>
 #include <grpc/grpc.h>
@@ -26,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "rd_pem.h"
 #include "replayd.pb-c.h"
 
 #define RDC_TOKEN_KEY "x-replayd-token"
@@ -50,6 +52,11 @@ typedef enum {
   M_CLEAR_PROFILES,
   M_IMPORT_PROFILES,
   M_EXPORT_PROFILES,
+  M_CHECKPOINT,
+  M_EXPORT_WORKLOAD,
+  M_IMPORT_WORKLOAD,
+  M_SET_RATE_LIMITER,
+  M_SAMPLE_STREAM,
   M_COUNT
 } method_t;
 
@@ -58,7 +65,8 @@ static const char *const method_names[M_COUNT] = {
     "Insert",           "InsertBatch",      "Sample",           "UpdatePriorities",
     "ServerInfo",       "TrainStep",        "GetWeights",       "ListDevices",
     "Plan",             "ListProfiles",     "ClearProfiles",    "ImportProfiles",
-    "ExportProfiles",
+    "ExportProfiles",   "Checkpoint",       "ExportWorkload",   "ImportWorkload",
+    "SetRateLimiter",   "SampleStream",
 };
 
 struct rdc_client {
@@ -69,6 +77,7 @@ struct rdc_client {
   double deadline_s;
   uint32_t md_flags;         /* GRPC_INITIAL_METADATA_WAIT_FOR_READY or 0 */
   char target[256];
+  int tls; /* the channel is TLS: a failed connection may be a certificate */
 };
 
 /* ------------------------------------------------------------------ */
@@ -206,6 +215,55 @@ void rdc_connect_opts_init(rdc_connect_opts_t *opts) {
   opts->max_receive_bytes = RDC_DEFAULT_MAX_RECEIVE;
   opts->wait_for_ready = 0;
   opts->deadline_s = RDC_DEFAULT_DEADLINE_S;
+  opts->tls_ca_file = NULL;
+  opts->tls_cert_file = NULL;
+  opts->tls_key_file = NULL;
+}
+
+/* A PEM file whole (rd_pem.h), or NULL with err set. */
+#define RDC_PEM_MAX (1 << 20)
+static char *read_pem(const char *what, const char *path, rdc_error_t *err) {
+  char *buf;
+  size_t len;
+  rd_pem_status_t s = rd_pem_read(path, RDC_PEM_MAX, &buf, &len);
+  if (s == RD_PEM_OPEN)
+    set_error(err, RDC_EINVAL, "%s %s: %s", what, path, strerror(errno));
+  else if (s != RD_PEM_OK)
+    set_error(err, s == RD_PEM_NOMEM ? RDC_ENOMEM : RDC_EINVAL, "%s %s: %s", what, path,
+              s == RD_PEM_NOMEM ? "out of memory"
+                                : "not a PEM file (unreadable, over 1 MiB or binary)");
+  return buf;
+}
+
+/* The channel's credentials: plaintext, or TLS from o's PEM files. */
+static int channel_credentials(const rdc_connect_opts_t *o, grpc_channel_credentials **out,
+                               rdc_error_t *err) {
+  *out = NULL;
+  if (o->tls_ca_file == NULL) {
+    if (o->tls_cert_file != NULL || o->tls_key_file != NULL)
+      return set_error(err, RDC_EINVAL, "a client certificate needs TLS: set tls_ca_file too");
+    *out = grpc_insecure_credentials_create();
+    return RDC_OK;
+  }
+  if ((o->tls_cert_file == NULL) != (o->tls_key_file == NULL))
+    return set_error(err, RDC_EINVAL, "a client certificate needs both tls_cert_file and "
+                     "tls_key_file");
+  char *ca = read_pem("TLS CA file", o->tls_ca_file, err), *cert = NULL, *key = NULL;
+  int rc = ca ? RDC_OK : err ? err->code : RDC_EINVAL;
+  if (rc == RDC_OK && o->tls_cert_file != NULL &&
+      ((cert = read_pem("TLS certificate", o->tls_cert_file, err)) == NULL ||
+       (key = read_pem("TLS key", o->tls_key_file, err)) == NULL))
+    rc = err ? err->code : RDC_EINVAL;
+  if (rc == RDC_OK) {
+    grpc_ssl_pem_key_cert_pair pair = {key, cert};
+    *out = grpc_ssl_credentials_create(ca, cert ? &pair : NULL, NULL, NULL);
+    if (*out == NULL) rc = set_error(err, RDC_EINVAL, "gRPC refused the TLS files");
+  }
+  if (key) memset(key, 0, strlen(key));
+  free(ca);
+  free(cert);
+  free(key);
+  return rc;
 }
 
 int rdc_connect(const char *target, double timeout_s, rdc_client_t **out, rdc_error_t *err) {
@@ -237,22 +295,23 @@ static void destroy_cq(grpc_completion_queue *cq) {
  * failed, so the message says what to check. */
 static int wait_ready(rdc_client_t *c, double timeout_s, int wait_for_ready, rdc_error_t *err) {
   gpr_timespec deadline = deadline_after(timeout_s);
+  const char *check = c->tls ? "is replayd running there with TLS, its certificate signed by "
+                               "the CA file and naming this host, and this client's "
+                               "certificate one it accepts?"
+                             : "is replayd running and listening there?";
   grpc_connectivity_state st = grpc_channel_check_connectivity_state(c->channel, 1);
   while (st != GRPC_CHANNEL_READY) {
     if (st == GRPC_CHANNEL_SHUTDOWN ||
         (st == GRPC_CHANNEL_TRANSIENT_FAILURE && !wait_for_ready))
-      return set_error(err, RDC_ECONNECT,
-                       "cannot connect to %s: %s (is replayd running and listening there?)",
-                       c->target, state_name(st));
+      return set_error(err, RDC_ECONNECT, "cannot connect to %s: %s (%s)", c->target,
+                       state_name(st), check);
     int tag;
     grpc_channel_watch_connectivity_state(c->channel, st, deadline, c->cq, &tag);
     grpc_event ev =
         grpc_completion_queue_pluck(c->cq, &tag, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
     if (ev.type != GRPC_OP_COMPLETE || !ev.success)
-      return set_error(err, RDC_ECONNECT,
-                       "cannot connect to %s within %g s (%s; is replayd running and "
-                       "listening there?)",
-                       c->target, timeout_s, state_name(st));
+      return set_error(err, RDC_ECONNECT, "cannot connect to %s within %g s (%s; %s)",
+                       c->target, timeout_s, state_name(st), check);
     /* try_to_connect again: after a failure the channel may fall back to
      * idle and would otherwise wait for a call to reconnect. */
     st = grpc_channel_check_connectivity_state(c->channel, 1);
@@ -282,9 +341,21 @@ int rdc_connect_ex(const char *target, double timeout_s, const rdc_connect_opts_
     return set_error(err, RDC_EINVAL, "max_receive_bytes must be > 0, not %d",
                      o.max_receive_bytes);
 
+  grpc_init(); /* before any credentials */
+  grpc_channel_credentials *creds;
+  int crc = channel_credentials(&o, &creds, err);
+  if (crc != RDC_OK) {
+    grpc_shutdown();
+    return crc;
+  }
   rdc_client_t *c = calloc(1, sizeof *c);
-  if (c == NULL) return set_error(err, RDC_ENOMEM, "out of memory");
+  if (c == NULL) {
+    grpc_channel_credentials_release(creds);
+    grpc_shutdown();
+    return set_error(err, RDC_ENOMEM, "out of memory");
+  }
   snprintf(c->target, sizeof c->target, "%s", target);
+  c->tls = o.tls_ca_file != NULL;
   c->deadline_s = o.deadline_s;
   /* Wait-for-ready calls queue while the channel reconnects, and the
    * caller's pluck drives the reconnection; fail-fast calls return
@@ -293,7 +364,6 @@ int rdc_connect_ex(const char *target, double timeout_s, const rdc_connect_opts_
   c->md_flags = o.wait_for_ready ? GRPC_INITIAL_METADATA_WAIT_FOR_READY : 0;
   pthread_mutex_init(&c->lock, NULL);
 
-  grpc_init();
   /* Reconnect backoff: gRPC's default starts at 1 s and grows to 120 s;
    * a client of a daemon that restarts (or starts after its actors) should
    * try again within a few seconds. */
@@ -308,7 +378,6 @@ int rdc_connect_ex(const char *target, double timeout_s, const rdc_connect_opts_
   args[2].key = GRPC_ARG_MAX_RECONNECT_BACKOFF_MS;
   args[2].value.integer = 5000;
   grpc_channel_args chargs = {3, args};
-  grpc_channel_credentials *creds = grpc_insecure_credentials_create();
   c->channel = grpc_channel_create(target, creds, &chargs);
   grpc_channel_credentials_release(creds);
   c->cq = grpc_completion_queue_create_for_pluck(NULL);
@@ -352,9 +421,20 @@ int rdc_set_deadline(rdc_client_t *c, double seconds) {
  * (free with protobuf_c_message_free_unpacked). empty_ok: a reply without
  * a message counts as an empty message (DeleteWorkload's is empty, and a
  * server may send no body for it). */
+static int unary_dl(rdc_client_t *c, method_t m, const char *token, const ProtobufCMessage *req,
+                    const ProtobufCMessageDescriptor *resp_desc, int empty_ok, double deadline_s,
+                    ProtobufCMessage **resp, rdc_error_t *err);
+
 static int unary(rdc_client_t *c, method_t m, const char *token, const ProtobufCMessage *req,
                  const ProtobufCMessageDescriptor *resp_desc, int empty_ok,
                  ProtobufCMessage **resp, rdc_error_t *err) {
+  return unary_dl(c, m, token, req, resp_desc, empty_ok, -1, resp, err);
+}
+
+/* unary, with its own deadline (seconds; < 0: the client's). */
+static int unary_dl(rdc_client_t *c, method_t m, const char *token, const ProtobufCMessage *req,
+                    const ProtobufCMessageDescriptor *resp_desc, int empty_ok, double deadline_s,
+                    ProtobufCMessage **resp, rdc_error_t *err) {
   *resp = NULL;
   if (c == NULL) return set_error(err, RDC_EINVAL, "no client (NULL)");
   int rc = check_token(token, err);
@@ -399,9 +479,9 @@ static int unary(rdc_client_t *c, method_t m, const char *token, const ProtobufC
   ops[5].data.recv_status_on_client.error_string = &error_string;
 
   pthread_mutex_lock(&c->lock);
-  grpc_call *call =
-      grpc_channel_create_registered_call(c->channel, NULL, GRPC_PROPAGATE_DEFAULTS, c->cq,
-                                          c->methods[m], deadline_after(c->deadline_s), NULL);
+  grpc_call *call = grpc_channel_create_registered_call(
+      c->channel, NULL, GRPC_PROPAGATE_DEFAULTS, c->cq, c->methods[m],
+      deadline_after(deadline_s >= 0 ? deadline_s : c->deadline_s), NULL);
   int tag;
   grpc_call_error ce = grpc_call_start_batch(call, ops, 6, &tag, NULL);
   if (ce != GRPC_CALL_OK) {
@@ -577,6 +657,40 @@ static int learner_to_pb(Replayd__V1__LearnerSpec *req, const rdc_learner_spec_t
   return RDC_OK;
 }
 
+#define RL_CASE(upper) REPLAYD__V1__RATE_LIMITER_SPEC__##upper##_OPT_##upper
+
+static void limiter_from_pb(rdc_rate_limiter_t *o, const Replayd__V1__RateLimiterSpec *r) {
+  memset(o, 0, sizeof *o);
+  if (r == NULL) return;
+  o->min_size_to_sample = r->min_size_to_sample;
+  o->samples_per_insert = r->samples_per_insert;
+  o->has_min_diff = r->min_diff_opt_case == RL_CASE(MIN_DIFF);
+  o->min_diff = o->has_min_diff ? r->min_diff : 0;
+  o->has_max_diff = r->max_diff_opt_case == RL_CASE(MAX_DIFF);
+  o->max_diff = o->has_max_diff ? r->max_diff : 0;
+  o->has_error_buffer = r->error_buffer_opt_case == RL_CASE(ERROR_BUFFER);
+  o->error_buffer = o->has_error_buffer ? r->error_buffer : 0;
+}
+
+/* req borrows nothing: every value is a scalar. */
+static void limiter_to_pb(Replayd__V1__RateLimiterSpec *req, const rdc_rate_limiter_t *l) {
+  replayd__v1__rate_limiter_spec__init(req);
+  req->min_size_to_sample = l->min_size_to_sample;
+  req->samples_per_insert = l->samples_per_insert;
+  if (l->has_min_diff) {
+    req->min_diff_opt_case = RL_CASE(MIN_DIFF);
+    req->min_diff = l->min_diff;
+  }
+  if (l->has_max_diff) {
+    req->max_diff_opt_case = RL_CASE(MAX_DIFF);
+    req->max_diff = l->max_diff;
+  }
+  if (l->has_error_buffer) {
+    req->error_buffer_opt_case = RL_CASE(ERROR_BUFFER);
+    req->error_buffer = l->error_buffer;
+  }
+}
+
 static int spec_from_pb(rdc_spec_t *out, const Replayd__V1__WorkloadSpec *s, rdc_error_t *err) {
   rdc_spec_init(out);
   if (s == NULL) return RDC_OK;
@@ -610,6 +724,15 @@ static int spec_from_pb(rdc_spec_t *out, const Replayd__V1__WorkloadSpec *s, rdc
   out->max_priority = out->has_max_priority ? s->max_priority : 0;
   out->seed = s->seed;
   out->max_batch = s->max_batch;
+  copy_str(out->durability, sizeof out->durability, s->durability, 1, "durability", NULL);
+  out->has_checkpoint_interval =
+      s->checkpoint_interval_opt_case ==
+      REPLAYD__V1__WORKLOAD_SPEC__CHECKPOINT_INTERVAL_OPT_CHECKPOINT_INTERVAL_S;
+  out->checkpoint_interval_s = out->has_checkpoint_interval ? s->checkpoint_interval_s : 0;
+  if (s->rate_limiter != NULL) {
+    out->has_rate_limiter = 1;
+    limiter_from_pb(&out->rate_limiter, s->rate_limiter);
+  }
   if (s->learner != NULL) {
     out->has_learner = 1;
     return learner_from_pb(&out->learner, s->learner, err);
@@ -653,6 +776,16 @@ static void placement_from_pb(rdc_placement_t *o, const Replayd__V1__Placement *
   copy_str(o->sampler_cpus, sizeof o->sampler_cpus, p->sampler_cpus, 1, "", NULL);
 }
 
+static void checkpoint_from_pb(rdc_checkpoint_info_t *o, const Replayd__V1__CheckpointInfo *c) {
+  o->generation = c->generation;
+  o->taken_unix_ms = c->taken_unix_ms;
+  o->bytes = c->bytes;
+  o->seconds = c->seconds;
+  o->items = c->items;
+  o->learner_full = c->learner_full;
+  o->pause_ms = c->pause_ms;
+}
+
 static int workload_from_pb(rdc_workload_t *out, const Replayd__V1__Workload *w,
                             rdc_error_t *err) {
   memset(out, 0, sizeof *out);
@@ -675,6 +808,37 @@ static int workload_from_pb(rdc_workload_t *out, const Replayd__V1__Workload *w,
     out->has_placement = 1;
     placement_from_pb(&out->placement, w->placement);
   }
+  if (w->durability != NULL) {
+    const Replayd__V1__Durability *d = w->durability;
+    rdc_durability_t *o = &out->durability;
+    out->has_durability = 1;
+    copy_str(o->mode, sizeof o->mode, d->mode, 1, "", NULL);
+    o->checkpoint_interval_s = d->checkpoint_interval_s;
+    o->has_last = d->last != NULL;
+    if (d->last != NULL) checkpoint_from_pb(&o->last, d->last);
+    o->checkpoints = d->checkpoints;
+    copy_str(o->last_error, sizeof o->last_error, d->last_error, 1, "", NULL);
+    copy_str(o->restored, sizeof o->restored, d->restored, 1, "", NULL);
+    o->journal_records = d->journal_records;
+    o->journal_commits = d->journal_commits;
+    o->journal_commit_ms_max = d->journal_commit_ms_max;
+    copy_str(o->journal_error, sizeof o->journal_error, d->journal_error, 1, "", NULL);
+  }
+  if (w->rate_limiter != NULL) {
+    const Replayd__V1__RateLimiterState *r = w->rate_limiter;
+    rdc_limiter_state_t *o = &out->rate_limiter;
+    out->has_rate_limiter = 1;
+    limiter_from_pb(&o->config, r->spec);
+    o->inserted = r->inserted;
+    o->sampled = r->sampled;
+    o->ratio = r->ratio;
+    o->blocked_inserts = r->blocked_inserts;
+    o->blocked_samples = r->blocked_samples;
+    o->insert_wait_s = r->insert_wait_seconds;
+    o->sample_wait_s = r->sample_wait_seconds;
+    o->insert_waits = r->insert_waits;
+    o->sample_waits = r->sample_waits;
+  }
   return rc;
 }
 
@@ -684,6 +848,7 @@ typedef struct {
   Replayd__V1__Field fields[RDC_MAX_FIELDS];
   Replayd__V1__Field *fieldp[RDC_MAX_FIELDS];
   Replayd__V1__LearnerSpec learner;
+  Replayd__V1__RateLimiterSpec rate_limiter;
 } spec_pb_t;
 
 static int spec_to_pb(const rdc_spec_t *spec, spec_pb_t *o, rdc_error_t *err) {
@@ -737,6 +902,18 @@ static int spec_to_pb(const rdc_spec_t *spec, spec_pb_t *o, rdc_error_t *err) {
   }
   rq->seed = spec->seed;
   rq->max_batch = spec->max_batch;
+  if (memchr(spec->durability, '\0', sizeof spec->durability) == NULL)
+    return set_error(err, RDC_EINVAL, "the durability is not NUL-terminated");
+  rq->durability = (char *)spec->durability;
+  if (spec->has_checkpoint_interval) {
+    rq->checkpoint_interval_opt_case =
+        REPLAYD__V1__WORKLOAD_SPEC__CHECKPOINT_INTERVAL_OPT_CHECKPOINT_INTERVAL_S;
+    rq->checkpoint_interval_s = spec->checkpoint_interval_s;
+  }
+  if (spec->has_rate_limiter) {
+    limiter_to_pb(&o->rate_limiter, &spec->rate_limiter);
+    rq->rate_limiter = &o->rate_limiter;
+  }
   if (spec->has_learner) {
     int rc = learner_to_pb(&o->learner, &spec->learner, err);
     if (rc != RDC_OK) return rc;
@@ -961,17 +1138,30 @@ static int insert_request(Replayd__V1__InsertRequest *req, Replayd__V1__RowBatch
   return RDC_OK;
 }
 
-int rdc_insert_batch(rdc_client_t *c, const char *id, const char *token, uint32_t n,
-                     const rdc_column_t *cols, size_t n_cols, const double *priorities,
-                     uint64_t *keys, rdc_error_t *err) {
+/* A call's own wait for the rate limiter: its deadline (< 0: the client's)
+ * and whether it fails fast (timeout 0). */
+static int wait_deadline(double timeout_s, double *deadline_s, int *fail_fast,
+                         rdc_error_t *err) {
+  if (!(timeout_s >= 0))
+    return set_error(err, RDC_EINVAL, "timeout must be >= 0 seconds (0: do not wait), not %g",
+                     timeout_s);
+  *fail_fast = timeout_s == 0;
+  *deadline_s = timeout_s == 0 ? -1 : timeout_s;
+  return RDC_OK;
+}
+
+static int insert_batch(rdc_client_t *c, const char *id, const char *token, uint32_t n,
+                        const rdc_column_t *cols, size_t n_cols, const double *priorities,
+                        uint64_t *keys, double deadline_s, int fail_fast, rdc_error_t *err) {
   Replayd__V1__InsertRequest req;
   Replayd__V1__RowBatch rows;
   ProtobufCBinaryData bins[RDC_MAX_FIELDS];
   int rc = insert_request(&req, &rows, bins, id, n, cols, n_cols, priorities, err);
   if (rc != RDC_OK) return rc;
+  req.fail_fast = fail_fast != 0;
   ProtobufCMessage *resp;
-  rc = unary(c, M_INSERT_BATCH, token, &req.base, &replayd__v1__insert_response__descriptor, 0,
-             &resp, err);
+  rc = unary_dl(c, M_INSERT_BATCH, token, &req.base, &replayd__v1__insert_response__descriptor,
+                0, deadline_s, &resp, err);
   if (rc != RDC_OK) return rc;
   const Replayd__V1__InsertResponse *r = (const Replayd__V1__InsertResponse *)resp;
   if (keys != NULL && r->n_keys != n)
@@ -981,6 +1171,22 @@ int rdc_insert_batch(rdc_client_t *c, const char *id, const char *token, uint32_
     memcpy(keys, r->keys, n * sizeof *keys);
   protobuf_c_message_free_unpacked(resp, NULL);
   return rc == RDC_OK ? ok(err) : rc;
+}
+
+int rdc_insert_batch(rdc_client_t *c, const char *id, const char *token, uint32_t n,
+                     const rdc_column_t *cols, size_t n_cols, const double *priorities,
+                     uint64_t *keys, rdc_error_t *err) {
+  return insert_batch(c, id, token, n, cols, n_cols, priorities, keys, -1, 0, err);
+}
+
+int rdc_insert_batch_wait(rdc_client_t *c, const char *id, const char *token, uint32_t n,
+                          const rdc_column_t *cols, size_t n_cols, const double *priorities,
+                          uint64_t *keys, double timeout_s, rdc_error_t *err) {
+  double dl = -1;
+  int ff = 0;
+  int rc = wait_deadline(timeout_s, &dl, &ff, err);
+  if (rc != RDC_OK) return rc;
+  return insert_batch(c, id, token, n, cols, n_cols, priorities, keys, dl, ff, err);
 }
 
 /* The insert stream. Ops in flight on its call, each with its own tag:
@@ -1241,64 +1447,91 @@ void rdc_insert_stream_cancel(rdc_insert_stream_t *s) {
 /* Sample and update                                                   */
 /* ------------------------------------------------------------------ */
 
-int rdc_sample(rdc_client_t *c, const char *id, const char *token, uint32_t batch_size,
-               double beta, int stratified, rdc_sample_t *io, rdc_error_t *err) {
-  int rc = check_id(id, err);
+/* A SampleResponse into io, checked against the batch asked for. */
+static int sample_from_pb(const Replayd__V1__SampleResponse *r, uint32_t batch_size,
+                          rdc_sample_t *io, const char *what, rdc_error_t *err) {
+  int rc = RDC_OK;
+  size_t k = r->n_keys;
+  size_t rows_count = r->rows != NULL ? r->rows->count : 0;
+  size_t n_cols = r->rows != NULL ? r->rows->n_columns : 0;
+  if (k > batch_size)
+    rc = set_error(err, RDC_EPROTO, "%s: asked for %u items, the reply has %zu", what,
+                   batch_size, k);
+  else if (r->n_probabilities != k || r->n_weights != k || rows_count != k)
+    rc = set_error(err, RDC_EPROTO,
+                   "%s: the reply is inconsistent: %zu keys, %zu probabilities, %zu "
+                   "weights, %zu rows",
+                   what, k, r->n_probabilities, r->n_weights, rows_count);
+  else if (io->columns != NULL && io->n_columns != n_cols)
+    rc = set_error(err, RDC_EINVAL,
+                   "%s: the reply has %zu columns (one per schema field) but %zu buffers "
+                   "were given",
+                   what, n_cols, io->n_columns);
+  for (size_t i = 0; rc == RDC_OK && io->columns != NULL && i < n_cols; i++)
+    if (r->rows->columns[i].len > io->columns[i].capacity)
+      rc = set_error(err, RDC_ETOOSMALL, "%s: column %zu needs %zu bytes, its buffer holds %zu",
+                     what, i, r->rows->columns[i].len, io->columns[i].capacity);
   if (rc != RDC_OK) return rc;
+  if (io->keys != NULL && k) memcpy(io->keys, r->keys, k * sizeof *io->keys);
+  if (io->probabilities != NULL && k)
+    memcpy(io->probabilities, r->probabilities, k * sizeof *io->probabilities);
+  if (io->weights != NULL && k) memcpy(io->weights, r->weights, k * sizeof *io->weights);
+  for (size_t i = 0; io->columns != NULL && i < n_cols; i++) {
+    size_t len = r->rows->columns[i].len;
+    if (len) memcpy(io->columns[i].data, r->rows->columns[i].data, len);
+    io->columns[i].bytes = len;
+  }
+  io->count = (uint32_t)k;
+  io->table_size = r->table_size;
+  return RDC_OK;
+}
+
+static int check_sample_io(const rdc_sample_t *io, rdc_error_t *err) {
   if (io == NULL) return set_error(err, RDC_EINVAL, "io is NULL");
   if (io->n_columns > 0 && io->columns == NULL)
     return set_error(err, RDC_EINVAL, "n_columns is %zu but columns is NULL", io->n_columns);
+  return RDC_OK;
+}
+
+static int sample(rdc_client_t *c, const char *id, const char *token, uint32_t batch_size,
+                  double beta, int stratified, double deadline_s, int fail_fast,
+                  rdc_sample_t *io, rdc_error_t *err) {
+  int rc = check_id(id, err);
+  if (rc == RDC_OK) rc = check_sample_io(io, err);
+  if (rc != RDC_OK) return rc;
   io->count = 0;
   io->table_size = 0;
   Replayd__V1__SampleRequest req = REPLAYD__V1__SAMPLE_REQUEST__INIT;
   req.workload_id = (char *)id;
   req.batch_size = batch_size;
   req.stratified = stratified != 0;
+  req.fail_fast = fail_fast != 0;
   if (!isnan(beta)) {
     req.beta_opt_case = REPLAYD__V1__SAMPLE_REQUEST__BETA_OPT_BETA;
     req.beta = beta;
   }
   ProtobufCMessage *resp;
-  rc = unary(c, M_SAMPLE, token, &req.base, &replayd__v1__sample_response__descriptor, 0, &resp,
-             err);
+  rc = unary_dl(c, M_SAMPLE, token, &req.base, &replayd__v1__sample_response__descriptor, 0,
+                deadline_s, &resp, err);
   if (rc != RDC_OK) return rc;
-  const Replayd__V1__SampleResponse *r = (const Replayd__V1__SampleResponse *)resp;
-  size_t k = r->n_keys;
-  size_t rows_count = r->rows != NULL ? r->rows->count : 0;
-  size_t n_cols = r->rows != NULL ? r->rows->n_columns : 0;
-  if (k > batch_size)
-    rc = set_error(err, RDC_EPROTO, "Sample: asked for %u items, the reply has %zu", batch_size,
-                   k);
-  else if (r->n_probabilities != k || r->n_weights != k || rows_count != k)
-    rc = set_error(err, RDC_EPROTO,
-                   "Sample: the reply is inconsistent: %zu keys, %zu probabilities, %zu "
-                   "weights, %zu rows",
-                   k, r->n_probabilities, r->n_weights, rows_count);
-  else if (io->columns != NULL && io->n_columns != n_cols)
-    rc = set_error(err, RDC_EINVAL,
-                   "Sample: the reply has %zu columns (one per schema field) but %zu buffers "
-                   "were given",
-                   n_cols, io->n_columns);
-  for (size_t i = 0; rc == RDC_OK && io->columns != NULL && i < n_cols; i++)
-    if (r->rows->columns[i].len > io->columns[i].capacity)
-      rc = set_error(err, RDC_ETOOSMALL,
-                     "Sample: column %zu needs %zu bytes, its buffer holds %zu", i,
-                     r->rows->columns[i].len, io->columns[i].capacity);
-  if (rc == RDC_OK) {
-    if (io->keys != NULL && k) memcpy(io->keys, r->keys, k * sizeof *io->keys);
-    if (io->probabilities != NULL && k)
-      memcpy(io->probabilities, r->probabilities, k * sizeof *io->probabilities);
-    if (io->weights != NULL && k) memcpy(io->weights, r->weights, k * sizeof *io->weights);
-    for (size_t i = 0; io->columns != NULL && i < n_cols; i++) {
-      size_t len = r->rows->columns[i].len;
-      if (len) memcpy(io->columns[i].data, r->rows->columns[i].data, len);
-      io->columns[i].bytes = len;
-    }
-    io->count = (uint32_t)k;
-    io->table_size = r->table_size;
-  }
+  rc = sample_from_pb((const Replayd__V1__SampleResponse *)resp, batch_size, io, "Sample", err);
   protobuf_c_message_free_unpacked(resp, NULL);
   return rc == RDC_OK ? ok(err) : rc;
+}
+
+int rdc_sample(rdc_client_t *c, const char *id, const char *token, uint32_t batch_size,
+               double beta, int stratified, rdc_sample_t *io, rdc_error_t *err) {
+  return sample(c, id, token, batch_size, beta, stratified, -1, 0, io, err);
+}
+
+int rdc_sample_wait(rdc_client_t *c, const char *id, const char *token, uint32_t batch_size,
+                    double beta, int stratified, double timeout_s, rdc_sample_t *io,
+                    rdc_error_t *err) {
+  double dl = -1;
+  int ff = 0;
+  int rc = wait_deadline(timeout_s, &dl, &ff, err);
+  if (rc != RDC_OK) return rc;
+  return sample(c, id, token, batch_size, beta, stratified, dl, ff, io, err);
 }
 
 int rdc_update_priorities(rdc_client_t *c, const char *id, const char *token, size_t n,
@@ -1324,6 +1557,381 @@ int rdc_update_priorities(rdc_client_t *c, const char *id, const char *token, si
   if (stale != NULL) *stale = r->stale;
   protobuf_c_message_free_unpacked(resp, NULL);
   return ok(err);
+}
+
+/* ------------------------------------------------------------------ */
+/* Flow control: the rate limiter and the sampler                      */
+/* ------------------------------------------------------------------ */
+
+int rdc_set_rate_limiter(rdc_client_t *c, const char *id, const char *token,
+                         const rdc_rate_limiter_t *rl, rdc_workload_t *out, rdc_error_t *err) {
+  int rc = check_id(id, err);
+  if (rc != RDC_OK) return rc;
+  Replayd__V1__SetRateLimiterRequest req = REPLAYD__V1__SET_RATE_LIMITER_REQUEST__INIT;
+  Replayd__V1__RateLimiterSpec spec;
+  req.workload_id = (char *)id;
+  if (rl != NULL) {
+    limiter_to_pb(&spec, rl);
+    req.rate_limiter = &spec;
+  }
+  ProtobufCMessage *resp;
+  rc = unary(c, M_SET_RATE_LIMITER, token, &req.base, &replayd__v1__workload__descriptor, 0,
+             &resp, err);
+  if (rc != RDC_OK) return rc;
+  if (out != NULL) rc = workload_from_pb(out, (const Replayd__V1__Workload *)resp, err);
+  protobuf_c_message_free_unpacked(resp, NULL);
+  return rc == RDC_OK ? ok(err) : rc;
+}
+
+/* The sampler's stream. Ops in flight on its call, each with its own tag:
+ * - the send slot (tag_send): the first message with the initial
+ *   metadata, then one message at a time (acknowledgements, updates), then
+ *   the half-close;
+ * - the read slot (tag_recv): always one RECV_MESSAGE posted, so the next
+ *   batch is received while the learner trains on this one (the first one
+ *   also takes the initial metadata);
+ * - the end (tag_end): RECV_STATUS_ON_CLIENT, posted at open.
+ * Acknowledgements: each batch taken is owed to the server, which samples
+ * one more per acknowledgement; they go out in groups of a quarter window
+ * (at least one), or with an update, whenever the send slot is free, and
+ * at once when the whole window is owed. */
+struct rdc_sampler {
+  grpc_completion_queue *cq;
+  grpc_call *call;
+  double wait_s; /* longest wait for the send slot and the close */
+  char id[RDC_ID_MAX];
+  char token[RDC_TOKEN_MAX];
+  grpc_metadata md;
+  uint32_t batch, window, ack_every;
+  uint32_t owed;         /* batches taken and not yet acknowledged */
+  uint64_t taken;
+  int send_pending, recv_pending, end_pending;
+  int first_recv;        /* the read slot also takes the initial metadata */
+  grpc_byte_buffer *sending, *recv;
+  grpc_metadata_array initial_md, trailing_md;
+  grpc_status_code status;
+  grpc_slice details;
+  const char *error_string;
+  int half_closed, failed;
+  rdc_error_t error;
+  char tag_send, tag_recv, tag_end;
+};
+
+void rdc_sampler_opts_init(rdc_sampler_opts_t *o) {
+  memset(o, 0, sizeof *o);
+  o->beta = NAN;
+}
+
+static int sampler_fail(rdc_sampler_t *s, rdc_error_t *err) {
+  if (err != NULL) *err = s->error;
+  return s->error.code;
+}
+
+/* The stream ended (tag_end): record why, unless an error is recorded. */
+static void sampler_ended(rdc_sampler_t *s) {
+  s->end_pending = 0;
+  if (s->failed) return;
+  s->failed = 1;
+  if (s->status != GRPC_STATUS_OK)
+    status_error(&s->error, "SampleStream", s->status, s->details);
+  else if (s->half_closed)
+    set_error(&s->error, RDC_EINVAL, "SampleStream: the sampler is closed");
+  else
+    set_error(&s->error, RDC_EPROTO, "SampleStream: the server ended the stream");
+}
+
+/* Wait for the end at most wait_s (0: only look). */
+static void sampler_wait_end(rdc_sampler_t *s, double wait_s) {
+  if (!s->end_pending) return;
+  gpr_timespec dl = wait_s > 0 ? deadline_after(wait_s) : gpr_inf_past(GPR_CLOCK_MONOTONIC);
+  grpc_event ev = grpc_completion_queue_pluck(s->cq, &s->tag_end, dl, NULL);
+  if (ev.type == GRPC_OP_COMPLETE) sampler_ended(s);
+}
+
+static void sampler_cancel(rdc_sampler_t *s, const char *why) {
+  if (s->send_pending || s->recv_pending || s->end_pending)
+    grpc_call_cancel_with_status(s->call, GRPC_STATUS_CANCELLED, why, NULL);
+  const gpr_timespec inf = gpr_inf_future(GPR_CLOCK_REALTIME);
+  if (s->send_pending) grpc_completion_queue_pluck(s->cq, &s->tag_send, inf, NULL);
+  if (s->recv_pending) grpc_completion_queue_pluck(s->cq, &s->tag_recv, inf, NULL);
+  if (s->end_pending) grpc_completion_queue_pluck(s->cq, &s->tag_end, inf, NULL);
+  s->send_pending = s->recv_pending = s->end_pending = 0;
+  if (!s->failed) {
+    s->failed = 1;
+    set_error(&s->error, RDC_CANCELLED, "SampleStream: %s", why);
+  }
+}
+
+/* The send slot, free: wait_s > 0 waits that long (then the stream is
+ * cancelled: the server stopped reading), 0 only looks. 1 when free. */
+static int sampler_send_slot(rdc_sampler_t *s, double wait_s) {
+  if (!s->send_pending) return 1;
+  gpr_timespec dl = wait_s > 0 ? deadline_after(wait_s) : gpr_inf_past(GPR_CLOCK_MONOTONIC);
+  grpc_event ev = grpc_completion_queue_pluck(s->cq, &s->tag_send, dl, NULL);
+  if (ev.type != GRPC_OP_COMPLETE) {
+    if (wait_s > 0) {
+      sampler_cancel(s, "no answer from the server while sending");
+      set_error(&s->error, RDC_DEADLINE_EXCEEDED, "SampleStream: the server took no message "
+                "for %g s", wait_s);
+    }
+    return 0;
+  }
+  s->send_pending = 0;
+  if (s->sending) grpc_byte_buffer_destroy(s->sending);
+  s->sending = NULL;
+  if (!ev.success) sampler_wait_end(s, s->wait_s); /* the call is over: its status says why */
+  return !s->failed;
+}
+
+static int sampler_start(rdc_sampler_t *s, grpc_op *ops, size_t n, void *tag, int *pending) {
+  grpc_call_error ce = grpc_call_start_batch(s->call, ops, n, tag, NULL);
+  if (ce != GRPC_CALL_OK) {
+    s->failed = 1;
+    return set_error(&s->error, RDC_ECALL, "SampleStream: gRPC refused a stream operation "
+                     "(error %d)", (int)ce);
+  }
+  *pending = 1;
+  return RDC_OK;
+}
+
+/* Send m (acknowledging what is owed) on the free send slot. */
+static int sampler_send(rdc_sampler_t *s, Replayd__V1__SampleStreamRequest *m, int with_md,
+                        uint32_t flags) {
+  m->ack = s->owed;
+  s->owed = 0;
+  s->sending = pack(&m->base);
+  grpc_op ops[2];
+  size_t n = 0;
+  memset(ops, 0, sizeof ops);
+  if (with_md) {
+    ops[n].op = GRPC_OP_SEND_INITIAL_METADATA;
+    ops[n].flags = flags;
+    if (s->token[0] != '\0') {
+      s->md.key = grpc_slice_from_static_string(RDC_TOKEN_KEY);
+      s->md.value = grpc_slice_from_static_buffer(s->token, strlen(s->token));
+      ops[n].data.send_initial_metadata.count = 1;
+      ops[n].data.send_initial_metadata.metadata = &s->md;
+    }
+    n++;
+  }
+  ops[n].op = GRPC_OP_SEND_MESSAGE;
+  ops[n].data.send_message.send_message = s->sending;
+  n++;
+  return sampler_start(s, ops, n, &s->tag_send, &s->send_pending);
+}
+
+static int sampler_read(rdc_sampler_t *s) {
+  grpc_op ops[2];
+  size_t n = 0;
+  memset(ops, 0, sizeof ops);
+  if (s->first_recv) {
+    ops[n].op = GRPC_OP_RECV_INITIAL_METADATA;
+    ops[n].data.recv_initial_metadata.recv_initial_metadata = &s->initial_md;
+    n++;
+    s->first_recv = 0;
+  }
+  ops[n].op = GRPC_OP_RECV_MESSAGE;
+  ops[n].data.recv_message.recv_message = &s->recv;
+  n++;
+  return sampler_start(s, ops, n, &s->tag_recv, &s->recv_pending);
+}
+
+static void sampler_free(rdc_sampler_t *s) {
+  if (s->sending != NULL) grpc_byte_buffer_destroy(s->sending);
+  if (s->recv != NULL) grpc_byte_buffer_destroy(s->recv);
+  if (s->error_string != NULL) gpr_free((void *)s->error_string);
+  grpc_slice_unref(s->details);
+  grpc_metadata_array_destroy(&s->initial_md);
+  grpc_metadata_array_destroy(&s->trailing_md);
+  grpc_call_unref(s->call);
+  destroy_cq(s->cq);
+  free(s);
+}
+
+int rdc_sampler_open(rdc_client_t *c, const char *id, const char *token,
+                     const rdc_sampler_opts_t *o, rdc_sampler_t **out, rdc_error_t *err) {
+  if (c == NULL || out == NULL || o == NULL)
+    return set_error(err, RDC_EINVAL, "client, opts or out is NULL");
+  *out = NULL;
+  int rc = check_id(id, err);
+  if (rc == RDC_OK) rc = check_token(token, err);
+  if (rc != RDC_OK) return rc;
+  if (strlen(id) >= RDC_ID_MAX)
+    return set_error(err, RDC_EINVAL, "workload id longer than %d bytes", RDC_ID_MAX - 1);
+  if (token != NULL && strlen(token) >= RDC_TOKEN_MAX)
+    return set_error(err, RDC_EINVAL, "token longer than %d bytes", RDC_TOKEN_MAX - 1);
+  if (o->batch_size == 0) return set_error(err, RDC_EINVAL, "batch_size must be >= 1");
+  if (o->window > 64) return set_error(err, RDC_EINVAL, "window %u is above 64", o->window);
+
+  rdc_sampler_t *s = calloc(1, sizeof *s);
+  if (s == NULL) return set_error(err, RDC_ENOMEM, "out of memory");
+  snprintf(s->id, sizeof s->id, "%s", id);
+  if (token != NULL) snprintf(s->token, sizeof s->token, "%s", token);
+  s->batch = o->batch_size;
+  s->window = o->window ? o->window : 4;
+  s->ack_every = s->window / 4 ? s->window / 4 : 1;
+  s->first_recv = 1;
+  pthread_mutex_lock(&c->lock);
+  s->wait_s = c->deadline_s;
+  uint32_t flags = c->md_flags;
+  pthread_mutex_unlock(&c->lock);
+  grpc_metadata_array_init(&s->initial_md);
+  grpc_metadata_array_init(&s->trailing_md);
+  s->details = grpc_empty_slice();
+  s->status = GRPC_STATUS_UNKNOWN;
+  s->cq = grpc_completion_queue_create_for_pluck(NULL);
+  /* No call deadline: a learner samples for hours (each next has its own). */
+  s->call = grpc_channel_create_registered_call(c->channel, NULL, GRPC_PROPAGATE_DEFAULTS, s->cq,
+                                                c->methods[M_SAMPLE_STREAM],
+                                                gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
+  Replayd__V1__SampleStreamRequest first = REPLAYD__V1__SAMPLE_STREAM_REQUEST__INIT;
+  first.workload_id = (char *)s->id;
+  first.batch_size = o->batch_size;
+  first.stratified = o->stratified != 0;
+  first.window = s->window;
+  if (!isnan(o->beta)) {
+    first.beta_opt_case = REPLAYD__V1__SAMPLE_STREAM_REQUEST__BETA_OPT_BETA;
+    first.beta = o->beta;
+  }
+  grpc_op end;
+  memset(&end, 0, sizeof end);
+  end.op = GRPC_OP_RECV_STATUS_ON_CLIENT;
+  end.data.recv_status_on_client.trailing_metadata = &s->trailing_md;
+  end.data.recv_status_on_client.status = &s->status;
+  end.data.recv_status_on_client.status_details = &s->details;
+  end.data.recv_status_on_client.error_string = &s->error_string;
+  rc = sampler_send(s, &first, 1, flags);
+  if (rc == RDC_OK) rc = sampler_read(s);
+  if (rc == RDC_OK) rc = sampler_start(s, &end, 1, &s->tag_end, &s->end_pending);
+  if (rc != RDC_OK) {
+    rc = sampler_fail(s, err);
+    sampler_cancel(s, "the client could not start the stream");
+    sampler_free(s);
+    return rc;
+  }
+  *out = s;
+  return ok(err);
+}
+
+/* Acknowledge what is owed if the send slot is free (or, the whole window
+ * owed, once it is). */
+static void sampler_ack(rdc_sampler_t *s) {
+  if (s->owed < s->ack_every) return;
+  if (!sampler_send_slot(s, s->owed >= s->window ? s->wait_s : 0)) return;
+  Replayd__V1__SampleStreamRequest m = REPLAYD__V1__SAMPLE_STREAM_REQUEST__INIT;
+  sampler_send(s, &m, 0, 0);
+}
+
+int rdc_sampler_next(rdc_sampler_t *s, double timeout_s, rdc_sample_t *io, rdc_error_t *err) {
+  if (s == NULL) return set_error(err, RDC_EINVAL, "sampler is NULL");
+  int rc = check_sample_io(io, err);
+  if (rc != RDC_OK) return rc;
+  if (!(timeout_s >= 0)) return set_error(err, RDC_EINVAL, "timeout must be >= 0, not %g",
+                                          timeout_s);
+  io->count = 0;
+  io->table_size = 0;
+  if (s->failed) return sampler_fail(s, err);
+  sampler_ack(s);
+  if (s->failed) return sampler_fail(s, err);
+  gpr_timespec dl = timeout_s == 0 ? gpr_inf_past(GPR_CLOCK_MONOTONIC) : deadline_after(timeout_s);
+  grpc_event ev = grpc_completion_queue_pluck(s->cq, &s->tag_recv, dl, NULL);
+  if (ev.type != GRPC_OP_COMPLETE)
+    return set_error(err, RDC_DEADLINE_EXCEEDED, "SampleStream: no batch within %g s (the rate "
+                     "limiter may hold it back); the sampler is still open", timeout_s);
+  s->recv_pending = 0;
+  grpc_byte_buffer *bb = s->recv;
+  s->recv = NULL;
+  if (!ev.success || bb == NULL) { /* the stream is over: its status says why */
+    if (bb) grpc_byte_buffer_destroy(bb);
+    sampler_wait_end(s, s->wait_s);
+    if (!s->failed) {
+      s->failed = 1;
+      set_error(&s->error, RDC_EPROTO, "SampleStream: the stream ended without a status");
+    }
+    return sampler_fail(s, err);
+  }
+  rc = sampler_read(s); /* the next one comes while this one is used */
+  Replayd__V1__SampleResponse *r =
+      (Replayd__V1__SampleResponse *)unpack(&replayd__v1__sample_response__descriptor, bb);
+  grpc_byte_buffer_destroy(bb);
+  if (r == NULL) {
+    s->failed = 1;
+    set_error(&s->error, RDC_EPROTO, "SampleStream: a batch could not be decoded");
+    return sampler_fail(s, err);
+  }
+  if (rc == RDC_OK) rc = sample_from_pb(r, s->batch, io, "SampleStream", err);
+  protobuf_c_message_free_unpacked(&r->base, NULL);
+  if (rc != RDC_OK) return rc == RDC_ECALL ? sampler_fail(s, err) : rc;
+  s->owed++;
+  s->taken++;
+  sampler_ack(s);
+  if (s->failed) return sampler_fail(s, err);
+  return ok(err);
+}
+
+int rdc_sampler_update(rdc_sampler_t *s, size_t n, const uint64_t *keys,
+                       const double *priorities, rdc_error_t *err) {
+  if (s == NULL) return set_error(err, RDC_EINVAL, "sampler is NULL");
+  if (n > 0 && (keys == NULL || priorities == NULL))
+    return set_error(err, RDC_EINVAL, "keys or priorities is NULL");
+  if (s->failed) return sampler_fail(s, err);
+  sampler_wait_end(s, 0); /* did the server end the stream already? */
+  if (!s->failed) sampler_send_slot(s, s->wait_s);
+  if (s->failed) return sampler_fail(s, err);
+  Replayd__V1__SampleStreamRequest m = REPLAYD__V1__SAMPLE_STREAM_REQUEST__INIT;
+  m.n_keys = n;
+  m.keys = (uint64_t *)keys;
+  m.n_priorities = n;
+  m.priorities = (double *)priorities;
+  if (sampler_send(s, &m, 0, 0) != RDC_OK) return sampler_fail(s, err);
+  return ok(err);
+}
+
+uint64_t rdc_sampler_taken(const rdc_sampler_t *s) { return s ? s->taken : 0; }
+
+int rdc_sampler_close(rdc_sampler_t *s, rdc_error_t *err) {
+  if (s == NULL) return set_error(err, RDC_EINVAL, "sampler is NULL");
+  int was_failed = s->failed;
+  if (!s->failed && sampler_send_slot(s, s->wait_s)) {
+    grpc_op op;
+    memset(&op, 0, sizeof op);
+    op.op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
+    if (sampler_start(s, &op, 1, &s->tag_send, &s->send_pending) == RDC_OK) {
+      s->half_closed = 1;
+      sampler_send_slot(s, s->wait_s);
+    }
+  }
+  /* The server answers a half-close with its status; batches still on
+   * their way are read and dropped meanwhile. */
+  double until = s->wait_s;
+  while (s->end_pending && !was_failed) {
+    if (s->recv_pending) {
+      grpc_event ev = grpc_completion_queue_pluck(s->cq, &s->tag_recv, deadline_after(until),
+                                                  NULL);
+      if (ev.type != GRPC_OP_COMPLETE) break;
+      s->recv_pending = 0;
+      int more = ev.success && s->recv != NULL;
+      if (s->recv) grpc_byte_buffer_destroy(s->recv);
+      s->recv = NULL;
+      if (more && sampler_read(s) == RDC_OK) continue;
+    }
+    sampler_wait_end(s, until);
+    break;
+  }
+  int rc = RDC_OK;
+  if (!was_failed && !s->end_pending && s->status == GRPC_STATUS_OK) {
+    rc = ok(err);
+  } else if (!was_failed && !s->end_pending) {
+    rc = status_error(err, "SampleStream", s->status, s->details);
+  } else if (!was_failed) {
+    rc = set_error(err, RDC_DEADLINE_EXCEEDED, "SampleStream: no status within %g s of the "
+                   "close", until);
+  } else {
+    rc = sampler_fail(s, err);
+  }
+  sampler_cancel(s, "the client closed the sampler");
+  sampler_free(s);
+  return rc;
 }
 
 /* ------------------------------------------------------------------ */
@@ -1684,4 +2292,99 @@ int rdc_import_profiles(rdc_client_t *c, const char *admin_token, const void *js
   if (imported) *imported = ((const Replayd__V1__ImportProfilesResponse *)resp)->imported;
   protobuf_c_message_free_unpacked(resp, NULL);
   return ok(err);
+}
+
+/* ------------------------------------------------------------------ */
+/* Durability                                                          */
+/* ------------------------------------------------------------------ */
+
+int rdc_checkpoint(rdc_client_t *c, const char *id, const char *token,
+                   rdc_checkpoint_info_t *out, rdc_error_t *err) {
+  int rc = check_id(id, err);
+  if (rc != RDC_OK) return rc;
+  Replayd__V1__CheckpointRequest req = REPLAYD__V1__CHECKPOINT_REQUEST__INIT;
+  req.workload_id = (char *)id;
+  ProtobufCMessage *resp;
+  rc = unary(c, M_CHECKPOINT, token, &req.base, &replayd__v1__checkpoint_response__descriptor, 1,
+             &resp, err);
+  if (rc != RDC_OK) return rc;
+  const Replayd__V1__CheckpointResponse *r = (const Replayd__V1__CheckpointResponse *)resp;
+  if (out != NULL) {
+    memset(out, 0, sizeof *out);
+    if (r->n_checkpoints > 0) checkpoint_from_pb(out, r->checkpoints[0]);
+  }
+  protobuf_c_message_free_unpacked(resp, NULL);
+  return ok(err);
+}
+
+int rdc_checkpoint_all(rdc_client_t *c, const char *admin_token, rdc_checkpoint_result_t **out,
+                       size_t *n, rdc_error_t *err) {
+  if (out == NULL || n == NULL) return set_error(err, RDC_EINVAL, "out or n is NULL");
+  *out = NULL;
+  *n = 0;
+  Replayd__V1__CheckpointRequest req = REPLAYD__V1__CHECKPOINT_REQUEST__INIT;
+  req.all = 1;
+  ProtobufCMessage *resp;
+  int rc = unary(c, M_CHECKPOINT, admin_token, &req.base,
+                 &replayd__v1__checkpoint_response__descriptor, 1, &resp, err);
+  if (rc != RDC_OK) return rc;
+  const Replayd__V1__CheckpointResponse *r = (const Replayd__V1__CheckpointResponse *)resp;
+  size_t k = r->n_workload_ids < r->n_checkpoints ? r->n_workload_ids : r->n_checkpoints;
+  rdc_checkpoint_result_t *v = calloc(k ? k : 1, sizeof *v);
+  if (v == NULL) {
+    protobuf_c_message_free_unpacked(resp, NULL);
+    return set_error(err, RDC_ENOMEM, "out of memory");
+  }
+  for (size_t i = 0; i < k; i++) {
+    copy_str(v[i].id, sizeof v[i].id, r->workload_ids[i], 1, "", NULL);
+    checkpoint_from_pb(&v[i].info, r->checkpoints[i]);
+  }
+  protobuf_c_message_free_unpacked(resp, NULL);
+  *out = v;
+  *n = k;
+  return ok(err);
+}
+
+int rdc_export_workload(rdc_client_t *c, const char *id, const char *token, void **data,
+                        size_t *len, uint64_t *items, rdc_error_t *err) {
+  if (data == NULL || len == NULL) return set_error(err, RDC_EINVAL, "data or len is NULL");
+  *data = NULL;
+  *len = 0;
+  int rc = check_id(id, err);
+  if (rc != RDC_OK) return rc;
+  Replayd__V1__ExportWorkloadRequest req = REPLAYD__V1__EXPORT_WORKLOAD_REQUEST__INIT;
+  req.workload_id = (char *)id;
+  ProtobufCMessage *resp;
+  rc = unary(c, M_EXPORT_WORKLOAD, token, &req.base,
+             &replayd__v1__export_workload_response__descriptor, 1, &resp, err);
+  if (rc != RDC_OK) return rc;
+  const Replayd__V1__ExportWorkloadResponse *r = (const Replayd__V1__ExportWorkloadResponse *)resp;
+  void *buf = malloc(r->data.len ? r->data.len : 1);
+  if (buf == NULL) {
+    protobuf_c_message_free_unpacked(resp, NULL);
+    return set_error(err, RDC_ENOMEM, "out of memory for %zu bytes", r->data.len);
+  }
+  if (r->data.len) memcpy(buf, r->data.data, r->data.len);
+  *data = buf;
+  *len = r->data.len;
+  if (items) *items = r->items;
+  protobuf_c_message_free_unpacked(resp, NULL);
+  return ok(err);
+}
+
+int rdc_import_workload(rdc_client_t *c, const void *data, size_t len, const char *name,
+                        rdc_workload_t *out, rdc_error_t *err) {
+  if (out == NULL || (data == NULL && len > 0))
+    return set_error(err, RDC_EINVAL, "data or out is NULL");
+  Replayd__V1__ImportWorkloadRequest req = REPLAYD__V1__IMPORT_WORKLOAD_REQUEST__INIT;
+  req.data.data = (uint8_t *)data;
+  req.data.len = len;
+  req.name = (char *)(name ? name : "");
+  ProtobufCMessage *resp;
+  int rc = unary(c, M_IMPORT_WORKLOAD, NULL, &req.base, &replayd__v1__workload__descriptor, 0,
+                 &resp, err);
+  if (rc != RDC_OK) return rc;
+  rc = workload_from_pb(out, (const Replayd__V1__Workload *)resp, err);
+  protobuf_c_message_free_unpacked(resp, NULL);
+  return rc == RDC_OK ? ok(err) : rc;
 }

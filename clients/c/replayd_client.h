@@ -31,6 +31,13 @@
  * 30 s). An insert stream has no overall deadline (actors stream for
  * hours); instead each write and the close wait at most that long for the
  * server, then cancel the stream with RDC_DEADLINE_EXCEEDED.
+ *
+ * Flow control: on a workload with a rate limiter, an insert or sample the
+ * limiter holds back waits in the server until it may run, at most until
+ * the call's deadline (RDC_DEADLINE_EXCEEDED then); rdc_sample_wait and
+ * rdc_insert_batch_wait give one call its own deadline, 0 = fail at once.
+ * A sampler (rdc_sampler_open) keeps a window of batches in flight on one
+ * stream for a remote learner.
  */
 #ifndef REPLAYD_CLIENT_H
 #define REPLAYD_CLIENT_H
@@ -107,6 +114,18 @@ typedef struct {
   int wait_for_ready;
   /* Initial per-call deadline, seconds (default 30; INFINITY = none). */
   double deadline_s;
+  /* TLS (a server started with --tls-cert). tls_ca_file: PEM file of the
+   * CA certificates that may sign the server's certificate; NULL (default)
+   * = plaintext. tls_cert_file and tls_key_file (both or neither; only
+   * with tls_ca_file): this client's PEM certificate and key, for a server
+   * that requires client certificates (--tls-client-ca). The server's
+   * certificate must name the target's host (a DNS or IP subject
+   * alternative name). A file that cannot be read is RDC_EINVAL naming it;
+   * a server whose certificate the CAs did not sign, or that refuses this
+   * client's, is RDC_ECONNECT. */
+  const char *tls_ca_file;
+  const char *tls_cert_file;
+  const char *tls_key_file;
 } rdc_connect_opts_t;
 
 /* Fill opts with the defaults above. */
@@ -223,6 +242,26 @@ typedef struct {
 /* A workload's description. Optional scalars are used only when their
  * has_* flag is set; otherwise the server applies its default. Specs that
  * come back from the server are normalised: every has_* flag set. */
+/* A table's rate limiter (the proto's RateLimiterSpec, Reverb's rules):
+ * with I items inserted, S sampled and N held, a sample of n runs when
+ * N >= min_size_to_sample and I * samples_per_insert - S - n >= min_diff;
+ * an insert of m when N + m <= min_size_to_sample or
+ * (I + m) * samples_per_insert - S <= max_diff. Others wait in the server.
+ * samples_per_insert 0: min_size_to_sample only. With a ratio, give
+ * error_buffer (diffs = samples_per_insert * min_size_to_sample -/+ it) or
+ * min_diff and/or max_diff (a missing one is unbounded). A spec that
+ * comes back from the server has the diffs written out. */
+typedef struct {
+  uint32_t min_size_to_sample; /* 0 = 1 */
+  double samples_per_insert;
+  int has_min_diff;
+  double min_diff;
+  int has_max_diff;
+  double max_diff;
+  int has_error_buffer;
+  double error_buffer;
+} rdc_rate_limiter_t;
+
 typedef struct {
   char name[RDC_NAME_MAX];   /* a label for people (longer ones come back cut) */
   uint32_t n_fields;
@@ -241,6 +280,16 @@ typedef struct {
   uint32_t max_batch;        /* rows per call; 0 = server default */
   int has_learner;           /* 1: the server hosts a learner for this workload */
   rdc_learner_spec_t learner;
+  /* What survives a restart: "none", "checkpoint", "journal"; "" = the
+   * server's default (--durability). */
+  char durability[16];
+  int has_checkpoint_interval;
+  double checkpoint_interval_s; /* 0: no periodic checkpoints */
+  /* 1: the table has this rate limiter. A learner with samples_per_insert
+   * > 0 gets one anyway (min_size_to_sample = its min_size, min_diff 0, no
+   * max_diff); with both, the two samples_per_insert must be equal. */
+  int has_rate_limiter;
+  rdc_rate_limiter_t rate_limiter;
 } rdc_spec_t;
 
 /* Zero the spec (no fields, every optional scalar unset, no learner). */
@@ -302,6 +351,41 @@ typedef struct {
   char learner_cpus[320], sampler_cpus[320];
 } rdc_placement_t;
 
+/* One checkpoint (the server's checkpoint file ckpt-<generation>.rdc). */
+typedef struct {
+  uint64_t generation;
+  int64_t taken_unix_ms;
+  uint64_t bytes;
+  double seconds;      /* taking and writing it; 0 for one restored at start */
+  uint64_t items;
+  int learner_full;    /* the learner's whole training state, else its policy only */
+  double pause_ms;     /* the longest the table was locked for it */
+} rdc_checkpoint_info_t;
+
+/* What survives a restart, as DescribeWorkload reports it. */
+typedef struct {
+  char mode[16];              /* "none", "checkpoint", "journal" */
+  double checkpoint_interval_s;
+  int has_last;
+  rdc_checkpoint_info_t last;
+  uint64_t checkpoints;       /* taken since the server started */
+  char last_error[256];       /* the last checkpoint's failure; "" after a success */
+  char restored[256];         /* how the workload came back at the server's start */
+  uint64_t journal_records, journal_commits;
+  double journal_commit_ms_max;
+  char journal_error[256];
+} rdc_durability_t;
+/* A rate limiter's state (the proto's RateLimiterState). */
+typedef struct {
+  rdc_rate_limiter_t config;   /* as the server applies it: diffs written out */
+  uint64_t inserted, sampled;  /* I and S (the hosted learner's samples included) */
+  double ratio;                /* S / I; 0 before the first insert */
+  uint32_t blocked_inserts;    /* calls waiting now */
+  uint32_t blocked_samples;    /* calls and sample streams waiting now */
+  double insert_wait_s, sample_wait_s; /* time calls spent waiting, in all */
+  uint64_t insert_waits, sample_waits; /* calls that had to wait */
+} rdc_limiter_state_t;
+
 typedef struct {
   char id[RDC_ID_MAX];
   char token[RDC_TOKEN_MAX]; /* filled by rdc_register only; keep it secret */
@@ -312,6 +396,10 @@ typedef struct {
   rdc_learner_counters_t learner;
   int has_placement;         /* 1 when the server sent one (workloads with a learner) */
   rdc_placement_t placement;
+  int has_durability;        /* 1 when the server sent it */
+  rdc_durability_t durability;
+  int has_rate_limiter;      /* 1 when the workload has a rate limiter */
+  rdc_limiter_state_t rate_limiter;
 } rdc_workload_t;
 
 /* Register a workload. out receives its id, its token (returned only here:
@@ -433,12 +521,83 @@ typedef struct {
 int rdc_sample(rdc_client_t *c, const char *id, const char *token, uint32_t batch_size,
                double beta, int stratified, rdc_sample_t *io, rdc_error_t *err);
 
+/* rdc_sample, with its own deadline: waits at most timeout_s seconds for
+ * the rate limiter (and the server), then RDC_DEADLINE_EXCEEDED; 0 = do not
+ * wait: RDC_DEADLINE_EXCEEDED at once when the limiter holds it back;
+ * INFINITY = no deadline. RDC_EINVAL for a negative or NaN timeout. */
+int rdc_sample_wait(rdc_client_t *c, const char *id, const char *token, uint32_t batch_size,
+                    double beta, int stratified, double timeout_s, rdc_sample_t *io,
+                    rdc_error_t *err);
+
+/* rdc_insert_batch with its own deadline, as rdc_sample_wait. */
+int rdc_insert_batch_wait(rdc_client_t *c, const char *id, const char *token, uint32_t n,
+                          const rdc_column_t *cols, size_t n_cols, const double *priorities,
+                          uint64_t *keys, double timeout_s, rdc_error_t *err);
+
 /* Set the priorities (raw |delta|, transformed as on insert) of n items.
  * Keys whose slot has been overwritten since they were sampled are skipped
  * and counted in *stale; *applied counts the rest. Either may be NULL. */
 int rdc_update_priorities(rdc_client_t *c, const char *id, const char *token, size_t n,
                           const uint64_t *keys, const double *priorities, uint64_t *applied,
                           uint64_t *stale, rdc_error_t *err);
+
+/* ------------------------------------------------------------------ */
+/* Flow control: the rate limiter and the sampler                      */
+/* ------------------------------------------------------------------ */
+
+/* Change the workload's rate limiter (NULL: none): the owner's call (its
+ * token); stored by the server across restarts; waiting calls the new
+ * limits let through run at once. out (may be NULL) receives the workload
+ * as rdc_describe does. Errors: RDC_INVALID_ARGUMENT (a bad limiter),
+ * RDC_FAILED_PRECONDITION (none, for a continuously trained learner). */
+int rdc_set_rate_limiter(rdc_client_t *c, const char *id, const char *token,
+                         const rdc_rate_limiter_t *rl, rdc_workload_t *out, rdc_error_t *err);
+
+/* A sampler: a remote learner's batches on one SampleStream. The server
+ * keeps `window` batches sampled ahead (sent, or on their way), each
+ * through the rate limiter; rdc_sampler_next takes the next one, usually
+ * already here, and tells the server it may sample another. Priority
+ * updates travel on the same stream. Not thread-safe: one thread uses a
+ * sampler; its client must outlive it. */
+typedef struct rdc_sampler rdc_sampler_t;
+
+typedef struct {
+  uint32_t batch_size; /* items per batch (required) */
+  double beta;         /* IS exponent; NAN = the workload's */
+  int stratified;
+  uint32_t window;     /* batches in flight, 1..64; 0 = 4 */
+} rdc_sampler_opts_t;
+
+/* batch_size 0 (set it), beta NAN, not stratified, window 0 (4). */
+void rdc_sampler_opts_init(rdc_sampler_opts_t *o);
+
+/* Open the stream. The server checks the request (token, batch, window)
+ * when it reads it: a refusal shows up as the error of the first
+ * rdc_sampler_next. RDC_EINVAL for a bad argument here. */
+int rdc_sampler_open(rdc_client_t *c, const char *id, const char *token,
+                     const rdc_sampler_opts_t *o, rdc_sampler_t **out, rdc_error_t *err);
+
+/* The next batch into io (as rdc_sample fills it), waiting at most
+ * timeout_s (INFINITY: no limit): RDC_DEADLINE_EXCEEDED leaves the stream
+ * usable (the batch comes later: a rate limiter may hold it back). The
+ * stream's end is the server's status (RDC_NOT_FOUND: the workload was
+ * deleted; RDC_UNAVAILABLE: the server stops); every later call returns it
+ * too. The caller's buffers are reused from batch to batch. */
+int rdc_sampler_next(rdc_sampler_t *s, double timeout_s, rdc_sample_t *io, rdc_error_t *err);
+
+/* New priorities (raw |delta|) for n keys of batches taken: sent on the
+ * stream (applied in order; an invalid one ends the stream with
+ * RDC_INVALID_ARGUMENT at the next call). Waits only for the previous
+ * message to leave. */
+int rdc_sampler_update(rdc_sampler_t *s, size_t n, const uint64_t *keys,
+                       const double *priorities, rdc_error_t *err);
+
+/* Batches taken by rdc_sampler_next so far. */
+uint64_t rdc_sampler_taken(const rdc_sampler_t *s);
+
+/* Half-close, wait for the server's status (at most the client's deadline)
+ * and free the sampler (always). Batches in flight are dropped. */
+int rdc_sampler_close(rdc_sampler_t *s, rdc_error_t *err);
 
 /* ------------------------------------------------------------------ */
 /* Hosted learning: train steps and weights                            */
@@ -648,5 +807,35 @@ int rdc_import_profiles(rdc_client_t *c, const char *admin_token, const void *js
 #ifdef __cplusplus
 }
 #endif
+
+/* ---- Durability: checkpoints, export, import ---- */
+
+/* Take a checkpoint of workload id now (its token or the admin token).
+ * *out (may be NULL) receives it. FAILED_PRECONDITION for durability
+ * "none"; INTERNAL with the reason when it cannot be written (the previous
+ * checkpoints stay). */
+int rdc_checkpoint(rdc_client_t *c, const char *id, const char *token,
+                   rdc_checkpoint_info_t *out, rdc_error_t *err);
+
+typedef struct {
+  char id[RDC_ID_MAX];
+  rdc_checkpoint_info_t info;
+} rdc_checkpoint_result_t;
+
+/* Every workload whose durability is not "none" (the admin token). *out
+ * (free with free()) receives *n results. */
+int rdc_checkpoint_all(rdc_client_t *c, const char *admin_token, rdc_checkpoint_result_t **out,
+                       size_t *n, rdc_error_t *err);
+
+/* The workload as one checkpoint file (the server's format): *data (free
+ * with free()) of *len bytes; *items (may be NULL) its table items.
+ * RESOURCE_EXHAUSTED when it exceeds the server's message limit. */
+int rdc_export_workload(rdc_client_t *c, const char *id, const char *token, void **data,
+                        size_t *len, uint64_t *items, rdc_error_t *err);
+
+/* A new workload from an exported file (name: "" keeps the file's). *out
+ * receives it with its token, as rdc_register's. */
+int rdc_import_workload(rdc_client_t *c, const void *data, size_t len, const char *name,
+                        rdc_workload_t *out, rdc_error_t *err);
 
 #endif

@@ -19,6 +19,7 @@
  * a workload when it is deleted finishes on valid memory.
  */
 #include "registry.h"
+#include "durable.h"
 #include "secrets.h"
 
 #include <inttypes.h>
@@ -41,7 +42,15 @@ struct rd_registry {
   uint64_t bytes;             /* memory charged for the workloads held */
   rd_placer_fn placer;        /* restore: placements from stored profiles */
   void *placer_arg;
+  rd_durable_t *durable;      /* checkpoints (durable.h), or NULL */
+  rd_limiter_bounds_t bounds; /* the waiting calls of every workload's rate limiter */
 };
+
+void rd_registry_set_durable(rd_registry_t *r, rd_durable_t *d) {
+  pthread_mutex_lock(&r->mutate_mu);
+  r->durable = d;
+  pthread_mutex_unlock(&r->mutate_mu);
+}
 
 /* Where a placed workload runs: the learner's device and backend (a
  * failing GPU or FPGA learner falls back inside the pipeline: pipeline.h)
@@ -165,6 +174,7 @@ int rd_registry_create(rd_registry_t **out, const rd_config_t *cfg, rd_store_t *
   }
   pthread_mutex_init(&r->mutate_mu, NULL);
   pthread_rwlock_init(&r->map_lock, NULL);
+  rd_limiter_bounds_init(&r->bounds, cfg->max_waiting_calls, cfg->max_waiting_per_workload);
   *out = r;
   return RD_OK;
 }
@@ -173,7 +183,13 @@ void rd_registry_destroy(rd_registry_t *r) {
   if (r == NULL) return;
   /* Drop the registry's references; a workload still borrowed by a caller
    * lives until that caller's unref (it does not point back here). */
-  for (size_t i = 0; i < r->n; i++) rd_workload_unref(r->order[i]);
+  for (size_t i = 0; i < r->n; i++) {
+    rd_workload_t *w = r->order[i];
+    pthread_mutex_lock(&w->lock);
+    w->limiter.bounds = NULL; /* the bounds go with the registry */
+    pthread_mutex_unlock(&w->lock);
+    rd_workload_unref(w);
+  }
   free(r->by_id);
   free(r->order);
   pthread_rwlock_destroy(&r->map_lock);
@@ -188,7 +204,7 @@ static int persist(rd_registry_t *r, const rd_workload_t *w, rd_error_t *err) {
   rd_stored_workload_t sw;
   memset(&sw, 0, sizeof sw);
   memcpy(sw.id, w->id, sizeof w->id);
-  memcpy(sw.token, w->token, sizeof w->token);
+  rd_token_hash_format(w->token_hash, sw.token); /* the hash, never the token */
   sw.created_unix = w->created_unix;
   sw.spec = w->spec;
   sw.spec_len = w->spec_len;
@@ -210,17 +226,23 @@ void rd_registry_set_restore_placer(rd_registry_t *r, rd_placer_fn fn, void *arg
 /* Build a workload of wc (placed by pl, which it takes) within the limits.
  * Caller holds mutate_mu. */
 static int build(rd_registry_t *r, rd_workload_config_t *wc, rd_placement_t *pl,
-                 const rd_workload_spec_t *spec, const char *id, const char *token,
-                 int64_t created, rd_workload_t **out, rd_error_t *err) {
+                 const rd_workload_spec_t *spec, const char *id,
+                 const uint8_t token_hash[RD_TOKEN_HASH_LEN], int64_t created,
+                 rd_workload_t **out, rd_error_t *err) {
   const rd_rmm_ops_t *placed_rmm = wc->table.rmm;
   const rd_storage_ops_t *placed_storage = wc->table.storage;
   rd_workload_t *w;
-  int rc = rd_workload_new(wc, pl, spec->name, spec->stored, spec->stored_len, id, token,
-                           created, r->cfg.max_message_bytes, &w, err);
+  rd_wl_durable_t *wd = NULL; /* before the pipeline: it keeps weight versions there */
+  int rc = rd_durable_prepare(r->durable, id, wc, &wd, err);
+  if (rc == RD_OK)
+    rc = rd_workload_new(wc, pl, spec->name, spec->stored, spec->stored_len, id, token_hash,
+                         created, r->cfg.max_message_bytes, &w, err);
   if (rc) {
+    rd_durable_release(wd);
     free(pl);
     return rc;
   }
+  w->durable = wd;
   /* The CPU tree instead of a module it could not create: charge what it holds. */
   if ((wc->table.rmm != placed_rmm || wc->table.storage != placed_storage) &&
       (rc = check_limits(r, wc, err)) != RD_OK) {
@@ -229,14 +251,16 @@ static int build(rd_registry_t *r, rd_workload_config_t *wc, rd_placement_t *pl,
     return rc;
   }
   w->placement = pl;
+  w->limiter.bounds = &r->bounds; /* before anyone can see it */
   *out = w;
   return RD_OK;
 }
 
 int rd_registry_register(rd_registry_t *r, const rd_workload_spec_t *spec,
                          const rd_placement_t *placement, rd_workload_t **out,
-                         rd_error_t *err) {
+                         char *token_out, rd_error_t *err) {
   if (out) *out = NULL;
+  if (token_out) token_out[0] = '\0';
   rd_workload_config_t wc;
   int rc = rd_workload_spec_resolve(&r->cfg, spec, &wc, err);
   if (rc) return rc;
@@ -248,33 +272,45 @@ int rd_registry_register(rd_registry_t *r, const rd_workload_spec_t *spec,
     apply_placement(&wc, pl);
   }
 
+  /* The token leaves this function only through token_out: the
+   * workload and the store keep its hash. */
+  char id[RD_WORKLOAD_ID_LEN + 1], token[RD_WORKLOAD_TOKEN_LEN + 1] = "";
   pthread_mutex_lock(&r->mutate_mu);
   rd_workload_t *w = NULL;
   if ((rc = check_limits(r, &wc, err)) != RD_OK) goto out;
 
-  char id[RD_WORKLOAD_ID_LEN + 1], token[RD_WORKLOAD_TOKEN_LEN + 1];
   /* 128 random bits: a collision is never expected, but costs one lookup. */
   do {
     if ((rc = random_hex(id, RD_WORKLOAD_ID_LEN, err)) != RD_OK) goto out;
   } while (find_index(r, id) >= 0);
   if ((rc = random_hex(token, RD_WORKLOAD_TOKEN_LEN, err)) != RD_OK) goto out;
+  uint8_t hash[RD_TOKEN_HASH_LEN];
+  rd_token_hash(token, RD_WORKLOAD_TOKEN_LEN, hash);
 
-  rc = build(r, &wc, pl, spec, id, token, (int64_t)time(NULL), &w, err);
+  rc = build(r, &wc, pl, spec, id, hash, (int64_t)time(NULL), &w, err);
   pl = NULL; /* build took it */
   if (rc) goto out;
+  /* Its checkpoint directory and journal, before anything is stored. */
+  if ((rc = rd_durable_attach(r->durable, w, err)) != RD_OK) {
+    rd_workload_free(w);
+    goto out;
+  }
   /* Durable before visible: a client never holds an id that a restart
    * would forget, and a failed write leaves nothing registered. */
   if ((rc = persist(r, w, err)) != RD_OK) {
+    rd_durable_forget(r->durable, w);
     rd_workload_free(w);
     goto out;
   }
   if (out) atomic_fetch_add(&w->refs, 1);
   publish(r, w);
   if (out) *out = w;
+  if (token_out) memcpy(token_out, token, sizeof token);
   /* Registration and deletion are logged by the handlers, which know the
    * call; the registry logs only what no call does (restore). */
 out:
   pthread_mutex_unlock(&r->mutate_mu);
+  rd_secret_wipe(token, sizeof token);
   free(pl);
   return rc;
 }
@@ -300,8 +336,9 @@ static bool restore_one(rd_registry_t *r, const rd_spec_decoder_t *dec,
                         const rd_stored_workload_t *sw) {
   rd_error_t err;
   rd_error_clear(&err);
-  if (!is_hex_id(sw->id, RD_WORKLOAD_ID_LEN) || !is_hex_id(sw->token, RD_WORKLOAD_TOKEN_LEN)) {
-    rd_log_warn("registry", "skipping a stored workload with a malformed id or token");
+  uint8_t hash[RD_TOKEN_HASH_LEN];
+  if (!is_hex_id(sw->id, RD_WORKLOAD_ID_LEN) || rd_token_hash_parse(sw->token, hash) != RD_OK) {
+    rd_log_warn("registry", "skipping a stored workload with a malformed id or token hash");
     return false;
   }
   if (find_index(r, sw->id) >= 0) {
@@ -324,7 +361,7 @@ static bool restore_one(rd_registry_t *r, const rd_spec_decoder_t *dec,
     pl = NULL;
   }
   if (rc == RD_OK) {
-    rc = build(r, &wc, pl, &spec, sw->id, sw->token, sw->created_unix, &w, &err);
+    rc = build(r, &wc, pl, &spec, sw->id, hash, sw->created_unix, &w, &err);
     pl = NULL; /* build took it */
   }
   dec->release(hold);
@@ -332,9 +369,12 @@ static bool restore_one(rd_registry_t *r, const rd_spec_decoder_t *dec,
     rd_log_warn("registry", "skipping stored workload %s: %s (it stays stored)", sw->id, err.msg);
     return false;
   }
+  /* Its data, from its checkpoints and journal, before anyone can call. */
+  if (r->durable != NULL) rd_durable_restore(r->durable, w);
   publish(r, w);
-  rd_log_info("registry", "restored workload %s \"%s\" (empty): %u fields, capacity %u%s%s",
-              w->id, w->name, wc.table.schema.n_fields, wc.table.capacity,
+  rd_log_info("registry", "restored workload %s \"%s\" (%llu items): %u fields, capacity %u%s%s",
+              w->id, w->name, (unsigned long long)rd_table_size(&w->table),
+              wc.table.schema.n_fields, wc.table.capacity,
               w->placement != NULL ? "; " : "", w->placement != NULL ? w->placement->note : "");
   return true;
 }
@@ -408,9 +448,11 @@ int rd_registry_delete(rd_registry_t *r, const char *id, rd_error_t *err) {
   unpublish(r, w);
   atomic_store(&w->deleted, true);
   pthread_mutex_unlock(&r->mutate_mu);
+  rd_workload_close_waits(w, RD_ENOTFOUND); /* calls waiting on its limiter end NOT_FOUND */
   /* Stop training now (a pending TrainStep ends CANCELLED); the memory
-   * goes with the last reference. */
+   * goes with the last reference, its checkpoints and journal now. */
   if (w->pipeline) rd_pipeline_stop(w->pipeline);
+  rd_durable_forget(r->durable, w);
   rd_workload_unref(w); /* the registry's reference */
   return RD_OK;
 }
@@ -444,10 +486,12 @@ size_t rd_registry_list_after(rd_registry_t *r, const char *after, rd_workload_t
   return n;
 }
 
-void rd_registry_stop_learners(rd_registry_t *r) {
+/* fn on every workload, in chunks taken under the map lock and run outside
+ * it, each workload held by a reference: no allocation on the way down. */
+static void each_workload(rd_registry_t *r, void (*fn)(rd_workload_t *)) {
   rd_workload_t *ws[64];
   size_t from = 0;
-  for (;;) { /* in chunks: no allocation on the way down */
+  for (;;) {
     pthread_rwlock_rdlock(&r->map_lock);
     size_t n = 0;
     for (size_t i = from; i < r->n && n < 64; i++) {
@@ -458,11 +502,48 @@ void rd_registry_stop_learners(rd_registry_t *r) {
     pthread_rwlock_unlock(&r->map_lock);
     if (n == 0) return;
     for (size_t i = 0; i < n; i++) {
-      if (ws[i]->pipeline) rd_pipeline_stop(ws[i]->pipeline);
+      fn(ws[i]);
       rd_workload_unref(ws[i]);
     }
     from += n;
   }
+}
+
+static void stop_learner(rd_workload_t *w) {
+  if (w->pipeline) rd_pipeline_stop(w->pipeline);
+}
+
+void rd_registry_stop_learners(rd_registry_t *r) { each_workload(r, stop_learner); }
+
+static void cancel_waits(rd_workload_t *w) { rd_workload_close_waits(w, RD_ECANCELED); }
+
+void rd_registry_drain_waits(rd_registry_t *r) {
+  atomic_store(&r->bounds.closed, RD_ECANCELED); /* no wait starts from now on */
+  each_workload(r, cancel_waits);
+}
+
+int rd_registry_set_limiter(rd_registry_t *r, rd_workload_t *w, const rd_limiter_config_t *cfg,
+                            const uint8_t *stored, size_t stored_len, rd_error_t *err) {
+  if (cfg != NULL) {
+    int rc = rd_limiter_config_check(cfg, err);
+    if (rc) return rc;
+  }
+  if (cfg == NULL && w->pipeline != NULL && rd_pipeline_continuous(w->pipeline))
+    return rd_workload_set_limiter(w, NULL, NULL, 0, err); /* its refusal, before any write */
+  pthread_mutex_lock(&r->mutate_mu);
+  int rc = RD_OK;
+  if (atomic_load(&w->deleted)) {
+    rc = rd_error_set(err, RD_ENOTFOUND, "workload %s was deleted", w->id);
+  } else if (r->store != NULL && stored != NULL) {
+    rd_error_t serr;
+    rd_error_clear(&serr);
+    if ((rc = rd_store_update_spec(r->store, w->id, stored, stored_len, &serr)) != RD_OK)
+      rd_error_set(err, rc, "%s; the rate limiter is unchanged", serr.msg);
+  }
+  /* Under mutate_mu: a delete cannot come between the write and this. */
+  if (rc == RD_OK) rc = rd_workload_set_limiter(w, cfg, stored, stored_len, err);
+  pthread_mutex_unlock(&r->mutate_mu);
+  return rc;
 }
 
 void rd_registry_cpu_load(rd_registry_t *r, const int *cpus, size_t n, uint32_t *load) {

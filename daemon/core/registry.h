@@ -27,6 +27,12 @@ int rd_registry_create(rd_registry_t **out, const rd_config_t *cfg, rd_store_t *
                        rd_error_t *err);
 void rd_registry_destroy(rd_registry_t *r);
 
+/* Checkpoints, restore and journals (durable.h) for the workloads from now
+ * on: registrations attach to it, restore restores through it, deletes
+ * remove their files. NULL (the default): nothing is checkpointed. */
+struct rd_durable;
+void rd_registry_set_durable(rd_registry_t *r, struct rd_durable *d);
+
 /* The server configuration the registry applies (its copy). */
 const rd_config_t *rd_registry_config(const rd_registry_t *r);
 
@@ -34,12 +40,14 @@ const rd_config_t *rd_registry_config(const rd_registry_t *r);
  * check what depends on what is registered (workload count, memory),
  * create the workload with its placement (copied; NULL for none), store
  * spec->stored and publish it. *out (may be NULL) receives it with one
- * reference held. Errors: RD_EINVAL (a bad spec, naming the field),
+ * reference held; token_out (may be NULL; RD_WORKLOAD_TOKEN_LEN + 1
+ * bytes) its new token, the only copy: the workload and the store keep
+ * its hash (secrets.h). Errors: RD_EINVAL (a bad spec, naming the field),
  * RD_ETOOBIG (a server limit), RD_ENOMEM, RD_ESTORE (the store write
  * failed and nothing was registered). */
 int rd_registry_register(rd_registry_t *r, const rd_workload_spec_t *spec,
                          const rd_placement_t *placement, rd_workload_t **out,
-                         rd_error_t *err);
+                         char *token_out, rd_error_t *err);
 
 /* Validate spec as rd_registry_register does (without the limits that
  * depend on what is registered) and return its configuration. */
@@ -102,5 +110,18 @@ void rd_registry_cpu_load(rd_registry_t *r, const int *cpus, size_t n, uint32_t 
 /* Stop every workload's hosted learner (shutdown: before the server stops,
  * so pending TrainStep calls end instead of holding the drain). */
 void rd_registry_stop_learners(rd_registry_t *r);
+
+/* The server drains: every call waiting for a rate limiter ends
+ * (RD_ECANCELED) and no call waits from now on (rate_limiter.h). */
+void rd_registry_drain_waits(rd_registry_t *r);
+
+/* Change w's rate limiter (rd_workload_set_limiter; NULL: none) and store
+ * its spec as `stored` (the workload's spec with the new limiter, the
+ * decoding layer's bytes; NULL: nothing is stored), so a restart brings it
+ * back. The store first: when it fails, nothing changes (RD_ESTORE).
+ * RD_ENOTFOUND for a deleted workload; RD_EINVAL, RD_ESTATE as
+ * rd_workload_set_limiter. */
+int rd_registry_set_limiter(rd_registry_t *r, rd_workload_t *w, const rd_limiter_config_t *cfg,
+                            const uint8_t *stored, size_t stored_len, rd_error_t *err);
 
 #endif

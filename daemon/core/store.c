@@ -15,7 +15,8 @@
  *
  * Migrations: migrations[v] takes the schema from version v to v + 1 and
  * runs in one transaction together with the new PRAGMA user_version, so a
- * crash mid-migration leaves the old version intact.
+ * crash mid-migration leaves the old version intact. A migration is SQL,
+ * or C where SQL cannot say it (hashing the tokens: SQLite has no SHA-256).
  */
 #define _GNU_SOURCE /* mkostemp */
 #include "store.h"
@@ -56,20 +57,25 @@ struct rd_store {
   char path[PATH_MAX];
 };
 
-static const char *const migrations[] = {
+static int migrate_hash_tokens(rd_store_t *s, rd_error_t *err);
+
+static const struct {
+  const char *sql;                             /* or */
+  int (*run)(rd_store_t *s, rd_error_t *err); /* inside the migration's transaction */
+} migrations[] = {
     /* 0 -> 1: registered workloads. seq orders them by creation (ids are
      * random, so they cannot). */
-    "CREATE TABLE workloads ("
+    {"CREATE TABLE workloads ("
     "  id TEXT PRIMARY KEY,"
     "  token TEXT NOT NULL,"
     "  created_unix INTEGER NOT NULL,"
     "  spec BLOB NOT NULL,"
     "  seq INTEGER NOT NULL UNIQUE"
-    ");",
+    ");", NULL},
     /* 1 -> 2: profiles (profile.h), keyed by everything that makes a
      * latency reusable. WITHOUT ROWID: the key is the table's order, so
      * get-for-shape and the ordered list are index walks. */
-    "CREATE TABLE profiles ("
+    {"CREATE TABLE profiles ("
     "  device_fp TEXT NOT NULL,"
     "  primitive TEXT NOT NULL,"
     "  threads INTEGER NOT NULL,"
@@ -86,7 +92,11 @@ static const char *const migrations[] = {
     "  measured_unix INTEGER NOT NULL,"
     "  PRIMARY KEY (device_fp, algorithm, network, batch, capacity, fanout, build, primitive,"
     "               threads)"
-    ") WITHOUT ROWID;",
+    ") WITHOUT ROWID;", NULL},
+    /* 2 -> 3: workload tokens at rest as their SHA-256 ("sha256:" + hex,
+     * secrets.h) instead of in clear, so a copy of the database opens no
+     * workload; the tokens clients hold keep working. */
+    {NULL, migrate_hash_tokens},
 };
 #define SCHEMA_VERSION ((int)(sizeof migrations / sizeof migrations[0]))
 _Static_assert(SCHEMA_VERSION == RD_STORE_SCHEMA_VERSION,
@@ -285,6 +295,39 @@ static int check_database(rd_store_t *s, rd_error_t *err) {
                       s->path, used ? problems : "no result");
 }
 
+/* SQL function token_hash(T): T's stored form (secrets.h); T as it is if
+ * it is one already. */
+static void sql_token_hash(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+  (void)argc;
+  const unsigned char *t = sqlite3_value_text(argv[0]);
+  int n = sqlite3_value_bytes(argv[0]);
+  if (t == NULL) {
+    sqlite3_result_error(ctx, "a stored workload has no token", -1);
+    return;
+  }
+  uint8_t h[RD_TOKEN_HASH_LEN];
+  if (rd_token_hash_parse((const char *)t, h) == RD_OK) {
+    sqlite3_result_value(ctx, argv[0]);
+    return;
+  }
+  char text[RD_TOKEN_HASH_TEXT_LEN + 1];
+  rd_token_hash(t, (size_t)n, h);
+  rd_token_hash_format(h, text);
+  sqlite3_result_text(ctx, text, RD_TOKEN_HASH_TEXT_LEN, SQLITE_TRANSIENT);
+}
+
+/* Migration 2 -> 3: every token column becomes its hash, in the
+ * migration's transaction (all rows or none). */
+static int migrate_hash_tokens(rd_store_t *s, rd_error_t *err) {
+  if (sqlite3_create_function(s->db, "rd_token_hash", 1, SQLITE_UTF8 | SQLITE_DETERMINISTIC,
+                              NULL, sql_token_hash, NULL, NULL) != SQLITE_OK)
+    return db_error(s, err, "defining the token hash for the migration");
+  int rc = exec_sql(s, "UPDATE workloads SET token = rd_token_hash(token)",
+                    "hashing the stored workload tokens", err);
+  sqlite3_create_function(s->db, "rd_token_hash", 1, SQLITE_UTF8, NULL, NULL, NULL, NULL);
+  return rc;
+}
+
 static int migrate(rd_store_t *s, rd_error_t *err) {
   /* BEGIN IMMEDIATE takes the write lock before reading the version, so two
    * processes opening one new database cannot both run migration 0. */
@@ -302,7 +345,9 @@ static int migrate(rd_store_t *s, rd_error_t *err) {
   for (; v < SCHEMA_VERSION; v++) {
     char what[64], pragma[64];
     snprintf(what, sizeof what, "migrating the schema to version %d", v + 1);
-    if ((rc = exec_sql(s, migrations[v], what, err)) != RD_OK) goto rollback;
+    rc = migrations[v].sql != NULL ? exec_sql(s, migrations[v].sql, what, err)
+                                   : migrations[v].run(s, err);
+    if (rc != RD_OK) goto rollback;
     snprintf(pragma, sizeof pragma, "PRAGMA user_version = %d", v + 1);
     if ((rc = exec_sql(s, pragma, what, err)) != RD_OK) goto rollback;
   }
@@ -382,6 +427,9 @@ int rd_store_open(rd_store_t **out, const char *state_dir, rd_error_t *err) {
    * it must survive a power cut. */
   if ((rc = exec_sql(s, "PRAGMA journal_mode = WAL", "switching to WAL mode", err)) ||
       (rc = exec_sql(s, "PRAGMA synchronous = FULL", "setting synchronous mode", err)) ||
+      /* What is deleted or overwritten (a clear token the migration to
+       * hashes replaced) is zeroed in the file, not left in free space. */
+      (rc = exec_sql(s, "PRAGMA secure_delete = ON", "setting secure delete", err)) ||
       (rc = check_database(s, err)) || (rc = migrate(s, err)) ||
       (rc = prepare(s, &s->put,
                     "INSERT INTO workloads (id, token, created_unix, spec, seq) VALUES "
@@ -487,6 +535,28 @@ int rd_store_delete_workload(rd_store_t *s, const char *id, rd_error_t *err) {
   }
   sqlite3_reset(st);
   sqlite3_clear_bindings(st);
+  pthread_mutex_unlock(&s->mu);
+  return rc;
+}
+
+int rd_store_update_spec(rd_store_t *s, const char *id, const uint8_t *spec, size_t len,
+                         rd_error_t *err) {
+  if (id == NULL || id[0] == '\0')
+    return rd_error_set(err, RD_EINVAL, "no workload id given");
+  pthread_mutex_lock(&s->mu);
+  sqlite3_stmt *st = NULL; /* rare (an owner's change): prepared per call */
+  int rc = RD_OK;
+  if (sqlite3_prepare_v2(s->db, "UPDATE workloads SET spec = ?2 WHERE id = ?1", -1, &st,
+                         NULL) != SQLITE_OK)
+    rc = db_error(s, err, "preparing a spec update");
+  else if (sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC) != SQLITE_OK ||
+           sqlite3_bind_blob(st, 2, spec, (int)len, SQLITE_STATIC) != SQLITE_OK)
+    rc = db_error(s, err, "binding a spec update");
+  else if (sqlite3_step(st) != SQLITE_DONE)
+    rc = db_error(s, err, "updating a workload's spec");
+  else if (sqlite3_changes(s->db) == 0)
+    rc = rd_error_set(err, RD_ENOTFOUND, "no stored workload has id %.64s", id);
+  sqlite3_finalize(st);
   pthread_mutex_unlock(&s->mu);
   return rc;
 }

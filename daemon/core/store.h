@@ -1,7 +1,7 @@
 /* store.h - what must survive a restart, in SQLite (state_dir/replayd.db).
  *
- * Today: registered workload specs (id, token, created time, the spec as
- * serialized replayd.v1.WorkloadSpec bytes), and profiles: measured or
+ * Today: registered workload specs (id, the token's hash, created time,
+ * the spec as serialized replayd.v1.WorkloadSpec bytes), and profiles: measured or
  * imported latencies of primitives (profile.h). Workload data (rows,
  * priorities) does not persist yet: a restart brings each workload back
  * empty. Schema changes are versioned migrations recorded in PRAGMA
@@ -17,8 +17,9 @@
 #include "profile.h"
 #include "rd_error.h"
 
-/* The schema version this build migrates to (1: workloads, 2: profiles). */
-#define RD_STORE_SCHEMA_VERSION 2
+/* The schema version this build migrates to (1: workloads, 2: profiles,
+ * 3: workload tokens stored as their SHA-256). */
+#define RD_STORE_SCHEMA_VERSION 3
 
 /* Failures of the state database or a state file (I/O, full disk,
  * corruption, permissions, a schema from a newer replayd) are RD_ESTORE
@@ -29,7 +30,8 @@ typedef struct rd_store rd_store_t;
 
 typedef struct {
   char id[64];
-  char token[128];
+  char token[128]; /* the token's stored form, "sha256:" + 64 hex digits
+                      (secrets.h rd_token_hash_format): never the token */
   int64_t created_unix;
   uint8_t *spec;     /* serialized WorkloadSpec (malloc'd) */
   size_t spec_len;
@@ -49,6 +51,10 @@ int rd_store_schema_version(rd_store_t *s);
 
 int rd_store_put_workload(rd_store_t *s, const rd_stored_workload_t *w, rd_error_t *err);
 int rd_store_delete_workload(rd_store_t *s, const char *id, rd_error_t *err);
+/* Replace a stored workload's spec (its owner changed a setting, e.g. the
+ * rate limiter). RD_ENOTFOUND if it is not stored. */
+int rd_store_update_spec(rd_store_t *s, const char *id, const uint8_t *spec, size_t len,
+                         rd_error_t *err);
 /* All stored workloads in creation order; free with rd_store_free_workloads. */
 int rd_store_list_workloads(rd_store_t *s, rd_stored_workload_t **out, size_t *n,
                             rd_error_t *err);

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "durable.h"
 #include "log.h"
 
 /* The table's errors are about the request's contents, except an empty
@@ -58,12 +59,41 @@ static int pipeline_table_fault(void *arg, const rd_error_t *why) {
   return table_fault(arg, why);
 }
 
+/* The pipeline's sampler through the limiter (pipeline.h limiter_take),
+ * under the lock. */
+static uint32_t pipeline_limiter_take(void *arg, uint32_t batch, uint32_t want, int gated) {
+  rd_workload_t *w = arg;
+  uint64_t n = rd_table_size(&w->table);
+  if (gated) return rd_limiter_take_batches(&w->limiter, batch, want, n);
+  rd_limiter_count_samples(&w->limiter, (uint64_t)batch * want, n);
+  return want;
+}
+
+static void pipeline_limiter_give_back(void *arg, uint32_t batch, uint32_t n) {
+  rd_workload_t *w = arg;
+  rd_limiter_unsample(&w->limiter, (uint64_t)batch * n, rd_table_size(&w->table));
+}
+
 /* ------------------------------------------------------------------ */
 /* Data calls                                                          */
 /* ------------------------------------------------------------------ */
 
+/* The table's size, as the limiter counts N. Under the lock. */
+static uint64_t held(rd_workload_t *w) { return rd_table_size(&w->table); }
+
+/* Under the lock: the workload was deleted; a grant wt holds goes back. */
+static int deleted_wait(rd_workload_t *w, rd_limiter_wait_t *wt, rd_error_t *err) {
+  if (wt != NULL) rd_limiter_release(&w->limiter, wt, held(w));
+  return deleted_error(w, err);
+}
+
 int rd_workload_insert(rd_workload_t *w, const rd_insert_batch_t *b, uint64_t *keys,
                        uint64_t *first_key, rd_error_t *err) {
+  return rd_workload_insert_wait(w, b, NULL, keys, first_key, NULL, err);
+}
+
+int rd_workload_insert_wait(rd_workload_t *w, const rd_insert_batch_t *b, rd_limiter_wait_t *wt,
+                            uint64_t *keys, uint64_t *first_key, uint64_t *lsn, rd_error_t *err) {
   const rd_schema_t *schema = &w->table.config.schema;
   if (b->count == 0)
     return rd_error_set(err, RD_EINVAL, "insert needs rows with count >= 1");
@@ -80,8 +110,15 @@ int rd_workload_insert(rd_workload_t *w, const rd_insert_batch_t *b, uint64_t *k
   int rc;
   uint64_t first = rd_table_next_key(&w->table);
   if (atomic_load(&w->deleted)) {
-    rc = deleted_error(w, err);
-  } else {
+    rc = deleted_wait(w, wt, err);
+  } else if ((rc = rd_durable_admit(w, rd_journal_insert_bytes(b->count, schema->n_fields,
+                                                                 w->table.field_bytes,
+                                                                 b->n_priorities != 0),
+                                    err)) != RD_OK) {
+    /* journal mode: refused before anything is applied (a grant given back) */
+    if (wt != NULL) rd_limiter_release(&w->limiter, wt, held(w));
+  } else if ((rc = rd_limiter_acquire(&w->limiter, RD_LIMIT_INSERT, b->count, held(w), wt,
+                                      err)) == RD_OK) {
     if (w->pipeline) rd_pipeline_before_insert(w->pipeline, b->count);
     rc = rd_table_insert(&w->table, b->count, b->cols, b->n_priorities ? b->priorities : NULL,
                          keys, err);
@@ -90,16 +127,25 @@ int rd_workload_insert(rd_workload_t *w, const rd_insert_batch_t *b, uint64_t *k
       rc = rd_table_insert(&w->table, b->count, b->cols,
                            b->n_priorities ? b->priorities : NULL, keys, err);
     }
+    rd_limiter_inserted(&w->limiter, b->count, rc == RD_OK, held(w));
     if (rc == RD_OK && w->pipeline) rd_pipeline_after_insert(w->pipeline, b->count);
     if (rc) rc = table_error(rc, err);
   }
+  uint64_t at = rc == RD_OK && rd_durable_journal(w) ? rd_journal_last_lsn(rd_durable_journal(w)) : 0;
   pthread_mutex_unlock(&w->lock);
   if (rc == RD_OK && first_key) *first_key = first;
+  if (lsn) *lsn = at;
   return rc;
 }
 
 int rd_workload_sample(rd_workload_t *w, const rd_sample_request_t *q, rd_sample_alloc_cb alloc,
                        void *arg, uint64_t *table_size, rd_error_t *err) {
+  return rd_workload_sample_wait(w, q, alloc, arg, table_size, NULL, err);
+}
+
+int rd_workload_sample_wait(rd_workload_t *w, const rd_sample_request_t *q,
+                            rd_sample_alloc_cb alloc, void *arg, uint64_t *table_size,
+                            rd_limiter_wait_t *wt, rd_error_t *err) {
   uint32_t n = q->batch;
   if (n == 0) return rd_error_set(err, RD_EINVAL, "batch_size must be >= 1");
   if (n > w->max_batch)
@@ -118,20 +164,114 @@ int rd_workload_sample(rd_workload_t *w, const rd_sample_request_t *q, rd_sample
   double beta = q->has_beta ? q->beta : w->default_beta;
   pthread_mutex_lock(&w->lock);
   if (atomic_load(&w->deleted)) {
-    rc = deleted_error(w, err);
-  } else {
+    rc = deleted_wait(w, wt, err);
+  } else if ((rc = rd_limiter_acquire(&w->limiter, RD_LIMIT_SAMPLE, n, held(w), wt, err)) ==
+             RD_OK) {
     rc = rd_table_sample(&w->table, n, beta, q->flags, &out, err);
     if (rc == RD_EINTERNAL && table_fault(w, err))
       rc = rd_table_sample(&w->table, n, beta, q->flags, &out, err);
-    if (rc) rc = table_error(rc, err);
+    if (rc) {
+      rd_limiter_unsample(&w->limiter, n, held(w));
+      rc = table_error(rc, err);
+    }
     if (table_size) *table_size = rd_table_size(&w->table);
   }
   pthread_mutex_unlock(&w->lock);
   return rc;
 }
 
+int rd_workload_wait_cancel(rd_workload_t *w, rd_limiter_wait_t *wt) {
+  pthread_mutex_lock(&w->lock);
+  int r = rd_limiter_cancel(&w->limiter, wt, held(w));
+  pthread_mutex_unlock(&w->lock);
+  return r;
+}
+
+void rd_workload_wait_release(rd_workload_t *w, rd_limiter_wait_t *wt) {
+  pthread_mutex_lock(&w->lock);
+  rd_limiter_release(&w->limiter, wt, held(w));
+  pthread_mutex_unlock(&w->lock);
+}
+
+int rd_workload_wait_hold(rd_workload_t *w, rd_limiter_wait_t *wt, rd_error_t *err) {
+  pthread_mutex_lock(&w->lock);
+  int rc = atomic_load(&w->deleted) ? deleted_error(w, err)
+                                    : rd_limiter_hold_slot(&w->limiter, wt, err);
+  pthread_mutex_unlock(&w->lock);
+  return rc;
+}
+
+void rd_workload_wait_end(rd_workload_t *w, rd_limiter_wait_t *wt) {
+  pthread_mutex_lock(&w->lock);
+  rd_limiter_release(&w->limiter, wt, held(w));
+  rd_limiter_drop_slot(&w->limiter, wt);
+  pthread_mutex_unlock(&w->lock);
+}
+
+int rd_workload_set_limiter(rd_workload_t *w, const rd_limiter_config_t *cfg,
+                            const uint8_t *spec, size_t spec_len, rd_error_t *err) {
+  if (cfg != NULL) {
+    int rc = rd_limiter_config_check(cfg, err);
+    if (rc) return rc;
+  }
+  if (cfg == NULL && w->pipeline != NULL && rd_pipeline_continuous(w->pipeline))
+    return rd_error_set(err, RD_ESTATE, "workload %s's hosted learner trains continuously: it "
+                        "samples through the rate limiter, which it cannot lose (change its "
+                        "ratio instead)", w->id);
+  uint8_t *copy = NULL;
+  if (spec != NULL && (copy = malloc(spec_len ? spec_len : 1)) == NULL)
+    return rd_error_set(err, RD_ENOMEM, "out of memory for the workload's spec");
+  if (copy != NULL && spec_len) memcpy(copy, spec, spec_len);
+  pthread_mutex_lock(&w->lock);
+  int rc = RD_OK;
+  if (atomic_load(&w->deleted)) {
+    rc = deleted_error(w, err);
+  } else {
+    rd_limiter_configure(&w->limiter, cfg, held(w));
+    if (w->pipeline) rd_pipeline_after_insert(w->pipeline, 0); /* it may sample now */
+    if (copy != NULL) {
+      uint8_t *old = w->spec;
+      w->spec = copy;
+      w->spec_len = spec_len;
+      copy = old;
+    }
+  }
+  pthread_mutex_unlock(&w->lock);
+  free(copy);
+  return rc;
+}
+
+uint8_t *rd_workload_spec_copy(rd_workload_t *w, size_t *len) {
+  pthread_mutex_lock(&w->lock);
+  uint8_t *copy = malloc(w->spec_len ? w->spec_len : 1);
+  if (copy != NULL) {
+    if (w->spec_len) memcpy(copy, w->spec, w->spec_len);
+    *len = w->spec_len;
+  }
+  pthread_mutex_unlock(&w->lock);
+  return copy;
+}
+
+void rd_workload_close_waits(rd_workload_t *w, int status) {
+  pthread_mutex_lock(&w->lock);
+  rd_limiter_close(&w->limiter, status);
+  pthread_mutex_unlock(&w->lock);
+}
+
+void rd_workload_limiter_info(rd_workload_t *w, rd_limiter_info_t *out) {
+  pthread_mutex_lock(&w->lock);
+  rd_limiter_info(&w->limiter, out);
+  pthread_mutex_unlock(&w->lock);
+}
+
 int rd_workload_update(rd_workload_t *w, size_t n, const uint64_t *keys, size_t n_priorities,
                        const double *priorities, size_t *stale, rd_error_t *err) {
+  return rd_workload_update_lsn(w, n, keys, n_priorities, priorities, stale, NULL, err);
+}
+
+int rd_workload_update_lsn(rd_workload_t *w, size_t n, const uint64_t *keys, size_t n_priorities,
+                           const double *priorities, size_t *stale, uint64_t *lsn,
+                           rd_error_t *err) {
   if (n != n_priorities)
     return rd_error_set(err, RD_EINVAL, "%zu keys but %zu priorities", n, n_priorities);
   if (n > w->max_batch)
@@ -142,14 +282,18 @@ int rd_workload_update(rd_workload_t *w, size_t n, const uint64_t *keys, size_t 
   int rc;
   if (atomic_load(&w->deleted)) {
     rc = deleted_error(w, err);
+  } else if ((rc = rd_durable_admit(w, rd_journal_update_bytes(n), err)) != RD_OK) {
+    /* journal mode: refused before anything is applied */
   } else {
     rc = rd_table_update(&w->table, n, keys, priorities, &skipped, err);
     if (rc == RD_EINTERNAL && table_fault(w, err))
       rc = rd_table_update(&w->table, n, keys, priorities, &skipped, err);
     if (rc) rc = table_error(rc, err);
   }
+  uint64_t at = rc == RD_OK && rd_durable_journal(w) ? rd_journal_last_lsn(rd_durable_journal(w)) : 0;
   pthread_mutex_unlock(&w->lock);
   if (rc == RD_OK && stale) *stale = skipped;
+  if (lsn) *lsn = at;
   return rc;
 }
 
@@ -189,14 +333,7 @@ void rd_workload_counters(rd_workload_t *w, rd_workload_counters_t *out) {
 
 int rd_workload_token_ok(const rd_workload_t *w, const char *token, size_t len) {
   if (w == NULL || token == NULL) return 0;
-  /* Compare all 64 bytes whatever the input: the time depends only on
-   * len, which every client knows anyway. */
-  unsigned diff = len != RD_WORKLOAD_TOKEN_LEN;
-  for (size_t i = 0; i < RD_WORKLOAD_TOKEN_LEN; i++) {
-    unsigned char c = i < len ? (unsigned char)token[i] : 0;
-    diff |= (unsigned char)w->token[i] ^ c;
-  }
-  return diff == 0;
+  return rd_token_matches(w->token_hash, token, len);
 }
 
 /* ------------------------------------------------------------------ */
@@ -205,6 +342,7 @@ int rd_workload_token_ok(const rd_workload_t *w, const char *token, size_t len) 
 
 void rd_workload_free(rd_workload_t *w) {
   rd_pipeline_destroy(w->pipeline); /* its threads use the table: first */
+  rd_durable_release(w->durable);   /* the journal, which the table's observer feeds */
   rd_table_free(&w->table);
   free(w->spec);
   free(w->placement);
@@ -243,9 +381,9 @@ static int table_init(rd_workload_config_t *wc, rd_placement_t *pl, const char *
 }
 
 int rd_workload_new(rd_workload_config_t *wc, rd_placement_t *pl, const char *name,
-                    const uint8_t *spec, size_t spec_len, const char *id, const char *token,
-                    int64_t created, uint64_t max_sample_bytes, rd_workload_t **out,
-                    rd_error_t *err) {
+                    const uint8_t *spec, size_t spec_len, const char *id,
+                    const uint8_t token_hash[RD_TOKEN_HASH_LEN], int64_t created,
+                    uint64_t max_sample_bytes, rd_workload_t **out, rd_error_t *err) {
   rd_workload_t *w = calloc(1, sizeof *w);
   uint8_t *copy = malloc(spec_len ? spec_len : 1);
   if (w == NULL || copy == NULL) {
@@ -260,9 +398,13 @@ int rd_workload_new(rd_workload_config_t *wc, rd_placement_t *pl, const char *na
     return rc;
   }
   pthread_mutex_init(&w->lock, NULL);
+  rd_limiter_init(&w->limiter, wc->has_limiter ? &wc->limiter : NULL, wc->table.capacity, NULL);
   if (wc->has_learner) {
     wc->learner.table_fault = pipeline_table_fault; /* the pipeline's table calls too */
     wc->learner.table_fault_arg = w;
+    wc->learner.limiter_take = pipeline_limiter_take; /* one limiter, one ratio */
+    wc->learner.limiter_give_back = pipeline_limiter_give_back;
+    wc->learner.limiter_arg = w;
     rc = rd_pipeline_create(&w->pipeline, &wc->learner, &w->table, &w->lock, err);
     if (rc) {
       pthread_mutex_destroy(&w->lock);
@@ -275,7 +417,7 @@ int rd_workload_new(rd_workload_config_t *wc, rd_placement_t *pl, const char *na
   uint64_t a, b, c, d;
   w->charge = rd_workload_config_charge(wc, &a, &b, &c, &d);
   memcpy(w->id, id, RD_WORKLOAD_ID_LEN + 1);
-  memcpy(w->token, token, RD_WORKLOAD_TOKEN_LEN + 1);
+  memcpy(w->token_hash, token_hash, RD_TOKEN_HASH_LEN);
   snprintf(w->name, sizeof w->name, "%s", name ? name : "");
   if (spec_len) memcpy(copy, spec, spec_len);
   w->spec = copy;

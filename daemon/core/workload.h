@@ -21,6 +21,16 @@
  *                 continuously);
  *   RD_EBUSY, RD_ECANCELED, RD_ENOMEM as rd_error.h says.
  * A failing call changes nothing. No protobuf type appears in core.
+ *
+ * Flow control (rate_limiter.h). Inserts and samples, the hosted learner's
+ * included, go through the workload's rate limiter, under the same lock
+ * hold as the table call. A call the limiter holds back fails at once
+ * (RD_ETIMEDOUT) or, given a rd_limiter_wait_t, waits without a thread:
+ * rd_workload_insert_wait / rd_workload_sample_wait return RD_LIMIT_QUEUED
+ * and the wait's wake runs once, later, when the call may go (call again
+ * with the same wait: it runs on its grant) or must end (call again: it
+ * returns the end, RD_ENOTFOUND once the workload is deleted, RD_ECANCELED
+ * when the server drains).
  */
 #ifndef RD_WORKLOAD_H
 #define RD_WORKLOAD_H
@@ -32,7 +42,9 @@
 
 #include "pipeline.h"
 #include "placement.h"
+#include "rate_limiter.h"
 #include "rd_error.h"
+#include "secrets.h"
 #include "table.h"
 #include "workload_spec.h"
 
@@ -41,10 +53,11 @@
 
 typedef struct rd_workload {
   char id[RD_WORKLOAD_ID_LEN + 1];
-  char token[RD_WORKLOAD_TOKEN_LEN + 1];
+  uint8_t token_hash[RD_TOKEN_HASH_LEN]; /* SHA-256 of the token (secrets.h): never the token */
   char name[RD_WORKLOAD_NAME_MAX + 1];
   int64_t created_unix;
-  uint8_t *spec;       /* the spec as stored (rd_workload_spec_t.stored); owned */
+  uint8_t *spec;       /* the spec as stored (rd_workload_spec_t.stored); owned; under
+                          lock once published (rd_workload_set_limiter replaces it) */
   size_t spec_len;
   double default_beta;
   uint32_t max_batch;       /* rows an insert, sample or update may carry */
@@ -58,6 +71,8 @@ typedef struct rd_workload {
                                 set before the workload is published, then constant */
   atomic_int refs;
   atomic_bool deleted;
+  struct rd_wl_durable *durable; /* checkpoints and journal (durable.h); NULL: durability none */
+  rd_limiter_t limiter;      /* under lock; bounds set by the registry before publishing */
 } rd_workload_t;
 
 /* ---- Data calls ---- */
@@ -104,6 +119,57 @@ int rd_workload_sample(rd_workload_t *w, const rd_sample_request_t *q, rd_sample
  * had been overwritten already and were skipped. */
 int rd_workload_update(rd_workload_t *w, size_t n, const uint64_t *keys, size_t n_priorities,
                        const double *priorities, size_t *stale, rd_error_t *err);
+/* The same, with its journal record's lsn (as rd_workload_insert_wait's). */
+int rd_workload_update_lsn(rd_workload_t *w, size_t n, const uint64_t *keys, size_t n_priorities,
+                           const double *priorities, size_t *stale, uint64_t *lsn,
+                           rd_error_t *err);
+
+/* rd_workload_insert and rd_workload_sample with a wait (see "Flow
+ * control" above); wt NULL: fail fast, RD_ETIMEDOUT when held back. A
+ * queued sample has called alloc: the caller frees that memory now rather
+ * than hold it while it waits.
+ * The insert also says where its journal record is (journal mode,
+ * durable.h): *lsn (may be NULL) receives it, 0 when there is no journal;
+ * the caller acknowledges the insert once that record is on disk
+ * (rd_journal_when_durable on rd_durable_journal(w)). In journal mode an
+ * insert is refused, nothing applied, while the journal is failed
+ * (RD_ESTORE) or too far behind the disk (RD_ETOOBIG). */
+int rd_workload_insert_wait(rd_workload_t *w, const rd_insert_batch_t *b, rd_limiter_wait_t *wt,
+                            uint64_t *keys, uint64_t *first_key, uint64_t *lsn,
+                            rd_error_t *err);
+int rd_workload_sample_wait(rd_workload_t *w, const rd_sample_request_t *q,
+                            rd_sample_alloc_cb alloc, void *arg, uint64_t *table_size,
+                            rd_limiter_wait_t *wt, rd_error_t *err);
+
+/* The caller of wt is gone (rd_limiter_cancel): 1 if wt was queued and
+ * will not be woken, else 0. */
+int rd_workload_wait_cancel(rd_workload_t *w, rd_limiter_wait_t *wt);
+
+/* Drop wt: dequeue it or give back the grant it holds (rd_limiter_release). */
+void rd_workload_wait_release(rd_workload_t *w, rd_limiter_wait_t *wt);
+
+/* A long call that waits again and again (a sample stream) holds one
+ * waiting slot from open to end (rate_limiter.h): RD_ETOOBIG past the
+ * bounds, RD_ENOTFOUND for a deleted workload, RD_ECANCELED when draining.
+ * End: wt is dequeued or gives its grant back, and the slot goes. */
+int rd_workload_wait_hold(rd_workload_t *w, rd_limiter_wait_t *wt, rd_error_t *err);
+void rd_workload_wait_end(rd_workload_t *w, rd_limiter_wait_t *wt);
+
+/* Replace the rate limiter's config (NULL: none) and, when spec is not
+ * NULL, the stored spec that says so (copied); counts stay, waiting calls
+ * that may run now are woken. RD_ESTATE: a continuous learner needs one.
+ * Writes nothing to the store (registry.h rd_registry_set_limiter does). */
+int rd_workload_set_limiter(rd_workload_t *w, const rd_limiter_config_t *cfg,
+                            const uint8_t *spec, size_t spec_len, rd_error_t *err);
+
+/* A copy of the stored spec (malloc'd, *len bytes), or NULL (out of memory). */
+uint8_t *rd_workload_spec_copy(rd_workload_t *w, size_t *len);
+
+/* Wake every waiting call with status and refuse later waits (delete:
+ * RD_ENOTFOUND; drain: RD_ECANCELED). */
+void rd_workload_close_waits(rd_workload_t *w, int status);
+
+void rd_workload_limiter_info(rd_workload_t *w, rd_limiter_info_t *out);
 
 /* RD_OK if w has a hosted learner, else RD_ESTATE saying so. */
 int rd_workload_learner(const rd_workload_t *w, rd_error_t *err);
@@ -125,22 +191,23 @@ typedef struct {
 /* The table's counters, read under the lock. */
 void rd_workload_counters(rd_workload_t *w, rd_workload_counters_t *out);
 
-/* Constant-time token comparison. */
+/* 1 if token[0, len) is the workload's token: its hash compared in
+ * constant time (secrets.h). */
 int rd_workload_token_ok(const rd_workload_t *w, const char *token, size_t len);
 
 /* ---- Lifetime (the registry's) ---- */
 
 /* A new workload with one reference: its table (and pipeline, when wc has
- * a learner) built, spec_len bytes of spec copied. name, id and token are
- * copied. When wc->table.rmm is busy (RD_EBUSY: an XRT board's replay
- * kernel holds another workload's tree, rmm_xrt.h), the table gets the CPU
+ * a learner) built, spec_len bytes of spec copied. name, id and the
+ * token's hash are copied. When wc->table.rmm is busy (RD_EBUSY: an XRT
+ * board's replay kernel holds another workload's tree, rmm_xrt.h), the table gets the CPU
  * tree instead: wc->table.rmm becomes NULL (the caller re-checks the
  * charge) and pl's running and note say so. max_sample_bytes: the server's
  * --max-message-bytes. */
 int rd_workload_new(rd_workload_config_t *wc, rd_placement_t *pl, const char *name,
-                    const uint8_t *spec, size_t spec_len, const char *id, const char *token,
-                    int64_t created, uint64_t max_sample_bytes, rd_workload_t **out,
-                    rd_error_t *err);
+                    const uint8_t *spec, size_t spec_len, const char *id,
+                    const uint8_t token_hash[RD_TOKEN_HASH_LEN], int64_t created,
+                    uint64_t max_sample_bytes, rd_workload_t **out, rd_error_t *err);
 
 /* Free it now (a workload never published; everyone else unrefs). */
 void rd_workload_free(rd_workload_t *w);

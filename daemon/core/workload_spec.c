@@ -146,6 +146,43 @@ static int priorities(const rd_workload_spec_t *spec, rd_table_config_t *tc, dou
   return RD_OK;
 }
 
+const char *rd_durability_name(rd_durability_t d) {
+  switch (d) {
+  case RD_DURABILITY_NONE: return "none";
+  case RD_DURABILITY_CHECKPOINT: return "checkpoint";
+  case RD_DURABILITY_JOURNAL: return "journal";
+  }
+  return "?";
+}
+
+int rd_durability_parse(const char *name) {
+  for (int d = RD_DURABILITY_NONE; d <= RD_DURABILITY_JOURNAL; d++)
+    if (name != NULL && strcmp(name, rd_durability_name((rd_durability_t)d)) == 0) return d;
+  return -1;
+}
+
+/* The durability mode and checkpoint period. */
+static int durability(const rd_config_t *cfg, const rd_workload_spec_t *spec,
+                      rd_workload_config_t *wc, rd_error_t *err) {
+  int d = spec->durability;
+  if (d < 0) {
+    d = rd_durability_parse(cfg->durability);
+    if (d < 0)
+      return rd_error_set(err, RD_EINVAL, "this server's --durability \"%s\" is not none, "
+                          "checkpoint or journal", cfg->durability);
+  } else if (d > RD_DURABILITY_JOURNAL) {
+    return rd_error_set(err, RD_EINVAL, "durability %d is not none, checkpoint or journal", d);
+  }
+  wc->durability = (rd_durability_t)d;
+  double iv = spec->has_checkpoint_interval ? spec->checkpoint_interval_s
+                                            : (double)cfg->checkpoint_interval_s;
+  if (!(iv >= 0 && iv <= 1e9))
+    return rd_error_set(err, RD_EINVAL, "checkpoint_interval_s must be in [0, 1e9] seconds, "
+                        "not %g", iv);
+  wc->checkpoint_interval_s = iv;
+  return RD_OK;
+}
+
 /* The hosted learner, read against the resolved table. */
 static int learner(const rd_config_t *cfg, const rd_workload_spec_t *spec,
                    rd_workload_config_t *wc, rd_error_t *err) {
@@ -164,6 +201,74 @@ static int learner(const rd_config_t *cfg, const rd_workload_spec_t *spec,
     return rd_error_set(err, RD_ETOOBIG, "the policy's weights are %llu bytes, more than this "
                         "server's --max-message-bytes %llu: actors could not fetch them",
                         (unsigned long long)wbytes, (unsigned long long)cfg->max_message_bytes);
+  return RD_OK;
+}
+
+int rd_limiter_spec_resolve(const rd_limiter_spec_t *s, uint32_t capacity,
+                            rd_limiter_config_t *out, rd_error_t *err) {
+  memset(out, 0, sizeof *out);
+  out->min_size_to_sample = s->min_size_to_sample ? s->min_size_to_sample : 1;
+  if (out->min_size_to_sample > capacity)
+    return rd_error_set(err, RD_EINVAL, "rate_limiter.min_size_to_sample %u is above the "
+                        "capacity %u: nothing could ever be sampled", out->min_size_to_sample,
+                        capacity);
+  const double spi = s->samples_per_insert;
+  if (!isfinite(spi) || spi < 0 || spi > 1e6)
+    return rd_error_set(err, RD_EINVAL, "rate_limiter.samples_per_insert must be in [0, 1e6], "
+                        "not %g", spi);
+  const int diffs = s->has_min_diff || s->has_max_diff;
+  if (spi == 0) { /* min size only, as Reverb's MinSize */
+    if (diffs || s->has_error_buffer)
+      return rd_error_set(err, RD_EINVAL, "rate_limiter.%s is set but samples_per_insert is 0 "
+                          "(no ratio to keep)", s->has_error_buffer ? "error_buffer"
+                          : s->has_min_diff ? "min_diff" : "max_diff");
+    out->samples_per_insert = 1;
+    out->min_diff = -INFINITY;
+    out->max_diff = INFINITY;
+    return RD_OK;
+  }
+  out->samples_per_insert = spi;
+  if (s->has_error_buffer && diffs)
+    return rd_error_set(err, RD_EINVAL, "rate_limiter: give error_buffer or min_diff/max_diff, "
+                        "not both");
+  if (s->has_error_buffer) {
+    if (!isfinite(s->error_buffer) || s->error_buffer < 0)
+      return rd_error_set(err, RD_EINVAL, "rate_limiter.error_buffer must be a finite number "
+                          ">= 0, not %g", s->error_buffer);
+    double offset = spi * out->min_size_to_sample;
+    out->min_diff = offset - s->error_buffer;
+    out->max_diff = offset + s->error_buffer;
+  } else if (diffs) {
+    out->min_diff = s->has_min_diff ? s->min_diff : -INFINITY;
+    out->max_diff = s->has_max_diff ? s->max_diff : INFINITY;
+  } else {
+    return rd_error_set(err, RD_EINVAL, "rate_limiter.samples_per_insert %g needs an error "
+                        "buffer: error_buffer, or min_diff and/or max_diff", spi);
+  }
+  return rd_limiter_config_check(out, err);
+}
+
+/* The table's rate limiter: the spec's, or a continuous learner's. */
+static int limiter(const rd_workload_spec_t *spec, rd_workload_config_t *wc, rd_error_t *err) {
+  const double learner_spi = wc->has_learner ? wc->learner.samples_per_insert : 0;
+  if (spec->rate_limiter != NULL) {
+    int rc = rd_limiter_spec_resolve(spec->rate_limiter, wc->table.capacity, &wc->limiter, err);
+    if (rc) return rc;
+    wc->has_limiter = 1;
+    if (learner_spi > 0 && spec->rate_limiter->samples_per_insert != learner_spi)
+      return rd_error_set(err, RD_EINVAL, "learner.samples_per_insert %g and "
+                          "rate_limiter.samples_per_insert %g differ: the hosted learner samples "
+                          "through the table's one rate limiter (give it in one place)",
+                          learner_spi, spec->rate_limiter->samples_per_insert);
+    return RD_OK;
+  }
+  if (learner_spi > 0) { /* what continuous mode always kept: S <= spi * I */
+    wc->has_limiter = 1;
+    wc->limiter.min_size_to_sample = wc->learner.min_size;
+    wc->limiter.samples_per_insert = learner_spi;
+    wc->limiter.min_diff = 0;
+    wc->limiter.max_diff = INFINITY;
+  }
   return RD_OK;
 }
 
@@ -209,7 +314,9 @@ int rd_workload_spec_resolve(const rd_config_t *cfg, const rd_workload_spec_t *s
                         "--max-batch)", spec->max_batch, batch_limit);
   tc->seed = spec->seed;
   tc->threads = 1; /* calls run on gRPC threads; one table call = one thread */
-  return learner(cfg, spec, wc, err);
+  if ((rc = durability(cfg, spec, wc, err)) != RD_OK) return rc;
+  if ((rc = learner(cfg, spec, wc, err)) != RD_OK) return rc;
+  return limiter(spec, wc, err);
 }
 
 uint64_t rd_workload_config_charge(const rd_workload_config_t *wc, uint64_t *tree,

@@ -16,11 +16,25 @@
 
 #include "config.h"
 #include "pipeline.h"
+#include "rate_limiter.h"
 #include "rd_error.h"
 #include "rd_schema.h"
 #include "table.h"
 
 #define RD_WORKLOAD_NAME_MAX 256 /* bytes of a spec's label, echoed to every lister */
+
+/* What survives a restart (core/durable.h): nothing; checkpoints (periodic,
+ * on request, at shutdown); or checkpoints and a write-ahead journal that
+ * every insert and update is on before it is acknowledged. */
+typedef enum {
+  RD_DURABILITY_NONE = 0,
+  RD_DURABILITY_CHECKPOINT = 1,
+  RD_DURABILITY_JOURNAL = 2,
+} rd_durability_t;
+
+/* "none", "checkpoint", "journal" <-> the mode; -1 for another name. */
+const char *rd_durability_name(rd_durability_t d);
+int rd_durability_parse(const char *name);
 
 /* A field as a client describes it; checked by rd_workload_spec_resolve
  * (name characters, duplicates, rank, dimensions, bytes per row).
@@ -40,6 +54,22 @@ typedef int (*rd_learner_parse_fn)(const void *section, const rd_table_config_t 
                                    double beta, uint32_t threads, rd_pipeline_config_t *out,
                                    rd_error_t *err);
 
+/* The table's rate limiter as a client asks for it (rate_limiter.h has
+ * what the values mean). samples_per_insert 0: no ratio, min_size only.
+ * error_buffer instead of the diffs: Reverb's SampleToInsertRatio,
+ * min_diff/max_diff = samples_per_insert * min_size_to_sample -/+ it. A
+ * missing diff is unbounded. */
+typedef struct {
+  uint32_t min_size_to_sample; /* 0: 1 */
+  double samples_per_insert;
+  int has_min_diff, has_max_diff, has_error_buffer;
+  double min_diff, max_diff, error_buffer;
+} rd_limiter_spec_t;
+
+/* Resolve s against a table of this capacity (RD_EINVAL naming the field). */
+int rd_limiter_spec_resolve(const rd_limiter_spec_t *s, uint32_t capacity,
+                            rd_limiter_config_t *out, rd_error_t *err);
+
 typedef struct {
   const char *name;              /* a label: UTF-8 without control characters */
   const rd_field_spec_t *fields; /* the row's fields, in column order */
@@ -51,9 +81,19 @@ typedef struct {
   /* Optional values: has_x = 0 takes the default. An explicit 0 is a value. */
   int has_alpha, has_epsilon, has_beta, has_max_priority;
   double alpha, epsilon, beta, max_priority;
+  /* Durability: durability -1 takes the server's default (--durability);
+   * has_checkpoint_interval 0 takes --checkpoint-interval-s. An explicit
+   * interval 0 means no periodic checkpoints. */
+  int durability;
+  int has_checkpoint_interval;
+  double checkpoint_interval_s;
   /* The hosted learner: NULL for a replay-only workload. */
   const void *learner;
   rd_learner_parse_fn learner_parse;
+  /* The table's rate limiter: NULL for none, unless a continuous learner
+   * needs one (its samples_per_insert, min_diff 0, no max_diff: the ratio
+   * continuous mode always kept). With both, the ratios must agree. */
+  const rd_limiter_spec_t *rate_limiter;
   /* The spec as the registry persists it and hands back at restore (the
    * decoding layer's normalised form: every default written out). Opaque
    * here; may be NULL when nothing is stored (resolving only). */
@@ -65,8 +105,12 @@ typedef struct {
 typedef struct {
   rd_table_config_t table;    /* defaults filled, within the server's limits */
   double beta;                /* a sample's default IS exponent */
+  rd_durability_t durability;
+  double checkpoint_interval_s; /* 0: no periodic checkpoints */
   int has_learner;
   rd_pipeline_config_t learner; /* when has_learner */
+  int has_limiter;
+  rd_limiter_config_t limiter;  /* when has_limiter */
 } rd_workload_config_t;
 
 /* Apply defaults, check spec against the table's rules and cfg's limits,

@@ -2,10 +2,20 @@
  * (profile_cache.h). */
 #include "profile_cache.h"
 
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "log.h"
+
+/* Lookups answered from the store, and those that were not (measured, or
+ * refused as cache_only): the metrics endpoint's counters. */
+static atomic_uint_fast64_t cache_hits, cache_misses;
+
+void rd_profile_cache_counts(uint64_t *hits, uint64_t *misses) {
+  *hits = atomic_load_explicit(&cache_hits, memory_order_relaxed);
+  *misses = atomic_load_explicit(&cache_misses, memory_order_relaxed);
+}
 
 static const char *shape_name(const rd_profile_key_t *k) {
   return k->network[0] ? k->network : "replay";
@@ -84,11 +94,13 @@ int rd_profile_cached(const rd_profiler_t *p, const rd_profile_request_t *q, rd_
                   fp, shape_name(k), k->batch, k->capacity, k->fanout, m, imported);
       *n_out = m;
       *hit = 1;
+      atomic_fetch_add_explicit(&cache_hits, 1, memory_order_relaxed);
       return RD_OK;
     }
   } else if (q->cache_only) {
     return rd_error_set(err, RD_ENOTFOUND, "the profile store cannot be read");
   }
+  atomic_fetch_add_explicit(&cache_misses, 1, memory_order_relaxed);
   if (q->cache_only) return rd_error_set(err, RD_ENOTFOUND, "no stored profiles for this shape");
 
   int rc = p->measure(q->shape, q->device, q->threads, q->n_threads, q->budget_s, out, cap, n_out,

@@ -67,6 +67,10 @@ typedef struct {
 int rd_profile_cached(const rd_profiler_t *p, const rd_profile_request_t *q, rd_profile_t *out,
                       size_t cap, size_t *n_out, int *hit, int *fault, rd_error_t *err);
 
+/* Since start, in this process: lookups rd_profile_cached answered from the
+ * store (hits) and those it had to measure or found nothing for (misses). */
+void rd_profile_cache_counts(uint64_t *hits, uint64_t *misses);
+
 /* The CPU's profiles of shape at the n thread counts through
  * rd_profile_cached with rd_profiler_cpu (profile.h): sample, update,
  * train per thread count in the given order, then the pipeline's costs.

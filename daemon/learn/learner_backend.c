@@ -47,6 +47,20 @@ static int cpu_policy_load(rd_learner_backend_t *b, const void *buf, size_t len,
   return rd_mlp_copy_params(&l->net[1], &l->net[0], err);
 }
 
+static size_t cpu_state_bytes(const rd_learner_backend_t *b) {
+  return rd_learner_state_bytes(b->impl);
+}
+
+static int cpu_state_save(rd_learner_backend_t *b, void *buf, size_t cap, size_t *written,
+                          rd_error_t *err) {
+  return rd_learner_state_save(b->impl, buf, cap, written, err);
+}
+
+static int cpu_state_load(rd_learner_backend_t *b, const void *buf, size_t len,
+                          rd_error_t *err) {
+  return rd_learner_state_load(b->impl, buf, len, err);
+}
+
 static void cpu_destroy(rd_learner_backend_t *b) {
   if (b->impl == NULL) return;
   rd_learner_free(b->impl);
@@ -64,6 +78,9 @@ const rd_learner_ops_t rd_learner_ops_cpu = {
     .policy_load = cpu_policy_load,
     .destroy = cpu_destroy,
     .pause = cpu_pause,
+    .state_bytes = cpu_state_bytes,
+    .state_save = cpu_state_save,
+    .state_load = cpu_state_load,
 };
 
 const rd_learner_ops_t *rd_learner_ops_for(rd_learner_kind_t kind) {

@@ -93,6 +93,14 @@ typedef struct {
   /* Optional (NULL: nothing to do): the caller had no work for the
    * learner since its last step, as rd_learner_tune_pause. */
   void (*pause)(rd_learner_backend_t *b);
+  /* Optional (NULL: the backend cannot; checkpoints then keep its published
+   * policy only, pipeline.h "Checkpoints"): the whole training state, as
+   * learner.h rd_learner_state_* (every network, Adam moments, step
+   * counts). Only the CPU backend has them. */
+  size_t (*state_bytes)(const rd_learner_backend_t *b);
+  int (*state_save)(rd_learner_backend_t *b, void *buf, size_t cap, size_t *written,
+                    rd_error_t *err);
+  int (*state_load)(rd_learner_backend_t *b, const void *buf, size_t len, rd_error_t *err);
 } rd_learner_ops_t;
 
 struct rd_learner_backend {

@@ -96,6 +96,24 @@ void rd_learner_unit_publish(rd_pipeline_t *p) {
     rd_log_warn("pipeline", "weights not published: %s", err.msg);
     return;
   }
+  /* Versions must keep increasing across a crash (pipeline.h
+   * "Checkpoints"): a block of them is made durable before the first is
+   * published. A failure is logged once; publication goes on. */
+  uint64_t next = rd_weights_buf_version(&p->weights) + 1;
+  if (p->cfg.reserve_versions != NULL && next > p->version_limit) {
+    uint64_t limit = next + RD_PIPELINE_VERSION_BLOCK - 1;
+    rd_error_t rerr;
+    rd_error_clear(&rerr);
+    if (p->cfg.reserve_versions(p->cfg.reserve_arg, limit, &rerr) != RD_OK) {
+      if (!p->reserve_failed)
+        rd_log_error("pipeline", "weight versions up to %llu could not be made durable (%s): "
+                     "after a crash, versions may repeat", (unsigned long long)limit, rerr.msg);
+      p->reserve_failed = 1;
+    } else {
+      p->reserve_failed = 0;
+    }
+    p->version_limit = limit;
+  }
   uint64_t v = rd_weights_buf_flip(&p->weights);
   pthread_mutex_lock(&p->mu);
   p->stats.weight_version = v;
@@ -197,6 +215,17 @@ static void count_step(rd_pipeline_t *p, const rd_batch_slot_t *s, double t_step
   }
 }
 
+void rd_pl_run_call(rd_pipeline_t *p) {
+  if (!p->lcall.pending) return;
+  p->lcall.pending = 0;
+  pthread_mutex_unlock(&p->mu);
+  int rc = p->lcall.fn(p, p->lcall.arg, p->lcall.err);
+  pthread_mutex_lock(&p->mu);
+  p->lcall.rc = rc;
+  p->lcall.done = 1;
+  pthread_cond_broadcast(&p->cv_call);
+}
+
 void *rd_learner_unit_main(void *arg) {
   rd_pipeline_t *p = arg;
   int dirty = 0; /* steps trained since the last publication */
@@ -204,6 +233,10 @@ void *rd_learner_unit_main(void *arg) {
   pthread_mutex_lock(&p->mu);
   for (;;) {
     while (!p->stopping && rd_ring_len(&p->q_train) == 0) {
+      if (p->lcall.pending) { /* a checkpoint's save or load, between steps */
+        rd_pl_run_call(p);
+        continue;
+      }
       if (dirty) { /* idle: let actors see the newest weights */
         dirty = 0;
         pthread_mutex_unlock(&p->mu);
@@ -215,11 +248,12 @@ void *rd_learner_unit_main(void *arg) {
        * the last step's priorities and will sample next): in the strict
        * loop, wait for about the sampler's time first by rd_spin_wait_stage
        * (stages as the sampler's, sampler_unit.c). */
-      if ((p->sampling > 0 || p->sampled < p->target) &&
+      if ((p->sampling > 0 || rd_pl_wants_more(p)) &&
           rd_spin_wait_stage(&p->cv_learner, &p->mu, &p->ev_learner, p->produce_s, &spun, NULL))
         continue;
       pthread_cond_wait(&p->cv_learner, &p->mu);
     }
+    rd_pl_run_call(p);
     if (p->stopping) break;
     spun = 0;
     if (p->idle_gap) {
@@ -262,6 +296,7 @@ void *rd_learner_unit_main(void *arg) {
     rd_pl_push(&p->q_update, si);
     if (rd_sampler_unit_wanted(p)) rd_pl_wake_sampler(p);
   }
+  rd_pl_run_call(p); /* one that came with the stop */
   pthread_mutex_unlock(&p->mu);
   return NULL;
 }

@@ -48,6 +48,9 @@ static int validate(const rd_pipeline_config_t *c, const rd_table_config_t *tc, 
       c->samples_per_insert > 1e6)
     return rd_error_set(err, RD_EINVAL, "samples_per_insert must be in [0, 1e6], not %g",
                         c->samples_per_insert);
+  if (c->samples_per_insert > 0 && (c->limiter_take == NULL || c->limiter_give_back == NULL))
+    return rd_error_set(err, RD_EINVAL, "continuous mode (samples_per_insert %g) needs the "
+                        "table's rate limiter", c->samples_per_insert);
   if (c->f_done >= 0 && !(c->gamma >= 0 && c->gamma <= 1))
     return rd_error_set(err, RD_EINVAL, "gamma must be in [0, 1], not %g", (double)c->gamma);
   if ((rc = rd_pin_check(&c->learner_pin, err)) != RD_OK ||
@@ -162,14 +165,20 @@ int rd_pipeline_create(rd_pipeline_t **out, const rd_pipeline_config_t *c, rd_ta
   p->table = table;
   p->table_lock = table_lock;
   pthread_mutex_init(&p->mu, NULL); /* a fallback at init takes it */
+  pthread_mutex_init(&p->call_mu, NULL);
+  pthread_cond_init(&p->cv_call, NULL);
   /* The learner's backend; a device fault falls back to the CPU. */
   if ((rc = rd_learner_unit_init(p, err)) != RD_OK) {
     pthread_mutex_destroy(&p->mu);
+    pthread_mutex_destroy(&p->call_mu);
+    pthread_cond_destroy(&p->cv_call);
     free(p);
     return rc;
   }
   if (alloc_all(p) != RD_OK) {
     pthread_mutex_destroy(&p->mu);
+    pthread_mutex_destroy(&p->call_mu);
+    pthread_cond_destroy(&p->cv_call);
     free_all(p);
     return rd_error_set(err, RD_ENOMEM, "out of memory for %u batch slots of %u items",
                         c->depth + 2, c->batch);
@@ -182,6 +191,7 @@ int rd_pipeline_create(rd_pipeline_t **out, const rd_pipeline_config_t *c, rd_ta
   pthread_condattr_destroy(&ca);
   pthread_cond_init(&p->cv_idle, NULL);
   p->window_start = rd_clock_now();
+  if (c->samples_per_insert > 0) p->target = UINT64_MAX; /* as much as the limiter lets through */
   rd_learner_unit_publish(p); /* version 1: the initial weights */
   if (rd_weights_buf_version(&p->weights) != 1) {
     rd_pipeline_destroy(p);
@@ -218,9 +228,10 @@ void rd_pipeline_stop(rd_pipeline_t *p) {
   if (was) return;
   if (p->started >= 1) pthread_join(p->th_sampler, NULL);
   if (p->started >= 2) pthread_join(p->th_learner, NULL);
-  p->started = 0;
   /* Batches left in flight are dropped. */
   pthread_mutex_lock(&p->mu);
+  p->started = 0;
+  pthread_cond_broadcast(&p->cv_call); /* rd_pl_on_learner runs calls itself now */
   rd_train_done_cb cb = NULL;
   void *arg = NULL;
   rd_train_result_t res;
@@ -235,7 +246,9 @@ void rd_pipeline_destroy(rd_pipeline_t *p) {
   pthread_cond_destroy(&p->cv_sampler);
   pthread_cond_destroy(&p->cv_learner);
   pthread_cond_destroy(&p->cv_idle);
+  pthread_cond_destroy(&p->cv_call);
   pthread_mutex_destroy(&p->mu);
+  pthread_mutex_destroy(&p->call_mu);
   free_all(p);
 }
 
@@ -251,27 +264,14 @@ void rd_pipeline_before_insert(rd_pipeline_t *p, size_t n) {
 }
 
 void rd_pipeline_after_insert(rd_pipeline_t *p, size_t n) {
-  uint64_t size = rd_table_size(p->table);
+  (void)n; /* the limiter counted the rows */
   pthread_mutex_lock(&p->mu);
   p->sample_failing = 0;
-  if (p->cfg.samples_per_insert > 0) {
-    if (!p->ready && size >= p->cfg.min_size) {
-      p->ready = 1;
-      /* Every item held when it became ready counts, as in Reverb's rate
-       * limiter (inserts counted from the start, sampling gated by
-       * min_size): an insert of 200 that crosses min_size 32 earns 200. */
-      n = (size_t)size;
-    }
-    if (p->ready) {
-      p->inserted_since_ready += n;
-      uint64_t t = (uint64_t)(p->cfg.samples_per_insert * (double)p->inserted_since_ready /
-                              (double)p->cfg.batch);
-      if (t > p->target) {
-        if (p->in_flight == 0 && p->sampled >= p->target) p->idle_gap = 1;
-        p->target = t;
-        rd_pl_wake_sampler(p);
-      }
-    }
+  p->insert_seq++;
+  if (p->limited) {
+    p->limited = 0;
+    if (p->in_flight == 0) p->idle_gap = 1;
+    rd_pl_wake_sampler(p);
   }
   pthread_mutex_unlock(&p->mu);
 }
@@ -290,6 +290,14 @@ int rd_pipeline_weights(rd_pipeline_t *p, uint64_t have_version, void *buf, size
 void rd_pipeline_stats(rd_pipeline_t *p, rd_pipeline_stats_t *out) {
   pthread_mutex_lock(&p->mu);
   *out = p->stats;
+  pthread_mutex_unlock(&p->mu);
+}
+
+void rd_pipeline_queues(rd_pipeline_t *p, rd_pipeline_queues_t *out) {
+  pthread_mutex_lock(&p->mu);
+  out->to_train = rd_ring_len(&p->q_train);
+  out->to_update = rd_ring_len(&p->q_update);
+  out->in_flight = p->in_flight;
   pthread_mutex_unlock(&p->mu);
 }
 
@@ -316,7 +324,7 @@ int rd_pipeline_wait_idle(rd_pipeline_t *p, double timeout_s) {
   pthread_mutex_lock(&p->mu);
   int idle;
   for (;;) {
-    idle = p->in_flight == 0 && !p->req.active && (p->sampled >= p->target || p->sample_failing);
+    idle = p->in_flight == 0 && !p->req.active && !rd_pl_wants_more(p);
     if (idle || p->stopping) break;
     if (timeout_s > 0) {
       double left = end - rd_clock_now();

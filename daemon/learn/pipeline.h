@@ -25,9 +25,12 @@
  * (table.h), never applied to the new row.
  *
  * Work comes from TrainStep requests (one at a time, train_request.h) or,
- * in continuous mode, from inserts: the pipeline keeps steps * batch <=
- * samples_per_insert * (items inserted since the table first held min_size
- * items).
+ * in continuous mode, from the table's rate limiter (the workload's,
+ * core/rate_limiter.h, reached through config.limiter_take): the sampler
+ * samples as many batches as it lets through, the same limiter, and the
+ * same ratio, that remote samplers of the table go through. An insert (or
+ * a change of the limiter) wakes a sampler the limiter held back. A
+ * TrainStep's batches are counted by the limiter but not held back.
  *
  * Weights (weights_buf.h, double-buffered). Version 1 is the initial
  * weights; each publication adds one. The learner publishes at the end of
@@ -78,6 +81,7 @@
 #define RD_PIPELINE_MAX_DEPTH 256
 #define RD_PIPELINE_PUBLISH_MS 10
 #define RD_PIPELINE_MAX_STEPS 65536u /* per TrainStep request */
+#define RD_PIPELINE_VERSION_BLOCK 65536u /* weight versions reserved at a time */
 
 typedef struct {
   rd_learner_config_t learner;
@@ -85,7 +89,7 @@ typedef struct {
   uint32_t depth;             /* D, 0..RD_PIPELINE_MAX_DEPTH */
   double beta;                /* IS exponent */
   uint32_t min_size;          /* items before training, >= batch */
-  double samples_per_insert;  /* > 0: continuous mode */
+  double samples_per_insert;  /* > 0: continuous mode (the limiter has the ratio) */
   /* Schema field indices the learner reads (-1: absent). */
   int f_obs, f_action, f_reward, f_next_obs, f_discount, f_done;
   float gamma;                /* with f_done: discount = gamma * (1 - done) */
@@ -113,6 +117,20 @@ typedef struct {
    * be made again. NULL: the failure stands (the batch is skipped). */
   int (*table_fault)(void *arg, const rd_error_t *why);
   void *table_fault_arg;
+  /* Make durable that weight versions up to `upto` may be published
+   * ("Checkpoints" below); called on the learner thread (or create) before
+   * the first version above the last block. NULL: versions are not kept. */
+  int (*reserve_versions)(void *arg, uint64_t upto, rd_error_t *err);
+  void *reserve_arg;
+  /* The table's rate limiter, called with the table lock held before each
+   * burst samples: limiter_take returns how many batches of `batch` items
+   * (at most want) may be sampled now and counts them as sampled (gated =
+   * 0: all of them, counted: a TrainStep's); limiter_give_back uncounts n
+   * batches taken but not sampled. NULL: nothing is counted; continuous
+   * mode needs them. */
+  uint32_t (*limiter_take)(void *arg, uint32_t batch, uint32_t want, int gated);
+  void (*limiter_give_back)(void *arg, uint32_t batch, uint32_t n);
+  void *limiter_arg;
 } rd_pipeline_config_t;
 
 typedef struct {
@@ -208,8 +226,9 @@ int rd_pipeline_train_wait(rd_pipeline_t *p, uint32_t steps, double deadline_mon
  * does between its lock holds. */
 void rd_pipeline_before_insert(rd_pipeline_t *p, size_t n);
 
-/* Call with the table lock still held, after inserting n rows: continuous
- * mode schedules steps from it. */
+/* Call with the table lock still held, after inserting n rows, or with n =
+ * 0 after anything else that may let the rate limiter through (its config
+ * changed): a sampler the limiter held back looks again. */
 void rd_pipeline_after_insert(rd_pipeline_t *p, size_t n);
 
 /* The current policy weights (flat format) if newer than have_version.
@@ -221,6 +240,15 @@ size_t rd_pipeline_weights_bytes(const rd_pipeline_t *p);
 
 void rd_pipeline_stats(rd_pipeline_t *p, rd_pipeline_stats_t *out);
 
+/* The batches between the pipeline's units now (thread-safe; metrics):
+ * gathered ones waiting for the learner, trained ones waiting for their
+ * priority update, and all that are sampled and not yet updated. */
+typedef struct {
+  uint32_t to_train, to_update;
+  uint64_t in_flight;
+} rd_pipeline_queues_t;
+void rd_pipeline_queues(rd_pipeline_t *p, rd_pipeline_queues_t *out);
+
 /* Which learner backend runs, and whether it fell back (thread-safe). */
 void rd_pipeline_learner_info(rd_pipeline_t *p, rd_pipeline_learner_info_t *out);
 
@@ -229,6 +257,58 @@ void rd_pipeline_cpus(rd_pipeline_t *p, rd_pipeline_cpus_t *out);
 
 /* 1 if the workload trains continuously (samples_per_insert > 0). */
 int rd_pipeline_continuous(const rd_pipeline_t *p);
+
+/* ---- Checkpoints (daemon/core/durable.h) ----
+ *
+ * The learner's state is saved and loaded on the learner thread, between
+ * two steps (the call waits for the step in progress), so training goes on
+ * around it and the table lock is not taken. What is saved: the counters
+ * (steps, skipped steps, late updates, loss, the weight version, continuous
+ * mode's insert count) and the published policy (the CPU copy of the
+ * weights, which every backend has), and, from a backend with state ops
+ * (the CPU learner), its whole training state: every network, the target
+ * networks, Adam moments and step counts. The GPU and FPGA learners have
+ * no state ops: their checkpoints hold the policy only, and a restore
+ * loads that policy into the learner (policy_load: the FPGA learner's
+ * policy network and its target; its critic and moments start again) or,
+ * for a backend that cannot load one (the GPU learner), keeps the initial
+ * weights and logs so. A full state saved by the CPU learner restores into
+ * a CPU learner; into another backend, its policy is used.
+ *
+ * Weight versions never go back, so that an actor polling GetWeights with
+ * the version it has never misses newer weights: a restore publishes the
+ * loaded weights as version floor + 1, where the floor is at least the
+ * saved version and every version reserved before (reserve_versions: the
+ * pipeline makes each block of RD_PIPELINE_VERSION_BLOCK versions durable
+ * before it publishes the first of them, so a version seen by an actor
+ * before a crash is never above the floor). */
+
+/* Bytes rd_pipeline_state_save may write (an upper bound). */
+size_t rd_pipeline_state_bytes(rd_pipeline_t *p);
+
+/* The learner's state and counters into buf (on the learner thread; waits
+ * for the step in progress). *len receives the bytes written, *full (may be
+ * NULL) 1 if the whole training state is in it, 0 for the policy only.
+ * RD_ETOOBIG (cap), RD_EINVAL (non-finite weights: nothing to save). */
+int rd_pipeline_state_save(rd_pipeline_t *p, void *buf, size_t cap, size_t *len, int *full,
+                           rd_error_t *err);
+
+/* Check a saved state against this pipeline (its learner's algorithm and
+ * shapes) without loading it. RD_EINVAL naming what differs. */
+int rd_pipeline_state_check(rd_pipeline_t *p, const void *buf, size_t len, rd_error_t *err);
+
+/* Load a saved state (on the learner thread): the learner's state (or its
+ * policy, above), the counters, and publish the weights as version
+ * max(saved version, version_floor) + 1. Call before training resumes: the
+ * continuous-mode budget restarts from the saved insert count with no
+ * steps owed. On error nothing changed. *policy_only (may be NULL) is set
+ * when only the policy could be loaded. */
+int rd_pipeline_state_load(rd_pipeline_t *p, const void *buf, size_t len, uint64_t version_floor,
+                           int *policy_only, rd_error_t *err);
+
+/* Publish the current weights as version max(version, floor) + 1 (a
+ * restored workload whose learner starts afresh keeps counting up). */
+int rd_pipeline_version_floor(rd_pipeline_t *p, uint64_t floor, rd_error_t *err);
 
 /* Block until no batch is in flight and no work is scheduled (tests and
  * benchmarks: wait for continuous mode to catch up). timeout_s <= 0 waits

@@ -49,14 +49,14 @@ struct rd_pipeline {
   int stopping;
 
   /* Work, under mu. */
-  uint64_t target;    /* steps to sample in total (requests or continuous budget) */
+  uint64_t target;    /* steps to sample in total (requests; continuous: all) */
   uint64_t sampled;   /* batches sampled */
   uint64_t in_flight; /* sampled, not yet updated or dropped */
   uint64_t seq;       /* last sample's sequence number */
   uint32_t sampling;  /* batches the sampler thread is sampling and gathering */
   int idle_gap;       /* work arrived after the pipeline idled (learner_unit.c) */
-  int ready;          /* continuous mode: the table has held min_size items */
-  uint64_t inserted_since_ready;
+  int limited;        /* the rate limiter held the sampler back; an insert clears it */
+  uint64_t insert_seq; /* inserts (and limiter changes) so far: written under the table lock too */
   int sample_failing; /* logged once until an insert */
   rd_train_req_t req;
   rd_pipeline_stats_t stats;
@@ -79,8 +79,22 @@ struct rd_pipeline {
   double last_publish;              /* learner thread only */
   rd_weights_buf_t weights;         /* written by the learner thread only */
 
+  /* A function to run on the learner thread between steps (rd_pl_on_learner:
+   * checkpoints save and load the learner there), under mu; call_mu
+   * serializes the callers. */
+  pthread_mutex_t call_mu;
+  pthread_cond_t cv_call;
+  struct {
+    int (*fn)(rd_pipeline_t *p, void *arg, rd_error_t *err);
+    void *arg;
+    rd_error_t *err;
+    int rc, pending, done;
+  } lcall;
+  uint64_t version_limit; /* learner thread: versions reserved (reserve_versions) */
+  int reserve_failed;     /* learner thread: logged once */
+
   pthread_t th_sampler, th_learner;
-  int started; /* threads started */
+  int started; /* threads started; set to 0 under mu once they are joined */
   /* Where they run (rd_pipeline_cpus): pins as applied (set before the
    * threads start, then read-only), last CPUs seen (each by its thread). */
   rd_pin_t pin_learner, pin_sampler;
@@ -99,6 +113,12 @@ static inline void rd_pl_wake_learner(rd_pipeline_t *p) {
   pthread_cond_signal(&p->cv_learner);
 }
 
+/* Under mu: the sampler has batches to sample (a request's, or continuous
+ * mode's while the limiter lets it). */
+static inline int rd_pl_wants_more(const rd_pipeline_t *p) {
+  return p->sampled < p->target && !p->limited && !p->sample_failing;
+}
+
 /* Under mu. A slot goes to a queue; cannot fail (every ring holds all). */
 static inline void rd_pl_push(rd_ring_t *q, uint32_t si) { (void)rd_ring_push(q, si); }
 
@@ -113,6 +133,10 @@ static inline uint32_t rd_pl_pop(rd_ring_t *q) {
 static inline void rd_pl_ewma(double *avg, double x) {
   *avg = *avg > 0 ? 0.875 * *avg + 0.125 * x : x;
 }
+
+/* learner_unit.c, under mu, on the learner thread: run a pending
+ * rd_pl_on_learner call (mu is released while it runs). */
+void rd_pl_run_call(rd_pipeline_t *p);
 
 /* train_request.c, under mu: stop sampling for the request (deadline,
  * error); if it is over and nothing is in flight, end it and return its

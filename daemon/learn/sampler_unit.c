@@ -99,7 +99,7 @@ static void sampler_sleep(rd_pipeline_t *p, int *stage) {
  * batches whose updates it writes first as already written back. */
 static uint32_t sample_room(const rd_pipeline_t *p, uint32_t nu) {
   const uint64_t in_flight = p->in_flight - nu, limit = (uint64_t)p->cfg.depth + 1;
-  if (p->sample_failing || p->sampled >= p->target || in_flight >= limit) return 0;
+  if (!rd_pl_wants_more(p) || in_flight >= limit) return 0;
   uint64_t n = p->target - p->sampled, r = limit - in_flight, slots = rd_ring_len(&p->q_free) + nu;
   if (r < n) n = r;
   if (slots < n) n = slots;
@@ -115,7 +115,9 @@ typedef struct {
   uint32_t nu, ns;
   uint32_t reused; /* smp's last `reused` slots are upd's last ones */
   uint32_t ok;     /* batches sampled: smp[0, ok) */
-  int sample_rc;   /* why sampling stopped at ok < ns */
+  uint32_t allowed; /* batches the rate limiter let through (<= ns) */
+  uint64_t insert_seq; /* the pipeline's insert_seq when the limiter was asked */
+  int sample_rc;   /* why sampling stopped at ok < allowed */
   rd_error_t sample_err;
   int *upd_rc, *gather_rc;
   size_t *stale;
@@ -180,7 +182,13 @@ static void burst_run(rd_pipeline_t *p, burst_t *b) {
   }
   double t1 = rd_clock_now();
   b->sample_rc = RD_OK;
-  for (b->ok = 0; b->ok < b->ns; b->ok++) {
+  /* The limiter counts what it lets through; a TrainStep's batches are
+   * counted, not held back. insert_seq is written under this lock too. */
+  b->allowed = b->ns;
+  if (b->ns > 0 && c->limiter_take != NULL)
+    b->allowed = c->limiter_take(c->limiter_arg, c->batch, b->ns, c->samples_per_insert > 0);
+  b->insert_seq = p->insert_seq;
+  for (b->ok = 0; b->ok < b->allowed; b->ok++) {
     rd_batch_slot_t *s = &p->slots[b->smp[b->ok]];
     rd_sample_out_t out = {s->keys, s->prob, s->w64, NULL};
     b->sample_rc = rd_table_sample(p->table, c->batch, c->beta, 0, &out, &b->sample_err);
@@ -188,6 +196,7 @@ static void burst_run(rd_pipeline_t *p, burst_t *b) {
       b->sample_rc = rd_table_sample(p->table, c->batch, c->beta, 0, &out, &b->sample_err);
     if (b->sample_rc != RD_OK) break;
   }
+  if (b->ok < b->allowed && c->limiter_take != NULL) c->limiter_give_back(c->limiter_arg, c->batch, b->allowed - b->ok);
   for (uint32_t k = 0; k < b->ok; k++) {
     rd_batch_slot_t *s = &p->slots[b->smp[k]];
     b->gather_rc[k] = rd_table_gather(p->table, c->batch, s->keys, s->cols, gbad ? NULL : &gerr);
@@ -243,15 +252,19 @@ static rd_train_done_cb burst_finish(rd_pipeline_t *p, burst_t *b, double t_upda
     rd_pl_ewma(&p->produce_s, b->t_sample + t_update);
   }
   if (b->ok < b->ns) {
-    /* E.g. every priority is zero: nothing to train on until the data
-     * changes. End a request; pause continuous mode until an insert. The
-     * batches not sampled go back. */
+    /* The limiter held some back (continuous mode waits for an insert
+     * unless one came since it was asked), or sampling failed, e.g. every
+     * priority is zero: nothing to train on until the data changes (end a
+     * request; pause continuous mode until an insert). The batches not
+     * sampled go back. */
     const uint32_t back = b->ns - b->ok;
     p->sampled -= back;
     p->in_flight -= back;
     p->seq -= back;
     for (uint32_t k = b->ok; k < b->ns; k++) rd_pl_push(&p->q_free, b->smp[k]);
-    if (p->req.active) {
+    if (b->ok == b->allowed) {
+      if (p->insert_seq == b->insert_seq) p->limited = 1;
+    } else if (p->req.active) {
       char m[sizeof p->req.msg];
       snprintf(m, sizeof m, "sampling failed: %.150s", b->sample_err.msg);
       rd_pl_request_stop(p, b->sample_rc, m);

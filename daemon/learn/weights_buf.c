@@ -35,6 +35,12 @@ uint64_t rd_weights_buf_flip(rd_weights_buf_t *w) {
   return v;
 }
 
+void rd_weights_buf_set_version(rd_weights_buf_t *w, uint64_t v) {
+  pthread_rwlock_wrlock(&w->lock);
+  w->version = v;
+  pthread_rwlock_unlock(&w->lock);
+}
+
 const void *rd_weights_buf_front(const rd_weights_buf_t *w) { return w->buf[w->front]; }
 
 uint64_t rd_weights_buf_version(const rd_weights_buf_t *w) { return w->version; }

@@ -40,6 +40,10 @@ uint64_t rd_weights_buf_flip(rd_weights_buf_t *w);
 const void *rd_weights_buf_front(const rd_weights_buf_t *w);
 uint64_t rd_weights_buf_version(const rd_weights_buf_t *w);
 
+/* The writer's: the next flip publishes version v + 1 (a restored
+ * learner continues the versions it had, pipeline.h "Checkpoints"). */
+void rd_weights_buf_set_version(rd_weights_buf_t *w, uint64_t v);
+
 /* A reader's copy: if the version is newer than have_version, copy the
  * front into buf (cap bytes) and set *len to its size; else *len = 0.
  * *version receives the current version. RD_ETOOBIG when cap is too small

@@ -1,6 +1,8 @@
 /* auth.c - workload and admin tokens. */
 #include "auth.h"
 
+#include "secrets.h"
+
 #include <grpc/slice.h>
 #include <string.h>
 
@@ -15,10 +17,7 @@ static int find_token(const grpc_metadata_array *md, const char **tok, size_t *l
 }
 
 static int admin_token_ok(const rd_handler_ctx_t *ctx, const char *tok, size_t len) {
-  size_t want = strlen(ctx->admin_token);
-  unsigned diff = (unsigned)(len ^ want);
-  for (size_t i = 0; i < want; i++) diff |= (unsigned)(ctx->admin_token[i] ^ (i < len ? tok[i] : 0));
-  return want > 0 && diff == 0;
+  return ctx->has_admin_token && rd_token_matches(ctx->admin_token_hash, tok, len);
 }
 
 rd_workload_t *rd_auth_workload(const rd_handler_ctx_t *ctx, const grpc_metadata_array *md,

@@ -2,8 +2,9 @@
  *
  * Every data call and DeleteWorkload carries its workload's 64-hex-digit
  * token; the admin calls (profiles, Plan) and DeleteWorkload accept the
- * server's admin token (admin.token in the state directory). Tokens are
- * compared in constant time.
+ * server's admin token (admin.token in the state directory). The server
+ * holds only the tokens' SHA-256 hashes and compares a presented token's
+ * hash with them in constant time (secrets.h).
  */
 #ifndef RD_AUTH_H
 #define RD_AUTH_H

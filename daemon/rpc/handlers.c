@@ -16,6 +16,7 @@
 
 #include "auth.h"
 #include "devices.h"
+#include "durability.h"
 #include "listing.h"
 #include "log.h"
 #include "messages.h"
@@ -23,6 +24,9 @@
 #include "pb_check.h"
 #include "placer.h"
 #include "plan.h"
+#include "rd_clock.h"
+#include "rpc_stats.h"
+#include "rate_limit.h"
 #include "sample_reply.h"
 #include "spec_pb.h"
 
@@ -53,6 +57,10 @@ HANDLER(h_list_profiles);
 HANDLER(h_clear_profiles);
 HANDLER(h_import_profiles);
 HANDLER(h_export_profiles);
+HANDLER(h_checkpoint);
+HANDLER(h_export_workload);
+HANDLER(h_import_workload);
+HANDLER(h_set_rate_limiter);
 
 #define M(method) "/replayd.v1.Replay/" method
 #define REQ(type) &replayd__v1__##type##__descriptor
@@ -88,6 +96,17 @@ static const struct {
                               RD_RUN_CONTROL, h_import_profiles},
     [RD_M_EXPORT_PROFILES] = {M("ExportProfiles"), REQ(export_profiles_request),
                               RD_RUN_CONTROL, h_export_profiles},
+    /* Durability (durability.h): writes that take as long as the table is
+     * large; an import may place a learner. */
+    [RD_M_CHECKPOINT] = {M("Checkpoint"), REQ(checkpoint_request), RD_RUN_CONTROL, h_checkpoint},
+    [RD_M_EXPORT_WORKLOAD] = {M("ExportWorkload"), REQ(export_workload_request), RD_RUN_CONTROL,
+                              h_export_workload},
+    [RD_M_IMPORT_WORKLOAD] = {M("ImportWorkload"), REQ(import_workload_request),
+                              RD_RUN_PLACEMENT, h_import_workload},
+    [RD_M_SET_RATE_LIMITER] = {M("SetRateLimiter"), REQ(set_rate_limiter_request),
+                               RD_RUN_CONTROL, h_set_rate_limiter},
+    /* A stream of its own (server.c, sample_stream.h); rd_handle never runs it. */
+    [RD_M_SAMPLE_STREAM] = {M("SampleStream"), REQ(sample_stream_request), RD_RUN_INLINE, NULL},
 };
 
 const char *rd_method_path(rd_method_t m) { return methods[m].path; }
@@ -117,11 +136,12 @@ static ProtobufCMessage *decode(rd_method_t m, const rd_call_info_t *ci, const u
   return msg;
 }
 
-rd_reply_when_t rd_handle(rd_handler_ctx_t *ctx, rd_method_t m, const rd_call_info_t *ci,
-                          const uint8_t *body, size_t len, rd_reply_t *out) {
+static rd_reply_when_t handle(rd_handler_ctx_t *ctx, rd_method_t m, const rd_call_info_t *ci,
+                              const uint8_t *body, size_t len, rd_reply_t *out) {
   static const uint8_t empty[1];
   if (body == NULL) body = empty; /* an empty message is valid protobuf */
-  if ((unsigned)m >= RD_M_COUNT || (m == RD_M_INSERT) != (ci->stream != NULL)) {
+  if ((unsigned)m >= RD_M_COUNT || (m == RD_M_INSERT) != (ci->stream != NULL) ||
+      methods[m].handle == NULL) {
     rd_reply_status(out, GRPC_STATUS_UNIMPLEMENTED, "method %d is not served", (int)m);
     return RD_REPLY_NOW;
   }
@@ -138,6 +158,20 @@ rd_reply_when_t rd_handle(rd_handler_ctx_t *ctx, rd_method_t m, const rd_call_in
     rd_reply_error(out, RD_ETOOBIG, "the reply to %s is %zu bytes, more than this server's "
                    "message limit of %u bytes (--max-message-bytes)", methods[m].path, bytes,
                    ctx->config->max_message_bytes);
+  return when;
+}
+
+/* With metrics on (rpc_stats.h), each call's time in its handler and its
+ * status: a unary call's, each Insert stream message's, a TrainStep's when
+ * train_reply answers it. */
+rd_reply_when_t rd_handle(rd_handler_ctx_t *ctx, rd_method_t m, const rd_call_info_t *ci,
+                          const uint8_t *body, size_t len, rd_reply_t *out) {
+  if (!rd_rpc_stats_enabled()) return handle(ctx, m, ci, body, len, out);
+  double t0 = rd_clock_now();
+  rd_reply_when_t when = handle(ctx, m, ci, body, len, out);
+  if (when != RD_REPLY_LATER)
+    rd_rpc_stats_observe((int)m, rd_clock_now() - t0,
+                         when == RD_REPLY_MORE ? GRPC_STATUS_OK : (int)out->status);
   return when;
 }
 
@@ -188,7 +222,8 @@ HANDLER(h_register) {
   if (rc == RD_OK && (echo = rd_spec_pb_stored(s.stored, s.stored_len)) == NULL)
     rc = rd_error_set(&err, RD_ENOMEM, "out of memory for the reply");
   if (rc == RD_OK && s.config.has_learner) rc = place(ctx, &s.config, NULL, &pl, &err);
-  if (rc == RD_OK) rc = rd_registry_register(ctx->registry, &s.spec, pl, &w, &err);
+  char token[RD_WORKLOAD_TOKEN_LEN + 1] = "";
+  if (rc == RD_OK) rc = rd_registry_register(ctx->registry, &s.spec, pl, &w, token, &err);
   rd_spec_pb_release(&s);
   free(pl);
   if (rc) {
@@ -197,11 +232,12 @@ HANDLER(h_register) {
     return RD_REPLY_NOW;
   }
   rd_workload_msg_t o;
-  rd_workload_msg(&o, w, 1, echo); /* takes echo, so cannot fail */
+  rd_workload_msg(&o, w, token, echo); /* takes echo, so cannot fail */
   rd_reply_pack(r, &o.msg.base);
   log_registered(w, &o);
   rd_workload_msg_free(&o);
   rd_workload_unref(w);
+  rd_secret_wipe(token, sizeof token);
   return RD_REPLY_NOW;
 }
 
@@ -212,14 +248,18 @@ HANDLER(h_describe) {
     rd_reply_error(r, RD_ENOTFOUND, "no workload with id \"%.64s\"", ref->id);
     return RD_REPLY_NOW;
   }
+  rd_reply_workload(r, w);
+  rd_workload_unref(w);
+  return RD_REPLY_NOW;
+}
+
+void rd_reply_workload(rd_reply_t *r, rd_workload_t *w) {
   rd_workload_msg_t o;
-  if (rd_workload_msg(&o, w, 0, NULL) == RD_OK)
+  if (rd_workload_msg(&o, w, NULL, NULL) == RD_OK)
     rd_reply_pack(r, &o.msg.base);
   else
     rd_reply_error(r, RD_ENOMEM, "out of memory describing workload %s", w->id);
   rd_workload_msg_free(&o);
-  rd_workload_unref(w);
-  return RD_REPLY_NOW;
 }
 
 /* One page (listing.h: keyset by id, page_size, within the limit). */
@@ -285,6 +325,15 @@ static void insert_batch(const Replayd__V1__InsertRequest *m, rd_cbuf_t *cols,
   b->n_priorities = m->n_priorities;
 }
 
+/* The call's wait for a rate limiter (workload.h "Flow control"): none
+ * when the request asks to fail fast or the call cannot wait. The call
+ * refers to w while it may wait. */
+static rd_limiter_wait_t *flow_wait(const request_t *q, rd_workload_t *w, int fail_fast) {
+  if (fail_fast || q->ci->wait == NULL) return NULL;
+  rd_call_wait_on(q->ci->call, w);
+  return q->ci->wait;
+}
+
 HANDLER(h_insert_batch) {
   const Replayd__V1__InsertRequest *m = q->msg;
   const rd_config_t *cfg = q->ctx->config;
@@ -307,7 +356,14 @@ HANDLER(h_insert_batch) {
                       cfg->max_message_bytes, (cfg->max_message_bytes - RD_REPLY_HEADROOM) / 10);
   else if (b.count > 0 && b.count <= w->max_batch && !(keys = malloc(b.count * sizeof *keys)))
     rc = rd_error_set(&err, RD_ENOMEM, "out of memory");
-  if (rc == RD_OK) rc = rd_workload_insert(w, &b, keys, NULL, &err);
+  uint64_t lsn = 0;
+  if (rc == RD_OK)
+    rc = rd_workload_insert_wait(w, &b, flow_wait(q, w, m->fail_fast), keys, NULL, &lsn, &err);
+  if (rc == RD_LIMIT_QUEUED) { /* runs again when the limiter lets it */
+    free(keys);
+    rd_workload_unref(w);
+    return RD_REPLY_PARKED;
+  }
   if (rc == RD_OK) {
     Replayd__V1__InsertResponse reply = REPLAYD__V1__INSERT_RESPONSE__INIT;
     reply.n_keys = b.count;
@@ -319,8 +375,10 @@ HANDLER(h_insert_batch) {
     rd_reply_error(r, rc, "%s", err.msg);
   }
   free(keys);
+  /* Journal mode: answered once its record is on disk (durability.h). */
+  rd_reply_when_t when = rd_ack_when_durable(w, lsn, q->ci->call, r);
   rd_workload_unref(w);
-  return RD_REPLY_NOW;
+  return when;
 }
 
 /* One message of an Insert stream: the first one names the workload. */
@@ -338,25 +396,31 @@ HANDLER(h_insert) {
   rd_insert_batch_t b;
   rd_cbuf_t cols[RD_SCHEMA_MAX_FIELDS];
   insert_batch(m, cols, &b);
-  uint64_t first = 0;
+  uint64_t first = 0, lsn = 0;
   rd_error_t err;
   rd_error_clear(&err);
-  int rc = rd_workload_insert(st->workload, &b, NULL, &first, &err);
+  int rc = rd_workload_insert_wait(st->workload, &b, flow_wait(q, st->workload, m->fail_fast),
+                                   NULL, &first, &lsn, &err);
+  if (rc == RD_LIMIT_QUEUED) return RD_REPLY_PARKED; /* this message again, later */
   if (rc) {
     rd_reply_error(r, rc, "%s", err.msg);
     return RD_REPLY_NOW;
   }
+  if (lsn > st->lsn) st->lsn = lsn;
   if (st->messages == 0) st->first_key = first;
   st->inserted += b.count;
   st->messages++;
   return RD_REPLY_MORE;
 }
 
-void rd_handle_insert_end(const rd_insert_stream_t *st, rd_reply_t *out) {
+rd_reply_when_t rd_handle_insert_end(const rd_insert_stream_t *st, void *call, rd_reply_t *out) {
   Replayd__V1__InsertResponse m = REPLAYD__V1__INSERT_RESPONSE__INIT;
   m.inserted = st->inserted;
   m.first_key = st->first_key;
   rd_reply_pack(out, &m.base);
+  /* Journal mode: OK only once every message's record is on disk. */
+  return st->workload != NULL ? rd_ack_when_durable(st->workload, st->lsn, call, out)
+                              : RD_REPLY_NOW;
 }
 
 void rd_insert_stream_release(rd_insert_stream_t *st) {
@@ -377,7 +441,13 @@ HANDLER(h_sample) {
   uint64_t size = 0;
   rd_error_t err;
   rd_error_clear(&err);
-  int rc = rd_workload_sample(w, &sq, rd_sample_reply_alloc, &reply, &size, &err);
+  int rc = rd_workload_sample_wait(w, &sq, rd_sample_reply_alloc, &reply, &size,
+                                   flow_wait(q, w, m->fail_fast), &err);
+  if (rc == RD_LIMIT_QUEUED) { /* runs again when the limiter lets it */
+    rd_sample_reply_free(&reply);
+    rd_workload_unref(w);
+    return RD_REPLY_PARKED;
+  }
   if (rc == RD_OK)
     rd_reply_buffer(r, rd_sample_reply_finish(&reply, size));
   else
@@ -392,10 +462,11 @@ HANDLER(h_update) {
   rd_workload_t *w = rd_auth_workload(q->ctx, q->ci->md, m->workload_id, 0, r);
   if (w == NULL) return RD_REPLY_NOW;
   size_t stale = 0;
+  uint64_t lsn = 0;
   rd_error_t err;
   rd_error_clear(&err);
-  int rc = rd_workload_update(w, m->n_keys, m->keys, m->n_priorities, m->priorities, &stale,
-                              &err);
+  int rc = rd_workload_update_lsn(w, m->n_keys, m->keys, m->n_priorities, m->priorities, &stale,
+                                  &lsn, &err);
   if (rc == RD_OK) {
     Replayd__V1__UpdatePrioritiesResponse reply = REPLAYD__V1__UPDATE_PRIORITIES_RESPONSE__INIT;
     reply.applied = m->n_keys - stale;
@@ -404,6 +475,17 @@ HANDLER(h_update) {
   } else {
     rd_reply_error(r, rc, "%s", err.msg);
   }
+  rd_reply_when_t when = rd_ack_when_durable(w, lsn, q->ci->call, r);
+  rd_workload_unref(w);
+  return when;
+}
+
+/* The owner changes the rate limiter (rate_limit.h). */
+HANDLER(h_set_rate_limiter) {
+  const Replayd__V1__SetRateLimiterRequest *m = q->msg;
+  rd_workload_t *w = rd_auth_workload(q->ctx, q->ci->md, m->workload_id, 0, r);
+  if (w == NULL) return RD_REPLY_NOW;
+  rd_set_rate_limiter(q->ctx, w, m->rate_limiter, r);
   rd_workload_unref(w);
   return RD_REPLY_NOW;
 }
@@ -417,6 +499,7 @@ typedef struct {
   rd_workload_t *w;
   void *call;
   uint32_t steps;
+  double t0; /* rd_clock_now at the start, for rpc_stats */
 } train_call_t;
 
 /* The one callback of a TrainStep: the pipeline ended the request (on one
@@ -451,6 +534,8 @@ static void train_reply(void *arg, const rd_train_result_t *res) {
     rd_reply_error(&r, RD_ESTATE, "%s; %u of %u steps were done", res->message,
                    res->steps_done, tc->steps);
   }
+  if (rd_rpc_stats_enabled())
+    rd_rpc_stats_observe(RD_M_TRAIN_STEP, rd_clock_now() - tc->t0, (int)r.status);
   rd_call_reply(tc->call, &r);
   rd_workload_unref(tc->w);
   free(tc);
@@ -469,7 +554,7 @@ HANDLER(h_train_step) {
   if (rc == RD_OK && (tc = malloc(sizeof *tc)) == NULL)
     rc = rd_error_set(&err, RD_ENOMEM, "out of memory");
   if (rc == RD_OK) {
-    *tc = (train_call_t){w, q->ci->call, m->steps};
+    *tc = (train_call_t){w, q->ci->call, m->steps, rd_clock_now()};
     rc = rd_workload_train(w, m->steps, q->ci->deadline, train_reply, tc, &err);
     if (rc == RD_OK) return RD_REPLY_LATER; /* train_reply answers and unrefs */
   }
@@ -679,3 +764,11 @@ HANDLER(h_export_profiles) {
   free(buf);
   return RD_REPLY_NOW;
 }
+
+/* ------------------------------------------------------------------ */
+/* Durability (durability.c)                                           */
+/* ------------------------------------------------------------------ */
+
+HANDLER(h_checkpoint) { return rd_handle_checkpoint(q->ctx, q->ci, q->msg, r); }
+HANDLER(h_export_workload) { return rd_handle_export(q->ctx, q->ci, q->msg, r); }
+HANDLER(h_import_workload) { return rd_handle_import(q->ctx, q->ci, q->msg, r); }

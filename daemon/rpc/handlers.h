@@ -39,6 +39,11 @@ typedef enum {
   RD_M_CLEAR_PROFILES,  /* admin */
   RD_M_IMPORT_PROFILES, /* admin */
   RD_M_EXPORT_PROFILES, /* admin */
+  RD_M_CHECKPOINT,      /* durability.h */
+  RD_M_EXPORT_WORKLOAD,
+  RD_M_IMPORT_WORKLOAD,
+  RD_M_SET_RATE_LIMITER,
+  RD_M_SAMPLE_STREAM,   /* bidirectional stream: sample_stream.h, not rd_handle */
   RD_M_COUNT
 } rd_method_t;
 
@@ -65,11 +70,16 @@ rd_run_t rd_method_run(rd_method_t m);
 #define RD_IMPORT_MAX_BYTES (16u << 20)
 #define RD_PLAN_GPU_MAX_BYTES (1u << 20)
 
+struct rd_durable;
 typedef struct {
   rd_registry_t *registry;
   rd_store_t *store;        /* profiles; NULL: nothing is stored (tests) */
+  struct rd_durable *durable; /* checkpoints (durable.h); NULL: none (tests) */
   const rd_config_t *config;
-  char admin_token[RD_WORKLOAD_TOKEN_LEN + 1];
+  /* SHA-256 of the admin token (secrets.h): the token itself stays in its
+   * file, for replayctl. has_admin_token 0: no call is an admin's. */
+  uint8_t admin_token_hash[RD_TOKEN_HASH_LEN];
+  int has_admin_token;
   double start_time; /* CLOCK_MONOTONIC seconds */
   int64_t start_unix;
 } rd_handler_ctx_t;
@@ -82,6 +92,7 @@ typedef struct {
   uint64_t inserted;
   uint64_t first_key;
   uint64_t messages;
+  uint64_t lsn; /* journal mode: the last message's record (the end waits for it) */
 } rd_insert_stream_t;
 
 /* What the server knows of a call when it hands over a request. */
@@ -90,12 +101,18 @@ typedef struct {
   double deadline;            /* CLOCK_MONOTONIC seconds; 0 for none */
   void *call;                 /* the server's, for rd_call_reply */
   rd_insert_stream_t *stream; /* the Insert stream's state; NULL for a unary call */
+  /* The call's wait for a rate limiter (Sample, InsertBatch, Insert
+   * messages; NULL for the rest): pass it to core's *_wait calls after
+   * rd_call_wait_on; when core queues it, return RD_REPLY_PARKED. */
+  rd_limiter_wait_t *wait;
 } rd_call_info_t;
 
 typedef enum {
   RD_REPLY_NOW = 0, /* out holds the reply or the error: finish the call */
   RD_REPLY_LATER,   /* another thread will pass it to rd_call_reply (TrainStep) */
   RD_REPLY_MORE,    /* a stream's message was taken: read the next one */
+  RD_REPLY_PARKED,  /* ci->wait was queued: the server runs the same request again when it
+                       is woken (the handler then finds its wait granted) */
 } rd_reply_when_t;
 
 /* Serve one request (a stream's message for RD_M_INSERT) of method m:
@@ -103,12 +120,28 @@ typedef enum {
 rd_reply_when_t rd_handle(rd_handler_ctx_t *ctx, rd_method_t m, const rd_call_info_t *ci,
                           const uint8_t *body, size_t len, rd_reply_t *out);
 
-/* The Insert stream's end (the client half-closed): its reply. */
-void rd_handle_insert_end(const rd_insert_stream_t *st, rd_reply_t *out);
+/* The Insert stream's end (the client half-closed): its reply, now, or
+ * (journal mode) RD_REPLY_LATER once its last record is on disk, passed to
+ * rd_call_reply(call, ...). */
+rd_reply_when_t rd_handle_insert_end(const rd_insert_stream_t *st, void *call, rd_reply_t *out);
 void rd_insert_stream_release(rd_insert_stream_t *st);
 
 /* The server's (server.c): finish the call a handler answered
  * RD_REPLY_LATER for, from any thread; takes r->reply. */
 void rd_call_reply(void *call, rd_reply_t *r);
+
+/* r answers w as DescribeWorkload does (the Workload, without its token),
+ * or RESOURCE_EXHAUSTED when it cannot be built. */
+void rd_reply_workload(rd_reply_t *r, rd_workload_t *w);
+
+/* The server's: the call's wait (ci->wait) will be on w's rate limiter;
+ * the call holds a reference to w until it is freed (once per call: one
+ * call waits on one workload). Before passing ci->wait to core. */
+void rd_call_wait_on(void *call, rd_workload_t *w);
+
+/* The server's: run a parked call on its completion-queue thread (a wait's
+ * wake; a sample stream's wait). Any thread, any lock held: it only
+ * starts an empty gRPC batch. */
+void rd_call_resume(void *call);
 
 #endif

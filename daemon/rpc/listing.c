@@ -87,7 +87,7 @@ static ptrdiff_t wl_page_fill(const rd_handler_ctx_t *ctx, wl_page_t *p, uint32_
                               rd_page_fill_t *fill, int server_info, rd_reply_t *r) {
   char token[RD_PAGE_TOKEN_MAX + 1];
   for (size_t i = 0; i < p->k && i < page; i++) {
-    if (rd_workload_msg(&p->msgs[i], p->ws[i], 0, NULL) != RD_OK) {
+    if (rd_workload_msg(&p->msgs[i], p->ws[i], NULL, NULL) != RD_OK) {
       rd_reply_error(r, RD_ENOMEM, "out of memory listing workload %s", p->ws[i]->id);
       return -1;
     }

@@ -1,7 +1,9 @@
 /* messages.c - Workload, Placement, Device and counters messages. */
 #include "messages.h"
 
+#include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "spec_pb.h"
@@ -114,19 +116,93 @@ static void learner_msg(rd_workload_msg_t *o, rd_workload_t *w) {
   }
 }
 
-int rd_workload_msg(rd_workload_msg_t *o, rd_workload_t *w, int with_token,
+void rd_checkpoint_info_msg(Replayd__V1__CheckpointInfo *m, const rd_checkpoint_info_t *c) {
+  replayd__v1__checkpoint_info__init(m);
+  m->generation = c->gen;
+  m->taken_unix_ms = c->taken_unix_ms;
+  m->bytes = c->bytes;
+  m->seconds = c->seconds;
+  m->items = c->items;
+  m->learner_full = c->learner_full != 0;
+  m->pause_ms = c->hold_max_s * 1e3;
+}
+
+/* What survives a restart, and how the workload came back (durable.h). */
+static void durability_msg(rd_workload_msg_t *o, const rd_workload_t *w) {
+  rd_durable_info_t *d = &o->dinfo;
+  rd_durable_info(w, d);
+  Replayd__V1__Durability *m = &o->durability;
+  replayd__v1__durability__init(m);
+  m->mode = (char *)rd_durability_name(d->mode);
+  m->checkpoint_interval_s = d->interval_s;
+  if (d->has_last) {
+    rd_checkpoint_info_msg(&o->last_checkpoint, &d->last);
+    m->last = &o->last_checkpoint;
+  }
+  m->checkpoints = d->checkpoints;
+  m->last_error = d->last_error;
+  m->restored = d->restored;
+  m->journal_records = d->journal.records;
+  m->journal_commits = d->journal.commits;
+  m->journal_commit_ms_max = d->journal.commit_s_max * 1e3;
+  m->journal_error = d->journal.failed ? d->journal.why : "";
+  o->msg.durability = m;
+}
+
+void rd_limiter_spec_msg(Replayd__V1__RateLimiterSpec *m, const rd_limiter_config_t *c) {
+  replayd__v1__rate_limiter_spec__init(m);
+  m->min_size_to_sample = c->min_size_to_sample;
+  const int min_size_only = c->min_diff == -INFINITY && c->max_diff == INFINITY;
+  m->samples_per_insert = min_size_only ? 0 : c->samples_per_insert;
+  if (min_size_only) return;
+  m->min_diff_opt_case = REPLAYD__V1__RATE_LIMITER_SPEC__MIN_DIFF_OPT_MIN_DIFF;
+  m->min_diff = c->min_diff;
+  m->max_diff_opt_case = REPLAYD__V1__RATE_LIMITER_SPEC__MAX_DIFF_OPT_MAX_DIFF;
+  m->max_diff = c->max_diff;
+}
+
+/* The rate limiter's state (when the workload has one). */
+static void limiter_msg(rd_workload_msg_t *o, rd_workload_t *w) {
+  rd_limiter_info_t li;
+  rd_workload_limiter_info(w, &li);
+  if (!li.on) return;
+  Replayd__V1__RateLimiterState *m = &o->limiter;
+  replayd__v1__rate_limiter_state__init(m);
+  rd_limiter_spec_msg(&o->limiter_spec, &li.cfg);
+  m->spec = &o->limiter_spec;
+  m->inserted = li.inserted;
+  m->sampled = li.sampled;
+  m->ratio = li.inserted ? (double)li.sampled / (double)li.inserted : 0;
+  m->blocked_inserts = li.queued_inserts;
+  m->blocked_samples = li.queued_samples;
+  m->insert_wait_seconds = li.insert_wait_s;
+  m->sample_wait_seconds = li.sample_wait_s;
+  m->insert_waits = li.insert_waits;
+  m->sample_waits = li.sample_waits;
+  o->msg.rate_limiter = m;
+}
+
+int rd_workload_msg(rd_workload_msg_t *o, rd_workload_t *w, const char *token,
                     Replayd__V1__WorkloadSpec *spec) {
   replayd__v1__workload__init(&o->msg);
-  o->msg.spec = spec != NULL ? spec : rd_spec_pb_stored(w->spec, w->spec_len);
+  if (spec == NULL) { /* the stored spec: an owner may replace it (SetRateLimiter) */
+    size_t len = 0;
+    uint8_t *bytes = rd_workload_spec_copy(w, &len);
+    if (bytes != NULL) spec = rd_spec_pb_stored(bytes, len);
+    free(bytes);
+  }
+  o->msg.spec = spec;
   if (o->msg.spec == NULL) return RD_ENOMEM;
   rd_workload_counters_t c;
   rd_workload_counters(w, &c);
   rd_counters_msg(&o->counters, &c);
   o->msg.id = w->id;
-  o->msg.token = with_token ? w->token : "";
+  o->msg.token = token != NULL ? (char *)token : "";
   o->msg.counters = &o->counters;
   o->msg.created_unix = w->created_unix;
   if (w->pipeline != NULL) learner_msg(o, w);
+  durability_msg(o, w);
+  limiter_msg(o, w);
   return RD_OK;
 }
 

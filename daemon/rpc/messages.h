@@ -7,6 +7,7 @@
 #define RD_MESSAGES_H
 
 #include "devices.h"
+#include "durable.h"
 #include "placement.h"
 #include "profile.h"
 #include "replayd.pb-c.h"
@@ -25,8 +26,8 @@ typedef struct {
 /* measured_gps: the pipeline's steps per second, 0 for none (a plan). */
 void rd_placement_msg(rd_placement_msg_t *o, const rd_placement_t *p, double measured_gps);
 
-/* A Workload: id, spec, counters, learner, placement; the token only when
- * with_token (its registration). spec (taken, freed by
+/* A Workload: id, spec, counters, learner, placement; token (NULL: none)
+ * only at its registration (the server keeps only the token's hash). spec (taken, freed by
  * rd_workload_msg_free; NULL: w's stored spec unpacked here). RD_ENOMEM
  * if that unpack fails; free o either way. */
 typedef struct {
@@ -34,11 +35,23 @@ typedef struct {
   Replayd__V1__WorkloadCounters counters;
   Replayd__V1__LearnerCounters learner;
   rd_placement_msg_t placement;
+  Replayd__V1__Durability durability;
+  Replayd__V1__CheckpointInfo last_checkpoint;
+  rd_durable_info_t dinfo;
+  Replayd__V1__RateLimiterState limiter;
+  Replayd__V1__RateLimiterSpec limiter_spec;
 } rd_workload_msg_t;
 
-int rd_workload_msg(rd_workload_msg_t *o, rd_workload_t *w, int with_token,
+/* A CheckpointInfo of core's (durable.h). */
+void rd_checkpoint_info_msg(Replayd__V1__CheckpointInfo *m, const rd_checkpoint_info_t *c);
+
+int rd_workload_msg(rd_workload_msg_t *o, rd_workload_t *w, const char *token,
                     Replayd__V1__WorkloadSpec *spec);
 void rd_workload_msg_free(rd_workload_msg_t *o);
+
+/* A rate limiter's config as the wire says it: diffs written out, or
+ * samples_per_insert 0 for min_size_to_sample only. */
+void rd_limiter_spec_msg(Replayd__V1__RateLimiterSpec *m, const rd_limiter_config_t *c);
 
 void rd_counters_msg(Replayd__V1__WorkloadCounters *m, const rd_workload_counters_t *c);
 void rd_device_msg(Replayd__V1__Device *m, const rd_device_t *d);

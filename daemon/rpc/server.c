@@ -7,15 +7,34 @@
  * When a request completes, the thread posts a fresh one for the same
  * method first, then serves the call, so the server never stops accepting.
  *
- * A call is a small state machine whose tag is the call object itself:
+ * A call is a small state machine:
  *   unary:   NEW -> (handler) -> FINISHING -> freed
  *   train:   NEW -> (handler starts the request; no batch outstanding, no
  *            thread touches the call) -> (a pipeline thread) FINISHING -> freed
  *   stream:  NEW -> READING <-> (handler per message) -> FINISHING -> freed
+ *   parked:  (handler: its wait queued, RD_REPLY_PARKED) -> the same request
+ *            again when the wait is woken (a unary call, an Insert message)
+ *   sample stream: NEW -> STREAM (one read and one write outstanding at
+ *            most, wakes of its rate limiter) -> FINISHING -> freed
  *   unknown: NEW -> FINISHING (UNIMPLEMENTED) -> freed
- * Only one batch is outstanding per call at any time, so a call is touched
- * by one thread at a time and needs no lock. A stream reads one message at
- * a time: the receive window bounds what a client can queue.
+ * One thread at a time moves a call on: its handler's, or its
+ * completion-queue thread's when a batch completes. A tag is the call's
+ * address with the kind of batch in its low bits (MAIN, CLOSE, WAKE, SEND,
+ * RECV), and a call is freed when its references are gone: one for its
+ * flow, one for each batch outstanding. A stream reads one message at a
+ * time: the receive window bounds what a client can queue.
+ *
+ * Parked calls (docs/architecture.md, "Flow control"). A call that must
+ * wait for a rate limiter gives core its wait (rd_call_info_t.wait); just
+ * before core queues it (the wait's prepare), the server posts
+ * RECV_CLOSE_ON_SERVER so that the client's cancel and the deadline (gRPC
+ * cancels the call) come back as a CLOSE event, and keeps the request's
+ * bytes. No thread waits. The wait's wake starts an empty batch (WAKE),
+ * which gRPC completes on the call's own queue at once: that thread runs
+ * the same request again, and the handler finds its grant (or the end:
+ * NOT_FOUND on delete, UNAVAILABLE on drain). A CLOSE first takes the wait
+ * out of its queue and frees the call. The same two primitives serve any
+ * call that must wait for another thread (rd_call_resume, rd_call_reply).
  */
 #include "server.h"
 
@@ -38,6 +57,8 @@
 #include "log.h"
 #include "rd_clock.h"
 #include "rpc_body.h"
+#include "tls.h"
+#include "sample_stream.h"
 
 #define RD_MAX_THREADS 64
 
@@ -63,7 +84,22 @@
 #define INGEST_NICE 10
 #define INGEST_WAITING 8192
 
-typedef enum { ST_NEW, ST_READING, ST_FINISHING } call_state_t;
+/* A parked call keeps its request's bytes to run it again: all of them
+ * together at most this many --max-message-bytes (past it a call that
+ * would wait is RESOURCE_EXHAUSTED), whatever the waiting-call bounds. */
+#define PARKED_BYTES_FACTOR 4
+
+typedef enum { ST_NEW, ST_READING, ST_STREAM, ST_FINISHING } call_state_t;
+
+/* What a completed batch was (the tag's low bits; a call is 16-aligned). */
+enum {
+  TAG_MAIN = 0, /* the call's flow: the request, an Insert read, the finish */
+  TAG_CLOSE,    /* RECV_CLOSE_ON_SERVER of a parked call: the client left */
+  TAG_WAKE,     /* an empty batch: rd_call_resume */
+  TAG_SEND,     /* a sample stream's batch written */
+  TAG_RECV,     /* a sample stream's client message read */
+  TAG_KINDS = 8
+};
 
 struct rd_server;
 
@@ -82,6 +118,30 @@ typedef struct call {
   grpc_slice status_details;
   int cancelled;
   rd_insert_stream_t stream;
+  /* References: the flow's (whoever moves the call on), and one per batch
+   * outstanding beyond the flow's own (CLOSE, WAKE, SEND, RECV). */
+  atomic_int refs;
+  /* grpc_call_start_batch on one call needs its callers serialized: the
+   * call's own thread and a waker (rd_call_resume). */
+  pthread_mutex_t batch_mu;
+  /* Waiting for a rate limiter (rd_call_info_t.wait). */
+  rd_limiter_wait_t wait;
+  rd_workload_t *wait_on;      /* a reference, from rd_call_wait_on */
+  grpc_slice body;             /* the request being handled; kept while parked */
+  bool has_body;
+  size_t parked_bytes;         /* body's bytes counted in the server's parked_bytes */
+  bool watching;               /* RECV_CLOSE_ON_SERVER posted (by the wait's prepare) */
+  bool closed;                 /* ... and completed: the client is gone */
+  /* A sample stream (sample_stream.h). */
+  rd_sample_stream_t *sstream;
+  bool md_sent;                /* initial metadata went with the first batch */
+  bool send_pending;
+  grpc_byte_buffer *sending;
+  bool ended;                  /* its end is decided: no more reads, writes or batches */
+  bool finish_deferred;        /* ... and its status goes once the write in flight is done */
+  rd_reply_t end;
+  struct call *s_prev, *s_next; /* in the server's list of open streams */
+  bool listed;
 } call_t;
 
 typedef struct worker {
@@ -100,20 +160,35 @@ struct rd_server {
   uint32_t n_workers;
   atomic_bool shutting_down;
   /* Set before grpc_server_cancel_all_calls: from then on no call gets a
-   * new batch. A call whose batch completes is freed instead, so nothing
-   * can reach a completion queue that stop is about to shut down. */
+   * new batch but the ones that wind it down. A call whose batch completes
+   * is freed instead, so nothing can reach a completion queue that stop is
+   * about to shut down (which waits until every call is freed). */
   atomic_bool cancelling;
   atomic_uint_fast64_t calls_started;
   atomic_int calls_active; /* matched calls not yet freed */
   /* Request bytes held by unary calls waiting on a job queue: at most
    * QUEUED_BYTES_FACTOR messages' worth, whatever the queues' lengths. */
   atomic_size_t queued_bytes;
+  atomic_size_t parked_bytes; /* request bytes parked calls keep (PARKED_BYTES_FACTOR) */
   grpc_completion_queue *shutdown_cq;
+  /* Open sample streams: a drain ends them (UNAVAILABLE) at once. */
+  pthread_mutex_t streams_mu;
+  call_t *streams;
+  bool draining; /* under streams_mu */
 };
+
+static void *tag_of(call_t *c, int kind) { return (void *)((uintptr_t)c | (uintptr_t)kind); }
 
 /* ------------------------------------------------------------------ */
 /* Posting requests                                                    */
 /* ------------------------------------------------------------------ */
+
+static int can_wait(int method) {
+  return method == RD_M_SAMPLE || method == RD_M_INSERT_BATCH || method == RD_M_INSERT;
+}
+
+static int wait_prepare(rd_limiter_wait_t *w, rd_error_t *err);
+static void wait_wake(rd_limiter_wait_t *w, int status);
 
 static void post_request(worker_t *wk, int method) {
   rd_server_t *s = wk->srv;
@@ -127,35 +202,87 @@ static void post_request(worker_t *wk, int method) {
   c->wk = wk;
   c->method = method;
   c->state = ST_NEW;
+  atomic_init(&c->refs, 1);
+  pthread_mutex_init(&c->batch_mu, NULL);
+  c->wait.prepare = wait_prepare;
+  c->wait.wake = wait_wake;
+  c->wait.arg = c;
   grpc_metadata_array_init(&c->md);
   grpc_call_error e;
+  const int streaming = method == RD_M_INSERT || method == RD_M_SAMPLE_STREAM;
   if (method >= 0) {
     e = grpc_server_request_registered_call(s->server, s->methods[method], &c->call, &c->deadline,
-                                            &c->md,
-                                            method == RD_M_INSERT ? NULL : &c->payload, wk->cq,
-                                            wk->cq, c);
+                                            &c->md, streaming ? NULL : &c->payload, wk->cq,
+                                            wk->cq, tag_of(c, TAG_MAIN));
   } else {
     grpc_call_details_init(&c->details);
-    e = grpc_server_request_call(s->server, &c->call, &c->details, &c->md, wk->cq, wk->cq, c);
+    e = grpc_server_request_call(s->server, &c->call, &c->details, &c->md, wk->cq, wk->cq,
+                                 tag_of(c, TAG_MAIN));
   }
   if (e != GRPC_CALL_OK) {
     rd_log_error("server", "request for method %d failed: %d", method, (int)e);
     grpc_metadata_array_destroy(&c->md);
     if (method < 0) grpc_call_details_destroy(&c->details);
+    pthread_mutex_destroy(&c->batch_mu);
     free(c);
   }
 }
 
+/* A parked call's body no longer counts against the parked bytes. */
+static void body_unpark(call_t *c) {
+  if (c->parked_bytes) atomic_fetch_sub(&c->srv->parked_bytes, c->parked_bytes);
+  c->parked_bytes = 0;
+}
+
+static void body_drop(call_t *c) {
+  body_unpark(c);
+  if (c->has_body) grpc_slice_unref(c->body);
+  c->has_body = false;
+}
+
+static void streams_unlist(call_t *c);
+
 static void call_free(call_t *c) {
-  if (c->active) atomic_fetch_sub(&c->srv->calls_active, 1);
+  rd_server_t *s = c->srv;
+  if (c->listed) streams_unlist(c);
+  rd_sample_stream_free(c->sstream);
+  if (c->wait_on) {
+    rd_workload_wait_release(c->wait_on, &c->wait); /* never queued past its call */
+    rd_workload_unref(c->wait_on);
+  }
+  body_drop(c);
+  if (c->active) atomic_fetch_sub(&s->calls_active, 1);
   if (c->call) grpc_call_unref(c->call);
   grpc_metadata_array_destroy(&c->md);
   if (c->method < 0) grpc_call_details_destroy(&c->details);
   if (c->payload) grpc_byte_buffer_destroy(c->payload);
   if (c->reply) grpc_byte_buffer_destroy(c->reply);
+  if (c->sending) grpc_byte_buffer_destroy(c->sending);
   if (c->state == ST_FINISHING) grpc_slice_unref(c->status_details);
   if (c->method == RD_M_INSERT) rd_insert_stream_release(&c->stream);
+  /* A waker (rd_call_resume) may still be returning from its batch. */
+  pthread_mutex_lock(&c->batch_mu);
+  pthread_mutex_unlock(&c->batch_mu);
+  pthread_mutex_destroy(&c->batch_mu);
   free(c);
+}
+
+/* Drop one reference: the flow's, or a batch's that completed. */
+static void call_release(call_t *c) {
+  if (atomic_fetch_sub_explicit(&c->refs, 1, memory_order_acq_rel) == 1) call_free(c);
+}
+
+/* Start a batch tagged kind. A batch other than the flow's own (MAIN)
+ * takes a reference, which its completion gives back. 0 if gRPC refused. */
+static int call_start(call_t *c, const grpc_op *ops, size_t n, int kind, const char *what) {
+  if (kind != TAG_MAIN) atomic_fetch_add(&c->refs, 1);
+  pthread_mutex_lock(&c->batch_mu);
+  grpc_call_error e = grpc_call_start_batch(c->call, ops, n, tag_of(c, kind), NULL);
+  pthread_mutex_unlock(&c->batch_mu);
+  if (e == GRPC_CALL_OK) return 1;
+  rd_log_error("server", "%s failed: %d", what, (int)e);
+  if (kind != TAG_MAIN) atomic_fetch_sub(&c->refs, 1);
+  return 0;
 }
 
 /* ------------------------------------------------------------------ */
@@ -163,20 +290,23 @@ static void call_free(call_t *c) {
 /* ------------------------------------------------------------------ */
 
 /* Send initial metadata, the reply (if OK), the status, and wait for the
- * client's close: the last batch of every call. Takes r->reply. */
+ * client's close: the last batch of every call. Takes r->reply and the
+ * flow's reference. */
 static void finish(call_t *c, rd_reply_t *r) {
   if (atomic_load(&c->srv->cancelling)) { /* the client already got CANCELLED */
     if (r->reply != NULL) grpc_byte_buffer_destroy(r->reply);
     r->reply = NULL;
-    call_free(c);
+    call_release(c);
     return;
   }
   grpc_op ops[4];
   size_t n = 0;
   memset(ops, 0, sizeof ops);
-  ops[n].op = GRPC_OP_SEND_INITIAL_METADATA;
-  ops[n].data.send_initial_metadata.count = 0;
-  n++;
+  if (!c->md_sent) {
+    ops[n].op = GRPC_OP_SEND_INITIAL_METADATA;
+    ops[n].data.send_initial_metadata.count = 0;
+    n++;
+  }
   if (r->status == GRPC_STATUS_OK && r->reply != NULL) {
     c->reply = r->reply;
     r->reply = NULL;
@@ -193,20 +323,18 @@ static void finish(call_t *c, rd_reply_t *r) {
   ops[n].data.send_status_from_server.status = r->status;
   ops[n].data.send_status_from_server.status_details = &c->status_details;
   n++;
-  ops[n].op = GRPC_OP_RECV_CLOSE_ON_SERVER;
-  ops[n].data.recv_close_on_server.cancelled = &c->cancelled;
-  n++;
-  c->state = ST_FINISHING;
-  grpc_call_error e = grpc_call_start_batch(c->call, ops, n, c, NULL);
-  if (e != GRPC_CALL_OK) {
-    rd_log_error("server", "finishing a call failed: %d", (int)e);
-    call_free(c);
+  if (!c->watching) { /* a parked call's watch receives the close already */
+    ops[n].op = GRPC_OP_RECV_CLOSE_ON_SERVER;
+    ops[n].data.recv_close_on_server.cancelled = &c->cancelled;
+    n++;
   }
+  c->state = ST_FINISHING;
+  if (!call_start(c, ops, n, TAG_MAIN, "finishing a call")) call_release(c);
 }
 
 static void start_read(call_t *c) {
   if (atomic_load(&c->srv->cancelling)) {
-    call_free(c);
+    call_release(c);
     return;
   }
   grpc_op op;
@@ -214,11 +342,7 @@ static void start_read(call_t *c) {
   op.op = GRPC_OP_RECV_MESSAGE;
   op.data.recv_message.recv_message = &c->payload;
   c->state = ST_READING;
-  grpc_call_error e = grpc_call_start_batch(c->call, &op, 1, c, NULL);
-  if (e != GRPC_CALL_OK) {
-    rd_log_error("server", "reading a stream failed: %d", (int)e);
-    call_free(c);
-  }
+  if (!call_start(c, &op, 1, TAG_MAIN, "reading a stream")) call_release(c);
 }
 
 /* The request's bytes (rpc_body.h); on a bad or oversized body, r holds
@@ -241,15 +365,127 @@ static double deadline_mono(gpr_timespec deadline) {
   return t > 0 ? t : 1e-9; /* already past: still a deadline, not "none" */
 }
 
-/* A unary call's request, as rd_handle takes it. */
+/* What a handler is told of the call. */
 static rd_call_info_t call_info(call_t *c) {
-  rd_call_info_t ci = {&c->md, deadline_mono(c->deadline), c, NULL};
+  rd_call_info_t ci = {&c->md, deadline_mono(c->deadline), c,
+                       c->method == RD_M_INSERT ? &c->stream : NULL,
+                       can_wait(c->method) ? &c->wait : NULL};
   return ci;
 }
 
 /* A reply a handler promised for later (RD_REPLY_LATER: TrainStep), from
  * the thread that has it. No other thread touches the call meanwhile. */
 void rd_call_reply(void *call, rd_reply_t *r) { finish((call_t *)call, r); }
+
+/* ------------------------------------------------------------------ */
+/* Parked calls                                                        */
+/* ------------------------------------------------------------------ */
+
+void rd_call_wait_on(void *call, rd_workload_t *w) {
+  call_t *c = call;
+  if (c->wait_on != NULL) return;
+  atomic_fetch_add_explicit(&w->refs, 1, memory_order_relaxed);
+  c->wait_on = w;
+}
+
+void rd_call_resume(void *call) {
+  call_t *c = call;
+  /* The wake's reference keeps c alive until its completion. */
+  if (!call_start(c, NULL, 0, TAG_WAKE, "resuming a parked call"))
+    rd_log_error("server", "a parked call could not be resumed; it ends at its deadline");
+}
+
+/* core queues the call's wait (under the workload's lock, on the thread
+ * handling the call): watch for the client's leaving while it waits, and
+ * keep the request to run it again. */
+static int wait_prepare(rd_limiter_wait_t *w, rd_error_t *err) {
+  call_t *c = w->arg;
+  rd_server_t *s = c->srv;
+  if (!c->has_body)
+    return rd_error_set(err, RD_EINTERNAL, "a call without its request cannot wait");
+  size_t len = GRPC_SLICE_LENGTH(c->body) + 1; /* + 1: an empty request counts */
+  size_t budget = (size_t)s->cfg->max_message_bytes * PARKED_BYTES_FACTOR;
+  if (atomic_fetch_add(&s->parked_bytes, len) + len > budget) {
+    atomic_fetch_sub(&s->parked_bytes, len);
+    return rd_error_set(err, RD_ETOOBIG, "calls waiting for a rate limiter already hold %zu "
+                        "bytes of requests; retry later", budget);
+  }
+  if (!c->watching) {
+    grpc_op op;
+    memset(&op, 0, sizeof op);
+    op.op = GRPC_OP_RECV_CLOSE_ON_SERVER;
+    op.data.recv_close_on_server.cancelled = &c->cancelled;
+    if (!call_start(c, &op, 1, TAG_CLOSE, "watching a parked call")) {
+      atomic_fetch_sub(&s->parked_bytes, len);
+      return rd_error_set(err, RD_EINTERNAL, "the call cannot wait (gRPC refused to watch it)");
+    }
+    c->watching = true;
+  }
+  c->parked_bytes = len;
+  return RD_OK;
+}
+
+static void wait_wake(rd_limiter_wait_t *w, int status) {
+  (void)status; /* the handler reads it when it runs again */
+  rd_call_resume(w->arg);
+}
+
+/* The handler's answer for a call, by the thread that ran it. PARKED: the
+ * call waits; its body stays for the next run and nothing else here may
+ * touch it (its wake may already be running on another thread). */
+static void handled(call_t *c, rd_reply_when_t when, rd_reply_t *r) {
+  if (when == RD_REPLY_PARKED) return;
+  body_drop(c);
+  if (when == RD_REPLY_NOW) finish(c, r);
+  else if (when == RD_REPLY_MORE) start_read(c);
+  /* else (TrainStep): the call waits, touched by no thread, until rd_call_reply */
+}
+
+/* Run the call's request (c->body, taken) through its handler. */
+static void run_body(call_t *c, grpc_slice body) {
+  c->body = body;
+  c->has_body = true;
+  rd_reply_t r;
+  memset(&r, 0, sizeof r);
+  rd_call_info_t ci = call_info(c);
+  rd_reply_when_t when = rd_handle(c->srv->ctx, (rd_method_t)c->method, &ci,
+                                   GRPC_SLICE_START_PTR(body), GRPC_SLICE_LENGTH(body), &r);
+  handled(c, when, &r);
+}
+
+/* A parked call's wake: its request again (the handler finds its grant, or
+ * the end), unless the call is ending anyway. */
+static void parked_wake(call_t *c) {
+  if (c->closed || atomic_load(&c->srv->cancelling)) {
+    /* The CLOSE took it out of its queue already, or the wait was woken
+     * before the CLOSE came: give the grant back and end without a reply
+     * nobody would read. */
+    if (c->closed && !c->has_body) return; /* its CLOSE ended it */
+    if (c->wait_on) rd_workload_wait_release(c->wait_on, &c->wait);
+    body_drop(c);
+    call_release(c);
+    return;
+  }
+  if (!c->has_body) return; /* not parked (a stale wake) */
+  body_unpark(c);
+  grpc_slice body = c->body;
+  c->has_body = false;
+  run_body(c, body);
+}
+
+/* The client of a parked call left (cancelled, deadline, drain). */
+static void parked_close(call_t *c) {
+  c->closed = true;
+  if (c->wait_on != NULL && rd_workload_wait_cancel(c->wait_on, &c->wait)) {
+    body_drop(c); /* it was queued: no wake comes, the flow ends here */
+    call_release(c);
+  }
+  /* Otherwise its wake is on its way (parked_wake ends it) or it runs. */
+}
+
+/* ------------------------------------------------------------------ */
+/* Job queues                                                          */
+/* ------------------------------------------------------------------ */
 
 /* A call served on a job queue (rd_method_run): its body travels with it;
  * no thread touches the call until the job finishes it. */
@@ -261,23 +497,22 @@ typedef struct {
 static void run_queued(void *arg, int cancelled) {
   queued_t *q = arg;
   call_t *c = q->call;
-  atomic_fetch_sub(&c->srv->queued_bytes, GRPC_SLICE_LENGTH(q->body));
+  grpc_slice body = q->body;
+  free(q);
+  atomic_fetch_sub(&c->srv->queued_bytes, GRPC_SLICE_LENGTH(body));
   rd_reply_t r;
   memset(&r, 0, sizeof r);
   double deadline = deadline_mono(c->deadline);
-  rd_reply_when_t when = RD_REPLY_NOW;
   if (cancelled) {
     rd_reply_error(&r, RD_ECANCELED, "the server is shutting down");
   } else if (deadline > 0 && rd_clock_now() >= deadline) {
     rd_reply_error(&r, RD_ETIMEDOUT, "the deadline passed while the call waited for a worker");
   } else {
-    rd_call_info_t ci = call_info(c);
-    when = rd_handle(c->srv->ctx, (rd_method_t)c->method, &ci, GRPC_SLICE_START_PTR(q->body),
-                     GRPC_SLICE_LENGTH(q->body), &r);
+    run_body(c, body);
+    return;
   }
-  grpc_slice_unref(q->body);
-  free(q);
-  if (when == RD_REPLY_NOW) finish(c, &r);
+  grpc_slice_unref(body);
+  finish(c, &r);
 }
 
 /* Hand the call to its queue; on refusal r holds the status and 0 is
@@ -310,56 +545,254 @@ static int enqueue(call_t *c, rd_jobs_t *jobs, grpc_slice body, rd_reply_t *r) {
 }
 
 /* ------------------------------------------------------------------ */
+/* Sample streams                                                      */
+/* ------------------------------------------------------------------ */
+
+static void streams_unlist(call_t *c) {
+  rd_server_t *s = c->srv;
+  pthread_mutex_lock(&s->streams_mu);
+  if (c->s_prev) c->s_prev->s_next = c->s_next;
+  else s->streams = c->s_next;
+  if (c->s_next) c->s_next->s_prev = c->s_prev;
+  c->listed = false;
+  pthread_mutex_unlock(&s->streams_mu);
+}
+
+/* 0 once the server drains: a stream opened now would only be ended. */
+static int streams_list(call_t *c) {
+  rd_server_t *s = c->srv;
+  pthread_mutex_lock(&s->streams_mu);
+  int ok = !s->draining;
+  if (ok) {
+    c->s_prev = NULL;
+    c->s_next = s->streams;
+    if (s->streams) s->streams->s_prev = c;
+    s->streams = c;
+    c->listed = true;
+  }
+  pthread_mutex_unlock(&s->streams_mu);
+  return ok;
+}
+
+static void stream_end(call_t *c, rd_reply_t *r);
+
+/* Read the client's next message; a stream that cannot (the server winds
+ * calls down) ends here, as its read would have failed. */
+static void stream_read(call_t *c) {
+  grpc_op op;
+  memset(&op, 0, sizeof op);
+  op.op = GRPC_OP_RECV_MESSAGE;
+  op.data.recv_message.recv_message = &c->payload;
+  if (atomic_load(&c->srv->cancelling) ||
+      !call_start(c, &op, 1, TAG_RECV, "reading a sample stream"))
+    stream_end(c, NULL);
+}
+
+/* The stream's end is decided: release what it holds now; its status goes
+ * when no write is in flight (r NULL: the call is gone, no status). */
+static void stream_end(call_t *c, rd_reply_t *r) {
+  if (c->ended) return;
+  c->ended = true;
+  rd_sample_stream_free(c->sstream); /* its wait leaves the queue; a grant goes back */
+  c->sstream = NULL;
+  if (r == NULL) {
+    call_release(c); /* the flow's */
+  } else if (c->send_pending) {
+    c->end = *r;
+    c->finish_deferred = true;
+  } else {
+    finish(c, r);
+  }
+}
+
+/* Write batches while the stream has credit, one at a time. */
+static void stream_pump(call_t *c) {
+  while (!c->ended && !c->send_pending && c->sstream != NULL) {
+    if (atomic_load(&c->srv->cancelling)) return;
+    grpc_byte_buffer *bb = NULL;
+    rd_reply_t r;
+    memset(&r, 0, sizeof r);
+    switch (rd_sample_stream_next(c->sstream, &bb, &r)) {
+    case RD_STREAM_BATCH: {
+      grpc_op ops[2];
+      size_t n = 0;
+      memset(ops, 0, sizeof ops);
+      if (!c->md_sent) {
+        ops[n].op = GRPC_OP_SEND_INITIAL_METADATA;
+        n++;
+      }
+      ops[n].op = GRPC_OP_SEND_MESSAGE;
+      ops[n].data.send_message.send_message = bb;
+      n++;
+      c->sending = bb;
+      if (!call_start(c, ops, n, TAG_SEND, "writing a sample stream")) {
+        c->sending = NULL;
+        grpc_byte_buffer_destroy(bb);
+        rd_reply_status(&r, GRPC_STATUS_INTERNAL, "the server could not write the stream");
+        stream_end(c, &r);
+        return;
+      }
+      c->md_sent = true;
+      c->send_pending = true;
+      return;
+    }
+    case RD_STREAM_END:
+      stream_end(c, &r);
+      return;
+    default: /* no credit: an ack comes; held back: its wake comes */
+      return;
+    }
+  }
+}
+
+/* A client message of the stream (RECV): the first opens it. */
+static void stream_recv(call_t *c, bool ok) {
+  rd_reply_t r;
+  memset(&r, 0, sizeof r);
+  if (c->ended) {
+    if (c->payload) grpc_byte_buffer_destroy(c->payload);
+    c->payload = NULL;
+    return;
+  }
+  if (!ok) { /* cancelled, deadline, drain, or the connection went */
+    stream_end(c, NULL);
+    return;
+  }
+  if (c->payload == NULL) { /* the client half-closed: it is done */
+    if (c->sstream == NULL)
+      rd_reply_error(&r, RD_EINVAL, "the SampleStream closed before its first message");
+    stream_end(c, &r);
+    return;
+  }
+  grpc_slice body;
+  int readable = read_body(c, c->payload, &body, &r);
+  grpc_byte_buffer_destroy(c->payload);
+  c->payload = NULL;
+  if (!readable) {
+    stream_end(c, &r);
+    return;
+  }
+  int good;
+  if (c->sstream == NULL) {
+    rd_call_info_t ci = call_info(c);
+    good = rd_sample_stream_open(c->srv->ctx, &ci, GRPC_SLICE_START_PTR(body),
+                                 GRPC_SLICE_LENGTH(body), &c->sstream, &r);
+    if (good && !streams_list(c)) {
+      rd_reply_error(&r, RD_ECANCELED, "the server is shutting down");
+      good = 0;
+    }
+  } else {
+    good = rd_sample_stream_message(c->sstream, GRPC_SLICE_START_PTR(body),
+                                    GRPC_SLICE_LENGTH(body), &r);
+  }
+  grpc_slice_unref(body);
+  if (!good) {
+    stream_end(c, &r);
+    return;
+  }
+  stream_read(c);
+  stream_pump(c);
+}
+
+static void stream_sent(call_t *c, bool ok) {
+  c->send_pending = false;
+  if (c->sending) grpc_byte_buffer_destroy(c->sending);
+  c->sending = NULL;
+  if (c->finish_deferred) {
+    c->finish_deferred = false;
+    finish(c, &c->end);
+  } else if (ok) {
+    stream_pump(c);
+  }
+  /* !ok: the call is over; its read fails too and ends it. */
+}
+
+/* ------------------------------------------------------------------ */
 /* Serving events                                                      */
 /* ------------------------------------------------------------------ */
 
 static void stream_message(call_t *c);
 static void stream_message_job(void *arg, int cancelled);
 
-static void on_event(call_t *c, bool ok) {
+static void on_new(call_t *c, bool ok) {
   rd_server_t *s = c->srv;
   rd_reply_t r;
   memset(&r, 0, sizeof r);
-  switch (c->state) {
-  case ST_NEW:
-    if (!ok) { /* the server is shutting down: the request never matched */
-      call_free(c);
+  if (!ok) { /* the server is shutting down: the request never matched */
+    call_release(c);
+    return;
+  }
+  atomic_fetch_add(&s->calls_started, 1);
+  atomic_fetch_add(&s->calls_active, 1);
+  c->active = true;
+  post_request(c->wk, c->method); /* keep one request per method posted */
+  if (c->method < 0) {
+    char *m = grpc_slice_to_c_string(c->details.method);
+    rd_reply_status(&r, GRPC_STATUS_UNIMPLEMENTED, "method %s is not served by replayd", m);
+    gpr_free(m);
+    finish(c, &r);
+  } else if (c->method == RD_M_INSERT) {
+    start_read(c);
+  } else if (c->method == RD_M_SAMPLE_STREAM) {
+    c->state = ST_STREAM; /* the flow's reference stays until stream_end */
+    stream_read(c);
+  } else {
+    grpc_slice body;
+    if (!read_body(c, c->payload, &body, &r)) {
+      finish(c, &r);
       return;
     }
-    atomic_fetch_add(&s->calls_started, 1);
-    atomic_fetch_add(&s->calls_active, 1);
-    c->active = true;
-    post_request(c->wk, c->method); /* keep one request per method posted */
-    if (c->method < 0) {
-      char *m = grpc_slice_to_c_string(c->details.method);
-      rd_reply_status(&r, GRPC_STATUS_UNIMPLEMENTED, "method %s is not served by replayd", m);
-      gpr_free(m);
+    rd_run_t run = rd_method_run((rd_method_t)c->method);
+    rd_jobs_t *queue = run >= RD_RUN_QUEUE_FIRST ? s->jobs[run - RD_RUN_QUEUE_FIRST] : NULL;
+    if (queue != NULL && enqueue(c, queue, body, &r)) {
+      /* the call waits, touched by no thread, until run_queued */
+    } else if (queue != NULL && run != RD_RUN_INGEST) { /* refused: r says why */
+      grpc_slice_unref(body);
       finish(c, &r);
-    } else if (c->method == RD_M_INSERT) {
-      start_read(c);
-    } else {
-      grpc_slice body;
-      if (!read_body(c, c->payload, &body, &r)) {
-        finish(c, &r);
-        return;
-      }
-      rd_run_t run = rd_method_run((rd_method_t)c->method);
-      rd_jobs_t *queue = run >= RD_RUN_QUEUE_FIRST ? s->jobs[run - RD_RUN_QUEUE_FIRST] : NULL;
-      if (queue != NULL && enqueue(c, queue, body, &r)) {
-        /* the call waits, touched by no thread, until run_queued */
-      } else if (queue != NULL && run != RD_RUN_INGEST) { /* refused: r says why */
-        grpc_slice_unref(body);
-        finish(c, &r);
-      } else { /* inline, TrainStep's start, or an insert its full queue left here */
-        memset(&r, 0, sizeof r);
-        rd_call_info_t ci = call_info(c);
-        rd_reply_when_t when = rd_handle(s->ctx, (rd_method_t)c->method, &ci,
-                                         GRPC_SLICE_START_PTR(body), GRPC_SLICE_LENGTH(body), &r);
-        grpc_slice_unref(body);
-        if (when == RD_REPLY_NOW) finish(c, &r);
-        /* else (TrainStep): the call waits, touched by no thread, until rd_call_reply */
-      }
+    } else { /* inline, TrainStep's start, or an insert its full queue left here */
+      run_body(c, body);
     }
+  }
+}
+
+static void on_event(call_t *c, int kind, bool ok) {
+  /* The batch that completed was started under batch_mu, after what the
+   * starting thread (a job runner, a waker) wrote to c: taking the mutex
+   * orders those writes before this thread's reads in a way ThreadSanitizer
+   * sees too (gRPC orders a batch before its completion inside libgrpc,
+   * which is not instrumented). Uncontended: one lock per event. */
+  pthread_mutex_lock(&c->batch_mu);
+  pthread_mutex_unlock(&c->batch_mu);
+  rd_reply_t r;
+  memset(&r, 0, sizeof r);
+  switch (kind) {
+  case TAG_CLOSE:
+    parked_close(c);
+    call_release(c);
+    return;
+  case TAG_WAKE:
+    if (c->method == RD_M_SAMPLE_STREAM) {
+      if (c->sstream != NULL) rd_sample_stream_woken(c->sstream);
+      stream_pump(c);
+    } else {
+      parked_wake(c);
+    }
+    call_release(c);
+    return;
+  case TAG_SEND:
+    stream_sent(c, ok);
+    call_release(c);
+    return;
+  case TAG_RECV:
+    stream_recv(c, ok);
+    call_release(c);
+    return;
+  default:
+    break;
+  }
+  switch (c->state) {
+  case ST_NEW:
+    on_new(c, ok);
     return;
   case ST_READING: {
     if (!ok) { /* the call broke (cancelled, deadline): finish to clean up */
@@ -368,17 +801,18 @@ static void on_event(call_t *c, bool ok) {
       return;
     }
     if (c->payload == NULL) { /* the client half-closed */
-      rd_handle_insert_end(&c->stream, &r);
-      finish(c, &r);
-      return;
+      if (rd_handle_insert_end(&c->stream, c, &r) == RD_REPLY_NOW) finish(c, &r);
+      return; /* else: finished once its journal record is on disk */
     }
-    rd_jobs_t *ingest = s->jobs[RD_RUN_INGEST - RD_RUN_QUEUE_FIRST];
+    rd_jobs_t *ingest = c->srv->jobs[RD_RUN_INGEST - RD_RUN_QUEUE_FIRST];
     if (ingest == NULL || rd_jobs_submit(ingest, stream_message_job, c, NULL) != RD_OK)
       stream_message(c); /* no ingest threads, or their queue is full */
     return;
   }
+  case ST_STREAM: /* a sample stream's batches come tagged RECV/SEND/WAKE */
+    return;
   case ST_FINISHING:
-    call_free(c);
+    call_release(c);
     return;
   }
 }
@@ -396,14 +830,7 @@ static void stream_message(call_t *c) {
     finish(c, &r);
     return;
   }
-  rd_call_info_t ci = {&c->md, 0, c, &c->stream};
-  rd_reply_when_t when = rd_handle(c->srv->ctx, RD_M_INSERT, &ci, GRPC_SLICE_START_PTR(body),
-                                   GRPC_SLICE_LENGTH(body), &r);
-  grpc_slice_unref(body);
-  if (when == RD_REPLY_MORE)
-    start_read(c);
-  else
-    finish(c, &r);
+  run_body(c, body);
 }
 
 static void stream_message_job(void *arg, int cancelled) {
@@ -425,7 +852,9 @@ static void *worker_main(void *arg) {
     grpc_event ev = grpc_completion_queue_next(wk->cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
     if (ev.type == GRPC_QUEUE_SHUTDOWN) break;
     if (ev.type != GRPC_OP_COMPLETE) continue;
-    on_event(ev.tag, ev.success != 0);
+    uintptr_t t = (uintptr_t)ev.tag;
+    on_event((call_t *)(t & ~(uintptr_t)(TAG_KINDS - 1)), (int)(t & (TAG_KINDS - 1)),
+             ev.success != 0);
   }
   return NULL;
 }
@@ -436,10 +865,18 @@ static void *worker_main(void *arg) {
 
 int rd_server_start(rd_server_t **out, const rd_config_t *cfg, rd_handler_ctx_t *ctx, int *port,
                     rd_error_t *err) {
+  /* Plaintext or TLS (tls.h), checked before anything is started. */
+  grpc_server_credentials *creds = NULL;
+  int rc = rd_tls_server_credentials(cfg, &creds, NULL, err);
+  if (rc != RD_OK) return rc;
   rd_server_t *s = calloc(1, sizeof *s);
-  if (s == NULL) return rd_error_set(err, RD_ENOMEM, "out of memory");
+  if (s == NULL) {
+    grpc_server_credentials_release(creds);
+    return rd_error_set(err, RD_ENOMEM, "out of memory");
+  }
   s->cfg = cfg;
   s->ctx = ctx;
+  pthread_mutex_init(&s->streams_mu, NULL);
   s->n_workers = cfg->threads < 1 ? 1 : cfg->threads > RD_MAX_THREADS ? RD_MAX_THREADS : cfg->threads;
 
   /* SO_REUSEPORT is on by default in gRPC: a second replayd on the same
@@ -461,8 +898,8 @@ int rd_server_start(rd_server_t **out, const rd_config_t *cfg, rd_handler_ctx_t 
   args[1].key = GRPC_ARG_MAX_SEND_MESSAGE_LENGTH;
   args[1].value.integer = (int)cfg->max_message_bytes;
   grpc_channel_args chargs = {4, args};
-  int rc = rd_jobs_create(&s->jobs[RD_RUN_PLACEMENT - RD_RUN_QUEUE_FIRST], "placement",
-                          PLACEMENT_THREADS, PLACEMENT_WAITING, 0, err);
+  rc = rd_jobs_create(&s->jobs[RD_RUN_PLACEMENT - RD_RUN_QUEUE_FIRST], "placement",
+                      PLACEMENT_THREADS, PLACEMENT_WAITING, 0, err);
   if (rc == RD_OK)
     rc = rd_jobs_create(&s->jobs[RD_RUN_CONTROL - RD_RUN_QUEUE_FIRST], "control",
                         CONTROL_THREADS, CONTROL_WAITING, 0, err);
@@ -472,6 +909,7 @@ int rd_server_start(rd_server_t **out, const rd_config_t *cfg, rd_handler_ctx_t 
   if (rc != RD_OK) {
     for (int q = 0; q < RD_RUN_QUEUES; q++)
       if (s->jobs[q]) rd_jobs_stop(s->jobs[q]);
+    grpc_server_credentials_release(creds);
     free(s);
     return rc;
   }
@@ -480,7 +918,9 @@ int rd_server_start(rd_server_t **out, const rd_config_t *cfg, rd_handler_ctx_t 
   for (int m = 0; m < RD_M_COUNT; m++)
     s->methods[m] = grpc_server_register_method(
         s->server, rd_method_path((rd_method_t)m), NULL,
-        m == RD_M_INSERT ? GRPC_SRM_PAYLOAD_NONE : GRPC_SRM_PAYLOAD_READ_INITIAL_BYTE_BUFFER, 0);
+        m == RD_M_INSERT || m == RD_M_SAMPLE_STREAM ? GRPC_SRM_PAYLOAD_NONE
+                                                    : GRPC_SRM_PAYLOAD_READ_INITIAL_BYTE_BUFFER,
+        0);
   for (uint32_t i = 0; i < s->n_workers; i++) {
     s->workers[i].srv = s;
     s->workers[i].cq = grpc_completion_queue_create_for_next(NULL);
@@ -489,7 +929,6 @@ int rd_server_start(rd_server_t **out, const rd_config_t *cfg, rd_handler_ctx_t 
   s->shutdown_cq = grpc_completion_queue_create_for_next(NULL);
   grpc_server_register_completion_queue(s->server, s->shutdown_cq, NULL);
 
-  grpc_server_credentials *creds = grpc_insecure_server_credentials_create();
   int bound = grpc_server_add_http2_port(s->server, cfg->listen, creds);
   grpc_server_credentials_release(creds);
   if (bound == 0) {
@@ -522,6 +961,19 @@ int rd_server_start(rd_server_t **out, const rd_config_t *cfg, rd_handler_ctx_t 
     }
   *out = s;
   return RD_OK;
+}
+
+/* Calls that would wait for the rest of the grace period end now: each
+ * waiting for a rate limiter (woken: UNAVAILABLE) and each sample stream
+ * (cancelled with UNAVAILABLE); none starts waiting from here on. */
+static void drain_waits(rd_server_t *s) {
+  if (s->ctx != NULL && s->ctx->registry != NULL) rd_registry_drain_waits(s->ctx->registry);
+  pthread_mutex_lock(&s->streams_mu);
+  s->draining = true;
+  for (call_t *c = s->streams; c != NULL; c = c->s_next)
+    grpc_call_cancel_with_status(c->call, GRPC_STATUS_UNAVAILABLE,
+                                 "the server is shutting down; the stream ends", NULL);
+  pthread_mutex_unlock(&s->streams_mu);
 }
 
 /* Wait on shutdown_cq (only the shutdown notification is ever queued
@@ -567,6 +1019,7 @@ int rd_server_stop(rd_server_t *s, double grace_s) {
   atomic_store(&s->shutting_down, true);
   static int shutdown_tag;
   grpc_server_shutdown_and_notify(s->server, s->shutdown_cq, &shutdown_tag);
+  drain_waits(s);
   gpr_timespec grace = gpr_time_add(gpr_now(GPR_CLOCK_REALTIME),
                                     gpr_time_from_millis((int64_t)(grace_s * 1000), GPR_TIMESPAN));
   int done = wait_shutdown(s, grace, 1);
@@ -602,7 +1055,9 @@ int rd_server_stop(rd_server_t *s, double grace_s) {
         grpc_event e = grpc_completion_queue_next(s->workers[i].cq,
                                                   gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
         if (e.type == GRPC_QUEUE_SHUTDOWN) break;
-        if (e.type == GRPC_OP_COMPLETE) on_event(e.tag, false);
+        if (e.type != GRPC_OP_COMPLETE) continue;
+        uintptr_t t = (uintptr_t)e.tag;
+        on_event((call_t *)(t & ~(uintptr_t)(TAG_KINDS - 1)), (int)(t & (TAG_KINDS - 1)), false);
       }
     }
   }
@@ -610,8 +1065,24 @@ int rd_server_stop(rd_server_t *s, double grace_s) {
   for (uint32_t i = 0; i < s->n_workers; i++) grpc_completion_queue_destroy(s->workers[i].cq);
   grpc_completion_queue_shutdown(s->shutdown_cq);
   grpc_completion_queue_destroy(s->shutdown_cq);
+  pthread_mutex_destroy(&s->streams_mu);
   free(s);
   return 0;
+}
+
+void rd_server_metrics(void *arg, rd_metrics_server_t *out) {
+  rd_server_t *s = arg;
+  static const char *const names[RD_RUN_QUEUES] = {"placement", "control", "ingest"};
+  _Static_assert(RD_RUN_QUEUES <= RD_METRICS_QUEUES, "metrics.h counts the job queues");
+  memset(out, 0, sizeof *out);
+  out->calls_started = atomic_load(&s->calls_started);
+  int active = atomic_load(&s->calls_active);
+  out->calls_active = active > 0 ? (uint64_t)active : 0;
+  for (int q = 0; q < RD_RUN_QUEUES; q++)
+    if (s->jobs[q] != NULL) {
+      out->queue_name[q] = names[q];
+      out->queue_jobs[q] = rd_jobs_pending(s->jobs[q]);
+    }
 }
 
 uint64_t rd_server_calls_started(const rd_server_t *s) {

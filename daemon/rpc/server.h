@@ -5,6 +5,7 @@
 
 #include "config.h"
 #include "handlers.h"
+#include "metrics.h"
 #include "rd_error.h"
 
 typedef struct rd_server rd_server_t;
@@ -23,5 +24,10 @@ int rd_server_stop(rd_server_t *s, double grace_s);
 
 /* Calls started and running right now (for logs and tests). */
 uint64_t rd_server_calls_started(const rd_server_t *s);
+
+/* The server's load now, for the metrics endpoint (metrics.h's server
+ * callback; arg is the rd_server_t): calls, and the jobs running or
+ * waiting on each job queue. */
+void rd_server_metrics(void *arg, rd_metrics_server_t *out);
 
 #endif

@@ -61,6 +61,28 @@ static int view(const Replayd__V1__WorkloadSpec *pb, rd_spec_pb_t *s, rd_error_t
   c->max_priority = pb->max_priority;
   c->learner = pb->learner;
   c->learner_parse = pb->learner != NULL ? parse_learner : NULL;
+  c->durability = -1;
+  if (pb->durability != NULL && pb->durability[0] != '\0' &&
+      (c->durability = rd_durability_parse(pb->durability)) < 0)
+    return rd_error_set(err, RD_EINVAL, "durability \"%.40s\" is not none, checkpoint or journal",
+                        pb->durability);
+  c->has_checkpoint_interval = pb->checkpoint_interval_opt_case ==
+                               REPLAYD__V1__WORKLOAD_SPEC__CHECKPOINT_INTERVAL_OPT_CHECKPOINT_INTERVAL_S;
+  c->checkpoint_interval_s = pb->checkpoint_interval_s;
+  const Replayd__V1__RateLimiterSpec *rl = pb->rate_limiter;
+  if (rl != NULL) {
+    rd_limiter_spec_t *l = &s->limiter;
+    l->min_size_to_sample = rl->min_size_to_sample;
+    l->samples_per_insert = rl->samples_per_insert;
+    l->has_min_diff = rl->min_diff_opt_case == REPLAYD__V1__RATE_LIMITER_SPEC__MIN_DIFF_OPT_MIN_DIFF;
+    l->min_diff = rl->min_diff;
+    l->has_max_diff = rl->max_diff_opt_case == REPLAYD__V1__RATE_LIMITER_SPEC__MAX_DIFF_OPT_MAX_DIFF;
+    l->max_diff = rl->max_diff;
+    l->has_error_buffer =
+        rl->error_buffer_opt_case == REPLAYD__V1__RATE_LIMITER_SPEC__ERROR_BUFFER_OPT_ERROR_BUFFER;
+    l->error_buffer = rl->error_buffer;
+    c->rate_limiter = l;
+  }
   return RD_OK;
 }
 
@@ -91,6 +113,25 @@ static int fill_defaults(Replayd__V1__WorkloadSpec *c, const rd_workload_config_
   c->max_priority = tc->max_priority;
   c->max_batch = tc->max_batch;
   c->seed = tc->seed;
+  /* durability and checkpoint_interval_s stay as the client gave them:
+   * unset, they follow the server's --durability and
+   * --checkpoint-interval-s (Describe's durability says what applies), and
+   * specs stored before them keep their bytes. */
+  if (c->rate_limiter != NULL) { /* the diffs as resolved; error_buffer folded in */
+    Replayd__V1__RateLimiterSpec *rl = c->rate_limiter;
+    drop_unknown_fields(&rl->base);
+    const double spi = rl->samples_per_insert;
+    rl->min_size_to_sample = wc->limiter.min_size_to_sample;
+    rl->error_buffer_opt_case = REPLAYD__V1__RATE_LIMITER_SPEC__ERROR_BUFFER_OPT__NOT_SET;
+    rl->min_diff_opt_case = REPLAYD__V1__RATE_LIMITER_SPEC__MIN_DIFF_OPT__NOT_SET;
+    rl->max_diff_opt_case = REPLAYD__V1__RATE_LIMITER_SPEC__MAX_DIFF_OPT__NOT_SET;
+    if (spi > 0) {
+      rl->min_diff_opt_case = REPLAYD__V1__RATE_LIMITER_SPEC__MIN_DIFF_OPT_MIN_DIFF;
+      rl->min_diff = wc->limiter.min_diff;
+      rl->max_diff_opt_case = REPLAYD__V1__RATE_LIMITER_SPEC__MAX_DIFF_OPT_MAX_DIFF;
+      rl->max_diff = wc->limiter.max_diff;
+    }
+  }
   if (c->learner == NULL) return RD_OK;
   drop_unknown_fields(&c->learner->base);
   return rd_learner_spec_normalise(c->learner, &wc->learner, err);
@@ -200,7 +241,7 @@ int rd_spec_pb_register(rd_registry_t *r, const Replayd__V1__WorkloadSpec *pb,
   rd_spec_pb_t s;
   int rc = rd_spec_pb_decode(rd_registry_config(r), pb, &s, err);
   if (rc) return rc;
-  rc = rd_registry_register(r, &s.spec, placement, out, err);
+  rc = rd_registry_register(r, &s.spec, placement, out, NULL, err);
   rd_spec_pb_release(&s);
   return rc;
 }

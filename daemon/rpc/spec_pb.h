@@ -27,6 +27,7 @@ typedef struct {
   rd_workload_spec_t spec;
   rd_workload_config_t config; /* spec resolved with the server's limits */
   rd_field_spec_t *fields;
+  rd_limiter_spec_t limiter; /* spec.rate_limiter points here when the spec has one */
   uint8_t *stored; /* the normalised spec, packed: spec.stored */
   size_t stored_len;
   Replayd__V1__WorkloadSpec *owned; /* unpacked here (restore), or NULL */

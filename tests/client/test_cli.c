@@ -274,6 +274,41 @@ static void test_args_profiles_and_plan(void **state) {
   usage_err("the plan SPEC is empty", "plan", "", NULL);
 }
 
+static void test_args_top_and_tls(void **state) {
+  (void)state;
+  rctl_opts_t o;
+  char msg[256];
+  assert_int_equal(parse(&o, msg, NULL, "top", NULL), 0);
+  assert_int_equal(o.cmd, RCTL_CMD_TOP);
+  assert_false(o.once);
+  assert_true(o.interval_s == 1.0);
+  assert_int_equal(parse(&o, msg, NULL, "--json", "top", "--once", "--interval=0.25", NULL), 0);
+  assert_true(o.once);
+  assert_true(o.interval_s == 0.25);
+  usage_err("--once and --interval apply only to top", "ls", "--once", NULL);
+  usage_err("--once and --interval apply only to top", "status", "--interval", "2", NULL);
+  usage_err("--interval needs seconds in [0.1, 3600]", "top", "--interval", "0.05", NULL);
+  usage_err("--interval needs seconds in [0.1, 3600]", "top", "--interval", "3601", NULL);
+  usage_err("--interval needs seconds in [0.1, 3600]", "top", "--interval", "nan", NULL);
+  usage_err("top takes no arguments", "top", "x", NULL);
+
+  assert_int_equal(parse(&o, msg, NULL, "ls", NULL), 0);
+  assert_null(o.tls_ca);
+  assert_int_equal(parse(&o, msg, NULL, "--tls-ca", "/ca.pem", "ls", NULL), 0);
+  assert_string_equal(o.tls_ca, "/ca.pem");
+  assert_null(o.tls_cert);
+  assert_int_equal(parse(&o, msg, NULL, "top", "--tls-ca=/ca", "--tls-cert", "/c.pem",
+                         "--tls-key", "/c.key", NULL), 0);
+  assert_string_equal(o.tls_cert, "/c.pem");
+  assert_string_equal(o.tls_key, "/c.key");
+  usage_err("--tls-cert and --tls-key go together", "--tls-ca", "a", "--tls-cert", "c", "ls",
+            NULL);
+  usage_err("--tls-cert and --tls-key go together", "--tls-ca", "a", "--tls-key", "k", "ls",
+            NULL);
+  usage_err("--tls-cert needs --tls-ca", "--tls-cert", "c", "--tls-key", "k", "ls", NULL);
+  usage_err("--tls-ca needs a file", "--tls-ca=", "ls", NULL);
+}
+
 static void test_plan_spec(void **state) {
   (void)state;
   rdc_spec_t s;
@@ -377,6 +412,7 @@ int main(void) {
       cmocka_unit_test(test_args_ok),
       cmocka_unit_test(test_args_usage_errors),
       cmocka_unit_test(test_args_profiles_and_plan),
+      cmocka_unit_test(test_args_top_and_tls),
       cmocka_unit_test(test_plan_spec),
       cmocka_unit_test(test_state_dir),
       cmocka_unit_test(test_token_file),

@@ -31,7 +31,7 @@
 
 #include "replayd_client.h"
 #include "rd_clock.h"
-#include "rdt_daemon.h"
+#include "rdt_client.h"
 
 static const char *replayd_path;
 static rdt_daemon_t daemon_;
@@ -51,31 +51,13 @@ static int group_setup(void **state) {
   (void)state;
   snprintf(target, sizeof target, "127.0.0.1:%d", rdt_free_port());
   rdt_daemon_opts_t o = daemon_opts();
-  if (rdt_daemon_start(&daemon_, replayd_path, &o) != 0) return -1;
-  rdc_connect_opts_t co;
-  rdc_connect_opts_init(&co);
-  co.wait_for_ready = 1;
-  co.deadline_s = 20;
-  rdc_error_t e;
-  if (rdc_connect_ex(target, 15, &co, &cli, &e) != RDC_OK) {
-    fprintf(stderr, "connect: %s\n", e.msg);
-    rdt_daemon_stop(&daemon_);
-    return -1;
-  }
-  return 0;
+  return rdt_client_daemon_start(&daemon_, replayd_path, &o, 20, &cli);
 }
 
+/* A clean shutdown on SIGTERM is part of what is tested. */
 static int group_teardown(void **state) {
   (void)state;
-  rdc_close(cli);
-  int rc = rdt_daemon_stop(&daemon_);
-  if (rdt_daemon_remove(&daemon_) != 0) fprintf(stderr, "could not remove the state directory\n");
-  /* A clean shutdown on SIGTERM is part of what is tested. */
-  if (rc != 0) {
-    fprintf(stderr, "replayd did not exit cleanly (exit code %d)\n", rc);
-    return -1;
-  }
-  return 0;
+  return rdt_client_daemon_stop(&daemon_, cli);
 }
 
 /* Schema: tag int64, obs float32[3]. Row i carries tag

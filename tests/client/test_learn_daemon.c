@@ -33,7 +33,7 @@
 
 #include "learn_task.h"
 #include "nstep.h"
-#include "rdt_daemon.h"
+#include "rdt_client.h"
 #include "replayd_client.h"
 
 extern char **environ;
@@ -47,31 +47,14 @@ static rdc_client_t *cli;
 static int group_setup(void **state) {
   (void)state;
   rdt_daemon_opts_t o = {.tag = "learn"};
-  if (rdt_daemon_start(&daemon_, replayd_path, &o) != 0) return -1;
+  if (rdt_client_daemon_start(&daemon_, replayd_path, &o, 30, &cli) != 0) return -1;
   target = daemon_.target;
-  rdc_connect_opts_t co;
-  rdc_connect_opts_init(&co);
-  co.wait_for_ready = 1;
-  co.deadline_s = 30;
-  rdc_error_t e;
-  if (rdc_connect_ex(target, 15, &co, &cli, &e) != RDC_OK) {
-    fprintf(stderr, "connect: %s\n", e.msg);
-    rdt_daemon_stop(&daemon_);
-    return -1;
-  }
   return 0;
 }
 
 static int group_teardown(void **state) {
   (void)state;
-  rdc_close(cli);
-  int rc = rdt_daemon_stop(&daemon_);
-  if (rdt_daemon_remove(&daemon_) != 0) fprintf(stderr, "could not remove the state directory\n");
-  if (rc != 0) {
-    fprintf(stderr, "replayd did not exit cleanly (exit code %d)\n", rc);
-    return -1;
-  }
-  return 0;
+  return rdt_client_daemon_stop(&daemon_, cli);
 }
 
 /* ------------------------------------------------------------------ */

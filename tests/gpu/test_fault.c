@@ -61,7 +61,7 @@ static rd_workload_t *gpu_workload(rd_registry_t *r) {
   rd_workload_t *w = NULL;
   rd_error_t err;
   rd_error_clear(&err);
-  if (rd_registry_register(r, &s, pl, &w, &err) != RD_OK) fail_msg("register: %s", err.msg);
+  if (rd_registry_register(r, &s, pl, &w, NULL, &err) != RD_OK) fail_msg("register: %s", err.msg);
   free(pl);
   assert_string_equal(rd_table_rmm_name(&w->table), "gpu0");
   assert_string_equal(rd_table_storage_name(&w->table), "gpu0");

@@ -436,6 +436,67 @@ static void test_cuda_calls(void **state) {
   assert_null(t.rows);
 }
 
+/* ---- snapshots (checkpoints) of a table on the module ---- */
+
+static void insert_rows(rd_table_t *t, size_t n, uint64_t salt) {
+  float obs[200 * 3];
+  uint8_t done[200];
+  double p[200];
+  for (size_t i = 0; i < n; i++) {
+    for (int j = 0; j < 3; j++) obs[i * 3 + j] = (float)(salt * 1000 + i) + (float)j;
+    done[i] = (uint8_t)(i & 1);
+    p[i] = (double)((salt + i) % 7) + 0.5;
+  }
+  rd_cbuf_t cols[2] = {{obs, n * 12}, {done, n}};
+  rd_error_t err;
+  if (rd_table_insert(t, n, cols, p, NULL, &err) != RD_OK) fail_msg("insert: %s", err.msg);
+}
+
+/* A table on the GPU module and storage snapshots through their host
+ * leaves and chunked reads, with inserts overwriting the cut between
+ * slices, and the image restores into a CPU table that then samples what
+ * a CPU table that took the same calls samples. */
+static void test_snapshot_restore(void **state) {
+  (void)state;
+  const rd_rmm_ops_t *rmm;
+  const rd_storage_ops_t *st;
+  rmm_check_ops(&rmm_check_host_dev, 0, &rmm, &st);
+  rd_table_config_t cg, cc;
+  table_config(&cg, 700);
+  table_config(&cc, 700);
+  cg.rmm = rmm;
+  cg.storage = st;
+  rd_table_t g, c, r;
+  rd_error_t err;
+  assert_int_equal(rd_table_init(&g, &cg, &err), RD_OK);
+  assert_int_equal(rd_table_init(&c, &cc, &err), RD_OK);
+  assert_int_equal(rd_table_init(&r, &cc, &err), RD_OK);
+  for (uint64_t i = 0; i < 12; i++) {
+    insert_rows(&g, 150, i);
+    insert_rows(&c, 150, i);
+  }
+  rd_table_snapshot_t s;
+  assert_int_equal(rd_table_snapshot_alloc(&s, &cg, 700, &err), RD_OK);
+  assert_int_equal(rd_table_snapshot_begin(&g, &s, &err), RD_OK);
+  int rc;
+  uint64_t k = 100;
+  while ((rc = rd_table_snapshot_step(&g, &s, 64, &err)) == 0) insert_rows(&g, 37, k++);
+  assert_int_equal(rc, 1);
+  assert_int_equal(rd_table_restore(&r, &s.img, &err), RD_OK);
+  uint64_t ka[128], kb[128];
+  double pa[128], pb[128], wa[128], wb[128];
+  rd_sample_out_t oa = {ka, pa, wa, NULL}, ob = {kb, pb, wb, NULL};
+  assert_int_equal(rd_table_sample(&c, 128, 0.4, 0, &oa, &err), RD_OK);
+  assert_int_equal(rd_table_sample(&r, 128, 0.4, 0, &ob, &err), RD_OK);
+  assert_memory_equal(ka, kb, sizeof ka);
+  assert_memory_equal(pa, pb, sizeof pa);
+  assert_memory_equal(wa, wb, sizeof wa);
+  rd_table_snapshot_free(&s);
+  rd_table_free(&g);
+  rd_table_free(&c);
+  rd_table_free(&r);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_ops_tables),
@@ -446,6 +507,7 @@ int main(void) {
       cmocka_unit_test(test_faults_recover_on_cpu),
       cmocka_unit_test(test_lying_device_is_a_fault),
       cmocka_unit_test(test_cuda_calls),
+      cmocka_unit_test(test_snapshot_restore),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -11,9 +11,10 @@ api/replayd.proto (the Insert client stream included) with each of
 
 and the status the proto's contract gives it: data calls (Insert,
 InsertBatch, Sample, UpdatePriorities, TrainStep, GetWeights) open only with
-the workload's own token; DeleteWorkload also with the admin token; the
+the workload's own token; DeleteWorkload, Checkpoint and ExportWorkload also
+with the admin token (a Checkpoint of all workloads only with it); the
 profile RPCs and Plan only with the admin token (UNAUTHENTICATED without a
-token, PERMISSION_DENIED with any other); RegisterWorkload,
+token, PERMISSION_DENIED with any other); RegisterWorkload, ImportWorkload,
 DescribeWorkload, ListWorkloads, ServerInfo and ListDevices need none and
 answer the same whatever is sent. Every refused call must change nothing:
 the counters and learner state of every workload, the workload list, the
@@ -278,6 +279,31 @@ class TestAuthzMatrix(unittest.TestCase):
 
     def describe(self, w):
         return self.d.stub.DescribeWorkload(pb.WorkloadRef(id=w.id), timeout=10)
+
+    # ---- durability (issue 22) -------------------------------------------
+
+    def test_checkpoint(self):
+        got = self.matrix("Checkpoint", OWN_OR_ADMIN, lambda k, t: self.d.stub.Checkpoint(
+            pb.CheckpointRequest(workload_id=self.a.id), metadata=self.md(t), timeout=30))
+        self.assertEqual(list(got["own"].workload_ids), [self.a.id])
+        got = self.matrix("Checkpoint of all", ADMIN_ONLY, lambda k, t: self.d.stub.Checkpoint(
+            pb.CheckpointRequest(all=True), metadata=self.md(t), timeout=30))
+        self.assertIn(self.a.id, got["admin"].workload_ids)
+
+    def test_export_workload(self):
+        got = self.matrix("ExportWorkload", OWN_OR_ADMIN,
+                          lambda k, t: self.d.stub.ExportWorkload(
+                              pb.ExportWorkloadRequest(workload_id=self.a.id),
+                              metadata=self.md(t), timeout=30))
+        self.assertEqual(got["own"].data[:8], b"RPLYDCKP")
+
+    def test_import_workload(self):
+        data = self.d.stub.ExportWorkload(pb.ExportWorkloadRequest(workload_id=self.a.id),
+                                          metadata=self.md(self.a.token), timeout=30).data
+        got = self.matrix("ImportWorkload", OPEN, lambda k, t: self.d.stub.ImportWorkload(
+            pb.ImportWorkloadRequest(data=data), metadata=self.md(t), timeout=60))
+        self.assertEqual(len({r.id for r in got.values()}), len(KINDS))
+        self.assert_no_tokens([])
 
     # ---- the admin token -------------------------------------------------
 

@@ -132,7 +132,7 @@ class TestLifecycle(Base):
         self.assertEqual(dsc.spec.capacity, 321)
         self.assertEqual(dsc.spec.WhichOneof("alpha_opt"), "alpha")
         self.assertEqual(dsc.spec.alpha, 0.0)
-        self.assertEqual(dsc.counters.size, 0, "data does not persist yet: restarts empty")
+        self.assertEqual(dsc.counters.size, 5, "the shutdown's checkpoint keeps the data")
         r = self.d.stub.InsertBatch(pb.InsertRequest(workload_id=w.id, rows=rows(3)),
                                     metadata=self.md(w), timeout=10)  # the token still works
         self.assertEqual(r.inserted, 3)
@@ -511,8 +511,8 @@ class TestLearner(Base):
         self.d = Daemon(self.state)
         d = self.describe(w)
         self.assertEqual(d.spec.learner.algorithm, "dqn")
-        self.assertEqual(d.learner.steps, 0)  # weights and data are not kept yet
-        self.assertEqual(self.weights(w).version, 1)
+        self.assertEqual(d.learner.steps, 5)  # the shutdown's checkpoint keeps the learner
+        self.assertGreater(self.weights(w).version, 1)
         self.insert(w, 100)
         self.assertEqual(self.train(w, 3, timeout=10).steps_done, 3)
 

@@ -14,15 +14,8 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
-from replayd_test import TOKEN_KEY, DaemonCase, cartpole_spec, grpc, pb, pbg, rows  # noqa: E402
-
-
-def rss_kib(pid):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    return 0
+from replayd_test import (TOKEN_KEY, DaemonCase, cartpole_spec, grpc, pb, pbg,  # noqa: E402
+                          rows, rss_kib)
 
 
 def learner_spec(hidden, batch=32):

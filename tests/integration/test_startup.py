@@ -16,33 +16,14 @@ import sqlite3
 import subprocess
 import sys
 import tempfile
-import types
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
 # replayd_test generates the Python stubs and takes argv[1:3].
-from replayd_test import REPLAYD, Daemon, pb, TOKEN_KEY, cartpole_spec, rows  # noqa: E402
+from replayd_test import REPLAYD, Daemon, pb, TOKEN_KEY, cartpole_spec, rows, run_replayd  # noqa: E402
 
 SOURCE_PARTS = os.path.realpath(os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                              "..", "..", "backends", "fpga", "parts"))
-
-
-def run_replayd(state, *args, exe=REPLAYD):
-    """A replayd expected to refuse to start: its exit code and stderr. One
-    that starts serving instead is killed at once and reported with
-    returncode None, so a test fails without waiting for a timeout."""
-    p = subprocess.Popen([exe, "--listen", "127.0.0.1:0", "--state-dir", state, *args],
-                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    lines, served = [], False
-    for line in p.stderr:
-        lines.append(line)
-        if "listening on" in line:
-            served = True
-            p.kill()
-            break
-    p.stderr.close()
-    rc = p.wait(60)
-    return types.SimpleNamespace(returncode=None if served else rc, stderr="".join(lines))
 
 
 def read(path):

@@ -1,5 +1,6 @@
 /* rdt_client.h - schema builders for tests and benches that talk to a
- * daemon through the C client (clients/c/replayd_client.h).
+ * daemon through the C client (clients/c/replayd_client.h), and a real
+ * daemon with a client connected to it.
  *
  * Contract: the builders overwrite what they are given and allocate nothing.
  */
@@ -8,9 +9,20 @@
 
 #include <stdint.h>
 
+#include "rdt_daemon.h"
 #include "replayd_client.h"
 
 /* A field of dtype: a scalar when dim is 0, else a vector of dim. */
 void rdt_client_field(rdc_field_t *f, const char *name, rdc_dtype_t dtype, uint32_t dim);
+
+/* rdt_daemon_start(d, replayd, opts), then a client of it in *cli that
+ * waits for the server to be ready and gives each call deadline_s. 0, or
+ * -1 with the reason on stderr and the daemon stopped and removed. */
+int rdt_client_daemon_start(rdt_daemon_t *d, const char *replayd, const rdt_daemon_opts_t *opts,
+                            double deadline_s, rdc_client_t **cli);
+
+/* Closes cli, stops the daemon and removes its state directory: 0 when it
+ * exited 0 on SIGTERM (a clean shutdown is part of what tests check). */
+int rdt_client_daemon_stop(rdt_daemon_t *d, rdc_client_t *cli);
 
 #endif

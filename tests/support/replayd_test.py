@@ -11,6 +11,9 @@ generates the Python stubs of api/replayd.proto with Debian's grpc tools.
   per test, stopped with SIGTERM at the end (which must exit 0).
 - Schema builders and row makers: cartpole_spec/rows (a bool "done"),
   dqn_spec (a hosted DQN learner's five columns, "discount" a float).
+- run_replayd: a replayd expected to refuse to start (its exit code and
+  stderr).
+- rss_kib: a process's resident memory (a daemon's growth under a test).
 """
 import os
 import re
@@ -22,6 +25,7 @@ import sys
 import tempfile
 import threading
 import time
+import types
 import unittest
 
 import grpc
@@ -119,6 +123,15 @@ def cartpole_spec(capacity=1000, **kw):
                            seed=7, **kw)
 
 
+def rss_kib(pid):
+    """A process's resident memory in KiB (0 when /proc does not say)."""
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
 def rows(n, start=0):
     """n CartPole rows as packed columns; obs[0] carries the row number."""
     obs = b"".join(struct.pack("<4f", start + i, 0.5, -0.5, 1.0) for i in range(n))
@@ -136,6 +149,24 @@ def dqn_spec(name="dqn", capacity=10000, seed=3, hidden=(32, 32), batch=32):
         name=name, fields=cartpole_fields("discount"), capacity=capacity, seed=seed,
         learner=pb.LearnerSpec(algorithm="dqn", hidden=list(hidden), batch_size=batch,
                                num_actions=2))
+
+
+def run_replayd(state, *args, exe=REPLAYD):
+    """A replayd expected to refuse to start: its exit code and stderr. One
+    that starts serving instead is killed at once and reported with
+    returncode None, so a test fails without waiting for a timeout."""
+    p = subprocess.Popen([exe, "--listen", "127.0.0.1:0", "--state-dir", state, *args],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    lines, served = [], False
+    for line in p.stderr:
+        lines.append(line)
+        if "listening on" in line:
+            served = True
+            p.kill()
+            break
+    p.stderr.close()
+    rc = p.wait(60)
+    return types.SimpleNamespace(returncode=None if served else rc, stderr="".join(lines))
 
 
 class DaemonCase(unittest.TestCase):

@@ -2,11 +2,16 @@
  * that trains on its own machine (the Reverb-style use of replayd).
  *
  *   replayd-remote-learner --workload ID --token T [--batch B] [--iterations N]
- *                          [--beta B] [--stratified] [--gamma G]
+ *                          [--window W] [--beta B] [--stratified] [--gamma G]
  *
- * Each iteration samples a batch of CartPole transitions, checks what came
- * back (counts, column sizes, probabilities, importance weights), computes
- * a new |delta| per item and writes it back with UpdatePriorities.
+ * The learner's loop is one SampleStream (rdc_sampler_*): the server keeps
+ * W batches sampled ahead of it, so a batch is usually here when the
+ * learner asks. Each iteration takes a batch of CartPole transitions,
+ * checks what came back (counts, column sizes, probabilities, importance
+ * weights), computes a new |delta| per item and sends it back on the same
+ * stream. When the workload has a rate limiter, batches come as fast as it
+ * lets them (at its samples per insert); at the end the program prints the
+ * ratio the server kept.
  *
  * PLACEHOLDER: there is no network yet (hosted learning comes later), so
  * |delta| is the TD error of a fixed hand-made value function,
@@ -41,11 +46,12 @@ static void usage(FILE *f) {
           "  --token T           its token (default $REPLAYD_TOKEN)\n"
           "  --batch B           items per sample (default 256)\n"
           "  --iterations N      sample/update rounds (default 1000)\n"
+          "  --window W          batches the server keeps in flight, 1..64 (default 4)\n"
           "  --beta B            importance-sampling exponent (default: the workload's)\n"
           "  --stratified        stratified sampling (one draw per priority slice)\n"
           "  --gamma G           discount of the stand-in TD error (default 0.99)\n"
-          "  --timeout S         connect timeout, per-call deadline, and how long to wait\n"
-          "                      for an empty table to fill (default 10)\n"
+          "  --timeout S         connect timeout, per-call deadline, how long to wait\n"
+          "                      for an empty table to fill and for each batch (default 10)\n"
           "  --wait              wait for the server: at start (until --timeout) and\n"
           "                      whenever it restarts, instead of failing at once\n"
           "  -h, --help          this text\n");
@@ -63,7 +69,7 @@ static double stand_in_value(const float *obs, double gamma) {
 int main(int argc, char **argv) {
   ex_conn_t conn;
   ex_conn_init(&conn);
-  uint64_t batch = 256, iterations = 1000;
+  uint64_t batch = 256, iterations = 1000, window = 4;
   double beta = NAN, gamma = 0.99;
   int stratified = 0;
 
@@ -78,6 +84,8 @@ int main(int argc, char **argv) {
       continue;
     } else if ((v = ex_opt(argc, argv, &i, "--batch", prog))) {
       batch = ex_u64(v, "--batch", 1, 1u << 20, prog);
+    } else if ((v = ex_opt(argc, argv, &i, "--window", prog))) {
+      window = ex_u64(v, "--window", 1, 64, prog);
     } else if ((v = ex_opt(argc, argv, &i, "--iterations", prog))) {
       iterations = ex_u64(v, "--iterations", 1, UINT64_MAX, prog);
     } else if ((v = ex_opt(argc, argv, &i, "--beta", prog))) {
@@ -126,16 +134,33 @@ int main(int argc, char **argv) {
 
   rdc_sample_t smp = {.keys = keys, .probabilities = probs, .weights = weights,
                       .columns = cols, .n_columns = CP_N_FIELDS};
-  uint64_t applied_total = 0, stale_total = 0, samples_total = 0;
-  double delta_sum = 0, t_sample = 0, t_update = 0;
+  rdc_sampler_opts_t so;
+  rdc_sampler_opts_init(&so);
+  so.batch_size = (uint32_t)b;
+  so.beta = beta;
+  so.stratified = stratified;
+  so.window = (uint32_t)window;
+  rdc_sampler_t *sampler = NULL;
+  uint64_t samples_total = 0;
+  /* The server's update counters before: the stream's updates are told
+   * apart from the rest by the difference (stale: overwritten since). */
+  rdc_counters_t before = wl->counters;
+  double delta_sum = 0, t_wait = 0;
   double t0 = rd_clock_now(), wait_until = t0 + conn.timeout;
   int rc = 0;
+  if (rdc_sampler_open(c, conn.workload, conn.token, &so, &sampler, &e) != RDC_OK)
+    rc = ex_fail(prog, NULL, &e);
   for (uint64_t it = 0; it < iterations && rc == 0; it++) {
     double ts = rd_clock_now();
-    int r = rdc_sample(c, conn.workload, conn.token, (uint32_t)b, beta, stratified, &smp, &e);
+    int r = rdc_sampler_next(sampler, conn.timeout, &smp, &e);
     if (r == RDC_FAILED_PRECONDITION && samples_total == 0 && rd_clock_now() < wait_until) {
-      /* An empty table (the actor has not started yet): wait for data. */
+      /* An empty table and no rate limiter to wait in (the actor has not
+       * started yet): the stream ended; open another a little later. */
+      rdc_sampler_close(sampler, NULL);
+      sampler = NULL;
       usleep(100 * 1000);
+      if (rdc_sampler_open(c, conn.workload, conn.token, &so, &sampler, &e) != RDC_OK)
+        rc = ex_fail(prog, NULL, &e);
       it--;
       continue;
     }
@@ -143,7 +168,7 @@ int main(int argc, char **argv) {
       rc = ex_fail(prog, NULL, &e);
       break;
     }
-    t_sample += rd_clock_now() - ts;
+    t_wait += rd_clock_now() - ts;
 
     /* Check what came back. */
     if (smp.count != b) {
@@ -181,29 +206,33 @@ int main(int argc, char **argv) {
       delta[k] = fabs(rew[k] + gamma * v_next - v);
       delta_sum += delta[k];
     }
-
-    double tu = rd_clock_now();
-    uint64_t applied = 0, stale = 0;
-    if (rdc_update_priorities(c, conn.workload, conn.token, b, keys, delta, &applied, &stale, &e) !=
-        RDC_OK) {
+    if (rdc_sampler_update(sampler, b, keys, delta, &e) != RDC_OK) {
       rc = ex_fail(prog, NULL, &e);
       break;
     }
-    t_update += rd_clock_now() - tu;
-    applied_total += applied;
-    stale_total += stale;
     samples_total += b;
   }
   double dt = rd_clock_now() - t0;
+  if (sampler != NULL && rdc_sampler_close(sampler, &e) != RDC_OK && rc == 0)
+    rc = ex_fail(prog, NULL, &e);
   if (rc == 0) {
-    printf("%" PRIu64 " batches of %zu in %.3f s: %.0f samples/s (sample %.1f%%, update "
-           "%.1f%% of the time)\n",
+    printf("%" PRIu64 " batches of %zu in %.3f s: %.0f samples/s (waiting for batches %.1f%% "
+           "of the time, window %" PRIu64 ")\n",
            iterations, b, dt, dt > 0 ? (double)samples_total / dt : 0.0,
-           dt > 0 ? 100 * t_sample / dt : 0.0, dt > 0 ? 100 * t_update / dt : 0.0);
-    printf("priority updates: %" PRIu64 " applied, %" PRIu64 " stale (slot overwritten since "
-           "sampled); mean stand-in |delta| %.3f; table size %" PRIu64 "\n",
-           applied_total, stale_total, samples_total ? delta_sum / (double)samples_total : 0.0,
-           smp.table_size);
+           dt > 0 ? 100 * t_wait / dt : 0.0, window);
+    int described = rdc_describe(c, conn.workload, wl, &e) == RDC_OK;
+    if (described)
+      printf("priority updates: %" PRIu64 " applied, %" PRIu64 " stale (slot overwritten since "
+             "sampled); mean stand-in |delta| %.3f; table size %" PRIu64 "\n",
+             wl->counters.updates - before.updates,
+             wl->counters.stale_updates - before.stale_updates,
+             samples_total ? delta_sum / (double)samples_total : 0.0, smp.table_size);
+    if (described && wl->has_rate_limiter) {
+      const rdc_limiter_state_t *l = &wl->rate_limiter;
+      printf("rate limiter: %" PRIu64 " sampled / %" PRIu64 " inserted = %.4f (samples_per_insert "
+             "%g); waited %.3f s for inserts, %.3f s for samples\n", l->sampled, l->inserted,
+             l->ratio, l->config.samples_per_insert, l->insert_wait_s, l->sample_wait_s);
+    }
   }
   for (int i = 0; i < CP_N_FIELDS; i++) free(cols[i].data);
   free(keys);

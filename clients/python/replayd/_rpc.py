@@ -1,9 +1,9 @@
 """Calls on one channel: tokens, deadlines, retries, errors.
 
 Every RPC of the Replay service gets a grpc multi-callable made once per
-channel. The hot ones (Insert, InsertBatch, Sample, UpdatePriorities) send
-and receive raw bytes that _wire.py builds and reads; the rest use the
-generated message classes.
+channel. The hot ones (Insert, InsertBatch, Sample, SampleStream,
+UpdatePriorities) send and receive raw bytes that _wire.py builds and
+reads; the rest use the generated message classes.
 
 Deadlines: each call has one (the client's default `timeout`, or the
 call's own), covering its retries. Retries: calls that change nothing, or
@@ -25,7 +25,8 @@ from .errors import error_for, from_rpc_error
 TOKEN_KEY = "x-replayd-token"
 SERVICE = "/replayd.v1.Replay/"
 
-# name: (request class or None for bytes, response class or None for bytes, kind, retry-safe)
+# name: (request class or None for bytes, response class or None for bytes,
+#        kind: uu unary, su client stream, ss bidirectional stream, retry-safe)
 METHODS: Dict[str, Tuple[Any, Any, str, bool]] = {
     "RegisterWorkload": (pb.WorkloadSpec, pb.Workload, "uu", False),
     "DescribeWorkload": (pb.WorkloadRef, pb.Workload, "uu", True),
@@ -44,6 +45,7 @@ METHODS: Dict[str, Tuple[Any, Any, str, bool]] = {
     "ClearProfiles": (pb.ClearProfilesRequest, pb.ClearProfilesResponse, "uu", False),
     "ImportProfiles": (pb.ImportProfilesRequest, pb.ImportProfilesResponse, "uu", False),
     "ExportProfiles": (pb.ExportProfilesRequest, pb.ExportProfilesResponse, "uu", True),
+    "SampleStream": (None, None, "ss", False),
 }
 
 RETRY_CODES = frozenset({grpc.StatusCode.UNAVAILABLE})
@@ -73,7 +75,8 @@ class Calls:
         for name, (req, rep, kind, _) in METHODS.items():
             ser = req.SerializeToString if req is not None else None
             de = rep.FromString if rep is not None else None
-            make = channel.unary_unary if kind == "uu" else channel.stream_unary
+            make = {"uu": channel.unary_unary, "su": channel.stream_unary,
+                    "ss": channel.stream_stream}[kind]
             self.mc[name] = make(SERVICE + name, request_serializer=ser, response_deserializer=de)
 
     @staticmethod

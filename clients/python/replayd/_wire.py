@@ -248,6 +248,29 @@ def sample_request(workload_id: bytes, batch_size: int, beta: Optional[float],
     return out
 
 
+def sample_stream_open(workload_id: bytes, batch_size: int, beta: Optional[float],
+                       stratified: bool, window: int) -> bytes:
+    """SampleStreamRequest bytes that open a stream: SampleRequest's first
+    four fields have the same numbers, then window (5)."""
+    return sample_request(workload_id, batch_size, beta, stratified) + b"\x28" + varint(window)
+
+
+def sample_stream_more(ack: int, keys: Optional[np.ndarray],
+                       priorities: Optional[np.ndarray]) -> bytes:
+    """A later SampleStreamRequest: ack (6), keys (7, packed varints) and
+    priorities (8, packed doubles)."""
+    out: List[bytes] = []
+    if ack:
+        out += [b"\x30", varint(ack)]
+    if keys is not None and keys.size:
+        k = encode_varints(keys)
+        out += [_ld(0x3A, len(k)), k]
+    if priorities is not None and priorities.size:
+        p = np.ascontiguousarray(priorities, dtype=_F8)
+        out += [_ld(0x42, p.nbytes), p.tobytes()]
+    return b"".join(out)
+
+
 def update_request(workload_id: bytes, keys: np.ndarray, priorities: np.ndarray) -> bytes:
     """UpdatePrioritiesRequest bytes: keys packed varints, priorities packed doubles."""
     out = [_ld(0x0A, len(workload_id)), workload_id]

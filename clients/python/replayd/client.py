@@ -16,7 +16,7 @@ import numpy as np
 from . import _wire
 from ._proto import replayd_pb2 as pb
 from ._rpc import Calls
-from .columns import pack, priorities_of
+from .columns import keys_of, pack, priorities_of
 from .errors import InvalidArgument
 from .sampler import Sampler, sample_from_reply
 from .spec import Spec, as_spec
@@ -271,11 +271,13 @@ class Workload:
                                 parse=lambda raw: InsertResult(*_wire.decode_insert(raw)))
 
     def writer(self, max_rows: int = 256, max_seconds: Optional[float] = 1.0,
-               queue_depth: int = 8, timeout: Optional[float] = None) -> Writer:
+               queue_depth: int = 8, timeout: Optional[float] = None,
+               max_message_rows: Optional[int] = None) -> Writer:
         """A Writer: rows appended one at a time (or in batches) go out in
-        messages of up to max_rows on one Insert stream (see replayd.writer)."""
+        messages of max_rows on one Insert stream, coalesced up to
+        max_message_rows while the stream falls behind (see replayd.writer)."""
         return Writer(self, max_rows=max_rows, max_seconds=max_seconds, queue_depth=queue_depth,
-                      timeout=timeout)
+                      timeout=timeout, max_message_rows=max_message_rows)
 
     # -- rows out -----------------------------------------------------------
 
@@ -291,22 +293,21 @@ class Workload:
 
     def sampler(self, batch_size: int, beta: Optional[float] = None, stratified: bool = False,
                 prefetch: int = 2, timeout: Optional[float] = None,
-                max_batches: Optional[int] = None) -> Sampler:
-        """An iterator of batches with `prefetch` calls in flight (see
-        replayd.sampler); close it (or use ``with``) to cancel them."""
+                max_batches: Optional[int] = None, stream: bool = False) -> Sampler:
+        """An iterator of batches with `prefetch` batches in flight (see
+        replayd.sampler): unary Sample calls, or with ``stream=True`` one
+        SampleStream whose window is `prefetch` (priority updates then go
+        on the stream: Sampler.update). Close it (or use ``with``) to cancel
+        what is in flight."""
         self.spec  # the schema before the first call, not inside it
-        return Sampler(self, batch_size, beta, stratified, prefetch, timeout, max_batches)
+        return Sampler(self, batch_size, beta, stratified, prefetch, timeout, max_batches,
+                       stream)
 
     def update_priorities(self, keys: Any, priorities: Any,
                           timeout: Optional[float] = None) -> UpdateResult:
         """Set the priorities (raw |TD error|, transformed as at insert) of
         sampled keys; keys overwritten since are skipped and counted stale."""
-        k = np.asarray(keys)
-        if k.dtype.kind not in "ui":
-            raise InvalidArgument(f"keys must be integers, not {k.dtype}")
-        if k.size and k.min() < 0:
-            raise InvalidArgument("keys are non-negative")
-        k = k.reshape(-1).astype(np.uint64, copy=False)
+        k = keys_of(keys)
         p = priorities_of(priorities, k.size)
         req = _wire.update_request(self.id_bytes, k, p)
         return self._calls.call("UpdatePriorities", req, token=self.token, timeout=timeout,

@@ -89,3 +89,13 @@ def priorities_of(p: Any, n: int) -> np.ndarray:
     if a.size != n:
         raise InvalidArgument(f"{a.size} priorities for {n} rows")
     return a
+
+
+def keys_of(keys: Any) -> np.ndarray:
+    """Sampled keys as uint64 (InvalidArgument for non-integers or negatives)."""
+    k = np.asarray(keys)
+    if k.dtype.kind not in "ui":
+        raise InvalidArgument(f"keys must be integers, not {k.dtype}")
+    if k.size and k.min() < 0:
+        raise InvalidArgument("keys are non-negative")
+    return k.reshape(-1).astype(np.uint64, copy=False)

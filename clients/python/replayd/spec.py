@@ -203,6 +203,10 @@ class Spec:
     max_priority: Optional[float] = None
     max_batch: int = 0
     learner: Optional[Learner] = None
+    # The table's rate limiter, RateLimiterSpec's fields by name
+    # (min_size_to_sample, samples_per_insert, min_diff, max_diff,
+    # error_buffer); None: none. Waiting calls wait in the daemon.
+    rate_limiter: Optional[Mapping[str, float]] = None
 
     def __post_init__(self) -> None:
         f = self.fields
@@ -240,6 +244,11 @@ class Spec:
                 setattr(m, name, float(v))
         if self.learner is not None:
             m.learner.CopyFrom(self.learner.to_proto())
+        if self.rate_limiter is not None:
+            try:
+                m.rate_limiter.CopyFrom(pb.RateLimiterSpec(**self.rate_limiter))
+            except (TypeError, ValueError) as e:
+                raise InvalidArgument(f"rate_limiter: {e}") from e
         return m
 
     @classmethod
@@ -251,6 +260,8 @@ class Spec:
             kw[name] = getattr(m, name) if m.HasField(name) else None
         if m.HasField("learner"):
             kw["learner"] = Learner.from_proto(m.learner)
+        if m.HasField("rate_limiter"):
+            kw["rate_limiter"] = {f.name: v for f, v in m.rate_limiter.ListFields()}
         return cls(**kw)
 
 

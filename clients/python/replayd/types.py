@@ -53,13 +53,15 @@ class WorkloadInfo:
     created_unix: int
     learner: Optional[LearnerCounters]
     placement: Any  # replayd_pb2.Placement, or None without a learner
+    rate_limiter: Any = None  # replayd_pb2.RateLimiterState, or None without a limiter
 
     @classmethod
     def from_proto(cls, m: Any) -> "WorkloadInfo":
         return cls(id=m.id, spec=Spec.from_proto(m.spec), counters=record(Counters, m.counters),
                    created_unix=m.created_unix,
                    learner=record(LearnerCounters, m.learner) if m.HasField("learner") else None,
-                   placement=m.placement if m.HasField("placement") else None)
+                   placement=m.placement if m.HasField("placement") else None,
+                   rate_limiter=m.rate_limiter if m.HasField("rate_limiter") else None)
 
 
 @dataclass(frozen=True)

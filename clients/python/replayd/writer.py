@@ -5,14 +5,25 @@ per message (one message per row would be bounded by gRPC's calls/s). The
 writer copies each row into preallocated column buffers and sends them as
 one InsertRequest on a client-streaming Insert call when
 
-- ``max_rows`` rows are buffered (size), or
+- ``max_rows`` rows are buffered (size) and the stream is keeping up, or
+  ``max_message_rows`` rows are buffered while it is not (see below), or
 - the oldest buffered row has waited ``max_seconds`` (time: a background
   thread flushes an idle actor's rows), or
 - ``flush()`` or ``close()`` is called.
 
 Rows of one message either all carry a priority or none do (the proto's
 rule), so appending a row with a priority after rows without (or the other
-way round) flushes the rows before it first. The stream is opened at the
+way round) flushes the rows before it first.
+
+Coalescing: gRPC's Python streams cost a fixed time per message (a thread
+handoff per send), whatever its size, so a writer fed faster than the stream
+sends would be capped at that many messages per second. While two or more
+messages already wait to be sent, the writer keeps filling the current
+message up to ``max_message_rows`` (default: up to 8 x max_rows, within the
+workload's max_batch and 4 MiB) instead of cutting it at max_rows; as soon
+as the stream catches up, messages are cut at max_rows again, and gRPC's
+sending thread cuts a message of max_rows or more itself when it finds
+nothing left to send. Rows keep their order either way. The stream is opened at the
 first flush and kept; at most ``queue_depth`` messages wait to be sent, so a
 slow daemon slows ``append`` down instead of growing memory. (A writer
 that filled the queue resumes only once it has drained to a quarter: gRPC
@@ -40,6 +51,16 @@ from .types import InsertResult
 __all__ = ["Writer"]
 
 _END = object()
+_MAX_MESSAGE_BYTES = 4 << 20
+
+
+def _default_message_rows(spec: Any, max_rows: int) -> int:
+    """Up to 8 x max_rows per coalesced message, within the workload's
+    max_batch (the daemon refuses more) and 4 MiB."""
+    cap = min(8 * max_rows, _MAX_MESSAGE_BYTES // max(1, spec.row_bytes))
+    if spec.max_batch:
+        cap = min(cap, spec.max_batch)
+    return max(max_rows, cap)
 
 
 class Writer:
@@ -48,9 +69,12 @@ class Writer:
     live until then. Thread-safe."""
 
     def __init__(self, workload: Any, max_rows: int = 256, max_seconds: Optional[float] = 1.0,
-                 queue_depth: int = 8, timeout: Optional[float] = None):
+                 queue_depth: int = 8, timeout: Optional[float] = None,
+                 max_message_rows: Optional[int] = None):
         if max_rows < 1:
             raise InvalidArgument("max_rows must be at least 1")
+        if max_message_rows is not None and max_message_rows < max_rows:
+            raise InvalidArgument("max_message_rows must be at least max_rows")
         if max_seconds is not None and max_seconds <= 0:
             raise InvalidArgument("max_seconds must be positive (or None: no time flush)")
         if queue_depth < 1:
@@ -59,11 +83,15 @@ class Writer:
         self._fields = workload.spec.fields
         self._enc = _wire.InsertEncoder(workload.id_bytes, self._fields)
         self.max_rows = max_rows
+        if max_message_rows is None:
+            max_message_rows = _default_message_rows(workload.spec, max_rows)
+        self.max_message_rows = max_message_rows
         self.max_seconds = max_seconds
         self._timeout = timeout
         self._bufs: Dict[str, np.ndarray] = {
-            f.name: np.zeros((max_rows,) + f.shape, dtype=f.dtype) for f in self._fields}
-        self._prio = np.zeros(max_rows, dtype="<f8")
+            f.name: np.zeros((max_message_rows,) + f.shape, dtype=f.dtype)
+            for f in self._fields}
+        self._prio = np.zeros(max_message_rows, dtype="<f8")
         self._n = 0
         self._with_prio = False
         self._oldest = 0.0
@@ -124,25 +152,28 @@ class Writer:
             if i == 0:
                 self._oldest = time.monotonic()
                 self._cond.notify_all()
-            if self._n == self.max_rows:
+            if self._n == self.max_message_rows or (self._n >= self.max_rows
+                                                    and self._cut_now()):
                 self._flush_locked()
 
     def extend(self, batch: Mapping[str, Any], priorities: Any = None) -> None:
         """Buffer a batch (a dict of arrays, the rules of replayd.columns.pack).
         A batch of max_rows or more rows with nothing buffered goes out as
-        one message of its own."""
+        one message of its own (one smaller than max_message_rows only
+        while the stream keeps up; otherwise it is coalesced)."""
         n, cols = pack(self._fields, batch)
         prio = priorities_of(priorities, n) if priorities is not None else None
         with self._cond:
             self._check_open()
-            if self._n == 0 and n >= self.max_rows:
+            if self._n == 0 and n >= self.max_rows and (n >= self.max_message_rows
+                                                        or self._cut_now()):
                 self._send(self._enc.encode(n, cols, prio), n)
                 return
             done = 0
             while done < n:
                 if self._n and (prio is not None) != self._with_prio:
                     self._flush_locked()
-                take = min(n - done, self.max_rows - self._n)
+                take = min(n - done, self.max_message_rows - self._n)
                 for f, c in zip(self._fields, cols):
                     self._bufs[f.name][self._n:self._n + take] = c[done:done + take]
                 if prio is not None:
@@ -153,7 +184,8 @@ class Writer:
                     self._cond.notify_all()
                 self._n += take
                 done += take
-                if self._n == self.max_rows:
+                if self._n == self.max_message_rows or (self._n >= self.max_rows
+                                                        and self._cut_now()):
                     self._flush_locked()
 
     def flush(self) -> None:
@@ -247,6 +279,11 @@ class Writer:
         self._closed = True
         raise self._error
 
+    def _cut_now(self) -> bool:
+        """Whether a message of max_rows or more should go now: the stream
+        keeps up (fewer than two messages wait). Otherwise rows coalesce."""
+        return len(self._msgs) < 2
+
     def _flush_locked(self) -> None:
         n = self._n
         if n == 0:
@@ -261,17 +298,38 @@ class Writer:
         """The stream's messages, taken by gRPC's sending thread."""
         q, cond = self._msgs, self._mcond
         while True:
+            if not q and self._n >= self.max_rows:
+                self._cut_from_sender()
             with cond:
                 while not q:
                     self._sender_waits = True
-                    cond.wait()
+                    # Rows coalescing while the stream was behind: look again
+                    # soon (the writer may have held its lock a moment ago).
+                    cond.wait(0.002 if self._n >= self.max_rows else None)
                     self._sender_waits = False
+                    if not q and self._n >= self.max_rows:
+                        break
+                if not q:
+                    continue
                 item = q.popleft()
                 if self._writer_waits and len(q) <= self._low_water:
                     cond.notify_all()
             if item is _END:
                 return
             yield item
+
+    def _cut_from_sender(self) -> None:
+        """gRPC's sending thread found nothing to send while the writer holds
+        max_rows or more coalesced rows: cut them into a message now. It
+        never blocks on the writer's lock (the writer may be waiting for
+        this thread to make room), it only tries for a moment."""
+        if not self._cond.acquire(timeout=0.001):
+            return
+        try:
+            if self._error is None and not self._msgs and self._n >= self.max_rows:
+                self._flush_locked()
+        finally:
+            self._cond.release()
 
     def _send(self, data: bytes, rows: int) -> None:
         if self._call is None:

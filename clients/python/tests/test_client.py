@@ -192,7 +192,7 @@ def test_every_dtype_and_shape_round_trips_bit_exact(client):
 
 def test_writer_flushes_on_size(client):
     w = client.register(cartpole())
-    wr = w.writer(max_rows=10, max_seconds=None)
+    wr = w.writer(max_rows=10, max_seconds=None, max_message_rows=10)
     for i in range(25):
         wr.append(row(i))
     assert wr.messages_sent == 2 and wr.rows_sent == 20 and wr.pending == 5
@@ -230,7 +230,7 @@ def test_writer_flushes_on_time(client):
 
 def test_writer_flush_extend_and_priorities(client):
     w = client.register(cartpole(capacity=1000, alpha=1.0, epsilon=1e-9))
-    with w.writer(max_rows=8, max_seconds=None) as wr:
+    with w.writer(max_rows=8, max_seconds=None, max_message_rows=8) as wr:
         wr.extend(rows(20))  # nothing buffered and >= max_rows: one message of 20
         assert wr.messages_sent == 1 and wr.pending == 0
         wr.extend(rows(3, 20))
@@ -254,6 +254,48 @@ def test_writer_flush_extend_and_priorities(client):
     for _ in range(40):
         drawn |= set(w.sample(43).keys.tolist())
     assert not {36, 37, 38, 39, 41, 42} & drawn and len(drawn) > 30
+    w.delete()
+
+
+def test_writer_coalesces_while_the_stream_is_behind(client):
+    w = client.register(cartpole(capacity=1000))
+    wr = w.writer(max_rows=8, max_seconds=None, max_message_rows=32)
+    wr._cut_now = lambda: False  # as if two messages were waiting to be sent
+    for i in range(4):
+        wr.extend(rows(8, 8 * i))
+    assert wr.messages_sent == 1 and wr.rows_sent == 32 and wr.pending == 0
+    wr.extend(rows(8, 32))
+    wr.extend(rows(8, 40))
+    assert wr.messages_sent == 1 and wr.pending == 16
+    # gRPC's sending thread, finding nothing to send, cuts the coalesced rows
+    assert wait_for(lambda: wr.pending, 0) == 0
+    assert wr.messages_sent == 2 and wr.rows_sent == 48
+    del wr._cut_now  # the stream keeps up: a message per max_rows again
+    wr.extend(rows(8, 48))
+    assert wr.messages_sent == 3 and wr.pending == 0
+    assert wr.close().inserted == 56
+    s = w.sample(56, stratified=True)
+    assert np.array_equal(s.data["obs"][:, 0], s.keys.astype(np.float32))
+    with pytest.raises(replayd.InvalidArgument, match="max_message_rows"):
+        w.writer(max_rows=8, max_message_rows=4)
+    w.delete()
+
+
+def test_writer_keeps_every_row_in_order_under_load(client):
+    w = client.register(cartpole(capacity=4096))
+    with w.writer(max_rows=8, max_seconds=None) as wr:
+        for i in range(300):  # batches, and single rows between them
+            if i % 3:
+                wr.extend(rows(8, 8 * i))
+            else:
+                wr.append(row(8 * i))
+                wr.extend(rows(7, 8 * i + 1))
+    assert wr.close().inserted == 2400
+    assert wr.messages_sent <= 300 and wr.rows_sent == 2400
+    s = w.sample(2400, stratified=True)
+    assert sorted(s.keys.tolist()) == list(range(2400))
+    assert np.array_equal(s.data["obs"][:, 0], s.keys.astype(np.float32))
+    assert w.spec.max_batch >= wr.max_message_rows
     w.delete()
 
 
@@ -389,6 +431,73 @@ def test_sampler_error_ends_the_iteration(client):
     assert it.closed
     with pytest.raises(StopIteration):
         next(it)
+
+
+def wait_until(pred, what, timeout=30.0):
+    """Poll pred() until it holds; a generous deadline for a loaded machine."""
+    t_end = time.monotonic() + timeout
+    while not pred():
+        assert time.monotonic() < t_end, "timed out waiting for " + what
+        time.sleep(0.01)
+
+
+def test_stream_sampler_window_and_updates(client):
+    w = client.register(cartpole())
+    w.insert(rows(100))
+    with w.sampler(16, beta=0.5, prefetch=4, stream=True, max_batches=6, timeout=60) as it:
+        for b in it:
+            assert len(b) == 16 and b.data["obs"].shape == (16, 4)
+            assert abs(b.weights.max() - 1.0) < 1e-12
+            # rows name their keys: obs[0] = key
+            assert np.array_equal(b.data["obs"][:, 0], b.keys.astype(np.float32))
+            assert it.update(b.keys, np.full(16, 2.0)) is None
+    assert it.closed and it.batches == 6
+    # close() half-closed: every update given reached the daemon
+    wait_until(lambda: w.describe().counters.updates == 6 * 16, "the stream's updates")
+    # the daemon sampled no more than the window ahead of what was taken
+    assert 6 * 16 <= w.describe().counters.samples <= (6 + 4) * 16
+    with pytest.raises(ValueError):
+        w.sampler(4, prefetch=65, stream=True)
+    w.delete()
+
+
+def test_stream_sampler_errors_end_it(client):
+    w = client.register(cartpole())
+    w.insert(rows(10))
+    it = w.sampler(4, prefetch=2, stream=True)
+    b = next(it)
+    it.update(b.keys[:1], [float("nan")])  # the daemon's check ends the stream
+    with pytest.raises(replayd.InvalidArgument):
+        for _ in range(10):
+            next(it)
+    assert it.closed
+    with pytest.raises(replayd.InvalidArgument, match="integers"):
+        w.sampler(4, stream=True).update([0.5], [1.0])  # the client's check
+    it = w.sampler(4, prefetch=2, stream=True)
+    next(it)
+    client.delete(w.id)
+    with pytest.raises(replayd.NotFound):
+        for _ in range(10):
+            next(it)
+    assert it.closed
+    with pytest.raises(StopIteration):
+        next(it)
+
+
+def test_stream_sampler_waits_for_the_rate_limiter(client):
+    w = client.register(cartpole(rate_limiter={"min_size_to_sample": 20}))
+    assert w.spec.rate_limiter["min_size_to_sample"] == 20
+    got = []
+    with w.sampler(8, prefetch=2, stream=True) as it:
+        t = threading.Thread(target=lambda: got.append(next(it)))
+        t.start()
+        wait_until(lambda: w.describe().rate_limiter.blocked_samples == 1,
+                   "the stream to wait in the daemon")
+        assert not got
+        w.insert(rows(20))
+        t.join(30)
+        assert len(got) == 1 and len(got[0]) == 8
+    w.delete()
 
 
 def test_data_calls_check_the_token(client):

@@ -1,0 +1,27 @@
+/* bench_rows.h - the CartPole-shaped rows the loopback benchmarks insert
+ * (obs float32[4], action int32, reward float32, next_obs float32[4], done
+ * bool: 41 bytes a row), as the C client's columns.
+ *
+ * Contract: bench_rows_make allocates with xmalloc (it dies rather than
+ * fail) and fills n rows; bench_rows_free frees them. */
+#ifndef RD_BENCH_ROWS_H
+#define RD_BENCH_ROWS_H
+
+#include <stdint.h>
+
+#include "replayd_client.h"
+
+#define BENCH_OBS 4
+#define BENCH_ROW_BYTES 41
+
+typedef struct {
+  float *obs, *reward, *next_obs;
+  int32_t *action;
+  uint8_t *done;
+  rdc_column_t cols[5];
+} bench_rows_t;
+
+void bench_rows_make(bench_rows_t *r, uint32_t n);
+void bench_rows_free(bench_rows_t *r);
+
+#endif

@@ -1,0 +1,269 @@
+/* durability.c - Checkpoint, ExportWorkload and ImportWorkload, and the
+ * journal's acknowledgements (durability.h). */
+#include "durability.h"
+
+#include <grpc/byte_buffer.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "auth.h"
+#include "durable.h"
+#include "log.h"
+#include "messages.h"
+#include "paging.h"
+#include "placer.h"
+#include "spec_pb.h"
+
+/* ------------------------------------------------------------------ */
+/* Acknowledgements                                                    */
+/* ------------------------------------------------------------------ */
+
+typedef struct {
+  rd_journal_waiter_t waiter;
+  void *call;
+  grpc_byte_buffer *reply;
+} ack_t;
+
+/* The committer thread: the record is on disk, or never will be. */
+static void ack_done(void *arg, int rc, const rd_error_t *err) {
+  ack_t *a = arg;
+  rd_reply_t r;
+  memset(&r, 0, sizeof r);
+  if (rc == RD_OK) {
+    rd_reply_buffer(&r, a->reply);
+  } else {
+    grpc_byte_buffer_destroy(a->reply);
+    rd_reply_error(&r, rc, "not acknowledged: %s", err && err->msg[0] ? err->msg : rd_err_name(rc));
+  }
+  rd_call_reply(a->call, &r);
+  free(a);
+}
+
+rd_reply_when_t rd_ack_when_durable(rd_workload_t *w, uint64_t lsn, void *call, rd_reply_t *r) {
+  rd_journal_t *j = rd_durable_journal(w);
+  if (j == NULL || lsn == 0 || r->status != GRPC_STATUS_OK || r->reply == NULL)
+    return RD_REPLY_NOW;
+  ack_t *a = malloc(sizeof *a);
+  if (a == NULL) {
+    /* Applied and journalled, but this call cannot wait: never OK unsynced. */
+    rd_reply_error(r, RD_ENOMEM, "out of memory waiting for the journal; the call was applied "
+                   "but is not acknowledged");
+    return RD_REPLY_NOW;
+  }
+  a->call = call;
+  a->reply = r->reply;
+  rd_error_t err;
+  rd_error_clear(&err);
+  int rc = rd_journal_when_durable(j, lsn, &a->waiter, ack_done, a, &err);
+  if (rc == 0) {
+    r->reply = NULL; /* the committer sends it */
+    return RD_REPLY_LATER;
+  }
+  free(a);
+  if (rc < 0) rd_reply_error(r, rc, "not acknowledged: %s", err.msg);
+  return RD_REPLY_NOW;
+}
+
+/* ------------------------------------------------------------------ */
+/* Checkpoint                                                          */
+/* ------------------------------------------------------------------ */
+
+/* Every workload that has checkpoints: its id and checkpoint. */
+static void checkpoint_all(rd_handler_ctx_t *ctx, rd_reply_t *r) {
+  size_t cap = rd_registry_count(ctx->registry) + 16;
+  rd_workload_t **ws = calloc(cap, sizeof *ws);
+  char **ids = calloc(cap, sizeof *ids);
+  Replayd__V1__CheckpointInfo *infos = calloc(cap, sizeof *infos);
+  Replayd__V1__CheckpointInfo **ptrs = calloc(cap, sizeof *ptrs);
+  if (ws == NULL || ids == NULL || infos == NULL || ptrs == NULL) {
+    rd_reply_error(r, RD_ENOMEM, "out of memory");
+    goto out;
+  }
+  size_t n = rd_registry_list(ctx->registry, ws, cap), k = 0, failed = 0;
+  rd_error_t first;
+  rd_error_clear(&first);
+  for (size_t i = 0; i < n; i++) {
+    rd_durable_info_t di;
+    rd_durable_info(ws[i], &di);
+    if (di.mode == RD_DURABILITY_NONE) continue;
+    rd_checkpoint_info_t ci;
+    rd_error_t e;
+    rd_error_clear(&e);
+    if (rd_durable_checkpoint(ctx->durable, ws[i], &ci, &e) != RD_OK) {
+      if (failed++ == 0) first = e;
+      continue;
+    }
+    ids[k] = ws[i]->id;
+    rd_checkpoint_info_msg(&infos[k], &ci);
+    ptrs[k] = &infos[k];
+    k++;
+  }
+  if (failed > 0) {
+    rd_reply_error(r, first.code, "%zu of %zu checkpoints failed; the first: %s", failed,
+                   failed + k, first.msg);
+  } else {
+    Replayd__V1__CheckpointResponse m = REPLAYD__V1__CHECKPOINT_RESPONSE__INIT;
+    m.n_workload_ids = k;
+    m.workload_ids = ids;
+    m.n_checkpoints = k;
+    m.checkpoints = ptrs;
+    rd_reply_pack(r, &m.base);
+  }
+  for (size_t i = 0; i < n; i++) rd_workload_unref(ws[i]);
+out:
+  free(ws);
+  free(ids);
+  free(infos);
+  free(ptrs);
+}
+
+rd_reply_when_t rd_handle_checkpoint(rd_handler_ctx_t *ctx, const rd_call_info_t *ci,
+                                     const Replayd__V1__CheckpointRequest *m, rd_reply_t *r) {
+  if (ctx->durable == NULL) {
+    rd_reply_error(r, RD_ESTATE, "this server keeps no checkpoints");
+    return RD_REPLY_NOW;
+  }
+  if (m->all) {
+    if (m->workload_id[0] != '\0')
+      rd_reply_error(r, RD_EINVAL, "a checkpoint of all workloads names none");
+    else if (rd_auth_admin(ctx, ci->md, "Checkpoint of all workloads", r))
+      checkpoint_all(ctx, r);
+    return RD_REPLY_NOW;
+  }
+  rd_workload_t *w = rd_auth_workload(ctx, ci->md, m->workload_id, 1, r);
+  if (w == NULL) return RD_REPLY_NOW;
+  rd_checkpoint_info_t info;
+  rd_error_t err;
+  rd_error_clear(&err);
+  int rc = rd_durable_checkpoint(ctx->durable, w, &info, &err);
+  if (rc == RD_OK) {
+    Replayd__V1__CheckpointInfo im;
+    rd_checkpoint_info_msg(&im, &info);
+    Replayd__V1__CheckpointInfo *ip = &im;
+    char *id = w->id;
+    Replayd__V1__CheckpointResponse reply = REPLAYD__V1__CHECKPOINT_RESPONSE__INIT;
+    reply.n_workload_ids = 1;
+    reply.workload_ids = &id;
+    reply.n_checkpoints = 1;
+    reply.checkpoints = &ip;
+    rd_reply_pack(r, &reply.base);
+  } else {
+    rd_reply_error(r, rc, "%s", err.msg);
+  }
+  rd_workload_unref(w);
+  return RD_REPLY_NOW;
+}
+
+/* ------------------------------------------------------------------ */
+/* Export and import                                                   */
+/* ------------------------------------------------------------------ */
+
+rd_reply_when_t rd_handle_export(rd_handler_ctx_t *ctx, const rd_call_info_t *ci,
+                                 const Replayd__V1__ExportWorkloadRequest *m, rd_reply_t *r) {
+  if (ctx->durable == NULL) {
+    rd_reply_error(r, RD_ESTATE, "this server keeps no checkpoints");
+    return RD_REPLY_NOW;
+  }
+  rd_workload_t *w = rd_auth_workload(ctx, ci->md, m->workload_id, 1, r);
+  if (w == NULL) return RD_REPLY_NOW;
+  uint8_t *buf = NULL;
+  size_t len = 0;
+  uint64_t items = 0;
+  rd_error_t err;
+  rd_error_clear(&err);
+  uint64_t max = ctx->config->max_message_bytes - RD_REPLY_HEADROOM;
+  int rc = rd_durable_export(ctx->durable, w, max, &buf, &len, &items, &err);
+  if (rc == RD_OK) {
+    Replayd__V1__ExportWorkloadResponse reply = REPLAYD__V1__EXPORT_WORKLOAD_RESPONSE__INIT;
+    reply.data.data = buf;
+    reply.data.len = len;
+    reply.items = items;
+    rd_reply_pack(r, &reply.base);
+    rd_log_info("durable", "exported workload %s: %llu items, %zu bytes", w->id,
+                (unsigned long long)items, len);
+  } else {
+    rd_reply_error(r, rc, "%s", err.msg);
+  }
+  free(buf);
+  rd_workload_unref(w);
+  return RD_REPLY_NOW;
+}
+
+/* The spec the file carries, with the name the request gives. */
+static Replayd__V1__WorkloadSpec *import_spec(const uint8_t *spec, size_t len, const char *name,
+                                              rd_error_t *err) {
+  Replayd__V1__WorkloadSpec *pb = replayd__v1__workload_spec__unpack(NULL, len, spec);
+  if (pb == NULL) {
+    rd_error_set(err, RD_EINVAL, "the file's spec does not decode");
+    return NULL;
+  }
+  if (name != NULL && name[0] != '\0') {
+    char *n = strdup(name);
+    if (n == NULL) {
+      replayd__v1__workload_spec__free_unpacked(pb, NULL);
+      rd_error_set(err, RD_ENOMEM, "out of memory");
+      return NULL;
+    }
+    if (pb->name != protobuf_c_empty_string) free(pb->name);
+    pb->name = n;
+  }
+  return pb;
+}
+
+rd_reply_when_t rd_handle_import(rd_handler_ctx_t *ctx, const rd_call_info_t *ci,
+                                 const Replayd__V1__ImportWorkloadRequest *m, rd_reply_t *r) {
+  (void)ci;
+  rd_error_t err;
+  rd_error_clear(&err);
+  rd_import_t *imp = NULL;
+  const uint8_t *spec = NULL;
+  size_t spec_len = 0;
+  Replayd__V1__WorkloadSpec *pb = NULL, *echo = NULL;
+  rd_spec_pb_t s;
+  memset(&s, 0, sizeof s);
+  rd_placement_t *pl = NULL;
+  rd_workload_t *w = NULL;
+  int rc = rd_import_read(ctx->durable, m->data.data, m->data.len, &imp, &spec, &spec_len, &err);
+  if (rc == RD_OK && (pb = import_spec(spec, spec_len, m->name, &err)) == NULL) rc = err.code;
+  if (rc == RD_OK) rc = rd_spec_pb_decode(ctx->config, pb, &s, &err);
+  if (rc == RD_OK && (echo = rd_spec_pb_stored(s.stored, s.stored_len)) == NULL)
+    rc = rd_error_set(&err, RD_ENOMEM, "out of memory for the reply");
+  if (rc == RD_OK && s.config.has_learner) {
+    if ((pl = malloc(sizeof *pl)) == NULL) {
+      rc = rd_error_set(&err, RD_ENOMEM, "out of memory for the placement");
+    } else {
+      rd_placer_t placer = {ctx->registry, ctx->store, ctx->config};
+      rc = rd_place(&placer, &s.config.table, &s.config.learner, NULL, pl, &err);
+    }
+  }
+  char token[RD_WORKLOAD_TOKEN_LEN + 1] = "";
+  if (rc == RD_OK) rc = rd_registry_register(ctx->registry, &s.spec, pl, &w, token, &err);
+  if (rc == RD_OK && (rc = rd_import_apply(ctx->durable, imp, w, &err)) != RD_OK) {
+    /* All or nothing: a workload that did not get its data is not kept. */
+    rd_error_t e2;
+    rd_error_clear(&e2);
+    (void)rd_registry_delete(ctx->registry, w->id, &e2);
+    rd_workload_unref(w);
+    w = NULL;
+  }
+  rd_spec_pb_release(&s);
+  free(pl);
+  if (pb != NULL) replayd__v1__workload_spec__free_unpacked(pb, NULL);
+  rd_import_free(imp);
+  if (rc) {
+    if (echo) replayd__v1__workload_spec__free_unpacked(echo, NULL);
+    rd_reply_error(r, rc, "import: %s", err.msg);
+    rd_secret_wipe(token, sizeof token);
+    return RD_REPLY_NOW;
+  }
+  rd_workload_msg_t o;
+  rd_workload_msg(&o, w, token, echo);
+  rd_reply_pack(r, &o.msg.base);
+  rd_log_info("durable", "imported workload %s (\"%s\", %llu items)", w->id, w->name,
+              (unsigned long long)rd_table_size(&w->table));
+  rd_workload_msg_free(&o);
+  rd_workload_unref(w);
+  rd_secret_wipe(token, sizeof token);
+  return RD_REPLY_NOW;
+}

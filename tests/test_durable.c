@@ -1,0 +1,369 @@
+/* test_durable.c - a workload's durability through the registry as the
+ * daemon runs it (daemon/core/durable.h), with its threads: a hosted
+ * learner saved and loaded on its own thread while it trains; journal-mode
+ * inserts from several threads acknowledged through the journal while
+ * samples and checkpoints (slices, rotation) run beside them, then a
+ * restart that replays checkpoint and journal to the same table; the
+ * previous checkpoint when the newest is damaged. Runs under TSan in CI.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "durable.h"
+#include "log.h"
+#include "rdt_unit.h"
+#include "registry.h"
+#include "spec_pb.h"
+
+/* A server's state: store, durability, registry, as main.c builds them. */
+typedef struct {
+  rd_config_t cfg;
+  rd_store_t *store;
+  rd_durable_t *d;
+  rd_registry_t *r;
+} server_t;
+
+static void server_up(server_t *s, const char *name, int restore) {
+  rd_config_defaults(&s->cfg);
+  snprintf(s->cfg.state_dir, sizeof s->cfg.state_dir, "%s", rdt_fresh(name));
+  s->cfg.checkpoint_interval_s = 0;
+  s->cfg.journal_commit_us = 100;
+  rd_error_t e;
+  if (rd_store_open(&s->store, s->cfg.state_dir, &e) != RD_OK) fail_msg("store: %s", e.msg);
+  if (rd_durable_create(&s->d, &s->cfg, &e) != RD_OK) fail_msg("durable: %s", e.msg);
+  if (rd_registry_create(&s->r, &s->cfg, s->store, &e) != RD_OK) fail_msg("registry: %s", e.msg);
+  rd_registry_set_durable(s->r, s->d);
+  if (restore) {
+    rd_spec_decoder_t dec = rd_spec_pb_decoder(&s->cfg);
+    if (rd_registry_restore(s->r, &dec, NULL, &e) != RD_OK) fail_msg("restore: %s", e.msg);
+  }
+  if (rd_durable_start(s->d, s->r, &e) != RD_OK) fail_msg("start: %s", e.msg);
+}
+
+/* A crash as far as the files go: no final checkpoint. */
+static void server_down(server_t *s) {
+  rd_durable_stop(s->d);
+  rd_registry_destroy(s->r);
+  rd_durable_destroy(s->d);
+  rd_store_close(s->store);
+}
+
+typedef struct {
+  Replayd__V1__WorkloadSpec spec;
+  Replayd__V1__Field f[5], *fp[5];
+  Replayd__V1__LearnerSpec learner;
+  uint32_t hidden[2];
+} spec_t;
+
+static const uint32_t four[] = {4};
+
+static void cartpole(spec_t *s, const char *durability, int with_learner) {
+  memset(s, 0, sizeof *s);
+  Replayd__V1__WorkloadSpec init = REPLAYD__V1__WORKLOAD_SPEC__INIT;
+  s->spec = init;
+  static const char *names[5] = {"obs", "action", "reward", "next_obs", "done"};
+  static const Replayd__V1__DType dt[5] = {REPLAYD__V1__DTYPE__FLOAT32, REPLAYD__V1__DTYPE__INT32,
+                                           REPLAYD__V1__DTYPE__FLOAT32, REPLAYD__V1__DTYPE__FLOAT32,
+                                           REPLAYD__V1__DTYPE__BOOL};
+  for (int i = 0; i < 5; i++) {
+    Replayd__V1__Field fi = REPLAYD__V1__FIELD__INIT;
+    s->f[i] = fi;
+    s->f[i].name = (char *)names[i];
+    s->f[i].dtype = dt[i];
+    s->f[i].n_shape = (i == 0 || i == 3) ? 1 : 0;
+    s->f[i].shape = (uint32_t *)four;
+    s->fp[i] = &s->f[i];
+  }
+  s->spec.name = "durable";
+  s->spec.fields = s->fp;
+  s->spec.n_fields = 5;
+  s->spec.capacity = 5000;
+  s->spec.seed = 9;
+  s->spec.durability = (char *)durability;
+  if (with_learner) {
+    Replayd__V1__LearnerSpec li = REPLAYD__V1__LEARNER_SPEC__INIT;
+    s->learner = li;
+    s->learner.algorithm = "dqn";
+    s->hidden[0] = s->hidden[1] = 32;
+    s->learner.hidden = s->hidden;
+    s->learner.n_hidden = 2;
+    s->learner.batch_size = 32;
+    s->learner.num_actions = 2;
+    s->spec.learner = &s->learner;
+  }
+}
+
+static rd_workload_t *reg(server_t *s, spec_t *sp) {
+  rd_workload_t *w = NULL;
+  rd_error_t e;
+  if (rd_spec_pb_register(s->r, &sp->spec, NULL, &w, &e) != RD_OK) fail_msg("register: %s", e.msg);
+  return w;
+}
+
+static void insert(rd_workload_t *w, uint32_t n, uint64_t tag, uint64_t *lsn) {
+  float obs[64 * 4], rew[64], nxt[64 * 4];
+  int32_t act[64];
+  uint8_t done[64];
+  double prio[64];
+  for (uint32_t i = 0; i < n; i++) {
+    for (int j = 0; j < 4; j++) obs[i * 4 + j] = nxt[i * 4 + j] = (float)(tag * 100 + i + j);
+    act[i] = (int32_t)(i & 1);
+    rew[i] = (float)i;
+    done[i] = (uint8_t)(i % 9 == 0);
+    prio[i] = 0.5 + (double)((tag + i) % 5);
+  }
+  rd_cbuf_t cols[5] = {{obs, n * 16u}, {act, n * 4u}, {rew, n * 4u}, {nxt, n * 16u}, {done, n}};
+  rd_insert_batch_t b = {n, cols, 5, prio, n};
+  rd_error_t e;
+  if (rd_workload_insert_wait(w, &b, NULL, NULL, NULL, lsn, &e) != RD_OK) fail_msg("insert: %s", e.msg);
+}
+
+static void weights(rd_workload_t *w, uint8_t **buf, size_t *len, uint64_t *ver) {
+  size_t cap = rd_pipeline_weights_bytes(w->pipeline);
+  *buf = malloc(cap);
+  assert_int_equal(rd_pipeline_weights(w->pipeline, 0, *buf, cap, ver, len, NULL), RD_OK);
+}
+
+/* The learner is saved on its thread while a TrainStep runs, and loaded
+ * at restore: same weights, more steps, a higher version. */
+typedef struct {
+  rd_workload_t *w;
+  int steps;
+} trainer_t;
+
+static void *trainer(void *arg) {
+  trainer_t *t = arg;
+  rd_train_result_t res;
+  rd_error_t e;
+  if (rd_pipeline_train_wait(t->w->pipeline, (uint32_t)t->steps, 0, &res, &e) != RD_OK)
+    fail_msg("train: %s", e.msg);
+  return NULL;
+}
+
+static void test_learner_saved_while_training(void **state) {
+  (void)state;
+  server_t s;
+  server_up(&s, "learner", 0);
+  spec_t sp;
+  cartpole(&sp, "checkpoint", 1);
+  rd_workload_t *w = reg(&s, &sp);
+  char id[RD_WORKLOAD_ID_LEN + 1];
+  memcpy(id, w->id, sizeof id);
+  for (int i = 0; i < 10; i++) insert(w, 50, (uint64_t)i, NULL);
+  trainer_t t = {w, 400};
+  pthread_t th;
+  assert_int_equal(pthread_create(&th, NULL, trainer, &t), 0);
+  rd_error_t e;
+  for (int i = 0; i < 3; i++) /* during the training: slices and the learner's thread */
+    assert_int_equal(rd_durable_checkpoint(s.d, w, NULL, &e), RD_OK);
+  pthread_join(th, NULL);
+  rd_checkpoint_info_t info;
+  assert_int_equal(rd_durable_checkpoint(s.d, w, &info, &e), RD_OK);
+  assert_true(info.learner_full);
+  assert_int_equal(info.items, 500);
+  uint8_t *w1;
+  size_t l1;
+  uint64_t v1;
+  weights(w, &w1, &l1, &v1);
+  rd_pipeline_stats_t st;
+  rd_pipeline_stats(w->pipeline, &st);
+  assert_int_equal(st.steps, 400);
+  rd_workload_unref(w);
+  server_down(&s);
+
+  server_up(&s, "learner", 1);
+  w = rd_registry_get(s.r, id);
+  assert_non_null(w);
+  assert_int_equal(rd_table_size(&w->table), 500);
+  uint8_t *w2;
+  size_t l2;
+  uint64_t v2;
+  weights(w, &w2, &l2, &v2);
+  assert_int_equal(l1, l2);
+  assert_memory_equal(w1, w2, l1);
+  assert_true(v2 > v1);
+  rd_pipeline_stats(w->pipeline, &st);
+  assert_int_equal(st.steps, 400);
+  rd_durable_info_t di;
+  rd_durable_info(w, &di);
+  assert_non_null(strstr(di.restored, "checkpoint 4"));
+  t = (trainer_t){w, 20};
+  trainer(&t);
+  rd_pipeline_stats(w->pipeline, &st);
+  assert_int_equal(st.steps, 420);
+  free(w1);
+  free(w2);
+  rd_workload_unref(w);
+  server_down(&s);
+}
+
+/* Journal mode: inserters acknowledge through the journal while a sampler
+ * and checkpoints run; a restart gives back the same table. */
+typedef struct {
+  rd_workload_t *w;
+  int id, n;
+  atomic_int *stop;
+} worker_t;
+
+static void *inserter(void *arg) {
+  worker_t *k = arg;
+  rd_journal_t *j = rd_durable_journal(k->w);
+  for (int i = 0; i < k->n; i++) {
+    uint64_t lsn = 0;
+    insert(k->w, 1 + (uint32_t)(i % 40), (uint64_t)(k->id * 100000 + i), &lsn);
+    assert_true(lsn > 0);
+    rd_error_t e;
+    if (rd_journal_sync(j, lsn, &e) != RD_OK) fail_msg("not acknowledged: %s", e.msg);
+    if (i % 7 == 0) {
+      uint64_t key = (uint64_t)i;
+      double p = 2.5;
+      assert_int_equal(rd_workload_update_lsn(k->w, 1, &key, 1, &p, NULL, &lsn, &e), RD_OK);
+    }
+  }
+  return NULL;
+}
+
+static int sample_alloc(void *arg, const rd_table_t *t, uint32_t n, rd_sample_out_t *out,
+                        rd_error_t *err) {
+  (void)t;
+  (void)err;
+  uint8_t *mem = arg;
+  out->keys = (uint64_t *)mem;
+  out->probabilities = (double *)(mem + 8 * n);
+  out->weights = (double *)(mem + 16 * n);
+  return RD_OK;
+}
+
+static void *sampler(void *arg) {
+  worker_t *k = arg;
+  uint8_t mem[64 * 24];
+  rd_sample_request_t q = {64, 0, 0, 0};
+  while (!*k->stop) {
+    rd_error_t e;
+    int rc = rd_workload_sample(k->w, &q, sample_alloc, mem, NULL, &e);
+    if (rc != RD_OK && rc != RD_EINVAL && rc != RD_EEMPTY) fail_msg("sample: %s", e.msg);
+  }
+  return NULL;
+}
+
+static void image(rd_workload_t *w, rd_table_snapshot_t *s) {
+  rd_error_t e;
+  pthread_mutex_lock(&w->lock);
+  assert_int_equal(rd_table_snapshot_alloc(s, &w->table.config, rd_table_size(&w->table), &e),
+                   RD_OK);
+  assert_int_equal(rd_table_snapshot_begin(&w->table, s, &e), RD_OK);
+  assert_int_equal(rd_table_snapshot_step(&w->table, s, 1u << 30, &e), 1);
+  pthread_mutex_unlock(&w->lock);
+}
+
+static void test_journal_threads_and_restart(void **state) {
+  (void)state;
+  server_t s;
+  server_up(&s, "journal", 0);
+  spec_t sp;
+  cartpole(&sp, "journal", 0);
+  rd_workload_t *w = reg(&s, &sp);
+  char id[RD_WORKLOAD_ID_LEN + 1];
+  memcpy(id, w->id, sizeof id);
+  atomic_int stop = 0;
+  worker_t ins[3], smp = {w, 9, 0, &stop};
+  pthread_t th[4];
+  for (int i = 0; i < 3; i++) {
+    ins[i] = (worker_t){w, i, 150, &stop};
+    assert_int_equal(pthread_create(&th[i], NULL, inserter, &ins[i]), 0);
+  }
+  assert_int_equal(pthread_create(&th[3], NULL, sampler, &smp), 0);
+  rd_error_t e;
+  for (int i = 0; i < 4; i++) {
+    usleep(20000);
+    assert_int_equal(rd_durable_checkpoint(s.d, w, NULL, &e), RD_OK);
+  }
+  for (int i = 0; i < 3; i++) pthread_join(th[i], NULL);
+  stop = 1;
+  pthread_join(th[3], NULL);
+  rd_table_snapshot_t a, b;
+  image(w, &a);
+  rd_journal_stats_t js;
+  rd_journal_stats(rd_durable_journal(w), &js);
+  assert_true(js.commits < js.records); /* group commit */
+  rd_workload_unref(w);
+  server_down(&s);
+
+  server_up(&s, "journal", 1);
+  w = rd_registry_get(s.r, id);
+  assert_non_null(w);
+  rd_durable_info_t di;
+  rd_durable_info(w, &di);
+  assert_non_null(strstr(di.restored, "journal records"));
+  image(w, &b);
+  assert_int_equal(a.img.next_key, b.img.next_key);
+  assert_int_equal(a.img.size, b.img.size);
+  assert_true(a.img.max_p == b.img.max_p);
+  assert_memory_equal(a.img.leaves, b.img.leaves, a.img.size * 8);
+  for (uint32_t f = 0; f < 5; f++)
+    assert_memory_equal(a.img.cols[f], b.img.cols[f], a.img.size * w->table.field_bytes[f]);
+  assert_int_equal(a.img.stats.inserts, b.img.stats.inserts);
+  assert_int_equal(a.img.stats.updates, b.img.stats.updates);
+  rd_table_snapshot_free(&a);
+  rd_table_snapshot_free(&b);
+  rd_workload_unref(w);
+  server_down(&s);
+}
+
+/* The newest checkpoint damaged: the previous one, and the reason. */
+static void test_damaged_newest(void **state) {
+  (void)state;
+  server_t s;
+  server_up(&s, "damaged", 0);
+  spec_t sp;
+  cartpole(&sp, "checkpoint", 0);
+  rd_workload_t *w = reg(&s, &sp);
+  char id[RD_WORKLOAD_ID_LEN + 1];
+  memcpy(id, w->id, sizeof id);
+  rd_error_t e;
+  insert(w, 30, 1, NULL);
+  assert_int_equal(rd_durable_checkpoint(s.d, w, NULL, &e), RD_OK);
+  insert(w, 30, 2, NULL);
+  assert_int_equal(rd_durable_checkpoint(s.d, w, NULL, &e), RD_OK);
+  rd_workload_unref(w);
+  server_down(&s);
+  char path[256];
+  snprintf(path, sizeof path, "%s/damaged/checkpoints/%s/ckpt-%016x.rdc", rdt_root, id, 2u);
+  FILE *f = fopen(path, "r+b");
+  assert_non_null(f);
+  fseek(f, 300, SEEK_SET);
+  int c = fgetc(f);
+  fseek(f, 300, SEEK_SET);
+  fputc(c ^ 0x55, f);
+  fclose(f);
+  server_up(&s, "damaged", 1);
+  w = rd_registry_get(s.r, id);
+  assert_int_equal(rd_table_size(&w->table), 30);
+  rd_durable_info_t di;
+  rd_durable_info(w, &di);
+  assert_non_null(strstr(di.restored, "checkpoint 1"));
+  assert_true(di.has_last && di.last.gen == 3); /* restored, then anchored anew */
+  strcat(path, ".bad");
+  assert_int_equal(access(path, F_OK), 0);
+  rd_workload_unref(w);
+  server_down(&s);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_learner_saved_while_training),
+      cmocka_unit_test(test_journal_threads_and_restart),
+      cmocka_unit_test(test_damaged_newest),
+  };
+  return cmocka_run_group_tests(tests, rdt_root_setup, rdt_root_teardown);
+}

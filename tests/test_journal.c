@@ -1,0 +1,465 @@
+/* test_journal.c - the write-ahead journal (daemon/core/journal.h): what a
+ * table's observer appends reads back and replays to the same table; group
+ * commit covers many records with one fdatasync; a torn or damaged record
+ * ends the reading; segments rotate with consecutive lsns; a write that
+ * fails (a full device) fails its waiters and refuses admits until a
+ * checkpoint; callbacks from the committer with threads (TSan).
+ */
+#define _GNU_SOURCE
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "journal.h"
+#include "rdt_unit.h"
+#include "table.h"
+
+static char dir[PATH_MAX];
+
+static void fresh_dir(const char *name) {
+  snprintf(dir, sizeof dir, "%s", rdt_fresh(name));
+  assert_int_equal(mkdir(dir, 0700), 0);
+}
+
+static void table(rd_table_t *t) {
+  rd_table_config_t c;
+  rd_table_config_default(&c);
+  c.schema.n_fields = 2;
+  snprintf(c.schema.fields[0].name, RD_FIELD_NAME_MAX, "x");
+  c.schema.fields[0].dtype = RD_DTYPE_FLOAT32;
+  c.schema.fields[0].rank = 1;
+  c.schema.fields[0].shape[0] = 3;
+  snprintf(c.schema.fields[1].name, RD_FIELD_NAME_MAX, "d");
+  c.schema.fields[1].dtype = RD_DTYPE_BOOL;
+  c.capacity = 100;
+  c.max_batch = 64;
+  c.seed = 3;
+  rd_error_t e;
+  assert_int_equal(rd_table_init(t, &c, &e), RD_OK);
+}
+
+static void insert(rd_table_t *t, size_t n, int prio) {
+  float x[64 * 3];
+  uint8_t d[64];
+  double p[64];
+  for (size_t i = 0; i < n; i++) {
+    for (int j = 0; j < 3; j++) x[i * 3 + j] = (float)(rd_table_next_key(t) + i) + 0.5f * (float)j;
+    d[i] = (uint8_t)(i & 1);
+    p[i] = (double)(i % 5) + 0.25;
+  }
+  rd_cbuf_t cols[2] = {{x, n * 12}, {d, n}};
+  rd_error_t e;
+  if (rd_table_insert(t, n, cols, prio ? p : NULL, NULL, &e) != RD_OK) fail_msg("%s", e.msg);
+}
+
+static void update(rd_table_t *t, uint64_t salt) {
+  uint64_t k[4];
+  double p[4];
+  for (int i = 0; i < 4; i++) {
+    k[i] = (salt * 13 + (uint64_t)i * 7) % rd_table_next_key(t);
+    p[i] = (double)((salt + (uint64_t)i) % 7);
+  }
+  assert_int_equal(rd_table_update(t, 4, k, p, NULL, NULL), RD_OK);
+}
+
+static rd_journal_t *open_j(uint64_t gen, uint64_t next_lsn, uint32_t commit_us) {
+  rd_journal_config_t c = {commit_us, 64u << 20};
+  rd_journal_t *j = NULL;
+  rd_error_t e;
+  if (rd_journal_open(&j, dir, gen, next_lsn, &c, &e) != RD_OK) fail_msg("open: %s", e.msg);
+  return j;
+}
+
+/* A fresh directory named name, a table a whose inserts and updates go to
+ * a journal opened there: what every case starts from. */
+static rd_journal_t *journaled(const char *name, rd_table_t *a, uint64_t gen, uint64_t next_lsn,
+                               uint32_t commit_us) {
+  fresh_dir(name);
+  table(a);
+  rd_journal_t *j = open_j(gen, next_lsn, commit_us);
+  rd_table_observer_t o = rd_journal_observer(j);
+  rd_table_set_observer(a, &o);
+  return j;
+}
+
+/* Replay into a table: what durable.c does at restore. */
+static int replay(void *arg, const rd_journal_record_t *r, rd_error_t *err) {
+  rd_table_t *t = arg;
+  if (r->type == RD_JOURNAL_REC_INSERT) {
+    rd_journal_insert_t in;
+    int rc = rd_journal_decode_insert(r, &in, err);
+    if (rc) return rc;
+    assert_int_equal(in.first_key, rd_table_next_key(t));
+    double p[64];
+    if (in.priorities) memcpy(p, in.priorities, in.n * sizeof(double));
+    return rd_table_insert(t, in.n, in.cols, in.priorities ? p : NULL, NULL, err);
+  }
+  rd_journal_update_t up;
+  int rc = rd_journal_decode_update(r, &up, err);
+  if (rc) return rc;
+  uint64_t k[64];
+  double p[64];
+  memcpy(k, up.keys, up.n * 8);
+  memcpy(p, up.priorities, up.n * 8);
+  return rd_table_update(t, up.n, k, p, NULL, err);
+}
+
+static void assert_same_table(rd_table_t *a, rd_table_t *b) {
+  rd_table_snapshot_t sa, sb;
+  rd_error_t e;
+  assert_int_equal(rd_table_snapshot_alloc(&sa, &a->config, a->config.capacity, &e), RD_OK);
+  assert_int_equal(rd_table_snapshot_alloc(&sb, &b->config, b->config.capacity, &e), RD_OK);
+  assert_int_equal(rd_table_snapshot_begin(a, &sa, &e), RD_OK);
+  assert_int_equal(rd_table_snapshot_step(a, &sa, 1000, &e), 1);
+  assert_int_equal(rd_table_snapshot_begin(b, &sb, &e), RD_OK);
+  assert_int_equal(rd_table_snapshot_step(b, &sb, 1000, &e), 1);
+  assert_int_equal(sa.img.next_key, sb.img.next_key);
+  assert_int_equal(sa.img.size, sb.img.size);
+  assert_true(sa.img.max_p == sb.img.max_p);
+  assert_memory_equal(sa.img.leaves, sb.img.leaves, sa.img.size * 8);
+  assert_memory_equal(sa.img.cols[0], sb.img.cols[0], sa.img.size * 12);
+  assert_memory_equal(sa.img.cols[1], sb.img.cols[1], sa.img.size);
+  rd_table_snapshot_free(&sa);
+  rd_table_snapshot_free(&sb);
+}
+
+static void read_seg(uint64_t gen, uint64_t first, rd_table_t *into, rd_journal_read_info_t *info) {
+  char p[PATH_MAX + 40];
+  rd_journal_path(p, sizeof p, dir, gen);
+  rd_error_t e;
+  assert_int_equal(rd_journal_read(p, first, replay, into, info, &e), RD_OK);
+}
+
+static void test_replay_equals(void **state) {
+  (void)state;
+  rd_table_t a, b;
+  rd_journal_t *j = journaled("replay", &a, 0, 1, 0);
+  table(&b);
+  for (int i = 0; i < 30; i++) {
+    insert(&a, 1 + (size_t)i % 17, i % 2);
+    if (i % 3 == 0) update(&a, (uint64_t)i);
+  }
+  uint64_t last = rd_journal_last_lsn(j);
+  assert_int_equal(last, 40);
+  rd_error_t e;
+  assert_int_equal(rd_journal_sync(j, last, &e), RD_OK);
+  rd_journal_stats_t st;
+  rd_journal_stats(j, &st);
+  assert_int_equal(st.durable_lsn, last);
+  rd_journal_close(j);
+  rd_journal_read_info_t info;
+  read_seg(0, 1, &b, &info);
+  assert_int_equal(info.records, 40);
+  assert_false(info.torn);
+  assert_same_table(&a, &b);
+  rd_table_free(&a);
+  rd_table_free(&b);
+}
+
+/* One fdatasync for the records of a window. */
+typedef struct {
+  pthread_mutex_t mu;
+  int calls, bad;
+} count_t;
+
+static void count_cb(void *arg, int rc, const rd_error_t *err) {
+  (void)err;
+  count_t *c = arg;
+  pthread_mutex_lock(&c->mu);
+  c->calls++;
+  c->bad += rc != RD_OK;
+  pthread_mutex_unlock(&c->mu);
+}
+
+static void test_group_commit(void **state) {
+  (void)state;
+  rd_table_t a;
+  /* The longest window (1 s) and 40 records 1 ms apart: without a window
+   * each would have a round of its own; with it one round covers them
+   * (two if the loop, on a loaded machine, outlasts a window: 25 times its
+   * nominal 40 ms). */
+  rd_journal_t *j = journaled("group", &a, 0, 1, 1000000);
+  count_t c = {PTHREAD_MUTEX_INITIALIZER, 0, 0};
+  rd_journal_waiter_t w[40];
+  for (int i = 0; i < 40; i++) {
+    usleep(1000);
+    insert(&a, 3, 1);
+    rd_error_t e;
+    assert_int_equal(rd_journal_when_durable(j, rd_journal_last_lsn(j), &w[i], count_cb, &c, &e), 0);
+  }
+  rd_error_t e;
+  assert_int_equal(rd_journal_sync(j, 40, &e), RD_OK);
+  rd_journal_stats_t st;
+  rd_journal_stats(j, &st);
+  assert_true(st.commits <= 2); /* 40 records, one window (or two) */
+  assert_int_equal(st.records, 40);
+  rd_journal_close(j);
+  assert_int_equal(c.calls, 40);
+  assert_int_equal(c.bad, 0);
+  rd_table_free(&a);
+}
+
+/* Cut the segment anywhere inside its last record: the records before it
+ * read, the tail is reported torn. A damaged byte in the middle ends the
+ * reading there. */
+static void test_torn_and_damaged(void **state) {
+  (void)state;
+  rd_table_t a;
+  rd_journal_t *j = journaled("torn", &a, 0, 1, 0);
+  for (int i = 0; i < 10; i++) insert(&a, 5, 1);
+  assert_int_equal(rd_journal_sync(j, 10, NULL), RD_OK);
+  rd_journal_close(j);
+  char p[PATH_MAX + 40];
+  rd_journal_path(p, sizeof p, dir, 0);
+  struct stat sb;
+  assert_int_equal(stat(p, &sb), 0);
+  /* The writer keeps zeros ahead of its records: they end the reading
+   * without a tear. */
+  rd_journal_read_info_t zi;
+  rd_table_t z;
+  table(&z);
+  assert_int_equal(rd_journal_read(p, 1, replay, &z, &zi, NULL), RD_OK);
+  rd_table_free(&z);
+  assert_int_equal(zi.records, 10);
+  assert_true(zi.zero_tail);
+  assert_false(zi.torn);
+  assert_true(zi.valid_bytes < (uint64_t)sb.st_size);
+  size_t rec = (size_t)zi.valid_bytes / 10;
+  FILE *f = fopen(p, "rb");
+  uint8_t *bytes = malloc((size_t)sb.st_size);
+  assert_int_equal(fread(bytes, 1, (size_t)sb.st_size, f), (size_t)sb.st_size);
+  fclose(f);
+  sb.st_size = (off_t)zi.valid_bytes; /* the records alone from here on */
+  /* A stray byte in the zeros is a tear, not an end. */
+  bytes[zi.valid_bytes + 100] = 7;
+  char q0[PATH_MAX + 40];
+  snprintf(q0, sizeof q0, "%s/stray.log", dir);
+  f = fopen(q0, "wb");
+  fwrite(bytes, 1, zi.valid_bytes + 200, f);
+  fclose(f);
+  table(&z);
+  assert_int_equal(rd_journal_read(q0, 1, replay, &z, &zi, NULL), RD_OK);
+  rd_table_free(&z);
+  assert_int_equal(zi.records, 10);
+  assert_true(zi.torn);
+  char q[PATH_MAX + 40];
+  snprintf(q, sizeof q, "%s/cut.log", dir);
+  for (size_t cut = 9 * rec; cut < (size_t)sb.st_size; cut++) {
+    f = fopen(q, "wb");
+    fwrite(bytes, 1, cut, f);
+    fclose(f);
+    rd_table_t b;
+    table(&b);
+    rd_journal_read_info_t info;
+    rd_error_t e;
+    assert_int_equal(rd_journal_read(q, 1, replay, &b, &info, &e), RD_OK);
+    assert_int_equal(info.records, 9);
+    assert_int_equal(info.valid_bytes, 9 * rec);
+    assert_int_equal(info.torn, cut > 9 * rec);
+    rd_table_free(&b);
+  }
+  /* A flipped byte in record 4 (header or payload). */
+  for (size_t at = 4 * rec; at < 5 * rec; at += 7) {
+    bytes[at] ^= 0x40;
+    f = fopen(q, "wb");
+    fwrite(bytes, 1, (size_t)sb.st_size, f);
+    fclose(f);
+    rd_table_t b;
+    table(&b);
+    rd_journal_read_info_t info;
+    rd_error_t e;
+    assert_int_equal(rd_journal_read(q, 1, replay, &b, &info, &e), RD_OK);
+    assert_int_equal(info.records, 4);
+    assert_true(info.torn);
+    assert_true(info.why[0] != '\0');
+    rd_table_free(&b);
+    bytes[at] ^= 0x40;
+  }
+  /* A record missing in the middle (5 follows 3): the reading stops. */
+  f = fopen(q, "wb");
+  fwrite(bytes, 1, 3 * rec, f);
+  fwrite(bytes + 4 * rec, 1, (size_t)sb.st_size - 4 * rec, f);
+  fclose(f);
+  {
+    rd_table_t g;
+    table(&g);
+    rd_journal_read_info_t gi;
+    assert_int_equal(rd_journal_read(q, 1, replay, &g, &gi, NULL), RD_OK);
+    assert_int_equal(gi.records, 3);
+    assert_true(gi.torn);
+    rd_table_free(&g);
+  }
+  /* The wrong first lsn: nothing read. */
+  rd_table_t b;
+  table(&b);
+  rd_journal_read_info_t info;
+  assert_int_equal(rd_journal_read(p, 2, replay, &b, &info, NULL), RD_OK);
+  assert_int_equal(info.records, 0);
+  assert_non_null(strstr(info.why, "lsn"));
+  rd_table_free(&b);
+  free(bytes);
+  rd_table_free(&a);
+}
+
+/* Rotation: records after the cut go to the new segment; lsns run on. */
+static void test_rotation(void **state) {
+  (void)state;
+  rd_table_t a, b;
+  rd_journal_t *j = journaled("rotate", &a, 0, 1, 0);
+  table(&b);
+  for (int i = 0; i < 5; i++) insert(&a, 4, 1);
+  assert_int_equal(rd_journal_rotate(j, 3), 5);
+  for (int i = 0; i < 4; i++) insert(&a, 2, 0);
+  update(&a, 1);
+  assert_int_equal(rd_journal_sync(j, 10, NULL), RD_OK);
+  assert_int_equal(rd_journal_rotate(j, 9), 10); /* an empty segment 9 is made */
+  assert_int_equal(rd_journal_sync(j, 10, NULL), RD_OK);
+  rd_journal_close(j);
+  rd_journal_read_info_t info;
+  read_seg(0, 1, &b, &info);
+  assert_int_equal(info.records, 5);
+  read_seg(3, 6, &b, &info);
+  assert_int_equal(info.records, 5);
+  char p[PATH_MAX + 40];
+  rd_journal_path(p, sizeof p, dir, 9);
+  assert_int_equal(access(p, F_OK), 0);
+  assert_same_table(&a, &b);
+  rd_table_free(&a);
+  rd_table_free(&b);
+}
+
+static int count_rec(void *arg, const rd_journal_record_t *r, rd_error_t *err) {
+  (void)arg;
+  (void)err;
+  assert_int_equal(r->type, RD_JOURNAL_REC_INSERT);
+  return RD_OK;
+}
+
+/* A device that is full: the waiter hears RD_ESTORE, admits refuse with
+ * the reason until a checkpoint after the failure is durable. */
+static void test_write_failure(void **state) {
+  (void)state;
+  fresh_dir("full");
+  if (access("/dev/full", W_OK) != 0) skip();
+  char p[PATH_MAX + 40];
+  rd_journal_path(p, sizeof p, dir, 7);
+  assert_int_equal(symlink("/dev/full", p), 0);
+  rd_table_t a;
+  table(&a);
+  rd_journal_t *j = open_j(7, 100, 0);
+  rd_table_observer_t o = rd_journal_observer(j);
+  rd_table_set_observer(&a, &o);
+  rd_error_t e;
+  assert_int_equal(rd_journal_admit(j, 100, &e), RD_OK);
+  insert(&a, 3, 1);
+  assert_int_equal(rd_journal_last_lsn(j), 100);
+  rd_error_clear(&e);
+  assert_int_equal(rd_journal_sync(j, 100, &e), RD_ESTORE);
+  assert_non_null(strstr(e.msg, "No space left"));
+  assert_int_equal(rd_journal_admit(j, 100, &e), RD_ESTORE);
+  assert_non_null(strstr(e.msg, "refused until a checkpoint"));
+  rd_journal_waiter_t w;
+  assert_true(rd_journal_when_durable(j, 100, &w, count_cb, NULL, &e) < 0);
+  /* A checkpoint (gen 8) cuts after record 100, and is durable: records
+   * from now on go to segment 8, which works. */
+  assert_int_equal(rd_journal_rotate(j, 8), 100);
+  rd_journal_checkpointed(j, 8, 100);
+  assert_int_equal(rd_journal_admit(j, 100, &e), RD_OK);
+  insert(&a, 2, 1);
+  assert_int_equal(rd_journal_sync(j, 101, &e), RD_OK);
+  rd_journal_stats_t st;
+  rd_journal_stats(j, &st);
+  assert_false(st.failed);
+  rd_journal_close(j);
+  rd_journal_read_info_t info;
+  rd_journal_path(p, sizeof p, dir, 8);
+  assert_int_equal(rd_journal_read(p, 101, count_rec, NULL, &info, &e), RD_OK);
+  assert_int_equal(info.records, 1);
+  assert_false(info.torn);
+  rd_table_free(&a);
+}
+
+/* Closing answers whoever still waits. */
+static void test_close_answers(void **state) {
+  (void)state;
+  rd_table_t a;
+  rd_journal_t *j = journaled("close", &a, 0, 1, 200000); /* still pending at close */
+  insert(&a, 1, 1);
+  count_t c = {PTHREAD_MUTEX_INITIALIZER, 0, 0};
+  rd_journal_waiter_t w;
+  rd_error_t e;
+  assert_int_equal(rd_journal_when_durable(j, 1, &w, count_cb, &c, &e), 0);
+  rd_journal_close(j); /* commits what was appended first */
+  assert_int_equal(c.calls, 1);
+  assert_int_equal(c.bad, 0);
+  rd_table_free(&a);
+}
+
+/* Threads append under a shared lock and wait for their records. */
+typedef struct {
+  rd_table_t *t;
+  rd_journal_t *j;
+  pthread_mutex_t *mu;
+  int bad;
+} appender_t;
+
+static void *appender(void *arg) {
+  appender_t *ap = arg;
+  for (int i = 0; i < 200; i++) {
+    pthread_mutex_lock(ap->mu);
+    insert(ap->t, 2, i % 2);
+    uint64_t lsn = rd_journal_last_lsn(ap->j);
+    pthread_mutex_unlock(ap->mu);
+    if (rd_journal_sync(ap->j, lsn, NULL) != RD_OK) ap->bad++;
+  }
+  return NULL;
+}
+
+static void test_threads(void **state) {
+  (void)state;
+  rd_table_t a, b;
+  rd_journal_t *j = journaled("threads", &a, 0, 1, 100);
+  table(&b);
+  pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+  appender_t ap[4];
+  pthread_t th[4];
+  for (int i = 0; i < 4; i++) {
+    ap[i] = (appender_t){&a, j, &mu, 0};
+    assert_int_equal(pthread_create(&th[i], NULL, appender, &ap[i]), 0);
+  }
+  for (int i = 0; i < 4; i++) {
+    pthread_join(th[i], NULL);
+    assert_int_equal(ap[i].bad, 0);
+  }
+  rd_journal_stats_t st;
+  rd_journal_stats(j, &st);
+  assert_int_equal(st.records, 800);
+  assert_true(st.commits < 800);
+  rd_journal_close(j);
+  rd_journal_read_info_t info;
+  read_seg(0, 1, &b, &info);
+  assert_int_equal(info.records, 800);
+  assert_same_table(&a, &b);
+  rd_table_free(&a);
+  rd_table_free(&b);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_replay_equals), cmocka_unit_test(test_group_commit),
+      cmocka_unit_test(test_torn_and_damaged), cmocka_unit_test(test_rotation),
+      cmocka_unit_test(test_write_failure), cmocka_unit_test(test_close_answers),
+      cmocka_unit_test(test_threads),
+  };
+  return cmocka_run_group_tests(tests, rdt_root_setup, rdt_root_teardown);
+}
