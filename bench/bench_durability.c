@@ -80,12 +80,7 @@ static void find_isa(void) {
 }
 
 static void emit(const char *name, const char *params, double value, const char *unit) {
-  if (O.json)
-    printf("{\"name\": \"%s\", \"params\": {%s}, \"value\": %.6g, \"unit\": \"%s\"}\n", name,
-           params, value, unit);
-  else
-    printf("%-34s %-44s %14.4f %s\n", name, params, value, unit);
-  fflush(stdout);
+  bench_emit(O.json, name, params, value, unit);
 }
 
 /* ------------------------------------------------------------------ */

@@ -64,12 +64,7 @@ static struct {
 static char target[64];
 
 static void emit(const char *name, const char *params, double value, const char *unit) {
-  if (O.json)
-    printf("{\"name\": \"%s\", \"params\": {%s}, \"value\": %.6g, \"unit\": \"%s\"}\n", name,
-           params, value, unit);
-  else
-    printf("%-28s %-28s %14.4g %s\n", name, params, value, unit);
-  fflush(stdout);
+  bench_emit(O.json, name, params, value, unit);
 }
 
 /* ------------------------------------------------------------------ */

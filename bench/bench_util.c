@@ -96,6 +96,15 @@ void bench_machine(bench_machine_t *m) {
   m->cpus = sysconf(_SC_NPROCESSORS_ONLN);
 }
 
+void bench_emit(bool json, const char *name, const char *params, double value, const char *unit) {
+  if (json)
+    printf("{\"name\": \"%s\", \"params\": {%s}, \"value\": %.6g, \"unit\": \"%s\"}\n", name,
+           params, value, unit);
+  else
+    printf("%-34s %-44s %14.4g %s\n", name, params, value, unit);
+  fflush(stdout);
+}
+
 void bench_end(FILE *info, bool progress) {
   if (progress) fputs("\r\033[K", stderr);
   char load[32];

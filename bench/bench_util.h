@@ -41,6 +41,11 @@ typedef struct {
 } bench_machine_t;
 void bench_machine(bench_machine_t *m);
 
+/* One figure: with json, the JSON line every benchmark writes ({"name",
+ * "params": {params}, "value", "unit"}; params is the inside of the object,
+ * already formatted); else a table row. Flushed. */
+void bench_emit(bool json, const char *name, const char *params, double value, const char *unit);
+
 /* The end of a run's report: the progress line (progress: one was drawn
  * on stderr) cleared, and "# load average at the end: L" on info. */
 void bench_end(FILE *info, bool progress);
