@@ -456,6 +456,8 @@ static void json_workload(jw_t *w, const rdc_workload_t *wl) {
   jw_key(w, "durability");
   if (wl->has_durability)
     json_durability(w, &wl->durability);
+  else
+    jw_null(w);
   jw_key(w, "rate_limiter");
   if (wl->has_rate_limiter)
     json_rate_limiter(w, &wl->rate_limiter);

@@ -269,19 +269,25 @@ class TestSetRateLimiter(FlowBase):
         self.assert_code(grpc.StatusCode.PERMISSION_DENIED, self.d.stub.SetRateLimiter,
                          pb.SetRateLimiterRequest(workload_id=w.id), metadata=self.md(other),
                          timeout=10)
-        # Kept across a restart.
+        # Kept across a restart, with the table (the shutdown's checkpoint)
+        # and the limiter's counts at that checkpoint (I = 10, S = 8).
         self.assertEqual(self.d.stop(), 0)
         self.d = Daemon(self.state)
         st = self.lim(w)
         self.assertEqual((st.spec.min_size_to_sample, st.spec.samples_per_insert),
                          (5, 2.0))
+        self.assertEqual((st.inserted, st.sampled), (10, 8))
+        self.assertEqual(self.describe(w).counters.size, 10)
         # None: a waiting call runs at once.
+        self.d.stub.SetRateLimiter(pb.SetRateLimiterRequest(
+            workload_id=w.id, rate_limiter=limiter(min_size_to_sample=50)),
+            metadata=self.md(w), timeout=10)
         f = self.sample_future(w)
         self.wait_for(lambda: self.lim(w).blocked_samples == 1, "the wait after restart")
         r = self.d.stub.SetRateLimiter(pb.SetRateLimiterRequest(workload_id=w.id),
                                        metadata=self.md(w), timeout=10)
         self.assertFalse(r.HasField("rate_limiter"))
-        self.assert_code(grpc.StatusCode.FAILED_PRECONDITION, f.result, timeout=10)  # empty
+        self.assertEqual(len(f.result(timeout=10).keys), 8)
         self.assertFalse(self.describe(w).spec.HasField("rate_limiter"))
 
     def test_continuous_learner_shares_the_limiter(self):
