@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "journal.h"
+#include "rdt_schema.h"
 #include "rdt_unit.h"
 #include "table.h"
 
@@ -35,12 +36,8 @@ static void table(rd_table_t *t) {
   rd_table_config_t c;
   rd_table_config_default(&c);
   c.schema.n_fields = 2;
-  snprintf(c.schema.fields[0].name, RD_FIELD_NAME_MAX, "x");
-  c.schema.fields[0].dtype = RD_DTYPE_FLOAT32;
-  c.schema.fields[0].rank = 1;
-  c.schema.fields[0].shape[0] = 3;
-  snprintf(c.schema.fields[1].name, RD_FIELD_NAME_MAX, "d");
-  c.schema.fields[1].dtype = RD_DTYPE_BOOL;
+  rdt_field(&c.schema.fields[0], "x", RD_DTYPE_FLOAT32, 3);
+  rdt_field(&c.schema.fields[1], "d", RD_DTYPE_BOOL, 0);
   c.capacity = 100;
   c.max_batch = 64;
   c.seed = 3;

@@ -169,12 +169,8 @@ static void spy_tree_free(void *tree) {
 static void table_config(rd_table_config_t *c, uint32_t capacity) {
   rd_table_config_default(c);
   c->schema.n_fields = 2;
-  snprintf(c->schema.fields[0].name, sizeof c->schema.fields[0].name, "obs");
-  c->schema.fields[0].dtype = RD_DTYPE_FLOAT32;
-  c->schema.fields[0].rank = 1;
-  c->schema.fields[0].shape[0] = 3;
-  snprintf(c->schema.fields[1].name, sizeof c->schema.fields[1].name, "done");
-  c->schema.fields[1].dtype = RD_DTYPE_BOOL;
+  rdt_field(&c->schema.fields[0], "obs", RD_DTYPE_FLOAT32, 3);
+  rdt_field(&c->schema.fields[1], "done", RD_DTYPE_BOOL, 0);
   c->capacity = capacity;
   c->max_batch = 256;
 }
