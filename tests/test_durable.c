@@ -110,6 +110,18 @@ static rd_workload_t *reg(server_t *s, spec_t *sp) {
   return w;
 }
 
+/* A fresh server in state directory `name` and, registered on it, a
+ * CartPole workload (durability, with a learner or not); its id in id. */
+static rd_workload_t *fresh_workload(server_t *s, const char *name, const char *durability,
+                                     int with_learner, char id[RD_WORKLOAD_ID_LEN + 1]) {
+  server_up(s, name, 0);
+  spec_t sp;
+  cartpole(&sp, durability, with_learner);
+  rd_workload_t *w = reg(s, &sp);
+  memcpy(id, w->id, RD_WORKLOAD_ID_LEN + 1);
+  return w;
+}
+
 static void insert(rd_workload_t *w, uint32_t n, uint64_t tag, uint64_t *lsn) {
   float obs[64 * 4], rew[64], nxt[64 * 4];
   int32_t act[64];
@@ -153,12 +165,8 @@ static void *trainer(void *arg) {
 static void test_learner_saved_while_training(void **state) {
   (void)state;
   server_t s;
-  server_up(&s, "learner", 0);
-  spec_t sp;
-  cartpole(&sp, "checkpoint", 1);
-  rd_workload_t *w = reg(&s, &sp);
   char id[RD_WORKLOAD_ID_LEN + 1];
-  memcpy(id, w->id, sizeof id);
+  rd_workload_t *w = fresh_workload(&s, "learner", "checkpoint", 1, id);
   for (int i = 0; i < 10; i++) insert(w, 50, (uint64_t)i, NULL);
   trainer_t t = {w, 400};
   pthread_t th;
@@ -269,12 +277,8 @@ static void image(rd_workload_t *w, rd_table_snapshot_t *s) {
 static void test_journal_threads_and_restart(void **state) {
   (void)state;
   server_t s;
-  server_up(&s, "journal", 0);
-  spec_t sp;
-  cartpole(&sp, "journal", 0);
-  rd_workload_t *w = reg(&s, &sp);
   char id[RD_WORKLOAD_ID_LEN + 1];
-  memcpy(id, w->id, sizeof id);
+  rd_workload_t *w = fresh_workload(&s, "journal", "journal", 0, id);
   atomic_int stop = 0;
   worker_t ins[3], smp = {w, 9, 0, &stop};
   pthread_t th[4];
@@ -324,12 +328,8 @@ static void test_journal_threads_and_restart(void **state) {
 static void test_damaged_newest(void **state) {
   (void)state;
   server_t s;
-  server_up(&s, "damaged", 0);
-  spec_t sp;
-  cartpole(&sp, "checkpoint", 0);
-  rd_workload_t *w = reg(&s, &sp);
   char id[RD_WORKLOAD_ID_LEN + 1];
-  memcpy(id, w->id, sizeof id);
+  rd_workload_t *w = fresh_workload(&s, "damaged", "checkpoint", 0, id);
   rd_error_t e;
   insert(w, 30, 1, NULL);
   assert_int_equal(rd_durable_checkpoint(s.d, w, NULL, &e), RD_OK);
