@@ -21,6 +21,7 @@
 #include "rd_philox.h"
 #include "table.h"
 #include "rd_rng.h"
+#include "rdt_rmm.h"
 #include "rdt_schema.h"
 
 /* ------------------------------------------------------------------ */
@@ -1747,36 +1748,6 @@ static int hs_read(void *p, size_t n, const uint32_t *slots, void *const *dst, r
 static const rd_storage_ops_t hstore_ops = {"hstore", hs_memsize, hs_create, hs_destroy,
                                             hs_write, hs_read};
 
-/* A replay module over a CPU tree whose sample fails while fail_sample. */
-static int hr_fail_sample;
-static size_t hr_memsize(uint32_t cap, uint32_t k) { return rd_sumtree_memsize(cap, k); }
-static int hr_create(void **out, uint32_t cap, uint32_t k, uint64_t max_leaf, rd_error_t *err) {
-  (void)max_leaf;
-  rd_sumtree_t *t = malloc(sizeof *t);
-  int rc = rd_sumtree_init(t, cap, k, err);
-  if (rc) free(t);
-  else *out = t;
-  return rc;
-}
-static void hr_destroy(void *t) {
-  rd_sumtree_free(t);
-  free(t);
-}
-static uint64_t hr_total(const void *t) { return rd_sumtree_total(t); }
-static uint64_t hr_leaf(const void *t, uint32_t pos) { return rd_sumtree_get(t, pos); }
-static int hr_set_range(void *t, uint32_t first, size_t n, const uint64_t *v, rd_error_t *err) {
-  return rd_sumtree_set_range(t, first, n, v, err);
-}
-static int hr_sample(void *t, size_t n, const uint64_t *tg, uint32_t *lv, rd_error_t *err) {
-  if (hr_fail_sample) return rd_error_set(err, RD_EINTERNAL, "hrmm: device lost");
-  return rd_sumtree_sample(t, n, tg, lv, err);
-}
-static int hr_update(void *t, size_t n, const uint32_t *p, const uint64_t *v, rd_error_t *err) {
-  return rd_sumtree_update(t, n, p, v, err);
-}
-static const rd_rmm_ops_t hrmm_ops = {"hrmm", hr_memsize, hr_create, hr_destroy, hr_total,
-                                      hr_leaf, hr_set_range, hr_sample, hr_update};
-
 /* Rows, keys, probabilities and weights of one sample of each table. */
 static void same_sample(rd_table_t *a, rd_table_t *b, size_t n) {
   sout_t sa, sb;
@@ -1798,12 +1769,12 @@ static void test_storage_module(void **state) {
   make_config(&c, 50, 4, 0.6, 1e-6, 21);
   cs = c;
   cs.storage = &hstore_ops;
-  cs.rmm = &hrmm_ops;
+  cs.rmm = &rdt_host_rmm_ops;
   rd_table_t t, ts;
   init_ok(&t, &c);
   memset(&HS, 0, sizeof HS);
   init_ok(&ts, &cs);
-  assert_ptr_equal(HS.rmm_ops_seen, &hrmm_ops); /* told about the table's module */
+  assert_ptr_equal(HS.rmm_ops_seen, &rdt_host_rmm_ops); /* told about the table's module */
   assert_null(ts.column[0]);                     /* no host columns */
   assert_string_equal(rd_table_storage_name(&ts), "hstore");
   assert_string_equal(rd_table_storage_name(&t), "host");
@@ -1947,13 +1918,13 @@ static void test_to_cpu(void **state) {
 
   /* A failed sample on the replay module: nothing dropped. */
   cs.storage = NULL;
-  cs.rmm = &hrmm_ops;
+  cs.rmm = &rdt_host_rmm_ops;
   init_ok(&t, &cs);
   init_ok(&ref, &c);
   insert_ok(&t, 25, NULL), insert_ok(&ref, 25, NULL);
-  hr_fail_sample = 1;
+  rdt_host_rmm_fail_sample = 1;
   assert_int_equal(rd_table_sample(&t, 3, 0.5, 0, &s.out, &err), RD_EINTERNAL);
-  hr_fail_sample = 0;
+  rdt_host_rmm_fail_sample = 0;
   assert_int_equal(rd_table_sample(&t, 3, 0.5, 0, &s.out, &err), RD_EINTERNAL); /* refused */
   assert_int_equal(rd_table_to_cpu(&t, &lost, &err), RD_OK);
   assert_int_equal(lost, 0);
