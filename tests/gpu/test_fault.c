@@ -21,6 +21,7 @@
 #include "placement.h"
 #include "registry.h"
 #include "rdt_dse.h"
+#include "rdt_learner.h"
 #include "rmm_check.h"
 
 static const uint32_t obs_shape[] = {4};
@@ -275,11 +276,7 @@ static void test_pipeline_goes_on_after_a_fault(void **state) {
       fail_msg("insert: %s", err.msg);
   rd_pipeline_config_t c;
   memset(&c, 0, sizeof c);
-  rd_learner_config_default(&c.learner);
-  c.learner.algo = RD_ALGO_DQN;
-  c.learner.num_actions = 2;
-  c.learner.n_hidden = 1;
-  c.learner.hidden[0] = 16;
+  rdt_dqn_config(&c.learner, 0, 2, 1, (const uint32_t[]){16}); /* obs_dim: the binding's */
   c.learner.max_batch = 32;
   c.batch = 32;
   c.beta = 0.4;
