@@ -21,6 +21,7 @@
 
 #include "durable.h"
 #include "log.h"
+#include "rdt_pb.h"
 #include "rdt_unit.h"
 #include "registry.h"
 #include "spec_pb.h"
@@ -58,49 +59,14 @@ static void server_down(server_t *s) {
   rd_store_close(s->store);
 }
 
-typedef struct {
-  Replayd__V1__WorkloadSpec spec;
-  Replayd__V1__Field f[5], *fp[5];
-  Replayd__V1__LearnerSpec learner;
-  uint32_t hidden[2];
-} spec_t;
-
-static const uint32_t four[] = {4};
+typedef rdt_pb_spec_t spec_t;
 
 static void cartpole(spec_t *s, const char *durability, int with_learner) {
-  memset(s, 0, sizeof *s);
-  Replayd__V1__WorkloadSpec init = REPLAYD__V1__WORKLOAD_SPEC__INIT;
-  s->spec = init;
-  static const char *names[5] = {"obs", "action", "reward", "next_obs", "done"};
-  static const Replayd__V1__DType dt[5] = {REPLAYD__V1__DTYPE__FLOAT32, REPLAYD__V1__DTYPE__INT32,
-                                           REPLAYD__V1__DTYPE__FLOAT32, REPLAYD__V1__DTYPE__FLOAT32,
-                                           REPLAYD__V1__DTYPE__BOOL};
-  for (int i = 0; i < 5; i++) {
-    Replayd__V1__Field fi = REPLAYD__V1__FIELD__INIT;
-    s->f[i] = fi;
-    s->f[i].name = (char *)names[i];
-    s->f[i].dtype = dt[i];
-    s->f[i].n_shape = (i == 0 || i == 3) ? 1 : 0;
-    s->f[i].shape = (uint32_t *)four;
-    s->fp[i] = &s->f[i];
-  }
-  s->spec.name = "durable";
-  s->spec.fields = s->fp;
-  s->spec.n_fields = 5;
-  s->spec.capacity = 5000;
+  rdt_pb_spec_init(s, "durable", 5000);
+  rdt_pb_cartpole(s, 5);
   s->spec.seed = 9;
   s->spec.durability = (char *)durability;
-  if (with_learner) {
-    Replayd__V1__LearnerSpec li = REPLAYD__V1__LEARNER_SPEC__INIT;
-    s->learner = li;
-    s->learner.algorithm = "dqn";
-    s->hidden[0] = s->hidden[1] = 32;
-    s->learner.hidden = s->hidden;
-    s->learner.n_hidden = 2;
-    s->learner.batch_size = 32;
-    s->learner.num_actions = 2;
-    s->spec.learner = &s->learner;
-  }
+  if (with_learner) rdt_pb_dqn(s, 2, 32, 32);
 }
 
 static rd_workload_t *reg(server_t *s, spec_t *sp) {

@@ -18,6 +18,7 @@
 #include "spec_pb.h"
 #include "store.h"
 #include "rdt_dse.h"
+#include "rdt_pb.h"
 #include "rdt_unit.h"
 
 /* ------------------------------------------------------------------ */
@@ -251,28 +252,13 @@ static void test_profile_tokens(void **state) {
 /* The registry's keyset listing                                       */
 /* ------------------------------------------------------------------ */
 
-typedef struct {
-  Replayd__V1__WorkloadSpec spec;
-  Replayd__V1__Field field;
-  Replayd__V1__Field *fp;
-} spec_t;
-
-static void tiny_spec(spec_t *s) {
-  Replayd__V1__WorkloadSpec init = REPLAYD__V1__WORKLOAD_SPEC__INIT;
-  Replayd__V1__Field f = REPLAYD__V1__FIELD__INIT;
-  s->spec = init;
-  s->field = f;
-  s->field.name = "x";
-  s->field.dtype = REPLAYD__V1__DTYPE__FLOAT32;
-  s->fp = &s->field;
-  s->spec.name = "tiny";
-  s->spec.fields = &s->fp;
-  s->spec.n_fields = 1;
-  s->spec.capacity = 4;
+static void tiny_spec(rdt_pb_spec_t *s) {
+  rdt_pb_spec_init(s, "tiny", 4);
+  rdt_pb_field(s, "x", REPLAYD__V1__DTYPE__FLOAT32, 0, NULL);
 }
 
 static void register_one(rd_registry_t *r, char *id_out) {
-  spec_t s;
+  rdt_pb_spec_t s;
   tiny_spec(&s);
   rd_workload_t *w = NULL;
   rd_error_t err;

@@ -39,6 +39,7 @@
 #include "rmm_gpu.h"
 #include "registry.h"
 #include "rdt_dse.h"
+#include "rdt_pb.h"
 #include "spec_pb.h"
 
 #ifndef RD_FPGA_PARTS_DIR
@@ -100,50 +101,12 @@ static rd_device_t csim_entry(uint32_t index) {
 }
 
 /* A spec built on the stack: CartPole rows, optionally a DQN learner. */
-typedef struct {
-  Replayd__V1__WorkloadSpec spec;
-  Replayd__V1__Field field[5];
-  Replayd__V1__Field *fp[5];
-  Replayd__V1__LearnerSpec learner;
-  uint32_t hidden[2];
-} spec_t;
+typedef rdt_pb_spec_t spec_t;
 
 static void make_spec(spec_t *s, uint32_t capacity, int with_learner) {
-  memset(s, 0, sizeof *s);
-  Replayd__V1__WorkloadSpec init = REPLAYD__V1__WORKLOAD_SPEC__INIT;
-  s->spec = init;
-  s->spec.name = "placement";
-  static uint32_t four[] = {4};
-  static const char *names[] = {"obs", "action", "reward", "next_obs", "done"};
-  static const Replayd__V1__DType types[] = {
-      REPLAYD__V1__DTYPE__FLOAT32, REPLAYD__V1__DTYPE__INT32, REPLAYD__V1__DTYPE__FLOAT32,
-      REPLAYD__V1__DTYPE__FLOAT32, REPLAYD__V1__DTYPE__BOOL};
-  size_t n = with_learner ? 5 : 3;
-  for (size_t i = 0; i < n; i++) {
-    Replayd__V1__Field f = REPLAYD__V1__FIELD__INIT;
-    s->field[i] = f;
-    s->field[i].name = (char *)names[i];
-    s->field[i].dtype = types[i];
-    if (i == 0 || i == 3) {
-      s->field[i].n_shape = 1;
-      s->field[i].shape = four;
-    }
-    s->fp[i] = &s->field[i];
-  }
-  s->spec.fields = s->fp;
-  s->spec.n_fields = n;
-  s->spec.capacity = capacity;
-  if (with_learner) {
-    Replayd__V1__LearnerSpec l = REPLAYD__V1__LEARNER_SPEC__INIT;
-    s->learner = l;
-    s->learner.algorithm = "dqn";
-    s->hidden[0] = s->hidden[1] = 64;
-    s->learner.n_hidden = 2;
-    s->learner.hidden = s->hidden;
-    s->learner.batch_size = 32;
-    s->learner.num_actions = 2;
-    s->spec.learner = &s->learner;
-  }
+  rdt_pb_spec_init(s, "placement", capacity);
+  rdt_pb_cartpole(s, with_learner ? 5 : 3);
+  if (with_learner) rdt_pb_dqn(s, 2, 64, 32);
 }
 
 static rd_registry_t *make_registry(void) {
