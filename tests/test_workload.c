@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "registry.h"
+#include "rdt_pb.h"
 #include "rdt_unit.h"
 #include "spec_pb.h"
 
@@ -361,37 +362,15 @@ static void test_train_continuous_is_a_state(void **state) {
   (void)state;
   rd_config_t cfg = test_config();
   rd_registry_t *r = make_registry(&cfg);
-  Replayd__V1__WorkloadSpec spec = REPLAYD__V1__WORKLOAD_SPEC__INIT;
-  Replayd__V1__Field f[5], *fp[5];
-  static const char *names[] = {"obs", "action", "reward", "next_obs", "done"};
-  static const Replayd__V1__DType types[] = {
-      REPLAYD__V1__DTYPE__FLOAT32, REPLAYD__V1__DTYPE__INT32, REPLAYD__V1__DTYPE__FLOAT32,
-      REPLAYD__V1__DTYPE__FLOAT32, REPLAYD__V1__DTYPE__BOOL};
-  static uint32_t four[] = {4}, hidden[] = {8};
-  for (int i = 0; i < 5; i++) {
-    replayd__v1__field__init(&f[i]);
-    f[i].name = (char *)names[i];
-    f[i].dtype = types[i];
-    f[i].n_shape = (i == 0 || i == 3);
-    f[i].shape = four;
-    fp[i] = &f[i];
-  }
-  Replayd__V1__LearnerSpec ls = REPLAYD__V1__LEARNER_SPEC__INIT;
-  ls.algorithm = "dqn";
-  ls.n_hidden = 1;
-  ls.hidden = hidden;
-  ls.batch_size = 8;
-  ls.num_actions = 2;
-  ls.samples_per_insert = 1;
-  spec.name = "continuous";
-  spec.n_fields = 5;
-  spec.fields = fp;
-  spec.capacity = 128;
-  spec.learner = &ls;
+  rdt_pb_spec_t s;
+  rdt_pb_spec_init(&s, "continuous", 128);
+  rdt_pb_cartpole(&s, 5);
+  rdt_pb_dqn(&s, 1, 8, 8);
+  s.learner.samples_per_insert = 1;
   rd_workload_t *w = NULL;
   rd_error_t err;
   rd_error_clear(&err);
-  if (rd_spec_pb_register(r, &spec, NULL, &w, &err) != RD_OK) fail_msg("%s", err.msg);
+  if (rd_spec_pb_register(r, &s.spec, NULL, &w, &err) != RD_OK) fail_msg("%s", err.msg);
   assert_int_equal(rd_workload_learner(w, &err), RD_OK);
   expect(rd_workload_train(w, 1, 0, NULL, NULL, &err), RD_ESTATE, &err, "continuously");
   assert_int_equal(err.code, RD_ESTATE);
