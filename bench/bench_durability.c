@@ -46,6 +46,7 @@
 #include "durable.h"
 #include "rd_clock.h"
 #include "rdt_dir.h"
+#include "rdt_pb.h"
 #include "rd_rng.h"
 #include "registry.h"
 #include "replayd_client.h"
@@ -87,19 +88,11 @@ static void emit(const char *name, const char *params, double value, const char 
 /* In process                                                          */
 /* ------------------------------------------------------------------ */
 
-static const rd_field_spec_t cartpole[5] = {
-    {"obs", RD_DTYPE_FLOAT32, 1, (const uint32_t[]){4}},
-    {"action", RD_DTYPE_INT32, 0, NULL},
-    {"reward", RD_DTYPE_FLOAT32, 0, NULL},
-    {"next_obs", RD_DTYPE_FLOAT32, 1, (const uint32_t[]){4}},
-    {"done", RD_DTYPE_BOOL, 0, NULL},
-};
-
 static rd_workload_spec_t spec_of(void) {
   rd_workload_spec_t s;
   memset(&s, 0, sizeof s);
   s.name = "bench";
-  s.fields = cartpole;
+  s.fields = rdt_cartpole_field_specs;
   s.n_fields = 5;
   s.capacity = 1u << 20;
   s.seed = 5;

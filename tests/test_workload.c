@@ -17,20 +17,13 @@
 #include "rdt_unit.h"
 #include "spec_pb.h"
 
-/* obs float32[4], action int32, reward float32: 24 bytes a row. */
-static const uint32_t obs_shape[] = {4};
-static const rd_field_spec_t fields[] = {
-    {"obs", RD_DTYPE_FLOAT32, 1, obs_shape},
-    {"action", RD_DTYPE_INT32, 0, NULL},
-    {"reward", RD_DTYPE_FLOAT32, 0, NULL},
-};
 static const uint8_t stored[] = "opaque to core";
 
 static rd_workload_spec_t c_spec(void) {
   rd_workload_spec_t s;
   memset(&s, 0, sizeof s);
   s.name = "c-spec";
-  s.fields = fields;
+  s.fields = rdt_cartpole_field_specs; /* obs float32[4], action, reward: 24 bytes a row */
   s.n_fields = 3;
   s.capacity = 256;
   s.max_batch = 64;
@@ -148,7 +141,7 @@ static void test_c_spec_errors(void **state) {
   rd_error_t err;
   rd_workload_spec_t s = c_spec();
   rd_field_spec_t bad[3];
-  memcpy(bad, fields, sizeof bad);
+  memcpy(bad, rdt_cartpole_field_specs, sizeof bad);
   bad[1].dtype = RD_DTYPE_INVALID; /* the client left it unspecified */
   s.fields = bad;
   expect(rd_workload_spec_resolve(&cfg, &s, &wc, &err), RD_EINVAL, &err,
