@@ -46,7 +46,7 @@
 #include "durable.h"
 #include "rd_clock.h"
 #include "rdt_dir.h"
-#include "rdt_pb.h"
+#include "rdt_unit.h"
 #include "rd_rng.h"
 #include "registry.h"
 #include "replayd_client.h"

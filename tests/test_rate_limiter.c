@@ -20,7 +20,7 @@
 #include <time.h>
 
 #include "rate_limiter.h"
-#include "rdt_pb.h"
+#include "rdt_unit.h"
 #include "registry.h"
 #include "workload_spec.h"
 

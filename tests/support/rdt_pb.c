@@ -30,12 +30,6 @@ void rdt_pb_field(rdt_pb_spec_t *s, const char *name, Replayd__V1__DType dtype, 
 
 static const uint32_t four[] = {4};
 
-const rd_field_spec_t rdt_cartpole_field_specs[5] = {
-    {"obs", RD_DTYPE_FLOAT32, 1, four},      {"action", RD_DTYPE_INT32, 0, NULL},
-    {"reward", RD_DTYPE_FLOAT32, 0, NULL},   {"next_obs", RD_DTYPE_FLOAT32, 1, four},
-    {"done", RD_DTYPE_BOOL, 0, NULL},
-};
-
 void rdt_pb_cartpole(rdt_pb_spec_t *s, size_t n) {
   static const char *names[] = {"obs", "action", "reward", "next_obs", "done"};
   static const Replayd__V1__DType dtypes[] = {

@@ -8,9 +8,7 @@
  * rank at most 12); rdt_pb_cartpole appends the first n of obs float32[4],
  * action int32, reward float32, next_obs float32[4], done bool;
  * rdt_pb_dqn attaches a DQN learner of n_hidden layers of width units,
- * batch_size batch, two actions. rdt_cartpole_field_specs are the same
- * CartPole fields for core's C spec (workload_spec.h): a spec takes the
- * first n_fields of them. */
+ * batch_size batch, two actions. */
 #ifndef RDT_PB_H
 #define RDT_PB_H
 
@@ -18,7 +16,6 @@
 #include <stdint.h>
 
 #include "replayd.pb-c.h"
-#include "workload_spec.h"
 
 #define RDT_PB_MAX_FIELDS 40
 
@@ -37,7 +34,5 @@ void rdt_pb_field(rdt_pb_spec_t *s, const char *name, Replayd__V1__DType dtype, 
                   const uint32_t *shape);
 void rdt_pb_cartpole(rdt_pb_spec_t *s, size_t n);
 void rdt_pb_dqn(rdt_pb_spec_t *s, uint32_t n_hidden, uint32_t width, uint32_t batch);
-
-extern const rd_field_spec_t rdt_cartpole_field_specs[5];
 
 #endif
