@@ -76,6 +76,9 @@ static const cfg_key_t keys[] = {
     {"max-waiting-per-workload", K_COUNT, FIELD(max_waiting_per_workload), 0, 1u << 20, false,
      "calls waiting for one workload's rate limiter (and its sample\n"
      "                             streams)"},
+    {"learner-shares", K_COUNT, FIELD(learner_shares), 0, 1, false,
+     "1: hosted learners sharing a device take turns by their tenants'\n"
+     "                             weights (share.h); 0: as the OS schedules them"},
     {"fpga-parts-dir", K_STRING, FIELD(fpga_parts_dir), 0, 0, true,
      "FPGA part files (*.part) for the mapper's FPGA model; empty = the\n"
      "                             installed ones (run from the build tree:\n"
@@ -164,6 +167,7 @@ void rd_config_defaults(rd_config_t *c) {
   c->log_level = RD_LOG_INFO;
   c->threads = 2;
   c->ingest_threads = 2;
+  c->learner_shares = 1;
   c->shutdown_grace_ms = 10000;
   c->max_message_bytes = 64u << 20;
   c->max_batch = 65536;

@@ -757,6 +757,51 @@ static void test_pinned_threads(void **state) {
   wl_free(&w);
 }
 
+/* Pipelines that share the CPU (share.h) in groups of weights 1 and 3,
+ * trained at once, one of them deleted while the others train: every
+ * request ends with all its steps, nobody hangs. */
+typedef struct {
+  rd_pipeline_t *p;
+  rd_train_result_t r;
+} shared_run_t;
+
+static void *shared_train(void *arg) {
+  shared_run_t *s = arg;
+  s->r = train_ok(s->p, 300);
+  return NULL;
+}
+
+static void test_shared_device(void **state) {
+  (void)state;
+  static int g1, g2;
+  wl_t w[3];
+  rd_pipeline_t *p[3];
+  for (int i = 0; i < 3; i++) {
+    wl_init(&w[i], 4096, 0);
+    rd_pipeline_config_t c;
+    pcfg(&c, &w[i], 32, i == 1 ? 4 : 0, NULL);
+    c.share_group = i == 2 ? (const void *)&g2 : (const void *)&g1;
+    c.share_weight = i == 2 ? 3 : 1;
+    p[i] = create_ok(&c, &w[i]);
+    insert(&w[i], p[i], 500, 0);
+  }
+  shared_run_t runs[2] = {{p[0], {0}}, {p[2], {0}}};
+  pthread_t th[2];
+  for (int i = 0; i < 2; i++) assert_int_equal(pthread_create(&th[i], NULL, shared_train, &runs[i]), 0);
+  /* The third trains briefly, then goes away as a deleted workload's does. */
+  rd_train_result_t r = train_ok(p[1], 50);
+  assert_int_equal(r.status, RD_OK);
+  rd_pipeline_destroy(p[1]);
+  for (int i = 0; i < 2; i++) pthread_join(th[i], NULL);
+  for (int i = 0; i < 2; i++) {
+    assert_int_equal(runs[i].r.status, RD_OK);
+    assert_int_equal(runs[i].r.steps_done + runs[i].r.skipped_steps, 300);
+  }
+  rd_pipeline_destroy(p[0]);
+  rd_pipeline_destroy(p[2]);
+  for (int i = 0; i < 3; i++) wl_free(&w[i]);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_bind_schema),
@@ -769,6 +814,7 @@ int main(void) {
       cmocka_unit_test(test_train_counted),
       cmocka_unit_test(test_weights),
       cmocka_unit_test(test_pinned_threads),
+      cmocka_unit_test(test_shared_device),
   };
   return cmocka_run_group_tests(tests, rdt_quiet_setup, rdt_quiet_teardown);
 }

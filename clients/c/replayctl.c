@@ -22,6 +22,7 @@
 #include "replayctl_cli.h"
 #include "replayctl_top.h"
 #include "replayd_client.h"
+#include "replayctl_tenant.h"
 
 #ifndef RDC_VERSION
 #define RDC_VERSION "unknown"
@@ -405,6 +406,8 @@ static void json_workload(jw_t *w, const rdc_workload_t *wl) {
   jw_string(w, s->name);
   jw_key(w, "created_unix");
   jw_i64(w, wl->created_unix);
+  jw_key(w, "tenant");
+  jw_string(w, wl->tenant);
   jw_key(w, "capacity");
   jw_u64(w, s->capacity);
   jw_key(w, "fanout");
@@ -1037,6 +1040,7 @@ static int cmd_describe(rdc_client_t *c, const rctl_opts_t *o) {
     kv("id", "%s", wl->id);
     kv("name", "%s", name);
     kv("created", "%s", buf);
+    kv("tenant", "%s", wl->tenant);
     kv("capacity", "%" PRIu32, s->capacity);
     kv("fanout", "%" PRIu32, s->fanout);
     kv("alpha", "%s", alpha);
@@ -1286,7 +1290,7 @@ static int rm_token(const rctl_opts_t *o, char *token, size_t cap) {
                     "token file (--admin-token-file PATH)\n", msg,
             o->cmd == RCTL_CMD_RM ? "rm" : o->cmd == RCTL_CMD_PLAN ? "plan"
             : o->cmd == RCTL_CMD_CHECKPOINT ? "checkpoint" : o->cmd == RCTL_CMD_EXPORT ? "export"
-            : "profiles");
+            : o->cmd == RCTL_CMD_TENANT ? "tenant" : "profiles");
     return -1;
   }
   return 0;
@@ -1309,7 +1313,7 @@ int main(int argc, char **argv) {
   }
   char token[RDC_TOKEN_MAX];
   if ((o.cmd == RCTL_CMD_RM || o.cmd == RCTL_CMD_PROFILES || o.cmd == RCTL_CMD_PLAN ||
-       o.cmd == RCTL_CMD_CHECKPOINT || o.cmd == RCTL_CMD_EXPORT) &&
+       o.cmd == RCTL_CMD_CHECKPOINT || o.cmd == RCTL_CMD_EXPORT || o.cmd == RCTL_CMD_TENANT) &&
       rm_token(&o, token, sizeof token) != 0)
     return RCTL_EXIT_USAGE;
 
@@ -1335,6 +1339,7 @@ int main(int argc, char **argv) {
   case RCTL_CMD_EXPORT: rc = cmd_export(c, &o, token); break;
   case RCTL_CMD_IMPORT: rc = cmd_import(c, &o); break;
   case RCTL_CMD_TOP: rc = rctl_top(c, &o); break;
+  case RCTL_CMD_TENANT: rc = rctl_cmd_tenant(c, &o, token); break;
   case RCTL_CMD_NONE: break;
   }
   rdc_close(c);

@@ -41,6 +41,10 @@ static const char usage_text[] =
     "  export ID FILE\n"
     "                write the workload as a checkpoint file (token as checkpoint)\n"
     "  import FILE   register a new workload from an exported file (--name NAME)\n"
+    "  tenant ls | add NAME [QUOTA...] | set NAME QUOTA... | rm NAME\n"
+    "                tenants and their quotas (admin token); add prints the tenant's\n"
+    "                token once. QUOTA: max-memory=BYTES[K|M|G|T] max-workloads=N\n"
+    "                weight=W insert-rate=ROWS/S sample-rate=ROWS/S (0: no limit)\n"
     "\n"
     "Options:\n"
     "  --server HOST:PORT       server address (default $REPLAYD_SERVER, else " RCTL_DEFAULT_SERVER ")\n"
@@ -91,6 +95,7 @@ static const struct {
     {"plan", RCTL_CMD_PLAN, 1}, {"top", RCTL_CMD_TOP, 0},
     {"checkpoint", RCTL_CMD_CHECKPOINT, -2}, {"export", RCTL_CMD_EXPORT, 2},
     {"import", RCTL_CMD_IMPORT, 1},
+    {"plan", RCTL_CMD_PLAN, 1}, {"tenant", RCTL_CMD_TENANT, -1},
 };
 
 /* Options that take a value. */
@@ -241,6 +246,28 @@ int rctl_parse_args(int argc, char **argv, const char *env_server, rctl_opts_t *
     if (o->n_assume > 0) return usage_error(msg, cap, "--assume applies only to plan");
     return 0;
   }
+  if (o->cmd == RCTL_CMD_TENANT) {
+    int n = n_total - 1;
+    if (n_total > RCTL_MAX_ARGS + 1) return usage_error(msg, cap, "tenant: too many arguments");
+    const char *sub = n > 0 ? operands[1] : "";
+    int ls = strcmp(sub, "ls") == 0, add = strcmp(sub, "add") == 0;
+    int set = strcmp(sub, "set") == 0, rm = strcmp(sub, "rm") == 0;
+    if (!ls && !add && !set && !rm)
+      return usage_error(msg, cap, "tenant takes ls, add NAME, set NAME or rm NAME");
+    if (ls && n != 1) return usage_error(msg, cap, "tenant ls takes no arguments");
+    if (!ls && (n < 2 || operands[2][0] == '\0'))
+      return usage_error(msg, cap, "tenant %s needs a NAME", sub);
+    if (rm && n != 2) return usage_error(msg, cap, "tenant rm takes only a NAME");
+    if (set && n < 3) return usage_error(msg, cap, "tenant set needs at least one QUOTA");
+    rdc_tenant_quota_t q;
+    unsigned mask;
+    if ((add || set) && rctl_parse_tenant_quota(operands + 3, n - 2, &q, &mask, msg, cap) != 0)
+      return RCTL_EXIT_USAGE;
+    if (o->clear || o->n_assume > 0)
+      return usage_error(msg, cap, "--clear and --assume do not apply to tenant");
+    for (int k = 1; k < n_operands; k++) o->args[o->n_args++] = operands[k];
+    return 0;
+  }
   if (o->clear) return usage_error(msg, cap, "--clear applies only to profiles");
   if ((o->once || interval_given) && o->cmd != RCTL_CMD_TOP)
     return usage_error(msg, cap, "--once and --interval apply only to top");
@@ -265,9 +292,10 @@ int rctl_parse_args(int argc, char **argv, const char *env_server, rctl_opts_t *
   if (o->cmd == RCTL_CMD_PLAN && o->args[0][0] == '\0')
     return usage_error(msg, cap, "the plan SPEC is empty");
   if (o->cmd != RCTL_CMD_RM && o->cmd != RCTL_CMD_PLAN && o->cmd != RCTL_CMD_CHECKPOINT &&
-      o->cmd != RCTL_CMD_EXPORT && (o->token != NULL || o->admin_token_file != NULL))
+      o->cmd != RCTL_CMD_EXPORT &&
+      o->cmd != RCTL_CMD_TENANT && (o->token != NULL || o->admin_token_file != NULL))
     return usage_error(msg, cap, "--token and --admin-token-file apply only to rm, profiles, "
-                       "plan, checkpoint and export");
+                       "plan, checkpoint, export and tenant");
   return 0;
 }
 
@@ -515,5 +543,70 @@ int rctl_parse_plan_spec(const char *text, void *spec_out, char *msg, size_t cap
   add_field(sp, "reward", RDC_DTYPE_FLOAT32, 0);
   add_field(sp, "next_obs", RDC_DTYPE_FLOAT32, obs);
   add_field(sp, "discount", RDC_DTYPE_FLOAT32, 0);
+  return 0;
+}
+
+int rctl_parse_tenant_quota(const char *const *args, int n, void *qv, unsigned *mask, char *msg,
+                            size_t cap) {
+  rdc_tenant_quota_t *q = qv;
+  memset(q, 0, sizeof *q);
+  *mask = 0;
+  static const struct {
+    const char *key;
+    unsigned bit;
+  } keys[] = {{"max-memory", RDC_TQ_MEMORY},
+              {"max-workloads", RDC_TQ_WORKLOADS},
+              {"weight", RDC_TQ_WEIGHT},
+              {"insert-rate", RDC_TQ_INSERT_RATE},
+              {"sample-rate", RDC_TQ_SAMPLE_RATE}};
+  for (int i = 0; i < n; i++) {
+    const char *a = args[i], *eq = strchr(a, '=');
+    unsigned bit = 0;
+    for (size_t k = 0; eq != NULL && k < sizeof keys / sizeof keys[0]; k++)
+      if (strlen(keys[k].key) == (size_t)(eq - a) && strncmp(a, keys[k].key, (size_t)(eq - a)) == 0)
+        bit = keys[k].bit;
+    if (bit == 0) {
+      usage_error(msg, cap, "tenant quota \"%s\": use max-memory=, max-workloads=, weight=, "
+                  "insert-rate= or sample-rate=", a);
+      return -1;
+    }
+    if (*mask & bit) {
+      usage_error(msg, cap, "tenant quota %.*s is given twice", (int)(eq - a), a);
+      return -1;
+    }
+    const char *v = eq + 1;
+    char *end;
+    errno = 0;
+    if (bit == RDC_TQ_INSERT_RATE || bit == RDC_TQ_SAMPLE_RATE) {
+      double d = strtod(v, &end);
+      if (end == v || *end != '\0' || errno != 0 || !isfinite(d) || d < 0) {
+        usage_error(msg, cap, "tenant quota %s: a rate in rows/s >= 0", a);
+        return -1;
+      }
+      if (bit == RDC_TQ_INSERT_RATE) q->insert_rows_per_second = d;
+      else q->sample_rows_per_second = d;
+    } else {
+      unsigned long long u = v[0] == '-' ? (errno = ERANGE, 0) : strtoull(v, &end, 10);
+      unsigned shift = 0;
+      if (errno == 0 && end != v && bit == RDC_TQ_MEMORY && *end != '\0' && end[1] == '\0') {
+        const char *units = "KMGT", *u_at = strchr(units, *end);
+        if (u_at != NULL) {
+          shift = 10 * (unsigned)(u_at - units + 1);
+          end++;
+        }
+      }
+      if (errno != 0 || end == v || *end != '\0' || (shift && u > (~0ull >> shift)) ||
+          (bit != RDC_TQ_MEMORY && u > 0xffffffffull)) {
+        usage_error(msg, cap, "tenant quota %s: a whole number%s", a,
+                    bit == RDC_TQ_MEMORY ? " of bytes (suffix K, M, G or T)" : "");
+        return -1;
+      }
+      u <<= shift;
+      if (bit == RDC_TQ_MEMORY) q->max_memory_bytes = u;
+      else if (bit == RDC_TQ_WORKLOADS) q->max_workloads = (uint32_t)u;
+      else q->weight = (uint32_t)u;
+    }
+    *mask |= bit;
+  }
   return 0;
 }

@@ -8,7 +8,7 @@
 
 #define RCTL_DEFAULT_SERVER "127.0.0.1:50051"
 #define RCTL_DEFAULT_TIMEOUT_S 5.0
-#define RCTL_MAX_ARGS 4
+#define RCTL_MAX_ARGS 8
 #define RCTL_MAX_ASSUME 4
 
 /* Exit codes. */
@@ -27,6 +27,7 @@ typedef enum {
   RCTL_CMD_EXPORT,     /* ID FILE */
   RCTL_CMD_IMPORT,     /* FILE [--name NAME] */
   RCTL_CMD_TOP,      /* [--once] [--interval S] */
+  RCTL_CMD_TENANT,   /* add NAME [KEY=VALUE...] | set NAME KEY=VALUE... | ls | rm NAME */
 } rctl_cmd_t;
 
 typedef struct {
@@ -88,6 +89,15 @@ int rctl_state_dir(const char *state_directory, const char *xdg_state_home, cons
  * Returns 0, or -1 with a message in msg (unreadable, empty, too long, or
  * not printable ASCII). */
 int rctl_read_token_file(const char *path, char *token, size_t cap, char *msg, size_t msg_cap);
+
+/* A tenant command's quota operands, KEY=VALUE with KEY one of
+ * max-memory (bytes, with an optional K, M, G or T suffix: powers of
+ * 1024), max-workloads, weight, insert-rate, sample-rate (rows/s; 0 = no
+ * limit). q is a rdc_tenant_quota_t; *mask receives the RDC_TQ_* bits
+ * given. Returns 0, or -1 with a message (unknown key, bad number, a key
+ * given twice). */
+int rctl_parse_tenant_quota(const char *const *args, int n, void *q, unsigned *mask, char *msg,
+                            size_t cap);
 
 /* The --help text. */
 const char *rctl_usage(void);

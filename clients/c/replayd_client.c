@@ -57,6 +57,10 @@ typedef enum {
   M_IMPORT_WORKLOAD,
   M_SET_RATE_LIMITER,
   M_SAMPLE_STREAM,
+  M_ADD_TENANT,
+  M_SET_TENANT,
+  M_LIST_TENANTS,
+  M_REMOVE_TENANT,
   M_COUNT
 } method_t;
 
@@ -67,6 +71,7 @@ static const char *const method_names[M_COUNT] = {
     "Plan",             "ListProfiles",     "ClearProfiles",    "ImportProfiles",
     "ExportProfiles",   "Checkpoint",       "ExportWorkload",   "ImportWorkload",
     "SetRateLimiter",   "SampleStream",
+    "AddTenant",        "SetTenant",        "ListTenants",      "RemoveTenant",
 };
 
 struct rdc_client {
@@ -794,6 +799,7 @@ static int workload_from_pb(rdc_workload_t *out, const Replayd__V1__Workload *w,
   if (rc == RDC_OK) rc = spec_from_pb(&out->spec, w->spec, err);
   counters_from_pb(&out->counters, w->counters);
   out->created_unix = w->created_unix;
+  if (rc == RDC_OK) rc = copy_str(out->tenant, sizeof out->tenant, w->tenant, 1, "", NULL);
   if (w->learner != NULL) {
     const Replayd__V1__LearnerCounters *l = w->learner;
     out->has_learner_counters = 1;
@@ -924,6 +930,11 @@ static int spec_to_pb(const rdc_spec_t *spec, spec_pb_t *o, rdc_error_t *err) {
 
 int rdc_register(rdc_client_t *c, const rdc_spec_t *spec, rdc_workload_t *out,
                  rdc_error_t *err) {
+  return rdc_register_as(c, NULL, spec, out, err);
+}
+
+int rdc_register_as(rdc_client_t *c, const char *tenant_token, const rdc_spec_t *spec,
+                    rdc_workload_t *out, rdc_error_t *err) {
   if (spec == NULL || out == NULL) return set_error(err, RDC_EINVAL, "spec or out is NULL");
   spec_pb_t *sp = malloc(sizeof *sp);
   if (sp == NULL) return set_error(err, RDC_ENOMEM, "out of memory");
@@ -933,8 +944,8 @@ int rdc_register(rdc_client_t *c, const rdc_spec_t *spec, rdc_workload_t *out,
     return rc;
   }
   ProtobufCMessage *resp;
-  rc = unary(c, M_REGISTER, NULL, &sp->req.base, &replayd__v1__workload__descriptor, 0, &resp,
-             err);
+  rc = unary(c, M_REGISTER, tenant_token, &sp->req.base, &replayd__v1__workload__descriptor, 0,
+             &resp, err);
   free(sp);
   if (rc != RDC_OK) return rc;
   const Replayd__V1__Workload *w = (const Replayd__V1__Workload *)resp;
@@ -2387,4 +2398,121 @@ int rdc_import_workload(rdc_client_t *c, const void *data, size_t len, const cha
   rc = workload_from_pb(out, (const Replayd__V1__Workload *)resp, err);
   protobuf_c_message_free_unpacked(resp, NULL);
   return rc == RDC_OK ? ok(err) : rc;
+}
+
+/* ------------------------------------------------------------------ */
+/* Tenants                                                             */
+/* ------------------------------------------------------------------ */
+
+static void tenant_from_pb(rdc_tenant_t *out, const Replayd__V1__Tenant *t) {
+  memset(out, 0, sizeof *out);
+  copy_str(out->name, sizeof out->name, t->name, 1, "", NULL);
+  if (t->quota != NULL) {
+    out->quota.max_memory_bytes = t->quota->max_memory_bytes;
+    out->quota.max_workloads = t->quota->max_workloads;
+    out->quota.weight = t->quota->weight;
+    out->quota.insert_rows_per_second = t->quota->insert_rows_per_second;
+    out->quota.sample_rows_per_second = t->quota->sample_rows_per_second;
+  }
+  out->workloads = t->workloads;
+  out->memory_bytes = t->memory_bytes;
+  out->created_unix = t->created_unix;
+}
+
+int rdc_tenant_add(rdc_client_t *c, const char *admin_token, const char *name,
+                   const rdc_tenant_quota_t *q, char *token, rdc_tenant_t *out, rdc_error_t *err) {
+  if (name == NULL || token == NULL) return set_error(err, RDC_EINVAL, "name or token is NULL");
+  Replayd__V1__AddTenantRequest req = REPLAYD__V1__ADD_TENANT_REQUEST__INIT;
+  Replayd__V1__TenantQuota qm = REPLAYD__V1__TENANT_QUOTA__INIT;
+  if (q != NULL) {
+    qm.max_memory_bytes = q->max_memory_bytes;
+    qm.max_workloads = q->max_workloads;
+    qm.weight = q->weight;
+    qm.insert_rows_per_second = q->insert_rows_per_second;
+    qm.sample_rows_per_second = q->sample_rows_per_second;
+  }
+  req.name = (char *)name;
+  req.quota = &qm;
+  ProtobufCMessage *resp;
+  int rc = unary(c, M_ADD_TENANT, admin_token, &req.base, &replayd__v1__tenant__descriptor, 0,
+                 &resp, err);
+  if (rc != RDC_OK) return rc;
+  const Replayd__V1__Tenant *t = (const Replayd__V1__Tenant *)resp;
+  rc = copy_str(token, RDC_TOKEN_MAX, t->token, 0, "tenant token", err);
+  if (rc == RDC_OK && out != NULL) tenant_from_pb(out, t);
+  protobuf_c_message_free_unpacked(resp, NULL);
+  return rc == RDC_OK ? ok(err) : rc;
+}
+
+int rdc_tenant_set(rdc_client_t *c, const char *admin_token, const char *name,
+                   const rdc_tenant_quota_t *q, unsigned mask, rdc_tenant_t *out,
+                   rdc_error_t *err) {
+  if (name == NULL || q == NULL) return set_error(err, RDC_EINVAL, "name or quota is NULL");
+  Replayd__V1__SetTenantRequest req = REPLAYD__V1__SET_TENANT_REQUEST__INIT;
+  req.name = (char *)name;
+  if (mask & RDC_TQ_MEMORY) {
+    req.max_memory_opt_case = REPLAYD__V1__SET_TENANT_REQUEST__MAX_MEMORY_OPT_MAX_MEMORY_BYTES;
+    req.max_memory_bytes = q->max_memory_bytes;
+  }
+  if (mask & RDC_TQ_WORKLOADS) {
+    req.max_workloads_opt_case = REPLAYD__V1__SET_TENANT_REQUEST__MAX_WORKLOADS_OPT_MAX_WORKLOADS;
+    req.max_workloads = q->max_workloads;
+  }
+  if (mask & RDC_TQ_WEIGHT) {
+    req.weight_opt_case = REPLAYD__V1__SET_TENANT_REQUEST__WEIGHT_OPT_WEIGHT;
+    req.weight = q->weight;
+  }
+  if (mask & RDC_TQ_INSERT_RATE) {
+    req.insert_rate_opt_case =
+        REPLAYD__V1__SET_TENANT_REQUEST__INSERT_RATE_OPT_INSERT_ROWS_PER_SECOND;
+    req.insert_rows_per_second = q->insert_rows_per_second;
+  }
+  if (mask & RDC_TQ_SAMPLE_RATE) {
+    req.sample_rate_opt_case =
+        REPLAYD__V1__SET_TENANT_REQUEST__SAMPLE_RATE_OPT_SAMPLE_ROWS_PER_SECOND;
+    req.sample_rows_per_second = q->sample_rows_per_second;
+  }
+  ProtobufCMessage *resp;
+  int rc = unary(c, M_SET_TENANT, admin_token, &req.base, &replayd__v1__tenant__descriptor, 0,
+                 &resp, err);
+  if (rc != RDC_OK) return rc;
+  if (out != NULL) tenant_from_pb(out, (const Replayd__V1__Tenant *)resp);
+  protobuf_c_message_free_unpacked(resp, NULL);
+  return ok(err);
+}
+
+int rdc_tenant_list(rdc_client_t *c, const char *admin_token, rdc_tenant_t **out, size_t *n,
+                    rdc_error_t *err) {
+  if (out == NULL || n == NULL) return set_error(err, RDC_EINVAL, "out or n is NULL");
+  *out = NULL;
+  *n = 0;
+  Replayd__V1__ListTenantsRequest req = REPLAYD__V1__LIST_TENANTS_REQUEST__INIT;
+  ProtobufCMessage *resp;
+  int rc = unary(c, M_LIST_TENANTS, admin_token, &req.base,
+                 &replayd__v1__list_tenants_response__descriptor, 1, &resp, err);
+  if (rc != RDC_OK) return rc;
+  const Replayd__V1__ListTenantsResponse *r = (const Replayd__V1__ListTenantsResponse *)resp;
+  rdc_tenant_t *v = calloc(r->n_tenants ? r->n_tenants : 1, sizeof *v);
+  if (v == NULL) {
+    protobuf_c_message_free_unpacked(resp, NULL);
+    return set_error(err, RDC_ENOMEM, "out of memory");
+  }
+  for (size_t i = 0; i < r->n_tenants; i++) tenant_from_pb(&v[i], r->tenants[i]);
+  *out = v;
+  *n = r->n_tenants;
+  protobuf_c_message_free_unpacked(resp, NULL);
+  return ok(err);
+}
+
+int rdc_tenant_remove(rdc_client_t *c, const char *admin_token, const char *name,
+                      rdc_error_t *err) {
+  if (name == NULL) return set_error(err, RDC_EINVAL, "name is NULL");
+  Replayd__V1__RemoveTenantRequest req = REPLAYD__V1__REMOVE_TENANT_REQUEST__INIT;
+  req.name = (char *)name;
+  ProtobufCMessage *resp;
+  int rc = unary(c, M_REMOVE_TENANT, admin_token, &req.base,
+                 &replayd__v1__remove_tenant_response__descriptor, 1, &resp, err);
+  if (rc != RDC_OK) return rc;
+  protobuf_c_message_free_unpacked(resp, NULL);
+  return ok(err);
 }

@@ -400,6 +400,7 @@ typedef struct {
   rdc_durability_t durability;
   int has_rate_limiter;      /* 1 when the workload has a rate limiter */
   rdc_limiter_state_t rate_limiter;
+  char tenant[64];           /* its owner ("default" without tenants) */
 } rdc_workload_t;
 
 /* Register a workload. out receives its id, its token (returned only here:
@@ -411,6 +412,11 @@ typedef struct {
  * RDC_RESOURCE_EXHAUSTED (a server limit: memory, workload count). */
 int rdc_register(rdc_client_t *c, const rdc_spec_t *spec, rdc_workload_t *out,
                  rdc_error_t *err);
+
+/* rdc_register for the tenant whose token is tenant_token (NULL: the
+ * default tenant); RDC_RESOURCE_EXHAUSTED also for the tenant's quota. */
+int rdc_register_as(rdc_client_t *c, const char *tenant_token, const rdc_spec_t *spec,
+                    rdc_workload_t *out, rdc_error_t *err);
 
 /* One workload (no token). RDC_NOT_FOUND if there is none with this id. */
 int rdc_describe(rdc_client_t *c, const char *id, rdc_workload_t *out, rdc_error_t *err);
@@ -803,6 +809,54 @@ int rdc_export_profiles(rdc_client_t *c, const char *admin_token, char **out, si
  * RDC_INVALID_ARGUMENT naming it. *imported (may be NULL) gets the count. */
 int rdc_import_profiles(rdc_client_t *c, const char *admin_token, const void *jsonl, size_t len,
                         uint64_t *imported, rdc_error_t *err);
+
+/* ------------------------------------------------------------------ */
+/* Tenants (the admin's; api/replayd.proto "Tenants")                 */
+/* ------------------------------------------------------------------ */
+
+#define RDC_TENANT_NAME_MAX 64 /* 63 characters and the NUL */
+
+/* What a tenant may take; 0 = no limit of its own (weight 0 = 1). */
+typedef struct {
+  uint64_t max_memory_bytes;
+  uint32_t max_workloads;
+  uint32_t weight;
+  double insert_rows_per_second;
+  double sample_rows_per_second;
+} rdc_tenant_quota_t;
+
+/* rdc_tenant_set changes only the fields named by its mask. */
+enum {
+  RDC_TQ_MEMORY = 1u << 0,
+  RDC_TQ_WORKLOADS = 1u << 1,
+  RDC_TQ_WEIGHT = 1u << 2,
+  RDC_TQ_INSERT_RATE = 1u << 3,
+  RDC_TQ_SAMPLE_RATE = 1u << 4,
+};
+
+typedef struct {
+  char name[RDC_TENANT_NAME_MAX];
+  rdc_tenant_quota_t quota;
+  uint32_t workloads;    /* owned now */
+  uint64_t memory_bytes; /* charged now */
+  int64_t created_unix;
+} rdc_tenant_t;
+
+/* Add tenant name with quota q (NULL: none); token (RDC_TOKEN_MAX bytes)
+ * receives its token, shown only here; out (may be NULL) the tenant.
+ * RDC_INVALID_ARGUMENT (name, quota, exists), RDC_RESOURCE_EXHAUSTED. */
+int rdc_tenant_add(rdc_client_t *c, const char *admin_token, const char *name,
+                   const rdc_tenant_quota_t *q, char *token, rdc_tenant_t *out, rdc_error_t *err);
+/* Change the fields of mask (RDC_TQ_*); out (may be NULL) the result. */
+int rdc_tenant_set(rdc_client_t *c, const char *admin_token, const char *name,
+                   const rdc_tenant_quota_t *q, unsigned mask, rdc_tenant_t *out,
+                   rdc_error_t *err);
+/* Every tenant in name order: *out (free with free) of *n. */
+int rdc_tenant_list(rdc_client_t *c, const char *admin_token, rdc_tenant_t **out, size_t *n,
+                    rdc_error_t *err);
+/* RDC_FAILED_PRECONDITION for "default" or one that owns workloads. */
+int rdc_tenant_remove(rdc_client_t *c, const char *admin_token, const char *name,
+                      rdc_error_t *err);
 
 #ifdef __cplusplus
 }

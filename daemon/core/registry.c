@@ -21,6 +21,7 @@
 #include "registry.h"
 #include "durable.h"
 #include "secrets.h"
+#include "tenant.h"
 
 #include <inttypes.h>
 #include <stdbool.h>
@@ -42,6 +43,7 @@ struct rd_registry {
   uint64_t bytes;             /* memory charged for the workloads held */
   rd_placer_fn placer;        /* restore: placements from stored profiles */
   void *placer_arg;
+  rd_tenants_t *tenants;      /* the owners (tenant.h); each workload references one */
   rd_durable_t *durable;      /* checkpoints (durable.h), or NULL */
   rd_limiter_bounds_t bounds; /* the waiting calls of every workload's rate limiter */
 };
@@ -111,6 +113,7 @@ static void publish(rd_registry_t *r, rd_workload_t *w) {
   r->n++;
   r->bytes += w->charge;
   pthread_rwlock_unlock(&r->map_lock);
+  rd_tenant_charge(w->tenant, +1, w->charge);
 }
 
 /* Caller holds mutate_mu; w is listed. */
@@ -126,18 +129,25 @@ static void unpublish(rd_registry_t *r, rd_workload_t *w) {
   r->n--;
   r->bytes -= w->charge;
   pthread_rwlock_unlock(&r->map_lock);
+  rd_tenant_charge(w->tenant, -1, w->charge);
 }
 
 /* The server limits a new workload must fit. Caller holds mutate_mu (all
  * writers of n and bytes do, so they can be read without map_lock). */
-static int check_limits(const rd_registry_t *r, const rd_workload_config_t *wc,
-                        rd_error_t *err) {
+static int check_limits(const rd_registry_t *r, rd_tenant_t *tenant,
+                        const rd_workload_config_t *wc, rd_error_t *err) {
+  uint64_t tree, rows, scratch, learner;
+  /* The tenant's quota first: the more specific limit is the one to name. */
+  int rc = tenant != NULL
+               ? rd_tenant_admit(tenant, rd_workload_config_charge(wc, &tree, &rows, &scratch,
+                                                                   &learner), err)
+               : RD_OK;
+  if (rc != RD_OK) return rc;
   if (r->n >= r->cfg.max_workloads)
     return rd_error_set(err, RD_ETOOBIG,
                         "this server already holds %zu workloads, its --max-workloads limit; "
                         "delete one first",
                         r->n);
-  uint64_t tree, rows, scratch, learner;
   uint64_t need = rd_workload_config_charge(wc, &tree, &rows, &scratch, &learner);
   uint64_t max = r->cfg.max_memory_bytes;
   uint64_t free_bytes = r->bytes < max ? max - r->bytes : 0;
@@ -172,6 +182,13 @@ int rd_registry_create(rd_registry_t **out, const rd_config_t *cfg, rd_store_t *
     free(r);
     return rd_error_set(err, RD_ENOMEM, "out of memory creating the registry");
   }
+  int rc = rd_tenants_open(&r->tenants, store, err);
+  if (rc != RD_OK) {
+    free(r->by_id);
+    free(r->order);
+    free(r);
+    return rc;
+  }
   pthread_mutex_init(&r->mutate_mu, NULL);
   pthread_rwlock_init(&r->map_lock, NULL);
   rd_limiter_bounds_init(&r->bounds, cfg->max_waiting_calls, cfg->max_waiting_per_workload);
@@ -192,6 +209,7 @@ void rd_registry_destroy(rd_registry_t *r) {
   }
   free(r->by_id);
   free(r->order);
+  rd_tenants_close(r->tenants);
   pthread_rwlock_destroy(&r->map_lock);
   pthread_mutex_destroy(&r->mutate_mu);
   free(r);
@@ -201,6 +219,11 @@ const rd_config_t *rd_registry_config(const rd_registry_t *r) { return &r->cfg; 
 
 static int persist(rd_registry_t *r, const rd_workload_t *w, rd_error_t *err) {
   if (r->store == NULL) return RD_OK;
+  /* The owner's row first: a crash between the two leaves a row naming a
+   * workload that never was (ids are random: harmless), never a stored
+   * workload restored into the wrong tenant. */
+  int rc = rd_tenants_put_owner(r->tenants, w->id, w->tenant->name, err);
+  if (rc != RD_OK) return rc;
   rd_stored_workload_t sw;
   memset(&sw, 0, sizeof sw);
   memcpy(sw.id, w->id, sizeof w->id);
@@ -225,12 +248,15 @@ void rd_registry_set_restore_placer(rd_registry_t *r, rd_placer_fn fn, void *arg
 
 /* Build a workload of wc (placed by pl, which it takes) within the limits.
  * Caller holds mutate_mu. */
-static int build(rd_registry_t *r, rd_workload_config_t *wc, rd_placement_t *pl,
-                 const rd_workload_spec_t *spec, const char *id,
+static int build(rd_registry_t *r, rd_tenant_t *tenant, rd_workload_config_t *wc,
+                 rd_placement_t *pl, const rd_workload_spec_t *spec, const char *id,
                  const uint8_t token_hash[RD_TOKEN_HASH_LEN], int64_t created,
                  rd_workload_t **out, rd_error_t *err) {
   const rd_rmm_ops_t *placed_rmm = wc->table.rmm;
   const rd_storage_ops_t *placed_storage = wc->table.storage;
+  /* Its learner's share of the device, in its owner's group (share.h). */
+  wc->learner.share_group = r->cfg.learner_shares ? tenant : NULL;
+  wc->learner.share_weight = rd_tenant_weight(tenant);
   rd_workload_t *w;
   rd_wl_durable_t *wd = NULL; /* before the pipeline: it keeps weight versions there */
   int rc = rd_durable_prepare(r->durable, id, wc, &wd, err);
@@ -243,9 +269,11 @@ static int build(rd_registry_t *r, rd_workload_config_t *wc, rd_placement_t *pl,
     return rc;
   }
   w->durable = wd;
+  rd_tenant_ref(tenant);
+  w->tenant = tenant;
   /* The CPU tree instead of a module it could not create: charge what it holds. */
   if ((wc->table.rmm != placed_rmm || wc->table.storage != placed_storage) &&
-      (rc = check_limits(r, wc, err)) != RD_OK) {
+      (rc = check_limits(r, NULL, wc, err)) != RD_OK) {
     free(pl);
     rd_workload_free(w);
     return rc;
@@ -256,11 +284,31 @@ static int build(rd_registry_t *r, rd_workload_config_t *wc, rd_placement_t *pl,
   return RD_OK;
 }
 
+static int register_owned(rd_registry_t *r, rd_tenant_t *owner, const rd_workload_spec_t *spec,
+                          const rd_placement_t *placement, rd_workload_t **out,
+                          char *token_out, rd_error_t *err);
+
 int rd_registry_register(rd_registry_t *r, const rd_workload_spec_t *spec,
                          const rd_placement_t *placement, rd_workload_t **out,
                          char *token_out, rd_error_t *err) {
+  return rd_registry_register_as(r, NULL, spec, placement, out, token_out, err);
+}
+
+int rd_registry_register_as(rd_registry_t *r, rd_tenant_t *tenant,
+                            const rd_workload_spec_t *spec, const rd_placement_t *placement,
+                            rd_workload_t **out, char *token_out, rd_error_t *err) {
   if (out) *out = NULL;
   if (token_out) token_out[0] = '\0';
+  rd_tenant_t *owner = tenant != NULL ? tenant : rd_tenants_default(r->tenants);
+  if (tenant != NULL) rd_tenant_ref(owner);
+  int rc = register_owned(r, owner, spec, placement, out, token_out, err);
+  rd_tenant_unref(owner);
+  return rc;
+}
+
+static int register_owned(rd_registry_t *r, rd_tenant_t *owner, const rd_workload_spec_t *spec,
+                          const rd_placement_t *placement, rd_workload_t **out,
+                          char *token_out, rd_error_t *err) {
   rd_workload_config_t wc;
   int rc = rd_workload_spec_resolve(&r->cfg, spec, &wc, err);
   if (rc) return rc;
@@ -277,7 +325,7 @@ int rd_registry_register(rd_registry_t *r, const rd_workload_spec_t *spec,
   char id[RD_WORKLOAD_ID_LEN + 1], token[RD_WORKLOAD_TOKEN_LEN + 1] = "";
   pthread_mutex_lock(&r->mutate_mu);
   rd_workload_t *w = NULL;
-  if ((rc = check_limits(r, &wc, err)) != RD_OK) goto out;
+  if ((rc = check_limits(r, owner, &wc, err)) != RD_OK) goto out;
 
   /* 128 random bits: a collision is never expected, but costs one lookup. */
   do {
@@ -287,7 +335,7 @@ int rd_registry_register(rd_registry_t *r, const rd_workload_spec_t *spec,
   uint8_t hash[RD_TOKEN_HASH_LEN];
   rd_token_hash(token, RD_WORKLOAD_TOKEN_LEN, hash);
 
-  rc = build(r, &wc, pl, spec, id, hash, (int64_t)time(NULL), &w, err);
+  rc = build(r, owner, &wc, pl, spec, id, hash, (int64_t)time(NULL), &w, err);
   pl = NULL; /* build took it */
   if (rc) goto out;
   /* Its checkpoint directory and journal, before anything is stored. */
@@ -352,18 +400,22 @@ static bool restore_one(rd_registry_t *r, const rd_spec_decoder_t *dec,
   rd_workload_t *w = NULL;
   int rc = dec->decode(dec->arg, sw->spec, sw->spec_len, &spec, &hold, &err);
   if (rc == RD_OK) rc = rd_workload_spec_resolve(&r->cfg, &spec, &wc, &err);
-  if (rc == RD_OK) rc = check_limits(r, &wc, &err);
+  if (rc == RD_OK) rc = check_limits(r, NULL, &wc, &err);
   /* The placement first: it says where the learner runs. A replay module
    * placed off the CPU holds its own tree: charge that. */
   if (rc == RD_OK && (pl = restore_placement(r, sw, &wc)) != NULL &&
-      (rc = check_limits(r, &wc, &err)) != RD_OK) {
+      (rc = check_limits(r, NULL, &wc, &err)) != RD_OK) {
     free(pl);
     pl = NULL;
   }
+  /* Its owner as stored; a tenant's quota lowered since does not drop a
+   * workload it already owned (only admissions check quotas). */
+  rd_tenant_t *owner = rd_tenants_owner(r->tenants, sw->id);
   if (rc == RD_OK) {
-    rc = build(r, &wc, pl, &spec, sw->id, hash, sw->created_unix, &w, &err);
+    rc = build(r, owner, &wc, pl, &spec, sw->id, hash, sw->created_unix, &w, &err);
     pl = NULL; /* build took it */
   }
+  rd_tenant_unref(owner);
   dec->release(hold);
   if (rc != RD_OK) {
     rd_log_warn("registry", "skipping stored workload %s: %s (it stays stored)", sw->id, err.msg);
@@ -445,6 +497,13 @@ int rd_registry_delete(rd_registry_t *r, const char *id, rd_error_t *err) {
       return rc;
     }
   }
+  if (r->store != NULL) {
+    rd_error_t oerr;
+    rd_error_clear(&oerr);
+    /* After the workload's own row: a leftover owner row names nothing. */
+    if (rd_tenants_delete_owner(r->tenants, id, &oerr) != RD_OK)
+      rd_log_warn("registry", "workload %s: %s (the row names no workload now)", id, oerr.msg);
+  }
   unpublish(r, w);
   atomic_store(&w->deleted, true);
   pthread_mutex_unlock(&r->mutate_mu);
@@ -470,6 +529,11 @@ size_t rd_registry_list(rd_registry_t *r, rd_workload_t **out, size_t max) {
 
 size_t rd_registry_list_after(rd_registry_t *r, const char *after, rd_workload_t **out,
                               size_t max) {
+  return rd_registry_list_owned_after(r, NULL, after, out, max);
+}
+
+size_t rd_registry_list_owned_after(rd_registry_t *r, const rd_tenant_t *owner,
+                                    const char *after, rd_workload_t **out, size_t max) {
   pthread_rwlock_rdlock(&r->map_lock);
   size_t from = 0;
   if (after != NULL && after[0] != '\0') {
@@ -478,6 +542,7 @@ size_t rd_registry_list_after(rd_registry_t *r, const char *after, rd_workload_t
   }
   size_t n = 0;
   for (size_t i = from; i < r->n && n < max; i++) {
+    if (owner != NULL && r->by_id[i]->tenant != owner) continue;
     out[n] = r->by_id[i];
     atomic_fetch_add_explicit(&out[n]->refs, 1, memory_order_relaxed);
     n++;
@@ -567,4 +632,36 @@ size_t rd_registry_count(rd_registry_t *r) {
   size_t n = r->n;
   pthread_rwlock_unlock(&r->map_lock);
   return n;
+}
+
+size_t rd_registry_count_owned(rd_registry_t *r, const rd_tenant_t *owner) {
+  if (owner == NULL) return rd_registry_count(r);
+  pthread_rwlock_rdlock(&r->map_lock);
+  size_t n = 0;
+  for (size_t i = 0; i < r->n; i++) n += r->by_id[i]->tenant == owner;
+  pthread_rwlock_unlock(&r->map_lock);
+  return n;
+}
+
+/* ------------------------------------------------------------------ */
+/* Tenants                                                             */
+/* ------------------------------------------------------------------ */
+
+rd_tenants_t *rd_registry_tenants(rd_registry_t *r) { return r->tenants; }
+
+int rd_registry_admit(rd_registry_t *r, rd_tenant_t *tenant, const rd_workload_config_t *wc,
+                      rd_error_t *err) {
+  pthread_mutex_lock(&r->mutate_mu);
+  int rc = check_limits(r, tenant, wc, err);
+  pthread_mutex_unlock(&r->mutate_mu);
+  return rc;
+}
+
+int rd_registry_remove_tenant(rd_registry_t *r, const char *name, rd_error_t *err) {
+  /* Under the change lock: no admission into it can be between its check
+   * of the tenant's workloads and the removal. */
+  pthread_mutex_lock(&r->mutate_mu);
+  int rc = rd_tenants_remove(r->tenants, name, err);
+  pthread_mutex_unlock(&r->mutate_mu);
+  return rc;
 }

@@ -19,6 +19,7 @@
 #include "rd_error.h"
 #include "store.h"
 #include "table.h"
+#include "tenant.h"
 #include "workload.h"
 
 typedef struct rd_registry rd_registry_t;
@@ -48,6 +49,26 @@ const rd_config_t *rd_registry_config(const rd_registry_t *r);
 int rd_registry_register(rd_registry_t *r, const rd_workload_spec_t *spec,
                          const rd_placement_t *placement, rd_workload_t **out,
                          char *token_out, rd_error_t *err);
+
+/* rd_registry_register for an owner: tenant (tenant.h; NULL: the default
+ * tenant) must admit the workload (its quota: RD_ETOOBIG naming the limit,
+ * before the server's limits), and owns it once registered; the ownership
+ * is stored with the workload. */
+int rd_registry_register_as(rd_registry_t *r, rd_tenant_t *tenant,
+                            const rd_workload_spec_t *spec, const rd_placement_t *placement,
+                            rd_workload_t **out, char *token_out, rd_error_t *err);
+
+/* The admission check alone (tenant's quota, then the server's workload
+ * count and memory) for a resolved configuration, so a registration that
+ * cannot fit is refused before it is profiled and placed;
+ * rd_registry_register_as checks again under the same lock as it commits. */
+int rd_registry_admit(rd_registry_t *r, rd_tenant_t *tenant, const rd_workload_config_t *wc,
+                      rd_error_t *err);
+
+/* The server's tenants (owned by the registry, read from its store). */
+rd_tenants_t *rd_registry_tenants(rd_registry_t *r);
+/* rd_tenants_remove serialized with admissions. */
+int rd_registry_remove_tenant(rd_registry_t *r, const char *name, rd_error_t *err);
 
 /* Validate spec as rd_registry_register does (without the limits that
  * depend on what is registered) and return its configuration. */
@@ -100,7 +121,11 @@ size_t rd_registry_list(rd_registry_t *r, rd_workload_t **out, size_t max);
  * never make one that stays registered appear twice or not at all. */
 size_t rd_registry_list_after(rd_registry_t *r, const char *after, rd_workload_t **out,
                               size_t max);
+/* rd_registry_list_after of owner's workloads only (NULL: everyone's). */
+size_t rd_registry_list_owned_after(rd_registry_t *r, const rd_tenant_t *owner,
+                                    const char *after, rd_workload_t **out, size_t max);
 size_t rd_registry_count(rd_registry_t *r);
+size_t rd_registry_count_owned(rd_registry_t *r, const rd_tenant_t *owner);
 
 /* load[i] = the pipeline threads of live workloads pinned to cpus[i]
  * (cores.h: a learner pin counts once per CPU it names, as does a sampler

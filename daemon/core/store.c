@@ -97,6 +97,24 @@ static const struct {
      * secrets.h) instead of in clear, so a copy of the database opens no
      * workload; the tokens clients hold keep working. */
     {NULL, migrate_hash_tokens},
+    /* 3 -> 4: tenants (tenant.h) and which tenant owns a workload; a
+     * workload without a row belongs to the default tenant, so state
+     * written before tenants restores unchanged. store_tenant.c. Tenant
+     * tokens are stored as their hash, as workload tokens. */
+    {"CREATE TABLE tenants ("
+     "  name TEXT PRIMARY KEY,"
+     "  token TEXT NOT NULL,"
+     "  created_unix INTEGER NOT NULL,"
+     "  max_memory INTEGER NOT NULL,"
+     "  max_workloads INTEGER NOT NULL,"
+     "  weight INTEGER NOT NULL,"
+     "  insert_rate REAL NOT NULL,"
+     "  sample_rate REAL NOT NULL"
+     ");"
+     "CREATE TABLE workload_tenants ("
+     "  workload_id TEXT PRIMARY KEY,"
+     "  tenant TEXT NOT NULL"
+     ");", NULL},
 };
 #define SCHEMA_VERSION ((int)(sizeof migrations / sizeof migrations[0]))
 _Static_assert(SCHEMA_VERSION == RD_STORE_SCHEMA_VERSION,
@@ -463,6 +481,13 @@ int rd_store_open(rd_store_t **out, const char *state_dir, rd_error_t *err) {
   return RD_OK;
 fail:
   rd_store_close(s);
+  return rc;
+}
+
+int rd_store_with_db(rd_store_t *s, rd_store_db_fn fn, void *arg, rd_error_t *err) {
+  pthread_mutex_lock(&s->mu);
+  int rc = fn(s->db, s->path, arg, err);
+  pthread_mutex_unlock(&s->mu);
   return rc;
 }
 

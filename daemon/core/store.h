@@ -18,8 +18,8 @@
 #include "rd_error.h"
 
 /* The schema version this build migrates to (1: workloads, 2: profiles,
- * 3: workload tokens stored as their SHA-256). */
-#define RD_STORE_SCHEMA_VERSION 3
+ * 3: workload tokens stored as their SHA-256, 4: tenants). */
+#define RD_STORE_SCHEMA_VERSION 4
 
 /* Failures of the state database or a state file (I/O, full disk,
  * corruption, permissions, a schema from a newer replayd) are RD_ESTORE
@@ -48,6 +48,12 @@ typedef struct {
 int rd_store_open(rd_store_t **out, const char *state_dir, rd_error_t *err);
 void rd_store_close(rd_store_t *s);
 int rd_store_schema_version(rd_store_t *s);
+
+/* Run fn on the store's connection under its mutex, for the tables that
+ * other files keep (store_tenant.c). path: the database file, for messages. */
+struct sqlite3;
+typedef int (*rd_store_db_fn)(struct sqlite3 *db, const char *path, void *arg, rd_error_t *err);
+int rd_store_with_db(rd_store_t *s, rd_store_db_fn fn, void *arg, rd_error_t *err);
 
 int rd_store_put_workload(rd_store_t *s, const rd_stored_workload_t *w, rd_error_t *err);
 int rd_store_delete_workload(rd_store_t *s, const char *id, rd_error_t *err);

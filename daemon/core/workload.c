@@ -14,6 +14,7 @@
 
 #include "durable.h"
 #include "log.h"
+#include "tenant.h"
 
 /* The table's errors are about the request's contents, except an empty
  * table (or only zero priorities: RD_EEMPTY) and memory: a key never
@@ -346,6 +347,7 @@ void rd_workload_free(rd_workload_t *w) {
   rd_table_free(&w->table);
   free(w->spec);
   free(w->placement);
+  rd_tenant_unref(w->tenant);
   pthread_mutex_destroy(&w->lock);
   free(w);
 }

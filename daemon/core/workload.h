@@ -73,6 +73,7 @@ typedef struct rd_workload {
   atomic_bool deleted;
   struct rd_wl_durable *durable; /* checkpoints and journal (durable.h); NULL: durability none */
   rd_limiter_t limiter;      /* under lock; bounds set by the registry before publishing */
+  struct rd_tenant *tenant;  /* its owner (tenant.h), referenced; NULL only outside a registry */
 } rd_workload_t;
 
 /* ---- Data calls ---- */

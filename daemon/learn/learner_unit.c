@@ -12,6 +12,7 @@
 #include "log.h"
 #include "rd_clock.h"
 #include "sampler_unit.h"
+#include "share.h"
 
 /* The learner's device failed (learner_backend.h: a fault): log, give the
  * device up if the fault says it is broken, and go on with the CPU
@@ -171,6 +172,8 @@ static double train_one(rd_pipeline_t *p, rd_batch_slot_t *s, const rd_batch_slo
   }
   int rc;
   rd_error_t err;
+  /* Its turn on the device it shares with other workloads (share.h). */
+  if (p->share != NULL) rd_share_begin(p->share, c->learner.threads);
   double t = rd_clock_now();
   if (p->learner.impl != NULL) {
     rc = p->learner.ops->step(&p->learner, &b, s->td, &s->st, &err);
@@ -179,6 +182,7 @@ static double train_one(rd_pipeline_t *p, rd_batch_slot_t *s, const rd_batch_slo
                       p->linfo.reason);
   }
   t = rd_clock_now() - t;
+  if (p->share != NULL) rd_share_end(p->share, c->learner.threads, t);
   atomic_store_explicit(&p->cpu_learner, sched_getcpu(), memory_order_relaxed);
   s->trained = rc == RD_OK;
   if (rc != RD_OK && p->learner.impl != NULL && p->learner.fault) {

@@ -17,6 +17,7 @@
 #include "learner_unit.h"
 #include "log.h"
 #include "pipeline_internal.h"
+#include "share.h"
 #include "rd_clock.h"
 #include "sampler_unit.h"
 
@@ -197,6 +198,14 @@ int rd_pipeline_create(rd_pipeline_t **out, const rd_pipeline_config_t *c, rd_ta
     rd_pipeline_destroy(p);
     return rd_error_set(err, RD_EINTERNAL, "the initial weights could not be serialized");
   }
+  if (c->share_group != NULL) {
+    rd_share_pool_t *pool = rd_share_pool_device(c->learner_kind, c->learner_device);
+    if (pool == NULL || (p->share = rd_share_join(pool, c->share_group, c->share_weight)) ==
+                                NULL) {
+      rd_pipeline_destroy(p);
+      return rd_error_set(err, RD_ENOMEM, "out of memory for the learner's device share");
+    }
+  }
   atomic_init(&p->cpu_learner, -1);
   atomic_init(&p->cpu_sampler, -1);
   p->pin_sampler = c->sampler_pin;
@@ -243,6 +252,7 @@ void rd_pipeline_stop(rd_pipeline_t *p) {
 void rd_pipeline_destroy(rd_pipeline_t *p) {
   if (p == NULL) return;
   rd_pipeline_stop(p);
+  rd_share_leave(p->share); /* the learner thread has stopped: no step holds it */
   pthread_cond_destroy(&p->cv_sampler);
   pthread_cond_destroy(&p->cv_learner);
   pthread_cond_destroy(&p->cv_idle);

@@ -108,6 +108,12 @@ typedef struct {
    * and that thread runs unpinned: pinning is for speed and for the
    * prediction, never a reason not to train. */
   rd_pin_t learner_pin, sampler_pin;
+  /* Its share of the learner's device (share.h): share_group non-NULL
+   * joins the device's pool in that group (the owner tenant) with the
+   * group's weight share_weight, and every train-step then waits for its
+   * turn; NULL (tests, the profiler) trains unscheduled. */
+  const void *share_group;
+  uint32_t share_weight;
   /* Tests: called on the learner thread with each batch before its step. */
   void (*batch_hook)(void *arg, const uint64_t *keys, const rd_batch_t *b);
   void *hook_arg;

@@ -33,6 +33,7 @@
 
 struct rd_pipeline {
   rd_pipeline_config_t cfg;
+  struct rd_share *share; /* share.h; NULL: unscheduled. Constant after create */
   rd_table_t *table;
   pthread_mutex_t *table_lock;
   uint32_t n_slots;

@@ -39,7 +39,19 @@ rd_workload_t *rd_auth_workload(const rd_handler_ctx_t *ctx, const grpc_metadata
     rd_workload_unref(w);
     return NULL;
   }
-  if (!rd_workload_token_ok(w, tok, len) && !(allow_admin && admin_token_ok(ctx, tok, len))) {
+  if (rd_workload_token_ok(w, tok, len)) return w;
+  /* A tenant's token opens its own workloads; to another tenant a workload
+   * it does not own does not exist. */
+  rd_tenant_t *t = rd_tenants_by_token(rd_registry_tenants(ctx->registry), tok, len);
+  if (t != NULL) {
+    int own = t == w->tenant;
+    rd_tenant_unref(t);
+    if (own) return w;
+    rd_reply_error(r, RD_ENOTFOUND, "no workload with id \"%.64s\"", id);
+    rd_workload_unref(w);
+    return NULL;
+  }
+  if (!(allow_admin && admin_token_ok(ctx, tok, len))) {
     rd_reply_status(r, GRPC_STATUS_PERMISSION_DENIED, "the token does not open workload %s",
                     w->id);
     rd_workload_unref(w);
@@ -64,4 +76,29 @@ int rd_auth_admin(const rd_handler_ctx_t *ctx, const grpc_metadata_array *md, co
     return 0;
   }
   return 1;
+}
+
+void rd_auth_caller(const rd_handler_ctx_t *ctx, const grpc_metadata_array *md, rd_caller_t *out) {
+  rd_tenants_t *ts = rd_registry_tenants(ctx->registry);
+  const char *tok;
+  size_t len;
+  out->admin = 0;
+  out->tenant = NULL;
+  if (find_token(md, &tok, &len)) {
+    out->admin = admin_token_ok(ctx, tok, len);
+    if (!out->admin) out->tenant = rd_tenants_by_token(ts, tok, len);
+  }
+  if (out->tenant == NULL) out->tenant = rd_tenants_default(ts);
+}
+
+void rd_caller_release(rd_caller_t *c) {
+  rd_tenant_unref(c->tenant);
+  c->tenant = NULL;
+}
+
+int rd_auth_sees(const rd_caller_t *c, const grpc_metadata_array *md, const rd_workload_t *w) {
+  if (c->admin || c->tenant == w->tenant) return 1;
+  const char *tok;
+  size_t len;
+  return find_token(md, &tok, &len) && rd_workload_token_ok(w, tok, len);
 }

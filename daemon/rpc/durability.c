@@ -213,7 +213,6 @@ static Replayd__V1__WorkloadSpec *import_spec(const uint8_t *spec, size_t len, c
 
 rd_reply_when_t rd_handle_import(rd_handler_ctx_t *ctx, const rd_call_info_t *ci,
                                  const Replayd__V1__ImportWorkloadRequest *m, rd_reply_t *r) {
-  (void)ci;
   rd_error_t err;
   rd_error_clear(&err);
   rd_import_t *imp = NULL;
@@ -229,6 +228,11 @@ rd_reply_when_t rd_handle_import(rd_handler_ctx_t *ctx, const rd_call_info_t *ci
   if (rc == RD_OK) rc = rd_spec_pb_decode(ctx->config, pb, &s, &err);
   if (rc == RD_OK && (echo = rd_spec_pb_stored(s.stored, s.stored_len)) == NULL)
     rc = rd_error_set(&err, RD_ENOMEM, "out of memory for the reply");
+  /* The caller's tenant owns it, within its quota (tenant.h), as a
+   * registration. */
+  rd_caller_t who;
+  rd_auth_caller(ctx, ci->md, &who);
+  if (rc == RD_OK) rc = rd_registry_admit(ctx->registry, who.tenant, &s.config, &err);
   if (rc == RD_OK && s.config.has_learner) {
     if ((pl = malloc(sizeof *pl)) == NULL) {
       rc = rd_error_set(&err, RD_ENOMEM, "out of memory for the placement");
@@ -238,7 +242,9 @@ rd_reply_when_t rd_handle_import(rd_handler_ctx_t *ctx, const rd_call_info_t *ci
     }
   }
   char token[RD_WORKLOAD_TOKEN_LEN + 1] = "";
-  if (rc == RD_OK) rc = rd_registry_register(ctx->registry, &s.spec, pl, &w, token, &err);
+  if (rc == RD_OK)
+    rc = rd_registry_register_as(ctx->registry, who.tenant, &s.spec, pl, &w, token, &err);
+  rd_caller_release(&who);
   if (rc == RD_OK && (rc = rd_import_apply(ctx->durable, imp, w, &err)) != RD_OK) {
     /* All or nothing: a workload that did not get its data is not kept. */
     rd_error_t e2;

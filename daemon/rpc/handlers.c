@@ -29,6 +29,7 @@
 #include "rate_limit.h"
 #include "sample_reply.h"
 #include "spec_pb.h"
+#include "tenant_rpc.h"
 
 /* A decoded request, as a handler gets it. */
 typedef struct {
@@ -61,6 +62,10 @@ HANDLER(h_checkpoint);
 HANDLER(h_export_workload);
 HANDLER(h_import_workload);
 HANDLER(h_set_rate_limiter);
+HANDLER(h_add_tenant);
+HANDLER(h_set_tenant);
+HANDLER(h_list_tenants);
+HANDLER(h_remove_tenant);
 
 #define M(method) "/replayd.v1.Replay/" method
 #define REQ(type) &replayd__v1__##type##__descriptor
@@ -107,6 +112,12 @@ static const struct {
                                RD_RUN_CONTROL, h_set_rate_limiter},
     /* A stream of its own (server.c, sample_stream.h); rd_handle never runs it. */
     [RD_M_SAMPLE_STREAM] = {M("SampleStream"), REQ(sample_stream_request), RD_RUN_INLINE, NULL},
+    [RD_M_ADD_TENANT] = {M("AddTenant"), REQ(add_tenant_request), RD_RUN_CONTROL, h_add_tenant},
+    [RD_M_SET_TENANT] = {M("SetTenant"), REQ(set_tenant_request), RD_RUN_CONTROL, h_set_tenant},
+    [RD_M_LIST_TENANTS] = {M("ListTenants"), REQ(list_tenants_request), RD_RUN_INLINE,
+                           h_list_tenants},
+    [RD_M_REMOVE_TENANT] = {M("RemoveTenant"), REQ(remove_tenant_request), RD_RUN_CONTROL,
+                            h_remove_tenant},
 };
 
 const char *rd_method_path(rd_method_t m) { return methods[m].path; }
@@ -218,12 +229,18 @@ HANDLER(h_register) {
   rd_placement_t *pl = NULL;
   rd_workload_t *w = NULL;
   Replayd__V1__WorkloadSpec *echo = NULL; /* the reply's spec, before anything changes */
+  rd_caller_t who; /* the owner: the caller's tenant */
+  rd_auth_caller(ctx, q->ci->md, &who);
   int rc = rd_spec_pb_decode(ctx->config, q->msg, &s, &err);
   if (rc == RD_OK && (echo = rd_spec_pb_stored(s.stored, s.stored_len)) == NULL)
     rc = rd_error_set(&err, RD_ENOMEM, "out of memory for the reply");
+  /* Admitted before it is profiled: a refusal costs no measuring. */
+  if (rc == RD_OK) rc = rd_registry_admit(ctx->registry, who.tenant, &s.config, &err);
   if (rc == RD_OK && s.config.has_learner) rc = place(ctx, &s.config, NULL, &pl, &err);
   char token[RD_WORKLOAD_TOKEN_LEN + 1] = "";
-  if (rc == RD_OK) rc = rd_registry_register(ctx->registry, &s.spec, pl, &w, token, &err);
+  if (rc == RD_OK)
+    rc = rd_registry_register_as(ctx->registry, who.tenant, &s.spec, pl, &w, token, &err);
+  rd_caller_release(&who);
   rd_spec_pb_release(&s);
   free(pl);
   if (rc) {
@@ -244,6 +261,13 @@ HANDLER(h_register) {
 HANDLER(h_describe) {
   const Replayd__V1__WorkloadRef *ref = q->msg;
   rd_workload_t *w = rd_registry_get(q->ctx->registry, ref->id);
+  rd_caller_t who;
+  rd_auth_caller(q->ctx, q->ci->md, &who);
+  if (w != NULL && !rd_auth_sees(&who, q->ci->md, w)) { /* another tenant's: not there */
+    rd_workload_unref(w);
+    w = NULL;
+  }
+  rd_caller_release(&who);
   if (w == NULL) {
     rd_reply_error(r, RD_ENOTFOUND, "no workload with id \"%.64s\"", ref->id);
     return RD_REPLY_NOW;
@@ -273,14 +297,20 @@ HANDLER(h_list) {
     return RD_REPLY_NOW;
   }
   uint32_t page = rd_page_size(m->page_size, RD_PAGE_WORKLOADS_DEFAULT, RD_PAGE_WORKLOADS_MAX);
-  rd_list_workloads(q->ctx, after, page, 0, r);
+  rd_caller_t who;
+  rd_auth_caller(q->ctx, q->ci->md, &who);
+  rd_list_workloads(q->ctx, who.admin ? NULL : who.tenant, after, page, 0, r);
+  rd_caller_release(&who);
   return RD_REPLY_NOW;
 }
 
 /* The server's figures, its devices and the first page of workloads at
  * the default size, each cut to what fits (listing.h). */
 HANDLER(h_server_info) {
-  rd_list_workloads(q->ctx, "", RD_PAGE_WORKLOADS_DEFAULT, 1, r);
+  rd_caller_t who;
+  rd_auth_caller(q->ctx, q->ci->md, &who);
+  rd_list_workloads(q->ctx, who.admin ? NULL : who.tenant, "", RD_PAGE_WORKLOADS_DEFAULT, 1, r);
+  rd_caller_release(&who);
   return RD_REPLY_NOW;
 }
 
@@ -356,9 +386,18 @@ HANDLER(h_insert_batch) {
                       cfg->max_message_bytes, (cfg->max_message_bytes - RD_REPLY_HEADROOM) / 10);
   else if (b.count > 0 && b.count <= w->max_batch && !(keys = malloc(b.count * sizeof *keys)))
     rc = rd_error_set(&err, RD_ENOMEM, "out of memory");
+  /* The owner's insert rate (tenant.h); given back if the call does not
+   * insert now (it fails, or waits for the rate limiter and runs again). */
+  if (rc == RD_OK && !rd_tenant_rpc_rows(w, RD_TENANT_INSERT, b.count, r)) {
+    free(keys);
+    rd_workload_unref(w);
+    return RD_REPLY_NOW;
+  }
   uint64_t lsn = 0;
-  if (rc == RD_OK)
-    rc = rd_workload_insert_wait(w, &b, flow_wait(q, w, m->fail_fast), keys, NULL, &lsn, &err);
+  if (rc == RD_OK &&
+      (rc = rd_workload_insert_wait(w, &b, flow_wait(q, w, m->fail_fast), keys, NULL, &lsn,
+                                    &err)) != RD_OK)
+    rd_tenant_rpc_rows_back(w, RD_TENANT_INSERT, b.count);
   if (rc == RD_LIMIT_QUEUED) { /* runs again when the limiter lets it */
     free(keys);
     rd_workload_unref(w);
@@ -396,11 +435,13 @@ HANDLER(h_insert) {
   rd_insert_batch_t b;
   rd_cbuf_t cols[RD_SCHEMA_MAX_FIELDS];
   insert_batch(m, cols, &b);
+  if (!rd_tenant_rpc_rows(st->workload, RD_TENANT_INSERT, b.count, r)) return RD_REPLY_NOW;
   uint64_t first = 0, lsn = 0;
   rd_error_t err;
   rd_error_clear(&err);
   int rc = rd_workload_insert_wait(st->workload, &b, flow_wait(q, st->workload, m->fail_fast),
                                    NULL, &first, &lsn, &err);
+  if (rc != RD_OK) rd_tenant_rpc_rows_back(st->workload, RD_TENANT_INSERT, b.count);
   if (rc == RD_LIMIT_QUEUED) return RD_REPLY_PARKED; /* this message again, later */
   if (rc) {
     rd_reply_error(r, rc, "%s", err.msg);
@@ -436,6 +477,10 @@ HANDLER(h_sample) {
   rd_sample_request_t sq = {m->batch_size,
                             m->beta_opt_case == REPLAYD__V1__SAMPLE_REQUEST__BETA_OPT_BETA,
                             m->beta, m->stratified ? RD_SAMPLE_STRATIFIED : 0};
+  if (!rd_tenant_rpc_rows(w, RD_TENANT_SAMPLE, m->batch_size, r)) {
+    rd_workload_unref(w);
+    return RD_REPLY_NOW;
+  }
   rd_sample_reply_t reply;
   memset(&reply, 0, sizeof reply);
   uint64_t size = 0;
@@ -443,6 +488,7 @@ HANDLER(h_sample) {
   rd_error_clear(&err);
   int rc = rd_workload_sample_wait(w, &sq, rd_sample_reply_alloc, &reply, &size,
                                    flow_wait(q, w, m->fail_fast), &err);
+  if (rc != RD_OK) rd_tenant_rpc_rows_back(w, RD_TENANT_SAMPLE, m->batch_size);
   if (rc == RD_LIMIT_QUEUED) { /* runs again when the limiter lets it */
     rd_sample_reply_free(&reply);
     rd_workload_unref(w);
@@ -772,3 +818,12 @@ HANDLER(h_export_profiles) {
 HANDLER(h_checkpoint) { return rd_handle_checkpoint(q->ctx, q->ci, q->msg, r); }
 HANDLER(h_export_workload) { return rd_handle_export(q->ctx, q->ci, q->msg, r); }
 HANDLER(h_import_workload) { return rd_handle_import(q->ctx, q->ci, q->msg, r); }
+
+/* ------------------------------------------------------------------ */
+/* Tenants (tenant_rpc.c)                                              */
+/* ------------------------------------------------------------------ */
+
+HANDLER(h_add_tenant) { return rd_tenant_rpc_add(q->ctx, q->ci, q->msg, r); }
+HANDLER(h_set_tenant) { return rd_tenant_rpc_set(q->ctx, q->ci, q->msg, r); }
+HANDLER(h_list_tenants) { return rd_tenant_rpc_list(q->ctx, q->ci, q->msg, r); }
+HANDLER(h_remove_tenant) { return rd_tenant_rpc_remove(q->ctx, q->ci, q->msg, r); }

@@ -44,6 +44,10 @@ typedef enum {
   RD_M_IMPORT_WORKLOAD,
   RD_M_SET_RATE_LIMITER,
   RD_M_SAMPLE_STREAM,   /* bidirectional stream: sample_stream.h, not rd_handle */
+  RD_M_ADD_TENANT,      /* admin (tenant_rpc.h) */
+  RD_M_SET_TENANT,      /* admin */
+  RD_M_LIST_TENANTS,    /* admin */
+  RD_M_REMOVE_TENANT,   /* admin */
   RD_M_COUNT
 } rd_method_t;
 

@@ -28,16 +28,16 @@ typedef struct {
 /* Room for the page and one more (is there a next page?), or for what is
  * registered now and one more: if that fills, the page says there may be
  * more, as workloads registered meanwhile could sort anywhere. */
-static int wl_page_collect(const rd_handler_ctx_t *ctx, const char *after, uint32_t page,
-                           wl_page_t *p) {
+static int wl_page_collect(const rd_handler_ctx_t *ctx, const rd_tenant_t *owner,
+                           const char *after, uint32_t page, wl_page_t *p) {
   memset(p, 0, sizeof *p);
-  p->count = rd_registry_count(ctx->registry);
+  p->count = rd_registry_count_owned(ctx->registry, owner);
   p->cap = (page < p->count ? page : p->count) + 1;
   p->ws = calloc(p->cap, sizeof *p->ws);
   p->msgs = calloc(p->cap, sizeof *p->msgs);
   p->ptrs = calloc(p->cap, sizeof *p->ptrs);
   if (p->ws == NULL || p->msgs == NULL || p->ptrs == NULL) return RD_ENOMEM;
-  p->k = rd_registry_list_after(ctx->registry, after, p->ws, p->cap);
+  p->k = rd_registry_list_owned_after(ctx->registry, owner, after, p->ws, p->cap);
   return RD_OK;
 }
 
@@ -110,14 +110,14 @@ static ptrdiff_t wl_page_fill(const rd_handler_ctx_t *ctx, wl_page_t *p, uint32_
   return (ptrdiff_t)fill->items;
 }
 
-void rd_list_workloads(const rd_handler_ctx_t *ctx, const char *after, uint32_t page,
-                       int server_info, rd_reply_t *r) {
+void rd_list_workloads(const rd_handler_ctx_t *ctx, const rd_tenant_t *owner, const char *after,
+                       uint32_t page, int server_info, rd_reply_t *r) {
   wl_page_t p;
   devices_msg_t devices;
   Replayd__V1__ServerInfoResponse si = REPLAYD__V1__SERVER_INFO_RESPONSE__INIT;
   rd_page_fill_t fill = {rd_page_budget(ctx->config->max_message_bytes), 0, 0};
   ptrdiff_t listed = -1;
-  if (wl_page_collect(ctx, after, page, &p) != RD_OK)
+  if (wl_page_collect(ctx, owner, after, page, &p) != RD_OK)
     rd_reply_error(r, RD_ENOMEM, "out of memory listing workloads");
   else {
     if (server_info) server_info_head(ctx, p.count, p.k, &si, &devices, &fill);

@@ -14,9 +14,11 @@
 #include "profile.h"
 
 /* A ListWorkloads page of up to page workloads whose id sorts after
- * `after` ("": from the first); with server_info, ServerInfo's reply. */
-void rd_list_workloads(const rd_handler_ctx_t *ctx, const char *after, uint32_t page,
-                       int server_info, rd_reply_t *r);
+ * `after` ("": from the first); with server_info, ServerInfo's reply.
+ * owner: only that tenant's workloads (tenant.h; NULL: everyone's, the
+ * admin's view), counted and listed. */
+void rd_list_workloads(const rd_handler_ctx_t *ctx, const rd_tenant_t *owner, const char *after,
+                       uint32_t page, int server_info, rd_reply_t *r);
 
 /* A ListProfiles page of up to page profiles after key `after` (NULL: from
  * the first) in the profile store's order. */

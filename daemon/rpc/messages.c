@@ -1,5 +1,6 @@
 /* messages.c - Workload, Placement, Device and counters messages. */
 #include "messages.h"
+#include "tenant.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -200,6 +201,7 @@ int rd_workload_msg(rd_workload_msg_t *o, rd_workload_t *w, const char *token,
   o->msg.token = token != NULL ? (char *)token : "";
   o->msg.counters = &o->counters;
   o->msg.created_unix = w->created_unix;
+  o->msg.tenant = w->tenant != NULL ? w->tenant->name : "";
   if (w->pipeline != NULL) learner_msg(o, w);
   durability_msg(o, w);
   limiter_msg(o, w);

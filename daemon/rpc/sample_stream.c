@@ -9,6 +9,7 @@
 #include "rate_limiter.h"
 #include "replayd.pb-c.h"
 #include "sample_reply.h"
+#include "tenant_rpc.h"
 
 struct rd_sample_stream {
   void *call;           /* the server's, for rd_call_resume */
@@ -159,6 +160,9 @@ rd_stream_next_t rd_sample_stream_next(rd_sample_stream_t *s, grpc_byte_buffer *
   if (s->waiting) return RD_STREAM_WAITING;
   /* (A batch queued with credit keeps it: acks only add credit.) */
   if (s->unacked >= s->window) return RD_STREAM_IDLE;
+  /* Each batch is charged to the owner's sample rate (tenant.h): past it
+   * the stream ends RESOURCE_EXHAUSTED, as a unary Sample is refused. */
+  if (!rd_tenant_rpc_rows(s->w, RD_TENANT_SAMPLE, s->q.batch, r)) return RD_STREAM_END;
   rd_sample_reply_t reply;
   memset(&reply, 0, sizeof reply);
   uint64_t size = 0;
@@ -166,6 +170,7 @@ rd_stream_next_t rd_sample_stream_next(rd_sample_stream_t *s, grpc_byte_buffer *
   rd_error_clear(&err);
   int rc = rd_workload_sample_wait(s->w, &s->q, rd_sample_reply_alloc, &reply, &size, &s->wait,
                                    &err);
+  if (rc != RD_OK) rd_tenant_rpc_rows_back(s->w, RD_TENANT_SAMPLE, s->q.batch);
   if (rc == RD_LIMIT_QUEUED) {
     rd_sample_reply_free(&reply);
     s->waiting = 1;

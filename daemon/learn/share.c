@@ -1,0 +1,273 @@
+/* share.c - weighted fair shares of a device's time among hosted learners
+ * (see share.h). One mutex and condition variable per pool; every share's
+ * state is under its pool's mutex. The pool is small (the hosted learners
+ * on one device), so a grant scans it.
+ */
+#define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
+#include "share.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "rd_clock.h"
+
+struct rd_share {
+  rd_share_pool_t *pool;
+  rd_share_t *next;
+  const void *group;
+  uint32_t group_weight;
+  double vtime;      /* start-time fair queueing: seconds / effective weight */
+  double charged;    /* seconds charged */
+  double last_end;   /* rd_clock_now() when its last step ended */
+  uint32_t waiting, running; /* its threads waiting for a turn, and in one */
+  uint32_t running_units;    /* the units those in one hold */
+  bool out_of_work;          /* rd_share_idle since its last burst: holds nobody back */
+  uint64_t ticket;   /* FIFO among equal virtual times */
+};
+
+struct rd_share_pool {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  uint32_t capacity, used;
+  rd_share_t *shares;
+  uint64_t tickets;
+  double idle_s;                /* share.h RD_SHARE_IDLE_S */
+  double handoff_s;             /* between two bursts for this long, unless idle */
+  rd_share_pool_t *next_global; /* rd_share_pool_device's list */
+  rd_learner_kind_t kind;
+  uint32_t device;
+};
+
+rd_share_pool_t *rd_share_pool_create(uint32_t capacity, double idle_s, double handoff_s) {
+  rd_share_pool_t *p = calloc(1, sizeof *p);
+  if (p == NULL) return NULL;
+  p->idle_s = idle_s;
+  p->handoff_s = handoff_s;
+  pthread_mutex_init(&p->mu, NULL);
+  pthread_condattr_t ca;
+  pthread_condattr_init(&ca);
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+  pthread_cond_init(&p->cv, &ca);
+  pthread_condattr_destroy(&ca);
+  p->capacity = capacity ? capacity : 1;
+  return p;
+}
+
+void rd_share_pool_destroy(rd_share_pool_t *p) {
+  if (p == NULL) return;
+  pthread_cond_destroy(&p->cv);
+  pthread_mutex_destroy(&p->mu);
+  free(p);
+}
+
+static pthread_mutex_t pools_mu = PTHREAD_MUTEX_INITIALIZER;
+static rd_share_pool_t *pools;
+
+static uint32_t cpu_capacity(void) {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof set, &set) != 0) return 1;
+  int n = CPU_COUNT(&set);
+  return n > 0 ? (uint32_t)n : 1;
+}
+
+rd_share_pool_t *rd_share_pool_device(rd_learner_kind_t kind, uint32_t device) {
+  pthread_mutex_lock(&pools_mu);
+  rd_share_pool_t *p = pools;
+  while (p != NULL && !(p->kind == kind && p->device == device)) p = p->next_global;
+  if (p == NULL && (p = rd_share_pool_create(kind == RD_LEARNER_ON_CPU ? cpu_capacity() : 1,
+                                             RD_SHARE_IDLE_S, RD_SHARE_IDLE_S))) {
+    p->kind = kind;
+    p->device = device;
+    p->next_global = pools;
+    pools = p;
+  }
+  pthread_mutex_unlock(&pools_mu);
+  return p;
+}
+
+/* ---- Under the pool's mutex ---- */
+
+static bool busy(const rd_share_t *s, double now) {
+  return s->waiting || s->running || now - s->last_end < s->pool->idle_s;
+}
+
+/* Between two of its bursts: it will ask again within a hand-over. */
+static bool handing_over(const rd_share_t *s, double now) {
+  return s->waiting || s->running || (!s->out_of_work && now - s->last_end < s->pool->handoff_s);
+}
+
+/* The share's weight now: its group's, split among the group's busy shares. */
+static double effective_weight(const rd_share_pool_t *p, const rd_share_t *s, double now) {
+  uint32_t k = 0;
+  for (const rd_share_t *o = p->shares; o != NULL; o = o->next)
+    if (o->group == s->group && (o == s || busy(o, now))) k++;
+  return (double)s->group_weight / (double)(k ? k : 1);
+}
+
+/* The smallest virtual time of the busy shares other than s (or s's own). */
+static double min_busy_vtime(const rd_share_pool_t *p, const rd_share_t *s, double now) {
+  double m = INFINITY;
+  for (const rd_share_t *o = p->shares; o != NULL; o = o->next)
+    if (o != s && busy(o, now) && o->vtime < m) m = o->vtime;
+  return m;
+}
+
+/* s may start: its units are free, no waiting share is before it, and it
+ * is not more than a quantum ahead of any busy share. The last rule is
+ * what makes weights hold for pipelines: a pipeline's threads hand work to
+ * each other, so between two bursts it asks for nothing for a moment, and
+ * a rule that looked only at waiting shares would give the free units to
+ * the others in every such gap (work-conserving, and blind to weights).
+ * Only a hand-over's gap counts: a pipeline that runs out of work says so
+ * (rd_share_idle: a learner between TrainStep calls, one that trains a step
+ * now and then), and otherwise handoff_s bounds the gap; a share that is
+ * not between two bursts holds nobody back, or a rarely training tenant
+ * would hold a busy one to its pace. */
+static bool my_turn(const rd_share_pool_t *p, const rd_share_t *s, uint32_t units, double now) {
+  /* Only other shares' turns take capacity from s: a pipeline's own
+   * threads never wait for each other, and alone it has the device. */
+  uint32_t others = p->used - s->running_units;
+  if (others > 0 && others + units > p->capacity) return false;
+  for (const rd_share_t *o = p->shares; o != NULL; o = o->next) {
+    if (o == s) continue;
+    if (o->waiting && (o->vtime < s->vtime || (o->vtime == s->vtime && o->ticket < s->ticket)))
+      return false;
+    if (handing_over(o, now) && s->vtime > o->vtime + RD_SHARE_QUANTUM_S) return false;
+  }
+  return true;
+}
+
+/* ---- API ---- */
+
+rd_share_t *rd_share_join(rd_share_pool_t *p, const void *group, uint32_t group_weight) {
+  rd_share_t *s = calloc(1, sizeof *s);
+  if (s == NULL) return NULL;
+  s->pool = p;
+  s->group = group != NULL ? group : (const void *)s;
+  s->group_weight = group_weight ? group_weight : 1;
+  s->last_end = -INFINITY;
+  pthread_mutex_lock(&p->mu);
+  double m = min_busy_vtime(p, s, rd_clock_now());
+  s->vtime = isfinite(m) ? m : 0;
+  s->next = p->shares;
+  p->shares = s;
+  pthread_mutex_unlock(&p->mu);
+  return s;
+}
+
+void rd_share_leave(rd_share_t *s) {
+  if (s == NULL) return;
+  rd_share_pool_t *p = s->pool;
+  pthread_mutex_lock(&p->mu);
+  for (rd_share_t **at = &p->shares; *at != NULL; at = &(*at)->next)
+    if (*at == s) {
+      *at = s->next;
+      break;
+    }
+  p->used -= s->running_units;
+  pthread_cond_broadcast(&p->cv); /* someone may have waited behind it */
+  pthread_mutex_unlock(&p->mu);
+  free(s);
+}
+
+void rd_share_set_group_weight(rd_share_pool_t *p, const void *group, uint32_t weight) {
+  pthread_mutex_lock(&p->mu);
+  for (rd_share_t *s = p->shares; s != NULL; s = s->next)
+    if (s->group == group) s->group_weight = weight ? weight : 1;
+  pthread_mutex_unlock(&p->mu);
+}
+
+void rd_share_set_group_weight_all(const void *group, uint32_t weight) {
+  pthread_mutex_lock(&pools_mu);
+  for (rd_share_pool_t *p = pools; p != NULL; p = p->next_global)
+    rd_share_set_group_weight(p, group, weight);
+  pthread_mutex_unlock(&pools_mu);
+}
+
+static uint32_t clamp_units(const rd_share_pool_t *p, uint32_t units) {
+  return units == 0 ? 1 : units > p->capacity ? p->capacity : units;
+}
+
+void rd_share_begin(rd_share_t *s, uint32_t units) {
+  rd_share_pool_t *p = s->pool;
+  units = clamp_units(p, units);
+  pthread_mutex_lock(&p->mu);
+  double now = rd_clock_now();
+  if (!busy(s, now)) { /* back from idle: no credit for the time asleep */
+    double m = min_busy_vtime(p, s, now);
+    if (isfinite(m) && m > s->vtime) s->vtime = m;
+  }
+  s->out_of_work = false;
+  s->waiting++;
+  if (s->waiting == 1) s->ticket = p->tickets++;
+  /* Timed: a share that is ahead waits for the others' next steps, or for
+   * them to go idle, which no call signals. */
+  while (!my_turn(p, s, units, rd_clock_now())) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    ts.tv_nsec += 2000000; /* 2 ms */
+    if (ts.tv_nsec >= 1000000000) ts.tv_sec++, ts.tv_nsec -= 1000000000;
+    pthread_cond_timedwait(&p->cv, &p->mu, &ts);
+  }
+  s->waiting--;
+  s->running++;
+  s->running_units += units;
+  p->used += units;
+  pthread_mutex_unlock(&p->mu);
+}
+
+void rd_share_end(rd_share_t *s, uint32_t units, double seconds) {
+  rd_share_pool_t *p = s->pool;
+  units = clamp_units(p, units);
+  pthread_mutex_lock(&p->mu);
+  double now = rd_clock_now();
+  if (!(seconds >= 0)) seconds = 0;
+  s->vtime += seconds / effective_weight(p, s, now);
+  s->charged += seconds;
+  s->running--;
+  s->running_units -= units;
+  s->last_end = now;
+  p->used -= units;
+  pthread_cond_broadcast(&p->cv);
+  pthread_mutex_unlock(&p->mu);
+}
+
+rd_share_t *rd_share_pick(rd_share_pool_t *p) {
+  pthread_mutex_lock(&p->mu);
+  rd_share_t *best = NULL;
+  /* The list is newest first: ">=" keeps the earliest joined among equals. */
+  for (rd_share_t *s = p->shares; s != NULL; s = s->next)
+    if (best == NULL || best->vtime >= s->vtime) best = s;
+  pthread_mutex_unlock(&p->mu);
+  return best;
+}
+
+void rd_share_idle(rd_share_t *s) {
+  rd_share_pool_t *p = s->pool;
+  pthread_mutex_lock(&p->mu);
+  /* It holds nobody back; it stays busy for idle_s (a request that
+   * follows soon keeps its place in virtual time: no credit is lost for
+   * the round trip between two TrainStep calls). */
+  s->out_of_work = true;
+  pthread_cond_broadcast(&p->cv);
+  pthread_mutex_unlock(&p->mu);
+}
+
+double rd_share_charged(const rd_share_t *s) {
+  pthread_mutex_lock(&s->pool->mu);
+  double c = s->charged;
+  pthread_mutex_unlock(&s->pool->mu);
+  return c;
+}
+
+double rd_share_vtime(const rd_share_t *s) {
+  pthread_mutex_lock(&s->pool->mu);
+  double v = s->vtime;
+  pthread_mutex_unlock(&s->pool->mu);
+  return v;
+}

@@ -1,0 +1,333 @@
+/* test_share.c - weighted fair shares of a device among hosted learners
+ * (daemon/learn/share.h): the virtual-time rule driven without threads
+ * (rd_share_pick: exact proportions, groups split among their shares, a
+ * newcomer without backlog, a weight changed mid-run), and the blocking
+ * path with threads (capacity never exceeded, a step wider than the pool
+ * still runs, leaving wakes the waiters). No assertion depends on timing:
+ * simulated steps are charged fixed seconds. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <time.h>
+
+#include "share.h"
+
+#define NEVER_IDLE 1e9
+
+static int g1, g2, g3; /* group keys (tenants) */
+
+/* n steps of dt seconds, each given to the share the pool picks. */
+static void run(rd_share_pool_t *p, int n, double dt) {
+  for (int i = 0; i < n; i++) {
+    rd_share_t *s = rd_share_pick(p);
+    assert_non_null(s);
+    rd_share_begin(s, 1); /* nobody else waits: it starts at once */
+    rd_share_end(s, 1, dt);
+  }
+}
+
+static double jain(const double *x, int n) {
+  double s = 0, q = 0;
+  for (int i = 0; i < n; i++) {
+    s += x[i];
+    q += x[i] * x[i];
+  }
+  return s * s / (n * q);
+}
+
+static void test_equal_weights(void **state) {
+  (void)state;
+  rd_share_pool_t *p = rd_share_pool_create(1, NEVER_IDLE, NEVER_IDLE);
+  rd_share_t *s[3] = {rd_share_join(p, &g1, 1), rd_share_join(p, &g2, 1),
+                      rd_share_join(p, &g3, 1)};
+  run(p, 3000, 1e-3);
+  double c[3];
+  for (int i = 0; i < 3; i++) c[i] = rd_share_charged(s[i]);
+  for (int i = 0; i < 3; i++) assert_true(fabs(c[i] - 1.0) < 2e-3);
+  assert_true(jain(c, 3) > 0.9999);
+  for (int i = 0; i < 3; i++) rd_share_leave(s[i]);
+  rd_share_pool_destroy(p);
+}
+
+static void test_weights_1_1_2(void **state) {
+  (void)state;
+  rd_share_pool_t *p = rd_share_pool_create(1, NEVER_IDLE, NEVER_IDLE);
+  rd_share_t *a = rd_share_join(p, &g1, 1), *b = rd_share_join(p, &g2, 1),
+             *c = rd_share_join(p, &g3, 2);
+  /* Steps of different lengths: time is what is shared, not steps. */
+  for (int i = 0; i < 4000; i++) {
+    rd_share_t *s = rd_share_pick(p);
+    rd_share_begin(s, 1);
+    rd_share_end(s, 1, s == c ? 3e-3 : 1e-3);
+  }
+  double ta = rd_share_charged(a), tb = rd_share_charged(b), tc = rd_share_charged(c);
+  double total = ta + tb + tc;
+  assert_true(fabs(ta / total - 0.25) < 0.01);
+  assert_true(fabs(tb / total - 0.25) < 0.01);
+  assert_true(fabs(tc / total - 0.50) < 0.01);
+  rd_share_leave(a);
+  rd_share_leave(b);
+  rd_share_leave(c);
+  rd_share_pool_destroy(p);
+}
+
+/* Tenant A (weight 1) with two workloads, tenant B (weight 1) with one:
+ * across tenants first, then within A. */
+static void test_groups_split(void **state) {
+  (void)state;
+  rd_share_pool_t *p = rd_share_pool_create(1, NEVER_IDLE, NEVER_IDLE);
+  rd_share_t *a1 = rd_share_join(p, &g1, 1), *a2 = rd_share_join(p, &g1, 1),
+             *b = rd_share_join(p, &g2, 1);
+  run(p, 8000, 1e-3);
+  double t1 = rd_share_charged(a1), t2 = rd_share_charged(a2), tb = rd_share_charged(b);
+  double total = t1 + t2 + tb;
+  assert_true(fabs(tb / total - 0.5) < 0.01);
+  assert_true(fabs(t1 / total - 0.25) < 0.01);
+  assert_true(fabs(t2 / total - 0.25) < 0.01);
+  rd_share_leave(a1);
+  rd_share_leave(a2);
+  rd_share_leave(b);
+  rd_share_pool_destroy(p);
+}
+
+/* A learner alone has the whole device; one that arrives later starts at
+ * the other's virtual time: it gets its share from then on, not a burst
+ * that makes up for the time it was not there. */
+static void test_newcomer_no_backlog(void **state) {
+  (void)state;
+  rd_share_pool_t *p = rd_share_pool_create(1, NEVER_IDLE, NEVER_IDLE);
+  rd_share_t *a = rd_share_join(p, &g1, 1);
+  run(p, 1000, 1e-3);
+  assert_true(fabs(rd_share_charged(a) - 1.0) < 1e-9);
+  rd_share_t *b = rd_share_join(p, &g2, 1);
+  assert_true(fabs(rd_share_vtime(b) - rd_share_vtime(a)) < 1e-9);
+  /* From here on they alternate: in 100 steps neither runs 10 in a row. */
+  rd_share_t *last = NULL;
+  int streak = 0, longest = 0;
+  for (int i = 0; i < 100; i++) {
+    rd_share_t *s = rd_share_pick(p);
+    streak = s == last ? streak + 1 : 1;
+    if (streak > longest) longest = streak;
+    last = s;
+    rd_share_begin(s, 1);
+    rd_share_end(s, 1, 1e-3);
+  }
+  assert_true(longest < 10);
+  assert_true(fabs(rd_share_charged(b) - 0.05) < 2e-3);
+  rd_share_leave(a);
+  rd_share_leave(b);
+  rd_share_pool_destroy(p);
+}
+
+static void test_weight_change(void **state) {
+  (void)state;
+  rd_share_pool_t *p = rd_share_pool_create(1, NEVER_IDLE, NEVER_IDLE);
+  rd_share_t *a = rd_share_join(p, &g1, 1), *b = rd_share_join(p, &g2, 1);
+  run(p, 1000, 1e-3);
+  double a0 = rd_share_charged(a), b0 = rd_share_charged(b);
+  rd_share_set_group_weight(p, &g2, 3);
+  run(p, 4000, 1e-3);
+  double da = rd_share_charged(a) - a0, db = rd_share_charged(b) - b0;
+  assert_true(fabs(db / (da + db) - 0.75) < 0.01);
+  rd_share_leave(a);
+  rd_share_leave(b);
+  rd_share_pool_destroy(p);
+}
+
+/* ---- Threads ---- */
+
+typedef struct {
+  rd_share_t *s;
+  int steps;
+  atomic_int *running; /* units in use, counted by the test */
+  atomic_int *max_running;
+  uint32_t units; /* what it holds: its ask clamped to the pool */
+  uint32_t ask;
+} worker_t;
+
+static void *worker(void *arg) {
+  worker_t *w = arg;
+  for (int i = 0; i < w->steps; i++) {
+    rd_share_begin(w->s, w->ask);
+    int now = atomic_fetch_add(w->running, (int)w->units) + (int)w->units;
+    int m = atomic_load(w->max_running);
+    while (now > m && !atomic_compare_exchange_weak(w->max_running, &m, now)) {
+    }
+    for (volatile int k = 0; k < 200; k++) {
+    }
+    atomic_fetch_sub(w->running, (int)w->units);
+    rd_share_end(w->s, w->ask, 1e-4);
+  }
+  return NULL;
+}
+
+static void test_threads_capacity(void **state) {
+  (void)state;
+  rd_share_pool_t *p = rd_share_pool_create(2, RD_SHARE_IDLE_S, RD_SHARE_IDLE_S);
+  atomic_int running = 0, max_running = 0;
+  worker_t w[5];
+  pthread_t th[5];
+  static int groups[5];
+  for (int i = 0; i < 5; i++) {
+    /* One learner with two threads takes the whole pool per step; one
+     * asks for more than there is and gets the pool. */
+    uint32_t units = i == 3 ? 2 : i == 4 ? 7 : 1;
+    w[i] = (worker_t){rd_share_join(p, &groups[i], 1 + (uint32_t)i % 2), 2000, &running,
+                      &max_running, units > 2 ? 2 : units, units};
+    assert_int_equal(pthread_create(&th[i], NULL, worker, &w[i]), 0);
+  }
+  for (int i = 0; i < 5; i++) pthread_join(th[i], NULL);
+  assert_true(atomic_load(&max_running) <= 2);
+  assert_int_equal(atomic_load(&running), 0);
+  for (int i = 0; i < 5; i++) assert_true(fabs(rd_share_charged(w[i].s) - 0.2) < 1e-6);
+  for (int i = 0; i < 5; i++) rd_share_leave(w[i].s);
+  rd_share_pool_destroy(p);
+}
+
+/* A share's own threads never wait for each other: alone, a pipeline
+ * whose learner takes the whole pool still runs its sampler beside it. */
+static void test_own_threads(void **state) {
+  (void)state;
+  rd_share_pool_t *p = rd_share_pool_create(2, NEVER_IDLE, NEVER_IDLE);
+  rd_share_t *a = rd_share_join(p, &g1, 1);
+  rd_share_begin(a, 2); /* the learner's team */
+  rd_share_begin(a, 1); /* its sampler: would block on the capacity */
+  rd_share_end(a, 1, 1e-4);
+  rd_share_end(a, 2, 1e-4);
+  rd_share_leave(a);
+  rd_share_pool_destroy(p);
+}
+
+/* A share waiting behind one that leaves (a deleted workload) goes on. */
+static void *blocked(void *arg) {
+  rd_share_t *s = arg;
+  rd_share_begin(s, 1);
+  rd_share_end(s, 1, 0);
+  return NULL;
+}
+
+static void test_leave_wakes(void **state) {
+  (void)state;
+  rd_share_pool_t *p = rd_share_pool_create(1, NEVER_IDLE, NEVER_IDLE);
+  rd_share_t *a = rd_share_join(p, &g1, 1), *b = rd_share_join(p, &g2, 1);
+  rd_share_begin(a, 1); /* a holds the device */
+  pthread_t t;
+  assert_int_equal(pthread_create(&t, NULL, blocked, b), 0);
+  rd_share_leave(a); /* as a pipeline's destroy does, its step abandoned */
+  pthread_join(t, NULL);
+  assert_true(rd_share_pick(p) == b);
+  rd_share_leave(b);
+  assert_null(rd_share_pick(p));
+  rd_share_pool_destroy(p);
+}
+
+/* A share more than a quantum of virtual time ahead of a busy one waits
+ * even with units free (share.c my_turn), until the other catches up. */
+typedef struct {
+  rd_share_t *s;
+  atomic_int started;
+} ahead_t;
+
+static void *run_ahead(void *arg) {
+  ahead_t *a = arg;
+  rd_share_begin(a->s, 1);
+  atomic_store(&a->started, 1);
+  rd_share_end(a->s, 1, 1e-3);
+  return NULL;
+}
+
+static void test_ahead_waits(void **state) {
+  (void)state;
+  rd_share_pool_t *p = rd_share_pool_create(4, NEVER_IDLE, NEVER_IDLE);
+  rd_share_t *a = rd_share_join(p, &g1, 1), *b = rd_share_join(p, &g2, 1);
+  rd_share_begin(b, 1);
+  rd_share_end(b, 1, 1e-3); /* b is busy (never idle in this pool) */
+  rd_share_begin(a, 1);
+  rd_share_end(a, 1, 1e-3 + 3 * RD_SHARE_QUANTUM_S); /* a is three quanta ahead */
+  ahead_t t = {a, 0};
+  pthread_t th;
+  assert_int_equal(pthread_create(&th, NULL, run_ahead, &t), 0);
+  /* Nothing may start it while b stays behind (checked after a pause:
+   * it must still be waiting whatever the pause). */
+  struct timespec pause = {0, 50 * 1000 * 1000};
+  nanosleep(&pause, NULL);
+  assert_int_equal(atomic_load(&t.started), 0);
+  for (int i = 0; i < 4; i++) { /* b catches up: a goes */
+    rd_share_begin(b, 1);
+    rd_share_end(b, 1, 1e-3 + RD_SHARE_QUANTUM_S);
+  }
+  pthread_join(th, NULL);
+  assert_int_equal(atomic_load(&t.started), 1);
+  rd_share_leave(a);
+  rd_share_leave(b);
+  rd_share_pool_destroy(p);
+}
+
+/* A share that trains now and then holds nobody back, however far behind
+ * it is: once its pipeline says it is out of work (rd_share_idle), a busy
+ * share three quanta ahead starts at once; and a share whose bursts are
+ * further apart than the pool's handoff_s is not waited for either. */
+static void run_ahead_of_rare(rd_share_pool_t *p, int say_idle) {
+  rd_share_t *a = rd_share_join(p, &g1, 1), *b = rd_share_join(p, &g2, 1);
+  rd_share_begin(b, 1);
+  rd_share_end(b, 1, 1e-3);
+  rd_share_begin(a, 1);
+  rd_share_end(a, 1, 1e-3 + 3 * RD_SHARE_QUANTUM_S);
+  if (say_idle) {
+    rd_share_idle(b);
+  } else {
+    struct timespec gap = {0, 20 * 1000 * 1000}; /* further off than the 1 ms hand-over */
+    nanosleep(&gap, NULL);
+  }
+  ahead_t t = {a, 0};
+  pthread_t th;
+  assert_int_equal(pthread_create(&th, NULL, run_ahead, &t), 0);
+  /* It must start although b's next burst never comes: a generous
+   * deadline, then a failure rather than a hang. */
+  for (int i = 0; i < 3000 && !atomic_load(&t.started); i++) {
+    struct timespec ms10 = {0, 10 * 1000 * 1000};
+    nanosleep(&ms10, NULL);
+  }
+  if (!atomic_load(&t.started)) fail_msg("a share ahead of an idle one did not start in 30 s");
+  pthread_join(th, NULL);
+  rd_share_leave(a);
+  rd_share_leave(b);
+  rd_share_pool_destroy(p);
+}
+
+static void test_rare_share_holds_nobody(void **state) {
+  (void)state;
+  run_ahead_of_rare(rd_share_pool_create(4, NEVER_IDLE, NEVER_IDLE), 1);
+  run_ahead_of_rare(rd_share_pool_create(4, NEVER_IDLE, 1e-3), 0);
+}
+
+static void test_device_pools(void **state) {
+  (void)state;
+  rd_share_pool_t *cpu = rd_share_pool_device(RD_LEARNER_ON_CPU, 0);
+  assert_non_null(cpu);
+  assert_true(rd_share_pool_device(RD_LEARNER_ON_CPU, 0) == cpu);
+  rd_share_pool_t *gpu = rd_share_pool_device(RD_LEARNER_ON_GPU, 0);
+  assert_true(gpu != cpu);
+  rd_share_t *s = rd_share_join(gpu, &g1, 1); /* a GPU's pool has one unit */
+  rd_share_begin(s, 4);
+  rd_share_end(s, 4, 1e-3);
+  rd_share_set_group_weight_all(&g1, 5);
+  rd_share_leave(s);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_equal_weights),    cmocka_unit_test(test_weights_1_1_2),
+      cmocka_unit_test(test_groups_split),     cmocka_unit_test(test_newcomer_no_backlog),
+      cmocka_unit_test(test_weight_change),    cmocka_unit_test(test_threads_capacity),
+      cmocka_unit_test(test_leave_wakes),      cmocka_unit_test(test_ahead_waits),
+      cmocka_unit_test(test_own_threads),      cmocka_unit_test(test_rare_share_holds_nobody),
+      cmocka_unit_test(test_device_pools),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
