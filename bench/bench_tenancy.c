@@ -370,7 +370,7 @@ static void noisy_neighbour(int n) {
 
 int main(int argc, char **argv) {
   for (int i = 1; i < argc; i++) {
-    if (bench_common_opt(argv[i], &O.json, &O.quick, usage)) continue;
+    if (bench_common_opt(argc, argv, &i, &O.json, &O.quick, NULL, usage)) continue;
     if (strcmp(argv[i], "--replayd") == 0 && i + 1 < argc) O.replayd = argv[++i];
     else if (strcmp(argv[i], "--noisy-rate") == 0 && i + 1 < argc) O.noisy_rate = atof(argv[++i]);
     else {
