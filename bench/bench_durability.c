@@ -46,6 +46,7 @@
 #include "durable.h"
 #include "rd_clock.h"
 #include "rdt_dir.h"
+#include "rdt_unit.h"
 #include "rd_rng.h"
 #include "registry.h"
 #include "replayd_client.h"
@@ -80,31 +81,18 @@ static void find_isa(void) {
 }
 
 static void emit(const char *name, const char *params, double value, const char *unit) {
-  if (O.json)
-    printf("{\"name\": \"%s\", \"params\": {%s}, \"value\": %.6g, \"unit\": \"%s\"}\n", name,
-           params, value, unit);
-  else
-    printf("%-34s %-44s %14.4f %s\n", name, params, value, unit);
-  fflush(stdout);
+  bench_emit(O.json, name, params, value, unit);
 }
 
 /* ------------------------------------------------------------------ */
 /* In process                                                          */
 /* ------------------------------------------------------------------ */
 
-static const rd_field_spec_t cartpole[5] = {
-    {"obs", RD_DTYPE_FLOAT32, 1, (const uint32_t[]){4}},
-    {"action", RD_DTYPE_INT32, 0, NULL},
-    {"reward", RD_DTYPE_FLOAT32, 0, NULL},
-    {"next_obs", RD_DTYPE_FLOAT32, 1, (const uint32_t[]){4}},
-    {"done", RD_DTYPE_BOOL, 0, NULL},
-};
-
 static rd_workload_spec_t spec_of(void) {
   rd_workload_spec_t s;
   memset(&s, 0, sizeof s);
   s.name = "bench";
-  s.fields = cartpole;
+  s.fields = rdt_cartpole_field_specs;
   s.n_fields = 5;
   s.capacity = 1u << 20;
   s.seed = 5;
@@ -514,7 +502,7 @@ static void usage(FILE *f) {
 
 int main(int argc, char **argv) {
   for (int i = 1; i < argc; i++) {
-    if (bench_common_opt(argv[i], &O.json, &O.quick, usage)) continue;
+    if (bench_common_opt(argc, argv, &i, &O.json, &O.quick, NULL, usage)) continue;
     if (strcmp(argv[i], "--rows") == 0 && i + 1 < argc)
       O.rows = bench_parse_u32("--rows", argv[++i], 1, 1u << 20);
     else if (strcmp(argv[i], "--replayd") == 0 && i + 1 < argc) O.replayd = argv[++i];

@@ -64,12 +64,7 @@ static struct {
 static char target[64];
 
 static void emit(const char *name, const char *params, double value, const char *unit) {
-  if (O.json)
-    printf("{\"name\": \"%s\", \"params\": {%s}, \"value\": %.6g, \"unit\": \"%s\"}\n", name,
-           params, value, unit);
-  else
-    printf("%-28s %-28s %14.4g %s\n", name, params, value, unit);
-  fflush(stdout);
+  bench_emit(O.json, name, params, value, unit);
 }
 
 /* ------------------------------------------------------------------ */
@@ -377,7 +372,7 @@ static void usage_error(void) {
 int main(int argc, char **argv) {
   for (int i = 1; i < argc; i++) {
     const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-    if (bench_common_opt(argv[i], &O.json, &O.quick, usage)) continue;
+    if (bench_common_opt(argc, argv, &i, &O.json, &O.quick, NULL, usage)) continue;
     if (v == NULL) usage_error();
     if (strcmp(argv[i], "--replayd") == 0) O.replayd = v;
     else if (strcmp(argv[i], "--seconds") == 0) O.seconds = atof(v);

@@ -75,6 +75,8 @@
 #include "csim_rmm.h"
 #include "kernels/learner.h"
 #include "learner.h"
+#include "learner_backend.h"
+#include "learner_backend_fpga.h"
 #include "learner_host.h"
 #include "learner_pool.h"
 #include "learner_shapes.h"
@@ -106,8 +108,7 @@ static double pct(uint64_t used, uint64_t avail) {
 typedef struct {
   bool json, quick, model, csim;
   const char *parts;
-  double min_s, warm_s;
-  int reps;
+  bench_timing_t timing;
 } opts_t;
 
 static void usage(FILE *f) {
@@ -137,70 +138,31 @@ static void parse_opts(opts_t *o, int argc, char **argv) {
   o->parts = RD_BENCH_FPGA_PARTS_DIR;
   double time_ms = 0;
   for (int i = 1; i < argc; i++) {
-    const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
-    if (bench_common_opt(a, &o->json, &o->quick, usage)) continue;
-    if (strcmp(a, "--only") == 0 || strcmp(a, "--parts") == 0 ||
-               strcmp(a, "--time-ms") == 0) {
-      if (val == NULL) die("%s needs a value", a);
-      i++;
-      if (strcmp(a, "--only") == 0) {
-        if (strcmp(val, "model") == 0)
-          o->csim = false;
-        else if (strcmp(val, "csim") == 0)
-          o->model = false;
-        else
-          die("--only: '%s' is not model or csim", val);
-      } else if (strcmp(a, "--parts") == 0) {
-        o->parts = val;
-      } else {
-        char *end;
-        errno = 0;
-        long v = strtol(val, &end, 10);
-        if (errno || end == val || *end != '\0' || v < 1 || v > 60000)
-          die("--time-ms: '%s' is not a number in [1, 60000]", val);
-        time_ms = (double)v;
-      }
+    const char *v;
+    if (bench_common_opt(argc, argv, &i, &o->json, &o->quick, &time_ms, usage)) continue;
+    if ((v = bench_opt(argc, argv, &i, "--only"))) {
+      if (strcmp(v, "model") == 0)
+        o->csim = false;
+      else if (strcmp(v, "csim") == 0)
+        o->model = false;
+      else
+        die("--only: '%s' is not model or csim", v);
+    } else if ((v = bench_opt(argc, argv, &i, "--parts"))) {
+      o->parts = v;
     } else {
-      usage(stderr);
-      die("unknown option '%s'", a);
+      bench_unknown_opt(argv[i], usage);
     }
   }
-  o->min_s = time_ms > 0 ? time_ms * 1e-3 : (o->quick ? 0.015 : 0.100);
-  o->warm_s = o->quick ? 0.005 : 0.020;
-  if (o->warm_s > o->min_s) o->warm_s = o->min_s;
-  o->reps = o->quick ? 3 : 5;
+  bench_timing_init(&o->timing, time_ms, o->quick, 0.015, 0.100, 0.005, 0.020);
 }
 
 /* ------------------------------------------------------------------ */
 /* Measurement                                                         */
 /* ------------------------------------------------------------------ */
 
-/* One unit of work (a batch of an operation, or a train-step); `it` counts
- * units from 0 within a measurement and selects the input. */
-typedef void (*work_fn)(void *ctx, uint64_t it);
-
-/* Seconds per unit: the median of o->reps repetitions of about o->min_s,
- * after a warm-up of at least o->warm_s and 2 units that sizes them. */
-static double measure(work_fn fn, void *ctx, const opts_t *o) {
-  uint64_t it = 0, n = 1, done = 0;
-  double t0 = rd_clock_now(), el;
-  for (;;) {
-    for (uint64_t i = 0; i < n; i++) fn(ctx, it++);
-    done += n;
-    el = rd_clock_now() - t0;
-    if (el >= o->warm_s && done >= 2) break;
-    n *= 2;
-  }
-  double want = (double)done * o->min_s / el;
-  uint64_t units = want < 1 ? 1 : (uint64_t)(want + 0.5);
-  double v[16];
-  for (int r = 0; r < o->reps; r++) {
-    double s0 = rd_clock_now();
-    for (uint64_t i = 0; i < units; i++) fn(ctx, it++);
-    v[r] = (rd_clock_now() - s0) / (double)units;
-  }
-  qsort(v, (size_t)o->reps, sizeof v[0], cmp_double);
-  return v[o->reps / 2];
+/* Seconds per unit of work (a batch of an operation, or a train-step). */
+static double measure(bench_unit_fn fn, void *ctx, const opts_t *o) {
+  return bench_seconds_per_unit(fn, ctx, &o->timing);
 }
 
 static bool g_progress;
@@ -619,24 +581,9 @@ static void check_same_leaves(const trees_t *tr, uint64_t *prefix, const char *w
 /* The same leaf from both trees for targets at the edges, at exact prefix
  * boundaries (t = prefix(i) and prefix(i) - 1) and uniform. */
 static void check_same_samples(const trees_t *tr, const uint64_t *prefix, const char *when) {
-  uint64_t *tg = xmalloc(CHECK_TARGETS * sizeof *tg), total = prefix[tr->capacity - 1];
+  uint64_t *tg = xmalloc(CHECK_TARGETS * sizeof *tg);
   uint32_t *la = xmalloc(CHECK_TARGETS * sizeof *la), *lb = xmalloc(CHECK_TARGETS * sizeof *lb);
-  uint64_t s = SEED ^ 0xc4ec ^ tr->capacity;
-  for (size_t i = 0; i < CHECK_TARGETS; i++) {
-    uint64_t t;
-    if (i == 0)
-      t = 0;
-    else if (i == 1)
-      t = total - 1;
-    else if (i % 4 == 2 || i % 4 == 3) {
-      uint64_t q = prefix[rd_rng_below(&s, tr->capacity)];
-      t = i % 4 == 2 ? q : q - 1;
-      if (q == 0 || t >= total) t = rd_rng_below(&s, total);
-    } else {
-      t = rd_rng_below(&s, total);
-    }
-    tg[i] = t;
-  }
+  bench_check_targets(prefix, tr->capacity, SEED ^ 0xc4ec ^ tr->capacity, tg, CHECK_TARGETS);
   rd_error_t err;
   int rc = rd_sumtree_sample(&tr->cpu, CHECK_TARGETS, tg, la, &err);
   if (rc) fail_rc("rd_sumtree_sample (check)", rc, &err);
@@ -794,85 +741,25 @@ static void run_csim_rmm(const opts_t *o, FILE *info) {
 /* ------------------------------------------------------------------ */
 
 
-/* The learner kernel's buffers, as backends/fpga/learner_backend_fpga.c keeps
- * them (its "board buffers": host memory in C-simulation). */
-typedef struct {
-  rd_learner_config_t c;
-  lrn_config_t kc;
-  uint32_t desc[LRN_D_WORDS];
-  double hp[LRN_HP_COUNT];
-  size_t n_params;
-  uint64_t steps;
-  float *params, *target, *adam_m, *adam_v, *ws;
-} klearner_t;
-
-static float *xfloats(size_t n) {
-  float *p = xmalloc(n * sizeof(float));
-  memset(p, 0, n * sizeof(float));
-  return p;
-}
-
-/* The kernel for config c with the CPU learner's initial weights (cpu,
- * before its first step): DP as the daemon's backend, min(batch,
- * LRN_MAX_DP). */
-static void klearner_init(klearner_t *k, const rd_learner_config_t *c, const rd_learner_t *cpu) {
-  memset(k, 0, sizeof *k);
-  k->c = *c;
-  rd_fpga_learner_config(c, c->max_batch < LRN_MAX_DP ? c->max_batch : LRN_MAX_DP, &k->kc);
-  lrn_why_t why;
-  if (lrn_config_check(&k->kc, &why) != LRN_OK) {
-    char msg[256];
-    lrn_why_format(&why, msg, sizeof msg);
-    die("the learner kernel's build cannot train this learner: %s", msg);
-  }
-  lrn_config_pack(&k->kc, k->desc, k->hp);
-  k->n_params = lrn_params_floats(&k->kc);
-  k->params = xfloats(k->n_params);
-  k->target = xfloats(k->n_params);
-  k->adam_m = xfloats(k->n_params);
-  k->adam_v = xfloats(k->n_params);
-  k->ws = xfloats(lrn_ws_floats(&k->kc));
-  /* CPU nets: DQN q, q_target; DDPG actor, actor_target, critic,
-   * critic_target. The kernel's block: the online networks in that order
-   * (as rd_learner_fpga_initial_weights copies them). */
-  size_t off = 0;
-  for (int n = 0; n < cpu->n_nets; n += 2) {
-    size_t np = rd_mlp_n_params(&cpu->net[n]);
-    if (off + np > k->n_params) break;
-    memcpy(k->params + off, cpu->net[n].params, np * sizeof(float));
-    memcpy(k->target + off, cpu->net[n + 1].params, np * sizeof(float));
-    off += np;
-  }
-  if (off != k->n_params)
-    die("the CPU learner has %zu parameters for a kernel block of %zu", off, k->n_params);
-}
-
-static void klearner_free(klearner_t *k) {
-  free(k->params);
-  free(k->target);
-  free(k->adam_m);
-  free(k->adam_v);
-  free(k->ws);
-}
-
-/* One step as the daemon's "fpga" backend takes it: the host's batch check,
- * then the kernel top. */
-static void klearner_step(klearner_t *k, const rd_batch_t *b, float *td) {
+/* The learner kernel as the daemon runs it: its "fpga" learner backend
+ * (backends/fpga/learner_backend_fpga.c: the host's batch check, then the
+ * kernel top, on the CPU learner's initial weights for the seed). */
+static void kernel_learner_init(rd_learner_backend_t *k, const rd_learner_config_t *c) {
   rd_error_t err;
-  int rc = rd_learner_batch_validate(&k->c, b, &err);
-  if (rc) fail_rc("rd_learner_batch_validate", rc, &err);
-  double stats[LRN_ST_COUNT];
-  rc = lrn_train_step(k->desc, k->hp, k->steps, (uint32_t)b->n, k->params, k->target, k->adam_m,
-                      k->adam_v, k->ws, b->obs, b->action_i, b->action_f, b->reward,
-                      b->discount, b->next_obs, b->weights, td, stats);
-  if (rc != LRN_OK) die("lrn_train_step failed: status %d (failed: %g)", rc, stats[LRN_ST_FAILED]);
-  k->steps++;
+  int rc = rd_learner_backend_init(k, &rd_learner_ops_fpga, c, 0, &err);
+  if (rc) die("the FPGA learner backend cannot train this learner: %s", err.msg);
+}
+
+static void kernel_learner_step(rd_learner_backend_t *k, const rd_batch_t *b, float *td) {
+  rd_error_t err;
+  int rc = k->ops->step(k, b, td, NULL, &err);
+  if (rc) fail_rc("the FPGA learner backend's step", rc, &err);
 }
 
 typedef struct {
   learner_pool_t *p;
   rd_learner_t *cpu;
-  klearner_t *k;
+  rd_learner_backend_t *k;
 } lctx_t;
 
 static void cpu_step(void *ctx, uint64_t it) {
@@ -884,7 +771,7 @@ static void cpu_step(void *ctx, uint64_t it) {
 
 static void csim_step(void *ctx, uint64_t it) {
   lctx_t *x = ctx;
-  klearner_step(x->k, &x->p->b[it % LEARNER_POOL], x->p->td);
+  kernel_learner_step(x->k, &x->p->b[it % LEARNER_POOL], x->p->td);
 }
 
 #define TD_TOL 1e-4
@@ -917,8 +804,10 @@ static void run_csim_learner(const opts_t *o, FILE *info) {
       rd_error_t err;
       int rc = rd_learner_init(&cpu, &c, &err);
       if (rc) fail_rc("rd_learner_init", rc, &err);
-      klearner_t k;
-      klearner_init(&k, &c, &cpu);
+      rd_learner_backend_t k;
+      kernel_learner_init(&k, &c);
+      lrn_config_t kc; /* for its DP */
+      rd_learner_fpga_kernel_config(&c, &kc);
       learner_pool_t p;
       learner_pool_init(&p, &c, B);
 
@@ -926,7 +815,7 @@ static void run_csim_learner(const opts_t *o, FILE *info) {
       float *td_cpu = xmalloc(B * sizeof(float)), *td_k = xmalloc(B * sizeof(float));
       rc = rd_learner_step(&cpu, &p.b[0], td_cpu, NULL, &err);
       if (rc) fail_rc("rd_learner_step (check)", rc, &err);
-      klearner_step(&k, &p.b[0], td_k);
+      kernel_learner_step(&k, &p.b[0], td_k);
       double mx = 1, dev = 0;
       for (uint32_t i = 0; i < B; i++) {
         if (!isfinite(td_cpu[i]) || !isfinite(td_k[i]))
@@ -959,15 +848,15 @@ static void run_csim_learner(const opts_t *o, FILE *info) {
         printf("{\"name\": \"fpga.csim.learner_step_us\", \"params\": {\"shape\": \"%s\", "
                "\"batch\": %u, \"dp\": %u, \"source\": \"csim\", \"td_rel_err\": %.3g}, "
                "\"value\": %.3f, \"unit\": \"us\"}\n",
-               sh->name, B, k.kc.dp, dev, csim_us);
+               sh->name, B, kc.dp, dev, csim_us);
       } else {
         if (g_progress) fputs("\r\033[K", stderr);
-        printf("%-14s %6u %3u %13.2f %13.2f %8.2fx %10.2g\n", sh->name, B, k.kc.dp, csim_us,
+        printf("%-14s %6u %3u %13.2f %13.2f %8.2fx %10.2g\n", sh->name, B, kc.dp, csim_us,
                cpu_us, csim_us / cpu_us, dev);
       }
       fflush(stdout);
       learner_pool_free(&p);
-      klearner_free(&k);
+      rd_learner_backend_destroy(&k);
       rd_learner_free(&cpu);
     }
   }
@@ -986,10 +875,8 @@ int main(int argc, char **argv) {
   /* In JSON mode stdout carries only the JSON lines; the rest goes to stderr. */
   FILE *info = o.json ? stderr : stdout;
 
-  char date[64], cpu[256], load[32];
-  utc_now(date, sizeof date);
-  cpu_model(cpu, sizeof cpu);
-  load_average(load, sizeof load);
+  bench_machine_t m;
+  bench_machine(&m);
   fprintf(info,
           "# bench_fpga: %s, %s, %ld CPUs (load %s), %.0f ms per repetition, median of %d\n"
           "# WHAT RAN: the FPGA model's arithmetic and the FPGA kernels' C-simulation on this "
@@ -997,7 +884,7 @@ int main(int argc, char **argv) {
           "# No FPGA board and no Vitis toolchain exist here; nothing ran on an FPGA (XRT has "
           "only\n"
           "# run against its no-op shim, in the tests).\n",
-          date, cpu, sysconf(_SC_NPROCESSORS_ONLN), load, o.min_s * 1e3, o.reps);
+          m.date, m.cpu, m.cpus, m.load, o.timing.min_s * 1e3, o.timing.reps);
   fflush(info);
 
   if (o.model) run_model(&o, info);
@@ -1005,8 +892,6 @@ int main(int argc, char **argv) {
     run_csim_rmm(&o, info);
     run_csim_learner(&o, info);
   }
-  if (g_progress) fputs("\r\033[K", stderr);
-  load_average(load, sizeof load);
-  fprintf(info, "# load average at the end: %s\n", load);
+  bench_end(info, g_progress);
   return 0;
 }

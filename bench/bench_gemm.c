@@ -189,10 +189,8 @@ static void parse(opts_t *o, int argc, char **argv) {
 int main(int argc, char **argv) {
   opts_t o;
   parse(&o, argc, argv);
-  char date[64], cpu[256], load[32];
-  utc_now(date, sizeof date);
-  cpu_model(cpu, sizeof cpu);
-  load_average(load, sizeof load);
+  bench_machine_t m;
+  bench_machine(&m);
   const char *blas = openblas_get_config(), *core = openblas_get_corename();
   operands_t probe;
   net_t pn = {1, {4, 4}};
@@ -201,8 +199,8 @@ int main(int argc, char **argv) {
   snprintf(isa, sizeof isa, "%s", rd_mlp_isa(&probe.mlp));
   operands_free(&probe);
   FILE *info = o.json ? stderr : stdout;
-  fprintf(info, "# bench_gemm: %s, %s (load %s); ours: GEMM %s; baseline: %s, core %s\n", date,
-          cpu, load, isa, blas, core);
+  fprintf(info, "# bench_gemm: %s, %s (load %s); ours: GEMM %s; baseline: %s, core %s\n", m.date,
+          m.cpu, m.load, isa, blas, core);
   if (!o.json)
     printf("%-14s %6s %7s %12s %10s %14s %10s %8s\n", "shape", "batch", "threads", "ours us",
            "GFLOP/s", "openblas us", "GFLOP/s", "speed");
@@ -240,8 +238,8 @@ int main(int argc, char **argv) {
       }
     }
   }
-  load_average(load, sizeof load);
+  load_average(m.load, sizeof m.load);
   fprintf(info, "# speed = OpenBLAS time / our time (above 1: ours is faster); load at the end "
-                "%s\n", load);
+                "%s\n", m.load);
   return 0;
 }

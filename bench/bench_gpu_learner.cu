@@ -27,40 +27,10 @@
 
 #include "learner_shapes.h"
 #include "rd_clock.h"
-
-typedef struct {
-  float *obs, *next_obs, *act_f, *reward, *discount, *w;
-  int32_t *act_i;
-  rd_batch_t b;
-} hb_t;
-
-static void make(const shape_t *sh, size_t n, uint64_t stream, hb_t *h) {
-  uint32_t O = sh->obs, D = sh->algo == RD_ALGO_DQN ? 1 : sh->actions;
-  h->obs = (float *)malloc(n * O * 4), h->next_obs = (float *)malloc(n * O * 4);
-  h->act_f = (float *)malloc(n * D * 4), h->act_i = (int32_t *)malloc(n * 4);
-  h->reward = (float *)malloc(n * 4), h->discount = (float *)malloc(n * 4);
-  h->w = (float *)malloc(n * 4);
-  uint64_t d = 0;
-  for (size_t i = 0; i < n * O; i++) h->obs[i] = unif(stream, d++, -1, 1);
-  for (size_t i = 0; i < n * O; i++) h->next_obs[i] = unif(stream, d++, -1, 1);
-  for (size_t i = 0; i < n * D; i++) h->act_f[i] = unif(stream, d++, -1, 1);
-  for (size_t i = 0; i < n; i++) {
-    h->act_i[i] = (int32_t)(rd_philox_u64(stream, d++) % (sh->algo == RD_ALGO_DQN ? sh->actions : 1));
-    h->reward[i] = unif(stream, d++, -1, 1);
-    h->discount[i] = 0.99f;
-    h->w[i] = unif(stream, d++, 0.1f, 1.0f);
-  }
-  h->b.n = n, h->b.obs = h->obs, h->b.next_obs = h->next_obs, h->b.action_f = h->act_f;
-  h->b.action_i = h->act_i, h->b.reward = h->reward, h->b.discount = h->discount;
-  h->b.weights = h->w;
-}
-static void unmake(hb_t *h) {
-  free(h->obs), free(h->next_obs), free(h->act_f), free(h->act_i), free(h->reward);
-  free(h->discount), free(h->w);
-}
+#include "rdt_learner.h"
 
 /* Steps per second, or < 0 on error. */
-static double run(const shape_t *sh, uint32_t batch, int graphs, double min_time, hb_t *hb,
+static double run(const shape_t *sh, uint32_t batch, int graphs, double min_time, rdt_batch_t *hb,
                   uint64_t *launches) {
   rd_learner_config_t c;
   make_config(sh, batch, 1, &c);
@@ -129,12 +99,14 @@ int main(int argc, char **argv) {
   for (size_t s = 0; s < N_SHAPES; s++) {
     for (int k = 0; k < nb; k++) {
       const uint32_t B = batches[k];
-      hb_t hb[4];
-      for (int i = 0; i < 4; i++) make(&shapes[s], B, 500 + (uint64_t)i, &hb[i]);
+      rd_learner_config_t c; /* the batches' config (the learner's threads do not matter) */
+      make_config(&shapes[s], B, 1, &c);
+      rdt_batch_t hb[4];
+      for (int i = 0; i < 4; i++) rdt_batch_make(&hb[i], &c, B, 500 + (uint64_t)i);
       uint64_t l1 = 0, l2 = 0;
       double g = run(&shapes[s], B, 1, min_time, hb, &l1);
       double e = run(&shapes[s], B, 0, min_time, hb, &l2);
-      for (int i = 0; i < 4; i++) unmake(&hb[i]);
+      for (int i = 0; i < 4; i++) rdt_batch_free(&hb[i]);
       if (g < 0 || e < 0) return 1;
       char line[2][256];
       snprintf(line[0], sizeof line[0],

@@ -86,19 +86,11 @@ static double target_ratio(const shape_t *s, uint32_t batch) {
 /* Options                                                             */
 /* ------------------------------------------------------------------ */
 
-#define MAX_LIST 16
-
-typedef struct {
-  uint32_t v[MAX_LIST];
-  size_t n;
-} list_t;
-
 typedef struct {
   bool json, quick, pytorch;
   bool shape_on[N_SHAPES];
-  list_t batch, threads;
-  double min_s, warm_s;
-  int reps;
+  bench_list_t batch, threads;
+  bench_timing_t timing;
   const char *script;
 } opts_t;
 
@@ -125,62 +117,30 @@ static void usage(FILE *f) {
       f);
 }
 
-static void list_add(list_t *l, const char *opt, uint32_t v) {
-  if (l->n == MAX_LIST) die("%s: at most %d values", opt, MAX_LIST);
-  l->v[l->n++] = v;
-}
-
 static void parse_opts(opts_t *o, int argc, char **argv) {
   memset(o, 0, sizeof *o);
   o->script = RD_BENCH_DIR "/pytorch_learner.py";
-  bool any_shape = false;
   double time_ms = 0;
   for (int i = 1; i < argc; i++) {
-    const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
-    if (bench_common_opt(a, &o->json, &o->quick, usage)) continue;
-    if (strcmp(a, "--pytorch") == 0) {
+    const char *v;
+    if (bench_common_opt(argc, argv, &i, &o->json, &o->quick, &time_ms, usage)) continue;
+    if (learner_opt(argc, argv, &i, o->shape_on, &o->batch, RD_MLP_MAX_BATCH, &o->threads))
+      continue;
+    if (strcmp(argv[i], "--pytorch") == 0) {
       o->pytorch = true;
-    } else if (strcmp(a, "--shape") == 0 || strcmp(a, "--batch") == 0 ||
-               strcmp(a, "--threads") == 0 || strcmp(a, "--time-ms") == 0 ||
-               strcmp(a, "--pytorch-script") == 0) {
-      if (val == NULL) die("%s needs a value", a);
-      i++;
-      if (strcmp(a, "--shape") == 0) {
-        size_t k = 0;
-        while (k < N_SHAPES && strcmp(val, shapes[k].name) != 0) k++;
-        if (k == N_SHAPES) die("--shape: unknown shape '%s'", val);
-        o->shape_on[k] = any_shape = true;
-      } else if (strcmp(a, "--batch") == 0) {
-        list_add(&o->batch, a, bench_parse_u32(a, val, 1, RD_MLP_MAX_BATCH));
-      } else if (strcmp(a, "--threads") == 0) {
-        list_add(&o->threads, a, bench_parse_u32(a, val, 1, RD_MLP_MAX_THREADS));
-      } else if (strcmp(a, "--pytorch-script") == 0) {
-        o->script = val;
-        o->pytorch = true;
-      } else {
-        time_ms = bench_parse_u32(a, val, 1, 60000);
-      }
+    } else if ((v = bench_opt(argc, argv, &i, "--pytorch-script"))) {
+      o->script = v;
+      o->pytorch = true;
     } else {
-      usage(stderr);
-      die("unknown option '%s'", a);
+      bench_unknown_opt(argv[i], usage);
     }
   }
-  if (!any_shape)
-    for (size_t k = 0; k < N_SHAPES; k++) o->shape_on[k] = true;
-  static const uint32_t full[] = {32, 256, 2048, 16384}, quick[] = {32, 2048};
-  if (o->batch.n == 0) {
-    const uint32_t *b = o->quick ? quick : full;
-    size_t n = o->quick ? 2 : 4;
-    for (size_t k = 0; k < n; k++) list_add(&o->batch, "--batch", b[k]);
-  }
+  learner_opts_default(o->shape_on, &o->batch, o->quick);
   if (o->threads.n == 0) {
-    list_add(&o->threads, "--threads", 1);
-    list_add(&o->threads, "--threads", 2);
+    bench_list_add(&o->threads, "--threads", 1);
+    bench_list_add(&o->threads, "--threads", 2);
   }
-  o->min_s = time_ms > 0 ? time_ms * 1e-3 : (o->quick ? 0.040 : 0.250);
-  o->warm_s = o->quick ? 0.020 : 0.100;
-  if (o->warm_s > o->min_s) o->warm_s = o->min_s;
-  o->reps = o->quick ? 3 : 5;
+  bench_timing_init(&o->timing, time_ms, o->quick, 0.040, 0.250, 0.020, 0.100);
 }
 
 /* ------------------------------------------------------------------ */
@@ -379,25 +339,20 @@ static void check_point(const shape_t *s, uint32_t batch, const opts_t *o, const
   rd_learner_free(&ref);
 }
 
+typedef struct {
+  rd_learner_t *l;
+  const learner_pool_t *p;
+} step_ctx_t;
+
+static void step_unit(void *ctx, uint64_t it) {
+  step_ctx_t *x = ctx;
+  step_or_die(x->l, &x->p->b[it % LEARNER_POOL], x->p->td);
+}
+
+/* Steps per second (the median repetition's). */
 static double measure(rd_learner_t *l, const learner_pool_t *p, const opts_t *o) {
-  uint64_t it = 0, k = 0;
-  double t0 = rd_clock_now(), el;
-  for (;;) { /* warm-up; also sizes a repetition */
-    step_or_die(l, &p->b[it++ % LEARNER_POOL], p->td);
-    k++;
-    el = rd_clock_now() - t0;
-    if (el >= o->warm_s && k >= 2) break;
-  }
-  double want = (double)k * o->min_s / el;
-  uint64_t steps = want < 1 ? 1 : (uint64_t)(want + 0.5);
-  double v[16];
-  for (int r = 0; r < o->reps; r++) {
-    double s0 = rd_clock_now();
-    for (uint64_t i = 0; i < steps; i++) step_or_die(l, &p->b[it++ % LEARNER_POOL], p->td);
-    v[r] = (double)steps / (rd_clock_now() - s0);
-  }
-  qsort(v, (size_t)o->reps, sizeof v[0], cmp_double);
-  return v[o->reps / 2];
+  step_ctx_t x = {l, p};
+  return 1.0 / bench_seconds_per_unit(step_unit, &x, &o->timing);
 }
 
 static void run_point(const shape_t *s, uint32_t batch, const opts_t *o, bool progress) {
@@ -496,23 +451,17 @@ static void print_table(void) {
 int main(int argc, char **argv) {
   opts_t o;
   parse_opts(&o, argc, argv);
-  /* libgomp reads its wait policy once, at load: set it, then start again. */
-  if (getenv("OMP_WAIT_POLICY") == NULL) {
-    setenv("OMP_WAIT_POLICY", "passive", 1);
-    execv("/proc/self/exe", argv);
-    fprintf(stderr, "bench_learner: cannot re-execute with OMP_WAIT_POLICY=passive; going on\n");
-  }
+  bench_omp_passive(argv);
   bool progress = isatty(STDERR_FILENO) && !o.json;
   FILE *info = o.json ? stderr : stdout;
 
-  char date[64], cpu[256], load[32];
-  utc_now(date, sizeof date);
-  cpu_model(cpu, sizeof cpu);
-  load_average(load, sizeof load);
+  bench_machine_t m;
+  bench_machine(&m);
   fprintf(info, "# bench_learner: GEMM %s, %s, %s, %ld CPUs (load %s), OMP_WAIT_POLICY=%s, "
                 "%.0f ms per repetition, median of %d\n",
-          gemm_isa(), date, cpu, sysconf(_SC_NPROCESSORS_ONLN), load,
-          getenv("OMP_WAIT_POLICY") ? getenv("OMP_WAIT_POLICY") : "unset", o.min_s * 1e3, o.reps);
+          gemm_isa(), m.date, m.cpu, m.cpus, m.load,
+          getenv("OMP_WAIT_POLICY") ? getenv("OMP_WAIT_POLICY") : "unset",
+          o.timing.min_s * 1e3, o.timing.reps);
   fflush(info);
 
   baseline_proc_t bp = {0, NULL, NULL, ""};
@@ -530,9 +479,7 @@ int main(int argc, char **argv) {
     }
   }
   if (o.pytorch) pytorch_stop(&bp);
-  if (progress) fputs("\r\033[K", stderr);
-  load_average(load, sizeof load);
-  fprintf(info, "# load average at the end: %s\n", load);
+  bench_end(info, progress);
   if (o.json)
     print_json();
   else

@@ -109,20 +109,11 @@
 /* Options                                                             */
 /* ------------------------------------------------------------------ */
 
-#define MAX_LIST 16
-#define MAX_REPS 16
-
-typedef struct {
-  uint32_t v[MAX_LIST];
-  size_t n;
-} list_t;
-
 typedef struct {
   bool json, quick;
   bool shape_on[N_SHAPES];
-  list_t batch, threads, depth;
-  double min_s, warm_s;
-  int reps;
+  bench_list_t batch, threads, depth;
+  bench_timing_t timing;
   int pin; /* CPU both learners run on; -1: none */
 } opts_t;
 
@@ -151,63 +142,29 @@ static void usage(FILE *f) {
       f);
 }
 
-static void list_add(list_t *l, const char *opt, uint32_t v) {
-  if (l->n == MAX_LIST) die("%s: at most %d values", opt, MAX_LIST);
-  l->v[l->n++] = v;
-}
-
 static void parse_opts(opts_t *o, int argc, char **argv) {
   memset(o, 0, sizeof *o);
   o->pin = -1;
-  bool any_shape = false;
   double time_ms = 0;
   for (int i = 1; i < argc; i++) {
-    const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
-    if (bench_common_opt(a, &o->json, &o->quick, usage)) continue;
-    if (strcmp(a, "--shape") == 0 || strcmp(a, "--batch") == 0 ||
-               strcmp(a, "--threads") == 0 || strcmp(a, "--depth") == 0 ||
-               strcmp(a, "--pin") == 0 || strcmp(a, "--time-ms") == 0) {
-      if (val == NULL) die("%s needs a value", a);
-      i++;
-      if (strcmp(a, "--shape") == 0) {
-        size_t k = 0;
-        while (k < N_SHAPES && strcmp(val, shapes[k].name) != 0) k++;
-        if (k == N_SHAPES) die("--shape: unknown shape '%s'", val);
-        o->shape_on[k] = any_shape = true;
-      } else if (strcmp(a, "--batch") == 0) {
-        /* The table's max_batch and the pipeline's limit. */
-        list_add(&o->batch, a, bench_parse_u32(a, val, 1, 65536));
-      } else if (strcmp(a, "--threads") == 0) {
-        list_add(&o->threads, a, bench_parse_u32(a, val, 1, RD_MLP_MAX_THREADS));
-      } else if (strcmp(a, "--depth") == 0) {
-        list_add(&o->depth, a, bench_parse_u32(a, val, 0, RD_PIPELINE_MAX_DEPTH));
-      } else if (strcmp(a, "--pin") == 0) {
-        o->pin = (int)bench_parse_u32(a, val, 0, CPU_SETSIZE - 1);
-      } else {
-        time_ms = bench_parse_u32(a, val, 1, 60000);
-      }
-    } else {
-      usage(stderr);
-      die("unknown option '%s'", a);
-    }
+    const char *v;
+    if (bench_common_opt(argc, argv, &i, &o->json, &o->quick, &time_ms, usage)) continue;
+    /* --batch: the table's max_batch and the pipeline's limit. */
+    if (learner_opt(argc, argv, &i, o->shape_on, &o->batch, 65536, &o->threads)) continue;
+    if ((v = bench_opt(argc, argv, &i, "--depth")))
+      bench_list_add(&o->depth, "--depth", bench_parse_u32("--depth", v, 0, RD_PIPELINE_MAX_DEPTH));
+    else if ((v = bench_opt(argc, argv, &i, "--pin")))
+      o->pin = (int)bench_parse_u32("--pin", v, 0, CPU_SETSIZE - 1);
+    else
+      bench_unknown_opt(argv[i], usage);
   }
-  if (!any_shape)
-    for (size_t k = 0; k < N_SHAPES; k++) o->shape_on[k] = true;
-  static const uint32_t full[] = {32, 256, 2048, 16384}, quick[] = {32, 2048};
-  if (o->batch.n == 0) {
-    const uint32_t *b = o->quick ? quick : full;
-    size_t n = o->quick ? 2 : 4;
-    for (size_t k = 0; k < n; k++) list_add(&o->batch, "--batch", b[k]);
-  }
-  if (o->threads.n == 0) list_add(&o->threads, "--threads", DEFAULT_THREADS);
+  learner_opts_default(o->shape_on, &o->batch, o->quick);
+  if (o->threads.n == 0) bench_list_add(&o->threads, "--threads", DEFAULT_THREADS);
   if (o->depth.n == 0) {
-    list_add(&o->depth, "--depth", 0);
-    list_add(&o->depth, "--depth", TARGET_DEPTH);
+    bench_list_add(&o->depth, "--depth", 0);
+    bench_list_add(&o->depth, "--depth", TARGET_DEPTH);
   }
-  o->min_s = time_ms > 0 ? time_ms * 1e-3 : (o->quick ? 0.040 : 0.250);
-  o->warm_s = o->quick ? 0.020 : 0.100;
-  if (o->warm_s > o->min_s) o->warm_s = o->min_s;
-  o->reps = o->quick ? 3 : 5;
+  bench_timing_init(&o->timing, time_ms, o->quick, 0.040, 0.250, 0.020, 0.100);
 }
 
 /* ------------------------------------------------------------------ */
@@ -421,7 +378,7 @@ typedef struct {
   uint64_t requested; /* steps requested so far */
   /* measurement */
   uint64_t steps_per_rep;
-  double v[MAX_REPS];
+  double v[BENCH_MAX_REPS];
   double gps;
 } unit_t;
 
@@ -518,33 +475,21 @@ static void unit_steps(unit_t *u, uint64_t n) {
     learner_steps(u, n);
 }
 
-/* Warm-up: double the steps until at least warm_s and 2 steps have run;
- * that rate sizes a repetition of min_s. */
+static void unit_run(void *ctx, uint64_t n) { unit_steps(ctx, n); }
+
+/* Warm-up, which sizes a repetition. */
 static void unit_warm(unit_t *u, const opts_t *o) {
-  uint64_t n = 1, k = 0;
-  double t0 = rd_clock_now(), el;
-  for (;;) {
-    unit_steps(u, n);
-    k += n;
-    el = rd_clock_now() - t0;
-    if (el >= o->warm_s && k >= 2) break;
-    n *= 2;
-  }
-  double want = (double)k * o->min_s / el;
-  u->steps_per_rep = want < 1 ? 1 : (uint64_t)(want + 0.5);
+  u->steps_per_rep = bench_warm_up(unit_run, u, &o->timing);
 }
 
-static void unit_rep(unit_t *u, int r) {
-  double t0 = rd_clock_now();
-  unit_steps(u, u->steps_per_rep);
-  u->v[r] = (double)u->steps_per_rep / (rd_clock_now() - t0);
+static void unit_rep(unit_t *u, int r, const opts_t *o) {
+  u->v[r] = 1.0 / bench_rep_seconds(unit_run, u, u->steps_per_rep, &o->timing);
 }
 
 static void unit_median(unit_t *u, int reps) {
-  double v[MAX_REPS];
+  double v[BENCH_MAX_REPS];
   memcpy(v, u->v, (size_t)reps * sizeof v[0]);
-  qsort(v, (size_t)reps, sizeof v[0], cmp_double);
-  u->gps = v[reps / 2];
+  u->gps = bench_median(v, reps);
 }
 
 static void learner_or_die(rd_learner_t *l, const rd_learner_config_t *c) {
@@ -711,19 +656,19 @@ static void run_point(const shape_t *s, uint32_t batch, uint32_t threads, const 
   }
 
   for (size_t k = 0; k < n_units; k++) unit_warm(&units[k], o);
-  for (int r = 0; r < o->reps; r++)
+  for (int r = 0; r < o->timing.reps; r++)
     for (size_t k = 0; k < n_units; k++) {
-      unit_rep(&units[k], r);
+      unit_rep(&units[k], r, o);
       if (progress) {
         fprintf(stderr, "\r\033[K  %-14s batch %-6u threads %u: rep %d/%d, %s: %10.1f steps/s",
-                s->name, batch, threads, r + 1, o->reps,
+                s->name, batch, threads, r + 1, o->timing.reps,
                 k == 0 ? "learner" : units[k].is_loop ? "loop" : units[k].is_sampler ? "sampler"
                                                                                      : "learner-1",
                 units[k].v[r]);
         fflush(stderr);
       }
     }
-  for (size_t k = 0; k < n_units; k++) unit_median(&units[k], o->reps);
+  for (size_t k = 0; k < n_units; k++) unit_median(&units[k], o->timing.reps);
 
   for (size_t d = 0; d < o->depth.n; d++) {
     result_t r = {s, batch, threads, o->depth.v[d], lu->gps, units[1 + d].gps,
@@ -807,12 +752,7 @@ static void print_table(void) {
 int main(int argc, char **argv) {
   opts_t o;
   parse_opts(&o, argc, argv);
-  /* libgomp reads its wait policy once, at load: set it, then start again. */
-  if (getenv("OMP_WAIT_POLICY") == NULL) {
-    setenv("OMP_WAIT_POLICY", "passive", 1);
-    execv("/proc/self/exe", argv);
-    fprintf(stderr, "bench_loop: cannot re-execute with OMP_WAIT_POLICY=passive; going on\n");
-  }
+  bench_omp_passive(argv);
   bool progress = isatty(STDERR_FILENO) && !o.json;
   if (o.pin >= 0) {
     if (pthread_getaffinity_np(pthread_self(), sizeof all_cpus, &all_cpus) != 0)
@@ -825,16 +765,15 @@ int main(int argc, char **argv) {
   }
   FILE *info = o.json ? stderr : stdout;
 
-  char date[64], cpu[256], load[32], pinned[64] = "learners unpinned";
+  char pinned[64] = "learners unpinned";
   if (o.pin >= 0) snprintf(pinned, sizeof pinned, "learners pinned to CPU %d", o.pin);
-  utc_now(date, sizeof date);
-  cpu_model(cpu, sizeof cpu);
-  load_average(load, sizeof load);
+  bench_machine_t m;
+  bench_machine(&m);
   fprintf(info, "# bench_loop: %s, %s, %ld CPUs (load %s), OMP_WAIT_POLICY=%s, %.0f ms per "
                 "repetition, median of %d, table capacity max(2^17, 8 x batch), %s\n",
-          date, cpu, sysconf(_SC_NPROCESSORS_ONLN), load,
-          getenv("OMP_WAIT_POLICY") ? getenv("OMP_WAIT_POLICY") : "unset", o.min_s * 1e3, o.reps,
-          pinned);
+          m.date, m.cpu, m.cpus, m.load,
+          getenv("OMP_WAIT_POLICY") ? getenv("OMP_WAIT_POLICY") : "unset",
+          o.timing.min_s * 1e3, o.timing.reps, pinned);
   fflush(info);
 
   for (size_t k = 0; k < N_SHAPES; k++) {
@@ -843,9 +782,7 @@ int main(int argc, char **argv) {
       for (size_t t = 0; t < o.threads.n; t++)
         run_point(&shapes[k], o.batch.v[b], o.threads.v[t], &o, progress);
   }
-  if (progress) fputs("\r\033[K", stderr);
-  load_average(load, sizeof load);
-  fprintf(info, "# load average at the end: %s\n", load);
+  bench_end(info, progress);
   if (o.json)
     print_json();
   else

@@ -327,7 +327,7 @@ static void usage(FILE *f) {
 int main(int argc, char **argv) {
   bool quick = false;
   for (int i = 1; i < argc; i++) {
-    if (bench_common_opt(argv[i], &O.json, &quick, usage)) continue;
+    if (bench_common_opt(argc, argv, &i, &O.json, &quick, NULL, usage)) continue;
     if (strcmp(argv[i], "--replayd") == 0 && i + 1 < argc) O.replayd = argv[++i];
     else if (strcmp(argv[i], "--seconds") == 0 && i + 1 < argc) O.seconds = atof(argv[++i]);
     else if (strcmp(argv[i], "--rounds") == 0 && i + 1 < argc)

@@ -18,8 +18,8 @@
  * region. Each operation cycles through a pool of at least 64 batches and at
  * least 2^18 items of pre-generated input, so consecutive batches touch
  * different paths and the tree is not simply cache-resident. One
- * measurement: a warm-up that doubles the number of batches until it has run
- * for the warm-up time (which also sizes the repetitions), then `reps`
+ * measurement: a warm-up that doubles the number of batches until they have
+ * run for the warm-up time (which also sizes the repetitions), then `reps`
  * repetitions of that many batches, each lasting about the minimum time; the
  * result is the median repetition in ns per item (CLOCK_MONOTONIC).
  *
@@ -78,19 +78,11 @@ static uint64_t leaf_value(uint64_t *s) { return 1 + (rd_splitmix64(s) >> 44); }
 /* Options                                                             */
 /* ------------------------------------------------------------------ */
 
-#define MAX_LIST 16
-
-typedef struct {
-  uint32_t v[MAX_LIST];
-  size_t n;
-} list_t;
-
 typedef struct {
   bool json, quick, baseline, cpu_clock;
   bool op[4];    /* sample, update, update_random, insert: which to measure */
-  list_t capacity, batch, fanout, threads;
-  double min_s, warm_s;
-  int reps;
+  bench_list_t capacity, batch, fanout, threads;
+  bench_timing_t timing;
 } opts_t;
 
 static void usage(FILE *f) {
@@ -125,63 +117,44 @@ static void usage(FILE *f) {
       f);
 }
 
-static void set_list(list_t *l, const uint32_t *v, size_t n) {
-  memcpy(l->v, v, n * sizeof *v);
-  l->n = n;
-}
-
 static void parse_opts(opts_t *o, int argc, char **argv) {
-  list_t cap = {{0}, 0}, bat = {{0}, 0}, fan = {{0}, 0}, thr = {{0}, 0};
   double time_ms = 0;
   memset(o, 0, sizeof *o);
   o->baseline = true;
   bool op_given = false;
   for (int i = 1; i < argc; i++) {
-    const char *a = argv[i];
-    const char *val = i + 1 < argc ? argv[i + 1] : NULL;
-    if (bench_common_opt(a, &o->json, &o->quick, usage)) continue;
-    if (strcmp(a, "--no-baseline") == 0) {
+    const char *v;
+    if (bench_common_opt(argc, argv, &i, &o->json, &o->quick, &time_ms, usage)) continue;
+    if (strcmp(argv[i], "--no-baseline") == 0) {
       o->baseline = false;
-    } else if (strcmp(a, "--clock") == 0) {
-      if (val == NULL) die("%s needs a value", a);
-      i++;
-      if (strcmp(val, "cpu") == 0)
+    } else if ((v = bench_opt(argc, argv, &i, "--clock"))) {
+      if (strcmp(v, "cpu") == 0)
         o->cpu_clock = true;
-      else if (strcmp(val, "wall") != 0)
-        die("--clock: '%s' is not wall or cpu", val);
-    } else if (strcmp(a, "--op") == 0) {
-      if (val == NULL) die("%s needs a value", a);
-      i++;
-      int k = strcmp(val, "sample") == 0 ? 0 : strcmp(val, "update") == 0 ? 1
-            : strcmp(val, "update_random") == 0 ? 2 : strcmp(val, "insert") == 0 ? 3 : -1;
-      if (k < 0) die("--op: '%s' is not sample, update, update_random or insert", val);
+      else if (strcmp(v, "wall") != 0)
+        die("--clock: '%s' is not wall or cpu", v);
+    } else if ((v = bench_opt(argc, argv, &i, "--op"))) {
+      int k = strcmp(v, "sample") == 0 ? 0 : strcmp(v, "update") == 0 ? 1
+            : strcmp(v, "update_random") == 0 ? 2 : strcmp(v, "insert") == 0 ? 3 : -1;
+      if (k < 0) die("--op: '%s' is not sample, update, update_random or insert", v);
       op_given = true;
       o->op[k] = true;
-    } else if (strcmp(a, "--capacity") == 0 || strcmp(a, "--batch") == 0 ||
-               strcmp(a, "--fanout") == 0 || strcmp(a, "--threads") == 0 ||
-               strcmp(a, "--time-ms") == 0) {
-      if (val == NULL) die("%s needs a value", a);
-      i++;
-      if (strcmp(a, "--capacity") == 0) {
-        cap.v[0] = bench_parse_u32(a, val, 1, RD_SUMTREE_MAX_CAPACITY);
-        cap.n = 1;
-      } else if (strcmp(a, "--batch") == 0) {
-        bat.v[0] = bench_parse_u32(a, val, 1, UINT64_C(1) << 20);
-        bat.n = 1;
-      } else if (strcmp(a, "--fanout") == 0) {
-        uint32_t k = bench_parse_u32(a, val, RD_SUMTREE_MIN_FANOUT, RD_SUMTREE_MAX_FANOUT);
-        if (k & (k - 1)) die("--fanout: %u is not a power of two", k);
-        fan.v[0] = k;
-        fan.n = 1;
-      } else if (strcmp(a, "--threads") == 0) {
-        thr.v[0] = bench_parse_u32(a, val, 1, 256);
-        thr.n = 1;
-      } else {
-        time_ms = bench_parse_u32(a, val, 1, 60000);
-      }
+    } else if ((v = bench_opt(argc, argv, &i, "--capacity"))) { /* one value: the last given */
+      o->capacity.n = 0;
+      bench_list_add(&o->capacity, "--capacity",
+                     bench_parse_u32("--capacity", v, 1, RD_SUMTREE_MAX_CAPACITY));
+    } else if ((v = bench_opt(argc, argv, &i, "--batch"))) {
+      o->batch.n = 0;
+      bench_list_add(&o->batch, "--batch", bench_parse_u32("--batch", v, 1, UINT64_C(1) << 20));
+    } else if ((v = bench_opt(argc, argv, &i, "--fanout"))) {
+      uint32_t k = bench_parse_u32("--fanout", v, RD_SUMTREE_MIN_FANOUT, RD_SUMTREE_MAX_FANOUT);
+      if (k & (k - 1)) die("--fanout: %u is not a power of two", k);
+      o->fanout.n = 0;
+      bench_list_add(&o->fanout, "--fanout", k);
+    } else if ((v = bench_opt(argc, argv, &i, "--threads"))) {
+      o->threads.n = 0;
+      bench_list_add(&o->threads, "--threads", bench_parse_u32("--threads", v, 1, 256));
     } else {
-      usage(stderr);
-      die("unknown option '%s'", a);
+      bench_unknown_opt(argv[i], usage);
     }
   }
 
@@ -189,30 +162,26 @@ static void parse_opts(opts_t *o, int argc, char **argv) {
   static const uint32_t bat_full[] = {32, 512, 4096}, bat_quick[] = {32, 512};
   static const uint32_t fan_full[] = {2, 4, 8, 16, 32, 64}, fan_quick[] = {16, 32};
   static const uint32_t thr_all[] = {1, 2};
-#define PICK(dst, given, q, f)                                   \
-  do {                                                           \
-    if ((given).n)                                               \
-      (dst) = (given);                                           \
-    else if (o->quick)                                           \
-      set_list(&(dst), q, sizeof q / sizeof q[0]);               \
-    else                                                         \
-      set_list(&(dst), f, sizeof f / sizeof f[0]);               \
+#define PICK(dst, opt, q, f)                                                                  \
+  do {                                                                                        \
+    if (o->quick)                                                                             \
+      bench_list_default(&(dst), opt, q, sizeof q / sizeof q[0]);                             \
+    else                                                                                      \
+      bench_list_default(&(dst), opt, f, sizeof f / sizeof f[0]);                             \
   } while (0)
-  PICK(o->capacity, cap, cap_quick, cap_full);
-  PICK(o->batch, bat, bat_quick, bat_full);
-  PICK(o->fanout, fan, fan_quick, fan_full);
-  PICK(o->threads, thr, thr_all, thr_all);
+  PICK(o->capacity, "--capacity", cap_quick, cap_full);
+  PICK(o->batch, "--batch", bat_quick, bat_full);
+  PICK(o->fanout, "--fanout", fan_quick, fan_full);
+  if (o->cpu_clock) bench_list_default(&o->threads, "--threads", (const uint32_t[]){1}, 1);
+  PICK(o->threads, "--threads", thr_all, thr_all);
 #undef PICK
-  o->min_s = time_ms > 0 ? time_ms * 1e-3 : (o->quick ? 0.015 : 0.100);
-  o->warm_s = o->quick ? 0.005 : 0.020;
-  if (o->warm_s > o->min_s) o->warm_s = o->min_s;
-  o->reps = o->quick ? 3 : 5;
-  if (!op_given) o->op[0] = o->op[1] = o->op[2] = o->op[3] = true;
-  static const uint32_t thr_one[] = {1};
-  if (o->cpu_clock && thr.n == 0) set_list(&o->threads, thr_one, 1);
-  if (o->cpu_clock)
+  bench_timing_init(&o->timing, time_ms, o->quick, 0.015, 0.100, 0.005, 0.020);
+  if (o->cpu_clock) {
+    o->timing.clock = bench_thread_cpu_now;
     for (size_t i = 0; i < o->threads.n; i++)
       if (o->threads.v[i] != 1) die("--clock cpu measures one thread: add --threads 1");
+  }
+  if (!op_given) o->op[0] = o->op[1] = o->op[2] = o->op[3] = true;
 }
 
 /* ------------------------------------------------------------------ */
@@ -280,45 +249,12 @@ static const result_t *find_baseline(const result_t *r, int which) {
 /* Measurement                                                         */
 /* ------------------------------------------------------------------ */
 
-/* One batch of an operation; `it` counts batches from 0 within a
- * measurement and selects the input. */
-typedef void (*batch_fn)(void *ctx, uint64_t it);
-
 static const opts_t *g_opts;
 static bool g_progress;
 
-/* The clock of a measurement: CLOCK_MONOTONIC, or with --clock cpu the
- * calling thread's CPU time, which on a shared machine leaves out the time
- * other processes held the core (one thread only: the other threads of a
- * parallel call are not counted). */
-static double bench_now(void) {
-  if (!g_opts->cpu_clock) return rd_clock_now();
-  struct timespec ts;
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static double measure(batch_fn fn, void *ctx, uint32_t batch) {
-  const opts_t *o = g_opts;
-  uint64_t it = 0, n = 1;
-  double el;
-  for (;;) { /* warm-up; also finds how many batches fill min_s */
-    double t0 = bench_now();
-    for (uint64_t i = 0; i < n; i++) fn(ctx, it++);
-    el = bench_now() - t0;
-    if (el >= o->warm_s) break;
-    n *= 2;
-  }
-  double want = (double)n * o->min_s / el;
-  uint64_t iters = want < 1 ? 1 : (uint64_t)(want + 0.5);
-  double v[9];
-  for (int r = 0; r < o->reps; r++) {
-    double t0 = bench_now();
-    for (uint64_t i = 0; i < iters; i++) fn(ctx, it++);
-    v[r] = (bench_now() - t0) * 1e9 / ((double)iters * batch);
-  }
-  qsort(v, (size_t)o->reps, sizeof v[0], cmp_double);
-  return v[o->reps / 2];
+/* Nanoseconds per item of fn, one batch of `batch` items a unit. */
+static double measure(bench_unit_fn fn, void *ctx, uint32_t batch) {
+  return bench_seconds_per_unit(fn, ctx, &g_opts->timing) * 1e9 / batch;
 }
 
 /* Input pools, shared by the sum tree and the baseline. */
@@ -591,26 +527,6 @@ static void tree_init(rd_sumtree_t *t, uint32_t capacity, uint32_t fanout) {
 #define CHECK_CAPACITY (1u << 20)
 #define CHECK_TARGETS 4096
 
-/* Targets for the check: the edges, exact prefix boundaries, and uniform. */
-static void check_targets(const uint64_t *prefix, uint32_t capacity, uint64_t *tg, size_t n) {
-  uint64_t total = prefix[capacity - 1], s = SEED ^ 0xc4ec;
-  for (size_t i = 0; i < n; i++) {
-    uint64_t t;
-    if (i == 0)
-      t = 0;
-    else if (i == 1)
-      t = total - 1;
-    else if (i % 4 == 2 || i % 4 == 3) {
-      uint64_t q = prefix[rd_rng_below(&s, capacity)];
-      t = i % 4 == 2 ? q : q - 1; /* q == 0 only if leading zeros: t wraps, fixed below */
-      if (t >= total) t = rd_rng_below(&s, total);
-    } else {
-      t = rd_rng_below(&s, total);
-    }
-    tg[i] = t;
-  }
-}
-
 static void check_leaf(const char *who, uint32_t fanout, uint32_t threads, const uint64_t *prefix,
                        uint32_t capacity, uint64_t target, uint32_t leaf) {
   if (leaf >= capacity)
@@ -650,7 +566,7 @@ static void exactness_check(const opts_t *o, FILE *info) {
     if (rd_sumtree_total(&t) != run)
       die("exactness check FAILED (K=%u): total %" PRIu64 " but the leaves sum to %" PRIu64, K,
           rd_sumtree_total(&t), run);
-    if (!have_prefix) check_targets(prefix, cap, tg, CHECK_TARGETS);
+    if (!have_prefix) bench_check_targets(prefix, cap, SEED ^ 0xc4ec, tg, CHECK_TARGETS);
     have_prefix = true;
     for (size_t h = 0; h < o->threads.n; h++) {
       uint32_t T = o->threads.v[h];
@@ -714,8 +630,8 @@ static void run_baseline(uint32_t capacity, const opts_t *o) {
     uint64_t total = (uint64_t)rd_bench_bintree_total(&bt);
     pool_targets(&p, total, SEED ^ 0x7a ^ B);
     pool_sampled_positions(&p, &bt);
-    static const batch_fn bfns[N_OPS] = {bt_sample, bt_update, bt_update_random, bt_insert};
-    static const batch_fn kfns[N_OPS] = {kt_sample, kt_update, kt_update_random, kt_insert};
+    static const bench_unit_fn bfns[N_OPS] = {bt_sample, bt_update, bt_update_random, bt_insert};
+    static const bench_unit_fn kfns[N_OPS] = {kt_sample, kt_update, kt_update_random, kt_insert};
     for (int op = 0; op < N_OPS; op++) {
       if (!o->op[op]) continue;
       double ns = measure(bfns[op], &p, B);
@@ -738,7 +654,7 @@ static void run_sumtree(uint32_t capacity, uint32_t K, const opts_t *o) {
   rd_sumtree_t t;
   tree_init(&t, capacity, K);
   tree_fill(&t, capacity, SEED ^ capacity, false);
-  static const batch_fn fns[N_OPS] = {st_sample, st_update, st_update_random, st_insert};
+  static const bench_unit_fn fns[N_OPS] = {st_sample, st_update, st_update_random, st_insert};
   rd_bench_bintree_t bt; /* the same leaves, exactly: where the sampled positions come from */
   if (rd_bench_bintree_init(&bt, capacity)) die("out of memory for a baseline tree of %u", capacity);
   for (size_t h = 0; h < o->threads.n; h++) {
@@ -848,13 +764,11 @@ int main(int argc, char **argv) {
    * stderr. */
   FILE *info = o.json ? stderr : stdout;
 
-  char date[64], cpu[256], load[32];
-  utc_now(date, sizeof date);
-  cpu_model(cpu, sizeof cpu);
-  load_average(load, sizeof load);
+  bench_machine_t m;
+  bench_machine(&m);
   fprintf(info, "# bench_sumtree: kernel ISA %s, %s, %s, %ld CPUs (load %s), %.0f ms per "
                 "repetition, median of %d, %s\n",
-          kernel_isa(), date, cpu, sysconf(_SC_NPROCESSORS_ONLN), load, o.min_s * 1e3, o.reps,
+          kernel_isa(), m.date, m.cpu, m.cpus, m.load, o.timing.min_s * 1e3, o.timing.reps,
           o.cpu_clock ? "thread CPU time" : "wall clock");
   fflush(info);
 

@@ -55,7 +55,7 @@ static void usage(FILE *f) {
 }
 
 static void start(int shares) {
-  char sh[8];
+  char sh[16]; /* any int fits: -O2 format-truncation check */
   snprintf(sh, sizeof sh, "%d", shares);
   const char *const args[] = {"--threads", "2", "--learner-shares", sh, NULL};
   rdt_daemon_opts_t o = {.args = args, .tag = "bench_tenancy", .timeout_s = 20};
@@ -370,7 +370,7 @@ static void noisy_neighbour(int n) {
 
 int main(int argc, char **argv) {
   for (int i = 1; i < argc; i++) {
-    if (bench_common_opt(argv[i], &O.json, &O.quick, usage)) continue;
+    if (bench_common_opt(argc, argv, &i, &O.json, &O.quick, NULL, usage)) continue;
     if (strcmp(argv[i], "--replayd") == 0 && i + 1 < argc) O.replayd = argv[++i];
     else if (strcmp(argv[i], "--noisy-rate") == 0 && i + 1 < argc) O.noisy_rate = atof(argv[++i]);
     else {

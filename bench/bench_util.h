@@ -33,12 +33,105 @@ void load_average(char *buf, size_t len);
  * little without when it was taken. */
 void utc_now(char *buf, size_t len);
 
+/* What a report header says of the machine when a run starts: the time
+ * (utc_now), the CPU (cpu_model), the online CPUs and the load average. */
+typedef struct {
+  char date[64], cpu[256], load[32];
+  long cpus;
+} bench_machine_t;
+void bench_machine(bench_machine_t *m);
+
+/* One figure: with json, the JSON line every benchmark writes ({"name",
+ * "params": {params}, "value", "unit"}; params is the inside of the object,
+ * already formatted); else a table row. Flushed. */
+void bench_emit(bool json, const char *name, const char *params, double value, const char *unit);
+
+/* The end of a run's report: the progress line (progress: one was drawn
+ * on stderr) cleared, and "# load average at the end: L" on info. */
+void bench_end(FILE *info, bool progress);
+
+/* libgomp reads OMP_WAIT_POLICY once, at load: unless it is set, set it to
+ * passive and re-execute the program (argv); if that fails, say so on
+ * stderr and go on. */
+void bench_omp_passive(char **argv);
+
 /* An option's value as a uint32 in [lo, hi]: decimal, or 2^e; dies with
  * "<opt>: ..." otherwise. */
 uint32_t bench_parse_u32(const char *opt, const char *s, uint64_t lo, uint64_t hi);
 
 /* The options every benchmark takes: --json, --quick, --help (prints
- * usage, exits 0). 1 when a is one of them, else 0. */
-int bench_common_opt(const char *a, bool *json, bool *quick, void (*usage)(FILE *));
+ * usage, exits 0) and --time-ms MS (1..60000; time_ms NULL: not taken).
+ * 1 when argv[*i] is one of them (its value consumed), else 0. */
+int bench_common_opt(int argc, char **argv, int *i, bool *json, bool *quick, double *time_ms,
+                     void (*usage)(FILE *));
+
+/* The value of option `name` when argv[*i] is it (moving *i past the
+ * value; dies when it is missing), else NULL. */
+const char *bench_opt(int argc, char **argv, int *i, const char *name);
+
+/* An option no branch took: usage on stderr, then die. */
+void bench_unknown_opt(const char *a, void (*usage)(FILE *)) __attribute__((noreturn));
+
+/* A repeatable option's values (--batch 32 --batch 512), in the order given. */
+#define BENCH_MAX_LIST 16
+typedef struct {
+  uint32_t v[BENCH_MAX_LIST];
+  size_t n;
+} bench_list_t;
+
+/* Appends v; dies "<opt>: at most 16 values" when the list is full. */
+void bench_list_add(bench_list_t *l, const char *opt, uint32_t v);
+
+/* When no value was given (l->n == 0): the n defaults v. */
+void bench_list_default(bench_list_t *l, const char *opt, const uint32_t *v, size_t n);
+
+/* How long one point is measured: a warm-up of at least warm_s (and 2
+ * units) sizes repetitions of about min_s; the figure is the median of
+ * reps repetitions. */
+#define BENCH_MAX_REPS 16
+typedef struct {
+  double min_s, warm_s;
+  int reps;
+  double (*clock)(void); /* seconds; NULL: rd_clock_now (the monotonic clock) */
+} bench_timing_t;
+
+/* The calling thread's CPU time in seconds (a clock for bench_timing_t
+ * that, on a shared machine, leaves out the time other processes held the
+ * core; it counts one thread only). */
+double bench_thread_cpu_now(void);
+
+/* The timing of a run: min_s from --time-ms when given (time_ms > 0),
+ * else quick_min_s or full_min_s; warm_s likewise (never above min_s);
+ * 3 repetitions with --quick, else 5; the monotonic clock. */
+void bench_timing_init(bench_timing_t *t, double time_ms, bool quick, double quick_min_s,
+                       double full_min_s, double quick_warm_s, double full_warm_s);
+
+/* Runs the next n units of work (a batch of an operation, a train-step);
+ * ctx keeps what selects each unit's input. */
+typedef void (*bench_run_fn)(void *ctx, uint64_t n);
+
+/* Warm-up: runs 1, 2, 4, ... units until at least t->warm_s and 2 units
+ * have passed; returns how many units that rate puts in t->min_s (>= 1). */
+uint64_t bench_warm_up(bench_run_fn run, void *ctx, const bench_timing_t *t);
+
+/* Seconds per unit of one repetition of n units (t's clock). */
+double bench_rep_seconds(bench_run_fn run, void *ctx, uint64_t n, const bench_timing_t *t);
+
+/* The median of v[0..n) (reorders v). */
+double bench_median(double *v, int n);
+
+/* One unit of work; `it` counts units from 0 within a measurement and
+ * selects the input. */
+typedef void (*bench_unit_fn)(void *ctx, uint64_t it);
+
+/* Targets for checking a sum tree's sample against the leaves' inclusive
+ * prefix sums prefix[0..capacity): the edges (0, total - 1), every fourth
+ * pair at an exact prefix boundary (prefix(i) and prefix(i) - 1), the rest
+ * uniform in [0, total); from splitmix64 stream `seed`. */
+void bench_check_targets(const uint64_t *prefix, uint32_t capacity, uint64_t seed, uint64_t *tg,
+                         size_t n);
+
+/* Seconds per unit: bench_warm_up, then the median of t->reps repetitions. */
+double bench_seconds_per_unit(bench_unit_fn fn, void *ctx, const bench_timing_t *t);
 
 #endif

@@ -1,20 +1,20 @@
 /* learner_pool.h - synthetic train-step batches for the learner benchmarks
  * (bench_learner, bench_fpga): LEARNER_POOL batches of the shape's config,
- * from Philox streams keyed by SEED and the batch size, so every program
- * steps on the same data. Observations and rewards in [-1, 1), IS weights
- * in [0.2, 1), discount 0.99 with every fifth row terminal, valid actions. */
+ * slices of one tests/support batch (rdt_batch_make: its data) seeded by
+ * SEED and the batch size, so every program steps on the same data. */
 #ifndef RD_BENCH_LEARNER_POOL_H
 #define RD_BENCH_LEARNER_POOL_H
 
 #include <stdint.h>
 
 #include "learner.h"
+#include "rdt_learner.h"
 
 #define LEARNER_POOL 4
 
 typedef struct {
-  float *obs, *next, *reward, *discount, *w, *af, *td; /* td: one batch's |delta| */
-  int32_t *ai;
+  rdt_batch_t rows; /* LEARNER_POOL x batch rows */
+  float *td;        /* one batch's |delta| */
   rd_batch_t b[LEARNER_POOL];
 } learner_pool_t;
 

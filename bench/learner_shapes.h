@@ -13,7 +13,11 @@
 #ifndef RD_BENCH_LEARNER_SHAPES_H
 #define RD_BENCH_LEARNER_SHAPES_H
 
+#include <stdbool.h>
 #include <stdint.h>
+#include <string.h>
+
+#include "bench_util.h"
 
 #include "learner.h"
 #include "rd_philox.h"
@@ -56,6 +60,47 @@ static inline void make_config(const shape_t *s, uint32_t batch, uint32_t thread
 /* Uniform in [lo, hi) from draw d of Philox stream s. */
 static inline float unif(uint64_t s, uint64_t d, float lo, float hi) {
   return lo + (hi - lo) * (float)((double)(rd_philox_u64(s, d) >> 40) * 0x1p-24);
+}
+
+/* --shape NAME: turns shape NAME on in shape_on[N_SHAPES]; dies on a name
+ * that is not a shape. */
+static inline void shape_opt(const char *name, bool *shape_on) {
+  size_t k = 0;
+  while (k < N_SHAPES && strcmp(name, shapes[k].name) != 0) k++;
+  if (k == N_SHAPES) die("--shape: unknown shape '%s'", name);
+  shape_on[k] = true;
+}
+
+/* The options both learner benchmarks take: --shape NAME, --batch B (1 to
+ * max_batch) and --threads T, each repeatable. 1 when argv[*i] is one of
+ * them (its value consumed), else 0. */
+static inline int learner_opt(int argc, char **argv, int *i, bool *shape_on, bench_list_t *batch,
+                              uint32_t max_batch, bench_list_t *threads) {
+  const char *v;
+  if ((v = bench_opt(argc, argv, i, "--shape")))
+    shape_opt(v, shape_on);
+  else if ((v = bench_opt(argc, argv, i, "--batch")))
+    bench_list_add(batch, "--batch", bench_parse_u32("--batch", v, 1, max_batch));
+  else if ((v = bench_opt(argc, argv, i, "--threads")))
+    bench_list_add(threads, "--threads", bench_parse_u32("--threads", v, 1, RD_MLP_MAX_THREADS));
+  else
+    return 0;
+  return 1;
+}
+
+/* The defaults of the learner benchmarks' options: every shape when no
+ * --shape was given; batches 32, 256, 2048, 16384 (--quick: 32, 2048) when
+ * no --batch was. */
+static inline void learner_opts_default(bool *shape_on, bench_list_t *batch, bool quick) {
+  bool any = false;
+  for (size_t k = 0; k < N_SHAPES; k++) any = any || shape_on[k];
+  if (!any)
+    for (size_t k = 0; k < N_SHAPES; k++) shape_on[k] = true;
+  static const uint32_t full[] = {32, 256, 2048, 16384}, brief[] = {32, 2048};
+  if (quick)
+    bench_list_default(batch, "--batch", brief, sizeof brief / sizeof brief[0]);
+  else
+    bench_list_default(batch, "--batch", full, sizeof full / sizeof full[0]);
 }
 
 #endif

@@ -67,6 +67,13 @@
 #define RD_TANH_LN2_HI 0x1.62e400p-1f /* ln 2, high 16 bits: k * it is exact */
 #define RD_TANH_LN2_LO 0x1.7f7d1cp-20f /* ln 2 - LN2_HI */
 
+/* c[0] + x (c[1] + x (... + x c[n - 1])), innermost first (Horner). */
+RD_TANH_FN float rd_tanh_horner(float x, const float *c, int n) {
+  float p = c[n - 1];
+  for (int k = n - 2; k >= 0; k--) p = RD_TANH_ADD(c[k], RD_TANH_MUL(x, p));
+  return p;
+}
+
 RD_TANH_FN float rd_tanh(float x) {
   float a = fabsf(x);
   a = a < 10.0f ? a : 10.0f;
@@ -74,14 +81,9 @@ RD_TANH_FN float rd_tanh(float x) {
   float kf = rintf(RD_TANH_MUL(y, RD_TANH_LOG2E));
   float r = RD_TANH_SUB(RD_TANH_SUB(y, RD_TANH_MUL(kf, RD_TANH_LN2_HI)),
                         RD_TANH_MUL(kf, RD_TANH_LN2_LO));
-  float p = RD_TANH_E7;
-  p = RD_TANH_ADD(RD_TANH_E6, RD_TANH_MUL(r, p));
-  p = RD_TANH_ADD(RD_TANH_E5, RD_TANH_MUL(r, p));
-  p = RD_TANH_ADD(RD_TANH_E4, RD_TANH_MUL(r, p));
-  p = RD_TANH_ADD(RD_TANH_E3, RD_TANH_MUL(r, p));
-  p = RD_TANH_ADD(RD_TANH_E2, RD_TANH_MUL(r, p));
-  p = RD_TANH_ADD(1.0f, RD_TANH_MUL(r, p));
-  p = RD_TANH_ADD(1.0f, RD_TANH_MUL(r, p));
+  const float exp_c[8] = {1.0f,       1.0f,       RD_TANH_E2, RD_TANH_E3,
+                          RD_TANH_E4, RD_TANH_E5, RD_TANH_E6, RD_TANH_E7};
+  float p = rd_tanh_horner(r, exp_c, 8); /* e^r */
   /* 2^k for k in [0, 29], from its exponent bits */
   int32_t bits = ((int32_t)kf + 127) << 23;
   float two_k;
@@ -92,14 +94,9 @@ RD_TANH_FN float rd_tanh(float x) {
 #endif
   float big = RD_TANH_SUB(1.0f, RD_TANH_DIV(2.0f, RD_TANH_ADD(RD_TANH_MUL(p, two_k), 1.0f)));
   float s = RD_TANH_MUL(a, a);
-  float q = RD_TANH_T17;
-  q = RD_TANH_ADD(RD_TANH_T15, RD_TANH_MUL(s, q));
-  q = RD_TANH_ADD(RD_TANH_T13, RD_TANH_MUL(s, q));
-  q = RD_TANH_ADD(RD_TANH_T11, RD_TANH_MUL(s, q));
-  q = RD_TANH_ADD(RD_TANH_T9, RD_TANH_MUL(s, q));
-  q = RD_TANH_ADD(RD_TANH_T7, RD_TANH_MUL(s, q));
-  q = RD_TANH_ADD(RD_TANH_T5, RD_TANH_MUL(s, q));
-  q = RD_TANH_ADD(RD_TANH_T3, RD_TANH_MUL(s, q));
+  const float tanh_c[8] = {RD_TANH_T3,  RD_TANH_T5,  RD_TANH_T7,  RD_TANH_T9,
+                           RD_TANH_T11, RD_TANH_T13, RD_TANH_T15, RD_TANH_T17};
+  float q = rd_tanh_horner(s, tanh_c, 8);
   float small = RD_TANH_ADD(a, RD_TANH_MUL(RD_TANH_MUL(a, s), q));
   float t = copysignf(a < 0.5f ? small : big, x);
   return x != x ? x : t;

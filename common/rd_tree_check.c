@@ -1,6 +1,18 @@
 /* rd_tree_check.c - shared validation of sum-tree batches. */
 #include "rd_tree_check.h"
 
+#include "rd_tree_step.h"
+
+int rd_tree_check_shape(uint32_t capacity, uint32_t fanout, rd_error_t *err) {
+  if (!rd_st_valid_fanout(fanout))
+    return rd_error_set(err, RD_EINVAL, "fanout %u is not a power of two in [%u, %u]", fanout,
+                        RD_ST_MIN_FANOUT, RD_ST_MAX_FANOUT);
+  if (capacity == 0 || capacity > RD_ST_MAX_CAPACITY)
+    return rd_error_set(err, RD_EINVAL, "capacity %u is outside [1, %u]", capacity,
+                        RD_ST_MAX_CAPACITY);
+  return RD_OK;
+}
+
 int rd_tree_check_positions(size_t n, const uint32_t *positions, uint32_t capacity,
                             rd_error_t *err) {
   for (size_t i = 0; i < n; i++)

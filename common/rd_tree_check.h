@@ -14,6 +14,10 @@
 extern "C" {
 #endif
 
+/* A tree's shape (RD_EINVAL): fanout a power of two in [RD_ST_MIN_FANOUT,
+ * RD_ST_MAX_FANOUT], capacity in [1, RD_ST_MAX_CAPACITY] (rd_tree_step.h). */
+int rd_tree_check_shape(uint32_t capacity, uint32_t fanout, rd_error_t *err);
+
 /* Every position < capacity. */
 int rd_tree_check_positions(size_t n, const uint32_t *positions, uint32_t capacity,
                             rd_error_t *err);

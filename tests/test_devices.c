@@ -257,32 +257,31 @@ static void test_fingerprint_gpu(void **state) {
  * FNV-1a of each kind's key, devices.h). */
 static void test_fingerprint_values(void **state) {
   (void)state;
-  rd_device_t d;
-  memset(&d, 0, sizeof d);
-  snprintf(d.kind, sizeof d.kind, "cpu");
-  snprintf(d.model, sizeof d.model, "Test CPU");
-  d.cores = 4;
-  d.l1d_bytes = 32768;
-  d.l2_bytes = 1048576;
-  d.memory_bytes = (8ull << 30) - (3ull << 20); /* 8 GiB to the nearest GiB */
-  snprintf(d.isa, sizeof d.isa, "avx2");
-  rd_device_fingerprint(&d);
-  assert_string_equal(d.fingerprint, "cpu-7894baa5eec28db3");
-  memset(&d, 0, sizeof d);
-  snprintf(d.kind, sizeof d.kind, "gpu");
-  snprintf(d.model, sizeof d.model, "NVIDIA H100");
-  d.cores = 132;
-  d.memory_bytes = 81559ull << 20;
-  snprintf(d.isa, sizeof d.isa, "sm_90");
-  rd_device_fingerprint(&d);
-  assert_string_equal(d.fingerprint, "gpu-0524c0b8a8aa624b");
-  memset(&d, 0, sizeof d);
-  snprintf(d.kind, sizeof d.kind, "fpga");
-  snprintf(d.model, sizeof d.model, "u250");
-  d.cores = 4;
-  snprintf(d.isa, sizeof d.isa, "csim");
-  rd_device_fingerprint(&d);
-  assert_string_equal(d.fingerprint, "fpga-76e8a3aef4bbf853");
+  static const struct {
+    const char *kind, *model, *isa;
+    uint32_t cores;
+    uint64_t l1d, l2, memory;
+    const char *fingerprint;
+  } cases[] = {
+      /* memory: 8 GiB to the nearest GiB */
+      {"cpu", "Test CPU", "avx2", 4, 32768, 1048576, (8ull << 30) - (3ull << 20),
+       "cpu-7894baa5eec28db3"},
+      {"gpu", "NVIDIA H100", "sm_90", 132, 0, 0, 81559ull << 20, "gpu-0524c0b8a8aa624b"},
+      {"fpga", "u250", "csim", 4, 0, 0, 0, "fpga-76e8a3aef4bbf853"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    rd_device_t d;
+    memset(&d, 0, sizeof d);
+    snprintf(d.kind, sizeof d.kind, "%s", cases[i].kind);
+    snprintf(d.model, sizeof d.model, "%s", cases[i].model);
+    snprintf(d.isa, sizeof d.isa, "%s", cases[i].isa);
+    d.cores = cases[i].cores;
+    d.l1d_bytes = cases[i].l1d;
+    d.l2_bytes = cases[i].l2;
+    d.memory_bytes = cases[i].memory;
+    rd_device_fingerprint(&d);
+    assert_string_equal(d.fingerprint, cases[i].fingerprint);
+  }
 }
 
 /* One provider per row of the mapper's table, in table order, found by

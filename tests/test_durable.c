@@ -24,6 +24,7 @@
 #include "ckpt_file.h"
 #include "durable.h"
 #include "log.h"
+#include "rdt_pb.h"
 #include "rdt_unit.h"
 #include "registry.h"
 #include "spec_pb.h"
@@ -61,55 +62,32 @@ static void server_down(server_t *s) {
   rd_store_close(s->store);
 }
 
-typedef struct {
-  Replayd__V1__WorkloadSpec spec;
-  Replayd__V1__Field f[5], *fp[5];
-  Replayd__V1__LearnerSpec learner;
-  uint32_t hidden[2];
-} spec_t;
-
-static const uint32_t four[] = {4};
+typedef rdt_pb_spec_t spec_t;
 
 static void cartpole(spec_t *s, const char *durability, int with_learner) {
-  memset(s, 0, sizeof *s);
-  Replayd__V1__WorkloadSpec init = REPLAYD__V1__WORKLOAD_SPEC__INIT;
-  s->spec = init;
-  static const char *names[5] = {"obs", "action", "reward", "next_obs", "done"};
-  static const Replayd__V1__DType dt[5] = {REPLAYD__V1__DTYPE__FLOAT32, REPLAYD__V1__DTYPE__INT32,
-                                           REPLAYD__V1__DTYPE__FLOAT32, REPLAYD__V1__DTYPE__FLOAT32,
-                                           REPLAYD__V1__DTYPE__BOOL};
-  for (int i = 0; i < 5; i++) {
-    Replayd__V1__Field fi = REPLAYD__V1__FIELD__INIT;
-    s->f[i] = fi;
-    s->f[i].name = (char *)names[i];
-    s->f[i].dtype = dt[i];
-    s->f[i].n_shape = (i == 0 || i == 3) ? 1 : 0;
-    s->f[i].shape = (uint32_t *)four;
-    s->fp[i] = &s->f[i];
-  }
-  s->spec.name = "durable";
-  s->spec.fields = s->fp;
-  s->spec.n_fields = 5;
-  s->spec.capacity = 5000;
+  rdt_pb_spec_init(s, "durable", 5000);
+  rdt_pb_cartpole(s, 5);
   s->spec.seed = 9;
   s->spec.durability = (char *)durability;
-  if (with_learner) {
-    Replayd__V1__LearnerSpec li = REPLAYD__V1__LEARNER_SPEC__INIT;
-    s->learner = li;
-    s->learner.algorithm = "dqn";
-    s->hidden[0] = s->hidden[1] = 32;
-    s->learner.hidden = s->hidden;
-    s->learner.n_hidden = 2;
-    s->learner.batch_size = 32;
-    s->learner.num_actions = 2;
-    s->spec.learner = &s->learner;
-  }
+  if (with_learner) rdt_pb_dqn(s, 2, 32, 32);
 }
 
 static rd_workload_t *reg(server_t *s, spec_t *sp) {
   rd_workload_t *w = NULL;
   rd_error_t e;
   if (rd_spec_pb_register(s->r, &sp->spec, NULL, &w, &e) != RD_OK) fail_msg("register: %s", e.msg);
+  return w;
+}
+
+/* A fresh server in state directory `name` and, registered on it, a
+ * CartPole workload (durability, with a learner or not); its id in id. */
+static rd_workload_t *fresh_workload(server_t *s, const char *name, const char *durability,
+                                     int with_learner, char id[RD_WORKLOAD_ID_LEN + 1]) {
+  server_up(s, name, 0);
+  spec_t sp;
+  cartpole(&sp, durability, with_learner);
+  rd_workload_t *w = reg(s, &sp);
+  memcpy(id, w->id, RD_WORKLOAD_ID_LEN + 1);
   return w;
 }
 
@@ -156,12 +134,8 @@ static void *trainer(void *arg) {
 static void test_learner_saved_while_training(void **state) {
   (void)state;
   server_t s;
-  server_up(&s, "learner", 0);
-  spec_t sp;
-  cartpole(&sp, "checkpoint", 1);
-  rd_workload_t *w = reg(&s, &sp);
   char id[RD_WORKLOAD_ID_LEN + 1];
-  memcpy(id, w->id, sizeof id);
+  rd_workload_t *w = fresh_workload(&s, "learner", "checkpoint", 1, id);
   for (int i = 0; i < 10; i++) insert(w, 50, (uint64_t)i, NULL);
   trainer_t t = {w, 400};
   pthread_t th;
@@ -272,12 +246,8 @@ static void image(rd_workload_t *w, rd_table_snapshot_t *s) {
 static void test_journal_threads_and_restart(void **state) {
   (void)state;
   server_t s;
-  server_up(&s, "journal", 0);
-  spec_t sp;
-  cartpole(&sp, "journal", 0);
-  rd_workload_t *w = reg(&s, &sp);
   char id[RD_WORKLOAD_ID_LEN + 1];
-  memcpy(id, w->id, sizeof id);
+  rd_workload_t *w = fresh_workload(&s, "journal", "journal", 0, id);
   atomic_int stop = 0;
   worker_t ins[3], smp = {w, 9, 0, &stop};
   pthread_t th[4];
@@ -327,12 +297,8 @@ static void test_journal_threads_and_restart(void **state) {
 static void test_damaged_newest(void **state) {
   (void)state;
   server_t s;
-  server_up(&s, "damaged", 0);
-  spec_t sp;
-  cartpole(&sp, "checkpoint", 0);
-  rd_workload_t *w = reg(&s, &sp);
   char id[RD_WORKLOAD_ID_LEN + 1];
-  memcpy(id, w->id, sizeof id);
+  rd_workload_t *w = fresh_workload(&s, "damaged", "checkpoint", 0, id);
   rd_error_t e;
   insert(w, 30, 1, NULL);
   assert_int_equal(rd_durable_checkpoint(s.d, w, NULL, &e), RD_OK);

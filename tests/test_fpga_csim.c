@@ -32,15 +32,12 @@
 #include "sumtree.h"
 #include "table.h"
 #include "rd_rng.h"
+#include "rdt_schema.h"
 
 /* One uint32 field "id": the row's number, to check gathers. */
 static void config(rd_table_config_t *c, uint32_t capacity, uint32_t fanout, double max_p,
                    uint64_t seed, const rd_rmm_ops_t *rmm) {
-  rd_table_config_default(c);
-  c->schema.n_fields = 1;
-  snprintf(c->schema.fields[0].name, sizeof c->schema.fields[0].name, "id");
-  c->schema.fields[0].dtype = RD_DTYPE_INT32;
-  c->capacity = capacity;
+  rdt_scalar_table_config(c, "id", RD_DTYPE_INT32, capacity);
   c->fanout = fanout;
   c->max_priority = max_p;
   c->alpha = 1.0; /* p = x + epsilon: priorities near max_priority are easy to make */

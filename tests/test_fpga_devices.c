@@ -28,9 +28,6 @@
 #ifndef RD_FPGA_PARTS_DIR
 #error "RD_FPGA_PARTS_DIR: the part files' directory"
 #endif
-#ifndef RD_XRT_BUILT
-#define RD_XRT_BUILT 0
-#endif
 #include "xrt_env.h"
 
 static const char *mode = "unset";
@@ -211,15 +208,6 @@ static void test_discovered_list(void **state) {
   assert_int_equal(xrt, RD_XRT_BUILT && strcmp(mode, "noop") == 0 ? 1 : 0);
 }
 
-static void rm_tree(void) {
-  char p[160];
-  snprintf(p, sizeof p, "%s/xrt/lib", dir);
-  unlink(p);
-  snprintf(p, sizeof p, "%s/xrt", dir);
-  rmdir(p);
-  rmdir(dir);
-}
-
 int main(int argc, char **argv) {
   if (argc > 1) mode = argv[1];
   if (strcmp(mode, "unset") != 0 && strcmp(mode, "noop") != 0 && strcmp(mode, "noboard") != 0 &&
@@ -231,8 +219,7 @@ int main(int argc, char **argv) {
   unsetenv("XILINX_XRT");
   unsetenv("XCL_EMULATION_MODE");
   if (strcmp(mode, "unset") != 0) {
-    snprintf(dir, sizeof dir, "/tmp/rd_fpga_devices_XXXXXX");
-    if (!mkdtemp(dir)) return 1;
+    if (rdt_tmpdir(dir, sizeof dir, "fpga_devices") != 0) return 1;
     const char *emu = strcmp(mode, "noop") == 0 || strcmp(mode, "sw_emu") == 0 ? mode : NULL;
     if (xrt_env_setup(dir, emu) != 0) return 1;
   }
@@ -245,7 +232,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_csim_added_once),
   };
   int rc = cmocka_run_group_tests(tests, NULL, NULL);
-  if (dir[0]) rm_tree();
+  if (dir[0]) rdt_rmtree(dir);
   rd_log_close();
   return rc;
 }

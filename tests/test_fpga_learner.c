@@ -44,6 +44,7 @@
 #include "model.h"
 #include "nn.h"
 #include "rd_rng.h"
+#include "rdt_learner.h"
 
 #define TOL 1e-5
 
@@ -449,12 +450,7 @@ static void run_against_cpu(const rd_learner_config_t *c, uint32_t dp, const cha
 }
 
 static void cartpole(rd_learner_config_t *c, uint64_t seed) {
-  rd_learner_config_default(c);
-  c->algo = RD_ALGO_DQN;
-  c->obs_dim = 4;
-  c->num_actions = 2;
-  c->n_hidden = 2;
-  c->hidden[0] = c->hidden[1] = 64;
+  rdt_dqn_config(c, 4, 2, 2, (const uint32_t[]){64, 64});
   c->max_batch = 64;
   c->lr = 2e-3;
   c->seed = seed;
@@ -487,14 +483,7 @@ static void test_train_dqn(void **state) {
 }
 
 static void pendulum(rd_learner_config_t *c, uint64_t seed) {
-  rd_learner_config_default(c);
-  c->algo = RD_ALGO_DDPG;
-  c->obs_dim = 3;
-  c->action_dim = 2;
-  c->n_hidden = 2;
-  c->hidden[0] = c->hidden[1] = 32;
-  c->n_critic_hidden = 2;
-  c->critic_hidden[0] = c->critic_hidden[1] = 32;
+  rdt_ddpg_config(c, 3, 2, 2, (const uint32_t[]){32, 32}, 2, (const uint32_t[]){32, 32});
   c->action_low = -2.0f;
   c->action_high = 2.0f;
   c->max_batch = 48;

@@ -20,6 +20,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "fpga_part.h"
 #include "model.h"
 
 #ifndef RD_FPGA_PARTS_DIR
@@ -47,17 +48,7 @@ static void load_part(const char *name, rd_fpga_part_t *p) {
 /* A part built in code: slrs SLRs of dsp DSPs each, everything else
  * plentiful, so DSPs are the only limit a test meets. */
 static void tiny_part(rd_fpga_part_t *p, uint32_t slrs, uint64_t dsp) {
-  memset(p, 0, sizeof *p);
-  snprintf(p->name, sizeof p->name, "tiny");
-  p->slrs = slrs;
-  p->per_slr.dsp = dsp;
-  p->per_slr.lut = 100000000;
-  p->per_slr.ff = 100000000;
-  p->per_slr.bram36 = 100000;
-  p->per_slr.uram = 0;
-  p->usable_pct = 100;
-  p->clock_mhz = 100;
-  p->dsp_alu_bits = 48;
+  test_fpga_part(p, "tiny", slrs, dsp, 100000000, 100000000, 100000, 0, 100);
 }
 
 static void rmm_ok(const rd_fpga_part_t *p, const rd_fpga_workload_t *w, rd_fpga_rmm_est_t *e) {
@@ -539,16 +530,7 @@ static void test_rmm_s_growth(void **state) {
 /* A one-SLR part with the given DSPs, LUTs, FFs and BRAM36, no URAM, all
  * of it usable. */
 static void rmm_part(rd_fpga_part_t *p, uint64_t dsp, uint64_t lut, uint64_t ff, uint64_t bram36) {
-  memset(p, 0, sizeof *p);
-  snprintf(p->name, sizeof p->name, "ports");
-  p->slrs = 1;
-  p->per_slr.dsp = dsp;
-  p->per_slr.lut = lut;
-  p->per_slr.ff = ff;
-  p->per_slr.bram36 = bram36;
-  p->usable_pct = 100;
-  p->clock_mhz = 100;
-  p->dsp_alu_bits = 48;
+  test_fpga_part(p, "ports", 1, dsp, lut, ff, bram36, 0, 100);
 }
 
 /* The tree of the update-port tests: K = 2, N = 16, 8-bit leaves, B = 64,

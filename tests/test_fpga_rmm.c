@@ -35,6 +35,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fpga_part.h"
 #include "model.h"
 #include "rmm.h"
 #include "sumtree.h"
@@ -186,17 +187,7 @@ static void sample_compare(trees_t *t, uint64_t *seed, int rounds) {
 /* A part with room for any tree these tests build, so the model keeps the
  * fixed S (workload.rmm_s) and reports the structure. */
 static void roomy_part(rd_fpga_part_t *p) {
-  memset(p, 0, sizeof *p);
-  snprintf(p->name, sizeof p->name, "roomy");
-  p->slrs = 1;
-  p->per_slr.dsp = 100000000;
-  p->per_slr.lut = 1000000000;
-  p->per_slr.ff = 1000000000;
-  p->per_slr.bram36 = 100000000;
-  p->per_slr.uram = 100000000;
-  p->usable_pct = 100;
-  p->clock_mhz = 300;
-  p->dsp_alu_bits = 48;
+  test_fpga_part(p, "roomy", 1, 100000000, 1000000000, 1000000000, 100000000, 100000000, 300);
 }
 
 static void test_structure_matches_model(void **state) {

@@ -43,34 +43,21 @@ static const rd_fpga_kernel_desc_t VADD = {"vadd", 3, VADD_ARGS};
 
 static int group_setup(void **state) {
   (void)state;
-  snprintf(dir, sizeof dir, "/tmp/rd_xrt_test_XXXXXX");
-  if (!mkdtemp(dir)) return -1;
-  if (xrt_env_setup(dir, "noop") != 0) return -1;
-  snprintf(rmm_path, sizeof rmm_path, "%s/rmm.xclbin", dir);
-  snprintf(other_path, sizeof other_path, "%s/vadd.xclbin", dir);
-  snprintf(garbage_path, sizeof garbage_path, "%s/garbage.xclbin", dir);
-  snprintf(both_path, sizeof both_path, "%s/both.xclbin", dir);
-  rd_error_t err;
+  if (xrt_env_noop_dir(dir, sizeof dir, "xrt_test") != 0) return -1;
+  snprintf(rmm_path, sizeof rmm_path, "%s", rdt_path(dir, "rmm.xclbin"));
+  snprintf(other_path, sizeof other_path, "%s", rdt_path(dir, "vadd.xclbin"));
+  snprintf(garbage_path, sizeof garbage_path, "%s", rdt_path(dir, "garbage.xclbin"));
+  snprintf(both_path, sizeof both_path, "%s", rdt_path(dir, "both.xclbin"));
   const rd_fpga_kernel_desc_t *rmm[1] = {&rd_fpga_rmm_kernel_desc};
   const rd_fpga_kernel_desc_t *vadd[1] = {&VADD};
+  rd_error_t err;
   if (rd_fpga_xclbin_write(rmm_path, rmm, 1, &err) != RD_OK) return -1;
-  if (rd_fpga_xclbin_write(other_path, vadd, 1, &err) != RD_OK) return -1;
-  return xrt_env_garbage_file(garbage_path);
+  return rd_fpga_xclbin_write(other_path, vadd, 1, &err) == RD_OK ? 0 : -1;
 }
 
 static int group_teardown(void **state) {
   (void)state;
-  char p[160];
-  const char *names[] = {"rmm.xclbin", "vadd.xclbin", "garbage.xclbin", "again.xclbin",
-                         "both.xclbin", "xrt/lib"};
-  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
-    snprintf(p, sizeof p, "%s/%s", dir, names[i]);
-    unlink(p);
-  }
-  snprintf(p, sizeof p, "%s/xrt", dir);
-  rmdir(p);
-  rmdir(dir);
-  return 0;
+  return rdt_rmtree(dir);
 }
 
 static char *slurp(const char *path, size_t *n) {

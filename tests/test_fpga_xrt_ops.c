@@ -45,6 +45,8 @@
 #include "table.h"
 #include "xclbin_gen.h"
 #include "learner_rows.h"
+#include "rdt_learner.h"
+#include "rdt_schema.h"
 
 #include "xrt_env.h"
 
@@ -53,33 +55,21 @@ static char both_path[128], rmm_only[128], lrn_only[128], garbage_path[128];
 
 static int group_setup(void **state) {
   (void)state;
-  snprintf(dir, sizeof dir, "/tmp/rd_xrt_ops_XXXXXX");
-  if (!mkdtemp(dir)) return -1;
-  if (xrt_env_setup(dir, "noop") != 0) return -1;
-  snprintf(both_path, sizeof both_path, "%s/both.xclbin", dir);
-  snprintf(rmm_only, sizeof rmm_only, "%s/rmm.xclbin", dir);
-  snprintf(lrn_only, sizeof lrn_only, "%s/lrn.xclbin", dir);
-  snprintf(garbage_path, sizeof garbage_path, "%s/garbage.xclbin", dir);
-  rd_error_t err;
+  if (xrt_env_noop_dir(dir, sizeof dir, "xrt_ops") != 0) return -1;
+  snprintf(both_path, sizeof both_path, "%s", rdt_path(dir, "both.xclbin"));
+  snprintf(rmm_only, sizeof rmm_only, "%s", rdt_path(dir, "rmm.xclbin"));
+  snprintf(lrn_only, sizeof lrn_only, "%s", rdt_path(dir, "lrn.xclbin"));
+  snprintf(garbage_path, sizeof garbage_path, "%s", rdt_path(dir, "garbage.xclbin"));
   const rd_fpga_kernel_desc_t *both[2] = {&rd_fpga_rmm_kernel_desc, &rd_fpga_learner_kernel_desc};
+  rd_error_t err;
   if (rd_fpga_xclbin_write(both_path, both, 2, &err) != RD_OK) return -1;
   if (rd_fpga_xclbin_write(rmm_only, both, 1, &err) != RD_OK) return -1;
-  if (rd_fpga_xclbin_write(lrn_only, both + 1, 1, &err) != RD_OK) return -1;
-  return xrt_env_garbage_file(garbage_path);
+  return rd_fpga_xclbin_write(lrn_only, both + 1, 1, &err) == RD_OK ? 0 : -1;
 }
 
 static int group_teardown(void **state) {
   (void)state;
-  char p[160];
-  const char *names[] = {"both.xclbin", "rmm.xclbin", "lrn.xclbin", "garbage.xclbin", "xrt/lib"};
-  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
-    snprintf(p, sizeof p, "%s/%s", dir, names[i]);
-    unlink(p);
-  }
-  snprintf(p, sizeof p, "%s/xrt", dir);
-  rmdir(p);
-  rmdir(dir);
-  return 0;
+  return rdt_rmtree(dir);
 }
 
 /* ------------------------------------------------------------------ */
@@ -467,11 +457,7 @@ static void test_rmm_table(void **state) {
   (void)state;
   configure_rmm(both_path);
   rd_table_config_t c;
-  rd_table_config_default(&c);
-  c.schema.n_fields = 1;
-  snprintf(c.schema.fields[0].name, sizeof c.schema.fields[0].name, "id");
-  c.schema.fields[0].dtype = RD_DTYPE_INT32;
-  c.capacity = CAP;
+  rdt_scalar_table_config(&c, "id", RD_DTYPE_INT32, CAP);
   c.fanout = K;
   c.max_batch = 300;
   c.seed = 3;
@@ -511,26 +497,14 @@ static void test_rmm_table(void **state) {
 #define OBS 4
 
 static void dqn_cfg(rd_learner_config_t *c) {
-  rd_learner_config_default(c);
-  c->obs_dim = OBS;
-  c->num_actions = 3;
-  c->n_hidden = 2;
-  c->hidden[0] = 32;
-  c->hidden[1] = 16;
+  rdt_dqn_config(c, OBS, 3, 2, (const uint32_t[]){32, 16});
   c->max_batch = 32;
   c->seed = 5;
   c->target_period = 3;
 }
 
 static void ddpg_cfg(rd_learner_config_t *d) {
-  rd_learner_config_default(d);
-  d->algo = RD_ALGO_DDPG;
-  d->obs_dim = 3;
-  d->action_dim = 2;
-  d->n_hidden = 1;
-  d->hidden[0] = 16;
-  d->n_critic_hidden = 1;
-  d->critic_hidden[0] = 24;
+  rdt_ddpg_config(d, 3, 2, 1, (const uint32_t[]){16}, 1, (const uint32_t[]){24});
   d->max_batch = 16;
   d->seed = 11;
 }

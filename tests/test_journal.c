@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "journal.h"
+#include "rdt_schema.h"
 #include "rdt_unit.h"
 #include "table.h"
 
@@ -35,12 +36,8 @@ static void table(rd_table_t *t) {
   rd_table_config_t c;
   rd_table_config_default(&c);
   c.schema.n_fields = 2;
-  snprintf(c.schema.fields[0].name, RD_FIELD_NAME_MAX, "x");
-  c.schema.fields[0].dtype = RD_DTYPE_FLOAT32;
-  c.schema.fields[0].rank = 1;
-  c.schema.fields[0].shape[0] = 3;
-  snprintf(c.schema.fields[1].name, RD_FIELD_NAME_MAX, "d");
-  c.schema.fields[1].dtype = RD_DTYPE_BOOL;
+  rdt_field(&c.schema.fields[0], "x", RD_DTYPE_FLOAT32, 3);
+  rdt_field(&c.schema.fields[1], "d", RD_DTYPE_BOOL, 0);
   c.capacity = 100;
   c.max_batch = 64;
   c.seed = 3;
@@ -138,6 +135,22 @@ static void read_seg(uint64_t gen, uint64_t first, rd_table_t *into, rd_journal_
   rd_journal_path(p, sizeof p, dir, gen);
   rd_error_t e;
   assert_int_equal(rd_journal_read(p, first, replay, into, info, &e), RD_OK);
+}
+
+/* A journal of len bytes (a copy of one, cut or damaged) written to path
+ * and read from lsn 1 into a fresh table: what the reading says. */
+static rd_journal_read_info_t read_bytes(const char *path, const uint8_t *bytes, size_t len) {
+  FILE *f = fopen(path, "wb");
+  assert_non_null(f);
+  assert_int_equal(fwrite(bytes, 1, len, f), len);
+  fclose(f);
+  rd_table_t t;
+  table(&t);
+  rd_journal_read_info_t info;
+  rd_error_t e;
+  assert_int_equal(rd_journal_read(path, 1, replay, &t, &info, &e), RD_OK);
+  rd_table_free(&t);
+  return info;
 }
 
 static void test_replay_equals(void **state) {
@@ -255,34 +268,18 @@ static void test_torn_and_damaged(void **state) {
   char q[PATH_MAX + 40];
   snprintf(q, sizeof q, "%s/cut.log", dir);
   for (size_t cut = 9 * rec; cut < (size_t)sb.st_size; cut++) {
-    f = fopen(q, "wb");
-    fwrite(bytes, 1, cut, f);
-    fclose(f);
-    rd_table_t b;
-    table(&b);
-    rd_journal_read_info_t info;
-    rd_error_t e;
-    assert_int_equal(rd_journal_read(q, 1, replay, &b, &info, &e), RD_OK);
+    rd_journal_read_info_t info = read_bytes(q, bytes, cut);
     assert_int_equal(info.records, 9);
     assert_int_equal(info.valid_bytes, 9 * rec);
     assert_int_equal(info.torn, cut > 9 * rec);
-    rd_table_free(&b);
   }
   /* A flipped byte in record 4 (header or payload). */
   for (size_t at = 4 * rec; at < 5 * rec; at += 7) {
     bytes[at] ^= 0x40;
-    f = fopen(q, "wb");
-    fwrite(bytes, 1, (size_t)sb.st_size, f);
-    fclose(f);
-    rd_table_t b;
-    table(&b);
-    rd_journal_read_info_t info;
-    rd_error_t e;
-    assert_int_equal(rd_journal_read(q, 1, replay, &b, &info, &e), RD_OK);
+    rd_journal_read_info_t info = read_bytes(q, bytes, (size_t)sb.st_size);
     assert_int_equal(info.records, 4);
     assert_true(info.torn);
     assert_true(info.why[0] != '\0');
-    rd_table_free(&b);
     bytes[at] ^= 0x40;
   }
   /* A record missing in the middle (5 follows 3): the reading stops. */

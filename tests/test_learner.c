@@ -24,93 +24,16 @@
 
 #include "learner.h"
 #include "rd_philox.h"
+#include "rdt_learner.h"
 
 /* ------------------------------------------------------------------ */
 /* Helpers                                                             */
 /* ------------------------------------------------------------------ */
 
-static float unif(uint64_t seed, uint64_t d, float lo, float hi) {
-  double u = (double)(rd_philox_u64(seed, d) >> 11) * 0x1p-53;
-  return (float)(lo + (hi - lo) * u);
-}
-
-static void fill(float *a, size_t n, uint64_t seed, float lo, float hi) {
-  for (size_t i = 0; i < n; i++) a[i] = unif(seed, i, lo, hi);
-}
-
-static void dqn_config(rd_learner_config_t *c, uint32_t obs, uint32_t actions, uint32_t n_hidden,
-                       const uint32_t *hidden) {
-  rd_learner_config_default(c);
-  c->algo = RD_ALGO_DQN;
-  c->obs_dim = obs;
-  c->num_actions = actions;
-  c->n_hidden = n_hidden;
-  for (uint32_t i = 0; i < n_hidden; i++) c->hidden[i] = hidden[i];
-}
-
-static void ddpg_config(rd_learner_config_t *c, uint32_t obs, uint32_t act, uint32_t n_hidden,
-                        const uint32_t *hidden, uint32_t n_critic, const uint32_t *critic) {
-  rd_learner_config_default(c);
-  c->algo = RD_ALGO_DDPG;
-  c->obs_dim = obs;
-  c->action_dim = act;
-  c->n_hidden = n_hidden;
-  for (uint32_t i = 0; i < n_hidden; i++) c->hidden[i] = hidden[i];
-  c->n_critic_hidden = n_critic;
-  for (uint32_t i = 0; i < n_critic; i++) c->critic_hidden[i] = critic[i];
-}
-
 static void make(rd_learner_t *l, const rd_learner_config_t *c) {
   rd_error_t err;
   int rc = rd_learner_init(l, c, &err);
   if (rc != RD_OK) fail_msg("rd_learner_init: %s: %s", rd_err_name(rc), err.msg);
-}
-
-/* A random batch of n rows for config c, owned by the struct. */
-typedef struct {
-  rd_batch_t b;
-  float *obs, *next, *reward, *discount, *w, *af;
-  int32_t *ai;
-} batch_buf_t;
-
-static void batch_make(batch_buf_t *bb, const rd_learner_config_t *c, size_t n, uint64_t seed) {
-  memset(bb, 0, sizeof *bb);
-  bb->obs = malloc(n * c->obs_dim * sizeof(float));
-  bb->next = malloc(n * c->obs_dim * sizeof(float));
-  bb->reward = malloc(n * sizeof(float));
-  bb->discount = malloc(n * sizeof(float));
-  bb->w = malloc(n * sizeof(float));
-  fill(bb->obs, n * c->obs_dim, seed, -1, 1);
-  fill(bb->next, n * c->obs_dim, seed + 1, -1, 1);
-  fill(bb->reward, n, seed + 2, -1, 1);
-  fill(bb->w, n, seed + 3, 0.2f, 1.0f);
-  for (size_t i = 0; i < n; i++) bb->discount[i] = i % 5 == 4 ? 0.0f : 0.99f;
-  bb->b.n = n;
-  bb->b.obs = bb->obs;
-  bb->b.next_obs = bb->next;
-  bb->b.reward = bb->reward;
-  bb->b.discount = bb->discount;
-  bb->b.weights = bb->w;
-  if (c->algo == RD_ALGO_DQN) {
-    bb->ai = malloc(n * sizeof(int32_t));
-    for (size_t i = 0; i < n; i++)
-      bb->ai[i] = (int32_t)(rd_philox_u64(seed + 4, i) % c->num_actions);
-    bb->b.action_i = bb->ai;
-  } else {
-    bb->af = malloc(n * c->action_dim * sizeof(float));
-    fill(bb->af, n * c->action_dim, seed + 5, c->action_low, c->action_high);
-    bb->b.action_f = bb->af;
-  }
-}
-
-static void batch_free(batch_buf_t *bb) {
-  free(bb->obs);
-  free(bb->next);
-  free(bb->reward);
-  free(bb->discount);
-  free(bb->w);
-  free(bb->af);
-  free(bb->ai);
 }
 
 /* Everything a step may change: every network's parameters, the online
@@ -261,7 +184,7 @@ static const int32_t HAND_A[2] = {0, 1};
 static void hand_learner(rd_learner_t *l, int double_dqn, double grad_clip) {
   const uint32_t hidden[] = {2};
   rd_learner_config_t c;
-  dqn_config(&c, 2, 2, 1, hidden);
+  rdt_dqn_config(&c, 2, 2, 1, hidden);
   c.double_dqn = double_dqn;
   c.grad_clip = grad_clip;
   c.lr = 0.01;
@@ -365,7 +288,7 @@ static void test_dqn_by_hand(void **state) {
 
 static void ddpg_small(rd_learner_config_t *c) {
   const uint32_t ah[] = {7, 5}, ch[] = {6, 5};
-  ddpg_config(c, 3, 2, 2, ah, 2, ch);
+  rdt_ddpg_config(c, 3, 2, 2, ah, 2, ch);
   c->hidden_act = RD_NN_TANH; /* smooth, so differences need no kink handling */
   c->action_low = -2.0f;
   c->action_high = 1.0f;
@@ -436,10 +359,10 @@ static void test_ddpg_gradients_and_targets(void **state) {
    * really the target networks' (and nonzero biases everywhere). */
   for (int i = 0; i < 4; i++)
     for (size_t k = 0; k < l.net[i].n_params; k++)
-      l.net[i].params[k] += unif(900 + (uint64_t)i, k, -0.3f, 0.3f);
+      l.net[i].params[k] += rdt_unif(900 + (uint64_t)i, k, -0.3f, 0.3f);
 
-  batch_buf_t bb;
-  batch_make(&bb, &c, 6, 77);
+  rdt_batch_t bb;
+  rdt_batch_make(&bb, &c, 6, 77);
   bb.discount[1] = 0.0f;
   double *pa = to_double(l.net[0].params, l.net[0].n_params);
   double *pat = to_double(l.net[1].params, l.net[1].n_params);
@@ -495,7 +418,7 @@ static void test_ddpg_gradients_and_targets(void **state) {
   free(pct);
   free(old_at);
   free(old_ct);
-  batch_free(&bb);
+  rdt_batch_free(&bb);
   rd_learner_free(&l);
 }
 
@@ -511,8 +434,8 @@ static void check_hard_copy(rd_learner_config_t *c) {
     init[p] = malloc(t->n_params * sizeof(float));
     memcpy(init[p], t->params, t->n_params * sizeof(float));
   }
-  batch_buf_t bb;
-  batch_make(&bb, c, 16, 5);
+  rdt_batch_t bb;
+  rdt_batch_make(&bb, c, 16, 5);
   for (int s = 1; s <= 6; s++) {
     assert_int_equal(rd_learner_step(&l, &bb.b, NULL, NULL, NULL), RD_OK);
     for (int p = 0; p < pairs; p++) {
@@ -528,7 +451,7 @@ static void check_hard_copy(rd_learner_config_t *c) {
     }
   }
   for (int p = 0; p < pairs; p++) free(init[p]);
-  batch_free(&bb);
+  rdt_batch_free(&bb);
   rd_learner_free(&l);
 }
 
@@ -538,7 +461,7 @@ static void test_target_rules(void **state) {
   ddpg_small(&c);
   check_hard_copy(&c);
   const uint32_t h[] = {8};
-  dqn_config(&c, 3, 3, 1, h);
+  rdt_dqn_config(&c, 3, 3, 1, h);
   check_hard_copy(&c);
   /* DQN Polyak. */
   c.target_period = 0;
@@ -546,12 +469,12 @@ static void test_target_rules(void **state) {
   rd_learner_t l;
   make(&l, &c);
   for (size_t k = 0; k < l.net[1].n_params; k++) l.net[1].params[k] = 0.0f;
-  batch_buf_t bb;
-  batch_make(&bb, &c, 8, 9);
+  rdt_batch_t bb;
+  rdt_batch_make(&bb, &c, 8, 9);
   assert_int_equal(rd_learner_step(&l, &bb.b, NULL, NULL, NULL), RD_OK);
   for (size_t k = 0; k < l.net[1].n_params; k++)
     assert_true(l.net[1].params[k] == 0.25f * l.net[0].params[k] + 0.75f * 0.0f);
-  batch_free(&bb);
+  rdt_batch_free(&bb);
   rd_learner_free(&l);
 }
 
@@ -597,7 +520,7 @@ static void test_dqn_learns_chain(void **state) {
 
   const uint32_t h[] = {32, 32};
   rd_learner_config_t c;
-  dqn_config(&c, S, 2, 2, h);
+  rdt_dqn_config(&c, S, 2, 2, h);
   c.lr = 3e-3;
   c.target_period = 25;
   c.max_batch = ROWS;
@@ -637,7 +560,7 @@ static void test_ddpg_learns_bandit(void **state) {
   }
   const uint32_t h[] = {32, 32};
   rd_learner_config_t c;
-  ddpg_config(&c, 1, 1, 2, h, 2, h);
+  rdt_ddpg_config(&c, 1, 1, 2, h, 2, h);
   c.action_low = -2.0f;
   c.action_high = 2.0f;
   c.lr = 3e-3;
@@ -690,10 +613,10 @@ static snap_t run_steps(const rd_learner_config_t *c0, uint32_t threads, size_t 
   rd_learner_t l;
   make(&l, &c);
   for (int k = 0; k < steps; k++) {
-    batch_buf_t bb;
-    batch_make(&bb, &c, n, 1000 + 10 * (uint64_t)k);
+    rdt_batch_t bb;
+    rdt_batch_make(&bb, &c, n, 1000 + 10 * (uint64_t)k);
     assert_int_equal(rd_learner_step(&l, &bb.b, td, NULL, NULL), RD_OK);
-    batch_free(&bb);
+    rdt_batch_free(&bb);
   }
   snap_t s = snapshot(&l);
   rd_learner_free(&l);
@@ -732,11 +655,11 @@ static void test_determinism(void **state) {
    * Table III sizes), and a small one that stays serial. */
   const uint32_t q[] = {64, 64}, big[] = {256, 256}, eight[] = {8, 8};
   rd_learner_config_t c;
-  dqn_config(&c, 4, 2, 2, q);
+  rdt_dqn_config(&c, 4, 2, 2, q);
   determinism_case(&c, 2048, 3);
-  ddpg_config(&c, 11, 3, 2, big, 2, big);
+  rdt_ddpg_config(&c, 11, 3, 2, big, 2, big);
   determinism_case(&c, 512, 2);
-  ddpg_config(&c, 4, 1, 2, eight, 2, eight);
+  rdt_ddpg_config(&c, 4, 1, 2, eight, 2, eight);
   determinism_case(&c, 64, 5);
 }
 
@@ -748,7 +671,7 @@ static void test_thread_tuning(void **state) {
   (void)state;
   const uint32_t q[] = {64, 64};
   rd_learner_config_t c;
-  dqn_config(&c, 4, 2, 2, q);
+  rdt_dqn_config(&c, 4, 2, 2, q);
   c.max_batch = 512;
   rd_learner_t one, two;
   c.threads = 1;
@@ -758,8 +681,8 @@ static void test_thread_tuning(void **state) {
   assert_int_equal(two.tune.threads, 2);
   static float td1[512], td2[512];
   int team_steps = 0, alone_steps = 0, k = 0, held_at = -1;
-  batch_buf_t bb;
-  batch_make(&bb, &c, 256, 77);
+  rdt_batch_t bb;
+  rdt_batch_make(&bb, &c, 256, 77);
   /* Trials take at least RD_LEARNER_TUNE_TRIAL_S each: bounded by time. */
   for (; k < 200000 && held_at < 0; k++) {
     assert_int_equal(rd_learner_step(&one, &bb.b, td1, NULL, NULL), RD_OK);
@@ -769,18 +692,18 @@ static void test_thread_tuning(void **state) {
     if (two.tune.phase == 1) alone_steps += two.tune.threads == 1;
     if (two.tune.phase == 2) held_at = k;
   }
-  batch_free(&bb);
+  rdt_batch_free(&bb);
   assert_true(held_at > 0);
   assert_true(team_steps >= RD_LEARNER_TUNE_STEPS);
   assert_true(alone_steps >= RD_LEARNER_TUNE_STEPS);
   assert_true(two.tune.threads == 1 || two.tune.threads == 2);
   assert_true(two.tune.t_team > 0 && two.tune.t_alone > 0);
   /* A new batch size: a new trial, with the team first. */
-  batch_make(&bb, &c, 512, 78);
+  rdt_batch_make(&bb, &c, 512, 78);
   assert_int_equal(rd_learner_step(&one, &bb.b, td1, NULL, NULL), RD_OK);
   assert_int_equal(rd_learner_step(&two, &bb.b, td2, NULL, NULL), RD_OK);
   assert_memory_equal(td1, td2, 512 * sizeof td1[0]);
-  batch_free(&bb);
+  rdt_batch_free(&bb);
   assert_int_equal(two.tune.phase, 0);
   assert_int_equal(two.tune.batch, 512);
   assert_int_equal(two.tune.threads, 2);
@@ -816,7 +739,7 @@ static void test_config_errors(void **state) {
   (void)state;
   const uint32_t h[] = {16, 16};
   rd_learner_config_t good, c;
-  dqn_config(&good, 4, 2, 2, h);
+  rdt_dqn_config(&good, 4, 2, 2, h);
   assert_int_equal(rd_learner_config_validate(&good, NULL), RD_OK);
   rd_learner_config_default(&c);
   expect_config_error(&c, "defaults without dims");
@@ -858,7 +781,7 @@ static void test_config_errors(void **state) {
   expect_config_error(&c, "parameter budget");
 
   const uint32_t ah[] = {8};
-  ddpg_config(&good, 3, 2, 1, ah, 1, ah);
+  rdt_ddpg_config(&good, 3, 2, 1, ah, 1, ah);
   assert_int_equal(rd_learner_config_validate(&good, NULL), RD_OK);
   BAD(action_dim, 0);
   BAD(obs_dim, RD_NN_MAX_UNITS); /* obs + action exceeds the critic's input */
@@ -875,7 +798,7 @@ static void test_config_errors(void **state) {
   /* Specs: DQN has no critic; DDPG's policy is the tanh actor. */
   rd_nn_spec_t s;
   rd_error_t err;
-  dqn_config(&c, 4, 2, 2, h);
+  rdt_dqn_config(&c, 4, 2, 2, h);
   assert_int_equal(rd_learner_critic_spec(&c, &s, &err), RD_EINVAL);
   assert_int_equal(rd_learner_policy_spec(&c, &s, NULL), RD_OK);
   assert_int_equal(s.n_layers, 3);
@@ -920,8 +843,8 @@ static void expect_step_error(rd_learner_t *l, const rd_batch_t *b, int code, co
 static void batch_errors(const rd_learner_config_t *c) {
   rd_learner_t l;
   make(&l, c);
-  batch_buf_t bb;
-  batch_make(&bb, c, 16, 21);
+  rdt_batch_t bb;
+  rdt_batch_make(&bb, c, 16, 21);
   /* A couple of good steps first, so Adam state is not all zero. */
   assert_int_equal(rd_learner_step(&l, &bb.b, NULL, NULL, NULL), RD_OK);
   assert_int_equal(rd_learner_step(&l, &bb.b, NULL, NULL, NULL), RD_OK);
@@ -989,7 +912,7 @@ static void batch_errors(const rd_learner_config_t *c) {
   bb.b.weights = NULL;
   assert_int_equal(rd_learner_step(&l, &bb.b, NULL, NULL, NULL), RD_OK);
   assert_int_equal(l.steps, 3);
-  batch_free(&bb);
+  rdt_batch_free(&bb);
   rd_learner_free(&l);
 }
 
@@ -997,10 +920,10 @@ static void test_batch_errors(void **state) {
   (void)state;
   const uint32_t h[] = {8};
   rd_learner_config_t c;
-  dqn_config(&c, 4, 3, 1, h);
+  rdt_dqn_config(&c, 4, 3, 1, h);
   c.max_batch = 16;
   batch_errors(&c);
-  ddpg_config(&c, 3, 2, 1, h, 1, h);
+  rdt_ddpg_config(&c, 3, 2, 1, h, 1, h);
   c.max_batch = 16;
   c.action_low = -0.5f;
   c.action_high = 2.0f;
@@ -1013,16 +936,16 @@ static void test_nonfinite_steps(void **state) {
   const uint32_t h[] = {2};
   rd_learner_config_t c;
   rd_learner_t l;
-  batch_buf_t bb;
+  rdt_batch_t bb;
   rd_error_t err;
   rd_step_stats_t st;
 
   /* DQN: the target network's output bias at FLT_MAX and a reward of
    * FLT_MAX: y overflows to inf, so the loss does. */
-  dqn_config(&c, 4, 2, 1, h);
+  rdt_dqn_config(&c, 4, 2, 1, h);
   c.max_batch = 8;
   make(&l, &c);
-  batch_make(&bb, &c, 8, 31);
+  rdt_batch_make(&bb, &c, 8, 31);
   assert_int_equal(rd_learner_step(&l, &bb.b, NULL, NULL, NULL), RD_OK);
   rd_mlp_t *qt = &l.net[1];
   for (uint32_t o = 0; o < 2; o++) qt->params[qt->b_off[1] + o] = FLT_MAX;
@@ -1039,17 +962,17 @@ static void test_nonfinite_steps(void **state) {
   qt->params[qt->b_off[1]] = qt->params[qt->b_off[1] + 1] = 0.0f;
   assert_int_equal(rd_learner_step(&l, &bb.b, NULL, &st, &err), RD_OK);
   assert_int_equal(l.steps, 2);
-  batch_free(&bb);
+  rdt_batch_free(&bb);
   rd_learner_free(&l);
 
   /* DDPG: critic output weights of 1e38 on tanh units: Q ~ 1e38 is finite
    * and so is the loss (accumulated in double), but dL/dh = W^T dL/dQ
    * overflows, so the gradient norm is not finite. */
-  ddpg_config(&c, 3, 1, 1, h, 1, h);
+  rdt_ddpg_config(&c, 3, 1, 1, h, 1, h);
   c.hidden_act = RD_NN_TANH;
   c.max_batch = 8;
   make(&l, &c);
-  batch_make(&bb, &c, 8, 41);
+  rdt_batch_make(&bb, &c, 8, 41);
   for (int i = 0; i < 8; i++) bb.discount[i] = 0.0f;
   rd_mlp_t *cr = &l.net[2];
   cr->params[cr->w_off[1]] = 1e38f;
@@ -1059,7 +982,7 @@ static void test_nonfinite_steps(void **state) {
   assert_true(isfinite(st.loss));
   assert_unchanged(&l, &before);
   free(before.bytes);
-  batch_free(&bb);
+  rdt_batch_free(&bb);
   rd_learner_free(&l);
 }
 
@@ -1068,7 +991,7 @@ static void test_policy(void **state) {
   (void)state;
   const uint32_t h[] = {64, 64};
   rd_learner_config_t c;
-  dqn_config(&c, 4, 2, 2, h);
+  rdt_dqn_config(&c, 4, 2, 2, h);
   rd_learner_t l;
   make(&l, &c);
   const rd_mlp_t *p = rd_learner_policy(&l);

@@ -27,12 +27,14 @@
 #include "devices.h"
 #include "kernels/learner.h" /* the FPGA kernel's build limits */
 #include "learner_backend.h"
-#include "log.h"
 #include "pipeline.h"
 #include "profile_gpu.h"
 #include "provider_fpga.h"
 #include "learner_rows.h"
 #include "rdt_schema.h"
+#include "rdt_dse.h"
+#include "rdt_learner.h"
+#include "rdt_unit.h"
 
 #define OBS 4
 #define BATCH 8
@@ -71,11 +73,7 @@ static void fill(wl_t *w, size_t n) {
 
 static void pcfg(rd_pipeline_config_t *c, const wl_t *w) {
   memset(c, 0, sizeof *c);
-  rd_learner_config_default(&c->learner);
-  c->learner.algo = RD_ALGO_DQN;
-  c->learner.num_actions = 2;
-  c->learner.n_hidden = 1;
-  c->learner.hidden[0] = 16;
+  rdt_dqn_config(&c->learner, 0, 2, 1, (const uint32_t[]){16}); /* obs_dim: the binding's */
   c->learner.max_batch = BATCH;
   c->learner.seed = 5;
   c->batch = BATCH;
@@ -109,12 +107,9 @@ static size_t weights(rd_pipeline_t *p, uint8_t *buf, size_t cap, uint64_t *vers
 
 static void inject_gpu(uint32_t index) {
   rd_device_t d;
-  memset(&d, 0, sizeof d);
-  snprintf(d.kind, sizeof d.kind, "gpu");
+  rdt_device(&d, "gpu", index);
   snprintf(d.model, sizeof d.model, "Test GPU %u", index);
   snprintf(d.name, sizeof d.name, "Test GPU %u", index);
-  snprintf(d.status, sizeof d.status, "ok (injected by a test)");
-  d.index = index;
   rd_device_fingerprint(&d);
   rd_devices_inject(&d);
 }
@@ -638,11 +633,7 @@ static void fpga_against_cpu(const rd_learner_config_t *c, uint32_t steps, size_
 }
 
 static void dqn_cfg(rd_learner_config_t *c) {
-  rd_learner_config_default(c);
-  c->obs_dim = OBS;
-  c->num_actions = 2;
-  c->n_hidden = 2;
-  c->hidden[0] = c->hidden[1] = 64;
+  rdt_dqn_config(c, OBS, 2, 2, (const uint32_t[]){64, 64});
   c->max_batch = 32;
   c->seed = 5;
   c->target_period = 3;
@@ -849,7 +840,6 @@ static void test_fpga_backend_pipeline(void **state) {
 }
 
 int main(void) {
-  rd_log_open(NULL, RD_LOG_ERROR, NULL); /* the fallbacks' error lines show */
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_mark_unknown),
       cmocka_unit_test(test_init_fault_falls_back),
@@ -861,7 +851,5 @@ int main(void) {
       cmocka_unit_test(test_fpga_backend_limits),
       cmocka_unit_test(test_fpga_backend_pipeline),
   };
-  int rc = cmocka_run_group_tests(tests, NULL, NULL);
-  rd_log_close();
-  return rc;
+  return cmocka_run_group_tests(tests, rdt_quiet_setup, rdt_quiet_teardown); /* the fallbacks' error lines show */
 }

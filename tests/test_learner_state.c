@@ -16,30 +16,17 @@
 
 #include "learner.h"
 #include "learner_rows.h"
+#include "rdt_learner.h"
 
 static void dqn(rd_learner_config_t *c, uint64_t seed, uint32_t period) {
-  rd_learner_config_default(c);
-  c->algo = RD_ALGO_DQN;
-  c->obs_dim = 4;
-  c->num_actions = 2;
-  c->n_hidden = 2;
-  c->hidden[0] = 16;
-  c->hidden[1] = 8;
+  rdt_dqn_config(c, 4, 2, 2, (const uint32_t[]){16, 8});
   c->max_batch = 64;
   c->seed = seed;
   c->target_period = period;
 }
 
 static void ddpg(rd_learner_config_t *c, uint64_t seed) {
-  rd_learner_config_default(c);
-  c->algo = RD_ALGO_DDPG;
-  c->obs_dim = 3;
-  c->action_dim = 2;
-  c->n_hidden = 1;
-  c->hidden[0] = 16;
-  c->n_critic_hidden = 2;
-  c->critic_hidden[0] = 16;
-  c->critic_hidden[1] = 8;
+  rdt_ddpg_config(c, 3, 2, 1, (const uint32_t[]){16}, 2, (const uint32_t[]){16, 8});
   c->max_batch = 64;
   c->seed = seed;
 }

@@ -31,30 +31,13 @@
 
 #include "nn.h"
 #include "rd_philox.h"
+#include "rdt_learner.h"
 
 #define GC_H 5e-3f
 #define GC_RTOL 2e-3
 #define GC_ATOL 2e-5
 
 /* Uniform in [lo, hi) from draw d of a test stream. */
-static float unif(uint64_t seed, uint64_t d, float lo, float hi) {
-  double u = (double)(rd_philox_u64(seed, d) >> 11) * 0x1p-53;
-  return (float)(lo + (hi - lo) * u);
-}
-
-static void fill(float *a, size_t n, uint64_t seed, float lo, float hi) {
-  for (size_t i = 0; i < n; i++) a[i] = unif(seed, i, lo, hi);
-}
-
-static rd_nn_spec_t spec_of(uint32_t n_layers, const uint32_t *sizes, const rd_nn_act_t *act) {
-  rd_nn_spec_t s;
-  memset(&s, 0, sizeof s);
-  s.n_layers = n_layers;
-  for (uint32_t l = 0; l <= n_layers; l++) s.sizes[l] = sizes[l];
-  for (uint32_t l = 0; l < n_layers; l++) s.act[l] = act[l];
-  return s;
-}
-
 static void make_net(rd_mlp_t *m, const rd_nn_spec_t *s, uint32_t max_batch, uint64_t seed,
                      uint32_t threads, int inference_only) {
   rd_mlp_config_t c;
@@ -75,7 +58,7 @@ static void test_init_contract(void **state) {
   (void)state;
   const uint32_t sz[] = {3, 5, 4, 2};
   const rd_nn_act_t act[] = {RD_NN_RELU, RD_NN_TANH, RD_NN_IDENTITY};
-  rd_nn_spec_t s = spec_of(3, sz, act);
+  rd_nn_spec_t s = rdt_nn_spec(3, sz, act);
   rd_mlp_t a, b, c;
   make_net(&a, &s, 8, 1234, 1, 0);
   make_net(&b, &s, 8, 1234, 1, 1);
@@ -136,13 +119,13 @@ static void test_forward_matches_reference(void **state) {
   (void)state;
   const uint32_t sz[] = {6, 9, 7, 5, 3};
   const rd_nn_act_t act[] = {RD_NN_RELU, RD_NN_TANH, RD_NN_IDENTITY, RD_NN_TANH};
-  rd_nn_spec_t s = spec_of(4, sz, act);
+  rd_nn_spec_t s = rdt_nn_spec(4, sz, act);
   rd_mlp_t m;
   make_net(&m, &s, 17, 7, 1, 0);
-  fill(m.params, m.n_params, 99, -0.8f, 0.8f); /* nonzero biases too */
+  rdt_fill(m.params, m.n_params, 99, -0.8f, 0.8f); /* nonzero biases too */
   float x[17 * 6], y[17 * 3];
   double ref[17 * 3];
-  fill(x, 17 * 6, 5, -2.0f, 2.0f);
+  rdt_fill(x, 17 * 6, 5, -2.0f, 2.0f);
   for (size_t n = 1; n <= 17; n += 16) {
     assert_int_equal(rd_mlp_forward(&m, n, x, y, NULL), RD_OK);
     ref_forward(&s, m.params, n, x, ref);
@@ -256,15 +239,15 @@ static void gemm_case(const rd_nn_spec_t *s, size_t n) {
   size_t in = s->sizes[0], out = s->sizes[s->n_layers], np = rd_nn_spec_params(s);
   float *x = malloc(n * in * sizeof *x), *dy = malloc(n * out * sizeof *dy);
   float *params = malloc(np * sizeof *params);
-  fill(x, n * in, 61, -1.0f, 1.0f);
-  fill(dy, n * out, 62, -1.0f, 1.0f);
+  rdt_fill(x, n * in, 61, -1.0f, 1.0f);
+  rdt_fill(dy, n * out, 62, -1.0f, 1.0f);
   {
     rd_mlp_t m;
     make_net(&m, s, 1, 99, 1, 1);
     memcpy(params, m.params, np * sizeof *params);
     for (uint32_t l = 0; l < s->n_layers; l++) /* nonzero biases */
       for (uint32_t o = 0; o < s->sizes[l + 1]; o++)
-        params[m.b_off[l] + o] = unif(63, m.b_off[l] + o, -0.2f, 0.2f);
+        params[m.b_off[l] + o] = rdt_unif(63, m.b_off[l] + o, -0.2f, 0.2f);
     rd_mlp_free(&m);
   }
   double *yref = malloc(n * out * sizeof *yref), *gref = malloc(np * sizeof *gref);
@@ -306,28 +289,41 @@ static void test_gemm_block_edges(void **state) {
  * at most 4 the dot-product kernel. */
   const uint32_t sz1[] = {300, 260, 37, 5};
   const rd_nn_act_t act1[] = {RD_NN_RELU, RD_NN_TANH, RD_NN_IDENTITY};
-  rd_nn_spec_t s1 = spec_of(3, sz1, act1);
+  rd_nn_spec_t s1 = rdt_nn_spec(3, sz1, act1);
   gemm_case(&s1, 300);
   const uint32_t sz2[] = {11, 64, 1};
   const rd_nn_act_t act2[] = {RD_NN_RELU, RD_NN_IDENTITY};
-  rd_nn_spec_t s2 = spec_of(2, sz2, act2);
+  rd_nn_spec_t s2 = rdt_nn_spec(2, sz2, act2);
   gemm_case(&s2, 7);
   gemm_case(&s2, 1);
   gemm_case(&s2, 3001); /* large enough for the threaded paths of every product */
   const uint32_t sz3[] = {1, 1};
   const rd_nn_act_t act3[] = {RD_NN_TANH};
-  rd_nn_spec_t s3 = spec_of(1, sz3, act3);
+  rd_nn_spec_t s3 = rdt_nn_spec(1, sz3, act3);
   gemm_case(&s3, 3);
   /* 3 outputs from 37 units: the dot-product kernel with a partial vector. */
   const uint32_t sz4[] = {5, 37, 3};
   const rd_nn_act_t act4[] = {RD_NN_RELU, RD_NN_IDENTITY};
-  rd_nn_spec_t s4 = spec_of(2, sz4, act4);
+  rd_nn_spec_t s4 = rdt_nn_spec(2, sz4, act4);
   gemm_case(&s4, 9);
   gemm_case(&s4, 3001);
   /* A relu layer of 3 units: the dot-product kernel's relu. */
   const uint32_t sz5[] = {6, 3, 2};
-  rd_nn_spec_t s5 = spec_of(2, sz5, act4);
+  rd_nn_spec_t s5 = rdt_nn_spec(2, sz5, act4);
   gemm_case(&s5, 50);
+}
+
+/* c (rows x cols, row-major) against the double reference sum over k <
+ * inner of a[r ar + k ak] b[q bq + k bk], within 1e-4 relative. */
+static void expect_product(const float *c, size_t rows, size_t cols, size_t inner,
+                           const float *a, size_t ar, size_t ak, const float *b, size_t bq,
+                           size_t bk) {
+  for (size_t r = 0; r < rows; r++)
+    for (size_t q = 0; q < cols; q++) {
+      double ref = 0;
+      for (size_t k = 0; k < inner; k++) ref += (double)a[r * ar + k * ak] * b[q * bq + k * bk];
+      assert_true(fabs(c[r * cols + q] - ref) <= 1e-4 * (1 + fabs(ref)));
+    }
 }
 
 /* rd_mlp_layer_gemm's three products against a double reference, on shapes
@@ -336,7 +332,7 @@ static void test_layer_gemm_products(void **state) {
   (void)state;
   const uint32_t sz[] = {11, 256, 3};
   const rd_nn_act_t act[] = {RD_NN_RELU, RD_NN_IDENTITY};
-  rd_nn_spec_t s = spec_of(2, sz, act);
+  rd_nn_spec_t s = rdt_nn_spec(2, sz, act);
   const size_t n = 300;
   rd_mlp_t m;
   make_net(&m, &s, (uint32_t)n, 5, 1, 0);
@@ -344,33 +340,18 @@ static void test_layer_gemm_products(void **state) {
     size_t in = sz[l], out = sz[l + 1];
     float *x = malloc(n * in * sizeof *x), *w = malloc(out * in * sizeof *w);
     float *dz = malloc(n * out * sizeof *dz), *c = malloc((n + out) * (in + out) * sizeof *c);
-    fill(x, n * in, 10 + l, -1, 1);
-    fill(w, out * in, 20 + l, -1, 1);
-    fill(dz, n * out, 30 + l, -1, 1);
+    rdt_fill(x, n * in, 10 + l, -1, 1);
+    rdt_fill(w, out * in, 20 + l, -1, 1);
+    rdt_fill(dz, n * out, 30 + l, -1, 1);
     /* forward: c[i][j] = sum_p x[i][p] w[j][p] */
     assert_int_equal(rd_mlp_layer_gemm(&m, l, RD_MLP_GEMM_FORWARD, n, x, w, c, NULL), RD_OK);
-    for (size_t i = 0; i < n; i++)
-      for (size_t j = 0; j < out; j++) {
-        double r = 0;
-        for (size_t p = 0; p < in; p++) r += (double)x[i * in + p] * w[j * in + p];
-        assert_true(fabs(c[i * out + j] - r) <= 1e-4 * (1 + fabs(r)));
-      }
+    expect_product(c, n, out, in, x, in, 1, w, in, 1);
     /* grad W: c[j][p] = sum_i dz[i][j] x[i][p] */
     assert_int_equal(rd_mlp_layer_gemm(&m, l, RD_MLP_GEMM_GRAD_W, n, dz, x, c, NULL), RD_OK);
-    for (size_t j = 0; j < out; j++)
-      for (size_t p = 0; p < in; p++) {
-        double r = 0;
-        for (size_t i = 0; i < n; i++) r += (double)dz[i * out + j] * x[i * in + p];
-        assert_true(fabs(c[j * in + p] - r) <= 1e-4 * (1 + fabs(r)));
-      }
+    expect_product(c, out, in, n, dz, 1, out, x, 1, in);
     /* grad X: c[i][p] = sum_j dz[i][j] w[j][p] */
     assert_int_equal(rd_mlp_layer_gemm(&m, l, RD_MLP_GEMM_GRAD_X, n, dz, w, c, NULL), RD_OK);
-    for (size_t i = 0; i < n; i++)
-      for (size_t p = 0; p < in; p++) {
-        double r = 0;
-        for (size_t j = 0; j < out; j++) r += (double)dz[i * out + j] * w[j * in + p];
-        assert_true(fabs(c[i * in + p] - r) <= 1e-4 * (1 + fabs(r)));
-      }
+    expect_product(c, n, in, out, dz, out, 1, w, 1, in);
     free(x), free(w), free(dz), free(c);
   }
   rd_error_t err;
@@ -428,8 +409,8 @@ static void test_loss_errors(void **state) {
 static void check_loss_fd(int huber) {
   enum { N = 6, D = 3 };
   float y[N * D], t[N * D], w[N], dy[N * D], scratch[N * D];
-  fill(y, N * D, 11, -2.0f, 2.0f);
-  fill(t, N * D, 12, -2.0f, 2.0f);
+  rdt_fill(y, N * D, 11, -2.0f, 2.0f);
+  rdt_fill(t, N * D, 12, -2.0f, 2.0f);
   for (int i = 0; i < N; i++) w[i] = 0.2f + 0.15f * (float)i;
   const double delta = 0.75;
   int quad = 0, lin = 0;
@@ -557,13 +538,13 @@ static gc_result_t grad_check(const gc_case_t *c, float corrupt, int verbose) {
   /* Nonzero biases, so bias gradients are not all at a symmetric point. */
   for (uint32_t l = 0; l < s->n_layers; l++)
     for (uint32_t o = 0; o < s->sizes[l + 1]; o++)
-      m.params[m.b_off[l] + o] = unif(77, m.b_off[l] + o, -0.3f, 0.3f);
+      m.params[m.b_off[l] + o] = rdt_unif(77, m.b_off[l] + o, -0.3f, 0.3f);
   float *x = malloc(GC_N * in * sizeof *x), *t = malloc(GC_N * out * sizeof *t);
   float *dy = malloc(GC_N * out * sizeof *dy), *dx = malloc(GC_N * in * sizeof *dx);
   float *gp = malloc(m.n_params * sizeof *gp);
   float w[GC_N];
-  fill(x, GC_N * in, 31, -1.0f, 1.0f);
-  fill(t, GC_N * out, 32, -c->target_scale, c->target_scale);
+  rdt_fill(x, GC_N * in, 31, -1.0f, 1.0f);
+  rdt_fill(t, GC_N * out, 32, -c->target_scale, c->target_scale);
   for (int i = 0; i < GC_N; i++) w[i] = 0.3f + 0.35f * (float)i; /* 0.3 .. 1.7 */
 
   gc_loss(&m, c, x, t, w, dy);
@@ -612,7 +593,7 @@ static void test_gradcheck_identity_mse(void **state) {
   (void)state;
   const uint32_t sz[] = {3, 4, 2};
   const rd_nn_act_t act[] = {RD_NN_IDENTITY, RD_NN_IDENTITY};
-  gc_case_t c = {"identity/mse", spec_of(2, sz, act), 0, 0, 1.0f};
+  gc_case_t c = {"identity/mse", rdt_nn_spec(2, sz, act), 0, 0, 1.0f};
   expect_grad_ok(&c);
 }
 
@@ -622,7 +603,7 @@ static void test_views(void **state) {
   (void)state;
   const uint32_t sz[] = {5, 32, 32, 3};
   const rd_nn_act_t act[] = {RD_NN_RELU, RD_NN_TANH, RD_NN_IDENTITY};
-  rd_nn_spec_t sp = spec_of(3, sz, act);
+  rd_nn_spec_t sp = rdt_nn_spec(3, sz, act);
   enum { N = 40 };
   rd_mlp_t m, v;
   make_net(&m, &sp, N, 7, 1, 0);
@@ -694,7 +675,7 @@ static void test_gradcheck_tanh_mse(void **state) {
   (void)state;
   const uint32_t sz[] = {3, 5, 4, 2};
   const rd_nn_act_t act[] = {RD_NN_TANH, RD_NN_TANH, RD_NN_IDENTITY};
-  gc_case_t c = {"tanh/mse", spec_of(3, sz, act), 0, 0, 1.0f};
+  gc_case_t c = {"tanh/mse", rdt_nn_spec(3, sz, act), 0, 0, 1.0f};
   expect_grad_ok(&c);
 }
 
@@ -702,7 +683,7 @@ static void test_gradcheck_relu_mse(void **state) {
   (void)state;
   const uint32_t sz[] = {4, 6, 5, 2};
   const rd_nn_act_t act[] = {RD_NN_RELU, RD_NN_RELU, RD_NN_IDENTITY};
-  gc_case_t c = {"relu/mse", spec_of(3, sz, act), 0, 0, 1.0f};
+  gc_case_t c = {"relu/mse", rdt_nn_spec(3, sz, act), 0, 0, 1.0f};
   expect_grad_ok(&c);
 }
 
@@ -711,7 +692,7 @@ static void test_gradcheck_tanh_output_huber(void **state) {
   /* A tanh output layer (DDPG's bounded actor) under Huber. */
   const uint32_t sz[] = {3, 6, 3};
   const rd_nn_act_t act[] = {RD_NN_TANH, RD_NN_TANH};
-  gc_case_t c = {"tanh-out/huber", spec_of(2, sz, act), 1, 0.4, 1.2f};
+  gc_case_t c = {"tanh-out/huber", rdt_nn_spec(2, sz, act), 1, 0.4, 1.2f};
   expect_grad_ok(&c);
 }
 
@@ -719,7 +700,7 @@ static void test_gradcheck_mixed_huber(void **state) {
   (void)state;
   const uint32_t sz[] = {4, 7, 5, 6, 2};
   const rd_nn_act_t act[] = {RD_NN_RELU, RD_NN_TANH, RD_NN_RELU, RD_NN_IDENTITY};
-  gc_case_t c = {"mixed/huber", spec_of(4, sz, act), 1, 0.5, 2.0f};
+  gc_case_t c = {"mixed/huber", rdt_nn_spec(4, sz, act), 1, 0.5, 2.0f};
   expect_grad_ok(&c);
 }
 
@@ -727,7 +708,7 @@ static void test_gradcheck_catches_errors(void **state) {
   (void)state;
   const uint32_t sz[] = {3, 5, 4, 2};
   const rd_nn_act_t act[] = {RD_NN_TANH, RD_NN_TANH, RD_NN_IDENTITY};
-  gc_case_t c = {"tanh/mse corrupted", spec_of(3, sz, act), 0, 0, 1.0f};
+  gc_case_t c = {"tanh/mse corrupted", rdt_nn_spec(3, sz, act), 0, 0, 1.0f};
   gc_result_t r = grad_check(&c, 1.01f, 0);
   assert_int_equal(r.failed, 1);
 }
@@ -738,7 +719,7 @@ static void test_adam_two_steps_by_hand(void **state) {
   (void)state;
   const uint32_t sz[] = {1, 1};
   const rd_nn_act_t act[] = {RD_NN_IDENTITY};
-  rd_nn_spec_t s = spec_of(1, sz, act);
+  rd_nn_spec_t s = rdt_nn_spec(1, sz, act);
   rd_mlp_t m;
   make_net(&m, &s, 1, 0, 1, 0);
   rd_adam_config_t c;
@@ -793,7 +774,7 @@ static void test_clip_grad_norm(void **state) {
   (void)state;
   const uint32_t sz[] = {1, 1};
   const rd_nn_act_t act[] = {RD_NN_IDENTITY};
-  rd_nn_spec_t s = spec_of(1, sz, act);
+  rd_nn_spec_t s = rdt_nn_spec(1, sz, act);
   rd_mlp_t m;
   make_net(&m, &s, 1, 0, 1, 0);
   float *g = rd_mlp_grads(&m);
@@ -827,10 +808,10 @@ static void test_clip_grad_norm(void **state) {
   /* A larger net: the global norm spans all layers (not per tensor). */
   const uint32_t sz2[] = {5, 8, 3};
   const rd_nn_act_t act2[] = {RD_NN_RELU, RD_NN_IDENTITY};
-  rd_nn_spec_t s2 = spec_of(2, sz2, act2);
+  rd_nn_spec_t s2 = rdt_nn_spec(2, sz2, act2);
   rd_mlp_t big;
   make_net(&big, &s2, 1, 0, 1, 0);
-  fill(big.grads, big.n_params, 3, -1.0f, 1.0f);
+  rdt_fill(big.grads, big.n_params, 3, -1.0f, 1.0f);
   double ss = 0;
   for (size_t i = 0; i < big.n_params; i++) ss += (double)big.grads[i] * big.grads[i];
   assert_true(fabs(rd_mlp_grad_norm(&big) - sqrt(ss)) < 1e-12);
@@ -846,11 +827,11 @@ static void test_target_updates(void **state) {
   (void)state;
   const uint32_t sz[] = {4, 6, 2};
   const rd_nn_act_t act[] = {RD_NN_TANH, RD_NN_IDENTITY};
-  rd_nn_spec_t s = spec_of(2, sz, act);
+  rd_nn_spec_t s = rdt_nn_spec(2, sz, act);
   rd_mlp_t src, dst;
   make_net(&src, &s, 4, 1, 1, 0);
   make_net(&dst, &s, 4, 2, 1, 1); /* targets need no gradients */
-  fill(src.params, src.n_params, 8, -1.0f, 1.0f);
+  rdt_fill(src.params, src.n_params, 8, -1.0f, 1.0f);
   size_t n = src.n_params;
   float *old = malloc(n * sizeof *old);
   memcpy(old, dst.params, n * sizeof *old);
@@ -875,7 +856,7 @@ static void test_target_updates(void **state) {
   assert_memory_equal(dst.params, src.params, n * sizeof(float));
   /* And the copy computes what the source computes. */
   float x[4 * 4], ys[4 * 2], yd[4 * 2];
-  fill(x, 16, 9, -1, 1);
+  rdt_fill(x, 16, 9, -1, 1);
   assert_int_equal(rd_mlp_forward(&src, 4, x, ys, NULL), RD_OK);
   assert_int_equal(rd_mlp_forward(&dst, 4, x, yd, NULL), RD_OK);
   assert_memory_equal(ys, yd, sizeof ys);
@@ -887,7 +868,7 @@ static void test_target_updates(void **state) {
   assert_int_equal(rd_mlp_polyak(&dst, &src, 1.5, &err), RD_EINVAL);
   assert_int_equal(rd_mlp_polyak(&dst, &src, NAN, &err), RD_EINVAL);
   const uint32_t sz2[] = {4, 6, 3};
-  rd_nn_spec_t s2 = spec_of(2, sz2, act);
+  rd_nn_spec_t s2 = rdt_nn_spec(2, sz2, act);
   rd_mlp_t other;
   make_net(&other, &s2, 4, 1, 1, 0);
   assert_int_equal(rd_mlp_polyak(&dst, &other, 0.5, &err), RD_EINVAL);
@@ -910,10 +891,10 @@ static void train_steps(rd_mlp_t *m, rd_mlp_t *target, int steps, size_t batch, 
   rd_adam_config_t ac;
   rd_adam_config_default(&ac);
   for (int k = 0; k < steps; k++) {
-    fill(x, batch * in, 1000 + (uint64_t)k, -1, 1);
+    rdt_fill(x, batch * in, 1000 + (uint64_t)k, -1, 1);
     assert_int_equal(rd_mlp_forward(target, batch, x, t, NULL), RD_OK);
     for (size_t i = 0; i < batch * out; i++) t[i] = 0.5f * t[i] + sinf(x[i % (batch * in)]);
-    fill(w, batch, 2000 + (uint64_t)k, 0.1f, 1.0f);
+    rdt_fill(w, batch, 2000 + (uint64_t)k, 0.1f, 1.0f);
     assert_int_equal(rd_mlp_forward(m, batch, x, NULL, NULL), RD_OK);
     assert_int_equal(rd_nn_huber(batch, out, rd_mlp_output(m), t, w, 1.0, dy, NULL, NULL), RD_OK);
     assert_int_equal(rd_mlp_backward(m, dy, NULL, NULL), RD_OK);
@@ -921,7 +902,7 @@ static void train_steps(rd_mlp_t *m, rd_mlp_t *target, int steps, size_t batch, 
     assert_int_equal(rd_mlp_adam_step(m, &ac, NULL), RD_OK);
     assert_int_equal(rd_mlp_polyak(target, m, 0.05, NULL), RD_OK);
   }
-  fill(x, batch * in, 7, -1, 1);
+  rdt_fill(x, batch * in, 7, -1, 1);
   assert_int_equal(rd_mlp_forward(m, batch, x, y, NULL), RD_OK);
   free(x);
   free(t);
@@ -961,7 +942,7 @@ static void test_determinism_single_thread(void **state) {
   (void)state;
   const uint32_t sz[] = {4, 64, 64, 2};
   const rd_nn_act_t act[] = {RD_NN_RELU, RD_NN_RELU, RD_NN_IDENTITY};
-  rd_nn_spec_t s = spec_of(3, sz, act);
+  rd_nn_spec_t s = rdt_nn_spec(3, sz, act);
   determinism_case(&s, 64, 100, 1);
 }
 
@@ -971,7 +952,7 @@ static void test_determinism_across_threads(void **state) {
    * the OpenMP path with 2 threads; the bits must not change. */
   const uint32_t sz[] = {8, 256, 256, 4};
   const rd_nn_act_t act[] = {RD_NN_RELU, RD_NN_TANH, RD_NN_IDENTITY};
-  rd_nn_spec_t s = spec_of(3, sz, act);
+  rd_nn_spec_t s = rdt_nn_spec(3, sz, act);
   assert_true((size_t)256 * 256 >= RD_MLP_OMP_MIN);
   determinism_case(&s, 256, 5, 2);
 }
@@ -986,7 +967,7 @@ static void test_fit_sine(void **state) {
   enum { N = 64, STEPS = 3000 };
   const uint32_t sz[] = {1, 32, 32, 1};
   const rd_nn_act_t act[] = {RD_NN_TANH, RD_NN_TANH, RD_NN_IDENTITY};
-  rd_nn_spec_t s = spec_of(3, sz, act);
+  rd_nn_spec_t s = rdt_nn_spec(3, sz, act);
   rd_mlp_t m;
   make_net(&m, &s, N, 2024, 1, 0);
   float x[N], t[N], dy[N];
@@ -1018,7 +999,7 @@ static void test_save_load(void **state) {
   (void)state;
   const uint32_t sz[] = {3, 5, 2};
   const rd_nn_act_t act[] = {RD_NN_RELU, RD_NN_TANH};
-  rd_nn_spec_t s = spec_of(2, sz, act);
+  rd_nn_spec_t s = rdt_nn_spec(2, sz, act);
   rd_mlp_t a, b;
   make_net(&a, &s, 2, 1, 1, 0);
   make_net(&b, &s, 2, 2, 1, 1);
@@ -1032,7 +1013,7 @@ static void test_save_load(void **state) {
   /* A set for another network, or a damaged one, leaves b as it was. */
   rd_error_t err;
   const uint32_t sz2[] = {3, 6, 2};
-  rd_nn_spec_t s2 = spec_of(2, sz2, act);
+  rd_nn_spec_t s2 = rdt_nn_spec(2, sz2, act);
   rd_mlp_t c;
   make_net(&c, &s2, 1, 3, 1, 1);
   float *keep = malloc(b.n_params * sizeof *keep);
@@ -1066,7 +1047,7 @@ static void test_argument_errors(void **state) {
   assert_int_equal(rd_mlp_init(&m, &c, &err), RD_EINVAL); /* empty spec */
   const uint32_t sz[] = {2, 3, 1};
   const rd_nn_act_t act[] = {RD_NN_RELU, RD_NN_IDENTITY};
-  c.spec = spec_of(2, sz, act);
+  c.spec = rdt_nn_spec(2, sz, act);
   c.max_batch = 0;
   assert_int_equal(rd_mlp_init(&m, &c, &err), RD_EINVAL);
   c.max_batch = RD_MLP_MAX_BATCH + 1;

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "rd_le.h"
 #include "rd_nn_spec.h"
 
 /* 3 -> 4 (relu) -> 2 (identity): 16 + 10 = 26 parameters. */
@@ -27,12 +28,10 @@ static void fill_params(float *p, size_t n) {
   for (size_t i = 0; i < n; i++) p[i] = (float)i * 0.25f - 3.0f;
 }
 
-static uint32_t rd_le32(const uint8_t *p) {
-  return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
-static void wr_le32(uint8_t *p, uint32_t v) {
-  for (int k = 0; k < 4; k++) p[k] = (uint8_t)(v >> (8 * k));
+/* small_spec and its 26 parameters (fill_params). */
+static void small_net(rd_nn_spec_t *s, float p[26]) {
+  small_spec(s);
+  fill_params(p, 26);
 }
 
 /* Parse, expect `code`; an error carries a message and leaves outputs alone. */
@@ -76,25 +75,24 @@ static void test_sizes_and_offsets(void **state) {
 static void test_byte_layout(void **state) {
   (void)state;
   rd_nn_spec_t s;
-  small_spec(&s);
   float p[26];
-  fill_params(p, 26);
+  small_net(&s, p);
   uint8_t buf[200];
   size_t written = 0;
   assert_int_equal(rd_nn_flat_write(&s, p, buf, sizeof buf, &written, NULL), RD_OK);
   assert_int_equal(written, 136);
   assert_memory_equal(buf, "RDNN", 4);
   const uint32_t hdr[] = {RD_NN_FLAT_MAGIC, 1, 2, 3, 4, 2, RD_NN_RELU, RD_NN_IDENTITY};
-  for (int i = 0; i < 8; i++) assert_int_equal(rd_le32(buf + 4 * i), hdr[i]);
+  for (int i = 0; i < 8; i++) assert_int_equal(rd_le_get_u32(buf + 4 * i), hdr[i]);
   for (int i = 0; i < 26; i++) {
     uint32_t bits;
     memcpy(&bits, &p[i], 4);
-    assert_int_equal(rd_le32(buf + 32 + 4 * i), bits);
+    assert_int_equal(rd_le_get_u32(buf + 32 + 4 * i), bits);
   }
   /* W_0[1][2] is parameter 1*3+2 = 5; b_1[1] is 16 + 8 + 1 = 25. */
   uint32_t bits;
   memcpy(&bits, &p[5], 4);
-  assert_int_equal(rd_le32(buf + 32 + 4 * 5), bits);
+  assert_int_equal(rd_le_get_u32(buf + 32 + 4 * 5), bits);
 }
 
 static void test_round_trip(void **state) {
@@ -137,9 +135,8 @@ static void test_round_trip(void **state) {
 static void test_write_errors(void **state) {
   (void)state;
   rd_nn_spec_t s;
-  small_spec(&s);
   float p[26];
-  fill_params(p, 26);
+  small_net(&s, p);
   uint8_t buf[200];
   memset(buf, 0x5A, sizeof buf);
   rd_error_t err;
@@ -206,9 +203,8 @@ static void test_validate_errors(void **state) {
 static void test_parse_errors(void **state) {
   (void)state;
   rd_nn_spec_t s;
-  small_spec(&s);
   float p[26];
-  fill_params(p, 26);
+  small_net(&s, p);
   uint8_t good[136], b[200];
   assert_int_equal(rd_nn_flat_write(&s, p, good, sizeof good, NULL, NULL), RD_OK);
   expect_parse(good, sizeof good, RD_OK);
@@ -223,36 +219,36 @@ static void test_parse_errors(void **state) {
   b[0] ^= 1;
   expect_parse(b, sizeof good, RD_EINVAL); /* magic */
   memcpy(b, good, sizeof good);
-  wr_le32(b + 4, 2);
+  rd_le_put_u32(b + 4, 2);
   expect_parse(b, sizeof good, RD_EINVAL); /* version from the future */
-  wr_le32(b + 4, 0);
+  rd_le_put_u32(b + 4, 0);
   expect_parse(b, sizeof good, RD_EINVAL);
   memcpy(b, good, sizeof good);
-  wr_le32(b + 8, 0);
+  rd_le_put_u32(b + 8, 0);
   expect_parse(b, sizeof good, RD_EINVAL); /* no layers */
-  wr_le32(b + 8, RD_NN_MAX_LAYERS + 1);
+  rd_le_put_u32(b + 8, RD_NN_MAX_LAYERS + 1);
   expect_parse(b, sizeof good, RD_EINVAL); /* too many layers */
-  wr_le32(b + 8, 0xFFFFFFFFu);
+  rd_le_put_u32(b + 8, 0xFFFFFFFFu);
   expect_parse(b, sizeof good, RD_EINVAL);
   memcpy(b, good, sizeof good);
-  wr_le32(b + 16, 0);
+  rd_le_put_u32(b + 16, 0);
   expect_parse(b, sizeof good, RD_EINVAL); /* hidden size 0 */
-  wr_le32(b + 16, RD_NN_MAX_UNITS + 1);
+  rd_le_put_u32(b + 16, RD_NN_MAX_UNITS + 1);
   expect_parse(b, sizeof good, RD_EINVAL); /* hidden size too wide */
   memcpy(b, good, sizeof good);
-  wr_le32(b + 24, 3);
+  rd_le_put_u32(b + 24, 3);
   expect_parse(b, sizeof good, RD_EINVAL); /* unknown activation */
-  wr_le32(b + 24, 0x80000000u);
+  rd_le_put_u32(b + 24, 0x80000000u);
   expect_parse(b, sizeof good, RD_EINVAL);
   memcpy(b, good, sizeof good);
-  wr_le32(b + 12, 65536);
-  wr_le32(b + 16, 65536);
+  rd_le_put_u32(b + 12, 65536);
+  rd_le_put_u32(b + 16, 65536);
   expect_parse(b, sizeof good, RD_EINVAL); /* 2^32 parameters declared: size overflow */
   memcpy(b, good, sizeof good);
-  wr_le32(b + 12, 4);
+  rd_le_put_u32(b + 12, 4);
   expect_parse(b, sizeof good, RD_EINVAL); /* one more input: 4 bytes short */
   memcpy(b, good, sizeof good);
-  wr_le32(b + 12, 2);
+  rd_le_put_u32(b + 12, 2);
   expect_parse(b, sizeof good, RD_EINVAL); /* one fewer input: 4 bytes over */
 
   /* Non-finite weights: NaN (quiet and signalling), +inf, -inf, anywhere. */
@@ -260,12 +256,12 @@ static void test_parse_errors(void **state) {
   const size_t where[] = {0, 15, 16, 25};
   for (int k = 0; k < 4; k++) {
     memcpy(b, good, sizeof good);
-    wr_le32(b + 32 + 4 * where[k], bad[k]);
+    rd_le_put_u32(b + 32 + 4 * where[k], bad[k]);
     expect_parse(b, sizeof good, RD_EINVAL);
   }
   /* The largest finite float is fine. */
   memcpy(b, good, sizeof good);
-  wr_le32(b + 32, 0x7F7FFFFFu);
+  rd_le_put_u32(b + 32, 0x7F7FFFFFu);
   expect_parse(b, sizeof good, RD_OK);
 }
 

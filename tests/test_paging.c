@@ -17,6 +17,8 @@
 #include "registry.h"
 #include "spec_pb.h"
 #include "store.h"
+#include "rdt_dse.h"
+#include "rdt_pb.h"
 #include "rdt_unit.h"
 
 /* ------------------------------------------------------------------ */
@@ -131,21 +133,9 @@ static void test_workload_tokens(void **state) {
 
 static rd_profile_t profile(const char *fp, rd_primitive_t prim, uint32_t threads,
                             uint32_t batch, const char *net, const char *build) {
-  rd_profile_t p;
-  memset(&p, 0, sizeof p);
-  snprintf(p.device_fp, sizeof p.device_fp, "%s", fp);
-  p.primitive = prim;
-  p.threads = threads;
-  p.shape.batch = batch;
-  p.shape.capacity = 100000;
-  p.shape.fanout = 16;
-  snprintf(p.shape.algorithm, sizeof p.shape.algorithm, "%s", net[0] ? "dqn" : "none");
-  snprintf(p.shape.network, sizeof p.shape.network, "%s", net);
-  snprintf(p.build, sizeof p.build, "%s", build);
-  p.latency_s = 1e-6 * (1 + batch);
-  p.reps = 7;
+  rd_profile_t p = rdt_profile(fp, prim, threads, batch, net[0] ? "dqn" : "none", net, build,
+                               1e-6 * (1 + batch));
   p.source = RD_PROFILE_IMPORTED;
-  p.measured_unix = 1700000000;
   return p;
 }
 
@@ -153,6 +143,20 @@ static int same_key(const rd_profile_t *a, const rd_profile_t *b) {
   return strcmp(a->device_fp, b->device_fp) == 0 && a->primitive == b->primitive &&
          a->threads == b->threads && rd_profile_key_equal(&a->shape, &b->shape) &&
          strcmp(a->build, b->build) == 0;
+}
+
+/* The page of up to `size` profiles after *cursor (none yet: *has 0) into
+ * *v (the caller frees it); the cursor moves to its last row. */
+static size_t next_page(rd_store_t *st, rd_profile_t *cursor, int *has, size_t size,
+                        rd_profile_t **v) {
+  size_t k;
+  assert_int_equal(rd_store_list_profiles_after(st, *has ? cursor : NULL, size, v, &k, NULL),
+                   RD_OK);
+  if (k > 0) {
+    *cursor = (*v)[k - 1];
+    *has = 1;
+  }
+  return k;
 }
 
 /* Hex-encode a Profile message as a "p1." token would carry it. */
@@ -248,28 +252,13 @@ static void test_profile_tokens(void **state) {
 /* The registry's keyset listing                                       */
 /* ------------------------------------------------------------------ */
 
-typedef struct {
-  Replayd__V1__WorkloadSpec spec;
-  Replayd__V1__Field field;
-  Replayd__V1__Field *fp;
-} spec_t;
-
-static void tiny_spec(spec_t *s) {
-  Replayd__V1__WorkloadSpec init = REPLAYD__V1__WORKLOAD_SPEC__INIT;
-  Replayd__V1__Field f = REPLAYD__V1__FIELD__INIT;
-  s->spec = init;
-  s->field = f;
-  s->field.name = "x";
-  s->field.dtype = REPLAYD__V1__DTYPE__FLOAT32;
-  s->fp = &s->field;
-  s->spec.name = "tiny";
-  s->spec.fields = &s->fp;
-  s->spec.n_fields = 1;
-  s->spec.capacity = 4;
+static void tiny_spec(rdt_pb_spec_t *s) {
+  rdt_pb_spec_init(s, "tiny", 4);
+  rdt_pb_field(s, "x", REPLAYD__V1__DTYPE__FLOAT32, 0, NULL);
 }
 
 static void register_one(rd_registry_t *r, char *id_out) {
-  spec_t s;
+  rdt_pb_spec_t s;
   tiny_spec(&s);
   rd_workload_t *w = NULL;
   rd_error_t err;
@@ -424,15 +413,9 @@ static void test_store_pages(void **state) {
   size_t at = 0;
   for (;;) {
     rd_profile_t *v;
-    size_t k;
-    assert_int_equal(rd_store_list_profiles_after(st, has ? &cursor : NULL, 7, &v, &k, NULL),
-                     RD_OK);
+    size_t k = next_page(st, &cursor, &has, 7, &v);
     for (size_t i = 0; i < k; i++) assert_true(same_key(&v[i], &all[at + i]));
     at += k;
-    if (k > 0) {
-      cursor = v[k - 1];
-      has = 1;
-    }
     rd_store_free_profiles(v);
     if (k < 7) break;
   }
@@ -447,16 +430,10 @@ static void test_store_pages(void **state) {
   unsigned extra = 1000;
   for (;;) {
     rd_profile_t *v;
-    size_t k;
-    assert_int_equal(rd_store_list_profiles_after(st, has ? &cursor : NULL, 5, &v, &k, NULL),
-                     RD_OK);
+    size_t k = next_page(st, &cursor, &has, 5, &v);
     for (size_t i = 0; i < k; i++) {
       for (size_t j = 0; j < n_all; j++)
         if (same_key(&v[i], &all[j])) seen[j]++;
-    }
-    if (k > 0) {
-      cursor = v[k - 1];
-      has = 1;
     }
     rd_store_free_profiles(v);
     if (k < 5) break;

@@ -24,6 +24,7 @@
 #include "rate_limiter.h"
 #include "rd_nn_spec.h"
 #include "rd_clock.h"
+#include "rdt_learner.h"
 #include "rdt_schema.h"
 #include "rdt_unit.h"
 
@@ -176,11 +177,7 @@ static void check_batch(void *arg, const uint64_t *keys, const rd_batch_t *b) {
 static void pcfg(rd_pipeline_config_t *c, const wl_t *w, uint32_t batch, uint32_t depth,
                  hook_t *h) {
   memset(c, 0, sizeof *c);
-  rd_learner_config_default(&c->learner);
-  c->learner.algo = RD_ALGO_DQN;
-  c->learner.num_actions = 2;
-  c->learner.n_hidden = 1;
-  c->learner.hidden[0] = 16;
+  rdt_dqn_config(&c->learner, 0, 2, 1, (const uint32_t[]){16}); /* obs_dim: the binding's */
   c->learner.max_batch = batch;
   c->learner.seed = 5;
   c->batch = batch;

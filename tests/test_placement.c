@@ -38,13 +38,12 @@
 #include "provider_fpga.h"
 #include "rmm_gpu.h"
 #include "registry.h"
+#include "rdt_dse.h"
+#include "rdt_pb.h"
 #include "spec_pb.h"
 
 #ifndef RD_FPGA_PARTS_DIR
 #error "RD_FPGA_PARTS_DIR: the part files' directory"
-#endif
-#ifndef RD_XRT_BUILT
-#define RD_XRT_BUILT 0
 #endif
 #include "xrt_env.h"
 #if RD_XRT_BUILT
@@ -102,50 +101,12 @@ static rd_device_t csim_entry(uint32_t index) {
 }
 
 /* A spec built on the stack: CartPole rows, optionally a DQN learner. */
-typedef struct {
-  Replayd__V1__WorkloadSpec spec;
-  Replayd__V1__Field field[5];
-  Replayd__V1__Field *fp[5];
-  Replayd__V1__LearnerSpec learner;
-  uint32_t hidden[2];
-} spec_t;
+typedef rdt_pb_spec_t spec_t;
 
 static void make_spec(spec_t *s, uint32_t capacity, int with_learner) {
-  memset(s, 0, sizeof *s);
-  Replayd__V1__WorkloadSpec init = REPLAYD__V1__WORKLOAD_SPEC__INIT;
-  s->spec = init;
-  s->spec.name = "placement";
-  static uint32_t four[] = {4};
-  static const char *names[] = {"obs", "action", "reward", "next_obs", "done"};
-  static const Replayd__V1__DType types[] = {
-      REPLAYD__V1__DTYPE__FLOAT32, REPLAYD__V1__DTYPE__INT32, REPLAYD__V1__DTYPE__FLOAT32,
-      REPLAYD__V1__DTYPE__FLOAT32, REPLAYD__V1__DTYPE__BOOL};
-  size_t n = with_learner ? 5 : 3;
-  for (size_t i = 0; i < n; i++) {
-    Replayd__V1__Field f = REPLAYD__V1__FIELD__INIT;
-    s->field[i] = f;
-    s->field[i].name = (char *)names[i];
-    s->field[i].dtype = types[i];
-    if (i == 0 || i == 3) {
-      s->field[i].n_shape = 1;
-      s->field[i].shape = four;
-    }
-    s->fp[i] = &s->field[i];
-  }
-  s->spec.fields = s->fp;
-  s->spec.n_fields = n;
-  s->spec.capacity = capacity;
-  if (with_learner) {
-    Replayd__V1__LearnerSpec l = REPLAYD__V1__LEARNER_SPEC__INIT;
-    s->learner = l;
-    s->learner.algorithm = "dqn";
-    s->hidden[0] = s->hidden[1] = 64;
-    s->learner.n_hidden = 2;
-    s->learner.hidden = s->hidden;
-    s->learner.batch_size = 32;
-    s->learner.num_actions = 2;
-    s->spec.learner = &s->learner;
-  }
+  rdt_pb_spec_init(s, "placement", capacity);
+  rdt_pb_cartpole(s, with_learner ? 5 : 3);
+  if (with_learner) rdt_pb_dqn(s, 2, 64, 32);
 }
 
 static rd_registry_t *make_registry(void) {
@@ -600,11 +561,8 @@ static void test_gpu_bind(void **state) {
   rd_pipeline_config_t pc;
   workload_configs(1000, &tc, &pc);
   rd_device_t gpu;
-  memset(&gpu, 0, sizeof gpu);
-  snprintf(gpu.kind, sizeof gpu.kind, "gpu");
+  rdt_device(&gpu, "gpu", 5);
   snprintf(gpu.model, sizeof gpu.model, "NVIDIA H100");
-  snprintf(gpu.status, sizeof gpu.status, "ok (injected by a test)");
-  gpu.index = 5;
   gpu.memory_bytes = 80ull << 30;
   const int built = rd_learner_gpu_built();
   assert_int_equal(rd_gpu_rmm_built(), built);
@@ -1015,12 +973,6 @@ static void test_noop_second_table_busy(void **state) {
 
 /* ------------------------------------------------------------------ */
 
-static void rm_tree(void) {
-  char cmd[128];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-  if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
-}
-
 int main(int argc, char **argv) {
   if (argc > 1) mode = argv[1];
   const int noop = strcmp(mode, "noop") == 0;
@@ -1031,8 +983,7 @@ int main(int argc, char **argv) {
   rd_log_open(NULL, RD_LOG_ERROR, NULL);
   unsetenv("XILINX_XRT");
   unsetenv("XCL_EMULATION_MODE");
-  snprintf(dir, sizeof dir, "/tmp/rd_placement_XXXXXX");
-  if (!mkdtemp(dir)) return 1;
+  if (rdt_tmpdir(dir, sizeof dir, "placement") != 0) return 1;
   snprintf(xclbin_path, sizeof xclbin_path, "%s/k.xclbin", dir);
   snprintf(junk_path, sizeof junk_path, "%s/junk.xclbin", dir);
   FILE *f = fopen(junk_path, "wb");
@@ -1086,7 +1037,7 @@ int main(int argc, char **argv) {
     rc = 2;
 #endif
   }
-  rm_tree();
+  rdt_rmtree(dir);
   rd_log_close();
   return rc;
 }

@@ -20,6 +20,7 @@
 #include <time.h>
 
 #include "rate_limiter.h"
+#include "rdt_unit.h"
 #include "registry.h"
 #include "workload_spec.h"
 
@@ -403,12 +404,6 @@ static void test_bounds(void **state) {
 /* Threads through the workload API (TSan)                             */
 /* ------------------------------------------------------------------ */
 
-static const uint32_t obs_shape[] = {4};
-static const rd_field_spec_t fields[] = {
-    {"obs", RD_DTYPE_FLOAT32, 1, obs_shape},
-    {"action", RD_DTYPE_INT32, 0, NULL},
-};
-
 /* A waiter as the server's parked call, reduced to a condition variable:
  * the wake (under the workload's lock) only signals. */
 typedef struct {
@@ -560,8 +555,8 @@ static void test_threads(void **state) {
   /* samples_per_insert 1 within [-8, 8] from 4 items on. */
   rd_limiter_spec_t ls = {.min_size_to_sample = 4, .samples_per_insert = 1, .has_min_diff = 1,
                           .min_diff = -8, .has_max_diff = 1, .max_diff = 8};
-  rd_workload_spec_t spec = {.name = "t", .fields = fields, .n_fields = 2, .capacity = 1024,
-                             .rate_limiter = &ls};
+  rd_workload_spec_t spec = {.name = "t", .fields = rdt_cartpole_field_specs, .n_fields = 2,
+                             .capacity = 1024, .rate_limiter = &ls};
   rd_workload_t *w = NULL;
   assert_int_equal(rd_registry_register(r, &spec, NULL, &w, NULL, &err), RD_OK);
   atomic_int bad = 0;

@@ -20,6 +20,7 @@
 #include "messages.h"
 #include "registry.h"
 #include "spec_pb.h"
+#include "rdt_pb.h"
 #include "rdt_unit.h"
 
 /* ------------------------------------------------------------------ */
@@ -27,42 +28,12 @@
 /* ------------------------------------------------------------------ */
 
 /* A spec built on the stack, with room for any number of fields we test. */
-typedef struct {
-  Replayd__V1__WorkloadSpec spec;
-  Replayd__V1__Field field[40];
-  Replayd__V1__Field *fp[40];
-  uint32_t shape[40][12];
-  char name[40][80];
-  Replayd__V1__LearnerSpec learner;
-} spec_t;
-
-static void add_field(spec_t *s, const char *name, Replayd__V1__DType dtype, size_t rank,
-                      const uint32_t *shape) {
-  size_t i = s->spec.n_fields;
-  Replayd__V1__Field init = REPLAYD__V1__FIELD__INIT;
-  s->field[i] = init;
-  snprintf(s->name[i], sizeof s->name[i], "%s", name);
-  s->field[i].name = s->name[i];
-  s->field[i].dtype = dtype;
-  s->field[i].n_shape = rank;
-  for (size_t d = 0; d < rank; d++) s->shape[i][d] = shape[d];
-  s->field[i].shape = s->shape[i];
-  s->fp[i] = &s->field[i];
-  s->spec.fields = s->fp;
-  s->spec.n_fields = i + 1;
-}
+typedef rdt_pb_spec_t spec_t;
 
 /* obs: float32[4], action: int32, reward: float32 -> 24 bytes a row. */
 static void basic_spec(spec_t *s) {
-  memset(s, 0, sizeof *s);
-  Replayd__V1__WorkloadSpec init = REPLAYD__V1__WORKLOAD_SPEC__INIT;
-  s->spec = init;
-  s->spec.name = "cartpole";
-  static const uint32_t obs[] = {4};
-  add_field(s, "obs", REPLAYD__V1__DTYPE__FLOAT32, 1, obs);
-  add_field(s, "action", REPLAYD__V1__DTYPE__INT32, 0, NULL);
-  add_field(s, "reward", REPLAYD__V1__DTYPE__FLOAT32, 0, NULL);
-  s->spec.capacity = 1024;
+  rdt_pb_spec_init(s, "cartpole", 1024);
+  rdt_pb_cartpole(s, 3);
 }
 
 static rd_config_t test_config(void) {
@@ -278,9 +249,9 @@ static void test_register_explicit_values(void **state) {
   spec_t s;
   basic_spec(&s);
   static const uint32_t img[] = {2, 3, 4, 1, 1, 1, 1, 5}; /* rank 8 is allowed */
-  add_field(&s, "pixels.next-frame_0", REPLAYD__V1__DTYPE__UINT8, 8, img);
-  add_field(&s, "done", REPLAYD__V1__DTYPE__BOOL, 0, NULL);
-  add_field(&s, "ids", REPLAYD__V1__DTYPE__INT64, 1, img);
+  rdt_pb_field(&s, "pixels.next-frame_0", REPLAYD__V1__DTYPE__UINT8, 8, img);
+  rdt_pb_field(&s, "done", REPLAYD__V1__DTYPE__BOOL, 0, NULL);
+  rdt_pb_field(&s, "ids", REPLAYD__V1__DTYPE__INT64, 1, img);
   s.spec.fanout = 4;
   s.spec.capacity = 4096;
   s.spec.seed = 12345;
@@ -336,7 +307,7 @@ static void m_33_fields(spec_t *s) {
   for (int i = 3; i < 33; i++) {
     char name[16];
     snprintf(name, sizeof name, "f%d", i);
-    add_field(s, name, REPLAYD__V1__DTYPE__UINT8, 0, NULL);
+    rdt_pb_field(s, name, REPLAYD__V1__DTYPE__UINT8, 0, NULL);
   }
 }
 static void m_empty_name(spec_t *s) { s->name[1][0] = '\0'; }
@@ -595,7 +566,7 @@ static void test_limit_memory(void **state) {
   basic_spec(&s);
   s.spec.n_fields = 0;
   static const uint32_t blob[] = {1000};
-  add_field(&s, "blob", REPLAYD__V1__DTYPE__UINT8, 1, blob);
+  rdt_pb_field(&s, "blob", REPLAYD__V1__DTYPE__UINT8, 1, blob);
   s.spec.capacity = 600;
   uint64_t tree = rd_sumtree_memsize(600, 16);
   uint64_t need = tree + 600 * 1000 + 1024 * 12;
@@ -635,19 +606,9 @@ static void test_limit_memory(void **state) {
 /* CartPole DQN: obs float32[4], action int32, reward float32,
  * next_obs float32[4], done bool, with a learner spec. */
 static void learner_spec(spec_t *s) {
-  basic_spec(s);
-  static const uint32_t obs[] = {4};
-  add_field(s, "next_obs", REPLAYD__V1__DTYPE__FLOAT32, 1, obs);
-  add_field(s, "done", REPLAYD__V1__DTYPE__BOOL, 0, NULL);
-  Replayd__V1__LearnerSpec init = REPLAYD__V1__LEARNER_SPEC__INIT;
-  s->learner = init;
-  s->learner.algorithm = "dqn";
-  static uint32_t hidden[] = {64, 64};
-  s->learner.n_hidden = 2;
-  s->learner.hidden = hidden;
-  s->learner.batch_size = 32;
-  s->learner.num_actions = 2;
-  s->spec.learner = &s->learner;
+  rdt_pb_spec_init(s, "cartpole", 1024);
+  rdt_pb_cartpole(s, 5);
+  rdt_pb_dqn(s, 2, 64, 32);
 }
 
 /* A DDPG variant: action float32[2] in [-2, 2], discount instead of done. */

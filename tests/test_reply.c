@@ -21,6 +21,7 @@
 #include "sample_reply.h"
 #include "status.h"
 #include "rd_rng.h"
+#include "rdt_schema.h"
 
 /* ---- The status mapping ---- */
 
@@ -232,14 +233,9 @@ static void test_sample_reply_from_table(void **state) {
   rd_table_config_t c;
   rd_table_config_default(&c);
   c.schema.n_fields = 3;
-  snprintf(c.schema.fields[0].name, RD_FIELD_NAME_MAX, "obs");
-  c.schema.fields[0].dtype = RD_DTYPE_FLOAT32;
-  c.schema.fields[0].rank = 1;
-  c.schema.fields[0].shape[0] = 3;
-  snprintf(c.schema.fields[1].name, RD_FIELD_NAME_MAX, "a");
-  c.schema.fields[1].dtype = RD_DTYPE_INT64;
-  snprintf(c.schema.fields[2].name, RD_FIELD_NAME_MAX, "d");
-  c.schema.fields[2].dtype = RD_DTYPE_BOOL;
+  rdt_field(&c.schema.fields[0], "obs", RD_DTYPE_FLOAT32, 3);
+  rdt_field(&c.schema.fields[1], "a", RD_DTYPE_INT64, 0);
+  rdt_field(&c.schema.fields[2], "d", RD_DTYPE_BOOL, 0);
   c.capacity = 1000;
   c.max_batch = 512;
   c.seed = 42;

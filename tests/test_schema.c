@@ -42,6 +42,18 @@ static void expect_validate(const rd_schema_t *s, int code) {
   }
 }
 
+/* RD_SCHEMA_MAX_FIELDS uint8 fields named <prefix>0, <prefix>1, ... of
+ * the given shape. */
+static void all_fields(rd_schema_t *s, char prefix, uint32_t rank, const uint32_t *shape) {
+  memset(s, 0, sizeof *s);
+  for (uint32_t i = 0; i < RD_SCHEMA_MAX_FIELDS; i++) {
+    char name[16];
+    snprintf(name, sizeof name, "%c%u", prefix, i);
+    rdt_field_shape(&s->fields[i], name, RD_DTYPE_UINT8, rank, shape);
+  }
+  s->n_fields = RD_SCHEMA_MAX_FIELDS;
+}
+
 static void test_valid_schema_sizes(void **state) {
   (void)state;
   rd_schema_t s;
@@ -58,13 +70,7 @@ static void test_valid_schema_sizes(void **state) {
   /* Boundaries that are still valid: 32 fields, a 63-character name, rank 8,
    * and a row of exactly 64 MiB. */
   rd_schema_t b;
-  memset(&b, 0, sizeof b);
-  for (uint32_t i = 0; i < RD_SCHEMA_MAX_FIELDS; i++) {
-    char name[16];
-    snprintf(name, sizeof name, "f%u", i);
-    rdt_field_shape(&b.fields[i], name, RD_DTYPE_UINT8, 0, NULL);
-  }
-  b.n_fields = RD_SCHEMA_MAX_FIELDS;
+  all_fields(&b, 'f', 0, NULL);
   expect_validate(&b, RD_OK);
   assert_int_equal(rd_schema_row_bytes(&b), RD_SCHEMA_MAX_FIELDS);
 
@@ -228,13 +234,7 @@ static void test_row_size_limit(void **state) {
   /* 32 fields of 2 MiB + 1 byte each: every field fits, the row is 32
    * bytes too long. */
   static const uint32_t g2[] = {(2u << 20) + 1};
-  memset(&s, 0, sizeof s);
-  for (uint32_t i = 0; i < RD_SCHEMA_MAX_FIELDS; i++) {
-    char name[16];
-    snprintf(name, sizeof name, "g%u", i);
-    rdt_field_shape(&s.fields[i], name, RD_DTYPE_UINT8, 1, g2);
-  }
-  s.n_fields = RD_SCHEMA_MAX_FIELDS;
+  all_fields(&s, 'g', 1, g2);
   expect_validate(&s, RD_EINVAL);
 }
 

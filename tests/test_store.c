@@ -25,6 +25,7 @@
 #include "profile_jsonl.h"
 #include "secrets.h"
 #include "store.h"
+#include "rdt_dse.h"
 #include "rdt_unit.h"
 
 /* ------------------------------------------------------------------ */
@@ -778,22 +779,10 @@ static void test_admin_token_race(void **state) {
 static rd_profile_t make_profile(const char *fp, rd_primitive_t prim, uint32_t threads,
                                  uint32_t batch, const char *algo, const char *net,
                                  double latency) {
-  rd_profile_t p;
-  memset(&p, 0, sizeof p);
-  snprintf(p.device_fp, sizeof p.device_fp, "%s", fp);
-  p.primitive = prim;
-  p.threads = threads;
-  p.shape.batch = batch;
-  p.shape.capacity = 100000;
-  p.shape.fanout = 16;
-  snprintf(p.shape.algorithm, sizeof p.shape.algorithm, "%s", algo);
-  snprintf(p.shape.network, sizeof p.shape.network, "%s", net);
-  snprintf(p.build, sizeof p.build, "0.1.0 abc1234 gcc-12.2.0 release");
-  p.latency_s = latency;
-  p.reps = 7;
+  rd_profile_t p = rdt_profile(fp, prim, threads, batch, algo, net,
+                               "0.1.0 abc1234 gcc-12.2.0 release", latency);
   p.items = prim == RD_PRIM_TRAIN ? 0 : 100000;
   p.source = RD_PROFILE_MEASURED;
-  p.measured_unix = 1700000000;
   return p;
 }
 

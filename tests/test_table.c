@@ -21,6 +21,7 @@
 #include "rd_philox.h"
 #include "table.h"
 #include "rd_rng.h"
+#include "rdt_rmm.h"
 #include "rdt_schema.h"
 
 /* ------------------------------------------------------------------ */
@@ -50,6 +51,14 @@ static void init_ok(rd_table_t *t, const rd_table_config_t *c) {
   rd_error_clear(&err);
   int rc = rd_table_init(t, c, &err);
   if (rc != RD_OK) fail_msg("rd_table_init: %s: %s", rd_err_name(rc), err.msg);
+}
+
+/* A table of make_config's settings (the config is not needed again). */
+static void make_table(rd_table_t *t, uint32_t capacity, uint32_t fanout, double alpha,
+                       double epsilon, uint64_t seed) {
+  rd_table_config_t c;
+  make_config(&c, capacity, fanout, alpha, epsilon, seed);
+  init_ok(t, &c);
 }
 
 /* The bytes of one row of key k, field by field. Every field depends on k,
@@ -258,10 +267,8 @@ static void test_config_defaults(void **state) {
 
 static void test_roundtrip_rows(void **state) {
   (void)state;
-  rd_table_config_t c;
-  make_config(&c, 64, 4, 0.6, 1e-6, 7);
   rd_table_t t;
-  init_ok(&t, &c);
+  make_table(&t, 64, 4, 0.6, 1e-6, 7);
   uint64_t rng = 1;
   sout_t s;
   sout_alloc(&s, 64, true);
@@ -927,10 +934,8 @@ static void test_fifo_eviction(void **state) {
 
 static void test_stale_keys(void **state) {
   (void)state;
-  rd_table_config_t c;
-  make_config(&c, 16, 4, 1.0, 0.0, 3);
   rd_table_t t;
-  init_ok(&t, &c);
+  make_table(&t, 16, 4, 1.0, 0.0, 3);
   double prio[16];
   for (int i = 0; i < 16; i++) prio[i] = 1.0 + i;
   insert_ok(&t, 16, prio); /* keys 0..15 */
@@ -1049,10 +1054,8 @@ static void test_seed_reproducibility(void **state) {
 
 static void test_max_priority_default(void **state) {
   (void)state;
-  rd_table_config_t c;
-  make_config(&c, 32, 4, 0.5, 0.0, 8);
   rd_table_t t;
-  init_ok(&t, &c);
+  make_table(&t, 32, 4, 0.5, 0.0, 8);
   insert_ok(&t, 4, NULL); /* keys 0..3 */
   for (uint64_t k = 0; k < 4; k++) assert_true(get_p(&t, k) == 1.0);
 
@@ -1106,10 +1109,8 @@ static void test_max_priority_default(void **state) {
 static void transform_case(double alpha, double eps) {
   static const double xs[] = {0.0, 1e-6, 1e-3, 0.1, 0.5, 1.0, 2.5, 7.0, 100.0, 12345.0};
   const size_t n = sizeof xs / sizeof xs[0];
-  rd_table_config_t c;
-  make_config(&c, 64, 8, alpha, eps, 9);
   rd_table_t t;
-  init_ok(&t, &c);
+  make_table(&t, 64, 8, alpha, eps, 9);
   insert_ok(&t, n, xs);
   /* Update other keys with the same values: the same transform applies. */
   insert_ok(&t, n, NULL);
@@ -1602,10 +1603,8 @@ static void test_errors_config(void **state) {
 
 static void test_get_priority_errors(void **state) {
   (void)state;
-  rd_table_config_t c;
-  make_config(&c, 8, 2, 1.0, 0.0, 2);
   rd_table_t t;
-  init_ok(&t, &c);
+  make_table(&t, 8, 2, 1.0, 0.0, 2);
   rd_error_t err;
   double p = 42.0;
   rd_error_clear(&err);
@@ -1630,10 +1629,8 @@ static void test_get_priority_errors(void **state) {
  * refused with nothing written. */
 static void test_gather(void **state) {
   (void)state;
-  rd_table_config_t c;
-  make_config(&c, 8, 4, 0.6, 1e-6, 7);
   rd_table_t t;
-  init_ok(&t, &c);
+  make_table(&t, 8, 4, 0.6, 1e-6, 7);
   insert_ok(&t, 8, NULL);
   insert_ok(&t, 3, NULL); /* keys 3..10 live; 0..2 overwritten */
   sout_t s;
@@ -1751,36 +1748,6 @@ static int hs_read(void *p, size_t n, const uint32_t *slots, void *const *dst, r
 static const rd_storage_ops_t hstore_ops = {"hstore", hs_memsize, hs_create, hs_destroy,
                                             hs_write, hs_read};
 
-/* A replay module over a CPU tree whose sample fails while fail_sample. */
-static int hr_fail_sample;
-static size_t hr_memsize(uint32_t cap, uint32_t k) { return rd_sumtree_memsize(cap, k); }
-static int hr_create(void **out, uint32_t cap, uint32_t k, uint64_t max_leaf, rd_error_t *err) {
-  (void)max_leaf;
-  rd_sumtree_t *t = malloc(sizeof *t);
-  int rc = rd_sumtree_init(t, cap, k, err);
-  if (rc) free(t);
-  else *out = t;
-  return rc;
-}
-static void hr_destroy(void *t) {
-  rd_sumtree_free(t);
-  free(t);
-}
-static uint64_t hr_total(const void *t) { return rd_sumtree_total(t); }
-static uint64_t hr_leaf(const void *t, uint32_t pos) { return rd_sumtree_get(t, pos); }
-static int hr_set_range(void *t, uint32_t first, size_t n, const uint64_t *v, rd_error_t *err) {
-  return rd_sumtree_set_range(t, first, n, v, err);
-}
-static int hr_sample(void *t, size_t n, const uint64_t *tg, uint32_t *lv, rd_error_t *err) {
-  if (hr_fail_sample) return rd_error_set(err, RD_EINTERNAL, "hrmm: device lost");
-  return rd_sumtree_sample(t, n, tg, lv, err);
-}
-static int hr_update(void *t, size_t n, const uint32_t *p, const uint64_t *v, rd_error_t *err) {
-  return rd_sumtree_update(t, n, p, v, err);
-}
-static const rd_rmm_ops_t hrmm_ops = {"hrmm", hr_memsize, hr_create, hr_destroy, hr_total,
-                                      hr_leaf, hr_set_range, hr_sample, hr_update};
-
 /* Rows, keys, probabilities and weights of one sample of each table. */
 static void same_sample(rd_table_t *a, rd_table_t *b, size_t n) {
   sout_t sa, sb;
@@ -1802,12 +1769,12 @@ static void test_storage_module(void **state) {
   make_config(&c, 50, 4, 0.6, 1e-6, 21);
   cs = c;
   cs.storage = &hstore_ops;
-  cs.rmm = &hrmm_ops;
+  cs.rmm = &rdt_host_rmm_ops;
   rd_table_t t, ts;
   init_ok(&t, &c);
   memset(&HS, 0, sizeof HS);
   init_ok(&ts, &cs);
-  assert_ptr_equal(HS.rmm_ops_seen, &hrmm_ops); /* told about the table's module */
+  assert_ptr_equal(HS.rmm_ops_seen, &rdt_host_rmm_ops); /* told about the table's module */
   assert_null(ts.column[0]);                     /* no host columns */
   assert_string_equal(rd_table_storage_name(&ts), "hstore");
   assert_string_equal(rd_table_storage_name(&t), "host");
@@ -1951,13 +1918,13 @@ static void test_to_cpu(void **state) {
 
   /* A failed sample on the replay module: nothing dropped. */
   cs.storage = NULL;
-  cs.rmm = &hrmm_ops;
+  cs.rmm = &rdt_host_rmm_ops;
   init_ok(&t, &cs);
   init_ok(&ref, &c);
   insert_ok(&t, 25, NULL), insert_ok(&ref, 25, NULL);
-  hr_fail_sample = 1;
+  rdt_host_rmm_fail_sample = 1;
   assert_int_equal(rd_table_sample(&t, 3, 0.5, 0, &s.out, &err), RD_EINTERNAL);
-  hr_fail_sample = 0;
+  rdt_host_rmm_fail_sample = 0;
   assert_int_equal(rd_table_sample(&t, 3, 0.5, 0, &s.out, &err), RD_EINTERNAL); /* refused */
   assert_int_equal(rd_table_to_cpu(&t, &lost, &err), RD_OK);
   assert_int_equal(lost, 0);

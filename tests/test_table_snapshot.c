@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "rdt_rmm.h"
 #include "table.h"
 
 /* Every dtype, scalars and shapes of rank 1 and 2. */
@@ -464,43 +465,9 @@ static void test_observer(void **state) {
 }
 
 /* ---- a table on a replay module and a storage module ----
- * Fakes over host memory (the CPU tree and plain columns behind the ops),
+ * Fakes over host memory (the CPU tree, rdt_rmm.h, and plain columns),
  * so that the snapshot and restore go through rmm->leaf, storage->read and
  * ->write and set_range, as they do for the GPU's and the FPGA's. */
-static size_t fake_rmm_memsize(uint32_t capacity, uint32_t fanout) {
-  return rd_sumtree_memsize(capacity, fanout);
-}
-static int fake_rmm_create(void **rmm, uint32_t capacity, uint32_t fanout, uint64_t max_leaf,
-                           rd_error_t *err) {
-  (void)max_leaf;
-  rd_sumtree_t *t = calloc(1, sizeof *t);
-  int rc = rd_sumtree_init(t, capacity, fanout, err);
-  if (rc) free(t);
-  else *rmm = t;
-  return rc;
-}
-static void fake_rmm_destroy(void *rmm) {
-  rd_sumtree_free(rmm);
-  free(rmm);
-}
-static uint64_t fake_rmm_total(const void *rmm) { return rd_sumtree_total(rmm); }
-static uint64_t fake_rmm_leaf(const void *rmm, uint32_t pos) { return rd_sumtree_get(rmm, pos); }
-static int fake_rmm_set_range(void *rmm, uint32_t first, size_t n, const uint64_t *leaves,
-                              rd_error_t *err) {
-  return rd_sumtree_set_range(rmm, first, n, leaves, err);
-}
-static int fake_rmm_sample(void *rmm, size_t n, const uint64_t *targets, uint32_t *leaves,
-                           rd_error_t *err) {
-  return rd_sumtree_sample(rmm, n, targets, leaves, err);
-}
-static int fake_rmm_update(void *rmm, size_t n, const uint32_t *pos, const uint64_t *values,
-                           rd_error_t *err) {
-  return rd_sumtree_update(rmm, n, pos, values, err);
-}
-static const rd_rmm_ops_t fake_rmm = {"fake-rmm",         fake_rmm_memsize, fake_rmm_create,
-                                      fake_rmm_destroy,   fake_rmm_total,   fake_rmm_leaf,
-                                      fake_rmm_set_range, fake_rmm_sample,  fake_rmm_update};
-
 typedef struct {
   uint32_t nf;
   size_t fb[RD_SCHEMA_MAX_FIELDS];
@@ -560,7 +527,7 @@ static void test_modules(void **state) {
   rd_table_config_t cc, cm;
   config(&cc, 150, 12);
   config(&cm, 150, 12);
-  cm.rmm = &fake_rmm;
+  cm.rmm = &rdt_host_rmm_ops;
   cm.storage = &fake_storage;
   cm.max_batch = 16; /* module reads in runs of at most max_batch */
   cc.max_batch = 64;

@@ -12,24 +12,18 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "log.h"
 #include "registry.h"
+#include "rdt_pb.h"
+#include "rdt_unit.h"
 #include "spec_pb.h"
 
-/* obs float32[4], action int32, reward float32: 24 bytes a row. */
-static const uint32_t obs_shape[] = {4};
-static const rd_field_spec_t fields[] = {
-    {"obs", RD_DTYPE_FLOAT32, 1, obs_shape},
-    {"action", RD_DTYPE_INT32, 0, NULL},
-    {"reward", RD_DTYPE_FLOAT32, 0, NULL},
-};
 static const uint8_t stored[] = "opaque to core";
 
 static rd_workload_spec_t c_spec(void) {
   rd_workload_spec_t s;
   memset(&s, 0, sizeof s);
   s.name = "c-spec";
-  s.fields = fields;
+  s.fields = rdt_cartpole_field_specs; /* obs float32[4], action, reward: 24 bytes a row */
   s.n_fields = 3;
   s.capacity = 256;
   s.max_batch = 64;
@@ -90,13 +84,32 @@ static int expect(int rc, int want, const rd_error_t *err, const char *text) {
 }
 
 /* A registry holding one workload, in which rows (10 of them) are. */
-static rd_workload_t *workload_of_10_rows(rd_registry_t **r, rows_t *rows) {
+/* The fixture of the update and deleted-workload tests: a registry, its
+ * workload and the 10 rows inserted into it. */
+typedef struct {
+  rd_registry_t *r;
+  rows_t rows;
+  rd_workload_t *w;
+} ten_rows_t;
+
+static int ten_rows_setup(void **state) {
+  ten_rows_t *f = calloc(1, sizeof *f);
+  if (f == NULL) return -1;
   rd_config_t cfg = test_config();
-  *r = make_registry(&cfg);
-  rd_workload_t *w = make_workload(*r);
-  make_rows(rows, 10);
-  assert_int_equal(rd_workload_insert(w, &rows->b, NULL, NULL, NULL), RD_OK);
-  return w;
+  f->r = make_registry(&cfg);
+  f->w = make_workload(f->r);
+  make_rows(&f->rows, 10);
+  assert_int_equal(rd_workload_insert(f->w, &f->rows.b, NULL, NULL, NULL), RD_OK);
+  *state = f;
+  return 0;
+}
+
+static int ten_rows_teardown(void **state) {
+  ten_rows_t *f = *state;
+  rd_workload_unref(f->w);
+  rd_registry_destroy(f->r);
+  free(f);
+  return 0;
 }
 
 /* ---- The spec in C ---- */
@@ -128,7 +141,7 @@ static void test_c_spec_errors(void **state) {
   rd_error_t err;
   rd_workload_spec_t s = c_spec();
   rd_field_spec_t bad[3];
-  memcpy(bad, fields, sizeof bad);
+  memcpy(bad, rdt_cartpole_field_specs, sizeof bad);
   bad[1].dtype = RD_DTYPE_INVALID; /* the client left it unspecified */
   s.fields = bad;
   expect(rd_workload_spec_resolve(&cfg, &s, &wc, &err), RD_EINVAL, &err,
@@ -286,10 +299,7 @@ static void test_sample_limits_then_memory_then_table(void **state) {
 /* ---- Update ---- */
 
 static void test_update_limits_and_errors(void **state) {
-  (void)state;
-  rd_registry_t *r;
-  rows_t rows;
-  rd_workload_t *w = workload_of_10_rows(&r, &rows);
+  rd_workload_t *w = ((ten_rows_t *)*state)->w;
   rd_error_t err;
   uint64_t keys[65] = {0};
   double pr[65] = {0};
@@ -311,22 +321,18 @@ static void test_update_limits_and_errors(void **state) {
   rd_workload_counters_t c;
   rd_workload_counters(w, &c);
   assert_int_equal(c.updates, 2);
-  rd_workload_unref(w);
-  rd_registry_destroy(r);
 }
 
 /* ---- Deleted, learner ---- */
 
 static void test_deleted_workload_refuses_data_calls(void **state) {
-  (void)state;
-  rd_registry_t *r;
-  rows_t rows;
-  rd_workload_t *w = workload_of_10_rows(&r, &rows);
+  ten_rows_t *f = *state;
+  rd_workload_t *w = f->w;
   rd_error_t err;
-  assert_int_equal(rd_registry_delete(r, w->id, &err), RD_OK);
+  assert_int_equal(rd_registry_delete(f->r, w->id, &err), RD_OK);
   char want[80];
   snprintf(want, sizeof want, "workload %s was deleted", w->id);
-  expect(rd_workload_insert(w, &rows.b, NULL, NULL, &err), RD_ENOTFOUND, &err, want);
+  expect(rd_workload_insert(w, &f->rows.b, NULL, NULL, &err), RD_ENOTFOUND, &err, want);
   sink_t sink;
   memset(&sink, 0, sizeof sink);
   rd_sample_request_t q = {4, 0, 0, 0};
@@ -341,8 +347,6 @@ static void test_deleted_workload_refuses_data_calls(void **state) {
   assert_int_equal(c.updates, 0);
   expect(rd_workload_train(w, 1, 0, NULL, NULL, &err), RD_ESTATE, &err, "has no learner");
   expect(rd_workload_learner(w, &err), RD_ESTATE, &err, "has no learner");
-  rd_workload_unref(w);
-  rd_registry_destroy(r);
 }
 
 /* A learner in continuous mode: TrainStep is not for it (RD_ESTATE, a
@@ -351,37 +355,15 @@ static void test_train_continuous_is_a_state(void **state) {
   (void)state;
   rd_config_t cfg = test_config();
   rd_registry_t *r = make_registry(&cfg);
-  Replayd__V1__WorkloadSpec spec = REPLAYD__V1__WORKLOAD_SPEC__INIT;
-  Replayd__V1__Field f[5], *fp[5];
-  static const char *names[] = {"obs", "action", "reward", "next_obs", "done"};
-  static const Replayd__V1__DType types[] = {
-      REPLAYD__V1__DTYPE__FLOAT32, REPLAYD__V1__DTYPE__INT32, REPLAYD__V1__DTYPE__FLOAT32,
-      REPLAYD__V1__DTYPE__FLOAT32, REPLAYD__V1__DTYPE__BOOL};
-  static uint32_t four[] = {4}, hidden[] = {8};
-  for (int i = 0; i < 5; i++) {
-    replayd__v1__field__init(&f[i]);
-    f[i].name = (char *)names[i];
-    f[i].dtype = types[i];
-    f[i].n_shape = (i == 0 || i == 3);
-    f[i].shape = four;
-    fp[i] = &f[i];
-  }
-  Replayd__V1__LearnerSpec ls = REPLAYD__V1__LEARNER_SPEC__INIT;
-  ls.algorithm = "dqn";
-  ls.n_hidden = 1;
-  ls.hidden = hidden;
-  ls.batch_size = 8;
-  ls.num_actions = 2;
-  ls.samples_per_insert = 1;
-  spec.name = "continuous";
-  spec.n_fields = 5;
-  spec.fields = fp;
-  spec.capacity = 128;
-  spec.learner = &ls;
+  rdt_pb_spec_t s;
+  rdt_pb_spec_init(&s, "continuous", 128);
+  rdt_pb_cartpole(&s, 5);
+  rdt_pb_dqn(&s, 1, 8, 8);
+  s.learner.samples_per_insert = 1;
   rd_workload_t *w = NULL;
   rd_error_t err;
   rd_error_clear(&err);
-  if (rd_spec_pb_register(r, &spec, NULL, &w, &err) != RD_OK) fail_msg("%s", err.msg);
+  if (rd_spec_pb_register(r, &s.spec, NULL, &w, &err) != RD_OK) fail_msg("%s", err.msg);
   assert_int_equal(rd_workload_learner(w, &err), RD_OK);
   expect(rd_workload_train(w, 1, 0, NULL, NULL, &err), RD_ESTATE, &err, "continuously");
   assert_int_equal(err.code, RD_ESTATE);
@@ -391,17 +373,16 @@ static void test_train_continuous_is_a_state(void **state) {
 }
 
 int main(void) {
-  rd_log_open(NULL, RD_LOG_ERROR, NULL);
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_c_spec_registers_and_stores_bytes),
       cmocka_unit_test(test_c_spec_errors),
       cmocka_unit_test(test_insert_limits_and_errors),
       cmocka_unit_test(test_sample_limits_then_memory_then_table),
-      cmocka_unit_test(test_update_limits_and_errors),
-      cmocka_unit_test(test_deleted_workload_refuses_data_calls),
+      cmocka_unit_test_setup_teardown(test_update_limits_and_errors, ten_rows_setup,
+                                      ten_rows_teardown),
+      cmocka_unit_test_setup_teardown(test_deleted_workload_refuses_data_calls, ten_rows_setup,
+                                      ten_rows_teardown),
       cmocka_unit_test(test_train_continuous_is_a_state),
   };
-  int rc = cmocka_run_group_tests(tests, NULL, NULL);
-  rd_log_close();
-  return rc;
+  return cmocka_run_group_tests(tests, rdt_quiet_setup, rdt_quiet_teardown);
 }

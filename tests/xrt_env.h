@@ -2,7 +2,7 @@
  * loads its shims from $XILINX_XRT/lib, which Debian does not provide, so
  * a test makes DIR/xrt whose lib links to the multiarch directory and
  * points XILINX_XRT at it; and a file XRT must refuse. Header-only, for
- * the tests that call XRT. */
+ * the tests that call XRT (they link tests/support for rdt_dir.h). */
 #ifndef RD_TEST_XRT_ENV_H
 #define RD_TEST_XRT_ENV_H
 
@@ -10,6 +10,13 @@
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include "rdt_dir.h"
+
+/* Whether the build has XRT's host path (meson passes it; 0 when not). */
+#ifndef RD_XRT_BUILT
+#define RD_XRT_BUILT 0
+#endif
 
 #ifndef RD_XRT_LIBDIR
 #define RD_XRT_LIBDIR "/usr/lib/x86_64-linux-gnu"
@@ -38,6 +45,15 @@ static inline int xrt_env_garbage_file(const char *path) {
   if (!f) return -1;
   for (int i = 0; i < 4096; i++) fputc((i * 7919) & 0xff, f);
   return fclose(f) == 0 ? 0 : -1;
+}
+
+/* A scratch directory for a test of XRT's no-op shim: a new directory
+ * (rdt_tmpdir(tag), its path in dir), XRT set up in it (xrt_env_setup,
+ * mode noop) and DIR/garbage.xclbin (xrt_env_garbage_file). 0, or -1.
+ * rdt_rmtree(dir) removes it all. */
+static inline int xrt_env_noop_dir(char *dir, size_t len, const char *tag) {
+  if (rdt_tmpdir(dir, len, tag) != 0 || xrt_env_setup(dir, "noop") != 0) return -1;
+  return xrt_env_garbage_file(rdt_path(dir, "garbage.xclbin"));
 }
 
 #endif

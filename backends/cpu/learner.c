@@ -158,12 +158,8 @@ int rd_learner_config_validate(const rd_learner_config_t *c, rd_error_t *err) {
   if (c->double_dqn != 0 && c->double_dqn != 1)
     return rd_error_set(err, RD_EINVAL, "double_dqn is %d; use 1 (double DQN) or 0 (plain max)",
                         c->double_dqn);
-  if (c->max_batch == 0 || c->max_batch > RD_MLP_MAX_BATCH)
-    return rd_error_set(err, RD_EINVAL, "max_batch %u is outside [1, %u]", c->max_batch,
-                        RD_MLP_MAX_BATCH);
-  if (c->threads > RD_MLP_MAX_THREADS)
-    return rd_error_set(err, RD_EINVAL, "threads %u is above %u", c->threads,
-                        RD_MLP_MAX_THREADS);
+  rc = rd_mlp_check_limits(c->max_batch, c->threads, err);
+  if (rc) return rc;
   /* The networks themselves (layer count, parameter budget). */
   rd_nn_spec_t s;
   rc = rd_learner_policy_spec(c, &s, err);

@@ -57,6 +57,7 @@
 #include "rd_tanh.h"
 #include "rd_tsan.h"
 #include "rd_clock.h"
+#include "cpu_isa.h"
 
 /* ---- thread teams ---- */
 
@@ -463,24 +464,11 @@ static const rd_mlp_kernel_t kernels[] = {
 #endif
 };
 
-/* The best instruction set this CPU has, unless RD_NN_ISA names one (a
- * variant the CPU cannot run is ignored rather than trapping). */
+/* The variant to run (cpu_isa.h), RD_NN_ISA forcing one. */
 static const rd_mlp_kernel_t *pick_kernel(void) {
-  size_t nk = sizeof kernels / sizeof kernels[0];
-  int ok[3] = {1, 0, 0};
-#if defined(__x86_64__)
-  __builtin_cpu_init();
-  ok[1] = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  ok[2] = ok[1] && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
-          __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq");
-#endif
-  const char *force = getenv("RD_NN_ISA");
-  if (force != NULL)
-    for (size_t i = 0; i < nk; i++)
-      if (strcmp(force, kernels[i].name) == 0 && ok[i]) return &kernels[i];
-  for (size_t i = nk; i-- > 0;)
-    if (ok[i]) return &kernels[i];
-  return &kernels[0];
+  bool ok[3];
+  rd_cpu_isa_ok(ok, true, false);
+  return &kernels[rd_cpu_isa_pick(sizeof kernels / sizeof kernels[0], ok, getenv("RD_NN_ISA"))];
 }
 
 #define RD_INLINE inline __attribute__((always_inline))
@@ -821,16 +809,21 @@ static void init_weights(rd_mlp_t *m, uint64_t seed) {
   }
 }
 
+int rd_mlp_check_limits(uint32_t max_batch, uint32_t threads, rd_error_t *err) {
+  if (max_batch == 0 || max_batch > RD_MLP_MAX_BATCH)
+    return rd_error_set(err, RD_EINVAL, "max_batch %u is outside [1, %u]", max_batch,
+                        RD_MLP_MAX_BATCH);
+  if (threads > RD_MLP_MAX_THREADS)
+    return rd_error_set(err, RD_EINVAL, "threads %u is above %u", threads, RD_MLP_MAX_THREADS);
+  return RD_OK;
+}
+
 int rd_mlp_init(rd_mlp_t *m, const rd_mlp_config_t *c, rd_error_t *err) {
   memset(m, 0, sizeof *m);
   int rc = rd_nn_spec_validate(&c->spec, err);
   if (rc) return rc;
-  if (c->max_batch == 0 || c->max_batch > RD_MLP_MAX_BATCH)
-    return rd_error_set(err, RD_EINVAL, "max_batch %u is outside [1, %u]", c->max_batch,
-                        RD_MLP_MAX_BATCH);
-  if (c->threads > RD_MLP_MAX_THREADS)
-    return rd_error_set(err, RD_EINVAL, "threads %u is above %u", c->threads,
-                        RD_MLP_MAX_THREADS);
+  rc = rd_mlp_check_limits(c->max_batch, c->threads, err);
+  if (rc) return rc;
 
   const rd_nn_spec_t *s = &c->spec;
   m->spec = *s;
@@ -1293,29 +1286,11 @@ static int check_loss_args(size_t n, size_t dim, const float *w, rd_error_t *err
   return RD_OK;
 }
 
-int rd_nn_mse(size_t n, size_t dim, const float *y, const float *target, const float *w,
-              float *dy, double *loss, rd_error_t *err) {
-  int rc = check_loss_args(n, dim, w, err);
-  if (rc) return rc;
-  const double inv = 1.0 / ((double)n * (double)dim);
-  double sum = 0.0;
-  for (size_t i = 0; i < n; i++) {
-    double wi = w != NULL ? w[i] : 1.0, row = 0.0;
-    for (size_t j = 0; j < dim; j++) {
-      double e = (double)y[i * dim + j] - target[i * dim + j];
-      row += e * e;
-      dy[i * dim + j] = (float)(2.0 * wi * inv * e);
-    }
-    sum += wi * row;
-  }
-  if (loss != NULL) *loss = sum * inv;
-  return RD_OK;
-}
-
-int rd_nn_huber(size_t n, size_t dim, const float *y, const float *target, const float *w,
-                double delta, float *dy, double *loss, rd_error_t *err) {
-  if (!(isfinite(delta) && delta > 0))
-    return rd_error_set(err, RD_EINVAL, "Huber delta must be positive and finite, not %g", delta);
+/* The mean over n x dim of w_i * l(e), e = y - target, and its gradient:
+ * l(e) = e^2 (delta 0, MSE) or Huber's 0.5 e^2 within delta, else
+ * delta (|e| - 0.5 delta). */
+static int weighted_loss(size_t n, size_t dim, const float *y, const float *target,
+                         const float *w, double delta, float *dy, double *loss, rd_error_t *err) {
   int rc = check_loss_args(n, dim, w, err);
   if (rc) return rc;
   const double inv = 1.0 / ((double)n * (double)dim);
@@ -1324,7 +1299,10 @@ int rd_nn_huber(size_t n, size_t dim, const float *y, const float *target, const
     double wi = w != NULL ? w[i] : 1.0, row = 0.0;
     for (size_t j = 0; j < dim; j++) {
       double e = (double)y[i * dim + j] - target[i * dim + j], ae = fabs(e), g;
-      if (ae <= delta) {
+      if (delta == 0) {
+        row += e * e;
+        g = 2.0 * e;
+      } else if (ae <= delta) {
         row += 0.5 * e * e;
         g = e;
       } else {
@@ -1337,4 +1315,16 @@ int rd_nn_huber(size_t n, size_t dim, const float *y, const float *target, const
   }
   if (loss != NULL) *loss = sum * inv;
   return RD_OK;
+}
+
+int rd_nn_mse(size_t n, size_t dim, const float *y, const float *target, const float *w,
+              float *dy, double *loss, rd_error_t *err) {
+  return weighted_loss(n, dim, y, target, w, 0.0, dy, loss, err);
+}
+
+int rd_nn_huber(size_t n, size_t dim, const float *y, const float *target, const float *w,
+                double delta, float *dy, double *loss, rd_error_t *err) {
+  if (!(isfinite(delta) && delta > 0))
+    return rd_error_set(err, RD_EINVAL, "Huber delta must be positive and finite, not %g", delta);
+  return weighted_loss(n, dim, y, target, w, delta, dy, loss, err);
 }

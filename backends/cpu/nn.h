@@ -121,6 +121,11 @@ void rd_adam_config_default(rd_adam_config_t *c);
  * sqrt(6 / (in + out)) for tanh and identity (Glorot & Bengio 2010);
  * biases 0. Errors: RD_EINVAL (spec, max_batch, threads), RD_ENOMEM. */
 int rd_mlp_init(rd_mlp_t *m, const rd_mlp_config_t *c, rd_error_t *err);
+
+/* RD_EINVAL unless max_batch is in [1, RD_MLP_MAX_BATCH] and threads at
+ * most RD_MLP_MAX_THREADS (rd_mlp_init's limits, for a caller that checks
+ * a configuration before it builds networks). */
+int rd_mlp_check_limits(uint32_t max_batch, uint32_t threads, rd_error_t *err);
 void rd_mlp_free(rd_mlp_t *m);
 
 /* A shard view of owner, for the learner's data-parallel step (learner.h:

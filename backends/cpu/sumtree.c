@@ -14,6 +14,7 @@
  */
 #include "sumtree.h"
 
+#include "cpu_isa.h"
 #include "rd_tree_check.h"
 #include "rd_tree_step.h"
 #include "rd_tsan.h"
@@ -60,12 +61,10 @@
 /* Shape                                                               */
 /* ------------------------------------------------------------------ */
 
-/* The layout (blocks per level) is defined once, in rd_tree_step.h, for
- * every backend. */
-static bool valid_fanout(uint32_t k) { return rd_st_valid_fanout(k) != 0; }
-
 static uint32_t log2u(uint32_t k) { return (uint32_t)__builtin_ctz(k); }
 
+/* The layout (blocks per level) is defined once, in rd_tree_step.h, for
+ * every backend; so is the shape's check (rd_tree_check_shape). */
 static uint32_t shape(uint32_t capacity, uint32_t fanout,
                       uint64_t blocks[RD_SUMTREE_MAX_LEVELS]) {
   return rd_st_shape(capacity, fanout, blocks);
@@ -455,25 +454,13 @@ static const isa_kernels_t kernels[] = {
 static const set_range_fn set_range_k[6] = {set_range_k2,  set_range_k4,  set_range_k8,
                                             set_range_k16, set_range_k32, set_range_k64};
 
-/* The best instruction set this CPU has, unless RD_SUMTREE_ISA names one
- * (tests run every variant against each other; benchmarks compare them). */
+/* The variant to run (cpu_isa.h), RD_SUMTREE_ISA forcing one (tests run
+ * every variant against each other; benchmarks compare them). */
 static const isa_kernels_t *pick_isa(void) {
-  const char *force = getenv("RD_SUMTREE_ISA");
-  size_t nk = sizeof kernels / sizeof kernels[0];
-  bool ok[3] = {true, false, false};
-#if defined(__x86_64__)
-  __builtin_cpu_init();
-  ok[1] = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("bmi2");
-  ok[2] = ok[1] && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
-          __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq");
-#endif
-  /* A forced variant the CPU cannot run is ignored rather than trapping. */
-  if (force != NULL)
-    for (size_t i = 0; i < nk; i++)
-      if (strcmp(force, kernels[i].name) == 0 && ok[i]) return &kernels[i];
-  for (size_t i = nk; i-- > 0;)
-    if (ok[i]) return &kernels[i];
-  return &kernels[0];
+  bool ok[3];
+  rd_cpu_isa_ok(ok, false, true);
+  return &kernels[rd_cpu_isa_pick(sizeof kernels / sizeof kernels[0], ok,
+                                  getenv("RD_SUMTREE_ISA"))];
 }
 
 /* ------------------------------------------------------------------ */
@@ -482,12 +469,8 @@ static const isa_kernels_t *pick_isa(void) {
 
 int rd_sumtree_init(rd_sumtree_t *t, uint32_t capacity, uint32_t fanout, rd_error_t *err) {
   memset(t, 0, sizeof *t);
-  if (!valid_fanout(fanout))
-    return rd_error_set(err, RD_EINVAL, "fanout %u is not a power of two in [%u, %u]", fanout,
-                        RD_SUMTREE_MIN_FANOUT, RD_SUMTREE_MAX_FANOUT);
-  if (capacity == 0 || capacity > RD_SUMTREE_MAX_CAPACITY)
-    return rd_error_set(err, RD_EINVAL, "capacity %u is outside [1, %u]", capacity,
-                        RD_SUMTREE_MAX_CAPACITY);
+  int rc = rd_tree_check_shape(capacity, fanout, err);
+  if (rc) return rc;
   uint64_t blocks[RD_SUMTREE_MAX_LEVELS];
   uint32_t height = shape(capacity, fanout, blocks);
   size_t bytes = rd_sumtree_memsize(capacity, fanout);
@@ -558,6 +541,19 @@ int rd_sumtree_set_range(rd_sumtree_t *t, uint32_t first, size_t n, const uint64
   return RD_OK;
 }
 
+/* Inside a parallel region: this thread's number and its share [*lo, *hi)
+ * of `units` split evenly over the team. */
+static inline void team_share(uint64_t units, uint64_t *me, uint64_t *lo, uint64_t *hi) {
+#ifdef _OPENMP
+  uint64_t i = (uint64_t)omp_get_thread_num(), nt = (uint64_t)omp_get_num_threads();
+#else
+  uint64_t i = 0, nt = 1;
+#endif
+  *me = i;
+  *lo = units * i / nt;
+  *hi = units * (i + 1) / nt;
+}
+
 int rd_sumtree_update(rd_sumtree_t *t, size_t n, const uint32_t *positions,
                       const uint64_t *values, rd_error_t *err) {
   int rc = rd_tree_check_positions(n, positions, t->capacity, err);
@@ -592,12 +588,8 @@ int rd_sumtree_update(rd_sumtree_t *t, size_t n, const uint32_t *positions,
   memset(rdelta, 0, sizeof rdelta);
 #pragma omp parallel num_threads(RD_OMP_TEAM(nthreads))
   {
-#ifdef _OPENMP
-    uint32_t me = (uint32_t)omp_get_thread_num(), nt = (uint32_t)omp_get_num_threads();
-#else
-    uint32_t me = 0, nt = 1;
-#endif
-    uint64_t lo = roots * me / nt, hi = roots * (me + 1) / nt;
+    uint64_t me, lo, hi;
+    team_share(roots, &me, &lo, &hi);
     t->update_fn(t, n, positions, values, 1, true, lo, hi, rdelta + (size_t)me * K);
   }
   for (uint32_t th = 1; th < nthreads; th++)
@@ -621,12 +613,8 @@ int rd_sumtree_sample(const rd_sumtree_t *t, size_t n, const uint64_t *targets,
   size_t groups = (n + SAMPLE_GROUP - 1) / SAMPLE_GROUP;
 #pragma omp parallel num_threads(RD_OMP_TEAM(nthreads))
   {
-#ifdef _OPENMP
-    size_t me = (size_t)omp_get_thread_num(), nt = (size_t)omp_get_num_threads();
-#else
-    size_t me = 0, nt = 1;
-#endif
-    size_t g0 = groups * me / nt, g1 = groups * (me + 1) / nt;
+    uint64_t me, g0, g1;
+    team_share(groups, &me, &g0, &g1);
     size_t i0 = g0 * SAMPLE_GROUP, i1 = g1 * SAMPLE_GROUP < n ? g1 * SAMPLE_GROUP : n;
     if (i1 > i0) t->sample_fn(t, i1 - i0, targets + i0, leaves + i0);
   }

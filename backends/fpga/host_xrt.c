@@ -18,13 +18,17 @@
 /* Kernel argument id of each buffer. */
 static const int BO_ARG[RD_XRT_N_BO] = {3, 4, 5, 6};
 
+void rd_fpga_xrt_close_handles(void *device, void *kernel, void *run, void *const *bo, int n_bo) {
+  if (run) xrtRunClose(run);
+  for (int i = 0; i < n_bo; i++)
+    if (bo[i]) xrtBOFree(bo[i]);
+  if (kernel) xrtKernelClose(kernel);
+  if (device) xrtDeviceClose(device);
+}
+
 void rd_fpga_xrt_rmm_close(rd_fpga_xrt_rmm_t *x) {
   if (!x) return;
-  if (x->run) xrtRunClose(x->run);
-  for (int i = 0; i < RD_XRT_N_BO; i++)
-    if (x->bo[i]) xrtBOFree(x->bo[i]);
-  if (x->kernel) xrtKernelClose(x->kernel);
-  if (x->device) xrtDeviceClose(x->device);
+  rd_fpga_xrt_close_handles(x->device, x->kernel, x->run, x->bo, RD_XRT_N_BO);
   memset(x, 0, sizeof *x);
 }
 
@@ -46,6 +50,19 @@ int rd_fpga_xrt_env(int *noop, rd_error_t *err) {
     *noop = 1;
   }
   return RD_OK;
+}
+
+int rd_fpga_xrt_start_wait(void *run, unsigned timeout_ms, const char *kernel, rd_error_t *err) {
+  if (xrtRunStart(run) != 0)
+    return rd_error_set(err, RD_EINTERNAL, "xrt: starting %s failed (%s)", kernel,
+                        strerror(errno));
+  enum ert_cmd_state s = xrtRunWaitFor(run, timeout_ms);
+  if (s == ERT_CMD_STATE_COMPLETED) return RD_OK;
+  if (s == ERT_CMD_STATE_TIMEOUT || s == ERT_CMD_STATE_NEW || s == ERT_CMD_STATE_QUEUED ||
+      s == ERT_CMD_STATE_RUNNING)
+    return rd_error_set(err, RD_ETIMEDOUT, "xrt: %s did not complete in %u ms", kernel,
+                        timeout_ms);
+  return rd_error_set(err, RD_EINTERNAL, "xrt: %s's run ended in state %d", kernel, (int)s);
 }
 
 int rd_fpga_xrt_open_kernel(unsigned index, const char *xclbin, const char *name, void **device,
@@ -163,17 +180,8 @@ int rd_fpga_xrt_rmm_call(rd_fpga_xrt_rmm_t *x, uint32_t op, uint32_t n, uint32_t
       xrtRunSetArg(x->run, 6, x->bo[RD_XRT_BO_INFO_OUT]) != 0)
     return rd_error_set(err, RD_EINTERNAL, "xrt: setting the kernel's arguments failed (%s)",
                         strerror(errno));
-  if (xrtRunStart(x->run) != 0)
-    return rd_error_set(err, RD_EINTERNAL, "xrt: starting the kernel failed (%s)",
-                        strerror(errno));
-  enum ert_cmd_state s = xrtRunWaitFor(x->run, x->timeout_ms);
-  if (s != ERT_CMD_STATE_COMPLETED) {
-    if (s == ERT_CMD_STATE_TIMEOUT || s == ERT_CMD_STATE_NEW || s == ERT_CMD_STATE_QUEUED ||
-        s == ERT_CMD_STATE_RUNNING)
-      return rd_error_set(err, RD_ETIMEDOUT, "xrt: the kernel did not complete in %u ms",
-                          x->timeout_ms);
-    return rd_error_set(err, RD_EINTERNAL, "xrt: the kernel run ended in state %d", (int)s);
-  }
+  if ((rc = rd_fpga_xrt_start_wait(x->run, x->timeout_ms, "the kernel", err)) != RD_OK)
+    return rc;
   /* Device -> host: the outputs. */
   if ((rc = sync_bo(x, RD_XRT_BO_LEAF_OUT, XCL_BO_SYNC_BO_FROM_DEVICE,
                     leaf_out ? (size_t)n * 4 : 0, err)) != RD_OK ||

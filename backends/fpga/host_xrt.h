@@ -171,4 +171,14 @@ void rd_fpga_xrt_learner_close(rd_fpga_xrt_learner_t *x);
 int rd_fpga_xrt_open_kernel(unsigned index, const char *xclbin, const char *name, void **device,
                             void **kernel, int *noop, rd_error_t *err);
 
+/* And its reverse: close run, the n_bo buffers (NULL ones skipped), the
+ * kernel and the device, whichever are open (NULL: not). */
+void rd_fpga_xrt_close_handles(void *device, void *kernel, void *run, void *const *bo, int n_bo);
+
+/* Also shared: start `run` (an xrtRunHandle, its arguments set) and wait
+ * up to timeout_ms for it. RD_EINTERNAL if the start fails or the run ends
+ * other than completed, RD_ETIMEDOUT past timeout_ms; `kernel` names the
+ * kernel in the message ("the kernel", "the learner kernel"). */
+int rd_fpga_xrt_start_wait(void *run, unsigned timeout_ms, const char *kernel, rd_error_t *err);
+
 #endif

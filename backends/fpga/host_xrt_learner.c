@@ -26,11 +26,7 @@ static const int L_ARG[RD_XRT_L_N_BO] = {0, 1, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13,
 
 void rd_fpga_xrt_learner_close(rd_fpga_xrt_learner_t *x) {
   if (!x) return;
-  if (x->run) xrtRunClose(x->run);
-  for (int i = 0; i < RD_XRT_L_N_BO; i++)
-    if (x->bo[i]) xrtBOFree(x->bo[i]);
-  if (x->kernel) xrtKernelClose(x->kernel);
-  if (x->device) xrtDeviceClose(x->device);
+  rd_fpga_xrt_close_handles(x->device, x->kernel, x->run, x->bo, RD_XRT_L_N_BO);
   memset(x, 0, sizeof *x);
 }
 
@@ -202,18 +198,8 @@ int rd_fpga_xrt_learner_step(rd_fpga_xrt_learner_t *x, uint64_t step, uint32_t n
     return rd_error_set(err, RD_EINTERNAL,
                         "xrt: setting the learner kernel's arguments failed (%s)",
                         strerror(errno));
-  if (xrtRunStart(x->run) != 0)
-    return rd_error_set(err, RD_EINTERNAL, "xrt: starting the learner kernel failed (%s)",
-                        strerror(errno));
-  enum ert_cmd_state s = xrtRunWaitFor(x->run, x->timeout_ms);
-  if (s != ERT_CMD_STATE_COMPLETED) {
-    if (s == ERT_CMD_STATE_TIMEOUT || s == ERT_CMD_STATE_NEW || s == ERT_CMD_STATE_QUEUED ||
-        s == ERT_CMD_STATE_RUNNING)
-      return rd_error_set(err, RD_ETIMEDOUT, "xrt: the learner kernel did not complete in %u ms",
-                          x->timeout_ms);
-    return rd_error_set(err, RD_EINTERNAL, "xrt: the learner kernel's run ended in state %d",
-                        (int)s);
-  }
+  if ((rc = rd_fpga_xrt_start_wait(x->run, x->timeout_ms, "the learner kernel", err)) != RD_OK)
+    return rc;
   x->runs++;
   /* Device -> host: stats, then td_abs. */
   if ((rc = sync_range(x, RD_XRT_L_STATS, XCL_BO_SYNC_BO_FROM_DEVICE, 0,

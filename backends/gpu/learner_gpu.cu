@@ -26,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cuda_fail.h"
 #include "rd_gpu_elem.h"
 
 enum { NET_Q = 0, NET_Q_TARGET = 1 };
@@ -91,51 +92,16 @@ struct rd_gpu_learner_impl {
 
 /* ---- errors ---- */
 
-static int cuda_fail(rd_error_t *err, cudaError_t e, const char *what) {
-  int code = RD_EINTERNAL;
-  const char *why = "";
-  switch (e) {
-  case cudaErrorMemoryAllocation: code = RD_ENOMEM; why = "out of device or pinned memory: "; break;
-  case cudaErrorInsufficientDriver:
-    code = RD_EINVAL;
-    why = "no usable CUDA device (no driver, or a driver older than this CUDA runtime): ";
-    break;
-  case cudaErrorNoDevice:
-  case cudaErrorInvalidDevice:
-  case cudaErrorDevicesUnavailable:
-    code = RD_EINVAL;
-    why = "no usable CUDA device: ";
-    break;
-  default: break;
-  }
-  return rd_error_set(err, code, "%s%s: %s (%s)", why, what, cudaGetErrorString(e),
-                      cudaGetErrorName(e));
-}
-
 static int blas_fail(rd_error_t *err, cublasStatus_t s, const char *what) {
   int code = s == CUBLAS_STATUS_ALLOC_FAILED ? RD_ENOMEM : RD_EINTERNAL;
   return rd_error_set(err, code, "cuBLAS %s failed: %s (%s)", what, cublasGetStatusName(s),
                       cublasGetStatusString(s));
 }
 
-#define CK(call, what)                                                                        \
-  do {                                                                                       \
-    cudaError_t e_ = (call);                                                                 \
-    if (e_ != cudaSuccess) return cuda_fail(err, e_, what);                                  \
-  } while (0)
-
-#define BK(call, what)                                                                        \
-  do {                                                                                       \
-    cublasStatus_t s_ = (call);                                                              \
-    if (s_ != CUBLAS_STATUS_SUCCESS) return blas_fail(err, s_, what);                        \
-  } while (0)
+#define BK(call, what) RD_CK_STATUS(cublasStatus_t, call, CUBLAS_STATUS_SUCCESS, blas_fail, what)
 
 /* A launch error (bad configuration) is reported at once. */
-#define LK(what)                                                                              \
-  do {                                                                                       \
-    cudaError_t e_ = cudaGetLastError();                                                     \
-    if (e_ != cudaSuccess) return cuda_fail(err, e_, what);                                  \
-  } while (0)
+#define LK(what) RD_CUDA_CK(cudaGetLastError(), what)
 
 /* ---- kernels ---- */
 
@@ -340,23 +306,23 @@ static int net_alloc(rd_gpu_learner_impl *im, gnet_t *g, const rd_nn_spec_t *s, 
     g->b_off[l] = g->w_off[l] + (size_t)s->sizes[l + 1] * s->sizes[l];
   }
   size_t P = g->n_params * sizeof(float);
-  CK(cudaMalloc(&g->p, P), "cudaMalloc(parameters)");
+  RD_CUDA_CK(cudaMalloc(&g->p, P), "cudaMalloc(parameters)");
   im->dev_bytes += P;
   for (uint32_t l = 0; l < g->L; l++) {
     size_t b = B * s->sizes[l + 1] * sizeof(float);
-    CK(cudaMalloc(&g->act[l], b), "cudaMalloc(activations)");
+    RD_CUDA_CK(cudaMalloc(&g->act[l], b), "cudaMalloc(activations)");
     im->dev_bytes += b;
   }
   if (trainable) {
-    CK(cudaMalloc(&g->g, P), "cudaMalloc(gradients)");
-    CK(cudaMalloc(&g->m, P), "cudaMalloc(Adam moments)");
-    CK(cudaMalloc(&g->v, P), "cudaMalloc(Adam moments)");
-    CK(cudaMemsetAsync(g->g, 0, P, im->stream), "cudaMemsetAsync");
-    CK(cudaMemsetAsync(g->m, 0, P, im->stream), "cudaMemsetAsync");
-    CK(cudaMemsetAsync(g->v, 0, P, im->stream), "cudaMemsetAsync");
+    RD_CUDA_CK(cudaMalloc(&g->g, P), "cudaMalloc(gradients)");
+    RD_CUDA_CK(cudaMalloc(&g->m, P), "cudaMalloc(Adam moments)");
+    RD_CUDA_CK(cudaMalloc(&g->v, P), "cudaMalloc(Adam moments)");
+    RD_CUDA_CK(cudaMemsetAsync(g->g, 0, P, im->stream), "cudaMemsetAsync");
+    RD_CUDA_CK(cudaMemsetAsync(g->m, 0, P, im->stream), "cudaMemsetAsync");
+    RD_CUDA_CK(cudaMemsetAsync(g->v, 0, P, im->stream), "cudaMemsetAsync");
     size_t d = B * rd_nn_spec_max_width(s) * sizeof(float);
-    CK(cudaMalloc(&g->delta[0], d), "cudaMalloc(backward scratch)");
-    CK(cudaMalloc(&g->delta[1], d), "cudaMalloc(backward scratch)");
+    RD_CUDA_CK(cudaMalloc(&g->delta[0], d), "cudaMalloc(backward scratch)");
+    RD_CUDA_CK(cudaMalloc(&g->delta[1], d), "cudaMalloc(backward scratch)");
     im->dev_bytes += 3 * P + 2 * d;
   }
   return RD_OK;
@@ -493,10 +459,10 @@ static int enqueue_step(rd_gpu_learner_t *l, size_t n, rd_error_t *err) {
   const rd_learner_config_t *c = &l->config;
   cudaStream_t s = im->stream;
   const layout_t lay = batch_layout(c, n);
-  CK(cudaMemcpyAsync(im->d_batch, im->h_batch, lay.bytes, cudaMemcpyHostToDevice, s),
-     "batch copy to the device");
-  CK(cudaMemcpyAsync(im->d_ctl, im->h_ctl, sizeof(ctl_t), cudaMemcpyHostToDevice, s),
-     "control copy to the device");
+  RD_CUDA_CK(cudaMemcpyAsync(im->d_batch, im->h_batch, lay.bytes, cudaMemcpyHostToDevice, s),
+             "batch copy to the device");
+  RD_CUDA_CK(cudaMemcpyAsync(im->d_ctl, im->h_ctl, sizeof(ctl_t), cudaMemcpyHostToDevice, s),
+             "control copy to the device");
   const float *obs = (const float *)(im->d_batch + lay.obs);
   const float *next_obs = (const float *)(im->d_batch + lay.next_obs);
   const float *reward = (const float *)(im->d_batch + lay.reward);
@@ -568,10 +534,10 @@ static int enqueue_step(rd_gpu_learner_t *l, size_t n, rd_error_t *err) {
     if ((rc = enqueue_update(l, cr, ct, 1, err))) return rc;
     if ((rc = enqueue_update(l, ac, at, 0, err))) return rc;
   }
-  CK(cudaMemcpyAsync(im->h_td, im->td, n * sizeof(float), cudaMemcpyDeviceToHost, s),
-     "|TD| copy to the host");
-  CK(cudaMemcpyAsync(im->h_res, im->d_res, sizeof(res_t), cudaMemcpyDeviceToHost, s),
-     "result copy to the host");
+  RD_CUDA_CK(cudaMemcpyAsync(im->h_td, im->td, n * sizeof(float), cudaMemcpyDeviceToHost, s),
+             "|TD| copy to the host");
+  RD_CUDA_CK(cudaMemcpyAsync(im->h_res, im->d_res, sizeof(res_t), cudaMemcpyDeviceToHost, s),
+             "result copy to the host");
   return RD_OK;
 }
 
@@ -590,7 +556,7 @@ static int device_ready(int device, rd_error_t *err) {
                           "no usable CUDA device: the driver supports CUDA %d.%d, this runtime "
                           "needs %d.%d",
                           drv / 1000, drv % 1000 / 10, rt / 1000, rt % 1000 / 10);
-    return cuda_fail(err, e, "cudaGetDeviceCount");
+    return rd_cuda_fail(err, e, "cudaGetDeviceCount");
   }
   if (device < 0 || device >= count)
     return rd_error_set(err, RD_EINVAL, "no usable CUDA device: ordinal %d, %d device(s) found",
@@ -598,7 +564,7 @@ static int device_ready(int device, rd_error_t *err) {
   e = cudaSetDevice(device);
   if (e != cudaSuccess) {
     (void)cudaGetLastError();
-    return cuda_fail(err, e, "cudaSetDevice");
+    return rd_cuda_fail(err, e, "cudaSetDevice");
   }
   return RD_OK;
 }
@@ -641,14 +607,14 @@ static int init_device_side(rd_gpu_learner_t *l, const rd_learner_t *cpu, rd_err
   const rd_learner_config_t *c = &l->config;
   const int dqn = c->algo == RD_ALGO_DQN;
   const size_t B = c->max_batch;
-  CK(cudaStreamCreateWithFlags(&im->stream, cudaStreamNonBlocking), "cudaStreamCreate");
+  RD_CUDA_CK(cudaStreamCreateWithFlags(&im->stream, cudaStreamNonBlocking), "cudaStreamCreate");
   cublasStatus_t bs = cublasCreate(&im->blas);
   if (bs != CUBLAS_STATUS_SUCCESS) {
     im->blas = NULL;
     return blas_fail(err, bs, "cublasCreate");
   }
   BK(cublasSetStream(im->blas, im->stream), "cublasSetStream");
-  CK(cudaMalloc(&im->ws, WS_BYTES), "cudaMalloc(cuBLAS workspace)");
+  RD_CUDA_CK(cudaMalloc(&im->ws, WS_BYTES), "cudaMalloc(cuBLAS workspace)");
   im->dev_bytes += WS_BYTES;
   BK(cublasSetWorkspace(im->blas, im->ws, WS_BYTES), "cublasSetWorkspace");
   BK(cublasSetPointerMode(im->blas, CUBLAS_POINTER_MODE_HOST), "cublasSetPointerMode");
@@ -665,9 +631,9 @@ static int init_device_side(rd_gpu_learner_t *l, const rd_learner_t *cpu, rd_err
     if (P > im->max_params) im->max_params = P;
     /* Online and target both start from the CPU learner's online init
      * (from pageable memory: the copy has left it when the call returns). */
-    CK(cudaMemcpyAsync(im->net[k].p, cpu->net[k & ~1].params, P * sizeof(float),
-                       cudaMemcpyHostToDevice, im->stream),
-       "weight upload");
+    RD_CUDA_CK(cudaMemcpyAsync(im->net[k].p, cpu->net[k & ~1].params, P * sizeof(float),
+                               cudaMemcpyHostToDevice, im->stream),
+               "weight upload");
   }
   const size_t X = dqn ? 0 : (size_t)c->obs_dim + c->action_dim;
   im->batch_bytes = batch_layout(c, B).bytes;
@@ -693,19 +659,20 @@ static int init_device_side(rd_gpu_learner_t *l, const rd_learner_t *cpu, rd_err
   };
   for (size_t k = 0; k < sizeof bufs / sizeof bufs[0]; k++) {
     if (bufs[k].bytes == 0) continue;
-    CK(cudaMalloc(bufs[k].p, bufs[k].bytes), "cudaMalloc(step buffers)");
+    RD_CUDA_CK(cudaMalloc(bufs[k].p, bufs[k].bytes), "cudaMalloc(step buffers)");
     im->dev_bytes += bufs[k].bytes;
   }
-  CK(cudaMemsetAsync(im->d_part, 0, 2 * NORM_PARTS * sizeof(double), im->stream),
-     "cudaMemsetAsync");
+  RD_CUDA_CK(cudaMemsetAsync(im->d_part, 0, 2 * NORM_PARTS * sizeof(double), im->stream),
+             "cudaMemsetAsync");
   k_fill<<<grid_for(B, 256), 256, 0, im->stream>>>(im->ones, B, 1.0f);
   LK("fill kernel");
-  CK(cudaMallocHost(&im->h_batch, im->batch_bytes), "cudaMallocHost(batch)");
-  CK(cudaMallocHost(&im->h_ctl, sizeof(ctl_t)), "cudaMallocHost(control)");
-  CK(cudaMallocHost(&im->h_res, sizeof(res_t)), "cudaMallocHost(results)");
-  CK(cudaMallocHost(&im->h_td, B * sizeof(float)), "cudaMallocHost(|TD|)");
-  CK(cudaMallocHost(&im->h_params, im->max_params * sizeof(float)), "cudaMallocHost(weights)");
-  CK(cudaStreamSynchronize(im->stream), "initialisation");
+  RD_CUDA_CK(cudaMallocHost(&im->h_batch, im->batch_bytes), "cudaMallocHost(batch)");
+  RD_CUDA_CK(cudaMallocHost(&im->h_ctl, sizeof(ctl_t)), "cudaMallocHost(control)");
+  RD_CUDA_CK(cudaMallocHost(&im->h_res, sizeof(res_t)), "cudaMallocHost(results)");
+  RD_CUDA_CK(cudaMallocHost(&im->h_td, B * sizeof(float)), "cudaMallocHost(|TD|)");
+  RD_CUDA_CK(cudaMallocHost(&im->h_params, im->max_params * sizeof(float)),
+             "cudaMallocHost(weights)");
+  RD_CUDA_CK(cudaStreamSynchronize(im->stream), "initialisation");
   return RD_OK;
 }
 
@@ -823,7 +790,7 @@ extern "C" int rd_gpu_learner_step(rd_gpu_learner_t *l, const rd_batch_t *b, flo
   rd_gpu_learner_impl *im = l->impl;
   const rd_learner_config_t *c = &l->config;
   const size_t n = b->n;
-  CK(cudaSetDevice(l->device), "cudaSetDevice");
+  RD_CUDA_CK(cudaSetDevice(l->device), "cudaSetDevice");
 
   /* Pack the batch and the step's constants into pinned memory. */
   const layout_t lay = batch_layout(c, n);
@@ -859,7 +826,7 @@ extern "C" int rd_gpu_learner_step(rd_gpu_learner_t *l, const rd_batch_t *b, flo
     if ((rc = enqueue_step(l, n, err))) return rc;
   }
   im->last_n = n;
-  CK(cudaStreamSynchronize(im->stream), "train-step");
+  RD_CUDA_CK(cudaStreamSynchronize(im->stream), "train-step");
 
   const res_t *r = im->h_res;
   rd_step_stats_t local;
@@ -902,11 +869,11 @@ extern "C" int rd_gpu_learner_get_params(rd_gpu_learner_t *l, int net, float *ou
   if (cap < g->n_params)
     return rd_error_set(err, RD_ETOOBIG, "network %d has %zu parameters, room for %zu", net,
                         g->n_params, cap);
-  CK(cudaSetDevice(l->device), "cudaSetDevice");
-  CK(cudaMemcpyAsync(out, g->p, g->n_params * sizeof(float), cudaMemcpyDeviceToHost,
-                     l->impl->stream),
-     "weight copy to the host");
-  CK(cudaStreamSynchronize(l->impl->stream), "weight copy to the host");
+  RD_CUDA_CK(cudaSetDevice(l->device), "cudaSetDevice");
+  RD_CUDA_CK(cudaMemcpyAsync(out, g->p, g->n_params * sizeof(float), cudaMemcpyDeviceToHost,
+                             l->impl->stream),
+             "weight copy to the host");
+  RD_CUDA_CK(cudaStreamSynchronize(l->impl->stream), "weight copy to the host");
   if (n != NULL) *n = g->n_params;
   return RD_OK;
 }

@@ -47,62 +47,21 @@
 
 /* ---- uncontracted float / double arithmetic ---- */
 
-RD_GE float rd_ge_fmul(float a, float b) {
+/* The device's round-to-nearest intrinsic, or the host's plain operation. */
 #if defined(__CUDA_ARCH__)
-  return __fmul_rn(a, b);
+#define RD_GE_RN(device, host) (device)
 #else
-  return a * b;
+#define RD_GE_RN(device, host) (host)
 #endif
-}
-RD_GE float rd_ge_fadd(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fadd_rn(a, b);
-#else
-  return a + b;
-#endif
-}
-RD_GE float rd_ge_fsub(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fsub_rn(a, b);
-#else
-  return a - b;
-#endif
-}
-RD_GE float rd_ge_fdiv(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fdiv_rn(a, b);
-#else
-  return a / b;
-#endif
-}
-RD_GE float rd_ge_fsqrt(float a) {
-#if defined(__CUDA_ARCH__)
-  return __fsqrt_rn(a);
-#else
-  return sqrtf(a);
-#endif
-}
-RD_GE double rd_ge_dmul(double a, double b) {
-#if defined(__CUDA_ARCH__)
-  return __dmul_rn(a, b);
-#else
-  return a * b;
-#endif
-}
-RD_GE double rd_ge_dadd(double a, double b) {
-#if defined(__CUDA_ARCH__)
-  return __dadd_rn(a, b);
-#else
-  return a + b;
-#endif
-}
-RD_GE double rd_ge_dsub(double a, double b) {
-#if defined(__CUDA_ARCH__)
-  return __dsub_rn(a, b);
-#else
-  return a - b;
-#endif
-}
+
+RD_GE float rd_ge_fmul(float a, float b) { return RD_GE_RN(__fmul_rn(a, b), a * b); }
+RD_GE float rd_ge_fadd(float a, float b) { return RD_GE_RN(__fadd_rn(a, b), a + b); }
+RD_GE float rd_ge_fsub(float a, float b) { return RD_GE_RN(__fsub_rn(a, b), a - b); }
+RD_GE float rd_ge_fdiv(float a, float b) { return RD_GE_RN(__fdiv_rn(a, b), a / b); }
+RD_GE float rd_ge_fsqrt(float a) { return RD_GE_RN(__fsqrt_rn(a), sqrtf(a)); }
+RD_GE double rd_ge_dmul(double a, double b) { return RD_GE_RN(__dmul_rn(a, b), a * b); }
+RD_GE double rd_ge_dadd(double a, double b) { return RD_GE_RN(__dadd_rn(a, b), a + b); }
+RD_GE double rd_ge_dsub(double a, double b) { return RD_GE_RN(__dsub_rn(a, b), a - b); }
 
 /* ---- activations (codes of rd_nn_act_t: 0 identity, 1 relu, 2 tanh) ---- */
 
@@ -164,11 +123,7 @@ RD_GE void rd_ge_adam(float *p, float *m, float *v, float g, const rd_ge_adam_co
 
 /* The factor gradients are multiplied by when the norm exceeds max_norm. */
 RD_GE float rd_ge_clip_scale(double max_norm, double norm) {
-#if defined(__CUDA_ARCH__)
-  return (float)__ddiv_rn(max_norm, __dadd_rn(norm, 1e-6));
-#else
-  return (float)(max_norm / (norm + 1e-6));
-#endif
+  return (float)RD_GE_RN(__ddiv_rn(max_norm, __dadd_rn(norm, 1e-6)), max_norm / (norm + 1e-6));
 }
 
 /* The clip decision and the go / no-go of a step (learner_gpu.cu
@@ -180,11 +135,7 @@ RD_GE int rd_ge_finalize(double loss, double qsum, int ddpg, int nets, const dou
                          double clip, double *norm, int *clipped, float *scale) {
   int ok = isfinite(loss) && (!ddpg || isfinite(qsum));
   for (int k = 0; k < nets; k++) {
-#if defined(__CUDA_ARCH__)
-    double nrm = __dsqrt_rn(sumsq[k]);
-#else
-    double nrm = sqrt(sumsq[k]);
-#endif
+    double nrm = RD_GE_RN(__dsqrt_rn(sumsq[k]), sqrt(sumsq[k]));
     norm[k] = nrm;
     ok = ok && isfinite(nrm);
     clipped[k] = clip > 0 && nrm > clip;

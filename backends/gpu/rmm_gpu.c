@@ -158,21 +158,34 @@ static void host_write(gpu_rmm_t *m, size_t n, const uint32_t *pos, uint32_t fir
   }
 }
 
+/* An insert (pos NULL: leaves first, first + 1, ...) or an update, after
+ * the caller's range or position check: the values checked, then the
+ * device's writes chunk after chunk, in order (a later chunk's value still
+ * wins), then the host's leaves. */
+static int tree_write(gpu_rmm_t *m, size_t n, const uint32_t *pos, uint32_t first,
+                      const uint64_t *values, rd_error_t *err) {
+  int rc = rd_tree_check_values(n, values, m->max_leaf, m->capacity, err);
+  if (rc) return rc;
+  for (size_t done = 0; done < n; done += m->chunk) {
+    size_t c = n - done < m->chunk ? n - done : m->chunk;
+    m->info.device_calls++;
+    rc = pos != NULL
+             ? m->dev->tree_update(m->tree, c, pos + done, values + done, err)
+             : m->dev->tree_set_range(m->tree, first + (uint32_t)done, c, values + done, err);
+    if (rc)
+      return device_fault(&m->info, m->device, pos != NULL ? "sum tree update" : "sum tree insert",
+                          err);
+  }
+  host_write(m, n, pos, first, values);
+  return RD_OK;
+}
+
 static int rmm_set_range(void *p, uint32_t first, size_t n, const uint64_t *values,
                          rd_error_t *err) {
   gpu_rmm_t *m = p;
   if (m->info.broken) return refuse_broken(&m->info, m->device, err);
   int rc = rd_tree_check_range(first, n, m->capacity, err);
-  if (rc == RD_OK) rc = rd_tree_check_values(n, values, m->max_leaf, m->capacity, err);
-  if (rc) return rc;
-  for (size_t done = 0; done < n; done += m->chunk) {
-    size_t c = n - done < m->chunk ? n - done : m->chunk;
-    m->info.device_calls++;
-    rc = m->dev->tree_set_range(m->tree, first + (uint32_t)done, c, values + done, err);
-    if (rc) return device_fault(&m->info, m->device, "sum tree insert", err);
-  }
-  host_write(m, n, NULL, first, values);
-  return RD_OK;
+  return rc ? rc : tree_write(m, n, NULL, first, values, err);
 }
 
 static int rmm_update(void *p, size_t n, const uint32_t *pos, const uint64_t *values,
@@ -180,17 +193,7 @@ static int rmm_update(void *p, size_t n, const uint32_t *pos, const uint64_t *va
   gpu_rmm_t *m = p;
   if (m->info.broken) return refuse_broken(&m->info, m->device, err);
   int rc = rd_tree_check_positions(n, pos, m->capacity, err);
-  if (rc == RD_OK) rc = rd_tree_check_values(n, values, m->max_leaf, m->capacity, err);
-  if (rc) return rc;
-  /* Chunk after chunk, in order: a later chunk's value still wins. */
-  for (size_t done = 0; done < n; done += m->chunk) {
-    size_t c = n - done < m->chunk ? n - done : m->chunk;
-    m->info.device_calls++;
-    rc = m->dev->tree_update(m->tree, c, pos + done, values + done, err);
-    if (rc) return device_fault(&m->info, m->device, "sum tree update", err);
-  }
-  host_write(m, n, pos, 0, values);
-  return RD_OK;
+  return rc ? rc : tree_write(m, n, pos, 0, values, err);
 }
 
 static int rmm_sample(void *p, size_t n, const uint64_t *targets, uint32_t *leaves,

@@ -1,6 +1,7 @@
 /* storage_gpu.cu - row storage in device memory: scatter and gather
  * (storage_gpu.h). */
 #include "storage_gpu.h"
+#include "cuda_fail.h"
 
 #include <cuda_runtime.h>
 #include <stdlib.h>
@@ -21,27 +22,6 @@ struct rd_gpu_storage_impl {
   uint8_t *seen;          /* host: repeat check, one bit per row */
   int word;               /* bytes per kernel word: 16, 8, 4 or 1 */
 };
-
-static int cuda_fail(rd_error_t *err, cudaError_t e, const char *what) {
-  int code = RD_EINTERNAL;
-  const char *why = "";
-  if (e == cudaErrorMemoryAllocation) {
-    code = RD_ENOMEM;
-    why = "out of device or pinned memory: ";
-  } else if (e == cudaErrorInsufficientDriver || e == cudaErrorNoDevice ||
-             e == cudaErrorInvalidDevice || e == cudaErrorDevicesUnavailable) {
-    code = RD_EINVAL;
-    why = "no usable CUDA device: ";
-  }
-  return rd_error_set(err, code, "%s%s: %s (%s)", why, what, cudaGetErrorString(e),
-                      cudaGetErrorName(e));
-}
-
-#define CK(call, what)                                                                        \
-  do {                                                                                       \
-    cudaError_t e_ = (call);                                                                 \
-    if (e_ != cudaSuccess) return cuda_fail(err, e_, what);                                  \
-  } while (0)
 
 /* dst row i = rows[pos[i]] (gather) or rows[pos[i]] = src row i (scatter),
  * W words of type T per row: thread t moves word t % W of row t / W. */
@@ -103,7 +83,7 @@ static int launch(rd_gpu_storage_t *s, int gather, size_t n, const uint32_t *pos
 #undef RD_CASE
   default: break;
   }
-  CK(cudaGetLastError(), gather ? "gather kernel" : "scatter kernel");
+  RD_CUDA_CK(cudaGetLastError(), gather ? "gather kernel" : "scatter kernel");
   return RD_OK;
 }
 
@@ -132,19 +112,20 @@ static int init_impl(rd_gpu_storage_t *s, rd_error_t *err) {
   const size_t bytes = (size_t)s->rows * s->row_bytes;
   const size_t stage = (size_t)s->max_batch * s->row_bytes;
   if (im->stream == NULL) {
-    CK(cudaStreamCreateWithFlags(&im->stream, cudaStreamNonBlocking), "cudaStreamCreate");
+    RD_CUDA_CK(cudaStreamCreateWithFlags(&im->stream, cudaStreamNonBlocking), "cudaStreamCreate");
     im->own_stream = true;
   }
-  CK(cudaMalloc(&im->d_rows, bytes), "cudaMalloc(rows)");
-  CK(cudaMalloc(&im->d_pos, s->max_batch * sizeof(uint32_t)), "cudaMalloc(positions)");
-  CK(cudaMalloc(&im->d_stage, stage), "cudaMalloc(staging)");
-  CK(cudaMalloc(&im->d_bad, sizeof(unsigned)), "cudaMalloc(flag)");
-  CK(cudaMallocHost(&im->h_bad, sizeof(unsigned)), "cudaMallocHost(flag)");
-  CK(cudaMallocHost(&im->h_pos, s->max_batch * sizeof(uint32_t)), "cudaMallocHost(positions)");
-  CK(cudaMallocHost(&im->h_stage, stage), "cudaMallocHost(staging)");
-  CK(cudaMemsetAsync(im->d_rows, 0, bytes, im->stream), "cudaMemset");
-  CK(cudaMemsetAsync(im->d_bad, 0, sizeof(unsigned), im->stream), "cudaMemset");
-  CK(cudaStreamSynchronize(im->stream), "initialisation");
+  RD_CUDA_CK(cudaMalloc(&im->d_rows, bytes), "cudaMalloc(rows)");
+  RD_CUDA_CK(cudaMalloc(&im->d_pos, s->max_batch * sizeof(uint32_t)), "cudaMalloc(positions)");
+  RD_CUDA_CK(cudaMalloc(&im->d_stage, stage), "cudaMalloc(staging)");
+  RD_CUDA_CK(cudaMalloc(&im->d_bad, sizeof(unsigned)), "cudaMalloc(flag)");
+  RD_CUDA_CK(cudaMallocHost(&im->h_bad, sizeof(unsigned)), "cudaMallocHost(flag)");
+  RD_CUDA_CK(cudaMallocHost(&im->h_pos, s->max_batch * sizeof(uint32_t)),
+             "cudaMallocHost(positions)");
+  RD_CUDA_CK(cudaMallocHost(&im->h_stage, stage), "cudaMallocHost(staging)");
+  RD_CUDA_CK(cudaMemsetAsync(im->d_rows, 0, bytes, im->stream), "cudaMemset");
+  RD_CUDA_CK(cudaMemsetAsync(im->d_bad, 0, sizeof(unsigned), im->stream), "cudaMemset");
+  RD_CUDA_CK(cudaStreamSynchronize(im->stream), "initialisation");
   s->mem_bytes = bytes + stage + s->max_batch * sizeof(uint32_t) + sizeof(unsigned);
   im->seen = (uint8_t *)calloc(((size_t)s->rows + 7) / 8, 1);
   if (im->seen == NULL) return rd_error_set(err, RD_ENOMEM, "cannot allocate the repeat check");
@@ -170,12 +151,12 @@ extern "C" int rd_gpu_storage_init_on(rd_gpu_storage_t *s, uint32_t rows, uint32
   cudaError_t e = cudaGetDeviceCount(&count);
   if (e != cudaSuccess) {
     (void)cudaGetLastError();
-    return cuda_fail(err, e, "cudaGetDeviceCount");
+    return rd_cuda_fail(err, e, "cudaGetDeviceCount");
   }
   if (device < 0 || device >= count)
     return rd_error_set(err, RD_EINVAL, "no usable CUDA device: ordinal %d, %d device(s) found",
                         device, count);
-  CK(cudaSetDevice(device), "cudaSetDevice");
+  RD_CUDA_CK(cudaSetDevice(device), "cudaSetDevice");
   s->rows = rows;
   s->row_bytes = row_bytes;
   s->max_batch = max_batch;
@@ -225,21 +206,32 @@ static int check_positions(const rd_gpu_storage_t *s, size_t n, const uint32_t *
   return rc;
 }
 
+/* A scatter's or gather's positions checked (a scatter's: no repeats) and
+ * on their way to the device: the pinned host copy, then the device's, on
+ * the storage's stream. */
+static int stage_positions(rd_gpu_storage_t *s, size_t n, const uint32_t *positions, int scatter,
+                           rd_error_t *err) {
+  int rc = check_positions(s, n, positions, scatter, err);
+  if (rc) return rc;
+  rd_gpu_storage_impl *im = s->impl;
+  RD_CUDA_CK(cudaSetDevice(s->device), "cudaSetDevice");
+  memcpy(im->h_pos, positions, n * sizeof(uint32_t));
+  RD_CUDA_CK(cudaMemcpyAsync(im->d_pos, im->h_pos, n * sizeof(uint32_t), cudaMemcpyHostToDevice,
+                             im->stream),
+             "position copy");
+  return RD_OK;
+}
+
 extern "C" int rd_gpu_storage_scatter(rd_gpu_storage_t *s, size_t n, const uint32_t *positions,
                                       const void *data, rd_error_t *err) {
   int rc = check_n(s, n, err);
   if (rc || n == 0) return rc;
-  if ((rc = check_positions(s, n, positions, 1, err))) return rc;
+  if ((rc = stage_positions(s, n, positions, 1, err))) return rc;
   rd_gpu_storage_impl *im = s->impl;
-  CK(cudaSetDevice(s->device), "cudaSetDevice");
-  memcpy(im->h_pos, positions, n * sizeof(uint32_t));
   memcpy(im->h_stage, data, n * s->row_bytes);
-  CK(cudaMemcpyAsync(im->d_pos, im->h_pos, n * sizeof(uint32_t), cudaMemcpyHostToDevice,
-                     im->stream),
-     "position copy");
-  CK(cudaMemcpyAsync(im->d_stage, im->h_stage, n * s->row_bytes, cudaMemcpyHostToDevice,
-                     im->stream),
-     "row copy");
+  RD_CUDA_CK(cudaMemcpyAsync(im->d_stage, im->h_stage, n * s->row_bytes, cudaMemcpyHostToDevice,
+                             im->stream),
+             "row copy");
   if ((rc = launch(s, 0, n, im->d_pos, im->d_stage, err))) return rc;
   return rd_gpu_storage_sync(s, err);
 }
@@ -248,17 +240,12 @@ extern "C" int rd_gpu_storage_gather(rd_gpu_storage_t *s, size_t n, const uint32
                                      void *out, rd_error_t *err) {
   int rc = check_n(s, n, err);
   if (rc || n == 0) return rc;
-  if ((rc = check_positions(s, n, positions, 0, err))) return rc;
+  if ((rc = stage_positions(s, n, positions, 0, err))) return rc;
   rd_gpu_storage_impl *im = s->impl;
-  CK(cudaSetDevice(s->device), "cudaSetDevice");
-  memcpy(im->h_pos, positions, n * sizeof(uint32_t));
-  CK(cudaMemcpyAsync(im->d_pos, im->h_pos, n * sizeof(uint32_t), cudaMemcpyHostToDevice,
-                     im->stream),
-     "position copy");
   if ((rc = launch(s, 1, n, im->d_pos, im->d_stage, err))) return rc;
-  CK(cudaMemcpyAsync(im->h_stage, im->d_stage, n * s->row_bytes, cudaMemcpyDeviceToHost,
-                     im->stream),
-     "row copy");
+  RD_CUDA_CK(cudaMemcpyAsync(im->h_stage, im->d_stage, n * s->row_bytes, cudaMemcpyDeviceToHost,
+                             im->stream),
+             "row copy");
   if ((rc = rd_gpu_storage_sync(s, err))) return rc;
   memcpy(out, im->h_stage, n * s->row_bytes);
   return RD_OK;
@@ -269,7 +256,7 @@ extern "C" int rd_gpu_storage_scatter_dev(rd_gpu_storage_t *s, size_t n,
                                           rd_error_t *err) {
   int rc = check_n(s, n, err);
   if (rc || n == 0) return rc;
-  CK(cudaSetDevice(s->device), "cudaSetDevice");
+  RD_CUDA_CK(cudaSetDevice(s->device), "cudaSetDevice");
   return launch(s, 0, n, d_positions, (void *)d_data, err);
 }
 
@@ -278,20 +265,21 @@ extern "C" int rd_gpu_storage_gather_dev(rd_gpu_storage_t *s, size_t n,
                                          rd_error_t *err) {
   int rc = check_n(s, n, err);
   if (rc || n == 0) return rc;
-  CK(cudaSetDevice(s->device), "cudaSetDevice");
+  RD_CUDA_CK(cudaSetDevice(s->device), "cudaSetDevice");
   return launch(s, 1, n, d_positions, d_out, err);
 }
 
 extern "C" int rd_gpu_storage_sync(rd_gpu_storage_t *s, rd_error_t *err) {
   if (s->impl == NULL) return rd_error_set(err, RD_EINVAL, "GPU storage is not initialised");
   rd_gpu_storage_impl *im = s->impl;
-  CK(cudaSetDevice(s->device), "cudaSetDevice");
-  CK(cudaMemcpyAsync(im->h_bad, im->d_bad, sizeof(unsigned), cudaMemcpyDeviceToHost, im->stream),
-     "flag copy");
-  CK(cudaStreamSynchronize(im->stream), "storage");
+  RD_CUDA_CK(cudaSetDevice(s->device), "cudaSetDevice");
+  RD_CUDA_CK(cudaMemcpyAsync(im->h_bad, im->d_bad, sizeof(unsigned), cudaMemcpyDeviceToHost,
+                             im->stream),
+             "flag copy");
+  RD_CUDA_CK(cudaStreamSynchronize(im->stream), "storage");
   if (*im->h_bad) {
-    CK(cudaMemsetAsync(im->d_bad, 0, sizeof(unsigned), im->stream), "cudaMemset");
-    CK(cudaStreamSynchronize(im->stream), "storage");
+    RD_CUDA_CK(cudaMemsetAsync(im->d_bad, 0, sizeof(unsigned), im->stream), "cudaMemset");
+    RD_CUDA_CK(cudaStreamSynchronize(im->stream), "storage");
     return rd_error_set(err, RD_ERANGE,
                         "a device scatter or gather met a position >= %u rows; those rows were "
                         "skipped",

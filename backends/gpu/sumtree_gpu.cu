@@ -10,6 +10,7 @@
  * from rd_tree_step.h, which the host test replays against the CPU tree.
  */
 #include "sumtree_gpu.h"
+#include "cuda_fail.h"
 #include "rd_tree_check.h"
 #include "rd_tree_step.h"
 
@@ -339,29 +340,6 @@ struct rd_gpu_impl {
   bool dev_pending;
 };
 
-/* Out of memory is RD_ENOMEM; no usable device (no driver, too old a
- * driver, no such device) RD_EINVAL; anything else (a launch, a copy, a
- * lost device) RD_EINTERNAL, the device's failure. */
-static int cuda_fail(rd_error_t *err, cudaError_t e, const char *what) {
-  int code = RD_EINTERNAL;
-  const char *why = "";
-  if (e == cudaErrorMemoryAllocation) {
-    code = RD_ENOMEM;
-  } else if (e == cudaErrorInsufficientDriver || e == cudaErrorNoDevice ||
-             e == cudaErrorInvalidDevice || e == cudaErrorDevicesUnavailable) {
-    code = RD_EINVAL;
-    why = "no usable CUDA device: ";
-  }
-  return rd_error_set(err, code, "%s%s: %s (%s)", why, what, cudaGetErrorString(e),
-                      cudaGetErrorName(e));
-}
-
-#define CK(call, what)                                                                        \
-  do {                                                                                       \
-    cudaError_t e_ = (call);                                                                 \
-    if (e_ != cudaSuccess) return cuda_fail(err, e_, what);                                  \
-  } while (0)
-
 static size_t align_up(size_t b) { return (b + RD_GPU_ALIGN - 1) & ~(size_t)(RD_GPU_ALIGN - 1); }
 
 extern "C" int rd_gpu_device_count(int *count, rd_error_t *err) {
@@ -385,7 +363,7 @@ extern "C" int rd_gpu_device_name(int ordinal, char *buf, size_t len, rd_error_t
   if (ordinal < 0 || ordinal >= count)
     return rd_error_set(err, RD_EINVAL, "CUDA device %d does not exist (%d found)", ordinal, count);
   cudaDeviceProp prop;
-  CK(cudaGetDeviceProperties(&prop, ordinal), "cudaGetDeviceProperties");
+  RD_CUDA_CK(cudaGetDeviceProperties(&prop, ordinal), "cudaGetDeviceProperties");
   if (len > 0) {
     strncpy(buf, prop.name, len - 1);
     buf[len - 1] = '\0';
@@ -431,21 +409,17 @@ static void *carve(unsigned char **p, size_t n, size_t size) {
 extern "C" int rd_gpu_sumtree_init(rd_gpu_sumtree_t *t, uint32_t capacity, uint32_t fanout,
                                    int device, uint32_t max_batch, rd_error_t *err) {
   memset(t, 0, sizeof *t);
-  if (!rd_st_valid_fanout(fanout))
-    return rd_error_set(err, RD_EINVAL, "fanout %u is not a power of two in [%u, %u]", fanout,
-                        RD_ST_MIN_FANOUT, RD_ST_MAX_FANOUT);
-  if (capacity == 0 || capacity > RD_ST_MAX_CAPACITY)
-    return rd_error_set(err, RD_EINVAL, "capacity %u is outside [1, %u]", capacity,
-                        RD_ST_MAX_CAPACITY);
+  int rc = rd_tree_check_shape(capacity, fanout, err);
+  if (rc) return rc;
   if (max_batch == 0 || max_batch > RD_GPU_MAX_BATCH)
     return rd_error_set(err, RD_EINVAL, "max_batch %u is outside [1, %u]", max_batch,
                         RD_GPU_MAX_BATCH);
   int count;
-  int rc = rd_gpu_device_count(&count, err);
+  rc = rd_gpu_device_count(&count, err);
   if (rc) return rc;
   if (device < 0 || device >= count)
     return rd_error_set(err, RD_EINVAL, "CUDA device %d does not exist (%d found)", device, count);
-  CK(cudaSetDevice(device), "cudaSetDevice");
+  RD_CUDA_CK(cudaSetDevice(device), "cudaSetDevice");
 
   uint64_t blocks[RD_ST_MAX_LEVELS];
   t->height = rd_st_shape(capacity, fanout, blocks);
@@ -474,7 +448,7 @@ extern "C" int rd_gpu_sumtree_init(rd_gpu_sumtree_t *t, uint32_t capacity, uint3
   do {                                                                                       \
     cudaError_t e_ = (call);                                                                 \
     if (e_ != cudaSuccess) {                                                                 \
-      rc = cuda_fail(err, e_, what);                                                         \
+      rc = rd_cuda_fail(err, e_, what);                                                      \
       (void)cudaGetLastError();                                                              \
       release(t);                                                                            \
       return rc;                                                                             \
@@ -557,34 +531,34 @@ static int enqueue_update(rd_gpu_sumtree_t *t, uint32_t n, const uint32_t *d_pos
                    m->d_spos, m->d_S, m->d_flag, apply)
     RD_DISPATCH_K(t->fanout, RD_SMALL)
 #undef RD_SMALL
-    CK(cudaGetLastError(), "launching k_small");
+    RD_CUDA_CK(cudaGetLastError(), "launching k_small");
     if (apply) return RD_OK;
     spos = d_pos ? m->d_spos : NULL;
 #define RD_APPLY(KK) launch_apply<KK>(s, m->lv, t->height, n, spos, first, m->d_S, m->d_flag)
     RD_DISPATCH_K(t->fanout, RD_APPLY)
 #undef RD_APPLY
-    CK(cudaGetLastError(), "launching k_apply");
+    RD_CUDA_CK(cudaGetLastError(), "launching k_apply");
     return RD_OK;
   }
   if (d_pos) {
     size_t bytes = m->cub_bytes;
-    CK(cub::DeviceRadixSort::SortPairs(m->d_cub, bytes, d_pos, m->d_spos, m->d_iota, m->d_sidx,
-                                       (int)n, 0, m->end_bit, s),
-       "cub::DeviceRadixSort::SortPairs");
+    RD_CUDA_CK(cub::DeviceRadixSort::SortPairs(m->d_cub, bytes, d_pos, m->d_spos, m->d_iota,
+                                               m->d_sidx, (int)n, 0, m->end_bit, s),
+          "cub::DeviceRadixSort::SortPairs");
     spos = m->d_spos;
     sidx = m->d_sidx;
   }
   k_deltas<<<blocks_for(n), THREADS, 0, s>>>(m->lv.p[t->height - 1], t->fanout, t->capacity,
                                               t->max_leaf, n, spos, sidx, first, d_val,
                                               m->d_delta, m->d_flag);
-  CK(cudaGetLastError(), "launching k_deltas");
+  RD_CUDA_CK(cudaGetLastError(), "launching k_deltas");
   size_t bytes = m->cub_bytes;
-  CK(cub::DeviceScan::InclusiveSum(m->d_cub, bytes, m->d_delta, m->d_S, (int)n, s),
-     "cub::DeviceScan::InclusiveSum");
+  RD_CUDA_CK(cub::DeviceScan::InclusiveSum(m->d_cub, bytes, m->d_delta, m->d_S, (int)n, s),
+             "cub::DeviceScan::InclusiveSum");
 #define RD_APPLY(KK) launch_apply<KK>(s, m->lv, t->height, n, spos, first, m->d_S, m->d_flag)
   RD_DISPATCH_K(t->fanout, RD_APPLY)
 #undef RD_APPLY
-  CK(cudaGetLastError(), "launching k_apply");
+  RD_CUDA_CK(cudaGetLastError(), "launching k_apply");
   return RD_OK;
 }
 
@@ -594,7 +568,7 @@ static int enqueue_sample(const rd_gpu_sumtree_t *t, uint32_t n, const uint64_t 
 #define RD_SAMPLE(KK) launch_sample<KK>(m->stream, m->lv, t->height, n, d_tg, d_lv, m->d_flag)
   RD_DISPATCH_K(t->fanout, RD_SAMPLE)
 #undef RD_SAMPLE
-  CK(cudaGetLastError(), "launching k_sample");
+  RD_CUDA_CK(cudaGetLastError(), "launching k_sample");
   return RD_OK;
 }
 
@@ -604,19 +578,20 @@ static int enqueue_sample(const rd_gpu_sumtree_t *t, uint32_t n, const uint64_t 
 
 extern "C" int rd_gpu_sumtree_sync(const rd_gpu_sumtree_t *t, rd_error_t *err) {
   struct rd_gpu_impl *m = t->impl;
-  CK(cudaSetDevice(t->device), "cudaSetDevice");
+  RD_CUDA_CK(cudaSetDevice(t->device), "cudaSetDevice");
   if (!m->dev_pending) {
-    CK(cudaStreamSynchronize(m->stream), "waiting for the GPU tree");
+    RD_CUDA_CK(cudaStreamSynchronize(m->stream), "waiting for the GPU tree");
     return RD_OK;
   }
-  CK(cudaMemcpyAsync(m->h_flag, m->d_flag, sizeof *m->h_flag, cudaMemcpyDeviceToHost, m->stream),
-     "cudaMemcpyAsync");
-  CK(cudaStreamSynchronize(m->stream), "waiting for the GPU tree");
+  RD_CUDA_CK(cudaMemcpyAsync(m->h_flag, m->d_flag, sizeof *m->h_flag, cudaMemcpyDeviceToHost,
+                             m->stream),
+             "cudaMemcpyAsync");
+  RD_CUDA_CK(cudaStreamSynchronize(m->stream), "waiting for the GPU tree");
   m->dev_pending = false;
   rd_gpu_flag_t f = *m->h_flag;
   if (f.kind == BAD_NONE) return RD_OK;
-  CK(cudaMemsetAsync(m->d_flag, 0, sizeof *m->d_flag, m->stream), "cudaMemsetAsync");
-  CK(cudaStreamSynchronize(m->stream), "waiting for the GPU tree");
+  RD_CUDA_CK(cudaMemsetAsync(m->d_flag, 0, sizeof *m->d_flag, m->stream), "cudaMemsetAsync");
+  RD_CUDA_CK(cudaStreamSynchronize(m->stream), "waiting for the GPU tree");
   switch (f.kind) {
   case BAD_POSITION:
     return rd_error_set(err, RD_ERANGE, "position %llu at batch index %llu is >= capacity %u",
@@ -635,19 +610,19 @@ extern "C" int rd_gpu_sumtree_sync(const rd_gpu_sumtree_t *t, rd_error_t *err) {
 
 /* Host-pointer calls first settle the device-pointer calls before them. */
 static int settle(const rd_gpu_sumtree_t *t, rd_error_t *err) {
-  CK(cudaSetDevice(t->device), "cudaSetDevice");
+  RD_CUDA_CK(cudaSetDevice(t->device), "cudaSetDevice");
   return t->impl->dev_pending ? rd_gpu_sumtree_sync(t, err) : RD_OK;
 }
 
 extern "C" int rd_gpu_sumtree_total(const rd_gpu_sumtree_t *t, uint64_t *total,
                                     rd_error_t *err) {
   struct rd_gpu_impl *m = t->impl;
-  CK(cudaSetDevice(t->device), "cudaSetDevice");
+  RD_CUDA_CK(cudaSetDevice(t->device), "cudaSetDevice");
   /* The root block: the total is the sum of its segments' last entries. */
-  CK(cudaMemcpyAsync(m->h_word, m->lv.p[0], (size_t)t->fanout * 8, cudaMemcpyDeviceToHost,
-                     m->stream),
-     "cudaMemcpyAsync");
-  CK(cudaStreamSynchronize(m->stream), "waiting for the GPU tree");
+  RD_CUDA_CK(cudaMemcpyAsync(m->h_word, m->lv.p[0], (size_t)t->fanout * 8, cudaMemcpyDeviceToHost,
+                             m->stream),
+             "cudaMemcpyAsync");
+  RD_CUDA_CK(cudaStreamSynchronize(m->stream), "waiting for the GPU tree");
   *total = rd_st_block_total(m->h_word, t->fanout); /* after all the work enqueued so far */
   m->total = *total;
   m->total_known = true;
@@ -657,12 +632,12 @@ extern "C" int rd_gpu_sumtree_total(const rd_gpu_sumtree_t *t, uint64_t *total,
 extern "C" int rd_gpu_sumtree_copy_to_host(const rd_gpu_sumtree_t *t, uint64_t *const *levels,
                                            rd_error_t *err) {
   struct rd_gpu_impl *m = t->impl;
-  CK(cudaSetDevice(t->device), "cudaSetDevice");
-  CK(cudaStreamSynchronize(m->stream), "waiting for the GPU tree");
+  RD_CUDA_CK(cudaSetDevice(t->device), "cudaSetDevice");
+  RD_CUDA_CK(cudaStreamSynchronize(m->stream), "waiting for the GPU tree");
   for (uint32_t h = 0; h < t->height; h++)
-    CK(cudaMemcpy(levels[h], m->lv.p[h], (size_t)t->level_blocks[h] * t->fanout * 8,
-                  cudaMemcpyDeviceToHost),
-       "cudaMemcpy of a level");
+    RD_CUDA_CK(cudaMemcpy(levels[h], m->lv.p[h], (size_t)t->level_blocks[h] * t->fanout * 8,
+                          cudaMemcpyDeviceToHost),
+               "cudaMemcpy of a level");
   return RD_OK;
 }
 
@@ -683,22 +658,41 @@ static int run_chunk(rd_gpu_sumtree_t *t, uint32_t m_items, bool positions, uint
   cudaStream_t s = m->stream;
   const size_t vbytes = (size_t)m_items * 8;
   const size_t bytes = vbytes + (positions ? (size_t)m_items * 4 : 0);
-  CK(cudaMemcpyAsync(m->d_stage, m->h_stage, bytes, cudaMemcpyHostToDevice, s),
-     "cudaMemcpyAsync of values and positions");
+  RD_CUDA_CK(cudaMemcpyAsync(m->d_stage, m->h_stage, bytes, cudaMemcpyHostToDevice, s),
+             "cudaMemcpyAsync of values and positions");
   int rc = enqueue_update(t, m_items, positions ? (const uint32_t *)(m->d_stage + vbytes) : NULL,
                           first, (const uint64_t *)m->d_stage, err);
   if (rc) {
     m->total_known = false;
     return rc;
   }
-  CK(cudaMemcpyAsync(m->h_word, m->d_S + m_items - 1, 8, cudaMemcpyDeviceToHost, s),
-     "cudaMemcpyAsync");
+  RD_CUDA_CK(cudaMemcpyAsync(m->h_word, m->d_S + m_items - 1, 8, cudaMemcpyDeviceToHost, s),
+             "cudaMemcpyAsync");
   cudaError_t e = cudaStreamSynchronize(s);
   if (e != cudaSuccess) {
     m->total_known = false;
-    return cuda_fail(err, e, "running an update on the GPU tree");
+    return rd_cuda_fail(err, e, "running an update on the GPU tree");
   }
   m->total += *m->h_word;
+  return RD_OK;
+}
+
+/* The host-pointer insert (positions NULL: leaves first, first + 1, ...) or
+ * update, after the caller's range or position check: the values checked,
+ * then chunks of max_batch through the staging buffer, in order (a later
+ * chunk's value still wins). */
+static int write_chunks(rd_gpu_sumtree_t *t, size_t n, const uint64_t *values,
+                        const uint32_t *positions, uint32_t first, rd_error_t *err) {
+  int rc = check_values(t, n, values, err);
+  if (rc) return rc;
+  struct rd_gpu_impl *m = t->impl;
+  for (size_t done = 0; done < n; done += t->max_batch) {
+    uint32_t c = (uint32_t)(n - done < t->max_batch ? n - done : t->max_batch);
+    memcpy(m->h_stage, values + done, (size_t)c * 8);
+    if (positions != NULL) memcpy(m->h_stage + (size_t)c * 8, positions + done, (size_t)c * 4);
+    rc = run_chunk(t, c, positions != NULL, positions != NULL ? 0 : (uint64_t)first + done, err);
+    if (rc) return rc;
+  }
   return RD_OK;
 }
 
@@ -709,16 +703,7 @@ extern "C" int rd_gpu_sumtree_set_range(rd_gpu_sumtree_t *t, uint32_t first, siz
   if (n == 0) return RD_OK;
   rc = rd_tree_check_range(first, n, t->capacity, err);
   if (rc) return rc;
-  rc = check_values(t, n, values, err);
-  if (rc) return rc;
-  struct rd_gpu_impl *m = t->impl;
-  for (size_t done = 0; done < n; done += t->max_batch) {
-    uint32_t c = (uint32_t)(n - done < t->max_batch ? n - done : t->max_batch);
-    memcpy(m->h_stage, values + done, (size_t)c * 8);
-    rc = run_chunk(t, c, false, (uint64_t)first + done, err);
-    if (rc) return rc;
-  }
-  return RD_OK;
+  return write_chunks(t, n, values, NULL, first, err);
 }
 
 extern "C" int rd_gpu_sumtree_update(rd_gpu_sumtree_t *t, size_t n, const uint32_t *positions,
@@ -727,18 +712,7 @@ extern "C" int rd_gpu_sumtree_update(rd_gpu_sumtree_t *t, size_t n, const uint32
   if (rc) return rc;
   rc = rd_tree_check_positions(n, positions, t->capacity, err);
   if (rc) return rc;
-  rc = check_values(t, n, values, err);
-  if (rc) return rc;
-  struct rd_gpu_impl *m = t->impl;
-  /* In order, chunk after chunk: a later chunk's value still wins. */
-  for (size_t done = 0; done < n; done += t->max_batch) {
-    uint32_t c = (uint32_t)(n - done < t->max_batch ? n - done : t->max_batch);
-    memcpy(m->h_stage, values + done, (size_t)c * 8);
-    memcpy(m->h_stage + (size_t)c * 8, positions + done, (size_t)c * 4);
-    rc = run_chunk(t, c, true, 0, err);
-    if (rc) return rc;
-  }
-  return RD_OK;
+  return write_chunks(t, n, values, positions, 0, err);
 }
 
 extern "C" int rd_gpu_sumtree_sample(const rd_gpu_sumtree_t *t, size_t n,
@@ -759,13 +733,14 @@ extern "C" int rd_gpu_sumtree_sample(const rd_gpu_sumtree_t *t, size_t n,
   for (size_t done = 0; done < n; done += t->max_batch) {
     uint32_t c = (uint32_t)(n - done < t->max_batch ? n - done : t->max_batch);
     memcpy(m->h_targets, targets + done, (size_t)c * 8);
-    CK(cudaMemcpyAsync(m->d_targets, m->h_targets, (size_t)c * 8, cudaMemcpyHostToDevice, s),
-       "cudaMemcpyAsync of targets");
+    RD_CUDA_CK(cudaMemcpyAsync(m->d_targets, m->h_targets, (size_t)c * 8, cudaMemcpyHostToDevice,
+                               s),
+               "cudaMemcpyAsync of targets");
     rc = enqueue_sample(t, c, m->d_targets, m->d_leaves, err);
     if (rc) return rc;
-    CK(cudaMemcpyAsync(m->h_leaves, m->d_leaves, (size_t)c * 4, cudaMemcpyDeviceToHost, s),
-       "cudaMemcpyAsync of leaves");
-    CK(cudaStreamSynchronize(s), "sampling on the GPU tree");
+    RD_CUDA_CK(cudaMemcpyAsync(m->h_leaves, m->d_leaves, (size_t)c * 4, cudaMemcpyDeviceToHost, s),
+               "cudaMemcpyAsync of leaves");
+    RD_CUDA_CK(cudaStreamSynchronize(s), "sampling on the GPU tree");
     memcpy(leaves + done, m->h_leaves, (size_t)c * 4);
   }
   return RD_OK;
@@ -779,7 +754,7 @@ static int check_dev_batch(const rd_gpu_sumtree_t *t, size_t n, rd_error_t *err)
   if (n > t->max_batch)
     return rd_error_set(err, RD_ETOOBIG, "batch of %zu items exceeds max_batch %u", n,
                         t->max_batch);
-  CK(cudaSetDevice(t->device), "cudaSetDevice");
+  RD_CUDA_CK(cudaSetDevice(t->device), "cudaSetDevice");
   return RD_OK;
 }
 

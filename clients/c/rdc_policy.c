@@ -21,34 +21,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "client_error.h"
+#include "rd_le.h"
 #include "replayd_client.h"
 
 #define FLAT_MAGIC 0x4E4E4452u
 #define FLAT_VERSION 1u
 #define HEADER_FIXED 12u
-
-__attribute__((format(printf, 3, 4))) static int fail(rdc_error_t *err, int code,
-                                                      const char *fmt, ...) {
-  if (err != NULL) {
-    err->code = code;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err->msg, sizeof err->msg, fmt, ap);
-    va_end(ap);
-  }
-  return code;
-}
-
-static uint32_t get_u32(const uint8_t *p) {
-  return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
-static float get_f32(const uint8_t *p) {
-  uint32_t u = get_u32(p);
-  float f;
-  memcpy(&f, &u, sizeof f);
-  return f;
-}
 
 void rdc_policy_init(rdc_policy_t *p) { memset(p, 0, sizeof *p); }
 
@@ -67,42 +46,42 @@ uint32_t rdc_policy_outputs(const rdc_policy_t *p) {
 }
 
 int rdc_policy_load(rdc_policy_t *p, const void *buf, size_t len, rdc_error_t *err) {
-  if (p == NULL) return fail(err, RDC_EINVAL, "policy is NULL");
+  if (p == NULL) return set_error(err, RDC_EINVAL, "policy is NULL");
   const uint8_t *b = buf;
   if (b == NULL || len < HEADER_FIXED)
-    return fail(err, RDC_EINVAL, "weights are %zu bytes, shorter than the %u-byte header",
-                b == NULL ? (size_t)0 : len, HEADER_FIXED);
-  uint32_t magic = get_u32(b), version = get_u32(b + 4), L = get_u32(b + 8);
+    return set_error(err, RDC_EINVAL, "weights are %zu bytes, shorter than the %u-byte header",
+                     b == NULL ? (size_t)0 : len, HEADER_FIXED);
+  uint32_t magic = rd_le_get_u32(b), version = rd_le_get_u32(b + 4), L = rd_le_get_u32(b + 8);
   if (magic != FLAT_MAGIC)
-    return fail(err, RDC_EINVAL, "weights start with 0x%08x, not the RDNN magic 0x%08x", magic,
-                FLAT_MAGIC);
+    return set_error(err, RDC_EINVAL, "weights start with 0x%08x, not the RDNN magic 0x%08x", magic,
+                     FLAT_MAGIC);
   if (version != FLAT_VERSION)
-    return fail(err, RDC_EINVAL, "weights have format version %u; this client reads %u",
-                version, FLAT_VERSION);
+    return set_error(err, RDC_EINVAL, "weights have format version %u; this client reads %u",
+                     version, FLAT_VERSION);
   if (L == 0 || L > RDC_POLICY_MAX_LAYERS)
-    return fail(err, RDC_EINVAL, "weights declare %u layers; 1 to %d are allowed", L,
-                RDC_POLICY_MAX_LAYERS);
+    return set_error(err, RDC_EINVAL, "weights declare %u layers; 1 to %d are allowed", L,
+                     RDC_POLICY_MAX_LAYERS);
   size_t hdr = HEADER_FIXED + 4u * ((size_t)L + 1u) + 4u * (size_t)L;
   if (len < hdr)
-    return fail(err, RDC_EINVAL, "weights are truncated: %zu bytes, the header of %u layers "
-                "needs %zu", len, L, hdr);
+    return set_error(err, RDC_EINVAL, "weights are truncated: %zu bytes, the header of %u layers "
+                     "needs %zu", len, L, hdr);
 
   uint32_t sizes[RDC_POLICY_MAX_LAYERS + 1];
   rdc_act_t act[RDC_POLICY_MAX_LAYERS];
   uint32_t max_width = 0;
   const uint8_t *q = b + HEADER_FIXED;
   for (uint32_t l = 0; l <= L; l++, q += 4) {
-    sizes[l] = get_u32(q);
+    sizes[l] = rd_le_get_u32(q);
     if (sizes[l] == 0 || sizes[l] > RDC_POLICY_MAX_UNITS)
-      return fail(err, RDC_EINVAL, "weights: size %u at layer boundary %u is outside [1, %u]",
-                  sizes[l], l, RDC_POLICY_MAX_UNITS);
+      return set_error(err, RDC_EINVAL, "weights: size %u at layer boundary %u is outside [1, %u]",
+                       sizes[l], l, RDC_POLICY_MAX_UNITS);
     if (sizes[l] > max_width) max_width = sizes[l];
   }
   for (uint32_t l = 0; l < L; l++, q += 4) {
-    uint32_t a = get_u32(q); /* checked before the cast into the enum */
+    uint32_t a = rd_le_get_u32(q); /* checked before the cast into the enum */
     if (a > (uint32_t)RDC_ACT_TANH)
-      return fail(err, RDC_EINVAL, "weights: layer %u has activation code %u; expected 0 "
-                  "(identity), 1 (relu) or 2 (tanh)", l, a);
+      return set_error(err, RDC_EINVAL, "weights: layer %u has activation code %u; expected 0 "
+                       "(identity), 1 (relu) or 2 (tanh)", l, a);
     act[l] = (rdc_act_t)a;
   }
   /* 64-bit sum: with L <= 16 and sizes <= 2^16 it stays below 2^37, so a
@@ -110,26 +89,27 @@ int rdc_policy_load(rdc_policy_t *p, const void *buf, size_t len, rdc_error_t *e
   uint64_t np = 0;
   for (uint32_t l = 0; l < L; l++) np += (uint64_t)sizes[l + 1] * (sizes[l] + 1u);
   if (np > RDC_POLICY_MAX_PARAMS)
-    return fail(err, RDC_EINVAL, "weights: the network has %llu parameters; at most %u are "
-                "allowed", (unsigned long long)np, RDC_POLICY_MAX_PARAMS);
+    return set_error(err, RDC_EINVAL, "weights: the network has %llu parameters; at most %u are "
+                     "allowed", (unsigned long long)np, RDC_POLICY_MAX_PARAMS);
   size_t need = hdr + 4u * (size_t)np;
   if (len < need)
-    return fail(err, RDC_EINVAL, "weights are truncated: %zu bytes, the network needs %zu", len,
-                need);
+    return set_error(err, RDC_EINVAL, "weights are truncated: %zu bytes, the network needs %zu",
+                     len, need);
   if (len > need)
-    return fail(err, RDC_EINVAL, "weights have %zu trailing bytes after %zu", len - need, need);
+    return set_error(err, RDC_EINVAL, "weights have %zu trailing bytes after %zu", len - need,
+                     need);
   /* A diverged learner must not turn every action into NaN. */
   size_t off = 0;
   for (uint32_t l = 0; l < L; l++) {
     size_t nw = (size_t)sizes[l + 1] * sizes[l], nb = sizes[l + 1];
     for (size_t i = 0; i < nw + nb; i++) {
-      float v = get_f32(q + 4u * (off + i));
+      float v = rd_le_get_f32(q + 4u * (off + i));
       if (!isfinite(v)) {
         if (i < nw)
-          return fail(err, RDC_EINVAL, "weights: layer %u weight [%zu][%zu] is %g", l,
-                      i / sizes[l], i % sizes[l], (double)v);
-        return fail(err, RDC_EINVAL, "weights: layer %u bias [%zu] is %g", l, i - nw,
-                    (double)v);
+          return set_error(err, RDC_EINVAL, "weights: layer %u weight [%zu][%zu] is %g", l,
+                           i / sizes[l], i % sizes[l], (double)v);
+        return set_error(err, RDC_EINVAL, "weights: layer %u bias [%zu] is %g", l, i - nw,
+                         (double)v);
       }
     }
     off += nw + nb;
@@ -142,7 +122,7 @@ int rdc_policy_load(rdc_policy_t *p, const void *buf, size_t len, rdc_error_t *e
   if (block == NULL || p->capacity < floats) {
     block = malloc(floats * sizeof *block);
     if (block == NULL)
-      return fail(err, RDC_ENOMEM, "out of memory for a policy of %zu floats", floats);
+      return set_error(err, RDC_ENOMEM, "out of memory for a policy of %zu floats", floats);
     free(p->params);
     p->capacity = floats;
   }
@@ -157,7 +137,7 @@ int rdc_policy_load(rdc_policy_t *p, const void *buf, size_t len, rdc_error_t *e
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
   memcpy(p->params, q, 4u * (size_t)np);
 #else
-  for (size_t i = 0; i < (size_t)np; i++) p->params[i] = get_f32(q + 4u * i);
+  for (size_t i = 0; i < (size_t)np; i++) p->params[i] = rd_le_get_f32(q + 4u * i);
 #endif
   if (err != NULL) {
     err->code = RDC_OK;

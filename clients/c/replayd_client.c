@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "client_error.h"
 #include "rd_pem.h"
 #include "replayd.pb-c.h"
 
@@ -108,18 +109,6 @@ const char *rdc_strerror(int code) {
   case RDC_ECALL: return "RDC_ECALL";
   default: return "RDC_EUNKNOWN";
   }
-}
-
-__attribute__((format(printf, 3, 4))) static int set_error(rdc_error_t *err, int code,
-                                                           const char *fmt, ...) {
-  if (err != NULL) {
-    err->code = code;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err->msg, sizeof err->msg, fmt, ap);
-    va_end(ap);
-  }
-  return code;
 }
 
 static int ok(rdc_error_t *err) {

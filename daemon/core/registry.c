@@ -31,6 +31,7 @@
 #include <time.h>
 
 #include "log.h"
+#include "rd_sorted.h"
 
 struct rd_registry {
   rd_config_t cfg;
@@ -88,18 +89,12 @@ static bool is_hex_id(const char *s, size_t want) {
 /* The map                                                             */
 /* ------------------------------------------------------------------ */
 
+static const char *workload_id(const void *w) { return ((const rd_workload_t *)w)->id; }
+
 /* Index of id in by_id, or the insertion point as -(pos + 1). Caller holds
  * map_lock (either way) or mutate_mu. */
 static ptrdiff_t find_index(const rd_registry_t *r, const char *id) {
-  size_t lo = 0, hi = r->n;
-  while (lo < hi) {
-    size_t mid = lo + (hi - lo) / 2;
-    int c = strcmp(r->by_id[mid]->id, id);
-    if (c == 0) return (ptrdiff_t)mid;
-    if (c < 0) lo = mid + 1;
-    else hi = mid;
-  }
-  return -(ptrdiff_t)lo - 1;
+  return rd_sorted_find((const void *const *)r->by_id, r->n, id, workload_id);
 }
 
 /* Caller holds mutate_mu and has checked the count. */

@@ -14,6 +14,7 @@
 #include <time.h>
 
 #include "log.h"
+#include "rd_sorted.h"
 #include "secrets.h"
 #include "share.h"
 #include "store_tenant.h"
@@ -138,17 +139,11 @@ static void to_stored(const rd_tenant_t *t, const rd_tenant_quota_t *q, rd_store
 /* The set                                                             */
 /* ------------------------------------------------------------------ */
 
+static const char *tenant_name(const void *t) { return ((const rd_tenant_t *)t)->name; }
+
 /* Index of name, or -(insertion point + 1). Caller holds ts->mu. */
 static ptrdiff_t find(const rd_tenants_t *ts, const char *name) {
-  size_t lo = 0, hi = ts->n;
-  while (lo < hi) {
-    size_t mid = lo + (hi - lo) / 2;
-    int c = strcmp(ts->v[mid]->name, name);
-    if (c == 0) return (ptrdiff_t)mid;
-    if (c < 0) lo = mid + 1;
-    else hi = mid;
-  }
-  return -(ptrdiff_t)lo - 1;
+  return rd_sorted_find((const void *const *)ts->v, ts->n, name, tenant_name);
 }
 
 static void insert_at(rd_tenants_t *ts, rd_tenant_t *t) {

@@ -15,7 +15,9 @@
 #include <cmocka.h>
 
 #include "nn.h"
+#include "rd_le.h"
 #include "rd_nn_spec.h"
+#include "rdt_learner.h"
 #include "replayd_client.h"
 
 /* xorshift for inputs and biases (the weights come from rd_mlp_init). */
@@ -25,15 +27,6 @@ static double uniform(double lo, double hi) {
   rng_state ^= rng_state >> 7;
   rng_state ^= rng_state << 17;
   return lo + (hi - lo) * (double)(rng_state >> 11) * 0x1.0p-53;
-}
-
-static rd_nn_spec_t make_spec(uint32_t n_layers, const uint32_t *sizes, const rd_nn_act_t *act) {
-  rd_nn_spec_t s;
-  memset(&s, 0, sizeof s);
-  s.n_layers = n_layers;
-  for (uint32_t l = 0; l <= n_layers; l++) s.sizes[l] = sizes[l];
-  for (uint32_t l = 0; l < n_layers; l++) s.act[l] = act[l];
-  return s;
 }
 
 /* Build a daemon network with random weights and biases, serialize it. */
@@ -115,7 +108,7 @@ static void test_matches_daemon_relu(void **state) {
   /* DQN CartPole: 4 -> 64 -> 64 -> 2, relu hidden, identity out. */
   const uint32_t sz[] = {4, 64, 64, 2};
   const rd_nn_act_t act[] = {RD_NN_RELU, RD_NN_RELU, RD_NN_IDENTITY};
-  rd_nn_spec_t s = make_spec(3, sz, act);
+  rd_nn_spec_t s = rdt_nn_spec(3, sz, act);
   double w = compare(&s, 1, 512, 3.0);
   if (w > 1e-5) fail_msg("relu net: worst relative difference %g", w);
 }
@@ -126,7 +119,7 @@ static void test_matches_daemon_tanh(void **state) {
    * activation and the actor's tanh output). */
   const uint32_t sz[] = {3, 128, 128, 1};
   const rd_nn_act_t act[] = {RD_NN_TANH, RD_NN_TANH, RD_NN_TANH};
-  rd_nn_spec_t s = make_spec(3, sz, act);
+  rd_nn_spec_t s = rdt_nn_spec(3, sz, act);
   double w = compare(&s, 2, 512, 2.0);
   if (w > 1e-5) fail_msg("tanh net: worst relative difference %g", w);
 }
@@ -136,12 +129,12 @@ static void test_matches_daemon_identity(void **state) {
   /* Linear layers only, and a single-layer net (no hidden layer). */
   const uint32_t sz[] = {17, 9, 5};
   const rd_nn_act_t act[] = {RD_NN_IDENTITY, RD_NN_IDENTITY};
-  rd_nn_spec_t s = make_spec(2, sz, act);
+  rd_nn_spec_t s = rdt_nn_spec(2, sz, act);
   double w = compare(&s, 3, 256, 1.0);
   if (w > 1e-5) fail_msg("identity net: worst relative difference %g", w);
   const uint32_t sz1[] = {6, 3};
   const rd_nn_act_t act1[] = {RD_NN_IDENTITY};
-  rd_nn_spec_t s1 = make_spec(1, sz1, act1);
+  rd_nn_spec_t s1 = rdt_nn_spec(1, sz1, act1);
   w = compare(&s1, 4, 64, 1.0);
   if (w > 1e-5) fail_msg("one-layer net: worst relative difference %g", w);
 }
@@ -152,7 +145,7 @@ static void test_matches_daemon_deep_mixed(void **state) {
    * deeper than two scratch buffers. */
   const uint32_t sz[] = {7, 33, 65, 31, 19, 3};
   const rd_nn_act_t act[] = {RD_NN_RELU, RD_NN_TANH, RD_NN_RELU, RD_NN_IDENTITY, RD_NN_TANH};
-  rd_nn_spec_t s = make_spec(5, sz, act);
+  rd_nn_spec_t s = rdt_nn_spec(5, sz, act);
   /* Five layers of float activations on the daemon's side compound its
    * rounding: about 7e-6 here with every GEMM variant (generic, AVX2,
    * AVX-512), so this net gets twice the shallow nets' 1e-5. */
@@ -164,20 +157,13 @@ static void test_matches_daemon_deep_mixed(void **state) {
 static size_t small_net(uint8_t *buf, size_t cap) {
   const uint32_t sz[] = {2, 3, 1};
   const rd_nn_act_t act[] = {RD_NN_RELU, RD_NN_IDENTITY};
-  rd_nn_spec_t s = make_spec(2, sz, act);
+  rd_nn_spec_t s = rdt_nn_spec(2, sz, act);
   float params[13];
   for (int i = 0; i < 13; i++) params[i] = (float)(i + 1) * 0.25f;
   size_t len;
   assert_int_equal(rd_nn_flat_write(&s, params, buf, cap, &len, NULL), RD_OK);
   assert_int_equal(len, 12 + 4 * 3 + 4 * 2 + 4 * 13);
   return len;
-}
-
-static void put_u32(uint8_t *p, uint32_t v) {
-  p[0] = (uint8_t)v;
-  p[1] = (uint8_t)(v >> 8);
-  p[2] = (uint8_t)(v >> 16);
-  p[3] = (uint8_t)(v >> 24);
 }
 
 /* Both parsers refuse; the client's message mentions `word`; p unchanged. */
@@ -217,7 +203,7 @@ static void test_malformed_buffers(void **state) {
 #define CORRUPT(off, val, word)                                                                \
   do {                                                                                         \
     memcpy(bad, good, len);                                                                    \
-    put_u32(bad + (off), (val));                                                               \
+    rd_le_put_u32(bad + (off), (val));                                                         \
     refused(&p, bad, len, word);                                                               \
   } while (0)
   CORRUPT(0, 0x4E4E4453u, "magic");
@@ -231,8 +217,8 @@ static void test_malformed_buffers(void **state) {
   CORRUPT(28, 0xffffffffu, "activation");
   /* Sizes within limits but 65536 x 65536 parameters: above 2^26. */
   memcpy(bad, good, len);
-  put_u32(bad + 12, 65536);
-  put_u32(bad + 16, 65536);
+  rd_le_put_u32(bad + 12, 65536);
+  rd_le_put_u32(bad + 16, 65536);
   refused(&p, bad, len, "parameters");
   /* Sizes that need more parameters than the buffer has. */
   CORRUPT(16, 4, "truncated");
@@ -274,7 +260,7 @@ static void test_reload_and_unloaded(void **state) {
   for (int i = 0; i < 13; i++) params[i] = -0.5f;
   const uint32_t sz[] = {2, 3, 1};
   const rd_nn_act_t act[] = {RD_NN_RELU, RD_NN_IDENTITY};
-  rd_nn_spec_t s = make_spec(2, sz, act);
+  rd_nn_spec_t s = rdt_nn_spec(2, sz, act);
   assert_int_equal(rd_nn_flat_write(&s, params, buf, sizeof buf, &len, NULL), RD_OK);
   assert_int_equal(rdc_policy_load(&p, buf, len, NULL), RDC_OK);
   assert_ptr_equal(p.params, block);
@@ -287,7 +273,7 @@ static void test_reload_and_unloaded(void **state) {
   rd_mlp_t m;
   const uint32_t sz2[] = {8, 40, 8};
   const rd_nn_act_t act2[] = {RD_NN_TANH, RD_NN_IDENTITY};
-  rd_nn_spec_t s2 = make_spec(2, sz2, act2);
+  rd_nn_spec_t s2 = rdt_nn_spec(2, sz2, act2);
   size_t len2;
   uint8_t *big = make_net(&s2, 9, 1, &m, &len2);
   assert_int_equal(rdc_policy_load(&p, big, len2, NULL), RDC_OK);

@@ -57,6 +57,8 @@
 #include "rdt_rand.h"
 #include "rdt_check.h"
 
+#include "check_device.h"
+
 static float unit01(uint64_t *s) { return (float)rd_rng_unit(s); }
 
 static uint32_t fb(float x) {
@@ -560,14 +562,8 @@ int main(int argc, char **argv) {
     }
   }
   if (steps < 7) steps = 7;
-  int count = 0;
-  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
-    printf("SKIP no usable CUDA device\n");
-    return 77;
-  }
-  cudaDeviceProp p;
-  cudaGetDeviceProperties(&p, 0);
-  printf("# device 0: %s, sm_%d%d\n", p.name, p.major, p.minor);
+  int skip = check_device_or_skip();
+  if (skip) return skip;
   check_elem();
   const variant_t defaults = {"", 0, 0, 0, 0, 256};
   for (size_t k = 0; k < N_SHAPES; k++) check_learner(&shapes[k], steps, &defaults);

@@ -19,6 +19,9 @@ extern "C" {
 #include "rd_tree_step.h"
 #include "rd_clock.h"
 #include "rdt_check.h"
+#include "rdt_schema.h"
+
+#include "check_device.h"
 
 #include <cuda_runtime.h>
 
@@ -138,11 +141,7 @@ __global__ void k_spin(long long cycles) {
 
 static void own_stream(void) {
   rd_table_config_t c;
-  rd_table_config_default(&c);
-  c.schema.n_fields = 1;
-  snprintf(c.schema.fields[0].name, sizeof c.schema.fields[0].name, "x");
-  c.schema.fields[0].dtype = RD_DTYPE_FLOAT32;
-  c.capacity = 4096;
+  rdt_scalar_table_config(&c, "x", RD_DTYPE_FLOAT32, 4096);
   c.rmm = rd_gpu_rmm_ops(0);
   c.storage = rd_gpu_storage_ops(0);
   rd_table_t t;
@@ -184,14 +183,8 @@ int main(int argc, char **argv) {
       return 2;
     }
   }
-  int count = 0;
-  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
-    printf("SKIP no usable CUDA device\n");
-    return 77;
-  }
-  cudaDeviceProp p;
-  cudaGetDeviceProperties(&p, 0);
-  printf("# device 0: %s, sm_%d%d\n", p.name, p.major, p.minor);
+  int skip = check_device_or_skip();
+  if (skip) return skip;
   double t0 = rd_clock_now();
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) same(&cases[i]);
   if (!quick) same(&big);

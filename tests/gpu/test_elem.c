@@ -169,14 +169,23 @@ static void test_losses(void **state) {
   free(y), free(t), free(w), free(dy), free(gy);
 }
 
+/* An identity net of make_net(in, out) with gradients of a wide spread
+ * (seed, times scale), and a copy of them the caller frees; *n parameters. */
+static float *net_with_grads(rd_mlp_t *m, uint32_t in, uint32_t out, uint64_t seed, float scale,
+                             size_t *n) {
+  make_net(m, in, out, RD_NN_IDENTITY, 1);
+  *n = rd_mlp_n_params(m);
+  float *g = malloc(*n * sizeof *g);
+  uint64_t s = seed;
+  for (size_t i = 0; i < *n; i++) g[i] = m->grads[i] = rdt_wide_float(&s) * scale;
+  return g;
+}
+
 static void test_clip(void **state) {
   (void)state;
   rd_mlp_t m;
-  make_net(&m, 61, 67, RD_NN_IDENTITY, 1);
-  const size_t n = rd_mlp_n_params(&m);
-  float *g = malloc(n * sizeof *g);
-  uint64_t s = 9;
-  for (size_t i = 0; i < n; i++) g[i] = m.grads[i] = rdt_wide_float(&s) * 50.0f;
+  size_t n;
+  float *g = net_with_grads(&m, 61, 67, 9, 50.0f, &n);
   double nrm = rd_mlp_grad_norm(&m), got;
   const double max = nrm / 3.0;
   rd_error_t err;
@@ -321,11 +330,8 @@ static void test_step_stats(void **state) {
 static void test_finalize_and_clip(void **state) {
   (void)state;
   rd_mlp_t m;
-  make_net(&m, 29, 31, RD_NN_IDENTITY, 1);
-  const size_t n = rd_mlp_n_params(&m);
-  float *g = malloc(n * sizeof *g);
-  uint64_t s = 31;
-  for (size_t i = 0; i < n; i++) g[i] = m.grads[i] = rdt_wide_float(&s) * 40.0f;
+  size_t n;
+  float *g = net_with_grads(&m, 29, 31, 31, 40.0f, &n);
   const double nrm = rd_mlp_grad_norm(&m), sumsq[2] = {nrm * nrm, 4.0};
   double norm[2];
   int clipped[2];

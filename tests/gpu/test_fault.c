@@ -20,6 +20,8 @@
 #include "pipeline.h"
 #include "placement.h"
 #include "registry.h"
+#include "rdt_dse.h"
+#include "rdt_learner.h"
 #include "rmm_check.h"
 
 static const uint32_t obs_shape[] = {4};
@@ -34,11 +36,8 @@ static const uint8_t stored[] = "opaque to core";
 
 static rd_workload_t *gpu_workload(rd_registry_t *r) {
   rd_device_t gpu;
-  memset(&gpu, 0, sizeof gpu);
-  snprintf(gpu.kind, sizeof gpu.kind, "gpu");
+  rdt_device(&gpu, "gpu", 0);
   snprintf(gpu.name, sizeof gpu.name, "a GPU of host calls");
-  snprintf(gpu.status, sizeof gpu.status, "ok (injected by a test)");
-  gpu.index = 0;
   gpu.memory_bytes = 1ull << 30;
   rd_devices_inject(&gpu);
   rd_placement_t *pl = calloc(1, sizeof *pl);
@@ -96,6 +95,51 @@ static int alloc_out(void *arg, const rd_table_t *t, uint32_t n, rd_sample_out_t
   return RD_OK;
 }
 
+/* Where a sample of up to BATCH rows lands: alloc_out hands it out. */
+typedef struct {
+  uint64_t keys[BATCH];
+  double pr[BATCH], wt[BATCH];
+  float obs[BATCH * 4], rew[BATCH];
+  rd_buf_t cols[2];
+  rd_sample_out_t out;
+} sample_to_t;
+
+static void sample_to(sample_to_t *s) {
+  s->cols[0] = (rd_buf_t){s->obs, sizeof s->obs};
+  s->cols[1] = (rd_buf_t){s->rew, sizeof s->rew};
+  s->out = (rd_sample_out_t){s->keys, s->pr, s->wt, s->cols};
+  g_out = &s->out;
+}
+
+/* The fixture of the workload tests: a registry of the default config
+ * and, on it, gpu_workload; the teardown disarms the fault first. */
+typedef struct {
+  rd_registry_t *r;
+  rd_workload_t *w;
+} fixture_t;
+
+static int gpu_setup(void **state) {
+  fixture_t *f = calloc(1, sizeof *f);
+  if (f == NULL) return -1;
+  rd_config_t cfg;
+  rd_config_defaults(&cfg);
+  rd_error_t err;
+  rd_error_clear(&err);
+  if (rd_registry_create(&f->r, &cfg, NULL, &err) != RD_OK) fail_msg("registry: %s", err.msg);
+  f->w = gpu_workload(f->r);
+  *state = f;
+  return 0;
+}
+
+static int gpu_teardown(void **state) {
+  fixture_t *f = *state;
+  rmm_check_arm(0, 0, 0);
+  rd_workload_unref(f->w);
+  rd_registry_destroy(f->r);
+  free(f);
+  return 0;
+}
+
 static void gpu_status(char *status, size_t len) {
   rd_device_t devs[RD_MAX_DEVICES];
   size_t n = rd_devices_get(devs, RD_MAX_DEVICES);
@@ -106,21 +150,12 @@ static void gpu_status(char *status, size_t len) {
 }
 
 static void test_sample_fault_moves_to_cpu(void **state) {
-  (void)state;
-  rd_config_t cfg;
-  rd_config_defaults(&cfg);
-  rd_registry_t *r = NULL;
+  rd_workload_t *w = ((fixture_t *)*state)->w;
   rd_error_t err;
   rd_error_clear(&err);
-  assert_int_equal(rd_registry_create(&r, &cfg, NULL, &err), RD_OK);
-  rd_workload_t *w = gpu_workload(r);
   for (uint32_t k = 0; k < 4; k++) insert(w, BATCH, (float)(k * BATCH));
-  uint64_t keys[BATCH];
-  double pr[BATCH], wt[BATCH];
-  float obs[BATCH * 4], rew[BATCH];
-  rd_buf_t cols[2] = {{obs, sizeof obs}, {rew, sizeof rew}};
-  rd_sample_out_t out = {keys, pr, wt, cols};
-  g_out = &out;
+  sample_to_t to;
+  sample_to(&to);
   rd_sample_request_t q;
   memset(&q, 0, sizeof q);
   q.batch = BATCH;
@@ -131,7 +166,7 @@ static void test_sample_fault_moves_to_cpu(void **state) {
   assert_int_equal(rc, RD_OK);
   assert_int_equal(size, 4 * BATCH);
   for (uint32_t i = 0; i < BATCH; i++) /* the rows belong to their keys */
-    assert_int_equal((uint64_t)obs[i * 4], keys[i]);
+    assert_int_equal((uint64_t)to.obs[i * 4], to.keys[i]);
   assert_string_equal(rd_table_rmm_name(&w->table), "cpu");
   assert_string_equal(rd_table_storage_name(&w->table), "host");
   assert_string_equal(w->placement->running, "C-C-C");
@@ -144,31 +179,20 @@ static void test_sample_fault_moves_to_cpu(void **state) {
   double p[BATCH];
   for (uint32_t i = 0; i < BATCH; i++) p[i] = 2.0;
   size_t stale = 0;
-  assert_int_equal(rd_workload_update(w, BATCH, keys, BATCH, p, &stale, &err), RD_OK);
+  assert_int_equal(rd_workload_update(w, BATCH, to.keys, BATCH, p, &stale, &err), RD_OK);
   assert_int_equal(rd_workload_sample(w, &q, alloc_out, NULL, &size, &err), RD_OK);
   rmm_check_arm(0, 0, 0);
-  rd_workload_unref(w);
-  rd_registry_destroy(r);
 }
 
 /* A device that is gone for good: the rows cannot come back, the table is
  * empty on the CPU (the loss is logged), and the sample says so. */
 static void test_dead_device_loses_rows_loudly(void **state) {
-  (void)state;
-  rd_config_t cfg;
-  rd_config_defaults(&cfg);
-  rd_registry_t *r = NULL;
+  rd_workload_t *w = ((fixture_t *)*state)->w;
   rd_error_t err;
   rd_error_clear(&err);
-  assert_int_equal(rd_registry_create(&r, &cfg, NULL, &err), RD_OK);
-  rd_workload_t *w = gpu_workload(r);
   insert(w, BATCH, 0);
-  uint64_t keys[BATCH];
-  double pr[BATCH], wt[BATCH];
-  float obs[BATCH * 4], rew[BATCH];
-  rd_buf_t cols[2] = {{obs, sizeof obs}, {rew, sizeof rew}};
-  rd_sample_out_t out = {keys, pr, wt, cols};
-  g_out = &out;
+  sample_to_t to;
+  sample_to(&to);
   rd_sample_request_t q;
   memset(&q, 0, sizeof q);
   q.batch = 8;
@@ -179,28 +203,19 @@ static void test_dead_device_loses_rows_loudly(void **state) {
   rmm_check_arm(0, 0, 0);
   insert(w, BATCH, 0); /* and it serves again */
   assert_int_equal(rd_workload_sample(w, &q, alloc_out, NULL, NULL, &err), RD_OK);
-  rd_workload_unref(w);
-  rd_registry_destroy(r);
 }
 
 /* An insert whose device write fails: the rows go into the CPU table. */
 static void test_insert_fault_moves_to_cpu(void **state) {
-  (void)state;
-  rd_config_t cfg;
-  rd_config_defaults(&cfg);
-  rd_registry_t *r = NULL;
+  rd_workload_t *w = ((fixture_t *)*state)->w;
   rd_error_t err;
   rd_error_clear(&err);
-  assert_int_equal(rd_registry_create(&r, &cfg, NULL, &err), RD_OK);
-  rd_workload_t *w = gpu_workload(r);
   insert(w, BATCH, 0);
   rmm_check_arm(RMM_FAIL_WRITE, 1, 0);
   insert(w, BATCH, (float)BATCH); /* fails on the device, done on the CPU */
   assert_string_equal(rd_table_storage_name(&w->table), "host");
   assert_int_equal(rd_table_next_key(&w->table), 2 * BATCH);
   rmm_check_arm(0, 0, 0);
-  rd_workload_unref(w);
-  rd_registry_destroy(r);
 }
 
 /* The hosted learner's sampler meets the fault: its table call is made
@@ -261,11 +276,7 @@ static void test_pipeline_goes_on_after_a_fault(void **state) {
       fail_msg("insert: %s", err.msg);
   rd_pipeline_config_t c;
   memset(&c, 0, sizeof c);
-  rd_learner_config_default(&c.learner);
-  c.learner.algo = RD_ALGO_DQN;
-  c.learner.num_actions = 2;
-  c.learner.n_hidden = 1;
-  c.learner.hidden[0] = 16;
+  rdt_dqn_config(&c.learner, 0, 2, 1, (const uint32_t[]){16}); /* obs_dim: the binding's */
   c.learner.max_batch = 32;
   c.batch = 32;
   c.beta = 0.4;
@@ -295,9 +306,9 @@ int main(void) {
   rd_log_open("", RD_LOG_ERROR, NULL);
   rd_devices_init();
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_sample_fault_moves_to_cpu),
-      cmocka_unit_test(test_insert_fault_moves_to_cpu),
-      cmocka_unit_test(test_dead_device_loses_rows_loudly),
+      cmocka_unit_test_setup_teardown(test_sample_fault_moves_to_cpu, gpu_setup, gpu_teardown),
+      cmocka_unit_test_setup_teardown(test_insert_fault_moves_to_cpu, gpu_setup, gpu_teardown),
+      cmocka_unit_test_setup_teardown(test_dead_device_loses_rows_loudly, gpu_setup, gpu_teardown),
       cmocka_unit_test(test_pipeline_goes_on_after_a_fault),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -16,6 +16,7 @@
 #include "learner_gpu.h"
 #include "storage_gpu.h"
 #include "sumtree_gpu.h"
+#include "rdt_learner.h"
 
 static int have_gpu(void) {
   int n = 0;
@@ -24,13 +25,15 @@ static int have_gpu(void) {
 }
 
 static void dqn_config(rd_learner_config_t *c) {
-  rd_learner_config_default(c);
-  c->algo = RD_ALGO_DQN;
-  c->obs_dim = 4;
-  c->num_actions = 2;
-  c->n_hidden = 2;
-  c->hidden[0] = c->hidden[1] = 16;
+  rdt_dqn_config(c, 4, 2, 2, (const uint32_t[]){16, 16});
   c->max_batch = 8;
+}
+
+/* A learner of dqn_config on device ordinal. */
+static int init_dqn(rd_gpu_learner_t *l, int ordinal, rd_error_t *err) {
+  rd_learner_config_t c;
+  dqn_config(&c);
+  return rd_gpu_learner_init(l, &c, ordinal, err);
 }
 
 static void test_bad_config(void **state) {
@@ -49,11 +52,9 @@ static void test_bad_config(void **state) {
 static void test_no_device(void **state) {
   (void)state;
   if (have_gpu()) skip();
-  rd_learner_config_t c;
-  dqn_config(&c);
   rd_gpu_learner_t l;
   rd_error_t err;
-  int rc = rd_gpu_learner_init(&l, &c, 0, &err);
+  int rc = init_dqn(&l, 0, &err);
   assert_int_equal(rc, RD_EINVAL);
   assert_non_null(strstr(err.msg, "no usable CUDA device"));
   assert_null(l.impl);
@@ -75,22 +76,18 @@ static void test_no_device(void **state) {
 static void test_bad_ordinal(void **state) {
   (void)state;
   if (!have_gpu()) skip();
-  rd_learner_config_t c;
-  dqn_config(&c);
   rd_gpu_learner_t l;
   rd_error_t err;
-  assert_int_equal(rd_gpu_learner_init(&l, &c, 1000, &err), RD_EINVAL);
+  assert_int_equal(init_dqn(&l, 1000, &err), RD_EINVAL);
   assert_non_null(strstr(err.msg, "ordinal"));
 }
 
 static void test_one_step(void **state) {
   (void)state;
   if (!have_gpu()) skip();
-  rd_learner_config_t c;
-  dqn_config(&c);
   rd_gpu_learner_t l;
   rd_error_t err;
-  assert_int_equal(rd_gpu_learner_init(&l, &c, 0, &err), RD_OK);
+  assert_int_equal(init_dqn(&l, 0, &err), RD_OK);
   float obs[8 * 4], next[8 * 4], r[8], d[8], td[8];
   int32_t a[8];
   for (int i = 0; i < 32; i++) obs[i] = (float)(i % 7) * 0.1f, next[i] = (float)(i % 5) * 0.1f;

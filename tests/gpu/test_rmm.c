@@ -22,6 +22,7 @@
 #include "rmm_gpu.h"
 #include "rmm_gpu_dev.h"
 #include "rd_tree_step.h"
+#include "rdt_schema.h"
 #include "sumtree.h"
 
 #ifndef RD_GPU_BUILT
@@ -113,11 +114,7 @@ static void test_sizes(void **state) {
   assert_int_equal(rd_gpu_storage_chunk(1u << 20, RD_GPU_STORAGE_MAX_ROW_BYTES), 4);
   /* The table charges what the modules say. */
   rd_table_config_t c;
-  rd_table_config_default(&c);
-  c.schema.n_fields = 1;
-  snprintf(c.schema.fields[0].name, sizeof c.schema.fields[0].name, "x");
-  c.schema.fields[0].dtype = RD_DTYPE_FLOAT32;
-  c.capacity = 4096;
+  rdt_scalar_table_config(&c, "x", RD_DTYPE_FLOAT32, 4096);
   size_t host_rows = rd_table_rows_memsize(&c);
   assert_int_equal(host_rows, 4096 * 4);
   c.rmm = r;
@@ -172,14 +169,23 @@ static void spy_tree_free(void *tree) {
 static void table_config(rd_table_config_t *c, uint32_t capacity) {
   rd_table_config_default(c);
   c->schema.n_fields = 2;
-  snprintf(c->schema.fields[0].name, sizeof c->schema.fields[0].name, "obs");
-  c->schema.fields[0].dtype = RD_DTYPE_FLOAT32;
-  c->schema.fields[0].rank = 1;
-  c->schema.fields[0].shape[0] = 3;
-  snprintf(c->schema.fields[1].name, sizeof c->schema.fields[1].name, "done");
-  c->schema.fields[1].dtype = RD_DTYPE_BOOL;
+  rdt_field(&c->schema.fields[0], "obs", RD_DTYPE_FLOAT32, 3);
+  rdt_field(&c->schema.fields[1], "done", RD_DTYPE_BOOL, 0);
   c->capacity = capacity;
   c->max_batch = 256;
+}
+
+/* A table of c whose tree (rmm_name) is, or is not, on the spied device
+ * calls, and whose rows share the tree's stream exactly then. */
+static void init_sharing(rd_table_t *t, const rd_table_config_t *c, int shares,
+                         const char *rmm_name) {
+  rd_error_t err;
+  assert_int_equal(rd_table_init(t, c, &err), RD_OK);
+  assert_int_equal(g_share.tree_seen != NULL, shares);
+  rd_gpu_module_info_t info;
+  rd_gpu_storage_info(t->rows, &info);
+  assert_int_equal(info.shares_stream != 0, shares);
+  assert_string_equal(rd_table_rmm_name(t), rmm_name);
 }
 
 static void test_one_stream_per_table(void **state) {
@@ -196,18 +202,13 @@ static void test_one_stream_per_table(void **state) {
   table_config(&c, 500);
   rd_table_t t;
   rd_error_t err;
-  rd_gpu_module_info_t info;
 
   /* Through a table: both on the GPU, then the rows alone. */
   rmm_check_ops(&spy, 0, &rmm, &st);
   c.rmm = rmm;
   c.storage = st;
-  assert_int_equal(rd_table_init(&t, &c, &err), RD_OK);
-  assert_non_null(g_share.tree_seen);
-  rd_gpu_storage_info(t.rows, &info);
-  assert_true(info.shares_stream);
+  init_sharing(&t, &c, 1, "gpu0");
   assert_string_equal(rd_table_storage_name(&t), "gpu0");
-  assert_string_equal(rd_table_rmm_name(&t), "gpu0");
   rd_table_free(&t);
   assert_ptr_equal(g_share.tree_freed, g_share.tree_seen);
   assert_int_equal(g_share.rows_alive, 0);
@@ -218,11 +219,7 @@ static void test_one_stream_per_table(void **state) {
   assert_int_equal(g_share.rows_alive, 0);
   rd_table_free(&t);
   c.rmm = NULL;
-  assert_int_equal(rd_table_init(&t, &c, &err), RD_OK);
-  assert_null(g_share.tree_seen);
-  rd_gpu_storage_info(t.rows, &info);
-  assert_false(info.shares_stream);
-  assert_string_equal(rd_table_rmm_name(&t), "cpu");
+  init_sharing(&t, &c, 0, "cpu");
   rd_table_free(&t);
 
   /* Directly: only a tree of the same device calls and device is shared. */

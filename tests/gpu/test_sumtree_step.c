@@ -59,6 +59,24 @@ static void clone_tree(rd_sumtree_t *dst, const rd_sumtree_t *src) {
   memcpy(dst->mem, src->mem, src->mem_bytes);
 }
 
+/* fn(t, seed) on a tree of every fanout at each of its test capacities,
+ * filled at random from one splitmix64 stream that starts at seed (the
+ * driver makes and frees the trees). */
+static void for_each_tree(uint64_t seed, void (*fn)(rd_sumtree_t *t, uint64_t *seed)) {
+  for (size_t f = 0; f < N_FANOUTS; f++) {
+    uint32_t K = fanouts[f], caps[16];
+    size_t nc = capacities(K, caps);
+    for (size_t c = 0; c < nc; c++) {
+      rd_sumtree_t t;
+      rd_error_t err;
+      assert_int_equal(rd_sumtree_init(&t, caps[c], K, &err), RD_OK);
+      fill_random(&t, &seed);
+      fn(&t, &seed);
+      rd_sumtree_free(&t);
+    }
+  }
+}
+
 static void assert_same_tree(const rd_sumtree_t *a, const rd_sumtree_t *b) {
   assert_int_equal(a->mem_bytes, b->mem_bytes);
   assert_memory_equal(a->mem, b->mem, a->mem_bytes);
@@ -145,45 +163,38 @@ static void check_targets(const rd_sumtree_t *t, size_t n, const uint64_t *targe
   free(leaves);
 }
 
+static void sample_case(rd_sumtree_t *t, uint64_t *seed) {
+  rd_error_t err;
+  if (rd_sumtree_total(t) == 0) { /* a 1-leaf tree that drew 0 */
+    uint64_t one = 1;
+    assert_int_equal(rd_sumtree_set_range(t, 0, 1, &one, &err), RD_OK);
+  }
+  uint64_t total = rd_sumtree_total(t);
+  /* Edges: 0, total-1, and both sides of every leaf boundary (the
+   * targets where a prefix sum equals the target, the <= in the rule). */
+  size_t cap = 4 * (size_t)t->capacity + 4000;
+  uint64_t *tg = malloc(cap * sizeof *tg);
+  assert_non_null(tg);
+  size_t n = 0;
+  tg[n++] = 0;
+  tg[n++] = total - 1;
+  uint64_t run = 0;
+  for (uint32_t i = 0; i < t->capacity; i++) {
+    run += rd_sumtree_get(t, i);
+    if (run > 0 && run - 1 < total) tg[n++] = run - 1;
+    if (run < total) tg[n++] = run;
+  }
+  for (int r = 0; r < 4000; r++) {
+    uint64_t u = rd_splitmix64(seed);
+    tg[n++] = r & 1 ? u % total : (uint64_t)(((unsigned __int128)u * total) >> 64);
+  }
+  check_targets(t, n, tg);
+  free(tg);
+}
+
 static void test_sample_matches_cpu(void **state) {
   (void)state;
-  uint64_t seed = 0x5A3D1E;
-  for (size_t f = 0; f < N_FANOUTS; f++) {
-    uint32_t K = fanouts[f], caps[16];
-    size_t nc = capacities(K, caps);
-    for (size_t c = 0; c < nc; c++) {
-      rd_sumtree_t t;
-      rd_error_t err;
-      assert_int_equal(rd_sumtree_init(&t, caps[c], K, &err), RD_OK);
-      fill_random(&t, &seed);
-      if (rd_sumtree_total(&t) == 0) { /* a 1-leaf tree that drew 0 */
-        uint64_t one = 1;
-        assert_int_equal(rd_sumtree_set_range(&t, 0, 1, &one, &err), RD_OK);
-      }
-      uint64_t total = rd_sumtree_total(&t);
-      /* Edges: 0, total-1, and both sides of every leaf boundary (the
-       * targets where a prefix sum equals the target, the <= in the rule). */
-      size_t cap = 4 * (size_t)t.capacity + 4000;
-      uint64_t *tg = malloc(cap * sizeof *tg);
-      assert_non_null(tg);
-      size_t n = 0;
-      tg[n++] = 0;
-      tg[n++] = total - 1;
-      uint64_t run = 0;
-      for (uint32_t i = 0; i < t.capacity; i++) {
-        run += rd_sumtree_get(&t, i);
-        if (run > 0 && run - 1 < total) tg[n++] = run - 1;
-        if (run < total) tg[n++] = run;
-      }
-      for (int r = 0; r < 4000; r++) {
-        uint64_t u = rd_splitmix64(&seed);
-        tg[n++] = r & 1 ? u % total : (uint64_t)(((unsigned __int128)u * total) >> 64);
-      }
-      check_targets(&t, n, tg);
-      free(tg);
-      rd_sumtree_free(&t);
-    }
-  }
+  for_each_tree(0x5A3D1E, sample_case);
 }
 
 /* ------------------------------------------------------------------ */
@@ -267,81 +278,69 @@ static void update_batched(rd_sumtree_t *t, size_t n, const uint32_t *pos, uint6
   free(S);
 }
 
+static void update_case(rd_sumtree_t *ref, uint64_t *seed) {
+  rd_error_t err;
+  rd_sumtree_t seq, bat;
+  clone_tree(&seq, ref);
+  clone_tree(&bat, ref);
+  const size_t sizes[] = {1, 2, 7, 32, 100, 513, 3000};
+  for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
+    size_t n = sizes[s];
+    uint32_t *pos = malloc(n * sizeof *pos);
+    uint64_t *val = malloc(n * sizeof *val);
+    assert_non_null(pos);
+    assert_non_null(val);
+    /* Alternate: spread over the tree, crowded into a few leaves (many
+     * duplicates, shared blocks), and a run of the last leaves. */
+    uint32_t span = s % 3 == 1 ? (ref->capacity < 5 ? ref->capacity : 5) : ref->capacity;
+    for (size_t i = 0; i < n; i++) {
+      pos[i] = s % 3 == 2 ? ref->capacity - 1 - (uint32_t)(i % ref->capacity)
+                          : (uint32_t)(rd_splitmix64(seed) % span);
+      val[i] = rdt_wide_u64(seed, ref->max_leaf);
+    }
+    assert_int_equal(rd_sumtree_update(ref, n, pos, val, &err), RD_OK);
+    update_sequential(&seq, n, pos, val);
+    update_batched(&bat, n, pos, 0, val);
+    assert_same_tree(&seq, ref);
+    assert_same_tree(&bat, ref);
+    free(pos);
+    free(val);
+  }
+  rd_sumtree_free(&seq);
+  rd_sumtree_free(&bat);
+}
+
 static void test_update_matches_cpu(void **state) {
   (void)state;
-  uint64_t seed = 0xC0FFEE;
-  for (size_t f = 0; f < N_FANOUTS; f++) {
-    uint32_t K = fanouts[f], caps[16];
-    size_t nc = capacities(K, caps);
-    for (size_t c = 0; c < nc; c++) {
-      rd_sumtree_t ref, seq, bat;
-      rd_error_t err;
-      assert_int_equal(rd_sumtree_init(&ref, caps[c], K, &err), RD_OK);
-      fill_random(&ref, &seed);
-      clone_tree(&seq, &ref);
-      clone_tree(&bat, &ref);
-      const size_t sizes[] = {1, 2, 7, 32, 100, 513, 3000};
-      for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
-        size_t n = sizes[s];
-        uint32_t *pos = malloc(n * sizeof *pos);
-        uint64_t *val = malloc(n * sizeof *val);
-        assert_non_null(pos);
-        assert_non_null(val);
-        /* Alternate: spread over the tree, crowded into a few leaves (many
-         * duplicates, shared blocks), and a run of the last leaves. */
-        uint32_t span = s % 3 == 1 ? (ref.capacity < 5 ? ref.capacity : 5) : ref.capacity;
-        for (size_t i = 0; i < n; i++) {
-          pos[i] = s % 3 == 2 ? ref.capacity - 1 - (uint32_t)(i % ref.capacity)
-                              : (uint32_t)(rd_splitmix64(&seed) % span);
-          val[i] = rdt_wide_u64(&seed, ref.max_leaf);
-        }
-        assert_int_equal(rd_sumtree_update(&ref, n, pos, val, &err), RD_OK);
-        update_sequential(&seq, n, pos, val);
-        update_batched(&bat, n, pos, 0, val);
-        assert_same_tree(&seq, &ref);
-        assert_same_tree(&bat, &ref);
-        free(pos);
-        free(val);
-      }
-      rd_sumtree_free(&ref);
-      rd_sumtree_free(&seq);
-      rd_sumtree_free(&bat);
-    }
-  }
+  for_each_tree(0xC0FFEE, update_case);
 }
 
 /* Insert = the batched update over contiguous leaves, no sort. */
+static void set_range_case(rd_sumtree_t *ref, uint64_t *seed) {
+  rd_error_t err;
+  rd_sumtree_t bat;
+  clone_tree(&bat, ref);
+  uint64_t *val = malloc(ref->capacity * sizeof *val);
+  assert_non_null(val);
+  for (int r = 0; r < 12; r++) {
+    uint32_t first = (uint32_t)(rd_splitmix64(seed) % ref->capacity);
+    uint32_t n = r == 0 ? ref->capacity - first : 1 + (uint32_t)(rd_splitmix64(seed) % (ref->capacity - first));
+    if (r == 1) { /* the whole tree */
+      first = 0;
+      n = ref->capacity;
+    }
+    for (uint32_t i = 0; i < n; i++) val[i] = rdt_wide_u64(seed, ref->max_leaf);
+    assert_int_equal(rd_sumtree_set_range(ref, first, n, val, &err), RD_OK);
+    update_batched(&bat, n, NULL, first, val);
+    assert_same_tree(&bat, ref);
+  }
+  free(val);
+  rd_sumtree_free(&bat);
+}
+
 static void test_set_range_matches_cpu(void **state) {
   (void)state;
-  uint64_t seed = 0xBEEF;
-  for (size_t f = 0; f < N_FANOUTS; f++) {
-    uint32_t K = fanouts[f], caps[16];
-    size_t nc = capacities(K, caps);
-    for (size_t c = 0; c < nc; c++) {
-      rd_sumtree_t ref, bat;
-      rd_error_t err;
-      assert_int_equal(rd_sumtree_init(&ref, caps[c], K, &err), RD_OK);
-      fill_random(&ref, &seed);
-      clone_tree(&bat, &ref);
-      uint64_t *val = malloc(ref.capacity * sizeof *val);
-      assert_non_null(val);
-      for (int r = 0; r < 12; r++) {
-        uint32_t first = (uint32_t)(rd_splitmix64(&seed) % ref.capacity);
-        uint32_t n = r == 0 ? ref.capacity - first : 1 + (uint32_t)(rd_splitmix64(&seed) % (ref.capacity - first));
-        if (r == 1) { /* the whole tree */
-          first = 0;
-          n = ref.capacity;
-        }
-        for (uint32_t i = 0; i < n; i++) val[i] = rdt_wide_u64(&seed, ref.max_leaf);
-        assert_int_equal(rd_sumtree_set_range(&ref, first, n, val, &err), RD_OK);
-        update_batched(&bat, n, NULL, first, val);
-        assert_same_tree(&bat, &ref);
-      }
-      free(val);
-      rd_sumtree_free(&ref);
-      rd_sumtree_free(&bat);
-    }
-  }
+  for_each_tree(0xBEEF, set_range_case);
 }
 
 /* The upper-bound search on its own: gallop + bisect against a scan. */

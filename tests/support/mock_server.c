@@ -107,18 +107,28 @@ static void finish_scripted(grpc_call *call) {
   free(msg);
 }
 
+/* One RECV_MESSAGE on call, waited for: -1 if it could not start, else 0
+ * with *ok its success and *bb the message (NULL: the client half-closed).
+ * The server thread has one batch in flight at a time. */
+static int recv_message(grpc_call *call, grpc_byte_buffer **bb, int *ok) {
+  grpc_op op;
+  memset(&op, 0, sizeof op);
+  op.op = GRPC_OP_RECV_MESSAGE;
+  op.data.recv_message.recv_message = bb;
+  *bb = NULL;
+  static int tag;
+  if (grpc_call_start_batch(call, &op, 1, &tag, NULL) != GRPC_CALL_OK) return -1;
+  *ok = wait_tag(&tag).success;
+  return 0;
+}
+
 static void serve_stream(grpc_call *call) {
   uint32_t rows = 0;
   for (int k = 1;; k++) {
-    grpc_byte_buffer *bb = NULL;
-    grpc_op op;
-    memset(&op, 0, sizeof op);
-    op.op = GRPC_OP_RECV_MESSAGE;
-    op.data.recv_message.recv_message = &bb;
-    static int tag;
-    if (grpc_call_start_batch(call, &op, 1, &tag, NULL) != GRPC_CALL_OK) return;
-    grpc_event ev = wait_tag(&tag);
-    if (!ev.success) {
+    grpc_byte_buffer *bb;
+    int ok;
+    if (recv_message(call, &bb, &ok) != 0) return;
+    if (!ok) {
       finish(call, GRPC_STATUS_CANCELLED, "broken", NULL, 0, 0);
       return;
     }
@@ -166,14 +176,9 @@ static void serve_stream(grpc_call *call) {
 }
 
 static void serve_unary(grpc_call *call) {
-  grpc_byte_buffer *bb = NULL;
-  grpc_op op;
-  memset(&op, 0, sizeof op);
-  op.op = GRPC_OP_RECV_MESSAGE;
-  op.data.recv_message.recv_message = &bb;
-  static int tag;
-  if (grpc_call_start_batch(call, &op, 1, &tag, NULL) != GRPC_CALL_OK) return;
-  grpc_event ev = wait_tag(&tag);
+  grpc_byte_buffer *bb;
+  int ok;
+  if (recv_message(call, &bb, &ok) != 0) return;
   grpc_slice s = read_body(bb);
   if (bb) grpc_byte_buffer_destroy(bb);
   pthread_mutex_lock(&g.lock);
@@ -183,7 +188,7 @@ static void serve_unary(grpc_call *call) {
   memcpy(g.seen.body, GRPC_SLICE_START_PTR(s), g.seen.body_len);
   pthread_mutex_unlock(&g.lock);
   grpc_slice_unref(s);
-  if (!ev.success) {
+  if (!ok) {
     finish(call, GRPC_STATUS_CANCELLED, "broken", NULL, 0, 0);
     return;
   }

@@ -30,6 +30,14 @@ void rdt_cartpole_schema(rd_schema_t *s, uint32_t obs, int discount) {
   s->n_fields = RDT_N_FIELDS;
 }
 
+void rdt_scalar_table_config(rd_table_config_t *c, const char *name, rd_dtype_t dtype,
+                             uint32_t capacity) {
+  rd_table_config_default(c);
+  rdt_field(&c->schema.fields[0], name, dtype, 0);
+  c->schema.n_fields = 1;
+  c->capacity = capacity;
+}
+
 int rdt_table_init(rdt_table_t *t, uint32_t capacity, uint32_t obs, int discount, uint64_t seed,
                    rd_error_t *err) {
   rd_table_config_t tc;

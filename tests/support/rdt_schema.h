@@ -33,6 +33,11 @@ void rdt_field_shape(rd_field_t *f, const char *name, rd_dtype_t dtype, uint32_t
 enum { RDT_OBS, RDT_ACTION, RDT_REWARD, RDT_NEXT, RDT_LAST, RDT_N_FIELDS };
 void rdt_cartpole_schema(rd_schema_t *s, uint32_t obs, int discount);
 
+/* The table defaults (rd_table_config_default) with one scalar field of
+ * dtype and the given capacity: the smallest table a module test needs. */
+void rdt_scalar_table_config(rd_table_config_t *c, const char *name, rd_dtype_t dtype,
+                             uint32_t capacity);
+
 /* A table and the lock that guards it, as the daemon keeps a workload's. */
 typedef struct {
   rd_table_t table;

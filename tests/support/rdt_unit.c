@@ -8,6 +8,14 @@
 
 char rdt_root[64];
 
+static const uint32_t four[] = {4};
+
+const rd_field_spec_t rdt_cartpole_field_specs[5] = {
+    {"obs", RD_DTYPE_FLOAT32, 1, four},    {"action", RD_DTYPE_INT32, 0, NULL},
+    {"reward", RD_DTYPE_FLOAT32, 0, NULL}, {"next_obs", RD_DTYPE_FLOAT32, 1, four},
+    {"done", RD_DTYPE_BOOL, 0, NULL},
+};
+
 int rdt_quiet_setup(void **state) {
   (void)state;
   return rd_log_open(NULL, RD_LOG_ERROR, NULL);

@@ -1,4 +1,5 @@
-/* rdt_unit.h - cmocka group set-ups of the daemon's unit tests.
+/* rdt_unit.h - cmocka group set-ups of the daemon's unit tests, and the
+ * CartPole fields of core's C spec they register with.
  *
  * Contract: rdt_root_setup makes a fresh scratch directory (rdt_root) and
  * opens the daemon's log at error level (registration and restore log at
@@ -9,6 +10,8 @@
 #ifndef RDT_UNIT_H
 #define RDT_UNIT_H
 
+#include "workload_spec.h"
+
 extern char rdt_root[64];
 
 int rdt_root_setup(void **state);
@@ -18,5 +21,10 @@ int rdt_quiet_teardown(void **state);
 
 /* "<rdt_root>/<name>", not created (rdt_path's buffers). */
 const char *rdt_fresh(const char *name);
+
+/* obs float32[4], action int32, reward float32, next_obs float32[4],
+ * done bool, for core's C spec (workload_spec.h): a spec takes the first
+ * n_fields of them. */
+extern const rd_field_spec_t rdt_cartpole_field_specs[5];
 
 #endif

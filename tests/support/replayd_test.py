@@ -106,15 +106,21 @@ class Daemon:
         return rc
 
 
-def cartpole_spec(capacity=1000, **kw):
-    fields = [
+def cartpole_fields(last):
+    """obs, action, reward, next_obs, then `last`: a bool "done" or a float
+    "discount" (a hosted learner's)."""
+    return [
         pb.Field(name="obs", dtype=pb.FLOAT32, shape=[OBS]),
         pb.Field(name="action", dtype=pb.INT32),
         pb.Field(name="reward", dtype=pb.FLOAT32),
         pb.Field(name="next_obs", dtype=pb.FLOAT32, shape=[OBS]),
-        pb.Field(name="done", dtype=pb.BOOL),
+        pb.Field(name=last, dtype=pb.BOOL if last == "done" else pb.FLOAT32),
     ]
-    return pb.WorkloadSpec(name="cartpole", fields=fields, capacity=capacity, seed=7, **kw)
+
+
+def cartpole_spec(capacity=1000, **kw):
+    return pb.WorkloadSpec(name="cartpole", fields=cartpole_fields("done"), capacity=capacity,
+                           seed=7, **kw)
 
 
 def rss_kib(pid):
@@ -139,15 +145,8 @@ def rows(n, start=0):
 def dqn_spec(name="dqn", capacity=10000, seed=3, hidden=(32, 32), batch=32):
     """A hosted DQN learner's workload: obs, action, reward, next_obs and a
     float discount, two actions."""
-    fields = [
-        pb.Field(name="obs", dtype=pb.FLOAT32, shape=[OBS]),
-        pb.Field(name="action", dtype=pb.INT32),
-        pb.Field(name="reward", dtype=pb.FLOAT32),
-        pb.Field(name="next_obs", dtype=pb.FLOAT32, shape=[OBS]),
-        pb.Field(name="discount", dtype=pb.FLOAT32),
-    ]
     return pb.WorkloadSpec(
-        name=name, fields=fields, capacity=capacity, seed=seed,
+        name=name, fields=cartpole_fields("discount"), capacity=capacity, seed=seed,
         learner=pb.LearnerSpec(algorithm="dqn", hidden=list(hidden), batch_size=batch,
                                num_actions=2))
 

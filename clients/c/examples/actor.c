@@ -48,22 +48,13 @@ static void usage(FILE *f) {
           "  -h, --help          this text\n");
 }
 
-static int fail(const rdc_error_t *e) {
-  if (e->code > 0)
-    fprintf(stderr, "%s: %s: %s\n", prog, rdc_strerror(e->code), e->msg);
-  else
-    fprintf(stderr, "%s: %s\n", prog, e->msg);
-  return 1;
-}
-
 int main(int argc, char **argv) {
-  const char *server = ex_env("REPLAYD_SERVER") ? ex_env("REPLAYD_SERVER") : "127.0.0.1:50051";
-  const char *workload = ex_env("REPLAYD_WORKLOAD");
-  const char *token = ex_env("REPLAYD_TOKEN");
+  ex_conn_t conn;
+  ex_conn_init(&conn);
   const char *name = "cartpole";
-  int do_register = 0, wait = 0;
+  int do_register = 0;
   uint64_t steps = 100000, batch = 256, capacity = 100000, seed = 1;
-  double epsilon = 0.1, timeout = 10;
+  double epsilon = 0.1;
 
   for (int i = 1; i < argc; i++) {
     const char *v;
@@ -72,14 +63,8 @@ int main(int argc, char **argv) {
       return 0;
     } else if (strcmp(argv[i], "--register") == 0) {
       do_register = 1;
-    } else if (strcmp(argv[i], "--wait") == 0) {
-      wait = 1;
-    } else if ((v = ex_opt(argc, argv, &i, "--server", prog))) {
-      server = v;
-    } else if ((v = ex_opt(argc, argv, &i, "--workload", prog))) {
-      workload = v;
-    } else if ((v = ex_opt(argc, argv, &i, "--token", prog))) {
-      token = v;
+    } else if (ex_conn_opt(&conn, 1, argc, argv, &i, prog)) {
+      continue;
     } else if ((v = ex_opt(argc, argv, &i, "--name", prog))) {
       name = v;
     } else if ((v = ex_opt(argc, argv, &i, "--capacity", prog))) {
@@ -92,26 +77,20 @@ int main(int argc, char **argv) {
       epsilon = ex_double(v, "--epsilon", 0, 1, prog);
     } else if ((v = ex_opt(argc, argv, &i, "--seed", prog))) {
       seed = ex_u64(v, "--seed", 0, UINT64_MAX, prog);
-    } else if ((v = ex_opt(argc, argv, &i, "--timeout", prog))) {
-      timeout = ex_double(v, "--timeout", 1e-3, 1e6, prog);
     } else {
       fprintf(stderr, "%s: unknown argument %s\nTry '%s --help'.\n", prog, argv[i], prog);
       return 2;
     }
   }
-  if (!do_register && (workload == NULL || token == NULL)) {
+  if (!do_register && (conn.workload == NULL || conn.token == NULL)) {
     fprintf(stderr, "%s: give --workload ID --token T (or $REPLAYD_WORKLOAD, $REPLAYD_TOKEN), "
                     "or --register\nTry '%s --help'.\n", prog, prog);
     return 2;
   }
 
-  rdc_connect_opts_t copts;
-  rdc_connect_opts_init(&copts);
-  copts.deadline_s = timeout;
-  copts.wait_for_ready = wait;
   rdc_client_t *c;
   rdc_error_t e;
-  if (rdc_connect_ex(server, timeout, &copts, &c, &e) != RDC_OK) return fail(&e);
+  if (ex_connect(&conn, &c, &e) != RDC_OK) return ex_fail(prog, NULL, &e);
 
   /* A workload either registered here or checked to have our schema, so a
    * mismatch fails now with a clear message rather than on every batch. */
@@ -128,21 +107,16 @@ int main(int argc, char **argv) {
     cartpole_fields(spec.fields);
     spec.capacity = (uint32_t)capacity;
     spec.seed = seed;
-    if (rdc_register(c, &spec, wl, &e) != RDC_OK) return fail(&e);
+    if (rdc_register(c, &spec, wl, &e) != RDC_OK) return ex_fail(prog, NULL, &e);
     printf("registered workload %s (%s, capacity %" PRIu32 ")\n", wl->id, wl->spec.name,
            wl->spec.capacity);
     printf("  --workload %s --token %s\n", wl->id, wl->token);
     printf("  export REPLAYD_WORKLOAD=%s REPLAYD_TOKEN=%s\n", wl->id, wl->token);
     fflush(stdout);
-    workload = wl->id;
-    token = wl->token;
-  } else {
-    if (rdc_describe(c, workload, wl, &e) != RDC_OK) return fail(&e);
-    char msg[256];
-    if (cartpole_check_schema(&wl->spec, msg, sizeof msg) != 0) {
-      fprintf(stderr, "%s: workload %s is not a CartPole workload: %s\n", prog, workload, msg);
-      return 1;
-    }
+    conn.workload = wl->id;
+    conn.token = wl->token;
+  } else if (ex_cartpole_workload(c, conn.workload, wl, prog) != 0) {
+    return 1;
   }
   if (steps == 0) {
     rdc_close(c);
@@ -163,7 +137,8 @@ int main(int argc, char **argv) {
   }
 
   rdc_insert_stream_t *st;
-  if (rdc_insert_stream_open(c, workload, token, &st, &e) != RDC_OK) return fail(&e);
+  if (rdc_insert_stream_open(c, conn.workload, conn.token, &st, &e) != RDC_OK)
+    return ex_fail(prog, NULL, &e);
 
   cartpole_t env;
   cartpole_seed(&env, seed);
@@ -201,7 +176,7 @@ int main(int argc, char **argv) {
           {done, fill},
       };
       if (rdc_insert_stream_write(st, (uint32_t)fill, cols, CP_N_FIELDS, NULL, &e) != RDC_OK) {
-        rc = fail(&e);
+        rc = ex_fail(prog, NULL, &e);
         break;
       }
       messages++;
@@ -210,7 +185,8 @@ int main(int argc, char **argv) {
   }
   uint64_t inserted = 0, first_key = 0;
   if (rc == 0) {
-    if (rdc_insert_stream_close(st, &inserted, &first_key, &e) != RDC_OK) rc = fail(&e);
+    if (rdc_insert_stream_close(st, &inserted, &first_key, &e) != RDC_OK)
+      rc = ex_fail(prog, NULL, &e);
   } else {
     rdc_insert_stream_cancel(st);
   }

@@ -14,26 +14,17 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "ex_schema.h"
 #include "replayd_client.h"
 
 enum { CP_F_OBS = 0, CP_F_ACTION, CP_F_REWARD, CP_F_NEXT_OBS, CP_F_DONE, CP_N_FIELDS };
 
 static inline void cartpole_fields(rdc_field_t f[CP_N_FIELDS]) {
-  memset(f, 0, CP_N_FIELDS * sizeof *f);
-  snprintf(f[CP_F_OBS].name, sizeof f[0].name, "obs");
-  f[CP_F_OBS].dtype = RDC_DTYPE_FLOAT32;
-  f[CP_F_OBS].rank = 1;
-  f[CP_F_OBS].shape[0] = 4;
-  snprintf(f[CP_F_ACTION].name, sizeof f[0].name, "action");
-  f[CP_F_ACTION].dtype = RDC_DTYPE_INT32;
-  snprintf(f[CP_F_REWARD].name, sizeof f[0].name, "reward");
-  f[CP_F_REWARD].dtype = RDC_DTYPE_FLOAT32;
-  snprintf(f[CP_F_NEXT_OBS].name, sizeof f[0].name, "next_obs");
-  f[CP_F_NEXT_OBS].dtype = RDC_DTYPE_FLOAT32;
-  f[CP_F_NEXT_OBS].rank = 1;
-  f[CP_F_NEXT_OBS].shape[0] = 4;
-  snprintf(f[CP_F_DONE].name, sizeof f[0].name, "done");
-  f[CP_F_DONE].dtype = RDC_DTYPE_BOOL;
+  ex_field(&f[CP_F_OBS], "obs", RDC_DTYPE_FLOAT32, 4);
+  ex_field(&f[CP_F_ACTION], "action", RDC_DTYPE_INT32, 0);
+  ex_field(&f[CP_F_REWARD], "reward", RDC_DTYPE_FLOAT32, 0);
+  ex_field(&f[CP_F_NEXT_OBS], "next_obs", RDC_DTYPE_FLOAT32, 4);
+  ex_field(&f[CP_F_DONE], "done", RDC_DTYPE_BOOL, 0);
 }
 
 /* 0 if the workload's schema is exactly the CartPole one; else -1 with the
@@ -48,10 +39,7 @@ static inline int cartpole_check_schema(const rdc_spec_t *s, char *msg, size_t c
   }
   for (int i = 0; i < CP_N_FIELDS; i++) {
     const rdc_field_t *a = &s->fields[i], *b = &want[i];
-    int same = strcmp(a->name, b->name) == 0 && a->dtype == b->dtype && a->rank == b->rank;
-    for (uint32_t d = 0; same && d < a->rank && d < RDC_MAX_RANK; d++)
-      same = a->shape[d] == b->shape[d];
-    if (!same) {
+    if (!ex_field_same(a, b)) {
       snprintf(msg, cap, "field %d is \"%.63s\" %s of rank %u; the CartPole schema wants \"%.63s\" %s "
                "of rank %u", i, a->name, rdc_dtype_name((int)a->dtype), a->rank, b->name,
                rdc_dtype_name((int)b->dtype), b->rank);

@@ -111,14 +111,6 @@ static void usage(FILE *f) {
       "  --calls M                calls (default 1)\n");
 }
 
-static int fail(const rdc_error_t *e, const char *what) {
-  if (e->code > 0)
-    fprintf(stderr, "%s: %s: %s: %s\n", prog, what, rdc_strerror(e->code), e->msg);
-  else
-    fprintf(stderr, "%s: %s: %s\n", prog, what, e->msg[0] ? e->msg : rdc_strerror(e->code));
-  return 1;
-}
-
 static int usage_error(const char *fmt, const char *arg) {
   fprintf(stderr, "%s: ", prog);
   fprintf(stderr, fmt, arg);
@@ -131,9 +123,7 @@ static int usage_error(const char *fmt, const char *arg) {
 /* ------------------------------------------------------------------ */
 
 typedef struct {
-  const char *server;
-  double timeout;
-  int wait;
+  ex_conn_t conn; /* --server, --timeout, --wait */
   const char *id;
   const char *token_file;
   char token[RDC_TOKEN_MAX];
@@ -145,20 +135,15 @@ typedef struct {
 
 static void common_init(common_t *co) {
   memset(co, 0, sizeof *co);
-  co->server = ex_env("REPLAYD_SERVER") ? ex_env("REPLAYD_SERVER") : "127.0.0.1:50051";
-  co->timeout = 10;
+  ex_conn_init(&co->conn);
 }
 
 /* 1 if argv[*i] was a common option (consumed), 0 if not. Exits 2 on a
  * bad value. */
 static int common_opt(int argc, char **argv, int *i, common_t *co) {
   const char *v;
-  if (strcmp(argv[*i], "--wait") == 0) {
-    co->wait = 1;
-  } else if ((v = ex_opt(argc, argv, i, "--server", prog))) {
-    co->server = v;
-  } else if ((v = ex_opt(argc, argv, i, "--timeout", prog))) {
-    co->timeout = ex_double(v, "--timeout", 1e-3, 1e6, prog);
+  if (ex_conn_opt(&co->conn, 0, argc, argv, i, prog)) {
+    return 1;
   } else if ((v = ex_opt(argc, argv, i, "--id", prog))) {
     co->id = v;
   } else if ((v = ex_opt(argc, argv, i, "--token-file", prog))) {
@@ -196,12 +181,8 @@ static int need_workload(common_t *co) {
 }
 
 static int connect_client(const common_t *co, rdc_client_t **c) {
-  rdc_connect_opts_t o;
-  rdc_connect_opts_init(&o);
-  o.deadline_s = co->timeout;
-  o.wait_for_ready = co->wait;
   rdc_error_t e;
-  if (rdc_connect_ex(co->server, co->timeout, &o, c, &e) != RDC_OK) return fail(&e, "connect");
+  if (ex_connect(&co->conn, c, &e) != RDC_OK) return ex_fail(prog, "connect", &e);
   return 0;
 }
 
@@ -216,7 +197,7 @@ static int load_task(rdc_client_t *c, const common_t *co, lt_task_t *task, rdc_w
   rdc_error_t e;
   if (rdc_describe(c, co->id, w, &e) != RDC_OK) {
     free(w);
-    return fail(&e, "describe");
+    return ex_fail(prog, "describe", &e);
   }
   char msg[512];
   if (lt_task_from_spec(task, co->env, &w->spec, msg, sizeof msg) != 0) {
@@ -267,10 +248,10 @@ static int pull_weights(rdc_client_t *c, const common_t *co, const lt_task_t *ta
       w->cap = len;
       continue;
     }
-    if (rc != RDC_OK) return fail(&e, "get weights");
+    if (rc != RDC_OK) return ex_fail(prog, "get weights", &e);
     if (len == 0) return 0; /* nothing newer */
     if (rdc_policy_load(&w->policy, w->buf, len, &e) != RDC_OK)
-      return fail(&e, "load the served weights");
+      return ex_fail(prog, "load the served weights", &e);
     char msg[256];
     if (lt_check_policy(task, &w->policy, msg, sizeof msg) != 0) {
       fprintf(stderr, "%s: %s\n", prog, msg);
@@ -442,7 +423,7 @@ static int cmd_register(int argc, char **argv) {
   rdc_error_t e;
   int rc = 0;
   if (rdc_register(c, spec, w, &e) != RDC_OK)
-    rc = fail(&e, "register");
+    rc = ex_fail(prog, "register", &e);
   else
     printf("%s %s\n", w->id, w->token);
   rdc_close(c);
@@ -512,7 +493,7 @@ static int actor_flush(actor_t *a) {
   };
   rdc_error_t e;
   if (rdc_insert_stream_write(a->st, (uint32_t)n, cols, LT_N_FIELDS, prio, &e) != RDC_OK)
-    return fail(&e, "insert");
+    return ex_fail(prog, "insert", &e);
   b->count = 0;
   return 0;
 }
@@ -530,7 +511,8 @@ static int actor_throttle(actor_t *a) {
   int waited = 0;
   while (!stop_requested) {
     rdc_error_t e;
-    if (rdc_describe(a->c, a->co->id, a->wl, &e) != RDC_OK) return fail(&e, "describe");
+    if (rdc_describe(a->c, a->co->id, a->wl, &e) != RDC_OK)
+      return ex_fail(prog, "describe", &e);
     if (!a->wl->has_learner_counters) break; /* a server without the counters: no limit */
     double consumed = (double)a->wl->learner.steps * a->batch_size / a->spi;
     double lag = (double)a->wl->counters.inserts - a->min_size - consumed;
@@ -588,7 +570,7 @@ static int actor_setup(actor_t *a) {
   if (pull_weights(a->c, a->co, &a->task, &a->w) != 0) return 1;
   rdc_error_t e;
   if (rdc_insert_stream_open(a->c, a->co->id, a->co->token, &a->st, &e) != RDC_OK)
-    return fail(&e, "open the insert stream");
+    return ex_fail(prog, "open the insert stream", &e);
   return 0;
 }
 
@@ -654,7 +636,8 @@ static int actor_play(actor_t *a) {
     rdc_error_t e;
     rdc_insert_stream_t *st = a->st;
     a->st = NULL; /* closed (and freed) here, whatever the outcome */
-    if (rdc_insert_stream_close(st, &inserted, NULL, &e) != RDC_OK) rc = fail(&e, "insert");
+    if (rdc_insert_stream_close(st, &inserted, NULL, &e) != RDC_OK)
+      rc = ex_fail(prog, "insert", &e);
   }
   size_t k = episodes < 100 ? (size_t)episodes : 100;
   double recent = 0;
@@ -765,7 +748,7 @@ static int cmd_eval(int argc, char **argv) {
   rdc_error_t e;
   rc = pull_weights(c, &co, &task, &w);
   /* The counters as of these weights (they move on while we play). */
-  if (rc == 0 && rdc_describe(c, co.id, wl, &e) != RDC_OK) rc = fail(&e, "describe");
+  if (rc == 0 && rdc_describe(c, co.id, wl, &e) != RDC_OK) rc = ex_fail(prog, "describe", &e);
   if (rc == 0 && w.version == 0) {
     fprintf(stderr, "%s: workload %s has no weights yet (version 0)\n", prog, co.id);
     rc = 1;
@@ -871,7 +854,7 @@ static int cmd_train(int argc, char **argv) {
     rdc_train_result_t r;
     rdc_error_t e;
     if (rdc_train_step(c, co.id, co.token, (uint32_t)steps, &r, &e) != RDC_OK) {
-      rc = fail(&e, "train step");
+      rc = ex_fail(prog, "train step", &e);
       break;
     }
     printf("steps %u (skipped %u) loss %.6g |td| mean %.6g max %.6g version %" PRIu64

@@ -5,6 +5,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "ex_schema.h"
+
 #define PI 3.14159265358979323846
 
 /* Callers keep observations in float[LT_MAX_OBS]. */
@@ -57,23 +59,15 @@ int lt_task_init(lt_task_t *t, lt_env_t env, lt_algo_t algo, uint32_t num_action
   return 0;
 }
 
-static void field(rdc_field_t *f, const char *name, rdc_dtype_t dt, uint32_t dim) {
-  memset(f, 0, sizeof *f);
-  snprintf(f->name, sizeof f->name, "%s", name);
-  f->dtype = dt;
-  f->rank = dim ? 1 : 0;
-  f->shape[0] = dim;
-}
-
 void lt_fields(const lt_task_t *t, rdc_field_t f[LT_N_FIELDS]) {
-  field(&f[LT_F_OBS], "obs", RDC_DTYPE_FLOAT32, t->obs_dim);
+  ex_field(&f[LT_F_OBS], "obs", RDC_DTYPE_FLOAT32, t->obs_dim);
   if (t->algo == LT_DQN)
-    field(&f[LT_F_ACTION], "action", RDC_DTYPE_INT32, 0);
+    ex_field(&f[LT_F_ACTION], "action", RDC_DTYPE_INT32, 0);
   else
-    field(&f[LT_F_ACTION], "action", RDC_DTYPE_FLOAT32, 1);
-  field(&f[LT_F_REWARD], "reward", RDC_DTYPE_FLOAT32, 0);
-  field(&f[LT_F_NEXT_OBS], "next_obs", RDC_DTYPE_FLOAT32, t->obs_dim);
-  field(&f[LT_F_DISCOUNT], "discount", RDC_DTYPE_FLOAT32, 0);
+    ex_field(&f[LT_F_ACTION], "action", RDC_DTYPE_FLOAT32, 1);
+  ex_field(&f[LT_F_REWARD], "reward", RDC_DTYPE_FLOAT32, 0);
+  ex_field(&f[LT_F_NEXT_OBS], "next_obs", RDC_DTYPE_FLOAT32, t->obs_dim);
+  ex_field(&f[LT_F_DISCOUNT], "discount", RDC_DTYPE_FLOAT32, 0);
 }
 
 /* Defaults that learn each task within minutes on a few CPU cores (see
@@ -169,10 +163,7 @@ int lt_task_from_spec(lt_task_t *t, lt_env_t env, const rdc_spec_t *spec, char *
   }
   for (int i = 0; i < LT_N_FIELDS; i++) {
     const rdc_field_t *a = &spec->fields[i], *b = &want[i];
-    int same = strcmp(a->name, b->name) == 0 && a->dtype == b->dtype && a->rank == b->rank;
-    for (uint32_t d = 0; same && d < a->rank && d < RDC_MAX_RANK; d++)
-      same = a->shape[d] == b->shape[d];
-    if (!same) {
+    if (!ex_field_same(a, b)) {
       snprintf(msg, cap, "field %d is \"%.63s\" %s of rank %u (first dim %u); %s %s wants "
                "\"%.63s\" %s of rank %u (first dim %u)", i, a->name,
                rdc_dtype_name((int)a->dtype), a->rank, a->rank ? a->shape[0] : 0,

@@ -57,14 +57,6 @@ static void usage(FILE *f) {
           "  -h, --help          this text\n");
 }
 
-static int fail(const rdc_error_t *e) {
-  if (e->code > 0)
-    fprintf(stderr, "%s: %s: %s\n", prog, rdc_strerror(e->code), e->msg);
-  else
-    fprintf(stderr, "%s: %s\n", prog, e->msg);
-  return 1;
-}
-
 /* The placeholder value function (see the file comment). */
 static double stand_in_value(const float *obs, double gamma) {
   double up = 1.0 - fabs(obs[2]) / CARTPOLE_THETA_LIMIT;
@@ -75,12 +67,11 @@ static double stand_in_value(const float *obs, double gamma) {
 }
 
 int main(int argc, char **argv) {
-  const char *server = ex_env("REPLAYD_SERVER") ? ex_env("REPLAYD_SERVER") : "127.0.0.1:50051";
-  const char *workload = ex_env("REPLAYD_WORKLOAD");
-  const char *token = ex_env("REPLAYD_TOKEN");
+  ex_conn_t conn;
+  ex_conn_init(&conn);
   uint64_t batch = 256, iterations = 1000, window = 4;
-  double beta = NAN, gamma = 0.99, timeout = 10;
-  int stratified = 0, wait = 0;
+  double beta = NAN, gamma = 0.99;
+  int stratified = 0;
 
   for (int i = 1; i < argc; i++) {
     const char *v;
@@ -89,14 +80,8 @@ int main(int argc, char **argv) {
       return 0;
     } else if (strcmp(argv[i], "--stratified") == 0) {
       stratified = 1;
-    } else if (strcmp(argv[i], "--wait") == 0) {
-      wait = 1;
-    } else if ((v = ex_opt(argc, argv, &i, "--server", prog))) {
-      server = v;
-    } else if ((v = ex_opt(argc, argv, &i, "--workload", prog))) {
-      workload = v;
-    } else if ((v = ex_opt(argc, argv, &i, "--token", prog))) {
-      token = v;
+    } else if (ex_conn_opt(&conn, 1, argc, argv, &i, prog)) {
+      continue;
     } else if ((v = ex_opt(argc, argv, &i, "--batch", prog))) {
       batch = ex_u64(v, "--batch", 1, 1u << 20, prog);
     } else if ((v = ex_opt(argc, argv, &i, "--window", prog))) {
@@ -107,35 +92,24 @@ int main(int argc, char **argv) {
       beta = ex_double(v, "--beta", 0, 1, prog);
     } else if ((v = ex_opt(argc, argv, &i, "--gamma", prog))) {
       gamma = ex_double(v, "--gamma", 0, 0.9999, prog);
-    } else if ((v = ex_opt(argc, argv, &i, "--timeout", prog))) {
-      timeout = ex_double(v, "--timeout", 1e-3, 1e6, prog);
     } else {
       fprintf(stderr, "%s: unknown argument %s\nTry '%s --help'.\n", prog, argv[i], prog);
       return 2;
     }
   }
-  if (workload == NULL || token == NULL) {
+  if (conn.workload == NULL || conn.token == NULL) {
     fprintf(stderr, "%s: give --workload ID --token T (or $REPLAYD_WORKLOAD, $REPLAYD_TOKEN)\n"
                     "Try '%s --help'.\n", prog, prog);
     return 2;
   }
 
-  rdc_connect_opts_t copts;
-  rdc_connect_opts_init(&copts);
-  copts.deadline_s = timeout;
-  copts.wait_for_ready = wait;
   rdc_client_t *c;
   rdc_error_t e;
-  if (rdc_connect_ex(server, timeout, &copts, &c, &e) != RDC_OK) return fail(&e);
+  if (ex_connect(&conn, &c, &e) != RDC_OK) return ex_fail(prog, NULL, &e);
 
   rdc_workload_t *wl = malloc(sizeof *wl);
   if (wl == NULL) return 1;
-  if (rdc_describe(c, workload, wl, &e) != RDC_OK) return fail(&e);
-  char msg[256];
-  if (cartpole_check_schema(&wl->spec, msg, sizeof msg) != 0) {
-    fprintf(stderr, "%s: workload %s is not a CartPole workload: %s\n", prog, workload, msg);
-    return 1;
-  }
+  if (ex_cartpole_workload(c, conn.workload, wl, prog) != 0) return 1;
 
   /* Buffers sized from the described schema: one per field. */
   size_t b = (size_t)batch;
@@ -172,24 +146,26 @@ int main(int argc, char **argv) {
    * apart from the rest by the difference (stale: overwritten since). */
   rdc_counters_t before = wl->counters;
   double delta_sum = 0, t_wait = 0;
-  double t0 = rd_clock_now(), wait_until = t0 + timeout;
+  double t0 = rd_clock_now(), wait_until = t0 + conn.timeout;
   int rc = 0;
-  if (rdc_sampler_open(c, workload, token, &so, &sampler, &e) != RDC_OK) rc = fail(&e);
+  if (rdc_sampler_open(c, conn.workload, conn.token, &so, &sampler, &e) != RDC_OK)
+    rc = ex_fail(prog, NULL, &e);
   for (uint64_t it = 0; it < iterations && rc == 0; it++) {
     double ts = rd_clock_now();
-    int r = rdc_sampler_next(sampler, timeout, &smp, &e);
+    int r = rdc_sampler_next(sampler, conn.timeout, &smp, &e);
     if (r == RDC_FAILED_PRECONDITION && samples_total == 0 && rd_clock_now() < wait_until) {
       /* An empty table and no rate limiter to wait in (the actor has not
        * started yet): the stream ended; open another a little later. */
       rdc_sampler_close(sampler, NULL);
       sampler = NULL;
       usleep(100 * 1000);
-      if (rdc_sampler_open(c, workload, token, &so, &sampler, &e) != RDC_OK) rc = fail(&e);
+      if (rdc_sampler_open(c, conn.workload, conn.token, &so, &sampler, &e) != RDC_OK)
+        rc = ex_fail(prog, NULL, &e);
       it--;
       continue;
     }
     if (r != RDC_OK) {
-      rc = fail(&e);
+      rc = ex_fail(prog, NULL, &e);
       break;
     }
     t_wait += rd_clock_now() - ts;
@@ -231,19 +207,20 @@ int main(int argc, char **argv) {
       delta_sum += delta[k];
     }
     if (rdc_sampler_update(sampler, b, keys, delta, &e) != RDC_OK) {
-      rc = fail(&e);
+      rc = ex_fail(prog, NULL, &e);
       break;
     }
     samples_total += b;
   }
   double dt = rd_clock_now() - t0;
-  if (sampler != NULL && rdc_sampler_close(sampler, &e) != RDC_OK && rc == 0) rc = fail(&e);
+  if (sampler != NULL && rdc_sampler_close(sampler, &e) != RDC_OK && rc == 0)
+    rc = ex_fail(prog, NULL, &e);
   if (rc == 0) {
     printf("%" PRIu64 " batches of %zu in %.3f s: %.0f samples/s (waiting for batches %.1f%% "
            "of the time, window %" PRIu64 ")\n",
            iterations, b, dt, dt > 0 ? (double)samples_total / dt : 0.0,
            dt > 0 ? 100 * t_wait / dt : 0.0, window);
-    int described = rdc_describe(c, workload, wl, &e) == RDC_OK;
+    int described = rdc_describe(c, conn.workload, wl, &e) == RDC_OK;
     if (described)
       printf("priority updates: %" PRIu64 " applied, %" PRIu64 " stale (slot overwritten since "
              "sampled); mean stand-in |delta| %.3f; table size %" PRIu64 "\n",

@@ -30,7 +30,6 @@ Use --server HOST:PORT for a daemon that is already running instead of
 starting one; needs python3-torch (Debian) and replayd (installed, or
 found in this source tree).
 """
-import argparse
 import copy
 import multiprocessing as mp
 import os
@@ -93,15 +92,7 @@ def actor(address, wid, token, index, n_actors, envs, seed, shared, cfg):
                     raw, have = bytes(buf[:buf_len.value]), version.value
                 net = replayd.parse_weights(raw, have)
                 since_pull = 0
-            obs = env.obs
-            if net is None:
-                a = rng.integers(0, common.N_ACTIONS, envs)
-            else:
-                a = np.argmax(net.forward(obs), axis=1)
-                explore = rng.random(envs) < eps
-                a[explore] = rng.integers(0, common.N_ACTIONS, int(explore.sum()))
-            nxt, r, term, trunc = env.step(a)
-            ns.push(obs, a, r, nxt, term, trunc)
+            common.actor_step(env, ns, net, rng, eps)
             since_pull += envs
             if len(ns) >= 64:
                 b = ns.take()
@@ -118,29 +109,13 @@ def actor(address, wid, token, index, n_actors, envs, seed, shared, cfg):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                 formatter_class=argparse.RawDescriptionHelpFormatter,
-                                 epilog=__doc__.split("\n\n", 1)[1])
-    where = ap.add_mutually_exclusive_group(required=True)
-    where.add_argument("--replayd", help="start this daemon (BUILD/daemon/replayd)")
-    where.add_argument("--server", help="use the daemon at HOST:PORT")
-    ap.add_argument("--actors", type=int, default=4)
-    ap.add_argument("--envs-per-actor", type=int, default=2)
-    ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--target", type=float, default=475.0)
-    ap.add_argument("--time-limit", type=float, default=900.0)
-    ap.add_argument("--eval-every", type=float, default=10.0)
-    ap.add_argument("--eval-episodes", type=int, default=100)
-    ap.add_argument("--max-lag", type=int, default=5000)
-    ap.add_argument("--out", default="apex_dqn.csv")
-    a = ap.parse_args()
+    a = common.parse_args(__doc__, time_limit=900.0, out="apex_dqn.csv")
 
     import torch
     torch.manual_seed(a.seed)
     torch.set_num_threads(1)
     replayd = common.import_replayd()
-    daemon = common.LocalDaemon(a.replayd) if a.replayd else None
-    address = daemon.address if daemon else a.server
+    daemon, address = common.daemon_of(a)
     ctx = mp.get_context("spawn")  # gRPC channels must not cross a fork
     stop = ctx.Event()
     procs = []
@@ -236,13 +211,7 @@ def main():
                 raise SystemExit("apex_dqn: an actor exited")
         return 1
     finally:
-        stop.set()
-        for p in procs:
-            p.join(10)
-            if p.is_alive():
-                p.terminate()
-        if daemon:
-            daemon.stop()
+        common.stop_all(stop, procs, daemon)
 
 
 if __name__ == "__main__":

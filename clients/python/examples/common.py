@@ -1,12 +1,14 @@
 """What both CartPole examples share: importing replayd, a daemon of their
-own, CartPole in numpy (vectorized), Ape-X n-step rows, the greedy
-evaluation, and the actor's exploration schedule.
+own, the command line and the shutdown of the actors, CartPole in numpy
+(vectorized), Ape-X n-step rows, the greedy evaluation, and the actor's
+exploration schedule.
 
 CartPole is the classic control task (Barto et al. 1983, as Gym writes it):
 the dynamics, limits (|x| > 2.4, |theta| > 12 degrees), reward 1 a step and
 the 500-step time limit of clients/c/examples/cartpole.c, integrated with
 explicit Euler; here N environments step at once in numpy.
 """
+import argparse
 import os
 import re
 import shutil
@@ -137,6 +139,47 @@ class VecCartPole:
         return next_obs, np.ones(self.n, np.float32), term, trunc
 
 
+def parse_args(doc, time_limit, out):
+    """The examples' command line: the daemon to start or to use, the actors,
+    the target mean return and when to give up, evaluation and output.
+    doc is the example's docstring (first paragraph: the description)."""
+    ap = argparse.ArgumentParser(description=doc.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter,
+                                 epilog=doc.split("\n\n", 1)[1])
+    where = ap.add_mutually_exclusive_group(required=True)
+    where.add_argument("--replayd", help="start this daemon (BUILD/daemon/replayd)")
+    where.add_argument("--server", help="use the daemon at HOST:PORT")
+    ap.add_argument("--actors", type=int, default=4)
+    ap.add_argument("--envs-per-actor", type=int, default=2)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--target", type=float, default=475.0)
+    ap.add_argument("--time-limit", type=float, default=time_limit)
+    ap.add_argument("--eval-every", type=float, default=10.0)
+    ap.add_argument("--eval-episodes", type=int, default=100)
+    ap.add_argument("--max-lag", type=int, default=5000)
+    ap.add_argument("--out", default=out)
+    return ap.parse_args()
+
+
+def daemon_of(a):
+    """The daemon of parse_args' arguments: (a LocalDaemon started from
+    --replayd, its address) or (None, --server)."""
+    daemon = LocalDaemon(a.replayd) if a.replayd else None
+    return daemon, daemon.address if daemon else a.server
+
+
+def stop_all(stop, procs, daemon):
+    """The examples' end: signal the actors, give each 10 s, then terminate
+    it; stop the daemon the example started (None: it used a server)."""
+    stop.set()
+    for p in procs:
+        p.join(10)
+        if p.is_alive():
+            p.terminate()
+    if daemon:
+        daemon.stop()
+
+
 def evaluate(policy, episodes=100, seed=12345):
     """Mean return of greedy episodes: policy(obs (k,4) float32) -> Q (k,2).
     All episodes run at once; the same start states every time."""
@@ -151,6 +194,28 @@ def evaluate(policy, episodes=100, seed=12345):
         total += r * alive
         alive &= ~(term | trunc)
     return float(total.mean())
+
+
+def epsilon_greedy(net, obs, rng, eps):
+    """An actor's actions for obs (k,4): uniform while it has no policy (net
+    None), else greedy on net.forward(obs) except, with probability eps per
+    environment, uniform."""
+    k = len(obs)
+    if net is None:
+        return rng.integers(0, N_ACTIONS, k)
+    a = np.argmax(net.forward(obs), axis=1)
+    explore = rng.random(k) < eps
+    a[explore] = rng.integers(0, N_ACTIONS, int(explore.sum()))
+    return a
+
+
+def actor_step(env, ns, net, rng, eps):
+    """One step of an actor's environments: epsilon_greedy actions, their
+    transitions pushed into the n-step rows ns."""
+    obs = env.obs
+    a = epsilon_greedy(net, obs, rng, eps)
+    nxt, r, term, trunc = env.step(a)
+    ns.push(obs, a, r, nxt, term, trunc)
 
 
 def apex_epsilon(base, i, n):

@@ -22,7 +22,6 @@ mean return reaches --target (exit 0) or at --time-limit (exit 1). Progress
 goes to stderr and, as `wall_s,env_steps,train_steps,weight_version,
 eval_mean_return` (learn.sh's columns), to --out.
 """
-import argparse
 import multiprocessing as mp
 import os
 import sys
@@ -53,15 +52,7 @@ def actor(address, wid, token, index, n_actors, envs, seed, max_lag, stop):
                 newer = w.get_weights(have_version=net.version if net else 0)
                 net = newer or net
                 since_pull = 0
-            obs = env.obs
-            if net is None:
-                a = rng.integers(0, common.N_ACTIONS, envs)
-            else:
-                a = np.argmax(net.forward(obs), axis=1)
-                explore = rng.random(envs) < eps
-                a[explore] = rng.integers(0, common.N_ACTIONS, int(explore.sum()))
-            nxt, r, term, trunc = env.step(a)
-            ns.push(obs, a, r, nxt, term, trunc)
+            common.actor_step(env, ns, net, rng, eps)
             since_pull += envs
             if len(ns) >= 64:
                 b = ns.take()
@@ -78,26 +69,10 @@ def actor(address, wid, token, index, n_actors, envs, seed, max_lag, stop):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                 formatter_class=argparse.RawDescriptionHelpFormatter,
-                                 epilog=__doc__.split("\n\n", 1)[1])
-    where = ap.add_mutually_exclusive_group(required=True)
-    where.add_argument("--replayd", help="start this daemon (BUILD/daemon/replayd)")
-    where.add_argument("--server", help="use the daemon at HOST:PORT")
-    ap.add_argument("--actors", type=int, default=4)
-    ap.add_argument("--envs-per-actor", type=int, default=2)
-    ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--target", type=float, default=475.0)
-    ap.add_argument("--time-limit", type=float, default=600.0)
-    ap.add_argument("--eval-every", type=float, default=10.0)
-    ap.add_argument("--eval-episodes", type=int, default=100)
-    ap.add_argument("--max-lag", type=int, default=5000)
-    ap.add_argument("--out", default="hosted_dqn.csv")
-    a = ap.parse_args()
+    a = common.parse_args(__doc__, time_limit=600.0, out="hosted_dqn.csv")
 
     replayd = common.import_replayd()
-    daemon = common.LocalDaemon(a.replayd) if a.replayd else None
-    address = daemon.address if daemon else a.server
+    daemon, address = common.daemon_of(a)
     ctx = mp.get_context("spawn")  # gRPC channels must not cross a fork
     stop = ctx.Event()
     procs = []
@@ -157,13 +132,7 @@ def main():
                 print(f"hosted_dqn: time limit {a.time_limit}s reached", file=sys.stderr)
                 return 1
     finally:
-        stop.set()
-        for pr in procs:
-            pr.join(10)
-            if pr.is_alive():
-                pr.terminate()
-        if daemon:
-            daemon.stop()
+        common.stop_all(stop, procs, daemon)
 
 
 if __name__ == "__main__":
