@@ -19,6 +19,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <xxhash.h>
+
+#include "ckpt_file.h"
 #include "durable.h"
 #include "log.h"
 #include "rdt_pb.h"
@@ -325,11 +328,75 @@ static void test_damaged_newest(void **state) {
   server_down(&s);
 }
 
+/* A section header of the file at off given raw size raw, its checksums
+ * (its own and the end section's chain) made right again. */
+static void forge_raw_len(uint8_t *f, size_t len, size_t target, uint64_t raw) {
+  rd_le_put64(f + target + 16, raw);
+  uint64_t chain = 0;
+  for (size_t off = RD_CKPT_HEADER_BYTES; off + RD_CKPT_SECTION_BYTES <= len;) {
+    uint8_t *h = f + off;
+    if (rd_le_get32(h) == RD_CKPT_END) {
+      rd_le_put64(h + 32, chain);
+      rd_le_put64(h + 40, XXH3_64bits(h, 40));
+      return;
+    }
+    uint64_t hh = XXH3_64bits(h, 40);
+    rd_le_put64(h + 40, hh);
+    chain = XXH3_64bits_withSeed(&hh, sizeof hh, chain);
+    off += RD_CKPT_SECTION_BYTES + rd_le_get64(h + 24);
+  }
+  fail_msg("no end section");
+}
+
+/* An import's compressed sections each claim 2^63 raw bytes, checksums
+ * intact: their sum must not wrap under the server's bound (it did: the
+ * meta section's read then asked malloc for 8 EiB). */
+static void test_import_sizes_do_not_wrap(void **state) {
+  (void)state;
+  server_t s;
+  server_up(&s, "wrap", 0);
+  rd_config_t zc = s.cfg;
+  zc.checkpoint_zstd = 3; /* compressed sections: their raw size is the file's word */
+  rd_durable_t *dz;
+  rd_error_t e;
+  assert_int_equal(rd_durable_create(&dz, &zc, &e), RD_OK);
+  spec_t sp;
+  cartpole(&sp, "none", 0);
+  rd_workload_t *w = reg(&s, &sp);
+  insert(w, 60, 1, NULL);
+  uint8_t *f;
+  size_t len;
+  uint64_t items;
+  assert_int_equal(rd_durable_export(dz, w, UINT64_MAX, &f, &len, &items, &e), RD_OK);
+  rd_import_t *imp;
+  const uint8_t *spec;
+  size_t spec_len;
+  assert_int_equal(rd_import_read(dz, f, len, &imp, &spec, &spec_len, &e), RD_OK);
+  rd_import_free(imp);
+  int forged = 0;
+  for (size_t off = RD_CKPT_HEADER_BYTES; off + RD_CKPT_SECTION_BYTES <= len && forged < 2;
+       off += RD_CKPT_SECTION_BYTES + rd_le_get64(f + off + 24)) {
+    if (rd_le_get32(f + off + 8) & RD_CKPT_ZSTD) {
+      forge_raw_len(f, len, off, UINT64_C(1) << 63);
+      forged++;
+    }
+  }
+  assert_int_equal(forged, 2);
+  rd_error_clear(&e);
+  assert_int_equal(rd_import_read(dz, f, len, &imp, &spec, &spec_len, &e), RD_ETOOBIG);
+  assert_non_null(strstr(e.msg, "more bytes of data than this server accepts"));
+  free(f);
+  rd_durable_destroy(dz);
+  rd_workload_unref(w);
+  server_down(&s);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_learner_saved_while_training),
       cmocka_unit_test(test_journal_threads_and_restart),
       cmocka_unit_test(test_damaged_newest),
+      cmocka_unit_test(test_import_sizes_do_not_wrap),
   };
   return cmocka_run_group_tests(tests, rdt_root_setup, rdt_root_teardown);
 }

@@ -24,6 +24,8 @@
  * (libxxhash, Debian), compression zstd (libzstd, Debian), per section so
  * that a reader can take one section without the others. A reader checks
  * the file's structure at open and each section's data when it reads it.
+ * (Only a fuzz build, FUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION, reads past
+ * a checksum mismatch, so that a fuzzer reaches the parsers behind it.)
  *
  * Errors: RD_ESTORE for an I/O failure (the message carries strerror, e.g.
  * "No space left on device"), RD_EINVAL for a file that is not a valid

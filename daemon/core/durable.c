@@ -778,16 +778,18 @@ static int load_fd(int fd, uint64_t max_raw, loaded_t *l, rd_error_t *err) {
   rd_ckpt_reader_t r;
   int rc = rd_ckpt_reader_open(&r, fd, err);
   if (rc) return rc;
+  /* Summed without wrapping: each raw size is the file's word, and two
+   * near 2^63 must not add up to a small total that passes the bound. */
   uint64_t raw = 0;
-  for (uint32_t i = 0; i < r.n; i++) raw += r.sec[i].raw_len;
+  for (uint32_t i = 0; i < r.n && raw <= max_raw; i++)
+    raw = r.sec[i].raw_len > max_raw - raw ? UINT64_MAX : raw + r.sec[i].raw_len;
   const rd_ckpt_section_t *sm = rd_ckpt_find(&r, SEC_META, UINT32_MAX);
   const rd_ckpt_section_t *st = rd_ckpt_find(&r, SEC_TABLE, UINT32_MAX);
   const rd_ckpt_section_t *sl = rd_ckpt_find(&r, SEC_LEAVES, UINT32_MAX);
   const rd_ckpt_section_t *sx = rd_ckpt_find(&r, SEC_LEARNER, UINT32_MAX);
   if (raw > max_raw) {
-    rc = rd_error_set(err, RD_ETOOBIG, "the file holds %llu bytes of data, more than this "
-                      "server accepts (%llu)", (unsigned long long)raw,
-                      (unsigned long long)max_raw);
+    rc = rd_error_set(err, RD_ETOOBIG, "the file holds more bytes of data than this server "
+                      "accepts (%llu)", (unsigned long long)max_raw);
   } else if (sm == NULL || st == NULL || sl == NULL) {
     rc = rd_error_set(err, RD_EINVAL, "the file lacks its %s section",
                       sm == NULL ? "meta" : st == NULL ? "table" : "leaves");
@@ -905,8 +907,13 @@ static int replay_record(void *arg, const rd_journal_record_t *r, rd_error_t *er
     if ((rc = rd_journal_decode_insert(r, &in, err)) != RD_OK) return rc;
     if (in.n_fields != t->config.schema.n_fields)
       return rd_error_set(err, RD_EINVAL, "record %" PRIu64 " has %u columns", r->lsn, in.n_fields);
-    if ((rc = replay_grow(rp, in.n, err)) != RD_OK) return rc;
-    if (in.priorities) memcpy(rp->prio, in.priorities, in.n * sizeof(double));
+    /* Only priorities need a copy (aligned), and then the record holds
+     * n of them: a row count the columns do not back is the table's to
+     * refuse, never an allocation. */
+    if (in.priorities) {
+      if ((rc = replay_grow(rp, in.n, err)) != RD_OK) return rc;
+      memcpy(rp->prio, in.priorities, in.n * sizeof(double));
+    }
     pthread_mutex_lock(&w->lock);
     if (in.first_key != rd_table_next_key(t)) {
       rc = rd_error_set(err, RD_EINVAL, "record %" PRIu64 " inserts at key %" PRIu64 " but the "

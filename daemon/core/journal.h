@@ -30,7 +30,9 @@
  *           double per row if it has priorities;
  *   update: u32 keys, u32 0, the keys (u64), the priorities (double).
  * A torn last record (a crash inside a write) fails its checksum or is
- * short; a reader stops there. A segment is written in place into space
+ * short; a reader stops there (only a fuzz build,
+ * FUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION, reads past a checksum mismatch,
+ * so that a fuzzer reaches the decoders behind it). A segment is written in place into space
  * allocated ahead of its records (an fdatasync then does not commit a new
  * file size each time), which reads as zeros: a header of zeros followed by
  * zeros only is the end of its records, not a tear.

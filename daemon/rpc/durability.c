@@ -213,6 +213,10 @@ static Replayd__V1__WorkloadSpec *import_spec(const uint8_t *spec, size_t len, c
 
 rd_reply_when_t rd_handle_import(rd_handler_ctx_t *ctx, const rd_call_info_t *ci,
                                  const Replayd__V1__ImportWorkloadRequest *m, rd_reply_t *r) {
+  if (ctx->durable == NULL) { /* as Checkpoint and Export: its bounds live there */
+    rd_reply_error(r, RD_ESTATE, "this server keeps no checkpoints");
+    return RD_REPLY_NOW;
+  }
   rd_error_t err;
   rd_error_clear(&err);
   rd_import_t *imp = NULL;

@@ -434,11 +434,14 @@ static void wait_wake(rd_limiter_wait_t *w, int status) {
  * call waits; its body stays for the next run and nothing else here may
  * touch it (its wake may already be running on another thread). */
 static void handled(call_t *c, rd_reply_when_t when, rd_reply_t *r) {
-  if (when == RD_REPLY_PARKED) return;
+  /* PARKED, and LATER: the call was handed to another thread (a learner
+   * finishing a TrainStep, the journal's committer acknowledging an
+   * insert), which may have finished and freed it already. Its body goes
+   * with it (call_free drops it). */
+  if (when == RD_REPLY_PARKED || when == RD_REPLY_LATER) return;
   body_drop(c);
   if (when == RD_REPLY_NOW) finish(c, r);
   else if (when == RD_REPLY_MORE) start_read(c);
-  /* else (TrainStep): the call waits, touched by no thread, until rd_call_reply */
 }
 
 /* Run the call's request (c->body, taken) through its handler. */

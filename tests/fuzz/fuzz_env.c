@@ -57,6 +57,14 @@ void rd_call_reply(void *call, rd_reply_t *r) {
   pthread_mutex_unlock(&l->mu);
 }
 
+/* ---- A rate limiter's wait (server.c): never, the calls here have none ---- */
+
+void rd_call_wait_on(void *call, rd_workload_t *w) {
+  (void)call;
+  (void)w;
+  abort(); /* ci.wait is NULL: a limiter refuses at once instead of parking the call */
+}
+
 /* ---- Setup ---- */
 
 static void die(const char *what, const rd_error_t *err) {
@@ -218,7 +226,7 @@ void fuzz_env_call(rd_method_t m, uint8_t flags, const uint8_t *body, size_t n) 
   fuzz_env_metadata(flags, &md);
   late_t late = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0};
   /* A TrainStep stops at the deadline after its step in progress. */
-  rd_call_info_t ci = {&md, rd_clock_now() + 0.05, &late, NULL};
+  rd_call_info_t ci = {&md, rd_clock_now() + 0.05, &late, NULL, NULL}; /* no wait: fail fast */
   rd_reply_t out;
   memset(&out, 0, sizeof out);
   rd_reply_when_t when = rd_handle(&ctx, m, &ci, body, n, &out);

@@ -152,7 +152,7 @@ def test_sampler_close_cancels_the_calls_in_flight(fake_factory):
             return sample_reply()
         started.release()
         t0 = time.monotonic()
-        while ctx.is_active() and time.monotonic() - t0 < 10:
+        while ctx.is_active() and time.monotonic() - t0 < 120:
             time.sleep(0.01)
         ended.append(ctx.is_active())  # False: the client cancelled
         return sample_reply()
@@ -163,12 +163,14 @@ def test_sampler_close_cancels_the_calls_in_flight(fake_factory):
     assert len(next(it)) == 2  # the first answers; 3 more are now in flight
     for _ in range(3):
         assert started.acquire(timeout=5)
+    # Generous bounds: a loaded CI machine can take seconds to schedule the
+    # server's threads; the handlers wait far longer than any test run, so
+    # only the client's cancel ends them.
     t0 = time.monotonic()
     it.close()
-    while len(ended) < 3 and time.monotonic() - t0 < 5:
+    while len(ended) < 3 and time.monotonic() - t0 < 60:
         time.sleep(0.01)
     assert ended == [False, False, False]
-    assert time.monotonic() - t0 < 3
     assert f.calls["Sample"] == 4
     with pytest.raises(StopIteration):
         next(it)
