@@ -480,10 +480,7 @@ int main(int argc, char **argv) {
   }
   if (o.pytorch) pytorch_stop(&bp);
   bench_end(info, progress);
-  if (o.json)
-    print_json();
-  else
-    print_table();
+  bench_report(o.json, print_json, print_table);
   free(results);
   free(baselines);
   return 0;

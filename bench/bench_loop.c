@@ -783,10 +783,7 @@ int main(int argc, char **argv) {
         run_point(&shapes[k], o.batch.v[b], o.threads.v[t], &o, progress);
   }
   bench_end(info, progress);
-  if (o.json)
-    print_json();
-  else
-    print_table();
+  bench_report(o.json, print_json, print_table);
   free(results);
   return 0;
 }

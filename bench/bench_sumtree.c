@@ -783,10 +783,7 @@ int main(int argc, char **argv) {
   if (g_progress) fputs("\r\033[K", stderr);
 
   qsort(results, n_results, sizeof *results, cmp_result);
-  if (o.json)
-    print_json();
-  else
-    print_table();
+  bench_report(o.json, print_json, print_table);
   free(results);
   return 0;
 }

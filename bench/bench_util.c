@@ -112,6 +112,13 @@ void bench_end(FILE *info, bool progress) {
   fprintf(info, "# load average at the end: %s\n", load);
 }
 
+void bench_report(bool json, void (*as_json)(void), void (*as_table)(void)) {
+  if (json)
+    as_json();
+  else
+    as_table();
+}
+
 void bench_omp_passive(char **argv) {
   if (getenv("OMP_WAIT_POLICY") != NULL) return;
   setenv("OMP_WAIT_POLICY", "passive", 1);

@@ -50,6 +50,9 @@ void bench_emit(bool json, const char *name, const char *params, double value, c
  * on stderr) cleared, and "# load average at the end: L" on info. */
 void bench_end(FILE *info, bool progress);
 
+/* A run's results, once collected: as JSON lines (json) or as a table. */
+void bench_report(bool json, void (*as_json)(void), void (*as_table)(void));
+
 /* libgomp reads OMP_WAIT_POLICY once, at load: unless it is set, set it to
  * passive and re-execute the program (argv); if that fails, say so on
  * stderr and go on. */

@@ -119,19 +119,19 @@ int rd_nn_flat_write(const rd_nn_spec_t *s, const float *params, void *buf, size
       return bad_param(s, i, params[i], "cannot serialize a non-finite parameter", err);
 
   uint8_t *p = buf;
-  rd_le_put_u32(p, RD_NN_FLAT_MAGIC);
-  rd_le_put_u32(p + 4, RD_NN_FLAT_VERSION);
-  rd_le_put_u32(p + 8, s->n_layers);
+  rd_le_put32(p, RD_NN_FLAT_MAGIC);
+  rd_le_put32(p + 4, RD_NN_FLAT_VERSION);
+  rd_le_put32(p + 8, s->n_layers);
   p += HEADER_FIXED;
-  for (uint32_t l = 0; l <= s->n_layers; l++, p += 4) rd_le_put_u32(p, s->sizes[l]);
-  for (uint32_t l = 0; l < s->n_layers; l++, p += 4) rd_le_put_u32(p, (uint32_t)s->act[l]);
+  for (uint32_t l = 0; l <= s->n_layers; l++, p += 4) rd_le_put32(p, s->sizes[l]);
+  for (uint32_t l = 0; l < s->n_layers; l++, p += 4) rd_le_put32(p, (uint32_t)s->act[l]);
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
   memcpy(p, params, 4u * np);
 #else
   for (size_t i = 0; i < np; i++, p += 4) {
     uint32_t u;
     memcpy(&u, &params[i], sizeof u);
-    rd_le_put_u32(p, u);
+    rd_le_put32(p, u);
   }
 #endif
   if (written != NULL) *written = need;
@@ -145,7 +145,7 @@ int rd_nn_flat_parse(const void *buf, size_t len, rd_nn_spec_t *spec, float *par
     return rd_error_set(err, RD_EINVAL,
                         "flat weights are %zu bytes, shorter than the %u-byte header",
                         p == NULL ? (size_t)0 : len, HEADER_FIXED);
-  uint32_t magic = rd_le_get_u32(p), version = rd_le_get_u32(p + 4), n_layers = rd_le_get_u32(p + 8);
+  uint32_t magic = rd_le_get32(p), version = rd_le_get32(p + 4), n_layers = rd_le_get32(p + 8);
   if (magic != RD_NN_FLAT_MAGIC)
     return rd_error_set(err, RD_EINVAL, "flat weights start with 0x%08x, not the magic 0x%08x",
                         magic, RD_NN_FLAT_MAGIC);
@@ -164,10 +164,10 @@ int rd_nn_flat_parse(const void *buf, size_t len, rd_nn_spec_t *spec, float *par
   memset(&s, 0, sizeof s);
   s.n_layers = n_layers;
   const uint8_t *q = p + HEADER_FIXED;
-  for (uint32_t l = 0; l <= n_layers; l++, q += 4) s.sizes[l] = rd_le_get_u32(q);
+  for (uint32_t l = 0; l <= n_layers; l++, q += 4) s.sizes[l] = rd_le_get32(q);
   for (uint32_t l = 0; l < n_layers; l++, q += 4) {
     /* Checked before the cast: an enum need not hold an arbitrary u32. */
-    uint32_t a = rd_le_get_u32(q);
+    uint32_t a = rd_le_get32(q);
     if (a > (uint32_t)RD_NN_TANH)
       return rd_error_set(err, RD_EINVAL,
                           "layer %u has activation code %u; expected 0 (identity), 1 (relu) "

@@ -146,6 +146,26 @@ static void gpu_workload(wl_t *w, rd_pipeline_config_t *c, uint32_t dev) {
   c->learner_device = dev;
 }
 
+/* A pipeline for config c on w's table (the test fails if it cannot be
+ * made), and what its learner is: the backend asked for, the one running
+ * (kind, name), whether it fell back; the rest in *li. */
+static rd_pipeline_t *create_expect(rd_pipeline_config_t *c, wl_t *w,
+                                    rd_learner_kind_t requested, rd_learner_kind_t kind,
+                                    const char *backend, int fell_back,
+                                    rd_pipeline_learner_info_t *li) {
+  rd_pipeline_t *p = NULL;
+  rd_error_t err;
+  rd_error_clear(&err);
+  int rc = rd_pipeline_create(&p, c, &w->table, &w->lock, &err);
+  if (rc) fail_msg("create: %s", err.msg);
+  rd_pipeline_learner_info(p, li);
+  assert_int_equal(li->requested, requested);
+  assert_int_equal(li->kind, kind);
+  assert_string_equal(li->backend, backend);
+  assert_int_equal(li->fell_back, fell_back);
+  return p;
+}
+
 /* ---- fake GPU backends ---- */
 
 /* init fails as a device would (out of device memory). */
@@ -239,18 +259,8 @@ static void test_init_fault_falls_back(void **state) {
   rd_pipeline_config_t c;
   gpu_workload(&w, &c, 7);
   c.learner_ops = &fake_oom;
-  rd_pipeline_t *p = NULL;
-  rd_error_t err;
-  rd_error_clear(&err);
-  int rc = rd_pipeline_create(&p, &c, &w.table, &w.lock, &err);
-  if (rc) fail_msg("create: %s", err.msg);
-
   rd_pipeline_learner_info_t li;
-  rd_pipeline_learner_info(p, &li);
-  assert_int_equal(li.requested, RD_LEARNER_ON_GPU);
-  assert_int_equal(li.kind, RD_LEARNER_ON_CPU);
-  assert_string_equal(li.backend, "cpu");
-  assert_int_equal(li.fell_back, 1);
+  rd_pipeline_t *p = create_expect(&c, &w, RD_LEARNER_ON_GPU, RD_LEARNER_ON_CPU, "cpu", 1, &li);
   assert_int_equal(li.at_init, 1);
   assert_int_equal(li.dead, 0);
   assert_non_null(strstr(li.reason, "out of device memory"));
@@ -264,8 +274,7 @@ static void test_init_fault_falls_back(void **state) {
   /* The same initial weights as a CPU pipeline of the same config. */
   rd_pipeline_config_t c0;
   pcfg(&c0, &w);
-  rd_pipeline_t *q = NULL;
-  assert_int_equal(rd_pipeline_create(&q, &c0, &w.table, &w.lock, &err), RD_OK);
+  rd_pipeline_t *q = create_expect(&c0, &w, RD_LEARNER_ON_CPU, RD_LEARNER_ON_CPU, "cpu", 0, &li);
   uint8_t a[8192], b[8192];
   uint64_t va, vb;
   size_t la = weights(p, a, sizeof a, &va), lb = weights(q, b, sizeof b, &vb);
@@ -273,9 +282,6 @@ static void test_init_fault_falls_back(void **state) {
   assert_int_equal(vb, 1);
   assert_int_equal(la, lb);
   assert_memory_equal(a, b, la);
-  rd_pipeline_learner_info(q, &li);
-  assert_int_equal(li.fell_back, 0);
-  assert_int_equal(li.kind, RD_LEARNER_ON_CPU);
   rd_pipeline_destroy(q);
 
   /* And it trains. */
@@ -771,16 +777,10 @@ static void test_fpga_backend_pipeline(void **state) {
   pcfg(&c0, &w);
   c.learner_kind = RD_LEARNER_ON_FPGA;
   c.learner_device = 0;
-  rd_pipeline_t *p = NULL, *q = NULL;
-  rd_error_t err;
-  int rc = rd_pipeline_create(&p, &c, &w.table, &w.lock, &err);
-  if (rc) fail_msg("create: %s", err.msg);
   rd_pipeline_learner_info_t li;
-  rd_pipeline_learner_info(p, &li);
-  assert_int_equal(li.requested, RD_LEARNER_ON_FPGA);
-  assert_int_equal(li.kind, RD_LEARNER_ON_FPGA);
-  assert_string_equal(li.backend, "fpga");
-  assert_int_equal(li.fell_back, 0);
+  rd_pipeline_t *q = NULL,
+                *p = create_expect(&c, &w, RD_LEARNER_ON_FPGA, RD_LEARNER_ON_FPGA, "fpga", 0, &li);
+  rd_error_t err;
   assert_int_equal(rd_pipeline_create(&q, &c0, &w.table, &w.lock, &err), RD_OK);
   uint8_t a[8192], b[8192];
   uint64_t va, vb;
@@ -809,13 +809,7 @@ static void test_fpga_backend_pipeline(void **state) {
   rd_devices_inject(&fd);
   c.learner.hidden[0] = 2 * LRN_MAX_WIDTH;
   c0.learner.hidden[0] = 2 * LRN_MAX_WIDTH;
-  rc = rd_pipeline_create(&p, &c, &w.table, &w.lock, &err);
-  if (rc) fail_msg("create: %s", err.msg);
-  rd_pipeline_learner_info(p, &li);
-  assert_int_equal(li.requested, RD_LEARNER_ON_FPGA);
-  assert_int_equal(li.kind, RD_LEARNER_ON_CPU);
-  assert_string_equal(li.backend, "cpu");
-  assert_int_equal(li.fell_back, 1);
+  p = create_expect(&c, &w, RD_LEARNER_ON_FPGA, RD_LEARNER_ON_CPU, "cpu", 1, &li);
   assert_int_equal(li.at_init, 1);
   assert_non_null(strstr(li.reason, "LRN_MAX_WIDTH"));
   rd_device_t all[16];

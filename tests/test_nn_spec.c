@@ -83,16 +83,16 @@ static void test_byte_layout(void **state) {
   assert_int_equal(written, 136);
   assert_memory_equal(buf, "RDNN", 4);
   const uint32_t hdr[] = {RD_NN_FLAT_MAGIC, 1, 2, 3, 4, 2, RD_NN_RELU, RD_NN_IDENTITY};
-  for (int i = 0; i < 8; i++) assert_int_equal(rd_le_get_u32(buf + 4 * i), hdr[i]);
+  for (int i = 0; i < 8; i++) assert_int_equal(rd_le_get32(buf + 4 * i), hdr[i]);
   for (int i = 0; i < 26; i++) {
     uint32_t bits;
     memcpy(&bits, &p[i], 4);
-    assert_int_equal(rd_le_get_u32(buf + 32 + 4 * i), bits);
+    assert_int_equal(rd_le_get32(buf + 32 + 4 * i), bits);
   }
   /* W_0[1][2] is parameter 1*3+2 = 5; b_1[1] is 16 + 8 + 1 = 25. */
   uint32_t bits;
   memcpy(&bits, &p[5], 4);
-  assert_int_equal(rd_le_get_u32(buf + 32 + 4 * 5), bits);
+  assert_int_equal(rd_le_get32(buf + 32 + 4 * 5), bits);
 }
 
 static void test_round_trip(void **state) {
@@ -219,36 +219,36 @@ static void test_parse_errors(void **state) {
   b[0] ^= 1;
   expect_parse(b, sizeof good, RD_EINVAL); /* magic */
   memcpy(b, good, sizeof good);
-  rd_le_put_u32(b + 4, 2);
+  rd_le_put32(b + 4, 2);
   expect_parse(b, sizeof good, RD_EINVAL); /* version from the future */
-  rd_le_put_u32(b + 4, 0);
+  rd_le_put32(b + 4, 0);
   expect_parse(b, sizeof good, RD_EINVAL);
   memcpy(b, good, sizeof good);
-  rd_le_put_u32(b + 8, 0);
+  rd_le_put32(b + 8, 0);
   expect_parse(b, sizeof good, RD_EINVAL); /* no layers */
-  rd_le_put_u32(b + 8, RD_NN_MAX_LAYERS + 1);
+  rd_le_put32(b + 8, RD_NN_MAX_LAYERS + 1);
   expect_parse(b, sizeof good, RD_EINVAL); /* too many layers */
-  rd_le_put_u32(b + 8, 0xFFFFFFFFu);
+  rd_le_put32(b + 8, 0xFFFFFFFFu);
   expect_parse(b, sizeof good, RD_EINVAL);
   memcpy(b, good, sizeof good);
-  rd_le_put_u32(b + 16, 0);
+  rd_le_put32(b + 16, 0);
   expect_parse(b, sizeof good, RD_EINVAL); /* hidden size 0 */
-  rd_le_put_u32(b + 16, RD_NN_MAX_UNITS + 1);
+  rd_le_put32(b + 16, RD_NN_MAX_UNITS + 1);
   expect_parse(b, sizeof good, RD_EINVAL); /* hidden size too wide */
   memcpy(b, good, sizeof good);
-  rd_le_put_u32(b + 24, 3);
+  rd_le_put32(b + 24, 3);
   expect_parse(b, sizeof good, RD_EINVAL); /* unknown activation */
-  rd_le_put_u32(b + 24, 0x80000000u);
+  rd_le_put32(b + 24, 0x80000000u);
   expect_parse(b, sizeof good, RD_EINVAL);
   memcpy(b, good, sizeof good);
-  rd_le_put_u32(b + 12, 65536);
-  rd_le_put_u32(b + 16, 65536);
+  rd_le_put32(b + 12, 65536);
+  rd_le_put32(b + 16, 65536);
   expect_parse(b, sizeof good, RD_EINVAL); /* 2^32 parameters declared: size overflow */
   memcpy(b, good, sizeof good);
-  rd_le_put_u32(b + 12, 4);
+  rd_le_put32(b + 12, 4);
   expect_parse(b, sizeof good, RD_EINVAL); /* one more input: 4 bytes short */
   memcpy(b, good, sizeof good);
-  rd_le_put_u32(b + 12, 2);
+  rd_le_put32(b + 12, 2);
   expect_parse(b, sizeof good, RD_EINVAL); /* one fewer input: 4 bytes over */
 
   /* Non-finite weights: NaN (quiet and signalling), +inf, -inf, anywhere. */
@@ -256,12 +256,12 @@ static void test_parse_errors(void **state) {
   const size_t where[] = {0, 15, 16, 25};
   for (int k = 0; k < 4; k++) {
     memcpy(b, good, sizeof good);
-    rd_le_put_u32(b + 32 + 4 * where[k], bad[k]);
+    rd_le_put32(b + 32 + 4 * where[k], bad[k]);
     expect_parse(b, sizeof good, RD_EINVAL);
   }
   /* The largest finite float is fine. */
   memcpy(b, good, sizeof good);
-  rd_le_put_u32(b + 32, 0x7F7FFFFFu);
+  rd_le_put32(b + 32, 0x7F7FFFFFu);
   expect_parse(b, sizeof good, RD_OK);
 }
 

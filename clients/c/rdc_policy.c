@@ -51,7 +51,7 @@ int rdc_policy_load(rdc_policy_t *p, const void *buf, size_t len, rdc_error_t *e
   if (b == NULL || len < HEADER_FIXED)
     return set_error(err, RDC_EINVAL, "weights are %zu bytes, shorter than the %u-byte header",
                      b == NULL ? (size_t)0 : len, HEADER_FIXED);
-  uint32_t magic = rd_le_get_u32(b), version = rd_le_get_u32(b + 4), L = rd_le_get_u32(b + 8);
+  uint32_t magic = rd_le_get32(b), version = rd_le_get32(b + 4), L = rd_le_get32(b + 8);
   if (magic != FLAT_MAGIC)
     return set_error(err, RDC_EINVAL, "weights start with 0x%08x, not the RDNN magic 0x%08x", magic,
                      FLAT_MAGIC);
@@ -71,14 +71,14 @@ int rdc_policy_load(rdc_policy_t *p, const void *buf, size_t len, rdc_error_t *e
   uint32_t max_width = 0;
   const uint8_t *q = b + HEADER_FIXED;
   for (uint32_t l = 0; l <= L; l++, q += 4) {
-    sizes[l] = rd_le_get_u32(q);
+    sizes[l] = rd_le_get32(q);
     if (sizes[l] == 0 || sizes[l] > RDC_POLICY_MAX_UNITS)
       return set_error(err, RDC_EINVAL, "weights: size %u at layer boundary %u is outside [1, %u]",
                        sizes[l], l, RDC_POLICY_MAX_UNITS);
     if (sizes[l] > max_width) max_width = sizes[l];
   }
   for (uint32_t l = 0; l < L; l++, q += 4) {
-    uint32_t a = rd_le_get_u32(q); /* checked before the cast into the enum */
+    uint32_t a = rd_le_get32(q); /* checked before the cast into the enum */
     if (a > (uint32_t)RDC_ACT_TANH)
       return set_error(err, RDC_EINVAL, "weights: layer %u has activation code %u; expected 0 "
                        "(identity), 1 (relu) or 2 (tanh)", l, a);

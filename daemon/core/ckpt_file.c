@@ -16,19 +16,6 @@ _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "the checkpoint format
 
 static const char magic[8] = {'R', 'P', 'L', 'Y', 'D', 'C', 'K', 'P'};
 
-/* A stored checksum that differs from the one computed (ckpt_file.h: a
- * fuzz build reads on, so that the parsers behind the checksums are
- * reached). */
-static int sum_differs(uint64_t stored, uint64_t computed) {
-#ifdef FUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION
-  (void)stored;
-  (void)computed;
-  return 0;
-#else
-  return stored != computed;
-#endif
-}
-
 static int io_error(rd_error_t *err, const char *what, int e) {
   return rd_error_set(err, RD_ESTORE, "%s: %s", what, strerror(e));
 }
@@ -172,7 +159,7 @@ int rd_ckpt_reader_open(rd_ckpt_reader_t *r, int fd, rd_error_t *err) {
   if (rc) return rc;
   if (memcmp(h, magic, sizeof magic) != 0)
     return rd_error_set(err, RD_EINVAL, "not a replayd checkpoint (no RPLYDCKP magic)");
-  if (sum_differs(rd_le_get64(h + 56), XXH3_64bits(h, 56)))
+  if (rd_sum_differs(rd_le_get64(h + 56), XXH3_64bits(h, 56)))
     return rd_error_set(err, RD_EINVAL, "checksum mismatch in the file header");
   r->version = rd_le_get32(h + 8);
   if (r->version != RD_CKPT_VERSION)
@@ -193,7 +180,7 @@ int rd_ckpt_reader_open(rd_ckpt_reader_t *r, int fd, rd_error_t *err) {
     uint8_t s[RD_CKPT_SECTION_BYTES];
     if ((rc = pread_all(fd, s, sizeof s, off, what, err)) != RD_OK) goto fail;
     uint64_t hh = rd_le_get64(s + 40);
-    if (sum_differs(hh, XXH3_64bits(s, 40))) {
+    if (rd_sum_differs(hh, XXH3_64bits(s, 40))) {
       rc = rd_error_set(err, RD_EINVAL, "checksum mismatch in %s (byte %llu)", what,
                         (unsigned long long)off);
       goto fail;
@@ -202,7 +189,7 @@ int rd_ckpt_reader_open(rd_ckpt_reader_t *r, int fd, rd_error_t *err) {
     rd_ckpt_section_t c = {rd_le_get32(s), rd_le_get32(s + 4), rd_le_get32(s + 8),
                            rd_le_get64(s + 16), rd_le_get64(s + 24), off, rd_le_get64(s + 32)};
     if (c.type == RD_CKPT_END) {
-      if (c.aux != r->n || sum_differs(c.hash, chain)) {
+      if (c.aux != r->n || rd_sum_differs(c.hash, chain)) {
         rc = rd_error_set(err, RD_EINVAL, "the end section does not match the %u sections "
                           "before it (one is missing or out of order)", r->n);
         goto fail;
@@ -268,7 +255,7 @@ int rd_ckpt_read_section(const rd_ckpt_reader_t *r, const rd_ckpt_section_t *s, 
   if (!(s->flags & RD_CKPT_ZSTD)) {
     int rc = pread_all(r->fd, dst, s->raw_len, s->offset, what, err);
     if (rc) return rc;
-    if (sum_differs(s->hash, XXH3_64bits(dst, s->raw_len)))
+    if (rd_sum_differs(s->hash, XXH3_64bits(dst, s->raw_len)))
       return rd_error_set(err, RD_EINVAL, "checksum mismatch in the data of %s (%u)", what,
                           s->aux);
     return RD_OK;
@@ -278,7 +265,7 @@ int rd_ckpt_read_section(const rd_ckpt_reader_t *r, const rd_ckpt_section_t *s, 
     return rd_error_set(err, RD_ENOMEM, "out of memory reading %llu bytes",
                         (unsigned long long)s->stored_len);
   int rc = pread_all(r->fd, z, s->stored_len, s->offset, what, err);
-  if (rc == RD_OK && sum_differs(s->hash, XXH3_64bits(z, s->stored_len)))
+  if (rc == RD_OK && rd_sum_differs(s->hash, XXH3_64bits(z, s->stored_len)))
     rc = rd_error_set(err, RD_EINVAL, "checksum mismatch in the data of %s (%u)", what, s->aux);
   if (rc == RD_OK) {
     size_t got = ZSTD_decompress(dst, s->raw_len, z, s->stored_len);

@@ -28,18 +28,6 @@
 #define ROUND_MAX_BYTES (4u << 20)   /* a round starts early once this much waits */
 #define RECORD_MAX_BYTES (UINT64_C(1) << 32)
 
-/* A record's stored checksum differs from the one computed (journal.h: a
- * fuzz build reads on, so that a fuzzer reaches the decoders behind it). */
-static int sum_differs(uint64_t stored, uint64_t computed) {
-#ifdef FUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION
-  (void)stored;
-  (void)computed;
-  return 0;
-#else
-  return stored != computed;
-#endif
-}
-
 /* A rotation inside a buffer: the records from off on go to segment gen;
  * the ones before it end at cut_lsn. */
 typedef struct {
@@ -802,7 +790,7 @@ int rd_journal_read(const char *path, uint64_t first_lsn, rd_journal_read_fn fn,
     XXH3_64bits_reset(&st);
     XXH3_64bits_update(&st, h, 24);
     XXH3_64bits_update(&st, buf, (size_t)len);
-    if (sum_differs(rd_le_get64(h + 24), XXH3_64bits_digest(&st))) {
+    if (rd_sum_differs(rd_le_get64(h + 24), XXH3_64bits_digest(&st))) {
       snprintf(info->why, sizeof info->why, "the record at byte %llu (lsn %llu) fails its "
                "checksum", (unsigned long long)off, (unsigned long long)lsn);
       break;

@@ -47,22 +47,24 @@ static int group_teardown(void **state) {
   return rdt_client_daemon_stop(&daemon_, cli);
 }
 
-/* One field, tag int64: row k holds 1000000 + k. */
-static void spec(rdc_spec_t *s, const rdc_rate_limiter_t *rl) {
-  rdc_spec_init(s);
-  snprintf(s->name, sizeof s->name, "flow");
-  s->n_fields = 1;
-  snprintf(s->fields[0].name, sizeof s->fields[0].name, "tag");
-  s->fields[0].dtype = RDC_DTYPE_INT64;
-  s->capacity = 10000;
-  if (rl != NULL) {
-    s->has_rate_limiter = 1;
-    s->rate_limiter = *rl;
-  }
-}
-
 static void must(int rc, const rdc_error_t *e) {
   if (rc != RDC_OK) fail_msg("%s: %s", rdc_strerror(rc), e->msg);
+}
+
+/* Registers "flow": one field, tag int64 (row k holds 1000000 + k), with
+ * the rate limiter rl. */
+static void register_flow(const rdc_rate_limiter_t *rl, rdc_workload_t *w) {
+  rdc_spec_t s;
+  rdc_spec_init(&s);
+  snprintf(s.name, sizeof s.name, "flow");
+  s.n_fields = 1;
+  snprintf(s.fields[0].name, sizeof s.fields[0].name, "tag");
+  s.fields[0].dtype = RDC_DTYPE_INT64;
+  s.capacity = 10000;
+  s.has_rate_limiter = 1;
+  s.rate_limiter = *rl;
+  rdc_error_t e;
+  must(rdc_register(cli, &s, w, &e), &e);
 }
 
 static void insert(const rdc_workload_t *w, uint64_t first, uint32_t n) {
@@ -90,12 +92,9 @@ static void batch_init(batch_t *b) {
 
 static void test_waits(void **state) {
   (void)state;
-  rdc_rate_limiter_t rl = {.min_size_to_sample = 50};
-  rdc_spec_t s;
-  spec(&s, &rl);
   rdc_workload_t w;
+  register_flow(&(rdc_rate_limiter_t){.min_size_to_sample = 50}, &w);
   rdc_error_t e;
-  must(rdc_register(cli, &s, &w, &e), &e);
   batch_t b;
   batch_init(&b);
   double t0 = rd_clock_now();
@@ -149,12 +148,9 @@ static void test_waits(void **state) {
 
 static void test_sampler(void **state) {
   (void)state;
-  rdc_rate_limiter_t rl = {.min_size_to_sample = 100};
-  rdc_spec_t s;
-  spec(&s, &rl);
   rdc_workload_t w;
+  register_flow(&(rdc_rate_limiter_t){.min_size_to_sample = 100}, &w);
   rdc_error_t e;
-  must(rdc_register(cli, &s, &w, &e), &e);
   rdc_sampler_opts_t o;
   rdc_sampler_opts_init(&o);
   o.batch_size = 16;

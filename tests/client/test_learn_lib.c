@@ -51,22 +51,29 @@ static void dqn_spec(rdc_spec_t *s) {
   l->min_size = 500;
 }
 
-static void test_register_sends_learner(void **state) {
-  (void)state;
+/* rdc_register(s) against a server that answers workload "abc": the
+ * WorkloadSpec the client sent (free it with _free_unpacked). */
+static Replayd__V1__WorkloadSpec *register_sent(const rdc_spec_t *s) {
   Replayd__V1__Workload w = REPLAYD__V1__WORKLOAD__INIT;
   w.id = "abc";
   w.token = (char *)TOKEN;
   mock_reply_msg(&w.base);
-  rdc_spec_t s;
-  dqn_spec(&s);
   rdc_workload_t out;
   rdc_error_t e;
-  assert_int_equal(rdc_register(mock_cli, &s, &out, &e), RDC_OK);
+  assert_int_equal(rdc_register(mock_cli, s, &out, &e), RDC_OK);
   mock_seen_t seen;
   mock_seen(&seen);
   Replayd__V1__WorkloadSpec *req =
       replayd__v1__workload_spec__unpack(NULL, seen.body_len, seen.body);
   assert_non_null(req);
+  return req;
+}
+
+static void test_register_sends_learner(void **state) {
+  (void)state;
+  rdc_spec_t s;
+  dqn_spec(&s);
+  Replayd__V1__WorkloadSpec *req = register_sent(&s);
   const Replayd__V1__LearnerSpec *l = req->learner;
   assert_non_null(l);
   assert_string_equal(l->algorithm, "dqn");
@@ -97,22 +104,14 @@ static void test_register_sends_learner(void **state) {
   replayd__v1__workload_spec__free_unpacked(req, NULL);
 
   /* Without has_learner nothing learner-ish goes out, whatever the struct holds. */
-  mock_reply_msg(&w.base);
   s.has_learner = 0;
-  assert_int_equal(rdc_register(mock_cli, &s, &out, &e), RDC_OK);
-  mock_seen(&seen);
-  req = replayd__v1__workload_spec__unpack(NULL, seen.body_len, seen.body);
-  assert_non_null(req);
+  req = register_sent(&s);
   assert_null(req->learner);
   replayd__v1__workload_spec__free_unpacked(req, NULL);
 }
 
 static void test_register_ddpg_optional_values(void **state) {
   (void)state;
-  Replayd__V1__Workload w = REPLAYD__V1__WORKLOAD__INIT;
-  w.id = "abc";
-  w.token = (char *)TOKEN;
-  mock_reply_msg(&w.base);
   rdc_spec_t s;
   dqn_spec(&s);
   rdc_learner_spec_t *l = &s.learner;
@@ -138,14 +137,7 @@ static void test_register_ddpg_optional_values(void **state) {
   l->action_low = -2;
   l->has_action_high = 1;
   l->action_high = 0; /* a set zero */
-  rdc_workload_t out;
-  rdc_error_t e;
-  assert_int_equal(rdc_register(mock_cli, &s, &out, &e), RDC_OK);
-  mock_seen_t seen;
-  mock_seen(&seen);
-  Replayd__V1__WorkloadSpec *req =
-      replayd__v1__workload_spec__unpack(NULL, seen.body_len, seen.body);
-  assert_non_null(req);
+  Replayd__V1__WorkloadSpec *req = register_sent(&s);
   const Replayd__V1__LearnerSpec *r = req->learner;
   assert_string_equal(r->algorithm, "ddpg");
   assert_string_equal(r->activation, "tanh");

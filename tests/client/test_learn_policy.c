@@ -203,7 +203,7 @@ static void test_malformed_buffers(void **state) {
 #define CORRUPT(off, val, word)                                                                \
   do {                                                                                         \
     memcpy(bad, good, len);                                                                    \
-    rd_le_put_u32(bad + (off), (val));                                                         \
+    rd_le_put32(bad + (off), (val));                                                         \
     refused(&p, bad, len, word);                                                               \
   } while (0)
   CORRUPT(0, 0x4E4E4453u, "magic");
@@ -217,8 +217,8 @@ static void test_malformed_buffers(void **state) {
   CORRUPT(28, 0xffffffffu, "activation");
   /* Sizes within limits but 65536 x 65536 parameters: above 2^26. */
   memcpy(bad, good, len);
-  rd_le_put_u32(bad + 12, 65536);
-  rd_le_put_u32(bad + 16, 65536);
+  rd_le_put32(bad + 12, 65536);
+  rd_le_put32(bad + 16, 65536);
   refused(&p, bad, len, "parameters");
   /* Sizes that need more parameters than the buffer has. */
   CORRUPT(16, 4, "truncated");

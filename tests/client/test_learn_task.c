@@ -35,6 +35,15 @@ static void load(rdc_policy_t *p, uint32_t in, uint32_t out, uint32_t act, const
   if (rdc_policy_load(p, buf, len, &e) != RDC_OK) fail_msg("load: %s", e.msg);
 }
 
+/* The CartPole DQN task and the policy Q(s) = (s0, s1) + (b0, 0). */
+static void cartpole_dqn(lt_task_t *t, rdc_policy_t *p, float b0) {
+  char msg[256];
+  if (lt_task_init(t, LT_CARTPOLE, LT_DQN, 0, msg, sizeof msg) != 0) fail_msg("%s", msg);
+  const float w[] = {1, 0, 0, 0, 0, 1, 0, 0}, b[] = {b0, 0};
+  rdc_policy_init(p);
+  load(p, 4, 2, RDC_ACT_IDENTITY, w, b);
+}
+
 static void test_parse_names(void **state) {
   (void)state;
   lt_env_t e;
@@ -159,12 +168,8 @@ static void test_dqn_act(void **state) {
   (void)state;
   char msg[256];
   lt_task_t t;
-  lt_task_init(&t, LT_CARTPOLE, LT_DQN, 0, msg, sizeof msg);
-  /* Q(s) = (s0, s1): greedy picks the larger of the first two obs. */
-  const float w[] = {1, 0, 0, 0, 0, 1, 0, 0}, b[] = {0, 0};
   rdc_policy_t p;
-  rdc_policy_init(&p);
-  load(&p, 4, 2, RDC_ACT_IDENTITY, w, b);
+  cartpole_dqn(&t, &p, 0); /* Q(s) = (s0, s1): greedy picks the larger of s0, s1 */
   assert_int_equal(lt_check_policy(&t, &p, msg, sizeof msg), 0);
   cp_rng_t rng;
   cp_rng_seed(&rng, 5);
@@ -302,12 +307,8 @@ static void test_dqn_priorities(void **state) {
   (void)state;
   char msg[256];
   lt_task_t t;
-  lt_task_init(&t, LT_CARTPOLE, LT_DQN, 0, msg, sizeof msg);
-  /* Q(s) = (s0, s1) + (0.5, 0). */
-  const float w[] = {1, 0, 0, 0, 0, 1, 0, 0}, b[] = {0.5f, 0};
   rdc_policy_t p;
-  rdc_policy_init(&p);
-  load(&p, 4, 2, RDC_ACT_IDENTITY, w, b);
+  cartpole_dqn(&t, &p, 0.5f); /* Q(s) = (s0, s1) + (0.5, 0) */
   const float obs[8] = {1, 2, 0, 0, /* Q = (1.5, 2) */ 0, 0, 0, 0 /* Q = (0.5, 0) */};
   const float next[8] = {3, 1, 0, 0, /* max Q' = 3.5 */ 0, -4, 0, 0 /* max = 0.5 */};
   const int32_t act[2] = {1, 0};

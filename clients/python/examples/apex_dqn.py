@@ -31,7 +31,6 @@ starting one; needs python3-torch (Debian) and replayd (installed, or
 found in this source tree).
 """
 import copy
-import multiprocessing as mp
 import os
 import struct
 import sys
@@ -114,10 +113,7 @@ def main():
     import torch
     torch.manual_seed(a.seed)
     torch.set_num_threads(1)
-    replayd = common.import_replayd()
-    daemon, address = common.daemon_of(a)
-    ctx = mp.get_context("spawn")  # gRPC channels must not cross a fork
-    stop = ctx.Event()
+    replayd, daemon, address, ctx, stop = common.session(a)
     procs = []
     t0 = time.monotonic()
     try:
@@ -142,12 +138,9 @@ def main():
 
         publish()
         shared = (buf, buf_len, version, steps, inserted, lock, stop)
-        for i in range(a.actors):
-            p = ctx.Process(target=actor, args=(address, w.id, w.token, i, a.actors,
-                                                a.envs_per_actor, a.seed, shared,
-                                                {"max_lag": a.max_lag}), daemon=True)
-            p.start()
-            procs.append(p)
+        common.start_actors(ctx, actor, a.actors,
+                            lambda i: (address, w.id, w.token, i, a.actors, a.envs_per_actor,
+                                       a.seed, shared, {"max_lag": a.max_lag}), procs)
 
         def policy(obs):
             with torch.no_grad():

@@ -168,6 +168,27 @@ def daemon_of(a):
     return daemon, daemon.address if daemon else a.server
 
 
+def session(a):
+    """Where an example's main starts: the replayd module, the daemon and
+    its address (daemon_of), a spawn context (gRPC channels must not cross a
+    fork) and a stop event of it for the actors."""
+    import multiprocessing as mp
+    replayd = import_replayd()
+    daemon, address = daemon_of(a)
+    ctx = mp.get_context("spawn")
+    return replayd, daemon, address, ctx, ctx.Event()
+
+
+def start_actors(ctx, actor, n, args_of, procs):
+    """Start n daemon processes of actor in ctx, actor i with the arguments
+    args_of(i), each appended to procs as it starts (so that stop_all stops
+    those started if a later one fails)."""
+    for i in range(n):
+        p = ctx.Process(target=actor, args=args_of(i), daemon=True)
+        p.start()
+        procs.append(p)
+
+
 def stop_all(stop, procs, daemon):
     """The examples' end: signal the actors, give each 10 s, then terminate
     it; stop the daemon the example started (None: it used a server)."""

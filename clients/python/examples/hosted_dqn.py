@@ -22,7 +22,6 @@ mean return reaches --target (exit 0) or at --time-limit (exit 1). Progress
 goes to stderr and, as `wall_s,env_steps,train_steps,weight_version,
 eval_mean_return` (learn.sh's columns), to --out.
 """
-import multiprocessing as mp
 import os
 import sys
 import time
@@ -71,10 +70,7 @@ def actor(address, wid, token, index, n_actors, envs, seed, max_lag, stop):
 def main():
     a = common.parse_args(__doc__, time_limit=600.0, out="hosted_dqn.csv")
 
-    replayd = common.import_replayd()
-    daemon, address = common.daemon_of(a)
-    ctx = mp.get_context("spawn")  # gRPC channels must not cross a fork
-    stop = ctx.Event()
+    replayd, daemon, address, ctx, stop = common.session(a)
     procs = []
     t0 = time.monotonic()
     try:
@@ -90,12 +86,9 @@ def main():
         print(f"hosted_dqn: {a.actors} actors x {a.envs_per_actor} CartPoles on {address}, "
               f"workload {w.id}, running {p.running if p else '?'}; target {a.target}",
               file=sys.stderr)
-        for i in range(a.actors):
-            pr = ctx.Process(target=actor, args=(address, w.id, w.token, i, a.actors,
-                                                 a.envs_per_actor, a.seed, a.max_lag, stop),
-                             daemon=True)
-            pr.start()
-            procs.append(pr)
+        common.start_actors(ctx, actor, a.actors,
+                            lambda i: (address, w.id, w.token, i, a.actors, a.envs_per_actor,
+                                       a.seed, a.max_lag, stop), procs)
         try:
             import torch
             torch.set_num_threads(1)
