@@ -180,7 +180,8 @@ static void test_render(void **state) {
   snprintf(want, sizeof want, "replayd_table_items{workload=\"%s\"} 10\n", a->id);
   assert_non_null(strstr(t, want));
   snprintf(want, sizeof want,
-           "replayd_workload_info{workload=\"%s\",name=\"alpha\",learner=\"none\"} 1\n", a->id);
+           "replayd_workload_info{workload=\"%s\",name=\"alpha\",tenant=\"default\","
+           "learner=\"none\"} 1\n", a->id);
   assert_non_null(strstr(t, want));
   assert_non_null(strstr(t, "replayd_workloads 2\n"));
   assert_non_null(strstr(t, "replayd_build_info{version=\"9.9.9\"} 1\n"));

@@ -12,6 +12,7 @@
 #include "pipeline.h"
 #include "profile_cache.h"
 #include "rpc_stats.h"
+#include "tenant.h"
 
 void rd_metrics_label(FILE *f, const char *s) {
   for (; *s; s++) {
@@ -101,10 +102,13 @@ static void workloads(FILE *f, const wl_t *v, size_t n) {
   fprintf(f, "replayd_workloads %zu\n", n);
   if (n > 0) {
     head(f, "replayd_workload_info", "gauge",
-         "A registered workload: its name and whether the server hosts its learner; always 1.");
+         "A registered workload: its name, its tenant and whether the server hosts its "
+         "learner; always 1 (join on workload for per-tenant sums).");
     for (size_t i = 0; i < n; i++) {
       fprintf(f, "replayd_workload_info{workload=\"%s\",name=\"", v[i].w->id);
       rd_metrics_label(f, v[i].w->name);
+      fputs("\",tenant=\"", f);
+      rd_metrics_label(f, v[i].w->tenant != NULL ? v[i].w->tenant->name : "");
       fprintf(f, "\",learner=\"%s\"} 1\n", v[i].learner ? "hosted" : "none");
     }
   }
