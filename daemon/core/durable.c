@@ -910,7 +910,7 @@ static int replay_record(void *arg, const rd_journal_record_t *r, rd_error_t *er
     /* Only priorities need a copy (aligned), and then the record holds
      * n of them: a row count the columns do not back is the table's to
      * refuse, never an allocation. */
-    if (in.priorities) {
+    if (in.priorities && in.n > 0) {
       if ((rc = replay_grow(rp, in.n, err)) != RD_OK) return rc;
       memcpy(rp->prio, in.priorities, in.n * sizeof(double));
     }
@@ -926,9 +926,11 @@ static int replay_record(void *arg, const rd_journal_record_t *r, rd_error_t *er
   } else if (r->type == RD_JOURNAL_REC_UPDATE) {
     rd_journal_update_t up;
     if ((rc = rd_journal_decode_update(r, &up, err)) != RD_OK) return rc;
-    if ((rc = replay_grow(rp, up.n, err)) != RD_OK) return rc;
-    memcpy(rp->keys, up.keys, up.n * sizeof(uint64_t));
-    memcpy(rp->prio, up.priorities, up.n * sizeof(double));
+    if (up.n > 0) { /* an empty record has nothing to copy (and no buffer yet) */
+      if ((rc = replay_grow(rp, up.n, err)) != RD_OK) return rc;
+      memcpy(rp->keys, up.keys, up.n * sizeof(uint64_t));
+      memcpy(rp->prio, up.priorities, up.n * sizeof(double));
+    }
     pthread_mutex_lock(&w->lock);
     rc = rd_table_update(t, up.n, rp->keys, rp->prio, NULL, err);
     pthread_mutex_unlock(&w->lock);
