@@ -1189,6 +1189,117 @@ int rdc_insert_batch_wait(rdc_client_t *c, const char *id, const char *token, ui
   return insert_batch(c, id, token, n, cols, n_cols, priorities, keys, dl, ff, err);
 }
 
+/* A streaming call's state, shared by the insert stream and the sampler:
+ * its own completion queue (each op plucked by its tag), the call (no call
+ * deadline: a stream lives as long as its actor or learner), the token it
+ * sends as initial metadata, what the end op receives, and the sticky
+ * error. A send slot (tag_send) and an end op (tag_end) are in both. */
+typedef struct {
+  const char *method; /* for messages: "Insert", "SampleStream" */
+  grpc_completion_queue *cq;
+  grpc_call *call;
+  double wait_s; /* longest wait for the server per send and at the close */
+  char id[RDC_ID_MAX];
+  char token[RDC_TOKEN_MAX];
+  grpc_metadata md;
+  int send_pending, end_pending;
+  grpc_byte_buffer *sending, *recv;
+  grpc_metadata_array initial_md, trailing_md;
+  grpc_status_code status;
+  grpc_slice details;
+  const char *error_string;
+  int half_closed; /* SEND_CLOSE_FROM_CLIENT started */
+  int failed;      /* sticky: error holds the stream's error */
+  rdc_error_t error;
+  char tag_send, tag_end; /* their addresses are the tags */
+} stream_call_t;
+
+/* The arguments every stream takes, checked before anything is held. */
+static int stream_call_check(const char *id, const char *token, rdc_error_t *err) {
+  int rc = check_id(id, err);
+  if (rc == RDC_OK) rc = check_token(token, err);
+  if (rc != RDC_OK) return rc;
+  if (strlen(id) >= RDC_ID_MAX)
+    return set_error(err, RDC_EINVAL, "workload id longer than %d bytes", RDC_ID_MAX - 1);
+  if (token != NULL && strlen(token) >= RDC_TOKEN_MAX)
+    return set_error(err, RDC_EINVAL, "token longer than %d bytes", RDC_TOKEN_MAX - 1);
+  return RDC_OK;
+}
+
+/* Create the call (arguments checked by stream_call_check); returns the
+ * client's initial-metadata flags for the first send. */
+static uint32_t stream_call_init(stream_call_t *sc, rdc_client_t *c, int method,
+                                 const char *method_name, const char *id, const char *token) {
+  sc->method = method_name;
+  snprintf(sc->id, sizeof sc->id, "%s", id);
+  if (token != NULL) snprintf(sc->token, sizeof sc->token, "%s", token);
+  pthread_mutex_lock(&c->lock);
+  sc->wait_s = c->deadline_s;
+  uint32_t flags = c->md_flags;
+  pthread_mutex_unlock(&c->lock);
+  grpc_metadata_array_init(&sc->initial_md);
+  grpc_metadata_array_init(&sc->trailing_md);
+  sc->details = grpc_empty_slice();
+  sc->status = GRPC_STATUS_UNKNOWN;
+  sc->cq = grpc_completion_queue_create_for_pluck(NULL);
+  sc->call = grpc_channel_create_registered_call(c->channel, NULL, GRPC_PROPAGATE_DEFAULTS, sc->cq,
+                                                 c->methods[method],
+                                                 gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
+  return flags;
+}
+
+/* op: SEND_INITIAL_METADATA with the token, if there is one. */
+static void stream_call_send_md(stream_call_t *sc, grpc_op *op, uint32_t flags) {
+  op->op = GRPC_OP_SEND_INITIAL_METADATA;
+  op->flags = flags;
+  if (sc->token[0] != '\0') {
+    sc->md.key = grpc_slice_from_static_string(RDC_TOKEN_KEY);
+    sc->md.value = grpc_slice_from_static_buffer(sc->token, strlen(sc->token));
+    op->data.send_initial_metadata.count = 1;
+    op->data.send_initial_metadata.metadata = &sc->md;
+  }
+}
+
+/* op: RECV_STATUS_ON_CLIENT into sc. */
+static void stream_call_recv_status(stream_call_t *sc, grpc_op *op) {
+  op->op = GRPC_OP_RECV_STATUS_ON_CLIENT;
+  op->data.recv_status_on_client.trailing_metadata = &sc->trailing_md;
+  op->data.recv_status_on_client.status = &sc->status;
+  op->data.recv_status_on_client.status_details = &sc->details;
+  op->data.recv_status_on_client.error_string = &sc->error_string;
+}
+
+/* Start ops on the call; *pending marks the tag in flight. A refusal fails
+ * the stream. */
+static int stream_call_start(stream_call_t *sc, grpc_op *ops, size_t n, void *tag, int *pending) {
+  grpc_call_error ce = grpc_call_start_batch(sc->call, ops, n, tag, NULL);
+  if (ce != GRPC_CALL_OK) {
+    sc->failed = 1;
+    return set_error(&sc->error, RDC_ECALL, "%s: gRPC refused a stream operation (error %d)",
+                     sc->method, (int)ce);
+  }
+  *pending = 1;
+  return RDC_OK;
+}
+
+/* The stream's sticky error, into err. */
+static int stream_call_fail(const stream_call_t *sc, rdc_error_t *err) {
+  if (err != NULL) *err = sc->error;
+  return sc->error.code;
+}
+
+/* Release what the call holds (no op may be in flight). */
+static void stream_call_release(stream_call_t *sc) {
+  if (sc->sending != NULL) grpc_byte_buffer_destroy(sc->sending);
+  if (sc->recv != NULL) grpc_byte_buffer_destroy(sc->recv);
+  if (sc->error_string != NULL) gpr_free((void *)sc->error_string);
+  grpc_slice_unref(sc->details);
+  grpc_metadata_array_destroy(&sc->initial_md);
+  grpc_metadata_array_destroy(&sc->trailing_md);
+  grpc_call_unref(sc->call);
+  destroy_cq(sc->cq);
+}
+
 /* The insert stream. Ops in flight on its call, each with its own tag:
  * - the send slot (tag_send): the initial metadata, then one message at a
  *   time, then the half-close. gRPC allows one send op of a kind at a time,
@@ -1198,74 +1309,53 @@ int rdc_insert_batch_wait(rdc_client_t *c, const char *id, const char *token, ui
  *   ends, so a stream the server ended early (bad token, bad batch) is
  *   noticed by peeking at it before each write, without waiting. */
 struct rdc_insert_stream {
-  grpc_completion_queue *cq;
-  grpc_call *call;
-  double wait_s; /* longest wait for the server per write / close */
-  char id[RDC_ID_MAX];
-  char token[RDC_TOKEN_MAX];
-  grpc_metadata md;
-  int send_pending;
-  grpc_byte_buffer *sending;
-  int end_pending;
-  grpc_metadata_array initial_md, trailing_md;
-  grpc_byte_buffer *recv;
-  grpc_status_code status;
-  grpc_slice details;
-  const char *error_string;
-  int half_closed; /* SEND_CLOSE_FROM_CLIENT started */
-  int failed;      /* sticky: error holds the stream's error */
-  rdc_error_t error;
-  char tag_send, tag_end; /* their addresses are the tags */
+  stream_call_t sc;
 };
-
-static int stream_fail(rdc_insert_stream_t *s, rdc_error_t *err) {
-  if (err != NULL) *err = s->error;
-  return s->error.code;
-}
 
 /* The end op completed: record why the stream ended. */
 static void stream_ended(rdc_insert_stream_t *s) {
-  s->end_pending = 0;
-  if (s->failed) return;
-  if (s->status == GRPC_STATUS_OK && s->half_closed) return; /* the normal end */
-  s->failed = 1;
-  if (s->status != GRPC_STATUS_OK)
-    status_error(&s->error, "Insert", s->status, s->details);
+  s->sc.end_pending = 0;
+  if (s->sc.failed) return;
+  if (s->sc.status == GRPC_STATUS_OK && s->sc.half_closed) return; /* the normal end */
+  s->sc.failed = 1;
+  if (s->sc.status != GRPC_STATUS_OK)
+    status_error(&s->sc.error, "Insert", s->sc.status, s->sc.details);
   else
-    set_error(&s->error, RDC_EPROTO, "Insert: the server ended the stream before it was closed");
+    set_error(&s->sc.error, RDC_EPROTO, "Insert: the server ended the stream before it was closed");
 }
 
 /* Cancel the call and wait for every op in flight (they complete promptly
  * once the call is cancelled). */
 static void stream_drain(rdc_insert_stream_t *s, grpc_status_code why, const char *msg) {
-  if (s->send_pending || s->end_pending)
-    grpc_call_cancel_with_status(s->call, why, msg, NULL);
-  if (s->send_pending) {
-    grpc_completion_queue_pluck(s->cq, &s->tag_send, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
-    s->send_pending = 0;
+  if (s->sc.send_pending || s->sc.end_pending)
+    grpc_call_cancel_with_status(s->sc.call, why, msg, NULL);
+  const gpr_timespec inf = gpr_inf_future(GPR_CLOCK_REALTIME);
+  if (s->sc.send_pending) {
+    grpc_completion_queue_pluck(s->sc.cq, &s->sc.tag_send, inf, NULL);
+    s->sc.send_pending = 0;
   }
-  if (s->end_pending) {
-    grpc_completion_queue_pluck(s->cq, &s->tag_end, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
-    s->end_pending = 0;
+  if (s->sc.end_pending) {
+    grpc_completion_queue_pluck(s->sc.cq, &s->sc.tag_end, inf, NULL);
+    s->sc.end_pending = 0;
   }
 }
 
 static void stream_timeout(rdc_insert_stream_t *s, const char *what) {
   char msg[128];
-  snprintf(msg, sizeof msg, "Insert: no answer from the server for %g s while %s", s->wait_s,
+  snprintf(msg, sizeof msg, "Insert: no answer from the server for %g s while %s", s->sc.wait_s,
            what);
   stream_drain(s, GRPC_STATUS_DEADLINE_EXCEEDED, msg);
-  if (!s->failed) {
-    s->failed = 1;
-    set_error(&s->error, RDC_DEADLINE_EXCEEDED, "%s", msg);
+  if (!s->sc.failed) {
+    s->sc.failed = 1;
+    set_error(&s->sc.error, RDC_DEADLINE_EXCEEDED, "%s", msg);
   }
 }
 
 /* Wait for the end op at most wait_s (or not at all with wait_s == 0). */
 static void stream_wait_end(rdc_insert_stream_t *s, double wait_s, const char *what) {
-  if (!s->end_pending) return;
+  if (!s->sc.end_pending) return;
   gpr_timespec dl = wait_s > 0 ? deadline_after(wait_s) : gpr_inf_past(GPR_CLOCK_MONOTONIC);
-  grpc_event ev = grpc_completion_queue_pluck(s->cq, &s->tag_end, dl, NULL);
+  grpc_event ev = grpc_completion_queue_pluck(s->sc.cq, &s->sc.tag_end, dl, NULL);
   if (ev.type == GRPC_OP_COMPLETE)
     stream_ended(s);
   else if (wait_s > 0)
@@ -1274,42 +1364,28 @@ static void stream_wait_end(rdc_insert_stream_t *s, double wait_s, const char *w
 
 /* Wait for the send slot to be free. */
 static void stream_wait_send(rdc_insert_stream_t *s, const char *what) {
-  if (!s->send_pending) return;
-  grpc_event ev = grpc_completion_queue_pluck(s->cq, &s->tag_send, deadline_after(s->wait_s), NULL);
+  if (!s->sc.send_pending) return;
+  grpc_event ev =
+      grpc_completion_queue_pluck(s->sc.cq, &s->sc.tag_send, deadline_after(s->sc.wait_s), NULL);
   if (ev.type != GRPC_OP_COMPLETE) {
     stream_timeout(s, what);
     return;
   }
-  s->send_pending = 0;
-  if (s->sending != NULL) {
-    grpc_byte_buffer_destroy(s->sending);
-    s->sending = NULL;
+  s->sc.send_pending = 0;
+  if (s->sc.sending != NULL) {
+    grpc_byte_buffer_destroy(s->sc.sending);
+    s->sc.sending = NULL;
   }
   /* A send fails only when the call is over: the status tells why. */
-  if (!ev.success) stream_wait_end(s, s->wait_s, "waiting for the status of a failed send");
+  if (!ev.success) stream_wait_end(s, s->sc.wait_s, "waiting for the status of a failed send");
 }
 
 static int stream_start_send(rdc_insert_stream_t *s, grpc_op *op) {
-  grpc_call_error ce = grpc_call_start_batch(s->call, op, 1, &s->tag_send, NULL);
-  if (ce != GRPC_CALL_OK) {
-    s->failed = 1;
-    set_error(&s->error, RDC_ECALL, "Insert: gRPC refused a stream operation (error %d)",
-              (int)ce);
-    return RDC_ECALL;
-  }
-  s->send_pending = 1;
-  return RDC_OK;
+  return stream_call_start(&s->sc, op, 1, &s->sc.tag_send, &s->sc.send_pending);
 }
 
 static void stream_free(rdc_insert_stream_t *s) {
-  if (s->sending != NULL) grpc_byte_buffer_destroy(s->sending);
-  if (s->recv != NULL) grpc_byte_buffer_destroy(s->recv);
-  if (s->error_string != NULL) gpr_free((void *)s->error_string);
-  grpc_slice_unref(s->details);
-  grpc_metadata_array_destroy(&s->initial_md);
-  grpc_metadata_array_destroy(&s->trailing_md);
-  grpc_call_unref(s->call);
-  destroy_cq(s->cq);
+  stream_call_release(&s->sc);
   free(s);
 }
 
@@ -1317,43 +1393,18 @@ int rdc_insert_stream_open(rdc_client_t *c, const char *id, const char *token,
                            rdc_insert_stream_t **out, rdc_error_t *err) {
   if (c == NULL || out == NULL) return set_error(err, RDC_EINVAL, "client or out is NULL");
   *out = NULL;
-  int rc = check_id(id, err);
-  if (rc == RDC_OK) rc = check_token(token, err);
+  int rc = stream_call_check(id, token, err);
   if (rc != RDC_OK) return rc;
-  if (strlen(id) >= RDC_ID_MAX)
-    return set_error(err, RDC_EINVAL, "workload id longer than %d bytes", RDC_ID_MAX - 1);
-  if (token != NULL && strlen(token) >= RDC_TOKEN_MAX)
-    return set_error(err, RDC_EINVAL, "token longer than %d bytes", RDC_TOKEN_MAX - 1);
 
   rdc_insert_stream_t *s = calloc(1, sizeof *s);
   if (s == NULL) return set_error(err, RDC_ENOMEM, "out of memory");
-  snprintf(s->id, sizeof s->id, "%s", id);
-  if (token != NULL) snprintf(s->token, sizeof s->token, "%s", token);
-  pthread_mutex_lock(&c->lock);
-  s->wait_s = c->deadline_s;
-  pthread_mutex_unlock(&c->lock);
-  grpc_metadata_array_init(&s->initial_md);
-  grpc_metadata_array_init(&s->trailing_md);
-  s->details = grpc_empty_slice();
-  s->status = GRPC_STATUS_UNKNOWN;
-  s->cq = grpc_completion_queue_create_for_pluck(NULL);
-  /* No call deadline: a stream lives as long as its actor. */
-  s->call = grpc_channel_create_registered_call(c->channel, NULL, GRPC_PROPAGATE_DEFAULTS, s->cq,
-                                                c->methods[M_INSERT],
-                                                gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
+  uint32_t flags = stream_call_init(&s->sc, c, M_INSERT, "Insert", id, token);
 
   grpc_op op;
   memset(&op, 0, sizeof op);
-  op.op = GRPC_OP_SEND_INITIAL_METADATA;
-  op.flags = c->md_flags;
-  if (s->token[0] != '\0') {
-    s->md.key = grpc_slice_from_static_string(RDC_TOKEN_KEY);
-    s->md.value = grpc_slice_from_static_buffer(s->token, strlen(s->token));
-    op.data.send_initial_metadata.count = 1;
-    op.data.send_initial_metadata.metadata = &s->md;
-  }
+  stream_call_send_md(&s->sc, &op, flags);
   if (stream_start_send(s, &op) != RDC_OK) {
-    rc = stream_fail(s, err);
+    rc = stream_call_fail(&s->sc, err);
     stream_free(s);
     return rc;
   }
@@ -1361,22 +1412,18 @@ int rdc_insert_stream_open(rdc_client_t *c, const char *id, const char *token,
   grpc_op end[3];
   memset(end, 0, sizeof end);
   end[0].op = GRPC_OP_RECV_INITIAL_METADATA;
-  end[0].data.recv_initial_metadata.recv_initial_metadata = &s->initial_md;
+  end[0].data.recv_initial_metadata.recv_initial_metadata = &s->sc.initial_md;
   end[1].op = GRPC_OP_RECV_MESSAGE;
-  end[1].data.recv_message.recv_message = &s->recv;
-  end[2].op = GRPC_OP_RECV_STATUS_ON_CLIENT;
-  end[2].data.recv_status_on_client.trailing_metadata = &s->trailing_md;
-  end[2].data.recv_status_on_client.status = &s->status;
-  end[2].data.recv_status_on_client.status_details = &s->details;
-  end[2].data.recv_status_on_client.error_string = &s->error_string;
-  grpc_call_error ce = grpc_call_start_batch(s->call, end, 3, &s->tag_end, NULL);
+  end[1].data.recv_message.recv_message = &s->sc.recv;
+  stream_call_recv_status(&s->sc, &end[2]);
+  grpc_call_error ce = grpc_call_start_batch(s->sc.call, end, 3, &s->sc.tag_end, NULL);
   if (ce != GRPC_CALL_OK) {
     stream_drain(s, GRPC_STATUS_CANCELLED, "client could not start the stream");
     stream_free(s);
     return set_error(err, RDC_ECALL, "Insert: gRPC refused to start the stream (error %d)",
                      (int)ce);
   }
-  s->end_pending = 1;
+  s->sc.end_pending = 1;
   *out = s;
   return ok(err);
 }
@@ -1384,47 +1431,47 @@ int rdc_insert_stream_open(rdc_client_t *c, const char *id, const char *token,
 int rdc_insert_stream_write(rdc_insert_stream_t *s, uint32_t n, const rdc_column_t *cols,
                             size_t n_cols, const double *priorities, rdc_error_t *err) {
   if (s == NULL) return set_error(err, RDC_EINVAL, "stream is NULL");
-  if (s->failed) return stream_fail(s, err);
+  if (s->sc.failed) return stream_call_fail(&s->sc, err);
   Replayd__V1__InsertRequest req;
   Replayd__V1__RowBatch rows;
   ProtobufCBinaryData bins[RDC_MAX_FIELDS];
   /* An argument error fails this write only, not the stream. */
-  int rc = insert_request(&req, &rows, bins, s->id, n, cols, n_cols, priorities, err);
+  int rc = insert_request(&req, &rows, bins, s->sc.id, n, cols, n_cols, priorities, err);
   if (rc != RDC_OK) return rc;
 
   stream_wait_end(s, 0, NULL); /* did the server end the stream already? */
-  if (!s->failed) stream_wait_send(s, "sending the previous batch");
-  if (s->failed) return stream_fail(s, err);
+  if (!s->sc.failed) stream_wait_send(s, "sending the previous batch");
+  if (s->sc.failed) return stream_call_fail(&s->sc, err);
 
   /* Pack after the wait: at most one packed message exists at a time. */
-  s->sending = pack(&req.base);
+  s->sc.sending = pack(&req.base);
   grpc_op op;
   memset(&op, 0, sizeof op);
   op.op = GRPC_OP_SEND_MESSAGE;
-  op.data.send_message.send_message = s->sending;
-  if (stream_start_send(s, &op) != RDC_OK) return stream_fail(s, err);
+  op.data.send_message.send_message = s->sc.sending;
+  if (stream_start_send(s, &op) != RDC_OK) return stream_call_fail(&s->sc, err);
   return ok(err);
 }
 
 int rdc_insert_stream_close(rdc_insert_stream_t *s, uint64_t *inserted, uint64_t *first_key,
                             rdc_error_t *err) {
   if (s == NULL) return set_error(err, RDC_EINVAL, "stream is NULL");
-  if (!s->failed) stream_wait_send(s, "sending the last batch");
-  if (!s->failed) {
+  if (!s->sc.failed) stream_wait_send(s, "sending the last batch");
+  if (!s->sc.failed) {
     grpc_op op;
     memset(&op, 0, sizeof op);
     op.op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
-    s->half_closed = 1;
+    s->sc.half_closed = 1;
     if (stream_start_send(s, &op) == RDC_OK) stream_wait_send(s, "closing the stream");
   }
   /* The answer: the final reply, or the status that says why not. */
-  if (!s->failed) stream_wait_end(s, s->wait_s, "waiting for the stream's answer");
-  if (!s->failed) {
-    Replayd__V1__InsertResponse *r =
-        (Replayd__V1__InsertResponse *)unpack(&replayd__v1__insert_response__descriptor, s->recv);
+  if (!s->sc.failed) stream_wait_end(s, s->sc.wait_s, "waiting for the stream's answer");
+  if (!s->sc.failed) {
+    Replayd__V1__InsertResponse *r = (Replayd__V1__InsertResponse *)unpack(
+        &replayd__v1__insert_response__descriptor, s->sc.recv);
     if (r == NULL) {
-      s->failed = 1;
-      set_error(&s->error, RDC_EPROTO, "Insert: the server's reply could not be decoded");
+      s->sc.failed = 1;
+      set_error(&s->sc.error, RDC_EPROTO, "Insert: the server's reply could not be decoded");
     } else {
       if (inserted != NULL) *inserted = r->inserted;
       if (first_key != NULL) *first_key = r->first_key;
@@ -1432,7 +1479,7 @@ int rdc_insert_stream_close(rdc_insert_stream_t *s, uint64_t *inserted, uint64_t
     }
   }
   stream_drain(s, GRPC_STATUS_CANCELLED, "client closed the stream after an error");
-  int rc = s->failed ? stream_fail(s, err) : ok(err);
+  int rc = s->sc.failed ? stream_call_fail(&s->sc, err) : ok(err);
   stream_free(s);
   return rc;
 }
@@ -1596,25 +1643,13 @@ int rdc_set_rate_limiter(rdc_client_t *c, const char *id, const char *token,
  * (at least one), or with an update, whenever the send slot is free, and
  * at once when the whole window is owed. */
 struct rdc_sampler {
-  grpc_completion_queue *cq;
-  grpc_call *call;
-  double wait_s; /* longest wait for the send slot and the close */
-  char id[RDC_ID_MAX];
-  char token[RDC_TOKEN_MAX];
-  grpc_metadata md;
+  stream_call_t sc;
   uint32_t batch, window, ack_every;
   uint32_t owed;         /* batches taken and not yet acknowledged */
   uint64_t taken;
-  int send_pending, recv_pending, end_pending;
+  int recv_pending;
   int first_recv;        /* the read slot also takes the initial metadata */
-  grpc_byte_buffer *sending, *recv;
-  grpc_metadata_array initial_md, trailing_md;
-  grpc_status_code status;
-  grpc_slice details;
-  const char *error_string;
-  int half_closed, failed;
-  rdc_error_t error;
-  char tag_send, tag_recv, tag_end;
+  char tag_recv;
 };
 
 void rdc_sampler_opts_init(rdc_sampler_opts_t *o) {
@@ -1622,76 +1657,60 @@ void rdc_sampler_opts_init(rdc_sampler_opts_t *o) {
   o->beta = NAN;
 }
 
-static int sampler_fail(rdc_sampler_t *s, rdc_error_t *err) {
-  if (err != NULL) *err = s->error;
-  return s->error.code;
-}
-
 /* The stream ended (tag_end): record why, unless an error is recorded. */
 static void sampler_ended(rdc_sampler_t *s) {
-  s->end_pending = 0;
-  if (s->failed) return;
-  s->failed = 1;
-  if (s->status != GRPC_STATUS_OK)
-    status_error(&s->error, "SampleStream", s->status, s->details);
-  else if (s->half_closed)
-    set_error(&s->error, RDC_EINVAL, "SampleStream: the sampler is closed");
+  s->sc.end_pending = 0;
+  if (s->sc.failed) return;
+  s->sc.failed = 1;
+  if (s->sc.status != GRPC_STATUS_OK)
+    status_error(&s->sc.error, "SampleStream", s->sc.status, s->sc.details);
+  else if (s->sc.half_closed)
+    set_error(&s->sc.error, RDC_EINVAL, "SampleStream: the sampler is closed");
   else
-    set_error(&s->error, RDC_EPROTO, "SampleStream: the server ended the stream");
+    set_error(&s->sc.error, RDC_EPROTO, "SampleStream: the server ended the stream");
 }
 
 /* Wait for the end at most wait_s (0: only look). */
 static void sampler_wait_end(rdc_sampler_t *s, double wait_s) {
-  if (!s->end_pending) return;
+  if (!s->sc.end_pending) return;
   gpr_timespec dl = wait_s > 0 ? deadline_after(wait_s) : gpr_inf_past(GPR_CLOCK_MONOTONIC);
-  grpc_event ev = grpc_completion_queue_pluck(s->cq, &s->tag_end, dl, NULL);
+  grpc_event ev = grpc_completion_queue_pluck(s->sc.cq, &s->sc.tag_end, dl, NULL);
   if (ev.type == GRPC_OP_COMPLETE) sampler_ended(s);
 }
 
 static void sampler_cancel(rdc_sampler_t *s, const char *why) {
-  if (s->send_pending || s->recv_pending || s->end_pending)
-    grpc_call_cancel_with_status(s->call, GRPC_STATUS_CANCELLED, why, NULL);
+  if (s->sc.send_pending || s->recv_pending || s->sc.end_pending)
+    grpc_call_cancel_with_status(s->sc.call, GRPC_STATUS_CANCELLED, why, NULL);
   const gpr_timespec inf = gpr_inf_future(GPR_CLOCK_REALTIME);
-  if (s->send_pending) grpc_completion_queue_pluck(s->cq, &s->tag_send, inf, NULL);
-  if (s->recv_pending) grpc_completion_queue_pluck(s->cq, &s->tag_recv, inf, NULL);
-  if (s->end_pending) grpc_completion_queue_pluck(s->cq, &s->tag_end, inf, NULL);
-  s->send_pending = s->recv_pending = s->end_pending = 0;
-  if (!s->failed) {
-    s->failed = 1;
-    set_error(&s->error, RDC_CANCELLED, "SampleStream: %s", why);
+  if (s->sc.send_pending) grpc_completion_queue_pluck(s->sc.cq, &s->sc.tag_send, inf, NULL);
+  if (s->recv_pending) grpc_completion_queue_pluck(s->sc.cq, &s->tag_recv, inf, NULL);
+  if (s->sc.end_pending) grpc_completion_queue_pluck(s->sc.cq, &s->sc.tag_end, inf, NULL);
+  s->sc.send_pending = s->recv_pending = s->sc.end_pending = 0;
+  if (!s->sc.failed) {
+    s->sc.failed = 1;
+    set_error(&s->sc.error, RDC_CANCELLED, "SampleStream: %s", why);
   }
 }
 
 /* The send slot, free: wait_s > 0 waits that long (then the stream is
  * cancelled: the server stopped reading), 0 only looks. 1 when free. */
 static int sampler_send_slot(rdc_sampler_t *s, double wait_s) {
-  if (!s->send_pending) return 1;
+  if (!s->sc.send_pending) return 1;
   gpr_timespec dl = wait_s > 0 ? deadline_after(wait_s) : gpr_inf_past(GPR_CLOCK_MONOTONIC);
-  grpc_event ev = grpc_completion_queue_pluck(s->cq, &s->tag_send, dl, NULL);
+  grpc_event ev = grpc_completion_queue_pluck(s->sc.cq, &s->sc.tag_send, dl, NULL);
   if (ev.type != GRPC_OP_COMPLETE) {
     if (wait_s > 0) {
       sampler_cancel(s, "no answer from the server while sending");
-      set_error(&s->error, RDC_DEADLINE_EXCEEDED, "SampleStream: the server took no message "
+      set_error(&s->sc.error, RDC_DEADLINE_EXCEEDED, "SampleStream: the server took no message "
                 "for %g s", wait_s);
     }
     return 0;
   }
-  s->send_pending = 0;
-  if (s->sending) grpc_byte_buffer_destroy(s->sending);
-  s->sending = NULL;
-  if (!ev.success) sampler_wait_end(s, s->wait_s); /* the call is over: its status says why */
-  return !s->failed;
-}
-
-static int sampler_start(rdc_sampler_t *s, grpc_op *ops, size_t n, void *tag, int *pending) {
-  grpc_call_error ce = grpc_call_start_batch(s->call, ops, n, tag, NULL);
-  if (ce != GRPC_CALL_OK) {
-    s->failed = 1;
-    return set_error(&s->error, RDC_ECALL, "SampleStream: gRPC refused a stream operation "
-                     "(error %d)", (int)ce);
-  }
-  *pending = 1;
-  return RDC_OK;
+  s->sc.send_pending = 0;
+  if (s->sc.sending) grpc_byte_buffer_destroy(s->sc.sending);
+  s->sc.sending = NULL;
+  if (!ev.success) sampler_wait_end(s, s->sc.wait_s); /* the call is over: its status says why */
+  return !s->sc.failed;
 }
 
 /* Send m (acknowledging what is owed) on the free send slot. */
@@ -1699,25 +1718,15 @@ static int sampler_send(rdc_sampler_t *s, Replayd__V1__SampleStreamRequest *m, i
                         uint32_t flags) {
   m->ack = s->owed;
   s->owed = 0;
-  s->sending = pack(&m->base);
+  s->sc.sending = pack(&m->base);
   grpc_op ops[2];
   size_t n = 0;
   memset(ops, 0, sizeof ops);
-  if (with_md) {
-    ops[n].op = GRPC_OP_SEND_INITIAL_METADATA;
-    ops[n].flags = flags;
-    if (s->token[0] != '\0') {
-      s->md.key = grpc_slice_from_static_string(RDC_TOKEN_KEY);
-      s->md.value = grpc_slice_from_static_buffer(s->token, strlen(s->token));
-      ops[n].data.send_initial_metadata.count = 1;
-      ops[n].data.send_initial_metadata.metadata = &s->md;
-    }
-    n++;
-  }
+  if (with_md) stream_call_send_md(&s->sc, &ops[n++], flags);
   ops[n].op = GRPC_OP_SEND_MESSAGE;
-  ops[n].data.send_message.send_message = s->sending;
+  ops[n].data.send_message.send_message = s->sc.sending;
   n++;
-  return sampler_start(s, ops, n, &s->tag_send, &s->send_pending);
+  return stream_call_start(&s->sc, ops, n, &s->sc.tag_send, &s->sc.send_pending);
 }
 
 static int sampler_read(rdc_sampler_t *s) {
@@ -1726,25 +1735,18 @@ static int sampler_read(rdc_sampler_t *s) {
   memset(ops, 0, sizeof ops);
   if (s->first_recv) {
     ops[n].op = GRPC_OP_RECV_INITIAL_METADATA;
-    ops[n].data.recv_initial_metadata.recv_initial_metadata = &s->initial_md;
+    ops[n].data.recv_initial_metadata.recv_initial_metadata = &s->sc.initial_md;
     n++;
     s->first_recv = 0;
   }
   ops[n].op = GRPC_OP_RECV_MESSAGE;
-  ops[n].data.recv_message.recv_message = &s->recv;
+  ops[n].data.recv_message.recv_message = &s->sc.recv;
   n++;
-  return sampler_start(s, ops, n, &s->tag_recv, &s->recv_pending);
+  return stream_call_start(&s->sc, ops, n, &s->tag_recv, &s->recv_pending);
 }
 
 static void sampler_free(rdc_sampler_t *s) {
-  if (s->sending != NULL) grpc_byte_buffer_destroy(s->sending);
-  if (s->recv != NULL) grpc_byte_buffer_destroy(s->recv);
-  if (s->error_string != NULL) gpr_free((void *)s->error_string);
-  grpc_slice_unref(s->details);
-  grpc_metadata_array_destroy(&s->initial_md);
-  grpc_metadata_array_destroy(&s->trailing_md);
-  grpc_call_unref(s->call);
-  destroy_cq(s->cq);
+  stream_call_release(&s->sc);
   free(s);
 }
 
@@ -1753,39 +1755,21 @@ int rdc_sampler_open(rdc_client_t *c, const char *id, const char *token,
   if (c == NULL || out == NULL || o == NULL)
     return set_error(err, RDC_EINVAL, "client, opts or out is NULL");
   *out = NULL;
-  int rc = check_id(id, err);
-  if (rc == RDC_OK) rc = check_token(token, err);
+  int rc = stream_call_check(id, token, err);
   if (rc != RDC_OK) return rc;
-  if (strlen(id) >= RDC_ID_MAX)
-    return set_error(err, RDC_EINVAL, "workload id longer than %d bytes", RDC_ID_MAX - 1);
-  if (token != NULL && strlen(token) >= RDC_TOKEN_MAX)
-    return set_error(err, RDC_EINVAL, "token longer than %d bytes", RDC_TOKEN_MAX - 1);
   if (o->batch_size == 0) return set_error(err, RDC_EINVAL, "batch_size must be >= 1");
   if (o->window > 64) return set_error(err, RDC_EINVAL, "window %u is above 64", o->window);
 
   rdc_sampler_t *s = calloc(1, sizeof *s);
   if (s == NULL) return set_error(err, RDC_ENOMEM, "out of memory");
-  snprintf(s->id, sizeof s->id, "%s", id);
-  if (token != NULL) snprintf(s->token, sizeof s->token, "%s", token);
   s->batch = o->batch_size;
   s->window = o->window ? o->window : 4;
   s->ack_every = s->window / 4 ? s->window / 4 : 1;
   s->first_recv = 1;
-  pthread_mutex_lock(&c->lock);
-  s->wait_s = c->deadline_s;
-  uint32_t flags = c->md_flags;
-  pthread_mutex_unlock(&c->lock);
-  grpc_metadata_array_init(&s->initial_md);
-  grpc_metadata_array_init(&s->trailing_md);
-  s->details = grpc_empty_slice();
-  s->status = GRPC_STATUS_UNKNOWN;
-  s->cq = grpc_completion_queue_create_for_pluck(NULL);
   /* No call deadline: a learner samples for hours (each next has its own). */
-  s->call = grpc_channel_create_registered_call(c->channel, NULL, GRPC_PROPAGATE_DEFAULTS, s->cq,
-                                                c->methods[M_SAMPLE_STREAM],
-                                                gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
+  uint32_t flags = stream_call_init(&s->sc, c, M_SAMPLE_STREAM, "SampleStream", id, token);
   Replayd__V1__SampleStreamRequest first = REPLAYD__V1__SAMPLE_STREAM_REQUEST__INIT;
-  first.workload_id = (char *)s->id;
+  first.workload_id = (char *)s->sc.id;
   first.batch_size = o->batch_size;
   first.stratified = o->stratified != 0;
   first.window = s->window;
@@ -1795,16 +1779,12 @@ int rdc_sampler_open(rdc_client_t *c, const char *id, const char *token,
   }
   grpc_op end;
   memset(&end, 0, sizeof end);
-  end.op = GRPC_OP_RECV_STATUS_ON_CLIENT;
-  end.data.recv_status_on_client.trailing_metadata = &s->trailing_md;
-  end.data.recv_status_on_client.status = &s->status;
-  end.data.recv_status_on_client.status_details = &s->details;
-  end.data.recv_status_on_client.error_string = &s->error_string;
+  stream_call_recv_status(&s->sc, &end);
   rc = sampler_send(s, &first, 1, flags);
   if (rc == RDC_OK) rc = sampler_read(s);
-  if (rc == RDC_OK) rc = sampler_start(s, &end, 1, &s->tag_end, &s->end_pending);
+  if (rc == RDC_OK) rc = stream_call_start(&s->sc, &end, 1, &s->sc.tag_end, &s->sc.end_pending);
   if (rc != RDC_OK) {
-    rc = sampler_fail(s, err);
+    rc = stream_call_fail(&s->sc, err);
     sampler_cancel(s, "the client could not start the stream");
     sampler_free(s);
     return rc;
@@ -1817,7 +1797,7 @@ int rdc_sampler_open(rdc_client_t *c, const char *id, const char *token,
  * owed, once it is). */
 static void sampler_ack(rdc_sampler_t *s) {
   if (s->owed < s->ack_every) return;
-  if (!sampler_send_slot(s, s->owed >= s->window ? s->wait_s : 0)) return;
+  if (!sampler_send_slot(s, s->owed >= s->window ? s->sc.wait_s : 0)) return;
   Replayd__V1__SampleStreamRequest m = REPLAYD__V1__SAMPLE_STREAM_REQUEST__INIT;
   sampler_send(s, &m, 0, 0);
 }
@@ -1830,42 +1810,42 @@ int rdc_sampler_next(rdc_sampler_t *s, double timeout_s, rdc_sample_t *io, rdc_e
                                           timeout_s);
   io->count = 0;
   io->table_size = 0;
-  if (s->failed) return sampler_fail(s, err);
+  if (s->sc.failed) return stream_call_fail(&s->sc, err);
   sampler_ack(s);
-  if (s->failed) return sampler_fail(s, err);
+  if (s->sc.failed) return stream_call_fail(&s->sc, err);
   gpr_timespec dl = timeout_s == 0 ? gpr_inf_past(GPR_CLOCK_MONOTONIC) : deadline_after(timeout_s);
-  grpc_event ev = grpc_completion_queue_pluck(s->cq, &s->tag_recv, dl, NULL);
+  grpc_event ev = grpc_completion_queue_pluck(s->sc.cq, &s->tag_recv, dl, NULL);
   if (ev.type != GRPC_OP_COMPLETE)
     return set_error(err, RDC_DEADLINE_EXCEEDED, "SampleStream: no batch within %g s (the rate "
                      "limiter may hold it back); the sampler is still open", timeout_s);
   s->recv_pending = 0;
-  grpc_byte_buffer *bb = s->recv;
-  s->recv = NULL;
+  grpc_byte_buffer *bb = s->sc.recv;
+  s->sc.recv = NULL;
   if (!ev.success || bb == NULL) { /* the stream is over: its status says why */
     if (bb) grpc_byte_buffer_destroy(bb);
-    sampler_wait_end(s, s->wait_s);
-    if (!s->failed) {
-      s->failed = 1;
-      set_error(&s->error, RDC_EPROTO, "SampleStream: the stream ended without a status");
+    sampler_wait_end(s, s->sc.wait_s);
+    if (!s->sc.failed) {
+      s->sc.failed = 1;
+      set_error(&s->sc.error, RDC_EPROTO, "SampleStream: the stream ended without a status");
     }
-    return sampler_fail(s, err);
+    return stream_call_fail(&s->sc, err);
   }
   rc = sampler_read(s); /* the next one comes while this one is used */
   Replayd__V1__SampleResponse *r =
       (Replayd__V1__SampleResponse *)unpack(&replayd__v1__sample_response__descriptor, bb);
   grpc_byte_buffer_destroy(bb);
   if (r == NULL) {
-    s->failed = 1;
-    set_error(&s->error, RDC_EPROTO, "SampleStream: a batch could not be decoded");
-    return sampler_fail(s, err);
+    s->sc.failed = 1;
+    set_error(&s->sc.error, RDC_EPROTO, "SampleStream: a batch could not be decoded");
+    return stream_call_fail(&s->sc, err);
   }
   if (rc == RDC_OK) rc = sample_from_pb(r, s->batch, io, "SampleStream", err);
   protobuf_c_message_free_unpacked(&r->base, NULL);
-  if (rc != RDC_OK) return rc == RDC_ECALL ? sampler_fail(s, err) : rc;
+  if (rc != RDC_OK) return rc == RDC_ECALL ? stream_call_fail(&s->sc, err) : rc;
   s->owed++;
   s->taken++;
   sampler_ack(s);
-  if (s->failed) return sampler_fail(s, err);
+  if (s->sc.failed) return stream_call_fail(&s->sc, err);
   return ok(err);
 }
 
@@ -1874,16 +1854,16 @@ int rdc_sampler_update(rdc_sampler_t *s, size_t n, const uint64_t *keys,
   if (s == NULL) return set_error(err, RDC_EINVAL, "sampler is NULL");
   if (n > 0 && (keys == NULL || priorities == NULL))
     return set_error(err, RDC_EINVAL, "keys or priorities is NULL");
-  if (s->failed) return sampler_fail(s, err);
+  if (s->sc.failed) return stream_call_fail(&s->sc, err);
   sampler_wait_end(s, 0); /* did the server end the stream already? */
-  if (!s->failed) sampler_send_slot(s, s->wait_s);
-  if (s->failed) return sampler_fail(s, err);
+  if (!s->sc.failed) sampler_send_slot(s, s->sc.wait_s);
+  if (s->sc.failed) return stream_call_fail(&s->sc, err);
   Replayd__V1__SampleStreamRequest m = REPLAYD__V1__SAMPLE_STREAM_REQUEST__INIT;
   m.n_keys = n;
   m.keys = (uint64_t *)keys;
   m.n_priorities = n;
   m.priorities = (double *)priorities;
-  if (sampler_send(s, &m, 0, 0) != RDC_OK) return sampler_fail(s, err);
+  if (sampler_send(s, &m, 0, 0) != RDC_OK) return stream_call_fail(&s->sc, err);
   return ok(err);
 }
 
@@ -1891,43 +1871,43 @@ uint64_t rdc_sampler_taken(const rdc_sampler_t *s) { return s ? s->taken : 0; }
 
 int rdc_sampler_close(rdc_sampler_t *s, rdc_error_t *err) {
   if (s == NULL) return set_error(err, RDC_EINVAL, "sampler is NULL");
-  int was_failed = s->failed;
-  if (!s->failed && sampler_send_slot(s, s->wait_s)) {
+  int was_failed = s->sc.failed;
+  if (!s->sc.failed && sampler_send_slot(s, s->sc.wait_s)) {
     grpc_op op;
     memset(&op, 0, sizeof op);
     op.op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
-    if (sampler_start(s, &op, 1, &s->tag_send, &s->send_pending) == RDC_OK) {
-      s->half_closed = 1;
-      sampler_send_slot(s, s->wait_s);
+    if (stream_call_start(&s->sc, &op, 1, &s->sc.tag_send, &s->sc.send_pending) == RDC_OK) {
+      s->sc.half_closed = 1;
+      sampler_send_slot(s, s->sc.wait_s);
     }
   }
   /* The server answers a half-close with its status; batches still on
    * their way are read and dropped meanwhile. */
-  double until = s->wait_s;
-  while (s->end_pending && !was_failed) {
+  double until = s->sc.wait_s;
+  while (s->sc.end_pending && !was_failed) {
     if (s->recv_pending) {
-      grpc_event ev = grpc_completion_queue_pluck(s->cq, &s->tag_recv, deadline_after(until),
+      grpc_event ev = grpc_completion_queue_pluck(s->sc.cq, &s->tag_recv, deadline_after(until),
                                                   NULL);
       if (ev.type != GRPC_OP_COMPLETE) break;
       s->recv_pending = 0;
-      int more = ev.success && s->recv != NULL;
-      if (s->recv) grpc_byte_buffer_destroy(s->recv);
-      s->recv = NULL;
+      int more = ev.success && s->sc.recv != NULL;
+      if (s->sc.recv) grpc_byte_buffer_destroy(s->sc.recv);
+      s->sc.recv = NULL;
       if (more && sampler_read(s) == RDC_OK) continue;
     }
     sampler_wait_end(s, until);
     break;
   }
   int rc = RDC_OK;
-  if (!was_failed && !s->end_pending && s->status == GRPC_STATUS_OK) {
+  if (!was_failed && !s->sc.end_pending && s->sc.status == GRPC_STATUS_OK) {
     rc = ok(err);
-  } else if (!was_failed && !s->end_pending) {
-    rc = status_error(err, "SampleStream", s->status, s->details);
+  } else if (!was_failed && !s->sc.end_pending) {
+    rc = status_error(err, "SampleStream", s->sc.status, s->sc.details);
   } else if (!was_failed) {
     rc = set_error(err, RDC_DEADLINE_EXCEEDED, "SampleStream: no status within %g s of the "
                    "close", until);
   } else {
-    rc = sampler_fail(s, err);
+    rc = stream_call_fail(&s->sc, err);
   }
   sampler_cancel(s, "the client closed the sampler");
   sampler_free(s);
