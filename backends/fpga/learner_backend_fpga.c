@@ -35,13 +35,9 @@
 #include "nn.h"
 
 typedef struct {
-  rd_learner_config_t config;
-  lrn_config_t kc;
+  rd_learner_fpga_shape_t s;
   uint32_t desc[LRN_D_WORDS];
   double hp[LRN_HP_COUNT];
-  rd_nn_spec_t policy;  /* net 0: DQN's Q network, DDPG's actor */
-  size_t n_params;      /* floats of params (all online networks) */
-  size_t n_policy;      /* floats of the policy's block (params[0..n_policy)) */
   uint64_t steps;       /* successful steps */
   /* The board's buffers (host memory in C-simulation). */
   float *params, *target, *adam_m, *adam_v, *ws;
@@ -63,6 +59,22 @@ int rd_learner_fpga_supports(const rd_learner_config_t *c, rd_error_t *err) {
   lrn_why_format(&why, msg, sizeof msg);
   rd_error_set(err, RD_EINVAL, "the FPGA learner kernel cannot train this learner: %s", msg);
   return 0;
+}
+
+int rd_learner_fpga_shape(rd_learner_backend_t *b, const rd_learner_config_t *c,
+                          rd_learner_fpga_shape_t *s, rd_error_t *err) {
+  int rc = rd_learner_config_validate(c, err);
+  if (rc) return rc; /* the caller's: fault 0 */
+  if (!rd_learner_fpga_supports(c, err)) {
+    b->fault = RD_LEARNER_FAULT_UNSUPPORTED;
+    return RD_EINVAL;
+  }
+  s->config = *c;
+  rd_learner_fpga_kernel_config(c, &s->kc);
+  rd_learner_policy_spec(c, &s->policy, NULL);
+  s->n_params = lrn_params_floats(&s->kc);
+  s->n_policy = lrn_n_params(&s->kc.net[0]);
+  return RD_OK;
 }
 
 static float *alloc_floats(size_t n) {
@@ -112,26 +124,19 @@ int rd_learner_fpga_initial_weights(const rd_learner_config_t *config, float *pa
 
 static int fpga_init(rd_learner_backend_t *b, const rd_learner_config_t *c, uint32_t device,
                      rd_error_t *err) {
-  int rc = rd_learner_config_validate(c, err);
-  if (rc) return rc; /* the caller's: fault 0 */
-  if (!rd_learner_fpga_supports(c, err)) {
-    b->fault = RD_LEARNER_FAULT_UNSUPPORTED;
-    return RD_EINVAL;
-  }
+  rd_learner_fpga_shape_t shape;
+  int rc = rd_learner_fpga_shape(b, c, &shape, err);
+  if (rc) return rc;
   fpga_learner_t *l = (fpga_learner_t *)calloc(1, sizeof *l);
   if (l == NULL) return rd_error_set(err, RD_ENOMEM, "out of memory for the FPGA learner");
-  l->config = *c;
-  rd_learner_fpga_kernel_config(c, &l->kc);
-  lrn_config_pack(&l->kc, l->desc, l->hp);
-  rd_learner_policy_spec(c, &l->policy, NULL);
-  l->n_params = lrn_params_floats(&l->kc);
-  l->n_policy = lrn_n_params(&l->kc.net[0]);
-  const size_t B = c->max_batch, ws = lrn_ws_floats(&l->kc);
-  int ok = (l->params = alloc_floats(l->n_params)) && (l->target = alloc_floats(l->n_params)) &&
-           (l->adam_m = alloc_floats(l->n_params)) && (l->adam_v = alloc_floats(l->n_params)) &&
+  l->s = shape;
+  lrn_config_pack(&l->s.kc, l->desc, l->hp);
+  const size_t B = c->max_batch, ws = lrn_ws_floats(&l->s.kc);
+  int ok = (l->params = alloc_floats(l->s.n_params)) && (l->target = alloc_floats(l->s.n_params)) &&
+           (l->adam_m = alloc_floats(l->s.n_params)) && (l->adam_v = alloc_floats(l->s.n_params)) &&
            (l->ws = alloc_floats(ws)) && (l->ones = alloc_floats(B)) && (l->td = alloc_floats(B));
   if (!ok) {
-    const size_t np = l->n_params;
+    const size_t np = l->s.n_params;
     fpga_free(l);
     b->fault = RD_LEARNER_FAULT_DEVICE;
     return rd_error_set(err, RD_ENOMEM,
@@ -139,10 +144,10 @@ static int fpga_init(rd_learner_backend_t *b, const rd_learner_config_t *c, uint
                         "floats, %zu workspace floats)",
                         device, np, ws);
   }
-  memset(l->adam_m, 0, l->n_params * sizeof(float));
-  memset(l->adam_v, 0, l->n_params * sizeof(float));
+  memset(l->adam_m, 0, l->s.n_params * sizeof(float));
+  memset(l->adam_v, 0, l->s.n_params * sizeof(float));
   for (size_t i = 0; i < B; i++) l->ones[i] = 1.0f;
-  rc = rd_learner_fpga_initial_weights(&l->config, l->params, l->target, l->n_params, err);
+  rc = rd_learner_fpga_initial_weights(&l->s.config, l->params, l->target, l->s.n_params, err);
   if (rc) {
     fpga_free(l);
     return rc;
@@ -191,7 +196,7 @@ static int fpga_step(rd_learner_backend_t *b, const rd_batch_t *batch, float *td
                      rd_step_stats_t *st, rd_error_t *err) {
   fpga_learner_t *l = (fpga_learner_t *)b->impl;
   b->fault = RD_LEARNER_FAULT_NONE;
-  int rc = rd_learner_batch_validate(&l->config, batch, err);
+  int rc = rd_learner_batch_validate(&l->s.config, batch, err);
   if (rc) return rc;
   double stats[LRN_ST_COUNT];
   const int k = lrn_train_step(l->desc, l->hp, l->steps, (uint32_t)batch->n, l->params,
@@ -207,14 +212,14 @@ static int fpga_step(rd_learner_backend_t *b, const rd_batch_t *batch, float *td
                         batch->n);
   }
   if (st != NULL) rd_learner_fpga_step_stats(stats, st);
-  if (k == LRN_ERANGE) return rd_learner_fpga_range_error(&l->config, stats, err);
+  if (k == LRN_ERANGE) return rd_learner_fpga_range_error(&l->s.config, stats, err);
   l->steps++;
   return RD_OK;
 }
 
 static size_t fpga_policy_bytes(const rd_learner_backend_t *b) {
   const fpga_learner_t *l = (const fpga_learner_t *)b->impl;
-  return rd_nn_flat_bytes(&l->policy);
+  return rd_nn_flat_bytes(&l->s.policy);
 }
 
 /* The policy block is params[0..n_policy) in the flat layout: the same
@@ -223,7 +228,7 @@ static int fpga_policy_save(rd_learner_backend_t *b, void *buf, size_t cap, size
                             rd_error_t *err) {
   const fpga_learner_t *l = (const fpga_learner_t *)b->impl;
   b->fault = RD_LEARNER_FAULT_NONE;
-  return rd_nn_flat_write(&l->policy, l->params, buf, cap, written, err);
+  return rd_nn_flat_write(&l->s.policy, l->params, buf, cap, written, err);
 }
 
 /* As the CPU backend's load: the policy network and its target; the
@@ -231,9 +236,9 @@ static int fpga_policy_save(rd_learner_backend_t *b, void *buf, size_t cap, size
 static int fpga_policy_load(rd_learner_backend_t *b, const void *buf, size_t len,
                             rd_error_t *err) {
   fpga_learner_t *l = (fpga_learner_t *)b->impl;
-  int rc = rd_nn_flat_load(buf, len, &l->policy, l->params, l->n_policy, err);
+  int rc = rd_nn_flat_load(buf, len, &l->s.policy, l->params, l->s.n_policy, err);
   if (rc) return rc;
-  memcpy(l->target, l->params, l->n_policy * sizeof(float));
+  memcpy(l->target, l->params, l->s.n_policy * sizeof(float));
   return RD_OK;
 }
 

@@ -11,11 +11,30 @@
 
 #include "kernels/learner.h"
 #include "learner.h" /* backends/cpu: rd_learner_config_t, rd_step_stats_t */
+#include "learner_backend.h"
+#include "nn.h"
 #include "rd_error.h"
 
 /* The kernel's description of c at the FPGA backends' DP (min(LRN_MAX_DP,
  * max_batch)). */
 void rd_learner_fpga_kernel_config(const rd_learner_config_t *c, lrn_config_t *k);
+
+/* What both backends hold of a learner: its config, the kernel's
+ * description of it, the policy network's layout and the blocks' sizes. */
+typedef struct {
+  rd_learner_config_t config;
+  lrn_config_t kc;
+  rd_nn_spec_t policy; /* net 0: DQN's Q network, DDPG's actor */
+  size_t n_params;     /* floats of each parameter block (all online networks) */
+  size_t n_policy;     /* floats of the policy's block (params[0..n_policy)) */
+} rd_learner_fpga_shape_t;
+
+/* A backend's init, before anything is held: c checked (an invalid config
+ * is the caller's: fault stays 0), then against the kernel's build limits
+ * (RD_EINVAL with fault RD_LEARNER_FAULT_UNSUPPORTED: the pipeline falls
+ * back to the CPU, the device stays usable), then s filled. */
+int rd_learner_fpga_shape(rd_learner_backend_t *b, const rd_learner_config_t *c,
+                          rd_learner_fpga_shape_t *s, rd_error_t *err);
 
 /* The initial online and target weights of rd_learner_init for c's seed,
  * in the kernel's flat layout (all networks concatenated), n_params floats

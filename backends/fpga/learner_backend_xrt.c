@@ -21,11 +21,7 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static char xclbin_path[PATH_MAX];
 
 typedef struct {
-  rd_learner_config_t config;
-  lrn_config_t kc;
-  rd_nn_spec_t policy;  /* net 0: DQN's Q network, DDPG's actor */
-  size_t n_params;      /* floats of each parameter block (all online networks) */
-  size_t n_policy;      /* floats of the policy's block (params[0..n_policy)) */
+  rd_learner_fpga_shape_t s;
   uint64_t steps;       /* successful steps: Adam's t - 1 */
   float *host;          /* n_policy floats: the policy on its way in or out */
   rd_fpga_xrt_learner_t x;
@@ -56,12 +52,9 @@ static int device_fault(rd_learner_backend_t *b, int rc) {
 
 static int xrt_init(rd_learner_backend_t *b, const rd_learner_config_t *c, uint32_t device,
                     rd_error_t *err) {
-  int rc = rd_learner_config_validate(c, err);
-  if (rc) return rc; /* the caller's: fault 0 */
-  if (!rd_learner_fpga_supports(c, err)) {
-    b->fault = RD_LEARNER_FAULT_UNSUPPORTED;
-    return RD_EINVAL;
-  }
+  rd_learner_fpga_shape_t shape;
+  int rc = rd_learner_fpga_shape(b, c, &shape, err);
+  if (rc) return rc;
   char path[PATH_MAX];
   pthread_mutex_lock(&lock);
   snprintf(path, sizeof path, "%s", xclbin_path);
@@ -71,29 +64,25 @@ static int xrt_init(rd_learner_backend_t *b, const rd_learner_config_t *c, uint3
                                         "for the learner kernel", device));
   xrt_learner_t *l = calloc(1, sizeof *l);
   if (l == NULL) return rd_error_set(err, RD_ENOMEM, "out of memory for the FPGA learner");
-  l->config = *c;
-  rd_learner_fpga_kernel_config(c, &l->kc);
-  rd_learner_policy_spec(c, &l->policy, NULL);
-  l->n_params = lrn_params_floats(&l->kc);
-  l->n_policy = lrn_n_params(&l->kc.net[0]);
+  l->s = shape;
   /* The initial weights, computed on the host, as the C-sim backend's. */
-  float *params = malloc(l->n_params * sizeof(float));
-  float *target = malloc(l->n_params * sizeof(float));
-  l->host = malloc((l->n_policy ? l->n_policy : 1) * sizeof(float));
+  float *params = malloc(l->s.n_params * sizeof(float));
+  float *target = malloc(l->s.n_params * sizeof(float));
+  l->host = malloc((l->s.n_policy ? l->s.n_policy : 1) * sizeof(float));
   if (params == NULL || target == NULL || l->host == NULL) {
     free(params);
     free(target);
     xrt_free(l);
     return rd_error_set(err, RD_ENOMEM, "out of memory for the FPGA learner's initial weights");
   }
-  rc = rd_learner_fpga_initial_weights(c, params, target, l->n_params, err);
+  rc = rd_learner_fpga_initial_weights(c, params, target, l->s.n_params, err);
   if (rc == RD_OK) {
-    rc = rd_fpga_xrt_learner_open(&l->x, device, path, &l->kc, err);
+    rc = rd_fpga_xrt_learner_open(&l->x, device, path, &l->s.kc, err);
     /* Open zeroed the Adam moments on the device; the weights go over. */
     if (rc == RD_OK)
-      rc = rd_fpga_xrt_learner_write(&l->x, RD_XRT_L_PARAMS, params, 0, l->n_params, err);
+      rc = rd_fpga_xrt_learner_write(&l->x, RD_XRT_L_PARAMS, params, 0, l->s.n_params, err);
     if (rc == RD_OK)
-      rc = rd_fpga_xrt_learner_write(&l->x, RD_XRT_L_TARGET, target, 0, l->n_params, err);
+      rc = rd_fpga_xrt_learner_write(&l->x, RD_XRT_L_TARGET, target, 0, l->s.n_params, err);
     if (rc) b->fault = RD_LEARNER_FAULT_DEVICE;
   }
   free(params);
@@ -110,7 +99,7 @@ static int xrt_step(rd_learner_backend_t *b, const rd_batch_t *batch, float *td_
                     rd_step_stats_t *st, rd_error_t *err) {
   xrt_learner_t *l = b->impl;
   b->fault = RD_LEARNER_FAULT_NONE;
-  int rc = rd_learner_batch_validate(&l->config, batch, err);
+  int rc = rd_learner_batch_validate(&l->s.config, batch, err);
   if (rc) return rc; /* the caller's */
   double stats[LRN_ST_COUNT];
   rc = rd_fpga_xrt_learner_step(&l->x, l->steps, (uint32_t)batch->n, batch->obs,
@@ -122,14 +111,14 @@ static int xrt_step(rd_learner_backend_t *b, const rd_batch_t *batch, float *td_
   if (rc) return device_fault(b, rc);
   if (st != NULL) rd_learner_fpga_step_stats(stats, st);
   if (stats[LRN_ST_FAILED] != LRN_FAIL_NONE)
-    return rd_learner_fpga_range_error(&l->config, stats, err);
+    return rd_learner_fpga_range_error(&l->s.config, stats, err);
   l->steps++;
   return RD_OK;
 }
 
 static size_t xrt_policy_bytes(const rd_learner_backend_t *b) {
   const xrt_learner_t *l = b->impl;
-  return rd_nn_flat_bytes(&l->policy);
+  return rd_nn_flat_bytes(&l->s.policy);
 }
 
 /* The policy block is params[0..n_policy) on the device: read it back,
@@ -138,11 +127,11 @@ static int xrt_policy_save(rd_learner_backend_t *b, void *buf, size_t cap, size_
                            rd_error_t *err) {
   xrt_learner_t *l = b->impl;
   b->fault = RD_LEARNER_FAULT_NONE;
-  if (cap < rd_nn_flat_bytes(&l->policy)) /* before the device is asked */
-    return rd_nn_flat_write(&l->policy, l->host, buf, cap, written, err);
-  int rc = rd_fpga_xrt_learner_read(&l->x, RD_XRT_L_PARAMS, l->host, 0, l->n_policy, err);
+  if (cap < rd_nn_flat_bytes(&l->s.policy)) /* before the device is asked */
+    return rd_nn_flat_write(&l->s.policy, l->host, buf, cap, written, err);
+  int rc = rd_fpga_xrt_learner_read(&l->x, RD_XRT_L_PARAMS, l->host, 0, l->s.n_policy, err);
   if (rc) return device_fault(b, rc);
-  return rd_nn_flat_write(&l->policy, l->host, buf, cap, written, err);
+  return rd_nn_flat_write(&l->s.policy, l->host, buf, cap, written, err);
 }
 
 /* As the C-sim backend's load: the policy network and its target on the
@@ -151,11 +140,11 @@ static int xrt_policy_load(rd_learner_backend_t *b, const void *buf, size_t len,
                            rd_error_t *err) {
   xrt_learner_t *l = b->impl;
   b->fault = RD_LEARNER_FAULT_NONE;
-  int rc = rd_nn_flat_load(buf, len, &l->policy, l->host, l->n_policy, err);
+  int rc = rd_nn_flat_load(buf, len, &l->s.policy, l->host, l->s.n_policy, err);
   if (rc) return rc;
-  rc = rd_fpga_xrt_learner_write(&l->x, RD_XRT_L_PARAMS, l->host, 0, l->n_policy, err);
+  rc = rd_fpga_xrt_learner_write(&l->x, RD_XRT_L_PARAMS, l->host, 0, l->s.n_policy, err);
   if (rc == RD_OK)
-    rc = rd_fpga_xrt_learner_write(&l->x, RD_XRT_L_TARGET, l->host, 0, l->n_policy, err);
+    rc = rd_fpga_xrt_learner_write(&l->x, RD_XRT_L_TARGET, l->host, 0, l->s.n_policy, err);
   return rc ? device_fault(b, rc) : RD_OK;
 }
 
