@@ -25,9 +25,7 @@
 
 #include "durable.h"
 #include "fuzz.h"
-#include "fuzz_scratch.h"
 #include "fuzz_table.h"
-#include "log.h"
 #include "registry.h"
 #include "spec_pb.h"
 
@@ -41,28 +39,13 @@ static void die(const char *what, const rd_error_t *err) {
   abort();
 }
 
-static void teardown(void) {
-  rd_registry_destroy(registry);
-  rd_durable_destroy(durable);
-}
-
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
   (void)argc;
   (void)argv;
-  rd_log_open("/dev/null", RD_LOG_ERROR, NULL); /* refusals are logged: expected here */
   verbose = getenv("FUZZ_VERBOSE") != NULL;
-  rd_config_defaults(&cfg);
-  snprintf(cfg.state_dir, sizeof cfg.state_dir, "%s", fuzz_scratch());
-  snprintf(cfg.checkpoint_dir, sizeof cfg.checkpoint_dir, "%s", fuzz_scratch_file("checkpoints"));
-  cfg.max_capacity = 4096;
-  cfg.max_memory_bytes = 64u << 20;
-  cfg.max_workloads = 4;
+  fuzz_durable_config(&cfg);
   cfg.learner_threads = 1;
-  rd_error_t err;
-  rd_error_clear(&err);
-  if (rd_durable_create(&durable, &cfg, &err) != RD_OK) die("durable", &err);
-  if (rd_registry_create(&registry, &cfg, NULL, &err) != RD_OK) die("registry", &err);
-  fuzz_scratch_on_exit(teardown);
+  fuzz_durable_open(&cfg, &durable, &registry);
   return 0;
 }
 

@@ -23,9 +23,7 @@
 
 #include "durable.h"
 #include "fuzz.h"
-#include "fuzz_scratch.h"
 #include "fuzz_table.h"
-#include "log.h"
 #include "registry.h"
 #include "spec_pb.h"
 
@@ -38,11 +36,6 @@ static Replayd__V1__WorkloadSpec spec = REPLAYD__V1__WORKLOAD_SPEC__INIT;
 static void die(const char *what, const rd_error_t *err) {
   fprintf(stderr, "fuzz_journal: %s: %s\n", what, err->msg);
   abort();
-}
-
-static void teardown(void) {
-  rd_registry_destroy(registry);
-  rd_durable_destroy(durable);
 }
 
 /* make_durable_corpus.py's journal workload. */
@@ -73,22 +66,12 @@ static void cartpole(void) {
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
   (void)argc;
   (void)argv;
-  rd_log_open("/dev/null", RD_LOG_ERROR, NULL); /* refusals are logged: expected here */
   verbose = getenv("FUZZ_VERBOSE") != NULL;
-  rd_config_defaults(&cfg);
-  snprintf(cfg.state_dir, sizeof cfg.state_dir, "%s", fuzz_scratch());
-  snprintf(cfg.checkpoint_dir, sizeof cfg.checkpoint_dir, "%s", fuzz_scratch_file("checkpoints"));
-  cfg.max_capacity = 4096;
+  fuzz_durable_config(&cfg);
   cfg.max_batch = 1024;
-  cfg.max_memory_bytes = 64u << 20;
-  cfg.max_workloads = 4;
   cfg.checkpoint_interval_s = 0;
-  rd_error_t err;
-  rd_error_clear(&err);
-  if (rd_durable_create(&durable, &cfg, &err) != RD_OK) die("durable", &err);
-  if (rd_registry_create(&registry, &cfg, NULL, &err) != RD_OK) die("registry", &err);
+  fuzz_durable_open(&cfg, &durable, &registry);
   rd_registry_set_durable(registry, durable);
-  fuzz_scratch_on_exit(teardown);
   cartpole();
   return 0;
 }

@@ -1,9 +1,46 @@
-/* fuzz_table.c - probing a restored table (fuzz_table.h). */
+/* fuzz_table.c - the durable harnesses' server, and probing a restored
+ * table (fuzz_table.h). */
 #include "fuzz_table.h"
 
 #include <math.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
+
+#include "fuzz_scratch.h"
+#include "log.h"
+
+static rd_durable_t *the_durable;
+static rd_registry_t *the_registry;
+
+void fuzz_durable_config(rd_config_t *cfg) {
+  rd_log_open("/dev/null", RD_LOG_ERROR, NULL);
+  rd_config_defaults(cfg);
+  snprintf(cfg->state_dir, sizeof cfg->state_dir, "%s", fuzz_scratch());
+  snprintf(cfg->checkpoint_dir, sizeof cfg->checkpoint_dir, "%s",
+           fuzz_scratch_file("checkpoints"));
+  cfg->max_capacity = 4096;
+  cfg->max_memory_bytes = 64u << 20;
+  cfg->max_workloads = 4;
+}
+
+static void durable_close(void) {
+  rd_registry_destroy(the_registry);
+  rd_durable_destroy(the_durable);
+}
+
+void fuzz_durable_open(const rd_config_t *cfg, rd_durable_t **durable, rd_registry_t **registry) {
+  rd_error_t err;
+  rd_error_clear(&err);
+  if (rd_durable_create(&the_durable, cfg, &err) != RD_OK ||
+      rd_registry_create(&the_registry, cfg, NULL, &err) != RD_OK) {
+    fprintf(stderr, "fuzz: the server: %s\n", err.msg);
+    abort();
+  }
+  fuzz_scratch_on_exit(durable_close);
+  *durable = the_durable;
+  *registry = the_registry;
+}
 
 #define PROBE 8
 
