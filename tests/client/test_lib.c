@@ -24,6 +24,7 @@
 #include <cmocka.h>
 
 #include "mock_server.h"
+#include "rdt_pb.h"
 #include "replayd.pb-c.h"
 #include "rdt_daemon.h"
 #include "replayd_client.h"
@@ -108,34 +109,14 @@ static void test_connect_bad_args(void **state) {
 static void test_register(void **state) {
   (void)state;
   /* The reply: a normalised spec with every default filled. */
-  Replayd__V1__Field f0 = REPLAYD__V1__FIELD__INIT, f1 = REPLAYD__V1__FIELD__INIT;
-  uint32_t shape[] = {4};
-  f0.name = "obs";
-  f0.dtype = REPLAYD__V1__DTYPE__FLOAT32;
-  f0.n_shape = 1;
-  f0.shape = shape;
-  f1.name = "action";
-  f1.dtype = REPLAYD__V1__DTYPE__INT32;
-  Replayd__V1__Field *fp[] = {&f0, &f1};
-  Replayd__V1__WorkloadSpec spec = REPLAYD__V1__WORKLOAD_SPEC__INIT;
-  spec.name = "cartpole";
-  spec.n_fields = 2;
-  spec.fields = fp;
-  spec.capacity = 1000;
-  spec.fanout = 16;
-  spec.alpha_opt_case = REPLAYD__V1__WORKLOAD_SPEC__ALPHA_OPT_ALPHA;
-  spec.alpha = 0.7;
-  spec.epsilon_opt_case = REPLAYD__V1__WORKLOAD_SPEC__EPSILON_OPT_EPSILON;
-  spec.epsilon = 1e-6;
-  spec.beta_opt_case = REPLAYD__V1__WORKLOAD_SPEC__BETA_OPT_BETA;
-  spec.beta = 0.4;
-  spec.max_priority_opt_case = REPLAYD__V1__WORKLOAD_SPEC__MAX_PRIORITY_OPT_MAX_PRIORITY;
-  spec.max_priority = 1048576;
-  spec.max_batch = 65536;
+  rdt_pb_spec_t spec; /* obs float32[4], action int32 */
+  rdt_pb_spec_init(&spec, "cartpole", 1000);
+  rdt_pb_cartpole(&spec, 2);
+  rdt_pb_normalised(&spec, 0.7);
   Replayd__V1__Workload w = REPLAYD__V1__WORKLOAD__INIT;
   w.id = "0123456789abcdef0123456789abcdef";
   w.token = "feedfacefeedfacefeedfacefeedfacefeedfacefeedfacefeedfacefeedface";
-  w.spec = &spec;
+  w.spec = &spec.spec;
   w.created_unix = 1700000000;
   mock_reply_msg(&w.base);
 

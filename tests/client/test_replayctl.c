@@ -19,6 +19,7 @@
 #include <cmocka.h>
 
 #include "mock_server.h"
+#include "rdt_pb.h"
 #include "rdt_daemon.h"
 #include "replayd.pb-c.h"
 
@@ -296,37 +297,19 @@ static void test_ls(void **state) {
 
 static void test_describe(void **state) {
   (void)state;
-  Replayd__V1__Field f0 = REPLAYD__V1__FIELD__INIT, f1 = REPLAYD__V1__FIELD__INIT;
-  uint32_t shape[] = {84, 84, 4};
-  f0.name = "frames";
-  f0.dtype = REPLAYD__V1__DTYPE__UINT8;
-  f0.n_shape = 3;
-  f0.shape = shape;
-  f1.name = "done";
-  f1.dtype = REPLAYD__V1__DTYPE__BOOL;
-  Replayd__V1__Field *fp[] = {&f0, &f1};
-  Replayd__V1__WorkloadSpec s = REPLAYD__V1__WORKLOAD_SPEC__INIT;
-  s.name = "atari";
-  s.n_fields = 2;
-  s.fields = fp;
-  s.capacity = 1000000;
-  s.fanout = 16;
-  s.alpha_opt_case = REPLAYD__V1__WORKLOAD_SPEC__ALPHA_OPT_ALPHA;
-  s.alpha = 0.6;
-  s.epsilon_opt_case = REPLAYD__V1__WORKLOAD_SPEC__EPSILON_OPT_EPSILON;
-  s.epsilon = 1e-6;
-  s.beta_opt_case = REPLAYD__V1__WORKLOAD_SPEC__BETA_OPT_BETA;
-  s.beta = 0.4;
-  s.max_priority_opt_case = REPLAYD__V1__WORKLOAD_SPEC__MAX_PRIORITY_OPT_MAX_PRIORITY;
-  s.max_priority = 1048576;
-  s.seed = 7;
-  s.max_batch = 65536;
+  static const uint32_t frames[] = {84, 84, 4};
+  rdt_pb_spec_t s;
+  rdt_pb_spec_init(&s, "atari", 1000000);
+  rdt_pb_field(&s, "frames", REPLAYD__V1__DTYPE__UINT8, 3, frames);
+  rdt_pb_field(&s, "done", REPLAYD__V1__DTYPE__BOOL, 0, NULL);
+  rdt_pb_normalised(&s, 0.6);
+  s.spec.seed = 7;
   Replayd__V1__WorkloadCounters k = REPLAYD__V1__WORKLOAD_COUNTERS__INIT;
   k.size = 10;
   k.bytes = 3 << 20;
   Replayd__V1__Workload w = REPLAYD__V1__WORKLOAD__INIT;
   w.id = "abc";
-  w.spec = &s;
+  w.spec = &s.spec;
   w.counters = &k;
   w.created_unix = 1700000000;
   mock_reply_msg(&w.base);

@@ -50,3 +50,17 @@ void rdt_pb_dqn(rdt_pb_spec_t *s, uint32_t n_hidden, uint32_t width, uint32_t ba
   s->learner.num_actions = 2;
   s->spec.learner = &s->learner;
 }
+
+void rdt_pb_normalised(rdt_pb_spec_t *s, double alpha) {
+  Replayd__V1__WorkloadSpec *w = &s->spec;
+  w->fanout = 16;
+  w->alpha_opt_case = REPLAYD__V1__WORKLOAD_SPEC__ALPHA_OPT_ALPHA;
+  w->alpha = alpha;
+  w->epsilon_opt_case = REPLAYD__V1__WORKLOAD_SPEC__EPSILON_OPT_EPSILON;
+  w->epsilon = 1e-6;
+  w->beta_opt_case = REPLAYD__V1__WORKLOAD_SPEC__BETA_OPT_BETA;
+  w->beta = 0.4;
+  w->max_priority_opt_case = REPLAYD__V1__WORKLOAD_SPEC__MAX_PRIORITY_OPT_MAX_PRIORITY;
+  w->max_priority = 1048576;
+  w->max_batch = 65536;
+}

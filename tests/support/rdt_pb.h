@@ -8,7 +8,10 @@
  * rank at most 12); rdt_pb_cartpole appends the first n of obs float32[4],
  * action int32, reward float32, next_obs float32[4], done bool;
  * rdt_pb_dqn attaches a DQN learner of n_hidden layers of width units,
- * batch_size batch, two actions. */
+ * batch_size batch, two actions; rdt_pb_normalised sets the options a
+ * server fills in when it normalises a spec (fanout 16, the given alpha,
+ * epsilon 1e-6, beta 0.4, max_priority 2^20, max_batch 65536), for a
+ * scripted server's reply. */
 #ifndef RDT_PB_H
 #define RDT_PB_H
 
@@ -34,5 +37,6 @@ void rdt_pb_field(rdt_pb_spec_t *s, const char *name, Replayd__V1__DType dtype, 
                   const uint32_t *shape);
 void rdt_pb_cartpole(rdt_pb_spec_t *s, size_t n);
 void rdt_pb_dqn(rdt_pb_spec_t *s, uint32_t n_hidden, uint32_t width, uint32_t batch);
+void rdt_pb_normalised(rdt_pb_spec_t *s, double alpha);
 
 #endif
