@@ -15,6 +15,7 @@
 #include "fuzz_scratch.h"
 #include "log.h"
 #include "placer.h"
+#include "rdt_pb.h"
 #include "rd_clock.h"
 #include "secrets.h"
 #include "spec_pb.h"
@@ -134,42 +135,15 @@ rd_handler_ctx_t *fuzz_env_begin(void) {
   rd_error_t err;
   rd_error_clear(&err);
   if (rd_registry_create(&ctx.registry, &cfg, NULL, &err) != RD_OK) die("registry", &err);
-  /* CartPole's rows: obs float32[4], action int32, reward float32,
-   * next_obs float32[4], done bool. */
-  uint32_t four = 4;
-  Replayd__V1__Field f[5];
-  Replayd__V1__Field *fp[5];
-  static const char *const names[5] = {"obs", "action", "reward", "next_obs", "done"};
-  static const Replayd__V1__DType types[5] = {REPLAYD__V1__DTYPE__FLOAT32,
-      REPLAYD__V1__DTYPE__INT32, REPLAYD__V1__DTYPE__FLOAT32, REPLAYD__V1__DTYPE__FLOAT32,
-      REPLAYD__V1__DTYPE__BOOL};
-  for (int i = 0; i < 5; i++) {
-    replayd__v1__field__init(&f[i]);
-    f[i].name = (char *)names[i];
-    f[i].dtype = types[i];
-    if (i == 0 || i == 3) {
-      f[i].n_shape = 1;
-      f[i].shape = &four;
-    }
-    fp[i] = &f[i];
-  }
-  Replayd__V1__WorkloadSpec spec = REPLAYD__V1__WORKLOAD_SPEC__INIT;
-  spec.name = "w1";
-  spec.n_fields = 5;
-  spec.fields = fp;
-  spec.capacity = 256;
-  spec.seed = 7;
-  add(0, &spec);
-  uint32_t hidden = 8;
-  Replayd__V1__LearnerSpec ls = REPLAYD__V1__LEARNER_SPEC__INIT;
-  ls.algorithm = "dqn";
-  ls.n_hidden = 1;
-  ls.hidden = &hidden;
-  ls.batch_size = 4;
-  ls.num_actions = 2;
-  spec.name = "w2";
-  spec.learner = &ls;
-  add(1, &spec);
+  /* CartPole's rows (rdt_pb_cartpole); w2 also has a DQN learner. */
+  rdt_pb_spec_t spec;
+  rdt_pb_spec_init(&spec, "w1", 256);
+  rdt_pb_cartpole(&spec, 5);
+  spec.spec.seed = 7;
+  add(0, &spec.spec);
+  spec.spec.name = "w2";
+  rdt_pb_dqn(&spec, 1, 8, 4);
+  add(1, &spec.spec);
   return &ctx;
 }
 

@@ -24,6 +24,7 @@
 #include "durable.h"
 #include "fuzz.h"
 #include "fuzz_table.h"
+#include "rdt_pb.h"
 #include "registry.h"
 #include "spec_pb.h"
 
@@ -31,36 +32,20 @@ static rd_config_t cfg;
 static rd_durable_t *durable;
 static rd_registry_t *registry;
 static int verbose; /* FUZZ_VERBOSE=1: each input's outcome (do the seeds replay?) */
-static Replayd__V1__WorkloadSpec spec = REPLAYD__V1__WORKLOAD_SPEC__INIT;
+static rdt_pb_spec_t spec;
 
 static void die(const char *what, const rd_error_t *err) {
   fprintf(stderr, "fuzz_journal: %s: %s\n", what, err->msg);
   abort();
 }
 
-/* make_durable_corpus.py's journal workload. */
+/* make_durable_corpus.py's journal workload: CartPole's rows, capacity
+ * 16, seed 7, durability checkpoint. */
 static void cartpole(void) {
-  static const char *names[5] = {"obs", "action", "reward", "next_obs", "done"};
-  static const Replayd__V1__DType dt[5] = {REPLAYD__V1__DTYPE__FLOAT32, REPLAYD__V1__DTYPE__INT32,
-                                           REPLAYD__V1__DTYPE__FLOAT32, REPLAYD__V1__DTYPE__FLOAT32,
-                                           REPLAYD__V1__DTYPE__BOOL};
-  static uint32_t four[] = {4};
-  static Replayd__V1__Field f[5], *fp[5];
-  for (int i = 0; i < 5; i++) {
-    Replayd__V1__Field fi = REPLAYD__V1__FIELD__INIT;
-    f[i] = fi;
-    f[i].name = (char *)names[i];
-    f[i].dtype = dt[i];
-    f[i].n_shape = (i == 0 || i == 3) ? 1 : 0;
-    f[i].shape = four;
-    fp[i] = &f[i];
-  }
-  spec.name = "journal";
-  spec.fields = fp;
-  spec.n_fields = 5;
-  spec.capacity = 16;
-  spec.seed = 7;
-  spec.durability = "checkpoint";
+  rdt_pb_spec_init(&spec, "journal", 16);
+  rdt_pb_cartpole(&spec, 5);
+  spec.spec.seed = 7;
+  spec.spec.durability = "checkpoint";
 }
 
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
@@ -80,7 +65,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   rd_error_t err;
   rd_error_clear(&err);
   rd_workload_t *w = NULL;
-  if (rd_spec_pb_register(registry, &spec, NULL, &w, &err) != RD_OK) die("register", &err);
+  if (rd_spec_pb_register(registry, &spec.spec, NULL, &w, &err) != RD_OK) die("register", &err);
   char path[PATH_MAX + 64], dir[PATH_MAX + 64];
   snprintf(dir, sizeof dir, "%s/%s", rd_durable_dir(durable), w->id);
   rd_journal_path(path, sizeof path, dir, 0);
