@@ -18,6 +18,7 @@
 #include "log.h"
 #include "profile.h"
 #include "profile_cache.h"
+#include "profile_timer.h"
 #include "store.h"
 #include "rd_clock.h"
 #include "rdt_unit.h"
@@ -677,6 +678,58 @@ static void test_cache_any_kind(void **state) {
   assert_int_equal(system(cmd), 0);
 }
 
+/* rd_profile_reps, the repetitions the CPU and GPU profilers share: how
+ * many calls, which ends a repetition must keep, errors. Ends far off or
+ * already past, so that no figure depends on the machine's speed. */
+typedef struct {
+  uint32_t calls, fail_at;
+} counted_t;
+
+static int counted_call(void *ctx, rd_error_t *err) {
+  counted_t *c = ctx;
+  if (++c->calls == c->fail_at) return rd_error_set(err, RD_EINTERNAL, "call %u failed", c->calls);
+  return RD_OK;
+}
+
+static void test_reps(void **state) {
+  (void)state;
+  const double far = rd_clock_now() + 3600, past = rd_clock_now() - 1;
+  rd_profile_timing_t tm;
+  rd_error_t err;
+  rd_error_clear(&err);
+  /* k = target / slowest (8 ms / 1 ms): every repetition fits. */
+  counted_t c = {0, 0};
+  assert_int_equal(rd_profile_reps(counted_call, &c, 1e-3, 8e-3, 1000, far, far, 0, &tm, &err),
+                   RD_OK);
+  assert_int_equal(tm.reps, RD_PROFILE_REPS);
+  assert_int_equal(c.calls, 8 * RD_PROFILE_REPS);
+  assert_true(tm.latency_s > 0);
+  /* k at most max_calls; the GPU's first_sets changes no count. */
+  c = (counted_t){0, 0};
+  assert_int_equal(rd_profile_reps(counted_call, &c, 1e-9, 1.0, 7, far, far, 1, &tm, &err),
+                   RD_OK);
+  assert_int_equal(tm.reps, RD_PROFILE_REPS);
+  assert_int_equal(c.calls, 7 * RD_PROFILE_REPS);
+  /* The first repetition keeps first_end, the others end. */
+  c = (counted_t){0, 0};
+  assert_int_equal(rd_profile_reps(counted_call, &c, 1e-3, 5e-3, 1000, far, past, 0, &tm, &err),
+                   RD_OK);
+  assert_int_equal(tm.reps, 1);
+  assert_int_equal(c.calls, 5);
+  c = (counted_t){0, 0};
+  assert_int_equal(rd_profile_reps(counted_call, &c, 1e-3, 5e-3, 1000, past, far, 0, &tm, &err),
+                   RD_OK);
+  assert_int_equal(tm.reps, 0);
+  assert_int_equal(c.calls, 0);
+  /* A failing call ends it with its error; nothing is reported. */
+  c = (counted_t){0, 12};
+  assert_int_equal(rd_profile_reps(counted_call, &c, 1e-3, 5e-3, 1000, far, far, 0, &tm, &err),
+                   RD_EINTERNAL);
+  assert_string_equal(err.msg, "call 12 failed");
+  assert_int_equal(tm.reps, 0);
+  assert_int_equal(c.calls, 12);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_shape_keys),
@@ -691,6 +744,7 @@ int main(void) {
       cmocka_unit_test(test_measure_bad_requests),
       cmocka_unit_test(test_cached),
       cmocka_unit_test(test_cache_any_kind),
+      cmocka_unit_test(test_reps),
   };
   return cmocka_run_group_tests(tests, rdt_quiet_setup, rdt_quiet_teardown);
 }

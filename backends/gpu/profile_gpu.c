@@ -10,23 +10,19 @@
 
 #include "learner_gpu.h"
 #include "log.h"
+#include "profile_timer.h"
 #include "rd_clock.h"
 #include "sumtree_gpu.h"
 #include "rd_rng.h"
 
 int rd_profile_gpu_built(void) { return 1; }
 
-#define REP_TARGET_S 1e-3      /* a repetition: about 1 ms of calls */
-#define MAX_CALLS_PER_REP 4096
+#define GPU_REP_TARGET_S 1e-3 /* a repetition: about 1 ms of calls */
+#define GPU_MAX_CALLS_PER_REP 4096u
 #define FILL_CHUNK (1u << 16)  /* leaves uploaded per set_range while filling */
 
 static float unif(uint64_t *s, float lo, float hi) {
   return lo + (hi - lo) * (float)rd_rng_unit(s);
-}
-
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
 }
 
 typedef int (*call_fn)(void *ctx, rd_error_t *err);
@@ -48,26 +44,15 @@ static int time_calls(call_fn fn, void *ctx, int warmups, double slice_end, doub
     slowest = rd_clock_now() - t0;
   }
   if (slowest < 1e-9) slowest = 1e-9;
-  double kf = REP_TARGET_S / slowest;
-  uint32_t k = kf < 1 ? 1 : kf > MAX_CALLS_PER_REP ? MAX_CALLS_PER_REP : (uint32_t)kf;
-  double per_call[RD_PROFILE_REPS];
-  uint32_t reps = 0;
-  while (reps < RD_PROFILE_REPS) {
-    double start = rd_clock_now();
-    if (start + k * slowest > slice_end) break;
-    for (uint32_t i = 0; i < k; i++) {
-      int rc = fn(ctx, err);
-      if (rc) return rc;
-    }
-    double t = (rd_clock_now() - start) / k;
-    per_call[reps++] = t;
-    if (reps == 1 || t > slowest) slowest = t;
-  }
-  if (reps == 0) return RD_OK;
-  qsort(per_call, reps, sizeof per_call[0], cmp_double);
-  *latency = reps % 2 ? per_call[reps / 2] : 0.5 * (per_call[reps / 2 - 1] + per_call[reps / 2]);
-  if (!(*latency > 0)) *latency = RD_PROFILE_LATENCY_MIN_S;
-  *reps_out = reps;
+  /* The repetitions as the CPU profiler's, each ending by slice_end, the
+   * first one's time replacing the last warm-up's. */
+  rd_profile_timing_t tm;
+  int rc = rd_profile_reps(fn, ctx, slowest, GPU_REP_TARGET_S, GPU_MAX_CALLS_PER_REP, slice_end,
+                           slice_end, 1, &tm, err);
+  if (rc) return rc;
+  if (tm.reps == 0) return RD_OK;
+  *latency = tm.latency_s;
+  *reps_out = tm.reps;
   return RD_OK;
 }
 

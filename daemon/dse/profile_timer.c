@@ -28,19 +28,28 @@ int rd_profile_time_calls(rd_profile_call_fn fn, void *ctx, double est_first, do
   if (slowest < 1e-9) slowest = 1e-9;
   double quota = slice_end - (t0 + warm);
   double target = quota / RD_PROFILE_REPS < REP_TARGET_S ? quota / RD_PROFILE_REPS : REP_TARGET_S;
-  double kf = target / slowest;
-  uint32_t k = kf < 1 ? 1 : kf > MAX_CALLS_PER_REP ? MAX_CALLS_PER_REP : (uint32_t)kf;
+  return rd_profile_reps(fn, ctx, slowest, target, MAX_CALLS_PER_REP, deadline,
+                         slice_end < deadline ? slice_end : deadline, 0, out, err);
+}
+
+int rd_profile_reps(rd_profile_call_fn fn, void *ctx, double slowest, double target_s,
+                    uint32_t max_calls, double first_end, double end, int first_sets,
+                    rd_profile_timing_t *out, rd_error_t *err) {
+  out->reps = 0;
+  double kf = target_s / slowest;
+  uint32_t k = kf < 1 ? 1 : kf > max_calls ? max_calls : (uint32_t)kf;
   double per_call[RD_PROFILE_REPS];
   uint32_t reps = 0;
   while (reps < RD_PROFILE_REPS) {
     double start = rd_clock_now();
-    double end = reps == 0 ? deadline : (slice_end < deadline ? slice_end : deadline);
-    if (start + k * slowest > end) break;
-    for (uint32_t i = 0; i < k; i++)
-      if ((rc = fn(ctx, err)) != RD_OK) return rc;
+    if (start + k * slowest > (reps == 0 ? first_end : end)) break;
+    for (uint32_t i = 0; i < k; i++) {
+      int rc = fn(ctx, err);
+      if (rc != RD_OK) return rc;
+    }
     double t = (rd_clock_now() - start) / k;
     per_call[reps++] = t;
-    if (t > slowest) slowest = t;
+    if ((first_sets && reps == 1) || t > slowest) slowest = t;
   }
   if (reps == 0) return RD_OK;
   qsort(per_call, reps, sizeof per_call[0], cmp_double);

@@ -41,6 +41,17 @@ int rd_profile_time_calls(rd_profile_call_fn fn, void *ctx, double est_first, do
                           double slice_end, double deadline, rd_profile_timing_t *out,
                           rd_error_t *err);
 
+/* The repetitions alone, shared with the GPU profiler (which makes its own
+ * warm-ups): up to RD_PROFILE_REPS repetitions of k calls, k = target_s /
+ * slowest within [1, max_calls], slowest being a call's estimate. A
+ * repetition starts only if it ends, at the slowest per-call time seen, by
+ * first_end (the first one) or end (the others). first_sets: the first
+ * repetition's per-call time replaces the estimate (else only a slower one
+ * does). out as rd_profile_time_calls's; errors: the first failing call's. */
+int rd_profile_reps(rd_profile_call_fn fn, void *ctx, double slowest, double target_s,
+                    uint32_t max_calls, double first_end, double end, int first_sets,
+                    rd_profile_timing_t *out, rd_error_t *err);
+
 /* First touches of fresh memory (page faults), bytes per second, measured
  * once per process: the cost of a new learner's first step is mostly this. */
 double rd_profile_touch_bps(void);
