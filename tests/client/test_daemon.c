@@ -67,12 +67,8 @@ static void spec(rdc_spec_t *s) {
   rdc_spec_init(s);
   snprintf(s->name, sizeof s->name, "client-test");
   s->n_fields = 2;
-  snprintf(s->fields[0].name, sizeof s->fields[0].name, "tag");
-  s->fields[0].dtype = RDC_DTYPE_INT64;
-  snprintf(s->fields[1].name, sizeof s->fields[1].name, "obs");
-  s->fields[1].dtype = RDC_DTYPE_FLOAT32;
-  s->fields[1].rank = 1;
-  s->fields[1].shape[0] = 3;
+  rdt_client_field(&s->fields[0], "tag", RDC_DTYPE_INT64, 0);
+  rdt_client_field(&s->fields[1], "obs", RDC_DTYPE_FLOAT32, 3);
   s->capacity = CAP;
   s->has_alpha = 1;
   s->alpha = 0.7;

@@ -17,6 +17,7 @@
 #include <cmocka.h>
 
 #include "mock_server.h"
+#include "rdt_client.h"
 #include "replayd.pb-c.h"
 #include "replayd_client.h"
 
@@ -26,10 +27,7 @@ static void dqn_spec(rdc_spec_t *s) {
   rdc_spec_init(s);
   snprintf(s->name, sizeof s->name, "cartpole-dqn");
   s->n_fields = 1;
-  snprintf(s->fields[0].name, sizeof s->fields[0].name, "obs");
-  s->fields[0].dtype = RDC_DTYPE_FLOAT32;
-  s->fields[0].rank = 1;
-  s->fields[0].shape[0] = 4;
+  rdt_client_field(&s->fields[0], "obs", RDC_DTYPE_FLOAT32, 4);
   s->capacity = 1000;
   s->has_learner = 1;
   rdc_learner_spec_t *l = &s->learner;

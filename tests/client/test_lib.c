@@ -24,23 +24,19 @@
 #include <cmocka.h>
 
 #include "mock_server.h"
+#include "rdt_client.h"
 #include "rdt_pb.h"
 #include "replayd.pb-c.h"
 #include "rdt_daemon.h"
 #include "replayd_client.h"
 #include "rd_clock.h"
 
-/* A port nothing listens on: bind an ephemeral one and close it. */
 static void cartpole_spec(rdc_spec_t *s) {
   rdc_spec_init(s);
   snprintf(s->name, sizeof s->name, "cartpole");
   s->n_fields = 2;
-  snprintf(s->fields[0].name, sizeof s->fields[0].name, "obs");
-  s->fields[0].dtype = RDC_DTYPE_FLOAT32;
-  s->fields[0].rank = 1;
-  s->fields[0].shape[0] = 4;
-  snprintf(s->fields[1].name, sizeof s->fields[1].name, "action");
-  s->fields[1].dtype = RDC_DTYPE_INT32;
+  rdt_client_field(&s->fields[0], "obs", RDC_DTYPE_FLOAT32, 4);
+  rdt_client_field(&s->fields[1], "action", RDC_DTYPE_INT32, 0);
   s->capacity = 1000;
 }
 
