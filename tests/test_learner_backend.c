@@ -658,14 +658,7 @@ static void test_fpga_backend_trains(void **state) {
   fpga_against_cpu(&c, 6, 19);
 
   rd_learner_config_t d;
-  rd_learner_config_default(&d);
-  d.algo = RD_ALGO_DDPG;
-  d.obs_dim = 3;
-  d.action_dim = 2;
-  d.n_hidden = 2;
-  d.hidden[0] = d.hidden[1] = 32;
-  d.n_critic_hidden = 2;
-  d.critic_hidden[0] = d.critic_hidden[1] = 32;
+  rdt_ddpg_config(&d, 3, 2, 2, (const uint32_t[]){32, 32}, 2, (const uint32_t[]){32, 32});
   d.action_low = -2.0f;
   d.action_high = 2.0f;
   d.max_batch = 24;
@@ -745,14 +738,7 @@ static void test_fpga_backend_limits(void **state) {
   assert_non_null(strstr(err.msg, "LRN_MAX_LAYERS"));
   /* DDPG: the critic's width. */
   rd_learner_config_t d;
-  rd_learner_config_default(&d);
-  d.algo = RD_ALGO_DDPG;
-  d.obs_dim = 3;
-  d.action_dim = 1;
-  d.n_hidden = 1;
-  d.hidden[0] = 16;
-  d.n_critic_hidden = 1;
-  d.critic_hidden[0] = LRN_MAX_WIDTH + 1;
+  rdt_ddpg_config(&d, 3, 1, 1, (const uint32_t[]){16}, 1, (const uint32_t[]){LRN_MAX_WIDTH + 1});
   assert_int_equal(rd_learner_backend_init(&b, &rd_learner_ops_fpga, &d, 0, &err), RD_EINVAL);
   assert_int_equal(b.fault, RD_LEARNER_FAULT_UNSUPPORTED);
   assert_non_null(strstr(err.msg, "critic"));
