@@ -182,3 +182,29 @@ void jw_null(jw_t *w) {
 }
 
 void jw_finish(jw_t *w) { fputc('\n', w->f); }
+
+/* The one-member documents: {"key": then the value, then }\n. */
+static void one_member_begin(jw_t *w, FILE *f, const char *key) {
+  jw_init(w, f);
+  jw_object_begin(w);
+  jw_key(w, key);
+}
+
+static void one_member_end(jw_t *w) {
+  jw_object_end(w);
+  jw_finish(w);
+}
+
+void jw_print_u64(FILE *f, const char *key, uint64_t v) {
+  jw_t w;
+  one_member_begin(&w, f, key);
+  jw_u64(&w, v);
+  one_member_end(&w);
+}
+
+void jw_print_string(FILE *f, const char *key, const char *v) {
+  jw_t w;
+  one_member_begin(&w, f, key);
+  jw_string(&w, v);
+  one_member_end(&w);
+}

@@ -39,6 +39,11 @@ void jw_null(jw_t *w);
 /* End the document with a newline. */
 void jw_finish(jw_t *w);
 
+/* A whole document of one member, {"key":v} and its newline, on f: what a
+ * command that changed something answers. */
+void jw_print_u64(FILE *f, const char *key, uint64_t v);
+void jw_print_string(FILE *f, const char *key, const char *v);
+
 /* Escape src as the inside of a JSON string (no quotes) into dst, NUL
  * terminated. Returns the length the full escape needs (excluding the NUL);
  * like snprintf, the output is cut if that is >= cap. */

@@ -759,13 +759,7 @@ static int cmd_profiles(rdc_client_t *c, const rctl_opts_t *o, const char *token
     uint64_t removed = 0;
     if (rdc_clear_profiles(c, token, &removed, &e) != RDC_OK) return call_failed(&e);
     if (o->json) {
-      jw_t w;
-      jw_init(&w, stdout);
-      jw_object_begin(&w);
-      jw_key(&w, "removed");
-      jw_u64(&w, removed);
-      jw_object_end(&w);
-      jw_finish(&w);
+      jw_print_u64(stdout, "removed", removed);
     } else {
       printf("cleared %" PRIu64 " profiles\n", removed);
     }
@@ -788,13 +782,7 @@ static int cmd_profiles(rdc_client_t *c, const rctl_opts_t *o, const char *token
     free(buf);
     if (rc != RDC_OK) return call_failed(&e);
     if (o->json) {
-      jw_t w;
-      jw_init(&w, stdout);
-      jw_object_begin(&w);
-      jw_key(&w, "imported");
-      jw_u64(&w, imported);
-      jw_object_end(&w);
-      jw_finish(&w);
+      jw_print_u64(stdout, "imported", imported);
     } else {
       printf("imported %" PRIu64 " profiles\n", imported);
     }
@@ -1250,13 +1238,7 @@ static int cmd_rm(rdc_client_t *c, const rctl_opts_t *o, const char *token) {
   rdc_error_t e;
   if (rdc_delete(c, o->args[0], token, &e) != RDC_OK) return call_failed(&e);
   if (o->json) {
-    jw_t w;
-    jw_init(&w, stdout);
-    jw_object_begin(&w);
-    jw_key(&w, "deleted");
-    jw_string(&w, o->args[0]);
-    jw_object_end(&w);
-    jw_finish(&w);
+    jw_print_string(stdout, "deleted", o->args[0]);
   } else {
     printf("deleted workload %s\n", o->args[0]);
   }

@@ -89,12 +89,7 @@ int rctl_cmd_tenant(rdc_client_t *c, const rctl_opts_t *o, const char *admin_tok
   if (strcmp(sub, "rm") == 0) {
     if (rdc_tenant_remove(c, admin_token, name, &e) != RDC_OK) return failed(&e);
     if (o->json) {
-      jw_init(&w, stdout);
-      jw_object_begin(&w);
-      jw_key(&w, "removed");
-      jw_string(&w, name);
-      jw_object_end(&w);
-      jw_finish(&w);
+      jw_print_string(stdout, "removed", name);
     } else {
       printf("removed tenant %s\n", name);
     }

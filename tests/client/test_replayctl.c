@@ -21,6 +21,7 @@
 #include "mock_server.h"
 #include "rdt_pb.h"
 #include "rdt_daemon.h"
+#include "rdt_dir.h"
 #include "replayd.pb-c.h"
 
 
@@ -379,6 +380,14 @@ static void test_usage_errors_exit_2(void **state) {
   assert_non_null(strstr(r.out, "replayctl "));
 }
 
+/* A file holding text (the token files, an import's input). */
+static void write_file(const char *path, const char *text) {
+  FILE *f = fopen(path, "w");
+  assert_non_null(f);
+  fputs(text, f);
+  assert_int_equal(fclose(f), 0);
+}
+
 static void test_rm_token_sources(void **state) {
   (void)state;
   Replayd__V1__DeleteWorkloadResponse del = REPLAYD__V1__DELETE_WORKLOAD_RESPONSE__INIT;
@@ -399,9 +408,7 @@ static void test_rm_token_sources(void **state) {
   assert_non_null(mkdtemp(dir));
   char path[256];
   snprintf(path, sizeof path, "%s/admin.token", dir);
-  FILE *f = fopen(path, "w");
-  fputs("admin-secret\n", f);
-  fclose(f);
+  write_file(path, "admin-secret\n");
   char env[300];
   snprintf(env, sizeof env, "STATE_DIRECTORY=%s", dir);
   const char *const extra[] = {env, NULL};
@@ -419,9 +426,7 @@ static void test_rm_token_sources(void **state) {
   snprintf(sub, sizeof sub, "%s/replayd", xdg);
   mkdir(sub, 0700);
   snprintf(path2, sizeof path2, "%s/admin.token", sub);
-  f = fopen(path2, "w");
-  fputs("xdg-secret", f);
-  fclose(f);
+  write_file(path2, "xdg-secret");
   char env2[300];
   snprintf(env2, sizeof env2, "XDG_STATE_HOME=%s", xdg);
   const char *const extra2[] = {"STATE_DIRECTORY=", env2, NULL};
@@ -461,6 +466,36 @@ static void test_rm_token_sources(void **state) {
   rmdir(dir);
 }
 
+/* What a command that changed something answers with --json: one member. */
+static void test_change_answers_json(void **state) {
+  (void)state;
+  rdt_result_t r;
+  Replayd__V1__ClearProfilesResponse cleared = REPLAYD__V1__CLEAR_PROFILES_RESPONSE__INIT;
+  cleared.removed = 3;
+  mock_reply_msg(&cleared.base);
+  run(&r, NULL, "--server", server, "--json", "profiles", "--clear", "--token", "t", NULL);
+  assert_int_equal(r.rc, 0);
+  assert_string_equal(r.out, "{\"removed\":3}\n");
+
+  char dir[128];
+  assert_int_equal(rdt_tmpdir(dir, sizeof dir, "rctl_import"), 0);
+  const char *path = rdt_path(dir, "profiles.jsonl");
+  write_file(path, "{}\n");
+  Replayd__V1__ImportProfilesResponse imported = REPLAYD__V1__IMPORT_PROFILES_RESPONSE__INIT;
+  imported.imported = 2;
+  mock_reply_msg(&imported.base);
+  run(&r, NULL, "--server", server, "--json", "profiles", "import", path, "--token", "t", NULL);
+  assert_int_equal(r.rc, 0);
+  assert_string_equal(r.out, "{\"imported\":2}\n");
+  assert_int_equal(rdt_rmtree(dir), 0);
+
+  Replayd__V1__RemoveTenantResponse removed = REPLAYD__V1__REMOVE_TENANT_RESPONSE__INIT;
+  mock_reply_msg(&removed.base);
+  run(&r, NULL, "--server", server, "--json", "tenant", "rm", "team-a", "--token", "t", NULL);
+  assert_int_equal(r.rc, 0);
+  assert_string_equal(r.out, "{\"removed\":\"team-a\"}\n");
+}
+
 static void test_undecodable_reply(void **state) {
   (void)state;
   static const uint8_t garbage[] = {0xff, 0xff, 0xff};
@@ -485,6 +520,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test_setup(test_call_errors_exit_1, reset),
       cmocka_unit_test_setup(test_usage_errors_exit_2, reset),
       cmocka_unit_test_setup(test_rm_token_sources, reset),
+      cmocka_unit_test_setup(test_change_answers_json, reset),
       cmocka_unit_test_setup(test_undecodable_reply, reset),
   };
   return cmocka_run_group_tests(tests, group_setup, group_teardown);
