@@ -128,12 +128,7 @@ typedef struct {
 } batch_t;
 
 static void batch_init(batch_t *b, uint32_t n) {
-  const size_t widths[5] = {16, 4, 4, 16, 1};
-  uint8_t *p = b->mem;
-  for (int f = 0; f < 5; f++) {
-    b->bufs[f] = (rdc_buffer_t){p, n * widths[f], 0};
-    p += n * widths[f];
-  }
+  bench_rows_buffers(b->mem, n, b->bufs);
   b->io = (rdc_sample_t){b->keys, b->pr, b->w, b->bufs, 5, 0, 0};
 }
 

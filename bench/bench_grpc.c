@@ -42,7 +42,6 @@
 #include "bench_util.h"
 
 #define OBS 4
-#define ROW_BYTES 41
 
 typedef struct {
   int json;
@@ -169,14 +168,9 @@ static void *sample_worker(void *arg) {
   uint32_t b = j->batch;
   uint64_t *keys = malloc(b * sizeof *keys);
   double *pr = malloc(b * sizeof *pr), *w = malloc(b * sizeof *w);
-  uint8_t *colmem = malloc((size_t)b * ROW_BYTES);
-  size_t widths[5] = {16, 4, 4, 16, 1};
+  uint8_t *colmem = malloc((size_t)b * BENCH_ROW_BYTES);
   rdc_buffer_t bufs[5];
-  uint8_t *p = colmem;
-  for (int f = 0; f < 5; f++) {
-    bufs[f] = (rdc_buffer_t){p, b * widths[f], 0};
-    p += b * widths[f];
-  }
+  bench_rows_buffers(colmem, b, bufs);
   while (rd_clock_now() < j->t_end) {
     rdc_sample_t io = {keys, pr, w, bufs, 5, 0, 0};
     double t0 = rd_clock_now();
@@ -361,7 +355,7 @@ static void baseline(uint32_t capacity) {
   emit("baseline.table.insert", 512, 0, (double)n / (rd_clock_now() - t0), "transitions/s");
   uint64_t keys[512];
   double pr[512], w[512];
-  uint8_t mem[512 * ROW_BYTES];
+  uint8_t mem[512 * BENCH_ROW_BYTES];
   rd_buf_t out[5];
   size_t widths[5] = {16, 4, 4, 16, 1};
   uint8_t *p = mem;

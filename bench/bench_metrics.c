@@ -39,13 +39,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_rows.h"
 #include "bench_util.h"
 #include "rd_clock.h"
 #include "replayd_client.h"
 #include "rpc_stats.h"
 
 #define OBS 4
-#define ROW_BYTES 41
 #define BATCH 512
 #define FILL_ROWS 100000
 
@@ -231,14 +231,9 @@ static void *sampler(void *arg) {
   }
   uint64_t keys[BATCH];
   double pr[BATCH], w[BATCH];
-  static const size_t widths[5] = {16, 4, 4, 16, 1};
-  uint8_t *mem = xmalloc((size_t)BATCH * ROW_BYTES);
+  uint8_t *mem = xmalloc((size_t)BATCH * BENCH_ROW_BYTES);
   rdc_buffer_t bufs[5];
-  uint8_t *p = mem;
-  for (int f = 0; f < 5; f++) {
-    bufs[f] = (rdc_buffer_t){p, BATCH * widths[f], 0};
-    p += BATCH * widths[f];
-  }
+  bench_rows_buffers(mem, BATCH, bufs);
   while (rd_clock_now() < j->t_end) {
     rdc_sample_t io = {keys, pr, w, bufs, 5, 0, 0};
     if (rdc_sample(c, j->d->wl.id, j->d->wl.token, BATCH, NAN, 0, &io, &e)) {

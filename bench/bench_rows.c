@@ -32,3 +32,12 @@ void bench_rows_free(bench_rows_t *r) {
   free(r->action);
   free(r->done);
 }
+
+void bench_rows_buffers(uint8_t *mem, uint32_t n, rdc_buffer_t bufs[5]) {
+  static const size_t widths[5] = {BENCH_OBS * sizeof(float), sizeof(int32_t), sizeof(float),
+                                   BENCH_OBS * sizeof(float), 1};
+  for (int f = 0; f < 5; f++) {
+    bufs[f] = (rdc_buffer_t){mem, n * widths[f], 0};
+    mem += n * widths[f];
+  }
+}

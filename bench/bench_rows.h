@@ -3,7 +3,8 @@
  * bool: 41 bytes a row), as the C client's columns.
  *
  * Contract: bench_rows_make allocates with xmalloc (it dies rather than
- * fail) and fills n rows; bench_rows_free frees them. */
+ * fail) and fills n rows; bench_rows_free frees them; bench_rows_buffers
+ * allocates nothing. */
 #ifndef RD_BENCH_ROWS_H
 #define RD_BENCH_ROWS_H
 
@@ -23,5 +24,9 @@ typedef struct {
 
 void bench_rows_make(bench_rows_t *r, uint32_t n);
 void bench_rows_free(bench_rows_t *r);
+
+/* A sample's buffers for n rows of those five columns, one after the
+ * other in mem (n * BENCH_ROW_BYTES bytes). */
+void bench_rows_buffers(uint8_t *mem, uint32_t n, rdc_buffer_t bufs[5]);
 
 #endif
