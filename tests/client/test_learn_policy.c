@@ -103,14 +103,20 @@ static double compare(const rd_nn_spec_t *s, uint64_t seed, uint32_t batch, doub
   return worst;
 }
 
+/* compare() on the net of n_layers layers sizes/act: at most 1e-5 apart. */
+static void expect_match(const char *what, uint32_t n_layers, const uint32_t *sizes,
+                         const rd_nn_act_t *act, uint64_t seed, uint32_t batch, double in_scale) {
+  rd_nn_spec_t s = rdt_nn_spec(n_layers, sizes, act);
+  double w = compare(&s, seed, batch, in_scale);
+  if (w > 1e-5) fail_msg("%s: worst relative difference %g", what, w);
+}
+
 static void test_matches_daemon_relu(void **state) {
   (void)state;
   /* DQN CartPole: 4 -> 64 -> 64 -> 2, relu hidden, identity out. */
   const uint32_t sz[] = {4, 64, 64, 2};
   const rd_nn_act_t act[] = {RD_NN_RELU, RD_NN_RELU, RD_NN_IDENTITY};
-  rd_nn_spec_t s = rdt_nn_spec(3, sz, act);
-  double w = compare(&s, 1, 512, 3.0);
-  if (w > 1e-5) fail_msg("relu net: worst relative difference %g", w);
+  expect_match("relu net", 3, sz, act, 1, 512, 3.0);
 }
 
 static void test_matches_daemon_tanh(void **state) {
@@ -119,9 +125,7 @@ static void test_matches_daemon_tanh(void **state) {
    * activation and the actor's tanh output). */
   const uint32_t sz[] = {3, 128, 128, 1};
   const rd_nn_act_t act[] = {RD_NN_TANH, RD_NN_TANH, RD_NN_TANH};
-  rd_nn_spec_t s = rdt_nn_spec(3, sz, act);
-  double w = compare(&s, 2, 512, 2.0);
-  if (w > 1e-5) fail_msg("tanh net: worst relative difference %g", w);
+  expect_match("tanh net", 3, sz, act, 2, 512, 2.0);
 }
 
 static void test_matches_daemon_identity(void **state) {
@@ -129,14 +133,10 @@ static void test_matches_daemon_identity(void **state) {
   /* Linear layers only, and a single-layer net (no hidden layer). */
   const uint32_t sz[] = {17, 9, 5};
   const rd_nn_act_t act[] = {RD_NN_IDENTITY, RD_NN_IDENTITY};
-  rd_nn_spec_t s = rdt_nn_spec(2, sz, act);
-  double w = compare(&s, 3, 256, 1.0);
-  if (w > 1e-5) fail_msg("identity net: worst relative difference %g", w);
+  expect_match("identity net", 2, sz, act, 3, 256, 1.0);
   const uint32_t sz1[] = {6, 3};
   const rd_nn_act_t act1[] = {RD_NN_IDENTITY};
-  rd_nn_spec_t s1 = rdt_nn_spec(1, sz1, act1);
-  w = compare(&s1, 4, 64, 1.0);
-  if (w > 1e-5) fail_msg("one-layer net: worst relative difference %g", w);
+  expect_match("one-layer net", 1, sz1, act1, 4, 64, 1.0);
 }
 
 static void test_matches_daemon_deep_mixed(void **state) {
