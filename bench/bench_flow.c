@@ -93,19 +93,7 @@ static int start_daemon(void) {
 
 static int register_cartpole(rdc_client_t *c, const rdc_rate_limiter_t *rl, rdc_workload_t *w) {
   rdc_spec_t s;
-  rdc_spec_init(&s);
-  snprintf(s.name, sizeof s.name, "bench-flow");
-  s.capacity = 1u << 20;
-  s.n_fields = 5;
-  const char *names[5] = {"obs", "action", "reward", "next_obs", "done"};
-  rdc_dtype_t dt[5] = {RDC_DTYPE_FLOAT32, RDC_DTYPE_INT32, RDC_DTYPE_FLOAT32, RDC_DTYPE_FLOAT32,
-                       RDC_DTYPE_BOOL};
-  for (int f = 0; f < 5; f++) {
-    snprintf(s.fields[f].name, sizeof s.fields[f].name, "%s", names[f]);
-    s.fields[f].dtype = dt[f];
-    s.fields[f].rank = (f == 0 || f == 3) ? 1 : 0;
-    s.fields[f].shape[0] = BENCH_OBS;
-  }
+  bench_rows_spec(&s, "bench-flow", 1u << 20);
   if (rl != NULL) {
     s.has_rate_limiter = 1;
     s.rate_limiter = *rl;

@@ -420,18 +420,7 @@ int main(int argc, char **argv) {
     return 1;
   }
   rdc_spec_t spec;
-  rdc_spec_init(&spec);
-  snprintf(spec.name, sizeof spec.name, "bench-cartpole");
-  spec.capacity = capacity;
-  spec.n_fields = 5;
-  const char *names[5] = {"obs", "action", "reward", "next_obs", "done"};
-  rdc_dtype_t dt[5] = {RDC_DTYPE_FLOAT32, RDC_DTYPE_INT32, RDC_DTYPE_FLOAT32, RDC_DTYPE_FLOAT32, RDC_DTYPE_BOOL};
-  for (int f = 0; f < 5; f++) {
-    snprintf(spec.fields[f].name, sizeof spec.fields[f].name, "%s", names[f]);
-    spec.fields[f].dtype = dt[f];
-    spec.fields[f].rank = (f == 0 || f == 3) ? 1 : 0;
-    spec.fields[f].shape[0] = OBS;
-  }
+  bench_rows_spec(&spec, "bench-cartpole", capacity);
   if (rdc_register(c, &spec, &wl, &err)) {
     fprintf(stderr, "bench_grpc: register: %s\n", err.msg);
     rdc_close(c);

@@ -134,19 +134,7 @@ static void daemon_fill(daemon_t *d) {
   rdc_error_t e;
   if (rdc_connect(d->target, 5, &c, &e)) die("connect: %s", e.msg);
   rdc_spec_t spec;
-  rdc_spec_init(&spec);
-  snprintf(spec.name, sizeof spec.name, "bench-metrics");
-  spec.capacity = 1u << 20;
-  spec.n_fields = 5;
-  static const char *const names[5] = {"obs", "action", "reward", "next_obs", "done"};
-  static const rdc_dtype_t dt[5] = {RDC_DTYPE_FLOAT32, RDC_DTYPE_INT32, RDC_DTYPE_FLOAT32,
-                                    RDC_DTYPE_FLOAT32, RDC_DTYPE_BOOL};
-  for (int f = 0; f < 5; f++) {
-    snprintf(spec.fields[f].name, sizeof spec.fields[f].name, "%s", names[f]);
-    spec.fields[f].dtype = dt[f];
-    spec.fields[f].rank = (f == 0 || f == 3) ? 1 : 0;
-    spec.fields[f].shape[0] = OBS;
-  }
+  bench_rows_spec(&spec, "bench-metrics", 1u << 20);
   if (rdc_register(c, &spec, &d->wl, &e)) die("register: %s", e.msg);
   const uint32_t n = 10000;
   float *obs = calloc(n * OBS, sizeof *obs), *rew = calloc(n, sizeof *rew);

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 
 #include "bench_util.h"
+#include "cartpole_schema.h"
 
 void bench_rows_make(bench_rows_t *r, uint32_t n) {
   r->obs = xmalloc(n * BENCH_OBS * sizeof(float));
@@ -40,4 +41,12 @@ void bench_rows_buffers(uint8_t *mem, uint32_t n, rdc_buffer_t bufs[5]) {
     bufs[f] = (rdc_buffer_t){mem, n * widths[f], 0};
     mem += n * widths[f];
   }
+}
+
+void bench_rows_spec(rdc_spec_t *s, const char *name, uint32_t capacity) {
+  rdc_spec_init(s);
+  snprintf(s->name, sizeof s->name, "%s", name);
+  s->capacity = capacity;
+  s->n_fields = CP_N_FIELDS;
+  cartpole_fields(s->fields);
 }

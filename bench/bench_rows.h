@@ -25,6 +25,10 @@ typedef struct {
 void bench_rows_make(bench_rows_t *r, uint32_t n);
 void bench_rows_free(bench_rows_t *r);
 
+/* The spec of a workload these rows fit: name, capacity and the five
+ * fields (clients/c/examples/cartpole_schema.h's), nothing else set. */
+void bench_rows_spec(rdc_spec_t *s, const char *name, uint32_t capacity);
+
 /* A sample's buffers for n rows of those five columns, one after the
  * other in mem (n * BENCH_ROW_BYTES bytes). */
 void bench_rows_buffers(uint8_t *mem, uint32_t n, rdc_buffer_t bufs[5]);
