@@ -28,44 +28,43 @@ static void assert_pin(const rd_pin_t *p, const char *want) {
   assert_string_equal(got, want);
 }
 
+/* rd_cores_assign(cpus, load, n, threads) succeeds with the learner on
+ * want_l and the sampler on want_s (NULL: not pinned). */
+static void assert_assign(const int *cpus, const uint32_t *load, uint32_t n, uint32_t threads,
+                          const char *want_l, const char *want_s) {
+  rd_pin_t l, s;
+  rd_error_t err;
+  assert_int_equal(rd_cores_assign(cpus, load, n, threads, &l, &s, &err), RD_OK);
+  if (want_l != NULL)
+    assert_pin(&l, want_l);
+  else
+    assert_int_equal(l.n, 0);
+  if (want_s != NULL)
+    assert_pin(&s, want_s);
+  else
+    assert_int_equal(s.n, 0);
+}
+
 static void test_assign(void **state) {
   (void)state;
   const int cpus[4] = {0, 1, 2, 3};
-  rd_pin_t l, s;
-  rd_error_t err;
   /* An idle machine: the lowest CPUs, the sampler next to the learner. */
-  assert_int_equal(rd_cores_assign(cpus, NULL, 4, 1, &l, &s, &err), RD_OK);
-  assert_pin(&l, "0");
-  assert_pin(&s, "1");
-  assert_int_equal(rd_cores_assign(cpus, NULL, 4, 2, &l, &s, &err), RD_OK);
-  assert_pin(&l, "0-1");
-  assert_pin(&s, "2");
+  assert_assign(cpus, NULL, 4, 1, "0", "1");
+  assert_assign(cpus, NULL, 4, 2, "0-1", "2");
   /* The least loaded first, ties to the lower number. */
   const uint32_t load[4] = {1, 1, 0, 2};
-  assert_int_equal(rd_cores_assign(cpus, load, 4, 1, &l, &s, &err), RD_OK);
-  assert_pin(&l, "2");
-  assert_pin(&s, "0");
-  assert_int_equal(rd_cores_assign(cpus, load, 4, 2, &l, &s, &err), RD_OK);
-  assert_pin(&l, "2,0");
-  assert_pin(&s, "1");
+  assert_assign(cpus, load, 4, 1, "2", "0");
+  assert_assign(cpus, load, 4, 2, "2,0", "1");
   /* The learner takes every CPU: the sampler is not pinned. */
-  assert_int_equal(rd_cores_assign(cpus, load, 4, 4, &l, &s, &err), RD_OK);
-  assert_pin(&l, "2,0-1,3");
-  assert_int_equal(s.n, 0);
+  assert_assign(cpus, load, 4, 4, "2,0-1,3", NULL);
   /* More threads than CPUs: nothing is pinned. */
-  assert_int_equal(rd_cores_assign(cpus, NULL, 4, 5, &l, &s, &err), RD_OK);
-  assert_int_equal(l.n, 0);
-  assert_int_equal(s.n, 0);
+  assert_assign(cpus, NULL, 4, 5, NULL, NULL);
   /* A machine of one CPU. */
-  assert_int_equal(rd_cores_assign(cpus + 3, NULL, 1, 1, &l, &s, &err), RD_OK);
-  assert_pin(&l, "3");
-  assert_int_equal(s.n, 0);
+  assert_assign(cpus + 3, NULL, 1, 1, "3", NULL);
   /* Sparse CPU numbers (a cgroup's set) keep their numbers. */
   const int sparse[3] = {4, 9, 130};
   const uint32_t sl[3] = {3, 0, 0};
-  assert_int_equal(rd_cores_assign(sparse, sl, 3, 1, &l, &s, &err), RD_OK);
-  assert_pin(&l, "9");
-  assert_pin(&s, "130");
+  assert_assign(sparse, sl, 3, 1, "9", "130");
 }
 
 static void test_assign_errors(void **state) {
