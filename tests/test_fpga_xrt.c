@@ -44,15 +44,12 @@ static const rd_fpga_kernel_desc_t VADD = {"vadd", 3, VADD_ARGS};
 static int group_setup(void **state) {
   (void)state;
   if (xrt_env_noop_dir(dir, sizeof dir, "xrt_test") != 0) return -1;
-  snprintf(rmm_path, sizeof rmm_path, "%s", rdt_path(dir, "rmm.xclbin"));
-  snprintf(other_path, sizeof other_path, "%s", rdt_path(dir, "vadd.xclbin"));
   snprintf(garbage_path, sizeof garbage_path, "%s", rdt_path(dir, "garbage.xclbin"));
-  snprintf(both_path, sizeof both_path, "%s", rdt_path(dir, "both.xclbin"));
+  snprintf(both_path, sizeof both_path, "%s", rdt_path(dir, "both.xclbin")); /* a test writes it */
   const rd_fpga_kernel_desc_t *rmm[1] = {&rd_fpga_rmm_kernel_desc};
   const rd_fpga_kernel_desc_t *vadd[1] = {&VADD};
-  rd_error_t err;
-  if (rd_fpga_xclbin_write(rmm_path, rmm, 1, &err) != RD_OK) return -1;
-  return rd_fpga_xclbin_write(other_path, vadd, 1, &err) == RD_OK ? 0 : -1;
+  if (xrt_env_xclbin(rmm_path, sizeof rmm_path, dir, "rmm.xclbin", rmm, 1) != 0) return -1;
+  return xrt_env_xclbin(other_path, sizeof other_path, dir, "vadd.xclbin", vadd, 1);
 }
 
 static int group_teardown(void **state) {

@@ -56,15 +56,12 @@ static char both_path[128], rmm_only[128], lrn_only[128], garbage_path[128];
 static int group_setup(void **state) {
   (void)state;
   if (xrt_env_noop_dir(dir, sizeof dir, "xrt_ops") != 0) return -1;
-  snprintf(both_path, sizeof both_path, "%s", rdt_path(dir, "both.xclbin"));
-  snprintf(rmm_only, sizeof rmm_only, "%s", rdt_path(dir, "rmm.xclbin"));
-  snprintf(lrn_only, sizeof lrn_only, "%s", rdt_path(dir, "lrn.xclbin"));
   snprintf(garbage_path, sizeof garbage_path, "%s", rdt_path(dir, "garbage.xclbin"));
   const rd_fpga_kernel_desc_t *both[2] = {&rd_fpga_rmm_kernel_desc, &rd_fpga_learner_kernel_desc};
-  rd_error_t err;
-  if (rd_fpga_xclbin_write(both_path, both, 2, &err) != RD_OK) return -1;
-  if (rd_fpga_xclbin_write(rmm_only, both, 1, &err) != RD_OK) return -1;
-  return rd_fpga_xclbin_write(lrn_only, both + 1, 1, &err) == RD_OK ? 0 : -1;
+  if (xrt_env_xclbin(both_path, sizeof both_path, dir, "both.xclbin", both, 2) != 0 ||
+      xrt_env_xclbin(rmm_only, sizeof rmm_only, dir, "rmm.xclbin", both, 1) != 0)
+    return -1;
+  return xrt_env_xclbin(lrn_only, sizeof lrn_only, dir, "lrn.xclbin", both + 1, 1);
 }
 
 static int group_teardown(void **state) {

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "rdt_dir.h"
+#include "xclbin_gen.h"
 
 /* Whether the build has XRT's host path (meson passes it; 0 when not). */
 #ifndef RD_XRT_BUILT
@@ -45,6 +46,15 @@ static inline int xrt_env_garbage_file(const char *path) {
   if (!f) return -1;
   for (int i = 0; i < 4096; i++) fputc((i * 7919) & 0xff, f);
   return fclose(f) == 0 ? 0 : -1;
+}
+
+/* DIR/name written as an xclbin of the n kernels, its path into path (cap
+ * bytes). 0, or -1 if the path does not fit or the file cannot be written. */
+static inline int xrt_env_xclbin(char *path, size_t cap, const char *dir, const char *name,
+                                 const rd_fpga_kernel_desc_t *const *kernels, size_t n) {
+  if ((size_t)snprintf(path, cap, "%s", rdt_path(dir, name)) >= cap) return -1;
+  rd_error_t err;
+  return rd_fpga_xclbin_write(path, kernels, n, &err) == RD_OK ? 0 : -1;
 }
 
 /* A scratch directory for a test of XRT's no-op shim: a new directory
