@@ -140,6 +140,26 @@ static RD_ALWAYS_INLINE uint32_t count_le8(const uint64_t *seg, int64_t t, const
   return count_le8_generic(seg, t);
 }
 
+/* The same for a block of two segments, the second compared with t1 (the
+ * target minus the first segment's end). AVX-512 counts both masks with
+ * one population count. */
+#if defined(__x86_64__)
+__attribute__((target("avx512f,popcnt"))) static inline uint32_t count_le16_avx512(
+    const uint64_t *blk, int64_t t, int64_t t1) {
+  __mmask8 a = _mm512_cmple_epi64_mask(_mm512_load_si512(blk), _mm512_set1_epi64(t));
+  __mmask8 b = _mm512_cmple_epi64_mask(_mm512_load_si512(blk + 8), _mm512_set1_epi64(t1));
+  return (uint32_t)__builtin_popcount(_cvtmask16_u32(_mm512_kunpackb(b, a)));
+}
+#endif
+
+static RD_ALWAYS_INLINE uint32_t count_le16(const uint64_t *blk, int64_t t, int64_t t1,
+                                            const int isa) {
+#if defined(__x86_64__)
+  if (isa == ISA_AVX512) return count_le16_avx512(blk, t, t1);
+#endif
+  return count_le8(blk, t, isa) + count_le8(blk + 8, t1, isa);
+}
+
 /* One descent step: the child j of the block that target *t falls in; *t
  * becomes the target within that child (rd_st_descend). From K = 8 on, a
  * block is K/8 segments. With one or two, each segment counts its entries
@@ -156,12 +176,16 @@ static RD_ALWAYS_INLINE uint32_t descend(const uint64_t *blk, uint64_t *tp, cons
     return j;
   }
   if (K <= 16) { /* one or two segments: count both, no dependent load */
-    uint32_t j = count_le8(blk, (int64_t)t, isa);
-    if (K == 16) j += count_le8(blk + 8, (int64_t)(t - blk[7]), isa);
+    const uint64_t t1 = t - blk[7]; /* the target within segment 1 */
+    uint32_t j;
+    if (K == 16)
+      j = count_le16(blk, (int64_t)t, (int64_t)t1, isa);
+    else
+      j = count_le8(blk, (int64_t)t, isa);
     /* The full prefix before j: entry j-1, plus segment 0's end if j-1 is
      * in segment 1; no branch on j == 0 (read entry 0, mask it). */
     const uint64_t none = j == 0;
-    *tp = t - (blk[j + none - 1] & (none - 1)) - (j > 8 ? blk[7] : 0);
+    *tp = (K == 16 && j > 8 ? t1 : t) - (blk[j + none - 1] & (none - 1));
     return j;
   }
   uint32_t s = 0;
