@@ -497,7 +497,10 @@ typedef void (*set_range_fn)(rd_sumtree_t *, uint64_t, size_t, const uint64_t *,
   ATTR static void update_k##K##_##ISA(rd_sumtree_t *t, size_t n, const uint32_t *p,         \
                                        const uint64_t *v, uint32_t lo, bool part,            \
                                        uint64_t clo, uint64_t chi, uint64_t *acc) {          \
-    update_body(t, n, p, v, lo, part, clo, chi, acc, K, LK, ISA_ID_##ISA);                   \
+    if (part) /* two copies of the loop: the single-threaded one tests nothing per item */   \
+      update_body(t, n, p, v, lo, true, clo, chi, acc, K, LK, ISA_ID_##ISA);                 \
+    else                                                                                     \
+      update_body(t, n, p, v, lo, false, 0, 0, acc, K, LK, ISA_ID_##ISA);                    \
   }
 #define RD_SET_RANGE(K, LK)                                                                   \
   static void set_range_k##K(rd_sumtree_t *t, uint64_t f, size_t n, const uint64_t *v,      \
