@@ -13,8 +13,16 @@ int rd_tree_check_shape(uint32_t capacity, uint32_t fanout, rd_error_t *err) {
   return RD_OK;
 }
 
+/* The batch checks first scan the whole batch without an early exit, a loop
+ * the compiler vectorizes (one that returns at the first bad item it does
+ * not), and only look for the first bad item once they know there is one:
+ * they run on every sample and update, where a valid batch is the rule. */
+
 int rd_tree_check_positions(size_t n, const uint32_t *positions, uint32_t capacity,
                             rd_error_t *err) {
+  uint32_t bad = 0;
+  for (size_t i = 0; i < n; i++) bad |= positions[i] >= capacity;
+  if (!bad) return RD_OK;
   for (size_t i = 0; i < n; i++)
     if (positions[i] >= capacity)
       return rd_error_set(err, RD_ERANGE, "position %u at batch index %zu is >= capacity %u",
@@ -24,6 +32,9 @@ int rd_tree_check_positions(size_t n, const uint32_t *positions, uint32_t capaci
 
 int rd_tree_check_values(size_t n, const uint64_t *values, uint64_t max_leaf, uint32_t capacity,
                          rd_error_t *err) {
+  uint32_t bad = 0;
+  for (size_t i = 0; i < n; i++) bad |= values[i] > max_leaf;
+  if (!bad) return RD_OK;
   for (size_t i = 0; i < n; i++)
     if (values[i] > max_leaf)
       return rd_error_set(err, RD_ERANGE,
@@ -44,6 +55,9 @@ int rd_tree_check_range(uint32_t first, size_t n, uint32_t capacity, rd_error_t 
 int rd_tree_check_targets(size_t n, const uint64_t *targets, uint64_t total, rd_error_t *err) {
   if (n == 0) return RD_OK;
   if (total == 0) return rd_error_set(err, RD_EEMPTY, "cannot sample: every priority is zero");
+  uint32_t bad = 0;
+  for (size_t i = 0; i < n; i++) bad |= targets[i] >= total;
+  if (!bad) return RD_OK;
   for (size_t i = 0; i < n; i++)
     if (targets[i] >= total)
       return rd_error_set(err, RD_ERANGE, "target %llu at batch index %zu is >= total %llu",

@@ -140,6 +140,26 @@ static RD_ALWAYS_INLINE uint32_t count_le8(const uint64_t *seg, int64_t t, const
   return count_le8_generic(seg, t);
 }
 
+/* The same for a block of two segments, the second compared with t1 (the
+ * target minus the first segment's end). AVX-512 counts both masks with
+ * one population count. */
+#if defined(__x86_64__)
+__attribute__((target("avx512f,popcnt"))) static inline uint32_t count_le16_avx512(
+    const uint64_t *blk, int64_t t, int64_t t1) {
+  __mmask8 a = _mm512_cmple_epi64_mask(_mm512_load_si512(blk), _mm512_set1_epi64(t));
+  __mmask8 b = _mm512_cmple_epi64_mask(_mm512_load_si512(blk + 8), _mm512_set1_epi64(t1));
+  return (uint32_t)__builtin_popcount(_cvtmask16_u32(_mm512_kunpackb(b, a)));
+}
+#endif
+
+static RD_ALWAYS_INLINE uint32_t count_le16(const uint64_t *blk, int64_t t, int64_t t1,
+                                            const int isa) {
+#if defined(__x86_64__)
+  if (isa == ISA_AVX512) return count_le16_avx512(blk, t, t1);
+#endif
+  return count_le8(blk, t, isa) + count_le8(blk + 8, t1, isa);
+}
+
 /* One descent step: the child j of the block that target *t falls in; *t
  * becomes the target within that child (rd_st_descend). From K = 8 on, a
  * block is K/8 segments. With one or two, each segment counts its entries
@@ -156,12 +176,16 @@ static RD_ALWAYS_INLINE uint32_t descend(const uint64_t *blk, uint64_t *tp, cons
     return j;
   }
   if (K <= 16) { /* one or two segments: count both, no dependent load */
-    uint32_t j = count_le8(blk, (int64_t)t, isa);
-    if (K == 16) j += count_le8(blk + 8, (int64_t)(t - blk[7]), isa);
+    const uint64_t t1 = t - blk[7]; /* the target within segment 1 */
+    uint32_t j;
+    if (K == 16)
+      j = count_le16(blk, (int64_t)t, (int64_t)t1, isa);
+    else
+      j = count_le8(blk, (int64_t)t, isa);
     /* The full prefix before j: entry j-1, plus segment 0's end if j-1 is
      * in segment 1; no branch on j == 0 (read entry 0, mask it). */
     const uint64_t none = j == 0;
-    *tp = t - (blk[j + none - 1] & (none - 1)) - (j > 8 ? blk[7] : 0);
+    *tp = (K == 16 && j > 8 ? t1 : t) - (blk[j + none - 1] & (none - 1));
     return j;
   }
   uint32_t s = 0;
@@ -186,6 +210,28 @@ static RD_ALWAYS_INLINE void prefetch_block(const uint64_t *blk, const uint32_t 
   for (uint32_t off = 0; off < K; off += 8) __builtin_prefetch(blk + off, 0, 3);
 }
 
+/* One level of a group's descents: descent g is at entry e[g] of the level
+ * above (root: the root block, target from src), with target tt[g]. With
+ * pf, prefetch the child block each step reaches. Specialised on root and
+ * pf by the caller, so the per-step loop carries neither test. */
+static RD_ALWAYS_INLINE void sample_level(const uint64_t *L, const uint64_t *next, size_t m,
+                                          const uint64_t *src, uint64_t *tt, uint64_t *e,
+                                          const uint32_t K, const uint32_t LK, const int isa,
+                                          const bool root, const bool pf) {
+  for (size_t g = 0; g < m; g++) {
+    uint64_t tg = root ? src[g] : tt[g];
+    const uint64_t eg = root ? 0 : e[g];
+    uint64_t c = (eg << LK) + descend(L + (eg << LK), &tg, K, isa);
+    tt[g] = tg;
+    e[g] = c;
+    if (pf) prefetch_block(next + (c << LK), K);
+  }
+}
+
+/* Below this many bytes a level stays in the L1 (next to the levels above
+ * it), and prefetching its blocks only costs instructions. */
+#define SAMPLE_PREFETCH_BYTES ((uint64_t)32 << 10)
+
 /* Algorithm 1 of papers/001 for a group of descents at a time. */
 static RD_ALWAYS_INLINE void sample_body(const rd_sumtree_t *t, size_t n,
                                          const uint64_t *targets, uint32_t *leaves,
@@ -195,19 +241,18 @@ static RD_ALWAYS_INLINE void sample_body(const rd_sumtree_t *t, size_t n,
     size_t m = n - base < SAMPLE_GROUP ? n - base : SAMPLE_GROUP;
     uint64_t tt[SAMPLE_GROUP];
     uint64_t e[SAMPLE_GROUP];
-    for (size_t g = 0; g < m; g++) {
-      tt[g] = targets[base + g];
-      e[g] = 0;
-    }
     for (uint32_t h = 0; h < H; h++) {
       const uint64_t *L = t->level[h];
       const uint64_t *next = h + 1 < H ? t->level[h + 1] : NULL;
-      for (size_t g = 0; g < m; g++) {
-        const uint64_t *blk = L + (e[g] << LK);
-        uint32_t j = descend(blk, &tt[g], K, isa);
-        e[g] = (e[g] << LK) + j;
-        if (next) prefetch_block(next + (e[g] << LK), K);
-      }
+      const bool pf = next && t->level_blocks[h + 1] * K * sizeof(uint64_t) > SAMPLE_PREFETCH_BYTES;
+      if (h == 0 && pf)
+        sample_level(L, next, m, targets + base, tt, e, K, LK, isa, true, true);
+      else if (h == 0)
+        sample_level(L, next, m, targets + base, tt, e, K, LK, isa, true, false);
+      else if (pf)
+        sample_level(L, next, m, NULL, tt, e, K, LK, isa, false, true);
+      else
+        sample_level(L, next, m, NULL, tt, e, K, LK, isa, false, false);
     }
     for (size_t g = 0; g < m; g++) leaves[base + g] = (uint32_t)e[g];
   }
@@ -215,16 +260,36 @@ static RD_ALWAYS_INLINE void sample_body(const rd_sumtree_t *t, size_t n,
 
 /* Add d (mod 2^64) to entry e of a level and the entries after it in its
  * segment: the prefix sums that include the changed child, one cache line.
- * Branch-free so it vectorizes. Modular arithmetic is exact here because
- * every true result lies in [0, 2^63). */
+ * Branch-free so it vectorizes: the entries before e add d & 0, with the
+ * mask read from a table (one load, where building it from e's slot takes
+ * a shift and a mask move per level). Modular arithmetic is exact here
+ * because every true result lies in [0, 2^63). */
+#define SM(j, i) ((i) >= (j) ? ~UINT64_C(0) : 0)
+#define SM_ROW(j) {SM(j, 0), SM(j, 1), SM(j, 2), SM(j, 3), SM(j, 4), SM(j, 5), SM(j, 6), SM(j, 7)}
+static const uint64_t suffix_mask[8][8] __attribute__((aligned(64))) = {
+    SM_ROW(0), SM_ROW(1), SM_ROW(2), SM_ROW(3), SM_ROW(4), SM_ROW(5), SM_ROW(6), SM_ROW(7)};
+#undef SM_ROW
+#undef SM
+
 #if defined(__x86_64__)
 __attribute__((target("avx512f"))) static inline void seg_add8_avx512(uint64_t *seg, uint32_t jj,
                                                                        uint64_t d) {
   /* A full-width store, not a masked one: the next item's update of the
    * same line (the root's, every item) can then take the value straight
    * from the store buffer instead of waiting for the store to commit. */
-  __m512i add = _mm512_maskz_mov_epi64((__mmask8)(0xffu << jj), _mm512_set1_epi64((long long)d));
+  __m512i add = _mm512_and_si512(_mm512_set1_epi64((long long)d),
+                                 _mm512_load_si512(suffix_mask[jj]));
   _mm512_store_si512(seg, _mm512_add_epi64(_mm512_load_si512(seg), add));
+}
+
+__attribute__((target("avx2"))) static inline void seg_add8_avx2(uint64_t *seg, uint32_t jj,
+                                                                 uint64_t d) {
+  __m256i dv = _mm256_set1_epi64x((long long)d);
+  __m256i a = _mm256_and_si256(dv, _mm256_load_si256((const __m256i *)suffix_mask[jj]));
+  __m256i b = _mm256_and_si256(dv, _mm256_load_si256((const __m256i *)(suffix_mask[jj] + 4)));
+  _mm256_store_si256((__m256i *)seg, _mm256_add_epi64(_mm256_load_si256((__m256i *)seg), a));
+  _mm256_store_si256((__m256i *)(seg + 4),
+                     _mm256_add_epi64(_mm256_load_si256((__m256i *)(seg + 4)), b));
 }
 #endif
 
@@ -236,6 +301,10 @@ static RD_ALWAYS_INLINE void seg_add(uint64_t *level, uint64_t e, uint64_t d, co
 #if defined(__x86_64__)
   if (W == 8 && isa == ISA_AVX512) {
     seg_add8_avx512(seg, jj, d);
+    return;
+  }
+  if (W == 8 && isa == ISA_AVX2) {
+    seg_add8_avx2(seg, jj, d);
     return;
   }
 #endif
@@ -295,26 +364,44 @@ static RD_ALWAYS_INLINE void update_body(rd_sumtree_t *t, size_t n, const uint32
 /* Apply acc, the deltas per entry of level a that update_body collected,
  * to levels a, a-1, ..., 0: within each segment an entry gets the sum of
  * the deltas up to it, and a block's total delta goes to its parent entry
- * (acc is reused in place for the level above, as insert does). */
-static void fold_acc(rd_sumtree_t *t, uint32_t a, uint64_t *acc) {
-  const uint32_t K = t->fanout, LK = t->log2_fanout, W = rd_st_seg(K);
+ * (acc is reused in place for the level above, as insert does). Specialised
+ * on K like the kernels: it runs on every call, and with K a constant the
+ * segment arithmetic is shifts and masks the compiler vectorizes. */
+static RD_ALWAYS_INLINE void fold_body(rd_sumtree_t *t, uint32_t a, uint64_t *acc,
+                                       const uint32_t K, const uint32_t LK) {
+  const uint32_t W = SEG(K);
   for (uint32_t h = a + 1; h-- > 0;) {
     uint64_t *L = t->level[h];
-    for (uint64_t b = 0; b < t->level_blocks[h]; b++) {
-      uint64_t run = 0, total = 0;
-      for (uint32_t j = 0; j < K; j++) {
-        uint64_t e = (b << LK) + j, d = acc[e];
-        if (j % W == 0) run = 0;
-        run += d;
-        total += d;
-        L[e] += run;
+    const uint64_t blocks = t->level_blocks[h];
+    for (uint64_t b = 0; b < blocks; b++) {
+      uint64_t *blk = L + (b << LK);
+      const uint64_t *d = acc + (b << LK);
+      uint64_t total = 0;
+      for (uint32_t s = 0; s < K; s += W) {
+        uint64_t run = 0;
+        for (uint32_t j = s; j < s + W; j++) {
+          run += d[j];
+          blk[j] += run;
+        }
+        total += run;
       }
       acc[b] = total; /* safe: b <= (b << LK), every entry of block b read */
     }
     /* The level above reads level_blocks[h-1] * K entries: those past this
      * level's blocks are padding, with nothing to add. */
     if (h > 0)
-      for (uint64_t e = t->level_blocks[h]; e < t->level_blocks[h - 1] * K; e++) acc[e] = 0;
+      for (uint64_t e = blocks; e < t->level_blocks[h - 1] * K; e++) acc[e] = 0;
+  }
+}
+
+static void fold_acc(rd_sumtree_t *t, uint32_t a, uint64_t *acc) {
+  switch (t->fanout) {
+  case 2: fold_body(t, a, acc, 2, 1); break;
+  case 4: fold_body(t, a, acc, 4, 2); break;
+  case 8: fold_body(t, a, acc, 8, 3); break;
+  case 16: fold_body(t, a, acc, 16, 4); break;
+  case 32: fold_body(t, a, acc, 32, 5); break;
+  default: fold_body(t, a, acc, 64, 6); break;
   }
 }
 
@@ -410,7 +497,10 @@ typedef void (*set_range_fn)(rd_sumtree_t *, uint64_t, size_t, const uint64_t *,
   ATTR static void update_k##K##_##ISA(rd_sumtree_t *t, size_t n, const uint32_t *p,         \
                                        const uint64_t *v, uint32_t lo, bool part,            \
                                        uint64_t clo, uint64_t chi, uint64_t *acc) {          \
-    update_body(t, n, p, v, lo, part, clo, chi, acc, K, LK, ISA_ID_##ISA);                   \
+    if (part) /* two copies of the loop: the single-threaded one tests nothing per item */   \
+      update_body(t, n, p, v, lo, true, clo, chi, acc, K, LK, ISA_ID_##ISA);                 \
+    else                                                                                     \
+      update_body(t, n, p, v, lo, false, 0, 0, acc, K, LK, ISA_ID_##ISA);                    \
   }
 #define RD_SET_RANGE(K, LK)                                                                   \
   static void set_range_k##K(rd_sumtree_t *t, uint64_t f, size_t n, const uint64_t *v,      \
