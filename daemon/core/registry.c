@@ -251,6 +251,7 @@ static int build(rd_registry_t *r, rd_tenant_t *tenant, rd_workload_config_t *wc
   const rd_storage_ops_t *placed_storage = wc->table.storage;
   /* Its learner's share of the device, in its owner's group (share.h). */
   wc->learner.share_group = r->cfg.learner_shares ? tenant : NULL;
+  wc->learner.share_conserving = r->cfg.learner_shares == 2;
   wc->learner.share_weight = rd_tenant_weight(tenant);
   rd_workload_t *w;
   rd_wl_durable_t *wd = NULL; /* before the pipeline: it keeps weight versions there */

@@ -205,6 +205,7 @@ int rd_pipeline_create(rd_pipeline_t **out, const rd_pipeline_config_t *c, rd_ta
       rd_pipeline_destroy(p);
       return rd_error_set(err, RD_ENOMEM, "out of memory for the learner's device share");
     }
+    rd_share_pool_set_conserving(pool, c->share_conserving);
   }
   atomic_init(&p->cpu_learner, -1);
   atomic_init(&p->cpu_sampler, -1);

@@ -114,6 +114,7 @@ typedef struct {
    * turn; NULL (tests, the profiler) trains unscheduled. */
   const void *share_group;
   uint32_t share_weight;
+  bool share_conserving; /* the device pool's policy: work-conserving (share.h) */
   /* Tests: called on the learner thread with each batch before its step. */
   void (*batch_hook)(void *arg, const uint64_t *keys, const rd_batch_t *b);
   void *hook_arg;
