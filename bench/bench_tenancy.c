@@ -90,7 +90,7 @@ static rdc_client_t *client(void) {
 
 static void tenant(rdc_client_t *c, const char *name, uint32_t weight, double insert_rate,
                    char *token) {
-  rdc_tenant_quota_t q = {0, 0, weight, insert_rate, 0};
+  rdc_tenant_quota_t q = {.weight = weight, .insert_rows_per_second = insert_rate};
   rdc_error_t e;
   if (rdc_tenant_add(c, admin, name, &q, token, NULL, &e) != RDC_OK) die("tenant: %s", e.msg);
 }
