@@ -355,6 +355,8 @@ void rd_share_idle(rd_share_t *s) {
   pthread_mutex_unlock(&p->mu);
 }
 
+rd_share_pool_t *rd_share_pool_of(const rd_share_t *s) { return s->pool; }
+
 double rd_share_charged(const rd_share_t *s) {
   pthread_mutex_lock(&s->pool->mu);
   double c = s->charged;

@@ -117,6 +117,9 @@ double rd_share_pool_next_change(rd_share_pool_t *pool);
  * pool without threads. */
 rd_share_t *rd_share_pick(rd_share_pool_t *pool);
 
+/* The pool s joined (tests). */
+rd_share_pool_t *rd_share_pool_of(const rd_share_t *s);
+
 /* Seconds charged to s so far, and its virtual time (tests, describe). */
 double rd_share_charged(const rd_share_t *s);
 double rd_share_vtime(const rd_share_t *s);
