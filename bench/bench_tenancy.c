@@ -326,16 +326,13 @@ static double p99_samples(rdc_client_t *c, const rdc_workload_t *w, int n) {
 /* The quiet tenant's p99 while the noisy one floods (rate 0: no quota);
  * the noisy tenant's inserted rows/s and refused calls/s over the same
  * window (its bucket's first second of burst spent before). */
-static double noisy_run(rdc_client_t *c, const rdc_workload_t *quiet, const char *noisy_token,
-                        const rdc_spec_t *spec, int n, int backoff, double *rows_per_s,
-                        double *refused_per_s) {
+static double noisy_run(rdc_client_t *c, const rdc_workload_t *quiet, const rdc_workload_t nw[2],
+                        int n, int backoff, double *rows_per_s, double *refused_per_s) {
   noisy_t nz[2];
   atomic_bool stop_flag = false;
-  rdc_error_t e;
   for (int i = 0; i < 2; i++) {
     memset(&nz[i], 0, sizeof nz[i]);
-    if (rdc_register_as(c, noisy_token, spec, &nz[i].w, &e) != RDC_OK)
-      die("register: %s", e.msg);
+    nz[i].w = nw[i];
     nz[i].stop = &stop_flag;
     nz[i].backoff = backoff;
   }
@@ -353,7 +350,6 @@ static double noisy_run(rdc_client_t *c, const rdc_workload_t *quiet, const char
   for (int i = 0; i < 2; i++) pthread_join(th[i], NULL);
   *rows_per_s = (double)(a1 - a0) / dt;
   *refused_per_s = (double)(r1 - r0) / dt;
-  for (int i = 0; i < 2; i++) rdc_delete(c, nz[i].w.id, nz[i].w.token, &e);
   return p;
 }
 
@@ -402,9 +398,15 @@ static void noisy_neighbour(int n, int rounds) {
   if (rctl_parse_plan_spec("cartpole_dqn,capacity=100000", &spec, msg, sizeof msg) != 0)
     die("%s", msg);
   spec.has_learner = 0; /* replay only: the flood and the samples, nothing else */
-  rdc_workload_t quiet;
+  rdc_workload_t quiet, nw[2][2]; /* the noisy tenant's and the unlimited one's */
   rdc_error_t e;
   if (rdc_register_as(c, tq, &spec, &quiet, &e) != RDC_OK) die("register: %s", e.msg);
+  /* Registered once: a registration or a deletion (freeing a full table)
+   * next to a quiet run would be read as the neighbour's cost. */
+  for (int k = 0; k < 2; k++)
+    for (int i = 0; i < 2; i++)
+      if (rdc_register_as(c, k ? tu : tn, &spec, &nw[k][i], &e) != RDC_OK)
+        die("register: %s", e.msg);
   fill(c, &quiet, 20000);
   p99_samples(c, &quiet, n / 4); /* warm-up */
   noisy_figure_t f[4] = {{.name = "tenancy.noisy_p99_ratio", .client = "retries at once"},
@@ -417,8 +419,7 @@ static void noisy_neighbour(int n, int rounds) {
   for (int r = 0; r < rounds; r++) {
     double nz[3], rate[3], refused[3], q[3];
     for (int k = 0; k < 3; k++) {
-      nz[k] = noisy_run(c, &quiet, k == 2 ? tu : tn, &spec, n, k == 1, &rate[k],
-                        &refused[k]);
+      nz[k] = noisy_run(c, &quiet, nw[k == 2], n, k == 1, &rate[k], &refused[k]);
       q[k] = p99_samples(c, &quiet, n);
     }
     double before[3] = {q_prev, q[0], q[1]};
