@@ -120,12 +120,8 @@ static bool busy(const rd_share_t *s, double now) {
   return s->waiting || s->running || now - s->last_end < s->pool->idle_s;
 }
 
-/* Work-conserving: between two of its bursts (asking for nothing, holding
- * nothing), it will ask again within a hand-over, a gap short beside its bursts
- * (RD_SHARE_GAP_FRACTION of one, handoff_s at most). A pipeline whose
- * gaps are longer cannot use a unit the whole time; the rest of it is
- * not kept. */
-/* Between two of its bursts, strictly: it will ask again within handoff_s. */
+/* Strict: busy and between two of its bursts (or in one): it will ask
+ * again within handoff_s unless it said it is out of work. */
 static bool handing_over(const rd_share_t *s, double now) {
   return s->waiting || s->running || (!s->out_of_work && now - s->last_end < s->pool->handoff_s);
 }
@@ -135,6 +131,11 @@ static double gap_end(const rd_share_t *s) {
   return s->last_end + (gap < s->pool->handoff_s ? gap : s->pool->handoff_s);
 }
 
+/* Work-conserving: between two of its bursts (asking for nothing, holding
+ * nothing), it will ask again within a hand-over, a gap short beside its
+ * bursts (RD_SHARE_GAP_FRACTION of one, handoff_s at most). A pipeline
+ * whose gaps are longer cannot use a unit the whole time; the rest of it
+ * is not kept. */
 static bool in_gap(const rd_share_t *s, double now) {
   return !s->waiting && !s->running && !s->out_of_work && now < gap_end(s);
 }
