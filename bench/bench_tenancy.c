@@ -8,12 +8,15 @@
  *                        same wall time): Jain's index of their gradient
  *                        steps/s, (sum x)^2 / (n sum x^2). baseline.* is the
  *                        same run on a daemon started --learner-shares 0
- *                        (the OS's scheduling only).
+ *                        (the OS's scheduling only). Each with
+ *                        --learner-shares 1 (strict) and 2 (work-conserving).
  *   tenancy.share_error  the same with weights 1:1:2: the largest
  *                        |share_i - weight_i / sum| / (weight_i / sum) over
  *                        the three, share_i = gps_i / sum gps (identical
  *                        learners, so steps/s is device time). baseline.*:
  *                        --learner-shares 0.
+ *   tenancy.work_conservation  the three learners' total steps/s with
+ *                        shares (1 or 2) over without (0), same run.
  *   tenancy.noisy_p99_ratio  tenant "quiet"'s Sample p99 (batch 512, from a
  *                        100k-capacity table holding 20k rows) while tenant
  *                        "noisy" sends 1000-row InsertBatch calls from two
@@ -21,9 +24,13 @@
  *                        refused ("retries at once"), or sleeping for the
  *                        "retry in N ms" the refusal names ("waits as
  *                        told"), against a quota of --noisy-rate rows/s;
- *                        over the p99 with the server quiet (the mean of a
- *                        quiet run before and after). baseline.*: the noisy
- *                        tenant without a quota, retrying at once.
+ *                        over the p99 with the server quiet. Interleaved:
+ *                        rounds of quiet, noisy, quiet, noisy, ..., each
+ *                        noisy p99 over the mean of the quiet ones on
+ *                        either side; the median over rounds. baseline.*: the
+ *                        noisy tenant without a quota, retrying at once.
+ *                        control.*: a quiet run over the quiet ones beside
+ *                        it (what the ratio reads with no neighbour).
  * tenancy.remap_gps_gain is not measured: live re-mapping is not built.
  * Table by default; --json one JSON object per line; --quick shorter runs.
  */
@@ -45,13 +52,15 @@ static struct {
   bool json, quick;
   const char *replayd;
   double noisy_rate;
-} O = {false, false, NULL, 20000};
+  const char *only; /* "fair" or "noisy": one part */
+} O = {false, false, NULL, 20000, NULL};
 
 static rdt_daemon_t daemon_;
 static char admin[256];
 
 static void usage(FILE *f) {
-  fputs("usage: bench_tenancy --replayd PATH [--noisy-rate ROWS_PER_S] [--json] [--quick]\n", f);
+  fputs("usage: bench_tenancy --replayd PATH [--noisy-rate ROWS_PER_S] [--only fair|noisy]\n"
+        "                     [--json] [--quick]\n", f);
 }
 
 static void start(int shares) {
@@ -81,7 +90,7 @@ static rdc_client_t *client(void) {
 
 static void tenant(rdc_client_t *c, const char *name, uint32_t weight, double insert_rate,
                    char *token) {
-  rdc_tenant_quota_t q = {0, 0, weight, insert_rate, 0};
+  rdc_tenant_quota_t q = {.weight = weight, .insert_rows_per_second = insert_rate};
   rdc_error_t e;
   if (rdc_tenant_add(c, admin, name, &q, token, NULL, &e) != RDC_OK) die("tenant: %s", e.msg);
 }
@@ -207,20 +216,27 @@ static double share_error(const double *gps, const uint32_t *w) {
   return worst;
 }
 
+/* Interleaved: --learner-shares 1 (strict), 2 (work-conserving), 0 (off),
+ * twice over; each figure the mean of its two runs. */
 static void fairness(double seconds) {
   static const uint32_t equal[3] = {1, 1, 1}, weighted[3] = {1, 1, 2};
-  /* Interleaved: shares on, off, on, off; each figure the mean of its two. */
-  double j[2] = {0, 0}, se[2] = {0, 0}, g[3], last[2][2][3];
+  static const int order[3] = {1, 2, 0};
+  double j[3] = {0}, se[3] = {0}, g[3], last[3][2][3];
+  double total[3][2] = {{0}}; /* [shares][weighted]: steps/s of the three */
   for (int rep = 0; rep < 2; rep++)
-    for (int shares = 1; shares >= 0; shares--) {
+    for (int k = 0; k < 3; k++) {
+      int shares = order[k];
       train_three(shares, equal, seconds, g);
       j[shares] += jain(g, 3) / 2;
+      total[shares][0] += (g[0] + g[1] + g[2]) / 2;
       memcpy(last[shares][0], g, sizeof g);
       train_three(shares, weighted, seconds, g);
       se[shares] += share_error(g, weighted) / 2;
+      total[shares][1] += (g[0] + g[1] + g[2]) / 2;
       memcpy(last[shares][1], g, sizeof g);
     }
-  for (int shares = 1; shares >= 0; shares--) {
+  for (int k = 0; k < 3; k++) {
+    int shares = order[k];
     char p[256], note[160];
     const double *a = last[shares][0], *b = last[shares][1];
     snprintf(p, sizeof p, "\"workloads\": 3, \"learner_shares\": %d, \"seconds\": %g, "
@@ -233,6 +249,18 @@ static void fairness(double seconds) {
     emit(shares ? "tenancy.share_error" : "baseline.tenancy.share_error", p, se[shares],
          "fraction", note);
   }
+  /* Work conservation: the three learners' total steps/s with shares over
+   * the same without (--learner-shares 0), same run. */
+  for (int shares = 1; shares <= 2; shares++)
+    for (int wt = 1; wt >= 0; wt--) {
+      char p[256], note[160];
+      snprintf(p, sizeof p, "\"weights\": \"%s\", \"learner_shares\": %d, \"seconds\": %g, "
+               "\"gps_shares\": %.0f, \"gps_no_shares\": %.0f", wt ? "1:1:2" : "1:1:1", shares,
+               seconds, total[shares][wt], total[0][wt]);
+      snprintf(note, sizeof note, "%.0f vs %.0f steps/s (three learners, shares %d vs 0)",
+               total[shares][wt], total[0][wt], shares);
+      emit("tenancy.work_conservation", p, total[shares][wt] / total[0][wt], "ratio", note);
+    }
 }
 
 /* ---- A noisy neighbour ---- */
@@ -241,7 +269,7 @@ typedef struct {
   rdc_workload_t w;
   atomic_bool *stop;
   int backoff; /* 1: sleep for the "retry in N ms" a refusal names; 0: retry at once */
-  uint64_t accepted, refused;
+  _Atomic uint64_t accepted, refused; /* read by the main thread meanwhile */
 } noisy_t;
 
 static void *noisy(void *arg) {
@@ -295,36 +323,74 @@ static double p99_samples(rdc_client_t *c, const rdc_workload_t *w, int n) {
   return p;
 }
 
-/* The quiet tenant's p99 while the noisy one floods (rate 0: no quota). */
-static double noisy_run(rdc_client_t *c, const rdc_workload_t *quiet, const char *noisy_token,
-                        const rdc_spec_t *spec, int n, int backoff, double *rows_per_s) {
+/* The quiet tenant's p99 while the noisy one floods (rate 0: no quota);
+ * the noisy tenant's inserted rows/s and refused calls/s over the same
+ * window (its bucket's first second of burst spent before). */
+static double noisy_run(rdc_client_t *c, const rdc_workload_t *quiet, const rdc_workload_t nw[2],
+                        int n, int backoff, double *rows_per_s, double *refused_per_s) {
   noisy_t nz[2];
   atomic_bool stop_flag = false;
-  rdc_error_t e;
   for (int i = 0; i < 2; i++) {
     memset(&nz[i], 0, sizeof nz[i]);
-    if (rdc_register_as(c, noisy_token, spec, &nz[i].w, &e) != RDC_OK)
-      die("register: %s", e.msg);
+    nz[i].w = nw[i];
     nz[i].stop = &stop_flag;
     nz[i].backoff = backoff;
   }
   pthread_t th[2];
-  double t0 = rd_clock_now();
   for (int i = 0; i < 2; i++) pthread_create(&th[i], NULL, noisy, &nz[i]);
-  usleep(500000); /* the flood is on, the bucket's first second spent */
+  usleep(600000); /* the flood is on, the bucket's burst spent */
+  uint64_t a0 = atomic_load(&nz[0].accepted) + atomic_load(&nz[1].accepted);
+  uint64_t r0 = atomic_load(&nz[0].refused) + atomic_load(&nz[1].refused);
+  double t0 = rd_clock_now();
   double p = p99_samples(c, quiet, n);
+  double dt = rd_clock_now() - t0;
+  uint64_t a1 = atomic_load(&nz[0].accepted) + atomic_load(&nz[1].accepted);
+  uint64_t r1 = atomic_load(&nz[0].refused) + atomic_load(&nz[1].refused);
   atomic_store(&stop_flag, true);
   for (int i = 0; i < 2; i++) pthread_join(th[i], NULL);
-  double dt = rd_clock_now() - t0;
-  *rows_per_s = (double)(nz[0].accepted + nz[1].accepted) / dt;
-  for (int i = 0; i < 2; i++) rdc_delete(c, nz[i].w.id, nz[i].w.token, &e);
+  *rows_per_s = (double)(a1 - a0) / dt;
+  *refused_per_s = (double)(r1 - r0) / dt;
+  usleep(500000); /* what the flood left (a checkpoint, freed rows) is not the next quiet run's */
   return p;
 }
 
-static void noisy_neighbour(int n) {
+enum { NOISY_ROUNDS_MAX = 16 };
+
+typedef struct {
+  const char *name, *client;
+  double ratio[NOISY_ROUNDS_MAX], worst, rate_sum, refused_sum;
+  double noisy_ms, quiet_ms;
+} noisy_figure_t;
+
+static void noisy_emit(const noisy_figure_t *f, int rounds, int n, const char *load0) {
+  char p[512], note[200], load[32];
+  load_average(load, sizeof load);
+  double r[NOISY_ROUNDS_MAX];
+  memcpy(r, f->ratio, sizeof r);
+  double ratio = bench_median(r, rounds);
+  snprintf(p, sizeof p, "\"batch\": 512, \"insert_quota_rows_per_s\": %g, \"client\": \"%s\", "
+           "\"quiet_p99_ms\": %.3f, \"p99_ms\": %.3f, \"worst_round\": %.3f, "
+           "\"noisy_rows_per_s\": %.0f, \"noisy_refused_per_s\": %.0f, \"rounds\": %d, \"samples\": %d, "
+           "\"load\": \"%s .. %s\"",
+           strcmp(f->client, "no quota") == 0 ? 0 : O.noisy_rate, f->client,
+           f->quiet_ms / rounds, f->noisy_ms / rounds, f->worst, f->rate_sum / rounds, f->refused_sum / rounds, rounds, n,
+           load0, load);
+  snprintf(note, sizeof note, "mean p99 %.2f ms vs %.2f ms quiet, worst round %.2f; %s, %.0f rows/s",
+           f->noisy_ms / rounds, f->quiet_ms / rounds, f->worst, f->client, f->rate_sum / rounds);
+  emit(f->name, p, ratio, "ratio", note);
+}
+
+/* Interleaved rounds Q N1 Q N2 Q U Q (Q: quiet; N1: the noisy tenant
+ * retrying at once; N2: waiting as told; U: no quota): each noisy p99 over
+ * the mean of the quiet runs on either side, and the control, a quiet run
+ * over the mean of the quiet runs on either side of it (what the ratio
+ * reads with no neighbour at all on this machine now). Figures are the
+ * median over rounds of each round's ratio. */
+static void noisy_neighbour(int n, int rounds) {
   start(1);
   rdc_client_t *c = client();
-  char tq[RDC_TOKEN_MAX], tn[RDC_TOKEN_MAX], tu[RDC_TOKEN_MAX];
+  char tq[RDC_TOKEN_MAX], tn[RDC_TOKEN_MAX], tu[RDC_TOKEN_MAX], load0[32];
+  load_average(load0, sizeof load0);
   tenant(c, "quiet", 1, 0, tq);
   tenant(c, "noisy", 1, O.noisy_rate, tn);
   tenant(c, "unlimited", 1, 0, tu);
@@ -333,37 +399,48 @@ static void noisy_neighbour(int n) {
   if (rctl_parse_plan_spec("cartpole_dqn,capacity=100000", &spec, msg, sizeof msg) != 0)
     die("%s", msg);
   spec.has_learner = 0; /* replay only: the flood and the samples, nothing else */
-  rdc_workload_t quiet;
+  rdc_workload_t quiet, nw[2][2]; /* the noisy tenant's and the unlimited one's */
   rdc_error_t e;
   if (rdc_register_as(c, tq, &spec, &quiet, &e) != RDC_OK) die("register: %s", e.msg);
+  /* Registered once: a registration or a deletion (freeing a full table)
+   * next to a quiet run would be read as the neighbour's cost. */
+  for (int k = 0; k < 2; k++)
+    for (int i = 0; i < 2; i++)
+      if (rdc_register_as(c, k ? tu : tn, &spec, &nw[k][i], &e) != RDC_OK)
+        die("register: %s", e.msg);
   fill(c, &quiet, 20000);
   p99_samples(c, &quiet, n / 4); /* warm-up */
-  double q1 = p99_samples(c, &quiet, n), lim_rate, coop_rate, unl_rate;
-  double lim = noisy_run(c, &quiet, tn, &spec, n, 0, &lim_rate);
-  double coop = noisy_run(c, &quiet, tn, &spec, n, 1, &coop_rate);
-  double unl = noisy_run(c, &quiet, tu, &spec, n, 0, &unl_rate);
-  double q2 = p99_samples(c, &quiet, n);
-  double q = (q1 + q2) / 2;
-  char p[320], note[160];
-  const struct {
-    const char *client;
-    double p99, rate;
-  } runs[2] = {{"retries at once", lim, lim_rate}, {"waits as told", coop, coop_rate}};
-  for (int i = 0; i < 2; i++) {
-    snprintf(p, sizeof p, "\"batch\": 512, \"insert_quota_rows_per_s\": %g, \"client\": "
-             "\"%s\", \"quiet_p99_ms\": %.3f, \"noisy_p99_ms\": %.3f, \"noisy_rows_per_s\": "
-             "%.0f, \"samples\": %d", O.noisy_rate, runs[i].client, q * 1e3, runs[i].p99 * 1e3,
-             runs[i].rate, n);
-    snprintf(note, sizeof note, "p99 %.2f ms vs %.2f ms quiet; noisy (%s) got %.0f rows/s",
-             runs[i].p99 * 1e3, q * 1e3, runs[i].client, runs[i].rate);
-    emit("tenancy.noisy_p99_ratio", p, runs[i].p99 / q, "ratio", note);
+  noisy_figure_t f[4] = {{.name = "tenancy.noisy_p99_ratio", .client = "retries at once"},
+                         {.name = "tenancy.noisy_p99_ratio", .client = "waits as told"},
+                         {.name = "baseline.tenancy.noisy_p99_ratio", .client = "no quota"},
+                         {.name = "control.tenancy.noisy_p99_ratio",
+                          .client = "none (quiet vs quiet)"}};
+  if (rounds > NOISY_ROUNDS_MAX) rounds = NOISY_ROUNDS_MAX;
+  double q_prev = p99_samples(c, &quiet, n);
+  for (int r = 0; r < rounds; r++) {
+    double nz[3], rate[3], refused[3], q[3];
+    for (int k = 0; k < 3; k++) {
+      nz[k] = noisy_run(c, &quiet, nw[k == 2], n, k == 1, &rate[k], &refused[k]);
+      q[k] = p99_samples(c, &quiet, n);
+    }
+    double before[3] = {q_prev, q[0], q[1]};
+    for (int k = 0; k < 3; k++) {
+      double base = (before[k] + q[k]) / 2, ratio = nz[k] / base;
+      f[k].ratio[r] = ratio;
+      if (ratio > f[k].worst) f[k].worst = ratio;
+      f[k].rate_sum += rate[k];
+      f[k].refused_sum += refused[k];
+      f[k].noisy_ms += nz[k] * 1e3;
+      f[k].quiet_ms += base * 1e3;
+    }
+    double ctl = q[0] / ((q_prev + q[1]) / 2); /* a quiet run as if it were the noisy one */
+    f[3].ratio[r] = ctl;
+    if (ctl > f[3].worst) f[3].worst = ctl;
+    f[3].noisy_ms += q[0] * 1e3;
+    f[3].quiet_ms += (q_prev + q[1]) / 2 * 1e3;
+    q_prev = q[2];
   }
-  snprintf(p, sizeof p, "\"batch\": 512, \"insert_quota_rows_per_s\": 0, \"quiet_p99_ms\": "
-           "%.3f, \"noisy_p99_ms\": %.3f, \"noisy_rows_per_s\": %.0f, \"samples\": %d",
-           q * 1e3, unl * 1e3, unl_rate, n);
-  snprintf(note, sizeof note, "p99 %.2f ms vs %.2f ms quiet; noisy got %.0f rows/s", unl * 1e3,
-           q * 1e3, unl_rate);
-  emit("baseline.tenancy.noisy_p99_ratio", p, unl / q, "ratio", note);
+  for (int k = 0; k < 4; k++) noisy_emit(&f[k], rounds, n, load0);
   rdc_close(c);
   stop();
 }
@@ -373,6 +450,7 @@ int main(int argc, char **argv) {
     if (bench_common_opt(argc, argv, &i, &O.json, &O.quick, NULL, usage)) continue;
     if (strcmp(argv[i], "--replayd") == 0 && i + 1 < argc) O.replayd = argv[++i];
     else if (strcmp(argv[i], "--noisy-rate") == 0 && i + 1 < argc) O.noisy_rate = atof(argv[++i]);
+    else if (strcmp(argv[i], "--only") == 0 && i + 1 < argc) O.only = argv[++i];
     else {
       usage(stderr);
       return 2;
@@ -389,7 +467,8 @@ int main(int argc, char **argv) {
     utc_now(when, sizeof when);
     printf("bench_tenancy: %s, load %s, %s\n", cpu, load, when);
   }
-  fairness(O.quick ? 2.0 : 8.0);
-  noisy_neighbour(O.quick ? 400 : 2000);
+  if (O.only == NULL || strcmp(O.only, "fair") == 0) fairness(O.quick ? 2.0 : 8.0);
+  if (O.only == NULL || strcmp(O.only, "noisy") == 0)
+    noisy_neighbour(O.quick ? 400 : 2000, O.quick ? 2 : 5);
   return 0;
 }

@@ -76,9 +76,11 @@ static const cfg_key_t keys[] = {
     {"max-waiting-per-workload", K_COUNT, FIELD(max_waiting_per_workload), 0, 1u << 20, false,
      "calls waiting for one workload's rate limiter (and its sample\n"
      "                             streams)"},
-    {"learner-shares", K_COUNT, FIELD(learner_shares), 0, 1, false,
+    {"learner-shares", K_COUNT, FIELD(learner_shares), 0, 2, false,
      "1: hosted learners sharing a device take turns by their tenants'\n"
-     "                             weights (share.h); 0: as the OS schedules them"},
+     "                             weights (share.h); 2: the same, work-conserving\n"
+     "                             (time a learner cannot use goes to the others);\n"
+     "                             0: as the OS schedules them"},
     {"fpga-parts-dir", K_STRING, FIELD(fpga_parts_dir), 0, 0, true,
      "FPGA part files (*.part) for the mapper's FPGA model; empty = the\n"
      "                             installed ones (run from the build tree:\n"

@@ -24,6 +24,7 @@
 #include "rate_limiter.h"
 #include "rd_nn_spec.h"
 #include "rd_clock.h"
+#include "share.h"
 #include "rdt_learner.h"
 #include "rdt_schema.h"
 #include "rdt_unit.h"
@@ -802,6 +803,66 @@ static void test_shared_device(void **state) {
   for (int i = 0; i < 3; i++) wl_free(&w[i]);
 }
 
+/* Device-neutral shares: a pipeline whose learner is placed on a GPU takes
+ * its steps' turns in that GPU's pool and its sampler's bursts in the
+ * CPU's (its table is on the CPU), the same logic as two CPU pipelines; a
+ * CPU pipeline has one share for both. No GPU is needed: the learner falls
+ * back to the CPU inside the pipeline, and its share stays where it was
+ * placed. Two such pipelines of weights 1 and 3 train at once to the end. */
+static void test_shares_per_device(void **state) {
+  (void)state;
+  static int g1, g2;
+  wl_t w[2];
+  rd_pipeline_t *p[2];
+  for (int i = 0; i < 2; i++) {
+    wl_init(&w[i], 4096, 0);
+    rd_pipeline_config_t c;
+    pcfg(&c, &w[i], 32, 0, NULL);
+    c.learner_kind = RD_LEARNER_ON_GPU;
+    c.share_group = i ? (const void *)&g2 : (const void *)&g1;
+    c.share_weight = i ? 3 : 1;
+    p[i] = create_ok(&c, &w[i]);
+    insert(&w[i], p[i], 500, 0);
+  }
+  rd_share_pool_t *gpu = rd_share_pool_device(RD_LEARNER_ON_GPU, 0);
+  rd_share_pool_t *cpu = rd_share_pool_device(RD_LEARNER_ON_CPU, 0);
+  for (int i = 0; i < 2; i++) {
+    rd_share_t *ls, *ss;
+    rd_pipeline_shares(p[i], &ls, &ss);
+    assert_non_null(ls);
+    assert_non_null(ss);
+    assert_ptr_equal(rd_share_pool_of(ls), gpu);
+    assert_ptr_equal(rd_share_pool_of(ss), cpu);
+  }
+  shared_run_t runs[2] = {{p[0], {0}}, {p[1], {0}}};
+  pthread_t th[2];
+  for (int i = 0; i < 2; i++) assert_int_equal(pthread_create(&th[i], NULL, shared_train, &runs[i]), 0);
+  for (int i = 0; i < 2; i++) pthread_join(th[i], NULL);
+  for (int i = 0; i < 2; i++) {
+    assert_int_equal(runs[i].r.status, RD_OK);
+    assert_int_equal(runs[i].r.steps_done + runs[i].r.skipped_steps, 300);
+    rd_share_t *ls, *ss;
+    rd_pipeline_shares(p[i], &ls, &ss);
+    assert_true(rd_share_charged(ls) > 0 && rd_share_charged(ss) > 0);
+  }
+  for (int i = 0; i < 2; i++) rd_pipeline_destroy(p[i]);
+  /* On the CPU: one share for both threads. */
+  wl_t wc;
+  wl_init(&wc, 4096, 0);
+  rd_pipeline_config_t c;
+  pcfg(&c, &wc, 32, 0, NULL);
+  c.share_group = &g1;
+  c.share_weight = 1;
+  rd_pipeline_t *pc = create_ok(&c, &wc);
+  rd_share_t *ls, *ss;
+  rd_pipeline_shares(pc, &ls, &ss);
+  assert_ptr_equal(ls, ss);
+  assert_ptr_equal(rd_share_pool_of(ls), cpu);
+  rd_pipeline_destroy(pc);
+  wl_free(&wc);
+  for (int i = 0; i < 2; i++) wl_free(&w[i]);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_bind_schema),
@@ -815,6 +876,7 @@ int main(void) {
       cmocka_unit_test(test_weights),
       cmocka_unit_test(test_pinned_threads),
       cmocka_unit_test(test_shared_device),
+      cmocka_unit_test(test_shares_per_device),
   };
   return cmocka_run_group_tests(tests, rdt_quiet_setup, rdt_quiet_teardown);
 }

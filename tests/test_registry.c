@@ -19,6 +19,8 @@
 #include "log.h"
 #include "messages.h"
 #include "registry.h"
+#include "tenant.h"
+#include "workload_spec.h"
 #include "spec_pb.h"
 #include "rdt_pb.h"
 #include "rdt_unit.h"
@@ -897,6 +899,67 @@ static void test_learner_memory(void **state) {
   rd_registry_destroy(r);
 }
 
+/* A tenant's GPU-memory quota counts where the placement puts the learner
+ * on a GPU (no GPU needed: admission runs before anything is built, and a
+ * GPU learner that cannot start falls back to the CPU inside the
+ * pipeline): refused naming the limit with nothing created, admitted when
+ * it fits, charged to the tenant while the workload lives; on the CPU the
+ * same workload takes no GPU memory. */
+static void test_learner_gpu_quota(void **state) {
+  (void)state;
+  rd_config_t cfg = test_config();
+  rd_registry_t *r = make_registry(&cfg, NULL);
+  rd_tenants_t *ts = rd_registry_tenants(r);
+  char tok[RD_TENANT_TOKEN_LEN + 1];
+  rd_tenant_quota_t q = {.max_gpu_memory_bytes = 1000};
+  rd_error_t err;
+  rd_error_clear(&err);
+  assert_int_equal(rd_tenants_add(ts, "g", &q, tok, &err), RD_OK);
+  rd_tenant_t *t = rd_tenants_get(ts, "g");
+  spec_t s;
+  learner_spec(&s);
+  rd_spec_pb_t d;
+  assert_int_equal(rd_spec_pb_decode(rd_registry_config(r), &s.spec, &d, &err), RD_OK);
+  rd_workload_config_t wc;
+  assert_int_equal(rd_workload_spec_resolve(&cfg, &d.spec, &wc, &err), RD_OK);
+  assert_int_equal(rd_workload_config_gpu_bytes(&wc), 0); /* on the CPU */
+  wc.learner.learner_kind = RD_LEARNER_ON_GPU;
+  uint64_t need = rd_workload_config_gpu_bytes(&wc);
+  assert_true(need > 1000);
+  rd_placement_t pl;
+  memset(&pl, 0, sizeof pl);
+  pl.learner_kind = RD_LEARNER_ON_GPU;
+  rd_workload_t *w = NULL;
+  char wtok[RD_WORKLOAD_TOKEN_LEN + 1];
+  assert_int_equal(rd_registry_register_as(r, t, &d.spec, &pl, &w, wtok, &err), RD_ETOOBIG);
+  if (strstr(err.msg, "max_gpu_memory_bytes") == NULL) fail_msg("%s", err.msg);
+  assert_int_equal(rd_registry_count(r), 0);
+  /* The same workload on the CPU is not the GPU quota's business. */
+  assert_int_equal(rd_registry_register_as(r, t, &d.spec, NULL, &w, wtok, &err), RD_OK);
+  rd_tenant_info_t info;
+  rd_tenant_info(t, &info);
+  assert_int_equal(info.gpu_bytes, 0);
+  assert_int_equal(rd_registry_delete(r, w->id, &err), RD_OK);
+  rd_workload_unref(w);
+  /* Room for one: admitted and charged, a second refused, room again after a delete. */
+  rd_tenant_quota_t more = {.max_gpu_memory_bytes = need + need / 2};
+  assert_int_equal(rd_tenants_set(ts, "g", &more, RD_TQ_GPU_MEMORY, &err), RD_OK);
+  assert_int_equal(rd_registry_register_as(r, t, &d.spec, &pl, &w, wtok, &err), RD_OK);
+  rd_tenant_info(t, &info);
+  assert_true(info.gpu_bytes == need);
+  rd_workload_t *w2 = NULL;
+  assert_int_equal(rd_registry_register_as(r, t, &d.spec, &pl, &w2, wtok, &err), RD_ETOOBIG);
+  if (strstr(err.msg, "max_gpu_memory_bytes") == NULL) fail_msg("%s", err.msg);
+  assert_int_equal(rd_registry_count(r), 1);
+  assert_int_equal(rd_registry_delete(r, w->id, &err), RD_OK);
+  rd_workload_unref(w);
+  rd_tenant_info(t, &info);
+  assert_int_equal(info.gpu_bytes, 0);
+  rd_spec_pb_release(&d);
+  rd_tenant_unref(t);
+  rd_registry_destroy(r);
+}
+
 /* ------------------------------------------------------------------ */
 /* Lookup, list, delete, lifetime                                      */
 /* ------------------------------------------------------------------ */
@@ -1519,6 +1582,7 @@ int main(void) {
       cmocka_unit_test(test_learner_register),
       cmocka_unit_test(test_learner_spec_errors),
       cmocka_unit_test(test_learner_memory),
+      cmocka_unit_test(test_learner_gpu_quota),
       cmocka_unit_test(test_get_list_delete),
       cmocka_unit_test(test_unref_after_delete),
       cmocka_unit_test(test_token_ok),

@@ -119,6 +119,18 @@ static void test_admission(void **state) {
   assert_int_equal(rd_tenant_admit(t, 0, &e), RD_ETOOBIG);
   assert_non_null(strstr(e.msg, "max_workloads"));
   assert_int_equal(rd_tenants_remove(ts, "a", &e), RD_ESTATE);
+  /* GPU memory: no own limit admits any; a limit counts what is charged. */
+  assert_int_equal(rd_tenant_admit_gpu(t, 1ull << 40, &e), RD_OK);
+  rd_tenant_quota_t g = {.max_gpu_memory_bytes = 500};
+  assert_int_equal(rd_tenants_set(ts, "a", &g, RD_TQ_GPU_MEMORY, &e), RD_OK);
+  assert_int_equal(rd_tenant_admit_gpu(t, 501, &e), RD_ETOOBIG);
+  assert_non_null(strstr(e.msg, "max_gpu_memory_bytes 500"));
+  assert_int_equal(rd_tenant_admit_gpu(t, 0, &e), RD_OK); /* nothing on a GPU */
+  rd_tenant_charge_gpu(t, +1, 300);
+  assert_int_equal(rd_tenant_admit_gpu(t, 201, &e), RD_ETOOBIG);
+  assert_int_equal(rd_tenant_admit_gpu(t, 200, &e), RD_OK);
+  rd_tenant_charge_gpu(t, -1, 300);
+  assert_int_equal(rd_tenant_admit_gpu(t, 500, &e), RD_OK);
   rd_tenant_charge(t, -1, 600);
   rd_tenant_charge(t, -1, 400);
   rd_tenant_info_t info;
@@ -142,7 +154,7 @@ static void test_persists(void **state) {
   rd_tenants_t *ts;
   assert_int_equal(rd_tenants_open(&ts, st, &e), RD_OK);
   char tok[RD_TENANT_TOKEN_LEN + 1];
-  rd_tenant_quota_t q = {1 << 20, 3, 7, 10.5, 20.25};
+  rd_tenant_quota_t q = {1 << 20, 3, 7, 10.5, 20.25, 5ull << 30};
   assert_int_equal(rd_tenants_add(ts, "b", &q, tok, &e), RD_OK);
   rd_tenant_quota_t d = {.max_workloads = 9};
   assert_int_equal(rd_tenants_set(ts, RD_TENANT_DEFAULT, &d, RD_TQ_WORKLOADS, &e), RD_OK);
@@ -171,7 +183,8 @@ static void test_persists(void **state) {
   assert_string_equal(info.name, "b");
   assert_true(info.quota.max_memory_bytes == 1 << 20 && info.quota.max_workloads == 3 &&
               info.quota.weight == 7 && info.quota.insert_rows_per_s == 10.5 &&
-              info.quota.sample_rows_per_s == 20.25);
+              info.quota.sample_rows_per_s == 20.25 &&
+              info.quota.max_gpu_memory_bytes == 5ull << 30);
   rd_tenant_t *o = rd_tenants_owner(ts, "w1");
   assert_true(o == b);
   rd_tenant_unref(o);

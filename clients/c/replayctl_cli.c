@@ -44,7 +44,8 @@ static const char usage_text[] =
     "  tenant ls | add NAME [QUOTA...] | set NAME QUOTA... | rm NAME\n"
     "                tenants and their quotas (admin token); add prints the tenant's\n"
     "                token once. QUOTA: max-memory=BYTES[K|M|G|T] max-workloads=N\n"
-    "                weight=W insert-rate=ROWS/S sample-rate=ROWS/S (0: no limit)\n"
+    "                weight=W insert-rate=ROWS/S sample-rate=ROWS/S\n"
+    "                max-gpu-memory=BYTES[K|M|G|T] (0: no limit)\n"
     "\n"
     "Options:\n"
     "  --server HOST:PORT       server address (default $REPLAYD_SERVER, else " RCTL_DEFAULT_SERVER ")\n"
@@ -558,7 +559,8 @@ int rctl_parse_tenant_quota(const char *const *args, int n, void *qv, unsigned *
               {"max-workloads", RDC_TQ_WORKLOADS},
               {"weight", RDC_TQ_WEIGHT},
               {"insert-rate", RDC_TQ_INSERT_RATE},
-              {"sample-rate", RDC_TQ_SAMPLE_RATE}};
+              {"sample-rate", RDC_TQ_SAMPLE_RATE},
+              {"max-gpu-memory", RDC_TQ_GPU_MEMORY}};
   for (int i = 0; i < n; i++) {
     const char *a = args[i], *eq = strchr(a, '=');
     unsigned bit = 0;
@@ -567,7 +569,7 @@ int rctl_parse_tenant_quota(const char *const *args, int n, void *qv, unsigned *
         bit = keys[k].bit;
     if (bit == 0) {
       usage_error(msg, cap, "tenant quota \"%s\": use max-memory=, max-workloads=, weight=, "
-                  "insert-rate= or sample-rate=", a);
+                  "insert-rate=, sample-rate= or max-gpu-memory=", a);
       return -1;
     }
     if (*mask & bit) {
@@ -586,9 +588,10 @@ int rctl_parse_tenant_quota(const char *const *args, int n, void *qv, unsigned *
       if (bit == RDC_TQ_INSERT_RATE) q->insert_rows_per_second = d;
       else q->sample_rows_per_second = d;
     } else {
+      const int bytes = bit == RDC_TQ_MEMORY || bit == RDC_TQ_GPU_MEMORY;
       unsigned long long u = v[0] == '-' ? (errno = ERANGE, 0) : strtoull(v, &end, 10);
       unsigned shift = 0;
-      if (errno == 0 && end != v && bit == RDC_TQ_MEMORY && *end != '\0' && end[1] == '\0') {
+      if (errno == 0 && end != v && bytes && *end != '\0' && end[1] == '\0') {
         const char *units = "KMGT", *u_at = strchr(units, *end);
         if (u_at != NULL) {
           shift = 10 * (unsigned)(u_at - units + 1);
@@ -596,13 +599,14 @@ int rctl_parse_tenant_quota(const char *const *args, int n, void *qv, unsigned *
         }
       }
       if (errno != 0 || end == v || *end != '\0' || (shift && u > (~0ull >> shift)) ||
-          (bit != RDC_TQ_MEMORY && u > 0xffffffffull)) {
+          (!bytes && u > 0xffffffffull)) {
         usage_error(msg, cap, "tenant quota %s: a whole number%s", a,
-                    bit == RDC_TQ_MEMORY ? " of bytes (suffix K, M, G or T)" : "");
+                    bytes ? " of bytes (suffix K, M, G or T)" : "");
         return -1;
       }
       u <<= shift;
       if (bit == RDC_TQ_MEMORY) q->max_memory_bytes = u;
+      else if (bit == RDC_TQ_GPU_MEMORY) q->max_gpu_memory_bytes = u;
       else if (bit == RDC_TQ_WORKLOADS) q->max_workloads = (uint32_t)u;
       else q->weight = (uint32_t)u;
     }

@@ -40,6 +40,10 @@ static void json_tenant(jw_t *w, const rdc_tenant_t *t, const char *token) {
   jw_u64(w, t->memory_bytes);
   jw_key(w, "created_unix");
   jw_i64(w, t->created_unix);
+  jw_key(w, "max_gpu_memory_bytes");
+  jw_u64(w, t->quota.max_gpu_memory_bytes);
+  jw_key(w, "gpu_memory_bytes");
+  jw_u64(w, t->gpu_memory_bytes);
   jw_object_end(w);
 }
 
@@ -51,18 +55,19 @@ static void fmt_limit(char *buf, size_t cap, double v, int integer) {
 }
 
 static void text_tenants(const rdc_tenant_t *v, size_t n) {
-  printf("%-20s %6s %8s %14s %14s %12s %12s\n", "NAME", "WEIGHT", "WORKLDS", "MEMORY", "MAX MEMORY",
-         "INSERT/S", "SAMPLE/S");
+  printf("%-20s %6s %8s %14s %14s %12s %12s %14s %14s\n", "NAME", "WEIGHT", "WORKLDS", "MEMORY",
+         "MAX MEMORY", "INSERT/S", "SAMPLE/S", "GPU MEMORY", "MAX GPU MEM");
   for (size_t i = 0; i < n; i++) {
     const rdc_tenant_t *t = &v[i];
-    char wl[32], mm[32], ir[32], sr[32], maxw[16];
+    char wl[32], mm[32], ir[32], sr[32], maxw[16], mg[32];
     fmt_limit(maxw, sizeof maxw, t->quota.max_workloads, 1);
     snprintf(wl, sizeof wl, "%" PRIu32 "/%s", t->workloads, maxw);
     fmt_limit(mm, sizeof mm, (double)t->quota.max_memory_bytes, 1);
     fmt_limit(ir, sizeof ir, t->quota.insert_rows_per_second, 0);
     fmt_limit(sr, sizeof sr, t->quota.sample_rows_per_second, 0);
-    printf("%-20s %6" PRIu32 " %8s %14" PRIu64 " %14s %12s %12s\n", t->name, t->quota.weight, wl,
-           t->memory_bytes, mm, ir, sr);
+    fmt_limit(mg, sizeof mg, (double)t->quota.max_gpu_memory_bytes, 1);
+    printf("%-20s %6" PRIu32 " %8s %14" PRIu64 " %14s %12s %12s %14" PRIu64 " %14s\n", t->name,
+           t->quota.weight, wl, t->memory_bytes, mm, ir, sr, t->gpu_memory_bytes, mg);
   }
 }
 

@@ -2382,9 +2382,11 @@ static void tenant_from_pb(rdc_tenant_t *out, const Replayd__V1__Tenant *t) {
     out->quota.weight = t->quota->weight;
     out->quota.insert_rows_per_second = t->quota->insert_rows_per_second;
     out->quota.sample_rows_per_second = t->quota->sample_rows_per_second;
+    out->quota.max_gpu_memory_bytes = t->quota->max_gpu_memory_bytes;
   }
   out->workloads = t->workloads;
   out->memory_bytes = t->memory_bytes;
+  out->gpu_memory_bytes = t->gpu_memory_bytes;
   out->created_unix = t->created_unix;
 }
 
@@ -2399,6 +2401,7 @@ int rdc_tenant_add(rdc_client_t *c, const char *admin_token, const char *name,
     qm.weight = q->weight;
     qm.insert_rows_per_second = q->insert_rows_per_second;
     qm.sample_rows_per_second = q->sample_rows_per_second;
+    qm.max_gpu_memory_bytes = q->max_gpu_memory_bytes;
   }
   req.name = (char *)name;
   req.quota = &qm;
@@ -2440,6 +2443,11 @@ int rdc_tenant_set(rdc_client_t *c, const char *admin_token, const char *name,
     req.sample_rate_opt_case =
         REPLAYD__V1__SET_TENANT_REQUEST__SAMPLE_RATE_OPT_SAMPLE_ROWS_PER_SECOND;
     req.sample_rows_per_second = q->sample_rows_per_second;
+  }
+  if (mask & RDC_TQ_GPU_MEMORY) {
+    req.max_gpu_memory_opt_case =
+        REPLAYD__V1__SET_TENANT_REQUEST__MAX_GPU_MEMORY_OPT_MAX_GPU_MEMORY_BYTES;
+    req.max_gpu_memory_bytes = q->max_gpu_memory_bytes;
   }
   ProtobufCMessage *resp;
   int rc = unary(c, M_SET_TENANT, admin_token, &req.base, &replayd__v1__tenant__descriptor, 0,

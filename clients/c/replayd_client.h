@@ -823,6 +823,7 @@ typedef struct {
   uint32_t weight;
   double insert_rows_per_second;
   double sample_rows_per_second;
+  uint64_t max_gpu_memory_bytes; /* of its workloads placed on a GPU (from the spec) */
 } rdc_tenant_quota_t;
 
 /* rdc_tenant_set changes only the fields named by its mask. */
@@ -832,6 +833,7 @@ enum {
   RDC_TQ_WEIGHT = 1u << 2,
   RDC_TQ_INSERT_RATE = 1u << 3,
   RDC_TQ_SAMPLE_RATE = 1u << 4,
+  RDC_TQ_GPU_MEMORY = 1u << 5,
 };
 
 typedef struct {
@@ -840,6 +842,7 @@ typedef struct {
   uint32_t workloads;    /* owned now */
   uint64_t memory_bytes; /* charged now */
   int64_t created_unix;
+  uint64_t gpu_memory_bytes; /* GPU memory charged now */
 } rdc_tenant_t;
 
 /* Add tenant name with quota q (NULL: none); token (RDC_TOKEN_MAX bytes)

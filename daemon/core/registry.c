@@ -109,6 +109,7 @@ static void publish(rd_registry_t *r, rd_workload_t *w) {
   r->bytes += w->charge;
   pthread_rwlock_unlock(&r->map_lock);
   rd_tenant_charge(w->tenant, +1, w->charge);
+  rd_tenant_charge_gpu(w->tenant, +1, w->gpu_charge);
 }
 
 /* Caller holds mutate_mu; w is listed. */
@@ -125,6 +126,7 @@ static void unpublish(rd_registry_t *r, rd_workload_t *w) {
   r->bytes -= w->charge;
   pthread_rwlock_unlock(&r->map_lock);
   rd_tenant_charge(w->tenant, -1, w->charge);
+  rd_tenant_charge_gpu(w->tenant, -1, w->gpu_charge);
 }
 
 /* The server limits a new workload must fit. Caller holds mutate_mu (all
@@ -137,6 +139,10 @@ static int check_limits(const rd_registry_t *r, rd_tenant_t *tenant,
                ? rd_tenant_admit(tenant, rd_workload_config_charge(wc, &tree, &rows, &scratch,
                                                                    &learner), err)
                : RD_OK;
+  /* GPU memory where the placement uses a GPU (the tenant's only: the
+   * server has no GPU-memory limit of its own). */
+  if (rc == RD_OK && tenant != NULL)
+    rc = rd_tenant_admit_gpu(tenant, rd_workload_config_gpu_bytes(wc), err);
   if (rc != RD_OK) return rc;
   if (r->n >= r->cfg.max_workloads)
     return rd_error_set(err, RD_ETOOBIG,
@@ -251,6 +257,7 @@ static int build(rd_registry_t *r, rd_tenant_t *tenant, rd_workload_config_t *wc
   const rd_storage_ops_t *placed_storage = wc->table.storage;
   /* Its learner's share of the device, in its owner's group (share.h). */
   wc->learner.share_group = r->cfg.learner_shares ? tenant : NULL;
+  wc->learner.share_conserving = r->cfg.learner_shares == 2;
   wc->learner.share_weight = rd_tenant_weight(tenant);
   rd_workload_t *w;
   rd_wl_durable_t *wd = NULL; /* before the pipeline: it keeps weight versions there */
@@ -274,6 +281,7 @@ static int build(rd_registry_t *r, rd_tenant_t *tenant, rd_workload_config_t *wc
     return rc;
   }
   w->placement = pl;
+  w->gpu_charge = rd_workload_config_gpu_bytes(wc); /* what it holds after any fallback */
   w->limiter.bounds = &r->bounds; /* before anyone can see it */
   *out = w;
   return RD_OK;

@@ -115,6 +115,9 @@ static const struct {
      "  workload_id TEXT PRIMARY KEY,"
      "  tenant TEXT NOT NULL"
      ");", NULL},
+    /* 4 -> 5: a tenant's GPU-memory quota (tenant.h); 0, no own limit,
+     * for the tenants stored before. */
+    {"ALTER TABLE tenants ADD COLUMN max_gpu_memory INTEGER NOT NULL DEFAULT 0;", NULL},
 };
 #define SCHEMA_VERSION ((int)(sizeof migrations / sizeof migrations[0]))
 _Static_assert(SCHEMA_VERSION == RD_STORE_SCHEMA_VERSION,

@@ -19,7 +19,7 @@
 
 /* The schema version this build migrates to (1: workloads, 2: profiles,
  * 3: workload tokens stored as their SHA-256, 4: tenants). */
-#define RD_STORE_SCHEMA_VERSION 4
+#define RD_STORE_SCHEMA_VERSION 5
 
 /* Failures of the state database or a state file (I/O, full disk,
  * corruption, permissions, a schema from a newer replayd) are RD_ESTORE

@@ -17,8 +17,8 @@ static int put_tenant(sqlite3 *db, const char *path, void *arg, rd_error_t *err)
   int rc = RD_OK;
   if (sqlite3_prepare_v2(db,
                          "INSERT OR REPLACE INTO tenants (name, token, created_unix, max_memory, "
-                         "max_workloads, weight, insert_rate, sample_rate) VALUES "
-                         "(?, ?, ?, ?, ?, ?, ?, ?)",
+                         "max_workloads, weight, insert_rate, sample_rate, max_gpu_memory) "
+                         "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                          -1, &st, NULL) != SQLITE_OK ||
       sqlite3_bind_text(st, 1, t->name, -1, SQLITE_STATIC) != SQLITE_OK ||
       sqlite3_bind_text(st, 2, t->token, -1, SQLITE_STATIC) != SQLITE_OK ||
@@ -28,7 +28,9 @@ static int put_tenant(sqlite3 *db, const char *path, void *arg, rd_error_t *err)
       sqlite3_bind_int64(st, 5, t->max_workloads) != SQLITE_OK ||
       sqlite3_bind_int64(st, 6, t->weight) != SQLITE_OK ||
       sqlite3_bind_double(st, 7, t->insert_rate) != SQLITE_OK ||
-      sqlite3_bind_double(st, 8, t->sample_rate) != SQLITE_OK || sqlite3_step(st) != SQLITE_DONE)
+      sqlite3_bind_double(st, 8, t->sample_rate) != SQLITE_OK ||
+      sqlite3_bind_int64(st, 9, (sqlite3_int64)t->max_gpu_memory) != SQLITE_OK ||
+      sqlite3_step(st) != SQLITE_DONE)
     rc = fail(db, path, "storing a tenant", err);
   sqlite3_finalize(st);
   return rc;
@@ -92,7 +94,7 @@ static int list_tenants(sqlite3 *db, const char *path, void *arg, rd_error_t *er
   int rc = RD_OK, step;
   if (sqlite3_prepare_v2(db,
                          "SELECT name, token, created_unix, max_memory, max_workloads, weight, "
-                         "insert_rate, sample_rate FROM tenants ORDER BY name",
+                         "insert_rate, sample_rate, max_gpu_memory FROM tenants ORDER BY name",
                          -1, &st, NULL) != SQLITE_OK) {
     return fail(db, path, "listing tenants", err);
   }
@@ -121,6 +123,7 @@ static int list_tenants(sqlite3 *db, const char *path, void *arg, rd_error_t *er
     t->weight = (uint32_t)wt;
     t->insert_rate = sqlite3_column_double(st, 6);
     t->sample_rate = sqlite3_column_double(st, 7);
+    t->max_gpu_memory = (uint64_t)sqlite3_column_int64(st, 8);
     a->n++;
   }
   if (rc == RD_OK && step != SQLITE_DONE) rc = fail(db, path, "listing tenants", err);

@@ -1,7 +1,7 @@
 /* store_tenant.h - tenants and workload ownership in the store (tenant.h).
  *
  * Two tables of store.c's migration 3: tenants (name, token, created time,
- * quota) and workload_tenants (workload id -> tenant name; the default
+ * quota; migration 4 adds max_gpu_memory) and workload_tenants (workload id -> tenant name; the default
  * tenant's workloads have no row). Each call is one statement, or one
  * transaction, on the store's connection (rd_store_with_db). Failures are
  * RD_ESTORE naming the database; a row that does not fit the structs
@@ -24,6 +24,7 @@ typedef struct {
   uint32_t max_workloads;
   uint32_t weight;
   double insert_rate, sample_rate;
+  uint64_t max_gpu_memory; /* migration 4 */
 } rd_stored_tenant_t;
 
 /* Insert or replace (by name). */

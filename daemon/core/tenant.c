@@ -38,6 +38,7 @@ static void bucket_init(rd_rate_bucket_t *b, double rate, double now) {
 
 static void apply_quota(rd_tenant_t *t, const rd_tenant_quota_t *q, unsigned mask, double now) {
   if (mask & RD_TQ_MEMORY) t->quota.max_memory_bytes = q->max_memory_bytes;
+  if (mask & RD_TQ_GPU_MEMORY) t->quota.max_gpu_memory_bytes = q->max_gpu_memory_bytes;
   if (mask & RD_TQ_WORKLOADS) t->quota.max_workloads = q->max_workloads;
   if (mask & RD_TQ_WEIGHT) t->quota.weight = q->weight ? q->weight : 1;
   if (mask & RD_TQ_INSERT_RATE) {
@@ -67,7 +68,7 @@ static rd_tenant_t *tenant_new(const char *name, const uint8_t *hash, int64_t cr
   }
   t->created_unix = created;
   pthread_mutex_init(&t->mu, NULL);
-  rd_tenant_quota_t q = {0, 0, 1, 0, 0};
+  rd_tenant_quota_t q = {0, 0, 1, 0, 0, 0};
   apply_quota(t, &q, RD_TQ_ALL, now_s());
   atomic_init(&t->refs, 1);
   atomic_init(&t->removed, false);
@@ -133,6 +134,7 @@ static void to_stored(const rd_tenant_t *t, const rd_tenant_quota_t *q, rd_store
   s->weight = q->weight;
   s->insert_rate = q->insert_rows_per_s;
   s->sample_rate = q->sample_rows_per_s;
+  s->max_gpu_memory = q->max_gpu_memory_bytes;
 }
 
 /* ------------------------------------------------------------------ */
@@ -160,7 +162,7 @@ static int load(rd_tenants_t *ts, rd_error_t *err) {
   if (rc != RD_OK) return rc;
   for (size_t i = 0; i < n && rc == RD_OK; i++) {
     rd_tenant_quota_t q = {v[i].max_memory, v[i].max_workloads, v[i].weight, v[i].insert_rate,
-                           v[i].sample_rate};
+                           v[i].sample_rate, v[i].max_gpu_memory};
     int is_default = strcmp(v[i].name, RD_TENANT_DEFAULT) == 0;
     uint8_t hash[RD_TOKEN_HASH_LEN];
     if (name_check(v[i].name, NULL) != RD_OK || rd_tenant_quota_check(&q, RD_TQ_ALL, NULL) ||
@@ -342,6 +344,7 @@ void rd_tenant_info(rd_tenant_t *t, rd_tenant_info_t *out) {
   pthread_mutex_lock(&t->mu);
   out->quota = t->quota;
   out->bytes = t->bytes;
+  out->gpu_bytes = t->gpu_bytes;
   out->workloads = t->workloads;
   pthread_mutex_unlock(&t->mu);
 }
@@ -402,6 +405,27 @@ void rd_tenant_charge(rd_tenant_t *t, int sign, uint64_t bytes) {
     t->workloads--;
     t->bytes -= bytes;
   }
+  pthread_mutex_unlock(&t->mu);
+}
+
+int rd_tenant_admit_gpu(rd_tenant_t *t, uint64_t gpu_bytes, rd_error_t *err) {
+  int rc = RD_OK;
+  pthread_mutex_lock(&t->mu);
+  uint64_t max = t->quota.max_gpu_memory_bytes;
+  if (gpu_bytes > 0 && max != 0 && (gpu_bytes > max || t->gpu_bytes > max - gpu_bytes))
+    rc = rd_error_set(err, RD_ETOOBIG, "this workload needs %llu bytes of GPU memory but "
+                      "tenant \"%s\" has only %llu of its quota max_gpu_memory_bytes %llu free",
+                      (unsigned long long)gpu_bytes, t->name,
+                      (unsigned long long)(t->gpu_bytes < max ? max - t->gpu_bytes : 0),
+                      (unsigned long long)max);
+  pthread_mutex_unlock(&t->mu);
+  return rc;
+}
+
+void rd_tenant_charge_gpu(rd_tenant_t *t, int sign, uint64_t gpu_bytes) {
+  pthread_mutex_lock(&t->mu);
+  if (sign > 0) t->gpu_bytes += gpu_bytes;
+  else t->gpu_bytes -= gpu_bytes;
   pthread_mutex_unlock(&t->mu);
 }
 

@@ -54,6 +54,10 @@ typedef struct {
   uint32_t weight;             /* 1..RD_TENANT_WEIGHT_MAX: its share of a shared device */
   double insert_rows_per_s;    /* remote inserts (InsertBatch, the Insert stream) */
   double sample_rows_per_s;    /* remote samples */
+  /* GPU memory of its workloads whose replay module, storage or learner
+   * the placement puts on a GPU (rd_workload_config_gpu_bytes: from the
+   * spec, not measured) */
+  uint64_t max_gpu_memory_bytes;
 } rd_tenant_quota_t;
 
 /* A quota update: each field applies only when its bit is set. */
@@ -63,7 +67,8 @@ enum {
   RD_TQ_WEIGHT = 1u << 2,
   RD_TQ_INSERT_RATE = 1u << 3,
   RD_TQ_SAMPLE_RATE = 1u << 4,
-  RD_TQ_ALL = 0x1f,
+  RD_TQ_GPU_MEMORY = 1u << 5,
+  RD_TQ_ALL = 0x3f,
 };
 
 /* A token bucket of rows per second with a burst of one second's rows (at
@@ -85,6 +90,7 @@ typedef struct rd_tenant {
   pthread_mutex_t mu;      /* quota, usage, buckets */
   rd_tenant_quota_t quota;
   uint64_t bytes;          /* memory charged for its workloads */
+  uint64_t gpu_bytes;      /* GPU memory charged for them */
   uint32_t workloads;      /* workloads it owns */
   rd_rate_bucket_t insert_bucket, sample_bucket;
   atomic_int refs;
@@ -141,6 +147,7 @@ typedef struct {
   uint64_t bytes;
   uint32_t workloads;
   int64_t created_unix;
+  uint64_t gpu_bytes;
 } rd_tenant_info_t;
 
 void rd_tenant_info(rd_tenant_t *t, rd_tenant_info_t *out);
@@ -159,6 +166,11 @@ uint32_t rd_tenant_weight(rd_tenant_t *t);
 int rd_tenant_admit(rd_tenant_t *t, uint64_t bytes, rd_error_t *err);
 /* Count (sign +1) or uncount (-1) a workload of `bytes`. */
 void rd_tenant_charge(rd_tenant_t *t, int sign, uint64_t bytes);
+/* The same for GPU memory (a workload placed on a GPU, in addition to
+ * rd_tenant_admit / rd_tenant_charge): RD_ETOOBIG naming the tenant's
+ * max_gpu_memory_bytes. A workload of no GPU bytes is always admitted. */
+int rd_tenant_admit_gpu(rd_tenant_t *t, uint64_t gpu_bytes, rd_error_t *err);
+void rd_tenant_charge_gpu(rd_tenant_t *t, int sign, uint64_t gpu_bytes);
 
 /* ---- Rates ---- */
 

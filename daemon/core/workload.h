@@ -67,6 +67,7 @@ typedef struct rd_workload {
   pthread_mutex_t lock;      /* serializes every table call */
   rd_pipeline_t *pipeline;   /* hosted learner, or NULL */
   uint64_t charge;           /* bytes counted against --max-memory */
+  uint64_t gpu_charge;       /* GPU bytes counted against its tenant's quota */
   rd_placement_t *placement; /* a hosted learner's mapping (placement.h), or NULL;
                                 set before the workload is published, then constant */
   atomic_int refs;

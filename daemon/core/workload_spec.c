@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "learner.h"
+#include "rmm_gpu.h"
 #include "rd_fixed.h"
 #include "rd_nn_spec.h"
 #include "sumtree.h"
@@ -327,4 +328,19 @@ uint64_t rd_workload_config_charge(const rd_workload_config_t *wc, uint64_t *tre
   *scratch = (uint64_t)tc->max_batch * SCRATCH_PER_ITEM;
   *learner = wc->has_learner ? rd_pipeline_memsize(&wc->learner, tc) : 0;
   return *tree + *rows + *scratch + *learner;
+}
+
+uint64_t rd_workload_config_gpu_bytes(const rd_workload_config_t *wc) {
+  const rd_table_config_t *tc = &wc->table;
+  uint64_t bytes = 0;
+  if (tc->rmm != NULL && rd_gpu_rmm_device(tc->rmm) >= 0)
+    bytes += rd_gpu_rmm_device_bytes(tc->capacity, tc->fanout);
+  if (tc->storage != NULL && rd_gpu_storage_device(tc->storage) >= 0) {
+    size_t row = 0;
+    for (uint32_t f = 0; f < tc->schema.n_fields; f++) row += rd_field_bytes(&tc->schema.fields[f]);
+    bytes += rd_gpu_storage_device_bytes(tc->capacity, row);
+  }
+  if (wc->has_learner && wc->learner.learner_kind == RD_LEARNER_ON_GPU)
+    bytes += rd_pipeline_memsize(&wc->learner, tc);
+  return bytes;
 }

@@ -125,4 +125,12 @@ int rd_workload_spec_resolve(const rd_config_t *cfg, const rd_workload_spec_t *s
 uint64_t rd_workload_config_charge(const rd_workload_config_t *wc, uint64_t *tree,
                                    uint64_t *rows, uint64_t *scratch, uint64_t *learner);
 
+/* GPU memory a workload of this placed config takes, estimated from the
+ * spec: the replay module's and the storage's device bytes where the
+ * placement put them on a GPU (rmm_gpu.h), and the hosted learner's
+ * buffers (rd_pipeline_memsize) where its learner is on a GPU. 0 for a
+ * workload all on the CPU (or the FPGA). Charged against the tenant's
+ * max_gpu_memory_bytes. */
+uint64_t rd_workload_config_gpu_bytes(const rd_workload_config_t *wc);
+
 #endif

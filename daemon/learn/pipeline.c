@@ -17,6 +17,7 @@
 #include "learner_unit.h"
 #include "log.h"
 #include "pipeline_internal.h"
+#include "rmm_gpu.h"
 #include "share.h"
 #include "rd_clock.h"
 #include "sampler_unit.h"
@@ -156,6 +157,42 @@ static int start_thread(pthread_t *th, void *(*fn)(void *), void *arg, rd_pin_t 
   return pthread_create(th, NULL, fn, arg);
 }
 
+/* The pool of the device the sampler's bursts run on: the GPU that holds
+ * the table's replay module or storage, else the CPU (an FPGA's replay
+ * module is driven from the CPU's side; its own pool would only serialize
+ * the sampler with that board's learner steps). */
+static rd_share_pool_t *sampler_pool(const rd_table_config_t *tc) {
+  int d = tc->rmm != NULL ? rd_gpu_rmm_device(tc->rmm) : -1;
+  if (d < 0 && tc->storage != NULL) d = rd_gpu_storage_device(tc->storage);
+  return d >= 0 ? rd_share_pool_device(RD_LEARNER_ON_GPU, (uint32_t)d)
+                : rd_share_pool_device(RD_LEARNER_ON_CPU, 0);
+}
+
+/* Join the learner's device pool, and the sampler's when it is another
+ * device's: each burst takes turns on the device it runs on, whichever
+ * that is (share.h). */
+static int join_shares(rd_pipeline_t *p, const rd_pipeline_config_t *c,
+                       const rd_table_config_t *tc) {
+  rd_share_pool_t *lp = rd_share_pool_device(c->learner_kind, c->learner_device);
+  rd_share_pool_t *sp = sampler_pool(tc);
+  if (lp == NULL || sp == NULL) return RD_ENOMEM;
+  if ((p->share = rd_share_join(lp, c->share_group, c->share_weight)) == NULL) return RD_ENOMEM;
+  rd_share_pool_set_conserving(lp, c->share_conserving);
+  if (sp == lp) {
+    p->sampler_share = p->share;
+    return RD_OK;
+  }
+  if ((p->sampler_share = rd_share_join(sp, c->share_group, c->share_weight)) == NULL)
+    return RD_ENOMEM;
+  rd_share_pool_set_conserving(sp, c->share_conserving);
+  return RD_OK;
+}
+
+void rd_pipeline_shares(rd_pipeline_t *p, struct rd_share **learner, struct rd_share **sampler) {
+  *learner = p->share;
+  *sampler = p->sampler_share;
+}
+
 int rd_pipeline_create(rd_pipeline_t **out, const rd_pipeline_config_t *c, rd_table_t *table,
                        pthread_mutex_t *table_lock, rd_error_t *err) {
   int rc = validate(c, &table->config, err);
@@ -198,13 +235,9 @@ int rd_pipeline_create(rd_pipeline_t **out, const rd_pipeline_config_t *c, rd_ta
     rd_pipeline_destroy(p);
     return rd_error_set(err, RD_EINTERNAL, "the initial weights could not be serialized");
   }
-  if (c->share_group != NULL) {
-    rd_share_pool_t *pool = rd_share_pool_device(c->learner_kind, c->learner_device);
-    if (pool == NULL || (p->share = rd_share_join(pool, c->share_group, c->share_weight)) ==
-                                NULL) {
-      rd_pipeline_destroy(p);
-      return rd_error_set(err, RD_ENOMEM, "out of memory for the learner's device share");
-    }
+  if (c->share_group != NULL && join_shares(p, c, &table->config) != RD_OK) {
+    rd_pipeline_destroy(p);
+    return rd_error_set(err, RD_ENOMEM, "out of memory for the learner's device share");
   }
   atomic_init(&p->cpu_learner, -1);
   atomic_init(&p->cpu_sampler, -1);
@@ -252,7 +285,9 @@ void rd_pipeline_stop(rd_pipeline_t *p) {
 void rd_pipeline_destroy(rd_pipeline_t *p) {
   if (p == NULL) return;
   rd_pipeline_stop(p);
-  rd_share_leave(p->share); /* the learner thread has stopped: no step holds it */
+  /* The threads have stopped: no burst holds either share. */
+  if (p->sampler_share != p->share) rd_share_leave(p->sampler_share);
+  rd_share_leave(p->share);
   pthread_cond_destroy(&p->cv_sampler);
   pthread_cond_destroy(&p->cv_learner);
   pthread_cond_destroy(&p->cv_idle);

@@ -114,6 +114,7 @@ typedef struct {
    * turn; NULL (tests, the profiler) trains unscheduled. */
   const void *share_group;
   uint32_t share_weight;
+  bool share_conserving; /* the device pool's policy: work-conserving (share.h) */
   /* Tests: called on the learner thread with each batch before its step. */
   void (*batch_hook)(void *arg, const uint64_t *keys, const rd_batch_t *b);
   void *hook_arg;
@@ -257,6 +258,13 @@ void rd_pipeline_queues(rd_pipeline_t *p, rd_pipeline_queues_t *out);
 
 /* Which learner backend runs, and whether it fell back (thread-safe). */
 void rd_pipeline_learner_info(rd_pipeline_t *p, rd_pipeline_learner_info_t *out);
+
+/* Its device shares (share.h; NULL: unscheduled): the learner's steps', in
+ * the learner device's pool, and the sampler's bursts', in the pool of the
+ * device its table's replay module or storage runs on (a GPU's, else the
+ * CPU's; the same share when that is the learner's device). */
+struct rd_share;
+void rd_pipeline_shares(rd_pipeline_t *p, struct rd_share **learner, struct rd_share **sampler);
 
 /* Where its threads run (rd_pipeline_cpus_t). Thread-safe. */
 void rd_pipeline_cpus(rd_pipeline_t *p, rd_pipeline_cpus_t *out);

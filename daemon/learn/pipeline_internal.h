@@ -34,6 +34,10 @@
 struct rd_pipeline {
   rd_pipeline_config_t cfg;
   struct rd_share *share; /* share.h; NULL: unscheduled. Constant after create */
+  /* The sampler's bursts' share: of the device its table's replay module
+   * or storage runs on (a GPU's), else the CPU's; share itself when that
+   * is the learner's device too. NULL with share. Constant after create. */
+  struct rd_share *sampler_share;
   rd_table_t *table;
   pthread_mutex_t *table_lock;
   uint32_t n_slots;

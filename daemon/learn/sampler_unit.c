@@ -277,7 +277,10 @@ static rd_train_done_cb burst_finish(rd_pipeline_t *p, burst_t *b, double t_upda
   rd_train_done_cb cb = rd_pl_request_take_done(p, res, cbarg);
   if (p->in_flight == 0) pthread_cond_broadcast(&p->cv_idle);
   /* Out of work: its device share holds nobody back meanwhile (share.h). */
-  if (p->share != NULL && p->in_flight == 0 && p->sampled >= p->target) rd_share_idle(p->share);
+  if (p->share != NULL && p->in_flight == 0 && p->sampled >= p->target) {
+    rd_share_idle(p->share);
+    if (p->sampler_share != p->share) rd_share_idle(p->sampler_share);
+  }
   return cb;
 }
 
@@ -300,10 +303,12 @@ void *rd_sampler_unit_main(void *arg) {
     }
     spun = 0;
     pthread_mutex_unlock(&p->mu);
-    /* The sampler's CPU time is its pipeline's too (share.h). */
-    double t_burst = p->share != NULL ? (rd_share_begin(p->share, 1), rd_clock_now()) : 0;
+    /* The sampler's device time is its pipeline's too (share.h), on the
+     * device its bursts run on (pipeline.c sampler_pool). */
+    rd_share_t *sh = p->sampler_share;
+    double t_burst = sh != NULL ? (rd_share_begin(sh, 1), rd_clock_now()) : 0;
     burst_run(p, &b);
-    if (p->share != NULL) rd_share_end(p->share, 1, rd_clock_now() - t_burst);
+    if (sh != NULL) rd_share_end(sh, 1, rd_clock_now() - t_burst);
     if (b.nu > 0) t_update = b.t_update;
     pthread_mutex_lock(&p->mu);
     rd_train_result_t res;

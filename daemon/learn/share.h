@@ -4,23 +4,42 @@
  * learner's pipeline on it holds a share. Its threads ask the share before
  * every burst of work (rd_share_begin: the learner's train-step, the
  * sampler's sample/gather/update burst) and report the burst's time after
- * (rd_share_end): a burst runs once its units of the pool's capacity are
- * free and no waiting share is behind in virtual time. Virtual time is
- * start-time fair queueing (stride scheduling) over groups and shares:
- * a share's virtual time advances by its steps' seconds divided by its
- * effective weight, group_weight / (the group's shares that are busy on
- * this pool), so a group (a tenant) gets its weight's part of the device
- * and its busy shares split that equally. A share that was idle comes
- * back at the busiest share's virtual time (no credit for sleeping), and
- * a share may not run more than RD_SHARE_QUANTUM_S of virtual time ahead
- * of another that is between two of its bursts (busy and not idle:
- * rd_share_idle), even with units free (a pipeline asks in
- * bursts with gaps between; see share.c). Nobody waits for a share that
- * has stopped asking (idle for RD_SHARE_IDLE_S): alone, a learner has the
- * whole device; when a second arrives the first yields part of it at its
- * next step, without a restart. Weights hold even where the device is not
- * the bottleneck: a share that cannot use its part holds the others to
- * its pace (within the quantum) while it is busy.
+ * (rd_share_end). Virtual time is start-time fair queueing (stride
+ * scheduling) over groups and shares: a share's virtual time advances by
+ * its bursts' seconds divided by its effective weight, group_weight / (the
+ * group's shares that are busy on this pool), so a group (a tenant) gets
+ * its weight's part of the device and its busy shares split that equally.
+ *
+ * A burst starts when no waiting share is before it in virtual time, its
+ * units fit beside the other shares' running bursts, and it is not more
+ * than RD_SHARE_QUANTUM_S ahead of a busy share behind it, by the pool's
+ * policy. The last rule is for pipelines: their threads hand work to each
+ * other, so between two bursts a pipeline asks for nothing for a moment,
+ * and a rule that looked only at waiting shares would give its units to
+ * the others in every such gap (work-conserving, and blind to weights).
+ *
+ *  - Strict (the default): a share ahead waits while the one behind is
+ *    busy at all (running, waiting, or between two bursts: within
+ *    handoff_s of its last one and not out of work, rd_share_idle). Weights
+ *    hold even where the device is not the bottleneck, and a share that
+ *    cannot use its part (a pipeline whose steps follow one another, bound
+ *    by its hand-over latency) holds the others to its pace: the device
+ *    idles meanwhile.
+ *  - Work-conserving (rd_share_pool_set_conserving): the share behind keeps
+ *    only its width (its widest burst) free, and only while it is in a
+ *    short gap between two bursts (RD_SHARE_GAP_FRACTION of its mean burst,
+ *    handoff_s at most). Units it does not use while it runs, or after such
+ *    a gap, go to the others, and its credit beyond RD_SHARE_LAG_S passes
+ *    on: a share gets its weight's part where it can use it, all it can use
+ *    otherwise (first whenever it asks), and the rest goes to the others.
+ *    Weights then hold as far as the pool's units are the bottleneck: a
+ *    pipeline that waits mostly on something else (hand-overs between its
+ *    threads, the OS's run queue) gets what it can take, not its weight.
+ *
+ * A share that was idle (RD_SHARE_IDLE_S without a burst) comes back at
+ * the busiest share's virtual time (no credit for sleeping): alone, a
+ * learner has the whole device; when a second arrives the first yields
+ * part of it at its next step, without a restart.
  *
  * Capacity: the CPU pool's is the CPUs this process may run on; a
  * learner's step takes its threads (at most the capacity), a sampler's
@@ -36,6 +55,7 @@
 #ifndef RD_SHARE_H
 #define RD_SHARE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -47,9 +67,17 @@ typedef struct rd_share rd_share_t;
 /* A pool of `capacity` units whose shares count as busy for idle_s
  * seconds after a burst and as between two bursts for handoff_s, unless
  * rd_share_idle says sooner (tests; the daemon's come from
- * rd_share_pool_device, with RD_SHARE_IDLE_S for both). */
+ * rd_share_pool_device, with RD_SHARE_IDLE_S for both). Strict. */
 rd_share_pool_t *rd_share_pool_create(uint32_t capacity, double idle_s, double handoff_s);
 void rd_share_pool_destroy(rd_share_pool_t *pool);
+
+/* The pool's policy (above): work-conserving, or strict. */
+void rd_share_pool_set_conserving(rd_share_pool_t *pool, bool conserving);
+
+/* Tests: the pool reads the time from now(arg) instead of the monotonic
+ * clock (a simulated clock for a model driven without threads). Set it
+ * before any share joins. */
+void rd_share_pool_set_clock(rd_share_pool_t *pool, double (*now)(void *arg), void *arg);
 
 /* The process's pool of a device: kind's ordinal `device` (created at first
  * use, lives for the process). NULL when out of memory. */
@@ -71,11 +99,26 @@ void rd_share_set_group_weight_all(const void *group, uint32_t weight);
 void rd_share_begin(rd_share_t *s, uint32_t units);
 void rd_share_end(rd_share_t *s, uint32_t units, double seconds);
 
+/* rd_share_begin's two halves, without waiting (a model of the pool driven
+ * without threads): rd_share_ask queues an ask of s as a thread entering
+ * rd_share_begin does; rd_share_try_start starts one queued ask if the
+ * rule allows it now (true; then rd_share_end as usual) or leaves it queued
+ * (false). */
+void rd_share_ask(rd_share_t *s, uint32_t units);
+bool rd_share_try_start(rd_share_t *s, uint32_t units);
+
+/* When, on the pool's clock, the rule may next let a queued ask start with
+ * no call in between (a gap kept for a share ends), or INFINITY. */
+double rd_share_pool_next_change(rd_share_pool_t *pool);
+
 /* The share the pool would start next if every share asked now (the
  * smallest virtual time, earliest joined first among equals), or NULL for
  * an empty pool: the rule rd_share_begin applies, for tests that drive a
  * pool without threads. */
 rd_share_t *rd_share_pick(rd_share_pool_t *pool);
+
+/* The pool s joined (tests). */
+rd_share_pool_t *rd_share_pool_of(const rd_share_t *s);
 
 /* Seconds charged to s so far, and its virtual time (tests, describe). */
 double rd_share_charged(const rd_share_t *s);
@@ -87,13 +130,19 @@ double rd_share_vtime(const rd_share_t *s);
 #define RD_SHARE_IDLE_S 0.02
 
 /* How far (in virtual seconds) a share may run ahead of a busy share
- * that is behind it: the slack that lets a pipeline's threads hand work to
- * each other without the others taking every gap. */
+ * behind it before the policy's rule holds it: the slack that lets a
+ * pipeline's threads hand work to each other. */
 #define RD_SHARE_QUANTUM_S 0.01
 
+/* Work-conserving: a gap kept for a share is at most this fraction of its
+ * mean burst (so keeping it idles a unit for at most a fifth of the time). */
+#define RD_SHARE_GAP_FRACTION 0.25
+
+/* The most virtual time a share is owed behind the busy others. */
+#define RD_SHARE_LAG_S (2 * RD_SHARE_QUANTUM_S)
+
 /* The pipeline has no work left (its request is done, or continuous
- * training waits for inserts): until its next burst s holds nobody to the
- * quantum. It stays busy for the group split and keeps its virtual time
+ * training waits for inserts): until its next burst s holds nobody back. It stays busy for the group split and keeps its virtual time
  * for RD_SHARE_IDLE_S (a TrainStep that follows within a round trip loses
  * no place); after that it is idle and comes back with no credit. */
 void rd_share_idle(rd_share_t *s);

@@ -17,6 +17,7 @@ static void quota_from_pb(const Replayd__V1__TenantQuota *m, rd_tenant_quota_t *
   q->weight = m->weight;
   q->insert_rows_per_s = m->insert_rows_per_second;
   q->sample_rows_per_s = m->sample_rows_per_second;
+  q->max_gpu_memory_bytes = m->max_gpu_memory_bytes;
 }
 
 static void quota_pb(const rd_tenant_quota_t *q, Replayd__V1__TenantQuota *m) {
@@ -26,6 +27,7 @@ static void quota_pb(const rd_tenant_quota_t *q, Replayd__V1__TenantQuota *m) {
   m->weight = q->weight;
   m->insert_rows_per_second = q->insert_rows_per_s;
   m->sample_rows_per_second = q->sample_rows_per_s;
+  m->max_gpu_memory_bytes = q->max_gpu_memory_bytes;
 }
 
 /* m borrows info's name and qm. */
@@ -37,6 +39,7 @@ static void tenant_pb(rd_tenant_info_t *info, Replayd__V1__TenantQuota *qm,
   m->quota = qm;
   m->workloads = info->workloads;
   m->memory_bytes = info->bytes;
+  m->gpu_memory_bytes = info->gpu_bytes;
   m->created_unix = info->created_unix;
 }
 
@@ -106,6 +109,11 @@ rd_reply_when_t rd_tenant_rpc_set(rd_handler_ctx_t *ctx, const rd_call_info_t *c
       REPLAYD__V1__SET_TENANT_REQUEST__SAMPLE_RATE_OPT_SAMPLE_ROWS_PER_SECOND) {
     q.sample_rows_per_s = m->sample_rows_per_second;
     mask |= RD_TQ_SAMPLE_RATE;
+  }
+  if (m->max_gpu_memory_opt_case ==
+      REPLAYD__V1__SET_TENANT_REQUEST__MAX_GPU_MEMORY_OPT_MAX_GPU_MEMORY_BYTES) {
+    q.max_gpu_memory_bytes = m->max_gpu_memory_bytes;
+    mask |= RD_TQ_GPU_MEMORY;
   }
   rd_error_t err;
   rd_error_clear(&err);
