@@ -10,6 +10,13 @@
  *                                runs; baseline.checkpoint_stall_ms: the
  *                                longest over as long a time without one
  *   durability.restore_s         a fresh workload restored from that file
+ *   durability.journal_rows_s    the journal alone (no table, no gRPC): T = 8
+ *                                and 64 threads each append a 512-row insert
+ *                                record and wait for its fdatasync; params
+ *                                prealloc = fallocate (the daemon's) or
+ *                                zeroed (zeros written ahead), interleaved;
+ *                                durability.journal_commit_ms_max the longest
+ *                                round (write + fdatasync) of each
  * Over loopback against a real replayd (--replayd, as bench_grpc):
  *   grpc.insert                  rows/s of Insert streams of 512-row
  *                                messages (bench_grpc's grpc.insert), one
@@ -32,18 +39,21 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <math.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "bench_util.h"
 #include "config.h"
 #include "durable.h"
+#include "journal.h"
 #include "rd_clock.h"
 #include "rdt_dir.h"
 #include "rdt_unit.h"
@@ -267,6 +277,115 @@ static void in_process(void) {
   rd_workload_unref(w);
   rd_registry_destroy(r);
   rd_durable_destroy(d);
+  if (rdt_rmtree(dir) != 0) fprintf(stderr, "bench_durability: could not remove %s\n", dir);
+}
+
+/* ------------------------------------------------------------------ */
+/* The journal alone                                                   */
+/* ------------------------------------------------------------------ */
+
+/* T threads each append a 512-row CartPole insert record (as the table's
+ * observer does, one at a time) and wait until it is on disk, as
+ * journal-mode InsertBatch calls do, without gRPC's CPU around them: the
+ * committer's rounds and the disk under them. */
+typedef struct {
+  rd_journal_t *j;
+  pthread_mutex_t *mu; /* the table lock's part: appends in order, the lsn read right after */
+  double t_end;
+  uint64_t rows;
+  int failed;
+} jthread_t;
+
+static void *journal_main(void *arg) {
+  jthread_t *t = arg;
+  enum { B = 512 };
+  static uint8_t obs[B * 16], act[B * 4], rew[B * 4], nxt[B * 16], dn[B];
+  const rd_cbuf_t cols[5] = {{obs, sizeof obs}, {act, sizeof act}, {rew, sizeof rew},
+                             {nxt, sizeof nxt}, {dn, sizeof dn}};
+  rd_table_observer_t o = rd_journal_observer(t->j);
+  while (rd_clock_now() < t->t_end) {
+    pthread_mutex_lock(t->mu);
+    o.insert(o.arg, 0, B, 5, cols, NULL);
+    uint64_t lsn = rd_journal_last_lsn(t->j);
+    pthread_mutex_unlock(t->mu);
+    rd_error_t e;
+    if (rd_journal_sync(t->j, lsn, &e) != RD_OK) {
+      fprintf(stderr, "bench_durability: journal: %s\n", e.msg);
+      t->failed = 1;
+      break;
+    }
+    t->rows += B;
+  }
+  return NULL;
+}
+
+/* rows/s made durable by T threads into a fresh journal under dir. */
+static double journal_rate(const char *dir, rd_journal_prealloc_t prealloc, uint32_t T,
+                           double *commit_ms_max) {
+  char sub[PATH_MAX];
+  if (snprintf(sub, sizeof sub, "%s/j", dir) >= (int)sizeof sub) die("path too long");
+  if (mkdir(sub, 0700) != 0) die("mkdir %s: %s", sub, strerror(errno));
+  rd_journal_config_t cfg = {200, UINT64_C(256) << 20, prealloc};
+  rd_journal_t *j;
+  rd_error_t e;
+  if (rd_journal_open(&j, sub, 1, 1, &cfg, &e) != RD_OK) die("journal: %s", e.msg);
+  pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+  jthread_t *t = calloc(T, sizeof *t);
+  pthread_t *th = calloc(T, sizeof *th);
+  double t0 = rd_clock_now();
+  for (uint32_t i = 0; i < T; i++) {
+    t[i] = (jthread_t){j, &mu, t0 + O.seconds, 0, 0};
+    pthread_create(&th[i], NULL, journal_main, &t[i]);
+  }
+  uint64_t rows = 0;
+  int failed = 0;
+  for (uint32_t i = 0; i < T; i++) {
+    pthread_join(th[i], NULL);
+    rows += t[i].rows;
+    failed |= t[i].failed;
+  }
+  double dt = rd_clock_now() - t0;
+  rd_journal_stats_t st;
+  rd_journal_stats(j, &st);
+  *commit_ms_max = st.commit_s_max * 1e3;
+  rd_journal_close(j);
+  free(t);
+  free(th);
+  if (failed) die("a journal append failed");
+  if (rdt_rmtree(sub) != 0) die("could not remove %s", sub);
+  return (double)rows / dt;
+}
+
+/* durability.journal_rows_s with space allocated ahead (the daemon's way)
+ * and with zeros written ahead, interleaved. */
+static void journal_alone(void) {
+  char dir[PATH_MAX];
+  if (O.ckpt_dir) {
+    if (snprintf(dir, sizeof dir, "%s/bench_journal", O.ckpt_dir) >= (int)sizeof dir ||
+        (mkdir(dir, 0700) != 0 && errno != EEXIST))
+      die("cannot make a directory under %s", O.ckpt_dir);
+  } else if (rdt_tmpdir(dir, sizeof dir, "bench_journal") != 0) {
+    die("mkdtemp: %s", strerror(errno));
+  }
+  static const uint32_t threads[2] = {8, 64};
+  for (int k = 0; k < 2; k++) {
+    double sum[2] = {0, 0}, cmax[2] = {0, 0};
+    int rounds = O.quick ? 1 : 3;
+    for (int r = 0; r < rounds; r++)
+      for (int m = 0; m < 2; m++) { /* interleaved */
+        double c;
+        sum[m] += journal_rate(dir, m ? RD_JOURNAL_ZEROED : RD_JOURNAL_FALLOCATE, threads[k], &c) /
+                  rounds;
+        if (c > cmax[m]) cmax[m] = c;
+      }
+    for (int m = 0; m < 2; m++) {
+      char params[128];
+      snprintf(params, sizeof params, "\"prealloc\": \"%s\", \"threads\": %u, \"batch\": 512",
+               m ? "zeroed" : "fallocate", threads[k]);
+      emit("durability.journal_rows_s", params, sum[m], "rows/s");
+      emit("durability.journal_commit_ms_max", params, cmax[m], "ms");
+    }
+  }
   if (rdt_rmtree(dir) != 0) fprintf(stderr, "bench_durability: could not remove %s\n", dir);
 }
 
@@ -539,6 +658,7 @@ int main(int argc, char **argv) {
     printf("%-34s %-44s %14s\n", "figure", "params", "value");
   }
   in_process();
+  journal_alone();
   if (O.replayd) over_loopback();
   else if (!O.json) printf("(no --replayd: the loopback figures are skipped)\n");
   return 0;

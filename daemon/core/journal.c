@@ -27,6 +27,7 @@
 #define JR_MAGIC 0x524a4452u         /* "RDJR" */
 #define ROUND_MAX_BYTES (4u << 20)   /* a round starts early once this much waits */
 #define RECORD_MAX_BYTES (UINT64_C(1) << 32)
+#define AHEAD_MAX (UINT64_C(8) << 20)   /* space allocated ahead of the records, at most */
 
 /* A rotation inside a buffer: the records from off on go to segment gen;
  * the ones before it end at cut_lsn. */
@@ -55,6 +56,7 @@ struct rd_journal {
   uint64_t gen_file;       /* segment fd is (committer) */
   int fd;
   uint64_t pos, alloc_end;     /* committer: where the next record goes; the zeroed end */
+  int zeroed;                  /* extend writes zeros (RD_JOURNAL_ZEROED) */
   uint64_t last_lsn, durable_lsn, failed_upto;
   uint64_t round_lsn;          /* the last record handed to the committer */
   uint64_t ahead_lo, ahead_hi; /* records (lo, hi] on disk beyond a failed gap */
@@ -402,9 +404,13 @@ static int zero_fill(int fd, uint64_t from, uint64_t to, uint64_t *done, int *e)
 }
 
 /* The file extended to `to` with blocks that read as zeros: fallocate, or
- * zeros written where the file system has no fallocate. */
-static int extend(int fd, uint64_t from, uint64_t to, uint64_t *done, int *e) {
+ * zeros written where the file system has no fallocate or the config asks
+ * for them (RD_JOURNAL_ZEROED: written blocks, whose later fdatasyncs
+ * convert no extent, but every byte written twice; bench_durability's
+ * durability.journal_rows_s measures both, and zeros lose). */
+static int extend(int fd, int zeroed, uint64_t from, uint64_t to, uint64_t *done, int *e) {
   *done = from;
+  if (zeroed) return zero_fill(fd, from, to, done, e);
   if (fallocate(fd, 0, (off_t)from, (off_t)(to - from)) == 0) {
     *done = to;
     return 0;
@@ -420,7 +426,7 @@ static int extend(int fd, uint64_t from, uint64_t to, uint64_t *done, int *e) {
  * write there does not also commit a new file size, as an append's does
  * (docs/benchmarks.md: the journal's rounds measured with appends, zeroed
  * and allocated space). The allocated end runs ahead of pos by half the
- * segment so far (64 KiB to 8 MiB); on a full disk, by what this write
+ * segment so far (64 KiB to AHEAD_MAX); on a full disk, by what this write
  * needs. The space reads as zeros, which readers take as the end of the
  * records (rd_journal_read). */
 static int ensure_space(rd_journal_t *j, size_t len, int *e) {
@@ -428,12 +434,12 @@ static int ensure_space(rd_journal_t *j, size_t len, int *e) {
   if (need <= j->alloc_end) return 0;
   uint64_t ahead = j->alloc_end / 2;
   if (ahead < (64u << 10)) ahead = 64u << 10;
-  if (ahead > (8u << 20)) ahead = 8u << 20;
+  if (ahead > AHEAD_MAX) ahead = AHEAD_MAX;
   uint64_t target = (need + ahead + 4095) & ~UINT64_C(4095), done = j->alloc_end;
-  if (extend(j->fd, j->alloc_end, target, &done, e) != 0) {
+  if (extend(j->fd, j->zeroed, j->alloc_end, target, &done, e) != 0) {
     if (*e != ENOSPC && *e != EDQUOT) return -1;
     target = (need + 4095) & ~UINT64_C(4095); /* just this write, if it fits */
-    if (done < target && extend(j->fd, done, target, &done, e) != 0) return -1;
+    if (done < target && extend(j->fd, j->zeroed, done, target, &done, e) != 0) return -1;
   }
   j->alloc_end = done;
   return 0;
@@ -624,6 +630,7 @@ int rd_journal_open(rd_journal_t **out, const char *dir, uint64_t gen, uint64_t 
     rd_journal_path(path, sizeof path, dir, gen);
     return rd_error_set(err, RD_ESTORE, "cannot open the journal %s: %s", path, strerror(e));
   }
+  j->zeroed = cfg->prealloc == RD_JOURNAL_ZEROED;
   pthread_mutex_init(&j->mu, NULL);
   pthread_condattr_t ca;
   pthread_condattr_init(&ca);

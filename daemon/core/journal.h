@@ -60,9 +60,16 @@
 #define RD_JOURNAL_REC_UPDATE 2u
 #define RD_JOURNAL_HEADER_BYTES 32u
 
+/* How a segment's space ahead of its records is made (journal.c, extend). */
+typedef enum {
+  RD_JOURNAL_FALLOCATE = 0, /* fallocate (the default; zeros written where it is missing) */
+  RD_JOURNAL_ZEROED,        /* zeros written: measured slower (bench_durability) */
+} rd_journal_prealloc_t;
+
 typedef struct {
   uint32_t commit_us;   /* group-commit window, microseconds (0: commit at once) */
   uint64_t max_pending; /* bytes appended and not yet on disk before admits refuse */
+  rd_journal_prealloc_t prealloc;
 } rd_journal_config_t;
 
 typedef struct rd_journal rd_journal_t;
