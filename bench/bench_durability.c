@@ -14,9 +14,13 @@
  *                                and 64 threads each append a 512-row insert
  *                                record and wait for its fdatasync; params
  *                                prealloc = fallocate (the daemon's) or
- *                                zeroed (zeros written ahead), interleaved;
- *                                durability.journal_commit_ms_max the longest
- *                                round (write + fdatasync) of each
+ *                                zeroed (zeros written ahead), sync =
+ *                                pipelined (the daemon's: a round written
+ *                                while the one before syncs);
+ *                                baseline.journal_rows_s sync = inline (each
+ *                                write waits for its fdatasync), interleaved;
+ *                                *.journal_commit_ms_max the longest round
+ *                                (first write to fdatasync's end)
  * Over loopback against a real replayd (--replayd, as bench_grpc):
  *   grpc.insert                  rows/s of Insert streams of 512-row
  *                                messages (bench_grpc's grpc.insert), one
@@ -320,12 +324,12 @@ static void *journal_main(void *arg) {
 }
 
 /* rows/s made durable by T threads into a fresh journal under dir. */
-static double journal_rate(const char *dir, rd_journal_prealloc_t prealloc, uint32_t T,
-                           double *commit_ms_max) {
+static double journal_rate(const char *dir, rd_journal_prealloc_t prealloc, int sync_inline,
+                           uint32_t T, double *commit_ms_max) {
   char sub[PATH_MAX];
   if (snprintf(sub, sizeof sub, "%s/j", dir) >= (int)sizeof sub) die("path too long");
   if (mkdir(sub, 0700) != 0) die("mkdir %s: %s", sub, strerror(errno));
-  rd_journal_config_t cfg = {200, UINT64_C(256) << 20, prealloc};
+  rd_journal_config_t cfg = {200, UINT64_C(256) << 20, prealloc, sync_inline};
   rd_journal_t *j;
   rd_error_t e;
   if (rd_journal_open(&j, sub, 1, 1, &cfg, &e) != RD_OK) die("journal: %s", e.msg);
@@ -356,8 +360,10 @@ static double journal_rate(const char *dir, rd_journal_prealloc_t prealloc, uint
   return (double)rows / dt;
 }
 
-/* durability.journal_rows_s with space allocated ahead (the daemon's way)
- * and with zeros written ahead, interleaved. */
+/* durability.journal_rows_s the daemon's way (space allocated ahead, each
+ * round written while the one before it syncs), with zeros written ahead
+ * instead, and baseline.journal_rows_s with each round's write waiting for
+ * its fdatasync (one thread's write-then-sync rounds), interleaved. */
 static void journal_alone(void) {
   char dir[PATH_MAX];
   if (O.ckpt_dir) {
@@ -369,21 +375,24 @@ static void journal_alone(void) {
   }
   static const uint32_t threads[2] = {8, 64};
   for (int k = 0; k < 2; k++) {
-    double sum[2] = {0, 0}, cmax[2] = {0, 0};
+    double sum[3] = {0, 0, 0}, cmax[3] = {0, 0, 0};
     int rounds = O.quick ? 1 : 3;
     for (int r = 0; r < rounds; r++)
-      for (int m = 0; m < 2; m++) { /* interleaved */
+      for (int m = 0; m < 3; m++) { /* interleaved */
         double c;
-        sum[m] += journal_rate(dir, m ? RD_JOURNAL_ZEROED : RD_JOURNAL_FALLOCATE, threads[k], &c) /
-                  rounds;
+        sum[m] += journal_rate(dir, m == 1 ? RD_JOURNAL_ZEROED : RD_JOURNAL_FALLOCATE, m == 2,
+                               threads[k], &c) / rounds;
         if (c > cmax[m]) cmax[m] = c;
       }
-    for (int m = 0; m < 2; m++) {
-      char params[128];
-      snprintf(params, sizeof params, "\"prealloc\": \"%s\", \"threads\": %u, \"batch\": 512",
-               m ? "zeroed" : "fallocate", threads[k]);
-      emit("durability.journal_rows_s", params, sum[m], "rows/s");
-      emit("durability.journal_commit_ms_max", params, cmax[m], "ms");
+    for (int m = 0; m < 3; m++) {
+      char params[160];
+      snprintf(params, sizeof params,
+               "\"prealloc\": \"%s\", \"sync\": \"%s\", \"threads\": %u, \"batch\": 512",
+               m == 1 ? "zeroed" : "fallocate", m == 2 ? "inline" : "pipelined", threads[k]);
+      emit(m == 2 ? "baseline.journal_rows_s" : "durability.journal_rows_s", params, sum[m],
+           "rows/s");
+      emit(m == 2 ? "baseline.journal_commit_ms_max" : "durability.journal_commit_ms_max",
+           params, cmax[m], "ms");
     }
   }
   if (rdt_rmtree(dir) != 0) fprintf(stderr, "bench_durability: could not remove %s\n", dir);

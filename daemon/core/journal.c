@@ -48,9 +48,16 @@ struct rd_journal {
   char dir[PATH_MAX];
   rd_journal_config_t cfg;
   pthread_mutex_t mu;
-  pthread_cond_t cv_work, cv_sync;
-  pthread_t thread;
-  int stop;
+  pthread_cond_t cv_work, cv_sync, cv_synced;
+  pthread_t thread, syncer;
+  int stop, sync_stop;
+  /* Written and not yet synced (the syncer's queue): records (q_lo, q_hi]
+   * of segment q_seg on q_fd, the first written at q_t0. One segment at a
+   * time: the committer drains the queue before it leaves a segment. */
+  int q_has, syncing;
+  uint64_t q_seg, q_lo, q_hi;
+  int q_fd;
+  double q_t0;
   jbuf_t active, writing;  /* appenders fill active; the committer writes `writing` */
   uint64_t gen_append;     /* segment appends go to */
   uint64_t gen_file;       /* segment fd is (committer) */
@@ -465,9 +472,10 @@ static int open_segment(const char *dir, uint64_t gen, int truncate, int *e) {
   return fd;
 }
 
-/* One piece of a round: bytes [a, b) of buf for segment gen, written and
- * synced. 0, or -1 with *e set (0: the segment failed before, its records
- * cannot follow a torn one and are dropped). No lock held. */
+/* One piece of a round: bytes [a, b) of buf for segment gen, written (the
+ * syncer makes it durable). 0, or -1 with *e set (0: the segment failed
+ * before, its records cannot follow a torn one and are dropped). No lock
+ * held; the syncer's queue is empty if the segment's file changes. */
 static int write_piece(rd_journal_t *j, const jbuf_t *buf, size_t a, size_t b, uint64_t gen,
                        int torn, int *e) {
   *e = 0;
@@ -481,12 +489,14 @@ static int write_piece(rd_journal_t *j, const jbuf_t *buf, size_t a, size_t b, u
   }
   if (ensure_space(j, b - a, e) != 0) return -1;
   if (pwrite_all(j->fd, buf->data + a, b - a, j->pos, e) != 0) return -1;
-  if (fdatasync(j->fd) != 0) {
-    *e = errno;
-    return -1;
-  }
   j->pos += b - a;
   return 0;
+}
+
+/* Under mu: until the syncer has synced everything queued (before the
+ * committer closes or replaces the file it syncs). */
+static void drain_syncs(rd_journal_t *j) {
+  while (j->q_has || j->syncing) pthread_cond_wait(&j->cv_synced, &j->mu);
 }
 
 /* Under mu: records (lo, hi] are on disk. durable_lsn only moves over
@@ -516,16 +526,23 @@ static void commit_round(rd_journal_t *j) {
     uint64_t hi = last ? (w->last_lsn > lo ? w->last_lsn : lo) : w->rots[r].cut_lsn;
     if (b > a) {
       int torn = j->failed && seg == j->fail_gen, e = 0;
+      if (j->fd < 0 || j->gen_file != seg) drain_syncs(j);
       pthread_mutex_unlock(&j->mu);
       double t0 = rd_clock_now();
       int rc = write_piece(j, w, a, b, seg, torn, &e);
-      double dt = rd_clock_now() - t0;
       pthread_mutex_lock(&j->mu);
       if (rc == 0) {
-        j->st.commits++;
-        j->st.commit_s_last = dt;
-        if (dt > j->st.commit_s_max) j->st.commit_s_max = dt;
-        piece_done(j, lo, hi);
+        /* To the syncer: one fdatasync covers every piece queued meanwhile. */
+        if (!j->q_has) {
+          j->q_has = 1;
+          j->q_seg = seg;
+          j->q_lo = lo;
+          j->q_fd = j->fd;
+          j->q_t0 = t0;
+        }
+        j->q_hi = hi;
+        pthread_cond_signal(&j->cv_sync);
+        if (j->cfg.sync_inline) drain_syncs(j);
       } else if (e != 0) {
         char why[RD_ERROR_MSG_MAX];
         snprintf(why, sizeof why, "writing journal segment %llu: %s", (unsigned long long)seg,
@@ -542,6 +559,7 @@ static void commit_round(rd_journal_t *j) {
       /* The new segment exists from the cut on, records or not: the
        * cut's checkpoint names it, and a failure to create it must show. */
       seg = w->rots[r].gen;
+      drain_syncs(j);
       pthread_mutex_unlock(&j->mu);
       int e = 0;
       if (j->fd >= 0) close(j->fd);
@@ -560,6 +578,55 @@ static void commit_round(rd_journal_t *j) {
   w->len = 0;
   w->nrots = 0;
   w->last_lsn = 0;
+}
+
+/* The syncer: fdatasyncs what the committer wrote, so that the next round
+ * is written while this one syncs; then acknowledges. A failed fdatasync
+ * fails its records and every later one of that segment: Linux reports a
+ * writeback error to one fdatasync only, so a later one that succeeds
+ * proves nothing about the pages before it. */
+static void *syncer_main(void *arg) {
+  rd_journal_t *j = arg;
+  uint64_t torn_seg = UINT64_MAX; /* a segment whose fdatasync failed */
+  pthread_mutex_lock(&j->mu);
+  for (;;) {
+    while (!j->q_has && !j->sync_stop) pthread_cond_wait(&j->cv_sync, &j->mu);
+    if (!j->q_has) break; /* stopping, nothing left */
+    uint64_t seg = j->q_seg, lo = j->q_lo, hi = j->q_hi;
+    int fd = j->q_fd;
+    double t0 = j->q_t0;
+    j->q_has = 0;
+    j->syncing = 1;
+    pthread_cond_broadcast(&j->cv_synced); /* the committer may write the next round */
+    pthread_mutex_unlock(&j->mu);
+    int e = seg == torn_seg ? EIO : fdatasync(fd) != 0 ? errno : 0;
+    double dt = rd_clock_now() - t0;
+    pthread_mutex_lock(&j->mu);
+    j->syncing = 0;
+    if (e == 0) {
+      j->st.commits++;
+      j->st.commit_s_last = dt;
+      if (dt > j->st.commit_s_max) j->st.commit_s_max = dt;
+      piece_done(j, lo, hi);
+    } else {
+      char why[RD_ERROR_MSG_MAX];
+      snprintf(why, sizeof why, "syncing journal segment %llu: %s", (unsigned long long)seg,
+               strerror(e));
+      if (seg != torn_seg) fail_locked(j, seg, hi, why);
+      else if (hi > j->failed_upto) j->failed_upto = hi;
+      torn_seg = seg;
+    }
+    pthread_cond_broadcast(&j->cv_synced);
+    rd_journal_waiter_t *ok = NULL, *bad = NULL;
+    take_done(j, &ok, &bad);
+    char why[RD_ERROR_MSG_MAX];
+    snprintf(why, sizeof why, "the write-ahead journal failed: %.200s", j->why);
+    pthread_mutex_unlock(&j->mu);
+    call_waiters(ok, bad, RD_ESTORE, why);
+    pthread_mutex_lock(&j->mu);
+  }
+  pthread_mutex_unlock(&j->mu);
+  return NULL;
 }
 
 static void *committer_main(void *arg) {
@@ -583,6 +650,10 @@ static void *committer_main(void *arg) {
         pthread_cond_timedwait(&j->cv_work, &j->mu, &ts);
       }
     }
+    /* One round written ahead of the fdatasync in progress at most: the
+     * records arriving meanwhile make the next round, so there is about
+     * one write per fdatasync, as with one thread, but they overlap. */
+    while (j->q_has && !j->stop) pthread_cond_wait(&j->cv_synced, &j->mu);
     jbuf_t tmp = j->writing;
     j->writing = j->active;
     j->active = tmp;
@@ -638,13 +709,23 @@ int rd_journal_open(rd_journal_t **out, const char *dir, uint64_t gen, uint64_t 
   pthread_cond_init(&j->cv_work, &ca);
   pthread_condattr_destroy(&ca);
   pthread_cond_init(&j->cv_sync, NULL);
-  if (pthread_create(&j->thread, NULL, committer_main, j) != 0) {
+  pthread_cond_init(&j->cv_synced, NULL);
+  int started = pthread_create(&j->syncer, NULL, syncer_main, j) == 0;
+  if (!started || pthread_create(&j->thread, NULL, committer_main, j) != 0) {
+    if (started) {
+      pthread_mutex_lock(&j->mu);
+      j->sync_stop = 1;
+      pthread_cond_signal(&j->cv_sync);
+      pthread_mutex_unlock(&j->mu);
+      pthread_join(j->syncer, NULL);
+    }
     close(j->fd);
     pthread_cond_destroy(&j->cv_work);
     pthread_cond_destroy(&j->cv_sync);
+    pthread_cond_destroy(&j->cv_synced);
     pthread_mutex_destroy(&j->mu);
     free(j);
-    return rd_error_set(err, RD_EINTERNAL, "cannot start the journal's committer thread");
+    return rd_error_set(err, RD_EINTERNAL, "cannot start the journal's threads");
   }
   *out = j;
   return RD_OK;
@@ -657,6 +738,11 @@ void rd_journal_close(rd_journal_t *j) {
   pthread_cond_signal(&j->cv_work);
   pthread_mutex_unlock(&j->mu);
   pthread_join(j->thread, NULL);
+  pthread_mutex_lock(&j->mu);
+  j->sync_stop = 1; /* after what the committer wrote is synced */
+  pthread_cond_signal(&j->cv_sync);
+  pthread_mutex_unlock(&j->mu);
+  pthread_join(j->syncer, NULL);
   /* Whatever still waits was never made durable. */
   rd_journal_waiter_t *ok = NULL, *bad = NULL;
   pthread_mutex_lock(&j->mu);
@@ -672,6 +758,7 @@ void rd_journal_close(rd_journal_t *j) {
   jbuf_free(&j->writing);
   pthread_cond_destroy(&j->cv_work);
   pthread_cond_destroy(&j->cv_sync);
+  pthread_cond_destroy(&j->cv_synced);
   pthread_mutex_destroy(&j->mu);
   free(j);
 }
