@@ -284,6 +284,42 @@ static void in_process(void) {
   if (rdt_rmtree(dir) != 0) fprintf(stderr, "bench_durability: could not remove %s\n", dir);
 }
 
+/* What every client thread of a timed run starts with. */
+typedef struct {
+  double t_end;
+  uint64_t rows;
+  uint64_t refused; /* calls refused with RESOURCE_EXHAUSTED */
+  int failed;
+} worker_t;
+
+/* n threads running fn for O.seconds, each on its item of items (size
+ * bytes each, a worker_t first); rows/s over them all (*refused: their
+ * refusals summed). Dies if one failed. */
+static double run_workers(void *(*fn)(void *), void *items, size_t size, uint32_t n,
+                          uint64_t *refused, const char *what) {
+  pthread_t *th = calloc(n, sizeof *th);
+  if (th == NULL) die("out of memory");
+  double t0 = rd_clock_now();
+  for (uint32_t i = 0; i < n; i++) {
+    worker_t *wk = (worker_t *)(void *)((char *)items + i * size);
+    *wk = (worker_t){t0 + O.seconds, 0, 0, 0};
+    if (pthread_create(&th[i], NULL, fn, wk) != 0) die("pthread_create");
+  }
+  uint64_t rows = 0;
+  int failed = 0;
+  for (uint32_t i = 0; i < n; i++) {
+    pthread_join(th[i], NULL);
+    const worker_t *wk = (const worker_t *)(const void *)((const char *)items + i * size);
+    rows += wk->rows;
+    if (refused) *refused += wk->refused;
+    failed |= wk->failed;
+  }
+  double dt = rd_clock_now() - t0;
+  free(th);
+  if (failed) die("%s failed", what);
+  return (double)rows / dt;
+}
+
 /* ------------------------------------------------------------------ */
 /* The journal alone                                                   */
 /* ------------------------------------------------------------------ */
@@ -293,11 +329,9 @@ static void in_process(void) {
  * journal-mode InsertBatch calls do, without gRPC's CPU around them: the
  * committer's rounds and the disk under them. */
 typedef struct {
+  worker_t wk;
   rd_journal_t *j;
   pthread_mutex_t *mu; /* the table lock's part: appends in order, the lsn read right after */
-  double t_end;
-  uint64_t rows;
-  int failed;
 } jthread_t;
 
 static void *journal_main(void *arg) {
@@ -307,7 +341,7 @@ static void *journal_main(void *arg) {
   const rd_cbuf_t cols[5] = {{obs, sizeof obs}, {act, sizeof act}, {rew, sizeof rew},
                              {nxt, sizeof nxt}, {dn, sizeof dn}};
   rd_table_observer_t o = rd_journal_observer(t->j);
-  while (rd_clock_now() < t->t_end) {
+  while (rd_clock_now() < t->wk.t_end) {
     pthread_mutex_lock(t->mu);
     o.insert(o.arg, 0, B, 5, cols, NULL);
     uint64_t lsn = rd_journal_last_lsn(t->j);
@@ -315,10 +349,10 @@ static void *journal_main(void *arg) {
     rd_error_t e;
     if (rd_journal_sync(t->j, lsn, &e) != RD_OK) {
       fprintf(stderr, "bench_durability: journal: %s\n", e.msg);
-      t->failed = 1;
+      t->wk.failed = 1;
       break;
     }
-    t->rows += B;
+    t->wk.rows += B;
   }
   return NULL;
 }
@@ -335,29 +369,19 @@ static double journal_rate(const char *dir, rd_journal_prealloc_t prealloc, int 
   if (rd_journal_open(&j, sub, 1, 1, &cfg, &e) != RD_OK) die("journal: %s", e.msg);
   pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
   jthread_t *t = calloc(T, sizeof *t);
-  pthread_t *th = calloc(T, sizeof *th);
-  double t0 = rd_clock_now();
+  if (t == NULL) die("out of memory");
   for (uint32_t i = 0; i < T; i++) {
-    t[i] = (jthread_t){j, &mu, t0 + O.seconds, 0, 0};
-    pthread_create(&th[i], NULL, journal_main, &t[i]);
+    t[i].j = j;
+    t[i].mu = &mu;
   }
-  uint64_t rows = 0;
-  int failed = 0;
-  for (uint32_t i = 0; i < T; i++) {
-    pthread_join(th[i], NULL);
-    rows += t[i].rows;
-    failed |= t[i].failed;
-  }
-  double dt = rd_clock_now() - t0;
+  double rate = run_workers(journal_main, t, sizeof *t, T, NULL, "a journal append");
   rd_journal_stats_t st;
   rd_journal_stats(j, &st);
   *commit_ms_max = st.commit_s_max * 1e3;
   rd_journal_close(j);
   free(t);
-  free(th);
-  if (failed) die("a journal append failed");
   if (rdt_rmtree(sub) != 0) die("could not remove %s", sub);
-  return (double)rows / dt;
+  return rate;
 }
 
 /* durability.journal_rows_s the daemon's way (space allocated ahead, each
@@ -464,12 +488,9 @@ static void stop_daemon(void) {
 }
 
 typedef struct {
+  worker_t wk; /* refused: streams refused with RESOURCE_EXHAUSTED */
   const rdc_workload_t *w;
-  double t_end;
   int stream; /* an Insert stream, else InsertBatch calls */
-  uint64_t rows;
-  uint64_t refused; /* streams refused with RESOURCE_EXHAUSTED */
-  int failed;
 } inserter_t;
 
 static void *insert_main(void *arg) {
@@ -489,7 +510,7 @@ static void *insert_main(void *arg) {
   rdc_client_t *c;
   rdc_error_t e;
   if (rdc_connect(target, 5, &c, &e) != RDC_OK) {
-    in->failed = 1;
+    in->wk.failed = 1;
     return NULL;
   }
   rdc_set_deadline(c, 30);
@@ -500,40 +521,40 @@ static void *insert_main(void *arg) {
      * backs off and starts another; its rows are not counted (they may
      * have been applied: the figure errs low). A stream carries at most
      * 64 messages, so a refusal loses little of the count. */
-    while (rd_clock_now() < in->t_end && !in->failed) {
+    while (rd_clock_now() < in->wk.t_end && !in->wk.failed) {
       rdc_insert_stream_t *st;
       if (rdc_insert_stream_open(c, in->w->id, in->w->token, &st, &e) != RDC_OK) {
         fprintf(stderr, "bench_durability: insert stream: %s\n", e.msg);
-        in->failed = 1;
+        in->wk.failed = 1;
         break;
       }
       uint64_t sent = 0, inserted = 0;
       int rc = RDC_OK;
-      for (int m = 0; m < 64 && rd_clock_now() < in->t_end; m++) {
+      for (int m = 0; m < 64 && rd_clock_now() < in->wk.t_end; m++) {
         if ((rc = rdc_insert_stream_write(st, B, cols, 5, NULL, &e)) != RDC_OK) break;
         sent += B;
       }
       if (rc == RDC_OK) rc = rdc_insert_stream_close(st, &inserted, NULL, &e);
       else rdc_insert_stream_cancel(st);
       if (rc == RDC_RESOURCE_EXHAUSTED) {
-        in->refused++;
+        in->wk.refused++;
         struct timespec ts = {0, 2000000}; /* 2 ms */
         nanosleep(&ts, NULL);
       } else if (rc != RDC_OK || inserted != sent) {
         fprintf(stderr, "bench_durability: insert stream: %s\n", e.msg);
-        in->failed = 1;
+        in->wk.failed = 1;
       } else {
-        in->rows += inserted;
+        in->wk.rows += inserted;
       }
     }
   } else { /* InsertBatch: each call acknowledged alone (in journal mode once on disk) */
-    while (rd_clock_now() < in->t_end) {
+    while (rd_clock_now() < in->wk.t_end) {
       if (rdc_insert_batch(c, in->w->id, in->w->token, B, cols, 5, NULL, NULL, &e) != RDC_OK) {
         fprintf(stderr, "bench_durability: insert: %s\n", e.msg);
-        in->failed = 1;
+        in->wk.failed = 1;
         break;
       }
-      in->rows += B;
+      in->wk.rows += B;
     }
   }
   rdc_close(c);
@@ -543,25 +564,14 @@ static void *insert_main(void *arg) {
 static double insert_rate(const rdc_workload_t *w, uint32_t streams, int stream,
                           uint64_t *refused) {
   inserter_t *in = calloc(streams, sizeof *in);
-  pthread_t *th = calloc(streams, sizeof *th);
-  double t0 = rd_clock_now();
+  if (in == NULL) die("out of memory");
   for (uint32_t i = 0; i < streams; i++) {
-    in[i] = (inserter_t){w, t0 + O.seconds, stream, 0, 0, 0};
-    pthread_create(&th[i], NULL, insert_main, &in[i]);
+    in[i].w = w;
+    in[i].stream = stream;
   }
-  uint64_t rows = 0;
-  int failed = 0;
-  for (uint32_t i = 0; i < streams; i++) {
-    pthread_join(th[i], NULL);
-    rows += in[i].rows;
-    *refused += in[i].refused;
-    failed |= in[i].failed;
-  }
-  double dt = rd_clock_now() - t0;
+  double rate = run_workers(insert_main, in, sizeof *in, streams, refused, "an insert");
   free(in);
-  free(th);
-  if (failed) die("an insert failed");
-  return (double)rows / dt;
+  return rate;
 }
 
 static void over_loopback(void) {

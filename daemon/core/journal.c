@@ -580,6 +580,18 @@ static void commit_round(rd_journal_t *j) {
   w->last_lsn = 0;
 }
 
+/* Under mu (released while the callbacks run): answer the waiters that are
+ * done, durable or failed. */
+static void answer_done(rd_journal_t *j) {
+  rd_journal_waiter_t *ok = NULL, *bad = NULL;
+  take_done(j, &ok, &bad);
+  char why[RD_ERROR_MSG_MAX];
+  snprintf(why, sizeof why, "the write-ahead journal failed: %.200s", j->why);
+  pthread_mutex_unlock(&j->mu);
+  call_waiters(ok, bad, RD_ESTORE, why);
+  pthread_mutex_lock(&j->mu);
+}
+
 /* The syncer: fdatasyncs what the committer wrote, so that the next round
  * is written while this one syncs; then acknowledges. A failed fdatasync
  * fails its records and every later one of that segment: Linux reports a
@@ -617,13 +629,7 @@ static void *syncer_main(void *arg) {
       torn_seg = seg;
     }
     pthread_cond_broadcast(&j->cv_synced);
-    rd_journal_waiter_t *ok = NULL, *bad = NULL;
-    take_done(j, &ok, &bad);
-    char why[RD_ERROR_MSG_MAX];
-    snprintf(why, sizeof why, "the write-ahead journal failed: %.200s", j->why);
-    pthread_mutex_unlock(&j->mu);
-    call_waiters(ok, bad, RD_ESTORE, why);
-    pthread_mutex_lock(&j->mu);
+    answer_done(j);
   }
   pthread_mutex_unlock(&j->mu);
   return NULL;
@@ -658,13 +664,7 @@ static void *committer_main(void *arg) {
     j->writing = j->active;
     j->active = tmp;
     commit_round(j);
-    rd_journal_waiter_t *ok = NULL, *bad = NULL;
-    take_done(j, &ok, &bad);
-    char why[RD_ERROR_MSG_MAX];
-    snprintf(why, sizeof why, "the write-ahead journal failed: %.200s", j->why);
-    pthread_mutex_unlock(&j->mu);
-    call_waiters(ok, bad, RD_ESTORE, why);
-    pthread_mutex_lock(&j->mu);
+    answer_done(j);
   }
   pthread_mutex_unlock(&j->mu);
   return NULL;
