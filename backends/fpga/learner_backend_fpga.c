@@ -241,89 +241,54 @@ static int fpga_policy_load(rd_learner_backend_t *b, const void *buf, size_t len
  *
  * Saved in the CPU learner's format (learner.h rd_learner_state_*), so a
  * checkpoint is device-neutral: a CPU learner of the same config reads an
- * FPGA learner's state and the other way round. The board's state is
- * params, target, adam_m and adam_v (the online networks' blocks in the
- * CPU networks' flat order, as rd_learner_fpga_initial_weights lays them
- * out) and the step count, which is also Adam's step (the kernel's bias
- * correction) of every online network; the workspace holds nothing across
- * steps. A host reads these buffers back from the board to save them and
- * writes them to load (here: this instance's heap). */
+ * FPGA learner's state and the other way round (learner.h
+ * rd_learner_state_*_arrays). The board's state is params, target, adam_m
+ * and adam_v (the online networks' blocks in the CPU networks' flat order,
+ * as rd_learner_fpga_initial_weights lays them out) and the step count,
+ * which is also Adam's step (the kernel's bias correction) of every online
+ * network; the workspace holds nothing across steps. A host reads these
+ * buffers back from the board to save them and writes them to load (here:
+ * this instance's heap). */
 
-/* A CPU learner of l's config at batch 1, the format's carrier. */
-static int state_carrier(const fpga_learner_t *l, rd_learner_t *cpu, rd_error_t *err) {
-  rd_learner_config_t c = l->config;
-  c.max_batch = 1;
-  c.threads = 1;
-  return rd_learner_init(cpu, &c, err);
-}
-
-/* Copy the training state between l's buffers and cpu's networks
- * (to_cpu: l -> cpu). */
-static int state_move(fpga_learner_t *l, rd_learner_t *cpu, int to_cpu, rd_error_t *err) {
-  size_t off = 0;
-  for (int k = 0; k + 1 < cpu->n_nets; k += 2) {
-    rd_mlp_t *on = &cpu->net[k], *tg = &cpu->net[k + 1];
-    const size_t np = rd_mlp_n_params(on), bytes = np * sizeof(float);
-    if (off + np > l->n_params || rd_mlp_n_params(tg) != np || on->adam_m == NULL)
-      return rd_error_set(err, RD_EINTERNAL, "FPGA learner: network %d does not fit the "
-                          "kernel's parameter block of %zu", k / 2, l->n_params);
-    if (to_cpu) {
-      memcpy(on->params, l->params + off, bytes);
-      memcpy(tg->params, l->target + off, bytes);
-      memcpy(on->adam_m, l->adam_m + off, bytes);
-      memcpy(on->adam_v, l->adam_v + off, bytes);
-      on->adam_t = l->steps;
-    } else {
-      memcpy(l->params + off, on->params, bytes);
-      memcpy(l->target + off, tg->params, bytes);
-      memcpy(l->adam_m + off, on->adam_m, bytes);
-      memcpy(l->adam_v + off, on->adam_v, bytes);
-    }
-    off += np;
+/* l's buffers as the format's arrays: DQN nets 0/1 and DDPG's actor 0/1
+ * are the block [0, n_policy), DDPG's critic 2/3 the rest. */
+static void state_arrays(fpga_learner_t *l, rd_learner_state_arrays_t *a) {
+  memset(a, 0, sizeof *a);
+  const size_t at[2] = {0, l->n_policy};
+  const int nets = l->config.algo == RD_ALGO_DDPG ? 4 : 2;
+  for (int k = 0; k < nets; k += 2) {
+    a->params[k] = l->params + at[k / 2];
+    a->params[k + 1] = l->target + at[k / 2];
+    a->adam_m[k] = l->adam_m + at[k / 2];
+    a->adam_v[k] = l->adam_v + at[k / 2];
+    a->adam_t[k] = l->steps;
   }
-  if (off != l->n_params)
-    return rd_error_set(err, RD_EINTERNAL, "FPGA learner: %zu parameters for a kernel block of "
-                        "%zu", off, l->n_params);
-  if (to_cpu) cpu->steps = l->steps;
-  else l->steps = cpu->steps;
-  return RD_OK;
+  a->steps = l->steps;
 }
 
 static size_t fpga_state_bytes(const rd_learner_backend_t *b) {
-  const fpga_learner_t *l = (const fpga_learner_t *)b->impl;
-  rd_learner_t cpu;
-  rd_error_t err;
-  if (state_carrier(l, &cpu, &err) != RD_OK) return 0;
-  size_t n = rd_learner_state_bytes(&cpu);
-  rd_learner_free(&cpu);
-  return n;
+  return rd_learner_state_bytes_for(&((const fpga_learner_t *)b->impl)->config);
 }
 
 static int fpga_state_save(rd_learner_backend_t *b, void *buf, size_t cap, size_t *written,
                            rd_error_t *err) {
   fpga_learner_t *l = (fpga_learner_t *)b->impl;
   b->fault = RD_LEARNER_FAULT_NONE;
-  rd_learner_t cpu;
-  int rc = state_carrier(l, &cpu, err);
-  if (rc) return rc;
-  rc = state_move(l, &cpu, 1, err);
-  if (rc == RD_OK) rc = rd_learner_state_save(&cpu, buf, cap, written, err);
-  rd_learner_free(&cpu);
-  return rc;
+  rd_learner_state_arrays_t a;
+  state_arrays(l, &a);
+  return rd_learner_state_save_arrays(&l->config, &a, buf, cap, written, err);
 }
 
-/* Checked whole (rd_learner_state_load) before a byte of the board's
- * buffers changes: a bad buffer leaves the learner as it was. */
+/* Checked whole before a byte of the board's buffers changes: a bad
+ * buffer leaves the learner as it was. */
 static int fpga_state_load(rd_learner_backend_t *b, const void *buf, size_t len,
                            rd_error_t *err) {
   fpga_learner_t *l = (fpga_learner_t *)b->impl;
   b->fault = RD_LEARNER_FAULT_NONE;
-  rd_learner_t cpu;
-  int rc = state_carrier(l, &cpu, err);
-  if (rc) return rc;
-  rc = rd_learner_state_load(&cpu, buf, len, err);
-  if (rc == RD_OK) rc = state_move(l, &cpu, 0, err);
-  rd_learner_free(&cpu);
+  rd_learner_state_arrays_t a;
+  state_arrays(l, &a);
+  int rc = rd_learner_state_load_arrays(&l->config, buf, len, &a, err);
+  if (rc == RD_OK) l->steps = a.steps;
   return rc;
 }
 
