@@ -10,6 +10,17 @@
  *                                runs; baseline.checkpoint_stall_ms: the
  *                                longest over as long a time without one
  *   durability.restore_s         a fresh workload restored from that file
+ *   durability.journal_rows_s    the journal alone (no table, no gRPC): T = 8
+ *                                and 64 threads each append a 512-row insert
+ *                                record and wait for its fdatasync; params
+ *                                prealloc = fallocate (the daemon's) or
+ *                                zeroed (zeros written ahead), sync =
+ *                                pipelined (the daemon's: a round written
+ *                                while the one before syncs);
+ *                                baseline.journal_rows_s sync = inline (each
+ *                                write waits for its fdatasync), interleaved;
+ *                                *.journal_commit_ms_max the longest round
+ *                                (first write to fdatasync's end)
  * Over loopback against a real replayd (--replayd, as bench_grpc):
  *   grpc.insert                  rows/s of Insert streams of 512-row
  *                                messages (bench_grpc's grpc.insert), one
@@ -32,18 +43,21 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <math.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "bench_util.h"
 #include "config.h"
 #include "durable.h"
+#include "journal.h"
 #include "rd_clock.h"
 #include "rdt_dir.h"
 #include "rdt_unit.h"
@@ -270,6 +284,144 @@ static void in_process(void) {
   if (rdt_rmtree(dir) != 0) fprintf(stderr, "bench_durability: could not remove %s\n", dir);
 }
 
+/* What every client thread of a timed run starts with. */
+typedef struct {
+  double t_end;
+  uint64_t rows;
+  uint64_t refused; /* calls refused with RESOURCE_EXHAUSTED */
+  int failed;
+} worker_t;
+
+/* n threads running fn for O.seconds, each on its item of items (size
+ * bytes each, a worker_t first); rows/s over them all (*refused: their
+ * refusals summed). Dies if one failed. */
+static double run_workers(void *(*fn)(void *), void *items, size_t size, uint32_t n,
+                          uint64_t *refused, const char *what) {
+  pthread_t *th = calloc(n, sizeof *th);
+  if (th == NULL) die("out of memory");
+  double t0 = rd_clock_now();
+  for (uint32_t i = 0; i < n; i++) {
+    worker_t *wk = (worker_t *)(void *)((char *)items + i * size);
+    *wk = (worker_t){t0 + O.seconds, 0, 0, 0};
+    if (pthread_create(&th[i], NULL, fn, wk) != 0) die("pthread_create");
+  }
+  uint64_t rows = 0;
+  int failed = 0;
+  for (uint32_t i = 0; i < n; i++) {
+    pthread_join(th[i], NULL);
+    const worker_t *wk = (const worker_t *)(const void *)((const char *)items + i * size);
+    rows += wk->rows;
+    if (refused) *refused += wk->refused;
+    failed |= wk->failed;
+  }
+  double dt = rd_clock_now() - t0;
+  free(th);
+  if (failed) die("%s failed", what);
+  return (double)rows / dt;
+}
+
+/* ------------------------------------------------------------------ */
+/* The journal alone                                                   */
+/* ------------------------------------------------------------------ */
+
+/* T threads each append a 512-row CartPole insert record (as the table's
+ * observer does, one at a time) and wait until it is on disk, as
+ * journal-mode InsertBatch calls do, without gRPC's CPU around them: the
+ * committer's rounds and the disk under them. */
+typedef struct {
+  worker_t wk;
+  rd_journal_t *j;
+  pthread_mutex_t *mu; /* the table lock's part: appends in order, the lsn read right after */
+} jthread_t;
+
+static void *journal_main(void *arg) {
+  jthread_t *t = arg;
+  enum { B = 512 };
+  static uint8_t obs[B * 16], act[B * 4], rew[B * 4], nxt[B * 16], dn[B];
+  const rd_cbuf_t cols[5] = {{obs, sizeof obs}, {act, sizeof act}, {rew, sizeof rew},
+                             {nxt, sizeof nxt}, {dn, sizeof dn}};
+  rd_table_observer_t o = rd_journal_observer(t->j);
+  while (rd_clock_now() < t->wk.t_end) {
+    pthread_mutex_lock(t->mu);
+    o.insert(o.arg, 0, B, 5, cols, NULL);
+    uint64_t lsn = rd_journal_last_lsn(t->j);
+    pthread_mutex_unlock(t->mu);
+    rd_error_t e;
+    if (rd_journal_sync(t->j, lsn, &e) != RD_OK) {
+      fprintf(stderr, "bench_durability: journal: %s\n", e.msg);
+      t->wk.failed = 1;
+      break;
+    }
+    t->wk.rows += B;
+  }
+  return NULL;
+}
+
+/* rows/s made durable by T threads into a fresh journal under dir. */
+static double journal_rate(const char *dir, rd_journal_prealloc_t prealloc, int sync_inline,
+                           uint32_t T, double *commit_ms_max) {
+  char sub[PATH_MAX];
+  if (snprintf(sub, sizeof sub, "%s/j", dir) >= (int)sizeof sub) die("path too long");
+  if (mkdir(sub, 0700) != 0) die("mkdir %s: %s", sub, strerror(errno));
+  rd_journal_config_t cfg = {200, UINT64_C(256) << 20, prealloc, sync_inline};
+  rd_journal_t *j;
+  rd_error_t e;
+  if (rd_journal_open(&j, sub, 1, 1, &cfg, &e) != RD_OK) die("journal: %s", e.msg);
+  pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+  jthread_t *t = calloc(T, sizeof *t);
+  if (t == NULL) die("out of memory");
+  for (uint32_t i = 0; i < T; i++) {
+    t[i].j = j;
+    t[i].mu = &mu;
+  }
+  double rate = run_workers(journal_main, t, sizeof *t, T, NULL, "a journal append");
+  rd_journal_stats_t st;
+  rd_journal_stats(j, &st);
+  *commit_ms_max = st.commit_s_max * 1e3;
+  rd_journal_close(j);
+  free(t);
+  if (rdt_rmtree(sub) != 0) die("could not remove %s", sub);
+  return rate;
+}
+
+/* durability.journal_rows_s the daemon's way (space allocated ahead, each
+ * round written while the one before it syncs), with zeros written ahead
+ * instead, and baseline.journal_rows_s with each round's write waiting for
+ * its fdatasync (one thread's write-then-sync rounds), interleaved. */
+static void journal_alone(void) {
+  char dir[PATH_MAX];
+  if (O.ckpt_dir) {
+    if (snprintf(dir, sizeof dir, "%s/bench_journal", O.ckpt_dir) >= (int)sizeof dir ||
+        (mkdir(dir, 0700) != 0 && errno != EEXIST))
+      die("cannot make a directory under %s", O.ckpt_dir);
+  } else if (rdt_tmpdir(dir, sizeof dir, "bench_journal") != 0) {
+    die("mkdtemp: %s", strerror(errno));
+  }
+  static const uint32_t threads[2] = {8, 64};
+  for (int k = 0; k < 2; k++) {
+    double sum[3] = {0, 0, 0}, cmax[3] = {0, 0, 0};
+    int rounds = O.quick ? 1 : 3;
+    for (int r = 0; r < rounds; r++)
+      for (int m = 0; m < 3; m++) { /* interleaved */
+        double c;
+        sum[m] += journal_rate(dir, m == 1 ? RD_JOURNAL_ZEROED : RD_JOURNAL_FALLOCATE, m == 2,
+                               threads[k], &c) / rounds;
+        if (c > cmax[m]) cmax[m] = c;
+      }
+    for (int m = 0; m < 3; m++) {
+      char params[160];
+      snprintf(params, sizeof params,
+               "\"prealloc\": \"%s\", \"sync\": \"%s\", \"threads\": %u, \"batch\": 512",
+               m == 1 ? "zeroed" : "fallocate", m == 2 ? "inline" : "pipelined", threads[k]);
+      emit(m == 2 ? "baseline.journal_rows_s" : "durability.journal_rows_s", params, sum[m],
+           "rows/s");
+      emit(m == 2 ? "baseline.journal_commit_ms_max" : "durability.journal_commit_ms_max",
+           params, cmax[m], "ms");
+    }
+  }
+  if (rdt_rmtree(dir) != 0) fprintf(stderr, "bench_durability: could not remove %s\n", dir);
+}
+
 /* ------------------------------------------------------------------ */
 /* Over loopback                                                       */
 /* ------------------------------------------------------------------ */
@@ -336,12 +488,9 @@ static void stop_daemon(void) {
 }
 
 typedef struct {
+  worker_t wk; /* refused: streams refused with RESOURCE_EXHAUSTED */
   const rdc_workload_t *w;
-  double t_end;
   int stream; /* an Insert stream, else InsertBatch calls */
-  uint64_t rows;
-  uint64_t refused; /* streams refused with RESOURCE_EXHAUSTED */
-  int failed;
 } inserter_t;
 
 static void *insert_main(void *arg) {
@@ -361,7 +510,7 @@ static void *insert_main(void *arg) {
   rdc_client_t *c;
   rdc_error_t e;
   if (rdc_connect(target, 5, &c, &e) != RDC_OK) {
-    in->failed = 1;
+    in->wk.failed = 1;
     return NULL;
   }
   rdc_set_deadline(c, 30);
@@ -372,40 +521,40 @@ static void *insert_main(void *arg) {
      * backs off and starts another; its rows are not counted (they may
      * have been applied: the figure errs low). A stream carries at most
      * 64 messages, so a refusal loses little of the count. */
-    while (rd_clock_now() < in->t_end && !in->failed) {
+    while (rd_clock_now() < in->wk.t_end && !in->wk.failed) {
       rdc_insert_stream_t *st;
       if (rdc_insert_stream_open(c, in->w->id, in->w->token, &st, &e) != RDC_OK) {
         fprintf(stderr, "bench_durability: insert stream: %s\n", e.msg);
-        in->failed = 1;
+        in->wk.failed = 1;
         break;
       }
       uint64_t sent = 0, inserted = 0;
       int rc = RDC_OK;
-      for (int m = 0; m < 64 && rd_clock_now() < in->t_end; m++) {
+      for (int m = 0; m < 64 && rd_clock_now() < in->wk.t_end; m++) {
         if ((rc = rdc_insert_stream_write(st, B, cols, 5, NULL, &e)) != RDC_OK) break;
         sent += B;
       }
       if (rc == RDC_OK) rc = rdc_insert_stream_close(st, &inserted, NULL, &e);
       else rdc_insert_stream_cancel(st);
       if (rc == RDC_RESOURCE_EXHAUSTED) {
-        in->refused++;
+        in->wk.refused++;
         struct timespec ts = {0, 2000000}; /* 2 ms */
         nanosleep(&ts, NULL);
       } else if (rc != RDC_OK || inserted != sent) {
         fprintf(stderr, "bench_durability: insert stream: %s\n", e.msg);
-        in->failed = 1;
+        in->wk.failed = 1;
       } else {
-        in->rows += inserted;
+        in->wk.rows += inserted;
       }
     }
   } else { /* InsertBatch: each call acknowledged alone (in journal mode once on disk) */
-    while (rd_clock_now() < in->t_end) {
+    while (rd_clock_now() < in->wk.t_end) {
       if (rdc_insert_batch(c, in->w->id, in->w->token, B, cols, 5, NULL, NULL, &e) != RDC_OK) {
         fprintf(stderr, "bench_durability: insert: %s\n", e.msg);
-        in->failed = 1;
+        in->wk.failed = 1;
         break;
       }
-      in->rows += B;
+      in->wk.rows += B;
     }
   }
   rdc_close(c);
@@ -415,25 +564,14 @@ static void *insert_main(void *arg) {
 static double insert_rate(const rdc_workload_t *w, uint32_t streams, int stream,
                           uint64_t *refused) {
   inserter_t *in = calloc(streams, sizeof *in);
-  pthread_t *th = calloc(streams, sizeof *th);
-  double t0 = rd_clock_now();
+  if (in == NULL) die("out of memory");
   for (uint32_t i = 0; i < streams; i++) {
-    in[i] = (inserter_t){w, t0 + O.seconds, stream, 0, 0, 0};
-    pthread_create(&th[i], NULL, insert_main, &in[i]);
+    in[i].w = w;
+    in[i].stream = stream;
   }
-  uint64_t rows = 0;
-  int failed = 0;
-  for (uint32_t i = 0; i < streams; i++) {
-    pthread_join(th[i], NULL);
-    rows += in[i].rows;
-    *refused += in[i].refused;
-    failed |= in[i].failed;
-  }
-  double dt = rd_clock_now() - t0;
+  double rate = run_workers(insert_main, in, sizeof *in, streams, refused, "an insert");
   free(in);
-  free(th);
-  if (failed) die("an insert failed");
-  return (double)rows / dt;
+  return rate;
 }
 
 static void over_loopback(void) {
@@ -539,6 +677,7 @@ int main(int argc, char **argv) {
     printf("%-34s %-44s %14s\n", "figure", "params", "value");
   }
   in_process();
+  journal_alone();
   if (O.replayd) over_loopback();
   else if (!O.json) printf("(no --replayd: the loopback figures are skipped)\n");
   return 0;

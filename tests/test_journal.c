@@ -70,7 +70,7 @@ static void update(rd_table_t *t, uint64_t salt) {
 }
 
 static rd_journal_t *open_j(uint64_t gen, uint64_t next_lsn, uint32_t commit_us) {
-  rd_journal_config_t c = {commit_us, 64u << 20};
+  rd_journal_config_t c = {.commit_us = commit_us, .max_pending = 64u << 20};
   rd_journal_t *j = NULL;
   rd_error_t e;
   if (rd_journal_open(&j, dir, gen, next_lsn, &c, &e) != RD_OK) fail_msg("open: %s", e.msg);

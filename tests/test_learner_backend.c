@@ -645,6 +645,70 @@ static void dqn_cfg(rd_learner_config_t *c) {
   c->target_period = 3;
 }
 
+static void ddpg_cfg(rd_learner_config_t *d) {
+  rdt_ddpg_config(d, 3, 2, 2, (const uint32_t[]){32, 32}, 2, (const uint32_t[]){32, 32});
+  d->action_low = -2.0f;
+  d->action_high = 2.0f;
+  d->max_batch = 24;
+  d->seed = 8;
+}
+
+/* n steps of b on batches of seeds from seed on. */
+static void steps(rd_learner_backend_t *b, const rd_learner_config_t *c, uint32_t n,
+                  uint32_t seed) {
+  rd_error_t err;
+  for (uint32_t s = 0; s < n; s++) {
+    rows_t r;
+    rows(&r, c, c->max_batch, seed + s);
+    if (b->ops->step(b, &r.b, NULL, NULL, &err) != RD_OK) fail_msg("step: %s", err.msg);
+  }
+}
+
+/* The "fpga" backend's whole training state (issue 22): saved after some
+ * steps and loaded into a fresh instance, the two go on bit for bit alike
+ * (targets, Adam's moments and step, the step count: the DQN target's
+ * hard copy every 3 steps depends on it). The bytes are the CPU learner's
+ * format: a CPU learner loads them. A damaged state is refused and
+ * changes nothing. */
+static void fpga_state_round_trip(const rd_learner_config_t *c) {
+  rd_learner_backend_t a, b, k;
+  backend_init_ok(&a, &rd_learner_ops_fpga, c);
+  backend_init_ok(&b, &rd_learner_ops_fpga, c);
+  backend_init_ok(&k, &rd_learner_ops_cpu, c);
+  steps(&a, c, 7, 1);
+  static uint8_t sa[1 << 17], sb[1 << 17], s0[1 << 17];
+  rd_error_t err;
+  size_t na = a.ops->state_bytes(&a), la = 0, lb = 0, l0 = 0;
+  assert_true(na > 0 && na <= sizeof sa);
+  assert_int_equal(a.ops->state_save(&a, sa, sizeof sa, &la, &err), RD_OK);
+  assert_int_equal(la, na);
+  assert_int_equal(b.ops->state_save(&b, s0, sizeof s0, &l0, &err), RD_OK);
+  assert_int_equal(b.ops->state_load(&b, sa, la - 1, &err), RD_EINVAL); /* cut short */
+  assert_int_equal(b.ops->state_save(&b, sb, sizeof sb, &lb, &err), RD_OK);
+  assert_memory_equal(sb, s0, l0); /* unchanged */
+  assert_int_equal(b.ops->state_load(&b, sa, la, &err), RD_OK);
+  assert_int_equal(k.ops->state_load(&k, sa, la, &err), RD_OK); /* device-neutral */
+  steps(&a, c, 5, 100);
+  steps(&b, c, 5, 100);
+  assert_int_equal(a.ops->state_save(&a, sa, sizeof sa, &la, &err), RD_OK);
+  assert_int_equal(b.ops->state_save(&b, sb, sizeof sb, &lb, &err), RD_OK);
+  assert_int_equal(la, lb);
+  assert_memory_equal(sa, sb, la);
+  assert_memory_not_equal(sa, s0, la); /* it trained */
+  rd_learner_backend_destroy(&a);
+  rd_learner_backend_destroy(&b);
+  rd_learner_backend_destroy(&k);
+}
+
+static void test_fpga_state(void **state) {
+  (void)state;
+  rd_learner_config_t c;
+  dqn_cfg(&c);
+  fpga_state_round_trip(&c);
+  ddpg_cfg(&c);
+  fpga_state_round_trip(&c);
+}
+
 /* The "fpga" backend trains through the ops table like the CPU learner,
  * DQN and DDPG, and fails as it does. */
 static void test_fpga_backend_trains(void **state) {
@@ -658,11 +722,7 @@ static void test_fpga_backend_trains(void **state) {
   fpga_against_cpu(&c, 6, 19);
 
   rd_learner_config_t d;
-  rdt_ddpg_config(&d, 3, 2, 2, (const uint32_t[]){32, 32}, 2, (const uint32_t[]){32, 32});
-  d.action_low = -2.0f;
-  d.action_high = 2.0f;
-  d.max_batch = 24;
-  d.seed = 8;
+  ddpg_cfg(&d);
   fpga_against_cpu(&d, 8, 24);
 
   /* The errors of a step, as the CPU backend's (fault 0: the caller's). */
@@ -830,6 +890,7 @@ int main(void) {
       cmocka_unit_test(test_fpga_backend_trains),
       cmocka_unit_test(test_fpga_backend_limits),
       cmocka_unit_test(test_fpga_backend_pipeline),
+      cmocka_unit_test(test_fpga_state),
   };
   return cmocka_run_group_tests(tests, rdt_quiet_setup, rdt_quiet_teardown); /* the fallbacks' error lines show */
 }

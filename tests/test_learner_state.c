@@ -202,11 +202,81 @@ static void test_mlp_state(void **state) {
   rd_mlp_free(&i);
 }
 
+/* A's networks as the arrays of learner.h's rd_learner_state_*_arrays,
+ * pointing into l itself (as a device backend points them into its host
+ * copies). */
+static void arrays_of(rd_learner_t *l, rd_learner_state_arrays_t *a) {
+  memset(a, 0, sizeof *a);
+  for (int k = 0; k < l->n_nets; k++) {
+    a->params[k] = l->net[k].params;
+    if (l->net[k].trainable) {
+      a->adam_m[k] = l->net[k].adam_m;
+      a->adam_v[k] = l->net[k].adam_v;
+      a->adam_t[k] = l->net[k].adam_t;
+    }
+  }
+  a->steps = l->steps;
+}
+
+/* The device backends' path (the GPU learner's host side, the FPGA
+ * learner's): state saved from arrays is the learner's own bytes; loaded
+ * into arrays, it is the learner's state again; a damaged buffer or a
+ * missing array is refused and no array changes. */
+static void arrays_case(const rd_learner_config_t *c) {
+  rd_learner_t a, b;
+  make(&a, c);
+  make(&b, c);
+  steps(&a, 9, 40, NULL);
+  size_t la, lx;
+  uint8_t *sa = save(&a, &la);
+  uint8_t *sx = malloc(la);
+  assert_non_null(sx);
+  rd_learner_state_arrays_t arr;
+  arrays_of(&a, &arr);
+  rd_error_t e;
+  assert_int_equal(rd_learner_state_bytes_for(c), la);
+  assert_int_equal(rd_learner_state_save_arrays(c, &arr, sx, la, &lx, &e), RD_OK);
+  assert_int_equal(lx, la);
+  assert_memory_equal(sx, sa, la);
+  /* Into b's arrays: b becomes a. */
+  uint8_t *sb0 = save(&b, &lx);
+  arrays_of(&b, &arr);
+  sx[0] ^= 0x40; /* not a learner's state */
+  assert_int_not_equal(rd_learner_state_load_arrays(c, sx, la, &arr, &e), RD_OK);
+  assert_int_equal(rd_learner_state_load_arrays(c, sa, la - 8, &arr, &e), RD_EINVAL);
+  rd_learner_state_arrays_t missing = arr;
+  missing.adam_v[0] = NULL;
+  assert_int_equal(rd_learner_state_load_arrays(c, sa, la, &missing, &e), RD_EINVAL);
+  uint8_t *sb1 = save(&b, &lx);
+  assert_memory_equal(sb1, sb0, lx); /* unchanged */
+  assert_int_equal(rd_learner_state_load_arrays(c, sa, la, &arr, &e), RD_OK);
+  b.steps = arr.steps; /* the counts come back by value */
+  for (int k = 0; k < b.n_nets; k++)
+    if (b.net[k].trainable) b.net[k].adam_t = arr.adam_t[k];
+  assert_same(&a, &b);
+  free(sa);
+  free(sx);
+  free(sb0);
+  free(sb1);
+  rd_learner_free(&a);
+  rd_learner_free(&b);
+}
+
+static void test_state_arrays(void **state) {
+  (void)state;
+  rd_learner_config_t c;
+  dqn(&c, 7, 4);
+  arrays_case(&c);
+  ddpg(&c, 9);
+  arrays_case(&c);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_resume_bit_identical),
       cmocka_unit_test(test_refused_changes_nothing),
       cmocka_unit_test(test_mlp_state),
+      cmocka_unit_test(test_state_arrays),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -409,6 +409,78 @@ int rd_learner_state_load(rd_learner_t *l, const void *buf, size_t len, rd_error
   return RD_OK;
 }
 
+/* A CPU learner of c at batch 1: the carrier of the arrays' format. */
+static int state_carrier(const rd_learner_config_t *config, rd_learner_t *cpu, rd_error_t *err) {
+  rd_learner_config_t c = *config;
+  c.max_batch = 1;
+  c.threads = 1;
+  return rd_learner_init(cpu, &c, err);
+}
+
+/* Copy between the arrays and cpu's networks (to_cpu: a -> cpu). */
+static int state_arrays_move(rd_learner_t *cpu, rd_learner_state_arrays_t *a, int to_cpu,
+                             rd_error_t *err) {
+  for (int k = 0; k < cpu->n_nets; k++) {
+    const rd_mlp_t *m = &cpu->net[k];
+    if (a->params[k] == NULL || (m->trainable && (a->adam_m[k] == NULL || a->adam_v[k] == NULL)))
+      return rd_error_set(err, RD_EINVAL, "the state arrays of network %d are missing", k);
+  }
+  for (int k = 0; k < cpu->n_nets; k++) {
+    rd_mlp_t *m = &cpu->net[k];
+    const size_t bytes = rd_mlp_n_params(m) * sizeof(float);
+    if (to_cpu) {
+      memcpy(m->params, a->params[k], bytes);
+      if (m->trainable) {
+        memcpy(m->adam_m, a->adam_m[k], bytes);
+        memcpy(m->adam_v, a->adam_v[k], bytes);
+        m->adam_t = a->adam_t[k];
+      }
+    } else {
+      memcpy(a->params[k], m->params, bytes);
+      if (m->trainable) {
+        memcpy(a->adam_m[k], m->adam_m, bytes);
+        memcpy(a->adam_v[k], m->adam_v, bytes);
+        a->adam_t[k] = m->adam_t;
+      }
+    }
+  }
+  if (to_cpu) cpu->steps = a->steps;
+  else a->steps = cpu->steps;
+  return RD_OK;
+}
+
+size_t rd_learner_state_bytes_for(const rd_learner_config_t *c) {
+  rd_learner_t cpu;
+  rd_error_t err;
+  if (state_carrier(c, &cpu, &err) != RD_OK) return 0;
+  size_t n = rd_learner_state_bytes(&cpu);
+  rd_learner_free(&cpu);
+  return n;
+}
+
+int rd_learner_state_save_arrays(const rd_learner_config_t *c, const rd_learner_state_arrays_t *a,
+                                 void *buf, size_t cap, size_t *written, rd_error_t *err) {
+  rd_learner_t cpu;
+  int rc = state_carrier(c, &cpu, err);
+  if (rc) return rc;
+  rd_learner_state_arrays_t in = *a;
+  rc = state_arrays_move(&cpu, &in, 1, err);
+  if (rc == RD_OK) rc = rd_learner_state_save(&cpu, buf, cap, written, err);
+  rd_learner_free(&cpu);
+  return rc;
+}
+
+int rd_learner_state_load_arrays(const rd_learner_config_t *c, const void *buf, size_t len,
+                                 rd_learner_state_arrays_t *a, rd_error_t *err) {
+  rd_learner_t cpu;
+  int rc = state_carrier(c, &cpu, err);
+  if (rc) return rc;
+  rc = rd_learner_state_load(&cpu, buf, len, err);
+  if (rc == RD_OK) rc = state_arrays_move(&cpu, a, 0, err);
+  rd_learner_free(&cpu);
+  return rc;
+}
+
 /* ---- batch validation ---- */
 
 /* Index of the first non-finite value of v[0..n), or n. The fast pass adds

@@ -230,6 +230,26 @@ int rd_learner_state_save(const rd_learner_t *l, void *buf, size_t cap, size_t *
 int rd_learner_state_check(const rd_learner_t *l, const void *buf, size_t len, rd_error_t *err);
 int rd_learner_state_load(rd_learner_t *l, const void *buf, size_t len, rd_error_t *err);
 
+/* The same format for a learner whose state lives elsewhere (a device's
+ * buffers), as host arrays per network (the index of net[]: 0 Q / actor,
+ * 1 its target, 2 critic, 3 critic target): params[k] (that network's
+ * parameter count, rd_nn_spec_params of its spec), and for the online
+ * networks (even k) adam_m[k], adam_v[k] and adam_t[k]; steps. So every
+ * backend's checkpoint loads on every other of the same config. A CPU
+ * learner of config c at batch 1 carries the bytes (config c as
+ * rd_learner_init takes it). load_arrays checks the buffer whole before it
+ * writes an array: a bad one changes nothing. */
+typedef struct {
+  float *params[4], *adam_m[4], *adam_v[4];
+  uint64_t adam_t[4];
+  uint64_t steps;
+} rd_learner_state_arrays_t;
+size_t rd_learner_state_bytes_for(const rd_learner_config_t *c);
+int rd_learner_state_save_arrays(const rd_learner_config_t *c, const rd_learner_state_arrays_t *a,
+                                 void *buf, size_t cap, size_t *written, rd_error_t *err);
+int rd_learner_state_load_arrays(const rd_learner_config_t *c, const void *buf, size_t len,
+                                 rd_learner_state_arrays_t *a, rd_error_t *err);
+
 /* The network shapes a config implies (for the mapper, benchmarks and the
  * FPGA model): the policy and, for DDPG, the critic. */
 int rd_learner_policy_spec(const rd_learner_config_t *c, rd_nn_spec_t *out, rd_error_t *err);

@@ -242,6 +242,61 @@ static int fpga_policy_load(rd_learner_backend_t *b, const void *buf, size_t len
   return RD_OK;
 }
 
+/* ---- training state (checkpoints) ----
+ *
+ * Saved in the CPU learner's format (learner.h rd_learner_state_*), so a
+ * checkpoint is device-neutral: a CPU learner of the same config reads an
+ * FPGA learner's state and the other way round (learner.h
+ * rd_learner_state_*_arrays). The board's state is params, target, adam_m
+ * and adam_v (the online networks' blocks in the CPU networks' flat order,
+ * as rd_learner_fpga_initial_weights lays them out) and the step count,
+ * which is also Adam's step (the kernel's bias correction) of every online
+ * network; the workspace holds nothing across steps. A host reads these
+ * buffers back from the board to save them and writes them to load (here:
+ * this instance's heap). */
+
+/* l's buffers as the format's arrays: DQN nets 0/1 and DDPG's actor 0/1
+ * are the block [0, n_policy), DDPG's critic 2/3 the rest. */
+static void state_arrays(fpga_learner_t *l, rd_learner_state_arrays_t *a) {
+  memset(a, 0, sizeof *a);
+  const size_t at[2] = {0, l->n_policy};
+  const int nets = l->config.algo == RD_ALGO_DDPG ? 4 : 2;
+  for (int k = 0; k < nets; k += 2) {
+    a->params[k] = l->params + at[k / 2];
+    a->params[k + 1] = l->target + at[k / 2];
+    a->adam_m[k] = l->adam_m + at[k / 2];
+    a->adam_v[k] = l->adam_v + at[k / 2];
+    a->adam_t[k] = l->steps;
+  }
+  a->steps = l->steps;
+}
+
+static size_t fpga_state_bytes(const rd_learner_backend_t *b) {
+  return rd_learner_state_bytes_for(&((const fpga_learner_t *)b->impl)->config);
+}
+
+static int fpga_state_save(rd_learner_backend_t *b, void *buf, size_t cap, size_t *written,
+                           rd_error_t *err) {
+  fpga_learner_t *l = (fpga_learner_t *)b->impl;
+  b->fault = RD_LEARNER_FAULT_NONE;
+  rd_learner_state_arrays_t a;
+  state_arrays(l, &a);
+  return rd_learner_state_save_arrays(&l->config, &a, buf, cap, written, err);
+}
+
+/* Checked whole before a byte of the board's buffers changes: a bad
+ * buffer leaves the learner as it was. */
+static int fpga_state_load(rd_learner_backend_t *b, const void *buf, size_t len,
+                           rd_error_t *err) {
+  fpga_learner_t *l = (fpga_learner_t *)b->impl;
+  b->fault = RD_LEARNER_FAULT_NONE;
+  rd_learner_state_arrays_t a;
+  state_arrays(l, &a);
+  int rc = rd_learner_state_load_arrays(&l->config, buf, len, &a, err);
+  if (rc == RD_OK) l->steps = a.steps;
+  return rc;
+}
+
 static void fpga_destroy(rd_learner_backend_t *b) {
   if (b->impl == NULL) return;
   fpga_free((fpga_learner_t *)b->impl);
@@ -257,4 +312,7 @@ const rd_learner_ops_t rd_learner_ops_fpga = {
     .policy_save = fpga_policy_save,
     .policy_load = fpga_policy_load,
     .destroy = fpga_destroy,
+    .state_bytes = fpga_state_bytes,
+    .state_save = fpga_state_save,
+    .state_load = fpga_state_load,
 };

@@ -64,6 +64,72 @@ static int gpu_policy_save(rd_learner_backend_t *b, void *buf, size_t cap, size_
   return rc;
 }
 
+/* ---- training state (checkpoints): the CPU learner's format through
+ * host arrays (learner.h rd_learner_state_*_arrays), so a GPU learner's
+ * checkpoint loads on the CPU or the FPGA learner of the same config and
+ * theirs on it. A load is checked whole (into the host arrays) before
+ * anything goes to the device. ---- */
+
+/* Host arrays for every network of l (one allocation, *mem; NULL: out of
+ * memory). */
+static int state_arrays(const rd_gpu_learner_t *l, rd_learner_state_arrays_t *a, float **mem) {
+  memset(a, 0, sizeof *a);
+  size_t total = 0;
+  for (int k = 0; k < l->n_nets; k++)
+    total += rd_nn_spec_params(&l->spec[k]) * (k % 2 == 0 ? 3 : 1);
+  float *p = *mem = malloc(total * sizeof(float) + 1);
+  if (p == NULL) return RD_ENOMEM;
+  for (int k = 0; k < l->n_nets; k++) {
+    const size_t n = rd_nn_spec_params(&l->spec[k]);
+    a->params[k] = p;
+    p += n;
+    if (k % 2 == 0) { /* online: Adam's moments */
+      a->adam_m[k] = p;
+      a->adam_v[k] = p + n;
+      p += 2 * n;
+    }
+  }
+  return RD_OK;
+}
+
+static size_t gpu_state_bytes(const rd_learner_backend_t *b) {
+  return rd_learner_state_bytes_for(&((const rd_gpu_learner_t *)b->impl)->config);
+}
+
+static int gpu_state_save(rd_learner_backend_t *b, void *buf, size_t cap, size_t *written,
+                          rd_error_t *err) {
+  rd_error_t local;
+  if (err == NULL) err = &local;
+  rd_gpu_learner_t *l = b->impl;
+  rd_learner_state_arrays_t a;
+  float *mem;
+  if (state_arrays(l, &a, &mem) != RD_OK)
+    return rd_error_set(err, RD_ENOMEM, "out of memory for the GPU learner's state");
+  int rc = rd_gpu_learner_get_state(l, &a, err);
+  b->fault = rc != RD_OK && is_fault(rc, err);
+  if (rc == RD_OK) rc = rd_learner_state_save_arrays(&l->config, &a, buf, cap, written, err);
+  free(mem);
+  return rc;
+}
+
+static int gpu_state_load(rd_learner_backend_t *b, const void *buf, size_t len,
+                          rd_error_t *err) {
+  rd_error_t local;
+  if (err == NULL) err = &local;
+  rd_gpu_learner_t *l = b->impl;
+  rd_learner_state_arrays_t a;
+  float *mem;
+  if (state_arrays(l, &a, &mem) != RD_OK)
+    return rd_error_set(err, RD_ENOMEM, "out of memory for the GPU learner's state");
+  int rc = rd_learner_state_load_arrays(&l->config, buf, len, &a, err);
+  if (rc == RD_OK) {
+    rc = rd_gpu_learner_set_state(l, &a, err);
+    b->fault = rc != RD_OK && is_fault(rc, err);
+  }
+  free(mem);
+  return rc;
+}
+
 static void gpu_destroy(rd_learner_backend_t *b) {
   if (b->impl == NULL) return;
   rd_gpu_learner_destroy(b->impl);
@@ -80,4 +146,7 @@ const rd_learner_ops_t rd_learner_ops_gpu = {
     .policy_save = gpu_policy_save,
     .policy_load = NULL,
     .destroy = gpu_destroy,
+    .state_bytes = gpu_state_bytes,
+    .state_save = gpu_state_save,
+    .state_load = gpu_state_load,
 };

@@ -878,6 +878,53 @@ extern "C" int rd_gpu_learner_get_params(rd_gpu_learner_t *l, int net, float *ou
   return RD_OK;
 }
 
+extern "C" int rd_gpu_learner_get_state(rd_gpu_learner_t *l, rd_learner_state_arrays_t *a,
+                                        rd_error_t *err) {
+  if (l->impl == NULL) return rd_error_set(err, RD_EINVAL, "GPU learner is not initialised");
+  RD_CUDA_CK(cudaSetDevice(l->device), "cudaSetDevice");
+  cudaStream_t st = l->impl->stream;
+  for (int k = 0; k < l->n_nets; k++) {
+    const gnet_t *g = &l->impl->net[k];
+    const size_t bytes = g->n_params * sizeof(float);
+    RD_CUDA_CK(cudaMemcpyAsync(a->params[k], g->p, bytes, cudaMemcpyDeviceToHost, st),
+               "state copy to the host");
+    if (g->m != NULL) {
+      RD_CUDA_CK(cudaMemcpyAsync(a->adam_m[k], g->m, bytes, cudaMemcpyDeviceToHost, st),
+                 "state copy to the host");
+      RD_CUDA_CK(cudaMemcpyAsync(a->adam_v[k], g->v, bytes, cudaMemcpyDeviceToHost, st),
+                 "state copy to the host");
+      a->adam_t[k] = g->adam_t;
+    }
+  }
+  RD_CUDA_CK(cudaStreamSynchronize(st), "state copy to the host");
+  a->steps = l->steps;
+  return RD_OK;
+}
+
+extern "C" int rd_gpu_learner_set_state(rd_gpu_learner_t *l, const rd_learner_state_arrays_t *a,
+                                        rd_error_t *err) {
+  if (l->impl == NULL) return rd_error_set(err, RD_EINVAL, "GPU learner is not initialised");
+  RD_CUDA_CK(cudaSetDevice(l->device), "cudaSetDevice");
+  cudaStream_t st = l->impl->stream;
+  for (int k = 0; k < l->n_nets; k++) {
+    gnet_t *g = &l->impl->net[k];
+    const size_t bytes = g->n_params * sizeof(float);
+    RD_CUDA_CK(cudaMemcpyAsync(g->p, a->params[k], bytes, cudaMemcpyHostToDevice, st),
+               "state copy to the device");
+    if (g->m != NULL) {
+      RD_CUDA_CK(cudaMemcpyAsync(g->m, a->adam_m[k], bytes, cudaMemcpyHostToDevice, st),
+                 "state copy to the device");
+      RD_CUDA_CK(cudaMemcpyAsync(g->v, a->adam_v[k], bytes, cudaMemcpyHostToDevice, st),
+                 "state copy to the device");
+    }
+  }
+  RD_CUDA_CK(cudaStreamSynchronize(st), "state copy to the device");
+  for (int k = 0; k < l->n_nets; k++)
+    if (l->impl->net[k].m != NULL) l->impl->net[k].adam_t = a->adam_t[k];
+  l->steps = a->steps;
+  return RD_OK;
+}
+
 extern "C" size_t rd_gpu_learner_policy_bytes(const rd_gpu_learner_t *l) {
   return l->impl != NULL ? rd_nn_flat_bytes(&l->spec[0]) : 0;
 }

@@ -112,6 +112,16 @@ int rd_gpu_learner_policy_weights(rd_gpu_learner_t *l, void *buf, size_t cap, si
 int rd_gpu_learner_get_params(rd_gpu_learner_t *l, int net, float *out, size_t cap, size_t *n,
                               rd_error_t *err);
 
+/* The whole training state (learner.h rd_learner_state_arrays_t: every
+ * network's parameters, the online networks' Adam moments and steps, the
+ * step count) copied to host arrays the caller sized from spec[] (get), or
+ * from them onto the device (set; the arrays already checked, as
+ * rd_learner_state_load_arrays does). A captured graph reads the same
+ * device buffers, so it goes on from the state set. */
+int rd_gpu_learner_get_state(rd_gpu_learner_t *l, rd_learner_state_arrays_t *a, rd_error_t *err);
+int rd_gpu_learner_set_state(rd_gpu_learner_t *l, const rd_learner_state_arrays_t *a,
+                             rd_error_t *err);
+
 /* Device bytes the learner holds (buffers, cuBLAS workspace). */
 size_t rd_gpu_learner_device_bytes(const rd_gpu_learner_t *l);
 

@@ -27,6 +27,7 @@
 #define JR_MAGIC 0x524a4452u         /* "RDJR" */
 #define ROUND_MAX_BYTES (4u << 20)   /* a round starts early once this much waits */
 #define RECORD_MAX_BYTES (UINT64_C(1) << 32)
+#define AHEAD_MAX (UINT64_C(8) << 20)   /* space allocated ahead of the records, at most */
 
 /* A rotation inside a buffer: the records from off on go to segment gen;
  * the ones before it end at cut_lsn. */
@@ -47,14 +48,22 @@ struct rd_journal {
   char dir[PATH_MAX];
   rd_journal_config_t cfg;
   pthread_mutex_t mu;
-  pthread_cond_t cv_work, cv_sync;
-  pthread_t thread;
-  int stop;
+  pthread_cond_t cv_work, cv_sync, cv_synced;
+  pthread_t thread, syncer;
+  int stop, sync_stop;
+  /* Written and not yet synced (the syncer's queue): records (q_lo, q_hi]
+   * of segment q_seg on q_fd, the first written at q_t0. One segment at a
+   * time: the committer drains the queue before it leaves a segment. */
+  int q_has, syncing;
+  uint64_t q_seg, q_lo, q_hi;
+  int q_fd;
+  double q_t0;
   jbuf_t active, writing;  /* appenders fill active; the committer writes `writing` */
   uint64_t gen_append;     /* segment appends go to */
   uint64_t gen_file;       /* segment fd is (committer) */
   int fd;
   uint64_t pos, alloc_end;     /* committer: where the next record goes; the zeroed end */
+  int zeroed;                  /* extend writes zeros (RD_JOURNAL_ZEROED) */
   uint64_t last_lsn, durable_lsn, failed_upto;
   uint64_t round_lsn;          /* the last record handed to the committer */
   uint64_t ahead_lo, ahead_hi; /* records (lo, hi] on disk beyond a failed gap */
@@ -402,9 +411,13 @@ static int zero_fill(int fd, uint64_t from, uint64_t to, uint64_t *done, int *e)
 }
 
 /* The file extended to `to` with blocks that read as zeros: fallocate, or
- * zeros written where the file system has no fallocate. */
-static int extend(int fd, uint64_t from, uint64_t to, uint64_t *done, int *e) {
+ * zeros written where the file system has no fallocate or the config asks
+ * for them (RD_JOURNAL_ZEROED: written blocks, whose later fdatasyncs
+ * convert no extent, but every byte written twice; bench_durability's
+ * durability.journal_rows_s measures both, and zeros lose). */
+static int extend(int fd, int zeroed, uint64_t from, uint64_t to, uint64_t *done, int *e) {
   *done = from;
+  if (zeroed) return zero_fill(fd, from, to, done, e);
   if (fallocate(fd, 0, (off_t)from, (off_t)(to - from)) == 0) {
     *done = to;
     return 0;
@@ -420,7 +433,7 @@ static int extend(int fd, uint64_t from, uint64_t to, uint64_t *done, int *e) {
  * write there does not also commit a new file size, as an append's does
  * (docs/benchmarks.md: the journal's rounds measured with appends, zeroed
  * and allocated space). The allocated end runs ahead of pos by half the
- * segment so far (64 KiB to 8 MiB); on a full disk, by what this write
+ * segment so far (64 KiB to AHEAD_MAX); on a full disk, by what this write
  * needs. The space reads as zeros, which readers take as the end of the
  * records (rd_journal_read). */
 static int ensure_space(rd_journal_t *j, size_t len, int *e) {
@@ -428,12 +441,12 @@ static int ensure_space(rd_journal_t *j, size_t len, int *e) {
   if (need <= j->alloc_end) return 0;
   uint64_t ahead = j->alloc_end / 2;
   if (ahead < (64u << 10)) ahead = 64u << 10;
-  if (ahead > (8u << 20)) ahead = 8u << 20;
+  if (ahead > AHEAD_MAX) ahead = AHEAD_MAX;
   uint64_t target = (need + ahead + 4095) & ~UINT64_C(4095), done = j->alloc_end;
-  if (extend(j->fd, j->alloc_end, target, &done, e) != 0) {
+  if (extend(j->fd, j->zeroed, j->alloc_end, target, &done, e) != 0) {
     if (*e != ENOSPC && *e != EDQUOT) return -1;
     target = (need + 4095) & ~UINT64_C(4095); /* just this write, if it fits */
-    if (done < target && extend(j->fd, done, target, &done, e) != 0) return -1;
+    if (done < target && extend(j->fd, j->zeroed, done, target, &done, e) != 0) return -1;
   }
   j->alloc_end = done;
   return 0;
@@ -459,9 +472,10 @@ static int open_segment(const char *dir, uint64_t gen, int truncate, int *e) {
   return fd;
 }
 
-/* One piece of a round: bytes [a, b) of buf for segment gen, written and
- * synced. 0, or -1 with *e set (0: the segment failed before, its records
- * cannot follow a torn one and are dropped). No lock held. */
+/* One piece of a round: bytes [a, b) of buf for segment gen, written (the
+ * syncer makes it durable). 0, or -1 with *e set (0: the segment failed
+ * before, its records cannot follow a torn one and are dropped). No lock
+ * held; the syncer's queue is empty if the segment's file changes. */
 static int write_piece(rd_journal_t *j, const jbuf_t *buf, size_t a, size_t b, uint64_t gen,
                        int torn, int *e) {
   *e = 0;
@@ -475,12 +489,14 @@ static int write_piece(rd_journal_t *j, const jbuf_t *buf, size_t a, size_t b, u
   }
   if (ensure_space(j, b - a, e) != 0) return -1;
   if (pwrite_all(j->fd, buf->data + a, b - a, j->pos, e) != 0) return -1;
-  if (fdatasync(j->fd) != 0) {
-    *e = errno;
-    return -1;
-  }
   j->pos += b - a;
   return 0;
+}
+
+/* Under mu: until the syncer has synced everything queued (before the
+ * committer closes or replaces the file it syncs). */
+static void drain_syncs(rd_journal_t *j) {
+  while (j->q_has || j->syncing) pthread_cond_wait(&j->cv_synced, &j->mu);
 }
 
 /* Under mu: records (lo, hi] are on disk. durable_lsn only moves over
@@ -510,16 +526,23 @@ static void commit_round(rd_journal_t *j) {
     uint64_t hi = last ? (w->last_lsn > lo ? w->last_lsn : lo) : w->rots[r].cut_lsn;
     if (b > a) {
       int torn = j->failed && seg == j->fail_gen, e = 0;
+      if (j->fd < 0 || j->gen_file != seg) drain_syncs(j);
       pthread_mutex_unlock(&j->mu);
       double t0 = rd_clock_now();
       int rc = write_piece(j, w, a, b, seg, torn, &e);
-      double dt = rd_clock_now() - t0;
       pthread_mutex_lock(&j->mu);
       if (rc == 0) {
-        j->st.commits++;
-        j->st.commit_s_last = dt;
-        if (dt > j->st.commit_s_max) j->st.commit_s_max = dt;
-        piece_done(j, lo, hi);
+        /* To the syncer: one fdatasync covers every piece queued meanwhile. */
+        if (!j->q_has) {
+          j->q_has = 1;
+          j->q_seg = seg;
+          j->q_lo = lo;
+          j->q_fd = j->fd;
+          j->q_t0 = t0;
+        }
+        j->q_hi = hi;
+        pthread_cond_signal(&j->cv_sync);
+        if (j->cfg.sync_inline) drain_syncs(j);
       } else if (e != 0) {
         char why[RD_ERROR_MSG_MAX];
         snprintf(why, sizeof why, "writing journal segment %llu: %s", (unsigned long long)seg,
@@ -536,6 +559,7 @@ static void commit_round(rd_journal_t *j) {
       /* The new segment exists from the cut on, records or not: the
        * cut's checkpoint names it, and a failure to create it must show. */
       seg = w->rots[r].gen;
+      drain_syncs(j);
       pthread_mutex_unlock(&j->mu);
       int e = 0;
       if (j->fd >= 0) close(j->fd);
@@ -554,6 +578,61 @@ static void commit_round(rd_journal_t *j) {
   w->len = 0;
   w->nrots = 0;
   w->last_lsn = 0;
+}
+
+/* Under mu (released while the callbacks run): answer the waiters that are
+ * done, durable or failed. */
+static void answer_done(rd_journal_t *j) {
+  rd_journal_waiter_t *ok = NULL, *bad = NULL;
+  take_done(j, &ok, &bad);
+  char why[RD_ERROR_MSG_MAX];
+  snprintf(why, sizeof why, "the write-ahead journal failed: %.200s", j->why);
+  pthread_mutex_unlock(&j->mu);
+  call_waiters(ok, bad, RD_ESTORE, why);
+  pthread_mutex_lock(&j->mu);
+}
+
+/* The syncer: fdatasyncs what the committer wrote, so that the next round
+ * is written while this one syncs; then acknowledges. A failed fdatasync
+ * fails its records and every later one of that segment: Linux reports a
+ * writeback error to one fdatasync only, so a later one that succeeds
+ * proves nothing about the pages before it. */
+static void *syncer_main(void *arg) {
+  rd_journal_t *j = arg;
+  uint64_t torn_seg = UINT64_MAX; /* a segment whose fdatasync failed */
+  pthread_mutex_lock(&j->mu);
+  for (;;) {
+    while (!j->q_has && !j->sync_stop) pthread_cond_wait(&j->cv_sync, &j->mu);
+    if (!j->q_has) break; /* stopping, nothing left */
+    uint64_t seg = j->q_seg, lo = j->q_lo, hi = j->q_hi;
+    int fd = j->q_fd;
+    double t0 = j->q_t0;
+    j->q_has = 0;
+    j->syncing = 1;
+    pthread_cond_broadcast(&j->cv_synced); /* the committer may write the next round */
+    pthread_mutex_unlock(&j->mu);
+    int e = seg == torn_seg ? EIO : fdatasync(fd) != 0 ? errno : 0;
+    double dt = rd_clock_now() - t0;
+    pthread_mutex_lock(&j->mu);
+    j->syncing = 0;
+    if (e == 0) {
+      j->st.commits++;
+      j->st.commit_s_last = dt;
+      if (dt > j->st.commit_s_max) j->st.commit_s_max = dt;
+      piece_done(j, lo, hi);
+    } else {
+      char why[RD_ERROR_MSG_MAX];
+      snprintf(why, sizeof why, "syncing journal segment %llu: %s", (unsigned long long)seg,
+               strerror(e));
+      if (seg != torn_seg) fail_locked(j, seg, hi, why);
+      else if (hi > j->failed_upto) j->failed_upto = hi;
+      torn_seg = seg;
+    }
+    pthread_cond_broadcast(&j->cv_synced);
+    answer_done(j);
+  }
+  pthread_mutex_unlock(&j->mu);
+  return NULL;
 }
 
 static void *committer_main(void *arg) {
@@ -577,17 +656,15 @@ static void *committer_main(void *arg) {
         pthread_cond_timedwait(&j->cv_work, &j->mu, &ts);
       }
     }
+    /* One round written ahead of the fdatasync in progress at most: the
+     * records arriving meanwhile make the next round, so there is about
+     * one write per fdatasync, as with one thread, but they overlap. */
+    while (j->q_has && !j->stop) pthread_cond_wait(&j->cv_synced, &j->mu);
     jbuf_t tmp = j->writing;
     j->writing = j->active;
     j->active = tmp;
     commit_round(j);
-    rd_journal_waiter_t *ok = NULL, *bad = NULL;
-    take_done(j, &ok, &bad);
-    char why[RD_ERROR_MSG_MAX];
-    snprintf(why, sizeof why, "the write-ahead journal failed: %.200s", j->why);
-    pthread_mutex_unlock(&j->mu);
-    call_waiters(ok, bad, RD_ESTORE, why);
-    pthread_mutex_lock(&j->mu);
+    answer_done(j);
   }
   pthread_mutex_unlock(&j->mu);
   return NULL;
@@ -624,6 +701,7 @@ int rd_journal_open(rd_journal_t **out, const char *dir, uint64_t gen, uint64_t 
     rd_journal_path(path, sizeof path, dir, gen);
     return rd_error_set(err, RD_ESTORE, "cannot open the journal %s: %s", path, strerror(e));
   }
+  j->zeroed = cfg->prealloc == RD_JOURNAL_ZEROED;
   pthread_mutex_init(&j->mu, NULL);
   pthread_condattr_t ca;
   pthread_condattr_init(&ca);
@@ -631,13 +709,23 @@ int rd_journal_open(rd_journal_t **out, const char *dir, uint64_t gen, uint64_t 
   pthread_cond_init(&j->cv_work, &ca);
   pthread_condattr_destroy(&ca);
   pthread_cond_init(&j->cv_sync, NULL);
-  if (pthread_create(&j->thread, NULL, committer_main, j) != 0) {
+  pthread_cond_init(&j->cv_synced, NULL);
+  int started = pthread_create(&j->syncer, NULL, syncer_main, j) == 0;
+  if (!started || pthread_create(&j->thread, NULL, committer_main, j) != 0) {
+    if (started) {
+      pthread_mutex_lock(&j->mu);
+      j->sync_stop = 1;
+      pthread_cond_signal(&j->cv_sync);
+      pthread_mutex_unlock(&j->mu);
+      pthread_join(j->syncer, NULL);
+    }
     close(j->fd);
     pthread_cond_destroy(&j->cv_work);
     pthread_cond_destroy(&j->cv_sync);
+    pthread_cond_destroy(&j->cv_synced);
     pthread_mutex_destroy(&j->mu);
     free(j);
-    return rd_error_set(err, RD_EINTERNAL, "cannot start the journal's committer thread");
+    return rd_error_set(err, RD_EINTERNAL, "cannot start the journal's threads");
   }
   *out = j;
   return RD_OK;
@@ -650,6 +738,11 @@ void rd_journal_close(rd_journal_t *j) {
   pthread_cond_signal(&j->cv_work);
   pthread_mutex_unlock(&j->mu);
   pthread_join(j->thread, NULL);
+  pthread_mutex_lock(&j->mu);
+  j->sync_stop = 1; /* after what the committer wrote is synced */
+  pthread_cond_signal(&j->cv_sync);
+  pthread_mutex_unlock(&j->mu);
+  pthread_join(j->syncer, NULL);
   /* Whatever still waits was never made durable. */
   rd_journal_waiter_t *ok = NULL, *bad = NULL;
   pthread_mutex_lock(&j->mu);
@@ -665,6 +758,7 @@ void rd_journal_close(rd_journal_t *j) {
   jbuf_free(&j->writing);
   pthread_cond_destroy(&j->cv_work);
   pthread_cond_destroy(&j->cv_sync);
+  pthread_cond_destroy(&j->cv_synced);
   pthread_mutex_destroy(&j->mu);
   free(j);
 }

@@ -4,15 +4,16 @@
  * Appends come from the table's observer (table.h), under the table lock,
  * so the journal holds the table's calls in the order the table applied
  * them; replaying them onto the state before them gives the state after
- * them. An append only copies the record into memory. One committer
- * thread per journal writes what was appended and fdatasyncs it: it waits
- * commit_us after the first record of a round (the group-commit window),
- * then one write and one fdatasync cover every record appended meanwhile,
- * and records that arrive during an fdatasync go in the next round. A call
- * is acknowledged only once its record is on disk: rd_journal_when_durable
- * calls back from the committer thread after the fdatasync that covers it,
- * so no thread waits on the disk (the RPC layer answers the call from that
- * callback).
+ * them. An append only copies the record into memory. Two threads per
+ * journal make it durable: the committer waits commit_us after the first
+ * record of a round (the group-commit window), then writes every record
+ * appended meanwhile; the syncer fdatasyncs what was written, one
+ * fdatasync for every round written while the one before it ran. So the
+ * next round is written while this one syncs. A call is acknowledged only
+ * once its record is on disk: rd_journal_when_durable calls back from the
+ * syncer after the fdatasync that covers it (or from the committer when
+ * its write failed), so no other thread waits on the disk (the RPC layer
+ * answers the call from that callback).
  *
  * Files. Segment g is `journal-<g as 16 hex digits>.log` in the
  * workload's directory. A checkpoint with generation g (durable.h) takes
@@ -60,9 +61,17 @@
 #define RD_JOURNAL_REC_UPDATE 2u
 #define RD_JOURNAL_HEADER_BYTES 32u
 
+/* How a segment's space ahead of its records is made (journal.c, extend). */
+typedef enum {
+  RD_JOURNAL_FALLOCATE = 0, /* fallocate (the default; zeros written where it is missing) */
+  RD_JOURNAL_ZEROED,        /* zeros written: measured slower (bench_durability) */
+} rd_journal_prealloc_t;
+
 typedef struct {
   uint32_t commit_us;   /* group-commit window, microseconds (0: commit at once) */
   uint64_t max_pending; /* bytes appended and not yet on disk before admits refuse */
+  rd_journal_prealloc_t prealloc;
+  int sync_inline;      /* 1: a round's write waits for its fdatasync (a bench's baseline) */
 } rd_journal_config_t;
 
 typedef struct rd_journal rd_journal_t;

@@ -25,7 +25,7 @@ typedef struct {
   grpc_byte_buffer *reply;
 } ack_t;
 
-/* The committer thread: the record is on disk, or never will be. */
+/* The journal's syncer (or committer) thread: the record is on disk, or never will be. */
 static void ack_done(void *arg, int rc, const rd_error_t *err) {
   ack_t *a = arg;
   rd_reply_t r;
@@ -57,7 +57,7 @@ rd_reply_when_t rd_ack_when_durable(rd_workload_t *w, uint64_t lsn, void *call, 
   rd_error_clear(&err);
   int rc = rd_journal_when_durable(j, lsn, &a->waiter, ack_done, a, &err);
   if (rc == 0) {
-    r->reply = NULL; /* the committer sends it */
+    r->reply = NULL; /* the journal's thread sends it */
     return RD_REPLY_LATER;
   }
   free(a);

@@ -435,7 +435,7 @@ static void wait_wake(rd_limiter_wait_t *w, int status) {
  * touch it (its wake may already be running on another thread). */
 static void handled(call_t *c, rd_reply_when_t when, rd_reply_t *r) {
   /* PARKED, and LATER: the call was handed to another thread (a learner
-   * finishing a TrainStep, the journal's committer acknowledging an
+   * finishing a TrainStep, the journal's syncer acknowledging an
    * insert), which may have finished and freed it already. Its body goes
    * with it (call_free drops it). */
   if (when == RD_REPLY_PARKED || when == RD_REPLY_LATER) return;
