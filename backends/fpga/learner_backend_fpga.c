@@ -259,8 +259,8 @@ static int fpga_policy_load(rd_learner_backend_t *b, const void *buf, size_t len
  * are the block [0, n_policy), DDPG's critic 2/3 the rest. */
 static void state_arrays(fpga_learner_t *l, rd_learner_state_arrays_t *a) {
   memset(a, 0, sizeof *a);
-  const size_t at[2] = {0, l->n_policy};
-  const int nets = l->config.algo == RD_ALGO_DDPG ? 4 : 2;
+  const size_t at[2] = {0, l->s.n_policy};
+  const int nets = l->s.config.algo == RD_ALGO_DDPG ? 4 : 2;
   for (int k = 0; k < nets; k += 2) {
     a->params[k] = l->params + at[k / 2];
     a->params[k + 1] = l->target + at[k / 2];
@@ -272,7 +272,7 @@ static void state_arrays(fpga_learner_t *l, rd_learner_state_arrays_t *a) {
 }
 
 static size_t fpga_state_bytes(const rd_learner_backend_t *b) {
-  return rd_learner_state_bytes_for(&((const fpga_learner_t *)b->impl)->config);
+  return rd_learner_state_bytes_for(&((const fpga_learner_t *)b->impl)->s.config);
 }
 
 static int fpga_state_save(rd_learner_backend_t *b, void *buf, size_t cap, size_t *written,
@@ -281,7 +281,7 @@ static int fpga_state_save(rd_learner_backend_t *b, void *buf, size_t cap, size_
   b->fault = RD_LEARNER_FAULT_NONE;
   rd_learner_state_arrays_t a;
   state_arrays(l, &a);
-  return rd_learner_state_save_arrays(&l->config, &a, buf, cap, written, err);
+  return rd_learner_state_save_arrays(&l->s.config, &a, buf, cap, written, err);
 }
 
 /* Checked whole before a byte of the board's buffers changes: a bad
@@ -292,7 +292,7 @@ static int fpga_state_load(rd_learner_backend_t *b, const void *buf, size_t len,
   b->fault = RD_LEARNER_FAULT_NONE;
   rd_learner_state_arrays_t a;
   state_arrays(l, &a);
-  int rc = rd_learner_state_load_arrays(&l->config, buf, len, &a, err);
+  int rc = rd_learner_state_load_arrays(&l->s.config, buf, len, &a, err);
   if (rc == RD_OK) l->steps = a.steps;
   return rc;
 }
