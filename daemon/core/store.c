@@ -50,7 +50,7 @@ struct rd_store {
   sqlite3 *db;
   int lock_fd; /* state_dir/LOCK_FILE, flock'd; -1 when not held */
   pthread_mutex_t mu;
-  int version;
+  int version; /* set by rd_store_open, then only read */
   sqlite3_stmt *put, *del, *list;
   sqlite3_stmt *prof_put, *prof_get, *prof_list, *prof_clear;
   sqlite3_stmt *prof_page_first, *prof_page_after;
@@ -491,12 +491,8 @@ int rd_store_with_db(rd_store_t *s, rd_store_db_fn fn, void *arg, rd_error_t *er
   return rc;
 }
 
-int rd_store_schema_version(rd_store_t *s) {
-  pthread_mutex_lock(&s->mu);
-  int v = s->version;
-  pthread_mutex_unlock(&s->mu);
-  return v;
-}
+/* No lock: rd_store_open's migration sets it before s is handed out. */
+int rd_store_schema_version(rd_store_t *s) { return s->version; }
 
 /* ------------------------------------------------------------------ */
 /* Workloads                                                           */
