@@ -118,12 +118,18 @@ out:
   free(ptrs);
 }
 
+/* Checkpoint, Export and Import need the server's checkpoints: 0 with r
+ * failed where it keeps none. */
+static int keeps_checkpoints(const rd_handler_ctx_t *ctx, rd_reply_t *r) {
+  if (ctx->durable != NULL) return 1;
+  rd_reply_error(r, RD_ESTATE, "this server keeps no checkpoints");
+  return 0;
+}
+
 rd_reply_when_t rd_handle_checkpoint(rd_handler_ctx_t *ctx, const rd_call_info_t *ci,
-                                     const Replayd__V1__CheckpointRequest *m, rd_reply_t *r) {
-  if (ctx->durable == NULL) {
-    rd_reply_error(r, RD_ESTATE, "this server keeps no checkpoints");
-    return RD_REPLY_NOW;
-  }
+                                     const void *msg, rd_reply_t *r) {
+  const Replayd__V1__CheckpointRequest *m = msg;
+  if (!keeps_checkpoints(ctx, r)) return RD_REPLY_NOW;
   if (m->all) {
     if (m->workload_id[0] != '\0')
       rd_reply_error(r, RD_EINVAL, "a checkpoint of all workloads names none");
@@ -160,11 +166,9 @@ rd_reply_when_t rd_handle_checkpoint(rd_handler_ctx_t *ctx, const rd_call_info_t
 /* ------------------------------------------------------------------ */
 
 rd_reply_when_t rd_handle_export(rd_handler_ctx_t *ctx, const rd_call_info_t *ci,
-                                 const Replayd__V1__ExportWorkloadRequest *m, rd_reply_t *r) {
-  if (ctx->durable == NULL) {
-    rd_reply_error(r, RD_ESTATE, "this server keeps no checkpoints");
-    return RD_REPLY_NOW;
-  }
+                                 const void *msg, rd_reply_t *r) {
+  const Replayd__V1__ExportWorkloadRequest *m = msg;
+  if (!keeps_checkpoints(ctx, r)) return RD_REPLY_NOW;
   rd_workload_t *w = rd_auth_workload(ctx, ci->md, m->workload_id, 1, r);
   if (w == NULL) return RD_REPLY_NOW;
   uint8_t *buf = NULL;
@@ -212,11 +216,9 @@ static Replayd__V1__WorkloadSpec *import_spec(const uint8_t *spec, size_t len, c
 }
 
 rd_reply_when_t rd_handle_import(rd_handler_ctx_t *ctx, const rd_call_info_t *ci,
-                                 const Replayd__V1__ImportWorkloadRequest *m, rd_reply_t *r) {
-  if (ctx->durable == NULL) { /* as Checkpoint and Export: its bounds live there */
-    rd_reply_error(r, RD_ESTATE, "this server keeps no checkpoints");
-    return RD_REPLY_NOW;
-  }
+                                 const void *msg, rd_reply_t *r) {
+  const Replayd__V1__ImportWorkloadRequest *m = msg;
+  if (!keeps_checkpoints(ctx, r)) return RD_REPLY_NOW; /* an import's bounds live there */
   rd_error_t err;
   rd_error_clear(&err);
   rd_import_t *imp = NULL;

@@ -324,10 +324,7 @@ HANDLER(h_delete) {
   rd_error_t err;
   rd_error_clear(&err);
   int rc = rd_registry_delete(q->ctx->registry, id, &err);
-  if (rc) {
-    rd_reply_error(r, rc, "%s", err.msg);
-    return RD_REPLY_NOW;
-  }
+  if (!rd_reply_ok(r, rc, &err)) return RD_REPLY_NOW;
   Replayd__V1__DeleteWorkloadResponse m = REPLAYD__V1__DELETE_WORKLOAD_RESPONSE__INIT;
   rd_reply_pack(r, &m.base);
   rd_log_info("registry", "deleted workload %s", id);
@@ -443,10 +440,7 @@ HANDLER(h_insert) {
                                    NULL, &first, &lsn, &err);
   if (rc != RD_OK) rd_tenant_rpc_rows_back(st->workload, RD_TENANT_INSERT, b.count);
   if (rc == RD_LIMIT_QUEUED) return RD_REPLY_PARKED; /* this message again, later */
-  if (rc) {
-    rd_reply_error(r, rc, "%s", err.msg);
-    return RD_REPLY_NOW;
-  }
+  if (!rd_reply_ok(r, rc, &err)) return RD_REPLY_NOW;
   if (lsn > st->lsn) st->lsn = lsn;
   if (st->messages == 0) st->first_key = first;
   st->inserted += b.count;
@@ -738,10 +732,7 @@ HANDLER(h_clear_profiles) {
   rd_error_t err;
   rd_error_clear(&err);
   int rc = rd_store_clear_profiles(q->ctx->store, &removed, &err);
-  if (rc) {
-    rd_reply_error(r, rc, "%s", err.msg);
-    return RD_REPLY_NOW;
-  }
+  if (!rd_reply_ok(r, rc, &err)) return RD_REPLY_NOW;
   rd_log_info("profile", "cleared %zu stored profiles", removed);
   Replayd__V1__ClearProfilesResponse m = REPLAYD__V1__CLEAR_PROFILES_RESPONSE__INIT;
   m.removed = removed;

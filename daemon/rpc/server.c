@@ -356,6 +356,15 @@ static int read_body(call_t *c, grpc_byte_buffer *bb, grpc_slice *body, rd_reply
   return 0;
 }
 
+/* read_body of a stream's message (c->payload), which is then dropped: the
+ * stream's next read fills it again. */
+static int take_message(call_t *c, grpc_slice *body, rd_reply_t *r) {
+  int readable = read_body(c, c->payload, body, r);
+  grpc_byte_buffer_destroy(c->payload);
+  c->payload = NULL;
+  return readable;
+}
+
 /* A call deadline as CLOCK_MONOTONIC seconds; 0 for none. */
 static double deadline_mono(gpr_timespec deadline) {
   gpr_timespec now = gpr_now(deadline.clock_type);
@@ -668,10 +677,7 @@ static void stream_recv(call_t *c, bool ok) {
     return;
   }
   grpc_slice body;
-  int readable = read_body(c, c->payload, &body, &r);
-  grpc_byte_buffer_destroy(c->payload);
-  c->payload = NULL;
-  if (!readable) {
+  if (!take_message(c, &body, &r)) {
     stream_end(c, &r);
     return;
   }
@@ -826,10 +832,7 @@ static void stream_message(call_t *c) {
   rd_reply_t r;
   memset(&r, 0, sizeof r);
   grpc_slice body;
-  int readable = read_body(c, c->payload, &body, &r);
-  grpc_byte_buffer_destroy(c->payload);
-  c->payload = NULL;
-  if (!readable) {
+  if (!take_message(c, &body, &r)) {
     finish(c, &r);
     return;
   }
