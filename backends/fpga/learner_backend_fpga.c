@@ -237,6 +237,87 @@ static int fpga_policy_load(rd_learner_backend_t *b, const void *buf, size_t len
   return RD_OK;
 }
 
+/* The whole training state in the CPU learner's format (learner.h
+ * rd_learner_state_*), so a learner moves between devices through one
+ * device-neutral state: a CPU learner of the same config (batch 1, one
+ * thread: its state does not depend on either) is the carrier. The board's
+ * blocks are the CPU online networks' flat parameters end to end (net 0,
+ * then DDPG's critic), targets and Adam moments alike; the kernel's Adam
+ * step is steps + 1, so every trainable network's adam_t is steps. */
+static int carrier_init(const fpga_learner_t *l, rd_learner_t *cpu, rd_error_t *err) {
+  rd_learner_config_t c = l->config;
+  c.max_batch = 1;
+  c.threads = 1;
+  return rd_learner_init(cpu, &c, err);
+}
+
+/* dir 0: board -> carrier; 1: carrier -> board. */
+static void carrier_copy(fpga_learner_t *l, rd_learner_t *cpu, int dir) {
+  size_t off = 0;
+  for (int k = 0; k < cpu->n_nets; k += 2) {
+    rd_mlp_t *on = &cpu->net[k], *tg = &cpu->net[k + 1];
+    const size_t np = rd_mlp_n_params(on), bytes = np * sizeof(float);
+    if (dir == 0) {
+      memcpy(on->params, l->params + off, bytes);
+      memcpy(tg->params, l->target + off, bytes);
+      memcpy(on->adam_m, l->adam_m + off, bytes);
+      memcpy(on->adam_v, l->adam_v + off, bytes);
+      on->adam_t = l->steps;
+    } else {
+      memcpy(l->params + off, on->params, bytes);
+      memcpy(l->target + off, tg->params, bytes);
+      memcpy(l->adam_m + off, on->adam_m, bytes);
+      memcpy(l->adam_v + off, on->adam_v, bytes);
+    }
+    off += np;
+  }
+  if (dir == 0) cpu->steps = l->steps;
+  else l->steps = cpu->steps;
+}
+
+static size_t fpga_state_bytes(const rd_learner_backend_t *b) {
+  fpga_learner_t *l = (fpga_learner_t *)b->impl;
+  rd_learner_t cpu;
+  rd_error_t err;
+  if (carrier_init(l, &cpu, &err) != RD_OK) return 0;
+  size_t n = rd_learner_state_bytes(&cpu);
+  rd_learner_free(&cpu);
+  return n;
+}
+
+static int fpga_state_save(rd_learner_backend_t *b, void *buf, size_t cap, size_t *written,
+                           rd_error_t *err) {
+  fpga_learner_t *l = (fpga_learner_t *)b->impl;
+  b->fault = RD_LEARNER_FAULT_NONE;
+  rd_learner_t cpu;
+  int rc = carrier_init(l, &cpu, err);
+  if (rc) return rc;
+  carrier_copy(l, &cpu, 0);
+  rc = rd_learner_state_save(&cpu, buf, cap, written, err);
+  rd_learner_free(&cpu);
+  return rc;
+}
+
+/* Refuses (RD_EINVAL, nothing changed) a state the kernel's single step
+ * count cannot hold: a trainable network whose Adam count is not the
+ * learner's steps. */
+static int fpga_state_load(rd_learner_backend_t *b, const void *buf, size_t len,
+                           rd_error_t *err) {
+  fpga_learner_t *l = (fpga_learner_t *)b->impl;
+  rd_learner_t cpu;
+  int rc = carrier_init(l, &cpu, err);
+  if (rc) return rc;
+  rc = rd_learner_state_load(&cpu, buf, len, err);
+  for (int k = 0; rc == RD_OK && k < cpu.n_nets; k += 2)
+    if (cpu.net[k].adam_t != cpu.steps)
+      rc = rd_error_set(err, RD_EINVAL, "the saved learner's network %d took %llu Adam steps in "
+                        "%llu learner steps; the FPGA learner keeps one count", k,
+                        (unsigned long long)cpu.net[k].adam_t, (unsigned long long)cpu.steps);
+  if (rc == RD_OK) carrier_copy(l, &cpu, 1);
+  rd_learner_free(&cpu);
+  return rc;
+}
+
 static void fpga_destroy(rd_learner_backend_t *b) {
   if (b->impl == NULL) return;
   fpga_free((fpga_learner_t *)b->impl);
@@ -252,4 +333,7 @@ const rd_learner_ops_t rd_learner_ops_fpga = {
     .policy_save = fpga_policy_save,
     .policy_load = fpga_policy_load,
     .destroy = fpga_destroy,
+    .state_bytes = fpga_state_bytes,
+    .state_save = fpga_state_save,
+    .state_load = fpga_state_load,
 };

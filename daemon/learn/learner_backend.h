@@ -96,7 +96,9 @@ typedef struct {
   /* Optional (NULL: the backend cannot; checkpoints then keep its published
    * policy only, pipeline.h "Checkpoints"): the whole training state, as
    * learner.h rd_learner_state_* (every network, Adam moments, step
-   * counts). Only the CPU backend has them. */
+   * counts). The CPU and FPGA backends have them, in the CPU learner's
+   * format (the FPGA's through a CPU carrier), so a learner moves between
+   * them exactly (rd_pipeline_move_learner); the GPU backend has none. */
   size_t (*state_bytes)(const rd_learner_backend_t *b);
   int (*state_save)(rd_learner_backend_t *b, void *buf, size_t cap, size_t *written,
                     rd_error_t *err);
