@@ -3,9 +3,9 @@
  * --replayd, started with --fpga-csim u250 (the FPGA as C-simulation: the
  * only accelerator on a machine without a GPU or board).
  *
- * Scenario: tenant "big" (weight 100) registers a CartPole DQN, which maps
+ * Scenario: tenant "big" (weight 1000) registers a CartPole DQN, which maps
  * F-F-F (papers/001 Table V). A second one of the default tenant (weight
- * 1) registers while big's occupies the FPGA: its 1/101 share there
+ * 1) registers while big's occupies the FPGA: its 1/1001 share there
  * predicts less than the CPU, so the re-mapping places its learner on the
  * CPU. Its GPS is measured there (TrainStep calls of 100 steps for a fixed
  * wall time, big's learner idle). Then big's workload is deleted; the
@@ -143,7 +143,7 @@ static void remap_gain(double seconds) {
   char msg[256], big[RDC_TOKEN_MAX];
   if (rctl_parse_plan_spec("cartpole_dqn,batch=32,capacity=20000", &spec, msg, sizeof msg) != 0)
     die("%s", msg);
-  rdc_tenant_quota_t q = {0, 0, 100, 0, 0};
+  rdc_tenant_quota_t q = {0, 0, 1000, 0, 0};
   rdc_error_t e;
   if (rdc_tenant_add(c, admin, "big", &q, big, NULL, &e) != RDC_OK) die("tenant: %s", e.msg);
   static rdc_workload_t a, b, d;

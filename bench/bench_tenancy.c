@@ -24,7 +24,7 @@
  *                        over the p99 with the server quiet (the mean of a
  *                        quiet run before and after). baseline.*: the noisy
  *                        tenant without a quota, retrying at once.
- * tenancy.remap_gps_gain is not measured: live re-mapping is not built.
+ * tenancy.remap_gps_gain: bench_remap.c.
  * Table by default; --json one JSON object per line; --quick shorter runs.
  */
 #include <math.h>

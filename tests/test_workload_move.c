@@ -440,10 +440,17 @@ static void test_workload_moves_live(void **state) {
     rd_pipeline_learner_info_t li;
     rd_pipeline_learner_info(w->pipeline, &li);
     assert_int_equal(li.kind, to_fpga ? RD_LEARNER_ON_FPGA : RD_LEARNER_ON_CPU);
+    char rmm[32], running[RD_MAPPING_CODE_MAX]; /* read under the lock, checked after it */
     pthread_mutex_lock(&w->lock);
-    assert_string_equal(rd_table_rmm_name(&w->table), to_fpga ? rd_fpga_csim_rmm_ops.name : "cpu");
-    assert_string_equal(w->placement->running, to_fpga ? "F-F-F" : "C-C-C");
+    snprintf(rmm, sizeof rmm, "%s", rd_table_rmm_name(&w->table));
+    snprintf(running, sizeof running, "%s", w->placement->running);
     pthread_mutex_unlock(&w->lock);
+    if (strcmp(rmm, to_fpga ? rd_fpga_csim_rmm_ops.name : "cpu") != 0 ||
+        strcmp(running, to_fpga ? "F-F-F" : "C-C-C") != 0) {
+      atomic_store(&t.stop, 1);
+      pthread_join(th, NULL);
+      fail_msg("move %d: replay module %s, running %s", i, rmm, running);
+    }
     train(w, 5); /* training continues on the new devices */
   }
   atomic_store(&t.stop, 1);

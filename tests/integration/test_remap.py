@@ -18,7 +18,6 @@ usage: test_remap.py REPLAYD_EXE PROTO_DIR REPLAYCTL_EXE FPGA_PARTS_DIR
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -29,23 +28,9 @@ PARTS = os.path.abspath(sys.argv[4])
 del sys.argv[3:5]
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
 from replayd_test import TOKEN_KEY, Daemon, DaemonCase, dqn_spec, pb  # noqa: E402
-import struct  # noqa: E402
+from replayd_test import dqn_rows as row_batch, spread_priorities as priorities  # noqa: E402
 
 DEADLINE = 120  # seconds to wait for a re-mapping on a loaded CI machine
-
-
-def row_batch(n, start=0):
-    obs = b"".join(struct.pack("<4f", (start + i) * 0.01, 0.1, -0.1, 0.2) for i in range(n))
-    nxt = b"".join(struct.pack("<4f", (start + i) * 0.01 + 0.01, 0.1, -0.1, 0.2)
-                   for i in range(n))
-    return pb.RowBatch(count=n, columns=[
-        obs, b"".join(struct.pack("<i", (start + i) % 2) for i in range(n)),
-        struct.pack(f"<{n}f", *[1.0 if (start + i) % 3 else -1.0 for i in range(n)]), nxt,
-        struct.pack(f"<{n}f", *([0.99] * n))])
-
-
-def priorities(n, start=0):
-    return [((start + i) * 7919 % 1000) / 100.0 for i in range(n)]
 
 
 class RemapBase(DaemonCase):
@@ -88,11 +73,11 @@ class TestMoveAfterDelete(RemapBase):
     def test_placed_beside_then_moved_exactly(self):
         # The newcomer is the default tenant's (weight 1): replayctl
         # describe, without a token, sees it.
-        big, small = self.tenant("big", 100), ()
+        big, small = self.tenant("big", 1000), ()
         a = self.register(big, "occupant")
         self.wait_history(a, lambda h: len(h) == 1, "the occupant's placement")
         self.assertEqual(self.placement(a).running, "F-F-F")
-        # A 1/101 share of the FPGA predicts less than the CPU alone: the
+        # A 1/1001 share of the FPGA predicts less than the CPU alone: the
         # newcomer is placed beside the occupant, its learner on the CPU.
         b = self.register(small, "newcomer", seed=5)
         p = self.wait_history(b, lambda h: len(h) == 1, "the newcomer's placement")
@@ -191,7 +176,7 @@ class StabilityBase(RemapBase):
     def cycles(self, n=4):
         """A light workload lives through n arrivals and departures of a
         heavy one: its history."""
-        light, heavy = self.tenant("light", 1), self.tenant("heavy", 100)
+        light, heavy = self.tenant("light", 1), self.tenant("heavy", 1000)
         w = self.register(light, "long-lived")
         self.wait_history(w, lambda h: len(h) == 1, "the long-lived placement")
         self.assertEqual(self.placement(w).running, "F-F-F")
@@ -216,7 +201,7 @@ class StabilityBase(RemapBase):
 
 class TestNoOscillation(StabilityBase):
     def settled(self, h, n):
-        # One "kept" per arrival (the visitor shares the FPGA 100:1; moving
+        # One "kept" per arrival (the visitor shares the FPGA 1000:1; moving
         # the long-lived one to the CPU gains less than the threshold).
         return sum("kept (hysteresis)" in e.reason for e in h) >= n
 
