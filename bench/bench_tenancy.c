@@ -31,7 +31,7 @@
  *                        noisy tenant without a quota, retrying at once.
  *                        control.*: a quiet run over the quiet ones beside
  *                        it (what the ratio reads with no neighbour).
- * tenancy.remap_gps_gain is not measured: live re-mapping is not built.
+ * tenancy.remap_gps_gain: bench_remap.c.
  * Table by default; --json one JSON object per line; --quick shorter runs.
  */
 #include <math.h>

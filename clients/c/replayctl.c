@@ -555,6 +555,34 @@ static void json_placement(jw_t *w, const rdc_placement_t *p) {
     jw_object_end(w);
   }
   jw_array_end(w);
+  jw_key(w, "history");
+  jw_array_begin(w);
+  for (size_t i = 0; i < p->n_history; i++) {
+    const rdc_placement_event_t *e = &p->history[i];
+    jw_object_begin(w);
+    jw_key(w, "unix_ms");
+    jw_i64(w, e->unix_ms);
+    jw_key(w, "moved");
+    jw_bool(w, e->moved);
+    jw_key(w, "from");
+    jw_string(w, e->from);
+    jw_key(w, "to");
+    jw_string(w, e->to);
+    jw_key(w, "predicted_gps_from");
+    jw_double(w, e->gps_from);
+    jw_key(w, "predicted_gps_to");
+    jw_double(w, e->gps_to);
+    jw_key(w, "predicted_total_from");
+    jw_double(w, e->total_from);
+    jw_key(w, "predicted_total_to");
+    jw_double(w, e->total_to);
+    jw_key(w, "reason");
+    jw_string(w, e->reason);
+    jw_object_end(w);
+  }
+  jw_array_end(w);
+  jw_key(w, "history_total");
+  jw_u64(w, p->history_total);
   jw_object_end(w);
 }
 
@@ -580,6 +608,40 @@ static void devices_table(const rdc_server_info_t *info, const char *indent) {
     tbl_row(&t, row);
   }
   tbl_print(&t, indent);
+}
+
+/* Where a registered workload ran and why (the re-mapping's events). */
+static void print_history(const rdc_placement_t *p, const char *indent) {
+  char k[64];
+  snprintf(k, sizeof k, "%shistory", indent);
+  kv(k, "%zu event%s%s", p->n_history, p->n_history == 1 ? "" : "s",
+     p->history_total > p->n_history ? " (the newest; older ones dropped)" : "");
+  static const char *const head[] = {"TIME (UTC)", "MOVE", "PREDICTED GPS", "REASON"};
+  table_t t;
+  tbl_init(&t, 4, head, NULL);
+  for (size_t i = 0; i < p->n_history; i++) {
+    const rdc_placement_event_t *e = &p->history[i];
+    char when[40], move[32], gps[64], reason[sizeof e->reason];
+    time_t s = (time_t)(e->unix_ms / 1000);
+    struct tm tm;
+    gmtime_r(&s, &tm);
+    size_t n = strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", &tm);
+    snprintf(when + n, sizeof when - n, ".%03d", (int)(e->unix_ms % 1000));
+    if (e->moved)
+      snprintf(move, sizeof move, "%s -> %s", e->from, e->to);
+    else if (!e->from[0])
+      snprintf(move, sizeof move, "placed %s", e->to);
+    else
+      snprintf(move, sizeof move, "kept %s", e->to);
+    snprintf(gps, sizeof gps, "%.4g -> %.4g", e->gps_from, e->gps_to);
+    snprintf(reason, sizeof reason, "%s", e->reason);
+    sanitize(reason);
+    const char *row[] = {when, move, gps, reason};
+    tbl_row(&t, row);
+  }
+  char in2[64];
+  snprintf(in2, sizeof in2, "%s  ", indent);
+  tbl_print(&t, in2);
 }
 
 /* The placement section of describe and the answer of plan. */
@@ -646,6 +708,7 @@ static void print_placement(const rdc_placement_t *p, const char *indent) {
     snprintf(k, sizeof k, "%swhy", indent);
     kv(k, "%s", ex);
   }
+  if (p->n_history > 0) print_history(p, indent);
 }
 
 static void devices_list_table(const rdc_device_t *d, size_t n) {

@@ -768,6 +768,22 @@ static void placement_from_pb(rdc_placement_t *o, const Replayd__V1__Placement *
   o->learner_threads = p->learner_threads;
   copy_str(o->learner_cpus, sizeof o->learner_cpus, p->learner_cpus, 1, "", NULL);
   copy_str(o->sampler_cpus, sizeof o->sampler_cpus, p->sampler_cpus, 1, "", NULL);
+  size_t nh = p->n_history < RDC_PLACEMENT_HISTORY_MAX ? p->n_history : RDC_PLACEMENT_HISTORY_MAX;
+  for (size_t i = 0; i < nh; i++) {
+    const Replayd__V1__PlacementEvent *e = p->history[i];
+    rdc_placement_event_t *d = &o->history[i];
+    d->unix_ms = e->unix_ms;
+    d->moved = e->moved;
+    copy_str(d->from, sizeof d->from, e->from, 1, "", NULL);
+    copy_str(d->to, sizeof d->to, e->to, 1, "", NULL);
+    d->gps_from = e->predicted_gps_from;
+    d->gps_to = e->predicted_gps_to;
+    d->total_from = e->predicted_total_from;
+    d->total_to = e->predicted_total_to;
+    copy_str(d->reason, sizeof d->reason, e->reason, 1, "", NULL);
+  }
+  o->n_history = nh;
+  o->history_total = p->history_total;
 }
 
 static void checkpoint_from_pb(rdc_checkpoint_info_t *o, const Replayd__V1__CheckpointInfo *c) {

@@ -330,6 +330,19 @@ typedef struct {
 
 /* Where a workload's learner, replay management (RMM) and storage were
  * mapped (papers/001 Algorithm 3), with the table it was chosen from. */
+#define RDC_PLACEMENT_HISTORY_MAX 16
+
+/* One placement decision (issue 24's re-mapping): a first placement
+ * beside the others, a live move, or a move the hysteresis refused. */
+typedef struct {
+  int64_t unix_ms;
+  int moved;                 /* 1: from -> to moved */
+  char from[8], to[8];       /* running codes, "C-C-C"; from "" for the first placement */
+  double gps_from, gps_to;   /* its predicted GPS under the set's sharing, before/after */
+  double total_from, total_to; /* the set's predicted total GPS, kept/proposed */
+  char reason[256];
+} rdc_placement_event_t;
+
 typedef struct {
   char mapping[8];          /* learner-RMM-storage, "G-C-G"; "" when not mapped */
   char learner_device[8], rmm_device[8], storage_device[8];
@@ -349,6 +362,11 @@ typedef struct {
   /* The CPUs the pipeline's threads are pinned to: "0", "2-3"; "" when
    * unpinned (a plan: where a registration now would pin them). */
   char learner_cpus[320], sampler_cpus[320];
+  /* Where a registered workload ran and why, oldest first (the server's
+   * newest RDC_PLACEMENT_HISTORY_MAX; history_total counts every one). */
+  size_t n_history;
+  rdc_placement_event_t history[RDC_PLACEMENT_HISTORY_MAX];
+  uint64_t history_total;
 } rdc_placement_t;
 
 /* One checkpoint (the server's checkpoint file ckpt-<generation>.rdc). */

@@ -360,6 +360,10 @@ void rd_pipeline_cpus(rd_pipeline_t *p, rd_pipeline_cpus_t *out) {
   out->sampler_cpu = atomic_load_explicit(&p->cpu_sampler, memory_order_relaxed);
 }
 
+const rd_learner_config_t *rd_pipeline_learner_config(const rd_pipeline_t *p) {
+  return &p->cfg.learner;
+}
+
 int rd_pipeline_continuous(const rd_pipeline_t *p) { return p->cfg.samples_per_insert > 0; }
 
 int rd_pipeline_wait_idle(rd_pipeline_t *p, double timeout_s) {

@@ -210,7 +210,7 @@ static void log_registered(const rd_workload_t *w, const rd_workload_msg_t *o) {
   rd_log_info("registry", "registered workload %s (\"%s\", capacity %u, %u fields, replay "
               "module %s)", w->id, w->name, w->table.config.capacity,
               w->table.config.schema.n_fields, rd_table_rmm_name(&w->table));
-  const rd_placement_t *pl = w->placement;
+  const rd_placement_t *pl = &o->placement.copy; /* read under its lock */
   if (o->msg.placement != NULL)
     rd_log_info("mapper", "workload %s: %s; profile cache %s (%u measured), %.0f ms; "
                 "predicted %.4g GPS", w->id, o->msg.placement->note,
