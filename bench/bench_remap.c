@@ -143,7 +143,7 @@ static void remap_gain(double seconds) {
   char msg[256], big[RDC_TOKEN_MAX];
   if (rctl_parse_plan_spec("cartpole_dqn,batch=32,capacity=20000", &spec, msg, sizeof msg) != 0)
     die("%s", msg);
-  rdc_tenant_quota_t q = {0, 0, 1000, 0, 0};
+  rdc_tenant_quota_t q = {.weight = 1000};
   rdc_error_t e;
   if (rdc_tenant_add(c, admin, "big", &q, big, NULL, &e) != RDC_OK) die("tenant: %s", e.msg);
   static rdc_workload_t a, b, d;
