@@ -1308,10 +1308,10 @@ static int cmd_rm(rdc_client_t *c, const rctl_opts_t *o, const char *token) {
   return RCTL_EXIT_OK;
 }
 
-/* rm's and profiles' token: --token, else the admin token file (given or
- * default). A missing token is a usage error: nothing was asked of the
- * server. */
-static int rm_token(const rctl_opts_t *o, char *token, size_t cap) {
+/* A command's token: --token, else the admin token file (given or
+ * default). A missing token is a usage error (nothing was asked of the
+ * server), unless quiet: then token is "" (no token). */
+static int cmd_token(const rctl_opts_t *o, char *token, size_t cap, int quiet) {
   if (o->token != NULL) {
     snprintf(token, cap, "%s", o->token);
     return 0;
@@ -1331,6 +1331,8 @@ static int rm_token(const rctl_opts_t *o, char *token, size_t cap) {
   }
   char msg[PATH_MAX + 128];
   if (rctl_read_token_file(path, token, cap, msg, sizeof msg) != 0) {
+    token[0] = '\0';
+    if (quiet) return 0;
     fprintf(stderr, "replayctl: %s\nreplayctl: %s needs --token T, or the server's admin "
                     "token file (--admin-token-file PATH)\n", msg,
             o->cmd == RCTL_CMD_RM ? "rm" : o->cmd == RCTL_CMD_PLAN ? "plan"
@@ -1359,7 +1361,14 @@ int main(int argc, char **argv) {
   char token[RDC_TOKEN_MAX];
   if ((o.cmd == RCTL_CMD_RM || o.cmd == RCTL_CMD_PROFILES || o.cmd == RCTL_CMD_PLAN ||
        o.cmd == RCTL_CMD_CHECKPOINT || o.cmd == RCTL_CMD_EXPORT || o.cmd == RCTL_CMD_TENANT) &&
-      rm_token(&o, token, sizeof token) != 0)
+      cmd_token(&o, token, sizeof token, 0) != 0)
+    return RCTL_EXIT_USAGE;
+  /* The views show what their token may see: --token, else the admin
+   * token when its file is readable (every tenant's workloads), else none
+   * (the default tenant's). */
+  const int view = o.cmd == RCTL_CMD_STATUS || o.cmd == RCTL_CMD_LS ||
+                   o.cmd == RCTL_CMD_DESCRIBE || o.cmd == RCTL_CMD_TOP;
+  if (view && cmd_token(&o, token, sizeof token, o.admin_token_file == NULL) != 0)
     return RCTL_EXIT_USAGE;
 
   rdc_connect_opts_t copts;
@@ -1371,6 +1380,10 @@ int main(int argc, char **argv) {
   rdc_client_t *c;
   rdc_error_t e;
   if (rdc_connect_ex(o.server, o.timeout_s, &copts, &c, &e) != RDC_OK) return call_failed(&e);
+  if (view && rdc_set_view_token(c, token, &e) != RDC_OK) {
+    rdc_close(c);
+    return call_failed(&e);
+  }
   int rc = RCTL_EXIT_USAGE;
   switch (o.cmd) {
   case RCTL_CMD_STATUS: rc = cmd_status(c, &o); break;

@@ -150,6 +150,15 @@ void rdc_close(rdc_client_t *c);
  * another thread has in flight on this client. */
 int rdc_set_deadline(rdc_client_t *c, double seconds);
 
+/* The token that the calls which take none (rdc_describe, rdc_list,
+ * rdc_list_page, rdc_server_info) send: a tenant's token shows that
+ * tenant's workloads, the server's admin token every tenant's; NULL or ""
+ * sends none (the default tenant's view). The token is copied.
+ * RDC_EINVAL for a client that is NULL or a token that is too long or
+ * holds a character gRPC metadata cannot carry (nothing changes then).
+ * Waits for a call that another thread has in flight on this client. */
+int rdc_set_view_token(rdc_client_t *c, const char *token, rdc_error_t *err);
+
 /* ------------------------------------------------------------------ */
 /* Workloads                                                           */
 /* ------------------------------------------------------------------ */
