@@ -33,6 +33,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "bench_daemon.h"
 #include "bench_util.h"
 #include "rd_clock.h"
 #include "rdt_daemon.h"
@@ -51,53 +52,7 @@ static void usage(FILE *f) { fputs("usage: bench_remap --replayd PATH [--json] [
 
 static void start(void) {
   const char *const args[] = {"--threads", "2", "--fpga-csim", "u250", NULL};
-  rdt_daemon_opts_t o = {.args = args, .tag = "bench_remap", .timeout_s = 30};
-  if (rdt_daemon_start(&daemon_, O.replayd, &o) != 0) die("replayd did not start");
-  char path[sizeof daemon_.dir + 16], msg[512];
-  snprintf(path, sizeof path, "%s/admin.token", daemon_.dir);
-  if (rctl_read_token_file(path, admin, sizeof admin, msg, sizeof msg) != 0) die("%s", msg);
-}
-
-static void stop(void) {
-  rdt_daemon_stop(&daemon_);
-  rdt_daemon_remove(&daemon_);
-  memset(&daemon_, 0, sizeof daemon_);
-}
-
-static rdc_client_t *client(void) {
-  rdc_client_t *c;
-  rdc_error_t e;
-  if (rdc_connect(daemon_.target, 10, &c, &e) != RDC_OK) die("connect: %s", e.msg);
-  rdc_set_deadline(c, 300);
-  return c;
-}
-
-/* n rows of a DQN workload's five columns (random observations). */
-static void fill(rdc_client_t *c, const rdc_workload_t *w, uint32_t n) {
-  const rdc_spec_t *s = &w->spec;
-  void *bufs[RDC_MAX_FIELDS];
-  rdc_column_t cols[RDC_MAX_FIELDS];
-  uint64_t x = 88172645463325252ull;
-  for (uint32_t f = 0; f < s->n_fields; f++) {
-    size_t b = rdc_field_bytes(&s->fields[f]);
-    bufs[f] = xmalloc((size_t)n * b);
-    for (size_t i = 0; i < (size_t)n * b / 4; i++) {
-      x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-      const char *name = s->fields[f].name;
-      if (strcmp(name, "action") == 0)
-        ((int32_t *)bufs[f])[i] = (int32_t)((x >> 33) % 2);
-      else if (strcmp(name, "discount") == 0)
-        ((float *)bufs[f])[i] = i % 10 == 9 ? 0.0f : 0.99f;
-      else
-        ((float *)bufs[f])[i] = (float)((x >> 40) * 0x1p-24) * 2 - 1;
-    }
-    cols[f].data = bufs[f];
-    cols[f].bytes = (size_t)n * b;
-  }
-  rdc_error_t e;
-  if (rdc_insert_batch(c, w->id, w->token, n, cols, s->n_fields, NULL, NULL, &e) != RDC_OK)
-    die("insert: %s", e.msg);
-  for (uint32_t f = 0; f < s->n_fields; f++) free(bufs[f]);
+  bench_daemon_start(&daemon_, O.replayd, args, "bench_remap", 30, admin, sizeof admin);
 }
 
 static void emit(const char *name, const char *params, double value, const char *unit,
@@ -138,7 +93,7 @@ static double gps(rdc_client_t *c, const rdc_workload_t *w, double seconds) {
 
 static void remap_gain(double seconds) {
   start();
-  rdc_client_t *c = client();
+  rdc_client_t *c = bench_daemon_client(&daemon_, 300);
   rdc_spec_t spec;
   char msg[256], big[RDC_TOKEN_MAX];
   if (rctl_parse_plan_spec("cartpole_dqn,batch=32,capacity=20000", &spec, msg, sizeof msg) != 0)
@@ -156,7 +111,7 @@ static void remap_gain(double seconds) {
   char before_code[8];
   snprintf(before_code, sizeof before_code, "%s", d.placement.running);
   if (before_code[0] != 'C') die("the newcomer's learner runs %s, not on the CPU", before_code);
-  fill(c, &b, 5000);
+  bench_daemon_fill(c, &b, 5000);
   rdc_train_result_t r; /* warm-up: the CPU learner's thread-tuning trials */
   if (rdc_train_step(c, b.id, b.token, 500, &r, &e) != RDC_OK) die("train: %s", e.msg);
   double g_before = gps(c, &b, seconds), g_before2 = gps(c, &b, seconds);
@@ -184,7 +139,7 @@ static void remap_gain(double seconds) {
   emit("baseline.tenancy.remap_gps_gain", p, g_before2 / g_before, "ratio",
        "A/A: the same placement measured twice before the move");
   rdc_close(c);
-  stop();
+  bench_daemon_stop(&daemon_);
 }
 
 int main(int argc, char **argv) {
