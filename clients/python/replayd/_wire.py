@@ -15,7 +15,7 @@ protobuf class instead, so a reply is never misread; bytes that are not
 protobuf at all are an error.
 """
 import struct
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -110,13 +110,43 @@ def decode_varints(buf: bytes, start: int, end: int) -> np.ndarray:
         m = b.reshape(n, L)
         if L == 1 or term[L - 1::L].all():
             return (m & 0x7F).astype(_U64) @ _WEIGHTS[:L]
-    last = np.flatnonzero(term)
-    starts = np.empty_like(last)
-    starts[0] = 0
-    starts[1:] = last[:-1] + 1
-    lens = last - starts + 1
+    last = term.nonzero()[0]
+    lens = np.empty(n, dtype=np.intp)
+    lens[0] = last[0] + 1
+    np.subtract(last[1:], last[:-1], out=lens[1:])
+    if lens.max() <= 7:
+        return _short_varints(buf, start, end, last, lens)
+    return _any_varints(b, last, lens)
+
+
+_PAD7 = bytes(7)
+# A value of k bytes read as the last k of an 8-byte little-endian window:
+# shifting right by _DROP[k] bits drops the window's 8 - k bytes before it.
+_DROP = np.array([0] + [8 * (8 - k) for k in range(1, 9)], dtype=_U64)
+_W7 = np.array([float(1 << (7 * j)) for j in range(8)])
+
+
+def _short_varints(buf: bytes, start: int, end: int, last: np.ndarray,
+                   lens: np.ndarray) -> np.ndarray:
+    """Varints of at most 7 bytes (values below 2^49), the i-th ending at
+    start + last[i] and lens[i] bytes long. Each is read as the 8-byte
+    window that ends at its last byte (one gather), its own bytes shifted
+    down, and the 7-bit groups summed in float64, which holds every value
+    below 2^53 exactly."""
+    win = np.ndarray((end - start,), dtype="<u8", buffer=_PAD7 + buf[start:end], strides=(1,))
+    x = win[last]
+    x >>= _DROP[lens]
+    groups = x.view(np.uint8).reshape(last.size, 8)
+    groups &= 0x7F
+    return (groups.astype(_F8) @ _W7).astype(np.int64).view(_U64)
+
+
+def _any_varints(b: np.ndarray, last: np.ndarray, lens: np.ndarray) -> np.ndarray:
+    """Varints of any length up to 10 bytes: each byte's 7 bits shifted by
+    its place in its value, or-reduced per value."""
     if int(lens.max()) > 10:
         raise WireError("varint longer than 10 bytes")
+    starts = last - lens + 1
     pos = np.arange(b.size, dtype=_U64) - np.repeat(starts, lens).astype(_U64)
     contrib = (b & 0x7F).astype(_U64) << (pos * _U64(7))
     return np.bitwise_or.reduceat(contrib, starts)
@@ -131,31 +161,42 @@ class _NotCanonical(Exception):
     generated class read it."""
 
 
-def _scan(buf: bytes, start: int, end: int, want: Dict[int, int]) -> Dict[int, object]:
+def _scan(buf: bytes, start: int, end: int, want: Dict[int, int],
+          repeated: int = 0) -> Dict[int, Any]:
     """Fields of buf[start:end]: number -> int (varint, fixed64 as raw int)
-    or (start, end) (length-delimited). `want` maps the field numbers this
-    reader knows to their wire type; others are skipped. A known field seen
-    twice or with another wire type raises _NotCanonical."""
-    out: Dict[int, object] = {}
+    or (start, end) (length-delimited); field `repeated` (if known) -> the
+    list of its spans. `want` maps the field numbers this reader knows to
+    their wire type; others are skipped. A known field seen twice (but
+    `repeated`) or with another wire type raises _NotCanonical. Keys and
+    lengths of one byte, nearly all of them, are read inline."""
+    out: Dict[int, Any] = {}
     pos = start
     while pos < end:
-        key, pos = _read_varint(buf, pos, end)
+        key = buf[pos]
+        if key < 0x80:
+            pos += 1
+        else:
+            key, pos = _read_varint(buf, pos, end)
         num, wt = key >> 3, key & 7
         if num == 0:
             raise WireError("field number 0")
-        if wt == 0:
+        if wt == 2:
+            n = buf[pos] if pos < end else 0x80
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _read_varint(buf, pos, end)
+            if pos + n > end:
+                raise WireError("truncated length-delimited field")
+            val: Any = (pos, pos + n)
+            pos += n
+        elif wt == 0:
             val, pos = _read_varint(buf, pos, end)
         elif wt == 1:
             if pos + 8 > end:
                 raise WireError("truncated fixed64")
             val = (pos, pos + 8)
             pos += 8
-        elif wt == 2:
-            n, pos = _read_varint(buf, pos, end)
-            if pos + n > end:
-                raise WireError("truncated length-delimited field")
-            val = (pos, pos + n)
-            pos += n
         elif wt == 5:
             if pos + 4 > end:
                 raise WireError("truncated fixed32")
@@ -166,9 +207,14 @@ def _scan(buf: bytes, start: int, end: int, want: Dict[int, int]) -> Dict[int, o
         w = want.get(num)
         if w is None:
             continue
-        if w != wt or num in out:
+        if w != wt:
             raise _NotCanonical()
-        out[num] = val
+        if num == repeated:
+            out.setdefault(num, []).append(val)
+        elif num in out:
+            raise _NotCanonical()
+        else:
+            out[num] = val
     if pos != end:
         raise WireError("field runs past the message")
     return out
@@ -180,7 +226,7 @@ def _doubles(buf: bytes, span: Optional[Tuple[int, int]]) -> np.ndarray:
     s, e = span
     if (e - s) % 8:
         raise WireError("packed doubles not a multiple of 8 bytes")
-    return np.frombuffer(buf, dtype=_F8, count=(e - s) // 8, offset=s)
+    return np.ndarray(((e - s) // 8,), dtype=_F8, buffer=buf, offset=s)
 
 
 def _uint64s(buf: bytes, span: Optional[Tuple[int, int]]) -> np.ndarray:
@@ -297,55 +343,27 @@ def columns_from(buf: bytes, spans: Sequence[Tuple[int, int]], count: int,
         if e - s != count * f.row_bytes:
             raise WireError(f"column {f.name!r} has {e - s} bytes; {count} rows need "
                             f"{count * f.row_bytes}")
-        a = np.frombuffer(buf, dtype=f.dtype, count=count * f.elements, offset=s)
-        out[f.name] = a.reshape((count,) + f.shape)
+        out[f.name] = np.ndarray((count,) + f.shape, dtype=f.dtype, buffer=buf, offset=s)
     return out
+
+
+_ROWBATCH = {1: 0, 2: 2}
 
 
 def _rowbatch_spans(buf: bytes, start: int, end: int) -> Tuple[int, List[Tuple[int, int]]]:
     """(count, column spans) of a RowBatch in buf[start:end]."""
-    count = 0
-    cols: List[Tuple[int, int]] = []
-    pos = start
-    seen_count = False
-    while pos < end:
-        key, pos = _read_varint(buf, pos, end)
-        num, wt = key >> 3, key & 7
-        if num == 1 and wt == 0:
-            if seen_count:
-                raise _NotCanonical()
-            count, pos = _read_varint(buf, pos, end)
-            seen_count = True
-        elif num == 2 and wt == 2:
-            n, pos = _read_varint(buf, pos, end)
-            if pos + n > end:
-                raise WireError("truncated column")
-            cols.append((pos, pos + n))
-            pos += n
-        elif num in (1, 2):
-            raise _NotCanonical()
-        else:  # an unknown field: skip it
-            if wt == 0:
-                _, pos = _read_varint(buf, pos, end)
-            elif wt == 1:
-                pos += 8
-            elif wt == 2:
-                n, pos = _read_varint(buf, pos, end)
-                pos += n
-            elif wt == 5:
-                pos += 4
-            else:
-                raise WireError(f"unsupported wire type {wt}")
-    if pos != end:
-        raise WireError("RowBatch runs past its end")
-    return count, cols
+    f = _scan(buf, start, end, _ROWBATCH, repeated=2)
+    return f.get(1, 0), f.get(2, [])
+
+
+_SAMPLE_RESPONSE = {1: 2, 2: 2, 3: 2, 4: 0, 5: 2}
 
 
 def decode_sample(buf: bytes, fields: Sequence[Field]):
     """(keys u64, probabilities f8, weights f8, table_size, count, columns)
     of a SampleResponse."""
     try:
-        f = _scan(buf, 0, len(buf), {1: 2, 2: 2, 3: 2, 4: 0, 5: 2})
+        f = _scan(buf, 0, len(buf), _SAMPLE_RESPONSE)
         keys = _uint64s(buf, f.get(1))  # type: ignore[arg-type]
         probs = _doubles(buf, f.get(2))  # type: ignore[arg-type]
         weights = _doubles(buf, f.get(3))  # type: ignore[arg-type]
