@@ -637,6 +637,18 @@ static rd_stream_next_t export_next(call_t *c, grpc_byte_buffer **bb, rd_reply_t
   return RD_STREAM_END;
 }
 
+/* An export stream has no read outstanding that its client's leaving
+ * would fail, and a write held back by flow control may wait for ever:
+ * watch for the close (CLOSE ends it), on its first WAKE. */
+static void export_watch(call_t *c) {
+  if (c->watching || c->ended) return;
+  grpc_op op;
+  memset(&op, 0, sizeof op);
+  op.op = GRPC_OP_RECV_CLOSE_ON_SERVER;
+  op.data.recv_close_on_server.cancelled = &c->cancelled;
+  if (call_start(c, &op, 1, TAG_CLOSE, "watching an export stream")) c->watching = true;
+}
+
 /* Write batches (a sample stream's while it has credit; an export's
  * chunks) one at a time. An export stream has no read outstanding: where
  * it stops it ends (the sample stream's read ends it). */
@@ -808,7 +820,11 @@ static void on_event(call_t *c, int kind, bool ok) {
   memset(&r, 0, sizeof r);
   switch (kind) {
   case TAG_CLOSE:
-    parked_close(c);
+    if (c->method == RD_M_EXPORT_STREAM) {
+      if (!c->ended) stream_end(c, NULL); /* the client left before the last chunk */
+    } else {
+      parked_close(c);
+    }
     call_release(c);
     return;
   case TAG_WAKE:
@@ -816,6 +832,7 @@ static void on_event(call_t *c, int kind, bool ok) {
       if (c->sstream != NULL) rd_sample_stream_woken(c->sstream);
       stream_pump(c);
     } else if (c->method == RD_M_EXPORT_STREAM) {
+      export_watch(c);
       stream_pump(c);
     } else {
       parked_wake(c);
