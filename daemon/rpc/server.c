@@ -953,11 +953,13 @@ static void import_step_job(void *arg, int cancelled) {
   finish(c, &r);
 }
 
-/* Messages are written and the end imported on the control queue (disk
- * writes, a registration); a message its full queue refuses is written
- * here (one chunk), an end it refuses is refused. */
+/* Messages are written on the control queue (disk writes), the end is
+ * imported on the placement queue, as ImportWorkload (it may place a
+ * learner); a message its full queue refuses is written here (one chunk),
+ * an end it refuses is refused. */
 static void import_step_queue(call_t *c) {
-  rd_jobs_t *q = c->srv->jobs[RD_RUN_CONTROL - RD_RUN_QUEUE_FIRST];
+  rd_run_t run = c->payload != NULL ? RD_RUN_CONTROL : RD_RUN_PLACEMENT;
+  rd_jobs_t *q = c->srv->jobs[run - RD_RUN_QUEUE_FIRST];
   rd_error_t err;
   rd_error_clear(&err);
   if (q != NULL && rd_jobs_submit(q, import_step_job, c, &err) == RD_OK) return;
