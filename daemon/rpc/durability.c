@@ -277,20 +277,32 @@ static void import_loaded(rd_handler_ctx_t *ctx, const rd_call_info_t *ci, rd_im
   rd_secret_wipe(token, sizeof token);
 }
 
+/* A file read (rd_import_read, rd_import_sink_finish): what it gave. */
+typedef struct {
+  rd_import_t *imp;
+  const uint8_t *spec;
+  size_t spec_len;
+  rd_error_t err;
+} import_src_t;
+
+/* The read's result rc: its error in r, or the import (import_loaded). */
+static void import_read(rd_handler_ctx_t *ctx, const rd_call_info_t *ci, int rc,
+                        import_src_t *in, const char *name, rd_reply_t *r) {
+  if (rc != RD_OK) rd_reply_error(r, rc, "import: %s; nothing was created", in->err.msg);
+  else import_loaded(ctx, ci, in->imp, in->spec, in->spec_len, name, r);
+}
+
 rd_reply_when_t rd_handle_import(rd_handler_ctx_t *ctx, const rd_call_info_t *ci,
                                  const Replayd__V1__ImportWorkloadRequest *m, rd_reply_t *r) {
   if (ctx->durable == NULL) { /* as Checkpoint and Export: its bounds live there */
     rd_reply_error(r, RD_ESTATE, "this server keeps no checkpoints");
     return RD_REPLY_NOW;
   }
-  rd_error_t err;
-  rd_error_clear(&err);
-  rd_import_t *imp = NULL;
-  const uint8_t *spec = NULL;
-  size_t spec_len = 0;
-  int rc = rd_import_read(ctx->durable, m->data.data, m->data.len, &imp, &spec, &spec_len, &err);
-  if (rc != RD_OK) rd_reply_error(r, rc, "import: %s", err.msg);
-  else import_loaded(ctx, ci, imp, spec, spec_len, m->name, r);
+  import_src_t in;
+  memset(&in, 0, sizeof in);
+  int rc = rd_import_read(ctx->durable, m->data.data, m->data.len, &in.imp, &in.spec,
+                          &in.spec_len, &in.err);
+  import_read(ctx, ci, rc, &in, m->name, r);
   return RD_REPLY_NOW;
 }
 
@@ -459,14 +471,11 @@ rd_reply_when_t rd_import_stream_end(rd_handler_ctx_t *ctx, const rd_call_info_t
                    st ? (unsigned long long)rd_import_sink_bytes(st->sink) : 0ull);
     return RD_REPLY_NOW;
   }
-  rd_error_t err;
-  rd_error_clear(&err);
-  rd_import_t *imp = NULL;
-  const uint8_t *spec = NULL;
-  size_t spec_len = 0;
-  int rc = rd_import_sink_finish(st->sink, st->total, st->xxh3, &imp, &spec, &spec_len, &err);
-  if (rc != RD_OK) rd_reply_error(r, rc, "import: %s; nothing was created", err.msg);
-  else import_loaded(ctx, ci, imp, spec, spec_len, st->name, r);
+  import_src_t in;
+  memset(&in, 0, sizeof in);
+  int rc = rd_import_sink_finish(st->sink, st->total, st->xxh3, &in.imp, &in.spec,
+                                 &in.spec_len, &in.err);
+  import_read(ctx, ci, rc, &in, st->name, r);
   return RD_REPLY_NOW;
 }
 

@@ -362,6 +362,14 @@ static int read_body(call_t *c, grpc_byte_buffer *bb, grpc_slice *body, rd_reply
   return 0;
 }
 
+/* A stream's message (c->payload, taken): read_body's. */
+static int take_payload(call_t *c, grpc_slice *body, rd_reply_t *r) {
+  int readable = read_body(c, c->payload, body, r);
+  grpc_byte_buffer_destroy(c->payload);
+  c->payload = NULL;
+  return readable;
+}
+
 /* A call deadline as CLOCK_MONOTONIC seconds; 0 for none. */
 static double deadline_mono(gpr_timespec deadline) {
   gpr_timespec now = gpr_now(deadline.clock_type);
@@ -715,9 +723,7 @@ static void stream_recv(call_t *c, bool ok) {
     return;
   }
   grpc_slice body;
-  int readable = read_body(c, c->payload, &body, &r);
-  grpc_byte_buffer_destroy(c->payload);
-  c->payload = NULL;
+  int readable = take_payload(c, &body, &r);
   if (!readable) {
     stream_end(c, &r);
     return;
@@ -887,9 +893,7 @@ static void stream_message(call_t *c) {
   rd_reply_t r;
   memset(&r, 0, sizeof r);
   grpc_slice body;
-  int readable = read_body(c, c->payload, &body, &r);
-  grpc_byte_buffer_destroy(c->payload);
-  c->payload = NULL;
+  int readable = take_payload(c, &body, &r);
   if (!readable) {
     finish(c, &r);
     return;
@@ -921,9 +925,7 @@ static void import_step(call_t *c) {
     when = rd_import_stream_end(c->srv->ctx, &ci, c->istream, &r);
   } else {
     grpc_slice body;
-    int readable = read_body(c, c->payload, &body, &r);
-    grpc_byte_buffer_destroy(c->payload);
-    c->payload = NULL;
+    int readable = take_payload(c, &body, &r);
     if (!readable) {
       finish(c, &r);
       return;
@@ -943,14 +945,14 @@ static void import_step(call_t *c) {
 
 static void import_step_job(void *arg, int cancelled) {
   call_t *c = arg;
-  if (!cancelled) {
-    import_step(c);
-    return;
-  }
   rd_reply_t r;
   memset(&r, 0, sizeof r);
-  rd_reply_error(&r, RD_ECANCELED, "the server is shutting down; nothing was imported");
-  finish(c, &r);
+  if (cancelled) { /* the queue stops: the server is shutting down */
+    rd_reply_error(&r, RD_ECANCELED, "the server is shutting down; nothing was imported");
+    finish(c, &r);
+  } else {
+    import_step(c);
+  }
 }
 
 /* Messages are written on the control queue (disk writes), the end is
