@@ -31,7 +31,7 @@
  *                        noisy tenant without a quota, retrying at once.
  *                        control.*: a quiet run over the quiet ones beside
  *                        it (what the ratio reads with no neighbour).
- * tenancy.remap_gps_gain is not measured: live re-mapping is not built.
+ * tenancy.remap_gps_gain: bench_remap.c.
  * Table by default; --json one JSON object per line; --quick shorter runs.
  */
 #include <math.h>
@@ -42,6 +42,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "bench_daemon.h"
 #include "bench_util.h"
 #include "rd_clock.h"
 #include "rdt_daemon.h"
@@ -67,25 +68,7 @@ static void start(int shares) {
   char sh[16]; /* any int fits: -O2 format-truncation check */
   snprintf(sh, sizeof sh, "%d", shares);
   const char *const args[] = {"--threads", "2", "--learner-shares", sh, NULL};
-  rdt_daemon_opts_t o = {.args = args, .tag = "bench_tenancy", .timeout_s = 20};
-  if (rdt_daemon_start(&daemon_, O.replayd, &o) != 0) die("replayd did not start");
-  char path[sizeof daemon_.dir + 16], msg[512];
-  snprintf(path, sizeof path, "%s/admin.token", daemon_.dir);
-  if (rctl_read_token_file(path, admin, sizeof admin, msg, sizeof msg) != 0) die("%s", msg);
-}
-
-static void stop(void) {
-  rdt_daemon_stop(&daemon_);
-  rdt_daemon_remove(&daemon_);
-  memset(&daemon_, 0, sizeof daemon_);
-}
-
-static rdc_client_t *client(void) {
-  rdc_client_t *c;
-  rdc_error_t e;
-  if (rdc_connect(daemon_.target, 10, &c, &e) != RDC_OK) die("connect: %s", e.msg);
-  rdc_set_deadline(c, 120);
-  return c;
+  bench_daemon_start(&daemon_, O.replayd, args, "bench_tenancy", 20, admin, sizeof admin);
 }
 
 static void tenant(rdc_client_t *c, const char *name, uint32_t weight, double insert_rate,
@@ -93,42 +76,6 @@ static void tenant(rdc_client_t *c, const char *name, uint32_t weight, double in
   rdc_tenant_quota_t q = {.weight = weight, .insert_rows_per_second = insert_rate};
   rdc_error_t e;
   if (rdc_tenant_add(c, admin, name, &q, token, NULL, &e) != RDC_OK) die("tenant: %s", e.msg);
-}
-
-/* n rows of random values for w's fields (an int action below 2, a
- * discount of 0.99 or 0 for the learner's). */
-static void fill(rdc_client_t *c, const rdc_workload_t *w, uint32_t n) {
-  const rdc_spec_t *s = &w->spec;
-  void *bufs[RDC_MAX_FIELDS];
-  uint64_t x = 88172645463325252ull;
-  for (uint32_t f = 0; f < s->n_fields; f++) {
-    size_t b = rdc_field_bytes(&s->fields[f]);
-    bufs[f] = xmalloc((size_t)n * b);
-    for (size_t i = 0; i < (size_t)n * b / 4; i++) {
-      x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-      const char *name = s->fields[f].name;
-      if (strcmp(name, "action") == 0)
-        ((int32_t *)bufs[f])[i] = (int32_t)((x >> 33) % 2);
-      else if (strcmp(name, "discount") == 0)
-        ((float *)bufs[f])[i] = i % 10 == 9 ? 0.0f : 0.99f;
-      else
-        ((float *)bufs[f])[i] = (float)((x >> 40) * 0x1p-24) * 2 - 1;
-    }
-  }
-  rdc_error_t e;
-  for (uint32_t done = 0; done < n;) { /* batches within max_batch */
-    uint32_t k = n - done < 4096 ? n - done : 4096;
-    rdc_column_t part[RDC_MAX_FIELDS];
-    for (uint32_t f = 0; f < s->n_fields; f++) {
-      size_t b = rdc_field_bytes(&s->fields[f]);
-      part[f].data = (char *)bufs[f] + (size_t)done * b;
-      part[f].bytes = (size_t)k * b;
-    }
-    if (rdc_insert_batch(c, w->id, w->token, k, part, s->n_fields, NULL, NULL, &e) != RDC_OK)
-      die("insert: %s", e.msg);
-    done += k;
-  }
-  for (uint32_t f = 0; f < s->n_fields; f++) free(bufs[f]);
 }
 
 static void emit(const char *name, const char *params, double value, const char *unit,
@@ -153,7 +100,7 @@ typedef struct {
 
 static void *trainer(void *arg) {
   trainer_t *t = arg;
-  rdc_client_t *c = client();
+  rdc_client_t *c = bench_daemon_client(&daemon_, 120);
   rdc_train_result_t r;
   rdc_error_t e;
   pthread_barrier_wait(t->go);
@@ -170,7 +117,7 @@ static void *trainer(void *arg) {
 /* gps[3] of three cartpole_dqn learners of the given weights. */
 static void train_three(int shares, const uint32_t weights[3], double seconds, double gps[3]) {
   start(shares);
-  rdc_client_t *c = client();
+  rdc_client_t *c = bench_daemon_client(&daemon_, 120);
   rdc_spec_t spec;
   char msg[256];
   if (rctl_parse_plan_spec("cartpole_dqn,batch=64,capacity=20000", &spec, msg, sizeof msg) != 0)
@@ -185,7 +132,7 @@ static void train_three(int shares, const uint32_t weights[3], double seconds, d
     tenant(c, name, weights[i], 0, token);
     memset(&t[i], 0, sizeof t[i]);
     if (rdc_register_as(c, token, &spec, &t[i].w, &e) != RDC_OK) die("register: %s", e.msg);
-    fill(c, &t[i].w, 5000);
+    bench_daemon_fill(c, &t[i].w, 5000);
     rdc_train_result_t r; /* warm-up: the learner's thread-tuning trials */
     if (rdc_train_step(c, t[i].w.id, t[i].w.token, 500, &r, &e) != RDC_OK)
       die("train: %s", e.msg);
@@ -198,7 +145,7 @@ static void train_three(int shares, const uint32_t weights[3], double seconds, d
   for (int i = 0; i < 3; i++) gps[i] = (double)t[i].steps / t[i].elapsed;
   pthread_barrier_destroy(&go);
   rdc_close(c);
-  stop();
+  bench_daemon_stop(&daemon_);
 }
 
 static double jain(const double *x, int n) {
@@ -274,7 +221,7 @@ typedef struct {
 
 static void *noisy(void *arg) {
   noisy_t *n = arg;
-  rdc_client_t *c = client();
+  rdc_client_t *c = bench_daemon_client(&daemon_, 120);
   const rdc_spec_t *s = &n->w.spec;
   enum { ROWS = 1000 };
   void *bufs[RDC_MAX_FIELDS];
@@ -388,7 +335,7 @@ static void noisy_emit(const noisy_figure_t *f, int rounds, int n, const char *l
  * median over rounds of each round's ratio. */
 static void noisy_neighbour(int n, int rounds) {
   start(1);
-  rdc_client_t *c = client();
+  rdc_client_t *c = bench_daemon_client(&daemon_, 120);
   char tq[RDC_TOKEN_MAX], tn[RDC_TOKEN_MAX], tu[RDC_TOKEN_MAX], load0[32];
   load_average(load0, sizeof load0);
   tenant(c, "quiet", 1, 0, tq);
@@ -408,7 +355,7 @@ static void noisy_neighbour(int n, int rounds) {
     for (int i = 0; i < 2; i++)
       if (rdc_register_as(c, k ? tu : tn, &spec, &nw[k][i], &e) != RDC_OK)
         die("register: %s", e.msg);
-  fill(c, &quiet, 20000);
+  bench_daemon_fill(c, &quiet, 20000);
   p99_samples(c, &quiet, n / 4); /* warm-up */
   noisy_figure_t f[4] = {{.name = "tenancy.noisy_p99_ratio", .client = "retries at once"},
                          {.name = "tenancy.noisy_p99_ratio", .client = "waits as told"},
@@ -442,7 +389,7 @@ static void noisy_neighbour(int n, int rounds) {
   }
   for (int k = 0; k < 4; k++) noisy_emit(&f[k], rounds, n, load0);
   rdc_close(c);
-  stop();
+  bench_daemon_stop(&daemon_);
 }
 
 int main(int argc, char **argv) {

@@ -38,6 +38,7 @@
 #include <stdint.h>
 #include <time.h>
 #include "rd_clock.h"
+#include "rd_cond.h"
 
 #define RD_SPIN_MAX_S 100e-6
 #define RD_SPIN_SLACK_S 5e-6
@@ -63,17 +64,6 @@ static inline void rd_spin_plan(double expected_s, double *sleep_s, double *spin
     *sleep_s = expected_s - RD_SPIN_LEAD_S;
     *spin_s = 2 * RD_SPIN_LEAD_S;
   }
-}
-
-/* The absolute CLOCK_MONOTONIC time s seconds from now, for a timed wait
- * on a condition variable with that clock. */
-static inline struct timespec rd_spin_deadline(double s) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  long ns = ts.tv_nsec + (long)(s * 1e9);
-  ts.tv_sec += ns / 1000000000L;
-  ts.tv_nsec = ns % 1000000000L;
-  return ts;
 }
 
 /* Spins while *ev == seen, for at most budget_s. 1: it changed; 0: the
@@ -123,7 +113,7 @@ static inline int rd_spin_wait_stage(pthread_cond_t *cv, pthread_mutex_t *mu,
   rd_spin_plan(expected_s, &sleep_s, &spin_s);
   if (*stage == 0 && sleep_s > 0) {
     *stage = 1;
-    struct timespec ts = rd_spin_deadline(sleep_s);
+    struct timespec ts = rd_cond_deadline(sleep_s);
     if (waiting) *waiting = 1;
     pthread_cond_timedwait(cv, mu, &ts);
     if (waiting) *waiting = 0;

@@ -81,6 +81,13 @@ static const cfg_key_t keys[] = {
      "                             weights (share.h); 2: the same, work-conserving\n"
      "                             (time a learner cannot use goes to the others);\n"
      "                             0: as the OS schedules them"},
+    {"remap", K_COUNT, FIELD(remap), 0, 1, false,
+     "1: every registration and deletion re-maps the hosted learners\n"
+     "                             together (Algorithm 3 over the live set) and\n"
+     "                             moves them live when it pays; 0: never"},
+    {"remap-threshold-pct", K_COUNT, FIELD(remap_threshold_pct), 0, 100000, false,
+     "hysteresis of the re-mapping: placed workloads move only if the\n"
+     "                             set's predicted GPS gains more than this percent"},
     {"fpga-parts-dir", K_STRING, FIELD(fpga_parts_dir), 0, 0, true,
      "FPGA part files (*.part) for the mapper's FPGA model; empty = the\n"
      "                             installed ones (run from the build tree:\n"
@@ -173,6 +180,8 @@ void rd_config_defaults(rd_config_t *c) {
   c->threads = 2;
   c->ingest_threads = 2;
   c->learner_shares = 1;
+  c->remap = 1;
+  c->remap_threshold_pct = 10;
   c->shutdown_grace_ms = 10000;
   c->max_message_bytes = 64u << 20;
   c->max_batch = 65536;

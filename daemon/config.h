@@ -39,6 +39,10 @@ typedef struct {
   uint32_t ingest_threads;    /* threads applying inserts, niced (server.c); default 2 */
   uint32_t learner_shares;    /* 1: learners' steps take turns by weight (share.h), strict;
                                 2: work-conserving; 0: off; default 1 */
+  uint32_t remap;             /* 1: re-map the live set on every register/delete (remapper.h);
+                                 default 1 */
+  uint32_t remap_threshold_pct; /* a re-mapping moves placed workloads only if the set's
+                                   predicted GPS gains more than this (percent); default 10 */
   uint32_t shutdown_grace_ms; /* SIGTERM: in-flight calls may finish this long; default 10 s */
   uint32_t max_message_bytes; /* per gRPC message, both ways; default 64 MiB */
   uint32_t max_batch;         /* rows per insert/sample/update call; default 65536 */

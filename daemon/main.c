@@ -30,6 +30,7 @@
 #include "placer.h"
 #include "provider_fpga.h"
 #include "registry.h"
+#include "remapper.h"
 #include "rpc_stats.h"
 #include "secrets.h"
 #include "server.h"
@@ -264,9 +265,18 @@ int main(int argc, char **argv) {
   snprintf(ready, sizeof ready, "READY=1\nSTATUS=listening on %s", address);
   sd_notify(0, ready);
 
+  /* Every registration and deletion re-maps the hosted learners together
+   * and moves them live (remapper.h). */
+  rd_remapper_t *remapper = NULL;
+  if (cfg.remap && rd_remapper_create(&remapper, app.registry, cfg.remap_threshold_pct / 100.0,
+                                      &err) != RD_OK)
+    rd_log_warn("main", "no re-mapping: %s", err.msg);
+  if (remapper != NULL) rd_remapper_attach(remapper);
+
   uv_run(&loop, UV_RUN_DEFAULT);
 
   sd_notify(0, "STOPPING=1");
+  rd_remapper_destroy(remapper); /* the move in progress ends first */
   rd_metrics_http_stop(metrics); /* it reads the registry and the server */
   /* Hosted learners first: a TrainStep in progress ends (UNAVAILABLE) at
    * its current step instead of holding the server's drain. */

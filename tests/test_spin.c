@@ -1,15 +1,21 @@
 /* test_spin.c - the bounded spin before a hand-off's sleep (common/rd_spin.h):
  * the budget rule, a spin that sees its partner's bump, a spin that gives
  * up at its budget, and a ping-pong of two threads that only spin and
- * sleep as the pipeline does (a lost wake-up would hang it). Run under
+ * sleep as the pipeline does (a lost wake-up would hang it). Also the
+ * monotonic condition variables its timed sleep runs on (common/rd_cond.h):
+ * a deadline is in the future and normalised, and a timed wait lasts until
+ * it (on the wall clock's reading it would already be long past). Run under
  * TSan in CI (scripts/test TSAN_TESTS). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <errno.h>
 #include <pthread.h>
 
+#include "rd_clock.h"
+#include "rd_cond.h"
 #include "rd_spin.h"
 
 static void test_budget(void **state) {
@@ -40,12 +46,6 @@ static void test_plan(void **state) {
   assert_true(sl == 0 && sp == 0);
   rd_spin_plan(0, &sl, &sp);
   assert_true(sl == 0 && sp == 0);
-  /* A deadline is in the future, normalised. */
-  struct timespec now, d = rd_spin_deadline(1.5e-3);
-  clock_gettime(CLOCK_MONOTONIC, &now);
-  assert_true(d.tv_nsec >= 0 && d.tv_nsec < 1000000000L);
-  double dt = (double)(d.tv_sec - now.tv_sec) + 1e-9 * (double)(d.tv_nsec - now.tv_nsec);
-  assert_true(dt > 0 && dt <= 1.5e-3);
 }
 
 static void test_gives_up(void **state) {
@@ -124,12 +124,9 @@ static void *player(void *arg) {
 static void test_ping_pong(void **state) {
   (void)state;
   pthread_mutex_init(&pp.mu, NULL);
-  pthread_condattr_t ca; /* rd_spin_wait_stage's timed sleep */
-  pthread_condattr_init(&ca);
-  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-  pthread_cond_init(&pp.cv[0], &ca);
-  pthread_cond_init(&pp.cv[1], &ca);
-  pthread_condattr_destroy(&ca);
+  /* rd_spin_wait_stage's timed sleep */
+  assert_int_equal(rd_cond_init_monotonic(&pp.cv[0]), 0);
+  assert_int_equal(rd_cond_init_monotonic(&pp.cv[1]), 0);
   pthread_t a, b;
   assert_int_equal(pthread_create(&a, NULL, player, (void *)(intptr_t)0), 0);
   assert_int_equal(pthread_create(&b, NULL, player, (void *)(intptr_t)1), 0);
@@ -142,6 +139,37 @@ static void test_ping_pong(void **state) {
   pthread_mutex_destroy(&pp.mu);
 }
 
+static void test_deadline(void **state) {
+  (void)state;
+  struct timespec now, d = rd_cond_deadline(1.5e-3);
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  assert_true(d.tv_nsec >= 0 && d.tv_nsec < 1000000000L);
+  double dt = (double)(d.tv_sec - now.tv_sec) + 1e-9 * (double)(d.tv_nsec - now.tv_nsec);
+  assert_true(dt > 0 && dt <= 1.5e-3);
+  d = rd_cond_deadline(2.75); /* whole seconds carry */
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  assert_true(d.tv_nsec >= 0 && d.tv_nsec < 1000000000L);
+  dt = (double)(d.tv_sec - now.tv_sec) + 1e-9 * (double)(d.tv_nsec - now.tv_nsec);
+  assert_true(dt > 2.7 && dt <= 2.75);
+}
+
+/* Only a lower bound: a loaded machine may wake us late, never early. */
+static void test_timed_wait_lasts(void **state) {
+  (void)state;
+  pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+  pthread_cond_t cv;
+  assert_int_equal(rd_cond_init_monotonic(&cv), 0);
+  pthread_mutex_lock(&mu);
+  double t0 = rd_clock_now();
+  struct timespec ts = rd_cond_deadline(0.05);
+  int rc = 0;
+  while (rc != ETIMEDOUT) rc = pthread_cond_timedwait(&cv, &mu, &ts); /* spurious wake-ups */
+  double waited = rd_clock_now() - t0;
+  pthread_mutex_unlock(&mu);
+  assert_true(waited >= 0.05 - 1e-3);
+  pthread_cond_destroy(&cv);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_budget),
@@ -149,6 +177,8 @@ int main(void) {
       cmocka_unit_test(test_gives_up),
       cmocka_unit_test(test_sees_bump),
       cmocka_unit_test(test_ping_pong),
+      cmocka_unit_test(test_deadline),
+      cmocka_unit_test(test_timed_wait_lasts),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

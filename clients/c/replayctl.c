@@ -557,6 +557,34 @@ static void json_placement(jw_t *w, const rdc_placement_t *p) {
     jw_object_end(w);
   }
   jw_array_end(w);
+  jw_key(w, "history");
+  jw_array_begin(w);
+  for (size_t i = 0; i < p->n_history; i++) {
+    const rdc_placement_event_t *e = &p->history[i];
+    jw_object_begin(w);
+    jw_key(w, "unix_ms");
+    jw_i64(w, e->unix_ms);
+    jw_key(w, "moved");
+    jw_bool(w, e->moved);
+    jw_key(w, "from");
+    jw_string(w, e->from);
+    jw_key(w, "to");
+    jw_string(w, e->to);
+    jw_key(w, "predicted_gps_from");
+    jw_double(w, e->gps_from);
+    jw_key(w, "predicted_gps_to");
+    jw_double(w, e->gps_to);
+    jw_key(w, "predicted_total_from");
+    jw_double(w, e->total_from);
+    jw_key(w, "predicted_total_to");
+    jw_double(w, e->total_to);
+    jw_key(w, "reason");
+    jw_string(w, e->reason);
+    jw_object_end(w);
+  }
+  jw_array_end(w);
+  jw_key(w, "history_total");
+  jw_u64(w, p->history_total);
   jw_object_end(w);
 }
 
@@ -582,6 +610,40 @@ static void devices_table(const rdc_server_info_t *info, const char *indent) {
     tbl_row(&t, row);
   }
   tbl_print(&t, indent);
+}
+
+/* Where a registered workload ran and why (the re-mapping's events). */
+static void print_history(const rdc_placement_t *p, const char *indent) {
+  char k[64];
+  snprintf(k, sizeof k, "%shistory", indent);
+  kv(k, "%zu event%s%s", p->n_history, p->n_history == 1 ? "" : "s",
+     p->history_total > p->n_history ? " (the newest; older ones dropped)" : "");
+  static const char *const head[] = {"TIME (UTC)", "MOVE", "PREDICTED GPS", "REASON"};
+  table_t t;
+  tbl_init(&t, 4, head, NULL);
+  for (size_t i = 0; i < p->n_history; i++) {
+    const rdc_placement_event_t *e = &p->history[i];
+    char when[40], move[32], gps[64], reason[sizeof e->reason];
+    time_t s = (time_t)(e->unix_ms / 1000);
+    struct tm tm;
+    gmtime_r(&s, &tm);
+    size_t n = strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", &tm);
+    snprintf(when + n, sizeof when - n, ".%03d", (int)(e->unix_ms % 1000));
+    if (e->moved)
+      snprintf(move, sizeof move, "%s -> %s", e->from, e->to);
+    else if (!e->from[0])
+      snprintf(move, sizeof move, "placed %s", e->to);
+    else
+      snprintf(move, sizeof move, "kept %s", e->to);
+    snprintf(gps, sizeof gps, "%.4g -> %.4g", e->gps_from, e->gps_to);
+    snprintf(reason, sizeof reason, "%s", e->reason);
+    sanitize(reason);
+    const char *row[] = {when, move, gps, reason};
+    tbl_row(&t, row);
+  }
+  char in2[64];
+  snprintf(in2, sizeof in2, "%s  ", indent);
+  tbl_print(&t, in2);
 }
 
 /* The placement section of describe and the answer of plan. */
@@ -648,6 +710,7 @@ static void print_placement(const rdc_placement_t *p, const char *indent) {
     snprintf(k, sizeof k, "%swhy", indent);
     kv(k, "%s", ex);
   }
+  if (p->n_history > 0) print_history(p, indent);
 }
 
 static void devices_list_table(const rdc_device_t *d, size_t n) {
@@ -1257,10 +1320,10 @@ static int cmd_rm(rdc_client_t *c, const rctl_opts_t *o, const char *token) {
   return RCTL_EXIT_OK;
 }
 
-/* rm's and profiles' token: --token, else the admin token file (given or
- * default). A missing token is a usage error: nothing was asked of the
- * server. */
-static int rm_token(const rctl_opts_t *o, char *token, size_t cap) {
+/* A command's token: --token, else the admin token file (given or
+ * default). A missing token is a usage error (nothing was asked of the
+ * server), unless quiet: then token is "" (no token). */
+static int cmd_token(const rctl_opts_t *o, char *token, size_t cap, int quiet) {
   if (o->token != NULL) {
     snprintf(token, cap, "%s", o->token);
     return 0;
@@ -1280,6 +1343,8 @@ static int rm_token(const rctl_opts_t *o, char *token, size_t cap) {
   }
   char msg[PATH_MAX + 128];
   if (rctl_read_token_file(path, token, cap, msg, sizeof msg) != 0) {
+    token[0] = '\0';
+    if (quiet) return 0;
     fprintf(stderr, "replayctl: %s\nreplayctl: %s needs --token T, or the server's admin "
                     "token file (--admin-token-file PATH)\n", msg,
             o->cmd == RCTL_CMD_RM ? "rm" : o->cmd == RCTL_CMD_PLAN ? "plan"
@@ -1308,7 +1373,14 @@ int main(int argc, char **argv) {
   char token[RDC_TOKEN_MAX];
   if ((o.cmd == RCTL_CMD_RM || o.cmd == RCTL_CMD_PROFILES || o.cmd == RCTL_CMD_PLAN ||
        o.cmd == RCTL_CMD_CHECKPOINT || o.cmd == RCTL_CMD_EXPORT || o.cmd == RCTL_CMD_TENANT) &&
-      rm_token(&o, token, sizeof token) != 0)
+      cmd_token(&o, token, sizeof token, 0) != 0)
+    return RCTL_EXIT_USAGE;
+  /* The views show what their token may see: --token, else the admin
+   * token when its file is readable (every tenant's workloads), else none
+   * (the default tenant's). */
+  const int view = o.cmd == RCTL_CMD_STATUS || o.cmd == RCTL_CMD_LS ||
+                   o.cmd == RCTL_CMD_DESCRIBE || o.cmd == RCTL_CMD_TOP;
+  if (view && cmd_token(&o, token, sizeof token, o.admin_token_file == NULL) != 0)
     return RCTL_EXIT_USAGE;
 
   rdc_connect_opts_t copts;
@@ -1320,6 +1392,10 @@ int main(int argc, char **argv) {
   rdc_client_t *c;
   rdc_error_t e;
   if (rdc_connect_ex(o.server, o.timeout_s, &copts, &c, &e) != RDC_OK) return call_failed(&e);
+  if (view && rdc_set_view_token(c, token, &e) != RDC_OK) {
+    rdc_close(c);
+    return call_failed(&e);
+  }
   int rc = RCTL_EXIT_USAGE;
   switch (o.cmd) {
   case RCTL_CMD_STATUS: rc = cmd_status(c, &o); break;

@@ -52,7 +52,9 @@ static const char usage_text[] =
     "  --json                   print one JSON document instead of tables\n"
     "  --timeout S              connect timeout and per-call deadline, seconds (default 5)\n"
     "  --token T                rm, checkpoint, export: the workload's token; profiles,\n"
-    "                           plan: the admin token\n"
+    "                           plan: the admin token; status, ls, describe, top: whose\n"
+    "                           view (a tenant's token: its workloads; the admin token,\n"
+    "                           the default when its file is readable: all)\n"
     "  --all                    checkpoint: every workload\n"
     "  --name NAME              import: the new workload's name\n"
     "  --clear                  profiles: forget every stored profile\n"
@@ -65,7 +67,8 @@ static const char usage_text[] =
     "                           sign the server's certificate\n"
     "  --tls-cert FILE          with --tls-key: this client's PEM certificate and key, for a\n"
     "  --tls-key FILE           server that requires client certificates\n"
-    "  --admin-token-file PATH  rm, profiles, plan, checkpoint, export: file with the server's\n"
+    "  --admin-token-file PATH  rm, profiles, plan, checkpoint, export, tenant (and the views\n"
+    "                           above): file with the server's\n"
     "                           admin token (default\n"
     "                           admin.token in the daemon's state directory:\n"
     "                           $STATE_DIRECTORY, else $XDG_STATE_HOME/replayd,\n"
@@ -292,11 +295,10 @@ int rctl_parse_args(int argc, char **argv, const char *env_server, rctl_opts_t *
     return usage_error(msg, cap, "the FILE name is empty");
   if (o->cmd == RCTL_CMD_PLAN && o->args[0][0] == '\0')
     return usage_error(msg, cap, "the plan SPEC is empty");
-  if (o->cmd != RCTL_CMD_RM && o->cmd != RCTL_CMD_PLAN && o->cmd != RCTL_CMD_CHECKPOINT &&
-      o->cmd != RCTL_CMD_EXPORT &&
-      o->cmd != RCTL_CMD_TENANT && (o->token != NULL || o->admin_token_file != NULL))
-    return usage_error(msg, cap, "--token and --admin-token-file apply only to rm, profiles, "
-                       "plan, checkpoint, export and tenant");
+  if ((o->cmd == RCTL_CMD_DEVICES || o->cmd == RCTL_CMD_IMPORT) &&
+      (o->token != NULL || o->admin_token_file != NULL))
+    return usage_error(msg, cap, "--token and --admin-token-file apply only to status, ls, "
+                       "describe, top, rm, profiles, plan, checkpoint, export and tenant");
   return 0;
 }
 

@@ -90,6 +90,7 @@ struct rdc_client {
   uint32_t md_flags;         /* GRPC_INITIAL_METADATA_WAIT_FOR_READY or 0 */
   char target[256];
   int tls; /* the channel is TLS: a failed connection may be a certificate */
+  char view_token[RDC_TOKEN_MAX]; /* rdc_set_view_token's; guarded by lock */
 };
 
 /* ------------------------------------------------------------------ */
@@ -404,6 +405,28 @@ void rdc_close(rdc_client_t *c) {
   pthread_mutex_destroy(&c->lock);
   free(c);
   grpc_shutdown();
+}
+
+int rdc_set_view_token(rdc_client_t *c, const char *token, rdc_error_t *err) {
+  if (c == NULL) return set_error(err, RDC_EINVAL, "no client (NULL)");
+  if (token == NULL) token = "";
+  if (strlen(token) >= RDC_TOKEN_MAX)
+    return set_error(err, RDC_EINVAL, "the token is longer than %d bytes", RDC_TOKEN_MAX - 1);
+  int rc = check_token(token, err);
+  if (rc != RDC_OK) return rc;
+  pthread_mutex_lock(&c->lock);
+  snprintf(c->view_token, sizeof c->view_token, "%s", token);
+  pthread_mutex_unlock(&c->lock);
+  return ok(err);
+}
+
+/* rdc_set_view_token's token, copied into buf (RDC_TOKEN_MAX bytes). */
+static const char *view_token(rdc_client_t *c, char *buf) {
+  if (c == NULL) return NULL; /* unary's error */
+  pthread_mutex_lock(&c->lock);
+  memcpy(buf, c->view_token, RDC_TOKEN_MAX);
+  pthread_mutex_unlock(&c->lock);
+  return buf;
 }
 
 int rdc_set_deadline(rdc_client_t *c, double seconds) {
@@ -775,6 +798,22 @@ static void placement_from_pb(rdc_placement_t *o, const Replayd__V1__Placement *
   o->learner_threads = p->learner_threads;
   copy_str(o->learner_cpus, sizeof o->learner_cpus, p->learner_cpus, 1, "", NULL);
   copy_str(o->sampler_cpus, sizeof o->sampler_cpus, p->sampler_cpus, 1, "", NULL);
+  size_t nh = p->n_history < RDC_PLACEMENT_HISTORY_MAX ? p->n_history : RDC_PLACEMENT_HISTORY_MAX;
+  for (size_t i = 0; i < nh; i++) {
+    const Replayd__V1__PlacementEvent *e = p->history[i];
+    rdc_placement_event_t *d = &o->history[i];
+    d->unix_ms = e->unix_ms;
+    d->moved = e->moved;
+    copy_str(d->from, sizeof d->from, e->from, 1, "", NULL);
+    copy_str(d->to, sizeof d->to, e->to, 1, "", NULL);
+    d->gps_from = e->predicted_gps_from;
+    d->gps_to = e->predicted_gps_to;
+    d->total_from = e->predicted_total_from;
+    d->total_to = e->predicted_total_to;
+    copy_str(d->reason, sizeof d->reason, e->reason, 1, "", NULL);
+  }
+  o->n_history = nh;
+  o->history_total = p->history_total;
 }
 
 static void checkpoint_from_pb(rdc_checkpoint_info_t *o, const Replayd__V1__CheckpointInfo *c) {
@@ -961,7 +1000,9 @@ int rdc_describe(rdc_client_t *c, const char *id, rdc_workload_t *out, rdc_error
   Replayd__V1__WorkloadRef req = REPLAYD__V1__WORKLOAD_REF__INIT;
   req.id = (char *)id;
   ProtobufCMessage *resp;
-  rc = unary(c, M_DESCRIBE, NULL, &req.base, &replayd__v1__workload__descriptor, 0, &resp, err);
+  char tok[RDC_TOKEN_MAX];
+  rc = unary(c, M_DESCRIBE, view_token(c, tok), &req.base, &replayd__v1__workload__descriptor, 0,
+             &resp, err);
   if (rc != RDC_OK) return rc;
   rc = workload_from_pb(out, (const Replayd__V1__Workload *)resp, err);
   protobuf_c_message_free_unpacked(resp, NULL);
@@ -1052,8 +1093,9 @@ int rdc_list_page(rdc_client_t *c, uint32_t page_size, const char *page_token,
   req.page_size = page_size;
   req.page_token = (char *)(page_token ? page_token : "");
   ProtobufCMessage *resp;
-  int rc = unary(c, M_LIST, NULL, &req.base, &replayd__v1__list_workloads_response__descriptor,
-                 0, &resp, err);
+  char tok[RDC_TOKEN_MAX];
+  int rc = unary(c, M_LIST, view_token(c, tok), &req.base,
+                 &replayd__v1__list_workloads_response__descriptor, 0, &resp, err);
   if (rc != RDC_OK) return rc;
   const Replayd__V1__ListWorkloadsResponse *r = (const Replayd__V1__ListWorkloadsResponse *)resp;
   rdc_workload_t *items = NULL;
@@ -2018,8 +2060,9 @@ int rdc_server_info(rdc_client_t *c, rdc_server_info_t **out, rdc_error_t *err) 
   *out = NULL;
   Replayd__V1__ServerInfoRequest req = REPLAYD__V1__SERVER_INFO_REQUEST__INIT;
   ProtobufCMessage *resp;
-  int rc = unary(c, M_SERVER_INFO, NULL, &req.base, &replayd__v1__server_info_response__descriptor,
-                 0, &resp, err);
+  char tok[RDC_TOKEN_MAX];
+  int rc = unary(c, M_SERVER_INFO, view_token(c, tok), &req.base,
+                 &replayd__v1__server_info_response__descriptor, 0, &resp, err);
   if (rc != RDC_OK) return rc;
   const Replayd__V1__ServerInfoResponse *r = (const Replayd__V1__ServerInfoResponse *)resp;
   /* One block: the struct, then the devices, then the workloads (whose

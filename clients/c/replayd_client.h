@@ -151,6 +151,15 @@ void rdc_close(rdc_client_t *c);
  * another thread has in flight on this client. */
 int rdc_set_deadline(rdc_client_t *c, double seconds);
 
+/* The token that the calls which take none (rdc_describe, rdc_list,
+ * rdc_list_page, rdc_server_info) send: a tenant's token shows that
+ * tenant's workloads, the server's admin token every tenant's; NULL or ""
+ * sends none (the default tenant's view). The token is copied.
+ * RDC_EINVAL for a client that is NULL or a token that is too long or
+ * holds a character gRPC metadata cannot carry (nothing changes then).
+ * Waits for a call that another thread has in flight on this client. */
+int rdc_set_view_token(rdc_client_t *c, const char *token, rdc_error_t *err);
+
 /* ------------------------------------------------------------------ */
 /* Workloads                                                           */
 /* ------------------------------------------------------------------ */
@@ -331,6 +340,19 @@ typedef struct {
 
 /* Where a workload's learner, replay management (RMM) and storage were
  * mapped (papers/001 Algorithm 3), with the table it was chosen from. */
+#define RDC_PLACEMENT_HISTORY_MAX 16
+
+/* One placement decision (issue 24's re-mapping): a first placement
+ * beside the others, a live move, or a move the hysteresis refused. */
+typedef struct {
+  int64_t unix_ms;
+  int moved;                 /* 1: from -> to moved */
+  char from[8], to[8];       /* running codes, "C-C-C"; from "" for the first placement */
+  double gps_from, gps_to;   /* its predicted GPS under the set's sharing, before/after */
+  double total_from, total_to; /* the set's predicted total GPS, kept/proposed */
+  char reason[256];
+} rdc_placement_event_t;
+
 typedef struct {
   char mapping[8];          /* learner-RMM-storage, "G-C-G"; "" when not mapped */
   char learner_device[8], rmm_device[8], storage_device[8];
@@ -350,6 +372,11 @@ typedef struct {
   /* The CPUs the pipeline's threads are pinned to: "0", "2-3"; "" when
    * unpinned (a plan: where a registration now would pin them). */
   char learner_cpus[320], sampler_cpus[320];
+  /* Where a registered workload ran and why, oldest first (the server's
+   * newest RDC_PLACEMENT_HISTORY_MAX; history_total counts every one). */
+  size_t n_history;
+  rdc_placement_event_t history[RDC_PLACEMENT_HISTORY_MAX];
+  uint64_t history_total;
 } rdc_placement_t;
 
 /* One checkpoint (the server's checkpoint file ckpt-<generation>.rdc). */

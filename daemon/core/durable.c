@@ -36,6 +36,7 @@
 #include "log.h"
 #include "rd_clock.h"
 #include "registry.h"
+#include "rd_cond.h"
 
 #define SEC_META 1u
 #define SEC_TABLE 2u
@@ -1324,11 +1325,7 @@ int rd_durable_create(rd_durable_t **out, const rd_config_t *cfg, rd_error_t *er
   }
   pthread_mutex_init(&d->ck_mu, NULL);
   pthread_mutex_init(&d->mu, NULL);
-  pthread_condattr_t ca;
-  pthread_condattr_init(&ca);
-  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-  pthread_cond_init(&d->cv, &ca);
-  pthread_condattr_destroy(&ca);
+  rd_cond_init_monotonic(&d->cv);
   *out = d;
   return RD_OK;
 }
@@ -1342,9 +1339,7 @@ static void *periodic_main(void *arg) {
   rd_workload_t **ws = calloc(d->max_workloads, sizeof *ws);
   pthread_mutex_lock(&d->mu);
   while (!d->stop && ws != NULL) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    ts.tv_sec += 1;
+    struct timespec ts = rd_cond_deadline(1.0);
     pthread_cond_timedwait(&d->cv, &d->mu, &ts);
     if (d->stop) break;
     pthread_mutex_unlock(&d->mu);

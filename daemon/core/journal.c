@@ -23,6 +23,7 @@
 #include "ckpt_file.h"
 #include "log.h"
 #include "rd_clock.h"
+#include "rd_cond.h"
 
 #define JR_MAGIC 0x524a4452u         /* "RDJR" */
 #define ROUND_MAX_BYTES (4u << 20)   /* a round starts early once this much waits */
@@ -648,11 +649,7 @@ static void *committer_main(void *arg) {
       while (!j->stop && j->active.len < ROUND_MAX_BYTES) {
         double left = until - rd_clock_now();
         if (left <= 0) break;
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        double t = (double)ts.tv_sec + ts.tv_nsec * 1e-9 + left;
-        ts.tv_sec = (time_t)t;
-        ts.tv_nsec = (long)((t - (double)ts.tv_sec) * 1e9);
+        struct timespec ts = rd_cond_deadline(left);
         pthread_cond_timedwait(&j->cv_work, &j->mu, &ts);
       }
     }
@@ -703,11 +700,7 @@ int rd_journal_open(rd_journal_t **out, const char *dir, uint64_t gen, uint64_t 
   }
   j->zeroed = cfg->prealloc == RD_JOURNAL_ZEROED;
   pthread_mutex_init(&j->mu, NULL);
-  pthread_condattr_t ca;
-  pthread_condattr_init(&ca);
-  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-  pthread_cond_init(&j->cv_work, &ca);
-  pthread_condattr_destroy(&ca);
+  rd_cond_init_monotonic(&j->cv_work);
   pthread_cond_init(&j->cv_sync, NULL);
   pthread_cond_init(&j->cv_synced, NULL);
   int started = pthread_create(&j->syncer, NULL, syncer_main, j) == 0;

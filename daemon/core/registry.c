@@ -47,7 +47,16 @@ struct rd_registry {
   rd_tenants_t *tenants;      /* the owners (tenant.h); each workload references one */
   rd_durable_t *durable;      /* checkpoints (durable.h), or NULL */
   rd_limiter_bounds_t bounds; /* the waiting calls of every workload's rate limiter */
+  rd_registry_change_fn on_change; /* under mutate_mu */
+  void *on_change_arg;
 };
+
+void rd_registry_set_on_change(rd_registry_t *r, rd_registry_change_fn fn, void *arg) {
+  pthread_mutex_lock(&r->mutate_mu);
+  r->on_change = fn;
+  r->on_change_arg = arg;
+  pthread_mutex_unlock(&r->mutate_mu);
+}
 
 void rd_registry_set_durable(rd_registry_t *r, rd_durable_t *d) {
   pthread_mutex_lock(&r->mutate_mu);
@@ -359,10 +368,17 @@ static int register_owned(rd_registry_t *r, rd_tenant_t *owner, const rd_workloa
   if (token_out) memcpy(token_out, token, sizeof token);
   /* Registration and deletion are logged by the handlers, which know the
    * call; the registry logs only what no call does (restore). */
-out:
+out:;
+  rd_registry_change_fn changed = rc == RD_OK ? r->on_change : NULL;
+  void *changed_arg = r->on_change_arg;
+  if (changed != NULL) atomic_fetch_add(&w->refs, 1);
   pthread_mutex_unlock(&r->mutate_mu);
   rd_secret_wipe(token, sizeof token);
   free(pl);
+  if (changed != NULL) {
+    changed(changed_arg, 0, w);
+    rd_workload_unref(w);
+  }
   return rc;
 }
 
@@ -509,12 +525,15 @@ int rd_registry_delete(rd_registry_t *r, const char *id, rd_error_t *err) {
   }
   unpublish(r, w);
   atomic_store(&w->deleted, true);
+  rd_registry_change_fn changed = r->on_change;
+  void *changed_arg = r->on_change_arg;
   pthread_mutex_unlock(&r->mutate_mu);
   rd_workload_close_waits(w, RD_ENOTFOUND); /* calls waiting on its limiter end NOT_FOUND */
   /* Stop training now (a pending TrainStep ends CANCELLED); the memory
    * goes with the last reference, its checkpoints and journal now. */
   if (w->pipeline) rd_pipeline_stop(w->pipeline);
   rd_durable_forget(r->durable, w);
+  if (changed != NULL) changed(changed_arg, 1, w);
   rd_workload_unref(w); /* the registry's reference */
   return RD_OK;
 }

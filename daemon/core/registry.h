@@ -34,6 +34,12 @@ void rd_registry_destroy(rd_registry_t *r);
 struct rd_durable;
 void rd_registry_set_durable(rd_registry_t *r, struct rd_durable *d);
 
+/* Called after every registration (deleted 0) and deletion (deleted 1)
+ * of workload w, outside the registry's locks, on the caller's thread:
+ * the re-mapper's kick (remapper.h). NULL (the default): nothing. */
+typedef void (*rd_registry_change_fn)(void *arg, int deleted, const rd_workload_t *w);
+void rd_registry_set_on_change(rd_registry_t *r, rd_registry_change_fn fn, void *arg);
+
 /* The server configuration the registry applies (its copy). */
 const rd_config_t *rd_registry_config(const rd_registry_t *r);
 

@@ -50,7 +50,7 @@ struct rd_store {
   sqlite3 *db;
   int lock_fd; /* state_dir/LOCK_FILE, flock'd; -1 when not held */
   pthread_mutex_t mu;
-  int version;
+  int version; /* set by rd_store_open, then only read */
   sqlite3_stmt *put, *del, *list;
   sqlite3_stmt *prof_put, *prof_get, *prof_list, *prof_clear;
   sqlite3_stmt *prof_page_first, *prof_page_after;
@@ -494,12 +494,8 @@ int rd_store_with_db(rd_store_t *s, rd_store_db_fn fn, void *arg, rd_error_t *er
   return rc;
 }
 
-int rd_store_schema_version(rd_store_t *s) {
-  pthread_mutex_lock(&s->mu);
-  int v = s->version;
-  pthread_mutex_unlock(&s->mu);
-  return v;
-}
+/* No lock: rd_store_open's migration sets it before s is handed out. */
+int rd_store_schema_version(rd_store_t *s) { return s->version; }
 
 /* ------------------------------------------------------------------ */
 /* Workloads                                                           */
@@ -597,7 +593,9 @@ void rd_store_free_workloads(rd_stored_workload_t *w, size_t n) {
 
 /* Copy one result row; RD_ESTORE if it does not fit the struct (the file
  * was edited by hand, or by a future version). */
-static int read_row(rd_store_t *s, sqlite3_stmt *st, rd_stored_workload_t *w, rd_error_t *err) {
+static int read_row(rd_store_t *s, sqlite3_stmt *st, void *row, rd_error_t *err) {
+  rd_stored_workload_t *w = row;
+  memset(w, 0, sizeof *w);
   const unsigned char *id = sqlite3_column_text(st, 0);
   int id_len = sqlite3_column_bytes(st, 0);
   const unsigned char *token = sqlite3_column_text(st, 1);
@@ -619,50 +617,56 @@ static int read_row(rd_store_t *s, sqlite3_stmt *st, rd_stored_workload_t *w, rd
   return RD_OK;
 }
 
-/* Steps a SELECT into a growing array: 1 when the next row is there and
- * (*v)[len] has room (the array doubles from 16 as needed), 0 when the
- * rows are done, or an RD_E* code with err set (what: the call, for the
- * message). */
-static int next_row(rd_store_t *s, sqlite3_stmt *st, void **v, size_t *cap, size_t len,
-                    size_t elem, const char *what, rd_error_t *err) {
-  int step = sqlite3_step(st);
-  if (step == SQLITE_DONE) return 0;
-  if (step != SQLITE_ROW) return db_error(s, err, what);
-  if (len == *cap) {
-    size_t ncap = *cap ? *cap * 2 : 16;
-    void *nv = realloc(*v, ncap * elem);
-    if (nv == NULL) return rd_error_set(err, RD_ENOMEM, "out of memory %s", what);
-    *v = nv;
-    *cap = ncap;
+/* Reads the row a SELECT stands on into row, or fails holding nothing. */
+typedef int (*read_row_fn)(rd_store_t *s, sqlite3_stmt *st, void *row, rd_error_t *err);
+
+/* Steps a SELECT to its end into a malloc'd array of elem-sized rows (it
+ * doubles from 16 as needed), each read by read_one: RD_OK, or an RD_E*
+ * code with err set (what: the call, for the message). Either way *out
+ * holds the *n rows read whole, for the caller to keep or free. */
+static int collect_rows(rd_store_t *s, sqlite3_stmt *st, size_t elem, read_row_fn read_one,
+                        const char *what, void **out, size_t *n, rd_error_t *err) {
+  char *v = NULL;
+  size_t len = 0, cap = 0;
+  int rc;
+  for (;;) {
+    int step = sqlite3_step(st);
+    if (step == SQLITE_DONE) {
+      rc = RD_OK;
+      break;
+    }
+    if (step != SQLITE_ROW) {
+      rc = db_error(s, err, what);
+      break;
+    }
+    if (len == cap) {
+      size_t ncap = cap ? cap * 2 : 16;
+      char *nv = realloc(v, ncap * elem);
+      if (nv == NULL) {
+        rc = rd_error_set(err, RD_ENOMEM, "out of memory %s", what);
+        break;
+      }
+      v = nv;
+      cap = ncap;
+    }
+    if ((rc = read_one(s, st, v + len * elem, err)) != RD_OK) break;
+    len++;
   }
-  return 1;
+  *out = v;
+  *n = len;
+  return rc;
 }
 
 int rd_store_list_workloads(rd_store_t *s, rd_stored_workload_t **out, size_t *n,
                             rd_error_t *err) {
   *out = NULL;
   *n = 0;
-  rd_stored_workload_t *v = NULL;
-  size_t len = 0, cap = 0;
-  int rc = RD_OK;
+  void *v;
+  size_t len;
   pthread_mutex_lock(&s->mu);
-  sqlite3_stmt *st = s->list;
-  for (;;) {
-    void *grown = v; /* no (void **) cast of a typed pointer: aliasing */
-    int more = next_row(s, st, &grown, &cap, len, sizeof *v, "listing workloads", err);
-    v = grown;
-    if (more <= 0) {
-      rc = more;
-      break;
-    }
-    memset(&v[len], 0, sizeof v[len]);
-    if ((rc = read_row(s, st, &v[len], err)) != RD_OK) {
-      free(v[len].spec);
-      break;
-    }
-    len++;
-  }
-  sqlite3_reset(st);
+  int rc = collect_rows(s, s->list, sizeof(rd_stored_workload_t), read_row, "listing workloads",
+                        &v, &len, err);
+  sqlite3_reset(s->list);
   pthread_mutex_unlock(&s->mu);
   if (rc) {
     rd_store_free_workloads(v, len);
@@ -776,6 +780,10 @@ static int read_profile(rd_store_t *s, sqlite3_stmt *st, rd_profile_t *p, rd_err
   return RD_OK;
 }
 
+static int read_profile_row(rd_store_t *s, sqlite3_stmt *st, void *row, rd_error_t *err) {
+  return read_profile(s, st, row, err);
+}
+
 /* A bind of st's parameters failed: the error, st reset for the next call. */
 static int bind_failed(rd_store_t *s, sqlite3_stmt *st, const char *what, rd_error_t *err) {
   int rc = db_error(s, err, what);
@@ -788,20 +796,10 @@ static int bind_failed(rd_store_t *s, sqlite3_stmt *st, const char *what, rd_err
  * caller holds the mutex and has bound the parameters. */
 static int collect_profiles(rd_store_t *s, sqlite3_stmt *st, rd_profile_t **out, size_t *n,
                             rd_error_t *err) {
-  rd_profile_t *v = NULL;
-  size_t len = 0, cap = 0;
-  int rc = RD_OK;
-  for (;;) {
-    void *grown = v; /* no (void **) cast of a typed pointer: aliasing */
-    int more = next_row(s, st, &grown, &cap, len, sizeof *v, "reading profiles", err);
-    v = grown;
-    if (more <= 0) {
-      rc = more;
-      break;
-    }
-    if ((rc = read_profile(s, st, &v[len], err)) != RD_OK) break;
-    len++;
-  }
+  void *v;
+  size_t len;
+  int rc = collect_rows(s, st, sizeof(rd_profile_t), read_profile_row, "reading profiles", &v,
+                        &len, err);
   sqlite3_reset(st);
   sqlite3_clear_bindings(st);
   if (rc || len == 0) {

@@ -41,6 +41,7 @@
 #include <stdint.h>
 
 #include "pipeline.h"
+#include "place_history.h"
 #include "placement.h"
 #include "rate_limiter.h"
 #include "rd_error.h"
@@ -68,13 +69,15 @@ typedef struct rd_workload {
   rd_pipeline_t *pipeline;   /* hosted learner, or NULL */
   uint64_t charge;           /* bytes counted against --max-memory */
   uint64_t gpu_charge;       /* GPU bytes counted against its tenant's quota */
-  rd_placement_t *placement; /* a hosted learner's mapping (placement.h), or NULL;
-                                set before the workload is published, then constant */
+  rd_placement_t *placement; /* a hosted learner's mapping (placement.h), or NULL; set
+                                before the workload is published; a move (workload_move.h)
+                                rewrites its contents under lock */
   atomic_int refs;
   atomic_bool deleted;
   struct rd_wl_durable *durable; /* checkpoints and journal (durable.h); NULL: durability none */
   rd_limiter_t limiter;      /* under lock; bounds set by the registry before publishing */
   struct rd_tenant *tenant;  /* its owner (tenant.h), referenced; NULL only outside a registry */
+  rd_place_history_t history; /* under lock: its placement events (workload_move.h) */
 } rd_workload_t;
 
 /* ---- Data calls ---- */

@@ -14,6 +14,7 @@
 #include "log.h"
 #include "pipeline.h"
 #include "rd_ring.h"
+#include "rd_cond.h"
 #include "rd_spin.h"
 
 #define PASS_SLOTS 8u              /* batches in flight for the emulated "pass" */
@@ -441,12 +442,8 @@ static int handoff_start(handoff_ctx_t *h, const rd_profile_shape_t *s, uint32_t
   h->wake_at = slots > 1 ? slots / 2 : 1;
   h->prod_spins = helper_consumes;
   pthread_mutex_init(&h->mu, NULL);
-  pthread_condattr_t ca; /* timed waits: rd_spin_deadline */
-  pthread_condattr_init(&ca);
-  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-  pthread_cond_init(&h->cv_prod, &ca);
-  pthread_cond_init(&h->cv_cons, &ca);
-  pthread_condattr_destroy(&ca);
+  rd_cond_init_monotonic(&h->cv_prod); /* timed waits: rd_cond_deadline */
+  rd_cond_init_monotonic(&h->cv_cons);
   h->data = calloc((size_t)slots * h->floats, sizeof(float));
   h->td = calloc((size_t)slots * h->batch, sizeof(float));
   if (h->data == NULL || h->td == NULL || rd_ring_init(&h->full, slots) != RD_OK ||

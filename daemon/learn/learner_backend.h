@@ -98,8 +98,9 @@ typedef struct {
    * learner.h rd_learner_state_* (every network, Adam moments, step
    * counts), in the CPU learner's format whatever the device, so a
    * checkpoint loads on another backend of the same config (device
-   * backends through learner.h rd_learner_state_*_arrays). The CPU, the
-   * FPGA C-simulation and the GPU backends have them; the XRT one not. */
+   * backends through learner.h rd_learner_state_*_arrays) and a learner
+   * moves between backends exactly (rd_pipeline_move_learner). The CPU,
+   * the FPGA C-simulation and the GPU backends have them; the XRT one not. */
   size_t (*state_bytes)(const rd_learner_backend_t *b);
   int (*state_save)(rd_learner_backend_t *b, void *buf, size_t cap, size_t *written,
                     rd_error_t *err);

@@ -21,6 +21,7 @@
 #include "share.h"
 #include "rd_clock.h"
 #include "sampler_unit.h"
+#include "rd_cond.h"
 
 /* ------------------------------------------------------------------ */
 /* Configuration and memory                                            */
@@ -221,13 +222,10 @@ int rd_pipeline_create(rd_pipeline_t **out, const rd_pipeline_config_t *c, rd_ta
     return rd_error_set(err, RD_ENOMEM, "out of memory for %u batch slots of %u items",
                         c->depth + 2, c->batch);
   }
-  pthread_condattr_t ca;
-  pthread_condattr_init(&ca);
-  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-  pthread_cond_init(&p->cv_sampler, &ca);
-  pthread_cond_init(&p->cv_learner, &ca); /* timed waits: rd_spin_deadline */
-  pthread_condattr_destroy(&ca);
-  pthread_cond_init(&p->cv_idle, NULL);
+  /* Every timed wait of the pipeline runs on rd_cond_deadline. */
+  rd_cond_init_monotonic(&p->cv_sampler);
+  rd_cond_init_monotonic(&p->cv_learner);
+  rd_cond_init_monotonic(&p->cv_idle);
   p->window_start = rd_clock_now();
   if (c->samples_per_insert > 0) p->target = UINT64_MAX; /* as much as the limiter lets through */
   rd_learner_unit_publish(p); /* version 1: the initial weights */
@@ -362,6 +360,10 @@ void rd_pipeline_cpus(rd_pipeline_t *p, rd_pipeline_cpus_t *out) {
   out->sampler_cpu = atomic_load_explicit(&p->cpu_sampler, memory_order_relaxed);
 }
 
+const rd_learner_config_t *rd_pipeline_learner_config(const rd_pipeline_t *p) {
+  return &p->cfg.learner;
+}
+
 int rd_pipeline_continuous(const rd_pipeline_t *p) { return p->cfg.samples_per_insert > 0; }
 
 int rd_pipeline_wait_idle(rd_pipeline_t *p, double timeout_s) {
@@ -374,11 +376,7 @@ int rd_pipeline_wait_idle(rd_pipeline_t *p, double timeout_s) {
     if (timeout_s > 0) {
       double left = end - rd_clock_now();
       if (left <= 0) break;
-      struct timespec ts;
-      clock_gettime(CLOCK_REALTIME, &ts);
-      double t = (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9 + (left < 0.05 ? left : 0.05);
-      ts.tv_sec = (time_t)t;
-      ts.tv_nsec = (long)((t - (double)ts.tv_sec) * 1e9);
+      struct timespec ts = rd_cond_deadline(left < 0.05 ? left : 0.05);
       pthread_cond_timedwait(&p->cv_idle, &p->mu, &ts);
     } else {
       pthread_cond_wait(&p->cv_idle, &p->mu);

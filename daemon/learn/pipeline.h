@@ -269,6 +269,9 @@ void rd_pipeline_shares(rd_pipeline_t *p, struct rd_share **learner, struct rd_s
 /* Where its threads run (rd_pipeline_cpus_t). Thread-safe. */
 void rd_pipeline_cpus(rd_pipeline_t *p, rd_pipeline_cpus_t *out);
 
+/* The learner's config (constant after create). */
+const rd_learner_config_t *rd_pipeline_learner_config(const rd_pipeline_t *p);
+
 /* 1 if the workload trains continuously (samples_per_insert > 0). */
 int rd_pipeline_continuous(const rd_pipeline_t *p);
 
@@ -280,14 +283,11 @@ int rd_pipeline_continuous(const rd_pipeline_t *p);
  * (steps, skipped steps, late updates, loss, the weight version, continuous
  * mode's insert count) and the published policy (the CPU copy of the
  * weights, which every backend has), and, from a backend with state ops
- * (the CPU learner), its whole training state: every network, the target
- * networks, Adam moments and step counts. The GPU and FPGA learners have
- * no state ops: their checkpoints hold the policy only, and a restore
- * loads that policy into the learner (policy_load: the FPGA learner's
- * policy network and its target; its critic and moments start again) or,
- * for a backend that cannot load one (the GPU learner), keeps the initial
- * weights and logs so. A full state saved by the CPU learner restores into
- * a CPU learner; into another backend, its policy is used.
+ * (CPU, FPGA C-simulation, GPU), its whole training state: every network,
+ * the target networks, Adam moments and step counts, in the CPU learner's
+ * format (learner_backend.h). The XRT learner has no state ops: its
+ * checkpoints hold the policy only. A full state restores into a backend
+ * with state ops; into one without, its policy is used (policy_load).
  *
  * Weight versions never go back, so that an actor polling GetWeights with
  * the version it has never misses newer weights: a restore publishes the
@@ -323,6 +323,18 @@ int rd_pipeline_state_load(rd_pipeline_t *p, const void *buf, size_t len, uint64
 /* Publish the current weights as version max(version, floor) + 1 (a
  * restored workload whose learner starts afresh keeps counting up). */
 int rd_pipeline_version_floor(rd_pipeline_t *p, uint64_t floor, rd_error_t *err);
+
+/* Move the learner to another device, live (issue 24's re-mapping): on
+ * the learner thread between two steps, build ops' backend on `device`,
+ * move the whole training state into it (the old backend's state_save,
+ * the new one's state_load: every network, target, Adam moments and step
+ * count, exactly), then drop the old one. Batches sampled meanwhile wait
+ * in their queue and are trained by the new backend; the counters and the
+ * weight version carry on. A backend without state ops cannot move
+ * without loss: RD_ESTATE, nothing changed (the GPU learner). Errors of
+ * the new backend's init or load (RD_EINVAL, RD_ENOMEM) change nothing. */
+int rd_pipeline_move_learner(rd_pipeline_t *p, const rd_learner_ops_t *ops, uint32_t device,
+                             rd_error_t *err);
 
 /* Block until no batch is in flight and no work is scheduled (tests and
  * benchmarks: wait for continuous mode to catch up). timeout_s <= 0 waits

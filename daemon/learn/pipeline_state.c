@@ -9,6 +9,7 @@
  *   u64 policy bytes, u64 state bytes, then the policy (flat format) and
  *   the state (learner.h rd_learner_state_*).
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -245,4 +246,59 @@ static int floor_fn(rd_pipeline_t *p, void *arg, rd_error_t *err) {
 
 int rd_pipeline_version_floor(rd_pipeline_t *p, uint64_t floor, rd_error_t *err) {
   return on_learner(p, floor_fn, &floor, err);
+}
+
+/* ---- Moving the learner (rd_pipeline_move_learner) ---- */
+
+typedef struct {
+  const rd_learner_ops_t *ops;
+  uint32_t device;
+} move_t;
+
+static int move_fn(rd_pipeline_t *p, void *arg, rd_error_t *err) {
+  const move_t *mv = arg;
+  rd_learner_backend_t *old = &p->learner;
+  if (old->impl == NULL)
+    return rd_error_set(err, RD_ESTATE, "this workload has no learner to move: %s",
+                        p->linfo.reason);
+  if (old->ops->state_save == NULL || mv->ops->state_load == NULL)
+    return rd_error_set(err, RD_ESTATE, "the %s learner cannot move to %s%u without losing its "
+                        "training state (%s has no state ops)", old->ops->name,
+                        rd_learner_kind_name(mv->ops->kind), mv->device,
+                        old->ops->state_save == NULL ? old->ops->name : mv->ops->name);
+  const uint32_t dev = mv->ops->kind == RD_LEARNER_ON_CPU ? 0 : mv->device;
+  rd_learner_backend_t nb;
+  memset(&nb, 0, sizeof nb);
+  int rc = rd_learner_backend_init(&nb, mv->ops, &p->cfg.learner, dev, err);
+  if (rc) return rc;
+  nb.device = dev;
+  size_t cap = old->ops->state_bytes(old), len = 0;
+  void *buf = malloc(cap ? cap : 1);
+  if (buf == NULL) rc = rd_error_set(err, RD_ENOMEM, "out of memory moving the learner");
+  if (rc == RD_OK) rc = old->ops->state_save(old, buf, cap, &len, err);
+  if (rc == RD_OK) rc = mv->ops->state_load(&nb, buf, len, err);
+  free(buf);
+  if (rc) {
+    rd_learner_backend_destroy(&nb);
+    return rc;
+  }
+  rd_learner_backend_destroy(old);
+  *old = nb;
+  pthread_mutex_lock(&p->mu);
+  p->linfo.requested = mv->ops->kind;
+  p->linfo.kind = mv->ops->kind;
+  p->linfo.device = dev;
+  p->linfo.fell_back = 0;
+  p->linfo.at_init = 0;
+  p->linfo.reason[0] = '\0';
+  snprintf(p->linfo.backend, sizeof p->linfo.backend, "%s", mv->ops->name);
+  pthread_mutex_unlock(&p->mu);
+  return RD_OK;
+}
+
+int rd_pipeline_move_learner(rd_pipeline_t *p, const rd_learner_ops_t *ops, uint32_t device,
+                             rd_error_t *err) {
+  if (ops == NULL) return rd_error_set(err, RD_EINVAL, "no learner backend to move to");
+  move_t mv = {ops, device};
+  return on_learner(p, move_fn, &mv, err);
 }

@@ -40,6 +40,7 @@
 #include "learner_bind.h"
 #include "log.h"
 #include "rd_clock.h"
+#include "rd_cond.h"
 
 #define RD_PIPELINE_POLL_DEPTH 4u
 #define RD_PIPELINE_MIN_POLL_S 50e-6
@@ -92,7 +93,7 @@ static void sampler_sleep(rd_pipeline_t *p, int *stage) {
   }
   double dt = p->step_s * (double)(p->cfg.depth / 4);
   dt = dt > 1.0 ? 1.0 : dt;
-  struct timespec ts = rd_spin_deadline(dt);
+  struct timespec ts = rd_cond_deadline(dt);
   pthread_cond_timedwait(&p->cv_sampler, &p->mu, &ts);
 }
 

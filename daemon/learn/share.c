@@ -16,6 +16,7 @@
 
 #include "rd_clock.h"
 #include "rd_spin.h"
+#include "rd_cond.h"
 
 struct rd_share {
   rd_share_pool_t *pool;
@@ -73,11 +74,7 @@ rd_share_pool_t *rd_share_pool_create(uint32_t capacity, double idle_s, double h
   p->idle_s = idle_s;
   p->handoff_s = handoff_s;
   pthread_mutex_init(&p->mu, NULL);
-  pthread_condattr_t ca;
-  pthread_condattr_init(&ca);
-  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-  pthread_cond_init(&p->cv, &ca);
-  pthread_condattr_destroy(&ca);
+  rd_cond_init_monotonic(&p->cv);
   p->capacity = capacity ? capacity : 1;
   return p;
 }
@@ -311,7 +308,7 @@ void rd_share_begin(rd_share_t *s, uint32_t units) {
   while (!try_start_locked(s, units)) {
     double now = pool_now(p), wait = next_gap_end(p, now) - now;
     if (!(wait < 2e-3)) wait = 2e-3;
-    struct timespec ts = rd_spin_deadline(wait > 0 ? wait : 0);
+    struct timespec ts = rd_cond_deadline(wait > 0 ? wait : 0);
     pthread_cond_timedwait(&p->cv, &p->mu, &ts);
   }
   pthread_mutex_unlock(&p->mu);

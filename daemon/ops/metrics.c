@@ -1,5 +1,6 @@
 /* metrics.c - the Prometheus text exposition of the daemon (metrics.h). */
 #include "metrics.h"
+#include "workload_move.h"
 
 #include <inttypes.h>
 #include <math.h>
@@ -54,6 +55,7 @@ typedef struct {
   rd_pipeline_stats_t ls;
   rd_pipeline_queues_t lq;
   char running[RD_MAPPING_CODE_MAX]; /* "L-R-S" device letters now; "" without a learner */
+  char mapped[RD_MAPPING_CODE_MAX];  /* the mapping's letters; "-" if not mapped */
 } wl_t;
 
 static void read_workload(wl_t *x) {
@@ -63,12 +65,16 @@ static void read_workload(wl_t *x) {
   if (!x->learner) return;
   rd_pipeline_stats(x->w->pipeline, &x->ls);
   rd_pipeline_queues(x->w->pipeline, &x->lq);
-  if (x->w->placement != NULL && x->w->placement->running[0]) {
+  static _Thread_local rd_placement_t pl; /* a move rewrites the workload's: a copy */
+  int has_pl = 0;
+  rd_workload_placement_copy(x->w, &pl, &has_pl);
+  if (has_pl && pl.running[0]) {
     /* As the placement's message says it (messages.c): a learner that
      * failed over runs on the CPU, a dead one nowhere. */
     rd_pipeline_learner_info_t li;
     rd_pipeline_learner_info(x->w->pipeline, &li);
-    snprintf(x->running, sizeof x->running, "%s", x->w->placement->running);
+    snprintf(x->mapped, sizeof x->mapped, "%s", pl.code[0] ? pl.code : "-");
+    snprintf(x->running, sizeof x->running, "%s", pl.running);
     if (li.dead) x->running[0] = '-';
     else if (li.fell_back) x->running[0] = 'C';
   }
@@ -172,8 +178,7 @@ static void workloads(FILE *f, const wl_t *v, size_t n) {
       if (v[i].running[0])
         fprintf(f, "replayd_workload_placement_info{workload=\"%s\",mapped=\"%s\","
                    "running=\"%s\"} 1\n",
-                v[i].w->id, v[i].w->placement->code[0] ? v[i].w->placement->code : "-",
-                v[i].running);
+                v[i].w->id, v[i].mapped, v[i].running);
   }
 }
 

@@ -122,12 +122,18 @@ out:
   free(ptrs);
 }
 
+/* Checkpoint, Export and Import need the server's checkpoints: 0 with r
+ * failed where it keeps none. */
+static int keeps_checkpoints(const rd_handler_ctx_t *ctx, rd_reply_t *r) {
+  if (ctx->durable != NULL) return 1;
+  rd_reply_error(r, RD_ESTATE, "this server keeps no checkpoints");
+  return 0;
+}
+
 rd_reply_when_t rd_handle_checkpoint(rd_handler_ctx_t *ctx, const rd_call_info_t *ci,
-                                     const Replayd__V1__CheckpointRequest *m, rd_reply_t *r) {
-  if (ctx->durable == NULL) {
-    rd_reply_error(r, RD_ESTATE, "this server keeps no checkpoints");
-    return RD_REPLY_NOW;
-  }
+                                     const void *msg, rd_reply_t *r) {
+  const Replayd__V1__CheckpointRequest *m = msg;
+  if (!keeps_checkpoints(ctx, r)) return RD_REPLY_NOW;
   if (m->all) {
     if (m->workload_id[0] != '\0')
       rd_reply_error(r, RD_EINVAL, "a checkpoint of all workloads names none");
@@ -164,11 +170,9 @@ rd_reply_when_t rd_handle_checkpoint(rd_handler_ctx_t *ctx, const rd_call_info_t
 /* ------------------------------------------------------------------ */
 
 rd_reply_when_t rd_handle_export(rd_handler_ctx_t *ctx, const rd_call_info_t *ci,
-                                 const Replayd__V1__ExportWorkloadRequest *m, rd_reply_t *r) {
-  if (ctx->durable == NULL) {
-    rd_reply_error(r, RD_ESTATE, "this server keeps no checkpoints");
-    return RD_REPLY_NOW;
-  }
+                                 const void *msg, rd_reply_t *r) {
+  const Replayd__V1__ExportWorkloadRequest *m = msg;
+  if (!keeps_checkpoints(ctx, r)) return RD_REPLY_NOW;
   rd_workload_t *w = rd_auth_workload(ctx, ci->md, m->workload_id, 1, r);
   if (w == NULL) return RD_REPLY_NOW;
   uint8_t *buf = NULL;
@@ -293,11 +297,9 @@ static void import_read(rd_handler_ctx_t *ctx, const rd_call_info_t *ci, int rc,
 }
 
 rd_reply_when_t rd_handle_import(rd_handler_ctx_t *ctx, const rd_call_info_t *ci,
-                                 const Replayd__V1__ImportWorkloadRequest *m, rd_reply_t *r) {
-  if (ctx->durable == NULL) { /* as Checkpoint and Export: its bounds live there */
-    rd_reply_error(r, RD_ESTATE, "this server keeps no checkpoints");
-    return RD_REPLY_NOW;
-  }
+                                 const void *msg, rd_reply_t *r) {
+  const Replayd__V1__ImportWorkloadRequest *m = msg;
+  if (!keeps_checkpoints(ctx, r)) return RD_REPLY_NOW; /* an import's bounds live there */
   import_src_t in;
   memset(&in, 0, sizeof in);
   int rc = rd_import_read(ctx->durable, m->data.data, m->data.len, &in.imp, &in.spec,
@@ -321,10 +323,7 @@ rd_reply_when_t rd_export_stream_open(rd_handler_ctx_t *ctx, const rd_call_info_
                                       const Replayd__V1__ExportStreamRequest *m,
                                       rd_export_stream_t **out, rd_reply_t *r) {
   *out = NULL;
-  if (ctx->durable == NULL) {
-    rd_reply_error(r, RD_ESTATE, "this server keeps no checkpoints");
-    return RD_REPLY_NOW;
-  }
+  if (!keeps_checkpoints(ctx, r)) return RD_REPLY_NOW;
   size_t chunk = m->chunk_bytes ? m->chunk_bytes : RD_STREAM_CHUNK_DEFAULT;
   size_t most = ctx->config->max_message_bytes - RD_REPLY_HEADROOM;
   if (most > RD_STREAM_CHUNK_MAX) most = RD_STREAM_CHUNK_MAX;
@@ -406,10 +405,7 @@ rd_reply_when_t rd_import_stream_message(rd_handler_ctx_t *ctx, const rd_call_in
                                          size_t len, rd_reply_t *r) {
   (void)ci;
   static const uint8_t empty[1];
-  if (ctx->durable == NULL) {
-    rd_reply_error(r, RD_ESTATE, "this server keeps no checkpoints");
-    return RD_REPLY_NOW;
-  }
+  if (!keeps_checkpoints(ctx, r)) return RD_REPLY_NOW;
   rd_error_t err;
   rd_error_clear(&err);
   rd_import_stream_t *st = *stp;

@@ -22,12 +22,8 @@
  * when the record can never be written. */
 rd_reply_when_t rd_ack_when_durable(rd_workload_t *w, uint64_t lsn, void *call, rd_reply_t *r);
 
-rd_reply_when_t rd_handle_checkpoint(rd_handler_ctx_t *ctx, const rd_call_info_t *ci,
-                                     const Replayd__V1__CheckpointRequest *m, rd_reply_t *r);
-rd_reply_when_t rd_handle_export(rd_handler_ctx_t *ctx, const rd_call_info_t *ci,
-                                 const Replayd__V1__ExportWorkloadRequest *m, rd_reply_t *r);
-rd_reply_when_t rd_handle_import(rd_handler_ctx_t *ctx, const rd_call_info_t *ci,
-                                 const Replayd__V1__ImportWorkloadRequest *m, rd_reply_t *r);
+/* CheckpointRequest, ExportWorkloadRequest, ImportWorkloadRequest. */
+rd_rpc_handler_t rd_handle_checkpoint, rd_handle_export, rd_handle_import;
 
 
 /* ---- ExportStream and ImportStream (server.c runs the calls) ----

@@ -216,7 +216,7 @@ static void log_registered(const rd_workload_t *w, const rd_workload_msg_t *o) {
   rd_log_info("registry", "registered workload %s (\"%s\", capacity %u, %u fields, replay "
               "module %s)", w->id, w->name, w->table.config.capacity,
               w->table.config.schema.n_fields, rd_table_rmm_name(&w->table));
-  const rd_placement_t *pl = w->placement;
+  const rd_placement_t *pl = &o->placement.copy; /* read under its lock */
   if (o->msg.placement != NULL)
     rd_log_info("mapper", "workload %s: %s; profile cache %s (%u measured), %.0f ms; "
                 "predicted %.4g GPS", w->id, o->msg.placement->note,
@@ -330,10 +330,7 @@ HANDLER(h_delete) {
   rd_error_t err;
   rd_error_clear(&err);
   int rc = rd_registry_delete(q->ctx->registry, id, &err);
-  if (rc) {
-    rd_reply_error(r, rc, "%s", err.msg);
-    return RD_REPLY_NOW;
-  }
+  if (!rd_reply_ok(r, rc, &err)) return RD_REPLY_NOW;
   Replayd__V1__DeleteWorkloadResponse m = REPLAYD__V1__DELETE_WORKLOAD_RESPONSE__INIT;
   rd_reply_pack(r, &m.base);
   rd_log_info("registry", "deleted workload %s", id);
@@ -449,10 +446,7 @@ HANDLER(h_insert) {
                                    NULL, &first, &lsn, &err);
   if (rc != RD_OK) rd_tenant_rpc_rows_back(st->workload, RD_TENANT_INSERT, b.count);
   if (rc == RD_LIMIT_QUEUED) return RD_REPLY_PARKED; /* this message again, later */
-  if (rc) {
-    rd_reply_error(r, rc, "%s", err.msg);
-    return RD_REPLY_NOW;
-  }
+  if (!rd_reply_ok(r, rc, &err)) return RD_REPLY_NOW;
   if (lsn > st->lsn) st->lsn = lsn;
   if (st->messages == 0) st->first_key = first;
   st->inserted += b.count;
@@ -744,10 +738,7 @@ HANDLER(h_clear_profiles) {
   rd_error_t err;
   rd_error_clear(&err);
   int rc = rd_store_clear_profiles(q->ctx->store, &removed, &err);
-  if (rc) {
-    rd_reply_error(r, rc, "%s", err.msg);
-    return RD_REPLY_NOW;
-  }
+  if (!rd_reply_ok(r, rc, &err)) return RD_REPLY_NOW;
   rd_log_info("profile", "cleared %zu stored profiles", removed);
   Replayd__V1__ClearProfilesResponse m = REPLAYD__V1__CLEAR_PROFILES_RESPONSE__INIT;
   m.removed = removed;

@@ -130,6 +130,12 @@ typedef enum {
 rd_reply_when_t rd_handle(rd_handler_ctx_t *ctx, rd_method_t m, const rd_call_info_t *ci,
                           const uint8_t *body, size_t len, rd_reply_t *out);
 
+/* A method's handler kept outside handlers.c (durability.h, tenant_rpc.h):
+ * msg is the method's request, unpacked; its row in handlers.c's table
+ * calls it. */
+typedef rd_reply_when_t rd_rpc_handler_t(rd_handler_ctx_t *ctx, const rd_call_info_t *ci,
+                                         const void *msg, rd_reply_t *r);
+
 /* The Insert stream's end (the client half-closed): its reply, now, or
  * (journal mode) RD_REPLY_LATER once its last record is on disk, passed to
  * rd_call_reply(call, ...). */

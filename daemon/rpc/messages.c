@@ -1,5 +1,6 @@
 /* messages.c - Workload, Placement, Device and counters messages. */
 #include "messages.h"
+#include "workload_move.h"
 #include "tenant.h"
 
 #include <math.h>
@@ -97,6 +98,29 @@ void rd_counters_msg(Replayd__V1__WorkloadCounters *m, const rd_workload_counter
   m->bytes = c->bytes;
 }
 
+/* The workload's placement events (workload_move.h), oldest first. */
+static void history_msg(rd_placement_msg_t *o, rd_workload_t *w) {
+  rd_workload_history(w, &o->history);
+  for (uint32_t i = 0; i < o->history.n; i++) {
+    const rd_place_event_t *e = &o->history.ev[i];
+    Replayd__V1__PlacementEvent *m = &o->ev[i];
+    replayd__v1__placement_event__init(m);
+    m->unix_ms = e->unix_ms;
+    m->moved = e->moved != 0;
+    m->from = (char *)e->from;
+    m->to = (char *)e->to;
+    m->predicted_gps_from = e->gps_from;
+    m->predicted_gps_to = e->gps_to;
+    m->predicted_total_from = e->total_from;
+    m->predicted_total_to = e->total_to;
+    m->reason = (char *)e->reason;
+    o->evp[i] = m;
+  }
+  o->msg.n_history = o->history.n;
+  o->msg.history = o->evp;
+  o->msg.history_total = o->history.total;
+}
+
 /* A hosted learner's counters and placement. */
 static void learner_msg(rd_workload_msg_t *o, rd_workload_t *w) {
   rd_pipeline_stats_t st;
@@ -109,10 +133,14 @@ static void learner_msg(rd_workload_msg_t *o, rd_workload_t *w) {
   o->learner.skipped_steps = st.skipped_steps;
   o->learner.late_updates = st.late_updates;
   o->msg.learner = &o->learner;
-  if (w->placement != NULL) {
+  int has_pl = 0;
+  rd_workload_placement_copy(w, &o->placement.copy, &has_pl); /* a move rewrites it */
+  if (has_pl) {
     /* Measured GPS: the pipeline's rate over its last training window. */
-    rd_placement_msg(&o->placement, w->placement, st.steps > 0 ? st.steps_per_second : 0);
-    placement_actual(&o->placement, w->placement, w->pipeline);
+    rd_placement_t *pl = &o->placement.copy;
+    rd_placement_msg(&o->placement, pl, st.steps > 0 ? st.steps_per_second : 0);
+    placement_actual(&o->placement, pl, w->pipeline);
+    history_msg(&o->placement, w);
     o->msg.placement = &o->placement.msg;
   }
 }

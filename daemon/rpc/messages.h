@@ -21,6 +21,10 @@ typedef struct {
   char code_running[RD_MAPPING_CODE_MAX];
   char note[RD_PLACEMENT_NOTE_MAX + RD_ERROR_MSG_MAX];
   char learner_cpus[RD_PIN_TEXT_MAX], sampler_cpus[RD_PIN_TEXT_MAX];
+  rd_placement_t copy;                 /* a registered workload's, read under its lock */
+  rd_place_history_t history;          /* its placement events (workload_move.h) */
+  Replayd__V1__PlacementEvent ev[RD_PLACE_HISTORY_MAX];
+  Replayd__V1__PlacementEvent *evp[RD_PLACE_HISTORY_MAX];
 } rd_placement_msg_t;
 
 /* measured_gps: the pipeline's steps per second, 0 for none (a plan). */

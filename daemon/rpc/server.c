@@ -362,8 +362,9 @@ static int read_body(call_t *c, grpc_byte_buffer *bb, grpc_slice *body, rd_reply
   return 0;
 }
 
-/* A stream's message (c->payload, taken): read_body's. */
-static int take_payload(call_t *c, grpc_slice *body, rd_reply_t *r) {
+/* read_body of a stream's message (c->payload), which is then dropped: the
+ * stream's next read fills it again. */
+static int take_message(call_t *c, grpc_slice *body, rd_reply_t *r) {
   int readable = read_body(c, c->payload, body, r);
   grpc_byte_buffer_destroy(c->payload);
   c->payload = NULL;
@@ -723,8 +724,7 @@ static void stream_recv(call_t *c, bool ok) {
     return;
   }
   grpc_slice body;
-  int readable = take_payload(c, &body, &r);
-  if (!readable) {
+  if (!take_message(c, &body, &r)) {
     stream_end(c, &r);
     return;
   }
@@ -893,8 +893,7 @@ static void stream_message(call_t *c) {
   rd_reply_t r;
   memset(&r, 0, sizeof r);
   grpc_slice body;
-  int readable = take_payload(c, &body, &r);
-  if (!readable) {
+  if (!take_message(c, &body, &r)) {
     finish(c, &r);
     return;
   }
@@ -925,8 +924,7 @@ static void import_step(call_t *c) {
     when = rd_import_stream_end(c->srv->ctx, &ci, c->istream, &r);
   } else {
     grpc_slice body;
-    int readable = take_payload(c, &body, &r);
-    if (!readable) {
+    if (!take_message(c, &body, &r)) {
       finish(c, &r);
       return;
     }

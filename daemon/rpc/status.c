@@ -41,6 +41,12 @@ int rd_reply_error(rd_reply_t *r, int code, const char *fmt, ...) {
   return code;
 }
 
+int rd_reply_ok(rd_reply_t *r, int rc, const rd_error_t *err) {
+  if (rc == RD_OK) return 1;
+  rd_reply_error(r, rc, "%s", err->msg);
+  return 0;
+}
+
 void rd_reply_status(rd_reply_t *r, grpc_status_code status, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);

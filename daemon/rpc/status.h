@@ -13,6 +13,8 @@
 #include <grpc/grpc.h>
 #include <protobuf-c/protobuf-c.h>
 
+#include "rd_error.h"
+
 typedef struct {
   grpc_status_code status;
   char message[512];
@@ -30,6 +32,10 @@ grpc_status_code rd_grpc_status(int code);
  * code. */
 int rd_reply_error(rd_reply_t *r, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+
+/* rc and err from a call below rpc: 1 when it succeeded, or 0 with r
+ * failed by err's message. */
+int rd_reply_ok(rd_reply_t *r, int rc, const rd_error_t *err);
 
 /* r fails with a status no RD_E* code stands for. */
 void rd_reply_status(rd_reply_t *r, grpc_status_code status, const char *fmt, ...)

@@ -60,6 +60,16 @@ static void reply_tenant(rd_handler_ctx_t *ctx, const char *name, char *token, r
   rd_reply_pack(r, &m.base);
 }
 
+/* The end of a call that changes the tenant name: rc and err are the
+ * change's. 0 with r failed by err, or 1 once the change is logged ("<done>
+ * tenant \"name\"") and r is the caller's to fill. */
+static int changed(int rc, const rd_error_t *err, const char *done, const char *name,
+                   rd_reply_t *r) {
+  if (!rd_reply_ok(r, rc, err)) return 0;
+  rd_log_info("tenant", "%s tenant \"%s\"", done, name);
+  return 1;
+}
+
 rd_reply_when_t rd_tenant_rpc_add(rd_handler_ctx_t *ctx, const rd_call_info_t *ci,
                                   const void *msg, rd_reply_t *r) {
   const Replayd__V1__AddTenantRequest *m = msg;
@@ -70,12 +80,7 @@ rd_reply_when_t rd_tenant_rpc_add(rd_handler_ctx_t *ctx, const rd_call_info_t *c
   rd_error_t err;
   rd_error_clear(&err);
   int rc = rd_tenants_add(rd_registry_tenants(ctx->registry), m->name, &q, token, &err);
-  if (rc != RD_OK) {
-    rd_reply_error(r, rc, "%s", err.msg);
-    return RD_REPLY_NOW;
-  }
-  rd_log_info("tenant", "added tenant \"%s\"", m->name);
-  reply_tenant(ctx, m->name, token, r);
+  if (changed(rc, &err, "added", m->name, r)) reply_tenant(ctx, m->name, token, r);
   rd_secret_wipe(token, sizeof token);
   return RD_REPLY_NOW;
 }
@@ -118,12 +123,7 @@ rd_reply_when_t rd_tenant_rpc_set(rd_handler_ctx_t *ctx, const rd_call_info_t *c
   rd_error_t err;
   rd_error_clear(&err);
   int rc = rd_tenants_set(rd_registry_tenants(ctx->registry), m->name, &q, mask, &err);
-  if (rc != RD_OK) {
-    rd_reply_error(r, rc, "%s", err.msg);
-    return RD_REPLY_NOW;
-  }
-  rd_log_info("tenant", "set the quota of tenant \"%s\"", m->name);
-  reply_tenant(ctx, m->name, NULL, r);
+  if (changed(rc, &err, "set the quota of", m->name, r)) reply_tenant(ctx, m->name, NULL, r);
   return RD_REPLY_NOW;
 }
 
@@ -167,13 +167,10 @@ rd_reply_when_t rd_tenant_rpc_remove(rd_handler_ctx_t *ctx, const rd_call_info_t
   rd_error_t err;
   rd_error_clear(&err);
   int rc = rd_registry_remove_tenant(ctx->registry, m->name, &err);
-  if (rc != RD_OK) {
-    rd_reply_error(r, rc, "%s", err.msg);
-    return RD_REPLY_NOW;
+  if (changed(rc, &err, "removed", m->name, r)) {
+    Replayd__V1__RemoveTenantResponse reply = REPLAYD__V1__REMOVE_TENANT_RESPONSE__INIT;
+    rd_reply_pack(r, &reply.base);
   }
-  rd_log_info("tenant", "removed tenant \"%s\"", m->name);
-  Replayd__V1__RemoveTenantResponse reply = REPLAYD__V1__REMOVE_TENANT_RESPONSE__INIT;
-  rd_reply_pack(r, &reply.base);
   return RD_REPLY_NOW;
 }
 

@@ -9,14 +9,8 @@
 #include "handlers.h"
 #include "tenant.h"
 
-rd_reply_when_t rd_tenant_rpc_add(rd_handler_ctx_t *ctx, const rd_call_info_t *ci,
-                                  const void *msg, rd_reply_t *r);
-rd_reply_when_t rd_tenant_rpc_set(rd_handler_ctx_t *ctx, const rd_call_info_t *ci,
-                                  const void *msg, rd_reply_t *r);
-rd_reply_when_t rd_tenant_rpc_list(rd_handler_ctx_t *ctx, const rd_call_info_t *ci,
-                                   const void *msg, rd_reply_t *r);
-rd_reply_when_t rd_tenant_rpc_remove(rd_handler_ctx_t *ctx, const rd_call_info_t *ci,
-                                     const void *msg, rd_reply_t *r);
+/* AddTenantRequest, SetTenantRequest, ListTenantsRequest, RemoveTenantRequest. */
+rd_rpc_handler_t rd_tenant_rpc_add, rd_tenant_rpc_set, rd_tenant_rpc_list, rd_tenant_rpc_remove;
 
 /* Charge rows of a remote insert or sample to w's owner's bucket: 1, or 0
  * with r failed (RESOURCE_EXHAUSTED naming the quota; nothing was done). */

@@ -236,8 +236,8 @@ static void test_args_usage_errors(void **state) {
   usage_err("--timeout needs", "ls", "--timeout", "inf", NULL);
   usage_err("--timeout needs", "ls", "--timeout", "nan", NULL);
   usage_err("--json takes no value", "ls", "--json=1", NULL);
-  usage_err("apply only to rm", "ls", "--token", "t", NULL);
-  usage_err("apply only to rm", "describe", "x", "--admin-token-file", "f", NULL);
+  usage_err("apply only to status", "devices", "--token", "t", NULL);
+  usage_err("apply only to status", "import", "x", "--admin-token-file", "f", NULL);
   usage_err("--token is empty", "rm", "x", "--token", "", NULL);
 }
 

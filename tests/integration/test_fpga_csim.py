@@ -15,7 +15,6 @@ usage: test_fpga_csim.py REPLAYD_EXE PROTO_DIR REPLAYCTL_EXE FPGA_PARTS_DIR
 import json
 import os
 import shutil
-import struct
 import subprocess
 import sys
 import tempfile
@@ -27,24 +26,11 @@ del sys.argv[3:5]
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
 # replayd_test generates the Python stubs and takes argv[1:3].
 from replayd_test import REPLAYD, TOKEN_KEY, Daemon, DaemonCase, dqn_spec, pb  # noqa: E402
+from replayd_test import dqn_rows as row_batch, spread_priorities as priorities  # noqa: E402
 
 
 def csim_spec(capacity=10000, seed=3):
     return dqn_spec(name="dqn-csim", capacity=capacity, seed=seed)
-
-
-def row_batch(n, start=0):
-    obs = b"".join(struct.pack("<4f", (start + i) * 0.01, 0.1, -0.1, 0.2) for i in range(n))
-    nxt = b"".join(struct.pack("<4f", (start + i) * 0.01 + 0.01, 0.1, -0.1, 0.2)
-                   for i in range(n))
-    return pb.RowBatch(count=n, columns=[
-        obs, b"".join(struct.pack("<i", (start + i) % 2) for i in range(n)),
-        struct.pack(f"<{n}f", *[1.0 if (start + i) % 3 else -1.0 for i in range(n)]), nxt,
-        struct.pack(f"<{n}f", *([0.99] * n))])
-
-
-def priorities(n, start=0):
-    return [((start + i) * 7919 % 1000) / 100.0 for i in range(n)]
 
 
 class FpgaCsimBase(DaemonCase):

@@ -26,6 +26,7 @@ import json
 import os
 import queue
 import secrets
+import subprocess
 import sys
 import unittest
 
@@ -593,11 +594,24 @@ class TestReplayctl(TenantCase):
         text = self.ctl("tenant", "ls").stdout
         self.assertIn("team-a", text)
         self.assertNotIn(tok[0], text)
-        # replayctl describes without a token: the default tenant's view.
-        r = self.ctl("describe", w.id, ok=False)
+        # replayctl's views: the admin token's by default (its file is
+        # readable here: every tenant's workloads), --token a tenant's
+        # (its own only), and with no token file the default tenant's.
+        wd = self.register()
+        self.assertEqual(json.loads(self.ctl("--json", "describe", w.id).stdout)["tenant"],
+                         "team-a")
+        ls = lambda *a: {x["id"] for x in
+                         json.loads(self.ctl("--json", *a, "ls").stdout)["workloads"]}
+        self.assertEqual(ls(), {w.id, wd.id})
+        self.assertEqual(ls("--token", tok[0]), {w.id})
+        r = self.ctl("--token", tok[0], "describe", wd.id, ok=False)
         self.assertEqual(r.returncode, 1)
         self.assertIn("NOT_FOUND", r.stderr)
-        wd = self.register()
+        env = dict(os.environ, STATE_DIRECTORY=os.path.join(self.state, "no-such-dir"))
+        r = subprocess.run([self.replayctl, "--server", f"127.0.0.1:{self.d.port}", "describe",
+                            w.id], capture_output=True, text=True, env=env, timeout=60)
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn("NOT_FOUND", r.stderr)
         self.assertEqual(json.loads(self.ctl("--json", "describe", wd.id).stdout)["tenant"],
                          "default")
         self.assertIn("default", [ln.split()[-1] for ln in

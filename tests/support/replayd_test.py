@@ -10,7 +10,8 @@ generates the Python stubs of api/replayd.proto with Debian's grpc tools.
 - DaemonCase: a unittest case with a fresh state directory and a daemon
   per test, stopped with SIGTERM at the end (which must exit 0).
 - Schema builders and row makers: cartpole_spec/rows (a bool "done"),
-  dqn_spec (a hosted DQN learner's five columns, "discount" a float).
+  dqn_spec (a hosted DQN learner's five columns, "discount" a float),
+  dqn_rows/spread_priorities (its rows and priorities).
 - run_replayd: a replayd expected to refuse to start (its exit code and
   stderr).
 - rss_kib: a process's resident memory (a daemon's growth under a test).
@@ -140,6 +141,23 @@ def rows(n, start=0):
     nxt = b"".join(struct.pack("<4f", start + i + 1, 0, 0, 0) for i in range(n))
     done = bytes((start + i) % 7 == 0 for i in range(n))
     return pb.RowBatch(count=n, columns=[obs, act, rew, nxt, done])
+
+
+def dqn_rows(n, start=0):
+    """n rows of dqn_spec's columns: obs[0] = (start + i) / 100, a float
+    discount of 0.99."""
+    obs = b"".join(struct.pack("<4f", (start + i) * 0.01, 0.1, -0.1, 0.2) for i in range(n))
+    nxt = b"".join(struct.pack("<4f", (start + i) * 0.01 + 0.01, 0.1, -0.1, 0.2)
+                   for i in range(n))
+    return pb.RowBatch(count=n, columns=[
+        obs, b"".join(struct.pack("<i", (start + i) % 2) for i in range(n)),
+        struct.pack(f"<{n}f", *[1.0 if (start + i) % 3 else -1.0 for i in range(n)]), nxt,
+        struct.pack(f"<{n}f", *([0.99] * n))])
+
+
+def spread_priorities(n, start=0):
+    """n priorities spread over [0, 10), a pattern of the row number."""
+    return [((start + i) * 7919 % 1000) / 100.0 for i in range(n)]
 
 
 def dqn_spec(name="dqn", capacity=10000, seed=3, hidden=(32, 32), batch=32):
