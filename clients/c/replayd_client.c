@@ -2514,11 +2514,9 @@ int rdc_export_stream(rdc_client_t *c, const char *id, const char *token, int fd
       got += m->data.len;
     }
     if (m) protobuf_c_message_free_unpacked(&m->base, NULL);
-    if (rc != RDC_OK) {
-      grpc_call_cancel(sc.call, NULL);
-      break;
-    }
+    if (rc != RDC_OK) break;
   }
+  if (rc != RDC_OK) grpc_call_cancel(sc.call, NULL); /* the status comes at once */
   int st = stream_call_status(&sc);
   if (rc == RDC_OK) rc = st;
   if (rc == RDC_OK && (!have || got != total))
