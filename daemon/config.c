@@ -120,6 +120,9 @@ static const cfg_key_t keys[] = {
      "checkpoints kept per workload (a restore falls back to older ones)"},
     {"checkpoint-zstd", K_COUNT, FIELD(checkpoint_zstd), 0, 19, false,
      "zstd level of checkpoints and exports; 0 = uncompressed"},
+    {"import-max-bytes", K_BYTES, FIELD(import_max_bytes), 4 * KIB, UINT64_C(1) << 40, false,
+     "largest file an ImportStream may send (held in a temporary file\n"
+     "                             of the checkpoint directory until it is checked)"},
     {"journal-commit-us", K_COUNT, FIELD(journal_commit_us), 0, 1000000, false,
      "group-commit window of the write-ahead journal: one fdatasync\n"
      "                             covers the records of this many microseconds"},
@@ -191,6 +194,7 @@ void rd_config_defaults(rd_config_t *c) {
   c->checkpoint_keep = 2;
   c->journal_commit_us = 200;
   c->journal_max_pending = 256 * MIB;
+  c->import_max_bytes = 16 * GIB;
   c->max_waiting_calls = 4096;
   c->max_waiting_per_workload = 1024;
   c->fpga_xclbin_shape.k = XCLBIN_DEFAULT_K;

@@ -69,6 +69,7 @@ typedef struct {
   uint32_t journal_commit_us;     /* the journal's group-commit window; default 200 */
   uint64_t journal_max_pending;   /* journal bytes waiting for the disk before inserts are
                                      refused; default 256 MiB */
+  uint64_t import_max_bytes;      /* an ImportStream's file at most; default 16 GiB */
   /* Operations (docs/architecture.md "Operations"). */
   char metrics_listen[256];   /* Prometheus /metrics over HTTP: "" (default) = off; "PORT"
                                  or ":PORT" = 127.0.0.1:PORT; "HOST:PORT" as given */

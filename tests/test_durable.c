@@ -4,7 +4,8 @@
  * inserts from several threads acknowledged through the journal while
  * samples and checkpoints (slices, rotation) run beside them, then a
  * restart that replays checkpoint and journal to the same table; the
- * previous checkpoint when the newest is damaged. Runs under TSan in CI.
+ * previous checkpoint when the newest is damaged; the streamed export's
+ * and import's temporary files. Runs under TSan in CI.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -12,6 +13,7 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include <dirent.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -391,12 +393,96 @@ static void test_import_sizes_do_not_wrap(void **state) {
   server_down(&s);
 }
 
+/* No temporary stream file is ever visible in the checkpoint directory. */
+static void no_temp_files(const char *dir) {
+  DIR *dp = opendir(dir);
+  assert_non_null(dp);
+  struct dirent *de;
+  while ((de = readdir(dp)) != NULL) {
+    if (strncmp(de->d_name, ".export-", 8) == 0 || strncmp(de->d_name, ".import-", 8) == 0)
+      fail_msg("a temporary stream file is left: %s", de->d_name);
+  }
+  closedir(dp);
+}
+
+/* The streams' files: an export's file and checksum; an import sink's
+ * checksum, size limit and bound on open sinks, each refusal creating
+ * nothing. */
+static void test_streamed_files(void **state) {
+  (void)state;
+  server_t s;
+  server_up(&s, "streams", 0);
+  rd_config_t sc = s.cfg;
+  sc.import_max_bytes = 4096;
+  rd_durable_t *small;
+  rd_error_t e;
+  assert_int_equal(rd_durable_create(&small, &sc, &e), RD_OK);
+  spec_t sp;
+  cartpole(&sp, "none", 0);
+  rd_workload_t *w = reg(&s, &sp);
+  for (uint64_t t = 0; t < 5; t++) insert(w, 60, t, NULL); /* insert: 64 rows at most */
+  rd_export_file_t f;
+  assert_int_equal(rd_durable_export_file(s.d, w, &f, &e), RD_OK);
+  no_temp_files(rd_durable_dir(s.d));
+  assert_int_equal(f.items, 300);
+  uint8_t *data = malloc(f.bytes);
+  assert_non_null(data);
+  assert_int_equal(pread(f.fd, data, f.bytes, 0), (ssize_t)f.bytes);
+  close(f.fd);
+  assert_true(XXH3_64bits(data, f.bytes) == f.xxh3);
+  assert_true(f.bytes > 4096);
+
+  rd_import_t *imp = NULL;
+  const uint8_t *spec;
+  size_t spec_len;
+  rd_import_sink_t *k;
+  /* A wrong checksum, then the right one. */
+  assert_int_equal(rd_import_sink_open(s.d, &k, &e), RD_OK);
+  for (size_t off = 0; off < f.bytes; off += 1000)
+    assert_int_equal(rd_import_sink_write(k, data + off, f.bytes - off < 1000 ? f.bytes - off
+                                                                               : 1000, &e),
+                     RD_OK);
+  assert_int_equal(rd_import_sink_bytes(k), f.bytes);
+  assert_int_equal(rd_import_sink_finish(k, f.bytes, f.xxh3 ^ 1, &imp, &spec, &spec_len, &e),
+                   RD_EINVAL);
+  assert_non_null(strstr(e.msg, "checksum mismatch"));
+  assert_null(imp);
+  assert_int_equal(rd_import_sink_finish(k, f.bytes - 1, f.xxh3, &imp, &spec, &spec_len, &e),
+                   RD_EINVAL);
+  assert_int_equal(rd_import_sink_finish(k, f.bytes, f.xxh3, &imp, &spec, &spec_len, &e), RD_OK);
+  assert_non_null(imp);
+  rd_import_free(imp);
+  rd_import_sink_free(k);
+  /* The size limit: a write past it writes nothing. */
+  assert_int_equal(rd_import_sink_open(small, &k, &e), RD_OK);
+  assert_int_equal(rd_import_sink_write(k, data, 4000, &e), RD_OK);
+  assert_int_equal(rd_import_sink_write(k, data + 4000, 97, &e), RD_ETOOBIG);
+  assert_non_null(strstr(e.msg, "--import-max-bytes"));
+  assert_int_equal(rd_import_sink_bytes(k), 4000);
+  assert_int_equal(rd_import_sink_write(k, data + 4000, 96, &e), RD_OK);
+  rd_import_sink_free(k);
+  /* At most RD_IMPORT_SINKS_MAX open; a freed one makes room. */
+  rd_import_sink_t *open_[RD_IMPORT_SINKS_MAX];
+  for (int i = 0; i < RD_IMPORT_SINKS_MAX; i++)
+    assert_int_equal(rd_import_sink_open(s.d, &open_[i], &e), RD_OK);
+  assert_int_equal(rd_import_sink_open(s.d, &k, &e), RD_ETOOBIG);
+  rd_import_sink_free(open_[0]);
+  assert_int_equal(rd_import_sink_open(s.d, &open_[0], &e), RD_OK);
+  for (int i = 0; i < RD_IMPORT_SINKS_MAX; i++) rd_import_sink_free(open_[i]);
+  no_temp_files(rd_durable_dir(s.d));
+  free(data);
+  rd_durable_destroy(small);
+  rd_workload_unref(w);
+  server_down(&s);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_learner_saved_while_training),
       cmocka_unit_test(test_journal_threads_and_restart),
       cmocka_unit_test(test_damaged_newest),
       cmocka_unit_test(test_import_sizes_do_not_wrap),
+      cmocka_unit_test(test_streamed_files),
   };
   return cmocka_run_group_tests(tests, rdt_root_setup, rdt_root_teardown);
 }

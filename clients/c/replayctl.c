@@ -9,6 +9,7 @@
  * the server or the call failed, 2 usage error (see replayctl_cli.h).
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <math.h>
@@ -17,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "json_writer.h"
 #include "replayctl_cli.h"
@@ -1224,32 +1226,42 @@ static int cmd_checkpoint(rdc_client_t *c, const rctl_opts_t *o, const char *tok
   return RCTL_EXIT_OK;
 }
 
-static int write_file(const char *path, const void *data, size_t len) {
-  FILE *f = fopen(path, "wb");
-  if (f == NULL || fwrite(data, 1, len, f) != len || fclose(f) != 0) {
-    fprintf(stderr, "replayctl: cannot write %s: %s\n", path, strerror(errno));
-    if (f != NULL) fclose(f);
-    return -1;
-  }
-  return 0;
-}
-
+/* export and import stream the file (rdc_export_stream, rdc_import_stream):
+ * a table of any size, one chunk in memory at a time. The export goes to
+ * PATH.part and is renamed to PATH once whole, so a failed one leaves no
+ * partial PATH. */
 static int cmd_export(rdc_client_t *c, const rctl_opts_t *o, const char *token) {
+  const char *path = o->args[1];
+  char part[PATH_MAX];
+  if (snprintf(part, sizeof part, "%s.part", path) >= (int)sizeof part) {
+    fprintf(stderr, "replayctl: file name too long: %s\n", path);
+    return RCTL_EXIT_USAGE;
+  }
+  int fd = open(part, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    fprintf(stderr, "replayctl: cannot write %s: %s\n", part, strerror(errno));
+    return RCTL_EXIT_CALL;
+  }
   rdc_error_t e;
-  void *data = NULL;
-  size_t len = 0;
-  uint64_t items = 0;
-  if (rdc_export_workload(c, o->args[0], token, &data, &len, &items, &e) != RDC_OK)
+  uint64_t len = 0, items = 0;
+  if (rdc_export_stream(c, o->args[0], token, fd, &len, &items, &e) != RDC_OK) {
+    close(fd);
+    unlink(part);
     return call_failed(&e);
-  int rc = write_file(o->args[1], data, len);
-  free(data);
-  if (rc != 0) return RCTL_EXIT_CALL;
+  }
+  int bad = fsync(fd) != 0;
+  if (close(fd) != 0) bad = 1;
+  if (bad || rename(part, path) != 0) {
+    fprintf(stderr, "replayctl: cannot write %s: %s\n", path, strerror(errno));
+    unlink(part);
+    return RCTL_EXIT_CALL;
+  }
   if (o->json) {
     jw_t w;
     jw_init(&w, stdout);
     jw_object_begin(&w);
     jw_key(&w, "file");
-    jw_string(&w, o->args[1]);
+    jw_string(&w, path);
     jw_key(&w, "bytes");
     jw_u64(&w, len);
     jw_key(&w, "items");
@@ -1257,22 +1269,22 @@ static int cmd_export(rdc_client_t *c, const rctl_opts_t *o, const char *token) 
     jw_object_end(&w);
     jw_finish(&w);
   } else {
-    printf("exported workload %s to %s: %" PRIu64 " items, %zu bytes\n", o->args[0], o->args[1],
-           items, len);
+    printf("exported workload %s to %s: %" PRIu64 " items, %" PRIu64 " bytes\n", o->args[0],
+           path, items, len);
   }
   return RCTL_EXIT_OK;
 }
 
-#define EXPORT_FILE_MAX (UINT32_C(1) << 30) /* the server's largest --max-message-bytes */
-
 static int cmd_import(rdc_client_t *c, const rctl_opts_t *o) {
-  size_t len;
-  char *buf = read_file(o->args[0], EXPORT_FILE_MAX, &len);
-  if (buf == NULL) return RCTL_EXIT_CALL;
+  int fd = open(o->args[0], O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    fprintf(stderr, "replayctl: cannot read %s: %s\n", o->args[0], strerror(errno));
+    return RCTL_EXIT_CALL;
+  }
   rdc_workload_t *wl = malloc(sizeof *wl);
   rdc_error_t e;
-  int rc = wl ? rdc_import_workload(c, buf, len, o->name, wl, &e) : RDC_ENOMEM;
-  free(buf);
+  int rc = wl ? rdc_import_stream(c, fd, o->name, wl, &e) : RDC_ENOMEM;
+  close(fd);
   if (rc != RDC_OK) {
     free(wl);
     return wl ? call_failed(&e) : RCTL_EXIT_CALL;

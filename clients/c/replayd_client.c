@@ -20,12 +20,15 @@
 #include <grpc/grpc_security.h>
 #include <grpc/support/alloc.h>
 #include <grpc/support/time.h>
+#include <inttypes.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+#include <xxhash.h>
 
 #include "client_error.h"
 #include "rd_pem.h"
@@ -62,6 +65,8 @@ typedef enum {
   M_SET_TENANT,
   M_LIST_TENANTS,
   M_REMOVE_TENANT,
+  M_EXPORT_STREAM,
+  M_IMPORT_STREAM,
   M_COUNT
 } method_t;
 
@@ -73,6 +78,7 @@ static const char *const method_names[M_COUNT] = {
     "ExportProfiles",   "Checkpoint",       "ExportWorkload",   "ImportWorkload",
     "SetRateLimiter",   "SampleStream",
     "AddTenant",        "SetTenant",        "ListTenants",      "RemoveTenant",
+    "ExportStream",     "ImportStream",
 };
 
 struct rdc_client {
@@ -108,6 +114,7 @@ const char *rdc_strerror(int code) {
   case RDC_EPROTO: return "RDC_EPROTO";
   case RDC_ETOOSMALL: return "RDC_ETOOSMALL";
   case RDC_ECALL: return "RDC_ECALL";
+  case RDC_EIO: return "RDC_EIO";
   default: return "RDC_EUNKNOWN";
   }
 }
@@ -2410,6 +2417,242 @@ int rdc_import_workload(rdc_client_t *c, const void *data, size_t len, const cha
   rc = workload_from_pb(out, (const Replayd__V1__Workload *)resp, err);
   protobuf_c_message_free_unpacked(resp, NULL);
   return rc == RDC_OK ? ok(err) : rc;
+}
+
+/* ---- Streamed export and import ---- */
+
+/* Wait for the op tagged tag: 1 if it succeeded, 0 if it failed, -1 if
+ * the server did not answer within sc->wait_s (the call is cancelled). */
+static int stream_call_wait(stream_call_t *sc, void *tag) {
+  gpr_timespec by = gpr_time_add(gpr_now(GPR_CLOCK_REALTIME),
+                                 gpr_time_from_millis((int64_t)(sc->wait_s * 1000), GPR_TIMESPAN));
+  grpc_event ev = grpc_completion_queue_pluck(sc->cq, tag, by, NULL);
+  if (ev.type == GRPC_OP_COMPLETE) return ev.success ? 1 : 0;
+  grpc_call_cancel(sc->call, NULL);
+  grpc_completion_queue_pluck(sc->cq, tag, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
+  return -1;
+}
+
+/* The call's status (its RECV_STATUS_ON_CLIENT, tagged tag_end, started):
+ * RDC_OK, or its error into sc->error. */
+static int stream_call_status(stream_call_t *sc) {
+  int got = stream_call_wait(sc, &sc->tag_end);
+  sc->end_pending = 0;
+  if (got < 0)
+    return set_error(&sc->error, RDC_DEADLINE_EXCEEDED, "%s: no answer from the server in %.0f s",
+                     sc->method, sc->wait_s);
+  if (sc->status != GRPC_STATUS_OK)
+    return status_error(&sc->error, sc->method, sc->status, sc->details);
+  return RDC_OK;
+}
+
+int rdc_export_stream(rdc_client_t *c, const char *id, const char *token, int fd,
+                      uint64_t *bytes, uint64_t *items, rdc_error_t *err) {
+  if (c == NULL) return set_error(err, RDC_EINVAL, "no client (NULL)");
+  if (fd < 0) return set_error(err, RDC_EINVAL, "no file descriptor to write to");
+  int rc = stream_call_check(id, token, err);
+  if (rc != RDC_OK) return rc;
+  stream_call_t sc;
+  memset(&sc, 0, sizeof sc);
+  uint32_t flags = stream_call_init(&sc, c, M_EXPORT_STREAM, "ExportStream", id, token);
+  Replayd__V1__ExportStreamRequest req = REPLAYD__V1__EXPORT_STREAM_REQUEST__INIT;
+  req.workload_id = sc.id;
+  req.chunk_bytes = RDC_STREAM_CHUNK_BYTES;
+  sc.sending = pack(&req.base);
+  XXH3_state_t *h = XXH3_createState();
+  if (sc.sending == NULL || h == NULL) {
+    rc = set_error(&sc.error, RDC_ENOMEM, "out of memory");
+    goto out;
+  }
+  XXH3_64bits_reset(h);
+  grpc_op ops[4];
+  memset(ops, 0, sizeof ops);
+  stream_call_send_md(&sc, &ops[0], flags);
+  ops[1].op = GRPC_OP_SEND_MESSAGE;
+  ops[1].data.send_message.send_message = sc.sending;
+  ops[2].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
+  ops[3].op = GRPC_OP_RECV_INITIAL_METADATA;
+  ops[3].data.recv_initial_metadata.recv_initial_metadata = &sc.initial_md;
+  if ((rc = stream_call_start(&sc, ops, 4, &sc.tag_send, &sc.send_pending)) != RDC_OK) goto out;
+  /* The status op goes in at once: a call the server ends early ends it. */
+  memset(ops, 0, sizeof ops);
+  stream_call_recv_status(&sc, &ops[0]);
+  if ((rc = stream_call_start(&sc, ops, 1, &sc.tag_end, &sc.end_pending)) != RDC_OK) goto out;
+  int sent = stream_call_wait(&sc, &sc.tag_send);
+  sc.send_pending = 0;
+  uint64_t got = 0, total = 0, digest = 0;
+  int have = 0;
+  while (sent > 0) { /* one chunk in memory at a time */
+    memset(ops, 0, sizeof ops);
+    ops[0].op = GRPC_OP_RECV_MESSAGE;
+    ops[0].data.recv_message.recv_message = &sc.recv;
+    char tag_recv;
+    int pending = 0;
+    if ((rc = stream_call_start(&sc, ops, 1, &tag_recv, &pending)) != RDC_OK) break;
+    int r = stream_call_wait(&sc, &tag_recv);
+    if (r <= 0 || sc.recv == NULL) break; /* the end (or a failure): the status says */
+    Replayd__V1__ExportChunk *m =
+        (Replayd__V1__ExportChunk *)unpack(&replayd__v1__export_chunk__descriptor, sc.recv);
+    grpc_byte_buffer_destroy(sc.recv);
+    sc.recv = NULL;
+    if (m == NULL || m->offset != got || (have && (m->total_bytes != total || m->xxh3 != digest))) {
+      rc = set_error(&sc.error, RDC_EPROTO, "ExportStream: chunk at byte %" PRIu64 " is not the "
+                     "next one or does not decode", got);
+    } else {
+      total = m->total_bytes;
+      digest = m->xxh3;
+      if (items) *items = m->items;
+      have = 1;
+      for (size_t w = 0; w < m->data.len && rc == RDC_OK;) {
+        ssize_t k = write(fd, m->data.data + w, m->data.len - w);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) rc = set_error(&sc.error, RDC_EIO, "ExportStream: writing the file: %s",
+                                   k < 0 ? strerror(errno) : "short write");
+        else w += (size_t)k;
+      }
+      XXH3_64bits_update(h, m->data.data, m->data.len);
+      got += m->data.len;
+    }
+    if (m) protobuf_c_message_free_unpacked(&m->base, NULL);
+    if (rc != RDC_OK) break;
+  }
+  if (rc != RDC_OK) grpc_call_cancel(sc.call, NULL); /* the status comes at once */
+  int st = stream_call_status(&sc);
+  if (rc == RDC_OK) rc = st;
+  if (rc == RDC_OK && (!have || got != total))
+    rc = set_error(&sc.error, RDC_EPROTO, "ExportStream: %" PRIu64 " bytes came of %" PRIu64,
+                   got, total);
+  if (rc == RDC_OK && XXH3_64bits_digest(h) != digest)
+    rc = set_error(&sc.error, RDC_EPROTO, "ExportStream: checksum mismatch: the file is damaged");
+  if (rc == RDC_OK && bytes) *bytes = got;
+out:
+  XXH3_freeState(h);
+  if (sc.end_pending) { /* a failure before the status was read */
+    grpc_call_cancel(sc.call, NULL);
+    grpc_completion_queue_pluck(sc.cq, &sc.tag_end, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
+  }
+  stream_call_release(&sc);
+  if (rc != RDC_OK) return stream_call_fail(&sc, err);
+  return ok(err);
+}
+
+/* The most data an ImportStream message to this server may carry: its
+ * --max-message-bytes (ServerInfo) less room for the message's other
+ * fields, at most RDC_STREAM_CHUNK_BYTES. */
+static int import_chunk_bytes(rdc_client_t *c, size_t *out, rdc_error_t *err) {
+  Replayd__V1__ServerInfoRequest req = REPLAYD__V1__SERVER_INFO_REQUEST__INIT;
+  ProtobufCMessage *resp;
+  int rc = unary(c, M_SERVER_INFO, NULL, &req.base, &replayd__v1__server_info_response__descriptor,
+                 0, &resp, err);
+  if (rc != RDC_OK) return rc;
+  uint32_t max = ((const Replayd__V1__ServerInfoResponse *)resp)->max_message_bytes;
+  protobuf_c_message_free_unpacked(resp, NULL);
+  *out = RDC_STREAM_CHUNK_BYTES;
+  if (max > 0 && max < RDC_STREAM_CHUNK_BYTES + 1024) /* 0: an older server, 64 MiB */
+    *out = max > 2048 ? max - 1024 : 1024;
+  return RDC_OK;
+}
+
+int rdc_import_stream(rdc_client_t *c, int fd, const char *name, rdc_workload_t *out,
+                      rdc_error_t *err) {
+  if (c == NULL || out == NULL) return set_error(err, RDC_EINVAL, "no client or out (NULL)");
+  if (fd < 0) return set_error(err, RDC_EINVAL, "no file descriptor to read from");
+  if (name != NULL && strlen(name) > 4096)
+    return set_error(err, RDC_EINVAL, "name longer than 4096 bytes");
+  size_t chunk;
+  int crc = import_chunk_bytes(c, &chunk, err);
+  if (crc != RDC_OK) return crc;
+  stream_call_t sc;
+  memset(&sc, 0, sizeof sc);
+  uint32_t flags = stream_call_init(&sc, c, M_IMPORT_STREAM, "ImportStream", "", NULL);
+  uint8_t *buf = malloc(chunk);
+  XXH3_state_t *h = XXH3_createState();
+  int rc = RDC_OK;
+  if (buf == NULL || h == NULL) {
+    rc = set_error(&sc.error, RDC_ENOMEM, "out of memory");
+    goto out;
+  }
+  XXH3_64bits_reset(h);
+  grpc_op ops[3];
+  memset(ops, 0, sizeof ops);
+  ops[0].op = GRPC_OP_RECV_INITIAL_METADATA;
+  ops[0].data.recv_initial_metadata.recv_initial_metadata = &sc.initial_md;
+  ops[1].op = GRPC_OP_RECV_MESSAGE;
+  ops[1].data.recv_message.recv_message = &sc.recv;
+  stream_call_recv_status(&sc, &ops[2]);
+  if ((rc = stream_call_start(&sc, ops, 3, &sc.tag_end, &sc.end_pending)) != RDC_OK) goto out;
+  uint64_t total = 0;
+  int first = 1, done = 0;
+  while (!done) { /* one chunk in memory at a time; a failed send: the status says why */
+    size_t n = 0;
+    while (n < chunk) {
+      ssize_t k = read(fd, buf + n, chunk - n);
+      if (k < 0 && errno == EINTR) continue;
+      if (k < 0) {
+        rc = set_error(&sc.error, RDC_EIO, "ImportStream: reading the file: %s", strerror(errno));
+        break;
+      }
+      if (k == 0) {
+        done = 1;
+        break;
+      }
+      n += (size_t)k;
+    }
+    if (rc != RDC_OK) break;
+    XXH3_64bits_update(h, buf, n);
+    total += n;
+    Replayd__V1__ImportChunk m = REPLAYD__V1__IMPORT_CHUNK__INIT;
+    m.data.data = buf;
+    m.data.len = n;
+    if (first && name != NULL) m.name = (char *)name;
+    if (done) {
+      m.end = 1;
+      m.total_bytes = total;
+      m.xxh3 = XXH3_64bits_digest(h);
+    }
+    sc.sending = pack(&m.base);
+    if (sc.sending == NULL) {
+      rc = set_error(&sc.error, RDC_ENOMEM, "out of memory");
+      break;
+    }
+    size_t k = 0;
+    memset(ops, 0, sizeof ops);
+    if (first) stream_call_send_md(&sc, &ops[k++], flags);
+    ops[k].op = GRPC_OP_SEND_MESSAGE;
+    ops[k++].data.send_message.send_message = sc.sending;
+    if (done) ops[k++].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
+    first = 0;
+    if ((rc = stream_call_start(&sc, ops, k, &sc.tag_send, &sc.send_pending)) != RDC_OK) break;
+    int r = stream_call_wait(&sc, &sc.tag_send);
+    sc.send_pending = 0;
+    grpc_byte_buffer_destroy(sc.sending);
+    sc.sending = NULL;
+    if (r <= 0) break; /* the server ended the call (or the wait ran out): its status */
+  }
+  if (rc != RDC_OK) grpc_call_cancel(sc.call, NULL); /* the server creates nothing */
+  int st = stream_call_status(&sc);
+  if (rc == RDC_OK) rc = st;
+  if (rc == RDC_OK && sc.recv == NULL)
+    rc = set_error(&sc.error, RDC_EPROTO, "ImportStream: the server ended OK without a reply");
+  if (rc == RDC_OK) {
+    ProtobufCMessage *resp = unpack(&replayd__v1__workload__descriptor, sc.recv);
+    if (resp == NULL) {
+      rc = set_error(&sc.error, RDC_EPROTO, "ImportStream: the reply does not decode");
+    } else {
+      rc = workload_from_pb(out, (const Replayd__V1__Workload *)resp, &sc.error);
+      protobuf_c_message_free_unpacked(resp, NULL);
+    }
+  }
+out:
+  free(buf);
+  XXH3_freeState(h);
+  if (sc.end_pending) {
+    grpc_call_cancel(sc.call, NULL);
+    grpc_completion_queue_pluck(sc.cq, &sc.tag_end, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
+  }
+  stream_call_release(&sc);
+  if (rc != RDC_OK) return stream_call_fail(&sc, err);
+  return ok(err);
 }
 
 /* ------------------------------------------------------------------ */

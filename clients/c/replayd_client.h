@@ -80,6 +80,7 @@ enum {
   RDC_ETOOSMALL = -5, /* reply larger than a caller buffer or a fixed limit
                          of this library (RDC_MAX_FIELDS, ...) */
   RDC_ECALL = -6,     /* gRPC refused to start or run the call */
+  RDC_EIO = -7,       /* a caller's file could not be read or written (streamed export/import) */
 };
 
 #define RDC_ERROR_MSG_MAX 256
@@ -921,5 +922,20 @@ int rdc_export_workload(rdc_client_t *c, const char *id, const char *token, void
  * receives it with its token, as rdc_register's. */
 int rdc_import_workload(rdc_client_t *c, const void *data, size_t len, const char *name,
                         rdc_workload_t *out, rdc_error_t *err);
+
+/* Streamed, for a table of any size in bounded memory (one chunk of
+ * RDC_STREAM_CHUNK_BYTES at a time). rdc_export_stream writes the export
+ * file to fd (from its current offset), checking every chunk's order and
+ * the whole file's XXH3-64; *bytes and *items (may be NULL) get its size
+ * and items. On error fd holds a partial file: the caller removes it.
+ * rdc_import_stream sends the file read from fd to its end, with its size
+ * and XXH3-64, and receives the new workload as rdc_import_workload; the
+ * server checks both before it creates anything. Each wait for the server
+ * (a chunk, the reply) is bounded by the client's deadline. */
+#define RDC_STREAM_CHUNK_BYTES (1u << 20)
+int rdc_export_stream(rdc_client_t *c, const char *id, const char *token, int fd,
+                      uint64_t *bytes, uint64_t *items, rdc_error_t *err);
+int rdc_import_stream(rdc_client_t *c, int fd, const char *name, rdc_workload_t *out,
+                      rdc_error_t *err);
 
 #endif

@@ -29,6 +29,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <stdatomic.h>
+#include <xxhash.h>
+
 #include "ckpt_file.h"
 #include "log.h"
 #include "rd_clock.h"
@@ -52,6 +55,8 @@ struct rd_durable {
   rd_journal_config_t jcfg;
   uint64_t max_import_bytes; /* raw bytes an import may make us allocate */
   pthread_mutex_t ck_mu;     /* one checkpoint or export at a time */
+  uint64_t import_max_bytes; /* an import stream's file (--import-max-bytes) */
+  atomic_int sinks;          /* import streams open (RD_IMPORT_SINKS_MAX) */
   /* The periodic thread. */
   struct rd_registry *registry;
   uint32_t max_workloads;
@@ -1311,6 +1316,7 @@ int rd_durable_create(rd_durable_t **out, const rd_config_t *cfg, rd_error_t *er
   d->jcfg.commit_us = cfg->journal_commit_us;
   d->jcfg.max_pending = cfg->journal_max_pending;
   d->max_import_bytes = cfg->max_memory_bytes;
+  d->import_max_bytes = cfg->import_max_bytes;
   d->max_workloads = cfg->max_workloads;
   int rc = make_dir(d->dir, err);
   if (rc) {
@@ -1394,36 +1400,48 @@ void rd_durable_destroy(rd_durable_t *d) {
 /* Export and import                                                   */
 /* ------------------------------------------------------------------ */
 
-int rd_durable_export(rd_durable_t *d, rd_workload_t *w, uint64_t max_bytes, uint8_t **out,
-                      size_t *len, uint64_t *items, rd_error_t *err) {
-  *out = NULL;
-  *len = 0;
+/* w's export file into fd (from its offset 0): *bytes its size. One at a
+ * time per server, as checkpoints (ck_mu): it holds a copy of the table. */
+static int export_to_fd(rd_durable_t *d, rd_workload_t *w, int fd, uint64_t *bytes,
+                        uint64_t *items, rd_error_t *err) {
   taken_t tk;
   memset(&tk, 0, sizeof tk);
   pthread_mutex_lock(&d->ck_mu);
   int rc = take_table(w, NULL, 0, &tk, err);
   if (rc == RD_OK) rc = take_learner(w, &tk, err);
-  int fd = -1;
-  if (rc == RD_OK && (fd = memfd_create("replayd-export", MFD_CLOEXEC)) < 0)
-    rc = rd_error_set(err, RD_EINTERNAL, "memfd_create: %s", strerror(errno));
-  uint64_t bytes = 0;
+  *bytes = 0;
   if (rc == RD_OK) {
     rd_ckpt_writer_t wr;
     meta_t m;
     meta_of(&m, w, KIND_EXPORT, 0, &tk);
     rc = rd_ckpt_writer_init(&wr, fd, d->zstd, err);
     if (rc == RD_OK) rc = write_sections(&wr, w, &m, &tk, err);
-    bytes = wr.bytes;
+    *bytes = wr.bytes;
     rd_ckpt_writer_free(&wr);
-    if (rc == RD_ESTORE) rc = rd_error_set(err, RD_ENOMEM, "%s", "out of memory for the export");
   }
   if (items) *items = tk.has_snap ? tk.snap.img.size : 0;
   taken_free(&tk);
   pthread_mutex_unlock(&d->ck_mu);
+  return rc;
+}
+
+int rd_durable_export(rd_durable_t *d, rd_workload_t *w, uint64_t max_bytes, uint8_t **out,
+                      size_t *len, uint64_t *items, rd_error_t *err) {
+  *out = NULL;
+  *len = 0;
+  int rc = RD_OK;
+  int fd = memfd_create("replayd-export", MFD_CLOEXEC);
+  if (fd < 0) rc = rd_error_set(err, RD_EINTERNAL, "memfd_create: %s", strerror(errno));
+  uint64_t bytes = 0;
+  if (rc == RD_OK) {
+    rc = export_to_fd(d, w, fd, &bytes, items, err);
+    if (rc == RD_ESTORE) rc = rd_error_set(err, RD_ENOMEM, "%s", "out of memory for the export");
+  }
   if (rc == RD_OK && bytes > max_bytes)
     rc = rd_error_set(err, RD_ETOOBIG, "the export of workload %s is %" PRIu64 " bytes, more than "
                       "the %" PRIu64 " a reply may carry (--max-message-bytes; --checkpoint-zstd "
-                      "makes it smaller)", w->id, bytes, max_bytes);
+                      "makes it smaller, ExportStream has no such bound)", w->id, bytes,
+                      max_bytes);
   if (rc == RD_OK && (*out = malloc(bytes ? bytes : 1)) == NULL)
     rc = rd_error_set(err, RD_ENOMEM, "out of memory for a %" PRIu64 "-byte export", bytes);
   if (rc == RD_OK) {
@@ -1444,24 +1462,62 @@ int rd_durable_export(rd_durable_t *d, rd_workload_t *w, uint64_t max_bytes, uin
   return rc;
 }
 
+/* An unlinked temporary file in the checkpoint directory: it holds a
+ * stream's file and goes with its fd, whatever ends the stream (a crash
+ * included). */
+static int temp_file(rd_durable_t *d, const char *what, int *fd, rd_error_t *err) {
+  char path[PATH_MAX + 32];
+  snprintf(path, sizeof path, "%s/.%s-XXXXXX", d->dir, what);
+  *fd = mkostemp(path, O_CLOEXEC);
+  if (*fd < 0) return sys_error(err, "creating a temporary file in", d->dir, errno);
+  unlink(path);
+  return RD_OK;
+}
+
+/* XXH3-64 of fd's first bytes bytes, read in slices. */
+static int hash_fd(int fd, uint64_t bytes, uint64_t *out, rd_error_t *err) {
+  enum { SLICE = 1 << 20 };
+  uint8_t *buf = malloc(SLICE);
+  XXH3_state_t *st = XXH3_createState();
+  int rc = RD_OK;
+  if (buf == NULL || st == NULL) rc = rd_error_set(err, RD_ENOMEM, "out of memory");
+  if (rc == RD_OK) XXH3_64bits_reset(st);
+  for (uint64_t off = 0; rc == RD_OK && off < bytes;) {
+    size_t want = bytes - off < SLICE ? (size_t)(bytes - off) : SLICE;
+    ssize_t k = pread(fd, buf, want, (off_t)off);
+    if (k <= 0) rc = rd_error_set(err, RD_ESTORE, "reading a stream's file back: %s",
+                                  k < 0 ? strerror(errno) : "it is shorter than written");
+    else XXH3_64bits_update(st, buf, (size_t)k), off += (uint64_t)k;
+  }
+  if (rc == RD_OK) *out = XXH3_64bits_digest(st);
+  XXH3_freeState(st);
+  free(buf);
+  return rc;
+}
+
+int rd_durable_export_file(rd_durable_t *d, rd_workload_t *w, rd_export_file_t *out,
+                           rd_error_t *err) {
+  memset(out, 0, sizeof *out);
+  out->fd = -1;
+  int fd = -1;
+  int rc = temp_file(d, "export", &fd, err);
+  if (rc == RD_OK) rc = export_to_fd(d, w, fd, &out->bytes, &out->items, err);
+  if (rc == RD_OK) rc = hash_fd(fd, out->bytes, &out->xxh3, err);
+  if (rc != RD_OK) {
+    if (fd >= 0) close(fd);
+    return rc;
+  }
+  out->fd = fd;
+  return RD_OK;
+}
+
 struct rd_import {
   loaded_t l;
 };
 
-int rd_import_read(rd_durable_t *d, const uint8_t *data, size_t len, rd_import_t **out,
-                   const uint8_t **spec, size_t *spec_len, rd_error_t *err) {
-  *out = NULL;
-  int fd = memfd_create("replayd-import", MFD_CLOEXEC);
-  if (fd < 0) return rd_error_set(err, RD_EINTERNAL, "memfd_create: %s", strerror(errno));
-  size_t done = 0;
-  while (done < len) {
-    ssize_t k = write(fd, data + done, len - done);
-    if (k <= 0) {
-      close(fd);
-      return rd_error_set(err, RD_ENOMEM, "out of memory holding the import");
-    }
-    done += (size_t)k;
-  }
+/* A checked file on fd (closed here), as rd_import_read. */
+static int import_fd(rd_durable_t *d, int fd, rd_import_t **out, const uint8_t **spec,
+                     size_t *spec_len, rd_error_t *err) {
   rd_import_t *imp = calloc(1, sizeof *imp);
   uint64_t max = d != NULL ? d->max_import_bytes : UINT64_C(8) << 30;
   int rc = imp ? load_fd(fd, max, &imp->l, err)
@@ -1477,6 +1533,98 @@ int rd_import_read(rd_durable_t *d, const uint8_t *data, size_t len, rd_import_t
   *spec_len = imp->l.meta.spec_len;
   *out = imp;
   return RD_OK;
+}
+
+int rd_import_read(rd_durable_t *d, const uint8_t *data, size_t len, rd_import_t **out,
+                   const uint8_t **spec, size_t *spec_len, rd_error_t *err) {
+  *out = NULL;
+  int fd = memfd_create("replayd-import", MFD_CLOEXEC);
+  if (fd < 0) return rd_error_set(err, RD_EINTERNAL, "memfd_create: %s", strerror(errno));
+  size_t done = 0;
+  while (done < len) {
+    ssize_t k = write(fd, data + done, len - done);
+    if (k <= 0) {
+      close(fd);
+      return rd_error_set(err, RD_ENOMEM, "out of memory holding the import");
+    }
+    done += (size_t)k;
+  }
+  return import_fd(d, fd, out, spec, spec_len, err);
+}
+
+struct rd_import_sink {
+  rd_durable_t *d;
+  int fd;
+  uint64_t bytes, max;
+  XXH3_state_t *hash;
+};
+
+int rd_import_sink_open(rd_durable_t *d, rd_import_sink_t **out, rd_error_t *err) {
+  *out = NULL;
+  if (atomic_fetch_add(&d->sinks, 1) >= RD_IMPORT_SINKS_MAX) {
+    atomic_fetch_sub(&d->sinks, 1);
+    return rd_error_set(err, RD_ETOOBIG, "%d import streams are open already; retry later",
+                        RD_IMPORT_SINKS_MAX);
+  }
+  rd_import_sink_t *s = calloc(1, sizeof *s);
+  int rc = RD_OK;
+  if (s == NULL || (s->hash = XXH3_createState()) == NULL)
+    rc = rd_error_set(err, RD_ENOMEM, "out of memory");
+  if (rc == RD_OK) rc = temp_file(d, "import", &s->fd, err);
+  if (rc != RD_OK) {
+    if (s) XXH3_freeState(s->hash);
+    free(s);
+    atomic_fetch_sub(&d->sinks, 1);
+    return rc;
+  }
+  XXH3_64bits_reset(s->hash);
+  s->d = d;
+  s->max = d->import_max_bytes;
+  *out = s;
+  return RD_OK;
+}
+
+int rd_import_sink_write(rd_import_sink_t *s, const void *data, size_t len, rd_error_t *err) {
+  if (len > s->max - s->bytes)
+    return rd_error_set(err, RD_ETOOBIG, "the import is more than %" PRIu64 " bytes "
+                        "(--import-max-bytes)", s->max);
+  const uint8_t *p = data;
+  for (size_t done = 0; done < len;) {
+    ssize_t k = pwrite(s->fd, p + done, len - done, (off_t)(s->bytes + done));
+    if (k < 0 && errno == EINTR) continue;
+    if (k <= 0) return sys_error(err, "writing an import's temporary file in", s->d->dir,
+                                 k < 0 ? errno : ENOSPC);
+    done += (size_t)k;
+  }
+  XXH3_64bits_update(s->hash, data, len);
+  s->bytes += len;
+  return RD_OK;
+}
+
+int rd_import_sink_finish(rd_import_sink_t *s, uint64_t total_bytes, uint64_t xxh3,
+                          rd_import_t **out, const uint8_t **spec, size_t *spec_len,
+                          rd_error_t *err) {
+  *out = NULL;
+  if (s->bytes != total_bytes)
+    return rd_error_set(err, RD_EINVAL, "the stream carried %" PRIu64 " bytes, its end says %"
+                        PRIu64, s->bytes, total_bytes);
+  uint64_t h = XXH3_64bits_digest(s->hash);
+  if (h != xxh3)
+    return rd_error_set(err, RD_EINVAL, "checksum mismatch: the stream's XXH3-64 is %016" PRIx64
+                        ", its end says %016" PRIx64, h, xxh3);
+  int fd = s->fd;
+  s->fd = -1; /* import_fd closes it */
+  return import_fd(s->d, fd, out, spec, spec_len, err);
+}
+
+uint64_t rd_import_sink_bytes(const rd_import_sink_t *s) { return s->bytes; }
+
+void rd_import_sink_free(rd_import_sink_t *s) {
+  if (s == NULL) return;
+  if (s->fd >= 0) close(s->fd);
+  XXH3_freeState(s->hash);
+  atomic_fetch_sub(&s->d->sinks, 1);
+  free(s);
 }
 
 int rd_import_apply(rd_durable_t *d, rd_import_t *imp, rd_workload_t *w, rd_error_t *err) {

@@ -170,4 +170,41 @@ int rd_import_read(rd_durable_t *d, const uint8_t *data, size_t len, rd_import_t
 int rd_import_apply(rd_durable_t *d, rd_import_t *imp, rd_workload_t *w, rd_error_t *err);
 void rd_import_free(rd_import_t *imp);
 
+/* ---- Streamed export and import (any size, bounded memory) ----
+ *
+ * Both go through an unlinked temporary file in the checkpoint directory
+ * ("." names: a restore never lists them), which disappears with its fd
+ * however the stream ends, a crash included. Why a file and not slices
+ * sent straight from the table: a gRPC stream goes at the client's pace,
+ * and a table copy held (or a cut kept open) for as long as a slow client
+ * takes would pin memory and the table's copy-on-write; written out, the
+ * cut costs what a checkpoint costs and the stream costs one chunk. */
+
+/* w's export file (rd_durable_export's bytes) in a temporary file: fd
+ * (the caller closes it), its size, items and XXH3-64. RD_ESTORE (the
+ * directory cannot take it), RD_ENOTFOUND (deleted), RD_ENOMEM. */
+typedef struct {
+  int fd;
+  uint64_t bytes, items, xxh3;
+} rd_export_file_t;
+int rd_durable_export_file(rd_durable_t *d, rd_workload_t *w, rd_export_file_t *out,
+                           rd_error_t *err);
+
+/* An import stream's file, received into a temporary file: at most
+ * --import-max-bytes, at most RD_IMPORT_SINKS_MAX open at once per server. */
+#define RD_IMPORT_SINKS_MAX 4
+typedef struct rd_import_sink rd_import_sink_t;
+/* RD_ETOOBIG (too many open), RD_ESTORE, RD_ENOMEM. */
+int rd_import_sink_open(rd_durable_t *d, rd_import_sink_t **out, rd_error_t *err);
+/* Append len bytes. RD_ETOOBIG (past the limit: nothing written), RD_ESTORE. */
+int rd_import_sink_write(rd_import_sink_t *s, const void *data, size_t len, rd_error_t *err);
+uint64_t rd_import_sink_bytes(const rd_import_sink_t *s);
+/* The stream is whole: its size and XXH3-64 must be total_bytes and xxh3
+ * (RD_EINVAL otherwise), then the file is read as rd_import_read's. */
+int rd_import_sink_finish(rd_import_sink_t *s, uint64_t total_bytes, uint64_t xxh3,
+                          rd_import_t **out, const uint8_t **spec, size_t *spec_len,
+                          rd_error_t *err);
+/* Closes (and so removes) the temporary file. */
+void rd_import_sink_free(rd_import_sink_t *s);
+
 #endif

@@ -1,17 +1,21 @@
-/* durability.c - Checkpoint, ExportWorkload and ImportWorkload, and the
+/* durability.c - Checkpoint, ExportWorkload and ImportWorkload (and their
+ * streams), and the
  * journal's acknowledgements (durability.h). */
 #include "durability.h"
 
+#include <errno.h>
 #include <grpc/byte_buffer.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "auth.h"
 #include "durable.h"
 #include "log.h"
 #include "messages.h"
 #include "paging.h"
+#include "pb_check.h"
 #include "placer.h"
 #include "spec_pb.h"
 
@@ -215,22 +219,20 @@ static Replayd__V1__WorkloadSpec *import_spec(const uint8_t *spec, size_t len, c
   return pb;
 }
 
-rd_reply_when_t rd_handle_import(rd_handler_ctx_t *ctx, const rd_call_info_t *ci,
-                                 const void *msg, rd_reply_t *r) {
-  const Replayd__V1__ImportWorkloadRequest *m = msg;
-  if (!keeps_checkpoints(ctx, r)) return RD_REPLY_NOW; /* an import's bounds live there */
+/* An import read and checked (imp, its spec): the new workload, or the
+ * error in r; nothing is kept on failure. Takes imp. */
+static void import_loaded(rd_handler_ctx_t *ctx, const rd_call_info_t *ci, rd_import_t *imp,
+                          const uint8_t *spec, size_t spec_len, const char *name,
+                          rd_reply_t *r) {
   rd_error_t err;
   rd_error_clear(&err);
-  rd_import_t *imp = NULL;
-  const uint8_t *spec = NULL;
-  size_t spec_len = 0;
   Replayd__V1__WorkloadSpec *pb = NULL, *echo = NULL;
   rd_spec_pb_t s;
   memset(&s, 0, sizeof s);
   rd_placement_t *pl = NULL;
   rd_workload_t *w = NULL;
-  int rc = rd_import_read(ctx->durable, m->data.data, m->data.len, &imp, &spec, &spec_len, &err);
-  if (rc == RD_OK && (pb = import_spec(spec, spec_len, m->name, &err)) == NULL) rc = err.code;
+  int rc = RD_OK;
+  if ((pb = import_spec(spec, spec_len, name, &err)) == NULL) rc = err.code;
   if (rc == RD_OK) rc = rd_spec_pb_decode(ctx->config, pb, &s, &err);
   if (rc == RD_OK && (echo = rd_spec_pb_stored(s.stored, s.stored_len)) == NULL)
     rc = rd_error_set(&err, RD_ENOMEM, "out of memory for the reply");
@@ -267,7 +269,7 @@ rd_reply_when_t rd_handle_import(rd_handler_ctx_t *ctx, const rd_call_info_t *ci
     if (echo) replayd__v1__workload_spec__free_unpacked(echo, NULL);
     rd_reply_error(r, rc, "import: %s", err.msg);
     rd_secret_wipe(token, sizeof token);
-    return RD_REPLY_NOW;
+    return;
   }
   rd_workload_msg_t o;
   rd_workload_msg(&o, w, token, echo);
@@ -277,5 +279,205 @@ rd_reply_when_t rd_handle_import(rd_handler_ctx_t *ctx, const rd_call_info_t *ci
   rd_workload_msg_free(&o);
   rd_workload_unref(w);
   rd_secret_wipe(token, sizeof token);
+}
+
+/* A file read (rd_import_read, rd_import_sink_finish): what it gave. */
+typedef struct {
+  rd_import_t *imp;
+  const uint8_t *spec;
+  size_t spec_len;
+  rd_error_t err;
+} import_src_t;
+
+/* The read's result rc: its error in r, or the import (import_loaded). */
+static void import_read(rd_handler_ctx_t *ctx, const rd_call_info_t *ci, int rc,
+                        import_src_t *in, const char *name, rd_reply_t *r) {
+  if (rc != RD_OK) rd_reply_error(r, rc, "import: %s; nothing was created", in->err.msg);
+  else import_loaded(ctx, ci, in->imp, in->spec, in->spec_len, name, r);
+}
+
+rd_reply_when_t rd_handle_import(rd_handler_ctx_t *ctx, const rd_call_info_t *ci,
+                                 const void *msg, rd_reply_t *r) {
+  const Replayd__V1__ImportWorkloadRequest *m = msg;
+  if (!keeps_checkpoints(ctx, r)) return RD_REPLY_NOW; /* an import's bounds live there */
+  import_src_t in;
+  memset(&in, 0, sizeof in);
+  int rc = rd_import_read(ctx->durable, m->data.data, m->data.len, &in.imp, &in.spec,
+                          &in.spec_len, &in.err);
+  import_read(ctx, ci, rc, &in, m->name, r);
   return RD_REPLY_NOW;
+}
+
+/* ------------------------------------------------------------------ */
+/* Streamed export and import                                          */
+/* ------------------------------------------------------------------ */
+
+struct rd_export_stream {
+  rd_export_file_t f;
+  uint64_t sent;
+  size_t chunk;
+  uint8_t *buf;
+};
+
+rd_reply_when_t rd_export_stream_open(rd_handler_ctx_t *ctx, const rd_call_info_t *ci,
+                                      const Replayd__V1__ExportStreamRequest *m,
+                                      rd_export_stream_t **out, rd_reply_t *r) {
+  *out = NULL;
+  if (!keeps_checkpoints(ctx, r)) return RD_REPLY_NOW;
+  size_t chunk = m->chunk_bytes ? m->chunk_bytes : RD_STREAM_CHUNK_DEFAULT;
+  size_t most = ctx->config->max_message_bytes - RD_REPLY_HEADROOM;
+  if (most > RD_STREAM_CHUNK_MAX) most = RD_STREAM_CHUNK_MAX;
+  if (chunk > most) chunk = most; /* at most what was asked, within this server's limits */
+  rd_workload_t *w = rd_auth_workload(ctx, ci->md, m->workload_id, 1, r);
+  if (w == NULL) return RD_REPLY_NOW;
+  rd_export_stream_t *s = calloc(1, sizeof *s);
+  uint8_t *buf = malloc(chunk);
+  rd_error_t err;
+  rd_error_clear(&err);
+  int rc = s != NULL && buf != NULL ? rd_durable_export_file(ctx->durable, w, &s->f, &err)
+                                    : rd_error_set(&err, RD_ENOMEM, "out of memory");
+  if (rc == RD_OK)
+    rd_log_info("durable", "exporting workload %s as a stream: %llu items, %llu bytes", w->id,
+                (unsigned long long)s->f.items, (unsigned long long)s->f.bytes);
+  rd_workload_unref(w);
+  if (rc != RD_OK) {
+    free(s);
+    free(buf);
+    rd_reply_error(r, rc, "export: %s", err.msg);
+    return RD_REPLY_NOW;
+  }
+  s->chunk = chunk;
+  s->buf = buf;
+  *out = s;
+  return RD_REPLY_STREAM;
+}
+
+int rd_export_stream_next(rd_export_stream_t *s, grpc_byte_buffer **bb, rd_reply_t *r) {
+  *bb = NULL;
+  if (s->sent >= s->f.bytes) return 0; /* a file has its header: never empty */
+  uint64_t left = s->f.bytes - s->sent;
+  size_t n = left < s->chunk ? (size_t)left : s->chunk;
+  for (size_t got = 0; got < n;) {
+    ssize_t k = pread(s->f.fd, s->buf + got, n - got, (off_t)(s->sent + got));
+    if (k <= 0) {
+      rd_reply_error(r, RD_ESTORE, "export: reading its temporary file: %s",
+                     k < 0 ? strerror(errno) : "shorter than written");
+      return -1;
+    }
+    got += (size_t)k;
+  }
+  Replayd__V1__ExportChunk m = REPLAYD__V1__EXPORT_CHUNK__INIT;
+  m.data.data = s->buf;
+  m.data.len = n;
+  m.offset = s->sent;
+  m.total_bytes = s->f.bytes;
+  m.items = s->f.items;
+  m.xxh3 = s->f.xxh3;
+  rd_reply_t one;
+  memset(&one, 0, sizeof one);
+  rd_reply_pack(&one, &m.base);
+  if (one.status != GRPC_STATUS_OK || one.reply == NULL) {
+    *r = one;
+    return -1;
+  }
+  *bb = one.reply;
+  s->sent += n;
+  return 1;
+}
+
+void rd_export_stream_free(rd_export_stream_t *s) {
+  if (s == NULL) return;
+  if (s->f.fd >= 0) close(s->f.fd);
+  free(s->buf);
+  free(s);
+}
+
+struct rd_import_stream {
+  rd_import_sink_t *sink;
+  char *name;
+  uint64_t messages;
+  int ended; /* the end message came: total and xxh3 */
+  uint64_t total, xxh3;
+};
+
+rd_reply_when_t rd_import_stream_message(rd_handler_ctx_t *ctx, const rd_call_info_t *ci,
+                                         rd_import_stream_t **stp, const uint8_t *body,
+                                         size_t len, rd_reply_t *r) {
+  (void)ci;
+  static const uint8_t empty[1];
+  if (!keeps_checkpoints(ctx, r)) return RD_REPLY_NOW;
+  rd_error_t err;
+  rd_error_clear(&err);
+  rd_import_stream_t *st = *stp;
+  if (st == NULL) {
+    if ((st = calloc(1, sizeof *st)) == NULL) {
+      rd_reply_error(r, RD_ENOMEM, "out of memory");
+      return RD_REPLY_NOW;
+    }
+    *stp = st;
+    if (rd_import_sink_open(ctx->durable, &st->sink, &err) != RD_OK) {
+      rd_reply_error(r, err.code, "import: %s", err.msg);
+      return RD_REPLY_NOW;
+    }
+  }
+  st->messages++;
+  const ProtobufCMessageDescriptor *desc = &replayd__v1__import_chunk__descriptor;
+  if (rd_pb_check(desc, body ? body : empty, len, &err) != RD_OK) {
+    rd_reply_error(r, err.code, "import stream message %llu: %s",
+                   (unsigned long long)st->messages, err.msg);
+    return RD_REPLY_NOW;
+  }
+  Replayd__V1__ImportChunk *m = replayd__v1__import_chunk__unpack(NULL, len, body ? body : empty);
+  if (m == NULL) {
+    rd_reply_error(r, RD_EINVAL, "import stream message %llu is not a decodable %s",
+                   (unsigned long long)st->messages, desc->name);
+    return RD_REPLY_NOW;
+  }
+  int rc = RD_OK;
+  if (st->ended)
+    rc = rd_error_set(&err, RD_EINVAL, "a message after the end message");
+  else if (m->data.len > RD_STREAM_CHUNK_MAX)
+    rc = rd_error_set(&err, RD_EINVAL, "a chunk of %zu bytes; at most %u", m->data.len,
+                      RD_STREAM_CHUNK_MAX);
+  else if (m->name[0] != '\0' && (st->messages > 1 || st->name != NULL))
+    rc = rd_error_set(&err, RD_EINVAL, "name goes in the first message only");
+  else if (m->name[0] != '\0' && (st->name = strdup(m->name)) == NULL)
+    rc = rd_error_set(&err, RD_ENOMEM, "out of memory");
+  if (rc == RD_OK && m->data.len > 0)
+    rc = rd_import_sink_write(st->sink, m->data.data, m->data.len, &err);
+  if (rc == RD_OK && m->end) {
+    st->ended = 1;
+    st->total = m->total_bytes;
+    st->xxh3 = m->xxh3;
+  }
+  replayd__v1__import_chunk__free_unpacked(m, NULL);
+  if (rc != RD_OK) {
+    rd_reply_error(r, rc, "import stream message %llu: %s", (unsigned long long)st->messages,
+                   err.msg);
+    return RD_REPLY_NOW;
+  }
+  return RD_REPLY_MORE;
+}
+
+rd_reply_when_t rd_import_stream_end(rd_handler_ctx_t *ctx, const rd_call_info_t *ci,
+                                     rd_import_stream_t *st, rd_reply_t *r) {
+  if (st == NULL || !st->ended) {
+    rd_reply_error(r, RD_EINVAL, "import: the stream closed without its end message (%llu "
+                   "bytes came): truncated; nothing was created",
+                   st ? (unsigned long long)rd_import_sink_bytes(st->sink) : 0ull);
+    return RD_REPLY_NOW;
+  }
+  import_src_t in;
+  memset(&in, 0, sizeof in);
+  int rc = rd_import_sink_finish(st->sink, st->total, st->xxh3, &in.imp, &in.spec,
+                                 &in.spec_len, &in.err);
+  import_read(ctx, ci, rc, &in, st->name, r);
+  return RD_REPLY_NOW;
+}
+
+void rd_import_stream_free(rd_import_stream_t *st) {
+  if (st == NULL) return;
+  rd_import_sink_free(st->sink);
+  free(st->name);
+  free(st);
 }

@@ -25,4 +25,34 @@ rd_reply_when_t rd_ack_when_durable(rd_workload_t *w, uint64_t lsn, void *call, 
 /* CheckpointRequest, ExportWorkloadRequest, ImportWorkloadRequest. */
 rd_rpc_handler_t rd_handle_checkpoint, rd_handle_export, rd_handle_import;
 
+
+/* ---- ExportStream and ImportStream (server.c runs the calls) ----
+ * Chunks are at most RD_STREAM_CHUNK_MAX bytes (and the message limit);
+ * the files go through core's temporary files (durable.h says why). */
+#define RD_STREAM_CHUNK_DEFAULT (1u << 20)
+#define RD_STREAM_CHUNK_MAX (4u << 20)
+
+typedef struct rd_export_stream rd_export_stream_t;
+/* Authorize, write the export file: RD_REPLY_STREAM with *out, or
+ * RD_REPLY_NOW with the error in r. */
+rd_reply_when_t rd_export_stream_open(rd_handler_ctx_t *ctx, const rd_call_info_t *ci,
+                                      const Replayd__V1__ExportStreamRequest *m,
+                                      rd_export_stream_t **out, rd_reply_t *r);
+/* The next chunk: 1 with *bb, 0 when all were sent, -1 with r failed. */
+int rd_export_stream_next(rd_export_stream_t *s, grpc_byte_buffer **bb, rd_reply_t *r);
+void rd_export_stream_free(rd_export_stream_t *s);
+
+typedef struct rd_import_stream rd_import_stream_t;
+/* One client message (*st made by the first): RD_REPLY_MORE, or
+ * RD_REPLY_NOW with the error in r (the call ends; nothing is created). */
+rd_reply_when_t rd_import_stream_message(rd_handler_ctx_t *ctx, const rd_call_info_t *ci,
+                                         rd_import_stream_t **st, const uint8_t *body,
+                                         size_t len, rd_reply_t *r);
+/* The client half-closed (st may be NULL): check size and checksum, then
+ * import as ImportWorkload. Always RD_REPLY_NOW. */
+rd_reply_when_t rd_import_stream_end(rd_handler_ctx_t *ctx, const rd_call_info_t *ci,
+                                     rd_import_stream_t *st, rd_reply_t *r);
+/* Removes its temporary file. */
+void rd_import_stream_free(rd_import_stream_t *st);
+
 #endif

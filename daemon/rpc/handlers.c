@@ -66,6 +66,7 @@ HANDLER(h_add_tenant);
 HANDLER(h_set_tenant);
 HANDLER(h_list_tenants);
 HANDLER(h_remove_tenant);
+HANDLER(h_export_stream);
 
 #define M(method) "/replayd.v1.Replay/" method
 #define REQ(type) &replayd__v1__##type##__descriptor
@@ -118,6 +119,11 @@ static const struct {
                            h_list_tenants},
     [RD_M_REMOVE_TENANT] = {M("RemoveTenant"), REQ(remove_tenant_request), RD_RUN_CONTROL,
                             h_remove_tenant},
+    /* Streams of their own (server.c, durability.h): the export's request
+     * writes the file; the import's messages and end do not run here. */
+    [RD_M_EXPORT_STREAM] = {M("ExportStream"), REQ(export_stream_request), RD_RUN_CONTROL,
+                            h_export_stream},
+    [RD_M_IMPORT_STREAM] = {M("ImportStream"), REQ(import_chunk), RD_RUN_CONTROL, NULL},
 };
 
 const char *rd_method_path(rd_method_t m) { return methods[m].path; }
@@ -809,6 +815,13 @@ HANDLER(h_export_profiles) {
 HANDLER(h_checkpoint) { return rd_handle_checkpoint(q->ctx, q->ci, q->msg, r); }
 HANDLER(h_export_workload) { return rd_handle_export(q->ctx, q->ci, q->msg, r); }
 HANDLER(h_import_workload) { return rd_handle_import(q->ctx, q->ci, q->msg, r); }
+HANDLER(h_export_stream) {
+  if (q->ci->export_stream == NULL) {
+    rd_reply_status(r, GRPC_STATUS_UNIMPLEMENTED, "ExportStream is a server stream");
+    return RD_REPLY_NOW;
+  }
+  return rd_export_stream_open(q->ctx, q->ci, q->msg, q->ci->export_stream, r);
+}
 
 /* ------------------------------------------------------------------ */
 /* Tenants (tenant_rpc.c)                                              */

@@ -48,6 +48,8 @@ typedef enum {
   RD_M_SET_TENANT,      /* admin */
   RD_M_LIST_TENANTS,    /* admin */
   RD_M_REMOVE_TENANT,   /* admin */
+  RD_M_EXPORT_STREAM,   /* server stream: durability.h */
+  RD_M_IMPORT_STREAM,   /* client stream: durability.h, not rd_handle */
   RD_M_COUNT
 } rd_method_t;
 
@@ -109,6 +111,9 @@ typedef struct {
    * messages; NULL for the rest): pass it to core's *_wait calls after
    * rd_call_wait_on; when core queues it, return RD_REPLY_PARKED. */
   rd_limiter_wait_t *wait;
+  /* ExportStream's (NULL for the rest): where its handler puts the stream
+   * it answers RD_REPLY_STREAM for. */
+  struct rd_export_stream **export_stream;
 } rd_call_info_t;
 
 typedef enum {
@@ -117,6 +122,7 @@ typedef enum {
   RD_REPLY_MORE,    /* a stream's message was taken: read the next one */
   RD_REPLY_PARKED,  /* ci->wait was queued: the server runs the same request again when it
                        is woken (the handler then finds its wait granted) */
+  RD_REPLY_STREAM,  /* *ci->export_stream was set: send its chunks, then OK */
 } rd_reply_when_t;
 
 /* Serve one request (a stream's message for RD_M_INSERT) of method m:

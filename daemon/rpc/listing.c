@@ -115,6 +115,7 @@ void rd_list_workloads(const rd_handler_ctx_t *ctx, const rd_tenant_t *owner, co
   wl_page_t p;
   devices_msg_t devices;
   Replayd__V1__ServerInfoResponse si = REPLAYD__V1__SERVER_INFO_RESPONSE__INIT;
+  si.max_message_bytes = ctx->config->max_message_bytes;
   rd_page_fill_t fill = {rd_page_budget(ctx->config->max_message_bytes), 0, 0};
   ptrdiff_t listed = -1;
   if (wl_page_collect(ctx, owner, after, page, &p) != RD_OK)

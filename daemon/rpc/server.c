@@ -59,6 +59,7 @@
 #include "rpc_body.h"
 #include "tls.h"
 #include "sample_stream.h"
+#include "durability.h"
 
 #define RD_MAX_THREADS 64
 
@@ -134,6 +135,8 @@ typedef struct call {
   bool closed;                 /* ... and completed: the client is gone */
   /* A sample stream (sample_stream.h). */
   rd_sample_stream_t *sstream;
+  rd_export_stream_t *xstream; /* an ExportStream's, once its file is written */
+  rd_import_stream_t *istream; /* an ImportStream's, from its first message */
   bool md_sent;                /* initial metadata went with the first batch */
   bool send_pending;
   grpc_byte_buffer *sending;
@@ -209,7 +212,8 @@ static void post_request(worker_t *wk, int method) {
   c->wait.arg = c;
   grpc_metadata_array_init(&c->md);
   grpc_call_error e;
-  const int streaming = method == RD_M_INSERT || method == RD_M_SAMPLE_STREAM;
+  const int streaming =
+      method == RD_M_INSERT || method == RD_M_SAMPLE_STREAM || method == RD_M_IMPORT_STREAM;
   if (method >= 0) {
     e = grpc_server_request_registered_call(s->server, s->methods[method], &c->call, &c->deadline,
                                             &c->md, streaming ? NULL : &c->payload, wk->cq,
@@ -246,6 +250,8 @@ static void call_free(call_t *c) {
   rd_server_t *s = c->srv;
   if (c->listed) streams_unlist(c);
   rd_sample_stream_free(c->sstream);
+  rd_export_stream_free(c->xstream);
+  rd_import_stream_free(c->istream); /* its temporary file goes with it */
   if (c->wait_on) {
     rd_workload_wait_release(c->wait_on, &c->wait); /* never queued past its call */
     rd_workload_unref(c->wait_on);
@@ -378,7 +384,8 @@ static double deadline_mono(gpr_timespec deadline) {
 static rd_call_info_t call_info(call_t *c) {
   rd_call_info_t ci = {&c->md, deadline_mono(c->deadline), c,
                        c->method == RD_M_INSERT ? &c->stream : NULL,
-                       can_wait(c->method) ? &c->wait : NULL};
+                       can_wait(c->method) ? &c->wait : NULL,
+                       c->method == RD_M_EXPORT_STREAM ? &c->xstream : NULL};
   return ci;
 }
 
@@ -439,6 +446,9 @@ static void wait_wake(rd_limiter_wait_t *w, int status) {
   rd_call_resume(w->arg);
 }
 
+static void stream_pump(call_t *c);
+static void stream_end(call_t *c, rd_reply_t *r);
+
 /* The handler's answer for a call, by the thread that ran it. PARKED: the
  * call waits; its body stays for the next run and nothing else here may
  * touch it (its wake may already be running on another thread). */
@@ -449,8 +459,17 @@ static void handled(call_t *c, rd_reply_when_t when, rd_reply_t *r) {
    * with it (call_free drops it). */
   if (when == RD_REPLY_PARKED || when == RD_REPLY_LATER) return;
   body_drop(c);
-  if (when == RD_REPLY_NOW) finish(c, r);
-  else if (when == RD_REPLY_MORE) start_read(c);
+  if (when == RD_REPLY_NOW) {
+    finish(c, r);
+  } else if (when == RD_REPLY_MORE) {
+    start_read(c);
+  } else if (when == RD_REPLY_STREAM) {
+    /* An ExportStream: its chunks, one write at a time, all from the
+     * call's completion-queue thread (its WAKE), as a sample stream's; a
+     * job runner writing the first would race the thread that sees it sent. */
+    c->state = ST_STREAM;
+    if (!call_start(c, NULL, 0, TAG_WAKE, "starting an export stream")) stream_end(c, NULL);
+  }
 }
 
 /* Run the call's request (c->body, taken) through its handler. */
@@ -607,6 +626,8 @@ static void stream_end(call_t *c, rd_reply_t *r) {
   c->ended = true;
   rd_sample_stream_free(c->sstream); /* its wait leaves the queue; a grant goes back */
   c->sstream = NULL;
+  rd_export_stream_free(c->xstream);
+  c->xstream = NULL;
   if (r == NULL) {
     call_release(c); /* the flow's */
   } else if (c->send_pending) {
@@ -617,14 +638,40 @@ static void stream_end(call_t *c, rd_reply_t *r) {
   }
 }
 
-/* Write batches while the stream has credit, one at a time. */
+/* An ExportStream's next chunk, as a sample stream's next batch. */
+static rd_stream_next_t export_next(call_t *c, grpc_byte_buffer **bb, rd_reply_t *r) {
+  int k = rd_export_stream_next(c->xstream, bb, r);
+  if (k > 0) return RD_STREAM_BATCH;
+  if (k == 0) rd_reply_status(r, GRPC_STATUS_OK, "%s", "");
+  return RD_STREAM_END;
+}
+
+/* An export stream has no read outstanding that its client's leaving
+ * would fail, and a write held back by flow control may wait for ever:
+ * watch for the close (CLOSE ends it), on its first WAKE. */
+static void export_watch(call_t *c) {
+  if (c->watching || c->ended) return;
+  grpc_op op;
+  memset(&op, 0, sizeof op);
+  op.op = GRPC_OP_RECV_CLOSE_ON_SERVER;
+  op.data.recv_close_on_server.cancelled = &c->cancelled;
+  if (call_start(c, &op, 1, TAG_CLOSE, "watching an export stream")) c->watching = true;
+}
+
+/* Write batches (a sample stream's while it has credit; an export's
+ * chunks) one at a time. An export stream has no read outstanding: where
+ * it stops it ends (the sample stream's read ends it). */
 static void stream_pump(call_t *c) {
-  while (!c->ended && !c->send_pending && c->sstream != NULL) {
-    if (atomic_load(&c->srv->cancelling)) return;
+  while (!c->ended && !c->send_pending && (c->sstream != NULL || c->xstream != NULL)) {
+    if (atomic_load(&c->srv->cancelling)) {
+      if (c->xstream != NULL) stream_end(c, NULL);
+      return;
+    }
     grpc_byte_buffer *bb = NULL;
     rd_reply_t r;
     memset(&r, 0, sizeof r);
-    switch (rd_sample_stream_next(c->sstream, &bb, &r)) {
+    switch (c->xstream != NULL ? export_next(c, &bb, &r)
+                               : rd_sample_stream_next(c->sstream, &bb, &r)) {
     case RD_STREAM_BATCH: {
       grpc_op ops[2];
       size_t n = 0;
@@ -712,8 +759,10 @@ static void stream_sent(call_t *c, bool ok) {
     finish(c, &c->end);
   } else if (ok) {
     stream_pump(c);
+  } else if (c->xstream != NULL) { /* the client left an export: no read to end it */
+    stream_end(c, NULL);
   }
-  /* !ok: the call is over; its read fails too and ends it. */
+  /* !ok: the call is over; a sample stream's read fails too and ends it. */
 }
 
 /* ------------------------------------------------------------------ */
@@ -722,6 +771,7 @@ static void stream_sent(call_t *c, bool ok) {
 
 static void stream_message(call_t *c);
 static void stream_message_job(void *arg, int cancelled);
+static void import_step_queue(call_t *c);
 
 static void on_new(call_t *c, bool ok) {
   rd_server_t *s = c->srv;
@@ -740,7 +790,7 @@ static void on_new(call_t *c, bool ok) {
     rd_reply_status(&r, GRPC_STATUS_UNIMPLEMENTED, "method %s is not served by replayd", m);
     gpr_free(m);
     finish(c, &r);
-  } else if (c->method == RD_M_INSERT) {
+  } else if (c->method == RD_M_INSERT || c->method == RD_M_IMPORT_STREAM) {
     start_read(c);
   } else if (c->method == RD_M_SAMPLE_STREAM) {
     c->state = ST_STREAM; /* the flow's reference stays until stream_end */
@@ -776,12 +826,19 @@ static void on_event(call_t *c, int kind, bool ok) {
   memset(&r, 0, sizeof r);
   switch (kind) {
   case TAG_CLOSE:
-    parked_close(c);
+    if (c->method == RD_M_EXPORT_STREAM) {
+      if (!c->ended) stream_end(c, NULL); /* the client left before the last chunk */
+    } else {
+      parked_close(c);
+    }
     call_release(c);
     return;
   case TAG_WAKE:
     if (c->method == RD_M_SAMPLE_STREAM) {
       if (c->sstream != NULL) rd_sample_stream_woken(c->sstream);
+      stream_pump(c);
+    } else if (c->method == RD_M_EXPORT_STREAM) {
+      export_watch(c);
       stream_pump(c);
     } else {
       parked_wake(c);
@@ -807,6 +864,10 @@ static void on_event(call_t *c, int kind, bool ok) {
     if (!ok) { /* the call broke (cancelled, deadline): finish to clean up */
       rd_reply_status(&r, GRPC_STATUS_CANCELLED, "stream ended abnormally");
       finish(c, &r);
+      return;
+    }
+    if (c->method == RD_M_IMPORT_STREAM) {
+      import_step_queue(c);
       return;
     }
     if (c->payload == NULL) { /* the client half-closed */
@@ -849,6 +910,66 @@ static void stream_message_job(void *arg, int cancelled) {
   memset(&r, 0, sizeof r);
   rd_reply_error(&r, RD_ECANCELED, "the server is shutting down; %" PRIu64 " rows of this "
                  "stream were inserted", c->stream.inserted);
+  finish(c, &r);
+}
+
+/* An ImportStream's message (c->payload) or, NULL, its end: written to
+ * its temporary file, or checked and imported (durability.h). */
+static void import_step(call_t *c) {
+  rd_reply_t r;
+  memset(&r, 0, sizeof r);
+  rd_call_info_t ci = call_info(c);
+  rd_reply_when_t when;
+  if (c->payload == NULL) {
+    when = rd_import_stream_end(c->srv->ctx, &ci, c->istream, &r);
+  } else {
+    grpc_slice body;
+    if (!take_message(c, &body, &r)) {
+      finish(c, &r);
+      return;
+    }
+    when = rd_import_stream_message(c->srv->ctx, &ci, &c->istream, GRPC_SLICE_START_PTR(body),
+                                    GRPC_SLICE_LENGTH(body), &r);
+    grpc_slice_unref(body);
+  }
+  if (when == RD_REPLY_MORE) {
+    start_read(c);
+    return;
+  }
+  rd_import_stream_free(c->istream); /* its temporary file goes now, not with the call */
+  c->istream = NULL;
+  finish(c, &r);
+}
+
+static void import_step_job(void *arg, int cancelled) {
+  call_t *c = arg;
+  rd_reply_t r;
+  memset(&r, 0, sizeof r);
+  if (cancelled) { /* the queue stops: the server is shutting down */
+    rd_reply_error(&r, RD_ECANCELED, "the server is shutting down; nothing was imported");
+    finish(c, &r);
+  } else {
+    import_step(c);
+  }
+}
+
+/* Messages are written on the control queue (disk writes), the end is
+ * imported on the placement queue, as ImportWorkload (it may place a
+ * learner); a message its full queue refuses is written here (one chunk),
+ * an end it refuses is refused. */
+static void import_step_queue(call_t *c) {
+  rd_run_t run = c->payload != NULL ? RD_RUN_CONTROL : RD_RUN_PLACEMENT;
+  rd_jobs_t *q = c->srv->jobs[run - RD_RUN_QUEUE_FIRST];
+  rd_error_t err;
+  rd_error_clear(&err);
+  if (q != NULL && rd_jobs_submit(q, import_step_job, c, &err) == RD_OK) return;
+  if (c->payload != NULL) {
+    import_step(c);
+    return;
+  }
+  rd_reply_t r;
+  memset(&r, 0, sizeof r);
+  rd_reply_error(&r, RD_ETOOBIG, "the server is busy; retry the import later (%s)", err.msg);
   finish(c, &r);
 }
 
@@ -924,7 +1045,8 @@ int rd_server_start(rd_server_t **out, const rd_config_t *cfg, rd_handler_ctx_t 
   for (int m = 0; m < RD_M_COUNT; m++)
     s->methods[m] = grpc_server_register_method(
         s->server, rd_method_path((rd_method_t)m), NULL,
-        m == RD_M_INSERT || m == RD_M_SAMPLE_STREAM ? GRPC_SRM_PAYLOAD_NONE
+        m == RD_M_INSERT || m == RD_M_SAMPLE_STREAM || m == RD_M_IMPORT_STREAM
+            ? GRPC_SRM_PAYLOAD_NONE
                                                     : GRPC_SRM_PAYLOAD_READ_INITIAL_BYTE_BUFFER,
         0);
   for (uint32_t i = 0; i < s->n_workers; i++) {
