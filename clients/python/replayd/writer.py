@@ -155,6 +155,7 @@ class Writer:
             if self._n == self.max_message_rows or (self._n >= self.max_rows
                                                     and self._cut_now()):
                 self._flush_locked()
+            self._wake_sender()
 
     def extend(self, batch: Mapping[str, Any], priorities: Any = None) -> None:
         """Buffer a batch (a dict of arrays, the rules of replayd.columns.pack).
@@ -187,6 +188,7 @@ class Writer:
                 if self._n == self.max_message_rows or (self._n >= self.max_rows
                                                         and self._cut_now()):
                     self._flush_locked()
+            self._wake_sender()
 
     def flush(self) -> None:
         """Send the buffered rows now (one message)."""
@@ -283,6 +285,15 @@ class Writer:
         """Whether a message of max_rows or more should go now: the stream
         keeps up (fewer than two messages wait). Otherwise rows coalesce."""
         return len(self._msgs) < 2
+
+    def _wake_sender(self) -> None:
+        """max_rows or more rows coalesce here: a sending thread that waits
+        on an empty queue must look at them (_requests cuts them). Called
+        with the writer's lock held (the same order as _put's)."""
+        if self._n >= self.max_rows:
+            with self._mcond:
+                if self._sender_waits:
+                    self._mcond.notify_all()
 
     def _flush_locked(self) -> None:
         n = self._n

@@ -264,6 +264,10 @@ def test_writer_coalesces_while_the_stream_is_behind(client):
     for i in range(4):
         wr.extend(rows(8, 8 * i))
     assert wr.messages_sent == 1 and wr.rows_sent == 32 and wr.pending == 0
+    # Let gRPC's sending thread drain the queue and wait on it empty: the
+    # rows that coalesce next must wake it (CI once found it asleep).
+    wait_for(lambda: wr._sender_waits, True)
+    time.sleep(0.05)
     wr.extend(rows(8, 32))
     wr.extend(rows(8, 40))
     assert wr.messages_sent == 1 and wr.pending == 16
