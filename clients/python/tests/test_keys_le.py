@@ -112,6 +112,36 @@ def test_daemon_sends_keys_le_and_the_same_keys(client):
     b.delete()
 
 
+def recorder(monkeypatch, name):
+    """The bytes each _wire.<name> call returns, in a list."""
+    seen = []
+    orig = getattr(_wire, name)
+
+    def rec(*a, **kw):
+        seen.append(orig(*a, **kw))
+        return seen[-1]
+    monkeypatch.setattr(_wire, name, rec)
+    return seen
+
+
+def test_the_client_asks_for_keys_le(client, monkeypatch):
+    w = client.register(cartpole(capacity=100))
+    w.insert(rows(50))
+    unary = recorder(monkeypatch, "sample_request")
+    stream = recorder(monkeypatch, "sample_stream_open")
+    w.sample(8)
+    with w.sampler(8, max_batches=1) as it:
+        list(it)
+    assert len(unary) == 2
+    with w.sampler(8, stream=True, max_batches=1) as it:
+        list(it)
+    assert len(stream) == 1
+    del unary[2:]  # the stream's first message is built on a SampleRequest's
+    assert all(pb.SampleRequest.FromString(r).keys_fixed64 for r in unary)
+    assert pb.SampleStreamRequest.FromString(stream[0]).keys_fixed64
+    w.delete()
+
+
 def test_stream_sampler_gets_the_same_keys(client):
     a, b = twins(client)
     plain = [pb.SampleResponse.FromString(raw_sample(a, 64)) for _ in range(2)]
