@@ -10,12 +10,12 @@ same keys, so one asks with the flag and the other without.
 
 usage: test_keys_le.py REPLAYD_EXE PROTO_DIR
 """
-import queue
 import unittest
 
 import numpy as np
 
 from test_daemon import Base, pb, grpc, rows  # noqa: E402
+from test_flow import Requests  # noqa: E402
 
 
 def keys_of_le(raw):
@@ -67,21 +67,13 @@ class TestKeysLe(Base):
         self.assertEqual(r.stale, 0)
 
     def first_batches(self, w, count, **kw):
-        q = queue.Queue()
-        q.put(pb.SampleStreamRequest(workload_id=w.id, batch_size=64, window=count, **kw))
-
-        def reqs():
-            while True:
-                m = q.get()
-                if m is None:
-                    return
-                yield m
-
-        it = self.d.stub.SampleStream(reqs(), metadata=self.md(w), timeout=30)
+        reqs = Requests(pb.SampleStreamRequest(workload_id=w.id, batch_size=64, window=count,
+                                               **kw))
+        it = self.d.stub.SampleStream(iter(reqs), metadata=self.md(w), timeout=30)
         try:
             return [next(it) for _ in range(count)]
         finally:
-            q.put(None)
+            reqs.close()
             it.cancel()
 
     def test_stream_same_keys(self):
