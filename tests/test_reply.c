@@ -124,8 +124,10 @@ static void expected(const rd_sample_out_t *out, uint32_t n, uint32_t nf, uint64
 }
 
 /* Encode n rows of fields fb[0..nf), read the reply back with protobuf-c
- * and compare every field with what was written. */
-static void round_trip(uint32_t n, const size_t *fb, uint32_t nf, uint64_t table_size) {
+ * and compare every field with what was written; keys_le: the keys as
+ * field 6's fixed-width bytes, the same values as protobuf-c's varints. */
+static void round_trip_as(uint32_t n, const size_t *fb, uint32_t nf, uint64_t table_size,
+                          int keys_le) {
   rd_sample_reply_t s;
   rd_sample_out_t out;
   rd_error_t err;
@@ -144,21 +146,30 @@ static void round_trip(uint32_t n, const size_t *fb, uint32_t nf, uint64_t table
                                                                            want_bytes);
   assert_non_null(ref);
 
-  grpc_byte_buffer *bb = rd_sample_reply_finish(&s, table_size);
+  grpc_byte_buffer *bb = rd_sample_reply_finish(&s, table_size, keys_le);
   assert_null(s.buf);
   size_t len;
   uint8_t *got_bytes = bytes_of(bb, &len);
   grpc_byte_buffer_destroy(bb);
   /* The same fields in another order: exactly as many bytes. */
-  assert_int_equal(len, want_len);
+  if (!keys_le) assert_int_equal(len, want_len);
   Replayd__V1__SampleResponse *got = replayd__v1__sample_response__unpack(NULL, len, got_bytes);
   assert_non_null(got);
   assert_int_equal(got->base.n_unknown_fields, 0);
-  assert_int_equal(got->n_keys, n);
+  assert_int_equal(got->n_keys, keys_le ? 0 : n);
+  assert_int_equal(got->keys_le.len, keys_le ? (size_t)n * 8 : 0);
   assert_int_equal(got->n_probabilities, n);
   assert_int_equal(got->n_weights, n);
+  if (n && keys_le) {
+    for (uint32_t i = 0; i < n; i++) { /* little-endian, whatever the host */
+      uint64_t k = 0;
+      for (int b = 7; b >= 0; b--) k = k << 8 | got->keys_le.data[(size_t)i * 8 + b];
+      if (k != ref->keys[i]) fail_msg("key %u: %llu, want %llu", i, (unsigned long long)k,
+                                      (unsigned long long)ref->keys[i]);
+    }
+  }
   if (n) {
-    assert_memory_equal(got->keys, ref->keys, n * sizeof(uint64_t));
+    if (!keys_le) assert_memory_equal(got->keys, ref->keys, n * sizeof(uint64_t));
     assert_memory_equal(got->probabilities, ref->probabilities, n * sizeof(double));
     assert_memory_equal(got->weights, ref->weights, n * sizeof(double));
   }
@@ -176,6 +187,11 @@ static void round_trip(uint32_t n, const size_t *fb, uint32_t nf, uint64_t table
   replayd__v1__sample_response__free_unpacked(ref, NULL);
   free(got_bytes);
   free(want_bytes);
+}
+
+static void round_trip(uint32_t n, const size_t *fb, uint32_t nf, uint64_t table_size) {
+  round_trip_as(n, fb, nf, table_size, 0);
+  round_trip_as(n, fb, nf, table_size, 1);
 }
 
 static void test_sample_reply_empty(void **state) {
@@ -263,7 +279,7 @@ static void test_sample_reply_from_table(void **state) {
   rd_sample_out_t out;
   assert_int_equal(rd_sample_reply_alloc(&s, &ta, 512, &out, NULL), RD_OK);
   assert_int_equal(rd_table_sample(&ta, 512, 0.4, 0, &out, NULL), RD_OK);
-  grpc_byte_buffer *bb = rd_sample_reply_finish(&s, rd_table_size(&ta));
+  grpc_byte_buffer *bb = rd_sample_reply_finish(&s, rd_table_size(&ta), 0);
   size_t len;
   uint8_t *bytes = bytes_of(bb, &len);
   grpc_byte_buffer_destroy(bb);

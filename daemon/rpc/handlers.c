@@ -495,7 +495,7 @@ HANDLER(h_sample) {
     return RD_REPLY_PARKED;
   }
   if (rc == RD_OK)
-    rd_reply_buffer(r, rd_sample_reply_finish(&reply, size));
+    rd_reply_buffer(r, rd_sample_reply_finish(&reply, size, m->keys_fixed64));
   else
     rd_reply_error(r, rc, "%s", err.msg);
   rd_sample_reply_free(&reply);

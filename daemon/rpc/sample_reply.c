@@ -9,7 +9,9 @@
  *   3 weights        packed double   (omitted when n = 0)
  *   5 rows           RowBatch { 1 count uint32 (omitted when 0),
  *                               2 columns bytes, one per field }
- *   1 keys           packed uint64   (omitted when n = 0)
+ *   1 keys           packed uint64   (omitted when n = 0), or, when the
+ *   6 keys_le        bytes           request asked (keys_fixed64): n x 8
+ *                                    bytes, each key little-endian
  *   4 table_size     uint64          (omitted when 0)
  */
 #include "sample_reply.h"
@@ -22,7 +24,7 @@
 #include "pb_wire.h"
 
 _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
-               "doubles are copied as protobuf's little-endian fixed64");
+               "doubles and keys_le are copied as little-endian 8-byte values");
 
 #define WIRE_VARINT 0
 #define WIRE_LEN 2
@@ -54,7 +56,8 @@ static int layout(uint32_t n, const size_t *field_bytes, uint32_t n_fields, layo
   }
   size_t doubles = n ? 2 * rd_pb_len_field_bytes((uint64_t)n * 8) : 0;
   l->head = doubles + rd_pb_len_field_bytes(l->rows);
-  /* At most what the keys and table_size take after it. */
+  /* At most what the keys (varints; their fixed64 form takes no more)
+   * and table_size take after it. */
   size_t tail = (n ? rd_pb_len_field_bytes((uint64_t)n * RD_PB_VARINT_MAX) : 0) + 1 + RD_PB_VARINT_MAX;
   l->scratch = (l->head + tail + 7) & ~(size_t)7; /* 8-aligned, as malloc's buffer is */
   l->cap = l->scratch + (size_t)n * (sizeof(uint64_t) + 2 * sizeof(double));
@@ -110,10 +113,19 @@ int rd_sample_reply_alloc(void *arg, const rd_table_t *table, uint32_t n, rd_sam
 
 static void free_buf(void *p) { free(p); }
 
-grpc_byte_buffer *rd_sample_reply_finish(rd_sample_reply_t *s, uint64_t table_size) {
+grpc_byte_buffer *rd_sample_reply_finish(rd_sample_reply_t *s, uint64_t table_size,
+                                         int keys_le) {
   uint32_t n = s->n;
   uint8_t *p = s->buf + s->head;
-  if (n) {
+  if (n && keys_le) {
+    memcpy(s->probabilities_at, s->probabilities, (size_t)n * 8);
+    memcpy(s->weights_at, s->weights, (size_t)n * 8);
+    /* The scratch starts past the varint keys' bound, which is larger:
+     * the copy does not overlap it. */
+    p = put_len(p, 6, (uint64_t)n * 8);
+    memcpy(p, s->keys, (size_t)n * 8);
+    p += (size_t)n * 8;
+  } else if (n) {
     memcpy(s->probabilities_at, s->probabilities, (size_t)n * 8);
     memcpy(s->weights_at, s->weights, (size_t)n * 8);
     uint64_t keys = 0;

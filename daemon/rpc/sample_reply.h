@@ -45,8 +45,11 @@ int rd_sample_reply_alloc(void *arg, const rd_table_t *table, uint32_t n, rd_sam
 
 /* Once out has been filled: encode keys, probabilities, weights and
  * table_size and return the reply, which takes the buffer (s is empty
- * then). */
-grpc_byte_buffer *rd_sample_reply_finish(rd_sample_reply_t *s, uint64_t table_size);
+ * then). keys_le: the keys go as field 6, n x 8 little-endian bytes that a
+ * client reads without decoding (SampleRequest.keys_fixed64), instead of
+ * packed varints in field 1. */
+grpc_byte_buffer *rd_sample_reply_finish(rd_sample_reply_t *s, uint64_t table_size,
+                                         int keys_le);
 
 /* Free a reply never finished (idempotent). */
 void rd_sample_reply_free(rd_sample_reply_t *s);

@@ -20,6 +20,7 @@ struct rd_sample_stream {
   uint64_t sent, messages;
   rd_limiter_wait_t wait; /* holds a waiting slot from open to free */
   int waiting;          /* wait is queued: nothing to do until its wake */
+  int keys_le;          /* batches carry keys as keys_le (sample_reply.h) */
 };
 
 static void stream_wake(rd_limiter_wait_t *w, int status) {
@@ -127,6 +128,7 @@ int rd_sample_stream_open(rd_handler_ctx_t *ctx, const rd_call_info_t *ci, const
     s->q.beta = m->beta;
     s->q.flags = m->stratified ? RD_SAMPLE_STRATIFIED : 0;
     s->window = window;
+    s->keys_le = m->keys_fixed64;
     s->wait.wake = stream_wake;
     s->wait.arg = s;
     int rc = rd_workload_wait_hold(s->w, &s->wait, &err);
@@ -181,7 +183,7 @@ rd_stream_next_t rd_sample_stream_next(rd_sample_stream_t *s, grpc_byte_buffer *
     rd_reply_error(r, rc, "%s", err.msg);
     return RD_STREAM_END;
   }
-  *bb = rd_sample_reply_finish(&reply, size);
+  *bb = rd_sample_reply_finish(&reply, size, s->keys_le);
   s->unacked++;
   s->sent++;
   return RD_STREAM_BATCH;

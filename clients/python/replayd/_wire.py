@@ -5,7 +5,10 @@ straight from numpy buffers (one join of the column buffers: no protobuf
 object holding a copy of each column), and InsertResponse, SampleResponse
 and UpdatePrioritiesResponse are read here: packed doubles and the row
 columns become numpy views of the reply's bytes (np.frombuffer, no copy),
-packed varint keys are decoded with a few vectorized numpy passes.
+sampled keys asked for as fixed-width bytes (SampleRequest.keys_fixed64)
+are read with one np.frombuffer, and packed varint keys (from a server that
+predates keys_le, and InsertResponse's) are decoded with a few vectorized
+numpy passes.
 
 The reader handles the encoding a protobuf writer produces for these
 messages (the daemon's protobuf-c does): each field once, repeated scalars
@@ -282,8 +285,8 @@ class InsertEncoder:
 
 
 def sample_request(workload_id: bytes, batch_size: int, beta: Optional[float],
-                   stratified: bool) -> bytes:
-    """SampleRequest bytes."""
+                   stratified: bool, keys_fixed64: bool = False) -> bytes:
+    """SampleRequest bytes; keys_fixed64 (24) asks for the keys as keys_le."""
     out = _ld(0x0A, len(workload_id)) + workload_id
     if batch_size:
         out += b"\x10" + varint(batch_size)
@@ -291,14 +294,17 @@ def sample_request(workload_id: bytes, batch_size: int, beta: Optional[float],
         out += b"\x19" + struct.pack("<d", beta)
     if stratified:
         out += b"\x20\x01"
+    if keys_fixed64:
+        out += b"\xc0\x01\x01"
     return out
 
 
 def sample_stream_open(workload_id: bytes, batch_size: int, beta: Optional[float],
-                       stratified: bool, window: int) -> bytes:
+                       stratified: bool, window: int, keys_fixed64: bool = False) -> bytes:
     """SampleStreamRequest bytes that open a stream: SampleRequest's first
-    four fields have the same numbers, then window (5)."""
-    return sample_request(workload_id, batch_size, beta, stratified) + b"\x28" + varint(window)
+    four fields have the same numbers, then window (5) and keys_fixed64 (9)."""
+    out = sample_request(workload_id, batch_size, beta, stratified) + b"\x28" + varint(window)
+    return out + b"\x48\x01" if keys_fixed64 else out
 
 
 def sample_stream_more(ack: int, keys: Optional[np.ndarray],
@@ -356,16 +362,30 @@ def _rowbatch_spans(buf: bytes, start: int, end: int) -> Tuple[int, List[Tuple[i
     return f.get(1, 0), f.get(2, [])
 
 
-_SAMPLE_RESPONSE = {1: 2, 2: 2, 3: 2, 4: 0, 5: 2}
+_SAMPLE_RESPONSE = {1: 2, 2: 2, 3: 2, 4: 0, 5: 2, 6: 2}
+
+
+def keys_le(buf: bytes, start: int, end: int, n: int) -> np.ndarray:
+    """SampleResponse.keys_le in buf[start:end], n keys of 8 little-endian
+    bytes each, as a uint64 array of its own (as decoded varints are)."""
+    if end - start != 8 * n:
+        raise WireError(f"keys_le has {end - start} bytes; {n} sampled rows need {8 * n}")
+    return np.frombuffer(buf, dtype="<u8", count=n, offset=start).astype(_U64)
 
 
 def decode_sample(buf: bytes, fields: Sequence[Field]):
     """(keys u64, probabilities f8, weights f8, table_size, count, columns)
-    of a SampleResponse."""
+    of a SampleResponse; the keys from keys_le where the reply has them."""
     try:
         f = _scan(buf, 0, len(buf), _SAMPLE_RESPONSE)
-        keys = _uint64s(buf, f.get(1))  # type: ignore[arg-type]
         probs = _doubles(buf, f.get(2))  # type: ignore[arg-type]
+        if 6 in f:
+            if 1 in f:
+                raise WireError("the reply has both keys and keys_le")
+            s6, e6 = f[6]  # type: ignore[misc]
+            keys = keys_le(buf, s6, e6, probs.size)
+        else:
+            keys = _uint64s(buf, f.get(1))  # type: ignore[arg-type]
         weights = _doubles(buf, f.get(3))  # type: ignore[arg-type]
         table_size = int(f.get(4, 0))  # type: ignore[arg-type]
         if 5 in f:
@@ -385,8 +405,13 @@ def decode_sample(buf: bytes, fields: Sequence[Field]):
 
 def _decode_sample_pb(buf: bytes, fields: Sequence[Field]):
     m = pb.SampleResponse.FromString(buf)
-    keys = np.array(m.keys, dtype=_U64)
     probs = np.array(m.probabilities, dtype=_F8)
+    if m.keys_le:
+        if len(m.keys):
+            raise WireError("the reply has both keys and keys_le")
+        keys = keys_le(m.keys_le, 0, len(m.keys_le), probs.size)
+    else:
+        keys = np.array(m.keys, dtype=_U64)
     weights = np.array(m.weights, dtype=_F8)
     cols_bytes = list(m.rows.columns)
     joined = b"".join(cols_bytes)

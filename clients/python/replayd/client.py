@@ -286,7 +286,8 @@ class Workload:
         """One prioritized batch: keys, probabilities, IS weights (exponent
         beta, default the spec's) and the rows. ``stratified``: one draw per
         equal slice of the total priority."""
-        req = _wire.sample_request(self.id_bytes, batch_size, beta, stratified)
+        req = _wire.sample_request(self.id_bytes, batch_size, beta, stratified,
+                                  keys_fixed64=True)
         fields = self.spec.fields
         return self._calls.call("Sample", req, token=self.token, timeout=timeout,
                                 parse=lambda raw: sample_from_reply(raw, fields))

@@ -195,10 +195,11 @@ class Sampler(Iterator[Sample]):
         self._max = max_batches
         if stream:
             req = _wire.sample_stream_open(workload.id_bytes, batch_size, beta, stratified,
-                                           prefetch)
+                                           prefetch, keys_fixed64=True)
             self._source: Any = StreamSource(workload, req, prefetch, timeout)
         else:
-            req = _wire.sample_request(workload.id_bytes, batch_size, beta, stratified)
+            req = _wire.sample_request(workload.id_bytes, batch_size, beta, stratified,
+                                      keys_fixed64=True)
             self._source = UnaryPrefetch(workload, req, prefetch, timeout)
         self._closed = False
 
