@@ -858,6 +858,21 @@ static void test_shares_per_device(void **state) {
   rd_pipeline_shares(pc, &ls, &ss);
   assert_ptr_equal(ls, ss);
   assert_ptr_equal(rd_share_pool_of(ls), cpu);
+  /* A learner that moves takes its share to the new device's pool; the
+   * sampler's stays on the CPU; back on the CPU the two are one again. */
+  rd_error_t err;
+  assert_int_equal(rd_pipeline_move_learner(pc, &rd_learner_ops_fpga, 0, &err), RD_OK);
+  rd_pipeline_shares(pc, &ls, &ss);
+  assert_ptr_equal(rd_share_pool_of(ls), rd_share_pool_device(RD_LEARNER_ON_FPGA, 0));
+  assert_ptr_equal(rd_share_pool_of(ss), cpu);
+  insert(&wc, pc, 500, 0);
+  rd_train_result_t r = train_ok(pc, 20);
+  assert_int_equal(r.status, RD_OK);
+  assert_true(rd_share_charged(ls) > 0);
+  assert_int_equal(rd_pipeline_move_learner(pc, &rd_learner_ops_cpu, 0, &err), RD_OK);
+  rd_pipeline_shares(pc, &ls, &ss);
+  assert_ptr_equal(ls, ss);
+  assert_ptr_equal(rd_share_pool_of(ls), cpu);
   rd_pipeline_destroy(pc);
   wl_free(&wc);
   for (int i = 0; i < 2; i++) wl_free(&w[i]);

@@ -17,6 +17,7 @@
 #include "log.h"
 #include "pipeline.h"
 #include "pipeline_internal.h"
+#include "share.h"
 
 #define PS_MAGIC 0x53504452u /* "RDPS" */
 #define PS_VERSION 1u
@@ -278,6 +279,21 @@ static int move_fn(rd_pipeline_t *p, void *arg, rd_error_t *err) {
   if (rc == RD_OK) rc = old->ops->state_save(old, buf, cap, &len, err);
   if (rc == RD_OK) rc = mv->ops->state_load(&nb, buf, len, err);
   free(buf);
+  /* Its device share moves with it (share.h): the new device's pool, or
+   * the sampler's share when the sampler already runs there. */
+  rd_share_t *ns = p->share;
+  if (rc == RD_OK && p->share != NULL) {
+    rd_share_pool_t *np = rd_share_pool_device(mv->ops->kind, dev);
+    if (np == NULL) {
+      rc = rd_error_set(err, RD_ENOMEM, "out of memory for the device share");
+    } else if (np == rd_share_pool_of(p->sampler_share)) {
+      ns = p->sampler_share;
+    } else if (np != rd_share_pool_of(p->share)) {
+      ns = rd_share_join(np, p->cfg.share_group, p->cfg.share_weight);
+      if (ns == NULL) rc = rd_error_set(err, RD_ENOMEM, "out of memory for the device share");
+      else rd_share_pool_set_conserving(np, p->cfg.share_conserving);
+    }
+  }
   if (rc) {
     rd_learner_backend_destroy(&nb);
     return rc;
@@ -285,6 +301,13 @@ static int move_fn(rd_pipeline_t *p, void *arg, rd_error_t *err) {
   rd_learner_backend_destroy(old);
   *old = nb;
   pthread_mutex_lock(&p->mu);
+  /* The sampler reads p->share under p->mu; the learner's bursts run on
+   * this thread, so no burst holds the old share now. */
+  if (ns != p->share) {
+    rd_share_t *was = p->share;
+    p->share = ns;
+    if (was != p->sampler_share) rd_share_leave(was);
+  }
   p->linfo.requested = mv->ops->kind;
   p->linfo.kind = mv->ops->kind;
   p->linfo.device = dev;
