@@ -155,13 +155,7 @@ int main(int argc, char **argv) {
     usage(stderr);
     return 2;
   }
-  if (!O.json) {
-    char cpu[128], load[32], when[64];
-    cpu_model(cpu, sizeof cpu);
-    load_average(load, sizeof load);
-    utc_now(when, sizeof when);
-    printf("bench_remap: %s, load %s, %s\n", cpu, load, when);
-  }
+  if (!O.json) bench_print_header("bench_remap");
   int reps = O.quick ? 1 : 3;
   for (int i = 0; i < reps; i++) remap_gain(O.quick ? 1.0 : 4.0);
   return 0;

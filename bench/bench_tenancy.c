@@ -407,13 +407,7 @@ int main(int argc, char **argv) {
     usage(stderr);
     return 2;
   }
-  if (!O.json) {
-    char cpu[128], load[32], when[64];
-    cpu_model(cpu, sizeof cpu);
-    load_average(load, sizeof load);
-    utc_now(when, sizeof when);
-    printf("bench_tenancy: %s, load %s, %s\n", cpu, load, when);
-  }
+  if (!O.json) bench_print_header("bench_tenancy");
   if (O.only == NULL || strcmp(O.only, "fair") == 0) fairness(O.quick ? 2.0 : 8.0);
   if (O.only == NULL || strcmp(O.only, "noisy") == 0)
     noisy_neighbour(O.quick ? 400 : 2000, O.quick ? 2 : 5);

@@ -266,3 +266,10 @@ void bench_check_targets(const uint64_t *prefix, uint32_t capacity, uint64_t see
     tg[i] = t;
   }
 }
+
+void bench_print_header(const char *name) {
+  bench_machine_t m;
+  bench_machine(&m);
+  printf("%s: %s, %s, ISA %s, %ld CPUs, load %s\n", name, m.date, m.cpu, cpu_isa(), m.cpus,
+         m.load);
+}

@@ -41,6 +41,10 @@ typedef struct {
 } bench_machine_t;
 void bench_machine(bench_machine_t *m);
 
+/* The one-line header of a bench's table: "NAME: date, CPU, ISA isa, N
+ * CPUs, load L" (bench_machine, cpu_isa). */
+void bench_print_header(const char *name);
+
 /* One figure: with json, the JSON line every benchmark writes ({"name",
  * "params": {params}, "value", "unit"}; params is the inside of the object,
  * already formatted); else a table row. Flushed. */
