@@ -264,14 +264,13 @@ def test_writer_coalesces_while_the_stream_is_behind(client):
     for i in range(4):
         wr.extend(rows(8, 8 * i))
     assert wr.messages_sent == 1 and wr.rows_sent == 32 and wr.pending == 0
-    # Let gRPC's sending thread drain the queue and wait on it empty: the
-    # rows that coalesce next must wake it (CI once found it asleep).
+    # Let gRPC's sending thread drain the queue and wait on it empty. A
+    # batch of more than max_rows then coalesces (the stream is "behind"),
+    # and that thread, finding nothing to send, must wake and cut it as one
+    # message (CI once found it asleep until the next write).
     wait_for(lambda: wr._sender_waits, True)
     time.sleep(0.05)
-    wr.extend(rows(8, 32))
-    wr.extend(rows(8, 40))
-    assert wr.messages_sent == 1 and wr.pending == 16
-    # gRPC's sending thread, finding nothing to send, cuts the coalesced rows
+    wr.extend(rows(16, 32))
     assert wait_for(lambda: wr.pending, 0) == 0
     assert wr.messages_sent == 2 and wr.rows_sent == 48
     del wr._cut_now  # the stream keeps up: a message per max_rows again
