@@ -24,7 +24,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   fuzz_env_metadata(data[0], &md);
   rd_insert_stream_t st;
   memset(&st, 0, sizeof st);
-  rd_call_info_t ci = {&md, 0, NULL, &st, NULL}; /* no wait: a limiter refuses at once */
+  rd_call_info_t ci = {&md, 0, NULL, &st, NULL, NULL}; /* no wait: a limiter refuses at once */
   size_t at = 1;
   rd_reply_when_t when = RD_REPLY_MORE;
   for (int k = 0; k < MAX_MESSAGES && when == RD_REPLY_MORE && at + 2 <= size; k++) {
