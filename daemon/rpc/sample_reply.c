@@ -117,17 +117,17 @@ grpc_byte_buffer *rd_sample_reply_finish(rd_sample_reply_t *s, uint64_t table_si
                                          int keys_le) {
   uint32_t n = s->n;
   uint8_t *p = s->buf + s->head;
-  if (n && keys_le) {
+  if (n) {
     memcpy(s->probabilities_at, s->probabilities, (size_t)n * 8);
     memcpy(s->weights_at, s->weights, (size_t)n * 8);
+  }
+  if (n && keys_le) {
     /* The scratch starts past the varint keys' bound, which is larger:
      * the copy does not overlap it. */
     p = put_len(p, 6, (uint64_t)n * 8);
     memcpy(p, s->keys, (size_t)n * 8);
     p += (size_t)n * 8;
   } else if (n) {
-    memcpy(s->probabilities_at, s->probabilities, (size_t)n * 8);
-    memcpy(s->weights_at, s->weights, (size_t)n * 8);
     uint64_t keys = 0;
     for (uint32_t i = 0; i < n; i++) keys += rd_pb_varint_bytes(s->keys[i]);
     p = put_len(p, 1, keys);
