@@ -960,6 +960,81 @@ static void test_learner_gpu_quota(void **state) {
   rd_registry_destroy(r);
 }
 
+/* A live move (the re-mapper's) is charged: the new copy against
+ * --max-memory while both exist, the growth against the tenant's quota,
+ * and afterwards what the workload holds then. */
+static void test_move_charges(void **state) {
+  (void)state;
+  rd_config_t cfg = test_config();
+  spec_t s;
+  learner_spec(&s);
+  rd_registry_t *probe = make_registry(&cfg, NULL);
+  rd_workload_t *p = register_ok(probe, &s);
+  const uint64_t c = p->charge;
+  rd_workload_unref(p);
+  rd_registry_destroy(probe);
+
+  cfg.max_memory_bytes = 6 * c;
+  rd_registry_t *r = make_registry(&cfg, NULL);
+  rd_tenants_t *ts = rd_registry_tenants(r);
+  char tok[RD_TENANT_TOKEN_LEN + 1], wtok[RD_WORKLOAD_TOKEN_LEN + 1];
+  rd_tenant_quota_t q = {.max_memory_bytes = 2 * c + c / 2};
+  rd_error_t err;
+  rd_error_clear(&err);
+  assert_int_equal(rd_tenants_add(ts, "m", &q, tok, &err), RD_OK);
+  rd_tenant_t *t = rd_tenants_get(ts, "m");
+  rd_spec_pb_t d;
+  assert_int_equal(rd_spec_pb_decode(rd_registry_config(r), &s.spec, &d, &err), RD_OK);
+  rd_workload_t *w = NULL;
+  assert_int_equal(rd_registry_register_as(r, t, &d.spec, NULL, &w, wtok, &err), RD_OK);
+  assert_int_equal(w->charge, c);
+  rd_tenant_info_t info;
+
+  /* Over the server's memory while both copies exist: refused, nothing reserved. */
+  assert_int_equal(rd_registry_move_begin(r, w, 5 * c + 1, 0, &err), RD_ETOOBIG);
+  if (strstr(err.msg, "--max-memory") == NULL) fail_msg("%s", err.msg);
+  assert_int_equal(rd_registry_charged(r), c);
+  assert_int_equal(rd_registry_move_begin(r, w, 2 * c, 1, &err), RD_OK); /* fits both */
+  rd_tenant_info(t, &info);
+  assert_int_equal(info.bytes, 2 * c); /* the growth reserved */
+  assert_int_equal(info.gpu_bytes, 1);
+  assert_int_equal(rd_registry_charged(r), 3 * c); /* both copies */
+  rd_registry_move_end(r, w, 2 * c, 1, 2 * c, 1);   /* done: it holds 2c now */
+  assert_int_equal(w->charge, 2 * c);
+  assert_int_equal(w->gpu_charge, 1);
+  assert_int_equal(rd_registry_charged(r), 2 * c);
+  rd_tenant_info(t, &info);
+  assert_int_equal(info.bytes, 2 * c);
+  assert_int_equal(info.gpu_bytes, 1);
+  /* Growth past the tenant's quota (2c -> 2c + c/2 + 1): refused. */
+  assert_int_equal(rd_registry_move_begin(r, w, 2 * c + c / 2 + 1, 0, &err), RD_ETOOBIG);
+  if (strstr(err.msg, "max_memory_bytes") == NULL) fail_msg("%s", err.msg);
+  /* A move that shrinks it needs no quota; one cut short charges what it holds. */
+  assert_int_equal(rd_registry_move_begin(r, w, c / 2, 0, &err), RD_OK);
+  rd_tenant_info(t, &info);
+  assert_int_equal(info.bytes, 2 * c);
+  rd_registry_move_end(r, w, c / 2, 0, c, 0);
+  assert_int_equal(w->charge, c);
+  assert_int_equal(rd_registry_charged(r), c);
+  rd_tenant_info(t, &info);
+  assert_int_equal(info.bytes, c);
+  assert_int_equal(info.gpu_bytes, 0);
+
+  /* Deleted during the move: the delete uncharged it, the end only releases. */
+  assert_int_equal(rd_registry_move_begin(r, w, 2 * c, 0, &err), RD_OK);
+  assert_int_equal(rd_registry_delete(r, w->id, &err), RD_OK);
+  rd_registry_move_end(r, w, 2 * c, 0, 2 * c, 0);
+  assert_int_equal(rd_registry_charged(r), 0);
+  rd_tenant_info(t, &info);
+  assert_int_equal(info.bytes, 0);
+  assert_int_equal(info.workloads, 0);
+  assert_int_equal(rd_registry_move_begin(r, w, c, 0, &err), RD_ENOTFOUND);
+  rd_workload_unref(w);
+  rd_spec_pb_release(&d);
+  rd_tenant_unref(t);
+  rd_registry_destroy(r);
+}
+
 /* ------------------------------------------------------------------ */
 /* Lookup, list, delete, lifetime                                      */
 /* ------------------------------------------------------------------ */
@@ -1583,6 +1658,7 @@ int main(void) {
       cmocka_unit_test(test_learner_spec_errors),
       cmocka_unit_test(test_learner_memory),
       cmocka_unit_test(test_learner_gpu_quota),
+      cmocka_unit_test(test_move_charges),
       cmocka_unit_test(test_get_list_delete),
       cmocka_unit_test(test_unref_after_delete),
       cmocka_unit_test(test_token_ok),

@@ -489,6 +489,65 @@ rd_workload_t *rd_registry_get(rd_registry_t *r, const char *id) {
   return w;
 }
 
+/* ---- Moves (the re-mapper's) ---- */
+
+static uint64_t growth(uint64_t now, uint64_t then) { return then > now ? then - now : 0; }
+
+/* w is still listed. Caller holds mutate_mu. */
+static bool listed(const rd_registry_t *r, const rd_workload_t *w) {
+  ptrdiff_t at = find_index(r, w->id);
+  return at >= 0 && r->by_id[at] == w;
+}
+
+int rd_registry_move_begin(rd_registry_t *r, rd_workload_t *w, uint64_t bytes,
+                           uint64_t gpu_bytes, rd_error_t *err) {
+  pthread_mutex_lock(&r->mutate_mu);
+  const uint64_t more = growth(w->charge, bytes), more_gpu = growth(w->gpu_charge, gpu_bytes);
+  const uint64_t max = r->cfg.max_memory_bytes;
+  const uint64_t free_bytes = r->bytes < max ? max - r->bytes : 0;
+  int rc = RD_OK;
+  if (!listed(r, w))
+    rc = rd_error_set(err, RD_ENOTFOUND, "workload %s was deleted", w->id);
+  else if (bytes > free_bytes)
+    rc = rd_error_set(err, RD_ETOOBIG, "this server's --max-memory: the move needs %" PRIu64
+                      " bytes while both copies exist, %" PRIu64 " of %" PRIu64 " free", bytes,
+                      free_bytes, max);
+  else if (w->tenant != NULL)
+    rc = rd_tenant_admit_growth(w->tenant, more, more_gpu, err);
+  if (rc == RD_OK) {
+    pthread_rwlock_wrlock(&r->map_lock);
+    r->bytes += bytes;
+    pthread_rwlock_unlock(&r->map_lock);
+    if (w->tenant != NULL) rd_tenant_recharge(w->tenant, (int64_t)more, (int64_t)more_gpu);
+  }
+  pthread_mutex_unlock(&r->mutate_mu);
+  return rc;
+}
+
+void rd_registry_move_end(rd_registry_t *r, rd_workload_t *w, uint64_t bytes, uint64_t gpu_bytes,
+                          uint64_t now_bytes, uint64_t now_gpu) {
+  pthread_mutex_lock(&r->mutate_mu);
+  const uint64_t more = growth(w->charge, bytes), more_gpu = growth(w->gpu_charge, gpu_bytes);
+  const bool still = listed(r, w);
+  pthread_rwlock_wrlock(&r->map_lock);
+  r->bytes -= bytes;
+  if (still) r->bytes = r->bytes - w->charge + now_bytes;
+  pthread_rwlock_unlock(&r->map_lock);
+  if (w->tenant != NULL) {
+    int64_t d = -(int64_t)more, dg = -(int64_t)more_gpu;
+    if (still) {
+      d += (int64_t)now_bytes - (int64_t)w->charge;
+      dg += (int64_t)now_gpu - (int64_t)w->gpu_charge;
+    }
+    rd_tenant_recharge(w->tenant, d, dg);
+  }
+  if (still) {
+    w->charge = now_bytes;
+    w->gpu_charge = now_gpu;
+  }
+  pthread_mutex_unlock(&r->mutate_mu);
+}
+
 int rd_registry_delete(rd_registry_t *r, const char *id, rd_error_t *err) {
   if (id == NULL || id[0] == '\0') return rd_error_set(err, RD_EINVAL, "no workload id given");
   pthread_mutex_lock(&r->mutate_mu);
@@ -654,6 +713,13 @@ size_t rd_registry_count(rd_registry_t *r) {
   size_t n = r->n;
   pthread_rwlock_unlock(&r->map_lock);
   return n;
+}
+
+uint64_t rd_registry_charged(rd_registry_t *r) {
+  pthread_rwlock_rdlock(&r->map_lock);
+  uint64_t b = r->bytes;
+  pthread_rwlock_unlock(&r->map_lock);
+  return b;
 }
 
 size_t rd_registry_count_owned(rd_registry_t *r, const rd_tenant_t *owner) {

@@ -131,12 +131,30 @@ size_t rd_registry_list_after(rd_registry_t *r, const char *after, rd_workload_t
 size_t rd_registry_list_owned_after(rd_registry_t *r, const rd_tenant_t *owner,
                                     const char *after, rd_workload_t **out, size_t max);
 size_t rd_registry_count(rd_registry_t *r);
+/* Memory charged against --max-memory now (moves' reservations included). */
+uint64_t rd_registry_charged(rd_registry_t *r);
 size_t rd_registry_count_owned(rd_registry_t *r, const rd_tenant_t *owner);
 
 /* load[i] = the pipeline threads of live workloads pinned to cpus[i]
  * (cores.h: a learner pin counts once per CPU it names, as does a sampler
  * pin), for rd_cores_assign. Thread-safe. */
 void rd_registry_cpu_load(rd_registry_t *r, const int *cpus, size_t n, uint32_t *load);
+
+/* A live move of w (workload_move.h, the re-mapper's) to a placement that
+ * will hold `bytes` of memory and `gpu_bytes` of GPU memory
+ * (rd_workload_charge_for). While it runs both copies exist, so the new
+ * one must fit the server's --max-memory beside everything charged now;
+ * the tenant's quotas must hold what the workload grows by. Reserves both;
+ * RD_ETOOBIG naming the limit (nothing reserved: do not move). */
+int rd_registry_move_begin(rd_registry_t *r, rd_workload_t *w, uint64_t bytes,
+                           uint64_t gpu_bytes, rd_error_t *err);
+/* The move begun with `bytes`/`gpu_bytes` is over (done, cut short or
+ * failed): the reservation is released and w is charged what it holds
+ * now, `now_bytes`/`now_gpu` (its placement's after the move). A workload
+ * deleted meanwhile was uncharged by the delete: only the reservation
+ * goes. */
+void rd_registry_move_end(rd_registry_t *r, rd_workload_t *w, uint64_t bytes, uint64_t gpu_bytes,
+                          uint64_t now_bytes, uint64_t now_gpu);
 
 /* Stop every workload's hosted learner (shutdown: before the server stops,
  * so pending TrainStep calls end instead of holding the drain). */

@@ -129,6 +129,17 @@ static int collect(rd_remapper_t *m, rd_workload_t **all, size_t n_all, member_t
   return (int)k;
 }
 
+/* After a move begun with bytes/gpu reserved: w is charged for what its
+ * placement runs now (a move cut short holds parts of both). */
+static void recharge(rd_remapper_t *m, rd_workload_t *w, uint64_t bytes, uint64_t gpu) {
+  rd_placement_t now;
+  int has = 0;
+  uint64_t now_bytes = 0, now_gpu = 0;
+  rd_workload_placement_copy(w, &now, &has);
+  if (has) rd_workload_charge_for(w, &now, &now_bytes, &now_gpu);
+  rd_registry_move_end(m->registry, w, bytes, gpu, now_bytes, now_gpu);
+}
+
 int rd_remapper_run(rd_remapper_t *m, const char *reason, uint32_t *moves_out, rd_error_t *err) {
   static rd_workload_t *all[RD_REMAP_MAX];
   static member_t set[RD_REMAP_MAX];
@@ -162,8 +173,15 @@ int rd_remapper_run(rd_remapper_t *m, const char *reason, uint32_t *moves_out, r
       rd_error_t merr;
       rd_error_clear(&merr);
       int mrc = rd_workload_plan_move(s->w, o->learner, o->rmm, &to, &merr);
-      if (mrc == RD_OK) mrc = rd_workload_move(s->w, &to, &ev, &merr);
-      else {
+      uint64_t bytes = 0, gpu = 0;
+      if (mrc == RD_OK) {
+        rd_workload_charge_for(s->w, &to, &bytes, &gpu);
+        mrc = rd_registry_move_begin(m->registry, s->w, bytes, gpu, &merr);
+      }
+      if (mrc == RD_OK) {
+        mrc = rd_workload_move(s->w, &to, &ev, &merr);
+        recharge(m, s->w, bytes, gpu); /* what runs now, whole move or not */
+      } else {
         snprintf(ev.from, sizeof ev.from, "%s", s->pl.running);
         snprintf(ev.to, sizeof ev.to, "%s", s->pl.running);
         size_t l = strlen(ev.reason);

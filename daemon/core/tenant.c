@@ -429,6 +429,37 @@ void rd_tenant_charge_gpu(rd_tenant_t *t, int sign, uint64_t gpu_bytes) {
   pthread_mutex_unlock(&t->mu);
 }
 
+int rd_tenant_admit_growth(rd_tenant_t *t, uint64_t bytes, uint64_t gpu_bytes, rd_error_t *err) {
+  int rc = RD_OK;
+  pthread_mutex_lock(&t->mu);
+  const rd_tenant_quota_t *q = &t->quota;
+  if (bytes > 0 && q->max_memory_bytes != 0 &&
+      (bytes > q->max_memory_bytes || t->bytes > q->max_memory_bytes - bytes))
+    rc = rd_error_set(err, RD_ETOOBIG, "tenant \"%s\"'s max_memory_bytes: the move needs "
+                      "%llu more bytes, %llu of %llu free", t->name, (unsigned long long)bytes,
+                      (unsigned long long)(t->bytes < q->max_memory_bytes
+                                               ? q->max_memory_bytes - t->bytes : 0),
+                      (unsigned long long)q->max_memory_bytes);
+  else if (gpu_bytes > 0 && q->max_gpu_memory_bytes != 0 &&
+           (gpu_bytes > q->max_gpu_memory_bytes ||
+            t->gpu_bytes > q->max_gpu_memory_bytes - gpu_bytes))
+    rc = rd_error_set(err, RD_ETOOBIG, "tenant \"%s\"'s max_gpu_memory_bytes: the move needs "
+                      "%llu more bytes of GPU memory, %llu of %llu free", t->name,
+                      (unsigned long long)gpu_bytes,
+                      (unsigned long long)(t->gpu_bytes < q->max_gpu_memory_bytes
+                                               ? q->max_gpu_memory_bytes - t->gpu_bytes : 0),
+                      (unsigned long long)q->max_gpu_memory_bytes);
+  pthread_mutex_unlock(&t->mu);
+  return rc;
+}
+
+void rd_tenant_recharge(rd_tenant_t *t, int64_t bytes, int64_t gpu_bytes) {
+  pthread_mutex_lock(&t->mu);
+  t->bytes += (uint64_t)bytes; /* two's complement: a negative delta subtracts */
+  t->gpu_bytes += (uint64_t)gpu_bytes;
+  pthread_mutex_unlock(&t->mu);
+}
+
 int rd_tenant_take_rows(rd_tenant_t *t, rd_tenant_rate_t kind, uint64_t rows, double now,
                         rd_error_t *err) {
   rd_rate_bucket_t *b = kind == RD_TENANT_INSERT ? &t->insert_bucket : &t->sample_bucket;

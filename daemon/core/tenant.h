@@ -171,6 +171,13 @@ void rd_tenant_charge(rd_tenant_t *t, int sign, uint64_t bytes);
  * max_gpu_memory_bytes. A workload of no GPU bytes is always admitted. */
 int rd_tenant_admit_gpu(rd_tenant_t *t, uint64_t gpu_bytes, rd_error_t *err);
 void rd_tenant_charge_gpu(rd_tenant_t *t, int sign, uint64_t gpu_bytes);
+/* A workload t owns grows by `bytes` of memory and `gpu_bytes` of GPU
+ * memory (a move to another device, workload_move.h): RD_OK if both fit
+ * its quotas, else RD_ETOOBIG naming the quota. Checks only; its
+ * workload count is not a limit here (the workload is already counted). */
+int rd_tenant_admit_growth(rd_tenant_t *t, uint64_t bytes, uint64_t gpu_bytes, rd_error_t *err);
+/* Change what t is charged by the deltas (a move's), its count unchanged. */
+void rd_tenant_recharge(rd_tenant_t *t, int64_t bytes, int64_t gpu_bytes);
 
 /* ---- Rates ---- */
 

@@ -79,6 +79,26 @@ int rd_workload_plan_move(rd_workload_t *w, rd_devkind_t l, rd_devkind_t r, rd_p
   return RD_OK;
 }
 
+void rd_workload_charge_for(rd_workload_t *w, const rd_placement_t *pl, uint64_t *bytes,
+                            uint64_t *gpu_bytes) {
+  rd_workload_config_t wc;
+  memset(&wc, 0, sizeof wc);
+  pthread_mutex_lock(&w->lock);
+  wc.table = w->table.config;
+  pthread_mutex_unlock(&w->lock);
+  wc.table.rmm = pl->rmm_ops;
+  wc.table.storage = pl->storage_ops;
+  if (w->pipeline != NULL) {
+    wc.has_learner = 1;
+    wc.learner = *rd_pipeline_config(w->pipeline);
+    wc.learner.learner_kind = pl->learner_kind;
+    wc.learner.learner_device = pl->learner_device;
+  }
+  uint64_t tree, rows, scratch, learner;
+  *bytes = rd_workload_config_charge(&wc, &tree, &rows, &scratch, &learner);
+  *gpu_bytes = rd_workload_config_gpu_bytes(&wc);
+}
+
 static int64_t now_ms(void) {
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);

@@ -48,6 +48,14 @@ int rd_workload_plan_move(rd_workload_t *w, rd_devkind_t l, rd_devkind_t r, rd_p
 int rd_workload_move(rd_workload_t *w, const rd_placement_t *to, rd_place_event_t *ev,
                      rd_error_t *err);
 
+/* What w is charged running placement pl (rd_workload_config_charge: its
+ * table on pl's replay module and storage, its learner where pl runs it)
+ * into *bytes, and the GPU memory of that (rd_workload_config_gpu_bytes)
+ * into *gpu_bytes: what the registry charges for a move (registry.h
+ * rd_registry_move_begin). */
+void rd_workload_charge_for(rd_workload_t *w, const rd_placement_t *pl, uint64_t *bytes,
+                            uint64_t *gpu_bytes);
+
 /* Record ev in w's history (its time is set here). */
 void rd_workload_history_add(rd_workload_t *w, const rd_place_event_t *ev);
 

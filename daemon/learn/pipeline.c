@@ -364,6 +364,8 @@ const rd_learner_config_t *rd_pipeline_learner_config(const rd_pipeline_t *p) {
   return &p->cfg.learner;
 }
 
+const rd_pipeline_config_t *rd_pipeline_config(const rd_pipeline_t *p) { return &p->cfg; }
+
 int rd_pipeline_continuous(const rd_pipeline_t *p) { return p->cfg.samples_per_insert > 0; }
 
 int rd_pipeline_wait_idle(rd_pipeline_t *p, double timeout_s) {

@@ -271,6 +271,8 @@ void rd_pipeline_cpus(rd_pipeline_t *p, rd_pipeline_cpus_t *out);
 
 /* The learner's config (constant after create). */
 const rd_learner_config_t *rd_pipeline_learner_config(const rd_pipeline_t *p);
+/* The whole configuration it was created with (constant for its life). */
+const rd_pipeline_config_t *rd_pipeline_config(const rd_pipeline_t *p);
 
 /* 1 if the workload trains continuously (samples_per_insert > 0). */
 int rd_pipeline_continuous(const rd_pipeline_t *p);

@@ -52,6 +52,14 @@ class RemapBase(DaemonCase):
         return self.d.stub.RegisterWorkload(dqn_spec(name=name, seed=seed), metadata=md,
                                             timeout=120)
 
+    def charged(self, tenant):
+        """(memory, GPU memory) the tenant is charged now."""
+        ts = self.d.stub.ListTenants(pb.ListTenantsRequest(), metadata=self.admin(),
+                                     timeout=10).tenants
+        t = [t for t in ts if t.name == tenant]
+        self.assertEqual(len(t), 1, [t.name for t in ts])
+        return t[0].memory_bytes, t[0].gpu_memory_bytes
+
     def placement(self, w):
         return self.d.stub.DescribeWorkload(pb.WorkloadRef(id=w.id), metadata=self.admin(),
                                             timeout=10).placement
@@ -87,6 +95,10 @@ class TestMoveAfterDelete(RemapBase):
         self.assertEqual(p.running[0], "C", p.note)
         self.assertTrue(ev.moved and getattr(ev, "from") == "F-F-F" and ev.to == p.running, ev)
         self.assertEqual(len(self.placement(a).history), 1)  # the occupant did not move
+        on_fpga, on_cpu = self.charged("big"), self.charged("default")
+        # Placed F-F-F at registration and moved to the CPU by the set's
+        # re-mapping, it is charged for what it holds on the CPU.
+        self.assertLess(on_cpu[0], on_fpga[0])
 
         # The same calls on a CPU-only daemon: the reference that never moves.
         ref_state = tempfile.mkdtemp(prefix="replayd-remap-ref-")
@@ -125,6 +137,10 @@ class TestMoveAfterDelete(RemapBase):
             self.assertGreater(ev.predicted_total_to, ev.predicted_total_from * 1.1)
             self.assertEqual(p.running, "F-F-F")
             self.assertIn("C-simulation", p.note)
+            # It is charged for what it holds now: the same as the
+            # occupant was for the same spec on the same modules.
+            self.assertEqual(self.charged("default"), on_fpga)
+            self.assertEqual(self.charged("big"), (0, 0))
 
             # Nothing was lost: weights and version as before, the table's
             # rows, priorities and sampling stream as the reference's.
@@ -170,6 +186,40 @@ class TestMoveAfterDelete(RemapBase):
         self.assertTrue(hist[1]["moved"])
         self.assertGreater(hist[1]["predicted_total_to"], hist[1]["predicted_total_from"])
         self.assertEqual(j["placement"]["history_total"], 2)
+
+
+class TestMoveOverQuota(RemapBase):
+    def test_growth_past_the_quota_is_not_moved(self):
+        # The same arrival and departure, the newcomer's tenant allowed no
+        # more memory than it holds on the CPU: the move, which would hold
+        # more on the FPGA's modules, is not made, and the history says why.
+        big, tight = self.tenant("big", 1000), self.tenant("tight", 1)
+        a = self.register(big, "occupant")
+        self.wait_history(a, lambda h: len(h) == 1, "the occupant's placement")
+        b = self.register(tight, "newcomer", seed=5)
+        p = self.wait_history(b, lambda h: len(h) == 1, "the newcomer's placement")
+        before = p.running
+        self.assertEqual(before[0], "C", p.note)
+        held = self.charged("tight")
+        self.d.stub.SetTenant(pb.SetTenantRequest(name="tight", max_memory_bytes=held[0]),
+                              metadata=self.admin(), timeout=10)
+        self.d.stub.DeleteWorkload(pb.WorkloadRef(id=a.id), metadata=self.admin(), timeout=30)
+        p = self.wait_history(b, lambda h: len(h) == 2, "the refused move")
+        ev = p.history[1]
+        self.assertFalse(ev.moved, ev)
+        self.assertIn("not moved", ev.reason)
+        self.assertIn('tenant "tight"', ev.reason)
+        self.assertIn("max_memory_bytes", ev.reason)
+        self.assertEqual(p.running, before)
+        self.assertEqual(self.charged("tight"), held)
+        # The workload works on where it is.
+        md = ((TOKEN_KEY, b.token),)
+        self.d.stub.InsertBatch(pb.InsertRequest(workload_id=b.id, rows=row_batch(64, 0),
+                                                 priorities=priorities(64, 0)),
+                                metadata=md, timeout=30)
+        t = self.d.stub.TrainStep(pb.TrainStepRequest(workload_id=b.id, steps=2), metadata=md,
+                                  timeout=120)
+        self.assertEqual(t.steps_done, 2)
 
 
 class StabilityBase(RemapBase):
