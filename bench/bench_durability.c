@@ -37,8 +37,9 @@
  *
  * usage: bench_durability [--json] [--quick] [--rows R] [--replayd PATH]
  *                         [--streams S[,S...]] [--seconds T] [--journal-commit-us US]
- *                         [--checkpoint-dir DIR]  (the daemon's: its journal on a tmpfs
- *                                                  separates the daemon's cost from the disk's)
+ *                         [--checkpoint-dir DIR] [--journal-direct 0|1]
+ *   --checkpoint-dir: the daemon's (its journal on a tmpfs separates the
+ *   daemon's cost from the disk's); --journal-direct: the daemon's.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -50,6 +51,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -76,8 +78,9 @@ static struct {
   int n_streams;
   double seconds;
   const char *commit_us; /* the daemon's --journal-commit-us; NULL: its default */
+  const char *direct;    /* the daemon's --journal-direct; NULL: its default */
   const char *ckpt_dir;  /* the daemon's --checkpoint-dir; NULL: under its state dir */
-} O = {0, 0, 1000000, NULL, {8, 64}, 2, 2.0, NULL, NULL};
+} O = {0, 0, 1000000, NULL, {8, 64}, 2, 2.0, NULL, NULL, NULL};
 
 static char isa[32];
 
@@ -358,12 +361,20 @@ static void *journal_main(void *arg) {
 }
 
 /* rows/s made durable by T threads into a fresh journal under dir. */
+static double cpu_s(void) {
+  struct rusage u;
+  getrusage(RUSAGE_SELF, &u);
+  return (double)u.ru_utime.tv_sec + u.ru_utime.tv_usec * 1e-6 + (double)u.ru_stime.tv_sec +
+         u.ru_stime.tv_usec * 1e-6;
+}
+
 static double journal_rate(const char *dir, rd_journal_prealloc_t prealloc, int sync_inline,
-                           uint32_t T, double *commit_ms_max) {
+                           int buffered, uint32_t T, double *commit_ms_max, double *cpu_ns,
+                           int *direct) {
   char sub[PATH_MAX];
   if (snprintf(sub, sizeof sub, "%s/j", dir) >= (int)sizeof sub) die("path too long");
   if (mkdir(sub, 0700) != 0) die("mkdir %s: %s", sub, strerror(errno));
-  rd_journal_config_t cfg = {200, UINT64_C(256) << 20, prealloc, sync_inline};
+  rd_journal_config_t cfg = {200, UINT64_C(256) << 20, prealloc, sync_inline, buffered};
   rd_journal_t *j;
   rd_error_t e;
   if (rd_journal_open(&j, sub, 1, 1, &cfg, &e) != RD_OK) die("journal: %s", e.msg);
@@ -374,10 +385,13 @@ static double journal_rate(const char *dir, rd_journal_prealloc_t prealloc, int 
     t[i].j = j;
     t[i].mu = &mu;
   }
+  double c0 = cpu_s();
   double rate = run_workers(journal_main, t, sizeof *t, T, NULL, "a journal append");
   rd_journal_stats_t st;
   rd_journal_stats(j, &st);
   *commit_ms_max = st.commit_s_max * 1e3;
+  *direct = st.direct;
+  *cpu_ns = (cpu_s() - c0) / (double)(st.records * 512) * 1e9; /* 512 rows a record */
   rd_journal_close(j);
   free(t);
   if (rdt_rmtree(sub) != 0) die("could not remove %s", sub);
@@ -397,26 +411,34 @@ static void journal_alone(void) {
   } else if (rdt_tmpdir(dir, sizeof dir, "bench_journal") != 0) {
     die("mkdtemp: %s", strerror(errno));
   }
+  /* The daemon's way (O_DIRECT where the file system allows it), through
+   * the page cache, zeros written ahead, and the baseline. */
+  enum { M = 4 };
   static const uint32_t threads[2] = {8, 64};
   for (int k = 0; k < 2; k++) {
-    double sum[3] = {0, 0, 0}, cmax[3] = {0, 0, 0};
+    double sum[M] = {0}, cmax[M] = {0}, cpu[M] = {0};
+    int direct[M] = {0};
     int rounds = O.quick ? 1 : 3;
     for (int r = 0; r < rounds; r++)
-      for (int m = 0; m < 3; m++) { /* interleaved */
-        double c;
-        sum[m] += journal_rate(dir, m == 1 ? RD_JOURNAL_ZEROED : RD_JOURNAL_FALLOCATE, m == 2,
-                               threads[k], &c) / rounds;
+      for (int m = 0; m < M; m++) { /* interleaved */
+        double c, ns;
+        sum[m] += journal_rate(dir, m == 2 ? RD_JOURNAL_ZEROED : RD_JOURNAL_FALLOCATE, m == 3,
+                               m != 0, threads[k], &c, &ns, &direct[m]) / rounds;
+        cpu[m] += ns / rounds;
         if (c > cmax[m]) cmax[m] = c;
       }
-    for (int m = 0; m < 3; m++) {
-      char params[160];
+    for (int m = 0; m < M; m++) {
+      char params[192];
       snprintf(params, sizeof params,
-               "\"prealloc\": \"%s\", \"sync\": \"%s\", \"threads\": %u, \"batch\": 512",
-               m == 1 ? "zeroed" : "fallocate", m == 2 ? "inline" : "pipelined", threads[k]);
-      emit(m == 2 ? "baseline.journal_rows_s" : "durability.journal_rows_s", params, sum[m],
+               "\"prealloc\": \"%s\", \"sync\": \"%s\", \"io\": \"%s\", \"threads\": %u, "
+               "\"batch\": 512", m == 2 ? "zeroed" : "fallocate",
+               m == 3 ? "inline" : "pipelined", direct[m] ? "direct" : "buffered", threads[k]);
+      emit(m == 3 ? "baseline.journal_rows_s" : "durability.journal_rows_s", params, sum[m],
            "rows/s");
-      emit(m == 2 ? "baseline.journal_commit_ms_max" : "durability.journal_commit_ms_max",
+      emit(m == 3 ? "baseline.journal_commit_ms_max" : "durability.journal_commit_ms_max",
            params, cmax[m], "ms");
+      emit(m == 3 ? "baseline.journal_cpu_ns" : "durability.journal_cpu_ns", params, cpu[m],
+           "ns/row");
     }
   }
   if (rdt_rmtree(dir) != 0) fprintf(stderr, "bench_durability: could not remove %s\n", dir);
@@ -442,13 +464,17 @@ static void start_daemon(void) {
     FILE *f = freopen(log, "w", stderr);
     f = freopen("/dev/null", "w", stdout); /* never hold the bench's stdout open */
     (void)f;
-    const char *args[12 + 4] = {O.replayd, "--listen", "127.0.0.1:0", "--state-dir", state_dir,
+    const char *args[12 + 6] = {O.replayd, "--listen", "127.0.0.1:0", "--state-dir", state_dir,
                                 "--threads", "2", "--max-memory", "4G",
                                 "--checkpoint-interval-s", "0"};
     int n = 11;
     if (O.commit_us) {
       args[n++] = "--journal-commit-us";
       args[n++] = O.commit_us;
+    }
+    if (O.direct) {
+      args[n++] = "--journal-direct";
+      args[n++] = O.direct;
     }
     if (O.ckpt_dir) {
       args[n++] = "--checkpoint-dir";
@@ -635,7 +661,7 @@ static void over_loopback(void) {
 static void usage(FILE *f) {
   fprintf(f, "usage: bench_durability [--json] [--quick] [--rows R] [--replayd PATH]\n"
              "                        [--streams S[,S...]] [--seconds T] [--journal-commit-us US]\n"
-             "                        [--checkpoint-dir DIR]\n");
+             "                        [--checkpoint-dir DIR] [--journal-direct 0|1]\n");
 }
 
 int main(int argc, char **argv) {
@@ -653,6 +679,7 @@ int main(int argc, char **argv) {
       }
     }
     else if (strcmp(argv[i], "--seconds") == 0 && i + 1 < argc) O.seconds = atof(argv[++i]);
+    else if (strcmp(argv[i], "--journal-direct") == 0 && i + 1 < argc) O.direct = argv[++i];
     else if (strcmp(argv[i], "--checkpoint-dir") == 0 && i + 1 < argc) O.ckpt_dir = argv[++i];
     else if (strcmp(argv[i], "--journal-commit-us") == 0 && i + 1 < argc) {
       bench_parse_u32("--journal-commit-us", argv[i + 1], 0, 1000000);

@@ -126,6 +126,9 @@ static const cfg_key_t keys[] = {
     {"journal-commit-us", K_COUNT, FIELD(journal_commit_us), 0, 1000000, false,
      "group-commit window of the write-ahead journal: one fdatasync\n"
      "                             covers the records of this many microseconds"},
+    {"journal-direct", K_COUNT, FIELD(journal_direct), 0, 1, false,
+     "1: write the journal with O_DIRECT where the file system states\n"
+     "                             its alignment (less CPU per byte); 0: through the page cache"},
     {"journal-max-pending", K_BYTES, FIELD(journal_max_pending), MIB, UINT64_C(1) << 40, false,
      "journal bytes waiting for the disk before inserts are refused"},
     {"metrics-listen", K_STRING, FIELD(metrics_listen), 0, 0, true,
@@ -193,6 +196,7 @@ void rd_config_defaults(rd_config_t *c) {
   c->checkpoint_interval_s = 600;
   c->checkpoint_keep = 2;
   c->journal_commit_us = 200;
+  c->journal_direct = 1;
   c->journal_max_pending = 256 * MIB;
   c->import_max_bytes = 16 * GIB;
   c->max_waiting_calls = 4096;

@@ -67,6 +67,7 @@ typedef struct {
   uint32_t checkpoint_keep;       /* checkpoints kept per workload; default 2 */
   uint32_t checkpoint_zstd;       /* zstd level of checkpoints; 0 (default) = uncompressed */
   uint32_t journal_commit_us;     /* the journal's group-commit window; default 200 */
+  uint32_t journal_direct;        /* 1 (default): O_DIRECT where the file system allows it */
   uint64_t journal_max_pending;   /* journal bytes waiting for the disk before inserts are
                                      refused; default 256 MiB */
   uint64_t import_max_bytes;      /* an ImportStream's file at most; default 16 GiB */

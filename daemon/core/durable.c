@@ -1315,6 +1315,7 @@ int rd_durable_create(rd_durable_t **out, const rd_config_t *cfg, rd_error_t *er
   d->zstd = (int)cfg->checkpoint_zstd;
   d->jcfg.commit_us = cfg->journal_commit_us;
   d->jcfg.max_pending = cfg->journal_max_pending;
+  d->jcfg.buffered = !cfg->journal_direct;
   d->max_import_bytes = cfg->max_memory_bytes;
   d->import_max_bytes = cfg->import_max_bytes;
   d->max_workloads = cfg->max_workloads;

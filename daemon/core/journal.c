@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 #define XXH_STATIC_LINKING_ONLY /* XXH3_state_t on the stack */
@@ -65,6 +66,13 @@ struct rd_journal {
   int fd;
   uint64_t pos, alloc_end;     /* committer: where the next record goes; the zeroed end */
   int zeroed;                  /* extend writes zeros (RD_JOURNAL_ZEROED) */
+  /* Direct I/O (journal.h; committer): fd has O_DIRECT, writes are staged
+   * in `stage` (aligned to `align`) behind the segment's last `tail` bytes
+   * since its last aligned offset, which stage[0, tail) holds. */
+  int direct;
+  uint32_t align;
+  uint8_t *stage;
+  size_t stage_cap, tail;
   uint64_t last_lsn, durable_lsn, failed_upto;
   uint64_t round_lsn;          /* the last record handed to the committer */
   uint64_t ahead_lo, ahead_hi; /* records (lo, hi] on disk beyond a failed gap */
@@ -416,10 +424,12 @@ static int zero_fill(int fd, uint64_t from, uint64_t to, uint64_t *done, int *e)
  * for them (RD_JOURNAL_ZEROED: written blocks, whose later fdatasyncs
  * convert no extent, but every byte written twice; bench_durability's
  * durability.journal_rows_s measures both, and zeros lose). */
-static int extend(int fd, int zeroed, uint64_t from, uint64_t to, uint64_t *done, int *e) {
+static int leave_direct(rd_journal_t *j, int *e);
+
+static int extend(rd_journal_t *j, uint64_t from, uint64_t to, uint64_t *done, int *e) {
   *done = from;
-  if (zeroed) return zero_fill(fd, from, to, done, e);
-  if (fallocate(fd, 0, (off_t)from, (off_t)(to - from)) == 0) {
+  if (j->zeroed) return zero_fill(j->fd, from, to, done, e);
+  if (fallocate(j->fd, 0, (off_t)from, (off_t)(to - from)) == 0) {
     *done = to;
     return 0;
   }
@@ -427,7 +437,8 @@ static int extend(int fd, int zeroed, uint64_t from, uint64_t to, uint64_t *done
     *e = errno;
     return -1;
   }
-  return zero_fill(fd, from, to, done, e);
+  if (j->direct && leave_direct(j, e) != 0) return -1; /* zeros are written unaligned */
+  return zero_fill(j->fd, from, to, done, e);
 }
 
 /* Room for len bytes at pos inside the file's size: an fdatasync of a
@@ -444,10 +455,10 @@ static int ensure_space(rd_journal_t *j, size_t len, int *e) {
   if (ahead < (64u << 10)) ahead = 64u << 10;
   if (ahead > AHEAD_MAX) ahead = AHEAD_MAX;
   uint64_t target = (need + ahead + 4095) & ~UINT64_C(4095), done = j->alloc_end;
-  if (extend(j->fd, j->zeroed, j->alloc_end, target, &done, e) != 0) {
+  if (extend(j, j->alloc_end, target, &done, e) != 0) {
     if (*e != ENOSPC && *e != EDQUOT) return -1;
     target = (need + 4095) & ~UINT64_C(4095); /* just this write, if it fits */
-    if (done < target && extend(j->fd, j->zeroed, done, target, &done, e) != 0) return -1;
+    if (done < target && extend(j, done, target, &done, e) != 0) return -1;
   }
   j->alloc_end = done;
   return 0;
@@ -457,7 +468,9 @@ static int ensure_space(rd_journal_t *j, size_t len, int *e) {
 static int open_segment(const char *dir, uint64_t gen, int truncate, int *e) {
   char path[PATH_MAX + 40];
   rd_journal_path(path, sizeof path, dir, gen);
-  int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | (truncate ? O_TRUNC : 0), 0600);
+  /* Read and write: a direct write starts at the last partial block,
+   * which direct_setup reads back. */
+  int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | (truncate ? O_TRUNC : 0), 0600);
   if (fd < 0) {
     *e = errno;
     return -1;
@@ -471,6 +484,89 @@ static int open_segment(const char *dir, uint64_t gen, int truncate, int *e) {
   }
   close(dfd);
   return fd;
+}
+
+/* ---- Direct I/O (journal.h) ---- */
+
+/* stage holds at least cap bytes, aligned; keeps its first `tail` bytes. */
+static int stage_reserve(rd_journal_t *j, size_t cap, int *e) {
+  if (cap <= j->stage_cap) return 0;
+  size_t n = j->stage_cap ? j->stage_cap : 1u << 20;
+  while (n < cap) n *= 2;
+  void *p = NULL;
+  if (posix_memalign(&p, j->align, n) != 0) {
+    *e = ENOMEM;
+    return -1;
+  }
+  if (j->tail) memcpy(p, j->stage, j->tail);
+  free(j->stage);
+  j->stage = p;
+  j->stage_cap = n;
+  return 0;
+}
+
+/* Segment fd was just opened with its records ending at pos: written with
+ * O_DIRECT from now on where the file system states its alignment (else
+ * through the page cache, as before). */
+static void direct_setup(rd_journal_t *j) {
+  j->direct = 0;
+  j->tail = 0;
+#ifdef STATX_DIOALIGN
+  if (j->cfg.buffered || j->zeroed) return;
+  struct statx sx;
+  if (statx(j->fd, "", AT_EMPTY_PATH, STATX_DIOALIGN, &sx) != 0 ||
+      !(sx.stx_mask & STATX_DIOALIGN) || sx.stx_dio_offset_align == 0)
+    return;
+  uint32_t align = sx.stx_dio_offset_align > sx.stx_dio_mem_align ? sx.stx_dio_offset_align
+                                                                   : sx.stx_dio_mem_align;
+  if (align > 65536 || (align & (align - 1)) != 0) return;
+  if (align < sizeof(void *)) align = sizeof(void *); /* posix_memalign's least */
+  if (j->stage != NULL && j->align != align) {
+    free(j->stage);
+    j->stage = NULL;
+    j->stage_cap = 0;
+  }
+  j->align = align;
+  int e = 0;
+  size_t tail = (size_t)(j->pos % align);
+  if (stage_reserve(j, tail, &e) != 0) return;
+  /* The partial block the first write rewrites: read back through the
+   * page cache, before O_DIRECT is set. */
+  if (tail > 0 && pread(j->fd, j->stage, tail, (off_t)(j->pos - tail)) != (ssize_t)tail) return;
+  int fl = fcntl(j->fd, F_GETFL);
+  if (fl < 0 || fcntl(j->fd, F_SETFL, fl | O_DIRECT) != 0) return;
+  j->tail = tail;
+  j->direct = 1;
+#endif
+}
+
+/* Back to the page cache for this segment (a direct write refused). */
+static int leave_direct(rd_journal_t *j, int *e) {
+  int fl = fcntl(j->fd, F_GETFL);
+  if (fl < 0 || fcntl(j->fd, F_SETFL, fl & ~O_DIRECT) != 0) {
+    *e = errno;
+    return -1;
+  }
+  rd_log_info("journal", "%s: a direct write was refused; writing through the page cache",
+              j->dir);
+  j->direct = 0;
+  j->tail = 0;
+  return 0;
+}
+
+/* len bytes at pos, written directly: staged behind the tail, padded with
+ * zeros to the alignment, from the tail's aligned offset. The new tail is
+ * kept at the stage's start for the next write. */
+static int write_direct(rd_journal_t *j, const uint8_t *p, size_t len, int *e) {
+  const size_t A = j->align, total = j->tail + len, padded = (total + A - 1) / A * A;
+  if (stage_reserve(j, padded, e) != 0) return -1;
+  memcpy(j->stage + j->tail, p, len);
+  memset(j->stage + total, 0, padded - total);
+  if (pwrite_all(j->fd, j->stage, padded, j->pos - j->tail, e) != 0) return -1;
+  size_t keep = total % A;
+  memmove(j->stage, j->stage + (total - keep), keep);
+  j->tail = keep;
+  return 0;
 }
 
 /* One piece of a round: bytes [a, b) of buf for segment gen, written (the
@@ -487,9 +583,18 @@ static int write_piece(rd_journal_t *j, const jbuf_t *buf, size_t a, size_t b, u
     j->gen_file = gen;
     j->pos = j->alloc_end = 0;
     if (j->fd < 0) return -1;
+    direct_setup(j);
   }
-  if (ensure_space(j, b - a, e) != 0) return -1;
-  if (pwrite_all(j->fd, buf->data + a, b - a, j->pos, e) != 0) return -1;
+  /* Room for the padding of a direct write too (at most align - 1 bytes). */
+  if (ensure_space(j, b - a + (j->direct ? j->align : 0), e) != 0) return -1;
+  if (j->direct) {
+    int rc = write_direct(j, buf->data + a, b - a, e);
+    if (rc != 0 && *e == EINVAL && leave_direct(j, e) == 0) /* refused: buffered from now on */
+      rc = pwrite_all(j->fd, buf->data + a, b - a, j->pos, e);
+    if (rc != 0) return -1;
+  } else if (pwrite_all(j->fd, buf->data + a, b - a, j->pos, e) != 0) {
+    return -1;
+  }
   j->pos += b - a;
   return 0;
 }
@@ -532,6 +637,7 @@ static void commit_round(rd_journal_t *j) {
       double t0 = rd_clock_now();
       int rc = write_piece(j, w, a, b, seg, torn, &e);
       pthread_mutex_lock(&j->mu);
+      j->st.direct = j->direct;
       if (rc == 0) {
         /* To the syncer: one fdatasync covers every piece queued meanwhile. */
         if (!j->q_has) {
@@ -567,6 +673,7 @@ static void commit_round(rd_journal_t *j) {
       j->fd = open_segment(j->dir, seg, 1, &e);
       j->gen_file = seg;
       j->pos = j->alloc_end = 0;
+      if (j->fd >= 0) direct_setup(j);
       pthread_mutex_lock(&j->mu);
       if (j->fd < 0) {
         char why[RD_ERROR_MSG_MAX];
@@ -699,6 +806,8 @@ int rd_journal_open(rd_journal_t **out, const char *dir, uint64_t gen, uint64_t 
     return rd_error_set(err, RD_ESTORE, "cannot open the journal %s: %s", path, strerror(e));
   }
   j->zeroed = cfg->prealloc == RD_JOURNAL_ZEROED;
+  direct_setup(j);
+  j->st.direct = j->direct;
   pthread_mutex_init(&j->mu, NULL);
   rd_cond_init_monotonic(&j->cv_work);
   pthread_cond_init(&j->cv_sync, NULL);
@@ -717,6 +826,7 @@ int rd_journal_open(rd_journal_t **out, const char *dir, uint64_t gen, uint64_t 
     pthread_cond_destroy(&j->cv_sync);
     pthread_cond_destroy(&j->cv_synced);
     pthread_mutex_destroy(&j->mu);
+    free(j->stage);
     free(j);
     return rd_error_set(err, RD_EINTERNAL, "cannot start the journal's threads");
   }
@@ -749,6 +859,7 @@ void rd_journal_close(rd_journal_t *j) {
   if (j->fd >= 0) close(j->fd);
   jbuf_free(&j->active);
   jbuf_free(&j->writing);
+  free(j->stage);
   pthread_cond_destroy(&j->cv_work);
   pthread_cond_destroy(&j->cv_sync);
   pthread_cond_destroy(&j->cv_synced);

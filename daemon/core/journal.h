@@ -46,6 +46,16 @@
  * what the journal lost, and the records after its cut go to a new
  * segment. Appends past max_pending bytes not yet on disk are refused the
  * same way (RD_ETOOBIG), so a slow disk bounds the memory clients can fill.
+ *
+ * Direct I/O. Where the file system states its direct-I/O alignment
+ * (statx STATX_DIOALIGN) and space is allocated with fallocate, a segment
+ * is written with O_DIRECT: the page cache's copy of every byte and its
+ * writeback cost more CPU than the rest of a journaled insert
+ * (docs/benchmarks.md). A round is staged in an aligned buffer behind the
+ * segment's last partial block, which is written again with it (the same
+ * bytes where records were already durable, zeros after the round's end,
+ * which the next round overwrites). Elsewhere, or if the kernel refuses a
+ * direct write (EINVAL), the segment is written through the page cache.
  */
 #ifndef RD_JOURNAL_H
 #define RD_JOURNAL_H
@@ -72,6 +82,7 @@ typedef struct {
   uint64_t max_pending; /* bytes appended and not yet on disk before admits refuse */
   rd_journal_prealloc_t prealloc;
   int sync_inline;      /* 1: a round's write waits for its fdatasync (a bench's baseline) */
+  int buffered;         /* 1: never O_DIRECT (a bench's baseline, tests) */
 } rd_journal_config_t;
 
 typedef struct rd_journal rd_journal_t;
@@ -141,6 +152,7 @@ typedef struct {
   uint64_t last_lsn, durable_lsn;
   double commit_s_last, commit_s_max; /* one round's write + fdatasync */
   uint64_t segment;            /* the segment appended to */
+  int direct;                  /* the segment written is written with O_DIRECT */
   int failed;
   char why[RD_ERROR_MSG_MAX];  /* the failure, when failed */
 } rd_journal_stats_t;
