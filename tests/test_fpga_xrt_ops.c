@@ -678,6 +678,94 @@ static void test_learner_ddpg_path(void **state) {
   rd_learner_backend_destroy(&b);
 }
 
+/* The whole training state through the device's buffers: a CPU learner's
+ * state after some steps (Adam moments not zero) loaded on the device and
+ * saved back is the same bytes, the blocks laid out as the C-sim
+ * learner's; a cut state, or one of another shape, changes nothing on
+ * the device; a buffer too small is refused before the device is asked. */
+static void state_round_trip(const rd_learner_config_t *c) {
+  rd_error_t err;
+  assert_int_equal(rd_learner_fpga_xrt_configure(both_path, &err), RD_OK);
+  rd_learner_backend_t b, cpu, sim;
+  backend_init_ok(&b, &rd_learner_ops_fpga_xrt, c);
+  backend_init_ok(&cpu, &rd_learner_ops_cpu, c);
+  backend_init_ok(&sim, &rd_learner_ops_fpga, c);
+  assert_non_null(b.ops->state_save);
+  rows_t r;
+  for (uint32_t i = 0; i < 3; i++) {
+    rows(&r, c, 16, 40 + i);
+    assert_int_equal(cpu.ops->step(&cpu, &r.b, NULL, NULL, &err), RD_OK);
+  }
+  const size_t n = cpu.ops->state_bytes(&cpu);
+  assert_int_equal(b.ops->state_bytes(&b), n);
+  uint8_t *sc = malloc(n), *sx = malloc(n), *ss = malloc(n);
+  size_t w = 0;
+  assert_int_equal(cpu.ops->state_save(&cpu, sc, n, &w, &err), RD_OK);
+  assert_int_equal(w, n);
+  assert_int_equal(b.ops->state_load(&b, sc, n, &err), RD_OK);
+  assert_int_equal(b.fault, 0);
+  assert_int_equal(b.ops->state_save(&b, sx, n, &w, &err), RD_OK);
+  assert_int_equal(w, n);
+  assert_memory_equal(sx, sc, n);
+  /* The device's blocks are where the C-sim learner keeps them. */
+  assert_int_equal(sim.ops->state_load(&sim, sc, n, &err), RD_OK);
+  const rd_fpga_xrt_learner_t *h = rd_learner_fpga_xrt_host(&b);
+  rd_learner_state_arrays_t a;
+  rd_learner_fpga_shape_t shape;
+  assert_int_equal(rd_learner_fpga_shape(&b, c, &shape, &err), RD_OK);
+  float *blk = malloc(4 * h->n_params * sizeof(float));
+  const size_t np = h->n_params;
+  rd_learner_fpga_state_arrays(&shape, blk, blk + np, blk + 2 * np, blk + 3 * np, 0, &a);
+  assert_int_equal(rd_learner_state_load_arrays(c, sc, n, &a, &err), RD_OK);
+  assert_int_equal(a.steps, 3);
+  assert_memory_equal(h->map[RD_XRT_L_PARAMS], blk, np * sizeof(float));
+  assert_memory_equal(h->map[RD_XRT_L_TARGET], blk + np, np * sizeof(float));
+  assert_memory_equal(h->map[RD_XRT_L_ADAM_M], blk + 2 * np, np * sizeof(float));
+  assert_memory_equal(h->map[RD_XRT_L_ADAM_V], blk + 3 * np, np * sizeof(float));
+  assert_int_equal(sim.ops->state_save(&sim, ss, n, &w, &err), RD_OK);
+  assert_memory_equal(ss, sc, n);
+  /* Refused, nothing changed: another seed's state cut short, another
+   * shape, a short buffer. */
+  rd_learner_config_t c1 = *c;
+  c1.seed += 1;
+  rd_learner_backend_t seed2;
+  backend_init_ok(&seed2, &rd_learner_ops_cpu, &c1);
+  assert_int_equal(seed2.ops->state_save(&seed2, ss, n, &w, &err), RD_OK);
+  assert_memory_not_equal(ss, sc, n);
+  assert_int_equal(b.ops->state_load(&b, ss, n - 1, &err), RD_EINVAL);
+  rd_learner_backend_destroy(&seed2);
+  assert_int_equal(b.fault, 0);
+  rd_learner_config_t c2 = *c;
+  c2.hidden[0] += 4;
+  rd_learner_backend_t other;
+  backend_init_ok(&other, &rd_learner_ops_cpu, &c2);
+  size_t n2 = other.ops->state_bytes(&other);
+  uint8_t *so = malloc(n2);
+  assert_int_equal(other.ops->state_save(&other, so, n2, &w, &err), RD_OK);
+  assert_int_equal(b.ops->state_load(&b, so, n2, &err), RD_EINVAL);
+  assert_int_equal(b.ops->state_save(&b, sx, 16, &w, &err), RD_ETOOBIG);
+  assert_int_equal(b.ops->state_save(&b, sx, n, &w, &err), RD_OK);
+  assert_memory_equal(sx, sc, n);
+  free(so);
+  free(blk);
+  free(sc);
+  free(sx);
+  free(ss);
+  rd_learner_backend_destroy(&other);
+  rd_learner_backend_destroy(&sim);
+  rd_learner_backend_destroy(&cpu);
+  rd_learner_backend_destroy(&b);
+}
+
+static void test_learner_state(void **state) {
+  (void)state;
+  rd_learner_config_t c;
+  dqn_cfg(&c);
+  state_round_trip(&c);
+  ddpg_cfg(&c);
+  state_round_trip(&c);
+}
+
 /* init's failures: the caller's (fault 0), the build's limits
  * (UNSUPPORTED), and the device's (DEVICE) - never an abort. */
 static void test_learner_errors(void **state) {
@@ -780,7 +868,8 @@ int main(void) {
       cmocka_unit_test(test_rmm_device_failure),
       cmocka_unit_test(test_rmm_status),     cmocka_unit_test(test_rmm_errors),
       cmocka_unit_test(test_rmm_table),      cmocka_unit_test(test_learner_dqn_path),
-      cmocka_unit_test(test_learner_ddpg_path), cmocka_unit_test(test_learner_errors),
+      cmocka_unit_test(test_learner_ddpg_path), cmocka_unit_test(test_learner_state),
+      cmocka_unit_test(test_learner_errors),
       cmocka_unit_test(test_learner_host_errors),
   };
   return cmocka_run_group_tests(tests, group_setup, group_teardown);

@@ -255,20 +255,24 @@ static int fpga_policy_load(rd_learner_backend_t *b, const void *buf, size_t len
  * buffers back from the board to save them and writes them to load (here:
  * this instance's heap). */
 
-/* l's buffers as the format's arrays: DQN nets 0/1 and DDPG's actor 0/1
- * are the block [0, n_policy), DDPG's critic 2/3 the rest. */
-static void state_arrays(fpga_learner_t *l, rd_learner_state_arrays_t *a) {
+void rd_learner_fpga_state_arrays(const rd_learner_fpga_shape_t *s, float *params, float *target,
+                                  float *adam_m, float *adam_v, uint64_t steps,
+                                  rd_learner_state_arrays_t *a) {
   memset(a, 0, sizeof *a);
-  const size_t at[2] = {0, l->s.n_policy};
-  const int nets = l->s.config.algo == RD_ALGO_DDPG ? 4 : 2;
+  const size_t at[2] = {0, s->n_policy};
+  const int nets = s->config.algo == RD_ALGO_DDPG ? 4 : 2;
   for (int k = 0; k < nets; k += 2) {
-    a->params[k] = l->params + at[k / 2];
-    a->params[k + 1] = l->target + at[k / 2];
-    a->adam_m[k] = l->adam_m + at[k / 2];
-    a->adam_v[k] = l->adam_v + at[k / 2];
-    a->adam_t[k] = l->steps;
+    a->params[k] = params + at[k / 2];
+    a->params[k + 1] = target + at[k / 2];
+    a->adam_m[k] = adam_m + at[k / 2];
+    a->adam_v[k] = adam_v + at[k / 2];
+    a->adam_t[k] = steps;
   }
-  a->steps = l->steps;
+  a->steps = steps;
+}
+
+static void state_arrays(fpga_learner_t *l, rd_learner_state_arrays_t *a) {
+  rd_learner_fpga_state_arrays(&l->s, l->params, l->target, l->adam_m, l->adam_v, l->steps, a);
 }
 
 static size_t fpga_state_bytes(const rd_learner_backend_t *b) {

@@ -43,6 +43,15 @@ int rd_learner_fpga_shape(rd_learner_backend_t *b, const rd_learner_config_t *c,
 int rd_learner_fpga_initial_weights(const rd_learner_config_t *c, float *params, float *target,
                                     size_t n_params, rd_error_t *err);
 
+/* The kernel's four parameter blocks (params, target, adam_m, adam_v:
+ * n_params floats each) and its step count as the device-neutral state
+ * arrays (learner.h rd_learner_state_*_arrays): DQN's nets 0/1 and DDPG's
+ * actor 0/1 are the block [0, n_policy), DDPG's critic 2/3 the rest; the
+ * step count is every online network's Adam step (the kernel keeps one). */
+void rd_learner_fpga_state_arrays(const rd_learner_fpga_shape_t *s, float *params, float *target,
+                                  float *adam_m, float *adam_v, uint64_t steps,
+                                  rd_learner_state_arrays_t *a);
+
 /* RD_ERANGE with the CPU learner's message for a step the kernel found
  * non-finite (stats[LRN_ST_FAILED]). */
 int rd_learner_fpga_range_error(const rd_learner_config_t *c, const double *stats,

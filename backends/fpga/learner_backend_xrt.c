@@ -4,7 +4,7 @@
  * (learner_backend_fpga.h: the kernel config, the initial weights, the
  * stats), with XRT buffers in place of heap buffers: the weights, targets
  * and Adam moments stay on the device between steps and are read back
- * only for a policy save. */
+ * only for a policy or state save. */
 #include "learner_backend_xrt.h"
 
 #include <limits.h>
@@ -148,6 +148,78 @@ static int xrt_policy_load(rd_learner_backend_t *b, const void *buf, size_t len,
   return rc ? device_fault(b, rc) : RD_OK;
 }
 
+/* ---- training state (checkpoints, moves) ----
+ * The C-sim backend's format and layout (rd_learner_fpga_state_arrays):
+ * the four parameter blocks read back from the device into a host copy
+ * for a save; for a load, checked whole into a host copy before any block
+ * on the device is written. The copy (4 x n_params floats) lives for the
+ * call only: saves come at checkpoints and moves, not per step. */
+
+static size_t xrt_state_bytes(const rd_learner_backend_t *b) {
+  return rd_learner_state_bytes_for(&((const xrt_learner_t *)b->impl)->s.config);
+}
+
+static const int blocks[4] = {RD_XRT_L_PARAMS, RD_XRT_L_TARGET, RD_XRT_L_ADAM_M,
+                              RD_XRT_L_ADAM_V};
+
+static float *host_blocks(const xrt_learner_t *l, rd_error_t *err) {
+  float *h = malloc(4 * (l->s.n_params ? l->s.n_params : 1) * sizeof(float));
+  if (h == NULL) rd_error_set(err, RD_ENOMEM, "out of memory for the FPGA learner's state");
+  return h;
+}
+
+static void arrays(const xrt_learner_t *l, float *h, uint64_t steps,
+                   rd_learner_state_arrays_t *a) {
+  const size_t n = l->s.n_params;
+  rd_learner_fpga_state_arrays(&l->s, h, h + n, h + 2 * n, h + 3 * n, steps, a);
+}
+
+static int xrt_state_save(rd_learner_backend_t *b, void *buf, size_t cap, size_t *written,
+                          rd_error_t *err) {
+  xrt_learner_t *l = b->impl;
+  b->fault = RD_LEARNER_FAULT_NONE;
+  if (cap < rd_learner_state_bytes_for(&l->s.config)) /* before the device is asked */
+    return rd_error_set(err, RD_ETOOBIG, "a buffer of %zu bytes cannot hold the learner's "
+                        "state (%zu)", cap, rd_learner_state_bytes_for(&l->s.config));
+  float *h = host_blocks(l, err);
+  if (h == NULL) return RD_ENOMEM;
+  int rc = RD_OK;
+  for (int k = 0; k < 4 && rc == RD_OK; k++)
+    rc = rd_fpga_xrt_learner_read(&l->x, blocks[k], h + k * l->s.n_params, 0, l->s.n_params,
+                                  err);
+  if (rc) {
+    free(h);
+    return device_fault(b, rc);
+  }
+  rd_learner_state_arrays_t a;
+  arrays(l, h, l->steps, &a);
+  rc = rd_learner_state_save_arrays(&l->s.config, &a, buf, cap, written, err);
+  free(h);
+  return rc;
+}
+
+static int xrt_state_load(rd_learner_backend_t *b, const void *buf, size_t len,
+                          rd_error_t *err) {
+  xrt_learner_t *l = b->impl;
+  b->fault = RD_LEARNER_FAULT_NONE;
+  float *h = host_blocks(l, err);
+  if (h == NULL) return RD_ENOMEM;
+  rd_learner_state_arrays_t a;
+  arrays(l, h, l->steps, &a);
+  int rc = rd_learner_state_load_arrays(&l->s.config, buf, len, &a, err);
+  if (rc) { /* the caller's: nothing on the device changed */
+    free(h);
+    return rc;
+  }
+  for (int k = 0; k < 4 && rc == RD_OK; k++)
+    rc = rd_fpga_xrt_learner_write(&l->x, blocks[k], h + k * l->s.n_params, 0, l->s.n_params,
+                                   err);
+  free(h);
+  if (rc) return device_fault(b, rc);
+  l->steps = a.steps;
+  return RD_OK;
+}
+
 static void xrt_destroy(rd_learner_backend_t *b) {
   if (b->impl == NULL) return;
   xrt_free(b->impl);
@@ -163,6 +235,9 @@ const rd_learner_ops_t rd_learner_ops_fpga_xrt = {
     .policy_save = xrt_policy_save,
     .policy_load = xrt_policy_load,
     .destroy = xrt_destroy,
+    .state_bytes = xrt_state_bytes,
+    .state_save = xrt_state_save,
+    .state_load = xrt_state_load,
 };
 
 const rd_fpga_xrt_learner_t *rd_learner_fpga_xrt_host(const rd_learner_backend_t *b) {
