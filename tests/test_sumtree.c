@@ -57,6 +57,13 @@ static uint64_t fw_search(const fenwick_t *f, uint64_t t) {
   return pos;
 }
 
+/* sum(val[0..i]), inclusive. */
+static uint64_t fw_prefix(const fenwick_t *f, uint64_t i) {
+  uint64_t s = 0;
+  for (uint64_t k = i + 1; k > 0; k -= k & (~k + 1)) s += f->bit[k];
+  return s;
+}
+
 static uint64_t linear_search(const uint64_t *val, uint64_t n, uint64_t t) {
   uint64_t run = 0;
   for (uint64_t i = 0; i < n; i++) {
@@ -135,6 +142,69 @@ static void test_exhaustive_small(void **state) {
       free(v);
       rd_sumtree_free(&t);
     }
+}
+
+/* Batches as stratified sampling draws them (sorted targets): against
+ * the Fenwick reference, for every fanout and kernel ISA, with zero runs
+ * (whole blocks empty: a zero child must get no target), targets on the
+ * exact prefix sums of leaves (the boundary between two children),
+ * repeats, a batch that sorts only in part, and batches of every small
+ * size (partial sample groups). */
+static void test_stratified_targets(void **state) {
+  (void)state;
+  const char *isas[] = {"generic", "avx2", "avx512"};
+  const uint32_t cap = 70001, n = 2048;
+  uint64_t *v = malloc(cap * sizeof *v), *tg = malloc(n * sizeof *tg);
+  uint32_t *lv = malloc(n * sizeof *lv);
+  for (size_t k = 0; k < N_FANOUTS; k++)
+    for (size_t is = 0; is < 3; is++) {
+      setenv("RD_SUMTREE_ISA", isas[is], 1);
+      rd_sumtree_t t;
+      assert_int_equal(rd_sumtree_init(&t, cap, fanouts[k], NULL), RD_OK);
+      fenwick_t f;
+      fw_init(&f, cap);
+      uint64_t s = 5 + k;
+      for (uint32_t i = 0; i < cap; i++) { /* long zero runs: whole blocks empty */
+        v[i] = (i / 700) % 3 == 1 || rd_splitmix64(&s) % 4 == 0 ? 0 : rdt_wide_u64(&s, t.max_leaf / cap);
+        fw_set(&f, i, v[i]);
+      }
+      assert_int_equal(rd_sumtree_set_range(&t, 0, cap, v, NULL), RD_OK);
+      const uint64_t total = rd_sumtree_total(&t);
+      for (int round = 0; round < 4; round++) {
+        for (uint32_t i = 0; i < n; i++) /* stratified: one target per segment */
+          tg[i] = (uint64_t)((unsigned __int128)total * i / n) +
+                  rd_splitmix64(&s) % (total / n);
+        if (round == 1) /* prefix sums of leaves, exactly */
+          for (uint32_t i = 0, leaf = 0; i < n; i++, leaf = (leaf + 31) % cap) {
+            uint64_t p = fw_prefix(&f, leaf);
+            tg[i] = p < total ? p : total - 1;
+          }
+        if (round == 1 || round == 2) /* sorted, with repeats */
+          for (uint32_t i = 1; i < n; i++) {
+            if (round == 2 && i % 3 == 0) tg[i] = tg[i - 1];
+            if (tg[i] < tg[i - 1]) { uint64_t x = tg[i]; tg[i] = tg[i - 1]; tg[i - 1] = x; }
+          }
+        if (round == 1)
+          for (uint32_t i = 1; i < n; i++)
+            for (uint32_t j = i; j > 0 && tg[j] < tg[j - 1]; j--) {
+              uint64_t x = tg[j]; tg[j] = tg[j - 1]; tg[j - 1] = x;
+            }
+        if (round == 3) tg[n / 2 + 5] = 0; /* one group unsorted: the per-target path */
+        for (uint32_t m = 1; m <= n; m = m < 80 ? m + 1 : m * 2) {
+          assert_int_equal(rd_sumtree_sample(&t, m, tg, lv, NULL), RD_OK);
+          for (uint32_t i = 0; i < m; i++)
+            if (lv[i] != fw_search(&f, tg[i]))
+              fail_msg("K %u %s round %d m %u item %u: leaf %u, want %llu", fanouts[k], isas[is],
+                       round, m, i, lv[i], (unsigned long long)fw_search(&f, tg[i]));
+        }
+      }
+      fw_free(&f);
+      rd_sumtree_free(&t);
+    }
+  unsetenv("RD_SUMTREE_ISA");
+  free(v);
+  free(tg);
+  free(lv);
 }
 
 /* The issue's exactness requirement: 10^7 random updates (K = 16, the
@@ -443,6 +513,7 @@ int main(void) {
       cmocka_unit_test(test_init_errors),
       cmocka_unit_test(test_shapes_and_alignment),
       cmocka_unit_test(test_exhaustive_small),
+      cmocka_unit_test(test_stratified_targets),
       cmocka_unit_test(test_set_range),
       cmocka_unit_test(test_errors_change_nothing),
       cmocka_unit_test(test_threads_bitwise_equal),
