@@ -375,6 +375,17 @@ uint32_t rd_tenant_weight(rd_tenant_t *t) {
   return w;
 }
 
+/* Under t->mu: RD_OK if `need` more bytes fit beside `have` under the
+ * quota `what` of `max` (0: no limit), else RD_ETOOBIG naming it, what
+ * needs the bytes (`who`) and what is free. */
+static int room(const rd_tenant_t *t, const char *who, const char *what, uint64_t have,
+                uint64_t max, uint64_t need, rd_error_t *err) {
+  if (need == 0 || max == 0 || (need <= max && have <= max - need)) return RD_OK;
+  return rd_error_set(err, RD_ETOOBIG, "tenant \"%s\"'s quota %s %llu: %s needs %llu more "
+                      "bytes, %llu are free", t->name, what, (unsigned long long)max, who,
+                      (unsigned long long)need, (unsigned long long)(have < max ? max - have : 0));
+}
+
 int rd_tenant_admit(rd_tenant_t *t, uint64_t bytes, rd_error_t *err) {
   if (atomic_load(&t->removed))
     return rd_error_set(err, RD_ENOTFOUND, "tenant \"%s\" was removed", t->name);
@@ -384,14 +395,8 @@ int rd_tenant_admit(rd_tenant_t *t, uint64_t bytes, rd_error_t *err) {
   if (q->max_workloads != 0 && t->workloads >= q->max_workloads)
     rc = rd_error_set(err, RD_ETOOBIG, "tenant \"%s\" already owns %u workloads, its quota "
                       "max_workloads; delete one or raise the quota", t->name, t->workloads);
-  else if (q->max_memory_bytes != 0 &&
-           (bytes > q->max_memory_bytes || t->bytes > q->max_memory_bytes - bytes))
-    rc = rd_error_set(err, RD_ETOOBIG, "this workload needs %llu bytes but tenant \"%s\" has "
-                      "only %llu of its quota max_memory_bytes %llu free",
-                      (unsigned long long)bytes, t->name,
-                      (unsigned long long)(t->bytes < q->max_memory_bytes
-                                               ? q->max_memory_bytes - t->bytes : 0),
-                      (unsigned long long)q->max_memory_bytes);
+  else
+    rc = room(t, "this workload", "max_memory_bytes", t->bytes, q->max_memory_bytes, bytes, err);
   pthread_mutex_unlock(&t->mu);
   return rc;
 }
@@ -409,15 +414,9 @@ void rd_tenant_charge(rd_tenant_t *t, int sign, uint64_t bytes) {
 }
 
 int rd_tenant_admit_gpu(rd_tenant_t *t, uint64_t gpu_bytes, rd_error_t *err) {
-  int rc = RD_OK;
   pthread_mutex_lock(&t->mu);
-  uint64_t max = t->quota.max_gpu_memory_bytes;
-  if (gpu_bytes > 0 && max != 0 && (gpu_bytes > max || t->gpu_bytes > max - gpu_bytes))
-    rc = rd_error_set(err, RD_ETOOBIG, "this workload needs %llu bytes of GPU memory but "
-                      "tenant \"%s\" has only %llu of its quota max_gpu_memory_bytes %llu free",
-                      (unsigned long long)gpu_bytes, t->name,
-                      (unsigned long long)(t->gpu_bytes < max ? max - t->gpu_bytes : 0),
-                      (unsigned long long)max);
+  int rc = room(t, "this workload's GPU memory", "max_gpu_memory_bytes", t->gpu_bytes,
+                t->quota.max_gpu_memory_bytes, gpu_bytes, err);
   pthread_mutex_unlock(&t->mu);
   return rc;
 }
@@ -430,25 +429,12 @@ void rd_tenant_charge_gpu(rd_tenant_t *t, int sign, uint64_t gpu_bytes) {
 }
 
 int rd_tenant_admit_growth(rd_tenant_t *t, uint64_t bytes, uint64_t gpu_bytes, rd_error_t *err) {
-  int rc = RD_OK;
   pthread_mutex_lock(&t->mu);
   const rd_tenant_quota_t *q = &t->quota;
-  if (bytes > 0 && q->max_memory_bytes != 0 &&
-      (bytes > q->max_memory_bytes || t->bytes > q->max_memory_bytes - bytes))
-    rc = rd_error_set(err, RD_ETOOBIG, "tenant \"%s\"'s max_memory_bytes: the move needs "
-                      "%llu more bytes, %llu of %llu free", t->name, (unsigned long long)bytes,
-                      (unsigned long long)(t->bytes < q->max_memory_bytes
-                                               ? q->max_memory_bytes - t->bytes : 0),
-                      (unsigned long long)q->max_memory_bytes);
-  else if (gpu_bytes > 0 && q->max_gpu_memory_bytes != 0 &&
-           (gpu_bytes > q->max_gpu_memory_bytes ||
-            t->gpu_bytes > q->max_gpu_memory_bytes - gpu_bytes))
-    rc = rd_error_set(err, RD_ETOOBIG, "tenant \"%s\"'s max_gpu_memory_bytes: the move needs "
-                      "%llu more bytes of GPU memory, %llu of %llu free", t->name,
-                      (unsigned long long)gpu_bytes,
-                      (unsigned long long)(t->gpu_bytes < q->max_gpu_memory_bytes
-                                               ? q->max_gpu_memory_bytes - t->gpu_bytes : 0),
-                      (unsigned long long)q->max_gpu_memory_bytes);
+  int rc = room(t, "the move", "max_memory_bytes", t->bytes, q->max_memory_bytes, bytes, err);
+  if (rc == RD_OK)
+    rc = room(t, "the move's GPU memory", "max_gpu_memory_bytes", t->gpu_bytes,
+              q->max_gpu_memory_bytes, gpu_bytes, err);
   pthread_mutex_unlock(&t->mu);
   return rc;
 }
