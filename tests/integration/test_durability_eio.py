@@ -137,6 +137,32 @@ class TestEIO(td.Base):
         self.start()
         self.verify(w, acked)
 
+    def test_direct_write_refused(self):
+        """A file system that states a direct-I/O alignment and then
+        refuses the direct write (EINVAL): the journal goes on through the
+        page cache, every insert is acknowledged and durable (a kill -9
+        loses none), and the log says so once."""
+        acked = {}
+        self.start()
+        with open(self.flag, "w") as f:
+            f.write("d")
+        w = self.d.stub.RegisterWorkload(
+            cartpole_spec(capacity=100000, durability="journal", alpha=1.0, epsilon=0.0),
+            timeout=10)
+        for s in range(6):
+            self.insert(w, acked, 500 + s)
+        log = self.d.log_after("a direct write was refused")
+        self.assertEqual(log.count("a direct write was refused"), 1, log)
+        self.assertEqual(self.describe(w).durability.journal_error, "")
+        self.crash()
+        self.eio(False)
+        self.start()
+        self.verify(w, acked)
+        self.insert(w, acked, 600)  # a reopened segment, direct again
+        self.crash()
+        self.start()
+        self.verify(w, acked)
+
 
 if __name__ == "__main__":
     import unittest

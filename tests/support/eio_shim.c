@@ -14,19 +14,23 @@
  * flag file exists, fsync and fdatasync of a file or directory under the
  * prefix fail with EIO (the error a device gives back at writeback); if
  * the flag file's first byte is 'w', write and pwrite there fail with EIO
- * as well. Every other call goes through unchanged.
+ * as well. If it is 'd', only pwrite to a file opened with O_DIRECT there
+ * fails, with EINVAL: a file system that states a direct-I/O alignment and
+ * then refuses the write (the journal must fall back to the page cache).
+ * Every other call goes through unchanged.
  */
 #undef _FILE_OFFSET_BITS /* pwrite and pwrite64 both defined here, under their own names */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/types.h>
 #include <unistd.h>
 
-/* 0: off; 1: syncs fail; 2: syncs and writes fail. */
+/* 0: off; 1: syncs fail; 2: syncs and writes fail; 3: direct writes refused. */
 static int mode(void) {
   const char *flag = getenv("RD_EIO_FLAG");
   if (flag == NULL) return 0;
@@ -34,7 +38,7 @@ static int mode(void) {
   if (f == NULL) return 0;
   int c = fgetc(f);
   fclose(f);
-  return c == 'w' ? 2 : 1;
+  return c == 'w' ? 2 : c == 'd' ? 3 : 1;
 }
 
 /* fd names a file or directory under RD_EIO_PREFIX. */
@@ -51,7 +55,8 @@ static int under_prefix(int fd) {
 }
 
 static int fails(int fd, int at_least) {
-  if (mode() < at_least) return 0;
+  int m = mode();
+  if (m < at_least || m == 3) return 0;
   int saved = errno;
   int r = under_prefix(fd);
   errno = saved;
@@ -94,12 +99,32 @@ ssize_t write(int fd, const void *buf, size_t len) {
   return real_write(fd, buf, len);
 }
 
+/* Mode 3: fd is under the prefix and open with O_DIRECT. */
+static int direct_refused(int fd) {
+  if (mode() != 3) return 0;
+  int saved = errno;
+  int fl = fcntl(fd, F_GETFL);
+  int r = fl >= 0 && (fl & O_DIRECT) && under_prefix(fd);
+  errno = saved;
+  return r;
+}
+
+#define REFUSE_DIRECT(fd) \
+  do {                    \
+    if (direct_refused(fd)) { \
+      errno = EINVAL;     \
+      return -1;          \
+    }                     \
+  } while (0)
+
 ssize_t pwrite(int fd, const void *buf, size_t len, off_t off) {
   FAIL_IF(fails(fd, 2));
+  REFUSE_DIRECT(fd);
   return real_pwrite(fd, buf, len, off);
 }
 
 ssize_t pwrite64(int fd, const void *buf, size_t len, off64_t off) {
   FAIL_IF(fails(fd, 2));
+  REFUSE_DIRECT(fd);
   return real_pwrite64(fd, buf, len, off);
 }
