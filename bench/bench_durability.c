@@ -374,7 +374,7 @@ static double journal_rate(const char *dir, rd_journal_prealloc_t prealloc, int 
   char sub[PATH_MAX];
   if (snprintf(sub, sizeof sub, "%s/j", dir) >= (int)sizeof sub) die("path too long");
   if (mkdir(sub, 0700) != 0) die("mkdir %s: %s", sub, strerror(errno));
-  rd_journal_config_t cfg = {200, UINT64_C(256) << 20, prealloc, sync_inline, buffered};
+  rd_journal_config_t cfg = {200, UINT64_C(256) << 20, prealloc, sync_inline, buffered, NULL};
   rd_journal_t *j;
   rd_error_t e;
   if (rd_journal_open(&j, sub, 1, 1, &cfg, &e) != RD_OK) die("journal: %s", e.msg);

@@ -130,7 +130,8 @@ static const cfg_key_t keys[] = {
      "1: write the journal with O_DIRECT where the file system states\n"
      "                             its alignment (less CPU per byte); 0: through the page cache"},
     {"journal-max-pending", K_BYTES, FIELD(journal_max_pending), MIB, UINT64_C(1) << 40, false,
-     "journal bytes waiting for the disk before inserts are refused"},
+     "journal bytes waiting for the disk, every workload's together,\n"
+     "                             before inserts are refused"},
     {"metrics-listen", K_STRING, FIELD(metrics_listen), 0, 0, true,
      "serve Prometheus metrics over HTTP at /metrics:\n"
      "                             PORT or :PORT (loopback: 127.0.0.1:PORT) or\n"

@@ -465,6 +465,48 @@ static void direct_or_buffered(int buffered) {
   rd_table_free(&b);
 }
 
+/* Journals that share a pending counter (the server's) bound their sum:
+ * with records of one waiting out a long group-commit window, another is
+ * refused; alone it would not be; once they are written, both admit. */
+static void test_shared_pending(void **state) {
+  (void)state;
+  rd_table_t a, b;
+  fresh_dir("shared");
+  table(&a);
+  table(&b);
+  _Atomic uint64_t shared = 0;
+  rd_journal_config_t c = {.commit_us = 1000000, .max_pending = 4096, .shared_pending = &shared};
+  rd_journal_t *ja = NULL, *jb = NULL, *jalone = NULL;
+  rd_error_t e;
+  char sub[PATH_MAX + 8];
+  snprintf(sub, sizeof sub, "%s/b", dir);
+  assert_int_equal(mkdir(sub, 0700), 0);
+  assert_int_equal(rd_journal_open(&ja, dir, 0, 1, &c, &e), RD_OK);
+  assert_int_equal(rd_journal_open(&jb, sub, 0, 1, &c, &e), RD_OK);
+  rd_table_observer_t o = rd_journal_observer(ja);
+  rd_table_set_observer(&a, &o);
+  for (int i = 0; i < 6; i++) insert(&a, 64, 1); /* about 6 x 900 bytes, waiting */
+  assert_true(atomic_load(&shared) > 4096);
+  assert_int_equal(rd_journal_admit(jb, 100, &e), RD_ETOOBIG);
+  if (strstr(e.msg, "all workloads") == NULL) fail_msg("%s", e.msg);
+  /* The control: the same journal without the shared counter admits. */
+  rd_journal_config_t alone = c;
+  alone.shared_pending = NULL;
+  snprintf(sub, sizeof sub, "%s/alone", dir);
+  assert_int_equal(mkdir(sub, 0700), 0);
+  assert_int_equal(rd_journal_open(&jalone, sub, 0, 1, &alone, &e), RD_OK);
+  assert_int_equal(rd_journal_admit(jalone, 100, &e), RD_OK);
+  assert_int_equal(rd_journal_sync(ja, rd_journal_last_lsn(ja), &e), RD_OK);
+  assert_int_equal(atomic_load(&shared), 0);
+  assert_int_equal(rd_journal_admit(jb, 100, &e), RD_OK);
+  rd_table_set_observer(&a, NULL);
+  rd_journal_close(ja);
+  rd_journal_close(jb);
+  rd_journal_close(jalone);
+  rd_table_free(&a);
+  rd_table_free(&b);
+}
+
 static void test_direct_io(void **state) {
   (void)state;
   direct_or_buffered(0);
@@ -547,6 +589,7 @@ int main(void) {
       cmocka_unit_test(test_torn_and_damaged), cmocka_unit_test(test_rotation),
       cmocka_unit_test(test_write_failure), cmocka_unit_test(test_close_answers),
       cmocka_unit_test(test_threads), cmocka_unit_test(test_direct_io),
+      cmocka_unit_test(test_shared_pending),
       cmocka_unit_test(test_buffered_io),
   };
   return cmocka_run_group_tests(tests, rdt_root_setup, rdt_root_teardown);

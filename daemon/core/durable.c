@@ -53,6 +53,7 @@ struct rd_durable {
   uint32_t keep;
   int zstd;
   rd_journal_config_t jcfg;
+  _Atomic uint64_t journal_pending; /* every journal's bytes not yet written (jcfg's) */
   uint64_t max_import_bytes; /* raw bytes an import may make us allocate */
   pthread_mutex_t ck_mu;     /* one checkpoint or export at a time */
   uint64_t import_max_bytes; /* an import stream's file (--import-max-bytes) */
@@ -1316,6 +1317,7 @@ int rd_durable_create(rd_durable_t **out, const rd_config_t *cfg, rd_error_t *er
   d->jcfg.commit_us = cfg->journal_commit_us;
   d->jcfg.max_pending = cfg->journal_max_pending;
   d->jcfg.buffered = !cfg->journal_direct;
+  d->jcfg.shared_pending = &d->journal_pending;
   d->max_import_bytes = cfg->max_memory_bytes;
   d->import_max_bytes = cfg->import_max_bytes;
   d->max_workloads = cfg->max_workloads;

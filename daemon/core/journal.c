@@ -153,6 +153,7 @@ static void seal(rd_journal_t *j, uint8_t *p, uint32_t type, size_t payload) {
   j->active.len += rec;
   j->active.last_lsn = lsn;
   j->pending += rec;
+  if (j->cfg.shared_pending) atomic_fetch_add(j->cfg.shared_pending, rec);
   j->st.records++;
   j->st.bytes += rec;
 }
@@ -218,9 +219,15 @@ int rd_journal_admit(rd_journal_t *j, size_t bytes, rd_error_t *err) {
   if (j->failed)
     rc = rd_error_set(err, RD_ESTORE, "the write-ahead journal failed (%s): inserts and updates "
                       "are refused until a checkpoint succeeds", j->why);
-  else if (j->pending > 0 && j->pending + bytes > j->cfg.max_pending)
-    rc = rd_error_set(err, RD_ETOOBIG, "%llu bytes of journal records are waiting for the disk; "
-                      "retry later", (unsigned long long)j->pending);
+  else {
+    /* The server's sum where journals share one (journal.h): a record
+     * larger than the bound still goes when nothing waits. */
+    const uint64_t pend = j->cfg.shared_pending ? atomic_load(j->cfg.shared_pending) : j->pending;
+    if (pend > 0 && pend + bytes > j->cfg.max_pending)
+      rc = rd_error_set(err, RD_ETOOBIG, "%llu bytes of journal records%s are waiting for the "
+                        "disk; retry later", (unsigned long long)pend,
+                        j->cfg.shared_pending ? " (all workloads')" : "");
+  }
   pthread_mutex_unlock(&j->mu);
   return rc;
 }
@@ -659,6 +666,7 @@ static void commit_round(rd_journal_t *j) {
         j->failed_upto = hi; /* dropped behind a torn segment */
       }
       j->pending -= b - a;
+      if (j->cfg.shared_pending) atomic_fetch_sub(j->cfg.shared_pending, b - a);
     }
     if (hi > j->round_lsn) j->round_lsn = hi;
     a = b;

@@ -45,7 +45,8 @@
  * the failure is durable (rd_journal_checkpointed): that checkpoint holds
  * what the journal lost, and the records after its cut go to a new
  * segment. Appends past max_pending bytes not yet on disk are refused the
- * same way (RD_ETOOBIG), so a slow disk bounds the memory clients can fill.
+ * same way (RD_ETOOBIG), so a slow disk bounds the memory clients can fill
+ * (with config.shared_pending, the bytes of every journal together).
  *
  * Direct I/O. Where the file system states its direct-I/O alignment
  * (statx STATX_DIOALIGN) and space is allocated with fallocate, a segment
@@ -61,6 +62,7 @@
 #define RD_JOURNAL_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -83,6 +85,11 @@ typedef struct {
   rd_journal_prealloc_t prealloc;
   int sync_inline;      /* 1: a round's write waits for its fdatasync (a bench's baseline) */
   int buffered;         /* 1: never O_DIRECT (a bench's baseline, tests) */
+  /* Bytes not yet written of every journal that shares this counter (the
+   * server's: durable.c), or NULL for this journal's own. max_pending
+   * bounds that sum, so the memory clients can fill does not grow with
+   * the number of journal-mode workloads. */
+  _Atomic uint64_t *shared_pending;
 } rd_journal_config_t;
 
 typedef struct rd_journal rd_journal_t;
