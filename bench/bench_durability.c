@@ -61,6 +61,7 @@
 #include "durable.h"
 #include "journal.h"
 #include "rd_clock.h"
+#include "rdt_daemon.h"
 #include "rdt_dir.h"
 #include "rdt_unit.h"
 #include "rd_rng.h"
@@ -448,69 +449,39 @@ static void journal_alone(void) {
 /* Over loopback                                                       */
 /* ------------------------------------------------------------------ */
 
-static pid_t daemon_pid;
-static void stop_daemon(void);
-static char state_dir[64];
+static rdt_daemon_t daemon_;
 static char target[64];
 
-static void start_daemon(void) {
-  if (rdt_tmpdir(state_dir, sizeof state_dir, "bench_durable_daemon") != 0)
-    die("mkdtemp: %s", strerror(errno));
-  char log[256];
-  snprintf(log, sizeof log, "%s/replayd.log", state_dir);
-  daemon_pid = fork();
-  if (daemon_pid == 0) {
-    setsid(); /* a session of its own, as under systemd (bench_grpc.c) */
-    FILE *f = freopen(log, "w", stderr);
-    f = freopen("/dev/null", "w", stdout); /* never hold the bench's stdout open */
-    (void)f;
-    const char *args[12 + 6] = {O.replayd, "--listen", "127.0.0.1:0", "--state-dir", state_dir,
-                                "--threads", "2", "--max-memory", "4G",
-                                "--checkpoint-interval-s", "0"};
-    int n = 11;
-    if (O.commit_us) {
-      args[n++] = "--journal-commit-us";
-      args[n++] = O.commit_us;
-    }
-    if (O.direct) {
-      args[n++] = "--journal-direct";
-      args[n++] = O.direct;
-    }
-    if (O.ckpt_dir) {
-      args[n++] = "--checkpoint-dir";
-      args[n++] = O.ckpt_dir;
-    }
-    args[n] = NULL;
-    execv(O.replayd, (char *const *)args);
-    _exit(127);
-  }
-  atexit(stop_daemon); /* die() too: never leave the daemon behind */
-  for (int i = 0; i < 300; i++) {
-    usleep(20000);
-    FILE *f = fopen(log, "r");
-    if (f == NULL) continue;
-    char line[512];
-    while (fgets(line, sizeof line, f)) {
-      char *p = strstr(line, "listening on 127.0.0.1:");
-      if (p) {
-        snprintf(target, sizeof target, "127.0.0.1:%d", atoi(p + 23));
-        fclose(f);
-        return;
-      }
-    }
-    fclose(f);
-  }
-  die("%s did not start (see %s)", O.replayd, log);
+static void stop_daemon(void) {
+  if (daemon_.pid <= 0) return;
+  rdt_daemon_stop(&daemon_);
+  if (rdt_daemon_remove(&daemon_) != 0)
+    fprintf(stderr, "bench_durability: could not remove %s\n", daemon_.dir);
 }
 
-static void stop_daemon(void) {
-  if (daemon_pid <= 0) return;
-  kill(daemon_pid, SIGTERM);
-  int st;
-  waitpid(daemon_pid, &st, 0);
-  daemon_pid = 0;
-  if (rdt_rmtree(state_dir) != 0)
-    fprintf(stderr, "bench_durability: could not remove %s\n", state_dir);
+static void start_daemon(void) {
+  const char *args[16] = {"--threads", "2", "--max-memory", "4G", "--checkpoint-interval-s", "0"};
+  int n = 6;
+  if (O.commit_us) {
+    args[n++] = "--journal-commit-us";
+    args[n++] = O.commit_us;
+  }
+  if (O.direct) {
+    args[n++] = "--journal-direct";
+    args[n++] = O.direct;
+  }
+  if (O.ckpt_dir) {
+    args[n++] = "--checkpoint-dir";
+    args[n++] = O.ckpt_dir;
+  }
+  args[n] = NULL;
+  /* A session of its own, as under systemd (bench_grpc.c). */
+  rdt_daemon_opts_t o = {.args = args, .tag = "bench_durable_daemon", .new_session = 1};
+  memset(&daemon_, 0, sizeof daemon_);
+  if (rdt_daemon_start(&daemon_, O.replayd, &o) != 0)
+    die("%s did not start (see %s)", O.replayd, daemon_.log);
+  atexit(stop_daemon); /* die() too: never leave the daemon behind */
+  snprintf(target, sizeof target, "%s", daemon_.target);
 }
 
 typedef struct {

@@ -42,6 +42,7 @@
 #include "bench_rows.h"
 #include "bench_util.h"
 #include "rd_clock.h"
+#include "rdt_daemon.h"
 #include "replayd_client.h"
 #include "rpc_stats.h"
 
@@ -65,8 +66,7 @@ static opts_t O = {false, 2.0, 5, 2, 1.0, NULL, 0};
 /* ------------------------------------------------------------------ */
 
 typedef struct {
-  pid_t pid;
-  char state[64];
+  rdt_daemon_t d;
   char target[64];
   int metrics_port; /* 0: off */
   rdc_workload_t wl;
@@ -86,46 +86,28 @@ static int log_port(const char *log, const char *key) {
 }
 
 static void daemon_start(daemon_t *d, int metrics) {
-  snprintf(d->state, sizeof d->state, "/tmp/replayd-bench-metrics-XXXXXX");
-  if (mkdtemp(d->state) == NULL) die("mkdtemp: %s", strerror(errno));
-  char log[128];
-  snprintf(log, sizeof log, "%s/replayd.log", d->state);
-  d->pid = fork();
-  if (d->pid == 0) {
-    setsid(); /* as under systemd: the scheduler shares by session, not thread */
-    if (freopen(log, "w", stderr) == NULL) _exit(127);
-    const char *args[16] = {O.replayd, "--listen", "127.0.0.1:0", "--state-dir", d->state,
-                            "--threads", "2", "--max-memory", "4G"};
-    int n = 9;
-    if (metrics) {
-      args[n++] = "--metrics-listen";
-      args[n++] = "0";
-    }
-    args[n] = NULL;
-    execv(O.replayd, (char *const *)args);
-    _exit(127);
+  const char *args[8] = {"--threads", "2", "--max-memory", "4G"};
+  int n = 4;
+  if (metrics) {
+    args[n++] = "--metrics-listen";
+    args[n++] = "0";
   }
-  int port = 0;
-  for (int i = 0; i < 500 && port == 0; i++) {
-    usleep(20000);
-    port = log_port(log, "listening on 127.0.0.1:");
-  }
-  if (port == 0) die("%s did not start (see %s)", O.replayd, log);
-  snprintf(d->target, sizeof d->target, "127.0.0.1:%d", port);
-  d->metrics_port = metrics ? log_port(log, "metrics on http://127.0.0.1:") : 0;
-  if (metrics && d->metrics_port == 0) die("no metrics endpoint (see %s)", log);
+  args[n] = NULL;
+  /* As under systemd: the scheduler shares by session, not thread. */
+  rdt_daemon_opts_t o = {.args = args, .tag = "bench_metrics", .new_session = 1};
+  memset(&d->d, 0, sizeof d->d);
+  if (rdt_daemon_start(&d->d, O.replayd, &o) != 0)
+    die("%s did not start (see %s)", O.replayd, d->d.log);
+  snprintf(d->target, sizeof d->target, "%s", d->d.target);
+  /* The metrics line comes before the gRPC one (main.c). */
+  d->metrics_port = metrics ? log_port(d->d.log, "metrics on http://127.0.0.1:") : 0;
+  if (metrics && d->metrics_port == 0) die("no metrics endpoint (see %s)", d->d.log);
 }
 
 static void daemon_stop(daemon_t *d) {
-  if (d->pid > 0) {
-    kill(d->pid, SIGTERM);
-    int st;
-    waitpid(d->pid, &st, 0);
-    d->pid = 0;
-  }
-  char cmd[128];
-  snprintf(cmd, sizeof cmd, "rm -rf %s", d->state);
-  if (system(cmd) != 0) fprintf(stderr, "bench_metrics: could not remove %s\n", d->state);
+  rdt_daemon_stop(&d->d);
+  if (rdt_daemon_remove(&d->d) != 0)
+    fprintf(stderr, "bench_metrics: could not remove the daemon's state directory\n");
 }
 
 /* The CartPole workload with FILL_ROWS rows. */

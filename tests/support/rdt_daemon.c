@@ -2,6 +2,7 @@
 #include "rdt_daemon.h"
 
 #include <arpa/inet.h>
+#include <sys/prctl.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <spawn.h>
@@ -32,10 +33,15 @@ int rdt_daemon_spawn(rdt_daemon_t *d, const char *replayd, const rdt_daemon_opts
   for (const char *const *a = o->args; a && *a && n < 63; a++) args[n++] = *a;
   args[n] = NULL;
   fflush(NULL);
+  const pid_t parent = getpid();
   d->pid = fork();
   if (d->pid < 0) return -1;
   if (d->pid == 0) {
+    /* Dies with the test or bench that started it (killed mid-run too),
+     * unless that one is already gone. */
+    if (prctl(PR_SET_PDEATHSIG, SIGTERM) != 0 || getppid() != parent) _exit(127);
     if (o->new_session) setsid();
+    if (freopen("/dev/null", "w", stdout) == NULL) _exit(127); /* never hold the caller's */
     if (o->hide_gpus) setenv("CUDA_VISIBLE_DEVICES", "", 1);
     if (freopen(d->log, "w", stderr) == NULL) _exit(127);
     execv(replayd, (char *const *)args);

@@ -9,7 +9,9 @@
  * rdt_daemon_spawn and rdt_daemon_wait are the two halves, for a test that
  * calls while the daemon starts. rdt_daemon_stop sends SIGTERM and
  * returns the exit code (-1: killed by a signal, or none running); the
- * state directory stays until rdt_daemon_remove.
+ * state directory stays until rdt_daemon_remove. The daemon gets SIGTERM
+ * if the thread that started it exits first (PR_SET_PDEATHSIG: a test or
+ * bench killed mid-run leaves none behind), and its stdout is /dev/null.
  */
 #ifndef RDT_DAEMON_H
 #define RDT_DAEMON_H
