@@ -473,8 +473,9 @@ static void test_workload_moves_live(void **state) {
   }
 }
 
-/* A learner that cannot hand over its state (the GPU's: no state ops, or
- * no GPU in this build) is not moved: an error, nothing changed. */
+/* A move to a backend that cannot take the state (the GPU learner with no
+ * GPU here, or in a build without CUDA) is not made: an error, nothing
+ * changed. */
 static void test_lossy_move_refused(void **state) {
   fixture_t *f = *state;
   rd_workload_t *w = f->w;

@@ -285,11 +285,11 @@ int rd_pipeline_continuous(const rd_pipeline_t *p);
  * (steps, skipped steps, late updates, loss, the weight version, continuous
  * mode's insert count) and the published policy (the CPU copy of the
  * weights, which every backend has), and, from a backend with state ops
- * (CPU, FPGA C-simulation, GPU), its whole training state: every network,
- * the target networks, Adam moments and step counts, in the CPU learner's
- * format (learner_backend.h). The XRT learner has no state ops: its
- * checkpoints hold the policy only. A full state restores into a backend
- * with state ops; into one without, its policy is used (policy_load).
+ * (every backend here: CPU, FPGA C-simulation, XRT, GPU), its whole
+ * training state: every network, the target networks, Adam moments and
+ * step counts, in the CPU learner's format (learner_backend.h). A full
+ * state restores into a backend with state ops; into one without (a
+ * test's), its policy is used (policy_load).
  *
  * Weight versions never go back, so that an actor polling GetWeights with
  * the version it has never misses newer weights: a restore publishes the
