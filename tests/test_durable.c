@@ -428,9 +428,21 @@ static void test_streamed_files(void **state) {
   uint8_t *data = malloc(f.bytes);
   assert_non_null(data);
   assert_int_equal(pread(f.fd, data, f.bytes, 0), (ssize_t)f.bytes);
-  close(f.fd);
+  rd_export_file_close(&f);
   assert_true(XXH3_64bits(data, f.bytes) == f.xxh3);
   assert_true(f.bytes > 4096);
+  /* At most RD_EXPORT_FILES_MAX open at once; a closed one's place is free. */
+  rd_export_file_t exp_[RD_EXPORT_FILES_MAX], more;
+  for (int i = 0; i < RD_EXPORT_FILES_MAX; i++)
+    assert_int_equal(rd_durable_export_file(s.d, w, &exp_[i], &e), RD_OK);
+  assert_int_equal(rd_durable_export_file(s.d, w, &more, &e), RD_ETOOBIG);
+  assert_non_null(strstr(e.msg, "retry later"));
+  assert_int_equal(more.fd, -1);
+  rd_export_file_close(&more); /* not open: nothing */
+  rd_export_file_close(&exp_[0]);
+  assert_int_equal(rd_durable_export_file(s.d, w, &more, &e), RD_OK);
+  rd_export_file_close(&more);
+  for (int i = 0; i < RD_EXPORT_FILES_MAX; i++) rd_export_file_close(&exp_[i]);
 
   rd_import_t *imp = NULL;
   const uint8_t *spec;

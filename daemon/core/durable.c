@@ -58,6 +58,7 @@ struct rd_durable {
   pthread_mutex_t ck_mu;     /* one checkpoint or export at a time */
   uint64_t import_max_bytes; /* an import stream's file (--import-max-bytes) */
   atomic_int sinks;          /* import streams open (RD_IMPORT_SINKS_MAX) */
+  atomic_int exports;        /* export files open (RD_EXPORT_FILES_MAX) */
   /* The periodic thread. */
   struct rd_registry *registry;
   uint32_t max_workloads;
@@ -1502,16 +1503,31 @@ int rd_durable_export_file(rd_durable_t *d, rd_workload_t *w, rd_export_file_t *
                            rd_error_t *err) {
   memset(out, 0, sizeof *out);
   out->fd = -1;
+  if (atomic_fetch_add(&d->exports, 1) >= RD_EXPORT_FILES_MAX) {
+    atomic_fetch_sub(&d->exports, 1);
+    return rd_error_set(err, RD_ETOOBIG, "%d export streams are open already; retry later",
+                        RD_EXPORT_FILES_MAX);
+  }
   int fd = -1;
   int rc = temp_file(d, "export", &fd, err);
   if (rc == RD_OK) rc = export_to_fd(d, w, fd, &out->bytes, &out->items, err);
   if (rc == RD_OK) rc = hash_fd(fd, out->bytes, &out->xxh3, err);
   if (rc != RD_OK) {
     if (fd >= 0) close(fd);
+    atomic_fetch_sub(&d->exports, 1);
     return rc;
   }
   out->fd = fd;
+  out->d = d;
   return RD_OK;
+}
+
+void rd_export_file_close(rd_export_file_t *f) {
+  if (f->d == NULL) return;
+  close(f->fd);
+  atomic_fetch_sub(&f->d->exports, 1);
+  f->fd = -1;
+  f->d = NULL;
 }
 
 struct rd_import {

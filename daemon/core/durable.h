@@ -180,15 +180,22 @@ void rd_import_free(rd_import_t *imp);
  * takes would pin memory and the table's copy-on-write; written out, the
  * cut costs what a checkpoint costs and the stream costs one chunk. */
 
-/* w's export file (rd_durable_export's bytes) in a temporary file: fd
- * (the caller closes it), its size, items and XXH3-64. RD_ESTORE (the
- * directory cannot take it), RD_ENOTFOUND (deleted), RD_ENOMEM. */
+/* w's export file (rd_durable_export's bytes) in a temporary file: fd,
+ * its size, items and XXH3-64; rd_export_file_close gives it back. Each
+ * holds a copy of a table on disk for as long as its client takes, so at
+ * most RD_EXPORT_FILES_MAX are open at once per server: RD_ETOOBIG past
+ * that (retry later). RD_ESTORE (the directory cannot take it),
+ * RD_ENOTFOUND (deleted), RD_ENOMEM. */
+#define RD_EXPORT_FILES_MAX 4
 typedef struct {
   int fd;
   uint64_t bytes, items, xxh3;
+  rd_durable_t *d; /* whose count it is in */
 } rd_export_file_t;
 int rd_durable_export_file(rd_durable_t *d, rd_workload_t *w, rd_export_file_t *out,
                            rd_error_t *err);
+/* Close f's file and give its place back (f zeroed or closed: nothing). */
+void rd_export_file_close(rd_export_file_t *f);
 
 /* An import stream's file, received into a temporary file: at most
  * --import-max-bytes, at most RD_IMPORT_SINKS_MAX open at once per server. */

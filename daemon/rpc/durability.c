@@ -387,7 +387,7 @@ int rd_export_stream_next(rd_export_stream_t *s, grpc_byte_buffer **bb, rd_reply
 
 void rd_export_stream_free(rd_export_stream_t *s) {
   if (s == NULL) return;
-  if (s->f.fd >= 0) close(s->f.fd);
+  rd_export_file_close(&s->f);
   free(s->buf);
   free(s);
 }
