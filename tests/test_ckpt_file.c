@@ -19,6 +19,7 @@
 #include <xxhash.h>
 
 #include "ckpt_file.h"
+#include "rdt_main.h"
 
 #define BIG 100000
 
@@ -203,11 +204,7 @@ static void test_disk_full(void **state) {
   assert_int_equal(rd_ckpt_writer_init(&w, 0, 99, &e), RD_EINVAL);
 }
 
-int main(void) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_round_trip),     cmocka_unit_test(test_every_flip),
-      cmocka_unit_test(test_truncations),    cmocka_unit_test(test_version_and_magic),
-      cmocka_unit_test(test_dropped_section), cmocka_unit_test(test_disk_full),
-  };
-  return cmocka_run_group_tests(tests, NULL, NULL);
-}
+RDT_MAIN(NULL, NULL,
+         cmocka_unit_test(test_round_trip),     cmocka_unit_test(test_every_flip),
+         cmocka_unit_test(test_truncations),    cmocka_unit_test(test_version_and_magic),
+         cmocka_unit_test(test_dropped_section), cmocka_unit_test(test_disk_full))

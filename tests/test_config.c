@@ -18,6 +18,7 @@
 
 #include "config.h"
 #include "log.h"
+#include "rdt_main.h"
 
 /* ------------------------------------------------------------------ */
 /* Helpers                                                             */
@@ -810,26 +811,22 @@ static void test_log_threads_do_not_interleave(void **state) {
   }
 }
 
-int main(void) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_defaults),
-      cmocka_unit_test(test_defaults_state_dir_env),
-      cmocka_unit_test(test_file_all_keys),
-      cmocka_unit_test(test_file_errors),
-      cmocka_unit_test(test_file_missing),
-      cmocka_unit_test(test_flags_both_forms),
-      cmocka_unit_test(test_fpga_xclbin_keys),
-      cmocka_unit_test(test_precedence),
-      cmocka_unit_test(test_flag_errors),
-      cmocka_unit_test(test_byte_suffixes),
-      cmocka_unit_test(test_number_strictness),
-      cmocka_unit_test(test_help_version),
-      cmocka_unit_test(test_usage),
-      cmocka_unit_test(test_log_format_and_levels),
-      cmocka_unit_test(test_log_one_line_per_call),
-      cmocka_unit_test(test_log_reopen),
-      cmocka_unit_test(test_log_open_errors),
-      cmocka_unit_test(test_log_threads_do_not_interleave),
-  };
-  return cmocka_run_group_tests(tests, setup_dir, teardown_dir);
-}
+RDT_MAIN(setup_dir, teardown_dir,
+         cmocka_unit_test(test_defaults),
+         cmocka_unit_test(test_defaults_state_dir_env),
+         cmocka_unit_test(test_file_all_keys),
+         cmocka_unit_test(test_file_errors),
+         cmocka_unit_test(test_file_missing),
+         cmocka_unit_test(test_flags_both_forms),
+         cmocka_unit_test(test_fpga_xclbin_keys),
+         cmocka_unit_test(test_precedence),
+         cmocka_unit_test(test_flag_errors),
+         cmocka_unit_test(test_byte_suffixes),
+         cmocka_unit_test(test_number_strictness),
+         cmocka_unit_test(test_help_version),
+         cmocka_unit_test(test_usage),
+         cmocka_unit_test(test_log_format_and_levels),
+         cmocka_unit_test(test_log_one_line_per_call),
+         cmocka_unit_test(test_log_reopen),
+         cmocka_unit_test(test_log_open_errors),
+         cmocka_unit_test(test_log_threads_do_not_interleave))

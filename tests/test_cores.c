@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "cores.h"
+#include "rdt_main.h"
 
 static rd_pin_t pin_of(uint32_t n, const int *cpus) {
   rd_pin_t p;
@@ -195,11 +196,7 @@ static void test_pin_self(void **state) {
   assert_int_equal(rd_pin_self(&p, &err), RD_OK);
 }
 
-int main(void) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_assign),      cmocka_unit_test(test_assign_errors),
-      cmocka_unit_test(test_for_threads), cmocka_unit_test(test_format),
-      cmocka_unit_test(test_pin_self),
-  };
-  return cmocka_run_group_tests(tests, NULL, NULL);
-}
+RDT_MAIN(NULL, NULL,
+         cmocka_unit_test(test_assign),      cmocka_unit_test(test_assign_errors),
+         cmocka_unit_test(test_for_threads), cmocka_unit_test(test_format),
+         cmocka_unit_test(test_pin_self))

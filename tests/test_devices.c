@@ -20,6 +20,7 @@
 #include "provider_fpga.h"
 #include "provider_gpu.h"
 #include "rdt_unit.h"
+#include "rdt_main.h"
 
 static void assert_fingerprint_form(const char *fp, const char *kind) {
   size_t k = strlen(kind);
@@ -323,17 +324,13 @@ static void test_providers(void **state) {
   }
 }
 
-int main(void) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_fingerprint_values),
-      cmocka_unit_test(test_providers),
-      cmocka_unit_test(test_this_cpu),
-      cmocka_unit_test(test_fingerprint_stable),
-      cmocka_unit_test(test_absent_kinds),
-      cmocka_unit_test(test_fake_cpu_fields),
-      cmocka_unit_test(test_fake_cpu_missing_files),
-      cmocka_unit_test(test_fingerprint_inputs),
-      cmocka_unit_test(test_fingerprint_gpu),
-  };
-  return cmocka_run_group_tests(tests, rdt_root_setup, rdt_root_teardown);
-}
+RDT_MAIN(rdt_root_setup, rdt_root_teardown,
+         cmocka_unit_test(test_fingerprint_values),
+         cmocka_unit_test(test_providers),
+         cmocka_unit_test(test_this_cpu),
+         cmocka_unit_test(test_fingerprint_stable),
+         cmocka_unit_test(test_absent_kinds),
+         cmocka_unit_test(test_fake_cpu_fields),
+         cmocka_unit_test(test_fake_cpu_missing_files),
+         cmocka_unit_test(test_fingerprint_inputs),
+         cmocka_unit_test(test_fingerprint_gpu))

@@ -30,6 +30,7 @@
 #include "rdt_unit.h"
 #include "registry.h"
 #include "spec_pb.h"
+#include "rdt_main.h"
 
 /* A server's state: store, durability, registry, as main.c builds them. */
 typedef struct {
@@ -488,13 +489,9 @@ static void test_streamed_files(void **state) {
   server_down(&s);
 }
 
-int main(void) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_learner_saved_while_training),
-      cmocka_unit_test(test_journal_threads_and_restart),
-      cmocka_unit_test(test_damaged_newest),
-      cmocka_unit_test(test_import_sizes_do_not_wrap),
-      cmocka_unit_test(test_streamed_files),
-  };
-  return cmocka_run_group_tests(tests, rdt_root_setup, rdt_root_teardown);
-}
+RDT_MAIN(rdt_root_setup, rdt_root_teardown,
+         cmocka_unit_test(test_learner_saved_while_training),
+         cmocka_unit_test(test_journal_threads_and_restart),
+         cmocka_unit_test(test_damaged_newest),
+         cmocka_unit_test(test_import_sizes_do_not_wrap),
+         cmocka_unit_test(test_streamed_files))

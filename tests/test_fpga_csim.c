@@ -33,6 +33,7 @@
 #include "table.h"
 #include "rd_rng.h"
 #include "rdt_schema.h"
+#include "rdt_main.h"
 
 /* One uint32 field "id": the row's number, to check gathers. */
 static void config(rd_table_config_t *c, uint32_t capacity, uint32_t fanout, double max_p,
@@ -348,13 +349,9 @@ static void test_bad_calls(void **state) {
   pair_free(&p);
 }
 
-int main(void) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_fanouts),
-      cmocka_unit_test(test_size_edges),
-      cmocka_unit_test(test_boundaries),
-      cmocka_unit_test(test_does_not_fit),
-      cmocka_unit_test(test_bad_calls),
-  };
-  return cmocka_run_group_tests(tests, NULL, NULL);
-}
+RDT_MAIN(NULL, NULL,
+         cmocka_unit_test(test_fanouts),
+         cmocka_unit_test(test_size_edges),
+         cmocka_unit_test(test_boundaries),
+         cmocka_unit_test(test_does_not_fit),
+         cmocka_unit_test(test_bad_calls))

@@ -45,6 +45,7 @@
 #include "nn.h"
 #include "rd_rng.h"
 #include "rdt_learner.h"
+#include "rdt_main.h"
 
 #define TOL 1e-5
 
@@ -754,17 +755,13 @@ static void test_stage_labels(void **state) {
   assert_int_equal(lrn_pi(256, 2), 128);
 }
 
-int main(void) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_matches_cpu_network),
-      cmocka_unit_test(test_structure_matches_model),
-      cmocka_unit_test(test_stage_errors),
-      cmocka_unit_test(test_train_dqn),
-      cmocka_unit_test(test_train_ddpg),
-      cmocka_unit_test(test_train_report),
-      cmocka_unit_test(test_train_errors),
-      cmocka_unit_test(test_train_two_instances),
-      cmocka_unit_test(test_stage_labels),
-  };
-  return cmocka_run_group_tests(tests, NULL, NULL);
-}
+RDT_MAIN(NULL, NULL,
+         cmocka_unit_test(test_matches_cpu_network),
+         cmocka_unit_test(test_structure_matches_model),
+         cmocka_unit_test(test_stage_errors),
+         cmocka_unit_test(test_train_dqn),
+         cmocka_unit_test(test_train_ddpg),
+         cmocka_unit_test(test_train_report),
+         cmocka_unit_test(test_train_errors),
+         cmocka_unit_test(test_train_two_instances),
+         cmocka_unit_test(test_stage_labels))

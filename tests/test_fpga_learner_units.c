@@ -26,6 +26,7 @@
 
 #include "learner.h"
 #include "model.h"
+#include "rdt_main.h"
 
 #ifndef RD_UNITS_PLANNED
 #define RD_UNITS_PLANNED 0 /* 1: built with the model's flags for this design */
@@ -105,10 +106,6 @@ static void test_unit_defs_format(void **state) {
   assert_non_null(strstr(err.msg, "cFW1"));
 }
 
-int main(void) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_units_match_model),
-      cmocka_unit_test(test_unit_defs_format),
-  };
-  return cmocka_run_group_tests(tests, NULL, NULL);
-}
+RDT_MAIN(NULL, NULL,
+         cmocka_unit_test(test_units_match_model),
+         cmocka_unit_test(test_unit_defs_format))

@@ -22,6 +22,7 @@
 
 #include "fpga_part.h"
 #include "model.h"
+#include "rdt_main.h"
 
 #ifndef RD_FPGA_PARTS_DIR
 #error "meson passes RD_FPGA_PARTS_DIR, the source tree's backends/fpga/parts"
@@ -1448,25 +1449,21 @@ static void test_table_vi(void **state) {
   assert_string_equal(e.rmm.limit, "dsp");
 }
 
-int main(void) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_parts_shipped),
-      cmocka_unit_test(test_part_find_errors),
-      cmocka_unit_test(test_parts_malformed),
-      cmocka_unit_test(test_rmm_widths),
-      cmocka_unit_test(test_rmm_cycles),
-      cmocka_unit_test(test_rmm_s_growth),
-      cmocka_unit_test(test_rmm_update_ports),
-      cmocka_unit_test(test_rmm_fixed_ports),
-      cmocka_unit_test(test_learner_structure),
-      cmocka_unit_test(test_learner_proportional),
-      cmocka_unit_test(test_learner_dp_search),
-      cmocka_unit_test(test_resource_limits),
-      cmocka_unit_test(test_extreme_parts_finite),
-      cmocka_unit_test(test_monotonic_in_batch),
-      cmocka_unit_test(test_workload_errors),
-      cmocka_unit_test(test_fit_errors),
-      cmocka_unit_test(test_table_vi),
-  };
-  return cmocka_run_group_tests(tests, NULL, NULL);
-}
+RDT_MAIN(NULL, NULL,
+         cmocka_unit_test(test_parts_shipped),
+         cmocka_unit_test(test_part_find_errors),
+         cmocka_unit_test(test_parts_malformed),
+         cmocka_unit_test(test_rmm_widths),
+         cmocka_unit_test(test_rmm_cycles),
+         cmocka_unit_test(test_rmm_s_growth),
+         cmocka_unit_test(test_rmm_update_ports),
+         cmocka_unit_test(test_rmm_fixed_ports),
+         cmocka_unit_test(test_learner_structure),
+         cmocka_unit_test(test_learner_proportional),
+         cmocka_unit_test(test_learner_dp_search),
+         cmocka_unit_test(test_resource_limits),
+         cmocka_unit_test(test_extreme_parts_finite),
+         cmocka_unit_test(test_monotonic_in_batch),
+         cmocka_unit_test(test_workload_errors),
+         cmocka_unit_test(test_fit_errors),
+         cmocka_unit_test(test_table_vi))

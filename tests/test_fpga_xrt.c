@@ -30,6 +30,7 @@
 #include "xclbin_gen.h"
 
 #include "xrt_env.h"
+#include "rdt_main.h"
 
 static char dir[64];
 static char rmm_path[128], other_path[128], garbage_path[128], both_path[128];
@@ -287,13 +288,9 @@ static void test_host_errors(void **state) {
   rd_fpga_xrt_rmm_close(&x);
 }
 
-int main(void) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_xclbin_layout),
-      cmocka_unit_test(test_xclbin_errors),
-      cmocka_unit_test(test_learner_kernel_xclbin),
-      cmocka_unit_test(test_host_path_noop),
-      cmocka_unit_test(test_host_errors),
-  };
-  return cmocka_run_group_tests(tests, group_setup, group_teardown);
-}
+RDT_MAIN(group_setup, group_teardown,
+         cmocka_unit_test(test_xclbin_layout),
+         cmocka_unit_test(test_xclbin_errors),
+         cmocka_unit_test(test_learner_kernel_xclbin),
+         cmocka_unit_test(test_host_path_noop),
+         cmocka_unit_test(test_host_errors))

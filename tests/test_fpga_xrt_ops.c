@@ -49,6 +49,7 @@
 #include "rdt_schema.h"
 
 #include "xrt_env.h"
+#include "rdt_main.h"
 
 static char dir[64];
 static char both_path[128], rmm_only[128], lrn_only[128], garbage_path[128];
@@ -862,15 +863,11 @@ static void test_learner_host_errors(void **state) {
   assert_int_equal(rd_fpga_xrt_learner_write(&x, RD_XRT_L_PARAMS, f, 0, 1, &err), RD_EINVAL);
 }
 
-int main(void) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_rmm_ops_path),   cmocka_unit_test(test_rmm_bad_calls),
-      cmocka_unit_test(test_rmm_device_failure),
-      cmocka_unit_test(test_rmm_status),     cmocka_unit_test(test_rmm_errors),
-      cmocka_unit_test(test_rmm_table),      cmocka_unit_test(test_learner_dqn_path),
-      cmocka_unit_test(test_learner_ddpg_path), cmocka_unit_test(test_learner_state),
-      cmocka_unit_test(test_learner_errors),
-      cmocka_unit_test(test_learner_host_errors),
-  };
-  return cmocka_run_group_tests(tests, group_setup, group_teardown);
-}
+RDT_MAIN(group_setup, group_teardown,
+         cmocka_unit_test(test_rmm_ops_path),   cmocka_unit_test(test_rmm_bad_calls),
+         cmocka_unit_test(test_rmm_device_failure),
+         cmocka_unit_test(test_rmm_status),     cmocka_unit_test(test_rmm_errors),
+         cmocka_unit_test(test_rmm_table),      cmocka_unit_test(test_learner_dqn_path),
+         cmocka_unit_test(test_learner_ddpg_path), cmocka_unit_test(test_learner_state),
+         cmocka_unit_test(test_learner_errors),
+         cmocka_unit_test(test_learner_host_errors))

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "jobs.h"
+#include "rdt_main.h"
 
 typedef struct {
   atomic_int ran, cancelled, running, max_running;
@@ -121,11 +122,7 @@ static void test_bad_arguments(void **state) {
   assert_int_equal(rd_jobs_create(&q, "x", 1, 0, 0, &err), RD_EINVAL);
 }
 
-int main(void) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_bounds_and_threads),
-      cmocka_unit_test(test_stop_cancels_waiting_and_waits_for_running),
-      cmocka_unit_test(test_bad_arguments),
-  };
-  return cmocka_run_group_tests(tests, NULL, NULL);
-}
+RDT_MAIN(NULL, NULL,
+         cmocka_unit_test(test_bounds_and_threads),
+         cmocka_unit_test(test_stop_cancels_waiting_and_waits_for_running),
+         cmocka_unit_test(test_bad_arguments))

@@ -27,6 +27,7 @@
 #include "rdt_schema.h"
 #include "rdt_unit.h"
 #include "table.h"
+#include "rdt_main.h"
 
 static char dir[PATH_MAX];
 
@@ -583,14 +584,10 @@ static void test_threads(void **state) {
   rd_table_free(&b);
 }
 
-int main(void) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_replay_equals), cmocka_unit_test(test_group_commit),
-      cmocka_unit_test(test_torn_and_damaged), cmocka_unit_test(test_rotation),
-      cmocka_unit_test(test_write_failure), cmocka_unit_test(test_close_answers),
-      cmocka_unit_test(test_threads), cmocka_unit_test(test_direct_io),
-      cmocka_unit_test(test_shared_pending),
-      cmocka_unit_test(test_buffered_io),
-  };
-  return cmocka_run_group_tests(tests, rdt_root_setup, rdt_root_teardown);
-}
+RDT_MAIN(rdt_root_setup, rdt_root_teardown,
+         cmocka_unit_test(test_replay_equals), cmocka_unit_test(test_group_commit),
+         cmocka_unit_test(test_torn_and_damaged), cmocka_unit_test(test_rotation),
+         cmocka_unit_test(test_write_failure), cmocka_unit_test(test_close_answers),
+         cmocka_unit_test(test_threads), cmocka_unit_test(test_direct_io),
+         cmocka_unit_test(test_shared_pending),
+         cmocka_unit_test(test_buffered_io))

@@ -25,6 +25,7 @@
 #include "learner.h"
 #include "rd_philox.h"
 #include "rdt_learner.h"
+#include "rdt_main.h"
 
 /* ------------------------------------------------------------------ */
 /* Helpers                                                             */
@@ -1013,19 +1014,15 @@ static void test_policy(void **state) {
   rd_learner_free(&l);
 }
 
-int main(void) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_dqn_by_hand),
-      cmocka_unit_test(test_ddpg_gradients_and_targets),
-      cmocka_unit_test(test_target_rules),
-      cmocka_unit_test(test_dqn_learns_chain),
-      cmocka_unit_test(test_ddpg_learns_bandit),
-      cmocka_unit_test(test_determinism),
-      cmocka_unit_test(test_thread_tuning),
-      cmocka_unit_test(test_config_errors),
-      cmocka_unit_test(test_batch_errors),
-      cmocka_unit_test(test_nonfinite_steps),
-      cmocka_unit_test(test_policy),
-  };
-  return cmocka_run_group_tests(tests, NULL, NULL);
-}
+RDT_MAIN(NULL, NULL,
+         cmocka_unit_test(test_dqn_by_hand),
+         cmocka_unit_test(test_ddpg_gradients_and_targets),
+         cmocka_unit_test(test_target_rules),
+         cmocka_unit_test(test_dqn_learns_chain),
+         cmocka_unit_test(test_ddpg_learns_bandit),
+         cmocka_unit_test(test_determinism),
+         cmocka_unit_test(test_thread_tuning),
+         cmocka_unit_test(test_config_errors),
+         cmocka_unit_test(test_batch_errors),
+         cmocka_unit_test(test_nonfinite_steps),
+         cmocka_unit_test(test_policy))

@@ -17,6 +17,7 @@
 #include "learner.h"
 #include "learner_rows.h"
 #include "rdt_learner.h"
+#include "rdt_main.h"
 
 static void dqn(rd_learner_config_t *c, uint64_t seed, uint32_t period) {
   rdt_dqn_config(c, 4, 2, 2, (const uint32_t[]){16, 8});
@@ -271,12 +272,8 @@ static void test_state_arrays(void **state) {
   arrays_case(&c);
 }
 
-int main(void) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_resume_bit_identical),
-      cmocka_unit_test(test_refused_changes_nothing),
-      cmocka_unit_test(test_mlp_state),
-      cmocka_unit_test(test_state_arrays),
-  };
-  return cmocka_run_group_tests(tests, NULL, NULL);
-}
+RDT_MAIN(NULL, NULL,
+         cmocka_unit_test(test_resume_bit_identical),
+         cmocka_unit_test(test_refused_changes_nothing),
+         cmocka_unit_test(test_mlp_state),
+         cmocka_unit_test(test_state_arrays))

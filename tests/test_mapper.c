@@ -27,6 +27,7 @@
 #include <string.h>
 
 #include "mapper.h"
+#include "rdt_main.h"
 
 /* ------------------------------------------------------------------ */
 /* Helpers                                                              */
@@ -854,26 +855,22 @@ static void test_pipeline_costs(void **state) {
   assert_int_equal(rd_map(&t, &m, &err), RD_EINVAL);
 }
 
-int main(void) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_pipeline_costs),
-      cmocka_unit_test(test_table5_cartpole_fff),
-      cmocka_unit_test(test_table5_hopper),
-      cmocka_unit_test(test_table5_pong),
-      cmocka_unit_test(test_prune_by_cpu),
-      cmocka_unit_test(test_prune_beats_tie),
-      cmocka_unit_test(test_no_prune_keeps_gpu_rmm),
-      cmocka_unit_test(test_tie_fewer_devices),
-      cmocka_unit_test(test_tie_less_traffic),
-      cmocka_unit_test(test_storage_rules),
-      cmocka_unit_test(test_strict_loop),
-      cmocka_unit_test(test_absent),
-      cmocka_unit_test(test_bad_inputs),
-      cmocka_unit_test(test_non_finite_predictions),
-      cmocka_unit_test(test_names),
-      cmocka_unit_test(test_format),
-      cmocka_unit_test(test_explain),
-      cmocka_unit_test(test_cpu_sharing),
-  };
-  return cmocka_run_group_tests(tests, NULL, NULL);
-}
+RDT_MAIN(NULL, NULL,
+         cmocka_unit_test(test_pipeline_costs),
+         cmocka_unit_test(test_table5_cartpole_fff),
+         cmocka_unit_test(test_table5_hopper),
+         cmocka_unit_test(test_table5_pong),
+         cmocka_unit_test(test_prune_by_cpu),
+         cmocka_unit_test(test_prune_beats_tie),
+         cmocka_unit_test(test_no_prune_keeps_gpu_rmm),
+         cmocka_unit_test(test_tie_fewer_devices),
+         cmocka_unit_test(test_tie_less_traffic),
+         cmocka_unit_test(test_storage_rules),
+         cmocka_unit_test(test_strict_loop),
+         cmocka_unit_test(test_absent),
+         cmocka_unit_test(test_bad_inputs),
+         cmocka_unit_test(test_non_finite_predictions),
+         cmocka_unit_test(test_names),
+         cmocka_unit_test(test_format),
+         cmocka_unit_test(test_explain),
+         cmocka_unit_test(test_cpu_sharing))

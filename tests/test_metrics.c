@@ -26,6 +26,7 @@
 #include "metrics_http.h"
 #include "registry.h"
 #include "rpc_stats.h"
+#include "rdt_main.h"
 
 static void test_listen_parse(void **state) {
   (void)state;
@@ -345,11 +346,7 @@ static void test_http(void **state) {
   rd_metrics_http_stop(NULL);
 }
 
-int main(void) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_listen_parse), cmocka_unit_test(test_label_escaping),
-      cmocka_unit_test(test_rpc_stats),    cmocka_unit_test(test_render),
-      cmocka_unit_test(test_render_concurrent), cmocka_unit_test(test_http),
-  };
-  return cmocka_run_group_tests(tests, NULL, NULL);
-}
+RDT_MAIN(NULL, NULL,
+         cmocka_unit_test(test_listen_parse), cmocka_unit_test(test_label_escaping),
+         cmocka_unit_test(test_rpc_stats),    cmocka_unit_test(test_render),
+         cmocka_unit_test(test_render_concurrent), cmocka_unit_test(test_http))

@@ -32,6 +32,7 @@
 #include "nn.h"
 #include "rd_philox.h"
 #include "rdt_learner.h"
+#include "rdt_main.h"
 
 #define GC_H 5e-3f
 #define GC_RTOL 2e-3
@@ -1080,31 +1081,27 @@ static void test_argument_errors(void **state) {
   rd_mlp_free(&m);
 }
 
-int main(void) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_init_contract),
-      cmocka_unit_test(test_forward_matches_reference),
-      cmocka_unit_test(test_gemm_block_edges),
-      cmocka_unit_test(test_layer_gemm_products),
-      cmocka_unit_test(test_loss_values_by_hand),
-      cmocka_unit_test(test_loss_errors),
-      cmocka_unit_test(test_loss_gradients_fd),
-      cmocka_unit_test(test_gradcheck_identity_mse),
-      cmocka_unit_test(test_tanh_accuracy),
-      cmocka_unit_test(test_views),
-      cmocka_unit_test(test_gradcheck_tanh_mse),
-      cmocka_unit_test(test_gradcheck_relu_mse),
-      cmocka_unit_test(test_gradcheck_tanh_output_huber),
-      cmocka_unit_test(test_gradcheck_mixed_huber),
-      cmocka_unit_test(test_gradcheck_catches_errors),
-      cmocka_unit_test(test_adam_two_steps_by_hand),
-      cmocka_unit_test(test_clip_grad_norm),
-      cmocka_unit_test(test_target_updates),
-      cmocka_unit_test(test_determinism_single_thread),
-      cmocka_unit_test(test_determinism_across_threads),
-      cmocka_unit_test(test_fit_sine),
-      cmocka_unit_test(test_save_load),
-      cmocka_unit_test(test_argument_errors),
-  };
-  return cmocka_run_group_tests(tests, NULL, NULL);
-}
+RDT_MAIN(NULL, NULL,
+         cmocka_unit_test(test_init_contract),
+         cmocka_unit_test(test_forward_matches_reference),
+         cmocka_unit_test(test_gemm_block_edges),
+         cmocka_unit_test(test_layer_gemm_products),
+         cmocka_unit_test(test_loss_values_by_hand),
+         cmocka_unit_test(test_loss_errors),
+         cmocka_unit_test(test_loss_gradients_fd),
+         cmocka_unit_test(test_gradcheck_identity_mse),
+         cmocka_unit_test(test_tanh_accuracy),
+         cmocka_unit_test(test_views),
+         cmocka_unit_test(test_gradcheck_tanh_mse),
+         cmocka_unit_test(test_gradcheck_relu_mse),
+         cmocka_unit_test(test_gradcheck_tanh_output_huber),
+         cmocka_unit_test(test_gradcheck_mixed_huber),
+         cmocka_unit_test(test_gradcheck_catches_errors),
+         cmocka_unit_test(test_adam_two_steps_by_hand),
+         cmocka_unit_test(test_clip_grad_norm),
+         cmocka_unit_test(test_target_updates),
+         cmocka_unit_test(test_determinism_single_thread),
+         cmocka_unit_test(test_determinism_across_threads),
+         cmocka_unit_test(test_fit_sine),
+         cmocka_unit_test(test_save_load),
+         cmocka_unit_test(test_argument_errors))

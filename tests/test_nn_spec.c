@@ -12,6 +12,7 @@
 
 #include "rd_le.h"
 #include "rd_nn_spec.h"
+#include "rdt_main.h"
 
 /* 3 -> 4 (relu) -> 2 (identity): 16 + 10 = 26 parameters. */
 static void small_spec(rd_nn_spec_t *s) {
@@ -265,11 +266,7 @@ static void test_parse_errors(void **state) {
   expect_parse(b, sizeof good, RD_OK);
 }
 
-int main(void) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_sizes_and_offsets), cmocka_unit_test(test_byte_layout),
-      cmocka_unit_test(test_round_trip),        cmocka_unit_test(test_write_errors),
-      cmocka_unit_test(test_validate_errors),   cmocka_unit_test(test_parse_errors),
-  };
-  return cmocka_run_group_tests(tests, NULL, NULL);
-}
+RDT_MAIN(NULL, NULL,
+         cmocka_unit_test(test_sizes_and_offsets), cmocka_unit_test(test_byte_layout),
+         cmocka_unit_test(test_round_trip),        cmocka_unit_test(test_write_errors),
+         cmocka_unit_test(test_validate_errors),   cmocka_unit_test(test_parse_errors))

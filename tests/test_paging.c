@@ -20,6 +20,7 @@
 #include "rdt_dse.h"
 #include "rdt_pb.h"
 #include "rdt_unit.h"
+#include "rdt_main.h"
 
 /* ------------------------------------------------------------------ */
 /* Sizes                                                               */
@@ -471,12 +472,8 @@ static void test_store_pages(void **state) {
   rd_store_close(st);
 }
 
-int main(void) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_page_size),       cmocka_unit_test(test_field_bytes),
-      cmocka_unit_test(test_page_take),       cmocka_unit_test(test_workload_tokens),
-      cmocka_unit_test(test_profile_tokens),  cmocka_unit_test(test_registry_pages),
-      cmocka_unit_test(test_store_pages),
-  };
-  return cmocka_run_group_tests(tests, rdt_root_setup, rdt_root_teardown);
-}
+RDT_MAIN(rdt_root_setup, rdt_root_teardown,
+         cmocka_unit_test(test_page_size),       cmocka_unit_test(test_field_bytes),
+         cmocka_unit_test(test_page_take),       cmocka_unit_test(test_workload_tokens),
+         cmocka_unit_test(test_profile_tokens),  cmocka_unit_test(test_registry_pages),
+         cmocka_unit_test(test_store_pages))

@@ -17,6 +17,7 @@
 #include "pb_check.h"
 #include "replayd.pb-c.h"
 #include "rd_rng.h"
+#include "rdt_main.h"
 
 /* ---- A small encoder for hand-built messages ---- */
 
@@ -586,17 +587,13 @@ static void test_garbage(void **state) {
   free(ls);
 }
 
-int main(void) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_valid_requests_pass),
-      cmocka_unit_test(test_nul_named_by_path),
-      cmocka_unit_test(test_utf8),
-      cmocka_unit_test(test_length_bound),
-      cmocka_unit_test(test_undecodable),
-      cmocka_unit_test(test_unknown_and_skipped_fields),
-      cmocka_unit_test(test_agrees_with_unpack),
-      cmocka_unit_test(test_depth_bound),
-      cmocka_unit_test(test_garbage),
-  };
-  return cmocka_run_group_tests(tests, NULL, NULL);
-}
+RDT_MAIN(NULL, NULL,
+         cmocka_unit_test(test_valid_requests_pass),
+         cmocka_unit_test(test_nul_named_by_path),
+         cmocka_unit_test(test_utf8),
+         cmocka_unit_test(test_length_bound),
+         cmocka_unit_test(test_undecodable),
+         cmocka_unit_test(test_unknown_and_skipped_fields),
+         cmocka_unit_test(test_agrees_with_unpack),
+         cmocka_unit_test(test_depth_bound),
+         cmocka_unit_test(test_garbage))

@@ -7,6 +7,7 @@
 #include <cmocka.h>
 
 #include "rd_philox.h"
+#include "rdt_main.h"
 
 static void check_kat(const uint32_t ctr[4], uint32_t k0, uint32_t k1, const uint32_t want[4]) {
   rd_philox_ctr_t c = {{ctr[0], ctr[1], ctr[2], ctr[3]}};
@@ -61,11 +62,7 @@ static void test_scale(void **state) {
   }
 }
 
-int main(void) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_kat_zeros),       cmocka_unit_test(test_kat_ones),
-      cmocka_unit_test(test_kat_pi),          cmocka_unit_test(test_stream_contract),
-      cmocka_unit_test(test_scale),
-  };
-  return cmocka_run_group_tests(tests, NULL, NULL);
-}
+RDT_MAIN(NULL, NULL,
+         cmocka_unit_test(test_kat_zeros),       cmocka_unit_test(test_kat_ones),
+         cmocka_unit_test(test_kat_pi),          cmocka_unit_test(test_stream_contract),
+         cmocka_unit_test(test_scale))

@@ -28,6 +28,7 @@
 #include "rdt_learner.h"
 #include "rdt_schema.h"
 #include "rdt_unit.h"
+#include "rdt_main.h"
 
 /* ------------------------------------------------------------------ */
 /* A workload: table + lock, rows that name their own key               */
@@ -878,20 +879,16 @@ static void test_shares_per_device(void **state) {
   for (int i = 0; i < 2; i++) wl_free(&w[i]);
 }
 
-int main(void) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_bind_schema),
-      cmocka_unit_test(test_config_errors),
-      cmocka_unit_test(test_strict_and_relaxed),
-      cmocka_unit_test(test_inserts_during_steps),
-      cmocka_unit_test(test_request_errors),
-      cmocka_unit_test(test_deadline),
-      cmocka_unit_test(test_continuous),
-      cmocka_unit_test(test_train_counted),
-      cmocka_unit_test(test_weights),
-      cmocka_unit_test(test_pinned_threads),
-      cmocka_unit_test(test_shared_device),
-      cmocka_unit_test(test_shares_per_device),
-  };
-  return cmocka_run_group_tests(tests, rdt_quiet_setup, rdt_quiet_teardown);
-}
+RDT_MAIN(rdt_quiet_setup, rdt_quiet_teardown,
+         cmocka_unit_test(test_bind_schema),
+         cmocka_unit_test(test_config_errors),
+         cmocka_unit_test(test_strict_and_relaxed),
+         cmocka_unit_test(test_inserts_during_steps),
+         cmocka_unit_test(test_request_errors),
+         cmocka_unit_test(test_deadline),
+         cmocka_unit_test(test_continuous),
+         cmocka_unit_test(test_train_counted),
+         cmocka_unit_test(test_weights),
+         cmocka_unit_test(test_pinned_threads),
+         cmocka_unit_test(test_shared_device),
+         cmocka_unit_test(test_shares_per_device))

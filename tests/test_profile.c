@@ -22,6 +22,7 @@
 #include "store.h"
 #include "rd_clock.h"
 #include "rdt_unit.h"
+#include "rdt_main.h"
 
 /* Wall-time slack over the budget: the bound holds up to one call's
  * misestimate and the scheduler; these shapes' calls take well under a
@@ -730,21 +731,17 @@ static void test_reps(void **state) {
   assert_int_equal(c.calls, 12);
 }
 
-int main(void) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_shape_keys),
-      cmocka_unit_test(test_shape_columns),
-      cmocka_unit_test(test_bad_shapes),
-      cmocka_unit_test(test_names_and_threads),
-      cmocka_unit_test(test_measure_tiny),
-      cmocka_unit_test(test_measure_ddpg_replay_only),
-      cmocka_unit_test(test_measure_trains_on_gathered_rows),
-      cmocka_unit_test(test_measure_large_capacity_bounded),
-      cmocka_unit_test(test_measure_budget_runs_out),
-      cmocka_unit_test(test_measure_bad_requests),
-      cmocka_unit_test(test_cached),
-      cmocka_unit_test(test_cache_any_kind),
-      cmocka_unit_test(test_reps),
-  };
-  return cmocka_run_group_tests(tests, rdt_quiet_setup, rdt_quiet_teardown);
-}
+RDT_MAIN(rdt_quiet_setup, rdt_quiet_teardown,
+         cmocka_unit_test(test_shape_keys),
+         cmocka_unit_test(test_shape_columns),
+         cmocka_unit_test(test_bad_shapes),
+         cmocka_unit_test(test_names_and_threads),
+         cmocka_unit_test(test_measure_tiny),
+         cmocka_unit_test(test_measure_ddpg_replay_only),
+         cmocka_unit_test(test_measure_trains_on_gathered_rows),
+         cmocka_unit_test(test_measure_large_capacity_bounded),
+         cmocka_unit_test(test_measure_budget_runs_out),
+         cmocka_unit_test(test_measure_bad_requests),
+         cmocka_unit_test(test_cached),
+         cmocka_unit_test(test_cache_any_kind),
+         cmocka_unit_test(test_reps))

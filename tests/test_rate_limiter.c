@@ -23,6 +23,7 @@
 #include "rdt_unit.h"
 #include "registry.h"
 #include "workload_spec.h"
+#include "rdt_main.h"
 
 /* ------------------------------------------------------------------ */
 /* The rules, by hand                                                  */
@@ -617,13 +618,9 @@ static void test_threads(void **state) {
   rd_registry_destroy(r);
 }
 
-int main(void) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_reverb_rules),
-      cmocka_unit_test(test_spec_resolve),
-      cmocka_unit_test(test_model),
-      cmocka_unit_test(test_bounds),
-      cmocka_unit_test(test_threads),
-  };
-  return cmocka_run_group_tests(tests, NULL, NULL);
-}
+RDT_MAIN(NULL, NULL,
+         cmocka_unit_test(test_reverb_rules),
+         cmocka_unit_test(test_spec_resolve),
+         cmocka_unit_test(test_model),
+         cmocka_unit_test(test_bounds),
+         cmocka_unit_test(test_threads))

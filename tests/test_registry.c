@@ -24,6 +24,7 @@
 #include "spec_pb.h"
 #include "rdt_pb.h"
 #include "rdt_unit.h"
+#include "rdt_main.h"
 
 /* ------------------------------------------------------------------ */
 /* Helpers                                                             */
@@ -1645,30 +1646,26 @@ static void test_concurrent_use_and_delete(void **state) {
   rd_registry_destroy(r);
 }
 
-int main(void) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_register_fills_defaults),
-      cmocka_unit_test(test_register_explicit_values),
-      cmocka_unit_test(test_spec_errors),
-      cmocka_unit_test(test_unknown_fields_dropped),
-      cmocka_unit_test(test_limit_workload_count),
-      cmocka_unit_test(test_limit_capacity_and_batch),
-      cmocka_unit_test(test_limit_memory),
-      cmocka_unit_test(test_learner_register),
-      cmocka_unit_test(test_learner_spec_errors),
-      cmocka_unit_test(test_learner_memory),
-      cmocka_unit_test(test_learner_gpu_quota),
-      cmocka_unit_test(test_move_charges),
-      cmocka_unit_test(test_get_list_delete),
-      cmocka_unit_test(test_unref_after_delete),
-      cmocka_unit_test(test_token_ok),
-      cmocka_unit_test(test_counters),
-      cmocka_unit_test(test_restore_after_reopen),
-      cmocka_unit_test(test_restore_skips_invalid),
-      cmocka_unit_test(test_restore_stored_format),
-      cmocka_unit_test(test_restore_unreadable_store_fails),
-      cmocka_unit_test(test_store_failure_changes_nothing),
-      cmocka_unit_test(test_concurrent_use_and_delete),
-  };
-  return cmocka_run_group_tests(tests, rdt_root_setup, rdt_root_teardown);
-}
+RDT_MAIN(rdt_root_setup, rdt_root_teardown,
+         cmocka_unit_test(test_register_fills_defaults),
+         cmocka_unit_test(test_register_explicit_values),
+         cmocka_unit_test(test_spec_errors),
+         cmocka_unit_test(test_unknown_fields_dropped),
+         cmocka_unit_test(test_limit_workload_count),
+         cmocka_unit_test(test_limit_capacity_and_batch),
+         cmocka_unit_test(test_limit_memory),
+         cmocka_unit_test(test_learner_register),
+         cmocka_unit_test(test_learner_spec_errors),
+         cmocka_unit_test(test_learner_memory),
+         cmocka_unit_test(test_learner_gpu_quota),
+         cmocka_unit_test(test_move_charges),
+         cmocka_unit_test(test_get_list_delete),
+         cmocka_unit_test(test_unref_after_delete),
+         cmocka_unit_test(test_token_ok),
+         cmocka_unit_test(test_counters),
+         cmocka_unit_test(test_restore_after_reopen),
+         cmocka_unit_test(test_restore_skips_invalid),
+         cmocka_unit_test(test_restore_stored_format),
+         cmocka_unit_test(test_restore_unreadable_store_fails),
+         cmocka_unit_test(test_store_failure_changes_nothing),
+         cmocka_unit_test(test_concurrent_use_and_delete))

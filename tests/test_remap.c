@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "remap.h"
+#include "rdt_main.h"
 
 /* A relaxed (D = 50) table: learner and RMM times per device, 0 = none. */
 static rd_ptable_t table(double cpu_l, double cpu_r, double gpu_l, double gpu_r) {
@@ -223,11 +224,7 @@ static void test_errors(void **state) {
   assert_int_equal(rd_remap(it, 0, 0.1, out, NULL, &err), RD_OK);
 }
 
-int main(void) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_sharing),   cmocka_unit_test(test_best_device_freed),
-      cmocka_unit_test(test_threshold), cmocka_unit_test(test_no_oscillation),
-      cmocka_unit_test(test_hysteresis),  cmocka_unit_test(test_errors),
-  };
-  return cmocka_run_group_tests(tests, NULL, NULL);
-}
+RDT_MAIN(NULL, NULL,
+         cmocka_unit_test(test_sharing),   cmocka_unit_test(test_best_device_freed),
+         cmocka_unit_test(test_threshold), cmocka_unit_test(test_no_oscillation),
+         cmocka_unit_test(test_hysteresis),  cmocka_unit_test(test_errors))

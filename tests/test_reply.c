@@ -22,6 +22,7 @@
 #include "status.h"
 #include "rd_rng.h"
 #include "rdt_schema.h"
+#include "rdt_main.h"
 
 /* ---- The status mapping ---- */
 
@@ -328,14 +329,10 @@ static int teardown(void **state) {
   return 0;
 }
 
-int main(void) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_status_mapping),
-      cmocka_unit_test(test_sample_reply_empty),
-      cmocka_unit_test(test_sample_reply_small),
-      cmocka_unit_test(test_sample_reply_large),
-      cmocka_unit_test(test_sample_reply_refuses),
-      cmocka_unit_test(test_sample_reply_from_table),
-  };
-  return cmocka_run_group_tests(tests, setup, teardown);
-}
+RDT_MAIN(setup, teardown,
+         cmocka_unit_test(test_status_mapping),
+         cmocka_unit_test(test_sample_reply_empty),
+         cmocka_unit_test(test_sample_reply_small),
+         cmocka_unit_test(test_sample_reply_large),
+         cmocka_unit_test(test_sample_reply_refuses),
+         cmocka_unit_test(test_sample_reply_from_table))

@@ -7,6 +7,7 @@
 #include <cmocka.h>
 
 #include "rd_ring.h"
+#include "rdt_main.h"
 
 static void test_fifo_wraps(void **state) {
   (void)state;
@@ -50,10 +51,6 @@ static void test_init_refuses_zero(void **state) {
   rd_ring_free(&r);
 }
 
-int main(void) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_fifo_wraps),
-      cmocka_unit_test(test_init_refuses_zero),
-  };
-  return cmocka_run_group_tests(tests, NULL, NULL);
-}
+RDT_MAIN(NULL, NULL,
+         cmocka_unit_test(test_fifo_wraps),
+         cmocka_unit_test(test_init_refuses_zero))

@@ -10,6 +10,7 @@
 
 #include "rd_schema.h"
 #include "rdt_schema.h"
+#include "rdt_main.h"
 
 /* A valid schema of every dtype, scalars and tensors. */
 static void mixed_schema(rd_schema_t *s) {
@@ -337,16 +338,12 @@ static void test_bool_column(void **state) {
   assert_int_equal(rd_field_check_column(&scalar, col, sizeof col, NULL), RD_EINVAL);
 }
 
-int main(void) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_valid_schema_sizes),
-      cmocka_unit_test(test_field_count_errors),
-      cmocka_unit_test(test_name_errors),
-      cmocka_unit_test(test_dtype_and_shape_errors),
-      cmocka_unit_test(test_row_size_limit),
-      cmocka_unit_test(test_dtype_names),
-      cmocka_unit_test(test_schema_find),
-      cmocka_unit_test(test_bool_column),
-  };
-  return cmocka_run_group_tests(tests, NULL, NULL);
-}
+RDT_MAIN(NULL, NULL,
+         cmocka_unit_test(test_valid_schema_sizes),
+         cmocka_unit_test(test_field_count_errors),
+         cmocka_unit_test(test_name_errors),
+         cmocka_unit_test(test_dtype_and_shape_errors),
+         cmocka_unit_test(test_row_size_limit),
+         cmocka_unit_test(test_dtype_names),
+         cmocka_unit_test(test_schema_find),
+         cmocka_unit_test(test_bool_column))

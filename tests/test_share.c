@@ -18,6 +18,7 @@
 #include <time.h>
 
 #include "share.h"
+#include "rdt_main.h"
 
 #define NEVER_IDLE 1e9
 
@@ -517,16 +518,12 @@ static void test_device_pools(void **state) {
   rd_share_leave(s);
 }
 
-int main(void) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_equal_weights),    cmocka_unit_test(test_weights_1_1_2),
-      cmocka_unit_test(test_groups_split),     cmocka_unit_test(test_newcomer_no_backlog),
-      cmocka_unit_test(test_weight_change),    cmocka_unit_test(test_threads_capacity),
-      cmocka_unit_test(test_leave_wakes),      cmocka_unit_test(test_ahead_waits),
-      cmocka_unit_test(test_own_threads),      cmocka_unit_test(test_rare_share_holds_nobody),
-      cmocka_unit_test(test_device_pools),    cmocka_unit_test(test_behind_passes_on),
-      cmocka_unit_test(test_lag_bounded),      cmocka_unit_test(test_model_weighted_conserves),
-      cmocka_unit_test(test_model_unused_share_passes_on),
-  };
-  return cmocka_run_group_tests(tests, NULL, NULL);
-}
+RDT_MAIN(NULL, NULL,
+         cmocka_unit_test(test_equal_weights),    cmocka_unit_test(test_weights_1_1_2),
+         cmocka_unit_test(test_groups_split),     cmocka_unit_test(test_newcomer_no_backlog),
+         cmocka_unit_test(test_weight_change),    cmocka_unit_test(test_threads_capacity),
+         cmocka_unit_test(test_leave_wakes),      cmocka_unit_test(test_ahead_waits),
+         cmocka_unit_test(test_own_threads),      cmocka_unit_test(test_rare_share_holds_nobody),
+         cmocka_unit_test(test_device_pools),    cmocka_unit_test(test_behind_passes_on),
+         cmocka_unit_test(test_lag_bounded),      cmocka_unit_test(test_model_weighted_conserves),
+         cmocka_unit_test(test_model_unused_share_passes_on))

@@ -17,6 +17,7 @@
 #include "rd_clock.h"
 #include "rd_cond.h"
 #include "rd_spin.h"
+#include "rdt_main.h"
 
 static void test_budget(void **state) {
   (void)state;
@@ -170,15 +171,11 @@ static void test_timed_wait_lasts(void **state) {
   pthread_cond_destroy(&cv);
 }
 
-int main(void) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_budget),
-      cmocka_unit_test(test_plan),
-      cmocka_unit_test(test_gives_up),
-      cmocka_unit_test(test_sees_bump),
-      cmocka_unit_test(test_ping_pong),
-      cmocka_unit_test(test_deadline),
-      cmocka_unit_test(test_timed_wait_lasts),
-  };
-  return cmocka_run_group_tests(tests, NULL, NULL);
-}
+RDT_MAIN(NULL, NULL,
+         cmocka_unit_test(test_budget),
+         cmocka_unit_test(test_plan),
+         cmocka_unit_test(test_gives_up),
+         cmocka_unit_test(test_sees_bump),
+         cmocka_unit_test(test_ping_pong),
+         cmocka_unit_test(test_deadline),
+         cmocka_unit_test(test_timed_wait_lasts))

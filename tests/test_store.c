@@ -27,6 +27,7 @@
 #include "store.h"
 #include "rdt_dse.h"
 #include "rdt_unit.h"
+#include "rdt_main.h"
 
 /* ------------------------------------------------------------------ */
 /* Helpers                                                             */
@@ -1387,36 +1388,32 @@ static void test_profile_jsonl_codec(void **state) {
   assert_int_equal(rd_profile_jsonl_format(&p, line, sizeof line, &len, &err), RD_EINVAL);
 }
 
-int main(void) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_open_creates_private_files),
-      cmocka_unit_test(test_put_list_delete),
-      cmocka_unit_test(test_put_rejects_bad_input),
-      cmocka_unit_test(test_reopen_persists),
-      cmocka_unit_test(test_migrates_version_zero),
-      cmocka_unit_test(test_refuses_newer_schema),
-      cmocka_unit_test(test_corrupt_database),
-      cmocka_unit_test(test_unwritable_state_dir),
-      cmocka_unit_test(test_concurrent_puts),
-      cmocka_unit_test(test_lock_second_open_refused),
-      cmocka_unit_test(test_lock_before_database),
-      cmocka_unit_test(test_lock_released_on_kill),
-      cmocka_unit_test(test_lock_not_inherited),
-      cmocka_unit_test(test_damaged_database_refused),
-      cmocka_unit_test(test_admin_token_create_and_reuse),
-      cmocka_unit_test(test_admin_token_bad_content),
-      cmocka_unit_test(test_admin_token_permissions),
-      cmocka_unit_test(test_admin_token_race),
-      cmocka_unit_test(test_migrates_version_one),
-      cmocka_unit_test(test_migrates_clear_tokens_to_hashes),
-      cmocka_unit_test(test_token_hash_forms),
-      cmocka_unit_test(test_profiles_put_get_list_clear),
-      cmocka_unit_test(test_profiles_put_rejects_bad),
-      cmocka_unit_test(test_profiles_survive_restart),
-      cmocka_unit_test(test_profiles_read_rejects_bad_latency),
-      cmocka_unit_test(test_profiles_export_import),
-      cmocka_unit_test(test_profiles_import_malformed),
-      cmocka_unit_test(test_profile_jsonl_codec),
-  };
-  return cmocka_run_group_tests(tests, store_setup, rdt_root_teardown);
-}
+RDT_MAIN(store_setup, rdt_root_teardown,
+         cmocka_unit_test(test_open_creates_private_files),
+         cmocka_unit_test(test_put_list_delete),
+         cmocka_unit_test(test_put_rejects_bad_input),
+         cmocka_unit_test(test_reopen_persists),
+         cmocka_unit_test(test_migrates_version_zero),
+         cmocka_unit_test(test_refuses_newer_schema),
+         cmocka_unit_test(test_corrupt_database),
+         cmocka_unit_test(test_unwritable_state_dir),
+         cmocka_unit_test(test_concurrent_puts),
+         cmocka_unit_test(test_lock_second_open_refused),
+         cmocka_unit_test(test_lock_before_database),
+         cmocka_unit_test(test_lock_released_on_kill),
+         cmocka_unit_test(test_lock_not_inherited),
+         cmocka_unit_test(test_damaged_database_refused),
+         cmocka_unit_test(test_admin_token_create_and_reuse),
+         cmocka_unit_test(test_admin_token_bad_content),
+         cmocka_unit_test(test_admin_token_permissions),
+         cmocka_unit_test(test_admin_token_race),
+         cmocka_unit_test(test_migrates_version_one),
+         cmocka_unit_test(test_migrates_clear_tokens_to_hashes),
+         cmocka_unit_test(test_token_hash_forms),
+         cmocka_unit_test(test_profiles_put_get_list_clear),
+         cmocka_unit_test(test_profiles_put_rejects_bad),
+         cmocka_unit_test(test_profiles_survive_restart),
+         cmocka_unit_test(test_profiles_read_rejects_bad_latency),
+         cmocka_unit_test(test_profiles_export_import),
+         cmocka_unit_test(test_profiles_import_malformed),
+         cmocka_unit_test(test_profile_jsonl_codec))

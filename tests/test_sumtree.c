@@ -17,6 +17,7 @@
 #include "sumtree.h"
 #include "rd_rng.h"
 #include "rdt_rand.h"
+#include "rdt_main.h"
 
 static const uint32_t fanouts[] = {2, 4, 8, 16, 32, 64};
 #define N_FANOUTS (sizeof fanouts / sizeof fanouts[0])
@@ -508,20 +509,16 @@ static void test_max_capacity(void **state) {
   rd_sumtree_free(&t);
 }
 
-int main(void) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_init_errors),
-      cmocka_unit_test(test_shapes_and_alignment),
-      cmocka_unit_test(test_exhaustive_small),
-      cmocka_unit_test(test_stratified_targets),
-      cmocka_unit_test(test_set_range),
-      cmocka_unit_test(test_errors_change_nothing),
-      cmocka_unit_test(test_threads_bitwise_equal),
-      cmocka_unit_test(test_isa_variants_agree),
-      cmocka_unit_test(test_exactness_two_threads),
-      cmocka_unit_test(test_exactness_other_fanouts),
-      cmocka_unit_test(test_exactness_1e7_updates_k16),
-      cmocka_unit_test(test_max_capacity),
-  };
-  return cmocka_run_group_tests(tests, NULL, NULL);
-}
+RDT_MAIN(NULL, NULL,
+         cmocka_unit_test(test_init_errors),
+         cmocka_unit_test(test_shapes_and_alignment),
+         cmocka_unit_test(test_exhaustive_small),
+         cmocka_unit_test(test_stratified_targets),
+         cmocka_unit_test(test_set_range),
+         cmocka_unit_test(test_errors_change_nothing),
+         cmocka_unit_test(test_threads_bitwise_equal),
+         cmocka_unit_test(test_isa_variants_agree),
+         cmocka_unit_test(test_exactness_two_threads),
+         cmocka_unit_test(test_exactness_other_fanouts),
+         cmocka_unit_test(test_exactness_1e7_updates_k16),
+         cmocka_unit_test(test_max_capacity))

@@ -23,6 +23,7 @@
 #include "rd_rng.h"
 #include "rdt_rmm.h"
 #include "rdt_schema.h"
+#include "rdt_main.h"
 
 /* ------------------------------------------------------------------ */
 /* Helpers: schema, config, rows                                        */
@@ -1938,27 +1939,23 @@ static void test_to_cpu(void **state) {
   rd_table_free(&ref);
 }
 
-int main(void) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_config_defaults),
-      cmocka_unit_test(test_roundtrip_rows),
-      cmocka_unit_test(test_chi2_uniform),
-      cmocka_unit_test(test_chi2_skewed),
-      cmocka_unit_test(test_property_vs_reference),
-      cmocka_unit_test(test_is_weights),
-      cmocka_unit_test(test_fifo_eviction),
-      cmocka_unit_test(test_stale_keys),
-      cmocka_unit_test(test_seed_reproducibility),
-      cmocka_unit_test(test_max_priority_default),
-      cmocka_unit_test(test_priority_transform),
-      cmocka_unit_test(test_max_priority_boundary),
-      cmocka_unit_test(test_errors_insert_update),
-      cmocka_unit_test(test_errors_sample),
-      cmocka_unit_test(test_errors_config),
-      cmocka_unit_test(test_get_priority_errors),
-      cmocka_unit_test(test_gather),
-      cmocka_unit_test(test_storage_module),
-      cmocka_unit_test(test_to_cpu),
-  };
-  return cmocka_run_group_tests(tests, NULL, NULL);
-}
+RDT_MAIN(NULL, NULL,
+         cmocka_unit_test(test_config_defaults),
+         cmocka_unit_test(test_roundtrip_rows),
+         cmocka_unit_test(test_chi2_uniform),
+         cmocka_unit_test(test_chi2_skewed),
+         cmocka_unit_test(test_property_vs_reference),
+         cmocka_unit_test(test_is_weights),
+         cmocka_unit_test(test_fifo_eviction),
+         cmocka_unit_test(test_stale_keys),
+         cmocka_unit_test(test_seed_reproducibility),
+         cmocka_unit_test(test_max_priority_default),
+         cmocka_unit_test(test_priority_transform),
+         cmocka_unit_test(test_max_priority_boundary),
+         cmocka_unit_test(test_errors_insert_update),
+         cmocka_unit_test(test_errors_sample),
+         cmocka_unit_test(test_errors_config),
+         cmocka_unit_test(test_get_priority_errors),
+         cmocka_unit_test(test_gather),
+         cmocka_unit_test(test_storage_module),
+         cmocka_unit_test(test_to_cpu))

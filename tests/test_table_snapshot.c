@@ -19,6 +19,7 @@
 
 #include "rdt_rmm.h"
 #include "table.h"
+#include "rdt_main.h"
 
 /* Every dtype, scalars and shapes of rank 1 and 2. */
 enum { NF = 6 };
@@ -576,15 +577,11 @@ static void test_modules(void **state) {
   rd_table_free(&m2);
 }
 
-int main(void) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_round_trip),
-      cmocka_unit_test(test_sampling_continues),
-      cmocka_unit_test(test_copy_on_write),
-      cmocka_unit_test(test_copy_on_write_threads),
-      cmocka_unit_test(test_refusals),
-      cmocka_unit_test(test_observer),
-      cmocka_unit_test(test_modules),
-  };
-  return cmocka_run_group_tests(tests, NULL, NULL);
-}
+RDT_MAIN(NULL, NULL,
+         cmocka_unit_test(test_round_trip),
+         cmocka_unit_test(test_sampling_continues),
+         cmocka_unit_test(test_copy_on_write),
+         cmocka_unit_test(test_copy_on_write_threads),
+         cmocka_unit_test(test_refusals),
+         cmocka_unit_test(test_observer),
+         cmocka_unit_test(test_modules))

@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "team.h"
+#include "rdt_main.h"
 
 #define MAX_TASKS 64
 
@@ -90,11 +91,7 @@ static void test_bad_sizes(void **state) {
   assert_null(t);
 }
 
-int main(void) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_every_task_once),
-      cmocka_unit_test(test_solo_and_null),
-      cmocka_unit_test(test_bad_sizes),
-  };
-  return cmocka_run_group_tests(tests, NULL, NULL);
-}
+RDT_MAIN(NULL, NULL,
+         cmocka_unit_test(test_every_task_once),
+         cmocka_unit_test(test_solo_and_null),
+         cmocka_unit_test(test_bad_sizes))

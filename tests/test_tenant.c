@@ -19,6 +19,7 @@
 #include "store.h"
 #include "share.h"
 #include "tenant.h"
+#include "rdt_main.h"
 
 static rd_tenants_t *open_mem(void) {
   rd_tenants_t *ts;
@@ -268,11 +269,7 @@ static void test_threads(void **state) {
   rd_tenants_close(ts);
 }
 
-int main(void) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_names_and_quotas), cmocka_unit_test(test_bucket),
-      cmocka_unit_test(test_admission),        cmocka_unit_test(test_persists),
-      cmocka_unit_test(test_threads),          cmocka_unit_test(test_weight_reaches_shares),
-  };
-  return cmocka_run_group_tests(tests, NULL, NULL);
-}
+RDT_MAIN(NULL, NULL,
+         cmocka_unit_test(test_names_and_quotas), cmocka_unit_test(test_bucket),
+         cmocka_unit_test(test_admission),        cmocka_unit_test(test_persists),
+         cmocka_unit_test(test_threads),          cmocka_unit_test(test_weight_reaches_shares))

@@ -16,6 +16,7 @@
 #include "rdt_pb.h"
 #include "rdt_unit.h"
 #include "spec_pb.h"
+#include "rdt_main.h"
 
 static const uint8_t stored[] = "opaque to core";
 
@@ -372,17 +373,13 @@ static void test_train_continuous_is_a_state(void **state) {
   rd_registry_destroy(r);
 }
 
-int main(void) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_c_spec_registers_and_stores_bytes),
-      cmocka_unit_test(test_c_spec_errors),
-      cmocka_unit_test(test_insert_limits_and_errors),
-      cmocka_unit_test(test_sample_limits_then_memory_then_table),
-      cmocka_unit_test_setup_teardown(test_update_limits_and_errors, ten_rows_setup,
-                                      ten_rows_teardown),
-      cmocka_unit_test_setup_teardown(test_deleted_workload_refuses_data_calls, ten_rows_setup,
-                                      ten_rows_teardown),
-      cmocka_unit_test(test_train_continuous_is_a_state),
-  };
-  return cmocka_run_group_tests(tests, rdt_quiet_setup, rdt_quiet_teardown);
-}
+RDT_MAIN(rdt_quiet_setup, rdt_quiet_teardown,
+         cmocka_unit_test(test_c_spec_registers_and_stores_bytes),
+         cmocka_unit_test(test_c_spec_errors),
+         cmocka_unit_test(test_insert_limits_and_errors),
+         cmocka_unit_test(test_sample_limits_then_memory_then_table),
+         cmocka_unit_test_setup_teardown(test_update_limits_and_errors, ten_rows_setup,
+         ten_rows_teardown),
+         cmocka_unit_test_setup_teardown(test_deleted_workload_refuses_data_calls, ten_rows_setup,
+         ten_rows_teardown),
+         cmocka_unit_test(test_train_continuous_is_a_state))

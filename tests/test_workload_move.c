@@ -28,6 +28,7 @@
 #include "registry.h"
 #include "spec_pb.h"
 #include "workload_move.h"
+#include "rdt_main.h"
 
 #define OBS 4
 
@@ -497,13 +498,9 @@ static void test_lossy_move_refused(void **state) {
   free(before), free(after);
 }
 
-int main(void) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_table_move_exact),
-      cmocka_unit_test(test_table_move_busy_and_empty),
-      cmocka_unit_test(test_learner_state_moves_exactly),
-      cmocka_unit_test_setup_teardown(test_workload_moves_live, fixture_setup, fixture_teardown),
-      cmocka_unit_test_setup_teardown(test_lossy_move_refused, fixture_setup, fixture_teardown),
-  };
-  return cmocka_run_group_tests(tests, rdt_quiet_setup, rdt_quiet_teardown);
-}
+RDT_MAIN(rdt_quiet_setup, rdt_quiet_teardown,
+         cmocka_unit_test(test_table_move_exact),
+         cmocka_unit_test(test_table_move_busy_and_empty),
+         cmocka_unit_test(test_learner_state_moves_exactly),
+         cmocka_unit_test_setup_teardown(test_workload_moves_live, fixture_setup, fixture_teardown),
+         cmocka_unit_test_setup_teardown(test_lossy_move_refused, fixture_setup, fixture_teardown))

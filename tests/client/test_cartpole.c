@@ -14,6 +14,7 @@
 #include <cmocka.h>
 
 #include "cartpole.h"
+#include "rdt_main.h"
 
 /* From rest with action 1 (F = +10 N):
  *   temp     = F / (mc + mp)                         = 10 / 1.1
@@ -196,15 +197,11 @@ static void test_random_vs_heuristic(void **state) {
   assert_true(mean > 18 && mean < 27);
 }
 
-int main(void) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_first_step_from_rest),
-      cmocka_unit_test(test_step_general_state),
-      cmocka_unit_test(test_termination),
-      cmocka_unit_test(test_truncation_at_500),
-      cmocka_unit_test(test_reset_range_and_determinism),
-      cmocka_unit_test(test_rng_uniform),
-      cmocka_unit_test(test_random_vs_heuristic),
-  };
-  return cmocka_run_group_tests(tests, NULL, NULL);
-}
+RDT_MAIN(NULL, NULL,
+         cmocka_unit_test(test_first_step_from_rest),
+         cmocka_unit_test(test_step_general_state),
+         cmocka_unit_test(test_termination),
+         cmocka_unit_test(test_truncation_at_500),
+         cmocka_unit_test(test_reset_range_and_determinism),
+         cmocka_unit_test(test_rng_uniform),
+         cmocka_unit_test(test_random_vs_heuristic))

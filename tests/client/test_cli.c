@@ -16,6 +16,7 @@
 #include "json_writer.h"
 #include "replayctl_cli.h"
 #include "replayd_client.h"
+#include "rdt_main.h"
 
 static void esc(const char *in, const char *want) {
   char buf[256];
@@ -403,19 +404,15 @@ static void test_token_file(void **state) {
   rmdir(dir);
 }
 
-int main(void) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_escape),
-      cmocka_unit_test(test_escape_truncates_like_snprintf),
-      cmocka_unit_test(test_writer),
-      cmocka_unit_test(test_writer_long_string),
-      cmocka_unit_test(test_args_ok),
-      cmocka_unit_test(test_args_usage_errors),
-      cmocka_unit_test(test_args_profiles_and_plan),
-      cmocka_unit_test(test_args_top_and_tls),
-      cmocka_unit_test(test_plan_spec),
-      cmocka_unit_test(test_state_dir),
-      cmocka_unit_test(test_token_file),
-  };
-  return cmocka_run_group_tests(tests, NULL, NULL);
-}
+RDT_MAIN(NULL, NULL,
+         cmocka_unit_test(test_escape),
+         cmocka_unit_test(test_escape_truncates_like_snprintf),
+         cmocka_unit_test(test_writer),
+         cmocka_unit_test(test_writer_long_string),
+         cmocka_unit_test(test_args_ok),
+         cmocka_unit_test(test_args_usage_errors),
+         cmocka_unit_test(test_args_profiles_and_plan),
+         cmocka_unit_test(test_args_top_and_tls),
+         cmocka_unit_test(test_plan_spec),
+         cmocka_unit_test(test_state_dir),
+         cmocka_unit_test(test_token_file))

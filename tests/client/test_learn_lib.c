@@ -20,6 +20,7 @@
 #include "rdt_client.h"
 #include "replayd.pb-c.h"
 #include "replayd_client.h"
+#include "rdt_main.h"
 
 static const char *TOKEN = "feedfacefeedfacefeedfacefeedfacefeedfacefeedfacefeedfacefeedface";
 
@@ -498,16 +499,12 @@ static void test_get_weights(void **state) {
   assert_int_equal(before.calls, after.calls);
 }
 
-int main(void) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test_setup(test_register_sends_learner, mock_test_setup),
-      cmocka_unit_test_setup(test_register_ddpg_optional_values, mock_test_setup),
-      cmocka_unit_test_setup(test_register_bad_learner_is_local, mock_test_setup),
-      cmocka_unit_test_setup(test_describe_reads_learner, mock_test_setup),
-      cmocka_unit_test_setup(test_list_and_info_read_learner, mock_test_setup),
-      cmocka_unit_test_setup(test_describe_learner_beyond_limits, mock_test_setup),
-      cmocka_unit_test_setup(test_train_step, mock_test_setup),
-      cmocka_unit_test_setup(test_get_weights, mock_test_setup),
-  };
-  return cmocka_run_group_tests(tests, mock_group_setup, mock_group_teardown);
-}
+RDT_MAIN(mock_group_setup, mock_group_teardown,
+         cmocka_unit_test_setup(test_register_sends_learner, mock_test_setup),
+         cmocka_unit_test_setup(test_register_ddpg_optional_values, mock_test_setup),
+         cmocka_unit_test_setup(test_register_bad_learner_is_local, mock_test_setup),
+         cmocka_unit_test_setup(test_describe_reads_learner, mock_test_setup),
+         cmocka_unit_test_setup(test_list_and_info_read_learner, mock_test_setup),
+         cmocka_unit_test_setup(test_describe_learner_beyond_limits, mock_test_setup),
+         cmocka_unit_test_setup(test_train_step, mock_test_setup),
+         cmocka_unit_test_setup(test_get_weights, mock_test_setup))

@@ -11,6 +11,7 @@
 #include <cmocka.h>
 
 #include "nstep.h"
+#include "rdt_main.h"
 
 typedef struct {
   float obs, next_obs, reward, discount;
@@ -184,11 +185,7 @@ static void test_bad_arguments(void **state) {
   nstep_free(&ns);
 }
 
-int main(void) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_episode_ends),      cmocka_unit_test(test_one_step),
-      cmocka_unit_test(test_long_window_wraps), cmocka_unit_test(test_full_batch_changes_nothing),
-      cmocka_unit_test(test_bad_arguments),
-  };
-  return cmocka_run_group_tests(tests, NULL, NULL);
-}
+RDT_MAIN(NULL, NULL,
+         cmocka_unit_test(test_episode_ends),      cmocka_unit_test(test_one_step),
+         cmocka_unit_test(test_long_window_wraps), cmocka_unit_test(test_full_batch_changes_nothing),
+         cmocka_unit_test(test_bad_arguments))

@@ -13,6 +13,7 @@
 #include <cmocka.h>
 
 #include "pendulum.h"
+#include "rdt_main.h"
 
 #define PI 3.14159265358979323846
 
@@ -173,11 +174,7 @@ static void test_reset_distribution(void **state) {
   assert_true(p.theta == q.theta && p.theta_dot == q.theta_dot);
 }
 
-int main(void) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_angle_normalize),    cmocka_unit_test(test_upright_rest_is_free),
-      cmocka_unit_test(test_step_by_hand),       cmocka_unit_test(test_nan_action_is_zero),
-      cmocka_unit_test(test_truncation_at_200),  cmocka_unit_test(test_reset_distribution),
-  };
-  return cmocka_run_group_tests(tests, NULL, NULL);
-}
+RDT_MAIN(NULL, NULL,
+         cmocka_unit_test(test_angle_normalize),    cmocka_unit_test(test_upright_rest_is_free),
+         cmocka_unit_test(test_step_by_hand),       cmocka_unit_test(test_nan_action_is_zero),
+         cmocka_unit_test(test_truncation_at_200),  cmocka_unit_test(test_reset_distribution))

@@ -19,6 +19,7 @@
 #include "rd_nn_spec.h"
 #include "rdt_learner.h"
 #include "replayd_client.h"
+#include "rdt_main.h"
 
 /* xorshift for inputs and biases (the weights come from rd_mlp_init). */
 static uint64_t rng_state = 0x2545F4914F6CDD1Dull;
@@ -289,11 +290,7 @@ static void test_reload_and_unloaded(void **state) {
   rdc_policy_free(&p);
 }
 
-int main(void) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_matches_daemon_relu),     cmocka_unit_test(test_matches_daemon_tanh),
-      cmocka_unit_test(test_matches_daemon_identity), cmocka_unit_test(test_matches_daemon_deep_mixed),
-      cmocka_unit_test(test_malformed_buffers),       cmocka_unit_test(test_reload_and_unloaded),
-  };
-  return cmocka_run_group_tests(tests, NULL, NULL);
-}
+RDT_MAIN(NULL, NULL,
+         cmocka_unit_test(test_matches_daemon_relu),     cmocka_unit_test(test_matches_daemon_tanh),
+         cmocka_unit_test(test_matches_daemon_identity), cmocka_unit_test(test_matches_daemon_deep_mixed),
+         cmocka_unit_test(test_malformed_buffers),       cmocka_unit_test(test_reload_and_unloaded))

@@ -14,6 +14,7 @@
 #include <cmocka.h>
 
 #include "learn_task.h"
+#include "rdt_main.h"
 
 /* An RDNN buffer of one layer in -> out with the given activation. */
 static size_t flat1(uint8_t *buf, uint32_t in, uint32_t out, uint32_t act, const float *w,
@@ -332,17 +333,13 @@ static void test_dqn_priorities(void **state) {
   rdc_policy_free(&p);
 }
 
-int main(void) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_parse_names),
-      cmocka_unit_test(test_task_init),
-      cmocka_unit_test(test_default_spec_round_trip),
-      cmocka_unit_test(test_task_from_spec_mismatches),
-      cmocka_unit_test(test_apex_epsilon),
-      cmocka_unit_test(test_dqn_act),
-      cmocka_unit_test(test_ddpg_act),
-      cmocka_unit_test(test_env_action_mapping),
-      cmocka_unit_test(test_dqn_priorities),
-  };
-  return cmocka_run_group_tests(tests, NULL, NULL);
-}
+RDT_MAIN(NULL, NULL,
+         cmocka_unit_test(test_parse_names),
+         cmocka_unit_test(test_task_init),
+         cmocka_unit_test(test_default_spec_round_trip),
+         cmocka_unit_test(test_task_from_spec_mismatches),
+         cmocka_unit_test(test_apex_epsilon),
+         cmocka_unit_test(test_dqn_act),
+         cmocka_unit_test(test_ddpg_act),
+         cmocka_unit_test(test_env_action_mapping),
+         cmocka_unit_test(test_dqn_priorities))

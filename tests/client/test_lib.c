@@ -30,6 +30,7 @@
 #include "rdt_daemon.h"
 #include "replayd_client.h"
 #include "rd_clock.h"
+#include "rdt_main.h"
 
 static void cartpole_spec(rdc_spec_t *s) {
   rdc_spec_init(s);
@@ -910,37 +911,33 @@ static void test_stream_bad_args(void **state) {
   assert_int_equal(rdc_insert_stream_close(NULL, NULL, NULL, &e), RDC_EINVAL);
 }
 
-int main(void) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test_setup(test_strerror, mock_test_setup),
-      cmocka_unit_test_setup(test_connect_refused_fails_fast, mock_test_setup),
-      cmocka_unit_test_setup(test_connect_wait_times_out, mock_test_setup),
-      cmocka_unit_test_setup(test_connect_bad_args, mock_test_setup),
-      cmocka_unit_test_setup(test_register, mock_test_setup),
-      cmocka_unit_test_setup(test_register_bad_spec_is_local, mock_test_setup),
-      cmocka_unit_test_setup(test_register_reply_without_token, mock_test_setup),
-      cmocka_unit_test_setup(test_server_status_details, mock_test_setup),
-      cmocka_unit_test_setup(test_undecodable_reply, mock_test_setup),
-      cmocka_unit_test_setup(test_list, mock_test_setup),
-      cmocka_unit_test_setup(test_list_page, mock_test_setup),
-      cmocka_unit_test_setup(test_list_pages_must_advance, mock_test_setup),
-      cmocka_unit_test_setup(test_delete_sends_token, mock_test_setup),
-      cmocka_unit_test_setup(test_insert_batch, mock_test_setup),
-      cmocka_unit_test_setup(test_big_messages, mock_test_setup),
-      cmocka_unit_test_setup(test_sample, mock_test_setup),
-      cmocka_unit_test_setup(test_sample_errors, mock_test_setup),
-      cmocka_unit_test_setup(test_update, mock_test_setup),
-      cmocka_unit_test_setup(test_server_info, mock_test_setup),
-      cmocka_unit_test_setup(test_deadline, mock_test_setup),
-      cmocka_unit_test_setup(test_shared_client_threads, mock_test_setup),
-      cmocka_unit_test_setup(test_stream, mock_test_setup),
-      cmocka_unit_test_setup(test_stream_close_without_writes, mock_test_setup),
-      cmocka_unit_test_setup(test_stream_rejected, mock_test_setup),
-      cmocka_unit_test_setup(test_stream_rejected_at_close, mock_test_setup),
-      cmocka_unit_test_setup(test_stream_bad_final_reply, mock_test_setup),
-      cmocka_unit_test_setup(test_stream_argument_error_not_sticky, mock_test_setup),
-      cmocka_unit_test_setup(test_stream_cancel, mock_test_setup),
-      cmocka_unit_test_setup(test_stream_bad_args, mock_test_setup),
-  };
-  return cmocka_run_group_tests(tests, mock_group_setup, mock_group_teardown);
-}
+RDT_MAIN(mock_group_setup, mock_group_teardown,
+         cmocka_unit_test_setup(test_strerror, mock_test_setup),
+         cmocka_unit_test_setup(test_connect_refused_fails_fast, mock_test_setup),
+         cmocka_unit_test_setup(test_connect_wait_times_out, mock_test_setup),
+         cmocka_unit_test_setup(test_connect_bad_args, mock_test_setup),
+         cmocka_unit_test_setup(test_register, mock_test_setup),
+         cmocka_unit_test_setup(test_register_bad_spec_is_local, mock_test_setup),
+         cmocka_unit_test_setup(test_register_reply_without_token, mock_test_setup),
+         cmocka_unit_test_setup(test_server_status_details, mock_test_setup),
+         cmocka_unit_test_setup(test_undecodable_reply, mock_test_setup),
+         cmocka_unit_test_setup(test_list, mock_test_setup),
+         cmocka_unit_test_setup(test_list_page, mock_test_setup),
+         cmocka_unit_test_setup(test_list_pages_must_advance, mock_test_setup),
+         cmocka_unit_test_setup(test_delete_sends_token, mock_test_setup),
+         cmocka_unit_test_setup(test_insert_batch, mock_test_setup),
+         cmocka_unit_test_setup(test_big_messages, mock_test_setup),
+         cmocka_unit_test_setup(test_sample, mock_test_setup),
+         cmocka_unit_test_setup(test_sample_errors, mock_test_setup),
+         cmocka_unit_test_setup(test_update, mock_test_setup),
+         cmocka_unit_test_setup(test_server_info, mock_test_setup),
+         cmocka_unit_test_setup(test_deadline, mock_test_setup),
+         cmocka_unit_test_setup(test_shared_client_threads, mock_test_setup),
+         cmocka_unit_test_setup(test_stream, mock_test_setup),
+         cmocka_unit_test_setup(test_stream_close_without_writes, mock_test_setup),
+         cmocka_unit_test_setup(test_stream_rejected, mock_test_setup),
+         cmocka_unit_test_setup(test_stream_rejected_at_close, mock_test_setup),
+         cmocka_unit_test_setup(test_stream_bad_final_reply, mock_test_setup),
+         cmocka_unit_test_setup(test_stream_argument_error_not_sticky, mock_test_setup),
+         cmocka_unit_test_setup(test_stream_cancel, mock_test_setup),
+         cmocka_unit_test_setup(test_stream_bad_args, mock_test_setup))

@@ -47,6 +47,7 @@
 #include "rd_gpu_elem.h"
 #include "rd_rng.h"
 #include "rdt_rand.h"
+#include "rdt_main.h"
 
 
 static float unit(uint64_t *s) { return (float)rd_rng_unit(s); }
@@ -464,14 +465,10 @@ static void test_tanh_hidden_layer(void **state) {
   unsetenv("RD_NN_ISA");
 }
 
-int main(void) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_adam),        cmocka_unit_test(test_losses),
-      cmocka_unit_test(test_clip),        cmocka_unit_test(test_polyak),
-      cmocka_unit_test(test_activations), cmocka_unit_test(test_targets),
-      cmocka_unit_test(test_step_stats),  cmocka_unit_test(test_finalize_and_clip),
-      cmocka_unit_test(test_hard_copy_schedule), cmocka_unit_test(test_dqn_targets),
-      cmocka_unit_test(test_tanh_hidden_layer),
-  };
-  return cmocka_run_group_tests(tests, NULL, NULL);
-}
+RDT_MAIN(NULL, NULL,
+         cmocka_unit_test(test_adam),        cmocka_unit_test(test_losses),
+         cmocka_unit_test(test_clip),        cmocka_unit_test(test_polyak),
+         cmocka_unit_test(test_activations), cmocka_unit_test(test_targets),
+         cmocka_unit_test(test_step_stats),  cmocka_unit_test(test_finalize_and_clip),
+         cmocka_unit_test(test_hard_copy_schedule), cmocka_unit_test(test_dqn_targets),
+         cmocka_unit_test(test_tanh_hidden_layer))

@@ -17,6 +17,7 @@
 #include "storage_gpu.h"
 #include "sumtree_gpu.h"
 #include "rdt_learner.h"
+#include "rdt_main.h"
 
 static int have_gpu(void) {
   int n = 0;
@@ -115,12 +116,8 @@ static void test_one_step(void **state) {
   rd_gpu_storage_free(&s);
 }
 
-int main(void) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_bad_config),
-      cmocka_unit_test(test_no_device),
-      cmocka_unit_test(test_bad_ordinal),
-      cmocka_unit_test(test_one_step),
-  };
-  return cmocka_run_group_tests(tests, NULL, NULL);
-}
+RDT_MAIN(NULL, NULL,
+         cmocka_unit_test(test_bad_config),
+         cmocka_unit_test(test_no_device),
+         cmocka_unit_test(test_bad_ordinal),
+         cmocka_unit_test(test_one_step))

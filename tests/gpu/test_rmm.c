@@ -24,6 +24,7 @@
 #include "rd_tree_step.h"
 #include "rdt_schema.h"
 #include "sumtree.h"
+#include "rdt_main.h"
 
 #ifndef RD_GPU_BUILT
 #error "meson passes RD_GPU_BUILT (1 in a build with the CUDA backend)"
@@ -493,17 +494,13 @@ static void test_snapshot_restore(void **state) {
   rd_table_free(&r);
 }
 
-int main(void) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_ops_tables),
-      cmocka_unit_test(test_sizes),
-      cmocka_unit_test(test_same_as_cpu),
-      cmocka_unit_test(test_one_stream_per_table),
-      cmocka_unit_test(test_bad_batches),
-      cmocka_unit_test(test_faults_recover_on_cpu),
-      cmocka_unit_test(test_lying_device_is_a_fault),
-      cmocka_unit_test(test_cuda_calls),
-      cmocka_unit_test(test_snapshot_restore),
-  };
-  return cmocka_run_group_tests(tests, NULL, NULL);
-}
+RDT_MAIN(NULL, NULL,
+         cmocka_unit_test(test_ops_tables),
+         cmocka_unit_test(test_sizes),
+         cmocka_unit_test(test_same_as_cpu),
+         cmocka_unit_test(test_one_stream_per_table),
+         cmocka_unit_test(test_bad_batches),
+         cmocka_unit_test(test_faults_recover_on_cpu),
+         cmocka_unit_test(test_lying_device_is_a_fault),
+         cmocka_unit_test(test_cuda_calls),
+         cmocka_unit_test(test_snapshot_restore))

@@ -20,6 +20,7 @@
 #include "sumtree_gpu.h"
 #include "rd_rng.h"
 #include "rdt_rand.h"
+#include "rdt_main.h"
 
 static const uint32_t fanouts[] = {2, 4, 8, 16, 32, 64};
 #define N_FANOUTS (sizeof fanouts / sizeof fanouts[0])
@@ -182,12 +183,8 @@ static void test_errors_change_nothing(void **state) {
   rd_sumtree_free(&mirror);
 }
 
-int main(void) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_init_rejects_bad_arguments),
-      cmocka_unit_test(test_missing_device_is_a_clean_error),
-      cmocka_unit_test(test_matches_cpu),
-      cmocka_unit_test(test_errors_change_nothing),
-  };
-  return cmocka_run_group_tests(tests, NULL, NULL);
-}
+RDT_MAIN(NULL, NULL,
+         cmocka_unit_test(test_init_rejects_bad_arguments),
+         cmocka_unit_test(test_missing_device_is_a_clean_error),
+         cmocka_unit_test(test_matches_cpu),
+         cmocka_unit_test(test_errors_change_nothing))

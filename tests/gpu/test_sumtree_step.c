@@ -23,6 +23,7 @@
 #include "rd_tree_step.h"
 #include "rd_rng.h"
 #include "rdt_rand.h"
+#include "rdt_main.h"
 
 static const uint32_t fanouts[] = {2, 4, 8, 16, 32, 64};
 #define N_FANOUTS (sizeof fanouts / sizeof fanouts[0])
@@ -374,13 +375,9 @@ static void test_upper_bound(void **state) {
   }
 }
 
-int main(void) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_shape),
-      cmocka_unit_test(test_upper_bound),
-      cmocka_unit_test(test_sample_matches_cpu),
-      cmocka_unit_test(test_update_matches_cpu),
-      cmocka_unit_test(test_set_range_matches_cpu),
-  };
-  return cmocka_run_group_tests(tests, NULL, NULL);
-}
+RDT_MAIN(NULL, NULL,
+         cmocka_unit_test(test_shape),
+         cmocka_unit_test(test_upper_bound),
+         cmocka_unit_test(test_sample_matches_cpu),
+         cmocka_unit_test(test_update_matches_cpu),
+         cmocka_unit_test(test_set_range_matches_cpu))
