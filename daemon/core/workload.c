@@ -93,6 +93,17 @@ int rd_workload_insert(rd_workload_t *w, const rd_insert_batch_t *b, uint64_t *k
   return rd_workload_insert_wait(w, b, NULL, keys, first_key, NULL, err);
 }
 
+/* The end of a write, under w->lock: *lsn (when asked) = the journal record
+ * a durable reply must wait for (0: none, the write failed or nothing is
+ * journaled); unlocks, returns rc. */
+static int write_done(rd_workload_t *w, int rc, uint64_t *lsn) {
+  rd_journal_t *j = rd_durable_journal(w);
+  uint64_t at = rc == RD_OK && j ? rd_journal_last_lsn(j) : 0;
+  pthread_mutex_unlock(&w->lock);
+  if (lsn) *lsn = at;
+  return rc;
+}
+
 int rd_workload_insert_wait(rd_workload_t *w, const rd_insert_batch_t *b, rd_limiter_wait_t *wt,
                             uint64_t *keys, uint64_t *first_key, uint64_t *lsn, rd_error_t *err) {
   const rd_schema_t *schema = &w->table.config.schema;
@@ -132,10 +143,8 @@ int rd_workload_insert_wait(rd_workload_t *w, const rd_insert_batch_t *b, rd_lim
     if (rc == RD_OK && w->pipeline) rd_pipeline_after_insert(w->pipeline, b->count);
     if (rc) rc = table_error(rc, err);
   }
-  uint64_t at = rc == RD_OK && rd_durable_journal(w) ? rd_journal_last_lsn(rd_durable_journal(w)) : 0;
-  pthread_mutex_unlock(&w->lock);
+  rc = write_done(w, rc, lsn);
   if (rc == RD_OK && first_key) *first_key = first;
-  if (lsn) *lsn = at;
   return rc;
 }
 
@@ -291,10 +300,8 @@ int rd_workload_update_lsn(rd_workload_t *w, size_t n, const uint64_t *keys, siz
       rc = rd_table_update(&w->table, n, keys, priorities, &skipped, err);
     if (rc) rc = table_error(rc, err);
   }
-  uint64_t at = rc == RD_OK && rd_durable_journal(w) ? rd_journal_last_lsn(rd_durable_journal(w)) : 0;
-  pthread_mutex_unlock(&w->lock);
+  rc = write_done(w, rc, lsn);
   if (rc == RD_OK && stale) *stale = skipped;
-  if (lsn) *lsn = at;
   return rc;
 }
 

@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "pb_opt.h"
+
 #define DEFAULT_LR 1e-3
 #define DEFAULT_DDPG_ACTOR_LR 1e-4
 #define DEFAULT_CRITIC_LR 1e-3
@@ -182,29 +184,21 @@ int rd_learner_spec_normalise(Replayd__V1__LearnerSpec *ls, const rd_pipeline_co
                         lc->critic_hidden)) ||
       set_string(&ls->activation, rd_nn_act_name(lc->hidden_act)))
     return rd_error_set(err, RD_ENOMEM, "out of memory normalising the learner spec");
-  ls->lr_opt_case = REPLAYD__V1__LEARNER_SPEC__LR_OPT_LR;
-  ls->lr = lc->lr;
+  RD_PB_SET_OPT(ls, LEARNER_SPEC, LR, lr, lc->lr);
   if (ddpg) {
-    ls->critic_lr_opt_case = REPLAYD__V1__LEARNER_SPEC__CRITIC_LR_OPT_CRITIC_LR;
-    ls->critic_lr = lc->critic_lr;
-    ls->action_low_opt_case = REPLAYD__V1__LEARNER_SPEC__ACTION_LOW_OPT_ACTION_LOW;
-    ls->action_low = lc->action_low;
-    ls->action_high_opt_case = REPLAYD__V1__LEARNER_SPEC__ACTION_HIGH_OPT_ACTION_HIGH;
-    ls->action_high = lc->action_high;
+    RD_PB_SET_OPT(ls, LEARNER_SPEC, CRITIC_LR, critic_lr, lc->critic_lr);
+    RD_PB_SET_OPT(ls, LEARNER_SPEC, ACTION_LOW, action_low, lc->action_low);
+    RD_PB_SET_OPT(ls, LEARNER_SPEC, ACTION_HIGH, action_high, lc->action_high);
   } else {
-    ls->huber_delta_opt_case = REPLAYD__V1__LEARNER_SPEC__HUBER_DELTA_OPT_HUBER_DELTA;
-    ls->huber_delta = lc->huber_delta;
-    ls->double_dqn_opt_case = REPLAYD__V1__LEARNER_SPEC__DOUBLE_DQN_OPT_DOUBLE_DQN;
-    ls->double_dqn = lc->double_dqn;
+    RD_PB_SET_OPT(ls, LEARNER_SPEC, HUBER_DELTA, huber_delta, lc->huber_delta);
+    RD_PB_SET_OPT(ls, LEARNER_SPEC, DOUBLE_DQN, double_dqn, lc->double_dqn);
   }
   if (!ls->gamma_opt_case) ls->gamma = DEFAULT_GAMMA; /* not c->gamma: a float */
   ls->gamma_opt_case = REPLAYD__V1__LEARNER_SPEC__GAMMA_OPT_GAMMA;
   if (lc->target_period == 0) {
-    ls->tau_opt_case = REPLAYD__V1__LEARNER_SPEC__TAU_OPT_TAU;
-    ls->tau = lc->tau;
+    RD_PB_SET_OPT(ls, LEARNER_SPEC, TAU, tau, lc->tau);
   }
-  ls->grad_clip_opt_case = REPLAYD__V1__LEARNER_SPEC__GRAD_CLIP_OPT_GRAD_CLIP;
-  ls->grad_clip = lc->grad_clip;
+  RD_PB_SET_OPT(ls, LEARNER_SPEC, GRAD_CLIP, grad_clip, lc->grad_clip);
   ls->min_size = c->min_size;
   return RD_OK;
 }

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "learner_spec.h"
+#include "pb_opt.h"
 
 /* A wire dtype as core's; an unspecified one is RD_DTYPE_INVALID, which
  * rd_workload_spec_resolve names. Only numbers no dtype has fail here. */
@@ -50,15 +51,10 @@ static int view(const Replayd__V1__WorkloadSpec *pb, rd_spec_pb_t *s, rd_error_t
   c->fanout = pb->fanout;
   c->max_batch = pb->max_batch;
   c->seed = pb->seed;
-  c->has_alpha = pb->alpha_opt_case == REPLAYD__V1__WORKLOAD_SPEC__ALPHA_OPT_ALPHA;
-  c->alpha = pb->alpha;
-  c->has_epsilon = pb->epsilon_opt_case == REPLAYD__V1__WORKLOAD_SPEC__EPSILON_OPT_EPSILON;
-  c->epsilon = pb->epsilon;
-  c->has_beta = pb->beta_opt_case == REPLAYD__V1__WORKLOAD_SPEC__BETA_OPT_BETA;
-  c->beta = pb->beta;
-  c->has_max_priority =
-      pb->max_priority_opt_case == REPLAYD__V1__WORKLOAD_SPEC__MAX_PRIORITY_OPT_MAX_PRIORITY;
-  c->max_priority = pb->max_priority;
+  RD_PB_GET_OPT(c, pb, WORKLOAD_SPEC, ALPHA, alpha);
+  RD_PB_GET_OPT(c, pb, WORKLOAD_SPEC, EPSILON, epsilon);
+  RD_PB_GET_OPT(c, pb, WORKLOAD_SPEC, BETA, beta);
+  RD_PB_GET_OPT(c, pb, WORKLOAD_SPEC, MAX_PRIORITY, max_priority);
   c->learner = pb->learner;
   c->learner_parse = pb->learner != NULL ? parse_learner : NULL;
   c->durability = -1;
@@ -74,13 +70,9 @@ static int view(const Replayd__V1__WorkloadSpec *pb, rd_spec_pb_t *s, rd_error_t
     rd_limiter_spec_t *l = &s->limiter;
     l->min_size_to_sample = rl->min_size_to_sample;
     l->samples_per_insert = rl->samples_per_insert;
-    l->has_min_diff = rl->min_diff_opt_case == REPLAYD__V1__RATE_LIMITER_SPEC__MIN_DIFF_OPT_MIN_DIFF;
-    l->min_diff = rl->min_diff;
-    l->has_max_diff = rl->max_diff_opt_case == REPLAYD__V1__RATE_LIMITER_SPEC__MAX_DIFF_OPT_MAX_DIFF;
-    l->max_diff = rl->max_diff;
-    l->has_error_buffer =
-        rl->error_buffer_opt_case == REPLAYD__V1__RATE_LIMITER_SPEC__ERROR_BUFFER_OPT_ERROR_BUFFER;
-    l->error_buffer = rl->error_buffer;
+    RD_PB_GET_OPT(l, rl, RATE_LIMITER_SPEC, MIN_DIFF, min_diff);
+    RD_PB_GET_OPT(l, rl, RATE_LIMITER_SPEC, MAX_DIFF, max_diff);
+    RD_PB_GET_OPT(l, rl, RATE_LIMITER_SPEC, ERROR_BUFFER, error_buffer);
     c->rate_limiter = l;
   }
   return RD_OK;
@@ -103,14 +95,10 @@ static int fill_defaults(Replayd__V1__WorkloadSpec *c, const rd_workload_config_
   for (size_t i = 0; i < c->n_fields; i++) drop_unknown_fields(&c->fields[i]->base);
   c->capacity = tc->capacity;
   c->fanout = tc->fanout;
-  c->alpha_opt_case = REPLAYD__V1__WORKLOAD_SPEC__ALPHA_OPT_ALPHA;
-  c->alpha = tc->alpha;
-  c->epsilon_opt_case = REPLAYD__V1__WORKLOAD_SPEC__EPSILON_OPT_EPSILON;
-  c->epsilon = tc->epsilon;
-  c->beta_opt_case = REPLAYD__V1__WORKLOAD_SPEC__BETA_OPT_BETA;
-  c->beta = wc->beta;
-  c->max_priority_opt_case = REPLAYD__V1__WORKLOAD_SPEC__MAX_PRIORITY_OPT_MAX_PRIORITY;
-  c->max_priority = tc->max_priority;
+  RD_PB_SET_OPT(c, WORKLOAD_SPEC, ALPHA, alpha, tc->alpha);
+  RD_PB_SET_OPT(c, WORKLOAD_SPEC, EPSILON, epsilon, tc->epsilon);
+  RD_PB_SET_OPT(c, WORKLOAD_SPEC, BETA, beta, wc->beta);
+  RD_PB_SET_OPT(c, WORKLOAD_SPEC, MAX_PRIORITY, max_priority, tc->max_priority);
   c->max_batch = tc->max_batch;
   c->seed = tc->seed;
   /* durability and checkpoint_interval_s stay as the client gave them:
@@ -126,10 +114,8 @@ static int fill_defaults(Replayd__V1__WorkloadSpec *c, const rd_workload_config_
     rl->min_diff_opt_case = REPLAYD__V1__RATE_LIMITER_SPEC__MIN_DIFF_OPT__NOT_SET;
     rl->max_diff_opt_case = REPLAYD__V1__RATE_LIMITER_SPEC__MAX_DIFF_OPT__NOT_SET;
     if (spi > 0) {
-      rl->min_diff_opt_case = REPLAYD__V1__RATE_LIMITER_SPEC__MIN_DIFF_OPT_MIN_DIFF;
-      rl->min_diff = wc->limiter.min_diff;
-      rl->max_diff_opt_case = REPLAYD__V1__RATE_LIMITER_SPEC__MAX_DIFF_OPT_MAX_DIFF;
-      rl->max_diff = wc->limiter.max_diff;
+      RD_PB_SET_OPT(rl, RATE_LIMITER_SPEC, MIN_DIFF, min_diff, wc->limiter.min_diff);
+      RD_PB_SET_OPT(rl, RATE_LIMITER_SPEC, MAX_DIFF, max_diff, wc->limiter.max_diff);
     }
   }
   if (c->learner == NULL) return RD_OK;
