@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -109,6 +110,24 @@ static const char *const valued[] = {"--server", "--timeout",  "--token",   "--a
                                      "--assume", "--tls-ca",   "--tls-cert", "--tls-key",
                                      "--interval", "--name"};
 
+/* Options without a value: each sets one flag of rctl_opts_t. */
+static const struct {
+  const char *name;
+  size_t offset;
+} switches[] = {
+    {"-h", offsetof(rctl_opts_t, help)},     {"--help", offsetof(rctl_opts_t, help)},
+    {"--version", offsetof(rctl_opts_t, version)}, {"--json", offsetof(rctl_opts_t, json)},
+    {"--clear", offsetof(rctl_opts_t, clear)}, {"--all", offsetof(rctl_opts_t, all)},
+    {"--once", offsetof(rctl_opts_t, once)},
+};
+
+/* The flag option a sets, or NULL if a is not one. */
+static int *switch_flag(rctl_opts_t *o, const char *a) {
+  for (size_t k = 0; k < sizeof switches / sizeof switches[0]; k++)
+    if (strcmp(a, switches[k].name) == 0) return (int *)((char *)o + switches[k].offset);
+  return NULL;
+}
+
 int rctl_parse_args(int argc, char **argv, const char *env_server, rctl_opts_t *o, char *msg,
                     size_t cap) {
   memset(o, 0, sizeof *o);
@@ -131,28 +150,9 @@ int rctl_parse_args(int argc, char **argv, const char *env_server, rctl_opts_t *
       options_done = 1;
       continue;
     }
-    if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-      o->help = 1;
-      continue;
-    }
-    if (strcmp(a, "--version") == 0) {
-      o->version = 1;
-      continue;
-    }
-    if (strcmp(a, "--json") == 0) {
-      o->json = 1;
-      continue;
-    }
-    if (strcmp(a, "--clear") == 0) {
-      o->clear = 1;
-      continue;
-    }
-    if (strcmp(a, "--all") == 0) {
-      o->all = 1;
-      continue;
-    }
-    if (strcmp(a, "--once") == 0) {
-      o->once = 1;
+    int *flag = switch_flag(o, a);
+    if (flag != NULL) {
+      *flag = 1;
       continue;
     }
     /* --name value / --name=value */
