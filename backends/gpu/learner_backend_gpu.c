@@ -28,13 +28,8 @@ static int gpu_init(rd_learner_backend_t *b, const rd_learner_config_t *c, uint3
   rd_gpu_learner_t *l = calloc(1, sizeof *l);
   if (l == NULL) return rd_error_set(err, RD_ENOMEM, "out of memory for the GPU learner");
   rc = rd_gpu_learner_init(l, c, (int)device, err);
-  if (rc) {
-    free(l);
-    b->fault = 1;
-    return rc;
-  }
-  b->impl = l;
-  return RD_OK;
+  if (rc) b->fault = 1;
+  return rd_learner_backend_adopt(b, l, rc, free);
 }
 
 static int is_fault(int rc, const rd_error_t *err) {
@@ -134,12 +129,12 @@ static int gpu_state_load(rd_learner_backend_t *b, const void *buf, size_t len,
   return state_move(b, 1, NULL, buf, len, NULL, err);
 }
 
-static void gpu_destroy(rd_learner_backend_t *b) {
-  if (b->impl == NULL) return;
-  rd_gpu_learner_destroy(b->impl);
-  free(b->impl);
-  b->impl = NULL;
+static void gpu_free(void *l) {
+  rd_gpu_learner_destroy(l);
+  free(l);
 }
+
+static void gpu_destroy(rd_learner_backend_t *b) { rd_learner_backend_release(b, gpu_free); }
 
 const rd_learner_ops_t rd_learner_ops_gpu = {
     .name = "gpu",
