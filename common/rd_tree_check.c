@@ -16,33 +16,41 @@ int rd_tree_check_shape(uint32_t capacity, uint32_t fanout, rd_error_t *err) {
 /* The batch checks first scan the whole batch without an early exit, a loop
  * the compiler vectorizes (one that returns at the first bad item it does
  * not), and only look for the first bad item once they know there is one:
- * they run on every sample and update, where a valid batch is the rule. */
+ * they run on every sample and update, where a valid batch is the rule.
+ * FIRST_BAD(name, type, bad) defines size_t name(n, v, limit): the index of
+ * the first v[i] for which `bad` (an expression of v[i] and limit) holds,
+ * or n if none does. */
+#define FIRST_BAD(name, type, bad)                                                               \
+  static size_t name(size_t n, const type *v, type limit) {                                      \
+    uint32_t any = 0;                                                                            \
+    for (size_t i = 0; i < n; i++) any |= (bad);                                                 \
+    if (!any) return n;                                                                          \
+    for (size_t i = 0; i < n; i++)                                                               \
+      if (bad) return i;                                                                         \
+    return n;                                                                                    \
+  }
+
+FIRST_BAD(first_at_or_above_u32, uint32_t, v[i] >= limit)
+FIRST_BAD(first_at_or_above_u64, uint64_t, v[i] >= limit)
+FIRST_BAD(first_above_u64, uint64_t, v[i] > limit)
+#undef FIRST_BAD
 
 int rd_tree_check_positions(size_t n, const uint32_t *positions, uint32_t capacity,
                             rd_error_t *err) {
-  uint32_t bad = 0;
-  for (size_t i = 0; i < n; i++) bad |= positions[i] >= capacity;
-  if (!bad) return RD_OK;
-  for (size_t i = 0; i < n; i++)
-    if (positions[i] >= capacity)
-      return rd_error_set(err, RD_ERANGE, "position %u at batch index %zu is >= capacity %u",
-                          positions[i], i, capacity);
-  return RD_OK;
+  const size_t i = first_at_or_above_u32(n, positions, capacity);
+  if (i == n) return RD_OK;
+  return rd_error_set(err, RD_ERANGE, "position %u at batch index %zu is >= capacity %u",
+                      positions[i], i, capacity);
 }
 
 int rd_tree_check_values(size_t n, const uint64_t *values, uint64_t max_leaf, uint32_t capacity,
                          rd_error_t *err) {
-  uint32_t bad = 0;
-  for (size_t i = 0; i < n; i++) bad |= values[i] > max_leaf;
-  if (!bad) return RD_OK;
-  for (size_t i = 0; i < n; i++)
-    if (values[i] > max_leaf)
-      return rd_error_set(err, RD_ERANGE,
-                          "leaf value %llu at batch index %zu exceeds the maximum %llu "
-                          "(the total of %u leaves must stay below 2^63)",
-                          (unsigned long long)values[i], i, (unsigned long long)max_leaf,
-                          capacity);
-  return RD_OK;
+  const size_t i = first_above_u64(n, values, max_leaf);
+  if (i == n) return RD_OK;
+  return rd_error_set(err, RD_ERANGE,
+                      "leaf value %llu at batch index %zu exceeds the maximum %llu "
+                      "(the total of %u leaves must stay below 2^63)",
+                      (unsigned long long)values[i], i, (unsigned long long)max_leaf, capacity);
 }
 
 int rd_tree_check_range(uint32_t first, size_t n, uint32_t capacity, rd_error_t *err) {
@@ -55,12 +63,8 @@ int rd_tree_check_range(uint32_t first, size_t n, uint32_t capacity, rd_error_t 
 int rd_tree_check_targets(size_t n, const uint64_t *targets, uint64_t total, rd_error_t *err) {
   if (n == 0) return RD_OK;
   if (total == 0) return rd_error_set(err, RD_EEMPTY, "cannot sample: every priority is zero");
-  uint32_t bad = 0;
-  for (size_t i = 0; i < n; i++) bad |= targets[i] >= total;
-  if (!bad) return RD_OK;
-  for (size_t i = 0; i < n; i++)
-    if (targets[i] >= total)
-      return rd_error_set(err, RD_ERANGE, "target %llu at batch index %zu is >= total %llu",
-                          (unsigned long long)targets[i], i, (unsigned long long)total);
-  return RD_OK;
+  const size_t i = first_at_or_above_u64(n, targets, total);
+  if (i == n) return RD_OK;
+  return rd_error_set(err, RD_ERANGE, "target %llu at batch index %zu is >= total %llu",
+                      (unsigned long long)targets[i], i, (unsigned long long)total);
 }

@@ -83,7 +83,8 @@ static float *alloc_floats(size_t n) {
   return (float *)p;
 }
 
-static void fpga_free(fpga_learner_t *l) {
+static void fpga_free(void *p) {
+  fpga_learner_t *l = p;
   free(l->params);
   free(l->target);
   free(l->adam_m);
@@ -148,12 +149,7 @@ static int fpga_init(rd_learner_backend_t *b, const rd_learner_config_t *c, uint
   memset(l->adam_v, 0, l->s.n_params * sizeof(float));
   for (size_t i = 0; i < B; i++) l->ones[i] = 1.0f;
   rc = rd_learner_fpga_initial_weights(&l->s.config, l->params, l->target, l->s.n_params, err);
-  if (rc) {
-    fpga_free(l);
-    return rc;
-  }
-  b->impl = l;
-  return RD_OK;
+  return rd_learner_backend_adopt(b, l, rc, fpga_free);
 }
 
 /* RD_ERANGE with the CPU learner's message for what the kernel found. */
@@ -301,11 +297,7 @@ static int fpga_state_load(rd_learner_backend_t *b, const void *buf, size_t len,
   return rc;
 }
 
-static void fpga_destroy(rd_learner_backend_t *b) {
-  if (b->impl == NULL) return;
-  fpga_free((fpga_learner_t *)b->impl);
-  b->impl = NULL;
-}
+static void fpga_destroy(rd_learner_backend_t *b) { rd_learner_backend_release(b, fpga_free); }
 
 const rd_learner_ops_t rd_learner_ops_fpga = {
     .name = "fpga",

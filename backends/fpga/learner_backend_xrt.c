@@ -38,7 +38,8 @@ int rd_learner_fpga_xrt_configure(const char *xclbin, rd_error_t *err) {
   return RD_OK;
 }
 
-static void xrt_free(xrt_learner_t *l) {
+static void xrt_free(void *p) {
+  xrt_learner_t *l = p;
   rd_fpga_xrt_learner_close(&l->x);
   free(l->host);
   free(l);
@@ -87,12 +88,7 @@ static int xrt_init(rd_learner_backend_t *b, const rd_learner_config_t *c, uint3
   }
   free(params);
   free(target);
-  if (rc) {
-    xrt_free(l);
-    return rc;
-  }
-  b->impl = l;
-  return RD_OK;
+  return rd_learner_backend_adopt(b, l, rc, xrt_free);
 }
 
 static int xrt_step(rd_learner_backend_t *b, const rd_batch_t *batch, float *td_abs,
@@ -220,11 +216,7 @@ static int xrt_state_load(rd_learner_backend_t *b, const void *buf, size_t len,
   return RD_OK;
 }
 
-static void xrt_destroy(rd_learner_backend_t *b) {
-  if (b->impl == NULL) return;
-  xrt_free(b->impl);
-  b->impl = NULL;
-}
+static void xrt_destroy(rd_learner_backend_t *b) { rd_learner_backend_release(b, xrt_free); }
 
 const rd_learner_ops_t rd_learner_ops_fpga_xrt = {
     .name = "fpga-xrt",

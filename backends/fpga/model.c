@@ -850,12 +850,21 @@ static int fixed_design(const tree_t *t, uint64_t S, const rd_fpga_workload_t *w
   return f->why != NULL ? -1 : serial;
 }
 
-int rd_fpga_model_rmm(const rd_fpga_part_t *p, const rd_fpga_workload_t *w,
-                      rd_fpga_rmm_est_t *out, rd_error_t *err) {
+/* What rd_fpga_model_rmm and rd_fpga_model_learner check first, in this
+ * order: the part, the workload, then somewhere to write the estimate. */
+static int check_args(const rd_fpga_part_t *p, const rd_fpga_workload_t *w, const void *out,
+                      rd_error_t *err) {
   int rc;
   if ((rc = rd_fpga_part_validate(p, err)) != RD_OK) return rc;
   if ((rc = rd_fpga_workload_validate(w, err)) != RD_OK) return rc;
   if (out == NULL) return rd_error_set(err, RD_EINVAL, "out is NULL");
+  return RD_OK;
+}
+
+int rd_fpga_model_rmm(const rd_fpga_part_t *p, const rd_fpga_workload_t *w,
+                      rd_fpga_rmm_est_t *out, rd_error_t *err) {
+  int rc;
+  if ((rc = check_args(p, w, out, err)) != RD_OK) return rc;
 
   tree_t t;
   memset(&t, 0, sizeof t);
@@ -1181,9 +1190,7 @@ static const char *learner_eval(const learner_plan_t *P, uint32_t dp, uint64_t T
 int rd_fpga_model_learner(const rd_fpga_part_t *p, const rd_fpga_workload_t *w,
                           rd_fpga_learner_est_t *out, rd_error_t *err) {
   int rc;
-  if ((rc = rd_fpga_part_validate(p, err)) != RD_OK) return rc;
-  if ((rc = rd_fpga_workload_validate(w, err)) != RD_OK) return rc;
-  if (out == NULL) return rd_error_set(err, RD_EINVAL, "out is NULL");
+  if ((rc = check_args(p, w, out, err)) != RD_OK) return rc;
   if (w->algo == RD_FPGA_NO_LEARNER)
     return rd_error_set(err, RD_EINVAL, "the workload has no learner (algo none)");
   const uint32_t slrs = w->learner_slrs ? w->learner_slrs : p->slrs - 1;

@@ -28,13 +28,8 @@ static int gpu_init(rd_learner_backend_t *b, const rd_learner_config_t *c, uint3
   rd_gpu_learner_t *l = calloc(1, sizeof *l);
   if (l == NULL) return rd_error_set(err, RD_ENOMEM, "out of memory for the GPU learner");
   rc = rd_gpu_learner_init(l, c, (int)device, err);
-  if (rc) {
-    free(l);
-    b->fault = 1;
-    return rc;
-  }
-  b->impl = l;
-  return RD_OK;
+  if (rc) b->fault = 1;
+  return rd_learner_backend_adopt(b, l, rc, free);
 }
 
 static int is_fault(int rc, const rd_error_t *err) {
@@ -96,8 +91,11 @@ static size_t gpu_state_bytes(const rd_learner_backend_t *b) {
   return rd_learner_state_bytes_for(&((const rd_gpu_learner_t *)b->impl)->config);
 }
 
-static int gpu_state_save(rd_learner_backend_t *b, void *buf, size_t cap, size_t *written,
-                          rd_error_t *err) {
+/* A state save (load 0: the device's state into the host arrays, then
+ * into out) or load (load 1: in checked whole into the host arrays, then
+ * to the device); n is out's capacity or in's length. */
+static int state_move(rd_learner_backend_t *b, int load, void *out, const void *in, size_t n,
+                      size_t *written, rd_error_t *err) {
   rd_error_t local;
   if (err == NULL) err = &local;
   rd_gpu_learner_t *l = b->impl;
@@ -105,37 +103,38 @@ static int gpu_state_save(rd_learner_backend_t *b, void *buf, size_t cap, size_t
   float *mem;
   if (state_arrays(l, &a, &mem) != RD_OK)
     return rd_error_set(err, RD_ENOMEM, "out of memory for the GPU learner's state");
-  int rc = rd_gpu_learner_get_state(l, &a, err);
-  b->fault = rc != RD_OK && is_fault(rc, err);
-  if (rc == RD_OK) rc = rd_learner_state_save_arrays(&l->config, &a, buf, cap, written, err);
-  free(mem);
-  return rc;
-}
-
-static int gpu_state_load(rd_learner_backend_t *b, const void *buf, size_t len,
-                          rd_error_t *err) {
-  rd_error_t local;
-  if (err == NULL) err = &local;
-  rd_gpu_learner_t *l = b->impl;
-  rd_learner_state_arrays_t a;
-  float *mem;
-  if (state_arrays(l, &a, &mem) != RD_OK)
-    return rd_error_set(err, RD_ENOMEM, "out of memory for the GPU learner's state");
-  int rc = rd_learner_state_load_arrays(&l->config, buf, len, &a, err);
-  if (rc == RD_OK) {
-    rc = rd_gpu_learner_set_state(l, &a, err);
+  int rc;
+  if (!load) {
+    rc = rd_gpu_learner_get_state(l, &a, err);
     b->fault = rc != RD_OK && is_fault(rc, err);
+    if (rc == RD_OK) rc = rd_learner_state_save_arrays(&l->config, &a, out, n, written, err);
+  } else {
+    rc = rd_learner_state_load_arrays(&l->config, in, n, &a, err);
+    if (rc == RD_OK) {
+      rc = rd_gpu_learner_set_state(l, &a, err);
+      b->fault = rc != RD_OK && is_fault(rc, err);
+    }
   }
   free(mem);
   return rc;
 }
 
-static void gpu_destroy(rd_learner_backend_t *b) {
-  if (b->impl == NULL) return;
-  rd_gpu_learner_destroy(b->impl);
-  free(b->impl);
-  b->impl = NULL;
+static int gpu_state_save(rd_learner_backend_t *b, void *buf, size_t cap, size_t *written,
+                          rd_error_t *err) {
+  return state_move(b, 0, buf, NULL, cap, written, err);
 }
+
+static int gpu_state_load(rd_learner_backend_t *b, const void *buf, size_t len,
+                          rd_error_t *err) {
+  return state_move(b, 1, NULL, buf, len, NULL, err);
+}
+
+static void gpu_free(void *l) {
+  rd_gpu_learner_destroy(l);
+  free(l);
+}
+
+static void gpu_destroy(rd_learner_backend_t *b) { rd_learner_backend_release(b, gpu_free); }
 
 const rd_learner_ops_t rd_learner_ops_gpu = {
     .name = "gpu",

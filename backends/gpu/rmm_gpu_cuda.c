@@ -11,17 +11,22 @@
 
 int rd_gpu_rmm_built(void) { return 1; }
 
+/* The end of tree_init and rows_init: with rc RD_OK, *out takes p; else p
+ * (whose own init freed what it had made) is freed. Returns rc. */
+static int hand_over(void **out, void *p, int rc) {
+  if (rc) {
+    free(p);
+    return rc;
+  }
+  *out = p;
+  return RD_OK;
+}
+
 static int tree_init(void **out, int device, uint32_t capacity, uint32_t fanout,
                      uint32_t max_batch, rd_error_t *err) {
   rd_gpu_sumtree_t *t = malloc(sizeof *t);
   if (t == NULL) return rd_error_set(err, RD_ENOMEM, "out of memory for a GPU sum tree");
-  int rc = rd_gpu_sumtree_init(t, capacity, fanout, device, max_batch, err);
-  if (rc) {
-    free(t);
-    return rc;
-  }
-  *out = t;
-  return RD_OK;
+  return hand_over(out, t, rd_gpu_sumtree_init(t, capacity, fanout, device, max_batch, err));
 }
 
 static void tree_free(void *t) {
@@ -57,12 +62,7 @@ static int rows_init(void **out, int device, void *tree, uint32_t nrows, uint32_
   if (s == NULL) return rd_error_set(err, RD_ENOMEM, "out of memory for a GPU storage");
   void *stream = tree != NULL ? rd_gpu_sumtree_stream(tree) : NULL;
   int rc = rd_gpu_storage_init_on(s, nrows, row_bytes, max_batch, device, stream, err);
-  if (rc) {
-    free(s);
-    return rc;
-  }
-  *out = s;
-  return RD_OK;
+  return hand_over(out, s, rc);
 }
 
 static void rows_free(void *s) {

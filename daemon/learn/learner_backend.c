@@ -13,13 +13,7 @@ static int cpu_init(rd_learner_backend_t *b, const rd_learner_config_t *c, uint3
   (void)device;
   rd_learner_t *l = calloc(1, sizeof *l);
   if (l == NULL) return rd_error_set(err, RD_ENOMEM, "out of memory for the learner");
-  int rc = rd_learner_init(l, c, err);
-  if (rc) {
-    free(l);
-    return rc;
-  }
-  b->impl = l;
-  return RD_OK;
+  return rd_learner_backend_adopt(b, l, rd_learner_init(l, c, err), free);
 }
 
 static int cpu_step(rd_learner_backend_t *b, const rd_batch_t *batch, float *td_abs,
@@ -61,12 +55,12 @@ static int cpu_state_load(rd_learner_backend_t *b, const void *buf, size_t len,
   return rd_learner_state_load(b->impl, buf, len, err);
 }
 
-static void cpu_destroy(rd_learner_backend_t *b) {
-  if (b->impl == NULL) return;
-  rd_learner_free(b->impl);
-  free(b->impl);
-  b->impl = NULL;
+static void cpu_free(void *l) {
+  rd_learner_free(l);
+  free(l);
 }
+
+static void cpu_destroy(rd_learner_backend_t *b) { rd_learner_backend_release(b, cpu_free); }
 
 const rd_learner_ops_t rd_learner_ops_cpu = {
     .name = "cpu",
@@ -101,6 +95,21 @@ const char *rd_learner_kind_name(rd_learner_kind_t kind) {
 }
 
 int rd_learner_fault_gives_up_device(int fault) { return fault == RD_LEARNER_FAULT_DEVICE; }
+
+int rd_learner_backend_adopt(rd_learner_backend_t *b, void *l, int rc, void (*discard)(void *l)) {
+  if (rc) {
+    discard(l);
+    return rc;
+  }
+  b->impl = l;
+  return RD_OK;
+}
+
+void rd_learner_backend_release(rd_learner_backend_t *b, void (*release)(void *impl)) {
+  if (b->impl == NULL) return;
+  release(b->impl);
+  b->impl = NULL;
+}
 
 int rd_learner_backend_init(rd_learner_backend_t *b, const rd_learner_ops_t *ops,
                             const rd_learner_config_t *c, uint32_t device, rd_error_t *err) {

@@ -142,6 +142,15 @@ const char *rd_learner_kind_name(rd_learner_kind_t kind);
  * RD_LEARNER_FAULT_UNSUPPORTED. */
 int rd_learner_fault_gives_up_device(int fault);
 
+/* For the backends' own init and destroy (their ops), so that each says
+ * only how its learner is freed. adopt ends an init that built l: with rc
+ * RD_OK, b holds l; otherwise discard(l) (what l's own init built is freed
+ * already, or by discard) and b holds nothing. Returns rc. release is a
+ * destroy: release(b->impl) if b holds a learner, and then b holds none
+ * (so a second call does nothing). */
+int rd_learner_backend_adopt(rd_learner_backend_t *b, void *l, int rc, void (*discard)(void *l));
+void rd_learner_backend_release(rd_learner_backend_t *b, void (*release)(void *impl));
+
 /* Convenience wrappers (b->ops must be set; init sets b->ops = ops). */
 int rd_learner_backend_init(rd_learner_backend_t *b, const rd_learner_ops_t *ops,
                             const rd_learner_config_t *c, uint32_t device, rd_error_t *err);
