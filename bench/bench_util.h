@@ -50,6 +50,12 @@ void bench_print_header(const char *name);
  * already formatted); else a table row. Flushed. */
 void bench_emit(bool json, const char *name, const char *params, double value, const char *unit);
 
+/* One figure with a note for a reader of the table: with json, bench_emit's
+ * JSON line (the note left out); else "name value unit note  [params]",
+ * the name and the unit padded to name_w and unit_w columns. Flushed. */
+void bench_emit_note(bool json, int name_w, int unit_w, const char *name, const char *params,
+                     double value, const char *unit, const char *note);
+
 /* The end of a run's report: the progress line (progress: one was drawn
  * on stderr) cleared, and "# load average at the end: L" on info. */
 void bench_end(FILE *info, bool progress);
@@ -72,12 +78,31 @@ uint32_t bench_parse_u32(const char *opt, const char *s, uint64_t lo, uint64_t h
 int bench_common_opt(int argc, char **argv, int *i, bool *json, bool *quick, double *time_ms,
                      void (*usage)(FILE *));
 
+/* The options of a benchmark against a replayd it starts: bench_common_opt's
+ * (no --time-ms) and --replayd PATH (into *replayd). 1 when argv[*i] is
+ * one of them, else 0. */
+int bench_replayd_opt(int argc, char **argv, int *i, bool *json, bool *quick, const char **replayd,
+                      void (*usage)(FILE *));
+
 /* The value of option `name` when argv[*i] is it (moving *i past the
  * value; dies when it is missing), else NULL. */
 const char *bench_opt(int argc, char **argv, int *i, const char *name);
 
+/* A command line the program cannot run with: usage on stderr, exit
+ * status 2. */
+void bench_usage_error(void (*usage)(FILE *)) __attribute__((noreturn));
+
 /* An option no branch took: usage on stderr, then die. */
 void bench_unknown_opt(const char *a, void (*usage)(FILE *)) __attribute__((noreturn));
+
+/* Latencies (seconds) as they come: v (xmalloc'd, grown as needed; the
+ * caller frees it) holds n of them. */
+typedef struct {
+  double *v;
+  size_t n, cap;
+} bench_lat_t;
+
+void bench_lat_add(bench_lat_t *l, double s);
 
 /* A repeatable option's values (--batch 32 --batch 512), in the order given. */
 #define BENCH_MAX_LIST 16
