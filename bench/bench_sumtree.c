@@ -278,6 +278,7 @@ typedef struct {
   rd_sumtree_t *t;
   rd_bench_bintree_t *bt;
   rd_bench_kary_t *kt;
+  bench_arena_t mem;  /* the arrays above */
 } pool_t;
 
 #define POOL_MIN_BATCHES 64
@@ -290,18 +291,18 @@ static void pool_init(pool_t *p, uint32_t capacity, uint32_t batch, uint64_t see
   p->nb = POOL_MIN_BATCHES;
   if ((size_t)p->nb * batch < POOL_MIN_ITEMS) p->nb = (POOL_MIN_ITEMS + batch - 1) / batch;
   p->items = p->nb * batch;
-  p->targets = xmalloc(p->items * sizeof *p->targets);
-  p->dtargets = xmalloc(p->items * sizeof *p->dtargets);
-  p->pos = xmalloc(p->items * sizeof *p->pos);
-  p->spos = xmalloc(p->items * sizeof *p->spos);
-  p->ftargets = xmalloc(p->items * sizeof *p->ftargets);
-  p->fval = xmalloc(2 * p->items * sizeof *p->fval);
-  p->fins = xmalloc(p->items * sizeof *p->fins);
-  p->val = xmalloc(2 * p->items * sizeof *p->val);
-  p->dval = xmalloc(2 * p->items * sizeof *p->dval);
-  p->ins = xmalloc(p->items * sizeof *p->ins);
-  p->dins = xmalloc(p->items * sizeof *p->dins);
-  p->leaves = xmalloc(batch * sizeof *p->leaves);
+  p->targets = bench_arena_alloc(&p->mem, p->items * sizeof *p->targets);
+  p->dtargets = bench_arena_alloc(&p->mem, p->items * sizeof *p->dtargets);
+  p->pos = bench_arena_alloc(&p->mem, p->items * sizeof *p->pos);
+  p->spos = bench_arena_alloc(&p->mem, p->items * sizeof *p->spos);
+  p->ftargets = bench_arena_alloc(&p->mem, p->items * sizeof *p->ftargets);
+  p->fval = bench_arena_alloc(&p->mem, 2 * p->items * sizeof *p->fval);
+  p->fins = bench_arena_alloc(&p->mem, p->items * sizeof *p->fins);
+  p->val = bench_arena_alloc(&p->mem, 2 * p->items * sizeof *p->val);
+  p->dval = bench_arena_alloc(&p->mem, 2 * p->items * sizeof *p->dval);
+  p->ins = bench_arena_alloc(&p->mem, p->items * sizeof *p->ins);
+  p->dins = bench_arena_alloc(&p->mem, p->items * sizeof *p->dins);
+  p->leaves = bench_arena_alloc(&p->mem, batch * sizeof *p->leaves);
   uint64_t s = seed;
   for (size_t i = 0; i < p->items; i++) {
     p->pos[i] = (uint32_t)rd_rng_below(&s, capacity);
@@ -316,18 +317,7 @@ static void pool_init(pool_t *p, uint32_t capacity, uint32_t batch, uint64_t see
 }
 
 static void pool_free(pool_t *p) {
-  free(p->targets);
-  free(p->dtargets);
-  free(p->pos);
-  free(p->spos);
-  free(p->ftargets);
-  free(p->fval);
-  free(p->fins);
-  free(p->val);
-  free(p->dval);
-  free(p->ins);
-  free(p->dins);
-  free(p->leaves);
+  bench_arena_free(&p->mem);
   memset(p, 0, sizeof *p);
 }
 

@@ -30,6 +30,16 @@ void *xmalloc(size_t bytes) {
   return p;
 }
 
+void *bench_arena_alloc(bench_arena_t *a, size_t bytes) {
+  if (a->n == BENCH_ARENA_MAX) die("more than %d arrays in one arena", BENCH_ARENA_MAX);
+  return a->p[a->n++] = xmalloc(bytes);
+}
+
+void bench_arena_free(bench_arena_t *a) {
+  for (size_t i = 0; i < a->n; i++) free(a->p[i]);
+  a->n = 0;
+}
+
 int cmp_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
   return (x > y) - (x < y);

@@ -15,6 +15,19 @@ void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 /* malloc that dies on failure (0 bytes allocates 1). */
 void *xmalloc(size_t bytes);
 
+/* Allocations freed together (a benchmark's pool of inputs): each
+ * bench_arena_alloc is an xmalloc recorded in the arena (zeroed to start;
+ * it dies past BENCH_ARENA_MAX), and bench_arena_free frees them all and
+ * empties it, so that freeing a pool cannot miss one of its arrays. */
+#define BENCH_ARENA_MAX 32
+typedef struct {
+  void *p[BENCH_ARENA_MAX];
+  size_t n;
+} bench_arena_t;
+
+void *bench_arena_alloc(bench_arena_t *a, size_t bytes);
+void bench_arena_free(bench_arena_t *a);
+
 /* qsort comparator for doubles, ascending (medians of repetitions). */
 int cmp_double(const void *a, const void *b);
 
