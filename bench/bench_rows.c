@@ -12,11 +12,13 @@
 #include "rd_clock.h"
 
 void bench_rows_make(bench_rows_t *r, uint32_t n) {
-  r->obs = xmalloc(n * BENCH_OBS * sizeof(float));
-  r->next_obs = xmalloc(n * BENCH_OBS * sizeof(float));
-  r->reward = xmalloc(n * sizeof(float));
-  r->action = xmalloc(n * sizeof(int32_t));
-  r->done = xmalloc(n);
+  /* In this order every column stays aligned for its type. */
+  r->mem = xmalloc((size_t)n * BENCH_ROW_BYTES);
+  r->obs = (float *)r->mem;
+  r->next_obs = r->obs + (size_t)n * BENCH_OBS;
+  r->reward = r->next_obs + (size_t)n * BENCH_OBS;
+  r->action = (int32_t *)(r->reward + n);
+  r->done = (uint8_t *)(r->action + n);
   for (uint32_t i = 0; i < n; i++) {
     for (int k = 0; k < BENCH_OBS; k++)
       r->obs[i * BENCH_OBS + k] = r->next_obs[i * BENCH_OBS + k] = (float)(i + k);
@@ -31,13 +33,7 @@ void bench_rows_make(bench_rows_t *r, uint32_t n) {
   r->cols[4] = (rdc_column_t){r->done, n};
 }
 
-void bench_rows_free(bench_rows_t *r) {
-  free(r->obs);
-  free(r->next_obs);
-  free(r->reward);
-  free(r->action);
-  free(r->done);
-}
+void bench_rows_free(bench_rows_t *r) { free(r->mem); }
 
 void bench_rows_fill(rdc_client_t *c, const rdc_workload_t *w, uint32_t n, uint32_t batch) {
   bench_rows_t r;

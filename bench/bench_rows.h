@@ -20,6 +20,7 @@ typedef struct {
   float *obs, *reward, *next_obs;
   int32_t *action;
   uint8_t *done;
+  uint8_t *mem; /* the columns above, one after the other (n * BENCH_ROW_BYTES) */
   rdc_column_t cols[5];
 } bench_rows_t;
 
