@@ -68,14 +68,17 @@ void bench_daemon_fill(rdc_client_t *c, const rdc_workload_t *w, uint32_t n) {
   const rdc_spec_t *s = &w->spec;
   void *bufs[RDC_MAX_FIELDS];
   uint64_t x = 88172645463325252ull;
+  /* A DQN's action is an int below num_actions; a DDPG's, floats. */
+  int int_action = strcmp(s->learner.algorithm, "ddpg") != 0;
+  uint32_t actions = s->learner.num_actions ? s->learner.num_actions : 2;
   for (uint32_t f = 0; f < s->n_fields; f++) {
     size_t b = rdc_field_bytes(&s->fields[f]);
     bufs[f] = xmalloc((size_t)n * b);
     for (size_t i = 0; i < (size_t)n * b / 4; i++) {
       x ^= x << 13, x ^= x >> 7, x ^= x << 17;
       const char *name = s->fields[f].name;
-      if (strcmp(name, "action") == 0)
-        ((int32_t *)bufs[f])[i] = (int32_t)((x >> 33) % 2);
+      if (strcmp(name, "action") == 0 && int_action)
+        ((int32_t *)bufs[f])[i] = (int32_t)((x >> 33) % actions);
       else if (strcmp(name, "discount") == 0)
         ((float *)bufs[f])[i] = i % 10 == 9 ? 0.0f : 0.99f;
       else

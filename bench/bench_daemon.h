@@ -38,9 +38,9 @@ rdc_client_t *bench_daemon_client(const rdt_daemon_t *d, double deadline_s);
  * tenant) into w. */
 void bench_register(rdc_client_t *c, const char *tenant, const rdc_spec_t *s, rdc_workload_t *w);
 
-/* Insert n rows of random values for w's fields (an int action below 2, a
- * discount of 0.99 or 0, floats in [-1, 1)), in batches within the
- * server's max_batch. */
+/* Insert n rows of random values for w's fields (a DQN's action an int
+ * below its num_actions (2 when unset), a discount of 0.99 or 0, floats in
+ * [-1, 1)), in batches within the server's max_batch. */
 void bench_daemon_fill(rdc_client_t *c, const rdc_workload_t *w, uint32_t n);
 
 #endif
