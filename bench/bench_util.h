@@ -108,15 +108,6 @@ void bench_usage_error(void (*usage)(FILE *)) __attribute__((noreturn));
 /* An option no branch took: usage on stderr, then die. */
 void bench_unknown_opt(const char *a, void (*usage)(FILE *)) __attribute__((noreturn));
 
-/* Latencies (seconds) as they come: v (xmalloc'd, grown as needed; the
- * caller frees it) holds n of them. */
-typedef struct {
-  double *v;
-  size_t n, cap;
-} bench_lat_t;
-
-void bench_lat_add(bench_lat_t *l, double s);
-
 /* A repeatable option's values (--batch 32 --batch 512), in the order given. */
 #define BENCH_MAX_LIST 16
 typedef struct {
@@ -164,6 +155,15 @@ double bench_rep_seconds(bench_run_fn run, void *ctx, uint64_t n, const bench_ti
 
 /* The median of v[0..n) (reorders v). */
 double bench_median(double *v, int n);
+
+/* Latencies (seconds) as they come: v (xmalloc'd, grown as needed; the
+ * caller frees it) holds n of them. */
+typedef struct {
+  double *v;
+  size_t n, cap;
+} bench_lat_t;
+
+void bench_lat_add(bench_lat_t *l, double s);
 
 /* One unit of work; `it` counts units from 0 within a measurement and
  * selects the input. */
