@@ -1,6 +1,7 @@
 /* bench_rows.h - the CartPole-shaped rows the loopback benchmarks insert
  * (obs float32[4], action int32, reward float32, next_obs float32[4], done
- * bool: 41 bytes a row), as the C client's columns.
+ * bool: 41 bytes a row), as the C client's columns, and what sampling them
+ * back takes: a sample's buffers and a loop of Sample calls.
  *
  * Contract: bench_rows_make and bench_sample_make allocate with xmalloc
  * (they die rather than fail), bench_rows_free and bench_sample_free free
