@@ -44,6 +44,8 @@
 #include "replayctl_cli.h"
 #include "replayd_client.h"
 #include "rd_clock.h"
+#include "bench_daemon.h"
+#include "bench_util.h"
 #include "rdt_daemon.h"
 
 static struct {
@@ -53,20 +55,12 @@ static struct {
   const char *shape; /* --shape: only this one; NULL: all three */
 } O = {0, 0, NULL, 64, NULL};
 
-static char target[64];
 static rdt_daemon_t daemon_;
 
-static void stop_daemon(void) {
-  rdt_daemon_stop(&daemon_);
-  if (rdt_daemon_remove(&daemon_) != 0) fprintf(stderr, "bench_dse: could not remove its state\n");
-}
-
-static int start_daemon(void) {
+static void start_daemon(void) {
   static const char *const args[] = {"--threads", "2", NULL};
   rdt_daemon_opts_t o = {.args = args, .tag = "bench_dse", .timeout_s = 6};
-  if (rdt_daemon_start(&daemon_, O.replayd, &o) != 0) return -1;
-  snprintf(target, sizeof target, "%s", daemon_.target);
-  return 0;
+  bench_daemon_start(&daemon_, O.replayd, &o, NULL, 0);
 }
 
 static void emit(const char *name, const char *shape, const char *k2, const char *v2, double value,
@@ -77,44 +71,6 @@ static void emit(const char *name, const char *shape, const char *k2, const char
   else
     printf("%-16s %-14s %-12s=%-6s %12.4f %s\n", name, shape, k2, v2, value, unit);
   fflush(stdout);
-}
-
-/* Random rows for the spec's fields (obs, action, reward, next_obs, discount). */
-static int fill(rdc_client_t *c, const rdc_workload_t *w, uint32_t n) {
-  const rdc_spec_t *s = &w->spec;
-  void *bufs[RDC_MAX_FIELDS];
-  rdc_column_t cols[RDC_MAX_FIELDS];
-  int ddpg = strcmp(s->learner.algorithm, "ddpg") == 0;
-  uint64_t x = 88172645463325252ull;
-  for (uint32_t f = 0; f < s->n_fields; f++) {
-    size_t b = rdc_field_bytes(&s->fields[f]);
-    bufs[f] = malloc((size_t)n * b);
-    if (bufs[f] == NULL) return -1;
-    cols[f].data = bufs[f];
-    cols[f].bytes = (size_t)n * b;
-    size_t k = (size_t)n * b / 4;
-    for (size_t i = 0; i < k; i++) {
-      x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-      float u = (float)((x >> 40) * 0x1p-24) * 2 - 1;
-      const char *name = s->fields[f].name;
-      if (strcmp(name, "action") == 0 && !ddpg)
-        ((int32_t *)bufs[f])[i] = (int32_t)((x >> 33) % s->learner.num_actions);
-      else if (strcmp(name, "discount") == 0)
-        ((float *)bufs[f])[i] = i % 10 == 9 ? 0.0f : 0.99f;
-      else
-        ((float *)bufs[f])[i] = u;
-    }
-  }
-  rdc_error_t e;
-  int rc = rdc_insert_batch(c, w->id, w->token, n, cols, s->n_fields, NULL, NULL, &e);
-  if (rc != RDC_OK) fprintf(stderr, "bench_dse: insert: %s\n", e.msg);
-  for (uint32_t f = 0; f < s->n_fields; f++) free(bufs[f]);
-  return rc == RDC_OK ? 0 : -1;
-}
-
-static int cmp_d(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
 }
 
 /* Measured steps/s: median of MEASURE_CALLS TrainStep calls after a
@@ -140,7 +96,7 @@ static double measure_gps(rdc_client_t *c, const rdc_workload_t *w, uint32_t ste
     }
     v[i] = r.steps_per_second;
   }
-  qsort(v, MEASURE_CALLS, sizeof v[0], cmp_d);
+  qsort(v, MEASURE_CALLS, sizeof v[0], cmp_double);
   return v[MEASURE_CALLS / 2];
 }
 
@@ -218,17 +174,9 @@ int main(int argc, char **argv) {
     fprintf(stderr, "bench_dse: --replayd PATH is required (batch 1..65536)\n");
     return 2;
   }
-  if (start_daemon() != 0) return 1;
-  rdc_client_t *c;
+  start_daemon();
+  rdc_client_t *c = bench_daemon_client(&daemon_, 120);
   rdc_error_t e;
-  rdc_connect_opts_t co;
-  rdc_connect_opts_init(&co);
-  co.deadline_s = 120;
-  if (rdc_connect_ex(target, 10, &co, &c, &e) != RDC_OK) {
-    fprintf(stderr, "bench_dse: %s\n", e.msg);
-    stop_daemon();
-    return 1;
-  }
   if (!O.json)
     printf("# bench_dse: registration with a cold and a warm profile cache, and predicted vs "
            "measured GPS of the CPU mapping (batch %u)\n%-16s %-14s %-19s %12s %s\n", O.batch,
@@ -275,13 +223,7 @@ int main(int argc, char **argv) {
         break;
       }
       double pred = w->placement.predicted_gps;
-      int filled = 0; /* the whole capacity, as a running workload's table */
-      for (uint32_t at = 0; at < 100000 && filled == 0; at += 8192)
-        filled = fill(c, w, 100000 - at < 8192 ? 100000 - at : 8192);
-      if (filled != 0) {
-        status = 1;
-        break;
-      }
+      bench_daemon_fill(c, w, 100000); /* the whole capacity, as a running workload's table */
       double meas = measure_gps(c, w, steps, pred);
       if (meas <= 0) {
         status = 1;
@@ -302,6 +244,6 @@ int main(int argc, char **argv) {
   free(spec);
   free(w);
   rdc_close(c);
-  stop_daemon();
+  bench_daemon_stop(&daemon_);
   return status;
 }

@@ -61,6 +61,8 @@
 #include "durable.h"
 #include "journal.h"
 #include "rd_clock.h"
+#include "bench_daemon.h"
+#include "bench_rows.h"
 #include "rdt_daemon.h"
 #include "rdt_dir.h"
 #include "rdt_unit.h"
@@ -450,15 +452,6 @@ static void journal_alone(void) {
 /* ------------------------------------------------------------------ */
 
 static rdt_daemon_t daemon_;
-static char target[64];
-
-static void stop_daemon(void) {
-  if (daemon_.pid <= 0) return;
-  rdt_daemon_stop(&daemon_);
-  if (rdt_daemon_remove(&daemon_) != 0)
-    fprintf(stderr, "bench_durability: could not remove %s\n", daemon_.dir);
-}
-
 static void start_daemon(void) {
   const char *args[16] = {"--threads", "2", "--max-memory", "4G", "--checkpoint-interval-s", "0"};
   int n = 6;
@@ -477,11 +470,7 @@ static void start_daemon(void) {
   args[n] = NULL;
   /* A session of its own, as under systemd (bench_grpc.c). */
   rdt_daemon_opts_t o = {.args = args, .tag = "bench_durable_daemon", .new_session = 1};
-  memset(&daemon_, 0, sizeof daemon_);
-  if (rdt_daemon_start(&daemon_, O.replayd, &o) != 0)
-    die("%s did not start (see %s)", O.replayd, daemon_.log);
-  atexit(stop_daemon); /* die() too: never leave the daemon behind */
-  snprintf(target, sizeof target, "%s", daemon_.target);
+  bench_daemon_start(&daemon_, O.replayd, &o, NULL, 0);
 }
 
 typedef struct {
@@ -493,24 +482,11 @@ typedef struct {
 static void *insert_main(void *arg) {
   inserter_t *in = arg;
   const uint32_t B = 512;
-  float obs[512 * 4], rew[512], nxt[512 * 4];
-  int32_t act[512];
-  uint8_t done[512];
-  for (uint32_t i = 0; i < B; i++) {
-    for (int j = 0; j < 4; j++) obs[i * 4 + j] = nxt[i * 4 + j] = (float)i;
-    act[i] = (int32_t)(i & 1);
-    rew[i] = 1;
-    done[i] = 0;
-  }
-  rdc_column_t cols[5] = {{obs, sizeof obs}, {act, sizeof act}, {rew, sizeof rew},
-                          {nxt, sizeof nxt}, {done, sizeof done}};
-  rdc_client_t *c;
+  bench_rows_t r;
+  bench_rows_make(&r, B);
+  const rdc_column_t *cols = r.cols;
+  rdc_client_t *c = bench_daemon_client(&daemon_, 30);
   rdc_error_t e;
-  if (rdc_connect(target, 5, &c, &e) != RDC_OK) {
-    in->wk.failed = 1;
-    return NULL;
-  }
-  rdc_set_deadline(c, 30);
   if (in->stream) {
     /* bench_grpc's grpc.insert: Insert streams, each acknowledged at its
      * end. As an actor does, a stream refused with RESOURCE_EXHAUSTED
@@ -555,6 +531,7 @@ static void *insert_main(void *arg) {
     }
   }
   rdc_close(c);
+  bench_rows_free(&r);
   return NULL;
 }
 
@@ -573,28 +550,16 @@ static double insert_rate(const rdc_workload_t *w, uint32_t streams, int stream,
 
 static void over_loopback(void) {
   start_daemon();
-  rdc_client_t *c;
-  rdc_error_t e;
-  if (rdc_connect(target, 5, &c, &e) != RDC_OK) die("connect: %s", e.msg);
+  rdc_client_t *c = bench_daemon_client(&daemon_, 30);
   static const char *modes[3] = {"none", "checkpoint", "journal"};
   rdc_workload_t w[3];
   for (int m = 0; m < 3; m++) {
+    char name[32];
+    snprintf(name, sizeof name, "bench-%s", modes[m]);
     rdc_spec_t s;
-    rdc_spec_init(&s);
-    snprintf(s.name, sizeof s.name, "bench-%s", modes[m]);
-    s.n_fields = 5;
-    const char *names[5] = {"obs", "action", "reward", "next_obs", "done"};
-    const rdc_dtype_t dt[5] = {RDC_DTYPE_FLOAT32, RDC_DTYPE_INT32, RDC_DTYPE_FLOAT32,
-                                RDC_DTYPE_FLOAT32, RDC_DTYPE_BOOL};
-    for (int f = 0; f < 5; f++) {
-      snprintf(s.fields[f].name, sizeof s.fields[f].name, "%s", names[f]);
-      s.fields[f].dtype = dt[f];
-      s.fields[f].rank = f == 0 || f == 3;
-      s.fields[f].shape[0] = 4;
-    }
-    s.capacity = 1u << 20;
+    bench_rows_spec(&s, name, 1u << 20);
     snprintf(s.durability, sizeof s.durability, "%s", modes[m]);
-    if (rdc_register(c, &s, &w[m], &e) != RDC_OK) die("register: %s", e.msg);
+    bench_register(c, NULL, &s, &w[m]);
   }
   rdc_close(c);
   /* grpc.insert is bench_grpc's figure: Insert streams, each acknowledged
@@ -626,7 +591,7 @@ static void over_loopback(void) {
       emit("durability.journal_vs_none", params, sum[2] / sum[0], "ratio");
     }
   }
-  stop_daemon();
+  bench_daemon_stop(&daemon_);
 }
 
 static void usage(FILE *f) {

@@ -44,6 +44,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "bench_daemon.h"
 #include "bench_rows.h"
 #include "bench_util.h"
 #include "rd_clock.h"
@@ -61,8 +62,6 @@ static struct {
   const char *replayd;
 } O = {0, 0, 5.0, 30.0, 500.0, 5, 20000.0, 8, NULL};
 
-static char target[64];
-
 static void emit(const char *name, const char *params, double value, const char *unit) {
   bench_emit(O.json, name, params, value, unit);
 }
@@ -73,51 +72,25 @@ static void emit(const char *name, const char *params, double value, const char 
 
 static rdt_daemon_t daemon_;
 
-static void stop_daemon(void) {
-  rdt_daemon_stop(&daemon_);
-  if (rdt_daemon_remove(&daemon_) != 0) fprintf(stderr, "bench_flow: could not remove its state\n");
-}
-
 /* In a session of its own, as under systemd (bench_grpc.c says why). */
-static int start_daemon(void) {
+static void start_daemon(void) {
   static const char *const args[] = {"--threads", "2", "--max-memory", "2G", NULL};
   rdt_daemon_opts_t o = {.args = args, .tag = "bench_flow", .new_session = 1, .timeout_s = 6};
-  if (rdt_daemon_start(&daemon_, O.replayd, &o) != 0) return -1;
-  snprintf(target, sizeof target, "%s", daemon_.target);
-  return 0;
+  bench_daemon_start(&daemon_, O.replayd, &o, NULL, 0);
 }
 
 /* ------------------------------------------------------------------ */
 /* Workloads, rows, batches                                            */
 /* ------------------------------------------------------------------ */
 
-static int register_cartpole(rdc_client_t *c, const rdc_rate_limiter_t *rl, rdc_workload_t *w) {
+static void register_cartpole(rdc_client_t *c, const rdc_rate_limiter_t *rl, rdc_workload_t *w) {
   rdc_spec_t s;
   bench_rows_spec(&s, "bench-flow", 1u << 20);
   if (rl != NULL) {
     s.has_rate_limiter = 1;
     s.rate_limiter = *rl;
   }
-  rdc_error_t e;
-  if (rdc_register(c, &s, w, &e) != RDC_OK) {
-    fprintf(stderr, "bench_flow: register: %s\n", e.msg);
-    return -1;
-  }
-  return 0;
-}
-
-/* A learner's batch buffers, for up to 512 rows. */
-typedef struct {
-  uint64_t keys[512];
-  double pr[512], w[512];
-  uint8_t mem[512 * BENCH_ROW_BYTES];
-  rdc_buffer_t bufs[5];
-  rdc_sample_t io;
-} batch_t;
-
-static void batch_init(batch_t *b, uint32_t n) {
-  bench_rows_buffers(b->mem, n, b->bufs);
-  b->io = (rdc_sample_t){b->keys, b->pr, b->w, b->bufs, 5, 0, 0};
+  bench_register(c, NULL, &s, w);
 }
 
 /* ------------------------------------------------------------------ */
@@ -126,21 +99,12 @@ static void batch_init(batch_t *b, uint32_t n) {
 
 static double unary_rate(rdc_client_t *c, const rdc_workload_t *w, uint32_t batch,
                          double seconds) {
-  batch_t *b = malloc(sizeof *b);
-  batch_init(b, batch);
-  rdc_error_t e;
-  uint64_t items = 0;
-  double t0 = rd_clock_now(), t_end = t0 + seconds;
-  while (rd_clock_now() < t_end) {
-    if (rdc_sample(c, w->id, w->token, batch, NAN, 0, &b->io, &e) != RDC_OK) {
-      fprintf(stderr, "bench_flow: sample: %s\n", e.msg);
-      free(b);
-      return -1;
-    }
-    items += batch;
-  }
-  free(b);
-  return (double)items / (rd_clock_now() - t0);
+  bench_sample_t b;
+  bench_sample_make(&b, batch);
+  double t0 = rd_clock_now();
+  int64_t items = bench_sample_until(c, w, &b, batch, t0 + seconds, NULL);
+  bench_sample_free(&b);
+  return items < 0 ? -1 : (double)items / (rd_clock_now() - t0);
 }
 
 /* Batches of `batch` on one sampler for `seconds`; train_us > 0: a busy
@@ -159,15 +123,15 @@ static double stream_run(rdc_client_t *c, const rdc_workload_t *w, uint32_t batc
     fprintf(stderr, "bench_flow: sampler: %s\n", e.msg);
     return -1;
   }
-  batch_t *b = malloc(sizeof *b);
-  batch_init(b, batch);
+  bench_sample_t b;
+  bench_sample_make(&b, batch);
   uint64_t items = 0, k = 0;
   if (n_lat) *n_lat = 0;
   double t0 = rd_clock_now(), t_end = t0 + seconds;
   int failed = 0;
   while (rd_clock_now() < t_end) {
     double ts = rd_clock_now();
-    if (rdc_sampler_next(s, 10, &b->io, &e) != RDC_OK) {
+    if (rdc_sampler_next(s, 10, &b.io, &e) != RDC_OK) {
       fprintf(stderr, "bench_flow: next: %s\n", e.msg);
       failed = 1;
       break;
@@ -187,7 +151,7 @@ static double stream_run(rdc_client_t *c, const rdc_workload_t *w, uint32_t batc
     fprintf(stderr, "bench_flow: close: %s\n", e.msg);
     failed = 1;
   }
-  free(b);
+  bench_sample_free(&b);
   return failed ? -1 : rate;
 }
 
@@ -205,16 +169,11 @@ typedef struct {
  * up after the limiter held it back, as an actor's buffer would). */
 static void *actor_main(void *arg) {
   actor_t *a = arg;
-  rdc_client_t *c;
-  rdc_error_t e;
-  if (rdc_connect(target, 5, &c, &e) != RDC_OK) {
-    a->failed = 1;
-    return NULL;
-  }
-  rdc_set_deadline(c, 60);
+  rdc_client_t *c = bench_daemon_client(&daemon_, 60);
   bench_rows_t r;
   bench_rows_make(&r, 64);
   rdc_insert_stream_t *s;
+  rdc_error_t e;
   if (rdc_insert_stream_open(c, a->w->id, a->w->token, &s, &e) != RDC_OK) {
     a->failed = 1;
   } else {
@@ -252,24 +211,20 @@ typedef struct {
 
 static void *learner_main(void *arg) {
   learner_t *l = arg;
-  rdc_client_t *c;
-  rdc_error_t e;
-  if (rdc_connect(target, 5, &c, &e) != RDC_OK) {
-    l->failed = 1;
-    return NULL;
-  }
+  rdc_client_t *c = bench_daemon_client(&daemon_, 30);
   rdc_sampler_opts_t o;
   rdc_sampler_opts_init(&o);
   o.batch_size = 64;
   o.window = 8;
   rdc_sampler_t *s;
-  batch_t *b = malloc(sizeof *b);
-  batch_init(b, 64);
+  rdc_error_t e;
+  bench_sample_t b;
+  bench_sample_make(&b, 64);
   if (rdc_sampler_open(c, l->w->id, l->w->token, &o, &s, &e) != RDC_OK) {
     l->failed = 1;
   } else {
     while (!atomic_load(&l->stop)) {
-      int rc = rdc_sampler_next(s, 0.2, &b->io, &e);
+      int rc = rdc_sampler_next(s, 0.2, &b.io, &e);
       if (rc == RDC_DEADLINE_EXCEEDED) continue; /* the limiter holds it: look at the clock */
       if (rc != RDC_OK) {
         fprintf(stderr, "bench_flow: learner: %s\n", e.msg);
@@ -280,7 +235,7 @@ static void *learner_main(void *arg) {
     }
     rdc_sampler_close(s, NULL);
   }
-  free(b);
+  bench_sample_free(&b);
   rdc_close(c);
   return NULL;
 }
@@ -305,10 +260,7 @@ static int ratio_error(rdc_client_t *c) {
   rdc_rate_limiter_t rl = {.min_size_to_sample = 1000, .samples_per_insert = spi,
                            .has_error_buffer = 1, .error_buffer = buffer};
   rdc_workload_t *w = xmalloc(sizeof *w);
-  if (register_cartpole(c, &rl, w) != 0) {
-    free(w);
-    return -1;
-  }
+  register_cartpole(c, &rl, w);
   double t0 = rd_clock_now(), t_end = t0 + 1 + O.ratio_seconds + 0.5;
   actor_t a = {w, O.actor_rate, t_end, 0};
   learner_t l = {.w = w};
@@ -347,16 +299,11 @@ static void usage(FILE *f) {
              "[--ratio-seconds T] [--train-us U] [--actor-rate R] [--window W] [--rounds N]\n");
 }
 
-static void usage_error(void) {
-  usage(stderr);
-  exit(2);
-}
-
 int main(int argc, char **argv) {
   for (int i = 1; i < argc; i++) {
     const char *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (bench_common_opt(argc, argv, &i, &O.json, &O.quick, NULL, usage)) continue;
-    if (v == NULL) usage_error();
+    if (v == NULL) bench_usage_error(usage);
     if (strcmp(argv[i], "--replayd") == 0) O.replayd = v;
     else if (strcmp(argv[i], "--seconds") == 0) O.seconds = atof(v);
     else if (strcmp(argv[i], "--ratio-seconds") == 0) O.ratio_seconds = atof(v);
@@ -364,7 +311,7 @@ int main(int argc, char **argv) {
     else if (strcmp(argv[i], "--actor-rate") == 0) O.actor_rate = atof(v);
     else if (strcmp(argv[i], "--window") == 0) O.window = bench_parse_u32(argv[i], v, 1, 64);
     else if (strcmp(argv[i], "--rounds") == 0) O.rounds = (int)bench_parse_u32(argv[i], v, 1, 100);
-    else usage_error();
+    else bench_usage_error(usage);
     i++;
   }
   if (O.replayd == NULL || !(O.seconds > 0) || !(O.ratio_seconds > 0) || !(O.actor_rate > 0))
@@ -374,26 +321,12 @@ int main(int argc, char **argv) {
     O.ratio_seconds = 3;
     O.rounds = 2;
   }
-  if (start_daemon()) return 1;
-  rdc_client_t *c;
-  rdc_error_t e;
-  if (rdc_connect(target, 5, &c, &e) != RDC_OK) {
-    fprintf(stderr, "bench_flow: %s\n", e.msg);
-    stop_daemon();
-    return 1;
-  }
-  rdc_set_deadline(c, 30);
+  start_daemon();
+  rdc_client_t *c = bench_daemon_client(&daemon_, 30);
   int rc = 0;
-  rdc_workload_t *w = malloc(sizeof *w);
-  if (register_cartpole(c, NULL, w) != 0) rc = 1;
-  bench_rows_t r;
-  bench_rows_make(&r, 512);
-  for (int i = 0; rc == 0 && i < 200; i++) /* 102400 rows to sample from */
-    if (rdc_insert_batch(c, w->id, w->token, 512, r.cols, 5, NULL, NULL, &e) != RDC_OK) {
-      fprintf(stderr, "bench_flow: insert: %s\n", e.msg);
-      rc = 1;
-    }
-  bench_rows_free(&r);
+  rdc_workload_t *w = xmalloc(sizeof *w);
+  register_cartpole(c, NULL, w);
+  bench_rows_fill(c, w, 200 * 512, 512); /* rows to sample from */
   /* In JSON mode stdout carries only the JSON lines; the header goes to
    * stderr. */
   FILE *info = O.json ? stderr : stdout;
@@ -462,6 +395,6 @@ int main(int argc, char **argv) {
   fprintf(info, "# load average at the end: %s\n", load);
   free(w);
   rdc_close(c);
-  stop_daemon();
+  bench_daemon_stop(&daemon_);
   return rc;
 }

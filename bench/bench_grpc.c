@@ -38,10 +38,11 @@
 #include "table.h"
 #include "rd_clock.h"
 #include "rdt_daemon.h"
+#include "rdt_schema.h"
+#include "bench_daemon.h"
 #include "bench_rows.h"
 #include "bench_util.h"
 
-#define OBS 4
 
 typedef struct {
   int json;
@@ -84,12 +85,7 @@ static void emit(const char *name, uint32_t batch, uint32_t streams, double valu
 
 static rdt_daemon_t daemon_;
 
-static void stop_daemon(void) {
-  rdt_daemon_stop(&daemon_);
-  if (rdt_daemon_remove(&daemon_) != 0) fprintf(stderr, "bench_grpc: could not remove its state\n");
-}
-
-static int start_daemon(void) {
+static void start_daemon(void) {
   const char *args[16] = {"--threads", "2", "--max-memory", "4G"};
   int n = 4;
   for (int i = 0; i < O.n_daemon_args; i++) args[n++] = O.daemon_args[i];
@@ -99,9 +95,8 @@ static int start_daemon(void) {
    * between the daemon and this load generator's many threads by group,
    * not thread by thread. */
   rdt_daemon_opts_t o = {.args = args, .tag = "bench_grpc", .new_session = 1, .timeout_s = 6};
-  if (rdt_daemon_start(&daemon_, O.replayd, &o) != 0) return -1;
+  bench_daemon_start(&daemon_, O.replayd, &o, NULL, 0);
   snprintf(target, sizeof target, "%s", daemon_.target);
-  return 0;
 }
 
 /* ------------------------------------------------------------------ */
@@ -112,24 +107,16 @@ typedef struct {
   uint32_t batch;
   double t_end;
   uint64_t items;
-  double *lat;   /* sample latencies (s) */
-  size_t n_lat, cap_lat;
+  bench_lat_t lat; /* sample latencies */
   int failed;
 } job_t;
 
 static void *insert_worker(void *arg) {
   job_t *j = arg;
-  rdc_client_t *c;
+  rdc_client_t *c = bench_connect(target, 60);
   rdc_error_t err;
   bench_rows_t r;
   bench_rows_make(&r, j->batch);
-  if (rdc_connect(target, 5, &c, &err)) {
-    fprintf(stderr, "bench_grpc: connect: %s\n", err.msg);
-    j->failed = 1;
-    bench_rows_free(&r);
-    return NULL;
-  }
-  rdc_set_deadline(c, 60);
   rdc_insert_stream_t *s;
   if (rdc_insert_stream_open(c, wl.id, wl.token, &s, &err)) {
     j->failed = 1;
@@ -158,39 +145,13 @@ static void *insert_worker(void *arg) {
 
 static void *sample_worker(void *arg) {
   job_t *j = arg;
-  rdc_client_t *c;
-  rdc_error_t err;
-  if (rdc_connect(target, 5, &c, &err)) {
-    j->failed = 1;
-    return NULL;
-  }
-  rdc_set_deadline(c, 10);
-  uint32_t b = j->batch;
-  uint64_t *keys = malloc(b * sizeof *keys);
-  double *pr = malloc(b * sizeof *pr), *w = malloc(b * sizeof *w);
-  uint8_t *colmem = malloc((size_t)b * BENCH_ROW_BYTES);
-  rdc_buffer_t bufs[5];
-  bench_rows_buffers(colmem, b, bufs);
-  while (rd_clock_now() < j->t_end) {
-    rdc_sample_t io = {keys, pr, w, bufs, 5, 0, 0};
-    double t0 = rd_clock_now();
-    if (rdc_sample(c, wl.id, wl.token, b, NAN, 0, &io, &err)) {
-      fprintf(stderr, "bench_grpc: sample: %s\n", err.msg);
-      j->failed = 1;
-      break;
-    }
-    double dt = rd_clock_now() - t0;
-    if (j->n_lat == j->cap_lat) {
-      j->cap_lat = j->cap_lat ? 2 * j->cap_lat : 4096;
-      j->lat = realloc(j->lat, j->cap_lat * sizeof *j->lat);
-    }
-    j->lat[j->n_lat++] = dt;
-    j->items += b;
-  }
-  free(keys);
-  free(pr);
-  free(w);
-  free(colmem);
+  rdc_client_t *c = bench_connect(target, 10);
+  bench_sample_t s;
+  bench_sample_make(&s, j->batch);
+  int64_t items = bench_sample_until(c, &wl, &s, j->batch, j->t_end, &j->lat);
+  if (items < 0) j->failed = 1;
+  else j->items = (uint64_t)items;
+  bench_sample_free(&s);
   rdc_close(c);
   return NULL;
 }
@@ -212,7 +173,7 @@ static double run(void *(*fn)(void *), uint32_t batch, uint32_t streams, double 
   for (uint32_t i = 0; i < streams; i++) {
     pthread_join(th[i], NULL);
     items += jobs[i].items;
-    n_lat += jobs[i].n_lat;
+    n_lat += jobs[i].lat.n;
     failed |= jobs[i].failed;
   }
   double elapsed = rd_clock_now() - t0;
@@ -220,15 +181,15 @@ static double run(void *(*fn)(void *), uint32_t batch, uint32_t streams, double 
     double *all = malloc(n_lat * sizeof *all);
     size_t k = 0;
     for (uint32_t i = 0; i < streams; i++) {
-      memcpy(all + k, jobs[i].lat, jobs[i].n_lat * sizeof *all);
-      k += jobs[i].n_lat;
+      memcpy(all + k, jobs[i].lat.v, jobs[i].lat.n * sizeof *all);
+      k += jobs[i].lat.n;
     }
     qsort(all, n_lat, sizeof *all, cmp_double);
     *p50 = all[n_lat / 2];
     *p99 = all[(size_t)((double)n_lat * 0.99)];
     free(all);
   }
-  for (uint32_t i = 0; i < streams; i++) free(jobs[i].lat);
+  for (uint32_t i = 0; i < streams; i++) free(jobs[i].lat.v);
   free(jobs);
   free(th);
   return failed ? -1 : (double)items / elapsed;
@@ -330,16 +291,7 @@ static void baseline(uint32_t capacity) {
   rd_table_config_t c;
   rd_table_config_default(&c);
   c.capacity = capacity;
-  c.schema.n_fields = 5;
-  const char *names[5] = {"obs", "action", "reward", "next_obs", "done"};
-  rd_dtype_t dt[5] = {RD_DTYPE_FLOAT32, RD_DTYPE_INT32, RD_DTYPE_FLOAT32, RD_DTYPE_FLOAT32,
-                      RD_DTYPE_BOOL};
-  for (int f = 0; f < 5; f++) {
-    snprintf(c.schema.fields[f].name, RD_FIELD_NAME_MAX, "%s", names[f]);
-    c.schema.fields[f].dtype = dt[f];
-    c.schema.fields[f].rank = (f == 0 || f == 3) ? 1 : 0;
-    c.schema.fields[f].shape[0] = OBS;
-  }
+  rdt_cartpole_schema(&c.schema, BENCH_OBS, 0);
   rd_table_t t;
   if (rd_table_init(&t, &c, NULL)) return;
   bench_rows_t r;
@@ -410,23 +362,11 @@ int main(int argc, char **argv) {
   }
   if (quick) O.seconds = 0.5;
   const uint32_t capacity = 1u << 20;
-  if (start_daemon()) return 1;
-
-  rdc_client_t *c;
-  rdc_error_t err;
-  if (rdc_connect(target, 5, &c, &err)) {
-    fprintf(stderr, "bench_grpc: %s\n", err.msg);
-    stop_daemon();
-    return 1;
-  }
+  start_daemon();
+  rdc_client_t *c = bench_daemon_client(&daemon_, 30);
   rdc_spec_t spec;
   bench_rows_spec(&spec, "bench-cartpole", capacity);
-  if (rdc_register(c, &spec, &wl, &err)) {
-    fprintf(stderr, "bench_grpc: register: %s\n", err.msg);
-    rdc_close(c);
-    stop_daemon();
-    return 1;
-  }
+  bench_register(c, NULL, &spec, &wl);
   rdc_close(c);
 
   if (!O.json) {
@@ -472,6 +412,6 @@ int main(int argc, char **argv) {
     if (O.load_streams[k]) emit("grpc.insert_under_sample_load", 64, O.load_streams[k], inserted,
                                 "transitions/s");
   }
-  stop_daemon();
+  bench_daemon_stop(&daemon_);
   return rc;
 }

@@ -266,19 +266,20 @@ typedef struct {
   float *w, *td;
   rd_buf_t cols[NF];
   rd_batch_t b[POOL];
+  bench_arena_t mem; /* the arrays above */
 } pool_t;
 
 static void pool_init(pool_t *p, workload_t *w, const shape_t *s, uint32_t batch) {
   memset(p, 0, sizeof *p);
   size_t n = (size_t)batch * POOL;
-  p->keys = xmalloc(batch * sizeof *p->keys);
-  p->prob = xmalloc(batch * sizeof *p->prob);
-  p->w64 = xmalloc(batch * sizeof *p->w64);
-  p->w = xmalloc(n * sizeof *p->w);
-  p->td = xmalloc(batch * sizeof *p->td);
+  p->keys = bench_arena_alloc(&p->mem, batch * sizeof *p->keys);
+  p->prob = bench_arena_alloc(&p->mem, batch * sizeof *p->prob);
+  p->w64 = bench_arena_alloc(&p->mem, batch * sizeof *p->w64);
+  p->w = bench_arena_alloc(&p->mem, n * sizeof *p->w);
+  p->td = bench_arena_alloc(&p->mem, batch * sizeof *p->td);
   for (int f = 0; f < NF; f++) {
     p->cols[f].bytes = n * rd_field_bytes(&w->table.config.schema.fields[f]);
-    p->cols[f].data = xmalloc(p->cols[f].bytes);
+    p->cols[f].data = bench_arena_alloc(&p->mem, p->cols[f].bytes);
   }
   size_t O = s->obs, A = s->algo == RD_ALGO_DQN ? 1 : s->actions;
   for (size_t k = 0; k < POOL; k++) {
@@ -306,14 +307,7 @@ static void pool_init(pool_t *p, workload_t *w, const shape_t *s, uint32_t batch
   }
 }
 
-static void pool_free(pool_t *p) {
-  free(p->keys);
-  free(p->prob);
-  free(p->w64);
-  free(p->w);
-  free(p->td);
-  for (int f = 0; f < NF; f++) free(p->cols[f].data);
-}
+static void pool_free(pool_t *p) { bench_arena_free(&p->mem); }
 
 /* ------------------------------------------------------------------ */
 /* Placement (--pin)                                                   */

@@ -39,6 +39,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_daemon.h"
 #include "bench_rows.h"
 #include "bench_util.h"
 #include "rd_clock.h"
@@ -46,7 +47,6 @@
 #include "replayd_client.h"
 #include "rpc_stats.h"
 
-#define OBS 4
 #define BATCH 512
 #define FILL_ROWS 100000
 
@@ -67,7 +67,6 @@ static opts_t O = {false, 2.0, 5, 2, 1.0, NULL, 0};
 
 typedef struct {
   rdt_daemon_t d;
-  char target[64];
   int metrics_port; /* 0: off */
   rdc_workload_t wl;
 } daemon_t;
@@ -95,42 +94,19 @@ static void daemon_start(daemon_t *d, int metrics) {
   args[n] = NULL;
   /* As under systemd: the scheduler shares by session, not thread. */
   rdt_daemon_opts_t o = {.args = args, .tag = "bench_metrics", .new_session = 1};
-  memset(&d->d, 0, sizeof d->d);
-  if (rdt_daemon_start(&d->d, O.replayd, &o) != 0)
-    die("%s did not start (see %s)", O.replayd, d->d.log);
-  snprintf(d->target, sizeof d->target, "%s", d->d.target);
+  bench_daemon_start(&d->d, O.replayd, &o, NULL, 0);
   /* The metrics line comes before the gRPC one (main.c). */
   d->metrics_port = metrics ? log_port(d->d.log, "metrics on http://127.0.0.1:") : 0;
   if (metrics && d->metrics_port == 0) die("no metrics endpoint (see %s)", d->d.log);
 }
 
-static void daemon_stop(daemon_t *d) {
-  rdt_daemon_stop(&d->d);
-  if (rdt_daemon_remove(&d->d) != 0)
-    fprintf(stderr, "bench_metrics: could not remove the daemon's state directory\n");
-}
-
 /* The CartPole workload with FILL_ROWS rows. */
 static void daemon_fill(daemon_t *d) {
-  rdc_client_t *c;
-  rdc_error_t e;
-  if (rdc_connect(d->target, 5, &c, &e)) die("connect: %s", e.msg);
+  rdc_client_t *c = bench_daemon_client(&d->d, 30);
   rdc_spec_t spec;
   bench_rows_spec(&spec, "bench-metrics", 1u << 20);
-  if (rdc_register(c, &spec, &d->wl, &e)) die("register: %s", e.msg);
-  const uint32_t n = 10000;
-  float *obs = calloc(n * OBS, sizeof *obs), *rew = calloc(n, sizeof *rew);
-  int32_t *act = calloc(n, sizeof *act);
-  uint8_t *done = calloc(n, 1);
-  rdc_column_t cols[5] = {{obs, n * OBS * sizeof *obs}, {act, n * sizeof *act},
-                          {rew, n * sizeof *rew}, {obs, n * OBS * sizeof *obs}, {done, n}};
-  for (uint32_t k = 0; k < FILL_ROWS / n; k++)
-    if (rdc_insert_batch(c, d->wl.id, d->wl.token, n, cols, 5, NULL, NULL, &e))
-      die("insert: %s", e.msg);
-  free(obs);
-  free(rew);
-  free(act);
-  free(done);
+  bench_register(c, NULL, &spec, &d->wl);
+  bench_rows_fill(c, &d->wl, FILL_ROWS, 10000);
   rdc_close(c);
 }
 
@@ -193,27 +169,13 @@ typedef struct {
 
 static void *sampler(void *arg) {
   job_t *j = arg;
-  rdc_client_t *c;
-  rdc_error_t e;
-  if (rdc_connect(j->d->target, 5, &c, &e)) {
-    j->failed = 1;
-    return NULL;
-  }
-  uint64_t keys[BATCH];
-  double pr[BATCH], w[BATCH];
-  uint8_t *mem = xmalloc((size_t)BATCH * BENCH_ROW_BYTES);
-  rdc_buffer_t bufs[5];
-  bench_rows_buffers(mem, BATCH, bufs);
-  while (rd_clock_now() < j->t_end) {
-    rdc_sample_t io = {keys, pr, w, bufs, 5, 0, 0};
-    if (rdc_sample(c, j->d->wl.id, j->d->wl.token, BATCH, NAN, 0, &io, &e)) {
-      fprintf(stderr, "bench_metrics: sample: %s\n", e.msg);
-      j->failed = 1;
-      break;
-    }
-    j->items += BATCH;
-  }
-  free(mem);
+  rdc_client_t *c = bench_daemon_client(&j->d->d, 30);
+  bench_sample_t s;
+  bench_sample_make(&s, BATCH);
+  int64_t items = bench_sample_until(c, &j->d->wl, &s, BATCH, j->t_end, NULL);
+  if (items < 0) j->failed = 1;
+  else j->items = (uint64_t)items;
+  bench_sample_free(&s);
   rdc_close(c);
   return NULL;
 }
@@ -292,9 +254,8 @@ static void usage(FILE *f) {
 int main(int argc, char **argv) {
   bool quick = false;
   for (int i = 1; i < argc; i++) {
-    if (bench_common_opt(argc, argv, &i, &O.json, &quick, NULL, usage)) continue;
-    if (strcmp(argv[i], "--replayd") == 0 && i + 1 < argc) O.replayd = argv[++i];
-    else if (strcmp(argv[i], "--seconds") == 0 && i + 1 < argc) O.seconds = atof(argv[++i]);
+    if (bench_replayd_opt(argc, argv, &i, &O.json, &quick, &O.replayd, usage)) continue;
+    if (strcmp(argv[i], "--seconds") == 0 && i + 1 < argc) O.seconds = atof(argv[++i]);
     else if (strcmp(argv[i], "--rounds") == 0 && i + 1 < argc)
       O.rounds = bench_parse_u32("--rounds", argv[++i], 1, 100);
     else if (strcmp(argv[i], "--streams") == 0 && i + 1 < argc)
@@ -302,10 +263,7 @@ int main(int argc, char **argv) {
     else if (strcmp(argv[i], "--control") == 0) O.control = 1;
     else if (strcmp(argv[i], "--scrape-interval") == 0 && i + 1 < argc)
       O.scrape_interval = atof(argv[++i]);
-    else {
-      usage(stderr);
-      return 2;
-    }
+    else bench_usage_error(usage);
   }
   if (quick) {
     O.seconds = 0.5;
@@ -366,8 +324,8 @@ int main(int argc, char **argv) {
     printf("# %llu scrapes of %.0f bytes on average while measured\n",
            (unsigned long long)atomic_load(&scrapes),
            atomic_load(&scrapes) ? (double)atomic_load(&scrape_bytes) / atomic_load(&scrapes) : 0.0);
-  daemon_stop(&off);
-  daemon_stop(&on);
+  bench_daemon_stop(&off.d);
+  bench_daemon_stop(&on.d);
   /* An endpoint never read measured nothing. */
   return O.control || atomic_load(&scrapes) > 0 ? 0 : 1;
 }

@@ -34,30 +34,19 @@ usage: bench_python_client.py --replayd PATH [--c-client PATH] [--json] [--quick
 import argparse
 import json
 import os
-import re
-import shutil
-import signal
 import statistics
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 
-
-def import_replayd():
-    """The replayd package: installed, or built from clients/python into a
-    scratch directory (stubs generated from api/replayd.proto)."""
-    try:
-        import replayd
-        return replayd
-    except ImportError:
-        sys.path.insert(0, os.path.join(ROOT, "clients", "python"))
-        import gen_proto
-        return gen_proto.import_from_source(os.path.join(ROOT, "api", "replayd.proto"))
+# The Python examples' daemon of their own and their import of replayd
+# (installed, or built from this source tree).
+sys.path.insert(0, os.path.join(ROOT, "clients", "python", "examples"))
+from common import LocalDaemon, import_replayd  # noqa: E402
 
 
 def cpu_facts():
@@ -81,37 +70,6 @@ def load_average():
             return f.read().split()[0]
     except OSError:
         return "?"
-
-
-class Daemon:
-    def __init__(self, exe):
-        self.state = tempfile.mkdtemp(prefix="replayd-bench-py-")
-        log = os.path.join(self.state, "replayd.log")
-        self.logf = open(log, "w")
-        self.proc = subprocess.Popen(
-            [exe, "--listen", "127.0.0.1:0", "--state-dir", self.state, "--threads", "2",
-             "--max-memory", "4G"],
-            stdout=subprocess.DEVNULL, stderr=self.logf, start_new_session=True)
-        self.target = None
-        for _ in range(300):
-            time.sleep(0.02)
-            with open(log) as f:
-                m = re.search(r"listening on 127\.0\.0\.1:(\d+)", f.read())
-            if m:
-                self.target = f"127.0.0.1:{m.group(1)}"
-                break
-            if self.proc.poll() is not None:
-                break
-        if self.target is None:
-            self.stop()
-            raise SystemExit(f"bench_python_client: {exe} did not start (log {log})")
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            self.proc.wait(30)
-        self.logf.close()
-        shutil.rmtree(self.state, ignore_errors=True)
 
 
 def cartpole_batch(np, n):
@@ -170,9 +128,9 @@ def main():
     replayd = import_replayd()
     import numpy as np
 
-    d = Daemon(a.replayd)
+    d = LocalDaemon(a.replayd, "--threads", "2", "--max-memory", "4G")
     try:
-        admin = replayd.Client(d.target)
+        admin = replayd.Client(d.address)
         spec = replayd.Spec(name="bench-cartpole", capacity=1 << 20, fields={
             "obs": (np.float32, (4,)), "action": np.int32, "reward": np.float32,
             "next_obs": (np.float32, (4,)), "done": bool})
@@ -181,7 +139,7 @@ def main():
         batch = cartpole_batch(np, a.batch)
 
         def c_run(op):
-            out = subprocess.run([cexe, d.target, wid, token, op, str(a.streams), str(a.batch),
+            out = subprocess.run([cexe, d.address, wid, token, op, str(a.streams), str(a.batch),
                                   str(a.seconds)], capture_output=True, text=True, check=False)
             if out.returncode != 0:
                 raise SystemExit(f"bench_c_client {op} failed: {out.stderr.strip()}")
@@ -189,7 +147,7 @@ def main():
             return int(items) / float(secs)
 
         def py_insert(t_end, coalesce=True):
-            with replayd.Client(d.target, timeout=60) as c:
+            with replayd.Client(d.address, timeout=60) as c:
                 w = c.workload(wid, token)
                 wr = w.writer(max_rows=a.batch, max_seconds=None,
                               max_message_rows=None if coalesce else a.batch)
@@ -203,7 +161,7 @@ def main():
                 return n
 
         def py_sample(t_end):
-            with replayd.Client(d.target, timeout=30) as c:
+            with replayd.Client(d.address, timeout=30) as c:
                 w = c.workload(wid, token)
                 w.spec  # the schema, read once before the loop
                 n = 0
@@ -213,7 +171,7 @@ def main():
                 return n
 
         def py_sampler(t_end, stream=False):
-            with replayd.Client(d.target, timeout=30) as c:
+            with replayd.Client(d.address, timeout=30) as c:
                 w = c.workload(wid, token)
                 n = 0
                 with w.sampler(a.batch, prefetch=8 if stream else 2, stream=stream) as it:

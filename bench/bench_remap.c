@@ -52,17 +52,13 @@ static void usage(FILE *f) { fputs("usage: bench_remap --replayd PATH [--json] [
 
 static void start(void) {
   const char *const args[] = {"--threads", "2", "--fpga-csim", "u250", NULL};
-  bench_daemon_start(&daemon_, O.replayd, args, "bench_remap", 30, admin, sizeof admin);
+  rdt_daemon_opts_t o = {.args = args, .tag = "bench_remap", .timeout_s = 30};
+  bench_daemon_start(&daemon_, O.replayd, &o, admin, sizeof admin);
 }
 
 static void emit(const char *name, const char *params, double value, const char *unit,
                  const char *note) {
-  if (O.json)
-    printf("{\"name\": \"%s\", \"params\": {%s}, \"value\": %.6g, \"unit\": \"%s\"}\n", name,
-           params, value, unit);
-  else
-    printf("%-36s %10.4f %-6s %s  [%s]\n", name, value, unit, note, params);
-  fflush(stdout);
+  bench_emit_note(O.json, 36, 6, name, params, value, unit, note);
 }
 
 /* w's placement once it has `events` history events (the re-mapping runs
@@ -102,11 +98,11 @@ static void remap_gain(double seconds) {
   rdc_error_t e;
   if (rdc_tenant_add(c, admin, "big", &q, big, NULL, &e) != RDC_OK) die("tenant: %s", e.msg);
   static rdc_workload_t a, b, d;
-  if (rdc_register_as(c, big, &spec, &a, &e) != RDC_OK) die("register: %s", e.msg);
+  bench_register(c, big, &spec, &a);
   /* Its re-mapping job runs before the newcomer's (one queue, in order). */
   if (strcmp(a.placement.running, "F-F-F") != 0)
     die("the occupant runs %s, not F-F-F: %s", a.placement.running, a.placement.note);
-  if (rdc_register(c, &spec, &b, &e) != RDC_OK) die("register: %s", e.msg);
+  bench_register(c, NULL, &spec, &b);
   wait_events(c, b.id, 1, &d);
   char before_code[8];
   snprintf(before_code, sizeof before_code, "%s", d.placement.running);
@@ -143,18 +139,10 @@ static void remap_gain(double seconds) {
 }
 
 int main(int argc, char **argv) {
-  for (int i = 1; i < argc; i++) {
-    if (bench_common_opt(argc, argv, &i, &O.json, &O.quick, NULL, usage)) continue;
-    if (strcmp(argv[i], "--replayd") == 0 && i + 1 < argc) O.replayd = argv[++i];
-    else {
-      usage(stderr);
-      return 2;
-    }
-  }
-  if (O.replayd == NULL) {
-    usage(stderr);
-    return 2;
-  }
+  for (int i = 1; i < argc; i++)
+    if (!bench_replayd_opt(argc, argv, &i, &O.json, &O.quick, &O.replayd, usage))
+      bench_usage_error(usage);
+  if (O.replayd == NULL) bench_usage_error(usage);
   if (!O.json) bench_print_header("bench_remap");
   int reps = O.quick ? 1 : 3;
   for (int i = 0; i < reps; i++) remap_gain(O.quick ? 1.0 : 4.0);

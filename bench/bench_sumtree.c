@@ -266,6 +266,7 @@ typedef struct {
   double *dtargets;   /* the same targets for the baseline */
   uint32_t *pos;      /* update_random positions */
   uint32_t *spos;     /* update positions: the leaves the sample pool's targets select */
+  const uint32_t *upos; /* the op measured's update positions: pos or spos (pool_op) */
   float *ftargets;    /* the targets for the float baseline, scaled to its total */
   float *fval, *fins; /* update and insert values as floats */
   uint64_t *val;      /* update values: two pools of `items` (alternate passes) */
@@ -277,6 +278,7 @@ typedef struct {
   rd_sumtree_t *t;
   rd_bench_bintree_t *bt;
   rd_bench_kary_t *kt;
+  bench_arena_t mem;  /* the arrays above */
 } pool_t;
 
 #define POOL_MIN_BATCHES 64
@@ -289,18 +291,18 @@ static void pool_init(pool_t *p, uint32_t capacity, uint32_t batch, uint64_t see
   p->nb = POOL_MIN_BATCHES;
   if ((size_t)p->nb * batch < POOL_MIN_ITEMS) p->nb = (POOL_MIN_ITEMS + batch - 1) / batch;
   p->items = p->nb * batch;
-  p->targets = xmalloc(p->items * sizeof *p->targets);
-  p->dtargets = xmalloc(p->items * sizeof *p->dtargets);
-  p->pos = xmalloc(p->items * sizeof *p->pos);
-  p->spos = xmalloc(p->items * sizeof *p->spos);
-  p->ftargets = xmalloc(p->items * sizeof *p->ftargets);
-  p->fval = xmalloc(2 * p->items * sizeof *p->fval);
-  p->fins = xmalloc(p->items * sizeof *p->fins);
-  p->val = xmalloc(2 * p->items * sizeof *p->val);
-  p->dval = xmalloc(2 * p->items * sizeof *p->dval);
-  p->ins = xmalloc(p->items * sizeof *p->ins);
-  p->dins = xmalloc(p->items * sizeof *p->dins);
-  p->leaves = xmalloc(batch * sizeof *p->leaves);
+  p->targets = bench_arena_alloc(&p->mem, p->items * sizeof *p->targets);
+  p->dtargets = bench_arena_alloc(&p->mem, p->items * sizeof *p->dtargets);
+  p->pos = bench_arena_alloc(&p->mem, p->items * sizeof *p->pos);
+  p->spos = bench_arena_alloc(&p->mem, p->items * sizeof *p->spos);
+  p->ftargets = bench_arena_alloc(&p->mem, p->items * sizeof *p->ftargets);
+  p->fval = bench_arena_alloc(&p->mem, 2 * p->items * sizeof *p->fval);
+  p->fins = bench_arena_alloc(&p->mem, p->items * sizeof *p->fins);
+  p->val = bench_arena_alloc(&p->mem, 2 * p->items * sizeof *p->val);
+  p->dval = bench_arena_alloc(&p->mem, 2 * p->items * sizeof *p->dval);
+  p->ins = bench_arena_alloc(&p->mem, p->items * sizeof *p->ins);
+  p->dins = bench_arena_alloc(&p->mem, p->items * sizeof *p->dins);
+  p->leaves = bench_arena_alloc(&p->mem, batch * sizeof *p->leaves);
   uint64_t s = seed;
   for (size_t i = 0; i < p->items; i++) {
     p->pos[i] = (uint32_t)rd_rng_below(&s, capacity);
@@ -315,18 +317,7 @@ static void pool_init(pool_t *p, uint32_t capacity, uint32_t batch, uint64_t see
 }
 
 static void pool_free(pool_t *p) {
-  free(p->targets);
-  free(p->dtargets);
-  free(p->pos);
-  free(p->spos);
-  free(p->ftargets);
-  free(p->fval);
-  free(p->fins);
-  free(p->val);
-  free(p->dval);
-  free(p->ins);
-  free(p->dins);
-  free(p->leaves);
+  bench_arena_free(&p->mem);
   memset(p, 0, sizeof *p);
 }
 
@@ -352,95 +343,88 @@ static void fail_rc(const char *what, int rc, const rd_error_t *err) {
   die("%s failed: %s: %s", what, rd_err_name(rc), err->msg);
 }
 
+/* Where unit `it`'s batch starts in the pool's per-item arrays. */
+static size_t pool_at(const pool_t *p, uint64_t it) { return (size_t)(it % p->nb) * p->batch; }
+
+/* Where unit `it`'s update values start: passes over the pool alternate
+ * between its two pools of values, so that an update changes its leaves. */
+static size_t pool_val_at(const pool_t *p, uint64_t it) {
+  return (size_t)((it / p->nb) & 1) * p->items + pool_at(p, it);
+}
+
+/* The update positions of op (update: the sampled leaves, update_random:
+ * random ones), for the update units measured next. */
+static void pool_op(pool_t *p, int op) { p->upos = op == OP_UPDATE_RANDOM ? p->pos : p->spos; }
+
+/* Sets the n leaves from `first` on to the insert values from `off` on. */
+typedef void (*ring_set_fn)(pool_t *p, uint32_t first, size_t n, size_t off);
+
+/* Ring insert: `batch` leaves from the cursor on, one set per contiguous
+ * piece (two when the range wraps; more only if batch > capacity). */
+static void pool_ring_insert(pool_t *p, uint64_t it, ring_set_fn set) {
+  size_t off = pool_at(p, it), left = p->batch;
+  while (left > 0) {
+    size_t room = (size_t)(p->capacity - p->cursor), n = left < room ? left : room;
+    set(p, p->cursor, n, off);
+    off += n;
+    left -= n;
+    p->cursor = n == room ? 0 : p->cursor + (uint32_t)n;
+  }
+}
+
 static void st_sample(void *ctx, uint64_t it) {
   pool_t *p = ctx;
-  size_t b = (size_t)(it % p->nb);
   rd_error_t err;
-  int rc = rd_sumtree_sample(p->t, p->batch, p->targets + b * p->batch, p->leaves, &err);
+  int rc = rd_sumtree_sample(p->t, p->batch, p->targets + pool_at(p, it), p->leaves, &err);
   if (rc) fail_rc("rd_sumtree_sample", rc, &err);
 }
 
-static void st_update_at(pool_t *p, uint64_t it, const uint32_t *positions) {
-  size_t b = (size_t)(it % p->nb), pass = (size_t)((it / p->nb) & 1);
+static void st_update(void *ctx, uint64_t it) {
+  pool_t *p = ctx;
   rd_error_t err;
-  int rc = rd_sumtree_update(p->t, p->batch, positions + b * p->batch,
-                             p->val + pass * p->items + b * p->batch, &err);
+  int rc = rd_sumtree_update(p->t, p->batch, p->upos + pool_at(p, it), p->val + pool_val_at(p, it),
+                             &err);
   if (rc) fail_rc("rd_sumtree_update", rc, &err);
 }
 
-static void st_update(void *ctx, uint64_t it) { st_update_at(ctx, it, ((pool_t *)ctx)->spos); }
-static void st_update_random(void *ctx, uint64_t it) {
-  st_update_at(ctx, it, ((pool_t *)ctx)->pos);
+static void st_set(pool_t *p, uint32_t first, size_t n, size_t off) {
+  rd_error_t err;
+  int rc = rd_sumtree_set_range(p->t, first, n, p->ins + off, &err);
+  if (rc) fail_rc("rd_sumtree_set_range", rc, &err);
 }
 
-/* Ring insert: `batch` leaves from the cursor on, one call per contiguous
- * piece (two when the range wraps; more only if batch > capacity). */
-static void st_insert(void *ctx, uint64_t it) {
-  pool_t *p = ctx;
-  const uint64_t *v = p->ins + (size_t)(it % p->nb) * p->batch;
-  size_t left = p->batch;
-  rd_error_t err;
-  while (left > 0) {
-    size_t room = (size_t)(p->capacity - p->cursor), n = left < room ? left : room;
-    int rc = rd_sumtree_set_range(p->t, p->cursor, n, v, &err);
-    if (rc) fail_rc("rd_sumtree_set_range", rc, &err);
-    v += n;
-    left -= n;
-    p->cursor = n == room ? 0 : p->cursor + (uint32_t)n;
-  }
-}
+static void st_insert(void *ctx, uint64_t it) { pool_ring_insert(ctx, it, st_set); }
 
 static void bt_sample(void *ctx, uint64_t it) {
   pool_t *p = ctx;
-  size_t b = (size_t)(it % p->nb);
-  rd_bench_bintree_sample_batch(p->bt, p->batch, p->dtargets + b * p->batch, p->leaves);
+  rd_bench_bintree_sample_batch(p->bt, p->batch, p->dtargets + pool_at(p, it), p->leaves);
 }
 
-static void bt_update_at(pool_t *p, uint64_t it, const uint32_t *positions) {
-  size_t b = (size_t)(it % p->nb), pass = (size_t)((it / p->nb) & 1);
-  rd_bench_bintree_update(p->bt, p->batch, positions + b * p->batch,
-                          p->dval + pass * p->items + b * p->batch);
-}
-
-static void bt_update(void *ctx, uint64_t it) { bt_update_at(ctx, it, ((pool_t *)ctx)->spos); }
-static void bt_update_random(void *ctx, uint64_t it) {
-  bt_update_at(ctx, it, ((pool_t *)ctx)->pos);
-}
-
-static void bt_insert(void *ctx, uint64_t it) {
+static void bt_update(void *ctx, uint64_t it) {
   pool_t *p = ctx;
-  const double *v = p->dins + (size_t)(it % p->nb) * p->batch;
-  size_t left = p->batch;
-  while (left > 0) {
-    size_t room = (size_t)(p->capacity - p->cursor), n = left < room ? left : room;
-    rd_bench_bintree_set_range(p->bt, p->cursor, n, v);
-    v += n;
-    left -= n;
-    p->cursor = n == room ? 0 : p->cursor + (uint32_t)n;
-  }
+  rd_bench_bintree_update(p->bt, p->batch, p->upos + pool_at(p, it), p->dval + pool_val_at(p, it));
 }
+
+static void bt_set(pool_t *p, uint32_t first, size_t n, size_t off) {
+  rd_bench_bintree_set_range(p->bt, first, n, p->dins + off);
+}
+
+static void bt_insert(void *ctx, uint64_t it) { pool_ring_insert(ctx, it, bt_set); }
 
 static void kt_sample(void *ctx, uint64_t it) {
   pool_t *p = ctx;
-  size_t b = (size_t)(it % p->nb);
-  rd_bench_kary_sample_batch(p->kt, p->batch, p->ftargets + b * p->batch, p->leaves);
+  rd_bench_kary_sample_batch(p->kt, p->batch, p->ftargets + pool_at(p, it), p->leaves);
 }
 
-static void kt_update_at(pool_t *p, uint64_t it, const uint32_t *positions) {
-  size_t b = (size_t)(it % p->nb), pass = (size_t)((it / p->nb) & 1);
-  rd_bench_kary_update(p->kt, p->batch, positions + b * p->batch,
-                       p->fval + pass * p->items + b * p->batch);
-}
-
-static void kt_update(void *ctx, uint64_t it) { kt_update_at(ctx, it, ((pool_t *)ctx)->spos); }
-static void kt_update_random(void *ctx, uint64_t it) {
-  kt_update_at(ctx, it, ((pool_t *)ctx)->pos);
+static void kt_update(void *ctx, uint64_t it) {
+  pool_t *p = ctx;
+  rd_bench_kary_update(p->kt, p->batch, p->upos + pool_at(p, it), p->fval + pool_val_at(p, it));
 }
 
 /* Insert into the float tree item by item, as its per-item set does. */
 static void kt_insert(void *ctx, uint64_t it) {
   pool_t *p = ctx;
-  const float *v = p->fins + (size_t)(it % p->nb) * p->batch;
+  const float *v = p->fins + pool_at(p, it);
   for (size_t i = 0; i < p->batch; i++) {
     rd_bench_kary_set(p->kt, p->cursor, v[i]);
     p->cursor = p->cursor + 1 == p->capacity ? 0 : p->cursor + 1;
@@ -630,10 +614,11 @@ static void run_baseline(uint32_t capacity, const opts_t *o) {
     uint64_t total = (uint64_t)rd_bench_bintree_total(&bt);
     pool_targets(&p, total, SEED ^ 0x7a ^ B);
     pool_sampled_positions(&p, &bt);
-    static const bench_unit_fn bfns[N_OPS] = {bt_sample, bt_update, bt_update_random, bt_insert};
-    static const bench_unit_fn kfns[N_OPS] = {kt_sample, kt_update, kt_update_random, kt_insert};
+    static const bench_unit_fn bfns[N_OPS] = {bt_sample, bt_update, bt_update, bt_insert};
+    static const bench_unit_fn kfns[N_OPS] = {kt_sample, kt_update, kt_update, kt_insert};
     for (int op = 0; op < N_OPS; op++) {
       if (!o->op[op]) continue;
+      pool_op(&p, op);
       double ns = measure(bfns[op], &p, B);
       add_result(op, BASE_BINARY, capacity, B, 2, 1, ns);
       progress(op_name[op], capacity, B, 2, 1, ns);
@@ -654,7 +639,7 @@ static void run_sumtree(uint32_t capacity, uint32_t K, const opts_t *o) {
   rd_sumtree_t t;
   tree_init(&t, capacity, K);
   tree_fill(&t, capacity, SEED ^ capacity, false);
-  static const bench_unit_fn fns[N_OPS] = {st_sample, st_update, st_update_random, st_insert};
+  static const bench_unit_fn fns[N_OPS] = {st_sample, st_update, st_update, st_insert};
   rd_bench_bintree_t bt; /* the same leaves, exactly: where the sampled positions come from */
   if (rd_bench_bintree_init(&bt, capacity)) die("out of memory for a baseline tree of %u", capacity);
   for (size_t h = 0; h < o->threads.n; h++) {
@@ -673,6 +658,7 @@ static void run_sumtree(uint32_t capacity, uint32_t K, const opts_t *o) {
       pool_sampled_positions(&p, &bt);
       for (int op = 0; op < N_OPS; op++) {
         if (!o->op[op]) continue;
+        pool_op(&p, op);
         double ns = measure(fns[op], &p, B);
         add_result(op, MINE, capacity, B, K, T, ns);
         progress(op_name[op], capacity, B, K, T, ns);

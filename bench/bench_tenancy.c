@@ -68,7 +68,8 @@ static void start(int shares) {
   char sh[16]; /* any int fits: -O2 format-truncation check */
   snprintf(sh, sizeof sh, "%d", shares);
   const char *const args[] = {"--threads", "2", "--learner-shares", sh, NULL};
-  bench_daemon_start(&daemon_, O.replayd, args, "bench_tenancy", 20, admin, sizeof admin);
+  rdt_daemon_opts_t o = {.args = args, .tag = "bench_tenancy", .timeout_s = 20};
+  bench_daemon_start(&daemon_, O.replayd, &o, admin, sizeof admin);
 }
 
 static void tenant(rdc_client_t *c, const char *name, uint32_t weight, double insert_rate,
@@ -80,12 +81,7 @@ static void tenant(rdc_client_t *c, const char *name, uint32_t weight, double in
 
 static void emit(const char *name, const char *params, double value, const char *unit,
                  const char *note) {
-  if (O.json)
-    printf("{\"name\": \"%s\", \"params\": {%s}, \"value\": %.6g, \"unit\": \"%s\"}\n", name,
-           params, value, unit);
-  else
-    printf("%-32s %10.4f %-9s %s  [%s]\n", name, value, unit, note, params);
-  fflush(stdout);
+  bench_emit_note(O.json, 32, 9, name, params, value, unit, note);
 }
 
 /* ---- Fair shares ---- */
@@ -131,7 +127,7 @@ static void train_three(int shares, const uint32_t weights[3], double seconds, d
     snprintf(name, sizeof name, "t%d", i);
     tenant(c, name, weights[i], 0, token);
     memset(&t[i], 0, sizeof t[i]);
-    if (rdc_register_as(c, token, &spec, &t[i].w, &e) != RDC_OK) die("register: %s", e.msg);
+    bench_register(c, token, &spec, &t[i].w);
     bench_daemon_fill(c, &t[i].w, 5000);
     rdc_train_result_t r; /* warm-up: the learner's thread-tuning trials */
     if (rdc_train_step(c, t[i].w.id, t[i].w.token, 500, &r, &e) != RDC_OK)
@@ -347,14 +343,12 @@ static void noisy_neighbour(int n, int rounds) {
     die("%s", msg);
   spec.has_learner = 0; /* replay only: the flood and the samples, nothing else */
   rdc_workload_t quiet, nw[2][2]; /* the noisy tenant's and the unlimited one's */
-  rdc_error_t e;
-  if (rdc_register_as(c, tq, &spec, &quiet, &e) != RDC_OK) die("register: %s", e.msg);
+  bench_register(c, tq, &spec, &quiet);
   /* Registered once: a registration or a deletion (freeing a full table)
    * next to a quiet run would be read as the neighbour's cost. */
   for (int k = 0; k < 2; k++)
     for (int i = 0; i < 2; i++)
-      if (rdc_register_as(c, k ? tu : tn, &spec, &nw[k][i], &e) != RDC_OK)
-        die("register: %s", e.msg);
+      bench_register(c, k ? tu : tn, &spec, &nw[k][i]);
   bench_daemon_fill(c, &quiet, 20000);
   p99_samples(c, &quiet, n / 4); /* warm-up */
   noisy_figure_t f[4] = {{.name = "tenancy.noisy_p99_ratio", .client = "retries at once"},
@@ -394,19 +388,13 @@ static void noisy_neighbour(int n, int rounds) {
 
 int main(int argc, char **argv) {
   for (int i = 1; i < argc; i++) {
-    if (bench_common_opt(argc, argv, &i, &O.json, &O.quick, NULL, usage)) continue;
-    if (strcmp(argv[i], "--replayd") == 0 && i + 1 < argc) O.replayd = argv[++i];
-    else if (strcmp(argv[i], "--noisy-rate") == 0 && i + 1 < argc) O.noisy_rate = atof(argv[++i]);
-    else if (strcmp(argv[i], "--only") == 0 && i + 1 < argc) O.only = argv[++i];
-    else {
-      usage(stderr);
-      return 2;
-    }
+    const char *v;
+    if (bench_replayd_opt(argc, argv, &i, &O.json, &O.quick, &O.replayd, usage)) continue;
+    if ((v = bench_opt(argc, argv, &i, "--noisy-rate"))) O.noisy_rate = atof(v);
+    else if ((v = bench_opt(argc, argv, &i, "--only"))) O.only = v;
+    else bench_usage_error(usage);
   }
-  if (O.replayd == NULL) {
-    usage(stderr);
-    return 2;
-  }
+  if (O.replayd == NULL) bench_usage_error(usage);
   if (!O.json) bench_print_header("bench_tenancy");
   if (O.only == NULL || strcmp(O.only, "fair") == 0) fairness(O.quick ? 2.0 : 8.0);
   if (O.only == NULL || strcmp(O.only, "noisy") == 0)

@@ -30,6 +30,16 @@ void *xmalloc(size_t bytes) {
   return p;
 }
 
+void *bench_arena_alloc(bench_arena_t *a, size_t bytes) {
+  if (a->n == BENCH_ARENA_MAX) die("more than %d arrays in one arena", BENCH_ARENA_MAX);
+  return a->p[a->n++] = xmalloc(bytes);
+}
+
+void bench_arena_free(bench_arena_t *a) {
+  for (size_t i = 0; i < a->n; i++) free(a->p[i]);
+  a->n = 0;
+}
+
 int cmp_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
   return (x > y) - (x < y);
@@ -96,12 +106,25 @@ void bench_machine(bench_machine_t *m) {
   m->cpus = sysconf(_SC_NPROCESSORS_ONLN);
 }
 
+static void emit_json(const char *name, const char *params, double value, const char *unit) {
+  printf("{\"name\": \"%s\", \"params\": {%s}, \"value\": %.6g, \"unit\": \"%s\"}\n", name,
+         params, value, unit);
+}
+
 void bench_emit(bool json, const char *name, const char *params, double value, const char *unit) {
   if (json)
-    printf("{\"name\": \"%s\", \"params\": {%s}, \"value\": %.6g, \"unit\": \"%s\"}\n", name,
-           params, value, unit);
+    emit_json(name, params, value, unit);
   else
     printf("%-34s %-44s %14.4g %s\n", name, params, value, unit);
+  fflush(stdout);
+}
+
+void bench_emit_note(bool json, int name_w, int unit_w, const char *name, const char *params,
+                     double value, const char *unit, const char *note) {
+  if (json)
+    emit_json(name, params, value, unit);
+  else
+    printf("%-*s %10.4f %-*s %s  [%s]\n", name_w, name, value, unit_w, unit, note, params);
   fflush(stdout);
 }
 
@@ -163,15 +186,38 @@ int bench_common_opt(int argc, char **argv, int *i, bool *json, bool *quick, dou
   return 1;
 }
 
+int bench_replayd_opt(int argc, char **argv, int *i, bool *json, bool *quick, const char **replayd,
+                      void (*usage)(FILE *)) {
+  const char *v;
+  if (bench_common_opt(argc, argv, i, json, quick, NULL, usage)) return 1;
+  if ((v = bench_opt(argc, argv, i, "--replayd")) == NULL) return 0;
+  *replayd = v;
+  return 1;
+}
+
 const char *bench_opt(int argc, char **argv, int *i, const char *name) {
   if (strcmp(argv[*i], name) != 0) return NULL;
   if (*i + 1 >= argc) die("%s needs a value", name);
   return argv[++*i];
 }
 
+void bench_usage_error(void (*usage)(FILE *)) {
+  usage(stderr);
+  exit(2);
+}
+
 void bench_unknown_opt(const char *a, void (*usage)(FILE *)) {
   usage(stderr);
   die("unknown option '%s'", a);
+}
+
+void bench_lat_add(bench_lat_t *l, double s) {
+  if (l->n == l->cap) {
+    l->cap = l->cap ? 2 * l->cap : 4096;
+    l->v = realloc(l->v, l->cap * sizeof *l->v);
+    if (l->v == NULL) die("out of memory for %zu latencies", l->cap);
+  }
+  l->v[l->n++] = s;
 }
 
 void bench_list_add(bench_list_t *l, const char *opt, uint32_t v) {

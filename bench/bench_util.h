@@ -15,6 +15,19 @@ void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 /* malloc that dies on failure (0 bytes allocates 1). */
 void *xmalloc(size_t bytes);
 
+/* Allocations freed together (a benchmark's pool of inputs): each
+ * bench_arena_alloc is an xmalloc recorded in the arena (zeroed to start;
+ * it dies past BENCH_ARENA_MAX), and bench_arena_free frees them all and
+ * empties it, so that freeing a pool cannot miss one of its arrays. */
+#define BENCH_ARENA_MAX 32
+typedef struct {
+  void *p[BENCH_ARENA_MAX];
+  size_t n;
+} bench_arena_t;
+
+void *bench_arena_alloc(bench_arena_t *a, size_t bytes);
+void bench_arena_free(bench_arena_t *a);
+
 /* qsort comparator for doubles, ascending (medians of repetitions). */
 int cmp_double(const void *a, const void *b);
 
@@ -50,6 +63,12 @@ void bench_print_header(const char *name);
  * already formatted); else a table row. Flushed. */
 void bench_emit(bool json, const char *name, const char *params, double value, const char *unit);
 
+/* One figure with a note for a reader of the table: with json, bench_emit's
+ * JSON line (the note left out); else "name value unit note  [params]",
+ * the name and the unit padded to name_w and unit_w columns. Flushed. */
+void bench_emit_note(bool json, int name_w, int unit_w, const char *name, const char *params,
+                     double value, const char *unit, const char *note);
+
 /* The end of a run's report: the progress line (progress: one was drawn
  * on stderr) cleared, and "# load average at the end: L" on info. */
 void bench_end(FILE *info, bool progress);
@@ -72,9 +91,19 @@ uint32_t bench_parse_u32(const char *opt, const char *s, uint64_t lo, uint64_t h
 int bench_common_opt(int argc, char **argv, int *i, bool *json, bool *quick, double *time_ms,
                      void (*usage)(FILE *));
 
+/* The options of a benchmark against a replayd it starts: bench_common_opt's
+ * (no --time-ms) and --replayd PATH (into *replayd). 1 when argv[*i] is
+ * one of them, else 0. */
+int bench_replayd_opt(int argc, char **argv, int *i, bool *json, bool *quick, const char **replayd,
+                      void (*usage)(FILE *));
+
 /* The value of option `name` when argv[*i] is it (moving *i past the
  * value; dies when it is missing), else NULL. */
 const char *bench_opt(int argc, char **argv, int *i, const char *name);
+
+/* A command line the program cannot run with: usage on stderr, exit
+ * status 2. */
+void bench_usage_error(void (*usage)(FILE *)) __attribute__((noreturn));
 
 /* An option no branch took: usage on stderr, then die. */
 void bench_unknown_opt(const char *a, void (*usage)(FILE *)) __attribute__((noreturn));
@@ -126,6 +155,15 @@ double bench_rep_seconds(bench_run_fn run, void *ctx, uint64_t n, const bench_ti
 
 /* The median of v[0..n) (reorders v). */
 double bench_median(double *v, int n);
+
+/* Latencies (seconds) as they come: v (xmalloc'd, grown as needed; the
+ * caller frees it) holds n of them. */
+typedef struct {
+  double *v;
+  size_t n, cap;
+} bench_lat_t;
+
+void bench_lat_add(bench_lat_t *l, double s);
 
 /* One unit of work; `it` counts units from 0 within a measurement and
  * selects the input. */

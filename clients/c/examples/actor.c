@@ -58,13 +58,10 @@ int main(int argc, char **argv) {
 
   for (int i = 1; i < argc; i++) {
     const char *v;
-    if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
-      usage(stdout);
-      return 0;
+    if (ex_common_opt(&conn, 1, argc, argv, &i, usage, prog)) {
+      continue;
     } else if (strcmp(argv[i], "--register") == 0) {
       do_register = 1;
-    } else if (ex_conn_opt(&conn, 1, argc, argv, &i, prog)) {
-      continue;
     } else if ((v = ex_opt(argc, argv, &i, "--name", prog))) {
       name = v;
     } else if ((v = ex_opt(argc, argv, &i, "--capacity", prog))) {
@@ -78,15 +75,12 @@ int main(int argc, char **argv) {
     } else if ((v = ex_opt(argc, argv, &i, "--seed", prog))) {
       seed = ex_u64(v, "--seed", 0, UINT64_MAX, prog);
     } else {
-      fprintf(stderr, "%s: unknown argument %s\nTry '%s --help'.\n", prog, argv[i], prog);
-      return 2;
+      ex_usage_exit(prog, "unknown argument ", argv[i]);
     }
   }
-  if (!do_register && (conn.workload == NULL || conn.token == NULL)) {
-    fprintf(stderr, "%s: give --workload ID --token T (or $REPLAYD_WORKLOAD, $REPLAYD_TOKEN), "
-                    "or --register\nTry '%s --help'.\n", prog, prog);
-    return 2;
-  }
+  if (!do_register && (conn.workload == NULL || conn.token == NULL))
+    ex_usage_exit(prog, "give --workload ID --token T (or $REPLAYD_WORKLOAD, $REPLAYD_TOKEN), "
+                        "or --register", "");
 
   rdc_client_t *c;
   rdc_error_t e;

@@ -127,6 +127,26 @@ static inline int ex_conn_opt(ex_conn_t *c, int with_workload, int argc, char **
   return 1;
 }
 
+/* ex_conn_opt's options and -h/--help (usage on stdout, then exit 0): 1
+ * if argv[*i] is one of them (consumed), else 0. */
+static inline int ex_common_opt(ex_conn_t *c, int with_workload, int argc, char **argv, int *i,
+                                void (*usage)(FILE *), const char *prog) {
+  if (strcmp(argv[*i], "-h") == 0 || strcmp(argv[*i], "--help") == 0) {
+    usage(stdout);
+    exit(0);
+  }
+  return ex_conn_opt(c, with_workload, argc, argv, i, prog);
+}
+
+/* A command line the program cannot run with: "<prog>: <why>" and a
+ * pointer to --help on stderr, then exit 2. */
+static inline void ex_usage_exit(const char *prog, const char *why, const char *arg)
+    __attribute__((noreturn));
+static inline void ex_usage_exit(const char *prog, const char *why, const char *arg) {
+  fprintf(stderr, "%s: %s%s\nTry '%s --help'.\n", prog, why, arg, prog);
+  exit(2);
+}
+
 /* rdc_connect_ex to c->server, c->timeout the deadline of every call. */
 static inline int ex_connect(const ex_conn_t *c, rdc_client_t **out, rdc_error_t *e) {
   rdc_connect_opts_t o;

@@ -294,6 +294,27 @@ static void parse_widths(const char *v, const char *name, uint32_t *n, uint32_t 
   }
 }
 
+/* A flag that sets an optional number: *has = 1 and *val, in [lo, hi]. */
+typedef struct {
+  const char *flag;
+  int *has;
+  double *val;
+  double lo, hi;
+} num_flag_t;
+
+/* 1 if argv[*i] is one of flags[0..n) (its value set), else 0. Exits 2 on
+ * a bad value. */
+static int num_flag_opt(int argc, char **argv, int *i, const num_flag_t *flags, size_t n) {
+  for (size_t k = 0; k < n; k++) {
+    const char *v = ex_opt(argc, argv, i, flags[k].flag, prog);
+    if (v == NULL) continue;
+    *flags[k].has = 1;
+    *flags[k].val = ex_double(v, flags[k].flag, flags[k].lo, flags[k].hi, prog);
+    return 1;
+  }
+  return 0;
+}
+
 static int cmd_register(int argc, char **argv) {
   common_t co;
   common_init(&co);
@@ -309,19 +330,26 @@ static int cmd_register(int argc, char **argv) {
   rdc_learner_spec_t *o = &over->learner;
   int set_hidden = 0, set_critic = 0, set_batch = 0, set_tup = 0, set_nact = 0, set_spi = 0,
       set_d = 0, set_min = 0, set_cap = 0, set_maxb = 0, set_act = 0;
+  const num_flag_t nums[] = {
+      {"--alpha", &over->has_alpha, &over->alpha, 0, 100},
+      {"--beta", &over->has_beta, &over->beta, 0, 1},
+      {"--lr", &o->has_lr, &o->lr, 0, 1},
+      {"--critic-lr", &o->has_critic_lr, &o->critic_lr, 0, 1},
+      {"--gamma", &o->has_gamma, &o->gamma, 0, 1},
+      {"--tau", &o->has_tau, &o->tau, 0, 1},
+      {"--grad-clip", &o->has_grad_clip, &o->grad_clip, 0, 1e12},
+      {"--huber-delta", &o->has_huber_delta, &o->huber_delta, 0, 1e12},
+  };
   for (int i = 2; i < argc; i++) {
     const char *v;
     if (common_opt(argc, argv, &i, &co)) continue;
+    if (num_flag_opt(argc, argv, &i, nums, sizeof nums / sizeof nums[0])) continue;
     if ((v = ex_opt(argc, argv, &i, "--algo", prog))) algo_s = v;
     else if ((v = ex_opt(argc, argv, &i, "--name", prog))) name = v;
     else if ((v = ex_opt(argc, argv, &i, "--capacity", prog)))
       set_cap = 1, over->capacity = (uint32_t)ex_u64(v, "--capacity", 1, UINT32_MAX, prog);
     else if ((v = ex_opt(argc, argv, &i, "--max-batch", prog)))
       set_maxb = 1, over->max_batch = (uint32_t)ex_u64(v, "--max-batch", 1, UINT32_MAX, prog);
-    else if ((v = ex_opt(argc, argv, &i, "--alpha", prog)))
-      over->has_alpha = 1, over->alpha = ex_double(v, "--alpha", 0, 100, prog);
-    else if ((v = ex_opt(argc, argv, &i, "--beta", prog)))
-      over->has_beta = 1, over->beta = ex_double(v, "--beta", 0, 1, prog);
     else if ((v = ex_opt(argc, argv, &i, "--hidden", prog)))
       set_hidden = 1, parse_widths(v, "--hidden", &o->n_hidden, o->hidden);
     else if ((v = ex_opt(argc, argv, &i, "--critic-hidden", prog)))
@@ -333,21 +361,9 @@ static int cmd_register(int argc, char **argv) {
       snprintf(o->activation, sizeof o->activation, "%s", v);
     } else if ((v = ex_opt(argc, argv, &i, "--batch-size", prog)))
       set_batch = 1, o->batch_size = (uint32_t)ex_u64(v, "--batch-size", 1, UINT32_MAX, prog);
-    else if ((v = ex_opt(argc, argv, &i, "--lr", prog)))
-      o->has_lr = 1, o->lr = ex_double(v, "--lr", 0, 1, prog);
-    else if ((v = ex_opt(argc, argv, &i, "--critic-lr", prog)))
-      o->has_critic_lr = 1, o->critic_lr = ex_double(v, "--critic-lr", 0, 1, prog);
-    else if ((v = ex_opt(argc, argv, &i, "--gamma", prog)))
-      o->has_gamma = 1, o->gamma = ex_double(v, "--gamma", 0, 1, prog);
     else if ((v = ex_opt(argc, argv, &i, "--target-update-period", prog)))
       set_tup = 1, o->target_update_period =
                        (uint32_t)ex_u64(v, "--target-update-period", 0, UINT32_MAX, prog);
-    else if ((v = ex_opt(argc, argv, &i, "--tau", prog)))
-      o->has_tau = 1, o->tau = ex_double(v, "--tau", 0, 1, prog);
-    else if ((v = ex_opt(argc, argv, &i, "--grad-clip", prog)))
-      o->has_grad_clip = 1, o->grad_clip = ex_double(v, "--grad-clip", 0, 1e12, prog);
-    else if ((v = ex_opt(argc, argv, &i, "--huber-delta", prog)))
-      o->has_huber_delta = 1, o->huber_delta = ex_double(v, "--huber-delta", 0, 1e12, prog);
     else if ((v = ex_opt(argc, argv, &i, "--double-dqn", prog)))
       o->has_double_dqn = 1, o->double_dqn = (int)ex_u64(v, "--double-dqn", 0, 1, prog);
     else if ((v = ex_opt(argc, argv, &i, "--num-actions", prog)))

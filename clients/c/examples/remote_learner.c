@@ -75,13 +75,10 @@ int main(int argc, char **argv) {
 
   for (int i = 1; i < argc; i++) {
     const char *v;
-    if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
-      usage(stdout);
-      return 0;
+    if (ex_common_opt(&conn, 1, argc, argv, &i, usage, prog)) {
+      continue;
     } else if (strcmp(argv[i], "--stratified") == 0) {
       stratified = 1;
-    } else if (ex_conn_opt(&conn, 1, argc, argv, &i, prog)) {
-      continue;
     } else if ((v = ex_opt(argc, argv, &i, "--batch", prog))) {
       batch = ex_u64(v, "--batch", 1, 1u << 20, prog);
     } else if ((v = ex_opt(argc, argv, &i, "--window", prog))) {
@@ -93,15 +90,11 @@ int main(int argc, char **argv) {
     } else if ((v = ex_opt(argc, argv, &i, "--gamma", prog))) {
       gamma = ex_double(v, "--gamma", 0, 0.9999, prog);
     } else {
-      fprintf(stderr, "%s: unknown argument %s\nTry '%s --help'.\n", prog, argv[i], prog);
-      return 2;
+      ex_usage_exit(prog, "unknown argument ", argv[i]);
     }
   }
-  if (conn.workload == NULL || conn.token == NULL) {
-    fprintf(stderr, "%s: give --workload ID --token T (or $REPLAYD_WORKLOAD, $REPLAYD_TOKEN)\n"
-                    "Try '%s --help'.\n", prog, prog);
-    return 2;
-  }
+  if (conn.workload == NULL || conn.token == NULL)
+    ex_usage_exit(prog, "give --workload ID --token T (or $REPLAYD_WORKLOAD, $REPLAYD_TOKEN)", "");
 
   rdc_client_t *c;
   rdc_error_t e;
