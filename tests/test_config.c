@@ -56,65 +56,100 @@ static const char *write_file(const char *name, const char *content) {
   return write_file_n(name, content, strlen(content));
 }
 
+/* argv[0] "replayd", then ap's arguments up to its NULL; returns argc. */
+static int make_argv(char *argv[32], va_list ap) {
+  int argc = 0;
+  argv[argc++] = "replayd";
+  char *a;
+  while ((a = va_arg(ap, char *)) != NULL) {
+    assert_true(argc < 31);
+    argv[argc++] = a;
+  }
+  argv[argc] = NULL;
+  return argc;
+}
+
 /* Parse argv (NULL-terminated list after the program name). */
 static int parse(rd_config_t *c, rd_error_t *err, int *help, int *version, ...) {
   char *argv[32];
-  int argc = 0;
-  argv[argc++] = "replayd";
   va_list ap;
   va_start(ap, version);
-  char *a;
-  while ((a = va_arg(ap, char *)) != NULL) argv[argc++] = a;
+  int argc = make_argv(argv, ap);
   va_end(ap);
-  argv[argc] = NULL;
   rd_error_clear(err);
   return rd_config_parse_args(c, argc, argv, help, version, err);
 }
 
 #define PARSE(c, err, ...) parse(c, err, NULL, NULL, __VA_ARGS__, (char *)NULL)
 
+/* A config at its defaults, a copy to show a failing call changed nothing,
+ * and a cleared error. */
+typedef struct {
+  rd_config_t c, before;
+  rd_error_t err;
+} fresh_t;
+
+static void fresh(fresh_t *f) {
+  rd_config_defaults(&f->c);
+  f->before = f->c;
+  rd_error_clear(&f->err);
+}
+
 /* A flag error: RD_EINVAL, the message contains want, config unchanged. */
 static void expect_flag_error(const char *want, ...) {
-  char *argv[16];
-  int argc = 0;
-  argv[argc++] = "replayd";
+  char *argv[32];
   va_list ap;
   va_start(ap, want);
-  char *a;
-  while ((a = va_arg(ap, char *)) != NULL) argv[argc++] = a;
+  int argc = make_argv(argv, ap);
   va_end(ap);
-  rd_config_t c, before;
-  rd_config_defaults(&c);
-  before = c;
-  rd_error_t err;
-  rd_error_clear(&err);
-  int rc = rd_config_parse_args(&c, argc, argv, NULL, NULL, &err);
-  if (rc != RD_EINVAL || strstr(err.msg, want) == NULL)
+  fresh_t f;
+  fresh(&f);
+  int rc = rd_config_parse_args(&f.c, argc, argv, NULL, NULL, &f.err);
+  if (rc != RD_EINVAL || strstr(f.err.msg, want) == NULL)
     fail_msg("argv[1]=%s: got %s \"%s\", want RD_EINVAL containing \"%s\"", argv[1],
-             rd_err_name(rc), err.msg, want);
-  assert_int_equal(err.code, RD_EINVAL);
-  assert_memory_equal(&c, &before, sizeof c);
+             rd_err_name(rc), f.err.msg, want);
+  assert_int_equal(f.err.code, RD_EINVAL);
+  assert_memory_equal(&f.c, &f.before, sizeof f.c);
 }
 
 /* A file error: RD_EINVAL with "PATH:LINE: want", config unchanged. */
 static void expect_file_error(const char *content, size_t len, unsigned line, const char *want) {
   const char *path = write_file_n("bad.conf", content, len);
-  rd_config_t c, before;
-  rd_config_defaults(&c);
-  before = c;
-  rd_error_t err;
-  rd_error_clear(&err);
-  int rc = rd_config_load_file(&c, path, &err);
+  fresh_t f;
+  fresh(&f);
+  int rc = rd_config_load_file(&f.c, path, &f.err);
   char prefix[192];
   snprintf(prefix, sizeof prefix, "%s:%u: ", path, line);
-  if (rc != RD_EINVAL || strncmp(err.msg, prefix, strlen(prefix)) != 0 ||
-      strstr(err.msg, want) == NULL)
+  if (rc != RD_EINVAL || strncmp(f.err.msg, prefix, strlen(prefix)) != 0 ||
+      strstr(f.err.msg, want) == NULL)
     fail_msg("file \"%.*s\": got %s \"%s\", want \"%s...%s\"", (int)len, content,
-             rd_err_name(rc), err.msg, prefix, want);
-  assert_memory_equal(&c, &before, sizeof c);
+             rd_err_name(rc), f.err.msg, prefix, want);
+  assert_memory_equal(&f.c, &f.before, sizeof f.c);
 }
 
 #define FILE_ERR(lit, line, want) expect_file_error(lit, sizeof(lit) - 1, line, want)
+
+/* The settings the tests below set, as one row of expected values. */
+typedef struct {
+  const char *listen, *state_dir, *log_file;
+  rd_log_level_t log_level;
+  uint32_t threads, max_message_bytes, max_batch, max_capacity;
+  uint64_t max_memory_bytes;
+  uint32_t max_workloads;
+} settings_t;
+
+static void assert_settings(const rd_config_t *c, const settings_t *want) {
+  assert_string_equal(c->listen, want->listen);
+  assert_string_equal(c->state_dir, want->state_dir);
+  assert_string_equal(c->log_file, want->log_file);
+  assert_int_equal(c->log_level, want->log_level);
+  assert_int_equal(c->threads, want->threads);
+  assert_int_equal(c->max_message_bytes, want->max_message_bytes);
+  assert_int_equal(c->max_batch, want->max_batch);
+  assert_int_equal(c->max_capacity, want->max_capacity);
+  assert_true(c->max_memory_bytes == want->max_memory_bytes);
+  assert_int_equal(c->max_workloads, want->max_workloads);
+}
 
 /* ------------------------------------------------------------------ */
 /* Defaults                                                            */
@@ -132,16 +167,8 @@ static void test_defaults(void **state) {
   setenv("HOME", "/home/ann", 1);
   rd_config_t c;
   rd_config_defaults(&c);
-  assert_string_equal(c.listen, "127.0.0.1:50051");
-  assert_string_equal(c.state_dir, "/home/ann/.local/state/replayd");
-  assert_string_equal(c.log_file, "");
-  assert_int_equal(c.log_level, RD_LOG_INFO);
-  assert_int_equal(c.threads, 2);
-  assert_int_equal(c.max_message_bytes, 64u << 20);
-  assert_int_equal(c.max_batch, 65536);
-  assert_int_equal(c.max_capacity, 1u << 24);
-  assert_true(c.max_memory_bytes == (8ull << 30));
-  assert_int_equal(c.max_workloads, 64);
+  assert_settings(&c, &(settings_t){"127.0.0.1:50051", "/home/ann/.local/state/replayd", "",
+                                    RD_LOG_INFO, 2, 64u << 20, 65536, 1u << 24, 8ull << 30, 64});
   assert_string_equal(c.fpga_csim, ""); /* no C-simulation FPGA unless asked */
   assert_string_equal(c.fpga_xclbin, ""); /* no xclbin unless asked */
   /* rmm.h's default build, as kernels/build_xclbin.sh makes it. */
@@ -154,43 +181,36 @@ static void test_defaults(void **state) {
 
 static void test_defaults_state_dir_env(void **state) {
   (void)state;
-  rd_config_t c;
-  clear_env();
-  rd_config_defaults(&c);
-  assert_string_equal(c.state_dir, "./replayd-state");
-
-  setenv("HOME", "/home/ann", 1);
-  setenv("XDG_STATE_HOME", "/xdg/state", 1);
-  rd_config_defaults(&c);
-  assert_string_equal(c.state_dir, "/xdg/state/replayd");
-
-  /* A relative XDG_STATE_HOME is invalid per the XDG spec: ignored. */
-  setenv("XDG_STATE_HOME", "relative/state", 1);
-  rd_config_defaults(&c);
-  assert_string_equal(c.state_dir, "/home/ann/.local/state/replayd");
-
-  /* systemd's StateDirectory= wins; with several, the first. */
-  setenv("STATE_DIRECTORY", "/var/lib/replayd:/var/lib/other", 1);
-  rd_config_defaults(&c);
-  assert_string_equal(c.state_dir, "/var/lib/replayd");
-  setenv("STATE_DIRECTORY", "/var/lib/replayd", 1);
-  rd_config_defaults(&c);
-  assert_string_equal(c.state_dir, "/var/lib/replayd");
-
-  /* Empty variables count as unset. */
-  setenv("STATE_DIRECTORY", "", 1);
-  setenv("XDG_STATE_HOME", "", 1);
-  rd_config_defaults(&c);
-  assert_string_equal(c.state_dir, "/home/ann/.local/state/replayd");
-
   /* A HOME too long for PATH_MAX is not truncated into another path. */
   static char longhome[PATH_MAX + 16];
   memset(longhome, 'h', sizeof longhome - 1);
   longhome[0] = '/';
   longhome[sizeof longhome - 1] = '\0';
-  setenv("HOME", longhome, 1);
-  rd_config_defaults(&c);
-  assert_string_equal(c.state_dir, "./replayd-state");
+  /* Each step sets what is not NULL ("" sets an empty variable) on top of
+   * the steps before it. */
+  const struct {
+    const char *home, *xdg, *state_directory, *want;
+  } steps[] = {
+      {NULL, NULL, NULL, "./replayd-state"},
+      {"/home/ann", "/xdg/state", NULL, "/xdg/state/replayd"},
+      /* A relative XDG_STATE_HOME is invalid per the XDG spec: ignored. */
+      {NULL, "relative/state", NULL, "/home/ann/.local/state/replayd"},
+      /* systemd's StateDirectory= wins; with several, the first. */
+      {NULL, NULL, "/var/lib/replayd:/var/lib/other", "/var/lib/replayd"},
+      {NULL, NULL, "/var/lib/replayd", "/var/lib/replayd"},
+      /* Empty variables count as unset. */
+      {NULL, "", "", "/home/ann/.local/state/replayd"},
+      {longhome, NULL, NULL, "./replayd-state"},
+  };
+  clear_env();
+  for (size_t i = 0; i < sizeof steps / sizeof steps[0]; i++) {
+    if (steps[i].home) setenv("HOME", steps[i].home, 1);
+    if (steps[i].xdg) setenv("XDG_STATE_HOME", steps[i].xdg, 1);
+    if (steps[i].state_directory) setenv("STATE_DIRECTORY", steps[i].state_directory, 1);
+    rd_config_t c;
+    rd_config_defaults(&c);
+    assert_string_equal(c.state_dir, steps[i].want);
+  }
   clear_env();
 }
 
@@ -225,16 +245,8 @@ static void test_file_all_keys(void **state) {
   rd_error_clear(&err);
   int rc = rd_config_load_file(&c, path, &err);
   if (rc) fail_msg("%s", err.msg);
-  assert_string_equal(c.listen, "0.0.0.0:6000");
-  assert_string_equal(c.state_dir, "/srv/replayd");
-  assert_string_equal(c.log_file, "/var/log/replayd#2.log");
-  assert_int_equal(c.log_level, RD_LOG_DEBUG);
-  assert_int_equal(c.threads, 9);
-  assert_int_equal(c.max_message_bytes, 16u << 20);
-  assert_int_equal(c.max_batch, 1024);
-  assert_int_equal(c.max_capacity, 1000000);
-  assert_true(c.max_memory_bytes == (2ull << 30));
-  assert_int_equal(c.max_workloads, 10);
+  assert_settings(&c, &(settings_t){"0.0.0.0:6000", "/srv/replayd", "/var/log/replayd#2.log",
+                                    RD_LOG_DEBUG, 9, 16u << 20, 1024, 1000000, 2ull << 30, 10});
   assert_string_equal(c.fpga_csim, "u250");
   assert_string_equal(c.fpga_xclbin, "/opt/replayd/k.xclbin");
   assert_int_equal(c.fpga_xclbin_shape.k, 8);
@@ -298,18 +310,15 @@ static void test_file_errors(void **state) {
 
 static void test_file_missing(void **state) {
   (void)state;
-  rd_config_t c, before;
-  rd_config_defaults(&c);
-  before = c;
-  rd_error_t err;
-  rd_error_clear(&err);
+  fresh_t f;
+  fresh(&f);
   char path[128];
   snprintf(path, sizeof path, "%s/does-not-exist.conf", tmpdir);
-  assert_int_equal(rd_config_load_file(&c, path, &err), RD_EINVAL);
-  assert_non_null(strstr(err.msg, path));
-  assert_non_null(strstr(err.msg, "No such file"));
-  assert_int_equal(rd_config_load_file(&c, "", &err), RD_EINVAL);
-  assert_memory_equal(&c, &before, sizeof c);
+  assert_int_equal(rd_config_load_file(&f.c, path, &f.err), RD_EINVAL);
+  assert_non_null(strstr(f.err.msg, path));
+  assert_non_null(strstr(f.err.msg, "No such file"));
+  assert_int_equal(rd_config_load_file(&f.c, "", &f.err), RD_EINVAL);
+  assert_memory_equal(&f.c, &f.before, sizeof f.c);
 }
 
 /* ------------------------------------------------------------------ */
@@ -386,16 +395,8 @@ static void test_flags_both_forms(void **state) {
                  "--max-batch", "16777216", "--max-capacity=268435456", "--max-memory", "1T",
                  "--max-workloads=4096");
   if (rc) fail_msg("%s", err.msg);
-  assert_string_equal(c.listen, "[::1]:7000");
-  assert_string_equal(c.state_dir, "/tmp/sd");
-  assert_string_equal(c.log_file, "/tmp/l.log");
-  assert_int_equal(c.log_level, RD_LOG_WARN);
-  assert_int_equal(c.threads, 64);
-  assert_int_equal(c.max_message_bytes, 4096);
-  assert_int_equal(c.max_batch, 1u << 24);
-  assert_int_equal(c.max_capacity, 1u << 28);
-  assert_true(c.max_memory_bytes == (1ull << 40));
-  assert_int_equal(c.max_workloads, 4096);
+  assert_settings(&c, &(settings_t){"[::1]:7000", "/tmp/sd", "/tmp/l.log", RD_LOG_WARN, 64, 4096,
+                                    1u << 24, 1u << 28, 1ull << 40, 4096});
 
   /* Later flags win; "--key=" gives an empty value where one is allowed. */
   rc = PARSE(&c, &err, "--threads=3", "--threads", "4", "--log-file=", "--log-level", "error");
@@ -568,24 +569,22 @@ static void test_number_strictness(void **state) {
 
 static void test_help_version(void **state) {
   (void)state;
-  rd_config_t c, before;
-  rd_config_defaults(&c);
-  before = c;
-  rd_error_t err;
+  fresh_t f;
+  fresh(&f);
   int help = -1, version = -1;
   /* --help wins over anything else, even a bad flag or missing file. */
-  assert_int_equal(parse(&c, &err, &help, &version, "--bogus", "--config", "/nonexistent",
+  assert_int_equal(parse(&f.c, &f.err, &help, &version, "--bogus", "--config", "/nonexistent",
                          "--help", (char *)NULL),
                    RD_OK);
   assert_int_equal(help, 1);
   assert_int_equal(version, 0);
-  assert_memory_equal(&c, &before, sizeof c);
-  assert_int_equal(parse(&c, &err, &help, &version, "-h", (char *)NULL), RD_OK);
+  assert_memory_equal(&f.c, &f.before, sizeof f.c);
+  assert_int_equal(parse(&f.c, &f.err, &help, &version, "-h", (char *)NULL), RD_OK);
   assert_int_equal(help, 1);
-  assert_int_equal(parse(&c, &err, &help, &version, "--version", (char *)NULL), RD_OK);
+  assert_int_equal(parse(&f.c, &f.err, &help, &version, "--version", (char *)NULL), RD_OK);
   assert_int_equal(help, 0);
   assert_int_equal(version, 1);
-  assert_int_equal(parse(&c, &err, &help, &version, "--threads", "3", (char *)NULL), RD_OK);
+  assert_int_equal(parse(&f.c, &f.err, &help, &version, "--threads", "3", (char *)NULL), RD_OK);
   assert_int_equal(help, 0);
   assert_int_equal(version, 0);
 }

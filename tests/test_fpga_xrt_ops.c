@@ -134,6 +134,19 @@ static void assert_leaves(const void *m) {
   assert_true(rd_fpga_xrt_rmm_ops.total(m) == ref_total());
 }
 
+/* A new module on both_path whose leaves 0..n-1 are L[i] = first + i, as
+ * ref has them (every other leaf 0). */
+static void *module_with_leaves(uint64_t *L, uint32_t n, uint64_t first) {
+  configure_rmm(both_path);
+  memset(ref, 0, sizeof ref);
+  void *m = create_ok();
+  for (uint32_t i = 0; i < n; i++) L[i] = first + i;
+  rd_error_t err;
+  assert_int_equal(rd_fpga_xrt_rmm_ops.set_range(m, 0, n, L, &err), RD_OK);
+  for (uint32_t i = 0; i < n; i++) ref[i] = L[i];
+  return m;
+}
+
 /* The whole path: create, insert, update, sample, total, check, destroy. */
 static void test_rmm_ops_path(void **state) {
   (void)state;
@@ -249,14 +262,9 @@ static void test_rmm_ops_path(void **state) {
 /* A bad call is refused whole: no request, no leaf, no buffer changes. */
 static void test_rmm_bad_calls(void **state) {
   (void)state;
-  configure_rmm(both_path);
-  memset(ref, 0, sizeof ref);
   rd_error_t err;
-  void *m = create_ok();
   uint64_t L[200];
-  for (uint32_t i = 0; i < 200; i++) L[i] = i + 1;
-  assert_int_equal(rd_fpga_xrt_rmm_ops.set_range(m, 0, 200, L, &err), RD_OK);
-  for (uint32_t i = 0; i < 200; i++) ref[i] = L[i];
+  void *m = module_with_leaves(L, 200, 1);
   const uint64_t requests = stats_of(m).requests;
   uint64_t u64_before[BATCH];
   uint32_t pos_before[BATCH];
@@ -317,14 +325,9 @@ static void test_rmm_bad_calls(void **state) {
  * is undone in the shadow, and the module refuses every later call. */
 static void test_rmm_device_failure(void **state) {
   (void)state;
-  configure_rmm(both_path);
-  memset(ref, 0, sizeof ref);
   rd_error_t err;
-  void *m = create_ok();
   uint64_t L[40];
-  for (uint32_t i = 0; i < 40; i++) L[i] = 1000 + i;
-  assert_int_equal(rd_fpga_xrt_rmm_ops.set_range(m, 0, 40, L, &err), RD_OK);
-  for (uint32_t i = 0; i < 40; i++) ref[i] = L[i];
+  void *m = module_with_leaves(L, 40, 1000);
   rd_fpga_xrt_rmm_t *h = (rd_fpga_xrt_rmm_t *)rd_fpga_xrt_rmm_host(m);
   void *run = h->run;
   h->run = NULL;
@@ -556,18 +559,25 @@ static void assert_batch_on_device(const rd_fpga_xrt_learner_t *h, const rd_batc
   assert_true(st[LRN_ST_FAILED] == RD_XRT_LRN_UNWRITTEN);
 }
 
+/* b: the fpga-xrt learner backend for c, on both_path's xclbin; its host. */
+static const rd_fpga_xrt_learner_t *xrt_learner(rd_learner_backend_t *b,
+                                                const rd_learner_config_t *c) {
+  rd_error_t err;
+  assert_int_equal(rd_learner_fpga_xrt_configure(both_path, &err), RD_OK);
+  backend_init_ok(b, &rd_learner_ops_fpga_xrt, c);
+  return rd_learner_fpga_xrt_host(b);
+}
+
 static void test_learner_dqn_path(void **state) {
   (void)state;
   rd_error_t err;
-  assert_int_equal(rd_learner_fpga_xrt_configure(both_path, &err), RD_OK);
   rd_learner_config_t c;
   dqn_cfg(&c);
   rd_learner_backend_t b, cpu;
-  backend_init_ok(&b, &rd_learner_ops_fpga_xrt, &c);
+  const rd_fpga_xrt_learner_t *h = xrt_learner(&b, &c);
   backend_init_ok(&cpu, &rd_learner_ops_cpu, &c);
   assert_string_equal(b.ops->name, "fpga-xrt");
   assert_int_equal(b.ops->kind, RD_LEARNER_ON_FPGA);
-  const rd_fpga_xrt_learner_t *h = rd_learner_fpga_xrt_host(&b);
   assert_non_null(h);
   assert_null(rd_learner_fpga_xrt_host(&cpu));
   assert_int_equal(h->noop, 1);
@@ -645,12 +655,10 @@ static void test_learner_dqn_path(void **state) {
 static void test_learner_ddpg_path(void **state) {
   (void)state;
   rd_error_t err;
-  assert_int_equal(rd_learner_fpga_xrt_configure(both_path, &err), RD_OK);
   rd_learner_config_t d;
   ddpg_cfg(&d);
   rd_learner_backend_t b;
-  backend_init_ok(&b, &rd_learner_ops_fpga_xrt, &d);
-  const rd_fpga_xrt_learner_t *h = rd_learner_fpga_xrt_host(&b);
+  const rd_fpga_xrt_learner_t *h = xrt_learner(&b, &d);
   assert_device_init(h, &d);
   rows_t r;
   rows(&r, &d, 16, 7);
@@ -686,9 +694,8 @@ static void test_learner_ddpg_path(void **state) {
  * the device; a buffer too small is refused before the device is asked. */
 static void state_round_trip(const rd_learner_config_t *c) {
   rd_error_t err;
-  assert_int_equal(rd_learner_fpga_xrt_configure(both_path, &err), RD_OK);
   rd_learner_backend_t b, cpu, sim;
-  backend_init_ok(&b, &rd_learner_ops_fpga_xrt, c);
+  const rd_fpga_xrt_learner_t *h = xrt_learner(&b, c);
   backend_init_ok(&cpu, &rd_learner_ops_cpu, c);
   backend_init_ok(&sim, &rd_learner_ops_fpga, c);
   assert_non_null(b.ops->state_save);
@@ -710,7 +717,6 @@ static void state_round_trip(const rd_learner_config_t *c) {
   assert_memory_equal(sx, sc, n);
   /* The device's blocks are where the C-sim learner keeps them. */
   assert_int_equal(sim.ops->state_load(&sim, sc, n, &err), RD_OK);
-  const rd_fpga_xrt_learner_t *h = rd_learner_fpga_xrt_host(&b);
   rd_learner_state_arrays_t a;
   rd_learner_fpga_shape_t shape;
   assert_int_equal(rd_learner_fpga_shape(&b, c, &shape, &err), RD_OK);

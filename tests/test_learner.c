@@ -120,33 +120,33 @@ typedef struct {
   const rd_batch_t *b;
 } ddpg_ref_t;
 
-/* Q(s_i, mu(s_i)) for the actor params pa and critic params pc. */
-static double ref_actor_loss(const ddpg_ref_t *r, const double *pa, const double *pc) {
+/* Q(s, mu(s)) for the observation s, actor params pa and critic params pc. */
+static double ref_q_of_policy(const ddpg_ref_t *r, const double *pa, const double *pc,
+                              const float *s) {
   const size_t O = r->c->obs_dim, D = r->c->action_dim;
-  double x[REF_MAX_W], mu[REF_MAX_W], q, sum = 0;
+  double x[REF_MAX_W], mu[REF_MAX_W], q;
   const double lo = r->c->action_low, range = (double)r->c->action_high - r->c->action_low;
-  for (size_t i = 0; i < r->b->n; i++) {
-    for (size_t k = 0; k < O; k++) x[k] = r->b->obs[i * O + k];
-    ref_forward(&r->aspec, pa, x, mu);
-    for (size_t j = 0; j < D; j++) x[O + j] = lo + (mu[j] + 1) / 2 * range;
-    ref_forward(&r->cspec, pc, x, &q);
-    sum += q;
-  }
+  for (size_t k = 0; k < O; k++) x[k] = s[k];
+  ref_forward(&r->aspec, pa, x, mu);
+  for (size_t j = 0; j < D; j++) x[O + j] = lo + (mu[j] + 1) / 2 * range;
+  ref_forward(&r->cspec, pc, x, &q);
+  return q;
+}
+
+/* -(1/n) sum Q(s_i, mu(s_i)) for the actor params pa and critic params pc. */
+static double ref_actor_loss(const ddpg_ref_t *r, const double *pa, const double *pc) {
+  double sum = 0;
+  for (size_t i = 0; i < r->b->n; i++)
+    sum += ref_q_of_policy(r, pa, pc, r->b->obs + i * r->c->obs_dim);
   return -sum / (double)r->b->n;
 }
 
 /* y_i = R + discount Q'(s', mu'(s')) with target params. */
 static void ref_targets(const ddpg_ref_t *r, const double *pat, const double *pct, double *y) {
-  const size_t O = r->c->obs_dim, D = r->c->action_dim;
-  double x[REF_MAX_W], mu[REF_MAX_W], q;
-  const double lo = r->c->action_low, range = (double)r->c->action_high - r->c->action_low;
-  for (size_t i = 0; i < r->b->n; i++) {
-    for (size_t k = 0; k < O; k++) x[k] = r->b->next_obs[i * O + k];
-    ref_forward(&r->aspec, pat, x, mu);
-    for (size_t j = 0; j < D; j++) x[O + j] = lo + (mu[j] + 1) / 2 * range;
-    ref_forward(&r->cspec, pct, x, &q);
-    y[i] = (double)r->b->reward[i] + (double)r->b->discount[i] * q;
-  }
+  for (size_t i = 0; i < r->b->n; i++)
+    y[i] = (double)r->b->reward[i] +
+           (double)r->b->discount[i] *
+               ref_q_of_policy(r, pat, pct, r->b->next_obs + i * r->c->obs_dim);
 }
 
 /* (1/n) sum w_i (Q(s_i, a_i) - y_i)^2; q (may be NULL) receives Q(s_i, a_i). */
@@ -483,6 +483,16 @@ static void test_target_rules(void **state) {
 /* Learning                                                            */
 /* ------------------------------------------------------------------ */
 
+/* A learner for c, seeded with seed, that took `steps` steps on the whole
+ * data set b; st receives the last step's statistics. */
+static void train_on(rd_learner_t *l, rd_learner_config_t *c, uint64_t seed, const rd_batch_t *b,
+                     int steps, rd_step_stats_t *st) {
+  c->max_batch = (uint32_t)b->n;
+  c->seed = seed;
+  make(l, c);
+  for (int k = 0; k < steps; k++) assert_int_equal(rd_learner_step(l, b, NULL, st, NULL), RD_OK);
+}
+
 /* A chain of 4 states (one-hot observations), actions left (0) and right
  * (1). Right from state 3 ends the episode with reward 1; every other move
  * gives 0; left from state 0 stays. With gamma = 0.9:
@@ -524,13 +534,9 @@ static void test_dqn_learns_chain(void **state) {
   rdt_dqn_config(&c, S, 2, 2, h);
   c.lr = 3e-3;
   c.target_period = 25;
-  c.max_batch = ROWS;
-  c.seed = 7;
   rd_learner_t l;
-  make(&l, &c);
-  rd_batch_t b = {ROWS, obs, A, NULL, R, D, next, NULL};
   rd_step_stats_t st;
-  for (int k = 0; k < 3000; k++) assert_int_equal(rd_learner_step(&l, &b, NULL, &st, NULL), RD_OK);
+  train_on(&l, &c, 7, &(rd_batch_t){ROWS, obs, A, NULL, R, D, next, NULL}, 3000, &st);
 
   float probe[S * S] = {0}, qv[S * 2];
   for (int s = 0; s < S; s++) probe[s * S + s] = 1.0f;
@@ -566,13 +572,9 @@ static void test_ddpg_learns_bandit(void **state) {
   c.action_high = 2.0f;
   c.lr = 3e-3;
   c.critic_lr = 1e-2;
-  c.max_batch = N;
-  c.seed = 3;
   rd_learner_t l;
-  make(&l, &c);
-  rd_batch_t b = {N, obs, NULL, act, R, D, next, NULL};
   rd_step_stats_t st;
-  for (int k = 0; k < 2000; k++) assert_int_equal(rd_learner_step(&l, &b, NULL, &st, NULL), RD_OK);
+  train_on(&l, &c, 3, &(rd_batch_t){N, obs, NULL, act, R, D, next, NULL}, 2000, &st);
 
   /* The policy as an actor would run it: shipped in the flat format. */
   size_t nb = rd_learner_policy_bytes(&l);

@@ -53,6 +53,15 @@ static void make_net(rd_mlp_t *m, const rd_nn_spec_t *s, uint32_t max_batch, uin
   if (rc != RD_OK) fail_msg("rd_mlp_init: %s", err.msg);
 }
 
+/* Two networks of spec s, other weights (seeds 1 and 2): net, and copy
+ * for its weights only (a target, or a copy loaded from a save), which
+ * needs no gradients. */
+static void make_net_and_copy(rd_mlp_t *net, rd_mlp_t *copy, const rd_nn_spec_t *s,
+                              uint32_t max_batch) {
+  make_net(net, s, max_batch, 1, 1, 0);
+  make_net(copy, s, max_batch, 2, 1, 1);
+}
+
 /* ---- init ---- */
 
 static void test_init_contract(void **state) {
@@ -288,30 +297,22 @@ static void test_gemm_block_edges(void **state) {
    * leave partial register tiles everywhere; 11 -> 64 takes the transposed
    * weight gradient; outputs of at most 16 units take the narrow kernel, of
  * at most 4 the dot-product kernel. */
-  const uint32_t sz1[] = {300, 260, 37, 5};
-  const rd_nn_act_t act1[] = {RD_NN_RELU, RD_NN_TANH, RD_NN_IDENTITY};
-  rd_nn_spec_t s1 = rdt_nn_spec(3, sz1, act1);
-  gemm_case(&s1, 300);
-  const uint32_t sz2[] = {11, 64, 1};
-  const rd_nn_act_t act2[] = {RD_NN_RELU, RD_NN_IDENTITY};
-  rd_nn_spec_t s2 = rdt_nn_spec(2, sz2, act2);
-  gemm_case(&s2, 7);
-  gemm_case(&s2, 1);
-  gemm_case(&s2, 3001); /* large enough for the threaded paths of every product */
-  const uint32_t sz3[] = {1, 1};
-  const rd_nn_act_t act3[] = {RD_NN_TANH};
-  rd_nn_spec_t s3 = rdt_nn_spec(1, sz3, act3);
-  gemm_case(&s3, 3);
-  /* 3 outputs from 37 units: the dot-product kernel with a partial vector. */
-  const uint32_t sz4[] = {5, 37, 3};
-  const rd_nn_act_t act4[] = {RD_NN_RELU, RD_NN_IDENTITY};
-  rd_nn_spec_t s4 = rdt_nn_spec(2, sz4, act4);
-  gemm_case(&s4, 9);
-  gemm_case(&s4, 3001);
-  /* A relu layer of 3 units: the dot-product kernel's relu. */
-  const uint32_t sz5[] = {6, 3, 2};
-  rd_nn_spec_t s5 = rdt_nn_spec(2, sz5, act4);
-  gemm_case(&s5, 50);
+  static const struct {
+    rd_nn_spec_t spec; /* layers, sizes, activations */
+    uint32_t batch[3]; /* 0 ends */
+  } cases[] = {
+      {{3, {300, 260, 37, 5}, {RD_NN_RELU, RD_NN_TANH, RD_NN_IDENTITY}}, {300}},
+      /* 3001: large enough for the threaded paths of every product. */
+      {{2, {11, 64, 1}, {RD_NN_RELU, RD_NN_IDENTITY}}, {7, 1, 3001}},
+      {{1, {1, 1}, {RD_NN_TANH}}, {3}},
+      /* 3 outputs from 37 units: the dot-product kernel with a partial vector. */
+      {{2, {5, 37, 3}, {RD_NN_RELU, RD_NN_IDENTITY}}, {9, 3001}},
+      /* A relu layer of 3 units: the dot-product kernel's relu. */
+      {{2, {6, 3, 2}, {RD_NN_RELU, RD_NN_IDENTITY}}, {50}},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+    for (size_t b = 0; b < 3 && cases[i].batch[b]; b++)
+      gemm_case(&cases[i].spec, cases[i].batch[b]);
 }
 
 /* c (rows x cols, row-major) against the double reference sum over k <
@@ -590,13 +591,22 @@ static void expect_grad_ok(const gc_case_t *c) {
                 c->name, r.checked, r.skipped, r.worst);
 }
 
-static void test_gradcheck_identity_mse(void **state) {
-  (void)state;
-  const uint32_t sz[] = {3, 4, 2};
-  const rd_nn_act_t act[] = {RD_NN_IDENTITY, RD_NN_IDENTITY};
-  gc_case_t c = {"identity/mse", rdt_nn_spec(2, sz, act), 0, 0, 1.0f};
-  expect_grad_ok(&c);
-}
+/* The gradient checks, each a cmocka test of its own (GRADCHECK_TEST). */
+static gc_case_t gc_cases[] = {
+    {"identity/mse", {2, {3, 4, 2}, {RD_NN_IDENTITY, RD_NN_IDENTITY}}, 0, 0, 1.0f},
+    {"tanh/mse", {3, {3, 5, 4, 2}, {RD_NN_TANH, RD_NN_TANH, RD_NN_IDENTITY}}, 0, 0, 1.0f},
+    {"relu/mse", {3, {4, 6, 5, 2}, {RD_NN_RELU, RD_NN_RELU, RD_NN_IDENTITY}}, 0, 0, 1.0f},
+    /* A tanh output layer (DDPG's bounded actor) under Huber. */
+    {"tanh-out/huber", {2, {3, 6, 3}, {RD_NN_TANH, RD_NN_TANH}}, 1, 0.4, 1.2f},
+    {"mixed/huber", {4, {4, 7, 5, 6, 2}, {RD_NN_RELU, RD_NN_TANH, RD_NN_RELU, RD_NN_IDENTITY}},
+     1, 0.5, 2.0f},
+};
+
+/* state: the gc_case_t to check. */
+static void test_gradcheck(void **state) { expect_grad_ok(*state); }
+
+/* The cmocka test test_gradcheck_<name> of gc_cases[i]. */
+#define GRADCHECK_TEST(name, i) {"test_gradcheck_" #name, test_gradcheck, NULL, NULL, &gc_cases[i]}
 
 /* Shard views (rd_mlp_init_view) compute with the owner's weights and keep
  * their own gradients; they refuse updates and outlive nothing. */
@@ -672,57 +682,26 @@ static void test_tanh_accuracy(void **state) {
   assert_true(rd_nn_tanh(20.0f) == 1.0f && rd_nn_tanh(1e-30f) == 1e-30f);
 }
 
-static void test_gradcheck_tanh_mse(void **state) {
-  (void)state;
-  const uint32_t sz[] = {3, 5, 4, 2};
-  const rd_nn_act_t act[] = {RD_NN_TANH, RD_NN_TANH, RD_NN_IDENTITY};
-  gc_case_t c = {"tanh/mse", rdt_nn_spec(3, sz, act), 0, 0, 1.0f};
-  expect_grad_ok(&c);
-}
-
-static void test_gradcheck_relu_mse(void **state) {
-  (void)state;
-  const uint32_t sz[] = {4, 6, 5, 2};
-  const rd_nn_act_t act[] = {RD_NN_RELU, RD_NN_RELU, RD_NN_IDENTITY};
-  gc_case_t c = {"relu/mse", rdt_nn_spec(3, sz, act), 0, 0, 1.0f};
-  expect_grad_ok(&c);
-}
-
-static void test_gradcheck_tanh_output_huber(void **state) {
-  (void)state;
-  /* A tanh output layer (DDPG's bounded actor) under Huber. */
-  const uint32_t sz[] = {3, 6, 3};
-  const rd_nn_act_t act[] = {RD_NN_TANH, RD_NN_TANH};
-  gc_case_t c = {"tanh-out/huber", rdt_nn_spec(2, sz, act), 1, 0.4, 1.2f};
-  expect_grad_ok(&c);
-}
-
-static void test_gradcheck_mixed_huber(void **state) {
-  (void)state;
-  const uint32_t sz[] = {4, 7, 5, 6, 2};
-  const rd_nn_act_t act[] = {RD_NN_RELU, RD_NN_TANH, RD_NN_RELU, RD_NN_IDENTITY};
-  gc_case_t c = {"mixed/huber", rdt_nn_spec(4, sz, act), 1, 0.5, 2.0f};
-  expect_grad_ok(&c);
-}
-
 static void test_gradcheck_catches_errors(void **state) {
   (void)state;
-  const uint32_t sz[] = {3, 5, 4, 2};
-  const rd_nn_act_t act[] = {RD_NN_TANH, RD_NN_TANH, RD_NN_IDENTITY};
-  gc_case_t c = {"tanh/mse corrupted", rdt_nn_spec(3, sz, act), 0, 0, 1.0f};
+  gc_case_t c = gc_cases[1]; /* tanh/mse */
+  c.name = "tanh/mse corrupted";
   gc_result_t r = grad_check(&c, 1.01f, 0);
   assert_int_equal(r.failed, 1);
 }
 
 /* ---- optimizer ---- */
 
+/* 1 -> 1 identity: parameter 0 the weight, 1 the bias; a batch of 1. */
+static void make_tiny_net(rd_mlp_t *m) {
+  const rd_nn_spec_t s = {1, {1, 1}, {RD_NN_IDENTITY}};
+  make_net(m, &s, 1, 0, 1, 0);
+}
+
 static void test_adam_two_steps_by_hand(void **state) {
   (void)state;
-  const uint32_t sz[] = {1, 1};
-  const rd_nn_act_t act[] = {RD_NN_IDENTITY};
-  rd_nn_spec_t s = rdt_nn_spec(1, sz, act);
   rd_mlp_t m;
-  make_net(&m, &s, 1, 0, 1, 0);
+  make_tiny_net(&m);
   rd_adam_config_t c;
   rd_adam_config_default(&c);
   c.lr = 0.1;
@@ -773,11 +752,8 @@ static void test_adam_two_steps_by_hand(void **state) {
 
 static void test_clip_grad_norm(void **state) {
   (void)state;
-  const uint32_t sz[] = {1, 1};
-  const rd_nn_act_t act[] = {RD_NN_IDENTITY};
-  rd_nn_spec_t s = rdt_nn_spec(1, sz, act);
   rd_mlp_t m;
-  make_net(&m, &s, 1, 0, 1, 0);
+  make_tiny_net(&m);
   float *g = rd_mlp_grads(&m);
   g[0] = 3.0f;
   g[1] = -4.0f;
@@ -826,12 +802,9 @@ static void test_clip_grad_norm(void **state) {
 
 static void test_target_updates(void **state) {
   (void)state;
-  const uint32_t sz[] = {4, 6, 2};
-  const rd_nn_act_t act[] = {RD_NN_TANH, RD_NN_IDENTITY};
-  rd_nn_spec_t s = rdt_nn_spec(2, sz, act);
   rd_mlp_t src, dst;
-  make_net(&src, &s, 4, 1, 1, 0);
-  make_net(&dst, &s, 4, 2, 1, 1); /* targets need no gradients */
+  make_net_and_copy(&src, &dst, &(const rd_nn_spec_t){2, {4, 6, 2}, {RD_NN_TANH, RD_NN_IDENTITY}},
+                    4);
   rdt_fill(src.params, src.n_params, 8, -1.0f, 1.0f);
   size_t n = src.n_params;
   float *old = malloc(n * sizeof *old);
@@ -868,8 +841,7 @@ static void test_target_updates(void **state) {
   assert_int_equal(rd_mlp_polyak(&dst, &src, 0.0, &err), RD_EINVAL);
   assert_int_equal(rd_mlp_polyak(&dst, &src, 1.5, &err), RD_EINVAL);
   assert_int_equal(rd_mlp_polyak(&dst, &src, NAN, &err), RD_EINVAL);
-  const uint32_t sz2[] = {4, 6, 3};
-  rd_nn_spec_t s2 = rdt_nn_spec(2, sz2, act);
+  const rd_nn_spec_t s2 = {2, {4, 6, 3}, {RD_NN_TANH, RD_NN_IDENTITY}};
   rd_mlp_t other;
   make_net(&other, &s2, 4, 1, 1, 0);
   assert_int_equal(rd_mlp_polyak(&dst, &other, 0.5, &err), RD_EINVAL);
@@ -998,12 +970,9 @@ static void test_fit_sine(void **state) {
 
 static void test_save_load(void **state) {
   (void)state;
-  const uint32_t sz[] = {3, 5, 2};
-  const rd_nn_act_t act[] = {RD_NN_RELU, RD_NN_TANH};
-  rd_nn_spec_t s = rdt_nn_spec(2, sz, act);
+  const rd_nn_spec_t s = {2, {3, 5, 2}, {RD_NN_RELU, RD_NN_TANH}};
   rd_mlp_t a, b;
-  make_net(&a, &s, 2, 1, 1, 0);
-  make_net(&b, &s, 2, 2, 1, 1);
+  make_net_and_copy(&a, &b, &s, 2);
   size_t nb = rd_nn_flat_bytes(&s), written = 0;
   uint8_t *buf = malloc(nb + 1);
   assert_int_equal(rd_mlp_save(&a, buf, nb, &written, NULL), RD_OK);
@@ -1013,8 +982,7 @@ static void test_save_load(void **state) {
 
   /* A set for another network, or a damaged one, leaves b as it was. */
   rd_error_t err;
-  const uint32_t sz2[] = {3, 6, 2};
-  rd_nn_spec_t s2 = rdt_nn_spec(2, sz2, act);
+  const rd_nn_spec_t s2 = {2, {3, 6, 2}, {RD_NN_RELU, RD_NN_TANH}};
   rd_mlp_t c;
   make_net(&c, &s2, 1, 3, 1, 1);
   float *keep = malloc(b.n_params * sizeof *keep);
@@ -1089,13 +1057,13 @@ RDT_MAIN(NULL, NULL,
          cmocka_unit_test(test_loss_values_by_hand),
          cmocka_unit_test(test_loss_errors),
          cmocka_unit_test(test_loss_gradients_fd),
-         cmocka_unit_test(test_gradcheck_identity_mse),
+         GRADCHECK_TEST(identity_mse, 0),
          cmocka_unit_test(test_tanh_accuracy),
          cmocka_unit_test(test_views),
-         cmocka_unit_test(test_gradcheck_tanh_mse),
-         cmocka_unit_test(test_gradcheck_relu_mse),
-         cmocka_unit_test(test_gradcheck_tanh_output_huber),
-         cmocka_unit_test(test_gradcheck_mixed_huber),
+         GRADCHECK_TEST(tanh_mse, 1),
+         GRADCHECK_TEST(relu_mse, 2),
+         GRADCHECK_TEST(tanh_output_huber, 3),
+         GRADCHECK_TEST(mixed_huber, 4),
          cmocka_unit_test(test_gradcheck_catches_errors),
          cmocka_unit_test(test_adam_two_steps_by_hand),
          cmocka_unit_test(test_clip_grad_norm),

@@ -29,10 +29,17 @@ static void fill_params(float *p, size_t n) {
   for (size_t i = 0; i < n; i++) p[i] = (float)i * 0.25f - 3.0f;
 }
 
-/* small_spec and its 26 parameters (fill_params). */
-static void small_net(rd_nn_spec_t *s, float p[26]) {
-  small_spec(s);
-  fill_params(p, 26);
+/* small_spec, its 26 parameters (fill_params), and a buffer with room for
+ * its flat form (136 bytes) and more. */
+typedef struct {
+  rd_nn_spec_t s;
+  float p[26];
+  uint8_t buf[200];
+} small_net_t;
+
+static void small_net(small_net_t *n) {
+  small_spec(&n->s);
+  fill_params(n->p, 26);
 }
 
 /* Parse, expect `code`; an error carries a message and leaves outputs alone. */
@@ -75,25 +82,23 @@ static void test_sizes_and_offsets(void **state) {
 
 static void test_byte_layout(void **state) {
   (void)state;
-  rd_nn_spec_t s;
-  float p[26];
-  small_net(&s, p);
-  uint8_t buf[200];
+  small_net_t n;
+  small_net(&n);
   size_t written = 0;
-  assert_int_equal(rd_nn_flat_write(&s, p, buf, sizeof buf, &written, NULL), RD_OK);
+  assert_int_equal(rd_nn_flat_write(&n.s, n.p, n.buf, sizeof n.buf, &written, NULL), RD_OK);
   assert_int_equal(written, 136);
-  assert_memory_equal(buf, "RDNN", 4);
+  assert_memory_equal(n.buf, "RDNN", 4);
   const uint32_t hdr[] = {RD_NN_FLAT_MAGIC, 1, 2, 3, 4, 2, RD_NN_RELU, RD_NN_IDENTITY};
-  for (int i = 0; i < 8; i++) assert_int_equal(rd_le_get32(buf + 4 * i), hdr[i]);
+  for (int i = 0; i < 8; i++) assert_int_equal(rd_le_get32(n.buf + 4 * i), hdr[i]);
   for (int i = 0; i < 26; i++) {
     uint32_t bits;
-    memcpy(&bits, &p[i], 4);
-    assert_int_equal(rd_le_get32(buf + 32 + 4 * i), bits);
+    memcpy(&bits, &n.p[i], 4);
+    assert_int_equal(rd_le_get32(n.buf + 32 + 4 * i), bits);
   }
   /* W_0[1][2] is parameter 1*3+2 = 5; b_1[1] is 16 + 8 + 1 = 25. */
   uint32_t bits;
-  memcpy(&bits, &p[5], 4);
-  assert_int_equal(rd_le_get32(buf + 32 + 4 * 5), bits);
+  memcpy(&bits, &n.p[5], 4);
+  assert_int_equal(rd_le_get32(n.buf + 32 + 4 * 5), bits);
 }
 
 static void test_round_trip(void **state) {
@@ -135,25 +140,23 @@ static void test_round_trip(void **state) {
 
 static void test_write_errors(void **state) {
   (void)state;
-  rd_nn_spec_t s;
-  float p[26];
-  small_net(&s, p);
-  uint8_t buf[200];
-  memset(buf, 0x5A, sizeof buf);
+  small_net_t n;
+  small_net(&n);
+  memset(n.buf, 0x5A, sizeof n.buf);
   rd_error_t err;
   size_t written = 99;
-  assert_int_equal(rd_nn_flat_write(&s, p, buf, 135, &written, &err), RD_ETOOBIG);
+  assert_int_equal(rd_nn_flat_write(&n.s, n.p, n.buf, 135, &written, &err), RD_ETOOBIG);
   assert_int_equal(written, 99);
-  p[20] = NAN; /* layer 1 weight [1][0] */
-  assert_int_equal(rd_nn_flat_write(&s, p, buf, sizeof buf, &written, &err), RD_EINVAL);
+  n.p[20] = NAN; /* layer 1 weight [1][0] */
+  assert_int_equal(rd_nn_flat_write(&n.s, n.p, n.buf, sizeof n.buf, &written, &err), RD_EINVAL);
   assert_non_null(strstr(err.msg, "layer 1 weight [1][0]"));
-  p[20] = 0;
-  p[25] = -INFINITY; /* layer 1 bias [1] */
-  assert_int_equal(rd_nn_flat_write(&s, p, buf, sizeof buf, &written, &err), RD_EINVAL);
+  n.p[20] = 0;
+  n.p[25] = -INFINITY; /* layer 1 bias [1] */
+  assert_int_equal(rd_nn_flat_write(&n.s, n.p, n.buf, sizeof n.buf, &written, &err), RD_EINVAL);
   assert_non_null(strstr(err.msg, "layer 1 bias [1]"));
-  for (size_t i = 0; i < sizeof buf; i++) assert_int_equal(buf[i], 0x5A);
-  s.n_layers = 0;
-  assert_int_equal(rd_nn_flat_write(&s, p, buf, sizeof buf, &written, &err), RD_EINVAL);
+  for (size_t i = 0; i < sizeof n.buf; i++) assert_int_equal(n.buf[i], 0x5A);
+  n.s.n_layers = 0;
+  assert_int_equal(rd_nn_flat_write(&n.s, n.p, n.buf, sizeof n.buf, &written, &err), RD_EINVAL);
   assert_int_equal(written, 99);
 }
 
@@ -203,11 +206,10 @@ static void test_validate_errors(void **state) {
 
 static void test_parse_errors(void **state) {
   (void)state;
-  rd_nn_spec_t s;
-  float p[26];
-  small_net(&s, p);
+  small_net_t n;
+  small_net(&n);
   uint8_t good[136], b[200];
-  assert_int_equal(rd_nn_flat_write(&s, p, good, sizeof good, NULL, NULL), RD_OK);
+  assert_int_equal(rd_nn_flat_write(&n.s, n.p, good, sizeof good, NULL, NULL), RD_OK);
   expect_parse(good, sizeof good, RD_OK);
 
   expect_parse(NULL, 136, RD_EINVAL);

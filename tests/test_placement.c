@@ -119,18 +119,26 @@ static rd_registry_t *make_registry(void) {
   return r;
 }
 
-/* The table and pipeline configs of a DQN workload of this capacity. */
-static void workload_configs(uint32_t capacity, rd_table_config_t *tc, rd_pipeline_config_t *pc) {
+/* The table and pipeline configs of a workload. */
+typedef struct {
+  rd_table_config_t tc;
+  rd_pipeline_config_t pc;
+} wl_cfg_t;
+
+/* Those of a DQN workload of this capacity. */
+static wl_cfg_t workload_configs(uint32_t capacity) {
   rd_registry_t *r = make_registry();
   spec_t s;
   make_spec(&s, capacity, 1);
   int has_learner = 0;
   rd_error_t err;
   rd_error_clear(&err);
-  if (rd_spec_pb_config(r, &s.spec, tc, pc, &has_learner, &err) != RD_OK)
+  wl_cfg_t wc;
+  if (rd_spec_pb_config(r, &s.spec, &wc.tc, &wc.pc, &has_learner, &err) != RD_OK)
     fail_msg("spec: %s", err.msg);
   assert_true(has_learner);
   rd_registry_destroy(r);
+  return wc;
 }
 
 /* The fpga-xclbin setting: path ("" clears it) and a replay kernel build. */
@@ -146,11 +154,10 @@ static int setup_xrt(const char *path, uint32_t k, uint32_t n, uint32_t batch, r
   return rd_fpga_provider_setup_xrt(&c, err);
 }
 
-/* A placement mapped (learner, rmm, storage) with device dev (NULL: none)
- * behind row, as rd_placement_compute leaves it before its last step. */
+/* A placement of wc mapped (learner, rmm, storage) with device dev (NULL:
+ * none) behind row, as rd_placement_compute leaves it before its last step. */
 static void run_on(rd_placement_t *o, rd_devkind_t l, rd_devkind_t rmm, rd_devkind_t st,
-                   rd_devkind_t row, const rd_device_t *dev, const rd_table_config_t *tc,
-                   const rd_learner_config_t *lc) {
+                   rd_devkind_t row, const rd_device_t *dev, const wl_cfg_t *wc) {
   memset(o, 0, sizeof *o);
   o->mapped = 1;
   o->mapping.learner = l;
@@ -166,14 +173,13 @@ static void run_on(rd_placement_t *o, rd_devkind_t l, rd_devkind_t rmm, rd_devki
     o->fpga_device = dev->index;
     snprintf(o->fpga_part, sizeof o->fpga_part, "u250");
   }
-  rd_placement_bind(o, tc, lc);
+  rd_placement_bind(o, &wc->tc, &wc->pc.learner);
 }
 
 /* The same with the FPGA row's device fpga. */
 static void run(rd_placement_t *o, rd_devkind_t l, rd_devkind_t rmm, rd_devkind_t st,
-                const rd_device_t *fpga, const rd_table_config_t *tc,
-                const rd_learner_config_t *lc) {
-  run_on(o, l, rmm, st, RD_DEV_FPGA, fpga, tc, lc);
+                const rd_device_t *fpga, const wl_cfg_t *wc) {
+  run_on(o, l, rmm, st, RD_DEV_FPGA, fpga, wc);
 }
 
 /* ------------------------------------------------------------------ */
@@ -335,14 +341,12 @@ static void test_setup_xrt(void **state) {
 
 static void test_board_with_xclbin(void **state) {
   (void)state;
-  rd_table_config_t tc;
-  rd_pipeline_config_t pc;
-  workload_configs(65536, &tc, &pc);
+  wl_cfg_t wc = workload_configs(65536);
   rd_error_t err;
   int rc = setup_xrt(xclbin_path, 16, 65536, 1024, &err);
   rd_device_t board = board_entry(BOARD_INDEX, 1);
   rd_placement_t o;
-  run(&o, RD_DEV_FPGA, RD_DEV_FPGA, RD_DEV_FPGA, &board, &tc, &pc.learner);
+  run(&o, RD_DEV_FPGA, RD_DEV_FPGA, RD_DEV_FPGA, &board, &wc);
 #if RD_XRT_BUILT
   if (rc) fail_msg("setup: %s", err.msg);
   assert_string_equal(o.running, "F-F-C");
@@ -357,7 +361,7 @@ static void test_board_with_xclbin(void **state) {
                               "storage stays in host memory (the board's memory is not used)");
   /* The pipeline and the table get exactly these (registry.c). */
   rd_placement_t only_rmm;
-  run(&only_rmm, RD_DEV_CPU, RD_DEV_FPGA, RD_DEV_CPU, &board, &tc, &pc.learner);
+  run(&only_rmm, RD_DEV_CPU, RD_DEV_FPGA, RD_DEV_CPU, &board, &wc);
   assert_string_equal(only_rmm.running, "C-F-C");
   assert_null(only_rmm.learner_ops);
   assert_int_equal(only_rmm.learner_kind, RD_LEARNER_ON_CPU);
@@ -377,14 +381,12 @@ static void test_board_with_xclbin(void **state) {
 
 static void test_board_without_xclbin(void **state) {
   (void)state;
-  rd_table_config_t tc;
-  rd_pipeline_config_t pc;
-  workload_configs(65536, &tc, &pc);
+  wl_cfg_t wc = workload_configs(65536);
   rd_error_t err;
   assert_int_equal(setup_xrt("", 16, 65536, 1024, &err), RD_OK);
   rd_device_t board = board_entry(BOARD_INDEX, 0);
   rd_placement_t o;
-  run(&o, RD_DEV_FPGA, RD_DEV_FPGA, RD_DEV_FPGA, &board, &tc, &pc.learner);
+  run(&o, RD_DEV_FPGA, RD_DEV_FPGA, RD_DEV_FPGA, &board, &wc);
   assert_string_equal(o.running, "C-C-C");
   assert_int_equal(o.learner_kind, RD_LEARNER_ON_CPU);
   assert_null(o.learner_ops);
@@ -401,9 +403,7 @@ static void test_board_without_xclbin(void **state) {
 /* XRT's no-op shim and an assumed part: never the XRT ops, xclbin or not. */
 static void test_noop_and_assumed_never_xrt(void **state) {
   (void)state;
-  rd_table_config_t tc;
-  rd_pipeline_config_t pc;
-  workload_configs(65536, &tc, &pc);
+  wl_cfg_t wc = workload_configs(65536);
   rd_error_t err;
   int configured = setup_xrt(xclbin_path, 16, 65536, 1024, &err) == RD_OK;
   assert_int_equal(configured, RD_XRT_BUILT);
@@ -412,7 +412,7 @@ static void test_noop_and_assumed_never_xrt(void **state) {
   const rd_device_t *devs[3] = {&shim, &forged, NULL};
   for (int i = 0; i < 3; i++) {
     rd_placement_t o;
-    run(&o, RD_DEV_FPGA, RD_DEV_FPGA, RD_DEV_FPGA, devs[i], &tc, &pc.learner);
+    run(&o, RD_DEV_FPGA, RD_DEV_FPGA, RD_DEV_FPGA, devs[i], &wc);
     assert_string_equal(o.running, "C-C-C");
     assert_null(o.rmm_ops);
     assert_null(o.learner_ops);
@@ -428,15 +428,13 @@ static void test_noop_and_assumed_never_xrt(void **state) {
  * xclbin configured. */
 static void test_csim_unchanged(void **state) {
   (void)state;
-  rd_table_config_t tc;
-  rd_pipeline_config_t pc;
-  workload_configs(65536, &tc, &pc);
+  wl_cfg_t wc = workload_configs(65536);
   rd_device_t csim = csim_entry(2);
   rd_error_t err;
   for (int xclbin = 0; xclbin < 2; xclbin++) {
     setup_xrt(xclbin ? xclbin_path : "", 16, 65536, 1024, &err);
     rd_placement_t o;
-    run(&o, RD_DEV_FPGA, RD_DEV_FPGA, RD_DEV_FPGA, &csim, &tc, &pc.learner);
+    run(&o, RD_DEV_FPGA, RD_DEV_FPGA, RD_DEV_FPGA, &csim, &wc);
     assert_string_equal(o.running, "F-F-F");
     assert_int_equal(o.learner_kind, RD_LEARNER_ON_FPGA);
     assert_int_equal(o.learner_device, 2);
@@ -449,10 +447,10 @@ static void test_csim_unchanged(void **state) {
   }
   setup_xrt("", 16, 65536, 1024, &err);
   /* Above the built trees (2^20): the replay module stays on the CPU. */
-  rd_table_config_t big = tc;
-  big.capacity = (1u << 20) + 1;
+  wl_cfg_t big = wc;
+  big.tc.capacity = (1u << 20) + 1;
   rd_placement_t o;
-  run(&o, RD_DEV_FPGA, RD_DEV_FPGA, RD_DEV_FPGA, &csim, &big, &pc.learner);
+  run(&o, RD_DEV_FPGA, RD_DEV_FPGA, RD_DEV_FPGA, &csim, &big);
   assert_string_equal(o.running, "F-C-F");
   assert_null(o.rmm_ops);
   assert_contains(o.note, ": the replay module stays on the CPU: capacity 1048577");
@@ -462,22 +460,20 @@ static void test_csim_unchanged(void **state) {
  * on the C-simulation and on a board alike, with the limit in the note. */
 static void test_learner_not_fitting(void **state) {
   (void)state;
-  rd_table_config_t tc;
-  rd_pipeline_config_t pc;
-  workload_configs(65536, &tc, &pc);
-  pc.learner.hidden[0] = 512; /* LRN_MAX_WIDTH is 256 */
+  wl_cfg_t wc = workload_configs(65536);
+  wc.pc.learner.hidden[0] = 512; /* LRN_MAX_WIDTH is 256 */
   rd_error_t err;
   setup_xrt(xclbin_path, 16, 65536, 1024, &err);
   rd_device_t csim = csim_entry(2);
   rd_device_t board = board_entry(BOARD_INDEX, 1);
   rd_placement_t o;
-  run(&o, RD_DEV_FPGA, RD_DEV_FPGA, RD_DEV_FPGA, &csim, &tc, &pc.learner);
+  run(&o, RD_DEV_FPGA, RD_DEV_FPGA, RD_DEV_FPGA, &csim, &wc);
   assert_string_equal(o.running, "C-F-F");
   assert_int_equal(o.learner_kind, RD_LEARNER_ON_CPU);
   assert_contains(o.note, ": the learner stays on the CPU: the FPGA learner kernel cannot train "
                           "this learner");
   assert_contains(o.note, "256");
-  run(&o, RD_DEV_FPGA, RD_DEV_FPGA, RD_DEV_CPU, &board, &tc, &pc.learner);
+  run(&o, RD_DEV_FPGA, RD_DEV_FPGA, RD_DEV_CPU, &board, &wc);
   assert_int_equal(o.learner_kind, RD_LEARNER_ON_CPU);
   assert_null(o.learner_ops);
 #if RD_XRT_BUILT
@@ -509,12 +505,10 @@ static void test_shape_not_fitting(void **state) {
       {70000, 16, "cannot hold this table (fanout 16, 70000 items"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-    rd_table_config_t tc;
-    rd_pipeline_config_t pc;
-    workload_configs(cases[i].capacity, &tc, &pc);
-    tc.fanout = cases[i].fanout;
+    wl_cfg_t wc = workload_configs(cases[i].capacity);
+    wc.tc.fanout = cases[i].fanout;
     rd_placement_t o;
-    run(&o, RD_DEV_FPGA, RD_DEV_FPGA, RD_DEV_CPU, &board, &tc, &pc.learner);
+    run(&o, RD_DEV_FPGA, RD_DEV_FPGA, RD_DEV_CPU, &board, &wc);
     assert_string_equal(o.running, "F-C-C");
     assert_null(o.rmm_ops);
     assert_ptr_equal(o.learner_ops, &rd_learner_ops_fpga_xrt);
@@ -523,12 +517,10 @@ static void test_shape_not_fitting(void **state) {
   }
   /* A board other than the one the replay module was configured for (the
    * first usable one at start): its learner may run there, its RMM not. */
-  rd_table_config_t tc;
-  rd_pipeline_config_t pc;
-  workload_configs(65536, &tc, &pc);
+  wl_cfg_t wc = workload_configs(65536);
   rd_device_t second = board_entry(BOARD_INDEX + 1, 1);
   rd_placement_t o;
-  run(&o, RD_DEV_FPGA, RD_DEV_FPGA, RD_DEV_CPU, &second, &tc, &pc.learner);
+  run(&o, RD_DEV_FPGA, RD_DEV_FPGA, RD_DEV_CPU, &second, &wc);
   assert_string_equal(o.running, "F-C-C");
   assert_int_equal(o.learner_device, BOARD_INDEX + 1);
   assert_contains(o.note, "the replay module stays on the CPU: the XRT replay module runs on "
@@ -542,8 +534,8 @@ static void test_shape_not_fitting(void **state) {
   c.fpga_xclbin_shape.batch = 1024;
   c.fpga_xclbin_shape.min_table = 1000;
   assert_int_equal(rd_fpga_provider_setup_xrt(&c, &err), RD_OK);
-  workload_configs(1000, &tc, &pc);
-  run(&o, RD_DEV_FPGA, RD_DEV_FPGA, RD_DEV_CPU, &board, &tc, &pc.learner);
+  wc = workload_configs(1000);
+  run(&o, RD_DEV_FPGA, RD_DEV_FPGA, RD_DEV_CPU, &board, &wc);
   assert_string_equal(o.running, "F-F-C");
   assert_ptr_equal(o.rmm_ops, &rd_fpga_xrt_rmm_ops);
   setup_xrt("", 16, 65536, 1024, &err);
@@ -557,9 +549,7 @@ static void test_shape_not_fitting(void **state) {
  * GPU replay module (rmm_gpu.h), which this build refuses, saying why. */
 static void test_gpu_bind(void **state) {
   (void)state;
-  rd_table_config_t tc;
-  rd_pipeline_config_t pc;
-  workload_configs(1000, &tc, &pc);
+  wl_cfg_t wc = workload_configs(1000);
   rd_device_t gpu;
   rdt_device(&gpu, "gpu", 5);
   snprintf(gpu.model, sizeof gpu.model, "NVIDIA H100");
@@ -567,7 +557,7 @@ static void test_gpu_bind(void **state) {
   const int built = rd_learner_gpu_built();
   assert_int_equal(rd_gpu_rmm_built(), built);
   rd_placement_t o;
-  run_on(&o, RD_DEV_GPU, RD_DEV_GPU, RD_DEV_GPU, RD_DEV_GPU, &gpu, &tc, &pc.learner);
+  run_on(&o, RD_DEV_GPU, RD_DEV_GPU, RD_DEV_GPU, RD_DEV_GPU, &gpu, &wc);
   assert_null(o.learner_ops);
   if (built) { /* the learner, the sum tree and the rows on gpu5 */
     assert_string_equal(o.running, "G-G-G");
@@ -585,21 +575,21 @@ static void test_gpu_bind(void **state) {
                                 "without CUDA)");
   }
   /* No usable GPU in the row. */
-  run_on(&o, RD_DEV_GPU, RD_DEV_CPU, RD_DEV_CPU, RD_DEV_GPU, NULL, &tc, &pc.learner);
+  run_on(&o, RD_DEV_GPU, RD_DEV_CPU, RD_DEV_CPU, RD_DEV_GPU, NULL, &wc);
   assert_string_equal(o.running, "C-C-C");
   assert_string_equal(o.note, built ? "mapped G-C-C; running C-C-C: GPU backend not available "
                                       "(no usable GPU on this server)"
                                     : "mapped G-C-C; running C-C-C: GPU backend not available "
                                       "(built without CUDA)");
   /* The sum tree mapped there without the learner: it runs there alone. */
-  run_on(&o, RD_DEV_CPU, RD_DEV_GPU, RD_DEV_CPU, RD_DEV_GPU, &gpu, &tc, &pc.learner);
+  run_on(&o, RD_DEV_CPU, RD_DEV_GPU, RD_DEV_CPU, RD_DEV_GPU, &gpu, &wc);
   assert_string_equal(o.running, built ? "C-G-C" : "C-C-C");
   assert_ptr_equal(o.rmm_ops, built ? rd_gpu_rmm_ops(5) : NULL);
   assert_null(o.storage_ops);
   if (!built)
     assert_string_equal(o.note, "mapped C-G-C; running C-C-C: GPU backend not available");
   /* The rows there, the sum tree on the CPU (G-C-G). */
-  run_on(&o, RD_DEV_GPU, RD_DEV_CPU, RD_DEV_GPU, RD_DEV_GPU, &gpu, &tc, &pc.learner);
+  run_on(&o, RD_DEV_GPU, RD_DEV_CPU, RD_DEV_GPU, RD_DEV_GPU, &gpu, &wc);
   assert_string_equal(o.running, built ? "G-C-G" : "C-C-C");
   assert_null(o.rmm_ops);
   assert_ptr_equal(o.storage_ops, built ? rd_gpu_storage_ops(5) : NULL);
@@ -608,23 +598,24 @@ static void test_gpu_bind(void **state) {
   const rd_device_provider_t *p = rd_provider_for("gpu");
   rd_dse_runner_t r;
   char why[RD_ERROR_MSG_MAX];
-  assert_int_equal(p->can_run(NULL, RD_PART_LEARNER, &tc, &pc.learner, &r, why, sizeof why), 0);
+  assert_int_equal(
+      p->can_run(NULL, RD_PART_LEARNER, &wc.tc, &wc.pc.learner, &r, why, sizeof why), 0);
   assert_string_equal(why, "no usable GPU on this server");
   rd_device_t broken = gpu;
   snprintf(broken.status, sizeof broken.status, "unusable: cuBLAS failed");
-  assert_int_equal(p->can_run(&broken, RD_PART_LEARNER, &tc, &pc.learner, &r, why, sizeof why),
-                   0);
+  assert_int_equal(
+      p->can_run(&broken, RD_PART_LEARNER, &wc.tc, &wc.pc.learner, &r, why, sizeof why), 0);
   assert_string_equal(why, "gpu5 unusable: cuBLAS failed");
-  assert_int_equal(p->can_run(&gpu, RD_PART_LEARNER, &tc, &pc.learner, &r, why, sizeof why),
+  assert_int_equal(p->can_run(&gpu, RD_PART_LEARNER, &wc.tc, &wc.pc.learner, &r, why, sizeof why),
                    built);
   rd_device_t small = gpu; /* too little memory for the tree or the rows */
   small.memory_bytes = 4096;
   for (int part = RD_PART_RMM; part <= RD_PART_STORAGE; part++) {
-    assert_int_equal(p->can_run(&gpu, (rd_part_t)part, &tc, &pc.learner, &r, why, sizeof why),
+    assert_int_equal(p->can_run(&gpu, (rd_part_t)part, &wc.tc, &wc.pc.learner, &r, why, sizeof why),
                      built);
     if (!built) assert_contains(why, "built without CUDA");
-    assert_int_equal(p->can_run(&small, (rd_part_t)part, &tc, &pc.learner, &r, why, sizeof why),
-                     0);
+    assert_int_equal(
+        p->can_run(&small, (rd_part_t)part, &wc.tc, &wc.pc.learner, &r, why, sizeof why), 0);
     assert_contains(why, built ? "cannot hold this table" : "built without CUDA");
   }
 }
@@ -632,12 +623,10 @@ static void test_gpu_bind(void **state) {
 /* The registry's fall-back rewrites running and the note. */
 static void test_rmm_on_cpu(void **state) {
   (void)state;
-  rd_table_config_t tc;
-  rd_pipeline_config_t pc;
-  workload_configs(65536, &tc, &pc);
+  wl_cfg_t wc = workload_configs(65536);
   rd_device_t csim = csim_entry(2);
   rd_placement_t o;
-  run(&o, RD_DEV_FPGA, RD_DEV_FPGA, RD_DEV_FPGA, &csim, &tc, &pc.learner);
+  run(&o, RD_DEV_FPGA, RD_DEV_FPGA, RD_DEV_FPGA, &csim, &wc);
   assert_string_equal(o.running, "F-F-F");
   rd_placement_rmm_on_cpu(&o, "the kernel is busy");
   assert_string_equal(o.running, "F-C-F");
@@ -647,7 +636,7 @@ static void test_rmm_on_cpu(void **state) {
                               "board; its storage is host memory): the replay module stays on "
                               "the CPU: the kernel is busy");
   /* Nothing left on the FPGA: no FPGA text; earlier reasons kept. */
-  run(&o, RD_DEV_CPU, RD_DEV_FPGA, RD_DEV_GPU, &csim, &tc, &pc.learner);
+  run(&o, RD_DEV_CPU, RD_DEV_FPGA, RD_DEV_GPU, &csim, &wc);
   assert_string_equal(o.running, "C-F-C");
   rd_placement_rmm_on_cpu(&o, "busy");
   assert_string_equal(o.running, "C-C-C");
@@ -662,14 +651,12 @@ static void test_rmm_on_cpu(void **state) {
 
 static void test_compute_with_board(void **state) {
   (void)state;
-  rd_table_config_t tc;
-  rd_pipeline_config_t pc;
-  workload_configs(65536, &tc, &pc);
+  wl_cfg_t wc = workload_configs(65536);
   rd_error_t err;
   int configured = setup_xrt(xclbin_path, 16, 65536, 1024, &err) == RD_OK;
   rd_placement_t o;
   rd_error_clear(&err);
-  int rc = rd_placement_compute(NULL, &tc, &pc, 1, 0.3, RD_FPGA_PARTS_DIR, NULL, &o, &err);
+  int rc = rd_placement_compute(NULL, &wc.tc, &wc.pc, 1, 0.3, RD_FPGA_PARTS_DIR, NULL, &o, &err);
   if (rc) fail_msg("compute: %s", err.msg);
   /* The board's shell name models it as a u250 (board_part), so it has a
    * row, with the board's own fingerprint. */
@@ -710,13 +697,12 @@ static void test_compute_with_board(void **state) {
  * placement with an infinite time or prediction. */
 static void test_assumed_figures_finite(void **state) {
   (void)state;
-  rd_table_config_t tc;
-  rd_pipeline_config_t pc;
-  workload_configs(10000, &tc, &pc);
+  wl_cfg_t wc = workload_configs(10000);
   rd_profile_shape_t shape;
   rd_error_t err;
   rd_error_clear(&err);
-  if (rd_profile_shape_init(&shape, &tc, &pc, 0, &err) != RD_OK) fail_msg("shape: %s", err.msg);
+  if (rd_profile_shape_init(&shape, &wc.tc, &wc.pc, 0, &err) != RD_OK)
+    fail_msg("shape: %s", err.msg);
   static const struct {
     double rmm_each, train;
     int code;
@@ -743,7 +729,7 @@ static void test_assumed_figures_finite(void **state) {
     rd_placement_assume_t as = {rows, 3, NULL, 1, 0};
     rd_placement_t o;
     rd_error_clear(&err);
-    int rc = rd_placement_compute(NULL, &tc, &pc, 1, 0.3, RD_FPGA_PARTS_DIR, &as, &o, &err);
+    int rc = rd_placement_compute(NULL, &wc.tc, &wc.pc, 1, 0.3, RD_FPGA_PARTS_DIR, &as, &o, &err);
     if (rc != cases[c].code)
       fail_msg("case %zu: %s (%s), want %s", c, rd_err_name(rc), err.msg,
                rd_err_name(cases[c].code));
@@ -794,12 +780,10 @@ static void test_registry_busy_falls_back(void **state) {
   rd_registry_t *r = make_registry();
   spec_t s;
   make_spec(&s, 1024, 0);
-  rd_table_config_t tc;
-  rd_pipeline_config_t pc;
-  workload_configs(1024, &tc, &pc);
+  wl_cfg_t wc = workload_configs(1024);
   rd_device_t csim = csim_entry(2);
   rd_placement_t pl;
-  run(&pl, RD_DEV_CPU, RD_DEV_FPGA, RD_DEV_CPU, &csim, &tc, &pc.learner);
+  run(&pl, RD_DEV_CPU, RD_DEV_FPGA, RD_DEV_CPU, &csim, &wc);
   assert_string_equal(pl.running, "C-F-C");
   pl.rmm_ops = &busy_ops;
   rd_workload_t *w = NULL;
@@ -833,7 +817,7 @@ static void test_registry_busy_falls_back(void **state) {
   /* Any other failure of the module (a board or GPU gone) falls back the
    * same way, as a failing learner does: the workload is served on the CPU
    * and the note says why. */
-  run(&pl, RD_DEV_CPU, RD_DEV_FPGA, RD_DEV_CPU, &csim, &tc, &pc.learner);
+  run(&pl, RD_DEV_CPU, RD_DEV_FPGA, RD_DEV_CPU, &csim, &wc);
   pl.rmm_ops = &broken_ops;
   rd_error_clear(&err);
   w = NULL;
@@ -856,11 +840,9 @@ static void test_registry_pins(void **state) {
   rd_registry_t *r = make_registry();
   spec_t s;
   make_spec(&s, 1024, 1);
-  rd_table_config_t tc;
-  rd_pipeline_config_t pc;
-  workload_configs(1024, &tc, &pc);
+  wl_cfg_t wc = workload_configs(1024);
   rd_placement_t pl;
-  run(&pl, RD_DEV_CPU, RD_DEV_CPU, RD_DEV_CPU, NULL, &tc, &pc.learner);
+  run(&pl, RD_DEV_CPU, RD_DEV_CPU, RD_DEV_CPU, NULL, &wc);
   pl.learner_pin.n = 1;
   pl.learner_pin.cpu[0] = cpus[n - 1];
   pl.sampler_pin.n = 1;
@@ -912,11 +894,9 @@ static void test_noop_listed_never_used(void **state) {
   assert_non_null(shim);
   assert_false(rd_device_usable(shim));
   assert_contains(shim->status, "no-op shim (no board)");
-  rd_table_config_t tc;
-  rd_pipeline_config_t pc;
-  workload_configs(1024, &tc, &pc);
+  wl_cfg_t wc = workload_configs(1024);
   rd_placement_t o;
-  int rc = rd_placement_compute(NULL, &tc, &pc, 1, 0.3, RD_FPGA_PARTS_DIR, NULL, &o, &err);
+  int rc = rd_placement_compute(NULL, &wc.tc, &wc.pc, 1, 0.3, RD_FPGA_PARTS_DIR, NULL, &o, &err);
   if (rc) fail_msg("compute: %s", err.msg);
   assert_false(o.table.dev[RD_DEV_FPGA].present);
   assert_contains(o.detail[RD_DEV_FPGA], "no-op shim");
@@ -937,12 +917,10 @@ static void test_noop_second_table_busy(void **state) {
   rd_registry_t *r = make_registry();
   spec_t s;
   make_spec(&s, 1024, 0);
-  rd_table_config_t tc;
-  rd_pipeline_config_t pc;
-  workload_configs(1024, &tc, &pc);
+  wl_cfg_t wc = workload_configs(1024);
   rd_device_t board = board_entry(0, 1); /* the module's device: no usable board, so 0 */
   rd_placement_t pl;
-  run(&pl, RD_DEV_CPU, RD_DEV_FPGA, RD_DEV_CPU, &board, &tc, &pc.learner);
+  run(&pl, RD_DEV_CPU, RD_DEV_FPGA, RD_DEV_CPU, &board, &wc);
   assert_string_equal(pl.running, "C-F-C");
   assert_ptr_equal(pl.rmm_ops, &rd_fpga_xrt_rmm_ops);
   rd_workload_t *a = NULL, *b = NULL, *c = NULL;

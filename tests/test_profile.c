@@ -93,6 +93,17 @@ static void shape_ok(rd_profile_shape_t *s, const rd_table_config_t *tc,
   if (rc) fail_msg("rd_profile_shape_init: %s %s", rd_err_name(rc), err.msg);
 }
 
+/* The shape of a workload of `capacity` items of obs floats with a
+ * pipeline_config learner. */
+static void learner_shape(rd_profile_shape_t *s, uint32_t capacity, rd_algo_t algo, uint32_t obs,
+                          uint32_t out, uint32_t hidden, uint32_t critic_hidden, uint32_t batch) {
+  rd_table_config_t tc;
+  rd_pipeline_config_t pc;
+  table_config(&tc, capacity, obs);
+  pipeline_config(&pc, algo, obs, out, hidden, critic_hidden, batch);
+  shape_ok(s, &tc, &pc, 0);
+}
+
 /* ------------------------------------------------------------------ */
 /* Shapes and names                                                    */
 /* ------------------------------------------------------------------ */
@@ -264,14 +275,17 @@ static void check_results(const rd_profile_t *r, size_t n, const rd_profile_shap
   }
 }
 
+/* Exactly want results, each as check_results requires. */
+static void check_n_results(const rd_profile_t *r, size_t n, size_t want,
+                            const rd_profile_shape_t *s) {
+  assert_int_equal(n, want);
+  check_results(r, n, s);
+}
+
 static void test_measure_tiny(void **state) {
   (void)state;
-  rd_table_config_t tc;
-  rd_pipeline_config_t pc;
   rd_profile_shape_t s;
-  table_config(&tc, 4096, 4);
-  pipeline_config(&pc, RD_ALGO_DQN, 4, 2, 16, 0, 32);
-  shape_ok(&s, &tc, &pc, 0);
+  learner_shape(&s, 4096, RD_ALGO_DQN, 4, 2, 16, 0, 32);
 
   const uint32_t threads[] = {1, 2};
   const double budget = 1.0;
@@ -290,8 +304,7 @@ static void test_measure_tiny(void **state) {
   assert_true(wall <= budget + SLACK_S);
   /* A tiny shape gets every primitive at every thread count, in order,
    * then the pipeline's costs once, at the first thread count. */
-  assert_int_equal(n, 9);
-  check_results(r, n, &s);
+  check_n_results(r, n, 9, &s);
   for (size_t i = 0; i < 6; i++) {
     assert_int_equal(r[i].threads, threads[i / 3]);
     assert_int_equal(r[i].primitive, (rd_primitive_t)(i % 3));
@@ -326,15 +339,13 @@ static void test_measure_ddpg_replay_only(void **state) {
   /* A budget a loaded machine cannot overrun: every primitive is measured. */
   int rc = rd_profile_measure_cpu(&s, &one, 1, 3.0, r, 6, &n, &err);
   if (rc) fail_msg("measure ddpg: %s", err.msg);
-  assert_int_equal(n, 6);
-  check_results(r, n, &s);
+  check_n_results(r, n, 6, &s);
 
   /* Without a learner: sample and update only. */
   shape_ok(&s, &tc, NULL, 64);
   rc = rd_profile_measure_cpu(&s, &one, 1, 0.3, r, 2, &n, &err);
   if (rc) fail_msg("measure replay: %s", err.msg);
-  assert_int_equal(n, 2);
-  check_results(r, n, &s);
+  check_n_results(r, n, 2, &s);
   assert_int_equal(r[0].primitive, RD_PRIM_SAMPLE);
   assert_int_equal(r[1].primitive, RD_PRIM_UPDATE);
 }
@@ -383,8 +394,7 @@ static void test_measure_trains_on_gathered_rows(void **state) {
     size_t n = 0;
     int rc = rd_profile_measure_cpu(&s, &one, 1, 3.0, r, 6, &n, &err);
     if (rc) fail_msg("measure %s: %s %s", ddpg ? "ddpg" : "dqn", rd_err_name(rc), err.msg);
-    assert_int_equal(n, 6);
-    check_results(r, n, &s);
+    check_n_results(r, n, 6, &s);
     assert_int_equal(r[4].primitive, RD_PRIM_HANDOFF);
     assert_int_equal(r[5].primitive, RD_PRIM_PASS);
   }
@@ -410,8 +420,7 @@ static void test_measure_large_capacity_bounded(void **state) {
   double wall = rd_clock_now() - t0;
   if (rc) fail_msg("measure: %s", err.msg);
   assert_true(wall <= budget + SLACK_S); /* bound check, as above */
-  assert_int_equal(n, 2);
-  check_results(r, n, &s);
+  check_n_results(r, n, 2, &s);
   assert_true(r[0].items >= 256 && r[0].items <= (1u << 20) + 1);
   assert_int_equal(r[0].shape.capacity, 1u << 24); /* keyed by the workload's shape */
 }
@@ -420,12 +429,8 @@ static void test_measure_budget_runs_out(void **state) {
   (void)state;
   /* A budget too small for everything: fewer results, never a late
    * return. Hopper-sized networks at batch 256 take milliseconds a step. */
-  rd_table_config_t tc;
-  rd_pipeline_config_t pc;
   rd_profile_shape_t s;
-  table_config(&tc, 65536, 11);
-  pipeline_config(&pc, RD_ALGO_DDPG, 11, 3, 256, 256, 256);
-  shape_ok(&s, &tc, &pc, 0);
+  learner_shape(&s, 65536, RD_ALGO_DDPG, 11, 3, 256, 256, 256);
   const uint32_t threads[] = {1, 2, 3, 4};
   rd_profile_t r[15];
   size_t n;
@@ -443,12 +448,8 @@ static void test_measure_budget_runs_out(void **state) {
 
 static void test_measure_bad_requests(void **state) {
   (void)state;
-  rd_table_config_t tc;
-  rd_pipeline_config_t pc;
   rd_profile_shape_t s;
-  table_config(&tc, 1024, 4);
-  pipeline_config(&pc, RD_ALGO_DQN, 4, 2, 8, 0, 16);
-  shape_ok(&s, &tc, &pc, 0);
+  learner_shape(&s, 1024, RD_ALGO_DQN, 4, 2, 8, 0, 16);
   rd_profile_t r[8];
   size_t n = 5;
   rd_error_t err;
@@ -487,33 +488,54 @@ static void test_measure_bad_requests(void **state) {
   assert_non_null(strstr(err.msg, "CPU -1"));
 }
 
-static void test_cached(void **state) {
-  (void)state;
+/* The cache tests' set-up: a store in a fresh directory (teardown closes
+ * and removes it), and test_measure_tiny's shape. */
+typedef struct {
   char dir[64];
-  snprintf(dir, sizeof dir, "/tmp/rd_test_profile.XXXXXX");
-  assert_non_null(mkdtemp(dir));
   rd_store_t *st;
+  rd_profile_shape_t s;
+} cache_fixture_t;
+
+static int cache_setup(void **state) {
+  cache_fixture_t *f = calloc(1, sizeof *f);
+  if (f == NULL) return -1;
+  snprintf(f->dir, sizeof f->dir, "/tmp/rd_test_profile.XXXXXX");
+  assert_non_null(mkdtemp(f->dir));
   rd_error_t err;
   rd_error_clear(&err);
-  assert_int_equal(rd_store_open(&st, dir, &err), RD_OK);
+  assert_int_equal(rd_store_open(&f->st, f->dir, &err), RD_OK);
+  learner_shape(&f->s, 4096, RD_ALGO_DQN, 4, 2, 16, 0, 32);
+  *state = f;
+  return 0;
+}
 
-  rd_table_config_t tc;
-  rd_pipeline_config_t pc;
-  rd_profile_shape_t s;
-  table_config(&tc, 4096, 4);
-  pipeline_config(&pc, RD_ALGO_DQN, 4, 2, 16, 0, 32);
-  shape_ok(&s, &tc, &pc, 0);
+static int cache_teardown(void **state) {
+  cache_fixture_t *f = *state;
+  rd_store_close(f->st);
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", f->dir);
+  int rc = system(cmd);
+  free(f);
+  return rc == 0 ? 0 : -1;
+}
+
+static void test_cached(void **state) {
+  cache_fixture_t *f = *state;
+  rd_error_t err;
+  rd_error_clear(&err);
   const uint32_t threads[] = {1, 2}, two = 2;
   rd_profile_t a[9], b[9];
   size_t na, nb;
   int hit = 7;
 
   /* Miss: measured and stored. */
-  assert_int_equal(rd_profile_cpu_cached(st, &s, threads, 2, 1.0, a, 9, &na, &hit, &err), RD_OK);
+  assert_int_equal(rd_profile_cpu_cached(f->st, &f->s, threads, 2, 1.0, a, 9, &na, &hit, &err),
+                   RD_OK);
   assert_int_equal(hit, 0);
   assert_int_equal(na, 9);
   /* Hit: the same rows, nothing measured. */
-  assert_int_equal(rd_profile_cpu_cached(st, &s, threads, 2, 1.0, b, 9, &nb, &hit, &err), RD_OK);
+  assert_int_equal(rd_profile_cpu_cached(f->st, &f->s, threads, 2, 1.0, b, 9, &nb, &hit, &err),
+                   RD_OK);
   assert_int_equal(hit, 1);
   assert_int_equal(nb, 9);
   for (size_t i = 0; i < 9; i++) {
@@ -522,33 +544,32 @@ static void test_cached(void **state) {
     assert_true(b[i].latency_s == a[i].latency_s);
   }
   /* A subset of the thread counts: a hit with those rows only. */
-  assert_int_equal(rd_profile_cpu_cached(st, &s, &two, 1, 1.0, b, 6, &nb, &hit, &err), RD_OK);
+  assert_int_equal(rd_profile_cpu_cached(f->st, &f->s, &two, 1, 1.0, b, 6, &nb, &hit, &err), RD_OK);
   assert_int_equal(hit, 1);
   assert_int_equal(nb, 3);
   assert_int_equal(b[0].threads, 2);
   assert_true(b[2].latency_s == a[5].latency_s);
   /* Bad requests fail alike on a hit. */
-  assert_int_equal(rd_profile_cpu_cached(st, &s, threads, 2, 1.0, b, 5, &nb, &hit, &err),
+  assert_int_equal(rd_profile_cpu_cached(f->st, &f->s, threads, 2, 1.0, b, 5, &nb, &hit, &err),
                    RD_EINVAL);
   /* Another shape misses; so does this one once the store forgets. */
-  rd_profile_shape_t s2 = s;
+  rd_profile_shape_t s2 = f->s;
   s2.key.capacity = 8192;
-  assert_int_equal(rd_profile_cpu_cached(st, &s2, threads, 1, 0.5, b, 6, &nb, &hit, &err), RD_OK);
+  assert_int_equal(rd_profile_cpu_cached(f->st, &s2, threads, 1, 0.5, b, 6, &nb, &hit, &err),
+                   RD_OK);
   assert_int_equal(hit, 0);
   size_t removed;
-  assert_int_equal(rd_store_clear_profiles(st, &removed, &err), RD_OK);
+  assert_int_equal(rd_store_clear_profiles(f->st, &removed, &err), RD_OK);
   assert_int_equal(removed, 15);
-  assert_int_equal(rd_profile_cpu_cached(st, &s, threads, 2, 1.0, b, 9, &nb, &hit, &err), RD_OK);
+  assert_int_equal(rd_profile_cpu_cached(f->st, &f->s, threads, 2, 1.0, b, 9, &nb, &hit, &err),
+                   RD_OK);
   assert_int_equal(hit, 0);
   /* Without a store: always measured. */
-  assert_int_equal(rd_profile_cpu_cached(NULL, &s, threads, 1, 0.5, b, 6, &nb, &hit, &err), RD_OK);
+  assert_int_equal(rd_profile_cpu_cached(NULL, &f->s, threads, 1, 0.5, b, 6, &nb, &hit, &err),
+                   RD_OK);
   assert_int_equal(hit, 0);
   assert_int_equal(nb, 6);
 
-  rd_store_close(st);
-  char cmd[128];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-  assert_int_equal(system(cmd), 0);
 }
 
 /* The one cache with any device kind's profiler (profile_cache.h): a fake
@@ -595,20 +616,9 @@ static int fake_measure(const rd_profile_shape_t *shape, const rd_device_t *dev,
 }
 
 static void test_cache_any_kind(void **state) {
-  (void)state;
-  char dir[64];
-  snprintf(dir, sizeof dir, "/tmp/rd_test_profile.XXXXXX");
-  assert_non_null(mkdtemp(dir));
-  rd_store_t *st;
+  cache_fixture_t *f = *state;
   rd_error_t err;
   rd_error_clear(&err);
-  assert_int_equal(rd_store_open(&st, dir, &err), RD_OK);
-  rd_table_config_t tc;
-  rd_pipeline_config_t pc;
-  rd_profile_shape_t s;
-  table_config(&tc, 4096, 4);
-  pipeline_config(&pc, RD_ALGO_DQN, 4, 2, 16, 0, 32);
-  shape_ok(&s, &tc, &pc, 0);
   rd_device_t gpu;
   memset(&gpu, 0, sizeof gpu);
   snprintf(gpu.kind, sizeof gpu.kind, "gpu");
@@ -623,12 +633,12 @@ static void test_cache_any_kind(void **state) {
   int hit = 7, fault = 7;
 
   /* A restart never measures: nothing stored is RD_ENOTFOUND. */
-  rd_profile_request_t q = {st, &gpu, &s, NULL, 0, 1.0, 1};
+  rd_profile_request_t q = {f->st, &gpu, &f->s, NULL, 0, 1.0, 1};
   assert_int_equal(rd_profile_cached(&prof, &q, out, 4, &n, &hit, &fault, &err), RD_ENOTFOUND);
   assert_int_equal(fake.measures, 0);
   q.store = NULL;
   assert_int_equal(rd_profile_cached(&prof, &q, out, 4, &n, &hit, &fault, &err), RD_ENOTFOUND);
-  q.store = st;
+  q.store = f->st;
   /* Miss: measured by the kind's profiler and stored under its fingerprint. */
   q.cache_only = 0;
   assert_int_equal(rd_profile_cached(&prof, &q, out, 4, &n, &hit, &fault, &err), RD_OK);
@@ -658,7 +668,7 @@ static void test_cache_any_kind(void **state) {
   faster.threads = 8;
   faster.latency_s = 1e-5;
   faster.source = RD_PROFILE_IMPORTED;
-  assert_int_equal(rd_store_put_profiles(st, &faster, 1, &err), RD_OK);
+  assert_int_equal(rd_store_put_profiles(f->st, &faster, 1, &err), RD_OK);
   assert_int_equal(rd_profile_cached(&prof, &q, out, 4, &n, &hit, &fault, &err), RD_OK);
   assert_int_equal(n, 3);
   assert_true(out[2].latency_s == 1e-5);
@@ -673,10 +683,6 @@ static void test_cache_any_kind(void **state) {
   assert_int_equal(n, 0);
   assert_int_equal(fake.measures, 2);
 
-  rd_store_close(st);
-  char cmd[128];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-  assert_int_equal(system(cmd), 0);
 }
 
 /* rd_profile_reps, the repetitions the CPU and GPU profilers share: how
@@ -742,6 +748,6 @@ RDT_MAIN(rdt_quiet_setup, rdt_quiet_teardown,
          cmocka_unit_test(test_measure_large_capacity_bounded),
          cmocka_unit_test(test_measure_budget_runs_out),
          cmocka_unit_test(test_measure_bad_requests),
-         cmocka_unit_test(test_cached),
-         cmocka_unit_test(test_cache_any_kind),
+         cmocka_unit_test_setup_teardown(test_cached, cache_setup, cache_teardown),
+         cmocka_unit_test_setup_teardown(test_cache_any_kind, cache_setup, cache_teardown),
          cmocka_unit_test(test_reps))

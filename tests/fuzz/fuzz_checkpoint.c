@@ -32,7 +32,6 @@
 static rd_config_t cfg;
 static rd_durable_t *durable;
 static rd_registry_t *registry;
-static int verbose; /* FUZZ_VERBOSE=1: each input's outcome (do the seeds import?) */
 
 static void die(const char *what, const rd_error_t *err) {
   fprintf(stderr, "fuzz_checkpoint: %s: %s\n", what, err->msg);
@@ -42,7 +41,6 @@ static void die(const char *what, const rd_error_t *err) {
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
   (void)argc;
   (void)argv;
-  verbose = getenv("FUZZ_VERBOSE") != NULL;
   fuzz_durable_config(&cfg);
   cfg.learner_threads = 1;
   fuzz_durable_open(&cfg, &durable, &registry);
@@ -82,7 +80,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     rc = import(imp, spec, spec_len, &err);
     rd_import_free(imp);
   }
-  if (verbose) fprintf(stderr, "fuzz_checkpoint: %s\n", rc == RD_OK ? "imported" : err.msg);
+  if (fuzz_verbose()) fprintf(stderr, "fuzz_checkpoint: %s\n", rc == RD_OK ? "imported" : err.msg);
   if (rc != RD_OK && err.msg[0] == '\0') __builtin_trap(); /* a refusal says why */
   if (rc != RD_OK && err.code != rc) __builtin_trap();    /* and with its own code */
   return 0;

@@ -31,7 +31,6 @@
 static rd_config_t cfg;
 static rd_durable_t *durable;
 static rd_registry_t *registry;
-static int verbose; /* FUZZ_VERBOSE=1: each input's outcome (do the seeds replay?) */
 static rdt_pb_spec_t spec;
 
 static void die(const char *what, const rd_error_t *err) {
@@ -51,7 +50,6 @@ static void cartpole(void) {
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
   (void)argc;
   (void)argv;
-  verbose = getenv("FUZZ_VERBOSE") != NULL;
   fuzz_durable_config(&cfg);
   cfg.max_batch = 1024;
   cfg.checkpoint_interval_s = 0;
@@ -77,7 +75,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   rd_durable_info_t di;
   rd_durable_info(w, &di);
   if (di.restored[0] == '\0') __builtin_trap(); /* Describe says what came back */
-  if (verbose) fprintf(stderr, "fuzz_journal: %s\n", di.restored);
+  if (fuzz_verbose()) fprintf(stderr, "fuzz_journal: %s\n", di.restored);
   fuzz_table_probe(w);
 
   if (rd_registry_delete(registry, w->id, &err) != RD_OK) die("delete", &err);

@@ -24,6 +24,10 @@ void fuzz_durable_config(rd_config_t *cfg) {
   cfg->max_workloads = 4;
 }
 
+int fuzz_verbose(void) {
+  return getenv("FUZZ_VERBOSE") != NULL;
+}
+
 static void durable_close(void) {
   rd_registry_destroy(the_registry);
   rd_durable_destroy(the_durable);

@@ -16,6 +16,10 @@
  * A harness changes what it needs before fuzz_durable_open. */
 void fuzz_durable_config(rd_config_t *cfg);
 
+/* Whether FUZZ_VERBOSE is set: then a harness reports each input's
+ * outcome on stderr (do the seeds import, or replay?). */
+int fuzz_verbose(void);
+
 /* A durable store and a registry (no SQLite store) made with cfg, which
  * must outlive them; aborts when either cannot be made. Both are
  * destroyed before the scratch directory is removed at exit. */

@@ -26,6 +26,7 @@ extern "C" {
 #include "rd_rng.h"
 #include "rdt_rand.h"
 #include "rdt_check.h"
+#include "check_device.h"
 
 static void die(const char *what, const rd_error_t &err) {
   printf("FAIL %s: %s %s\n", what, rd_err_name(err.code), err.msg);
@@ -420,12 +421,12 @@ static void check_errors(void) {
 
 int main(int argc, char **argv) {
   bool quick = argc > 1 && strcmp(argv[1], "--quick") == 0;
+  int skip = check_device_or_skip();
+  if (skip) return skip;
+  /* The library's own device queries, where CUDA found a device. */
   rd_error_t err;
   int count = 0;
-  if (rd_gpu_device_count(&count, &err)) {
-    printf("SKIP no usable GPU: %s\n", err.msg);
-    return 77;
-  }
+  if (rd_gpu_device_count(&count, &err)) die("rd_gpu_device_count", err);
   char name[256];
   if (rd_gpu_device_name(0, name, sizeof name, &err)) die("rd_gpu_device_name", err);
   printf("device 0 of %d: %s\n", count, name);

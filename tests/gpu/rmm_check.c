@@ -8,6 +8,7 @@
 
 #include "sumtree.h"
 #include "rd_rng.h"
+#include "rdt_rmm.h"
 #include "rdt_schema.h"
 
 /* ------------------------------------------------------------------ */
@@ -19,23 +20,14 @@ typedef struct {
   uint8_t *mem;
 } host_rows_t;
 
+/* The tree is tests/support's CPU replay module (rdt_rmm.h): an
+ * rd_sumtree_t, whose leaf bound the tree keeps itself. */
 static int h_tree_init(void **out, int device, uint32_t capacity, uint32_t fanout,
                        uint32_t max_batch, rd_error_t *err) {
   (void)device, (void)max_batch;
-  rd_sumtree_t *t = malloc(sizeof *t);
-  if (t == NULL) return rd_error_set(err, RD_ENOMEM, "host tree");
-  int rc = rd_sumtree_init(t, capacity, fanout, err);
-  if (rc) {
-    free(t);
-    return rc;
-  }
-  *out = t;
-  return RD_OK;
+  return rdt_host_rmm_ops.create(out, capacity, fanout, 0, err);
 }
-static void h_tree_free(void *t) {
-  rd_sumtree_free(t);
-  free(t);
-}
+static void h_tree_free(void *t) { rdt_host_rmm_ops.destroy(t); }
 static int h_tree_set_range(void *t, uint32_t first, size_t n, const uint64_t *v,
                             rd_error_t *err) {
   return rd_sumtree_set_range(t, first, n, v, err);

@@ -37,6 +37,12 @@ static int init_dqn(rd_gpu_learner_t *l, int ordinal, rd_error_t *err) {
   return rd_gpu_learner_init(l, &c, ordinal, err);
 }
 
+/* init_dqn for the tests that need a GPU: they skip without one. */
+static int init_dqn_on_gpu(rd_gpu_learner_t *l, int ordinal, rd_error_t *err) {
+  if (!have_gpu()) skip();
+  return init_dqn(l, ordinal, err);
+}
+
 static void test_bad_config(void **state) {
   (void)state;
   rd_learner_config_t c;
@@ -76,19 +82,17 @@ static void test_no_device(void **state) {
 
 static void test_bad_ordinal(void **state) {
   (void)state;
-  if (!have_gpu()) skip();
   rd_gpu_learner_t l;
   rd_error_t err;
-  assert_int_equal(init_dqn(&l, 1000, &err), RD_EINVAL);
+  assert_int_equal(init_dqn_on_gpu(&l, 1000, &err), RD_EINVAL);
   assert_non_null(strstr(err.msg, "ordinal"));
 }
 
 static void test_one_step(void **state) {
   (void)state;
-  if (!have_gpu()) skip();
   rd_gpu_learner_t l;
   rd_error_t err;
-  assert_int_equal(init_dqn(&l, 0, &err), RD_OK);
+  assert_int_equal(init_dqn_on_gpu(&l, 0, &err), RD_OK);
   float obs[8 * 4], next[8 * 4], r[8], d[8], td[8];
   int32_t a[8];
   for (int i = 0; i < 32; i++) obs[i] = (float)(i % 7) * 0.1f, next[i] = (float)(i % 5) * 0.1f;

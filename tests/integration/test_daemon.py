@@ -420,12 +420,18 @@ class TestLearner(Base):
         # The priorities were written back: sampling sees them in the tree.
         self.assertGreater(d.counters.updates, 0)
 
-    def test_one_request_at_a_time_and_deadline(self):
+    def start_long_step(self, timeout):
+        """A new workload whose TrainStep of 60000 large steps (the call's
+        deadline: timeout) has been running for 0.3 s; (workload, future)."""
         w = self.register_learner(hidden=[256, 256], batch_size=256)
         self.insert(w, 1000)
         fut = self.d.stub.TrainStep.future(pb.TrainStepRequest(workload_id=w.id, steps=60000),
-                                           metadata=self.md(w), timeout=1.5)
+                                           metadata=self.md(w), timeout=timeout)
         time.sleep(0.3)
+        return w, fut
+
+    def test_one_request_at_a_time_and_deadline(self):
+        w, fut = self.start_long_step(timeout=1.5)
         e = self.assert_code(grpc.StatusCode.ABORTED, self.train, w, 1, timeout=10)
         self.assertIn("already running", e.details())
         with self.assertRaises(grpc.RpcError) as cm:
@@ -484,21 +490,13 @@ class TestLearner(Base):
             len(self.d.stub.ListWorkloads(pb.ListWorkloadsRequest(), timeout=10).workloads), 0)
 
     def test_delete_and_shutdown_end_a_pending_step(self):
-        w = self.register_learner(hidden=[256, 256], batch_size=256)
-        self.insert(w, 1000)
-        fut = self.d.stub.TrainStep.future(pb.TrainStepRequest(workload_id=w.id, steps=60000),
-                                           metadata=self.md(w), timeout=60)
-        time.sleep(0.3)
+        w, fut = self.start_long_step(timeout=60)
         self.d.stub.DeleteWorkload(pb.WorkloadRef(id=w.id), metadata=self.md(w), timeout=10)
         with self.assertRaises(grpc.RpcError) as cm:
             fut.result(timeout=10)
         self.assertEqual(cm.exception.code(), grpc.StatusCode.UNAVAILABLE)
         # Shutdown while a step runs is prompt and clean.
-        w = self.register_learner(hidden=[256, 256], batch_size=256)
-        self.insert(w, 1000)
-        fut = self.d.stub.TrainStep.future(pb.TrainStepRequest(workload_id=w.id, steps=60000),
-                                           metadata=self.md(w), timeout=60)
-        time.sleep(0.3)
+        w, fut = self.start_long_step(timeout=60)
         t0 = time.monotonic()
         self.assertEqual(self.d.stop(), 0)
         self.assertLess(time.monotonic() - t0, 10)

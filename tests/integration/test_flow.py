@@ -75,6 +75,12 @@ class FlowBase(Base):
             self.assertLess(time.monotonic() - t0, timeout, "timed out waiting for " + what)
             time.sleep(0.01)
 
+    def blocked_sample(self, w, what):
+        """A Sample of 8 on w, once its rate limiter shows it waiting."""
+        f = self.sample_future(w)
+        self.wait_for(lambda: self.lim(w).blocked_samples == 1, what)
+        return f
+
     def stream(self, w, batch=8, window=4, timeout=LONG, **kw):
         reqs = Requests(pb.SampleStreamRequest(workload_id=w.id, batch_size=batch,
                                                window=window, **kw))
@@ -86,8 +92,7 @@ class TestWaiting(FlowBase):
     def test_sample_waits_for_min_size(self):
         w = self.register_limited(min_size_to_sample=100)
         self.insert(w, 60)
-        f = self.sample_future(w)
-        self.wait_for(lambda: self.lim(w).blocked_samples == 1, "the sample to show as blocked")
+        f = self.blocked_sample(w, "the sample to show as blocked")
         time.sleep(0.3)  # time waited, for sample_wait_seconds below
         self.assertFalse(f.done(), "a sample below min_size_to_sample must wait")
         self.insert(w, 40, 60)
@@ -247,8 +252,7 @@ class TestSetRateLimiter(FlowBase):
     def test_change_store_and_remove(self):
         w = self.register_limited(min_size_to_sample=50)
         self.insert(w, 10)
-        f = self.sample_future(w)
-        self.wait_for(lambda: self.lim(w).blocked_samples == 1, "the wait")
+        f = self.blocked_sample(w, "the wait")
         r = self.d.stub.SetRateLimiter(pb.SetRateLimiterRequest(
             workload_id=w.id, rate_limiter=limiter(min_size_to_sample=5, samples_per_insert=2.0,
                                                    error_buffer=100.0)),
@@ -282,8 +286,7 @@ class TestSetRateLimiter(FlowBase):
         self.d.stub.SetRateLimiter(pb.SetRateLimiterRequest(
             workload_id=w.id, rate_limiter=limiter(min_size_to_sample=50)),
             metadata=self.md(w), timeout=10)
-        f = self.sample_future(w)
-        self.wait_for(lambda: self.lim(w).blocked_samples == 1, "the wait after restart")
+        f = self.blocked_sample(w, "the wait after restart")
         r = self.d.stub.SetRateLimiter(pb.SetRateLimiterRequest(workload_id=w.id),
                                        metadata=self.md(w), timeout=10)
         self.assertFalse(r.HasField("rate_limiter"))
