@@ -24,6 +24,7 @@
 #include <cmocka.h>
 
 #include "mock_server.h"
+#include "rdt_cl_mock.h"
 #include "rdt_client.h"
 #include "rdt_pb.h"
 #include "replayd.pb-c.h"
@@ -254,31 +255,16 @@ static void test_undecodable_reply(void **state) {
 
 static void test_list(void **state) {
   (void)state;
-  Replayd__V1__WorkloadCounters k = REPLAYD__V1__WORKLOAD_COUNTERS__INIT;
-  k.inserts = 10;
-  k.samples = 20;
-  k.updates = 30;
-  k.stale_updates = 4;
-  k.size = 10;
+  Replayd__V1__WorkloadCounters k;
+  rdt_cl_counters(&k, 10, 20, 30, 4, 10);
   k.bytes = 4096;
-  Replayd__V1__WorkloadSpec spec = REPLAYD__V1__WORKLOAD_SPEC__INIT;
-  spec.name = "a";
-  spec.capacity = 100;
-  Replayd__V1__Workload w1 = REPLAYD__V1__WORKLOAD__INIT, w2 = REPLAYD__V1__WORKLOAD__INIT;
-  w1.id = "id1";
-  w1.spec = &spec;
-  w1.counters = &k;
-  w2.id = "id2";
-  Replayd__V1__Workload *wp[] = {&w1, &w2};
-  Replayd__V1__ListWorkloadsResponse r = REPLAYD__V1__LIST_WORKLOADS_RESPONSE__INIT;
-  r.n_workloads = 2;
-  r.workloads = wp;
-  mock_reply_msg(&r.base);
+  rdt_pb_spec_t spec;
+  rdt_pb_spec_init(&spec, "a", 100);
+  Replayd__V1__Workload w1, w2, *wp[] = {&w1, &w2};
+  rdt_cl_workload(&w1, "id1", &spec.spec, &k);
+  rdt_cl_workload(&w2, "id2", NULL, NULL);
   rdc_workload_t *items;
-  size_t n;
-  rdc_error_t e;
-  assert_int_equal(rdc_list(mock_cli, &items, &n, &e), RDC_OK);
-  assert_int_equal(n, 2);
+  assert_int_equal(rdt_cl_list(wp, 2, &items), 2);
   assert_string_equal(items[0].id, "id1");
   assert_string_equal(items[0].spec.name, "a");
   assert_int_equal(items[0].spec.capacity, 100);
@@ -289,10 +275,7 @@ static void test_list(void **state) {
   assert_string_equal(items[1].token, "");
   rdc_list_free(items);
 
-  Replayd__V1__ListWorkloadsResponse empty = REPLAYD__V1__LIST_WORKLOADS_RESPONSE__INIT;
-  mock_reply_msg(&empty.base);
-  assert_int_equal(rdc_list(mock_cli, &items, &n, &e), RDC_OK);
-  assert_int_equal(n, 0);
+  assert_int_equal(rdt_cl_list(NULL, 0, &items), 0);
   assert_null(items);
 }
 
@@ -300,14 +283,9 @@ static void test_list(void **state) {
  * next_page_token comes back. */
 static void test_list_page(void **state) {
   (void)state;
-  Replayd__V1__Workload w1 = REPLAYD__V1__WORKLOAD__INIT;
-  w1.id = "id1";
-  Replayd__V1__Workload *wp[] = {&w1};
-  Replayd__V1__ListWorkloadsResponse r = REPLAYD__V1__LIST_WORKLOADS_RESPONSE__INIT;
-  r.n_workloads = 1;
-  r.workloads = wp;
-  r.next_page_token = "tok-2";
-  mock_reply_msg(&r.base);
+  Replayd__V1__Workload w1, *wp[] = {&w1};
+  rdt_cl_workload(&w1, "id1", NULL, NULL);
+  rdt_cl_reply_list(wp, 1, "tok-2");
   rdc_workload_t *items;
   size_t n;
   rdc_error_t e;
@@ -331,8 +309,7 @@ static void test_list_page(void **state) {
   char longtok[RDC_PAGE_TOKEN_MAX + 1];
   memset(longtok, 't', sizeof longtok - 1);
   longtok[sizeof longtok - 1] = '\0';
-  r.next_page_token = longtok;
-  mock_reply_msg(&r.base);
+  rdt_cl_reply_list(wp, 1, longtok);
   assert_int_equal(rdc_list_page(mock_cli, 0, NULL, &items, &n, next, &e), RDC_ETOOSMALL);
   assert_null(items);
   assert_int_equal(rdc_list_page(mock_cli, 0, NULL, &items, &n, NULL, &e), RDC_EINVAL);
@@ -342,14 +319,9 @@ static void test_list_page(void **state) {
  * server whose pages do not advance instead of asking forever. */
 static void test_list_pages_must_advance(void **state) {
   (void)state;
-  Replayd__V1__Workload w1 = REPLAYD__V1__WORKLOAD__INIT;
-  w1.id = "id1";
-  Replayd__V1__Workload *wp[] = {&w1};
-  Replayd__V1__ListWorkloadsResponse r = REPLAYD__V1__LIST_WORKLOADS_RESPONSE__INIT;
-  r.n_workloads = 1;
-  r.workloads = wp;
-  r.next_page_token = "same";
-  mock_reply_msg(&r.base);
+  Replayd__V1__Workload w1, *wp[] = {&w1};
+  rdt_cl_workload(&w1, "id1", NULL, NULL);
+  rdt_cl_reply_list(wp, 1, "same");
   mock_seen_t before, after;
   mock_seen(&before);
   rdc_workload_t *items = (rdc_workload_t *)1;
@@ -368,9 +340,7 @@ static void test_list_pages_must_advance(void **state) {
   replayd__v1__list_workloads_request__free_unpacked(q, NULL);
 
   /* An empty page that is not the last. */
-  r.n_workloads = 0;
-  r.next_page_token = "more";
-  mock_reply_msg(&r.base);
+  rdt_cl_reply_list(wp, 0, "more");
   assert_int_equal(rdc_list(mock_cli, &items, &n, &e), RDC_EPROTO);
   assert_non_null(strstr(e.msg, "empty page"));
 
@@ -661,29 +631,14 @@ static void test_update(void **state) {
 
 static void test_server_info(void **state) {
   (void)state;
-  Replayd__V1__Device d1 = REPLAYD__V1__DEVICE__INIT, d2 = REPLAYD__V1__DEVICE__INIT;
-  d1.kind = "cpu";
-  d1.name = "Some CPU";
-  d1.fingerprint = "fp1";
-  d1.status = "ok";
-  d2.kind = "gpu";
-  d2.name = "Some GPU";
-  d2.status = "no driver";
-  Replayd__V1__Device *dp[] = {&d1, &d2};
-  Replayd__V1__Workload w = REPLAYD__V1__WORKLOAD__INIT;
-  w.id = "w1";
-  Replayd__V1__Workload *wp[] = {&w};
-  Replayd__V1__ServerInfoResponse r = REPLAYD__V1__SERVER_INFO_RESPONSE__INIT;
-  r.version = "0.1.0";
-  r.uptime_seconds = 12.5;
-  r.n_devices = 2;
-  r.devices = dp;
-  r.n_workloads = 1;
-  r.workloads = wp;
-  mock_reply_msg(&r.base);
+  Replayd__V1__Device d[2], *dp[2];
+  rdt_cl_two_devices(d, dp);
+  Replayd__V1__Workload w, *wp[] = {&w};
+  rdt_cl_workload(&w, "w1", NULL, NULL);
+  Replayd__V1__ServerInfoResponse r;
+  rdt_cl_server_info(&r, "0.1.0", 12.5, dp, 2, wp, 1);
   rdc_server_info_t *info;
-  rdc_error_t e;
-  assert_int_equal(rdc_server_info(mock_cli, &info, &e), RDC_OK);
+  assert_int_equal(rdt_cl_info(&r, &info), RDC_OK);
   assert_string_equal(info->version, "0.1.0");
   assert_true(info->uptime_s == 12.5);
   assert_int_equal(info->n_devices, 2);
@@ -697,8 +652,7 @@ static void test_server_info(void **state) {
   r.workload_count = 40;
   r.workloads_truncated = 1;
   r.devices_truncated = 1;
-  mock_reply_msg(&r.base);
-  assert_int_equal(rdc_server_info(mock_cli, &info, &e), RDC_OK);
+  assert_int_equal(rdt_cl_info(&r, &info), RDC_OK);
   assert_int_equal(info->n_workloads, 1);
   assert_int_equal(info->workload_count, 40);
   assert_true(info->workloads_truncated);

@@ -19,6 +19,7 @@
 #include <cmocka.h>
 
 #include "mock_server.h"
+#include "rdt_cl_mock.h"
 #include "rdt_pb.h"
 #include "rdt_daemon.h"
 #include "rdt_dir.h"
@@ -26,8 +27,6 @@
 
 
 static const char *replayctl;
-static int port;
-static char server[64];
 
 /* Run replayctl with args (NULL-terminated) and extra environment entries
  * ("K=V", or "K=" to remove K); it must run and exit. */
@@ -125,65 +124,27 @@ static void assert_json(const char *s) {
 
 /* ------------------------------------------------------------------ */
 
-static int group_setup(void **state) {
-  (void)state;
-  port = mock_start();
-  snprintf(server, sizeof server, "127.0.0.1:%d", port);
-  return 0;
-}
-
-static int group_teardown(void **state) {
-  (void)state;
-  mock_stop();
-  return 0;
-}
-
-static int reset(void **state) {
-  (void)state;
-  mock_reset();
-  return 0;
-}
+/* The replayctl programs talk to the mock that mock_group_setup starts. */
+static const char *const server = mock_target;
 
 static void script_info(void) {
-  Replayd__V1__Device d1 = REPLAYD__V1__DEVICE__INIT, d2 = REPLAYD__V1__DEVICE__INIT;
-  d1.kind = "cpu";
-  d1.name = "Test CPU \"16 cores\"";
-  d1.fingerprint = "cpu-abc";
-  d1.status = "ok";
-  d2.kind = "gpu";
-  d2.name = "Test GPU";
-  d2.fingerprint = "gpu-def";
-  d2.status = "no driver";
-  Replayd__V1__Device *dp[] = {&d1, &d2};
-  Replayd__V1__Workload w = REPLAYD__V1__WORKLOAD__INIT;
-  w.id = "w1";
-  Replayd__V1__Workload *wp[] = {&w, &w, &w};
-  Replayd__V1__ServerInfoResponse r = REPLAYD__V1__SERVER_INFO_RESPONSE__INIT;
-  r.version = "0.1.0";
-  r.uptime_seconds = 3723.5;
-  r.n_devices = 2;
-  r.devices = dp;
-  r.n_workloads = 3;
-  r.workloads = wp;
+  Replayd__V1__Device d[2], *dp[2];
+  rdt_cl_two_devices(d, dp);
+  Replayd__V1__Workload w, *wp[] = {&w, &w, &w};
+  rdt_cl_workload(&w, "w1", NULL, NULL);
+  Replayd__V1__ServerInfoResponse r;
+  rdt_cl_server_info(&r, "0.1.0", 3723.5, dp, 2, wp, 3);
   mock_reply_msg(&r.base);
 }
 
 /* ListDevices (replayctl devices): the devices with what runs there. */
 static void script_devices(void) {
-  Replayd__V1__Device d1 = REPLAYD__V1__DEVICE__INIT, d2 = REPLAYD__V1__DEVICE__INIT;
-  d1.kind = "cpu";
-  d1.name = "Test CPU \"16 cores\"";
-  d1.fingerprint = "cpu-abc";
-  d1.status = "ok";
-  d1.capabilities = "sumtree,table,learner";
-  d1.cores = 16;
-  d1.memory_bytes = 64ull << 30;
-  d1.isa = "avx2";
-  d2.kind = "gpu";
-  d2.name = "Test GPU";
-  d2.fingerprint = "gpu-def";
-  d2.status = "no driver";
-  Replayd__V1__Device *dp[] = {&d1, &d2};
+  Replayd__V1__Device d[2], *dp[2];
+  rdt_cl_two_devices(d, dp);
+  d[0].capabilities = "sumtree,table,learner";
+  d[0].cores = 16;
+  d[0].memory_bytes = 64ull << 30;
+  d[0].isa = "avx2";
   Replayd__V1__ListDevicesResponse r = REPLAYD__V1__LIST_DEVICES_RESPONSE__INIT;
   r.n_devices = 2;
   r.devices = dp;
@@ -241,28 +202,15 @@ static void test_server_from_env(void **state) {
 }
 
 static void script_list(void) {
-  Replayd__V1__WorkloadCounters k1 = REPLAYD__V1__WORKLOAD_COUNTERS__INIT;
-  k1.inserts = 123456;
-  k1.samples = 7;
-  k1.updates = 89;
-  k1.stale_updates = 3;
-  k1.size = 1000;
-  Replayd__V1__WorkloadSpec s1 = REPLAYD__V1__WORKLOAD_SPEC__INIT, s2 = REPLAYD__V1__WORKLOAD_SPEC__INIT;
-  s1.name = "cartpole";
-  s1.capacity = 100000;
-  s2.name = "na\xc3\xafve\ttab";
-  s2.capacity = 5;
-  Replayd__V1__Workload w1 = REPLAYD__V1__WORKLOAD__INIT, w2 = REPLAYD__V1__WORKLOAD__INIT;
-  w1.id = "aaaa";
-  w1.spec = &s1;
-  w1.counters = &k1;
-  w2.id = "bbbbbbbb";
-  w2.spec = &s2;
-  Replayd__V1__Workload *wp[] = {&w1, &w2};
-  Replayd__V1__ListWorkloadsResponse r = REPLAYD__V1__LIST_WORKLOADS_RESPONSE__INIT;
-  r.n_workloads = 2;
-  r.workloads = wp;
-  mock_reply_msg(&r.base);
+  Replayd__V1__WorkloadCounters k1;
+  rdt_cl_counters(&k1, 123456, 7, 89, 3, 1000);
+  rdt_pb_spec_t s1, s2;
+  rdt_pb_spec_init(&s1, "cartpole", 100000);
+  rdt_pb_spec_init(&s2, "na\xc3\xafve\ttab", 5);
+  Replayd__V1__Workload w1, w2, *wp[] = {&w1, &w2};
+  rdt_cl_workload(&w1, "aaaa", &s1.spec, &k1);
+  rdt_cl_workload(&w2, "bbbbbbbb", &s2.spec, NULL);
+  rdt_cl_reply_list(wp, 2, NULL);
 }
 
 static void test_ls(void **state) {
@@ -290,8 +238,7 @@ static void test_ls(void **state) {
   assert_non_null(strstr(r.out, "\"inserts\":123456"));
   assert_non_null(strstr(r.out, "\"alpha\":null")); /* not set by this (fake) server */
 
-  Replayd__V1__ListWorkloadsResponse empty = REPLAYD__V1__LIST_WORKLOADS_RESPONSE__INIT;
-  mock_reply_msg(&empty.base);
+  rdt_cl_reply_list(NULL, 0, NULL);
   run(&r, NULL, "--server", server, "--json", "ls", NULL);
   assert_string_equal(r.out, "{\"workloads\":[]}\n");
 }
@@ -308,10 +255,8 @@ static void test_describe(void **state) {
   Replayd__V1__WorkloadCounters k = REPLAYD__V1__WORKLOAD_COUNTERS__INIT;
   k.size = 10;
   k.bytes = 3 << 20;
-  Replayd__V1__Workload w = REPLAYD__V1__WORKLOAD__INIT;
-  w.id = "abc";
-  w.spec = &s.spec;
-  w.counters = &k;
+  Replayd__V1__Workload w;
+  rdt_cl_workload(&w, "abc", &s.spec, &k);
   w.created_unix = 1700000000;
   mock_reply_msg(&w.base);
   rdt_result_t r;
@@ -513,15 +458,15 @@ int main(int argc, char **argv) {
   }
   replayctl = argv[1];
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test_setup(test_status, reset),
-      cmocka_unit_test_setup(test_server_from_env, reset),
-      cmocka_unit_test_setup(test_ls, reset),
-      cmocka_unit_test_setup(test_describe, reset),
-      cmocka_unit_test_setup(test_call_errors_exit_1, reset),
-      cmocka_unit_test_setup(test_usage_errors_exit_2, reset),
-      cmocka_unit_test_setup(test_rm_token_sources, reset),
-      cmocka_unit_test_setup(test_change_answers_json, reset),
-      cmocka_unit_test_setup(test_undecodable_reply, reset),
+      cmocka_unit_test_setup(test_status, mock_test_setup),
+      cmocka_unit_test_setup(test_server_from_env, mock_test_setup),
+      cmocka_unit_test_setup(test_ls, mock_test_setup),
+      cmocka_unit_test_setup(test_describe, mock_test_setup),
+      cmocka_unit_test_setup(test_call_errors_exit_1, mock_test_setup),
+      cmocka_unit_test_setup(test_usage_errors_exit_2, mock_test_setup),
+      cmocka_unit_test_setup(test_rm_token_sources, mock_test_setup),
+      cmocka_unit_test_setup(test_change_answers_json, mock_test_setup),
+      cmocka_unit_test_setup(test_undecodable_reply, mock_test_setup),
   };
-  return cmocka_run_group_tests(tests, group_setup, group_teardown);
+  return cmocka_run_group_tests(tests, mock_group_setup, mock_group_teardown);
 }
