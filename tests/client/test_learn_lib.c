@@ -351,10 +351,7 @@ static void test_train_step(void **state) {
   assert_true(out.steps_per_second == 2000);
   assert_int_equal(out.skipped_steps, 2);
   mock_seen_t seen;
-  mock_seen(&seen);
-  assert_string_equal(seen.method, "/replayd.v1.Replay/TrainStep");
-  assert_true(seen.had_token);
-  assert_string_equal(seen.token, TOKEN);
+  assert_int_equal(rdt_cl_seen(&seen, "TrainStep", TOKEN), 0);
   Replayd__V1__TrainStepRequest *q =
       replayd__v1__train_step_request__unpack(NULL, seen.body_len, seen.body);
   assert_non_null(q);
@@ -416,9 +413,7 @@ static void test_get_weights(void **state) {
   assert_memory_equal(buf, w, sizeof w);
   assert_int_equal(buf[sizeof w], 0xee); /* nothing past the weights */
   mock_seen_t seen;
-  mock_seen(&seen);
-  assert_string_equal(seen.method, "/replayd.v1.Replay/GetWeights");
-  assert_string_equal(seen.token, TOKEN);
+  assert_int_equal(rdt_cl_seen(&seen, "GetWeights", TOKEN), 0);
   Replayd__V1__GetWeightsRequest *q =
       replayd__v1__get_weights_request__unpack(NULL, seen.body_len, seen.body);
   assert_non_null(q);

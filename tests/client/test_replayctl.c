@@ -164,9 +164,7 @@ static void test_status(void **state) {
   assert_non_null(strstr(r.out, "devices       2\n"));
   assert_non_null(strstr(r.out, "  KIND  NAME                 FINGERPRINT  STATUS\n"));
   assert_non_null(strstr(r.out, "  gpu   Test GPU             gpu-def      no driver\n"));
-  mock_seen_t seen;
-  mock_seen(&seen);
-  assert_string_equal(seen.method, "/replayd.v1.Replay/ServerInfo");
+  assert_int_equal(rdt_cl_seen(NULL, "ServerInfo", NULL), 0);
 
   script_info();
   run(&r, NULL, "status", "--json", "--server", server, NULL);
@@ -190,9 +188,7 @@ static void test_server_from_env(void **state) {
   assert_non_null(strstr(r.out, "KIND  NAME"));
   assert_non_null(strstr(r.out, "cpu   Test CPU \"16 cores\"  cpu-abc      "));
   assert_non_null(strstr(r.out, "64.0 GiB  avx2  sumtree,table,learner  ok\n"));
-  mock_seen_t seen;
-  mock_seen(&seen);
-  assert_string_equal(seen.method, "/replayd.v1.Replay/ListDevices");
+  assert_int_equal(rdt_cl_seen(NULL, "ListDevices", NULL), 0);
   script_devices();
   run(&r, extra, "devices", "--json", NULL);
   assert_int_equal(r.rc, 0);
@@ -226,9 +222,7 @@ static void test_ls(void **state) {
       "aaaa      cartpole     1000/100000   123456        7       89      3\n"
       "bbbbbbbb  na\xc3\xafve?tab            0/5        0        0        0      0\n";
   assert_string_equal(r.out, want);
-  mock_seen_t seen;
-  mock_seen(&seen);
-  assert_string_equal(seen.method, "/replayd.v1.Replay/ListWorkloads");
+  assert_int_equal(rdt_cl_seen(NULL, "ListWorkloads", NULL), 0);
 
   script_list();
   run(&r, NULL, "--server", server, "--json", "ls", NULL);
@@ -272,9 +266,7 @@ static void test_describe(void **state) {
   assert_non_null(strstr(r.out, "  done    bool   []                 1\n"));
   assert_non_null(strstr(r.out, "  28225 bytes per row\n"));
   assert_non_null(strstr(r.out, "  memory      3.0 MiB\n"));
-  mock_seen_t seen;
-  mock_seen(&seen);
-  assert_string_equal(seen.method, "/replayd.v1.Replay/DescribeWorkload");
+  assert_int_equal(rdt_cl_seen(NULL, "DescribeWorkload", NULL), 0);
 
   mock_reply_msg(&w.base);
   run(&r, NULL, "--server", server, "describe", "abc", "--json", NULL);
@@ -344,9 +336,7 @@ static void test_rm_token_sources(void **state) {
   run(&r, NULL, "--server", server, "rm", "w1", "--token", "tok-1", NULL);
   assert_int_equal(r.rc, 0);
   assert_string_equal(r.out, "deleted workload w1\n");
-  mock_seen(&seen);
-  assert_string_equal(seen.method, "/replayd.v1.Replay/DeleteWorkload");
-  assert_string_equal(seen.token, "tok-1");
+  assert_int_equal(rdt_cl_seen(&seen, "DeleteWorkload", "tok-1"), 0);
 
   /* The default admin token file under $STATE_DIRECTORY. */
   char dir[] = "/tmp/rdc_rctl_state_XXXXXX";
@@ -361,8 +351,7 @@ static void test_rm_token_sources(void **state) {
   run(&r, extra, "--server", server, "rm", "w2", "--json", NULL);
   assert_int_equal(r.rc, 0);
   assert_string_equal(r.out, "{\"deleted\":\"w2\"}\n");
-  mock_seen(&seen);
-  assert_string_equal(seen.token, "admin-secret");
+  assert_int_equal(rdt_cl_seen(&seen, "DeleteWorkload", "admin-secret"), 0);
 
   /* $XDG_STATE_HOME/replayd when STATE_DIRECTORY is unset. */
   char xdg[] = "/tmp/rdc_rctl_xdg_XXXXXX";
@@ -378,15 +367,13 @@ static void test_rm_token_sources(void **state) {
   mock_reply_msg(&del.base);
   run(&r, extra2, "--server", server, "rm", "w3", NULL);
   assert_int_equal(r.rc, 0);
-  mock_seen(&seen);
-  assert_string_equal(seen.token, "xdg-secret");
+  assert_int_equal(rdt_cl_seen(&seen, "DeleteWorkload", "xdg-secret"), 0);
 
   /* --admin-token-file */
   mock_reply_msg(&del.base);
   run(&r, NULL, "--server", server, "rm", "w4", "--admin-token-file", path, NULL);
   assert_int_equal(r.rc, 0);
-  mock_seen(&seen);
-  assert_string_equal(seen.token, "admin-secret");
+  assert_int_equal(rdt_cl_seen(&seen, "DeleteWorkload", "admin-secret"), 0);
 
   /* No token anywhere: a usage error, and nothing is sent. */
   int calls = seen.calls;

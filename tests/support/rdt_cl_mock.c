@@ -2,6 +2,7 @@
 #include "rdt_cl_mock.h"
 
 #include <stdio.h>
+#include <string.h>
 
 #include "mock_server.h"
 
@@ -76,4 +77,22 @@ int rdt_cl_info(const Replayd__V1__ServerInfoResponse *r, rdc_server_info_t **in
   int rc = rdc_server_info(mock_cli, info, &e);
   if (rc != RDC_OK) fprintf(stderr, "rdc_server_info: %s\n", e.msg);
   return rc;
+}
+
+int rdt_cl_seen(mock_seen_t *seen, const char *method, const char *token) {
+  mock_seen_t mine;
+  if (seen == NULL) seen = &mine;
+  mock_seen(seen);
+  char want[160];
+  snprintf(want, sizeof want, "/replayd.v1.Replay/%s", method);
+  if (strcmp(seen->method, want) != 0) {
+    fprintf(stderr, "the last call was %s, not %s\n", seen->method, want);
+    return -1;
+  }
+  if (token && (!seen->had_token || strcmp(seen->token, token) != 0)) {
+    fprintf(stderr, "%s came with token \"%s\"%s, not \"%s\"\n", method, seen->token,
+            seen->had_token ? "" : " (none)", token);
+    return -1;
+  }
+  return 0;
 }

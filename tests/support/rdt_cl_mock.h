@@ -14,6 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "mock_server.h"
 #include "replayd.pb-c.h"
 #include "replayd_client.h"
 
@@ -52,5 +53,11 @@ void rdt_cl_server_info(Replayd__V1__ServerInfoResponse *r, const char *version,
 /* rdc_server_info on mock_cli of the reply r: its code, the answer in
  * *info (rdc_server_info_free it), the error on stderr. */
 int rdt_cl_info(const Replayd__V1__ServerInfoResponse *r, rdc_server_info_t **info);
+
+/* What the mock received in the last call, in *seen (NULL: not kept): 0
+ * when it was the Replay service's method (its name: "Sample") with the
+ * x-replayd-token token (NULL: any or none), else -1 with what it was on
+ * stderr. */
+int rdt_cl_seen(mock_seen_t *seen, const char *method, const char *token);
 
 #endif
