@@ -33,6 +33,24 @@ static const char *replayctl;
 #define run(res, env_extra, ...) \
   assert_int_equal(rdt_run(res, env_extra, replayctl, __VA_ARGS__), 0)
 
+/* The same, and it must exit 0 (else its stderr shows). */
+static void run_ok(rdt_result_t *r, const char *const *env_extra, ...) {
+  va_list ap;
+  va_start(ap, env_extra);
+  assert_int_equal(rdt_runv(r, env_extra, replayctl, ap), 0);
+  va_end(ap);
+  if (r->rc != 0) fail_msg("replayctl exited %d: %s", r->rc, r->err);
+}
+
+/* Each of the strings after out (NULL-terminated) is in out. */
+static void has(const char *out, ...) {
+  va_list ap;
+  va_start(ap, out);
+  for (const char *want; (want = va_arg(ap, const char *)) != NULL;)
+    if (strstr(out, want) == NULL) fail_msg("no \"%s\" in:\n%s", want, out);
+  va_end(ap);
+}
+
 /* ------------------------------------------------------------------ */
 /* A strict little JSON checker (RFC 8259 grammar), for --json output.  */
 
@@ -155,25 +173,18 @@ static void test_status(void **state) {
   (void)state;
   script_info();
   rdt_result_t r;
-  run(&r, NULL, "--server", server, "status", NULL);
-  assert_int_equal(r.rc, 0);
+  run_ok(&r, NULL, "--server", server, "status", NULL);
   assert_string_equal(r.err, "");
-  assert_non_null(strstr(r.out, "version       0.1.0\n"));
-  assert_non_null(strstr(r.out, "uptime        1h 02m 03s\n"));
-  assert_non_null(strstr(r.out, "workloads     3\n"));
-  assert_non_null(strstr(r.out, "devices       2\n"));
-  assert_non_null(strstr(r.out, "  KIND  NAME                 FINGERPRINT  STATUS\n"));
-  assert_non_null(strstr(r.out, "  gpu   Test GPU             gpu-def      no driver\n"));
+  has(r.out, "version       0.1.0\n", "uptime        1h 02m 03s\n", "workloads     3\n",
+      "devices       2\n", "  KIND  NAME                 FINGERPRINT  STATUS\n",
+      "  gpu   Test GPU             gpu-def      no driver\n", NULL);
   assert_int_equal(rdt_cl_seen(NULL, "ServerInfo", NULL), 0);
 
   script_info();
-  run(&r, NULL, "status", "--json", "--server", server, NULL);
-  assert_int_equal(r.rc, 0);
+  run_ok(&r, NULL, "status", "--json", "--server", server, NULL);
   assert_json(r.out);
-  assert_non_null(strstr(r.out, "\"version\":\"0.1.0\""));
-  assert_non_null(strstr(r.out, "\"uptime_seconds\":3723.5"));
-  assert_non_null(strstr(r.out, "\"workloads\":3"));
-  assert_non_null(strstr(r.out, "\"name\":\"Test CPU \\\"16 cores\\\"\""));
+  has(r.out, "\"version\":\"0.1.0\"", "\"uptime_seconds\":3723.5", "\"workloads\":3",
+      "\"name\":\"Test CPU \\\"16 cores\\\"\"", NULL);
 }
 
 static void test_server_from_env(void **state) {
@@ -183,18 +194,15 @@ static void test_server_from_env(void **state) {
   snprintf(env, sizeof env, "REPLAYD_SERVER=%s", server);
   const char *const extra[] = {env, NULL};
   rdt_result_t r;
-  run(&r, extra, "devices", NULL);
-  assert_int_equal(r.rc, 0);
-  assert_non_null(strstr(r.out, "KIND  NAME"));
-  assert_non_null(strstr(r.out, "cpu   Test CPU \"16 cores\"  cpu-abc      "));
-  assert_non_null(strstr(r.out, "64.0 GiB  avx2  sumtree,table,learner  ok\n"));
+  run_ok(&r, extra, "devices", NULL);
+  has(r.out, "KIND  NAME", "cpu   Test CPU \"16 cores\"  cpu-abc      ",
+      "64.0 GiB  avx2  sumtree,table,learner  ok\n", NULL);
   assert_int_equal(rdt_cl_seen(NULL, "ListDevices", NULL), 0);
   script_devices();
-  run(&r, extra, "devices", "--json", NULL);
-  assert_int_equal(r.rc, 0);
+  run_ok(&r, extra, "devices", "--json", NULL);
   assert_json(r.out);
-  assert_non_null(strstr(r.out, "{\"devices\":[{\"kind\":\"cpu\""));
-  assert_non_null(strstr(r.out, "\"capabilities\":\"sumtree,table,learner\""));
+  has(r.out, "{\"devices\":[{\"kind\":\"cpu\"", "\"capabilities\":\"sumtree,table,learner\"",
+      NULL);
 }
 
 static void script_list(void) {
@@ -213,8 +221,7 @@ static void test_ls(void **state) {
   (void)state;
   script_list();
   rdt_result_t r;
-  run(&r, NULL, "--server", server, "ls", NULL);
-  assert_int_equal(r.rc, 0);
+  run_ok(&r, NULL, "--server", server, "ls", NULL);
   /* Columns as wide as their widest cell ("naive" with a diaeresis is one
    * column per character), numbers right-aligned, the tab shown as '?'. */
   const char *want =
@@ -225,12 +232,10 @@ static void test_ls(void **state) {
   assert_int_equal(rdt_cl_seen(NULL, "ListWorkloads", NULL), 0);
 
   script_list();
-  run(&r, NULL, "--server", server, "--json", "ls", NULL);
-  assert_int_equal(r.rc, 0);
+  run_ok(&r, NULL, "--server", server, "--json", "ls", NULL);
   assert_json(r.out);
-  assert_non_null(strstr(r.out, "\"name\":\"na\xc3\xafve\\ttab\""));
-  assert_non_null(strstr(r.out, "\"inserts\":123456"));
-  assert_non_null(strstr(r.out, "\"alpha\":null")); /* not set by this (fake) server */
+  /* alpha: not set by this (fake) server */
+  has(r.out, "\"name\":\"na\xc3\xafve\\ttab\"", "\"inserts\":123456", "\"alpha\":null", NULL);
 
   rdt_cl_reply_list(NULL, 0, NULL);
   run(&r, NULL, "--server", server, "--json", "ls", NULL);
@@ -254,27 +259,18 @@ static void test_describe(void **state) {
   w.created_unix = 1700000000;
   mock_reply_msg(&w.base);
   rdt_result_t r;
-  run(&r, NULL, "--server", server, "describe", "abc", NULL);
-  assert_int_equal(r.rc, 0);
-  assert_non_null(strstr(r.out, "id            abc\n"));
-  assert_non_null(strstr(r.out, "created       2023-11-14 22:13:20 UTC\n"));
-  assert_non_null(strstr(r.out, "alpha         0.6\n"));
-  assert_non_null(strstr(r.out, "epsilon       1e-06\n"));
-  assert_non_null(strstr(r.out, "max priority  1048576\n"));
-  assert_non_null(strstr(r.out, "  FIELD   DTYPE  SHAPE      BYTES/ROW\n"));
-  assert_non_null(strstr(r.out, "  frames  uint8  [84,84,4]      28224\n"));
-  assert_non_null(strstr(r.out, "  done    bool   []                 1\n"));
-  assert_non_null(strstr(r.out, "  28225 bytes per row\n"));
-  assert_non_null(strstr(r.out, "  memory      3.0 MiB\n"));
+  run_ok(&r, NULL, "--server", server, "describe", "abc", NULL);
+  has(r.out, "id            abc\n", "created       2023-11-14 22:13:20 UTC\n",
+      "alpha         0.6\n", "epsilon       1e-06\n", "max priority  1048576\n",
+      "  FIELD   DTYPE  SHAPE      BYTES/ROW\n", "  frames  uint8  [84,84,4]      28224\n",
+      "  done    bool   []                 1\n", "  28225 bytes per row\n",
+      "  memory      3.0 MiB\n", NULL);
   assert_int_equal(rdt_cl_seen(NULL, "DescribeWorkload", NULL), 0);
 
   mock_reply_msg(&w.base);
-  run(&r, NULL, "--server", server, "describe", "abc", "--json", NULL);
-  assert_int_equal(r.rc, 0);
+  run_ok(&r, NULL, "--server", server, "describe", "abc", "--json", NULL);
   assert_json(r.out);
-  assert_non_null(strstr(r.out, "\"shape\":[84,84,4]"));
-  assert_non_null(strstr(r.out, "\"alpha\":0.6,"));
-  assert_non_null(strstr(r.out, "\"max_priority\":1048576,"));
+  has(r.out, "\"shape\":[84,84,4]", "\"alpha\":0.6,", "\"max_priority\":1048576,", NULL);
 }
 
 static void test_call_errors_exit_1(void **state) {
@@ -309,11 +305,9 @@ static void test_usage_errors_exit_2(void **state) {
   assert_int_equal(r.rc, 2);
   run(&r, NULL, "ls", "--timeout", "x", NULL);
   assert_int_equal(r.rc, 2);
-  run(&r, NULL, "--help", NULL);
-  assert_int_equal(r.rc, 0);
+  run_ok(&r, NULL, "--help", NULL);
   assert_non_null(strstr(r.out, "usage: replayctl"));
-  run(&r, NULL, "--version", NULL);
-  assert_int_equal(r.rc, 0);
+  run_ok(&r, NULL, "--version", NULL);
   assert_non_null(strstr(r.out, "replayctl "));
 }
 
@@ -333,8 +327,7 @@ static void test_rm_token_sources(void **state) {
 
   /* --token */
   mock_reply_msg(&del.base);
-  run(&r, NULL, "--server", server, "rm", "w1", "--token", "tok-1", NULL);
-  assert_int_equal(r.rc, 0);
+  run_ok(&r, NULL, "--server", server, "rm", "w1", "--token", "tok-1", NULL);
   assert_string_equal(r.out, "deleted workload w1\n");
   assert_int_equal(rdt_cl_seen(&seen, "DeleteWorkload", "tok-1"), 0);
 
@@ -348,8 +341,7 @@ static void test_rm_token_sources(void **state) {
   snprintf(env, sizeof env, "STATE_DIRECTORY=%s", dir);
   const char *const extra[] = {env, NULL};
   mock_reply_msg(&del.base);
-  run(&r, extra, "--server", server, "rm", "w2", "--json", NULL);
-  assert_int_equal(r.rc, 0);
+  run_ok(&r, extra, "--server", server, "rm", "w2", "--json", NULL);
   assert_string_equal(r.out, "{\"deleted\":\"w2\"}\n");
   assert_int_equal(rdt_cl_seen(&seen, "DeleteWorkload", "admin-secret"), 0);
 
@@ -365,14 +357,12 @@ static void test_rm_token_sources(void **state) {
   snprintf(env2, sizeof env2, "XDG_STATE_HOME=%s", xdg);
   const char *const extra2[] = {"STATE_DIRECTORY=", env2, NULL};
   mock_reply_msg(&del.base);
-  run(&r, extra2, "--server", server, "rm", "w3", NULL);
-  assert_int_equal(r.rc, 0);
+  run_ok(&r, extra2, "--server", server, "rm", "w3", NULL);
   assert_int_equal(rdt_cl_seen(&seen, "DeleteWorkload", "xdg-secret"), 0);
 
   /* --admin-token-file */
   mock_reply_msg(&del.base);
-  run(&r, NULL, "--server", server, "rm", "w4", "--admin-token-file", path, NULL);
-  assert_int_equal(r.rc, 0);
+  run_ok(&r, NULL, "--server", server, "rm", "w4", "--admin-token-file", path, NULL);
   assert_int_equal(rdt_cl_seen(&seen, "DeleteWorkload", "admin-secret"), 0);
 
   /* No token anywhere: a usage error, and nothing is sent. */
@@ -405,8 +395,7 @@ static void test_change_answers_json(void **state) {
   Replayd__V1__ClearProfilesResponse cleared = REPLAYD__V1__CLEAR_PROFILES_RESPONSE__INIT;
   cleared.removed = 3;
   mock_reply_msg(&cleared.base);
-  run(&r, NULL, "--server", server, "--json", "profiles", "--clear", "--token", "t", NULL);
-  assert_int_equal(r.rc, 0);
+  run_ok(&r, NULL, "--server", server, "--json", "profiles", "--clear", "--token", "t", NULL);
   assert_string_equal(r.out, "{\"removed\":3}\n");
 
   char dir[128];
@@ -416,15 +405,13 @@ static void test_change_answers_json(void **state) {
   Replayd__V1__ImportProfilesResponse imported = REPLAYD__V1__IMPORT_PROFILES_RESPONSE__INIT;
   imported.imported = 2;
   mock_reply_msg(&imported.base);
-  run(&r, NULL, "--server", server, "--json", "profiles", "import", path, "--token", "t", NULL);
-  assert_int_equal(r.rc, 0);
+  run_ok(&r, NULL, "--server", server, "--json", "profiles", "import", path, "--token", "t", NULL);
   assert_string_equal(r.out, "{\"imported\":2}\n");
   assert_int_equal(rdt_rmtree(dir), 0);
 
   Replayd__V1__RemoveTenantResponse removed = REPLAYD__V1__REMOVE_TENANT_RESPONSE__INIT;
   mock_reply_msg(&removed.base);
-  run(&r, NULL, "--server", server, "--json", "tenant", "rm", "team-a", "--token", "t", NULL);
-  assert_int_equal(r.rc, 0);
+  run_ok(&r, NULL, "--server", server, "--json", "tenant", "rm", "team-a", "--token", "t", NULL);
   assert_string_equal(r.out, "{\"removed\":\"team-a\"}\n");
 }
 
