@@ -64,12 +64,9 @@ static int group_teardown(void **state) {
  * 1000000 + i and obs (i, -i, 0.5 i), so a sampled row can be checked
  * against its key (key k = insertion index k here). */
 static void spec(rdc_spec_t *s) {
-  rdc_spec_init(s);
-  snprintf(s->name, sizeof s->name, "client-test");
-  s->n_fields = 2;
-  rdt_client_field(&s->fields[0], "tag", RDC_DTYPE_INT64, 0);
-  rdt_client_field(&s->fields[1], "obs", RDC_DTYPE_FLOAT32, 3);
-  s->capacity = CAP;
+  rdt_client_spec(s, "client-test", CAP);
+  rdt_client_add_field(s, "tag", RDC_DTYPE_INT64, 0);
+  rdt_client_add_field(s, "obs", RDC_DTYPE_FLOAT32, 3);
   s->has_alpha = 1;
   s->alpha = 0.7;
   s->seed = 123;

@@ -55,12 +55,8 @@ static void must(int rc, const rdc_error_t *e) {
  * the rate limiter rl. */
 static void register_flow(const rdc_rate_limiter_t *rl, rdc_workload_t *w) {
   rdc_spec_t s;
-  rdc_spec_init(&s);
-  snprintf(s.name, sizeof s.name, "flow");
-  s.n_fields = 1;
-  snprintf(s.fields[0].name, sizeof s.fields[0].name, "tag");
-  s.fields[0].dtype = RDC_DTYPE_INT64;
-  s.capacity = 10000;
+  rdt_client_spec(&s, "flow", 10000);
+  rdt_client_add_field(&s, "tag", RDC_DTYPE_INT64, 0);
   s.has_rate_limiter = 1;
   s.rate_limiter = *rl;
   rdc_error_t e;
@@ -211,19 +207,8 @@ static void test_sampler(void **state) {
 static void test_remote_learner_keeps_the_ratio(void **state) {
   (void)state;
   rdc_spec_t s;
-  rdc_spec_init(&s);
-  snprintf(s.name, sizeof s.name, "cartpole");
-  const char *names[] = {"obs", "action", "reward", "next_obs", "done"};
-  rdc_dtype_t types[] = {RDC_DTYPE_FLOAT32, RDC_DTYPE_INT32, RDC_DTYPE_FLOAT32,
-                         RDC_DTYPE_FLOAT32, RDC_DTYPE_BOOL};
-  s.n_fields = 5;
-  for (int i = 0; i < 5; i++) {
-    snprintf(s.fields[i].name, sizeof s.fields[i].name, "%s", names[i]);
-    s.fields[i].dtype = types[i];
-    s.fields[i].rank = i == 0 || i == 3;
-    s.fields[i].shape[0] = 4;
-  }
-  s.capacity = 100000;
+  rdt_client_spec(&s, "cartpole", 100000);
+  rdt_client_cartpole(&s, 5);
   s.has_rate_limiter = 1;
   s.rate_limiter = (rdc_rate_limiter_t){.min_size_to_sample = 1000, .samples_per_insert = 4,
                                         .has_error_buffer = 1, .error_buffer = 512};

@@ -26,11 +26,8 @@
 static const char *TOKEN = "feedfacefeedfacefeedfacefeedfacefeedfacefeedfacefeedfacefeedface";
 
 static void dqn_spec(rdc_spec_t *s) {
-  rdc_spec_init(s);
-  snprintf(s->name, sizeof s->name, "cartpole-dqn");
-  s->n_fields = 1;
-  rdt_client_field(&s->fields[0], "obs", RDC_DTYPE_FLOAT32, 4);
-  s->capacity = 1000;
+  rdt_client_spec(s, "cartpole-dqn", 1000);
+  rdt_client_cartpole(s, 1);
   s->has_learner = 1;
   rdc_learner_spec_t *l = &s->learner;
   snprintf(l->algorithm, sizeof l->algorithm, "dqn");

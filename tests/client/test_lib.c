@@ -33,13 +33,10 @@
 #include "rd_clock.h"
 #include "rdt_main.h"
 
+/* obs float32[4], action int32. */
 static void cartpole_spec(rdc_spec_t *s) {
-  rdc_spec_init(s);
-  snprintf(s->name, sizeof s->name, "cartpole");
-  s->n_fields = 2;
-  rdt_client_field(&s->fields[0], "obs", RDC_DTYPE_FLOAT32, 4);
-  rdt_client_field(&s->fields[1], "action", RDC_DTYPE_INT32, 0);
-  s->capacity = 1000;
+  rdt_client_spec(s, "cartpole", 1000);
+  rdt_client_cartpole(s, 2);
 }
 
 /* ------------------------------------------------------------------ */

@@ -2,7 +2,8 @@
  * daemon through the C client (clients/c/replayd_client.h), and a real
  * daemon with a client connected to it.
  *
- * Contract: the builders overwrite what they are given and allocate nothing.
+ * Contract: the builders overwrite what they are given (the appenders add
+ * to it, at most RDC_MAX_FIELDS fields) and allocate nothing.
  */
 #ifndef RDT_CLIENT_H
 #define RDT_CLIENT_H
@@ -14,6 +15,17 @@
 
 /* A field of dtype: a scalar when dim is 0, else a vector of dim. */
 void rdt_client_field(rdc_field_t *f, const char *name, rdc_dtype_t dtype, uint32_t dim);
+
+/* A spec of name and capacity, the rest rdc_spec_init's defaults: no
+ * fields yet. */
+void rdt_client_spec(rdc_spec_t *s, const char *name, uint32_t capacity);
+
+/* Appends rdt_client_field(name, dtype, dim) to s's fields. */
+void rdt_client_add_field(rdc_spec_t *s, const char *name, rdc_dtype_t dtype, uint32_t dim);
+
+/* Appends the first n of CartPole's columns: obs float32[4], action
+ * int32, reward float32, next_obs float32[4], done bool. */
+void rdt_client_cartpole(rdc_spec_t *s, uint32_t n);
 
 /* rdt_daemon_start(d, replayd, opts), then a client of it in *cli that
  * waits for the server to be ready and gives each call deadline_s. 0, or
