@@ -24,27 +24,18 @@
 #include <cmocka.h>
 
 #include "rd_clock.h"
+#include "rdt_cl_main.h"
 #include "rdt_client.h"
 #include "replayd_client.h"
 
 extern char **environ;
 
 static const char *replayd_path, *learner_path, *actor_path;
-static rdt_daemon_t daemon_;
-static const char *target;
-static rdc_client_t *cli;
+static const char *const target = rdt_replayd.target;
 
 static int group_setup(void **state) {
   (void)state;
-  rdt_daemon_opts_t o = {.tag = "client_flow"};
-  if (rdt_client_daemon_start(&daemon_, replayd_path, &o, 20, &cli) != 0) return -1;
-  target = daemon_.target;
-  return 0;
-}
-
-static int group_teardown(void **state) {
-  (void)state;
-  return rdt_client_daemon_stop(&daemon_, cli);
+  return rdt_client_group_start(replayd_path, &(rdt_daemon_opts_t){.tag = "client_flow"}, 20);
 }
 
 static void must(int rc, const rdc_error_t *e) {
@@ -60,7 +51,7 @@ static void register_flow(const rdc_rate_limiter_t *rl, rdc_workload_t *w) {
   s.has_rate_limiter = 1;
   s.rate_limiter = *rl;
   rdc_error_t e;
-  must(rdc_register(cli, &s, w, &e), &e);
+  must(rdc_register(rdt_cli, &s, w, &e), &e);
 }
 
 static void insert(const rdc_workload_t *w, uint64_t first, uint32_t n) {
@@ -69,7 +60,7 @@ static void insert(const rdc_workload_t *w, uint64_t first, uint32_t n) {
   for (uint32_t i = 0; i < n; i++) tag[i] = 1000000 + (int64_t)(first + i);
   rdc_column_t col = {tag, n * sizeof(int64_t)};
   rdc_error_t e;
-  must(rdc_insert_batch(cli, w->id, w->token, n, &col, 1, NULL, NULL, &e), &e);
+  must(rdc_insert_batch(rdt_cli, w->id, w->token, n, &col, 1, NULL, NULL, &e), &e);
 }
 
 typedef struct {
@@ -94,23 +85,23 @@ static void test_waits(void **state) {
   batch_t b;
   batch_init(&b);
   double t0 = rd_clock_now();
-  assert_int_equal(rdc_sample_wait(cli, w.id, w.token, 8, NAN, 0, 0, &b.io, &e),
+  assert_int_equal(rdc_sample_wait(rdt_cli, w.id, w.token, 8, NAN, 0, 0, &b.io, &e),
                    RDC_DEADLINE_EXCEEDED);
   assert_non_null(strstr(e.msg, "min_size_to_sample"));
   /* At once, not after the client's default deadline (30 s); the bound is
    * loose for a loaded machine. */
   assert_true(rd_clock_now() - t0 < 15);
   t0 = rd_clock_now();
-  assert_int_equal(rdc_sample_wait(cli, w.id, w.token, 8, NAN, 0, 0.3, &b.io, &e),
+  assert_int_equal(rdc_sample_wait(rdt_cli, w.id, w.token, 8, NAN, 0, 0.3, &b.io, &e),
                    RDC_DEADLINE_EXCEEDED);
   assert_true(rd_clock_now() - t0 >= 0.29);
-  assert_int_equal(rdc_sample_wait(cli, w.id, w.token, 8, NAN, 0, -1, &b.io, &e), RDC_EINVAL);
+  assert_int_equal(rdc_sample_wait(rdt_cli, w.id, w.token, 8, NAN, 0, -1, &b.io, &e), RDC_EINVAL);
   insert(&w, 0, 50);
-  must(rdc_sample_wait(cli, w.id, w.token, 8, NAN, 0, 5, &b.io, &e), &e);
+  must(rdc_sample_wait(rdt_cli, w.id, w.token, 8, NAN, 0, 5, &b.io, &e), &e);
   assert_int_equal(b.io.count, 8);
   for (uint32_t i = 0; i < 8; i++) assert_int_equal(b.tag[i], 1000000 + (int64_t)b.keys[i]);
   rdc_workload_t d;
-  must(rdc_describe(cli, w.id, &d, &e), &e);
+  must(rdc_describe(rdt_cli, w.id, &d, &e), &e);
   assert_true(d.has_rate_limiter && d.spec.has_rate_limiter);
   assert_int_equal(d.rate_limiter.config.min_size_to_sample, 50);
   assert_int_equal(d.rate_limiter.inserted, 50);
@@ -122,24 +113,24 @@ static void test_waits(void **state) {
                               .has_min_diff = 1, .min_diff = 0, .has_max_diff = 1,
                               .max_diff = 10};
   rdc_workload_t d2;
-  must(rdc_set_rate_limiter(cli, w.id, w.token, &ratio, &d2, &e), &e);
+  must(rdc_set_rate_limiter(rdt_cli, w.id, w.token, &ratio, &d2, &e), &e);
   assert_true(d2.rate_limiter.config.max_diff == 10);
   int64_t tag[2] = {0, 0};
   rdc_column_t col = {tag, sizeof tag};
   /* I 50, S 8: 52 - 8 > 10, the insert is held back. */
-  assert_int_equal(rdc_insert_batch_wait(cli, w.id, w.token, 2, &col, 1, NULL, NULL, 0, &e),
+  assert_int_equal(rdc_insert_batch_wait(rdt_cli, w.id, w.token, 2, &col, 1, NULL, NULL, 0, &e),
                    RDC_DEADLINE_EXCEEDED);
   assert_non_null(strstr(e.msg, "max_diff"));
-  must(rdc_sample_wait(cli, w.id, w.token, 40, NAN, 0, 5, &b.io, &e), &e); /* 50 - 48 = 2 */
-  must(rdc_insert_batch_wait(cli, w.id, w.token, 2, &col, 1, NULL, NULL, 0, &e), &e);
+  must(rdc_sample_wait(rdt_cli, w.id, w.token, 40, NAN, 0, 5, &b.io, &e), &e); /* 50 - 48 = 2 */
+  must(rdc_insert_batch_wait(rdt_cli, w.id, w.token, 2, &col, 1, NULL, NULL, 0, &e), &e);
   /* None: everything runs. */
-  must(rdc_set_rate_limiter(cli, w.id, w.token, NULL, &d2, &e), &e);
+  must(rdc_set_rate_limiter(rdt_cli, w.id, w.token, NULL, &d2, &e), &e);
   assert_false(d2.has_rate_limiter);
-  must(rdc_sample_wait(cli, w.id, w.token, 50, NAN, 0, 0, &b.io, &e), &e);
+  must(rdc_sample_wait(rdt_cli, w.id, w.token, 50, NAN, 0, 0, &b.io, &e), &e);
   /* The owner's call only. */
-  assert_int_equal(rdc_set_rate_limiter(cli, w.id, "0", &ratio, NULL, &e),
+  assert_int_equal(rdc_set_rate_limiter(rdt_cli, w.id, "0", &ratio, NULL, &e),
                    RDC_PERMISSION_DENIED);
-  must(rdc_delete(cli, w.id, w.token, &e), &e);
+  must(rdc_delete(rdt_cli, w.id, w.token, &e), &e);
 }
 
 static void test_sampler(void **state) {
@@ -153,7 +144,7 @@ static void test_sampler(void **state) {
   o.window = 4;
   o.beta = 0.5;
   rdc_sampler_t *sm = NULL;
-  must(rdc_sampler_open(cli, w.id, w.token, &o, &sm, &e), &e);
+  must(rdc_sampler_open(rdt_cli, w.id, w.token, &o, &sm, &e), &e);
   batch_t b;
   batch_init(&b);
   /* Below min size: the batch waits in the server; next times out and the
@@ -172,14 +163,14 @@ static void test_sampler(void **state) {
   assert_int_equal(rdc_sampler_taken(sm), 20);
   must(rdc_sampler_close(sm, &e), &e);
   rdc_workload_t d;
-  must(rdc_describe(cli, w.id, &d, &e), &e);
+  must(rdc_describe(rdt_cli, w.id, &d, &e), &e);
   assert_int_equal(d.counters.updates, 20 * 16);
   /* At most the window ahead of what was taken. */
   assert_true(d.counters.samples >= 20 * 16 && d.counters.samples <= (20 + 4) * 16);
   assert_int_equal(d.rate_limiter.blocked_samples, 0);
 
   /* A bad update ends the stream with its status. */
-  must(rdc_sampler_open(cli, w.id, w.token, &o, &sm, &e), &e);
+  must(rdc_sampler_open(rdt_cli, w.id, w.token, &o, &sm, &e), &e);
   must(rdc_sampler_next(sm, 5, &b.io, &e), &e);
   double nan = NAN;
   must(rdc_sampler_update(sm, 1, b.keys, &nan, &e), &e);
@@ -189,9 +180,9 @@ static void test_sampler(void **state) {
   assert_int_equal(rdc_sampler_close(sm, &e), RDC_INVALID_ARGUMENT);
 
   /* The workload deleted under an open sampler: its next batches end it. */
-  must(rdc_sampler_open(cli, w.id, w.token, &o, &sm, &e), &e);
+  must(rdc_sampler_open(rdt_cli, w.id, w.token, &o, &sm, &e), &e);
   must(rdc_sampler_next(sm, 5, &b.io, &e), &e);
-  must(rdc_delete(cli, w.id, w.token, &e), &e);
+  must(rdc_delete(rdt_cli, w.id, w.token, &e), &e);
   rc = RDC_OK;
   for (int i = 0; i < 10 && rc == RDC_OK; i++) rc = rdc_sampler_next(sm, 5, &b.io, &e);
   assert_int_equal(rc, RDC_NOT_FOUND);
@@ -214,7 +205,7 @@ static void test_remote_learner_keeps_the_ratio(void **state) {
                                         .has_error_buffer = 1, .error_buffer = 512};
   rdc_workload_t w;
   rdc_error_t e;
-  must(rdc_register(cli, &s, &w, &e), &e);
+  must(rdc_register(rdt_cli, &s, &w, &e), &e);
   const double min_diff = 4000 - 512, max_diff = 4000 + 512;
   /* The learner takes what the limiter allows for 20000 inserts. */
   const uint32_t batch = 64;
@@ -233,7 +224,7 @@ static void test_remote_learner_keeps_the_ratio(void **state) {
   double t0 = rd_clock_now();
   while (done < 2 && rd_clock_now() - t0 < 120) {
     rdc_workload_t d;
-    must(rdc_describe(cli, w.id, &d, &e), &e);
+    must(rdc_describe(rdt_cli, w.id, &d, &e), &e);
     const rdc_limiter_state_t *l = &d.rate_limiter;
     double diff = (double)l->inserted * 4 - (double)l->sampled;
     if (diff > max_diff || (l->sampled > 0 && diff < min_diff))
@@ -250,7 +241,7 @@ static void test_remote_learner_keeps_the_ratio(void **state) {
   assert_true(WIFEXITED(lst) && WEXITSTATUS(lst) == 0);
   assert_true(WIFEXITED(ast) && WEXITSTATUS(ast) == 0);
   rdc_workload_t d;
-  must(rdc_describe(cli, w.id, &d, &e), &e);
+  must(rdc_describe(rdt_cli, w.id, &d, &e), &e);
   print_message("%d looks; I %llu, S %llu, ratio %.4f; waited %.2f s (inserts), %.2f s "
                 "(samples)\n", looks, (unsigned long long)d.rate_limiter.inserted,
                 (unsigned long long)d.rate_limiter.sampled, d.rate_limiter.ratio,
@@ -260,21 +251,11 @@ static void test_remote_learner_keeps_the_ratio(void **state) {
   assert_true(d.rate_limiter.sampled >= iterations * batch);
   assert_true(d.rate_limiter.sampled <= iterations * batch + 8 * batch);
   assert_true(fabs(d.rate_limiter.ratio - 4) / 4 < 0.05);
-  must(rdc_delete(cli, w.id, w.token, &e), &e);
+  must(rdc_delete(rdt_cli, w.id, w.token, &e), &e);
 }
 
-int main(int argc, char **argv) {
-  if (argc < 4) {
-    fprintf(stderr, "usage: %s REPLAYD REMOTE-LEARNER ACTOR\n", argv[0]);
-    return 2;
-  }
-  replayd_path = argv[1];
-  learner_path = argv[2];
-  actor_path = argv[3];
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_waits),
-      cmocka_unit_test(test_sampler),
-      cmocka_unit_test(test_remote_learner_keeps_the_ratio),
-  };
-  return cmocka_run_group_tests(tests, group_setup, group_teardown);
-}
+RDT_CL_MAIN("REPLAYD REMOTE-LEARNER ACTOR", (&replayd_path, &learner_path, &actor_path),
+            group_setup, rdt_client_group_teardown,
+            cmocka_unit_test(test_waits),
+            cmocka_unit_test(test_sampler),
+            cmocka_unit_test(test_remote_learner_keeps_the_ratio))

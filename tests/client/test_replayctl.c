@@ -21,6 +21,7 @@
 #include "mock_server.h"
 #include "rdt_cl_mock.h"
 #include "rdt_pb.h"
+#include "rdt_cl_main.h"
 #include "rdt_daemon.h"
 #include "rdt_dir.h"
 #include "replayd.pb-c.h"
@@ -425,22 +426,13 @@ static void test_undecodable_reply(void **state) {
   assert_non_null(strstr(r.err, "could not be decoded"));
 }
 
-int main(int argc, char **argv) {
-  if (argc < 2) {
-    fprintf(stderr, "usage: %s PATH-TO-REPLAYCTL\n", argv[0]);
-    return 2;
-  }
-  replayctl = argv[1];
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test_setup(test_status, mock_test_setup),
-      cmocka_unit_test_setup(test_server_from_env, mock_test_setup),
-      cmocka_unit_test_setup(test_ls, mock_test_setup),
-      cmocka_unit_test_setup(test_describe, mock_test_setup),
-      cmocka_unit_test_setup(test_call_errors_exit_1, mock_test_setup),
-      cmocka_unit_test_setup(test_usage_errors_exit_2, mock_test_setup),
-      cmocka_unit_test_setup(test_rm_token_sources, mock_test_setup),
-      cmocka_unit_test_setup(test_change_answers_json, mock_test_setup),
-      cmocka_unit_test_setup(test_undecodable_reply, mock_test_setup),
-  };
-  return cmocka_run_group_tests(tests, mock_group_setup, mock_group_teardown);
-}
+RDT_CL_MAIN("REPLAYCTL", (&replayctl), mock_group_setup, mock_group_teardown,
+            cmocka_unit_test_setup(test_status, mock_test_setup),
+            cmocka_unit_test_setup(test_server_from_env, mock_test_setup),
+            cmocka_unit_test_setup(test_ls, mock_test_setup),
+            cmocka_unit_test_setup(test_describe, mock_test_setup),
+            cmocka_unit_test_setup(test_call_errors_exit_1, mock_test_setup),
+            cmocka_unit_test_setup(test_usage_errors_exit_2, mock_test_setup),
+            cmocka_unit_test_setup(test_rm_token_sources, mock_test_setup),
+            cmocka_unit_test_setup(test_change_answers_json, mock_test_setup),
+            cmocka_unit_test_setup(test_undecodable_reply, mock_test_setup))

@@ -54,3 +54,15 @@ int rdt_client_daemon_stop(rdt_daemon_t *d, rdc_client_t *cli) {
   if (rc != 0) fprintf(stderr, "replayd did not exit cleanly (exit code %d)\n", rc);
   return rc == 0 ? 0 : -1;
 }
+
+rdt_daemon_t rdt_replayd;
+rdc_client_t *rdt_cli;
+
+int rdt_client_group_start(const char *replayd, const rdt_daemon_opts_t *opts, double deadline_s) {
+  return rdt_client_daemon_start(&rdt_replayd, replayd, opts, deadline_s, &rdt_cli);
+}
+
+int rdt_client_group_teardown(void **state) {
+  (void)state;
+  return rdt_client_daemon_stop(&rdt_replayd, rdt_cli);
+}

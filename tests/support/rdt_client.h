@@ -37,4 +37,14 @@ int rdt_client_daemon_start(rdt_daemon_t *d, const char *replayd, const rdt_daem
  * exited 0 on SIGTERM (a clean shutdown is part of what tests check). */
 int rdt_client_daemon_stop(rdt_daemon_t *d, rdc_client_t *cli);
 
+/* A cmocka group of tests against one real daemon, as mock_cli is of the
+ * tests against the mock: rdt_client_group_start, called by the group's
+ * set-up, is rdt_client_daemon_start into rdt_replayd and rdt_cli;
+ * rdt_client_group_teardown, the group's teardown, rdt_client_daemon_stop
+ * of them (the daemon must exit 0). */
+extern rdt_daemon_t rdt_replayd;
+extern rdc_client_t *rdt_cli;
+int rdt_client_group_start(const char *replayd, const rdt_daemon_opts_t *opts, double deadline_s);
+int rdt_client_group_teardown(void **state);
+
 #endif
