@@ -77,6 +77,19 @@ static void batch_init(batch_t *b) {
   b->io = (rdc_sample_t){b->keys, b->p, b->wt, &b->col, 1, 0, 0};
 }
 
+/* A sampler of w: batches of 16, at most 4 of them ahead, beta 0.5. */
+static rdc_sampler_t *open_sampler(const rdc_workload_t *w) {
+  rdc_sampler_opts_t o;
+  rdc_sampler_opts_init(&o);
+  o.batch_size = 16;
+  o.window = 4;
+  o.beta = 0.5;
+  rdc_sampler_t *sm = NULL;
+  rdc_error_t e;
+  must(rdc_sampler_open(rdt_cli, w->id, w->token, &o, &sm, &e), &e);
+  return sm;
+}
+
 static void test_waits(void **state) {
   (void)state;
   rdc_workload_t w;
@@ -138,13 +151,7 @@ static void test_sampler(void **state) {
   rdc_workload_t w;
   register_flow(&(rdc_rate_limiter_t){.min_size_to_sample = 100}, &w);
   rdc_error_t e;
-  rdc_sampler_opts_t o;
-  rdc_sampler_opts_init(&o);
-  o.batch_size = 16;
-  o.window = 4;
-  o.beta = 0.5;
-  rdc_sampler_t *sm = NULL;
-  must(rdc_sampler_open(rdt_cli, w.id, w.token, &o, &sm, &e), &e);
+  rdc_sampler_t *sm = open_sampler(&w);
   batch_t b;
   batch_init(&b);
   /* Below min size: the batch waits in the server; next times out and the
@@ -170,7 +177,7 @@ static void test_sampler(void **state) {
   assert_int_equal(d.rate_limiter.blocked_samples, 0);
 
   /* A bad update ends the stream with its status. */
-  must(rdc_sampler_open(rdt_cli, w.id, w.token, &o, &sm, &e), &e);
+  sm = open_sampler(&w);
   must(rdc_sampler_next(sm, 5, &b.io, &e), &e);
   double nan = NAN;
   must(rdc_sampler_update(sm, 1, b.keys, &nan, &e), &e);
@@ -180,7 +187,7 @@ static void test_sampler(void **state) {
   assert_int_equal(rdc_sampler_close(sm, &e), RDC_INVALID_ARGUMENT);
 
   /* The workload deleted under an open sampler: its next batches end it. */
-  must(rdc_sampler_open(rdt_cli, w.id, w.token, &o, &sm, &e), &e);
+  sm = open_sampler(&w);
   must(rdc_sampler_next(sm, 5, &b.io, &e), &e);
   must(rdc_delete(rdt_cli, w.id, w.token, &e), &e);
   rc = RDC_OK;
