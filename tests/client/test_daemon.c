@@ -144,6 +144,59 @@ static void read_admin_token(char *tok, size_t cap) {
   tok[strcspn(tok, "\r\n")] = '\0';
 }
 
+/* A listing read one page at a time: page fetches the page after token
+ * (the next one's token into next), checks its items against the whole
+ * listing from item seen on, and says how many it had. */
+typedef size_t page_fn(const char *token, size_t seen, char *next, void *ctx);
+
+/* Pages through a listing from its start: items items in pages pages. */
+static void page_through(page_fn *page, void *ctx, size_t items, size_t pages) {
+  char token[RDC_PAGE_TOKEN_MAX] = "", next[RDC_PAGE_TOKEN_MAX];
+  size_t seen = 0, n_pages = 0;
+  do {
+    seen += page(token, seen, next, ctx);
+    n_pages++;
+    memcpy(token, next, sizeof token);
+  } while (token[0] != '\0');
+  assert_int_equal(seen, items);
+  assert_int_equal(n_pages, pages);
+}
+
+/* Pages of 2 workloads, against all of them (rdc_list's). */
+static size_t workload_page(const char *token, size_t seen, char *next, void *all) {
+  rdc_workload_t *page;
+  size_t n;
+  rdc_error_t e;
+  assert_int_equal(rdc_list_page(rdt_cli, 2, token, &page, &n, next, &e), RDC_OK);
+  assert_true(n <= 2);
+  for (size_t i = 0; i < n; i++)
+    assert_string_equal(page[i].id, ((const rdc_workload_t *)all)[seen + i].id);
+  rdc_list_free(page);
+  return n;
+}
+
+/* The admin token and all profiles (rdc_list_profiles's), for profile_page. */
+typedef struct {
+  const char *admin;
+  const rdc_profile_t *all;
+} profiles_t;
+
+/* Pages of 5 profiles. */
+static size_t profile_page(const char *token, size_t seen, char *next, void *ctx) {
+  const profiles_t *p = ctx;
+  rdc_profile_t *pp;
+  size_t n;
+  rdc_error_t e;
+  assert_int_equal(rdc_list_profiles_page(rdt_cli, p->admin, 5, token, &pp, &n, next, &e),
+                   RDC_OK);
+  for (size_t i = 0; i < n; i++) {
+    assert_string_equal(pp[i].device, p->all[seen + i].device);
+    assert_int_equal(pp[i].batch, p->all[seen + i].batch);
+  }
+  rdc_profiles_free(pp);
+  return n;
+}
+
 /* Lists one page at a time (rdc_list_page, rdc_list_profiles_page) and
  * whole (rdc_list, rdc_list_profiles): the same items, in order, once. */
 static void test_list_pages(void **state) {
@@ -157,22 +210,12 @@ static void test_list_pages(void **state) {
   for (int i = 0; i < 5; i++) assert_int_equal(rdc_register(rdt_cli, &s, &extra[i], &e), RDC_OK);
 
   rdc_workload_t *all, *page;
-  size_t n_all, n, seen = 0, pages = 0;
+  size_t n_all, n;
   assert_int_equal(rdc_list(rdt_cli, &all, &n_all, &e), RDC_OK);
   assert_int_equal(n_all, 6);
   for (size_t i = 1; i < n_all; i++) assert_true(strcmp(all[i - 1].id, all[i].id) < 0);
-  char token[RDC_PAGE_TOKEN_MAX] = "", next[RDC_PAGE_TOKEN_MAX];
-  do {
-    assert_int_equal(rdc_list_page(rdt_cli, 2, token, &page, &n, next, &e), RDC_OK);
-    assert_true(n <= 2);
-    for (size_t i = 0; i < n; i++) assert_string_equal(page[i].id, all[seen + i].id);
-    seen += n;
-    pages++;
-    rdc_list_free(page);
-    memcpy(token, next, sizeof token);
-  } while (token[0] != '\0');
-  assert_int_equal(seen, 6);
-  assert_int_equal(pages, 3);
+  page_through(workload_page, all, 6, 3);
+  char next[RDC_PAGE_TOKEN_MAX];
   assert_int_equal(rdc_list_page(rdt_cli, 0, "not a token", &page, &n, next, &e),
                    RDC_INVALID_ARGUMENT);
   assert_non_null(strstr(e.msg, "page_token"));
@@ -198,21 +241,7 @@ static void test_list_pages(void **state) {
   rdc_profile_t *pall, *pp;
   assert_int_equal(rdc_list_profiles(rdt_cli, admin, &pall, &n_all, &e), RDC_OK);
   assert_int_equal(n_all, 12);
-  token[0] = '\0';
-  seen = pages = 0;
-  do {
-    assert_int_equal(rdc_list_profiles_page(rdt_cli, admin, 5, token, &pp, &n, next, &e), RDC_OK);
-    for (size_t i = 0; i < n; i++) {
-      assert_string_equal(pp[i].device, pall[seen + i].device);
-      assert_int_equal(pp[i].batch, pall[seen + i].batch);
-    }
-    seen += n;
-    pages++;
-    rdc_profiles_free(pp);
-    memcpy(token, next, sizeof token);
-  } while (token[0] != '\0');
-  assert_int_equal(seen, 12);
-  assert_int_equal(pages, 3);
+  page_through(profile_page, &(profiles_t){admin, pall}, 12, 3);
   /* Key order: device first, then batch. */
   assert_string_equal(pall[0].device, "cpu-0000000000000000");
   assert_int_equal(pall[0].batch, 1);
@@ -365,13 +394,8 @@ static void test_stream_rejection(void **state) {
 
 static void test_delete_with_admin_token(void **state) {
   (void)state;
-  char path[256], tok[RDC_TOKEN_MAX] = {0};
-  snprintf(path, sizeof path, "%s/admin.token", rdt_replayd.dir);
-  FILE *f = fopen(path, "r");
-  assert_non_null(f);
-  assert_non_null(fgets(tok, sizeof tok, f));
-  fclose(f);
-  tok[strcspn(tok, "\r\n")] = '\0';
+  char tok[RDC_TOKEN_MAX] = {0};
+  read_admin_token(tok, sizeof tok);
   rdc_error_t e;
   assert_int_equal(rdc_delete(rdt_cli, wl.id, tok, &e), RDC_OK);
   rdc_workload_t d;
