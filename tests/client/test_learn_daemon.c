@@ -126,11 +126,12 @@ static void insert_random_rows(const rdc_workload_t *w, size_t n) {
       {b.obs, n * 16}, {b.action, n * 4}, {b.reward, n * 4}, {b.next_obs, n * 16}, {b.discount, n * 4},
   };
   rdc_error_t e;
-  if (rdc_insert_batch(rdt_cli, w->id, w->token, (uint32_t)n, cols, LT_N_FIELDS, NULL, NULL, &e) !=
-      RDC_OK)
-    fail_msg("insert: %s", e.msg);
+  int rc = rdc_insert_batch(rdt_cli, w->id, w->token, (uint32_t)n, cols, LT_N_FIELDS, NULL, NULL,
+                            &e);
+  /* Freed first: a failure leaks nothing. */
   nstep_batch_free(&b);
   nstep_free(&ns);
+  if (rc != RDC_OK) fail_msg("insert: %s", e.msg);
 }
 
 static void test_register_normalised(void **state) {
