@@ -4,8 +4,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "mock_server.h"
-
 void rdt_cl_device(Replayd__V1__Device *d, const char *kind, const char *name,
                    const char *fingerprint, const char *status) {
   replayd__v1__device__init(d);

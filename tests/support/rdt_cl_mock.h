@@ -5,8 +5,9 @@
  * Contract: the builders overwrite what they are given and allocate
  * nothing; the strings, messages and arrays they are given are borrowed
  * and must live until the message is packed. rdt_cl_reply_list,
- * rdt_cl_list and rdt_cl_info script the mock's next reply (mock_reply_msg packs it at
- * once).
+ * rdt_cl_list and rdt_cl_info script the mock's next reply
+ * (mock_reply_msg packs it at once); rdt_cl_list, rdt_cl_info and
+ * rdt_cl_seen use mock_cli and the mock of mock_group_setup.
  */
 #ifndef RDT_CL_MOCK_H
 #define RDT_CL_MOCK_H
