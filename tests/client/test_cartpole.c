@@ -16,6 +16,20 @@
 #include "cartpole.h"
 #include "rdt_main.h"
 
+/* A fresh episode of a CartPole seeded seed: its first observation in obs. */
+static void start(cartpole_t *env, uint64_t seed, float obs[4]) {
+  cartpole_seed(env, seed);
+  cartpole_reset(env, obs);
+}
+
+/* Puts env in the state (x, x_dot, theta, theta_dot). */
+static void put(cartpole_t *env, double x, double x_dot, double theta, double theta_dot) {
+  env->x = x;
+  env->x_dot = x_dot;
+  env->theta = theta;
+  env->theta_dot = theta_dot;
+}
+
 /* From rest with action 1 (F = +10 N):
  *   temp     = F / (mc + mp)                         = 10 / 1.1
  *   thetaacc = -temp / (l (4/3 - mp / (mc + mp)))    (sin 0 = 0, cos 0 = 1)
@@ -24,10 +38,9 @@
 static void test_first_step_from_rest(void **state) {
   (void)state;
   cartpole_t env;
-  cartpole_seed(&env, 1);
   float obs[4];
-  cartpole_reset(&env, obs);
-  env.x = env.x_dot = env.theta = env.theta_dot = 0;
+  start(&env, 1, obs);
+  put(&env, 0, 0, 0, 0);
   float r;
   int term, trunc;
   assert_int_equal(cartpole_step(&env, 1, obs, &r, &term, &trunc), 0);
@@ -46,7 +59,7 @@ static void test_first_step_from_rest(void **state) {
   assert_true(obs[1] == (float)env.x_dot && obs[3] == (float)env.theta_dot);
 
   /* Action 0 mirrors it. */
-  env.x = env.x_dot = env.theta = env.theta_dot = 0;
+  put(&env, 0, 0, 0, 0);
   cartpole_step(&env, 0, obs, &r, &term, &trunc);
   assert_true(fabs(env.x_dot + 0.02 * xacc) < 1e-12);
   assert_true(fabs(env.theta_dot + 0.02 * thetaacc) < 1e-12);
@@ -56,14 +69,10 @@ static void test_first_step_from_rest(void **state) {
 static void test_step_general_state(void **state) {
   (void)state;
   cartpole_t env;
-  cartpole_seed(&env, 2);
   float obs[4];
-  cartpole_reset(&env, obs);
+  start(&env, 2, obs);
   double x = 0.3, xd = -0.4, th = 0.1, thd = 0.7;
-  env.x = x;
-  env.x_dot = xd;
-  env.theta = th;
-  env.theta_dot = thd;
+  put(&env, x, xd, th, thd);
   float r;
   int term, trunc;
   cartpole_step(&env, 0, obs, &r, &term, &trunc);
@@ -85,9 +94,7 @@ static void test_termination(void **state) {
   int term, trunc;
   /* Pole past 12 degrees after the step. */
   cartpole_reset(&env, obs);
-  env.x = env.x_dot = 0;
-  env.theta = 12.0 * M_PI / 180.0 - 0.001;
-  env.theta_dot = 0.1; /* + 0.002 rad this step */
+  put(&env, 0, 0, 12.0 * M_PI / 180.0 - 0.001, 0.1); /* theta_dot: + 0.002 rad this step */
   cartpole_step(&env, 1, obs, &r, &term, &trunc);
   assert_true(term);
   assert_false(trunc);
@@ -96,21 +103,16 @@ static void test_termination(void **state) {
   assert_int_equal(cartpole_step(&env, 1, obs, &r, &term, &trunc), -1);
   /* Just inside stays alive. */
   cartpole_reset(&env, obs);
-  env.x = env.x_dot = env.theta_dot = 0;
-  env.theta = -(12.0 * M_PI / 180.0) + 0.01;
+  put(&env, 0, 0, -(12.0 * M_PI / 180.0) + 0.01, 0);
   cartpole_step(&env, 0, obs, &r, &term, &trunc);
   assert_false(term);
   /* Cart past 2.4 (either side). */
   cartpole_reset(&env, obs);
-  env.x = -2.39;
-  env.x_dot = -1.0;
-  env.theta = env.theta_dot = 0;
+  put(&env, -2.39, -1.0, 0, 0);
   cartpole_step(&env, 0, obs, &r, &term, &trunc);
   assert_true(term);
   cartpole_reset(&env, obs);
-  env.x = 2.395;
-  env.x_dot = 0.5;
-  env.theta = env.theta_dot = 0;
+  put(&env, 2.395, 0.5, 0, 0);
   cartpole_step(&env, 1, obs, &r, &term, &trunc);
   assert_true(term);
 }

@@ -146,37 +146,45 @@ static void test_writer_long_string(void **state) {
 
 /* ------------------------------------------------------------------ */
 
-static int parse(rctl_opts_t *o, char *msg, const char *env, ...) {
+/* rctl_parse_args on "replayctl" and the arguments in ap (NULL-terminated). */
+static int vparse(rctl_opts_t *o, char *msg, size_t cap, const char *env, va_list ap) {
   char *argv[32];
   int argc = 0;
   argv[argc++] = "replayctl";
+  for (char *a; (a = va_arg(ap, char *)) != NULL;) argv[argc++] = a;
+  argv[argc] = NULL;
+  return rctl_parse_args(argc, argv, env, o, msg, cap);
+}
+
+/* The same for the tests of what parses; its message shows when it fails. */
+static int parse(rctl_opts_t *o, const char *env, ...) {
+  char msg[256];
   va_list ap;
   va_start(ap, env);
-  for (char *a; (a = va_arg(ap, char *)) != NULL;) argv[argc++] = a;
+  int rc = vparse(o, msg, sizeof msg, env, ap);
   va_end(ap);
-  argv[argc] = NULL;
-  return rctl_parse_args(argc, argv, env, o, msg, 256);
+  if (rc != 0) print_message("replayctl: %s\n", msg);
+  return rc;
 }
 
 static void test_args_ok(void **state) {
   (void)state;
   rctl_opts_t o;
-  char msg[256];
-  assert_int_equal(parse(&o, msg, NULL, "status", NULL), 0);
+  assert_int_equal(parse(&o, NULL, "status", NULL), 0);
   assert_int_equal(o.cmd, RCTL_CMD_STATUS);
   assert_string_equal(o.server, "127.0.0.1:50051");
   assert_false(o.json);
   assert_true(o.timeout_s == 5.0);
 
-  assert_int_equal(parse(&o, msg, "envhost:1", "ls", NULL), 0);
+  assert_int_equal(parse(&o, "envhost:1", "ls", NULL), 0);
   assert_string_equal(o.server, "envhost:1");
-  assert_int_equal(parse(&o, msg, "envhost:1", "--server", "h:2", "ls", NULL), 0);
+  assert_int_equal(parse(&o, "envhost:1", "--server", "h:2", "ls", NULL), 0);
   assert_string_equal(o.server, "h:2");
-  assert_int_equal(parse(&o, msg, "", "ls", NULL), 0); /* empty env = unset */
+  assert_int_equal(parse(&o, "", "ls", NULL), 0); /* empty env = unset */
   assert_string_equal(o.server, "127.0.0.1:50051");
 
   /* Options after the command, --opt=value form. */
-  assert_int_equal(parse(&o, msg, NULL, "describe", "abc", "--json", "--timeout=2.5",
+  assert_int_equal(parse(&o, NULL, "describe", "abc", "--json", "--timeout=2.5",
                          "--server=x:9", NULL), 0);
   assert_int_equal(o.cmd, RCTL_CMD_DESCRIBE);
   assert_int_equal(o.n_args, 1);
@@ -185,36 +193,33 @@ static void test_args_ok(void **state) {
   assert_true(o.timeout_s == 2.5);
   assert_string_equal(o.server, "x:9");
 
-  assert_int_equal(parse(&o, msg, NULL, "rm", "abc", "--token", "T0k", NULL), 0);
+  assert_int_equal(parse(&o, NULL, "rm", "abc", "--token", "T0k", NULL), 0);
   assert_int_equal(o.cmd, RCTL_CMD_RM);
   assert_string_equal(o.token, "T0k");
-  assert_int_equal(parse(&o, msg, NULL, "--admin-token-file", "/x/y", "rm", "abc", NULL), 0);
+  assert_int_equal(parse(&o, NULL, "--admin-token-file", "/x/y", "rm", "abc", NULL), 0);
   assert_string_equal(o.admin_token_file, "/x/y");
   assert_null(o.token);
 
   /* "--" lets an ID start with a dash. */
-  assert_int_equal(parse(&o, msg, NULL, "describe", "--", "-odd-id", NULL), 0);
+  assert_int_equal(parse(&o, NULL, "describe", "--", "-odd-id", NULL), 0);
   assert_string_equal(o.args[0], "-odd-id");
 
-  assert_int_equal(parse(&o, msg, NULL, "devices", NULL), 0);
+  assert_int_equal(parse(&o, NULL, "devices", NULL), 0);
   assert_int_equal(o.cmd, RCTL_CMD_DEVICES);
-  assert_int_equal(parse(&o, msg, NULL, "--help", NULL), 0);
+  assert_int_equal(parse(&o, NULL, "--help", NULL), 0);
   assert_true(o.help);
-  assert_int_equal(parse(&o, msg, NULL, "bogus", "--version", NULL), 0);
+  assert_int_equal(parse(&o, NULL, "bogus", "--version", NULL), 0);
   assert_true(o.version);
 }
 
 static void usage_err(const char *want, ...) {
-  char *argv[32];
-  int argc = 0;
-  argv[argc++] = "replayctl";
-  va_list ap;
-  va_start(ap, want);
-  for (char *a; (a = va_arg(ap, char *)) != NULL;) argv[argc++] = a;
-  va_end(ap);
   rctl_opts_t o;
   char msg[256];
-  assert_int_equal(rctl_parse_args(argc, argv, NULL, &o, msg, sizeof msg), RCTL_EXIT_USAGE);
+  va_list ap;
+  va_start(ap, want);
+  int rc = vparse(&o, msg, sizeof msg, NULL, ap);
+  va_end(ap);
+  assert_int_equal(rc, RCTL_EXIT_USAGE);
   if (strstr(msg, want) == NULL) fail_msg("message \"%s\" lacks \"%s\"", msg, want);
 }
 
@@ -245,20 +250,19 @@ static void test_args_usage_errors(void **state) {
 static void test_args_profiles_and_plan(void **state) {
   (void)state;
   rctl_opts_t o;
-  char msg[256];
-  assert_int_equal(parse(&o, msg, NULL, "profiles", NULL), 0);
+  assert_int_equal(parse(&o, NULL, "profiles", NULL), 0);
   assert_int_equal(o.cmd, RCTL_CMD_PROFILES);
   assert_int_equal(o.n_args, 0);
-  assert_int_equal(parse(&o, msg, NULL, "profiles", "--clear", "--token", "A", NULL), 0);
+  assert_int_equal(parse(&o, NULL, "profiles", "--clear", "--token", "A", NULL), 0);
   assert_true(o.clear);
   assert_string_equal(o.token, "A");
-  assert_int_equal(parse(&o, msg, NULL, "profiles", "import", "f.jsonl", NULL), 0);
+  assert_int_equal(parse(&o, NULL, "profiles", "import", "f.jsonl", NULL), 0);
   assert_int_equal(o.n_args, 2);
   assert_string_equal(o.args[1], "f.jsonl");
-  assert_int_equal(parse(&o, msg, NULL, "profiles", "export", "--admin-token-file", "/t", NULL),
+  assert_int_equal(parse(&o, NULL, "profiles", "export", "--admin-token-file", "/t", NULL),
                    0);
   assert_string_equal(o.args[0], "export");
-  assert_int_equal(parse(&o, msg, NULL, "plan", "hopper_ddpg,batch=256", "--assume", "fpga=u200",
+  assert_int_equal(parse(&o, NULL, "plan", "hopper_ddpg,batch=256", "--assume", "fpga=u200",
                          "--assume=gpu=/x.jsonl", NULL), 0);
   assert_int_equal(o.cmd, RCTL_CMD_PLAN);
   assert_int_equal(o.n_assume, 2);
@@ -278,12 +282,11 @@ static void test_args_profiles_and_plan(void **state) {
 static void test_args_top_and_tls(void **state) {
   (void)state;
   rctl_opts_t o;
-  char msg[256];
-  assert_int_equal(parse(&o, msg, NULL, "top", NULL), 0);
+  assert_int_equal(parse(&o, NULL, "top", NULL), 0);
   assert_int_equal(o.cmd, RCTL_CMD_TOP);
   assert_false(o.once);
   assert_true(o.interval_s == 1.0);
-  assert_int_equal(parse(&o, msg, NULL, "--json", "top", "--once", "--interval=0.25", NULL), 0);
+  assert_int_equal(parse(&o, NULL, "--json", "top", "--once", "--interval=0.25", NULL), 0);
   assert_true(o.once);
   assert_true(o.interval_s == 0.25);
   usage_err("--once and --interval apply only to top", "ls", "--once", NULL);
@@ -293,12 +296,12 @@ static void test_args_top_and_tls(void **state) {
   usage_err("--interval needs seconds in [0.1, 3600]", "top", "--interval", "nan", NULL);
   usage_err("top takes no arguments", "top", "x", NULL);
 
-  assert_int_equal(parse(&o, msg, NULL, "ls", NULL), 0);
+  assert_int_equal(parse(&o, NULL, "ls", NULL), 0);
   assert_null(o.tls_ca);
-  assert_int_equal(parse(&o, msg, NULL, "--tls-ca", "/ca.pem", "ls", NULL), 0);
+  assert_int_equal(parse(&o, NULL, "--tls-ca", "/ca.pem", "ls", NULL), 0);
   assert_string_equal(o.tls_ca, "/ca.pem");
   assert_null(o.tls_cert);
-  assert_int_equal(parse(&o, msg, NULL, "top", "--tls-ca=/ca", "--tls-cert", "/c.pem",
+  assert_int_equal(parse(&o, NULL, "top", "--tls-ca=/ca", "--tls-cert", "/c.pem",
                          "--tls-key", "/c.key", NULL), 0);
   assert_string_equal(o.tls_cert, "/c.pem");
   assert_string_equal(o.tls_key, "/c.key");

@@ -24,27 +24,18 @@
 #include <cmocka.h>
 
 #include "rd_clock.h"
+#include "rdt_cl_main.h"
 #include "rdt_client.h"
 #include "replayd_client.h"
 
 extern char **environ;
 
 static const char *replayd_path, *learner_path, *actor_path;
-static rdt_daemon_t daemon_;
-static const char *target;
-static rdc_client_t *cli;
+static const char *const target = rdt_replayd.target;
 
 static int group_setup(void **state) {
   (void)state;
-  rdt_daemon_opts_t o = {.tag = "client_flow"};
-  if (rdt_client_daemon_start(&daemon_, replayd_path, &o, 20, &cli) != 0) return -1;
-  target = daemon_.target;
-  return 0;
-}
-
-static int group_teardown(void **state) {
-  (void)state;
-  return rdt_client_daemon_stop(&daemon_, cli);
+  return rdt_client_group_start(replayd_path, &(rdt_daemon_opts_t){.tag = "client_flow"}, 20);
 }
 
 static void must(int rc, const rdc_error_t *e) {
@@ -55,16 +46,12 @@ static void must(int rc, const rdc_error_t *e) {
  * the rate limiter rl. */
 static void register_flow(const rdc_rate_limiter_t *rl, rdc_workload_t *w) {
   rdc_spec_t s;
-  rdc_spec_init(&s);
-  snprintf(s.name, sizeof s.name, "flow");
-  s.n_fields = 1;
-  snprintf(s.fields[0].name, sizeof s.fields[0].name, "tag");
-  s.fields[0].dtype = RDC_DTYPE_INT64;
-  s.capacity = 10000;
+  rdt_client_spec(&s, "flow", 10000);
+  rdt_client_add_field(&s, "tag", RDC_DTYPE_INT64, 0);
   s.has_rate_limiter = 1;
   s.rate_limiter = *rl;
   rdc_error_t e;
-  must(rdc_register(cli, &s, w, &e), &e);
+  must(rdc_register(rdt_cli, &s, w, &e), &e);
 }
 
 static void insert(const rdc_workload_t *w, uint64_t first, uint32_t n) {
@@ -73,7 +60,7 @@ static void insert(const rdc_workload_t *w, uint64_t first, uint32_t n) {
   for (uint32_t i = 0; i < n; i++) tag[i] = 1000000 + (int64_t)(first + i);
   rdc_column_t col = {tag, n * sizeof(int64_t)};
   rdc_error_t e;
-  must(rdc_insert_batch(cli, w->id, w->token, n, &col, 1, NULL, NULL, &e), &e);
+  must(rdc_insert_batch(rdt_cli, w->id, w->token, n, &col, 1, NULL, NULL, &e), &e);
 }
 
 typedef struct {
@@ -90,6 +77,19 @@ static void batch_init(batch_t *b) {
   b->io = (rdc_sample_t){b->keys, b->p, b->wt, &b->col, 1, 0, 0};
 }
 
+/* A sampler of w: batches of 16, at most 4 of them ahead, beta 0.5. */
+static rdc_sampler_t *open_sampler(const rdc_workload_t *w) {
+  rdc_sampler_opts_t o;
+  rdc_sampler_opts_init(&o);
+  o.batch_size = 16;
+  o.window = 4;
+  o.beta = 0.5;
+  rdc_sampler_t *sm = NULL;
+  rdc_error_t e;
+  must(rdc_sampler_open(rdt_cli, w->id, w->token, &o, &sm, &e), &e);
+  return sm;
+}
+
 static void test_waits(void **state) {
   (void)state;
   rdc_workload_t w;
@@ -98,23 +98,23 @@ static void test_waits(void **state) {
   batch_t b;
   batch_init(&b);
   double t0 = rd_clock_now();
-  assert_int_equal(rdc_sample_wait(cli, w.id, w.token, 8, NAN, 0, 0, &b.io, &e),
+  assert_int_equal(rdc_sample_wait(rdt_cli, w.id, w.token, 8, NAN, 0, 0, &b.io, &e),
                    RDC_DEADLINE_EXCEEDED);
   assert_non_null(strstr(e.msg, "min_size_to_sample"));
   /* At once, not after the client's default deadline (30 s); the bound is
    * loose for a loaded machine. */
   assert_true(rd_clock_now() - t0 < 15);
   t0 = rd_clock_now();
-  assert_int_equal(rdc_sample_wait(cli, w.id, w.token, 8, NAN, 0, 0.3, &b.io, &e),
+  assert_int_equal(rdc_sample_wait(rdt_cli, w.id, w.token, 8, NAN, 0, 0.3, &b.io, &e),
                    RDC_DEADLINE_EXCEEDED);
   assert_true(rd_clock_now() - t0 >= 0.29);
-  assert_int_equal(rdc_sample_wait(cli, w.id, w.token, 8, NAN, 0, -1, &b.io, &e), RDC_EINVAL);
+  assert_int_equal(rdc_sample_wait(rdt_cli, w.id, w.token, 8, NAN, 0, -1, &b.io, &e), RDC_EINVAL);
   insert(&w, 0, 50);
-  must(rdc_sample_wait(cli, w.id, w.token, 8, NAN, 0, 5, &b.io, &e), &e);
+  must(rdc_sample_wait(rdt_cli, w.id, w.token, 8, NAN, 0, 5, &b.io, &e), &e);
   assert_int_equal(b.io.count, 8);
   for (uint32_t i = 0; i < 8; i++) assert_int_equal(b.tag[i], 1000000 + (int64_t)b.keys[i]);
   rdc_workload_t d;
-  must(rdc_describe(cli, w.id, &d, &e), &e);
+  must(rdc_describe(rdt_cli, w.id, &d, &e), &e);
   assert_true(d.has_rate_limiter && d.spec.has_rate_limiter);
   assert_int_equal(d.rate_limiter.config.min_size_to_sample, 50);
   assert_int_equal(d.rate_limiter.inserted, 50);
@@ -126,24 +126,24 @@ static void test_waits(void **state) {
                               .has_min_diff = 1, .min_diff = 0, .has_max_diff = 1,
                               .max_diff = 10};
   rdc_workload_t d2;
-  must(rdc_set_rate_limiter(cli, w.id, w.token, &ratio, &d2, &e), &e);
+  must(rdc_set_rate_limiter(rdt_cli, w.id, w.token, &ratio, &d2, &e), &e);
   assert_true(d2.rate_limiter.config.max_diff == 10);
   int64_t tag[2] = {0, 0};
   rdc_column_t col = {tag, sizeof tag};
   /* I 50, S 8: 52 - 8 > 10, the insert is held back. */
-  assert_int_equal(rdc_insert_batch_wait(cli, w.id, w.token, 2, &col, 1, NULL, NULL, 0, &e),
+  assert_int_equal(rdc_insert_batch_wait(rdt_cli, w.id, w.token, 2, &col, 1, NULL, NULL, 0, &e),
                    RDC_DEADLINE_EXCEEDED);
   assert_non_null(strstr(e.msg, "max_diff"));
-  must(rdc_sample_wait(cli, w.id, w.token, 40, NAN, 0, 5, &b.io, &e), &e); /* 50 - 48 = 2 */
-  must(rdc_insert_batch_wait(cli, w.id, w.token, 2, &col, 1, NULL, NULL, 0, &e), &e);
+  must(rdc_sample_wait(rdt_cli, w.id, w.token, 40, NAN, 0, 5, &b.io, &e), &e); /* 50 - 48 = 2 */
+  must(rdc_insert_batch_wait(rdt_cli, w.id, w.token, 2, &col, 1, NULL, NULL, 0, &e), &e);
   /* None: everything runs. */
-  must(rdc_set_rate_limiter(cli, w.id, w.token, NULL, &d2, &e), &e);
+  must(rdc_set_rate_limiter(rdt_cli, w.id, w.token, NULL, &d2, &e), &e);
   assert_false(d2.has_rate_limiter);
-  must(rdc_sample_wait(cli, w.id, w.token, 50, NAN, 0, 0, &b.io, &e), &e);
+  must(rdc_sample_wait(rdt_cli, w.id, w.token, 50, NAN, 0, 0, &b.io, &e), &e);
   /* The owner's call only. */
-  assert_int_equal(rdc_set_rate_limiter(cli, w.id, "0", &ratio, NULL, &e),
+  assert_int_equal(rdc_set_rate_limiter(rdt_cli, w.id, "0", &ratio, NULL, &e),
                    RDC_PERMISSION_DENIED);
-  must(rdc_delete(cli, w.id, w.token, &e), &e);
+  must(rdc_delete(rdt_cli, w.id, w.token, &e), &e);
 }
 
 static void test_sampler(void **state) {
@@ -151,13 +151,7 @@ static void test_sampler(void **state) {
   rdc_workload_t w;
   register_flow(&(rdc_rate_limiter_t){.min_size_to_sample = 100}, &w);
   rdc_error_t e;
-  rdc_sampler_opts_t o;
-  rdc_sampler_opts_init(&o);
-  o.batch_size = 16;
-  o.window = 4;
-  o.beta = 0.5;
-  rdc_sampler_t *sm = NULL;
-  must(rdc_sampler_open(cli, w.id, w.token, &o, &sm, &e), &e);
+  rdc_sampler_t *sm = open_sampler(&w);
   batch_t b;
   batch_init(&b);
   /* Below min size: the batch waits in the server; next times out and the
@@ -176,14 +170,14 @@ static void test_sampler(void **state) {
   assert_int_equal(rdc_sampler_taken(sm), 20);
   must(rdc_sampler_close(sm, &e), &e);
   rdc_workload_t d;
-  must(rdc_describe(cli, w.id, &d, &e), &e);
+  must(rdc_describe(rdt_cli, w.id, &d, &e), &e);
   assert_int_equal(d.counters.updates, 20 * 16);
   /* At most the window ahead of what was taken. */
   assert_true(d.counters.samples >= 20 * 16 && d.counters.samples <= (20 + 4) * 16);
   assert_int_equal(d.rate_limiter.blocked_samples, 0);
 
   /* A bad update ends the stream with its status. */
-  must(rdc_sampler_open(cli, w.id, w.token, &o, &sm, &e), &e);
+  sm = open_sampler(&w);
   must(rdc_sampler_next(sm, 5, &b.io, &e), &e);
   double nan = NAN;
   must(rdc_sampler_update(sm, 1, b.keys, &nan, &e), &e);
@@ -193,9 +187,9 @@ static void test_sampler(void **state) {
   assert_int_equal(rdc_sampler_close(sm, &e), RDC_INVALID_ARGUMENT);
 
   /* The workload deleted under an open sampler: its next batches end it. */
-  must(rdc_sampler_open(cli, w.id, w.token, &o, &sm, &e), &e);
+  sm = open_sampler(&w);
   must(rdc_sampler_next(sm, 5, &b.io, &e), &e);
-  must(rdc_delete(cli, w.id, w.token, &e), &e);
+  must(rdc_delete(rdt_cli, w.id, w.token, &e), &e);
   rc = RDC_OK;
   for (int i = 0; i < 10 && rc == RDC_OK; i++) rc = rdc_sampler_next(sm, 5, &b.io, &e);
   assert_int_equal(rc, RDC_NOT_FOUND);
@@ -211,25 +205,14 @@ static void test_sampler(void **state) {
 static void test_remote_learner_keeps_the_ratio(void **state) {
   (void)state;
   rdc_spec_t s;
-  rdc_spec_init(&s);
-  snprintf(s.name, sizeof s.name, "cartpole");
-  const char *names[] = {"obs", "action", "reward", "next_obs", "done"};
-  rdc_dtype_t types[] = {RDC_DTYPE_FLOAT32, RDC_DTYPE_INT32, RDC_DTYPE_FLOAT32,
-                         RDC_DTYPE_FLOAT32, RDC_DTYPE_BOOL};
-  s.n_fields = 5;
-  for (int i = 0; i < 5; i++) {
-    snprintf(s.fields[i].name, sizeof s.fields[i].name, "%s", names[i]);
-    s.fields[i].dtype = types[i];
-    s.fields[i].rank = i == 0 || i == 3;
-    s.fields[i].shape[0] = 4;
-  }
-  s.capacity = 100000;
+  rdt_client_spec(&s, "cartpole", 100000);
+  rdt_client_cartpole(&s, 5);
   s.has_rate_limiter = 1;
   s.rate_limiter = (rdc_rate_limiter_t){.min_size_to_sample = 1000, .samples_per_insert = 4,
                                         .has_error_buffer = 1, .error_buffer = 512};
   rdc_workload_t w;
   rdc_error_t e;
-  must(rdc_register(cli, &s, &w, &e), &e);
+  must(rdc_register(rdt_cli, &s, &w, &e), &e);
   const double min_diff = 4000 - 512, max_diff = 4000 + 512;
   /* The learner takes what the limiter allows for 20000 inserts. */
   const uint32_t batch = 64;
@@ -248,7 +231,7 @@ static void test_remote_learner_keeps_the_ratio(void **state) {
   double t0 = rd_clock_now();
   while (done < 2 && rd_clock_now() - t0 < 120) {
     rdc_workload_t d;
-    must(rdc_describe(cli, w.id, &d, &e), &e);
+    must(rdc_describe(rdt_cli, w.id, &d, &e), &e);
     const rdc_limiter_state_t *l = &d.rate_limiter;
     double diff = (double)l->inserted * 4 - (double)l->sampled;
     if (diff > max_diff || (l->sampled > 0 && diff < min_diff))
@@ -265,7 +248,7 @@ static void test_remote_learner_keeps_the_ratio(void **state) {
   assert_true(WIFEXITED(lst) && WEXITSTATUS(lst) == 0);
   assert_true(WIFEXITED(ast) && WEXITSTATUS(ast) == 0);
   rdc_workload_t d;
-  must(rdc_describe(cli, w.id, &d, &e), &e);
+  must(rdc_describe(rdt_cli, w.id, &d, &e), &e);
   print_message("%d looks; I %llu, S %llu, ratio %.4f; waited %.2f s (inserts), %.2f s "
                 "(samples)\n", looks, (unsigned long long)d.rate_limiter.inserted,
                 (unsigned long long)d.rate_limiter.sampled, d.rate_limiter.ratio,
@@ -275,21 +258,11 @@ static void test_remote_learner_keeps_the_ratio(void **state) {
   assert_true(d.rate_limiter.sampled >= iterations * batch);
   assert_true(d.rate_limiter.sampled <= iterations * batch + 8 * batch);
   assert_true(fabs(d.rate_limiter.ratio - 4) / 4 < 0.05);
-  must(rdc_delete(cli, w.id, w.token, &e), &e);
+  must(rdc_delete(rdt_cli, w.id, w.token, &e), &e);
 }
 
-int main(int argc, char **argv) {
-  if (argc < 4) {
-    fprintf(stderr, "usage: %s REPLAYD REMOTE-LEARNER ACTOR\n", argv[0]);
-    return 2;
-  }
-  replayd_path = argv[1];
-  learner_path = argv[2];
-  actor_path = argv[3];
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_waits),
-      cmocka_unit_test(test_sampler),
-      cmocka_unit_test(test_remote_learner_keeps_the_ratio),
-  };
-  return cmocka_run_group_tests(tests, group_setup, group_teardown);
-}
+RDT_CL_MAIN("REPLAYD REMOTE-LEARNER ACTOR", (&replayd_path, &learner_path, &actor_path),
+            group_setup, rdt_client_group_teardown,
+            cmocka_unit_test(test_waits),
+            cmocka_unit_test(test_sampler),
+            cmocka_unit_test(test_remote_learner_keeps_the_ratio))

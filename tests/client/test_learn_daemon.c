@@ -33,28 +33,19 @@
 
 #include "learn_task.h"
 #include "nstep.h"
+#include "rdt_cl_main.h"
 #include "rdt_client.h"
 #include "replayd_client.h"
 
 extern char **environ;
 
 static const char *replayd_path, *learn_path, *replayctl_path;
-static rdt_daemon_t daemon_;
-#define TOKF_MAX (sizeof daemon_.dir + 64) /* a token file's path in the state directory */
-static const char *target;
-static rdc_client_t *cli;
+#define TOKF_MAX (sizeof rdt_replayd.dir + 64) /* a token file's path in the state directory */
+static const char *const target = rdt_replayd.target;
 
 static int group_setup(void **state) {
   (void)state;
-  rdt_daemon_opts_t o = {.tag = "learn"};
-  if (rdt_client_daemon_start(&daemon_, replayd_path, &o, 30, &cli) != 0) return -1;
-  target = daemon_.target;
-  return 0;
-}
-
-static int group_teardown(void **state) {
-  (void)state;
-  return rdt_client_daemon_stop(&daemon_, cli);
+  return rdt_client_group_start(replayd_path, &(rdt_daemon_opts_t){.tag = "learn"}, 30);
 }
 
 /* ------------------------------------------------------------------ */
@@ -73,7 +64,7 @@ static void parse_registration(const rdt_result_t *r, char *id, char *token_file
   assert_int_equal(sscanf(r->out, "%64s %128s", id, token), 2);
   assert_int_equal(strlen(id), 32);
   assert_int_equal(strlen(token), 64);
-  snprintf(token_file, TOKF_MAX, "%s/token-%s", daemon_.dir, id);
+  snprintf(token_file, TOKF_MAX, "%s/token-%s", rdt_replayd.dir, id);
   FILE *f = fopen(token_file, "w");
   assert_non_null(f);
   fprintf(f, "%s\n", token);
@@ -102,7 +93,7 @@ static void register_cartpole(rdc_workload_t *w, uint32_t min_size) {
   s.learner.samples_per_insert = 0;
   s.learner.min_size = min_size;
   rdc_error_t e;
-  if (rdc_register(cli, &s, w, &e) != RDC_OK) fail_msg("register: %s", e.msg);
+  if (rdc_register(rdt_cli, &s, w, &e) != RDC_OK) fail_msg("register: %s", e.msg);
 }
 
 /* Insert n n-step rows of random CartPole play. */
@@ -135,11 +126,12 @@ static void insert_random_rows(const rdc_workload_t *w, size_t n) {
       {b.obs, n * 16}, {b.action, n * 4}, {b.reward, n * 4}, {b.next_obs, n * 16}, {b.discount, n * 4},
   };
   rdc_error_t e;
-  if (rdc_insert_batch(cli, w->id, w->token, (uint32_t)n, cols, LT_N_FIELDS, NULL, NULL, &e) !=
-      RDC_OK)
-    fail_msg("insert: %s", e.msg);
+  int rc = rdc_insert_batch(rdt_cli, w->id, w->token, (uint32_t)n, cols, LT_N_FIELDS, NULL, NULL,
+                            &e);
+  /* Freed first: a failure leaks nothing. */
   nstep_batch_free(&b);
   nstep_free(&ns);
+  if (rc != RDC_OK) fail_msg("insert: %s", e.msg);
 }
 
 static void test_register_normalised(void **state) {
@@ -166,7 +158,7 @@ static void test_register_normalised(void **state) {
 
   rdc_workload_t d;
   rdc_error_t e;
-  assert_int_equal(rdc_describe(cli, w.id, &d, &e), RDC_OK);
+  assert_int_equal(rdc_describe(rdt_cli, w.id, &d, &e), RDC_OK);
   assert_true(d.spec.has_learner);
   assert_string_equal(d.spec.learner.algorithm, "dqn");
   assert_true(d.has_learner_counters);
@@ -177,24 +169,25 @@ static void test_register_normalised(void **state) {
   rdc_spec_t s = w.spec;
   s.has_learner = 0;
   rdc_workload_t plain;
-  assert_int_equal(rdc_register(cli, &s, &plain, &e), RDC_OK);
+  assert_int_equal(rdc_register(rdt_cli, &s, &plain, &e), RDC_OK);
   assert_false(plain.spec.has_learner);
-  assert_int_equal(rdc_describe(cli, plain.id, &d, &e), RDC_OK);
+  assert_int_equal(rdc_describe(rdt_cli, plain.id, &d, &e), RDC_OK);
   assert_false(d.spec.has_learner);
   assert_false(d.has_learner_counters);
   uint64_t v;
   size_t len;
   uint8_t buf[64];
-  assert_int_equal(rdc_get_weights(cli, plain.id, plain.token, 0, &v, buf, sizeof buf, &len, &e),
-                   RDC_FAILED_PRECONDITION);
+  assert_int_equal(
+      rdc_get_weights(rdt_cli, plain.id, plain.token, 0, &v, buf, sizeof buf, &len, &e),
+      RDC_FAILED_PRECONDITION);
   rdc_train_result_t tr;
-  assert_int_equal(rdc_train_step(cli, plain.id, plain.token, 1, &tr, &e),
+  assert_int_equal(rdc_train_step(rdt_cli, plain.id, plain.token, 1, &tr, &e),
                    RDC_FAILED_PRECONDITION);
 
   /* The server's validation names the learner field. */
   s = w.spec;
   s.learner.num_actions = 1;
-  assert_int_equal(rdc_register(cli, &s, &d, &e), RDC_INVALID_ARGUMENT);
+  assert_int_equal(rdc_register(rdt_cli, &s, &d, &e), RDC_INVALID_ARGUMENT);
   assert_non_null(strstr(e.msg, "num_actions"));
 }
 
@@ -207,11 +200,12 @@ static void test_weights_and_train_step(void **state) {
   const size_t want = 12 + 4 * 4 + 4 * 3 + 4 * ((4 * 64 + 64) + (64 * 64 + 64) + (64 * 2 + 2));
   uint64_t v = 7;
   size_t len = 0;
-  assert_int_equal(rdc_get_weights(cli, w.id, w.token, 0, &v, NULL, 0, &len, &e), RDC_ETOOSMALL);
+  assert_int_equal(rdc_get_weights(rdt_cli, w.id, w.token, 0, &v, NULL, 0, &len, &e),
+                   RDC_ETOOSMALL);
   assert_int_equal(len, want);
   assert_int_equal(v, 1);
   uint8_t *buf = malloc(want);
-  assert_int_equal(rdc_get_weights(cli, w.id, w.token, 0, &v, buf, want, &len, &e), RDC_OK);
+  assert_int_equal(rdc_get_weights(rdt_cli, w.id, w.token, 0, &v, buf, want, &len, &e), RDC_OK);
   assert_int_equal(v, 1);
   assert_int_equal(len, want);
   rdc_policy_t p;
@@ -224,15 +218,15 @@ static void test_weights_and_train_step(void **state) {
   assert_int_equal(rdc_policy_forward(&p, x, q1), RDC_OK);
   assert_true(isfinite(q1[0]) && isfinite(q1[1]));
   /* Nothing newer than what we have. */
-  assert_int_equal(rdc_get_weights(cli, w.id, w.token, 1, &v, buf, want, &len, &e), RDC_OK);
+  assert_int_equal(rdc_get_weights(rdt_cli, w.id, w.token, 1, &v, buf, want, &len, &e), RDC_OK);
   assert_int_equal(v, 1);
   assert_int_equal(len, 0);
 
   /* Below min_size: no training. */
   rdc_train_result_t tr;
-  assert_int_equal(rdc_train_step(cli, w.id, w.token, 10, &tr, &e), RDC_FAILED_PRECONDITION);
+  assert_int_equal(rdc_train_step(rdt_cli, w.id, w.token, 10, &tr, &e), RDC_FAILED_PRECONDITION);
   insert_random_rows(&w, 1000);
-  assert_int_equal(rdc_train_step(cli, w.id, w.token, 100, &tr, &e), RDC_OK);
+  assert_int_equal(rdc_train_step(rdt_cli, w.id, w.token, 100, &tr, &e), RDC_OK);
   assert_int_equal(tr.steps_done + tr.skipped_steps, 100);
   assert_true(tr.steps_done > 0);
   assert_true(tr.weight_version >= 2);
@@ -241,7 +235,7 @@ static void test_weights_and_train_step(void **state) {
   assert_true(tr.steps_per_second > 0);
 
   rdc_workload_t d;
-  assert_int_equal(rdc_describe(cli, w.id, &d, &e), RDC_OK);
+  assert_int_equal(rdc_describe(rdt_cli, w.id, &d, &e), RDC_OK);
   assert_int_equal(d.learner.steps, tr.steps_done);
   assert_int_equal(d.learner.weight_version, tr.weight_version);
   assert_true(d.counters.samples >= 64u * tr.steps_done);
@@ -249,7 +243,7 @@ static void test_weights_and_train_step(void **state) {
 
   /* The newer weights load into the same block and answer differently. */
   float *block = p.params;
-  assert_int_equal(rdc_get_weights(cli, w.id, w.token, 1, &v, buf, want, &len, &e), RDC_OK);
+  assert_int_equal(rdc_get_weights(rdt_cli, w.id, w.token, 1, &v, buf, want, &len, &e), RDC_OK);
   assert_int_equal(v, tr.weight_version);
   assert_int_equal(len, want);
   assert_int_equal(rdc_policy_load(&p, buf, len, &e), RDC_OK);
@@ -260,15 +254,15 @@ static void test_weights_and_train_step(void **state) {
   free(buf);
 
   /* Tokens: none, wrong; an unknown workload. */
-  assert_int_equal(rdc_train_step(cli, w.id, NULL, 1, &tr, &e), RDC_UNAUTHENTICATED);
+  assert_int_equal(rdc_train_step(rdt_cli, w.id, NULL, 1, &tr, &e), RDC_UNAUTHENTICATED);
   char bad[RDC_TOKEN_MAX];
   snprintf(bad, sizeof bad, "%s", w.token);
   bad[0] = bad[0] == 'a' ? 'b' : 'a';
-  assert_int_equal(rdc_train_step(cli, w.id, bad, 1, &tr, &e), RDC_PERMISSION_DENIED);
+  assert_int_equal(rdc_train_step(rdt_cli, w.id, bad, 1, &tr, &e), RDC_PERMISSION_DENIED);
   uint8_t small[16];
-  assert_int_equal(rdc_get_weights(cli, w.id, bad, 0, &v, small, sizeof small, &len, &e),
+  assert_int_equal(rdc_get_weights(rdt_cli, w.id, bad, 0, &v, small, sizeof small, &len, &e),
                    RDC_PERMISSION_DENIED);
-  assert_int_equal(rdc_get_weights(cli, "0123456789abcdef0123456789abcdef", w.token, 0, &v,
+  assert_int_equal(rdc_get_weights(rdt_cli, "0123456789abcdef0123456789abcdef", w.token, 0, &v,
                                    small, sizeof small, &len, &e),
                    RDC_NOT_FOUND);
 }
@@ -296,15 +290,16 @@ static double eval_here(const char *id, const char *token_file, lt_env_t env, ui
   fclose(f);
   rdc_workload_t w;
   rdc_error_t e;
-  assert_int_equal(rdc_describe(cli, id, &w, &e), RDC_OK);
+  assert_int_equal(rdc_describe(rdt_cli, id, &w, &e), RDC_OK);
   lt_task_t t;
   char msg[256];
   if (lt_task_from_spec(&t, env, &w.spec, msg, sizeof msg) != 0) fail_msg("task: %s", msg);
   size_t len = 0;
-  assert_int_equal(rdc_get_weights(cli, id, token, 0, version, NULL, 0, &len, &e), RDC_ETOOSMALL);
+  assert_int_equal(rdc_get_weights(rdt_cli, id, token, 0, version, NULL, 0, &len, &e),
+                   RDC_ETOOSMALL);
   uint8_t *buf = malloc(len);
   assert_non_null(buf);
-  assert_int_equal(rdc_get_weights(cli, id, token, 0, version, buf, len, &len, &e), RDC_OK);
+  assert_int_equal(rdc_get_weights(rdt_cli, id, token, 0, version, buf, len, &len, &e), RDC_OK);
   rdc_policy_t p;
   rdc_policy_init(&p);
   assert_int_equal(rdc_policy_load(&p, buf, len, &e), RDC_OK);
@@ -459,7 +454,7 @@ static void test_program_errors(void **state) {
   expect_rc(&r, 2);
   /* A wrong token. */
   char badf[TOKF_MAX];
-  snprintf(badf, sizeof badf, "%s/bad-token", daemon_.dir);
+  snprintf(badf, sizeof badf, "%s/bad-token", rdt_replayd.dir);
   FILE *f = fopen(badf, "w");
   fprintf(f, "%064d\n", 0);
   fclose(f);
@@ -482,19 +477,9 @@ static void test_program_errors(void **state) {
   assert_non_null(strstr(r.err, "FAILED_PRECONDITION"));
 }
 
-int main(int argc, char **argv) {
-  if (argc != 4) {
-    fprintf(stderr, "usage: %s REPLAYD REPLAYD-LEARN REPLAYCTL\n", argv[0]);
-    return 2;
-  }
-  replayd_path = argv[1];
-  learn_path = argv[2];
-  replayctl_path = argv[3];
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_register_normalised),
-      cmocka_unit_test(test_weights_and_train_step),
-      cmocka_unit_test(test_programs_end_to_end),
-      cmocka_unit_test(test_program_errors),
-  };
-  return cmocka_run_group_tests(tests, group_setup, group_teardown);
-}
+RDT_CL_MAIN("REPLAYD REPLAYD-LEARN REPLAYCTL", (&replayd_path, &learn_path, &replayctl_path),
+            group_setup, rdt_client_group_teardown,
+            cmocka_unit_test(test_register_normalised),
+            cmocka_unit_test(test_weights_and_train_step),
+            cmocka_unit_test(test_programs_end_to_end),
+            cmocka_unit_test(test_program_errors))

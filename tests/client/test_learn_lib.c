@@ -17,6 +17,7 @@
 #include <cmocka.h>
 
 #include "mock_server.h"
+#include "rdt_cl_mock.h"
 #include "rdt_client.h"
 #include "replayd.pb-c.h"
 #include "replayd_client.h"
@@ -25,11 +26,8 @@
 static const char *TOKEN = "feedfacefeedfacefeedfacefeedfacefeedfacefeedfacefeedfacefeedface";
 
 static void dqn_spec(rdc_spec_t *s) {
-  rdc_spec_init(s);
-  snprintf(s->name, sizeof s->name, "cartpole-dqn");
-  s->n_fields = 1;
-  rdt_client_field(&s->fields[0], "obs", RDC_DTYPE_FLOAT32, 4);
-  s->capacity = 1000;
+  rdt_client_spec(s, "cartpole-dqn", 1000);
+  rdt_client_cartpole(s, 1);
   s->has_learner = 1;
   rdc_learner_spec_t *l = &s->learner;
   snprintf(l->algorithm, sizeof l->algorithm, "dqn");
@@ -290,21 +288,12 @@ static void test_list_and_info_read_learner(void **state) {
   spec.learner = &ls;
   Replayd__V1__LearnerCounters lc = REPLAYD__V1__LEARNER_COUNTERS__INIT;
   lc.weight_version = 5;
-  Replayd__V1__Workload a = REPLAYD__V1__WORKLOAD__INIT, b = REPLAYD__V1__WORKLOAD__INIT;
-  a.id = "a";
-  a.spec = &spec;
+  Replayd__V1__Workload a, b, *ws[] = {&a, &b};
+  rdt_cl_workload(&a, "a", &spec, NULL);
   a.learner = &lc;
-  b.id = "b";
-  Replayd__V1__Workload *ws[] = {&a, &b};
-  Replayd__V1__ListWorkloadsResponse lr = REPLAYD__V1__LIST_WORKLOADS_RESPONSE__INIT;
-  lr.n_workloads = 2;
-  lr.workloads = ws;
-  mock_reply_msg(&lr.base);
+  rdt_cl_workload(&b, "b", NULL, NULL);
   rdc_workload_t *items;
-  size_t n;
-  rdc_error_t e;
-  assert_int_equal(rdc_list(mock_cli, &items, &n, &e), RDC_OK);
-  assert_int_equal(n, 2);
+  assert_int_equal(rdt_cl_list(ws, 2, &items), 2);
   assert_true(items[0].spec.has_learner && items[0].has_learner_counters);
   assert_string_equal(items[0].spec.learner.algorithm, "dqn");
   assert_int_equal(items[0].spec.learner.num_actions, 2);
@@ -312,13 +301,10 @@ static void test_list_and_info_read_learner(void **state) {
   assert_false(items[1].spec.has_learner || items[1].has_learner_counters);
   rdc_list_free(items);
 
-  Replayd__V1__ServerInfoResponse si = REPLAYD__V1__SERVER_INFO_RESPONSE__INIT;
-  si.version = "0.1.0";
-  si.n_workloads = 2;
-  si.workloads = ws;
-  mock_reply_msg(&si.base);
+  Replayd__V1__ServerInfoResponse si;
+  rdt_cl_server_info(&si, "0.1.0", 0, NULL, 0, ws, 2);
   rdc_server_info_t *info;
-  assert_int_equal(rdc_server_info(mock_cli, &info, &e), RDC_OK);
+  assert_int_equal(rdt_cl_info(&si, &info), RDC_OK);
   assert_int_equal(info->n_workloads, 2);
   assert_int_equal(info->workloads[0].learner.weight_version, 5);
   assert_true(info->workloads[0].spec.has_learner);
@@ -362,10 +348,7 @@ static void test_train_step(void **state) {
   assert_true(out.steps_per_second == 2000);
   assert_int_equal(out.skipped_steps, 2);
   mock_seen_t seen;
-  mock_seen(&seen);
-  assert_string_equal(seen.method, "/replayd.v1.Replay/TrainStep");
-  assert_true(seen.had_token);
-  assert_string_equal(seen.token, TOKEN);
+  assert_int_equal(rdt_cl_seen(&seen, "TrainStep", TOKEN), 0);
   Replayd__V1__TrainStepRequest *q =
       replayd__v1__train_step_request__unpack(NULL, seen.body_len, seen.body);
   assert_non_null(q);
@@ -427,9 +410,7 @@ static void test_get_weights(void **state) {
   assert_memory_equal(buf, w, sizeof w);
   assert_int_equal(buf[sizeof w], 0xee); /* nothing past the weights */
   mock_seen_t seen;
-  mock_seen(&seen);
-  assert_string_equal(seen.method, "/replayd.v1.Replay/GetWeights");
-  assert_string_equal(seen.token, TOKEN);
+  assert_int_equal(rdt_cl_seen(&seen, "GetWeights", TOKEN), 0);
   Replayd__V1__GetWeightsRequest *q =
       replayd__v1__get_weights_request__unpack(NULL, seen.body_len, seen.body);
   assert_non_null(q);

@@ -9,6 +9,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include <cmocka.h>
 
@@ -19,6 +20,25 @@
 
 static void near(double got, double want, double tol) {
   if (fabs(got - want) > tol) fail_msg("got %.9g, want %.9g (tol %g)", got, want, tol);
+}
+
+/* A pendulum and what its last step gave. */
+typedef struct {
+  pendulum_t p;
+  float obs[3], r;
+  int term, trunc;
+} pend_t;
+
+static pend_t pend(uint64_t seed) {
+  pend_t e;
+  memset(&e, 0, sizeof e);
+  pendulum_seed(&e.p, seed);
+  return e;
+}
+
+/* pendulum_step with torque u: its return value. */
+static int step(pend_t *e, double u) {
+  return pendulum_step(&e->p, u, e->obs, &e->r, &e->term, &e->trunc);
 }
 
 static void test_angle_normalize(void **state) {
@@ -35,73 +55,67 @@ static void test_angle_normalize(void **state) {
 
 static void test_upright_rest_is_free(void **state) {
   (void)state;
-  pendulum_t p;
-  pendulum_seed(&p, 1);
-  float obs[3], r;
-  int term, trunc;
-  pendulum_set_state(&p, 0, 0, obs);
-  assert_true(obs[0] == 1.0f && obs[1] == 0.0f && obs[2] == 0.0f);
-  assert_int_equal(pendulum_step(&p, 0, obs, &r, &term, &trunc), 0);
-  assert_true(r == 0.0f); /* -(0 + 0 + 0) */
-  assert_true(p.theta == 0 && p.theta_dot == 0);
-  assert_false(term);
-  assert_false(trunc);
+  pend_t e = pend(1);
+  pendulum_set_state(&e.p, 0, 0, e.obs);
+  assert_true(e.obs[0] == 1.0f && e.obs[1] == 0.0f && e.obs[2] == 0.0f);
+  assert_int_equal(step(&e, 0), 0);
+  assert_true(e.r == 0.0f); /* -(0 + 0 + 0) */
+  assert_true(e.p.theta == 0 && e.p.theta_dot == 0);
+  assert_false(e.term);
+  assert_false(e.trunc);
 }
 
 static void test_step_by_hand(void **state) {
   (void)state;
-  pendulum_t p;
-  pendulum_seed(&p, 1);
-  float obs[3], r;
-  int term, trunc;
+  pend_t e = pend(1);
   /* th = pi/2 (horizontal), thdot = 1, u = 1:
    *   r       = -((pi/2)^2 + 0.1 + 0.001)     = -2.5684011
    *   thdot'  = 1 + (15 * 1 + 3 * 1) * 0.05    = 1.9
    *   th'     = pi/2 + 1.9 * 0.05              = 1.66579633
    *   obs     = (cos th', sin th', 1.9)        = (-0.09485717, 0.99549089, 1.9) */
-  pendulum_set_state(&p, PI / 2, 1.0, obs);
-  assert_int_equal(pendulum_step(&p, 1.0, obs, &r, &term, &trunc), 0);
-  near(r, -(PI * PI / 4 + 0.1 + 0.001), 1e-6);
-  near(r, -2.5684011, 1e-6);
-  near(p.theta_dot, 1.9, 1e-12);
-  near(p.theta, PI / 2 + 0.095, 1e-12);
-  near(obs[0], -0.09485717, 1e-7);
-  near(obs[1], 0.99549089, 1e-7);
-  near(obs[2], 1.9, 1e-6);
+  pendulum_set_state(&e.p, PI / 2, 1.0, e.obs);
+  assert_int_equal(step(&e, 1.0), 0);
+  near(e.r, -(PI * PI / 4 + 0.1 + 0.001), 1e-6);
+  near(e.r, -2.5684011, 1e-6);
+  near(e.p.theta_dot, 1.9, 1e-12);
+  near(e.p.theta, PI / 2 + 0.095, 1e-12);
+  near(e.obs[0], -0.09485717, 1e-7);
+  near(e.obs[1], 0.99549089, 1e-7);
+  near(e.obs[2], 1.9, 1e-6);
 
   /* Hanging down (th = pi, normalised to -pi), fast, torque beyond the
    * limit: u' = 2, r = -(pi^2 + 0.1 * 7.9^2 + 0.001 * 4) = -16.1146044;
    * thdot' = 7.9 + (15 sin(pi) + 6) * 0.05 = 8.2 -> clipped to 8;
    * th' = pi + 0.4. */
-  pendulum_set_state(&p, PI, 7.9, obs);
-  assert_int_equal(pendulum_step(&p, 5.0, obs, &r, &term, &trunc), 0);
-  near(r, -(PI * PI + 0.1 * 7.9 * 7.9 + 0.004), 1e-5);
-  near(r, -16.1146044, 1e-5);
-  near(p.theta_dot, 8.0, 0);
-  near(p.theta, PI + 0.4, 1e-12);
-  near(obs[0], cos(PI + 0.4), 1e-7);
-  near(obs[2], 8.0, 0);
+  pendulum_set_state(&e.p, PI, 7.9, e.obs);
+  assert_int_equal(step(&e, 5.0), 0);
+  near(e.r, -(PI * PI + 0.1 * 7.9 * 7.9 + 0.004), 1e-5);
+  near(e.r, -16.1146044, 1e-5);
+  near(e.p.theta_dot, 8.0, 0);
+  near(e.p.theta, PI + 0.4, 1e-12);
+  near(e.obs[0], cos(PI + 0.4), 1e-7);
+  near(e.obs[2], 8.0, 0);
 
   /* Negative side: th = -0.3, thdot = -2, u = -5 -> -2:
    * r = -(0.09 + 0.4 + 0.004) = -0.494;
    * thdot' = -2 + (15 sin(-0.3) - 6) * 0.05 = -2.52164015;
    * th' = -0.3 + 0.05 thdot' = -0.42608201. */
-  pendulum_set_state(&p, -0.3, -2.0, obs);
-  assert_int_equal(pendulum_step(&p, -5.0, obs, &r, &term, &trunc), 0);
-  near(r, -0.494, 1e-6);
-  near(p.theta_dot, -2.0 + (15 * sin(-0.3) - 6) * 0.05, 1e-12);
-  near(p.theta_dot, -2.52164015, 1e-8);
-  near(p.theta, -0.42608201, 1e-8);
-  near(obs[1], -0.41330629, 1e-7);
+  pendulum_set_state(&e.p, -0.3, -2.0, e.obs);
+  assert_int_equal(step(&e, -5.0), 0);
+  near(e.r, -0.494, 1e-6);
+  near(e.p.theta_dot, -2.0 + (15 * sin(-0.3) - 6) * 0.05, 1e-12);
+  near(e.p.theta_dot, -2.52164015, 1e-8);
+  near(e.p.theta, -0.42608201, 1e-8);
+  near(e.obs[1], -0.41330629, 1e-7);
 
   /* Two steps in a row: the second starts from the first's state. */
-  pendulum_set_state(&p, 0.1, 0.0, obs);
-  pendulum_step(&p, 0.0, obs, &r, &term, &trunc);
+  pendulum_set_state(&e.p, 0.1, 0.0, e.obs);
+  step(&e, 0.0);
   double td1 = 0.75 * sin(0.1), th1 = 0.1 + 0.05 * td1; /* 15 * 0.05 = 0.75 */
-  near(p.theta_dot, td1, 1e-12);
-  pendulum_step(&p, 0.0, obs, &r, &term, &trunc);
-  near(r, -(th1 * th1 + 0.1 * td1 * td1), 1e-7);
-  near(p.theta_dot, td1 + 0.75 * sin(th1), 1e-12);
+  near(e.p.theta_dot, td1, 1e-12);
+  step(&e, 0.0);
+  near(e.r, -(th1 * th1 + 0.1 * td1 * td1), 1e-7);
+  near(e.p.theta_dot, td1 + 0.75 * sin(th1), 1e-12);
 }
 
 static void test_nan_action_is_zero(void **state) {
@@ -121,23 +135,20 @@ static void test_nan_action_is_zero(void **state) {
 
 static void test_truncation_at_200(void **state) {
   (void)state;
-  pendulum_t p;
-  pendulum_seed(&p, 7);
-  float obs[3], r;
-  int term, trunc;
-  pendulum_reset(&p, obs);
+  pend_t e = pend(7);
+  pendulum_reset(&e.p, e.obs);
   for (int t = 1; t <= PENDULUM_MAX_STEPS; t++) {
-    assert_int_equal(pendulum_step(&p, 2.0, obs, &r, &term, &trunc), 0);
-    assert_false(term); /* never terminates */
-    assert_int_equal(trunc, t == PENDULUM_MAX_STEPS);
-    assert_true(r <= 0 && r >= -(PI * PI + 0.1 * 64 + 0.004) - 1e-4);
-    assert_true(fabs(obs[2]) <= 8.0f);
+    assert_int_equal(step(&e, 2.0), 0);
+    assert_false(e.term); /* never terminates */
+    assert_int_equal(e.trunc, t == PENDULUM_MAX_STEPS);
+    assert_true(e.r <= 0 && e.r >= -(PI * PI + 0.1 * 64 + 0.004) - 1e-4);
+    assert_true(fabs(e.obs[2]) <= 8.0f);
   }
-  assert_int_equal(pendulum_step(&p, 0.0, obs, &r, &term, &trunc), -1);
-  assert_int_equal(p.steps, PENDULUM_MAX_STEPS);
-  pendulum_reset(&p, obs);
-  assert_int_equal(p.steps, 0);
-  assert_int_equal(pendulum_step(&p, 0.0, obs, &r, &term, &trunc), 0);
+  assert_int_equal(step(&e, 0.0), -1);
+  assert_int_equal(e.p.steps, PENDULUM_MAX_STEPS);
+  pendulum_reset(&e.p, e.obs);
+  assert_int_equal(e.p.steps, 0);
+  assert_int_equal(step(&e, 0.0), 0);
 }
 
 static void test_reset_distribution(void **state) {

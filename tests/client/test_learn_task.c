@@ -252,6 +252,28 @@ static void test_ddpg_act(void **state) {
   rdc_policy_free(&p);
 }
 
+/* A task's environment and, beside it, the example's own of that kind
+ * (the reference), both seeded alike and reset; what each step gave. */
+typedef struct {
+  lt_env_state_t e;
+  cartpole_t cp;
+  pendulum_t pd;
+  float o[LT_MAX_OBS], oref[LT_MAX_OBS], r, rref;
+  int term, trunc;
+} twin_t;
+
+static void twin_start(twin_t *w, const lt_task_t *t, uint64_t seed) {
+  lt_env_seed(&w->e, t, seed);
+  lt_env_reset(&w->e, w->o);
+  if (t->env == LT_PENDULUM) {
+    pendulum_seed(&w->pd, seed);
+    pendulum_reset(&w->pd, w->oref);
+  } else {
+    cartpole_seed(&w->cp, seed);
+    cartpole_reset(&w->cp, w->oref);
+  }
+}
+
 static void test_env_action_mapping(void **state) {
   (void)state;
   char msg[256];
@@ -259,36 +281,25 @@ static void test_env_action_mapping(void **state) {
   lt_task_t t;
   lt_task_init(&t, LT_PENDULUM, LT_DQN, 5, msg, sizeof msg);
   for (int32_t k = 0; k < 5; k++) {
-    lt_env_state_t e;
-    lt_env_seed(&e, &t, 3);
-    pendulum_t ref;
-    pendulum_seed(&ref, 3);
-    float o[3], oref[3], r, rref;
-    int term, trunc;
-    lt_env_reset(&e, o);
-    pendulum_reset(&ref, oref);
+    twin_t w;
+    twin_start(&w, &t, 3);
+    const float *o = w.o, *oref = w.oref;
     assert_true(o[0] == oref[0] && o[2] == oref[2]);
-    assert_int_equal(lt_env_step(&e, &k, o, &r, &term, &trunc), 0);
-    pendulum_step(&ref, -2.0 + k, oref, &rref, &term, &trunc);
-    assert_true(o[0] == oref[0] && o[1] == oref[1] && o[2] == oref[2] && r == rref);
-    assert_true(e.ret == rref && e.length == 1);
+    assert_int_equal(lt_env_step(&w.e, &k, w.o, &w.r, &w.term, &w.trunc), 0);
+    pendulum_step(&w.pd, -2.0 + k, w.oref, &w.rref, &w.term, &w.trunc);
+    assert_true(o[0] == oref[0] && o[1] == oref[1] && o[2] == oref[2] && w.r == w.rref);
+    assert_true(w.e.ret == w.rref && w.e.length == 1);
   }
   /* DDPG on CartPole: > 0 pushes right (1), else left (0). */
   lt_task_init(&t, LT_CARTPOLE, LT_DDPG, 0, msg, sizeof msg);
   const float us[] = {0.3f, -0.3f, 0.0f};
   const int push[] = {1, 0, 0};
   for (int i = 0; i < 3; i++) {
-    lt_env_state_t e;
-    lt_env_seed(&e, &t, 4);
-    cartpole_t ref;
-    cartpole_seed(&ref, 4);
-    float o[4], oref[4], r, rref;
-    int term, trunc;
-    lt_env_reset(&e, o);
-    cartpole_reset(&ref, oref);
-    lt_env_step(&e, &us[i], o, &r, &term, &trunc);
-    cartpole_step(&ref, push[i], oref, &rref, &term, &trunc);
-    assert_true(memcmp(o, oref, sizeof o) == 0);
+    twin_t w;
+    twin_start(&w, &t, 4);
+    lt_env_step(&w.e, &us[i], w.o, &w.r, &w.term, &w.trunc);
+    cartpole_step(&w.cp, push[i], w.oref, &w.rref, &w.term, &w.trunc);
+    assert_true(memcmp(w.o, w.oref, 4 * sizeof(float)) == 0);
   }
   /* Episode bookkeeping: CartPole returns count steps. */
   lt_task_init(&t, LT_CARTPOLE, LT_DQN, 0, msg, sizeof msg);

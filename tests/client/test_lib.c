@@ -24,6 +24,7 @@
 #include <cmocka.h>
 
 #include "mock_server.h"
+#include "rdt_cl_mock.h"
 #include "rdt_client.h"
 #include "rdt_pb.h"
 #include "replayd.pb-c.h"
@@ -32,13 +33,10 @@
 #include "rd_clock.h"
 #include "rdt_main.h"
 
+/* obs float32[4], action int32. */
 static void cartpole_spec(rdc_spec_t *s) {
-  rdc_spec_init(s);
-  snprintf(s->name, sizeof s->name, "cartpole");
-  s->n_fields = 2;
-  rdt_client_field(&s->fields[0], "obs", RDC_DTYPE_FLOAT32, 4);
-  rdt_client_field(&s->fields[1], "action", RDC_DTYPE_INT32, 0);
-  s->capacity = 1000;
+  rdt_client_spec(s, "cartpole", 1000);
+  rdt_client_cartpole(s, 2);
 }
 
 /* ------------------------------------------------------------------ */
@@ -143,8 +141,7 @@ static void test_register(void **state) {
 
   /* What the server got. */
   mock_seen_t seen;
-  mock_seen(&seen);
-  assert_string_equal(seen.method, "/replayd.v1.Replay/RegisterWorkload");
+  assert_int_equal(rdt_cl_seen(&seen, "RegisterWorkload", NULL), 0);
   assert_false(seen.had_token);
   Replayd__V1__WorkloadSpec *req =
       replayd__v1__workload_spec__unpack(NULL, seen.body_len, seen.body);
@@ -207,8 +204,7 @@ static void test_server_status_details(void **state) {
   assert_int_equal(e.code, RDC_NOT_FOUND);
   assert_string_equal(e.msg, "no workload abc");
   mock_seen_t seen;
-  mock_seen(&seen);
-  assert_string_equal(seen.method, "/replayd.v1.Replay/DescribeWorkload");
+  assert_int_equal(rdt_cl_seen(&seen, "DescribeWorkload", NULL), 0);
   Replayd__V1__WorkloadRef *ref = replayd__v1__workload_ref__unpack(NULL, seen.body_len, seen.body);
   assert_non_null(ref);
   assert_string_equal(ref->id, "abc");
@@ -254,31 +250,16 @@ static void test_undecodable_reply(void **state) {
 
 static void test_list(void **state) {
   (void)state;
-  Replayd__V1__WorkloadCounters k = REPLAYD__V1__WORKLOAD_COUNTERS__INIT;
-  k.inserts = 10;
-  k.samples = 20;
-  k.updates = 30;
-  k.stale_updates = 4;
-  k.size = 10;
+  Replayd__V1__WorkloadCounters k;
+  rdt_cl_counters(&k, 10, 20, 30, 4, 10);
   k.bytes = 4096;
-  Replayd__V1__WorkloadSpec spec = REPLAYD__V1__WORKLOAD_SPEC__INIT;
-  spec.name = "a";
-  spec.capacity = 100;
-  Replayd__V1__Workload w1 = REPLAYD__V1__WORKLOAD__INIT, w2 = REPLAYD__V1__WORKLOAD__INIT;
-  w1.id = "id1";
-  w1.spec = &spec;
-  w1.counters = &k;
-  w2.id = "id2";
-  Replayd__V1__Workload *wp[] = {&w1, &w2};
-  Replayd__V1__ListWorkloadsResponse r = REPLAYD__V1__LIST_WORKLOADS_RESPONSE__INIT;
-  r.n_workloads = 2;
-  r.workloads = wp;
-  mock_reply_msg(&r.base);
+  rdt_pb_spec_t spec;
+  rdt_pb_spec_init(&spec, "a", 100);
+  Replayd__V1__Workload w1, w2, *wp[] = {&w1, &w2};
+  rdt_cl_workload(&w1, "id1", &spec.spec, &k);
+  rdt_cl_workload(&w2, "id2", NULL, NULL);
   rdc_workload_t *items;
-  size_t n;
-  rdc_error_t e;
-  assert_int_equal(rdc_list(mock_cli, &items, &n, &e), RDC_OK);
-  assert_int_equal(n, 2);
+  assert_int_equal(rdt_cl_list(wp, 2, &items), 2);
   assert_string_equal(items[0].id, "id1");
   assert_string_equal(items[0].spec.name, "a");
   assert_int_equal(items[0].spec.capacity, 100);
@@ -289,10 +270,7 @@ static void test_list(void **state) {
   assert_string_equal(items[1].token, "");
   rdc_list_free(items);
 
-  Replayd__V1__ListWorkloadsResponse empty = REPLAYD__V1__LIST_WORKLOADS_RESPONSE__INIT;
-  mock_reply_msg(&empty.base);
-  assert_int_equal(rdc_list(mock_cli, &items, &n, &e), RDC_OK);
-  assert_int_equal(n, 0);
+  assert_int_equal(rdt_cl_list(NULL, 0, &items), 0);
   assert_null(items);
 }
 
@@ -300,14 +278,9 @@ static void test_list(void **state) {
  * next_page_token comes back. */
 static void test_list_page(void **state) {
   (void)state;
-  Replayd__V1__Workload w1 = REPLAYD__V1__WORKLOAD__INIT;
-  w1.id = "id1";
-  Replayd__V1__Workload *wp[] = {&w1};
-  Replayd__V1__ListWorkloadsResponse r = REPLAYD__V1__LIST_WORKLOADS_RESPONSE__INIT;
-  r.n_workloads = 1;
-  r.workloads = wp;
-  r.next_page_token = "tok-2";
-  mock_reply_msg(&r.base);
+  Replayd__V1__Workload w1, *wp[] = {&w1};
+  rdt_cl_workload(&w1, "id1", NULL, NULL);
+  rdt_cl_reply_list(wp, 1, "tok-2");
   rdc_workload_t *items;
   size_t n;
   rdc_error_t e;
@@ -318,8 +291,7 @@ static void test_list_page(void **state) {
   assert_string_equal(next, "tok-2");
   rdc_list_free(items);
   mock_seen_t seen;
-  mock_seen(&seen);
-  assert_string_equal(seen.method, "/replayd.v1.Replay/ListWorkloads");
+  assert_int_equal(rdt_cl_seen(&seen, "ListWorkloads", NULL), 0);
   Replayd__V1__ListWorkloadsRequest *q =
       replayd__v1__list_workloads_request__unpack(NULL, seen.body_len, seen.body);
   assert_non_null(q);
@@ -331,8 +303,7 @@ static void test_list_page(void **state) {
   char longtok[RDC_PAGE_TOKEN_MAX + 1];
   memset(longtok, 't', sizeof longtok - 1);
   longtok[sizeof longtok - 1] = '\0';
-  r.next_page_token = longtok;
-  mock_reply_msg(&r.base);
+  rdt_cl_reply_list(wp, 1, longtok);
   assert_int_equal(rdc_list_page(mock_cli, 0, NULL, &items, &n, next, &e), RDC_ETOOSMALL);
   assert_null(items);
   assert_int_equal(rdc_list_page(mock_cli, 0, NULL, &items, &n, NULL, &e), RDC_EINVAL);
@@ -342,14 +313,9 @@ static void test_list_page(void **state) {
  * server whose pages do not advance instead of asking forever. */
 static void test_list_pages_must_advance(void **state) {
   (void)state;
-  Replayd__V1__Workload w1 = REPLAYD__V1__WORKLOAD__INIT;
-  w1.id = "id1";
-  Replayd__V1__Workload *wp[] = {&w1};
-  Replayd__V1__ListWorkloadsResponse r = REPLAYD__V1__LIST_WORKLOADS_RESPONSE__INIT;
-  r.n_workloads = 1;
-  r.workloads = wp;
-  r.next_page_token = "same";
-  mock_reply_msg(&r.base);
+  Replayd__V1__Workload w1, *wp[] = {&w1};
+  rdt_cl_workload(&w1, "id1", NULL, NULL);
+  rdt_cl_reply_list(wp, 1, "same");
   mock_seen_t before, after;
   mock_seen(&before);
   rdc_workload_t *items = (rdc_workload_t *)1;
@@ -368,9 +334,7 @@ static void test_list_pages_must_advance(void **state) {
   replayd__v1__list_workloads_request__free_unpacked(q, NULL);
 
   /* An empty page that is not the last. */
-  r.n_workloads = 0;
-  r.next_page_token = "more";
-  mock_reply_msg(&r.base);
+  rdt_cl_reply_list(wp, 0, "more");
   assert_int_equal(rdc_list(mock_cli, &items, &n, &e), RDC_EPROTO);
   assert_non_null(strstr(e.msg, "empty page"));
 
@@ -397,10 +361,7 @@ static void test_delete_sends_token(void **state) {
   rdc_error_t e;
   assert_int_equal(rdc_delete(mock_cli, "w1", "s3cret-token", &e), RDC_OK);
   mock_seen_t seen;
-  mock_seen(&seen);
-  assert_string_equal(seen.method, "/replayd.v1.Replay/DeleteWorkload");
-  assert_true(seen.had_token);
-  assert_string_equal(seen.token, "s3cret-token");
+  assert_int_equal(rdt_cl_seen(&seen, "DeleteWorkload", "s3cret-token"), 0);
   /* No token: no metadata at all (the server answers UNAUTHENTICATED). */
   mock_reply_status(16, "DeleteWorkload needs the x-replayd-token metadata");
   assert_int_equal(rdc_delete(mock_cli, "w1", NULL, &e), RDC_UNAUTHENTICATED);
@@ -432,9 +393,7 @@ static void test_insert_batch(void **state) {
   assert_int_equal(keys[0], 10);
   assert_int_equal(keys[2], 12);
   mock_seen_t seen;
-  mock_seen(&seen);
-  assert_string_equal(seen.method, "/replayd.v1.Replay/InsertBatch");
-  assert_string_equal(seen.token, "tok");
+  assert_int_equal(rdt_cl_seen(&seen, "InsertBatch", "tok"), 0);
   Replayd__V1__InsertRequest *req =
       replayd__v1__insert_request__unpack(NULL, seen.body_len, seen.body);
   assert_non_null(req);
@@ -545,31 +504,43 @@ static void script_sample(size_t n, size_t n_probs, uint32_t rows_count) {
   mock_reply_msg(&r.base);
 }
 
+/* Where rdc_sample puts script_sample's items: keys, probabilities and
+ * weights for 8 items, the columns for 3 rows. */
+typedef struct {
+  uint64_t keys[8];
+  double probs[8], weights[8];
+  float c0[6];
+  uint8_t c1[3];
+  rdc_buffer_t cols[2];
+  rdc_sample_t s;
+} sample_bufs_t;
+
+static void sample_bufs_init(sample_bufs_t *b) {
+  memset(b, 0, sizeof *b);
+  b->cols[0] = (rdc_buffer_t){b->c0, sizeof b->c0, 0};
+  b->cols[1] = (rdc_buffer_t){b->c1, sizeof b->c1, 0};
+  b->s = (rdc_sample_t){.keys = b->keys, .probabilities = b->probs, .weights = b->weights,
+                        .columns = b->cols, .n_columns = 2};
+}
+
 static void test_sample(void **state) {
   (void)state;
   script_sample(3, 3, 3);
-  uint64_t keys[3];
-  double probs[3], weights[3];
-  float c0[6];
-  uint8_t c1[3];
-  rdc_buffer_t cols[2] = {{c0, sizeof c0, 0}, {c1, sizeof c1, 0}};
-  rdc_sample_t s = {.keys = keys, .probabilities = probs, .weights = weights,
-                    .columns = cols, .n_columns = 2};
+  sample_bufs_t b;
+  sample_bufs_init(&b);
   rdc_error_t e;
-  assert_int_equal(rdc_sample(mock_cli, "w1", "tok", 3, NAN, 1, &s, &e), RDC_OK);
-  assert_int_equal(s.count, 3);
-  assert_int_equal(s.table_size, 555);
-  assert_int_equal(keys[2], 102);
-  assert_true(fabs(probs[1] - 0.2) < 1e-12);
-  assert_true(weights[0] == 1.0);
-  assert_int_equal(cols[0].bytes, 24);
-  assert_int_equal(cols[1].bytes, 3);
-  assert_true(c0[2] == 1.0f && c0[3] == -1.0f);
-  assert_int_equal(c1[1], 1);
+  assert_int_equal(rdc_sample(mock_cli, "w1", "tok", 3, NAN, 1, &b.s, &e), RDC_OK);
+  assert_int_equal(b.s.count, 3);
+  assert_int_equal(b.s.table_size, 555);
+  assert_int_equal(b.keys[2], 102);
+  assert_true(fabs(b.probs[1] - 0.2) < 1e-12);
+  assert_true(b.weights[0] == 1.0);
+  assert_int_equal(b.cols[0].bytes, 24);
+  assert_int_equal(b.cols[1].bytes, 3);
+  assert_true(b.c0[2] == 1.0f && b.c0[3] == -1.0f);
+  assert_int_equal(b.c1[1], 1);
   mock_seen_t seen;
-  mock_seen(&seen);
-  assert_string_equal(seen.method, "/replayd.v1.Replay/Sample");
-  assert_string_equal(seen.token, "tok");
+  assert_int_equal(rdt_cl_seen(&seen, "Sample", "tok"), 0);
   Replayd__V1__SampleRequest *req =
       replayd__v1__sample_request__unpack(NULL, seen.body_len, seen.body);
   assert_int_equal(req->batch_size, 3);
@@ -579,7 +550,7 @@ static void test_sample(void **state) {
 
   /* An explicit beta (even 0) travels in the oneof. */
   script_sample(3, 3, 3);
-  assert_int_equal(rdc_sample(mock_cli, "w1", "tok", 3, 0.0, 0, &s, &e), RDC_OK);
+  assert_int_equal(rdc_sample(mock_cli, "w1", "tok", 3, 0.0, 0, &b.s, &e), RDC_OK);
   mock_seen(&seen);
   req = replayd__v1__sample_request__unpack(NULL, seen.body_len, seen.body);
   assert_int_equal(req->beta_opt_case, REPLAYD__V1__SAMPLE_REQUEST__BETA_OPT_BETA);
@@ -589,44 +560,39 @@ static void test_sample(void **state) {
 
   /* Keys only: no buffers for rows. */
   script_sample(3, 3, 3);
-  rdc_sample_t k = {.keys = keys};
+  rdc_sample_t k = {.keys = b.keys};
   assert_int_equal(rdc_sample(mock_cli, "w1", "tok", 3, NAN, 0, &k, &e), RDC_OK);
   assert_int_equal(k.count, 3);
 }
 
 static void test_sample_errors(void **state) {
   (void)state;
-  uint64_t keys[8];
-  double probs[8], weights[8];
-  float c0[6];
-  uint8_t c1[3];
-  rdc_buffer_t cols[2] = {{c0, sizeof c0, 0}, {c1, sizeof c1, 0}};
-  rdc_sample_t s = {.keys = keys, .probabilities = probs, .weights = weights,
-                    .columns = cols, .n_columns = 2};
+  sample_bufs_t b;
+  sample_bufs_init(&b);
   rdc_error_t e;
   /* A column buffer too small. */
-  cols[0].capacity = 20;
+  b.cols[0].capacity = 20;
   script_sample(3, 3, 3);
-  assert_int_equal(rdc_sample(mock_cli, "w1", "tok", 3, NAN, 0, &s, &e), RDC_ETOOSMALL);
+  assert_int_equal(rdc_sample(mock_cli, "w1", "tok", 3, NAN, 0, &b.s, &e), RDC_ETOOSMALL);
   assert_non_null(strstr(e.msg, "24 bytes"));
-  cols[0].capacity = sizeof c0;
+  b.cols[0].capacity = sizeof b.c0;
   /* Inconsistent counts. */
   script_sample(3, 2, 3);
-  assert_int_equal(rdc_sample(mock_cli, "w1", "tok", 3, NAN, 0, &s, &e), RDC_EPROTO);
+  assert_int_equal(rdc_sample(mock_cli, "w1", "tok", 3, NAN, 0, &b.s, &e), RDC_EPROTO);
   script_sample(3, 3, 2);
-  assert_int_equal(rdc_sample(mock_cli, "w1", "tok", 3, NAN, 0, &s, &e), RDC_EPROTO);
+  assert_int_equal(rdc_sample(mock_cli, "w1", "tok", 3, NAN, 0, &b.s, &e), RDC_EPROTO);
   /* More items than asked for. */
   script_sample(3, 3, 3);
-  assert_int_equal(rdc_sample(mock_cli, "w1", "tok", 2, NAN, 0, &s, &e), RDC_EPROTO);
+  assert_int_equal(rdc_sample(mock_cli, "w1", "tok", 2, NAN, 0, &b.s, &e), RDC_EPROTO);
   /* Buffers for a different number of fields. */
   script_sample(3, 3, 3);
-  s.n_columns = 1;
-  assert_int_equal(rdc_sample(mock_cli, "w1", "tok", 3, NAN, 0, &s, &e), RDC_EINVAL);
-  assert_int_equal(s.count, 0);
+  b.s.n_columns = 1;
+  assert_int_equal(rdc_sample(mock_cli, "w1", "tok", 3, NAN, 0, &b.s, &e), RDC_EINVAL);
+  assert_int_equal(b.s.count, 0);
   /* The server's own refusal. */
   mock_reply_status(9, "workload w1 is empty: insert before sampling");
-  s.n_columns = 2;
-  assert_int_equal(rdc_sample(mock_cli, "w1", "tok", 3, NAN, 0, &s, &e), RDC_FAILED_PRECONDITION);
+  b.s.n_columns = 2;
+  assert_int_equal(rdc_sample(mock_cli, "w1", "tok", 3, NAN, 0, &b.s, &e), RDC_FAILED_PRECONDITION);
   assert_string_equal(e.msg, "workload w1 is empty: insert before sampling");
 }
 
@@ -645,9 +611,7 @@ static void test_update(void **state) {
   assert_int_equal(applied, 3);
   assert_int_equal(stale, 1);
   mock_seen_t seen;
-  mock_seen(&seen);
-  assert_string_equal(seen.method, "/replayd.v1.Replay/UpdatePriorities");
-  assert_string_equal(seen.token, "tok");
+  assert_int_equal(rdt_cl_seen(&seen, "UpdatePriorities", "tok"), 0);
   Replayd__V1__UpdatePrioritiesRequest *req =
       replayd__v1__update_priorities_request__unpack(NULL, seen.body_len, seen.body);
   assert_int_equal(req->n_keys, 4);
@@ -661,29 +625,14 @@ static void test_update(void **state) {
 
 static void test_server_info(void **state) {
   (void)state;
-  Replayd__V1__Device d1 = REPLAYD__V1__DEVICE__INIT, d2 = REPLAYD__V1__DEVICE__INIT;
-  d1.kind = "cpu";
-  d1.name = "Some CPU";
-  d1.fingerprint = "fp1";
-  d1.status = "ok";
-  d2.kind = "gpu";
-  d2.name = "Some GPU";
-  d2.status = "no driver";
-  Replayd__V1__Device *dp[] = {&d1, &d2};
-  Replayd__V1__Workload w = REPLAYD__V1__WORKLOAD__INIT;
-  w.id = "w1";
-  Replayd__V1__Workload *wp[] = {&w};
-  Replayd__V1__ServerInfoResponse r = REPLAYD__V1__SERVER_INFO_RESPONSE__INIT;
-  r.version = "0.1.0";
-  r.uptime_seconds = 12.5;
-  r.n_devices = 2;
-  r.devices = dp;
-  r.n_workloads = 1;
-  r.workloads = wp;
-  mock_reply_msg(&r.base);
+  Replayd__V1__Device d[2], *dp[2];
+  rdt_cl_two_devices(d, dp);
+  Replayd__V1__Workload w, *wp[] = {&w};
+  rdt_cl_workload(&w, "w1", NULL, NULL);
+  Replayd__V1__ServerInfoResponse r;
+  rdt_cl_server_info(&r, "0.1.0", 12.5, dp, 2, wp, 1);
   rdc_server_info_t *info;
-  rdc_error_t e;
-  assert_int_equal(rdc_server_info(mock_cli, &info, &e), RDC_OK);
+  assert_int_equal(rdt_cl_info(&r, &info), RDC_OK);
   assert_string_equal(info->version, "0.1.0");
   assert_true(info->uptime_s == 12.5);
   assert_int_equal(info->n_devices, 2);
@@ -697,16 +646,13 @@ static void test_server_info(void **state) {
   r.workload_count = 40;
   r.workloads_truncated = 1;
   r.devices_truncated = 1;
-  mock_reply_msg(&r.base);
-  assert_int_equal(rdc_server_info(mock_cli, &info, &e), RDC_OK);
+  assert_int_equal(rdt_cl_info(&r, &info), RDC_OK);
   assert_int_equal(info->n_workloads, 1);
   assert_int_equal(info->workload_count, 40);
   assert_true(info->workloads_truncated);
   assert_true(info->devices_truncated);
   rdc_server_info_free(info);
-  mock_seen_t seen;
-  mock_seen(&seen);
-  assert_string_equal(seen.method, "/replayd.v1.Replay/ServerInfo");
+  assert_int_equal(rdt_cl_seen(NULL, "ServerInfo", NULL), 0);
 }
 
 static void test_deadline(void **state) {
@@ -758,28 +704,39 @@ static void test_shared_client_threads(void **state) {
 /* ------------------------------------------------------------------ */
 /* Insert stream                                                       */
 
-static void fill_cols(rdc_column_t cols[2], float *obs, int32_t *act, uint32_t n) {
+/* n rows (at most 100) of obs float32[4], action int32 as columns: row i
+ * holds obs (i, i + 1, i + 2, i + 3) and action i & 1. The buffers are
+ * static, the next call's too. */
+static rdc_column_t *rows(uint32_t n) {
+  static float obs[4 * 100];
+  static int32_t act[100];
+  static rdc_column_t cols[2];
+  assert_true(n <= 100);
   for (uint32_t i = 0; i < n; i++) {
     for (int j = 0; j < 4; j++) obs[4 * i + (uint32_t)j] = (float)(i + (uint32_t)j);
     act[i] = (int32_t)(i & 1);
   }
   cols[0] = (rdc_column_t){obs, n * 4 * sizeof(float)};
   cols[1] = (rdc_column_t){act, n * sizeof(int32_t)};
+  return cols;
+}
+
+/* An Insert stream to workload w1 with token, opened. */
+static rdc_insert_stream_t *open_stream(const char *token) {
+  rdc_insert_stream_t *st;
+  rdc_error_t e;
+  assert_int_equal(rdc_insert_stream_open(mock_cli, "w1", token, &st, &e), RDC_OK);
+  return st;
 }
 
 static void test_stream(void **state) {
   (void)state;
-  rdc_insert_stream_t *st;
+  rdc_insert_stream_t *st = open_stream("tok");
   rdc_error_t e;
-  assert_int_equal(rdc_insert_stream_open(mock_cli, "w1", "tok", &st, &e), RDC_OK);
-  static float obs[4 * 100];
-  static int32_t act[100];
-  rdc_column_t cols[2];
   uint32_t total = 0;
   for (uint32_t k = 1; k <= 20; k++) {
     uint32_t n = k * 5 % 100 + 1;
-    fill_cols(cols, obs, act, n);
-    assert_int_equal(rdc_insert_stream_write(st, n, cols, 2, NULL, &e), RDC_OK);
+    assert_int_equal(rdc_insert_stream_write(st, n, rows(n), 2, NULL, &e), RDC_OK);
     total += n;
   }
   uint64_t inserted = 0, first = 0;
@@ -787,9 +744,7 @@ static void test_stream(void **state) {
   assert_int_equal(inserted, total);
   assert_int_equal(first, 1000);
   mock_seen_t seen;
-  mock_seen(&seen);
-  assert_string_equal(seen.method, "/replayd.v1.Replay/Insert");
-  assert_string_equal(seen.token, "tok");
+  assert_int_equal(rdt_cl_seen(&seen, "Insert", "tok"), 0);
   assert_int_equal(seen.stream_msgs, 20);
   assert_true(seen.stream_half_closed);
   for (int i = 0; i < 20; i++) assert_string_equal(seen.stream_ids[i], "w1");
@@ -798,9 +753,8 @@ static void test_stream(void **state) {
 
 static void test_stream_close_without_writes(void **state) {
   (void)state;
-  rdc_insert_stream_t *st;
+  rdc_insert_stream_t *st = open_stream("tok");
   rdc_error_t e;
-  assert_int_equal(rdc_insert_stream_open(mock_cli, "w1", "tok", &st, &e), RDC_OK);
   uint64_t inserted = 99;
   assert_int_equal(rdc_insert_stream_close(st, &inserted, NULL, &e), RDC_OK);
   assert_int_equal(inserted, 0);
@@ -811,13 +765,9 @@ static void test_stream_rejected(void **state) {
   /* The server ends the stream at the first message: the error surfaces at
    * a later write (or at the latest at close) with the server's words. */
   mock_stream_fail_at(1, 7, "wrong token for workload w1");
-  rdc_insert_stream_t *st;
+  rdc_insert_stream_t *st = open_stream("bad");
   rdc_error_t e;
-  assert_int_equal(rdc_insert_stream_open(mock_cli, "w1", "bad", &st, &e), RDC_OK);
-  static float obs[4 * 10];
-  static int32_t act[10];
-  rdc_column_t cols[2];
-  fill_cols(cols, obs, act, 10);
+  rdc_column_t *cols = rows(10);
   int rc = RDC_OK;
   for (int i = 0; i < 200 && rc == RDC_OK; i++) {
     rc = rdc_insert_stream_write(st, 10, cols, 2, NULL, &e);
@@ -834,15 +784,10 @@ static void test_stream_rejected(void **state) {
 static void test_stream_rejected_at_close(void **state) {
   (void)state;
   mock_stream_fail_at(2, 3, "column 0 has 12 bytes; 2 rows of obs need 32");
-  rdc_insert_stream_t *st;
+  rdc_insert_stream_t *st = open_stream("tok");
   rdc_error_t e;
-  assert_int_equal(rdc_insert_stream_open(mock_cli, "w1", "tok", &st, &e), RDC_OK);
-  static float obs[8];
-  static int32_t act[2];
-  rdc_column_t cols[2];
-  fill_cols(cols, obs, act, 2);
-  assert_int_equal(rdc_insert_stream_write(st, 2, cols, 2, NULL, &e), RDC_OK);
-  assert_int_equal(rdc_insert_stream_write(st, 2, cols, 2, NULL, &e), RDC_OK);
+  for (int i = 0; i < 2; i++)
+    assert_int_equal(rdc_insert_stream_write(st, 2, rows(2), 2, NULL, &e), RDC_OK);
   assert_int_equal(rdc_insert_stream_close(st, NULL, NULL, &e), RDC_INVALID_ARGUMENT);
   assert_string_equal(e.msg, "column 0 has 12 bytes; 2 rows of obs need 32");
 }
@@ -852,23 +797,17 @@ static void test_stream_bad_final_reply(void **state) {
   static const uint8_t garbage[] = {0x08, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
                                     0xff, 0xff, 0xff};
   mock_reply_bytes(garbage, sizeof garbage);
-  rdc_insert_stream_t *st;
+  rdc_insert_stream_t *st = open_stream("tok");
   rdc_error_t e;
-  assert_int_equal(rdc_insert_stream_open(mock_cli, "w1", "tok", &st, &e), RDC_OK);
   assert_int_equal(rdc_insert_stream_close(st, NULL, NULL, &e), RDC_EPROTO);
 }
 
 static void test_stream_argument_error_not_sticky(void **state) {
   (void)state;
-  rdc_insert_stream_t *st;
+  rdc_insert_stream_t *st = open_stream("tok");
   rdc_error_t e;
-  assert_int_equal(rdc_insert_stream_open(mock_cli, "w1", "tok", &st, &e), RDC_OK);
   assert_int_equal(rdc_insert_stream_write(st, 2, NULL, 2, NULL, &e), RDC_EINVAL);
-  static float obs[8];
-  static int32_t act[2];
-  rdc_column_t cols[2];
-  fill_cols(cols, obs, act, 2);
-  assert_int_equal(rdc_insert_stream_write(st, 2, cols, 2, NULL, &e), RDC_OK);
+  assert_int_equal(rdc_insert_stream_write(st, 2, rows(2), 2, NULL, &e), RDC_OK);
   uint64_t inserted = 0;
   assert_int_equal(rdc_insert_stream_close(st, &inserted, NULL, &e), RDC_OK);
   assert_int_equal(inserted, 2);
@@ -879,14 +818,9 @@ static void test_stream_argument_error_not_sticky(void **state) {
 
 static void test_stream_cancel(void **state) {
   (void)state;
-  rdc_insert_stream_t *st;
+  rdc_insert_stream_t *st = open_stream("tok");
   rdc_error_t e;
-  assert_int_equal(rdc_insert_stream_open(mock_cli, "w1", "tok", &st, &e), RDC_OK);
-  static float obs[8];
-  static int32_t act[2];
-  rdc_column_t cols[2];
-  fill_cols(cols, obs, act, 2);
-  assert_int_equal(rdc_insert_stream_write(st, 2, cols, 2, NULL, &e), RDC_OK);
+  assert_int_equal(rdc_insert_stream_write(st, 2, rows(2), 2, NULL, &e), RDC_OK);
   rdc_insert_stream_cancel(st);
   rdc_insert_stream_cancel(NULL);
   /* The client still works afterwards. */

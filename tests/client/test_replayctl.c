@@ -19,20 +19,38 @@
 #include <cmocka.h>
 
 #include "mock_server.h"
+#include "rdt_cl_mock.h"
 #include "rdt_pb.h"
+#include "rdt_cl_main.h"
 #include "rdt_daemon.h"
 #include "rdt_dir.h"
 #include "replayd.pb-c.h"
 
 
 static const char *replayctl;
-static int port;
-static char server[64];
 
 /* Run replayctl with args (NULL-terminated) and extra environment entries
  * ("K=V", or "K=" to remove K); it must run and exit. */
 #define run(res, env_extra, ...) \
   assert_int_equal(rdt_run(res, env_extra, replayctl, __VA_ARGS__), 0)
+
+/* The same, and it must exit 0 (else its stderr shows). */
+static void run_ok(rdt_result_t *r, const char *const *env_extra, ...) {
+  va_list ap;
+  va_start(ap, env_extra);
+  assert_int_equal(rdt_runv(r, env_extra, replayctl, ap), 0);
+  va_end(ap);
+  if (r->rc != 0) fail_msg("replayctl exited %d: %s", r->rc, r->err);
+}
+
+/* Each of the strings after out (NULL-terminated) is in out. */
+static void has(const char *out, ...) {
+  va_list ap;
+  va_start(ap, out);
+  for (const char *want; (want = va_arg(ap, const char *)) != NULL;)
+    if (strstr(out, want) == NULL) fail_msg("no \"%s\" in:\n%s", want, out);
+  va_end(ap);
+}
 
 /* ------------------------------------------------------------------ */
 /* A strict little JSON checker (RFC 8259 grammar), for --json output.  */
@@ -125,65 +143,27 @@ static void assert_json(const char *s) {
 
 /* ------------------------------------------------------------------ */
 
-static int group_setup(void **state) {
-  (void)state;
-  port = mock_start();
-  snprintf(server, sizeof server, "127.0.0.1:%d", port);
-  return 0;
-}
-
-static int group_teardown(void **state) {
-  (void)state;
-  mock_stop();
-  return 0;
-}
-
-static int reset(void **state) {
-  (void)state;
-  mock_reset();
-  return 0;
-}
+/* The replayctl programs talk to the mock that mock_group_setup starts. */
+static const char *const server = mock_target;
 
 static void script_info(void) {
-  Replayd__V1__Device d1 = REPLAYD__V1__DEVICE__INIT, d2 = REPLAYD__V1__DEVICE__INIT;
-  d1.kind = "cpu";
-  d1.name = "Test CPU \"16 cores\"";
-  d1.fingerprint = "cpu-abc";
-  d1.status = "ok";
-  d2.kind = "gpu";
-  d2.name = "Test GPU";
-  d2.fingerprint = "gpu-def";
-  d2.status = "no driver";
-  Replayd__V1__Device *dp[] = {&d1, &d2};
-  Replayd__V1__Workload w = REPLAYD__V1__WORKLOAD__INIT;
-  w.id = "w1";
-  Replayd__V1__Workload *wp[] = {&w, &w, &w};
-  Replayd__V1__ServerInfoResponse r = REPLAYD__V1__SERVER_INFO_RESPONSE__INIT;
-  r.version = "0.1.0";
-  r.uptime_seconds = 3723.5;
-  r.n_devices = 2;
-  r.devices = dp;
-  r.n_workloads = 3;
-  r.workloads = wp;
+  Replayd__V1__Device d[2], *dp[2];
+  rdt_cl_two_devices(d, dp);
+  Replayd__V1__Workload w, *wp[] = {&w, &w, &w};
+  rdt_cl_workload(&w, "w1", NULL, NULL);
+  Replayd__V1__ServerInfoResponse r;
+  rdt_cl_server_info(&r, "0.1.0", 3723.5, dp, 2, wp, 3);
   mock_reply_msg(&r.base);
 }
 
 /* ListDevices (replayctl devices): the devices with what runs there. */
 static void script_devices(void) {
-  Replayd__V1__Device d1 = REPLAYD__V1__DEVICE__INIT, d2 = REPLAYD__V1__DEVICE__INIT;
-  d1.kind = "cpu";
-  d1.name = "Test CPU \"16 cores\"";
-  d1.fingerprint = "cpu-abc";
-  d1.status = "ok";
-  d1.capabilities = "sumtree,table,learner";
-  d1.cores = 16;
-  d1.memory_bytes = 64ull << 30;
-  d1.isa = "avx2";
-  d2.kind = "gpu";
-  d2.name = "Test GPU";
-  d2.fingerprint = "gpu-def";
-  d2.status = "no driver";
-  Replayd__V1__Device *dp[] = {&d1, &d2};
+  Replayd__V1__Device d[2], *dp[2];
+  rdt_cl_two_devices(d, dp);
+  d[0].capabilities = "sumtree,table,learner";
+  d[0].cores = 16;
+  d[0].memory_bytes = 64ull << 30;
+  d[0].isa = "avx2";
   Replayd__V1__ListDevicesResponse r = REPLAYD__V1__LIST_DEVICES_RESPONSE__INIT;
   r.n_devices = 2;
   r.devices = dp;
@@ -194,27 +174,18 @@ static void test_status(void **state) {
   (void)state;
   script_info();
   rdt_result_t r;
-  run(&r, NULL, "--server", server, "status", NULL);
-  assert_int_equal(r.rc, 0);
+  run_ok(&r, NULL, "--server", server, "status", NULL);
   assert_string_equal(r.err, "");
-  assert_non_null(strstr(r.out, "version       0.1.0\n"));
-  assert_non_null(strstr(r.out, "uptime        1h 02m 03s\n"));
-  assert_non_null(strstr(r.out, "workloads     3\n"));
-  assert_non_null(strstr(r.out, "devices       2\n"));
-  assert_non_null(strstr(r.out, "  KIND  NAME                 FINGERPRINT  STATUS\n"));
-  assert_non_null(strstr(r.out, "  gpu   Test GPU             gpu-def      no driver\n"));
-  mock_seen_t seen;
-  mock_seen(&seen);
-  assert_string_equal(seen.method, "/replayd.v1.Replay/ServerInfo");
+  has(r.out, "version       0.1.0\n", "uptime        1h 02m 03s\n", "workloads     3\n",
+      "devices       2\n", "  KIND  NAME                 FINGERPRINT  STATUS\n",
+      "  gpu   Test GPU             gpu-def      no driver\n", NULL);
+  assert_int_equal(rdt_cl_seen(NULL, "ServerInfo", NULL), 0);
 
   script_info();
-  run(&r, NULL, "status", "--json", "--server", server, NULL);
-  assert_int_equal(r.rc, 0);
+  run_ok(&r, NULL, "status", "--json", "--server", server, NULL);
   assert_json(r.out);
-  assert_non_null(strstr(r.out, "\"version\":\"0.1.0\""));
-  assert_non_null(strstr(r.out, "\"uptime_seconds\":3723.5"));
-  assert_non_null(strstr(r.out, "\"workloads\":3"));
-  assert_non_null(strstr(r.out, "\"name\":\"Test CPU \\\"16 cores\\\"\""));
+  has(r.out, "\"version\":\"0.1.0\"", "\"uptime_seconds\":3723.5", "\"workloads\":3",
+      "\"name\":\"Test CPU \\\"16 cores\\\"\"", NULL);
 }
 
 static void test_server_from_env(void **state) {
@@ -224,53 +195,34 @@ static void test_server_from_env(void **state) {
   snprintf(env, sizeof env, "REPLAYD_SERVER=%s", server);
   const char *const extra[] = {env, NULL};
   rdt_result_t r;
-  run(&r, extra, "devices", NULL);
-  assert_int_equal(r.rc, 0);
-  assert_non_null(strstr(r.out, "KIND  NAME"));
-  assert_non_null(strstr(r.out, "cpu   Test CPU \"16 cores\"  cpu-abc      "));
-  assert_non_null(strstr(r.out, "64.0 GiB  avx2  sumtree,table,learner  ok\n"));
-  mock_seen_t seen;
-  mock_seen(&seen);
-  assert_string_equal(seen.method, "/replayd.v1.Replay/ListDevices");
+  run_ok(&r, extra, "devices", NULL);
+  has(r.out, "KIND  NAME", "cpu   Test CPU \"16 cores\"  cpu-abc      ",
+      "64.0 GiB  avx2  sumtree,table,learner  ok\n", NULL);
+  assert_int_equal(rdt_cl_seen(NULL, "ListDevices", NULL), 0);
   script_devices();
-  run(&r, extra, "devices", "--json", NULL);
-  assert_int_equal(r.rc, 0);
+  run_ok(&r, extra, "devices", "--json", NULL);
   assert_json(r.out);
-  assert_non_null(strstr(r.out, "{\"devices\":[{\"kind\":\"cpu\""));
-  assert_non_null(strstr(r.out, "\"capabilities\":\"sumtree,table,learner\""));
+  has(r.out, "{\"devices\":[{\"kind\":\"cpu\"", "\"capabilities\":\"sumtree,table,learner\"",
+      NULL);
 }
 
 static void script_list(void) {
-  Replayd__V1__WorkloadCounters k1 = REPLAYD__V1__WORKLOAD_COUNTERS__INIT;
-  k1.inserts = 123456;
-  k1.samples = 7;
-  k1.updates = 89;
-  k1.stale_updates = 3;
-  k1.size = 1000;
-  Replayd__V1__WorkloadSpec s1 = REPLAYD__V1__WORKLOAD_SPEC__INIT, s2 = REPLAYD__V1__WORKLOAD_SPEC__INIT;
-  s1.name = "cartpole";
-  s1.capacity = 100000;
-  s2.name = "na\xc3\xafve\ttab";
-  s2.capacity = 5;
-  Replayd__V1__Workload w1 = REPLAYD__V1__WORKLOAD__INIT, w2 = REPLAYD__V1__WORKLOAD__INIT;
-  w1.id = "aaaa";
-  w1.spec = &s1;
-  w1.counters = &k1;
-  w2.id = "bbbbbbbb";
-  w2.spec = &s2;
-  Replayd__V1__Workload *wp[] = {&w1, &w2};
-  Replayd__V1__ListWorkloadsResponse r = REPLAYD__V1__LIST_WORKLOADS_RESPONSE__INIT;
-  r.n_workloads = 2;
-  r.workloads = wp;
-  mock_reply_msg(&r.base);
+  Replayd__V1__WorkloadCounters k1;
+  rdt_cl_counters(&k1, 123456, 7, 89, 3, 1000);
+  rdt_pb_spec_t s1, s2;
+  rdt_pb_spec_init(&s1, "cartpole", 100000);
+  rdt_pb_spec_init(&s2, "na\xc3\xafve\ttab", 5);
+  Replayd__V1__Workload w1, w2, *wp[] = {&w1, &w2};
+  rdt_cl_workload(&w1, "aaaa", &s1.spec, &k1);
+  rdt_cl_workload(&w2, "bbbbbbbb", &s2.spec, NULL);
+  rdt_cl_reply_list(wp, 2, NULL);
 }
 
 static void test_ls(void **state) {
   (void)state;
   script_list();
   rdt_result_t r;
-  run(&r, NULL, "--server", server, "ls", NULL);
-  assert_int_equal(r.rc, 0);
+  run_ok(&r, NULL, "--server", server, "ls", NULL);
   /* Columns as wide as their widest cell ("naive" with a diaeresis is one
    * column per character), numbers right-aligned, the tab shown as '?'. */
   const char *want =
@@ -278,20 +230,15 @@ static void test_ls(void **state) {
       "aaaa      cartpole     1000/100000   123456        7       89      3\n"
       "bbbbbbbb  na\xc3\xafve?tab            0/5        0        0        0      0\n";
   assert_string_equal(r.out, want);
-  mock_seen_t seen;
-  mock_seen(&seen);
-  assert_string_equal(seen.method, "/replayd.v1.Replay/ListWorkloads");
+  assert_int_equal(rdt_cl_seen(NULL, "ListWorkloads", NULL), 0);
 
   script_list();
-  run(&r, NULL, "--server", server, "--json", "ls", NULL);
-  assert_int_equal(r.rc, 0);
+  run_ok(&r, NULL, "--server", server, "--json", "ls", NULL);
   assert_json(r.out);
-  assert_non_null(strstr(r.out, "\"name\":\"na\xc3\xafve\\ttab\""));
-  assert_non_null(strstr(r.out, "\"inserts\":123456"));
-  assert_non_null(strstr(r.out, "\"alpha\":null")); /* not set by this (fake) server */
+  /* alpha: not set by this (fake) server */
+  has(r.out, "\"name\":\"na\xc3\xafve\\ttab\"", "\"inserts\":123456", "\"alpha\":null", NULL);
 
-  Replayd__V1__ListWorkloadsResponse empty = REPLAYD__V1__LIST_WORKLOADS_RESPONSE__INIT;
-  mock_reply_msg(&empty.base);
+  rdt_cl_reply_list(NULL, 0, NULL);
   run(&r, NULL, "--server", server, "--json", "ls", NULL);
   assert_string_equal(r.out, "{\"workloads\":[]}\n");
 }
@@ -308,36 +255,23 @@ static void test_describe(void **state) {
   Replayd__V1__WorkloadCounters k = REPLAYD__V1__WORKLOAD_COUNTERS__INIT;
   k.size = 10;
   k.bytes = 3 << 20;
-  Replayd__V1__Workload w = REPLAYD__V1__WORKLOAD__INIT;
-  w.id = "abc";
-  w.spec = &s.spec;
-  w.counters = &k;
+  Replayd__V1__Workload w;
+  rdt_cl_workload(&w, "abc", &s.spec, &k);
   w.created_unix = 1700000000;
   mock_reply_msg(&w.base);
   rdt_result_t r;
-  run(&r, NULL, "--server", server, "describe", "abc", NULL);
-  assert_int_equal(r.rc, 0);
-  assert_non_null(strstr(r.out, "id            abc\n"));
-  assert_non_null(strstr(r.out, "created       2023-11-14 22:13:20 UTC\n"));
-  assert_non_null(strstr(r.out, "alpha         0.6\n"));
-  assert_non_null(strstr(r.out, "epsilon       1e-06\n"));
-  assert_non_null(strstr(r.out, "max priority  1048576\n"));
-  assert_non_null(strstr(r.out, "  FIELD   DTYPE  SHAPE      BYTES/ROW\n"));
-  assert_non_null(strstr(r.out, "  frames  uint8  [84,84,4]      28224\n"));
-  assert_non_null(strstr(r.out, "  done    bool   []                 1\n"));
-  assert_non_null(strstr(r.out, "  28225 bytes per row\n"));
-  assert_non_null(strstr(r.out, "  memory      3.0 MiB\n"));
-  mock_seen_t seen;
-  mock_seen(&seen);
-  assert_string_equal(seen.method, "/replayd.v1.Replay/DescribeWorkload");
+  run_ok(&r, NULL, "--server", server, "describe", "abc", NULL);
+  has(r.out, "id            abc\n", "created       2023-11-14 22:13:20 UTC\n",
+      "alpha         0.6\n", "epsilon       1e-06\n", "max priority  1048576\n",
+      "  FIELD   DTYPE  SHAPE      BYTES/ROW\n", "  frames  uint8  [84,84,4]      28224\n",
+      "  done    bool   []                 1\n", "  28225 bytes per row\n",
+      "  memory      3.0 MiB\n", NULL);
+  assert_int_equal(rdt_cl_seen(NULL, "DescribeWorkload", NULL), 0);
 
   mock_reply_msg(&w.base);
-  run(&r, NULL, "--server", server, "describe", "abc", "--json", NULL);
-  assert_int_equal(r.rc, 0);
+  run_ok(&r, NULL, "--server", server, "describe", "abc", "--json", NULL);
   assert_json(r.out);
-  assert_non_null(strstr(r.out, "\"shape\":[84,84,4]"));
-  assert_non_null(strstr(r.out, "\"alpha\":0.6,"));
-  assert_non_null(strstr(r.out, "\"max_priority\":1048576,"));
+  has(r.out, "\"shape\":[84,84,4]", "\"alpha\":0.6,", "\"max_priority\":1048576,", NULL);
 }
 
 static void test_call_errors_exit_1(void **state) {
@@ -372,11 +306,9 @@ static void test_usage_errors_exit_2(void **state) {
   assert_int_equal(r.rc, 2);
   run(&r, NULL, "ls", "--timeout", "x", NULL);
   assert_int_equal(r.rc, 2);
-  run(&r, NULL, "--help", NULL);
-  assert_int_equal(r.rc, 0);
+  run_ok(&r, NULL, "--help", NULL);
   assert_non_null(strstr(r.out, "usage: replayctl"));
-  run(&r, NULL, "--version", NULL);
-  assert_int_equal(r.rc, 0);
+  run_ok(&r, NULL, "--version", NULL);
   assert_non_null(strstr(r.out, "replayctl "));
 }
 
@@ -396,12 +328,9 @@ static void test_rm_token_sources(void **state) {
 
   /* --token */
   mock_reply_msg(&del.base);
-  run(&r, NULL, "--server", server, "rm", "w1", "--token", "tok-1", NULL);
-  assert_int_equal(r.rc, 0);
+  run_ok(&r, NULL, "--server", server, "rm", "w1", "--token", "tok-1", NULL);
   assert_string_equal(r.out, "deleted workload w1\n");
-  mock_seen(&seen);
-  assert_string_equal(seen.method, "/replayd.v1.Replay/DeleteWorkload");
-  assert_string_equal(seen.token, "tok-1");
+  assert_int_equal(rdt_cl_seen(&seen, "DeleteWorkload", "tok-1"), 0);
 
   /* The default admin token file under $STATE_DIRECTORY. */
   char dir[] = "/tmp/rdc_rctl_state_XXXXXX";
@@ -413,11 +342,9 @@ static void test_rm_token_sources(void **state) {
   snprintf(env, sizeof env, "STATE_DIRECTORY=%s", dir);
   const char *const extra[] = {env, NULL};
   mock_reply_msg(&del.base);
-  run(&r, extra, "--server", server, "rm", "w2", "--json", NULL);
-  assert_int_equal(r.rc, 0);
+  run_ok(&r, extra, "--server", server, "rm", "w2", "--json", NULL);
   assert_string_equal(r.out, "{\"deleted\":\"w2\"}\n");
-  mock_seen(&seen);
-  assert_string_equal(seen.token, "admin-secret");
+  assert_int_equal(rdt_cl_seen(&seen, "DeleteWorkload", "admin-secret"), 0);
 
   /* $XDG_STATE_HOME/replayd when STATE_DIRECTORY is unset. */
   char xdg[] = "/tmp/rdc_rctl_xdg_XXXXXX";
@@ -431,17 +358,13 @@ static void test_rm_token_sources(void **state) {
   snprintf(env2, sizeof env2, "XDG_STATE_HOME=%s", xdg);
   const char *const extra2[] = {"STATE_DIRECTORY=", env2, NULL};
   mock_reply_msg(&del.base);
-  run(&r, extra2, "--server", server, "rm", "w3", NULL);
-  assert_int_equal(r.rc, 0);
-  mock_seen(&seen);
-  assert_string_equal(seen.token, "xdg-secret");
+  run_ok(&r, extra2, "--server", server, "rm", "w3", NULL);
+  assert_int_equal(rdt_cl_seen(&seen, "DeleteWorkload", "xdg-secret"), 0);
 
   /* --admin-token-file */
   mock_reply_msg(&del.base);
-  run(&r, NULL, "--server", server, "rm", "w4", "--admin-token-file", path, NULL);
-  assert_int_equal(r.rc, 0);
-  mock_seen(&seen);
-  assert_string_equal(seen.token, "admin-secret");
+  run_ok(&r, NULL, "--server", server, "rm", "w4", "--admin-token-file", path, NULL);
+  assert_int_equal(rdt_cl_seen(&seen, "DeleteWorkload", "admin-secret"), 0);
 
   /* No token anywhere: a usage error, and nothing is sent. */
   int calls = seen.calls;
@@ -473,8 +396,7 @@ static void test_change_answers_json(void **state) {
   Replayd__V1__ClearProfilesResponse cleared = REPLAYD__V1__CLEAR_PROFILES_RESPONSE__INIT;
   cleared.removed = 3;
   mock_reply_msg(&cleared.base);
-  run(&r, NULL, "--server", server, "--json", "profiles", "--clear", "--token", "t", NULL);
-  assert_int_equal(r.rc, 0);
+  run_ok(&r, NULL, "--server", server, "--json", "profiles", "--clear", "--token", "t", NULL);
   assert_string_equal(r.out, "{\"removed\":3}\n");
 
   char dir[128];
@@ -484,15 +406,13 @@ static void test_change_answers_json(void **state) {
   Replayd__V1__ImportProfilesResponse imported = REPLAYD__V1__IMPORT_PROFILES_RESPONSE__INIT;
   imported.imported = 2;
   mock_reply_msg(&imported.base);
-  run(&r, NULL, "--server", server, "--json", "profiles", "import", path, "--token", "t", NULL);
-  assert_int_equal(r.rc, 0);
+  run_ok(&r, NULL, "--server", server, "--json", "profiles", "import", path, "--token", "t", NULL);
   assert_string_equal(r.out, "{\"imported\":2}\n");
   assert_int_equal(rdt_rmtree(dir), 0);
 
   Replayd__V1__RemoveTenantResponse removed = REPLAYD__V1__REMOVE_TENANT_RESPONSE__INIT;
   mock_reply_msg(&removed.base);
-  run(&r, NULL, "--server", server, "--json", "tenant", "rm", "team-a", "--token", "t", NULL);
-  assert_int_equal(r.rc, 0);
+  run_ok(&r, NULL, "--server", server, "--json", "tenant", "rm", "team-a", "--token", "t", NULL);
   assert_string_equal(r.out, "{\"removed\":\"team-a\"}\n");
 }
 
@@ -506,22 +426,13 @@ static void test_undecodable_reply(void **state) {
   assert_non_null(strstr(r.err, "could not be decoded"));
 }
 
-int main(int argc, char **argv) {
-  if (argc < 2) {
-    fprintf(stderr, "usage: %s PATH-TO-REPLAYCTL\n", argv[0]);
-    return 2;
-  }
-  replayctl = argv[1];
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test_setup(test_status, reset),
-      cmocka_unit_test_setup(test_server_from_env, reset),
-      cmocka_unit_test_setup(test_ls, reset),
-      cmocka_unit_test_setup(test_describe, reset),
-      cmocka_unit_test_setup(test_call_errors_exit_1, reset),
-      cmocka_unit_test_setup(test_usage_errors_exit_2, reset),
-      cmocka_unit_test_setup(test_rm_token_sources, reset),
-      cmocka_unit_test_setup(test_change_answers_json, reset),
-      cmocka_unit_test_setup(test_undecodable_reply, reset),
-  };
-  return cmocka_run_group_tests(tests, group_setup, group_teardown);
-}
+RDT_CL_MAIN("REPLAYCTL", (&replayctl), mock_group_setup, mock_group_teardown,
+            cmocka_unit_test_setup(test_status, mock_test_setup),
+            cmocka_unit_test_setup(test_server_from_env, mock_test_setup),
+            cmocka_unit_test_setup(test_ls, mock_test_setup),
+            cmocka_unit_test_setup(test_describe, mock_test_setup),
+            cmocka_unit_test_setup(test_call_errors_exit_1, mock_test_setup),
+            cmocka_unit_test_setup(test_usage_errors_exit_2, mock_test_setup),
+            cmocka_unit_test_setup(test_rm_token_sources, mock_test_setup),
+            cmocka_unit_test_setup(test_change_answers_json, mock_test_setup),
+            cmocka_unit_test_setup(test_undecodable_reply, mock_test_setup))

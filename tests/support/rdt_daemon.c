@@ -138,13 +138,18 @@ static void make_env(char **envp, int cap, const char *const *env_extra) {
 }
 
 int rdt_run(rdt_result_t *res, const char *const *env_extra, const char *prog, ...) {
+  va_list ap;
+  va_start(ap, prog);
+  int rc = rdt_runv(res, env_extra, prog, ap);
+  va_end(ap);
+  return rc;
+}
+
+int rdt_runv(rdt_result_t *res, const char *const *env_extra, const char *prog, va_list ap) {
   char *argv[64];
   int argc = 0;
   argv[argc++] = (char *)prog;
-  va_list ap;
-  va_start(ap, prog);
   for (char *a; (a = va_arg(ap, char *)) != NULL && argc < 63;) argv[argc++] = a;
-  va_end(ap);
   argv[argc] = NULL;
   char *envp[512];
   make_env(envp, 512, env_extra);

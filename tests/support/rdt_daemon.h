@@ -16,6 +16,7 @@
 #ifndef RDT_DAEMON_H
 #define RDT_DAEMON_H
 
+#include <stdarg.h>
 #include <sys/types.h>
 
 #ifdef __cplusplus
@@ -59,6 +60,8 @@ typedef struct {
  * it; NULL: none), waits, and collects its exit code and output. 0, or -1
  * when it could not run or did not exit normally. */
 int rdt_run(rdt_result_t *res, const char *const *env_extra, const char *prog, ...);
+/* The same with the arguments in ap, for a test's own wrapper of rdt_run. */
+int rdt_runv(rdt_result_t *res, const char *const *env_extra, const char *prog, va_list ap);
 
 #ifdef __cplusplus
 }
