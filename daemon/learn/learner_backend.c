@@ -1,81 +1,10 @@
-/* learner_backend.c - the learner backend interface (learner_backend.h) and
- * its CPU implementation over backends/cpu/learner.h. The GPU one is in
- * learner_backend_gpu.c (or the stub learner_backend_nogpu.c). */
+/* learner_backend.c - the learner backend interface (learner_backend.h):
+ * the ops table by kind and the calls every backend goes through. The
+ * backends themselves live in their folders (backends/cpu/learner_backend_cpu.c,
+ * backends/gpu/learner_backend_gpu.c, backends/fpga/learner_backend_{fpga,xrt}.c). */
 #include "learner_backend.h"
 
-#include <stdlib.h>
 #include <string.h>
-
-#include "nn.h"
-
-static int cpu_init(rd_learner_backend_t *b, const rd_learner_config_t *c, uint32_t device,
-                    rd_error_t *err) {
-  (void)device;
-  rd_learner_t *l = calloc(1, sizeof *l);
-  if (l == NULL) return rd_error_set(err, RD_ENOMEM, "out of memory for the learner");
-  return rd_learner_backend_adopt(b, l, rd_learner_init(l, c, err), free);
-}
-
-static int cpu_step(rd_learner_backend_t *b, const rd_batch_t *batch, float *td_abs,
-                    rd_step_stats_t *st, rd_error_t *err) {
-  return rd_learner_step(b->impl, batch, td_abs, st, err);
-}
-
-static void cpu_pause(rd_learner_backend_t *b) { rd_learner_tune_pause(b->impl); }
-
-static size_t cpu_policy_bytes(const rd_learner_backend_t *b) {
-  return rd_learner_policy_bytes(b->impl);
-}
-
-static int cpu_policy_save(rd_learner_backend_t *b, void *buf, size_t cap, size_t *written,
-                           rd_error_t *err) {
-  return rd_learner_policy_save(b->impl, buf, cap, written, err);
-}
-
-/* net[0] is the policy (DQN's Q network, DDPG's actor), net[1] its target. */
-static int cpu_policy_load(rd_learner_backend_t *b, const void *buf, size_t len,
-                           rd_error_t *err) {
-  rd_learner_t *l = b->impl;
-  int rc = rd_mlp_load(&l->net[0], buf, len, err);
-  if (rc) return rc;
-  return rd_mlp_copy_params(&l->net[1], &l->net[0], err);
-}
-
-static size_t cpu_state_bytes(const rd_learner_backend_t *b) {
-  return rd_learner_state_bytes(b->impl);
-}
-
-static int cpu_state_save(rd_learner_backend_t *b, void *buf, size_t cap, size_t *written,
-                          rd_error_t *err) {
-  return rd_learner_state_save(b->impl, buf, cap, written, err);
-}
-
-static int cpu_state_load(rd_learner_backend_t *b, const void *buf, size_t len,
-                          rd_error_t *err) {
-  return rd_learner_state_load(b->impl, buf, len, err);
-}
-
-static void cpu_free(void *l) {
-  rd_learner_free(l);
-  free(l);
-}
-
-static void cpu_destroy(rd_learner_backend_t *b) { rd_learner_backend_release(b, cpu_free); }
-
-const rd_learner_ops_t rd_learner_ops_cpu = {
-    .name = "cpu",
-    .kind = RD_LEARNER_ON_CPU,
-    .init = cpu_init,
-    .step = cpu_step,
-    .policy_bytes = cpu_policy_bytes,
-    .policy_save = cpu_policy_save,
-    .policy_load = cpu_policy_load,
-    .destroy = cpu_destroy,
-    .pause = cpu_pause,
-    .state_bytes = cpu_state_bytes,
-    .state_save = cpu_state_save,
-    .state_load = cpu_state_load,
-};
 
 const rd_learner_ops_t *rd_learner_ops_for(rd_learner_kind_t kind) {
   switch (kind) {

@@ -4,11 +4,12 @@
  * The pipeline (pipeline.h) trains through an rd_learner_backend_t: an ops
  * table plus the backend's own state. Three backends exist:
  *
- *  - "cpu": backends/cpu/learner.h (rd_learner_*), always built;
+ *  - "cpu": backends/cpu/learner.h (rd_learner_*), always built
+ *    (backends/cpu/learner_backend_cpu.c);
  *  - "gpu": backends/gpu/learner_gpu.h (rd_gpu_learner_*), built only when
  *    meson built the GPU backend (rd_gpu_enabled: nvcc, libcudart and
  *    libcublas found, option cuda not disabled; learner_backend_gpu.c).
- *    Otherwise learner_backend_nogpu.c stands in: asking for it fails with
+ *    Otherwise provider_gpu_nocuda.c stands in: asking for it fails with
  *    RD_EINVAL "built without CUDA: ...".
  *  - "fpga": the FPGA learner kernel (backends/fpga/kernels/learner.h,
  *    lrn_train_step) run in C-simulation in this process, the "C-sim
