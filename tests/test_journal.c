@@ -25,6 +25,7 @@
 
 #include "journal.h"
 #include "rdt_schema.h"
+#include "rdt_th_group.h"
 #include "rdt_unit.h"
 #include "table.h"
 #include "rdt_main.h"
@@ -535,24 +536,26 @@ static void test_close_answers(void **state) {
   rd_table_free(&a);
 }
 
-/* Threads append under a shared lock and wait for their records. */
+/* Threads append under a shared lock and wait for their records; one
+ * fails when a wait does. */
 typedef struct {
   rd_table_t *t;
   rd_journal_t *j;
-  pthread_mutex_t *mu;
-  int bad;
-} appender_t;
+  pthread_mutex_t mu;
+} appenders_t;
 
-static void *appender(void *arg) {
-  appender_t *ap = arg;
+static int appender(void *ctx, int unused) {
+  (void)unused;
+  appenders_t *ap = ctx;
+  int bad = 0;
   for (int i = 0; i < 200; i++) {
-    pthread_mutex_lock(ap->mu);
+    pthread_mutex_lock(&ap->mu);
     insert(ap->t, 2, i % 2);
     uint64_t lsn = rd_journal_last_lsn(ap->j);
-    pthread_mutex_unlock(ap->mu);
-    if (rd_journal_sync(ap->j, lsn, NULL) != RD_OK) ap->bad++;
+    pthread_mutex_unlock(&ap->mu);
+    if (rd_journal_sync(ap->j, lsn, NULL) != RD_OK) bad++;
   }
-  return NULL;
+  return bad;
 }
 
 static void test_threads(void **state) {
@@ -560,17 +563,8 @@ static void test_threads(void **state) {
   rd_table_t a, b;
   rd_journal_t *j = journaled("threads", &a, 0, 1, 100);
   table(&b);
-  pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-  appender_t ap[4];
-  pthread_t th[4];
-  for (int i = 0; i < 4; i++) {
-    ap[i] = (appender_t){&a, j, &mu, 0};
-    assert_int_equal(pthread_create(&th[i], NULL, appender, &ap[i]), 0);
-  }
-  for (int i = 0; i < 4; i++) {
-    pthread_join(th[i], NULL);
-    assert_int_equal(ap[i].bad, 0);
-  }
+  appenders_t ap = {&a, j, PTHREAD_MUTEX_INITIALIZER};
+  assert_int_equal(rdt_th_run(4, appender, &ap), 0);
   rd_journal_stats_t st;
   rd_journal_stats(j, &st);
   assert_int_equal(st.records, 800);

@@ -27,6 +27,7 @@
 #include "share.h"
 #include "rdt_learner.h"
 #include "rdt_schema.h"
+#include "rdt_th_group.h"
 #include "rdt_unit.h"
 #include "rdt_main.h"
 
@@ -372,17 +373,17 @@ static void test_strict_and_relaxed(void **state) {
 typedef struct {
   wl_t *w;
   rd_pipeline_t *p;
-  atomic_int *stop;
-  unsigned long rounds;
-} writer_t;
+} writers_t;
 
-static void *writer_main(void *arg) {
-  writer_t *wr = arg;
-  while (!atomic_load(wr->stop)) {
+/* Inserts until stopped, one arrival a batch. */
+static int writer_main(void *ctx, int i) {
+  (void)i;
+  writers_t *wr = ctx;
+  while (!rdt_th_stopping()) {
     insert(wr->w, wr->p, 7, 0);
-    wr->rounds++;
+    rdt_th_arrive();
   }
-  return NULL;
+  return 0;
 }
 
 static void test_inserts_during_steps(void **state) {
@@ -402,18 +403,16 @@ static void test_inserts_during_steps(void **state) {
   c.learner.n_hidden = 0; /* a linear Q: the test is about data, not FLOPs */
   rd_pipeline_t *p = create_ok(&c, &w);
   insert(&w, p, 96, 0);
-  atomic_int stop = 0;
-  writer_t wr[2] = {{&w, p, &stop, 0}, {&w, p, &stop, 0}};
-  pthread_t th[2];
-  for (int i = 0; i < 2; i++) assert_int_equal(pthread_create(&th[i], NULL, writer_main, &wr[i]), 0);
+  writers_t wr = {&w, p};
+  rdt_th_group_t g = {0};
+  assert_int_equal(rdt_th_start(&g, 2, writer_main, &wr), 0);
   rd_train_result_t r = train_ok(p, 400);
-  atomic_store(&stop, 1);
-  for (int i = 0; i < 2; i++) pthread_join(th[i], NULL);
+  assert_int_equal(rdt_th_stop(&g), 0);
   assert_int_equal(r.status, RD_OK);
   assert_int_equal(atomic_load(&h.batches), 400);
   assert_int_equal(atomic_load(&h.bad_rows), 0);
   assert_int_equal(atomic_load(&h.bad_discount), 0);
-  assert_true(wr[0].rounds + wr[1].rounds > 50);
+  assert_true(rdt_th_arrived(&g) > 50);
   /* Overwritten rows lost their late updates as stale, never applied. */
   rd_pipeline_stats_t st;
   rd_pipeline_stats(p, &st);
@@ -586,38 +585,34 @@ static void test_train_counted(void **state) {
 }
 
 /* Readers copy weights while the learner publishes: every copy parses as a
- * complete, finite set, and versions never go back. */
-typedef struct {
-  rd_pipeline_t *p;
-  atomic_int *stop;
-  unsigned long reads, torn;
-  uint64_t last;
-} reader_t;
-
-static void *reader_main(void *arg) {
-  reader_t *rd = arg;
-  size_t cap = rd_pipeline_weights_bytes(rd->p);
+ * complete, finite set, and versions never go back. A reader of pipeline
+ * p fails on a torn copy, or when it copied none before it was stopped. */
+static int reader_main(void *p, int i) {
+  (void)i;
+  size_t cap = rd_pipeline_weights_bytes(p);
   uint8_t *buf = malloc(cap);
   float *params = malloc(cap);
-  while (!atomic_load(rd->stop)) {
+  unsigned long reads = 0, torn = 0;
+  uint64_t last = 0;
+  while (!rdt_th_stopping()) {
     uint64_t v;
     size_t len;
     rd_error_t err;
-    if (rd_pipeline_weights(rd->p, rd->last, buf, cap, &v, &len, &err) != RD_OK) {
-      rd->torn++;
+    if (rd_pipeline_weights(p, last, buf, cap, &v, &len, &err) != RD_OK) {
+      torn++;
       continue;
     }
-    if (v < rd->last) rd->torn++;
+    if (v < last) torn++;
     if (len > 0) {
       rd_nn_spec_t spec;
-      if (rd_nn_flat_parse(buf, len, &spec, params, cap / 4, &err) != RD_OK) rd->torn++;
-      rd->last = v;
-      rd->reads++;
+      if (rd_nn_flat_parse(buf, len, &spec, params, cap / 4, &err) != RD_OK) torn++;
+      last = v;
+      reads++;
     }
   }
   free(buf);
   free(params);
-  return NULL;
+  return torn > 0 || reads == 0;
 }
 
 static void test_weights(void **state) {
@@ -645,16 +640,12 @@ static void test_weights(void **state) {
   assert_int_equal(len, cap);
 
   insert(&w, p, 500, 0);
-  atomic_int stop = 0;
-  reader_t rd[2] = {{p, &stop, 0, 0, 0}, {p, &stop, 0, 0, 0}};
-  pthread_t th[2];
-  for (int i = 0; i < 2; i++) assert_int_equal(pthread_create(&th[i], NULL, reader_main, &rd[i]), 0);
+  rdt_th_group_t g = {0};
+  assert_int_equal(rdt_th_start(&g, 2, reader_main, p), 0);
   rd_train_result_t r = train_ok(p, 300);
-  atomic_store(&stop, 1);
-  for (int i = 0; i < 2; i++) pthread_join(th[i], NULL);
+  int failed = rdt_th_stop(&g);
   assert_int_equal(r.status, RD_OK);
-  assert_int_equal(rd[0].torn + rd[1].torn, 0);
-  assert_true(rd[0].reads > 0 && rd[1].reads > 0);
+  assert_int_equal(failed, 0); /* no torn copy, and every reader copied */
   /* The final set is the learner's policy after the last step. */
   assert_int_equal(rd_pipeline_weights(p, 0, buf, cap, &v, &len, &err), RD_OK);
   assert_int_equal(v, r.weight_version);
@@ -762,15 +753,10 @@ static void test_pinned_threads(void **state) {
 /* Pipelines that share the CPU (share.h) in groups of weights 1 and 3,
  * trained at once, one of them deleted while the others train: every
  * request ends with all its steps, nobody hangs. */
-typedef struct {
-  rd_pipeline_t *p;
-  rd_train_result_t r;
-} shared_run_t;
-
-static void *shared_train(void *arg) {
-  shared_run_t *s = arg;
-  s->r = train_ok(s->p, 300);
-  return NULL;
+/* Thread i trains pipeline ps[i] 300 steps; it fails unless they all end. */
+static int shared_train(void *ps, int i) {
+  rd_train_result_t r = train_ok(((rd_pipeline_t **)ps)[i], 300);
+  return r.status != RD_OK || r.steps_done + r.skipped_steps != 300;
 }
 
 static void test_shared_device(void **state) {
@@ -787,18 +773,14 @@ static void test_shared_device(void **state) {
     p[i] = create_ok(&c, &w[i]);
     insert(&w[i], p[i], 500, 0);
   }
-  shared_run_t runs[2] = {{p[0], {0}}, {p[2], {0}}};
-  pthread_t th[2];
-  for (int i = 0; i < 2; i++) assert_int_equal(pthread_create(&th[i], NULL, shared_train, &runs[i]), 0);
+  rd_pipeline_t *runs[2] = {p[0], p[2]};
+  rdt_th_group_t g = {0};
+  assert_int_equal(rdt_th_start(&g, 2, shared_train, runs), 0);
   /* The third trains briefly, then goes away as a deleted workload's does. */
   rd_train_result_t r = train_ok(p[1], 50);
   assert_int_equal(r.status, RD_OK);
   rd_pipeline_destroy(p[1]);
-  for (int i = 0; i < 2; i++) pthread_join(th[i], NULL);
-  for (int i = 0; i < 2; i++) {
-    assert_int_equal(runs[i].r.status, RD_OK);
-    assert_int_equal(runs[i].r.steps_done + runs[i].r.skipped_steps, 300);
-  }
+  assert_int_equal(rdt_th_join(&g), 0);
   rd_pipeline_destroy(p[0]);
   rd_pipeline_destroy(p[2]);
   for (int i = 0; i < 3; i++) wl_free(&w[i]);
@@ -835,13 +817,8 @@ static void test_shares_per_device(void **state) {
     assert_ptr_equal(rd_share_pool_of(ls), gpu);
     assert_ptr_equal(rd_share_pool_of(ss), cpu);
   }
-  shared_run_t runs[2] = {{p[0], {0}}, {p[1], {0}}};
-  pthread_t th[2];
-  for (int i = 0; i < 2; i++) assert_int_equal(pthread_create(&th[i], NULL, shared_train, &runs[i]), 0);
-  for (int i = 0; i < 2; i++) pthread_join(th[i], NULL);
+  assert_int_equal(rdt_th_run(2, shared_train, p), 0);
   for (int i = 0; i < 2; i++) {
-    assert_int_equal(runs[i].r.status, RD_OK);
-    assert_int_equal(runs[i].r.steps_done + runs[i].r.skipped_steps, 300);
     rd_share_t *ls, *ss;
     rd_pipeline_shares(p[i], &ls, &ss);
     assert_true(rd_share_charged(ls) > 0 && rd_share_charged(ss) > 0);

@@ -13,11 +13,11 @@
 #include <stdint.h>
 #include <cmocka.h>
 #include <math.h>
-#include <pthread.h>
 #include <stdatomic.h>
 #include <time.h>
 
 #include "share.h"
+#include "rdt_th_group.h"
 #include "rdt_main.h"
 
 #define NEVER_IDLE 1e9
@@ -152,51 +152,49 @@ static void test_weight_change(void **state) {
 
 /* ---- Threads ---- */
 
+/* Five learners in a pool of two units, 2000 steps each. */
 typedef struct {
-  rd_share_t *s;
-  int steps;
-  atomic_int *running; /* units in use, counted by the test */
-  atomic_int *max_running;
-  uint32_t units; /* what it holds: its ask clamped to the pool */
-  uint32_t ask;
-} worker_t;
+  rd_share_t *s[5];
+  uint32_t units[5]; /* what each holds: its ask clamped to the pool */
+  uint32_t ask[5];
+  atomic_int running; /* units in use, counted by the test */
+  atomic_int max_running;
+} capacity_t;
 
-static void *worker(void *arg) {
-  worker_t *w = arg;
-  for (int i = 0; i < w->steps; i++) {
-    rd_share_begin(w->s, w->ask);
-    int now = atomic_fetch_add(w->running, (int)w->units) + (int)w->units;
-    int m = atomic_load(w->max_running);
-    while (now > m && !atomic_compare_exchange_weak(w->max_running, &m, now)) {
+static int worker(void *ctx, int w) {
+  capacity_t *c = ctx;
+  for (int i = 0; i < 2000; i++) {
+    rd_share_begin(c->s[w], c->ask[w]);
+    int now = atomic_fetch_add(&c->running, (int)c->units[w]) + (int)c->units[w];
+    int m = atomic_load(&c->max_running);
+    while (now > m && !atomic_compare_exchange_weak(&c->max_running, &m, now)) {
     }
     for (volatile int k = 0; k < 200; k++) {
     }
-    atomic_fetch_sub(w->running, (int)w->units);
-    rd_share_end(w->s, w->ask, 1e-4);
+    atomic_fetch_sub(&c->running, (int)c->units[w]);
+    rd_share_end(c->s[w], c->ask[w], 1e-4);
   }
-  return NULL;
+  return 0;
 }
 
 static void test_threads_capacity(void **state) {
   (void)state;
   rd_share_pool_t *p = rd_share_pool_create(2, RD_SHARE_IDLE_S, RD_SHARE_IDLE_S);
-  atomic_int running = 0, max_running = 0;
-  worker_t w[5];
-  pthread_t th[5];
+  capacity_t c = {0};
   static int groups[5];
   for (int i = 0; i < 5; i++) {
     /* One learner with two threads takes the whole pool per step; one
      * asks for more than there is and gets the pool. */
     uint32_t units = i == 3 ? 2 : i == 4 ? 7 : 1;
-    w[i] = (worker_t){rd_share_join(p, &groups[i], 1 + (uint32_t)i % 2), 2000, &running,
-                      &max_running, units > 2 ? 2 : units, units};
-    assert_int_equal(pthread_create(&th[i], NULL, worker, &w[i]), 0);
+    c.s[i] = rd_share_join(p, &groups[i], 1 + (uint32_t)i % 2);
+    c.units[i] = units > 2 ? 2 : units;
+    c.ask[i] = units;
   }
-  for (int i = 0; i < 5; i++) pthread_join(th[i], NULL);
-  assert_true(atomic_load(&max_running) <= 2);
-  assert_int_equal(atomic_load(&running), 0);
-  for (int i = 0; i < 5; i++) assert_true(fabs(rd_share_charged(w[i].s) - 0.2) < 1e-6);
-  for (int i = 0; i < 5; i++) rd_share_leave(w[i].s);
+  assert_int_equal(rdt_th_run(5, worker, &c), 0);
+  assert_true(atomic_load(&c.max_running) <= 2);
+  assert_int_equal(atomic_load(&c.running), 0);
+  for (int i = 0; i < 5; i++) assert_true(fabs(rd_share_charged(c.s[i]) - 0.2) < 1e-6);
+  for (int i = 0; i < 5; i++) rd_share_leave(c.s[i]);
   rd_share_pool_destroy(p);
 }
 
@@ -215,11 +213,11 @@ static void test_own_threads(void **state) {
 }
 
 /* A share waiting behind one that leaves (a deleted workload) goes on. */
-static void *blocked(void *arg) {
-  rd_share_t *s = arg;
+static int blocked(void *s, int i) {
+  (void)i;
   rd_share_begin(s, 1);
   rd_share_end(s, 1, 0);
-  return NULL;
+  return 0;
 }
 
 static void test_leave_wakes(void **state) {
@@ -227,10 +225,10 @@ static void test_leave_wakes(void **state) {
   rd_share_pool_t *p = rd_share_pool_create(1, NEVER_IDLE, NEVER_IDLE);
   rd_share_t *a = rd_share_join(p, &g1, 1), *b = rd_share_join(p, &g2, 1);
   rd_share_begin(a, 1); /* a holds the device */
-  pthread_t t;
-  assert_int_equal(pthread_create(&t, NULL, blocked, b), 0);
+  rdt_th_group_t g = {0};
+  assert_int_equal(rdt_th_start(&g, 1, blocked, b), 0);
   rd_share_leave(a); /* as a pipeline's destroy does, its step abandoned */
-  pthread_join(t, NULL);
+  assert_int_equal(rdt_th_join(&g), 0);
   assert_true(rd_share_pick(p) == b);
   rd_share_leave(b);
   assert_null(rd_share_pick(p));
@@ -240,17 +238,12 @@ static void test_leave_wakes(void **state) {
 /* A share more than a quantum of virtual time ahead of one between two
  * bursts waits while the units that one will ask for are all the pool
  * has (share.c my_turn), until the other catches up. */
-typedef struct {
-  rd_share_t *s;
-  atomic_int started;
-} ahead_t;
-
-static void *run_ahead(void *arg) {
-  ahead_t *a = arg;
-  rd_share_begin(a->s, 1);
-  atomic_store(&a->started, 1);
-  rd_share_end(a->s, 1, 1e-3);
-  return NULL;
+static int run_ahead(void *a, int i) {
+  (void)i;
+  rd_share_begin(a, 1);
+  rdt_th_arrive(); /* started */
+  rd_share_end(a, 1, 1e-3);
+  return 0;
 }
 
 static void test_ahead_waits(void **state) {
@@ -263,20 +256,19 @@ static void test_ahead_waits(void **state) {
   rd_share_end(b, 1, 1e-3); /* b is between two bursts (never idle in this pool) */
   rd_share_begin(a, 1);
   rd_share_end(a, 1, 1e-3 + 3 * RD_SHARE_QUANTUM_S); /* a is three quanta ahead */
-  ahead_t t = {a, 0};
-  pthread_t th;
-  assert_int_equal(pthread_create(&th, NULL, run_ahead, &t), 0);
+  rdt_th_group_t g = {0};
+  assert_int_equal(rdt_th_start(&g, 1, run_ahead, a), 0);
   /* Nothing may start it while b stays behind (checked after a pause:
    * it must still be waiting whatever the pause). */
   struct timespec pause = {0, 50 * 1000 * 1000};
   nanosleep(&pause, NULL);
-  assert_int_equal(atomic_load(&t.started), 0);
+  assert_int_equal(rdt_th_arrived(&g), 0);
   for (int i = 0; i < 4; i++) { /* b catches up: a goes */
     rd_share_begin(b, 1);
     rd_share_end(b, 1, 1e-3 + RD_SHARE_QUANTUM_S);
   }
-  pthread_join(th, NULL);
-  assert_int_equal(atomic_load(&t.started), 1);
+  assert_int_equal(rdt_th_join(&g), 0);
+  assert_int_equal(rdt_th_arrived(&g), 1);
   rd_share_leave(a);
   rd_share_leave(b);
   rd_share_pool_destroy(p);
@@ -298,17 +290,16 @@ static void run_ahead_of_rare(rd_share_pool_t *p, int say_idle) {
     struct timespec gap = {0, 20 * 1000 * 1000}; /* further off than the 1 ms hand-over */
     nanosleep(&gap, NULL);
   }
-  ahead_t t = {a, 0};
-  pthread_t th;
-  assert_int_equal(pthread_create(&th, NULL, run_ahead, &t), 0);
+  rdt_th_group_t g = {0};
+  assert_int_equal(rdt_th_start(&g, 1, run_ahead, a), 0);
   /* It must start although b's next burst never comes: a generous
    * deadline, then a failure rather than a hang. */
-  for (int i = 0; i < 3000 && !atomic_load(&t.started); i++) {
+  for (int i = 0; i < 3000 && !rdt_th_arrived(&g); i++) {
     struct timespec ms10 = {0, 10 * 1000 * 1000};
     nanosleep(&ms10, NULL);
   }
-  if (!atomic_load(&t.started)) fail_msg("a share ahead of an idle one did not start in 30 s");
-  pthread_join(th, NULL);
+  if (!rdt_th_arrived(&g)) fail_msg("a share ahead of an idle one did not start in 30 s");
+  assert_int_equal(rdt_th_join(&g), 0);
   rd_share_leave(a);
   rd_share_leave(b);
   rd_share_pool_destroy(p);

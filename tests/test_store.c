@@ -10,7 +10,6 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <math.h>
-#include <pthread.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sqlite3.h>
@@ -26,6 +25,7 @@
 #include "secrets.h"
 #include "store.h"
 #include "rdt_dse.h"
+#include "rdt_th_group.h"
 #include "rdt_unit.h"
 #include "rdt_main.h"
 
@@ -568,36 +568,21 @@ static void test_damaged_database_refused(void **state) {
   assert_string_equal(content, "");
 }
 
-typedef struct {
-  rd_store_t *s;
-  int base;
-} put_arg_t;
-
-static void *put_many(void *p) {
-  put_arg_t *a = p;
+/* Thread base of store s puts 25 workloads, t<base>-0 to -24. */
+static int put_many(void *s, int base) {
   for (int i = 0; i < 25; i++) {
     char id[32];
-    snprintf(id, sizeof id, "t%d-%d", a->base, i);
+    snprintf(id, sizeof id, "t%d-%d", base, i);
     rd_stored_workload_t w = make(id, "tok", i, "spec");
-    if (rd_store_put_workload(a->s, &w, NULL) != RD_OK) return (void *)1;
+    if (rd_store_put_workload(s, &w, NULL) != RD_OK) return 1;
   }
-  return NULL;
+  return 0;
 }
 
 static void test_concurrent_puts(void **state) {
   (void)state;
   rd_store_t *s = open_ok(rdt_fresh("threads"));
-  pthread_t th[4];
-  put_arg_t args[4];
-  for (int i = 0; i < 4; i++) {
-    args[i] = (put_arg_t){s, i};
-    assert_int_equal(pthread_create(&th[i], NULL, put_many, &args[i]), 0);
-  }
-  for (int i = 0; i < 4; i++) {
-    void *ret;
-    pthread_join(th[i], &ret);
-    assert_null(ret);
-  }
+  assert_int_equal(rdt_th_run(4, put_many, s), 0);
   rd_stored_workload_t *v;
   size_t n;
   rd_error_t err;
@@ -726,16 +711,19 @@ static void test_admin_token_permissions(void **state) {
   assert_non_null(strstr(err.msg, "not a regular file"));
 }
 
+enum { TOKEN_RACERS = 8 };
+
+/* What each creator of a token in dir got. */
 typedef struct {
   const char *dir;
-  char tok[65];
-  int rc;
-} tok_arg_t;
+  char tok[TOKEN_RACERS][65];
+  int rc[TOKEN_RACERS];
+} tok_race_t;
 
-static void *get_token(void *p) {
-  tok_arg_t *a = p;
-  a->rc = rd_store_admin_token(a->dir, a->tok, sizeof a->tok, NULL);
-  return NULL;
+static int get_token(void *ctx, int i) {
+  tok_race_t *r = ctx;
+  r->rc[i] = rd_store_admin_token(r->dir, r->tok[i], sizeof r->tok[i], NULL);
+  return 0;
 }
 
 static void test_admin_token_race(void **state) {
@@ -746,18 +734,12 @@ static void test_admin_token_race(void **state) {
     char name[32];
     snprintf(name, sizeof name, "race%d", round);
     const char *dir = rdt_fresh(name);
-    enum { N = 8 };
-    pthread_t th[N];
-    tok_arg_t args[N];
-    for (int i = 0; i < N; i++) {
-      args[i].dir = dir;
-      args[i].rc = -100;
-      assert_int_equal(pthread_create(&th[i], NULL, get_token, &args[i]), 0);
-    }
-    for (int i = 0; i < N; i++) pthread_join(th[i], NULL);
-    for (int i = 0; i < N; i++) {
-      assert_int_equal(args[i].rc, RD_OK);
-      assert_string_equal(args[i].tok, args[0].tok);
+    tok_race_t race = {.dir = dir};
+    for (int i = 0; i < TOKEN_RACERS; i++) race.rc[i] = -100;
+    assert_int_equal(rdt_th_run(TOKEN_RACERS, get_token, &race), 0);
+    for (int i = 0; i < TOKEN_RACERS; i++) {
+      assert_int_equal(race.rc[i], RD_OK);
+      assert_string_equal(race.tok[i], race.tok[0]);
     }
     DIR *d = opendir(dir);
     assert_non_null(d);

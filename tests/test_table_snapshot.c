@@ -12,12 +12,13 @@
 #include <cmocka.h>
 
 #include <pthread.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "rdt_rmm.h"
+#include "rdt_schema.h"
+#include "rdt_th_group.h"
 #include "table.h"
 #include "rdt_main.h"
 
@@ -301,62 +302,56 @@ static void test_copy_on_write(void **state) {
 }
 
 /* The same with a thread making calls under a lock while the main thread
- * copies slices (run under TSan by scripts/test). */
-typedef struct {
-  rd_table_t *t;
-  pthread_mutex_t *mu;
-  atomic_int stop;
-} worker_t;
-
-static void *worker(void *arg) {
-  worker_t *wk = arg;
-  for (uint64_t i = 0; !wk->stop; i++) {
-    pthread_mutex_lock(wk->mu);
-    insert_ok(wk->t, 1 + (size_t)(i % 9), (int)(i % 2));
-    update_some(wk->t, i);
+ * copies slices (run under TSan by scripts/test): the worker calls on the
+ * table ctx (an rdt_table_t) until stopped. */
+static int worker(void *ctx, int unused) {
+  (void)unused;
+  rdt_table_t *lt = ctx;
+  for (uint64_t i = 0; !rdt_th_stopping(); i++) {
+    pthread_mutex_lock(&lt->lock);
+    insert_ok(&lt->table, 1 + (size_t)(i % 9), (int)(i % 2));
+    update_some(&lt->table, i);
     uint64_t k[4];
     double p[4], w[4];
-    sample_some(wk->t, 4, 0, k, p, w);
-    pthread_mutex_unlock(wk->mu);
+    sample_some(&lt->table, 4, 0, k, p, w);
+    pthread_mutex_unlock(&lt->lock);
   }
-  return NULL;
+  return 0;
 }
 
 static void test_copy_on_write_threads(void **state) {
   (void)state;
   rd_table_config_t c;
   config(&c, 4096, 77);
-  rd_table_t t;
-  init_ok(&t, &c);
-  for (int i = 0; i < 30; i++) insert_ok(&t, 200, i % 2);
-  pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-  worker_t wk = {&t, &mu, 0};
-  pthread_t th;
-  assert_int_equal(pthread_create(&th, NULL, worker, &wk), 0);
+  rdt_table_t lt = {.lock = PTHREAD_MUTEX_INITIALIZER};
+  rd_table_t *t = &lt.table;
+  init_ok(t, &c);
+  for (int i = 0; i < 30; i++) insert_ok(t, 200, i % 2);
+  rdt_th_group_t g = {0};
+  assert_int_equal(rdt_th_start(&g, 1, worker, &lt), 0);
   for (int round = 0; round < 5; round++) {
     rd_table_snapshot_t ref, s;
     rd_error_t e;
-    pthread_mutex_lock(&mu);
-    snapshot_now(&t, &ref); /* the state at the cut, in the same hold */
-    assert_int_equal(rd_table_snapshot_alloc(&s, &t.config, t.config.capacity, &e), RD_OK);
-    assert_int_equal(rd_table_snapshot_begin(&t, &s, &e), RD_OK);
-    pthread_mutex_unlock(&mu);
+    pthread_mutex_lock(&lt.lock);
+    snapshot_now(t, &ref); /* the state at the cut, in the same hold */
+    assert_int_equal(rd_table_snapshot_alloc(&s, &t->config, t->config.capacity, &e), RD_OK);
+    assert_int_equal(rd_table_snapshot_begin(t, &s, &e), RD_OK);
+    pthread_mutex_unlock(&lt.lock);
     int rc;
     do {
-      pthread_mutex_lock(&mu);
-      rc = rd_table_snapshot_step(&t, &s, 64, &e);
-      pthread_mutex_unlock(&mu);
+      pthread_mutex_lock(&lt.lock);
+      rc = rd_table_snapshot_step(t, &s, 64, &e);
+      pthread_mutex_unlock(&lt.lock);
     } while (rc == 0);
     assert_int_equal(rc, 1);
-    pthread_mutex_lock(&mu);
-    assert_images_equal(&t, &s.img, &ref.img);
-    pthread_mutex_unlock(&mu);
+    pthread_mutex_lock(&lt.lock);
+    assert_images_equal(t, &s.img, &ref.img);
+    pthread_mutex_unlock(&lt.lock);
     rd_table_snapshot_free(&s);
     rd_table_snapshot_free(&ref);
   }
-  wk.stop = 1;
-  pthread_join(th, NULL);
-  rd_table_free(&t);
+  assert_int_equal(rdt_th_stop(&g), 0);
+  rd_table_free(t);
 }
 
 static void test_refusals(void **state) {
