@@ -405,17 +405,24 @@ static void train(rd_workload_t *w, uint32_t steps) {
     fail_msg("train: %s %s", err.msg, res.message);
 }
 
+/* The fixture's workload, with rows inserted and then steps trained. */
+static rd_workload_t *trained(fixture_t *f, uint32_t rows, uint32_t steps) {
+  rd_error_t err;
+  rd_error_clear(&err);
+  assert_int_equal(workload_insert(f->w, rows, &err), RD_OK);
+  train(f->w, steps);
+  return f->w;
+}
+
 /* C-C-C <-> F-F-F six times while another thread inserts and samples and
  * the learner trains between moves: no call fails, the table's and the
  * learner's state at each move are those after it, and the history says
  * what moved. */
 static void test_workload_moves_live(void **state) {
   fixture_t *f = *state;
-  rd_workload_t *w = f->w;
+  rd_workload_t *w = trained(f, 200, 5);
   rd_error_t err;
   rd_error_clear(&err);
-  assert_int_equal(workload_insert(w, 200, &err), RD_OK);
-  train(w, 5);
   traffic_t t = {.w = w};
   pthread_t th;
   assert_int_equal(pthread_create(&th, NULL, traffic, &t), 0);
@@ -478,12 +485,9 @@ static void test_workload_moves_live(void **state) {
  * GPU here, or in a build without CUDA) is not made: an error, nothing
  * changed. */
 static void test_lossy_move_refused(void **state) {
-  fixture_t *f = *state;
-  rd_workload_t *w = f->w;
+  rd_workload_t *w = trained(*state, 100, 3);
   rd_error_t err;
   rd_error_clear(&err);
-  assert_int_equal(workload_insert(w, 100, &err), RD_OK);
-  train(w, 3);
   size_t l1, l2;
   void *before = learner_state(w, &l1);
   int rc = rd_pipeline_move_learner(w->pipeline, &rd_learner_ops_gpu, 0, &err);
