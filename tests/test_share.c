@@ -42,6 +42,20 @@ static void run(rd_share_pool_t *p, int n, double dt) {
   }
 }
 
+/* The n shares leave the pool, then it goes. */
+static void close_pool(rd_share_pool_t *p, int n, rd_share_t *const *s) {
+  for (int i = 0; i < n; i++) rd_share_leave(s[i]);
+  rd_share_pool_destroy(p);
+}
+
+/* Each of the n (at most 8) shares was charged its part want[i] of what all were,
+ * within 0.01. */
+static void assert_parts(int n, rd_share_t *const *s, const double *want) {
+  double c[8], total = 0;
+  for (int i = 0; i < n; i++) total += c[i] = rd_share_charged(s[i]);
+  for (int i = 0; i < n; i++) assert_true(fabs(c[i] / total - want[i]) < 0.01);
+}
+
 static double jain(const double *x, int n) {
   double s = 0, q = 0;
   for (int i = 0; i < n; i++) {
@@ -61,8 +75,7 @@ static void test_equal_weights(void **state) {
   for (int i = 0; i < 3; i++) c[i] = rd_share_charged(s[i]);
   for (int i = 0; i < 3; i++) assert_true(fabs(c[i] - 1.0) < 2e-3);
   assert_true(jain(c, 3) > 0.9999);
-  for (int i = 0; i < 3; i++) rd_share_leave(s[i]);
-  rd_share_pool_destroy(p);
+  close_pool(p, 3, s);
 }
 
 static void test_weights_1_1_2(void **state) {
@@ -76,15 +89,8 @@ static void test_weights_1_1_2(void **state) {
     rd_share_begin(s, 1);
     rd_share_end(s, 1, s == c ? 3e-3 : 1e-3);
   }
-  double ta = rd_share_charged(a), tb = rd_share_charged(b), tc = rd_share_charged(c);
-  double total = ta + tb + tc;
-  assert_true(fabs(ta / total - 0.25) < 0.01);
-  assert_true(fabs(tb / total - 0.25) < 0.01);
-  assert_true(fabs(tc / total - 0.50) < 0.01);
-  rd_share_leave(a);
-  rd_share_leave(b);
-  rd_share_leave(c);
-  rd_share_pool_destroy(p);
+  assert_parts(3, (rd_share_t *[]){a, b, c}, (double[]){0.25, 0.25, 0.50});
+  close_pool(p, 3, (rd_share_t *[]){a, b, c});
 }
 
 /* Tenant A (weight 1) with two workloads, tenant B (weight 1) with one:
@@ -95,15 +101,8 @@ static void test_groups_split(void **state) {
   rd_share_t *a1 = rd_share_join(p, &g1, 1), *a2 = rd_share_join(p, &g1, 1),
              *b = rd_share_join(p, &g2, 1);
   run(p, 8000, 1e-3);
-  double t1 = rd_share_charged(a1), t2 = rd_share_charged(a2), tb = rd_share_charged(b);
-  double total = t1 + t2 + tb;
-  assert_true(fabs(tb / total - 0.5) < 0.01);
-  assert_true(fabs(t1 / total - 0.25) < 0.01);
-  assert_true(fabs(t2 / total - 0.25) < 0.01);
-  rd_share_leave(a1);
-  rd_share_leave(a2);
-  rd_share_leave(b);
-  rd_share_pool_destroy(p);
+  assert_parts(3, (rd_share_t *[]){a1, a2, b}, (double[]){0.25, 0.25, 0.5});
+  close_pool(p, 3, (rd_share_t *[]){a1, a2, b});
 }
 
 /* A learner alone has the whole device; one that arrives later starts at
@@ -130,9 +129,7 @@ static void test_newcomer_no_backlog(void **state) {
   }
   assert_true(longest < 10);
   assert_true(fabs(rd_share_charged(b) - 0.05) < 2e-3);
-  rd_share_leave(a);
-  rd_share_leave(b);
-  rd_share_pool_destroy(p);
+  close_pool(p, 2, (rd_share_t *[]){a, b});
 }
 
 static void test_weight_change(void **state) {
@@ -145,9 +142,7 @@ static void test_weight_change(void **state) {
   run(p, 4000, 1e-3);
   double da = rd_share_charged(a) - a0, db = rd_share_charged(b) - b0;
   assert_true(fabs(db / (da + db) - 0.75) < 0.01);
-  rd_share_leave(a);
-  rd_share_leave(b);
-  rd_share_pool_destroy(p);
+  close_pool(p, 2, (rd_share_t *[]){a, b});
 }
 
 /* ---- Threads ---- */
@@ -194,8 +189,7 @@ static void test_threads_capacity(void **state) {
   assert_true(atomic_load(&c.max_running) <= 2);
   assert_int_equal(atomic_load(&c.running), 0);
   for (int i = 0; i < 5; i++) assert_true(fabs(rd_share_charged(c.s[i]) - 0.2) < 1e-6);
-  for (int i = 0; i < 5; i++) rd_share_leave(c.s[i]);
-  rd_share_pool_destroy(p);
+  close_pool(p, 5, c.s);
 }
 
 /* A share's own threads never wait for each other: alone, a pipeline
@@ -208,8 +202,7 @@ static void test_own_threads(void **state) {
   rd_share_begin(a, 1); /* its sampler: would block on the capacity */
   rd_share_end(a, 1, 1e-4);
   rd_share_end(a, 2, 1e-4);
-  rd_share_leave(a);
-  rd_share_pool_destroy(p);
+  close_pool(p, 1, &a);
 }
 
 /* A share waiting behind one that leaves (a deleted workload) goes on. */
@@ -269,9 +262,7 @@ static void test_ahead_waits(void **state) {
   }
   assert_int_equal(rdt_th_join(&g), 0);
   assert_int_equal(rdt_th_arrived(&g), 1);
-  rd_share_leave(a);
-  rd_share_leave(b);
-  rd_share_pool_destroy(p);
+  close_pool(p, 2, (rd_share_t *[]){a, b});
 }
 
 /* A share that trains now and then holds nobody back, however far behind
@@ -300,9 +291,7 @@ static void run_ahead_of_rare(rd_share_pool_t *p, int say_idle) {
   }
   if (!rdt_th_arrived(&g)) fail_msg("a share ahead of an idle one did not start in 30 s");
   assert_int_equal(rdt_th_join(&g), 0);
-  rd_share_leave(a);
-  rd_share_leave(b);
-  rd_share_pool_destroy(p);
+  close_pool(p, 2, (rd_share_t *[]){a, b});
 }
 
 static void test_rare_share_holds_nobody(void **state) {
@@ -343,9 +332,7 @@ static void test_behind_passes_on(void **state) {
   rd_share_idle(b); /* out of work: nothing kept */
   assert_true(rd_share_try_start(a, 2));
   rd_share_end(a, 2, 0);
-  rd_share_leave(a);
-  rd_share_leave(b);
-  rd_share_pool_destroy(p);
+  close_pool(p, 2, (rd_share_t *[]){a, b});
 }
 
 /* A share is owed at most RD_SHARE_LAG_S behind the others: one that sat
@@ -372,9 +359,7 @@ static void test_lag_bounded(void **state) {
     streak++;
   }
   assert_true(streak <= (int)(RD_SHARE_LAG_S / 1e-3) + 1);
-  rd_share_leave(a);
-  rd_share_leave(b);
-  rd_share_pool_destroy(p);
+  close_pool(p, 2, (rd_share_t *[]){a, b});
 }
 
 /* A model of pipelines on a pool, driven without threads on a simulated
@@ -441,8 +426,7 @@ static void simulate(sim_t *m) {
   double total = 0;
   for (int i = 0; i < m->n; i++) total += m->charged[i] = rd_share_charged(s[i]);
   m->utilization = busy / (m->capacity * clk.t);
-  for (int i = 0; i < m->n; i++) rd_share_leave(s[i]);
-  rd_share_pool_destroy(p);
+  close_pool(p, m->n, s);
 }
 
 static double share_error(const sim_t *m) {
