@@ -169,15 +169,29 @@ static void fill(rd_table_t *t, uint64_t salt) {
   }
 }
 
+/* A table of config(capacity, seed) filled by fill(t, salt). */
+static void filled(rd_table_t *t, uint32_t capacity, uint64_t seed, uint64_t salt) {
+  rd_table_config_t c;
+  config(&c, capacity, seed);
+  init_ok(t, &c);
+  fill(t, salt);
+}
+
+/* Tables a and b of config(capacity, seed), a filled by fill(a, salt), b
+ * empty. */
+static void two_tables(rd_table_t *a, rd_table_t *b, uint32_t capacity, uint64_t seed,
+                       uint64_t salt) {
+  rd_table_config_t c;
+  config(&c, capacity, seed);
+  init_ok(b, &c);
+  filled(a, capacity, seed, salt);
+}
+
 static void test_round_trip(void **state) {
   (void)state;
   for (uint32_t cap = 1; cap <= 300; cap = cap * 3 + 7) {
-    rd_table_config_t c;
-    config(&c, cap, 42 + cap);
     rd_table_t a, b;
-    init_ok(&a, &c);
-    init_ok(&b, &c);
-    fill(&a, cap);
+    two_tables(&a, &b, cap, 42 + cap, cap);
     assert_true(rd_table_next_key(&a) > 3 * cap); /* wrapped several times */
     rd_table_snapshot_t s;
     snapshot_now(&a, &s);
@@ -233,12 +247,8 @@ static void test_round_trip(void **state) {
  * exactly what the original samples next, and both go on alike. */
 static void test_sampling_continues(void **state) {
   (void)state;
-  rd_table_config_t c;
-  config(&c, 257, 9);
   rd_table_t a, b;
-  init_ok(&a, &c);
-  init_ok(&b, &c);
-  fill(&a, 5);
+  two_tables(&a, &b, 257, 9, 5);
   rd_table_snapshot_t s;
   snapshot_now(&a, &s);
   assert_int_equal(rd_table_restore(&b, &s.img, NULL), RD_OK);
@@ -266,11 +276,8 @@ static void test_sampling_continues(void **state) {
  * the finished snapshot is the state at begin. */
 static void test_copy_on_write(void **state) {
   (void)state;
-  rd_table_config_t c;
-  config(&c, 97, 3);
   rd_table_t t;
-  init_ok(&t, &c);
-  fill(&t, 1);
+  filled(&t, 97, 3, 1);
   rd_table_snapshot_t ref, s;
   snapshot_now(&t, &ref);
   rd_error_t e;
@@ -356,12 +363,8 @@ static void test_copy_on_write_threads(void **state) {
 
 static void test_refusals(void **state) {
   (void)state;
-  rd_table_config_t c;
-  config(&c, 50, 1);
   rd_table_t a, b;
-  init_ok(&a, &c);
-  init_ok(&b, &c);
-  fill(&a, 2);
+  two_tables(&a, &b, 50, 1, 2);
   rd_error_t e;
   rd_table_snapshot_t s;
   /* Too small a buffer: ETOOBIG, nothing attached. */
@@ -388,7 +391,7 @@ static void test_refusals(void **state) {
   assert_int_equal(rd_table_restore(&b, &s.img, &e), RD_EINVAL);
   s.img.next_key = nk;
   double mp = s.img.max_p;
-  s.img.max_p = c.max_priority * 2;
+  s.img.max_p = b.config.max_priority * 2;
   assert_int_equal(rd_table_restore(&b, &s.img, &e), RD_EINVAL);
   s.img.max_p = mp;
   assert_int_equal(rd_table_next_key(&b), 0);
