@@ -338,22 +338,33 @@ static void forge_raw_len(uint8_t *f, size_t len, size_t target, uint64_t raw) {
   fail_msg("no end section");
 }
 
+/* Server s up in state directory `name` with a CartPole workload (no
+ * durability, no learner) registered, returned; in *d a second durability
+ * on s's configuration but for checkpoint_zstd and import_max_bytes (0:
+ * s's), for the exports and imports of other settings. */
+static rd_workload_t *up_beside(server_t *s, const char *name, rd_durable_t **d, uint32_t zstd,
+                                uint64_t import_max) {
+  server_up(s, name, 0);
+  rd_config_t c = s->cfg;
+  if (zstd) c.checkpoint_zstd = zstd;
+  if (import_max) c.import_max_bytes = import_max;
+  rd_error_t e;
+  assert_int_equal(rd_durable_create(d, &c, &e), RD_OK);
+  spec_t sp;
+  cartpole(&sp, "none", 0);
+  return reg(s, &sp);
+}
+
 /* An import's compressed sections each claim 2^63 raw bytes, checksums
  * intact: their sum must not wrap under the server's bound (it did: the
  * meta section's read then asked malloc for 8 EiB). */
 static void test_import_sizes_do_not_wrap(void **state) {
   (void)state;
   server_t s;
-  server_up(&s, "wrap", 0);
-  rd_config_t zc = s.cfg;
-  zc.checkpoint_zstd = 3; /* compressed sections: their raw size is the file's word */
-  rd_durable_t *dz;
-  rd_error_t e;
-  assert_int_equal(rd_durable_create(&dz, &zc, &e), RD_OK);
-  spec_t sp;
-  cartpole(&sp, "none", 0);
-  rd_workload_t *w = reg(&s, &sp);
+  rd_durable_t *dz; /* compressed sections: their raw size is the file's word */
+  rd_workload_t *w = up_beside(&s, "wrap", &dz, 3, 0);
   insert(w, 60, 1, NULL);
+  rd_error_t e;
   uint8_t *f;
   size_t len;
   uint64_t items;
@@ -399,16 +410,10 @@ static void no_temp_files(const char *dir) {
 static void test_streamed_files(void **state) {
   (void)state;
   server_t s;
-  server_up(&s, "streams", 0);
-  rd_config_t sc = s.cfg;
-  sc.import_max_bytes = 4096;
-  rd_durable_t *small;
-  rd_error_t e;
-  assert_int_equal(rd_durable_create(&small, &sc, &e), RD_OK);
-  spec_t sp;
-  cartpole(&sp, "none", 0);
-  rd_workload_t *w = reg(&s, &sp);
+  rd_durable_t *small; /* imports of 4096 bytes at most */
+  rd_workload_t *w = up_beside(&s, "streams", &small, 0, 4096);
   for (uint64_t t = 0; t < 5; t++) insert(w, 60, t, NULL); /* insert: 64 rows at most */
+  rd_error_t e;
   rd_export_file_t f;
   assert_int_equal(rd_durable_export_file(s.d, w, &f, &e), RD_OK);
   no_temp_files(rd_durable_dir(s.d));
