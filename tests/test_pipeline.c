@@ -752,8 +752,8 @@ static void test_pinned_threads(void **state) {
 
 /* Pipelines that share the CPU (share.h) in groups of weights 1 and 3,
  * trained at once, one of them deleted while the others train: every
- * request ends with all its steps, nobody hangs. */
-/* Thread i trains pipeline ps[i] 300 steps; it fails unless they all end. */
+ * request ends with all its steps, nobody hangs. Thread i trains pipeline
+ * ps[i] 300 steps; it fails unless they all end. */
 static int shared_train(void *ps, int i) {
   rd_train_result_t r = train_ok(((rd_pipeline_t **)ps)[i], 300);
   return r.status != RD_OK || r.steps_done + r.skipped_steps != 300;
