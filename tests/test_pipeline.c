@@ -207,7 +207,8 @@ static rd_pipeline_t *create_ok(const rd_pipeline_config_t *c, wl_t *w) {
   return p;
 }
 
-/* A TrainStep request waited on synchronously. */
+/* A TrainStep request waited on synchronously; a new one is
+ * WAITER_INIT (nothing done yet). */
 typedef struct {
   pthread_mutex_t mu;
   pthread_cond_t cv;
@@ -215,11 +216,7 @@ typedef struct {
   rd_train_result_t res;
 } waiter_t;
 
-static void waiter_init(waiter_t *wt) {
-  memset(wt, 0, sizeof *wt);
-  pthread_mutex_init(&wt->mu, NULL);
-  pthread_cond_init(&wt->cv, NULL);
-}
+#define WAITER_INIT {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, {0}}
 
 static void on_done(void *arg, const rd_train_result_t *res) {
   waiter_t *wt = arg;
@@ -237,8 +234,7 @@ static void waiter_wait(waiter_t *wt) {
 }
 
 static rd_train_result_t train_ok(rd_pipeline_t *p, uint32_t steps) {
-  waiter_t wt;
-  waiter_init(&wt);
+  waiter_t wt = WAITER_INIT;
   rd_error_t err;
   rd_error_clear(&err);
   int rc = rd_pipeline_train(p, steps, 0, on_done, &wt, &err);
@@ -456,8 +452,7 @@ static void test_request_errors(void **state) {
   fx->c.min_size = 100;
   rd_pipeline_t *p = rig_start(fx);
   rd_error_t err;
-  waiter_t wt;
-  waiter_init(&wt);
+  waiter_t wt = WAITER_INIT;
   assert_int_equal(rd_pipeline_train(p, 0, 0, on_done, &wt, &err), RD_EINVAL);
   assert_int_equal(rd_pipeline_train(p, RD_PIPELINE_MAX_STEPS + 1, 0, on_done, &wt, &err),
                    RD_EINVAL);
@@ -478,8 +473,7 @@ static void test_request_errors(void **state) {
   assert_int_equal(res.steps_done, 3);
   /* A long request; a second one is refused while it runs. */
   assert_int_equal(rd_pipeline_train(p, 60000, 0, on_done, &wt, &err), RD_OK);
-  waiter_t wt2;
-  waiter_init(&wt2);
+  waiter_t wt2 = WAITER_INIT;
   assert_int_equal(rd_pipeline_train(p, 5, 0, on_done, &wt2, &err), RD_EBUSY);
   /* Stopping ends it with RD_ECANCELED, once. */
   rd_pipeline_stop(p);
@@ -505,8 +499,7 @@ static void test_deadline(void **state) {
   rig_t *fx = rig(state, 1024, 64, 4, 0);
   rd_pipeline_t *p = rig_start(fx);
   insert(&fx->w, p, 500, 0);
-  waiter_t wt;
-  waiter_init(&wt);
+  waiter_t wt = WAITER_INIT;
   rd_error_t err;
   double t0 = rd_clock_now();
   assert_int_equal(rd_pipeline_train(p, 65536, t0 + 0.3, on_done, &wt, &err), RD_OK);
@@ -542,8 +535,7 @@ static void test_continuous(void **state) {
   assert_int_equal(rd_pipeline_wait_idle(p, 120), 1);
   assert_int_equal(atomic_load(&fx->h.batches), 4 * 800 / 8);
   assert_int_equal(atomic_load(&fx->h.bad_rows), 0);
-  waiter_t wt;
-  waiter_init(&wt);
+  waiter_t wt = WAITER_INIT;
   rd_error_t err;
   assert_int_equal(rd_pipeline_train(p, 5, 0, on_done, &wt, &err), RD_EBUSY);
   assert_int_equal(rd_pipeline_continuous(p), 1);
