@@ -24,6 +24,7 @@
 #include "rdt_learner.h"
 #include "rdt_pb.h"
 #include "rdt_schema.h"
+#include "rdt_th_group.h"
 #include "rdt_unit.h"
 #include "registry.h"
 #include "spec_pb.h"
@@ -364,17 +365,19 @@ static int sample_alloc(void *arg, const rd_table_t *t, uint32_t n, rd_sample_ou
   return RD_OK;
 }
 
+/* Inserts and samples on w until stopped, counting the calls and the
+ * failures, the first one's message in why. */
 typedef struct {
   rd_workload_t *w;
-  atomic_int stop;
   atomic_ulong calls, failures;
   char why[RD_ERROR_MSG_MAX];
 } traffic_t;
 
-static void *traffic(void *arg) {
+static int traffic(void *arg, int unused) {
+  (void)unused;
   traffic_t *t = arg;
   sample_buf_t buf;
-  while (!atomic_load(&t->stop)) {
+  while (!rdt_th_stopping()) {
     rd_error_t err;
     rd_error_clear(&err);
     int rc = workload_insert(t->w, 64, &err);
@@ -385,7 +388,7 @@ static void *traffic(void *arg) {
     if (rc != RD_OK && atomic_fetch_add(&t->failures, 1) == 0)
       snprintf(t->why, sizeof t->why, "%s", err.msg);
   }
-  return NULL;
+  return 0;
 }
 
 static void *learner_state(rd_workload_t *w, size_t *len) {
@@ -424,8 +427,8 @@ static void test_workload_moves_live(void **state) {
   rd_error_t err;
   rd_error_clear(&err);
   traffic_t t = {.w = w};
-  pthread_t th;
-  assert_int_equal(pthread_create(&th, NULL, traffic, &t), 0);
+  rdt_th_group_t g = {0};
+  assert_int_equal(rdt_th_start(&g, 1, traffic, &t), 0);
   const rd_table_config_t tc0 = w->table.config;
   for (int i = 0; i < 6; i++) {
     const int to_fpga = i % 2 == 0;
@@ -455,14 +458,12 @@ static void test_workload_moves_live(void **state) {
     pthread_mutex_unlock(&w->lock);
     if (strcmp(rmm, to_fpga ? rd_fpga_csim_rmm_ops.name : "cpu") != 0 ||
         strcmp(running, to_fpga ? "F-F-F" : "C-C-C") != 0) {
-      atomic_store(&t.stop, 1);
-      pthread_join(th, NULL);
+      rdt_th_stop(&g);
       fail_msg("move %d: replay module %s, running %s", i, rmm, running);
     }
     train(w, 5); /* training continues on the new devices */
   }
-  atomic_store(&t.stop, 1);
-  pthread_join(th, NULL);
+  assert_int_equal(rdt_th_stop(&g), 0);
   if (atomic_load(&t.failures) != 0)
     fail_msg("%lu of %lu calls failed during moves: %s", atomic_load(&t.failures),
              atomic_load(&t.calls), t.why);
