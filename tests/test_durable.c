@@ -15,7 +15,6 @@
 
 #include <dirent.h>
 #include <pthread.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +26,7 @@
 #include "durable.h"
 #include "log.h"
 #include "rdt_pb.h"
+#include "rdt_th_group.h"
 #include "rdt_unit.h"
 #include "registry.h"
 #include "spec_pb.h"
@@ -120,18 +120,18 @@ static void weights(rd_workload_t *w, uint8_t **buf, size_t *len, uint64_t *ver)
 
 /* The learner is saved on its thread while a TrainStep runs, and loaded
  * at restore: same weights, more steps, a higher version. */
-typedef struct {
-  rd_workload_t *w;
-  int steps;
-} trainer_t;
-
-static void *trainer(void *arg) {
-  trainer_t *t = arg;
+static void train(rd_workload_t *w, uint32_t steps) {
   rd_train_result_t res;
   rd_error_t e;
-  if (rd_pipeline_train_wait(t->w->pipeline, (uint32_t)t->steps, 0, &res, &e) != RD_OK)
+  if (rd_pipeline_train_wait(w->pipeline, steps, 0, &res, &e) != RD_OK)
     fail_msg("train: %s", e.msg);
-  return NULL;
+}
+
+/* The training thread: 400 steps of workload w. */
+static int trainer(void *w, int i) {
+  (void)i;
+  train(w, 400);
+  return 0;
 }
 
 static void test_learner_saved_while_training(void **state) {
@@ -140,13 +140,12 @@ static void test_learner_saved_while_training(void **state) {
   char id[RD_WORKLOAD_ID_LEN + 1];
   rd_workload_t *w = fresh_workload(&s, "learner", "checkpoint", 1, id);
   for (int i = 0; i < 10; i++) insert(w, 50, (uint64_t)i, NULL);
-  trainer_t t = {w, 400};
-  pthread_t th;
-  assert_int_equal(pthread_create(&th, NULL, trainer, &t), 0);
+  rdt_th_group_t g = {0};
+  assert_int_equal(rdt_th_start(&g, 1, trainer, w), 0);
   rd_error_t e;
   for (int i = 0; i < 3; i++) /* during the training: slices and the learner's thread */
     assert_int_equal(rd_durable_checkpoint(s.d, w, NULL, &e), RD_OK);
-  pthread_join(th, NULL);
+  assert_int_equal(rdt_th_join(&g), 0);
   rd_checkpoint_info_t info;
   assert_int_equal(rd_durable_checkpoint(s.d, w, &info, &e), RD_OK);
   assert_true(info.learner_full);
@@ -177,8 +176,7 @@ static void test_learner_saved_while_training(void **state) {
   rd_durable_info_t di;
   rd_durable_info(w, &di);
   assert_non_null(strstr(di.restored, "checkpoint 4"));
-  t = (trainer_t){w, 20};
-  trainer(&t);
+  train(w, 20);
   rd_pipeline_stats(w->pipeline, &st);
   assert_int_equal(st.steps, 420);
   free(w1);
@@ -188,29 +186,23 @@ static void test_learner_saved_while_training(void **state) {
 }
 
 /* Journal mode: inserters acknowledge through the journal while a sampler
- * and checkpoints run; a restart gives back the same table. */
-typedef struct {
-  rd_workload_t *w;
-  int id, n;
-  atomic_int *stop;
-} worker_t;
-
-static void *inserter(void *arg) {
-  worker_t *k = arg;
-  rd_journal_t *j = rd_durable_journal(k->w);
-  for (int i = 0; i < k->n; i++) {
+ * and checkpoints run; a restart gives back the same table. Inserter id
+ * of workload w: 150 batches, tagged by id. */
+static int inserter(void *w, int id) {
+  rd_journal_t *j = rd_durable_journal(w);
+  for (int i = 0; i < 150; i++) {
     uint64_t lsn = 0;
-    insert(k->w, 1 + (uint32_t)(i % 40), (uint64_t)(k->id * 100000 + i), &lsn);
+    insert(w, 1 + (uint32_t)(i % 40), (uint64_t)(id * 100000 + i), &lsn);
     assert_true(lsn > 0);
     rd_error_t e;
     if (rd_journal_sync(j, lsn, &e) != RD_OK) fail_msg("not acknowledged: %s", e.msg);
     if (i % 7 == 0) {
       uint64_t key = (uint64_t)i;
       double p = 2.5;
-      assert_int_equal(rd_workload_update_lsn(k->w, 1, &key, 1, &p, NULL, &lsn, &e), RD_OK);
+      assert_int_equal(rd_workload_update_lsn(w, 1, &key, 1, &p, NULL, &lsn, &e), RD_OK);
     }
   }
-  return NULL;
+  return 0;
 }
 
 static int sample_alloc(void *arg, const rd_table_t *t, uint32_t n, rd_sample_out_t *out,
@@ -224,16 +216,17 @@ static int sample_alloc(void *arg, const rd_table_t *t, uint32_t n, rd_sample_ou
   return RD_OK;
 }
 
-static void *sampler(void *arg) {
-  worker_t *k = arg;
+/* Samples workload w until the test stops it. */
+static int sampler(void *w, int i) {
+  (void)i;
   uint8_t mem[64 * 24];
   rd_sample_request_t q = {64, 0, 0, 0};
-  while (!*k->stop) {
+  while (!rdt_th_stopping()) {
     rd_error_t e;
-    int rc = rd_workload_sample(k->w, &q, sample_alloc, mem, NULL, &e);
+    int rc = rd_workload_sample(w, &q, sample_alloc, mem, NULL, &e);
     if (rc != RD_OK && rc != RD_EINVAL && rc != RD_EEMPTY) fail_msg("sample: %s", e.msg);
   }
-  return NULL;
+  return 0;
 }
 
 static void image(rd_workload_t *w, rd_table_snapshot_t *s) {
@@ -251,22 +244,16 @@ static void test_journal_threads_and_restart(void **state) {
   server_t s;
   char id[RD_WORKLOAD_ID_LEN + 1];
   rd_workload_t *w = fresh_workload(&s, "journal", "journal", 0, id);
-  atomic_int stop = 0;
-  worker_t ins[3], smp = {w, 9, 0, &stop};
-  pthread_t th[4];
-  for (int i = 0; i < 3; i++) {
-    ins[i] = (worker_t){w, i, 150, &stop};
-    assert_int_equal(pthread_create(&th[i], NULL, inserter, &ins[i]), 0);
-  }
-  assert_int_equal(pthread_create(&th[3], NULL, sampler, &smp), 0);
+  rdt_th_group_t ins = {0}, smp = {0};
+  assert_int_equal(rdt_th_start(&ins, 3, inserter, w), 0);
+  assert_int_equal(rdt_th_start(&smp, 1, sampler, w), 0);
   rd_error_t e;
   for (int i = 0; i < 4; i++) {
     usleep(20000);
     assert_int_equal(rd_durable_checkpoint(s.d, w, NULL, &e), RD_OK);
   }
-  for (int i = 0; i < 3; i++) pthread_join(th[i], NULL);
-  stop = 1;
-  pthread_join(th[3], NULL);
+  assert_int_equal(rdt_th_join(&ins), 0);
+  assert_int_equal(rdt_th_stop(&smp), 0);
   rd_table_snapshot_t a, b;
   image(w, &a);
   rd_journal_stats_t js;
@@ -351,22 +338,33 @@ static void forge_raw_len(uint8_t *f, size_t len, size_t target, uint64_t raw) {
   fail_msg("no end section");
 }
 
+/* Server s up in state directory `name` with a CartPole workload (no
+ * durability, no learner) registered, returned; in *d a second durability
+ * on s's configuration but for checkpoint_zstd and import_max_bytes (0:
+ * s's), for the exports and imports of other settings. */
+static rd_workload_t *up_beside(server_t *s, const char *name, rd_durable_t **d, uint32_t zstd,
+                                uint64_t import_max) {
+  server_up(s, name, 0);
+  rd_config_t c = s->cfg;
+  if (zstd) c.checkpoint_zstd = zstd;
+  if (import_max) c.import_max_bytes = import_max;
+  rd_error_t e;
+  assert_int_equal(rd_durable_create(d, &c, &e), RD_OK);
+  spec_t sp;
+  cartpole(&sp, "none", 0);
+  return reg(s, &sp);
+}
+
 /* An import's compressed sections each claim 2^63 raw bytes, checksums
  * intact: their sum must not wrap under the server's bound (it did: the
  * meta section's read then asked malloc for 8 EiB). */
 static void test_import_sizes_do_not_wrap(void **state) {
   (void)state;
   server_t s;
-  server_up(&s, "wrap", 0);
-  rd_config_t zc = s.cfg;
-  zc.checkpoint_zstd = 3; /* compressed sections: their raw size is the file's word */
-  rd_durable_t *dz;
-  rd_error_t e;
-  assert_int_equal(rd_durable_create(&dz, &zc, &e), RD_OK);
-  spec_t sp;
-  cartpole(&sp, "none", 0);
-  rd_workload_t *w = reg(&s, &sp);
+  rd_durable_t *dz; /* compressed sections: their raw size is the file's word */
+  rd_workload_t *w = up_beside(&s, "wrap", &dz, 3, 0);
   insert(w, 60, 1, NULL);
+  rd_error_t e;
   uint8_t *f;
   size_t len;
   uint64_t items;
@@ -412,16 +410,10 @@ static void no_temp_files(const char *dir) {
 static void test_streamed_files(void **state) {
   (void)state;
   server_t s;
-  server_up(&s, "streams", 0);
-  rd_config_t sc = s.cfg;
-  sc.import_max_bytes = 4096;
-  rd_durable_t *small;
-  rd_error_t e;
-  assert_int_equal(rd_durable_create(&small, &sc, &e), RD_OK);
-  spec_t sp;
-  cartpole(&sp, "none", 0);
-  rd_workload_t *w = reg(&s, &sp);
+  rd_durable_t *small; /* imports of 4096 bytes at most */
+  rd_workload_t *w = up_beside(&s, "streams", &small, 0, 4096);
   for (uint64_t t = 0; t < 5; t++) insert(w, 60, t, NULL); /* insert: 64 rows at most */
+  rd_error_t e;
   rd_export_file_t f;
   assert_int_equal(rd_durable_export_file(s.d, w, &f, &e), RD_OK);
   no_temp_files(rd_durable_dir(s.d));

@@ -25,6 +25,7 @@
 
 #include "journal.h"
 #include "rdt_schema.h"
+#include "rdt_th_group.h"
 #include "rdt_unit.h"
 #include "table.h"
 #include "rdt_main.h"
@@ -147,6 +148,20 @@ static void read_seg(uint64_t gen, uint64_t first, rd_table_t *into, rd_journal_
   assert_int_equal(rd_journal_read(p, first, replay, into, info, &e), RD_OK);
 }
 
+/* Segment 0, read from lsn 1 into a fresh table, has `records` records and
+ * replays to the table a; a is freed. What the reading says. */
+static rd_journal_read_info_t replays_to(rd_table_t *a, uint64_t records) {
+  rd_table_t b;
+  table(&b);
+  rd_journal_read_info_t info;
+  read_seg(0, 1, &b, &info);
+  assert_int_equal(info.records, records);
+  assert_same_table(a, &b);
+  rd_table_free(a);
+  rd_table_free(&b);
+  return info;
+}
+
 /* A journal of len bytes (a copy of one, cut or damaged) written to path
  * and read from lsn 1 into a fresh table: what the reading says. */
 static rd_journal_read_info_t read_bytes(const char *path, const uint8_t *bytes, size_t len) {
@@ -165,9 +180,8 @@ static rd_journal_read_info_t read_bytes(const char *path, const uint8_t *bytes,
 
 static void test_replay_equals(void **state) {
   (void)state;
-  rd_table_t a, b;
+  rd_table_t a;
   rd_journal_t *j = journaled("replay", &a, 0, 1, 0);
-  table(&b);
   for (int i = 0; i < 30; i++) {
     insert(&a, 1 + (size_t)i % 17, i % 2);
     if (i % 3 == 0) update(&a, (uint64_t)i);
@@ -180,13 +194,7 @@ static void test_replay_equals(void **state) {
   rd_journal_stats(j, &st);
   assert_int_equal(st.durable_lsn, last);
   rd_journal_close(j);
-  rd_journal_read_info_t info;
-  read_seg(0, 1, &b, &info);
-  assert_int_equal(info.records, 40);
-  assert_false(info.torn);
-  assert_same_table(&a, &b);
-  rd_table_free(&a);
-  rd_table_free(&b);
+  assert_false(replays_to(&a, 40).torn);
 }
 
 /* One fdatasync for the records of a window. */
@@ -426,10 +434,9 @@ static int any_rec(void *arg, const rd_journal_record_t *r, rd_error_t *err) {
  * (as a restore leaves it), more rounds: every record reads back, and the
  * table it replays to is the one written. Both ways of writing. */
 static void direct_or_buffered(int buffered) {
-  rd_table_t a, b;
+  rd_table_t a;
   fresh_dir(buffered ? "buffered" : "direct");
   table(&a);
-  table(&b);
   const int expect_direct = !buffered && fs_has_dio();
   uint64_t lsn = 1;
   for (int open = 0; open < 3; open++) {
@@ -458,12 +465,7 @@ static void direct_or_buffered(int buffered) {
     assert_false(info.torn);
     assert_int_equal(truncate(p, (off_t)info.valid_bytes), 0);
   }
-  rd_journal_read_info_t info;
-  read_seg(0, 1, &b, &info);
-  assert_int_equal(info.records, lsn - 1);
-  assert_same_table(&a, &b);
-  rd_table_free(&a);
-  rd_table_free(&b);
+  replays_to(&a, lsn - 1);
 }
 
 /* Journals that share a pending counter (the server's) bound their sum:
@@ -471,10 +473,9 @@ static void direct_or_buffered(int buffered) {
  * refused; alone it would not be; once they are written, both admit. */
 static void test_shared_pending(void **state) {
   (void)state;
-  rd_table_t a, b;
+  rd_table_t a;
   fresh_dir("shared");
   table(&a);
-  table(&b);
   _Atomic uint64_t shared = 0;
   rd_journal_config_t c = {.commit_us = 1000000, .max_pending = 4096, .shared_pending = &shared};
   rd_journal_t *ja = NULL, *jb = NULL, *jalone = NULL;
@@ -505,7 +506,6 @@ static void test_shared_pending(void **state) {
   rd_journal_close(jb);
   rd_journal_close(jalone);
   rd_table_free(&a);
-  rd_table_free(&b);
 }
 
 static void test_direct_io(void **state) {
@@ -535,53 +535,40 @@ static void test_close_answers(void **state) {
   rd_table_free(&a);
 }
 
-/* Threads append under a shared lock and wait for their records. */
+/* Threads append under a shared lock and wait for their records; one
+ * fails when a wait does. */
 typedef struct {
   rd_table_t *t;
   rd_journal_t *j;
-  pthread_mutex_t *mu;
-  int bad;
-} appender_t;
+  pthread_mutex_t mu;
+} appenders_t;
 
-static void *appender(void *arg) {
-  appender_t *ap = arg;
+static int appender(void *ctx, int unused) {
+  (void)unused;
+  appenders_t *ap = ctx;
+  int bad = 0;
   for (int i = 0; i < 200; i++) {
-    pthread_mutex_lock(ap->mu);
+    pthread_mutex_lock(&ap->mu);
     insert(ap->t, 2, i % 2);
     uint64_t lsn = rd_journal_last_lsn(ap->j);
-    pthread_mutex_unlock(ap->mu);
-    if (rd_journal_sync(ap->j, lsn, NULL) != RD_OK) ap->bad++;
+    pthread_mutex_unlock(&ap->mu);
+    if (rd_journal_sync(ap->j, lsn, NULL) != RD_OK) bad++;
   }
-  return NULL;
+  return bad;
 }
 
 static void test_threads(void **state) {
   (void)state;
-  rd_table_t a, b;
+  rd_table_t a;
   rd_journal_t *j = journaled("threads", &a, 0, 1, 100);
-  table(&b);
-  pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-  appender_t ap[4];
-  pthread_t th[4];
-  for (int i = 0; i < 4; i++) {
-    ap[i] = (appender_t){&a, j, &mu, 0};
-    assert_int_equal(pthread_create(&th[i], NULL, appender, &ap[i]), 0);
-  }
-  for (int i = 0; i < 4; i++) {
-    pthread_join(th[i], NULL);
-    assert_int_equal(ap[i].bad, 0);
-  }
+  appenders_t ap = {&a, j, PTHREAD_MUTEX_INITIALIZER};
+  assert_int_equal(rdt_th_run(4, appender, &ap), 0);
   rd_journal_stats_t st;
   rd_journal_stats(j, &st);
   assert_int_equal(st.records, 800);
   assert_true(st.commits < 800);
   rd_journal_close(j);
-  rd_journal_read_info_t info;
-  read_seg(0, 1, &b, &info);
-  assert_int_equal(info.records, 800);
-  assert_same_table(&a, &b);
-  rd_table_free(&a);
-  rd_table_free(&b);
+  replays_to(&a, 800);
 }
 
 RDT_MAIN(rdt_root_setup, rdt_root_teardown,

@@ -12,9 +12,7 @@
 
 #include <arpa/inet.h>
 #include <dirent.h>
-#include <pthread.h>
 #include <stdatomic.h>
-#include <stdbool.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,6 +24,7 @@
 #include "metrics_http.h"
 #include "registry.h"
 #include "rpc_stats.h"
+#include "rdt_th_group.h"
 #include "rdt_main.h"
 
 static void test_listen_parse(void **state) {
@@ -225,44 +224,40 @@ static void test_render(void **state) {
 /* Scrapes while other threads register, insert, delete and observe RPCs:
  * every render sees whole workloads (a reference each), and the counters
  * only grow. Run under TSan too (scripts/test's TSAN_TESTS). */
-typedef struct {
-  rd_registry_t *r;
-  atomic_bool stop;
-} churn_t;
-
-static void *churn(void *arg) {
-  churn_t *c = arg;
+/* Registers, fills and deletes workloads of registry r until stopped. */
+static int churn(void *r, int i) {
+  (void)i;
   float x[8] = {0};
   rd_cbuf_t col = {x, sizeof x};
   rd_insert_batch_t ib = {8, &col, 1, NULL, 0};
-  while (!atomic_load(&c->stop)) {
-    rd_workload_t *w = add_workload(c->r, "churn");
-    for (int i = 0; i < 20; i++) rd_workload_insert(w, &ib, NULL, NULL, NULL);
+  while (!rdt_th_stopping()) {
+    rd_workload_t *w = add_workload(r, "churn");
+    for (int k = 0; k < 20; k++) rd_workload_insert(w, &ib, NULL, NULL, NULL);
     char id[RD_WORKLOAD_ID_LEN + 1];
     memcpy(id, w->id, sizeof id);
-    rd_registry_delete(c->r, id, NULL);
+    rd_registry_delete(r, id, NULL);
     rd_workload_unref(w);
   }
-  return NULL;
+  return 0;
 }
 
-static void *observer(void *arg) {
-  churn_t *c = arg;
-  for (int i = 0; !atomic_load(&c->stop); i++) rd_rpc_stats_observe(i & 1, 1e-4 * (i % 7), 0);
-  return NULL;
+static int observer(void *ctx, int unused) {
+  (void)ctx;
+  (void)unused;
+  for (int i = 0; !rdt_th_stopping(); i++) rd_rpc_stats_observe(i & 1, 1e-4 * (i % 7), 0);
+  return 0;
 }
 
 static void test_render_concurrent(void **state) {
   (void)state;
-  churn_t c = {registry(), false};
-  rd_workload_t *keep = add_workload(c.r, "keep");
+  rd_registry_t *r = registry();
+  rd_workload_t *keep = add_workload(r, "keep");
   char want[128];
   snprintf(want, sizeof want, "replayd_inserts_total{workload=\"%s\"} 0\n", keep->id);
-  pthread_t t[3];
-  assert_int_equal(pthread_create(&t[0], NULL, churn, &c), 0);
-  assert_int_equal(pthread_create(&t[1], NULL, churn, &c), 0);
-  assert_int_equal(pthread_create(&t[2], NULL, observer, &c), 0);
-  rd_metrics_source_t src = {c.r, NULL, NULL, 0, "x"};
+  rdt_th_group_t g = {0};
+  assert_int_equal(rdt_th_start(&g, 2, churn, r), 0);
+  assert_int_equal(rdt_th_start(&g, 1, observer, NULL), 0);
+  rd_metrics_source_t src = {r, NULL, NULL, 0, "x"};
   uint64_t last = 0;
   for (int i = 0; i < 200; i++) {
     char *text = render_to_string(render_fn, &src);
@@ -274,10 +269,9 @@ static void test_render_concurrent(void **state) {
     assert_true(s.count >= last);
     last = s.count;
   }
-  atomic_store(&c.stop, true);
-  for (int i = 0; i < 3; i++) pthread_join(t[i], NULL);
+  assert_int_equal(rdt_th_stop(&g), 0);
   rd_workload_unref(keep);
-  rd_registry_destroy(c.r);
+  rd_registry_destroy(r);
 }
 
 /* ---- The HTTP server ---- */

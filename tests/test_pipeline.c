@@ -27,6 +27,7 @@
 #include "share.h"
 #include "rdt_learner.h"
 #include "rdt_schema.h"
+#include "rdt_th_group.h"
 #include "rdt_unit.h"
 #include "rdt_main.h"
 
@@ -206,7 +207,8 @@ static rd_pipeline_t *create_ok(const rd_pipeline_config_t *c, wl_t *w) {
   return p;
 }
 
-/* A TrainStep request waited on synchronously. */
+/* A TrainStep request waited on synchronously; a new one is
+ * WAITER_INIT (nothing done yet). */
 typedef struct {
   pthread_mutex_t mu;
   pthread_cond_t cv;
@@ -214,11 +216,7 @@ typedef struct {
   rd_train_result_t res;
 } waiter_t;
 
-static void waiter_init(waiter_t *wt) {
-  memset(wt, 0, sizeof *wt);
-  pthread_mutex_init(&wt->mu, NULL);
-  pthread_cond_init(&wt->cv, NULL);
-}
+#define WAITER_INIT {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, {0}}
 
 static void on_done(void *arg, const rd_train_result_t *res) {
   waiter_t *wt = arg;
@@ -236,8 +234,7 @@ static void waiter_wait(waiter_t *wt) {
 }
 
 static rd_train_result_t train_ok(rd_pipeline_t *p, uint32_t steps) {
-  waiter_t wt;
-  waiter_init(&wt);
+  waiter_t wt = WAITER_INIT;
   rd_error_t err;
   rd_error_clear(&err);
   int rc = rd_pipeline_train(p, steps, 0, on_done, &wt, &err);
@@ -247,57 +244,93 @@ static rd_train_result_t train_ok(rd_pipeline_t *p, uint32_t steps) {
   return wt.res;
 }
 
+/* The fixture of most tests: a workload, a pipeline config on it (pcfg),
+ * a batch hook if the test checks batches, and the pipeline once the test
+ * starts it. rig_teardown destroys the pipeline, then the workload, after
+ * the test, failed or not: the hook lives here so that it outlives the
+ * pipeline's threads. */
+typedef struct {
+  wl_t w;
+  rd_pipeline_config_t c;
+  hook_t h;
+  rd_pipeline_t *p;
+} rig_t;
+
+/* This test's rig: a workload of capacity rows (discount, no done field),
+ * c = pcfg(batch, depth), with the hook h when with_hook. */
+static rig_t *rig(void **state, uint32_t capacity, uint32_t batch, uint32_t depth,
+                  int with_hook) {
+  rig_t *fx = calloc(1, sizeof *fx);
+  assert_non_null(fx);
+  wl_init(&fx->w, capacity, 0);
+  *state = fx;
+  pcfg(&fx->c, &fx->w, batch, depth, with_hook ? &fx->h : NULL);
+  return fx;
+}
+
+static rd_pipeline_t *rig_start(rig_t *fx) {
+  fx->p = create_ok(&fx->c, &fx->w);
+  return fx->p;
+}
+
+static int rig_teardown(void **state) {
+  rig_t *fx = *state;
+  if (fx == NULL) return 0;
+  if (fx->p) rd_pipeline_destroy(fx->p);
+  wl_free(&fx->w);
+  free(fx);
+  return 0;
+}
+
 /* ------------------------------------------------------------------ */
 /* Tests                                                               */
 /* ------------------------------------------------------------------ */
 
 static void test_bind_schema(void **state) {
-  (void)state;
-  wl_t w;
-  wl_init(&w, 64, 0);
-  rd_pipeline_config_t c;
-  pcfg(&c, &w, 8, 0, NULL);
-  assert_int_equal(c.f_obs, F_OBS);
-  assert_int_equal(c.f_discount, F_DISCOUNT);
-  assert_int_equal(c.f_done, -1);
-  assert_int_equal(c.learner.obs_dim, OBS);
+  rig_t *fx = rig(state, 64, 8, 0, 0);
+  assert_int_equal(fx->c.f_obs, F_OBS);
+  assert_int_equal(fx->c.f_discount, F_DISCOUNT);
+  assert_int_equal(fx->c.f_done, -1);
+  assert_int_equal(fx->c.learner.obs_dim, OBS);
 
-  rd_schema_t s = w.rt.table.config.schema;
+  rd_schema_t s = fx->w.rt.table.config.schema;
   rd_error_t err;
-  /* No next_obs. */
-  rd_schema_t s1 = s;
-  snprintf(s1.fields[F_NEXT].name, sizeof s1.fields[F_NEXT].name, "nxt");
-  assert_int_equal(rd_pipeline_bind_schema(&c, &s1, &err), RD_EINVAL);
-  assert_non_null(strstr(err.msg, "no field \"next_obs\""));
-  /* next_obs of another shape. */
-  rd_schema_t s2 = s;
-  s2.fields[F_NEXT].shape[0] = 3;
-  assert_int_equal(rd_pipeline_bind_schema(&c, &s2, &err), RD_EINVAL);
-  assert_non_null(strstr(err.msg, "shape of obs"));
-  /* DQN action must be an int32 scalar. */
-  rd_schema_t s3 = s;
-  s3.fields[F_ACTION].dtype = RD_DTYPE_FLOAT32;
-  assert_int_equal(rd_pipeline_bind_schema(&c, &s3, &err), RD_EINVAL);
-  assert_non_null(strstr(err.msg, "\"action\" is float32"));
-  /* Neither discount nor done. */
-  rd_schema_t s4 = s;
-  snprintf(s4.fields[F_DISCOUNT].name, sizeof s4.fields[F_DISCOUNT].name, "other");
-  assert_int_equal(rd_pipeline_bind_schema(&c, &s4, &err), RD_EINVAL);
-  assert_non_null(strstr(err.msg, "\"discount\" field"));
-  /* A discount of the wrong type. */
-  rd_schema_t s5 = s;
-  s5.fields[F_DISCOUNT].dtype = RD_DTYPE_BOOL;
-  assert_int_equal(rd_pipeline_bind_schema(&c, &s5, &err), RD_EINVAL);
-  assert_non_null(strstr(err.msg, "\"discount\" is bool"));
+  /* Schemas it refuses: one field renamed, of another dtype or shape. */
+  static const struct {
+    int field;
+    const char *rename; /* NULL: the name stays */
+    rd_dtype_t dtype;   /* RD_DTYPE_INVALID: the dtype stays */
+    uint32_t shape0;    /* 0: the shape stays */
+    const char *want;
+  } bad[] = {
+      /* No next_obs. */
+      {F_NEXT, "nxt", RD_DTYPE_INVALID, 0, "no field \"next_obs\""},
+      /* next_obs of another shape. */
+      {F_NEXT, NULL, RD_DTYPE_INVALID, 3, "shape of obs"},
+      /* DQN action must be an int32 scalar. */
+      {F_ACTION, NULL, RD_DTYPE_FLOAT32, 0, "\"action\" is float32"},
+      /* Neither discount nor done. */
+      {F_DISCOUNT, "other", RD_DTYPE_INVALID, 0, "\"discount\" field"},
+      /* A discount of the wrong type. */
+      {F_DISCOUNT, NULL, RD_DTYPE_BOOL, 0, "\"discount\" is bool"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    rd_schema_t b = s;
+    rd_field_t *f = &b.fields[bad[i].field];
+    if (bad[i].rename) snprintf(f->name, sizeof f->name, "%s", bad[i].rename);
+    if (bad[i].dtype != RD_DTYPE_INVALID) f->dtype = bad[i].dtype;
+    if (bad[i].shape0) f->shape[0] = bad[i].shape0;
+    assert_int_equal(rd_pipeline_bind_schema(&fx->c, &b, &err), RD_EINVAL);
+    assert_non_null(strstr(err.msg, bad[i].want));
+  }
   /* DDPG takes its action size from a float action field. */
   rd_schema_t s6 = s;
   s6.fields[F_ACTION].dtype = RD_DTYPE_FLOAT32;
   s6.fields[F_ACTION].rank = 1;
   s6.fields[F_ACTION].shape[0] = 3;
-  c.learner.algo = RD_ALGO_DDPG;
-  assert_int_equal(rd_pipeline_bind_schema(&c, &s6, &err), RD_OK);
-  assert_int_equal(c.learner.action_dim, 3);
-  wl_free(&w);
+  fx->c.learner.algo = RD_ALGO_DDPG;
+  assert_int_equal(rd_pipeline_bind_schema(&fx->c, &s6, &err), RD_OK);
+  assert_int_equal(fx->c.learner.action_dim, 3);
 }
 
 /* D = 0: every batch's priorities are written before the next is sampled,
@@ -372,73 +405,58 @@ static void test_strict_and_relaxed(void **state) {
 typedef struct {
   wl_t *w;
   rd_pipeline_t *p;
-  atomic_int *stop;
-  unsigned long rounds;
-} writer_t;
+} writers_t;
 
-static void *writer_main(void *arg) {
-  writer_t *wr = arg;
-  while (!atomic_load(wr->stop)) {
+/* Inserts until stopped, one arrival a batch. */
+static int writer_main(void *ctx, int i) {
+  (void)i;
+  writers_t *wr = ctx;
+  while (!rdt_th_stopping()) {
     insert(wr->w, wr->p, 7, 0);
-    wr->rounds++;
+    rdt_th_arrive();
   }
-  return NULL;
+  return 0;
 }
 
 static void test_inserts_during_steps(void **state) {
-  (void)state;
-  wl_t w;
-  wl_init(&w, 96, 0); /* the ring turns over every few batches */
-  hook_t h;
-  memset(&h, 0, sizeof h);
-  rd_pipeline_config_t c;
+  rig_t *fx = rig(state, 96, 48, 6, 1); /* the ring turns over every few batches */
   /* Every 8th batch lingers at the learner, so the writers overwrite rows
    * of the batches behind it between their gather and their priority
    * update: a fast loop's window (a few us) was often missed (stale 0 in 8
    * of 20 runs once the sampler stopped sleeping between bursts at this
    * depth). */
-  h.delay_us = 20;
-  pcfg(&c, &w, 48, 6, &h);
-  c.learner.n_hidden = 0; /* a linear Q: the test is about data, not FLOPs */
-  rd_pipeline_t *p = create_ok(&c, &w);
-  insert(&w, p, 96, 0);
-  atomic_int stop = 0;
-  writer_t wr[2] = {{&w, p, &stop, 0}, {&w, p, &stop, 0}};
-  pthread_t th[2];
-  for (int i = 0; i < 2; i++) assert_int_equal(pthread_create(&th[i], NULL, writer_main, &wr[i]), 0);
+  fx->h.delay_us = 20;
+  fx->c.learner.n_hidden = 0; /* a linear Q: the test is about data, not FLOPs */
+  rd_pipeline_t *p = rig_start(fx);
+  insert(&fx->w, p, 96, 0);
+  writers_t wr = {&fx->w, p};
+  rdt_th_group_t g = {0};
+  assert_int_equal(rdt_th_start(&g, 2, writer_main, &wr), 0);
   rd_train_result_t r = train_ok(p, 400);
-  atomic_store(&stop, 1);
-  for (int i = 0; i < 2; i++) pthread_join(th[i], NULL);
+  assert_int_equal(rdt_th_stop(&g), 0);
   assert_int_equal(r.status, RD_OK);
-  assert_int_equal(atomic_load(&h.batches), 400);
-  assert_int_equal(atomic_load(&h.bad_rows), 0);
-  assert_int_equal(atomic_load(&h.bad_discount), 0);
-  assert_true(wr[0].rounds + wr[1].rounds > 50);
+  assert_int_equal(atomic_load(&fx->h.batches), 400);
+  assert_int_equal(atomic_load(&fx->h.bad_rows), 0);
+  assert_int_equal(atomic_load(&fx->h.bad_discount), 0);
+  assert_true(rdt_th_arrived(&g) > 50);
   /* Overwritten rows lost their late updates as stale, never applied. */
   rd_pipeline_stats_t st;
   rd_pipeline_stats(p, &st);
-  rd_table_stats_t ts = rd_table_stats(&w.rt.table);
+  rd_table_stats_t ts = rd_table_stats(&fx->w.rt.table);
   assert_int_equal(st.stale_updates, ts.stale_updates);
   assert_true(ts.stale_updates > 0);
-  rd_pipeline_destroy(p);
-  wl_free(&w);
 }
 
 static void test_request_errors(void **state) {
-  (void)state;
-  wl_t w;
-  wl_init(&w, 1024, 0);
-  rd_pipeline_config_t c;
-  pcfg(&c, &w, 16, 2, NULL);
-  c.min_size = 100;
-  rd_pipeline_t *p = create_ok(&c, &w);
+  rig_t *fx = rig(state, 1024, 16, 2, 0);
+  fx->c.min_size = 100;
+  rd_pipeline_t *p = rig_start(fx);
   rd_error_t err;
-  waiter_t wt;
-  waiter_init(&wt);
+  waiter_t wt = WAITER_INIT;
   assert_int_equal(rd_pipeline_train(p, 0, 0, on_done, &wt, &err), RD_EINVAL);
   assert_int_equal(rd_pipeline_train(p, RD_PIPELINE_MAX_STEPS + 1, 0, on_done, &wt, &err),
                    RD_EINVAL);
-  insert(&w, p, 99, 0);
+  insert(&fx->w, p, 99, 0);
   assert_int_equal(rd_pipeline_train(p, 5, 0, on_done, &wt, &err), RD_EEMPTY);
   assert_non_null(strstr(err.msg, "min_size 100"));
   /* The waiting form: the same errors, and its result left as it was. */
@@ -448,15 +466,14 @@ static void test_request_errors(void **state) {
   assert_int_equal(rd_pipeline_train_wait(p, 0, 0, &res, &err), RD_EINVAL);
   assert_int_equal(rd_pipeline_train_wait(p, 5, 0, &res, &err), RD_EEMPTY);
   assert_memory_equal(&res, &untouched, sizeof res);
-  insert(&w, p, 1, 0);
+  insert(&fx->w, p, 1, 0);
   /* It returns when the request has ended, with the request's result. */
   assert_int_equal(rd_pipeline_train_wait(p, 3, 0, &res, &err), RD_OK);
   assert_int_equal(res.status, RD_OK);
   assert_int_equal(res.steps_done, 3);
   /* A long request; a second one is refused while it runs. */
   assert_int_equal(rd_pipeline_train(p, 60000, 0, on_done, &wt, &err), RD_OK);
-  waiter_t wt2;
-  waiter_init(&wt2);
+  waiter_t wt2 = WAITER_INIT;
   assert_int_equal(rd_pipeline_train(p, 5, 0, on_done, &wt2, &err), RD_EBUSY);
   /* Stopping ends it with RD_ECANCELED, once. */
   rd_pipeline_stop(p);
@@ -468,7 +485,7 @@ static void test_request_errors(void **state) {
   assert_int_equal(wt.done, 1);
   assert_int_equal(wt2.done, 0);
   /* Inserts and weight reads still work on a stopped pipeline. */
-  insert(&w, p, 10, 0);
+  insert(&fx->w, p, 10, 0);
   uint64_t v;
   size_t len;
   uint8_t *buf = malloc(rd_pipeline_weights_bytes(p));
@@ -476,20 +493,13 @@ static void test_request_errors(void **state) {
                    RD_OK);
   assert_true(v >= 1 && len == rd_pipeline_weights_bytes(p));
   free(buf);
-  rd_pipeline_destroy(p);
-  wl_free(&w);
 }
 
 static void test_deadline(void **state) {
-  (void)state;
-  wl_t w;
-  wl_init(&w, 1024, 0);
-  rd_pipeline_config_t c;
-  pcfg(&c, &w, 64, 4, NULL);
-  rd_pipeline_t *p = create_ok(&c, &w);
-  insert(&w, p, 500, 0);
-  waiter_t wt;
-  waiter_init(&wt);
+  rig_t *fx = rig(state, 1024, 64, 4, 0);
+  rd_pipeline_t *p = rig_start(fx);
+  insert(&fx->w, p, 500, 0);
+  waiter_t wt = WAITER_INIT;
   rd_error_t err;
   double t0 = rd_clock_now();
   assert_int_equal(rd_pipeline_train(p, 65536, t0 + 0.3, on_done, &wt, &err), RD_OK);
@@ -504,37 +514,28 @@ static void test_deadline(void **state) {
   rd_train_result_t r = train_ok(p, 3);
   assert_int_equal(r.status, RD_OK);
   assert_int_equal(r.steps_done + r.skipped_steps, 3);
-  rd_pipeline_destroy(p);
-  wl_free(&w);
 }
 
 /* Continuous mode: steps * batch follows samples_per_insert * inserts
  * (counted from when the table first held min_size items). */
 static void test_continuous(void **state) {
-  (void)state;
-  wl_t w;
-  wl_init(&w, 4096, 0);
-  hook_t h;
-  memset(&h, 0, sizeof h);
-  rd_pipeline_config_t c;
-  pcfg(&c, &w, 8, 3, &h);
-  c.samples_per_insert = 4;
-  c.min_size = 100;
+  rig_t *fx = rig(state, 4096, 8, 3, 1);
+  fx->c.samples_per_insert = 4;
+  fx->c.min_size = 100;
   /* What core derives from such a learner (workload_spec.h): sampling
    * never passes samples_per_insert x inserts, from min_size on. */
   rd_limiter_config_t lc = {100, 4, 0, INFINITY};
-  wl_limit(&w, &c, &lc);
-  rd_pipeline_t *p = create_ok(&c, &w);
-  insert(&w, p, 60, 0);
+  wl_limit(&fx->w, &fx->c, &lc);
+  rd_pipeline_t *p = rig_start(fx);
+  insert(&fx->w, p, 60, 0);
   assert_int_equal(rd_pipeline_wait_idle(p, 120), 1);
-  assert_int_equal(atomic_load(&h.batches), 0); /* below min_size: nothing */
-  insert(&w, p, 40, 0);                           /* 100: ready, all 100 count */
-  insert(&w, p, 700, 0);                          /* 800 counted */
+  assert_int_equal(atomic_load(&fx->h.batches), 0); /* below min_size: nothing */
+  insert(&fx->w, p, 40, 0);                         /* 100: ready, all 100 count */
+  insert(&fx->w, p, 700, 0);                        /* 800 counted */
   assert_int_equal(rd_pipeline_wait_idle(p, 120), 1);
-  assert_int_equal(atomic_load(&h.batches), 4 * 800 / 8);
-  assert_int_equal(atomic_load(&h.bad_rows), 0);
-  waiter_t wt;
-  waiter_init(&wt);
+  assert_int_equal(atomic_load(&fx->h.batches), 4 * 800 / 8);
+  assert_int_equal(atomic_load(&fx->h.bad_rows), 0);
+  waiter_t wt = WAITER_INIT;
   rd_error_t err;
   assert_int_equal(rd_pipeline_train(p, 5, 0, on_done, &wt, &err), RD_EBUSY);
   assert_int_equal(rd_pipeline_continuous(p), 1);
@@ -542,94 +543,78 @@ static void test_continuous(void **state) {
   rd_pipeline_stats(p, &st);
   assert_int_equal(st.steps + st.skipped_steps, 400);
   /* The limiter counted every sampled item, and nothing more. */
-  pthread_mutex_lock(&w.rt.lock);
-  assert_int_equal(w.limiter.sampled, 400 * 8);
-  assert_int_equal(w.limiter.inserted, 800);
+  pthread_mutex_lock(&fx->w.rt.lock);
+  assert_int_equal(fx->w.limiter.sampled, 400 * 8);
+  assert_int_equal(fx->w.limiter.inserted, 800);
   /* A remote sampler now finds the ratio used up: it waits for inserts. */
-  assert_int_equal(rd_limiter_acquire(&w.limiter, RD_LIMIT_SAMPLE, 1, 800, NULL, &err),
+  assert_int_equal(rd_limiter_acquire(&fx->w.limiter, RD_LIMIT_SAMPLE, 1, 800, NULL, &err),
                    RD_ETIMEDOUT);
-  pthread_mutex_unlock(&w.rt.lock);
+  pthread_mutex_unlock(&fx->w.rt.lock);
   /* Its config changes (a lower floor): the held-back sampler looks again. */
-  pthread_mutex_lock(&w.rt.lock);
+  pthread_mutex_lock(&fx->w.rt.lock);
   rd_limiter_config_t lower = {100, 4, -80, INFINITY};
-  rd_limiter_configure(&w.limiter, &lower, rd_table_size(&w.rt.table));
+  rd_limiter_configure(&fx->w.limiter, &lower, rd_table_size(&fx->w.rt.table));
   rd_pipeline_after_insert(p, 0);
-  pthread_mutex_unlock(&w.rt.lock);
+  pthread_mutex_unlock(&fx->w.rt.lock);
   assert_int_equal(rd_pipeline_wait_idle(p, 120), 1);
   rd_pipeline_stats(p, &st);
   assert_int_equal(st.steps + st.skipped_steps, 410);
-  rd_pipeline_destroy(p);
-  wl_free(&w);
 }
 
 /* A TrainStep's batches are counted by the table's limiter, not held back
  * by it: TrainStep asks for steps explicitly. */
 static void test_train_counted(void **state) {
-  (void)state;
-  wl_t w;
-  wl_init(&w, 1024, 0);
-  rd_pipeline_config_t c;
-  pcfg(&c, &w, 16, 2, NULL);
+  rig_t *fx = rig(state, 1024, 16, 2, 0);
   rd_limiter_config_t lc = {1, 1, 0, INFINITY}; /* would allow 1 sample per insert */
-  wl_limit(&w, &c, &lc);
-  rd_pipeline_t *p = create_ok(&c, &w);
-  insert(&w, p, 64, 0);
+  wl_limit(&fx->w, &fx->c, &lc);
+  rd_pipeline_t *p = rig_start(fx);
+  insert(&fx->w, p, 64, 0);
   rd_train_result_t r = train_ok(p, 20);
   assert_int_equal(r.status, RD_OK);
   assert_int_equal(r.steps_done + r.skipped_steps, 20);
   assert_int_equal(rd_pipeline_wait_idle(p, 120), 1);
-  pthread_mutex_lock(&w.rt.lock);
-  assert_int_equal(w.limiter.sampled, 20 * 16);
-  pthread_mutex_unlock(&w.rt.lock);
-  rd_pipeline_destroy(p);
-  wl_free(&w);
+  pthread_mutex_lock(&fx->w.rt.lock);
+  assert_int_equal(fx->w.limiter.sampled, 20 * 16);
+  pthread_mutex_unlock(&fx->w.rt.lock);
 }
 
 /* Readers copy weights while the learner publishes: every copy parses as a
- * complete, finite set, and versions never go back. */
-typedef struct {
-  rd_pipeline_t *p;
-  atomic_int *stop;
-  unsigned long reads, torn;
-  uint64_t last;
-} reader_t;
-
-static void *reader_main(void *arg) {
-  reader_t *rd = arg;
-  size_t cap = rd_pipeline_weights_bytes(rd->p);
+ * complete, finite set, and versions never go back. A reader of pipeline
+ * p fails on a torn copy, or when it copied none before it was stopped. */
+static int reader_main(void *p, int i) {
+  (void)i;
+  size_t cap = rd_pipeline_weights_bytes(p);
   uint8_t *buf = malloc(cap);
   float *params = malloc(cap);
-  while (!atomic_load(rd->stop)) {
+  unsigned long reads = 0, torn = 0;
+  uint64_t last = 0;
+  while (!rdt_th_stopping()) {
     uint64_t v;
     size_t len;
     rd_error_t err;
-    if (rd_pipeline_weights(rd->p, rd->last, buf, cap, &v, &len, &err) != RD_OK) {
-      rd->torn++;
+    if (rd_pipeline_weights(p, last, buf, cap, &v, &len, &err) != RD_OK) {
+      torn++;
       continue;
     }
-    if (v < rd->last) rd->torn++;
+    if (v < last) torn++;
     if (len > 0) {
       rd_nn_spec_t spec;
-      if (rd_nn_flat_parse(buf, len, &spec, params, cap / 4, &err) != RD_OK) rd->torn++;
-      rd->last = v;
-      rd->reads++;
+      if (rd_nn_flat_parse(buf, len, &spec, params, cap / 4, &err) != RD_OK) torn++;
+      last = v;
+      reads++;
     }
   }
   free(buf);
   free(params);
-  return NULL;
+  return torn > 0 || reads == 0;
 }
 
 static void test_weights(void **state) {
-  (void)state;
-  wl_t w;
-  wl_init(&w, 1024, 0);
-  rd_pipeline_config_t c;
-  pcfg(&c, &w, 32, 2, NULL);
-  rd_pipeline_t *p = create_ok(&c, &w);
+  rig_t *fx = rig(state, 1024, 32, 2, 0);
+  rd_pipeline_t *p = rig_start(fx);
   size_t cap = rd_pipeline_weights_bytes(p);
   rd_nn_spec_t ps;
-  assert_int_equal(rd_learner_policy_spec(&c.learner, &ps, NULL), RD_OK);
+  assert_int_equal(rd_learner_policy_spec(&fx->c.learner, &ps, NULL), RD_OK);
   assert_int_equal(cap, rd_nn_flat_bytes(&ps));
   uint8_t *buf = malloc(cap);
   uint64_t v;
@@ -644,31 +629,22 @@ static void test_weights(void **state) {
   assert_int_equal(rd_pipeline_weights(p, 0, buf, cap - 1, &v, &len, &err), RD_ETOOBIG);
   assert_int_equal(len, cap);
 
-  insert(&w, p, 500, 0);
-  atomic_int stop = 0;
-  reader_t rd[2] = {{p, &stop, 0, 0, 0}, {p, &stop, 0, 0, 0}};
-  pthread_t th[2];
-  for (int i = 0; i < 2; i++) assert_int_equal(pthread_create(&th[i], NULL, reader_main, &rd[i]), 0);
+  insert(&fx->w, p, 500, 0);
+  rdt_th_group_t g = {0};
+  assert_int_equal(rdt_th_start(&g, 2, reader_main, p), 0);
   rd_train_result_t r = train_ok(p, 300);
-  atomic_store(&stop, 1);
-  for (int i = 0; i < 2; i++) pthread_join(th[i], NULL);
+  int failed = rdt_th_stop(&g);
   assert_int_equal(r.status, RD_OK);
-  assert_int_equal(rd[0].torn + rd[1].torn, 0);
-  assert_true(rd[0].reads > 0 && rd[1].reads > 0);
+  assert_int_equal(failed, 0); /* no torn copy, and every reader copied */
   /* The final set is the learner's policy after the last step. */
   assert_int_equal(rd_pipeline_weights(p, 0, buf, cap, &v, &len, &err), RD_OK);
   assert_int_equal(v, r.weight_version);
-  rd_pipeline_destroy(p);
   free(buf);
-  wl_free(&w);
 }
 
 static void test_config_errors(void **state) {
-  (void)state;
-  wl_t w;
-  wl_init(&w, 64, 0);
-  rd_pipeline_config_t c;
-  rd_pipeline_t *p = (rd_pipeline_t *)&c;
+  rig_t *fx = rig(state, 64, 16, 0, 0);
+  rd_pipeline_t *p = (rd_pipeline_t *)&fx->c;
   rd_error_t err;
   struct {
     int field;
@@ -678,28 +654,27 @@ static void test_config_errors(void **state) {
                {6, "CPU -1 is out of range"}, {7, "a pin of 65 CPUs"},
                {8, "needs the table's rate limiter"}};
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-    pcfg(&c, &w, 16, 0, NULL);
+    pcfg(&fx->c, &fx->w, 16, 0, NULL);
     switch (cases[i].field) {
-    case 0: c.batch = 0; break;
-    case 1: c.batch = c.learner.max_batch = 65; break;
-    case 2: c.depth = RD_PIPELINE_MAX_DEPTH + 1; break;
-    case 3: c.min_size = 8; break;
-    case 4: c.samples_per_insert = NAN; break;
-    case 5: c.beta = 2; break;
-    case 6: c.sampler_pin.n = 1; c.sampler_pin.cpu[0] = -1; break;
-    case 7: c.learner_pin.n = RD_PIN_MAX + 1; break;
-    case 8: c.samples_per_insert = 1; break; /* continuous, no limiter */
+    case 0: fx->c.batch = 0; break;
+    case 1: fx->c.batch = fx->c.learner.max_batch = 65; break;
+    case 2: fx->c.depth = RD_PIPELINE_MAX_DEPTH + 1; break;
+    case 3: fx->c.min_size = 8; break;
+    case 4: fx->c.samples_per_insert = NAN; break;
+    case 5: fx->c.beta = 2; break;
+    case 6: fx->c.sampler_pin.n = 1; fx->c.sampler_pin.cpu[0] = -1; break;
+    case 7: fx->c.learner_pin.n = RD_PIN_MAX + 1; break;
+    case 8: fx->c.samples_per_insert = 1; break; /* continuous, no limiter */
     }
-    p = (rd_pipeline_t *)&c;
-    int rc = rd_pipeline_create(&p, &c, &w.rt.table, &w.rt.lock, &err);
+    p = (rd_pipeline_t *)&fx->c;
+    int rc = rd_pipeline_create(&p, &fx->c, &fx->w.rt.table, &fx->w.rt.lock, &err);
     if (rc != RD_EINVAL || strstr(err.msg, cases[i].want) == NULL)
       fail_msg("case %zu: %s \"%s\", want \"%s\"", i, rd_err_name(rc), err.msg, cases[i].want);
-    assert_ptr_equal(p, &c); /* untouched */
-    assert_int_equal(rd_pipeline_memsize(&c, &w.rt.table.config), 0);
+    assert_ptr_equal(p, &fx->c); /* untouched */
+    assert_int_equal(rd_pipeline_memsize(&fx->c, &fx->w.rt.table.config), 0);
   }
-  pcfg(&c, &w, 16, 4, NULL);
-  assert_true(rd_pipeline_memsize(&c, &w.rt.table.config) > 6u * 16 * (OBS * 8 + 12));
-  wl_free(&w);
+  pcfg(&fx->c, &fx->w, 16, 4, NULL);
+  assert_true(rd_pipeline_memsize(&fx->c, &fx->w.rt.table.config) > 6u * 16 * (OBS * 8 + 12));
 }
 
 /* cores.h: the threads run where the config pins them; a pin the kernel
@@ -761,16 +736,26 @@ static void test_pinned_threads(void **state) {
 
 /* Pipelines that share the CPU (share.h) in groups of weights 1 and 3,
  * trained at once, one of them deleted while the others train: every
- * request ends with all its steps, nobody hangs. */
-typedef struct {
-  rd_pipeline_t *p;
-  rd_train_result_t r;
-} shared_run_t;
+ * request ends with all its steps, nobody hangs. Thread i trains pipeline
+ * ps[i] 300 steps; it fails unless they all end. */
+static int shared_train(void *ps, int i) {
+  rd_train_result_t r = train_ok(((rd_pipeline_t **)ps)[i], 300);
+  return r.status != RD_OK || r.steps_done + r.skipped_steps != 300;
+}
 
-static void *shared_train(void *arg) {
-  shared_run_t *s = arg;
-  s->r = train_ok(s->p, 300);
-  return NULL;
+/* A pipeline (depth, learner kind) on a new workload w of 4096 rows that
+ * holds 500, sharing its devices in group with this weight. */
+static rd_pipeline_t *sharer(wl_t *w, uint32_t depth, rd_learner_kind_t kind, const void *group,
+                             uint32_t weight) {
+  wl_init(w, 4096, 0);
+  rd_pipeline_config_t c;
+  pcfg(&c, w, 32, depth, NULL);
+  c.learner_kind = kind;
+  c.share_group = group;
+  c.share_weight = weight;
+  rd_pipeline_t *p = create_ok(&c, w);
+  insert(w, p, 500, 0);
+  return p;
 }
 
 static void test_shared_device(void **state) {
@@ -778,27 +763,17 @@ static void test_shared_device(void **state) {
   static int g1, g2;
   wl_t w[3];
   rd_pipeline_t *p[3];
-  for (int i = 0; i < 3; i++) {
-    wl_init(&w[i], 4096, 0);
-    rd_pipeline_config_t c;
-    pcfg(&c, &w[i], 32, i == 1 ? 4 : 0, NULL);
-    c.share_group = i == 2 ? (const void *)&g2 : (const void *)&g1;
-    c.share_weight = i == 2 ? 3 : 1;
-    p[i] = create_ok(&c, &w[i]);
-    insert(&w[i], p[i], 500, 0);
-  }
-  shared_run_t runs[2] = {{p[0], {0}}, {p[2], {0}}};
-  pthread_t th[2];
-  for (int i = 0; i < 2; i++) assert_int_equal(pthread_create(&th[i], NULL, shared_train, &runs[i]), 0);
+  p[0] = sharer(&w[0], 0, RD_LEARNER_ON_CPU, &g1, 1);
+  p[1] = sharer(&w[1], 4, RD_LEARNER_ON_CPU, &g1, 1);
+  p[2] = sharer(&w[2], 0, RD_LEARNER_ON_CPU, &g2, 3);
+  rd_pipeline_t *runs[2] = {p[0], p[2]};
+  rdt_th_group_t g = {0};
+  assert_int_equal(rdt_th_start(&g, 2, shared_train, runs), 0);
   /* The third trains briefly, then goes away as a deleted workload's does. */
   rd_train_result_t r = train_ok(p[1], 50);
   assert_int_equal(r.status, RD_OK);
   rd_pipeline_destroy(p[1]);
-  for (int i = 0; i < 2; i++) pthread_join(th[i], NULL);
-  for (int i = 0; i < 2; i++) {
-    assert_int_equal(runs[i].r.status, RD_OK);
-    assert_int_equal(runs[i].r.steps_done + runs[i].r.skipped_steps, 300);
-  }
+  assert_int_equal(rdt_th_join(&g), 0);
   rd_pipeline_destroy(p[0]);
   rd_pipeline_destroy(p[2]);
   for (int i = 0; i < 3; i++) wl_free(&w[i]);
@@ -811,20 +786,12 @@ static void test_shared_device(void **state) {
  * back to the CPU inside the pipeline, and its share stays where it was
  * placed. Two such pipelines of weights 1 and 3 train at once to the end. */
 static void test_shares_per_device(void **state) {
-  (void)state;
+  rig_t *fx = rig(state, 4096, 32, 0, 0); /* for the CPU pipeline at the end */
   static int g1, g2;
   wl_t w[2];
   rd_pipeline_t *p[2];
-  for (int i = 0; i < 2; i++) {
-    wl_init(&w[i], 4096, 0);
-    rd_pipeline_config_t c;
-    pcfg(&c, &w[i], 32, 0, NULL);
-    c.learner_kind = RD_LEARNER_ON_GPU;
-    c.share_group = i ? (const void *)&g2 : (const void *)&g1;
-    c.share_weight = i ? 3 : 1;
-    p[i] = create_ok(&c, &w[i]);
-    insert(&w[i], p[i], 500, 0);
-  }
+  p[0] = sharer(&w[0], 0, RD_LEARNER_ON_GPU, &g1, 1);
+  p[1] = sharer(&w[1], 0, RD_LEARNER_ON_GPU, &g2, 3);
   rd_share_pool_t *gpu = rd_share_pool_device(RD_LEARNER_ON_GPU, 0);
   rd_share_pool_t *cpu = rd_share_pool_device(RD_LEARNER_ON_CPU, 0);
   for (int i = 0; i < 2; i++) {
@@ -835,26 +802,17 @@ static void test_shares_per_device(void **state) {
     assert_ptr_equal(rd_share_pool_of(ls), gpu);
     assert_ptr_equal(rd_share_pool_of(ss), cpu);
   }
-  shared_run_t runs[2] = {{p[0], {0}}, {p[1], {0}}};
-  pthread_t th[2];
-  for (int i = 0; i < 2; i++) assert_int_equal(pthread_create(&th[i], NULL, shared_train, &runs[i]), 0);
-  for (int i = 0; i < 2; i++) pthread_join(th[i], NULL);
+  assert_int_equal(rdt_th_run(2, shared_train, p), 0);
   for (int i = 0; i < 2; i++) {
-    assert_int_equal(runs[i].r.status, RD_OK);
-    assert_int_equal(runs[i].r.steps_done + runs[i].r.skipped_steps, 300);
     rd_share_t *ls, *ss;
     rd_pipeline_shares(p[i], &ls, &ss);
     assert_true(rd_share_charged(ls) > 0 && rd_share_charged(ss) > 0);
   }
   for (int i = 0; i < 2; i++) rd_pipeline_destroy(p[i]);
   /* On the CPU: one share for both threads. */
-  wl_t wc;
-  wl_init(&wc, 4096, 0);
-  rd_pipeline_config_t c;
-  pcfg(&c, &wc, 32, 0, NULL);
-  c.share_group = &g1;
-  c.share_weight = 1;
-  rd_pipeline_t *pc = create_ok(&c, &wc);
+  fx->c.share_group = &g1;
+  fx->c.share_weight = 1;
+  rd_pipeline_t *pc = rig_start(fx);
   rd_share_t *ls, *ss;
   rd_pipeline_shares(pc, &ls, &ss);
   assert_ptr_equal(ls, ss);
@@ -866,7 +824,7 @@ static void test_shares_per_device(void **state) {
   rd_pipeline_shares(pc, &ls, &ss);
   assert_ptr_equal(rd_share_pool_of(ls), rd_share_pool_device(RD_LEARNER_ON_FPGA, 0));
   assert_ptr_equal(rd_share_pool_of(ss), cpu);
-  insert(&wc, pc, 500, 0);
+  insert(&fx->w, pc, 500, 0);
   rd_train_result_t r = train_ok(pc, 20);
   assert_int_equal(r.status, RD_OK);
   assert_true(rd_share_charged(ls) > 0);
@@ -874,21 +832,19 @@ static void test_shares_per_device(void **state) {
   rd_pipeline_shares(pc, &ls, &ss);
   assert_ptr_equal(ls, ss);
   assert_ptr_equal(rd_share_pool_of(ls), cpu);
-  rd_pipeline_destroy(pc);
-  wl_free(&wc);
   for (int i = 0; i < 2; i++) wl_free(&w[i]);
 }
 
 RDT_MAIN(rdt_quiet_setup, rdt_quiet_teardown,
-         cmocka_unit_test(test_bind_schema),
-         cmocka_unit_test(test_config_errors),
+         cmocka_unit_test_teardown(test_bind_schema, rig_teardown),
+         cmocka_unit_test_teardown(test_config_errors, rig_teardown),
          cmocka_unit_test(test_strict_and_relaxed),
-         cmocka_unit_test(test_inserts_during_steps),
-         cmocka_unit_test(test_request_errors),
-         cmocka_unit_test(test_deadline),
-         cmocka_unit_test(test_continuous),
-         cmocka_unit_test(test_train_counted),
-         cmocka_unit_test(test_weights),
+         cmocka_unit_test_teardown(test_inserts_during_steps, rig_teardown),
+         cmocka_unit_test_teardown(test_request_errors, rig_teardown),
+         cmocka_unit_test_teardown(test_deadline, rig_teardown),
+         cmocka_unit_test_teardown(test_continuous, rig_teardown),
+         cmocka_unit_test_teardown(test_train_counted, rig_teardown),
+         cmocka_unit_test_teardown(test_weights, rig_teardown),
          cmocka_unit_test(test_pinned_threads),
          cmocka_unit_test(test_shared_device),
-         cmocka_unit_test(test_shares_per_device))
+         cmocka_unit_test_teardown(test_shares_per_device, rig_teardown))

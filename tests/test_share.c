@@ -13,11 +13,11 @@
 #include <stdint.h>
 #include <cmocka.h>
 #include <math.h>
-#include <pthread.h>
 #include <stdatomic.h>
 #include <time.h>
 
 #include "share.h"
+#include "rdt_th_group.h"
 #include "rdt_main.h"
 
 #define NEVER_IDLE 1e9
@@ -42,6 +42,20 @@ static void run(rd_share_pool_t *p, int n, double dt) {
   }
 }
 
+/* The n shares leave the pool, then it goes. */
+static void close_pool(rd_share_pool_t *p, int n, rd_share_t *const *s) {
+  for (int i = 0; i < n; i++) rd_share_leave(s[i]);
+  rd_share_pool_destroy(p);
+}
+
+/* Each of the n (at most 8) shares was charged its part want[i] of what all were,
+ * within 0.01. */
+static void assert_parts(int n, rd_share_t *const *s, const double *want) {
+  double c[8], total = 0;
+  for (int i = 0; i < n; i++) total += c[i] = rd_share_charged(s[i]);
+  for (int i = 0; i < n; i++) assert_true(fabs(c[i] / total - want[i]) < 0.01);
+}
+
 static double jain(const double *x, int n) {
   double s = 0, q = 0;
   for (int i = 0; i < n; i++) {
@@ -61,8 +75,7 @@ static void test_equal_weights(void **state) {
   for (int i = 0; i < 3; i++) c[i] = rd_share_charged(s[i]);
   for (int i = 0; i < 3; i++) assert_true(fabs(c[i] - 1.0) < 2e-3);
   assert_true(jain(c, 3) > 0.9999);
-  for (int i = 0; i < 3; i++) rd_share_leave(s[i]);
-  rd_share_pool_destroy(p);
+  close_pool(p, 3, s);
 }
 
 static void test_weights_1_1_2(void **state) {
@@ -76,15 +89,8 @@ static void test_weights_1_1_2(void **state) {
     rd_share_begin(s, 1);
     rd_share_end(s, 1, s == c ? 3e-3 : 1e-3);
   }
-  double ta = rd_share_charged(a), tb = rd_share_charged(b), tc = rd_share_charged(c);
-  double total = ta + tb + tc;
-  assert_true(fabs(ta / total - 0.25) < 0.01);
-  assert_true(fabs(tb / total - 0.25) < 0.01);
-  assert_true(fabs(tc / total - 0.50) < 0.01);
-  rd_share_leave(a);
-  rd_share_leave(b);
-  rd_share_leave(c);
-  rd_share_pool_destroy(p);
+  assert_parts(3, (rd_share_t *[]){a, b, c}, (double[]){0.25, 0.25, 0.50});
+  close_pool(p, 3, (rd_share_t *[]){a, b, c});
 }
 
 /* Tenant A (weight 1) with two workloads, tenant B (weight 1) with one:
@@ -95,15 +101,8 @@ static void test_groups_split(void **state) {
   rd_share_t *a1 = rd_share_join(p, &g1, 1), *a2 = rd_share_join(p, &g1, 1),
              *b = rd_share_join(p, &g2, 1);
   run(p, 8000, 1e-3);
-  double t1 = rd_share_charged(a1), t2 = rd_share_charged(a2), tb = rd_share_charged(b);
-  double total = t1 + t2 + tb;
-  assert_true(fabs(tb / total - 0.5) < 0.01);
-  assert_true(fabs(t1 / total - 0.25) < 0.01);
-  assert_true(fabs(t2 / total - 0.25) < 0.01);
-  rd_share_leave(a1);
-  rd_share_leave(a2);
-  rd_share_leave(b);
-  rd_share_pool_destroy(p);
+  assert_parts(3, (rd_share_t *[]){a1, a2, b}, (double[]){0.25, 0.25, 0.5});
+  close_pool(p, 3, (rd_share_t *[]){a1, a2, b});
 }
 
 /* A learner alone has the whole device; one that arrives later starts at
@@ -130,9 +129,7 @@ static void test_newcomer_no_backlog(void **state) {
   }
   assert_true(longest < 10);
   assert_true(fabs(rd_share_charged(b) - 0.05) < 2e-3);
-  rd_share_leave(a);
-  rd_share_leave(b);
-  rd_share_pool_destroy(p);
+  close_pool(p, 2, (rd_share_t *[]){a, b});
 }
 
 static void test_weight_change(void **state) {
@@ -145,59 +142,54 @@ static void test_weight_change(void **state) {
   run(p, 4000, 1e-3);
   double da = rd_share_charged(a) - a0, db = rd_share_charged(b) - b0;
   assert_true(fabs(db / (da + db) - 0.75) < 0.01);
-  rd_share_leave(a);
-  rd_share_leave(b);
-  rd_share_pool_destroy(p);
+  close_pool(p, 2, (rd_share_t *[]){a, b});
 }
 
 /* ---- Threads ---- */
 
+/* Five learners in a pool of two units, 2000 steps each. */
 typedef struct {
-  rd_share_t *s;
-  int steps;
-  atomic_int *running; /* units in use, counted by the test */
-  atomic_int *max_running;
-  uint32_t units; /* what it holds: its ask clamped to the pool */
-  uint32_t ask;
-} worker_t;
+  rd_share_t *s[5];
+  uint32_t units[5]; /* what each holds: its ask clamped to the pool */
+  uint32_t ask[5];
+  atomic_int running; /* units in use, counted by the test */
+  atomic_int max_running;
+} capacity_t;
 
-static void *worker(void *arg) {
-  worker_t *w = arg;
-  for (int i = 0; i < w->steps; i++) {
-    rd_share_begin(w->s, w->ask);
-    int now = atomic_fetch_add(w->running, (int)w->units) + (int)w->units;
-    int m = atomic_load(w->max_running);
-    while (now > m && !atomic_compare_exchange_weak(w->max_running, &m, now)) {
+static int worker(void *ctx, int w) {
+  capacity_t *c = ctx;
+  for (int i = 0; i < 2000; i++) {
+    rd_share_begin(c->s[w], c->ask[w]);
+    int now = atomic_fetch_add(&c->running, (int)c->units[w]) + (int)c->units[w];
+    int m = atomic_load(&c->max_running);
+    while (now > m && !atomic_compare_exchange_weak(&c->max_running, &m, now)) {
     }
     for (volatile int k = 0; k < 200; k++) {
     }
-    atomic_fetch_sub(w->running, (int)w->units);
-    rd_share_end(w->s, w->ask, 1e-4);
+    atomic_fetch_sub(&c->running, (int)c->units[w]);
+    rd_share_end(c->s[w], c->ask[w], 1e-4);
   }
-  return NULL;
+  return 0;
 }
 
 static void test_threads_capacity(void **state) {
   (void)state;
   rd_share_pool_t *p = rd_share_pool_create(2, RD_SHARE_IDLE_S, RD_SHARE_IDLE_S);
-  atomic_int running = 0, max_running = 0;
-  worker_t w[5];
-  pthread_t th[5];
+  capacity_t c = {0};
   static int groups[5];
   for (int i = 0; i < 5; i++) {
     /* One learner with two threads takes the whole pool per step; one
      * asks for more than there is and gets the pool. */
     uint32_t units = i == 3 ? 2 : i == 4 ? 7 : 1;
-    w[i] = (worker_t){rd_share_join(p, &groups[i], 1 + (uint32_t)i % 2), 2000, &running,
-                      &max_running, units > 2 ? 2 : units, units};
-    assert_int_equal(pthread_create(&th[i], NULL, worker, &w[i]), 0);
+    c.s[i] = rd_share_join(p, &groups[i], 1 + (uint32_t)i % 2);
+    c.units[i] = units > 2 ? 2 : units;
+    c.ask[i] = units;
   }
-  for (int i = 0; i < 5; i++) pthread_join(th[i], NULL);
-  assert_true(atomic_load(&max_running) <= 2);
-  assert_int_equal(atomic_load(&running), 0);
-  for (int i = 0; i < 5; i++) assert_true(fabs(rd_share_charged(w[i].s) - 0.2) < 1e-6);
-  for (int i = 0; i < 5; i++) rd_share_leave(w[i].s);
-  rd_share_pool_destroy(p);
+  assert_int_equal(rdt_th_run(5, worker, &c), 0);
+  assert_true(atomic_load(&c.max_running) <= 2);
+  assert_int_equal(atomic_load(&c.running), 0);
+  for (int i = 0; i < 5; i++) assert_true(fabs(rd_share_charged(c.s[i]) - 0.2) < 1e-6);
+  close_pool(p, 5, c.s);
 }
 
 /* A share's own threads never wait for each other: alone, a pipeline
@@ -210,16 +202,15 @@ static void test_own_threads(void **state) {
   rd_share_begin(a, 1); /* its sampler: would block on the capacity */
   rd_share_end(a, 1, 1e-4);
   rd_share_end(a, 2, 1e-4);
-  rd_share_leave(a);
-  rd_share_pool_destroy(p);
+  close_pool(p, 1, &a);
 }
 
 /* A share waiting behind one that leaves (a deleted workload) goes on. */
-static void *blocked(void *arg) {
-  rd_share_t *s = arg;
+static int blocked(void *s, int i) {
+  (void)i;
   rd_share_begin(s, 1);
   rd_share_end(s, 1, 0);
-  return NULL;
+  return 0;
 }
 
 static void test_leave_wakes(void **state) {
@@ -227,10 +218,10 @@ static void test_leave_wakes(void **state) {
   rd_share_pool_t *p = rd_share_pool_create(1, NEVER_IDLE, NEVER_IDLE);
   rd_share_t *a = rd_share_join(p, &g1, 1), *b = rd_share_join(p, &g2, 1);
   rd_share_begin(a, 1); /* a holds the device */
-  pthread_t t;
-  assert_int_equal(pthread_create(&t, NULL, blocked, b), 0);
+  rdt_th_group_t g = {0};
+  assert_int_equal(rdt_th_start(&g, 1, blocked, b), 0);
   rd_share_leave(a); /* as a pipeline's destroy does, its step abandoned */
-  pthread_join(t, NULL);
+  assert_int_equal(rdt_th_join(&g), 0);
   assert_true(rd_share_pick(p) == b);
   rd_share_leave(b);
   assert_null(rd_share_pick(p));
@@ -240,17 +231,12 @@ static void test_leave_wakes(void **state) {
 /* A share more than a quantum of virtual time ahead of one between two
  * bursts waits while the units that one will ask for are all the pool
  * has (share.c my_turn), until the other catches up. */
-typedef struct {
-  rd_share_t *s;
-  atomic_int started;
-} ahead_t;
-
-static void *run_ahead(void *arg) {
-  ahead_t *a = arg;
-  rd_share_begin(a->s, 1);
-  atomic_store(&a->started, 1);
-  rd_share_end(a->s, 1, 1e-3);
-  return NULL;
+static int run_ahead(void *a, int i) {
+  (void)i;
+  rd_share_begin(a, 1);
+  rdt_th_arrive(); /* started */
+  rd_share_end(a, 1, 1e-3);
+  return 0;
 }
 
 static void test_ahead_waits(void **state) {
@@ -263,23 +249,20 @@ static void test_ahead_waits(void **state) {
   rd_share_end(b, 1, 1e-3); /* b is between two bursts (never idle in this pool) */
   rd_share_begin(a, 1);
   rd_share_end(a, 1, 1e-3 + 3 * RD_SHARE_QUANTUM_S); /* a is three quanta ahead */
-  ahead_t t = {a, 0};
-  pthread_t th;
-  assert_int_equal(pthread_create(&th, NULL, run_ahead, &t), 0);
+  rdt_th_group_t g = {0};
+  assert_int_equal(rdt_th_start(&g, 1, run_ahead, a), 0);
   /* Nothing may start it while b stays behind (checked after a pause:
    * it must still be waiting whatever the pause). */
   struct timespec pause = {0, 50 * 1000 * 1000};
   nanosleep(&pause, NULL);
-  assert_int_equal(atomic_load(&t.started), 0);
+  assert_int_equal(rdt_th_arrived(&g), 0);
   for (int i = 0; i < 4; i++) { /* b catches up: a goes */
     rd_share_begin(b, 1);
     rd_share_end(b, 1, 1e-3 + RD_SHARE_QUANTUM_S);
   }
-  pthread_join(th, NULL);
-  assert_int_equal(atomic_load(&t.started), 1);
-  rd_share_leave(a);
-  rd_share_leave(b);
-  rd_share_pool_destroy(p);
+  assert_int_equal(rdt_th_join(&g), 0);
+  assert_int_equal(rdt_th_arrived(&g), 1);
+  close_pool(p, 2, (rd_share_t *[]){a, b});
 }
 
 /* A share that trains now and then holds nobody back, however far behind
@@ -298,20 +281,17 @@ static void run_ahead_of_rare(rd_share_pool_t *p, int say_idle) {
     struct timespec gap = {0, 20 * 1000 * 1000}; /* further off than the 1 ms hand-over */
     nanosleep(&gap, NULL);
   }
-  ahead_t t = {a, 0};
-  pthread_t th;
-  assert_int_equal(pthread_create(&th, NULL, run_ahead, &t), 0);
+  rdt_th_group_t g = {0};
+  assert_int_equal(rdt_th_start(&g, 1, run_ahead, a), 0);
   /* It must start although b's next burst never comes: a generous
    * deadline, then a failure rather than a hang. */
-  for (int i = 0; i < 3000 && !atomic_load(&t.started); i++) {
+  for (int i = 0; i < 3000 && !rdt_th_arrived(&g); i++) {
     struct timespec ms10 = {0, 10 * 1000 * 1000};
     nanosleep(&ms10, NULL);
   }
-  if (!atomic_load(&t.started)) fail_msg("a share ahead of an idle one did not start in 30 s");
-  pthread_join(th, NULL);
-  rd_share_leave(a);
-  rd_share_leave(b);
-  rd_share_pool_destroy(p);
+  if (!rdt_th_arrived(&g)) fail_msg("a share ahead of an idle one did not start in 30 s");
+  assert_int_equal(rdt_th_join(&g), 0);
+  close_pool(p, 2, (rd_share_t *[]){a, b});
 }
 
 static void test_rare_share_holds_nobody(void **state) {
@@ -352,9 +332,7 @@ static void test_behind_passes_on(void **state) {
   rd_share_idle(b); /* out of work: nothing kept */
   assert_true(rd_share_try_start(a, 2));
   rd_share_end(a, 2, 0);
-  rd_share_leave(a);
-  rd_share_leave(b);
-  rd_share_pool_destroy(p);
+  close_pool(p, 2, (rd_share_t *[]){a, b});
 }
 
 /* A share is owed at most RD_SHARE_LAG_S behind the others: one that sat
@@ -381,9 +359,7 @@ static void test_lag_bounded(void **state) {
     streak++;
   }
   assert_true(streak <= (int)(RD_SHARE_LAG_S / 1e-3) + 1);
-  rd_share_leave(a);
-  rd_share_leave(b);
-  rd_share_pool_destroy(p);
+  close_pool(p, 2, (rd_share_t *[]){a, b});
 }
 
 /* A model of pipelines on a pool, driven without threads on a simulated
@@ -450,8 +426,7 @@ static void simulate(sim_t *m) {
   double total = 0;
   for (int i = 0; i < m->n; i++) total += m->charged[i] = rd_share_charged(s[i]);
   m->utilization = busy / (m->capacity * clk.t);
-  for (int i = 0; i < m->n; i++) rd_share_leave(s[i]);
-  rd_share_pool_destroy(p);
+  close_pool(p, m->n, s);
 }
 
 static double share_error(const sim_t *m) {

@@ -10,7 +10,6 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <math.h>
-#include <pthread.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sqlite3.h>
@@ -25,7 +24,9 @@
 #include "profile_jsonl.h"
 #include "secrets.h"
 #include "store.h"
+#include "rdt_dir.h"
 #include "rdt_dse.h"
+#include "rdt_th_group.h"
 #include "rdt_unit.h"
 #include "rdt_main.h"
 
@@ -43,6 +44,13 @@ static unsigned mode_of(const char *path) {
   struct stat st;
   assert_int_equal(stat(path, &st), 0);
   return (unsigned)(st.st_mode & 0777);
+}
+
+/* A new scratch directory (rdt_fresh), made. */
+static const char *made_dir(const char *name) {
+  const char *dir = rdt_fresh(name);
+  assert_int_equal(mkdir(dir, 0700), 0);
+  return dir;
 }
 
 static rd_store_t *open_ok(const char *dir) {
@@ -76,8 +84,10 @@ static void put_ok(rd_store_t *s, const char *id, const char *token, int64_t cre
   if (rc) fail_msg("put %s: %s", id, err.msg);
 }
 
-/* The stored ids in order, joined with ','. */
-static void list_ids(rd_store_t *s, char *out, size_t cap) {
+/* The stored ids in order, joined with ',', are want. */
+static void assert_ids(rd_store_t *s, const char *want) {
+  char out[512];
+  size_t cap = sizeof out;
   rd_stored_workload_t *v;
   size_t n;
   rd_error_t err;
@@ -90,6 +100,7 @@ static void list_ids(rd_store_t *s, char *out, size_t cap) {
     if (i + 1 < n) strncat(out, ",", cap - strlen(out) - 1);
   }
   rd_store_free_workloads(v, n);
+  assert_string_equal(out, want);
 }
 
 /* Run one SQL statement on a separate connection; returns the first
@@ -105,6 +116,24 @@ static int side_sql_int(const char *db_path, const char *sql) {
   }
   sqlite3_close(db);
   return v;
+}
+
+/* Runs an SQL script on a separate connection: a database as an older
+ * replayd (or someone else) left it. */
+static void side_sql_exec(const char *db_path, const char *sql) {
+  sqlite3 *db;
+  assert_int_equal(sqlite3_open(db_path, &db), SQLITE_OK);
+  assert_int_equal(sqlite3_exec(db, sql, NULL, NULL, NULL), SQLITE_OK);
+  sqlite3_close(db);
+}
+
+/* A new state directory `name` whose replayd.db (its path in db) the SQL
+ * script made, as an older replayd left it. */
+static const char *old_db(const char *name, const char *sql, char db[200]) {
+  const char *dir = made_dir(name);
+  snprintf(db, 200, "%s/replayd.db", dir);
+  side_sql_exec(db, sql);
+  return dir;
 }
 
 static void write_text(const char *path, const char *content, mode_t mode) {
@@ -154,16 +183,13 @@ static void test_open_creates_private_files(void **state) {
 static void test_put_list_delete(void **state) {
   (void)state;
   rd_store_t *s = open_ok(rdt_fresh("pld"));
-  char ids[512];
-  list_ids(s, ids, sizeof ids);
-  assert_string_equal(ids, "");
+  assert_ids(s, "");
 
   /* Creation order, not id order. */
   put_ok(s, "zz", "tok-z", 100, "spec-z");
   put_ok(s, "aa", "tok-a", 200, NULL); /* an empty spec (all defaults) is a valid spec */
   put_ok(s, "mm", "tok-m", 300, "spec\x01m");
-  list_ids(s, ids, sizeof ids);
-  assert_string_equal(ids, "zz,aa,mm");
+  assert_ids(s, "zz,aa,mm");
 
   rd_stored_workload_t *v;
   size_t n;
@@ -185,12 +211,10 @@ static void test_put_list_delete(void **state) {
   rd_stored_workload_t dup = make("aa", "other", 5, "x");
   assert_int_equal(rd_store_put_workload(s, &dup, &err), RD_EINVAL);
   assert_non_null(strstr(err.msg, "workload aa is already stored"));
-  list_ids(s, ids, sizeof ids);
-  assert_string_equal(ids, "zz,aa,mm");
+  assert_ids(s, "zz,aa,mm");
 
   assert_int_equal(rd_store_delete_workload(s, "aa", &err), RD_OK);
-  list_ids(s, ids, sizeof ids);
-  assert_string_equal(ids, "zz,mm");
+  assert_ids(s, "zz,mm");
   assert_int_equal(rd_store_delete_workload(s, "aa", &err), RD_ENOTFOUND);
   assert_non_null(strstr(err.msg, "aa"));
   assert_int_equal(rd_store_delete_workload(s, "", &err), RD_EINVAL);
@@ -198,8 +222,7 @@ static void test_put_list_delete(void **state) {
 
   /* After a delete, new workloads still come last. */
   put_ok(s, "bb", "tok-b", 400, "b");
-  list_ids(s, ids, sizeof ids);
-  assert_string_equal(ids, "zz,mm,bb");
+  assert_ids(s, "zz,mm,bb");
   rd_store_close(s);
 }
 
@@ -219,9 +242,7 @@ static void test_put_rejects_bad_input(void **state) {
   w = make("id", "tok", 1, NULL);
   w.spec_len = 5; /* length without bytes */
   assert_int_equal(rd_store_put_workload(s, &w, &err), RD_EINVAL);
-  char ids[64];
-  list_ids(s, ids, sizeof ids);
-  assert_string_equal(ids, "");
+  assert_ids(s, "");
   rd_store_close(s);
 }
 
@@ -250,9 +271,7 @@ static void test_reopen_persists(void **state) {
   assert_int_equal(v[1].spec_len, 5);
   rd_store_free_workloads(v, n);
   put_ok(s, "fourth", "t4", 4, "four");
-  char ids[128];
-  list_ids(s, ids, sizeof ids);
-  assert_string_equal(ids, "first,third,fourth");
+  assert_ids(s, "first,third,fourth");
   rd_store_close(s);
 }
 
@@ -260,16 +279,8 @@ static void test_migrates_version_zero(void **state) {
   (void)state;
   /* A database that exists but predates every migration (user_version 0)
    * is migrated in place; what else it holds is kept. */
-  const char *dir = rdt_fresh("v0");
-  assert_int_equal(mkdir(dir, 0700), 0);
   char db[200];
-  snprintf(db, sizeof db, "%s/replayd.db", dir);
-  sqlite3 *h;
-  assert_int_equal(sqlite3_open(db, &h), SQLITE_OK);
-  assert_int_equal(sqlite3_exec(h, "CREATE TABLE notes(x); INSERT INTO notes VALUES (7);", NULL,
-                                NULL, NULL),
-                   SQLITE_OK);
-  sqlite3_close(h);
+  const char *dir = old_db("v0", "CREATE TABLE notes(x); INSERT INTO notes VALUES (7);", db);
   rd_store_t *s = open_ok(dir);
   assert_int_equal(rd_store_schema_version(s), RD_STORE_SCHEMA_VERSION);
   put_ok(s, "w", "t", 1, "s");
@@ -286,10 +297,7 @@ static void test_refuses_newer_schema(void **state) {
   rd_store_close(s);
   char db[200];
   snprintf(db, sizeof db, "%s/replayd.db", dir);
-  sqlite3 *h;
-  assert_int_equal(sqlite3_open(db, &h), SQLITE_OK);
-  assert_int_equal(sqlite3_exec(h, "PRAGMA user_version = 99", NULL, NULL, NULL), SQLITE_OK);
-  sqlite3_close(h);
+  side_sql_exec(db, "PRAGMA user_version = 99");
 
   rd_error_t err;
   rd_error_clear(&err);
@@ -305,8 +313,7 @@ static void test_refuses_newer_schema(void **state) {
 
 static void test_corrupt_database(void **state) {
   (void)state;
-  const char *dir = rdt_fresh("corrupt");
-  assert_int_equal(mkdir(dir, 0700), 0);
+  const char *dir = made_dir("corrupt");
   char db[200];
   snprintf(db, sizeof db, "%s/replayd.db", dir);
   char junk[4096];
@@ -401,9 +408,7 @@ static void test_lock_second_open_refused(void **state) {
   read_file(lock, content, sizeof content);
   assert_string_equal(content, "");
   b = open_ok(dir);
-  char ids[64];
-  list_ids(b, ids, sizeof ids);
-  assert_string_equal(ids, "still");
+  assert_ids(b, "still");
   rd_store_close(b);
 }
 
@@ -411,11 +416,10 @@ static void test_lock_second_open_refused(void **state) {
  * held, open creates no database file. */
 static void test_lock_before_database(void **state) {
   (void)state;
-  const char *dir = rdt_fresh("lock-first");
-  assert_int_equal(mkdir(dir, 0700), 0);
-  char lock[200], db[200];
+  const char *dir = made_dir("lock-first");
+  char lock[200];
   snprintf(lock, sizeof lock, "%s/replayd.lock", dir);
-  snprintf(db, sizeof db, "%s/replayd.db", dir);
+  const char *db = rdt_path(dir, "replayd.db"); /* used before the next rdt_path call */
   int fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
   assert_true(fd >= 0);
   assert_int_equal(flock(fd, LOCK_EX | LOCK_NB), 0);
@@ -437,8 +441,7 @@ static void test_lock_before_database(void **state) {
   assert_true(exists(db));
 
   /* Something other than a file in the lock's place. */
-  const char *odd = rdt_fresh("lock-dir");
-  assert_int_equal(mkdir(odd, 0700), 0);
+  const char *odd = made_dir("lock-dir");
   snprintf(lock, sizeof lock, "%s/replayd.lock", odd);
   assert_int_equal(mkdir(lock, 0700), 0);
   assert_int_equal(rd_store_open(&s, odd, &err), RD_ESTORE);
@@ -568,36 +571,21 @@ static void test_damaged_database_refused(void **state) {
   assert_string_equal(content, "");
 }
 
-typedef struct {
-  rd_store_t *s;
-  int base;
-} put_arg_t;
-
-static void *put_many(void *p) {
-  put_arg_t *a = p;
+/* Thread base of store s puts 25 workloads, t<base>-0 to -24. */
+static int put_many(void *s, int base) {
   for (int i = 0; i < 25; i++) {
     char id[32];
-    snprintf(id, sizeof id, "t%d-%d", a->base, i);
+    snprintf(id, sizeof id, "t%d-%d", base, i);
     rd_stored_workload_t w = make(id, "tok", i, "spec");
-    if (rd_store_put_workload(a->s, &w, NULL) != RD_OK) return (void *)1;
+    if (rd_store_put_workload(s, &w, NULL) != RD_OK) return 1;
   }
-  return NULL;
+  return 0;
 }
 
 static void test_concurrent_puts(void **state) {
   (void)state;
   rd_store_t *s = open_ok(rdt_fresh("threads"));
-  pthread_t th[4];
-  put_arg_t args[4];
-  for (int i = 0; i < 4; i++) {
-    args[i] = (put_arg_t){s, i};
-    assert_int_equal(pthread_create(&th[i], NULL, put_many, &args[i]), 0);
-  }
-  for (int i = 0; i < 4; i++) {
-    void *ret;
-    pthread_join(th[i], &ret);
-    assert_null(ret);
-  }
+  assert_int_equal(rdt_th_run(4, put_many, s), 0);
   rd_stored_workload_t *v;
   size_t n;
   rd_error_t err;
@@ -645,8 +633,7 @@ static void test_admin_token_create_and_reuse(void **state) {
   assert_string_not_equal(a, c); /* random per state directory */
 
   /* A token written by an operator without the newline is fine too. */
-  const char *own = rdt_fresh("tok3");
-  assert_int_equal(mkdir(own, 0700), 0);
+  const char *own = made_dir("tok3");
   snprintf(path, sizeof path, "%s/admin.token", own);
   write_text(path, "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef", 0600);
   assert_int_equal(rd_store_admin_token(own, c, sizeof c, &err), RD_OK);
@@ -695,8 +682,7 @@ static void test_admin_token_bad_content(void **state) {
 static void test_admin_token_permissions(void **state) {
   (void)state;
   const char *good = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef\n";
-  const char *dir = rdt_fresh("perm");
-  assert_int_equal(mkdir(dir, 0700), 0);
+  const char *dir = made_dir("perm");
   char path[200], tok[65];
   snprintf(path, sizeof path, "%s/admin.token", dir);
   write_text(path, good, 0644);
@@ -709,8 +695,7 @@ static void test_admin_token_permissions(void **state) {
   assert_int_equal(rd_store_admin_token(dir, tok, sizeof tok, &err), RD_OK);
 
   /* A symlink is not followed (someone could point it at another secret). */
-  const char *dir2 = rdt_fresh("perm-link");
-  assert_int_equal(mkdir(dir2, 0700), 0);
+  const char *dir2 = made_dir("perm-link");
   char link_path[200];
   snprintf(link_path, sizeof link_path, "%s/admin.token", dir2);
   assert_int_equal(symlink(path, link_path), 0);
@@ -718,24 +703,26 @@ static void test_admin_token_permissions(void **state) {
   assert_non_null(strstr(err.msg, link_path));
 
   /* A directory in its place. */
-  const char *dir3 = rdt_fresh("perm-dir");
-  assert_int_equal(mkdir(dir3, 0700), 0);
+  const char *dir3 = made_dir("perm-dir");
   snprintf(path, sizeof path, "%s/admin.token", dir3);
   assert_int_equal(mkdir(path, 0700), 0);
   assert_int_equal(rd_store_admin_token(dir3, tok, sizeof tok, &err), RD_ESTORE);
   assert_non_null(strstr(err.msg, "not a regular file"));
 }
 
+enum { TOKEN_RACERS = 8 };
+
+/* What each creator of a token in dir got. */
 typedef struct {
   const char *dir;
-  char tok[65];
-  int rc;
-} tok_arg_t;
+  char tok[TOKEN_RACERS][65];
+  int rc[TOKEN_RACERS];
+} tok_race_t;
 
-static void *get_token(void *p) {
-  tok_arg_t *a = p;
-  a->rc = rd_store_admin_token(a->dir, a->tok, sizeof a->tok, NULL);
-  return NULL;
+static int get_token(void *ctx, int i) {
+  tok_race_t *r = ctx;
+  r->rc[i] = rd_store_admin_token(r->dir, r->tok[i], sizeof r->tok[i], NULL);
+  return 0;
 }
 
 static void test_admin_token_race(void **state) {
@@ -746,18 +733,12 @@ static void test_admin_token_race(void **state) {
     char name[32];
     snprintf(name, sizeof name, "race%d", round);
     const char *dir = rdt_fresh(name);
-    enum { N = 8 };
-    pthread_t th[N];
-    tok_arg_t args[N];
-    for (int i = 0; i < N; i++) {
-      args[i].dir = dir;
-      args[i].rc = -100;
-      assert_int_equal(pthread_create(&th[i], NULL, get_token, &args[i]), 0);
-    }
-    for (int i = 0; i < N; i++) pthread_join(th[i], NULL);
-    for (int i = 0; i < N; i++) {
-      assert_int_equal(args[i].rc, RD_OK);
-      assert_string_equal(args[i].tok, args[0].tok);
+    tok_race_t race = {.dir = dir};
+    for (int i = 0; i < TOKEN_RACERS; i++) race.rc[i] = -100;
+    assert_int_equal(rdt_th_run(TOKEN_RACERS, get_token, &race), 0);
+    for (int i = 0; i < TOKEN_RACERS; i++) {
+      assert_int_equal(race.rc[i], RD_OK);
+      assert_string_equal(race.tok[i], race.tok[0]);
     }
     DIR *d = opendir(dir);
     assert_non_null(d);
@@ -840,37 +821,27 @@ static void test_migrates_version_one(void **state) {
   /* A database made by the previous migration set (version 1: workloads
    * only), with a workload in it, gains the profiles table and keeps the
    * workload. */
-  const char *dir = rdt_fresh("v1");
-  assert_int_equal(mkdir(dir, 0700), 0);
   char db[200];
-  snprintf(db, sizeof db, "%s/replayd.db", dir);
-  sqlite3 *h;
-  assert_int_equal(sqlite3_open(db, &h), SQLITE_OK);
-  assert_int_equal(sqlite3_exec(h,
-                                "CREATE TABLE workloads ("
-                                "  id TEXT PRIMARY KEY,"
-                                "  token TEXT NOT NULL,"
-                                "  created_unix INTEGER NOT NULL,"
-                                "  spec BLOB NOT NULL,"
-                                "  seq INTEGER NOT NULL UNIQUE"
-                                ");"
-                                "INSERT INTO workloads VALUES ('old', 'tok', 42, x'0102', 1);"
-                                "PRAGMA user_version = 1;",
-                                NULL, NULL, NULL),
-                   SQLITE_OK);
-  sqlite3_close(h);
+  const char *dir = old_db("v1",
+                           "CREATE TABLE workloads ("
+                           "  id TEXT PRIMARY KEY,"
+                           "  token TEXT NOT NULL,"
+                           "  created_unix INTEGER NOT NULL,"
+                           "  spec BLOB NOT NULL,"
+                           "  seq INTEGER NOT NULL UNIQUE"
+                           ");"
+                           "INSERT INTO workloads VALUES ('old', 'tok', 42, x'0102', 1);"
+                           "PRAGMA user_version = 1;",
+                           db);
 
   rd_store_t *s = open_ok(dir);
   assert_int_equal(rd_store_schema_version(s), RD_STORE_SCHEMA_VERSION);
-  char ids[64];
-  list_ids(s, ids, sizeof ids);
-  assert_string_equal(ids, "old");
+  assert_ids(s, "old");
   assert_int_equal(count_profiles(s), 0);
   rd_profile_t p = make_profile(FP_A, RD_PRIM_TRAIN, 1, 32, "dqn", "dqn:4-64-64-2", 1.5e-5);
   put_profiles_ok(s, &p, 1);
   put_ok(s, "new", "t", 43, "s");
-  list_ids(s, ids, sizeof ids);
-  assert_string_equal(ids, "old,new");
+  assert_ids(s, "old,new");
   rd_store_close(s);
   assert_int_equal(side_sql_int(db, "PRAGMA user_version"), RD_STORE_SCHEMA_VERSION);
   assert_int_equal(side_sql_int(db, "SELECT count(*) FROM profiles"), 1);
@@ -896,14 +867,8 @@ static void test_migrates_clear_tokens_to_hashes(void **state) {
    * tokens in clear. Opening it stores each token's SHA-256 instead, in
    * the form the registry reads back (secrets.h), and changes nothing
    * else; a second open (already version 3) changes nothing. */
-  const char *dir = rdt_fresh("v2");
-  assert_int_equal(mkdir(dir, 0700), 0);
-  char db[200];
-  snprintf(db, sizeof db, "%s/replayd.db", dir);
   const char *tok_a = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
   const char *tok_b = "ffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff";
-  sqlite3 *h;
-  assert_int_equal(sqlite3_open(db, &h), SQLITE_OK);
   char sql[2048];
   snprintf(sql, sizeof sql,
            "CREATE TABLE workloads (id TEXT PRIMARY KEY, token TEXT NOT NULL,"
@@ -920,8 +885,8 @@ static void test_migrates_clear_tokens_to_hashes(void **state) {
            "INSERT INTO workloads VALUES ('c', 'short', 44, zeroblob(600), 3);"
            "PRAGMA user_version = 2;",
            tok_a, tok_b);
-  assert_int_equal(sqlite3_exec(h, sql, NULL, NULL, NULL), SQLITE_OK);
-  sqlite3_close(h);
+  char db[200];
+  const char *dir = old_db("v2", sql, db);
 
   for (int pass = 0; pass < 2; pass++) {
     rd_store_t *s = open_ok(dir);

@@ -12,12 +12,13 @@
 #include <cmocka.h>
 
 #include <pthread.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "rdt_rmm.h"
+#include "rdt_schema.h"
+#include "rdt_th_group.h"
 #include "table.h"
 #include "rdt_main.h"
 
@@ -168,15 +169,29 @@ static void fill(rd_table_t *t, uint64_t salt) {
   }
 }
 
+/* A table of config(capacity, seed) filled by fill(t, salt). */
+static void filled(rd_table_t *t, uint32_t capacity, uint64_t seed, uint64_t salt) {
+  rd_table_config_t c;
+  config(&c, capacity, seed);
+  init_ok(t, &c);
+  fill(t, salt);
+}
+
+/* Tables a and b of config(capacity, seed), a filled by fill(a, salt), b
+ * empty. */
+static void two_tables(rd_table_t *a, rd_table_t *b, uint32_t capacity, uint64_t seed,
+                       uint64_t salt) {
+  rd_table_config_t c;
+  config(&c, capacity, seed);
+  init_ok(b, &c);
+  filled(a, capacity, seed, salt);
+}
+
 static void test_round_trip(void **state) {
   (void)state;
   for (uint32_t cap = 1; cap <= 300; cap = cap * 3 + 7) {
-    rd_table_config_t c;
-    config(&c, cap, 42 + cap);
     rd_table_t a, b;
-    init_ok(&a, &c);
-    init_ok(&b, &c);
-    fill(&a, cap);
+    two_tables(&a, &b, cap, 42 + cap, cap);
     assert_true(rd_table_next_key(&a) > 3 * cap); /* wrapped several times */
     rd_table_snapshot_t s;
     snapshot_now(&a, &s);
@@ -232,12 +247,8 @@ static void test_round_trip(void **state) {
  * exactly what the original samples next, and both go on alike. */
 static void test_sampling_continues(void **state) {
   (void)state;
-  rd_table_config_t c;
-  config(&c, 257, 9);
   rd_table_t a, b;
-  init_ok(&a, &c);
-  init_ok(&b, &c);
-  fill(&a, 5);
+  two_tables(&a, &b, 257, 9, 5);
   rd_table_snapshot_t s;
   snapshot_now(&a, &s);
   assert_int_equal(rd_table_restore(&b, &s.img, NULL), RD_OK);
@@ -265,11 +276,8 @@ static void test_sampling_continues(void **state) {
  * the finished snapshot is the state at begin. */
 static void test_copy_on_write(void **state) {
   (void)state;
-  rd_table_config_t c;
-  config(&c, 97, 3);
   rd_table_t t;
-  init_ok(&t, &c);
-  fill(&t, 1);
+  filled(&t, 97, 3, 1);
   rd_table_snapshot_t ref, s;
   snapshot_now(&t, &ref);
   rd_error_t e;
@@ -301,72 +309,62 @@ static void test_copy_on_write(void **state) {
 }
 
 /* The same with a thread making calls under a lock while the main thread
- * copies slices (run under TSan by scripts/test). */
-typedef struct {
-  rd_table_t *t;
-  pthread_mutex_t *mu;
-  atomic_int stop;
-} worker_t;
-
-static void *worker(void *arg) {
-  worker_t *wk = arg;
-  for (uint64_t i = 0; !wk->stop; i++) {
-    pthread_mutex_lock(wk->mu);
-    insert_ok(wk->t, 1 + (size_t)(i % 9), (int)(i % 2));
-    update_some(wk->t, i);
+ * copies slices (run under TSan by scripts/test): the worker calls on the
+ * table ctx (an rdt_table_t) until stopped. */
+static int worker(void *ctx, int unused) {
+  (void)unused;
+  rdt_table_t *lt = ctx;
+  for (uint64_t i = 0; !rdt_th_stopping(); i++) {
+    pthread_mutex_lock(&lt->lock);
+    insert_ok(&lt->table, 1 + (size_t)(i % 9), (int)(i % 2));
+    update_some(&lt->table, i);
     uint64_t k[4];
     double p[4], w[4];
-    sample_some(wk->t, 4, 0, k, p, w);
-    pthread_mutex_unlock(wk->mu);
+    sample_some(&lt->table, 4, 0, k, p, w);
+    pthread_mutex_unlock(&lt->lock);
   }
-  return NULL;
+  return 0;
 }
 
 static void test_copy_on_write_threads(void **state) {
   (void)state;
   rd_table_config_t c;
   config(&c, 4096, 77);
-  rd_table_t t;
-  init_ok(&t, &c);
-  for (int i = 0; i < 30; i++) insert_ok(&t, 200, i % 2);
-  pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-  worker_t wk = {&t, &mu, 0};
-  pthread_t th;
-  assert_int_equal(pthread_create(&th, NULL, worker, &wk), 0);
+  rdt_table_t lt = {.lock = PTHREAD_MUTEX_INITIALIZER};
+  rd_table_t *t = &lt.table;
+  init_ok(t, &c);
+  for (int i = 0; i < 30; i++) insert_ok(t, 200, i % 2);
+  rdt_th_group_t g = {0};
+  assert_int_equal(rdt_th_start(&g, 1, worker, &lt), 0);
   for (int round = 0; round < 5; round++) {
     rd_table_snapshot_t ref, s;
     rd_error_t e;
-    pthread_mutex_lock(&mu);
-    snapshot_now(&t, &ref); /* the state at the cut, in the same hold */
-    assert_int_equal(rd_table_snapshot_alloc(&s, &t.config, t.config.capacity, &e), RD_OK);
-    assert_int_equal(rd_table_snapshot_begin(&t, &s, &e), RD_OK);
-    pthread_mutex_unlock(&mu);
+    pthread_mutex_lock(&lt.lock);
+    snapshot_now(t, &ref); /* the state at the cut, in the same hold */
+    assert_int_equal(rd_table_snapshot_alloc(&s, &t->config, t->config.capacity, &e), RD_OK);
+    assert_int_equal(rd_table_snapshot_begin(t, &s, &e), RD_OK);
+    pthread_mutex_unlock(&lt.lock);
     int rc;
     do {
-      pthread_mutex_lock(&mu);
-      rc = rd_table_snapshot_step(&t, &s, 64, &e);
-      pthread_mutex_unlock(&mu);
+      pthread_mutex_lock(&lt.lock);
+      rc = rd_table_snapshot_step(t, &s, 64, &e);
+      pthread_mutex_unlock(&lt.lock);
     } while (rc == 0);
     assert_int_equal(rc, 1);
-    pthread_mutex_lock(&mu);
-    assert_images_equal(&t, &s.img, &ref.img);
-    pthread_mutex_unlock(&mu);
+    pthread_mutex_lock(&lt.lock);
+    assert_images_equal(t, &s.img, &ref.img);
+    pthread_mutex_unlock(&lt.lock);
     rd_table_snapshot_free(&s);
     rd_table_snapshot_free(&ref);
   }
-  wk.stop = 1;
-  pthread_join(th, NULL);
-  rd_table_free(&t);
+  assert_int_equal(rdt_th_stop(&g), 0);
+  rd_table_free(t);
 }
 
 static void test_refusals(void **state) {
   (void)state;
-  rd_table_config_t c;
-  config(&c, 50, 1);
   rd_table_t a, b;
-  init_ok(&a, &c);
-  init_ok(&b, &c);
-  fill(&a, 2);
+  two_tables(&a, &b, 50, 1, 2);
   rd_error_t e;
   rd_table_snapshot_t s;
   /* Too small a buffer: ETOOBIG, nothing attached. */
@@ -393,7 +391,7 @@ static void test_refusals(void **state) {
   assert_int_equal(rd_table_restore(&b, &s.img, &e), RD_EINVAL);
   s.img.next_key = nk;
   double mp = s.img.max_p;
-  s.img.max_p = c.max_priority * 2;
+  s.img.max_p = b.config.max_priority * 2;
   assert_int_equal(rd_table_restore(&b, &s.img, &e), RD_EINVAL);
   s.img.max_p = mp;
   assert_int_equal(rd_table_next_key(&b), 0);

@@ -10,7 +10,6 @@
 #include <stdint.h>
 #include <cmocka.h>
 #include <math.h>
-#include <pthread.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <string.h>
@@ -19,12 +18,31 @@
 #include "store.h"
 #include "share.h"
 #include "tenant.h"
+#include "rdt_th_group.h"
 #include "rdt_main.h"
 
 static rd_tenants_t *open_mem(void) {
   rd_tenants_t *ts;
   rd_error_t e;
   assert_int_equal(rd_tenants_open(&ts, NULL, &e), RD_OK);
+  return ts;
+}
+
+/* Tenant name added to ts with quota q (its token unused), and held. */
+static rd_tenant_t *added(rd_tenants_t *ts, const char *name, const rd_tenant_quota_t *q) {
+  char tok[RD_TENANT_TOKEN_LEN + 1];
+  rd_error_t e;
+  assert_int_equal(rd_tenants_add(ts, name, q, tok, &e), RD_OK);
+  return rd_tenants_get(ts, name);
+}
+
+/* A fresh in-memory set whose default tenant has the mask's fields of q;
+ * that tenant, held, in *t. */
+static rd_tenants_t *with_default(const rd_tenant_quota_t *q, unsigned mask, rd_tenant_t **t) {
+  rd_tenants_t *ts = open_mem();
+  rd_error_t e;
+  assert_int_equal(rd_tenants_set(ts, RD_TENANT_DEFAULT, q, mask, &e), RD_OK);
+  *t = rd_tenants_default(ts);
   return ts;
 }
 
@@ -71,11 +89,10 @@ static void test_names_and_quotas(void **state) {
 
 static void test_bucket(void **state) {
   (void)state;
-  rd_tenants_t *ts = open_mem();
   rd_tenant_quota_t q = {.insert_rows_per_s = 100};
+  rd_tenant_t *t;
+  rd_tenants_t *ts = with_default(&q, RD_TQ_INSERT_RATE, &t);
   rd_error_t e;
-  assert_int_equal(rd_tenants_set(ts, RD_TENANT_DEFAULT, &q, RD_TQ_INSERT_RATE, &e), RD_OK);
-  rd_tenant_t *t = rd_tenants_default(ts);
   /* The bucket starts full (one second: 100 rows) at the set's time;
    * times below are that clock's, in the future of it. */
   double t0 = t->insert_bucket.last + 10; /* 10 s later: still full, capped */
@@ -105,11 +122,9 @@ static void test_bucket(void **state) {
 static void test_admission(void **state) {
   (void)state;
   rd_tenants_t *ts = open_mem();
-  char tok[RD_TENANT_TOKEN_LEN + 1];
   rd_tenant_quota_t q = {.max_memory_bytes = 1000, .max_workloads = 2};
+  rd_tenant_t *t = added(ts, "a", &q);
   rd_error_t e;
-  assert_int_equal(rd_tenants_add(ts, "a", &q, tok, &e), RD_OK);
-  rd_tenant_t *t = rd_tenants_get(ts, "a");
   assert_int_equal(rd_tenant_admit(t, 1001, &e), RD_ETOOBIG);
   assert_non_null(strstr(e.msg, "max_memory_bytes"));
   assert_int_equal(rd_tenant_admit(t, 600, &e), RD_OK);
@@ -213,11 +228,9 @@ static void test_persists(void **state) {
 static void test_weight_reaches_shares(void **state) {
   (void)state;
   rd_tenants_t *ts = open_mem();
-  char tok[RD_TENANT_TOKEN_LEN + 1];
   rd_tenant_quota_t q = {0};
+  rd_tenant_t *t = added(ts, "w", &q);
   rd_error_t e;
-  assert_int_equal(rd_tenants_add(ts, "w", &q, tok, &e), RD_OK);
-  rd_tenant_t *t = rd_tenants_get(ts, "w");
   static int other;
   rd_share_pool_t *cpu = rd_share_pool_device(RD_LEARNER_ON_CPU, 0);
   rd_share_t *a = rd_share_join(cpu, t, rd_tenant_weight(t)), *b = rd_share_join(cpu, &other, 1);
@@ -239,8 +252,8 @@ static void test_weight_reaches_shares(void **state) {
   rd_tenants_close(ts);
 }
 
-static void *charge(void *arg) {
-  rd_tenant_t *t = arg;
+static int charge(void *t, int unused) {
+  (void)unused;
   rd_error_t e;
   for (int i = 0; i < 20000; i++) {
     if (rd_tenant_take_rows(t, RD_TENANT_SAMPLE, 3, 1.0 + i * 1e-6, &e) != RD_OK)
@@ -248,19 +261,15 @@ static void *charge(void *arg) {
     rd_tenant_charge(t, +1, 5);
     rd_tenant_charge(t, -1, 5);
   }
-  return NULL;
+  return 0;
 }
 
 static void test_threads(void **state) {
   (void)state;
-  rd_tenants_t *ts = open_mem();
   rd_tenant_quota_t q = {.sample_rows_per_s = 1000};
-  rd_error_t e;
-  assert_int_equal(rd_tenants_set(ts, RD_TENANT_DEFAULT, &q, RD_TQ_SAMPLE_RATE, &e), RD_OK);
-  rd_tenant_t *t = rd_tenants_default(ts);
-  pthread_t th[4];
-  for (int i = 0; i < 4; i++) assert_int_equal(pthread_create(&th[i], NULL, charge, t), 0);
-  for (int i = 0; i < 4; i++) pthread_join(th[i], NULL);
+  rd_tenant_t *t;
+  rd_tenants_t *ts = with_default(&q, RD_TQ_SAMPLE_RATE, &t);
+  assert_int_equal(rdt_th_run(4, charge, t), 0);
   rd_tenant_info_t info;
   rd_tenant_info(t, &info);
   assert_int_equal(info.workloads, 0);

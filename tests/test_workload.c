@@ -84,29 +84,35 @@ static int expect(int rc, int want, const rd_error_t *err, const char *text) {
   return rc;
 }
 
-/* A registry holding one workload, in which rows (10 of them) are. */
-/* The fixture of the update and deleted-workload tests: a registry, its
- * workload and the 10 rows inserted into it. */
+/* The tests' fixture: a registry of test_config() holding one c_spec()
+ * workload; with ten_rows_setup (the update and deleted-workload tests),
+ * the 10 rows inserted into it too. */
 typedef struct {
   rd_registry_t *r;
   rows_t rows;
   rd_workload_t *w;
-} ten_rows_t;
+} wl_fx_t;
 
-static int ten_rows_setup(void **state) {
-  ten_rows_t *f = calloc(1, sizeof *f);
+static int workload_setup(void **state) {
+  wl_fx_t *f = calloc(1, sizeof *f);
   if (f == NULL) return -1;
   rd_config_t cfg = test_config();
   f->r = make_registry(&cfg);
   f->w = make_workload(f->r);
-  make_rows(&f->rows, 10);
-  assert_int_equal(rd_workload_insert(f->w, &f->rows.b, NULL, NULL, NULL), RD_OK);
   *state = f;
   return 0;
 }
 
-static int ten_rows_teardown(void **state) {
-  ten_rows_t *f = *state;
+static int ten_rows_setup(void **state) {
+  if (workload_setup(state) != 0) return -1;
+  wl_fx_t *f = *state;
+  make_rows(&f->rows, 10);
+  assert_int_equal(rd_workload_insert(f->w, &f->rows.b, NULL, NULL, NULL), RD_OK);
+  return 0;
+}
+
+static int workload_teardown(void **state) {
+  wl_fx_t *f = *state;
   rd_workload_unref(f->w);
   rd_registry_destroy(f->r);
   free(f);
@@ -116,10 +122,7 @@ static int ten_rows_teardown(void **state) {
 /* ---- The spec in C ---- */
 
 static void test_c_spec_registers_and_stores_bytes(void **state) {
-  (void)state;
-  rd_config_t cfg = test_config();
-  rd_registry_t *r = make_registry(&cfg);
-  rd_workload_t *w = make_workload(r);
+  rd_workload_t *w = ((wl_fx_t *)*state)->w;
   assert_string_equal(w->name, "c-spec");
   assert_int_equal(w->spec_len, sizeof stored);
   assert_memory_equal(w->spec, stored, sizeof stored);
@@ -129,10 +132,8 @@ static void test_c_spec_registers_and_stores_bytes(void **state) {
   assert_true(w->table.config.alpha == 0.6);
   assert_true(w->default_beta == 0.4);
   assert_int_equal(w->max_batch, 64);
-  assert_int_equal(w->max_sample_bytes, cfg.max_message_bytes);
+  assert_int_equal(w->max_sample_bytes, test_config().max_message_bytes);
   assert_int_equal(rd_schema_row_bytes(&w->table.config.schema), 24);
-  rd_workload_unref(w);
-  rd_registry_destroy(r);
 }
 
 static void test_c_spec_errors(void **state) {
@@ -166,10 +167,7 @@ static void test_c_spec_errors(void **state) {
 /* ---- Insert ---- */
 
 static void test_insert_limits_and_errors(void **state) {
-  (void)state;
-  rd_config_t cfg = test_config();
-  rd_registry_t *r = make_registry(&cfg);
-  rd_workload_t *w = make_workload(r);
+  rd_workload_t *w = ((wl_fx_t *)*state)->w;
   rows_t rows;
   rd_error_t err;
   uint64_t keys[64], first = 99;
@@ -207,8 +205,6 @@ static void test_insert_limits_and_errors(void **state) {
   rd_workload_counters(w, &c);
   assert_int_equal(c.inserts, 20);
   assert_int_equal(c.size, 20);
-  rd_workload_unref(w);
-  rd_registry_destroy(r);
 }
 
 /* ---- Sample ---- */
@@ -243,10 +239,7 @@ static int refuse_alloc(void *arg, const rd_table_t *t, uint32_t n, rd_sample_ou
 }
 
 static void test_sample_limits_then_memory_then_table(void **state) {
-  (void)state;
-  rd_config_t cfg = test_config();
-  rd_registry_t *r = make_registry(&cfg);
-  rd_workload_t *w = make_workload(r);
+  rd_workload_t *w = ((wl_fx_t *)*state)->w;
   sink_t sink;
   memset(&sink, 0, sizeof sink);
   rd_error_t err;
@@ -263,7 +256,7 @@ static void test_sample_limits_then_memory_then_table(void **state) {
   expect(rd_workload_sample(w, &q, sink_alloc, &sink, &size, &err), RD_ETOOBIG, &err,
          "a sample of 8 rows (384 bytes) would exceed the message limit of 383 bytes");
   assert_int_equal(sink.calls, 0);
-  w->max_sample_bytes = cfg.max_message_bytes;
+  w->max_sample_bytes = test_config().max_message_bytes;
   /* Then the memory, then the table: empty. */
   expect(rd_workload_sample(w, &q, refuse_alloc, NULL, &size, &err), RD_ENOMEM, &err, "no room");
   expect(rd_workload_sample(w, &q, sink_alloc, &sink, &size, &err), RD_EEMPTY, &err, "empty");
@@ -293,14 +286,12 @@ static void test_sample_limits_then_memory_then_table(void **state) {
     memcpy(&o0, sink.obs + i * 16, 4);
     assert_true(o0 == (float)sink.keys[i]); /* the row of that key */
   }
-  rd_workload_unref(w);
-  rd_registry_destroy(r);
 }
 
 /* ---- Update ---- */
 
 static void test_update_limits_and_errors(void **state) {
-  rd_workload_t *w = ((ten_rows_t *)*state)->w;
+  rd_workload_t *w = ((wl_fx_t *)*state)->w;
   rd_error_t err;
   uint64_t keys[65] = {0};
   double pr[65] = {0};
@@ -327,7 +318,7 @@ static void test_update_limits_and_errors(void **state) {
 /* ---- Deleted, learner ---- */
 
 static void test_deleted_workload_refuses_data_calls(void **state) {
-  ten_rows_t *f = *state;
+  wl_fx_t *f = *state;
   rd_workload_t *w = f->w;
   rd_error_t err;
   assert_int_equal(rd_registry_delete(f->r, w->id, &err), RD_OK);
@@ -374,12 +365,15 @@ static void test_train_continuous_is_a_state(void **state) {
 }
 
 RDT_MAIN(rdt_quiet_setup, rdt_quiet_teardown,
-         cmocka_unit_test(test_c_spec_registers_and_stores_bytes),
+         cmocka_unit_test_setup_teardown(test_c_spec_registers_and_stores_bytes, workload_setup,
+                                         workload_teardown),
          cmocka_unit_test(test_c_spec_errors),
-         cmocka_unit_test(test_insert_limits_and_errors),
-         cmocka_unit_test(test_sample_limits_then_memory_then_table),
+         cmocka_unit_test_setup_teardown(test_insert_limits_and_errors, workload_setup,
+                                         workload_teardown),
+         cmocka_unit_test_setup_teardown(test_sample_limits_then_memory_then_table,
+                                         workload_setup, workload_teardown),
          cmocka_unit_test_setup_teardown(test_update_limits_and_errors, ten_rows_setup,
-         ten_rows_teardown),
+                                         workload_teardown),
          cmocka_unit_test_setup_teardown(test_deleted_workload_refuses_data_calls, ten_rows_setup,
-         ten_rows_teardown),
+                                         workload_teardown),
          cmocka_unit_test(test_train_continuous_is_a_state))

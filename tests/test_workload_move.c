@@ -24,6 +24,7 @@
 #include "rdt_learner.h"
 #include "rdt_pb.h"
 #include "rdt_schema.h"
+#include "rdt_th_group.h"
 #include "rdt_unit.h"
 #include "registry.h"
 #include "spec_pb.h"
@@ -364,17 +365,19 @@ static int sample_alloc(void *arg, const rd_table_t *t, uint32_t n, rd_sample_ou
   return RD_OK;
 }
 
+/* Inserts and samples on w until stopped, counting the calls and the
+ * failures, the first one's message in why. */
 typedef struct {
   rd_workload_t *w;
-  atomic_int stop;
   atomic_ulong calls, failures;
   char why[RD_ERROR_MSG_MAX];
 } traffic_t;
 
-static void *traffic(void *arg) {
+static int traffic(void *arg, int unused) {
+  (void)unused;
   traffic_t *t = arg;
   sample_buf_t buf;
-  while (!atomic_load(&t->stop)) {
+  while (!rdt_th_stopping()) {
     rd_error_t err;
     rd_error_clear(&err);
     int rc = workload_insert(t->w, 64, &err);
@@ -385,7 +388,7 @@ static void *traffic(void *arg) {
     if (rc != RD_OK && atomic_fetch_add(&t->failures, 1) == 0)
       snprintf(t->why, sizeof t->why, "%s", err.msg);
   }
-  return NULL;
+  return 0;
 }
 
 static void *learner_state(rd_workload_t *w, size_t *len) {
@@ -405,20 +408,27 @@ static void train(rd_workload_t *w, uint32_t steps) {
     fail_msg("train: %s %s", err.msg, res.message);
 }
 
+/* The fixture's workload, with rows inserted and then steps trained. */
+static rd_workload_t *trained(fixture_t *f, uint32_t rows, uint32_t steps) {
+  rd_error_t err;
+  rd_error_clear(&err);
+  assert_int_equal(workload_insert(f->w, rows, &err), RD_OK);
+  train(f->w, steps);
+  return f->w;
+}
+
 /* C-C-C <-> F-F-F six times while another thread inserts and samples and
  * the learner trains between moves: no call fails, the table's and the
  * learner's state at each move are those after it, and the history says
  * what moved. */
 static void test_workload_moves_live(void **state) {
   fixture_t *f = *state;
-  rd_workload_t *w = f->w;
+  rd_workload_t *w = trained(f, 200, 5);
   rd_error_t err;
   rd_error_clear(&err);
-  assert_int_equal(workload_insert(w, 200, &err), RD_OK);
-  train(w, 5);
   traffic_t t = {.w = w};
-  pthread_t th;
-  assert_int_equal(pthread_create(&th, NULL, traffic, &t), 0);
+  rdt_th_group_t g = {0};
+  assert_int_equal(rdt_th_start(&g, 1, traffic, &t), 0);
   const rd_table_config_t tc0 = w->table.config;
   for (int i = 0; i < 6; i++) {
     const int to_fpga = i % 2 == 0;
@@ -448,14 +458,12 @@ static void test_workload_moves_live(void **state) {
     pthread_mutex_unlock(&w->lock);
     if (strcmp(rmm, to_fpga ? rd_fpga_csim_rmm_ops.name : "cpu") != 0 ||
         strcmp(running, to_fpga ? "F-F-F" : "C-C-C") != 0) {
-      atomic_store(&t.stop, 1);
-      pthread_join(th, NULL);
+      rdt_th_stop(&g);
       fail_msg("move %d: replay module %s, running %s", i, rmm, running);
     }
     train(w, 5); /* training continues on the new devices */
   }
-  atomic_store(&t.stop, 1);
-  pthread_join(th, NULL);
+  assert_int_equal(rdt_th_stop(&g), 0);
   if (atomic_load(&t.failures) != 0)
     fail_msg("%lu of %lu calls failed during moves: %s", atomic_load(&t.failures),
              atomic_load(&t.calls), t.why);
@@ -478,12 +486,9 @@ static void test_workload_moves_live(void **state) {
  * GPU here, or in a build without CUDA) is not made: an error, nothing
  * changed. */
 static void test_lossy_move_refused(void **state) {
-  fixture_t *f = *state;
-  rd_workload_t *w = f->w;
+  rd_workload_t *w = trained(*state, 100, 3);
   rd_error_t err;
   rd_error_clear(&err);
-  assert_int_equal(workload_insert(w, 100, &err), RD_OK);
-  train(w, 3);
   size_t l1, l2;
   void *before = learner_state(w, &l1);
   int rc = rd_pipeline_move_learner(w->pipeline, &rd_learner_ops_gpu, 0, &err);
