@@ -24,6 +24,7 @@
 #include "tenant.h"
 
 #include <inttypes.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,7 +42,10 @@ struct rd_registry {
   rd_workload_t **by_id;      /* sorted by id; cfg.max_workloads slots */
   rd_workload_t **order;      /* creation order; cfg.max_workloads slots */
   size_t n;
-  uint64_t bytes;             /* memory charged for the workloads held */
+  /* Memory charged for the workloads held (and moves' reservations):
+   * changed under the map's write lock, read without it by
+   * rd_registry_charged (a gauge). */
+  _Atomic uint64_t bytes;
   rd_placer_fn placer;        /* restore: placements from stored profiles */
   void *placer_arg;
   rd_tenants_t *tenants;      /* the owners (tenant.h); each workload references one */
@@ -715,12 +719,7 @@ size_t rd_registry_count(rd_registry_t *r) {
   return n;
 }
 
-uint64_t rd_registry_charged(rd_registry_t *r) {
-  pthread_rwlock_rdlock(&r->map_lock);
-  uint64_t b = r->bytes;
-  pthread_rwlock_unlock(&r->map_lock);
-  return b;
-}
+uint64_t rd_registry_charged(rd_registry_t *r) { return atomic_load(&r->bytes); }
 
 size_t rd_registry_count_owned(rd_registry_t *r, const rd_tenant_t *owner) {
   if (owner == NULL) return rd_registry_count(r);

@@ -357,13 +357,6 @@ size_t rd_tenants_list(rd_tenants_t *ts, rd_tenant_info_t *out, size_t max) {
   return n;
 }
 
-size_t rd_tenants_count(rd_tenants_t *ts) {
-  pthread_mutex_lock(&ts->mu);
-  size_t n = ts->n;
-  pthread_mutex_unlock(&ts->mu);
-  return n;
-}
-
 /* ------------------------------------------------------------------ */
 /* Admission and usage                                                 */
 /* ------------------------------------------------------------------ */

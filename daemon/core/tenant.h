@@ -154,7 +154,6 @@ void rd_tenant_info(rd_tenant_t *t, rd_tenant_info_t *out);
 /* Up to max tenants in name order (the default first among equals: it is
  * just a name); returns how many. */
 size_t rd_tenants_list(rd_tenants_t *ts, rd_tenant_info_t *out, size_t max);
-size_t rd_tenants_count(rd_tenants_t *ts);
 
 /* Its quota's weight now. */
 uint32_t rd_tenant_weight(rd_tenant_t *t);

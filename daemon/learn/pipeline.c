@@ -99,20 +99,49 @@ uint64_t rd_pipeline_memsize(const rd_pipeline_config_t *c, const rd_table_confi
 /* Life cycle                                                          */
 /* ------------------------------------------------------------------ */
 
-/* Everything create allocated (safe on a partly built pipeline). */
-static void free_all(rd_pipeline_t *p) {
+/* The locks and condition variables, before anything can fail: discard
+ * destroys them whatever create got to. */
+static void init_sync(rd_pipeline_t *p) {
+  pthread_mutex_init(&p->mu, NULL); /* a fallback at init takes it */
+  pthread_mutex_init(&p->call_mu, NULL);
+  pthread_cond_init(&p->cv_call, NULL);
+  /* Every timed wait of the pipeline runs on rd_cond_deadline. */
+  rd_cond_init_monotonic(&p->cv_sampler);
+  rd_cond_init_monotonic(&p->cv_learner);
+  rd_cond_init_monotonic(&p->cv_idle);
+}
+
+/* Everything create made (safe on a partly built pipeline), p included. */
+static void discard(rd_pipeline_t *p) {
+  pthread_cond_destroy(&p->cv_sampler);
+  pthread_cond_destroy(&p->cv_learner);
+  pthread_cond_destroy(&p->cv_idle);
+  pthread_cond_destroy(&p->cv_call);
+  pthread_mutex_destroy(&p->mu);
+  pthread_mutex_destroy(&p->call_mu);
   rd_batch_slots_free(p->slots, p->n_slots);
-  free(p->burst_upd);
-  free(p->burst_smp);
-  free(p->burst_stale);
-  free(p->burst_rc);
-  free(p->burst_flags);
+  free(p->burst_stale); /* alloc_burst's block */
   rd_ring_free(&p->q_free);
   rd_ring_free(&p->q_train);
   rd_ring_free(&p->q_update);
   rd_weights_buf_free(&p->weights);
   rd_learner_backend_destroy(&p->learner);
   free(p);
+}
+
+/* The sampler's burst arrays (sampler_unit.c) in one block, the widest
+ * type first so that each array starts aligned. 0: out of memory. */
+static int alloc_burst(rd_pipeline_t *p, uint32_t n) {
+  const size_t per_slot = sizeof *p->burst_stale + 2 * sizeof *p->burst_rc +
+                          2 * sizeof *p->burst_upd + sizeof *p->burst_flags;
+  char *m = malloc(n * per_slot);
+  if (m == NULL) return 0;
+  p->burst_stale = (size_t *)m;
+  p->burst_rc = (int *)(p->burst_stale + n); /* updates, then gathers */
+  p->burst_upd = (uint32_t *)(p->burst_rc + 2 * n);
+  p->burst_smp = p->burst_upd + n;
+  p->burst_flags = (uint8_t *)(p->burst_smp + n);
+  return 1;
 }
 
 /* The slots, queues, burst arrays and weight buffers. RD_OK or RD_ENOMEM. */
@@ -122,11 +151,7 @@ static int alloc_all(rd_pipeline_t *p) {
   int ok = (p->slots = rd_batch_slots_alloc(n, &p->cfg, &p->table->config.schema)) != NULL;
   ok = ok && rd_ring_init(&p->q_free, n) == RD_OK && rd_ring_init(&p->q_train, n) == RD_OK &&
        rd_ring_init(&p->q_update, n) == RD_OK;
-  ok = ok && (p->burst_upd = malloc(n * sizeof *p->burst_upd)) != NULL;
-  ok = ok && (p->burst_smp = malloc(n * sizeof *p->burst_smp)) != NULL;
-  ok = ok && (p->burst_stale = malloc(n * sizeof *p->burst_stale)) != NULL;
-  ok = ok && (p->burst_rc = malloc(2 * n * sizeof *p->burst_rc)) != NULL; /* updates, gathers */
-  ok = ok && (p->burst_flags = malloc(n * sizeof *p->burst_flags)) != NULL;
+  ok = ok && alloc_burst(p, n);
   ok = ok && rd_weights_buf_init(&p->weights, p->learner.ops->policy_bytes(&p->learner)) == RD_OK;
   if (!ok) return RD_ENOMEM;
   for (uint32_t i = 0; i < n; i++) rd_pl_push(&p->q_free, i);
@@ -203,29 +228,17 @@ int rd_pipeline_create(rd_pipeline_t **out, const rd_pipeline_config_t *c, rd_ta
   p->cfg = *c;
   p->table = table;
   p->table_lock = table_lock;
-  pthread_mutex_init(&p->mu, NULL); /* a fallback at init takes it */
-  pthread_mutex_init(&p->call_mu, NULL);
-  pthread_cond_init(&p->cv_call, NULL);
+  init_sync(p);
   /* The learner's backend; a device fault falls back to the CPU. */
   if ((rc = rd_learner_unit_init(p, err)) != RD_OK) {
-    pthread_mutex_destroy(&p->mu);
-    pthread_mutex_destroy(&p->call_mu);
-    pthread_cond_destroy(&p->cv_call);
-    free(p);
+    discard(p);
     return rc;
   }
   if (alloc_all(p) != RD_OK) {
-    pthread_mutex_destroy(&p->mu);
-    pthread_mutex_destroy(&p->call_mu);
-    pthread_cond_destroy(&p->cv_call);
-    free_all(p);
+    discard(p);
     return rd_error_set(err, RD_ENOMEM, "out of memory for %u batch slots of %u items",
                         c->depth + 2, c->batch);
   }
-  /* Every timed wait of the pipeline runs on rd_cond_deadline. */
-  rd_cond_init_monotonic(&p->cv_sampler);
-  rd_cond_init_monotonic(&p->cv_learner);
-  rd_cond_init_monotonic(&p->cv_idle);
   p->window_start = rd_clock_now();
   if (c->samples_per_insert > 0) p->target = UINT64_MAX; /* as much as the limiter lets through */
   rd_learner_unit_publish(p); /* version 1: the initial weights */
@@ -286,13 +299,7 @@ void rd_pipeline_destroy(rd_pipeline_t *p) {
   /* The threads have stopped: no burst holds either share. */
   if (p->sampler_share != p->share) rd_share_leave(p->sampler_share);
   rd_share_leave(p->share);
-  pthread_cond_destroy(&p->cv_sampler);
-  pthread_cond_destroy(&p->cv_learner);
-  pthread_cond_destroy(&p->cv_idle);
-  pthread_cond_destroy(&p->cv_call);
-  pthread_mutex_destroy(&p->mu);
-  pthread_mutex_destroy(&p->call_mu);
-  free_all(p);
+  discard(p);
 }
 
 /* ------------------------------------------------------------------ */
