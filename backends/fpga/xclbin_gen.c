@@ -12,6 +12,8 @@
 
 #include <xclbin.h>
 
+#include "rd_bytes.h"
+
 static const rd_fpga_karg_t RMM_ARGS[] = {
     {"op", 0, "uint", NULL, 0},
     {"n", 0, "uint", NULL, 0},
@@ -60,32 +62,8 @@ uint32_t rd_fpga_karg_offset(const rd_fpga_kernel_desc_t *k, uint32_t i) {
 #define MAX_KERNELS 16
 #define MAX_CONNECTIONS 256
 
-/* A growing byte buffer. */
-typedef struct {
-  char *p;
-  size_t n, cap;
-  int oom;
-} buf_t;
-
-static void put(buf_t *b, const void *src, size_t n) {
-  if (b->oom) return;
-  if (b->n + n > b->cap) {
-    size_t cap = b->cap ? b->cap : 4096;
-    while (cap < b->n + n) cap *= 2;
-    char *q = realloc(b->p, cap);
-    if (!q) {
-      b->oom = 1;
-      return;
-    }
-    b->p = q;
-    b->cap = cap;
-  }
-  memcpy(b->p + b->n, src, n);
-  b->n += n;
-}
-
-static void putf(buf_t *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void putf(buf_t *b, const char *fmt, ...) {
+static void putf(rd_bytes_t *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void putf(rd_bytes_t *b, const char *fmt, ...) {
   char line[512];
   va_list ap;
   va_start(ap, fmt);
@@ -95,12 +73,12 @@ static void putf(buf_t *b, const char *fmt, ...) {
     b->oom = 1;
     return;
   }
-  put(b, line, (size_t)n);
+  rd_bytes_put(b, line, (size_t)n);
 }
 
-static void align8(buf_t *b) {
+static void align8(rd_bytes_t *b) {
   static const char zero[8] = {0};
-  if (b->n % 8) put(b, zero, 8 - b->n % 8);
+  if (b->len % 8) rd_bytes_put(b, zero, 8 - b->len % 8);
 }
 
 static uint64_t fnv1a(const void *p, size_t n, uint64_t h) {
@@ -119,7 +97,7 @@ static int valid_ident(const char *s) {
 }
 
 /* The EMBEDDED_METADATA XML, in the shape v++ writes it. */
-static void metadata_xml(buf_t *x, const rd_fpga_kernel_desc_t *const *k, size_t n) {
+static void metadata_xml(rd_bytes_t *x, const rd_fpga_kernel_desc_t *const *k, size_t n) {
   putf(x, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<project name=\"replayd\">\n"
           "  <platform vendor=\"xilinx\" boardid=\"replayd_noop\" name=\"replayd_noop\" "
           "featureRomTime=\"0\">\n    <version major=\"1\" minor=\"0\"/>\n"
@@ -180,7 +158,7 @@ int rd_fpga_xclbin_write(const char *path, const rd_fpga_kernel_desc_t *const *k
                         MAX_CONNECTIONS);
 
   /* Sections. */
-  buf_t xml = {0}, mem = {0}, ip = {0}, conn = {0};
+  rd_bytes_t xml = {0}, mem = {0}, ip = {0}, conn = {0};
   metadata_xml(&xml, k, n);
 
   struct mem_topology mt;
@@ -191,11 +169,11 @@ int rd_fpga_xclbin_write(const char *path, const rd_fpga_kernel_desc_t *const *k
   mt.m_mem_data[0].m_size = 16ull * 1024 * 1024; /* KB: 16 GiB */
   mt.m_mem_data[0].m_base_address = 0;
   memcpy(mt.m_mem_data[0].m_tag, "bank0", 6);
-  put(&mem, &mt, sizeof mt);
+  rd_bytes_put(&mem, &mt, sizeof mt);
 
   int32_t count = (int32_t)n;
-  put(&ip, &count, sizeof count);
-  put(&ip, "\0\0\0\0", 4); /* ip_data is 8-byte aligned */
+  rd_bytes_put(&ip, &count, sizeof count);
+  rd_bytes_put(&ip, "\0\0\0\0", 4); /* ip_data is 8-byte aligned */
   for (size_t i = 0; i < n; i++) {
     struct ip_data d;
     memset(&d, 0, sizeof d);
@@ -203,22 +181,22 @@ int rd_fpga_xclbin_write(const char *path, const rd_fpga_kernel_desc_t *const *k
     d.properties = (uint32_t)AP_CTRL_HS << IP_CONTROL_SHIFT;
     d.m_base_address = CU_BASE + i * CU_STRIDE;
     snprintf((char *)d.m_name, sizeof d.m_name, "%s:%s_1", k[i]->name, k[i]->name);
-    put(&ip, &d, sizeof d);
+    rd_bytes_put(&ip, &d, sizeof d);
   }
 
   count = (int32_t)n_conn;
-  put(&conn, &count, sizeof count);
+  rd_bytes_put(&conn, &count, sizeof count);
   for (size_t i = 0; i < n; i++)
     for (uint32_t a = 0; a < k[i]->n_args; a++) {
       if (!k[i]->args[a].pointer) continue;
       struct connection c = {(int32_t)a, (int32_t)i, 0};
-      put(&conn, &c, sizeof c);
+      rd_bytes_put(&conn, &c, sizeof c);
     }
 
   struct {
     enum axlf_section_kind kind;
     const char *name;
-    buf_t *b;
+    rd_bytes_t *b;
   } sec[] = {
       {MEM_TOPOLOGY, "mem_topology", &mem},
       {IP_LAYOUT, "ip_layout", &ip},
@@ -230,7 +208,7 @@ int rd_fpga_xclbin_write(const char *path, const rd_fpga_kernel_desc_t *const *k
   /* Header and section table, then the sections. */
   const size_t head = sizeof(struct axlf) + (n_sec - 1) * sizeof(struct axlf_section_header);
   struct axlf *ax = calloc(1, head);
-  buf_t out = {0};
+  rd_bytes_t out = {0};
   int rc = RD_OK;
   if (!ax || xml.oom || mem.oom || ip.oom || conn.oom) {
     rc = rd_error_set(err, RD_ENOMEM, "xclbin: out of memory");
@@ -253,24 +231,24 @@ int rd_fpga_xclbin_write(const char *path, const rd_fpga_kernel_desc_t *const *k
     snprintf(ax->m_sections[s].m_sectionName, sizeof ax->m_sections[s].m_sectionName, "%s",
              sec[s].name);
     ax->m_sections[s].m_sectionOffset = off;
-    ax->m_sections[s].m_sectionSize = sec[s].b->n;
-    off += (sec[s].b->n + 7) & ~(size_t)7;
+    ax->m_sections[s].m_sectionSize = sec[s].b->len;
+    off += (sec[s].b->len + 7) & ~(size_t)7;
   }
   ax->m_header.m_length = off;
   /* A stable UUID from the content: the same kernels give the same xclbin. */
-  uint64_t h1 = fnv1a(xml.p, xml.n, 0xcbf29ce484222325ull);
-  uint64_t h2 = fnv1a(conn.p, conn.n, h1 ^ 0x9e3779b97f4a7c15ull);
+  uint64_t h1 = fnv1a(xml.p, xml.len, 0xcbf29ce484222325ull);
+  uint64_t h2 = fnv1a(conn.p, conn.len, h1 ^ 0x9e3779b97f4a7c15ull);
   memcpy(ax->m_header.uuid, &h1, 8);
   memcpy(ax->m_header.uuid + 8, &h2, 8);
   ax->m_uniqueId = h1 ^ h2;
 
-  put(&out, ax, head);
+  rd_bytes_put(&out, ax, head);
   align8(&out);
   for (uint32_t s = 0; s < n_sec; s++) {
-    put(&out, sec[s].b->p, sec[s].b->n);
+    rd_bytes_put(&out, sec[s].b->p, sec[s].b->len);
     align8(&out);
   }
-  if (out.oom || out.n != off) {
+  if (out.oom || out.len != off) {
     rc = rd_error_set(err, RD_ENOMEM, "xclbin: out of memory");
     goto done;
   }
@@ -280,7 +258,7 @@ int rd_fpga_xclbin_write(const char *path, const rd_fpga_kernel_desc_t *const *k
     rc = rd_error_set(err, RD_ESTORE, "xclbin: cannot create %s: %s", path, strerror(errno));
     goto done;
   }
-  int bad = fwrite(out.p, 1, out.n, f) != out.n;
+  int bad = fwrite(out.p, 1, out.len, f) != out.len;
   bad |= fclose(f) != 0;
   if (bad) {
     unlink(path);

@@ -34,6 +34,7 @@
 
 #include "ckpt_file.h"
 #include "log.h"
+#include "rd_bytes.h"
 #include "rd_clock.h"
 #include "registry.h"
 #include "rd_cond.h"
@@ -239,31 +240,9 @@ static int write_atomic(const char *dir, const char *name, const void *data, siz
 /* Sections                                                            */
 /* ------------------------------------------------------------------ */
 
-typedef struct {
-  uint8_t *p;
-  size_t len, cap;
-  int oom;
-} bytes_t;
-
-static void put(bytes_t *b, const void *v, size_t n) {
-  if (b->oom) return;
-  if (b->cap - b->len < n) {
-    size_t cap = b->cap ? b->cap * 2 : 256;
-    while (cap - b->len < n) cap *= 2;
-    uint8_t *np = realloc(b->p, cap);
-    if (np == NULL) {
-      b->oom = 1;
-      return;
-    }
-    b->p = np;
-    b->cap = cap;
-  }
-  memcpy(b->p + b->len, v, n);
-  b->len += n;
-}
-static void put32(bytes_t *b, uint32_t v) { uint8_t x[4]; rd_le_put32(x, v); put(b, x, 4); }
-static void put64(bytes_t *b, uint64_t v) { uint8_t x[8]; rd_le_put64(x, v); put(b, x, 8); }
-static void putf64(bytes_t *b, double v) { uint64_t u; memcpy(&u, &v, 8); put64(b, u); }
+static void put32(rd_bytes_t *b, uint32_t v) { uint8_t x[4]; rd_le_put32(x, v); rd_bytes_put(b, x, 4); }
+static void put64(rd_bytes_t *b, uint64_t v) { uint8_t x[8]; rd_le_put64(x, v); rd_bytes_put(b, x, 8); }
+static void putf64(rd_bytes_t *b, double v) { uint64_t u; memcpy(&u, &v, 8); put64(b, u); }
 
 typedef struct {
   const uint8_t *p;
@@ -293,7 +272,7 @@ typedef struct {
   rd_table_image_t img; /* scalars only */
 } table_sec_t;
 
-static void encode_table(bytes_t *b, const rd_table_t *t, const rd_table_image_t *img) {
+static void encode_table(rd_bytes_t *b, const rd_table_t *t, const rd_table_image_t *img) {
   const rd_table_config_t *c = &t->config;
   put32(b, c->capacity);
   put32(b, c->fanout);
@@ -311,7 +290,7 @@ static void encode_table(bytes_t *b, const rd_table_t *t, const rd_table_image_t
     for (uint32_t k = 0; k < RD_FIELD_MAX_RANK; k++) put32(b, fd->shape[k]);
     uint32_t nl = (uint32_t)strnlen(fd->name, RD_FIELD_NAME_MAX - 1);
     put32(b, nl);
-    put(b, fd->name, nl);
+    rd_bytes_put(b, fd->name, nl);
   }
   put64(b, img->next_key);
   put64(b, img->size);
@@ -403,16 +382,16 @@ typedef struct {
   size_t spec_len;
 } meta_t;
 
-static void encode_meta(bytes_t *b, const meta_t *m) {
+static void encode_meta(rd_bytes_t *b, const meta_t *m) {
   put32(b, m->kind);
   put32(b, (uint32_t)m->durability);
   put64(b, m->gen);
   put64(b, m->cut_lsn);
   put64(b, (uint64_t)m->taken_ms);
   put64(b, m->learner_flags);
-  put(b, m->id, RD_WORKLOAD_ID_LEN);
+  rd_bytes_put(b, m->id, RD_WORKLOAD_ID_LEN);
   put64(b, m->spec_len);
-  put(b, m->spec, m->spec_len);
+  rd_bytes_put(b, m->spec, m->spec_len);
 }
 
 static int decode_meta(const uint8_t *p, size_t len, meta_t *m, rd_error_t *err) {
@@ -548,7 +527,7 @@ static int take_learner(rd_workload_t *w, taken_t *tk, rd_error_t *err) {
 /* The sections of tk into the writer. */
 static int write_sections(rd_ckpt_writer_t *wr, rd_workload_t *w, const meta_t *m,
                           const taken_t *tk, rd_error_t *err) {
-  bytes_t b = {0};
+  rd_bytes_t b = {0};
   encode_meta(&b, m);
   if (b.oom) {
     free(b.p);
