@@ -10,6 +10,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,19 +47,18 @@ typedef struct {
 static const cfg_key_t keys[] = {
     {"listen", K_STRING, FIELD(listen), 0, 0, false, "address to serve on, host:port"},
     {"state-dir", K_STRING, FIELD(state_dir), 0, 0, false,
-     "directory of the state database and admin token; defaults to\n"
-     "                             $STATE_DIRECTORY, $XDG_STATE_HOME/replayd or\n"
-     "                             $HOME/.local/state/replayd"},
+     "directory of the state database and admin token; defaults to $STATE_DIRECTORY, "
+     "$XDG_STATE_HOME/replayd or $HOME/.local/state/replayd"},
     {"log-file", K_STRING, FIELD(log_file), 0, 0, true,
      "log to this file (reopened on SIGHUP); empty = stderr"},
     {"log-level", K_LEVEL, FIELD(log_level), 0, 0, false, "debug, info, warn or error"},
     {"threads", K_COUNT, FIELD(threads), 1, 64, false, "completion-queue threads"},
     {"ingest-threads", K_COUNT, FIELD(ingest_threads), 0, 64, false,
-     "threads that apply inserts, at a lower priority than every other\n"
-     "                             call; 0 = the completion-queue threads do"},
+     "threads that apply inserts, at a lower priority than every other call; 0 = the "
+     "completion-queue threads do"},
     {"shutdown-grace-ms", K_COUNT, FIELD(shutdown_grace_ms), 0, 600000, false,
-     "on SIGTERM, how long calls in flight may finish before the rest\n"
-     "                             are cancelled (milliseconds)"},
+     "on SIGTERM, how long calls in flight may finish before the rest are cancelled "
+     "(milliseconds)"},
     {"max-message-bytes", K_BYTES, FIELD(max_message_bytes), 4 * KIB, GIB, false,
      "largest gRPC message, either way"},
     {"max-batch", K_COUNT, FIELD(max_batch), 1, UINT64_C(1) << 24, false,
@@ -71,79 +71,66 @@ static const cfg_key_t keys[] = {
     {"learner-threads", K_COUNT, FIELD(learner_threads), 1, 256, false,
      "threads of each hosted learner's train-step"},
     {"max-waiting-calls", K_COUNT, FIELD(max_waiting_calls), 0, 1u << 20, false,
-     "calls waiting for a rate limiter (and sample streams), all\n"
-     "                             workloads together; past it RESOURCE_EXHAUSTED"},
+     "calls waiting for a rate limiter (and sample streams), all workloads together; past it "
+     "RESOURCE_EXHAUSTED"},
     {"max-waiting-per-workload", K_COUNT, FIELD(max_waiting_per_workload), 0, 1u << 20, false,
-     "calls waiting for one workload's rate limiter (and its sample\n"
-     "                             streams)"},
+     "calls waiting for one workload's rate limiter (and its sample streams)"},
     {"learner-shares", K_COUNT, FIELD(learner_shares), 0, 2, false,
-     "1: hosted learners sharing a device take turns by their tenants'\n"
-     "                             weights (share.h); 2: the same, work-conserving\n"
-     "                             (time a learner cannot use goes to the others);\n"
-     "                             0: as the OS schedules them"},
+     "1: hosted learners sharing a device take turns by their tenants' weights (share.h); 2: the "
+     "same, work-conserving (time a learner cannot use goes to the others); 0: as the OS "
+     "schedules them"},
     {"remap", K_COUNT, FIELD(remap), 0, 1, false,
-     "1: every registration and deletion re-maps the hosted learners\n"
-     "                             together (Algorithm 3 over the live set) and\n"
-     "                             moves them live when it pays; 0: never"},
+     "1: every registration and deletion re-maps the hosted learners together (Algorithm 3 over "
+     "the live set) and moves them live when it pays; 0: never"},
     {"remap-threshold-pct", K_COUNT, FIELD(remap_threshold_pct), 0, 100000, false,
-     "hysteresis of the re-mapping: placed workloads move only if the\n"
-     "                             set's predicted GPS gains more than this percent"},
+     "hysteresis of the re-mapping: placed workloads move only if the set's predicted GPS gains "
+     "more than this percent"},
     {"fpga-parts-dir", K_STRING, FIELD(fpga_parts_dir), 0, 0, true,
-     "FPGA part files (*.part) for the mapper's FPGA model; empty = the\n"
-     "                             installed ones (run from the build tree:\n"
-     "                             then the source tree's)"},
+     "FPGA part files (*.part) for the mapper's FPGA model; empty = the installed ones (run from "
+     "the build tree: then the source tree's)"},
     {"fpga-csim", K_STRING, FIELD(fpga_csim), 0, 0, true,
-     "list one FPGA run as C-simulation (no board: the kernels' C code in\n"
-     "                             this process), modelled as this part of\n"
-     "                             --fpga-parts-dir (e.g. u250); empty = none"},
+     "list one FPGA run as C-simulation (no board: the kernels' C code in this process), "
+     "modelled as this part of --fpga-parts-dir (e.g. u250); empty = none"},
     {"fpga-xclbin", K_STRING, FIELD(fpga_xclbin), 0, 0, true,
-     "an xclbin (rmm_kernel, lrn_train_step) for XRT FPGA boards: the\n"
-     "                             replay module and learner mapped to a board\n"
-     "                             run its kernels (never run on a board yet);\n"
-     "                             needs an XRT build; empty = none"},
+     "an xclbin (rmm_kernel, lrn_train_step) for XRT FPGA boards: the replay module and learner "
+     "mapped to a board run its kernels (never run on a board yet); needs an XRT build; empty = "
+     "none"},
     {"fpga-xclbin-shape", K_SHAPE, FIELD(fpga_xclbin_shape), 0, 0, false,
-     "the xclbin's replay kernel build, K,N,BATCH[,MIN]: RMM_K,\n"
-     "                             RMM_CAPACITY, RMM_MAX_BATCH and the smallest table\n"
-     "                             it serves (RMM_MAX_LEAF = (2^63-1)/MIN; MIN\n"
-     "                             defaults to N, as build_xclbin.sh builds it:\n"
-     "                             then only tables of exactly N items fit)"},
+     "the xclbin's replay kernel build, K,N,BATCH[,MIN]: RMM_K, RMM_CAPACITY, RMM_MAX_BATCH and "
+     "the smallest table it serves (RMM_MAX_LEAF = (2^63-1)/MIN; MIN defaults to N, as "
+     "build_xclbin.sh builds it: then only tables of exactly N items fit)"},
     {"durability", K_STRING, FIELD(durability), 0, 0, false,
-     "a workload's durability when its spec does not say: none,\n"
-     "                             checkpoint or journal (every insert and update\n"
-     "                             on disk before it is acknowledged)"},
+     "a workload's durability when its spec does not say: none, checkpoint or journal (every "
+     "insert and update on disk before it is acknowledged)"},
     {"checkpoint-dir", K_STRING, FIELD(checkpoint_dir), 0, 0, true,
      "where checkpoints and journals go; empty = <state-dir>/checkpoints"},
     {"checkpoint-interval-s", K_COUNT, FIELD(checkpoint_interval_s), 0, 100000000, false,
-     "a workload's checkpoint period when its spec does not say\n"
-     "                             (seconds; 0 = only on request and at shutdown)"},
+     "a workload's checkpoint period when its spec does not say (seconds; 0 = only on request "
+     "and at shutdown)"},
     {"checkpoint-keep", K_COUNT, FIELD(checkpoint_keep), 1, 1000, false,
      "checkpoints kept per workload (a restore falls back to older ones)"},
     {"checkpoint-zstd", K_COUNT, FIELD(checkpoint_zstd), 0, 19, false,
      "zstd level of checkpoints and exports; 0 = uncompressed"},
     {"import-max-bytes", K_BYTES, FIELD(import_max_bytes), 4 * KIB, UINT64_C(1) << 40, false,
-     "largest file an ImportStream may send (held in a temporary file\n"
-     "                             of the checkpoint directory until it is checked)"},
+     "largest file an ImportStream may send (held in a temporary file of the checkpoint "
+     "directory until it is checked)"},
     {"journal-commit-us", K_COUNT, FIELD(journal_commit_us), 0, 1000000, false,
-     "group-commit window of the write-ahead journal: one fdatasync\n"
-     "                             covers the records of this many microseconds"},
+     "group-commit window of the write-ahead journal: one fdatasync covers the records of this "
+     "many microseconds"},
     {"journal-direct", K_COUNT, FIELD(journal_direct), 0, 1, false,
-     "1: write the journal with O_DIRECT where the file system states\n"
-     "                             its alignment (less CPU per byte); 0: through the page cache"},
+     "1: write the journal with O_DIRECT where the file system states its alignment (less CPU "
+     "per byte); 0: through the page cache"},
     {"journal-max-pending", K_BYTES, FIELD(journal_max_pending), MIB, UINT64_C(1) << 40, false,
-     "journal bytes waiting for the disk, every workload's together,\n"
-     "                             before inserts are refused"},
+     "journal bytes waiting for the disk, every workload's together, before inserts are refused"},
     {"metrics-listen", K_STRING, FIELD(metrics_listen), 0, 0, true,
-     "serve Prometheus metrics over HTTP at /metrics:\n"
-     "                             PORT or :PORT (loopback: 127.0.0.1:PORT) or\n"
-     "                             HOST:PORT; empty = no metrics endpoint"},
+     "serve Prometheus metrics over HTTP at /metrics: PORT or :PORT (loopback: 127.0.0.1:PORT) "
+     "or HOST:PORT; empty = no metrics endpoint"},
     {"tls-cert", K_STRING, FIELD(tls_cert), 0, 0, true,
-     "PEM certificate (chain): serve gRPC over TLS\n"
-     "                             (needs --tls-key); empty = plaintext"},
+     "PEM certificate (chain): serve gRPC over TLS (needs --tls-key); empty = plaintext"},
     {"tls-key", K_STRING, FIELD(tls_key), 0, 0, true, "PEM private key of --tls-cert"},
     {"tls-client-ca", K_STRING, FIELD(tls_client_ca), 0, 0, true,
-     "PEM CA certificates: every client must present\n"
-     "                             a certificate one of them signed (needs\n"
-     "                             --tls-cert); empty = clients need none"},
+     "PEM CA certificates: every client must present a certificate one of them signed (needs "
+     "--tls-cert); empty = clients need none"},
 };
 #define N_KEYS (sizeof keys / sizeof keys[0])
 
@@ -622,22 +609,87 @@ int rd_config_parse_args(rd_config_t *c, int argc, char **argv, int *show_help,
 static char usage_buf[16384]; /* PATH_MAX-long defaults fit */
 static pthread_once_t usage_once = PTHREAD_ONCE_INIT;
 
+/* The help texts hold only words: the printer lays them out, a flag in the
+ * first column and its text wrapped in the second, so that every line fits
+ * an 80-column terminal. */
+#define USAGE_FLAG_WIDTH 26 /* a longer flag puts its text on the next line */
+#define USAGE_TEXT_COL (2 + USAGE_FLAG_WIDTH + 1)
+#define USAGE_LINE_MAX 79
+
+typedef struct {
+  char *buf;
+  size_t cap, n; /* n may pass cap once the text no longer fits: nothing more is written */
+} usage_out_t;
+
+static void usage_put(usage_out_t *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void usage_put(usage_out_t *o, const char *fmt, ...) {
+  if (o->n >= o->cap) return;
+  va_list ap;
+  va_start(ap, fmt);
+  int w = vsnprintf(o->buf + o->n, o->cap - o->n, fmt, ap);
+  va_end(ap);
+  if (w > 0) o->n += (size_t)w;
+}
+
+/* Whether text may break at the space p[i]: not beside a lone "=", so that
+ * "empty = none" or "MAX = (2^63-1)/MIN" read as one piece. */
+static bool usage_can_break(const char *p, size_t i) {
+  if (p[i] != ' ') return false;
+  bool eq_before = i >= 1 && p[i - 1] == '=' && (i == 1 || p[i - 2] == ' ');
+  bool eq_after = p[i + 1] == '=' && (p[i + 2] == ' ' || p[i + 2] == '\0');
+  return !eq_before && !eq_after;
+}
+
+/* Text from the current column (USAGE_TEXT_COL) on, broken at spaces into
+ * lines of at most USAGE_LINE_MAX; a word longer than a whole line (a long
+ * default path) stands alone on its line rather than being cut. */
+static void usage_put_text(usage_out_t *o, const char *text) {
+  const size_t width = USAGE_LINE_MAX - USAGE_TEXT_COL;
+  bool first = true;
+  for (const char *p = text + strspn(text, " "); *p != '\0'; first = false) {
+    size_t len = strlen(p), take = len;
+    if (len > width) {
+      for (take = width; take > 0 && !usage_can_break(p, take); take--) {}
+      if (take == 0) take = strcspn(p, " ");
+    }
+    usage_put(o, "%*s%.*s\n", first ? 0 : USAGE_TEXT_COL, "", (int)take, p);
+    p += take;
+    p += strspn(p, " ");
+  }
+}
+
+/* One option: flag, what it does, and (when there is one) what it accepts
+ * and its default on a line of their own. */
+static void usage_put_option(usage_out_t *o, const char *flag, const char *help,
+                             const char *accepts) {
+  if (strlen(flag) <= USAGE_FLAG_WIDTH)
+    usage_put(o, "  %-*s ", USAGE_FLAG_WIDTH, flag);
+  else
+    usage_put(o, "  %s\n%*s", flag, USAGE_TEXT_COL, "");
+  usage_put_text(o, help);
+  if (accepts != NULL) {
+    usage_put(o, "%*s", USAGE_TEXT_COL, "");
+    usage_put_text(o, accepts);
+  }
+}
+
 static void build_usage(void) {
   rd_config_t d;
   rd_config_defaults(&d);
-  size_t n = 0, cap = sizeof usage_buf;
-  n += (size_t)snprintf(usage_buf + n, cap - n,
-                        "Usage: replayd [--config PATH] [--KEY VALUE | --KEY=VALUE]...\n"
-                        "Serve prioritized experience replay over gRPC.\n\n"
-                        "  --config PATH              read \"key = value\" lines first "
-                        "(flags override them)\n");
-  for (size_t k = 0; k < N_KEYS && n < cap; k++) {
+  usage_out_t o = {usage_buf, sizeof usage_buf, 0};
+  usage_put(&o, "Usage: replayd [--config PATH] [--KEY VALUE | --KEY=VALUE]...\n"
+                "Serve prioritized experience replay over gRPC.\n\n");
+  usage_put_option(&o, "--config PATH",
+                   "read \"key = value\" lines first (flags override them)", NULL);
+  for (size_t k = 0; k < N_KEYS; k++) {
     const cfg_key_t *key = &keys[k];
     const char *field = (const char *)&d + key->offset;
-    char def[PATH_MAX + 8], range[128], flag[40];
+    char def[PATH_MAX + 8], range[128], flag[40], accepts[sizeof def + sizeof range + 16];
     switch (key->kind) {
     case K_STRING: snprintf(def, sizeof def, "\"%s\"", field); break;
-    case K_LEVEL: snprintf(def, sizeof def, "%s", level_names[*(const rd_log_level_t *)(const void *)field]); break;
+    case K_LEVEL:
+      snprintf(def, sizeof def, "%s", level_names[*(const rd_log_level_t *)(const void *)field]);
+      break;
     case K_COUNT:
       snprintf(def, sizeof def, "%u", *(const uint32_t *)(const void *)field);
       break;
@@ -665,15 +717,14 @@ static void build_usage(void) {
                                                                                  : "PATH")
              : key->kind == K_LEVEL ? "LEVEL" : key->kind == K_BYTES ? "BYTES"
              : key->kind == K_SHAPE ? "K,N,B" : "N");
-    n += (size_t)snprintf(usage_buf + n, cap - n, "  %-26s %s\n  %-26s (%s%sdefault %s)\n", flag,
-                          key->help, "", range, range[0] ? "; " : "", def);
+    snprintf(accepts, sizeof accepts, "(%s%sdefault %s)", range, range[0] ? "; " : "", def);
+    usage_put_option(&o, flag, key->help, accepts);
   }
-  if (n < cap)
-    snprintf(usage_buf + n, cap - n,
-             "  --help                     show this text\n"
-             "  --version                  show the version\n\n"
-             "The config file takes the same keys without \"--\" (\"threads = 4\"; '_' may\n"
-             "replace '-'); '#' starts a comment. Precedence: defaults < config file < flags.\n");
+  usage_put_option(&o, "--help", "show this text", NULL);
+  usage_put_option(&o, "--version", "show the version", NULL);
+  usage_put(&o,
+            "\nThe config file takes the same keys without \"--\" (\"threads = 4\"; '_' may\n"
+            "replace '-'); '#' starts a comment. Precedence: defaults < config file < flags.\n");
 }
 
 const char *rd_config_usage(void) {
