@@ -84,6 +84,7 @@ typedef enum {
   ADMIN,       /* the server's admin token (rd_auth_admin) */
   ADMIN_STORE, /* ADMIN, and a profile store to work on (the profile RPCs) */
   OWNER,       /* the request's workload_id, opened by its token (rd_auth_workload): q->w */
+  LEARNER,     /* OWNER, of a workload that hosts a learner (rd_workload_learner) */
 } who_t;
 
 /* One row per method: its path, where it runs, who may call it and its
@@ -102,8 +103,8 @@ static const struct {
     [RD_M_INSERT_BATCH] = {M("InsertBatch"), RD_RUN_INGEST, OWNER, h_insert_batch},
     [RD_M_SAMPLE] = {M("Sample"), RD_RUN_INLINE, OWNER, h_sample},
     [RD_M_UPDATE] = {M("UpdatePriorities"), RD_RUN_INLINE, OWNER, h_update},
-    [RD_M_TRAIN_STEP] = {M("TrainStep"), RD_RUN_TRAIN, OWNER, h_train_step},
-    [RD_M_GET_WEIGHTS] = {M("GetWeights"), RD_RUN_INLINE, OWNER, h_get_weights},
+    [RD_M_TRAIN_STEP] = {M("TrainStep"), RD_RUN_TRAIN, LEARNER, h_train_step},
+    [RD_M_GET_WEIGHTS] = {M("GetWeights"), RD_RUN_INLINE, LEARNER, h_get_weights},
     [RD_M_SERVER_INFO] = {M("ServerInfo"), RD_RUN_INLINE, ANYONE, h_server_info},
     [RD_M_LIST_DEVICES] = {M("ListDevices"), RD_RUN_INLINE, ANYONE, h_list_devices},
     /* Plan and the profile RPCs measure and store: an operator's calls. */
@@ -187,11 +188,18 @@ static int authorized(request_t *q, rd_method_t m, rd_reply_t *r) {
     rd_reply_error(r, RD_ESTATE, "this server keeps no profile store");
     return 0;
   case OWNER:
+  case LEARNER:
     q->w = rd_auth_workload(q->ctx, q->ci->md, workload_id(q->msg), 0, r);
-    return q->w != NULL;
+    if (q->w == NULL) return 0;
+    break;
   default:
     return 1;
   }
+  rd_error_t err; /* q->w's: a LEARNER method's needs its learner */
+  rd_error_clear(&err);
+  if (methods[m].who == OWNER || rd_workload_learner(q->w, &err) == RD_OK) return 1;
+  rd_reply_error(r, err.code, "%s", err.msg);
+  return 0;
 }
 
 static rd_reply_when_t handle(rd_handler_ctx_t *ctx, rd_method_t m, const rd_call_info_t *ci,
@@ -618,40 +626,36 @@ static void train_reply(void *arg, const rd_train_result_t *res) {
  * train_reply answers from the pipeline's thread. */
 HANDLER(h_train_step) {
   const Replayd__V1__TrainStepRequest *m = q->msg;
-  rd_workload_t *w = q->w;
+  train_call_t *tc = malloc(sizeof *tc);
+  if (tc == NULL) {
+    rd_reply_error(r, RD_ENOMEM, "out of memory");
+    return RD_REPLY_NOW;
+  }
+  *tc = (train_call_t){q->w, q->ci->call, m->steps, rd_clock_now()};
   rd_error_t err;
   rd_error_clear(&err);
-  train_call_t *tc = NULL;
-  int rc = rd_workload_learner(w, &err);
-  if (rc == RD_OK && (tc = malloc(sizeof *tc)) == NULL)
-    rc = rd_error_set(&err, RD_ENOMEM, "out of memory");
-  if (rc == RD_OK) {
-    *tc = (train_call_t){w, q->ci->call, m->steps, rd_clock_now()};
-    rc = rd_workload_train(w, m->steps, q->ci->deadline, train_reply, tc, &err);
-    if (rc == RD_OK) {
-      q->w = NULL; /* train_reply answers and unrefs */
-      return RD_REPLY_LATER;
-    }
+  int rc = rd_workload_train(q->w, m->steps, q->ci->deadline, train_reply, tc, &err);
+  if (rc != RD_OK) {
+    free(tc);
+    rd_reply_error(r, rc, "%s", err.msg);
+    return RD_REPLY_NOW;
   }
-  free(tc);
-  rd_reply_error(r, rc, "%s", err.msg);
-  return RD_REPLY_NOW;
+  q->w = NULL; /* train_reply answers and unrefs */
+  return RD_REPLY_LATER;
 }
 
 HANDLER(h_get_weights) {
   const Replayd__V1__GetWeightsRequest *m = q->msg;
-  rd_workload_t *w = q->w;
+  rd_pipeline_t *pipe = q->w->pipeline;
+  /* Bounded: registration refused policies above --max-message-bytes. */
+  size_t cap = rd_pipeline_weights_bytes(pipe), len = 0;
+  uint8_t *buf = malloc(cap + 1);
+  uint64_t version = 0;
   rd_error_t err;
   rd_error_clear(&err);
-  uint8_t *buf = NULL;
-  size_t cap = 0, len = 0;
-  uint64_t version = 0;
-  int rc = rd_workload_learner(w, &err);
-  /* Bounded: registration refused policies above --max-message-bytes. */
-  if (rc == RD_OK && (buf = malloc((cap = rd_pipeline_weights_bytes(w->pipeline)) + 1)) == NULL)
-    rc = rd_error_set(&err, RD_ENOMEM, "out of memory for %zu bytes of weights", cap);
-  if (rc == RD_OK)
-    rc = rd_pipeline_weights(w->pipeline, m->have_version, buf, cap, &version, &len, &err);
+  int rc = buf != NULL
+               ? rd_pipeline_weights(pipe, m->have_version, buf, cap, &version, &len, &err)
+               : rd_error_set(&err, RD_ENOMEM, "out of memory for %zu bytes of weights", cap);
   if (rc == RD_OK) {
     Replayd__V1__GetWeightsResponse reply = REPLAYD__V1__GET_WEIGHTS_RESPONSE__INIT;
     reply.version = version;
@@ -796,15 +800,12 @@ HANDLER(h_import_profiles) {
 HANDLER(h_export_profiles) {
   char *buf = NULL;
   size_t len = 0, count = 0;
-  FILE *f = open_memstream(&buf, &len);
-  if (f == NULL) {
-    rd_reply_error(r, RD_ENOMEM, "out of memory exporting profiles");
-    return RD_REPLY_NOW;
-  }
   rd_error_t err;
   rd_error_clear(&err);
-  int rc = rd_store_export_profiles(q->ctx->store, f, &count, &err);
-  if (fclose(f) != 0 && rc == RD_OK)
+  FILE *f = open_memstream(&buf, &len);
+  int rc = f != NULL ? rd_store_export_profiles(q->ctx->store, f, &count, &err)
+                     : rd_error_set(&err, RD_ENOMEM, "out of memory exporting profiles");
+  if (f != NULL && fclose(f) != 0 && rc == RD_OK)
     rc = rd_error_set(&err, RD_ENOMEM, "out of memory exporting profiles");
   if (rc) {
     rd_reply_error(r, rc, "%s", err.msg);
