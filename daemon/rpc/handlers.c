@@ -77,8 +77,8 @@ HANDLER(h_export_stream);
 #define SERVICE "/replayd.v1.Replay/"
 #define M(method) SERVICE method
 
-/* Who may call a method, as rd_handle checks it once the request decodes
- * (a handler checks whatever else it needs). */
+/* Who may call a method and what the call needs, as rd_handle checks it
+ * once the request decodes (a handler checks whatever else it needs). */
 typedef enum {
   ANYONE = 0,
   ADMIN,       /* the server's admin token (rd_auth_admin) */
