@@ -1,9 +1,11 @@
 /* handlers.c - the RPCs of replayd.v1.Replay: the method table and what
  * each method does.
  *
- * rd_handle decodes a request once for every method (the table's request
- * type); a handler then authorizes (auth.h), calls core and packs the
- * reply, or answers core's error through status.h. Memory a call
+ * rd_handle decodes a request once for every method (its request type in
+ * replayd.proto) and authorizes it as the table's row says (auth.h: the
+ * admin's token, or the token of the workload it names, which the handler
+ * then gets); a handler checks what else it needs, calls core and packs
+ * the reply, or answers core's error through status.h. Memory a call
  * allocates is bounded by max_batch rows, itself bounded by the gRPC
  * message size limit.
  */
@@ -36,11 +38,15 @@ typedef struct {
   rd_handler_ctx_t *ctx;
   const rd_call_info_t *ci;
   const void *msg; /* the method's request type, unpacked */
+  /* An OWNER method's: the workload the request names, which the call's
+   * token opens. rd_handle lets it go once the handler returns, unless
+   * the handler takes it (sets w to NULL: a TrainStep answered later). */
+  rd_workload_t *w;
 } request_t;
 
-typedef rd_reply_when_t (*handler_fn)(const request_t *q, rd_reply_t *r);
+typedef rd_reply_when_t (*handler_fn)(request_t *q, rd_reply_t *r);
 
-#define HANDLER(name) static rd_reply_when_t name(const request_t *q, rd_reply_t *r)
+#define HANDLER(name) static rd_reply_when_t name(request_t *q, rd_reply_t *r)
 HANDLER(h_register);
 HANDLER(h_describe);
 HANDLER(h_list);
@@ -68,76 +74,86 @@ HANDLER(h_list_tenants);
 HANDLER(h_remove_tenant);
 HANDLER(h_export_stream);
 
-#define M(method) "/replayd.v1.Replay/" method
-#define REQ(type) &replayd__v1__##type##__descriptor
+#define SERVICE "/replayd.v1.Replay/"
+#define M(method) SERVICE method
 
+/* Who may call a method and what the call needs, as rd_handle checks it
+ * once the request decodes (a handler checks whatever else it needs). */
+typedef enum {
+  ANYONE = 0,
+  ADMIN,       /* the server's admin token (rd_auth_admin) */
+  ADMIN_STORE, /* ADMIN, and a profile store to work on (the profile RPCs) */
+  OWNER,       /* the request's workload_id, opened by its token (rd_auth_workload): q->w */
+  LEARNER,     /* OWNER, of a workload that hosts a learner (rd_workload_learner) */
+} who_t;
+
+/* One row per method: its path, where it runs, who may call it and its
+ * handler. Its request type is the .proto's (request_type). */
 static const struct {
   const char *path;
-  const ProtobufCMessageDescriptor *request;
   rd_run_t run;
+  who_t who;
   handler_fn handle;
 } methods[RD_M_COUNT] = {
-    [RD_M_REGISTER] = {M("RegisterWorkload"), REQ(workload_spec), RD_RUN_PLACEMENT, h_register},
-    [RD_M_DESCRIBE] = {M("DescribeWorkload"), REQ(workload_ref), RD_RUN_INLINE, h_describe},
-    [RD_M_LIST] = {M("ListWorkloads"), REQ(list_workloads_request), RD_RUN_INLINE, h_list},
-    [RD_M_DELETE] = {M("DeleteWorkload"), REQ(workload_ref), RD_RUN_CONTROL, h_delete},
-    [RD_M_INSERT] = {M("Insert"), REQ(insert_request), RD_RUN_INGEST, h_insert},
-    [RD_M_INSERT_BATCH] = {M("InsertBatch"), REQ(insert_request), RD_RUN_INGEST, h_insert_batch},
-    [RD_M_SAMPLE] = {M("Sample"), REQ(sample_request), RD_RUN_INLINE, h_sample},
-    [RD_M_UPDATE] = {M("UpdatePriorities"), REQ(update_priorities_request), RD_RUN_INLINE,
-                     h_update},
-    [RD_M_TRAIN_STEP] = {M("TrainStep"), REQ(train_step_request), RD_RUN_TRAIN, h_train_step},
-    [RD_M_GET_WEIGHTS] = {M("GetWeights"), REQ(get_weights_request), RD_RUN_INLINE,
-                          h_get_weights},
-    [RD_M_SERVER_INFO] = {M("ServerInfo"), REQ(server_info_request), RD_RUN_INLINE,
-                          h_server_info},
-    [RD_M_LIST_DEVICES] = {M("ListDevices"), REQ(list_devices_request), RD_RUN_INLINE,
-                           h_list_devices},
-    [RD_M_PLAN] = {M("Plan"), REQ(plan_request), RD_RUN_PLACEMENT, h_plan},
-    [RD_M_LIST_PROFILES] = {M("ListProfiles"), REQ(list_profiles_request), RD_RUN_CONTROL,
-                            h_list_profiles},
-    [RD_M_CLEAR_PROFILES] = {M("ClearProfiles"), REQ(clear_profiles_request), RD_RUN_CONTROL,
-                             h_clear_profiles},
-    [RD_M_IMPORT_PROFILES] = {M("ImportProfiles"), REQ(import_profiles_request),
-                              RD_RUN_CONTROL, h_import_profiles},
-    [RD_M_EXPORT_PROFILES] = {M("ExportProfiles"), REQ(export_profiles_request),
-                              RD_RUN_CONTROL, h_export_profiles},
+    [RD_M_REGISTER] = {M("RegisterWorkload"), RD_RUN_PLACEMENT, ANYONE, h_register},
+    [RD_M_DESCRIBE] = {M("DescribeWorkload"), RD_RUN_INLINE, ANYONE, h_describe},
+    [RD_M_LIST] = {M("ListWorkloads"), RD_RUN_INLINE, ANYONE, h_list},
+    [RD_M_DELETE] = {M("DeleteWorkload"), RD_RUN_CONTROL, ANYONE, h_delete},
+    [RD_M_INSERT] = {M("Insert"), RD_RUN_INGEST, ANYONE, h_insert},
+    [RD_M_INSERT_BATCH] = {M("InsertBatch"), RD_RUN_INGEST, OWNER, h_insert_batch},
+    [RD_M_SAMPLE] = {M("Sample"), RD_RUN_INLINE, OWNER, h_sample},
+    [RD_M_UPDATE] = {M("UpdatePriorities"), RD_RUN_INLINE, OWNER, h_update},
+    [RD_M_TRAIN_STEP] = {M("TrainStep"), RD_RUN_TRAIN, LEARNER, h_train_step},
+    [RD_M_GET_WEIGHTS] = {M("GetWeights"), RD_RUN_INLINE, LEARNER, h_get_weights},
+    [RD_M_SERVER_INFO] = {M("ServerInfo"), RD_RUN_INLINE, ANYONE, h_server_info},
+    [RD_M_LIST_DEVICES] = {M("ListDevices"), RD_RUN_INLINE, ANYONE, h_list_devices},
+    /* Plan and the profile RPCs measure and store: an operator's calls. */
+    [RD_M_PLAN] = {M("Plan"), RD_RUN_PLACEMENT, ADMIN, h_plan},
+    [RD_M_LIST_PROFILES] = {M("ListProfiles"), RD_RUN_CONTROL, ADMIN_STORE, h_list_profiles},
+    [RD_M_CLEAR_PROFILES] = {M("ClearProfiles"), RD_RUN_CONTROL, ADMIN_STORE, h_clear_profiles},
+    [RD_M_IMPORT_PROFILES] = {M("ImportProfiles"), RD_RUN_CONTROL, ADMIN_STORE, h_import_profiles},
+    [RD_M_EXPORT_PROFILES] = {M("ExportProfiles"), RD_RUN_CONTROL, ADMIN_STORE, h_export_profiles},
     /* Durability (durability.h): writes that take as long as the table is
      * large; an import may place a learner. */
-    [RD_M_CHECKPOINT] = {M("Checkpoint"), REQ(checkpoint_request), RD_RUN_CONTROL, h_checkpoint},
-    [RD_M_EXPORT_WORKLOAD] = {M("ExportWorkload"), REQ(export_workload_request), RD_RUN_CONTROL,
-                              h_export_workload},
-    [RD_M_IMPORT_WORKLOAD] = {M("ImportWorkload"), REQ(import_workload_request),
-                              RD_RUN_PLACEMENT, h_import_workload},
-    [RD_M_SET_RATE_LIMITER] = {M("SetRateLimiter"), REQ(set_rate_limiter_request),
-                               RD_RUN_CONTROL, h_set_rate_limiter},
+    [RD_M_CHECKPOINT] = {M("Checkpoint"), RD_RUN_CONTROL, ANYONE, h_checkpoint},
+    [RD_M_EXPORT_WORKLOAD] = {M("ExportWorkload"), RD_RUN_CONTROL, ANYONE, h_export_workload},
+    [RD_M_IMPORT_WORKLOAD] = {M("ImportWorkload"), RD_RUN_PLACEMENT, ANYONE, h_import_workload},
+    [RD_M_SET_RATE_LIMITER] = {M("SetRateLimiter"), RD_RUN_CONTROL, OWNER, h_set_rate_limiter},
     /* A stream of its own (server.c, sample_stream.h); rd_handle never runs it. */
-    [RD_M_SAMPLE_STREAM] = {M("SampleStream"), REQ(sample_stream_request), RD_RUN_INLINE, NULL},
-    [RD_M_ADD_TENANT] = {M("AddTenant"), REQ(add_tenant_request), RD_RUN_CONTROL, h_add_tenant},
-    [RD_M_SET_TENANT] = {M("SetTenant"), REQ(set_tenant_request), RD_RUN_CONTROL, h_set_tenant},
-    [RD_M_LIST_TENANTS] = {M("ListTenants"), REQ(list_tenants_request), RD_RUN_INLINE,
-                           h_list_tenants},
-    [RD_M_REMOVE_TENANT] = {M("RemoveTenant"), REQ(remove_tenant_request), RD_RUN_CONTROL,
-                            h_remove_tenant},
+    [RD_M_SAMPLE_STREAM] = {M("SampleStream"), RD_RUN_INLINE, ANYONE, NULL},
+    [RD_M_ADD_TENANT] = {M("AddTenant"), RD_RUN_CONTROL, ADMIN, h_add_tenant},
+    [RD_M_SET_TENANT] = {M("SetTenant"), RD_RUN_CONTROL, ADMIN, h_set_tenant},
+    [RD_M_LIST_TENANTS] = {M("ListTenants"), RD_RUN_INLINE, ADMIN, h_list_tenants},
+    [RD_M_REMOVE_TENANT] = {M("RemoveTenant"), RD_RUN_CONTROL, ADMIN, h_remove_tenant},
     /* Streams of their own (server.c, durability.h): the export's request
      * writes the file; the import's messages and end do not run here. */
-    [RD_M_EXPORT_STREAM] = {M("ExportStream"), REQ(export_stream_request), RD_RUN_CONTROL,
-                            h_export_stream},
-    [RD_M_IMPORT_STREAM] = {M("ImportStream"), REQ(import_chunk), RD_RUN_CONTROL, NULL},
+    [RD_M_EXPORT_STREAM] = {M("ExportStream"), RD_RUN_CONTROL, ANYONE, h_export_stream},
+    [RD_M_IMPORT_STREAM] = {M("ImportStream"), RD_RUN_CONTROL, ANYONE, NULL},
 };
 
 const char *rd_method_path(rd_method_t m) { return methods[m].path; }
 rd_run_t rd_method_run(rd_method_t m) { return methods[m].run; }
 
+/* "RegisterWorkload", ...: the method's name in the service. */
+static const char *method_name(rd_method_t m) { return methods[m].path + strlen(SERVICE); }
+
+/* The method's request type, as replayd.proto declares it (NULL: a name
+ * the service does not have). */
+static const ProtobufCMessageDescriptor *request_type(rd_method_t m) {
+  const ProtobufCMethodDescriptor *d =
+      protobuf_c_service_descriptor_get_method_by_name(&replayd__v1__replay__descriptor,
+                                                       method_name(m));
+  return d != NULL ? d->input : NULL;
+}
+
 /* ------------------------------------------------------------------ */
 /* One decode, one bound on replies                                   */
 /* ------------------------------------------------------------------ */
 
-/* The request of method m, unpacked; NULL with r failed if its strings
+/* A request of type desc, unpacked; NULL with r failed if its strings
  * are not whole (pb_check.h) or it does not decode. */
-static ProtobufCMessage *decode(rd_method_t m, const rd_call_info_t *ci, const uint8_t *b,
-                                size_t n, rd_reply_t *r) {
-  const ProtobufCMessageDescriptor *desc = methods[m].request;
+static ProtobufCMessage *decode(const ProtobufCMessageDescriptor *desc, const rd_call_info_t *ci,
+                                const uint8_t *b, size_t n, rd_reply_t *r) {
   rd_error_t err;
   rd_error_clear(&err);
   if (rd_pb_check(desc, b, n, &err) != RD_OK) {
@@ -153,19 +169,55 @@ static ProtobufCMessage *decode(rd_method_t m, const rd_call_info_t *ci, const u
   return msg;
 }
 
+/* The request's workload_id (every OWNER method's request has one). */
+static const char *workload_id(const ProtobufCMessage *msg) {
+  const ProtobufCFieldDescriptor *f =
+      protobuf_c_message_descriptor_get_field_by_name(msg->descriptor, "workload_id");
+  return f != NULL ? *(char *const *)((const char *)msg + f->offset) : NULL;
+}
+
+/* 1 if the call may run method m's handler; otherwise 0 with r failed. An
+ * admin's method is refused under the name the service gives it. */
+static int authorized(request_t *q, rd_method_t m, rd_reply_t *r) {
+  switch (methods[m].who) {
+  case ADMIN:
+    return rd_auth_admin(q->ctx, q->ci->md, method_name(m), r);
+  case ADMIN_STORE:
+    if (!rd_auth_admin(q->ctx, q->ci->md, method_name(m), r)) return 0;
+    if (q->ctx->store != NULL) return 1;
+    rd_reply_error(r, RD_ESTATE, "this server keeps no profile store");
+    return 0;
+  case OWNER:
+  case LEARNER:
+    q->w = rd_auth_workload(q->ctx, q->ci->md, workload_id(q->msg), 0, r);
+    if (q->w == NULL) return 0;
+    break;
+  default:
+    return 1;
+  }
+  rd_error_t err; /* q->w's: a LEARNER method's needs its learner */
+  rd_error_clear(&err);
+  if (methods[m].who == OWNER || rd_workload_learner(q->w, &err) == RD_OK) return 1;
+  rd_reply_error(r, err.code, "%s", err.msg);
+  return 0;
+}
+
 static rd_reply_when_t handle(rd_handler_ctx_t *ctx, rd_method_t m, const rd_call_info_t *ci,
                               const uint8_t *body, size_t len, rd_reply_t *out) {
   static const uint8_t empty[1];
+  const ProtobufCMessageDescriptor *desc = NULL;
   if (body == NULL) body = empty; /* an empty message is valid protobuf */
   if ((unsigned)m >= RD_M_COUNT || (m == RD_M_INSERT) != (ci->stream != NULL) ||
-      methods[m].handle == NULL) {
+      methods[m].handle == NULL || (desc = request_type(m)) == NULL) {
     rd_reply_status(out, GRPC_STATUS_UNIMPLEMENTED, "method %d is not served", (int)m);
     return RD_REPLY_NOW;
   }
-  ProtobufCMessage *msg = decode(m, ci, body, len, out);
+  ProtobufCMessage *msg = decode(desc, ci, body, len, out);
   if (msg == NULL) return RD_REPLY_NOW;
-  request_t q = {ctx, ci, msg};
-  rd_reply_when_t when = methods[m].handle(&q, out);
+  request_t q = {ctx, ci, msg, NULL};
+  rd_reply_when_t when = RD_REPLY_NOW;
+  if (authorized(&q, m, out)) when = methods[m].handle(&q, out);
+  if (q.w != NULL) rd_workload_unref(q.w);
   protobuf_c_message_free_unpacked(msg, NULL);
   /* Every reply within the message limit: one that a handler's own bound
    * let through is this clear error rather than gRPC's "Sent message
@@ -370,8 +422,7 @@ static rd_limiter_wait_t *flow_wait(const request_t *q, rd_workload_t *w, int fa
 HANDLER(h_insert_batch) {
   const Replayd__V1__InsertRequest *m = q->msg;
   const rd_config_t *cfg = q->ctx->config;
-  rd_workload_t *w = rd_auth_workload(q->ctx, q->ci->md, m->workload_id, 0, r);
-  if (w == NULL) return RD_REPLY_NOW;
+  rd_workload_t *w = q->w;
   rd_insert_batch_t b;
   rd_cbuf_t cols[RD_SCHEMA_MAX_FIELDS];
   insert_batch(m, cols, &b);
@@ -393,7 +444,6 @@ HANDLER(h_insert_batch) {
    * insert now (it fails, or waits for the rate limiter and runs again). */
   if (rc == RD_OK && !rd_tenant_rpc_rows(w, RD_TENANT_INSERT, b.count, r)) {
     free(keys);
-    rd_workload_unref(w);
     return RD_REPLY_NOW;
   }
   uint64_t lsn = 0;
@@ -403,7 +453,6 @@ HANDLER(h_insert_batch) {
     rd_tenant_rpc_rows_back(w, RD_TENANT_INSERT, b.count);
   if (rc == RD_LIMIT_QUEUED) { /* runs again when the limiter lets it */
     free(keys);
-    rd_workload_unref(w);
     return RD_REPLY_PARKED;
   }
   if (rc == RD_OK) {
@@ -418,9 +467,7 @@ HANDLER(h_insert_batch) {
   }
   free(keys);
   /* Journal mode: answered once its record is on disk (durability.h). */
-  rd_reply_when_t when = rd_ack_when_durable(w, lsn, q->ci->call, r);
-  rd_workload_unref(w);
-  return when;
+  return rd_ack_when_durable(w, lsn, q->ci->call, r);
 }
 
 /* One message of an Insert stream: the first one names the workload. */
@@ -472,15 +519,11 @@ void rd_insert_stream_release(rd_insert_stream_t *st) {
 /* The rows go from the table straight into the reply (sample_reply.h). */
 HANDLER(h_sample) {
   const Replayd__V1__SampleRequest *m = q->msg;
-  rd_workload_t *w = rd_auth_workload(q->ctx, q->ci->md, m->workload_id, 0, r);
-  if (w == NULL) return RD_REPLY_NOW;
+  rd_workload_t *w = q->w;
   rd_sample_request_t sq = {m->batch_size,
                             m->beta_opt_case == REPLAYD__V1__SAMPLE_REQUEST__BETA_OPT_BETA,
                             m->beta, m->stratified ? RD_SAMPLE_STRATIFIED : 0};
-  if (!rd_tenant_rpc_rows(w, RD_TENANT_SAMPLE, m->batch_size, r)) {
-    rd_workload_unref(w);
-    return RD_REPLY_NOW;
-  }
+  if (!rd_tenant_rpc_rows(w, RD_TENANT_SAMPLE, m->batch_size, r)) return RD_REPLY_NOW;
   rd_sample_reply_t reply;
   memset(&reply, 0, sizeof reply);
   uint64_t size = 0;
@@ -491,7 +534,6 @@ HANDLER(h_sample) {
   if (rc != RD_OK) rd_tenant_rpc_rows_back(w, RD_TENANT_SAMPLE, m->batch_size);
   if (rc == RD_LIMIT_QUEUED) { /* runs again when the limiter lets it */
     rd_sample_reply_free(&reply);
-    rd_workload_unref(w);
     return RD_REPLY_PARKED;
   }
   if (rc == RD_OK)
@@ -499,14 +541,12 @@ HANDLER(h_sample) {
   else
     rd_reply_error(r, rc, "%s", err.msg);
   rd_sample_reply_free(&reply);
-  rd_workload_unref(w);
   return RD_REPLY_NOW;
 }
 
 HANDLER(h_update) {
   const Replayd__V1__UpdatePrioritiesRequest *m = q->msg;
-  rd_workload_t *w = rd_auth_workload(q->ctx, q->ci->md, m->workload_id, 0, r);
-  if (w == NULL) return RD_REPLY_NOW;
+  rd_workload_t *w = q->w;
   size_t stale = 0;
   uint64_t lsn = 0;
   rd_error_t err;
@@ -521,18 +561,13 @@ HANDLER(h_update) {
   } else {
     rd_reply_error(r, rc, "%s", err.msg);
   }
-  rd_reply_when_t when = rd_ack_when_durable(w, lsn, q->ci->call, r);
-  rd_workload_unref(w);
-  return when;
+  return rd_ack_when_durable(w, lsn, q->ci->call, r);
 }
 
 /* The owner changes the rate limiter (rate_limit.h). */
 HANDLER(h_set_rate_limiter) {
   const Replayd__V1__SetRateLimiterRequest *m = q->msg;
-  rd_workload_t *w = rd_auth_workload(q->ctx, q->ci->md, m->workload_id, 0, r);
-  if (w == NULL) return RD_REPLY_NOW;
-  rd_set_rate_limiter(q->ctx, w, m->rate_limiter, r);
-  rd_workload_unref(w);
+  rd_set_rate_limiter(q->ctx, q->w, m->rate_limiter, r);
   return RD_REPLY_NOW;
 }
 
@@ -591,40 +626,36 @@ static void train_reply(void *arg, const rd_train_result_t *res) {
  * train_reply answers from the pipeline's thread. */
 HANDLER(h_train_step) {
   const Replayd__V1__TrainStepRequest *m = q->msg;
-  rd_workload_t *w = rd_auth_workload(q->ctx, q->ci->md, m->workload_id, 0, r);
-  if (w == NULL) return RD_REPLY_NOW;
+  train_call_t *tc = malloc(sizeof *tc);
+  if (tc == NULL) {
+    rd_reply_error(r, RD_ENOMEM, "out of memory");
+    return RD_REPLY_NOW;
+  }
+  *tc = (train_call_t){q->w, q->ci->call, m->steps, rd_clock_now()};
   rd_error_t err;
   rd_error_clear(&err);
-  train_call_t *tc = NULL;
-  int rc = rd_workload_learner(w, &err);
-  if (rc == RD_OK && (tc = malloc(sizeof *tc)) == NULL)
-    rc = rd_error_set(&err, RD_ENOMEM, "out of memory");
-  if (rc == RD_OK) {
-    *tc = (train_call_t){w, q->ci->call, m->steps, rd_clock_now()};
-    rc = rd_workload_train(w, m->steps, q->ci->deadline, train_reply, tc, &err);
-    if (rc == RD_OK) return RD_REPLY_LATER; /* train_reply answers and unrefs */
+  int rc = rd_workload_train(q->w, m->steps, q->ci->deadline, train_reply, tc, &err);
+  if (rc != RD_OK) {
+    free(tc);
+    rd_reply_error(r, rc, "%s", err.msg);
+    return RD_REPLY_NOW;
   }
-  free(tc);
-  rd_reply_error(r, rc, "%s", err.msg);
-  rd_workload_unref(w);
-  return RD_REPLY_NOW;
+  q->w = NULL; /* train_reply answers and unrefs */
+  return RD_REPLY_LATER;
 }
 
 HANDLER(h_get_weights) {
   const Replayd__V1__GetWeightsRequest *m = q->msg;
-  rd_workload_t *w = rd_auth_workload(q->ctx, q->ci->md, m->workload_id, 0, r);
-  if (w == NULL) return RD_REPLY_NOW;
+  rd_pipeline_t *pipe = q->w->pipeline;
+  /* Bounded: registration refused policies above --max-message-bytes. */
+  size_t cap = rd_pipeline_weights_bytes(pipe), len = 0;
+  uint8_t *buf = malloc(cap + 1);
+  uint64_t version = 0;
   rd_error_t err;
   rd_error_clear(&err);
-  uint8_t *buf = NULL;
-  size_t cap = 0, len = 0;
-  uint64_t version = 0;
-  int rc = rd_workload_learner(w, &err);
-  /* Bounded: registration refused policies above --max-message-bytes. */
-  if (rc == RD_OK && (buf = malloc((cap = rd_pipeline_weights_bytes(w->pipeline)) + 1)) == NULL)
-    rc = rd_error_set(&err, RD_ENOMEM, "out of memory for %zu bytes of weights", cap);
-  if (rc == RD_OK)
-    rc = rd_pipeline_weights(w->pipeline, m->have_version, buf, cap, &version, &len, &err);
+  int rc = buf != NULL
+               ? rd_pipeline_weights(pipe, m->have_version, buf, cap, &version, &len, &err)
+               : rd_error_set(&err, RD_ENOMEM, "out of memory for %zu bytes of weights", cap);
   if (rc == RD_OK) {
     Replayd__V1__GetWeightsResponse reply = REPLAYD__V1__GET_WEIGHTS_RESPONSE__INIT;
     reply.version = version;
@@ -635,7 +666,6 @@ HANDLER(h_get_weights) {
     rd_reply_error(r, rc, "%s", err.msg);
   }
   free(buf);
-  rd_workload_unref(w);
   return RD_REPLY_NOW;
 }
 
@@ -673,12 +703,12 @@ static void reply_plan(const rd_placement_t *pl, const Replayd__V1__PlanRequest 
 }
 
 /* Plan profiles the devices for a spec and stores what it measured, so it
- * is an operator's call (admin token), like the profile RPCs: otherwise
- * any client could make the server measure and store without bound. */
+ * is an operator's call (ADMIN in the table), like the profile RPCs:
+ * otherwise any client could make the server measure and store without
+ * bound. */
 HANDLER(h_plan) {
   const Replayd__V1__PlanRequest *m = q->msg;
   const rd_config_t *cfg = q->ctx->config;
-  if (!rd_auth_admin(q->ctx, q->ci->md, "Plan", r)) return RD_REPLY_NOW;
   if (m->spec == NULL) {
     rd_reply_error(r, RD_EINVAL, "a plan needs a spec");
     return RD_REPLY_NOW;
@@ -707,19 +737,10 @@ HANDLER(h_plan) {
   return RD_REPLY_NOW;
 }
 
-/* The profile RPCs: the admin token, and a store to work on. */
-static int admin_only(const request_t *q, const char *what, rd_reply_t *r) {
-  if (!rd_auth_admin(q->ctx, q->ci->md, what, r)) return 0;
-  if (q->ctx->store != NULL) return 1;
-  rd_reply_error(r, RD_ESTATE, "this server keeps no profile store");
-  return 0;
-}
-
 /* One page (listing.h: keyset by the store's key, page_size, within the
  * limit). */
 HANDLER(h_list_profiles) {
   const Replayd__V1__ListProfilesRequest *m = q->msg;
-  if (!admin_only(q, "ListProfiles", r)) return RD_REPLY_NOW;
   uint32_t page = rd_page_size(m->page_size, RD_PAGE_PROFILES_DEFAULT, RD_PAGE_PROFILES_MAX);
   rd_profile_t after;
   int has_after = 0;
@@ -733,7 +754,6 @@ HANDLER(h_list_profiles) {
 }
 
 HANDLER(h_clear_profiles) {
-  if (!admin_only(q, "ClearProfiles", r)) return RD_REPLY_NOW;
   size_t removed = 0;
   rd_error_t err;
   rd_error_clear(&err);
@@ -749,7 +769,6 @@ HANDLER(h_clear_profiles) {
 /* An import is all or nothing (store.h) and bounded. */
 HANDLER(h_import_profiles) {
   const Replayd__V1__ImportProfilesRequest *m = q->msg;
-  if (!admin_only(q, "ImportProfiles", r)) return RD_REPLY_NOW;
   if (m->jsonl.len > RD_IMPORT_MAX_BYTES) {
     rd_reply_error(r, RD_ETOOBIG, "an import of %zu bytes exceeds the limit of %u bytes: split "
                    "the file", m->jsonl.len, RD_IMPORT_MAX_BYTES);
@@ -779,18 +798,14 @@ HANDLER(h_import_profiles) {
 }
 
 HANDLER(h_export_profiles) {
-  if (!admin_only(q, "ExportProfiles", r)) return RD_REPLY_NOW;
   char *buf = NULL;
   size_t len = 0, count = 0;
-  FILE *f = open_memstream(&buf, &len);
-  if (f == NULL) {
-    rd_reply_error(r, RD_ENOMEM, "out of memory exporting profiles");
-    return RD_REPLY_NOW;
-  }
   rd_error_t err;
   rd_error_clear(&err);
-  int rc = rd_store_export_profiles(q->ctx->store, f, &count, &err);
-  if (fclose(f) != 0 && rc == RD_OK)
+  FILE *f = open_memstream(&buf, &len);
+  int rc = f != NULL ? rd_store_export_profiles(q->ctx->store, f, &count, &err)
+                     : rd_error_set(&err, RD_ENOMEM, "out of memory exporting profiles");
+  if (f != NULL && fclose(f) != 0 && rc == RD_OK)
     rc = rd_error_set(&err, RD_ENOMEM, "out of memory exporting profiles");
   if (rc) {
     rd_reply_error(r, rc, "%s", err.msg);
@@ -827,7 +842,7 @@ HANDLER(h_export_stream) {
 /* Tenants (tenant_rpc.c)                                              */
 /* ------------------------------------------------------------------ */
 
-HANDLER(h_add_tenant) { return rd_tenant_rpc_add(q->ctx, q->ci, q->msg, r); }
-HANDLER(h_set_tenant) { return rd_tenant_rpc_set(q->ctx, q->ci, q->msg, r); }
-HANDLER(h_list_tenants) { return rd_tenant_rpc_list(q->ctx, q->ci, q->msg, r); }
-HANDLER(h_remove_tenant) { return rd_tenant_rpc_remove(q->ctx, q->ci, q->msg, r); }
+HANDLER(h_add_tenant) { return rd_tenant_rpc_add(q->ctx, q->msg, r); }
+HANDLER(h_set_tenant) { return rd_tenant_rpc_set(q->ctx, q->msg, r); }
+HANDLER(h_list_tenants) { return rd_tenant_rpc_list(q->ctx, r); }
+HANDLER(h_remove_tenant) { return rd_tenant_rpc_remove(q->ctx, q->msg, r); }

@@ -2,13 +2,15 @@
  *
  * server.c owns calls and completion queues; it hands each request's bytes
  * to rd_handle and sends back the reply it gets. Each method is one row of
- * a table (handlers.c): its path, its request type, where it runs
- * (rd_method_run) and its handler. rd_handle does what every method
- * shares: it checks the request's strings on the wire (pb_check.h),
- * unpacks it ("request is not a decodable replayd.v1.X" otherwise), runs
- * the handler and keeps the reply within --max-message-bytes. A handler
- * is a few lines: authorize (auth.h), call core (workload.h, registry.h),
- * pack; core's errors become gRPC statuses in one place (status.h).
+ * a table (handlers.c): its path, where it runs (rd_method_run), who may
+ * call it and its handler; its request type is replayd.proto's. rd_handle
+ * does what every method shares: it checks the request's strings on the
+ * wire (pb_check.h), unpacks it ("request is not a decodable
+ * replayd.v1.X" otherwise), authorizes it as its row says (auth.h: the
+ * admin token, or the named workload's), runs the handler and keeps the
+ * reply within --max-message-bytes. A handler is a few lines: call core
+ * (workload.h, registry.h), pack; core's errors become gRPC statuses in
+ * one place (status.h).
  */
 #ifndef RD_HANDLERS_H
 #define RD_HANDLERS_H

@@ -990,6 +990,17 @@ static void *worker_main(void *arg) {
 /* Start and stop                                                      */
 /* ------------------------------------------------------------------ */
 
+/* An integer channel argument (gRPC's key strings live as long as the
+ * program). */
+static grpc_arg int_arg(const char *key, int value) {
+  grpc_arg a;
+  memset(&a, 0, sizeof a);
+  a.type = GRPC_ARG_INTEGER;
+  a.key = (char *)key;
+  a.value.integer = value;
+  return a;
+}
+
 int rd_server_start(rd_server_t **out, const rd_config_t *cfg, rd_handler_ctx_t *ctx, int *port,
                     rd_error_t *err) {
   /* Plaintext or TLS (tls.h), checked before anything is started. */
@@ -1006,25 +1017,19 @@ int rd_server_start(rd_server_t **out, const rd_config_t *cfg, rd_handler_ctx_t 
   pthread_mutex_init(&s->streams_mu, NULL);
   s->n_workers = cfg->threads < 1 ? 1 : cfg->threads > RD_MAX_THREADS ? RD_MAX_THREADS : cfg->threads;
 
-  /* SO_REUSEPORT is on by default in gRPC: a second replayd on the same
-   * port would start and silently split the clients (and their workloads)
-   * between the two processes. A taken port must be an error. */
-  grpc_arg args[4];
-  args[2].type = GRPC_ARG_INTEGER;
-  args[2].key = GRPC_ARG_ALLOW_REUSEPORT;
-  args[2].value.integer = 0;
-  /* gRPC would inflate a compressed message whole before checking its size
-   * (rpc_body.h): we inflate, within the limit, ourselves. */
-  args[3].type = GRPC_ARG_INTEGER;
-  args[3].key = GRPC_ARG_ENABLE_PER_MESSAGE_DECOMPRESSION;
-  args[3].value.integer = 0;
-  args[0].type = GRPC_ARG_INTEGER;
-  args[0].key = GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH;
-  args[0].value.integer = (int)cfg->max_message_bytes;
-  args[1].type = GRPC_ARG_INTEGER;
-  args[1].key = GRPC_ARG_MAX_SEND_MESSAGE_LENGTH;
-  args[1].value.integer = (int)cfg->max_message_bytes;
-  grpc_channel_args chargs = {4, args};
+  grpc_arg args[] = {
+      int_arg(GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH, (int)cfg->max_message_bytes),
+      int_arg(GRPC_ARG_MAX_SEND_MESSAGE_LENGTH, (int)cfg->max_message_bytes),
+      /* SO_REUSEPORT is on by default in gRPC: a second replayd on the same
+       * port would start and silently split the clients (and their
+       * workloads) between the two processes. A taken port must be an
+       * error. */
+      int_arg(GRPC_ARG_ALLOW_REUSEPORT, 0),
+      /* gRPC would inflate a compressed message whole before checking its
+       * size (rpc_body.h): we inflate, within the limit, ourselves. */
+      int_arg(GRPC_ARG_ENABLE_PER_MESSAGE_DECOMPRESSION, 0),
+  };
+  grpc_channel_args chargs = {sizeof args / sizeof args[0], args};
   rc = rd_jobs_create(&s->jobs[RD_RUN_PLACEMENT - RD_RUN_QUEUE_FIRST], "placement",
                       PLACEMENT_THREADS, PLACEMENT_WAITING, 0, err);
   if (rc == RD_OK)

@@ -1,33 +1,68 @@
 /* tenant_rpc.c - the tenant RPCs and the data calls' row rates. */
 #include "tenant_rpc.h"
 
+#include <assert.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "auth.h"
 #include "log.h"
 #include "rd_clock.h"
 #include "replayd.pb-c.h"
 
-static void quota_from_pb(const Replayd__V1__TenantQuota *m, rd_tenant_quota_t *q) {
+/* The quota's fields, one list for every copy between rd_tenant_quota_t
+ * and the messages (AddTenant's and the replies' TenantQuota, SetTenant's
+ * optional fields): where rd_tenant_quota_t keeps each, the name its
+ * message descriptors give it (the same name and type in both messages,
+ * and that type rd_tenant_quota_t's) and its bit in rd_tenants_set's mask. */
+#define QUOTA_FIELD(field, pb, bit) \
+  {offsetof(rd_tenant_quota_t, field), sizeof(((rd_tenant_quota_t *)0)->field), pb, bit}
+static const struct {
+  size_t at, size; /* in rd_tenant_quota_t */
+  const char *pb;
+  unsigned bit;
+} quota_fields[] = {
+    QUOTA_FIELD(max_memory_bytes, "max_memory_bytes", RD_TQ_MEMORY),
+    QUOTA_FIELD(max_workloads, "max_workloads", RD_TQ_WORKLOADS),
+    QUOTA_FIELD(weight, "weight", RD_TQ_WEIGHT),
+    QUOTA_FIELD(insert_rows_per_s, "insert_rows_per_second", RD_TQ_INSERT_RATE),
+    QUOTA_FIELD(sample_rows_per_s, "sample_rows_per_second", RD_TQ_SAMPLE_RATE),
+    QUOTA_FIELD(max_gpu_memory_bytes, "max_gpu_memory_bytes", RD_TQ_GPU_MEMORY),
+};
+#define N_QUOTA_FIELDS (sizeof quota_fields / sizeof quota_fields[0])
+
+/* Where message m keeps quota field i, or NULL where m leaves it out
+ * (SetTenantRequest's are each a oneof of one: set or not). */
+static void *pb_quota_field(const ProtobufCMessage *m, size_t i) {
+  const ProtobufCFieldDescriptor *f =
+      protobuf_c_message_descriptor_get_field_by_name(m->descriptor, quota_fields[i].pb);
+  char *p = (char *)m;
+  /* uint32, or uint64 and double: as wide as rd_tenant_quota_t's field */
+  assert(f != NULL && (f->type == PROTOBUF_C_TYPE_UINT32 ? 4 : 8) == quota_fields[i].size);
+  if ((f->flags & PROTOBUF_C_FIELD_FLAG_ONEOF) && *(uint32_t *)(p + f->quantifier_offset) != f->id)
+    return NULL;
+  return p + f->offset;
+}
+
+/* q as m sets it (all 0 for no m, or where m leaves a field out), and the
+ * mask of the fields m sets. */
+static unsigned quota_from_pb(const ProtobufCMessage *m, rd_tenant_quota_t *q) {
+  unsigned mask = 0;
   memset(q, 0, sizeof *q);
-  if (m == NULL) return;
-  q->max_memory_bytes = m->max_memory_bytes;
-  q->max_workloads = m->max_workloads;
-  q->weight = m->weight;
-  q->insert_rows_per_s = m->insert_rows_per_second;
-  q->sample_rows_per_s = m->sample_rows_per_second;
-  q->max_gpu_memory_bytes = m->max_gpu_memory_bytes;
+  for (size_t i = 0; m != NULL && i < N_QUOTA_FIELDS; i++) {
+    const void *v = pb_quota_field(m, i);
+    if (v == NULL) continue;
+    memcpy((char *)q + quota_fields[i].at, v, quota_fields[i].size);
+    mask |= quota_fields[i].bit;
+  }
+  return mask;
 }
 
 static void quota_pb(const rd_tenant_quota_t *q, Replayd__V1__TenantQuota *m) {
   replayd__v1__tenant_quota__init(m);
-  m->max_memory_bytes = q->max_memory_bytes;
-  m->max_workloads = q->max_workloads;
-  m->weight = q->weight;
-  m->insert_rows_per_second = q->insert_rows_per_s;
-  m->sample_rows_per_second = q->sample_rows_per_s;
-  m->max_gpu_memory_bytes = q->max_gpu_memory_bytes;
+  for (size_t i = 0; i < N_QUOTA_FIELDS; i++)
+    memcpy(pb_quota_field(&m->base, i), (const char *)q + quota_fields[i].at,
+           quota_fields[i].size);
 }
 
 /* m borrows info's name and qm. */
@@ -70,12 +105,10 @@ static int changed(int rc, const rd_error_t *err, const char *done, const char *
   return 1;
 }
 
-rd_reply_when_t rd_tenant_rpc_add(rd_handler_ctx_t *ctx, const rd_call_info_t *ci,
-                                  const void *msg, rd_reply_t *r) {
-  const Replayd__V1__AddTenantRequest *m = msg;
-  if (!rd_auth_admin(ctx, ci->md, "AddTenant", r)) return RD_REPLY_NOW;
+rd_reply_when_t rd_tenant_rpc_add(rd_handler_ctx_t *ctx, const Replayd__V1__AddTenantRequest *m,
+                                  rd_reply_t *r) {
   rd_tenant_quota_t q;
-  quota_from_pb(m->quota, &q);
+  quota_from_pb(m->quota != NULL ? &m->quota->base : NULL, &q);
   char token[RD_TENANT_TOKEN_LEN + 1];
   rd_error_t err;
   rd_error_clear(&err);
@@ -85,41 +118,11 @@ rd_reply_when_t rd_tenant_rpc_add(rd_handler_ctx_t *ctx, const rd_call_info_t *c
   return RD_REPLY_NOW;
 }
 
-rd_reply_when_t rd_tenant_rpc_set(rd_handler_ctx_t *ctx, const rd_call_info_t *ci,
-                                  const void *msg, rd_reply_t *r) {
-  const Replayd__V1__SetTenantRequest *m = msg;
-  if (!rd_auth_admin(ctx, ci->md, "SetTenant", r)) return RD_REPLY_NOW;
+/* Only the fields the request sets change. */
+rd_reply_when_t rd_tenant_rpc_set(rd_handler_ctx_t *ctx, const Replayd__V1__SetTenantRequest *m,
+                                  rd_reply_t *r) {
   rd_tenant_quota_t q;
-  memset(&q, 0, sizeof q);
-  unsigned mask = 0;
-  if (m->max_memory_opt_case == REPLAYD__V1__SET_TENANT_REQUEST__MAX_MEMORY_OPT_MAX_MEMORY_BYTES) {
-    q.max_memory_bytes = m->max_memory_bytes;
-    mask |= RD_TQ_MEMORY;
-  }
-  if (m->max_workloads_opt_case ==
-      REPLAYD__V1__SET_TENANT_REQUEST__MAX_WORKLOADS_OPT_MAX_WORKLOADS) {
-    q.max_workloads = m->max_workloads;
-    mask |= RD_TQ_WORKLOADS;
-  }
-  if (m->weight_opt_case == REPLAYD__V1__SET_TENANT_REQUEST__WEIGHT_OPT_WEIGHT) {
-    q.weight = m->weight;
-    mask |= RD_TQ_WEIGHT;
-  }
-  if (m->insert_rate_opt_case ==
-      REPLAYD__V1__SET_TENANT_REQUEST__INSERT_RATE_OPT_INSERT_ROWS_PER_SECOND) {
-    q.insert_rows_per_s = m->insert_rows_per_second;
-    mask |= RD_TQ_INSERT_RATE;
-  }
-  if (m->sample_rate_opt_case ==
-      REPLAYD__V1__SET_TENANT_REQUEST__SAMPLE_RATE_OPT_SAMPLE_ROWS_PER_SECOND) {
-    q.sample_rows_per_s = m->sample_rows_per_second;
-    mask |= RD_TQ_SAMPLE_RATE;
-  }
-  if (m->max_gpu_memory_opt_case ==
-      REPLAYD__V1__SET_TENANT_REQUEST__MAX_GPU_MEMORY_OPT_MAX_GPU_MEMORY_BYTES) {
-    q.max_gpu_memory_bytes = m->max_gpu_memory_bytes;
-    mask |= RD_TQ_GPU_MEMORY;
-  }
+  unsigned mask = quota_from_pb(&m->base, &q);
   rd_error_t err;
   rd_error_clear(&err);
   int rc = rd_tenants_set(rd_registry_tenants(ctx->registry), m->name, &q, mask, &err);
@@ -127,10 +130,7 @@ rd_reply_when_t rd_tenant_rpc_set(rd_handler_ctx_t *ctx, const rd_call_info_t *c
   return RD_REPLY_NOW;
 }
 
-rd_reply_when_t rd_tenant_rpc_list(rd_handler_ctx_t *ctx, const rd_call_info_t *ci,
-                                   const void *msg, rd_reply_t *r) {
-  (void)msg;
-  if (!rd_auth_admin(ctx, ci->md, "ListTenants", r)) return RD_REPLY_NOW;
+rd_reply_when_t rd_tenant_rpc_list(rd_handler_ctx_t *ctx, rd_reply_t *r) {
   /* At most RD_TENANTS_MAX small messages: one allocation, well within
    * any message limit. */
   struct item {
@@ -160,10 +160,8 @@ rd_reply_when_t rd_tenant_rpc_list(rd_handler_ctx_t *ctx, const rd_call_info_t *
   return RD_REPLY_NOW;
 }
 
-rd_reply_when_t rd_tenant_rpc_remove(rd_handler_ctx_t *ctx, const rd_call_info_t *ci,
-                                     const void *msg, rd_reply_t *r) {
-  const Replayd__V1__RemoveTenantRequest *m = msg;
-  if (!rd_auth_admin(ctx, ci->md, "RemoveTenant", r)) return RD_REPLY_NOW;
+rd_reply_when_t rd_tenant_rpc_remove(rd_handler_ctx_t *ctx,
+                                     const Replayd__V1__RemoveTenantRequest *m, rd_reply_t *r) {
   rd_error_t err;
   rd_error_clear(&err);
   int rc = rd_registry_remove_tenant(ctx->registry, m->name, &err);
