@@ -80,7 +80,7 @@ HANDLER(h_export_stream);
 /* Who may call a method and what the call needs, as rd_handle checks it
  * once the request decodes (a handler checks whatever else it needs). */
 typedef enum {
-  ANYONE = 0,
+  IN_HANDLER = 0, /* nothing here: the handler checks what its method needs, if anything */
   ADMIN,       /* the server's admin token (rd_auth_admin) */
   ADMIN_STORE, /* ADMIN, and a profile store to work on (the profile RPCs) */
   OWNER,       /* the request's workload_id, opened by its token (rd_auth_workload): q->w */
@@ -95,18 +95,18 @@ static const struct {
   who_t who;
   handler_fn handle;
 } methods[RD_M_COUNT] = {
-    [RD_M_REGISTER] = {M("RegisterWorkload"), RD_RUN_PLACEMENT, ANYONE, h_register},
-    [RD_M_DESCRIBE] = {M("DescribeWorkload"), RD_RUN_INLINE, ANYONE, h_describe},
-    [RD_M_LIST] = {M("ListWorkloads"), RD_RUN_INLINE, ANYONE, h_list},
-    [RD_M_DELETE] = {M("DeleteWorkload"), RD_RUN_CONTROL, ANYONE, h_delete},
-    [RD_M_INSERT] = {M("Insert"), RD_RUN_INGEST, ANYONE, h_insert},
+    [RD_M_REGISTER] = {M("RegisterWorkload"), RD_RUN_PLACEMENT, IN_HANDLER, h_register},
+    [RD_M_DESCRIBE] = {M("DescribeWorkload"), RD_RUN_INLINE, IN_HANDLER, h_describe},
+    [RD_M_LIST] = {M("ListWorkloads"), RD_RUN_INLINE, IN_HANDLER, h_list},
+    [RD_M_DELETE] = {M("DeleteWorkload"), RD_RUN_CONTROL, IN_HANDLER, h_delete},
+    [RD_M_INSERT] = {M("Insert"), RD_RUN_INGEST, IN_HANDLER, h_insert},
     [RD_M_INSERT_BATCH] = {M("InsertBatch"), RD_RUN_INGEST, OWNER, h_insert_batch},
     [RD_M_SAMPLE] = {M("Sample"), RD_RUN_INLINE, OWNER, h_sample},
     [RD_M_UPDATE] = {M("UpdatePriorities"), RD_RUN_INLINE, OWNER, h_update},
     [RD_M_TRAIN_STEP] = {M("TrainStep"), RD_RUN_TRAIN, LEARNER, h_train_step},
     [RD_M_GET_WEIGHTS] = {M("GetWeights"), RD_RUN_INLINE, LEARNER, h_get_weights},
-    [RD_M_SERVER_INFO] = {M("ServerInfo"), RD_RUN_INLINE, ANYONE, h_server_info},
-    [RD_M_LIST_DEVICES] = {M("ListDevices"), RD_RUN_INLINE, ANYONE, h_list_devices},
+    [RD_M_SERVER_INFO] = {M("ServerInfo"), RD_RUN_INLINE, IN_HANDLER, h_server_info},
+    [RD_M_LIST_DEVICES] = {M("ListDevices"), RD_RUN_INLINE, IN_HANDLER, h_list_devices},
     /* Plan and the profile RPCs measure and store: an operator's calls. */
     [RD_M_PLAN] = {M("Plan"), RD_RUN_PLACEMENT, ADMIN, h_plan},
     [RD_M_LIST_PROFILES] = {M("ListProfiles"), RD_RUN_CONTROL, ADMIN_STORE, h_list_profiles},
@@ -115,20 +115,20 @@ static const struct {
     [RD_M_EXPORT_PROFILES] = {M("ExportProfiles"), RD_RUN_CONTROL, ADMIN_STORE, h_export_profiles},
     /* Durability (durability.h): writes that take as long as the table is
      * large; an import may place a learner. */
-    [RD_M_CHECKPOINT] = {M("Checkpoint"), RD_RUN_CONTROL, ANYONE, h_checkpoint},
-    [RD_M_EXPORT_WORKLOAD] = {M("ExportWorkload"), RD_RUN_CONTROL, ANYONE, h_export_workload},
-    [RD_M_IMPORT_WORKLOAD] = {M("ImportWorkload"), RD_RUN_PLACEMENT, ANYONE, h_import_workload},
+    [RD_M_CHECKPOINT] = {M("Checkpoint"), RD_RUN_CONTROL, IN_HANDLER, h_checkpoint},
+    [RD_M_EXPORT_WORKLOAD] = {M("ExportWorkload"), RD_RUN_CONTROL, IN_HANDLER, h_export_workload},
+    [RD_M_IMPORT_WORKLOAD] = {M("ImportWorkload"), RD_RUN_PLACEMENT, IN_HANDLER, h_import_workload},
     [RD_M_SET_RATE_LIMITER] = {M("SetRateLimiter"), RD_RUN_CONTROL, OWNER, h_set_rate_limiter},
     /* A stream of its own (server.c, sample_stream.h); rd_handle never runs it. */
-    [RD_M_SAMPLE_STREAM] = {M("SampleStream"), RD_RUN_INLINE, ANYONE, NULL},
+    [RD_M_SAMPLE_STREAM] = {M("SampleStream"), RD_RUN_INLINE, IN_HANDLER, NULL},
     [RD_M_ADD_TENANT] = {M("AddTenant"), RD_RUN_CONTROL, ADMIN, h_add_tenant},
     [RD_M_SET_TENANT] = {M("SetTenant"), RD_RUN_CONTROL, ADMIN, h_set_tenant},
     [RD_M_LIST_TENANTS] = {M("ListTenants"), RD_RUN_INLINE, ADMIN, h_list_tenants},
     [RD_M_REMOVE_TENANT] = {M("RemoveTenant"), RD_RUN_CONTROL, ADMIN, h_remove_tenant},
     /* Streams of their own (server.c, durability.h): the export's request
      * writes the file; the import's messages and end do not run here. */
-    [RD_M_EXPORT_STREAM] = {M("ExportStream"), RD_RUN_CONTROL, ANYONE, h_export_stream},
-    [RD_M_IMPORT_STREAM] = {M("ImportStream"), RD_RUN_CONTROL, ANYONE, NULL},
+    [RD_M_EXPORT_STREAM] = {M("ExportStream"), RD_RUN_CONTROL, IN_HANDLER, h_export_stream},
+    [RD_M_IMPORT_STREAM] = {M("ImportStream"), RD_RUN_CONTROL, IN_HANDLER, NULL},
 };
 
 const char *rd_method_path(rd_method_t m) { return methods[m].path; }
