@@ -623,7 +623,7 @@ typedef struct {
 
 #define RED_BLOCK 4096u
 
-enum { PH_TARGETS_AND_Q, PH_BACKWARD, PH_REDUCE };
+enum { PH_DQN, PH_TARGETS_AND_Q, PH_BACKWARD, PH_REDUCE };
 
 static size_t shard_lo(const sharded_t *j, uint32_t k) { return j->n * k / j->shards; }
 
@@ -650,10 +650,12 @@ static rd_batch_t sub_batch(const rd_learner_config_t *c, const rd_batch_t *b, s
   return r;
 }
 
-/* DQN, shard k: the targets y = R + discount * Q'(s', a*) (double DQN: a*
- * by the online network, the first of equal maxima as torch.argmax) and
- * Q(s, a) (PH_TARGETS_AND_Q), or the backward of dL/dQ(s, .) into the
- * shard's gradients (PH_BACKWARD). */
+/* DQN, shard k, the whole step's part of it at once (PH_DQN): the targets
+ * y = R + discount * Q'(s', a*) (double DQN: a* by the online network, the
+ * first of equal maxima as torch.argmax), Q(s, a), the Huber gradient of
+ * its rows (rd_nn_huber_rows: each row's depends on that row alone) and the
+ * backward of dL/dQ(s, .) into the shard's gradients. No barrier between
+ * the forward and backward passes; the loss is summed after the shards. */
 static int dqn_shard(sharded_t *j, uint32_t k, rd_error_t *err) {
   rd_learner_t *l = j->l;
   const rd_learner_config_t *c = &l->config;
@@ -662,7 +664,6 @@ static int dqn_shard(sharded_t *j, uint32_t k, rd_error_t *err) {
   const size_t lo = shard_lo(j, k), m = shard_lo(j, k + 1) - lo, A = c->num_actions;
   const rd_batch_t b = sub_batch(c, j->b, lo, m);
   int rc;
-  if (j->phase == PH_BACKWARD) return rd_mlp_backward(q, s->dy + lo * A, NULL, err);
   if ((rc = rd_mlp_forward(qt, m, b.next_obs, NULL, err))) return rc;
   const float *qn_t = rd_mlp_output(qt);
   float *y = s->y + lo;
@@ -688,7 +689,13 @@ static int dqn_shard(sharded_t *j, uint32_t k, rd_error_t *err) {
   if ((rc = rd_mlp_forward(q, m, b.obs, NULL, err))) return rc;
   const float *qs = rd_mlp_output(q);
   for (size_t i = 0; i < m; i++) s->q[lo + i] = qs[i * A + (size_t)b.action_i[i]];
-  return RD_OK;
+  if ((rc = rd_nn_huber_rows(j->n, lo, m, 1, s->q, s->y, j->b->weights, c->huber_delta, s->dq,
+                             err)))
+    return rc;
+  float *dy = s->dy + lo * A;
+  memset(dy, 0, m * A * sizeof(float));
+  for (size_t i = 0; i < m; i++) dy[i * A + (size_t)b.action_i[i]] = s->dq[lo + i];
+  return rd_mlp_backward(q, dy, NULL, err);
 }
 
 /* DDPG, shard k: critic targets y = R + discount * Q'(s', mu'(s')) and
@@ -806,24 +813,21 @@ static int train_step(rd_learner_t *l, const rd_batch_t *b, float *td, rd_step_s
   j.b = b;
   j.n = n;
   j.shards = rd_learner_shards(n);
-  int rc = run_shards(&j, PH_TARGETS_AND_Q, solo, err);
+  int rc = run_shards(&j, dqn ? PH_DQN : PH_TARGETS_AND_Q, solo, err);
   if (rc) return rc;
-  if (dqn) {
-    const size_t A = c->num_actions;
-    if ((rc = rd_nn_huber(n, 1, s->q, s->y, b->weights, c->huber_delta, s->dq, &st->loss, err)))
+  if (dqn) { /* the shards ran the backward passes too (dqn_shard) */
+    if ((rc = rd_nn_huber(n, 1, s->q, s->y, b->weights, c->huber_delta, NULL, &st->loss, err)))
       return rc;
     td_stats(n, s->q, s->y, td, st);
     if (!isfinite(st->loss))
       return rd_error_set(err, RD_ERANGE, "DQN loss is %g; step skipped", st->loss);
-    memset(s->dy, 0, n * A * sizeof(float));
-    for (size_t i = 0; i < n; i++) s->dy[i * A + (size_t)b->action_i[i]] = s->dq[i];
   } else {
     if ((rc = rd_nn_mse(n, 1, s->q, s->y, b->weights, s->dq, &st->loss, err))) return rc;
     td_stats(n, s->q, s->y, td, st);
     if (!isfinite(st->loss))
       return rd_error_set(err, RD_ERANGE, "DDPG critic loss is %g; step skipped", st->loss);
+    if ((rc = run_shards(&j, PH_BACKWARD, solo, err))) return rc;
   }
-  if ((rc = run_shards(&j, PH_BACKWARD, solo, err))) return rc;
   if (!dqn) {
     double qsum = 0.0;
     for (size_t i = 0; i < n; i++) qsum += s->q[i];

@@ -45,15 +45,18 @@
  * that depends on n only. Each shard runs the forward passes and then the
  * backward passes on its rows in views of the networks (nn.h: own
  * activations and gradients, the networks' parameters); the loss, |delta|
- * and the actor loss are computed over the whole batch in between, exactly
- * as for an unsharded batch; the shards' weight gradients are summed in
- * shard order; then clipping, Adam and the targets as usual. With
+ * and the actor loss are computed over the whole batch, exactly as for an
+ * unsharded batch (DDPG between the passes; DQN, whose loss gradient of a
+ * row depends on that row alone, after them: a DQN shard writes its rows'
+ * gradient itself and goes on to its backward pass); the shards' weight
+ * gradients are summed in shard order; then clipping, Adam and the
+ * targets as usual. With
  * config.threads > 1 the shards run on a thread team (team.h), else one
  * after another: the same arithmetic either way, so the determinism above
  * holds. Why: splitting each product's outputs over threads sends every
  * layer's activations across cores (a cache line round trip each) and
  * synchronises once per product; a shard keeps its rows
- * on one core and the step synchronises three times. Smaller batches keep
+ * on one core and the step synchronises three times (DQN twice). Smaller batches keep
  * the unsharded step, whose products may still use OpenMP threads.
  *
  * Thread tuning. So that threads > 1 never makes a learner slower than one

@@ -1276,26 +1276,30 @@ int rd_mlp_state_load(rd_mlp_t *m, const void *buf, size_t len, rd_error_t *err)
 
 /* ---- losses ---- */
 
-static int check_loss_args(size_t n, size_t dim, const float *w, rd_error_t *err) {
+static int check_loss_args(size_t n, size_t lo, size_t m, size_t dim, const float *w,
+                           rd_error_t *err) {
   if (n == 0 || dim == 0)
     return rd_error_set(err, RD_EINVAL, "loss over %zu samples of %zu outputs", n, dim);
+  if (lo > n || m > n - lo)
+    return rd_error_set(err, RD_EINVAL, "rows [%zu, %zu) are not inside a batch of %zu", lo,
+                        lo + m, n);
   if (w != NULL)
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = lo; i < lo + m; i++)
       if (!(isfinite(w[i]) && w[i] >= 0))
         return rd_error_set(err, RD_EINVAL, "importance weight %zu is %g", i, (double)w[i]);
   return RD_OK;
 }
 
-/* The mean over n x dim of w_i * l(e), e = y - target, and its gradient:
- * l(e) = e^2 (delta 0, MSE) or Huber's 0.5 e^2 within delta, else
- * delta (|e| - 0.5 delta). */
-static int weighted_loss(size_t n, size_t dim, const float *y, const float *target,
-                         const float *w, double delta, float *dy, double *loss, rd_error_t *err) {
-  int rc = check_loss_args(n, dim, w, err);
-  if (rc) return rc;
+/* Rows [lo, lo + m) of the mean over n x dim of w_i * l(e), e = y -
+ * target: their gradient into dy (when not NULL), and the sum of w_i times
+ * their row's l into *sum (when not NULL), in row order. l(e) = e^2 (delta
+ * 0, MSE) or Huber's 0.5 e^2 within delta, else delta (|e| - 0.5 delta). */
+static void loss_rows(size_t n, size_t lo, size_t m, size_t dim, const float *y,
+                      const float *target, const float *w, double delta, float *dy,
+                      double *sum) {
   const double inv = 1.0 / ((double)n * (double)dim);
-  double sum = 0.0;
-  for (size_t i = 0; i < n; i++) {
+  double s = 0.0;
+  for (size_t i = lo; i < lo + m; i++) {
     double wi = w != NULL ? w[i] : 1.0, row = 0.0;
     for (size_t j = 0; j < dim; j++) {
       double e = (double)y[i * dim + j] - target[i * dim + j], ae = fabs(e), g;
@@ -1309,11 +1313,20 @@ static int weighted_loss(size_t n, size_t dim, const float *y, const float *targ
         row += delta * (ae - 0.5 * delta);
         g = e > 0 ? delta : -delta;
       }
-      dy[i * dim + j] = (float)(wi * inv * g);
+      if (dy != NULL) dy[i * dim + j] = (float)(wi * inv * g);
     }
-    sum += wi * row;
+    s += wi * row;
   }
-  if (loss != NULL) *loss = sum * inv;
+  if (sum != NULL) *sum = s;
+}
+
+static int weighted_loss(size_t n, size_t dim, const float *y, const float *target,
+                         const float *w, double delta, float *dy, double *loss, rd_error_t *err) {
+  int rc = check_loss_args(n, 0, n, dim, w, err);
+  if (rc) return rc;
+  double sum;
+  loss_rows(n, 0, n, dim, y, target, w, delta, dy, &sum);
+  if (loss != NULL) *loss = sum * (1.0 / ((double)n * (double)dim));
   return RD_OK;
 }
 
@@ -1322,9 +1335,23 @@ int rd_nn_mse(size_t n, size_t dim, const float *y, const float *target, const f
   return weighted_loss(n, dim, y, target, w, 0.0, dy, loss, err);
 }
 
-int rd_nn_huber(size_t n, size_t dim, const float *y, const float *target, const float *w,
-                double delta, float *dy, double *loss, rd_error_t *err) {
+static int check_delta(double delta, rd_error_t *err) {
   if (!(isfinite(delta) && delta > 0))
     return rd_error_set(err, RD_EINVAL, "Huber delta must be positive and finite, not %g", delta);
-  return weighted_loss(n, dim, y, target, w, delta, dy, loss, err);
+  return RD_OK;
+}
+
+int rd_nn_huber(size_t n, size_t dim, const float *y, const float *target, const float *w,
+                double delta, float *dy, double *loss, rd_error_t *err) {
+  int rc = check_delta(delta, err);
+  return rc ? rc : weighted_loss(n, dim, y, target, w, delta, dy, loss, err);
+}
+
+int rd_nn_huber_rows(size_t n, size_t lo, size_t m, size_t dim, const float *y,
+                     const float *target, const float *w, double delta, float *dy,
+                     rd_error_t *err) {
+  int rc = check_delta(delta, err);
+  if (rc == RD_OK) rc = check_loss_args(n, lo, m, dim, w, err);
+  if (rc == RD_OK) loss_rows(n, lo, m, dim, y, target, w, delta, dy, NULL);
+  return rc;
 }

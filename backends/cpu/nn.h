@@ -226,13 +226,23 @@ float rd_nn_tanh(float x);
  *   MSE:   l(e) = e^2                                   (torch MSELoss)
  *   Huber: l(e) = e^2 / 2 if |e| <= delta, else delta (|e| - delta / 2)
  *                                                       (torch HuberLoss)
- * *loss (double, may be NULL) receives L and dy [n x dim] receives dL/dy.
- * Errors: RD_EINVAL (n or dim 0, delta not positive and finite, a weight
- * negative or not finite). */
+ * *loss (double, may be NULL) receives L and dy [n x dim] (may be NULL)
+ * receives dL/dy. Errors: RD_EINVAL (n or dim 0, delta not positive and
+ * finite, a weight negative or not finite). */
 int rd_nn_mse(size_t n, size_t dim, const float *y, const float *target, const float *w,
               float *dy, double *loss, rd_error_t *err);
 int rd_nn_huber(size_t n, size_t dim, const float *y, const float *target, const float *w,
                 double delta, float *dy, double *loss, rd_error_t *err);
+
+/* Only the rows [lo, lo + m) of rd_nn_huber's dy over a batch of n (y,
+ * target, w and dy are the whole batch's arrays), bit for bit what the
+ * whole-batch call writes there: a data-parallel step's shard writes its
+ * own rows' gradient and runs its backward pass at once, and the loss is
+ * summed over the batch afterwards. Errors as rd_nn_huber's, for these
+ * rows; RD_EINVAL also if the rows are not inside the batch. */
+int rd_nn_huber_rows(size_t n, size_t lo, size_t m, size_t dim, const float *y,
+                     const float *target, const float *w, double delta, float *dy,
+                     rd_error_t *err);
 
 /* Parameters and gradients in the flat-format layout. A caller may write
  * either (e.g. to load, or to scale gradients); after writing parameters,
