@@ -44,21 +44,20 @@ typedef struct {
 
 #define FIELD(f) offsetof(rd_config_t, f), sizeof(((rd_config_t *)0)->f)
 
+/* Each help text is one string on one line, however long: the --help
+ * printer wraps it, and a grep for what a user read in --help finds it. */
 static const cfg_key_t keys[] = {
     {"listen", K_STRING, FIELD(listen), 0, 0, false, "address to serve on, host:port"},
     {"state-dir", K_STRING, FIELD(state_dir), 0, 0, false,
-     "directory of the state database and admin token; defaults to $STATE_DIRECTORY, "
-     "$XDG_STATE_HOME/replayd or $HOME/.local/state/replayd"},
+     "directory of the state database and admin token; defaults to $STATE_DIRECTORY, $XDG_STATE_HOME/replayd or $HOME/.local/state/replayd"},
     {"log-file", K_STRING, FIELD(log_file), 0, 0, true,
      "log to this file (reopened on SIGHUP); empty = stderr"},
     {"log-level", K_LEVEL, FIELD(log_level), 0, 0, false, "debug, info, warn or error"},
     {"threads", K_COUNT, FIELD(threads), 1, 64, false, "completion-queue threads"},
     {"ingest-threads", K_COUNT, FIELD(ingest_threads), 0, 64, false,
-     "threads that apply inserts, at a lower priority than every other call; 0 = the "
-     "completion-queue threads do"},
+     "threads that apply inserts, at a lower priority than every other call; 0 = the completion-queue threads do"},
     {"shutdown-grace-ms", K_COUNT, FIELD(shutdown_grace_ms), 0, 600000, false,
-     "on SIGTERM, how long calls in flight may finish before the rest are cancelled "
-     "(milliseconds)"},
+     "on SIGTERM, how long calls in flight may finish before the rest are cancelled (milliseconds)"},
     {"max-message-bytes", K_BYTES, FIELD(max_message_bytes), 4 * KIB, GIB, false,
      "largest gRPC message, either way"},
     {"max-batch", K_COUNT, FIELD(max_batch), 1, UINT64_C(1) << 24, false,
@@ -71,66 +70,48 @@ static const cfg_key_t keys[] = {
     {"learner-threads", K_COUNT, FIELD(learner_threads), 1, 256, false,
      "threads of each hosted learner's train-step"},
     {"max-waiting-calls", K_COUNT, FIELD(max_waiting_calls), 0, 1u << 20, false,
-     "calls waiting for a rate limiter (and sample streams), all workloads together; past it "
-     "RESOURCE_EXHAUSTED"},
+     "calls waiting for a rate limiter (and sample streams), all workloads together; past it RESOURCE_EXHAUSTED"},
     {"max-waiting-per-workload", K_COUNT, FIELD(max_waiting_per_workload), 0, 1u << 20, false,
      "calls waiting for one workload's rate limiter (and its sample streams)"},
     {"learner-shares", K_COUNT, FIELD(learner_shares), 0, 2, false,
-     "1: hosted learners sharing a device take turns by their tenants' weights (share.h); 2: the "
-     "same, work-conserving (time a learner cannot use goes to the others); 0: as the OS "
-     "schedules them"},
+     "1: hosted learners sharing a device take turns by their tenants' weights (share.h); 2: the same, work-conserving (time a learner cannot use goes to the others); 0: as the OS schedules them"},
     {"remap", K_COUNT, FIELD(remap), 0, 1, false,
-     "1: every registration and deletion re-maps the hosted learners together (Algorithm 3 over "
-     "the live set) and moves them live when it pays; 0: never"},
+     "1: every registration and deletion re-maps the hosted learners together (Algorithm 3 over the live set) and moves them live when it pays; 0: never"},
     {"remap-threshold-pct", K_COUNT, FIELD(remap_threshold_pct), 0, 100000, false,
-     "hysteresis of the re-mapping: placed workloads move only if the set's predicted GPS gains "
-     "more than this percent"},
+     "hysteresis of the re-mapping: placed workloads move only if the set's predicted GPS gains more than this percent"},
     {"fpga-parts-dir", K_STRING, FIELD(fpga_parts_dir), 0, 0, true,
-     "FPGA part files (*.part) for the mapper's FPGA model; empty = the installed ones (run from "
-     "the build tree: then the source tree's)"},
+     "FPGA part files (*.part) for the mapper's FPGA model; empty = the installed ones (run from the build tree: then the source tree's)"},
     {"fpga-csim", K_STRING, FIELD(fpga_csim), 0, 0, true,
-     "list one FPGA run as C-simulation (no board: the kernels' C code in this process), "
-     "modelled as this part of --fpga-parts-dir (e.g. u250); empty = none"},
+     "list one FPGA run as C-simulation (no board: the kernels' C code in this process), modelled as this part of --fpga-parts-dir (e.g. u250); empty = none"},
     {"fpga-xclbin", K_STRING, FIELD(fpga_xclbin), 0, 0, true,
-     "an xclbin (rmm_kernel, lrn_train_step) for XRT FPGA boards: the replay module and learner "
-     "mapped to a board run its kernels (never run on a board yet); needs an XRT build; empty = "
-     "none"},
+     "an xclbin (rmm_kernel, lrn_train_step) for XRT FPGA boards: the replay module and learner mapped to a board run its kernels (never run on a board yet); needs an XRT build; empty = none"},
     {"fpga-xclbin-shape", K_SHAPE, FIELD(fpga_xclbin_shape), 0, 0, false,
-     "the xclbin's replay kernel build, K,N,BATCH[,MIN]: RMM_K, RMM_CAPACITY, RMM_MAX_BATCH and "
-     "the smallest table it serves (RMM_MAX_LEAF = (2^63-1)/MIN; MIN defaults to N, as "
-     "build_xclbin.sh builds it: then only tables of exactly N items fit)"},
+     "the xclbin's replay kernel build, K,N,BATCH[,MIN]: RMM_K, RMM_CAPACITY, RMM_MAX_BATCH and the smallest table it serves (RMM_MAX_LEAF = (2^63-1)/MIN; MIN defaults to N, as build_xclbin.sh builds it: then only tables of exactly N items fit)"},
     {"durability", K_STRING, FIELD(durability), 0, 0, false,
-     "a workload's durability when its spec does not say: none, checkpoint or journal (every "
-     "insert and update on disk before it is acknowledged)"},
+     "a workload's durability when its spec does not say: none, checkpoint or journal (every insert and update on disk before it is acknowledged)"},
     {"checkpoint-dir", K_STRING, FIELD(checkpoint_dir), 0, 0, true,
      "where checkpoints and journals go; empty = <state-dir>/checkpoints"},
     {"checkpoint-interval-s", K_COUNT, FIELD(checkpoint_interval_s), 0, 100000000, false,
-     "a workload's checkpoint period when its spec does not say (seconds; 0 = only on request "
-     "and at shutdown)"},
+     "a workload's checkpoint period when its spec does not say (seconds; 0 = only on request and at shutdown)"},
     {"checkpoint-keep", K_COUNT, FIELD(checkpoint_keep), 1, 1000, false,
      "checkpoints kept per workload (a restore falls back to older ones)"},
     {"checkpoint-zstd", K_COUNT, FIELD(checkpoint_zstd), 0, 19, false,
      "zstd level of checkpoints and exports; 0 = uncompressed"},
     {"import-max-bytes", K_BYTES, FIELD(import_max_bytes), 4 * KIB, UINT64_C(1) << 40, false,
-     "largest file an ImportStream may send (held in a temporary file of the checkpoint "
-     "directory until it is checked)"},
+     "largest file an ImportStream may send (held in a temporary file of the checkpoint directory until it is checked)"},
     {"journal-commit-us", K_COUNT, FIELD(journal_commit_us), 0, 1000000, false,
-     "group-commit window of the write-ahead journal: one fdatasync covers the records of this "
-     "many microseconds"},
+     "group-commit window of the write-ahead journal: one fdatasync covers the records of this many microseconds"},
     {"journal-direct", K_COUNT, FIELD(journal_direct), 0, 1, false,
-     "1: write the journal with O_DIRECT where the file system states its alignment (less CPU "
-     "per byte); 0: through the page cache"},
+     "1: write the journal with O_DIRECT where the file system states its alignment (less CPU per byte); 0: through the page cache"},
     {"journal-max-pending", K_BYTES, FIELD(journal_max_pending), MIB, UINT64_C(1) << 40, false,
      "journal bytes waiting for the disk, every workload's together, before inserts are refused"},
     {"metrics-listen", K_STRING, FIELD(metrics_listen), 0, 0, true,
-     "serve Prometheus metrics over HTTP at /metrics: PORT or :PORT (loopback: 127.0.0.1:PORT) "
-     "or HOST:PORT; empty = no metrics endpoint"},
+     "serve Prometheus metrics over HTTP at /metrics: PORT or :PORT (loopback: 127.0.0.1:PORT) or HOST:PORT; empty = no metrics endpoint"},
     {"tls-cert", K_STRING, FIELD(tls_cert), 0, 0, true,
      "PEM certificate (chain): serve gRPC over TLS (needs --tls-key); empty = plaintext"},
     {"tls-key", K_STRING, FIELD(tls_key), 0, 0, true, "PEM private key of --tls-cert"},
     {"tls-client-ca", K_STRING, FIELD(tls_client_ca), 0, 0, true,
-     "PEM CA certificates: every client must present a certificate one of them signed (needs "
-     "--tls-cert); empty = clients need none"},
+     "PEM CA certificates: every client must present a certificate one of them signed (needs --tls-cert); empty = clients need none"},
 };
 #define N_KEYS (sizeof keys / sizeof keys[0])
 

@@ -753,17 +753,24 @@ HANDLER(h_list_profiles) {
   return RD_REPLY_NOW;
 }
 
+/* The end of a call that changed n stored profiles: the change is logged
+ * ("<done> n stored profiles") and reply packed. */
+static rd_reply_when_t profiles_changed(rd_reply_t *r, const char *done, size_t n,
+                                        const ProtobufCMessage *reply) {
+  rd_log_info("profile", "%s %zu stored profiles", done, n);
+  rd_reply_pack(r, reply);
+  return RD_REPLY_NOW;
+}
+
 HANDLER(h_clear_profiles) {
   size_t removed = 0;
   rd_error_t err;
   rd_error_clear(&err);
   int rc = rd_store_clear_profiles(q->ctx->store, &removed, &err);
   if (!rd_reply_ok(r, rc, &err)) return RD_REPLY_NOW;
-  rd_log_info("profile", "cleared %zu stored profiles", removed);
   Replayd__V1__ClearProfilesResponse m = REPLAYD__V1__CLEAR_PROFILES_RESPONSE__INIT;
   m.removed = removed;
-  rd_reply_pack(r, &m.base);
-  return RD_REPLY_NOW;
+  return profiles_changed(r, "cleared", removed, &m.base);
 }
 
 /* An import is all or nothing (store.h) and bounded. */
@@ -790,11 +797,9 @@ HANDLER(h_import_profiles) {
       return RD_REPLY_NOW;
     }
   }
-  rd_log_info("profile", "imported %zu profiles", imported);
   Replayd__V1__ImportProfilesResponse reply = REPLAYD__V1__IMPORT_PROFILES_RESPONSE__INIT;
   reply.imported = imported;
-  rd_reply_pack(r, &reply.base);
-  return RD_REPLY_NOW;
+  return profiles_changed(r, "imported", imported, &reply.base);
 }
 
 HANDLER(h_export_profiles) {
