@@ -400,27 +400,59 @@ struct rd_import_stream {
   uint64_t total, xxh3;
 };
 
+/* The stream's state, made by its first message: *stp, with its sink open.
+ * 0 with r failed if it cannot be. */
+static int import_stream_state(rd_handler_ctx_t *ctx, rd_import_stream_t **stp, rd_reply_t *r) {
+  if (*stp != NULL) return 1;
+  rd_import_stream_t *st = calloc(1, sizeof *st);
+  if (st == NULL) {
+    rd_reply_error(r, RD_ENOMEM, "out of memory");
+    return 0;
+  }
+  *stp = st;
+  rd_error_t err;
+  rd_error_clear(&err);
+  if (rd_import_sink_open(ctx->durable, &st->sink, &err) != RD_OK) {
+    rd_reply_error(r, err.code, "import: %s", err.msg);
+    return 0;
+  }
+  return 1;
+}
+
+/* One decoded ImportChunk into the stream: its name (first message only),
+ * its bytes to the sink, its end. */
+static int import_chunk(rd_import_stream_t *st, const Replayd__V1__ImportChunk *m,
+                        rd_error_t *err) {
+  int rc = RD_OK;
+  if (st->ended)
+    rc = rd_error_set(err, RD_EINVAL, "a message after the end message");
+  else if (m->data.len > RD_STREAM_CHUNK_MAX)
+    rc = rd_error_set(err, RD_EINVAL, "a chunk of %zu bytes; at most %u", m->data.len,
+                      RD_STREAM_CHUNK_MAX);
+  else if (m->name[0] != '\0' && (st->messages > 1 || st->name != NULL))
+    rc = rd_error_set(err, RD_EINVAL, "name goes in the first message only");
+  else if (m->name[0] != '\0' && (st->name = strdup(m->name)) == NULL)
+    rc = rd_error_set(err, RD_ENOMEM, "out of memory");
+  if (rc == RD_OK && m->data.len > 0)
+    rc = rd_import_sink_write(st->sink, m->data.data, m->data.len, err);
+  if (rc == RD_OK && m->end) {
+    st->ended = 1;
+    st->total = m->total_bytes;
+    st->xxh3 = m->xxh3;
+  }
+  return rc;
+}
+
 rd_reply_when_t rd_import_stream_message(rd_handler_ctx_t *ctx, const rd_call_info_t *ci,
                                          rd_import_stream_t **stp, const uint8_t *body,
                                          size_t len, rd_reply_t *r) {
   (void)ci;
   static const uint8_t empty[1];
-  if (!keeps_checkpoints(ctx, r)) return RD_REPLY_NOW;
+  if (!keeps_checkpoints(ctx, r) || !import_stream_state(ctx, stp, r)) return RD_REPLY_NOW;
+  rd_import_stream_t *st = *stp;
+  st->messages++;
   rd_error_t err;
   rd_error_clear(&err);
-  rd_import_stream_t *st = *stp;
-  if (st == NULL) {
-    if ((st = calloc(1, sizeof *st)) == NULL) {
-      rd_reply_error(r, RD_ENOMEM, "out of memory");
-      return RD_REPLY_NOW;
-    }
-    *stp = st;
-    if (rd_import_sink_open(ctx->durable, &st->sink, &err) != RD_OK) {
-      rd_reply_error(r, err.code, "import: %s", err.msg);
-      return RD_REPLY_NOW;
-    }
-  }
-  st->messages++;
   const ProtobufCMessageDescriptor *desc = &replayd__v1__import_chunk__descriptor;
   if (rd_pb_check(desc, body ? body : empty, len, &err) != RD_OK) {
     rd_reply_error(r, err.code, "import stream message %llu: %s",
@@ -433,23 +465,7 @@ rd_reply_when_t rd_import_stream_message(rd_handler_ctx_t *ctx, const rd_call_in
                    (unsigned long long)st->messages, desc->name);
     return RD_REPLY_NOW;
   }
-  int rc = RD_OK;
-  if (st->ended)
-    rc = rd_error_set(&err, RD_EINVAL, "a message after the end message");
-  else if (m->data.len > RD_STREAM_CHUNK_MAX)
-    rc = rd_error_set(&err, RD_EINVAL, "a chunk of %zu bytes; at most %u", m->data.len,
-                      RD_STREAM_CHUNK_MAX);
-  else if (m->name[0] != '\0' && (st->messages > 1 || st->name != NULL))
-    rc = rd_error_set(&err, RD_EINVAL, "name goes in the first message only");
-  else if (m->name[0] != '\0' && (st->name = strdup(m->name)) == NULL)
-    rc = rd_error_set(&err, RD_ENOMEM, "out of memory");
-  if (rc == RD_OK && m->data.len > 0)
-    rc = rd_import_sink_write(st->sink, m->data.data, m->data.len, &err);
-  if (rc == RD_OK && m->end) {
-    st->ended = 1;
-    st->total = m->total_bytes;
-    st->xxh3 = m->xxh3;
-  }
+  int rc = import_chunk(st, m, &err);
   replayd__v1__import_chunk__free_unpacked(m, NULL);
   if (rc != RD_OK) {
     rd_reply_error(r, rc, "import stream message %llu: %s", (unsigned long long)st->messages,

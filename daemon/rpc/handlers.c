@@ -419,27 +419,32 @@ static rd_limiter_wait_t *flow_wait(const request_t *q, rd_workload_t *w, int fa
   return q->ci->wait;
 }
 
+/* The keys an InsertBatch of count rows answers (up to 10 bytes each in the
+ * reply): a batch whose keys could not all be sent back is refused before
+ * anything is inserted; *keys is allocated only for a batch w can take
+ * (NULL otherwise: the insert then names what is wrong). */
+static int batch_keys(const rd_config_t *cfg, const rd_workload_t *w, uint32_t count,
+                      uint64_t **keys, rd_error_t *err) {
+  if ((uint64_t)count * 10 + RD_REPLY_HEADROOM > cfg->max_message_bytes)
+    return rd_error_set(err, RD_ETOOBIG, "an InsertBatch of %u rows answers %u keys, which "
+                        "could exceed this server's message limit of %u bytes: send at most %u "
+                        "rows per call, or use the Insert stream", count, count,
+                        cfg->max_message_bytes, (cfg->max_message_bytes - RD_REPLY_HEADROOM) / 10);
+  if (count > 0 && count <= w->max_batch && !(*keys = malloc(count * sizeof **keys)))
+    return rd_error_set(err, RD_ENOMEM, "out of memory");
+  return RD_OK;
+}
+
 HANDLER(h_insert_batch) {
   const Replayd__V1__InsertRequest *m = q->msg;
-  const rd_config_t *cfg = q->ctx->config;
   rd_workload_t *w = q->w;
   rd_insert_batch_t b;
   rd_cbuf_t cols[RD_SCHEMA_MAX_FIELDS];
   insert_batch(m, cols, &b);
-  /* The reply lists every new key (up to 10 bytes each): a batch whose
-   * keys could not be sent back is refused before anything is inserted;
-   * keys are allocated only for a batch the workload can take. */
-  uint64_t *keys = NULL;
+  uint64_t *keys = NULL; /* the reply lists every new key */
   rd_error_t err;
   rd_error_clear(&err);
-  int rc = RD_OK;
-  if ((uint64_t)b.count * 10 + RD_REPLY_HEADROOM > cfg->max_message_bytes)
-    rc = rd_error_set(&err, RD_ETOOBIG, "an InsertBatch of %u rows answers %u keys, which "
-                      "could exceed this server's message limit of %u bytes: send at most %u "
-                      "rows per call, or use the Insert stream", b.count, b.count,
-                      cfg->max_message_bytes, (cfg->max_message_bytes - RD_REPLY_HEADROOM) / 10);
-  else if (b.count > 0 && b.count <= w->max_batch && !(keys = malloc(b.count * sizeof *keys)))
-    rc = rd_error_set(&err, RD_ENOMEM, "out of memory");
+  int rc = batch_keys(q->ctx->config, w, b.count, &keys, &err);
   /* The owner's insert rate (tenant.h); given back if the call does not
    * insert now (it fails, or waits for the rate limiter and runs again). */
   if (rc == RD_OK && !rd_tenant_rpc_rows(w, RD_TENANT_INSERT, b.count, r)) {
