@@ -24,6 +24,7 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -750,6 +751,42 @@ static void test_adam_two_steps_by_hand(void **state) {
   rd_mlp_free(&m);
 }
 
+/* A parameter whose gradient stays 0 (a dead ReLU unit's): its moments
+ * decay, and once below FLT_MIN they are 0, never a denormal (nn.h: 0.9 m
+ * of the smallest denormal rounds back to it, and a denormal moment costs
+ * the CPU's slow path on every later step). Above FLT_MIN, m decays
+ * exactly as Adam's formula says. 49 parameters: whole vectors and a
+ * partial one in every kernel. */
+static void test_adam_no_denormal_moments(void **state) {
+  (void)state;
+  const rd_nn_spec_t s = {2, {4, 8, 1}, {RD_NN_RELU, RD_NN_IDENTITY}};
+  rd_mlp_t m;
+  make_net(&m, &s, 1, 3, 1, 0);
+  const size_t n = m.n_params;
+  float *g = rd_mlp_grads(&m);
+  rd_adam_config_t c;
+  rd_adam_config_default(&c);
+  for (size_t i = 0; i < n; i++) g[i] = i % 2 ? 1e-3f : -2e-3f;
+  assert_int_equal(rd_mlp_adam_step(&m, &c, NULL), RD_OK);
+  memset(g, 0, n * sizeof *g);
+  int flushed = 0;
+  for (int k = 0; k < 1500; k++) {
+    const float mi = 0.9f * m.adam_m[n - 1]; /* the partial vector's last lane */
+    assert_int_equal(rd_mlp_adam_step(&m, &c, NULL), RD_OK);
+    for (size_t i = 0; i < n; i++) {
+      assert_false(m.adam_m[i] != 0 && fabsf(m.adam_m[i]) < FLT_MIN);
+      assert_false(m.adam_v[i] != 0 && fabsf(m.adam_v[i]) < FLT_MIN);
+    }
+    if (fabsf(mi) >= FLT_MIN)
+      assert_true(m.adam_m[n - 1] == mi);
+    else
+      flushed |= mi != 0;
+  }
+  assert_true(flushed); /* m passed below FLT_MIN within the 1500 steps */
+  for (size_t i = 0; i < n; i++) assert_true(m.adam_m[i] == 0);
+  rd_mlp_free(&m);
+}
+
 static void test_clip_grad_norm(void **state) {
   (void)state;
   rd_mlp_t m;
@@ -1066,6 +1103,7 @@ RDT_MAIN(NULL, NULL,
          GRADCHECK_TEST(mixed_huber, 4),
          cmocka_unit_test(test_gradcheck_catches_errors),
          cmocka_unit_test(test_adam_two_steps_by_hand),
+         cmocka_unit_test(test_adam_no_denormal_moments),
          cmocka_unit_test(test_clip_grad_norm),
          cmocka_unit_test(test_target_updates),
          cmocka_unit_test(test_determinism_single_thread),

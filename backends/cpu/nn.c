@@ -46,6 +46,7 @@
  */
 #include "nn.h"
 
+#include <float.h>
 #include <math.h>
 #include <omp.h>
 #include <stdatomic.h>
@@ -280,6 +281,11 @@ RD_GEMM_KERNEL(avx512, RD_AVX512, rd_v16, 16, 12)
  * code, so every parameter gets the same instructions wherever a thread's
  * range starts. Written per instruction set because GCC will not vectorize
  * sqrtf while it may set errno. */
+/* x with every lane below FLT_MIN in magnitude (a denormal) set to +0: a
+ * compare's all-ones lanes kept by a bitwise and (vector casts of equal
+ * size reinterpret the bits). */
+#define FLUSH(x) ((__typeof__(x))((__typeof__((x) < (x)))(x) & (((x) >= FLT_MIN) | ((x) <= -FLT_MIN))))
+
 #define RD_ADAM_KERNEL(ISA, ATTR, V, W, SQRT)                                               \
   ATTR static void adam_##ISA(size_t n, float *p, const float *g, float *m, float *v,        \
                               const adam_coef_t *c) {                                       \
@@ -301,6 +307,7 @@ RD_GEMM_KERNEL(avx512, RD_AVX512, rd_v16, 16, 12)
       mi = c->b1 * mi + c->g1 * gi;                                                         \
       vi = c->b2 * vi + c->g2 * gi * gi;                                                    \
       pi = pi - c->step * mi / (SQRT(vi) * c->inv_sqrt_bc2 + c->eps);                       \
+      mi = FLUSH(mi), vi = FLUSH(vi); /* nn.h: no denormal moments */                       \
       memcpy(mp, &mi, sizeof mi), memcpy(vp, &vi, sizeof vi), memcpy(pp, &pi, sizeof pi);   \
       if (!whole) {                                                                         \
         memcpy(p + i, tp, (n - i) * sizeof(float)), memcpy(m + i, tm, (n - i) * sizeof(float)); \
@@ -318,9 +325,9 @@ static void adam_generic(size_t n, float *p, const float *g, float *m, float *v,
                          const adam_coef_t *c) {
   for (size_t i = 0; i < n; i++) {
     float mi = c->b1 * m[i] + c->g1 * g[i], vi = c->b2 * v[i] + c->g2 * g[i] * g[i];
-    m[i] = mi;
-    v[i] = vi;
     p[i] -= c->step * mi / (sqrtf(vi) * c->inv_sqrt_bc2 + c->eps);
+    m[i] = fabsf(mi) < FLT_MIN ? 0.0f : mi; /* nn.h: no denormal moments */
+    v[i] = fabsf(vi) < FLT_MIN ? 0.0f : vi;
   }
 }
 #endif

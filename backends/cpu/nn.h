@@ -79,7 +79,15 @@ typedef struct {
 /* Adam (Kingma & Ba 2015) exactly as torch.optim.Adam (no weight decay):
  *   m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2;  t += 1
  *   theta -= (lr / (1 - b1^t)) * m / (sqrt(v) / sqrt(1 - b2^t) + eps)
- * so learning rates tuned against the PyTorch baseline carry over. */
+ * so learning rates tuned against the PyTorch baseline carry over; theta
+ * moves by the m and v just computed, but an m or v below FLT_MIN is kept
+ * as 0. Why: a parameter whose gradient stays 0 (a dead ReLU unit's) has
+ * m decay into the denormals, where 0.9 m rounds back to the smallest one
+ * and stays there, and every Adam step after pays the CPU's slow path on
+ * it (docs/benchmarks.md, "Denormal Adam moments"). The move such an m
+ * makes is below half an ulp of any parameter not itself within about
+ * 1e-30 of 0. The GPU's (rd_gpu_elem.h) and the FPGA kernel's Adam do the
+ * same. */
 typedef struct {
   double lr;    /* > 0; default 1e-3 */
   double beta1; /* [0, 1); default 0.9 */

@@ -33,6 +33,7 @@
 #ifndef RD_GPU_ELEM_H
 #define RD_GPU_ELEM_H
 
+#include <float.h>
 #include <math.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -109,14 +110,15 @@ static inline rd_ge_adam_coef_t rd_ge_adam_coef(double lr, double beta1, double 
 
 /* One parameter: m = b1 m + g1 g; v = b2 v + g2 g g;
  * p = p - step m / (sqrt(v) inv_sqrt_bc2 + eps), evaluated left to right as
- * nn.c's RD_ADAM_KERNEL body. */
+ * nn.c's RD_ADAM_KERNEL body; then an m or v below FLT_MIN is kept as 0, as
+ * there (nn.h: no denormal moments). */
 RD_GE void rd_ge_adam(float *p, float *m, float *v, float g, const rd_ge_adam_coef_t *c) {
   float mi = rd_ge_fadd(rd_ge_fmul(c->b1, *m), rd_ge_fmul(c->g1, g));
   float vi = rd_ge_fadd(rd_ge_fmul(c->b2, *v), rd_ge_fmul(rd_ge_fmul(c->g2, g), g));
   float den = rd_ge_fadd(rd_ge_fmul(rd_ge_fsqrt(vi), c->inv_sqrt_bc2), c->eps);
-  *m = mi;
-  *v = vi;
   *p = rd_ge_fsub(*p, rd_ge_fdiv(rd_ge_fmul(c->step, mi), den));
+  *m = fabsf(mi) < FLT_MIN ? 0.0f : mi;
+  *v = fabsf(vi) < FLT_MIN ? 0.0f : vi;
 }
 
 /* ---- gradient clipping (rd_mlp_clip_grad_norm) ---- */

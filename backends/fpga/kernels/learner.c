@@ -26,6 +26,7 @@
 
 #include "learner.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -369,9 +370,9 @@ void lrn_adam(size_t np, float *params, const float *grads, float *m, float *v, 
     const float gk = grads[k];
     const float mk = b1 * m[k] + g1 * gk;
     const float vk = b2 * v[k] + g2 * gk * gk;
-    m[k] = mk;
-    v[k] = vk;
     params[k] = params[k] - step * mk / (sqrtf(vk) * inv_sqrt_bc2 + e);
+    m[k] = fabsf(mk) < FLT_MIN ? 0.0f : mk; /* as nn.c: no denormal moments */
+    v[k] = fabsf(vk) < FLT_MIN ? 0.0f : vk;
   }
 }
 
