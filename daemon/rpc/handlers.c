@@ -12,6 +12,7 @@
 #include "handlers.h"
 
 #include <grpc/byte_buffer.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -137,13 +138,31 @@ rd_run_t rd_method_run(rd_method_t m) { return methods[m].run; }
 /* "RegisterWorkload", ...: the method's name in the service. */
 static const char *method_name(rd_method_t m) { return methods[m].path + strlen(SERVICE); }
 
-/* The method's request type, as replayd.proto declares it (NULL: a name
- * the service does not have). */
+/* What the descriptors say of each method, looked up once (every call
+ * needs it): its request type as replayd.proto declares it (NULL: a name
+ * the service does not have) and that type's workload_id field (NULL:
+ * none; every OWNER method's request has one). */
+static struct {
+  const ProtobufCMessageDescriptor *request;
+  const ProtobufCFieldDescriptor *workload_id;
+} resolved[RD_M_COUNT];
+static pthread_once_t resolve_once = PTHREAD_ONCE_INIT;
+
+static void resolve(void) {
+  for (int m = 0; m < RD_M_COUNT; m++) {
+    const ProtobufCMethodDescriptor *d =
+        protobuf_c_service_descriptor_get_method_by_name(&replayd__v1__replay__descriptor,
+                                                         method_name((rd_method_t)m));
+    resolved[m].request = d != NULL ? d->input : NULL;
+    if (d != NULL)
+      resolved[m].workload_id =
+          protobuf_c_message_descriptor_get_field_by_name(d->input, "workload_id");
+  }
+}
+
 static const ProtobufCMessageDescriptor *request_type(rd_method_t m) {
-  const ProtobufCMethodDescriptor *d =
-      protobuf_c_service_descriptor_get_method_by_name(&replayd__v1__replay__descriptor,
-                                                       method_name(m));
-  return d != NULL ? d->input : NULL;
+  pthread_once(&resolve_once, resolve);
+  return resolved[m].request;
 }
 
 /* ------------------------------------------------------------------ */
@@ -169,10 +188,9 @@ static ProtobufCMessage *decode(const ProtobufCMessageDescriptor *desc, const rd
   return msg;
 }
 
-/* The request's workload_id (every OWNER method's request has one). */
-static const char *workload_id(const ProtobufCMessage *msg) {
-  const ProtobufCFieldDescriptor *f =
-      protobuf_c_message_descriptor_get_field_by_name(msg->descriptor, "workload_id");
+/* Method m's request's workload_id (resolve). */
+static const char *workload_id(rd_method_t m, const void *msg) {
+  const ProtobufCFieldDescriptor *f = resolved[m].workload_id;
   return f != NULL ? *(char *const *)((const char *)msg + f->offset) : NULL;
 }
 
@@ -189,7 +207,7 @@ static int authorized(request_t *q, rd_method_t m, rd_reply_t *r) {
     return 0;
   case OWNER:
   case LEARNER:
-    q->w = rd_auth_workload(q->ctx, q->ci->md, workload_id(q->msg), 0, r);
+    q->w = rd_auth_workload(q->ctx, q->ci->md, workload_id(m, q->msg), 0, r);
     if (q->w == NULL) return 0;
     break;
   default:
