@@ -56,11 +56,12 @@ static struct {
 } O = {0, 0, NULL, 64, NULL};
 
 static rdt_daemon_t daemon_;
+static char admin_[256]; /* its admin token (bench_daemon_start) */
 
 static void start_daemon(void) {
   static const char *const args[] = {"--threads", "2", NULL};
   rdt_daemon_opts_t o = {.args = args, .tag = "bench_dse", .timeout_s = 6};
-  bench_daemon_start(&daemon_, O.replayd, &o, NULL, 0);
+  bench_daemon_start(&daemon_, O.replayd, &o, admin_, sizeof admin_);
 }
 
 static void emit(const char *name, const char *shape, const char *k2, const char *v2, double value,
@@ -128,15 +129,10 @@ static void emit_gps_error(const char *shape, uint32_t depth, double pred, doubl
 }
 
 /* The CPU mapping's predicted GPS from profiles measured now: forget the
- * stored profiles (admin token from the state directory), then Plan the
+ * stored profiles (with the daemon's admin token), then Plan the
  * spec, which profiles the CPU again and stores the result. */
 static double reprofiled_prediction(rdc_client_t *c, const rdc_spec_t *spec) {
-  char path[sizeof daemon_.dir + 16], token[256], msg[512];
-  snprintf(path, sizeof path, "%s/admin.token", daemon_.dir);
-  if (rctl_read_token_file(path, token, sizeof token, msg, sizeof msg) != 0) {
-    fprintf(stderr, "bench_dse: %s\n", msg);
-    return -1;
-  }
+  const char *token = admin_;
   rdc_error_t e;
   rdc_placement_t *pl = malloc(sizeof *pl);
   if (pl == NULL) return -1;
