@@ -701,6 +701,11 @@ static void test_thread_tuning(void **state) {
   assert_true(alone_steps >= RD_LEARNER_TUNE_STEPS);
   assert_true(two.tune.threads == 1 || two.tune.threads == 2);
   assert_true(two.tune.t_team > 0 && two.tune.t_alone > 0);
+  /* The hold: short after a close call (learner.h), the full one else. */
+  double win = fmin(two.tune.t_team, two.tune.t_alone), lose = fmax(two.tune.t_team, two.tune.t_alone);
+  double hold = lose < win * (1.0 + RD_LEARNER_TUNE_CLOSE) ? RD_LEARNER_TUNE_RETRY_S
+                                                             : RD_LEARNER_TUNE_HOLD_S;
+  assert_true(fabs(two.tune.hold_until - two.tune.trial_start - hold) < 1e-6);
   /* A new batch size: a new trial, with the team first. */
   rdt_batch_make(&bb, &c, 512, 78);
   assert_int_equal(rd_learner_step(&one, &bb.b, td1, NULL, NULL), RD_OK);

@@ -235,19 +235,19 @@ static int fake_init_unsupported(rd_learner_backend_t *b, const rd_learner_confi
 }
 
 static const rd_learner_ops_t fake_oom = {"fake-gpu", RD_LEARNER_ON_GPU, fake_init_oom, fake_step,
-                                          fake_bytes, fake_save, NULL, fake_destroy, NULL, NULL, NULL, NULL};
+                                          fake_bytes, fake_save, NULL, fake_destroy, NULL, NULL, NULL, NULL, NULL};
 static const rd_learner_ops_t fake_config = {"fake-gpu", RD_LEARNER_ON_GPU, fake_init_config,
-                                             fake_step, fake_bytes, fake_save, NULL, fake_destroy, NULL, NULL, NULL, NULL};
+                                             fake_step, fake_bytes, fake_save, NULL, fake_destroy, NULL, NULL, NULL, NULL, NULL};
 static const rd_learner_ops_t fake_midway = {"fake-gpu", RD_LEARNER_ON_GPU, fake_init_ok, fake_step,
-                                             fake_bytes, fake_save, NULL, fake_destroy, NULL, NULL, NULL, NULL};
+                                             fake_bytes, fake_save, NULL, fake_destroy, NULL, NULL, NULL, NULL, NULL};
 static const rd_learner_ops_t fake_unsupported_step = {"fake-gpu", RD_LEARNER_ON_GPU,
                                                        fake_init_ok, fake_step_unsupported,
                                                        fake_bytes, fake_save, NULL,
-                                                       fake_destroy, NULL, NULL, NULL, NULL};
+                                                       fake_destroy, NULL, NULL, NULL, NULL, NULL};
 static const rd_learner_ops_t fake_unsupported_init = {"fake-gpu", RD_LEARNER_ON_GPU,
                                                        fake_init_unsupported, fake_step,
                                                        fake_bytes, fake_save, NULL,
-                                                       fake_destroy, NULL, NULL, NULL, NULL};
+                                                       fake_destroy, NULL, NULL, NULL, NULL, NULL};
 
 /* ---- tests ---- */
 

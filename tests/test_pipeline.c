@@ -447,6 +447,43 @@ static void test_inserts_during_steps(void **state) {
   assert_true(ts.stale_updates > 0);
 }
 
+/* sampler_unit.h "Helpers": with a 2-thread learner whose batch makes two
+ * shards, the team's worker runs sampler bursts in its idle time, beside
+ * the sampler thread and two writers: every batch still holds the rows its
+ * keys named, no more than D + 1 batches are ever in flight, every trained
+ * batch's priorities are written exactly once, and the helpers did some of
+ * the work (the team runs at least the first tuning trial: learner.h). */
+static void test_helpers(void **state) {
+  rig_t *fx = rig(state, 2048, 256, 6, 1);
+  fx->c.learner.threads = 2;
+  rd_pipeline_t *p = rig_start(fx);
+  insert(&fx->w, p, 2048, 0);
+  fx->h.w = &fx->w;
+  fx->h.batch = 256;
+  fx->h.depth = 6;
+  fx->h.p = p;
+  writers_t wr = {&fx->w, p};
+  rdt_th_group_t g = {0};
+  assert_int_equal(rdt_th_start(&g, 2, writer_main, &wr), 0);
+  rd_train_result_t r = train_ok(p, 300);
+  assert_int_equal(rdt_th_stop(&g), 0);
+  assert_int_equal(r.status, RD_OK);
+  assert_int_equal(r.steps_done + r.skipped_steps, 300);
+  assert_int_equal(atomic_load(&fx->h.batches), 300);
+  assert_int_equal(atomic_load(&fx->h.bad_rows), 0);
+  assert_int_equal(atomic_load(&fx->h.bad_discount), 0);
+  assert_true(atomic_load(&fx->h.max_in_flight) <= 7);
+  assert_int_equal(rd_pipeline_wait_idle(p, 120), 1);
+  rd_pipeline_stats_t st;
+  rd_pipeline_stats(p, &st);
+  pthread_mutex_lock(&fx->w.rt.lock);
+  rd_table_stats_t ts = rd_table_stats(&fx->w.rt.table);
+  pthread_mutex_unlock(&fx->w.rt.lock);
+  assert_int_equal(ts.updates + ts.stale_updates, (uint64_t)st.steps * 256);
+  assert_true(st.helped_samples > 0 && st.helped_samples <= 300);
+  assert_true(st.helped_updates > 0 && st.helped_updates <= 300);
+}
+
 static void test_request_errors(void **state) {
   rig_t *fx = rig(state, 1024, 16, 2, 0);
   fx->c.min_size = 100;
@@ -840,6 +877,7 @@ RDT_MAIN(rdt_quiet_setup, rdt_quiet_teardown,
          cmocka_unit_test_teardown(test_config_errors, rig_teardown),
          cmocka_unit_test(test_strict_and_relaxed),
          cmocka_unit_test_teardown(test_inserts_during_steps, rig_teardown),
+         cmocka_unit_test_teardown(test_helpers, rig_teardown),
          cmocka_unit_test_teardown(test_request_errors, rig_teardown),
          cmocka_unit_test_teardown(test_deadline, rig_teardown),
          cmocka_unit_test_teardown(test_continuous, rig_teardown),

@@ -1,6 +1,6 @@
 /* test_team.c - the learner's thread team (backends/cpu/team.h): every task
  * of every job runs exactly once, whoever claims it; jobs back to back and
- * after the workers fell asleep; solo runs; bad sizes. Run under TSan in CI
+ * after the workers fell asleep; solo runs; idle work; bad sizes. Run under TSan in CI
  * (scripts/test TSAN_TESTS). */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -79,6 +79,62 @@ static void test_solo_and_null(void **state) {
   rd_team_destroy(NULL);
 }
 
+/* rd_team_set_idle: workers run the idle function between jobs (every
+ * job's tasks still run once), again while it reports work, and never
+ * after rd_team_set_idle(NULL) returned; it returns only once no worker is
+ * inside the old function. */
+typedef struct {
+  _Atomic uint32_t calls, inside, after_close, budget;
+  _Atomic int closed;
+} idle_t;
+
+static int idle_fn(void *arg) {
+  idle_t *d = arg;
+  atomic_fetch_add(&d->inside, 1);
+  atomic_fetch_add(&d->calls, 1);
+  if (atomic_load(&d->closed)) atomic_fetch_add(&d->after_close, 1);
+  /* Linger, so that rd_team_set_idle(NULL) finds a worker inside. */
+  struct timespec ts = {0, 20000};
+  nanosleep(&ts, NULL);
+  uint32_t b = atomic_load(&d->budget);
+  int did = b > 0 && atomic_compare_exchange_strong(&d->budget, &b, b - 1);
+  atomic_fetch_sub(&d->inside, 1);
+  return did;
+}
+
+static void test_idle_work(void **state) {
+  (void)state;
+  for (uint32_t threads = 2; threads <= 3; threads++) {
+    rd_team_t *t = NULL;
+    assert_int_equal(rd_team_create(&t, threads, NULL), RD_OK);
+    idle_t d;
+    memset(&d, 0, sizeof d);
+    atomic_store(&d.budget, 50); /* 50 calls that "did work", then none */
+    rd_team_set_idle(t, idle_fn, &d);
+    count_t c;
+    memset(&c, 0, sizeof c);
+    for (uint32_t j = 0; j < 400; j++) {
+      uint32_t n = 1 + (j * 5) % MAX_TASKS;
+      c.job = j;
+      rd_team_run(t, 0, n, count_task, &c);
+      check_once(&c, n);
+    }
+    assert_true(atomic_load(&d.calls) > 0);
+    rd_team_set_idle(t, NULL, NULL);
+    assert_int_equal(atomic_load(&d.inside), 0);
+    atomic_store(&d.closed, 1);
+    for (uint32_t j = 400; j < 800; j++) {
+      uint32_t n = 1 + (j * 5) % MAX_TASKS;
+      c.job = j;
+      rd_team_run(t, 0, n, count_task, &c);
+      check_once(&c, n);
+    }
+    assert_int_equal(atomic_load(&d.after_close), 0);
+    rd_team_destroy(t);
+  }
+  rd_team_set_idle(NULL, idle_fn, NULL); /* no team: nothing */
+}
+
 static void test_bad_sizes(void **state) {
   (void)state;
   rd_team_t *t = (rd_team_t *)&t;
@@ -94,4 +150,5 @@ static void test_bad_sizes(void **state) {
 RDT_MAIN(NULL, NULL,
          cmocka_unit_test(test_every_task_once),
          cmocka_unit_test(test_solo_and_null),
+         cmocka_unit_test(test_idle_work),
          cmocka_unit_test(test_bad_sizes))

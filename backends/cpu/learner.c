@@ -906,9 +906,12 @@ static void tune_before(rd_learner_t *l, size_t n, double t0) {
         l->tune.phase = 1;
       } else {
         l->tune.t_alone = mean;
+        const double win = l->tune.t_alone <= l->tune.t_team ? l->tune.t_alone : l->tune.t_team;
+        const double lose = l->tune.t_alone <= l->tune.t_team ? l->tune.t_team : l->tune.t_alone;
         tune_set_threads(l, l->tune.t_alone <= l->tune.t_team ? 1 : l->config.threads);
         l->tune.phase = 2;
-        l->tune.hold_until = t0 + RD_LEARNER_TUNE_HOLD_S;
+        l->tune.hold_until = t0 + (lose < win * (1.0 + RD_LEARNER_TUNE_CLOSE)
+                                       ? RD_LEARNER_TUNE_RETRY_S : RD_LEARNER_TUNE_HOLD_S);
       }
     }
   }
@@ -919,6 +922,11 @@ static void tune_before(rd_learner_t *l, size_t n, double t0) {
 
 void rd_learner_tune_pause(rd_learner_t *l) {
   l->tune.prev_mode = 0; /* tune_before counts a period only after a trial step */
+}
+
+void rd_learner_set_idle(rd_learner_t *l, int (*fn)(void *arg), void *arg) {
+  scratch_t *s = l->scratch;
+  if (s != NULL) rd_team_set_idle(s->team, fn, arg);
 }
 
 int rd_learner_step(rd_learner_t *l, const rd_batch_t *b, float *td_abs, rd_step_stats_t *st,

@@ -68,7 +68,11 @@
  * the sampler of a core loses once the batches sampled ahead run out;
  * a period above RD_LEARNER_TUNE_GAP times the trial's mean so far is a
  * pause in the work, not counted), and repeats the trials after
- * RD_LEARNER_TUNE_HOLD_S (or when the batch size changes). Why: where
+ * RD_LEARNER_TUNE_HOLD_S (or when the batch size changes). A close call
+ * (the other mode within RD_LEARNER_TUNE_CLOSE of the winner's period) is
+ * held for RD_LEARNER_TUNE_RETRY_S only: the first trials run while a
+ * pipeline is still filling and the caches are cold, and a mode chosen
+ * on a few percent then would run for the whole hold. Why: where
  * another process holds the cores a team can be slower than one thread
  * (docs/benchmarks.md). Results do not depend on the mode (above), so
  * switching changes speed only.
@@ -85,6 +89,8 @@
 #define RD_LEARNER_SHARD_ROWS 128u
 #define RD_LEARNER_MAX_SHARDS 8u
 #define RD_LEARNER_TUNE_HOLD_S 2.0
+#define RD_LEARNER_TUNE_CLOSE 0.10 /* within 10%: a close call */
+#define RD_LEARNER_TUNE_RETRY_S 0.2
 #define RD_LEARNER_TUNE_TRIAL_S 0.1
 #define RD_LEARNER_TUNE_GAP 8.0 /* a period above 8x the trial's mean is a pause, not counted */
 
@@ -193,6 +199,12 @@ void rd_learner_free(rd_learner_t *l);
  * until the next step is nobody's speed, so the thread tuning (above) does
  * not count it. Cheap; learner thread only. */
 void rd_learner_tune_pause(rd_learner_t *l);
+
+/* Offer the idle time of the learner's team workers to fn(arg) (team.h
+ * rd_team_set_idle; NULL: none). A learner without a team (one thread, or
+ * a max_batch of one shard) has no workers: nothing happens. Returns when
+ * no worker runs the previous fn any more. */
+void rd_learner_set_idle(rd_learner_t *l, int (*fn)(void *arg), void *arg);
 
 /* One gradient step on b. td_abs (n floats, may be NULL) receives |delta|;
  * st (may be NULL) the step's figures.

@@ -23,6 +23,10 @@ static int cpu_step(rd_learner_backend_t *b, const rd_batch_t *batch, float *td_
 
 static void cpu_pause(rd_learner_backend_t *b) { rd_learner_tune_pause(b->impl); }
 
+static void cpu_set_idle(rd_learner_backend_t *b, int (*fn)(void *arg), void *arg) {
+  rd_learner_set_idle(b->impl, fn, arg);
+}
+
 static size_t cpu_policy_bytes(const rd_learner_backend_t *b) {
   return rd_learner_policy_bytes(b->impl);
 }
@@ -72,6 +76,7 @@ const rd_learner_ops_t rd_learner_ops_cpu = {
     .policy_load = cpu_policy_load,
     .destroy = cpu_destroy,
     .pause = cpu_pause,
+    .set_idle = cpu_set_idle,
     .state_bytes = cpu_state_bytes,
     .state_save = cpu_state_save,
     .state_load = cpu_state_load,

@@ -47,6 +47,9 @@ struct rd_team {
   _Atomic int wake_pending; /* a wake was sent and no sleeper has returned since */
   _Atomic int stop;
   uint32_t job;            /* the caller's job counter */
+  _Atomic(rd_team_idle_fn) idle_fn; /* rd_team_set_idle */
+  _Atomic(void *) idle_arg;
+  _Atomic uint32_t in_idle; /* workers between looking at idle_fn and leaving it */
   job_t slot[2];
   pthread_t th[RD_TEAM_MAX_THREADS];
   uint32_t started;
@@ -81,6 +84,18 @@ static void work(rd_team_t *t) {
   }
 }
 
+/* One offer of idle work; 1 if it did some. in_idle is raised before
+ * idle_fn is read (both sequentially consistent), so rd_team_set_idle,
+ * which stores idle_fn before it reads in_idle, either waits for this call
+ * or this call sees the new idle_fn. */
+static int idle_once(rd_team_t *t) {
+  atomic_fetch_add_explicit(&t->in_idle, 1, memory_order_seq_cst);
+  rd_team_idle_fn fn = atomic_load_explicit(&t->idle_fn, memory_order_seq_cst);
+  int did = fn != NULL && fn(atomic_load_explicit(&t->idle_arg, memory_order_acquire));
+  atomic_fetch_sub_explicit(&t->in_idle, 1, memory_order_release);
+  return did;
+}
+
 static void *worker_main(void *p) {
   rd_team_t *t = p;
   uint32_t seen = atomic_load_explicit(&t->gen, memory_order_acquire);
@@ -109,6 +124,9 @@ static void *worker_main(void *p) {
     if (atomic_load_explicit(&t->stop, memory_order_relaxed)) break;
     seen = g;
     work(t);
+    while (atomic_load_explicit(&t->gen, memory_order_acquire) == seen &&
+           !atomic_load_explicit(&t->stop, memory_order_relaxed) && idle_once(t)) {
+    }
   }
   return NULL;
 }
@@ -172,4 +190,12 @@ void rd_team_run(rd_team_t *t, int solo, uint32_t n, rd_team_fn fn, void *arg) {
   work(t);
   /* Wait for tasks the workers started: short (one task at most each). */
   while (atomic_load_explicit(&t->done, memory_order_acquire) < n) cpu_relax();
+}
+
+void rd_team_set_idle(rd_team_t *t, rd_team_idle_fn fn, void *arg) {
+  if (t == NULL) return;
+  atomic_store_explicit(&t->idle_fn, NULL, memory_order_seq_cst);
+  while (atomic_load_explicit(&t->in_idle, memory_order_seq_cst) > 0) sched_yield();
+  atomic_store_explicit(&t->idle_arg, arg, memory_order_release);
+  atomic_store_explicit(&t->idle_fn, fn, memory_order_seq_cst);
 }

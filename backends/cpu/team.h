@@ -18,6 +18,13 @@
  *
  * Jobs are serialized: one rd_team_run at a time per team (the learner's
  * thread). No allocation after create.
+ *
+ * Idle work. Between jobs a worker mostly waits (the caller runs a step's
+ * serial parts meanwhile). An owner with work of its own that any thread
+ * may do, in small pieces, can offer it with rd_team_set_idle: the
+ * pipeline hands its sampler's work to the learner's workers this way, so
+ * that on a machine with as many CPUs as learner threads the sampler does
+ * not take a core from the team in the middle of a job.
  */
 #ifndef RD_TEAM_H
 #define RD_TEAM_H
@@ -34,6 +41,9 @@ typedef struct rd_team rd_team_t;
 /* A job: fn(arg, i) for every task i in [0, n). */
 typedef void (*rd_team_fn)(void *arg, uint32_t task);
 
+/* Idle work: returns 1 if it did some, 0 if it had none. */
+typedef int (*rd_team_idle_fn)(void *arg);
+
 /* A team of `threads` (2..RD_TEAM_MAX_THREADS): the caller of rd_team_run
  * and threads - 1 workers started here. RD_EINVAL, RD_ENOMEM, RD_EINTERNAL
  * (a thread could not start). */
@@ -45,5 +55,15 @@ void rd_team_destroy(rd_team_t *t);
 /* Runs the job and returns when every task is done. t NULL or solo != 0:
  * the caller runs every task itself, in order. */
 void rd_team_run(rd_team_t *t, int solo, uint32_t n, rd_team_fn fn, void *arg);
+
+/* After it has run out of a job's tasks, a worker calls fn(arg), and again
+ * while fn did work and no new job has come (fn NULL: nothing). fn runs
+ * beside the caller's serial code and other workers' fn; it must not use
+ * the team, never block for long, and should do little per call: a job
+ * published meanwhile runs its tasks on the caller until the worker is
+ * back. Returns when no worker is inside the previous fn any more, so the
+ * caller may free that fn's arg once it set another (or NULL). Any thread;
+ * t NULL is fine (no workers, nothing to do). */
+void rd_team_set_idle(rd_team_t *t, rd_team_idle_fn fn, void *arg);
 
 #endif

@@ -106,6 +106,10 @@ typedef struct {
   int (*state_save)(rd_learner_backend_t *b, void *buf, size_t cap, size_t *written,
                     rd_error_t *err);
   int (*state_load)(rd_learner_backend_t *b, const void *buf, size_t len, rd_error_t *err);
+  /* Optional (NULL: the backend has no idle threads to lend): offer the
+   * idle time of the backend's helper threads to fn(arg), as learner.h
+   * rd_learner_set_idle (the CPU learner's team workers). */
+  void (*set_idle)(rd_learner_backend_t *b, int (*fn)(void *arg), void *arg);
 } rd_learner_ops_t;
 
 struct rd_learner_backend {

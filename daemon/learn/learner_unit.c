@@ -53,6 +53,7 @@ static int fall_back(rd_pipeline_t *p, const char *why, int at_init, rd_error_t 
   }
   pthread_mutex_unlock(&p->mu);
   if (rc == RD_OK) {
+    rd_sampler_unit_lend(p, 1);
     rd_log_info("pipeline", "the CPU learner took over%s", version > 0 ? " from the last "
                 "published weights" : " with the same initial weights");
     return RD_OK;

@@ -250,6 +250,7 @@ int rd_pipeline_create(rd_pipeline_t **out, const rd_pipeline_config_t *c, rd_ta
     rd_pipeline_destroy(p);
     return rd_error_set(err, RD_ENOMEM, "out of memory for the learner's device share");
   }
+  rd_sampler_unit_lend(p, 1);
   atomic_init(&p->cpu_learner, -1);
   atomic_init(&p->cpu_sampler, -1);
   p->pin_sampler = c->sampler_pin;
@@ -281,6 +282,7 @@ void rd_pipeline_stop(rd_pipeline_t *p) {
   if (was) return;
   if (p->started >= 1) pthread_join(p->th_sampler, NULL);
   if (p->started >= 2) pthread_join(p->th_learner, NULL);
+  rd_sampler_unit_lend(p, 0); /* and wait out a helper's burst */
   /* Batches left in flight are dropped. */
   pthread_mutex_lock(&p->mu);
   p->started = 0;

@@ -155,6 +155,10 @@ typedef struct {
   uint64_t steps, skipped_steps, late_updates, weight_version;
   double loss, steps_per_second;
   uint64_t stale_updates; /* priority updates dropped: slot overwritten */
+  /* Batches the learner's team workers sampled or wrote the priorities of
+   * in their idle time (sampler_unit.h "Helpers"); the rest the sampler
+   * thread did. */
+  uint64_t helped_samples, helped_updates;
 } rd_pipeline_stats_t;
 
 /* The learner backend a pipeline runs on now. */

@@ -6,7 +6,8 @@
  *  - mu: the queues, the work counters, the request, stats and linfo;
  *    every change another thread must see is made under it, and the
  *    partner is woken with wake_sampler / wake_learner;
- *  - the sampler thread alone: the burst arrays, produce_s's inputs;
+ *  - whoever set bursting (under mu): the burst arrays; the sampler
+ *    thread or a learner worker helping it (sampler_unit.h "Helpers");
  *  - the learner thread alone (create before it starts): the learner
  *    backend, last_publish, the writer side of weights.
  * Lock order: table lock, then mu. No callback runs under either.
@@ -58,7 +59,11 @@ struct rd_pipeline {
   uint64_t sampled;   /* batches sampled */
   uint64_t in_flight; /* sampled, not yet updated or dropped */
   uint64_t seq;       /* last sample's sequence number */
-  uint32_t sampling;  /* batches the sampler thread is sampling and gathering */
+  uint32_t sampling;  /* batches the running burst is sampling and gathering */
+  int bursting;       /* a burst runs (the sampler thread's or a helper's) */
+  int sampler_waits;  /* the sampler thread waits for a helper's burst to end */
+  int helped;         /* a helper ran a burst since the sampler thread last slept */
+  double t_update;    /* seconds per batch of the last priority update */
   int idle_gap;       /* work arrived after the pipeline idled (learner_unit.c) */
   int limited;        /* the rate limiter held the sampler back; an insert clears it */
   uint64_t insert_seq; /* inserts (and limiter changes) so far: written under the table lock too */
@@ -72,7 +77,7 @@ struct rd_pipeline {
   double step_s;    /* the learner's recent seconds per train-step (moving average) */
   double produce_s; /* the sampler's recent seconds per batch: update, sample, gather */
 
-  /* The sampler thread's burst arrays, n_slots each (sampler_unit.c). */
+  /* The running burst's arrays, n_slots each (sampler_unit.c). */
   uint32_t *burst_upd, *burst_smp;
   size_t *burst_stale;
   int *burst_rc;

@@ -17,6 +17,7 @@
 #include "log.h"
 #include "pipeline.h"
 #include "pipeline_internal.h"
+#include "sampler_unit.h"
 #include "share.h"
 
 #define PS_MAGIC 0x53504452u /* "RDPS" */
@@ -316,6 +317,7 @@ static int move_fn(rd_pipeline_t *p, void *arg, rd_error_t *err) {
   p->linfo.reason[0] = '\0';
   snprintf(p->linfo.backend, sizeof p->linfo.backend, "%s", mv->ops->name);
   pthread_mutex_unlock(&p->mu);
+  rd_sampler_unit_lend(p, 1);
   return RD_OK;
 }
 

@@ -44,6 +44,7 @@
 
 #define RD_PIPELINE_POLL_DEPTH 4u
 #define RD_PIPELINE_MIN_POLL_S 50e-6
+#define RD_PIPELINE_HELPED_SLEEP_S 0.1
 
 /* burst_flags bits: what an updated slot was before the burst reused it. */
 #define UPD_TRAINED 1u /* its priorities are to be written */
@@ -77,7 +78,8 @@ int rd_sampler_unit_wanted(const rd_pipeline_t *p) {
 
 /* Under mu, the sampler has nothing to do: sleep until woken, or, while
  * polling with batches in flight, at most for the time the learner takes
- * for D/4 steps (at most 1 s). Otherwise, with a batch at the learner,
+ * for D/4 steps (at most 1 s; RD_PIPELINE_HELPED_SLEEP_S once helpers ran
+ * a burst since the last sleep: sampler_unit.h "Helpers"). Otherwise, with a batch at the learner,
  * the sampler first waits by rd_spin_wait_stage for the step's time (a
  * timed sleep, then a spin; once per idle spell: *stage 0 -> 1 slept -> 2
  * spun): in the strict loop the learner's wake-up is on every step's
@@ -92,20 +94,22 @@ static void sampler_sleep(rd_pipeline_t *p, int *stage) {
     return;
   }
   double dt = p->step_s * (double)(p->cfg.depth / 4);
+  if (p->helped) dt = RD_PIPELINE_HELPED_SLEEP_S;
+  p->helped = 0;
   dt = dt > 1.0 ? 1.0 : dt;
   struct timespec ts = rd_cond_deadline(dt);
   pthread_cond_timedwait(&p->cv_sampler, &p->mu, &ts);
 }
 
-/* Under mu: how many batches the burst may sample, counting the nu
- * batches whose updates it writes first as already written back. */
-static uint32_t sample_room(const rd_pipeline_t *p, uint32_t nu) {
+/* Under mu: how many batches the burst may sample (at most m), counting
+ * the nu batches whose updates it writes first as already written back. */
+static uint32_t sample_room(const rd_pipeline_t *p, uint32_t nu, uint32_t m) {
   const uint64_t in_flight = p->in_flight - nu, limit = (uint64_t)p->cfg.depth + 1;
   if (!rd_pl_wants_more(p) || in_flight >= limit) return 0;
   uint64_t n = p->target - p->sampled, r = limit - in_flight, slots = rd_ring_len(&p->q_free) + nu;
   if (r < n) n = r;
   if (slots < n) n = slots;
-  uint32_t m = burst_max(p), u = untrained(p);
+  uint32_t u = untrained(p);
   if (u < m) m = u > 0 ? u : 1;
   return n < m ? (uint32_t)n : m;
 }
@@ -128,12 +132,12 @@ typedef struct {
   double t_sample; /* seconds per batch of sampling and gathering (when ok > 0) */
 } burst_t;
 
-/* Under mu: take the burst's work and its slots. */
-static void burst_plan(rd_pipeline_t *p, burst_t *b) {
+/* Under mu: take the burst's work (the priorities of at most mu batches,
+ * at most ms new batches) and its slots. */
+static void burst_plan(rd_pipeline_t *p, burst_t *b, uint32_t mu, uint32_t ms) {
   b->nu = 0;
-  const uint32_t m = burst_max(p);
-  while (b->nu < m && rd_ring_len(&p->q_update) > 0) b->upd[b->nu++] = rd_pl_pop(&p->q_update);
-  b->ns = sample_room(p, b->nu);
+  while (b->nu < mu && rd_ring_len(&p->q_update) > 0) b->upd[b->nu++] = rd_pl_pop(&p->q_update);
+  b->ns = ms > 0 ? sample_room(p, b->nu, ms) : 0;
   /* Late: a newer batch was sampled before this update lands (against the
    * last sample before this burst: its updates are written first). */
   for (uint32_t k = 0; k < b->nu; k++) {
@@ -224,8 +228,9 @@ static void burst_run(rd_pipeline_t *p, burst_t *b) {
 
 /* Under mu: hand the burst's results on. Returns a request's done
  * callback to run after unlocking (NULL: none). */
-static rd_train_done_cb burst_finish(rd_pipeline_t *p, burst_t *b, double t_update,
-                                     rd_train_result_t *res, void **cbarg) {
+static rd_train_done_cb burst_finish(rd_pipeline_t *p, burst_t *b, rd_train_result_t *res,
+                                     void **cbarg) {
+  if (b->nu > 0) p->t_update = b->t_update;
   for (uint32_t k = 0; k < b->nu; k++) {
     if ((b->flags[k] & UPD_TRAINED) && b->upd_rc[k] == RD_OK) {
       p->stats.stale_updates += b->stale[k];
@@ -251,7 +256,7 @@ static rd_train_done_cb burst_finish(rd_pipeline_t *p, burst_t *b, double t_upda
   }
   if (b->ok > 0) {
     if (was_empty) rd_pl_wake_learner(p);
-    rd_pl_ewma(&p->produce_s, b->t_sample + t_update);
+    rd_pl_ewma(&p->produce_s, b->t_sample + p->t_update);
   }
   if (b->ok < b->ns) {
     /* The limiter held some back (continuous mode waits for an insert
@@ -285,42 +290,98 @@ static rd_train_done_cb burst_finish(rd_pipeline_t *p, burst_t *b, double t_upda
   return cb;
 }
 
-void *rd_sampler_unit_main(void *arg) {
-  rd_pipeline_t *p = arg;
+/* The burst arrays (pipeline.c alloc_burst), for whoever runs the burst. */
+static burst_t burst_arrays(rd_pipeline_t *p) {
   burst_t b = {.upd = p->burst_upd,
                .smp = p->burst_smp,
                .upd_rc = p->burst_rc,
                .gather_rc = p->burst_rc + p->n_slots,
                .stale = p->burst_stale,
                .flags = p->burst_flags};
-  int spun = 0;        /* sampler_sleep's stage since the last work */
-  double t_update = 0; /* seconds per batch of the last priority update */
+  return b;
+}
+
+/* Under mu, with a burst planned and p->bursting set: run it (mu released
+ * meanwhile) and hand its results on; mu held again on return, the
+ * request's callback (if any) run unlocked before. */
+static void burst_go(rd_pipeline_t *p, burst_t *b) {
+  pthread_mutex_unlock(&p->mu);
+  /* The sampler's device time is its pipeline's too (share.h), on the
+   * device its bursts run on (pipeline.c sampler_pool). */
+  rd_share_t *sh = p->sampler_share;
+  double t_burst = sh != NULL ? (rd_share_begin(sh, 1), rd_clock_now()) : 0;
+  burst_run(p, b);
+  if (sh != NULL) rd_share_end(sh, 1, rd_clock_now() - t_burst);
+  pthread_mutex_lock(&p->mu);
+  rd_train_result_t res;
+  void *cbarg = NULL;
+  rd_train_done_cb cb = burst_finish(p, b, &res, &cbarg);
+  p->bursting = 0;
+  if (p->sampler_waits) rd_pl_wake_sampler(p);
+  if (cb) {
+    pthread_mutex_unlock(&p->mu);
+    cb(cbarg, &res);
+    pthread_mutex_lock(&p->mu);
+  }
+}
+
+void *rd_sampler_unit_main(void *arg) {
+  rd_pipeline_t *p = arg;
+  burst_t b = burst_arrays(p);
+  int spun = 0; /* sampler_sleep's stage since the last work */
   pthread_mutex_lock(&p->mu);
   while (!p->stopping) {
-    burst_plan(p, &b);
+    if (p->bursting) { /* a helper's (rd_sampler_unit_help) */
+      p->sampler_waits = 1;
+      pthread_cond_wait(&p->cv_sampler, &p->mu);
+      p->sampler_waits = 0;
+      continue;
+    }
+    burst_plan(p, &b, burst_max(p), burst_max(p));
     if (b.nu == 0 && b.ns == 0) {
       sampler_sleep(p, &spun);
       continue;
     }
     spun = 0;
-    pthread_mutex_unlock(&p->mu);
-    /* The sampler's device time is its pipeline's too (share.h), on the
-     * device its bursts run on (pipeline.c sampler_pool). */
-    rd_share_t *sh = p->sampler_share;
-    double t_burst = sh != NULL ? (rd_share_begin(sh, 1), rd_clock_now()) : 0;
-    burst_run(p, &b);
-    if (sh != NULL) rd_share_end(sh, 1, rd_clock_now() - t_burst);
-    if (b.nu > 0) t_update = b.t_update;
-    pthread_mutex_lock(&p->mu);
-    rd_train_result_t res;
-    void *cbarg = NULL;
-    rd_train_done_cb cb = burst_finish(p, &b, t_update, &res, &cbarg);
-    if (cb) {
-      pthread_mutex_unlock(&p->mu);
-      cb(cbarg, &res);
-      pthread_mutex_lock(&p->mu);
-    }
+    p->bursting = 1;
+    burst_go(p, &b);
   }
   pthread_mutex_unlock(&p->mu);
   return NULL;
+}
+
+int rd_sampler_unit_help(void *arg) {
+  rd_pipeline_t *p = arg;
+  /* Never wait here: the learner's next job may be waiting for this
+   * worker, and whoever holds mu is busy only briefly. */
+  if (pthread_mutex_trylock(&p->mu) != 0) return 0;
+  int did = 0;
+  if (!p->stopping && !p->bursting) {
+    burst_t b = burst_arrays(p);
+    /* Short bursts: a job that comes meanwhile waits for this worker. */
+    if (rd_ring_len(&p->q_update) > 0) burst_plan(p, &b, RD_PIPELINE_HELP_BATCHES, 0);
+    else burst_plan(p, &b, 0, 1);
+    if (b.nu > 0 || b.ns > 0) {
+      p->bursting = 1;
+      p->helped = 1;
+      p->stats.helped_updates += b.nu;
+      burst_go(p, &b);
+      p->stats.helped_samples += b.ok;
+      did = 1;
+    }
+  }
+  pthread_mutex_unlock(&p->mu);
+  return did;
+}
+
+void rd_sampler_unit_lend(rd_pipeline_t *p, int on) {
+  rd_learner_backend_t *lb = &p->learner;
+  if (lb->impl == NULL || lb->ops->set_idle == NULL) return;
+  const rd_table_config_t *tc = &p->table->config;
+  /* A helper runs the sampler's bursts on the CPU, outside any device
+   * share: only for a table the CPU serves, in a pipeline without shares. */
+  pthread_mutex_lock(&p->mu);
+  int use = on && !p->stopping && p->share == NULL && tc->rmm == NULL && tc->storage == NULL;
+  pthread_mutex_unlock(&p->mu);
+  lb->ops->set_idle(lb, use ? rd_sampler_unit_help : NULL, use ? p : NULL);
 }

@@ -33,6 +33,31 @@
 /* The sampler thread (pthread start routine; arg is the pipeline). */
 void *rd_sampler_unit_main(void *arg);
 
+/* Batches whose priorities one helper's burst writes back at most. */
+#define RD_PIPELINE_HELP_BATCHES 2u
+
+/* Helpers. With learner threads > 1 the CPU learner's team workers wait
+ * while the learner's thread runs a step's serial parts; with as many
+ * CPUs as learner threads, the sampler thread can only run by taking a
+ * core from the team, often in the middle of a job that then waits for
+ * it. So the workers are offered the sampler's work in their idle time
+ * (team.h rd_team_set_idle), in small bursts: the priorities of at most
+ * RD_PIPELINE_HELP_BATCHES trained batches, or else the sample and gather
+ * of one batch. They are the sampler thread's bursts, under the same rules
+ * (one at a time: p->bursting; at most D + 1 batches in flight), taken
+ * only when mu is free. The sampler thread does what the helpers leave;
+ * while they help, its polling sleeps last up to RD_PIPELINE_HELPED_SLEEP_S
+ * (the learner still wakes it when half the batches ahead are gone).
+ *
+ * rd_sampler_unit_help is that idle function (arg: the pipeline; 1 if it
+ * ran a burst). rd_sampler_unit_lend(p, 1) offers it to the learner now in
+ * p->learner (the learner thread, or create before the threads start),
+ * unless the pipeline has device shares or its table is not the CPU's;
+ * rd_sampler_unit_lend(p, 0) withdraws it and returns when no helper's
+ * burst runs any more. */
+int rd_sampler_unit_help(void *arg);
+void rd_sampler_unit_lend(rd_pipeline_t *p, int on);
+
 /* Under mu, after the learner queued a batch for its update: 1 if the
  * learner should wake the sampler now (see the wake-up policy in
  * sampler_unit.c). */
