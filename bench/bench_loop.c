@@ -32,7 +32,8 @@
  *            thread on the same pool (W_1), and the pipeline sampler's
  *            work per batch on one thread (S: rd_table_update of the last
  *            keys, rd_table_sample, rd_table_gather of the learner's
- *            fields). loop.gps_ratio_bound = min(1, CPUs x W_T / (W_1 + S)):
+ *            fields; JSON loop.sampler_batch_us).
+ *            loop.gps_ratio_bound = min(1, CPUs x W_T / (W_1 + S)):
  *            the most the ratio can be on this machine's online CPUs from
  *            work alone (ratio_bound says why).
  *
@@ -707,6 +708,12 @@ static void print_json(void) {
              "\"batch\": %u, \"D\": %u%s, \"cpus\": %ld}, \"value\": %.4f, \"unit\": "
              "\"fraction\"}\n",
              r->shape->name, r->batch, r->depth, thr, sysconf(_SC_NPROCESSORS_ONLN), b);
+    /* S, the bound's sampler work per batch, once per shape and batch. */
+    if (r->sampler_bps > 0 && (i == 0 || results[i - 1].shape != r->shape ||
+                               results[i - 1].batch != r->batch))
+      printf("{\"name\": \"loop.sampler_batch_us\", \"params\": {\"shape\": \"%s\", "
+             "\"batch\": %u}, \"value\": %.2f, \"unit\": \"us\"}\n",
+             r->shape->name, r->batch, 1e6 / r->sampler_bps);
   }
 }
 

@@ -12,6 +12,7 @@
  * rd_table_to_cpu has moved it onto the CPU tree and host columns.
  */
 #include "table.h"
+#include "vpow.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -204,7 +205,8 @@ int rd_table_init(rd_table_t *t, const rd_table_config_t *c, rd_error_t *err) {
   }
   t->scratch_u64 = malloc((size_t)c->max_batch * sizeof(uint64_t));
   t->scratch_u32 = malloc((size_t)c->max_batch * sizeof(uint32_t));
-  if (t->scratch_u64 == NULL || t->scratch_u32 == NULL) {
+  t->scratch_f64 = malloc((size_t)c->max_batch * sizeof(double));
+  if (t->scratch_u64 == NULL || t->scratch_u32 == NULL || t->scratch_f64 == NULL) {
     rd_table_free(t);
     return rd_error_set(err, RD_ENOMEM, "cannot allocate scratch for %u items", c->max_batch);
   }
@@ -217,6 +219,7 @@ void rd_table_free(rd_table_t *t) {
   for (uint32_t f = 0; f < RD_SCHEMA_MAX_FIELDS; f++) free(t->column[f]);
   free(t->scratch_u64);
   free(t->scratch_u32);
+  free(t->scratch_f64);
   if (t->tree.mem != NULL) rd_sumtree_free(&t->tree);
   /* The storage first: it may share the replay module's resources. */
   if (t->rows != NULL) t->config.storage->destroy(t->rows);
@@ -230,38 +233,45 @@ size_t rd_table_memsize(const rd_table_t *t) {
   return bytes + rd_table_rows_memsize(&t->config);
 }
 
-/* p = (x + epsilon)^alpha, with the common exponents special-cased because
- * pow() dominates the cost of a small update. */
-static double transform(const rd_table_config_t *c, double x) {
-  double b = x + c->epsilon;
-  if (c->alpha == 1.0) return b;
-  if (c->alpha == 0.5) return sqrt(b);
-  if (c->alpha == 0.0) return 1.0;
-  return pow(b, c->alpha);
+/* p[i] = (raw[i] + epsilon)^alpha, the common exponents special-cased and
+ * the rest by rd_vpow (vpow.h: why not pow()). p may be raw. */
+static void transform(const rd_table_config_t *c, size_t n, const double *raw, double *p) {
+  for (size_t i = 0; i < n; i++) p[i] = raw[i] + c->epsilon;
+  if (c->alpha == 1.0) return;
+  if (c->alpha == 0.5) {
+    for (size_t i = 0; i < n; i++) p[i] = sqrt(p[i]);
+  } else if (c->alpha == 0.0) {
+    for (size_t i = 0; i < n; i++) p[i] = 1.0;
+  } else {
+    rd_vpow(n, p, c->alpha, p);
+  }
 }
 
-/* Transform and convert n raw priorities into fixed-point leaves, failing
- * on the first bad one. *max_out receives the largest transformed value. */
+/* Transform and convert n raw priorities into fixed-point leaves (out) and
+ * transformed values (p), failing on the first bad one. *max_out receives
+ * the largest transformed value. */
 static int convert_priorities(const rd_table_t *t, size_t n, const double *raw, uint64_t *out,
-                              double *max_out, rd_error_t *err) {
-  double mx = 0;
+                              double *p, double *max_out, rd_error_t *err) {
   for (size_t i = 0; i < n; i++) {
     double x = raw[i];
     if (isnan(x) || isinf(x) || x < 0)
       return rd_error_set(err, RD_EINVAL,
                           "priority at batch index %zu is %g; priorities must be finite and >= 0",
                           i, x);
-    double p = transform(&t->config, x);
-    if (!(p <= t->fixed.max_priority))
+  }
+  transform(&t->config, n, raw, p);
+  double mx = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (!(p[i] <= t->fixed.max_priority))
       return rd_error_set(err, RD_ERANGE,
                           "priority at batch index %zu is %g after the transform, above this "
                           "table's max_priority %g",
-                          i, p, t->fixed.max_priority);
-    out[i] = rd_fixed_from_priority(&t->fixed, p);
+                          i, p[i], t->fixed.max_priority);
+    out[i] = rd_fixed_from_priority(&t->fixed, p[i]);
     if (out[i] > t->max_leaf) /* guaranteed by rd_fixed_init; checked anyway */
       return rd_error_set(err, RD_ERANGE, "priority at batch index %zu (%g) does not fit the tree",
-                          i, p);
-    if (p > mx) mx = p;
+                          i, p[i]);
+    if (p[i] > mx) mx = p[i];
   }
   *max_out = mx;
   return RD_OK;
@@ -293,7 +303,7 @@ int rd_table_insert(rd_table_t *t, size_t n, const rd_cbuf_t *cols, const double
   uint64_t *leaves = t->scratch_u64;
   double batch_max = 0;
   if (priorities != NULL) {
-    int rc = convert_priorities(t, n, priorities, leaves, &batch_max, err);
+    int rc = convert_priorities(t, n, priorities, leaves, t->scratch_f64, &batch_max, err);
     if (rc) return rc;
   } else {
     uint64_t v = rd_fixed_from_priority(&t->fixed, t->max_p);
@@ -378,17 +388,19 @@ int rd_table_sample(rd_table_t *t, size_t n, double beta, unsigned flags,
   int rc = rmm_sample(t, n, targets, slots, err);
   if (rc) return rc; /* a module's failure: every target is < total */
 
-  /* P(i) = leaf / total, w = (N P)^-beta, then divided by the batch max. */
+  /* P(i) = leaf / total, w = (N P)^-beta (rd_vpow: vpow.h), then divided
+   * by the batch max. */
   double dtotal = (double)total, N = (double)t->size, wmax = 0;
   for (size_t i = 0; i < n; i++) {
     /* Exactly (double)leaf / (double)total, the expression every backend uses. */
     double pr = (double)rmm_leaf(t, slots[i]) / dtotal;
-    double w = beta == 0 ? 1.0 : pow(N * pr, -beta);
     out->keys[i] = key_of_slot(t, slots[i]);
     out->probabilities[i] = pr;
-    out->weights[i] = w;
-    if (w > wmax) wmax = w;
+    out->weights[i] = beta == 0 ? 1.0 : N * pr;
   }
+  if (beta != 0) rd_vpow(n, out->weights, -beta, out->weights);
+  for (size_t i = 0; i < n; i++)
+    if (out->weights[i] > wmax) wmax = out->weights[i];
   if (!(flags & RD_SAMPLE_RAW_WEIGHTS) && wmax > 0)
     for (size_t i = 0; i < n; i++) out->weights[i] /= wmax;
 
@@ -422,7 +434,8 @@ int rd_table_update(rd_table_t *t, size_t n, const uint64_t *keys, const double 
                           (unsigned long long)keys[i], i, (unsigned long long)t->next_key);
   uint64_t *values = t->scratch_u64;
   double batch_max = 0;
-  int rc = convert_priorities(t, n, priorities, values, &batch_max, err);
+  double *p = t->scratch_f64;
+  int rc = convert_priorities(t, n, priorities, values, p, &batch_max, err);
   if (rc) return rc;
 
   /* Compact the live keys in place (index live <= i). Only applied
@@ -435,8 +448,7 @@ int rd_table_update(rd_table_t *t, size_t n, const uint64_t *keys, const double 
     if (keys[i] < oldest) continue;
     slots[live] = (uint32_t)(keys[i] % t->config.capacity);
     values[live] = values[i];
-    double p = transform(&t->config, priorities[i]);
-    if (p > batch_max) batch_max = p;
+    if (p[i] > batch_max) batch_max = p[i];
     live++;
   }
   if (t->snap != NULL) snap_before_update(t, n, keys);
@@ -448,6 +460,16 @@ int rd_table_update(rd_table_t *t, size_t n, const uint64_t *keys, const double 
   if (n_stale != NULL) *n_stale = n - live;
   if (t->observer.update && n > 0) t->observer.update(t->observer.arg, n, keys, priorities);
   return RD_OK;
+}
+
+/* One column of a gather; inlined per row size (rd_table_gather). */
+static inline __attribute__((always_inline)) void gather_column(size_t n, const uint32_t *slots,
+                                                                const uint8_t *col, uint8_t *dst,
+                                                                size_t fb) {
+  for (size_t i = 0; i < n; i++) {
+    if (i + GATHER_AHEAD < n) __builtin_prefetch(col + (size_t)slots[i + GATHER_AHEAD] * fb);
+    memcpy(dst + i * fb, col + (size_t)slots[i] * fb, fb);
+  }
 }
 
 int rd_table_gather(const rd_table_t *t, size_t n, const uint64_t *keys, const rd_buf_t *cols,
@@ -481,31 +503,26 @@ int rd_table_gather(const rd_table_t *t, size_t n, const uint64_t *keys, const r
     for (size_t i = 0; i < n; i++) slots[i] = (uint32_t)(keys[i] % c->capacity);
     return n > 0 ? rows_read(t, n, slots, cols, err) : RD_OK;
   }
-  /* Row by row, every wanted field of a row together: a key's slot is one
-   * 64-bit division, taken once per row rather than once per field, and
-   * the rows GATHER_AHEAD keys on are prefetched (every row is a cache miss
-   * in a table larger than the cache). Measured inside the strict loop
-   * (bench_loop, CartPole DDPG batch 64, 5 fields): see docs/benchmarks.md. */
-  uint32_t want[RD_SCHEMA_MAX_FIELDS], nw = 0;
-  for (uint32_t f = 0; f < c->schema.n_fields; f++)
-    if (cols[f].data != NULL) want[nw++] = f;
-  size_t ahead[GATHER_AHEAD];
-  for (size_t i = 0; i < n && i < GATHER_AHEAD; i++) {
-    ahead[i] = (size_t)(keys[i] % c->capacity);
-    for (uint32_t w = 0; w < nw; w++)
-      __builtin_prefetch(t->column[want[w]] + ahead[i] * t->field_bytes[want[w]]);
-  }
-  for (size_t i = 0; i < n; i++) {
-    size_t slot = ahead[i % GATHER_AHEAD];
-    if (i + GATHER_AHEAD < n) {
-      size_t next = (size_t)(keys[i + GATHER_AHEAD] % c->capacity);
-      ahead[i % GATHER_AHEAD] = next;
-      for (uint32_t w = 0; w < nw; w++)
-        __builtin_prefetch(t->column[want[w]] + next * t->field_bytes[want[w]]);
-    }
-    for (uint32_t w = 0; w < nw; w++) {
-      size_t fb = t->field_bytes[want[w]];
-      memcpy((uint8_t *)cols[want[w]].data + i * fb, t->column[want[w]] + slot * fb, fb);
+  /* Column by column, the slots computed once (one 64-bit division per
+   * row). A copy of a constant size compiles to plain loads and stores,
+   * where a memcpy call per field and row cost more than the copy; the
+   * rows GATHER_AHEAD keys on are prefetched (every row is a cache miss in
+   * a table larger than the cache). Measured in the loop's sampler work
+   * (bench_loop JSON loop.sampler_batch_us): docs/benchmarks.md. */
+  uint32_t *slots = t->scratch_u32;
+  for (size_t i = 0; i < n; i++) slots[i] = (uint32_t)(keys[i] % c->capacity);
+  for (uint32_t f = 0; f < c->schema.n_fields; f++) {
+    if (cols[f].data == NULL) continue;
+    uint8_t *dst = cols[f].data;
+    const uint8_t *col = t->column[f];
+    switch (t->field_bytes[f]) {
+    case 1: gather_column(n, slots, col, dst, 1); break;
+    case 4: gather_column(n, slots, col, dst, 4); break;
+    case 8: gather_column(n, slots, col, dst, 8); break;
+    case 12: gather_column(n, slots, col, dst, 12); break;
+    case 16: gather_column(n, slots, col, dst, 16); break;
+    case 32: gather_column(n, slots, col, dst, 32); break;
+    default: gather_column(n, slots, col, dst, t->field_bytes[f]); break;
     }
   }
   return RD_OK;

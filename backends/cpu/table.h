@@ -229,6 +229,7 @@ typedef struct {
    * call allocates. */
   uint64_t *scratch_u64;
   uint32_t *scratch_u32;
+  double *scratch_f64;
   rd_table_snapshot_t *snap;     /* the snapshot in progress, or NULL */
   rd_table_observer_t observer;  /* zeroed: none */
 } rd_table_t;

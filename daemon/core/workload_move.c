@@ -43,6 +43,7 @@ int rd_table_move(rd_table_t *t, const rd_rmm_ops_t *rmm, const rd_storage_ops_t
   memcpy(t->column, nt.column, sizeof t->column);
   t->scratch_u64 = nt.scratch_u64;
   t->scratch_u32 = nt.scratch_u32;
+  t->scratch_f64 = nt.scratch_f64;
   t->config.rmm = rmm;
   t->config.storage = storage;
   rd_table_free(&old);

@@ -1,0 +1,218 @@
+/* vpow.c - x^y as exp(y ln x) in double-double arithmetic (vpow.h).
+ *
+ * ln x: x = 2^e m with m in [sqrt(1/2), sqrt(2)), f = (m - 1) / (m + 1)
+ * carried as f_hi + f_lo, ln m = 2 atanh(f) = 2f + f^3 P(f^2) (|f| <=
+ * 0.172: eleven odd terms leave 2^-67), ln x = e ln2 + ln m as hi + lo.
+ * t = y ln x as hi + lo (exact products by Dekker's splitting: no fused
+ * multiply-add, so every variant computes the same bits). exp(t): t = k ln2
+ * + r with |r| <= ln2 / 2, e^r = 1 + r + r^2 Q(r) (Taylor to r^14), times
+ * 2^k. Error about 2^-54 relative before the last rounding: within 1 ulp.
+ * Lanes outside the fast path's range are redone with libm's pow.
+ */
+#include "vpow.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu_isa.h"
+
+/* Every variant must round each operation on its own (vpow.h): no
+ * contraction into fused multiply-adds, whatever the target allows. */
+#if defined(__clang__)
+#pragma STDC FP_CONTRACT OFF
+#define NO_CONTRACT
+#else
+#define NO_CONTRACT __attribute__((optimize("fp-contract=off")))
+#endif
+#define VPOW_FN static inline __attribute__((always_inline)) NO_CONTRACT
+
+#define LN2_HI 6.93147180369123816490e-01 /* 0x3fe62e42fee00000: 21 low bits zero */
+#define LN2_LO 1.90821492927058770002e-10
+#define INV_LN2 1.44269504088896338700e+00
+#define SHIFT 6755399441055744.0 /* 1.5 * 2^52: adding it rounds to an integer */
+#define SPLIT 134217729.0        /* 2^27 + 1 */
+#define T_MAX 708.0              /* |y ln x| beyond this: libm (results near the limits) */
+#define BLK 64
+
+VPOW_FN uint64_t bits_of(double d) {
+  uint64_t u;
+  memcpy(&u, &d, 8);
+  return u;
+}
+
+VPOW_FN double double_of(uint64_t u) {
+  double d;
+  memcpy(&d, &u, 8);
+  return d;
+}
+
+/* a * b = p + *e exactly (Dekker). */
+VPOW_FN double two_prod(double a, double b, double *e) {
+  double p = a * b;
+  double ca = SPLIT * a, ah = ca - (ca - a), al = a - ah;
+  double cb = SPLIT * b, bh = cb - (cb - b), bl = b - bh;
+  *e = ((ah * bh - p) + ah * bl + al * bh) + al * bl;
+  return p;
+}
+
+/* a + b = s + *e exactly (Knuth). */
+VPOW_FN double two_sum(double a, double b, double *e) {
+  double s = a + b, bb = s - a;
+  *e = (a - (s - bb)) + (b - bb);
+  return s;
+}
+
+/* x^y for one lane; *bad = 1 when the lane is outside the fast path. */
+VPOW_FN double vpow_lane(double x, double y, uint64_t *bad) {
+  const uint64_t ix = bits_of(x);
+  /* Positive normal x only (a negative x has the sign bit: above the bound). */
+  uint64_t out = ix < 0x0010000000000000ull || ix >= 0x7ff0000000000000ull;
+  int64_t e = (int64_t)(ix >> 52) - 1023;
+  uint64_t mb = (ix & 0x000fffffffffffffull) | 0x3ff0000000000000ull;
+  const int64_t big = mb > 0x3ff6a09e667f3bcdull; /* m > sqrt(2): halve it */
+  mb -= (uint64_t)big << 52;
+  e += big;
+  const double m = double_of(mb);
+  /* f = (m - 1) / (m + 1) as f_hi + f_lo; m - 1 is exact (Sterbenz). */
+  const double a = m - 1.0;
+  double b_lo, b_hi = two_sum(m, 1.0, &b_lo);
+  const double f_hi = a / b_hi;
+  double pe, p = two_prod(f_hi, b_hi, &pe);
+  const double f_lo = (((a - p) - pe) - f_hi * b_lo) / b_hi;
+  const double s = f_hi * f_hi;
+  double P = 2.0 / 23;
+  P = 2.0 / 21 + s * P;
+  P = 2.0 / 19 + s * P;
+  P = 2.0 / 17 + s * P;
+  P = 2.0 / 15 + s * P;
+  P = 2.0 / 13 + s * P;
+  P = 2.0 / 11 + s * P;
+  P = 2.0 / 9 + s * P;
+  P = 2.0 / 7 + s * P;
+  P = 2.0 / 5 + s * P;
+  P = 2.0 / 3 + s * P;
+  /* (double)e by the bits of 1.5 * 2^52 + e: no int64 conversion in AVX2. */
+  const double ed = double_of(0x4338000000000000ull + (uint64_t)e) - SHIFT;
+  double l_err, l_hi = two_sum(ed * LN2_HI, 2.0 * f_hi, &l_err);
+  double l_lo = l_err + (ed * LN2_LO + 2.0 * f_lo + f_hi * s * P);
+  double t = l_hi + l_lo; /* normalise (|l_hi| >= |l_lo|) */
+  l_lo = l_lo - (t - l_hi);
+  l_hi = t;
+  /* t = y ln x as t_hi + t_lo. */
+  double te, tp = two_prod(y, l_hi, &te);
+  double t_lo = te + y * l_lo;
+  const double t_hi = tp + t_lo;
+  t_lo = t_lo - (t_hi - tp);
+  out |= !(fabs(t_hi) <= T_MAX);
+  /* exp: k = round(t / ln2), r = t - k ln2 (k ln2_hi exact, the
+   * difference exact by Sterbenz). */
+  const double ks = t_hi * INV_LN2 + SHIFT;
+  const int64_t k = (int64_t)(bits_of(ks) - bits_of(SHIFT));
+  const double kd = ks - SHIFT;
+  const double r = ((t_hi - kd * LN2_HI) - kd * LN2_LO) + t_lo;
+  double Q = 1.0 / 87178291200.0; /* 1/14! */
+  Q = 1.0 / 6227020800.0 + r * Q;
+  Q = 1.0 / 479001600.0 + r * Q;
+  Q = 1.0 / 39916800.0 + r * Q;
+  Q = 1.0 / 3628800.0 + r * Q;
+  Q = 1.0 / 362880.0 + r * Q;
+  Q = 1.0 / 40320.0 + r * Q;
+  Q = 1.0 / 5040.0 + r * Q;
+  Q = 1.0 / 720.0 + r * Q;
+  Q = 1.0 / 120.0 + r * Q;
+  Q = 1.0 / 24.0 + r * Q;
+  Q = 1.0 / 6.0 + r * Q;
+  Q = 0.5 + r * Q;
+  double s1e, s1 = two_sum(1.0, r, &s1e);
+  const double er = s1 + (s1e + r * r * Q);
+  /* 2^k; a lane out of range computes garbage here, replaced below. */
+  const uint64_t sc = (uint64_t)((k + 1023) & 0x7ff) << 52;
+  *bad = out;
+  return er * double_of(sc);
+}
+
+/* One block of at most BLK items; lanes outside the fast path from libm. */
+VPOW_FN void vpow_block(size_t n, const double *x, double y, double *out) {
+  double xb[BLK];
+  uint64_t bad[BLK]; /* as wide as a double: one vector width for the loop */
+  memcpy(xb, x, n * sizeof *xb); /* out may be x */
+  uint64_t any = 0;
+#pragma omp simd reduction(| : any)
+  for (size_t i = 0; i < n; i++) {
+    out[i] = vpow_lane(xb[i], y, &bad[i]);
+    any |= bad[i];
+  }
+  if (any)
+    for (size_t i = 0; i < n; i++)
+      if (bad[i]) out[i] = pow(xb[i], y);
+}
+
+#define VPOW_VARIANT(name, attr)                                                         \
+  attr NO_CONTRACT static void name(size_t n, const double *x, double y, double *out) {         \
+    for (size_t i = 0; i < n; i += BLK)                                   \
+      vpow_block(n - i < BLK ? n - i : BLK, x + i, y, out + i);           \
+  }
+
+VPOW_VARIANT(vpow_generic, )
+#if defined(__x86_64__)
+VPOW_VARIANT(vpow_avx2, __attribute__((target("avx2"))))
+VPOW_VARIANT(vpow_avx512, __attribute__((target("avx512f,avx512dq,avx512vl"))))
+#endif
+
+typedef void (*vpow_fn)(size_t, const double *, double, double *);
+#if defined(__x86_64__)
+static const vpow_fn fns[] = {vpow_generic, vpow_avx2, vpow_avx512};
+#else
+static const vpow_fn fns[] = {vpow_generic};
+#endif
+#define N_FNS (sizeof fns / sizeof fns[0])
+static vpow_fn chosen;
+static size_t chosen_isa;
+static pthread_once_t pick_once = PTHREAD_ONCE_INIT;
+
+static void pick(void) {
+  bool ok[3];
+  rd_cpu_isa_ok(ok, false, false);
+  chosen_isa = rd_cpu_isa_pick(N_FNS, ok, getenv("RD_VPOW_ISA"));
+  chosen = fns[chosen_isa];
+}
+
+int rd_vpow_variant(const char *isa, size_t n, const double *x, double y, double *out) {
+  static const char *const names[] = RD_CPU_ISA_NAMES;
+  bool ok[3];
+  rd_cpu_isa_ok(ok, false, false);
+  for (size_t i = 0; i < N_FNS; i++)
+    if (strcmp(isa, names[i]) == 0 && ok[i]) {
+      if (!isfinite(y))
+        for (size_t j = 0; j < n; j++) out[j] = pow(x[j], y);
+      else
+        fns[i](n, x, y, out);
+      return 0;
+    }
+  return -1;
+}
+
+void rd_vpow(size_t n, const double *x, double y, double *out) {
+  pthread_once(&pick_once, pick);
+  if (!isfinite(y)) {
+    for (size_t i = 0; i < n; i++) out[i] = pow(x[i], y);
+    return;
+  }
+  chosen(n, x, y, out);
+}
+
+double rd_vpow1(double x, double y) {
+  double r;
+  rd_vpow(1, &x, y, &r);
+  return r;
+}
+
+const char *rd_vpow_isa(void) {
+  static const char *const names[] = RD_CPU_ISA_NAMES;
+  pthread_once(&pick_once, pick);
+  return names[chosen_isa];
+}
