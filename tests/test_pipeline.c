@@ -418,6 +418,23 @@ static int writer_main(void *ctx, int i) {
   return 0;
 }
 
+/* A request of `steps` on fx's pipeline while two writers insert: every
+ * step trained and every batch held the rows its keys named (the hook).
+ * Returns the writers' inserts. */
+static unsigned long train_with_writers(rig_t *fx, uint32_t steps) {
+  writers_t wr = {&fx->w, fx->p};
+  rdt_th_group_t g = {0};
+  assert_int_equal(rdt_th_start(&g, 2, writer_main, &wr), 0);
+  rd_train_result_t r = train_ok(fx->p, steps);
+  assert_int_equal(rdt_th_stop(&g), 0);
+  assert_int_equal(r.status, RD_OK);
+  assert_int_equal(r.steps_done + r.skipped_steps, steps);
+  assert_int_equal(atomic_load(&fx->h.batches), steps);
+  assert_int_equal(atomic_load(&fx->h.bad_rows), 0);
+  assert_int_equal(atomic_load(&fx->h.bad_discount), 0);
+  return (unsigned long)rdt_th_arrived(&g);
+}
+
 static void test_inserts_during_steps(void **state) {
   rig_t *fx = rig(state, 96, 48, 6, 1); /* the ring turns over every few batches */
   /* Every 8th batch lingers at the learner, so the writers overwrite rows
@@ -429,16 +446,7 @@ static void test_inserts_during_steps(void **state) {
   fx->c.learner.n_hidden = 0; /* a linear Q: the test is about data, not FLOPs */
   rd_pipeline_t *p = rig_start(fx);
   insert(&fx->w, p, 96, 0);
-  writers_t wr = {&fx->w, p};
-  rdt_th_group_t g = {0};
-  assert_int_equal(rdt_th_start(&g, 2, writer_main, &wr), 0);
-  rd_train_result_t r = train_ok(p, 400);
-  assert_int_equal(rdt_th_stop(&g), 0);
-  assert_int_equal(r.status, RD_OK);
-  assert_int_equal(atomic_load(&fx->h.batches), 400);
-  assert_int_equal(atomic_load(&fx->h.bad_rows), 0);
-  assert_int_equal(atomic_load(&fx->h.bad_discount), 0);
-  assert_true(rdt_th_arrived(&g) > 50);
+  assert_true(train_with_writers(fx, 400) > 50);
   /* Overwritten rows lost their late updates as stale, never applied. */
   rd_pipeline_stats_t st;
   rd_pipeline_stats(p, &st);
@@ -462,16 +470,7 @@ static void test_helpers(void **state) {
   fx->h.batch = 256;
   fx->h.depth = 6;
   fx->h.p = p;
-  writers_t wr = {&fx->w, p};
-  rdt_th_group_t g = {0};
-  assert_int_equal(rdt_th_start(&g, 2, writer_main, &wr), 0);
-  rd_train_result_t r = train_ok(p, 300);
-  assert_int_equal(rdt_th_stop(&g), 0);
-  assert_int_equal(r.status, RD_OK);
-  assert_int_equal(r.steps_done + r.skipped_steps, 300);
-  assert_int_equal(atomic_load(&fx->h.batches), 300);
-  assert_int_equal(atomic_load(&fx->h.bad_rows), 0);
-  assert_int_equal(atomic_load(&fx->h.bad_discount), 0);
+  train_with_writers(fx, 300);
   assert_true(atomic_load(&fx->h.max_in_flight) <= 7);
   assert_int_equal(rd_pipeline_wait_idle(p, 120), 1);
   rd_pipeline_stats_t st;

@@ -42,6 +42,17 @@ static void check_once(count_t *c, uint32_t n) {
   }
 }
 
+/* Jobs j0 .. j1 - 1, job j of 1 + (j * step) % MAX_TASKS tasks, each
+ * checked. */
+static void run_jobs(rd_team_t *t, count_t *c, uint32_t j0, uint32_t j1, uint32_t step) {
+  for (uint32_t j = j0; j < j1; j++) {
+    uint32_t n = 1 + (j * step) % MAX_TASKS;
+    c->job = j;
+    rd_team_run(t, 0, n, count_task, c);
+    check_once(c, n);
+  }
+}
+
 static void test_every_task_once(void **state) {
   (void)state;
   for (uint32_t threads = 2; threads <= 4; threads++) {
@@ -49,15 +60,11 @@ static void test_every_task_once(void **state) {
     assert_int_equal(rd_team_create(&t, threads, NULL), RD_OK);
     count_t c;
     memset(&c, 0, sizeof c);
-    for (uint32_t j = 0; j < 3000; j++) {
-      uint32_t n = 1 + (j * 7) % MAX_TASKS;
-      c.job = j;
-      rd_team_run(t, 0, n, count_task, &c);
-      check_once(&c, n);
-      if (j % 1000 == 999) { /* let the workers fall asleep, then wake them */
-        struct timespec ts = {0, 2 * (long)RD_TEAM_SPIN_US * 1000};
-        nanosleep(&ts, NULL);
-      }
+    for (uint32_t j = 0; j < 3000; j += 1000) {
+      run_jobs(t, &c, j, j + 1000, 7);
+      /* let the workers fall asleep, then wake them */
+      struct timespec ts = {0, 2 * (long)RD_TEAM_SPIN_US * 1000};
+      nanosleep(&ts, NULL);
     }
     rd_team_destroy(t);
   }
@@ -113,22 +120,12 @@ static void test_idle_work(void **state) {
     rd_team_set_idle(t, idle_fn, &d);
     count_t c;
     memset(&c, 0, sizeof c);
-    for (uint32_t j = 0; j < 400; j++) {
-      uint32_t n = 1 + (j * 5) % MAX_TASKS;
-      c.job = j;
-      rd_team_run(t, 0, n, count_task, &c);
-      check_once(&c, n);
-    }
+    run_jobs(t, &c, 0, 400, 5);
     assert_true(atomic_load(&d.calls) > 0);
     rd_team_set_idle(t, NULL, NULL);
     assert_int_equal(atomic_load(&d.inside), 0);
     atomic_store(&d.closed, 1);
-    for (uint32_t j = 400; j < 800; j++) {
-      uint32_t n = 1 + (j * 5) % MAX_TASKS;
-      c.job = j;
-      rd_team_run(t, 0, n, count_task, &c);
-      check_once(&c, n);
-    }
+    run_jobs(t, &c, 400, 800, 5);
     assert_int_equal(atomic_load(&d.after_close), 0);
     rd_team_destroy(t);
   }
