@@ -906,12 +906,12 @@ static void tune_before(rd_learner_t *l, size_t n, double t0) {
         l->tune.phase = 1;
       } else {
         l->tune.t_alone = mean;
-        const double win = l->tune.t_alone <= l->tune.t_team ? l->tune.t_alone : l->tune.t_team;
-        const double lose = l->tune.t_alone <= l->tune.t_team ? l->tune.t_team : l->tune.t_alone;
+        const double win = fmin(l->tune.t_alone, l->tune.t_team);
+        const double lose = fmax(l->tune.t_alone, l->tune.t_team);
+        const int close = lose < win * (1.0 + RD_LEARNER_TUNE_CLOSE);
         tune_set_threads(l, l->tune.t_alone <= l->tune.t_team ? 1 : l->config.threads);
         l->tune.phase = 2;
-        l->tune.hold_until = t0 + (lose < win * (1.0 + RD_LEARNER_TUNE_CLOSE)
-                                       ? RD_LEARNER_TUNE_RETRY_S : RD_LEARNER_TUNE_HOLD_S);
+        l->tune.hold_until = t0 + (close ? RD_LEARNER_TUNE_RETRY_S : RD_LEARNER_TUNE_HOLD_S);
       }
     }
   }

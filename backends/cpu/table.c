@@ -497,20 +497,16 @@ int rd_table_gather(const rd_table_t *t, size_t n, const uint64_t *keys, const r
       return rd_error_set(err, RD_ERANGE, "key %llu at batch index %zu is stale: its slot has "
                           "been overwritten", (unsigned long long)keys[i], i);
   }
-  if (c->storage != NULL) {
-    /* Gathers are serialized with every other call: the scratch is free. */
-    uint32_t *slots = t->scratch_u32;
-    for (size_t i = 0; i < n; i++) slots[i] = (uint32_t)(keys[i] % c->capacity);
-    return n > 0 ? rows_read(t, n, slots, cols, err) : RD_OK;
-  }
-  /* Column by column, the slots computed once (one 64-bit division per
-   * row). A copy of a constant size compiles to plain loads and stores,
-   * where a memcpy call per field and row cost more than the copy; the
-   * rows GATHER_AHEAD keys on are prefetched (every row is a cache miss in
-   * a table larger than the cache). Measured in the loop's sampler work
-   * (bench_loop JSON loop.sampler_batch_us): docs/benchmarks.md. */
+  /* Each key's slot once (one 64-bit division per row). Gathers are
+   * serialized with every other call: the scratch is free. */
   uint32_t *slots = t->scratch_u32;
   for (size_t i = 0; i < n; i++) slots[i] = (uint32_t)(keys[i] % c->capacity);
+  if (c->storage != NULL) return n > 0 ? rows_read(t, n, slots, cols, err) : RD_OK;
+  /* Column by column. A copy of a constant size compiles to plain loads
+   * and stores, where a memcpy call per field and row cost more than the
+   * copy; the rows GATHER_AHEAD keys on are prefetched (every row is a
+   * cache miss in a table larger than the cache). Measured in the loop's sampler work
+   * (bench_loop JSON loop.sampler_batch_us): docs/benchmarks.md. */
   for (uint32_t f = 0; f < c->schema.n_fields; f++) {
     if (cols[f].data == NULL) continue;
     uint8_t *dst = cols[f].data;

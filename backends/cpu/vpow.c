@@ -151,10 +151,10 @@ VPOW_FN void vpow_block(size_t n, const double *x, double y, double *out) {
       if (bad[i]) out[i] = pow(xb[i], y);
 }
 
-#define VPOW_VARIANT(name, attr)                                                         \
-  attr NO_CONTRACT static void name(size_t n, const double *x, double y, double *out) {         \
-    for (size_t i = 0; i < n; i += BLK)                                   \
-      vpow_block(n - i < BLK ? n - i : BLK, x + i, y, out + i);           \
+#define VPOW_VARIANT(name, attr)                                                     \
+  attr NO_CONTRACT static void name(size_t n, const double *x, double y, double *out) { \
+    for (size_t i = 0; i < n; i += BLK)                                                 \
+      vpow_block(n - i < BLK ? n - i : BLK, x + i, y, out + i);                         \
   }
 
 VPOW_VARIANT(vpow_generic, )
@@ -181,16 +181,22 @@ static void pick(void) {
   chosen = fns[chosen_isa];
 }
 
+/* fn over the items; a non-finite exponent is libm's for every item. */
+static void run(vpow_fn fn, size_t n, const double *x, double y, double *out) {
+  if (isfinite(y)) {
+    fn(n, x, y, out);
+    return;
+  }
+  for (size_t i = 0; i < n; i++) out[i] = pow(x[i], y);
+}
+
 int rd_vpow_variant(const char *isa, size_t n, const double *x, double y, double *out) {
   static const char *const names[] = RD_CPU_ISA_NAMES;
   bool ok[3];
   rd_cpu_isa_ok(ok, false, false);
   for (size_t i = 0; i < N_FNS; i++)
     if (strcmp(isa, names[i]) == 0 && ok[i]) {
-      if (!isfinite(y))
-        for (size_t j = 0; j < n; j++) out[j] = pow(x[j], y);
-      else
-        fns[i](n, x, y, out);
+      run(fns[i], n, x, y, out);
       return 0;
     }
   return -1;
@@ -198,11 +204,7 @@ int rd_vpow_variant(const char *isa, size_t n, const double *x, double y, double
 
 void rd_vpow(size_t n, const double *x, double y, double *out) {
   pthread_once(&pick_once, pick);
-  if (!isfinite(y)) {
-    for (size_t i = 0; i < n; i++) out[i] = pow(x[i], y);
-    return;
-  }
-  chosen(n, x, y, out);
+  run(chosen, n, x, y, out);
 }
 
 double rd_vpow1(double x, double y) {

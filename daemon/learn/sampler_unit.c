@@ -78,9 +78,9 @@ int rd_sampler_unit_wanted(const rd_pipeline_t *p) {
 
 /* Under mu, the sampler has nothing to do: sleep until woken, or, while
  * polling with batches in flight, at most for the time the learner takes
- * for D/4 steps (at most 1 s; RD_PIPELINE_HELPED_SLEEP_S once helpers ran
- * a burst since the last sleep: sampler_unit.h "Helpers"). Otherwise, with a batch at the learner,
- * the sampler first waits by rd_spin_wait_stage for the step's time (a
+ * for D/4 steps (RD_PIPELINE_HELPED_SLEEP_S once helpers ran a burst since
+ * the last sleep: sampler_unit.h "Helpers"; at most 1 s). Otherwise, with
+ * a batch at the learner, the sampler first waits by rd_spin_wait_stage for the step's time (a
  * timed sleep, then a spin; once per idle spell: *stage 0 -> 1 slept -> 2
  * spun): in the strict loop the learner's wake-up is on every step's
  * path. The caller looks again after each stage. */
@@ -93,8 +93,7 @@ static void sampler_sleep(rd_pipeline_t *p, int *stage) {
     pthread_cond_wait(&p->cv_sampler, &p->mu);
     return;
   }
-  double dt = p->step_s * (double)(p->cfg.depth / 4);
-  if (p->helped) dt = RD_PIPELINE_HELPED_SLEEP_S;
+  double dt = p->helped ? RD_PIPELINE_HELPED_SLEEP_S : p->step_s * (double)(p->cfg.depth / 4);
   p->helped = 0;
   dt = dt > 1.0 ? 1.0 : dt;
   struct timespec ts = rd_cond_deadline(dt);
@@ -377,11 +376,10 @@ int rd_sampler_unit_help(void *arg) {
 void rd_sampler_unit_lend(rd_pipeline_t *p, int on) {
   rd_learner_backend_t *lb = &p->learner;
   if (lb->impl == NULL || lb->ops->set_idle == NULL) return;
-  const rd_table_config_t *tc = &p->table->config;
-  /* A helper runs the sampler's bursts on the CPU, outside any device
-   * share: only for a table the CPU serves, in a pipeline without shares. */
+  /* A helper's burst is outside the sampler's device share (share.h): only
+   * in a pipeline without shares. */
   pthread_mutex_lock(&p->mu);
-  int use = on && !p->stopping && p->share == NULL && tc->rmm == NULL && tc->storage == NULL;
+  int use = on && !p->stopping && p->share == NULL;
   pthread_mutex_unlock(&p->mu);
   lb->ops->set_idle(lb, use ? rd_sampler_unit_help : NULL, use ? p : NULL);
 }

@@ -52,7 +52,8 @@ void *rd_sampler_unit_main(void *arg);
  * rd_sampler_unit_help is that idle function (arg: the pipeline; 1 if it
  * ran a burst). rd_sampler_unit_lend(p, 1) offers it to the learner now in
  * p->learner (the learner thread, or create before the threads start),
- * unless the pipeline has device shares or its table is not the CPU's;
+ * unless the pipeline has device shares (a helper's burst would run
+ * outside the sampler's share);
  * rd_sampler_unit_lend(p, 0) withdraws it and returns when no helper's
  * burst runs any more. */
 int rd_sampler_unit_help(void *arg);
