@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "rd_divide.h"
 #include "rd_philox.h"
 #include "rd_tree_step.h"
 
@@ -341,10 +342,31 @@ int rd_table_insert(rd_table_t *t, size_t n, const rd_cbuf_t *cols, const double
   return RD_OK;
 }
 
-/* The key currently stored in a live slot. */
-static uint64_t key_of_slot(const rd_table_t *t, uint32_t slot) {
-  uint64_t cap = t->config.capacity, last = t->next_key - 1;
-  return last - (last - slot) % cap;
+/* Keys and slots without a division per row. The live keys are at most
+ * `capacity` consecutive integers ending at next_key - 1, so each lies in
+ * the ring cycle of next_key - 1 (slot = key - base, base that cycle's
+ * first key) or in the cycle before it (slot = key - base + capacity). One
+ * division per call then replaces one per row and call: a 64-bit divide
+ * cost about as much as the rest of a row's bookkeeping in the sampler's
+ * update, sample and gather. Only for live keys (callers check first). */
+typedef struct {
+  uint64_t base, last; /* first key of last's ring cycle; the newest key */
+  uint32_t cap;
+} keymap_t;
+
+static keymap_t keymap(const rd_table_t *t) {
+  const uint64_t last = t->next_key - 1;
+  keymap_t m = {last - last % t->config.capacity, last, t->config.capacity};
+  return m;
+}
+
+static inline uint32_t slot_of_key(const keymap_t *m, uint64_t key) {
+  return (uint32_t)(key - m->base + (key < m->base ? m->cap : 0));
+}
+
+static inline uint64_t key_of_slot(const keymap_t *m, uint32_t slot) {
+  const uint64_t k = m->base + slot;
+  return k > m->last ? k - m->cap : k;
 }
 
 int rd_table_sample(rd_table_t *t, size_t n, double beta, unsigned flags,
@@ -378,9 +400,12 @@ int rd_table_sample(rd_table_t *t, size_t n, double beta, unsigned flags,
   uint32_t *slots = t->scratch_u32;
   const uint64_t d0 = t->draws;
   if (flags & RD_SAMPLE_STRATIFIED) {
+    /* floor((i total + r) / n) without a divide per item (rd_divide.h;
+     * n <= RD_TABLE_MAX_BATCH < 2^32, total < 2^63). */
+    const rd_strata_t strata = rd_strata(n, total);
     for (size_t i = 0; i < n; i++) {
       uint64_t r = rd_scale_u64(rd_philox_u64(c->seed, d0 + i), total);
-      targets[i] = (uint64_t)(((unsigned __int128)i * total + r) / n);
+      targets[i] = rd_strata_target(&strata, i, r);
     }
   } else {
     for (size_t i = 0; i < n; i++) targets[i] = rd_scale_u64(rd_philox_u64(c->seed, d0 + i), total);
@@ -391,10 +416,11 @@ int rd_table_sample(rd_table_t *t, size_t n, double beta, unsigned flags,
   /* P(i) = leaf / total, w = (N P)^-beta (rd_vpow: vpow.h), then divided
    * by the batch max. */
   double dtotal = (double)total, N = (double)t->size, wmax = 0;
+  const keymap_t km = keymap(t);
   for (size_t i = 0; i < n; i++) {
     /* Exactly (double)leaf / (double)total, the expression every backend uses. */
     double pr = (double)rmm_leaf(t, slots[i]) / dtotal;
-    out->keys[i] = key_of_slot(t, slots[i]);
+    out->keys[i] = key_of_slot(&km, slots[i]);
     out->probabilities[i] = pr;
     out->weights[i] = beta == 0 ? 1.0 : N * pr;
   }
@@ -442,11 +468,12 @@ int rd_table_update(rd_table_t *t, size_t n, const uint64_t *keys, const double 
    * priorities count toward the "largest seen" default of inserts. */
   uint32_t *slots = t->scratch_u32;
   const uint64_t oldest = t->next_key - t->size;
+  const keymap_t km = keymap(t);
   size_t live = 0;
   batch_max = 0;
   for (size_t i = 0; i < n; i++) {
     if (keys[i] < oldest) continue;
-    slots[live] = (uint32_t)(keys[i] % t->config.capacity);
+    slots[live] = slot_of_key(&km, keys[i]);
     values[live] = values[i];
     if (p[i] > batch_max) batch_max = p[i];
     live++;
@@ -497,10 +524,11 @@ int rd_table_gather(const rd_table_t *t, size_t n, const uint64_t *keys, const r
       return rd_error_set(err, RD_ERANGE, "key %llu at batch index %zu is stale: its slot has "
                           "been overwritten", (unsigned long long)keys[i], i);
   }
-  /* Each key's slot once (one 64-bit division per row). Gathers are
-   * serialized with every other call: the scratch is free. */
+  /* Each key's slot once. Gathers are serialized with every other call:
+   * the scratch is free. */
   uint32_t *slots = t->scratch_u32;
-  for (size_t i = 0; i < n; i++) slots[i] = (uint32_t)(keys[i] % c->capacity);
+  const keymap_t km = keymap(t);
+  for (size_t i = 0; i < n; i++) slots[i] = slot_of_key(&km, keys[i]);
   if (c->storage != NULL) return n > 0 ? rows_read(t, n, slots, cols, err) : RD_OK;
   /* Column by column. A copy of a constant size compiles to plain loads
    * and stores, where a memcpy call per field and row cost more than the
