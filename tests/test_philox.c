@@ -6,6 +6,9 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <string.h>
+
+#include "philox_fill.h"
 #include "rd_philox.h"
 #include "rdt_main.h"
 
@@ -62,7 +65,44 @@ static void test_scale(void **state) {
   }
 }
 
+/* rd_philox_fill, every variant this CPU runs, against rd_philox_u64: at
+ * counters whose high word carries within a vector and at the 2^64 wrap,
+ * for lengths around the vector widths; nothing written past n. */
+static void test_fill_variants(void **state) {
+  (void)state;
+  const uint64_t seeds[] = {0, 0x299f31d0a4093822ull, UINT64_MAX};
+  const uint64_t starts[] = {0, 5, (UINT64_C(1) << 32) - 7, UINT64_MAX - 20, 0x85a308d3243f6a88ull};
+  const size_t lens[] = {0, 1, 7, 8, 9, 15, 16, 17, 31, 33, 256, 1000};
+  const char *isas[] = {"generic", "avx2", "avx512"};
+  static uint64_t got[1001], want[1000];
+  int ran[3] = {0};
+  for (size_t a = 0; a < sizeof seeds / sizeof seeds[0]; a++)
+    for (size_t b = 0; b < sizeof starts / sizeof starts[0]; b++)
+      for (size_t c = 0; c < sizeof lens / sizeof lens[0]; c++) {
+        const size_t n = lens[c];
+        for (size_t i = 0; i < n; i++) want[i] = rd_philox_u64(seeds[a], starts[b] + i);
+        for (int k = 0; k < 3; k++) {
+          memset(got, 0xa5, sizeof got);
+          if (rd_philox_fill_variant(isas[k], seeds[a], starts[b], n, got) != 0) continue;
+          ran[k] = 1;
+          for (size_t i = 0; i < n; i++)
+            if (got[i] != want[i])
+              fail_msg("%s: seed %llx, draw %llu + %zu of %zu: %llx, want %llx", isas[k],
+                       (unsigned long long)seeds[a], (unsigned long long)starts[b], i, n,
+                       (unsigned long long)got[i], (unsigned long long)want[i]);
+          assert_true(got[n] == 0xa5a5a5a5a5a5a5a5ull);
+        }
+        rd_philox_fill(seeds[a], starts[b], n, got);
+        assert_memory_equal(got, want, n * sizeof want[0]);
+      }
+  assert_true(ran[0]);
+  for (int k = 1; k < 3; k++)
+    if (!ran[k]) print_message("variant %s: not on this CPU\n", isas[k]);
+  assert_int_equal(rd_philox_fill_variant("sse9", 1, 0, 4, got), -1);
+}
+
 RDT_MAIN(NULL, NULL,
+         cmocka_unit_test(test_fill_variants),
          cmocka_unit_test(test_kat_zeros),       cmocka_unit_test(test_kat_ones),
          cmocka_unit_test(test_kat_pi),          cmocka_unit_test(test_stream_contract),
          cmocka_unit_test(test_scale))

@@ -12,6 +12,7 @@
  * rd_table_to_cpu has moved it onto the CPU tree and host columns.
  */
 #include "table.h"
+#include "philox_fill.h"
 #include "vpow.h"
 
 #include <math.h>
@@ -399,16 +400,15 @@ int rd_table_sample(rd_table_t *t, size_t n, double beta, unsigned flags,
   uint64_t *targets = t->scratch_u64;
   uint32_t *slots = t->scratch_u32;
   const uint64_t d0 = t->draws;
+  rd_philox_fill(c->seed, d0, n, targets); /* the draws, then each its target */
   if (flags & RD_SAMPLE_STRATIFIED) {
     /* floor((i total + r) / n) without a divide per item (rd_divide.h;
      * n <= RD_TABLE_MAX_BATCH < 2^32, total < 2^63). */
     const rd_strata_t strata = rd_strata(n, total);
-    for (size_t i = 0; i < n; i++) {
-      uint64_t r = rd_scale_u64(rd_philox_u64(c->seed, d0 + i), total);
-      targets[i] = rd_strata_target(&strata, i, r);
-    }
+    for (size_t i = 0; i < n; i++)
+      targets[i] = rd_strata_target(&strata, i, rd_scale_u64(targets[i], total));
   } else {
-    for (size_t i = 0; i < n; i++) targets[i] = rd_scale_u64(rd_philox_u64(c->seed, d0 + i), total);
+    for (size_t i = 0; i < n; i++) targets[i] = rd_scale_u64(targets[i], total);
   }
   int rc = rmm_sample(t, n, targets, slots, err);
   if (rc) return rc; /* a module's failure: every target is < total */
