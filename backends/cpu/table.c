@@ -229,6 +229,26 @@ void rd_table_free(rd_table_t *t) {
   memset(t, 0, sizeof *t);
 }
 
+/* Every field rd_table_init allocates or sets from config.rmm and
+ * config.storage is moved here, next to init and free, so that a field
+ * added there is moved too (workload_move.c once copied these itself and
+ * missed a new scratch array). */
+void rd_table_adopt(rd_table_t *t, rd_table_t *from) {
+  rd_table_t old = *t;
+  t->tree = from->tree;
+  t->rmm = from->rmm;
+  t->rows = from->rows;
+  memcpy(t->column, from->column, sizeof t->column);
+  t->scratch_u64 = from->scratch_u64;
+  t->scratch_u32 = from->scratch_u32;
+  t->scratch_f64 = from->scratch_f64;
+  t->config.rmm = from->config.rmm;
+  t->config.storage = from->config.storage;
+  old.snap = NULL; /* the caller's check: none in progress */
+  rd_table_free(&old);
+  memset(from, 0, sizeof *from);
+}
+
 size_t rd_table_memsize(const rd_table_t *t) {
   size_t bytes = t->config.rmm ? t->config.rmm->memsize(t->config.capacity, t->config.fanout)
                                : t->tree.mem_bytes;

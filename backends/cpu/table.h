@@ -242,6 +242,16 @@ void rd_table_config_default(rd_table_config_t *c);
 int rd_table_init(rd_table_t *t, const rd_table_config_t *c, rd_error_t *err);
 void rd_table_free(rd_table_t *t);
 
+/* A live move of t's storage (daemon/core/workload_move.c): t takes from's
+ * sum tree or replay module, rows, columns and scratch, and from's
+ * config.rmm and config.storage; t's old ones are freed and from is left
+ * empty (rd_table_free on it is safe). from must be a table initialised
+ * with t's config but for those two and restored from t's image, and no
+ * snapshot of t may be in progress. Only the moved fields are written, so
+ * the schema and limits that calls read before taking the table lock see
+ * no write; the counters, draws and observer stay t's. Under the lock. */
+void rd_table_adopt(rd_table_t *t, rd_table_t *from);
+
 /* Insert n rows. cols has one buffer per schema field, in schema order, of
  * exactly n * field bytes. priorities (raw, e.g. |delta|) may be NULL. keys,
  * if not NULL, receives the n new keys. Oldest items are evicted first.

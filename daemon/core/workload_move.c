@@ -32,21 +32,9 @@ int rd_table_move(rd_table_t *t, const rd_rmm_ops_t *rmm, const rd_storage_ops_t
     rd_table_free(&nt);
     return rc;
   }
-  /* Only what differs is written: calls read the table's schema and
-   * limits before they take the lock, and those stay as they are; the
-   * counters restored are the same values; the observer (the journal's)
-   * stays, since a move changes no data. */
-  rd_table_t old = *t;
-  t->tree = nt.tree;
-  t->rmm = nt.rmm;
-  t->rows = nt.rows;
-  memcpy(t->column, nt.column, sizeof t->column);
-  t->scratch_u64 = nt.scratch_u64;
-  t->scratch_u32 = nt.scratch_u32;
-  t->scratch_f64 = nt.scratch_f64;
-  t->config.rmm = rmm;
-  t->config.storage = storage;
-  rd_table_free(&old);
+  /* The counters restored are the same values; the observer (the
+   * journal's) stays, since a move changes no data (rd_table_adopt). */
+  rd_table_adopt(t, &nt);
   return RD_OK;
 }
 
