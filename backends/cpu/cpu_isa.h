@@ -42,4 +42,22 @@ static inline size_t rd_cpu_isa_pick(size_t n, const bool ok[3], const char *for
   return 0;
 }
 
+/* The index of the variant named isa among the first n when this CPU runs
+ * it (need_fma, need_bmi2 as rd_cpu_isa_ok), else -1: the tests' and
+ * benches' "run this variant" calls. */
+static inline int rd_cpu_isa_find(size_t n, const char *isa, bool need_fma, bool need_bmi2) {
+  static const char *const names[] = RD_CPU_ISA_NAMES;
+  bool ok[3];
+  rd_cpu_isa_ok(ok, need_fma, need_bmi2);
+  for (size_t i = 0; i < n && i < 3; i++)
+    if (strcmp(isa, names[i]) == 0 && ok[i]) return (int)i;
+  return -1;
+}
+
+/* The name of variant i (< 3). */
+static inline const char *rd_cpu_isa_name(size_t i) {
+  static const char *const names[] = RD_CPU_ISA_NAMES;
+  return names[i];
+}
+
 #endif

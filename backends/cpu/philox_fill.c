@@ -32,6 +32,15 @@ static void fill_generic(uint64_t seed, uint64_t d0, size_t n, uint64_t *out) {
 }
 
 #if defined(__x86_64__)
+/* The counter words of draws d, d+1, ..., d+w-1: each draw's own 64-bit
+ * counter split, since the high word may carry inside a vector. */
+static inline void counters(uint64_t d, uint32_t w, uint32_t *lo32, uint32_t *hi32) {
+  for (uint32_t l = 0; l < w; l++) {
+    lo32[l] = (uint32_t)(d + l);
+    hi32[l] = (uint32_t)((d + l) >> 32);
+  }
+}
+
 #define ATTR512 __attribute__((target("avx512f,avx512vl,avx512bw,avx512dq")))
 
 /* hi:lo = c * m for each 32-bit lane (m in the low half of each 64-bit lane). */
@@ -51,11 +60,7 @@ ATTR512 static void fill_avx512(uint64_t seed, uint64_t d0, size_t n, uint64_t *
   size_t i = 0;
   for (; i + 16 <= n; i += 16) {
     uint32_t lo32[16], hi32[16];
-    for (uint32_t l = 0; l < 16; l++) {
-      const uint64_t d = d0 + i + l;
-      lo32[l] = (uint32_t)d;
-      hi32[l] = (uint32_t)(d >> 32);
-    }
+    counters(d0 + i, 16, lo32, hi32);
     __m512i c0 = _mm512_loadu_si512(lo32), c1 = _mm512_loadu_si512(hi32);
     __m512i c2 = _mm512_setzero_si512(), c3 = _mm512_setzero_si512();
     uint32_t k0 = (uint32_t)seed, k1 = (uint32_t)(seed >> 32);
@@ -92,11 +97,7 @@ ATTR2 static void fill_avx2(uint64_t seed, uint64_t d0, size_t n, uint64_t *out)
   size_t i = 0;
   for (; i + 8 <= n; i += 8) {
     uint32_t lo32[8], hi32[8];
-    for (uint32_t l = 0; l < 8; l++) {
-      const uint64_t d = d0 + i + l;
-      lo32[l] = (uint32_t)d;
-      hi32[l] = (uint32_t)(d >> 32);
-    }
+    counters(d0 + i, 8, lo32, hi32);
     __m256i c0 = _mm256_loadu_si256((const __m256i *)lo32);
     __m256i c1 = _mm256_loadu_si256((const __m256i *)hi32);
     __m256i c2 = _mm256_setzero_si256(), c3 = _mm256_setzero_si256();
@@ -143,20 +144,14 @@ void rd_philox_fill(uint64_t seed, uint64_t d0, size_t n, uint64_t *out) {
 }
 
 const char *rd_philox_fill_isa(void) {
-  static const char *const names[] = RD_CPU_ISA_NAMES;
   pthread_once(&pick_once, pick);
-  return names[chosen];
+  return rd_cpu_isa_name(chosen);
 }
 
 int rd_philox_fill_variant(const char *isa, uint64_t seed, uint64_t d0, size_t n,
                            uint64_t *out) {
-  static const char *const names[] = RD_CPU_ISA_NAMES;
-  bool ok[3];
-  rd_cpu_isa_ok(ok, false, false);
-  for (size_t i = 0; i < N_FNS; i++)
-    if (strcmp(isa, names[i]) == 0 && ok[i]) {
-      fns[i](seed, d0, n, out);
-      return 0;
-    }
-  return -1;
+  const int i = rd_cpu_isa_find(N_FNS, isa, false, false);
+  if (i < 0) return -1;
+  fns[i](seed, d0, n, out);
+  return 0;
 }

@@ -191,15 +191,10 @@ static void run(vpow_fn fn, size_t n, const double *x, double y, double *out) {
 }
 
 int rd_vpow_variant(const char *isa, size_t n, const double *x, double y, double *out) {
-  static const char *const names[] = RD_CPU_ISA_NAMES;
-  bool ok[3];
-  rd_cpu_isa_ok(ok, false, false);
-  for (size_t i = 0; i < N_FNS; i++)
-    if (strcmp(isa, names[i]) == 0 && ok[i]) {
-      run(fns[i], n, x, y, out);
-      return 0;
-    }
-  return -1;
+  const int i = rd_cpu_isa_find(N_FNS, isa, false, false);
+  if (i < 0) return -1;
+  run(fns[i], n, x, y, out);
+  return 0;
 }
 
 void rd_vpow(size_t n, const double *x, double y, double *out) {
@@ -214,7 +209,6 @@ double rd_vpow1(double x, double y) {
 }
 
 const char *rd_vpow_isa(void) {
-  static const char *const names[] = RD_CPU_ISA_NAMES;
   pthread_once(&pick_once, pick);
-  return names[chosen_isa];
+  return rd_cpu_isa_name(chosen_isa);
 }
