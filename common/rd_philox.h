@@ -30,13 +30,18 @@ typedef struct {
   uint32_t v[4];
 } rd_philox_ctr_t;
 
+/* The round multipliers and the key's Weyl increments (also used by the
+ * CPU's vectorized rounds, backends/cpu/philox_fill.c). */
+#define RD_PHILOX_M0 0xD2511F53u
+#define RD_PHILOX_M1 0xCD9E8D57u
+#define RD_PHILOX_W0 0x9E3779B9u
+#define RD_PHILOX_W1 0xBB67AE85u
+
 static inline RD_HD rd_philox_ctr_t rd_philox4x32_10(rd_philox_ctr_t c, uint32_t k0,
                                                      uint32_t k1) {
-  const uint32_t M0 = 0xD2511F53u, M1 = 0xCD9E8D57u;
-  const uint32_t W0 = 0x9E3779B9u, W1 = 0xBB67AE85u;
   for (int r = 0; r < 10; r++) {
-    uint64_t p0 = (uint64_t)M0 * c.v[0];
-    uint64_t p1 = (uint64_t)M1 * c.v[2];
+    uint64_t p0 = (uint64_t)RD_PHILOX_M0 * c.v[0];
+    uint64_t p1 = (uint64_t)RD_PHILOX_M1 * c.v[2];
     uint32_t hi0 = (uint32_t)(p0 >> 32), lo0 = (uint32_t)p0;
     uint32_t hi1 = (uint32_t)(p1 >> 32), lo1 = (uint32_t)p1;
     rd_philox_ctr_t n;
@@ -45,8 +50,8 @@ static inline RD_HD rd_philox_ctr_t rd_philox4x32_10(rd_philox_ctr_t c, uint32_t
     n.v[2] = hi0 ^ c.v[3] ^ k1;
     n.v[3] = lo0;
     c = n;
-    k0 += W0;
-    k1 += W1;
+    k0 += RD_PHILOX_W0;
+    k1 += RD_PHILOX_W1;
   }
   return c;
 }

@@ -30,13 +30,18 @@ static inline void rd_cpu_isa_ok(bool ok[3], bool need_fma, bool need_bmi2) {
 #endif
 }
 
+/* The name of variant i (< 3). */
+static inline const char *rd_cpu_isa_name(size_t i) {
+  static const char *const names[] = RD_CPU_ISA_NAMES;
+  return names[i];
+}
+
 /* The index of the variant to run among the first n: the one force names
  * (NULL: none) when ok, else the best that is ok. */
 static inline size_t rd_cpu_isa_pick(size_t n, const bool ok[3], const char *force) {
-  static const char *const names[] = RD_CPU_ISA_NAMES;
   if (force != NULL)
     for (size_t i = 0; i < n; i++)
-      if (strcmp(force, names[i]) == 0 && ok[i]) return i;
+      if (strcmp(force, rd_cpu_isa_name(i)) == 0 && ok[i]) return i;
   for (size_t i = n; i-- > 0;)
     if (ok[i]) return i;
   return 0;
@@ -46,18 +51,11 @@ static inline size_t rd_cpu_isa_pick(size_t n, const bool ok[3], const char *for
  * it (need_fma, need_bmi2 as rd_cpu_isa_ok), else -1: the tests' and
  * benches' "run this variant" calls. */
 static inline int rd_cpu_isa_find(size_t n, const char *isa, bool need_fma, bool need_bmi2) {
-  static const char *const names[] = RD_CPU_ISA_NAMES;
   bool ok[3];
   rd_cpu_isa_ok(ok, need_fma, need_bmi2);
   for (size_t i = 0; i < n && i < 3; i++)
-    if (strcmp(isa, names[i]) == 0 && ok[i]) return (int)i;
+    if (strcmp(isa, rd_cpu_isa_name(i)) == 0 && ok[i]) return (int)i;
   return -1;
-}
-
-/* The name of variant i (< 3). */
-static inline const char *rd_cpu_isa_name(size_t i) {
-  static const char *const names[] = RD_CPU_ISA_NAMES;
-  return names[i];
 }
 
 #endif

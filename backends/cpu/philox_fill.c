@@ -16,16 +16,10 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdlib.h>
-#include <string.h>
 
 #if defined(__x86_64__)
 #include <immintrin.h>
 #endif
-
-#define PH_M0 0xD2511F53u
-#define PH_M1 0xCD9E8D57u
-#define PH_W0 0x9E3779B9u
-#define PH_W1 0xBB67AE85u
 
 static void fill_generic(uint64_t seed, uint64_t d0, size_t n, uint64_t *out) {
   for (size_t i = 0; i < n; i++) out[i] = rd_philox_u64(seed, d0 + i);
@@ -52,7 +46,7 @@ ATTR512 static inline void mul512(__m512i c, __m512i m, __m512i *hi, __m512i *lo
 }
 
 ATTR512 static void fill_avx512(uint64_t seed, uint64_t d0, size_t n, uint64_t *out) {
-  const __m512i m0 = _mm512_set1_epi64(PH_M0), m1 = _mm512_set1_epi64(PH_M1);
+  const __m512i m0 = _mm512_set1_epi64(RD_PHILOX_M0), m1 = _mm512_set1_epi64(RD_PHILOX_M1);
   /* 64-bit lane j of the outputs: 32-bit lanes j of c0 (low) and c1 (high);
    * unpacklo/hi pair them within 128-bit blocks, these put them in order. */
   const __m512i first = _mm512_set_epi64(11, 10, 3, 2, 9, 8, 1, 0);
@@ -73,8 +67,8 @@ ATTR512 static void fill_avx512(uint64_t seed, uint64_t d0, size_t n, uint64_t *
       c2 = _mm512_ternarylogic_epi32(hi0, c3, _mm512_set1_epi32((int)k1), 0x96);
       c1 = lo1;
       c3 = lo0;
-      k0 += PH_W0;
-      k1 += PH_W1;
+      k0 += RD_PHILOX_W0;
+      k1 += RD_PHILOX_W1;
     }
     const __m512i a = _mm512_unpacklo_epi32(c0, c1), b = _mm512_unpackhi_epi32(c0, c1);
     _mm512_storeu_si512(out + i, _mm512_permutex2var_epi64(a, first, b));
@@ -93,7 +87,7 @@ ATTR2 static inline void mul256(__m256i c, __m256i m, __m256i *hi, __m256i *lo) 
 }
 
 ATTR2 static void fill_avx2(uint64_t seed, uint64_t d0, size_t n, uint64_t *out) {
-  const __m256i m0 = _mm256_set1_epi64x(PH_M0), m1 = _mm256_set1_epi64x(PH_M1);
+  const __m256i m0 = _mm256_set1_epi64x(RD_PHILOX_M0), m1 = _mm256_set1_epi64x(RD_PHILOX_M1);
   size_t i = 0;
   for (; i + 8 <= n; i += 8) {
     uint32_t lo32[8], hi32[8];
@@ -110,8 +104,8 @@ ATTR2 static void fill_avx2(uint64_t seed, uint64_t d0, size_t n, uint64_t *out)
       c2 = _mm256_xor_si256(_mm256_xor_si256(hi0, c3), _mm256_set1_epi32((int)k1));
       c1 = lo1;
       c3 = lo0;
-      k0 += PH_W0;
-      k1 += PH_W1;
+      k0 += RD_PHILOX_W0;
+      k1 += RD_PHILOX_W1;
     }
     /* unpacklo: outputs 0, 1 | 4, 5; unpackhi: 2, 3 | 6, 7. */
     const __m256i a = _mm256_unpacklo_epi32(c0, c1), b = _mm256_unpackhi_epi32(c0, c1);
@@ -141,11 +135,6 @@ static void pick(void) {
 void rd_philox_fill(uint64_t seed, uint64_t d0, size_t n, uint64_t *out) {
   pthread_once(&pick_once, pick);
   fns[chosen](seed, d0, n, out);
-}
-
-const char *rd_philox_fill_isa(void) {
-  pthread_once(&pick_once, pick);
-  return rd_cpu_isa_name(chosen);
 }
 
 int rd_philox_fill_variant(const char *isa, uint64_t seed, uint64_t d0, size_t n,

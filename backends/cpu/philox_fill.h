@@ -19,9 +19,6 @@
 
 void rd_philox_fill(uint64_t seed, uint64_t d0, size_t n, uint64_t *out);
 
-/* The variant rd_philox_fill runs: "generic", "avx2" or "avx512". */
-const char *rd_philox_fill_isa(void);
-
 /* rd_philox_fill by the named variant, for tests and benches: 0, or -1
  * (nothing written) when this CPU or build has no such variant. */
 int rd_philox_fill_variant(const char *isa, uint64_t seed, uint64_t d0, size_t n,
