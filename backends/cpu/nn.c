@@ -15,7 +15,10 @@
  * high-performance matrix multiplication", TOMS 2008): blocks of KC of the
  * inner dimension, B packed into NR-column panels (in L2), A packed into
  * MR-row panels per MC rows, and a register-blocked MR x NR micro-kernel
- * that keeps the whole C tile in vector registers for the KC updates. The
+ * that keeps the whole C tile in vector registers for the KC updates. A
+ * small network's panels are read in place instead where their layout
+ * allows (gemm_serial): at 64 units a packed value serves only 64
+ * multiply-adds, and the copies cost about as much as the products. The
  * micro-kernel is one body written with GCC vector extensions and compiled
  * for each instruction set (generic SSE2, AVX2+FMA, AVX-512), picked once
  * from the CPU like the sum tree's kernels (RD_NN_ISA forces one).
@@ -170,8 +173,11 @@ typedef struct {
   rd_nn_act_t gate_act;
 } tile_epi_t;
 
-typedef void (*kern_fn)(size_t kc, const float *ap, const float *bp, float *c, ptrdiff_t rsc,
-                        const tile_epi_t *e);
+/* A[r][p] = a[r ars + p acs], B[p][j] = b[p brs + j]: kern takes ars = 1
+ * (a packed panel, acs = MR, or an A whose columns are contiguous),
+ * kern_rows acs = 1 (an A whose rows are contiguous, read in place). */
+typedef void (*kern_fn)(size_t kc, const float *a, ptrdiff_t ars, ptrdiff_t acs, const float *b,
+                        ptrdiff_t brs, float *c, ptrdiff_t rsc, const tile_epi_t *e);
 
 /* Adam's per-parameter constants (rd_mlp_adam_step). */
 typedef struct {
@@ -191,7 +197,7 @@ typedef void (*tr16_fn)(const float *src, ptrdiff_t ss, size_t rows, float *dst,
 struct rd_mlp_kernel {
   const char *name;
   size_t mr, nr;
-  kern_fn kern;
+  kern_fn kern, kern_rows;
   narrow_fn narrow; /* products of at most 16 columns, or NULL */
   dot_fn dot;       /* forward products of at most 4 columns, or NULL */
   adam_fn adam;
@@ -208,19 +214,27 @@ typedef float rd_v8 __attribute__((vector_size(32)));
 typedef float rd_v16 __attribute__((vector_size(64)));
 
 /* The micro-kernel: an MR x (2 W) tile of C in 2 MR vectors of W floats.
- * ap: MR floats per p (packed A panel); bp: 2 W floats per p (packed B
- * panel, 64-byte aligned). C rows are written whole (the caller hands
- * partial tiles in as a padded copy). Unaligned C accesses go through
- * memcpy, which compiles to unaligned vector moves. */
-#define RD_GEMM_KERNEL(ISA, ATTR, V, W, MR)                                                \
-  ATTR static void kern_##ISA(size_t kc, const float *restrict ap, const float *restrict bp, \
-                              float *restrict c, ptrdiff_t rsc, const tile_epi_t *e) {      \
+ * A: MR values per p, at a + r ars + p acs (AIDX; ars = 1 for kern_, acs =
+ * 1 for kern_rows_: one of them a constant, so the addresses stay cheap);
+ * B: 2 W floats per p at b + p brs (a packed panel, or B's rows in place).
+ * Packing A or B only copies values, and each entry of C adds the same
+ * products in the same order either way, so the result does not depend on
+ * what was packed. C rows are written whole (the caller hands partial
+ * tiles in as a padded copy). Unaligned accesses go through memcpy, which
+ * compiles to unaligned vector moves. */
+#define RD_GEMM_KERNEL(NAME, ATTR, V, W, MR, AIDX)                                         \
+  ATTR static void NAME(size_t kc, const float *restrict a, ptrdiff_t ars, ptrdiff_t acs,   \
+                        const float *restrict bp, ptrdiff_t brs, float *restrict c,          \
+                        ptrdiff_t rsc, const tile_epi_t *e) {                               \
+    (void)ars, (void)acs;                                                                   \
     V lo[MR], hi[MR];                                                                       \
     _Pragma("GCC unroll 16") for (int r = 0; r < MR; r++) lo[r] = hi[r] = (V){0};          \
     for (size_t p = 0; p < kc; p++) {                                                       \
-      const V b0 = *(const V *)(bp + p * 2 * (W)), b1 = *(const V *)(bp + p * 2 * (W) + (W)); \
+      V b0, b1;                                                                             \
+      memcpy(&b0, bp + (ptrdiff_t)p * brs, sizeof(V));                                      \
+      memcpy(&b1, bp + (ptrdiff_t)p * brs + (W), sizeof(V));                                \
       _Pragma("GCC unroll 16") for (int r = 0; r < MR; r++) {                              \
-        const float av = ap[p * (MR) + r];                                                  \
+        const float av = a[AIDX];                                                           \
         lo[r] += av * b0;                                                                   \
         hi[r] += av * b1;                                                                   \
       }                                                                                     \
@@ -270,11 +284,18 @@ typedef float rd_v16 __attribute__((vector_size(64)));
 /* Register budgets: AVX-512 has 32 vector registers: 24 accumulators
  * (12 x 32), 2 B vectors and the broadcast; AVX2 and SSE have 16: 12
  * accumulators (6 x 16, 6 x 8). */
-RD_GEMM_KERNEL(generic, , rd_v4, 4, 6)
+#define A_PMAJOR (ptrdiff_t)p * acs + r
+#define A_ROWS r * ars + (ptrdiff_t)p
+RD_GEMM_KERNEL(kern_generic, , rd_v4, 4, 6, A_PMAJOR)
+RD_GEMM_KERNEL(kern_rows_generic, , rd_v4, 4, 6, A_ROWS)
 #if defined(__x86_64__)
-RD_GEMM_KERNEL(avx2, __attribute__((target("avx2,fma"))), rd_v8, 8, 6)
-RD_GEMM_KERNEL(avx512, RD_AVX512, rd_v16, 16, 12)
+RD_GEMM_KERNEL(kern_avx2, __attribute__((target("avx2,fma"))), rd_v8, 8, 6, A_PMAJOR)
+RD_GEMM_KERNEL(kern_rows_avx2, __attribute__((target("avx2,fma"))), rd_v8, 8, 6, A_ROWS)
+RD_GEMM_KERNEL(kern_avx512, RD_AVX512, rd_v16, 16, 12, A_PMAJOR)
+RD_GEMM_KERNEL(kern_rows_avx512, RD_AVX512, rd_v16, 16, 12, A_ROWS)
 #endif
+#undef A_PMAJOR
+#undef A_ROWS
 
 /* Adam on n parameters (rd_mlp_adam_step has the formula). Whole vectors in
  * place; the last partial vector on a zero-padded copy through the same
@@ -464,10 +485,11 @@ RD_AVX512 static void tr16_avx512(const float *src, ptrdiff_t ss, size_t rows, f
 #endif
 
 static const rd_mlp_kernel_t kernels[] = {
-    {"generic", 6, 8, kern_generic, NULL, NULL, adam_generic, NULL},
+    {"generic", 6, 8, kern_generic, kern_rows_generic, NULL, NULL, adam_generic, NULL},
 #if defined(__x86_64__)
-    {"avx2", 6, 16, kern_avx2, NULL, NULL, adam_avx2, NULL},
-    {"avx512", 12, 32, kern_avx512, narrow_avx512, dot_avx512, adam_avx512, tr16_avx512},
+    {"avx2", 6, 16, kern_avx2, kern_rows_avx2, NULL, NULL, adam_avx2, NULL},
+    {"avx512", 12, 32, kern_avx512, kern_rows_avx512, narrow_avx512, dot_avx512, adam_avx512,
+     tr16_avx512},
 #endif
 };
 
@@ -562,19 +584,27 @@ static void pack_b(size_t kc, size_t nc, size_t NR, const float *b, ptrdiff_t rs
   }
 }
 
+/* Where a tile's A and B panels are: A[r][p] = a[r ars + p acs] (rows
+ * true: kern_rows, acs = 1; else ars = 1), B[p][j] = b[p brs + j]. */
+typedef struct {
+  const float *a, *b;
+  ptrdiff_t ars, acs, brs;
+  int rows;
+} panels_t;
+
 /* One tile: whole tiles of a row-major C go straight to the kernel; partial
  * tiles (and any tile of a C with csc != 1) run the same kernel on a padded
  * copy, so every element is computed by the same instructions. */
-static void gemm_tile(const rd_mlp_kernel_t *kr, const gemm_t *g, size_t kc, const float *ap,
-                      const float *bp, size_t i0, size_t j0, size_t mr, size_t nr, int first,
-                      int last) {
+static void gemm_tile(const rd_mlp_kernel_t *kr, const gemm_t *g, size_t kc, const panels_t *pn,
+                      size_t i0, size_t j0, size_t mr, size_t nr, int first, int last) {
   const size_t MR = kr->mr, NR = kr->nr;
+  const kern_fn kern = pn->rows ? kr->kern_rows : kr->kern;
   float *c = g->c + (ptrdiff_t)i0 * g->rsc + (ptrdiff_t)j0 * g->csc;
   tile_epi_t e = {first, last, g->accumulate, g->relu, g->bias ? g->bias + j0 : NULL,
                   g->gate ? g->gate + (ptrdiff_t)i0 * g->rsg + (ptrdiff_t)j0 : NULL, g->rsg,
                   g->gate_act};
   if (mr == MR && nr == NR && g->csc == 1) {
-    kr->kern(kc, ap, bp, c, g->rsc, &e);
+    kern(kc, pn->a, pn->ars, pn->acs, pn->b, pn->brs, c, g->rsc, &e);
     return;
   }
   float tile[GEMM_MAX_MR * GEMM_MAX_NR] __attribute__((aligned(64)));
@@ -598,14 +628,30 @@ static void gemm_tile(const rd_mlp_kernel_t *kr, const gemm_t *g, size_t kc, con
     e.gate = gt;
     e.rsg = (ptrdiff_t)NR;
   }
-  kr->kern(kc, ap, bp, tile, (ptrdiff_t)NR, &e);
+  kern(kc, pn->a, pn->ars, pn->acs, pn->b, pn->brs, tile, (ptrdiff_t)NR, &e);
   for (size_t r = 0; r < mr; r++)
     for (size_t j = 0; j < nr; j++)
       c[(ptrdiff_t)r * g->rsc + (ptrdiff_t)j * g->csc] = tile[r * NR + j];
 }
 
+/* A panel whose successive p lie `stride` floats apart is read in place
+ * only while its kc steps span at most GEMM_IN_PLACE_BYTES: beyond that
+ * (a 256-wide layer's W or X^T) its lines no longer stay in the L1 while
+ * the kernel reuses the panel, and the packed copy is faster. */
+#define GEMM_IN_PLACE_BYTES ((size_t)64 << 10)
+static int in_place_span(size_t kc, ptrdiff_t stride) {
+  return (size_t)(stride < 0 ? -stride : stride) * kc * sizeof(float) <= GEMM_IN_PLACE_BYTES;
+}
+
 /* The blocked loops on one thread, with that thread's packing buffers
- * (size_packing; both 64-byte aligned). */
+ * (size_packing; both 64-byte aligned). Packing is a copy that costs about
+ * as much as the products of a small network's layers (a 64-wide layer
+ * does 64 multiply-adds per packed value, some of them through a
+ * transpose), so whole panels are read in place where the kernel can:
+ * A with contiguous rows (X in Y = X W, dZ in dX = dZ W^T) or columns (X^T
+ * in dW = X^T dZ), B with contiguous rows (W, dZ), the last two only while
+ * the panel is compact (in_place_span). Partial panels (past the last row
+ * or column) and other layouts are packed, zero-padded. */
 static void gemm_serial(const rd_mlp_kernel_t *kr, const gemm_t *g, float *apack, float *bpack) {
   const size_t MR = kr->mr, NR = kr->nr;
   for (size_t jc = 0; jc < g->n; jc += GEMM_NC) {
@@ -613,18 +659,46 @@ static void gemm_serial(const rd_mlp_kernel_t *kr, const gemm_t *g, float *apack
     for (size_t pc = 0; pc < g->k; pc += GEMM_KC) {
       size_t kc = g->k - pc < GEMM_KC ? g->k - pc : GEMM_KC;
       int first = pc == 0, last = pc + kc == g->k;
-      pack_b(kc, nc, NR, g->b + (ptrdiff_t)pc * g->rsb + (ptrdiff_t)jc * g->csb, g->rsb, g->csb,
-             bpack, kr->tr16);
+      const int a_cols = g->rsa == 1 && in_place_span(kc, g->csa);
+      const int a_rows = !a_cols && g->csa == 1;
+      const int b_rows = g->csb == 1 && in_place_span(kc, g->rsb);
+      const float *b = g->b + (ptrdiff_t)pc * g->rsb + (ptrdiff_t)jc * g->csb;
+      /* B in place: only a partial last panel is packed (to the front). */
+      const size_t nfull = b_rows ? nc / NR * NR : 0;
+      if (nfull < nc)
+        pack_b(kc, nc - nfull, NR, b + (ptrdiff_t)nfull * g->csb, g->rsb, g->csb, bpack,
+               kr->tr16);
       for (size_t ic = 0; ic < g->m; ic += GEMM_MC) {
         size_t mc = g->m - ic < GEMM_MC ? g->m - ic : GEMM_MC;
-        pack_a(mc, kc, MR, g->a + (ptrdiff_t)ic * g->rsa + (ptrdiff_t)pc * g->csa, g->rsa,
-               g->csa, apack, kr->tr16);
+        const float *a = g->a + (ptrdiff_t)ic * g->rsa + (ptrdiff_t)pc * g->csa;
+        const size_t mfull = a_cols || a_rows ? mc / MR * MR : 0;
+        if (mfull < mc)
+          pack_a(mc - mfull, kc, MR, a + (ptrdiff_t)mfull * g->rsa, g->rsa, g->csa, apack,
+                 kr->tr16);
         for (size_t jr = 0; jr < nc; jr += NR) {
           size_t nr = nc - jr < NR ? nc - jr : NR;
+          panels_t pn;
+          if (jr < nfull) {
+            pn.b = b + (ptrdiff_t)jr;
+            pn.brs = g->rsb;
+          } else {
+            pn.b = bpack + (jr - nfull) * kc;
+            pn.brs = (ptrdiff_t)NR;
+          }
           for (size_t ir = 0; ir < mc; ir += MR) {
             size_t mr = mc - ir < MR ? mc - ir : MR;
-            gemm_tile(kr, g, kc, apack + ir * kc, bpack + jr * kc, ic + ir, jc + jr, mr, nr,
-                      first, last);
+            if (ir < mfull) {
+              pn.a = a + (ptrdiff_t)ir * g->rsa;
+              pn.rows = a_rows;
+              pn.ars = a_rows ? g->rsa : 1;
+              pn.acs = a_rows ? 1 : g->csa;
+            } else {
+              pn.a = apack + (ir - mfull) * kc;
+              pn.rows = 0;
+              pn.ars = 1;
+              pn.acs = (ptrdiff_t)MR;
+            }
+            gemm_tile(kr, g, kc, &pn, ic + ir, jc + jr, mr, nr, first, last);
           }
         }
       }
