@@ -12,8 +12,9 @@
  * against libm's pow over the table's ranges); every other case (0,
  * subnormals, infinities, NaN, negative x, results near overflow or
  * underflow) is libm's pow. The result is a function of (x, y) alone: the
- * same bits whichever instruction set ran it (no fused multiply-adds;
- * cpu_isa.h picks the variant), so a table computes the same leaves and
+ * same bits whichever instruction set ran it (a fused multiply-add only
+ * where it yields an exact product's error term, which the generic variant
+ * computes exactly without one; cpu_isa.h picks the variant), so a table computes the same leaves and
  * weights on every x86-64 machine. rd_vpow1 is one item of rd_vpow.
  */
 #ifndef RD_VPOW_H
