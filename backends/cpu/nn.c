@@ -164,13 +164,16 @@ struct gemm {
 
 /* What the micro-kernel does with one MR x NR tile after its KC updates.
  * first: the tile's first K block (C is read only if accumulating; bias is
- * added); last: the last K block (relu / gate apply). */
+ * added); last: the last K block (relu / gate apply); rows: the tile's
+ * rows that exist (<= MR): C and gate rows past them are neither read nor
+ * written. */
 typedef struct {
   int first, last, accumulate, relu;
   const float *bias; /* the tile's NR columns of bias, or NULL */
   const float *gate; /* the tile's gate, row stride rsg, or NULL */
   ptrdiff_t rsg;
   rd_nn_act_t gate_act;
+  int rows;
 } tile_epi_t;
 
 /* A[r][p] = a[r ars + p acs], B[p][j] = b[p brs + j]: kern takes ars = 1
@@ -248,6 +251,7 @@ typedef float rd_v16 __attribute__((vector_size(64)));
       memcpy(&bias1, e->bias + (W), sizeof(V));                                             \
     }                                                                                       \
     _Pragma("GCC unroll 16") for (int r = 0; r < MR; r++) {                                \
+      if (r >= e->rows) break;                                                              \
       float *cr = c + r * rsc;                                                              \
       V v0 = lo[r], v1 = hi[r], t0, t1;                                                     \
       if (read_c) {                                                                         \
@@ -600,13 +604,22 @@ static void gemm_tile(const rd_mlp_kernel_t *kr, const gemm_t *g, size_t kc, con
   const size_t MR = kr->mr, NR = kr->nr;
   const kern_fn kern = pn->rows ? kr->kern_rows : kr->kern;
   float *c = g->c + (ptrdiff_t)i0 * g->rsc + (ptrdiff_t)j0 * g->csc;
-  tile_epi_t e = {first, last, g->accumulate, g->relu, g->bias ? g->bias + j0 : NULL,
-                  g->gate ? g->gate + (ptrdiff_t)i0 * g->rsg + (ptrdiff_t)j0 : NULL, g->rsg,
-                  g->gate_act};
-  if (mr == MR && nr == NR && g->csc == 1) {
+  tile_epi_t e = {first,
+                  last,
+                  g->accumulate,
+                  g->relu,
+                  g->bias ? g->bias + j0 : NULL,
+                  g->gate ? g->gate + (ptrdiff_t)i0 * g->rsg + (ptrdiff_t)j0 : NULL,
+                  g->rsg,
+                  g->gate_act,
+                  (int)mr};
+  /* A tile short of rows only writes the rows it has; one short of
+   * columns runs on a padded copy. */
+  if (nr == NR && g->csc == 1) {
     kern(kc, pn->a, pn->ars, pn->acs, pn->b, pn->brs, c, g->rsc, &e);
     return;
   }
+  e.rows = (int)MR;
   float tile[GEMM_MAX_MR * GEMM_MAX_NR] __attribute__((aligned(64)));
   float gt[GEMM_MAX_MR * GEMM_MAX_NR] __attribute__((aligned(64)));
   float bt[GEMM_MAX_NR] __attribute__((aligned(64)));
