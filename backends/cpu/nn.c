@@ -40,7 +40,8 @@
  * Determinism. Every element of C is one sequential sum over the inner
  * dimension (blocks of KC in order, FMA per step within a block), whatever
  * tile, thread or orientation (C or C^T) computes it: partial tiles run the
- * same kernel on a zero-padded copy, and a*b == b*a exactly. Which kernel
+ * same kernel (on a zero-padded copy when short of columns, writing only
+ * their rows when short of rows), and a*b == b*a exactly. Which kernel
  * and orientation a product takes depends on its shape, never on the
  * thread count. Threads split C by rows or by columns only, and element-wise
  * loops (Adam included) at multiples of the vector width. So for a given
@@ -222,8 +223,9 @@ typedef float rd_v16 __attribute__((vector_size(64)));
  * B: 2 W floats per p at b + p brs (a packed panel, or B's rows in place).
  * Packing A or B only copies values, and each entry of C adds the same
  * products in the same order either way, so the result does not depend on
- * what was packed. C rows are written whole (the caller hands partial
- * tiles in as a padded copy). Unaligned accesses go through memcpy, which
+ * what was packed. C rows are written whole, up to the tile's e->rows (the
+ * caller hands tiles short of columns in as a padded copy). Unaligned
+ * accesses go through memcpy, which
  * compiles to unaligned vector moves. */
 #define RD_GEMM_KERNEL(NAME, ATTR, V, W, MR, AIDX)                                         \
   ATTR static void NAME(size_t kc, const float *restrict a, ptrdiff_t ars, ptrdiff_t acs,   \
@@ -596,8 +598,9 @@ typedef struct {
   int rows;
 } panels_t;
 
-/* One tile: whole tiles of a row-major C go straight to the kernel; partial
- * tiles (and any tile of a C with csc != 1) run the same kernel on a padded
+/* One tile: tiles of a row-major C with all their columns go straight to
+ * the kernel; tiles short of columns (and any tile of a C with csc != 1) run
+ * the same kernel on a padded
  * copy, so every element is computed by the same instructions. */
 static void gemm_tile(const rd_mlp_kernel_t *kr, const gemm_t *g, size_t kc, const panels_t *pn,
                       size_t i0, size_t j0, size_t mr, size_t nr, int first, int last) {
