@@ -599,9 +599,9 @@ typedef struct {
 } panels_t;
 
 /* One tile: tiles of a row-major C with all their columns go straight to
- * the kernel; tiles short of columns (and any tile of a C with csc != 1) run
- * the same kernel on a padded
- * copy, so every element is computed by the same instructions. */
+ * the kernel; tiles short of columns (and any tile of a C with csc != 1)
+ * run the same kernel on a padded copy, so every element is computed by the
+ * same instructions. */
 static void gemm_tile(const rd_mlp_kernel_t *kr, const gemm_t *g, size_t kc, const panels_t *pn,
                       size_t i0, size_t j0, size_t mr, size_t nr, int first, int last) {
   const size_t MR = kr->mr, NR = kr->nr;
