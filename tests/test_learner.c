@@ -21,8 +21,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "learner.h"
+#include "rd_clock.h"
 #include "rd_philox.h"
 #include "rdt_learner.h"
 #include "rdt_main.h"
@@ -705,7 +707,26 @@ static void test_thread_tuning(void **state) {
   double win = fmin(two.tune.t_team, two.tune.t_alone), lose = fmax(two.tune.t_team, two.tune.t_alone);
   double hold = lose < win * (1.0 + RD_LEARNER_TUNE_CLOSE) ? RD_LEARNER_TUNE_RETRY_S
                                                              : RD_LEARNER_TUNE_HOLD_S;
-  assert_true(fabs(two.tune.hold_until - two.tune.trial_start - hold) < 1e-6);
+  assert_true(fabs(two.tune.hold - hold) < 1e-9);
+  assert_true(two.tune.held == 0);
+  /* The hold counts steps, not wall time: a pause longer than the hold
+   * (a pipeline between train requests) does not end it... */
+  rdt_batch_make(&bb, &c, 256, 77);
+  usleep((useconds_t)(hold * 1e6) + 100000);
+  assert_int_equal(rd_learner_step(&one, &bb.b, td1, NULL, NULL), RD_OK);
+  assert_int_equal(rd_learner_step(&two, &bb.b, td2, NULL, NULL), RD_OK);
+  assert_int_equal(two.tune.phase, 2);
+  assert_true(two.tune.held < hold);
+  /* ...and stepping for the hold's length starts the next trial (one
+   * steps too, so that the weights still compare below). */
+  double t_start = rd_clock_now();
+  while (two.tune.phase == 2 && rd_clock_now() - t_start < hold + 2.0) {
+    assert_int_equal(rd_learner_step(&one, &bb.b, td1, NULL, NULL), RD_OK);
+    assert_int_equal(rd_learner_step(&two, &bb.b, td2, NULL, NULL), RD_OK);
+  }
+  assert_int_equal(two.tune.phase, 0);
+  assert_true(rd_clock_now() - t_start >= hold * 0.9);
+  rdt_batch_free(&bb);
   /* A new batch size: a new trial, with the team first. */
   rdt_batch_make(&bb, &c, 512, 78);
   assert_int_equal(rd_learner_step(&one, &bb.b, td1, NULL, NULL), RD_OK);

@@ -876,9 +876,14 @@ static void tune_set_threads(rd_learner_t *l, uint32_t threads) {
  * scheduler tick here). */
 static void tune_before(rd_learner_t *l, size_t n, double t0) {
   if (l->config.threads <= 1) return;
-  const int prev = l->tune.prev_mode; /* 1: a team trial step, 2: an alone one */
+  const int prev = l->tune.prev_mode; /* 1: a team trial step, 2: an alone one, 3: held */
   const double period = t0 - l->tune.prev_t0;
-  if (l->tune.phase == 2 ? n != l->tune.batch || t0 >= l->tune.hold_until
+  if (l->tune.phase == 2 && prev == 3) {
+    /* The hold counts the chosen mode's step periods, not a pause. */
+    const double mean = l->tune.threads > 1 ? l->tune.t_team : l->tune.t_alone;
+    if (period <= RD_LEARNER_TUNE_GAP * mean) l->tune.held += period;
+  }
+  if (l->tune.phase == 2 ? n != l->tune.batch || l->tune.held >= l->tune.hold
                          : n != l->tune.batch) {
     l->tune.phase = 0; /* a trial measures one batch size */
     l->tune.count = 0;
@@ -911,17 +916,18 @@ static void tune_before(rd_learner_t *l, size_t n, double t0) {
         const int close = lose < win * (1.0 + RD_LEARNER_TUNE_CLOSE);
         tune_set_threads(l, l->tune.t_alone <= l->tune.t_team ? 1 : l->config.threads);
         l->tune.phase = 2;
-        l->tune.hold_until = t0 + (close ? RD_LEARNER_TUNE_RETRY_S : RD_LEARNER_TUNE_HOLD_S);
+        l->tune.hold = close ? RD_LEARNER_TUNE_RETRY_S : RD_LEARNER_TUNE_HOLD_S;
+        l->tune.held = 0;
       }
     }
   }
   if (l->tune.phase < 2) tune_set_threads(l, l->tune.phase == 0 ? l->config.threads : 1);
-  l->tune.prev_mode = l->tune.phase == 0 ? 1 : l->tune.phase == 1 ? 2 : 0;
+  l->tune.prev_mode = l->tune.phase == 0 ? 1 : l->tune.phase == 1 ? 2 : 3;
   l->tune.prev_t0 = t0;
 }
 
 void rd_learner_tune_pause(rd_learner_t *l) {
-  l->tune.prev_mode = 0; /* tune_before counts a period only after a trial step */
+  l->tune.prev_mode = 0; /* tune_before counts a period only after a trial or held step */
 }
 
 void rd_learner_set_idle(rd_learner_t *l, int (*fn)(void *arg), void *arg) {

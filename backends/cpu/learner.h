@@ -68,7 +68,12 @@
  * the sampler of a core loses once the batches sampled ahead run out;
  * a period above RD_LEARNER_TUNE_GAP times the trial's mean so far is a
  * pause in the work, not counted), and repeats the trials after
- * RD_LEARNER_TUNE_HOLD_S (or when the batch size changes). A close call
+ * RD_LEARNER_TUNE_HOLD_S of steps in the chosen mode (or when the batch
+ * size changes). Steps, not wall time: a learner that works in bursts (a
+ * pipeline's train requests, with pauses between them) would otherwise
+ * start every burst with trials, a tenth of a second on the losing mode
+ * each time; the periods across a pause are not counted, by the same rule
+ * as in a trial. A close call
  * (the other mode within RD_LEARNER_TUNE_CLOSE of the winner's period) is
  * held for RD_LEARNER_TUNE_RETRY_S only: the first trials run while a
  * pipeline is still filling and the caches are cold, and a mode chosen
@@ -165,9 +170,9 @@ typedef struct rd_learner {
     size_t batch;     /* the batch size the trial measured */
     double t_team, t_alone; /* the trials' mean period, seconds */
     double sum, trial_start; /* the running trial's periods and start */
-    double hold_until; /* CLOCK_MONOTONIC seconds: the next trial */
+    double hold, held; /* the hold's length, and its steps' periods so far (s) */
     double prev_t0;   /* the last step's start */
-    int prev_mode;    /* the last step was a trial's: 1 team, 2 alone; else 0 */
+    int prev_mode;    /* the last step was a trial's: 1 team, 2 alone; 3 held; else 0 */
   } tune;
 } rd_learner_t;
 
