@@ -1,5 +1,5 @@
-/* cpu_isa.h - which kernel variant a CPU backend runs (the sum tree's and
- * the GEMM's): the best instruction set this CPU has, unless an environment
+/* cpu_isa.h - which kernel variant a CPU backend runs (the sum tree's, the
+ * GEMM's, vpow's and philox_fill's): the best instruction set this CPU has, unless an environment
  * variable names one. A variant the CPU cannot run is ignored rather than
  * trapping. Every such kernel table lists its variants in the order of
  * RD_CPU_ISA_NAMES: generic, avx2, avx512 (the last two on x86-64 only).
@@ -9,6 +9,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define RD_CPU_ISA_NAMES {"generic", "avx2", "avx512"}
@@ -36,9 +37,13 @@ static inline const char *rd_cpu_isa_name(size_t i) {
   return names[i];
 }
 
-/* The index of the variant to run among the first n: the one force names
- * (NULL: none) when ok, else the best that is ok. */
-static inline size_t rd_cpu_isa_pick(size_t n, const bool ok[3], const char *force) {
+/* The index of the variant to run among the first n (need_fma, need_bmi2
+ * as rd_cpu_isa_ok): the one the environment variable env names when this
+ * CPU runs it, else the best it runs. */
+static inline size_t rd_cpu_isa_pick(size_t n, bool need_fma, bool need_bmi2, const char *env) {
+  bool ok[3];
+  rd_cpu_isa_ok(ok, need_fma, need_bmi2);
+  const char *force = getenv(env);
   if (force != NULL)
     for (size_t i = 0; i < n; i++)
       if (strcmp(force, rd_cpu_isa_name(i)) == 0 && ok[i]) return i;

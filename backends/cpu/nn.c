@@ -501,9 +501,7 @@ static const rd_mlp_kernel_t kernels[] = {
 
 /* The variant to run (cpu_isa.h), RD_NN_ISA forcing one. */
 static const rd_mlp_kernel_t *pick_kernel(void) {
-  bool ok[3];
-  rd_cpu_isa_ok(ok, true, false);
-  return &kernels[rd_cpu_isa_pick(sizeof kernels / sizeof kernels[0], ok, getenv("RD_NN_ISA"))];
+  return &kernels[rd_cpu_isa_pick(sizeof kernels / sizeof kernels[0], true, false, "RD_NN_ISA")];
 }
 
 #define RD_INLINE inline __attribute__((always_inline))

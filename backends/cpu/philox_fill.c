@@ -14,8 +14,6 @@
 #include "rd_philox.h"
 
 #include <pthread.h>
-#include <stdbool.h>
-#include <stdlib.h>
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -126,11 +124,7 @@ static const fill_fn fns[] = {fill_generic};
 static size_t chosen;
 static pthread_once_t pick_once = PTHREAD_ONCE_INIT;
 
-static void pick(void) {
-  bool ok[3];
-  rd_cpu_isa_ok(ok, false, false);
-  chosen = rd_cpu_isa_pick(N_FNS, ok, getenv("RD_PHILOX_ISA"));
-}
+static void pick(void) { chosen = rd_cpu_isa_pick(N_FNS, false, false, "RD_PHILOX_ISA"); }
 
 void rd_philox_fill(uint64_t seed, uint64_t d0, size_t n, uint64_t *out) {
   pthread_once(&pick_once, pick);

@@ -547,10 +547,8 @@ static const set_range_fn set_range_k[6] = {set_range_k2,  set_range_k4,  set_ra
 /* The variant to run (cpu_isa.h), RD_SUMTREE_ISA forcing one (tests run
  * every variant against each other; benchmarks compare them). */
 static const isa_kernels_t *pick_isa(void) {
-  bool ok[3];
-  rd_cpu_isa_ok(ok, false, true);
-  return &kernels[rd_cpu_isa_pick(sizeof kernels / sizeof kernels[0], ok,
-                                  getenv("RD_SUMTREE_ISA"))];
+  return &kernels[rd_cpu_isa_pick(sizeof kernels / sizeof kernels[0], false, true,
+                                  "RD_SUMTREE_ISA")];
 }
 
 /* ------------------------------------------------------------------ */

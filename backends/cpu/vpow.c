@@ -14,9 +14,7 @@
 
 #include <math.h>
 #include <pthread.h>
-#include <stdbool.h>
 #include <stdint.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "cpu_isa.h"
@@ -179,16 +177,10 @@ static const vpow_fn fns[] = {vpow_generic, vpow_avx2, vpow_avx512};
 static const vpow_fn fns[] = {vpow_generic};
 #endif
 #define N_FNS (sizeof fns / sizeof fns[0])
-static vpow_fn chosen;
-static size_t chosen_isa;
+static size_t chosen;
 static pthread_once_t pick_once = PTHREAD_ONCE_INIT;
 
-static void pick(void) {
-  bool ok[3];
-  rd_cpu_isa_ok(ok, true, false);
-  chosen_isa = rd_cpu_isa_pick(N_FNS, ok, getenv("RD_VPOW_ISA"));
-  chosen = fns[chosen_isa];
-}
+static void pick(void) { chosen = rd_cpu_isa_pick(N_FNS, true, false, "RD_VPOW_ISA"); }
 
 /* fn over the items; a non-finite exponent is libm's for every item. */
 static void run(vpow_fn fn, size_t n, const double *x, double y, double *out) {
@@ -208,7 +200,7 @@ int rd_vpow_variant(const char *isa, size_t n, const double *x, double y, double
 
 void rd_vpow(size_t n, const double *x, double y, double *out) {
   pthread_once(&pick_once, pick);
-  run(chosen, n, x, y, out);
+  run(fns[chosen], n, x, y, out);
 }
 
 double rd_vpow1(double x, double y) {
@@ -219,5 +211,5 @@ double rd_vpow1(double x, double y) {
 
 const char *rd_vpow_isa(void) {
   pthread_once(&pick_once, pick);
-  return rd_cpu_isa_name(chosen_isa);
+  return rd_cpu_isa_name(chosen);
 }
