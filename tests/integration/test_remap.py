@@ -225,14 +225,18 @@ class TestMoveOverQuota(RemapBase):
 
 
 class StabilityBase(RemapBase):
-    CPU_SHARE = 0.05  # the CPU's predicted GPS for the shape, as a fraction of the FPGA's
+    # The CPU's predicted GPS for the shape, as a fraction of the FPGA's:
+    # below what any machine measured (2.8% to 10.5%), so the scaling only
+    # ever slows the CPU. Made faster, the CPU's replay module could beat
+    # the FPGA's and the light workload would map F-C-F.
+    CPU_SHARE = 0.02
 
     def pin_cpu_figures(self):
         """Make the gain of moving the light workload to the CPU the same on
         every machine. That gain is the CPU's predicted GPS over the FPGA's
         (the FPGA's total stays the same whether it is shared or not). The
         FPGA's figure comes from its model; the CPU's is measured, and a
-        fast CI machine measured 10.5% where this VM measured 8.8%. So the
+        fast CI machine measured 10.5% where this VM measured 2.8-8.8%. So the
         CPU's measured profiles are scaled to CPU_SHARE of the FPGA's GPS
         and imported in their place. The GPS is inverse to the latencies, so
         the plan after the import must show that share."""
@@ -257,6 +261,7 @@ class StabilityBase(RemapBase):
         now = plan(ignore_present=True)
         self.assertEqual(now.profiles_measured, 0)
         self.assertAlmostEqual(now.predicted_gps / fpga.predicted_gps, self.CPU_SHARE, places=6)
+        self.assertEqual(plan().running, "F-F-F")
 
     def cycles(self, n=4):
         """A light workload lives through n arrivals and departures of a
@@ -297,9 +302,9 @@ class TestNoOscillation(StabilityBase):
         self.assertEqual(self.placement(w).running, "F-F-F")
         kept = [e for e in h if "kept (hysteresis)" in e.reason]
         self.assertIn("not more than the 10% threshold", kept[0].reason)
-        # The gain refused is the CPU's share the test pinned (about 5%).
+        # The gain refused is the CPU's share the test pinned.
         gain = kept[0].predicted_total_to / kept[0].predicted_total_from - 1
-        self.assertAlmostEqual(gain, self.CPU_SHARE, delta=0.005)
+        self.assertAlmostEqual(gain, self.CPU_SHARE, delta=0.002)
 
 
 class TestThresholdZeroMoves(StabilityBase):
