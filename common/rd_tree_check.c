@@ -31,9 +31,19 @@ int rd_tree_check_shape(uint32_t capacity, uint32_t fanout, rd_error_t *err) {
   }
 
 FIRST_BAD(first_at_or_above_u32, uint32_t, v[i] >= limit)
-FIRST_BAD(first_at_or_above_u64, uint64_t, v[i] >= limit)
-FIRST_BAD(first_above_u64, uint64_t, v[i] > limit)
+FIRST_BAD(first_above_u64_plain, uint64_t, v[i] > limit)
+/* Baseline x86-64 has no 64-bit vector compare, so `v[i] > limit` stays a
+ * scalar loop. For limit < 2^63, v > limit exactly when bit 63 of
+ * (limit - v) | v is set (v < 2^63 and above limit makes the difference
+ * wrap negative; v >= 2^63 sets the bit itself): subtract, or, shift,
+ * which vectorize. Every limit here (a tree's max_leaf, a total - 1) is
+ * below 2^63. */
+FIRST_BAD(first_above_u64_low, uint64_t, (uint32_t)(((limit - v[i]) | v[i]) >> 63))
 #undef FIRST_BAD
+
+static size_t first_above_u64(size_t n, const uint64_t *v, uint64_t limit) {
+  return limit >> 63 ? first_above_u64_plain(n, v, limit) : first_above_u64_low(n, v, limit);
+}
 
 int rd_tree_check_positions(size_t n, const uint32_t *positions, uint32_t capacity,
                             rd_error_t *err) {
@@ -63,7 +73,7 @@ int rd_tree_check_range(uint32_t first, size_t n, uint32_t capacity, rd_error_t 
 int rd_tree_check_targets(size_t n, const uint64_t *targets, uint64_t total, rd_error_t *err) {
   if (n == 0) return RD_OK;
   if (total == 0) return rd_error_set(err, RD_EEMPTY, "cannot sample: every priority is zero");
-  const size_t i = first_at_or_above_u64(n, targets, total);
+  const size_t i = first_above_u64(n, targets, total - 1);
   if (i == n) return RD_OK;
   return rd_error_set(err, RD_ERANGE, "target %llu at batch index %zu is >= total %llu",
                       (unsigned long long)targets[i], i, (unsigned long long)total);

@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -455,6 +456,63 @@ static void test_errors_change_nothing(void **state) {
   rd_sumtree_free(&t);
 }
 
+/* The batch checks scan in vector blocks and then a scalar tail: a bad
+ * value or target is found at every index of every batch length around
+ * those blocks, including values with bit 63 set, and the message names
+ * the first bad index; values at the limit pass. Nothing changes. */
+static void test_batch_checks_every_index(void **state) {
+  (void)state;
+  rd_sumtree_t t;
+  rd_error_t err;
+  assert_int_equal(rd_sumtree_init(&t, 4096, 16, NULL), RD_OK);
+  enum { MAXN = 37 };
+  uint64_t v[MAXN], ones[MAXN];
+  uint32_t pos[MAXN], leaves[MAXN];
+  for (uint32_t i = 0; i < MAXN; i++) {
+    pos[i] = i * 100;
+    ones[i] = 1;
+  }
+  assert_int_equal(rd_sumtree_set_range(&t, 0, MAXN, ones, NULL), RD_OK);
+  void *snap = malloc(t.mem_bytes);
+  memcpy(snap, t.mem, t.mem_bytes);
+  const uint64_t total = rd_sumtree_total(&t);
+  const uint64_t bad_values[] = {t.max_leaf + 1, (UINT64_C(1) << 63) - 1, UINT64_C(1) << 63,
+                                 UINT64_MAX};
+  const uint64_t bad_targets[] = {total, total + 1, UINT64_C(1) << 63, UINT64_MAX};
+  char want[64];
+  for (uint32_t n = 1; n <= MAXN; n++) {
+    for (uint32_t i = 0; i < n; i++) v[i] = t.max_leaf;
+    for (uint32_t k = 0; k < 4; k++) {
+      for (uint32_t b = 0; b < n; b++) {
+        for (uint32_t i = 0; i < n; i++) v[i] = i < b ? t.max_leaf : i == b ? bad_values[k] : 0;
+        /* A second bad value later: the first one is named. */
+        if (b + 1 < n) v[n - 1] = UINT64_MAX;
+        snprintf(want, sizeof want, "at batch index %u ", b);
+        assert_int_equal(rd_sumtree_update(&t, n, pos, v, &err), RD_ERANGE);
+        assert_non_null(strstr(err.msg, want));
+        assert_int_equal(rd_sumtree_set_range(&t, 0, n, v, &err), RD_ERANGE);
+        assert_non_null(strstr(err.msg, want));
+        for (uint32_t i = 0; i < n; i++) v[i] = i < b ? total - 1 : i == b ? bad_targets[k] : 0;
+        if (b + 1 < n) v[n - 1] = UINT64_MAX;
+        assert_int_equal(rd_sumtree_sample(&t, n, v, leaves, &err), RD_ERANGE);
+        assert_non_null(strstr(err.msg, want));
+      }
+    }
+    /* At the limits everything passes: targets up to total - 1. */
+    for (uint32_t i = 0; i < n; i++) v[i] = total - 1 - i % 2;
+    assert_int_equal(rd_sumtree_sample(&t, n, v, leaves, NULL), RD_OK);
+  }
+  assert_memory_equal(snap, t.mem, t.mem_bytes);
+  /* And max_leaf at every index of every length is accepted. */
+  for (uint32_t n = 1; n <= MAXN; n++) {
+    for (uint32_t i = 0; i < n; i++) v[i] = t.max_leaf;
+    assert_int_equal(rd_sumtree_update(&t, n, pos, v, NULL), RD_OK);
+  }
+  assert_int_equal(rd_sumtree_check(&t, NULL), RD_OK);
+  free(snap);
+  rd_sumtree_free(&t);
+}
+
 /* The largest shape, 2^28 leaves, really allocated (2.1 GiB at K = 64):
  * leaves at both ends and a few in the middle, every target class checked
  * against a reference over the non-zero leaves. */
@@ -516,6 +574,7 @@ RDT_MAIN(NULL, NULL,
          cmocka_unit_test(test_stratified_targets),
          cmocka_unit_test(test_set_range),
          cmocka_unit_test(test_errors_change_nothing),
+         cmocka_unit_test(test_batch_checks_every_index),
          cmocka_unit_test(test_threads_bitwise_equal),
          cmocka_unit_test(test_isa_variants_agree),
          cmocka_unit_test(test_exactness_two_threads),

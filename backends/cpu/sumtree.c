@@ -41,6 +41,9 @@
 /* Updates look this many items ahead to prefetch the leaf's segment and its
  * parent entry's. */
 #define UPDATE_PREFETCH 16
+/* Walks up to this many levels per item are instantiated unrolled (K = 16
+ * at 2^20 and 2^24 walks 3 and 4). */
+#define UPDATE_WALK_MAX 4
 /* Below these batch sizes a second thread costs more than it saves. */
 #define SAMPLE_PAR_MIN 256
 #define UPDATE_PAR_MIN 1024
@@ -325,10 +328,16 @@ static RD_ALWAYS_INLINE void seg_add(uint64_t *level, uint64_t e, uint64_t d, co
 static RD_ALWAYS_INLINE void update_body(rd_sumtree_t *t, size_t n, const uint32_t *pos,
                                          const uint64_t *val, uint32_t lo, bool part,
                                          uint64_t c_lo, uint64_t c_hi, uint64_t *acc,
-                                         const uint32_t K, const uint32_t LK, const int isa) {
+                                         const uint32_t K, const uint32_t LK, const int isa,
+                                         const uint32_t NL) {
   const uint32_t H = t->height, W = SEG(K);
   uint64_t *leaf = t->level[H - 1];
   uint64_t *up = H >= 2 ? t->level[H - 2] : NULL;
+  /* NL, when not 0, is the number of levels each item walks (H - lo), a
+   * constant of the instantiation: the walk is then unrolled with the
+   * levels' pointers in registers instead of a loop that reloads them. */
+  uint64_t *walk[UPDATE_WALK_MAX] = {NULL};
+  for (uint32_t k = 0; k < NL; k++) walk[k] = t->level[H - 1 - k];
   const uint32_t root_shift = LK * (H - 1);
   const uint32_t acc_shift = LK * (H - lo); /* leaf -> entry of level lo - 1 */
   for (size_t i = 0; i < n; i++) {
@@ -353,9 +362,17 @@ static RD_ALWAYS_INLINE void update_body(rd_sumtree_t *t, size_t n, const uint32
     uint64_t d = val[i] - old;
     if (d == 0) continue;
     uint64_t e = p;
-    for (uint32_t h = H; h-- > lo;) {
-      seg_add(t->level[h], e, d, K, isa);
-      e >>= LK;
+    if (NL > 0) {
+      _Pragma("GCC unroll 4")
+      for (uint32_t k = 0; k < NL; k++) {
+        seg_add(walk[k], e, d, K, isa);
+        e >>= LK;
+      }
+    } else {
+      for (uint32_t h = H; h-- > lo;) {
+        seg_add(t->level[h], e, d, K, isa);
+        e >>= LK;
+      }
     }
     if (lo > 0) acc[p >> acc_shift] += d;
   }
@@ -498,9 +515,15 @@ typedef void (*set_range_fn)(rd_sumtree_t *, uint64_t, size_t, const uint64_t *,
                                        const uint64_t *v, uint32_t lo, bool part,            \
                                        uint64_t clo, uint64_t chi, uint64_t *acc) {          \
     if (part) /* two copies of the loop: the single-threaded one tests nothing per item */   \
-      update_body(t, n, p, v, lo, true, clo, chi, acc, K, LK, ISA_ID_##ISA);                 \
+      update_body(t, n, p, v, lo, true, clo, chi, acc, K, LK, ISA_ID_##ISA, 0);              \
     else                                                                                     \
-      update_body(t, n, p, v, lo, false, 0, 0, acc, K, LK, ISA_ID_##ISA);                    \
+      switch (t->height - lo) { /* the walk's length: see update_body's NL */                \
+      case 1: update_body(t, n, p, v, lo, false, 0, 0, acc, K, LK, ISA_ID_##ISA, 1); break;  \
+      case 2: update_body(t, n, p, v, lo, false, 0, 0, acc, K, LK, ISA_ID_##ISA, 2); break;  \
+      case 3: update_body(t, n, p, v, lo, false, 0, 0, acc, K, LK, ISA_ID_##ISA, 3); break;  \
+      case 4: update_body(t, n, p, v, lo, false, 0, 0, acc, K, LK, ISA_ID_##ISA, 4); break;  \
+      default: update_body(t, n, p, v, lo, false, 0, 0, acc, K, LK, ISA_ID_##ISA, 0); break; \
+      }                                                                                      \
   }
 #define RD_SET_RANGE(K, LK)                                                                   \
   static void set_range_k##K(rd_sumtree_t *t, uint64_t f, size_t n, const uint64_t *v,      \
