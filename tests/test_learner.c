@@ -747,6 +747,69 @@ static void test_thread_tuning(void **state) {
   rd_learner_free(&two);
 }
 
+/* Steps a and b on batch bb until b's tuning leaves `phase` (bounded: a
+ * trial lasts RD_LEARNER_TUNE_TRIAL_S), checking they agree. */
+static void step_out_of_phase(rd_learner_t *a, rd_learner_t *b, rdt_batch_t *bb, uint32_t phase) {
+  static float ta[512], tb[512];
+  double t0 = rd_clock_now();
+  while (b->tune.phase == phase) {
+    assert_true(rd_clock_now() - t0 < 60.0);
+    assert_int_equal(rd_learner_step(a, &bb->b, ta, NULL, NULL), RD_OK);
+    assert_int_equal(rd_learner_step(b, &bb->b, tb, NULL, NULL), RD_OK);
+    assert_memory_equal(ta, tb, bb->b.n * sizeof ta[0]);
+  }
+}
+
+/* A team trial that lost clearly (as one run while a pipeline fills) is
+ * run again before the learner goes alone for the hold, and the round
+ * decides on the second one; if alone still wins, it goes alone. */
+static void test_tuning_second_team_trial(void **state) {
+  (void)state;
+  const uint32_t q[] = {64, 64};
+  rd_learner_config_t c;
+  rdt_dqn_config(&c, 4, 2, 2, q);
+  c.max_batch = 512;
+  rd_learner_t one, two;
+  c.threads = 1;
+  make(&one, &c);
+  c.threads = 2;
+  make(&two, &c);
+  rdt_batch_t bb;
+  rdt_batch_make(&bb, &c, 256, 77);
+  step_out_of_phase(&one, &two, &bb, 0); /* the first team trial */
+  assert_int_equal(two.tune.phase, 1);
+  two.tune.t_team = 1.0; /* as if the team had taken a second a step */
+  step_out_of_phase(&one, &two, &bb, 1); /* the alone trial wins clearly */
+  assert_int_equal(two.tune.phase, 0);
+  assert_int_equal(two.tune.second, 1);
+  assert_int_equal(two.tune.threads, 2);
+  const double alone = two.tune.t_alone;
+  step_out_of_phase(&one, &two, &bb, 0); /* the team's second trial decides */
+  assert_int_equal(two.tune.phase, 2);
+  assert_int_equal(two.tune.second, 0);
+  assert_true(two.tune.t_team < 1.0);
+  assert_true(two.tune.t_alone == alone);
+  assert_int_equal(two.tune.threads, two.tune.t_alone <= two.tune.t_team ? 1 : 2);
+  rdt_batch_free(&bb);
+
+  /* A new round (a new batch size): alone wins the second time too. */
+  rdt_batch_make(&bb, &c, 512, 78);
+  step_out_of_phase(&one, &two, &bb, 2);
+  step_out_of_phase(&one, &two, &bb, 0);
+  two.tune.t_team = 1.0;
+  step_out_of_phase(&one, &two, &bb, 1);
+  assert_int_equal(two.tune.phase, 0);
+  assert_int_equal(two.tune.second, 1);
+  two.tune.t_alone = 1e-9; /* alone still far ahead when the second trial ends */
+  step_out_of_phase(&one, &two, &bb, 0);
+  assert_int_equal(two.tune.phase, 2);
+  assert_int_equal(two.tune.threads, 1);
+  assert_true(fabs(two.tune.hold - RD_LEARNER_TUNE_HOLD_S) < 1e-9);
+  rdt_batch_free(&bb);
+  rd_learner_free(&one);
+  rd_learner_free(&two);
+}
+
 /* ------------------------------------------------------------------ */
 /* Errors                                                              */
 /* ------------------------------------------------------------------ */
@@ -1050,6 +1113,7 @@ RDT_MAIN(NULL, NULL,
          cmocka_unit_test(test_ddpg_learns_bandit),
          cmocka_unit_test(test_determinism),
          cmocka_unit_test(test_thread_tuning),
+         cmocka_unit_test(test_tuning_second_team_trial),
          cmocka_unit_test(test_config_errors),
          cmocka_unit_test(test_batch_errors),
          cmocka_unit_test(test_nonfinite_steps),

@@ -863,6 +863,19 @@ static void tune_set_threads(rd_learner_t *l, uint32_t threads) {
   for (int i = 0; i < l->n_nets; i++) l->net[i].threads = threads;
 }
 
+/* After the round's trials: run the faster mode, for the short hold after
+ * a close call. */
+static void tune_decide(rd_learner_t *l) {
+  const double win = fmin(l->tune.t_alone, l->tune.t_team);
+  const double lose = fmax(l->tune.t_alone, l->tune.t_team);
+  const int close = lose < win * (1.0 + RD_LEARNER_TUNE_CLOSE);
+  tune_set_threads(l, l->tune.t_alone <= l->tune.t_team ? 1 : l->config.threads);
+  l->tune.phase = 2;
+  l->tune.hold = close ? RD_LEARNER_TUNE_RETRY_S : RD_LEARNER_TUNE_HOLD_S;
+  l->tune.held = 0;
+  l->tune.second = 0;
+}
+
 /* At the start (t0) of a step of n rows: account the previous step's
  * period to its mode, and choose this step's mode. A mode is measured by
  * the period from one step's start to the next, not by the step alone:
@@ -886,6 +899,7 @@ static void tune_before(rd_learner_t *l, size_t n, double t0) {
   if (l->tune.phase == 2 ? n != l->tune.batch || l->tune.held >= l->tune.hold
                          : n != l->tune.batch) {
     l->tune.phase = 0; /* a trial measures one batch size */
+    l->tune.second = 0;
     l->tune.count = 0;
     l->tune.sum = 0;
     l->tune.batch = n;
@@ -908,16 +922,20 @@ static void tune_before(rd_learner_t *l, size_t n, double t0) {
       l->tune.trial_start = t0;
       if (l->tune.phase == 0) {
         l->tune.t_team = mean;
-        l->tune.phase = 1;
+        if (l->tune.second)
+          tune_decide(l);
+        else
+          l->tune.phase = 1;
       } else {
         l->tune.t_alone = mean;
-        const double win = fmin(l->tune.t_alone, l->tune.t_team);
-        const double lose = fmax(l->tune.t_alone, l->tune.t_team);
-        const int close = lose < win * (1.0 + RD_LEARNER_TUNE_CLOSE);
-        tune_set_threads(l, l->tune.t_alone <= l->tune.t_team ? 1 : l->config.threads);
-        l->tune.phase = 2;
-        l->tune.hold = close ? RD_LEARNER_TUNE_RETRY_S : RD_LEARNER_TUNE_HOLD_S;
-        l->tune.held = 0;
+        if (!l->tune.second && l->tune.t_alone * (1.0 + RD_LEARNER_TUNE_CLOSE) <= l->tune.t_team) {
+          /* Alone won clearly: the team gets a second trial before it is
+           * set aside for the whole hold (learner.h). */
+          l->tune.second = 1;
+          l->tune.phase = 0;
+        } else {
+          tune_decide(l);
+        }
       }
     }
   }

@@ -77,7 +77,12 @@
  * (the other mode within RD_LEARNER_TUNE_CLOSE of the winner's period) is
  * held for RD_LEARNER_TUNE_RETRY_S only: the first trials run while a
  * pipeline is still filling and the caches are cold, and a mode chosen
- * on a few percent then would run for the whole hold. Why: where
+ * on a few percent then would run for the whole hold. When the learner
+ * alone wins by more than that, the team gets a second trial, and the
+ * round decides on it: a pipeline's first team trial runs while its
+ * sampler thread fills the batches ahead at full speed and takes a core
+ * from the team, and losing it put the loop on one thread for the whole
+ * hold (docs/benchmarks.md). Why tune at all: where
  * another process holds the cores a team can be slower than one thread
  * (docs/benchmarks.md). Results do not depend on the mode (above), so
  * switching changes speed only.
@@ -166,6 +171,7 @@ typedef struct rd_learner {
   struct {            /* thread tuning (above); unused at config.threads <= 1 */
     uint32_t threads; /* the networks' thread count now: config.threads or 1 */
     uint32_t phase;   /* 0: trial with the team, 1: trial alone, 2: holding */
+    uint32_t second;  /* 1: the round's team trial now running is its second */
     uint32_t count;   /* steps in this phase */
     size_t batch;     /* the batch size the trial measured */
     double t_team, t_alone; /* the trials' mean period, seconds */
