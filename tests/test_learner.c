@@ -668,21 +668,27 @@ static void test_determinism(void **state) {
   determinism_case(&c, 64, 5);
 }
 
+/* The tuning tests' learners: the same DQN (4-64-64-2, max_batch 512) on
+ * one thread and on two; *c is left at two threads. */
+static void make_tuning_pair(rd_learner_config_t *c, rd_learner_t *one, rd_learner_t *two) {
+  const uint32_t q[] = {64, 64};
+  rdt_dqn_config(c, 4, 2, 2, q);
+  c->max_batch = 512;
+  c->threads = 1;
+  make(one, c);
+  c->threads = 2;
+  make(two, c);
+}
+
 /* Thread tuning (learner.h): a 2-thread learner runs a trial with its team,
  * one alone, then holds the faster mode; weights stay bit-identical to a
  * 1-thread learner through every switch, and a new batch size restarts the
  * trial. */
 static void test_thread_tuning(void **state) {
   (void)state;
-  const uint32_t q[] = {64, 64};
   rd_learner_config_t c;
-  rdt_dqn_config(&c, 4, 2, 2, q);
-  c.max_batch = 512;
   rd_learner_t one, two;
-  c.threads = 1;
-  make(&one, &c);
-  c.threads = 2;
-  make(&two, &c);
+  make_tuning_pair(&c, &one, &two);
   assert_int_equal(two.tune.threads, 2);
   static float td1[512], td2[512];
   int team_steps = 0, alone_steps = 0, k = 0, held_at = -1;
@@ -765,15 +771,9 @@ static void step_out_of_phase(rd_learner_t *a, rd_learner_t *b, rdt_batch_t *bb,
  * decides on the second one; if alone still wins, it goes alone. */
 static void test_tuning_second_team_trial(void **state) {
   (void)state;
-  const uint32_t q[] = {64, 64};
   rd_learner_config_t c;
-  rdt_dqn_config(&c, 4, 2, 2, q);
-  c.max_batch = 512;
   rd_learner_t one, two;
-  c.threads = 1;
-  make(&one, &c);
-  c.threads = 2;
-  make(&two, &c);
+  make_tuning_pair(&c, &one, &two);
   rdt_batch_t bb;
   rdt_batch_make(&bb, &c, 256, 77);
   step_out_of_phase(&one, &two, &bb, 0); /* the first team trial */
