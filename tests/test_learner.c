@@ -680,6 +680,19 @@ static void make_tuning_pair(rd_learner_config_t *c, rd_learner_t *one, rd_learn
   make(two, c);
 }
 
+/* Steps a and b on batch bb until b's tuning leaves `phase` (bounded: a
+ * trial lasts RD_LEARNER_TUNE_TRIAL_S), checking they agree. */
+static void step_out_of_phase(rd_learner_t *a, rd_learner_t *b, rdt_batch_t *bb, uint32_t phase) {
+  static float ta[512], tb[512];
+  double t0 = rd_clock_now();
+  while (b->tune.phase == phase) {
+    assert_true(rd_clock_now() - t0 < 60.0);
+    assert_int_equal(rd_learner_step(a, &bb->b, ta, NULL, NULL), RD_OK);
+    assert_int_equal(rd_learner_step(b, &bb->b, tb, NULL, NULL), RD_OK);
+    assert_memory_equal(ta, tb, bb->b.n * sizeof ta[0]);
+  }
+}
+
 /* Thread tuning (learner.h): a 2-thread learner runs a trial with its team,
  * one alone, then holds the faster mode; weights stay bit-identical to a
  * 1-thread learner through every switch, and a new batch size restarts the
@@ -726,11 +739,9 @@ static void test_thread_tuning(void **state) {
   /* ...and stepping for the hold's length starts the next trial (one
    * steps too, so that the weights still compare below). */
   double t_start = rd_clock_now();
-  while (two.tune.phase == 2 && rd_clock_now() - t_start < hold + 2.0) {
-    assert_int_equal(rd_learner_step(&one, &bb.b, td1, NULL, NULL), RD_OK);
-    assert_int_equal(rd_learner_step(&two, &bb.b, td2, NULL, NULL), RD_OK);
-  }
+  step_out_of_phase(&one, &two, &bb, 2);
   assert_int_equal(two.tune.phase, 0);
+  assert_true(rd_clock_now() - t_start < hold + 2.0);
   assert_true(rd_clock_now() - t_start >= hold * 0.9);
   rdt_batch_free(&bb);
   /* A new batch size: a new trial, with the team first. */
@@ -751,19 +762,6 @@ static void test_thread_tuning(void **state) {
   free(b.bytes);
   rd_learner_free(&one);
   rd_learner_free(&two);
-}
-
-/* Steps a and b on batch bb until b's tuning leaves `phase` (bounded: a
- * trial lasts RD_LEARNER_TUNE_TRIAL_S), checking they agree. */
-static void step_out_of_phase(rd_learner_t *a, rd_learner_t *b, rdt_batch_t *bb, uint32_t phase) {
-  static float ta[512], tb[512];
-  double t0 = rd_clock_now();
-  while (b->tune.phase == phase) {
-    assert_true(rd_clock_now() - t0 < 60.0);
-    assert_int_equal(rd_learner_step(a, &bb->b, ta, NULL, NULL), RD_OK);
-    assert_int_equal(rd_learner_step(b, &bb->b, tb, NULL, NULL), RD_OK);
-    assert_memory_equal(ta, tb, bb->b.n * sizeof ta[0]);
-  }
 }
 
 /* A team trial that lost clearly (as one run while a pipeline fills) is

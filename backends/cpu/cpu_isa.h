@@ -1,6 +1,6 @@
 /* cpu_isa.h - which kernel variant a CPU backend runs (the sum tree's, the
- * GEMM's, vpow's and philox_fill's): the best instruction set this CPU has, unless an environment
- * variable names one. A variant the CPU cannot run is ignored rather than
+ * GEMM's, vpow's and philox_fill's): the best instruction set this CPU
+ * has, unless an environment variable names one. A variant the CPU cannot run is ignored rather than
  * trapping. Every such kernel table lists its variants in the order of
  * RD_CPU_ISA_NAMES: generic, avx2, avx512 (the last two on x86-64 only).
  * Header-only. */

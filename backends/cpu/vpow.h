@@ -14,8 +14,8 @@
  * underflow) is libm's pow. The result is a function of (x, y) alone: the
  * same bits whichever instruction set ran it (a fused multiply-add only
  * where it yields an exact product's error term, which the generic variant
- * computes exactly without one; cpu_isa.h picks the variant), so a table computes the same leaves and
- * weights on every x86-64 machine. rd_vpow1 is one item of rd_vpow.
+ * computes exactly without one; cpu_isa.h picks the variant), so a table
+ * computes the same leaves and weights on every x86-64 machine. rd_vpow1 is one item of rd_vpow.
  */
 #ifndef RD_VPOW_H
 #define RD_VPOW_H
