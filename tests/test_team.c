@@ -1,6 +1,6 @@
 /* test_team.c - the learner's thread team (backends/cpu/team.h): every task
  * of every job runs exactly once, whoever claims it; jobs back to back and
- * after the workers fell asleep; solo runs; idle work; bad sizes. Run under TSan in CI
+ * after the workers fell asleep; solo runs; idle work; home tasks; bad sizes. Run under TSan in CI
  * (scripts/test TSAN_TESTS). */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -9,8 +9,10 @@
 #include <cmocka.h>
 #include <stdatomic.h>
 #include <string.h>
+#include <pthread.h>
 #include <time.h>
 
+#include "rd_clock.h"
 #include "team.h"
 #include "rdt_main.h"
 
@@ -132,6 +134,65 @@ static void test_idle_work(void **state) {
   rd_team_set_idle(NULL, idle_fn, NULL); /* no team: nothing */
 }
 
+/* Home tasks (team.c): task q of a job runs on thread q % threads (the
+ * caller is thread 0) when every thread is there to claim it. The tasks
+ * here meet in rounds of `threads`: a task of round g waits until every
+ * task of rounds 0..g has started, so a thread that is inside one cannot
+ * take another, and no thread is free to take someone else's task while
+ * its owner is slow; the caller leaves each round last. With tickets
+ * alone, the workers took the caller's tasks of the next round. */
+typedef struct {
+  uint32_t threads;
+  _Atomic uint32_t started, timed_out;
+  pthread_t ran[MAX_TASKS];
+} meet_t;
+
+static void meet_task(void *arg, uint32_t task) {
+  meet_t *m = arg;
+  atomic_fetch_add(&m->started, 1);
+  const uint32_t need = (task / m->threads + 1) * m->threads;
+  double t0 = rd_clock_now();
+  while (atomic_load(&m->started) < need)
+    if (rd_clock_now() - t0 > 10.0) {
+      atomic_store(&m->timed_out, 1);
+      break;
+    }
+  m->ran[task] = pthread_self();
+  if (task % m->threads == 0) { /* the caller's task: leave late */
+    struct timespec ts = {0, 1000000};
+    nanosleep(&ts, NULL);
+  }
+}
+
+static void test_home_tasks(void **state) {
+  (void)state;
+  for (uint32_t threads = 2; threads <= 3; threads++) {
+    rd_team_t *t = NULL;
+    assert_int_equal(rd_team_create(&t, threads, NULL), RD_OK);
+    pthread_t home[MAX_TASKS];
+    for (int j = 0; j < 300; j++) {
+      meet_t m;
+      memset(&m, 0, sizeof m);
+      m.threads = threads;
+      const uint32_t n = threads * (1 + (uint32_t)j % 3);
+      rd_team_run(t, 0, n, meet_task, &m);
+      if (atomic_load(&m.timed_out))
+        fail_msg("%u threads, job %d: a task waited 10 s for the others", threads, j);
+      if (j == 0)
+        for (uint32_t r = 0; r < threads; r++) home[r] = m.ran[r];
+      assert_true(pthread_equal(home[0], pthread_self()));
+      for (uint32_t q = 0; q < n; q++)
+        if (!pthread_equal(m.ran[q], home[q % threads]))
+          fail_msg("%u threads, job %d: task %u ran off its home thread", threads, j, q);
+      if (j % 100 == 99) { /* and after the workers fell asleep */
+        struct timespec ts = {0, 2 * (long)RD_TEAM_SPIN_US * 1000};
+        nanosleep(&ts, NULL);
+      }
+    }
+    rd_team_destroy(t);
+  }
+}
+
 static void test_bad_sizes(void **state) {
   (void)state;
   rd_team_t *t = (rd_team_t *)&t;
@@ -148,4 +209,5 @@ RDT_MAIN(NULL, NULL,
          cmocka_unit_test(test_every_task_once),
          cmocka_unit_test(test_solo_and_null),
          cmocka_unit_test(test_idle_work),
+         cmocka_unit_test(test_home_tasks),
          cmocka_unit_test(test_bad_sizes))

@@ -10,6 +10,17 @@
  * because the ticket carries another job number, so a stale descriptor is
  * never run. The caller starts the next job only when done == n, so every
  * counted task belongs to the current job.
+ *
+ * Home tasks. Each of the first min(n, 32) tasks has a home thread: task
+ * q is thread q % threads's (the caller is thread 0, worker i thread
+ * i + 1). It is claimed by setting bit q of `home`, a word that carries
+ * the job number as the ticket does, and the ticket starts after the
+ * homes. A thread claims its own home tasks first, then tickets, then any
+ * home task still unclaimed (a late or sleeping thread's). Why: the
+ * learner's shards and replicas then run on the same thread step after
+ * step, so their buffers stay in one core's cache (team.h); with tickets
+ * alone the first thread to look took task 0, and a shard's buffers moved
+ * between cores in about a third of the steps.
  */
 #define _GNU_SOURCE
 #include "team.h"
@@ -38,8 +49,16 @@ typedef struct {
   _Atomic uint32_t n;
 } job_t;
 
+#define TEAM_HOMES 32u /* tasks with a home thread, at most: bits of `home` */
+
+typedef struct {
+  struct rd_team *t;
+  uint32_t self; /* thread index: 0 is the caller */
+} worker_arg_t;
+
 struct rd_team {
   uint32_t threads;
+  _Atomic uint64_t home;   /* job << 32 | bit r: home task r claimed (or absent) */
   _Atomic uint64_t ticket; /* job << 32 | next task */
   _Atomic uint32_t done;   /* tasks of the current job finished */
   _Atomic uint32_t gen;    /* futex word: bumped per job and at stop */
@@ -52,6 +71,7 @@ struct rd_team {
   _Atomic uint32_t in_idle; /* workers between looking at idle_fn and leaving it */
   job_t slot[2];
   pthread_t th[RD_TEAM_MAX_THREADS];
+  worker_arg_t warg[RD_TEAM_MAX_THREADS];
   uint32_t started;
 };
 
@@ -63,15 +83,32 @@ static void futex_wake_all(_Atomic uint32_t *w) {
   syscall(SYS_futex, (uint32_t *)w, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
 }
 
+/* Claim home task q of job `job`: 0 if it is taken or the job is over. */
+static int claim_home(rd_team_t *t, uint32_t job, uint32_t q) {
+  uint64_t h = atomic_load_explicit(&t->home, memory_order_acquire);
+  const uint64_t bit = (uint64_t)1 << q;
+  while ((uint32_t)(h >> 32) == job && !(h & bit))
+    if (atomic_compare_exchange_weak_explicit(&t->home, &h, h | bit, memory_order_acq_rel,
+                                              memory_order_acquire))
+      return 1;
+  return 0;
+}
+
 /* Claim and run tasks of the job the ticket names now, until none is
- * left. */
-static void work(rd_team_t *t) {
+ * left: thread self's home task, tickets, then others' home tasks. */
+static void work(rd_team_t *t, uint32_t self) {
   uint64_t tk = atomic_load_explicit(&t->ticket, memory_order_acquire);
   const uint32_t job = (uint32_t)(tk >> 32);
   const job_t *j = &t->slot[job & 1];
   rd_team_fn fn = atomic_load_explicit(&j->fn, memory_order_relaxed);
   void *arg = atomic_load_explicit(&j->arg, memory_order_relaxed);
   uint32_t n = atomic_load_explicit(&j->n, memory_order_relaxed);
+  const uint32_t homes = n < TEAM_HOMES ? n : TEAM_HOMES;
+  for (uint32_t q = self; q < homes; q += t->threads)
+    if (claim_home(t, job, q)) {
+      fn(arg, q);
+      atomic_fetch_add_explicit(&t->done, 1, memory_order_release);
+    }
   /* A failed CAS reloads tk: stop as soon as it names another job, whose
    * descriptor we have not read. */
   while ((uint32_t)(tk >> 32) == job && (uint32_t)tk < n) {
@@ -82,6 +119,11 @@ static void work(rd_team_t *t) {
     atomic_fetch_add_explicit(&t->done, 1, memory_order_release);
     tk = atomic_load_explicit(&t->ticket, memory_order_acquire);
   }
+  for (uint32_t q = 0; q < homes; q++)
+    if (claim_home(t, job, q)) {
+      fn(arg, q);
+      atomic_fetch_add_explicit(&t->done, 1, memory_order_release);
+    }
 }
 
 /* One offer of idle work; 1 if it did some. in_idle is raised before
@@ -97,8 +139,11 @@ static int idle_once(rd_team_t *t) {
 }
 
 static void *worker_main(void *p) {
-  rd_team_t *t = p;
-  uint32_t seen = atomic_load_explicit(&t->gen, memory_order_acquire);
+  const worker_arg_t *wa = p;
+  rd_team_t *t = wa->t;
+  /* gen's value at create, not now: a worker that starts after the first
+   * job was published still joins it. */
+  uint32_t seen = 0;
   for (;;) {
     /* Spin for a while for the next job, then sleep on gen. */
     uint64_t until = rd_clock_now_ns() + (uint64_t)RD_TEAM_SPIN_US * 1000u;
@@ -123,7 +168,7 @@ static void *worker_main(void *p) {
     }
     if (atomic_load_explicit(&t->stop, memory_order_relaxed)) break;
     seen = g;
-    work(t);
+    work(t, wa->self);
     while (atomic_load_explicit(&t->gen, memory_order_acquire) == seen &&
            !atomic_load_explicit(&t->stop, memory_order_relaxed) && idle_once(t)) {
     }
@@ -142,10 +187,13 @@ int rd_team_create(rd_team_t **out, uint32_t threads, rd_error_t *err) {
   /* An empty job 0 in slot 0, so a worker that looks before the first job
    * finds nothing to claim. */
   atomic_init(&t->ticket, 0);
+  atomic_init(&t->home, ~(uint64_t)0 >> 32); /* job 0: every home taken */
   atomic_init(&t->slot[0].n, 0);
   atomic_init(&t->slot[1].n, 0);
   for (uint32_t i = 0; i + 1 < threads; i++) {
-    if (pthread_create(&t->th[i], NULL, worker_main, t) != 0) {
+    t->warg[i].t = t;
+    t->warg[i].self = i + 1;
+    if (pthread_create(&t->th[i], NULL, worker_main, &t->warg[i]) != 0) {
       rd_team_destroy(t);
       return rd_error_set(err, RD_EINTERNAL, "cannot start a learner team thread");
     }
@@ -176,8 +224,13 @@ void rd_team_run(rd_team_t *t, int solo, uint32_t n, rd_team_fn fn, void *arg) {
   atomic_store_explicit(&j->arg, arg, memory_order_relaxed);
   atomic_store_explicit(&j->n, n, memory_order_relaxed);
   atomic_store_explicit(&t->done, 0, memory_order_relaxed);
-  /* release: a worker that acquires the new ticket sees the descriptor. */
-  atomic_store_explicit(&t->ticket, (uint64_t)job << 32, memory_order_release);
+  /* Homes past n are set as taken; the tickets start after the homes. */
+  const uint32_t homes = n < TEAM_HOMES ? n : TEAM_HOMES;
+  const uint64_t absent = ~(uint64_t)0 >> 32 << homes & 0xffffffffu;
+  atomic_store_explicit(&t->home, (uint64_t)job << 32 | absent, memory_order_relaxed);
+  /* release: a worker that acquires the new ticket sees the descriptor and
+   * the homes. */
+  atomic_store_explicit(&t->ticket, (uint64_t)job << 32 | homes, memory_order_release);
   atomic_fetch_add_explicit(&t->gen, 1, memory_order_seq_cst);
   /* One wake per sleep: on this project's VMs a futex wake costs the waker
    * about 30 us and the sleeper may take a scheduler tick (4 ms) to run;
@@ -187,7 +240,7 @@ void rd_team_run(rd_team_t *t, int solo, uint32_t n, rd_team_fn fn, void *arg) {
   if (atomic_load_explicit(&t->sleepers, memory_order_seq_cst) > 0 &&
       !atomic_exchange_explicit(&t->wake_pending, 1, memory_order_relaxed))
     futex_wake_all(&t->gen);
-  work(t);
+  work(t, 0);
   /* Wait for tasks the workers started: short (one task at most each). */
   while (atomic_load_explicit(&t->done, memory_order_acquire) < n) cpu_relax();
 }
