@@ -657,13 +657,16 @@ static void determinism_case(const rd_learner_config_t *c, size_t n, int steps) 
 static void test_determinism(void **state) {
   (void)state;
   /* Shapes whose products and loops take the threaded paths (papers/001
-   * Table III sizes), and a small one that stays serial. */
+   * Table III sizes: DQN and the small DDPG on replicas, the large DDPG on
+   * one copy), and a small one that stays serial. */
   const uint32_t q[] = {64, 64}, big[] = {256, 256}, eight[] = {8, 8};
   rd_learner_config_t c;
   rdt_dqn_config(&c, 4, 2, 2, q);
   determinism_case(&c, 2048, 3);
   rdt_ddpg_config(&c, 11, 3, 2, big, 2, big);
   determinism_case(&c, 512, 2);
+  rdt_ddpg_config(&c, 4, 1, 2, q, 2, q); /* small enough for replicas (learner.h) */
+  determinism_case(&c, 512, 3);
   rdt_ddpg_config(&c, 4, 1, 2, eight, 2, eight);
   determinism_case(&c, 64, 5);
 }
@@ -806,6 +809,147 @@ static void test_tuning_second_team_trial(void **state) {
   rdt_batch_free(&bb);
   rd_learner_free(&one);
   rd_learner_free(&two);
+}
+
+/* A sharded step's update (learner.c: the blocks over the team, or the
+ * replicas) is the whole-network calls' (nn.h): from the state before the
+ * step and the gradients it left (summed and clipped), one
+ * rd_mlp_adam_step and rd_mlp_polyak (or the target rule's copy) give its
+ * weights, moments and targets bit for bit; the clip took the gradients
+ * to the clip norm. */
+static void whole_calls_case(const rd_learner_config_t *c0, uint32_t threads, size_t n) {
+  rd_learner_config_t c = *c0;
+  c.threads = threads;
+  c.max_batch = (uint32_t)n;
+  c.grad_clip = 0.01; /* below any norm here: every step clips */
+  rd_learner_t l;
+  make(&l, &c);
+  rdt_batch_t bb;
+  rdt_batch_make(&bb, &c, n, 5);
+  assert_int_equal(rd_learner_step(&l, &bb.b, NULL, NULL, NULL), RD_OK);
+  rd_mlp_t before[4];
+  for (int i = 0; i < l.n_nets; i++) {
+    rd_mlp_config_t mc;
+    rd_mlp_config_default(&mc);
+    mc.spec = l.net[i].spec;
+    mc.max_batch = 1;
+    mc.inference_only = !l.net[i].trainable;
+    assert_int_equal(rd_mlp_init(&before[i], &mc, NULL), RD_OK);
+    const size_t bytes = l.net[i].n_params * sizeof(float);
+    memcpy(before[i].params, l.net[i].params, bytes);
+    if (l.net[i].trainable) {
+      memcpy(before[i].adam_m, l.net[i].adam_m, bytes);
+      memcpy(before[i].adam_v, l.net[i].adam_v, bytes);
+      before[i].adam_t = l.net[i].adam_t;
+    }
+  }
+  rd_step_stats_t st;
+  rdt_batch_free(&bb);
+  rdt_batch_make(&bb, &c, n, 6);
+  assert_int_equal(rd_learner_step(&l, &bb.b, NULL, &st, NULL), RD_OK);
+  assert_true(st.grad_norm > c.grad_clip);
+  for (int i = 0; i < l.n_nets; i += 2) { /* the online networks; i + 1 their targets */
+    rd_mlp_t *m = &before[i], *t = &before[i + 1];
+    const size_t bytes = m->n_params * sizeof(float);
+    memcpy(m->grads, l.net[i].grads, bytes);
+    const double norm = rd_mlp_grad_norm(m);
+    assert_true(fabs(norm - c.grad_clip) <= 1e-4 * c.grad_clip);
+    rd_adam_config_t a;
+    rd_adam_config_default(&a);
+    a.lr = c.algo == RD_ALGO_DDPG && i == 2 ? c.critic_lr : c.lr;
+    assert_int_equal(rd_mlp_adam_step(m, &a, NULL), RD_OK);
+    if (c.target_period == 0)
+      assert_int_equal(rd_mlp_polyak(t, m, c.tau, NULL), RD_OK);
+    else if (l.steps % c.target_period == 0)
+      assert_int_equal(rd_mlp_copy_params(t, m, NULL), RD_OK);
+    assert_memory_equal(m->params, l.net[i].params, bytes);
+    assert_memory_equal(m->adam_m, l.net[i].adam_m, bytes);
+    assert_memory_equal(m->adam_v, l.net[i].adam_v, bytes);
+    assert_int_equal(m->adam_t, l.net[i].adam_t);
+    assert_memory_equal(t->params, l.net[i + 1].params, bytes);
+  }
+  for (int i = 0; i < l.n_nets; i++) rd_mlp_free(&before[i]);
+  rdt_batch_free(&bb);
+  rd_learner_free(&l);
+}
+
+static void test_sharded_update_whole_calls(void **state) {
+  (void)state;
+  const uint32_t q[] = {64, 64}, big[] = {256, 256};
+  rd_learner_config_t c;
+  rdt_dqn_config(&c, 4, 2, 2, q);
+  whole_calls_case(&c, 1, 256); /* blocks, on the caller */
+  whole_calls_case(&c, 2, 256); /* replicas */
+  c.target_period = 2; /* the second step copies the target */
+  whole_calls_case(&c, 1, 256);
+  whole_calls_case(&c, 2, 256);
+  c.target_period = 3; /* and the second of three keeps it */
+  whole_calls_case(&c, 1, 256);
+  whole_calls_case(&c, 2, 256);
+  rdt_ddpg_config(&c, 4, 1, 2, q, 2, q);
+  c.critic_lr = 2e-3;
+  whole_calls_case(&c, 2, 256); /* replicas, two online networks */
+  rdt_ddpg_config(&c, 11, 3, 2, big, 2, big);
+  c.critic_lr = 2e-3;
+  whole_calls_case(&c, 2, 256); /* blocks over the team */
+}
+
+/* Replicas (learner.h): a 2-thread learner's team steps run on copies of
+ * its networks. A state loaded into it, or parameters written directly
+ * and announced with rd_learner_params_changed, reach every copy before
+ * the next team step, so it keeps agreeing bit for bit with a 1-thread
+ * learner given the same. */
+static void steps_agree(rd_learner_t *a, rd_learner_t *b, rdt_batch_t *bb, int steps) {
+  static float ta[512], tb[512];
+  for (int k = 0; k < steps; k++) {
+    assert_int_equal(rd_learner_step(a, &bb->b, ta, NULL, NULL), RD_OK);
+    assert_int_equal(rd_learner_step(b, &bb->b, tb, NULL, NULL), RD_OK);
+    assert_memory_equal(ta, tb, bb->b.n * sizeof ta[0]);
+  }
+}
+
+static void test_replicas_follow_loads(void **state) {
+  (void)state;
+  rd_learner_config_t c, oc;
+  rd_learner_t one, two, other;
+  make_tuning_pair(&c, &one, &two);
+  oc = c;
+  oc.threads = 1;
+  oc.seed = c.seed + 99;
+  make(&other, &oc);
+  rdt_batch_t bb;
+  rdt_batch_make(&bb, &c, 256, 41);
+  steps_agree(&one, &two, &bb, 3);
+  /* Another learner's state, loaded into both. */
+  assert_int_equal(rd_learner_step(&other, &bb.b, NULL, NULL, NULL), RD_OK);
+  const size_t len = rd_learner_state_bytes(&other);
+  uint8_t *buf = malloc(len);
+  size_t written = 0;
+  assert_int_equal(rd_learner_state_save(&other, buf, len, &written, NULL), RD_OK);
+  assert_int_equal(rd_learner_state_load(&one, buf, written, NULL), RD_OK);
+  assert_int_equal(rd_learner_state_load(&two, buf, written, NULL), RD_OK);
+  steps_agree(&one, &two, &bb, 3);
+  /* Parameters written directly, then announced. */
+  rd_learner_t *ls[2] = {&one, &two};
+  for (int i = 0; i < 2; i++) {
+    float *p = rd_mlp_params(&ls[i]->net[0]);
+    for (size_t k = 0; k < rd_mlp_n_params(&ls[i]->net[0]); k++) p[k] *= 0.5f;
+    rd_learner_params_changed(ls[i]);
+  }
+  steps_agree(&one, &two, &bb, 3);
+  /* Every step above ran on the team (its first trial lasts longer). */
+  assert_int_equal(two.tune.phase, 0);
+  assert_int_equal(two.tune.threads, 2);
+  snap_t a = snapshot(&one), b = snapshot(&two);
+  assert_int_equal(a.len, b.len);
+  assert_memory_equal(a.bytes, b.bytes, a.len);
+  free(a.bytes);
+  free(b.bytes);
+  free(buf);
+  rdt_batch_free(&bb);
+  rd_learner_free(&one);
+  rd_learner_free(&two);
+  rd_learner_free(&other);
 }
 
 /* ------------------------------------------------------------------ */
@@ -1112,6 +1256,8 @@ RDT_MAIN(NULL, NULL,
          cmocka_unit_test(test_determinism),
          cmocka_unit_test(test_thread_tuning),
          cmocka_unit_test(test_tuning_second_team_trial),
+      cmocka_unit_test(test_replicas_follow_loads),
+      cmocka_unit_test(test_sharded_update_whole_calls),
          cmocka_unit_test(test_config_errors),
          cmocka_unit_test(test_batch_errors),
          cmocka_unit_test(test_nonfinite_steps),

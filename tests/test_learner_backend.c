@@ -879,6 +879,47 @@ static void test_fpga_backend_pipeline(void **state) {
   wl_free(&w);
 }
 
+/* The CPU backend's policy_load into a learner with a team (threads 2,
+ * batches of two shards: replicas, learner.h) reaches every copy of its
+ * networks: its steps after the load agree bit for bit with a 1-thread
+ * backend given the same policy. */
+static void test_cpu_policy_load_team(void **state) {
+  (void)state;
+  const uint32_t h[] = {64, 64};
+  rd_learner_config_t c, oc;
+  rdt_dqn_config(&c, 4, 2, 2, h);
+  c.max_batch = 256;
+  c.threads = 1;
+  oc = c;
+  oc.seed = c.seed + 7;
+  rd_learner_backend_t one, two, other;
+  backend_init_ok(&one, &rd_learner_ops_cpu, &c);
+  backend_init_ok(&other, &rd_learner_ops_cpu, &oc);
+  c.threads = 2;
+  backend_init_ok(&two, &rd_learner_ops_cpu, &c);
+  rdt_batch_t bb;
+  rdt_batch_make(&bb, &c, 256, 3);
+  static float ta[256], tb[256];
+  static uint8_t pol[1 << 16];
+  rd_error_t err;
+  for (int round = 0; round < 2; round++) {
+    if (round == 1) { /* another learner's policy, into both */
+      size_t lp = backend_save(&other, pol, sizeof pol);
+      assert_int_equal(one.ops->policy_load(&one, pol, lp, &err), RD_OK);
+      assert_int_equal(two.ops->policy_load(&two, pol, lp, &err), RD_OK);
+    }
+    for (int k = 0; k < 3; k++) {
+      assert_int_equal(one.ops->step(&one, &bb.b, ta, NULL, &err), RD_OK);
+      assert_int_equal(two.ops->step(&two, &bb.b, tb, NULL, &err), RD_OK);
+      assert_memory_equal(ta, tb, sizeof ta);
+    }
+  }
+  rdt_batch_free(&bb);
+  rd_learner_backend_destroy(&one);
+  rd_learner_backend_destroy(&two);
+  rd_learner_backend_destroy(&other);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_mark_unknown),
@@ -891,6 +932,7 @@ int main(void) {
       cmocka_unit_test(test_fpga_backend_limits),
       cmocka_unit_test(test_fpga_backend_pipeline),
       cmocka_unit_test(test_fpga_state),
+      cmocka_unit_test(test_cpu_policy_load_team),
   };
   return cmocka_run_group_tests(tests, rdt_quiet_setup, rdt_quiet_teardown); /* the fallbacks' error lines show */
 }

@@ -890,6 +890,77 @@ static void test_target_updates(void **state) {
   free(old);
 }
 
+/* The update in pieces (nn.h: rd_mlp_adam_begin, rd_mlp_clip_begin,
+ * rd_mlp_polyak_begin and their ranges): ranges that cover the parameters
+ * once, in any order, starting at multiples of 16 but of any length, give
+ * the bits of the whole-network calls; the begins check as those do and
+ * change nothing on an error. */
+static void test_update_in_ranges(void **state) {
+  (void)state;
+  const rd_nn_spec_t s = {3, {4, 64, 64, 2}, {RD_NN_RELU, RD_NN_RELU, RD_NN_IDENTITY}};
+  rd_mlp_t a, b, ta, tb;
+  make_net_and_copy(&a, &ta, &s, 4);
+  make_net_and_copy(&b, &tb, &s, 4);
+  const size_t n = a.n_params, bytes = n * sizeof(float);
+  assert_int_equal(n % 16, 2); /* 4610: the last range ends off a vector */
+  rdt_fill(a.grads, n, 11, -30.0f, 30.0f);
+  rdt_fill(a.adam_m, n, 12, -0.1f, 0.1f);
+  rdt_fill(a.adam_v, n, 13, 0.0f, 0.1f);
+  memcpy(b.grads, a.grads, bytes);
+  memcpy(b.adam_m, a.adam_m, bytes);
+  memcpy(b.adam_v, a.adam_v, bytes);
+  const size_t cut[] = {0, 16, 1040, 2048, 4096, 4608, n}; /* ranges, run last first */
+  const size_t n_cut = sizeof cut / sizeof cut[0];
+  for (int step = 0; step < 3; step++) {
+    double na, nb;
+    float scale;
+    assert_int_equal(rd_mlp_clip_grad_norm(&a, 1.0, &na, NULL), RD_OK);
+    assert_int_equal(rd_mlp_clip_begin(&b, 1.0, &nb, &scale, NULL), RD_OK);
+    assert_true(na == nb && scale > 0.0f); /* the gradients are far above 1 */
+    for (size_t k = n_cut - 1; k > 0; k--) rd_mlp_scale_grads_range(&b, scale, cut[k - 1], cut[k]);
+    assert_memory_equal(a.grads, b.grads, bytes);
+    rd_adam_config_t c;
+    rd_adam_config_default(&c);
+    rd_adam_coef_t k;
+    assert_int_equal(rd_mlp_adam_step(&a, &c, NULL), RD_OK);
+    assert_int_equal(rd_mlp_adam_begin(&b, &c, &k, NULL), RD_OK);
+    for (size_t r = n_cut - 1; r > 0; r--) rd_mlp_adam_range(&b, &k, cut[r - 1], cut[r]);
+    assert_memory_equal(a.params, b.params, bytes);
+    assert_memory_equal(a.adam_m, b.adam_m, bytes);
+    assert_memory_equal(a.adam_v, b.adam_v, bytes);
+    assert_int_equal(a.adam_t, b.adam_t);
+    assert_int_equal(rd_mlp_polyak(&ta, &a, 0.005, NULL), RD_OK);
+    assert_int_equal(rd_mlp_polyak_begin(&tb, &b, 0.005, NULL), RD_OK);
+    for (size_t r = n_cut - 1; r > 0; r--) rd_mlp_polyak_range(&tb, &b, 0.005, cut[r - 1], cut[r]);
+    assert_memory_equal(ta.params, tb.params, bytes);
+    rdt_fill(a.grads, n, 20 + (uint64_t)step, -30.0f, 30.0f);
+    memcpy(b.grads, a.grads, bytes);
+  }
+  /* Within the clip norm: no scaling. */
+  double nrm;
+  float scale = -1.0f;
+  assert_int_equal(rd_mlp_clip_begin(&b, 1e9, &nrm, &scale, NULL), RD_OK);
+  assert_true(scale == 0.0f && nrm > 0);
+  /* Errors change nothing, Adam's step count included. */
+  rd_error_t err;
+  rd_adam_config_t bad;
+  rd_adam_config_default(&bad);
+  bad.lr = -1;
+  rd_adam_coef_t k;
+  const uint64_t t = b.adam_t;
+  assert_int_equal(rd_mlp_adam_begin(&b, &bad, &k, &err), RD_EINVAL);
+  assert_int_equal(b.adam_t, t);
+  assert_int_equal(rd_mlp_adam_begin(&tb, &bad, &k, &err), RD_EINVAL); /* inference only */
+  assert_int_equal(rd_mlp_polyak_begin(&tb, &b, 0.0, &err), RD_EINVAL);
+  assert_int_equal(rd_mlp_clip_begin(&b, -1.0, &nrm, &scale, &err), RD_EINVAL);
+  b.grads[7] = NAN;
+  assert_int_equal(rd_mlp_clip_begin(&b, 1.0, &nrm, &scale, &err), RD_ERANGE);
+  rd_mlp_free(&a);
+  rd_mlp_free(&b);
+  rd_mlp_free(&ta);
+  rd_mlp_free(&tb);
+}
+
 /* ---- determinism ---- */
 
 /* n steps of forward, Huber, backward, clip, Adam, Polyak on a fixed data
@@ -1106,6 +1177,7 @@ RDT_MAIN(NULL, NULL,
          cmocka_unit_test(test_adam_no_denormal_moments),
          cmocka_unit_test(test_clip_grad_norm),
          cmocka_unit_test(test_target_updates),
+         cmocka_unit_test(test_update_in_ranges),
          cmocka_unit_test(test_determinism_single_thread),
          cmocka_unit_test(test_determinism_across_threads),
          cmocka_unit_test(test_fit_sine),

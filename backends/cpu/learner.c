@@ -57,6 +57,12 @@ typedef struct {
   rd_mlp_t view[RD_LEARNER_MAX_SHARDS][4];
   uint32_t n_views; /* shards with views: 0 if max_batch < 2 shard rows */
   rd_team_t *team;  /* NULL at config.threads 1 */
+  /* Replicas (learner.h): rep[r][i], r in [1, n_reps), a copy of net[i]
+   * (replica 0 is net[] itself); n_reps 1: none. */
+  rd_mlp_t rep[RD_LEARNER_MAX_SHARDS][4];
+  uint32_t n_reps;
+  int reps_fresh;    /* every replica equals net[] */
+  uint32_t views_on; /* the views read replicas [0, views_on): shard k reads k % views_on */
 } scratch_t;
 
 enum { NET_Q = 0, NET_Q_TARGET = 1 };
@@ -210,7 +216,7 @@ static void scratch_free(scratch_t *s) {
   if (s == NULL) return;
   rd_team_destroy(s->team);
   for (uint32_t k = 0; k < RD_LEARNER_MAX_SHARDS; k++)
-    for (int i = 0; i < 4; i++) rd_mlp_free(&s->view[k][i]);
+    for (int i = 0; i < 4; i++) rd_mlp_free(&s->view[k][i]), rd_mlp_free(&s->rep[k][i]);
   free(s->y);
   free(s->q);
   free(s->dq);
@@ -250,6 +256,34 @@ static int make_pair(rd_learner_t *l, int online, const rd_nn_spec_t *spec, uint
   if (rc) return rc;
   l->n_nets = online + 2;
   return rd_mlp_copy_params(&l->net[online + 1], &l->net[online], err);
+}
+
+static size_t trainable_params(const rd_learner_t *l) {
+  size_t n = 0;
+  for (int i = 0; i < l->n_nets; i++)
+    if (l->net[i].trainable) n += l->net[i].n_params;
+  return n;
+}
+
+/* Replicas 1..reps-1 of every network: networks of one row (only their
+ * parameters, gradients and Adam state are used), synced before their
+ * first team step (sync_replicas). */
+static int make_replicas(rd_learner_t *l, uint32_t reps, rd_error_t *err) {
+  scratch_t *s = l->scratch;
+  for (uint32_t r = 1; r < reps; r++)
+    for (int i = 0; i < l->n_nets; i++) {
+      rd_mlp_config_t mc;
+      rd_mlp_config_default(&mc);
+      mc.spec = l->net[i].spec;
+      mc.max_batch = 1;
+      mc.threads = 1;
+      mc.inference_only = !l->net[i].trainable;
+      int rc = rd_mlp_init(&s->rep[r][i], &mc, err);
+      if (rc) return rc;
+    }
+  s->n_reps = reps;
+  s->reps_fresh = 0;
+  return RD_OK;
 }
 
 int rd_learner_init(rd_learner_t *l, const rd_learner_config_t *c, rd_error_t *err) {
@@ -304,9 +338,13 @@ int rd_learner_init(rd_learner_t *l, const rd_learner_config_t *c, rd_error_t *e
       for (int i = 0; i < l->n_nets && rc == RD_OK; i++)
         rc = rd_mlp_init_view(&s->view[k][i], &l->net[i], (uint32_t)rows, l->net[i].trainable,
                               err);
+    s->n_reps = 1;
+    s->views_on = 1;
     if (rc == RD_OK && l->config.threads > 1) {
       uint32_t t = l->config.threads < s->n_views ? l->config.threads : s->n_views;
       if (t > 1) rc = rd_team_create(&s->team, t, err);
+      if (rc == RD_OK && t > 1 && trainable_params(l) <= RD_LEARNER_REPLICATE_MAX)
+        rc = make_replicas(l, t, err);
     }
     if (rc) {
       rd_learner_free(l);
@@ -406,7 +444,13 @@ int rd_learner_state_load(rd_learner_t *l, const void *buf, size_t len, rd_error
     off += 8 + (size_t)n;
   }
   memcpy(&l->steps, p + 16, 8);
+  rd_learner_params_changed(l);
   return RD_OK;
+}
+
+void rd_learner_params_changed(rd_learner_t *l) {
+  scratch_t *s = l->scratch;
+  if (s != NULL) s->reps_fresh = 0;
 }
 
 /* A CPU learner of c at batch 1: the carrier of the arrays' format. */
@@ -561,10 +605,13 @@ static void td_stats(size_t n, const float *q, const float *y, float *td, rd_ste
 
 /* The norm check (and clip) of one network's gradients before any update:
  * RD_ERANGE if the norm is not finite. *norm receives it (before clipping). */
-static int check_and_clip(rd_mlp_t *m, double clip, const char *who, double *norm,
-                          rd_error_t *err) {
+/* The checked norm of m's gradients, and the factor that clips them (0:
+ * none; clip 0: never). */
+static int grad_norm_checked(rd_mlp_t *m, double clip, const char *who, double *norm,
+                             float *scale, rd_error_t *err) {
+  *scale = 0.0f;
   if (clip > 0) {
-    int rc = rd_mlp_clip_grad_norm(m, clip, norm, err);
+    int rc = rd_mlp_clip_begin(m, clip, norm, scale, err);
     if (rc == RD_ERANGE)
       return rd_error_set(err, RD_ERANGE, "%s gradient norm is not finite; step skipped", who);
     return rc;
@@ -573,6 +620,14 @@ static int check_and_clip(rd_mlp_t *m, double clip, const char *who, double *nor
   if (!isfinite(*norm))
     return rd_error_set(err, RD_ERANGE, "%s gradient norm is %g; step skipped", who, *norm);
   return RD_OK;
+}
+
+static int check_and_clip(rd_mlp_t *m, double clip, const char *who, double *norm,
+                          rd_error_t *err) {
+  float scale;
+  int rc = grad_norm_checked(m, clip, who, norm, &scale, err);
+  if (rc == RD_OK && scale != 0.0f) rd_mlp_scale_grads_range(m, scale, 0, m->n_params);
+  return rc;
 }
 
 /* Hard copy every target_period successful steps, else Polyak with tau.
@@ -619,11 +674,27 @@ typedef struct {
   /* Gradient reduction: tasks are (network, block of RED_BLOCK params). */
   int red_net[2];
   uint32_t red_blocks[2];
+  /* The update (PH_UPDATE): tasks are (network red_net[w], block of
+   * UPD_BLOCK params): the clip's scaling (scale 0: none), Adam, then the
+   * target's move, all on the block. */
+  uint32_t upd_blocks[2];
+  float upd_scale[2];
+  rd_adam_coef_t upd_adam[2];
+  int upd_target[2];
+  int upd_mode; /* UPD_POLYAK, UPD_COPY or UPD_KEEP (no target move this step) */
+  /* The replicas' update (PH_REPLICAS): task r updates replica r and
+   * leaves its norms here. */
+  double rep_norm[RD_LEARNER_MAX_SHARDS][2];
 } sharded_t;
 
-#define RED_BLOCK 4096u
+#define RED_BLOCK 1024u
+/* Small enough that a small network's update splits over two threads
+ * (CartPole's Q network has 4610 parameters); a multiple of 64, so each
+ * block starts where Adam's vector code would (nn.h: rd_mlp_adam_range). */
+#define UPD_BLOCK 1024u
 
-enum { PH_DQN, PH_TARGETS_AND_Q, PH_BACKWARD, PH_REDUCE };
+enum { PH_DQN, PH_TARGETS_AND_Q, PH_BACKWARD, PH_REDUCE, PH_UPDATE, PH_REPLICAS };
+enum { UPD_POLYAK, UPD_COPY, UPD_KEEP };
 
 static size_t shard_lo(const sharded_t *j, uint32_t k) { return j->n * k / j->shards; }
 
@@ -633,6 +704,39 @@ static size_t shard_lo(const sharded_t *j, uint32_t k) { return j->n * k / j->sh
 static rd_mlp_t *shard_net(const sharded_t *j, uint32_t k, int i) {
   scratch_t *s = j->l->scratch;
   return j->shards == 1 ? &j->l->net[i] : &s->view[k][i];
+}
+
+/* Network i of replica r (learner.h: replicas); replica 0 is net[]. */
+static rd_mlp_t *rep_net(rd_learner_t *l, uint32_t r, int i) {
+  scratch_t *s = l->scratch;
+  return r == 0 ? &l->net[i] : &s->rep[r][i];
+}
+
+/* Make every replica equal net[]: parameters, Adam's moments and steps. */
+static void sync_replicas(rd_learner_t *l) {
+  scratch_t *s = l->scratch;
+  for (uint32_t r = 1; r < s->n_reps; r++)
+    for (int i = 0; i < l->n_nets; i++) {
+      const rd_mlp_t *m = &l->net[i];
+      rd_mlp_t *c = &s->rep[r][i];
+      const size_t bytes = m->n_params * sizeof(float);
+      memcpy(c->params, m->params, bytes);
+      if (m->trainable) {
+        memcpy(c->adam_m, m->adam_m, bytes);
+        memcpy(c->adam_v, m->adam_v, bytes);
+        c->adam_t = m->adam_t;
+      }
+    }
+  s->reps_fresh = 1;
+}
+
+/* Point shard k's views at replica k % reps. */
+static void views_read(rd_learner_t *l, uint32_t reps) {
+  scratch_t *s = l->scratch;
+  if (s->views_on == reps) return;
+  for (uint32_t k = 0; k < s->n_views; k++)
+    for (int i = 0; i < l->n_nets; i++) s->view[k][i].params = rep_net(l, k % reps, i)->params;
+  s->views_on = reps;
 }
 
 /* The rows [lo, lo + m) of b, as a batch of its own. */
@@ -759,10 +863,80 @@ static void reduce_block(sharded_t *j, uint32_t task) {
   }
 }
 
+/* An update task (sharded_t: PH_UPDATE). Every step of it is element-wise,
+ * so blocks on any threads give the bits of the whole-network calls. */
+static void update_block(sharded_t *j, uint32_t task) {
+  const int w = task < j->upd_blocks[0] ? 0 : 1;
+  const uint32_t blk = w ? task - j->upd_blocks[0] : task;
+  rd_mlp_t *m = &j->l->net[j->red_net[w]], *t = &j->l->net[j->upd_target[w]];
+  size_t lo = (size_t)blk * UPD_BLOCK, hi = lo + UPD_BLOCK;
+  if (hi > m->n_params) hi = m->n_params;
+  if (j->upd_scale[w] != 0.0f) rd_mlp_scale_grads_range(m, j->upd_scale[w], lo, hi);
+  rd_mlp_adam_range(m, &j->upd_adam[w], lo, hi);
+  if (j->upd_mode == UPD_POLYAK)
+    rd_mlp_polyak_range(t, m, j->l->config.tau, lo, hi);
+  else if (j->upd_mode == UPD_COPY)
+    memcpy(t->params + lo, m->params + lo, (hi - lo) * sizeof(float));
+}
+
+/* Replica r's whole update (PH_REPLICAS): its gradients, the views' summed
+ * in shard order as reduce_block sums them; the norms and their checks;
+ * then the clip, Adam and the target as the unsharded path does them. Every
+ * replica computes the same bits, so all fail or none does, and nothing
+ * moves in a replica that fails. */
+static int replica_update(sharded_t *j, uint32_t r, rd_error_t *err) {
+  rd_learner_t *l = j->l;
+  const rd_learner_config_t *c = &l->config;
+  scratch_t *s = l->scratch;
+  const int dqn = c->algo == RD_ALGO_DQN;
+  float scale[2] = {0.0f, 0.0f};
+  for (int w = 0; w < 2; w++) {
+    const int net = j->red_net[w];
+    if (net < 0) continue;
+    rd_mlp_t *m = rep_net(l, r, net);
+    const size_t n = m->n_params;
+    float *g = m->grads;
+    memcpy(g, s->view[0][net].grads, n * sizeof(float));
+    for (uint32_t k = 1; k < j->shards; k++) {
+      const float *v = s->view[k][net].grads;
+#pragma omp simd
+      for (size_t i = 0; i < n; i++) g[i] += v[i];
+    }
+    int rc = grad_norm_checked(m, c->grad_clip, w ? "actor" : dqn ? "Q network" : "critic",
+                               &j->rep_norm[r][w], &scale[w], err);
+    if (rc) return rc;
+  }
+  for (int w = 0; w < 2; w++) {
+    const int net = j->red_net[w];
+    if (net < 0) continue;
+    rd_mlp_t *m = rep_net(l, r, net), *t = rep_net(l, r, j->upd_target[w]);
+    const rd_adam_config_t adam = adam_with_lr(w == 0 && !dqn ? c->critic_lr : c->lr);
+    rd_adam_coef_t k;
+    int rc = rd_mlp_adam_begin(m, &adam, &k, err);
+    if (rc) return rc;
+    if (scale[w] != 0.0f) rd_mlp_scale_grads_range(m, scale[w], 0, m->n_params);
+    rd_mlp_adam_range(m, &k, 0, m->n_params);
+    if (j->upd_mode != UPD_KEEP && (rc = rd_mlp_polyak_begin(t, m, c->tau, err))) return rc;
+    if (j->upd_mode == UPD_POLYAK)
+      rd_mlp_polyak_range(t, m, c->tau, 0, m->n_params);
+    else if (j->upd_mode == UPD_COPY)
+      memcpy(t->params, m->params, m->n_params * sizeof(float));
+  }
+  return RD_OK;
+}
+
 static void shard_task(void *arg, uint32_t task) {
   sharded_t *j = arg;
+  if (j->phase == PH_REPLICAS) {
+    j->rc[task] = replica_update(j, task, &j->err[task]);
+    return;
+  }
   if (j->phase == PH_REDUCE) {
     reduce_block(j, task);
+    return;
+  }
+  if (j->phase == PH_UPDATE) {
+    update_block(j, task);
     return;
   }
   j->rc[task] = j->l->config.algo == RD_ALGO_DQN ? dqn_shard(j, task, &j->err[task])
@@ -798,6 +972,76 @@ static void reduce_grads(sharded_t *j, int solo) {
   rd_team_run(s->team, solo, j->red_blocks[0] + j->red_blocks[1], shard_task, j);
 }
 
+/* The weight update of a sharded step, after reduce_grads: the norms and
+ * their checks first (nothing moves if one fails; Adam's and Polyak's
+ * arguments were checked at init), then the clip, Adam and
+ * the targets as a team job over blocks of the parameters, so that the
+ * serial part of the step does not grow with the network and the blocks
+ * move on the cores that will read them next. The same bits as the
+ * unsharded path's whole-network calls (update_block). */
+static int update_sharded(sharded_t *j, rd_step_stats_t *st, int solo, rd_error_t *err) {
+  rd_learner_t *l = j->l;
+  const rd_learner_config_t *c = &l->config;
+  const int dqn = c->algo == RD_ALGO_DQN;
+  double actor_norm;
+  int rc;
+  j->upd_target[0] = dqn ? NET_Q_TARGET : NET_CRITIC_TARGET;
+  j->upd_target[1] = NET_ACTOR_TARGET;
+  if ((rc = grad_norm_checked(&l->net[j->red_net[0]], c->grad_clip, dqn ? "Q network" : "critic",
+                              &st->grad_norm, &j->upd_scale[0], err)))
+    return rc;
+  j->upd_scale[1] = 0.0f;
+  if (!dqn && (rc = grad_norm_checked(&l->net[NET_ACTOR], c->grad_clip, "actor", &actor_norm,
+                                      &j->upd_scale[1], err)))
+    return rc;
+  const uint64_t step = l->steps + 1;
+  j->upd_mode = c->target_period == 0 ? UPD_POLYAK
+                : step % c->target_period == 0 ? UPD_COPY : UPD_KEEP;
+  for (int w = 0; w < 2; w++) {
+    j->upd_blocks[w] = 0;
+    if (j->red_net[w] < 0) continue;
+    rd_mlp_t *m = &l->net[j->red_net[w]];
+    const rd_adam_config_t adam = adam_with_lr(w == 0 && !dqn ? c->critic_lr : c->lr);
+    if ((rc = rd_mlp_adam_begin(m, &adam, &j->upd_adam[w], err))) return rc;
+    if (j->upd_mode != UPD_KEEP &&
+        (rc = rd_mlp_polyak_begin(&l->net[j->upd_target[w]], m, c->tau, err)))
+      return rc;
+    j->upd_blocks[w] = (uint32_t)((m->n_params + UPD_BLOCK - 1) / UPD_BLOCK);
+  }
+  scratch_t *s = l->scratch;
+  j->phase = PH_UPDATE;
+  rd_team_run(s->team, solo, j->upd_blocks[0] + j->upd_blocks[1], shard_task, j);
+  return RD_OK;
+}
+
+/* The weight update of a sharded team step on replicas (learner.h): one
+ * job, a task per replica. */
+static int update_replicas(sharded_t *j, rd_step_stats_t *st, rd_error_t *err) {
+  rd_learner_t *l = j->l;
+  const rd_learner_config_t *c = &l->config;
+  scratch_t *s = l->scratch;
+  const int dqn = c->algo == RD_ALGO_DQN;
+  j->red_net[0] = dqn ? NET_Q : NET_CRITIC;
+  j->red_net[1] = dqn ? -1 : NET_ACTOR;
+  j->upd_target[0] = dqn ? NET_Q_TARGET : NET_CRITIC_TARGET;
+  j->upd_target[1] = NET_ACTOR_TARGET;
+  const uint64_t step = l->steps + 1;
+  j->upd_mode = c->target_period == 0 ? UPD_POLYAK
+                : step % c->target_period == 0 ? UPD_COPY : UPD_KEEP;
+  for (uint32_t r = 0; r < s->n_reps; r++) {
+    j->rc[r] = RD_OK;
+    rd_error_clear(&j->err[r]);
+  }
+  j->phase = PH_REPLICAS;
+  rd_team_run(s->team, 0, s->n_reps, shard_task, j);
+  if (j->rc[0] != RD_OK) {
+    if (err) *err = j->err[0];
+    return j->rc[0];
+  }
+  st->grad_norm = j->rep_norm[0][0];
+  return RD_OK;
+}
+
 /* One gradient step (learner.h): forward passes per shard, the loss over
  * the whole batch, backward passes per shard, the shards' gradients summed
  * in order (none to sum for one shard), then the norm checks (and clip),
@@ -813,6 +1057,13 @@ static int train_step(rd_learner_t *l, const rd_batch_t *b, float *td, rd_step_s
   j.b = b;
   j.n = n;
   j.shards = rd_learner_shards(n);
+  /* Replicas: a team step runs on them, synced first if anything else
+   * moved net[], and keeps them equal (update_replicas); any other step
+   * moves net[] alone. */
+  const int on_reps = j.shards > 1 && !solo && s->n_reps > 1;
+  if (on_reps && !s->reps_fresh) sync_replicas(l);
+  if (!on_reps) s->reps_fresh = 0;
+  if (j.shards > 1) views_read(l, on_reps ? s->n_reps : 1);
   int rc = run_shards(&j, dqn ? PH_DQN : PH_TARGETS_AND_Q, solo, err);
   if (rc) return rc;
   if (dqn) { /* the shards ran the backward passes too (dqn_shard) */
@@ -835,7 +1086,11 @@ static int train_step(rd_learner_t *l, const rd_batch_t *b, float *td, rd_step_s
     if (!isfinite(st->actor_loss))
       return rd_error_set(err, RD_ERANGE, "DDPG actor loss is %g; step skipped", st->actor_loss);
   }
-  if (j.shards > 1) reduce_grads(&j, solo);
+  if (on_reps) return update_replicas(&j, st, err);
+  if (j.shards > 1) {
+    reduce_grads(&j, solo);
+    return update_sharded(&j, st, solo, err);
+  }
 
   if (dqn) {
     rd_mlp_t *q = &l->net[NET_Q], *qt = &l->net[NET_Q_TARGET];

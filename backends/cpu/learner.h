@@ -59,6 +59,22 @@
  * on one core and the step synchronises three times (DQN twice). Smaller batches keep
  * the unsharded step, whose products may still use OpenMP threads.
  *
+ * Replicas. With a team of T threads and at most RD_LEARNER_REPLICATE_MAX
+ * trainable parameters, the learner keeps T copies of its networks
+ * (parameters, targets, Adam state): copy 0 is net[], and shard k reads
+ * copy k % T. A team step ends in one job of T tasks, each of which sums
+ * the shards' gradients into its copy and runs the norms, the clip, Adam
+ * and the targets on it, with the same arithmetic as the one-copy path, so
+ * the copies stay bit-identical. Why: with one copy, the core that updates
+ * the weights owns their cache lines and every other core fetches them
+ * back at the next forward pass; on a small network that traffic and the
+ * serial update cost more than the update itself (docs/benchmarks.md,
+ * "Replicas"). Larger networks update one copy, split in blocks over the
+ * team. Steps off the team (alone, unsharded) move net[] only, and the
+ * copies are synced from it before the next team step. Code that writes
+ * net[]'s parameters or Adam state directly, not through these calls, must
+ * call rd_learner_params_changed before the next step.
+ *
  * Thread tuning. So that threads > 1 never makes a learner slower than one
  * thread, a learner with config.threads > 1 times its steps both ways: a
  * trial of at least RD_LEARNER_TUNE_STEPS steps and RD_LEARNER_TUNE_TRIAL_S
@@ -98,6 +114,7 @@
 #define RD_LEARNER_TUNE_STEPS 16
 #define RD_LEARNER_SHARD_ROWS 128u
 #define RD_LEARNER_MAX_SHARDS 8u
+#define RD_LEARNER_REPLICATE_MAX 32768u /* trainable parameters; replicas below (above) */
 #define RD_LEARNER_TUNE_HOLD_S 2.0
 #define RD_LEARNER_TUNE_CLOSE 0.10 /* within 10%: a close call */
 #define RD_LEARNER_TUNE_RETRY_S 0.2
@@ -255,6 +272,10 @@ int rd_learner_state_save(const rd_learner_t *l, void *buf, size_t cap, size_t *
                           rd_error_t *err);
 int rd_learner_state_check(const rd_learner_t *l, const void *buf, size_t len, rd_error_t *err);
 int rd_learner_state_load(rd_learner_t *l, const void *buf, size_t len, rd_error_t *err);
+
+/* net[] was written directly (above: Replicas): the copies are synced from
+ * it before the next team step. */
+void rd_learner_params_changed(rd_learner_t *l);
 
 /* The same format for a learner whose state lives elsewhere (a device's
  * buffers), as host arrays per network (the index of net[]: 0 Q / actor,

@@ -41,8 +41,9 @@ static int cpu_policy_load(rd_learner_backend_t *b, const void *buf, size_t len,
                            rd_error_t *err) {
   rd_learner_t *l = b->impl;
   int rc = rd_mlp_load(&l->net[0], buf, len, err);
-  if (rc) return rc;
-  return rd_mlp_copy_params(&l->net[1], &l->net[0], err);
+  if (rc == RD_OK) rc = rd_mlp_copy_params(&l->net[1], &l->net[0], err);
+  rd_learner_params_changed(l);
+  return rc;
 }
 
 static size_t cpu_state_bytes(const rd_learner_backend_t *b) {

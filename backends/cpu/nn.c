@@ -183,13 +183,8 @@ typedef struct {
 typedef void (*kern_fn)(size_t kc, const float *a, ptrdiff_t ars, ptrdiff_t acs, const float *b,
                         ptrdiff_t brs, float *c, ptrdiff_t rsc, const tile_epi_t *e);
 
-/* Adam's per-parameter constants (rd_mlp_adam_step). */
-typedef struct {
-  float b1, b2, g1, g2, step, inv_sqrt_bc2, eps;
-} adam_coef_t;
-
 typedef void (*adam_fn)(size_t n, float *p, const float *g, float *m, float *v,
-                        const adam_coef_t *c);
+                        const rd_adam_coef_t *c);
 typedef struct gemm gemm_t;
 typedef void (*narrow_fn)(const gemm_t *g, const float *bp);
 typedef void (*dot_fn)(const gemm_t *g);
@@ -315,7 +310,7 @@ RD_GEMM_KERNEL(kern_rows_avx512, RD_AVX512, rd_v16, 16, 12, A_ROWS)
 
 #define RD_ADAM_KERNEL(ISA, ATTR, V, W, SQRT)                                               \
   ATTR static void adam_##ISA(size_t n, float *p, const float *g, float *m, float *v,        \
-                              const adam_coef_t *c) {                                       \
+                              const rd_adam_coef_t *c) {                                       \
     float tp[W], tg[W], tm[W], tv[W];                                                       \
     for (size_t i = 0; i < n; i += (W)) {                                                   \
       const int whole = i + (W) <= n;                                                       \
@@ -349,7 +344,7 @@ RD_ADAM_KERNEL(avx2, __attribute__((target("avx2,fma"))), rd_v8, 8, _mm256_sqrt_
 RD_ADAM_KERNEL(avx512, RD_AVX512, rd_v16, 16, _mm512_sqrt_ps)
 #else
 static void adam_generic(size_t n, float *p, const float *g, float *m, float *v,
-                         const adam_coef_t *c) {
+                         const rd_adam_coef_t *c) {
   for (size_t i = 0; i < n; i++) {
     float mi = c->b1 * m[i] + c->g1 * g[i], vi = c->b2 * v[i] + c->g2 * g[i] * g[i];
     p[i] -= c->step * mi / (sqrtf(vi) * c->inv_sqrt_bc2 + c->eps);
@@ -1163,7 +1158,8 @@ int rd_mlp_backward_input(rd_mlp_t *m, const float *dy, float *dx, rd_error_t *e
 
 /* ---- optimizer ---- */
 
-int rd_mlp_adam_step(rd_mlp_t *m, const rd_adam_config_t *c, rd_error_t *err) {
+int rd_mlp_adam_begin(rd_mlp_t *m, const rd_adam_config_t *c, rd_adam_coef_t *k,
+                      rd_error_t *err) {
   if (!m->trainable || m->view)
     return rd_error_set(err, RD_EINVAL, "Adam step on an inference-only network or a view");
   if (!(isfinite(c->lr) && c->lr > 0))
@@ -1176,15 +1172,28 @@ int rd_mlp_adam_step(rd_mlp_t *m, const rd_adam_config_t *c, rd_error_t *err) {
   uint64_t t = ++m->adam_t;
   /* Bias corrections in double: 1 - b^t underflows float precision early. */
   double bc1 = 1.0 - pow(c->beta1, (double)t), bc2 = 1.0 - pow(c->beta2, (double)t);
-  const adam_coef_t k = {(float)c->beta1,         (float)c->beta2,
-                         (float)(1.0 - c->beta1), (float)(1.0 - c->beta2),
-                         (float)(c->lr / bc1),    (float)(1.0 / sqrt(bc2)),
-                         (float)c->eps};
-  const adam_fn adam = m->kernel->adam;
+  const rd_adam_coef_t kk = {(float)c->beta1,         (float)c->beta2,
+                             (float)(1.0 - c->beta1), (float)(1.0 - c->beta2),
+                             (float)(c->lr / bc1),    (float)(1.0 / sqrt(bc2)),
+                             (float)c->eps};
+  *k = kk;
+  m->fwd_batch = 0;
+  return RD_OK;
+}
+
+void rd_mlp_adam_range(rd_mlp_t *m, const rd_adam_coef_t *k, size_t lo, size_t hi) {
+  if (hi > lo)
+    m->kernel->adam(hi - lo, m->params + lo, m->grads + lo, m->adam_m + lo, m->adam_v + lo, k);
+}
+
+int rd_mlp_adam_step(rd_mlp_t *m, const rd_adam_config_t *c, rd_error_t *err) {
+  rd_adam_coef_t k;
+  int rc = rd_mlp_adam_begin(m, c, &k, err);
+  if (rc) return rc;
   const size_t n = m->n_params;
   int nt = n >= RD_MLP_OMP_MIN ? team_size(m) : 1;
   if (nt <= 1) {
-    adam(n, m->params, m->grads, m->adam_m, m->adam_v, &k);
+    rd_mlp_adam_range(m, &k, 0, n);
   } else {
     uint64_t t0 = rd_clock_now_ns(), own = 0;
     /* Ranges start at multiples of 64, so every parameter sees the same
@@ -1194,13 +1203,11 @@ int rd_mlp_adam_step(rd_mlp_t *m, const rd_adam_config_t *c, rd_error_t *err) {
       size_t me = (size_t)omp_get_thread_num(), T = (size_t)omp_get_num_threads();
       size_t blocks = (n + 63) / 64, lo = blocks * me / T * 64, hi = blocks * (me + 1) / T * 64;
       if (hi > n) hi = n;
-      if (hi > lo)
-        adam(hi - lo, m->params + lo, m->grads + lo, m->adam_m + lo, m->adam_v + lo, &k);
+      rd_mlp_adam_range(m, &k, lo, hi);
       if (me == 0) own = rd_clock_now_ns();
     }
     team_done(t0, own);
   }
-  m->fwd_batch = 0;
   return RD_OK;
 }
 
@@ -1222,7 +1229,8 @@ double rd_mlp_grad_norm(const rd_mlp_t *m) {
   return sqrt(part[0]);
 }
 
-int rd_mlp_clip_grad_norm(rd_mlp_t *m, double max_norm, double *norm, rd_error_t *err) {
+int rd_mlp_clip_begin(rd_mlp_t *m, double max_norm, double *norm, float *scale,
+                      rd_error_t *err) {
   if (!m->trainable || m->view)
     return rd_error_set(err, RD_EINVAL, "clipping an inference-only network or a view");
   if (!(isfinite(max_norm) && max_norm > 0))
@@ -1232,8 +1240,24 @@ int rd_mlp_clip_grad_norm(rd_mlp_t *m, double max_norm, double *norm, rd_error_t
   if (!isfinite(nrm))
     return rd_error_set(err, RD_ERANGE, "gradient norm is %g; skip this step", nrm);
   if (norm != NULL) *norm = nrm;
-  if (nrm > max_norm) {
-    const float scale = (float)(max_norm / (nrm + 1e-6));
+  *scale = nrm > max_norm ? (float)(max_norm / (nrm + 1e-6)) : 0.0f;
+  return RD_OK;
+}
+
+/* The range calls run the same element-wise expressions as the whole-network
+ * ones; nn.c is built without FMA contraction, so vector and scalar lanes
+ * give the same bits and so does any split. */
+void rd_mlp_scale_grads_range(rd_mlp_t *m, float scale, size_t lo, size_t hi) {
+  float *restrict g = m->grads;
+#pragma omp simd
+  for (size_t i = lo; i < hi; i++) g[i] *= scale;
+}
+
+int rd_mlp_clip_grad_norm(rd_mlp_t *m, double max_norm, double *norm, rd_error_t *err) {
+  float scale;
+  int rc = rd_mlp_clip_begin(m, max_norm, norm, &scale, err);
+  if (rc) return rc;
+  if (scale != 0.0f) {
     float *g = m->grads;
     RD_MLP_FOR(m, m->n_params, { g[i] *= scale; });
   }
@@ -1257,16 +1281,30 @@ int rd_mlp_copy_params(rd_mlp_t *dst, const rd_mlp_t *src, rd_error_t *err) {
   return RD_OK;
 }
 
-int rd_mlp_polyak(rd_mlp_t *dst, const rd_mlp_t *src, double tau, rd_error_t *err) {
+int rd_mlp_polyak_begin(rd_mlp_t *dst, const rd_mlp_t *src, double tau, rd_error_t *err) {
   int rc = same_spec(dst, src, err);
   if (rc) return rc;
   if (!(tau > 0 && tau <= 1))
     return rd_error_set(err, RD_EINVAL, "Polyak tau must be in (0, 1], not %g", tau);
+  dst->fwd_batch = 0;
+  return RD_OK;
+}
+
+void rd_mlp_polyak_range(rd_mlp_t *dst, const rd_mlp_t *src, double tau, size_t lo, size_t hi) {
+  const float t = (float)tau, keep = (float)(1.0 - tau);
+  float *restrict d = dst->params;
+  const float *restrict s = src->params;
+#pragma omp simd
+  for (size_t i = lo; i < hi; i++) d[i] = t * s[i] + keep * d[i];
+}
+
+int rd_mlp_polyak(rd_mlp_t *dst, const rd_mlp_t *src, double tau, rd_error_t *err) {
+  int rc = rd_mlp_polyak_begin(dst, src, tau, err);
+  if (rc) return rc;
   const float t = (float)tau, keep = (float)(1.0 - tau);
   float *restrict d = dst->params;
   const float *restrict s = src->params;
   RD_MLP_FOR(dst, dst->n_params, { d[i] = t * s[i] + keep * d[i]; });
-  dst->fwd_batch = 0;
   return RD_OK;
 }
 

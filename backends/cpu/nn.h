@@ -187,6 +187,20 @@ int rd_mlp_backward_input(rd_mlp_t *m, const float *dy, float *dx, rd_error_t *e
  * hyperparameters or an inference-only network; changes nothing then. */
 int rd_mlp_adam_step(rd_mlp_t *m, const rd_adam_config_t *c, rd_error_t *err);
 
+/* Adam in pieces, for a caller that splits the parameters over its own
+ * threads (the learner's team updates the blocks it has just summed).
+ * rd_mlp_adam_begin checks c as rd_mlp_adam_step does (same errors, nothing
+ * changed then), counts the step and sets *k; rd_mlp_adam_range then moves
+ * the parameters [lo, hi). Ranges that cover [0, n_params) once each, every
+ * lo a multiple of 16, in any order and on any threads, give the bits of
+ * one rd_mlp_adam_step. Ranges are not checked. */
+typedef struct {
+  float b1, b2, g1, g2, step, inv_sqrt_bc2, eps;
+} rd_adam_coef_t;
+int rd_mlp_adam_begin(rd_mlp_t *m, const rd_adam_config_t *c, rd_adam_coef_t *k,
+                      rd_error_t *err);
+void rd_mlp_adam_range(rd_mlp_t *m, const rd_adam_coef_t *k, size_t lo, size_t hi);
+
 /* Global L2 norm of the gradients, accumulated in double in a fixed order. */
 double rd_mlp_grad_norm(const rd_mlp_t *m);
 
@@ -198,11 +212,24 @@ double rd_mlp_grad_norm(const rd_mlp_t *m);
  * the step). */
 int rd_mlp_clip_grad_norm(rd_mlp_t *m, double max_norm, double *norm, rd_error_t *err);
 
+/* Clipping in pieces (as Adam above): rd_mlp_clip_begin computes and checks
+ * the norm as rd_mlp_clip_grad_norm does, without scaling, and sets *scale
+ * to the factor it would apply, or 0 when the norm is within max_norm;
+ * rd_mlp_scale_grads_range(m, scale, lo, hi) then scales [lo, hi). */
+int rd_mlp_clip_begin(rd_mlp_t *m, double max_norm, double *norm, float *scale,
+                      rd_error_t *err);
+void rd_mlp_scale_grads_range(rd_mlp_t *m, float scale, size_t lo, size_t hi);
+
 /* Target networks. Hard: dst = src. Polyak: dst = tau src + (1 - tau) dst,
  * tau in (0, 1]. Only parameters move (not Adam state). RD_EINVAL if the
  * specs differ or tau is out of range. */
 int rd_mlp_copy_params(rd_mlp_t *dst, const rd_mlp_t *src, rd_error_t *err);
 int rd_mlp_polyak(rd_mlp_t *dst, const rd_mlp_t *src, double tau, rd_error_t *err);
+
+/* Polyak in pieces (as Adam above): rd_mlp_polyak_begin checks as
+ * rd_mlp_polyak does; rd_mlp_polyak_range then averages [lo, hi). */
+int rd_mlp_polyak_begin(rd_mlp_t *dst, const rd_mlp_t *src, double tau, rd_error_t *err);
+void rd_mlp_polyak_range(rd_mlp_t *dst, const rd_mlp_t *src, double tau, size_t lo, size_t hi);
 
 /* The parameters in the flat weight format (rd_nn_spec.h). Save: errors of
  * rd_nn_flat_write. Load: the buffer's spec must equal m's (RD_EINVAL);
