@@ -603,10 +603,9 @@ static void td_stats(size_t n, const float *q, const float *y, float *td, rd_ste
   st->td_abs_max = mx;
 }
 
-/* The norm check (and clip) of one network's gradients before any update:
- * RD_ERANGE if the norm is not finite. *norm receives it (before clipping). */
-/* The checked norm of m's gradients, and the factor that clips them (0:
- * none; clip 0: never). */
+/* The norm check of one network's gradients before any update: RD_ERANGE
+ * if the norm is not finite. *norm receives it (before clipping), *scale
+ * the factor that clips them (0: none; clip 0: never). */
 static int grad_norm_checked(rd_mlp_t *m, double clip, const char *who, double *norm,
                              float *scale, rd_error_t *err) {
   *scale = 0.0f;
@@ -622,6 +621,7 @@ static int grad_norm_checked(rd_mlp_t *m, double clip, const char *who, double *
   return RD_OK;
 }
 
+/* The check, and the clip applied. */
 static int check_and_clip(rd_mlp_t *m, double clip, const char *who, double *norm,
                           rd_error_t *err) {
   float scale;
@@ -687,10 +687,9 @@ typedef struct {
   double rep_norm[RD_LEARNER_MAX_SHARDS][2];
 } sharded_t;
 
+/* Reduction and update blocks: enough tasks that a late thread's share is
+ * small; the update's a multiple of 16 (nn.h: rd_mlp_adam_range). */
 #define RED_BLOCK 1024u
-/* Small enough that a small network's update splits over two threads
- * (CartPole's Q network has 4610 parameters); a multiple of 64, so each
- * block starts where Adam's vector code would (nn.h: rd_mlp_adam_range). */
 #define UPD_BLOCK 1024u
 
 enum { PH_DQN, PH_TARGETS_AND_Q, PH_BACKWARD, PH_REDUCE, PH_UPDATE, PH_REPLICAS };

@@ -56,7 +56,8 @@
  * holds. Why: splitting each product's outputs over threads sends every
  * layer's activations across cores (a cache line round trip each) and
  * synchronises once per product; a shard keeps its rows
- * on one core and the step synchronises three times (DQN twice). Smaller batches keep
+ * on one core and the step synchronises twice for DQN and three times for
+ * DDPG (once more with the update in blocks, below). Smaller batches keep
  * the unsharded step, whose products may still use OpenMP threads.
  *
  * Replicas. With a team of T threads and at most RD_LEARNER_REPLICATE_MAX

@@ -18,9 +18,9 @@
  * homes. A thread claims its own home tasks first, then tickets, then any
  * home task still unclaimed (a late or sleeping thread's). Why: the
  * learner's shards and replicas then run on the same thread step after
- * step, so their buffers stay in one core's cache (team.h); with tickets
- * alone the first thread to look took task 0, and a shard's buffers moved
- * between cores in about a third of the steps.
+ * step, so their buffers stay in one core's cache; with tickets
+ * alone the first thread to look took task 0, and the learner's shards
+ * swapped cores in about a fifth of its steps.
  */
 #define _GNU_SOURCE
 #include "team.h"

@@ -6,10 +6,13 @@
  * another process is busy), and a region's end waits for every team
  * thread to arrive, late or not, which is long against a small network's
  * step. Here:
- *  - the calling thread takes part, and tasks are claimed one at a time
- *    from a shared counter, so a late worker costs nothing: the caller
- *    simply runs the tasks the worker did not claim, and waits only for
- *    tasks a worker already started;
+ *  - the calling thread takes part, and tasks are claimed one at a time,
+ *    so a late worker costs nothing: the caller simply runs the tasks the
+ *    worker did not claim, and waits only for tasks a worker already
+ *    started. Task q < 32 goes first to thread q % threads (its home; the
+ *    caller is thread 0), so a job of one task per thread runs each task
+ *    on the same thread from job to job, and the data a task leaves in its
+ *    core's cache is there for the same task of the next job;
  *  - a worker spins for RD_TEAM_SPIN_US after its last task before it
  *    sleeps on a futex, so the phases of one step, and consecutive steps,
  *    find it awake; an idle learner's workers sleep.
