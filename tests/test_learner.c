@@ -952,6 +952,38 @@ static void test_replicas_follow_loads(void **state) {
   rd_learner_free(&other);
 }
 
+/* While the team has idle work (a pipeline's sampler, rd_learner_set_idle)
+ * the learner updates one copy in blocks, leaving the cycles a second
+ * copy's update would take to that work; without it, replicas again,
+ * synced from the steps between. Every step agrees with one thread. */
+static int no_work(void *arg) {
+  (void)arg;
+  return 0;
+}
+
+static void test_replicas_off_with_idle_work(void **state) {
+  (void)state;
+  rd_learner_config_t c;
+  rd_learner_t one, two;
+  make_tuning_pair(&c, &one, &two);
+  rdt_batch_t bb;
+  rdt_batch_make(&bb, &c, 256, 43);
+  steps_agree(&one, &two, &bb, 2);
+  rd_learner_set_idle(&two, no_work, NULL);
+  steps_agree(&one, &two, &bb, 3);
+  rd_learner_set_idle(&two, NULL, NULL);
+  steps_agree(&one, &two, &bb, 3);
+  assert_int_equal(two.tune.phase, 0); /* all on the team */
+  assert_int_equal(two.tune.threads, 2);
+  snap_t a = snapshot(&one), b = snapshot(&two);
+  assert_memory_equal(a.bytes, b.bytes, a.len);
+  free(a.bytes);
+  free(b.bytes);
+  rdt_batch_free(&bb);
+  rd_learner_free(&one);
+  rd_learner_free(&two);
+}
+
 /* ------------------------------------------------------------------ */
 /* Errors                                                              */
 /* ------------------------------------------------------------------ */
@@ -1257,6 +1289,7 @@ RDT_MAIN(NULL, NULL,
          cmocka_unit_test(test_thread_tuning),
          cmocka_unit_test(test_tuning_second_team_trial),
       cmocka_unit_test(test_replicas_follow_loads),
+      cmocka_unit_test(test_replicas_off_with_idle_work),
       cmocka_unit_test(test_sharded_update_whole_calls),
          cmocka_unit_test(test_config_errors),
          cmocka_unit_test(test_batch_errors),

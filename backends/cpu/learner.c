@@ -62,6 +62,7 @@ typedef struct {
   rd_mlp_t rep[RD_LEARNER_MAX_SHARDS][4];
   uint32_t n_reps;
   int reps_fresh;    /* every replica equals net[] */
+  int idle_on;       /* the team has idle work (rd_learner_set_idle): no replicas */
   uint32_t views_on; /* the views read replicas [0, views_on): shard k reads k % views_on */
 } scratch_t;
 
@@ -1059,7 +1060,7 @@ static int train_step(rd_learner_t *l, const rd_batch_t *b, float *td, rd_step_s
   /* Replicas: a team step runs on them, synced first if anything else
    * moved net[], and keeps them equal (update_replicas); any other step
    * moves net[] alone. */
-  const int on_reps = j.shards > 1 && !solo && s->n_reps > 1;
+  const int on_reps = j.shards > 1 && !solo && s->n_reps > 1 && !s->idle_on;
   if (on_reps && !s->reps_fresh) sync_replicas(l);
   if (!on_reps) s->reps_fresh = 0;
   if (j.shards > 1) views_read(l, on_reps ? s->n_reps : 1);
@@ -1204,7 +1205,9 @@ void rd_learner_tune_pause(rd_learner_t *l) {
 
 void rd_learner_set_idle(rd_learner_t *l, int (*fn)(void *arg), void *arg) {
   scratch_t *s = l->scratch;
-  if (s != NULL) rd_team_set_idle(s->team, fn, arg);
+  if (s == NULL) return;
+  rd_team_set_idle(s->team, fn, arg);
+  s->idle_on = fn != NULL;
 }
 
 int rd_learner_step(rd_learner_t *l, const rd_batch_t *b, float *td_abs, rd_step_stats_t *st,

@@ -71,8 +71,11 @@
  * back at the next forward pass; on a small network that traffic and the
  * serial update cost more than the update itself (docs/benchmarks.md,
  * "Replicas"). Larger networks update one copy, split in blocks over the
- * team. Steps off the team (alone, unsharded) move net[] only, and the
- * copies are synced from it before the next team step. Code that writes
+ * team, and so does every network while the team has idle work
+ * (rd_learner_set_idle): a pipeline's sampler then uses the cycles a
+ * second copy's update would take. Steps off the replicas (alone,
+ * unsharded, with idle work) move net[] only, and the copies are synced
+ * from it before the next step on them. Code that writes
  * net[]'s parameters or Adam state directly, not through these calls, must
  * call rd_learner_params_changed before the next step.
  *
