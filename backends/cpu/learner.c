@@ -57,6 +57,7 @@ typedef struct {
   rd_mlp_t view[RD_LEARNER_MAX_SHARDS][4];
   uint32_t n_views; /* shards with views: 0 if max_batch < 2 shard rows */
   rd_team_t *team;  /* NULL at config.threads 1 */
+  uint32_t team_threads; /* the team's threads (1: no team) */
   /* Replicas (learner.h): rep[r][i], r in [1, n_reps), a copy of net[i]
    * (replica 0 is net[] itself); n_reps 1: none. */
   rd_mlp_t rep[RD_LEARNER_MAX_SHARDS][4];
@@ -341,9 +342,11 @@ int rd_learner_init(rd_learner_t *l, const rd_learner_config_t *c, rd_error_t *e
                               err);
     s->n_reps = 1;
     s->views_on = 1;
+    s->team_threads = 1;
     if (rc == RD_OK && l->config.threads > 1) {
       uint32_t t = l->config.threads < s->n_views ? l->config.threads : s->n_views;
       if (t > 1) rc = rd_team_create(&s->team, t, err);
+      if (rc == RD_OK && t > 1) s->team_threads = t;
       if (rc == RD_OK && t > 1 && trainable_params(l) <= RD_LEARNER_REPLICATE_MAX)
         rc = make_replicas(l, t, err);
     }
@@ -672,13 +675,13 @@ typedef struct {
   int phase;                            /* which part of the step the tasks run */
   int rc[RD_LEARNER_MAX_SHARDS];
   rd_error_t err[RD_LEARNER_MAX_SHARDS];
-  /* Gradient reduction: tasks are (network, block of RED_BLOCK params). */
+  /* Gradient reduction (PH_REDUCE) and the update (PH_UPDATE): tasks are
+   * (network red_net[w], block of part[w] params), about a team thread's
+   * share (part_size); the update's is the clip's scaling (scale 0: none),
+   * Adam, then the target's move, all on the block. */
   int red_net[2];
-  uint32_t red_blocks[2];
-  /* The update (PH_UPDATE): tasks are (network red_net[w], block of
-   * UPD_BLOCK params): the clip's scaling (scale 0: none), Adam, then the
-   * target's move, all on the block. */
-  uint32_t upd_blocks[2];
+  size_t part[2];
+  uint32_t blocks[2];
   float upd_scale[2];
   rd_adam_coef_t upd_adam[2];
   int upd_target[2];
@@ -688,10 +691,26 @@ typedef struct {
   double rep_norm[RD_LEARNER_MAX_SHARDS][2];
 } sharded_t;
 
-/* Reduction and update blocks: enough tasks that a late thread's share is
- * small; the update's a multiple of 16 (nn.h: rd_mlp_adam_range). */
-#define RED_BLOCK 1024u
-#define UPD_BLOCK 1024u
+/* Parameters per reduction and update block of a network of n: a team
+ * thread's share, a multiple of 64 (nn.h: rd_mlp_adam_range wants 16).
+ * Why shares and not small blocks: with one block per thread, block q is
+ * thread q's every step (team.c: home tasks), so its gradients, Adam
+ * moments and weights stay in that core's cache; small blocks went to
+ * whichever thread came first and moved between the cores. */
+static size_t part_size(size_t n, uint32_t threads) {
+  const size_t p = (n + threads - 1) / threads;
+  return p < 64 ? 64 : (p + 63) / 64 * 64;
+}
+
+/* Network w's blocks for the reduction and the update. */
+static void set_parts(sharded_t *j) {
+  scratch_t *s = j->l->scratch;
+  for (int w = 0; w < 2; w++) {
+    const size_t n = j->red_net[w] < 0 ? 0 : j->l->net[j->red_net[w]].n_params;
+    j->part[w] = part_size(n ? n : 1, s->team_threads);
+    j->blocks[w] = (uint32_t)((n + j->part[w] - 1) / j->part[w]);
+  }
+}
 
 enum { PH_DQN, PH_TARGETS_AND_Q, PH_BACKWARD, PH_REDUCE, PH_UPDATE, PH_REPLICAS };
 enum { UPD_POLYAK, UPD_COPY, UPD_KEEP };
@@ -848,11 +867,11 @@ static int ddpg_shard(sharded_t *j, uint32_t k, rd_error_t *err) {
  * thread adds it). */
 static void reduce_block(sharded_t *j, uint32_t task) {
   scratch_t *s = j->l->scratch;
-  int w = task < j->red_blocks[0] ? 0 : 1;
-  uint32_t blk = w ? task - j->red_blocks[0] : task;
+  int w = task < j->blocks[0] ? 0 : 1;
+  uint32_t blk = w ? task - j->blocks[0] : task;
   const int net = j->red_net[w];
   rd_mlp_t *owner = &j->l->net[net];
-  size_t lo = (size_t)blk * RED_BLOCK, hi = lo + RED_BLOCK;
+  size_t lo = (size_t)blk * j->part[w], hi = lo + j->part[w];
   if (hi > owner->n_params) hi = owner->n_params;
   float *g = owner->grads;
   memcpy(g + lo, s->view[0][net].grads + lo, (hi - lo) * sizeof(float));
@@ -866,10 +885,10 @@ static void reduce_block(sharded_t *j, uint32_t task) {
 /* An update task (sharded_t: PH_UPDATE). Every step of it is element-wise,
  * so blocks on any threads give the bits of the whole-network calls. */
 static void update_block(sharded_t *j, uint32_t task) {
-  const int w = task < j->upd_blocks[0] ? 0 : 1;
-  const uint32_t blk = w ? task - j->upd_blocks[0] : task;
+  const int w = task < j->blocks[0] ? 0 : 1;
+  const uint32_t blk = w ? task - j->blocks[0] : task;
   rd_mlp_t *m = &j->l->net[j->red_net[w]], *t = &j->l->net[j->upd_target[w]];
-  size_t lo = (size_t)blk * UPD_BLOCK, hi = lo + UPD_BLOCK;
+  size_t lo = (size_t)blk * j->part[w], hi = lo + j->part[w];
   if (hi > m->n_params) hi = m->n_params;
   if (j->upd_scale[w] != 0.0f) rd_mlp_scale_grads_range(m, j->upd_scale[w], lo, hi);
   rd_mlp_adam_range(m, &j->upd_adam[w], lo, hi);
@@ -965,11 +984,9 @@ static void reduce_grads(sharded_t *j, int solo) {
   const int dqn = j->l->config.algo == RD_ALGO_DQN;
   j->red_net[0] = dqn ? NET_Q : NET_CRITIC;
   j->red_net[1] = dqn ? -1 : NET_ACTOR;
-  for (int w = 0; w < 2; w++)
-    j->red_blocks[w] = j->red_net[w] < 0 ? 0
-                       : (uint32_t)((j->l->net[j->red_net[w]].n_params + RED_BLOCK - 1) / RED_BLOCK);
   j->phase = PH_REDUCE;
-  rd_team_run(s->team, solo, j->red_blocks[0] + j->red_blocks[1], shard_task, j);
+  set_parts(j);
+  rd_team_run(s->team, solo, j->blocks[0] + j->blocks[1], shard_task, j);
 }
 
 /* The weight update of a sharded step, after reduce_grads: the norms and
@@ -998,7 +1015,6 @@ static int update_sharded(sharded_t *j, rd_step_stats_t *st, int solo, rd_error_
   j->upd_mode = c->target_period == 0 ? UPD_POLYAK
                 : step % c->target_period == 0 ? UPD_COPY : UPD_KEEP;
   for (int w = 0; w < 2; w++) {
-    j->upd_blocks[w] = 0;
     if (j->red_net[w] < 0) continue;
     rd_mlp_t *m = &l->net[j->red_net[w]];
     const rd_adam_config_t adam = adam_with_lr(w == 0 && !dqn ? c->critic_lr : c->lr);
@@ -1006,11 +1022,10 @@ static int update_sharded(sharded_t *j, rd_step_stats_t *st, int solo, rd_error_
     if (j->upd_mode != UPD_KEEP &&
         (rc = rd_mlp_polyak_begin(&l->net[j->upd_target[w]], m, c->tau, err)))
       return rc;
-    j->upd_blocks[w] = (uint32_t)((m->n_params + UPD_BLOCK - 1) / UPD_BLOCK);
   }
   scratch_t *s = l->scratch;
   j->phase = PH_UPDATE;
-  rd_team_run(s->team, solo, j->upd_blocks[0] + j->upd_blocks[1], shard_task, j);
+  rd_team_run(s->team, solo, j->blocks[0] + j->blocks[1], shard_task, j);
   return RD_OK;
 }
 

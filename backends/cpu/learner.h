@@ -70,8 +70,8 @@
  * the weights owns their cache lines and every other core fetches them
  * back at the next forward pass; on a small network that traffic and the
  * serial update cost more than the update itself (docs/benchmarks.md,
- * "Replicas"). Larger networks update one copy, split in blocks over the
- * team, and so does every network while the team has idle work
+ * "Replicas"). Larger networks update one copy, split over the team in
+ * one block per thread, and so does every network while the team has idle work
  * (rd_learner_set_idle): a pipeline's sampler then uses the cycles a
  * second copy's update would take. Steps off the replicas (alone,
  * unsharded, with idle work) move net[] only, and the copies are synced
