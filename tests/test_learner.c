@@ -671,6 +671,15 @@ static void test_determinism(void **state) {
   determinism_case(&c, 64, 5);
 }
 
+/* a and b hold the same weights, moments and step counts. */
+static void same_state(const rd_learner_t *a, const rd_learner_t *b) {
+  snap_t x = snapshot(a), y = snapshot(b);
+  assert_int_equal(x.len, y.len);
+  assert_memory_equal(x.bytes, y.bytes, x.len);
+  free(x.bytes);
+  free(y.bytes);
+}
+
 /* The tuning tests' learners: the same DQN (4-64-64-2, max_batch 512) on
  * one thread and on two; *c is left at two threads. */
 static void make_tuning_pair(rd_learner_config_t *c, rd_learner_t *one, rd_learner_t *two) {
@@ -756,13 +765,9 @@ static void test_thread_tuning(void **state) {
   assert_int_equal(two.tune.phase, 0);
   assert_int_equal(two.tune.batch, 512);
   assert_int_equal(two.tune.threads, 2);
-  snap_t a = snapshot(&one), b = snapshot(&two);
-  assert_int_equal(a.len, b.len);
-  assert_memory_equal(a.bytes, b.bytes, a.len);
+  same_state(&one, &two);
   assert_int_equal(one.tune.phase, 0); /* a 1-thread learner never tunes */
   assert_int_equal(one.tune.count, 0);
-  free(a.bytes);
-  free(b.bytes);
   rd_learner_free(&one);
   rd_learner_free(&two);
 }
@@ -897,8 +902,16 @@ static void test_sharded_update_whole_calls(void **state) {
 /* Replicas (learner.h): a 2-thread learner's team steps run on copies of
  * its networks. A state loaded into it, or parameters written directly
  * and announced with rd_learner_params_changed, reach every copy before
- * the next team step, so it keeps agreeing bit for bit with a 1-thread
- * learner given the same. */
+ * the next team step; while the team has idle work (a pipeline's
+ * sampler, rd_learner_set_idle) it updates one copy in blocks, and the
+ * copies are synced when the idle work goes. Through all of it the
+ * learner agrees bit for bit with a 1-thread learner given the same. */
+static int no_work(void *arg) {
+  (void)arg;
+  return 0;
+}
+
+
 static void steps_agree(rd_learner_t *a, rd_learner_t *b, rdt_batch_t *bb, int steps) {
   static float ta[512], tb[512];
   for (int k = 0; k < steps; k++) {
@@ -908,7 +921,7 @@ static void steps_agree(rd_learner_t *a, rd_learner_t *b, rdt_batch_t *bb, int s
   }
 }
 
-static void test_replicas_follow_loads(void **state) {
+static void test_replicas_follow_changes(void **state) {
   (void)state;
   rd_learner_config_t c, oc;
   rd_learner_t one, two, other;
@@ -937,51 +950,20 @@ static void test_replicas_follow_loads(void **state) {
     rd_learner_params_changed(ls[i]);
   }
   steps_agree(&one, &two, &bb, 3);
+  /* Idle work on, then off again. */
+  rd_learner_set_idle(&two, no_work, NULL);
+  steps_agree(&one, &two, &bb, 3);
+  rd_learner_set_idle(&two, NULL, NULL);
+  steps_agree(&one, &two, &bb, 3);
   /* Every step above ran on the team (its first trial lasts longer). */
   assert_int_equal(two.tune.phase, 0);
   assert_int_equal(two.tune.threads, 2);
-  snap_t a = snapshot(&one), b = snapshot(&two);
-  assert_int_equal(a.len, b.len);
-  assert_memory_equal(a.bytes, b.bytes, a.len);
-  free(a.bytes);
-  free(b.bytes);
+  same_state(&one, &two);
   free(buf);
   rdt_batch_free(&bb);
   rd_learner_free(&one);
   rd_learner_free(&two);
   rd_learner_free(&other);
-}
-
-/* While the team has idle work (a pipeline's sampler, rd_learner_set_idle)
- * the learner updates one copy in blocks, leaving the cycles a second
- * copy's update would take to that work; without it, replicas again,
- * synced from the steps between. Every step agrees with one thread. */
-static int no_work(void *arg) {
-  (void)arg;
-  return 0;
-}
-
-static void test_replicas_off_with_idle_work(void **state) {
-  (void)state;
-  rd_learner_config_t c;
-  rd_learner_t one, two;
-  make_tuning_pair(&c, &one, &two);
-  rdt_batch_t bb;
-  rdt_batch_make(&bb, &c, 256, 43);
-  steps_agree(&one, &two, &bb, 2);
-  rd_learner_set_idle(&two, no_work, NULL);
-  steps_agree(&one, &two, &bb, 3);
-  rd_learner_set_idle(&two, NULL, NULL);
-  steps_agree(&one, &two, &bb, 3);
-  assert_int_equal(two.tune.phase, 0); /* all on the team */
-  assert_int_equal(two.tune.threads, 2);
-  snap_t a = snapshot(&one), b = snapshot(&two);
-  assert_memory_equal(a.bytes, b.bytes, a.len);
-  free(a.bytes);
-  free(b.bytes);
-  rdt_batch_free(&bb);
-  rd_learner_free(&one);
-  rd_learner_free(&two);
 }
 
 /* ------------------------------------------------------------------ */
@@ -1288,8 +1270,7 @@ RDT_MAIN(NULL, NULL,
          cmocka_unit_test(test_determinism),
          cmocka_unit_test(test_thread_tuning),
          cmocka_unit_test(test_tuning_second_team_trial),
-      cmocka_unit_test(test_replicas_follow_loads),
-      cmocka_unit_test(test_replicas_off_with_idle_work),
+      cmocka_unit_test(test_replicas_follow_changes),
       cmocka_unit_test(test_sharded_update_whole_calls),
          cmocka_unit_test(test_config_errors),
          cmocka_unit_test(test_batch_errors),
