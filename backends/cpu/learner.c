@@ -865,15 +865,10 @@ static int ddpg_shard(sharded_t *j, uint32_t k, rd_error_t *err) {
 /* A reduction task: a block of one trainable network's gradients, summed
  * over the shard views in shard order (so the sum does not depend on which
  * thread adds it). */
-static void reduce_block(sharded_t *j, uint32_t task) {
-  scratch_t *s = j->l->scratch;
-  int w = task < j->blocks[0] ? 0 : 1;
-  uint32_t blk = w ? task - j->blocks[0] : task;
-  const int net = j->red_net[w];
-  rd_mlp_t *owner = &j->l->net[net];
-  size_t lo = (size_t)blk * j->part[w], hi = lo + j->part[w];
-  if (hi > owner->n_params) hi = owner->n_params;
-  float *g = owner->grads;
+/* g[lo, hi) = the shards' gradients of network net summed in shard order,
+ * the one sum every path uses, so the paths agree bit for bit. */
+static void sum_views(const sharded_t *j, int net, float *g, size_t lo, size_t hi) {
+  const scratch_t *s = j->l->scratch;
   memcpy(g + lo, s->view[0][net].grads + lo, (hi - lo) * sizeof(float));
   for (uint32_t k = 1; k < j->shards; k++) {
     const float *v = s->view[k][net].grads;
@@ -882,65 +877,97 @@ static void reduce_block(sharded_t *j, uint32_t task) {
   }
 }
 
-/* An update task (sharded_t: PH_UPDATE). Every step of it is element-wise,
- * so blocks on any threads give the bits of the whole-network calls. */
-static void update_block(sharded_t *j, uint32_t task) {
-  const int w = task < j->blocks[0] ? 0 : 1;
-  const uint32_t blk = w ? task - j->blocks[0] : task;
-  rd_mlp_t *m = &j->l->net[j->red_net[w]], *t = &j->l->net[j->upd_target[w]];
+/* A reduction task: a block of one trainable network's gradients. */
+static void reduce_block(sharded_t *j, uint32_t task) {
+  int w = task < j->blocks[0] ? 0 : 1;
+  uint32_t blk = w ? task - j->blocks[0] : task;
+  rd_mlp_t *owner = &j->l->net[j->red_net[w]];
   size_t lo = (size_t)blk * j->part[w], hi = lo + j->part[w];
-  if (hi > m->n_params) hi = m->n_params;
-  if (j->upd_scale[w] != 0.0f) rd_mlp_scale_grads_range(m, j->upd_scale[w], lo, hi);
-  rd_mlp_adam_range(m, &j->upd_adam[w], lo, hi);
+  if (hi > owner->n_params) hi = owner->n_params;
+  sum_views(j, j->red_net[w], owner->grads, lo, hi);
+}
+
+/* Replica r's online network w (0: Q or critic, 1: actor) and its target. */
+static rd_mlp_t *online(const sharded_t *j, uint32_t r, int w) {
+  return rep_net(j->l, r, j->red_net[w]);
+}
+static rd_mlp_t *target(const sharded_t *j, uint32_t r, int w) {
+  return rep_net(j->l, r, j->upd_target[w]);
+}
+
+/* The norm checks of replica r's gradients, all before any weight moves:
+ * norm[w] and the clip factor scale[w] per online network. */
+static int check_norms(const sharded_t *j, uint32_t r, double norm[2], float scale[2],
+                       rd_error_t *err) {
+  const rd_learner_config_t *c = &j->l->config;
+  const int dqn = c->algo == RD_ALGO_DQN;
+  scale[1] = 0.0f;
+  for (int w = 0; w < 2; w++) {
+    if (j->red_net[w] < 0) continue;
+    int rc = grad_norm_checked(online(j, r, w), c->grad_clip,
+                               w ? "actor" : dqn ? "Q network" : "critic", &norm[w], &scale[w],
+                               err);
+    if (rc) return rc;
+  }
+  return RD_OK;
+}
+
+/* Adam's step count and constants for replica r's online networks, and
+ * the targets' checks (nn.h: the begins). */
+static int begin_moves(const sharded_t *j, uint32_t r, rd_adam_coef_t k[2], rd_error_t *err) {
+  const rd_learner_config_t *c = &j->l->config;
+  const int dqn = c->algo == RD_ALGO_DQN;
+  for (int w = 0; w < 2; w++) {
+    if (j->red_net[w] < 0) continue;
+    const rd_adam_config_t adam = adam_with_lr(w == 0 && !dqn ? c->critic_lr : c->lr);
+    int rc = rd_mlp_adam_begin(online(j, r, w), &adam, &k[w], err);
+    if (rc == RD_OK && j->upd_mode != UPD_KEEP)
+      rc = rd_mlp_polyak_begin(target(j, r, w), online(j, r, w), c->tau, err);
+    if (rc) return rc;
+  }
+  return RD_OK;
+}
+
+/* Parameters [lo, hi) of replica r's network w: the clip's scaling (scale
+ * 0: none), Adam, then the target's move. Element-wise, so any split over
+ * threads gives the bits of the whole-network calls. */
+static void move_range(const sharded_t *j, uint32_t r, int w, float scale,
+                       const rd_adam_coef_t *k, size_t lo, size_t hi) {
+  rd_mlp_t *m = online(j, r, w), *t = target(j, r, w);
+  if (scale != 0.0f) rd_mlp_scale_grads_range(m, scale, lo, hi);
+  rd_mlp_adam_range(m, k, lo, hi);
   if (j->upd_mode == UPD_POLYAK)
     rd_mlp_polyak_range(t, m, j->l->config.tau, lo, hi);
   else if (j->upd_mode == UPD_COPY)
     memcpy(t->params + lo, m->params + lo, (hi - lo) * sizeof(float));
 }
 
-/* Replica r's whole update (PH_REPLICAS): its gradients, the views' summed
- * in shard order as reduce_block sums them; the norms and their checks;
- * then the clip, Adam and the target as the unsharded path does them. Every
- * replica computes the same bits, so all fail or none does, and nothing
- * moves in a replica that fails. */
+/* An update task (sharded_t: PH_UPDATE): a block of net[]'s network w. */
+static void update_block(sharded_t *j, uint32_t task) {
+  const int w = task < j->blocks[0] ? 0 : 1;
+  const uint32_t blk = w ? task - j->blocks[0] : task;
+  size_t lo = (size_t)blk * j->part[w], hi = lo + j->part[w];
+  const size_t n = online(j, 0, w)->n_params;
+  move_range(j, 0, w, j->upd_scale[w], &j->upd_adam[w], lo, hi < n ? hi : n);
+}
+
+/* Replica r's whole update (PH_REPLICAS): its gradients summed, the norm
+ * checks, then every network's moves. Every replica computes the same
+ * bits, so all fail or none does, and nothing moves in a replica that
+ * fails. */
 static int replica_update(sharded_t *j, uint32_t r, rd_error_t *err) {
-  rd_learner_t *l = j->l;
-  const rd_learner_config_t *c = &l->config;
-  scratch_t *s = l->scratch;
-  const int dqn = c->algo == RD_ALGO_DQN;
-  float scale[2] = {0.0f, 0.0f};
-  for (int w = 0; w < 2; w++) {
-    const int net = j->red_net[w];
-    if (net < 0) continue;
-    rd_mlp_t *m = rep_net(l, r, net);
-    const size_t n = m->n_params;
-    float *g = m->grads;
-    memcpy(g, s->view[0][net].grads, n * sizeof(float));
-    for (uint32_t k = 1; k < j->shards; k++) {
-      const float *v = s->view[k][net].grads;
-#pragma omp simd
-      for (size_t i = 0; i < n; i++) g[i] += v[i];
+  for (int w = 0; w < 2; w++)
+    if (j->red_net[w] >= 0) {
+      rd_mlp_t *m = online(j, r, w);
+      sum_views(j, j->red_net[w], m->grads, 0, m->n_params);
     }
-    int rc = grad_norm_checked(m, c->grad_clip, w ? "actor" : dqn ? "Q network" : "critic",
-                               &j->rep_norm[r][w], &scale[w], err);
-    if (rc) return rc;
-  }
-  for (int w = 0; w < 2; w++) {
-    const int net = j->red_net[w];
-    if (net < 0) continue;
-    rd_mlp_t *m = rep_net(l, r, net), *t = rep_net(l, r, j->upd_target[w]);
-    const rd_adam_config_t adam = adam_with_lr(w == 0 && !dqn ? c->critic_lr : c->lr);
-    rd_adam_coef_t k;
-    int rc = rd_mlp_adam_begin(m, &adam, &k, err);
-    if (rc) return rc;
-    if (scale[w] != 0.0f) rd_mlp_scale_grads_range(m, scale[w], 0, m->n_params);
-    rd_mlp_adam_range(m, &k, 0, m->n_params);
-    if (j->upd_mode != UPD_KEEP && (rc = rd_mlp_polyak_begin(t, m, c->tau, err))) return rc;
-    if (j->upd_mode == UPD_POLYAK)
-      rd_mlp_polyak_range(t, m, c->tau, 0, m->n_params);
-    else if (j->upd_mode == UPD_COPY)
-      memcpy(t->params, m->params, m->n_params * sizeof(float));
-  }
+  float scale[2] = {0.0f, 0.0f};
+  rd_adam_coef_t k[2];
+  int rc = check_norms(j, r, j->rep_norm[r], scale, err);
+  if (rc == RD_OK) rc = begin_moves(j, r, k, err);
+  if (rc) return rc;
+  for (int w = 0; w < 2; w++)
+    if (j->red_net[w] >= 0) move_range(j, r, w, scale[w], &k[w], 0, online(j, r, w)->n_params);
   return RD_OK;
 }
 
@@ -979,70 +1006,46 @@ static int run_shards(sharded_t *j, int phase, int solo, rd_error_t *err) {
   return RD_OK;
 }
 
-static void reduce_grads(sharded_t *j, int solo) {
-  scratch_t *s = j->l->scratch;
-  const int dqn = j->l->config.algo == RD_ALGO_DQN;
+/* What a sharded step's update works on: the online networks with
+ * gradients (red_net, -1: none), their targets, and this step's target
+ * rule. */
+static void plan_update(sharded_t *j) {
+  const rd_learner_config_t *c = &j->l->config;
+  const int dqn = c->algo == RD_ALGO_DQN;
   j->red_net[0] = dqn ? NET_Q : NET_CRITIC;
   j->red_net[1] = dqn ? -1 : NET_ACTOR;
-  j->phase = PH_REDUCE;
-  set_parts(j);
-  rd_team_run(s->team, solo, j->blocks[0] + j->blocks[1], shard_task, j);
-}
-
-/* The weight update of a sharded step, after reduce_grads: the norms and
- * their checks first (nothing moves if one fails; Adam's and Polyak's
- * arguments were checked at init), then the clip, Adam and
- * the targets as a team job over blocks of the parameters, so that the
- * serial part of the step does not grow with the network and the blocks
- * move on the cores that will read them next. The same bits as the
- * unsharded path's whole-network calls (update_block). */
-static int update_sharded(sharded_t *j, rd_step_stats_t *st, int solo, rd_error_t *err) {
-  rd_learner_t *l = j->l;
-  const rd_learner_config_t *c = &l->config;
-  const int dqn = c->algo == RD_ALGO_DQN;
-  double actor_norm;
-  int rc;
   j->upd_target[0] = dqn ? NET_Q_TARGET : NET_CRITIC_TARGET;
   j->upd_target[1] = NET_ACTOR_TARGET;
-  if ((rc = grad_norm_checked(&l->net[j->red_net[0]], c->grad_clip, dqn ? "Q network" : "critic",
-                              &st->grad_norm, &j->upd_scale[0], err)))
-    return rc;
-  j->upd_scale[1] = 0.0f;
-  if (!dqn && (rc = grad_norm_checked(&l->net[NET_ACTOR], c->grad_clip, "actor", &actor_norm,
-                                      &j->upd_scale[1], err)))
-    return rc;
-  const uint64_t step = l->steps + 1;
+  const uint64_t step = j->l->steps + 1;
   j->upd_mode = c->target_period == 0 ? UPD_POLYAK
                 : step % c->target_period == 0 ? UPD_COPY : UPD_KEEP;
-  for (int w = 0; w < 2; w++) {
-    if (j->red_net[w] < 0) continue;
-    rd_mlp_t *m = &l->net[j->red_net[w]];
-    const rd_adam_config_t adam = adam_with_lr(w == 0 && !dqn ? c->critic_lr : c->lr);
-    if ((rc = rd_mlp_adam_begin(m, &adam, &j->upd_adam[w], err))) return rc;
-    if (j->upd_mode != UPD_KEEP &&
-        (rc = rd_mlp_polyak_begin(&l->net[j->upd_target[w]], m, c->tau, err)))
-      return rc;
-  }
-  scratch_t *s = l->scratch;
+}
+
+/* The update of a sharded step on one copy (net[]): the gradients summed
+ * over the team in blocks, the norms and their checks (nothing moves if
+ * one fails; Adam's and Polyak's arguments were checked at init), then
+ * the clip, Adam and the targets over the team in the same blocks, so the
+ * serial part of the step does not grow with the network. The same bits
+ * as the unsharded path's whole-network calls (move_range). */
+static int update_sharded(sharded_t *j, rd_step_stats_t *st, int solo, rd_error_t *err) {
+  scratch_t *s = j->l->scratch;
+  set_parts(j);
+  j->phase = PH_REDUCE;
+  rd_team_run(s->team, solo, j->blocks[0] + j->blocks[1], shard_task, j);
+  double norm[2];
+  int rc = check_norms(j, 0, norm, j->upd_scale, err);
+  if (rc == RD_OK) rc = begin_moves(j, 0, j->upd_adam, err);
+  if (rc) return rc;
+  st->grad_norm = norm[0];
   j->phase = PH_UPDATE;
   rd_team_run(s->team, solo, j->blocks[0] + j->blocks[1], shard_task, j);
   return RD_OK;
 }
 
-/* The weight update of a sharded team step on replicas (learner.h): one
- * job, a task per replica. */
+/* The update of a sharded team step on replicas (learner.h): one job, a
+ * task per replica. */
 static int update_replicas(sharded_t *j, rd_step_stats_t *st, rd_error_t *err) {
-  rd_learner_t *l = j->l;
-  const rd_learner_config_t *c = &l->config;
-  scratch_t *s = l->scratch;
-  const int dqn = c->algo == RD_ALGO_DQN;
-  j->red_net[0] = dqn ? NET_Q : NET_CRITIC;
-  j->red_net[1] = dqn ? -1 : NET_ACTOR;
-  j->upd_target[0] = dqn ? NET_Q_TARGET : NET_CRITIC_TARGET;
-  j->upd_target[1] = NET_ACTOR_TARGET;
-  const uint64_t step = l->steps + 1;
-  j->upd_mode = c->target_period == 0 ? UPD_POLYAK
-                : step % c->target_period == 0 ? UPD_COPY : UPD_KEEP;
+  scratch_t *s = j->l->scratch;
   for (uint32_t r = 0; r < s->n_reps; r++) {
     j->rc[r] = RD_OK;
     rd_error_clear(&j->err[r]);
@@ -1101,10 +1104,9 @@ static int train_step(rd_learner_t *l, const rd_batch_t *b, float *td, rd_step_s
     if (!isfinite(st->actor_loss))
       return rd_error_set(err, RD_ERANGE, "DDPG actor loss is %g; step skipped", st->actor_loss);
   }
-  if (on_reps) return update_replicas(&j, st, err);
   if (j.shards > 1) {
-    reduce_grads(&j, solo);
-    return update_sharded(&j, st, solo, err);
+    plan_update(&j);
+    return on_reps ? update_replicas(&j, st, err) : update_sharded(&j, st, solo, err);
   }
 
   if (dqn) {

@@ -94,6 +94,12 @@ static int claim_home(rd_team_t *t, uint32_t job, uint32_t q) {
   return 0;
 }
 
+/* Run a claimed task and count it. */
+static void run_task(rd_team_t *t, rd_team_fn fn, void *arg, uint32_t q) {
+  fn(arg, q);
+  atomic_fetch_add_explicit(&t->done, 1, memory_order_release);
+}
+
 /* Claim and run tasks of the job the ticket names now, until none is
  * left: thread self's home task, tickets, then others' home tasks. */
 static void work(rd_team_t *t, uint32_t self) {
@@ -105,25 +111,18 @@ static void work(rd_team_t *t, uint32_t self) {
   uint32_t n = atomic_load_explicit(&j->n, memory_order_relaxed);
   const uint32_t homes = n < TEAM_HOMES ? n : TEAM_HOMES;
   for (uint32_t q = self; q < homes; q += t->threads)
-    if (claim_home(t, job, q)) {
-      fn(arg, q);
-      atomic_fetch_add_explicit(&t->done, 1, memory_order_release);
-    }
+    if (claim_home(t, job, q)) run_task(t, fn, arg, q);
   /* A failed CAS reloads tk: stop as soon as it names another job, whose
    * descriptor we have not read. */
   while ((uint32_t)(tk >> 32) == job && (uint32_t)tk < n) {
     if (!atomic_compare_exchange_weak_explicit(&t->ticket, &tk, tk + 1, memory_order_acq_rel,
                                                memory_order_acquire))
       continue;
-    fn(arg, (uint32_t)tk);
-    atomic_fetch_add_explicit(&t->done, 1, memory_order_release);
+    run_task(t, fn, arg, (uint32_t)tk);
     tk = atomic_load_explicit(&t->ticket, memory_order_acquire);
   }
   for (uint32_t q = 0; q < homes; q++)
-    if (claim_home(t, job, q)) {
-      fn(arg, q);
-      atomic_fetch_add_explicit(&t->done, 1, memory_order_release);
-    }
+    if (claim_home(t, job, q)) run_task(t, fn, arg, q);
 }
 
 /* One offer of idle work; 1 if it did some. in_idle is raised before
