@@ -144,24 +144,63 @@ static RD_ALWAYS_INLINE uint32_t count_le8(const uint64_t *seg, int64_t t, const
 }
 
 /* The same for a block of two segments, the second compared with t1 (the
- * target minus the first segment's end). AVX-512 counts both masks with
- * one population count. */
-#if defined(__x86_64__)
-__attribute__((target("avx512f,popcnt"))) static inline uint32_t count_le16_avx512(
-    const uint64_t *blk, int64_t t, int64_t t1) {
-  __mmask8 a = _mm512_cmple_epi64_mask(_mm512_load_si512(blk), _mm512_set1_epi64(t));
-  __mmask8 b = _mm512_cmple_epi64_mask(_mm512_load_si512(blk + 8), _mm512_set1_epi64(t1));
-  return (uint32_t)__builtin_popcount(_cvtmask16_u32(_mm512_kunpackb(b, a)));
-}
-#endif
-
+ * target minus the first segment's end): the generic kernel's K = 16 (the
+ * vector ones take descend16_* below). */
 static RD_ALWAYS_INLINE uint32_t count_le16(const uint64_t *blk, int64_t t, int64_t t1,
                                             const int isa) {
-#if defined(__x86_64__)
-  if (isa == ISA_AVX512) return count_le16_avx512(blk, t, t1);
-#endif
   return count_le8(blk, t, isa) + count_le8(blk + 8, t1, isa);
 }
+
+#if defined(__x86_64__)
+/* K = 16 on AVX-512: the block's full prefix sums are segment 0 as stored
+ * and segment 1 plus segment 0's end, one add with a broadcast. The reduced
+ * target is t minus full prefix j - 1: both vectors go to fb[8..23], after a
+ * zero at fb[7] (the "none before" of j = 0), and one load reads it. That
+ * takes fewer instructions than a second target for segment 1 and a masked
+ * scalar read, and a descent is bound by instructions once its lines are
+ * prefetched. fb: 24 entries aligned to 64 bytes, fb[7] == 0. */
+__attribute__((target("avx512f,popcnt"))) static inline uint32_t descend16_avx512(
+    const uint64_t *blk, uint64_t *tp, uint64_t *fb) {
+  const uint64_t t = *tp;
+  const __m512i tv = _mm512_set1_epi64((long long)t);
+  const __m512i f0 = _mm512_load_si512(blk);
+  const __m512i f1 = _mm512_add_epi64(_mm512_load_si512(blk + 8),
+                                      _mm512_set1_epi64((long long)blk[7]));
+  const __mmask8 a = _mm512_cmple_epu64_mask(f0, tv), b = _mm512_cmple_epu64_mask(f1, tv);
+  _mm512_store_si512(fb + 8, f0);
+  _mm512_store_si512(fb + 16, f1);
+  const uint32_t j = (uint32_t)__builtin_popcount(_cvtmask16_u32(_mm512_kunpackb(b, a)));
+  *tp = t - fb[7 + j];
+  return j;
+}
+
+/* The same on AVX2: four 4-entry compares (signed: every entry and target
+ * is below 2^63), their sign bits gathered into one 16-bit mask. */
+__attribute__((target("avx2,popcnt"))) static inline uint32_t descend16_avx2(const uint64_t *blk,
+                                                                             uint64_t *tp,
+                                                                             uint64_t *fb) {
+  const uint64_t t = *tp;
+  const __m256i tv = _mm256_set1_epi64x((long long)t);
+  const __m256i end0 = _mm256_set1_epi64x((long long)blk[7]);
+  const __m256i f0 = _mm256_load_si256((const __m256i *)blk);
+  const __m256i f1 = _mm256_load_si256((const __m256i *)(blk + 4));
+  const __m256i f2 = _mm256_add_epi64(_mm256_load_si256((const __m256i *)(blk + 8)), end0);
+  const __m256i f3 = _mm256_add_epi64(_mm256_load_si256((const __m256i *)(blk + 12)), end0);
+  _mm256_store_si256((__m256i *)(fb + 8), f0);
+  _mm256_store_si256((__m256i *)(fb + 12), f1);
+  _mm256_store_si256((__m256i *)(fb + 16), f2);
+  _mm256_store_si256((__m256i *)(fb + 20), f3);
+  /* f > t per entry; the entries <= t are the other ones. */
+  const unsigned gt =
+      (unsigned)_mm256_movemask_pd(_mm256_castsi256_pd(_mm256_cmpgt_epi64(f0, tv))) |
+      (unsigned)_mm256_movemask_pd(_mm256_castsi256_pd(_mm256_cmpgt_epi64(f1, tv))) << 4 |
+      (unsigned)_mm256_movemask_pd(_mm256_castsi256_pd(_mm256_cmpgt_epi64(f2, tv))) << 8 |
+      (unsigned)_mm256_movemask_pd(_mm256_castsi256_pd(_mm256_cmpgt_epi64(f3, tv))) << 12;
+  const uint32_t j = 16 - (uint32_t)__builtin_popcount(gt);
+  *tp = t - fb[7 + j];
+  return j;
+}
+#endif
 
 /* One descent step: the child j of the block that target *t falls in; *t
  * becomes the target within that child (rd_st_descend). From K = 8 on, a
@@ -171,7 +210,12 @@ static RD_ALWAYS_INLINE uint32_t count_le16(const uint64_t *blk, int64_t t, int6
  * last entries pick the segment (those <= t lie wholly before the target),
  * then one 8-entry count within it. */
 static RD_ALWAYS_INLINE uint32_t descend(const uint64_t *blk, uint64_t *tp, const uint32_t K,
-                                         const int isa) {
+                                         const int isa, uint64_t *fb) {
+#if defined(__x86_64__)
+  if (K == 16 && isa == ISA_AVX512) return descend16_avx512(blk, tp, fb);
+  if (K == 16 && isa == ISA_AVX2) return descend16_avx2(blk, tp, fb);
+#endif
+  (void)fb;
   uint64_t t = *tp;
   if (K < 8) {
     uint32_t j = count_le(blk, t, K);
@@ -220,11 +264,11 @@ static RD_ALWAYS_INLINE void prefetch_block(const uint64_t *blk, const uint32_t 
 static RD_ALWAYS_INLINE void sample_level(const uint64_t *L, const uint64_t *next, size_t m,
                                           const uint64_t *src, uint64_t *tt, uint64_t *e,
                                           const uint32_t K, const uint32_t LK, const int isa,
-                                          const bool root, const bool pf) {
+                                          const bool root, const bool pf, uint64_t *fb) {
   for (size_t g = 0; g < m; g++) {
     uint64_t tg = root ? src[g] : tt[g];
     const uint64_t eg = root ? 0 : e[g];
-    uint64_t c = (eg << LK) + descend(L + (eg << LK), &tg, K, isa);
+    uint64_t c = (eg << LK) + descend(L + (eg << LK), &tg, K, isa, fb);
     tt[g] = tg;
     e[g] = c;
     if (pf) prefetch_block(next + (c << LK), K);
@@ -240,6 +284,8 @@ static RD_ALWAYS_INLINE void sample_body(const rd_sumtree_t *t, size_t n,
                                          const uint64_t *targets, uint32_t *leaves,
                                          const uint32_t K, const uint32_t LK, const int isa) {
   const uint32_t H = t->height;
+  uint64_t fb[24] __attribute__((aligned(64))); /* descend's scratch */
+  fb[7] = 0;
   for (size_t base = 0; base < n; base += SAMPLE_GROUP) {
     size_t m = n - base < SAMPLE_GROUP ? n - base : SAMPLE_GROUP;
     uint64_t tt[SAMPLE_GROUP];
@@ -249,13 +295,13 @@ static RD_ALWAYS_INLINE void sample_body(const rd_sumtree_t *t, size_t n,
       const uint64_t *next = h + 1 < H ? t->level[h + 1] : NULL;
       const bool pf = next && t->level_blocks[h + 1] * K * sizeof(uint64_t) > SAMPLE_PREFETCH_BYTES;
       if (h == 0 && pf)
-        sample_level(L, next, m, targets + base, tt, e, K, LK, isa, true, true);
+        sample_level(L, next, m, targets + base, tt, e, K, LK, isa, true, true, fb);
       else if (h == 0)
-        sample_level(L, next, m, targets + base, tt, e, K, LK, isa, true, false);
+        sample_level(L, next, m, targets + base, tt, e, K, LK, isa, true, false, fb);
       else if (pf)
-        sample_level(L, next, m, NULL, tt, e, K, LK, isa, false, true);
+        sample_level(L, next, m, NULL, tt, e, K, LK, isa, false, true, fb);
       else
-        sample_level(L, next, m, NULL, tt, e, K, LK, isa, false, false);
+        sample_level(L, next, m, NULL, tt, e, K, LK, isa, false, false, fb);
     }
     for (size_t g = 0; g < m; g++) leaves[base + g] = (uint32_t)e[g];
   }
