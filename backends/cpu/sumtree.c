@@ -55,9 +55,10 @@
 /* Insert propagates per-block deltas upward; it works in chunks of this
  * many leaves so the delta scratch lives on the stack (no allocation). */
 #define INSERT_CHUNK 8192
-/* Trees this large start on a 2 MiB boundary and ask for transparent huge
- * pages: a descent or an update touches a different page at every low
- * level, and with 4 KiB pages each of those is a TLB miss. */
+/* Trees this large get a mapping of their own on a 2 MiB boundary and ask
+ * for transparent huge pages: a descent or an update touches a different
+ * page at every low level, and with 4 KiB pages each of those is a TLB
+ * miss. */
 #define HUGE_PAGE ((size_t)2 << 20)
 
 /* ------------------------------------------------------------------ */
@@ -624,6 +625,24 @@ static const isa_kernels_t *pick_isa(void) {
 /* Public entry points                                                 */
 /* ------------------------------------------------------------------ */
 
+/* A fresh mapping of `bytes` on a 2 MiB boundary that asks for huge pages,
+ * or NULL. Not from malloc: memory the heap hands back has usually been
+ * touched already, as 4 KiB pages, and the advice does not change pages
+ * that exist. */
+static void *map_huge(size_t bytes) {
+  const size_t span = bytes + HUGE_PAGE;
+  char *raw = mmap(NULL, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (raw == MAP_FAILED) return NULL;
+  char *mem = (char *)(((uintptr_t)raw + HUGE_PAGE - 1) & ~(uintptr_t)(HUGE_PAGE - 1));
+  size_t head = (size_t)(mem - raw), tail = span - head - bytes;
+  if (head) munmap(raw, head);
+  if (tail) munmap(mem + bytes, tail);
+#ifdef MADV_HUGEPAGE
+  (void)madvise(mem, bytes, MADV_HUGEPAGE);
+#endif
+  return mem;
+}
+
 int rd_sumtree_init(rd_sumtree_t *t, uint32_t capacity, uint32_t fanout, rd_error_t *err) {
   memset(t, 0, sizeof *t);
   int rc = rd_tree_check_shape(capacity, fanout, err);
@@ -631,14 +650,12 @@ int rd_sumtree_init(rd_sumtree_t *t, uint32_t capacity, uint32_t fanout, rd_erro
   uint64_t blocks[RD_SUMTREE_MAX_LEVELS];
   uint32_t height = shape(capacity, fanout, blocks);
   size_t bytes = rd_sumtree_memsize(capacity, fanout);
-  void *mem = NULL;
-  if (posix_memalign(&mem, bytes >= HUGE_PAGE ? HUGE_PAGE : 64, bytes) != 0) mem = NULL;
+  void *mem = bytes >= HUGE_PAGE ? map_huge(bytes) : NULL;
+  const bool mapped = mem != NULL;
+  if (!mapped && posix_memalign(&mem, 64, bytes) != 0) mem = NULL;
   if (mem == NULL)
     return rd_error_set(err, RD_ENOMEM, "cannot allocate %zu bytes for a sum tree", bytes);
-#ifdef MADV_HUGEPAGE
-  if (bytes >= HUGE_PAGE) (void)madvise(mem, bytes & ~(size_t)(HUGE_PAGE - 1), MADV_HUGEPAGE);
-#endif
-  memset(mem, 0, bytes);
+  memset(mem, 0, bytes); /* fault every page in now, not in the first calls */
 
   const isa_kernels_t *isa = pick_isa();
   t->capacity = capacity;
@@ -649,6 +666,7 @@ int rd_sumtree_init(rd_sumtree_t *t, uint32_t capacity, uint32_t fanout, rd_erro
   t->max_leaf = rd_st_max_leaf(capacity);
   t->mem = mem;
   t->mem_bytes = bytes;
+  t->mem_mapped = mapped;
   t->isa = isa->name;
   t->sample_fn = isa->sample[t->log2_fanout - 1];
   t->update_fn = isa->update[t->log2_fanout - 1];
@@ -663,7 +681,10 @@ int rd_sumtree_init(rd_sumtree_t *t, uint32_t capacity, uint32_t fanout, rd_erro
 }
 
 void rd_sumtree_free(rd_sumtree_t *t) {
-  free(t->mem);
+  if (t->mem_mapped)
+    munmap(t->mem, t->mem_bytes);
+  else
+    free(t->mem);
   memset(t, 0, sizeof *t);
 }
 

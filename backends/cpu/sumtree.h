@@ -62,6 +62,7 @@ struct rd_sumtree {
   uint64_t level_blocks[RD_SUMTREE_MAX_LEVELS];
   void *mem;           /* one aligned allocation holding every level */
   size_t mem_bytes;
+  bool mem_mapped;     /* mem is a mapping of its own (munmap), else malloc'd */
   const char *isa;     /* kernel variant in use: "generic", "avx2", "avx512" */
   rd_sumtree_sample_fn sample_fn;
   void (*update_fn)(rd_sumtree_t *t, size_t n, const uint32_t *pos, const uint64_t *val,
