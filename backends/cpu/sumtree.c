@@ -39,8 +39,9 @@
  * adding up (the software analogue of the FPGA pipeline of §IV-C4). */
 #define SAMPLE_GROUP 64
 /* Updates look this many items ahead to prefetch the leaf's segment and its
- * parent entry's. */
-#define UPDATE_PREFETCH 16
+ * parent entry's: about the latency of a line from a shared L3 or DRAM at
+ * a few ns per item. */
+#define UPDATE_PREFETCH 48
 /* Walks up to this many levels per item are instantiated unrolled (K = 16
  * at 2^20 and 2^24 walks 3 and 4). */
 #define UPDATE_WALK_MAX 4
@@ -387,6 +388,15 @@ static RD_ALWAYS_INLINE void update_body(rd_sumtree_t *t, size_t n, const uint32
   for (uint32_t k = 0; k < NL; k++) walk[k] = t->level[H - 1 - k];
   const uint32_t root_shift = LK * (H - 1);
   const uint32_t acc_shift = LK * (H - lo); /* leaf -> entry of level lo - 1 */
+  /* The first items' lines, which the loop's look-ahead never reaches. */
+  for (size_t i = 0; i < n && i < UPDATE_PREFETCH; i++) {
+    uint64_t q = pos[i];
+    uint64_t qc = q >> root_shift;
+    if (!part || (qc >= c_lo && qc < c_hi)) {
+      __builtin_prefetch(leaf + (q & ~(uint64_t)(W - 1)), 1, 3);
+      if (up) __builtin_prefetch(up + ((q >> LK) & ~(uint64_t)(W - 1)), 1, 3);
+    }
+  }
   for (size_t i = 0; i < n; i++) {
     if (i + UPDATE_PREFETCH < n) {
       uint64_t q = pos[i + UPDATE_PREFETCH];
