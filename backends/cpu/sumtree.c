@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #ifdef _OPENMP
 #include <omp.h>
@@ -644,9 +645,13 @@ static void *map_huge(size_t bytes) {
   char *raw = mmap(NULL, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (raw == MAP_FAILED) return NULL;
   char *mem = (char *)(((uintptr_t)raw + HUGE_PAGE - 1) & ~(uintptr_t)(HUGE_PAGE - 1));
-  size_t head = (size_t)(mem - raw), tail = span - head - bytes;
+  /* What is left past the tree starts on a page boundary (munmap's rule);
+   * rd_sumtree_free's munmap of `bytes` covers the tree's last page. */
+  const size_t page = (size_t)sysconf(_SC_PAGESIZE);
+  const size_t len = (bytes + page - 1) & ~(page - 1);
+  size_t head = (size_t)(mem - raw), tail = span - head - len;
   if (head) munmap(raw, head);
-  if (tail) munmap(mem + bytes, tail);
+  if (tail) munmap(mem + len, tail);
 #ifdef MADV_HUGEPAGE
   (void)madvise(mem, bytes, MADV_HUGEPAGE);
 #endif
