@@ -365,6 +365,26 @@ static RD_ALWAYS_INLINE void seg_add(uint64_t *level, uint64_t e, uint64_t d, co
   for (uint32_t i = 0; i < W; i++) seg[i] += i >= jj ? d : 0;
 }
 
+/* Whether this caller handles leaf q: always, or with part set, when q's
+ * root child is in [c_lo, c_hi) (update_body). */
+static RD_ALWAYS_INLINE bool own_item(uint64_t q, bool part, uint32_t root_shift, uint64_t c_lo,
+                                      uint64_t c_hi) {
+  const uint64_t c = q >> root_shift;
+  return !part || (c >= c_lo && c < c_hi);
+}
+
+/* Prefetch the lines an update of leaf q writes first: its leaf segment and
+ * its parent entry's (up, when the tree has that level). Only for this
+ * caller's items: prefetching the others' blocks would double the memory
+ * traffic of a partitioned update. */
+static RD_ALWAYS_INLINE void prefetch_item(const uint64_t *leaf, const uint64_t *up, uint64_t q,
+                                           bool part, uint32_t root_shift, uint64_t c_lo,
+                                           uint64_t c_hi, const uint32_t LK, const uint32_t W) {
+  if (!own_item(q, part, root_shift, c_lo, c_hi)) return;
+  __builtin_prefetch(leaf + (q & ~(uint64_t)(W - 1)), 1, 3);
+  if (up) __builtin_prefetch(up + ((q >> LK) & ~(uint64_t)(W - 1)), 1, 3);
+}
+
 /* Algorithm 2 of papers/001 without atomics: one caller walks each leaf's
  * path itself, from the leaf up to level lo. The levels above lo are not
  * written per item: each item's delta is added to acc[its entry at level
@@ -390,29 +410,13 @@ static RD_ALWAYS_INLINE void update_body(rd_sumtree_t *t, size_t n, const uint32
   const uint32_t root_shift = LK * (H - 1);
   const uint32_t acc_shift = LK * (H - lo); /* leaf -> entry of level lo - 1 */
   /* The first items' lines, which the loop's look-ahead never reaches. */
-  for (size_t i = 0; i < n && i < UPDATE_PREFETCH; i++) {
-    uint64_t q = pos[i];
-    uint64_t qc = q >> root_shift;
-    if (!part || (qc >= c_lo && qc < c_hi)) {
-      __builtin_prefetch(leaf + (q & ~(uint64_t)(W - 1)), 1, 3);
-      if (up) __builtin_prefetch(up + ((q >> LK) & ~(uint64_t)(W - 1)), 1, 3);
-    }
-  }
+  for (size_t i = 0; i < n && i < UPDATE_PREFETCH; i++)
+    prefetch_item(leaf, up, pos[i], part, root_shift, c_lo, c_hi, LK, W);
   for (size_t i = 0; i < n; i++) {
-    if (i + UPDATE_PREFETCH < n) {
-      uint64_t q = pos[i + UPDATE_PREFETCH];
-      uint64_t qc = q >> root_shift;
-      /* Only this thread's items: prefetching the others' blocks would
-       * double the memory traffic of a partitioned update. */
-      if (!part || (qc >= c_lo && qc < c_hi)) {
-        /* The segment (one line) of the leaf and of its parent entry. */
-        __builtin_prefetch(leaf + (q & ~(uint64_t)(W - 1)), 1, 3);
-        if (up) __builtin_prefetch(up + ((q >> LK) & ~(uint64_t)(W - 1)), 1, 3);
-      }
-    }
+    if (i + UPDATE_PREFETCH < n)
+      prefetch_item(leaf, up, pos[i + UPDATE_PREFETCH], part, root_shift, c_lo, c_hi, LK, W);
     uint64_t p = pos[i];
-    uint64_t c = p >> root_shift;
-    if (part && (c < c_lo || c >= c_hi)) continue;
+    if (!own_item(p, part, root_shift, c_lo, c_hi)) continue;
     /* leaf[p] minus the entry before it in its segment (none at the
      * segment's start), without a branch on p. */
     const uint64_t first = (p & (W - 1)) == 0;
