@@ -377,23 +377,58 @@ static RD_ALWAYS_INLINE bool own_item(uint64_t q, bool part, uint32_t root_shift
  * its parent entry's (up, when the tree has that level). Only for this
  * caller's items: prefetching the others' blocks would double the memory
  * traffic of a partitioned update. */
-static RD_ALWAYS_INLINE void prefetch_item(const uint64_t *leaf, const uint64_t *up, uint64_t q,
-                                           bool part, uint32_t root_shift, uint64_t c_lo,
-                                           uint64_t c_hi, const uint32_t LK, const uint32_t W) {
+static RD_ALWAYS_INLINE void prefetch_item(const uint64_t *leaf, const uint64_t *up, bool have_up,
+                                           uint64_t q, bool part, uint32_t root_shift,
+                                           uint64_t c_lo, uint64_t c_hi, const uint32_t LK,
+                                           const uint32_t W) {
   if (!own_item(q, part, root_shift, c_lo, c_hi)) return;
   __builtin_prefetch(leaf + (q & ~(uint64_t)(W - 1)), 1, 3);
-  if (up) __builtin_prefetch(up + ((q >> LK) & ~(uint64_t)(W - 1)), 1, 3);
+  if (have_up) __builtin_prefetch(up + ((q >> LK) & ~(uint64_t)(W - 1)), 1, 3);
 }
 
 /* Algorithm 2 of papers/001 without atomics: one caller walks each leaf's
  * path itself, from the leaf up to level lo. The levels above lo are not
  * written per item: each item's delta is added to acc[its entry at level
- * lo - 1] instead (when lo > 0), and fold_acc applies those sums once per
- * call. The levels near the root are where the items of a batch meet, so
- * there one scalar add per item replaces a vector update per item and
- * level. With part set, only leaves whose root child c is in [c_lo, c_hi)
- * are handled (lo is then 1 and acc the thread's root deltas), so threads
- * that own disjoint root children never write the same block. */
+ * lo - 1] instead, and fold_acc applies those sums once per call (with lo
+ * = 0 every item adds to acc[0], which the caller ignores: a dead add is
+ * cheaper than a test per item). The levels near the root are where the
+ * items of a batch meet, so there one scalar add per item replaces a
+ * vector update per item and level. With part set, only leaves whose root
+ * child c is in [c_lo, c_hi) are handled (lo is then 1 and acc the
+ * thread's root deltas), so threads that own disjoint root children never
+ * write the same block.
+ *
+ * The loop runs in two parts, the items that look ahead and the last
+ * UPDATE_PREFETCH that do not, so neither tests per item whether it does. */
+static RD_ALWAYS_INLINE void update_item(rd_sumtree_t *t, uint64_t p, uint64_t v, uint32_t lo,
+                                         uint64_t *const *walk, uint64_t *acc,
+                                         uint32_t acc_shift, const uint32_t K, const uint32_t LK,
+                                         const int isa, const uint32_t NL) {
+  const uint32_t W = SEG(K);
+  const uint64_t *leaf = walk[0];
+  /* leaf[p] minus the entry before it in its segment (none at the
+   * segment's start), without a branch on p. */
+  const uint64_t first = (p & (W - 1)) == 0;
+  uint64_t old = leaf[p] - (leaf[p - 1 + first] & (first - 1));
+  uint64_t d = v - old;
+  if (d == 0) return;
+  if (NL > 0) {
+    uint64_t e = p;
+    _Pragma("GCC unroll 4")
+    for (uint32_t k = 0; k < NL; k++) {
+      seg_add(walk[k], e, d, K, isa);
+      e >>= LK;
+    }
+  } else {
+    uint64_t e = p;
+    for (uint32_t h = t->height; h-- > lo;) {
+      seg_add(t->level[h], e, d, K, isa);
+      e >>= LK;
+    }
+  }
+  acc[p >> acc_shift] += d;
+}
+
 static RD_ALWAYS_INLINE void update_body(rd_sumtree_t *t, size_t n, const uint32_t *pos,
                                          const uint64_t *val, uint32_t lo, bool part,
                                          uint64_t c_lo, uint64_t c_hi, uint64_t *acc,
@@ -401,43 +436,29 @@ static RD_ALWAYS_INLINE void update_body(rd_sumtree_t *t, size_t n, const uint32
                                          const uint32_t NL) {
   const uint32_t H = t->height, W = SEG(K);
   uint64_t *leaf = t->level[H - 1];
-  uint64_t *up = H >= 2 ? t->level[H - 2] : NULL;
+  /* A walk of two levels or more implies the leaves' parent level. */
+  const bool have_up = NL >= 2 || H >= 2;
+  uint64_t *up = have_up ? t->level[H - 2] : NULL;
   /* NL, when not 0, is the number of levels each item walks (H - lo), a
    * constant of the instantiation: the walk is then unrolled with the
    * levels' pointers in registers instead of a loop that reloads them. */
-  uint64_t *walk[UPDATE_WALK_MAX] = {NULL};
+  uint64_t *walk[UPDATE_WALK_MAX] = {leaf};
   for (uint32_t k = 0; k < NL; k++) walk[k] = t->level[H - 1 - k];
   const uint32_t root_shift = LK * (H - 1);
   const uint32_t acc_shift = LK * (H - lo); /* leaf -> entry of level lo - 1 */
   /* The first items' lines, which the loop's look-ahead never reaches. */
   for (size_t i = 0; i < n && i < UPDATE_PREFETCH; i++)
-    prefetch_item(leaf, up, pos[i], part, root_shift, c_lo, c_hi, LK, W);
-  for (size_t i = 0; i < n; i++) {
-    if (i + UPDATE_PREFETCH < n)
-      prefetch_item(leaf, up, pos[i + UPDATE_PREFETCH], part, root_shift, c_lo, c_hi, LK, W);
-    uint64_t p = pos[i];
-    if (!own_item(p, part, root_shift, c_lo, c_hi)) continue;
-    /* leaf[p] minus the entry before it in its segment (none at the
-     * segment's start), without a branch on p. */
-    const uint64_t first = (p & (W - 1)) == 0;
-    uint64_t old = leaf[p] - (leaf[p - 1 + first] & (first - 1));
-    uint64_t d = val[i] - old;
-    if (d == 0) continue;
-    uint64_t e = p;
-    if (NL > 0) {
-      _Pragma("GCC unroll 4")
-      for (uint32_t k = 0; k < NL; k++) {
-        seg_add(walk[k], e, d, K, isa);
-        e >>= LK;
-      }
-    } else {
-      for (uint32_t h = H; h-- > lo;) {
-        seg_add(t->level[h], e, d, K, isa);
-        e >>= LK;
-      }
-    }
-    if (lo > 0) acc[p >> acc_shift] += d;
+    prefetch_item(leaf, up, have_up, pos[i], part, root_shift, c_lo, c_hi, LK, W);
+  const size_t ahead = n > UPDATE_PREFETCH ? n - UPDATE_PREFETCH : 0;
+  size_t i = 0;
+  for (; i < ahead; i++) {
+    prefetch_item(leaf, up, have_up, pos[i + UPDATE_PREFETCH], part, root_shift, c_lo, c_hi, LK, W);
+    if (own_item(pos[i], part, root_shift, c_lo, c_hi))
+      update_item(t, pos[i], val[i], lo, walk, acc, acc_shift, K, LK, isa, NL);
   }
+  for (; i < n; i++)
+    if (own_item(pos[i], part, root_shift, c_lo, c_hi))
+      update_item(t, pos[i], val[i], lo, walk, acc, acc_shift, K, LK, isa, NL);
 }
 
 /* Apply acc, the deltas per entry of level a that update_body collected,
@@ -771,7 +792,8 @@ int rd_sumtree_update(rd_sumtree_t *t, size_t n, const uint32_t *positions,
     while (lo + 1 < H && t->level_blocks[lo] * K <= UPDATE_ACC_MAX &&
            t->level_blocks[lo] * K * UPDATE_ACC_ITEMS <= n)
       lo++;
-    if (lo > 0) memset(acc, 0, t->level_blocks[lo - 1] * K * sizeof acc[0]);
+    /* With lo = 0 the kernel still adds to acc[0] (update_body). */
+    memset(acc, 0, (lo > 0 ? t->level_blocks[lo - 1] * K : 1) * sizeof acc[0]);
     t->update_fn(t, n, positions, values, lo, false, 0, 0, acc);
     if (lo > 0) fold_acc(t, lo - 1, acc);
     return RD_OK;
