@@ -361,6 +361,19 @@ static RD_ALWAYS_INLINE void seg_add(uint64_t *level, uint64_t e, uint64_t d, co
   }
 #endif
   (void)isa;
+  if (W == 8) {
+    /* Generic 2-lane vectors, so a CPU without AVX2 (baseline x86-64, or
+     * another architecture) still adds the line in four vector adds: GCC
+     * 12 left the loop below scalar, and a 64-byte generic vector made it
+     * build the broadcast of d on the stack, a store-forwarding stall per
+     * level. */
+    typedef uint64_t v2u64 __attribute__((vector_size(16), may_alias));
+    const v2u64 dv = {d, d};
+    v2u64 *s2 = (v2u64 *)seg;
+    const v2u64 *m2 = (const v2u64 *)suffix_mask[jj];
+    for (uint32_t q = 0; q < 4; q++) s2[q] += m2[q] & dv;
+    return;
+  }
   _Pragma("GCC unroll 1")
   for (uint32_t i = 0; i < W; i++) seg[i] += i >= jj ? d : 0;
 }
