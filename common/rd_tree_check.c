@@ -17,23 +17,35 @@ int rd_tree_check_shape(uint32_t capacity, uint32_t fanout, rd_error_t *err) {
  * the compiler vectorizes (one that returns at the first bad item it does
  * not), and only look for the first bad item once they know there is one:
  * they run on every sample and update, where a valid batch is the rule.
- * The scan is cloned for AVX2 and AVX-512 and picked at load time (an
- * ifunc): baseline SSE2 compares two 64-bit values a vector and had made
- * the checks about a tenth of a 512-item update.
+ * The scan is compiled for AVX-512 and AVX2 too and picked per call from
+ * the CPU's features (a load and a test): baseline SSE2 compares two
+ * 64-bit values a vector and had made the checks about a tenth of a
+ * 512-item update. Not an ifunc (target_clones): ThreadSanitizer
+ * instruments the resolver, which runs before it is initialized.
  * FIRST_BAD(name, type, bad) defines size_t name(n, v, limit): the index of
  * the first v[i] for which `bad` (an expression of v[i] and limit) holds,
  * or n if none does. */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define RD_SCAN_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define RD_SCAN_CLONES
-#endif
-#define FIRST_BAD(name, type, bad)                                                               \
-  RD_SCAN_CLONES static uint32_t name##_any(size_t n, const type *v, type limit) {              \
+#define SCAN(name, type, bad, attr)                                                              \
+  attr static uint32_t name(size_t n, const type *v, type limit) {                               \
     uint32_t any = 0;                                                                            \
     for (size_t i = 0; i < n; i++) any |= (bad);                                                 \
     return any;                                                                                  \
-  }                                                                                              \
+  }
+#if defined(__x86_64__) && defined(__GNUC__)
+#define SCANS(name, type, bad)                                                                   \
+  SCAN(name##_sse2, type, bad, )                                                                 \
+  SCAN(name##_avx2, type, bad, __attribute__((target("avx2"))))                                  \
+  SCAN(name##_avx512, type, bad, __attribute__((target("avx512f"))))                             \
+  static uint32_t name##_any(size_t n, const type *v, type limit) {                              \
+    if (__builtin_cpu_supports("avx512f")) return name##_avx512(n, v, limit);                    \
+    if (__builtin_cpu_supports("avx2")) return name##_avx2(n, v, limit);                         \
+    return name##_sse2(n, v, limit);                                                             \
+  }
+#else
+#define SCANS(name, type, bad) SCAN(name##_any, type, bad, )
+#endif
+#define FIRST_BAD(name, type, bad)                                                               \
+  SCANS(name, type, bad)                                                                         \
   static size_t name(size_t n, const type *v, type limit) {                                      \
     if (!name##_any(n, v, limit)) return n;                                                      \
     for (size_t i = 0; i < n; i++)                                                               \
@@ -51,6 +63,8 @@ FIRST_BAD(first_above_u64_plain, uint64_t, v[i] > limit)
  * below 2^63. */
 FIRST_BAD(first_above_u64_low, uint64_t, (uint32_t)(((limit - v[i]) | v[i]) >> 63))
 #undef FIRST_BAD
+#undef SCANS
+#undef SCAN
 
 static size_t first_above_u64(size_t n, const uint64_t *v, uint64_t limit) {
   return limit >> 63 ? first_above_u64_plain(n, v, limit) : first_above_u64_low(n, v, limit);
