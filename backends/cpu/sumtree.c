@@ -425,15 +425,14 @@ static RD_ALWAYS_INLINE void update_item(rd_sumtree_t *t, uint64_t p, uint64_t v
   uint64_t old = leaf[p] - (leaf[p - 1 + first] & (first - 1));
   uint64_t d = v - old;
   if (d == 0) return;
+  uint64_t e = p;
   if (NL > 0) {
-    uint64_t e = p;
     _Pragma("GCC unroll 4")
     for (uint32_t k = 0; k < NL; k++) {
       seg_add(walk[k], e, d, K, isa);
       e >>= LK;
     }
   } else {
-    uint64_t e = p;
     for (uint32_t h = t->height; h-- > lo;) {
       seg_add(t->level[h], e, d, K, isa);
       e >>= LK;
