@@ -17,7 +17,7 @@
  * device checks of bench/gpu.sh; docs/benchmarks.md says where and when). */
 #define RD_GPU_CAPABILITIES "learner,sumtree,storage"
 #define RD_GPU_VERIFIED                                                                    \
-  "the learner, sum tree and storage pass their device checks (bench/gpu.sh) on an H200"
+  "the learner, sum tree and storage pass their device checks (bench/gpu.sh) on an H100 and an H200"
 
 size_t rd_gpu_provider_discover(rd_device_t *out, size_t max, char *why, size_t len) {
   int count = 0;
