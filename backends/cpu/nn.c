@@ -403,15 +403,70 @@ RD_AVX512 static void narrow_avx512(const gemm_t *g, const float *bp) {
 #endif
 
 #if defined(__x86_64__)
+/* The horizontal sums of the 4 N vectors acc[r][j] (r < 4, j < N), lane
+ * r N + j of the result, the other lanes 0. Each sum is added in the order
+ * of _mm512_reduce_add_ps (the upper 256 bits onto the lower, then the
+ * upper 128 of that, then lanes i + 2, then lane 1 onto lane 0; the
+ * larger operand order of each add kept too), so its bits are that call's,
+ * but the 4 N reductions share their shuffles: pairs of vectors are
+ * halved together, then fours, then the last two steps run on four
+ * vectors' lanes at once, about a quarter of the instructions. */
+RD_AVX512 static inline __attribute__((always_inline)) __m512 dot_sums(const __m512 acc[4][4],
+                                                                      const size_t N) {
+  const size_t M = 4 * N; /* vectors, in lane order k = r N + j */
+  __m512 v[16], s[8], t[4];
+#pragma GCC unroll 16
+  for (size_t k = 0; k < M; k++) v[k] = acc[k / N][k % N];
+  /* s[i]: the 256-bit halves of v[2i] and v[2i+1] added, in its 128-bit
+   * quarters (lo, hi) of v[2i], then of v[2i+1]. */
+#pragma GCC unroll 8
+  for (size_t i = 0; i < M / 2; i++)
+    s[i] = _mm512_add_ps(_mm512_shuffle_f32x4(v[2 * i], v[2 * i + 1], 0xEE),
+                         _mm512_shuffle_f32x4(v[2 * i], v[2 * i + 1], 0x44));
+  /* t[m]: quarter q holds the 128-bit halves of s's v[4m + q] added. */
+#pragma GCC unroll 4
+  for (size_t m = 0; m < M / 4; m++)
+    t[m] = _mm512_add_ps(_mm512_shuffle_f32x4(s[2 * m], s[2 * m + 1], 0xDD),
+                         _mm512_shuffle_f32x4(s[2 * m], s[2 * m + 1], 0x88));
+#pragma GCC unroll 4
+  for (size_t m = M / 4; m < 4; m++) t[m] = _mm512_setzero_ps();
+  /* Lanes i + 2 onto lanes i (i < 2), for t[0] and t[1] in u01 and t[2]
+   * and t[3] in u23: [t0 0, t0 1, t1 0, t1 1] per quarter. */
+  const __m512 u01 = _mm512_add_ps(_mm512_shuffle_ps(t[0], t[1], _MM_SHUFFLE(1, 0, 1, 0)),
+                                   _mm512_shuffle_ps(t[0], t[1], _MM_SHUFFLE(3, 2, 3, 2)));
+  const __m512 u23 = N > 2 ? _mm512_add_ps(_mm512_shuffle_ps(t[2], t[3], _MM_SHUFFLE(1, 0, 1, 0)),
+                                           _mm512_shuffle_ps(t[2], t[3], _MM_SHUFFLE(3, 2, 3, 2)))
+                           : _mm512_setzero_ps();
+  /* Lane 1 onto lane 0: lane 4 q + m of r is the sum of v[4 m + q]. */
+  const __m512 r = _mm512_add_ps(_mm512_shuffle_ps(u01, u23, _MM_SHUFFLE(2, 0, 2, 0)),
+                                 _mm512_shuffle_ps(u01, u23, _MM_SHUFFLE(3, 1, 3, 1)));
+  const __m512i order = _mm512_set_epi32(15, 11, 7, 3, 14, 10, 6, 2, 13, 9, 5, 1, 12, 8, 4, 0);
+  return _mm512_permutexvar_ps(order, r);
+}
+
 /* Output layers of 1 to 4 units (Q values, the critic's Q, the actor's
  * actions): C[i][j] = sum_p A[i][p] B[p][j] with A's rows and B's columns
  * contiguous (a_l and the rows of W) as dot products: 16 lanes along p, 4
  * rows at a time, then one horizontal sum per element (a fixed order).
  * The narrow kernel would spend a 16-lane FMA per multiply-add here. Rows
- * past m re-read row m - 1 and are not stored. */
-RD_AVX512 static void dot_avx512(const gemm_t *g) {
-  const size_t K = g->k, N = g->n, K16 = K / 16 * 16;
+ * past m re-read row m - 1 and are not stored. N, the number of columns,
+ * is a constant of each instantiation (dot_avx512 picks one): with a
+ * runtime N the epilogue indexed the accumulators by runtime values, so
+ * GCC kept all 16 in memory and every multiply-add loaded and stored one. */
+RD_AVX512 static inline __attribute__((always_inline)) void dot_body(const gemm_t *g,
+                                                                    const size_t N) {
+  const size_t K = g->k, K16 = K / 16 * 16;
   const __mmask16 tail = (__mmask16)((1u << (K - K16)) - 1);
+  /* A row-major C of N columns: 4 rows are 4 N consecutive floats, one
+   * masked vector; bias[j] sits in lane r N + j. */
+  const int contiguous = g->csc == 1 && g->rsc == (ptrdiff_t)N;
+  const __m512 zero = _mm512_setzero_ps();
+  __m512 bias = zero;
+  if (g->bias != NULL) {
+    const __m512i col = _mm512_set_epi32(15 % N, 14 % N, 13 % N, 12 % N, 11 % N, 10 % N, 9 % N,
+                                         8 % N, 7 % N, 6 % N, 5 % N, 4 % N, 3 % N, 2 % N, 1 % N, 0);
+    bias = _mm512_permutexvar_ps(col, _mm512_maskz_loadu_ps((__mmask16)((1u << N) - 1), g->bias));
+  }
   for (size_t i0 = 0; i0 < g->m; i0 += 4) {
     const float *ar[4];
     for (size_t r = 0; r < 4; r++) ar[r] = g->a + (ptrdiff_t)(i0 + r < g->m ? i0 + r : g->m - 1) * g->rsa;
@@ -424,27 +479,50 @@ RD_AVX512 static void dot_avx512(const gemm_t *g) {
       const __mmask16 mk = p < K16 ? (__mmask16)0xffff : tail;
       __m512 bv[4];
 #pragma GCC unroll 4
-      for (int j = 0; j < 4; j++)
-        bv[j] = (size_t)j < N ? _mm512_maskz_loadu_ps(mk, g->b + (ptrdiff_t)j * g->csb + (ptrdiff_t)p)
-                              : _mm512_setzero_ps();
+      for (size_t j = 0; j < 4; j++)
+        bv[j] = j < N ? _mm512_maskz_loadu_ps(mk, g->b + (ptrdiff_t)j * g->csb + (ptrdiff_t)p)
+                      : _mm512_setzero_ps();
 #pragma GCC unroll 4
       for (int r = 0; r < 4; r++) {
         const __m512 av = _mm512_maskz_loadu_ps(mk, ar[r] + p);
 #pragma GCC unroll 4
-        for (int j = 0; j < 4; j++)
-          if ((size_t)j < N) acc[r][j] = _mm512_fmadd_ps(av, bv[j], acc[r][j]);
+        for (size_t j = 0; j < 4; j++)
+          if (j < N) acc[r][j] = _mm512_fmadd_ps(av, bv[j], acc[r][j]);
       }
     }
-    size_t rows = g->m - i0 < 4 ? g->m - i0 : 4;
+    const size_t rows = g->m - i0 < 4 ? g->m - i0 : 4;
+    /* Lane r N + j: row r's sum of column j. */
+    const __m512 sum = dot_sums(acc, N);
+    if (contiguous) {
+      const __mmask16 keep = (__mmask16)((1u << (rows * N)) - 1);
+      float *c = g->c + (ptrdiff_t)i0 * g->rsc;
+      __m512 v = sum;
+      if (g->accumulate) v = _mm512_add_ps(_mm512_maskz_loadu_ps(keep, c), v);
+      if (g->bias != NULL) v = _mm512_add_ps(v, bias);
+      if (g->relu) v = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(v, zero, _CMP_GT_OQ), v);
+      _mm512_mask_storeu_ps(c, keep, v);
+      continue;
+    }
+    float out[16] __attribute__((aligned(64)));
+    _mm512_store_ps(out, sum);
     for (size_t r = 0; r < rows; r++)
       for (size_t j = 0; j < N; j++) {
         float *c = g->c + (ptrdiff_t)(i0 + r) * g->rsc + (ptrdiff_t)j * g->csc;
-        float v = _mm512_reduce_add_ps(acc[r][j]);
+        float v = out[r * N + j];
         if (g->accumulate) v = *c + v;
         if (g->bias != NULL) v = v + g->bias[j];
         if (g->relu) v = v > 0.0f ? v : 0.0f;
         *c = v;
       }
+  }
+}
+
+RD_AVX512 static void dot_avx512(const gemm_t *g) {
+  switch (g->n) {
+  case 1: dot_body(g, 1); break;
+  case 2: dot_body(g, 2); break;
+  case 3: dot_body(g, 3); break;
+  default: dot_body(g, 4); break;
   }
 }
 
