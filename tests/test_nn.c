@@ -366,57 +366,67 @@ static void test_layer_gemm_products(void **state) {
   rd_mlp_free(&m);
 }
 
-/* The AVX-512 dot-product kernel (output layers of at most 4 units) in
- * its documented order, bit for bit: lane l of 16 sums x[p] w[p] for p = l
- * mod 16 by fused multiply-adds in p order (lanes past the inner dimension
- * add 0 x 0), then the lanes are added as _mm512_reduce_add_ps does (upper
- * 8 onto lower, upper 4 onto lower, lanes 2, 3 onto 0, 1, lane 1 onto 0),
- * then the bias, then relu. Guards the kernel's shared-shuffle reduction,
- * which must give the bits of one reduction per element. */
-static float dot_ref(const float *x, const float *w, size_t k) {
-  float lane[16] = {0};
-  for (size_t p0 = 0; p0 < k; p0 += 16)
-    for (size_t l = 0; l < 16; l++)
+/* The dot-product kernels (output layers of at most 4 units; AVX-512 and
+ * AVX2) in their documented order, bit for bit: lane l of L (16 or 8)
+ * sums x[p] w[p] for p = l mod L by fused multiply-adds in p order (lanes
+ * past the inner dimension add 0 x 0), then the lanes are added as
+ * _mm512_reduce_add_ps does (upper 8 onto lower, for L = 16; upper 4 onto
+ * lower, lanes 2, 3 onto 0, 1, lane 1 onto 0), then the bias, then relu.
+ * Guards the kernels' shared-shuffle reductions, which must give the bits
+ * of one reduction per element. */
+static float dot_ref(const float *x, const float *w, size_t k, size_t L) {
+  float lane[16] = {0}, t4[4];
+  for (size_t p0 = 0; p0 < k; p0 += L)
+    for (size_t l = 0; l < L; l++)
       lane[l] = p0 + l < k ? fmaf(x[p0 + l], w[p0 + l], lane[l]) : fmaf(0.0f, 0.0f, lane[l]);
-  float t3[8], t6[4];
-  for (int i = 0; i < 8; i++) t3[i] = lane[i + 8] + lane[i];
-  for (int i = 0; i < 4; i++) t6[i] = t3[i + 4] + t3[i];
-  return (t6[0] + t6[2]) + (t6[1] + t6[3]);
+  if (L == 16)
+    for (int i = 0; i < 8; i++) lane[i] = lane[i + 8] + lane[i];
+  for (int i = 0; i < 4; i++) t4[i] = lane[i + 4] + lane[i];
+  return (t4[0] + t4[2]) + (t4[1] + t4[3]);
 }
 
 static void test_dot_kernel_order(void **state) {
   (void)state;
-  static const uint32_t ins[] = {1, 5, 16, 17, 64, 100}, outs[] = {1, 2, 3, 4};
-  static const size_t rows[] = {1, 3, 4, 5, 130};
-  for (size_t ii = 0; ii < 6; ii++)
-    for (size_t oi = 0; oi < 4; oi++)
-      for (int relu = 0; relu < 2; relu++) {
-        const uint32_t sz[] = {ins[ii], outs[oi]};
-        const rd_nn_act_t act[] = {relu ? RD_NN_RELU : RD_NN_IDENTITY};
-        rd_nn_spec_t s = rdt_nn_spec(1, sz, act);
-        rd_mlp_t m;
-        make_net(&m, &s, 130, 7 + ii * 8 + oi, 1, 1);
-        if (strcmp(rd_mlp_isa(&m), "avx512") != 0) { /* other variants sum in other orders */
+  static const char *const isas[] = {"avx512", "avx2"};
+  static const uint32_t ins[] = {1, 5, 8, 9, 16, 17, 64, 100}, outs[] = {1, 2, 3, 4};
+  static const size_t rows[] = {1, 2, 3, 4, 5, 130};
+  int ran = 0;
+  for (size_t v = 0; v < 2; v++) {
+    const size_t L = v == 0 ? 16 : 8;
+    setenv("RD_NN_ISA", isas[v], 1);
+    for (size_t ii = 0; ii < 8; ii++)
+      for (size_t oi = 0; oi < 4; oi++)
+        for (int relu = 0; relu < 2; relu++) {
+          const uint32_t sz[] = {ins[ii], outs[oi]};
+          const rd_nn_act_t act[] = {relu ? RD_NN_RELU : RD_NN_IDENTITY};
+          rd_nn_spec_t s = rdt_nn_spec(1, sz, act);
+          rd_mlp_t m;
+          make_net(&m, &s, 130, 7 + ii * 8 + oi, 1, 1);
+          if (strcmp(rd_mlp_isa(&m), isas[v]) != 0) { /* this CPU lacks the variant */
+            rd_mlp_free(&m);
+            continue;
+          }
+          ran++;
+          rdt_fill(m.params, m.n_params, 40 + ii, -1.0f, 1.0f);
+          const float *w = m.params + m.w_off[0], *b = m.params + m.b_off[0];
+          for (size_t ri = 0; ri < 6; ri++) {
+            const size_t n = rows[ri], in = ins[ii], out = outs[oi];
+            float *x = malloc(n * in * sizeof *x), *y = malloc(n * out * sizeof *y);
+            rdt_fill(x, n * in, 50 + ri, -2.0f, 2.0f);
+            assert_int_equal(rd_mlp_forward(&m, n, x, y, NULL), RD_OK);
+            for (size_t i = 0; i < n; i++)
+              for (size_t j = 0; j < out; j++) {
+                float e = dot_ref(x + i * in, w + j * in, in, L) + b[j];
+                if (relu) e = e > 0.0f ? e : 0.0f;
+                assert_memory_equal(&y[i * out + j], &e, sizeof e);
+              }
+            free(x), free(y);
+          }
           rd_mlp_free(&m);
-          skip();
         }
-        rdt_fill(m.params, m.n_params, 40 + ii, -1.0f, 1.0f);
-        const float *w = m.params + m.w_off[0], *b = m.params + m.b_off[0];
-        for (size_t ri = 0; ri < 5; ri++) {
-          const size_t n = rows[ri], in = ins[ii], out = outs[oi];
-          float *x = malloc(n * in * sizeof *x), *y = malloc(n * out * sizeof *y);
-          rdt_fill(x, n * in, 50 + ri, -2.0f, 2.0f);
-          assert_int_equal(rd_mlp_forward(&m, n, x, y, NULL), RD_OK);
-          for (size_t i = 0; i < n; i++)
-            for (size_t j = 0; j < out; j++) {
-              float v = dot_ref(x + i * in, w + j * in, in) + b[j];
-              if (relu) v = v > 0.0f ? v : 0.0f;
-              assert_memory_equal(&y[i * out + j], &v, sizeof v);
-            }
-          free(x), free(y);
-        }
-        rd_mlp_free(&m);
-      }
+  }
+  unsetenv("RD_NN_ISA");
+  if (ran == 0) skip(); /* no AVX2 either: the generic variant has no dot kernel */
 }
 
 /* ---- losses ---- */

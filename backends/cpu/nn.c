@@ -526,6 +526,115 @@ RD_AVX512 static void dot_avx512(const gemm_t *g) {
   }
 }
 
+#define RD_AVX2 __attribute__((target("avx2,fma")))
+
+/* The AVX2 dot-product kernel: dot_avx512's scheme with 8 lanes along the
+ * inner dimension and 4 rows a group for N <= 2, 2 rows for N = 3, 4 (the
+ * accumulators, B's columns and A's vector fit the 16 registers). The
+ * general kernel spent a 16-column tile with its padded copy on each 6
+ * rows of a 1-4 unit output layer. Lanes are added upper 4 onto lower,
+ * lanes 2, 3 onto 0, 1, lane 1 onto 0 (the AVX-512 order's last three
+ * steps), the R N sums of a group with shared shuffles. */
+RD_AVX2 static inline __attribute__((always_inline)) __m256 dot_sums8(const __m256 acc[4][4],
+                                                                     const size_t N,
+                                                                     const size_t R) {
+  const size_t M = R * N; /* 4, 6 or 8 vectors, in lane order k = r N + j */
+  __m256 v[8], s[4];
+#pragma GCC unroll 8
+  for (size_t k = 0; k < M; k++) v[k] = acc[k / N][k % N];
+  /* s[i]: the 128-bit halves of v[2i] (low lane) and v[2i+1] (high) added. */
+#pragma GCC unroll 4
+  for (size_t i = 0; i < M / 2; i++)
+    s[i] = _mm256_add_ps(_mm256_permute2f128_ps(v[2 * i], v[2 * i + 1], 0x31),
+                         _mm256_permute2f128_ps(v[2 * i], v[2 * i + 1], 0x20));
+#pragma GCC unroll 4
+  for (size_t i = M / 2; i < 4; i++) s[i] = _mm256_setzero_ps();
+  /* Lanes 2, 3 onto 0, 1: u01 holds v0, v2 (low lane), v1, v3 (high). */
+  const __m256 u01 = _mm256_add_ps(_mm256_shuffle_ps(s[0], s[1], _MM_SHUFFLE(1, 0, 1, 0)),
+                                   _mm256_shuffle_ps(s[0], s[1], _MM_SHUFFLE(3, 2, 3, 2)));
+  const __m256 u23 = M > 4 ? _mm256_add_ps(_mm256_shuffle_ps(s[2], s[3], _MM_SHUFFLE(1, 0, 1, 0)),
+                                           _mm256_shuffle_ps(s[2], s[3], _MM_SHUFFLE(3, 2, 3, 2)))
+                           : _mm256_setzero_ps();
+  /* Lane 1 onto 0: [v0, v2, v4, v6 | v1, v3, v5, v7]. */
+  const __m256 r = _mm256_add_ps(_mm256_shuffle_ps(u01, u23, _MM_SHUFFLE(2, 0, 2, 0)),
+                                 _mm256_shuffle_ps(u01, u23, _MM_SHUFFLE(3, 1, 3, 1)));
+  return _mm256_permutevar8x32_ps(r, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+
+RD_AVX2 static inline __attribute__((always_inline)) void dot_body8(const gemm_t *g,
+                                                                   const size_t N) {
+  const size_t R = N <= 2 ? 4 : 2;
+  const size_t K = g->k, K8 = K / 8 * 8;
+  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  const __m256i tail = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(K - K8)), lane);
+  const int contiguous = g->csc == 1 && g->rsc == (ptrdiff_t)N;
+  const __m256 zero = _mm256_setzero_ps();
+  __m256 bias = zero;
+  if (g->bias != NULL) {
+    float pat[8];
+    for (size_t k = 0; k < 8; k++) pat[k] = g->bias[k % N];
+    bias = _mm256_loadu_ps(pat);
+  }
+  for (size_t i0 = 0; i0 < g->m; i0 += R) {
+    const float *ar[4];
+    for (size_t r = 0; r < R; r++) ar[r] = g->a + (ptrdiff_t)(i0 + r < g->m ? i0 + r : g->m - 1) * g->rsa;
+    __m256 acc[4][4];
+#pragma GCC unroll 4
+    for (size_t r = 0; r < 4; r++)
+#pragma GCC unroll 4
+      for (size_t j = 0; j < 4; j++) acc[r][j] = zero;
+    for (size_t p = 0; p < K; p += 8) {
+      const int full = p < K8;
+      __m256 bv[4];
+#pragma GCC unroll 4
+      for (size_t j = 0; j < 4; j++) {
+        const float *bj = g->b + (ptrdiff_t)j * g->csb + (ptrdiff_t)p;
+        bv[j] = j >= N ? zero : full ? _mm256_loadu_ps(bj) : _mm256_maskload_ps(bj, tail);
+      }
+#pragma GCC unroll 4
+      for (size_t r = 0; r < 4; r++) {
+        if (r >= R) break;
+        const __m256 av = full ? _mm256_loadu_ps(ar[r] + p) : _mm256_maskload_ps(ar[r] + p, tail);
+#pragma GCC unroll 4
+        for (size_t j = 0; j < 4; j++)
+          if (j < N) acc[r][j] = _mm256_fmadd_ps(av, bv[j], acc[r][j]);
+      }
+    }
+    const size_t rows = g->m - i0 < R ? g->m - i0 : R;
+    const __m256 sum = dot_sums8(acc, N, R); /* lane r N + j: row r, column j */
+    if (contiguous) {
+      const __m256i keep = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(rows * N)), lane);
+      float *c = g->c + (ptrdiff_t)i0 * g->rsc;
+      __m256 v = sum;
+      if (g->accumulate) v = _mm256_add_ps(_mm256_maskload_ps(c, keep), v);
+      if (g->bias != NULL) v = _mm256_add_ps(v, bias);
+      if (g->relu) v = _mm256_and_ps(v, _mm256_cmp_ps(v, zero, _CMP_GT_OQ));
+      _mm256_maskstore_ps(c, keep, v);
+      continue;
+    }
+    float out[8] __attribute__((aligned(32)));
+    _mm256_store_ps(out, sum);
+    for (size_t r = 0; r < rows; r++)
+      for (size_t j = 0; j < N; j++) {
+        float *c = g->c + (ptrdiff_t)(i0 + r) * g->rsc + (ptrdiff_t)j * g->csc;
+        float v = out[r * N + j];
+        if (g->accumulate) v = *c + v;
+        if (g->bias != NULL) v = v + g->bias[j];
+        if (g->relu) v = v > 0.0f ? v : 0.0f;
+        *c = v;
+      }
+  }
+}
+
+RD_AVX2 static void dot_avx2(const gemm_t *g) {
+  switch (g->n) {
+  case 1: dot_body8(g, 1); break;
+  case 2: dot_body8(g, 2); break;
+  case 3: dot_body8(g, 3); break;
+  default: dot_body8(g, 4); break;
+  }
+}
+
 /* Four rounds of two-source permutes: round b pairs rows i and i + b and
  * interleaves their b-element blocks; after b = 8, 4, 2, 1 row q holds
  * column q. */
@@ -566,7 +675,7 @@ RD_AVX512 static void tr16_avx512(const float *src, ptrdiff_t ss, size_t rows, f
 static const rd_mlp_kernel_t kernels[] = {
     {"generic", 6, 8, kern_generic, kern_rows_generic, NULL, NULL, adam_generic, NULL},
 #if defined(__x86_64__)
-    {"avx2", 6, 16, kern_avx2, kern_rows_avx2, NULL, NULL, adam_avx2, NULL},
+    {"avx2", 6, 16, kern_avx2, kern_rows_avx2, NULL, dot_avx2, adam_avx2, NULL},
     {"avx512", 12, 32, kern_avx512, kern_rows_avx512, narrow_avx512, dot_avx512, adam_avx512,
      tr16_avx512},
 #endif
@@ -809,14 +918,19 @@ static void size_packing(rd_mlp_t *m, size_t batch, size_t width) {
   m->pack_floats = m->pack_b_off + round_up(kc * nc, 16);
 }
 
-/* The narrow kernel on m's threads: rows in chunks of 8, B packed to 16
+/* At most 4 columns, A's rows and B's columns contiguous, no gate: the
+ * variant's dot-product kernel, if it has one. */
+static int dot_fits(const rd_mlp_kernel_t *kr, const gemm_t *g) {
+  return kr->dot != NULL && g->n <= 4 && g->csa == 1 && g->rsb == 1 && g->gate == NULL;
+}
+
+/* The narrow (or dot-product) kernel on m's threads: rows in chunks of 8, B packed to 16
  * columns first when its rows are not contiguous (each thread packs its own
  * copy; B is at most 16 columns). Falls back to the general kernel if that
  * copy would not fit the packing buffer. */
 static void gemm_narrow(rd_mlp_t *m, const gemm_t *g) {
   const rd_mlp_kernel_t *kr = m->kernel;
-  /* At most 4 columns, A's rows and B's columns contiguous: dot products. */
-  const int dot = kr->dot != NULL && g->n <= 4 && g->csa == 1 && g->rsb == 1 && g->gate == NULL;
+  const int dot = dot_fits(kr, g); /* else kr->narrow, which gemm checked */
   const int packed = !dot && g->csb != 1;
   if (packed && g->k * 16 > m->pack_floats - m->pack_b_off) {
     gemm_serial(kr, g, m->pack, m->pack + m->pack_b_off);
@@ -876,7 +990,7 @@ static void gemm(rd_mlp_t *m, const gemm_t *g0) {
     t.rsc = g.csc, t.csc = g.rsc;
     g = t;
   }
-  if (kr->narrow != NULL && g.n <= 16 && (g.csc == 1 || g.n == 1)) {
+  if ((dot_fits(kr, &g) || (kr->narrow != NULL && g.n <= 16)) && (g.csc == 1 || g.n == 1)) {
     gemm_narrow(m, &g);
     return;
   }
