@@ -407,7 +407,7 @@ RD_AVX512 static void narrow_avx512(const gemm_t *g, const float *bp) {
  * r N + j of the result, the other lanes 0. Each sum is added in the order
  * of _mm512_reduce_add_ps (the upper 256 bits onto the lower, then the
  * upper 128 of that, then lanes i + 2, then lane 1 onto lane 0; the
- * larger operand order of each add kept too), so its bits are that call's,
+ * operand order of each add kept too), so its bits are that call's,
  * but the 4 N reductions share their shuffles: pairs of vectors are
  * halved together, then fours, then the last two steps run on four
  * vectors' lanes at once, about a quarter of the instructions. */
@@ -457,9 +457,8 @@ RD_AVX512 static inline __attribute__((always_inline)) void dot_body(const gemm_
                                                                     const size_t N) {
   const size_t K = g->k, K16 = K / 16 * 16;
   const __mmask16 tail = (__mmask16)((1u << (K - K16)) - 1);
-  /* A row-major C of N columns: 4 rows are 4 N consecutive floats, one
-   * masked vector; bias[j] sits in lane r N + j. */
-  const int contiguous = g->csc == 1 && g->rsc == (ptrdiff_t)N;
+  /* C is row-major with N columns (dot_fits): 4 rows are 4 N consecutive
+   * floats, one masked vector; bias[j] sits in lane r N + j. */
   const __m512 zero = _mm512_setzero_ps();
   __m512 bias = zero;
   if (g->bias != NULL) {
@@ -492,28 +491,13 @@ RD_AVX512 static inline __attribute__((always_inline)) void dot_body(const gemm_
     }
     const size_t rows = g->m - i0 < 4 ? g->m - i0 : 4;
     /* Lane r N + j: row r's sum of column j. */
-    const __m512 sum = dot_sums(acc, N);
-    if (contiguous) {
-      const __mmask16 keep = (__mmask16)((1u << (rows * N)) - 1);
-      float *c = g->c + (ptrdiff_t)i0 * g->rsc;
-      __m512 v = sum;
-      if (g->accumulate) v = _mm512_add_ps(_mm512_maskz_loadu_ps(keep, c), v);
-      if (g->bias != NULL) v = _mm512_add_ps(v, bias);
-      if (g->relu) v = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(v, zero, _CMP_GT_OQ), v);
-      _mm512_mask_storeu_ps(c, keep, v);
-      continue;
-    }
-    float out[16] __attribute__((aligned(64)));
-    _mm512_store_ps(out, sum);
-    for (size_t r = 0; r < rows; r++)
-      for (size_t j = 0; j < N; j++) {
-        float *c = g->c + (ptrdiff_t)(i0 + r) * g->rsc + (ptrdiff_t)j * g->csc;
-        float v = out[r * N + j];
-        if (g->accumulate) v = *c + v;
-        if (g->bias != NULL) v = v + g->bias[j];
-        if (g->relu) v = v > 0.0f ? v : 0.0f;
-        *c = v;
-      }
+    __m512 v = dot_sums(acc, N);
+    const __mmask16 keep = (__mmask16)((1u << (rows * N)) - 1);
+    float *c = g->c + (ptrdiff_t)i0 * (ptrdiff_t)N;
+    if (g->accumulate) v = _mm512_add_ps(_mm512_maskz_loadu_ps(keep, c), v);
+    if (g->bias != NULL) v = _mm512_add_ps(v, bias);
+    if (g->relu) v = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(v, zero, _CMP_GT_OQ), v);
+    _mm512_mask_storeu_ps(c, keep, v);
   }
 }
 
@@ -567,7 +551,6 @@ RD_AVX2 static inline __attribute__((always_inline)) void dot_body8(const gemm_t
   const size_t K = g->k, K8 = K / 8 * 8;
   const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
   const __m256i tail = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(K - K8)), lane);
-  const int contiguous = g->csc == 1 && g->rsc == (ptrdiff_t)N;
   const __m256 zero = _mm256_setzero_ps();
   __m256 bias = zero;
   if (g->bias != NULL) {
@@ -601,28 +584,13 @@ RD_AVX2 static inline __attribute__((always_inline)) void dot_body8(const gemm_t
       }
     }
     const size_t rows = g->m - i0 < R ? g->m - i0 : R;
-    const __m256 sum = dot_sums8(acc, N, R); /* lane r N + j: row r, column j */
-    if (contiguous) {
-      const __m256i keep = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(rows * N)), lane);
-      float *c = g->c + (ptrdiff_t)i0 * g->rsc;
-      __m256 v = sum;
-      if (g->accumulate) v = _mm256_add_ps(_mm256_maskload_ps(c, keep), v);
-      if (g->bias != NULL) v = _mm256_add_ps(v, bias);
-      if (g->relu) v = _mm256_and_ps(v, _mm256_cmp_ps(v, zero, _CMP_GT_OQ));
-      _mm256_maskstore_ps(c, keep, v);
-      continue;
-    }
-    float out[8] __attribute__((aligned(32)));
-    _mm256_store_ps(out, sum);
-    for (size_t r = 0; r < rows; r++)
-      for (size_t j = 0; j < N; j++) {
-        float *c = g->c + (ptrdiff_t)(i0 + r) * g->rsc + (ptrdiff_t)j * g->csc;
-        float v = out[r * N + j];
-        if (g->accumulate) v = *c + v;
-        if (g->bias != NULL) v = v + g->bias[j];
-        if (g->relu) v = v > 0.0f ? v : 0.0f;
-        *c = v;
-      }
+    __m256 v = dot_sums8(acc, N, R); /* lane r N + j: row r, column j */
+    const __m256i keep = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(rows * N)), lane);
+    float *c = g->c + (ptrdiff_t)i0 * (ptrdiff_t)N;
+    if (g->accumulate) v = _mm256_add_ps(_mm256_maskload_ps(c, keep), v);
+    if (g->bias != NULL) v = _mm256_add_ps(v, bias);
+    if (g->relu) v = _mm256_and_ps(v, _mm256_cmp_ps(v, zero, _CMP_GT_OQ));
+    _mm256_maskstore_ps(c, keep, v);
   }
 }
 
@@ -918,16 +886,18 @@ static void size_packing(rd_mlp_t *m, size_t batch, size_t width) {
   m->pack_floats = m->pack_b_off + round_up(kc * nc, 16);
 }
 
-/* At most 4 columns, A's rows and B's columns contiguous, no gate: the
- * variant's dot-product kernel, if it has one. */
+/* At most 4 columns, A's rows and B's columns contiguous, C row-major with
+ * no padding (an output layer's forward product), no gate: the variant's
+ * dot-product kernel, if it has one. */
 static int dot_fits(const rd_mlp_kernel_t *kr, const gemm_t *g) {
-  return kr->dot != NULL && g->n <= 4 && g->csa == 1 && g->rsb == 1 && g->gate == NULL;
+  return kr->dot != NULL && g->n <= 4 && g->csa == 1 && g->rsb == 1 && g->csc == 1 &&
+         g->rsc == (ptrdiff_t)g->n && g->gate == NULL;
 }
 
-/* The narrow (or dot-product) kernel on m's threads: rows in chunks of 8, B packed to 16
- * columns first when its rows are not contiguous (each thread packs its own
- * copy; B is at most 16 columns). Falls back to the general kernel if that
- * copy would not fit the packing buffer. */
+/* The narrow (or dot-product) kernel on m's threads: rows in chunks of 8,
+ * B packed to 16 columns first when its rows are not contiguous (each
+ * thread packs its own copy; B is at most 16 columns). Falls back to the
+ * general kernel if that copy would not fit the packing buffer. */
 static void gemm_narrow(rd_mlp_t *m, const gemm_t *g) {
   const rd_mlp_kernel_t *kr = m->kernel;
   const int dot = dot_fits(kr, g); /* else kr->narrow, which gemm checked */
