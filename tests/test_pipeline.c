@@ -460,7 +460,14 @@ static void test_inserts_during_steps(void **state) {
  * the sampler thread and two writers: every batch still holds the rows its
  * keys named, no more than D + 1 batches are ever in flight, every trained
  * batch's priorities are written exactly once, and the helpers did some of
- * the work (the team runs at least the first tuning trial: learner.h). */
+ * the work. How much is the scheduler's call: the team runs only in the
+ * learner's team trials and team holds (learner.h), and on a loaded
+ * machine a request of 300 steps can pass with the worker preempted
+ * whenever it was idle (helped 0 of 300 once in CI; 7 of 300 here with six
+ * spinning processes beside it). So requests are repeated, each checked in
+ * full, until the helpers did both kinds of work or 30 s passed: the
+ * learner repeats its trials every RD_LEARNER_TUNE_HOLD_S of steps, so
+ * that spans several team trials on any machine. */
 static void test_helpers(void **state) {
   rig_t *fx = rig(state, 2048, 256, 6, 1);
   fx->c.learner.threads = 2;
@@ -470,17 +477,27 @@ static void test_helpers(void **state) {
   fx->h.batch = 256;
   fx->h.depth = 6;
   fx->h.p = p;
-  train_with_writers(fx, 300);
-  assert_true(atomic_load(&fx->h.max_in_flight) <= 7);
-  assert_int_equal(rd_pipeline_wait_idle(p, 120), 1);
-  rd_pipeline_stats_t st;
-  rd_pipeline_stats(p, &st);
-  pthread_mutex_lock(&fx->w.rt.lock);
-  rd_table_stats_t ts = rd_table_stats(&fx->w.rt.table);
-  pthread_mutex_unlock(&fx->w.rt.lock);
-  assert_int_equal(ts.updates + ts.stale_updates, (uint64_t)st.steps * 256);
-  assert_true(st.helped_samples > 0 && st.helped_samples <= 300);
-  assert_true(st.helped_updates > 0 && st.helped_updates <= 300);
+  rd_pipeline_stats_t st = {0};
+  uint64_t requested = 0;
+  const double t0 = rd_clock_now();
+  while ((st.helped_samples == 0 || st.helped_updates == 0) && rd_clock_now() - t0 < 30.0) {
+    atomic_store(&fx->h.batches, 0); /* train_with_writers counts one request's */
+    train_with_writers(fx, 300);
+    requested += 300;
+    assert_true(atomic_load(&fx->h.max_in_flight) <= 7);
+    assert_int_equal(rd_pipeline_wait_idle(p, 120), 1);
+    rd_pipeline_stats(p, &st);
+    pthread_mutex_lock(&fx->w.rt.lock);
+    rd_table_stats_t ts = rd_table_stats(&fx->w.rt.table);
+    pthread_mutex_unlock(&fx->w.rt.lock);
+    assert_int_equal(st.steps + st.skipped_steps, requested);
+    assert_int_equal(ts.updates + ts.stale_updates, (uint64_t)st.steps * 256);
+    /* A burst samples only batches a request asked for (sample_room). */
+    assert_true(st.helped_samples <= requested);
+    assert_true(st.helped_updates <= st.steps);
+  }
+  assert_true(st.helped_samples > 0);
+  assert_true(st.helped_updates > 0);
 }
 
 static void test_request_errors(void **state) {
