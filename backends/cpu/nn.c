@@ -197,6 +197,13 @@ struct rd_mlp_kernel {
   const char *name;
   size_t mr, nr;
   kern_fn kern, kern_rows;
+  /* Row tiles short of mr rows (the last of a product whose M is not a
+   * multiple of mr: 256 = 21 x 12 + 4) run the kernel of part_mr[q] rows,
+   * the first that holds them (ascending; 0: none), on the same panels:
+   * the full kernel spent its products on the panel's zero rows (a third
+   * of a tile at M = 64 or 256 with mr 12). */
+  size_t part_mr[2];
+  kern_fn part[2]; /* packed A only: a partial tile's A is always packed */
   narrow_fn narrow; /* products of at most 16 columns, or NULL */
   dot_fn dot;       /* forward products of at most 4 columns, or NULL */
   adam_fn adam;
@@ -289,11 +296,17 @@ typedef float rd_v16 __attribute__((vector_size(64)));
 #define A_ROWS r * ars + (ptrdiff_t)p
 RD_GEMM_KERNEL(kern_generic, , rd_v4, 4, 6, A_PMAJOR)
 RD_GEMM_KERNEL(kern_rows_generic, , rd_v4, 4, 6, A_ROWS)
+RD_GEMM_KERNEL(kern_generic_2, , rd_v4, 4, 2, A_PMAJOR)
+RD_GEMM_KERNEL(kern_generic_4, , rd_v4, 4, 4, A_PMAJOR)
 #if defined(__x86_64__)
 RD_GEMM_KERNEL(kern_avx2, __attribute__((target("avx2,fma"))), rd_v8, 8, 6, A_PMAJOR)
 RD_GEMM_KERNEL(kern_rows_avx2, __attribute__((target("avx2,fma"))), rd_v8, 8, 6, A_ROWS)
+RD_GEMM_KERNEL(kern_avx2_2, __attribute__((target("avx2,fma"))), rd_v8, 8, 2, A_PMAJOR)
+RD_GEMM_KERNEL(kern_avx2_4, __attribute__((target("avx2,fma"))), rd_v8, 8, 4, A_PMAJOR)
 RD_GEMM_KERNEL(kern_avx512, RD_AVX512, rd_v16, 16, 12, A_PMAJOR)
 RD_GEMM_KERNEL(kern_rows_avx512, RD_AVX512, rd_v16, 16, 12, A_ROWS)
+RD_GEMM_KERNEL(kern_avx512_4, RD_AVX512, rd_v16, 16, 4, A_PMAJOR)
+RD_GEMM_KERNEL(kern_avx512_8, RD_AVX512, rd_v16, 16, 8, A_PMAJOR)
 #endif
 #undef A_PMAJOR
 #undef A_ROWS
@@ -641,11 +654,13 @@ RD_AVX512 static void tr16_avx512(const float *src, ptrdiff_t ss, size_t rows, f
 #endif
 
 static const rd_mlp_kernel_t kernels[] = {
-    {"generic", 6, 8, kern_generic, kern_rows_generic, NULL, NULL, adam_generic, NULL},
+    {"generic", 6, 8, kern_generic, kern_rows_generic, {2, 4}, {kern_generic_2, kern_generic_4},
+     NULL, NULL, adam_generic, NULL},
 #if defined(__x86_64__)
-    {"avx2", 6, 16, kern_avx2, kern_rows_avx2, NULL, dot_avx2, adam_avx2, NULL},
-    {"avx512", 12, 32, kern_avx512, kern_rows_avx512, narrow_avx512, dot_avx512, adam_avx512,
-     tr16_avx512},
+    {"avx2", 6, 16, kern_avx2, kern_rows_avx2, {2, 4}, {kern_avx2_2, kern_avx2_4}, NULL,
+     dot_avx2, adam_avx2, NULL},
+    {"avx512", 12, 32, kern_avx512, kern_rows_avx512, {4, 8}, {kern_avx512_4, kern_avx512_8},
+     narrow_avx512, dot_avx512, adam_avx512, tr16_avx512},
 #endif
 };
 
@@ -748,12 +763,22 @@ typedef struct {
 
 /* One tile: tiles of a row-major C with all their columns go straight to
  * the kernel; tiles short of columns (and any tile of a C with csc != 1)
- * run the same kernel on a padded copy, so every element is computed by the
- * same instructions. */
+ * run the same kernel on a padded copy. A tile short of rows runs the
+ * smallest kernel that holds them (part_mr). Every kernel adds each
+ * element's products in the same order, so every element is computed by
+ * the same instructions either way. */
 static void gemm_tile(const rd_mlp_kernel_t *kr, const gemm_t *g, size_t kc, const panels_t *pn,
                       size_t i0, size_t j0, size_t mr, size_t nr, int first, int last) {
-  const size_t MR = kr->mr, NR = kr->nr;
-  const kern_fn kern = pn->rows ? kr->kern_rows : kr->kern;
+  const size_t NR = kr->nr;
+  size_t MR = kr->mr;
+  kern_fn kern = pn->rows ? kr->kern_rows : kr->kern;
+  if (mr < MR && !pn->rows) /* the partial tile's packed panel keeps kr->mr rows per p */
+    for (int q = 0; q < 2; q++)
+      if (mr <= kr->part_mr[q]) {
+        MR = kr->part_mr[q];
+        kern = kr->part[q];
+        break;
+      }
   float *c = g->c + (ptrdiff_t)i0 * g->rsc + (ptrdiff_t)j0 * g->csc;
   tile_epi_t e = {first,
                   last,
