@@ -15,6 +15,7 @@
 #include "sumtree.h"
 
 #include "cpu_isa.h"
+#include "hugemem.h"
 #include "rd_tree_check.h"
 #include "rd_tree_step.h"
 #include "rd_tsan.h"
@@ -22,8 +23,6 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <unistd.h>
 
 #ifdef _OPENMP
 #include <omp.h>
@@ -57,11 +56,6 @@
 /* Insert propagates per-block deltas upward; it works in chunks of this
  * many leaves so the delta scratch lives on the stack (no allocation). */
 #define INSERT_CHUNK 8192
-/* Trees this large get a mapping of their own on a 2 MiB boundary and ask
- * for transparent huge pages: a descent or an update touches a different
- * page at every low level, and with 4 KiB pages each of those is a TLB
- * miss. */
-#define HUGE_PAGE ((size_t)2 << 20)
 
 /* ------------------------------------------------------------------ */
 /* Shape                                                               */
@@ -673,28 +667,6 @@ static const isa_kernels_t *pick_isa(void) {
 /* Public entry points                                                 */
 /* ------------------------------------------------------------------ */
 
-/* A fresh mapping of `bytes` on a 2 MiB boundary that asks for huge pages,
- * or NULL. Not from malloc: memory the heap hands back has usually been
- * touched already, as 4 KiB pages, and the advice does not change pages
- * that exist. */
-static void *map_huge(size_t bytes) {
-  const size_t span = bytes + HUGE_PAGE;
-  char *raw = mmap(NULL, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (raw == MAP_FAILED) return NULL;
-  char *mem = (char *)(((uintptr_t)raw + HUGE_PAGE - 1) & ~(uintptr_t)(HUGE_PAGE - 1));
-  /* What is left past the tree starts on a page boundary (munmap's rule);
-   * rd_sumtree_free's munmap of `bytes` covers the tree's last page. */
-  const size_t page = (size_t)sysconf(_SC_PAGESIZE);
-  const size_t len = (bytes + page - 1) & ~(page - 1);
-  size_t head = (size_t)(mem - raw), tail = span - head - len;
-  if (head) munmap(raw, head);
-  if (tail) munmap(mem + len, tail);
-#ifdef MADV_HUGEPAGE
-  (void)madvise(mem, bytes, MADV_HUGEPAGE);
-#endif
-  return mem;
-}
-
 int rd_sumtree_init(rd_sumtree_t *t, uint32_t capacity, uint32_t fanout, rd_error_t *err) {
   memset(t, 0, sizeof *t);
   int rc = rd_tree_check_shape(capacity, fanout, err);
@@ -702,7 +674,9 @@ int rd_sumtree_init(rd_sumtree_t *t, uint32_t capacity, uint32_t fanout, rd_erro
   uint64_t blocks[RD_SUMTREE_MAX_LEVELS];
   uint32_t height = shape(capacity, fanout, blocks);
   size_t bytes = rd_sumtree_memsize(capacity, fanout);
-  void *mem = bytes >= HUGE_PAGE ? map_huge(bytes) : NULL;
+  /* A descent or an update touches a different page at every low level
+   * (hugemem.h). */
+  void *mem = bytes >= RD_HUGE_PAGE ? rd_huge_map(bytes) : NULL;
   const bool mapped = mem != NULL;
   if (!mapped && posix_memalign(&mem, 64, bytes) != 0) mem = NULL;
   if (mem == NULL)
@@ -734,7 +708,7 @@ int rd_sumtree_init(rd_sumtree_t *t, uint32_t capacity, uint32_t fanout, rd_erro
 
 void rd_sumtree_free(rd_sumtree_t *t) {
   if (t->mem_mapped)
-    munmap(t->mem, t->mem_bytes);
+    rd_huge_unmap(t->mem, t->mem_bytes);
   else
     free(t->mem);
   memset(t, 0, sizeof *t);

@@ -12,6 +12,7 @@
  * rd_table_to_cpu has moved it onto the CPU tree and host columns.
  */
 #include "table.h"
+#include "hugemem.h"
 #include "philox_fill.h"
 #include "vpow.h"
 
@@ -60,6 +61,21 @@ static int rmm_update(rd_table_t *t, size_t n, const uint32_t *slots, const uint
                       rd_error_t *err) {
   return t->config.rmm ? module_fault(t, t->config.rmm->update(t->rmm, n, slots, values, err))
                        : rd_sumtree_update(&t->tree, n, slots, values, err);
+}
+
+/* A host column: one of at least RD_HUGE_PAGE bytes is a huge-page
+ * mapping (hugemem.h: a gather reads a random row of every column), a
+ * smaller one comes from malloc; its size, fixed by the config, says which
+ * (the gather's figures on both: docs/benchmarks.md). */
+static uint8_t *column_alloc(size_t bytes) {
+  return bytes >= RD_HUGE_PAGE ? rd_huge_map(bytes) : malloc(bytes);
+}
+
+static void column_free(uint8_t *col, size_t bytes) {
+  if (bytes >= RD_HUGE_PAGE)
+    rd_huge_unmap(col, bytes);
+  else
+    free(col);
 }
 
 /* Rows [first, first + n) = rows [at, at + n) of the insert's columns. */
@@ -197,7 +213,7 @@ int rd_table_init(rd_table_t *t, const rd_table_config_t *c, rd_error_t *err) {
   }
   for (uint32_t f = 0; f < c->schema.n_fields && c->storage == NULL; f++) {
     /* Row bytes <= 64 MiB and capacity <= 2^28, so this cannot overflow. */
-    t->column[f] = malloc((size_t)c->capacity * t->field_bytes[f]);
+    t->column[f] = column_alloc((size_t)c->capacity * t->field_bytes[f]);
     if (t->column[f] == NULL) {
       size_t want = (size_t)c->capacity * t->field_bytes[f];
       rd_table_free(t);
@@ -218,7 +234,8 @@ int rd_table_init(rd_table_t *t, const rd_table_config_t *c, rd_error_t *err) {
 
 void rd_table_free(rd_table_t *t) {
   if (t->snap != NULL) snap_fail(t, "the table was freed");
-  for (uint32_t f = 0; f < RD_SCHEMA_MAX_FIELDS; f++) free(t->column[f]);
+  for (uint32_t f = 0; f < RD_SCHEMA_MAX_FIELDS; f++)
+    column_free(t->column[f], (size_t)t->config.capacity * t->field_bytes[f]);
   free(t->scratch_u64);
   free(t->scratch_u32);
   free(t->scratch_f64);
@@ -645,7 +662,7 @@ int rd_table_to_cpu(rd_table_t *t, uint64_t *lost, rd_error_t *err) {
   int rc = rd_sumtree_init(&tree, c->capacity, c->fanout, err);
   if (rc) return rc;
   for (uint32_t f = 0; f < nf && c->storage != NULL; f++) {
-    column[f] = malloc((size_t)c->capacity * t->field_bytes[f]);
+    column[f] = column_alloc((size_t)c->capacity * t->field_bytes[f]);
     if (column[f] == NULL) {
       rc = rd_error_set(err, RD_ENOMEM, "cannot allocate %zu bytes for field \"%s\"",
                         (size_t)c->capacity * t->field_bytes[f], c->schema.fields[f].name);
@@ -683,7 +700,7 @@ int rd_table_to_cpu(rd_table_t *t, uint64_t *lost, rd_error_t *err) {
   return RD_OK;
 
 fail:
-  for (uint32_t f = 0; f < nf; f++) free(column[f]);
+  for (uint32_t f = 0; f < nf; f++) column_free(column[f], (size_t)c->capacity * t->field_bytes[f]);
   rd_sumtree_free(&tree);
   return rc;
 }
