@@ -24,7 +24,7 @@
 #include "rd_philox.h"
 #include "rd_tree_step.h"
 
-#define GATHER_AHEAD 8 /* rows prefetched ahead by rd_table_gather */
+#define GATHER_AHEAD 64 /* rows prefetched ahead by gather_slots */
 
 /* ------------------------------------------------------------------ */
 /* The replay module: the CPU tree or config.rmm's                     */
@@ -407,6 +407,44 @@ static inline uint64_t key_of_slot(const keymap_t *m, uint32_t slot) {
   return k > m->last ? k - m->cap : k;
 }
 
+/* One column of a gather; inlined per row size (gather_slots). The first
+ * GATHER_AHEAD rows are prefetched before the first copy, then each copy
+ * prefetches the row GATHER_AHEAD keys on. */
+static inline __attribute__((always_inline)) void gather_column(size_t n, const uint32_t *slots,
+                                                                const uint8_t *col, uint8_t *dst,
+                                                                size_t fb) {
+  for (size_t i = 0; i < n && i < GATHER_AHEAD; i++)
+    __builtin_prefetch(col + (size_t)slots[i] * fb);
+  for (size_t i = 0; i < n; i++) {
+    if (i + GATHER_AHEAD < n) __builtin_prefetch(col + (size_t)slots[i + GATHER_AHEAD] * fb);
+    memcpy(dst + i * fb, col + (size_t)slots[i] * fb, fb);
+  }
+}
+
+/* The rows of `slots` from the host columns into cols (a field whose
+ * buffer is NULL is skipped), column by column. A copy of a constant size
+ * compiles to plain loads and stores, where a memcpy call per field and row
+ * cost more than the copy; every row of a table larger than the cache is a
+ * miss, so the rows are prefetched well ahead (GATHER_AHEAD; figures in
+ * docs/benchmarks.md). */
+static void gather_slots(const rd_table_t *t, size_t n, const uint32_t *slots,
+                         const rd_buf_t *cols) {
+  for (uint32_t f = 0; f < t->config.schema.n_fields; f++) {
+    if (cols[f].data == NULL) continue;
+    uint8_t *dst = cols[f].data;
+    const uint8_t *col = t->column[f];
+    switch (t->field_bytes[f]) {
+    case 1: gather_column(n, slots, col, dst, 1); break;
+    case 4: gather_column(n, slots, col, dst, 4); break;
+    case 8: gather_column(n, slots, col, dst, 8); break;
+    case 12: gather_column(n, slots, col, dst, 12); break;
+    case 16: gather_column(n, slots, col, dst, 16); break;
+    case 32: gather_column(n, slots, col, dst, 32); break;
+    default: gather_column(n, slots, col, dst, t->field_bytes[f]); break;
+    }
+  }
+}
+
 int rd_table_sample(rd_table_t *t, size_t n, double beta, unsigned flags,
                     const rd_sample_out_t *out, rd_error_t *err) {
   const rd_table_config_t *c = &t->config;
@@ -471,12 +509,7 @@ int rd_table_sample(rd_table_t *t, size_t n, double beta, unsigned flags,
     rc = module_fault(t, rows_read(t, n, slots, out->cols, err));
     if (rc) return rc;
   } else if (out->cols != NULL) {
-    for (uint32_t f = 0; f < c->schema.n_fields; f++) {
-      size_t fb = t->field_bytes[f];
-      uint8_t *dst = out->cols[f].data;
-      const uint8_t *col = t->column[f];
-      for (size_t i = 0; i < n; i++) memcpy(dst + i * fb, col + (size_t)slots[i] * fb, fb);
-    }
+    gather_slots(t, n, slots, out->cols);
   }
   t->draws = d0 + n;
   t->stats.samples += n;
@@ -526,15 +559,6 @@ int rd_table_update(rd_table_t *t, size_t n, const uint64_t *keys, const double 
   return RD_OK;
 }
 
-/* One column of a gather; inlined per row size (rd_table_gather). */
-static inline __attribute__((always_inline)) void gather_column(size_t n, const uint32_t *slots,
-                                                                const uint8_t *col, uint8_t *dst,
-                                                                size_t fb) {
-  for (size_t i = 0; i < n; i++) {
-    if (i + GATHER_AHEAD < n) __builtin_prefetch(col + (size_t)slots[i + GATHER_AHEAD] * fb);
-    memcpy(dst + i * fb, col + (size_t)slots[i] * fb, fb);
-  }
-}
 
 int rd_table_gather(const rd_table_t *t, size_t n, const uint64_t *keys, const rd_buf_t *cols,
                     rd_error_t *err) {
@@ -567,25 +591,7 @@ int rd_table_gather(const rd_table_t *t, size_t n, const uint64_t *keys, const r
   const keymap_t km = keymap(t);
   for (size_t i = 0; i < n; i++) slots[i] = slot_of_key(&km, keys[i]);
   if (c->storage != NULL) return n > 0 ? rows_read(t, n, slots, cols, err) : RD_OK;
-  /* Column by column. A copy of a constant size compiles to plain loads
-   * and stores, where a memcpy call per field and row cost more than the
-   * copy; the rows GATHER_AHEAD keys on are prefetched (every row is a
-   * cache miss in a table larger than the cache). Measured in the loop's sampler work
-   * (bench_loop JSON loop.sampler_batch_us): docs/benchmarks.md. */
-  for (uint32_t f = 0; f < c->schema.n_fields; f++) {
-    if (cols[f].data == NULL) continue;
-    uint8_t *dst = cols[f].data;
-    const uint8_t *col = t->column[f];
-    switch (t->field_bytes[f]) {
-    case 1: gather_column(n, slots, col, dst, 1); break;
-    case 4: gather_column(n, slots, col, dst, 4); break;
-    case 8: gather_column(n, slots, col, dst, 8); break;
-    case 12: gather_column(n, slots, col, dst, 12); break;
-    case 16: gather_column(n, slots, col, dst, 16); break;
-    case 32: gather_column(n, slots, col, dst, 32); break;
-    default: gather_column(n, slots, col, dst, t->field_bytes[f]); break;
-    }
-  }
+  gather_slots(t, n, slots, cols);
   return RD_OK;
 }
 
