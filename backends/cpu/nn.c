@@ -185,6 +185,9 @@ typedef void (*kern_fn)(size_t kc, const float *a, ptrdiff_t ars, ptrdiff_t acs,
 
 typedef void (*adam_fn)(size_t n, float *p, const float *g, float *m, float *v,
                         const rd_adam_coef_t *c);
+/* db[j] = sum over i < n of dz[i cols + j], for j0 <= j < j1. */
+typedef void (*colsum_fn)(size_t n, size_t cols, const float *dz, size_t j0, size_t j1,
+                          float *db);
 typedef struct gemm gemm_t;
 typedef void (*narrow_fn)(const gemm_t *g, const float *bp);
 typedef void (*dot_fn)(const gemm_t *g);
@@ -208,6 +211,7 @@ struct rd_mlp_kernel {
   dot_fn dot;       /* forward products of at most 4 columns, or NULL */
   adam_fn adam;
   tr16_fn tr16; /* vector transposes for packing, or NULL (scalar copies) */
+  colsum_fn colsum;
 };
 
 #if defined(__x86_64__)
@@ -310,6 +314,47 @@ RD_GEMM_KERNEL(kern_avx512_8, RD_AVX512, rd_v16, 16, 8, A_PMAJOR)
 #endif
 #undef A_PMAJOR
 #undef A_ROWS
+
+/* Column sums (a layer's bias gradient): 4 W columns at a time in
+ * registers, each column summed over the rows in order from 0, as the
+ * loop it replaced did (a memory add per row and vector: every row stored
+ * and reloaded the sums, most of a CartPole backward pass's own time). */
+#define RD_COLSUM_KERNEL(NAME, ATTR, V, W)                                                 \
+  ATTR static void NAME(size_t n, size_t cols, const float *dz, size_t j0, size_t j1,      \
+                        float *db) {                                                       \
+    size_t j = j0;                                                                         \
+    for (; j + 4 * (W) <= j1; j += 4 * (W)) {                                              \
+      V s[4] = {{0}, {0}, {0}, {0}};                                                       \
+      for (size_t i = 0; i < n; i++) {                                                     \
+        const float *row = dz + i * cols + j;                                              \
+        _Pragma("GCC unroll 4") for (int q = 0; q < 4; q++) {                              \
+          V x;                                                                             \
+          memcpy(&x, row + q * (W), sizeof x);                                             \
+          s[q] += x;                                                                       \
+        }                                                                                  \
+      }                                                                                    \
+      memcpy(db + j, s, sizeof s);                                                         \
+    }                                                                                      \
+    for (; j + (W) <= j1; j += (W)) {                                                      \
+      V s0 = {0};                                                                          \
+      for (size_t i = 0; i < n; i++) {                                                     \
+        V x;                                                                               \
+        memcpy(&x, dz + i * cols + j, sizeof x);                                           \
+        s0 += x;                                                                           \
+      }                                                                                    \
+      memcpy(db + j, &s0, sizeof s0);                                                      \
+    }                                                                                      \
+    for (; j < j1; j++) {                                                                  \
+      float s0 = 0;                                                                        \
+      for (size_t i = 0; i < n; i++) s0 += dz[i * cols + j];                               \
+      db[j] = s0;                                                                          \
+    }                                                                                      \
+  }
+RD_COLSUM_KERNEL(colsum_generic, , rd_v4, 4)
+#if defined(__x86_64__)
+RD_COLSUM_KERNEL(colsum_avx2, __attribute__((target("avx2,fma"))), rd_v8, 8)
+RD_COLSUM_KERNEL(colsum_avx512, RD_AVX512, rd_v16, 16)
+#endif
 
 /* Adam on n parameters (rd_mlp_adam_step has the formula). Whole vectors in
  * place; the last partial vector on a zero-padded copy through the same
@@ -655,12 +700,12 @@ RD_AVX512 static void tr16_avx512(const float *src, ptrdiff_t ss, size_t rows, f
 
 static const rd_mlp_kernel_t kernels[] = {
     {"generic", 6, 8, kern_generic, kern_rows_generic, {2, 4}, {kern_generic_2, kern_generic_4},
-     NULL, NULL, adam_generic, NULL},
+     NULL, NULL, adam_generic, NULL, colsum_generic},
 #if defined(__x86_64__)
     {"avx2", 6, 16, kern_avx2, kern_rows_avx2, {2, 4}, {kern_avx2_2, kern_avx2_4}, NULL,
-     dot_avx2, adam_avx2, NULL},
+     dot_avx2, adam_avx2, NULL, colsum_avx2},
     {"avx512", 12, 32, kern_avx512, kern_rows_avx512, {4, 8}, {kern_avx512_4, kern_avx512_8},
-     narrow_avx512, dot_avx512, adam_avx512, tr16_avx512},
+     narrow_avx512, dot_avx512, adam_avx512, tr16_avx512, colsum_avx512},
 #endif
 };
 
@@ -1258,6 +1303,7 @@ static void act_grad(rd_mlp_t *m, rd_nn_act_t act, const float *a, const float *
 /* db[j] = sum_i dz[i][j] over n rows, in row order (vectorized across j),
  * split over columns when large: each column's sum has one fixed order. */
 static void col_sums(rd_mlp_t *m, size_t n, size_t cols, const float *dz, float *db) {
+  const colsum_fn colsum = m->kernel->colsum;
   int nt = n * cols >= RD_MLP_OMP_MIN && cols >= 32 ? team_size(m) : 1;
   if (nt > 1) {
     uint64_t t0 = rd_clock_now_ns(), own = 0;
@@ -1267,25 +1313,13 @@ static void col_sums(rd_mlp_t *m, size_t n, size_t cols, const float *dz, float 
       size_t blocks = (cols + 15) / 16;
       size_t j0 = blocks * me / T * 16, j1 = blocks * (me + 1) / T * 16;
       if (j1 > cols) j1 = cols;
-      if (j1 > j0) {
-        memset(db + j0, 0, (j1 - j0) * sizeof(float));
-        for (size_t i = 0; i < n; i++) {
-          const float *row = dz + i * cols;
-#pragma omp simd
-          for (size_t j = j0; j < j1; j++) db[j] += row[j];
-        }
-      }
+      if (j1 > j0) colsum(n, cols, dz, j0, j1, db);
       if (me == 0) own = rd_clock_now_ns();
     }
     team_done(t0, own);
     return;
   }
-  memset(db, 0, cols * sizeof(float));
-  for (size_t i = 0; i < n; i++) {
-    const float *row = dz + i * cols;
-#pragma omp simd
-    for (size_t j = 0; j < cols; j++) db[j] += row[j];
-  }
+  colsum(n, cols, dz, 0, cols, db);
 }
 
 static int backward(rd_mlp_t *m, const float *dy, float *dx, int want_grads, rd_error_t *err) {
