@@ -297,7 +297,8 @@ static void test_gemm_block_edges(void **state) {
    * (MC = 144), 260 outputs cross the column block (NC = 256); 37, 5 and 1
    * leave partial register tiles everywhere; 11 -> 64 takes the transposed
    * weight gradient; outputs of at most 16 units take the narrow kernel, of
- * at most 4 the dot-product kernel. */
+ * at most 4 the dot-product kernel; batches of 12 q + 4 and 12 q + 8 end
+ * in the smaller row kernels. */
   static const struct {
     rd_nn_spec_t spec; /* layers, sizes, activations */
     uint32_t batch[3]; /* 0 ends */
@@ -310,6 +311,9 @@ static void test_gemm_block_edges(void **state) {
       {{2, {5, 37, 3}, {RD_NN_RELU, RD_NN_IDENTITY}}, {9, 3001}},
       /* A relu layer of 3 units: the dot-product kernel's relu. */
       {{2, {6, 3, 2}, {RD_NN_RELU, RD_NN_IDENTITY}}, {50}},
+      /* Last row tiles of 8 and 4 rows (12-row kernel) or 2 and 4 (6-row),
+       * read in place: batches 20, 128, 256 and the 64-unit layers' dW. */
+      {{3, {20, 64, 64, 2}, {RD_NN_RELU, RD_NN_RELU, RD_NN_IDENTITY}}, {20, 128, 256}},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
     for (size_t b = 0; b < 3 && cases[i].batch[b]; b++)
@@ -330,15 +334,19 @@ static void expect_product(const float *c, size_t rows, size_t cols, size_t inne
 }
 
 /* rd_mlp_layer_gemm's three products against a double reference, on shapes
- * that take the packed, narrow and transposed paths. */
+ * that take the packed, narrow and transposed paths. The caller's buffers
+ * are exactly as large as the products: 302 rows end in a row tile of 2 on
+ * every kernel (302 = 2 x 144 + 14), which is packed, not read in place by
+ * a larger kernel (ASan sees a read past x or dz). */
 static void test_layer_gemm_products(void **state) {
   (void)state;
   const uint32_t sz[] = {11, 256, 3};
   const rd_nn_act_t act[] = {RD_NN_RELU, RD_NN_IDENTITY};
   rd_nn_spec_t s = rdt_nn_spec(2, sz, act);
-  const size_t n = 300;
+  const size_t max_n = 302;
   rd_mlp_t m;
-  make_net(&m, &s, (uint32_t)n, 5, 1, 0);
+  make_net(&m, &s, (uint32_t)max_n, 5, 1, 0);
+  for (size_t n = 300; n <= max_n; n += 2)
   for (uint32_t l = 0; l < 2; l++) {
     size_t in = sz[l], out = sz[l + 1];
     float *x = malloc(n * in * sizeof *x), *w = malloc(out * in * sizeof *w);
@@ -361,8 +369,9 @@ static void test_layer_gemm_products(void **state) {
   float one = 1;
   assert_int_equal(rd_mlp_layer_gemm(&m, 2, RD_MLP_GEMM_FORWARD, 1, &one, &one, &one, &err),
                    RD_EINVAL);
-  assert_int_equal(rd_mlp_layer_gemm(&m, 0, RD_MLP_GEMM_FORWARD, n + 1, &one, &one, &one, &err),
-                   RD_ETOOBIG);
+  assert_int_equal(
+      rd_mlp_layer_gemm(&m, 0, RD_MLP_GEMM_FORWARD, max_n + 1, &one, &one, &one, &err),
+      RD_ETOOBIG);
   rd_mlp_free(&m);
 }
 

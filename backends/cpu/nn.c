@@ -206,7 +206,7 @@ struct rd_mlp_kernel {
    * the full kernel spent its products on the panel's zero rows (a third
    * of a tile at M = 64 or 256 with mr 12). */
   size_t part_mr[2];
-  kern_fn part[2]; /* packed A only: a partial tile's A is always packed */
+  kern_fn part[2], part_rows[2]; /* as kern, kern_rows */
   narrow_fn narrow; /* products of at most 16 columns, or NULL */
   dot_fn dot;       /* forward products of at most 4 columns, or NULL */
   adam_fn adam;
@@ -302,15 +302,21 @@ RD_GEMM_KERNEL(kern_generic, , rd_v4, 4, 6, A_PMAJOR)
 RD_GEMM_KERNEL(kern_rows_generic, , rd_v4, 4, 6, A_ROWS)
 RD_GEMM_KERNEL(kern_generic_2, , rd_v4, 4, 2, A_PMAJOR)
 RD_GEMM_KERNEL(kern_generic_4, , rd_v4, 4, 4, A_PMAJOR)
+RD_GEMM_KERNEL(kern_rows_generic_2, , rd_v4, 4, 2, A_ROWS)
+RD_GEMM_KERNEL(kern_rows_generic_4, , rd_v4, 4, 4, A_ROWS)
 #if defined(__x86_64__)
 RD_GEMM_KERNEL(kern_avx2, __attribute__((target("avx2,fma"))), rd_v8, 8, 6, A_PMAJOR)
 RD_GEMM_KERNEL(kern_rows_avx2, __attribute__((target("avx2,fma"))), rd_v8, 8, 6, A_ROWS)
 RD_GEMM_KERNEL(kern_avx2_2, __attribute__((target("avx2,fma"))), rd_v8, 8, 2, A_PMAJOR)
 RD_GEMM_KERNEL(kern_avx2_4, __attribute__((target("avx2,fma"))), rd_v8, 8, 4, A_PMAJOR)
+RD_GEMM_KERNEL(kern_rows_avx2_2, __attribute__((target("avx2,fma"))), rd_v8, 8, 2, A_ROWS)
+RD_GEMM_KERNEL(kern_rows_avx2_4, __attribute__((target("avx2,fma"))), rd_v8, 8, 4, A_ROWS)
 RD_GEMM_KERNEL(kern_avx512, RD_AVX512, rd_v16, 16, 12, A_PMAJOR)
 RD_GEMM_KERNEL(kern_rows_avx512, RD_AVX512, rd_v16, 16, 12, A_ROWS)
 RD_GEMM_KERNEL(kern_avx512_4, RD_AVX512, rd_v16, 16, 4, A_PMAJOR)
 RD_GEMM_KERNEL(kern_avx512_8, RD_AVX512, rd_v16, 16, 8, A_PMAJOR)
+RD_GEMM_KERNEL(kern_rows_avx512_4, RD_AVX512, rd_v16, 16, 4, A_ROWS)
+RD_GEMM_KERNEL(kern_rows_avx512_8, RD_AVX512, rd_v16, 16, 8, A_ROWS)
 #endif
 #undef A_PMAJOR
 #undef A_ROWS
@@ -700,12 +706,13 @@ RD_AVX512 static void tr16_avx512(const float *src, ptrdiff_t ss, size_t rows, f
 
 static const rd_mlp_kernel_t kernels[] = {
     {"generic", 6, 8, kern_generic, kern_rows_generic, {2, 4}, {kern_generic_2, kern_generic_4},
-     NULL, NULL, adam_generic, NULL, colsum_generic},
+     {kern_rows_generic_2, kern_rows_generic_4}, NULL, NULL, adam_generic, NULL, colsum_generic},
 #if defined(__x86_64__)
-    {"avx2", 6, 16, kern_avx2, kern_rows_avx2, {2, 4}, {kern_avx2_2, kern_avx2_4}, NULL,
-     dot_avx2, adam_avx2, NULL, colsum_avx2},
+    {"avx2", 6, 16, kern_avx2, kern_rows_avx2, {2, 4}, {kern_avx2_2, kern_avx2_4},
+     {kern_rows_avx2_2, kern_rows_avx2_4}, NULL, dot_avx2, adam_avx2, NULL, colsum_avx2},
     {"avx512", 12, 32, kern_avx512, kern_rows_avx512, {4, 8}, {kern_avx512_4, kern_avx512_8},
-     narrow_avx512, dot_avx512, adam_avx512, tr16_avx512, colsum_avx512},
+     {kern_rows_avx512_4, kern_rows_avx512_8}, narrow_avx512, dot_avx512, adam_avx512, tr16_avx512,
+     colsum_avx512},
 #endif
 };
 
@@ -817,11 +824,13 @@ static void gemm_tile(const rd_mlp_kernel_t *kr, const gemm_t *g, size_t kc, con
   const size_t NR = kr->nr;
   size_t MR = kr->mr;
   kern_fn kern = pn->rows ? kr->kern_rows : kr->kern;
-  if (mr < MR && !pn->rows) /* the partial tile's packed panel keeps kr->mr rows per p */
+  /* A packed partial panel keeps kr->mr rows per p, zero past mr; one read
+   * in place has exactly mr rows, a part_mr (gemm_serial). */
+  if (mr < MR)
     for (int q = 0; q < 2; q++)
       if (mr <= kr->part_mr[q]) {
         MR = kr->part_mr[q];
-        kern = kr->part[q];
+        kern = pn->rows ? kr->part_rows[q] : kr->part[q];
         break;
       }
   float *c = g->c + (ptrdiff_t)i0 * g->rsc + (ptrdiff_t)j0 * g->csc;
@@ -884,8 +893,10 @@ static int in_place_span(size_t kc, ptrdiff_t stride) {
  * transpose), so whole panels are read in place where the kernel can:
  * A with contiguous rows (X in Y = X W, dZ in dX = dZ W^T) or columns (X^T
  * in dW = X^T dZ), B with contiguous rows (W, dZ), the last two only while
- * the panel is compact (in_place_span). Partial panels (past the last row
- * or column) and other layouts are packed, zero-padded. */
+ * the panel is compact (in_place_span). A last row panel of exactly a
+ * partial kernel's rows (part_mr) is read in place too; other partial
+ * panels (past the last row or column) and other layouts are packed,
+ * zero-padded. */
 static void gemm_serial(const rd_mlp_kernel_t *kr, const gemm_t *g, float *apack, float *bpack) {
   const size_t MR = kr->mr, NR = kr->nr;
   for (size_t jc = 0; jc < g->n; jc += GEMM_NC) {
@@ -905,7 +916,11 @@ static void gemm_serial(const rd_mlp_kernel_t *kr, const gemm_t *g, float *apack
       for (size_t ic = 0; ic < g->m; ic += GEMM_MC) {
         size_t mc = g->m - ic < GEMM_MC ? g->m - ic : GEMM_MC;
         const float *a = g->a + (ptrdiff_t)ic * g->rsa + (ptrdiff_t)pc * g->csa;
-        const size_t mfull = a_cols || a_rows ? mc / MR * MR : 0;
+        /* Rows read in place: the whole tiles, and a last partial tile
+         * whose rows are exactly a part_mr (no kernel reads past them). */
+        const size_t rem = mc % MR;
+        const int rem_fits = rem == kr->part_mr[0] || rem == kr->part_mr[1];
+        const size_t mfull = a_cols || a_rows ? mc - (rem_fits ? 0 : rem) : 0;
         if (mfull < mc)
           pack_a(mc - mfull, kc, MR, a + (ptrdiff_t)mfull * g->rsa, g->rsa, g->csa, apack,
                  kr->tr16);
