@@ -813,6 +813,14 @@ typedef struct {
   int rows;
 } panels_t;
 
+/* The partial kernel a tile of mr < kr->mr rows runs: the first part_mr
+ * that holds them, or -1 (the full kernel). */
+static int part_of(const rd_mlp_kernel_t *kr, size_t mr) {
+  for (int q = 0; q < 2; q++)
+    if (mr <= kr->part_mr[q]) return q;
+  return -1;
+}
+
 /* One tile: tiles of a row-major C with all their columns go straight to
  * the kernel; tiles short of columns (and any tile of a C with csc != 1)
  * run the same kernel on a padded copy. A tile short of rows runs the
@@ -826,13 +834,11 @@ static void gemm_tile(const rd_mlp_kernel_t *kr, const gemm_t *g, size_t kc, con
   kern_fn kern = pn->rows ? kr->kern_rows : kr->kern;
   /* A packed partial panel keeps kr->mr rows per p, zero past mr; one read
    * in place has exactly mr rows, a part_mr (gemm_serial). */
-  if (mr < MR)
-    for (int q = 0; q < 2; q++)
-      if (mr <= kr->part_mr[q]) {
-        MR = kr->part_mr[q];
-        kern = pn->rows ? kr->part_rows[q] : kr->part[q];
-        break;
-      }
+  const int q = mr < MR ? part_of(kr, mr) : -1;
+  if (q >= 0) {
+    MR = kr->part_mr[q];
+    kern = pn->rows ? kr->part_rows[q] : kr->part[q];
+  }
   float *c = g->c + (ptrdiff_t)i0 * g->rsc + (ptrdiff_t)j0 * g->csc;
   tile_epi_t e = {first,
                   last,
@@ -917,9 +923,11 @@ static void gemm_serial(const rd_mlp_kernel_t *kr, const gemm_t *g, float *apack
         size_t mc = g->m - ic < GEMM_MC ? g->m - ic : GEMM_MC;
         const float *a = g->a + (ptrdiff_t)ic * g->rsa + (ptrdiff_t)pc * g->csa;
         /* Rows read in place: the whole tiles, and a last partial tile
-         * whose rows are exactly a part_mr (no kernel reads past them). */
+         * whose kernel (part_of, as gemm_tile picks it) has exactly its
+         * rows, so that no kernel reads past them. */
         const size_t rem = mc % MR;
-        const int rem_fits = rem == kr->part_mr[0] || rem == kr->part_mr[1];
+        const int q = rem > 0 ? part_of(kr, rem) : -1;
+        const int rem_fits = q >= 0 && kr->part_mr[q] == rem;
         const size_t mfull = a_cols || a_rows ? mc - (rem_fits ? 0 : rem) : 0;
         if (mfull < mc)
           pack_a(mc - mfull, kc, MR, a + (ptrdiff_t)mfull * g->rsa, g->rsa, g->csa, apack,
