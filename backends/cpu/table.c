@@ -67,11 +67,18 @@ static int rmm_update(rd_table_t *t, size_t n, const uint32_t *slots, const uint
  * mapping (hugemem.h: a gather reads a random row of every column), a
  * smaller one comes from malloc; its size, fixed by the config, says which
  * (the gather's figures on both: docs/benchmarks.md). */
-static uint8_t *column_alloc(size_t bytes) {
+static size_t column_bytes(const rd_table_t *t, uint32_t f) {
+  /* Row bytes <= 64 MiB and capacity <= 2^28, so this cannot overflow. */
+  return (size_t)t->config.capacity * t->field_bytes[f];
+}
+
+static uint8_t *column_alloc(const rd_table_t *t, uint32_t f) {
+  const size_t bytes = column_bytes(t, f);
   return bytes >= RD_HUGE_PAGE ? rd_huge_map(bytes) : malloc(bytes);
 }
 
-static void column_free(uint8_t *col, size_t bytes) {
+static void column_free(const rd_table_t *t, uint32_t f, uint8_t *col) {
+  const size_t bytes = column_bytes(t, f);
   if (bytes >= RD_HUGE_PAGE)
     rd_huge_unmap(col, bytes);
   else
@@ -212,10 +219,9 @@ int rd_table_init(rd_table_t *t, const rd_table_config_t *c, rd_error_t *err) {
     }
   }
   for (uint32_t f = 0; f < c->schema.n_fields && c->storage == NULL; f++) {
-    /* Row bytes <= 64 MiB and capacity <= 2^28, so this cannot overflow. */
-    t->column[f] = column_alloc((size_t)c->capacity * t->field_bytes[f]);
+    t->column[f] = column_alloc(t, f);
     if (t->column[f] == NULL) {
-      size_t want = (size_t)c->capacity * t->field_bytes[f];
+      size_t want = column_bytes(t, f);
       rd_table_free(t);
       return rd_error_set(err, RD_ENOMEM, "cannot allocate %zu bytes for field \"%s\"", want,
                           c->schema.fields[f].name);
@@ -235,7 +241,7 @@ int rd_table_init(rd_table_t *t, const rd_table_config_t *c, rd_error_t *err) {
 void rd_table_free(rd_table_t *t) {
   if (t->snap != NULL) snap_fail(t, "the table was freed");
   for (uint32_t f = 0; f < RD_SCHEMA_MAX_FIELDS; f++)
-    column_free(t->column[f], (size_t)t->config.capacity * t->field_bytes[f]);
+    column_free(t, f, t->column[f]);
   free(t->scratch_u64);
   free(t->scratch_u32);
   free(t->scratch_f64);
@@ -559,7 +565,6 @@ int rd_table_update(rd_table_t *t, size_t n, const uint64_t *keys, const double 
   return RD_OK;
 }
 
-
 int rd_table_gather(const rd_table_t *t, size_t n, const uint64_t *keys, const rd_buf_t *cols,
                     rd_error_t *err) {
   const rd_table_config_t *c = &t->config;
@@ -668,10 +673,10 @@ int rd_table_to_cpu(rd_table_t *t, uint64_t *lost, rd_error_t *err) {
   int rc = rd_sumtree_init(&tree, c->capacity, c->fanout, err);
   if (rc) return rc;
   for (uint32_t f = 0; f < nf && c->storage != NULL; f++) {
-    column[f] = column_alloc((size_t)c->capacity * t->field_bytes[f]);
+    column[f] = column_alloc(t, f);
     if (column[f] == NULL) {
       rc = rd_error_set(err, RD_ENOMEM, "cannot allocate %zu bytes for field \"%s\"",
-                        (size_t)c->capacity * t->field_bytes[f], c->schema.fields[f].name);
+                        column_bytes(t, f), c->schema.fields[f].name);
       goto fail;
     }
   }
@@ -706,7 +711,7 @@ int rd_table_to_cpu(rd_table_t *t, uint64_t *lost, rd_error_t *err) {
   return RD_OK;
 
 fail:
-  for (uint32_t f = 0; f < nf; f++) column_free(column[f], (size_t)c->capacity * t->field_bytes[f]);
+  for (uint32_t f = 0; f < nf; f++) column_free(t, f, column[f]);
   rd_sumtree_free(&tree);
   return rc;
 }
