@@ -3,13 +3,15 @@
  * the per-thread steps that the CUDA kernels (backends/gpu/sumtree_gpu.cu)
  * run and the host tests replay against the CPU tree.
  *
- * The GPU tree has the representation of backends/cpu/sumtree.h exactly:
- * uint64 leaves, levels of blocks of K entries, level 0 the root block, the
- * leaves the last level, the same number of blocks per level (both compute
- * it with rd_st_shape). Only where a level starts in memory differs (the GPU
- * aligns levels to 256 bytes, the CPU to 64). Because the representation and
- * the search rule are integer-exact, a target selects the same leaf on both
- * and an update leaves the same bits.
+ * The GPU tree has the representation of backends/cpu/sumtree.h: uint64
+ * leaves, levels of blocks of K entries, level 0 the root block, the leaves
+ * the last level, the same number of blocks per level (both compute it with
+ * rd_st_shape). Two things differ: where a level starts in memory (the GPU
+ * aligns levels to 256 bytes, the CPU to 64), and the leaf level, which the
+ * CPU keeps as plain leaf values and the GPU, like its other levels, as
+ * segment prefix sums (rd_sumtree_to_prefix_leaves converts). Because the
+ * representation and the search rule are integer-exact, a target selects
+ * the same leaf on both and an update leaves the same sums.
  *
  * Segments. A block's K entries are split into segments of W = min(K, 8)
  * entries, one 64-byte cache line each, and entry i holds the inclusive

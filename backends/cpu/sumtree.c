@@ -6,11 +6,12 @@
  * points, which validate a whole batch before touching anything.
  *
  * Indexing. Level h = 0 is the root block, level height-1 holds the leaves.
- * level[h] is an array of blocks of K entries; entry e of level h is the
- * inclusive prefix sum, within its segment of W = min(K, 8) entries, of the
- * children of block e/K from the segment's first to e mod K. The child of
- * entry e is block e of level h+1, so the entry of leaf p at level h is
- * p >> (log2(K) * (height-1-h)).
+ * level[h] is an array of blocks of K entries. Above the leaves, entry e of
+ * level h is the inclusive prefix sum, within its segment of W = min(K, 8)
+ * entries, of the children of block e/K from the segment's first to e mod
+ * K; the leaf level holds the leaves' own values (sumtree.h says why). The
+ * child of entry e is block e of level h+1, so the entry of leaf p at level
+ * h is p >> (log2(K) * (height-1-h)).
  */
 #include "sumtree.h"
 
@@ -38,7 +39,7 @@
  * of them, so the cache misses of the lower levels overlap instead of
  * adding up (the software analogue of the FPGA pipeline of §IV-C4). */
 #define SAMPLE_GROUP 64
-/* Updates look this many items ahead to prefetch the leaf's segment and its
+/* Updates look this many items ahead to prefetch the leaf and its
  * parent entry's: about the latency of a line from a shared L3 or DRAM at
  * a few ns per item. */
 #define UPDATE_PREFETCH 48
@@ -171,6 +172,28 @@ __attribute__((target("avx512f,popcnt"))) static inline uint32_t descend16_avx51
   return j;
 }
 
+/* descend16_avx512 on a block of plain leaf values: their segment prefix
+ * sums built in registers first (three shifted adds per segment), then the
+ * same count. The last step of a descent: the reduced target is not needed,
+ * so *tp is left as it is. */
+__attribute__((target("avx512f,popcnt"))) static inline uint32_t descend16_leaf_avx512(
+    const uint64_t *blk, const uint64_t *tp) {
+  const uint64_t t = *tp;
+  const __m512i z = _mm512_setzero_si512();
+  const __m512i tv = _mm512_set1_epi64((long long)t);
+  __m512i f0 = _mm512_load_si512(blk), f1 = _mm512_load_si512(blk + 8);
+  f0 = _mm512_add_epi64(f0, _mm512_alignr_epi64(f0, z, 7));
+  f1 = _mm512_add_epi64(f1, _mm512_alignr_epi64(f1, z, 7));
+  f0 = _mm512_add_epi64(f0, _mm512_alignr_epi64(f0, z, 6));
+  f1 = _mm512_add_epi64(f1, _mm512_alignr_epi64(f1, z, 6));
+  f0 = _mm512_add_epi64(f0, _mm512_alignr_epi64(f0, z, 4));
+  f1 = _mm512_add_epi64(f1, _mm512_alignr_epi64(f1, z, 4));
+  /* f1 becomes the full prefix sums: plus segment 0's end. */
+  f1 = _mm512_add_epi64(f1, _mm512_permutexvar_epi64(_mm512_set1_epi64(7), f0));
+  const __mmask8 a = _mm512_cmple_epu64_mask(f0, tv), b = _mm512_cmple_epu64_mask(f1, tv);
+  return (uint32_t)__builtin_popcount(_cvtmask16_u32(_mm512_kunpackb(b, a)));
+}
+
 /* The same on AVX2: four 4-entry compares (signed: every entry and target
  * is below 2^63), their sign bits gathered into one 16-bit mask. */
 __attribute__((target("avx2,popcnt"))) static inline uint32_t descend16_avx2(const uint64_t *blk,
@@ -250,6 +273,82 @@ static RD_ALWAYS_INLINE uint32_t descend(const uint64_t *blk, uint64_t *tp, cons
   return 8 * s + c;
 }
 
+#if defined(__x86_64__)
+/* The inclusive prefix sums of the 8 plain values at src, stored at dst
+ * with the width the descent's loads then read them with: a vector load of
+ * lanes written by scalar stores waits for them to reach the cache (no
+ * store forwarding). */
+__attribute__((target("avx512f"))) static inline void seg_prefix8_avx512(const uint64_t *src,
+                                                                        uint64_t *dst) {
+  const __m512i z = _mm512_setzero_si512();
+  __m512i x = _mm512_load_si512(src);
+  x = _mm512_add_epi64(x, _mm512_alignr_epi64(x, z, 7));
+  x = _mm512_add_epi64(x, _mm512_alignr_epi64(x, z, 6));
+  _mm512_store_si512(dst, _mm512_add_epi64(x, _mm512_alignr_epi64(x, z, 4)));
+}
+
+/* x's inclusive prefix sums, 4 lanes: plus x one lane up, then two. */
+__attribute__((target("avx2"))) static inline __m256i scan4_avx2(__m256i x) {
+  const __m256i z = _mm256_setzero_si256();
+  x = _mm256_add_epi64(x, _mm256_blend_epi32(_mm256_permute4x64_epi64(x, 0x90), z, 0x03));
+  return _mm256_add_epi64(x, _mm256_permute2x128_si256(x, x, 0x08));
+}
+
+/* descend16_leaf_avx512 on AVX2: the 16 full prefix sums in four vectors,
+ * each one's scan plus the previous one's last lane, compared signed
+ * (every sum is below 2^63). */
+__attribute__((target("avx2,popcnt"))) static inline uint32_t descend16_leaf_avx2(
+    const uint64_t *blk, const uint64_t *tp) {
+  const __m256i tv = _mm256_set1_epi64x((long long)*tp);
+  const __m256i f0 = scan4_avx2(_mm256_load_si256((const __m256i *)blk));
+  const __m256i f1 = _mm256_add_epi64(scan4_avx2(_mm256_load_si256((const __m256i *)(blk + 4))),
+                                      _mm256_permute4x64_epi64(f0, 0xff));
+  const __m256i f2 = _mm256_add_epi64(scan4_avx2(_mm256_load_si256((const __m256i *)(blk + 8))),
+                                      _mm256_permute4x64_epi64(f1, 0xff));
+  const __m256i f3 = _mm256_add_epi64(scan4_avx2(_mm256_load_si256((const __m256i *)(blk + 12))),
+                                      _mm256_permute4x64_epi64(f2, 0xff));
+  const unsigned gt =
+      (unsigned)_mm256_movemask_pd(_mm256_castsi256_pd(_mm256_cmpgt_epi64(f0, tv))) |
+      (unsigned)_mm256_movemask_pd(_mm256_castsi256_pd(_mm256_cmpgt_epi64(f1, tv))) << 4 |
+      (unsigned)_mm256_movemask_pd(_mm256_castsi256_pd(_mm256_cmpgt_epi64(f2, tv))) << 8 |
+      (unsigned)_mm256_movemask_pd(_mm256_castsi256_pd(_mm256_cmpgt_epi64(f3, tv))) << 12;
+  return 16 - (uint32_t)__builtin_popcount(gt);
+}
+
+__attribute__((target("avx2"))) static inline void seg_prefix8_avx2(const uint64_t *src,
+                                                                   uint64_t *dst) {
+  const __m256i a = scan4_avx2(_mm256_load_si256((const __m256i *)src));
+  const __m256i b = scan4_avx2(_mm256_load_si256((const __m256i *)(src + 4)));
+  _mm256_store_si256((__m256i *)dst, a);
+  _mm256_store_si256((__m256i *)(dst + 4), _mm256_add_epi64(b, _mm256_permute4x64_epi64(a, 0xff)));
+}
+#endif
+
+/* One descent step in a block of the leaf level, which holds plain values:
+ * the prefix descent on the block's segment prefix sums, built in sb (K
+ * entries, 64-byte aligned) where no kernel builds them in registers. */
+static RD_ALWAYS_INLINE uint32_t descend_leaf(const uint64_t *blk, uint64_t *tp, const uint32_t K,
+                                              const int isa, uint64_t *fb, uint64_t *sb) {
+  const uint32_t W = SEG(K);
+#if defined(__x86_64__)
+  if (K == 16 && isa == ISA_AVX512) return descend16_leaf_avx512(blk, tp);
+  if (K == 16 && isa == ISA_AVX2) return descend16_leaf_avx2(blk, tp);
+  if (W == 8 && isa == ISA_AVX512) {
+    for (uint32_t s = 0; s < K; s += 8) seg_prefix8_avx512(blk + s, sb + s);
+    return descend(sb, tp, K, isa, fb);
+  }
+  if (W == 8 && isa == ISA_AVX2) {
+    for (uint32_t s = 0; s < K; s += 8) seg_prefix8_avx2(blk + s, sb + s);
+    return descend(sb, tp, K, isa, fb);
+  }
+#endif
+  for (uint32_t s = 0; s < K; s += W) {
+    uint64_t run = 0;
+    for (uint32_t j = s; j < s + W; j++) sb[j] = run += blk[j];
+  }
+  return descend(sb, tp, K, isa, fb);
+}
+
 static RD_ALWAYS_INLINE void prefetch_block(const uint64_t *blk, const uint32_t K) {
   for (uint32_t off = 0; off < K; off += 8) __builtin_prefetch(blk + off, 0, 3);
 }
@@ -261,12 +360,15 @@ static RD_ALWAYS_INLINE void prefetch_block(const uint64_t *blk, const uint32_t 
 static RD_ALWAYS_INLINE void sample_level(const uint64_t *L, const uint64_t *next, size_t m,
                                           const uint64_t *src, uint64_t *tt, uint64_t *e,
                                           const uint32_t K, const uint32_t LK, const int isa,
-                                          const bool root, const bool pf, uint64_t *fb) {
+                                          const bool root, const bool pf, const bool leaf,
+                                          uint64_t *fb, uint64_t *sb) {
   for (size_t g = 0; g < m; g++) {
     uint64_t tg = root ? src[g] : tt[g];
     const uint64_t eg = root ? 0 : e[g];
-    uint64_t c = (eg << LK) + descend(L + (eg << LK), &tg, K, isa, fb);
-    tt[g] = tg;
+    const uint64_t *blk = L + (eg << LK);
+    uint64_t c = (eg << LK) + (leaf ? descend_leaf(blk, &tg, K, isa, fb, sb)
+                                    : descend(blk, &tg, K, isa, fb));
+    if (!leaf) tt[g] = tg; /* the last step's target is not needed */
     e[g] = c;
     if (pf) prefetch_block(next + (c << LK), K);
   }
@@ -282,6 +384,7 @@ static RD_ALWAYS_INLINE void sample_body(const rd_sumtree_t *t, size_t n,
                                          const uint32_t K, const uint32_t LK, const int isa) {
   const uint32_t H = t->height;
   uint64_t fb[24] __attribute__((aligned(64))); /* descend's scratch */
+  uint64_t sb[RD_SUMTREE_MAX_FANOUT] __attribute__((aligned(64))); /* descend_leaf's */
   fb[7] = 0;
   for (size_t base = 0; base < n; base += SAMPLE_GROUP) {
     size_t m = n - base < SAMPLE_GROUP ? n - base : SAMPLE_GROUP;
@@ -291,14 +394,20 @@ static RD_ALWAYS_INLINE void sample_body(const rd_sumtree_t *t, size_t n,
       const uint64_t *L = t->level[h];
       const uint64_t *next = h + 1 < H ? t->level[h + 1] : NULL;
       const bool pf = next && t->level_blocks[h + 1] * K * sizeof(uint64_t) > SAMPLE_PREFETCH_BYTES;
-      if (h == 0 && pf)
-        sample_level(L, next, m, targets + base, tt, e, K, LK, isa, true, true, fb);
-      else if (h == 0)
-        sample_level(L, next, m, targets + base, tt, e, K, LK, isa, true, false, fb);
+      /* The last level is the leaves' (plain values); it prefetches nothing. */
+      const bool root = h == 0, leaf = h + 1 == H;
+      if (root && pf)
+        sample_level(L, next, m, targets + base, tt, e, K, LK, isa, true, true, false, fb, sb);
+      else if (root && leaf)
+        sample_level(L, next, m, targets + base, tt, e, K, LK, isa, true, false, true, fb, sb);
+      else if (root)
+        sample_level(L, next, m, targets + base, tt, e, K, LK, isa, true, false, false, fb, sb);
       else if (pf)
-        sample_level(L, next, m, NULL, tt, e, K, LK, isa, false, true, fb);
+        sample_level(L, next, m, NULL, tt, e, K, LK, isa, false, true, false, fb, sb);
+      else if (leaf)
+        sample_level(L, next, m, NULL, tt, e, K, LK, isa, false, false, true, fb, sb);
       else
-        sample_level(L, next, m, NULL, tt, e, K, LK, isa, false, false, fb);
+        sample_level(L, next, m, NULL, tt, e, K, LK, isa, false, false, false, fb, sb);
     }
     for (size_t g = 0; g < m; g++) leaves[base + g] = (uint32_t)e[g];
   }
@@ -380,8 +489,8 @@ static RD_ALWAYS_INLINE bool own_item(uint64_t q, bool part, uint32_t root_shift
   return !part || (c >= c_lo && c < c_hi);
 }
 
-/* Prefetch the lines an update of leaf q writes first: its leaf segment and
- * its parent entry's (up, when the tree has that level). Only for this
+/* Prefetch the lines an update of leaf q writes first: the leaf's and its
+ * parent entry's segment (up, when the tree has that level). Only for this
  * caller's items: prefetching the others' blocks would double the memory
  * traffic of a partitioned update. */
 static RD_ALWAYS_INLINE void prefetch_item(const uint64_t *leaf, const uint64_t *up, bool have_up,
@@ -389,7 +498,7 @@ static RD_ALWAYS_INLINE void prefetch_item(const uint64_t *leaf, const uint64_t 
                                            uint64_t c_lo, uint64_t c_hi, const uint32_t LK,
                                            const uint32_t W) {
   if (!own_item(q, part, root_shift, c_lo, c_hi)) return;
-  __builtin_prefetch(leaf + (q & ~(uint64_t)(W - 1)), 1, 3);
+  __builtin_prefetch(leaf + q, 1, 3);
   if (have_up) __builtin_prefetch(up + ((q >> LK) & ~(uint64_t)(W - 1)), 1, 3);
 }
 
@@ -411,23 +520,19 @@ static RD_ALWAYS_INLINE void update_item(rd_sumtree_t *t, uint64_t p, uint64_t v
                                          uint64_t *const *walk, uint64_t *acc,
                                          uint32_t acc_shift, const uint32_t K, const uint32_t LK,
                                          const int isa, const uint32_t NL) {
-  const uint32_t W = SEG(K);
-  const uint64_t *leaf = walk[0];
-  /* leaf[p] minus the entry before it in its segment (none at the
-   * segment's start), without a branch on p. */
-  const uint64_t first = (p & (W - 1)) == 0;
-  uint64_t old = leaf[p] - (leaf[p - 1 + first] & (first - 1));
-  uint64_t d = v - old;
+  uint64_t *leaf = walk[0];
+  const uint64_t d = v - leaf[p]; /* the leaf level holds plain values */
+  leaf[p] = v;
   if (d == 0) return;
-  uint64_t e = p;
+  uint64_t e = p >> LK;
   if (NL > 0) {
     _Pragma("GCC unroll 4")
-    for (uint32_t k = 0; k < NL; k++) {
+    for (uint32_t k = 1; k < NL; k++) {
       seg_add(walk[k], e, d, K, isa);
       e >>= LK;
     }
   } else {
-    for (uint32_t h = t->height; h-- > lo;) {
+    for (uint32_t h = t->height - 1; h-- > lo;) {
       seg_add(t->level[h], e, d, K, isa);
       e >>= LK;
     }
@@ -511,8 +616,8 @@ static void fold_acc(rd_sumtree_t *t, uint32_t a, uint64_t *acc) {
   }
 }
 
-/* Insert: rebuild the leaf blocks of [first, first+n) from the new values,
- * then push each rebuilt block's change of total up, level by level. */
+/* Insert: write the leaves of [first, first+n), then push each touched
+ * leaf block's change of total up, level by level. */
 /* Single-threaded on purpose: a contiguous rebuild is bound by memory
  * bandwidth at ~1 ns/item, and entering an OpenMP region (even one whose
  * if() clause is false) cost ~1.4 us per call, 40 ns/item at batch 32. */
@@ -526,37 +631,14 @@ static RD_ALWAYS_INLINE void set_range_body(rd_sumtree_t *t, uint64_t first, siz
   const uint64_t lo = first, hi = first + n;
   const uint64_t blo = lo >> LK, bhi = (hi - 1) >> LK;
 
+  /* The leaves take their values; each block's change of total goes up. */
   for (uint64_t b = blo; b <= bhi; b++) {
-    uint64_t *blk = leaf + (b << LK);
-    uint64_t total = 0; /* new total minus old total of the block */
     const uint64_t e0 = b << LK;
-    if (e0 >= lo && e0 + K <= hi) {
-      /* The common case: the whole block is new, plain segment prefix sums. */
-      const uint64_t *src = values + (e0 - lo);
-      for (uint32_t s = 0; s < K; s += W) {
-        uint64_t run = 0;
-        total -= blk[s + W - 1];
-        for (uint32_t j = s; j < s + W; j++) {
-          run += src[j];
-          blk[j] = run;
-        }
-        total += run;
-      }
-    } else {
-      /* An edge block keeps its leaves outside [lo, hi). */
-      uint64_t prev = 0, run = 0;
-      for (uint32_t j = 0; j < K; j++) {
-        uint64_t e = e0 + j;
-        if (j % W == 0) prev = run = 0;
-        uint64_t v = blk[j] - prev; /* the old leaf value */
-        prev = blk[j];
-        if (e >= lo && e < hi) {
-          total += values[e - lo] - v;
-          v = values[e - lo];
-        }
-        run += v;
-        blk[j] = run;
-      }
+    const uint64_t s = e0 > lo ? e0 : lo, f = e0 + K < hi ? e0 + K : hi;
+    uint64_t total = 0; /* new total minus old total of the block, mod 2^64 */
+    for (uint64_t e = s; e < f; e++) {
+      total += values[e - lo] - leaf[e];
+      leaf[e] = values[e - lo];
     }
     delta[b - blo] = total;
   }
@@ -828,20 +910,21 @@ int rd_sumtree_sample(const rd_sumtree_t *t, size_t n, const uint64_t *targets,
 
 int rd_sumtree_check(const rd_sumtree_t *t, rd_error_t *err) {
   const uint32_t K = t->fanout, H = t->height, W = rd_st_seg(K);
-  for (uint32_t h = 0; h < H; h++) {
+  const uint64_t *leaf = t->level[H - 1];
+  for (uint64_t e = t->capacity; e < t->level_blocks[H - 1] * K; e++)
+    if (leaf[e] != 0)
+      return rd_error_set(err, RD_ERANGE, "padding leaf %llu is %llu, not 0",
+                          (unsigned long long)e, (unsigned long long)leaf[e]);
+  for (uint32_t h = 0; h + 1 < H; h++) {
     const uint64_t *L = t->level[h];
     for (uint64_t b = 0; b < t->level_blocks[h]; b++) {
       uint64_t run = 0;
       for (uint32_t j = 0; j < K; j++) {
-        uint64_t e = b * K + j, child;
+        uint64_t e = b * K + j, child = 0;
         if (j % W == 0) run = 0;
-        if (h + 1 < H)
-          child = e < t->level_blocks[h + 1] ? rd_st_block_total(t->level[h + 1] + e * K, K) : 0;
-        else
-          child = L[e] - (j % W ? L[e - 1] : 0);
-        if (h + 1 == H && e >= t->capacity && child != 0)
-          return rd_error_set(err, RD_ERANGE, "padding leaf %llu is %llu, not 0",
-                              (unsigned long long)e, (unsigned long long)child);
+        if (e < t->level_blocks[h + 1])
+          child = h + 2 == H ? rd_sumtree_leaf_block_total(t, e) /* plain leaves */
+                             : rd_st_block_total(t->level[h + 1] + e * K, K);
         run += child;
         if (L[e] != run)
           return rd_error_set(err, RD_ERANGE,
@@ -852,4 +935,12 @@ int rd_sumtree_check(const rd_sumtree_t *t, rd_error_t *err) {
     }
   }
   return RD_OK;
+}
+
+void rd_sumtree_to_prefix_leaves(const rd_sumtree_t *t, uint64_t *out) {
+  const uint32_t K = t->fanout, W = rd_st_seg(K);
+  const uint64_t *leaf = t->level[t->height - 1];
+  const uint64_t n = t->level_blocks[t->height - 1] * K;
+  uint64_t run = 0;
+  for (uint64_t e = 0; e < n; e++) out[e] = run = (e % W ? run : 0) + leaf[e];
 }

@@ -20,6 +20,13 @@
  *    an update changes the suffix of one segment: one cache line per level,
  *    as a tree of plain node sums writes. A block's total (the value its
  *    parent entry stands for) is the sum of its segments' last entries.
+ *    The leaf level is the exception: it holds the leaves' own values. An
+ *    update then writes its leaf with one store, where a prefix segment
+ *    took a read of two entries and a vector add, the largest part of an
+ *    update's work at 2^20 leaves; the descent's last step builds the
+ *    block's prefix sums in registers instead (docs/benchmarks.md has both
+ *    costs). The GPU and FPGA trees keep prefix leaves (rd_tree_step.h):
+ *    rd_sumtree_to_prefix_leaves gives a CPU tree's leaf level in theirs.
  *
  * Sampling semantics (identical on every backend): for a target t with
  * 0 <= t < total, the sampled leaf is the smallest i with
@@ -84,15 +91,29 @@ void rd_sumtree_free(rd_sumtree_t *t);
 /* Threads to use inside one call (clamped to >= 1). */
 void rd_sumtree_set_threads(rd_sumtree_t *t, uint32_t threads);
 
+/* Sum of the K leaves of leaf block b. */
+static inline uint64_t rd_sumtree_leaf_block_total(const rd_sumtree_t *t, uint64_t b) {
+  const uint64_t *blk = t->level[t->height - 1] + b * t->fanout;
+  uint64_t s = 0;
+  for (uint32_t i = 0; i < t->fanout; i++) s += blk[i];
+  return s;
+}
+
 /* Sum of all leaves, O(1). */
 static inline uint64_t rd_sumtree_total(const rd_sumtree_t *t) {
+  if (t->height == 1) return rd_sumtree_leaf_block_total(t, 0); /* the root holds leaves */
   return rd_st_block_total(t->level[0], t->fanout);
 }
 
 /* Value of one leaf, O(1). pos must be < capacity. */
 static inline uint64_t rd_sumtree_get(const rd_sumtree_t *t, uint32_t pos) {
-  return rd_st_leaf_value(t->level[t->height - 1], pos, t->fanout);
+  return t->level[t->height - 1][pos];
 }
+
+/* The leaf level as the GPU and FPGA trees hold it (rd_tree_step.h): the
+ * segment prefix sums of the leaves, into out (level_blocks[height-1] *
+ * fanout entries). For tests that compare a CPU tree with their steps. */
+void rd_sumtree_to_prefix_leaves(const rd_sumtree_t *t, uint64_t *out);
 
 /* Read n leaves at positions into out. RD_ERANGE if a position >= capacity. */
 int rd_sumtree_get_batch(const rd_sumtree_t *t, size_t n, const uint32_t *positions,
@@ -117,8 +138,8 @@ int rd_sumtree_update(rd_sumtree_t *t, size_t n, const uint32_t *positions,
 int rd_sumtree_sample(const rd_sumtree_t *t, size_t n, const uint64_t *targets,
                       uint32_t *leaves, rd_error_t *err);
 
-/* Debug/test: verify every block is a correct prefix of its children and
- * padding leaves are zero. Returns 0 or RD_ERANGE with the first bad node. */
+/* Debug/test: verify every block above the leaves is a correct prefix of
+ * its children and padding leaves are zero. Returns 0 or RD_ERANGE with the first bad node. */
 int rd_sumtree_check(const rd_sumtree_t *t, rd_error_t *err);
 
 #endif

@@ -1,6 +1,6 @@
 /* sumtree_gpu.h - the exact K-ary sum tree in CUDA device memory.
  *
- * Same representation as backends/cpu/sumtree.h, bit for bit: uint64
+ * The representation of backends/cpu/sumtree.h: uint64
  * fixed-point leaves, levels of blocks of K entries, each an inclusive
  * prefix sum within its segment of min(K, 8) entries, level 0 the root
  * block, the same blocks per level (common/rd_tree_step.h).
@@ -8,9 +8,12 @@
  * leaf[0] + ... + leaf[i] > t, so CPU and GPU pick the same leaf for the same
  * target; leaves are bounded by max_leaf = (2^63 - 1) / capacity; an update
  * batch applies in order (a position given twice ends with the later value).
- * After the same calls, the GPU levels hold the same bytes as the CPU ones
- * (rd_gpu_sumtree_copy_to_host). Only the placement differs: the levels live
- * in one device allocation, each starting on a 256-byte boundary.
+ * The one difference in representation: the CPU tree's leaf level holds the
+ * leaves' plain values (sumtree.h), this one their segment prefix sums like
+ * every other level, so a descent's last step is the same coalesced compare
+ * as the others. rd_gpu_sumtree_copy_to_host gives the leaves in the CPU's
+ * form, so after the same calls it yields the CPU tree's bytes. The levels
+ * live in one device allocation, each starting on a 256-byte boundary.
  *
  * Kernels (sumtree_gpu.cu):
  * - sample: one group of min(K, 32) lanes per target; each lane loads one
@@ -138,8 +141,9 @@ int rd_gpu_sumtree_sync(const rd_gpu_sumtree_t *t, rd_error_t *err);
  * the caller's own work with the tree's. */
 void *rd_gpu_sumtree_stream(const rd_gpu_sumtree_t *t);
 
-/* Copy every level to the host: levels[h] receives level_blocks[h] * fanout
- * entries. A CPU tree of the same shape can take them directly
+/* Copy every level to the host, the leaf level as plain leaf values (the
+ * CPU tree's form): levels[h] receives level_blocks[h] * fanout entries. A
+ * CPU tree of the same shape can take them directly
  * (rd_gpu_sumtree_copy_to_host(&g, cpu.level, &err)). */
 int rd_gpu_sumtree_copy_to_host(const rd_gpu_sumtree_t *t, uint64_t *const *levels,
                                 rd_error_t *err);

@@ -1,5 +1,6 @@
 /* test_sumtree_step.c - the GPU sum tree's per-thread arithmetic, run on the
- * host over the memory of a real CPU tree.
+ * host over the memory of a real CPU tree, in the GPU's form (its leaf level
+ * as prefix sums, where the CPU tree holds plain leaf values: sumtree.h).
  *
  * common/rd_tree_step.h holds every index computation, descent step
  * and block update the CUDA kernels perform. Here whole descents and whole
@@ -53,11 +54,15 @@ static void fill_random(rd_sumtree_t *t, uint64_t *seed) {
   free(v);
 }
 
-/* A second tree with the same shape and the same bytes. */
-static void clone_tree(rd_sumtree_t *dst, const rd_sumtree_t *src) {
+/* src as the GPU holds it: the same shape and bytes above the leaves, the
+ * leaf level as segment prefix sums (rd_sumtree_to_prefix_leaves). The step
+ * functions run on this copy; no rd_sumtree_* call may (its leaves are not
+ * the CPU tree's). */
+static void gpu_form(rd_sumtree_t *dst, const rd_sumtree_t *src) {
   rd_error_t err;
   assert_int_equal(rd_sumtree_init(dst, src->capacity, src->fanout, &err), RD_OK);
   memcpy(dst->mem, src->mem, src->mem_bytes);
+  rd_sumtree_to_prefix_leaves(src, dst->level[dst->height - 1]);
 }
 
 /* fn(t, seed) on a tree of every fanout at each of its test capacities,
@@ -78,11 +83,15 @@ static void for_each_tree(uint64_t seed, void (*fn)(rd_sumtree_t *t, uint64_t *s
   }
 }
 
-static void assert_same_tree(const rd_sumtree_t *a, const rd_sumtree_t *b) {
-  assert_int_equal(a->mem_bytes, b->mem_bytes);
-  assert_memory_equal(a->mem, b->mem, a->mem_bytes);
+/* gpu, a tree in the GPU's form, holds the bits of cpu's GPU form. */
+static void assert_same_tree(const rd_sumtree_t *gpu, const rd_sumtree_t *cpu) {
+  rd_sumtree_t want;
+  gpu_form(&want, cpu);
+  assert_int_equal(gpu->mem_bytes, want.mem_bytes);
+  assert_memory_equal(gpu->mem, want.mem, want.mem_bytes);
+  rd_sumtree_free(&want);
   rd_error_t err;
-  assert_int_equal(rd_sumtree_check(a, &err), RD_OK);
+  assert_int_equal(rd_sumtree_check(cpu, &err), RD_OK);
 }
 
 /* ------------------------------------------------------------------ */
@@ -138,7 +147,8 @@ static void test_shape(void **state) {
 /* Sample                                                              */
 /* ------------------------------------------------------------------ */
 
-/* The descent a GPU thread group performs, built from the step functions. */
+/* The descent a GPU thread group performs, built from the step functions,
+ * on t in the GPU's form. */
 static uint32_t descend(const rd_sumtree_t *t, uint64_t target) {
   uint64_t e = 0;
   for (uint32_t h = 0; h < t->height; h++) {
@@ -154,13 +164,16 @@ static void check_targets(const rd_sumtree_t *t, size_t n, const uint64_t *targe
   assert_non_null(leaves);
   rd_error_t err;
   assert_int_equal(rd_sumtree_sample(t, n, targets, leaves, &err), RD_OK);
+  rd_sumtree_t g;
+  gpu_form(&g, t);
   for (size_t i = 0; i < n; i++) {
-    uint32_t mine = descend(t, targets[i]);
+    uint32_t mine = descend(&g, targets[i]);
     if (mine != leaves[i])
       fail_msg("K=%u cap=%u target %llu: step descent %u, rd_sumtree_sample %u", t->fanout,
                t->capacity, (unsigned long long)targets[i], mine, leaves[i]);
     assert_true(rd_sumtree_get(t, mine) > 0); /* zero leaves are never sampled */
   }
+  rd_sumtree_free(&g);
   free(leaves);
 }
 
@@ -282,8 +295,8 @@ static void update_batched(rd_sumtree_t *t, size_t n, const uint32_t *pos, uint6
 static void update_case(rd_sumtree_t *ref, uint64_t *seed) {
   rd_error_t err;
   rd_sumtree_t seq, bat;
-  clone_tree(&seq, ref);
-  clone_tree(&bat, ref);
+  gpu_form(&seq, ref);
+  gpu_form(&bat, ref);
   const size_t sizes[] = {1, 2, 7, 32, 100, 513, 3000};
   for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
     size_t n = sizes[s];
@@ -320,7 +333,7 @@ static void test_update_matches_cpu(void **state) {
 static void set_range_case(rd_sumtree_t *ref, uint64_t *seed) {
   rd_error_t err;
   rd_sumtree_t bat;
-  clone_tree(&bat, ref);
+  gpu_form(&bat, ref);
   uint64_t *val = malloc(ref->capacity * sizeof *val);
   assert_non_null(val);
   for (int r = 0; r < 12; r++) {
