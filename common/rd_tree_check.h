@@ -24,6 +24,10 @@ int rd_tree_check_positions(size_t n, const uint32_t *positions, uint32_t capaci
 /* Every value <= max_leaf (so the total of capacity leaves stays < 2^63). */
 int rd_tree_check_values(size_t n, const uint64_t *values, uint64_t max_leaf, uint32_t capacity,
                          rd_error_t *err);
+/* An update batch: rd_tree_check_positions, then rd_tree_check_values (the
+ * same errors), in one pass over both arrays when the batch is valid. */
+int rd_tree_check_update(size_t n, const uint32_t *positions, const uint64_t *values,
+                         uint64_t max_leaf, uint32_t capacity, rd_error_t *err);
 /* [first, first + n) lies inside the capacity. */
 int rd_tree_check_range(uint32_t first, size_t n, uint32_t capacity, rd_error_t *err);
 /* total > 0 and every target < total. */

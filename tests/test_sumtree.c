@@ -534,6 +534,22 @@ static void test_batch_checks_every_index(void **state) {
         assert_non_null(strstr(err.msg, want));
       }
     }
+    /* A bad position at every index, with good values and with a bad value
+     * anywhere (the one scan of an update covers both arrays): the first
+     * bad position is named, positions being checked first. */
+    const uint32_t bad_pos[] = {4096, 4097, UINT32_MAX};
+    for (uint32_t b = 0; b < n; b++)
+      for (uint32_t k = 0; k < 3; k++)
+        for (uint32_t w = 0; w <= n; w++) { /* w == n: no bad value */
+          uint32_t bp[MAXN];
+          memcpy(bp, pos, sizeof bp);
+          bp[b] = bad_pos[k];
+          if (b + 1 < n) bp[n - 1] = UINT32_MAX;
+          for (uint32_t i = 0; i < n; i++) v[i] = i == w ? UINT64_MAX : t.max_leaf;
+          snprintf(want, sizeof want, "at batch index %u is >= capacity", b);
+          assert_int_equal(rd_sumtree_update(&t, n, bp, v, &err), RD_ERANGE);
+          assert_non_null(strstr(err.msg, want));
+        }
     /* At the limits everything passes: targets up to total - 1. */
     for (uint32_t i = 0; i < n; i++) v[i] = total - 1 - i % 2;
     assert_int_equal(rd_sumtree_sample(&t, n, v, leaves, NULL), RD_OK);

@@ -842,9 +842,7 @@ static inline void team_share(uint64_t units, uint64_t *me, uint64_t *lo, uint64
 
 int rd_sumtree_update(rd_sumtree_t *t, size_t n, const uint32_t *positions,
                       const uint64_t *values, rd_error_t *err) {
-  int rc = rd_tree_check_positions(n, positions, t->capacity, err);
-  if (rc) return rc;
-  rc = check_values(t, n, values, err);
+  int rc = rd_tree_check_update(n, positions, values, t->max_leaf, t->capacity, err);
   if (rc) return rc;
 
   const uint32_t H = t->height, K = t->fanout;
