@@ -22,11 +22,10 @@
  *    parent entry stands for) is the sum of its segments' last entries.
  *    The leaf level is the exception: it holds the leaves' own values. An
  *    update then writes its leaf with one store, where a prefix segment
- *    took a read of two entries and a vector add, the largest part of an
- *    update's work at 2^20 leaves; the descent's last step builds the
- *    block's prefix sums in registers instead (docs/benchmarks.md has both
- *    costs). The GPU and FPGA trees keep prefix leaves (rd_tree_step.h):
- *    rd_sumtree_to_prefix_leaves gives a CPU tree's leaf level in theirs.
+ *    took a read of two entries and a vector add; the descent's last step
+ *    builds the block's prefix sums in registers instead (docs/benchmarks.md
+ *    has both costs). The GPU tree keeps prefix leaves (rd_tree_step.h):
+ *    rd_sumtree_to_prefix_leaves gives a CPU tree's leaf level in its form.
  *
  * Sampling semantics (identical on every backend): for a target t with
  * 0 <= t < total, the sampled leaf is the smallest i with
@@ -110,7 +109,7 @@ static inline uint64_t rd_sumtree_get(const rd_sumtree_t *t, uint32_t pos) {
   return t->level[t->height - 1][pos];
 }
 
-/* The leaf level as the GPU and FPGA trees hold it (rd_tree_step.h): the
+/* The leaf level as the GPU tree holds it (rd_tree_step.h): the
  * segment prefix sums of the leaves, into out (level_blocks[height-1] *
  * fanout entries). For tests that compare a CPU tree with their steps. */
 void rd_sumtree_to_prefix_leaves(const rd_sumtree_t *t, uint64_t *out);
