@@ -172,24 +172,25 @@ __attribute__((target("avx512f,popcnt"))) static inline uint32_t descend16_avx51
   return j;
 }
 
+/* x's inclusive prefix sums, 8 lanes: plus x one lane up, then two, then
+ * four. */
+__attribute__((target("avx512f"))) static inline __m512i scan8_avx512(__m512i x) {
+  const __m512i z = _mm512_setzero_si512();
+  x = _mm512_add_epi64(x, _mm512_alignr_epi64(x, z, 7));
+  x = _mm512_add_epi64(x, _mm512_alignr_epi64(x, z, 6));
+  return _mm512_add_epi64(x, _mm512_alignr_epi64(x, z, 4));
+}
+
 /* descend16_avx512 on a block of plain leaf values: their segment prefix
- * sums built in registers first (three shifted adds per segment), then the
- * same count. The last step of a descent: the reduced target is not needed,
- * so *tp is left as it is. */
+ * sums built in registers first, then the same count. The last step of a
+ * descent: the reduced target is not needed, so *tp is left as it is. */
 __attribute__((target("avx512f,popcnt"))) static inline uint32_t descend16_leaf_avx512(
     const uint64_t *blk, const uint64_t *tp) {
-  const uint64_t t = *tp;
-  const __m512i z = _mm512_setzero_si512();
-  const __m512i tv = _mm512_set1_epi64((long long)t);
-  __m512i f0 = _mm512_load_si512(blk), f1 = _mm512_load_si512(blk + 8);
-  f0 = _mm512_add_epi64(f0, _mm512_alignr_epi64(f0, z, 7));
-  f1 = _mm512_add_epi64(f1, _mm512_alignr_epi64(f1, z, 7));
-  f0 = _mm512_add_epi64(f0, _mm512_alignr_epi64(f0, z, 6));
-  f1 = _mm512_add_epi64(f1, _mm512_alignr_epi64(f1, z, 6));
-  f0 = _mm512_add_epi64(f0, _mm512_alignr_epi64(f0, z, 4));
-  f1 = _mm512_add_epi64(f1, _mm512_alignr_epi64(f1, z, 4));
-  /* f1 becomes the full prefix sums: plus segment 0's end. */
-  f1 = _mm512_add_epi64(f1, _mm512_permutexvar_epi64(_mm512_set1_epi64(7), f0));
+  const __m512i tv = _mm512_set1_epi64((long long)*tp);
+  const __m512i f0 = scan8_avx512(_mm512_load_si512(blk));
+  /* Segment 1's full prefix sums: its own plus segment 0's end. */
+  const __m512i f1 = _mm512_add_epi64(scan8_avx512(_mm512_load_si512(blk + 8)),
+                                      _mm512_permutexvar_epi64(_mm512_set1_epi64(7), f0));
   const __mmask8 a = _mm512_cmple_epu64_mask(f0, tv), b = _mm512_cmple_epu64_mask(f1, tv);
   return (uint32_t)__builtin_popcount(_cvtmask16_u32(_mm512_kunpackb(b, a)));
 }
@@ -280,11 +281,7 @@ static RD_ALWAYS_INLINE uint32_t descend(const uint64_t *blk, uint64_t *tp, cons
  * store forwarding). */
 __attribute__((target("avx512f"))) static inline void seg_prefix8_avx512(const uint64_t *src,
                                                                         uint64_t *dst) {
-  const __m512i z = _mm512_setzero_si512();
-  __m512i x = _mm512_load_si512(src);
-  x = _mm512_add_epi64(x, _mm512_alignr_epi64(x, z, 7));
-  x = _mm512_add_epi64(x, _mm512_alignr_epi64(x, z, 6));
-  _mm512_store_si512(dst, _mm512_add_epi64(x, _mm512_alignr_epi64(x, z, 4)));
+  _mm512_store_si512(dst, scan8_avx512(_mm512_load_si512(src)));
 }
 
 /* x's inclusive prefix sums, 4 lanes: plus x one lane up, then two. */
