@@ -9,9 +9,9 @@
  * rd_st_shape). Two things differ: where a level starts in memory (the GPU
  * aligns levels to 256 bytes, the CPU to 64), and the leaf level, which the
  * CPU keeps as plain leaf values and the GPU, like its other levels, as
- * segment prefix sums (rd_sumtree_to_prefix_leaves converts). Because the
- * representation and the search rule are integer-exact, a target selects
- * the same leaf on both and an update leaves the same sums.
+ * segment prefix sums (rd_st_leaves_to_prefix and _from_prefix convert).
+ * Because the representation and the search rule are integer-exact, a
+ * target selects the same leaf on both and an update leaves the same sums.
  *
  * Segments. A block's K entries are split into segments of W = min(K, 8)
  * entries, one 64-byte cache line each, and entry i holds the inclusive
@@ -154,6 +154,23 @@ static inline RD_HD uint64_t rd_st_full(const uint64_t *blk, uint32_t fanout, ui
 /* Value of leaf p, given the leaf level (the last one). */
 static inline RD_HD uint64_t rd_st_leaf_value(const uint64_t *leaf, uint64_t p, uint32_t fanout) {
   return leaf[p] - ((p & (rd_st_seg(fanout) - 1)) ? leaf[p - 1] : 0);
+}
+
+/* The two forms of a leaf level of n entries (see the top): out = the
+ * segment prefix sums of the plain values in plain (the GPU's form of the
+ * CPU's), and in place back to plain values (each entry less the one before
+ * it in its segment, from the end, so every entry read is still a sum). */
+static inline RD_HD void rd_st_leaves_to_prefix(const uint64_t *plain, uint64_t *out, uint64_t n,
+                                                uint32_t fanout) {
+  const uint32_t w = rd_st_seg(fanout);
+  uint64_t run = 0;
+  for (uint64_t e = 0; e < n; e++) out[e] = run = (e % w ? run : 0) + plain[e];
+}
+
+static inline RD_HD void rd_st_leaves_from_prefix(uint64_t *level, uint64_t n, uint32_t fanout) {
+  const uint32_t w = rd_st_seg(fanout);
+  for (uint64_t e = n; e-- > 0;)
+    if (e % w) level[e] -= level[e - 1];
 }
 
 /* ------------------------------------------------------------------ */

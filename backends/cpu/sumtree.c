@@ -931,11 +931,3 @@ int rd_sumtree_check(const rd_sumtree_t *t, rd_error_t *err) {
   }
   return RD_OK;
 }
-
-void rd_sumtree_to_prefix_leaves(const rd_sumtree_t *t, uint64_t *out) {
-  const uint32_t K = t->fanout, W = rd_st_seg(K);
-  const uint64_t *leaf = t->level[t->height - 1];
-  const uint64_t n = t->level_blocks[t->height - 1] * K;
-  uint64_t run = 0;
-  for (uint64_t e = 0; e < n; e++) out[e] = run = (e % W ? run : 0) + leaf[e];
-}

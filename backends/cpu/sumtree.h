@@ -24,8 +24,8 @@
  *    update then writes its leaf with one store, where a prefix segment
  *    took a read of two entries and a vector add; the descent's last step
  *    builds the block's prefix sums in registers instead (docs/benchmarks.md
- *    has both costs). The GPU tree keeps prefix leaves (rd_tree_step.h):
- *    rd_sumtree_to_prefix_leaves gives a CPU tree's leaf level in its form.
+ *    has both costs). The GPU tree keeps prefix leaves (rd_tree_step.h
+ *    converts between the two).
  *
  * Sampling semantics (identical on every backend): for a target t with
  * 0 <= t < total, the sampled leaf is the smallest i with
@@ -108,11 +108,6 @@ static inline uint64_t rd_sumtree_total(const rd_sumtree_t *t) {
 static inline uint64_t rd_sumtree_get(const rd_sumtree_t *t, uint32_t pos) {
   return t->level[t->height - 1][pos];
 }
-
-/* The leaf level as the GPU tree holds it (rd_tree_step.h): the
- * segment prefix sums of the leaves, into out (level_blocks[height-1] *
- * fanout entries). For tests that compare a CPU tree with their steps. */
-void rd_sumtree_to_prefix_leaves(const rd_sumtree_t *t, uint64_t *out);
 
 /* Read n leaves at positions into out. RD_ERANGE if a position >= capacity. */
 int rd_sumtree_get_batch(const rd_sumtree_t *t, size_t n, const uint32_t *positions,

@@ -638,13 +638,9 @@ extern "C" int rd_gpu_sumtree_copy_to_host(const rd_gpu_sumtree_t *t, uint64_t *
     RD_CUDA_CK(cudaMemcpy(levels[h], m->lv.p[h], (size_t)t->level_blocks[h] * t->fanout * 8,
                           cudaMemcpyDeviceToHost),
                "cudaMemcpy of a level");
-  /* The CPU tree's leaf level holds plain values (sumtree.h), this one the
-   * segment prefix sums: each entry less the one before it in its segment,
-   * from the end, so every entry read is still a prefix sum. */
-  uint64_t *leaf = levels[t->height - 1];
-  const uint32_t w = rd_st_seg(t->fanout);
-  for (uint64_t e = (uint64_t)t->level_blocks[t->height - 1] * t->fanout; e-- > 0;)
-    if (e % w) leaf[e] -= leaf[e - 1];
+  /* The CPU tree's leaf level holds plain values (sumtree.h). */
+  rd_st_leaves_from_prefix(levels[t->height - 1],
+                           (uint64_t)t->level_blocks[t->height - 1] * t->fanout, t->fanout);
   return RD_OK;
 }
 

@@ -55,14 +55,23 @@ static void fill_random(rd_sumtree_t *t, uint64_t *seed) {
 }
 
 /* src as the GPU holds it: the same shape and bytes above the leaves, the
- * leaf level as segment prefix sums (rd_sumtree_to_prefix_leaves). The step
+ * leaf level as segment prefix sums (rd_st_leaves_to_prefix). The step
  * functions run on this copy; no rd_sumtree_* call may (its leaves are not
- * the CPU tree's). */
+ * the CPU tree's). Converting back (rd_st_leaves_from_prefix, what
+ * rd_gpu_sumtree_copy_to_host does) must give src's leaves again. */
 static void gpu_form(rd_sumtree_t *dst, const rd_sumtree_t *src) {
   rd_error_t err;
   assert_int_equal(rd_sumtree_init(dst, src->capacity, src->fanout, &err), RD_OK);
   memcpy(dst->mem, src->mem, src->mem_bytes);
-  rd_sumtree_to_prefix_leaves(src, dst->level[dst->height - 1]);
+  const uint32_t H = src->height;
+  const uint64_t n = src->level_blocks[H - 1] * src->fanout;
+  rd_st_leaves_to_prefix(src->level[H - 1], dst->level[H - 1], n, src->fanout);
+  uint64_t *back = malloc(n * sizeof *back);
+  assert_non_null(back);
+  memcpy(back, dst->level[H - 1], n * sizeof *back);
+  rd_st_leaves_from_prefix(back, n, src->fanout);
+  assert_memory_equal(back, src->level[H - 1], n * sizeof *back);
+  free(back);
 }
 
 /* fn(t, seed) on a tree of every fanout at each of its test capacities,
