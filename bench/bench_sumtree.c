@@ -17,11 +17,15 @@
  * splitmix64 stream with a fixed seed and is generated outside the timed
  * region. Each operation cycles through a pool of at least 64 batches and at
  * least 2^18 items of pre-generated input, so consecutive batches touch
- * different paths and the tree is not simply cache-resident. One
- * measurement: a warm-up that doubles the number of batches until they have
- * run for the warm-up time (which also sizes the repetitions), then `reps`
- * repetitions of that many batches, each lasting about the minimum time; the
- * result is the median repetition in ns per item (CLOCK_MONOTONIC).
+ * different paths and the tree is not simply cache-resident. Every tree of
+ * a capacity, batch and operation (both baselines, ours at every K and
+ * thread count) is measured as one group: each gets a warm-up that doubles
+ * the number of batches until they have run for the warm-up time (which
+ * also sizes its repetitions); then `reps` rounds each run one repetition
+ * of every tree in turn, each lasting about the minimum time. A tree's
+ * result is its median repetition in ns per item. Interleaved, a tree and
+ * its baseline see the same stretches of a shared machine's drifting
+ * speed, so their ratio holds when the speed changes mid-run.
  *
  * Update values alternate between two pools on successive passes over the
  * positions, so a repeated pass rarely writes a leaf's current value (which
@@ -251,11 +255,6 @@ static const result_t *find_baseline(const result_t *r, int which) {
 
 static const opts_t *g_opts;
 static bool g_progress;
-
-/* Nanoseconds per item of fn, one batch of `batch` items a unit. */
-static double measure(bench_unit_fn fn, void *ctx, uint32_t batch) {
-  return bench_seconds_per_unit(fn, ctx, &g_opts->timing) * 1e9 / batch;
-}
 
 /* Input pools, shared by the sum tree and the baseline. */
 typedef struct {
@@ -596,81 +595,166 @@ static void progress(const char *what, uint32_t capacity, uint32_t batch, uint32
   fflush(stderr);
 }
 
-static void run_baseline(uint32_t capacity, const opts_t *o) {
-  rd_bench_bintree_t bt;
-  if (rd_bench_bintree_init(&bt, capacity)) die("out of memory for a baseline tree of %u", capacity);
-  bintree_fill(&bt, capacity, SEED ^ capacity, false);
-  rd_bench_kary_t kt;
-  if (rd_bench_kary_init(&kt, capacity, KARY_FANOUT))
-    die("out of memory for a K-ary float tree of %u", capacity);
-  karytree_fill(&kt, capacity, SEED ^ capacity);
-  for (size_t b = 0; b < o->batch.n; b++) {
-    uint32_t B = o->batch.v[b];
-    pool_t p;
-    pool_init(&p, capacity, B, SEED ^ ((uint64_t)capacity << 20) ^ B);
-    p.bt = &bt;
-    p.kt = &kt;
-    /* Targets are integers below 2^53, so the double tree sums them exactly. */
-    uint64_t total = (uint64_t)rd_bench_bintree_total(&bt);
-    pool_targets(&p, total, SEED ^ 0x7a ^ B);
-    pool_sampled_positions(&p, &bt);
-    static const bench_unit_fn bfns[N_OPS] = {bt_sample, bt_update, bt_update, bt_insert};
-    static const bench_unit_fn kfns[N_OPS] = {kt_sample, kt_update, kt_update, kt_insert};
-    for (int op = 0; op < N_OPS; op++) {
-      if (!o->op[op]) continue;
-      pool_op(&p, op);
-      double ns = measure(bfns[op], &p, B);
-      add_result(op, BASE_BINARY, capacity, B, 2, 1, ns);
-      progress(op_name[op], capacity, B, 2, 1, ns);
-      /* The float tree's total moves with its updates: its targets follow. */
-      pool_float_targets(&p, total, rd_bench_kary_total(&kt));
-      p.cursor = 0;
-      ns = measure(kfns[op], &p, B);
-      add_result(op, BASE_KARY, capacity, B, KARY_FANOUT, 1, ns);
-      progress(op_name[op], capacity, B, KARY_FANOUT, 1, ns);
-    }
-    pool_free(&p);
-  }
-  rd_bench_kary_free(&kt);
-  rd_bench_bintree_free(&bt);
+/* One tree measured in a group: its operation, the pool that feeds it, and
+ * (for ours) the tree and thread count to set before each of its runs,
+ * since the entrants of one K share a tree. */
+typedef struct {
+  bench_unit_fn fn;
+  pool_t *pool;
+  rd_sumtree_t *t; /* ours; NULL for a baseline */
+  int which;       /* MINE, BASE_BINARY or BASE_KARY */
+  uint32_t fanout, threads;
+  uint64_t it, units; /* the next unit's index; units per repetition */
+  double v[BENCH_MAX_REPS];
+} entrant_t;
+
+static void entrant_run(void *ctx, uint64_t n) {
+  entrant_t *e = ctx;
+  for (uint64_t i = 0; i < n; i++) e->fn(e->pool, e->it++);
 }
 
-static void run_sumtree(uint32_t capacity, uint32_t K, const opts_t *o) {
-  rd_sumtree_t t;
-  tree_init(&t, capacity, K);
-  tree_fill(&t, capacity, SEED ^ capacity, false);
-  static const bench_unit_fn fns[N_OPS] = {st_sample, st_update, st_update, st_insert};
-  rd_bench_bintree_t bt; /* the same leaves, exactly: where the sampled positions come from */
-  if (rd_bench_bintree_init(&bt, capacity)) die("out of memory for a baseline tree of %u", capacity);
-  for (size_t h = 0; h < o->threads.n; h++) {
-    uint32_t T = o->threads.v[h];
-    rd_sumtree_set_threads(&t, T);
-    for (size_t b = 0; b < o->batch.n; b++) {
-      uint32_t B = o->batch.v[b];
-      pool_t p;
-      pool_init(&p, capacity, B, SEED ^ ((uint64_t)capacity << 20) ^ B);
-      p.t = &t;
-      /* Updates and inserts change the total: targets are drawn against the
-       * tree as it is now, just before sampling. */
-      pool_targets(&p, rd_sumtree_total(&t), SEED ^ 0x7a ^ B ^ ((uint64_t)T << 32));
-      for (uint32_t i = 0; i < capacity; i++) bt.value[bt.cap + i] = (double)rd_sumtree_get(&t, i);
-      rd_bench_bintree_rebuild(&bt);
-      pool_sampled_positions(&p, &bt);
-      for (int op = 0; op < N_OPS; op++) {
-        if (!o->op[op]) continue;
-        pool_op(&p, op);
-        double ns = measure(fns[op], &p, B);
-        add_result(op, MINE, capacity, B, K, T, ns);
-        progress(op_name[op], capacity, B, K, T, ns);
-      }
-      pool_free(&p);
-    }
+static void entrant_prepare(entrant_t *e) {
+  if (e->t) rd_sumtree_set_threads(e->t, e->threads);
+}
+
+/* Nanoseconds per item of each entrant, their repetitions interleaved:
+ * round r runs repetition r of every entrant in turn, so the median of
+ * each is drawn from the same stretch of time. A shared machine's speed
+ * drifts over seconds; measured one after the other, a tree and its
+ * baseline could land in different phases of it and skew their ratio. */
+static void measure_group(entrant_t *e, size_t n, uint32_t batch, double *ns) {
+  const bench_timing_t *tm = &g_opts->timing;
+  for (size_t i = 0; i < n; i++) {
+    entrant_prepare(&e[i]);
+    e[i].units = bench_warm_up(entrant_run, &e[i], tm);
   }
-  rd_bench_bintree_free(&bt);
+  for (int r = 0; r < tm->reps; r++)
+    for (size_t i = 0; i < n; i++) {
+      entrant_prepare(&e[i]);
+      /* The entrants before it have evicted its tree: an untimed quarter
+       * repetition brings back what fits in the caches, as a tree measured
+       * alone would find it. */
+      entrant_run(&e[i], (e[i].units + 3) / 4);
+      e[i].v[r] = bench_rep_seconds(entrant_run, &e[i], e[i].units, tm);
+    }
+  for (size_t i = 0; i < n; i++) ns[i] = bench_median(e[i].v, tm->reps) * 1e9 / batch;
+}
+
+/* The trees of one capacity: the baselines and ours for every K, filled
+ * with the same leaves. */
+typedef struct {
+  uint32_t capacity;
+  rd_bench_bintree_t bt;  /* the binary baseline */
+  rd_bench_kary_t kt;     /* the float K-ary baseline */
+  rd_bench_bintree_t xb;  /* a copy of one of ours: where its sampled positions come from */
+  rd_sumtree_t st[BENCH_MAX_LIST];
+} trees_t;
+
+static void trees_init(trees_t *tr, uint32_t capacity, const opts_t *o) {
+  tr->capacity = capacity;
+  if (o->baseline) {
+    if (rd_bench_bintree_init(&tr->bt, capacity))
+      die("out of memory for a baseline tree of %u", capacity);
+    bintree_fill(&tr->bt, capacity, SEED ^ capacity, false);
+    if (rd_bench_kary_init(&tr->kt, capacity, KARY_FANOUT))
+      die("out of memory for a K-ary float tree of %u", capacity);
+    karytree_fill(&tr->kt, capacity, SEED ^ capacity);
+  }
+  if (rd_bench_bintree_init(&tr->xb, capacity))
+    die("out of memory for a baseline tree of %u", capacity);
+  for (size_t k = 0; k < o->fanout.n; k++) {
+    tree_init(&tr->st[k], capacity, o->fanout.v[k]);
+    tree_fill(&tr->st[k], capacity, SEED ^ capacity, false);
+  }
+}
+
+static void trees_free(trees_t *tr, const opts_t *o) {
   rd_error_t err;
-  if (rd_sumtree_check(&t, &err))
-    die("tree check FAILED after timing (capacity %u, K=%u): %s", capacity, K, err.msg);
-  rd_sumtree_free(&t);
+  for (size_t k = 0; k < o->fanout.n; k++) {
+    if (rd_sumtree_check(&tr->st[k], &err))
+      die("tree check FAILED after timing (capacity %u, K=%u): %s", tr->capacity,
+          o->fanout.v[k], err.msg);
+    rd_sumtree_free(&tr->st[k]);
+  }
+  rd_bench_bintree_free(&tr->xb);
+  if (o->baseline) {
+    rd_bench_kary_free(&tr->kt);
+    rd_bench_bintree_free(&tr->bt);
+  }
+}
+
+/* The baselines' pool for batch B: targets and sampled positions from the
+ * exact binary tree, shared with the float one (targets scaled to its
+ * total before each of its operations). */
+static void baseline_pool(pool_t *p, trees_t *tr, uint32_t B) {
+  pool_init(p, tr->capacity, B, SEED ^ ((uint64_t)tr->capacity << 20) ^ B);
+  p->bt = &tr->bt;
+  p->kt = &tr->kt;
+  /* Targets are integers below 2^53, so the double tree sums them exactly. */
+  pool_targets(p, (uint64_t)rd_bench_bintree_total(&tr->bt), SEED ^ 0x7a ^ B);
+  pool_sampled_positions(p, &tr->bt);
+}
+
+/* Our tree k's pool for batch B. Updates and inserts change the total:
+ * targets are drawn against the tree as it is now, just before sampling. */
+static void sumtree_pool(pool_t *p, trees_t *tr, size_t k, uint32_t B) {
+  rd_sumtree_t *t = &tr->st[k];
+  pool_init(p, tr->capacity, B, SEED ^ ((uint64_t)tr->capacity << 20) ^ B);
+  p->t = t;
+  pool_targets(p, rd_sumtree_total(t), SEED ^ 0x7a ^ B ^ ((uint64_t)t->fanout << 32));
+  for (uint32_t i = 0; i < tr->capacity; i++)
+    tr->xb.value[tr->xb.cap + i] = (double)rd_sumtree_get(t, i);
+  rd_bench_bintree_rebuild(&tr->xb);
+  pool_sampled_positions(p, &tr->xb);
+}
+
+static void run_capacity(uint32_t capacity, const opts_t *o) {
+  static const bench_unit_fn sfns[N_OPS] = {st_sample, st_update, st_update, st_insert};
+  static const bench_unit_fn bfns[N_OPS] = {bt_sample, bt_update, bt_update, bt_insert};
+  static const bench_unit_fn kfns[N_OPS] = {kt_sample, kt_update, kt_update, kt_insert};
+  trees_t *tr = xmalloc(sizeof *tr);
+  memset(tr, 0, sizeof *tr);
+  trees_init(tr, capacity, o);
+  const size_t nk = o->fanout.n, nt = o->threads.n, max_e = 2 + nk * nt;
+  entrant_t *e = xmalloc(max_e * sizeof *e);
+  double *ns = xmalloc(max_e * sizeof *ns);
+  pool_t bp, sp[BENCH_MAX_LIST];
+  for (size_t b = 0; b < o->batch.n; b++) {
+    const uint32_t B = o->batch.v[b];
+    if (o->baseline) baseline_pool(&bp, tr, B);
+    for (size_t k = 0; k < nk; k++) sumtree_pool(&sp[k], tr, k, B);
+    for (int op = 0; op < N_OPS; op++) {
+      if (!o->op[op]) continue;
+      size_t n = 0;
+      if (o->baseline) {
+        pool_op(&bp, op);
+        /* The float tree's total moves with its updates: its targets follow. */
+        pool_float_targets(&bp, (uint64_t)rd_bench_bintree_total(&tr->bt),
+                           rd_bench_kary_total(&tr->kt));
+        e[n++] = (entrant_t){.fn = bfns[op], .pool = &bp, .which = BASE_BINARY, .fanout = 2,
+                             .threads = 1};
+        e[n++] = (entrant_t){.fn = kfns[op], .pool = &bp, .which = BASE_KARY,
+                             .fanout = KARY_FANOUT, .threads = 1};
+      }
+      for (size_t k = 0; k < nk; k++) {
+        pool_op(&sp[k], op);
+        for (size_t h = 0; h < nt; h++)
+          e[n++] = (entrant_t){.fn = sfns[op], .pool = &sp[k], .t = &tr->st[k], .which = MINE,
+                               .fanout = o->fanout.v[k], .threads = o->threads.v[h]};
+      }
+      measure_group(e, n, B, ns);
+      for (size_t i = 0; i < n; i++) {
+        add_result(op, e[i].which, capacity, B, e[i].fanout, e[i].threads, ns[i]);
+        progress(op_name[op], capacity, B, e[i].fanout, e[i].threads, ns[i]);
+      }
+    }
+    if (o->baseline) pool_free(&bp);
+    for (size_t k = 0; k < nk; k++) pool_free(&sp[k]);
+  }
+  free(ns);
+  free(e);
+  trees_free(tr, o);
+  free(tr);
 }
 
 static const char *kernel_isa(void) {
@@ -763,8 +847,7 @@ int main(int argc, char **argv) {
 
   for (size_t c = 0; c < o.capacity.n; c++) {
     uint32_t cap = o.capacity.v[c];
-    if (o.baseline) run_baseline(cap, &o);
-    for (size_t k = 0; k < o.fanout.n; k++) run_sumtree(cap, o.fanout.v[k], &o);
+    run_capacity(cap, &o);
   }
   if (g_progress) fputs("\r\033[K", stderr);
 
