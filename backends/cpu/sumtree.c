@@ -195,8 +195,20 @@ __attribute__((target("avx512f,popcnt"))) static inline uint32_t descend16_leaf_
   return (uint32_t)__builtin_popcount(_cvtmask16_u32(_mm512_kunpackb(b, a)));
 }
 
-/* The same on AVX2: four 4-entry compares (signed: every entry and target
- * is below 2^63), their sign bits gathered into one 16-bit mask. */
+/* How many of the 16 entries f0..f3 are > t (tv: t broadcast), compared
+ * signed (every entry and target is below 2^63). Only the count matters,
+ * not which entries, so the four compares' results are packed down to
+ * bytes, two per entry, and one movemask reads them all: three packs where
+ * a movemask per vector took four, and shifts and ors to merge. */
+__attribute__((target("avx2,popcnt"))) static inline uint32_t count_gt16_avx2(
+    __m256i f0, __m256i f1, __m256i f2, __m256i f3, __m256i tv) {
+  const __m256i p = _mm256_packs_epi16(
+      _mm256_packs_epi32(_mm256_cmpgt_epi64(f0, tv), _mm256_cmpgt_epi64(f1, tv)),
+      _mm256_packs_epi32(_mm256_cmpgt_epi64(f2, tv), _mm256_cmpgt_epi64(f3, tv)));
+  return (uint32_t)__builtin_popcount((unsigned)_mm256_movemask_epi8(p)) / 2;
+}
+
+/* The same on AVX2: four 4-entry compares, counted by count_gt16_avx2. */
 __attribute__((target("avx2,popcnt"))) static inline uint32_t descend16_avx2(const uint64_t *blk,
                                                                              uint64_t *tp,
                                                                              uint64_t *fb) {
@@ -211,13 +223,7 @@ __attribute__((target("avx2,popcnt"))) static inline uint32_t descend16_avx2(con
   _mm256_store_si256((__m256i *)(fb + 12), f1);
   _mm256_store_si256((__m256i *)(fb + 16), f2);
   _mm256_store_si256((__m256i *)(fb + 20), f3);
-  /* f > t per entry; the entries <= t are the other ones. */
-  const unsigned gt =
-      (unsigned)_mm256_movemask_pd(_mm256_castsi256_pd(_mm256_cmpgt_epi64(f0, tv))) |
-      (unsigned)_mm256_movemask_pd(_mm256_castsi256_pd(_mm256_cmpgt_epi64(f1, tv))) << 4 |
-      (unsigned)_mm256_movemask_pd(_mm256_castsi256_pd(_mm256_cmpgt_epi64(f2, tv))) << 8 |
-      (unsigned)_mm256_movemask_pd(_mm256_castsi256_pd(_mm256_cmpgt_epi64(f3, tv))) << 12;
-  const uint32_t j = 16 - (uint32_t)__builtin_popcount(gt);
+  const uint32_t j = 16 - count_gt16_avx2(f0, f1, f2, f3, tv);
   *tp = t - fb[7 + j];
   return j;
 }
@@ -304,12 +310,7 @@ __attribute__((target("avx2,popcnt"))) static inline uint32_t descend16_leaf_avx
                                       _mm256_permute4x64_epi64(f1, 0xff));
   const __m256i f3 = _mm256_add_epi64(scan4_avx2(_mm256_load_si256((const __m256i *)(blk + 12))),
                                       _mm256_permute4x64_epi64(f2, 0xff));
-  const unsigned gt =
-      (unsigned)_mm256_movemask_pd(_mm256_castsi256_pd(_mm256_cmpgt_epi64(f0, tv))) |
-      (unsigned)_mm256_movemask_pd(_mm256_castsi256_pd(_mm256_cmpgt_epi64(f1, tv))) << 4 |
-      (unsigned)_mm256_movemask_pd(_mm256_castsi256_pd(_mm256_cmpgt_epi64(f2, tv))) << 8 |
-      (unsigned)_mm256_movemask_pd(_mm256_castsi256_pd(_mm256_cmpgt_epi64(f3, tv))) << 12;
-  return 16 - (uint32_t)__builtin_popcount(gt);
+  return 16 - count_gt16_avx2(f0, f1, f2, f3, tv);
 }
 
 __attribute__((target("avx2"))) static inline void seg_prefix8_avx2(const uint64_t *src,
