@@ -22,7 +22,8 @@
  * thread count) is measured as one group: each gets a warm-up that doubles
  * the number of batches until they have run for the warm-up time (which
  * also sizes its repetitions); then `reps` rounds each run one repetition
- * of every tree in turn, each lasting about the minimum time. A tree's
+ * of every tree in turn, each lasting about the minimum time and preceded
+ * by an untimed quarter of one (the tree back in the caches). A tree's
  * result is its median repetition in ns per item. Interleaved, a tree and
  * its baseline see the same stretches of a shared machine's drifting
  * speed, so their ratio holds when the speed changes mid-run.
