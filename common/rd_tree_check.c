@@ -74,7 +74,8 @@ FIRST_BAD(first_above_u64_low, uint64_t, (uint32_t)(((limit - v[i]) | v[i]) >> 6
   attr static uint32_t name(size_t n, const uint32_t *p, const uint64_t *v, uint32_t cap,        \
                             uint64_t limit) {                                                    \
     uint32_t any = 0;                                                                            \
-    for (size_t i = 0; i < n; i++) any |= (p[i] >= cap) | (uint32_t)(((limit - v[i]) | v[i]) >> 63); \
+    for (size_t i = 0; i < n; i++)                                                               \
+      any |= (p[i] >= cap) | (uint32_t)(((limit - v[i]) | v[i]) >> 63);                          \
     return any;                                                                                  \
   }
 #if defined(__x86_64__) && defined(__GNUC__)

@@ -322,28 +322,35 @@ __attribute__((target("avx2"))) static inline void seg_prefix8_avx2(const uint64
 }
 #endif
 
+/* The segment prefix sums of a leaf block's K plain values, into sb (K
+ * entries, 64-byte aligned): by vectors of one segment where the ISA has
+ * them, else rd_tree_step.h's conversion. */
+static RD_ALWAYS_INLINE void leaf_block_prefix(const uint64_t *blk, uint64_t *sb,
+                                               const uint32_t K, const int isa) {
+#if defined(__x86_64__)
+  if (SEG(K) == 8 && isa != ISA_GENERIC) {
+    for (uint32_t s = 0; s < K; s += 8) {
+      if (isa == ISA_AVX512)
+        seg_prefix8_avx512(blk + s, sb + s);
+      else
+        seg_prefix8_avx2(blk + s, sb + s);
+    }
+    return;
+  }
+#endif
+  rd_st_leaves_to_prefix(blk, sb, K, K);
+}
+
 /* One descent step in a block of the leaf level, which holds plain values:
- * the prefix descent on the block's segment prefix sums, built in sb (K
- * entries, 64-byte aligned) where no kernel builds them in registers. */
+ * the prefix descent on the block's segment prefix sums, built in
+ * registers at K = 16, else in sb by leaf_block_prefix. */
 static RD_ALWAYS_INLINE uint32_t descend_leaf(const uint64_t *blk, uint64_t *tp, const uint32_t K,
                                               const int isa, uint64_t *fb, uint64_t *sb) {
-  const uint32_t W = SEG(K);
 #if defined(__x86_64__)
   if (K == 16 && isa == ISA_AVX512) return descend16_leaf_avx512(blk, tp);
   if (K == 16 && isa == ISA_AVX2) return descend16_leaf_avx2(blk, tp);
-  if (W == 8 && isa == ISA_AVX512) {
-    for (uint32_t s = 0; s < K; s += 8) seg_prefix8_avx512(blk + s, sb + s);
-    return descend(sb, tp, K, isa, fb);
-  }
-  if (W == 8 && isa == ISA_AVX2) {
-    for (uint32_t s = 0; s < K; s += 8) seg_prefix8_avx2(blk + s, sb + s);
-    return descend(sb, tp, K, isa, fb);
-  }
 #endif
-  for (uint32_t s = 0; s < K; s += W) {
-    uint64_t run = 0;
-    for (uint32_t j = s; j < s + W; j++) sb[j] = run += blk[j];
-  }
+  leaf_block_prefix(blk, sb, K, isa);
   return descend(sb, tp, K, isa, fb);
 }
 
@@ -806,17 +813,12 @@ int rd_sumtree_get_batch(const rd_sumtree_t *t, size_t n, const uint32_t *positi
   return RD_OK;
 }
 
-static int check_values(const rd_sumtree_t *t, size_t n, const uint64_t *values,
-                        rd_error_t *err) {
-  return rd_tree_check_values(n, values, t->max_leaf, t->capacity, err);
-}
-
 int rd_sumtree_set_range(rd_sumtree_t *t, uint32_t first, size_t n, const uint64_t *values,
                          rd_error_t *err) {
   if (n == 0) return RD_OK;
   int rc = rd_tree_check_range(first, n, t->capacity, err);
   if (rc) return rc;
-  rc = check_values(t, n, values, err);
+  rc = rd_tree_check_values(n, values, t->max_leaf, t->capacity, err);
   if (rc) return rc;
   for (size_t done = 0; done < n; done += INSERT_CHUNK) {
     size_t m = n - done < INSERT_CHUNK ? n - done : INSERT_CHUNK;
