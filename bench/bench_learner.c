@@ -25,7 +25,9 @@
  * process per setting, kept alive) and reports the best setting's median per
  * point; the table then shows ours / PyTorch per point and the targets.
  * Point by point, PyTorch's settings are timed first and the C learner right
- * after, so that on a shared machine both sides see the same load.
+ * after, so that on a shared machine both sides see the same load; the
+ * script answers only once its workers' threads have stopped using CPU, so
+ * no side is timed beside the other's leftover spinning threads.
  *
  * Threads. The learner's threads are an OpenMP team. Unless OMP_WAIT_POLICY
  * is already set, the program re-executes itself with OMP_WAIT_POLICY=passive:

@@ -380,12 +380,48 @@ def emit(name, shape, batch, tt, desc, blas, v):
                       "value": round(v, 2), "unit": "steps/s"}), flush=True)
 
 
+QUIET_WINDOW_S = 0.1   # a process is quiet when it used no CPU tick in this window
+QUIET_MAX_S = 2.0      # ... or after this long
+
+
+def cpu_ticks(pids):
+    """CPU time (clock ticks, every thread) the processes used so far."""
+    total = 0
+    for pid in pids:
+        try:
+            with open("/proc/%d/stat" % pid) as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            total += int(fields[11]) + int(fields[12])  # utime, stime
+        except (OSError, IndexError, ValueError):
+            pass
+    return total
+
+
+def wait_quiet(pids):
+    """Wait until the processes' threads stop using CPU: a worker that just
+    answered can leave threads spinning (OpenBLAS's wait their timeout,
+    libgomp's without OMP_WAIT_POLICY=passive spin first), and those would
+    take a core from whatever is timed next on a 2-CPU machine: the next
+    setting, or the caller's learner (measured: up to 12% of a CPU during
+    the C learner's repetitions)."""
+    t0 = time.monotonic()
+    last = cpu_ticks(pids)
+    while time.monotonic() - t0 < QUIET_MAX_S:
+        time.sleep(QUIET_WINDOW_S)
+        now = cpu_ticks(pids)
+        if now == last:
+            return
+        last = now
+
+
 def serve(args, todo, base):
     """--serve: start one worker per setting (torch imported once each), then
     for every "shape batch" line on stdin time that point in every setting, one
     after the other, and print the best as one JSON line. The caller can then
     time its own learner on the same point right away, so both sides see the
-    same machine load."""
+    same machine load. Before each setting's timing, and before the answer,
+    the workers are left to go quiet (wait_quiet), so that no side is timed
+    beside another's leftover threads."""
     workers = []
     for tt, desc, env in todo:
         p = subprocess.Popen(base + ["--torch-threads", str(tt), "--serve"], env=env,
@@ -406,7 +442,9 @@ def serve(args, todo, base):
             log("unknown shape %s" % shape)
             sys.exit(2)
         best = None
+        pids = [w[3].pid for w in workers]
         for tt, desc, blas, p in workers:
+            wait_quiet(pids)
             p.stdin.write("%s %s\n" % (shape, batch))
             p.stdin.flush()
             out = p.stdout.readline()
@@ -419,6 +457,7 @@ def serve(args, todo, base):
                      r["value"])
             if best is None or r["value"] > best[3]:
                 best = (tt, desc, blas, r["value"])
+        wait_quiet(pids)
         emit("baseline.pytorch.gps", shape, int(batch), *best)
     for _, _, _, p in workers:
         p.stdin.close()

@@ -160,7 +160,9 @@ static uint64_t in_flight_now(hook_t *h) {
 static void check_batch(void *arg, const uint64_t *keys, const rd_batch_t *b) {
   hook_t *h = arg;
   atomic_fetch_add(&h->batches, 1);
+  float wmax = 0;
   for (size_t i = 0; i < b->n; i++) {
+    if (b->weights[i] > wmax) wmax = b->weights[i];
     uint64_t k = keys[i];
     /* The row must be the one its key named when it was sampled. */
     if (b->obs[i * OBS] != (float)k || b->next_obs[i * OBS] != (float)k + 0.5f ||
@@ -170,6 +172,9 @@ static void check_batch(void *arg, const uint64_t *keys, const rd_batch_t *b) {
     if (b->discount[i] != want) atomic_fetch_add(&h->bad_discount, 1);
     if (!(b->weights[i] > 0 && b->weights[i] <= 1)) atomic_fetch_add(&h->bad_rows, 1);
   }
+  /* IS weights are divided by the batch's largest (table.h): each batch's
+   * largest is exactly 1, whichever burst sampled it. */
+  if (wmax != 1.0f) atomic_fetch_add(&h->bad_rows, 1);
   if (h->delay_us && atomic_load(&h->batches) % 8 == 0) usleep(h->delay_us);
   if (h->p != NULL) {
     uint64_t n = in_flight_now(h);
