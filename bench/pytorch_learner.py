@@ -419,9 +419,9 @@ def serve(args, todo, base):
     for every "shape batch" line on stdin time that point in every setting, one
     after the other, and print the best as one JSON line. The caller can then
     time its own learner on the same point right away, so both sides see the
-    same machine load. Before each setting's timing, and before the answer,
-    the workers are left to go quiet (wait_quiet), so that no side is timed
-    beside another's leftover threads."""
+    same machine load. After each setting's answer the workers are left to go
+    quiet (wait_quiet), so that neither the next setting nor the caller is
+    timed beside another's leftover threads."""
     workers = []
     for tt, desc, env in todo:
         p = subprocess.Popen(base + ["--torch-threads", str(tt), "--serve"], env=env,
@@ -432,6 +432,7 @@ def serve(args, todo, base):
             log("worker failed (%s)" % desc)
             sys.exit(code if code == 3 else 1)
         workers.append((tt, desc, json.loads(first)["blas"], p))
+    pids = [w[3].pid for w in workers]
     # What the caller shows in its header: the first worker's library.
     print(json.dumps({"blas": workers[0][2]}), flush=True)
     for line in sys.stdin:
@@ -442,22 +443,20 @@ def serve(args, todo, base):
             log("unknown shape %s" % shape)
             sys.exit(2)
         best = None
-        pids = [w[3].pid for w in workers]
         for tt, desc, blas, p in workers:
-            wait_quiet(pids)
             p.stdin.write("%s %s\n" % (shape, batch))
             p.stdin.flush()
             out = p.stdout.readline()
             if not out:
                 log("worker failed (%s)" % desc)
                 sys.exit(1)
+            wait_quiet(pids)
             r = json.loads(out)
             if args.all_settings:
                 emit("baseline.pytorch.gps.setting", shape, int(batch), tt, desc, blas,
                      r["value"])
             if best is None or r["value"] > best[3]:
                 best = (tt, desc, blas, r["value"])
-        wait_quiet(pids)
         emit("baseline.pytorch.gps", shape, int(batch), *best)
     for _, _, _, p in workers:
         p.stdin.close()

@@ -172,8 +172,8 @@ static void check_batch(void *arg, const uint64_t *keys, const rd_batch_t *b) {
     if (b->discount[i] != want) atomic_fetch_add(&h->bad_discount, 1);
     if (!(b->weights[i] > 0 && b->weights[i] <= 1)) atomic_fetch_add(&h->bad_rows, 1);
   }
-  /* IS weights are divided by the batch's largest (table.h): each batch's
-   * largest is exactly 1, whichever burst sampled it. */
+  /* IS weights are divided by the batch's largest (table.h), so each
+   * batch's largest is exactly 1. */
   if (wmax != 1.0f) atomic_fetch_add(&h->bad_rows, 1);
   if (h->delay_us && atomic_load(&h->batches) % 8 == 0) usleep(h->delay_us);
   if (h->p != NULL) {
