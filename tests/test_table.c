@@ -1204,14 +1204,14 @@ static void test_max_priority_boundary(void **state) {
     for (uint32_t i = 0; i < cap; i++) prio[i] = mp;
     rows_t rows;
     rows_make(&rows, 0, cap);
-    uint8_t *before = malloc(cap * field_size[F_OBS]);
+    uint8_t *before = malloc(cap * t.row_bytes);
     assert_non_null(before);
-    memcpy(before, t.column[F_OBS], cap * field_size[F_OBS]);
+    memcpy(before, t.host_rows, cap * t.row_bytes);
     rd_error_t err;
     rd_error_clear(&err);
     int rc = rd_table_insert(&t, cap, rows.cols, prio, NULL, &err);
     if (rc != RD_OK) {
-      bool rows_changed = memcmp(before, t.column[F_OBS], cap * field_size[F_OBS]) != 0;
+      bool rows_changed = memcmp(before, t.host_rows, cap * t.row_bytes) != 0;
       fail_msg("capacity %u, max_priority %g (F = %d): insert of priority == max_priority "
                "failed with %s (%s)%s",
                cap, mp, t.fixed.frac_bits, rd_err_name(rc), err.msg,
@@ -1247,7 +1247,7 @@ typedef struct {
   double max_p;
   rd_table_stats_t stats;
   uint64_t *leaves;
-  uint8_t *cols[NF];
+  uint8_t *rows; /* the host rows */
 } snap_t;
 
 static void snap_take(snap_t *s, const rd_table_t *t) {
@@ -1261,11 +1261,9 @@ static void snap_take(snap_t *s, const rd_table_t *t) {
   s->leaves = malloc(cap * sizeof *s->leaves);
   assert_non_null(s->leaves);
   for (uint32_t i = 0; i < cap; i++) s->leaves[i] = rd_sumtree_get(&t->tree, i);
-  for (int f = 0; f < NF; f++) {
-    s->cols[f] = malloc(cap * field_size[f]);
-    assert_non_null(s->cols[f]);
-    memcpy(s->cols[f], t->column[f], cap * field_size[f]);
-  }
+  s->rows = malloc(cap * t->row_bytes);
+  assert_non_null(s->rows);
+  memcpy(s->rows, t->host_rows, cap * t->row_bytes);
 }
 
 static void snap_same(const snap_t *s, const rd_table_t *t, const char *what) {
@@ -1278,15 +1276,14 @@ static void snap_same(const snap_t *s, const rd_table_t *t, const char *what) {
   for (uint32_t i = 0; i < cap; i++)
     if (s->leaves[i] != rd_sumtree_get(&t->tree, i))
       fail_msg("%s: the failed call changed the priority of slot %u", what, i);
-  for (int f = 0; f < NF; f++)
-    if (memcmp(s->cols[f], t->column[f], cap * field_size[f]) != 0)
-      fail_msg("%s: the failed call wrote rows (field %d)", what, f);
+  if (memcmp(s->rows, t->host_rows, cap * t->row_bytes) != 0)
+    fail_msg("%s: the failed call wrote rows", what);
   check_tree(t);
 }
 
 static void snap_free(snap_t *s) {
   free(s->leaves);
-  for (int f = 0; f < NF; f++) free(s->cols[f]);
+  free(s->rows);
 }
 
 /* Insert of n rows that must fail with code; nothing may change, and the
@@ -1790,7 +1787,7 @@ static void test_storage_module(void **state) {
   memset(&HS, 0, sizeof HS);
   init_ok(&ts, &cs);
   assert_ptr_equal(HS.rmm_ops_seen, &rdt_host_rmm_ops); /* told about the table's module */
-  assert_null(ts.column[0]);                     /* no host columns */
+  assert_null(ts.host_rows);                     /* no host rows */
   assert_string_equal(rd_table_storage_name(&ts), "hstore");
   assert_string_equal(rd_table_storage_name(&t), "host");
   assert_int_equal(rd_table_rows_memsize(&cs), 50 * 41 + 1);
@@ -1847,22 +1844,21 @@ static void same_live(rd_table_t *moved, rd_table_t *ref) {
   }
 }
 
-/* Columns of at least 2 MiB are huge-page mappings (table.c column_alloc,
- * hugemem.h), smaller ones come from malloc: at 2^17 rows obs and next_obs
- * (16 bytes a row) are mappings on a 2 MiB boundary and the rest are not.
- * Rows written across the ring's wrap come back intact from both kinds, and
- * a table moved onto the CPU (rd_table_to_cpu allocates its columns too)
- * serves its rows from them. ASan and the free below check the sizes the
- * columns are released with. */
-static void test_large_columns(void **state) {
+/* Host rows of at least 2 MiB are a huge-page mapping (table.c
+ * host_rows_alloc, hugemem.h), fewer come from malloc (the small tables of
+ * the other tests): at 2^17 rows of 41 bytes they are a mapping on a 2 MiB
+ * boundary. Rows written across the ring's wrap come back intact, and a
+ * table moved onto the CPU (rd_table_to_cpu allocates its rows too) serves
+ * its rows from them. ASan and the free below check the size the rows are
+ * released with. */
+static void test_large_rows(void **state) {
   (void)state;
   const uint32_t cap = 1u << 17;
   rd_table_config_t c, cs;
   make_config(&c, cap, 16, 0.6, 1e-6, 31);
   rd_table_t t;
   init_ok(&t, &c);
-  assert_int_equal((uintptr_t)t.column[F_OBS] % (2u << 20), 0);
-  assert_int_equal((uintptr_t)t.column[F_NEXT] % (2u << 20), 0);
+  assert_int_equal((uintptr_t)t.host_rows % (2u << 20), 0);
   for (uint32_t done = 0; done < cap + 5000; done += 40000)
     insert_ok(&t, cap + 5000 - done < 40000 ? cap + 5000 - done : 40000, NULL);
   assert_int_equal(rd_table_size(&t), cap);
@@ -1889,13 +1885,101 @@ static void test_large_columns(void **state) {
   assert_int_equal(rd_table_to_cpu(&t, &lost, &err), RD_OK);
   assert_int_equal(lost, 0);
   assert_null(t.config.storage);
-  assert_int_equal((uintptr_t)t.column[F_OBS] % (2u << 20), 0);
+  assert_int_equal((uintptr_t)t.host_rows % (2u << 20), 0);
   sample_ok(&t, 2048, 0.5, 0, &s);
   for (size_t i = 0; i < 2048; i++) check_row(s.cols, i, s.keys[i]);
   insert_ok(&t, 40000, NULL);
   sample_ok(&t, 2048, 0.5, 0, &s);
   for (size_t i = 0; i < 2048; i++) check_row(s.cols, i, s.keys[i]);
   sout_free(&s);
+  rd_table_free(&t);
+}
+
+/* Fields of every size the copies know and sizes they do not (3, 20, 100
+ * bytes: table.c ROW_COPY's default), rows of 144 bytes that straddle
+ * cache lines: every row written across the ring's wrap comes back, by
+ * sample and by gather, with each field's own bytes; a gather into some
+ * fields only leaves the others' buffers alone. */
+static void test_odd_rows(void **state) {
+  (void)state;
+  enum { NFO = 6, CAP = 37 };
+  static const size_t fsz[NFO] = {3, 20, 8, 1, 100, 12};
+  rd_table_config_t c;
+  rd_table_config_default(&c);
+  rdt_field(&c.schema.fields[0], "a", RD_DTYPE_UINT8, 3);
+  rdt_field(&c.schema.fields[1], "b", RD_DTYPE_FLOAT32, 5);
+  rdt_field(&c.schema.fields[2], "c", RD_DTYPE_INT64, 0);
+  rdt_field(&c.schema.fields[3], "d", RD_DTYPE_BOOL, 0);
+  rdt_field(&c.schema.fields[4], "e", RD_DTYPE_UINT8, 100);
+  rdt_field(&c.schema.fields[5], "f", RD_DTYPE_INT32, 3);
+  c.schema.n_fields = NFO;
+  c.capacity = CAP;
+  c.max_batch = 64;
+  rd_table_t t;
+  init_ok(&t, &c);
+  assert_int_equal(t.row_bytes, 144);
+  /* Byte j of field f of the row of key k: a pattern no other key, field
+   * or byte shares (bool: k's parity). Floats are never NaN from it. */
+#define ODD_BYTE(k, f, j) ((f) == 3 ? (uint8_t)((k) & 1) : (uint8_t)((k) * 7 + (f) * 31 + (j) + 1))
+  uint8_t *in[NFO], *out[NFO];
+  for (int f = 0; f < NFO; f++) {
+    in[f] = malloc(64 * fsz[f]);
+    out[f] = malloc(64 * fsz[f]);
+    assert_true(in[f] != NULL && out[f] != NULL);
+  }
+  for (uint32_t k0 = 0; k0 < 3 * CAP;) {
+    size_t n = 1 + (k0 * 13) % 29; /* batches that wrap the ring of 37 */
+    rd_cbuf_t cols[NFO];
+    for (int f = 0; f < NFO; f++) {
+      for (size_t i = 0; i < n; i++)
+        for (size_t j = 0; j < fsz[f]; j++) in[f][i * fsz[f] + j] = ODD_BYTE(k0 + i, f, j);
+      cols[f].data = in[f];
+      cols[f].bytes = n * fsz[f];
+    }
+    rd_error_t err;
+    if (rd_table_insert(&t, n, cols, NULL, NULL, &err) != RD_OK) fail_msg("insert: %s", err.msg);
+    k0 += (uint32_t)n;
+    /* Gather every live key, newest first, into fields 1, 3 and 4 only. */
+    uint64_t keys[CAP];
+    const size_t live = rd_table_size(&t);
+    for (size_t i = 0; i < live; i++) keys[i] = k0 - 1 - i;
+    rd_buf_t g[NFO];
+    for (int f = 0; f < NFO; f++) {
+      memset(out[f], 0xEE, 64 * fsz[f]);
+      g[f].data = f == 1 || f == 3 || f == 4 ? out[f] : NULL;
+      g[f].bytes = g[f].data ? 64 * fsz[f] : 0;
+    }
+    if (rd_table_gather(&t, live, keys, g, &err) != RD_OK) fail_msg("gather: %s", err.msg);
+    for (int f = 0; f < NFO; f++)
+      for (size_t i = 0; i < live; i++)
+        for (size_t j = 0; j < fsz[f]; j++) {
+          uint8_t want = g[f].data ? ODD_BYTE(keys[i], f, j) : 0xEE;
+          if (out[f][i * fsz[f] + j] != want)
+            fail_msg("gather after key %u: key %llu field %d byte %zu is %u, not %u", k0,
+                     (unsigned long long)keys[i], f, j, out[f][i * fsz[f] + j], want);
+        }
+    /* A sample's rows, every field. */
+    uint64_t skeys[CAP];
+    double probs[CAP], w[CAP];
+    rd_buf_t sc[NFO];
+    for (int f = 0; f < NFO; f++) {
+      sc[f].data = out[f];
+      sc[f].bytes = 64 * fsz[f];
+    }
+    rd_sample_out_t so = {.keys = skeys, .probabilities = probs, .weights = w, .cols = sc};
+    if (rd_table_sample(&t, live, 0.4, 0, &so, &err) != RD_OK) fail_msg("sample: %s", err.msg);
+    for (int f = 0; f < NFO; f++)
+      for (size_t i = 0; i < live; i++)
+        for (size_t j = 0; j < fsz[f]; j++)
+          if (out[f][i * fsz[f] + j] != ODD_BYTE(skeys[i], f, j))
+            fail_msg("sample: key %llu field %d byte %zu is %u", (unsigned long long)skeys[i],
+                     f, j, out[f][i * fsz[f] + j]);
+  }
+#undef ODD_BYTE
+  for (int f = 0; f < NFO; f++) {
+    free(in[f]);
+    free(out[f]);
+  }
   rd_table_free(&t);
 }
 
@@ -2025,4 +2109,5 @@ RDT_MAIN(NULL, NULL,
          cmocka_unit_test(test_gather),
          cmocka_unit_test(test_storage_module),
          cmocka_unit_test(test_to_cpu),
-         cmocka_unit_test(test_large_columns))
+         cmocka_unit_test(test_large_rows),
+         cmocka_unit_test(test_odd_rows))

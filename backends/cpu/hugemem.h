@@ -1,7 +1,7 @@
 /* hugemem.h - large host arrays on transparent huge pages.
  *
  * A random access into an array of many MiB (a sum tree's low levels, a
- * table column gathered row by row) lands on a different 4 KiB page almost
+ * table's rows gathered at random) lands on a different 4 KiB page almost
  * every time: a TLB miss, and once the learner has run between two sampler
  * bursts, a page walk that misses the caches too. An array of at least
  * RD_HUGE_PAGE bytes therefore gets a mapping of its own on a 2 MiB

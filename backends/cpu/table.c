@@ -7,9 +7,9 @@
  * The sum tree is reached only through the rmm_* helpers below: the
  * table's own CPU tree, inline, or the replay module of config.rmm
  * (table.h). The rows likewise through the rows_* helpers: the host
- * columns, or the storage module of config.storage. A module's failure
+ * rows, or the storage module of config.storage. A module's failure
  * (RD_EINTERNAL) sets module_failed, and the table refuses its calls until
- * rd_table_to_cpu has moved it onto the CPU tree and host columns.
+ * rd_table_to_cpu has moved it onto the CPU tree and host rows.
  */
 #include "table.h"
 #include "hugemem.h"
@@ -24,7 +24,8 @@
 #include "rd_philox.h"
 #include "rd_tree_step.h"
 
-#define GATHER_AHEAD 64 /* rows prefetched ahead by gather_slots */
+#define GATHER_AHEAD 32 /* rows prefetched ahead by gather_slots */
+#define ROW_BLOCK 64    /* rows one pass over the fields copies (gather, insert) */
 
 /* ------------------------------------------------------------------ */
 /* The replay module: the CPU tree or config.rmm's                     */
@@ -63,26 +64,95 @@ static int rmm_update(rd_table_t *t, size_t n, const uint32_t *slots, const uint
                        : rd_sumtree_update(&t->tree, n, slots, values, err);
 }
 
-/* A host column: one of at least RD_HUGE_PAGE bytes is a huge-page
- * mapping (hugemem.h: a gather reads a random row of every column), a
- * smaller one comes from malloc; its size, fixed by the config, says which
- * (the gather's figures on both: docs/benchmarks.md). */
-static size_t column_bytes(const rd_table_t *t, uint32_t f) {
+/* The host rows: at least RD_HUGE_PAGE bytes are a huge-page mapping
+ * (hugemem.h: a gather reads random rows), fewer come from malloc; the
+ * size, fixed by the config, says which. */
+static size_t host_rows_bytes(const rd_table_t *t) {
   /* Row bytes <= 64 MiB and capacity <= 2^28, so this cannot overflow. */
-  return (size_t)t->config.capacity * t->field_bytes[f];
+  return (size_t)t->config.capacity * t->row_bytes;
 }
 
-static uint8_t *column_alloc(const rd_table_t *t, uint32_t f) {
-  const size_t bytes = column_bytes(t, f);
-  return bytes >= RD_HUGE_PAGE ? rd_huge_map(bytes) : malloc(bytes);
+static uint8_t *host_rows_alloc(const rd_table_t *t) {
+  const size_t bytes = host_rows_bytes(t);
+  return bytes >= RD_HUGE_PAGE ? rd_huge_map(bytes) : calloc(bytes ? bytes : 1, 1);
 }
 
-static void column_free(const rd_table_t *t, uint32_t f, uint8_t *col) {
-  const size_t bytes = column_bytes(t, f);
+static void host_rows_free(const rd_table_t *t, uint8_t *rows) {
+  if (rows == NULL) return;
+  const size_t bytes = host_rows_bytes(t);
   if (bytes >= RD_HUGE_PAGE)
-    rd_huge_unmap(col, bytes);
+    rd_huge_unmap(rows, bytes);
   else
-    free(col);
+    free(rows);
+}
+
+/* Field copies between the rows and a field's column (an insert's, a
+ * sample's, a snapshot's). Each copies m values of fb bytes; the row side
+ * is at row[i] + off (gather: row i's pointer) or at base + i * rb. They
+ * are inlined per field size (ROW_COPY): a copy of a constant size
+ * compiles to plain loads and stores, where a memcpy call per field and
+ * row cost more than the copy. */
+static inline __attribute__((always_inline)) void copy_in(size_t m, uint8_t *base, size_t rb,
+                                                          const uint8_t *src, size_t fb) {
+  for (size_t i = 0; i < m; i++) memcpy(base + i * rb, src + i * fb, fb);
+}
+
+static inline __attribute__((always_inline)) void copy_out(size_t m, const uint8_t *base,
+                                                           size_t rb, uint8_t *dst, size_t fb) {
+  for (size_t i = 0; i < m; i++) memcpy(dst + i * fb, base + i * rb, fb);
+}
+
+static inline __attribute__((always_inline)) void copy_gather(size_t m, const uint8_t *const *row,
+                                                              size_t off, uint8_t *dst, size_t fb) {
+  for (size_t i = 0; i < m; i++) memcpy(dst + i * fb, row[i] + off, fb);
+}
+
+/* CALL with the field size as a constant where it is a common one. */
+#define ROW_COPY(fb, CALL)                   \
+  switch (fb) {                              \
+  case 1: CALL(1); break;                    \
+  case 4: CALL(4); break;                    \
+  case 8: CALL(8); break;                    \
+  case 12: CALL(12); break;                  \
+  case 16: CALL(16); break;                  \
+  case 32: CALL(32); break;                  \
+  default: CALL(fb); break;                  \
+  }
+
+/* Rows [first, first + n) of `rows` (t's host rows, or rows of t's shape)
+ * = rows [at, at + n) of columns cols, in blocks of ROW_BLOCK rows so that
+ * a block's lines stay in the L1 while every field is written into them. */
+static void host_rows_put(const rd_table_t *t, uint8_t *rows, uint32_t first, size_t n,
+                          const rd_cbuf_t *cols, size_t at) {
+  const size_t rb = t->row_bytes;
+  for (size_t i0 = 0; i0 < n; i0 += ROW_BLOCK) {
+    const size_t m = n - i0 < ROW_BLOCK ? n - i0 : ROW_BLOCK;
+    uint8_t *base = rows + ((size_t)first + i0) * rb;
+    for (uint32_t f = 0; f < t->config.schema.n_fields; f++) {
+      const size_t fb = t->field_bytes[f];
+      const uint8_t *src = (const uint8_t *)cols[f].data + (at + i0) * fb;
+#define PUT(b) copy_in(m, base + t->field_off[f], rb, src, b)
+      ROW_COPY(fb, PUT)
+#undef PUT
+    }
+  }
+}
+
+/* Columns dst[f] (NULL: skipped) = host rows [slot, slot + n). */
+static void host_rows_get(const rd_table_t *t, uint32_t slot, size_t n, uint8_t *const *dst) {
+  const size_t rb = t->row_bytes;
+  for (size_t i0 = 0; i0 < n; i0 += ROW_BLOCK) {
+    const size_t m = n - i0 < ROW_BLOCK ? n - i0 : ROW_BLOCK;
+    const uint8_t *base = t->host_rows + ((size_t)slot + i0) * rb;
+    for (uint32_t f = 0; f < t->config.schema.n_fields; f++) {
+      if (dst[f] == NULL) continue;
+      const size_t fb = t->field_bytes[f];
+      uint8_t *out = dst[f] + i0 * fb;
+#define GET(b) copy_out(m, base + t->field_off[f], rb, out, b)
+      ROW_COPY(fb, GET)
+#undef GET
+    }
+  }
 }
 
 /* Rows [first, first + n) = rows [at, at + n) of the insert's columns. */
@@ -90,10 +160,7 @@ static int rows_write(rd_table_t *t, uint32_t first, size_t n, const rd_cbuf_t *
                       rd_error_t *err) {
   const uint32_t nf = t->config.schema.n_fields;
   if (t->config.storage == NULL) {
-    for (uint32_t f = 0; f < nf; f++) {
-      size_t fb = t->field_bytes[f];
-      memcpy(t->column[f] + (size_t)first * fb, (const uint8_t *)cols[f].data + at * fb, n * fb);
-    }
+    host_rows_put(t, t->host_rows, first, n, cols, at);
     return RD_OK;
   }
   const void *src[RD_SCHEMA_MAX_FIELDS];
@@ -102,7 +169,7 @@ static int rows_write(rd_table_t *t, uint32_t first, size_t n, const rd_cbuf_t *
 }
 
 /* The rows of n slots into dst[f] (NULL: field skipped), from the
- * storage module. The host columns are read in place by the callers. */
+ * storage module. The host rows are read in place by the callers. */
 static int rows_read(const rd_table_t *t, size_t n, const uint32_t *slots, const rd_buf_t *cols,
                      rd_error_t *err) {
   void *dst[RD_SCHEMA_MAX_FIELDS];
@@ -209,6 +276,10 @@ int rd_table_init(rd_table_t *t, const rd_table_config_t *c, rd_error_t *err) {
     rd_sumtree_set_threads(&t->tree, c->threads);
   }
   field_sizes(c, t->field_bytes);
+  for (uint32_t f = 0; f < c->schema.n_fields; f++) {
+    t->field_off[f] = t->row_bytes;
+    t->row_bytes += t->field_bytes[f];
+  }
   if (c->storage != NULL) {
     rc = c->storage->create(&t->rows, c->capacity, c->schema.n_fields, t->field_bytes, c->rmm,
                             t->rmm, err);
@@ -218,14 +289,10 @@ int rd_table_init(rd_table_t *t, const rd_table_config_t *c, rd_error_t *err) {
       return rc;
     }
   }
-  for (uint32_t f = 0; f < c->schema.n_fields && c->storage == NULL; f++) {
-    t->column[f] = column_alloc(t, f);
-    if (t->column[f] == NULL) {
-      size_t want = column_bytes(t, f);
-      rd_table_free(t);
-      return rd_error_set(err, RD_ENOMEM, "cannot allocate %zu bytes for field \"%s\"", want,
-                          c->schema.fields[f].name);
-    }
+  if (c->storage == NULL && (t->host_rows = host_rows_alloc(t)) == NULL) {
+    size_t want = host_rows_bytes(t);
+    rd_table_free(t);
+    return rd_error_set(err, RD_ENOMEM, "cannot allocate %zu bytes for the table's rows", want);
   }
   t->scratch_u64 = malloc((size_t)c->max_batch * sizeof(uint64_t));
   t->scratch_u32 = malloc((size_t)c->max_batch * sizeof(uint32_t));
@@ -240,8 +307,7 @@ int rd_table_init(rd_table_t *t, const rd_table_config_t *c, rd_error_t *err) {
 
 void rd_table_free(rd_table_t *t) {
   if (t->snap != NULL) snap_fail(t, "the table was freed");
-  for (uint32_t f = 0; f < RD_SCHEMA_MAX_FIELDS; f++)
-    column_free(t, f, t->column[f]);
+  host_rows_free(t, t->host_rows);
   free(t->scratch_u64);
   free(t->scratch_u32);
   free(t->scratch_f64);
@@ -261,7 +327,7 @@ void rd_table_adopt(rd_table_t *t, rd_table_t *from) {
   t->tree = from->tree;
   t->rmm = from->rmm;
   t->rows = from->rows;
-  memcpy(t->column, from->column, sizeof t->column);
+  t->host_rows = from->host_rows;
   t->scratch_u64 = from->scratch_u64;
   t->scratch_u32 = from->scratch_u32;
   t->scratch_f64 = from->scratch_f64;
@@ -413,40 +479,35 @@ static inline uint64_t key_of_slot(const keymap_t *m, uint32_t slot) {
   return k > m->last ? k - m->cap : k;
 }
 
-/* One column of a gather; inlined per row size (gather_slots). The first
- * GATHER_AHEAD rows are prefetched before the first copy, then each copy
- * prefetches the row GATHER_AHEAD keys on. */
-static inline __attribute__((always_inline)) void gather_column(size_t n, const uint32_t *slots,
-                                                                const uint8_t *col, uint8_t *dst,
-                                                                size_t fb) {
-  for (size_t i = 0; i < n && i < GATHER_AHEAD; i++)
-    __builtin_prefetch(col + (size_t)slots[i] * fb);
-  for (size_t i = 0; i < n; i++) {
-    if (i + GATHER_AHEAD < n) __builtin_prefetch(col + (size_t)slots[i + GATHER_AHEAD] * fb);
-    memcpy(dst + i * fb, col + (size_t)slots[i] * fb, fb);
-  }
+static inline void prefetch_row(const uint8_t *row, size_t rb) {
+  __builtin_prefetch(row);
+  if (rb > 1) __builtin_prefetch(row + rb - 1); /* a row may straddle two lines */
 }
 
-/* The rows of `slots` from the host columns into cols (a field whose
- * buffer is NULL is skipped), column by column. A copy of a constant size
- * compiles to plain loads and stores, where a memcpy call per field and row
- * cost more than the copy; every row of a table larger than the cache is a
- * miss, so the rows are prefetched well ahead (GATHER_AHEAD; figures in
- * docs/benchmarks.md). */
+/* The rows of `slots` from the host rows into cols (a field whose buffer
+ * is NULL is skipped). Every row of a table larger than the cache is a
+ * miss: rows are prefetched GATHER_AHEAD ahead, and copied ROW_BLOCK rows
+ * at a time, field by field, so a block's lines are read from memory once
+ * and then from the L1 (figures in docs/benchmarks.md). */
 static void gather_slots(const rd_table_t *t, size_t n, const uint32_t *slots,
                          const rd_buf_t *cols) {
-  for (uint32_t f = 0; f < t->config.schema.n_fields; f++) {
-    if (cols[f].data == NULL) continue;
-    uint8_t *dst = cols[f].data;
-    const uint8_t *col = t->column[f];
-    switch (t->field_bytes[f]) {
-    case 1: gather_column(n, slots, col, dst, 1); break;
-    case 4: gather_column(n, slots, col, dst, 4); break;
-    case 8: gather_column(n, slots, col, dst, 8); break;
-    case 12: gather_column(n, slots, col, dst, 12); break;
-    case 16: gather_column(n, slots, col, dst, 16); break;
-    case 32: gather_column(n, slots, col, dst, 32); break;
-    default: gather_column(n, slots, col, dst, t->field_bytes[f]); break;
+  const size_t rb = t->row_bytes;
+  const uint8_t *rows = t->host_rows;
+  for (size_t i = 0; i < n && i < GATHER_AHEAD; i++) prefetch_row(rows + (size_t)slots[i] * rb, rb);
+  const uint8_t *row[ROW_BLOCK];
+  for (size_t i0 = 0; i0 < n; i0 += ROW_BLOCK) {
+    const size_t m = n - i0 < ROW_BLOCK ? n - i0 : ROW_BLOCK;
+    for (size_t i = 0; i < m; i++) {
+      row[i] = rows + (size_t)slots[i0 + i] * rb;
+      if (i0 + i + GATHER_AHEAD < n) prefetch_row(rows + (size_t)slots[i0 + i + GATHER_AHEAD] * rb, rb);
+    }
+    for (uint32_t f = 0; f < t->config.schema.n_fields; f++) {
+      if (cols[f].data == NULL) continue;
+      const size_t fb = t->field_bytes[f];
+      uint8_t *dst = (uint8_t *)cols[f].data + i0 * fb;
+#define GATHER(b) copy_gather(m, row, t->field_off[f], dst, b)
+      ROW_COPY(fb, GATHER)
+#undef GATHER
     }
   }
 }
@@ -635,15 +696,29 @@ static int for_slot_runs(const rd_table_t *t, uint64_t k0, uint64_t count,
   return RD_OK;
 }
 
-/* Read a run of rows from the storage into host columns. */
+/* Where copy_rows_back puts a run: host rows (to) through columns of
+ * max_batch rows (buf, one per field). */
+typedef struct {
+  uint8_t *to;
+  uint8_t *buf[RD_SCHEMA_MAX_FIELDS];
+} rows_back_t;
+
+/* Read a run of rows from the storage into host rows. */
 static int copy_rows_back(const rd_table_t *t, uint32_t slot, size_t n, void *arg,
                           rd_error_t *err) {
-  uint8_t **column = arg;
+  rows_back_t *rb = arg;
   void *dst[RD_SCHEMA_MAX_FIELDS];
-  for (uint32_t f = 0; f < t->config.schema.n_fields; f++)
-    dst[f] = column[f] + (size_t)slot * t->field_bytes[f];
+  rd_cbuf_t src[RD_SCHEMA_MAX_FIELDS];
+  for (uint32_t f = 0; f < t->config.schema.n_fields; f++) {
+    dst[f] = rb->buf[f];
+    src[f].data = rb->buf[f];
+    src[f].bytes = n * t->field_bytes[f];
+  }
   for (size_t i = 0; i < n; i++) t->scratch_u32[i] = slot + (uint32_t)i;
-  return t->config.storage->read(t->rows, n, t->scratch_u32, dst, err);
+  int rc = t->config.storage->read(t->rows, n, t->scratch_u32, dst, err);
+  if (rc) return rc;
+  host_rows_put(t, rb->to, slot, n, src, 0);
+  return RD_OK;
 }
 
 /* Write a run of the current leaves into a CPU tree. */
@@ -668,22 +743,28 @@ int rd_table_to_cpu(rd_table_t *t, uint64_t *lost, rd_error_t *err) {
     why = "their slots were being overwritten by the insert the module failed in";
   }
 
-  uint8_t *column[RD_SCHEMA_MAX_FIELDS] = {0};
+  rows_back_t back = {0};
   rd_sumtree_t tree;
   int rc = rd_sumtree_init(&tree, c->capacity, c->fanout, err);
   if (rc) return rc;
-  for (uint32_t f = 0; f < nf && c->storage != NULL; f++) {
-    column[f] = column_alloc(t, f);
-    if (column[f] == NULL) {
-      rc = rd_error_set(err, RD_ENOMEM, "cannot allocate %zu bytes for field \"%s\"",
-                        column_bytes(t, f), c->schema.fields[f].name);
+  if (c->storage != NULL) {
+    back.to = host_rows_alloc(t);
+    for (uint32_t f = 0; f < nf && back.to != NULL; f++)
+      if ((back.buf[f] = malloc((size_t)c->max_batch * t->field_bytes[f])) == NULL) {
+        rc = rd_error_set(err, RD_ENOMEM, "cannot allocate %zu bytes for field \"%s\"",
+                          (size_t)c->max_batch * t->field_bytes[f], c->schema.fields[f].name);
+        goto fail;
+      }
+    if (back.to == NULL) {
+      rc = rd_error_set(err, RD_ENOMEM, "cannot allocate %zu bytes for the table's rows",
+                        host_rows_bytes(t));
       goto fail;
     }
   }
   rd_error_t rerr;
   rd_error_clear(&rerr);
   if (c->storage != NULL &&
-      for_slot_runs(t, t->next_key - size, size, copy_rows_back, column, &rerr) != RD_OK) {
+      for_slot_runs(t, t->next_key - size, size, copy_rows_back, &back, &rerr) != RD_OK) {
     size = 0; /* what came back cannot be told from what did not */
     why = rerr.msg;
   }
@@ -695,7 +776,8 @@ int rd_table_to_cpu(rd_table_t *t, uint64_t *lost, rd_error_t *err) {
   if (t->rows != NULL) c->storage->destroy(t->rows);
   if (t->rmm != NULL) c->rmm->destroy(t->rmm);
   if (t->tree.mem != NULL) rd_sumtree_free(&t->tree);
-  if (c->storage != NULL) memcpy(t->column, column, sizeof column);
+  if (c->storage != NULL) t->host_rows = back.to;
+  for (uint32_t f = 0; f < nf; f++) free(back.buf[f]);
   t->rows = NULL;
   t->rmm = NULL;
   t->config.rmm = NULL;
@@ -711,7 +793,8 @@ int rd_table_to_cpu(rd_table_t *t, uint64_t *lost, rd_error_t *err) {
   return RD_OK;
 
 fail:
-  for (uint32_t f = 0; f < nf; f++) column_free(t, f, column[f]);
+  for (uint32_t f = 0; f < nf; f++) free(back.buf[f]);
+  host_rows_free(t, back.to);
   rd_sumtree_free(&tree);
   return rc;
 }
@@ -773,10 +856,9 @@ static int snap_copy(rd_table_t *t, uint64_t k0, uint64_t k1, rd_error_t *err) {
     if (c->storage != NULL && run > c->max_batch) run = c->max_batch;
     const uint64_t idx = k - s->lo;
     if (c->storage == NULL) {
-      for (uint32_t f = 0; f < nf; f++) {
-        size_t fb = t->field_bytes[f];
-        memcpy(s->img.cols[f] + idx * fb, t->column[f] + (size_t)slot * fb, run * fb);
-      }
+      uint8_t *dst[RD_SCHEMA_MAX_FIELDS];
+      for (uint32_t f = 0; f < nf; f++) dst[f] = s->img.cols[f] + idx * t->field_bytes[f];
+      host_rows_get(t, slot, (size_t)run, dst);
     } else {
       rd_buf_t dst[RD_SCHEMA_MAX_FIELDS];
       for (uint32_t f = 0; f < nf; f++) {

@@ -1,7 +1,8 @@
 /* table.h - a prioritized replay table on the CPU.
  *
- * Data storage (fixed-size rows of a schema, one column array per field) in
- * ring order with FIFO eviction, and an exact K-ary sum tree over the
+ * Data storage (fixed-size rows of a schema, stored row by row: a sample
+ * reads one row's few cache lines, not one line per field) in ring order
+ * with FIFO eviction, and an exact K-ary sum tree over the
  * priorities (sumtree.h). This is the "table" of papers/001 §II-A3 and of
  * Reverb: insert, prioritized sample and priority update, batched.
  *
@@ -95,7 +96,7 @@ typedef struct rd_rmm_ops {
 } rd_rmm_ops_t;
 
 /* The storage module: where the rows are. By default the table's own host
- * columns (`column` below). A backend that keeps the rows elsewhere (a
+ * rows (`host_rows` below). A backend that keeps the rows elsewhere (a
  * GPU's memory) passes its ops in the config (config.storage); the table
  * then hands it every row write (an insert's ring range, no wrap: one call
  * per range) and every row read (the rows of a sample or a gather, by
@@ -136,7 +137,7 @@ typedef struct {
   uint32_t max_batch;  /* largest insert/sample/update batch; default 65536 */
   uint32_t threads;    /* OpenMP threads per call; default 1 */
   const rd_rmm_ops_t *rmm; /* the replay module (above); NULL (default): the CPU sum tree */
-  const rd_storage_ops_t *storage; /* the storage (above); NULL (default): host columns */
+  const rd_storage_ops_t *storage; /* the storage (above); NULL (default): host rows */
 } rd_table_config_t;
 
 typedef struct {
@@ -213,7 +214,11 @@ typedef struct {
   rd_sumtree_t tree;     /* the CPU sum tree, when config.rmm is NULL */
   void *rmm;             /* config.rmm's module otherwise */
   void *rows;            /* config.storage's module, when set */
-  uint8_t *column[RD_SCHEMA_MAX_FIELDS]; /* capacity * field bytes each; NULL with config.storage */
+  /* capacity rows of row_bytes, field f at field_off[f] within a row;
+   * NULL with config.storage */
+  uint8_t *host_rows;
+  size_t row_bytes;
+  size_t field_off[RD_SCHEMA_MAX_FIELDS];
   size_t field_bytes[RD_SCHEMA_MAX_FIELDS];
   uint64_t next_key;  /* key of the next insert */
   uint64_t size;      /* live items, <= capacity */
@@ -243,7 +248,7 @@ int rd_table_init(rd_table_t *t, const rd_table_config_t *c, rd_error_t *err);
 void rd_table_free(rd_table_t *t);
 
 /* A live move of t's storage (daemon/core/workload_move.c): t takes from's
- * sum tree or replay module, rows, columns and scratch, and from's
+ * sum tree or replay module, rows and scratch, and from's
  * config.rmm and config.storage; t's old ones are freed and from is left
  * empty (rd_table_free on it is safe). from must be a table initialised
  * with t's config but for those two and restored from t's image, and no
@@ -301,13 +306,13 @@ size_t rd_table_tree_memsize(const rd_table_config_t *c);
 /* The replay module's name: "cpu" for the CPU sum tree. */
 const char *rd_table_rmm_name(const rd_table_t *t);
 /* Bytes the rows of a table of config c hold in host memory: the host
- * columns, or config.storage's memsize (0 if it cannot hold them). */
+ * rows, or config.storage's memsize (0 if it cannot hold them). */
 size_t rd_table_rows_memsize(const rd_table_config_t *c);
-/* The storage's name: "host" for the table's own columns. */
+/* The storage's name: "host" for the table's own rows. */
 const char *rd_table_storage_name(const rd_table_t *t);
 
 /* Move a table off its replay module and storage onto the CPU sum tree and
- * host columns, e.g. after a call returned RD_EINTERNAL because a device
+ * host rows, e.g. after a call returned RD_EINTERNAL because a device
  * failed (until then insert, sample, update and gather refuse with
  * RD_EINTERNAL). The leaves come from the module's leaf() (which keeps answering
  * after a failure), the rows from the storage's read(). Keys, the sampling
