@@ -1699,8 +1699,8 @@ static void test_gather(void **state) {
 /* The storage seam and the way back to the CPU (table.h)              */
 /* ------------------------------------------------------------------ */
 
-/* A storage module in host memory, row-major (not the table's column
- * layout), whose calls fail on demand: writes (fail_write > 0: the n-th
+/* A storage module in host memory, row-major like the table's own rows,
+ * whose calls fail on demand: writes (fail_write > 0: the n-th
  * write from now) or reads (fail_read: every read while set). */
 typedef struct {
   uint32_t cap, nf;
@@ -1983,6 +1983,61 @@ static void test_odd_rows(void **state) {
   rd_table_free(&t);
 }
 
+/* rd_table_to_cpu reads a module's rows back through buffers of at most
+ * 4 MiB (table.c ROWS_BACK_BYTES): with rows of 300 kB a run of the ring
+ * takes several reads, and every live row comes back whole. */
+static void test_to_cpu_large_rows(void **state) {
+  (void)state;
+  enum { BIG = 300000, CAP = 37 };
+  rd_table_config_t c;
+  rd_table_config_default(&c);
+  rdt_field(&c.schema.fields[0], "frame", RD_DTYPE_UINT8, BIG);
+  rdt_field(&c.schema.fields[1], "k", RD_DTYPE_INT64, 0);
+  c.schema.n_fields = 2;
+  c.capacity = CAP;
+  c.max_batch = 64;
+  c.storage = &hstore_ops;
+  memset(&HS, 0, sizeof HS);
+  rd_table_t t;
+  init_ok(&t, &c);
+  uint8_t *frame = malloc((size_t)CAP * BIG);
+  int64_t kv[CAP];
+  assert_non_null(frame);
+  for (uint64_t k0 = 0; k0 < 50;) { /* 50 rows: the ring wraps, 37 live */
+    size_t n = k0 == 0 ? 30 : 20;
+    for (size_t i = 0; i < n; i++) {
+      memset(frame + i * BIG, (int)((k0 + i) * 5 + 1), BIG);
+      frame[i * BIG + (k0 + i) % BIG] = 0; /* a mark that moves with the key */
+      kv[i] = (int64_t)(k0 + i);
+    }
+    rd_cbuf_t cols[2] = {{frame, n * BIG}, {kv, n * sizeof(int64_t)}};
+    rd_error_t err;
+    if (rd_table_insert(&t, n, cols, NULL, NULL, &err) != RD_OK) fail_msg("insert: %s", err.msg);
+    k0 += n;
+  }
+  uint64_t lost = 99;
+  rd_error_t err;
+  assert_int_equal(rd_table_to_cpu(&t, &lost, &err), RD_OK);
+  assert_int_equal(lost, 0);
+  assert_null(t.config.storage);
+  assert_int_equal(rd_table_size(&t), CAP);
+  uint64_t keys[CAP];
+  for (uint64_t i = 0; i < CAP; i++) keys[i] = 50 - CAP + i;
+  rd_buf_t out[2] = {{frame, (size_t)CAP * BIG}, {kv, sizeof kv}};
+  if (rd_table_gather(&t, CAP, keys, out, &err) != RD_OK) fail_msg("gather: %s", err.msg);
+  for (size_t i = 0; i < CAP; i++) {
+    assert_int_equal(kv[i], (int64_t)keys[i]);
+    const uint8_t *f = frame + i * BIG;
+    for (size_t j = 0; j < BIG; j++) {
+      uint8_t want = j == keys[i] % BIG ? 0 : (uint8_t)(keys[i] * 5 + 1);
+      if (f[j] != want) fail_msg("key %llu byte %zu: %u, not %u", (unsigned long long)keys[i], j,
+                                 f[j], want);
+    }
+  }
+  free(frame);
+  rd_table_free(&t);
+}
+
 static void test_to_cpu(void **state) {
   (void)state;
   rd_table_config_t c, cs;
@@ -2110,4 +2165,5 @@ RDT_MAIN(NULL, NULL,
          cmocka_unit_test(test_storage_module),
          cmocka_unit_test(test_to_cpu),
          cmocka_unit_test(test_large_rows),
-         cmocka_unit_test(test_odd_rows))
+         cmocka_unit_test(test_odd_rows),
+         cmocka_unit_test(test_to_cpu_large_rows))

@@ -696,10 +696,13 @@ static int for_slot_runs(const rd_table_t *t, uint64_t k0, uint64_t count,
   return RD_OK;
 }
 
-/* Where copy_rows_back puts a run: host rows (to) through columns of
- * max_batch rows (buf, one per field). */
+/* Where copy_rows_back puts a run: host rows (to), through columns of
+ * `chunk` rows (buf, one per field; at most ROWS_BACK_BYTES together, so
+ * a table of large rows does not need a large buffer too). */
+#define ROWS_BACK_BYTES ((size_t)4 << 20)
 typedef struct {
   uint8_t *to;
+  size_t chunk;
   uint8_t *buf[RD_SCHEMA_MAX_FIELDS];
 } rows_back_t;
 
@@ -709,15 +712,18 @@ static int copy_rows_back(const rd_table_t *t, uint32_t slot, size_t n, void *ar
   rows_back_t *rb = arg;
   void *dst[RD_SCHEMA_MAX_FIELDS];
   rd_cbuf_t src[RD_SCHEMA_MAX_FIELDS];
-  for (uint32_t f = 0; f < t->config.schema.n_fields; f++) {
-    dst[f] = rb->buf[f];
-    src[f].data = rb->buf[f];
-    src[f].bytes = n * t->field_bytes[f];
+  for (size_t done = 0; done < n; done += rb->chunk) {
+    const size_t m = n - done < rb->chunk ? n - done : rb->chunk;
+    for (uint32_t f = 0; f < t->config.schema.n_fields; f++) {
+      dst[f] = rb->buf[f];
+      src[f].data = rb->buf[f];
+      src[f].bytes = m * t->field_bytes[f];
+    }
+    for (size_t i = 0; i < m; i++) t->scratch_u32[i] = slot + (uint32_t)(done + i);
+    int rc = t->config.storage->read(t->rows, m, t->scratch_u32, dst, err);
+    if (rc) return rc;
+    host_rows_put(t, rb->to, slot + (uint32_t)done, m, src, 0);
   }
-  for (size_t i = 0; i < n; i++) t->scratch_u32[i] = slot + (uint32_t)i;
-  int rc = t->config.storage->read(t->rows, n, t->scratch_u32, dst, err);
-  if (rc) return rc;
-  host_rows_put(t, rb->to, slot, n, src, 0);
   return RD_OK;
 }
 
@@ -749,10 +755,13 @@ int rd_table_to_cpu(rd_table_t *t, uint64_t *lost, rd_error_t *err) {
   if (rc) return rc;
   if (c->storage != NULL) {
     back.to = host_rows_alloc(t);
+    back.chunk = t->row_bytes > 0 ? ROWS_BACK_BYTES / t->row_bytes : c->max_batch;
+    if (back.chunk > c->max_batch) back.chunk = c->max_batch;
+    if (back.chunk == 0) back.chunk = 1;
     for (uint32_t f = 0; f < nf && back.to != NULL; f++)
-      if ((back.buf[f] = malloc((size_t)c->max_batch * t->field_bytes[f])) == NULL) {
+      if ((back.buf[f] = malloc(back.chunk * t->field_bytes[f] + 1)) == NULL) {
         rc = rd_error_set(err, RD_ENOMEM, "cannot allocate %zu bytes for field \"%s\"",
-                          (size_t)c->max_batch * t->field_bytes[f], c->schema.fields[f].name);
+                          back.chunk * t->field_bytes[f], c->schema.fields[f].name);
         goto fail;
       }
     if (back.to == NULL) {
