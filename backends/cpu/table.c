@@ -87,19 +87,16 @@ static void host_rows_free(const rd_table_t *t, uint8_t *rows) {
 }
 
 /* Field copies between the rows and a field's column (an insert's, a
- * sample's, a snapshot's). Each copies m values of fb bytes; the row side
- * is at row[i] + off (gather: row i's pointer) or at base + i * rb. They
- * are inlined per field size (ROW_COPY): a copy of a constant size
- * compiles to plain loads and stores, where a memcpy call per field and
- * row cost more than the copy. */
-static inline __attribute__((always_inline)) void copy_in(size_t m, uint8_t *base, size_t rb,
-                                                          const uint8_t *src, size_t fb) {
-  for (size_t i = 0; i < m; i++) memcpy(base + i * rb, src + i * fb, fb);
-}
-
-static inline __attribute__((always_inline)) void copy_out(size_t m, const uint8_t *base,
-                                                           size_t rb, uint8_t *dst, size_t fb) {
-  for (size_t i = 0; i < m; i++) memcpy(dst + i * fb, base + i * rb, fb);
+ * sample's, a snapshot's). Each copies m values of fb bytes: copy_strided
+ * from src + i * ss to dst + i * ds (rows to a column or back: one stride
+ * is the row size, the other fb), copy_gather from row i's pointer plus
+ * off. They are inlined per field size (ROW_COPY): a copy of a constant
+ * size compiles to plain loads and stores, where a memcpy call per field
+ * and row cost more than the copy. */
+static inline __attribute__((always_inline)) void copy_strided(size_t m, uint8_t *dst, size_t ds,
+                                                               const uint8_t *src, size_t ss,
+                                                               size_t fb) {
+  for (size_t i = 0; i < m; i++) memcpy(dst + i * ds, src + i * ss, fb);
 }
 
 static inline __attribute__((always_inline)) void copy_gather(size_t m, const uint8_t *const *row,
@@ -131,7 +128,7 @@ static void host_rows_put(const rd_table_t *t, uint8_t *rows, uint32_t first, si
     for (uint32_t f = 0; f < t->config.schema.n_fields; f++) {
       const size_t fb = t->field_bytes[f];
       const uint8_t *src = (const uint8_t *)cols[f].data + (at + i0) * fb;
-#define PUT(b) copy_in(m, base + t->field_off[f], rb, src, b)
+#define PUT(b) copy_strided(m, base + t->field_off[f], rb, src, b, b)
       ROW_COPY(fb, PUT)
 #undef PUT
     }
@@ -148,7 +145,7 @@ static void host_rows_get(const rd_table_t *t, uint32_t slot, size_t n, uint8_t 
       if (dst[f] == NULL) continue;
       const size_t fb = t->field_bytes[f];
       uint8_t *out = dst[f] + i0 * fb;
-#define GET(b) copy_out(m, base + t->field_off[f], rb, out, b)
+#define GET(b) copy_strided(m, out, b, base + t->field_off[f], rb, b)
       ROW_COPY(fb, GET)
 #undef GET
     }
