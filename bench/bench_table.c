@@ -173,14 +173,27 @@ typedef struct {
 
 static void fail(const char *what, const rd_error_t *err) { die("%s: %s", what, err->msg); }
 
-/* Row bytes of key k: a pattern of the key, done 0 or 1. */
+/* Byte j of field f of the row of key k: a pattern of the key (done: 0 or 1). */
+static uint8_t row_byte(uint64_t k, int f, size_t j) {
+  return f == 4 ? (uint8_t)(k & 1) : (uint8_t)(k * 13 + (uint64_t)f * 7 + j);
+}
+
 static void make_rows(point_t *p, uint64_t k0, size_t n) {
   for (int f = 0; f < NF; f++) {
     uint8_t *d = (uint8_t *)p->in[f].data;
     for (size_t i = 0; i < n; i++)
-      for (size_t j = 0; j < FB[f]; j++)
-        d[i * FB[f] + j] = f == 4 ? (uint8_t)((k0 + i) & 1) : (uint8_t)((k0 + i) * 13 + f * 7 + j);
+      for (size_t j = 0; j < FB[f]; j++) d[i * FB[f] + j] = row_byte(k0 + i, f, j);
   }
+}
+
+/* p->out holds the rows of the pool's first batch of keys, or dies. */
+static void check_out(const point_t *p, const char *who) {
+  for (size_t i = 0; i < p->batch; i++)
+    for (int f = 0; f < NF; f++)
+      for (size_t j = 0; j < FB[f]; j++)
+        if (((const uint8_t *)p->out[f].data)[i * FB[f] + j] != row_byte(p->keys[i], f, j))
+          die("%s returned the wrong bytes for key %llu, field %d", who,
+              (unsigned long long)p->keys[i], f);
 }
 
 static void point_init(point_t *p, uint32_t cap, uint32_t batch) {
@@ -213,34 +226,20 @@ static void point_init(point_t *p, uint32_t cap, uint32_t batch) {
     columns_put(&p->c, (uint32_t)k, n, p->in, 0);
   }
   for (int f = 0; f < NF; f++) p->in[f].bytes = (size_t)batch * FB[f];
-  /* Random live keys. */
+  /* Random live keys; after the fill, key k is in slot k. */
   p->pool = POOL_KEYS / batch > 64 ? POOL_KEYS / batch : 64;
   p->keys = xmalloc((size_t)p->pool * batch * sizeof *p->keys);
   p->slots = xmalloc((size_t)p->pool * batch * sizeof *p->slots);
   uint64_t s = 0x7461626c65ull ^ cap ^ ((uint64_t)batch << 32);
   for (size_t i = 0; i < (size_t)p->pool * batch; i++) {
     p->keys[i] = rd_splitmix64(&s) % cap;
-    p->slots[i] = (uint32_t)(p->keys[i] % cap);
+    p->slots[i] = (uint32_t)p->keys[i];
   }
   /* Both layouts return the rows inserted under their keys. */
-  rd_buf_t b[NF];
-  uint8_t *mem = xmalloc(4096 * 41);
-  for (int f = 0, off2 = 0; f < NF; off2 += 4096 * (int)FB[f], f++) {
-    b[f].data = mem + off2;
-    b[f].bytes = 4096 * FB[f];
-  }
   if (rd_table_gather(&p->t, batch, p->keys, p->out, &err) != RD_OK) fail("gather", &err);
-  columns_gather(&p->c, batch, p->slots, b);
-  for (size_t i = 0; i < batch; i++)
-    for (int f = 0; f < NF; f++)
-      for (size_t j = 0; j < FB[f]; j++) {
-        uint64_t k = p->keys[i];
-        uint8_t want = f == 4 ? (uint8_t)(k & 1) : (uint8_t)(k * 13 + f * 7 + j);
-        if (((uint8_t *)p->out[f].data)[i * FB[f] + j] != want ||
-            ((uint8_t *)b[f].data)[i * FB[f] + j] != want)
-          die("a gather returned the wrong bytes for key %llu, field %d", (unsigned long long)k, f);
-      }
-  free(mem);
+  check_out(p, "the table's gather");
+  columns_gather(&p->c, batch, p->slots, p->out);
+  check_out(p, "the columns' gather");
 }
 
 static void point_free(point_t *p) {
