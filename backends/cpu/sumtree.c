@@ -290,35 +290,45 @@ __attribute__((target("avx512f"))) static inline void seg_prefix8_avx512(const u
   _mm512_store_si512(dst, scan8_avx512(_mm512_load_si512(src)));
 }
 
-/* x's inclusive prefix sums, 4 lanes: plus x one lane up, then two. */
-__attribute__((target("avx2"))) static inline __m256i scan4_avx2(__m256i x) {
-  const __m256i z = _mm256_setzero_si256();
-  x = _mm256_add_epi64(x, _mm256_blend_epi32(_mm256_permute4x64_epi64(x, 0x90), z, 0x03));
-  return _mm256_add_epi64(x, _mm256_permute2x128_si256(x, x, 0x08));
+/* x's inclusive prefix sums, 4 lanes, and in *total the sum of all four
+ * in every lane. A shuffle across the two 128-bit halves costs more than
+ * one within a half on AVX2 cores, so each half is scanned in place (plus
+ * x one lane up, within the half) and only the low half's sum crosses
+ * over; the total adds the two halves' sums, swapped, beside the scan
+ * rather than after it. */
+__attribute__((target("avx2"))) static inline __m256i scan4_avx2(__m256i x, __m256i *total) {
+  const __m256i pair = _mm256_add_epi64(x, _mm256_slli_si256(x, 8)); /* x0, x0+x1 | x2, x2+x3 */
+  const __m256i ends = _mm256_shuffle_epi32(pair, 0xEE);  /* each half's sum, twice */
+  *total = _mm256_add_epi64(ends, _mm256_permute2x128_si256(ends, ends, 0x01));
+  return _mm256_add_epi64(pair, _mm256_permute2x128_si256(ends, ends, 0x08));
 }
 
-/* descend16_leaf_avx512 on AVX2: the 16 full prefix sums in four vectors,
- * each one's scan plus the previous one's last lane, compared signed
- * (every sum is below 2^63). */
+/* descend16_leaf_avx2's count on AVX2: the four vectors' scans, each plus
+ * the totals of the vectors before it (sums of independent totals, not a
+ * chain through the previous vector's last lane), compared signed (every
+ * sum is below 2^63). */
 __attribute__((target("avx2,popcnt"))) static inline uint32_t descend16_leaf_avx2(
     const uint64_t *blk, const uint64_t *tp) {
   const __m256i tv = _mm256_set1_epi64x((long long)*tp);
-  const __m256i f0 = scan4_avx2(_mm256_load_si256((const __m256i *)blk));
-  const __m256i f1 = _mm256_add_epi64(scan4_avx2(_mm256_load_si256((const __m256i *)(blk + 4))),
-                                      _mm256_permute4x64_epi64(f0, 0xff));
-  const __m256i f2 = _mm256_add_epi64(scan4_avx2(_mm256_load_si256((const __m256i *)(blk + 8))),
-                                      _mm256_permute4x64_epi64(f1, 0xff));
-  const __m256i f3 = _mm256_add_epi64(scan4_avx2(_mm256_load_si256((const __m256i *)(blk + 12))),
-                                      _mm256_permute4x64_epi64(f2, 0xff));
-  return 16 - count_gt16_avx2(f0, f1, f2, f3, tv);
+  __m256i s0, s1, s2, s3;
+  const __m256i f0 = scan4_avx2(_mm256_load_si256((const __m256i *)blk), &s0);
+  const __m256i f1 = scan4_avx2(_mm256_load_si256((const __m256i *)(blk + 4)), &s1);
+  const __m256i f2 = scan4_avx2(_mm256_load_si256((const __m256i *)(blk + 8)), &s2);
+  const __m256i f3 = scan4_avx2(_mm256_load_si256((const __m256i *)(blk + 12)), &s3);
+  (void)s3;
+  const __m256i s01 = _mm256_add_epi64(s0, s1);
+  return 16 - count_gt16_avx2(f0, _mm256_add_epi64(f1, s0), _mm256_add_epi64(f2, s01),
+                              _mm256_add_epi64(f3, _mm256_add_epi64(s01, s2)), tv);
 }
 
 __attribute__((target("avx2"))) static inline void seg_prefix8_avx2(const uint64_t *src,
                                                                    uint64_t *dst) {
-  const __m256i a = scan4_avx2(_mm256_load_si256((const __m256i *)src));
-  const __m256i b = scan4_avx2(_mm256_load_si256((const __m256i *)(src + 4)));
+  __m256i sa, sb;
+  const __m256i a = scan4_avx2(_mm256_load_si256((const __m256i *)src), &sa);
+  const __m256i b = scan4_avx2(_mm256_load_si256((const __m256i *)(src + 4)), &sb);
+  (void)sb;
   _mm256_store_si256((__m256i *)dst, a);
-  _mm256_store_si256((__m256i *)(dst + 4), _mm256_add_epi64(b, _mm256_permute4x64_epi64(a, 0xff)));
+  _mm256_store_si256((__m256i *)(dst + 4), _mm256_add_epi64(b, sa));
 }
 #endif
 
