@@ -24,14 +24,15 @@
  * from the CPU like the sum tree's kernels (RD_NN_ISA forces one).
  *
  * Why not a BLAS. The step is almost all GEMM, so its speed is the GEMM's,
- * and a BLAS makes it depend on the environment: this machine's environment
- * sets OPENBLAS_CORETYPE=Haswell, which holds OpenBLAS 0.3.21 to its AVX2
- * kernels (70-95 GFLOP/s per core against 160-195 for its AVX-512 ones), and
- * OpenBLAS's own threads split the inner dimension differently per thread
- * count, which changes the bits. Its per-call overhead also dominates the
- * 8-unit layers of CartPole. This GEMM reaches 150-200 GFLOP/s per core on
- * the shapes of papers/001 Table III, fuses the element-wise work into the
- * products, and with threads splits only rows or columns of C (below).
+ * and a BLAS makes it depend on the environment (an OPENBLAS_CORETYPE set
+ * there holds OpenBLAS to that core's kernels), and OpenBLAS's own threads
+ * split the inner dimension differently per thread count, which changes
+ * the bits. Its per-call overhead also dominates the 8-unit layers of
+ * CartPole. This GEMM fuses the element-wise work into the products and
+ * with threads splits only rows or columns of C (below). bench_gemm
+ * measures it against OpenBLAS on the machine at hand: docs/benchmarks.md
+ * has it faster on the AVX-512 machines and, on an AVX2-only one, slower
+ * at some of the learner's shapes.
  *
  * Products of at most 16 columns (output layers, CartPole's 8-unit layers)
  * take a narrow AVX-512 kernel instead: one masked vector per row of C, no
