@@ -303,7 +303,7 @@ __attribute__((target("avx2"))) static inline __m256i scan4_avx2(__m256i x, __m2
   return _mm256_add_epi64(pair, _mm256_permute2x128_si256(ends, ends, 0x08));
 }
 
-/* descend16_leaf_avx2's count on AVX2: the four vectors' scans, each plus
+/* descend16_leaf_avx512 on AVX2: the four vectors' scans, each plus
  * the totals of the vectors before it (sums of independent totals, not a
  * chain through the previous vector's last lane), compared signed (every
  * sum is below 2^63). */
