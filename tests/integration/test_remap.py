@@ -225,20 +225,24 @@ class TestMoveOverQuota(RemapBase):
 
 
 class StabilityBase(RemapBase):
-    # The CPU's predicted GPS for the shape, as a fraction of the FPGA's:
-    # below what any machine measured (2.8% to 10.5%), so the scaling only
-    # ever slows the CPU. Made faster, the CPU's replay module could beat
-    # the FPGA's and the light workload would map F-C-F.
+    # The CPU's predicted GPS for the shape, as a fraction of the FPGA's, at
+    # most: a CPU measured faster is slowed to it (made faster, its replay
+    # module could beat the FPGA's and the light workload would map F-C-F).
+    # Machines measured 2.8% to 10.5% in release builds, and an ASan build
+    # on a Zen 3 VM less than 2%: such a CPU keeps its own share, since
+    # scaling its profiles up to 2% would also take its shortest latencies
+    # below what ImportProfiles accepts (1e-9 s). Any share below the 10%
+    # threshold serves the tests; cpu_share holds the one pinned.
     CPU_SHARE = 0.02
 
     def pin_cpu_figures(self):
-        """Make the gain of moving the light workload to the CPU the same on
-        every machine. That gain is the CPU's predicted GPS over the FPGA's
-        (the FPGA's total stays the same whether it is shared or not). The
-        FPGA's figure comes from its model; the CPU's is measured, and a
-        fast CI machine measured 10.5% where this VM measured 2.8-8.8%. So the
-        CPU's measured profiles are scaled to CPU_SHARE of the FPGA's GPS
-        and imported in their place. The GPS is inverse to the latencies, so
+        """Make the gain of moving the light workload to the CPU small and
+        known on every machine. That gain is the CPU's predicted GPS over
+        the FPGA's (the FPGA's total stays the same whether it is shared or
+        not). The FPGA's figure comes from its model; the CPU's is measured,
+        and machines differ (above). So the CPU's measured profiles are
+        scaled to at most CPU_SHARE of the FPGA's GPS (cpu_share) and
+        imported in their place. The GPS is inverse to the latencies, so
         the plan after the import must show that share."""
         spec = dqn_spec(name="long-lived")
 
@@ -247,7 +251,10 @@ class StabilityBase(RemapBase):
                                     timeout=120).placement
         fpga, cpu = plan(), plan(ignore_present=True)
         self.assertEqual((fpga.running, cpu.mapping), ("F-F-F", "C-C-C"))
-        scale = cpu.predicted_gps / (self.CPU_SHARE * fpga.predicted_gps)
+        measured = cpu.predicted_gps / fpga.predicted_gps
+        self.assertGreater(measured, 0)
+        self.cpu_share = min(self.CPU_SHARE, measured)
+        scale = measured / self.cpu_share  # >= 1: latencies only grow
         lines = []
         for line in self.d.stub.ExportProfiles(pb.ExportProfilesRequest(), metadata=self.admin(),
                                                timeout=30).jsonl.decode().splitlines():
@@ -260,7 +267,7 @@ class StabilityBase(RemapBase):
                                    metadata=self.admin(), timeout=30)
         now = plan(ignore_present=True)
         self.assertEqual(now.profiles_measured, 0)
-        self.assertAlmostEqual(now.predicted_gps / fpga.predicted_gps, self.CPU_SHARE, places=6)
+        self.assertAlmostEqual(now.predicted_gps / fpga.predicted_gps, self.cpu_share, places=6)
         self.assertEqual(plan().running, "F-F-F")
 
     def cycles(self, n=4):
@@ -304,7 +311,7 @@ class TestNoOscillation(StabilityBase):
         self.assertIn("not more than the 10% threshold", kept[0].reason)
         # The gain refused is the CPU's share the test pinned.
         gain = kept[0].predicted_total_to / kept[0].predicted_total_from - 1
-        self.assertAlmostEqual(gain, self.CPU_SHARE, delta=0.002)
+        self.assertAlmostEqual(gain, self.cpu_share, delta=0.002)
 
 
 class TestThresholdZeroMoves(StabilityBase):
