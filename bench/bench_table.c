@@ -46,6 +46,10 @@
 #include "table.h"
 
 #define NF 5
+/* --batch's bound, the table's max_batch and every batch buffer's rows; also
+ * --capacity's floor, since a sample takes at most the table's size. */
+#define MAX_BATCH 4096u
+#define ROW_BYTES 41 /* the sum of FB */
 #define POOL_KEYS (1u << 18) /* keys in the gather pool: at least this many, 64 batches */
 #define BASE_AHEAD 64 /* the old gather's prefetch distance */
 
@@ -82,9 +86,9 @@ static void parse_opts(opts_t *o, int argc, char **argv) {
     if (bench_common_opt(argc, argv, &i, &o->json, &o->quick, &time_ms, usage)) continue;
     if ((v = bench_opt(argc, argv, &i, "--capacity")))
       bench_list_add(&o->capacity, "--capacity",
-                     bench_parse_u32("--capacity", v, 4096, UINT64_C(1) << 26));
+                     bench_parse_u32("--capacity", v, MAX_BATCH, UINT64_C(1) << 26));
     else if ((v = bench_opt(argc, argv, &i, "--batch")))
-      bench_list_add(&o->batch, "--batch", bench_parse_u32("--batch", v, 1, 4096));
+      bench_list_add(&o->batch, "--batch", bench_parse_u32("--batch", v, 1, MAX_BATCH));
     else
       bench_unknown_opt(argv[i], usage);
   }
@@ -167,8 +171,8 @@ typedef struct {
   uint32_t pool;   /* batches in the key pool */
   uint64_t *keys;  /* pool batches of live keys */
   uint32_t *slots; /* their slots */
-  uint64_t skeys[4096];
-  double prob[4096], w[4096];
+  uint64_t skeys[MAX_BATCH];
+  double prob[MAX_BATCH], w[MAX_BATCH];
 } point_t;
 
 static void fail(const char *what, const rd_error_t *err) { die("%s: %s", what, err->msg); }
@@ -204,22 +208,22 @@ static void point_init(point_t *p, uint32_t cap, uint32_t batch) {
   rd_table_config_default(&tc);
   rdt_cartpole_schema(&tc.schema, 4, 0);
   tc.capacity = cap;
-  tc.max_batch = 4096;
+  tc.max_batch = MAX_BATCH;
   rd_error_t err;
   if (rd_table_init(&p->t, &tc, &err) != RD_OK) fail("rd_table_init", &err);
   columns_init(&p->c, cap);
-  p->in_mem = xmalloc(4096 * 41);
-  p->out_mem = xmalloc(4096 * 41);
+  p->in_mem = xmalloc(MAX_BATCH * ROW_BYTES);
+  p->out_mem = xmalloc(MAX_BATCH * ROW_BYTES);
   size_t off = 0;
   for (int f = 0; f < NF; f++) {
     p->in[f].data = p->in_mem + off;
     p->out[f].data = p->out_mem + off;
-    p->out[f].bytes = 4096 * FB[f];
-    off += 4096 * FB[f];
+    p->out[f].bytes = MAX_BATCH * FB[f];
+    off += MAX_BATCH * FB[f];
   }
   /* Fill both to capacity with the same rows. */
-  for (uint64_t k = 0; k < cap; k += 4096) {
-    size_t n = cap - k < 4096 ? cap - k : 4096;
+  for (uint64_t k = 0; k < cap; k += MAX_BATCH) {
+    size_t n = cap - k < MAX_BATCH ? cap - k : MAX_BATCH;
     make_rows(p, k, n);
     for (int f = 0; f < NF; f++) p->in[f].bytes = n * FB[f];
     if (rd_table_insert(&p->t, n, p->in, NULL, NULL, &err) != RD_OK) fail("insert", &err);
@@ -274,7 +278,7 @@ static void run(void *arg, uint64_t n) {
     case U_GATHER: {
       /* Keys of the newest `cap` rows: the pool's offsets from the oldest. */
       const uint64_t oldest = rd_table_next_key(&p->t) - p->cap;
-      uint64_t k[4096];
+      uint64_t k[MAX_BATCH];
       for (uint32_t i = 0; i < B; i++) k[i] = oldest + p->keys[pk + i];
       if (rd_table_gather(&p->t, B, k, p->out, &err) != RD_OK) fail("gather", &err);
       break;
