@@ -668,6 +668,53 @@ RD_AVX2 static void dot_avx2(const gemm_t *g) {
   }
 }
 
+/* tr16_avx512's contract on AVX2, as four 8 x 8 transposes (the usual
+ * unpack, shuffle, then 128-bit swap). Packing a forward pass's W^T one
+ * float at a time was a tenth of a Hopper step on an AVX2 machine: the
+ * scalar stores, 64 bytes apart, were its cost. */
+RD_AVX2 static void tr16_avx2(const float *src, ptrdiff_t ss, size_t rows, float *dst,
+                              ptrdiff_t ds, size_t cols) {
+  for (size_t rb = 0; rb < 16 && rb < cols; rb += 8) {
+    const size_t w = cols - rb < 8 ? cols - rb : 8; /* floats stored per dst row */
+    const __m256i keep = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)w),
+                                            _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    for (size_t qb = 0; qb < 16; qb += 8) {
+      __m256 r[8], t[8], u[8];
+#pragma GCC unroll 8
+      for (int i = 0; i < 8; i++)
+        r[i] = rb + (size_t)i < rows ? _mm256_loadu_ps(src + (ptrdiff_t)(rb + (size_t)i) * ss +
+                                                       (ptrdiff_t)qb)
+                                     : _mm256_setzero_ps();
+#pragma GCC unroll 4
+      for (int i = 0; i < 8; i += 2) {
+        t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+        t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+      }
+#pragma GCC unroll 2
+      for (int h = 0; h < 8; h += 4) {
+        u[h] = _mm256_shuffle_ps(t[h], t[h + 2], 0x44);
+        u[h + 1] = _mm256_shuffle_ps(t[h], t[h + 2], 0xEE);
+        u[h + 2] = _mm256_shuffle_ps(t[h + 1], t[h + 3], 0x44);
+        u[h + 3] = _mm256_shuffle_ps(t[h + 1], t[h + 3], 0xEE);
+      }
+      /* u[c] (c < 4) holds columns c and c + 4 of rows 0-3, u[c + 4] of rows 4-7. */
+#pragma GCC unroll 4
+      for (int c = 0; c < 4; c++) {
+        r[c] = _mm256_permute2f128_ps(u[c], u[c + 4], 0x20);
+        r[c + 4] = _mm256_permute2f128_ps(u[c], u[c + 4], 0x31);
+      }
+#pragma GCC unroll 8
+      for (int q = 0; q < 8; q++) {
+        float *d = dst + (ptrdiff_t)(qb + (size_t)q) * ds + (ptrdiff_t)rb;
+        if (w == 8)
+          _mm256_storeu_ps(d, r[q]);
+        else
+          _mm256_maskstore_ps(d, keep, r[q]);
+      }
+    }
+  }
+}
+
 /* Four rounds of two-source permutes: round b pairs rows i and i + b and
  * interleaves their b-element blocks; after b = 8, 4, 2, 1 row q holds
  * column q. */
@@ -710,7 +757,7 @@ static const rd_mlp_kernel_t kernels[] = {
      {kern_rows_generic_2, kern_rows_generic_4}, NULL, NULL, adam_generic, NULL, colsum_generic},
 #if defined(__x86_64__)
     {"avx2", 6, 16, kern_avx2, kern_rows_avx2, {2, 4}, {kern_avx2_2, kern_avx2_4},
-     {kern_rows_avx2_2, kern_rows_avx2_4}, NULL, dot_avx2, adam_avx2, NULL, colsum_avx2},
+     {kern_rows_avx2_2, kern_rows_avx2_4}, NULL, dot_avx2, adam_avx2, tr16_avx2, colsum_avx2},
     {"avx512", 12, 32, kern_avx512, kern_rows_avx512, {4, 8}, {kern_avx512_4, kern_avx512_8},
      {kern_rows_avx512_4, kern_rows_avx512_8}, narrow_avx512, dot_avx512, adam_avx512, tr16_avx512,
      colsum_avx512},
