@@ -231,16 +231,25 @@ typedef float rd_v16 __attribute__((vector_size(64)));
  * Packing A or B only copies values, and each entry of C adds the same
  * products in the same order either way, so the result does not depend on
  * what was packed. C rows are written whole, up to the tile's e->rows (the
- * caller hands tiles short of columns in as a padded copy). Unaligned
- * accesses go through memcpy, which
- * compiles to unaligned vector moves. */
+ * caller hands tiles short of columns in as a padded copy). The tile's
+ * lines of C are prefetched for writing before the products, so that
+ * their misses overlap the KC steps instead of stalling the stores at the
+ * end (a batch's activations and gradients outgrow the L2 between uses).
+ * Unaligned accesses go through memcpy, which compiles to unaligned
+ * vector moves. */
 #define RD_GEMM_KERNEL(NAME, ATTR, V, W, MR, AIDX)                                         \
   ATTR static void NAME(size_t kc, const float *restrict a, ptrdiff_t ars, ptrdiff_t acs,   \
                         const float *restrict bp, ptrdiff_t brs, float *restrict c,          \
                         ptrdiff_t rsc, const tile_epi_t *e) {                               \
     (void)ars, (void)acs;                                                                   \
     V lo[MR], hi[MR];                                                                       \
-    _Pragma("GCC unroll 16") for (int r = 0; r < MR; r++) lo[r] = hi[r] = (V){0};          \
+    _Pragma("GCC unroll 16") for (int r = 0; r < MR; r++) {                                \
+      lo[r] = hi[r] = (V){0};                                                               \
+      if (r < e->rows) {                                                                    \
+        __builtin_prefetch(c + r * rsc, 1, 3);                                              \
+        __builtin_prefetch(c + r * rsc + 2 * (W) - 1, 1, 3);                                \
+      }                                                                                     \
+    }                                                                                       \
     for (size_t p = 0; p < kc; p++) {                                                       \
       V b0, b1;                                                                             \
       memcpy(&b0, bp + (ptrdiff_t)p * brs, sizeof(V));                                      \
@@ -869,40 +878,15 @@ static int part_of(const rd_mlp_kernel_t *kr, size_t mr) {
   return -1;
 }
 
-/* One tile: tiles of a row-major C with all their columns go straight to
- * the kernel; tiles short of columns (and any tile of a C with csc != 1)
- * run the same kernel on a padded copy. A tile short of rows runs the
- * smallest kernel that holds them (part_mr). Every kernel adds each
- * element's products in the same order, so every element is computed by
- * the same instructions either way. */
-static void gemm_tile(const rd_mlp_kernel_t *kr, const gemm_t *g, size_t kc, const panels_t *pn,
-                      size_t i0, size_t j0, size_t mr, size_t nr, int first, int last) {
-  const size_t NR = kr->nr;
-  size_t MR = kr->mr;
-  kern_fn kern = pn->rows ? kr->kern_rows : kr->kern;
-  /* A packed partial panel keeps kr->mr rows per p, zero past mr; one read
-   * in place has exactly mr rows, a part_mr (gemm_serial). */
-  const int q = mr < MR ? part_of(kr, mr) : -1;
-  if (q >= 0) {
-    MR = kr->part_mr[q];
-    kern = pn->rows ? kr->part_rows[q] : kr->part[q];
-  }
-  float *c = g->c + (ptrdiff_t)i0 * g->rsc + (ptrdiff_t)j0 * g->csc;
-  tile_epi_t e = {first,
-                  last,
-                  g->accumulate,
-                  g->relu,
-                  g->bias ? g->bias + j0 : NULL,
-                  g->gate ? g->gate + (ptrdiff_t)i0 * g->rsg + (ptrdiff_t)j0 : NULL,
-                  g->rsg,
-                  g->gate_act,
-                  (int)mr};
-  /* A tile short of rows only writes the rows it has; one short of
-   * columns runs on a padded copy. */
-  if (nr == NR && g->csc == 1) {
-    kern(kc, pn->a, pn->ars, pn->acs, pn->b, pn->brs, c, g->rsc, &e);
-    return;
-  }
+/* A tile short of columns (or of a C with csc != 1, gemm_tile below): the
+ * kernel runs on a zero-padded copy. A function of its own so that every
+ * other tile's call does not set up this one's stack of copies. */
+static __attribute__((noinline)) void gemm_tile_padded(kern_fn kern, size_t MR, size_t NR,
+                                                       const gemm_t *g, size_t kc,
+                                                       const panels_t *pn, float *c, size_t mr,
+                                                       size_t nr, int first, int last,
+                                                       const tile_epi_t *e0) {
+  tile_epi_t e = *e0;
   e.rows = (int)MR;
   float tile[GEMM_MAX_MR * GEMM_MAX_NR] __attribute__((aligned(64)));
   float gt[GEMM_MAX_MR * GEMM_MAX_NR] __attribute__((aligned(64)));
@@ -929,6 +913,44 @@ static void gemm_tile(const rd_mlp_kernel_t *kr, const gemm_t *g, size_t kc, con
   for (size_t r = 0; r < mr; r++)
     for (size_t j = 0; j < nr; j++)
       c[(ptrdiff_t)r * g->rsc + (ptrdiff_t)j * g->csc] = tile[r * NR + j];
+}
+
+/* One tile: tiles of a row-major C with all their columns go straight to
+ * the kernel; tiles short of columns (and any tile of a C with csc != 1)
+ * run the same kernel on a padded copy. A tile short of rows runs the
+ * smallest kernel that holds them (part_mr). Every kernel adds each
+ * element's products in the same order, so every element is computed by
+ * the same instructions either way. */
+static inline void gemm_tile(const rd_mlp_kernel_t *kr, const gemm_t *g, size_t kc,
+                             const panels_t *pn, size_t i0, size_t j0, size_t mr, size_t nr,
+                             int first, int last) {
+  const size_t NR = kr->nr;
+  size_t MR = kr->mr;
+  kern_fn kern = pn->rows ? kr->kern_rows : kr->kern;
+  /* A packed partial panel keeps kr->mr rows per p, zero past mr; one read
+   * in place has exactly mr rows, a part_mr (gemm_serial). */
+  const int q = mr < MR ? part_of(kr, mr) : -1;
+  if (q >= 0) {
+    MR = kr->part_mr[q];
+    kern = pn->rows ? kr->part_rows[q] : kr->part[q];
+  }
+  float *c = g->c + (ptrdiff_t)i0 * g->rsc + (ptrdiff_t)j0 * g->csc;
+  tile_epi_t e = {first,
+                  last,
+                  g->accumulate,
+                  g->relu,
+                  g->bias ? g->bias + j0 : NULL,
+                  g->gate ? g->gate + (ptrdiff_t)i0 * g->rsg + (ptrdiff_t)j0 : NULL,
+                  g->rsg,
+                  g->gate_act,
+                  (int)mr};
+  /* A tile short of rows only writes the rows it has; one short of
+   * columns runs on a padded copy. */
+  if (nr == NR && g->csc == 1) {
+    kern(kc, pn->a, pn->ars, pn->acs, pn->b, pn->brs, c, g->rsc, &e);
+    return;
+  }
+  gemm_tile_padded(kern, MR, NR, g, kc, pn, c, mr, nr, first, last, &e);
 }
 
 /* A panel whose successive p lie `stride` floats apart is read in place
