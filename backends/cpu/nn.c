@@ -35,8 +35,9 @@
  * at some of the learner's shapes.
  *
  * Products of at most 16 columns (output layers, CartPole's 8-unit layers)
- * take a narrow AVX-512 kernel instead: one masked vector per row of C, no
- * padding to 32 columns and no packing of A.
+ * take a narrow kernel instead (AVX-512, AVX2): one or two masked vectors
+ * per row of C, no padding to the general kernel's columns and no packing
+ * of A.
  *
  * Determinism. Every element of C is one sequential sum over the inner
  * dimension (blocks of KC in order, FMA per step within a block), whatever
@@ -677,6 +678,84 @@ RD_AVX2 static void dot_avx2(const gemm_t *g) {
   }
 }
 
+/* narrow_avx512's contract on AVX2: NV masked 8-lane vectors per row of C
+ * (NV = 1 for at most 8 columns, 2 for at most 16), 12 / NV rows at a
+ * time. The general kernel ran every tile of such a product (CartPole's
+ * 8-unit layers, an output layer's weight gradient) on a zero-padded copy
+ * of 16 columns. A partial vector is loaded and stored through its mask
+ * (so an in-place B row's load stays inside B), a whole one plainly. */
+RD_AVX2 static inline __attribute__((always_inline)) __m256 load8(const float *p, __m256i mask,
+                                                                 int full) {
+  return full ? _mm256_loadu_ps(p) : _mm256_maskload_ps(p, mask);
+}
+
+RD_AVX2 static inline __attribute__((always_inline)) void narrow_body8(const gemm_t *g,
+                                                                      const float *bp,
+                                                                      const int NV) {
+  const int R = 12 / NV;
+  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  __m256i mask[2];
+  mask[0] = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)g->n), lane);
+  mask[1] = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)g->n - 8), lane);
+  const int full[2] = {g->n >= 8, g->n >= 16}; /* whole vectors take plain moves */
+  const float *b = bp != NULL ? bp : g->b;
+  const ptrdiff_t rsb = bp != NULL ? 16 : g->rsb;
+  const __m256 zero = _mm256_setzero_ps(), one = _mm256_set1_ps(1.0f);
+  __m256 bias[2] = {zero, zero};
+  if (g->bias != NULL)
+    for (int v = 0; v < NV; v++) bias[v] = load8(g->bias + 8 * v, mask[v], full[v]);
+  for (size_t i0 = 0; i0 < g->m; i0 += (size_t)R) {
+    const float *ar[12];
+    for (int r = 0; r < R; r++)
+      ar[r] = g->a + (ptrdiff_t)(i0 + (size_t)r < g->m ? i0 + (size_t)r : g->m - 1) * g->rsa;
+    __m256 acc[12][2];
+#pragma GCC unroll 12
+    for (int r = 0; r < R; r++) acc[r][0] = acc[r][1] = zero;
+    for (size_t p = 0; p < g->k; p++) {
+      __m256 bv[2];
+#pragma GCC unroll 2
+      for (int v = 0; v < NV; v++) bv[v] = load8(b + (ptrdiff_t)p * rsb + 8 * v, mask[v], full[v]);
+      const ptrdiff_t ap = (ptrdiff_t)p * g->csa;
+#pragma GCC unroll 12
+      for (int r = 0; r < R; r++) {
+        const __m256 av = _mm256_broadcast_ss(ar[r] + ap);
+#pragma GCC unroll 2
+        for (int v = 0; v < NV; v++) acc[r][v] = _mm256_fmadd_ps(av, bv[v], acc[r][v]);
+      }
+    }
+    const size_t rows = g->m - i0 < (size_t)R ? g->m - i0 : (size_t)R;
+    for (size_t r = 0; r < rows; r++) {
+      float *c = g->c + (ptrdiff_t)(i0 + r) * g->rsc;
+      const float *gr = g->gate != NULL ? g->gate + (ptrdiff_t)(i0 + r) * g->rsg : NULL;
+#pragma GCC unroll 2
+      for (int v = 0; v < NV; v++) {
+        __m256 x = acc[r][v];
+        if (g->accumulate) x = _mm256_add_ps(load8(c + 8 * v, mask[v], full[v]), x);
+        if (g->bias != NULL) x = _mm256_add_ps(x, bias[v]);
+        if (g->relu) x = _mm256_and_ps(x, _mm256_cmp_ps(x, zero, _CMP_GT_OQ));
+        if (gr != NULL) {
+          const __m256 gv = load8(gr + 8 * v, mask[v], full[v]);
+          if (g->gate_act == RD_NN_RELU)
+            x = _mm256_and_ps(x, _mm256_cmp_ps(gv, zero, _CMP_GT_OQ));
+          else if (g->gate_act == RD_NN_TANH)
+            x = _mm256_mul_ps(x, _mm256_fnmadd_ps(gv, gv, one));
+        }
+        if (full[v])
+          _mm256_storeu_ps(c + 8 * v, x);
+        else
+          _mm256_maskstore_ps(c + 8 * v, mask[v], x);
+      }
+    }
+  }
+}
+
+RD_AVX2 static void narrow_avx2(const gemm_t *g, const float *bp) {
+  if (g->n <= 8)
+    narrow_body8(g, bp, 1);
+  else
+    narrow_body8(g, bp, 2);
+}
+
 /* tr16_avx512's contract on AVX2, as four 8 x 8 transposes (the usual
  * unpack, shuffle, then 128-bit swap). Packing a forward pass's W^T one
  * float at a time was a tenth of a Hopper step on an AVX2 machine: the
@@ -766,7 +845,8 @@ static const rd_mlp_kernel_t kernels[] = {
      {kern_rows_generic_2, kern_rows_generic_4}, NULL, NULL, adam_generic, NULL, colsum_generic},
 #if defined(__x86_64__)
     {"avx2", 6, 16, kern_avx2, kern_rows_avx2, {2, 4}, {kern_avx2_2, kern_avx2_4},
-     {kern_rows_avx2_2, kern_rows_avx2_4}, NULL, dot_avx2, adam_avx2, tr16_avx2, colsum_avx2},
+     {kern_rows_avx2_2, kern_rows_avx2_4}, narrow_avx2, dot_avx2, adam_avx2, tr16_avx2,
+     colsum_avx2},
     {"avx512", 12, 32, kern_avx512, kern_rows_avx512, {4, 8}, {kern_avx512_4, kern_avx512_8},
      {kern_rows_avx512_4, kern_rows_avx512_8}, narrow_avx512, dot_avx512, adam_avx512, tr16_avx512,
      colsum_avx512},
