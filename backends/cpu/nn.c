@@ -1187,13 +1187,26 @@ static void gemm_narrow(rd_mlp_t *m, const gemm_t *g) {
   team_done(t0, own);
 }
 
+/* The narrow (or dot-product) kernel takes g: at most 16 columns, C rows
+ * contiguous, and A rows contiguous or at most 16 of them. It reads A in
+ * place, one broadcast per row and p; with A's p apart (dZ^T of a weight
+ * gradient) each p of a row group is another line, fetched again for the
+ * next group, and a tall product ran at half the general kernel's speed,
+ * which packs A. */
+static int narrow_fits(const rd_mlp_kernel_t *kr, const gemm_t *g) {
+  return (dot_fits(kr, g) || (kr->narrow != NULL && g->n <= 16)) && (g->csc == 1 || g->n == 1) &&
+         (g->csa == 1 || g->m <= 16);
+}
+
 static void gemm(rd_mlp_t *m, const gemm_t *g0) {
   const rd_mlp_kernel_t *kr = m->kernel;
   gemm_t g = *g0;
   if (g.m == 0 || g.n == 0) return;
   /* C^T = B^T A^T computes the same sums; take the orientation whose tiles
-   * waste less (e.g. dW of a layer with 11 inputs and 256 outputs). */
-  if (g.may_transpose && g.bias == NULL && g.gate == NULL && !g.relu &&
+   * waste less (e.g. dW of a layer with 11 inputs and 256 outputs), unless
+   * the product as it is fits the narrow kernel, which wastes nothing on
+   * padding and writes C in place. */
+  if (g.may_transpose && g.bias == NULL && g.gate == NULL && !g.relu && !narrow_fits(kr, &g) &&
       round_up(g.n, kr->mr) * round_up(g.m, kr->nr) <
                              round_up(g.m, kr->mr) * round_up(g.n, kr->nr)) {
     gemm_t t = g;
@@ -1203,7 +1216,7 @@ static void gemm(rd_mlp_t *m, const gemm_t *g0) {
     t.rsc = g.csc, t.csc = g.rsc;
     g = t;
   }
-  if ((dot_fits(kr, &g) || (kr->narrow != NULL && g.n <= 16)) && (g.csc == 1 || g.n == 1)) {
+  if (narrow_fits(kr, &g)) {
     gemm_narrow(m, &g);
     return;
   }
