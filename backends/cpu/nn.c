@@ -678,17 +678,18 @@ RD_AVX2 static void dot_avx2(const gemm_t *g) {
   }
 }
 
+/* 8 floats at p: plainly if full, else the lanes of mask (the others 0). */
+RD_AVX2 static inline __attribute__((always_inline)) __m256 load8(const float *p, __m256i mask,
+                                                                 int full) {
+  return full ? _mm256_loadu_ps(p) : _mm256_maskload_ps(p, mask);
+}
+
 /* narrow_avx512's contract on AVX2: NV masked 8-lane vectors per row of C
  * (NV = 1 for at most 8 columns, 2 for at most 16), 12 / NV rows at a
  * time. The general kernel ran every tile of such a product (CartPole's
  * 8-unit layers, an output layer's weight gradient) on a zero-padded copy
  * of 16 columns. A partial vector is loaded and stored through its mask
  * (so an in-place B row's load stays inside B), a whole one plainly. */
-RD_AVX2 static inline __attribute__((always_inline)) __m256 load8(const float *p, __m256i mask,
-                                                                 int full) {
-  return full ? _mm256_loadu_ps(p) : _mm256_maskload_ps(p, mask);
-}
-
 RD_AVX2 static inline __attribute__((always_inline)) void narrow_body8(const gemm_t *g,
                                                                       const float *bp,
                                                                       const int NV) {
