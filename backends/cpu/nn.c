@@ -965,14 +965,13 @@ static int part_of(const rd_mlp_kernel_t *kr, size_t mr) {
 static __attribute__((noinline)) void gemm_tile_padded(kern_fn kern, size_t MR, size_t NR,
                                                        const gemm_t *g, size_t kc,
                                                        const panels_t *pn, float *c, size_t mr,
-                                                       size_t nr, int first, int last,
-                                                       const tile_epi_t *e0) {
+                                                       size_t nr, const tile_epi_t *e0) {
   tile_epi_t e = *e0;
   e.rows = (int)MR;
   float tile[GEMM_MAX_MR * GEMM_MAX_NR] __attribute__((aligned(64)));
   float gt[GEMM_MAX_MR * GEMM_MAX_NR] __attribute__((aligned(64)));
   float bt[GEMM_MAX_NR] __attribute__((aligned(64)));
-  if (!first || g->accumulate) { /* the kernel reads the tile only then */
+  if (!e.first || e.accumulate) { /* the kernel reads the tile only then */
     memset(tile, 0, MR * NR * sizeof(float));
     for (size_t r = 0; r < mr; r++)
       for (size_t j = 0; j < nr; j++)
@@ -983,7 +982,7 @@ static __attribute__((noinline)) void gemm_tile_padded(kern_fn kern, size_t MR, 
     memcpy(bt, e.bias, nr * sizeof(float));
     e.bias = bt;
   }
-  if (e.gate != NULL && last) {
+  if (e.gate != NULL && e.last) {
     memset(gt, 0, MR * NR * sizeof(float));
     for (size_t r = 0; r < mr; r++)
       memcpy(gt + r * NR, e.gate + (ptrdiff_t)r * g->rsg, nr * sizeof(float));
@@ -1031,7 +1030,7 @@ static inline void gemm_tile(const rd_mlp_kernel_t *kr, const gemm_t *g, size_t 
     kern(kc, pn->a, pn->ars, pn->acs, pn->b, pn->brs, c, g->rsc, &e);
     return;
   }
-  gemm_tile_padded(kern, MR, NR, g, kc, pn, c, mr, nr, first, last, &e);
+  gemm_tile_padded(kern, MR, NR, g, kc, pn, c, mr, nr, &e);
 }
 
 /* A panel whose successive p lie `stride` floats apart is read in place
