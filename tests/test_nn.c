@@ -731,6 +731,100 @@ static void test_views(void **state) {
   rd_mlp_free(&m);
 }
 
+/* Prepacked weights (rd_mlp_prepack_*): forward and backward on the owner
+ * and on a view give the same bits with and without them, on layers of
+ * several K and N blocks with partial panels; while on, they are what the
+ * products read (a weight written meanwhile is not seen: the contract is
+ * to turn them off first); a view reading other params ignores them. */
+static void test_prepacked_weights(void **state) {
+  (void)state;
+  const uint32_t sz[] = {37, 600, 300, 20, 3};
+  const rd_nn_act_t act[] = {RD_NN_RELU, RD_NN_TANH, RD_NN_RELU, RD_NN_IDENTITY};
+  rd_nn_spec_t sp = rdt_nn_spec(4, sz, act);
+  enum { N = 50 };
+  rd_mlp_t m, v, t;
+  make_net(&m, &sp, N, 11, 1, 0);
+  make_net(&t, &sp, N, 12, 1, 1);
+  rd_error_t err;
+  assert_int_equal(rd_mlp_init_view(&v, &m, N, 1, &err), RD_OK);
+  assert_int_equal(rd_mlp_prepack_init(&v, &err), RD_EINVAL);
+  static float x[N * 37], dy[N * 3], y[3][N * 3], dx[3][N * 37], g[3][37 * 600];
+  uint64_t st = 5;
+  for (size_t i = 0; i < N * 37; i++) x[i] = (float)((st = st * 6364136223846793005u + 1) >> 40) * 0x1p-24f - 0.5f;
+  for (size_t i = 0; i < N * 3; i++) dy[i] = 0.01f * (float)(i % 7) - 0.03f;
+  /* run k: the view's outputs, input gradient and the first layer's dW */
+  size_t nw = (size_t)37 * 600;
+#define RUN(k, net)                                                          \
+  do {                                                                       \
+    assert_int_equal(rd_mlp_forward(net, N, x, y[k], &err), RD_OK);          \
+    assert_int_equal(rd_mlp_backward(net, dy, dx[k], &err), RD_OK);          \
+    memcpy(g[k], (net)->grads + (net)->w_off[0], nw * sizeof(float));        \
+  } while (0)
+  RUN(0, &v);
+  assert_int_equal(rd_mlp_prepack_init(&m, &err), RD_OK);
+  assert_int_equal(rd_mlp_prepack_init(&t, &err), RD_OK);
+  assert_int_equal(rd_mlp_prepack_parts(&m), 8);
+  /* Packed: the two wide layers' W^T and the 600 x 300 layer's W; not the
+   * others (read in place, narrow, dot, or small), nor an inference-only
+   * network's backward. */
+  for (uint32_t q = 0; q < 8; q++) {
+    assert_true((rd_mlp_prepack_floats(&m, q) > 0) == (q == 0 || q == 2 || q == 3));
+    assert_true((rd_mlp_prepack_floats(&t, q) > 0) == (q == 0 || q == 2));
+    rd_mlp_prepack_part(&m, q);
+    rd_mlp_prepack_part(&t, q);
+  }
+  rd_mlp_prepack_use(&m, 1);
+  rd_mlp_prepack_use(&t, 1);
+  RUN(1, &v);
+  assert_memory_equal(y[0], y[1], sizeof y[0]);
+  assert_memory_equal(dx[0], dx[1], sizeof dx[0]);
+  assert_memory_equal(g[0], g[1], nw * sizeof(float));
+  RUN(2, &m); /* the owner too */
+  assert_memory_equal(y[0], y[2], sizeof y[0]);
+  assert_memory_equal(dx[0], dx[2], sizeof dx[0]);
+  float yt[2][N * 3];
+  rd_mlp_prepack_use(&t, 0);
+  assert_int_equal(rd_mlp_forward(&t, N, x, yt[0], &err), RD_OK);
+  rd_mlp_prepack_use(&t, 1);
+  assert_int_equal(rd_mlp_forward(&t, N, x, yt[1], &err), RD_OK);
+  assert_memory_equal(yt[0], yt[1], sizeof yt[0]);
+  /* While on, the products read the packed copy: a weight of the middle
+   * layer written now is not seen until they are off. */
+  m.params[m.w_off[1] + 17] += 0.5f;
+  RUN(1, &v);
+  assert_memory_equal(y[0], y[1], sizeof y[0]);
+  rd_mlp_prepack_use(&m, 0);
+  RUN(1, &v);
+  assert_memory_not_equal(y[0], y[1], sizeof y[0]);
+  /* A view reading other params (a replica's) does not use m's: here a
+   * copy of m's new weights, while m's packs still predate the write. */
+  rd_mlp_prepack_use(&m, 1);
+  float *copy = malloc(m.n_params * sizeof(float));
+  assert_non_null(copy);
+  memcpy(copy, m.params, m.n_params * sizeof(float));
+  v.params = copy;
+  RUN(2, &v);
+  assert_memory_equal(y[1], y[2], sizeof y[0]);
+  v.params = m.params;
+  free(copy);
+  /* A network of two threads splits large products over them, by rows or
+   * by columns: the same bits with its weights prepacked. */
+  rd_mlp_t m2;
+  make_net(&m2, &sp, N, 11, 2, 0);
+  assert_int_equal(rd_mlp_prepack_init(&m2, &err), RD_OK);
+  for (uint32_t q = 0; q < 8; q++) rd_mlp_prepack_part(&m2, q);
+  rd_mlp_prepack_use(&m2, 1);
+  RUN(2, &m2);
+  assert_memory_equal(y[0], y[2], sizeof y[0]);
+  assert_memory_equal(dx[0], dx[2], sizeof dx[0]);
+  assert_memory_equal(g[0], g[2], nw * sizeof(float));
+  rd_mlp_free(&m2);
+#undef RUN
+  rd_mlp_free(&v);
+  rd_mlp_free(&m);
+  rd_mlp_free(&t);
+}
+
 /* rd_nn_tanh against double tanh over every 97th positive float and its
  * negation: within 3 ulp, odd, and the special values. */
 static void test_tanh_accuracy(void **state) {
@@ -1241,6 +1335,7 @@ RDT_MAIN(NULL, NULL,
          GRADCHECK_TEST(identity_mse, 0),
          cmocka_unit_test(test_tanh_accuracy),
          cmocka_unit_test(test_views),
+         cmocka_unit_test(test_prepacked_weights),
          GRADCHECK_TEST(tanh_mse, 1),
          GRADCHECK_TEST(relu_mse, 2),
          GRADCHECK_TEST(tanh_output_huber, 3),

@@ -65,6 +65,13 @@ typedef struct {
   int reps_fresh;    /* every replica equals net[] */
   int idle_on;       /* the team has idle work (rd_learner_set_idle): no replicas */
   uint32_t views_on; /* the views read replicas [0, views_on): shard k reads k % views_on */
+  /* Packing net[]'s weights once a sharded step (nn.h: prepacked
+   * weights): one team task per part, the largest first, so that the
+   * heavy parts alternate between the threads. */
+  struct {
+    uint8_t net, part;
+  } pp_task[4 * 2 * RD_NN_MAX_LAYERS];
+  uint32_t pp_tasks;
 } scratch_t;
 
 enum { NET_Q = 0, NET_Q_TARGET = 1 };
@@ -267,6 +274,29 @@ static size_t trainable_params(const rd_learner_t *l) {
   return n;
 }
 
+/* The packing tasks of net[]'s weights (scratch_t pp_task), largest first. */
+static void plan_prepack(rd_learner_t *l) {
+  scratch_t *s = l->scratch;
+  s->pp_tasks = 0;
+  for (int i = 0; i < l->n_nets; i++)
+    for (uint32_t q = 0; q < rd_mlp_prepack_parts(&l->net[i]); q++) {
+      if (rd_mlp_prepack_floats(&l->net[i], q) == 0) continue;
+      uint32_t t = s->pp_tasks++;
+      s->pp_task[t].net = (uint8_t)i;
+      s->pp_task[t].part = (uint8_t)q;
+    }
+  /* Insertion sort by size, descending: a few dozen tasks. */
+  for (uint32_t a = 1; a < s->pp_tasks; a++)
+    for (uint32_t b = a; b > 0; b--) {
+      size_t fa = rd_mlp_prepack_floats(&l->net[s->pp_task[b].net], s->pp_task[b].part);
+      size_t fb = rd_mlp_prepack_floats(&l->net[s->pp_task[b - 1].net], s->pp_task[b - 1].part);
+      if (fa <= fb) break;
+      __typeof__(s->pp_task[0]) t = s->pp_task[b];
+      s->pp_task[b] = s->pp_task[b - 1];
+      s->pp_task[b - 1] = t;
+    }
+}
+
 /* Replicas 1..reps-1 of every network: networks of one row (only their
  * parameters, gradients and Adam state are used), synced before their
  * first team step (sync_replicas). */
@@ -340,6 +370,8 @@ int rd_learner_init(rd_learner_t *l, const rd_learner_config_t *c, rd_error_t *e
       for (int i = 0; i < l->n_nets && rc == RD_OK; i++)
         rc = rd_mlp_init_view(&s->view[k][i], &l->net[i], (uint32_t)rows, l->net[i].trainable,
                               err);
+    for (int i = 0; i < l->n_nets && rc == RD_OK; i++) rc = rd_mlp_prepack_init(&l->net[i], err);
+    if (rc == RD_OK) plan_prepack(l);
     s->n_reps = 1;
     s->views_on = 1;
     s->team_threads = 1;
@@ -1060,29 +1092,29 @@ static int update_replicas(sharded_t *j, rd_step_stats_t *st, rd_error_t *err) {
   return RD_OK;
 }
 
-/* One gradient step (learner.h): forward passes per shard, the loss over
- * the whole batch, backward passes per shard, the shards' gradients summed
- * in order (none to sum for one shard), then the norm checks (and clip),
- * Adam and the targets. Every check comes before the first weight moves. */
-static int train_step(rd_learner_t *l, const rd_batch_t *b, float *td, rd_step_stats_t *st,
-                        int solo, rd_error_t *err) {
+/* Packing task q (scratch_t pp_task). */
+static void prepack_task(void *arg, uint32_t q) {
+  rd_learner_t *l = arg;
+  scratch_t *s = l->scratch;
+  rd_mlp_prepack_part(&l->net[s->pp_task[q].net], s->pp_task[q].part);
+}
+
+/* Turn net[]'s prepacked weights on (packing them first) or off. */
+static void prepack_use(rd_learner_t *l, int on, int solo) {
+  scratch_t *s = l->scratch;
+  if (on) rd_team_run(s->team, solo, s->pp_tasks, prepack_task, l);
+  for (int i = 0; i < l->n_nets; i++) rd_mlp_prepack_use(&l->net[i], on);
+}
+
+/* train_step's passes: forward, the loss, backward (per shard with
+ * shards), nothing moved yet. */
+static int shard_passes(rd_learner_t *l, sharded_t *jp, const rd_batch_t *b, float *td,
+                        rd_step_stats_t *st, int solo, rd_error_t *err) {
   const rd_learner_config_t *c = &l->config;
   scratch_t *s = l->scratch;
   const int dqn = c->algo == RD_ALGO_DQN;
   const size_t n = b->n;
-  sharded_t j;
-  j.l = l;
-  j.b = b;
-  j.n = n;
-  j.shards = rd_learner_shards(n);
-  /* Replicas: a team step runs on them, synced first if anything else
-   * moved net[], and keeps them equal (update_replicas); any other step
-   * moves net[] alone. */
-  const int on_reps = j.shards > 1 && !solo && s->n_reps > 1 && !s->idle_on;
-  if (on_reps && !s->reps_fresh) sync_replicas(l);
-  if (!on_reps) s->reps_fresh = 0;
-  if (j.shards > 1) views_read(l, on_reps ? s->n_reps : 1);
-  int rc = run_shards(&j, dqn ? PH_DQN : PH_TARGETS_AND_Q, solo, err);
+  int rc = run_shards(jp, dqn ? PH_DQN : PH_TARGETS_AND_Q, solo, err);
   if (rc) return rc;
   if (dqn) { /* the shards ran the backward passes too (dqn_shard) */
     if ((rc = rd_nn_huber(n, 1, s->q, s->y, b->weights, c->huber_delta, NULL, &st->loss, err)))
@@ -1095,7 +1127,7 @@ static int train_step(rd_learner_t *l, const rd_batch_t *b, float *td, rd_step_s
     td_stats(n, s->q, s->y, td, st);
     if (!isfinite(st->loss))
       return rd_error_set(err, RD_ERANGE, "DDPG critic loss is %g; step skipped", st->loss);
-    if ((rc = run_shards(&j, PH_BACKWARD, solo, err))) return rc;
+    if ((rc = run_shards(jp, PH_BACKWARD, solo, err))) return rc;
   }
   if (!dqn) {
     double qsum = 0.0;
@@ -1104,11 +1136,14 @@ static int train_step(rd_learner_t *l, const rd_batch_t *b, float *td, rd_step_s
     if (!isfinite(st->actor_loss))
       return rd_error_set(err, RD_ERANGE, "DDPG actor loss is %g; step skipped", st->actor_loss);
   }
-  if (j.shards > 1) {
-    plan_update(&j);
-    return on_reps ? update_replicas(&j, st, err) : update_sharded(&j, st, solo, err);
-  }
+  return RD_OK;
+}
 
+/* The update of an unsharded step: the whole networks' calls. */
+static int update_whole(rd_learner_t *l, rd_step_stats_t *st, rd_error_t *err) {
+  const rd_learner_config_t *c = &l->config;
+  const int dqn = c->algo == RD_ALGO_DQN;
+  int rc;
   if (dqn) {
     rd_mlp_t *q = &l->net[NET_Q], *qt = &l->net[NET_Q_TARGET];
     if ((rc = check_and_clip(q, c->grad_clip, "Q network", &st->grad_norm, err))) return rc;
@@ -1126,6 +1161,40 @@ static int train_step(rd_learner_t *l, const rd_batch_t *b, float *td, rd_step_s
   if ((rc = rd_mlp_adam_step(actor, &adam_a, err))) return rc;
   if ((rc = update_target(c, critic_t, critic, l->steps + 1, err))) return rc;
   return update_target(c, actor_t, actor, l->steps + 1, err);
+}
+
+/* One gradient step (learner.h): forward passes per shard, the loss over
+ * the whole batch, backward passes per shard, the shards' gradients summed
+ * in order (none to sum for one shard), then the norm checks (and clip),
+ * Adam and the targets. Every check comes before the first weight moves. */
+static int train_step(rd_learner_t *l, const rd_batch_t *b, float *td, rd_step_stats_t *st,
+                        int solo, rd_error_t *err) {
+  scratch_t *s = l->scratch;
+  const size_t n = b->n;
+  sharded_t j;
+  j.l = l;
+  j.b = b;
+  j.n = n;
+  j.shards = rd_learner_shards(n);
+  /* Replicas: a team step runs on them, synced first if anything else
+   * moved net[], and keeps them equal (update_replicas); any other step
+   * moves net[] alone. */
+  const int on_reps = j.shards > 1 && !solo && s->n_reps > 1 && !s->idle_on;
+  if (on_reps && !s->reps_fresh) sync_replicas(l);
+  if (!on_reps) s->reps_fresh = 0;
+  if (j.shards > 1) views_read(l, on_reps ? s->n_reps : 1);
+  /* Views of net[] read its weights packed once for the step (nn.h);
+   * dropped below, after the last shard job, before any weight moves. */
+  const int packed = j.shards > 1 && !on_reps && s->pp_tasks > 0;
+  if (packed) prepack_use(l, 1, solo);
+  int rc = shard_passes(l, &j, b, td, st, solo, err);
+  if (packed) prepack_use(l, 0, solo);
+  if (rc) return rc;
+  if (j.shards > 1) {
+    plan_update(&j);
+    return on_reps ? update_replicas(&j, st, err) : update_sharded(&j, st, solo, err);
+  }
+  return update_whole(l, st, err);
 }
 
 /* ---- thread tuning (learner.h) ---- */

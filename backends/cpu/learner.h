@@ -58,7 +58,11 @@
  * synchronises once per product; a shard keeps its rows
  * on one core and the step synchronises twice for DQN and three times for
  * DDPG (once more with the update in blocks, below). Smaller batches keep
- * the unsharded step, whose products may still use OpenMP threads.
+ * the unsharded step, whose products may still use OpenMP threads. The
+ * shards of a step on net[] (not on replicas, below) read its large
+ * layers' weights packed once for the step by one team job (nn.h:
+ * prepacked weights), not packed again by every shard and pass; they are
+ * turned off after the passes, before the update moves the weights.
  *
  * Replicas. With a team of T threads and at most RD_LEARNER_REPLICATE_MAX
  * trainable parameters, the learner keeps T copies of its networks

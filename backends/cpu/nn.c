@@ -163,6 +163,7 @@ struct gemm {
   ptrdiff_t rsg;
   rd_nn_act_t gate_act;
   int may_transpose; /* pure product: may compute C^T = B^T A^T if that pads less */
+  const float *bpre; /* B packed as gemm_serial packs it (nn.h: prepacked weights), or NULL */
 };
 
 /* What the micro-kernel does with one MR x NR tile after its KC updates.
@@ -943,6 +944,8 @@ static void pack_b(size_t kc, size_t nc, size_t NR, const float *b, ptrdiff_t rs
   }
 }
 
+static size_t round_up(size_t x, size_t q) { return (x + q - 1) / q * q; }
+
 /* Where a tile's A and B panels are: A[r][p] = a[r ars + p acs] (rows
  * true: kern_rows, acs = 1; else ars = 1), B[p][j] = b[p brs + j]. */
 typedef struct {
@@ -1055,6 +1058,7 @@ static int in_place_span(size_t kc, ptrdiff_t stride) {
  * zero-padded. */
 static void gemm_serial(const rd_mlp_kernel_t *kr, const gemm_t *g, float *apack, float *bpack) {
   const size_t MR = kr->mr, NR = kr->nr;
+  const float *bpre = g->bpre; /* the next block's prepacked panels */
   for (size_t jc = 0; jc < g->n; jc += GEMM_NC) {
     size_t nc = g->n - jc < GEMM_NC ? g->n - jc : GEMM_NC;
     for (size_t pc = 0; pc < g->k; pc += GEMM_KC) {
@@ -1066,9 +1070,14 @@ static void gemm_serial(const rd_mlp_kernel_t *kr, const gemm_t *g, float *apack
       const float *b = g->b + (ptrdiff_t)pc * g->rsb + (ptrdiff_t)jc * g->csb;
       /* B in place: only a partial last panel is packed (to the front). */
       const size_t nfull = b_rows ? nc / NR * NR : 0;
-      if (nfull < nc)
+      const float *bp = bpack;
+      if (nfull < nc && bpre != NULL) {
+        bp = bpre;
+        bpre += round_up(nc - nfull, NR) * kc;
+      } else if (nfull < nc) {
         pack_b(kc, nc - nfull, NR, b + (ptrdiff_t)nfull * g->csb, g->rsb, g->csb, bpack,
                kr->tr16);
+      }
       for (size_t ic = 0; ic < g->m; ic += GEMM_MC) {
         size_t mc = g->m - ic < GEMM_MC ? g->m - ic : GEMM_MC;
         const float *a = g->a + (ptrdiff_t)ic * g->rsa + (ptrdiff_t)pc * g->csa;
@@ -1089,7 +1098,7 @@ static void gemm_serial(const rd_mlp_kernel_t *kr, const gemm_t *g, float *apack
             pn.b = b + (ptrdiff_t)jr;
             pn.brs = g->rsb;
           } else {
-            pn.b = bpack + (jr - nfull) * kc;
+            pn.b = bp + (jr - nfull) * kc;
             pn.brs = (ptrdiff_t)NR;
           }
           for (size_t ir = 0; ir < mc; ir += MR) {
@@ -1113,7 +1122,27 @@ static void gemm_serial(const rd_mlp_kernel_t *kr, const gemm_t *g, float *apack
   }
 }
 
-static size_t round_up(size_t x, size_t q) { return (x + q - 1) / q * q; }
+/* B's panels exactly as gemm_serial packs them, block after block, into
+ * out (NULL: only count); returns the floats they take. */
+static size_t prepack_b(const rd_mlp_kernel_t *kr, const gemm_t *g, float *out) {
+  const size_t NR = kr->nr;
+  size_t off = 0;
+  for (size_t jc = 0; jc < g->n; jc += GEMM_NC) {
+    size_t nc = g->n - jc < GEMM_NC ? g->n - jc : GEMM_NC;
+    for (size_t pc = 0; pc < g->k; pc += GEMM_KC) {
+      size_t kc = g->k - pc < GEMM_KC ? g->k - pc : GEMM_KC;
+      const int b_rows = g->csb == 1 && in_place_span(kc, g->rsb);
+      const float *b = g->b + (ptrdiff_t)pc * g->rsb + (ptrdiff_t)jc * g->csb;
+      const size_t nfull = b_rows ? nc / NR * NR : 0;
+      if (nfull == nc) continue;
+      if (out != NULL)
+        pack_b(kc, nc - nfull, NR, b + (ptrdiff_t)nfull * g->csb, g->rsb, g->csb, out + off,
+               kr->tr16);
+      off += round_up(nc - nfull, NR) * kc;
+    }
+  }
+  return off;
+}
 
 /* Packing scratch of one thread for a network: packed A for at most
  * min(MC, M) rows and packed B for at most min(NC, N) columns, where every
@@ -1214,6 +1243,7 @@ static void gemm(rd_mlp_t *m, const gemm_t *g0) {
     t.a = g.b, t.rsa = g.csb, t.csa = g.rsb;
     t.b = g.a, t.rsb = g.csa, t.csb = g.rsa;
     t.rsc = g.csc, t.csc = g.rsc;
+    t.bpre = NULL;
     g = t;
   }
   if (narrow_fits(kr, &g)) {
@@ -1250,6 +1280,7 @@ static void gemm(rd_mlp_t *m, const gemm_t *g0) {
         if (s.gate) s.gate += (ptrdiff_t)lo * g.rsg;
       } else {
         s.n = hi - lo;
+        s.bpre = NULL; /* packed for all of B's columns */
         s.b += (ptrdiff_t)lo * g.csb;
         s.c += (ptrdiff_t)lo * g.csc;
         if (s.bias) s.bias += lo;
@@ -1298,6 +1329,7 @@ void rd_mlp_free(rd_mlp_t *m) {
   free(m->delta[0]);
   free(m->delta[1]);
   free(m->pack);
+  free(m->bpre);
   memset(m, 0, sizeof *m);
 }
 
@@ -1392,6 +1424,7 @@ int rd_mlp_init_view(rd_mlp_t *v, const rd_mlp_t *owner, uint32_t max_rows, int 
   memcpy(v->b_off, owner->b_off, sizeof v->b_off);
   v->view = 1;
   v->params = owner->params;
+  v->bpre_from = owner;
   size_t B = max_rows, width = rd_nn_spec_max_width(s);
   size_packing(v, B, width);
   int ok = (v->input = alloc_floats(B * s->sizes[0])) != NULL;
@@ -1441,6 +1474,71 @@ int rd_mlp_layer_gemm(rd_mlp_t *m, uint32_t l, rd_mlp_gemm_t which, size_t n, co
   return RD_OK;
 }
 
+/* ---- prepacked weights ---- */
+
+/* The B operands of layer l's forward (W^T) and backward (dA = dZ W)
+ * products, as rd_mlp_forward and backward describe them. */
+static gemm_t layer_b(const rd_mlp_t *m, uint32_t l, int bwd) {
+  size_t in = m->spec.sizes[l], out = m->spec.sizes[l + 1];
+  const float *w = m->params + m->w_off[l];
+  if (bwd)
+    return (gemm_t){.n = in, .k = out, .csa = 1, .b = w, .rsb = (ptrdiff_t)in, .csb = 1,
+                    .rsc = (ptrdiff_t)in, .csc = 1};
+  return (gemm_t){.n = out, .k = in, .csa = 1, .b = w, .rsb = 1, .csb = (ptrdiff_t)in,
+                  .rsc = (ptrdiff_t)out, .csc = 1};
+}
+
+/* A part is prepacked only if gemm_serial would pack it (not a narrow or
+ * dot product, not read in place) and it is this large: a smaller B is
+ * packed from the L1 or L2 in a few microseconds, less than the team job
+ * that would pack it once costs. */
+#define PREPACK_MIN_FLOATS 16384u
+
+int rd_mlp_prepack_init(rd_mlp_t *m, rd_error_t *err) {
+  if (m->view || m->params == NULL)
+    return rd_error_set(err, RD_EINVAL,
+                        "prepacked weights need an initialised network, not a view");
+  size_t total = 0;
+  for (uint32_t l = 0; l < m->spec.n_layers; l++)
+    for (int d = 0; d < 2; d++) {
+      gemm_t g = layer_b(m, l, d);
+      m->bpre_off[l][d] = total;
+      const int skip = (d && !m->trainable) || narrow_fits(m->kernel, &g);
+      size_t len = skip ? 0 : prepack_b(m->kernel, &g, NULL);
+      m->bpre_len[l][d] = len >= PREPACK_MIN_FLOATS ? len : 0;
+      total += round_up(m->bpre_len[l][d], 16); /* 64-byte aligned panels */
+    }
+  free(m->bpre);
+  m->bpre_on = 0;
+  if ((m->bpre = alloc_floats(total)) == NULL)
+    return rd_error_set(err, RD_ENOMEM, "cannot allocate %zu floats of prepacked weights", total);
+  return RD_OK;
+}
+
+uint32_t rd_mlp_prepack_parts(const rd_mlp_t *m) { return m->bpre ? 2 * m->spec.n_layers : 0; }
+
+size_t rd_mlp_prepack_floats(const rd_mlp_t *m, uint32_t part) {
+  return m->bpre_len[part / 2][part % 2];
+}
+
+void rd_mlp_prepack_part(rd_mlp_t *m, uint32_t part) {
+  const uint32_t l = part / 2;
+  const int d = (int)(part % 2);
+  if (m->bpre_len[l][d] == 0) return;
+  gemm_t g = layer_b(m, l, d);
+  prepack_b(m->kernel, &g, m->bpre + m->bpre_off[l][d]);
+}
+
+void rd_mlp_prepack_use(rd_mlp_t *m, int on) { m->bpre_on = on && m->bpre != NULL; }
+
+/* Layer l's prepacked B for m (forward or backward), or NULL. */
+static const float *prepacked(const rd_mlp_t *m, uint32_t l, int bwd) {
+  const rd_mlp_t *o = m->view ? m->bpre_from : m;
+  if (o == NULL || !o->bpre_on || o->params != m->params || o->bpre_len[l][bwd] == 0)
+    return NULL;
+  return o->bpre + o->bpre_off[l][bwd];
+}
+
 /* ---- forward ---- */
 
 float rd_nn_tanh(float x) { return rd_tanh(x); }
@@ -1462,7 +1560,8 @@ int rd_mlp_forward(rd_mlp_t *m, size_t n, const float *x, float *y, rd_error_t *
                 .a = a, .rsa = (ptrdiff_t)in, .csa = 1,
                 .b = m->params + m->w_off[l], .rsb = 1, .csb = (ptrdiff_t)in,
                 .c = z, .rsc = (ptrdiff_t)out, .csc = 1,
-                .bias = m->params + m->b_off[l], .relu = s->act[l] == RD_NN_RELU};
+                .bias = m->params + m->b_off[l], .relu = s->act[l] == RD_NN_RELU,
+                .bpre = prepacked(m, l, 0)};
     gemm(m, &g);
     if (s->act[l] == RD_NN_TANH) RD_MLP_FOR(m, n * out, { z[i] = rd_tanh(z[i]); });
     a = z;
@@ -1542,7 +1641,7 @@ static int backward(rd_mlp_t *m, const float *dy, float *dx, int want_grads, rd_
     gemm_t ga = {.m = n, .n = in, .k = out,
                  .a = dz, .rsa = (ptrdiff_t)out, .csa = 1,
                  .b = m->params + m->w_off[l], .rsb = (ptrdiff_t)in, .csb = 1,
-                 .c = dst, .rsc = (ptrdiff_t)in, .csc = 1};
+                 .c = dst, .rsc = (ptrdiff_t)in, .csc = 1, .bpre = prepacked(m, l, 1)};
     if (l > 0 && s->act[l - 1] != RD_NN_IDENTITY) {
       ga.gate = a_in;
       ga.rsg = (ptrdiff_t)in;

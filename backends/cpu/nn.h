@@ -97,7 +97,7 @@ typedef struct {
 
 typedef struct rd_mlp_kernel rd_mlp_kernel_t; /* nn.c: one instruction set's GEMM kernel */
 
-typedef struct {
+typedef struct rd_mlp {
   rd_nn_spec_t spec;
   uint32_t max_batch, threads;
   const rd_mlp_kernel_t *kernel;
@@ -117,6 +117,14 @@ typedef struct {
   size_t pack_floats, pack_b_off;
   uint32_t fwd_batch; /* batch of the last forward if backward may use it, else 0 */
   int view;           /* a shard view: params borrowed from its owner (rd_mlp_init_view) */
+  /* Prepacked weights (below): the large layers' W^T (forward) and W
+   * (backward) as the GEMM packs them, at bpre + bpre_off[l][0 or 1],
+   * bpre_len floats (0: not packed), used while bpre_on. A view uses
+   * those of bpre_from (its owner) while it reads the same params. */
+  float *bpre;
+  size_t bpre_off[RD_NN_MAX_LAYERS][2], bpre_len[RD_NN_MAX_LAYERS][2];
+  int bpre_on;
+  const struct rd_mlp *bpre_from;
 } rd_mlp_t;
 
 void rd_mlp_config_default(rd_mlp_config_t *c);
@@ -146,6 +154,24 @@ void rd_mlp_free(rd_mlp_t *m);
  * parameters; free views before their owner. RD_EINVAL, RD_ENOMEM. */
 int rd_mlp_init_view(rd_mlp_t *v, const rd_mlp_t *owner, uint32_t max_rows, int with_grads,
                      rd_error_t *err);
+
+/* Prepacked weights. The GEMM copies B into panels before its products; a
+ * forward pass's B is W^T and a backward pass's is W, the same for every
+ * shard of a step, so the learner packs them once a step instead of once
+ * per shard and pass. rd_mlp_prepack_init allocates m's buffer (m not a
+ * view; RD_EINVAL, RD_ENOMEM). The packing is in rd_mlp_prepack_parts(m)
+ * parts (a layer's forward or backward B; none for the backward of an
+ * inference-only network), which different threads may pack at once;
+ * rd_mlp_prepack_floats says how much each copies. rd_mlp_prepack_use(m,
+ * 1), after every part, makes forward and backward on m, and on views
+ * reading m's params, use them (the same bits: packing only copies);
+ * rd_mlp_prepack_use(m, 0) stops that, and must come before anything
+ * writes m's weights. */
+int rd_mlp_prepack_init(rd_mlp_t *m, rd_error_t *err);
+uint32_t rd_mlp_prepack_parts(const rd_mlp_t *m);
+size_t rd_mlp_prepack_floats(const rd_mlp_t *m, uint32_t part);
+void rd_mlp_prepack_part(rd_mlp_t *m, uint32_t part);
+void rd_mlp_prepack_use(rd_mlp_t *m, int on);
 
 /* The GEMM variant in use: "generic", "avx2" or "avx512". */
 const char *rd_mlp_isa(const rd_mlp_t *m);

@@ -80,9 +80,9 @@ static uint64_t learner_bytes(const rd_learner_config_t *lc) {
     uint64_t params = rd_nn_spec_params(&specs[i]);
     b += params * 5 * sizeof(float);                                /* online x4 + target */
     b += (uint64_t)lc->max_batch * units * 2 * 3 * sizeof(float);  /* both nets' buffers */
-    if (shards > 1)
+    if (shards > 1) /* views; the weights prepacked (online W^T and W, target W^T) */
       b += 2 * (uint64_t)lc->max_batch * units * 2 * 3 * sizeof(float) +
-           shards * params * sizeof(float);
+           shards * params * sizeof(float) + 3 * (params + 16 * units) * sizeof(float);
   }
   return b;
 }
