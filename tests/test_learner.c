@@ -669,6 +669,45 @@ static void test_determinism(void **state) {
   determinism_case(&c, 512, 3);
   rdt_ddpg_config(&c, 4, 1, 2, eight, 2, eight);
   determinism_case(&c, 64, 5);
+  /* Shards of at most 512 rows past 8 of them (wide layers), up to 32. */
+  rdt_dqn_config(&c, 4, 2, 2, q);
+  determinism_case(&c, 4608, 2);
+}
+
+/* rd_learner_shards: 128-row shards up to 8; past 8 shards of 512 rows,
+ * networks with a hidden layer of 64 units or more get shards of at most
+ * 512 rows, up to 32; narrower ones stay at 8. Every batch size up to
+ * max_batch steps within the views' rows (ASan's check). */
+static void test_shard_counts(void **state) {
+  (void)state;
+  const uint32_t q[] = {64, 64}, narrow[] = {8, 63}, wide[] = {8, 64};
+  rd_learner_config_t c, n, w;
+  rdt_dqn_config(&c, 4, 2, 2, q);
+  rdt_ddpg_config(&n, 4, 1, 2, narrow, 2, narrow);
+  rdt_ddpg_config(&w, 4, 1, 2, narrow, 2, wide); /* only the critic is wide */
+  const struct {
+    size_t rows;
+    uint32_t wide, narrow;
+  } want[] = {{1, 1, 1},     {255, 1, 1},    {256, 2, 2},    {1024, 8, 8},
+              {4096, 8, 8},  {4097, 9, 8},   {4608, 9, 8},   {4609, 10, 8},
+              {16384, 32, 8}, {16385, 32, 8}, {1u << 20, 32, 8}};
+  for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+    assert_int_equal(rd_learner_shards(&c, want[i].rows), want[i].wide);
+    assert_int_equal(rd_learner_shards(&w, want[i].rows), want[i].wide);
+    assert_int_equal(rd_learner_shards(&n, want[i].rows), want[i].narrow);
+  }
+  c.max_batch = 5200;
+  c.threads = 2;
+  rd_learner_t l;
+  make(&l, &c);
+  const size_t sizes[] = {5200, 4097, 5119, 4608, 4100, 4096, 1100};
+  for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+    rdt_batch_t bb;
+    rdt_batch_make(&bb, &c, sizes[i], 77 + i);
+    assert_int_equal(rd_learner_step(&l, &bb.b, NULL, NULL, NULL), RD_OK);
+    rdt_batch_free(&bb);
+  }
+  rd_learner_free(&l);
 }
 
 /* a and b hold the same weights, moments and step counts. */
@@ -1268,6 +1307,7 @@ RDT_MAIN(NULL, NULL,
          cmocka_unit_test(test_dqn_learns_chain),
          cmocka_unit_test(test_ddpg_learns_bandit),
          cmocka_unit_test(test_determinism),
+         cmocka_unit_test(test_shard_counts),
          cmocka_unit_test(test_thread_tuning),
          cmocka_unit_test(test_tuning_second_team_trial),
       cmocka_unit_test(test_replicas_follow_changes),

@@ -359,13 +359,14 @@ int rd_learner_init(rd_learner_t *l, const rd_learner_config_t *c, rd_error_t *e
                         B);
   }
   /* Shard views for every batch size up to max_batch that is sharded:
-   * ceil(n / shards(n)) rows is below 2 shard rows up to 8 shards, and
-   * ceil(B / 8) from there. */
-  s->n_views = rd_learner_shards(B);
+   * the most rows a shard of any such batch has. */
+  s->n_views = rd_learner_shards(c, B);
   if (s->n_views > 1) {
-    size_t rows = (B + RD_LEARNER_MAX_SHARDS - 1) / RD_LEARNER_MAX_SHARDS;
-    if (rows < 2 * RD_LEARNER_SHARD_ROWS) rows = 2 * RD_LEARNER_SHARD_ROWS;
-    if (rows > B) rows = B;
+    size_t rows = 0;
+    for (size_t n = 2 * RD_LEARNER_SHARD_ROWS; n <= B; n++) {
+      const size_t k = rd_learner_shards(c, n), r = (n + k - 1) / k;
+      if (r > rows) rows = r;
+    }
     for (uint32_t k = 0; k < s->n_views && rc == RD_OK; k++)
       for (int i = 0; i < l->n_nets && rc == RD_OK; i++)
         rc = rd_mlp_init_view(&s->view[k][i], &l->net[i], (uint32_t)rows, l->net[i].trainable,
@@ -390,9 +391,20 @@ int rd_learner_init(rd_learner_t *l, const rd_learner_config_t *c, rd_error_t *e
   return RD_OK;
 }
 
-uint32_t rd_learner_shards(size_t n) {
+uint32_t rd_learner_shards(const rd_learner_config_t *c, size_t n) {
   size_t k = n / RD_LEARNER_SHARD_ROWS;
-  return k < 2 ? 1 : k > RD_LEARNER_MAX_SHARDS ? RD_LEARNER_MAX_SHARDS : (uint32_t)k;
+  if (k < 2) return 1;
+  uint32_t wide = 0;
+  for (uint32_t i = 0; i < c->n_hidden && i < RD_LEARNER_MAX_HIDDEN; i++)
+    wide |= c->hidden[i] >= RD_LEARNER_WIDE_UNITS;
+  for (uint32_t i = 0; c->algo == RD_ALGO_DDPG && i < c->n_critic_hidden &&
+                       i < RD_LEARNER_MAX_HIDDEN; i++)
+    wide |= c->critic_hidden[i] >= RD_LEARNER_WIDE_UNITS;
+  if (wide && n > 8 * (size_t)RD_LEARNER_WIDE_ROWS) {
+    k = (n + RD_LEARNER_WIDE_ROWS - 1) / RD_LEARNER_WIDE_ROWS;
+    return k > RD_LEARNER_MAX_SHARDS ? RD_LEARNER_MAX_SHARDS : (uint32_t)k;
+  }
+  return k > 8 ? 8 : (uint32_t)k;
 }
 
 const rd_mlp_t *rd_learner_policy(const rd_learner_t *l) { return &l->net[0]; }
@@ -1175,7 +1187,7 @@ static int train_step(rd_learner_t *l, const rd_batch_t *b, float *td, rd_step_s
   j.l = l;
   j.b = b;
   j.n = n;
-  j.shards = rd_learner_shards(n);
+  j.shards = rd_learner_shards(&l->config, n);
   /* Replicas: a team step runs on them, synced first if anything else
    * moved net[], and keeps them equal (update_replicas); any other step
    * moves net[] alone. */
@@ -1305,7 +1317,7 @@ int rd_learner_step(rd_learner_t *l, const rd_batch_t *b, float *td_abs, rd_step
   memset(st, 0, sizeof *st);
   float *td = td_abs != NULL ? td_abs : ((scratch_t *)l->scratch)->td;
   if (l->config.threads > 1) tune_before(l, b->n, rd_clock_now());
-  if (rd_learner_shards(b->n) > 1) {
+  if (rd_learner_shards(&l->config, b->n) > 1) {
     /* The team runs the shards; the networks' own products stay on this
      * thread (a product team inside a shard would fight the shard team). */
     const uint32_t th = l->tune.threads;

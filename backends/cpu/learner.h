@@ -41,8 +41,8 @@
  * descheduled thread (nn.h: slow teams, OMP_WAIT_POLICY).
  *
  * Shards (the data-parallel step). A batch of n >= 2 RD_LEARNER_SHARD_ROWS
- * rows is cut into rd_learner_shards(n) shards of consecutive rows, a number
- * that depends on n only. Each shard runs the forward passes and then the
+ * rows is cut into rd_learner_shards(c, n) shards of consecutive rows, a
+ * number that depends on the networks' widths and n only. Each shard runs the forward passes and then the
  * backward passes on its rows in views of the networks (nn.h: own
  * activations and gradients, the networks' parameters); the loss, |delta|
  * and the actor loss are computed over the whole batch, exactly as for an
@@ -121,7 +121,9 @@
 
 #define RD_LEARNER_TUNE_STEPS 16
 #define RD_LEARNER_SHARD_ROWS 128u
-#define RD_LEARNER_MAX_SHARDS 8u
+#define RD_LEARNER_MAX_SHARDS 32u
+#define RD_LEARNER_WIDE_UNITS 64u  /* a hidden layer this wide: shards of at most WIDE_ROWS */
+#define RD_LEARNER_WIDE_ROWS 512u
 #define RD_LEARNER_REPLICATE_MAX 32768u /* trainable parameters; replicas below (above) */
 #define RD_LEARNER_TUNE_HOLD_S 2.0
 #define RD_LEARNER_TUNE_CLOSE 0.10 /* within 10%: a close call */
@@ -259,8 +261,14 @@ int rd_learner_step(rd_learner_t *l, const rd_batch_t *b, float *td_abs, rd_step
 const rd_mlp_t *rd_learner_policy(const rd_learner_t *l);
 
 /* Shards of a step of n rows (above): 1 below 2 RD_LEARNER_SHARD_ROWS,
- * else n / RD_LEARNER_SHARD_ROWS up to RD_LEARNER_MAX_SHARDS. */
-uint32_t rd_learner_shards(size_t n);
+ * else n / RD_LEARNER_SHARD_ROWS up to 8; past 8 shards of
+ * RD_LEARNER_WIDE_ROWS, networks with a hidden layer of at least
+ * RD_LEARNER_WIDE_UNITS get shards of at most RD_LEARNER_WIDE_ROWS rows,
+ * up to RD_LEARNER_MAX_SHARDS: a shard's activations then stay within a
+ * core's L2 through its passes. Narrow networks' activations fit anyway,
+ * and more shards only add to the gradients' reduction (measured in
+ * docs/benchmarks.md). */
+uint32_t rd_learner_shards(const rd_learner_config_t *c, size_t n);
 
 /* Bytes of the policy in the flat format (rd_nn_spec.h), and the writer. */
 size_t rd_learner_policy_bytes(const rd_learner_t *l);

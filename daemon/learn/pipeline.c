@@ -72,7 +72,7 @@ static uint64_t learner_bytes(const rd_learner_config_t *lc) {
   int n = 0;
   if (rd_learner_policy_spec(lc, &specs[n], NULL) == RD_OK) n++;
   if (lc->algo == RD_ALGO_DDPG && rd_learner_critic_spec(lc, &specs[n], NULL) == RD_OK) n++;
-  const uint64_t shards = rd_learner_shards(lc->max_batch);
+  const uint64_t shards = rd_learner_shards(lc, lc->max_batch);
   uint64_t b = 0;
   for (int i = 0; i < n; i++) {
     uint64_t units = 0;
