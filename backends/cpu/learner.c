@@ -72,6 +72,7 @@ typedef struct {
     uint8_t net, part;
   } pp_task[4 * 2 * RD_NN_MAX_LAYERS];
   uint32_t pp_tasks;
+  int wide;          /* wide_nets(config): the shard count's rule */
 } scratch_t;
 
 enum { NET_Q = 0, NET_Q_TARGET = 1 };
@@ -274,6 +275,28 @@ static size_t trainable_params(const rd_learner_t *l) {
   return n;
 }
 
+/* Whether c's networks have a hidden layer of RD_LEARNER_WIDE_UNITS. */
+static int wide_nets(const rd_learner_config_t *c) {
+  int wide = 0;
+  for (uint32_t i = 0; i < c->n_hidden && i < RD_LEARNER_MAX_HIDDEN; i++)
+    wide |= c->hidden[i] >= RD_LEARNER_WIDE_UNITS;
+  for (uint32_t i = 0; c->algo == RD_ALGO_DDPG && i < c->n_critic_hidden &&
+                       i < RD_LEARNER_MAX_HIDDEN; i++)
+    wide |= c->critic_hidden[i] >= RD_LEARNER_WIDE_UNITS;
+  return wide;
+}
+
+/* rd_learner_shards with wide_nets known. */
+static uint32_t shards_of(int wide, size_t n) {
+  size_t k = n / RD_LEARNER_SHARD_ROWS;
+  if (k < 2) return 1;
+  if (wide && n > RD_LEARNER_BASE_SHARDS * (size_t)RD_LEARNER_WIDE_ROWS) {
+    k = (n + RD_LEARNER_WIDE_ROWS - 1) / RD_LEARNER_WIDE_ROWS;
+    return k > RD_LEARNER_MAX_SHARDS ? RD_LEARNER_MAX_SHARDS : (uint32_t)k;
+  }
+  return k > RD_LEARNER_BASE_SHARDS ? RD_LEARNER_BASE_SHARDS : (uint32_t)k;
+}
+
 /* The packing tasks of net[]'s weights (scratch_t pp_task), largest first. */
 static void plan_prepack(rd_learner_t *l) {
   scratch_t *s = l->scratch;
@@ -360,11 +383,12 @@ int rd_learner_init(rd_learner_t *l, const rd_learner_config_t *c, rd_error_t *e
   }
   /* Shard views for every batch size up to max_batch that is sharded:
    * the most rows a shard of any such batch has. */
-  s->n_views = rd_learner_shards(c, B);
+  s->wide = wide_nets(c);
+  s->n_views = shards_of(s->wide, B);
   if (s->n_views > 1) {
     size_t rows = 0;
     for (size_t n = 2 * RD_LEARNER_SHARD_ROWS; n <= B; n++) {
-      const size_t k = rd_learner_shards(c, n), r = (n + k - 1) / k;
+      const size_t k = shards_of(s->wide, n), r = (n + k - 1) / k;
       if (r > rows) rows = r;
     }
     for (uint32_t k = 0; k < s->n_views && rc == RD_OK; k++)
@@ -392,19 +416,7 @@ int rd_learner_init(rd_learner_t *l, const rd_learner_config_t *c, rd_error_t *e
 }
 
 uint32_t rd_learner_shards(const rd_learner_config_t *c, size_t n) {
-  size_t k = n / RD_LEARNER_SHARD_ROWS;
-  if (k < 2) return 1;
-  uint32_t wide = 0;
-  for (uint32_t i = 0; i < c->n_hidden && i < RD_LEARNER_MAX_HIDDEN; i++)
-    wide |= c->hidden[i] >= RD_LEARNER_WIDE_UNITS;
-  for (uint32_t i = 0; c->algo == RD_ALGO_DDPG && i < c->n_critic_hidden &&
-                       i < RD_LEARNER_MAX_HIDDEN; i++)
-    wide |= c->critic_hidden[i] >= RD_LEARNER_WIDE_UNITS;
-  if (wide && n > 8 * (size_t)RD_LEARNER_WIDE_ROWS) {
-    k = (n + RD_LEARNER_WIDE_ROWS - 1) / RD_LEARNER_WIDE_ROWS;
-    return k > RD_LEARNER_MAX_SHARDS ? RD_LEARNER_MAX_SHARDS : (uint32_t)k;
-  }
-  return k > 8 ? 8 : (uint32_t)k;
+  return shards_of(wide_nets(c), n);
 }
 
 const rd_mlp_t *rd_learner_policy(const rd_learner_t *l) { return &l->net[0]; }
@@ -1187,7 +1199,7 @@ static int train_step(rd_learner_t *l, const rd_batch_t *b, float *td, rd_step_s
   j.l = l;
   j.b = b;
   j.n = n;
-  j.shards = rd_learner_shards(&l->config, n);
+  j.shards = shards_of(s->wide, n);
   /* Replicas: a team step runs on them, synced first if anything else
    * moved net[], and keeps them equal (update_replicas); any other step
    * moves net[] alone. */
@@ -1317,7 +1329,7 @@ int rd_learner_step(rd_learner_t *l, const rd_batch_t *b, float *td_abs, rd_step
   memset(st, 0, sizeof *st);
   float *td = td_abs != NULL ? td_abs : ((scratch_t *)l->scratch)->td;
   if (l->config.threads > 1) tune_before(l, b->n, rd_clock_now());
-  if (rd_learner_shards(&l->config, b->n) > 1) {
+  if (shards_of(((scratch_t *)l->scratch)->wide, b->n) > 1) {
     /* The team runs the shards; the networks' own products stay on this
      * thread (a product team inside a shard would fight the shard team). */
     const uint32_t th = l->tune.threads;

@@ -42,9 +42,10 @@
  *
  * Shards (the data-parallel step). A batch of n >= 2 RD_LEARNER_SHARD_ROWS
  * rows is cut into rd_learner_shards(c, n) shards of consecutive rows, a
- * number that depends on the networks' widths and n only. Each shard runs the forward passes and then the
- * backward passes on its rows in views of the networks (nn.h: own
- * activations and gradients, the networks' parameters); the loss, |delta|
+ * number that depends on the networks' widths and n only. Each shard runs
+ * the forward passes and then the backward passes on its rows in views of
+ * the networks (nn.h: own activations and gradients, the networks'
+ * parameters); the loss, |delta|
  * and the actor loss are computed over the whole batch, exactly as for an
  * unsharded batch (DDPG between the passes; DQN, whose loss gradient of a
  * row depends on that row alone, after them: a DQN shard writes its rows'
@@ -121,6 +122,7 @@
 
 #define RD_LEARNER_TUNE_STEPS 16
 #define RD_LEARNER_SHARD_ROWS 128u
+#define RD_LEARNER_BASE_SHARDS 8u /* shards of RD_LEARNER_SHARD_ROWS rows, at most */
 #define RD_LEARNER_MAX_SHARDS 32u
 #define RD_LEARNER_WIDE_UNITS 64u  /* a hidden layer this wide: shards of at most WIDE_ROWS */
 #define RD_LEARNER_WIDE_ROWS 512u
@@ -261,8 +263,8 @@ int rd_learner_step(rd_learner_t *l, const rd_batch_t *b, float *td_abs, rd_step
 const rd_mlp_t *rd_learner_policy(const rd_learner_t *l);
 
 /* Shards of a step of n rows (above): 1 below 2 RD_LEARNER_SHARD_ROWS,
- * else n / RD_LEARNER_SHARD_ROWS up to 8; past 8 shards of
- * RD_LEARNER_WIDE_ROWS, networks with a hidden layer of at least
+ * else n / RD_LEARNER_SHARD_ROWS up to RD_LEARNER_BASE_SHARDS; past that
+ * many shards of RD_LEARNER_WIDE_ROWS, networks with a hidden layer of at least
  * RD_LEARNER_WIDE_UNITS get shards of at most RD_LEARNER_WIDE_ROWS rows,
  * up to RD_LEARNER_MAX_SHARDS: a shard's activations then stay within a
  * core's L2 through its passes. Narrow networks' activations fit anyway,

@@ -1045,6 +1045,14 @@ static int in_place_span(size_t kc, ptrdiff_t stride) {
   return (size_t)(stride < 0 ? -stride : stride) * kc * sizeof(float) <= GEMM_IN_PLACE_BYTES;
 }
 
+/* The columns of a kc x nc block of B that the kernel reads in place:
+ * whole NR panels of a B with contiguous rows, while compact; the rest is
+ * packed. gemm_serial and prepack_b both decide by it, so a prepacked B
+ * holds exactly the panels gemm_serial would pack. */
+static size_t b_in_place(const gemm_t *g, size_t kc, size_t nc, size_t NR) {
+  return g->csb == 1 && in_place_span(kc, g->rsb) ? nc / NR * NR : 0;
+}
+
 /* The blocked loops on one thread, with that thread's packing buffers
  * (size_packing; both 64-byte aligned). Packing is a copy that costs about
  * as much as the products of a small network's layers (a 64-wide layer
@@ -1066,10 +1074,9 @@ static void gemm_serial(const rd_mlp_kernel_t *kr, const gemm_t *g, float *apack
       int first = pc == 0, last = pc + kc == g->k;
       const int a_cols = g->rsa == 1 && in_place_span(kc, g->csa);
       const int a_rows = !a_cols && g->csa == 1;
-      const int b_rows = g->csb == 1 && in_place_span(kc, g->rsb);
       const float *b = g->b + (ptrdiff_t)pc * g->rsb + (ptrdiff_t)jc * g->csb;
       /* B in place: only a partial last panel is packed (to the front). */
-      const size_t nfull = b_rows ? nc / NR * NR : 0;
+      const size_t nfull = b_in_place(g, kc, nc, NR);
       const float *bp = bpack;
       if (nfull < nc && bpre != NULL) {
         bp = bpre;
@@ -1131,9 +1138,8 @@ static size_t prepack_b(const rd_mlp_kernel_t *kr, const gemm_t *g, float *out) 
     size_t nc = g->n - jc < GEMM_NC ? g->n - jc : GEMM_NC;
     for (size_t pc = 0; pc < g->k; pc += GEMM_KC) {
       size_t kc = g->k - pc < GEMM_KC ? g->k - pc : GEMM_KC;
-      const int b_rows = g->csb == 1 && in_place_span(kc, g->rsb);
       const float *b = g->b + (ptrdiff_t)pc * g->rsb + (ptrdiff_t)jc * g->csb;
-      const size_t nfull = b_rows ? nc / NR * NR : 0;
+      const size_t nfull = b_in_place(g, kc, nc, NR);
       if (nfull == nc) continue;
       if (out != NULL)
         pack_b(kc, nc - nfull, NR, b + (ptrdiff_t)nfull * g->csb, g->rsb, g->csb, out + off,
