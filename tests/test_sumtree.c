@@ -245,6 +245,60 @@ static void test_stratified_targets(void **state) {
   free(lv);
 }
 
+/* Trees whose leaf level is 8 MiB or more sample two groups of descents at
+ * a time (sumtree.c's sample_pairs, for K >= 16); smaller ones one group.
+ * Both against the Fenwick reference at a capacity past that size, every
+ * ISA, batch sizes around the group size and its multiples (a group alone
+ * at the start and end, a last group short of a full one), one and two
+ * threads. */
+static void test_large_tree_samples(void **state) {
+  (void)state;
+  const char *isas[] = {"generic", "avx2", "avx512"};
+  const uint32_t cap = (1u << 20) + 5, n = 1100, ks[] = {8, 16, 32, 64};
+  const uint32_t ms[] = {1, 2, 63, 64, 65, 127, 128, 129, 191, 200, 257, 512, 1000, 1100};
+  uint64_t *v = malloc(cap * sizeof *v), *tg = malloc(n * sizeof *tg);
+  uint32_t *lv = malloc(n * sizeof *lv);
+  for (size_t k = 0; k < sizeof ks / sizeof ks[0]; k++) {
+    fenwick_t f;
+    fw_init(&f, cap);
+    uint64_t s = 11 + k;
+    for (size_t is = 0; is < 3; is++) {
+      setenv("RD_SUMTREE_ISA", isas[is], 1);
+      rd_sumtree_t t;
+      assert_int_equal(rd_sumtree_init(&t, cap, ks[k], NULL), RD_OK);
+      if (is == 0)
+        for (uint32_t i = 0; i < cap; i++) { /* zero runs: whole blocks empty */
+          v[i] = (i / 5000) % 4 == 1 || rd_splitmix64(&s) % 4 == 0
+                     ? 0 : rdt_wide_u64(&s, t.max_leaf / cap);
+          fw_set(&f, i, v[i]);
+        }
+      assert_int_equal(rd_sumtree_set_range(&t, 0, cap, v, NULL), RD_OK);
+      const uint64_t total = rd_sumtree_total(&t);
+      assert_int_equal(total, f.sum);
+      for (uint32_t threads = 1; threads <= 2; threads++) {
+        rd_sumtree_set_threads(&t, threads);
+        for (size_t mi = 0; mi < sizeof ms / sizeof ms[0]; mi++) {
+          const uint32_t m = ms[mi];
+          for (uint32_t i = 0; i < m; i++) /* stratified, as a replay batch draws */
+            tg[i] = (uint64_t)((unsigned __int128)total * i / m) + rd_splitmix64(&s) % (total / m);
+          if (m > 3) tg[m - 1] = total - 1, tg[m / 2] = 0;
+          assert_int_equal(rd_sumtree_sample(&t, m, tg, lv, NULL), RD_OK);
+          for (uint32_t i = 0; i < m; i++)
+            if (lv[i] != fw_search(&f, tg[i]))
+              fail_msg("K %u %s threads %u m %u item %u: leaf %u, want %llu", ks[k], isas[is],
+                       threads, m, i, lv[i], (unsigned long long)fw_search(&f, tg[i]));
+        }
+      }
+      rd_sumtree_free(&t);
+    }
+    fw_free(&f);
+  }
+  unsetenv("RD_SUMTREE_ISA");
+  free(v);
+  free(tg);
+  free(lv);
+}
+
 /* The issue's exactness requirement: 10^7 random updates (K = 16, the
  * default), 10^6 for every other fanout, each batch followed by samples
  * checked against the Fenwick reference, with full invariant checks and
@@ -625,6 +679,7 @@ RDT_MAIN(NULL, NULL,
          cmocka_unit_test(test_large_tree_mapping),
          cmocka_unit_test(test_exhaustive_small),
          cmocka_unit_test(test_stratified_targets),
+         cmocka_unit_test(test_large_tree_samples),
          cmocka_unit_test(test_set_range),
          cmocka_unit_test(test_errors_change_nothing),
          cmocka_unit_test(test_batch_checks_every_index),

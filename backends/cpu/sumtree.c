@@ -37,7 +37,8 @@
 /* How many descents one thread keeps in flight. Each level, a group issues
  * the prefetches for the next level of all its members before it needs any
  * of them, so the cache misses of the lower levels overlap instead of
- * adding up (the software analogue of the FPGA pipeline of §IV-C4). */
+ * adding up (the software analogue of the FPGA pipeline of §IV-C4). Large
+ * trees keep two groups in flight (sample_pairs). */
 #define SAMPLE_GROUP 64
 /* Updates look this many items ahead to prefetch the leaf and its
  * parent entry's: about the latency of a line from a shared L3 or DRAM at
@@ -393,10 +394,101 @@ static RD_ALWAYS_INLINE void sample_level(const uint64_t *L, const uint64_t *nex
  * it), and prefetching its blocks only costs instructions. */
 #define SAMPLE_PREFETCH_BYTES ((uint64_t)32 << 10)
 
+/* Below this many bytes of leaves the sample runs one group at a time
+ * (sample_groups); from here on two at a time (sample_pairs), for fanouts
+ * of two lines a block or more. docs/benchmarks.md has the crossover. */
+#define SAMPLE_PAIRS_MIN_BYTES ((uint64_t)8 << 20)
+
+/* One step of one descent, at entry *e of the level above (0 at the root)
+ * with target *tp: sample_level's body for one item. */
+static RD_ALWAYS_INLINE void sample_step(const uint64_t *L, const uint64_t *next, uint64_t *tp,
+                                         uint64_t *e, const uint32_t K, const uint32_t LK,
+                                         const int isa, const bool pf, const bool leaf,
+                                         uint64_t *fb, uint64_t *sb) {
+  const uint64_t *blk = L + (*e << LK);
+  const uint64_t c = (*e << LK) + (leaf ? descend_leaf(blk, tp, K, isa, fb, sb)
+                                        : descend(blk, tp, K, isa, fb));
+  *e = c;
+  if (pf) prefetch_block(next + (c << LK), K);
+}
+
+/* A level as a pass over it sees it. */
+typedef struct {
+  const uint64_t *L, *next;
+  bool pf, leaf;
+} sample_pass_t;
+
+static RD_ALWAYS_INLINE sample_pass_t sample_pass(const rd_sumtree_t *t, uint32_t h,
+                                                  const uint32_t K) {
+  const uint32_t H = t->height;
+  sample_pass_t v;
+  v.L = t->level[h];
+  v.next = h + 1 < H ? t->level[h + 1] : NULL;
+  v.pf = v.next && t->level_blocks[h + 1] * K * sizeof(uint64_t) > SAMPLE_PREFETCH_BYTES;
+  v.leaf = h + 1 == H;
+  return v;
+}
+
+/* Algorithm 1 for two groups at a time, for trees whose lower levels miss
+ * the caches. Group i's steps on the upper half of the levels (cached:
+ * instructions) alternate item by item with group i - 1's on the lower
+ * half (misses, prefetched a pass before), in one loop: the core computes
+ * one group's steps while the other's lines are in flight, where a group
+ * alone first waits on its lines and then computes with none in flight
+ * (the overlap of the FPGA's level pipeline, papers/001 §IV-C4). On trees
+ * that fit the caches there is nothing to overlap, and the longer loop
+ * body costs more than one group's passes. */
+static RD_ALWAYS_INLINE void sample_pairs(const rd_sumtree_t *t, size_t n,
+                                          const uint64_t *targets, uint32_t *leaves,
+                                          const uint32_t K, const uint32_t LK, const int isa) {
+  const uint32_t H = t->height, top = H / 2; /* upper levels [0, top), lower [top, H) */
+  /* descend's and descend_leaf's scratch, one set per group: a store of
+   * one group's step never waits behind a load of the other's. */
+  uint64_t fb[2][24] __attribute__((aligned(64)));
+  uint64_t sb[2][RD_SUMTREE_MAX_FANOUT] __attribute__((aligned(64)));
+  fb[0][7] = fb[1][7] = 0;
+  uint64_t tt[2][SAMPLE_GROUP], e[2][SAMPLE_GROUP];
+  const size_t G = SAMPLE_GROUP, ngroups = (n + G - 1) / G;
+  for (size_t i = 0; i <= ngroups; i++) {
+    const int u = (int)(i & 1), l = u ^ 1; /* group i's slot, group i - 1's */
+    const size_t ub = i * G, lb = (i - 1) * G;
+    const size_t mu = i < ngroups ? (n - ub < G ? n - ub : G) : 0;
+    const size_t ml = i > 0 ? (n - lb < G ? n - lb : G) : 0;
+    for (size_t g = 0; g < mu; g++) {
+      tt[u][g] = targets[ub + g];
+      e[u][g] = 0;
+    }
+    for (uint32_t j = 0; top + j < H; j++) {
+      const sample_pass_t lo = sample_pass(t, top + j, K);
+      const sample_pass_t up = sample_pass(t, j < top ? j : 0, K); /* never the leaves */
+      const size_t mup = j < top ? mu : 0, both = ml < mup ? ml : mup;
+      size_t g = 0;
+#define SAMPLE_PAIR(LPF, LLEAF, UPF)                                                        \
+  for (; g < both; g++) {                                                                   \
+    sample_step(lo.L, lo.next, &tt[l][g], &e[l][g], K, LK, isa, LPF, LLEAF, fb[l], sb[l]);  \
+    sample_step(up.L, up.next, &tt[u][g], &e[u][g], K, LK, isa, UPF, false, fb[u], sb[u]);  \
+  }
+      if (lo.leaf && up.pf) SAMPLE_PAIR(false, true, true)
+      else if (lo.leaf) SAMPLE_PAIR(false, true, false)
+      else if (lo.pf && up.pf) SAMPLE_PAIR(true, false, true)
+      else if (lo.pf) SAMPLE_PAIR(true, false, false)
+      else if (up.pf) SAMPLE_PAIR(false, false, true)
+      else SAMPLE_PAIR(false, false, false)
+#undef SAMPLE_PAIR
+      /* The last group's tail, or a pass only one group has. */
+      for (size_t k = g; k < ml; k++)
+        sample_step(lo.L, lo.next, &tt[l][k], &e[l][k], K, LK, isa, lo.pf, lo.leaf, fb[l], sb[l]);
+      for (size_t k = g; k < mup; k++)
+        sample_step(up.L, up.next, &tt[u][k], &e[u][k], K, LK, isa, up.pf, false, fb[u], sb[u]);
+    }
+    for (size_t g = 0; g < ml; g++) leaves[lb + g] = (uint32_t)e[l][g];
+  }
+}
+
 /* Algorithm 1 of papers/001 for a group of descents at a time. */
-static RD_ALWAYS_INLINE void sample_body(const rd_sumtree_t *t, size_t n,
-                                         const uint64_t *targets, uint32_t *leaves,
-                                         const uint32_t K, const uint32_t LK, const int isa) {
+static RD_ALWAYS_INLINE void sample_groups(const rd_sumtree_t *t, size_t n,
+                                           const uint64_t *targets, uint32_t *leaves,
+                                           const uint32_t K, const uint32_t LK, const int isa) {
   const uint32_t H = t->height;
   uint64_t fb[24] __attribute__((aligned(64))); /* descend's scratch */
   uint64_t sb[RD_SUMTREE_MAX_FANOUT] __attribute__((aligned(64))); /* descend_leaf's */
@@ -426,6 +518,16 @@ static RD_ALWAYS_INLINE void sample_body(const rd_sumtree_t *t, size_t n,
     }
     for (size_t g = 0; g < m; g++) leaves[base + g] = (uint32_t)e[g];
   }
+}
+
+static RD_ALWAYS_INLINE void sample_body(const rd_sumtree_t *t, size_t n,
+                                         const uint64_t *targets, uint32_t *leaves,
+                                         const uint32_t K, const uint32_t LK, const int isa) {
+  const uint64_t leaf_bytes = t->level_blocks[t->height - 1] * K * sizeof(uint64_t);
+  if (K >= 16 && leaf_bytes >= SAMPLE_PAIRS_MIN_BYTES)
+    sample_pairs(t, n, targets, leaves, K, LK, isa);
+  else
+    sample_groups(t, n, targets, leaves, K, LK, isa);
 }
 
 /* Add d (mod 2^64) to entry e of a level and the entries after it in its
