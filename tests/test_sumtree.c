@@ -255,7 +255,7 @@ static void test_large_tree_samples(void **state) {
   (void)state;
   const char *isas[] = {"generic", "avx2", "avx512"};
   const uint32_t cap = (1u << 20) + 5, n = 1100, ks[] = {8, 16, 32, 64};
-  const uint32_t ms[] = {1, 2, 63, 64, 65, 127, 128, 129, 191, 200, 257, 512, 1000, 1100};
+  const uint32_t ms[] = {1, 2, 7, 9, 15, 17, 31, 33, 63, 64, 65, 127, 128, 129, 191, 200, 257, 512, 1000, 1100};
   uint64_t *v = malloc(cap * sizeof *v), *tg = malloc(n * sizeof *tg);
   uint32_t *lv = malloc(n * sizeof *lv);
   for (size_t k = 0; k < sizeof ks / sizeof ks[0]; k++) {

@@ -398,6 +398,11 @@ static RD_ALWAYS_INLINE void sample_level(const uint64_t *L, const uint64_t *nex
  * (sample_groups); from here on two at a time (sample_pairs), for fanouts
  * of two lines a block or more. docs/benchmarks.md has the crossover. */
 #define SAMPLE_PAIRS_MIN_BYTES ((uint64_t)8 << 20)
+/* A group of sample_pairs prefetches this many lines a pass (32 descents
+ * at K = 16): with more, the pass that issues them stalls on the core's
+ * miss buffers and holds up the other group's steps behind it. At most
+ * SAMPLE_GROUP descents for K >= 8. */
+#define SAMPLE_PAIR_LINES 64u
 
 /* One step of one descent, at entry *e of the level above (0 at the root)
  * with target *tp: sample_level's body for one item. */
@@ -448,7 +453,7 @@ static RD_ALWAYS_INLINE void sample_pairs(const rd_sumtree_t *t, size_t n,
   uint64_t sb[2][RD_SUMTREE_MAX_FANOUT] __attribute__((aligned(64)));
   fb[0][7] = fb[1][7] = 0;
   uint64_t tt[2][SAMPLE_GROUP], e[2][SAMPLE_GROUP];
-  const size_t G = SAMPLE_GROUP, ngroups = (n + G - 1) / G;
+  const size_t G = SAMPLE_PAIR_LINES / (K / 8), ngroups = (n + G - 1) / G;
   for (size_t i = 0; i <= ngroups; i++) {
     const int u = (int)(i & 1), l = u ^ 1; /* group i's slot, group i - 1's */
     const size_t ub = i * G, lb = (i - 1) * G;
