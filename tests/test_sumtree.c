@@ -188,6 +188,17 @@ static void test_exhaustive_small(void **state) {
  * exact prefix sums of leaves (the boundary between two children),
  * repeats, a batch that sorts only in part, and batches of every small
  * size (partial sample groups). */
+/* Sample m targets and check every leaf against the Fenwick reference;
+ * `what` names the case in a failure. */
+static void sample_and_check(const rd_sumtree_t *t, const fenwick_t *f, uint32_t m,
+                             const uint64_t *tg, uint32_t *lv, const char *what) {
+  assert_int_equal(rd_sumtree_sample(t, m, tg, lv, NULL), RD_OK);
+  for (uint32_t i = 0; i < m; i++)
+    if (lv[i] != fw_search(f, tg[i]))
+      fail_msg("%s m %u item %u: leaf %u, want %llu", what, m, i, lv[i],
+               (unsigned long long)fw_search(f, tg[i]));
+}
+
 static void test_stratified_targets(void **state) {
   (void)state;
   const char *isas[] = {"generic", "avx2", "avx512"};
@@ -228,13 +239,10 @@ static void test_stratified_targets(void **state) {
               uint64_t x = tg[j]; tg[j] = tg[j - 1]; tg[j - 1] = x;
             }
         if (round == 3) tg[n / 2 + 5] = 0; /* one group unsorted: the per-target path */
-        for (uint32_t m = 1; m <= n; m = m < 80 ? m + 1 : m * 2) {
-          assert_int_equal(rd_sumtree_sample(&t, m, tg, lv, NULL), RD_OK);
-          for (uint32_t i = 0; i < m; i++)
-            if (lv[i] != fw_search(&f, tg[i]))
-              fail_msg("K %u %s round %d m %u item %u: leaf %u, want %llu", fanouts[k], isas[is],
-                       round, m, i, lv[i], (unsigned long long)fw_search(&f, tg[i]));
-        }
+        char what[64];
+        snprintf(what, sizeof what, "K %u %s round %d", fanouts[k], isas[is], round);
+        for (uint32_t m = 1; m <= n; m = m < 80 ? m + 1 : m * 2)
+          sample_and_check(&t, &f, m, tg, lv, what);
       }
       fw_free(&f);
       rd_sumtree_free(&t);
@@ -282,11 +290,9 @@ static void test_large_tree_samples(void **state) {
           for (uint32_t i = 0; i < m; i++) /* stratified, as a replay batch draws */
             tg[i] = (uint64_t)((unsigned __int128)total * i / m) + rd_splitmix64(&s) % (total / m);
           if (m > 3) tg[m - 1] = total - 1, tg[m / 2] = 0;
-          assert_int_equal(rd_sumtree_sample(&t, m, tg, lv, NULL), RD_OK);
-          for (uint32_t i = 0; i < m; i++)
-            if (lv[i] != fw_search(&f, tg[i]))
-              fail_msg("K %u %s threads %u m %u item %u: leaf %u, want %llu", ks[k], isas[is],
-                       threads, m, i, lv[i], (unsigned long long)fw_search(&f, tg[i]));
+          char what[64];
+          snprintf(what, sizeof what, "K %u %s threads %u", ks[k], isas[is], threads);
+          sample_and_check(&t, &f, m, tg, lv, what);
         }
       }
       rd_sumtree_free(&t);
