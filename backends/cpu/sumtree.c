@@ -369,43 +369,12 @@ static RD_ALWAYS_INLINE void prefetch_block(const uint64_t *blk, const uint32_t 
   for (uint32_t off = 0; off < K; off += 8) __builtin_prefetch(blk + off, 0, 3);
 }
 
-/* One level of a group's descents: descent g is at entry e[g] of the level
- * above (root: the root block, target from src), with target tt[g]. With
- * pf, prefetch the child block each step reaches. Specialised on root and
- * pf by the caller, so the per-step loop carries neither test. */
-static RD_ALWAYS_INLINE void sample_level(const uint64_t *L, const uint64_t *next, size_t m,
-                                          const uint64_t *src, uint64_t *tt, uint64_t *e,
-                                          const uint32_t K, const uint32_t LK, const int isa,
-                                          const bool root, const bool pf, const bool leaf,
-                                          uint64_t *fb, uint64_t *sb) {
-  for (size_t g = 0; g < m; g++) {
-    uint64_t tg = root ? src[g] : tt[g];
-    const uint64_t eg = root ? 0 : e[g];
-    const uint64_t *blk = L + (eg << LK);
-    uint64_t c = (eg << LK) + (leaf ? descend_leaf(blk, &tg, K, isa, fb, sb)
-                                    : descend(blk, &tg, K, isa, fb));
-    if (!leaf) tt[g] = tg; /* the last step's target is not needed */
-    e[g] = c;
-    if (pf) prefetch_block(next + (c << LK), K);
-  }
-}
-
 /* Below this many bytes a level stays in the L1 (next to the levels above
  * it), and prefetching its blocks only costs instructions. */
 #define SAMPLE_PREFETCH_BYTES ((uint64_t)32 << 10)
 
-/* Below this many bytes of leaves the sample runs one group at a time
- * (sample_groups); from here on two at a time (sample_pairs), for fanouts
- * of two lines a block or more. docs/benchmarks.md has the crossover. */
-#define SAMPLE_PAIRS_MIN_BYTES ((uint64_t)8 << 20)
-/* A group of sample_pairs prefetches this many lines a pass (32 descents
- * at K = 16): with more, the pass that issues them stalls on the core's
- * miss buffers and holds up the other group's steps behind it. At most
- * SAMPLE_GROUP descents for K >= 8. */
-#define SAMPLE_PAIR_LINES 64u
-
 /* One step of one descent, at entry *e of the level above (0 at the root)
- * with target *tp: sample_level's body for one item. */
+ * with target *tp. With pf, prefetch the child block it reaches. */
 static RD_ALWAYS_INLINE void sample_step(const uint64_t *L, const uint64_t *next, uint64_t *tp,
                                          uint64_t *e, const uint32_t K, const uint32_t LK,
                                          const int isa, const bool pf, const bool leaf,
@@ -417,7 +386,8 @@ static RD_ALWAYS_INLINE void sample_step(const uint64_t *L, const uint64_t *next
   if (pf) prefetch_block(next + (c << LK), K);
 }
 
-/* A level as a pass over it sees it. */
+/* A level as a pass over it sees it. The last level is the leaves' (plain
+ * values); it prefetches nothing. */
 typedef struct {
   const uint64_t *L, *next;
   bool pf, leaf;
@@ -433,6 +403,34 @@ static RD_ALWAYS_INLINE sample_pass_t sample_pass(const rd_sumtree_t *t, uint32_
   v.leaf = h + 1 == H;
   return v;
 }
+
+/* One level of a group's descents: descent g is at entry e[g] of the level
+ * above (root: the root block, target from src), with target tt[g].
+ * Specialised on root, pf and leaf by the caller, so the per-step loop
+ * carries no test. */
+static RD_ALWAYS_INLINE void sample_level(const sample_pass_t *v, size_t m, const uint64_t *src,
+                                          uint64_t *tt, uint64_t *e, const uint32_t K,
+                                          const uint32_t LK, const int isa, const bool root,
+                                          const bool pf, const bool leaf, uint64_t *fb,
+                                          uint64_t *sb) {
+  for (size_t g = 0; g < m; g++) {
+    uint64_t tg = root ? src[g] : tt[g];
+    uint64_t eg = root ? 0 : e[g];
+    sample_step(v->L, v->next, &tg, &eg, K, LK, isa, pf, leaf, fb, sb);
+    if (!leaf) tt[g] = tg; /* the last step's target is not needed */
+    e[g] = eg;
+  }
+}
+
+/* Below this many bytes of leaves the sample runs one group at a time
+ * (sample_groups); from here on two at a time (sample_pairs), for fanouts
+ * of two lines a block or more. docs/benchmarks.md has the crossover. */
+#define SAMPLE_PAIRS_MIN_BYTES ((uint64_t)8 << 20)
+/* A group of sample_pairs prefetches this many lines a pass (32 descents
+ * at K = 16): with more, the pass that issues them stalls on the core's
+ * miss buffers and holds up the other group's steps behind it. At most
+ * SAMPLE_GROUP descents for K >= 8. */
+#define SAMPLE_PAIR_LINES 64u
 
 /* Algorithm 1 for two groups at a time, for trees whose lower levels miss
  * the caches. Group i's steps on the upper half of the levels (cached:
@@ -503,23 +501,20 @@ static RD_ALWAYS_INLINE void sample_groups(const rd_sumtree_t *t, size_t n,
     uint64_t tt[SAMPLE_GROUP];
     uint64_t e[SAMPLE_GROUP];
     for (uint32_t h = 0; h < H; h++) {
-      const uint64_t *L = t->level[h];
-      const uint64_t *next = h + 1 < H ? t->level[h + 1] : NULL;
-      const bool pf = next && t->level_blocks[h + 1] * K * sizeof(uint64_t) > SAMPLE_PREFETCH_BYTES;
-      /* The last level is the leaves' (plain values); it prefetches nothing. */
-      const bool root = h == 0, leaf = h + 1 == H;
-      if (root && pf)
-        sample_level(L, next, m, targets + base, tt, e, K, LK, isa, true, true, false, fb, sb);
-      else if (root && leaf)
-        sample_level(L, next, m, targets + base, tt, e, K, LK, isa, true, false, true, fb, sb);
-      else if (root)
-        sample_level(L, next, m, targets + base, tt, e, K, LK, isa, true, false, false, fb, sb);
-      else if (pf)
-        sample_level(L, next, m, NULL, tt, e, K, LK, isa, false, true, false, fb, sb);
-      else if (leaf)
-        sample_level(L, next, m, NULL, tt, e, K, LK, isa, false, false, true, fb, sb);
+      const sample_pass_t v = sample_pass(t, h, K);
+      const uint64_t *src = targets + base;
+      if (h == 0 && v.pf)
+        sample_level(&v, m, src, tt, e, K, LK, isa, true, true, false, fb, sb);
+      else if (h == 0 && v.leaf)
+        sample_level(&v, m, src, tt, e, K, LK, isa, true, false, true, fb, sb);
+      else if (h == 0)
+        sample_level(&v, m, src, tt, e, K, LK, isa, true, false, false, fb, sb);
+      else if (v.pf)
+        sample_level(&v, m, NULL, tt, e, K, LK, isa, false, true, false, fb, sb);
+      else if (v.leaf)
+        sample_level(&v, m, NULL, tt, e, K, LK, isa, false, false, true, fb, sb);
       else
-        sample_level(L, next, m, NULL, tt, e, K, LK, isa, false, false, false, fb, sb);
+        sample_level(&v, m, NULL, tt, e, K, LK, isa, false, false, false, fb, sb);
     }
     for (size_t g = 0; g < m; g++) leaves[base + g] = (uint32_t)e[g];
   }
