@@ -182,12 +182,6 @@ static void test_exhaustive_small(void **state) {
     }
 }
 
-/* Batches as stratified sampling draws them (sorted targets): against
- * the Fenwick reference, for every fanout and kernel ISA, with zero runs
- * (whole blocks empty: a zero child must get no target), targets on the
- * exact prefix sums of leaves (the boundary between two children),
- * repeats, a batch that sorts only in part, and batches of every small
- * size (partial sample groups). */
 /* Sample m targets and check every leaf against the Fenwick reference;
  * `what` names the case in a failure. */
 static void sample_and_check(const rd_sumtree_t *t, const fenwick_t *f, uint32_t m,
@@ -199,6 +193,12 @@ static void sample_and_check(const rd_sumtree_t *t, const fenwick_t *f, uint32_t
                (unsigned long long)fw_search(f, tg[i]));
 }
 
+/* Batches as stratified sampling draws them (sorted targets): against
+ * the Fenwick reference, for every fanout and kernel ISA, with zero runs
+ * (whole blocks empty: a zero child must get no target), targets on the
+ * exact prefix sums of leaves (the boundary between two children),
+ * repeats, a batch that sorts only in part, and batches of every small
+ * size (partial sample groups). */
 static void test_stratified_targets(void **state) {
   (void)state;
   const char *isas[] = {"generic", "avx2", "avx512"};
