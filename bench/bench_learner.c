@@ -453,9 +453,12 @@ static void print_table(void) {
            "\n# PyTorch's BLAS: %s\n# PyTorch's best settings (OpenBLAS core; steps/s in the "
            "screen):\n",
            baselines[0].blas);
-    for (size_t i = 0; i < n_baselines; i++)
-      printf("#   %-14s batch %-6u %s (%s; %.1f)\n", baselines[i].shape, baselines[i].batch,
-             baselines[i].setting, baselines[i].blas_core, baselines[i].screen);
+    for (size_t i = 0; i < n_baselines; i++) {
+      char screen[32] = "-"; /* a script that gives no screen figure */
+      if (!isnan(baselines[i].screen)) snprintf(screen, sizeof screen, "%.1f", baselines[i].screen);
+      printf("#   %-14s batch %-6u %s (%s; %s)\n", baselines[i].shape, baselines[i].batch,
+             baselines[i].setting, baselines[i].blas_core, screen);
+    }
     printf("# targets at %u threads: %d met, %d missed\n", tmax, met, missed);
   }
 }

@@ -57,10 +57,15 @@
  * the machine's cores; on a 2-core machine a 2-thread learner competes with
  * the sampler for them, which this benchmark measures as it is.
  *
- * Placement (--pin CPU). By default nothing is pinned, as in the daemon,
- * and the scheduler picks the core of each thread: the baseline runs on the
- * main thread, the loop's learner on the pipeline's thread, often on
- * another core. On a machine whose cores are not equally fast (this
+ * Placement (--pin CPU). By default nothing is pinned and the scheduler
+ * picks the core of each thread: the baseline runs on the main thread, the
+ * loop's learner on the pipeline's thread, often on another core. The
+ * daemon pins its pipelines (daemon/learn/cores.h): with as many learner
+ * threads as CPUs that is the same (the learner's mask is every CPU and
+ * the sampler is left unpinned), which is how this benchmark's figures are
+ * taken (2 learner threads on 2 CPUs); with fewer, the daemon gives the
+ * learner its own CPUs and the sampler the next one, which this default
+ * does not. On a machine whose cores are not equally fast (this
  * project's 2-vCPU VMs: the same CartPole step measured 6 us on one vCPU
  * and 10 us on the other, and which one is slow changed over time) the
  * ratio then mixes the pipeline's cost with the cores' difference. --pin
@@ -138,7 +143,8 @@ static void usage(FILE *f) {
       "  --threads T    learner threads (repeatable; default 2)\n"
       "  --depth D      relaxation depth of the pipeline (repeatable; default 0 and 50)\n"
       "  --pin CPU      run the baseline's and the loop's learner threads on this CPU\n"
-      "                 (default: unpinned, as the daemon runs; see the source's header)\n"
+      "                 (default: unpinned; see the source's header for how the daemon\n"
+      "                 places them)\n"
       "  --time-ms MS   minimum time of one repetition\n",
       f);
 }
