@@ -356,19 +356,8 @@ def main():
     all_rows = []
     for i, (tt, desc, env) in enumerate(todo):
         log("setting %d/%d: %s" % (i + 1, len(todo), desc))
-        cmd = base + ["--torch-threads", str(tt)]
-        for s in args.shape:
-            cmd += ["--shape", s]
-        for b in args.batch:
-            cmd += ["--batch", str(b)]
-        res = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, text=True)
-        if res.returncode != 0:
-            log("worker failed (%s)" % desc)
-            sys.exit(res.returncode if res.returncode == 3 else 1)
-        lines = res.stdout.splitlines()
-        blas = json.loads(lines[0])["blas"]
-        for line in lines[1:]:
-            r = json.loads(line)
+        blas, rows = run_worker(base, tt, desc, env, args.shape, args.batch)
+        for r in rows:
             key = (r["shape"], r["batch"])
             all_rows.append((key, tt, desc, blas, r["value"]))
             if key not in best or r["value"] > best[key][3]:
@@ -376,28 +365,39 @@ def main():
     if args.all_settings:
         for (shape, batch), tt, desc, blas, v in all_rows:
             emit("baseline.pytorch.gps.setting", shape, batch, tt, desc, blas, v)
-    # The screen's winners, timed again: one worker per winning setting.
+    # The screen's winners, timed again: one worker run per point (a worker
+    # times every shape x batch it is given, so that no point is timed that
+    # did not win in this setting).
     again = {}
     for tt, desc, env in todo:
         points = [key for key in best if best[key][1] == desc]
-        if not points:
-            continue
-        log("timing again: %s" % desc)
-        cmd = base + ["--torch-threads", str(tt)]
+        if points:
+            log("timing again: %s" % desc)
         for shape, batch in points:
-            # The worker times every shape x batch it is given: one call per
-            # point, so that no point is timed that did not win here.
-            res = subprocess.run(cmd + ["--shape", shape, "--batch", str(batch)], env=env,
-                                 stdout=subprocess.PIPE, text=True)
-            if res.returncode != 0:
-                log("worker failed (%s)" % desc)
-                sys.exit(1)
-            again[(shape, batch)] = json.loads(res.stdout.splitlines()[1])["value"]
+            _, rows = run_worker(base, tt, desc, env, [shape], [batch])
+            again[(shape, batch)] = rows[0]["value"]
     for shape in args.shape:
         for batch in args.batch:
             tt, desc, blas, v = best[(shape, batch)]
             emit("baseline.pytorch.gps", shape, batch, tt, desc, blas, again[(shape, batch)],
                  screen=v)
+
+
+def run_worker(base, tt, desc, env, shapes, batches):
+    """One worker process timing every shape x batch in one setting; returns
+    (its BLAS, its rows). Exits as the worker did when it refused its BLAS
+    (3), else 1, if it failed."""
+    cmd = base + ["--torch-threads", str(tt)]
+    for s in shapes:
+        cmd += ["--shape", s]
+    for b in batches:
+        cmd += ["--batch", str(b)]
+    res = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, text=True)
+    if res.returncode != 0:
+        log("worker failed (%s)" % desc)
+        sys.exit(res.returncode if res.returncode == 3 else 1)
+    lines = res.stdout.splitlines()
+    return json.loads(lines[0])["blas"], [json.loads(line) for line in lines[1:]]
 
 
 def emit(name, shape, batch, tt, desc, blas, v, screen=None):
